@@ -1,0 +1,267 @@
+#include "core/fleet.h"
+
+#include <algorithm>
+#include <set>
+
+#include "core/yaml_reader.h"
+
+namespace fabrica {
+namespace {
+
+MigProfile P(const char* name, int c, int m, int64_t gib) {
+  return MigProfile{name, c, m, MemoryMib(gib * 1024)};
+}
+
+}  // namespace
+
+const std::vector<MigProfile>& MigProfilesFor(const std::string& model) {
+  // Published MIG geometries (NVIDIA MIG user guide): 7 compute slices, 8 memory slices.
+  static const std::vector<MigProfile> kA100 = {P("1g.5gb", 1, 1, 5), P("2g.10gb", 2, 2, 10),
+                                                P("3g.20gb", 3, 4, 20), P("4g.20gb", 4, 4, 20),
+                                                P("7g.40gb", 7, 8, 40)};
+  static const std::vector<MigProfile> kH100 = {P("1g.10gb", 1, 1, 10), P("1g.20gb", 1, 2, 20),
+                                                P("2g.20gb", 2, 2, 20), P("3g.40gb", 3, 4, 40),
+                                                P("4g.40gb", 4, 4, 40), P("7g.80gb", 7, 8, 80)};
+  static const std::vector<MigProfile> kH200 = {P("1g.18gb", 1, 1, 18), P("1g.35gb", 1, 2, 35),
+                                                P("2g.35gb", 2, 2, 35), P("3g.71gb", 3, 4, 71),
+                                                P("4g.71gb", 4, 4, 71), P("7g.141gb", 7, 8, 141)};
+  static const std::vector<MigProfile> kGB200 = {P("1g.23gb", 1, 1, 23), P("1g.47gb", 1, 2, 47),
+                                                 P("2g.47gb", 2, 2, 47), P("3g.93gb", 3, 4, 93),
+                                                 P("4g.93gb", 4, 4, 93), P("7g.186gb", 7, 8, 186)};
+  static const std::vector<MigProfile> kNone;
+  if (model == "A100") return kA100;
+  if (model == "H100") return kH100;
+  if (model == "H200") return kH200;
+  if (model == "GB200" || model == "B200") return kGB200;
+  return kNone;
+}
+
+const MigProfile* FindMigProfile(const std::string& model, const std::string& profile) {
+  for (const MigProfile& p : MigProfilesFor(model)) {
+    if (p.name == profile) return &p;
+  }
+  return nullptr;
+}
+
+const std::string& Node::gpu_model() const {
+  static const std::string kNone;
+  return devices.empty() ? kNone : devices.front().model;
+}
+
+int64_t Fleet::total_gpus() const {
+  int64_t n = 0;
+  for (const Node& node : nodes) n += node.gpu_count();
+  return n;
+}
+
+const Node* Fleet::Find(const NodeId& id) const {
+  for (const Node& node : nodes) {
+    if (node.name == id) return &node;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> Fleet::Models() const {
+  std::set<std::string> models;
+  for (const Node& node : nodes) {
+    for (const Device& d : node.devices) models.insert(d.model);
+  }
+  return {models.begin(), models.end()};
+}
+
+Status ValidateFleet(const Fleet& fleet) {
+  std::set<std::string> names;
+  std::set<std::string> uuids;
+  for (const Node& node : fleet.nodes) {
+    const std::string where = "node " + node.name.str();
+    if (node.name.empty()) return InvalidArgument("a node has an empty name");
+    if (!names.insert(node.name.str()).second) return InvalidArgument(where + ": duplicate name");
+    if (node.cpu.IsNegative()) return InvalidArgument(where + ": cpu must not be negative");
+    if (node.memory.IsNegative()) return InvalidArgument(where + ": memory must not be negative");
+    if (node.numa_nodes < 1) return InvalidArgument(where + ": numaNodes must be at least 1");
+    for (size_t i = 0; i < node.devices.size(); ++i) {
+      const Device& d = node.devices[i];
+      const std::string dw = where + ": devices[" + std::to_string(i) + "]";
+      if (d.model.empty()) return InvalidArgument(dw + ".model: required");
+      if (d.model != node.devices.front().model) {
+        return InvalidArgument(dw + ".model: a node's GPUs must all be one model");
+      }
+      if (!d.uuid.empty() && !uuids.insert(d.uuid).second) {
+        return InvalidArgument(dw + ".uuid: duplicate '" + d.uuid + "'");
+      }
+      if (d.numa_node < 0 || d.numa_node >= node.numa_nodes) {
+        return InvalidArgument(dw + ".numa: " + std::to_string(d.numa_node) +
+                               " is not below numaNodes " + std::to_string(node.numa_nodes));
+      }
+      for (int peer : d.nvlink_peers) {
+        if (peer < 0 || peer >= node.gpu_count() || peer == static_cast<int>(i)) {
+          return InvalidArgument(dw + ".nvlinkPeers: bad device index " + std::to_string(peer));
+        }
+      }
+      if (d.mig_enabled()) {
+        if (!d.mig_capable) return InvalidArgument(dw + ".mig: model " + d.model + " has no MIG");
+        int compute = 0, memory = 0;
+        for (const std::string& slice : d.mig_slices) {
+          const MigProfile* p = FindMigProfile(d.model, slice);
+          if (!p) return InvalidArgument(dw + ".mig: unknown profile '" + slice + "' for " + d.model);
+          compute += p->compute_slices;
+          memory += p->memory_slices;
+        }
+        if (compute > 7 || memory > 8) {
+          return InvalidArgument(dw + ".mig: geometry needs " + std::to_string(compute) +
+                                 "/7 compute and " + std::to_string(memory) +
+                                 "/8 memory slices");
+        }
+      }
+    }
+    for (size_t i = 0; i < node.nics.size(); ++i) {
+      if (node.nics[i].numa_node < 0 || node.nics[i].numa_node >= node.numa_nodes) {
+        return InvalidArgument(where + ": nics[" + std::to_string(i) + "].numa out of range");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+Result<Device> ParseDevice(YamlMap& m, const Node& node) {
+  Device d;
+  ASSIGN_OR_RETURN(d.model, m.String("model"));
+  ASSIGN_OR_RETURN(d.uuid, m.String("uuid", ""));
+  ASSIGN_OR_RETURN(d.memory, m.Memory("memory", MemoryMib(0)));
+  ASSIGN_OR_RETURN(d.ecc_enabled, m.Bool("ecc", true));
+  ASSIGN_OR_RETURN(int64_t numa, m.Int("numa", 0));
+  d.numa_node = static_cast<int>(numa);
+  ASSIGN_OR_RETURN(d.pcie_root, m.String("pcieRoot", ""));
+  ASSIGN_OR_RETURN(d.mig_slices, m.StringList("mig"));
+  d.mig_capable = !MigProfilesFor(d.model).empty();
+  YAML::Node peers = m.Raw("nvlinkPeers");
+  if (peers && !peers.IsNull()) {
+    if (!peers.IsSequence()) return m.Error("nvlinkPeers", "expected a list of device indexes");
+    for (const auto& p : peers) {
+      auto v = ParseNonNegativeInt(p.Scalar());
+      if (!v.ok()) return m.Error("nvlinkPeers", v.status().message());
+      d.nvlink_peers.push_back(static_cast<int>(*v));
+    }
+  }
+  RETURN_IF_ERROR(m.Finish());
+  return d;
+}
+
+// The `gpus:` shorthand: N identical devices on an NVSwitch (all peers of each other), spread
+// evenly over the node's NUMA nodes.
+Status ParseGpuShorthand(YamlMap& m, Node& node) {
+  ASSIGN_OR_RETURN(int64_t count, m.Int("count"));
+  if (count > 64) return m.Error("count", "at most 64 GPUs per node");
+  ASSIGN_OR_RETURN(std::string model, m.String("model"));
+  ASSIGN_OR_RETURN(MemoryMib memory, m.Memory("memory", MemoryMib(0)));
+  ASSIGN_OR_RETURN(bool ecc, m.Bool("ecc", true));
+  ASSIGN_OR_RETURN(std::vector<std::string> mig, m.StringList("mig"));
+  ASSIGN_OR_RETURN(bool nvswitch, m.Bool("nvswitch", true));
+  RETURN_IF_ERROR(m.Finish());
+  for (int64_t i = 0; i < count; ++i) {
+    Device d;
+    d.uuid = "GPU-" + node.name.str() + "-" + std::to_string(i);
+    d.model = model;
+    d.memory = memory;
+    d.ecc_enabled = ecc;
+    d.mig_capable = !MigProfilesFor(model).empty();
+    d.mig_slices = mig;
+    d.numa_node = static_cast<int>(i * node.numa_nodes / count);
+    d.pcie_root = "pci" + std::to_string(i / 2);
+    if (nvswitch) {
+      for (int64_t j = 0; j < count; ++j) {
+        if (j != i) d.nvlink_peers.push_back(static_cast<int>(j));
+      }
+    }
+    node.devices.push_back(std::move(d));
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<Node>> ParseNodeEntry(YamlMap& m) {
+  Node node;
+  ASSIGN_OR_RETURN(std::string name, m.String("name"));
+  ASSIGN_OR_RETURN(int64_t count, m.Int("count", 1));
+  if (count < 1 || count > 100000) return m.Error("count", "must be between 1 and 100000");
+  ASSIGN_OR_RETURN(node.cpu, m.Cpu("cpu"));
+  ASSIGN_OR_RETURN(node.memory, m.Memory("memory"));
+  ASSIGN_OR_RETURN(node.rack, m.String("rack", ""));
+  ASSIGN_OR_RETURN(node.leaf, m.String("leaf", ""));
+  ASSIGN_OR_RETURN(node.nvlink_domain, m.String("nvlinkDomain", ""));
+  ASSIGN_OR_RETURN(int64_t numa, m.Int("numaNodes", 1));
+  node.numa_nodes = static_cast<int>(numa);
+  ASSIGN_OR_RETURN(node.labels, m.StringMap("labels"));
+
+  YAML::Node nics = m.Raw("nics");
+  if (nics && !nics.IsNull()) {
+    if (!nics.IsSequence()) return m.Error("nics", "expected a list");
+    for (size_t i = 0; i < nics.size(); ++i) {
+      YamlMap nm(nics[i], m.Path("nics") + "[" + std::to_string(i) + "]", m.source());
+      RETURN_IF_ERROR(nm.CheckIsMap());
+      Nic nic;
+      ASSIGN_OR_RETURN(nic.name, nm.String("name"));
+      ASSIGN_OR_RETURN(int64_t nnuma, nm.Int("numa", 0));
+      nic.numa_node = static_cast<int>(nnuma);
+      ASSIGN_OR_RETURN(nic.leaf, nm.String("leaf", node.leaf));
+      ASSIGN_OR_RETURN(int64_t gbps, nm.Int("gbps", 400));
+      nic.gbps = static_cast<int>(gbps);
+      RETURN_IF_ERROR(nm.Finish());
+      node.nics.push_back(nic);
+    }
+  }
+  const bool has_gpus = m.Has("gpus"), has_devices = m.Has("devices");
+  if (has_gpus && has_devices) return m.Error("devices", "give either gpus or devices, not both");
+  std::vector<Node> out;
+  for (int64_t r = 0; r < count; ++r) {
+    Node copy = node;
+    copy.name = NodeId(count == 1 ? name : name + "-" + std::to_string(r));
+    if (copy.nvlink_domain.empty()) copy.nvlink_domain = copy.name.str();
+    if (has_gpus) {
+      YamlMap gm(m.Raw("gpus"), m.Path("gpus"), m.source());
+      RETURN_IF_ERROR(gm.CheckIsMap());
+      RETURN_IF_ERROR(ParseGpuShorthand(gm, copy));
+    } else if (has_devices) {
+      YAML::Node devs = m.Raw("devices");
+      if (!devs.IsSequence()) return m.Error("devices", "expected a list");
+      for (size_t i = 0; i < devs.size(); ++i) {
+        YamlMap dm(devs[i], m.Path("devices") + "[" + std::to_string(i) + "]", m.source());
+        RETURN_IF_ERROR(dm.CheckIsMap());
+        ASSIGN_OR_RETURN(Device d, ParseDevice(dm, copy));
+        if (d.uuid.empty()) d.uuid = "GPU-" + copy.name.str() + "-" + std::to_string(i);
+        copy.devices.push_back(std::move(d));
+      }
+    }
+    out.push_back(std::move(copy));
+  }
+  RETURN_IF_ERROR(m.Finish());
+  return out;
+}
+
+}  // namespace
+
+Result<Fleet> ParseFleetYaml(const std::string& text, const std::string& source) {
+  ASSIGN_OR_RETURN(YAML::Node doc, LoadYaml(text, source));
+  YamlMap top(doc, "", source);
+  RETURN_IF_ERROR(top.CheckIsMap());
+  ASSIGN_OR_RETURN(std::string kind, top.String("kind", "Fleet"));
+  if (kind != "Fleet") return top.Error("kind", "expected Fleet, got '" + kind + "'");
+  ASSIGN_OR_RETURN(std::string api, top.String("apiVersion", "fabrica.dev/v1"));
+  if (api != "fabrica.dev/v1") return top.Error("apiVersion", "expected fabrica.dev/v1");
+  YAML::Node nodes = top.Raw("nodes");
+  if (!nodes || !nodes.IsSequence()) return top.Error("nodes", "expected a list of nodes");
+  Fleet fleet;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    YamlMap m(nodes[i], "nodes[" + std::to_string(i) + "]", source);
+    RETURN_IF_ERROR(m.CheckIsMap());
+    ASSIGN_OR_RETURN(std::vector<Node> expanded, ParseNodeEntry(m));
+    for (Node& n : expanded) fleet.nodes.push_back(std::move(n));
+  }
+  RETURN_IF_ERROR(top.Finish());
+  Status st = ValidateFleet(fleet);
+  if (!st.ok()) return st.WithContext(source);
+  return fleet;
+}
+
+}  // namespace fabrica

@@ -1,0 +1,88 @@
+// The fleet model: nodes, their GPUs, NICs and place in the network, as the hardware is.
+//
+// One schema serves every use: the simulator's fleets, the server's simulated nodes, the agent's
+// simulated devices and the inventory that health checks compare discovered hardware against.
+// Topology follows real machines: on HGX H100/H200 boxes the NVLink domain is the node itself
+// (the default), while on GB200 NVL72-style racks several nodes declare one shared NVLink domain.
+// Multi-node locality is then judged by InfiniBand leaf and rack. These are plain values.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/ids.h"
+#include "core/quantity.h"
+
+namespace fabrica {
+
+// A MIG profile such as "3g.40gb": compute slices out of 7, memory slices out of 8.
+struct MigProfile {
+  std::string name;
+  int compute_slices = 0;
+  int memory_slices = 0;
+  MemoryMib memory;
+};
+
+// The MIG profiles a GPU model supports; empty for models without MIG.
+const std::vector<MigProfile>& MigProfilesFor(const std::string& model);
+const MigProfile* FindMigProfile(const std::string& model, const std::string& profile);
+
+struct Device {
+  std::string uuid;
+  std::string model;  // e.g. "H100", "H200", "GB200", "V100M32"
+  MemoryMib memory;
+  bool ecc_enabled = true;
+  bool mig_capable = false;
+  // Current MIG geometry: one entry per slice (profile names). Empty means MIG is off and the
+  // GPU is handed out whole or in fractional shares.
+  std::vector<std::string> mig_slices;
+  std::vector<int> nvlink_peers;  // indexes of devices on the same node
+  int numa_node = 0;
+  std::string pcie_root;
+
+  bool mig_enabled() const { return !mig_slices.empty(); }
+};
+
+struct Nic {
+  std::string name;
+  int numa_node = 0;
+  std::string leaf;  // InfiniBand leaf it is cabled to; defaults to the node's
+  int gbps = 400;
+};
+
+struct Node {
+  NodeId name;
+  MilliCpu cpu;
+  MemoryMib memory;
+  std::map<std::string, std::string> labels;
+  std::string rack;
+  std::string leaf;           // InfiniBand leaf switch
+  std::string nvlink_domain;  // defaults to the node's name (HGX); shared across a GB200 rack
+  int numa_nodes = 1;
+  std::vector<Device> devices;
+  std::vector<Nic> nics;
+
+  int gpu_count() const { return static_cast<int>(devices.size()); }
+  // The model of its GPUs ("" for a CPU-only node); fleets are homogeneous within a node.
+  const std::string& gpu_model() const;
+};
+
+struct Fleet {
+  std::vector<Node> nodes;
+
+  int64_t total_gpus() const;
+  const Node* Find(const NodeId& id) const;
+  // Every GPU model present, sorted.
+  std::vector<std::string> Models() const;
+};
+
+// Checks cross-field invariants: unique names, NUMA indexes in range, peers in range, MIG geometry
+// that fits the model. Messages name the node and field.
+Status ValidateFleet(const Fleet& fleet);
+
+// Parses the fleet YAML (see docs/fleet.md). `source` names the file in messages.
+Result<Fleet> ParseFleetYaml(const std::string& text, const std::string& source);
+
+}  // namespace fabrica

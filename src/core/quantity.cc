@@ -1,0 +1,110 @@
+#include "core/quantity.h"
+
+#include <limits>
+
+namespace fabrica {
+namespace {
+
+// Parses "<int>[.<frac>]" scaled by 10^scale_digits; the fraction may have at most that many
+// digits so that nothing is rounded away.
+Result<int64_t> ParseScaledDecimal(std::string_view text, int scale_digits, const char* what) {
+  const std::string shown(text);
+  if (text.empty()) return InvalidArgument(std::string("empty ") + what);
+  if (text[0] == '-') return InvalidArgument(std::string(what) + " must not be negative: '" + shown + "'");
+  int64_t whole = 0;
+  size_t i = 0;
+  bool any_digit = false;
+  for (; i < text.size() && text[i] != '.'; ++i) {
+    if (text[i] < '0' || text[i] > '9') {
+      return InvalidArgument(std::string("not a number for ") + what + ": '" + shown + "'");
+    }
+    if (whole > (std::numeric_limits<int64_t>::max() / 10'000'000)) {
+      return InvalidArgument(std::string(what) + " too large: '" + shown + "'");
+    }
+    whole = whole * 10 + (text[i] - '0');
+    any_digit = true;
+  }
+  int64_t frac = 0;
+  int frac_digits = 0;
+  if (i < text.size()) {
+    ++i;  // '.'
+    for (; i < text.size(); ++i) {
+      if (text[i] < '0' || text[i] > '9') {
+        return InvalidArgument(std::string("not a number for ") + what + ": '" + shown + "'");
+      }
+      if (++frac_digits > scale_digits) {
+        return InvalidArgument(std::string(what) + " has more precision than its unit allows: '" +
+                               shown + "'");
+      }
+      frac = frac * 10 + (text[i] - '0');
+      any_digit = true;
+    }
+  }
+  if (!any_digit) return InvalidArgument(std::string("not a number for ") + what + ": '" + shown + "'");
+  int64_t scale = 1;
+  for (int d = 0; d < scale_digits; ++d) scale *= 10;
+  for (int d = frac_digits; d < scale_digits; ++d) frac *= 10;
+  return whole * scale + frac;
+}
+
+bool EndsWith(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+}  // namespace
+
+Result<int64_t> ParseNonNegativeInt(std::string_view text) {
+  return ParseScaledDecimal(text, 0, "integer");
+}
+
+Result<MilliGpu> ParseMilliGpu(std::string_view text) {
+  if (EndsWith(text, "m")) {
+    ASSIGN_OR_RETURN(int64_t v, ParseScaledDecimal(text.substr(0, text.size() - 1), 0, "milli-GPU"));
+    return MilliGpu(v);
+  }
+  ASSIGN_OR_RETURN(int64_t v, ParseScaledDecimal(text, 3, "GPU quantity"));
+  return MilliGpu(v);
+}
+
+Result<MilliCpu> ParseMilliCpu(std::string_view text) {
+  if (EndsWith(text, "m")) {
+    ASSIGN_OR_RETURN(int64_t v, ParseScaledDecimal(text.substr(0, text.size() - 1), 0, "milli-CPU"));
+    return MilliCpu(v);
+  }
+  ASSIGN_OR_RETURN(int64_t v, ParseScaledDecimal(text, 3, "CPU quantity"));
+  return MilliCpu(v);
+}
+
+Result<MemoryMib> ParseMemoryMib(std::string_view text) {
+  struct Unit {
+    const char* suffix;
+    int64_t mib;
+  };
+  static constexpr Unit kUnits[] = {{"Ti", 1024 * 1024}, {"Gi", 1024}, {"Mi", 1}};
+  for (const Unit& u : kUnits) {
+    if (EndsWith(text, u.suffix)) {
+      ASSIGN_OR_RETURN(int64_t v, ParseScaledDecimal(text.substr(0, text.size() - 2), 0, "memory"));
+      if (v > std::numeric_limits<int64_t>::max() / u.mib) {
+        return InvalidArgument("memory too large: '" + std::string(text) + "'");
+      }
+      return MemoryMib(v * u.mib);
+    }
+  }
+  ASSIGN_OR_RETURN(int64_t v, ParseScaledDecimal(text, 0, "memory (MiB, or with Mi/Gi/Ti)"));
+  return MemoryMib(v);
+}
+
+std::string FormatMilliGpu(MilliGpu q) {
+  if (q.value() % kMilliPerGpu == 0) return std::to_string(q.value() / kMilliPerGpu);
+  return std::to_string(q.value()) + "m";
+}
+std::string FormatMemoryMib(MemoryMib q) {
+  if (q.value() != 0 && q.value() % 1024 == 0) return std::to_string(q.value() / 1024) + "Gi";
+  return std::to_string(q.value()) + "Mi";
+}
+std::string FormatMilliCpu(MilliCpu q) {
+  if (q.value() % 1000 == 0) return std::to_string(q.value() / 1000);
+  return std::to_string(q.value()) + "m";
+}
+
+}  // namespace fabrica

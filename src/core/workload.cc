@@ -1,0 +1,239 @@
+#include "core/workload.h"
+
+#include "core/fleet.h"
+#include "core/yaml_reader.h"
+
+namespace fabrica {
+
+const char* TrustLevelName(TrustLevel t) {
+  switch (t) {
+    case TrustLevel::kUntrusted: return "untrusted";
+    case TrustLevel::kStandard: return "standard";
+    case TrustLevel::kTrusted: return "trusted";
+  }
+  return "?";
+}
+
+Result<TrustLevel> ParseTrustLevel(const std::string& s) {
+  if (s == "untrusted") return TrustLevel::kUntrusted;
+  if (s == "standard") return TrustLevel::kStandard;
+  if (s == "trusted") return TrustLevel::kTrusted;
+  return InvalidArgument("trust must be untrusted, standard or trusted, got '" + s + "'");
+}
+
+const char* TopologyLevelName(TopologyLevel l) {
+  switch (l) {
+    case TopologyLevel::kNone: return "none";
+    case TopologyLevel::kNvlinkDomain: return "nvlink";
+    case TopologyLevel::kLeaf: return "leaf";
+    case TopologyLevel::kRack: return "rack";
+  }
+  return "?";
+}
+
+MilliGpu DeviceRequest::TotalMilli() const {
+  switch (kind) {
+    case DeviceKind::kNone: return MilliGpu(0);
+    case DeviceKind::kWhole: return MilliGpu(int64_t{gpus} * kMilliPerGpu);
+    case DeviceKind::kFraction: return gpu_milli;
+    case DeviceKind::kMig: {
+      for (const std::string& model : {"H100", "A100"}) {
+        if (const MigProfile* p = FindMigProfile(model, mig_profile)) {
+          return MilliGpu(p->compute_slices * kMilliPerGpu / 7);
+        }
+      }
+      // Profiles of other models share the "<n>g." prefix convention.
+      const int slices = mig_profile.empty() ? 0 : mig_profile[0] - '0';
+      return MilliGpu(slices * kMilliPerGpu / 7);
+    }
+  }
+  return MilliGpu(0);
+}
+
+int Workload::pod_count() const {
+  int n = 0;
+  for (const PodSet& ps : pod_sets) n += ps.count;
+  return n;
+}
+
+Result<std::vector<std::string>> ParseModelList(const std::string& spec) {
+  std::vector<std::string> out;
+  if (spec.empty()) return out;
+  size_t start = 0;
+  while (true) {
+    size_t bar = spec.find('|', start);
+    std::string part = spec.substr(start, bar == std::string::npos ? std::string::npos : bar - start);
+    if (part.empty()) return InvalidArgument("empty GPU model in '" + spec + "'");
+    out.push_back(part);
+    if (bar == std::string::npos) break;
+    start = bar + 1;
+  }
+  return out;
+}
+
+Status ValidateDeviceRequest(const DeviceRequest& r) {
+  switch (r.kind) {
+    case DeviceKind::kNone: return Status::Ok();
+    case DeviceKind::kWhole:
+      if (r.gpus < 1 || r.gpus > 64) return InvalidArgument("gpus must be between 1 and 64");
+      return Status::Ok();
+    case DeviceKind::kFraction:
+      if (r.gpu_milli.IsNegative() || r.gpu_milli.value() >= kMilliPerGpu) {
+        return InvalidArgument("a GPU fraction must be between 1m and 999m, got " +
+                               std::to_string(r.gpu_milli.value()) + "m");
+      }
+      if (r.gpu_memory.IsNegative()) return InvalidArgument("gpuMemory must not be negative");
+      if (r.gpu_milli.IsZero() && r.gpu_memory.IsZero()) {
+        return InvalidArgument("a GPU fraction needs gpuMilli or gpuMemory");
+      }
+      return Status::Ok();
+    case DeviceKind::kMig:
+      if (r.mig_profile.size() < 3 || r.mig_profile[1] != 'g') {
+        return InvalidArgument("mig profile must look like '3g.40gb', got '" + r.mig_profile + "'");
+      }
+      return Status::Ok();
+  }
+  return Status::Ok();
+}
+
+Result<DeviceRequest> DeviceRequestFromTrace(int64_t num_gpu, int64_t gpu_milli,
+                                             const std::string& gpu_spec) {
+  DeviceRequest r;
+  ASSIGN_OR_RETURN(r.models, ParseModelList(gpu_spec));
+  if (num_gpu < 0) return InvalidArgument("num_gpu must not be negative");
+  if (gpu_milli < 0 || gpu_milli > kMilliPerGpu) {
+    return InvalidArgument("gpu_milli must be between 0 and 1000, got " + std::to_string(gpu_milli));
+  }
+  if (num_gpu == 0) {
+    r.kind = DeviceKind::kNone;
+  } else if (gpu_milli == kMilliPerGpu) {
+    r.kind = DeviceKind::kWhole;
+    r.gpus = static_cast<int>(num_gpu);
+  } else {
+    if (num_gpu != 1) return InvalidArgument("a fractional gpu_milli needs num_gpu == 1");
+    if (gpu_milli == 0) return InvalidArgument("gpu_milli is 0 for a GPU pod");
+    r.kind = DeviceKind::kFraction;
+    r.gpu_milli = MilliGpu(gpu_milli);
+  }
+  RETURN_IF_ERROR(ValidateDeviceRequest(r));
+  return r;
+}
+
+namespace {
+
+Result<DeviceRequest> ParseDeviceRequest(YamlMap& m) {
+  DeviceRequest r;
+  ASSIGN_OR_RETURN(int64_t gpus, m.Int("gpus", 0));
+  const bool has_fraction = m.Has("gpuMilli") || m.Has("gpuMemory");
+  const bool has_mig = m.Has("mig");
+  ASSIGN_OR_RETURN(r.gpu_milli, m.Gpu("gpuMilli", MilliGpu(0)));
+  ASSIGN_OR_RETURN(r.gpu_memory, m.Memory("gpuMemory", MemoryMib(0)));
+  ASSIGN_OR_RETURN(r.mig_profile, m.String("mig", ""));
+  ASSIGN_OR_RETURN(std::string models, m.String("models", ""));
+  auto list = ParseModelList(models);
+  if (!list.ok()) return m.Error("models", list.status().message());
+  r.models = *list;
+  RETURN_IF_ERROR(m.Finish());
+  if ((gpus > 0) + has_fraction + has_mig > 1) {
+    return m.Error("gpus", "give one of gpus, gpuMilli/gpuMemory or mig");
+  }
+  if (gpus > 0) {
+    r.kind = DeviceKind::kWhole;
+    r.gpus = static_cast<int>(std::min<int64_t>(gpus, 1000));
+  } else if (has_fraction) {
+    r.kind = DeviceKind::kFraction;
+  } else if (has_mig) {
+    r.kind = DeviceKind::kMig;
+  }
+  Status st = ValidateDeviceRequest(r);
+  if (!st.ok()) return m.Error(r.kind == DeviceKind::kMig ? "mig" : r.kind == DeviceKind::kWhole ? "gpus" : "gpuMilli", st.message());
+  return r;
+}
+
+Result<Workload> ParseOneWorkload(YamlMap& m) {
+  Workload w;
+  ASSIGN_OR_RETURN(std::string kind, m.String("kind", "Workload"));
+  if (kind != "Workload") return m.Error("kind", "expected Workload, got '" + kind + "'");
+  ASSIGN_OR_RETURN(std::string api, m.String("apiVersion", "fabrica.dev/v1"));
+  if (api != "fabrica.dev/v1") return m.Error("apiVersion", "expected fabrica.dev/v1");
+  YamlMap meta(m.Raw("metadata"), m.Path("metadata"), m.source());
+  RETURN_IF_ERROR(meta.CheckIsMap());
+  ASSIGN_OR_RETURN(std::string name, meta.String("name"));
+  ASSIGN_OR_RETURN(std::string tenant, meta.String("tenant", ""));
+  RETURN_IF_ERROR(meta.Finish());
+  w.name = WorkloadId(name);
+  w.tenant = TenantId(tenant);
+
+  YamlMap spec(m.Raw("spec"), m.Path("spec"), m.source());
+  RETURN_IF_ERROR(spec.CheckIsMap());
+  ASSIGN_OR_RETURN(std::string queue, spec.String("queue", ""));
+  w.queue = QueueId(queue);
+  ASSIGN_OR_RETURN(int64_t prio, spec.Int("priority", 0));
+  w.priority = static_cast<int>(prio);
+  ASSIGN_OR_RETURN(w.gang, spec.Bool("gang", false));
+  if (spec.Has("topology")) {
+    YamlMap t(spec.Raw("topology"), spec.Path("topology"), m.source());
+    RETURN_IF_ERROR(t.CheckIsMap());
+    ASSIGN_OR_RETURN(std::string level, t.String("level"));
+    if (level == "nvlink") w.topology.level = TopologyLevel::kNvlinkDomain;
+    else if (level == "leaf") w.topology.level = TopologyLevel::kLeaf;
+    else if (level == "rack") w.topology.level = TopologyLevel::kRack;
+    else if (level == "none") w.topology.level = TopologyLevel::kNone;
+    else return t.Error("level", "expected nvlink, leaf, rack or none, got '" + level + "'");
+    ASSIGN_OR_RETURN(std::string mode, t.String("mode", "preferred"));
+    if (mode != "required" && mode != "preferred") {
+      return t.Error("mode", "expected required or preferred, got '" + mode + "'");
+    }
+    w.topology.required = mode == "required";
+    RETURN_IF_ERROR(t.Finish());
+  }
+  YAML::Node sets = spec.Raw("podSets");
+  if (!sets || !sets.IsSequence() || sets.size() == 0) {
+    return spec.Error("podSets", "expected a non-empty list of pod sets");
+  }
+  for (size_t i = 0; i < sets.size(); ++i) {
+    YamlMap ps(sets[i], spec.Path("podSets") + "[" + std::to_string(i) + "]", m.source());
+    RETURN_IF_ERROR(ps.CheckIsMap());
+    PodSet set;
+    ASSIGN_OR_RETURN(set.name, ps.String("name", "main"));
+    ASSIGN_OR_RETURN(int64_t count, ps.Int("count", 1));
+    if (count < 1 || count > 100000) return ps.Error("count", "must be between 1 and 100000");
+    set.count = static_cast<int>(count);
+    ASSIGN_OR_RETURN(set.cpu, ps.Cpu("cpu", MilliCpu(0)));
+    ASSIGN_OR_RETURN(set.memory, ps.Memory("memory", MemoryMib(0)));
+    if (ps.Has("devices")) {
+      YamlMap dm(ps.Raw("devices"), ps.Path("devices"), m.source());
+      RETURN_IF_ERROR(dm.CheckIsMap());
+      ASSIGN_OR_RETURN(set.device, ParseDeviceRequest(dm));
+    }
+    RETURN_IF_ERROR(ps.Finish());
+    w.pod_sets.push_back(std::move(set));
+  }
+  RETURN_IF_ERROR(spec.Finish());
+  RETURN_IF_ERROR(m.Finish());
+  return w;
+}
+
+}  // namespace
+
+Result<std::vector<Workload>> ParseWorkloadYaml(const std::string& text, const std::string& source) {
+  std::vector<YAML::Node> docs;
+  try {
+    docs = YAML::LoadAll(text);
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(source + ":" + std::to_string(e.mark.line + 1) + ": malformed YAML: " + e.msg);
+  }
+  std::vector<Workload> out;
+  for (size_t d = 0; d < docs.size(); ++d) {
+    if (docs[d].IsNull()) continue;
+    const std::string prefix = docs.size() > 1 ? "doc" + std::to_string(d) : "";
+    YamlMap m(docs[d], prefix, source);
+    RETURN_IF_ERROR(m.CheckIsMap());
+    ASSIGN_OR_RETURN(Workload w, ParseOneWorkload(m));
+    out.push_back(std::move(w));
+  }
+  if (out.empty()) return InvalidArgument(source + ": no workload in the file");
+  return out;
+}
+
+}  // namespace fabrica

@@ -1,0 +1,86 @@
+// Tenants and workloads as users declare them.
+//
+// A Workload is a set of pod sets, each `count` identical pods with one per-pod device request:
+// whole GPUs, a fraction of one GPU (milli-GPU and/or memory MiB, enforced by the vGPU shim), or
+// a MIG slice of a named profile; optionally restricted to GPU models ("V100M16|V100M32"). A gang
+// workload starts all of its pods or none, and may ask that its pods share one NVLink domain,
+// InfiniBand leaf or rack, either as a requirement or as a preference. Plain values.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/ids.h"
+#include "core/quantity.h"
+#include "core/status.h"
+
+namespace fabrica {
+
+enum class TrustLevel { kUntrusted, kStandard, kTrusted };
+
+const char* TrustLevelName(TrustLevel t);
+Result<TrustLevel> ParseTrustLevel(const std::string& s);
+
+struct Tenant {
+  TenantId name;
+  TrustLevel trust = TrustLevel::kStandard;
+  std::string trust_domain;      // defaults to the tenant's own name
+  bool exclusive_nodes = false;  // an untrusted tenant may ask for nodes of its own
+};
+
+enum class DeviceKind { kNone, kWhole, kFraction, kMig };
+
+struct DeviceRequest {
+  DeviceKind kind = DeviceKind::kNone;
+  int gpus = 0;              // kWhole: number of whole GPUs (1..64)
+  MilliGpu gpu_milli;        // kFraction: compute share of one GPU (1..999), may be 0 with memory
+  MemoryMib gpu_memory;      // kFraction: device memory cap; 0 = proportional to the share
+  std::string mig_profile;   // kMig: e.g. "3g.40gb"
+  std::vector<std::string> models;  // allowed GPU models; empty = any
+
+  // GPU capacity this request takes from the fleet, for accounting and load (MIG by its
+  // compute slices out of 7).
+  MilliGpu TotalMilli() const;
+};
+
+enum class TopologyLevel { kNone, kNvlinkDomain, kLeaf, kRack };
+const char* TopologyLevelName(TopologyLevel l);
+
+struct TopologyConstraint {
+  TopologyLevel level = TopologyLevel::kNone;
+  bool required = false;  // false: preferred
+};
+
+struct PodSet {
+  std::string name;
+  int count = 1;
+  MilliCpu cpu;
+  MemoryMib memory;
+  DeviceRequest device;
+};
+
+struct Workload {
+  WorkloadId name;
+  TenantId tenant;
+  QueueId queue;
+  int priority = 0;
+  bool gang = false;
+  TopologyConstraint topology;
+  std::vector<PodSet> pod_sets;
+
+  int pod_count() const;
+};
+
+// Builds a device request from the trace's (num_gpu, gpu_milli, gpu_spec) triple.
+Result<DeviceRequest> DeviceRequestFromTrace(int64_t num_gpu, int64_t gpu_milli,
+                                             const std::string& gpu_spec);
+
+Status ValidateDeviceRequest(const DeviceRequest& r);
+
+// Parses a workload manifest (kind: Workload) or a list of them (kind: WorkloadList).
+Result<std::vector<Workload>> ParseWorkloadYaml(const std::string& text, const std::string& source);
+
+// Splits "A|B|C" into models, rejecting empty parts.
+Result<std::vector<std::string>> ParseModelList(const std::string& spec);
+
+}  // namespace fabrica

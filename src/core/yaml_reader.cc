@@ -1,0 +1,144 @@
+#include "core/yaml_reader.h"
+
+namespace fabrica {
+
+YamlMap::YamlMap(YAML::Node node, std::string path, std::string source)
+    : node_(std::move(node)), path_(std::move(path)), source_(std::move(source)) {}
+
+std::string YamlMap::Where(const YAML::Node& n) const {
+  const YAML::Mark m = n.Mark();
+  if (m.line < 0) return source_;
+  return source_ + ":" + std::to_string(m.line + 1);
+}
+
+std::string YamlMap::Path(const std::string& key) const {
+  return path_.empty() ? key : path_ + "." + key;
+}
+
+Status YamlMap::Error(const std::string& key, const std::string& message) const {
+  YAML::Node n = node_.IsMap() && node_[key] ? node_[key] : node_;
+  return InvalidArgument(Where(n) + ": " + Path(key) + ": " + message);
+}
+
+Status YamlMap::CheckIsMap() const {
+  if (node_.IsNull() || node_.IsMap()) return Status::Ok();
+  return InvalidArgument(Where(node_) + ": " + (path_.empty() ? "document" : path_) +
+                         ": expected a mapping");
+}
+
+bool YamlMap::Has(const std::string& key) const { return node_.IsMap() && node_[key]; }
+
+YAML::Node YamlMap::Raw(const std::string& key) {
+  read_.insert(key);
+  return node_.IsMap() ? node_[key] : YAML::Node();
+}
+
+Result<std::string> YamlMap::Scalar(const std::string& key, bool* present) {
+  read_.insert(key);
+  *present = false;
+  if (!Has(key)) return std::string();
+  YAML::Node n = node_[key];
+  if (n.IsNull()) return std::string();
+  if (!n.IsScalar()) return Error(key, "expected a single value");
+  *present = true;
+  return n.Scalar();
+}
+
+Result<std::string> YamlMap::String(const std::string& key, std::optional<std::string> fallback) {
+  bool present;
+  ASSIGN_OR_RETURN(std::string s, Scalar(key, &present));
+  if (!present) {
+    if (fallback) return *fallback;
+    return Error(key, "required field is missing");
+  }
+  return s;
+}
+
+Result<int64_t> YamlMap::Int(const std::string& key, std::optional<int64_t> fallback) {
+  bool present;
+  ASSIGN_OR_RETURN(std::string s, Scalar(key, &present));
+  if (!present) {
+    if (fallback) return *fallback;
+    return Error(key, "required field is missing");
+  }
+  auto v = ParseNonNegativeInt(s);
+  if (!v.ok()) return Error(key, v.status().message());
+  return *v;
+}
+
+Result<bool> YamlMap::Bool(const std::string& key, std::optional<bool> fallback) {
+  bool present;
+  ASSIGN_OR_RETURN(std::string s, Scalar(key, &present));
+  if (!present) {
+    if (fallback) return *fallback;
+    return Error(key, "required field is missing");
+  }
+  if (s == "true") return true;
+  if (s == "false") return false;
+  return Error(key, "expected true or false, got '" + s + "'");
+}
+
+#define FABRICA_QUANTITY_READER(Method, Type, Parser)                                     \
+  Result<Type> YamlMap::Method(const std::string& key, std::optional<Type> fallback) {   \
+    bool present;                                                                         \
+    ASSIGN_OR_RETURN(std::string s, Scalar(key, &present));                              \
+    if (!present) {                                                                       \
+      if (fallback) return *fallback;                                                     \
+      return Error(key, "required field is missing");                                     \
+    }                                                                                     \
+    auto v = Parser(s);                                                                   \
+    if (!v.ok()) return Error(key, v.status().message());                                 \
+    return *v;                                                                            \
+  }
+FABRICA_QUANTITY_READER(Cpu, MilliCpu, ParseMilliCpu)
+FABRICA_QUANTITY_READER(Memory, MemoryMib, ParseMemoryMib)
+FABRICA_QUANTITY_READER(Gpu, MilliGpu, ParseMilliGpu)
+#undef FABRICA_QUANTITY_READER
+
+Result<std::vector<std::string>> YamlMap::StringList(const std::string& key) {
+  read_.insert(key);
+  std::vector<std::string> out;
+  if (!Has(key) || node_[key].IsNull()) return out;
+  YAML::Node n = node_[key];
+  if (!n.IsSequence()) return Error(key, "expected a list");
+  for (const auto& item : n) {
+    if (!item.IsScalar()) return Error(key, "expected a list of strings");
+    out.push_back(item.Scalar());
+  }
+  return out;
+}
+
+Result<std::map<std::string, std::string>> YamlMap::StringMap(const std::string& key) {
+  read_.insert(key);
+  std::map<std::string, std::string> out;
+  if (!Has(key) || node_[key].IsNull()) return out;
+  YAML::Node n = node_[key];
+  if (!n.IsMap()) return Error(key, "expected a mapping of strings");
+  for (const auto& kv : n) {
+    if (!kv.second.IsScalar()) return Error(key, "expected string values");
+    out[kv.first.Scalar()] = kv.second.Scalar();
+  }
+  return out;
+}
+
+Status YamlMap::Finish() const {
+  if (!node_.IsMap()) return Status::Ok();
+  for (const auto& kv : node_) {
+    const std::string key = kv.first.Scalar();
+    if (!read_.count(key)) {
+      return InvalidArgument(Where(kv.first) + ": " + Path(key) + ": unknown field");
+    }
+  }
+  return Status::Ok();
+}
+
+Result<YAML::Node> LoadYaml(const std::string& text, const std::string& source) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(source + ":" + std::to_string(e.mark.line + 1) +
+                           ": malformed YAML: " + e.msg);
+  }
+}
+
+}  // namespace fabrica

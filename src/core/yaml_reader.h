@@ -1,0 +1,58 @@
+// Strict reading of YAML mappings into Fabrica's value types.
+//
+// A YamlMap wraps one mapping node with its path ("nodes[3].gpus") and the source file name, so
+// that every error names file, line and field. Reading a key marks it as known; Finish() rejects
+// any key that was not read, which is how unknown (often misspelt) fields are caught.
+#pragma once
+
+#include <set>
+#include <string>
+
+#include <yaml-cpp/yaml.h>
+
+#include "core/quantity.h"
+#include "core/status.h"
+
+namespace fabrica {
+
+class YamlMap {
+ public:
+  YamlMap(YAML::Node node, std::string path, std::string source);
+
+  // OK when the node is a mapping (or null, treated as empty).
+  Status CheckIsMap() const;
+
+  bool Has(const std::string& key) const;
+  YAML::Node Raw(const std::string& key);
+  std::string Path(const std::string& key) const;
+  Status Error(const std::string& key, const std::string& message) const;
+
+  Result<std::string> String(const std::string& key, std::optional<std::string> fallback = {});
+  Result<int64_t> Int(const std::string& key, std::optional<int64_t> fallback = {});
+  Result<bool> Bool(const std::string& key, std::optional<bool> fallback = {});
+  Result<MilliCpu> Cpu(const std::string& key, std::optional<MilliCpu> fallback = {});
+  Result<MemoryMib> Memory(const std::string& key, std::optional<MemoryMib> fallback = {});
+  Result<MilliGpu> Gpu(const std::string& key, std::optional<MilliGpu> fallback = {});
+  Result<std::vector<std::string>> StringList(const std::string& key);
+  Result<std::map<std::string, std::string>> StringMap(const std::string& key);
+
+  // Rejects keys that were never read.
+  Status Finish() const;
+
+  const std::string& path() const { return path_; }
+  const std::string& source() const { return source_; }
+
+ private:
+  Result<std::string> Scalar(const std::string& key, bool* present);
+  std::string Where(const YAML::Node& n) const;
+
+  YAML::Node node_;
+  std::string path_;
+  std::string source_;
+  std::set<std::string> read_;
+};
+
+// Parses a YAML document, turning yaml-cpp's exceptions into a Status naming file and line.
+Result<YAML::Node> LoadYaml(const std::string& text, const std::string& source);
+
+}  // namespace fabrica

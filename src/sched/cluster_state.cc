@@ -1,0 +1,363 @@
+#include "sched/cluster_state.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+namespace fabrica {
+namespace {
+
+template <typename T>
+void AppendRaw(std::string& s, T v) {
+  s.append(reinterpret_cast<const char*>(&v), sizeof(v));
+}
+
+}  // namespace
+
+ClusterState::ClusterState(const Fleet& fleet, const std::vector<Tenant>& tenants)
+    : fleet_(&fleet), tenants_(tenants) {
+  for (size_t i = 0; i < tenants_.size(); ++i) {
+    tenant_index_[tenants_[i].name.str()] = static_cast<int>(i);
+    std::string domain = tenants_[i].trust_domain.empty() ? tenants_[i].name.str()
+                                                          : tenants_[i].trust_domain;
+    domain_index_.emplace(domain, static_cast<int>(domain_index_.size()));
+  }
+  models_ = fleet.Models();
+  CHECK(models_.size() <= 64);
+  std::map<std::string, int> types;
+  nodes_.resize(fleet.nodes.size());
+  for (size_t n = 0; n < fleet.nodes.size(); ++n) {
+    const Node& node = fleet.nodes[n];
+    NodeState& s = nodes_[n];
+    s.free_cpu = node.cpu.value();
+    s.free_memory = node.memory.value();
+    s.model = node.devices.empty() ? -1 : ModelIndex(node.gpu_model());
+    std::string type_key = node.gpu_model() + "/" + std::to_string(node.gpu_count()) + "/" +
+                           std::to_string(node.cpu.value()) + "/" +
+                           std::to_string(node.memory.value());
+    s.devices.resize(node.devices.size());
+    s.mig_slices.resize(node.devices.size());
+    for (size_t d = 0; d < node.devices.size(); ++d) {
+      const Device& dev = node.devices[d];
+      DeviceState& ds = s.devices[d];
+      ds.free_memory_mib = dev.memory.value();
+      type_key += "/" + std::to_string(dev.numa_node);
+      for (size_t k = 0; k < dev.mig_slices.size(); ++k) {
+        auto it = std::find(mig_profiles_.begin(), mig_profiles_.end(), dev.mig_slices[k]);
+        int idx = static_cast<int>(it - mig_profiles_.begin());
+        if (it == mig_profiles_.end()) mig_profiles_.push_back(dev.mig_slices[k]);
+        s.mig_slices[d].push_back(idx);
+        ds.mig_free |= 1u << k;
+        type_key += ":" + dev.mig_slices[k];
+      }
+      if (dev.mig_enabled()) ds.free_milli = 0;  // MIG GPUs are handed out by slice only
+      total_gpu_milli_ += kMilliPerGpu;
+      s.free_milli += ds.free_milli;
+    }
+    auto [it, inserted] = types.emplace(type_key, static_cast<int>(types.size()));
+    s.type = it->second;
+    Reclassify(static_cast<int>(n));
+  }
+  for (TopologyLevel level : {TopologyLevel::kNone, TopologyLevel::kNvlinkDomain,
+                              TopologyLevel::kLeaf, TopologyLevel::kRack}) {
+    const int l = Level(level);
+    std::unordered_map<std::string, int> index;
+    domain_of_[l].resize(fleet.nodes.size());
+    for (size_t n = 0; n < fleet.nodes.size(); ++n) {
+      const Node& node = fleet.nodes[n];
+      std::string name = level == TopologyLevel::kNone         ? "fleet"
+                         : level == TopologyLevel::kNvlinkDomain ? node.nvlink_domain
+                         : level == TopologyLevel::kLeaf         ? node.leaf
+                                                                 : node.rack;
+      if (name.empty()) name = node.name.str();  // no declared domain: the node alone
+      auto [it, inserted] = index.emplace(name, static_cast<int>(domains_[l].size()));
+      if (inserted) {
+        domains_[l].emplace_back();
+        domain_names_[l].push_back(name);
+      }
+      domain_of_[l][n] = it->second;
+      domains_[l][it->second].push_back(static_cast<int>(n));
+    }
+  }
+}
+
+int ClusterState::ModelIndex(const std::string& model) const {
+  auto it = std::find(models_.begin(), models_.end(), model);
+  return it == models_.end() ? -1 : static_cast<int>(it - models_.begin());
+}
+
+int ClusterState::MigProfileIndex(const std::string& profile) const {
+  auto it = std::find(mig_profiles_.begin(), mig_profiles_.end(), profile);
+  return it == mig_profiles_.end() ? -1 : static_cast<int>(it - mig_profiles_.begin());
+}
+
+int ClusterState::mig_slice_profile(int n, int d, int s) const { return nodes_[n].mig_slices[d][s]; }
+
+int ClusterState::TenantIndex(const TenantId& t) const {
+  auto it = tenant_index_.find(t.str());
+  return it == tenant_index_.end() ? -1 : it->second;
+}
+
+int32_t ClusterState::ShareKey(int tenant) const {
+  if (tenant < 0) return 0;
+  const Tenant& t = tenants_[tenant];
+  if (t.trust == TrustLevel::kTrusted) {
+    const std::string& domain = t.trust_domain.empty() ? t.name.str() : t.trust_domain;
+    return 1'000'000 + domain_index_.at(domain);
+  }
+  return tenant + 1;
+}
+
+Result<PodRequest> ClusterState::MakeRequest(const PodSet& ps, const TenantId& tenant) const {
+  PodRequest r;
+  r.cpu_milli = ps.cpu.value();
+  r.memory_mib = ps.memory.value();
+  r.kind = ps.device.kind;
+  if (!tenant.empty()) {
+    r.tenant = TenantIndex(tenant);
+    if (r.tenant < 0) return NotFound("unknown tenant '" + tenant.str() + "'");
+  }
+  if (!ps.device.models.empty()) {
+    r.model_mask = 0;
+    for (const std::string& m : ps.device.models) {
+      int idx = ModelIndex(m);
+      if (idx < 0) return InvalidArgument("GPU model '" + m + "' is on no node of the fleet");
+      r.model_mask |= uint64_t{1} << idx;
+    }
+  }
+  switch (ps.device.kind) {
+    case DeviceKind::kNone:
+      break;
+    case DeviceKind::kWhole:
+      r.num_gpu = ps.device.gpus;
+      r.gpu_milli = kMilliPerGpu;
+      break;
+    case DeviceKind::kFraction: {
+      r.num_gpu = 1;
+      r.gpu_milli = ps.device.gpu_milli.value();
+      r.gpu_memory_mib = ps.device.gpu_memory.value();
+      if (r.gpu_milli == 0) {
+        // A memory-only share is charged the compute share its memory is of the smallest GPU
+        // it may land on, so that accounting and packing still see it.
+        int64_t smallest = 0;
+        for (const Node& node : fleet_->nodes) {
+          if (node.devices.empty()) continue;
+          int m = ModelIndex(node.gpu_model());
+          if (!(r.model_mask >> m & 1)) continue;
+          int64_t mem = node.devices.front().memory.value();
+          if (mem > 0 && (smallest == 0 || mem < smallest)) smallest = mem;
+        }
+        if (smallest == 0) return InvalidArgument("gpuMemory given but no allowed GPU has memory");
+        r.gpu_milli = std::min<int64_t>(
+            kMilliPerGpu - 1, (r.gpu_memory_mib * kMilliPerGpu + smallest - 1) / smallest);
+      }
+      break;
+    }
+    case DeviceKind::kMig:
+      r.num_gpu = 1;
+      r.mig_profile = MigProfileIndex(ps.device.mig_profile);
+      if (r.mig_profile < 0) {
+        return InvalidArgument("MIG profile '" + ps.device.mig_profile +
+                               "' is configured on no GPU of the fleet");
+      }
+      r.gpu_milli = ps.device.TotalMilli().value();
+      break;
+  }
+  return r;
+}
+
+bool ClusterState::NodeUsable(int n, const PodRequest& req) const {
+  const NodeState& s = nodes_[n];
+  if (s.free_cpu < req.cpu_milli || s.free_memory < req.memory_mib) return false;
+  if (req.num_gpu > 0 && (s.model < 0 || !(req.model_mask >> s.model & 1))) return false;
+  if (s.exclusive_owner >= 0 && s.exclusive_owner != req.tenant) return false;
+  if (req.tenant >= 0 && tenants_[req.tenant].exclusive_nodes) {
+    for (const auto& [t, pods] : s.tenant_pods) {
+      if (t != req.tenant && pods > 0) return false;
+    }
+  }
+  return true;
+}
+
+bool ClusterState::DeviceUsable(int n, int d, const PodRequest& req) const {
+  const DeviceState& ds = nodes_[n].devices[d];
+  switch (req.kind) {
+    case DeviceKind::kNone:
+      return false;
+    case DeviceKind::kWhole:
+      return ds.users == 0 && nodes_[n].mig_slices[d].empty();
+    case DeviceKind::kFraction:
+      if (!nodes_[n].mig_slices[d].empty()) return false;
+      if (ds.free_milli < req.gpu_milli) return false;
+      if (req.gpu_memory_mib > 0 && fleet_->nodes[n].devices[d].memory.value() > 0 &&
+          ds.free_memory_mib < req.gpu_memory_mib) {
+        return false;
+      }
+      return ds.share_key < 0 || ds.share_key == ShareKey(req.tenant);
+    case DeviceKind::kMig: {
+      if (ds.mig_key >= 0 && ds.mig_key != req.tenant) return false;
+      const bool untrusted = req.tenant >= 0 && tenants_[req.tenant].trust == TrustLevel::kUntrusted;
+      if (untrusted && ds.mig_key == kMigShared) return false;
+      const auto& slices = nodes_[n].mig_slices[d];
+      for (size_t k = 0; k < slices.size(); ++k) {
+        if ((ds.mig_free >> k & 1) && slices[k] == req.mig_profile) return true;
+      }
+      return false;
+    }
+  }
+  return false;
+}
+
+void ClusterState::Apply(const Assignment& a, const PodRequest& req) {
+  NodeState& s = nodes_[a.node];
+  s.free_cpu -= req.cpu_milli;
+  s.free_memory -= req.memory_mib;
+  s.pods += 1;
+  if (req.tenant >= 0) {
+    Count(s.tenant_pods, req.tenant, +1);
+    if (tenants_[req.tenant].exclusive_nodes) s.exclusive_owner = req.tenant;
+  }
+  if (req.num_gpu > 0) Count(s.gpu_tags, GpuTag(req), +1);
+  for (const DeviceShare& share : a.devices) {
+    DeviceState& ds = s.devices[share.device];
+    ds.users += 1;
+    if (share.mig_slice >= 0) {
+      ds.mig_free &= ~(1u << share.mig_slice);
+      const bool untrusted =
+          req.tenant >= 0 && tenants_[req.tenant].trust == TrustLevel::kUntrusted;
+      ds.mig_key = untrusted ? req.tenant : kMigShared;
+    } else {
+      ds.free_milli -= share.milli;
+      s.free_milli -= share.milli;
+      ds.free_memory_mib -= share.memory_mib;
+      if (req.kind == DeviceKind::kFraction) ds.share_key = ShareKey(req.tenant);
+    }
+    allocated_gpu_milli_ += share.milli;
+  }
+  Reclassify(a.node);
+}
+
+void ClusterState::Release(const Assignment& a, const PodRequest& req) {
+  NodeState& s = nodes_[a.node];
+  s.free_cpu += req.cpu_milli;
+  s.free_memory += req.memory_mib;
+  s.pods -= 1;
+  if (req.tenant >= 0) {
+    Count(s.tenant_pods, req.tenant, -1);
+    if (s.exclusive_owner == req.tenant &&
+        std::none_of(s.tenant_pods.begin(), s.tenant_pods.end(),
+                     [&](const auto& p) { return p.first == req.tenant; })) {
+      s.exclusive_owner = -1;
+    }
+  }
+  if (req.num_gpu > 0) Count(s.gpu_tags, GpuTag(req), -1);
+  for (const DeviceShare& share : a.devices) {
+    DeviceState& ds = s.devices[share.device];
+    ds.users -= 1;
+    if (share.mig_slice >= 0) {
+      ds.mig_free |= 1u << share.mig_slice;
+      if (ds.users == 0) ds.mig_key = -1;
+    } else {
+      ds.free_milli += share.milli;
+      s.free_milli += share.milli;
+      ds.free_memory_mib += share.memory_mib;
+      if (ds.users == 0) ds.share_key = -1;
+    }
+    allocated_gpu_milli_ -= share.milli;
+  }
+  Reclassify(a.node);
+}
+
+int ClusterState::GpuTag(const PodRequest& req) {
+  return req.kind == DeviceKind::kWhole ? req.num_gpu : 0;
+}
+
+void ClusterState::Count(std::vector<std::pair<int, int>>& counts, int key, int delta) {
+  auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& p) { return p.first == key; });
+  if (it == counts.end()) {
+    CHECK(delta > 0);
+    counts.emplace_back(key, delta);
+    std::sort(counts.begin(), counts.end());
+    return;
+  }
+  it->second += delta;
+  CHECK(it->second >= 0);
+  if (it->second == 0) counts.erase(it);
+}
+
+std::string ClusterState::ClassKey(int n) const {
+  const NodeState& s = nodes_[n];
+  std::string key;
+  key.reserve(32 + s.devices.size() * 24);
+  AppendRaw(key, s.type);
+  AppendRaw(key, s.free_cpu);
+  AppendRaw(key, s.free_memory);
+  AppendRaw(key, s.exclusive_owner);
+  using DevKey = std::tuple<int, int64_t, int64_t, int32_t, uint32_t, int32_t>;
+  std::vector<DevKey> devs;
+  devs.reserve(s.devices.size());
+  const Node& node = fleet_->nodes[n];
+  for (size_t d = 0; d < s.devices.size(); ++d) {
+    const DeviceState& ds = s.devices[d];
+    devs.emplace_back(node.devices[d].numa_node, ds.free_milli, ds.free_memory_mib, ds.share_key,
+                      ds.mig_free, ds.mig_key);
+  }
+  std::sort(devs.begin(), devs.end());
+  for (const DevKey& k : devs) {
+    AppendRaw(key, std::get<0>(k));
+    AppendRaw(key, std::get<1>(k));
+    AppendRaw(key, std::get<2>(k));
+    AppendRaw(key, std::get<3>(k));
+    AppendRaw(key, std::get<4>(k));
+    AppendRaw(key, std::get<5>(k));
+  }
+  for (const auto& [tag, pods] : s.gpu_tags) {
+    AppendRaw(key, tag);
+    AppendRaw(key, pods);
+  }
+  AppendRaw(key, -1);
+  for (const auto& [t, pods] : s.tenant_pods) AppendRaw(key, t);
+  return key;
+}
+
+void ClusterState::Reclassify(int n) {
+  NodeState& s = nodes_[n];
+  std::string key = ClassKey(n);
+  if (s.cls >= 0) {
+    if (classes_[s.cls].key == key) return;
+    // Remove n from its sorted class list; drop the class from the active list when it empties.
+    NodeClass& old = classes_[s.cls];
+    old.nodes.erase(std::lower_bound(old.nodes.begin(), old.nodes.end(), n));
+    if (old.nodes.empty()) {
+      int moved = active_classes_.back();
+      active_classes_[old.active_pos] = moved;
+      classes_[moved].active_pos = old.active_pos;
+      active_classes_.pop_back();
+      class_by_key_.erase(old.key);
+      free_classes_.push_back(s.cls);
+    }
+  }
+  auto it = class_by_key_.find(key);
+  int c;
+  if (it != class_by_key_.end()) {
+    c = it->second;
+  } else {
+    if (!free_classes_.empty()) {
+      c = free_classes_.back();
+      free_classes_.pop_back();
+    } else {
+      c = static_cast<int>(classes_.size());
+      classes_.emplace_back();
+    }
+    classes_[c].key = key;
+    classes_[c].nodes.clear();
+    classes_[c].active_pos = static_cast<int>(active_classes_.size());
+    active_classes_.push_back(c);
+    class_by_key_.emplace(std::move(key), c);
+  }
+  s.cls = c;
+  auto& list = classes_[c].nodes;
+  list.insert(std::lower_bound(list.begin(), list.end(), n), n);
+}
+
+}  // namespace fabrica

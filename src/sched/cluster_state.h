@@ -1,0 +1,172 @@
+// ClusterState: the free capacity of a fleet, per node and per device, as placement sees it.
+//
+// It is built from a Fleet and changed only through Apply and Release of assignments, so that
+// what is free always equals capacity minus what was placed. Beside the raw numbers it keeps:
+//   - per device, who may still share it: a fractional-share key and a MIG occupancy key derived
+//     from the trust table of DESIGN.md, so that isolation is a constant-time check;
+//   - per node, an exclusive owner (an untrusted tenant that asked for nodes of its own);
+//   - an index of nodes by "state class": nodes whose type, free CPU, memory and multiset of
+//     device states are equal are interchangeable for every policy, so a policy scores one node
+//     per class rather than every node. The index is updated incrementally on every change.
+// Policies read a const ClusterState and never change it. Not thread-safe; copy it to share.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/fleet.h"
+#include "core/workload.h"
+
+namespace fabrica {
+
+// A pod as placement sees it: interned and flattened, cheap to copy.
+struct PodRequest {
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+  DeviceKind kind = DeviceKind::kNone;
+  int num_gpu = 0;            // devices needed (1 for a fraction or a MIG slice)
+  int64_t gpu_milli = 0;      // per device: 1000 for whole GPUs, the share for a fraction
+  int64_t gpu_memory_mib = 0; // per device, fractions only; 0 = no memory cap requested
+  int mig_profile = -1;       // interned profile name
+  uint64_t model_mask = ~uint64_t{0};  // bit i = model i of the state's model table allowed
+  int tenant = -1;            // index in the state's tenant table; -1 = anonymous (traces)
+
+  int64_t total_gpu_milli() const { return num_gpu * gpu_milli; }
+};
+
+struct DeviceShare {
+  int device = 0;
+  int64_t milli = 0;
+  int64_t memory_mib = 0;
+  int mig_slice = -1;
+};
+
+struct Assignment {
+  int node = -1;
+  std::vector<DeviceShare> devices;
+};
+
+struct DeviceState {
+  int64_t free_milli = kMilliPerGpu;
+  int64_t free_memory_mib = 0;  // 0 capacity means memory is not tracked for this model
+  int32_t share_key = -1;       // fractional sharers' key; -1 = no fractional user
+  int32_t users = 0;            // pods using the device
+  uint32_t mig_free = 0;        // bit s = MIG slice s is free
+  int32_t mig_key = -1;         // -1 none, kMigShared, or an untrusted tenant's index
+};
+
+class ClusterState {
+ public:
+  static constexpr int32_t kMigShared = -2;
+
+  explicit ClusterState(const Fleet& fleet, const std::vector<Tenant>& tenants = {});
+
+  const Fleet& fleet() const { return *fleet_; }
+  int node_count() const { return static_cast<int>(nodes_.size()); }
+  const Node& node(int n) const { return fleet_->nodes[n]; }
+
+  int64_t free_cpu(int n) const { return nodes_[n].free_cpu; }
+  int64_t free_memory(int n) const { return nodes_[n].free_memory; }
+  const std::vector<DeviceState>& devices(int n) const { return nodes_[n].devices; }
+  int node_model(int n) const { return nodes_[n].model; }
+  int node_type(int n) const { return nodes_[n].type; }
+  int exclusive_owner(int n) const { return nodes_[n].exclusive_owner; }
+  int64_t node_free_milli(int n) const { return nodes_[n].free_milli; }
+  int node_pods(int n) const { return nodes_[n].pods; }
+  // (tag, pods) of the GPU pods on node n: tag 0 = a fractional pod, k = a pod of k whole GPUs.
+  // GpuClustering co-locates pods of one tag.
+  const std::vector<std::pair<int, int>>& gpu_pod_tags(int n) const { return nodes_[n].gpu_tags; }
+
+  // Interning of GPU models, MIG profiles and tenants.
+  int ModelIndex(const std::string& model) const;  // -1 if no node has it
+  const std::vector<std::string>& models() const { return models_; }
+  int MigProfileIndex(const std::string& profile) const;  // -1 if unknown
+  const std::string& mig_profile_name(int i) const { return mig_profiles_[i]; }
+  int mig_slice_profile(int n, int d, int s) const;
+  int TenantIndex(const TenantId& t) const;
+  const Tenant& tenant(int i) const { return tenants_[i]; }
+
+  // Converts one pod of a pod set into a PodRequest, or names what no node can satisfy.
+  Result<PodRequest> MakeRequest(const PodSet& ps, const TenantId& tenant) const;
+
+  // Capacity totals.
+  int64_t total_gpu_milli() const { return total_gpu_milli_; }
+  int64_t allocated_gpu_milli() const { return allocated_gpu_milli_; }
+
+  // Isolation: may this pod use device d of node n, given who already uses it?
+  bool DeviceUsable(int n, int d, const PodRequest& req) const;
+  bool NodeUsable(int n, const PodRequest& req) const;
+
+  // REQUIRES: the assignment was produced for `req` against this state.
+  void Apply(const Assignment& a, const PodRequest& req);
+  void Release(const Assignment& a, const PodRequest& req);
+
+  // State classes: groups of interchangeable nodes. A class's node list is sorted by index, so
+  // its front() is the node that index order prefers.
+  const std::vector<int>& active_classes() const { return active_classes_; }
+  const std::vector<int>& class_nodes(int c) const { return classes_[c].nodes; }
+  int node_class(int n) const { return nodes_[n].cls; }
+
+  int32_t ShareKey(int tenant) const;
+
+  // Topology: the domain (NVLink domain, leaf or rack) of node n, and each domain's nodes.
+  // kNone has one domain holding every node.
+  int domain_of(int n, TopologyLevel level) const { return domain_of_[Level(level)][n]; }
+  const std::vector<std::vector<int>>& domains(TopologyLevel level) const {
+    return domains_[Level(level)];
+  }
+  const std::string& domain_name(TopologyLevel level, int d) const {
+    return domain_names_[Level(level)][d];
+  }
+
+ private:
+  struct NodeState {
+    int64_t free_cpu = 0;
+    int64_t free_memory = 0;
+    int64_t free_milli = 0;
+    int model = -1;
+    int type = 0;
+    int exclusive_owner = -1;
+    int pods = 0;
+    std::vector<DeviceState> devices;
+    std::vector<std::vector<int>> mig_slices;  // per device: profile index of each slice
+    std::vector<std::pair<int, int>> tenant_pods;  // (tenant, pods) for exclusivity checks
+    std::vector<std::pair<int, int>> gpu_tags;     // see gpu_pod_tags()
+    int cls = -1;
+  };
+  struct NodeClass {
+    std::string key;
+    std::vector<int> nodes;
+    int active_pos = -1;
+  };
+
+  static int Level(TopologyLevel l) { return static_cast<int>(l); }
+  std::string ClassKey(int n) const;
+  void Reclassify(int n);
+
+  const Fleet* fleet_;
+  std::vector<Tenant> tenants_;
+  std::unordered_map<std::string, int> tenant_index_;
+  std::unordered_map<std::string, int> domain_index_;
+  std::vector<std::string> models_;
+  std::vector<std::string> mig_profiles_;
+  std::vector<NodeState> nodes_;
+  int64_t total_gpu_milli_ = 0;
+  int64_t allocated_gpu_milli_ = 0;
+
+  static int GpuTag(const PodRequest& req);
+  static void Count(std::vector<std::pair<int, int>>& counts, int key, int delta);
+
+  std::vector<int> domain_of_[4];
+  std::vector<std::vector<int>> domains_[4];
+  std::vector<std::string> domain_names_[4];
+
+  std::vector<NodeClass> classes_;
+  std::vector<int> free_classes_;
+  std::vector<int> active_classes_;
+  std::unordered_map<std::string, int> class_by_key_;
+};
+
+}  // namespace fabrica

@@ -1,0 +1,237 @@
+#include "sched/placer.h"
+
+#include <algorithm>
+
+namespace fabrica {
+
+const char* OutcomeName(Outcome o) {
+  switch (o) {
+    case Outcome::kPlaced: return "Placed";
+    case Outcome::kPending: return "Pending";
+    case Outcome::kInfeasible: return "Infeasible";
+  }
+  return "?";
+}
+
+bool FitsSomeEmptyNode(const ClusterState& s, const PodRequest& req, std::string* why) {
+  int cpu_ok = 0, mem_ok = 0, model_ok = 0;
+  for (int n = 0; n < s.node_count(); ++n) {
+    const Node& node = s.node(n);
+    if (node.cpu.value() < req.cpu_milli) continue;
+    ++cpu_ok;
+    if (node.memory.value() < req.memory_mib) continue;
+    ++mem_ok;
+    if (req.num_gpu == 0) return true;
+    if (node.devices.empty() || !(req.model_mask >> s.node_model(n) & 1)) continue;
+    ++model_ok;
+    if (req.kind == DeviceKind::kMig) {
+      for (size_t d = 0; d < node.devices.size(); ++d) {
+        for (size_t k = 0; k < node.devices[d].mig_slices.size(); ++k) {
+          if (s.mig_slice_profile(n, static_cast<int>(d), static_cast<int>(k)) == req.mig_profile) {
+            return true;
+          }
+        }
+      }
+      continue;
+    }
+    int whole = 0;
+    for (const Device& d : node.devices) whole += d.mig_enabled() ? 0 : 1;
+    if (whole >= req.num_gpu) return true;
+  }
+  if (why) {
+    if (cpu_ok == 0) *why = "no node has " + std::to_string(req.cpu_milli) + "m CPU";
+    else if (mem_ok == 0) *why = "no node has " + std::to_string(req.memory_mib) + "Mi memory";
+    else if (model_ok == 0) *why = "no node with enough CPU and memory has an allowed GPU model";
+    else if (req.kind == DeviceKind::kMig) *why = "no node offers the MIG profile " + s.mig_profile_name(req.mig_profile);
+    else *why = "no node has " + std::to_string(req.num_gpu) + " GPUs of an allowed model";
+  }
+  return false;
+}
+
+PodPlacement Placer::Explain(const ClusterState& s, const PodRequest& req) const {
+  PodPlacement p;
+  std::string why;
+  if (!FitsSomeEmptyNode(s, req, &why)) {
+    p.outcome = Outcome::kInfeasible;
+    p.reason = why;
+    return p;
+  }
+  int lack_cpu = 0, lack_mem = 0, lack_gpu = 0, other = 0;
+  for (int c : s.active_classes()) {
+    const int n = s.class_nodes(c).front();
+    const int count = static_cast<int>(s.class_nodes(c).size());
+    if (s.free_cpu(n) < req.cpu_milli) lack_cpu += count;
+    else if (s.free_memory(n) < req.memory_mib) lack_mem += count;
+    else if (!NodeFits(s, n, req)) lack_gpu += count;
+    else other += count;
+  }
+  p.outcome = Outcome::kPending;
+  p.reason = "no node can take it now: " + std::to_string(lack_cpu) + " lack CPU, " +
+             std::to_string(lack_mem) + " lack memory, " + std::to_string(lack_gpu) +
+             " lack a free GPU of an allowed model or isolation allows no sharing";
+  if (other) p.reason += ", " + std::to_string(other) + " refused by policy";
+  return p;
+}
+
+PodPlacement Placer::Finish(const ClusterState& s, int node, const NodeChoice& choice,
+                            const PodRequest& req, Rng& rng) const {
+  PodPlacement p;
+  p.outcome = Outcome::kPlaced;
+  p.assignment.node = node;
+  p.assignment.devices = policy_.FinalDevices(s, node, req, choice, rng);
+  return p;
+}
+
+PodPlacement Placer::Place(const ClusterState& s, const PodRequest& req, Rng& rng) const {
+  const std::vector<int>& classes = s.active_classes();
+  if (policy_.uniform_random()) {
+    // Random-fit: every feasible node equally likely.
+    std::vector<std::pair<int, int>> feasible;  // (class, nodes)
+    int64_t total = 0;
+    for (int c : classes) {
+      if (NodeFits(s, s.class_nodes(c).front(), req)) {
+        feasible.emplace_back(c, static_cast<int>(s.class_nodes(c).size()));
+        total += feasible.back().second;
+      }
+    }
+    if (total == 0) return Explain(s, req);
+    int64_t k = static_cast<int64_t>(rng.Uniform(total));
+    for (const auto& [c, count] : feasible) {
+      if (k < count) {
+        const int n = s.class_nodes(c)[k];
+        auto choice = policy_.Score(s, n, req);
+        CHECK(choice.has_value());
+        return Finish(s, n, *choice, req, rng);
+      }
+      k -= count;
+    }
+  }
+  int best_node = -1;
+  NodeChoice best;
+  for (int c : classes) {
+    const int n = s.class_nodes(c).front();  // the lowest index of its class
+    auto choice = policy_.Score(s, n, req);
+    if (!choice) continue;
+    if (best_node < 0 || choice->score > best.score ||
+        (choice->score == best.score && n < best_node)) {
+      best_node = n;
+      best = std::move(*choice);
+    }
+  }
+  if (best_node < 0) return Explain(s, req);
+  return Finish(s, best_node, best, req, rng);
+}
+
+PodPlacement Placer::PlaceIn(const ClusterState& s, const std::vector<int>& nodes,
+                             const PodRequest& req, Rng& rng) const {
+  int best_node = -1;
+  NodeChoice best;
+  for (int n : nodes) {
+    auto choice = policy_.Score(s, n, req);
+    if (!choice) continue;
+    if (best_node < 0 || choice->score > best.score ||
+        (choice->score == best.score && n < best_node)) {
+      best_node = n;
+      best = std::move(*choice);
+    }
+  }
+  if (best_node < 0) return Explain(s, req);
+  return Finish(s, best_node, best, req, rng);
+}
+
+bool Placer::PlaceAllIn(ClusterState& s, const std::vector<int>* nodes,
+                        const std::vector<PodRequest>& pods, Rng& rng,
+                        std::vector<Assignment>& out) const {
+  out.clear();
+  for (const PodRequest& req : pods) {
+    PodPlacement p = nodes ? PlaceIn(s, *nodes, req, rng) : Place(s, req, rng);
+    if (p.outcome != Outcome::kPlaced) {
+      for (size_t i = out.size(); i-- > 0;) s.Release(out[i], pods[i]);
+      out.clear();
+      return false;
+    }
+    s.Apply(p.assignment, req);
+    out.push_back(std::move(p.assignment));
+  }
+  return true;
+}
+
+GangPlacement Placer::PlaceGang(ClusterState& s, const std::vector<PodRequest>& pods,
+                                const TopologyConstraint& topology, Rng& rng) const {
+  GangPlacement g;
+  for (const PodRequest& req : pods) {
+    std::string why;
+    if (!FitsSomeEmptyNode(s, req, &why)) {
+      g.outcome = Outcome::kInfeasible;
+      g.reason = why;
+      return g;
+    }
+  }
+  int64_t need_milli = 0;
+  for (const PodRequest& req : pods) need_milli += req.total_gpu_milli();
+
+  // Levels to try, tightest first. A preferred constraint widens step by step; a required one
+  // does not widen at all.
+  std::vector<TopologyLevel> levels;
+  if (topology.level != TopologyLevel::kNone) {
+    levels.push_back(topology.level);
+    if (!topology.required) {
+      for (TopologyLevel l : {TopologyLevel::kLeaf, TopologyLevel::kRack}) {
+        if (static_cast<int>(l) > static_cast<int>(topology.level)) levels.push_back(l);
+      }
+      levels.push_back(TopologyLevel::kNone);
+    }
+  } else {
+    levels.push_back(TopologyLevel::kNone);
+  }
+
+  const TopologyLevel count_level =
+      topology.level == TopologyLevel::kNone ? TopologyLevel::kLeaf : topology.level;
+  auto finish = [&](std::vector<Assignment> out) {
+    g.outcome = Outcome::kPlaced;
+    std::vector<int> used;
+    for (const Assignment& a : out) used.push_back(s.domain_of(a.node, count_level));
+    std::sort(used.begin(), used.end());
+    g.domains_used = static_cast<int>(std::unique(used.begin(), used.end()) - used.begin());
+    g.pods = std::move(out);
+    return g;
+  };
+
+  std::vector<Assignment> out;
+  int64_t largest_free = 0;
+  for (TopologyLevel level : levels) {
+    if (level == TopologyLevel::kNone) {
+      if (PlaceAllIn(s, nullptr, pods, rng, out)) return finish(std::move(out));
+      continue;
+    }
+    // Candidate domains with enough free GPU capacity, the tightest first so that large
+    // domains stay whole for large gangs.
+    const auto& domains = s.domains(level);
+    std::vector<std::pair<int64_t, int>> candidates;
+    for (size_t d = 0; d < domains.size(); ++d) {
+      int64_t free = 0;
+      for (int n : domains[d]) free += s.node_free_milli(n);
+      largest_free = std::max(largest_free, free);
+      if (free >= need_milli) candidates.emplace_back(free, static_cast<int>(d));
+    }
+    std::sort(candidates.begin(), candidates.end());
+    constexpr size_t kMaxDomainTries = 16;
+    for (size_t i = 0; i < candidates.size() && i < kMaxDomainTries; ++i) {
+      if (PlaceAllIn(s, &domains[candidates[i].second], pods, rng, out)) {
+        return finish(std::move(out));
+      }
+    }
+  }
+  g.outcome = Outcome::kPending;
+  if (topology.level != TopologyLevel::kNone && topology.required) {
+    g.reason = "gang needs " + std::to_string(need_milli / kMilliPerGpu) + " GPUs in one " +
+               TopologyLevelName(topology.level) + " domain; the largest free one has " +
+               std::to_string(largest_free / kMilliPerGpu);
+  } else {
+    g.reason = "the fleet has no room for all " + std::to_string(pods.size()) +
+               " pods of the gang at once";
+  }
+  return g;
+}
+
+}  // namespace fabrica

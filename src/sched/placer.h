@@ -1,0 +1,63 @@
+// The Placer runs a Policy over a ClusterState: one pod, or a whole gang all-or-nothing, with
+// topology constraints. It scores one node per state class (see ClusterState), takes the best
+// score, and breaks ties toward the lowest node index (callers that want a random priority order
+// permute the fleet once, as the reference simulator does). Outcomes distinguish "not now"
+// (Pending: it would fit an emptier fleet) from "never" (Infeasible: no node could ever hold it),
+// each with a reason a user can read. Deterministic for a given state, request and generator.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sched/policy.h"
+#include "sched/rng.h"
+
+namespace fabrica {
+
+enum class Outcome { kPlaced, kPending, kInfeasible };
+const char* OutcomeName(Outcome o);
+
+struct PodPlacement {
+  Outcome outcome = Outcome::kPending;
+  Assignment assignment;
+  std::string reason;
+};
+
+struct GangPlacement {
+  Outcome outcome = Outcome::kPending;
+  std::vector<Assignment> pods;
+  std::string reason;
+  int domains_used = 0;  // distinct domains of the constraint's level (leaves when none given)
+};
+
+class Placer {
+ public:
+  explicit Placer(const Policy& policy) : policy_(policy) {}
+
+  // The best node and devices for one pod; `s` is not changed.
+  PodPlacement Place(const ClusterState& s, const PodRequest& req, Rng& rng) const;
+  // The same, restricted to `nodes`.
+  PodPlacement PlaceIn(const ClusterState& s, const std::vector<int>& nodes, const PodRequest& req,
+                       Rng& rng) const;
+  // Places every pod or none. On success the assignments have been applied to `s`; on failure
+  // `s` is exactly as it was.
+  GangPlacement PlaceGang(ClusterState& s, const std::vector<PodRequest>& pods,
+                          const TopologyConstraint& topology, Rng& rng) const;
+
+  // Why no node takes `req` now, or that none ever could (Infeasible).
+  PodPlacement Explain(const ClusterState& s, const PodRequest& req) const;
+
+ private:
+  bool PlaceAllIn(ClusterState& s, const std::vector<int>* nodes,
+                  const std::vector<PodRequest>& pods, Rng& rng,
+                  std::vector<Assignment>& out) const;
+  PodPlacement Finish(const ClusterState& s, int node, const NodeChoice& choice,
+                      const PodRequest& req, Rng& rng) const;
+
+  const Policy& policy_;
+};
+
+// Whether some node of the fleet could hold the pod if the fleet were empty.
+bool FitsSomeEmptyNode(const ClusterState& s, const PodRequest& req, std::string* why);
+
+}  // namespace fabrica
