@@ -212,7 +212,8 @@ Result<std::vector<TypicalPod>> TypicalPods(const ClusterState& state,
     memory[k] = std::max(memory[k], p.memory_mib);
   }
   std::vector<TypicalPod> out;
-  for (const auto& [key, weight] : TypicalClasses(keys, 0.95)) {
+  const auto classes = TypicalClasses(keys, 0.95);
+  for (const auto& [key, weight] : classes) {
     PodSet ps;
     ps.cpu = MilliCpu(key.cpu_milli);
     ps.memory = MemoryMib(memory[key]);

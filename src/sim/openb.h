@@ -79,14 +79,4 @@ struct Summary {
 };
 Summary Summarize(const std::string& policy, const std::vector<RunResult>& runs);
 
-// Bounds at 100% arrived for one seed: (a) a feasible offline packing of the pods that arrived
-// by then, all known in advance; (b) a ceiling no placement can beat (a flow relaxation over GPU
-// models and node sizes). Both as allocated %.
-struct Bounds {
-  double offline_allocated_pct = 0;
-  double ceiling_allocated_pct = 0;
-};
-Result<Bounds> ComputeBounds(const Fleet& fleet, const std::vector<TracePod>& pods, uint64_t seed,
-                             double inflate);
-
 }  // namespace fabrica::sim
