@@ -9,6 +9,14 @@ namespace fabrica {
 
 FragModel::FragModel(const std::vector<TypicalPod>& typical) {
   std::map<std::tuple<int64_t, int, uint64_t>, std::vector<std::pair<int64_t, std::pair<int64_t, double>>>> by_shape;
+  double cpu_sum = 0, gpu_sum = 0;
+  for (const TypicalPod& t : typical) {
+    if (t.pod.num_gpu > 0) {
+      cpu_sum += t.weight * static_cast<double>(t.pod.cpu_milli);
+      gpu_sum += t.weight * static_cast<double>(t.pod.total_gpu_milli());
+    }
+  }
+  cpu_per_gpu_milli_ = gpu_sum > 0 ? cpu_sum / gpu_sum : 0;
   for (const TypicalPod& t : typical) {
     if (t.pod.num_gpu == 0) {
       cpu_weight_ += t.weight;

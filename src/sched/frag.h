@@ -29,6 +29,9 @@ class FragModel {
 
   bool empty() const { return shapes_.empty() && cpu_weight_ == 0; }
 
+  // Milli-CPU the typical GPU pods ask per milli-GPU (their weighted ratio of sums).
+  double cpu_per_gpu_milli() const { return cpu_per_gpu_milli_; }
+
  private:
   struct Shape {
     int64_t milli = 0;  // per GPU
@@ -41,6 +44,7 @@ class FragModel {
   };
   std::vector<Shape> shapes_;
   double cpu_weight_ = 0;  // CPU-only typical pods
+  double cpu_per_gpu_milli_ = 0;
 };
 
 // The "typical pods" of a pod list, as FGD defines them: classes of equal (CPU, per-GPU milli,

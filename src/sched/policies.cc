@@ -238,7 +238,7 @@ class FgdPolicy : public Policy {
 
 }  // namespace
 
-std::unique_ptr<Policy> MakeFabricaPolicy(std::vector<TypicalPod> typical);
+std::unique_ptr<Policy> MakeFabricaPolicy(std::vector<TypicalPod> typical, const ClusterState* fleet);
 
 const std::vector<std::string>& PolicyNames() {
   static const std::vector<std::string> kNames = {"random",  "dotprod", "clustering", "packing",
@@ -246,14 +246,15 @@ const std::vector<std::string>& PolicyNames() {
   return kNames;
 }
 
-Result<std::unique_ptr<Policy>> MakePolicy(const std::string& name, std::vector<TypicalPod> typical) {
+Result<std::unique_ptr<Policy>> MakePolicy(const std::string& name, std::vector<TypicalPod> typical,
+                                           const ClusterState* fleet) {
   if (name == "random") return std::unique_ptr<Policy>(new RandomPolicy());
   if (name == "dotprod") return std::unique_ptr<Policy>(new DotProdPolicy());
   if (name == "clustering") return std::unique_ptr<Policy>(new ClusteringPolicy());
   if (name == "packing") return std::unique_ptr<Policy>(new PackingPolicy());
   if (name == "bestfit") return std::unique_ptr<Policy>(new BestFitPolicy());
   if (name == "fgd") return std::unique_ptr<Policy>(new FgdPolicy(std::move(typical)));
-  if (name == "fabrica") return MakeFabricaPolicy(std::move(typical));
+  if (name == "fabrica") return MakeFabricaPolicy(std::move(typical), fleet);
   std::string known;
   for (const std::string& n : PolicyNames()) known += (known.empty() ? "" : ", ") + n;
   return InvalidArgument("unknown policy '" + name + "' (known: " + known + ")");

@@ -48,9 +48,12 @@ class Policy {
 // Names accepted by MakePolicy.
 const std::vector<std::string>& PolicyNames();
 
-// `typical` is the expected pod mix; fgd and fabrica need it, the others ignore it.
+// `typical` is the expected pod mix; fgd and fabrica need it, the others ignore it. `fleet`, when
+// given, lets fabrica weigh how scarce each GPU model is for the pods restricted to it; the state
+// is read during the call only (its model table and capacities), not kept.
 Result<std::unique_ptr<Policy>> MakePolicy(const std::string& name,
-                                           std::vector<TypicalPod> typical = {});
+                                           std::vector<TypicalPod> typical = {},
+                                           const ClusterState* fleet = nullptr);
 
 // Shared helpers for policies.
 

@@ -250,7 +250,7 @@ Result<RunResult> RunOpenb(const Fleet& fleet, const std::vector<TracePod>& pods
 
   ClusterState state(permuted);
   ASSIGN_OR_RETURN(std::vector<TypicalPod> typical, TypicalPods(state, pods));
-  ASSIGN_OR_RETURN(std::unique_ptr<Policy> policy, MakePolicy(options.policy, typical));
+  ASSIGN_OR_RETURN(std::unique_ptr<Policy> policy, MakePolicy(options.policy, typical, &state));
   Placer placer(*policy);
   Rng rng(options.seed ^ 0x9e3779b97f4a7c15ULL);
 
