@@ -51,7 +51,6 @@ ClusterState::ClusterState(const Fleet& fleet, const std::vector<Tenant>& tenant
         type_key += ":" + dev.mig_slices[k];
       }
       if (dev.mig_enabled()) ds.free_milli = 0;  // MIG GPUs are handed out by slice only
-      else gaps_[ds.free_milli] += 1;
       total_gpu_milli_ += kMilliPerGpu;
       s.free_milli += ds.free_milli;
     }
@@ -228,9 +227,7 @@ void ClusterState::Apply(const Assignment& a, const PodRequest& req) {
           req.tenant >= 0 && tenants_[req.tenant].trust == TrustLevel::kUntrusted;
       ds.mig_key = untrusted ? req.tenant : kMigShared;
     } else {
-      gaps_[ds.free_milli] -= 1;
       ds.free_milli -= share.milli;
-      gaps_[ds.free_milli] += 1;
       s.free_milli -= share.milli;
       ds.free_memory_mib -= share.memory_mib;
       if (req.kind == DeviceKind::kFraction) ds.share_key = ShareKey(req.tenant);
@@ -261,9 +258,7 @@ void ClusterState::Release(const Assignment& a, const PodRequest& req) {
       ds.mig_free |= 1u << share.mig_slice;
       if (ds.users == 0) ds.mig_key = -1;
     } else {
-      gaps_[ds.free_milli] -= 1;
       ds.free_milli += share.milli;
-      gaps_[ds.free_milli] += 1;
       s.free_milli += share.milli;
       ds.free_memory_mib += share.memory_mib;
       if (ds.users == 0) ds.share_key = -1;

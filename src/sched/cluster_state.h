@@ -91,10 +91,6 @@ class ClusterState {
   // Converts one pod of a pod set into a PodRequest, or names what no node can satisfy.
   Result<PodRequest> MakeRequest(const PodSet& ps, const TenantId& tenant) const;
 
-  // How many GPUs (MIG-free) have exactly h milli free, for h in 0..1000: the gap histogram that
-  // sum-of-squares packing of fractional shares reads. Kept up to date on every change.
-  const std::vector<int32_t>& gap_histogram() const { return gaps_; }
-
   // Capacity totals.
   int64_t total_gpu_milli() const { return total_gpu_milli_; }
   int64_t allocated_gpu_milli() const { return allocated_gpu_milli_; }
@@ -157,7 +153,6 @@ class ClusterState {
   std::vector<std::string> models_;
   std::vector<std::string> mig_profiles_;
   std::vector<NodeState> nodes_;
-  std::vector<int32_t> gaps_ = std::vector<int32_t>(kMilliPerGpu + 1, 0);
   int64_t total_gpu_milli_ = 0;
   int64_t allocated_gpu_milli_ = 0;
 
