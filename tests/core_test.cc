@@ -90,9 +90,6 @@ TEST(ParseNonNegativeInt, ParsesIntegersOnly) {
 }
 
 TEST(ParseNonNegativeInt, AcceptsEveryValueThatFitsInt64) {
-  KNOWN_BUG(
-      "ParseScaledDecimal (src/core/quantity.cc:21) rejects any integer above "
-      "~9.2e12 as 'too large', although quantity.h promises every int64");
   Result<int64_t> big = ParseNonNegativeInt("10000000000000");
   ASSERT_TRUE(big.ok()) << big.status().ToString();
   EXPECT_EQ(*big, int64_t{10000000000000});
@@ -100,6 +97,13 @@ TEST(ParseNonNegativeInt, AcceptsEveryValueThatFitsInt64) {
   ASSERT_TRUE(max.ok()) << max.status().ToString();
   EXPECT_EQ(*max, INT64_MAX);
   EXPECT_FALSE(ParseNonNegativeInt("9223372036854775808").ok());
+  EXPECT_FALSE(ParseNonNegativeInt("18446744073709551616").ok());
+  // Scaled quantities reach int64's limit exactly too, and no further.
+  Result<MilliGpu> max_gpu = ParseMilliGpu("9223372036854775.807");
+  ASSERT_TRUE(max_gpu.ok()) << max_gpu.status().ToString();
+  EXPECT_EQ(max_gpu->value(), INT64_MAX);
+  EXPECT_FALSE(ParseMilliGpu("9223372036854775.808").ok());
+  EXPECT_FALSE(ParseMilliGpu("9223372036854776").ok());
 }
 
 TEST(Quantity, ArithmeticAndFormatting) {
@@ -333,7 +337,7 @@ TEST(FleetYaml, MigGeometryOverSevenSlicesIsRejected) {
       "    memory: 64Gi\n"
       "    gpus: {count: 1, model: A100, mig: [4g.20gb, 4g.20gb]}\n");
   ExpectInvalid(ParseFleetYaml(text, "fleet.yaml"),
-                {"fleet.yaml", "node a", "devices[0].mig", "8/7 compute"});
+                {"fleet.yaml:5", "nodes[0].gpus.mig", "8/7 compute"});
 }
 
 TEST(FleetYaml, UnknownMigProfileIsRejected) {
@@ -343,12 +347,17 @@ TEST(FleetYaml, UnknownMigProfileIsRejected) {
       "    memory: 64Gi\n"
       "    gpus: {count: 1, model: A100, mig: [3g.40gb]}\n");
   ExpectInvalid(ParseFleetYaml(text, "fleet.yaml"),
-                {"fleet.yaml", "devices[0].mig", "unknown profile '3g.40gb' for A100"});
+                {"fleet.yaml:5", "nodes[0].gpus.mig", "unknown profile '3g.40gb' for A100"});
   const std::string no_mig = OneNodeFleet(
       "    cpu: 8\n"
       "    memory: 64Gi\n"
       "    gpus: {count: 1, model: V100M32, mig: [1g.5gb]}\n");
-  ExpectInvalid(ParseFleetYaml(no_mig, "fleet.yaml"), {"devices[0].mig", "has no MIG"});
+  ExpectInvalid(ParseFleetYaml(no_mig, "fleet.yaml"), {"nodes[0].gpus.mig", "has no MIG"});
+  // The `devices:` form reports the device's own path.
+  ExpectInvalid(ParseFleetYaml(OneNodeFleet("    cpu: 8\n    memory: 1Gi\n"
+                                            "    devices: [{model: A100, mig: [7g.80gb]}]\n"),
+                               "f.yaml"),
+                {"f.yaml:5", "nodes[0].devices[0].mig", "unknown profile '7g.80gb'"});
 }
 
 TEST(FleetYaml, DuplicateNodeNameIsRejected) {
@@ -356,21 +365,18 @@ TEST(FleetYaml, DuplicateNodeNameIsRejected) {
       "nodes:\n"
       "  - {name: a, cpu: 8, memory: 1Gi}\n"
       "  - {name: a, cpu: 8, memory: 1Gi}\n";
-  ExpectInvalid(ParseFleetYaml(text, "fleet.yaml"), {"fleet.yaml", "node a", "duplicate name"});
+  ExpectInvalid(ParseFleetYaml(text, "fleet.yaml"),
+                {"fleet.yaml:3", "nodes[1].name", "node a", "duplicate name"});
   // Replication names can collide with a literal name too.
   const std::string replicated =
       "nodes:\n"
       "  - {name: a, count: 2, cpu: 8, memory: 1Gi}\n"
       "  - {name: a-1, cpu: 8, memory: 1Gi}\n";
-  ExpectInvalid(ParseFleetYaml(replicated, "fleet.yaml"), {"node a-1", "duplicate name"});
+  ExpectInvalid(ParseFleetYaml(replicated, "fleet.yaml"),
+                {"fleet.yaml:3", "node a-1", "duplicate name"});
 }
 
 TEST(FleetYaml, ValidationErrorsNameTheLine) {
-  KNOWN_BUG(
-      "errors found by ValidateFleet (duplicate name, MIG geometry, unknown MIG "
-      "profile, NUMA/peer ranges) carry the file but no line, and a device path "
-      "('devices[0].mig') rather than the YAML path ('nodes[0].gpus.mig'); see "
-      "src/core/fleet.cc:262");
   const std::string text = OneNodeFleet(
       "    cpu: 8\n"
       "    memory: 64Gi\n"
@@ -379,14 +385,52 @@ TEST(FleetYaml, ValidationErrorsNameTheLine) {
 }
 
 TEST(FleetYaml, NodeWithMoreThan64DevicesIsRejected) {
-  KNOWN_BUG(
-      "the `devices:` list form has no 64-GPU limit (only the `gpus:` shorthand checks it, "
-      "src/core/fleet.cc:156) and ValidateFleet does not check it either, while the fgd and "
-      "fabrica policies copy a node's GPUs into `int64_t free[64]` (stack overflow)");
   std::string devices = "    devices:\n";
   for (int i = 0; i < 65; ++i) devices += "      - {model: H100}\n";
   ExpectInvalid(ParseFleetYaml(OneNodeFleet("    cpu: 8\n    memory: 1Gi\n" + devices), "f.yaml"),
                 {"f.yaml", "64"});
+}
+
+// Fleets built in code never pass through the parser, so ValidateFleet must catch everything the
+// scheduler relies on, naming node and field.
+TEST(ValidateFleet, ChecksFleetsBuiltInCode) {
+  auto node = [](const std::string& name, int gpus, const std::string& model) {
+    Node n;
+    n.name = NodeId(name);
+    n.nvlink_domain = name;
+    for (int i = 0; i < gpus; ++i) {
+      Device d;
+      d.model = model;
+      d.mig_capable = !MigProfilesFor(model).empty();
+      n.devices.push_back(d);
+    }
+    return n;
+  };
+  Fleet big;
+  big.nodes = {node("big", 65, "H100")};
+  Status st = ValidateFleet(big);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("node big: devices"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("at most 64"), std::string::npos) << st.message();
+  big.nodes = {node("big", 64, "H100")};
+  EXPECT_TRUE(ValidateFleet(big).ok());
+
+  Fleet many_models;
+  for (int i = 0; i < 65; ++i) {
+    many_models.nodes.push_back(node("n" + std::to_string(i), 1, "M" + std::to_string(i)));
+  }
+  st = ValidateFleet(many_models);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("65 GPU models"), std::string::npos) << st.message();
+  many_models.nodes.pop_back();
+  EXPECT_TRUE(ValidateFleet(many_models).ok());
+
+  Fleet mig;
+  mig.nodes = {node("m", 1, "A100")};
+  mig.nodes[0].devices[0].mig_slices = {"4g.20gb", "4g.20gb"};
+  st = ValidateFleet(mig);
+  EXPECT_NE(st.message().find("node m: devices[0].mig"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("8/7 compute"), std::string::npos) << st.message();
 }
 
 TEST(FleetYaml, MalformedYamlNamesFileAndLine) {
@@ -420,11 +464,19 @@ TEST(FleetYaml, OtherStructuralErrors) {
   ExpectInvalid(ParseFleetYaml(OneNodeFleet("    cpu: 8\n    memory: 1Gi\n"
                                             "    devices: [{model: H100, numa: 1}]\n"),
                                "f.yaml"),
-                {"devices[0].numa", "not below numaNodes 1"});
+                {"f.yaml:5", "devices[0].numa", "not below numaNodes 1"});
   ExpectInvalid(ParseFleetYaml(OneNodeFleet("    cpu: 8\n    memory: 1Gi\n"
                                             "    devices: [{model: H100, nvlinkPeers: [0]}]\n"),
                                "f.yaml"),
-                {"devices[0].nvlinkPeers", "bad device index 0"});
+                {"f.yaml:5", "devices[0].nvlinkPeers", "bad device index 0"});
+  ExpectInvalid(ParseFleetYaml(
+                    OneNodeFleet("    cpu: 8\n    memory: 1Gi\n"
+                                 "    devices: [{model: H100}, {model: H100, nvlinkPeers: [2]}]\n"),
+                    "f.yaml"),
+                {"f.yaml:5", "devices[1].nvlinkPeers", "bad device index 2"});
+  ExpectInvalid(
+      ParseFleetYaml(OneNodeFleet("    cpu: 8\n    memory: 1Gi\n    numaNodes: 0\n"), "f.yaml"),
+      {"f.yaml:5", "nodes[0].numaNodes"});
   ExpectInvalid(ParseFleetYaml(OneNodeFleet("    cpu: 8\n    memory: 1Gi\n"
                                             "    devices: [{model: H100}, {model: A100}]\n"),
                                "f.yaml"),
@@ -625,9 +677,6 @@ TEST(WorkloadYaml, MultipleDocumentsAndTheirPaths) {
 }
 
 TEST(WorkloadYaml, WorkloadListKind) {
-  KNOWN_BUG(
-      "workload.h says ParseWorkloadYaml accepts `kind: WorkloadList`, but "
-      "src/core/workload.cc:156 rejects every kind but Workload");
   const char* text =
       "kind: WorkloadList\n"
       "items:\n"
@@ -637,7 +686,21 @@ TEST(WorkloadYaml, WorkloadListKind) {
       "    spec: {podSets: [{cpu: 1}]}\n";
   Result<std::vector<Workload>> r = ParseWorkloadYaml(text, "list.yaml");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r->size(), 2u);
+  ASSERT_EQ(r->size(), 2u);
+  EXPECT_EQ((*r)[1].name.str(), "b");
+  const char* bad =
+      "kind: WorkloadList\n"
+      "items:\n"
+      "  - metadata: {name: a}\n"
+      "    spec: {podSets: [{cpu: 1}]}\n"
+      "  - metadata: {name: b}\n"
+      "    spec: {podSets: [{cpu: -1}]}\n";
+  ExpectInvalid(ParseWorkloadYaml(bad, "list.yaml"),
+                {"list.yaml:6", "items[1].spec.podSets[0].cpu"});
+  ExpectInvalid(ParseWorkloadYaml("kind: WorkloadList\n", "list.yaml"),
+                {"list.yaml", "items", "expected a list"});
+  ExpectInvalid(ParseWorkloadYaml("kind: WorkloadList\nitems: []\nextra: 1\n", "list.yaml"),
+                {"list.yaml:3", "extra", "unknown field"});
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -272,16 +272,18 @@ TEST(ClusterState, MakeRequestFlattensPodSets) {
 }
 
 TEST(ClusterState, ModelListWithOneAbsentModelStillMatchesThePresentOne) {
-  KNOWN_BUG(
-      "ClusterState::MakeRequest (src/sched/cluster_state.cc:125) rejects "
-      "models \"V100M16|V100M32\" when the fleet has only V100M16, although either "
-      "model is acceptable; RunOpenb then fails on such a trace pod");
   Fleet fleet = FleetOf({GpuNode("a", 2, "V100M16")});
   ClusterState s(fleet);
   Result<PodRequest> r =
       s.MakeRequest(WithModels(Fraction(500), {"V100M16", "V100M32"}), TenantId());
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->model_mask, uint64_t{1} << s.ModelIndex("V100M16"));
+  // Only a list none of whose models is present is an error, and it names them.
+  Result<PodRequest> none =
+      s.MakeRequest(WithModels(Fraction(500), {"A10", "V100M32"}), TenantId());
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("A10|V100M32"), std::string::npos)
+      << none.status().message();
 }
 
 TEST(ClusterState, ApplyChargesAndReleaseRestoresExactly) {
@@ -357,11 +359,6 @@ TEST(ClusterState, FractionMemoryCapIsEnforced) {
 }
 
 TEST(ClusterState, ProportionalFractionMemoryIsNotOvercommitted) {
-  KNOWN_BUG(
-      "ClusterState::DeviceUsable (src/sched/cluster_state.cc:193) checks "
-      "device memory only for requests with an explicit gpuMemory, but ShareOn "
-      "charges a request without one its proportional memory (500m of 80Gi = 40Gi), "
-      "so free_memory_mib goes negative");
   Fleet fleet = FleetOf({GpuNode("n", 1)});
   ClusterState s(fleet);
   auto policy = MustMakePolicy("bestfit");
@@ -581,10 +578,6 @@ TEST(TrustIsolation, ExclusiveNodesKeepOthersOut) {
 }
 
 TEST(TrustIsolation, ExclusiveTenantAvoidsNodesWithAnyOtherPod) {
-  KNOWN_BUG(
-      "ClusterState::NodeUsable (src/sched/cluster_state.cc:175) checks only "
-      "pods with a tenant, so an exclusive tenant lands on a node that holds "
-      "anonymous (tenant-less) pods");
   Fleet fleet = FleetOf(Nodes("n", 2, 2));
   ClusterState s(fleet, {MakeTenant("u", TrustLevel::kUntrusted, "", true)});
   auto policy = MustMakePolicy("bestfit");
@@ -592,6 +585,24 @@ TEST(TrustIsolation, ExclusiveTenantAvoidsNodesWithAnyOtherPod) {
   Rng rng(1);
   ASSERT_EQ(PlaceAndApply(s, placer, Req(s, Whole(1)), rng).assignment.node, 0);
   EXPECT_EQ(placer.Place(s, Req(s, Whole(1), "u"), rng).assignment.node, 1);
+}
+
+TEST(TrustIsolation, AnonymousPodWithoutResourcesStillKeepsAnExclusiveTenantOut) {
+  // A pod that takes no CPU, memory or GPU leaves its node's free capacity as it was; the node
+  // must still not share a state class with an empty one, or the exclusive tenant would be
+  // judged by the wrong node.
+  Fleet fleet = FleetOf(Nodes("n", 2, 2));
+  ClusterState s(fleet, {MakeTenant("u", TrustLevel::kUntrusted, "", true)});
+  auto policy = MustMakePolicy("bestfit");
+  Placer placer(*policy);
+  Rng rng(1);
+  PodSet nothing = CpuOnly(0);
+  nothing.memory = MemoryMib(0);
+  ASSERT_EQ(PlaceAndApply(s, placer, Req(s, nothing), rng).assignment.node, 0);
+  EXPECT_NE(s.node_class(0), s.node_class(1));
+  PodPlacement p = placer.Place(s, Req(s, Whole(1), "u"), rng);
+  ASSERT_EQ(p.outcome, Outcome::kPlaced) << p.reason;
+  EXPECT_EQ(p.assignment.node, 1);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -646,9 +657,6 @@ TEST(Placer, InfeasibleVersusPending) {
 }
 
 TEST(Placer, FractionLargerThanAnyGpuMemoryIsInfeasible) {
-  KNOWN_BUG(
-      "FitsSomeEmptyNode (src/sched/placer.cc:37) ignores a fraction's gpuMemory, so a 100Gi "
-      "share on 80Gi GPUs is Pending forever instead of Infeasible");
   Fleet fleet = FleetOf({GpuNode("n", 2)});
   ClusterState s(fleet);
   auto policy = MustMakePolicy("bestfit");
@@ -656,7 +664,17 @@ TEST(Placer, FractionLargerThanAnyGpuMemoryIsInfeasible) {
   Rng rng(1);
   PodSet ps = Fraction(100);
   ps.device.gpu_memory = MemoryMib(100 * 1024);
-  EXPECT_EQ(placer.Place(s, Req(s, ps), rng).outcome, Outcome::kInfeasible);
+  PodPlacement p = placer.Place(s, Req(s, ps), rng);
+  EXPECT_EQ(p.outcome, Outcome::kInfeasible);
+  EXPECT_NE(p.reason.find("100Gi"), std::string::npos) << p.reason;
+  // A GPU whose memory is not tracked (0) does not refuse it.
+  Node untracked = GpuNode("u", 1);
+  untracked.devices[0].memory = MemoryMib(0);
+  Fleet with_untracked = FleetOf({GpuNode("n", 2), untracked});
+  ClusterState s2(with_untracked);
+  PodPlacement q = placer.Place(s2, Req(s2, ps), rng);
+  ASSERT_EQ(q.outcome, Outcome::kPlaced) << q.reason;
+  EXPECT_EQ(q.assignment.node, 1);
 }
 
 TEST(Placer, InfeasibleMigProfileNamesIt) {
@@ -878,18 +896,19 @@ TEST(PlaceGang, RequiredLeafWithoutRoomIsPendingAndPreferredSpans) {
 }
 
 TEST(PlaceGang, RequiredDomainSmallerThanTheGangIsInfeasible) {
-  KNOWN_BUG(
-      "Placer::PlaceGang (src/sched/placer.cc:225) answers Pending for a "
-      "required-topology gang that no domain could hold even when empty (12 GPUs, "
-      "leaves of 8); placer.h promises Infeasible for 'never'");
   Fleet fleet = TwoLeaves();
   ClusterState s(fleet);
   auto policy = MustMakePolicy("bestfit");
   Placer placer(*policy);
   Rng rng(1);
   std::vector<PodRequest> gang(3, Req(s, Whole(4)));
-  EXPECT_EQ(placer.PlaceGang(s, gang, {TopologyLevel::kLeaf, true}, rng).outcome,
-            Outcome::kInfeasible);
+  GangPlacement g = placer.PlaceGang(s, gang, {TopologyLevel::kLeaf, true}, rng);
+  EXPECT_EQ(g.outcome, Outcome::kInfeasible);
+  EXPECT_NE(g.reason.find("the largest has 8 GPUs"), std::string::npos) << g.reason;
+  EXPECT_EQ(s.allocated_gpu_milli(), 0);
+  // Preferred, the same gang spans both leaves.
+  EXPECT_EQ(placer.PlaceGang(s, gang, {TopologyLevel::kLeaf, false}, rng).outcome,
+            Outcome::kPlaced);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -8,7 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include "sched/policy.h"
+#include "sim/bounds.h"
 #include "sim/openb.h"
+#include "sim/synthetic.h"
 
 namespace fabrica::cli {
 namespace {
@@ -45,6 +47,7 @@ struct OpenbArgs {
   std::string nodes, pods, policy = "fabrica", seeds = "42-51", placements_out;
   double inflate = 1.3;
   bool json = false;
+  bool bounds = false;
 };
 
 int RunOpenbCommand(const OpenbArgs& args) {
@@ -89,6 +92,17 @@ int RunOpenbCommand(const OpenbArgs& args) {
     runs.push_back(*r);
   }
   sim::Summary s = sim::Summarize(args.policy, runs);
+  // Bounds at 100% arrived, means over the seeds: the offline packing (lower bound on the
+  // optimum) and the LP ceiling (upper bound), and the share of FGD-to-ceiling gap closed.
+  double offline = 0, ceiling = 0;
+  if (args.bounds) {
+    for (uint64_t seed : *seeds) {
+      auto b = sim::BoundsAt100(*fleet, *pods, seed, args.inflate, "fabrica");
+      if (!b.ok()) return fail(b.status());
+      offline += b->offline_allocated_pct / static_cast<double>(seeds->size());
+      ceiling += b->ceiling_allocated_pct / static_cast<double>(seeds->size());
+    }
+  }
   if (args.json) {
     nlohmann::json j;
     j["policy"] = s.policy;
@@ -108,6 +122,10 @@ int RunOpenbCommand(const OpenbArgs& args) {
     j["nodes"] = args.nodes;
     j["pods"] = args.pods;
     j["inflate"] = args.inflate;
+    if (args.bounds) {
+      j["offline_unallocated_pct_at_100"] = JsonNumber(100.0 - offline);
+      j["ceiling_unallocated_pct_at_100"] = JsonNumber(100.0 - ceiling);
+    }
     std::cout << j.dump(2) << "\n";
   } else {
     std::printf("policy %s, %zu seed(s), inflate %.2f\n", s.policy.c_str(), s.seeds.size(), args.inflate);
@@ -115,10 +133,97 @@ int RunOpenbCommand(const OpenbArgs& args) {
     for (int b = 0; b < sim::kBuckets; b += 10) std::printf("%12d %18.2f\n", b, s.unalloc_curve[b]);
     std::printf("at 100%%: %.2f (sd %.2f)   at 130%%: %.2f (sd %.2f)\n", s.unalloc_100, s.sd_100,
                 s.unalloc_130, s.sd_130);
+    if (args.bounds) {
+      std::printf("bounds at 100%%: offline packing %.2f%% unallocated, ceiling %.2f%%\n",
+                  100.0 - offline, 100.0 - ceiling);
+    }
     std::printf("pods placed %lld, dropped %lld, %.0f placements/s\n",
                 static_cast<long long>(s.pods_placed), static_cast<long long>(s.pods_dropped),
                 s.placements_per_second);
   }
+  return 0;
+}
+
+struct SyntheticArgs {
+  int64_t gpus = 80000;
+  std::string policy = "fabrica";
+  uint64_t seed = 42;
+  double load = 0.9;
+  bool topology_blind = false;
+  bool json = false;
+};
+
+int RunSyntheticCommand(const SyntheticArgs& args) {
+  auto fail = [](const Status& st) {
+    std::cerr << "fabrica sim synthetic: " << st.message() << "\n";
+    return 2;
+  };
+  if (!(args.load > 0 && args.load <= 10)) {
+    return fail(InvalidArgument("--load must be in (0, 10]"));
+  }
+  bool known = false;
+  for (const std::string& n : PolicyNames()) known |= n == args.policy;
+  if (!known) return fail(MakePolicy(args.policy).status());
+  sim::SyntheticFleetOptions fleet_options;
+  fleet_options.gpus = args.gpus;
+  auto fleet = sim::MakeSyntheticFleet(fleet_options);
+  if (!fleet.ok()) return fail(fleet.status());
+  const std::vector<Workload> workloads = sim::MakeSyntheticWorkloads(*fleet, args.load, args.seed);
+  sim::SyntheticRunOptions run_options;
+  run_options.policy = args.policy;
+  run_options.seed = args.seed;
+  run_options.topology_blind = args.topology_blind;
+  auto r = sim::RunSynthetic(*fleet, sim::SyntheticTenants(), workloads, run_options);
+  if (!r.ok()) return fail(r.status());
+  if (args.json) {
+    nlohmann::json j;
+    j["policy"] = r->policy;
+    j["seed"] = args.seed;
+    j["load"] = args.load;
+    j["topology_blind"] = r->topology_blind;
+    j["nodes"] = r->nodes;
+    j["gpus"] = r->gpus;
+    j["workloads"] = r->workloads;
+    j["pods_arrived"] = r->pods_arrived;
+    j["pods_placed"] = r->pods_placed;
+    j["pods_dropped"] = r->pods_dropped;
+    j["gangs_arrived"] = r->gangs_arrived;
+    j["gangs_placed"] = r->gangs_placed;
+    j["decisions"] = r->decisions;
+    j["place_seconds"] = JsonNumber(r->place_seconds);
+    j["placements_per_second"] = std::round(r->pods_per_second());
+    j["decisions_per_second"] = std::round(r->decisions_per_second());
+    j["place_cpu_seconds"] = JsonNumber(r->place_cpu_seconds);
+    j["placements_per_cpu_second"] = std::round(r->pods_per_cpu_second());
+    j["arrived_gpu_pct"] = JsonNumber(r->arrived_gpu_pct);
+    j["allocated_gpu_pct"] = JsonNumber(r->allocated_gpu_pct);
+    j["leaf_gangs_placed"] = r->leaf_gangs_placed;
+    j["leaf_gangs_one_leaf_pct"] = JsonNumber(r->leaf_local_pct());
+    j["leaf_gangs_one_rack_pct"] = JsonNumber(r->rack_local_pct());
+    j["nvlink_gangs_placed"] = r->nvlink_gangs_placed;
+    j["nvlink_gangs_one_domain_pct"] = JsonNumber(r->nvlink_local_pct());
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::printf("synthetic fleet: %lld nodes, %lld GPUs; %lld workloads, seed %llu, load %.2f\n",
+              static_cast<long long>(r->nodes), static_cast<long long>(r->gpus),
+              static_cast<long long>(r->workloads), static_cast<unsigned long long>(args.seed),
+              args.load);
+  std::printf("policy %s%s\n", r->policy.c_str(), r->topology_blind ? ", topology-blind" : "");
+  std::printf("placement: %lld pods in %.3f s = %.0f placements/s (%.0f decisions/s); "
+              "%.3f CPU s = %.0f placements per CPU second\n",
+              static_cast<long long>(r->pods_arrived), r->place_seconds, r->pods_per_second(),
+              r->decisions_per_second(), r->place_cpu_seconds, r->pods_per_cpu_second());
+  std::printf("pods placed %lld, dropped %lld; gangs placed %lld of %lld\n",
+              static_cast<long long>(r->pods_placed), static_cast<long long>(r->pods_dropped),
+              static_cast<long long>(r->gangs_placed), static_cast<long long>(r->gangs_arrived));
+  std::printf("GPU capacity: arrived %.2f%%, allocated %.2f%%\n", r->arrived_gpu_pct,
+              r->allocated_gpu_pct);
+  std::printf(
+      "leaf-preferring gangs: %lld placed, %.1f%% in one InfiniBand leaf, %.1f%% in one rack\n",
+      static_cast<long long>(r->leaf_gangs_placed), r->leaf_local_pct(), r->rack_local_pct());
+  std::printf("NVLink-preferring gangs: %lld placed, %.1f%% in one NVLink domain\n",
+              static_cast<long long>(r->nvlink_gangs_placed), r->nvlink_local_pct());
   return 0;
 }
 
@@ -135,8 +240,24 @@ void AddSimCommands(CLI::App& app, int* exit_code) {
   openb->add_option("--seeds", args->seeds, "seeds, e.g. 42-51 or 42,45");
   openb->add_option("--inflate", args->inflate, "inflate the pod list to this multiple of capacity");
   openb->add_flag("--json", args->json, "print JSON");
+  openb->add_flag("--bounds", args->bounds,
+                  "also compute, at 100% arrived, an offline packing and an LP ceiling");
   openb->add_option("--placements-out", args->placements_out, "write every decision as CSV (one seed)");
   openb->callback([args, exit_code] { *exit_code = RunOpenbCommand(*args); });
+
+  auto syn = std::make_shared<SyntheticArgs>();
+  CLI::App* synthetic = sim->add_subcommand(
+      "synthetic", "Place a seeded synthetic workload mix on a generated HGX + GB200 fleet");
+  synthetic->add_option("--gpus", syn->gpus, "fleet size in GPUs (default 80000)");
+  synthetic->add_option("--policy", syn->policy,
+                        "random|dotprod|clustering|packing|bestfit|fgd|fabrica");
+  synthetic->add_option("--seed", syn->seed, "seed of the workload mix and the placer");
+  synthetic->add_option("--load", syn->load,
+                        "arrivals stop at this multiple of GPU capacity (default 0.9)");
+  synthetic->add_flag("--topology-blind", syn->topology_blind,
+                      "drop the gangs' topology constraints (a baseline for locality)");
+  synthetic->add_flag("--json", syn->json, "print JSON");
+  synthetic->callback([syn, exit_code] { *exit_code = RunSyntheticCommand(*syn); });
 }
 
 }  // namespace fabrica::cli

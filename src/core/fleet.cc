@@ -69,6 +69,23 @@ std::vector<std::string> Fleet::Models() const {
   return {models.begin(), models.end()};
 }
 
+Status CheckMigGeometry(const std::string& model, const std::vector<std::string>& slices) {
+  if (slices.empty()) return Status::Ok();
+  if (MigProfilesFor(model).empty()) return InvalidArgument("model " + model + " has no MIG");
+  int compute = 0, memory = 0;
+  for (const std::string& slice : slices) {
+    const MigProfile* p = FindMigProfile(model, slice);
+    if (!p) return InvalidArgument("unknown profile '" + slice + "' for " + model);
+    compute += p->compute_slices;
+    memory += p->memory_slices;
+  }
+  if (compute > 7 || memory > 8) {
+    return InvalidArgument("geometry needs " + std::to_string(compute) + "/7 compute and " +
+                           std::to_string(memory) + "/8 memory slices");
+  }
+  return Status::Ok();
+}
+
 Status ValidateFleet(const Fleet& fleet) {
   std::set<std::string> names;
   std::set<std::string> uuids;
@@ -79,6 +96,10 @@ Status ValidateFleet(const Fleet& fleet) {
     if (node.cpu.IsNegative()) return InvalidArgument(where + ": cpu must not be negative");
     if (node.memory.IsNegative()) return InvalidArgument(where + ": memory must not be negative");
     if (node.numa_nodes < 1) return InvalidArgument(where + ": numaNodes must be at least 1");
+    if (node.gpu_count() > kMaxGpusPerNode) {
+      return InvalidArgument(where + ": devices: " + std::to_string(node.gpu_count()) +
+                             " GPUs, at most " + std::to_string(kMaxGpusPerNode) + " per node");
+    }
     for (size_t i = 0; i < node.devices.size(); ++i) {
       const Device& d = node.devices[i];
       const std::string dw = where + ": devices[" + std::to_string(i) + "]";
@@ -100,18 +121,8 @@ Status ValidateFleet(const Fleet& fleet) {
       }
       if (d.mig_enabled()) {
         if (!d.mig_capable) return InvalidArgument(dw + ".mig: model " + d.model + " has no MIG");
-        int compute = 0, memory = 0;
-        for (const std::string& slice : d.mig_slices) {
-          const MigProfile* p = FindMigProfile(d.model, slice);
-          if (!p) return InvalidArgument(dw + ".mig: unknown profile '" + slice + "' for " + d.model);
-          compute += p->compute_slices;
-          memory += p->memory_slices;
-        }
-        if (compute > 7 || memory > 8) {
-          return InvalidArgument(dw + ".mig: geometry needs " + std::to_string(compute) +
-                                 "/7 compute and " + std::to_string(memory) +
-                                 "/8 memory slices");
-        }
+        Status st = CheckMigGeometry(d.model, d.mig_slices);
+        if (!st.ok()) return InvalidArgument(dw + ".mig: " + st.message());
       }
     }
     for (size_t i = 0; i < node.nics.size(); ++i) {
@@ -120,28 +131,44 @@ Status ValidateFleet(const Fleet& fleet) {
       }
     }
   }
+  const size_t models = fleet.Models().size();
+  if (models > static_cast<size_t>(kMaxGpuModels)) {
+    return InvalidArgument("the fleet has " + std::to_string(models) + " GPU models, at most " +
+                           std::to_string(kMaxGpuModels) + " are supported");
+  }
   return Status::Ok();
 }
 
 namespace {
 
-Result<Device> ParseDevice(YamlMap& m, const Node& node) {
+// Device `index` of a node with `device_count` devices. Ranges and MIG geometry are checked
+// here rather than only in ValidateFleet so that the error carries the file, line and YAML path.
+Result<Device> ParseDevice(YamlMap& m, const Node& node, int index, int device_count) {
   Device d;
   ASSIGN_OR_RETURN(d.model, m.String("model"));
   ASSIGN_OR_RETURN(d.uuid, m.String("uuid", ""));
   ASSIGN_OR_RETURN(d.memory, m.Memory("memory", MemoryMib(0)));
   ASSIGN_OR_RETURN(d.ecc_enabled, m.Bool("ecc", true));
   ASSIGN_OR_RETURN(int64_t numa, m.Int("numa", 0));
+  if (numa >= node.numa_nodes) {
+    return m.Error("numa", std::to_string(numa) + " is not below numaNodes " +
+                               std::to_string(node.numa_nodes));
+  }
   d.numa_node = static_cast<int>(numa);
   ASSIGN_OR_RETURN(d.pcie_root, m.String("pcieRoot", ""));
   ASSIGN_OR_RETURN(d.mig_slices, m.StringList("mig"));
   d.mig_capable = !MigProfilesFor(d.model).empty();
+  Status mig = CheckMigGeometry(d.model, d.mig_slices);
+  if (!mig.ok()) return m.Error("mig", mig.message());
   YAML::Node peers = m.Raw("nvlinkPeers");
   if (peers && !peers.IsNull()) {
     if (!peers.IsSequence()) return m.Error("nvlinkPeers", "expected a list of device indexes");
     for (const auto& p : peers) {
       auto v = ParseNonNegativeInt(p.Scalar());
       if (!v.ok()) return m.Error("nvlinkPeers", v.status().message());
+      if (*v >= device_count || *v == index) {
+        return m.Error("nvlinkPeers", "bad device index " + std::to_string(*v));
+      }
       d.nvlink_peers.push_back(static_cast<int>(*v));
     }
   }
@@ -153,11 +180,15 @@ Result<Device> ParseDevice(YamlMap& m, const Node& node) {
 // evenly over the node's NUMA nodes.
 Status ParseGpuShorthand(YamlMap& m, Node& node) {
   ASSIGN_OR_RETURN(int64_t count, m.Int("count"));
-  if (count > 64) return m.Error("count", "at most 64 GPUs per node");
+  if (count > kMaxGpusPerNode) {
+    return m.Error("count", "at most " + std::to_string(kMaxGpusPerNode) + " GPUs per node");
+  }
   ASSIGN_OR_RETURN(std::string model, m.String("model"));
   ASSIGN_OR_RETURN(MemoryMib memory, m.Memory("memory", MemoryMib(0)));
   ASSIGN_OR_RETURN(bool ecc, m.Bool("ecc", true));
   ASSIGN_OR_RETURN(std::vector<std::string> mig, m.StringList("mig"));
+  Status mig_ok = CheckMigGeometry(model, mig);
+  if (!mig_ok.ok()) return m.Error("mig", mig_ok.message());
   ASSIGN_OR_RETURN(bool nvswitch, m.Bool("nvswitch", true));
   RETURN_IF_ERROR(m.Finish());
   for (int64_t i = 0; i < count; ++i) {
@@ -191,6 +222,8 @@ Result<std::vector<Node>> ParseNodeEntry(YamlMap& m) {
   ASSIGN_OR_RETURN(node.leaf, m.String("leaf", ""));
   ASSIGN_OR_RETURN(node.nvlink_domain, m.String("nvlinkDomain", ""));
   ASSIGN_OR_RETURN(int64_t numa, m.Int("numaNodes", 1));
+  // The upper bound only keeps the count an int; real machines have a handful of NUMA nodes.
+  if (numa < 1 || numa > 64) return m.Error("numaNodes", "must be between 1 and 64");
   node.numa_nodes = static_cast<int>(numa);
   ASSIGN_OR_RETURN(node.labels, m.StringMap("labels"));
 
@@ -203,6 +236,10 @@ Result<std::vector<Node>> ParseNodeEntry(YamlMap& m) {
       Nic nic;
       ASSIGN_OR_RETURN(nic.name, nm.String("name"));
       ASSIGN_OR_RETURN(int64_t nnuma, nm.Int("numa", 0));
+      if (nnuma >= node.numa_nodes) {
+        return nm.Error("numa", std::to_string(nnuma) + " is not below numaNodes " +
+                                    std::to_string(node.numa_nodes));
+      }
       nic.numa_node = static_cast<int>(nnuma);
       ASSIGN_OR_RETURN(nic.leaf, nm.String("leaf", node.leaf));
       ASSIGN_OR_RETURN(int64_t gbps, nm.Int("gbps", 400));
@@ -225,10 +262,15 @@ Result<std::vector<Node>> ParseNodeEntry(YamlMap& m) {
     } else if (has_devices) {
       YAML::Node devs = m.Raw("devices");
       if (!devs.IsSequence()) return m.Error("devices", "expected a list");
-      for (size_t i = 0; i < devs.size(); ++i) {
+      if (devs.size() > static_cast<size_t>(kMaxGpusPerNode)) {
+        return m.Error("devices", std::to_string(devs.size()) + " GPUs, at most " +
+                                      std::to_string(kMaxGpusPerNode) + " per node");
+      }
+      const int device_count = static_cast<int>(devs.size());
+      for (int i = 0; i < device_count; ++i) {
         YamlMap dm(devs[i], m.Path("devices") + "[" + std::to_string(i) + "]", m.source());
         RETURN_IF_ERROR(dm.CheckIsMap());
-        ASSIGN_OR_RETURN(Device d, ParseDevice(dm, copy));
+        ASSIGN_OR_RETURN(Device d, ParseDevice(dm, copy, i, device_count));
         if (d.uuid.empty()) d.uuid = "GPU-" + copy.name.str() + "-" + std::to_string(i);
         copy.devices.push_back(std::move(d));
       }
@@ -252,11 +294,18 @@ Result<Fleet> ParseFleetYaml(const std::string& text, const std::string& source)
   YAML::Node nodes = top.Raw("nodes");
   if (!nodes || !nodes.IsSequence()) return top.Error("nodes", "expected a list of nodes");
   Fleet fleet;
+  std::set<std::string> names;
   for (size_t i = 0; i < nodes.size(); ++i) {
     YamlMap m(nodes[i], "nodes[" + std::to_string(i) + "]", source);
     RETURN_IF_ERROR(m.CheckIsMap());
     ASSIGN_OR_RETURN(std::vector<Node> expanded, ParseNodeEntry(m));
-    for (Node& n : expanded) fleet.nodes.push_back(std::move(n));
+    // Checked here, not only in ValidateFleet, so that the error points at the entry's line.
+    for (Node& n : expanded) {
+      if (!names.insert(n.name.str()).second) {
+        return m.Error("name", "node " + n.name.str() + ": duplicate name");
+      }
+      fleet.nodes.push_back(std::move(n));
+    }
   }
   RETURN_IF_ERROR(top.Finish());
   Status st = ValidateFleet(fleet);

@@ -78,9 +78,20 @@ struct Fleet {
   std::vector<std::string> Models() const;
 };
 
-// Checks cross-field invariants: unique names, NUMA indexes in range, peers in range, MIG geometry
-// that fits the model. Messages name the node and field.
+// Limits the scheduler's fixed-size tables rely on: a node's GPUs are copied into stack arrays
+// of this many entries, and a request's allowed models are a 64-bit mask over the fleet's models.
+inline constexpr int kMaxGpusPerNode = 64;
+inline constexpr int kMaxGpuModels = 64;
+
+// Checks cross-field invariants: unique names, at most kMaxGpusPerNode GPUs per node and
+// kMaxGpuModels models per fleet, NUMA indexes in range, peers in range, MIG geometry that fits
+// the model. Messages name the node and field. ParseFleetYaml reports most of these earlier, with
+// file and line; this is the final check, and the only one for fleets built in code.
 Status ValidateFleet(const Fleet& fleet);
+
+// OK when the MIG geometry `slices` (profile names) exists on `model` and fits one GPU's 7
+// compute and 8 memory slices; otherwise the message says why, without a location.
+Status CheckMigGeometry(const std::string& model, const std::vector<std::string>& slices);
 
 // Parses the fleet YAML (see docs/fleet.md). `source` names the file in messages.
 Result<Fleet> ParseFleetYaml(const std::string& text, const std::string& source);

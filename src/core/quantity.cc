@@ -11,6 +11,7 @@ Result<int64_t> ParseScaledDecimal(std::string_view text, int scale_digits, cons
   const std::string shown(text);
   if (text.empty()) return InvalidArgument(std::string("empty ") + what);
   if (text[0] == '-') return InvalidArgument(std::string(what) + " must not be negative: '" + shown + "'");
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   int64_t whole = 0;
   size_t i = 0;
   bool any_digit = false;
@@ -18,10 +19,12 @@ Result<int64_t> ParseScaledDecimal(std::string_view text, int scale_digits, cons
     if (text[i] < '0' || text[i] > '9') {
       return InvalidArgument(std::string("not a number for ") + what + ": '" + shown + "'");
     }
-    if (whole > (std::numeric_limits<int64_t>::max() / 10'000'000)) {
+    // Exact check: every int64 must parse, and nothing beyond it may wrap around.
+    const int digit = text[i] - '0';
+    if (whole > (kMax - digit) / 10) {
       return InvalidArgument(std::string(what) + " too large: '" + shown + "'");
     }
-    whole = whole * 10 + (text[i] - '0');
+    whole = whole * 10 + digit;
     any_digit = true;
   }
   int64_t frac = 0;
@@ -44,6 +47,9 @@ Result<int64_t> ParseScaledDecimal(std::string_view text, int scale_digits, cons
   int64_t scale = 1;
   for (int d = 0; d < scale_digits; ++d) scale *= 10;
   for (int d = frac_digits; d < scale_digits; ++d) frac *= 10;
+  if (whole > (kMax - frac) / scale) {
+    return InvalidArgument(std::string(what) + " too large: '" + shown + "'");
+  }
   return whole * scale + frac;
 }
 

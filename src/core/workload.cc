@@ -37,12 +37,7 @@ MilliGpu DeviceRequest::TotalMilli() const {
     case DeviceKind::kWhole: return MilliGpu(int64_t{gpus} * kMilliPerGpu);
     case DeviceKind::kFraction: return gpu_milli;
     case DeviceKind::kMig: {
-      for (const std::string& model : {"H100", "A100"}) {
-        if (const MigProfile* p = FindMigProfile(model, mig_profile)) {
-          return MilliGpu(p->compute_slices * kMilliPerGpu / 7);
-        }
-      }
-      // Profiles of other models share the "<n>g." prefix convention.
+      // Every MIG profile is named "<compute slices>g.<memory>"; a GPU has 7 compute slices.
       const int slices = mig_profile.empty() ? 0 : mig_profile[0] - '0';
       return MilliGpu(slices * kMilliPerGpu / 7);
     }
@@ -153,7 +148,9 @@ Result<DeviceRequest> ParseDeviceRequest(YamlMap& m) {
 Result<Workload> ParseOneWorkload(YamlMap& m) {
   Workload w;
   ASSIGN_OR_RETURN(std::string kind, m.String("kind", "Workload"));
-  if (kind != "Workload") return m.Error("kind", "expected Workload, got '" + kind + "'");
+  if (kind != "Workload") {
+    return m.Error("kind", "expected Workload or WorkloadList, got '" + kind + "'");
+  }
   ASSIGN_OR_RETURN(std::string api, m.String("apiVersion", "fabrica.dev/v1"));
   if (api != "fabrica.dev/v1") return m.Error("apiVersion", "expected fabrica.dev/v1");
   YamlMap meta(m.Raw("metadata"), m.Path("metadata"), m.source());
@@ -214,6 +211,22 @@ Result<Workload> ParseOneWorkload(YamlMap& m) {
   return w;
 }
 
+// `kind: WorkloadList`: an `items:` list of Workloads, each read as a document of its own (an
+// item may repeat `kind: Workload`), so that errors name `items[i]....`.
+Status ParseWorkloadList(YamlMap& m, std::vector<Workload>& out) {
+  ASSIGN_OR_RETURN(std::string api, m.String("apiVersion", "fabrica.dev/v1"));
+  if (api != "fabrica.dev/v1") return m.Error("apiVersion", "expected fabrica.dev/v1");
+  YAML::Node items = m.Raw("items");
+  if (!items || !items.IsSequence()) return m.Error("items", "expected a list of workloads");
+  for (size_t i = 0; i < items.size(); ++i) {
+    YamlMap item(items[i], m.Path("items") + "[" + std::to_string(i) + "]", m.source());
+    RETURN_IF_ERROR(item.CheckIsMap());
+    ASSIGN_OR_RETURN(Workload w, ParseOneWorkload(item));
+    out.push_back(std::move(w));
+  }
+  return m.Finish();
+}
+
 }  // namespace
 
 Result<std::vector<Workload>> ParseWorkloadYaml(const std::string& text, const std::string& source) {
@@ -229,6 +242,11 @@ Result<std::vector<Workload>> ParseWorkloadYaml(const std::string& text, const s
     const std::string prefix = docs.size() > 1 ? "doc" + std::to_string(d) : "";
     YamlMap m(docs[d], prefix, source);
     RETURN_IF_ERROR(m.CheckIsMap());
+    ASSIGN_OR_RETURN(std::string kind, m.String("kind", "Workload"));
+    if (kind == "WorkloadList") {
+      RETURN_IF_ERROR(ParseWorkloadList(m, out));
+      continue;
+    }
     ASSIGN_OR_RETURN(Workload w, ParseOneWorkload(m));
     out.push_back(std::move(w));
   }

@@ -23,11 +23,14 @@ ClusterState::ClusterState(const Fleet& fleet, const std::vector<Tenant>& tenant
     domain_index_.emplace(domain, static_cast<int>(domain_index_.size()));
   }
   models_ = fleet.Models();
-  CHECK(models_.size() <= 64);
+  // ValidateFleet rejects larger fleets: models are bits of a 64-bit mask, and policies copy a
+  // node's GPUs into arrays of kMaxGpusPerNode entries.
+  CHECK(models_.size() <= static_cast<size_t>(kMaxGpuModels));
   std::map<std::string, int> types;
   nodes_.resize(fleet.nodes.size());
   for (size_t n = 0; n < fleet.nodes.size(); ++n) {
     const Node& node = fleet.nodes[n];
+    CHECK(node.gpu_count() <= kMaxGpusPerNode);
     NodeState& s = nodes_[n];
     s.free_cpu = node.cpu.value();
     s.free_memory = node.memory.value();
@@ -118,11 +121,17 @@ Result<PodRequest> ClusterState::MakeRequest(const PodSet& ps, const TenantId& t
     if (r.tenant < 0) return NotFound("unknown tenant '" + tenant.str() + "'");
   }
   if (!ps.device.models.empty()) {
+    // Any listed model will do, so models this fleet lacks are skipped; only a list of which no
+    // model is present can never be satisfied.
     r.model_mask = 0;
     for (const std::string& m : ps.device.models) {
       int idx = ModelIndex(m);
-      if (idx < 0) return InvalidArgument("GPU model '" + m + "' is on no node of the fleet");
-      r.model_mask |= uint64_t{1} << idx;
+      if (idx >= 0) r.model_mask |= uint64_t{1} << idx;
+    }
+    if (r.model_mask == 0) {
+      std::string names;
+      for (const std::string& m : ps.device.models) names += (names.empty() ? "" : "|") + m;
+      return InvalidArgument("no node of the fleet has any of the GPU models '" + names + "'");
     }
   }
   switch (ps.device.kind) {
@@ -172,11 +181,20 @@ bool ClusterState::NodeUsable(int n, const PodRequest& req) const {
   if (req.num_gpu > 0 && (s.model < 0 || !(req.model_mask >> s.model & 1))) return false;
   if (s.exclusive_owner >= 0 && s.exclusive_owner != req.tenant) return false;
   if (req.tenant >= 0 && tenants_[req.tenant].exclusive_nodes) {
+    // Any pod that is not the tenant's own counts, anonymous (tenant-less) ones included.
+    int own = 0;
     for (const auto& [t, pods] : s.tenant_pods) {
-      if (t != req.tenant && pods > 0) return false;
+      if (t == req.tenant) own = pods;
     }
+    if (s.pods > own) return false;
   }
   return true;
+}
+
+int64_t ClusterState::FractionMemoryMib(int n, int d, const PodRequest& req) const {
+  const int64_t cap = fleet_->nodes[n].devices[d].memory.value();
+  if (cap <= 0) return 0;
+  return req.gpu_memory_mib > 0 ? req.gpu_memory_mib : cap * req.gpu_milli / kMilliPerGpu;
 }
 
 bool ClusterState::DeviceUsable(int n, int d, const PodRequest& req) const {
@@ -189,10 +207,8 @@ bool ClusterState::DeviceUsable(int n, int d, const PodRequest& req) const {
     case DeviceKind::kFraction:
       if (!nodes_[n].mig_slices[d].empty()) return false;
       if (ds.free_milli < req.gpu_milli) return false;
-      if (req.gpu_memory_mib > 0 && fleet_->nodes[n].devices[d].memory.value() > 0 &&
-          ds.free_memory_mib < req.gpu_memory_mib) {
-        return false;
-      }
+      // The memory ShareOn will charge, explicit or proportional, so that it never goes negative.
+      if (ds.free_memory_mib < FractionMemoryMib(n, d, req)) return false;
       return ds.share_key < 0 || ds.share_key == ShareKey(req.tenant);
     case DeviceKind::kMig: {
       if (ds.mig_key >= 0 && ds.mig_key != req.tenant) return false;
@@ -316,7 +332,14 @@ std::string ClusterState::ClassKey(int n) const {
     AppendRaw(key, pods);
   }
   AppendRaw(key, -1);
-  for (const auto& [t, pods] : s.tenant_pods) AppendRaw(key, t);
+  // Whether anonymous pods are present decides NodeUsable for exclusive tenants, so nodes of one
+  // class must agree on it even where those pods took no CPU or memory.
+  int tenant_pods = 0;
+  for (const auto& [t, pods] : s.tenant_pods) {
+    AppendRaw(key, t);
+    tenant_pods += pods;
+  }
+  AppendRaw(key, s.pods > tenant_pods);
   return key;
 }
 

@@ -98,6 +98,9 @@ class ClusterState {
   // Isolation: may this pod use device d of node n, given who already uses it?
   bool DeviceUsable(int n, int d, const PodRequest& req) const;
   bool NodeUsable(int n, const PodRequest& req) const;
+  // Device memory a fractional `req` takes on device d of node n: its gpuMemory, or else its
+  // share of the device's memory; 0 where the device's memory is not tracked.
+  int64_t FractionMemoryMib(int n, int d, const PodRequest& req) const;
 
   // REQUIRES: the assignment was produced for `req` against this state.
   void Apply(const Assignment& a, const PodRequest& req);

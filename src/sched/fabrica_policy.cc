@@ -33,7 +33,7 @@ class FabricaPolicy : public Policy {
     if (!NodeFits(s, n, req)) return std::nullopt;
     const auto& devs = s.devices(n);
     const int gpus = static_cast<int>(devs.size());
-    int64_t free[64];
+    int64_t free[kMaxGpusPerNode];
     for (int d = 0; d < gpus; ++d) free[d] = devs[d].free_milli;
     const int model = s.node_model(n);
     const int64_t cpu_after = s.free_cpu(n) - req.cpu_milli;

@@ -14,7 +14,7 @@ const char* OutcomeName(Outcome o) {
 }
 
 bool FitsSomeEmptyNode(const ClusterState& s, const PodRequest& req, std::string* why) {
-  int cpu_ok = 0, mem_ok = 0, model_ok = 0;
+  int cpu_ok = 0, mem_ok = 0, model_ok = 0, gpus_ok = 0;
   for (int n = 0; n < s.node_count(); ++n) {
     const Node& node = s.node(n);
     if (node.cpu.value() < req.cpu_milli) continue;
@@ -36,14 +36,27 @@ bool FitsSomeEmptyNode(const ClusterState& s, const PodRequest& req, std::string
     }
     int whole = 0;
     for (const Device& d : node.devices) whole += d.mig_enabled() ? 0 : 1;
-    if (whole >= req.num_gpu) return true;
+    if (whole < req.num_gpu) continue;
+    ++gpus_ok;
+    if (req.kind != DeviceKind::kFraction || req.gpu_memory_mib == 0) return true;
+    // A share with its own memory cap needs a GPU with at least that much memory; memory that
+    // is not tracked (0) never refuses it.
+    for (const Device& d : node.devices) {
+      const int64_t cap = d.memory.value();
+      if (!d.mig_enabled() && (cap == 0 || cap >= req.gpu_memory_mib)) return true;
+    }
   }
   if (why) {
     if (cpu_ok == 0) *why = "no node has " + std::to_string(req.cpu_milli) + "m CPU";
     else if (mem_ok == 0) *why = "no node has " + std::to_string(req.memory_mib) + "Mi memory";
     else if (model_ok == 0) *why = "no node with enough CPU and memory has an allowed GPU model";
     else if (req.kind == DeviceKind::kMig) *why = "no node offers the MIG profile " + s.mig_profile_name(req.mig_profile);
-    else *why = "no node has " + std::to_string(req.num_gpu) + " GPUs of an allowed model";
+    else if (gpus_ok == 0) {
+      *why = "no node has " + std::to_string(req.num_gpu) + " GPUs of an allowed model";
+    } else {
+      *why = "no GPU of an allowed model has " + FormatMemoryMib(MemoryMib(req.gpu_memory_mib)) +
+             " of memory";
+    }
   }
   return false;
 }
@@ -169,6 +182,23 @@ GangPlacement Placer::PlaceGang(ClusterState& s, const std::vector<PodRequest>& 
   }
   int64_t need_milli = 0;
   for (const PodRequest& req : pods) need_milli += req.total_gpu_milli();
+  if (topology.required && topology.level != TopologyLevel::kNone) {
+    // A required domain that could not hold the gang even when empty never will: Infeasible,
+    // not Pending. Counting every GPU of the domain keeps this a sure "never".
+    int64_t largest_milli = 0;
+    for (const std::vector<int>& domain : s.domains(topology.level)) {
+      int64_t milli = 0;
+      for (int n : domain) milli += int64_t{s.node(n).gpu_count()} * kMilliPerGpu;
+      largest_milli = std::max(largest_milli, milli);
+    }
+    if (largest_milli < need_milli) {
+      g.outcome = Outcome::kInfeasible;
+      g.reason = "gang needs " + FormatMilliGpu(MilliGpu(need_milli)) + " GPUs in one " +
+                 TopologyLevelName(topology.level) + " domain; the largest has " +
+                 FormatMilliGpu(MilliGpu(largest_milli)) + " GPUs in all";
+      return g;
+    }
+  }
 
   // Levels to try, tightest first. A preferred constraint widens step by step; a required one
   // does not widen at all.

@@ -26,10 +26,7 @@ DeviceShare ShareOn(const ClusterState& s, int n, int d, const PodRequest& req) 
   share.device = d;
   share.milli = req.gpu_milli;
   if (req.kind == DeviceKind::kFraction) {
-    const int64_t cap = s.node(n).devices[d].memory.value();
-    if (cap > 0) {
-      share.memory_mib = req.gpu_memory_mib > 0 ? req.gpu_memory_mib : cap * req.gpu_milli / kMilliPerGpu;
-    }
+    share.memory_mib = s.FractionMemoryMib(n, d, req);
   } else if (req.kind == DeviceKind::kWhole) {
     share.memory_mib = s.devices(n)[d].free_memory_mib;
   } else if (req.kind == DeviceKind::kMig) {
@@ -203,7 +200,7 @@ class FgdPolicy : public Policy {
     if (!NodeFits(s, n, req)) return std::nullopt;
     const auto& devs = s.devices(n);
     const int gpus = static_cast<int>(devs.size());
-    int64_t free[64];
+    int64_t free[kMaxGpusPerNode];
     for (int d = 0; d < gpus; ++d) free[d] = devs[d].free_milli;
     const int model = s.node_model(n);
     const double before = frag_.Fragment(model, s.free_cpu(n), free, gpus);
