@@ -44,7 +44,7 @@ ClusterState::ClusterState(const Fleet& fleet, const std::vector<Tenant>& tenant
       const Device& dev = node.devices[d];
       DeviceState& ds = s.devices[d];
       ds.free_memory_mib = dev.memory.value();
-      type_key += "/" + std::to_string(dev.numa_node);
+      type_key += "/" + std::to_string(dev.numa_node) + "." + std::to_string(dev.memory.value());
       for (size_t k = 0; k < dev.mig_slices.size(); ++k) {
         auto it = std::find(mig_profiles_.begin(), mig_profiles_.end(), dev.mig_slices[k]);
         int idx = static_cast<int>(it - mig_profiles_.begin());
@@ -59,6 +59,8 @@ ClusterState::ClusterState(const Fleet& fleet, const std::vector<Tenant>& tenant
     }
     auto [it, inserted] = types.emplace(type_key, static_cast<int>(types.size()));
     s.type = it->second;
+    if (inserted) type_representatives_.push_back(static_cast<int>(n));
+    RefreshSummary(static_cast<int>(n));
     Reclassify(static_cast<int>(n));
   }
   for (TopologyLevel level : {TopologyLevel::kNone, TopologyLevel::kNvlinkDomain,
@@ -250,6 +252,7 @@ void ClusterState::Apply(const Assignment& a, const PodRequest& req) {
     }
     allocated_gpu_milli_ += share.milli;
   }
+  RefreshSummary(a.node);
   Reclassify(a.node);
 }
 
@@ -281,6 +284,7 @@ void ClusterState::Release(const Assignment& a, const PodRequest& req) {
     }
     allocated_gpu_milli_ -= share.milli;
   }
+  RefreshSummary(a.node);
   Reclassify(a.node);
 }
 
@@ -341,6 +345,25 @@ std::string ClusterState::ClassKey(int n) const {
   }
   AppendRaw(key, s.pods > tenant_pods);
   return key;
+}
+
+void ClusterState::RefreshSummary(int n) {
+  NodeState& s = nodes_[n];
+  s.whole_free = 0;
+  s.max_free_milli = 0;
+  s.mig_profiles_free = 0;
+  for (size_t d = 0; d < s.devices.size(); ++d) {
+    const DeviceState& ds = s.devices[d];
+    const auto& slices = s.mig_slices[d];
+    if (slices.empty()) {
+      if (ds.users == 0) ++s.whole_free;
+      s.max_free_milli = std::max(s.max_free_milli, ds.free_milli);
+      continue;
+    }
+    for (size_t k = 0; k < slices.size(); ++k) {
+      if ((ds.mig_free >> k & 1) && slices[k] < 64) s.mig_profiles_free |= uint64_t{1} << slices[k];
+    }
+  }
 }
 
 void ClusterState::Reclassify(int n) {

@@ -98,6 +98,23 @@ class ClusterState {
   // Isolation: may this pod use device d of node n, given who already uses it?
   bool DeviceUsable(int n, int d, const PodRequest& req) const;
   bool NodeUsable(int n, const PodRequest& req) const;
+  // A cheap necessary condition for NodeFits: false means the node certainly cannot take `req`.
+  bool MayFit(int n, const PodRequest& req) const {
+    const NodeState& s = nodes_[n];
+    if (s.free_cpu < req.cpu_milli || s.free_memory < req.memory_mib) return false;
+    if (req.kind != DeviceKind::kNone && s.model < 0) return false;
+    switch (req.kind) {
+      case DeviceKind::kNone: return true;
+      case DeviceKind::kWhole: return s.whole_free >= req.num_gpu && (req.model_mask >> s.model & 1);
+      case DeviceKind::kFraction: return s.max_free_milli >= req.gpu_milli && (req.model_mask >> s.model & 1);
+      case DeviceKind::kMig:
+        return req.mig_profile < 64 && (s.mig_profiles_free >> req.mig_profile & 1) &&
+               (req.model_mask >> s.model & 1);
+    }
+    return true;
+  }
+  // One node of each hardware type (model, GPU count, CPU, memory, NUMA and MIG layout).
+  const std::vector<int>& type_representatives() const { return type_representatives_; }
   // Device memory a fractional `req` takes on device d of node n: its gpuMemory, or else its
   // share of the device's memory; 0 where the device's memory is not tracked.
   int64_t FractionMemoryMib(int n, int d, const PodRequest& req) const;
@@ -133,6 +150,11 @@ class ClusterState {
     int type = 0;
     int exclusive_owner = -1;
     int pods = 0;
+    // Summaries of the devices, refreshed on every change, for a quick rejection of nodes that
+    // cannot take a request before any per-device check.
+    int whole_free = 0;              // unused GPUs without MIG
+    int64_t max_free_milli = 0;      // the largest free share of a GPU without MIG
+    uint64_t mig_profiles_free = 0;  // bit p = some slice of MIG profile p is free
     std::vector<DeviceState> devices;
     std::vector<std::vector<int>> mig_slices;  // per device: profile index of each slice
     std::vector<std::pair<int, int>> tenant_pods;  // (tenant, pods) for exclusivity checks
@@ -147,6 +169,7 @@ class ClusterState {
 
   static int Level(TopologyLevel l) { return static_cast<int>(l); }
   std::string ClassKey(int n) const;
+  void RefreshSummary(int n);
   void Reclassify(int n);
 
   const Fleet* fleet_;
@@ -156,6 +179,7 @@ class ClusterState {
   std::vector<std::string> models_;
   std::vector<std::string> mig_profiles_;
   std::vector<NodeState> nodes_;
+  std::vector<int> type_representatives_;
   int64_t total_gpu_milli_ = 0;
   int64_t allocated_gpu_milli_ = 0;
 

@@ -15,7 +15,7 @@ const char* OutcomeName(Outcome o) {
 
 bool FitsSomeEmptyNode(const ClusterState& s, const PodRequest& req, std::string* why) {
   int cpu_ok = 0, mem_ok = 0, model_ok = 0, gpus_ok = 0;
-  for (int n = 0; n < s.node_count(); ++n) {
+  for (int n : s.type_representatives()) {  // capacity is all that matters: one node per type
     const Node& node = s.node(n);
     if (node.cpu.value() < req.cpu_milli) continue;
     ++cpu_ok;
@@ -200,15 +200,24 @@ GangPlacement Placer::PlaceGang(ClusterState& s, const std::vector<PodRequest>& 
     }
   }
 
-  // Levels to try, tightest first. A preferred constraint widens step by step; a required one
-  // does not widen at all.
+  // Levels to try, tightest first. A preferred constraint widens step by step to the levels whose
+  // domains are larger on this fleet (racks hold leaves in some designs and leaves hold racks in
+  // others, and on NVL72 the rack is the NVLink domain); a required one does not widen at all.
   std::vector<TopologyLevel> levels;
   if (topology.level != TopologyLevel::kNone) {
     levels.push_back(topology.level);
     if (!topology.required) {
-      for (TopologyLevel l : {TopologyLevel::kLeaf, TopologyLevel::kRack}) {
-        if (static_cast<int>(l) > static_cast<int>(topology.level)) levels.push_back(l);
+      auto mean_size = [&](TopologyLevel l) {
+        return static_cast<double>(s.node_count()) / static_cast<double>(s.domains(l).size());
+      };
+      std::vector<std::pair<double, TopologyLevel>> wider;
+      for (TopologyLevel l : {TopologyLevel::kNvlinkDomain, TopologyLevel::kRack, TopologyLevel::kLeaf}) {
+        if (l != topology.level && mean_size(l) > mean_size(topology.level)) {
+          wider.emplace_back(mean_size(l), l);
+        }
       }
+      std::sort(wider.begin(), wider.end());
+      for (const auto& [size, l] : wider) levels.push_back(l);
       levels.push_back(TopologyLevel::kNone);
     }
   } else {

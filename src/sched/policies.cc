@@ -11,7 +11,7 @@
 namespace fabrica {
 
 bool NodeFits(const ClusterState& s, int n, const PodRequest& req) {
-  if (!s.NodeUsable(n, req)) return false;
+  if (!s.MayFit(n, req) || !s.NodeUsable(n, req)) return false;
   if (req.num_gpu == 0) return true;
   int usable = 0;
   const int gpus = static_cast<int>(s.devices(n).size());
