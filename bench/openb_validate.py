@@ -37,22 +37,29 @@ def main():
     ref = reference()
     variants = sorted({w for (w, _) in ref
                        if os.path.exists(os.path.join(TRACE, 'csv', f'openb_pod_list_{w}.csv'))})
-    print('| trace | policy | ours @100 (sd) | ref @100 (sd) | diff | ours @130 (sd) | ref @130 (sd) | diff |')
-    print('|---|---|---|---|---|---|---|---|')
+    print('| trace | policy | ours @100 (sd) | ref @100 (sd) | diff | ours @130 (sd) | ref @130 (sd) | diff '
+          '| offline @100 | ceiling @100 | FGD-to-ceiling gap closed |')
+    print('|---|---|---|---|---|---|---|---|---|---|---|')
     for w in variants:
         for p in policies:
             res = json.loads(subprocess.check_output([
                 binary, 'sim', 'openb', '--nodes',
                 os.path.join(TRACE, 'csv', 'openb_node_list_gpu_node.csv'), '--pods',
                 os.path.join(TRACE, 'csv', f'openb_pod_list_{w}.csv'), '--policy', p,
-                '--seeds', '42-51', '--json']))
+                '--seeds', '42-51', '--json'] + (['--bounds'] if p == 'fabrica' else [])))
             rp = REF_POLICY.get(p, '06-FGD')
             r = ref[(w, rp)]
             o100, s100 = res['unallocated_pct_at_100'], res['unallocated_pct_sd_at_100']
             o130, s130 = res['unallocated_pct_at_130'], res['unallocated_pct_sd_at_130']
             label = p if p in REF_POLICY else f'{p} (vs FGD)'
+            extra = '| | |'
+            if 'ceiling_unallocated_pct_at_100' in res:
+                off, ceil = res['offline_unallocated_pct_at_100'], res['ceiling_unallocated_pct_at_100']
+                fgd = ref[(w, '06-FGD')][0]
+                closed = (fgd - o100) / (fgd - ceil) * 100 if fgd > ceil else float('nan')
+                extra = f'| {off:.2f} | {ceil:.2f} | {closed:.0f}% |'
             print(f'| {w} | {label} | {o100:.2f} ({s100:.2f}) | {r[0]:.2f} ({r[1]:.2f}) | {o100 - r[0]:+.2f} '
-                  f'| {o130:.2f} ({s130:.2f}) | {r[2]:.2f} ({r[3]:.2f}) | {o130 - r[2]:+.2f} |', flush=True)
+                  f'| {o130:.2f} ({s130:.2f}) | {r[2]:.2f} ({r[3]:.2f}) | {o130 - r[2]:+.2f} {extra}', flush=True)
     return 0
 
 

@@ -1,7 +1,6 @@
 // The `fabrica` binary: simulators now; server, agent and the local factory as they land.
-#include <iostream>
-
 #include <CLI/CLI.hpp>
+#include <iostream>
 
 #include "cli/sim_commands.h"
 

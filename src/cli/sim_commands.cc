@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
-
 #include <nlohmann/json.hpp>
 
 #include "sched/policy.h"
@@ -20,7 +19,8 @@ Result<std::vector<uint64_t>> ParseSeeds(const std::string& text) {
   size_t start = 0;
   while (start <= text.size()) {
     size_t comma = text.find(',', start);
-    std::string part = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    std::string part =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     size_t dash = part.find('-');
     if (dash == std::string::npos) {
       auto v = ParseNonNegativeInt(part);
@@ -86,6 +86,7 @@ int RunOpenbCommand(const OpenbArgs& args) {
     opt.policy = args.policy;
     opt.seed = seed;
     opt.inflate = args.inflate;
+    opt.pods_source = args.pods;
     opt.placements_out = placements.is_open() ? &placements : nullptr;
     auto r = sim::RunOpenb(*fleet, *pods, opt);
     if (!r.ok()) return fail(r.status());
@@ -128,7 +129,8 @@ int RunOpenbCommand(const OpenbArgs& args) {
     }
     std::cout << j.dump(2) << "\n";
   } else {
-    std::printf("policy %s, %zu seed(s), inflate %.2f\n", s.policy.c_str(), s.seeds.size(), args.inflate);
+    std::printf("policy %s, %zu seed(s), inflate %.2f\n", s.policy.c_str(), s.seeds.size(),
+                args.inflate);
     std::printf("%12s %18s\n", "arrived %", "unallocated GPU %");
     for (int b = 0; b < sim::kBuckets; b += 10) std::printf("%12d %18.2f\n", b, s.unalloc_curve[b]);
     std::printf("at 100%%: %.2f (sd %.2f)   at 130%%: %.2f (sd %.2f)\n", s.unalloc_100, s.sd_100,
@@ -210,10 +212,11 @@ int RunSyntheticCommand(const SyntheticArgs& args) {
               static_cast<long long>(r->workloads), static_cast<unsigned long long>(args.seed),
               args.load);
   std::printf("policy %s%s\n", r->policy.c_str(), r->topology_blind ? ", topology-blind" : "");
-  std::printf("placement: %lld pods in %.3f s = %.0f placements/s (%.0f decisions/s); "
-              "%.3f CPU s = %.0f placements per CPU second\n",
-              static_cast<long long>(r->pods_arrived), r->place_seconds, r->pods_per_second(),
-              r->decisions_per_second(), r->place_cpu_seconds, r->pods_per_cpu_second());
+  std::printf(
+      "placement: %lld pods in %.3f s = %.0f placements/s (%.0f decisions/s); "
+      "%.3f CPU s = %.0f placements per CPU second\n",
+      static_cast<long long>(r->pods_arrived), r->place_seconds, r->pods_per_second(),
+      r->decisions_per_second(), r->place_cpu_seconds, r->pods_per_cpu_second());
   std::printf("pods placed %lld, dropped %lld; gangs placed %lld of %lld\n",
               static_cast<long long>(r->pods_placed), static_cast<long long>(r->pods_dropped),
               static_cast<long long>(r->gangs_placed), static_cast<long long>(r->gangs_arrived));
@@ -233,16 +236,21 @@ void AddSimCommands(CLI::App& app, int* exit_code) {
   CLI::App* sim = app.add_subcommand("sim", "Simulate placement on traces and synthetic fleets");
   sim->require_subcommand(1);
   auto args = std::make_shared<OpenbArgs>();
-  CLI::App* openb = sim->add_subcommand("openb", "Replay the FGD paper's experiment on Alibaba's openb trace");
-  openb->add_option("--nodes", args->nodes, "node list CSV (sn,cpu_milli,memory_mib,gpu,model)")->required();
+  CLI::App* openb =
+      sim->add_subcommand("openb", "Replay the FGD paper's experiment on Alibaba's openb trace");
+  openb->add_option("--nodes", args->nodes, "node list CSV (sn,cpu_milli,memory_mib,gpu,model)")
+      ->required();
   openb->add_option("--pods", args->pods, "pod list CSV")->required();
-  openb->add_option("--policy", args->policy, "random|dotprod|clustering|packing|bestfit|fgd|fabrica");
+  openb->add_option("--policy", args->policy,
+                    "random|dotprod|clustering|packing|bestfit|fgd|fabrica");
   openb->add_option("--seeds", args->seeds, "seeds, e.g. 42-51 or 42,45");
-  openb->add_option("--inflate", args->inflate, "inflate the pod list to this multiple of capacity");
+  openb->add_option("--inflate", args->inflate,
+                    "inflate the pod list to this multiple of capacity");
   openb->add_flag("--json", args->json, "print JSON");
   openb->add_flag("--bounds", args->bounds,
                   "also compute, at 100% arrived, an offline packing and an LP ceiling");
-  openb->add_option("--placements-out", args->placements_out, "write every decision as CSV (one seed)");
+  openb->add_option("--placements-out", args->placements_out,
+                    "write every decision as CSV (one seed)");
   openb->callback([args, exit_code] { *exit_code = RunOpenbCommand(*args); });
 
   auto syn = std::make_shared<SyntheticArgs>();

@@ -10,7 +10,8 @@ namespace {
 Result<int64_t> ParseScaledDecimal(std::string_view text, int scale_digits, const char* what) {
   const std::string shown(text);
   if (text.empty()) return InvalidArgument(std::string("empty ") + what);
-  if (text[0] == '-') return InvalidArgument(std::string(what) + " must not be negative: '" + shown + "'");
+  if (text[0] == '-')
+    return InvalidArgument(std::string(what) + " must not be negative: '" + shown + "'");
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   int64_t whole = 0;
   size_t i = 0;
@@ -43,7 +44,8 @@ Result<int64_t> ParseScaledDecimal(std::string_view text, int scale_digits, cons
       any_digit = true;
     }
   }
-  if (!any_digit) return InvalidArgument(std::string("not a number for ") + what + ": '" + shown + "'");
+  if (!any_digit)
+    return InvalidArgument(std::string("not a number for ") + what + ": '" + shown + "'");
   int64_t scale = 1;
   for (int d = 0; d < scale_digits; ++d) scale *= 10;
   for (int d = frac_digits; d < scale_digits; ++d) frac *= 10;
@@ -65,7 +67,8 @@ Result<int64_t> ParseNonNegativeInt(std::string_view text) {
 
 Result<MilliGpu> ParseMilliGpu(std::string_view text) {
   if (EndsWith(text, "m")) {
-    ASSIGN_OR_RETURN(int64_t v, ParseScaledDecimal(text.substr(0, text.size() - 1), 0, "milli-GPU"));
+    ASSIGN_OR_RETURN(int64_t v,
+                     ParseScaledDecimal(text.substr(0, text.size() - 1), 0, "milli-GPU"));
     return MilliGpu(v);
   }
   ASSIGN_OR_RETURN(int64_t v, ParseScaledDecimal(text, 3, "GPU quantity"));
@@ -74,7 +77,8 @@ Result<MilliGpu> ParseMilliGpu(std::string_view text) {
 
 Result<MilliCpu> ParseMilliCpu(std::string_view text) {
   if (EndsWith(text, "m")) {
-    ASSIGN_OR_RETURN(int64_t v, ParseScaledDecimal(text.substr(0, text.size() - 1), 0, "milli-CPU"));
+    ASSIGN_OR_RETURN(int64_t v,
+                     ParseScaledDecimal(text.substr(0, text.size() - 1), 0, "milli-CPU"));
     return MilliCpu(v);
   }
   ASSIGN_OR_RETURN(int64_t v, ParseScaledDecimal(text, 3, "CPU quantity"));

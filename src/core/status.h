@@ -52,7 +52,9 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-inline Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+inline Status InvalidArgument(std::string m) {
+  return {StatusCode::kInvalidArgument, std::move(m)};
+}
 inline Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
 inline Status FailedPrecondition(std::string m) {
   return {StatusCode::kFailedPrecondition, std::move(m)};
@@ -62,7 +64,7 @@ inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit like std::expected
+  Result(T value) : value_(std::move(value)) {}        // NOLINT: implicit like std::expected
   Result(Status status) : value_(std::move(status)) {  // NOLINT
     if (std::get<Status>(value_).ok()) {
       value_ = Status(StatusCode::kInternal, "Result constructed from an OK status");
@@ -92,12 +94,13 @@ class [[nodiscard]] Result {
 #define FABRICA_CONCAT_INNER(a, b) a##b
 #define FABRICA_CONCAT(a, b) FABRICA_CONCAT_INNER(a, b)
 
-#define RETURN_IF_ERROR(expr)                  \
-  do {                                         \
-    ::fabrica::Status _st = (expr);            \
-    if (!_st.ok()) return _st;                 \
+#define RETURN_IF_ERROR(expr)       \
+  do {                              \
+    ::fabrica::Status _st = (expr); \
+    if (!_st.ok()) return _st;      \
   } while (0)
 
+// NOLINTBEGIN(bugprone-macro-parentheses): lhs may be a declaration such as `int x`.
 #define ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
   auto tmp = (expr);                          \
   if (!tmp.ok()) return tmp.status();         \
@@ -105,12 +108,13 @@ class [[nodiscard]] Result {
 
 #define ASSIGN_OR_RETURN(lhs, expr) \
   ASSIGN_OR_RETURN_IMPL(FABRICA_CONCAT(_result_, __LINE__), lhs, expr)
+// NOLINTEND(bugprone-macro-parentheses)
 
 // CHECK guards invariants whose violation is a bug in Fabrica, never bad input.
-#define CHECK(cond)                                                                     \
-  do {                                                                                  \
-    if (!(cond)) {                                                                      \
+#define CHECK(cond)                                                                      \
+  do {                                                                                   \
+    if (!(cond)) {                                                                       \
       std::cerr << __FILE__ << ":" << __LINE__ << ": CHECK failed: " #cond << std::endl; \
-      std::abort();                                                                     \
-    }                                                                                   \
+      std::abort();                                                                      \
+    }                                                                                    \
   } while (0)

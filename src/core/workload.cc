@@ -7,9 +7,12 @@ namespace fabrica {
 
 const char* TrustLevelName(TrustLevel t) {
   switch (t) {
-    case TrustLevel::kUntrusted: return "untrusted";
-    case TrustLevel::kStandard: return "standard";
-    case TrustLevel::kTrusted: return "trusted";
+    case TrustLevel::kUntrusted:
+      return "untrusted";
+    case TrustLevel::kStandard:
+      return "standard";
+    case TrustLevel::kTrusted:
+      return "trusted";
   }
   return "?";
 }
@@ -23,19 +26,26 @@ Result<TrustLevel> ParseTrustLevel(const std::string& s) {
 
 const char* TopologyLevelName(TopologyLevel l) {
   switch (l) {
-    case TopologyLevel::kNone: return "none";
-    case TopologyLevel::kNvlinkDomain: return "nvlink";
-    case TopologyLevel::kLeaf: return "leaf";
-    case TopologyLevel::kRack: return "rack";
+    case TopologyLevel::kNone:
+      return "none";
+    case TopologyLevel::kNvlinkDomain:
+      return "nvlink";
+    case TopologyLevel::kLeaf:
+      return "leaf";
+    case TopologyLevel::kRack:
+      return "rack";
   }
   return "?";
 }
 
 MilliGpu DeviceRequest::TotalMilli() const {
   switch (kind) {
-    case DeviceKind::kNone: return MilliGpu(0);
-    case DeviceKind::kWhole: return MilliGpu(int64_t{gpus} * kMilliPerGpu);
-    case DeviceKind::kFraction: return gpu_milli;
+    case DeviceKind::kNone:
+      return MilliGpu(0);
+    case DeviceKind::kWhole:
+      return MilliGpu(int64_t{gpus} * kMilliPerGpu);
+    case DeviceKind::kFraction:
+      return gpu_milli;
     case DeviceKind::kMig: {
       // Every MIG profile is named "<compute slices>g.<memory>"; a GPU has 7 compute slices.
       const int slices = mig_profile.empty() ? 0 : mig_profile[0] - '0';
@@ -57,7 +67,8 @@ Result<std::vector<std::string>> ParseModelList(const std::string& spec) {
   size_t start = 0;
   while (true) {
     size_t bar = spec.find('|', start);
-    std::string part = spec.substr(start, bar == std::string::npos ? std::string::npos : bar - start);
+    std::string part =
+        spec.substr(start, bar == std::string::npos ? std::string::npos : bar - start);
     if (part.empty()) return InvalidArgument("empty GPU model in '" + spec + "'");
     out.push_back(part);
     if (bar == std::string::npos) break;
@@ -68,7 +79,8 @@ Result<std::vector<std::string>> ParseModelList(const std::string& spec) {
 
 Status ValidateDeviceRequest(const DeviceRequest& r) {
   switch (r.kind) {
-    case DeviceKind::kNone: return Status::Ok();
+    case DeviceKind::kNone:
+      return Status::Ok();
     case DeviceKind::kWhole:
       if (r.gpus < 1 || r.gpus > 64) return InvalidArgument("gpus must be between 1 and 64");
       return Status::Ok();
@@ -97,7 +109,8 @@ Result<DeviceRequest> DeviceRequestFromTrace(int64_t num_gpu, int64_t gpu_milli,
   ASSIGN_OR_RETURN(r.models, ParseModelList(gpu_spec));
   if (num_gpu < 0) return InvalidArgument("num_gpu must not be negative");
   if (gpu_milli < 0 || gpu_milli > kMilliPerGpu) {
-    return InvalidArgument("gpu_milli must be between 0 and 1000, got " + std::to_string(gpu_milli));
+    return InvalidArgument("gpu_milli must be between 0 and 1000, got " +
+                           std::to_string(gpu_milli));
   }
   if (num_gpu == 0) {
     r.kind = DeviceKind::kNone;
@@ -141,7 +154,11 @@ Result<DeviceRequest> ParseDeviceRequest(YamlMap& m) {
     r.kind = DeviceKind::kMig;
   }
   Status st = ValidateDeviceRequest(r);
-  if (!st.ok()) return m.Error(r.kind == DeviceKind::kMig ? "mig" : r.kind == DeviceKind::kWhole ? "gpus" : "gpuMilli", st.message());
+  if (!st.ok())
+    return m.Error(r.kind == DeviceKind::kMig     ? "mig"
+                   : r.kind == DeviceKind::kWhole ? "gpus"
+                                                  : "gpuMilli",
+                   st.message());
   return r;
 }
 
@@ -172,11 +189,16 @@ Result<Workload> ParseOneWorkload(YamlMap& m) {
     YamlMap t(spec.Raw("topology"), spec.Path("topology"), m.source());
     RETURN_IF_ERROR(t.CheckIsMap());
     ASSIGN_OR_RETURN(std::string level, t.String("level"));
-    if (level == "nvlink") w.topology.level = TopologyLevel::kNvlinkDomain;
-    else if (level == "leaf") w.topology.level = TopologyLevel::kLeaf;
-    else if (level == "rack") w.topology.level = TopologyLevel::kRack;
-    else if (level == "none") w.topology.level = TopologyLevel::kNone;
-    else return t.Error("level", "expected nvlink, leaf, rack or none, got '" + level + "'");
+    if (level == "nvlink")
+      w.topology.level = TopologyLevel::kNvlinkDomain;
+    else if (level == "leaf")
+      w.topology.level = TopologyLevel::kLeaf;
+    else if (level == "rack")
+      w.topology.level = TopologyLevel::kRack;
+    else if (level == "none")
+      w.topology.level = TopologyLevel::kNone;
+    else
+      return t.Error("level", "expected nvlink, leaf, rack or none, got '" + level + "'");
     ASSIGN_OR_RETURN(std::string mode, t.String("mode", "preferred"));
     if (mode != "required" && mode != "preferred") {
       return t.Error("mode", "expected required or preferred, got '" + mode + "'");
@@ -229,12 +251,14 @@ Status ParseWorkloadList(YamlMap& m, std::vector<Workload>& out) {
 
 }  // namespace
 
-Result<std::vector<Workload>> ParseWorkloadYaml(const std::string& text, const std::string& source) {
+Result<std::vector<Workload>> ParseWorkloadYaml(const std::string& text,
+                                                const std::string& source) {
   std::vector<YAML::Node> docs;
   try {
     docs = YAML::LoadAll(text);
   } catch (const YAML::Exception& e) {
-    return InvalidArgument(source + ":" + std::to_string(e.mark.line + 1) + ": malformed YAML: " + e.msg);
+    return InvalidArgument(source + ":" + std::to_string(e.mark.line + 1) +
+                           ": malformed YAML: " + e.msg);
   }
   std::vector<Workload> out;
   for (size_t d = 0; d < docs.size(); ++d) {

@@ -32,10 +32,10 @@ enum class DeviceKind { kNone, kWhole, kFraction, kMig };
 
 struct DeviceRequest {
   DeviceKind kind = DeviceKind::kNone;
-  int gpus = 0;              // kWhole: number of whole GPUs (1..64)
-  MilliGpu gpu_milli;        // kFraction: compute share of one GPU (1..999), may be 0 with memory
-  MemoryMib gpu_memory;      // kFraction: device memory cap; 0 = proportional to the share
-  std::string mig_profile;   // kMig: e.g. "3g.40gb"
+  int gpus = 0;             // kWhole: number of whole GPUs (1..64)
+  MilliGpu gpu_milli;       // kFraction: compute share of one GPU (1..999), may be 0 with memory
+  MemoryMib gpu_memory;     // kFraction: device memory cap; 0 = proportional to the share
+  std::string mig_profile;  // kMig: e.g. "3g.40gb"
   std::vector<std::string> models;  // allowed GPU models; empty = any
 
   // GPU capacity this request takes from the fleet, for accounting and load (MIG by its

@@ -78,17 +78,17 @@ Result<bool> YamlMap::Bool(const std::string& key, std::optional<bool> fallback)
   return Error(key, "expected true or false, got '" + s + "'");
 }
 
-#define FABRICA_QUANTITY_READER(Method, Type, Parser)                                     \
-  Result<Type> YamlMap::Method(const std::string& key, std::optional<Type> fallback) {   \
-    bool present;                                                                         \
-    ASSIGN_OR_RETURN(std::string s, Scalar(key, &present));                              \
-    if (!present) {                                                                       \
-      if (fallback) return *fallback;                                                     \
-      return Error(key, "required field is missing");                                     \
-    }                                                                                     \
-    auto v = Parser(s);                                                                   \
-    if (!v.ok()) return Error(key, v.status().message());                                 \
-    return *v;                                                                            \
+#define FABRICA_QUANTITY_READER(Method, Type, Parser)                                  \
+  Result<Type> YamlMap::Method(const std::string& key, std::optional<Type> fallback) { \
+    bool present;                                                                      \
+    ASSIGN_OR_RETURN(std::string s, Scalar(key, &present));                            \
+    if (!present) {                                                                    \
+      if (fallback) return *fallback;                                                  \
+      return Error(key, "required field is missing");                                  \
+    }                                                                                  \
+    auto v = Parser(s);                                                                \
+    if (!v.ok()) return Error(key, v.status().message());                              \
+    return *v;                                                                         \
   }
 FABRICA_QUANTITY_READER(Cpu, MilliCpu, ParseMilliCpu)
 FABRICA_QUANTITY_READER(Memory, MemoryMib, ParseMemoryMib)

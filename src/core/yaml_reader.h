@@ -5,10 +5,10 @@
 // any key that was not read, which is how unknown (often misspelt) fields are caught.
 #pragma once
 
+#include <yaml-cpp/yaml.h>
+
 #include <set>
 #include <string>
-
-#include <yaml-cpp/yaml.h>
 
 #include "core/quantity.h"
 #include "core/status.h"

@@ -18,8 +18,8 @@ ClusterState::ClusterState(const Fleet& fleet, const std::vector<Tenant>& tenant
     : fleet_(&fleet), tenants_(tenants) {
   for (size_t i = 0; i < tenants_.size(); ++i) {
     tenant_index_[tenants_[i].name.str()] = static_cast<int>(i);
-    std::string domain = tenants_[i].trust_domain.empty() ? tenants_[i].name.str()
-                                                          : tenants_[i].trust_domain;
+    std::string domain =
+        tenants_[i].trust_domain.empty() ? tenants_[i].name.str() : tenants_[i].trust_domain;
     domain_index_.emplace(domain, static_cast<int>(domain_index_.size()));
   }
   models_ = fleet.Models();
@@ -70,7 +70,7 @@ ClusterState::ClusterState(const Fleet& fleet, const std::vector<Tenant>& tenant
     domain_of_[l].resize(fleet.nodes.size());
     for (size_t n = 0; n < fleet.nodes.size(); ++n) {
       const Node& node = fleet.nodes[n];
-      std::string name = level == TopologyLevel::kNone         ? "fleet"
+      std::string name = level == TopologyLevel::kNone           ? "fleet"
                          : level == TopologyLevel::kNvlinkDomain ? node.nvlink_domain
                          : level == TopologyLevel::kLeaf         ? node.leaf
                                                                  : node.rack;
@@ -96,7 +96,9 @@ int ClusterState::MigProfileIndex(const std::string& profile) const {
   return it == mig_profiles_.end() ? -1 : static_cast<int>(it - mig_profiles_.begin());
 }
 
-int ClusterState::mig_slice_profile(int n, int d, int s) const { return nodes_[n].mig_slices[d][s]; }
+int ClusterState::mig_slice_profile(int n, int d, int s) const {
+  return nodes_[n].mig_slices[d][s];
+}
 
 int ClusterState::TenantIndex(const TenantId& t) const {
   auto it = tenant_index_.find(t.str());
@@ -214,7 +216,8 @@ bool ClusterState::DeviceUsable(int n, int d, const PodRequest& req) const {
       return ds.share_key < 0 || ds.share_key == ShareKey(req.tenant);
     case DeviceKind::kMig: {
       if (ds.mig_key >= 0 && ds.mig_key != req.tenant) return false;
-      const bool untrusted = req.tenant >= 0 && tenants_[req.tenant].trust == TrustLevel::kUntrusted;
+      const bool untrusted =
+          req.tenant >= 0 && tenants_[req.tenant].trust == TrustLevel::kUntrusted;
       if (untrusted && ds.mig_key == kMigShared) return false;
       const auto& slices = nodes_[n].mig_slices[d];
       for (size_t k = 0; k < slices.size(); ++k) {
@@ -293,7 +296,8 @@ int ClusterState::GpuTag(const PodRequest& req) {
 }
 
 void ClusterState::Count(std::vector<std::pair<int, int>>& counts, int key, int delta) {
-  auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& p) { return p.first == key; });
+  auto it =
+      std::find_if(counts.begin(), counts.end(), [&](const auto& p) { return p.first == key; });
   if (it == counts.end()) {
     CHECK(delta > 0);
     counts.emplace_back(key, delta);

@@ -26,12 +26,12 @@ struct PodRequest {
   int64_t cpu_milli = 0;
   int64_t memory_mib = 0;
   DeviceKind kind = DeviceKind::kNone;
-  int num_gpu = 0;            // devices needed (1 for a fraction or a MIG slice)
-  int64_t gpu_milli = 0;      // per device: 1000 for whole GPUs, the share for a fraction
-  int64_t gpu_memory_mib = 0; // per device, fractions only; 0 = no memory cap requested
-  int mig_profile = -1;       // interned profile name
+  int num_gpu = 0;                     // devices needed (1 for a fraction or a MIG slice)
+  int64_t gpu_milli = 0;               // per device: 1000 for whole GPUs, the share for a fraction
+  int64_t gpu_memory_mib = 0;          // per device, fractions only; 0 = no memory cap requested
+  int mig_profile = -1;                // interned profile name
   uint64_t model_mask = ~uint64_t{0};  // bit i = model i of the state's model table allowed
-  int tenant = -1;            // index in the state's tenant table; -1 = anonymous (traces)
+  int tenant = -1;                     // index in the state's tenant table; -1 = anonymous (traces)
 
   int64_t total_gpu_milli() const { return num_gpu * gpu_milli; }
 };
@@ -104,9 +104,12 @@ class ClusterState {
     if (s.free_cpu < req.cpu_milli || s.free_memory < req.memory_mib) return false;
     if (req.kind != DeviceKind::kNone && s.model < 0) return false;
     switch (req.kind) {
-      case DeviceKind::kNone: return true;
-      case DeviceKind::kWhole: return s.whole_free >= req.num_gpu && (req.model_mask >> s.model & 1);
-      case DeviceKind::kFraction: return s.max_free_milli >= req.gpu_milli && (req.model_mask >> s.model & 1);
+      case DeviceKind::kNone:
+        return true;
+      case DeviceKind::kWhole:
+        return s.whole_free >= req.num_gpu && (req.model_mask >> s.model & 1);
+      case DeviceKind::kFraction:
+        return s.max_free_milli >= req.gpu_milli && (req.model_mask >> s.model & 1);
       case DeviceKind::kMig:
         return req.mig_profile < 64 && (s.mig_profiles_free >> req.mig_profile & 1) &&
                (req.model_mask >> s.model & 1);
@@ -156,7 +159,7 @@ class ClusterState {
     int64_t max_free_milli = 0;      // the largest free share of a GPU without MIG
     uint64_t mig_profiles_free = 0;  // bit p = some slice of MIG profile p is free
     std::vector<DeviceState> devices;
-    std::vector<std::vector<int>> mig_slices;  // per device: profile index of each slice
+    std::vector<std::vector<int>> mig_slices;      // per device: profile index of each slice
     std::vector<std::pair<int, int>> tenant_pods;  // (tenant, pods) for exclusivity checks
     std::vector<std::pair<int, int>> gpu_tags;     // see gpu_pod_tags()
     int cls = -1;

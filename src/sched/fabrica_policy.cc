@@ -29,7 +29,8 @@ class FabricaPolicy : public Policy {
   }
   std::string name() const override { return "fabrica"; }
 
-  std::optional<NodeChoice> Score(const ClusterState& s, int n, const PodRequest& req) const override {
+  std::optional<NodeChoice> Score(const ClusterState& s, int n,
+                                  const PodRequest& req) const override {
     if (!NodeFits(s, n, req)) return std::nullopt;
     const auto& devs = s.devices(n);
     const int gpus = static_cast<int>(devs.size());
@@ -43,7 +44,8 @@ class FabricaPolicy : public Policy {
     auto strand = [&](int64_t cpu_free) {
       int64_t g = 0;
       for (int d = 0; d < gpus; ++d) g += free[d];
-      return r > 0 ? std::max(0.0, static_cast<double>(g) - static_cast<double>(cpu_free) / r) : 0.0;
+      return r > 0 ? std::max(0.0, static_cast<double>(g) - static_cast<double>(cpu_free) / r)
+                   : 0.0;
     };
     const double strand_before = strand(s.free_cpu(n));
     const double scarce =
@@ -81,7 +83,8 @@ class FabricaPolicy : public Policy {
   // share of typical GPU demand that is restricted to sets containing the model (apportioned by
   // capacity) over the model's share of capacity, capped at 1. A pod that could go elsewhere pays
   // for using a model in proportion.
-  static std::vector<double> Scarcity(const std::vector<TypicalPod>& typical, const ClusterState& s) {
+  static std::vector<double> Scarcity(const std::vector<TypicalPod>& typical,
+                                      const ClusterState& s) {
     const int models = static_cast<int>(s.models().size());
     std::vector<double> cap(models, 0.0), need(models, 0.0);
     for (int n = 0; n < s.node_count(); ++n) {
@@ -132,7 +135,8 @@ class FabricaPolicy : public Policy {
 
 }  // namespace
 
-std::unique_ptr<Policy> MakeFabricaPolicy(std::vector<TypicalPod> typical, const ClusterState* fleet) {
+std::unique_ptr<Policy> MakeFabricaPolicy(std::vector<TypicalPod> typical,
+                                          const ClusterState* fleet) {
   return std::make_unique<FabricaPolicy>(std::move(typical), fleet);
 }
 

@@ -8,7 +8,9 @@
 namespace fabrica {
 
 FragModel::FragModel(const std::vector<TypicalPod>& typical) {
-  std::map<std::tuple<int64_t, int, uint64_t>, std::vector<std::pair<int64_t, std::pair<int64_t, double>>>> by_shape;
+  std::map<std::tuple<int64_t, int, uint64_t>,
+           std::vector<std::pair<int64_t, std::pair<int64_t, double>>>>
+      by_shape;
   double cpu_sum = 0, gpu_sum = 0;
   for (const TypicalPod& t : typical) {
     if (t.pod.num_gpu > 0) {
@@ -55,8 +57,10 @@ double FragModel::Fragment(int model, int64_t cpu_free, const int64_t* free, int
     int can = 0;
     int64_t below = 0;
     for (int g = 0; g < gpus; ++g) {
-      if (free[g] >= s.milli) ++can;
-      else below += free[g];
+      if (free[g] >= s.milli)
+        ++can;
+      else
+        below += free[g];
     }
     if (can < s.num) {
       f += s.weight * static_cast<double>(total);
@@ -91,7 +95,8 @@ std::vector<std::pair<PodClassKey, double>> TypicalClasses(const std::vector<Pod
   while (take < sorted.size() && static_cast<double>(cum) < target) cum += sorted[take++].second;
   std::vector<std::pair<PodClassKey, double>> out;
   for (size_t i = 0; i < take; ++i) {
-    out.emplace_back(sorted[i].first, static_cast<double>(sorted[i].second) / static_cast<double>(cum));
+    out.emplace_back(sorted[i].first,
+                     static_cast<double>(sorted[i].second) / static_cast<double>(cum));
   }
   return out;
 }

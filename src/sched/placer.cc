@@ -6,9 +6,12 @@ namespace fabrica {
 
 const char* OutcomeName(Outcome o) {
   switch (o) {
-    case Outcome::kPlaced: return "Placed";
-    case Outcome::kPending: return "Pending";
-    case Outcome::kInfeasible: return "Infeasible";
+    case Outcome::kPlaced:
+      return "Placed";
+    case Outcome::kPending:
+      return "Pending";
+    case Outcome::kInfeasible:
+      return "Infeasible";
   }
   return "?";
 }
@@ -47,10 +50,14 @@ bool FitsSomeEmptyNode(const ClusterState& s, const PodRequest& req, std::string
     }
   }
   if (why) {
-    if (cpu_ok == 0) *why = "no node has " + std::to_string(req.cpu_milli) + "m CPU";
-    else if (mem_ok == 0) *why = "no node has " + std::to_string(req.memory_mib) + "Mi memory";
-    else if (model_ok == 0) *why = "no node with enough CPU and memory has an allowed GPU model";
-    else if (req.kind == DeviceKind::kMig) *why = "no node offers the MIG profile " + s.mig_profile_name(req.mig_profile);
+    if (cpu_ok == 0)
+      *why = "no node has " + std::to_string(req.cpu_milli) + "m CPU";
+    else if (mem_ok == 0)
+      *why = "no node has " + std::to_string(req.memory_mib) + "Mi memory";
+    else if (model_ok == 0)
+      *why = "no node with enough CPU and memory has an allowed GPU model";
+    else if (req.kind == DeviceKind::kMig)
+      *why = "no node offers the MIG profile " + s.mig_profile_name(req.mig_profile);
     else if (gpus_ok == 0) {
       *why = "no node has " + std::to_string(req.num_gpu) + " GPUs of an allowed model";
     } else {
@@ -73,10 +80,14 @@ PodPlacement Placer::Explain(const ClusterState& s, const PodRequest& req) const
   for (int c : s.active_classes()) {
     const int n = s.class_nodes(c).front();
     const int count = static_cast<int>(s.class_nodes(c).size());
-    if (s.free_cpu(n) < req.cpu_milli) lack_cpu += count;
-    else if (s.free_memory(n) < req.memory_mib) lack_mem += count;
-    else if (!NodeFits(s, n, req)) lack_gpu += count;
-    else other += count;
+    if (s.free_cpu(n) < req.cpu_milli)
+      lack_cpu += count;
+    else if (s.free_memory(n) < req.memory_mib)
+      lack_mem += count;
+    else if (!NodeFits(s, n, req))
+      lack_gpu += count;
+    else
+      other += count;
   }
   p.outcome = Outcome::kPending;
   p.reason = "no node can take it now: " + std::to_string(lack_cpu) + " lack CPU, " +
@@ -211,7 +222,8 @@ GangPlacement Placer::PlaceGang(ClusterState& s, const std::vector<PodRequest>& 
         return static_cast<double>(s.node_count()) / static_cast<double>(s.domains(l).size());
       };
       std::vector<std::pair<double, TopologyLevel>> wider;
-      for (TopologyLevel l : {TopologyLevel::kNvlinkDomain, TopologyLevel::kRack, TopologyLevel::kLeaf}) {
+      for (TopologyLevel l :
+           {TopologyLevel::kNvlinkDomain, TopologyLevel::kRack, TopologyLevel::kLeaf}) {
         if (l != topology.level && mean_size(l) > mean_size(topology.level)) {
           wider.emplace_back(mean_size(l), l);
         }

@@ -74,8 +74,8 @@ std::vector<DeviceShare> DefaultDevices(const ClusterState& s, int n, const PodR
   int64_t best_room = 0;
   for (int d = 0; d < gpus; ++d) {
     if (!s.DeviceUsable(n, d, req)) continue;
-    const int64_t room = req.kind == DeviceKind::kMig ? __builtin_popcount(devs[d].mig_free)
-                                                      : devs[d].free_milli;
+    const int64_t room =
+        req.kind == DeviceKind::kMig ? __builtin_popcount(devs[d].mig_free) : devs[d].free_milli;
     if (best < 0 || room < best_room) {
       best = d;
       best_room = room;
@@ -98,7 +98,8 @@ class RandomPolicy : public Policy {
  public:
   std::string name() const override { return "random"; }
   bool uniform_random() const override { return true; }
-  std::optional<NodeChoice> Score(const ClusterState& s, int n, const PodRequest& req) const override {
+  std::optional<NodeChoice> Score(const ClusterState& s, int n,
+                                  const PodRequest& req) const override {
     if (!NodeFits(s, n, req)) return std::nullopt;
     return Choice(0, DefaultDevices(s, n, req));
   }
@@ -116,7 +117,8 @@ class RandomPolicy : public Policy {
 class DotProdPolicy : public Policy {
  public:
   std::string name() const override { return "dotprod"; }
-  std::optional<NodeChoice> Score(const ClusterState& s, int n, const PodRequest& req) const override {
+  std::optional<NodeChoice> Score(const ClusterState& s, int n,
+                                  const PodRequest& req) const override {
     if (!NodeFits(s, n, req)) return std::nullopt;
     const double dot = (s.free_cpu(n) / kMaxSpecCpu) * (req.cpu_milli / kMaxSpecCpu) +
                        (s.node_free_milli(n) / kMaxSpecGpu) * (req.total_gpu_milli() / kMaxSpecGpu);
@@ -128,17 +130,21 @@ class DotProdPolicy : public Policy {
 class ClusteringPolicy : public Policy {
  public:
   std::string name() const override { return "clustering"; }
-  std::optional<NodeChoice> Score(const ClusterState& s, int n, const PodRequest& req) const override {
+  std::optional<NodeChoice> Score(const ClusterState& s, int n,
+                                  const PodRequest& req) const override {
     if (!NodeFits(s, n, req)) return std::nullopt;
     if (req.num_gpu == 0) return Choice(0, {});
     const int tag = req.kind == DeviceKind::kWhole ? req.num_gpu : 0;
     const auto& tags = s.gpu_pod_tags(n);
     const int64_t left = s.node_free_milli(n);
     const int64_t b = 25 * (8000 - left) / 8000;
-    const bool present = std::any_of(tags.begin(), tags.end(), [&](auto& p) { return p.first == tag; });
+    const bool present =
+        std::any_of(tags.begin(), tags.end(), [&](auto& p) { return p.first == tag; });
     int64_t score;
-    if (present) score = b + (tags.size() == 1 ? 75 : 50);
-    else score = b + (tags.empty() ? 25 : 0);
+    if (present)
+      score = b + (tags.size() == 1 ? 75 : 50);
+    else
+      score = b + (tags.empty() ? 25 : 0);
     return Choice(static_cast<double>(score), DefaultDevices(s, n, req));
   }
 };
@@ -146,7 +152,8 @@ class ClusteringPolicy : public Policy {
 class PackingPolicy : public Policy {
  public:
   std::string name() const override { return "packing"; }
-  std::optional<NodeChoice> Score(const ClusterState& s, int n, const PodRequest& req) const override {
+  std::optional<NodeChoice> Score(const ClusterState& s, int n,
+                                  const PodRequest& req) const override {
     if (!NodeFits(s, n, req)) return std::nullopt;
     if (req.num_gpu == 0) return Choice(0, {});
     const auto& devs = s.devices(n);
@@ -170,8 +177,10 @@ class PackingPolicy : public Policy {
         if (devs[d].free_milli == kMilliPerGpu) ++untouched;
         r += devs[d].free_milli * 100 / kMilliPerGpu;
       }
-      if (untouched > 0) score = std::max<int64_t>(50 - untouched, 33);  // a used node's free GPU
-      else score = std::max<int64_t>(100 - r / 10, 50);                  // an already shared GPU
+      if (untouched > 0)
+        score = std::max<int64_t>(50 - untouched, 33);  // a used node's free GPU
+      else
+        score = std::max<int64_t>(100 - r / 10, 50);  // an already shared GPU
     }
     return Choice(static_cast<double>(score), DefaultDevices(s, n, req));
   }
@@ -180,10 +189,12 @@ class PackingPolicy : public Policy {
 class BestFitPolicy : public Policy {
  public:
   std::string name() const override { return "bestfit"; }
-  std::optional<NodeChoice> Score(const ClusterState& s, int n, const PodRequest& req) const override {
+  std::optional<NodeChoice> Score(const ClusterState& s, int n,
+                                  const PodRequest& req) const override {
     if (!NodeFits(s, n, req)) return std::nullopt;
-    const double raw = 0.5 * static_cast<double>(s.free_cpu(n) - req.cpu_milli) / kMaxSpecCpu +
-                       0.5 * static_cast<double>(s.node_free_milli(n) - req.total_gpu_milli()) / kMaxSpecGpu;
+    const double raw =
+        0.5 * static_cast<double>(s.free_cpu(n) - req.cpu_milli) / kMaxSpecCpu +
+        0.5 * static_cast<double>(s.node_free_milli(n) - req.total_gpu_milli()) / kMaxSpecGpu;
     return Choice(static_cast<double>(static_cast<int64_t>((1 - raw) * 100)),
                   DefaultDevices(s, n, req));
   }
@@ -196,7 +207,8 @@ class FgdPolicy : public Policy {
  public:
   explicit FgdPolicy(std::vector<TypicalPod> typical) : frag_(typical) {}
   std::string name() const override { return "fgd"; }
-  std::optional<NodeChoice> Score(const ClusterState& s, int n, const PodRequest& req) const override {
+  std::optional<NodeChoice> Score(const ClusterState& s, int n,
+                                  const PodRequest& req) const override {
     if (!NodeFits(s, n, req)) return std::nullopt;
     const auto& devs = s.devices(n);
     const int gpus = static_cast<int>(devs.size());
@@ -235,7 +247,8 @@ class FgdPolicy : public Policy {
 
 }  // namespace
 
-std::unique_ptr<Policy> MakeFabricaPolicy(std::vector<TypicalPod> typical, const ClusterState* fleet);
+std::unique_ptr<Policy> MakeFabricaPolicy(std::vector<TypicalPod> typical,
+                                          const ClusterState* fleet);
 
 const std::vector<std::string>& PolicyNames() {
   static const std::vector<std::string> kNames = {"random",  "dotprod", "clustering", "packing",

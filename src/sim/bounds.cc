@@ -45,7 +45,8 @@ Result<double> OfflineAllocatedPct(const Fleet& fleet, const std::vector<TracePo
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     const PodRequest& ra = list[a].second;
     const PodRequest& rb = list[b].second;
-    if (ra.total_gpu_milli() != rb.total_gpu_milli()) return ra.total_gpu_milli() > rb.total_gpu_milli();
+    if (ra.total_gpu_milli() != rb.total_gpu_milli())
+      return ra.total_gpu_milli() > rb.total_gpu_milli();
     return ra.cpu_milli > rb.cpu_milli;
   });
   orders.push_back(order);
@@ -103,7 +104,8 @@ Result<double> CeilingAllocatedPct(const Fleet& fleet, const std::vector<TracePo
     c.num = static_cast<int>(p.num_gpu);
     ASSIGN_OR_RETURN(c.models, ParseModelList(p.gpu_spec));
     c.count += 1;
-    if (p.gpu_milli > kMilliPerGpu / 2 && p.gpu_milli < kMilliPerGpu) large_shares.insert(p.gpu_milli);
+    if (p.gpu_milli > kMilliPerGpu / 2 && p.gpu_milli < kMilliPerGpu)
+      large_shares.insert(p.gpu_milli);
   }
   // Dual-feasible functions u_eps: a share above C - eps counts C, one in [eps, C - eps] counts
   // itself, smaller ones nothing; any set of shares that fits one GPU counts at most C.
@@ -118,7 +120,8 @@ Result<double> CeilingAllocatedPct(const Fleet& fleet, const std::vector<TracePo
   glp_prob* lp = glp_create_prob();
   glp_set_obj_dir(lp, GLP_MAX);
   const int rows_per_type = 4 + static_cast<int>(epsilons.size());
-  glp_add_rows(lp, static_cast<int>(types.size()) * rows_per_type + static_cast<int>(classes.size()));
+  glp_add_rows(lp,
+               static_cast<int>(types.size()) * rows_per_type + static_cast<int>(classes.size()));
   for (size_t t = 0; t < types.size(); ++t) {
     const NodeType& nt = types[t];
     const int base = static_cast<int>(t) * rows_per_type;
@@ -141,7 +144,8 @@ Result<double> CeilingAllocatedPct(const Fleet& fleet, const std::vector<TracePo
     for (size_t t = 0; t < types.size(); ++t) {
       const NodeType& nt = types[t];
       if (c.num > nt.gpus || c.cpu > nt.cpu || c.memory > nt.memory) continue;
-      if (!c.models.empty() && std::find(c.models.begin(), c.models.end(), nt.model) == c.models.end()) {
+      if (!c.models.empty() &&
+          std::find(c.models.begin(), c.models.end(), nt.model) == c.models.end()) {
         continue;
       }
       ++col;
@@ -192,7 +196,8 @@ Result<Bounds> BoundsAt100(const Fleet& fleet, const std::vector<TracePod>& pods
   size_t keep = 0;
   for (size_t i = 0; i < list.size(); ++i) {
     arrived += list[i].total_gpu_milli();
-    if (std::nearbyint(100.0 * static_cast<double>(arrived) / static_cast<double>(capacity)) <= 100) {
+    if (std::nearbyint(100.0 * static_cast<double>(arrived) / static_cast<double>(capacity)) <=
+        100) {
       keep = i + 1;
     }
   }

@@ -76,8 +76,8 @@ Result<int64_t> Field(const CsvTable& t, const std::vector<std::string>& row, in
   if (v.empty() && optional) return int64_t{-1};
   auto r = ParseNonNegativeInt(v);
   if (!r.ok()) {
-    return InvalidArgument(source + ":" + std::to_string(line) + ": field '" + col + "': " +
-                           r.status().message());
+    return InvalidArgument(source + ":" + std::to_string(line) + ": field '" + col +
+                           "': " + r.status().message());
   }
   return *r;
 }
@@ -101,17 +101,21 @@ Result<Fleet> ParseOpenbNodes(const std::string& text, const std::string& source
   for (const auto& [line, row] : t.rows) {
     ASSIGN_OR_RETURN(int64_t gpus, Field(t, row, line, "gpu", source));
     if (gpus == 0) continue;  // the experiment's cluster is the GPU nodes only
-    if (gpus > 64) return InvalidArgument(source + ":" + std::to_string(line) + ": field 'gpu': more than 64");
+    if (gpus > 64)
+      return InvalidArgument(source + ":" + std::to_string(line) + ": field 'gpu': more than 64");
     Node node;
     node.name = NodeId(row[t.Column("sn")]);
-    if (node.name.empty()) return InvalidArgument(source + ":" + std::to_string(line) + ": field 'sn': empty");
+    if (node.name.empty())
+      return InvalidArgument(source + ":" + std::to_string(line) + ": field 'sn': empty");
     ASSIGN_OR_RETURN(int64_t cpu, Field(t, row, line, "cpu_milli", source));
     ASSIGN_OR_RETURN(int64_t mem, Field(t, row, line, "memory_mib", source));
     node.cpu = MilliCpu(cpu);
     node.memory = MemoryMib(mem);
     node.nvlink_domain = node.name.str();
     const std::string model = row[t.Column("model")];
-    if (model.empty()) return InvalidArgument(source + ":" + std::to_string(line) + ": field 'model': empty for a GPU node");
+    if (model.empty())
+      return InvalidArgument(source + ":" + std::to_string(line) +
+                             ": field 'model': empty for a GPU node");
     for (int64_t i = 0; i < gpus; ++i) {
       Device d;
       d.model = model;
@@ -128,7 +132,8 @@ Result<Fleet> ParseOpenbNodes(const std::string& text, const std::string& source
 
 Result<std::vector<TracePod>> ParseOpenbPods(const std::string& text, const std::string& source) {
   ASSIGN_OR_RETURN(CsvTable t, ParseCsv(text, source));
-  RETURN_IF_ERROR(RequireColumns(t, {"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"}, source));
+  RETURN_IF_ERROR(
+      RequireColumns(t, {"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"}, source));
   const bool has_spec = t.Column("gpu_spec") >= 0;
   const bool has_times = t.Column("creation_time") >= 0 && t.Column("deletion_time") >= 0 &&
                          t.Column("scheduled_time") >= 0;
@@ -137,7 +142,8 @@ Result<std::vector<TracePod>> ParseOpenbPods(const std::string& text, const std:
     TracePod p;
     p.line = line;
     p.name = row[t.Column("name")];
-    if (p.name.empty()) return InvalidArgument(source + ":" + std::to_string(line) + ": field 'name': empty");
+    if (p.name.empty())
+      return InvalidArgument(source + ":" + std::to_string(line) + ": field 'name': empty");
     ASSIGN_OR_RETURN(p.cpu_milli, Field(t, row, line, "cpu_milli", source));
     ASSIGN_OR_RETURN(p.memory_mib, Field(t, row, line, "memory_mib", source));
     ASSIGN_OR_RETURN(p.num_gpu, Field(t, row, line, "num_gpu", source));
@@ -145,9 +151,10 @@ Result<std::vector<TracePod>> ParseOpenbPods(const std::string& text, const std:
     if (has_spec) p.gpu_spec = row[t.Column("gpu_spec")];
     auto req = DeviceRequestFromTrace(p.num_gpu, p.gpu_milli, p.gpu_spec);
     if (!req.ok()) {
-      return InvalidArgument(source + ":" + std::to_string(line) + ": field '" +
-                             (req.status().message().find("model") != std::string::npos ? "gpu_spec" : "gpu_milli") +
-                             "': " + req.status().message());
+      return InvalidArgument(
+          source + ":" + std::to_string(line) + ": field '" +
+          (req.status().message().find("model") != std::string::npos ? "gpu_spec" : "gpu_milli") +
+          "': " + req.status().message());
     }
     if (p.num_gpu == 0) p.gpu_milli = 0;
     if (has_times) {
@@ -224,13 +231,17 @@ Result<std::vector<TypicalPod>> TypicalPods(const ClusterState& state,
   return out;
 }
 
-Result<PodRequest> RequestFor(const ClusterState& state, const TracePod& p) {
+Result<PodRequest> RequestFor(const ClusterState& state, const TracePod& p,
+                              const std::string& source) {
   PodSet ps;
   ps.cpu = MilliCpu(p.cpu_milli);
   ps.memory = MemoryMib(p.memory_mib);
   ASSIGN_OR_RETURN(ps.device, DeviceRequestFromTrace(p.num_gpu, p.gpu_milli, p.gpu_spec));
   auto r = state.MakeRequest(ps, TenantId());
-  if (!r.ok()) return r.status().WithContext("pod " + p.name + " (line " + std::to_string(p.line) + ") field 'gpu_spec'");
+  if (!r.ok()) {
+    return r.status().WithContext(source + ":" + std::to_string(p.line) +
+                                  ": field 'gpu_spec' of pod " + p.name);
+  }
   return r;
 }
 
@@ -249,6 +260,10 @@ Result<RunResult> RunOpenb(const Fleet& fleet, const std::vector<TracePod>& pods
   for (size_t i = 0; i < fleet.nodes.size(); ++i) permuted.nodes[order[i]] = fleet.nodes[i];
 
   ClusterState state(permuted);
+  // Every pod of the list must be placeable in principle (its GPU models exist); say which one
+  // is not, with its line, before anything else.
+  for (const TracePod& p : pods)
+    RETURN_IF_ERROR(RequestFor(state, p, options.pods_source).status());
   ASSIGN_OR_RETURN(std::vector<TypicalPod> typical, TypicalPods(state, pods));
   ASSIGN_OR_RETURN(std::unique_ptr<Policy> policy, MakePolicy(options.policy, typical, &state));
   Placer placer(*policy);
@@ -257,7 +272,7 @@ Result<RunResult> RunOpenb(const Fleet& fleet, const std::vector<TracePod>& pods
   std::vector<PodRequest> requests;
   requests.reserve(list.size());
   for (const TracePod& p : list) {
-    ASSIGN_OR_RETURN(PodRequest r, RequestFor(state, p));
+    ASSIGN_OR_RETURN(PodRequest r, RequestFor(state, p, options.pods_source));
     requests.push_back(r);
   }
 
@@ -294,8 +309,10 @@ Result<RunResult> RunOpenb(const Fleet& fleet, const std::vector<TracePod>& pods
       }
     }
     arrived += list[i].total_gpu_milli();
-    const int arrived_pct = static_cast<int>(std::nearbyint(100.0 * static_cast<double>(arrived) / static_cast<double>(capacity)));
-    const double alloc_pct = Round2(100.0 * static_cast<double>(state.allocated_gpu_milli()) / static_cast<double>(capacity));
+    const int arrived_pct = static_cast<int>(
+        std::nearbyint(100.0 * static_cast<double>(arrived) / static_cast<double>(capacity)));
+    const double alloc_pct = Round2(100.0 * static_cast<double>(state.allocated_gpu_milli()) /
+                                    static_cast<double>(capacity));
     events.emplace_back(arrived_pct, alloc_pct);
     if (arrived_pct <= 100) result.arrived_at_100 = static_cast<int64_t>(i) + 1;
   }

@@ -58,6 +58,7 @@ struct RunOptions {
   uint64_t seed = 42;
   double inflate = 1.3;
   std::ostream* placements_out = nullptr;  // CSV seq,pod,node,gpu_index,gpu_milli
+  std::string pods_source = "pods";        // the pod list's file name, for messages
 };
 
 // The tuned arrival list for a seed (exposed for the bounds and for tests).
