@@ -4,6 +4,8 @@
 // reports can be read off the literal.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -756,3 +758,48 @@ TEST(TrustLevel, ParsesTheThreeLevels) {
 
 }  // namespace
 }  // namespace fabrica
+
+// The shipped examples are the first thing a new user runs; they must stay valid.
+std::string ReadSourceFile(const std::string& relative) {
+  std::ifstream in(std::string(FABRICA_SOURCE_DIR) + "/" + relative);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(Examples, FleetAndManifestParse) {
+  auto fleet = fabrica::ParseFleetYaml(ReadSourceFile("examples/fleet.yaml"), "fleet.yaml");
+  ASSERT_TRUE(fleet.ok()) << fleet.status().ToString();
+  EXPECT_EQ(fleet->nodes.size(), 5u);
+  EXPECT_EQ(fleet->total_gpus(), 3 * 8 + 2 * 4);
+  // The GB200 trays share their rack's NVLink domain; HGX nodes are their own.
+  EXPECT_EQ(fleet->Find(fabrica::NodeId("gb200-r2-1"))->nvlink_domain, "nvl72-rack-2");
+  EXPECT_EQ(fleet->Find(fabrica::NodeId("hgx-a-0"))->nvlink_domain, "hgx-a-0");
+  auto manifest = fabrica::ParseManifestYaml(ReadSourceFile("examples/workloads.yaml"), "w.yaml");
+  ASSERT_TRUE(manifest.ok()) << manifest.status().ToString();
+  EXPECT_EQ(manifest->tenants.size(), 4u);
+  EXPECT_EQ(manifest->workloads.size(), 5u);
+  EXPECT_EQ(manifest->tenants[3].trust, fabrica::TrustLevel::kUntrusted);
+  EXPECT_EQ(manifest->tenants[0].trust_domain, "research");
+}
+
+TEST(Manifest, TenantErrorsNameTheField) {
+  auto bad_trust = fabrica::ParseManifestYaml(
+      "kind: Tenant\nmetadata: {name: t}\nspec: {trust: sorta}\n", "t.yaml");
+  ASSERT_FALSE(bad_trust.ok());
+  EXPECT_NE(bad_trust.status().message().find("t.yaml:3: spec.trust"), std::string::npos)
+      << bad_trust.status().message();
+  auto exclusive = fabrica::ParseManifestYaml(
+      "kind: Tenant\nmetadata: {name: t}\nspec: {trust: standard, exclusiveNodes: true}\n",
+      "t.yaml");
+  ASSERT_FALSE(exclusive.ok());
+  EXPECT_NE(exclusive.status().message().find("exclusiveNodes"), std::string::npos);
+  auto dup = fabrica::ParseManifestYaml(
+      "kind: Tenant\nmetadata: {name: t}\n---\nkind: Tenant\nmetadata: {name: t}\n", "t.yaml");
+  ASSERT_FALSE(dup.ok());
+  EXPECT_NE(dup.status().message().find("duplicate tenant 't'"), std::string::npos)
+      << dup.status().message();
+  // Workload-only parsing refuses tenants rather than dropping them silently.
+  auto only = fabrica::ParseWorkloadYaml("kind: Tenant\nmetadata: {name: t}\n", "w.yaml");
+  EXPECT_FALSE(only.ok());
+}

@@ -251,8 +251,36 @@ Status ParseWorkloadList(YamlMap& m, std::vector<Workload>& out) {
 
 }  // namespace
 
-Result<std::vector<Workload>> ParseWorkloadYaml(const std::string& text,
-                                                const std::string& source) {
+namespace {
+
+Result<Tenant> ParseTenant(YamlMap& m) {
+  ASSIGN_OR_RETURN(std::string api, m.String("apiVersion", "fabrica.dev/v1"));
+  if (api != "fabrica.dev/v1") return m.Error("apiVersion", "expected fabrica.dev/v1");
+  YamlMap meta(m.Raw("metadata"), m.Path("metadata"), m.source());
+  RETURN_IF_ERROR(meta.CheckIsMap());
+  Tenant t;
+  ASSIGN_OR_RETURN(std::string name, meta.String("name"));
+  t.name = TenantId(name);
+  RETURN_IF_ERROR(meta.Finish());
+  YamlMap spec(m.Raw("spec"), m.Path("spec"), m.source());
+  RETURN_IF_ERROR(spec.CheckIsMap());
+  ASSIGN_OR_RETURN(std::string trust, spec.String("trust", "standard"));
+  auto level = ParseTrustLevel(trust);
+  if (!level.ok()) return spec.Error("trust", level.status().message());
+  t.trust = *level;
+  ASSIGN_OR_RETURN(t.trust_domain, spec.String("trustDomain", name));
+  ASSIGN_OR_RETURN(t.exclusive_nodes, spec.Bool("exclusiveNodes", false));
+  if (t.exclusive_nodes && t.trust != TrustLevel::kUntrusted) {
+    return spec.Error("exclusiveNodes", "only an untrusted tenant may ask for nodes of its own");
+  }
+  RETURN_IF_ERROR(spec.Finish());
+  RETURN_IF_ERROR(m.Finish());
+  return t;
+}
+
+}  // namespace
+
+Result<Manifest> ParseManifestYaml(const std::string& text, const std::string& source) {
   std::vector<YAML::Node> docs;
   try {
     docs = YAML::LoadAll(text);
@@ -260,7 +288,7 @@ Result<std::vector<Workload>> ParseWorkloadYaml(const std::string& text,
     return InvalidArgument(source + ":" + std::to_string(e.mark.line + 1) +
                            ": malformed YAML: " + e.msg);
   }
-  std::vector<Workload> out;
+  Manifest out;
   for (size_t d = 0; d < docs.size(); ++d) {
     if (docs[d].IsNull()) continue;
     const std::string prefix = docs.size() > 1 ? "doc" + std::to_string(d) : "";
@@ -268,14 +296,30 @@ Result<std::vector<Workload>> ParseWorkloadYaml(const std::string& text,
     RETURN_IF_ERROR(m.CheckIsMap());
     ASSIGN_OR_RETURN(std::string kind, m.String("kind", "Workload"));
     if (kind == "WorkloadList") {
-      RETURN_IF_ERROR(ParseWorkloadList(m, out));
-      continue;
+      RETURN_IF_ERROR(ParseWorkloadList(m, out.workloads));
+    } else if (kind == "Tenant") {
+      ASSIGN_OR_RETURN(Tenant t, ParseTenant(m));
+      for (const Tenant& other : out.tenants) {
+        if (other.name == t.name)
+          return m.Error("metadata", "duplicate tenant '" + t.name.str() + "'");
+      }
+      out.tenants.push_back(std::move(t));
+    } else {
+      ASSIGN_OR_RETURN(Workload w, ParseOneWorkload(m));
+      out.workloads.push_back(std::move(w));
     }
-    ASSIGN_OR_RETURN(Workload w, ParseOneWorkload(m));
-    out.push_back(std::move(w));
   }
-  if (out.empty()) return InvalidArgument(source + ": no workload in the file");
   return out;
+}
+
+Result<std::vector<Workload>> ParseWorkloadYaml(const std::string& text,
+                                                const std::string& source) {
+  ASSIGN_OR_RETURN(Manifest m, ParseManifestYaml(text, source));
+  if (!m.tenants.empty()) {
+    return InvalidArgument(source + ": Tenant documents are not allowed here, only workloads");
+  }
+  if (m.workloads.empty()) return InvalidArgument(source + ": no workload in the file");
+  return m.workloads;
 }
 
 }  // namespace fabrica

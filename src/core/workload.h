@@ -80,6 +80,13 @@ Status ValidateDeviceRequest(const DeviceRequest& r);
 // Parses a workload manifest (kind: Workload) or a list of them (kind: WorkloadList).
 Result<std::vector<Workload>> ParseWorkloadYaml(const std::string& text, const std::string& source);
 
+// A manifest file: Tenant, Workload and WorkloadList documents in any order.
+struct Manifest {
+  std::vector<Tenant> tenants;
+  std::vector<Workload> workloads;
+};
+Result<Manifest> ParseManifestYaml(const std::string& text, const std::string& source);
+
 // Splits "A|B|C" into models, rejecting empty parts.
 Result<std::vector<std::string>> ParseModelList(const std::string& spec);
 

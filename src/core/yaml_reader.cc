@@ -21,7 +21,7 @@ Status YamlMap::Error(const std::string& key, const std::string& message) const 
 }
 
 Status YamlMap::CheckIsMap() const {
-  if (node_.IsNull() || node_.IsMap()) return Status::Ok();
+  if (!node_.IsDefined() || node_.IsNull() || node_.IsMap()) return Status::Ok();  // absent = empty
   return InvalidArgument(Where(node_) + ": " + (path_.empty() ? "document" : path_) +
                          ": expected a mapping");
 }
