@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <set>
 #include <tuple>
@@ -107,19 +108,32 @@ Result<double> CeilingAllocatedPct(const Fleet& fleet, const std::vector<TracePo
     if (p.gpu_milli > kMilliPerGpu / 2 && p.gpu_milli < kMilliPerGpu)
       large_shares.insert(p.gpu_milli);
   }
-  // Dual-feasible functions u_eps: a share above C - eps counts C, one in [eps, C - eps] counts
-  // itself, smaller ones nothing; any set of shares that fits one GPU counts at most C.
-  std::vector<int64_t> epsilons = {1};
-  for (int64_t m : large_shares) epsilons.push_back(kMilliPerGpu - m + 1);
-  auto dff = [](int64_t eps, int64_t m) -> double {
-    if (m > kMilliPerGpu - eps) return kMilliPerGpu;
-    if (m >= eps) return static_cast<double>(m);
-    return 0.0;
-  };
+  // Dual-feasible functions f (Fekete & Schepers): any set of shares that fits one GPU has
+  // f-values summing to at most C = 1000, so sum f(share) <= C x GPUs is a valid cut.
+  //   u_eps: a share above C - eps counts C, one in [eps, C - eps] counts itself, smaller ones
+  //          nothing (one per large share in the trace: an 810m share leaves 190m);
+  //   U_k:   a share x counts x when (k+1)x/C is whole, else floor((k+1)x/C) C/k (at most k
+  //          shares above C/(k+1) fit one GPU).
+  constexpr int64_t C = kMilliPerGpu;
+  std::vector<std::function<double(int64_t)>> dffs;
+  dffs.push_back([](int64_t m) { return static_cast<double>(m); });
+  for (int64_t share : large_shares) {
+    const int64_t eps = C - share + 1;
+    dffs.push_back([eps](int64_t m) -> double {
+      if (m > C - eps) return C;
+      return m >= eps ? static_cast<double>(m) : 0.0;
+    });
+  }
+  for (int64_t k = 1; k <= 12; ++k) {
+    dffs.push_back([k](int64_t m) -> double {
+      if (((k + 1) * m) % C == 0) return static_cast<double>(m);
+      return static_cast<double>(((k + 1) * m) / C) * static_cast<double>(C) / static_cast<double>(k);
+    });
+  }
 
   glp_prob* lp = glp_create_prob();
   glp_set_obj_dir(lp, GLP_MAX);
-  const int rows_per_type = 4 + static_cast<int>(epsilons.size());
+  const int rows_per_type = 4 + static_cast<int>(dffs.size());
   glp_add_rows(lp,
                static_cast<int>(types.size()) * rows_per_type + static_cast<int>(classes.size()));
   for (size_t t = 0; t < types.size(); ++t) {
@@ -129,7 +143,7 @@ Result<double> CeilingAllocatedPct(const Fleet& fleet, const std::vector<TracePo
     glp_set_row_bnds(lp, base + 2, GLP_UP, 0, static_cast<double>(nt.count * nt.memory));
     glp_set_row_bnds(lp, base + 3, GLP_UP, 0, static_cast<double>(nt.count));  // > half the GPUs
     glp_set_row_bnds(lp, base + 4, GLP_UP, 0, static_cast<double>(nt.count * nt.gpus));  // whole
-    for (size_t e = 0; e < epsilons.size(); ++e) {
+    for (size_t e = 0; e < dffs.size(); ++e) {
       glp_set_row_bnds(lp, base + 5 + static_cast<int>(e), GLP_UP, 0,
                        static_cast<double>(nt.count * nt.gpus * kMilliPerGpu));
     }
@@ -163,8 +177,8 @@ Result<double> CeilingAllocatedPct(const Fleet& fleet, const std::vector<TracePo
       add(base + 2, static_cast<double>(c.memory));
       add(base + 3, 2 * c.num > nt.gpus ? 1.0 : 0.0);
       add(base + 4, c.milli == kMilliPerGpu ? static_cast<double>(c.num) : 0.0);
-      for (size_t e = 0; e < epsilons.size(); ++e) {
-        add(base + 5 + static_cast<int>(e), c.num * dff(epsilons[e], c.milli));
+      for (size_t e = 0; e < dffs.size(); ++e) {
+        add(base + 5 + static_cast<int>(e), c.num * dffs[e](c.milli));
       }
       add(class_base + ci, 1.0);
     }
