@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "cli/place_command.h"
+#include "cli/server_command.h"
 #include "cli/sim_commands.h"
 
 int main(int argc, char** argv) {
@@ -11,6 +12,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   fabrica::cli::AddSimCommands(app, &exit_code);
   fabrica::cli::AddPlaceCommand(app, &exit_code);
+  fabrica::cli::AddServerCommands(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

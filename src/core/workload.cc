@@ -61,6 +61,20 @@ int Workload::pod_count() const {
   return n;
 }
 
+Status ValidateName(const std::string& name) {
+  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  if (name.empty() || name.size() > 63) return InvalidArgument("a name must have 1 to 63 characters");
+  for (char c : name) {
+    if (!alnum(c) && c != '-') {
+      return InvalidArgument("'" + name + "' is not a valid name: use lower-case letters, digits and '-'");
+    }
+  }
+  if (!alnum(name.front()) || !alnum(name.back())) {
+    return InvalidArgument("'" + name + "' must start and end with a letter or digit");
+  }
+  return Status::Ok();
+}
+
 Result<std::vector<std::string>> ParseModelList(const std::string& spec) {
   std::vector<std::string> out;
   if (spec.empty()) return out;
@@ -162,6 +176,25 @@ Result<DeviceRequest> ParseDeviceRequest(YamlMap& m) {
   return r;
 }
 
+// Reads the common metadata: the name (validated), labels, and the fields the server sets
+// (accepted on input so that a read-modify-write round trip works, and ignored).
+Result<std::string> ReadObjectMeta(YamlMap& meta, std::map<std::string, std::string>* labels) {
+  ASSIGN_OR_RETURN(std::string name, meta.String("name"));
+  Status valid = ValidateName(name);
+  if (!valid.ok()) return meta.Error("name", valid.message());
+  ASSIGN_OR_RETURN(*labels, meta.StringMap("labels"));
+  for (const auto& [k, v] : *labels) {
+    if (k.empty() || k.size() > 253 || v.size() > 63) {
+      return meta.Error("labels", "label '" + k + "' is empty or too long");
+    }
+  }
+  for (const char* server_set : {"resourceVersion", "uid", "creationTimestamp", "generation",
+                                 "annotations", "deletionTimestamp"}) {
+    meta.Raw(server_set);
+  }
+  return name;
+}
+
 Result<Workload> ParseOneWorkload(YamlMap& m) {
   Workload w;
   ASSIGN_OR_RETURN(std::string kind, m.String("kind", "Workload"));
@@ -172,11 +205,16 @@ Result<Workload> ParseOneWorkload(YamlMap& m) {
   if (api != "fabrica.dev/v1") return m.Error("apiVersion", "expected fabrica.dev/v1");
   YamlMap meta(m.Raw("metadata"), m.Path("metadata"), m.source());
   RETURN_IF_ERROR(meta.CheckIsMap());
-  ASSIGN_OR_RETURN(std::string name, meta.String("name"));
+  ASSIGN_OR_RETURN(std::string name, ReadObjectMeta(meta, &w.labels));
   ASSIGN_OR_RETURN(std::string tenant, meta.String("tenant", ""));
+  ASSIGN_OR_RETURN(std::string ns, meta.String("namespace", ""));
+  if (!tenant.empty() && !ns.empty() && tenant != ns) {
+    return meta.Error("namespace", "differs from metadata.tenant '" + tenant + "'");
+  }
   RETURN_IF_ERROR(meta.Finish());
   w.name = WorkloadId(name);
-  w.tenant = TenantId(tenant);
+  w.tenant = TenantId(tenant.empty() ? ns : tenant);
+  m.Raw("status");  // written by the server; accepted and ignored on input
 
   YamlMap spec(m.Raw("spec"), m.Path("spec"), m.source());
   RETURN_IF_ERROR(spec.CheckIsMap());
@@ -185,6 +223,13 @@ Result<Workload> ParseOneWorkload(YamlMap& m) {
   ASSIGN_OR_RETURN(int64_t prio, spec.Int("priority", 0));
   w.priority = static_cast<int>(prio);
   ASSIGN_OR_RETURN(w.gang, spec.Bool("gang", false));
+  if (spec.Has("run")) {
+    YamlMap run(spec.Raw("run"), spec.Path("run"), m.source());
+    RETURN_IF_ERROR(run.CheckIsMap());
+    ASSIGN_OR_RETURN(w.run.command, run.StringList("command"));
+    ASSIGN_OR_RETURN(w.run.duration_seconds, run.Int("durationSeconds", 0));
+    RETURN_IF_ERROR(run.Finish());
+  }
   if (spec.Has("topology")) {
     YamlMap t(spec.Raw("topology"), spec.Path("topology"), m.source());
     RETURN_IF_ERROR(t.CheckIsMap());
@@ -259,9 +304,11 @@ Result<Tenant> ParseTenant(YamlMap& m) {
   YamlMap meta(m.Raw("metadata"), m.Path("metadata"), m.source());
   RETURN_IF_ERROR(meta.CheckIsMap());
   Tenant t;
-  ASSIGN_OR_RETURN(std::string name, meta.String("name"));
+  std::map<std::string, std::string> labels;
+  ASSIGN_OR_RETURN(std::string name, ReadObjectMeta(meta, &labels));
   t.name = TenantId(name);
   RETURN_IF_ERROR(meta.Finish());
+  m.Raw("status");
   YamlMap spec(m.Raw("spec"), m.Path("spec"), m.source());
   RETURN_IF_ERROR(spec.CheckIsMap());
   ASSIGN_OR_RETURN(std::string trust, spec.String("trust", "standard"));

@@ -7,6 +7,7 @@
 // InfiniBand leaf or rack, either as a requirement or as a preference. Plain values.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -59,9 +60,18 @@ struct PodSet {
   DeviceRequest device;
 };
 
+// What a workload's pods run. The simulated agents only honour the duration; a real agent also
+// starts the command.
+struct RunSpec {
+  std::vector<std::string> command;
+  int64_t duration_seconds = 0;  // 0 = until deleted
+};
+
 struct Workload {
   WorkloadId name;
-  TenantId tenant;
+  TenantId tenant;  // the API's namespace
+  std::map<std::string, std::string> labels;
+  RunSpec run;
   QueueId queue;
   int priority = 0;
   bool gang = false;
@@ -86,6 +96,9 @@ struct Manifest {
   std::vector<Workload> workloads;
 };
 Result<Manifest> ParseManifestYaml(const std::string& text, const std::string& source);
+
+// Kubernetes object names: 1-63 characters of [a-z0-9-], starting and ending alphanumeric.
+Status ValidateName(const std::string& name);
 
 // Splits "A|B|C" into models, rejecting empty parts.
 Result<std::vector<std::string>> ParseModelList(const std::string& spec);

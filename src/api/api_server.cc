@@ -1,0 +1,761 @@
+#include "api/api_server.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <list>
+#include <map>
+#include <random>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "api/metrics.h"
+#include "core/fleet.h"
+#include "core/workload.h"
+#include "core/yaml_reader.h"
+
+namespace fabrica {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr const char* kGroupVersion = "fabrica.dev/v1";
+constexpr const char* kApiPrefix = "/apis/fabrica.dev/v1";
+
+struct ResourceInfo {
+  const char* plural;
+  const char* kind;
+  bool namespaced;
+};
+constexpr ResourceInfo kResources[] = {
+    {"tenants", "Tenant", false}, {"queues", "Queue", false},        {"nodes", "Node", false},
+    {"leases", "Lease", false},   {"workloads", "Workload", true},
+};
+
+const ResourceInfo* FindResource(const std::string& plural) {
+  for (const ResourceInfo& r : kResources) {
+    if (plural == r.plural) return &r;
+  }
+  return nullptr;
+}
+
+std::string Prefix(const ResourceInfo& r, const std::string& ns) {
+  std::string p = std::string("/registry/") + r.plural + "/";
+  if (r.namespaced && !ns.empty()) p += ns + "/";
+  return p;
+}
+std::string Key(const ResourceInfo& r, const std::string& ns, const std::string& name) {
+  return Prefix(r, ns) + name;
+}
+
+const char* ReasonFor(int code) {
+  switch (code) {
+    case 400: return "BadRequest";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "NotFound";
+    case 405: return "MethodNotAllowed";
+    case 409: return "Conflict";
+    case 410: return "Expired";
+    case 413: return "RequestEntityTooLarge";
+    case 415: return "UnsupportedMediaType";
+    case 422: return "Invalid";
+    default: return code >= 500 ? "InternalError" : "Unknown";
+  }
+}
+
+HttpResponse StatusResponse(int code, const std::string& message, const std::string& field = "") {
+  json j = {{"kind", "Status"},     {"apiVersion", "v1"},      {"metadata", json::object()},
+            {"status", code < 300 ? "Success" : "Failure"}, {"message", message},
+            {"reason", ReasonFor(code)}, {"code", code}};
+  if (!field.empty()) j["details"] = {{"causes", {{{"field", field}, {"message", message}}}}};
+  HttpResponse r;
+  r.status = code;
+  r.body = j.dump();
+  return r;
+}
+
+HttpResponse ErrorFromStatus(const Status& st, int invalid_code = 422) {
+  int code = HttpStatusFor(st.code());
+  if (st.code() == StatusCode::kInvalidArgument) code = invalid_code;
+  if (st.code() == StatusCode::kFailedPrecondition) code = 409;
+  return StatusResponse(code, st.message());
+}
+
+HttpResponse JsonResponse(int code, const json& j) {
+  HttpResponse r;
+  r.status = code;
+  r.body = j.dump();
+  return r;
+}
+
+// The stored object with its resourceVersion filled in.
+json Materialize(const KeyValue& kv) {
+  json j = json::parse(kv.value, nullptr, false);
+  if (j.is_discarded()) j = json::object();
+  j["metadata"]["resourceVersion"] = std::to_string(kv.mod_revision);
+  return j;
+}
+
+// label selector: "a=b,c!=d,e" (equality, inequality, existence).
+bool MatchesSelector(const json& obj, const std::string& selector) {
+  if (selector.empty()) return true;
+  const json labels = obj["metadata"].value("labels", json::object());
+  size_t start = 0;
+  while (start <= selector.size()) {
+    size_t comma = selector.find(',', start);
+    std::string term = selector.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (!term.empty()) {
+      size_t ne = term.find("!="), eq = term.find('=');
+      if (ne != std::string::npos) {
+        std::string k = term.substr(0, ne), v = term.substr(ne + 2);
+        if (labels.contains(k) && labels[k] == v) return false;
+      } else if (eq != std::string::npos) {
+        std::string k = term.substr(0, eq), v = term.substr(eq + (term[eq + 1] == '=' ? 2 : 1));
+        if (!labels.contains(k) || labels[k] != v) return false;
+      } else if (!labels.contains(term)) {
+        return false;
+      }
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return true;
+}
+
+bool AssignedTo(const json& workload, const std::string& node) {
+  const json& status = workload.contains("status") ? workload["status"] : json();
+  if (!status.is_object() || !status.contains("assignments")) return false;
+  for (const json& a : status["assignments"]) {
+    if (a.value("node", "") == node) return true;
+  }
+  return false;
+}
+
+std::string RandomHex(int bytes) {
+  static thread_local std::mt19937_64 gen(std::random_device{}());
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (int i = 0; i < bytes; ++i) {
+    const unsigned v = static_cast<unsigned>(gen() & 0xff);
+    out += hex[v >> 4];
+    out += hex[v & 15];
+  }
+  return out;
+}
+
+// Rewrites "nodes[0].x" paths of the fleet parser into the API object's "spec.x".
+std::string SpecPath(std::string message) {
+  for (const std::string from : {"nodes[0].", "doc0.", "doc1."}) {
+    size_t pos;
+    while ((pos = message.find(from)) != std::string::npos) {
+      message.replace(pos, from.size(), from == "nodes[0]." ? "spec." : "");
+    }
+  }
+  return message;
+}
+
+}  // namespace
+
+// One watch stream: replays events after its resourceVersion, then forwards live ones.
+class Watcher : public StreamSource, public std::enable_shared_from_this<Watcher> {
+ public:
+  using Filter = std::function<bool(const WatchEvent&, json* object)>;
+  Watcher(Store& store, std::string prefix, int64_t after, Filter filter,
+          std::function<void(Watcher*)> on_end)
+      : store_(store), prefix_(std::move(prefix)), after_(after), filter_(std::move(filter)),
+        on_end_(std::move(on_end)) {}
+
+  void Start(std::function<bool(std::string)> write, std::function<void()> finish) override {
+    std::vector<WatchEvent> replay;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      write_ = std::move(write);
+      finish_ = std::move(finish);
+    }
+    auto events = store_.EventsSince(prefix_, after_, 0);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!events.ok()) {
+      json err = {{"type", "ERROR"},
+                  {"object", json::parse(StatusResponse(410, events.status().message()).body)}};
+      if (write_) write_(err.dump() + "\n");
+      if (finish_) finish_();
+      cancelled_ = true;
+      return;
+    }
+    for (const WatchEvent& e : *events) SendLocked(e);
+    replaying_ = false;
+    for (const WatchEvent& e : pending_) SendLocked(e);
+    pending_.clear();
+  }
+
+  void Cancel() override {
+    std::function<void(Watcher*)> end;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (cancelled_) return;
+      cancelled_ = true;
+      write_ = nullptr;
+      finish_ = nullptr;
+      end = on_end_;
+    }
+    if (end) end(this);
+  }
+
+  void Deliver(const std::vector<WatchEvent>& events) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (cancelled_) return;
+    for (const WatchEvent& e : events) {
+      if (e.kv.key.rfind(prefix_, 0) != 0) continue;
+      if (replaying_) pending_.push_back(e);
+      else SendLocked(e);
+    }
+  }
+
+ private:
+  void SendLocked(const WatchEvent& e) {
+    if (e.kv.mod_revision <= last_sent_ || !write_) return;
+    json obj;
+    if (!filter_(e, &obj)) {
+      last_sent_ = e.kv.mod_revision;
+      return;
+    }
+    const char* type = e.type == WatchEvent::Type::kDelete
+                           ? "DELETED"
+                           : (e.kv.create_revision == e.kv.mod_revision ? "ADDED" : "MODIFIED");
+    json line = {{"type", type}, {"object", obj}};
+    last_sent_ = e.kv.mod_revision;
+    if (!write_(line.dump() + "\n")) write_ = nullptr;
+  }
+
+  Store& store_;
+  std::string prefix_;
+  int64_t after_;
+  Filter filter_;
+  std::function<void(Watcher*)> on_end_;
+  std::mutex mu_;
+  std::function<bool(std::string)> write_;
+  std::function<void()> finish_;
+  bool replaying_ = true;
+  bool cancelled_ = false;
+  int64_t last_sent_ = 0;
+  std::vector<WatchEvent> pending_;
+};
+
+struct ApiServer::Impl {
+  Store& store;
+  Authorizer& auth;
+  const Clock& clock;
+  Metrics* metrics;
+  std::mutex watchers_mu;
+  std::set<std::shared_ptr<Watcher>> watchers;
+  std::unique_ptr<Store::Subscription> subscription;
+  std::mutex tokens_mu;
+  std::map<std::string, std::string> node_tokens;  // token -> node
+
+  Impl(Store& s, Authorizer& a, const Clock& c, Metrics* m) : store(s), auth(a), clock(c), metrics(m) {
+    auto existing = store.List("/registry/nodetokens/", "", 0);
+    if (existing.ok()) {
+      for (const KeyValue& kv : existing->items) {
+        node_tokens[kv.value] = kv.key.substr(std::string("/registry/nodetokens/").size());
+      }
+    }
+    subscription = store.Subscribe([this](const std::vector<WatchEvent>& events) {
+      std::vector<std::shared_ptr<Watcher>> copy;
+      {
+        std::lock_guard<std::mutex> lock(watchers_mu);
+        copy.assign(watchers.begin(), watchers.end());
+      }
+      for (auto& w : copy) w->Deliver(events);
+    });
+  }
+
+  Result<Principal> Authenticate(const HttpRequest& req) {
+    const std::string h = req.Header("authorization");
+    if (h.empty()) return Status(StatusCode::kUnauthenticated, "no credentials: send Authorization: Bearer <token>");
+    if (h.rfind("Bearer ", 0) != 0) return Status(StatusCode::kUnauthenticated, "only bearer tokens are accepted");
+    const std::string token = h.substr(7);
+    {
+      std::lock_guard<std::mutex> lock(tokens_mu);
+      auto it = node_tokens.find(token);
+      if (it != node_tokens.end()) {
+        Principal p;
+        p.user = "system:node:" + it->second;
+        p.groups = {"system:nodes"};
+        p.node = it->second;
+        return p;
+      }
+    }
+    return auth.Authenticate(token);
+  }
+
+  // Validates a decoded object of `info` and returns the canonical stored form (metadata the
+  // server owns filled in from `existing` or fresh).
+  Result<json> Validate(const ResourceInfo& info, json obj, const std::string& ns,
+                        const std::string& name) {
+    if (!obj.is_object()) return InvalidArgument("the body must be a JSON object");
+    const std::string kind = obj.value("kind", info.kind);
+    if (kind != info.kind) return InvalidArgument("kind: expected " + std::string(info.kind) + ", got '" + kind + "'");
+    const std::string api = obj.value("apiVersion", kGroupVersion);
+    if (api != kGroupVersion) return InvalidArgument("apiVersion: expected fabrica.dev/v1, got '" + api + "'");
+    obj["kind"] = info.kind;
+    obj["apiVersion"] = kGroupVersion;
+    if (!obj.contains("metadata") || !obj["metadata"].is_object()) {
+      return InvalidArgument("metadata: required, with a name");
+    }
+    json& meta = obj["metadata"];
+    if (!name.empty() && meta.value("name", name) != name) {
+      return InvalidArgument("metadata.name: '" + meta.value("name", "") + "' does not match the URL's '" + name + "'");
+    }
+    if (info.namespaced) {
+      if (meta.contains("namespace") && meta["namespace"] != ns) {
+        return InvalidArgument("metadata.namespace: does not match the URL's tenant '" + ns + "'");
+      }
+      meta["namespace"] = ns;
+    }
+    const std::string text = obj.dump();
+    const std::string source = "body";
+    if (std::string(info.kind) == "Workload" || std::string(info.kind) == "Tenant") {
+      json for_parse = obj;
+      if (info.namespaced) for_parse["metadata"].erase("namespace"), for_parse["metadata"]["tenant"] = ns;
+      auto m = ParseManifestYaml(for_parse.dump(), source);
+      if (!m.ok()) return Status(StatusCode::kInvalidArgument, SpecPath(m.status().message()));
+      if (std::string(info.kind) == "Workload") {
+        RETURN_IF_ERROR(CheckPossible(m->workloads.front()));
+      }
+    } else if (std::string(info.kind) == "Node") {
+      json spec = obj.value("spec", json::object());
+      if (!spec.is_object()) return InvalidArgument("spec: expected an object");
+      bool unschedulable = spec.value("unschedulable", false);
+      spec.erase("unschedulable");
+      spec["name"] = meta.value("name", "");
+      json fleet = {{"nodes", json::array({spec})}};
+      auto f = ParseFleetYaml(fleet.dump(), source);
+      if (!f.ok()) return Status(StatusCode::kInvalidArgument, SpecPath(f.status().message()));
+      (void)unschedulable;
+    } else if (std::string(info.kind) == "Lease") {
+      json spec = obj.value("spec", json::object());
+      if (!spec.is_object()) return InvalidArgument("spec: expected an object");
+      for (const auto& [k, v] : spec.items()) {
+        if (k != "holderIdentity" && k != "renewTime" && k != "leaseDurationSeconds") {
+          return InvalidArgument("spec." + k + ": unknown field");
+        }
+      }
+      // Heartbeats are stamped on receipt, in the server's clock, never the sender's.
+      obj["spec"]["renewTime"] = FormatTimestamp(clock.NowMs());
+    } else if (std::string(info.kind) == "Queue") {
+      json spec = obj.value("spec", json::object());
+      if (!spec.is_object()) return InvalidArgument("spec: expected an object");
+      for (const auto& [k, v] : spec.items()) {
+        if (k != "parent" && k != "weight" && k != "quotas" && k != "cohort") {
+          return InvalidArgument("spec." + k + ": unknown field");
+        }
+      }
+    }
+    Status valid_name = ValidateName(meta.value("name", ""));
+    if (!valid_name.ok()) return Status(StatusCode::kInvalidArgument, "metadata.name: " + valid_name.message());
+    for (const auto& [k, v] : meta.items()) {
+      static const std::set<std::string> known = {"name", "namespace", "labels", "annotations", "uid",
+                                                  "resourceVersion", "creationTimestamp", "generation"};
+      if (!known.count(k)) return InvalidArgument("metadata." + k + ": unknown field");
+    }
+    for (const auto& [k, v] : obj.items()) {
+      if (k != "kind" && k != "apiVersion" && k != "metadata" && k != "spec" && k != "status") {
+        return InvalidArgument(k + ": unknown field");
+      }
+    }
+    (void)text;
+    return obj;
+  }
+
+  // Rejects what no node of the registered fleet could ever run.
+  Status CheckPossible(const Workload& w) {
+    auto nodes = store.List("/registry/nodes/", "", 0);
+    if (!nodes.ok() || nodes->items.empty()) return Status::Ok();
+    int64_t max_gpus = 0;
+    for (const KeyValue& kv : nodes->items) {
+      json n = json::parse(kv.value, nullptr, false);
+      if (n.is_discarded()) continue;
+      const json spec = n.value("spec", json::object());
+      int64_t g = 0;
+      if (spec.contains("gpus")) g = spec["gpus"].value("count", 0);
+      if (spec.contains("devices")) g = static_cast<int64_t>(spec["devices"].size());
+      max_gpus = std::max(max_gpus, g);
+    }
+    for (size_t i = 0; i < w.pod_sets.size(); ++i) {
+      const PodSet& ps = w.pod_sets[i];
+      if (ps.device.kind == DeviceKind::kWhole && ps.device.gpus > max_gpus) {
+        return InvalidArgument("spec.podSets[" + std::to_string(i) + "].devices.gpus: " +
+                               std::to_string(ps.device.gpus) + " GPUs per pod, but the largest node has " +
+                               std::to_string(max_gpus));
+      }
+    }
+    return Status::Ok();
+  }
+
+  HttpResponse Handle(const HttpRequest& req, std::string* resource_label, std::string* verb_label) {
+    if (req.path == "/healthz" || req.path == "/readyz" || req.path == "/livez") {
+      HttpResponse r;
+      r.content_type = "text/plain";
+      r.body = "ok";
+      return r;
+    }
+    auto principal = Authenticate(req);
+    if (req.path == "/metrics") {
+      *resource_label = "metrics";
+      if (!principal.ok()) return ErrorFromStatus(principal.status());
+      HttpResponse r;
+      r.content_type = "text/plain; version=0.0.4";
+      r.body = metrics ? metrics->Render() : "";
+      return r;
+    }
+    if (req.path == "/apis" || req.path == "/apis/" ) {
+      return JsonResponse(200, {{"kind", "APIGroupList"}, {"apiVersion", "v1"},
+                                {"groups", {{{"name", "fabrica.dev"},
+                                             {"versions", {{{"groupVersion", kGroupVersion}, {"version", "v1"}}}},
+                                             {"preferredVersion", {{"groupVersion", kGroupVersion}, {"version", "v1"}}}}}}});
+    }
+    if (req.path.rfind(kApiPrefix, 0) != 0) return StatusResponse(404, "no such path: " + req.path);
+    if (!principal.ok()) return ErrorFromStatus(principal.status());
+    // Split /apis/fabrica.dev/v1/[namespaces/NS/]RESOURCE[/NAME[/status]]
+    std::vector<std::string> parts;
+    {
+      std::string rest = req.path.substr(std::string(kApiPrefix).size());
+      size_t start = 0;
+      while (start < rest.size()) {
+        size_t slash = rest.find('/', start);
+        std::string part = rest.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
+        if (!part.empty()) parts.push_back(part);
+        if (slash == std::string::npos) break;
+        start = slash + 1;
+      }
+    }
+    if (parts.empty()) {
+      json list = json::array();
+      for (const ResourceInfo& r : kResources) {
+        list.push_back({{"name", r.plural}, {"kind", r.kind}, {"namespaced", r.namespaced},
+                        {"verbs", {"create", "delete", "get", "list", "patch", "update", "watch"}}});
+      }
+      return JsonResponse(200, {{"kind", "APIResourceList"}, {"apiVersion", "v1"},
+                                {"groupVersion", kGroupVersion}, {"resources", list}});
+    }
+    std::string ns;
+    if (parts[0] == "namespaces") {
+      if (parts.size() < 3) return StatusResponse(404, "expected /namespaces/<tenant>/<resource>");
+      ns = parts[1];
+      parts.erase(parts.begin(), parts.begin() + 2);
+    }
+    const ResourceInfo* info = FindResource(parts[0]);
+    if (!info) return StatusResponse(404, "unknown resource '" + parts[0] + "'");
+    *resource_label = info->plural;
+    if (!ns.empty() && !info->namespaced) {
+      return StatusResponse(404, std::string(info->plural) + " are not namespaced");
+    }
+    std::string name = parts.size() > 1 ? parts[1] : "";
+    const bool status_sub = parts.size() > 2 && parts[2] == "status";
+    if (parts.size() > 3 || (parts.size() == 3 && !status_sub)) return StatusResponse(404, "no such path: " + req.path);
+    if (info->namespaced && !name.empty() && ns.empty()) {
+      return StatusResponse(404, "workloads are addressed as /namespaces/<tenant>/workloads/<name>");
+    }
+
+    Verb verb;
+    if (req.method == "GET") {
+      verb = name.empty() ? (req.query.count("watch") && req.query.at("watch") != "false" ? Verb::kWatch : Verb::kList) : Verb::kGet;
+    } else if (req.method == "POST") {
+      verb = Verb::kCreate;
+    } else if (req.method == "PUT") {
+      verb = Verb::kUpdate;
+    } else if (req.method == "PATCH") {
+      verb = Verb::kPatch;
+    } else if (req.method == "DELETE") {
+      verb = Verb::kDelete;
+    } else {
+      return StatusResponse(405, "method " + req.method + " is not supported");
+    }
+    *verb_label = VerbName(verb);
+    if ((verb == Verb::kCreate && !name.empty()) || (verb != Verb::kCreate && verb != Verb::kList && verb != Verb::kWatch && name.empty())) {
+      return StatusResponse(405, std::string(VerbName(verb)) + " needs " + (name.empty() ? "a name in the URL" : "the collection URL"));
+    }
+    // A create names its object in the body; authorization needs that name (a node may create
+    // only its own Node and Lease).
+    std::string auth_name = name;
+    if (verb == Verb::kCreate) {
+      json body = json::parse(req.body, nullptr, false);
+      if (body.is_object() && body.contains("metadata") && body["metadata"].is_object() &&
+          body["metadata"].contains("name") && body["metadata"]["name"].is_string()) {
+        auth_name = body["metadata"]["name"];
+      }
+    }
+    Status allowed = auth.Check(*principal, verb, info->plural, ns, auth_name, status_sub);
+    if (!allowed.ok()) return ErrorFromStatus(allowed);
+
+    switch (verb) {
+      case Verb::kGet: return Get(*info, ns, name, *principal);
+      case Verb::kList:
+      case Verb::kWatch: return List(*info, ns, req, *principal, verb == Verb::kWatch);
+      case Verb::kCreate: return Create(*info, ns, req, *principal);
+      case Verb::kUpdate:
+      case Verb::kPatch: return Update(*info, ns, name, req, *principal, status_sub, verb == Verb::kPatch);
+      case Verb::kDelete: return Delete(*info, ns, name, req);
+    }
+    return StatusResponse(500, "unreachable");
+  }
+
+  HttpResponse Get(const ResourceInfo& info, const std::string& ns, const std::string& name,
+                   const Principal& p) {
+    auto kv = store.Get(Key(info, ns, name));
+    if (!kv.ok()) {
+      if (kv.status().code() == StatusCode::kNotFound) {
+        return StatusResponse(404, std::string(info.kind) + " '" + name + "' not found");
+      }
+      return ErrorFromStatus(kv.status());
+    }
+    json obj = Materialize(*kv);
+    if (!p.node.empty() && std::string(info.plural) == "workloads" && !AssignedTo(obj, p.node)) {
+      return StatusResponse(403, "node " + p.node + " may only read workloads assigned to it");
+    }
+    return JsonResponse(200, obj);
+  }
+
+  // Whether principal `p` may see this object in a list or watch.
+  bool Visible(const ResourceInfo& info, const json& obj, const Principal& p,
+               const std::vector<std::string>& tenants, bool all) {
+    if (std::string(info.plural) != "workloads") return true;
+    if (!p.node.empty()) return AssignedTo(obj, p.node);
+    if (all) return true;
+    const std::string ns = obj["metadata"].value("namespace", "");
+    return std::find(tenants.begin(), tenants.end(), ns) != tenants.end();
+  }
+
+  HttpResponse List(const ResourceInfo& info, const std::string& ns, const HttpRequest& req,
+                    const Principal& p, bool watch) {
+    const std::string selector = req.query.count("labelSelector") ? req.query.at("labelSelector") : "";
+    bool all = false;
+    std::vector<std::string> tenants = auth.ReadableTenants(p, &all);
+    if (!ns.empty()) {
+      all = false;
+      tenants = {ns};
+    }
+    const std::string prefix = Prefix(info, ns);
+    if (watch) {
+      int64_t after = store.Revision();
+      if (req.query.count("resourceVersion") && !req.query.at("resourceVersion").empty()) {
+        auto rv = ParseNonNegativeInt(req.query.at("resourceVersion"));
+        if (!rv.ok()) return StatusResponse(400, "resourceVersion: " + rv.status().message());
+        after = *rv;
+      }
+      auto filter = [this, info, p, tenants, all, selector](const WatchEvent& e, json* obj) {
+        *obj = Materialize(e.kv);
+        return Visible(info, *obj, p, tenants, all) && MatchesSelector(*obj, selector);
+      };
+      auto w = std::make_shared<Watcher>(store, prefix, after, filter, [this](Watcher* self) {
+        std::lock_guard<std::mutex> lock(watchers_mu);
+        for (auto it = watchers.begin(); it != watchers.end(); ++it) {
+          if (it->get() == self) {
+            watchers.erase(it);
+            break;
+          }
+        }
+      });
+      {
+        std::lock_guard<std::mutex> lock(watchers_mu);
+        watchers.insert(w);
+      }
+      HttpResponse r;
+      r.stream = w;
+      return r;
+    }
+    int limit = 0;
+    if (req.query.count("limit")) {
+      auto l = ParseNonNegativeInt(req.query.at("limit"));
+      if (!l.ok() || *l > 100000) return StatusResponse(400, "limit: expected an integer up to 100000");
+      limit = static_cast<int>(*l);
+    }
+    const std::string cont = req.query.count("continue") ? req.query.at("continue") : "";
+    if (!cont.empty() && cont.rfind(prefix, 0) != 0) return StatusResponse(400, "continue: not a token of this list");
+    auto listed = store.List(prefix, cont, limit);
+    if (!listed.ok()) return ErrorFromStatus(listed.status());
+    json items = json::array();
+    for (const KeyValue& kv : listed->items) {
+      json obj = Materialize(kv);
+      if (Visible(info, obj, p, tenants, all) && MatchesSelector(obj, selector)) items.push_back(obj);
+    }
+    json meta = {{"resourceVersion", std::to_string(listed->revision)}};
+    if (listed->more && !listed->items.empty()) meta["continue"] = listed->items.back().key;
+    return JsonResponse(200, {{"kind", std::string(info.kind) + "List"}, {"apiVersion", kGroupVersion},
+                              {"metadata", meta}, {"items", items}});
+  }
+
+  Result<json> DecodeBody(const HttpRequest& req, bool patch) {
+    std::string type = req.Header("content-type");
+    type = type.substr(0, type.find(';'));
+    if (patch) {
+      if (type != "application/merge-patch+json") {
+        return Status(StatusCode::kInvalidArgument, "415:PATCH needs Content-Type application/merge-patch+json");
+      }
+    } else if (type != "application/json" && !type.empty()) {
+      return Status(StatusCode::kInvalidArgument, "415:unsupported media type '" + type + "': send application/json");
+    }
+    json j = json::parse(req.body, nullptr, false);
+    if (j.is_discarded()) return Status(StatusCode::kInvalidArgument, "400:malformed JSON body");
+    return j;
+  }
+
+  static HttpResponse BodyError(const Status& st) {
+    const std::string& m = st.message();
+    if (m.size() > 4 && m[3] == ':') return StatusResponse(std::stoi(m.substr(0, 3)), m.substr(4));
+    return ErrorFromStatus(st);
+  }
+
+  HttpResponse Create(const ResourceInfo& info, const std::string& ns, const HttpRequest& req,
+                      const Principal& p) {
+    auto body = DecodeBody(req, false);
+    if (!body.ok()) return BodyError(body.status());
+    auto obj = Validate(info, *body, ns, "");
+    if (!obj.ok()) return ErrorFromStatus(obj.status());
+    json& o = *obj;
+    const std::string name = o["metadata"]["name"];
+    o["metadata"]["uid"] = RandomHex(16);
+    o["metadata"]["creationTimestamp"] = FormatTimestamp(clock.NowMs());
+    o["metadata"]["generation"] = 1;
+    o["metadata"].erase("resourceVersion");
+    if (std::string(info.kind) == "Workload") {
+      o["status"] = {{"phase", "Pending"}, {"message", "waiting for the scheduler"}};
+    } else if (std::string(info.kind) != "Node") {
+      o.erase("status");
+    } else if (!p.node.empty()) {
+      // An agent registers its node; status (conditions) is its to report.
+    } else {
+      o.erase("status");
+    }
+    auto rev = store.Put(Key(info, ns, name), o.dump(), kMustNotExist);
+    if (!rev.ok()) {
+      if (rev.status().code() == StatusCode::kAlreadyExists) {
+        return StatusResponse(409, std::string(info.kind) + " '" + name + "' already exists");
+      }
+      return ErrorFromStatus(rev.status());
+    }
+    o["metadata"]["resourceVersion"] = std::to_string(*rev);
+    return JsonResponse(201, o);
+  }
+
+  HttpResponse Update(const ResourceInfo& info, const std::string& ns, const std::string& name,
+                      const HttpRequest& req, const Principal& p, bool status_sub, bool patch) {
+    auto body = DecodeBody(req, patch);
+    if (!body.ok()) return BodyError(body.status());
+    const std::string key = Key(info, ns, name);
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      auto current = store.Get(key);
+      if (!current.ok()) {
+        if (current.status().code() == StatusCode::kNotFound) {
+          return StatusResponse(404, std::string(info.kind) + " '" + name + "' not found");
+        }
+        return ErrorFromStatus(current.status());
+      }
+      json stored = json::parse(current->value, nullptr, false);
+      if (!p.node.empty() && std::string(info.plural) == "workloads" && !AssignedTo(stored, p.node)) {
+        return StatusResponse(403, "node " + p.node + " may only update workloads assigned to it");
+      }
+      json next;
+      int64_t expected = current->mod_revision;
+      if (patch) {
+        next = stored;
+        next["metadata"]["resourceVersion"] = std::to_string(current->mod_revision);
+        next.merge_patch(*body);
+      } else {
+        next = *body;
+        if (!next.is_object()) return StatusResponse(400, "the body must be a JSON object");
+        const std::string rv = next.contains("metadata") && next["metadata"].is_object()
+                                   ? next["metadata"].value("resourceVersion", "")
+                                   : "";
+        if (!rv.empty()) {
+          auto parsed = ParseNonNegativeInt(rv);
+          if (!parsed.ok()) return StatusResponse(400, "metadata.resourceVersion: not a number");
+          expected = *parsed;
+        }
+      }
+      // The subresource decides what may change: /status only the status, the main resource
+      // only the rest.
+      if (status_sub) {
+        json status = next.value("status", json::object());
+        next = stored;
+        next["status"] = status;
+      } else if (stored.contains("status")) {
+        next["status"] = stored["status"];
+      }
+      auto valid = Validate(info, next, ns, name);
+      if (!valid.ok()) return ErrorFromStatus(valid.status());
+      json& o = *valid;
+      for (const char* owned : {"uid", "creationTimestamp"}) {
+        if (stored["metadata"].contains(owned)) o["metadata"][owned] = stored["metadata"][owned];
+      }
+      if (!status_sub && stored.contains("spec") && o.value("spec", json()) != stored["spec"]) {
+        o["metadata"]["generation"] = stored["metadata"].value("generation", 1) + 1;
+      }
+      o["metadata"].erase("resourceVersion");
+      auto rev = store.Put(key, o.dump(), expected);
+      if (!rev.ok()) {
+        if (rev.status().code() == StatusCode::kFailedPrecondition && patch) continue;  // retry
+        if (rev.status().code() == StatusCode::kFailedPrecondition) {
+          return StatusResponse(409, "the object has been modified (resourceVersion " +
+                                         std::to_string(expected) + " is stale); read it again");
+        }
+        return ErrorFromStatus(rev.status());
+      }
+      o["metadata"]["resourceVersion"] = std::to_string(*rev);
+      return JsonResponse(200, o);
+    }
+    return StatusResponse(409, "too many concurrent changes; try again");
+  }
+
+  HttpResponse Delete(const ResourceInfo& info, const std::string& ns, const std::string& name,
+                      const HttpRequest& req) {
+    auto rev = store.Delete(Key(info, ns, name), kAnyRevision);
+    if (!rev.ok()) {
+      if (rev.status().code() == StatusCode::kNotFound) {
+        return StatusResponse(404, std::string(info.kind) + " '" + name + "' not found");
+      }
+      return ErrorFromStatus(rev.status());
+    }
+    return StatusResponse(200, std::string(info.kind) + " '" + name + "' deleted");
+  }
+};
+
+ApiServer::ApiServer(Store& store, Authorizer& auth, const Clock& clock, Metrics* metrics)
+    : impl_(std::make_unique<Impl>(store, auth, clock, metrics)) {}
+
+ApiServer::~ApiServer() = default;
+
+HttpResponse ApiServer::Handle(const HttpRequest& req) {
+  const auto start = std::chrono::steady_clock::now();
+  std::string resource = "other", verb = "other";
+  HttpResponse r;
+  try {
+    r = impl_->Handle(req, &resource, &verb);
+  } catch (const nlohmann::json::exception& e) {
+    // A field of the wrong JSON type that the typed parsers let through (a number as a string).
+    r = StatusResponse(422, std::string("a field has the wrong type: ") + e.what());
+  }
+  if (impl_->metrics && !r.stream) {
+    impl_->metrics->ObserveRequest(
+        verb, resource, r.status,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  return r;
+}
+
+Result<std::string> ApiServer::IssueNodeToken(const std::string& node) {
+  RETURN_IF_ERROR(ValidateName(node));
+  const std::string token = "node." + RandomHex(24);
+  RETURN_IF_ERROR(impl_->store.Put("/registry/nodetokens/" + node, token, kAnyRevision).status());
+  std::lock_guard<std::mutex> lock(impl_->tokens_mu);
+  for (auto it = impl_->node_tokens.begin(); it != impl_->node_tokens.end();) {
+    if (it->second == node) it = impl_->node_tokens.erase(it);
+    else ++it;
+  }
+  impl_->node_tokens[token] = node;
+  return token;
+}
+
+}  // namespace fabrica

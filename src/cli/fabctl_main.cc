@@ -1,0 +1,575 @@
+// fabctl: the command-line client of a Fabrica control plane.
+//
+// Configuration, later sources winning: the config file ($FABRICA_CONFIG, else
+// ~/.fabrica/config, else ./fabrica-data/fabctl.yaml, as `fabrica up` writes it), the
+// FABRICA_SERVER / FABRICA_TOKEN environment variables, then the --server/--token/--ca flags.
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include "client/http_client.h"
+#include "sim/openb.h"
+
+namespace {
+
+using json = nlohmann::json;
+using fabrica::ClientOptions;
+using fabrica::HttpClient;
+
+struct Resource {
+  const char* plural;
+  const char* kind;
+  bool namespaced;
+};
+const Resource kResources[] = {{"workloads", "Workload", true}, {"tenants", "Tenant", false},
+                               {"nodes", "Node", false},         {"queues", "Queue", false},
+                               {"leases", "Lease", false}};
+
+const Resource* ResourceByName(const std::string& name) {
+  for (const Resource& r : kResources) {
+    const std::string p = r.plural;
+    if (name == p || name == p.substr(0, p.size() - 1) || name == r.kind) return &r;
+  }
+  if (name == "wl") return &kResources[0];
+  return nullptr;
+}
+const Resource* ResourceByKind(const std::string& kind) {
+  for (const Resource& r : kResources) {
+    if (kind == r.kind) return &r;
+  }
+  return nullptr;
+}
+
+// YAML to JSON, typing plain scalars as numbers, booleans or null where they read as such.
+json YamlToJson(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Map: {
+      json j = json::object();
+      for (const auto& kv : n) j[kv.first.Scalar()] = YamlToJson(kv.second);
+      return j;
+    }
+    case YAML::NodeType::Sequence: {
+      json j = json::array();
+      for (const auto& item : n) j.push_back(YamlToJson(item));
+      return j;
+    }
+    case YAML::NodeType::Scalar: {
+      const std::string& s = n.Scalar();
+      if (n.Tag() == "!") return s;  // quoted: always a string
+      if (s == "true") return true;
+      if (s == "false") return false;
+      if (s == "null" || s == "~") return nullptr;
+      if (!s.empty() && s.find_first_not_of("0123456789") == std::string::npos && s.size() < 18) {
+        return std::stoll(s);
+      }
+      if (!s.empty() && s[0] == '-' && s.size() > 1 &&
+          s.find_first_not_of("0123456789", 1) == std::string::npos && s.size() < 18) {
+        return std::stoll(s);
+      }
+      return s;
+    }
+    default:
+      return nullptr;
+  }
+}
+
+void PrintYaml(const json& j, int indent, std::ostream& out);
+std::string Scalar(const json& v) {
+  if (v.is_string()) {
+    const std::string s = v.get<std::string>();
+    if (s.empty() || s.find_first_of(":#{}[],&*!|>'\"%@`") != std::string::npos ||
+        s == "true" || s == "false" || s.find_first_not_of("0123456789.-") == std::string::npos) {
+      return json(s).dump();
+    }
+    return s;
+  }
+  return v.dump();
+}
+void PrintYaml(const json& j, int indent, std::ostream& out) {
+  const std::string pad(indent, ' ');
+  if (j.is_object()) {
+    for (const auto& [k, v] : j.items()) {
+      if ((v.is_object() && !v.empty()) || (v.is_array() && !v.empty())) {
+        out << pad << k << ":\n";
+        PrintYaml(v, indent + 2, out);
+      } else {
+        out << pad << k << ": " << (v.is_object() ? "{}" : v.is_array() ? "[]" : Scalar(v)) << "\n";
+      }
+    }
+  } else if (j.is_array()) {
+    for (const auto& v : j) {
+      if (v.is_object() && !v.empty()) {
+        std::ostringstream inner;
+        PrintYaml(v, indent + 2, inner);
+        std::string s = inner.str();
+        s.replace(indent, 2, "- ");
+        out << s;
+      } else {
+        out << pad << "- " << Scalar(v) << "\n";
+      }
+    }
+  }
+}
+
+struct Globals {
+  std::string server, token, ca, config, ns, output, selector;
+  bool all_namespaces = false;
+  bool watch = false;
+};
+
+bool ReadConfig(Globals& g, ClientOptions& o) {
+  std::string path = g.config;
+  if (path.empty() && std::getenv("FABRICA_CONFIG")) path = std::getenv("FABRICA_CONFIG");
+  struct stat sb;
+  if (path.empty() && std::getenv("HOME")) {
+    std::string home = std::string(std::getenv("HOME")) + "/.fabrica/config";
+    if (stat(home.c_str(), &sb) == 0) path = home;
+  }
+  if (path.empty() && stat("fabrica-data/fabctl.yaml", &sb) == 0) path = "fabrica-data/fabctl.yaml";
+  if (!path.empty()) {
+    try {
+      YAML::Node c = YAML::LoadFile(path);
+      if (c["server"]) o.server = c["server"].Scalar();
+      if (c["token"]) o.token = c["token"].Scalar();
+      if (c["ca"]) o.ca_file = c["ca"].Scalar();
+    } catch (const YAML::Exception& e) {
+      std::cerr << "fabctl: cannot read config '" << path << "': " << e.what() << "\n";
+      return false;
+    }
+  }
+  if (std::getenv("FABRICA_SERVER")) o.server = std::getenv("FABRICA_SERVER");
+  if (std::getenv("FABRICA_TOKEN")) o.token = std::getenv("FABRICA_TOKEN");
+  if (!g.server.empty()) o.server = g.server;
+  if (!g.token.empty()) o.token = g.token;
+  if (!g.ca.empty()) o.ca_file = g.ca;
+  return true;
+}
+
+std::string CollectionPath(const Resource& r, const std::string& ns) {
+  std::string p = "/apis/fabrica.dev/v1/";
+  if (r.namespaced && !ns.empty()) p += "namespaces/" + ns + "/";
+  return p + r.plural;
+}
+
+// Prints the server's Status message for a failed call; returns the exit code.
+int Failed(const fabrica::Result<fabrica::ClientResponse>& r) {
+  if (!r.ok()) {
+    std::cerr << "fabctl: " << r.status().message() << "\n";
+    return 1;
+  }
+  json j = json::parse(r->body, nullptr, false);
+  std::string msg = j.is_object() && j.contains("message") ? j["message"].get<std::string>() : r->body;
+  std::cerr << "Error from server (" << r->status << "): " << msg << "\n";
+  return 1;
+}
+
+std::string Age(const json& obj) { return obj["metadata"].value("creationTimestamp", ""); }
+
+void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns) {
+  std::vector<std::vector<std::string>> rows;
+  std::string kind = r.kind;
+  if (kind == "Workload") {
+    rows.push_back({"NAMESPACE", "NAME", "PHASE", "PODS", "GPUS", "NODES", "MESSAGE"});
+  } else if (kind == "Node") {
+    rows.push_back({"NAME", "GPUS", "MODEL", "CPU", "MEMORY", "LEAF", "SCHEDULABLE"});
+  } else if (kind == "Tenant") {
+    rows.push_back({"NAME", "TRUST", "TRUST-DOMAIN", "CREATED"});
+  } else {
+    rows.push_back({"NAME", "CREATED"});
+  }
+  for (const json& o : items) {
+    const json meta = o.value("metadata", json::object());
+    const json spec = o.value("spec", json::object());
+    const json status = o.value("status", json::object());
+    if (kind == "Workload") {
+      int pods = 0;
+      double gpus = 0;
+      for (const json& ps : spec.value("podSets", json::array())) {
+        const int count = ps.contains("count") && ps["count"].is_number() ? ps["count"].get<int>() : 1;
+        pods += count;
+        const json dev = ps.value("devices", json::object());
+        if (dev.contains("gpus") && dev["gpus"].is_number()) gpus += count * dev["gpus"].get<double>();
+      }
+      std::string nodes;
+      for (const json& a : status.value("assignments", json::array())) {
+        const std::string n = a.value("node", "");
+        if (nodes.find(n) == std::string::npos) nodes += (nodes.empty() ? "" : ",") + n;
+      }
+      char g[32];
+      std::snprintf(g, sizeof(g), "%g", gpus);
+      rows.push_back({meta.value("namespace", ""), meta.value("name", ""), status.value("phase", ""),
+                      std::to_string(pods), g, nodes.empty() ? "-" : nodes, status.value("message", "")});
+    } else if (kind == "Node") {
+      const json devs = spec.value("devices", json::array());
+      rows.push_back({meta.value("name", ""), std::to_string(devs.size()),
+                      devs.empty() ? "-" : devs[0].value("model", ""), Scalar(spec.value("cpu", json(""))),
+                      Scalar(spec.value("memory", json(""))), spec.value("leaf", ""),
+                      spec.value("unschedulable", false) ? "false (cordoned)" : "true"});
+    } else if (kind == "Tenant") {
+      rows.push_back({meta.value("name", ""), spec.value("trust", "standard"),
+                      spec.value("trustDomain", meta.value("name", "")), Age(o)});
+    } else {
+      rows.push_back({meta.value("name", ""), Age(o)});
+    }
+  }
+  std::vector<size_t> width;
+  for (const auto& row : rows) {
+    for (size_t i = 0; i < row.size(); ++i) {
+      if (width.size() <= i) width.push_back(0);
+      width[i] = std::max(width[i], row[i].size());
+    }
+  }
+  for (const auto& row : rows) {
+    for (size_t i = 0; i < row.size(); ++i) {
+      if (i == 0 && kind == "Workload" && !with_ns) continue;
+      std::printf("%-*s%s", static_cast<int>(width[i]), row[i].c_str(), i + 1 < row.size() ? "   " : "\n");
+    }
+  }
+}
+
+void PrintObject(const json& o, const std::string& output) {
+  if (output == "json") {
+    std::cout << o.dump(2) << "\n";
+  } else {
+    PrintYaml(o, 0, std::cout);
+  }
+}
+
+int Get(Globals& g, HttpClient& http, const std::string& what, const std::string& name) {
+  const Resource* r = ResourceByName(what);
+  if (!r) {
+    std::cerr << "fabctl: unknown resource type '" << what << "' (workloads, tenants, nodes, queues, leases)\n";
+    return 2;
+  }
+  const std::string ns = g.all_namespaces ? "" : g.ns;
+  if (r->namespaced && ns.empty() && !g.all_namespaces && !name.empty()) {
+    std::cerr << "fabctl: a workload is named within its tenant: give -n TENANT\n";
+    return 2;
+  }
+  if (!name.empty()) {
+    auto resp = http.Do("GET", CollectionPath(*r, ns) + "/" + name);
+    if (!resp.ok() || resp->status != 200) return Failed(resp);
+    json o = json::parse(resp->body);
+    if (g.output == "json" || g.output == "yaml") PrintObject(o, g.output);
+    else PrintTable(*r, {o}, r->namespaced && g.all_namespaces);
+    return 0;
+  }
+  std::string path = CollectionPath(*r, ns);
+  if (!g.selector.empty()) path += "?labelSelector=" + g.selector;
+  auto resp = http.Do("GET", path);
+  if (!resp.ok() || resp->status != 200) return Failed(resp);
+  json list = json::parse(resp->body);
+  std::vector<json> items(list["items"].begin(), list["items"].end());
+  if (g.output == "json" || g.output == "yaml") {
+    PrintObject(list, g.output);
+  } else {
+    PrintTable(*r, items, r->namespaced && ns.empty());
+  }
+  if (!g.watch) return 0;
+  const std::string rv = list["metadata"].value("resourceVersion", "0");
+  auto status = http.Stream(path + (path.find('?') == std::string::npos ? "?" : "&") +
+                                "watch=true&resourceVersion=" + rv,
+                            [&](const std::string& line) {
+                              json e = json::parse(line, nullptr, false);
+                              if (e.is_discarded()) return true;
+                              if (g.output == "json") {
+                                std::cout << e.dump() << std::endl;
+                              } else {
+                                std::printf("%-9s ", e.value("type", "").c_str());
+                                std::fflush(stdout);
+                                PrintTable(*r, {e["object"]}, r->namespaced && ns.empty());
+                              }
+                              std::fflush(stdout);
+                              return true;
+                            });
+  if (!status.ok()) {
+    std::cerr << "fabctl: " << status.status().message() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+fabrica::Result<std::vector<json>> ReadManifests(const std::string& file) {
+  auto text = fabrica::sim::ReadFile(file);
+  if (!text.ok()) return text.status();
+  std::vector<json> out;
+  try {
+    for (const YAML::Node& doc : YAML::LoadAll(*text)) {
+      if (doc.IsNull()) continue;
+      json j = YamlToJson(doc);
+      if (j.value("kind", "") == "WorkloadList" || j.value("kind", "") == "List") {
+        for (const json& item : j.value("items", json::array())) out.push_back(item);
+      } else {
+        out.push_back(j);
+      }
+    }
+  } catch (const YAML::Exception& e) {
+    return fabrica::InvalidArgument(file + ":" + std::to_string(e.mark.line + 1) + ": malformed YAML: " + e.msg);
+  }
+  return out;
+}
+
+std::string NamespaceOf(const json& obj, const std::string& fallback) {
+  const json meta = obj.value("metadata", json::object());
+  if (meta.contains("namespace")) return meta["namespace"];
+  if (meta.contains("tenant")) return meta["tenant"];
+  return fallback;
+}
+
+int Apply(Globals& g, HttpClient& http, const std::string& file) {
+  auto docs = ReadManifests(file);
+  if (!docs.ok()) {
+    std::cerr << "fabctl: " << docs.status().message() << "\n";
+    return 2;
+  }
+  int rc = 0;
+  for (json obj : *docs) {
+    const Resource* r = ResourceByKind(obj.value("kind", ""));
+    if (!r) {
+      std::cerr << "fabctl: " << file << ": unknown kind '" << obj.value("kind", "") << "'\n";
+      rc = 1;
+      continue;
+    }
+    const std::string ns = r->namespaced ? NamespaceOf(obj, g.ns) : "";
+    if (r->namespaced && ns.empty()) {
+      std::cerr << "fabctl: " << obj["metadata"].value("name", "") << ": no tenant (metadata.namespace or -n)\n";
+      rc = 1;
+      continue;
+    }
+    if (r->namespaced) {
+      obj["metadata"].erase("tenant");
+      obj["metadata"]["namespace"] = ns;
+    }
+    const std::string name = obj["metadata"].value("name", "");
+    const std::string path = CollectionPath(*r, ns);
+    auto existing = http.Do("GET", path + "/" + name);
+    fabrica::Result<fabrica::ClientResponse> resp = existing;
+    std::string verb;
+    if (existing.ok() && existing->status == 404) {
+      resp = http.Do("POST", path, obj.dump());
+      verb = "created";
+    } else if (existing.ok() && existing->status == 200) {
+      json current = json::parse(existing->body);
+      obj["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"];
+      resp = http.Do("PUT", path + "/" + name, obj.dump());
+      verb = "configured";
+    }
+    if (!resp.ok() || resp->status >= 300) {
+      rc = Failed(resp);
+      continue;
+    }
+    std::printf("%s/%s %s\n", std::string(r->plural).c_str(), name.c_str(), verb.c_str());
+  }
+  return rc;
+}
+
+int Delete(Globals& g, HttpClient& http, const std::string& what, const std::string& name,
+           const std::string& file) {
+  std::vector<std::pair<const Resource*, std::pair<std::string, std::string>>> targets;
+  if (!file.empty()) {
+    auto docs = ReadManifests(file);
+    if (!docs.ok()) {
+      std::cerr << "fabctl: " << docs.status().message() << "\n";
+      return 2;
+    }
+    for (const json& obj : *docs) {
+      const Resource* r = ResourceByKind(obj.value("kind", ""));
+      if (!r) continue;
+      targets.push_back({r, {r->namespaced ? NamespaceOf(obj, g.ns) : "", obj["metadata"].value("name", "")}});
+    }
+  } else {
+    const Resource* r = ResourceByName(what);
+    if (!r || name.empty()) {
+      std::cerr << "fabctl: usage: fabctl delete RESOURCE NAME [-n TENANT] | -f FILE\n";
+      return 2;
+    }
+    targets.push_back({r, {g.ns, name}});
+  }
+  int rc = 0;
+  for (const auto& [r, nn] : targets) {
+    auto resp = http.Do("DELETE", CollectionPath(*r, nn.first) + "/" + nn.second);
+    if (!resp.ok() || resp->status >= 300) {
+      rc = Failed(resp);
+      continue;
+    }
+    std::printf("%s/%s deleted\n", r->plural, nn.second.c_str());
+  }
+  return rc;
+}
+
+int Describe(Globals& g, HttpClient& http, const std::string& what, const std::string& name) {
+  const Resource* r = ResourceByName(what);
+  if (!r || name.empty()) {
+    std::cerr << "fabctl: usage: fabctl describe RESOURCE NAME [-n TENANT]\n";
+    return 2;
+  }
+  auto resp = http.Do("GET", CollectionPath(*r, g.ns) + "/" + name);
+  if (!resp.ok() || resp->status != 200) return Failed(resp);
+  json o = json::parse(resp->body);
+  const json status = o.value("status", json::object());
+  std::printf("Name:       %s\n", o["metadata"].value("name", "").c_str());
+  if (r->namespaced) std::printf("Tenant:     %s\n", o["metadata"].value("namespace", "").c_str());
+  std::printf("Created:    %s\n", Age(o).c_str());
+  if (std::string(r->kind) == "Workload") {
+    std::printf("Phase:      %s\n", status.value("phase", "").c_str());
+    if (status.contains("message")) std::printf("Message:    %s\n", status.value("message", "").c_str());
+    if (status.contains("reason")) std::printf("Reason:     %s\n", status.value("reason", "").c_str());
+    if (status.contains("isolation")) std::printf("Isolation:  %s\n", status.value("isolation", "").c_str());
+    const json as = status.value("assignments", json::array());
+    if (!as.empty()) std::printf("Assignments:\n");
+    for (const json& a : as) {
+      std::printf("  %-12s on %-10s", a.value("pod", "").c_str(), a.value("node", "").c_str());
+      for (const json& d : a.value("devices", json::array())) {
+        std::printf(" gpu%d %s %dm%s%s", d.value("index", 0), d.value("uuid", "").c_str(),
+                    d.value("gpuMilli", 0), d.contains("migProfile") ? " MIG " : "",
+                    d.contains("migProfile") ? d.value("migProfile", "").c_str() : "");
+      }
+      std::printf("\n");
+    }
+  }
+  std::printf("Spec:\n");
+  PrintYaml(o.value("spec", json::object()), 2, std::cout);
+  return 0;
+}
+
+int Cordon(HttpClient& http, const std::string& node, bool cordon) {
+  json patch = {{"spec", {{"unschedulable", cordon}}}};
+  auto resp = http.Do("PATCH", "/apis/fabrica.dev/v1/nodes/" + node, patch.dump(),
+                      "application/merge-patch+json");
+  if (!resp.ok() || resp->status >= 300) return Failed(resp);
+  std::printf("node/%s %s\n", node.c_str(), cordon ? "cordoned" : "uncordoned");
+  return 0;
+}
+
+int TopNodes(HttpClient& http) {
+  auto nodes = http.Do("GET", "/apis/fabrica.dev/v1/nodes");
+  if (!nodes.ok() || nodes->status != 200) return Failed(nodes);
+  auto workloads = http.Do("GET", "/apis/fabrica.dev/v1/workloads");
+  std::map<std::string, std::map<int, int>> used;  // node -> gpu -> milli
+  if (workloads.ok() && workloads->status == 200) {
+    for (const json& w : json::parse(workloads->body)["items"]) {
+      const json status = w.value("status", json::object());
+      const std::string phase = status.value("phase", "");
+      if (phase != "Scheduled" && phase != "Running") continue;
+      for (const json& a : status.value("assignments", json::array())) {
+        for (const json& d : a.value("devices", json::array())) {
+          used[a.value("node", "")][d.value("index", 0)] += d.value("gpuMilli", 0);
+        }
+      }
+    }
+  }
+  std::printf("%-12s %-6s %-8s %s\n", "NODE", "GPUS", "ALLOC", "PER-GPU (milli-GPU used)");
+  for (const json& n : json::parse(nodes->body)["items"]) {
+    const std::string name = n["metadata"].value("name", "");
+    const size_t gpus = n.value("spec", json::object()).value("devices", json::array()).size();
+    int total = 0;
+    std::string per;
+    for (size_t i = 0; i < gpus; ++i) {
+      const int m = used[name][static_cast<int>(i)];
+      total += m;
+      per += std::to_string(m) + (i + 1 < gpus ? " " : "");
+    }
+    char alloc[32];
+    std::snprintf(alloc, sizeof(alloc), "%.2f", total / 1000.0);
+    std::printf("%-12s %-6zu %-8s %s\n", name.c_str(), gpus, alloc, per.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"fabctl: the client of a Fabrica control plane"};
+  app.require_subcommand(1);
+  Globals g;
+  app.add_option("--server", g.server, "https://host:port");
+  app.add_option("--token", g.token, "bearer token");
+  app.add_option("--ca", g.ca, "CA certificate (PEM) to verify the server");
+  app.add_option("--config", g.config, "config file");
+  std::string what, name, file;
+  int rc = 0;
+  auto client = [&]() -> std::unique_ptr<HttpClient> {
+    ClientOptions o;
+    if (!ReadConfig(g, o)) return nullptr;
+    return std::make_unique<HttpClient>(o);
+  };
+  CLI::App* get = app.add_subcommand("get", "List or show resources");
+  get->add_option("resource", what)->required();
+  get->add_option("name", name);
+  get->add_option("-n,--namespace,--tenant", g.ns, "tenant");
+  get->add_flag("-A,--all-namespaces", g.all_namespaces, "all tenants you may read");
+  get->add_option("-o,--output", g.output, "json|yaml|wide");
+  get->add_option("-l,--selector", g.selector, "label selector");
+  get->add_flag("-w,--watch", g.watch, "watch for changes");
+  get->callback([&] {
+    auto h = client();
+    rc = h ? Get(g, *h, what, name) : 2;
+  });
+  CLI::App* apply = app.add_subcommand("apply", "Create or update resources from a file");
+  apply->add_option("-f,--filename", file, "YAML or JSON, several documents allowed")->required();
+  apply->add_option("-n,--namespace,--tenant", g.ns, "tenant for workloads without one");
+  apply->callback([&] {
+    auto h = client();
+    rc = h ? Apply(g, *h, file) : 2;
+  });
+  CLI::App* del = app.add_subcommand("delete", "Delete resources");
+  del->add_option("resource", what);
+  del->add_option("name", name);
+  del->add_option("-f,--filename", file);
+  del->add_option("-n,--namespace,--tenant", g.ns, "tenant");
+  del->callback([&] {
+    auto h = client();
+    rc = h ? Delete(g, *h, what, name, file) : 2;
+  });
+  CLI::App* describe = app.add_subcommand("describe", "Show a resource, and why a workload waits");
+  describe->add_option("resource", what)->required();
+  describe->add_option("name", name)->required();
+  describe->add_option("-n,--namespace,--tenant", g.ns, "tenant");
+  describe->callback([&] {
+    auto h = client();
+    rc = h ? Describe(g, *h, what, name) : 2;
+  });
+  CLI::App* cordon = app.add_subcommand("cordon", "Stop new work landing on a node");
+  cordon->add_option("node", name)->required();
+  cordon->callback([&] {
+    auto h = client();
+    rc = h ? Cordon(*h, name, true) : 2;
+  });
+  CLI::App* uncordon = app.add_subcommand("uncordon", "Let new work land on a node again");
+  uncordon->add_option("node", name)->required();
+  uncordon->callback([&] {
+    auto h = client();
+    rc = h ? Cordon(*h, name, false) : 2;
+  });
+  CLI::App* top = app.add_subcommand("top", "Allocation per node and GPU");
+  top->add_option("what", what)->required();
+  top->callback([&] {
+    if (what != "nodes" && what != "node") {
+      std::cerr << "fabctl: only `top nodes` exists\n";
+      rc = 2;
+      return;
+    }
+    auto h = client();
+    rc = h ? TopNodes(*h) : 2;
+  });
+  CLI::App* logs = app.add_subcommand("logs", "Logs of a workload's pods (not yet available)");
+  logs->add_option("name", name);
+  logs->callback([&] {
+    std::cerr << "fabctl: logs come from node agents, which do not serve them yet\n";
+    rc = 1;
+  });
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return rc;
+}

@@ -1,0 +1,257 @@
+#include "cli/server_command.h"
+
+#include <sys/stat.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "api/api_server.h"
+#include "api/metrics.h"
+#include "cli/factory_defaults.h"
+#include "client/http_client.h"
+#include "control/scheduler.h"
+#include "control/sim_agent.h"
+#include "core/workload.h"
+#include "core/yaml_reader.h"
+#include "sim/openb.h"
+
+namespace fabrica::cli {
+namespace {
+
+using json = nlohmann::json;
+
+std::atomic<bool> g_stop{false};
+void OnSignal(int) { g_stop = true; }
+
+struct ServerArgs {
+  std::string data = "fabrica-data";
+  std::string listen = "127.0.0.1:8443";
+  std::string auth_file;
+  std::string fleet_file;  // simulate these nodes in-process
+  std::string policy = "fabrica";
+  double time_scale = 1.0;
+  bool plain_http = false;
+  double run_seconds = 0;  // stop after this many wall seconds (0 = until a signal)
+  bool up = false;
+};
+
+std::string RandomToken() {
+  std::random_device rd;
+  std::string out;
+  static const char* hex = "0123456789abcdef";
+  for (int i = 0; i < 32; ++i) out += hex[rd() & 15];
+  return out;
+}
+
+Status WriteFile(const std::string& path, const std::string& text, mode_t mode) {
+  std::ofstream out(path, std::ios::trunc);
+  if (!out) return InvalidArgument("cannot write '" + path + "'");
+  out << text;
+  out.close();
+  chmod(path.c_str(), mode);
+  return Status::Ok();
+}
+
+// The auth file `fabrica up` writes on first start: an admin, a member of each example tenant and
+// a viewer, each with a fresh random token.
+std::string DefaultAuthYaml() {
+  std::string y = "# Written by `fabrica up`: bearer tokens and role bindings.\ntokens:\n";
+  const char* users[][2] = {{"admin", ""}, {"alice", "team-a"}, {"bob", "team-b"},
+                            {"carol", "team-c"}, {"xavier", "partner-x"}, {"vera", ""}};
+  for (auto& u : users) y += "  - {token: " + RandomToken() + ", user: " + u[0] + "}\n";
+  y += "bindings:\n  - {role: platform-admin, user: admin}\n";
+  for (auto& u : users) {
+    if (u[1][0]) y += std::string("  - {role: tenant-admin, tenant: ") + u[1] + ", user: " + u[0] + "}\n";
+  }
+  y += "  - {role: viewer, user: vera}\n";
+  return y;
+}
+
+int Run(ServerArgs args) {
+  auto fail = [&](const Status& st) {
+    std::cerr << (args.up ? "fabrica up: " : "fabrica server: ") << st.message() << "\n";
+    return 2;
+  };
+  mkdir(args.data.c_str(), 0700);
+  struct stat sb;
+  if (stat(args.data.c_str(), &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+    return fail(InvalidArgument("--data '" + args.data + "' is not a directory"));
+  }
+  const std::string host = args.listen.substr(0, args.listen.rfind(':'));
+  if (!args.plain_http) {
+    Status st = EnsureServerCertificates(args.data, {"localhost", "127.0.0.1", host});
+    if (!st.ok()) return fail(st);
+  }
+  if (args.auth_file.empty()) {
+    args.auth_file = args.data + "/auth.yaml";
+    if (stat(args.auth_file.c_str(), &sb) != 0) {
+      if (!args.up) return fail(InvalidArgument("no --auth file, and " + args.auth_file + " does not exist"));
+      Status st = WriteFile(args.auth_file, DefaultAuthYaml(), 0600);
+      if (!st.ok()) return fail(st);
+    }
+  }
+  auto auth_text = sim::ReadFile(args.auth_file);
+  if (!auth_text.ok()) return fail(auth_text.status());
+  auto auth = Authorizer::Parse(*auth_text, args.auth_file);
+  if (!auth.ok()) return fail(auth.status());
+
+  auto store = OpenSqliteStore(args.data + "/store.db");
+  if (!store.ok()) return fail(store.status());
+  RealClock clock(args.time_scale);
+  Metrics metrics;
+  ApiServer api(**store, *auth, clock, &metrics);
+
+  HttpServerOptions options;
+  options.listen = args.listen;
+  options.tls = !args.plain_http;
+  options.cert_file = args.data + "/server.crt";
+  options.key_file = args.data + "/server.key";
+  HttpServer server(options, [&api](const HttpRequest& r) { return api.Handle(r); });
+  Status started = server.Start();
+  if (!started.ok()) return fail(started);
+  const std::string url = std::string(args.plain_http ? "http" : "https") + "://" + host + ":" +
+                          std::to_string(server.port());
+
+  // The admin token, for the bootstrap below and the fabctl config.
+  std::string admin_token;
+  {
+    auto doc = LoadYaml(*auth_text, args.auth_file);
+    if (doc.ok() && (*doc)["tokens"]) {
+      for (const auto& t : (*doc)["tokens"]) {
+        if (t["user"] && t["user"].Scalar() == "admin") admin_token = t["token"].Scalar();
+      }
+    }
+  }
+  ClientOptions client;
+  client.server = url;
+  client.ca_file = args.plain_http ? "" : args.data + "/ca.crt";
+
+  Fleet fleet;
+  std::string fleet_text;
+  if (!args.fleet_file.empty()) {
+    auto text = sim::ReadFile(args.fleet_file);
+    if (!text.ok()) return fail(text.status());
+    fleet_text = *text;
+  } else if (args.up) {
+    fleet_text = kDefaultFleetYaml;
+  }
+  if (!fleet_text.empty()) {
+    auto parsed = ParseFleetYaml(fleet_text, args.fleet_file.empty() ? "embedded fleet" : args.fleet_file);
+    if (!parsed.ok()) return fail(parsed.status());
+    fleet = *parsed;
+  }
+  if (args.up && !admin_token.empty()) {
+    // Example tenants, through the API like any client.
+    ClientOptions admin = client;
+    admin.token = admin_token;
+    HttpClient http(admin);
+    auto manifest = ParseManifestYaml(kDefaultTenantsYaml, "embedded tenants");
+    for (const Tenant& t : manifest->tenants) {
+      json obj = {{"apiVersion", "fabrica.dev/v1"}, {"kind", "Tenant"},
+                  {"metadata", {{"name", t.name.str()}}},
+                  {"spec", {{"trust", TrustLevelName(t.trust)}, {"trustDomain", t.trust_domain}}}};
+      auto r = http.Do("POST", "/apis/fabrica.dev/v1/tenants", obj.dump());
+      if (!r.ok()) return fail(r.status());
+    }
+  }
+  std::map<std::string, std::string> node_tokens;
+  for (const Node& n : fleet.nodes) {
+    auto token = api.IssueNodeToken(n.name.str());
+    if (!token.ok()) return fail(token.status());
+    node_tokens[n.name.str()] = *token;
+  }
+  SimulatedFleet agents(fleet, client, node_tokens, clock);
+  if (!fleet.nodes.empty()) {
+    Status first = agents.Tick();  // register and heartbeat before the first scheduling cycle
+    if (!first.ok()) std::cerr << "simulated nodes: " << first.message() << "\n";
+    agents.Start(static_cast<int64_t>(std::max(20.0, 1000.0 / args.time_scale)));
+  }
+
+  SchedulerOptions sched_options;
+  sched_options.policy = args.policy;
+  Scheduler scheduler(**store, clock, sched_options, &metrics);
+  std::atomic<bool> stop_scheduler{false};
+  const int64_t interval_wall_ms = static_cast<int64_t>(std::max(20.0, 1000.0 / args.time_scale));
+  std::thread scheduler_thread([&] {
+    while (!stop_scheduler) {
+      auto stats = scheduler.RunOnce();
+      if (!stats.ok()) std::cerr << "scheduler: " << stats.status().message() << "\n";
+      std::this_thread::sleep_for(std::chrono::milliseconds(interval_wall_ms));
+    }
+  });
+
+  const std::string config_path = args.data + "/fabctl.yaml";
+  if (!admin_token.empty()) {
+    std::string cfg = "server: " + url + "\ntoken: " + admin_token + "\n";
+    if (!args.plain_http) cfg += "ca: " + args.data + "/ca.crt\n";
+    (void)WriteFile(config_path, cfg, 0600);
+  }
+  std::printf("fabrica %s listening on %s (time x%.0f), data in %s\n", args.up ? "factory" : "server",
+              url.c_str(), args.time_scale, args.data.c_str());
+  if (args.up) {
+    std::printf("%zu simulated nodes; tenants team-a, team-b (trust domain research), team-c, partner-x (untrusted)\n",
+                fleet.nodes.size());
+    std::printf("Try:\n  export FABRICA_CONFIG=%s\n  build/release/src/cli/fabctl get nodes\n"
+                "  build/release/src/cli/fabctl apply -f examples/demo.yaml\n"
+                "  build/release/src/cli/fabctl get workloads -A -w\n"
+                "Tokens for the example users are in %s/auth.yaml.\n",
+                config_path.c_str(), args.data.c_str());
+  }
+  std::fflush(stdout);
+
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  const auto began = std::chrono::steady_clock::now();
+  while (!g_stop) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (args.run_seconds > 0 &&
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count() >= args.run_seconds) {
+      break;
+    }
+  }
+  agents.Stop();
+  stop_scheduler = true;
+  scheduler_thread.join();
+  server.Stop();
+  std::printf("stopped\n");
+  return 0;
+}
+
+void AddCommon(CLI::App* cmd, ServerArgs* a) {
+  cmd->add_option("--data", a->data, "data directory (store, certificates, auth file)");
+  cmd->add_option("--listen", a->listen, "host:port to listen on (port 0 picks one)");
+  cmd->add_option("--auth", a->auth_file, "auth file: tokens and role bindings");
+  cmd->add_option("--fleet", a->fleet_file, "fleet YAML of nodes to simulate in-process");
+  cmd->add_option("--policy", a->policy, "placement policy");
+  cmd->add_option("--time-scale", a->time_scale, "run virtual time this many times faster")
+      ->check(CLI::Range(0.01, 100000.0));
+  cmd->add_flag("--plain-http", a->plain_http, "serve plain HTTP (tests only)");
+  cmd->add_option("--run-seconds", a->run_seconds, "stop after this many seconds (0: on a signal)");
+}
+
+}  // namespace
+
+void AddServerCommands(CLI::App& app, int* exit_code) {
+  auto server_args = std::make_shared<ServerArgs>();
+  CLI::App* server = app.add_subcommand("server", "Run the control plane");
+  AddCommon(server, server_args.get());
+  server->callback([server_args, exit_code] { *exit_code = Run(*server_args); });
+
+  auto up_args = std::make_shared<ServerArgs>();
+  up_args->up = true;
+  up_args->time_scale = 60;
+  CLI::App* up = app.add_subcommand(
+      "up", "Start a local factory: server, simulated nodes, example tenants, fabctl config");
+  AddCommon(up, up_args.get());
+  up->callback([up_args, exit_code] { *exit_code = Run(*up_args); });
+}
+
+}  // namespace fabrica::cli

@@ -1,0 +1,52 @@
+// Clock: the one source of time for the server, its controllers and the simulated agents.
+//
+// The pure core never reads a clock; everything above it takes time from a Clock. RealClock runs
+// `scale` times faster than the wall clock from the moment it is made (scale 1 = real time), so
+// that an hour of factory life — workload durations, heartbeats, timeouts — passes in seconds in
+// tests and demos. ManualClock is advanced by hand in tests. Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace fabrica {
+
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  // Milliseconds since the Unix epoch, in this clock's time.
+  virtual int64_t NowMs() const = 0;
+  // How much faster than the wall clock this clock runs.
+  virtual double scale() const { return 1.0; }
+};
+
+class RealClock : public Clock {
+ public:
+  explicit RealClock(double scale = 1.0);
+  int64_t NowMs() const override;
+  double scale() const override { return scale_; }
+
+ private:
+  double scale_;
+  int64_t start_epoch_ms_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+class ManualClock : public Clock {
+ public:
+  explicit ManualClock(int64_t start_ms = 1'700'000'000'000) : now_ms_(start_ms) {}
+  int64_t NowMs() const override { return now_ms_.load(); }
+  void AdvanceMs(int64_t ms) { now_ms_ += ms; }
+
+ private:
+  std::atomic<int64_t> now_ms_;
+};
+
+// RFC 3339 UTC with milliseconds, e.g. 2026-11-30T08:40:18.123Z.
+std::string FormatTimestamp(int64_t epoch_ms);
+// Parses what FormatTimestamp writes (and the same without milliseconds); -1 when malformed.
+int64_t ParseTimestamp(const std::string& text);
+
+}  // namespace fabrica

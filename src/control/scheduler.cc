@@ -1,0 +1,268 @@
+#include "control/scheduler.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "api/metrics.h"
+#include "core/fleet.h"
+#include "core/workload.h"
+#include "sched/placer.h"
+
+namespace fabrica {
+namespace {
+
+using json = nlohmann::json;
+
+struct StoredWorkload {
+  KeyValue kv;
+  json obj;
+  Workload w;
+  std::vector<PodRequest> pods;
+  Status request_error;
+};
+
+bool Bound(const std::string& phase) { return phase == "Scheduled" || phase == "Running"; }
+
+}  // namespace
+
+Scheduler::Scheduler(Store& store, const Clock& clock, SchedulerOptions options, Metrics* metrics)
+    : store_(store), clock_(clock), options_(std::move(options)), metrics_(metrics) {}
+
+Result<CycleStats> Scheduler::RunOnce() {
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t now = clock_.NowMs();
+  CycleStats stats;
+
+  // Tenants.
+  ASSIGN_OR_RETURN(ListResult tenant_list, store_.List("/registry/tenants/", "", 0));
+  std::vector<Tenant> tenants;
+  for (const KeyValue& kv : tenant_list.items) {
+    auto m = ParseManifestYaml(kv.value, kv.key);
+    if (m.ok() && !m->tenants.empty()) tenants.push_back(m->tenants.front());
+  }
+
+  // Nodes: every registered node is in the fleet; readiness and cordons decide where new work
+  // may go.
+  ASSIGN_OR_RETURN(ListResult node_list, store_.List("/registry/nodes/", "", 0));
+  ASSIGN_OR_RETURN(ListResult lease_list, store_.List("/registry/leases/", "", 0));
+  std::map<std::string, int64_t> renewed;
+  for (const KeyValue& kv : lease_list.items) {
+    json l = json::parse(kv.value, nullptr, false);
+    if (l.is_discarded()) continue;
+    renewed[l["metadata"].value("name", "")] =
+        ParseTimestamp(l.value("spec", json::object()).value("renewTime", ""));
+  }
+  Fleet fleet;
+  std::set<std::string> unusable;
+  for (const KeyValue& kv : node_list.items) {
+    json n = json::parse(kv.value, nullptr, false);
+    if (n.is_discarded()) continue;
+    json spec = n.value("spec", json::object());
+    const std::string name = n["metadata"].value("name", "");
+    const bool cordoned = spec.value("unschedulable", false);
+    spec.erase("unschedulable");
+    spec["name"] = name;
+    auto parsed = ParseFleetYaml(json{{"nodes", json::array({spec})}}.dump(), kv.key);
+    if (!parsed.ok()) continue;
+    fleet.nodes.push_back(parsed->nodes.front());
+    auto it = renewed.find(name);
+    const bool ready = it != renewed.end() && it->second >= 0 && now - it->second <= options_.node_grace_ms;
+    if (cordoned || !ready) unusable.insert(name);
+    if (!ready) unusable.insert("!" + name);  // marks NotReady, for requeue
+  }
+  ClusterState state(fleet, tenants);
+  std::map<std::string, int> node_index;
+  for (int i = 0; i < state.node_count(); ++i) node_index[state.node(i).name.str()] = i;
+
+  // Workloads.
+  ASSIGN_OR_RETURN(ListResult workload_list, store_.List("/registry/workloads/", "", 0));
+  std::vector<StoredWorkload> pending;
+  std::map<std::string, double> allocated_by_tenant;
+  std::map<std::string, double> pending_by_queue;
+  for (const KeyValue& kv : workload_list.items) {
+    StoredWorkload sw;
+    sw.kv = kv;
+    sw.obj = json::parse(kv.value, nullptr, false);
+    if (sw.obj.is_discarded()) continue;
+    json for_parse = sw.obj;
+    for_parse["metadata"]["tenant"] = for_parse["metadata"].value("namespace", "");
+    for_parse["metadata"].erase("namespace");
+    auto m = ParseManifestYaml(for_parse.dump(), kv.key);
+    if (!m.ok() || m->workloads.empty()) continue;
+    sw.w = m->workloads.front();
+    for (const PodSet& ps : sw.w.pod_sets) {
+      auto r = state.MakeRequest(ps, sw.w.tenant);
+      if (!r.ok()) {
+        sw.request_error = r.status();
+        break;
+      }
+      for (int i = 0; i < ps.count; ++i) sw.pods.push_back(*r);
+    }
+    const json status = sw.obj.value("status", json::object());
+    const std::string phase = status.value("phase", "Pending");
+    if (Bound(phase)) {
+      // Account for it, unless its node is gone: then it goes back to the queue.
+      bool lost = false;
+      std::vector<Assignment> assignments;
+      const json& as = status.value("assignments", json::array());
+      for (const json& a : as) {
+        const std::string node = a.value("node", "");
+        auto it = node_index.find(node);
+        if (it == node_index.end() || unusable.count("!" + node)) {
+          lost = true;
+          break;
+        }
+        Assignment asg;
+        asg.node = it->second;
+        for (const json& d : a.value("devices", json::array())) {
+          DeviceShare share;
+          share.device = d.value("index", 0);
+          share.milli = d.value("gpuMilli", 0);
+          share.memory_mib = d.value("memoryMiB", 0);
+          share.mig_slice = d.value("migSlice", -1);
+          asg.devices.push_back(share);
+        }
+        assignments.push_back(asg);
+      }
+      if (lost || assignments.size() != sw.pods.size()) {
+        json patch = sw.obj;
+        patch["status"] = {{"phase", "Pending"},
+                           {"message", "requeued: its node stopped renewing its lease"},
+                           {"reason", "NodeLost"}};
+        if (store_.Put(kv.key, patch.dump(), kv.mod_revision).ok()) ++stats.requeued;
+        continue;
+      }
+      for (size_t i = 0; i < assignments.size(); ++i) state.Apply(assignments[i], sw.pods[i]);
+      for (const PodRequest& r : sw.pods) allocated_by_tenant[sw.w.tenant.str()] += r.total_gpu_milli() / 1000.0;
+      ++stats.running;
+      continue;
+    }
+    if (phase == "Pending") pending.push_back(std::move(sw));
+  }
+
+  // The typical mix for the policy: the pods of every known workload, bound or waiting.
+  std::map<std::tuple<int64_t, int64_t, int, uint64_t, int>, std::pair<PodRequest, double>> mix;
+  for (const StoredWorkload& sw : pending) {
+    for (const PodRequest& r : sw.pods) {
+      auto& e = mix[{r.cpu_milli, r.gpu_milli, r.num_gpu, r.model_mask, r.mig_profile}];
+      e.first = r;
+      e.second += 1;
+    }
+  }
+  std::vector<TypicalPod> typical;
+  double total = 0;
+  for (const auto& [k, e] : mix) total += e.second;
+  for (const auto& [k, e] : mix) typical.push_back(TypicalPod{e.first, e.second / total});
+  ASSIGN_OR_RETURN(std::unique_ptr<Policy> policy, MakePolicy(options_.policy, typical, &state));
+  Placer placer(*policy);
+  Rng rng(static_cast<uint64_t>(now));
+
+  // Work may not land on cordoned or NotReady nodes: hold them with a placeholder exclusive use
+  // for the cycle by placing only among usable nodes.
+  std::vector<int> usable_nodes;
+  for (int i = 0; i < state.node_count(); ++i) {
+    if (!unusable.count(state.node(i).name.str())) usable_nodes.push_back(i);
+  }
+
+  std::sort(pending.begin(), pending.end(), [](const StoredWorkload& a, const StoredWorkload& b) {
+    if (a.w.priority != b.w.priority) return a.w.priority > b.w.priority;
+    return a.kv.create_revision < b.kv.create_revision;
+  });
+  for (StoredWorkload& sw : pending) {
+    json status = sw.obj.value("status", json::object());
+    std::string message, reason;
+    std::vector<Assignment> placed;
+    if (!sw.request_error.ok()) {
+      message = sw.request_error.message();
+      reason = "Unschedulable";
+    } else {
+      GangPlacement g;
+      if (usable_nodes.size() == static_cast<size_t>(state.node_count())) {
+        g = placer.PlaceGang(state, sw.pods, sw.w.topology, rng);
+      } else {
+        // Restricting to usable nodes: place pod by pod among them (all or nothing).
+        g.outcome = Outcome::kPlaced;
+        for (const PodRequest& r : sw.pods) {
+          PodPlacement p = placer.PlaceIn(state, usable_nodes, r, rng);
+          if (p.outcome != Outcome::kPlaced) {
+            for (size_t i = g.pods.size(); i-- > 0;) state.Release(g.pods[i], sw.pods[i]);
+            g.pods.clear();
+            g.outcome = p.outcome;
+            g.reason = p.reason;
+            break;
+          }
+          state.Apply(p.assignment, r);
+          g.pods.push_back(p.assignment);
+        }
+      }
+      if (g.outcome == Outcome::kPlaced) {
+        placed = std::move(g.pods);
+      } else {
+        message = g.reason;
+        reason = g.outcome == Outcome::kInfeasible ? "Unschedulable" : "InsufficientCapacity";
+      }
+    }
+    json next = sw.obj;
+    if (!placed.empty()) {
+      json assignments = json::array();
+      size_t pod = 0;
+      for (const PodSet& ps : sw.w.pod_sets) {
+        for (int i = 0; i < ps.count; ++i, ++pod) {
+          const Assignment& a = placed[pod];
+          const Node& node = state.node(a.node);
+          json devices = json::array();
+          for (const DeviceShare& d : a.devices) {
+            json dj = {{"index", d.device}, {"uuid", node.devices[d.device].uuid}, {"gpuMilli", d.milli}};
+            if (d.memory_mib) dj["memoryMiB"] = d.memory_mib;
+            if (d.mig_slice >= 0) {
+              dj["migSlice"] = d.mig_slice;
+              dj["migProfile"] = node.devices[d.device].mig_slices[d.mig_slice];
+            }
+            devices.push_back(dj);
+          }
+          assignments.push_back({{"pod", ps.name + "-" + std::to_string(i)}, {"node", node.name.str()}, {"devices", devices}});
+        }
+      }
+      std::string isolation = "none";
+      switch (sw.pods.front().kind) {
+        case DeviceKind::kNone: isolation = "no GPU"; break;
+        case DeviceKind::kWhole: isolation = "whole GPUs"; break;
+        case DeviceKind::kMig: isolation = "MIG slice"; break;
+        case DeviceKind::kFraction: isolation = "fractional share within one trust domain"; break;
+      }
+      next["status"] = {{"phase", "Scheduled"},
+                        {"assignments", assignments},
+                        {"isolation", isolation},
+                        {"scheduledTime", FormatTimestamp(now)},
+                        {"conditions", {{{"type", "Scheduled"}, {"status", "True"}, {"lastTransitionTime", FormatTimestamp(now)}}}}};
+      if (store_.Put(sw.kv.key, next.dump(), sw.kv.mod_revision).ok()) {
+        ++stats.scheduled;
+        for (const PodRequest& r : sw.pods) allocated_by_tenant[sw.w.tenant.str()] += r.total_gpu_milli() / 1000.0;
+      }
+      continue;
+    }
+    ++stats.pending;
+    pending_by_queue["queue=\"" + PromLabel(sw.w.queue.empty() ? sw.w.tenant.str() : sw.w.queue.str()) + "\""] += 1;
+    if (status.value("message", "") != message || status.value("reason", "") != reason) {
+      next["status"] = {{"phase", "Pending"}, {"message", message}, {"reason", reason},
+                        {"conditions", {{{"type", "Scheduled"}, {"status", "False"}, {"reason", reason},
+                                         {"message", message}, {"lastTransitionTime", FormatTimestamp(now)}}}}};
+      (void)store_.Put(sw.kv.key, next.dump(), sw.kv.mod_revision);
+    }
+  }
+  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (metrics_) {
+    metrics_->SetGauge("fabrica_scheduler_cycle_seconds", "Duration of the last scheduling cycle.", "", stats.seconds);
+    metrics_->ReplaceGauge("fabrica_pending_workloads", "Pending workloads by queue.", pending_by_queue);
+    std::map<std::string, double> by_tenant;
+    for (const auto& [t, g] : allocated_by_tenant) by_tenant["tenant=\"" + PromLabel(t) + "\""] = g;
+    metrics_->ReplaceGauge("fabrica_gpus_allocated", "GPUs allocated by tenant.", by_tenant);
+  }
+  return stats;
+}
+
+}  // namespace fabrica

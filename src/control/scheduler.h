@@ -1,0 +1,50 @@
+// Scheduler: the controller that turns Pending workloads into placements.
+//
+// Each cycle reads the fleet (Nodes, their Leases), the Tenants and the Workloads from the store,
+// rebuilds a ClusterState with every bound workload's assignments applied, and places the
+// Pending ones with the pure placement core (sched/): highest priority first, then oldest; a
+// gang whole or not at all. A placed workload gets phase Scheduled with its assignments per pod
+// (node, GPU index and UUID, milli-GPU, memory, MIG slice) and the isolation mechanism; one that
+// does not fit keeps phase Pending with the placer's reason in status.message. Nodes whose lease
+// has not been renewed within the grace period are NotReady: their workloads go back to Pending
+// (requeue on node loss). Cordoned nodes (spec.unschedulable) take no new work.
+//
+// Writes are conditional on the revision read, so a concurrent user update wins and the
+// workload is looked at again next cycle. RunOnce is not re-entrant; call it from one thread.
+#pragma once
+
+#include <string>
+
+#include "control/clock.h"
+#include "store/store.h"
+
+namespace fabrica {
+
+class Metrics;
+
+struct SchedulerOptions {
+  std::string policy = "fabrica";
+  int64_t node_grace_ms = 40'000;  // lease age after which a node is NotReady
+};
+
+struct CycleStats {
+  int scheduled = 0;
+  int pending = 0;
+  int requeued = 0;
+  int running = 0;
+  double seconds = 0;
+};
+
+class Scheduler {
+ public:
+  Scheduler(Store& store, const Clock& clock, SchedulerOptions options, Metrics* metrics);
+  Result<CycleStats> RunOnce();
+
+ private:
+  Store& store_;
+  const Clock& clock_;
+  SchedulerOptions options_;
+  Metrics* metrics_;
+};
+
+}  // namespace fabrica

@@ -1,0 +1,155 @@
+#include "control/sim_agent.h"
+
+#include <nlohmann/json.hpp>
+
+namespace fabrica {
+
+using json = nlohmann::json;
+
+std::string NodeSpecJson(const Node& node) {
+  json spec = {{"cpu", FormatMilliCpu(node.cpu)},
+               {"memory", FormatMemoryMib(node.memory)},
+               {"numaNodes", node.numa_nodes}};
+  if (!node.rack.empty()) spec["rack"] = node.rack;
+  if (!node.leaf.empty()) spec["leaf"] = node.leaf;
+  if (!node.nvlink_domain.empty()) spec["nvlinkDomain"] = node.nvlink_domain;
+  if (!node.labels.empty()) spec["labels"] = node.labels;
+  json devices = json::array();
+  for (const Device& d : node.devices) {
+    json dj = {{"model", d.model}, {"uuid", d.uuid}, {"numa", d.numa_node}, {"ecc", d.ecc_enabled}};
+    if (!d.memory.IsZero()) dj["memory"] = FormatMemoryMib(d.memory);
+    if (!d.pcie_root.empty()) dj["pcieRoot"] = d.pcie_root;
+    if (!d.mig_slices.empty()) dj["mig"] = d.mig_slices;
+    if (!d.nvlink_peers.empty()) dj["nvlinkPeers"] = d.nvlink_peers;
+    devices.push_back(dj);
+  }
+  if (!devices.empty()) spec["devices"] = devices;
+  json nics = json::array();
+  for (const Nic& n : node.nics) {
+    nics.push_back({{"name", n.name}, {"numa", n.numa_node}, {"leaf", n.leaf}, {"gbps", n.gbps}});
+  }
+  if (!nics.empty()) spec["nics"] = nics;
+  return spec.dump();
+}
+
+struct SimulatedFleet::Agent {
+  const Node* node;
+  std::unique_ptr<HttpClient> client;
+  bool registered = false;
+  int64_t last_heartbeat_ms = -1;
+};
+
+SimulatedFleet::SimulatedFleet(Fleet fleet, ClientOptions client,
+                               std::map<std::string, std::string> tokens, const Clock& clock,
+                               int64_t heartbeat_ms)
+    : fleet_(std::move(fleet)), clock_(clock), heartbeat_ms_(heartbeat_ms) {
+  for (const Node& n : fleet_.nodes) {
+    auto a = std::make_unique<Agent>();
+    a->node = &n;
+    ClientOptions o = client;
+    o.token = tokens[n.name.str()];
+    a->client = std::make_unique<HttpClient>(o);
+    agents_.push_back(std::move(a));
+  }
+}
+
+SimulatedFleet::~SimulatedFleet() { Stop(); }
+
+void SimulatedFleet::StopNode(const std::string& node) {
+  std::lock_guard<std::mutex> lock(mu_);
+  stopped_.insert(node);
+}
+
+Status SimulatedFleet::Tick() {
+  Status first = Status::Ok();
+  for (auto& a : agents_) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopped_.count(a->node->name.str())) continue;
+    }
+    Status st = TickAgent(*a);
+    if (!st.ok() && first.ok()) first = st;
+  }
+  return first;
+}
+
+Status SimulatedFleet::TickAgent(Agent& a) {
+  const std::string name = a.node->name.str();
+  const std::string base = "/apis/fabrica.dev/v1";
+  auto check = [&](const Result<ClientResponse>& r, const char* what) -> Status {
+    if (!r.ok()) return r.status();
+    if (r->status >= 300) {
+      return Status(StatusCode::kInternal, "node " + name + ": " + what + " got HTTP " +
+                                               std::to_string(r->status) + ": " + r->body);
+    }
+    return Status::Ok();
+  };
+  if (!a.registered) {
+    json node = {{"apiVersion", "fabrica.dev/v1"}, {"kind", "Node"},
+                 {"metadata", {{"name", name}}}, {"spec", json::parse(NodeSpecJson(*a.node))}};
+    auto r = a.client->Do("POST", base + "/nodes", node.dump());
+    if (r.ok() && r->status == 409) {
+      a.registered = true;  // registered before a restart: keep the inventory as the server has it
+    } else {
+      RETURN_IF_ERROR(check(r, "register"));
+      a.registered = true;
+    }
+  }
+  const int64_t now = clock_.NowMs();
+  if (a.last_heartbeat_ms < 0 || now - a.last_heartbeat_ms >= heartbeat_ms_) {
+    json lease = {{"apiVersion", "fabrica.dev/v1"}, {"kind", "Lease"},
+                  {"metadata", {{"name", name}}},
+                  {"spec", {{"holderIdentity", name}, {"leaseDurationSeconds", 40}}}};
+    auto r = a.client->Do("PUT", base + "/leases/" + name, lease.dump());
+    if (r.ok() && r->status == 404) r = a.client->Do("POST", base + "/leases", lease.dump());
+    RETURN_IF_ERROR(check(r, "heartbeat"));
+    a.last_heartbeat_ms = now;
+  }
+  // Workloads assigned to this node: the server lists only those for a node identity.
+  auto list = a.client->Do("GET", base + "/workloads");
+  RETURN_IF_ERROR(check(list, "list workloads"));
+  json items = json::parse(list->body, nullptr, false);
+  if (items.is_discarded()) return Internal("node " + name + ": bad workload list");
+  for (const json& w : items.value("items", json::array())) {
+    const json status = w.value("status", json::object());
+    const std::string phase = status.value("phase", "");
+    const std::string path = base + "/namespaces/" + w["metadata"].value("namespace", "") +
+                             "/workloads/" + w["metadata"].value("name", "") + "/status";
+    json patch;
+    if (phase == "Scheduled") {
+      patch = {{"status", {{"phase", "Running"}, {"startTime", FormatTimestamp(now)},
+                           {"message", "running on " + name}}}};
+    } else if (phase == "Running") {
+      const int64_t duration_s = w.value("spec", json::object()).value("run", json::object()).value("durationSeconds", 0);
+      const int64_t started = ParseTimestamp(status.value("startTime", ""));
+      if (duration_s > 0 && started >= 0 && now - started >= duration_s * 1000) {
+        patch = {{"status", {{"phase", "Succeeded"}, {"completionTime", FormatTimestamp(now)},
+                             {"message", "completed"}}}};
+      }
+    }
+    if (patch.is_null()) continue;
+    // Several nodes may run pods of one gang; the first to report moves the phase.
+    auto r = a.client->Do("PATCH", path, patch.dump(), "application/merge-patch+json");
+    if (!r.ok()) return r.status();
+  }
+  return Status::Ok();
+}
+
+void SimulatedFleet::Start(int64_t tick_wall_ms) {
+  if (running_.exchange(true)) return;
+  thread_ = std::thread([this, tick_wall_ms] {
+    while (running_) {
+      (void)Tick();
+      for (int64_t slept = 0; slept < tick_wall_ms && running_; slept += 20) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }
+  });
+}
+
+void SimulatedFleet::Stop() {
+  if (!running_.exchange(false)) return;
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace fabrica

@@ -1,0 +1,54 @@
+// Simulated node agents: a whole fleet of nodes without GPUs, for `fabrica up`, demos and tests.
+//
+// Each simulated node behaves as the real agent will, over the same API and client code: it
+// registers its Node (inventory in the fleet schema), renews its Lease every heartbeat, watches
+// for workloads assigned to it, marks them Running, and after their declared duration
+// Succeeded. Nodes can be stopped (they stop heartbeating, as a crashed node would) to exercise
+// requeue on node loss. Time comes from the injected Clock. Tick() does one round for every node;
+// Start() runs rounds on a background thread. Not copyable; Tick from one thread at a time.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "client/http_client.h"
+#include "control/clock.h"
+#include "core/fleet.h"
+
+namespace fabrica {
+
+// The Node API object's spec for a node of the fleet schema (the inverse of the fleet parser).
+std::string NodeSpecJson(const Node& node);
+
+class SimulatedFleet {
+ public:
+  // `tokens`: node name -> bearer token. `client` gives the server address and CA.
+  SimulatedFleet(Fleet fleet, ClientOptions client, std::map<std::string, std::string> tokens,
+                 const Clock& clock, int64_t heartbeat_ms = 10'000);
+  ~SimulatedFleet();
+
+  Status Tick();
+  void Start(int64_t tick_wall_ms = 200);
+  void Stop();
+  // A stopped node no longer heartbeats nor runs workloads (a crash, for tests).
+  void StopNode(const std::string& node);
+
+ private:
+  struct Agent;
+  Status TickAgent(Agent& a);
+
+  Fleet fleet_;
+  const Clock& clock_;
+  int64_t heartbeat_ms_;
+  std::vector<std::unique_ptr<Agent>> agents_;
+  std::mutex mu_;
+  std::set<std::string> stopped_;
+  std::atomic<bool> running_{false};
+  std::thread thread_;
+};
+
+}  // namespace fabrica
