@@ -130,7 +130,13 @@ Status Authorizer::Check(const Principal& p, Verb verb, const std::string& resou
   if (HasRole(p, "platform-admin", "")) return Status::Ok();
   if (read && HasRole(p, "viewer", "")) return Status::Ok();
   if (resource == "workloads") {
-    if (ns.empty()) return deny();  // lists across tenants are for fleet-wide readers only
+    // A list or watch across tenants shows a tenant user only the tenants it may read (the
+    // server filters the items); a get, write or delete always names one tenant.
+    if (ns.empty()) {
+      return (verb == Verb::kList || verb == Verb::kWatch) && !ReadableTenantsOf(p).empty()
+                 ? Status::Ok()
+                 : deny();
+    }
     if (HasRole(p, "tenant-admin", ns) || HasRole(p, "tenant-member", ns)) return Status::Ok();
     if (read && HasRole(p, "viewer", ns)) return Status::Ok();
     return deny();

@@ -171,6 +171,9 @@ int Failed(const fabrica::Result<fabrica::ClientResponse>& r) {
   return 1;
 }
 
+// A scalar for a table cell: strings without quotes.
+std::string Plain(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+
 std::string Age(const json& obj) { return obj["metadata"].value("creationTimestamp", ""); }
 
 void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns) {
@@ -210,8 +213,8 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns)
     } else if (kind == "Node") {
       const json devs = spec.value("devices", json::array());
       rows.push_back({meta.value("name", ""), std::to_string(devs.size()),
-                      devs.empty() ? "-" : devs[0].value("model", ""), Scalar(spec.value("cpu", json(""))),
-                      Scalar(spec.value("memory", json(""))), spec.value("leaf", ""),
+                      devs.empty() ? "-" : devs[0].value("model", ""), Plain(spec.value("cpu", json(""))),
+                      Plain(spec.value("memory", json(""))), spec.value("leaf", ""),
                       spec.value("unschedulable", false) ? "false (cordoned)" : "true"});
     } else if (kind == "Tenant") {
       rows.push_back({meta.value("name", ""), spec.value("trust", "standard"),
@@ -455,7 +458,8 @@ int TopNodes(HttpClient& http) {
   auto workloads = http.Do("GET", "/apis/fabrica.dev/v1/workloads");
   std::map<std::string, std::map<int, int>> used;  // node -> gpu -> milli
   if (workloads.ok() && workloads->status == 200) {
-    for (const json& w : json::parse(workloads->body)["items"]) {
+    const json list = json::parse(workloads->body);
+    for (const json& w : list["items"]) {
       const json status = w.value("status", json::object());
       const std::string phase = status.value("phase", "");
       if (phase != "Scheduled" && phase != "Running") continue;
@@ -467,7 +471,8 @@ int TopNodes(HttpClient& http) {
     }
   }
   std::printf("%-12s %-6s %-8s %s\n", "NODE", "GPUS", "ALLOC", "PER-GPU (milli-GPU used)");
-  for (const json& n : json::parse(nodes->body)["items"]) {
+  const json node_list = json::parse(nodes->body);
+  for (const json& n : node_list["items"]) {
     const std::string name = n["metadata"].value("name", "");
     const size_t gpus = n.value("spec", json::object()).value("devices", json::array()).size();
     int total = 0;
