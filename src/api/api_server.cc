@@ -5,10 +5,9 @@
 #include <chrono>
 #include <list>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
-
-#include <nlohmann/json.hpp>
 
 #include "api/metrics.h"
 #include "core/fleet.h"
@@ -29,7 +28,7 @@ struct ResourceInfo {
   bool namespaced;
 };
 constexpr ResourceInfo kResources[] = {
-    {"tenants", "Tenant", false}, {"queues", "Queue", false},        {"nodes", "Node", false},
+    {"tenants", "Tenant", false}, {"queues", "Queue", false},      {"nodes", "Node", false},
     {"leases", "Lease", false},   {"workloads", "Workload", true},
 };
 
@@ -51,24 +50,39 @@ std::string Key(const ResourceInfo& r, const std::string& ns, const std::string&
 
 const char* ReasonFor(int code) {
   switch (code) {
-    case 400: return "BadRequest";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "NotFound";
-    case 405: return "MethodNotAllowed";
-    case 409: return "Conflict";
-    case 410: return "Expired";
-    case 413: return "RequestEntityTooLarge";
-    case 415: return "UnsupportedMediaType";
-    case 422: return "Invalid";
-    default: return code >= 500 ? "InternalError" : "Unknown";
+    case 400:
+      return "BadRequest";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "NotFound";
+    case 405:
+      return "MethodNotAllowed";
+    case 409:
+      return "Conflict";
+    case 410:
+      return "Expired";
+    case 413:
+      return "RequestEntityTooLarge";
+    case 415:
+      return "UnsupportedMediaType";
+    case 422:
+      return "Invalid";
+    default:
+      return code >= 500 ? "InternalError" : "Unknown";
   }
 }
 
 HttpResponse StatusResponse(int code, const std::string& message, const std::string& field = "") {
-  json j = {{"kind", "Status"},     {"apiVersion", "v1"},      {"metadata", json::object()},
-            {"status", code < 300 ? "Success" : "Failure"}, {"message", message},
-            {"reason", ReasonFor(code)}, {"code", code}};
+  json j = {{"kind", "Status"},
+            {"apiVersion", "v1"},
+            {"metadata", json::object()},
+            {"status", code < 300 ? "Success" : "Failure"},
+            {"message", message},
+            {"reason", ReasonFor(code)},
+            {"code", code}};
   if (!field.empty()) j["details"] = {{"causes", {{{"field", field}, {"message", message}}}}};
   HttpResponse r;
   r.status = code;
@@ -105,7 +119,8 @@ bool MatchesSelector(const json& obj, const std::string& selector) {
   size_t start = 0;
   while (start <= selector.size()) {
     size_t comma = selector.find(',', start);
-    std::string term = selector.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    std::string term =
+        selector.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     if (!term.empty()) {
       size_t ne = term.find("!="), eq = term.find('=');
       if (ne != std::string::npos) {
@@ -164,7 +179,10 @@ class Watcher : public StreamSource, public std::enable_shared_from_this<Watcher
   using Filter = std::function<bool(const WatchEvent&, json* object)>;
   Watcher(Store& store, std::string prefix, int64_t after, Filter filter,
           std::function<void(Watcher*)> on_end)
-      : store_(store), prefix_(std::move(prefix)), after_(after), filter_(std::move(filter)),
+      : store_(store),
+        prefix_(std::move(prefix)),
+        after_(after),
+        filter_(std::move(filter)),
         on_end_(std::move(on_end)) {}
 
   void Start(std::function<bool(std::string)> write, std::function<void()> finish) override {
@@ -208,8 +226,10 @@ class Watcher : public StreamSource, public std::enable_shared_from_this<Watcher
     if (cancelled_) return;
     for (const WatchEvent& e : events) {
       if (e.kv.key.rfind(prefix_, 0) != 0) continue;
-      if (replaying_) pending_.push_back(e);
-      else SendLocked(e);
+      if (replaying_)
+        pending_.push_back(e);
+      else
+        SendLocked(e);
     }
   }
 
@@ -254,7 +274,8 @@ struct ApiServer::Impl {
   std::mutex tokens_mu;
   std::map<std::string, std::string> node_tokens;  // token -> node
 
-  Impl(Store& s, Authorizer& a, const Clock& c, Metrics* m) : store(s), auth(a), clock(c), metrics(m) {
+  Impl(Store& s, Authorizer& a, const Clock& c, Metrics* m)
+      : store(s), auth(a), clock(c), metrics(m) {
     auto existing = store.List("/registry/nodetokens/", "", 0);
     if (existing.ok()) {
       for (const KeyValue& kv : existing->items) {
@@ -273,8 +294,11 @@ struct ApiServer::Impl {
 
   Result<Principal> Authenticate(const HttpRequest& req) {
     const std::string h = req.Header("authorization");
-    if (h.empty()) return Status(StatusCode::kUnauthenticated, "no credentials: send Authorization: Bearer <token>");
-    if (h.rfind("Bearer ", 0) != 0) return Status(StatusCode::kUnauthenticated, "only bearer tokens are accepted");
+    if (h.empty())
+      return Status(StatusCode::kUnauthenticated,
+                    "no credentials: send Authorization: Bearer <token>");
+    if (h.rfind("Bearer ", 0) != 0)
+      return Status(StatusCode::kUnauthenticated, "only bearer tokens are accepted");
     const std::string token = h.substr(7);
     {
       std::lock_guard<std::mutex> lock(tokens_mu);
@@ -296,9 +320,11 @@ struct ApiServer::Impl {
                         const std::string& name) {
     if (!obj.is_object()) return InvalidArgument("the body must be a JSON object");
     const std::string kind = obj.value("kind", info.kind);
-    if (kind != info.kind) return InvalidArgument("kind: expected " + std::string(info.kind) + ", got '" + kind + "'");
+    if (kind != info.kind)
+      return InvalidArgument("kind: expected " + std::string(info.kind) + ", got '" + kind + "'");
     const std::string api = obj.value("apiVersion", kGroupVersion);
-    if (api != kGroupVersion) return InvalidArgument("apiVersion: expected fabrica.dev/v1, got '" + api + "'");
+    if (api != kGroupVersion)
+      return InvalidArgument("apiVersion: expected fabrica.dev/v1, got '" + api + "'");
     obj["kind"] = info.kind;
     obj["apiVersion"] = kGroupVersion;
     if (!obj.contains("metadata") || !obj["metadata"].is_object()) {
@@ -306,7 +332,8 @@ struct ApiServer::Impl {
     }
     json& meta = obj["metadata"];
     if (!name.empty() && meta.value("name", name) != name) {
-      return InvalidArgument("metadata.name: '" + meta.value("name", "") + "' does not match the URL's '" + name + "'");
+      return InvalidArgument("metadata.name: '" + meta.value("name", "") +
+                             "' does not match the URL's '" + name + "'");
     }
     if (info.namespaced) {
       if (meta.contains("namespace") && meta["namespace"] != ns) {
@@ -318,7 +345,8 @@ struct ApiServer::Impl {
     const std::string source = "body";
     if (std::string(info.kind) == "Workload" || std::string(info.kind) == "Tenant") {
       json for_parse = obj;
-      if (info.namespaced) for_parse["metadata"].erase("namespace"), for_parse["metadata"]["tenant"] = ns;
+      if (info.namespaced)
+        for_parse["metadata"].erase("namespace"), for_parse["metadata"]["tenant"] = ns;
       auto m = ParseManifestYaml(for_parse.dump(), source);
       if (!m.ok()) return Status(StatusCode::kInvalidArgument, SpecPath(m.status().message()));
       if (std::string(info.kind) == "Workload") {
@@ -354,10 +382,17 @@ struct ApiServer::Impl {
       }
     }
     Status valid_name = ValidateName(meta.value("name", ""));
-    if (!valid_name.ok()) return Status(StatusCode::kInvalidArgument, "metadata.name: " + valid_name.message());
+    if (!valid_name.ok())
+      return Status(StatusCode::kInvalidArgument, "metadata.name: " + valid_name.message());
     for (const auto& [k, v] : meta.items()) {
-      static const std::set<std::string> known = {"name", "namespace", "labels", "annotations", "uid",
-                                                  "resourceVersion", "creationTimestamp", "generation"};
+      static const std::set<std::string> known = {"name",
+                                                  "namespace",
+                                                  "labels",
+                                                  "annotations",
+                                                  "uid",
+                                                  "resourceVersion",
+                                                  "creationTimestamp",
+                                                  "generation"};
       if (!known.count(k)) return InvalidArgument("metadata." + k + ": unknown field");
     }
     for (const auto& [k, v] : obj.items()) {
@@ -386,15 +421,17 @@ struct ApiServer::Impl {
     for (size_t i = 0; i < w.pod_sets.size(); ++i) {
       const PodSet& ps = w.pod_sets[i];
       if (ps.device.kind == DeviceKind::kWhole && ps.device.gpus > max_gpus) {
-        return InvalidArgument("spec.podSets[" + std::to_string(i) + "].devices.gpus: " +
-                               std::to_string(ps.device.gpus) + " GPUs per pod, but the largest node has " +
+        return InvalidArgument("spec.podSets[" + std::to_string(i) +
+                               "].devices.gpus: " + std::to_string(ps.device.gpus) +
+                               " GPUs per pod, but the largest node has " +
                                std::to_string(max_gpus));
       }
     }
     return Status::Ok();
   }
 
-  HttpResponse Handle(const HttpRequest& req, std::string* resource_label, std::string* verb_label) {
+  HttpResponse Handle(const HttpRequest& req, std::string* resource_label,
+                      std::string* verb_label) {
     if (req.path == "/healthz" || req.path == "/readyz" || req.path == "/livez") {
       HttpResponse r;
       r.content_type = "text/plain";
@@ -410,11 +447,14 @@ struct ApiServer::Impl {
       r.body = metrics ? metrics->Render() : "";
       return r;
     }
-    if (req.path == "/apis" || req.path == "/apis/" ) {
-      return JsonResponse(200, {{"kind", "APIGroupList"}, {"apiVersion", "v1"},
-                                {"groups", {{{"name", "fabrica.dev"},
-                                             {"versions", {{{"groupVersion", kGroupVersion}, {"version", "v1"}}}},
-                                             {"preferredVersion", {{"groupVersion", kGroupVersion}, {"version", "v1"}}}}}}});
+    if (req.path == "/apis" || req.path == "/apis/") {
+      return JsonResponse(
+          200, {{"kind", "APIGroupList"},
+                {"apiVersion", "v1"},
+                {"groups",
+                 {{{"name", "fabrica.dev"},
+                   {"versions", {{{"groupVersion", kGroupVersion}, {"version", "v1"}}}},
+                   {"preferredVersion", {{"groupVersion", kGroupVersion}, {"version", "v1"}}}}}}});
     }
     if (req.path.rfind(kApiPrefix, 0) != 0) return StatusResponse(404, "no such path: " + req.path);
     if (!principal.ok()) return ErrorFromStatus(principal.status());
@@ -425,7 +465,8 @@ struct ApiServer::Impl {
       size_t start = 0;
       while (start < rest.size()) {
         size_t slash = rest.find('/', start);
-        std::string part = rest.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
+        std::string part =
+            rest.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
         if (!part.empty()) parts.push_back(part);
         if (slash == std::string::npos) break;
         start = slash + 1;
@@ -434,11 +475,16 @@ struct ApiServer::Impl {
     if (parts.empty()) {
       json list = json::array();
       for (const ResourceInfo& r : kResources) {
-        list.push_back({{"name", r.plural}, {"kind", r.kind}, {"namespaced", r.namespaced},
-                        {"verbs", {"create", "delete", "get", "list", "patch", "update", "watch"}}});
+        list.push_back(
+            {{"name", r.plural},
+             {"kind", r.kind},
+             {"namespaced", r.namespaced},
+             {"verbs", {"create", "delete", "get", "list", "patch", "update", "watch"}}});
       }
-      return JsonResponse(200, {{"kind", "APIResourceList"}, {"apiVersion", "v1"},
-                                {"groupVersion", kGroupVersion}, {"resources", list}});
+      return JsonResponse(200, {{"kind", "APIResourceList"},
+                                {"apiVersion", "v1"},
+                                {"groupVersion", kGroupVersion},
+                                {"resources", list}});
     }
     std::string ns;
     if (parts[0] == "namespaces") {
@@ -454,14 +500,19 @@ struct ApiServer::Impl {
     }
     std::string name = parts.size() > 1 ? parts[1] : "";
     const bool status_sub = parts.size() > 2 && parts[2] == "status";
-    if (parts.size() > 3 || (parts.size() == 3 && !status_sub)) return StatusResponse(404, "no such path: " + req.path);
+    if (parts.size() > 3 || (parts.size() == 3 && !status_sub))
+      return StatusResponse(404, "no such path: " + req.path);
     if (info->namespaced && !name.empty() && ns.empty()) {
-      return StatusResponse(404, "workloads are addressed as /namespaces/<tenant>/workloads/<name>");
+      return StatusResponse(404,
+                            "workloads are addressed as /namespaces/<tenant>/workloads/<name>");
     }
 
     Verb verb;
     if (req.method == "GET") {
-      verb = name.empty() ? (req.query.count("watch") && req.query.at("watch") != "false" ? Verb::kWatch : Verb::kList) : Verb::kGet;
+      verb = name.empty()
+                 ? (req.query.count("watch") && req.query.at("watch") != "false" ? Verb::kWatch
+                                                                                 : Verb::kList)
+                 : Verb::kGet;
     } else if (req.method == "POST") {
       verb = Verb::kCreate;
     } else if (req.method == "PUT") {
@@ -474,8 +525,10 @@ struct ApiServer::Impl {
       return StatusResponse(405, "method " + req.method + " is not supported");
     }
     *verb_label = VerbName(verb);
-    if ((verb == Verb::kCreate && !name.empty()) || (verb != Verb::kCreate && verb != Verb::kList && verb != Verb::kWatch && name.empty())) {
-      return StatusResponse(405, std::string(VerbName(verb)) + " needs " + (name.empty() ? "a name in the URL" : "the collection URL"));
+    if ((verb == Verb::kCreate && !name.empty()) ||
+        (verb != Verb::kCreate && verb != Verb::kList && verb != Verb::kWatch && name.empty())) {
+      return StatusResponse(405, std::string(VerbName(verb)) + " needs " +
+                                     (name.empty() ? "a name in the URL" : "the collection URL"));
     }
     // A create names its object in the body; authorization needs that name (a node may create
     // only its own Node and Lease).
@@ -491,13 +544,18 @@ struct ApiServer::Impl {
     if (!allowed.ok()) return ErrorFromStatus(allowed);
 
     switch (verb) {
-      case Verb::kGet: return Get(*info, ns, name, *principal);
+      case Verb::kGet:
+        return Get(*info, ns, name, *principal);
       case Verb::kList:
-      case Verb::kWatch: return List(*info, ns, req, *principal, verb == Verb::kWatch);
-      case Verb::kCreate: return Create(*info, ns, req, *principal);
+      case Verb::kWatch:
+        return List(*info, ns, req, *principal, verb == Verb::kWatch);
+      case Verb::kCreate:
+        return Create(*info, ns, req, *principal);
       case Verb::kUpdate:
-      case Verb::kPatch: return Update(*info, ns, name, req, *principal, status_sub, verb == Verb::kPatch);
-      case Verb::kDelete: return Delete(*info, ns, name, req);
+      case Verb::kPatch:
+        return Update(*info, ns, name, req, *principal, status_sub, verb == Verb::kPatch);
+      case Verb::kDelete:
+        return Delete(*info, ns, name, req);
     }
     return StatusResponse(500, "unreachable");
   }
@@ -530,7 +588,8 @@ struct ApiServer::Impl {
 
   HttpResponse List(const ResourceInfo& info, const std::string& ns, const HttpRequest& req,
                     const Principal& p, bool watch) {
-    const std::string selector = req.query.count("labelSelector") ? req.query.at("labelSelector") : "";
+    const std::string selector =
+        req.query.count("labelSelector") ? req.query.at("labelSelector") : "";
     bool all = false;
     std::vector<std::string> tenants = auth.ReadableTenants(p, &all);
     if (!ns.empty()) {
@@ -569,22 +628,27 @@ struct ApiServer::Impl {
     int limit = 0;
     if (req.query.count("limit")) {
       auto l = ParseNonNegativeInt(req.query.at("limit"));
-      if (!l.ok() || *l > 100000) return StatusResponse(400, "limit: expected an integer up to 100000");
+      if (!l.ok() || *l > 100000)
+        return StatusResponse(400, "limit: expected an integer up to 100000");
       limit = static_cast<int>(*l);
     }
     const std::string cont = req.query.count("continue") ? req.query.at("continue") : "";
-    if (!cont.empty() && cont.rfind(prefix, 0) != 0) return StatusResponse(400, "continue: not a token of this list");
+    if (!cont.empty() && cont.rfind(prefix, 0) != 0)
+      return StatusResponse(400, "continue: not a token of this list");
     auto listed = store.List(prefix, cont, limit);
     if (!listed.ok()) return ErrorFromStatus(listed.status());
     json items = json::array();
     for (const KeyValue& kv : listed->items) {
       json obj = Materialize(kv);
-      if (Visible(info, obj, p, tenants, all) && MatchesSelector(obj, selector)) items.push_back(obj);
+      if (Visible(info, obj, p, tenants, all) && MatchesSelector(obj, selector))
+        items.push_back(obj);
     }
     json meta = {{"resourceVersion", std::to_string(listed->revision)}};
     if (listed->more && !listed->items.empty()) meta["continue"] = listed->items.back().key;
-    return JsonResponse(200, {{"kind", std::string(info.kind) + "List"}, {"apiVersion", kGroupVersion},
-                              {"metadata", meta}, {"items", items}});
+    return JsonResponse(200, {{"kind", std::string(info.kind) + "List"},
+                              {"apiVersion", kGroupVersion},
+                              {"metadata", meta},
+                              {"items", items}});
   }
 
   Result<json> DecodeBody(const HttpRequest& req, bool patch) {
@@ -592,10 +656,12 @@ struct ApiServer::Impl {
     type = type.substr(0, type.find(';'));
     if (patch) {
       if (type != "application/merge-patch+json") {
-        return Status(StatusCode::kInvalidArgument, "415:PATCH needs Content-Type application/merge-patch+json");
+        return Status(StatusCode::kInvalidArgument,
+                      "415:PATCH needs Content-Type application/merge-patch+json");
       }
     } else if (type != "application/json" && !type.empty()) {
-      return Status(StatusCode::kInvalidArgument, "415:unsupported media type '" + type + "': send application/json");
+      return Status(StatusCode::kInvalidArgument,
+                    "415:unsupported media type '" + type + "': send application/json");
     }
     json j = json::parse(req.body, nullptr, false);
     if (j.is_discarded()) return Status(StatusCode::kInvalidArgument, "400:malformed JSON body");
@@ -654,7 +720,8 @@ struct ApiServer::Impl {
         return ErrorFromStatus(current.status());
       }
       json stored = json::parse(current->value, nullptr, false);
-      if (!p.node.empty() && std::string(info.plural) == "workloads" && !AssignedTo(stored, p.node)) {
+      if (!p.node.empty() && std::string(info.plural) == "workloads" &&
+          !AssignedTo(stored, p.node)) {
         return StatusResponse(403, "node " + p.node + " may only update workloads assigned to it");
       }
       json next;
@@ -751,8 +818,10 @@ Result<std::string> ApiServer::IssueNodeToken(const std::string& node) {
   RETURN_IF_ERROR(impl_->store.Put("/registry/nodetokens/" + node, token, kAnyRevision).status());
   std::lock_guard<std::mutex> lock(impl_->tokens_mu);
   for (auto it = impl_->node_tokens.begin(); it != impl_->node_tokens.end();) {
-    if (it->second == node) it = impl_->node_tokens.erase(it);
-    else ++it;
+    if (it->second == node)
+      it = impl_->node_tokens.erase(it);
+    else
+      ++it;
   }
   impl_->node_tokens[token] = node;
   return token;

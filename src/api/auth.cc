@@ -8,13 +8,20 @@ namespace fabrica {
 
 const char* VerbName(Verb v) {
   switch (v) {
-    case Verb::kGet: return "get";
-    case Verb::kList: return "list";
-    case Verb::kWatch: return "watch";
-    case Verb::kCreate: return "create";
-    case Verb::kUpdate: return "update";
-    case Verb::kPatch: return "patch";
-    case Verb::kDelete: return "delete";
+    case Verb::kGet:
+      return "get";
+    case Verb::kList:
+      return "list";
+    case Verb::kWatch:
+      return "watch";
+    case Verb::kCreate:
+      return "create";
+    case Verb::kUpdate:
+      return "update";
+    case Verb::kPatch:
+      return "patch";
+    case Verb::kDelete:
+      return "delete";
   }
   return "?";
 }
@@ -119,7 +126,8 @@ Status Authorizer::Check(const Principal& p, Verb verb, const std::string& resou
       return Status::Ok();
     }
     if (resource == "nodes" && (verb == Verb::kList || verb == Verb::kWatch)) return deny();
-    if (resource == "workloads" && (verb == Verb::kList || verb == Verb::kWatch)) return Status::Ok();
+    if (resource == "workloads" && (verb == Verb::kList || verb == Verb::kWatch))
+      return Status::Ok();
     if (resource == "workloads" && status_subresource &&
         (verb == Verb::kGet || verb == Verb::kUpdate || verb == Verb::kPatch)) {
       return Status::Ok();  // the caller checks the workload is assigned to this node

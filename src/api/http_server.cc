@@ -55,8 +55,6 @@ namespace {
 constexpr size_t kMaxHeaderBytes = 64 * 1024;
 // A stream whose client reads slower than the source writes is cut off past this backlog.
 constexpr size_t kMaxQueuedStreamBytes = 16 * 1024 * 1024;
-// While a stream runs, bytes the client sends (a pipelined request) are kept up to this much.
-constexpr size_t kMaxBufferedWhileStreaming = 64 * 1024;
 // After an error response the rest of the request is read and dropped, so that closing the
 // socket with unread data does not reset the connection before the client read the response.
 constexpr size_t kMaxDrainBytes = 16 * 1024 * 1024;
@@ -442,10 +440,10 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
     }
   }
 
-  // A read whose only purpose is to notice EOF or a reset while the stream runs. Bytes that do
-  // arrive (a pipelined request) stay in buffer_ for the next request.
+  // A read whose only purpose is to notice EOF or a reset while the stream runs.
   void WatchForClient() {
-    if (buffer_.size() >= kMaxBufferedWhileStreaming) return;
+    // Bytes already buffered are a request waiting for its turn (see OnWatch).
+    if (buffer_.size() > 0) return;
     watch_pending_ = true;
     stream_.async_read_some(buffer_.prepare(4096),
                             [self = this->shared_from_this()](beast::error_code ec, size_t n) {
@@ -457,9 +455,12 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
     watch_pending_ = false;
     if (closed_) return;
     if (ec) return Close();  // the client went away: cancels the stream if it still runs
+    // Bytes from the client are its next request: sent as soon as it saw the last chunk (perhaps
+    // before this strand saw that write complete), or pipelined. They wait in buffer_ for DoRead.
+    // Reading on would wait for bytes the client will not send before it has its answer, so the
+    // watch ends here; a client that vanishes now is noticed by a failed write or the watchdog.
     buffer_.commit(n);
-    if (stream_active_) return WatchForClient();
-    // The stream has ended while this read was pending; these bytes begin the next request.
+    if (stream_active_) return;
     DisarmWatchdog();
     DoRead();
   }

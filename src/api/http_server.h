@@ -26,9 +26,9 @@
 namespace fabrica {
 
 struct HttpRequest {
-  std::string method;  // "GET", "POST", ...
-  std::string target;  // path and query as sent
-  std::string path;    // percent-decoded path, without the query
+  std::string method;                          // "GET", "POST", ...
+  std::string target;                          // path and query as sent
+  std::string path;                            // percent-decoded path, without the query
   std::map<std::string, std::string> query;    // percent-decoded query parameters
   std::map<std::string, std::string> headers;  // names lower-cased
   std::string body;

@@ -24,7 +24,8 @@ std::string PromLabel(const std::string& value) {
 void Metrics::ObserveRequest(const std::string& verb, const std::string& resource, int code,
                              double seconds) {
   std::lock_guard<std::mutex> lock(mu_);
-  const std::string base = "verb=\"" + PromLabel(verb) + "\",resource=\"" + PromLabel(resource) + "\"";
+  const std::string base =
+      "verb=\"" + PromLabel(verb) + "\",resource=\"" + PromLabel(resource) + "\"";
   requests_[base + ",code=\"" + std::to_string(code) + "\""] += 1;
   Histogram& h = latencies_[base];
   if (h.buckets.empty()) h.buckets.assign(kBounds.size(), 0);
@@ -72,7 +73,8 @@ std::string Metrics::Render() const {
            std::to_string(h.count) + "\n";
     std::snprintf(num, sizeof(num), "%.6f", h.sum);
     out += "fabrica_api_request_duration_seconds_sum{" + labels + "} " + num + "\n";
-    out += "fabrica_api_request_duration_seconds_count{" + labels + "} " + std::to_string(h.count) + "\n";
+    out += "fabrica_api_request_duration_seconds_count{" + labels + "} " + std::to_string(h.count) +
+           "\n";
   }
   for (const auto& [name, g] : gauges_) {
     out += "# HELP " + name + " " + g.help + "\n# TYPE " + name + " gauge\n";

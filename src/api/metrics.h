@@ -33,8 +33,8 @@ class Metrics {
     std::map<std::string, double> series;
   };
   mutable std::mutex mu_;
-  std::map<std::string, uint64_t> requests_;        // labels -> count
-  std::map<std::string, Histogram> latencies_;      // labels (verb, resource) -> histogram
+  std::map<std::string, uint64_t> requests_;    // labels -> count
+  std::map<std::string, Histogram> latencies_;  // labels (verb, resource) -> histogram
   std::map<std::string, Gauge> gauges_;
 };
 

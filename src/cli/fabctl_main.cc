@@ -4,16 +4,15 @@
 // ~/.fabrica/config, else ./fabrica-data/fabctl.yaml, as `fabrica up` writes it), the
 // FABRICA_SERVER / FABRICA_TOKEN environment variables, then the --server/--token/--ca flags.
 #include <sys/stat.h>
+#include <yaml-cpp/yaml.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <map>
-#include <sstream>
-
-#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
-#include <yaml-cpp/yaml.h>
+#include <sstream>
 
 #include "client/http_client.h"
 #include "sim/openb.h"
@@ -29,8 +28,10 @@ struct Resource {
   const char* kind;
   bool namespaced;
 };
-const Resource kResources[] = {{"workloads", "Workload", true}, {"tenants", "Tenant", false},
-                               {"nodes", "Node", false},         {"queues", "Queue", false},
+const Resource kResources[] = {{"workloads", "Workload", true},
+                               {"tenants", "Tenant", false},
+                               {"nodes", "Node", false},
+                               {"queues", "Queue", false},
                                {"leases", "Lease", false}};
 
 const Resource* ResourceByName(const std::string& name) {
@@ -85,8 +86,8 @@ void PrintYaml(const json& j, int indent, std::ostream& out);
 std::string Scalar(const json& v) {
   if (v.is_string()) {
     const std::string s = v.get<std::string>();
-    if (s.empty() || s.find_first_of(":#{}[],&*!|>'\"%@`") != std::string::npos ||
-        s == "true" || s == "false" || s.find_first_not_of("0123456789.-") == std::string::npos) {
+    if (s.empty() || s.find_first_of(":#{}[],&*!|>'\"%@`") != std::string::npos || s == "true" ||
+        s == "false" || s.find_first_not_of("0123456789.-") == std::string::npos) {
       return json(s).dump();
     }
     return s;
@@ -166,7 +167,8 @@ int Failed(const fabrica::Result<fabrica::ClientResponse>& r) {
     return 1;
   }
   json j = json::parse(r->body, nullptr, false);
-  std::string msg = j.is_object() && j.contains("message") ? j["message"].get<std::string>() : r->body;
+  std::string msg =
+      j.is_object() && j.contains("message") ? j["message"].get<std::string>() : r->body;
   std::cerr << "Error from server (" << r->status << "): " << msg << "\n";
   return 1;
 }
@@ -196,10 +198,12 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns)
       int pods = 0;
       double gpus = 0;
       for (const json& ps : spec.value("podSets", json::array())) {
-        const int count = ps.contains("count") && ps["count"].is_number() ? ps["count"].get<int>() : 1;
+        const int count =
+            ps.contains("count") && ps["count"].is_number() ? ps["count"].get<int>() : 1;
         pods += count;
         const json dev = ps.value("devices", json::object());
-        if (dev.contains("gpus") && dev["gpus"].is_number()) gpus += count * dev["gpus"].get<double>();
+        if (dev.contains("gpus") && dev["gpus"].is_number())
+          gpus += count * dev["gpus"].get<double>();
       }
       std::string nodes;
       for (const json& a : status.value("assignments", json::array())) {
@@ -208,13 +212,15 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns)
       }
       char g[32];
       std::snprintf(g, sizeof(g), "%g", gpus);
-      rows.push_back({meta.value("namespace", ""), meta.value("name", ""), status.value("phase", ""),
-                      std::to_string(pods), g, nodes.empty() ? "-" : nodes, status.value("message", "")});
+      rows.push_back({meta.value("namespace", ""), meta.value("name", ""),
+                      status.value("phase", ""), std::to_string(pods), g,
+                      nodes.empty() ? "-" : nodes, status.value("message", "")});
     } else if (kind == "Node") {
       const json devs = spec.value("devices", json::array());
       rows.push_back({meta.value("name", ""), std::to_string(devs.size()),
-                      devs.empty() ? "-" : devs[0].value("model", ""), Plain(spec.value("cpu", json(""))),
-                      Plain(spec.value("memory", json(""))), spec.value("leaf", ""),
+                      devs.empty() ? "-" : devs[0].value("model", ""),
+                      Plain(spec.value("cpu", json(""))), Plain(spec.value("memory", json(""))),
+                      spec.value("leaf", ""),
                       spec.value("unschedulable", false) ? "false (cordoned)" : "true"});
     } else if (kind == "Tenant") {
       rows.push_back({meta.value("name", ""), spec.value("trust", "standard"),
@@ -233,7 +239,8 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns)
   for (const auto& row : rows) {
     for (size_t i = 0; i < row.size(); ++i) {
       if (i == 0 && kind == "Workload" && !with_ns) continue;
-      std::printf("%-*s%s", static_cast<int>(width[i]), row[i].c_str(), i + 1 < row.size() ? "   " : "\n");
+      std::printf("%-*s%s", static_cast<int>(width[i]), row[i].c_str(),
+                  i + 1 < row.size() ? "   " : "\n");
     }
   }
 }
@@ -249,7 +256,8 @@ void PrintObject(const json& o, const std::string& output) {
 int Get(Globals& g, HttpClient& http, const std::string& what, const std::string& name) {
   const Resource* r = ResourceByName(what);
   if (!r) {
-    std::cerr << "fabctl: unknown resource type '" << what << "' (workloads, tenants, nodes, queues, leases)\n";
+    std::cerr << "fabctl: unknown resource type '" << what
+              << "' (workloads, tenants, nodes, queues, leases)\n";
     return 2;
   }
   const std::string ns = g.all_namespaces ? "" : g.ns;
@@ -261,8 +269,10 @@ int Get(Globals& g, HttpClient& http, const std::string& what, const std::string
     auto resp = http.Do("GET", CollectionPath(*r, ns) + "/" + name);
     if (!resp.ok() || resp->status != 200) return Failed(resp);
     json o = json::parse(resp->body);
-    if (g.output == "json" || g.output == "yaml") PrintObject(o, g.output);
-    else PrintTable(*r, {o}, r->namespaced && g.all_namespaces);
+    if (g.output == "json" || g.output == "yaml")
+      PrintObject(o, g.output);
+    else
+      PrintTable(*r, {o}, r->namespaced && g.all_namespaces);
     return 0;
   }
   std::string path = CollectionPath(*r, ns);
@@ -278,21 +288,21 @@ int Get(Globals& g, HttpClient& http, const std::string& what, const std::string
   }
   if (!g.watch) return 0;
   const std::string rv = list["metadata"].value("resourceVersion", "0");
-  auto status = http.Stream(path + (path.find('?') == std::string::npos ? "?" : "&") +
-                                "watch=true&resourceVersion=" + rv,
-                            [&](const std::string& line) {
-                              json e = json::parse(line, nullptr, false);
-                              if (e.is_discarded()) return true;
-                              if (g.output == "json") {
-                                std::cout << e.dump() << std::endl;
-                              } else {
-                                std::printf("%-9s ", e.value("type", "").c_str());
-                                std::fflush(stdout);
-                                PrintTable(*r, {e["object"]}, r->namespaced && ns.empty());
-                              }
-                              std::fflush(stdout);
-                              return true;
-                            });
+  auto status = http.Stream(
+      path + (path.find('?') == std::string::npos ? "?" : "&") + "watch=true&resourceVersion=" + rv,
+      [&](const std::string& line) {
+        json e = json::parse(line, nullptr, false);
+        if (e.is_discarded()) return true;
+        if (g.output == "json") {
+          std::cout << e.dump() << std::endl;
+        } else {
+          std::printf("%-9s ", e.value("type", "").c_str());
+          std::fflush(stdout);
+          PrintTable(*r, {e["object"]}, r->namespaced && ns.empty());
+        }
+        std::fflush(stdout);
+        return true;
+      });
   if (!status.ok()) {
     std::cerr << "fabctl: " << status.status().message() << "\n";
     return 1;
@@ -315,7 +325,8 @@ fabrica::Result<std::vector<json>> ReadManifests(const std::string& file) {
       }
     }
   } catch (const YAML::Exception& e) {
-    return fabrica::InvalidArgument(file + ":" + std::to_string(e.mark.line + 1) + ": malformed YAML: " + e.msg);
+    return fabrica::InvalidArgument(file + ":" + std::to_string(e.mark.line + 1) +
+                                    ": malformed YAML: " + e.msg);
   }
   return out;
 }
@@ -343,7 +354,8 @@ int Apply(Globals& g, HttpClient& http, const std::string& file) {
     }
     const std::string ns = r->namespaced ? NamespaceOf(obj, g.ns) : "";
     if (r->namespaced && ns.empty()) {
-      std::cerr << "fabctl: " << obj["metadata"].value("name", "") << ": no tenant (metadata.namespace or -n)\n";
+      std::cerr << "fabctl: " << obj["metadata"].value("name", "")
+                << ": no tenant (metadata.namespace or -n)\n";
       rc = 1;
       continue;
     }
@@ -386,7 +398,8 @@ int Delete(Globals& g, HttpClient& http, const std::string& what, const std::str
     for (const json& obj : *docs) {
       const Resource* r = ResourceByKind(obj.value("kind", ""));
       if (!r) continue;
-      targets.push_back({r, {r->namespaced ? NamespaceOf(obj, g.ns) : "", obj["metadata"].value("name", "")}});
+      targets.push_back(
+          {r, {r->namespaced ? NamespaceOf(obj, g.ns) : "", obj["metadata"].value("name", "")}});
     }
   } else {
     const Resource* r = ResourceByName(what);
@@ -423,9 +436,12 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
   std::printf("Created:    %s\n", Age(o).c_str());
   if (std::string(r->kind) == "Workload") {
     std::printf("Phase:      %s\n", status.value("phase", "").c_str());
-    if (status.contains("message")) std::printf("Message:    %s\n", status.value("message", "").c_str());
-    if (status.contains("reason")) std::printf("Reason:     %s\n", status.value("reason", "").c_str());
-    if (status.contains("isolation")) std::printf("Isolation:  %s\n", status.value("isolation", "").c_str());
+    if (status.contains("message"))
+      std::printf("Message:    %s\n", status.value("message", "").c_str());
+    if (status.contains("reason"))
+      std::printf("Reason:     %s\n", status.value("reason", "").c_str());
+    if (status.contains("isolation"))
+      std::printf("Isolation:  %s\n", status.value("isolation", "").c_str());
     const json as = status.value("assignments", json::array());
     if (!as.empty()) std::printf("Assignments:\n");
     for (const json& a : as) {

@@ -8,6 +8,7 @@
 
 #include "core/fleet.h"
 #include "core/workload.h"
+#include "sched/frag.h"
 #include "sched/placer.h"
 #include "sim/openb.h"
 
@@ -60,7 +61,6 @@ int Run(const PlaceArgs& args) {
   // Every pod as a request; the mix of them is the typical workload the policy plans for.
   std::vector<std::vector<PodRequest>> requests(manifest->workloads.size());
   std::vector<Status> errors(manifest->workloads.size());
-  std::map<std::tuple<int64_t, int64_t, int, uint64_t, int>, std::pair<PodRequest, double>> mix;
   for (size_t w = 0; w < manifest->workloads.size(); ++w) {
     const Workload& wl = manifest->workloads[w];
     for (const PodSet& ps : wl.pod_sets) {
@@ -70,15 +70,11 @@ int Run(const PlaceArgs& args) {
         break;
       }
       for (int i = 0; i < ps.count; ++i) requests[w].push_back(*r);
-      auto& e = mix[{r->cpu_milli, r->gpu_milli, r->num_gpu, r->model_mask, r->mig_profile}];
-      e.first = *r;
-      e.second += ps.count;
     }
   }
-  std::vector<TypicalPod> typical;
-  double total = 0;
-  for (const auto& [k, e] : mix) total += e.second;
-  for (const auto& [k, e] : mix) typical.push_back(TypicalPod{e.first, e.second / total});
+  std::vector<PodRequest> all;
+  for (const auto& rs : requests) all.insert(all.end(), rs.begin(), rs.end());
+  const std::vector<TypicalPod> typical = TypicalMix(all);
   auto policy = MakePolicy(args.policy, typical, &state);
   if (!policy.ok()) return fail(policy.status());
   Placer placer(**policy);

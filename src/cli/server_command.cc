@@ -8,10 +8,9 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "api/api_server.h"
 #include "api/metrics.h"
@@ -64,12 +63,13 @@ Status WriteFile(const std::string& path, const std::string& text, mode_t mode) 
 // a viewer, each with a fresh random token.
 std::string DefaultAuthYaml() {
   std::string y = "# Written by `fabrica up`: bearer tokens and role bindings.\ntokens:\n";
-  const char* users[][2] = {{"admin", ""}, {"alice", "team-a"}, {"bob", "team-b"},
+  const char* users[][2] = {{"admin", ""},       {"alice", "team-a"},     {"bob", "team-b"},
                             {"carol", "team-c"}, {"xavier", "partner-x"}, {"vera", ""}};
   for (auto& u : users) y += "  - {token: " + RandomToken() + ", user: " + u[0] + "}\n";
   y += "bindings:\n  - {role: platform-admin, user: admin}\n";
   for (auto& u : users) {
-    if (u[1][0]) y += std::string("  - {role: tenant-admin, tenant: ") + u[1] + ", user: " + u[0] + "}\n";
+    if (u[1][0])
+      y += std::string("  - {role: tenant-admin, tenant: ") + u[1] + ", user: " + u[0] + "}\n";
   }
   y += "  - {role: viewer, user: vera}\n";
   return y;
@@ -93,7 +93,8 @@ int Run(ServerArgs args) {
   if (args.auth_file.empty()) {
     args.auth_file = args.data + "/auth.yaml";
     if (stat(args.auth_file.c_str(), &sb) != 0) {
-      if (!args.up) return fail(InvalidArgument("no --auth file, and " + args.auth_file + " does not exist"));
+      if (!args.up)
+        return fail(InvalidArgument("no --auth file, and " + args.auth_file + " does not exist"));
       Status st = WriteFile(args.auth_file, DefaultAuthYaml(), 0600);
       if (!st.ok()) return fail(st);
     }
@@ -144,7 +145,8 @@ int Run(ServerArgs args) {
     fleet_text = kDefaultFleetYaml;
   }
   if (!fleet_text.empty()) {
-    auto parsed = ParseFleetYaml(fleet_text, args.fleet_file.empty() ? "embedded fleet" : args.fleet_file);
+    auto parsed =
+        ParseFleetYaml(fleet_text, args.fleet_file.empty() ? "embedded fleet" : args.fleet_file);
     if (!parsed.ok()) return fail(parsed.status());
     fleet = *parsed;
   }
@@ -155,7 +157,8 @@ int Run(ServerArgs args) {
     HttpClient http(admin);
     auto manifest = ParseManifestYaml(kDefaultTenantsYaml, "embedded tenants");
     for (const Tenant& t : manifest->tenants) {
-      json obj = {{"apiVersion", "fabrica.dev/v1"}, {"kind", "Tenant"},
+      json obj = {{"apiVersion", "fabrica.dev/v1"},
+                  {"kind", "Tenant"},
                   {"metadata", {{"name", t.name.str()}}},
                   {"spec", {{"trust", TrustLevelName(t.trust)}, {"trustDomain", t.trust_domain}}}};
       auto r = http.Do("POST", "/apis/fabrica.dev/v1/tenants", obj.dump());
@@ -194,16 +197,19 @@ int Run(ServerArgs args) {
     if (!args.plain_http) cfg += "ca: " + args.data + "/ca.crt\n";
     (void)WriteFile(config_path, cfg, 0600);
   }
-  std::printf("fabrica %s listening on %s (time x%.0f), data in %s\n", args.up ? "factory" : "server",
-              url.c_str(), args.time_scale, args.data.c_str());
+  std::printf("fabrica %s listening on %s (time x%.0f), data in %s\n",
+              args.up ? "factory" : "server", url.c_str(), args.time_scale, args.data.c_str());
   if (args.up) {
-    std::printf("%zu simulated nodes; tenants team-a, team-b (trust domain research), team-c, partner-x (untrusted)\n",
-                fleet.nodes.size());
-    std::printf("Try:\n  export FABRICA_CONFIG=%s\n  build/release/src/cli/fabctl get nodes\n"
-                "  build/release/src/cli/fabctl apply -f examples/demo.yaml\n"
-                "  build/release/src/cli/fabctl get workloads -A -w\n"
-                "Tokens for the example users are in %s/auth.yaml.\n",
-                config_path.c_str(), args.data.c_str());
+    std::printf(
+        "%zu simulated nodes; tenants team-a, team-b (trust domain research), team-c, partner-x "
+        "(untrusted)\n",
+        fleet.nodes.size());
+    std::printf(
+        "Try:\n  export FABRICA_CONFIG=%s\n  build/release/src/cli/fabctl get nodes\n"
+        "  build/release/src/cli/fabctl apply -f examples/demo.yaml\n"
+        "  build/release/src/cli/fabctl get workloads -A -w\n"
+        "Tokens for the example users are in %s/auth.yaml.\n",
+        config_path.c_str(), args.data.c_str());
   }
   std::fflush(stdout);
 
@@ -213,7 +219,8 @@ int Run(ServerArgs args) {
   while (!g_stop) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     if (args.run_seconds > 0 &&
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count() >= args.run_seconds) {
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count() >=
+            args.run_seconds) {
       break;
     }
   }

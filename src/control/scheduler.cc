@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
-#include <set>
-
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "api/metrics.h"
 #include "core/fleet.h"
 #include "core/workload.h"
+#include "sched/frag.h"
 #include "sched/placer.h"
 
 namespace fabrica {
@@ -70,7 +70,8 @@ Result<CycleStats> Scheduler::RunOnce() {
     if (!parsed.ok()) continue;
     fleet.nodes.push_back(parsed->nodes.front());
     auto it = renewed.find(name);
-    const bool ready = it != renewed.end() && it->second >= 0 && now - it->second <= options_.node_grace_ms;
+    const bool ready =
+        it != renewed.end() && it->second >= 0 && now - it->second <= options_.node_grace_ms;
     if (cordoned || !ready) unusable.insert(name);
     if (!ready) unusable.insert("!" + name);  // marks NotReady, for requeue
   }
@@ -137,26 +138,19 @@ Result<CycleStats> Scheduler::RunOnce() {
         continue;
       }
       for (size_t i = 0; i < assignments.size(); ++i) state.Apply(assignments[i], sw.pods[i]);
-      for (const PodRequest& r : sw.pods) allocated_by_tenant[sw.w.tenant.str()] += r.total_gpu_milli() / 1000.0;
+      for (const PodRequest& r : sw.pods)
+        allocated_by_tenant[sw.w.tenant.str()] += r.total_gpu_milli() / 1000.0;
       ++stats.running;
       continue;
     }
     if (phase == "Pending") pending.push_back(std::move(sw));
   }
 
-  // The typical mix for the policy: the pods of every known workload, bound or waiting.
-  std::map<std::tuple<int64_t, int64_t, int, uint64_t, int>, std::pair<PodRequest, double>> mix;
-  for (const StoredWorkload& sw : pending) {
-    for (const PodRequest& r : sw.pods) {
-      auto& e = mix[{r.cpu_milli, r.gpu_milli, r.num_gpu, r.model_mask, r.mig_profile}];
-      e.first = r;
-      e.second += 1;
-    }
-  }
-  std::vector<TypicalPod> typical;
-  double total = 0;
-  for (const auto& [k, e] : mix) total += e.second;
-  for (const auto& [k, e] : mix) typical.push_back(TypicalPod{e.first, e.second / total});
+  // The expected mix for the policy: the pods waiting now.
+  std::vector<PodRequest> waiting;
+  for (const StoredWorkload& sw : pending)
+    waiting.insert(waiting.end(), sw.pods.begin(), sw.pods.end());
+  const std::vector<TypicalPod> typical = TypicalMix(waiting);
   ASSIGN_OR_RETURN(std::unique_ptr<Policy> policy, MakePolicy(options_.policy, typical, &state));
   Placer placer(*policy);
   Rng rng(static_cast<uint64_t>(now));
@@ -216,7 +210,8 @@ Result<CycleStats> Scheduler::RunOnce() {
           const Node& node = state.node(a.node);
           json devices = json::array();
           for (const DeviceShare& d : a.devices) {
-            json dj = {{"index", d.device}, {"uuid", node.devices[d.device].uuid}, {"gpuMilli", d.milli}};
+            json dj = {
+                {"index", d.device}, {"uuid", node.devices[d.device].uuid}, {"gpuMilli", d.milli}};
             if (d.memory_mib) dj["memoryMiB"] = d.memory_mib;
             if (d.mig_slice >= 0) {
               dj["migSlice"] = d.mig_slice;
@@ -224,40 +219,64 @@ Result<CycleStats> Scheduler::RunOnce() {
             }
             devices.push_back(dj);
           }
-          assignments.push_back({{"pod", ps.name + "-" + std::to_string(i)}, {"node", node.name.str()}, {"devices", devices}});
+          assignments.push_back({{"pod", ps.name + "-" + std::to_string(i)},
+                                 {"node", node.name.str()},
+                                 {"devices", devices}});
         }
       }
       std::string isolation = "none";
       switch (sw.pods.front().kind) {
-        case DeviceKind::kNone: isolation = "no GPU"; break;
-        case DeviceKind::kWhole: isolation = "whole GPUs"; break;
-        case DeviceKind::kMig: isolation = "MIG slice"; break;
-        case DeviceKind::kFraction: isolation = "fractional share within one trust domain"; break;
+        case DeviceKind::kNone:
+          isolation = "no GPU";
+          break;
+        case DeviceKind::kWhole:
+          isolation = "whole GPUs";
+          break;
+        case DeviceKind::kMig:
+          isolation = "MIG slice";
+          break;
+        case DeviceKind::kFraction:
+          isolation = "fractional share within one trust domain";
+          break;
       }
       next["status"] = {{"phase", "Scheduled"},
                         {"assignments", assignments},
                         {"isolation", isolation},
                         {"scheduledTime", FormatTimestamp(now)},
-                        {"conditions", {{{"type", "Scheduled"}, {"status", "True"}, {"lastTransitionTime", FormatTimestamp(now)}}}}};
+                        {"conditions",
+                         {{{"type", "Scheduled"},
+                           {"status", "True"},
+                           {"lastTransitionTime", FormatTimestamp(now)}}}}};
       if (store_.Put(sw.kv.key, next.dump(), sw.kv.mod_revision).ok()) {
         ++stats.scheduled;
-        for (const PodRequest& r : sw.pods) allocated_by_tenant[sw.w.tenant.str()] += r.total_gpu_milli() / 1000.0;
+        for (const PodRequest& r : sw.pods)
+          allocated_by_tenant[sw.w.tenant.str()] += r.total_gpu_milli() / 1000.0;
       }
       continue;
     }
     ++stats.pending;
-    pending_by_queue["queue=\"" + PromLabel(sw.w.queue.empty() ? sw.w.tenant.str() : sw.w.queue.str()) + "\""] += 1;
+    pending_by_queue["queue=\"" +
+                     PromLabel(sw.w.queue.empty() ? sw.w.tenant.str() : sw.w.queue.str()) + "\""] +=
+        1;
     if (status.value("message", "") != message || status.value("reason", "") != reason) {
-      next["status"] = {{"phase", "Pending"}, {"message", message}, {"reason", reason},
-                        {"conditions", {{{"type", "Scheduled"}, {"status", "False"}, {"reason", reason},
-                                         {"message", message}, {"lastTransitionTime", FormatTimestamp(now)}}}}};
+      next["status"] = {{"phase", "Pending"},
+                        {"message", message},
+                        {"reason", reason},
+                        {"conditions",
+                         {{{"type", "Scheduled"},
+                           {"status", "False"},
+                           {"reason", reason},
+                           {"message", message},
+                           {"lastTransitionTime", FormatTimestamp(now)}}}}};
       (void)store_.Put(sw.kv.key, next.dump(), sw.kv.mod_revision);
     }
   }
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (metrics_) {
-    metrics_->SetGauge("fabrica_scheduler_cycle_seconds", "Duration of the last scheduling cycle.", "", stats.seconds);
-    metrics_->ReplaceGauge("fabrica_pending_workloads", "Pending workloads by queue.", pending_by_queue);
+    metrics_->SetGauge("fabrica_scheduler_cycle_seconds", "Duration of the last scheduling cycle.",
+                       "", stats.seconds);
+    metrics_->ReplaceGauge("fabrica_pending_workloads", "Pending workloads by queue.",
+                           pending_by_queue);
     std::map<std::string, double> by_tenant;
     for (const auto& [t, g] : allocated_by_tenant) by_tenant["tenant=\"" + PromLabel(t) + "\""] = g;
     metrics_->ReplaceGauge("fabrica_gpus_allocated", "GPUs allocated by tenant.", by_tenant);

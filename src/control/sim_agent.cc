@@ -85,8 +85,10 @@ Status SimulatedFleet::TickAgent(Agent& a) {
     return Status::Ok();
   };
   if (!a.registered) {
-    json node = {{"apiVersion", "fabrica.dev/v1"}, {"kind", "Node"},
-                 {"metadata", {{"name", name}}}, {"spec", json::parse(NodeSpecJson(*a.node))}};
+    json node = {{"apiVersion", "fabrica.dev/v1"},
+                 {"kind", "Node"},
+                 {"metadata", {{"name", name}}},
+                 {"spec", json::parse(NodeSpecJson(*a.node))}};
     auto r = a.client->Do("POST", base + "/nodes", node.dump());
     if (r.ok() && r->status == 409) {
       a.registered = true;  // registered before a restart: keep the inventory as the server has it
@@ -97,7 +99,8 @@ Status SimulatedFleet::TickAgent(Agent& a) {
   }
   const int64_t now = clock_.NowMs();
   if (a.last_heartbeat_ms < 0 || now - a.last_heartbeat_ms >= heartbeat_ms_) {
-    json lease = {{"apiVersion", "fabrica.dev/v1"}, {"kind", "Lease"},
+    json lease = {{"apiVersion", "fabrica.dev/v1"},
+                  {"kind", "Lease"},
                   {"metadata", {{"name", name}}},
                   {"spec", {{"holderIdentity", name}, {"leaseDurationSeconds", 40}}}};
     auto r = a.client->Do("PUT", base + "/leases/" + name, lease.dump());
@@ -117,14 +120,19 @@ Status SimulatedFleet::TickAgent(Agent& a) {
                              "/workloads/" + w["metadata"].value("name", "") + "/status";
     json patch;
     if (phase == "Scheduled") {
-      patch = {{"status", {{"phase", "Running"}, {"startTime", FormatTimestamp(now)},
-                           {"message", "running on " + name}}}};
+      patch = {{"status",
+                {{"phase", "Running"},
+                 {"startTime", FormatTimestamp(now)},
+                 {"message", "running on " + name}}}};
     } else if (phase == "Running") {
-      const int64_t duration_s = w.value("spec", json::object()).value("run", json::object()).value("durationSeconds", 0);
+      const int64_t duration_s =
+          w.value("spec", json::object()).value("run", json::object()).value("durationSeconds", 0);
       const int64_t started = ParseTimestamp(status.value("startTime", ""));
       if (duration_s > 0 && started >= 0 && now - started >= duration_s * 1000) {
-        patch = {{"status", {{"phase", "Succeeded"}, {"completionTime", FormatTimestamp(now)},
-                             {"message", "completed"}}}};
+        patch = {{"status",
+                  {{"phase", "Succeeded"},
+                   {"completionTime", FormatTimestamp(now)},
+                   {"message", "completed"}}}};
       }
     }
     if (patch.is_null()) continue;

@@ -63,10 +63,12 @@ int Workload::pod_count() const {
 
 Status ValidateName(const std::string& name) {
   auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
-  if (name.empty() || name.size() > 63) return InvalidArgument("a name must have 1 to 63 characters");
+  if (name.empty() || name.size() > 63)
+    return InvalidArgument("a name must have 1 to 63 characters");
   for (char c : name) {
     if (!alnum(c) && c != '-') {
-      return InvalidArgument("'" + name + "' is not a valid name: use lower-case letters, digits and '-'");
+      return InvalidArgument("'" + name +
+                             "' is not a valid name: use lower-case letters, digits and '-'");
     }
   }
   if (!alnum(name.front()) || !alnum(name.back())) {

@@ -101,4 +101,34 @@ std::vector<std::pair<PodClassKey, double>> TypicalClasses(const std::vector<Pod
   return out;
 }
 
+std::vector<TypicalPod> TypicalMix(const std::vector<PodRequest>& pods, double popularity) {
+  using Key = std::tuple<int64_t, int64_t, int, uint64_t, int, int>;
+  std::map<Key, std::pair<PodRequest, int64_t>> classes;
+  for (const PodRequest& r : pods) {
+    auto& e = classes[Key{r.cpu_milli, r.gpu_milli, r.num_gpu, r.model_mask, r.mig_profile,
+                          static_cast<int>(r.kind)}];
+    if (e.second == 0 || r.memory_mib > e.first.memory_mib) e.first = r;
+    e.second += 1;
+  }
+  std::vector<std::pair<Key, std::pair<PodRequest, int64_t>>> sorted(classes.begin(),
+                                                                     classes.end());
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
+    if (a.second.second != b.second.second) return a.second.second > b.second.second;
+    return a.first > b.first;
+  });
+  const double target = popularity * static_cast<double>(pods.size());
+  int64_t cum = 0;
+  size_t take = 0;
+  while (take < sorted.size() && static_cast<double>(cum) < target)
+    cum += sorted[take++].second.second;
+  std::vector<TypicalPod> out;
+  for (size_t i = 0; i < take; ++i) {
+    PodRequest r = sorted[i].second.first;
+    r.tenant = -1;  // the mix describes shapes, not owners
+    out.push_back(
+        TypicalPod{r, static_cast<double>(sorted[i].second.second) / static_cast<double>(cum)});
+  }
+  return out;
+}
+
 }  // namespace fabrica

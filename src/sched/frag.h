@@ -60,4 +60,10 @@ struct PodClassKey {
 std::vector<std::pair<PodClassKey, double>> TypicalClasses(const std::vector<PodClassKey>& pods,
                                                            double popularity);
 
+// The same on pod requests: classes of equal CPU, per-GPU share, GPU count, allowed models and
+// MIG profile (a class's memory is the largest of its pods), most popular first until
+// `popularity` of the pods are covered, weights renormalised. What the server, `fabrica place`
+// and the bounds use as the expected mix.
+std::vector<TypicalPod> TypicalMix(const std::vector<PodRequest>& pods, double popularity = 1.0);
+
 }  // namespace fabrica

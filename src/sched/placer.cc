@@ -130,27 +130,24 @@ PodPlacement Placer::Place(const ClusterState& s, const PodRequest& req, Rng& rn
       k -= count;
     }
   }
-  int best_node = -1;
-  NodeChoice best;
-  for (int c : classes) {
-    const int n = s.class_nodes(c).front();  // the lowest index of its class
-    auto choice = policy_.Score(s, n, req);
-    if (!choice) continue;
-    if (best_node < 0 || choice->score > best.score ||
-        (choice->score == best.score && n < best_node)) {
-      best_node = n;
-      best = std::move(*choice);
-    }
-  }
-  if (best_node < 0) return Explain(s, req);
-  return Finish(s, best_node, best, req, rng);
+  // One node per class: the lowest index of its class.
+  return Best(s, req, rng, classes.size(),
+              [&](size_t i) { return s.class_nodes(classes[i]).front(); });
 }
 
 PodPlacement Placer::PlaceIn(const ClusterState& s, const std::vector<int>& nodes,
                              const PodRequest& req, Rng& rng) const {
+  return Best(s, req, rng, nodes.size(), [&](size_t i) { return nodes[i]; });
+}
+
+template <typename NodeAt>
+PodPlacement Placer::Best(const ClusterState& s, const PodRequest& req, Rng& rng, size_t count,
+                          NodeAt node_at) const {
+  // The highest score wins; ties go to the lowest node index.
   int best_node = -1;
   NodeChoice best;
-  for (int n : nodes) {
+  for (size_t i = 0; i < count; ++i) {
+    const int n = node_at(i);
     auto choice = policy_.Score(s, n, req);
     if (!choice) continue;
     if (best_node < 0 || choice->score > best.score ||

@@ -53,6 +53,9 @@ class Placer {
                   std::vector<Assignment>& out) const;
   PodPlacement Finish(const ClusterState& s, int node, const NodeChoice& choice,
                       const PodRequest& req, Rng& rng) const;
+  template <typename NodeAt>
+  PodPlacement Best(const ClusterState& s, const PodRequest& req, Rng& rng, size_t count,
+                    NodeAt node_at) const;
 
   const Policy& policy_;
 };

@@ -9,6 +9,7 @@
 #include <set>
 #include <tuple>
 
+#include "sched/frag.h"
 #include "sched/placer.h"
 #include "sched/policy.h"
 
@@ -17,7 +18,6 @@ namespace fabrica::sim {
 Result<double> OfflineAllocatedPct(const Fleet& fleet, const std::vector<TracePod>& pods,
                                    const std::string& policy_name) {
   ClusterState state(fleet);
-  std::vector<TypicalPod> typical;
   std::vector<std::pair<TracePod, PodRequest>> list;
   for (const TracePod& p : pods) {
     PodSet ps;
@@ -28,13 +28,9 @@ Result<double> OfflineAllocatedPct(const Fleet& fleet, const std::vector<TracePo
     list.emplace_back(p, r);
   }
   // The typical mix of the known pods, for the policies that need one.
-  std::map<std::tuple<int64_t, int64_t, int, uint64_t>, std::pair<PodRequest, double>> mix;
-  for (const auto& [p, r] : list) {
-    auto& e = mix[{r.cpu_milli, r.gpu_milli, r.num_gpu, r.model_mask}];
-    e.first = r;
-    e.second += 1.0 / static_cast<double>(list.size());
-  }
-  for (const auto& [k, e] : mix) typical.push_back(TypicalPod{e.first, e.second});
+  std::vector<PodRequest> requests;
+  for (const auto& [p, r] : list) requests.push_back(r);
+  const std::vector<TypicalPod> typical = TypicalMix(requests);
   ASSIGN_OR_RETURN(std::unique_ptr<Policy> policy, MakePolicy(policy_name, typical, &state));
   Placer placer(*policy);
   // Several orders, keeping the best packing: the arrival order itself, largest GPU request
@@ -127,7 +123,8 @@ Result<double> CeilingAllocatedPct(const Fleet& fleet, const std::vector<TracePo
   for (int64_t k = 1; k <= 12; ++k) {
     dffs.push_back([k](int64_t m) -> double {
       if (((k + 1) * m) % C == 0) return static_cast<double>(m);
-      return static_cast<double>(((k + 1) * m) / C) * static_cast<double>(C) / static_cast<double>(k);
+      return static_cast<double>(((k + 1) * m) / C) * static_cast<double>(C) /
+             static_cast<double>(k);
     });
   }
 

@@ -251,43 +251,20 @@ int64_t RequestedMilli(const Workload& w) {
   return milli;
 }
 
-std::string JoinModels(const std::vector<std::string>& models) {
-  std::string out;
-  for (const std::string& m : models) out += (out.empty() ? "" : "|") + m;
-  return out;
-}
-
 // FGD's typical pods of the mix, weighted by pod count. MIG pods are left out: the fragment
 // measure is about the free share of un-partitioned GPUs, which a MIG slice never uses, and a
 // 3g slice counted as a 0.43 GPU share would steer fractions as if it could use their leftovers.
 Result<std::vector<TypicalPod>> TypicalPods(const ClusterState& state,
                                             const std::vector<Workload>& workloads) {
-  std::vector<PodClassKey> keys;
-  std::map<PodClassKey, int64_t> memory;  // the largest memory of each class
+  std::vector<PodRequest> requests;
   for (const Workload& w : workloads) {
     for (const PodSet& ps : w.pod_sets) {
       if (ps.device.kind == DeviceKind::kMig) continue;
-      const int num_gpu = ps.device.kind == DeviceKind::kWhole      ? ps.device.gpus
-                          : ps.device.kind == DeviceKind::kFraction ? 1
-                                                                    : 0;
-      const int64_t milli = ps.device.kind == DeviceKind::kWhole      ? kMilliPerGpu
-                            : ps.device.kind == DeviceKind::kFraction ? ps.device.gpu_milli.value()
-                                                                      : 0;
-      PodClassKey key{ps.cpu.value(), milli, num_gpu, JoinModels(ps.device.models)};
-      for (int i = 0; i < ps.count; ++i) keys.push_back(key);
-      memory[key] = std::max(memory[key], ps.memory.value());
+      ASSIGN_OR_RETURN(PodRequest r, state.MakeRequest(ps, TenantId()));
+      requests.insert(requests.end(), ps.count, r);
     }
   }
-  std::vector<TypicalPod> out;
-  for (const auto& [key, weight] : TypicalClasses(keys, 0.95)) {
-    PodSet ps;
-    ps.cpu = MilliCpu(key.cpu_milli);
-    ps.memory = MemoryMib(memory[key]);
-    ASSIGN_OR_RETURN(ps.device, DeviceRequestFromTrace(key.num_gpu, key.gpu_milli, key.gpu_spec));
-    ASSIGN_OR_RETURN(PodRequest req, state.MakeRequest(ps, TenantId()));
-    out.push_back(TypicalPod{req, weight});
-  }
-  return out;
+  return TypicalMix(requests, 0.95);
 }
 
 // A workload as placement sees it: every pod's request, in pod-set order.
