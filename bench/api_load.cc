@@ -143,6 +143,7 @@ int main(int argc, char** argv) {
   ApiServer api(**store, *auth, clock, &metrics);
   HttpServerOptions options;
   options.listen = "127.0.0.1:0";
+  options.threads = 16;  // handlers block on the group commit: more of them make bigger groups
   options.cert_file = dir + "/server.crt";
   options.key_file = dir + "/server.key";
   HttpServer server(options, [&api](const HttpRequest& r) { return api.Handle(r); });

@@ -112,6 +112,20 @@ json Materialize(const KeyValue& kv) {
   return j;
 }
 
+// The stored text with its resourceVersion spliced in, without parsing: objects are stored as
+// nlohmann dumps them (keys sorted), so the first `"metadata":{` is the top-level metadata
+// (apiVersion and kind, which sort before it, are validated constants).
+std::string MaterializeText(const KeyValue& kv) {
+  static const std::string kMeta = "\"metadata\":{";
+  std::string out = kv.value;
+  const size_t pos = out.find(kMeta);
+  if (pos == std::string::npos) return Materialize(kv).dump();
+  const bool empty = out.size() > pos + kMeta.size() && out[pos + kMeta.size()] == '}';
+  out.insert(pos + kMeta.size(), "\"resourceVersion\":\"" + std::to_string(kv.mod_revision) +
+                                     (empty ? "\"" : "\","));
+  return out;
+}
+
 // label selector: "a=b,c!=d,e" (equality, inequality, existence).
 bool MatchesSelector(const json& obj, const std::string& selector) {
   if (selector.empty()) return true;
@@ -405,9 +419,32 @@ struct ApiServer::Impl {
   }
 
   // Rejects what no node of the registered fleet could ever run.
+  // The most GPUs any registered node has; recomputed after the nodes change (the store's
+  // revision of the node prefix is not tracked, so any write through the API to a node marks it
+  // stale; nodes are written only through the API).
+  std::atomic<int64_t> max_node_gpus{-1};
+
   Status CheckPossible(const Workload& w) {
+    int64_t max_gpus = max_node_gpus.load();
+    if (max_gpus < 0) {
+      max_gpus = LargestNode();
+      max_node_gpus = max_gpus;
+    }
+    if (max_gpus == 0) return Status::Ok();  // no fleet registered yet: nothing to compare with
+    for (size_t i = 0; i < w.pod_sets.size(); ++i) {
+      const PodSet& ps = w.pod_sets[i];
+      if (ps.device.kind == DeviceKind::kWhole && ps.device.gpus > max_gpus) {
+        return InvalidArgument("spec.podSets[" + std::to_string(i) + "].devices.gpus: " +
+                               std::to_string(ps.device.gpus) + " GPUs per pod, but the largest node has " +
+                               std::to_string(max_gpus));
+      }
+    }
+    return Status::Ok();
+  }
+
+  int64_t LargestNode() {
     auto nodes = store.List("/registry/nodes/", "", 0);
-    if (!nodes.ok() || nodes->items.empty()) return Status::Ok();
+    if (!nodes.ok() || nodes->items.empty()) return 0;
     int64_t max_gpus = 0;
     for (const KeyValue& kv : nodes->items) {
       json n = json::parse(kv.value, nullptr, false);
@@ -418,16 +455,7 @@ struct ApiServer::Impl {
       if (spec.contains("devices")) g = static_cast<int64_t>(spec["devices"].size());
       max_gpus = std::max(max_gpus, g);
     }
-    for (size_t i = 0; i < w.pod_sets.size(); ++i) {
-      const PodSet& ps = w.pod_sets[i];
-      if (ps.device.kind == DeviceKind::kWhole && ps.device.gpus > max_gpus) {
-        return InvalidArgument("spec.podSets[" + std::to_string(i) +
-                               "].devices.gpus: " + std::to_string(ps.device.gpus) +
-                               " GPUs per pod, but the largest node has " +
-                               std::to_string(max_gpus));
-      }
-    }
-    return Status::Ok();
+    return max_gpus;
   }
 
   HttpResponse Handle(const HttpRequest& req, std::string* resource_label,
@@ -569,11 +597,13 @@ struct ApiServer::Impl {
       }
       return ErrorFromStatus(kv.status());
     }
-    json obj = Materialize(*kv);
-    if (!p.node.empty() && std::string(info.plural) == "workloads" && !AssignedTo(obj, p.node)) {
+    if (!p.node.empty() && std::string(info.plural) == "workloads" &&
+        !AssignedTo(Materialize(*kv), p.node)) {
       return StatusResponse(403, "node " + p.node + " may only read workloads assigned to it");
     }
-    return JsonResponse(200, obj);
+    HttpResponse r;
+    r.body = MaterializeText(*kv);
+    return r;
   }
 
   // Whether principal `p` may see this object in a list or watch.
@@ -702,6 +732,7 @@ struct ApiServer::Impl {
       }
       return ErrorFromStatus(rev.status());
     }
+    if (std::string(info.plural) == "nodes") max_node_gpus = -1;
     o["metadata"]["resourceVersion"] = std::to_string(*rev);
     return JsonResponse(201, o);
   }
@@ -770,6 +801,7 @@ struct ApiServer::Impl {
         }
         return ErrorFromStatus(rev.status());
       }
+      if (std::string(info.plural) == "nodes") max_node_gpus = -1;
       o["metadata"]["resourceVersion"] = std::to_string(*rev);
       return JsonResponse(200, o);
     }
@@ -779,6 +811,7 @@ struct ApiServer::Impl {
   HttpResponse Delete(const ResourceInfo& info, const std::string& ns, const std::string& name,
                       const HttpRequest& req) {
     auto rev = store.Delete(Key(info, ns, name), kAnyRevision);
+    if (std::string(info.plural) == "nodes") max_node_gpus = -1;
     if (!rev.ok()) {
       if (rev.status().code() == StatusCode::kNotFound) {
         return StatusResponse(404, std::string(info.kind) + " '" + name + "' not found");

@@ -113,6 +113,7 @@ int Run(ServerArgs args) {
   HttpServerOptions options;
   options.listen = args.listen;
   options.tls = !args.plain_http;
+  options.threads = 16;  // handlers block on the group commit: more of them make bigger groups
   options.cert_file = args.data + "/server.crt";
   options.key_file = args.data + "/server.key";
   HttpServer server(options, [&api](const HttpRequest& r) { return api.Handle(r); });
