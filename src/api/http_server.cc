@@ -7,11 +7,11 @@
 // that connection only. StreamSource::write posts onto the strand through a StreamChannel.
 //
 // A connection's life: [TLS handshake] → read request → handler → write response → read ...
-// For a streaming response: write the header (chunked) → Start the source → one pending read
-// that only watches for the client going away, alongside chunk writes queued from the source →
-// last chunk → back to reading requests. Any error closes the connection (and cancels an
-// unfinished stream). Stop posts a close to every connection, waits for them to go, and destroys
-// the io_context, which frees whatever handlers were still queued.
+// For a streaming response: write the header (chunked) → Start the source → chunk writes queued
+// from the source, alongside one pending read that watches for the client going away (until it
+// sends its next request) → last chunk → back to reading requests. Any error closes the
+// connection and cancels an unfinished stream. Stop posts a close to every connection, waits for
+// them to go, and destroys the io_context, which frees whatever handlers were still queued.
 #include "api/http_server.h"
 
 #include <openssl/ssl.h>
@@ -177,42 +177,44 @@ class ConnectionBase {
   virtual void CancelStreamNow() = 0;
 };
 
-// The link from a StreamSource's write/finish functions to its connection. Every post happens
-// under the mutex, so once Close returns no chunk can reach the connection any more, and the
-// source's functions may outlive the connection (the weak_ptr then fails to lock).
+// The link from a StreamSource's write/finish functions to its connection. While the stream
+// runs it keeps the connection alive (no socket operation need be pending then); the connection
+// breaks that cycle by closing the channel when the stream ends, however it ends. Every post
+// happens under the mutex, so once Close returns no chunk can reach the connection any more,
+// and the source's functions may outlive the connection: they then return false.
 class StreamChannel {
  public:
-  explicit StreamChannel(std::weak_ptr<ConnectionBase> conn) : conn_(std::move(conn)) {}
+  explicit StreamChannel(std::shared_ptr<ConnectionBase> conn) : conn_(std::move(conn)) {}
 
   bool Write(std::string chunk) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (closed_ || finished_) return false;
-    std::shared_ptr<ConnectionBase> conn = conn_.lock();
-    if (!conn) return false;
-    conn->PostChunk(std::move(chunk));
+    if (!conn_ || finished_) return false;
+    conn_->PostChunk(std::move(chunk));
     return true;
   }
 
   void Finish() {
     std::lock_guard<std::mutex> lock(mu_);
-    if (closed_ || finished_) return;
+    if (!conn_ || finished_) return;
     finished_ = true;
-    if (std::shared_ptr<ConnectionBase> conn = conn_.lock()) conn->PostFinish();
+    conn_->PostFinish();
   }
 
-  // Closes the channel; returns true when the source had not finished, i.e. must be cancelled.
+  // Closes the channel and lets go of the connection; returns true when the source had not
+  // finished, i.e. must be cancelled. REQUIRES: called by the connection itself, which is
+  // therefore alive, so that dropping the reference here never destroys it.
   bool Close() {
+    std::shared_ptr<ConnectionBase> conn;
     std::lock_guard<std::mutex> lock(mu_);
-    if (closed_) return false;
-    closed_ = true;
+    if (!conn_) return false;
+    conn = std::move(conn_);
     return !finished_;
   }
 
  private:
   std::mutex mu_;
-  bool closed_ = false;
   bool finished_ = false;
-  std::weak_ptr<ConnectionBase> conn_;
+  std::shared_ptr<ConnectionBase> conn_;  // null once closed
 };
 
 using PlainStream = beast::tcp_stream;
@@ -231,9 +233,6 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
         watchdog_(stream_.get_executor()) {}
 
   ~Connection() override {
-    // The io_context's destructor may free a connection that never ran Close: its source must
-    // still hear that the stream is over.
-    EndStream();
     std::lock_guard<std::mutex> lock(shared_->mu);
     shared_->live.erase(this);
     shared_->cv.notify_all();
@@ -427,7 +426,7 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
     // leaving. Chunk writes are bounded by the watchdog instead (a tcp_stream has one deadline
     // for both directions).
     Tcp().expires_never();
-    channel_ = std::make_shared<StreamChannel>(this->weak_from_this());
+    channel_ = std::make_shared<StreamChannel>(this->shared_from_this());
     stream_active_ = true;
     WatchForClient();
     std::shared_ptr<StreamChannel> channel = channel_;
