@@ -1,0 +1,1257 @@
+// Tests for src/api/api_server and src/api/auth: ApiServer::Handle driven directly with
+// HttpRequest values (no network) over the in-memory store and a manual clock.
+//
+// The principals are those of a small factory: a platform admin, alice (tenant-admin of team-a),
+// bob (tenant-member of team-b), vera (fleet-wide viewer) and node n1 with an issued node token.
+// The authorization matrix runs every verb on every resource for every principal, each case on
+// a freshly seeded world so that one case's writes cannot change another's answer. Expected
+// answers come from the role descriptions in auth.h, not from the implementation.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "api/api_server.h"
+#include "api/auth.h"
+#include "control/clock.h"
+#include "known_bug.h"
+#include "store/store.h"
+
+namespace fabrica {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr char kApi[] = "/apis/fabrica.dev/v1";
+constexpr char kAdmin[] = "admin-token-0123456789";
+constexpr char kAlice[] = "alice-token-0123456789";
+constexpr char kBob[] = "bob-token-01234567890";
+constexpr char kVera[] = "vera-token-0123456789";
+
+constexpr char kAuthYaml[] = R"(tokens:
+  - {token: admin-token-0123456789, user: admin}
+  - {token: alice-token-0123456789, user: alice}
+  - {token: bob-token-01234567890, user: bob}
+  - {token: vera-token-0123456789, user: vera}
+bindings:
+  - {role: platform-admin, user: admin}
+  - {role: tenant-admin, tenant: team-a, user: alice}
+  - {role: tenant-member, tenant: team-b, user: bob}
+  - {role: viewer, user: vera}
+)";
+
+constexpr char kMergePatch[] = "application/merge-patch+json";
+
+// An HttpRequest as the server would decode it. `target` may carry a query ("?a=b&c=d"); its
+// values are taken literally (tests use no percent-encoding).
+HttpRequest MakeRequest(const std::string& method, const std::string& target,
+                        const std::string& token, const std::string& body = "",
+                        const std::string& content_type = "application/json") {
+  HttpRequest r;
+  r.method = method;
+  r.target = target;
+  const size_t q = target.find('?');
+  r.path = target.substr(0, q);
+  if (q != std::string::npos) {
+    std::string rest = target.substr(q + 1);
+    size_t start = 0;
+    while (start <= rest.size()) {
+      size_t amp = rest.find('&', start);
+      std::string kv = rest.substr(start, amp == std::string::npos ? amp : amp - start);
+      size_t eq = kv.find('=');
+      if (!kv.empty()) {
+        r.query[kv.substr(0, eq)] = eq == std::string::npos ? "" : kv.substr(eq + 1);
+      }
+      if (amp == std::string::npos) break;
+      start = amp + 1;
+    }
+  }
+  if (!token.empty()) r.headers["authorization"] = "Bearer " + token;
+  if (!body.empty() && !content_type.empty()) r.headers["content-type"] = content_type;
+  r.body = body;
+  r.peer = "127.0.0.1:40000";
+  return r;
+}
+
+json Parse(const HttpResponse& r) {
+  json j = json::parse(r.body, nullptr, false);
+  return j.is_discarded() ? json() : j;
+}
+
+// j[key] when j is an object and that is a string, else "" (never throws).
+std::string Str(const json& j, const std::string& key) {
+  if (!j.is_object() || !j.contains(key) || !j[key].is_string()) return "";
+  return j[key].get<std::string>();
+}
+
+std::string Message(const HttpResponse& r) { return Str(Parse(r), "message"); }
+
+// Paths.
+std::string Collection(const std::string& resource, const std::string& ns = "") {
+  return std::string(kApi) + (ns.empty() ? "" : "/namespaces/" + ns) + "/" + resource;
+}
+std::string Item(const std::string& resource, const std::string& ns, const std::string& name) {
+  return Collection(resource, ns) + "/" + name;
+}
+
+// Objects.
+json TenantObject(const std::string& name, const std::string& trust = "trusted",
+                  const std::string& domain = "research") {
+  return {{"apiVersion", "fabrica.dev/v1"},
+          {"kind", "Tenant"},
+          {"metadata", {{"name", name}}},
+          {"spec", {{"trust", trust}, {"trustDomain", domain}}}};
+}
+json QueueObject(const std::string& name) {
+  return {{"apiVersion", "fabrica.dev/v1"},
+          {"kind", "Queue"},
+          {"metadata", {{"name", name}}},
+          {"spec", {{"weight", 1}}}};
+}
+json NodeObject(const std::string& name, int gpus = 8) {
+  return {{"apiVersion", "fabrica.dev/v1"},
+          {"kind", "Node"},
+          {"metadata", {{"name", name}}},
+          {"spec",
+           {{"cpu", "64"},
+            {"memory", "512Gi"},
+            {"leaf", "leaf-1"},
+            {"gpus", {{"count", gpus}, {"model", "H100"}, {"memory", "80Gi"}}}}}};
+}
+json LeaseObject(const std::string& name) {
+  return {{"apiVersion", "fabrica.dev/v1"},
+          {"kind", "Lease"},
+          {"metadata", {{"name", name}}},
+          {"spec", {{"holderIdentity", name}, {"leaseDurationSeconds", 40}}}};
+}
+json WorkloadObject(const std::string& ns, const std::string& name, const json& labels = {},
+                    int gpus = 1) {
+  json meta = {{"name", name}, {"namespace", ns}};
+  if (!labels.is_null()) meta["labels"] = labels;
+  return {{"apiVersion", "fabrica.dev/v1"},
+          {"kind", "Workload"},
+          {"metadata", meta},
+          {"spec",
+           {{"podSets",
+             {{{"name", "main"},
+               {"count", 1},
+               {"cpu", "4"},
+               {"memory", "16Gi"},
+               {"devices", {{"gpus", gpus}}}}}},
+            {"run", {{"command", {"train"}}, {"durationSeconds", 600}}}}}};
+}
+json Assignment(const std::string& node) {
+  return {{"pod", "main-0"},
+          {"node", node},
+          {"devices", {{{"index", 0}, {"uuid", "GPU-" + node + "-0"}, {"gpuMilli", 1000}}}}};
+}
+
+// One API server over a fresh in-memory store, with the principals above and a node token for
+// n1 (node_token).
+class World {
+ public:
+  explicit World(int64_t keep_events = 100000) : store_(NewMemoryStore(keep_events)) {
+    auto a = Authorizer::Parse(kAuthYaml, "inline auth");
+    CHECK(a.ok());
+    auth_ = std::make_unique<Authorizer>(std::move(*a));
+    api_ = std::make_unique<ApiServer>(*store_, *auth_, clock_, nullptr);
+    auto t = api_->IssueNodeToken("n1");
+    CHECK(t.ok());
+    node_token = *t;
+  }
+
+  HttpResponse Do(const std::string& method, const std::string& target, const std::string& token,
+                  const std::string& body = "",
+                  const std::string& content_type = "application/json") {
+    return api_->Handle(MakeRequest(method, target, token, body, content_type));
+  }
+  HttpResponse Get(const std::string& target, const std::string& token = kAdmin) {
+    return Do("GET", target, token);
+  }
+  // Creates as admin; fails the test unless 201.
+  json MustCreate(const std::string& collection, const json& obj) {
+    HttpResponse r = Do("POST", collection, kAdmin, obj.dump());
+    EXPECT_EQ(r.status, 201) << collection << ": " << r.body;
+    return Parse(r);
+  }
+  // Writes status as admin through the /status subresource.
+  void MustSetStatus(const std::string& item, const json& status) {
+    json obj = Parse(Get(item));
+    obj["status"] = status;
+    HttpResponse r = Do("PUT", item + "/status", kAdmin, obj.dump());
+    EXPECT_EQ(r.status, 200) << item << ": " << r.body;
+  }
+
+  // The seeded world of the matrix: tenants team-a and team-b, queue q1, nodes and leases n1 and
+  // n2, workloads team-a/wa (on n1), team-a/wa2, team-b/wb (on n1) and team-b/wb2.
+  void Seed() {
+    MustCreate(Collection("tenants"), TenantObject("team-a"));
+    MustCreate(Collection("tenants"), TenantObject("team-b"));
+    MustCreate(Collection("queues"), QueueObject("q1"));
+    for (const char* n : {"n1", "n2"}) {
+      MustCreate(Collection("nodes"), NodeObject(n));
+      MustCreate(Collection("leases"), LeaseObject(n));
+    }
+    for (const auto& [ns, name] : std::vector<std::pair<std::string, std::string>>{
+             {"team-a", "wa"}, {"team-a", "wa2"}, {"team-b", "wb"}, {"team-b", "wb2"}}) {
+      MustCreate(Collection("workloads", ns), WorkloadObject(ns, name));
+    }
+    for (const auto& [ns, name] :
+         std::vector<std::pair<std::string, std::string>>{{"team-a", "wa"}, {"team-b", "wb"}}) {
+      MustSetStatus(Item("workloads", ns, name),
+                    {{"phase", "Scheduled"}, {"assignments", {Assignment("n1")}}});
+    }
+  }
+
+  Store& store() { return *store_; }
+  ManualClock& clock() { return clock_; }
+  ApiServer& api() { return *api_; }
+
+  std::string node_token;
+
+ private:
+  std::unique_ptr<Store> store_;
+  ManualClock clock_;
+  std::unique_ptr<Authorizer> auth_;
+  std::unique_ptr<ApiServer> api_;
+};
+
+// Names of the items of a list response.
+std::set<std::string> ItemNames(const HttpResponse& r) {
+  std::set<std::string> out;
+  for (const json& i : Parse(r).value("items", json::array())) {
+    out.insert(i["metadata"].value("namespace", std::string()) + "/" +
+               i["metadata"].value("name", std::string()));
+  }
+  return out;
+}
+
+// Collects the lines a watch writes, as the HTTP server would send them.
+class WatchDriver {
+ public:
+  explicit WatchDriver(std::shared_ptr<StreamSource> source) : source_(std::move(source)) {
+    CHECK(source_ != nullptr);
+    source_->Start(
+        [this](std::string line) {
+          std::lock_guard<std::mutex> lock(mu_);
+          lines_.push_back(std::move(line));
+          return true;
+        },
+        [this] {
+          std::lock_guard<std::mutex> lock(mu_);
+          finished_ = true;
+        });
+  }
+  ~WatchDriver() { source_->Cancel(); }
+
+  // The events so far, each parsed ({"type", "object"}).
+  std::vector<json> Events() {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<json> out;
+    for (const std::string& l : lines_) {
+      EXPECT_TRUE(!l.empty() && l.back() == '\n') << "a watch line ends with a newline: " << l;
+      out.push_back(json::parse(l, nullptr, false));
+    }
+    return out;
+  }
+  bool finished() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return finished_;
+  }
+
+ private:
+  std::shared_ptr<StreamSource> source_;
+  std::mutex mu_;
+  std::vector<std::string> lines_;
+  bool finished_ = false;
+};
+
+// "TYPE ns/name" of each event.
+std::vector<std::string> Summaries(const std::vector<json>& events) {
+  std::vector<std::string> out;
+  for (const json& e : events) {
+    const json& m = e["object"]["metadata"];
+    out.push_back(e.value("type", std::string()) + " " + m.value("namespace", std::string()) + "/" +
+                  m.value("name", std::string()));
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Authentication.
+
+TEST(ApiAuthTest, MissingOrWrongTokenIs401WithAClearMessage) {
+  World w;
+  w.Seed();
+  const int64_t rev = w.store().Revision();
+  for (const std::string& path :
+       {Collection("workloads"), Item("workloads", "team-a", "wa"), Collection("nodes")}) {
+    HttpResponse none = w.Do("GET", path, "");
+    EXPECT_EQ(none.status, 401) << path;
+    EXPECT_EQ(Parse(none).value("reason", ""), "Unauthorized");
+    EXPECT_NE(Message(none).find("Authorization: Bearer"), std::string::npos) << none.body;
+
+    HttpResponse wrong = w.Do("GET", path, "not-a-token-0123456789");
+    EXPECT_EQ(wrong.status, 401) << path;
+    EXPECT_NE(Message(wrong).find("invalid bearer token"), std::string::npos) << wrong.body;
+
+    HttpRequest basic = MakeRequest("GET", path, "");
+    basic.headers["authorization"] = "Basic YWRtaW46YWRtaW4=";
+    HttpResponse b = w.api().Handle(basic);
+    EXPECT_EQ(b.status, 401);
+    EXPECT_NE(Message(b).find("bearer"), std::string::npos) << b.body;
+  }
+  // Writes without credentials change nothing.
+  EXPECT_EQ(
+      w.Do("POST", Collection("workloads", "team-a"), "", WorkloadObject("team-a", "x").dump())
+          .status,
+      401);
+  EXPECT_EQ(w.Do("DELETE", Item("workloads", "team-a", "wa"), "wrong-token-0123456789").status,
+            401);
+  EXPECT_EQ(w.store().Revision(), rev);
+  // Health endpoints need no token.
+  EXPECT_EQ(w.Do("GET", "/healthz", "").status, 200);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The authorization matrix.
+
+enum class Want { kAllow, kDeny, kSkip };
+
+struct Actor {
+  std::string who;  // admin, alice, bob, vera, n1
+  std::string tenant;
+};
+
+struct Target {
+  std::string resource;
+  std::string ns;    // workloads only
+  std::string name;  // "" for a collection
+};
+
+bool IsRead(const std::string& verb) { return verb == "get" || verb == "list" || verb == "watch"; }
+
+// What the roles of auth.h allow.
+Want Expected(const Actor& p, const std::string& verb, const Target& t) {
+  const bool read = IsRead(verb);
+  if (p.who == "admin") return Want::kAllow;
+  if (p.who == "vera") return read ? Want::kAllow : Want::kDeny;
+  if (p.who == "n1") {
+    if (t.resource == "tenants") return read ? Want::kAllow : Want::kDeny;  // trust levels
+    if (t.resource == "nodes" || t.resource == "leases") {
+      return t.name == "n1" && verb != "delete" && verb != "list" && verb != "watch" ? Want::kAllow
+                                                                                     : Want::kDeny;
+    }
+    if (t.resource == "workloads") {
+      if (t.name.empty()) return Want::kAllow;  // list and watch, filtered to its workloads
+      const bool assigned = t.name == "wa" || t.name == "wb";
+      return verb == "status" && assigned ? Want::kAllow : Want::kDeny;
+    }
+    return Want::kDeny;  // queues
+  }
+  // alice and bob: tenant roles.
+  if (t.resource == "workloads") {
+    if (t.name.empty() && t.ns.empty()) return Want::kAllow;  // list across tenants, filtered
+    if (t.ns != p.tenant) return Want::kDeny;
+    // Whether tenant users may write status (and so their own assignments) is the subject of
+    // TenantUsersCannotWriteWorkloadStatus below.
+    return verb == "status" ? Want::kSkip : Want::kAllow;
+  }
+  if (t.resource == "tenants")
+    return verb == "get" && t.name == p.tenant ? Want::kAllow : Want::kDeny;
+  if (t.resource == "queues" || t.resource == "nodes") return read ? Want::kAllow : Want::kDeny;
+  return Want::kDeny;  // leases
+}
+
+std::string TokenOf(const std::string& who, const World& w) {
+  if (who == "admin") return kAdmin;
+  if (who == "alice") return kAlice;
+  if (who == "bob") return kBob;
+  if (who == "vera") return kVera;
+  return w.node_token;
+}
+
+json FreshObject(const Target& t) {
+  if (t.resource == "tenants") return TenantObject(t.name);
+  if (t.resource == "queues") return QueueObject(t.name);
+  if (t.resource == "nodes") return NodeObject(t.name);
+  if (t.resource == "leases") return LeaseObject(t.name);
+  return WorkloadObject(t.ns, t.name);
+}
+
+// Runs the cases of the matrix, each on a freshly seeded world: a world is reused only while
+// nothing has written to it since it was seeded (denied requests must not write at all).
+class MatrixRunner {
+ public:
+  // Returns the status code and fills *why with the body.
+  int Run(const std::string& who, const std::string& verb, const Target& t, std::string* why) {
+    World& w = Fresh();
+    const std::string token = TokenOf(who, w);
+    const std::string item = Item(t.resource, t.ns, t.name);
+    HttpResponse r;
+    if (verb == "list") {
+      r = w.Do("GET", Collection(t.resource, t.ns), token);
+    } else if (verb == "watch") {
+      r = w.Do("GET", Collection(t.resource, t.ns) + "?watch=true", token);
+      if (r.stream) r.stream->Cancel();
+      if (r.status == 200 && !r.stream) r.status = 599;  // a watch must stream
+    } else if (verb == "get") {
+      r = w.Do("GET", item, token);
+    } else if (verb == "create") {
+      // A node may create only its own Node and Lease, so those keep their names (and are
+      // deleted first); other objects are created under a new name.
+      Target fresh = t;
+      if (t.resource == "nodes" || t.resource == "leases") {
+        EXPECT_EQ(w.Do("DELETE", item, kAdmin).status, 200) << item;
+      } else {
+        fresh.name += "-new";
+      }
+      r = w.Do("POST", Collection(t.resource, t.ns), token, FreshObject(fresh).dump());
+    } else if (verb == "update") {
+      json obj = Parse(w.Get(item));
+      obj["metadata"]["labels"]["touched"] = "yes";
+      r = w.Do("PUT", item, token, obj.dump());
+    } else if (verb == "patch") {
+      r = w.Do("PATCH", item, token, R"({"metadata":{"labels":{"touched":"yes"}}})", kMergePatch);
+    } else if (verb == "delete") {
+      r = w.Do("DELETE", item, token);
+    } else if (verb == "status") {
+      json obj = Parse(w.Get(item));
+      if (t.resource == "workloads") {
+        obj["status"]["message"] = "reported by " + who;
+      } else {
+        obj["status"] = {{"conditions", {{{"type", "Ready"}, {"status", "True"}}}}};
+      }
+      r = w.Do("PUT", item + "/status", token, obj.dump());
+    }
+    *why = r.body;
+    if (r.status == 403 && verb != "create") {
+      EXPECT_EQ(w.store().Revision(), seeded_revision_)
+          << who << " " << verb << " " << item << " was denied but wrote";
+    }
+    return r.status;
+  }
+
+ private:
+  World& Fresh() {
+    if (!world_ || world_->store().Revision() != seeded_revision_) {
+      world_ = std::make_unique<World>();
+      world_->Seed();
+      seeded_revision_ = world_->store().Revision();
+    }
+    return *world_;
+  }
+
+  std::unique_ptr<World> world_;
+  int64_t seeded_revision_ = 0;
+};
+
+TEST(ApiAuthTest, EveryVerbOnEveryResourceForEveryPrincipal) {
+  const std::vector<Actor> principals = {
+      {"admin", ""}, {"alice", "team-a"}, {"bob", "team-b"}, {"vera", ""}, {"n1", ""}};
+  const std::vector<Target> objects = {
+      {"tenants", "", "team-a"},     {"tenants", "", "team-b"},     {"queues", "", "q1"},
+      {"nodes", "", "n1"},           {"nodes", "", "n2"},           {"leases", "", "n1"},
+      {"leases", "", "n2"},          {"workloads", "team-a", "wa"}, {"workloads", "team-a", "wa2"},
+      {"workloads", "team-b", "wb"}, {"workloads", "team-b", "wb2"}};
+  const std::vector<Target> collections = {{"tenants", "", ""},        {"queues", "", ""},
+                                           {"nodes", "", ""},          {"leases", "", ""},
+                                           {"workloads", "", ""},      {"workloads", "team-a", ""},
+                                           {"workloads", "team-b", ""}};
+  int cases = 0;
+  MatrixRunner runner;
+  for (const Actor& p : principals) {
+    auto check = [&](const std::string& verb, const Target& t) {
+      const Want want = Expected(p, verb, t);
+      if (want == Want::kSkip) return;
+      ++cases;
+      std::string body;
+      const int code = runner.Run(p.who, verb, t, &body);
+      const std::string what =
+          p.who + " " + verb + " " + t.resource + " " + (t.ns.empty() ? "" : t.ns + "/") + t.name;
+      if (want == Want::kAllow) {
+        EXPECT_EQ(code, verb == "create" ? 201 : 200) << what << ": " << body;
+      } else {
+        EXPECT_EQ(code, 403) << what << ": " << body;
+        json j = json::parse(body, nullptr, false);
+        if (code == 403 && !j.is_discarded()) {
+          EXPECT_EQ(j.value("kind", ""), "Status") << what;
+          EXPECT_EQ(j.value("reason", ""), "Forbidden") << what;
+          EXPECT_FALSE(j.value("message", "").empty()) << what;
+        }
+      }
+    };
+    for (const Target& t : objects) {
+      for (const char* verb : {"create", "get", "update", "patch", "delete", "status"}) {
+        check(verb, t);
+      }
+    }
+    for (const Target& t : collections) {
+      for (const char* verb : {"list", "watch"}) check(verb, t);
+    }
+  }
+  EXPECT_GT(cases, 350);
+}
+
+TEST(ApiAuthTest, NoCrossTenantWorkloadAccess) {
+  World w;
+  w.Seed();
+  const int64_t rev = w.store().Revision();
+  const std::string wb = Item("workloads", "team-b", "wb");
+  json wb_obj = Parse(w.Get(wb));
+
+  EXPECT_EQ(w.Do("GET", wb, kAlice).status, 403);
+  EXPECT_EQ(w.Do("GET", wb + "/status", kAlice).status, 403);
+  EXPECT_EQ(w.Do("PUT", wb, kAlice, wb_obj.dump()).status, 403);
+  EXPECT_EQ(w.Do("PATCH", wb, kAlice, R"({"spec":{"priority":9}})", kMergePatch).status, 403);
+  EXPECT_EQ(w.Do("DELETE", wb, kAlice).status, 403);
+  EXPECT_EQ(w.Do("POST", Collection("workloads", "team-b"), kAlice,
+                 WorkloadObject("team-b", "sneaky").dump())
+                .status,
+            403);
+  EXPECT_EQ(w.Do("GET", Collection("workloads", "team-b"), kAlice).status, 403);
+  // Through her own namespace with the other's in the body: the URL decides, the body must agree.
+  HttpResponse mismatch = w.Do("POST", Collection("workloads", "team-a"), kAlice,
+                               WorkloadObject("team-b", "sneaky").dump());
+  EXPECT_EQ(mismatch.status, 422) << mismatch.body;
+  // Across all tenants, with no namespace in the URL: writes are refused.
+  EXPECT_EQ(
+      w.Do("POST", Collection("workloads"), kAlice, WorkloadObject("team-b", "x").dump()).status,
+      403);
+  EXPECT_EQ(w.store().Revision(), rev);
+
+  // Lists and watches across tenants show only her tenant's workloads.
+  EXPECT_EQ(ItemNames(w.Get(Collection("workloads"), kAlice)),
+            (std::set<std::string>{"team-a/wa", "team-a/wa2"}));
+  EXPECT_EQ(ItemNames(w.Get(Collection("workloads"), kBob)),
+            (std::set<std::string>{"team-b/wb", "team-b/wb2"}));
+  EXPECT_EQ(ItemNames(w.Get(Collection("workloads"), kVera)),
+            (std::set<std::string>{"team-a/wa", "team-a/wa2", "team-b/wb", "team-b/wb2"}));
+
+  HttpResponse watch =
+      w.Do("GET", Collection("workloads") + "?watch=true&resourceVersion=0", kAlice);
+  ASSERT_EQ(watch.status, 200);
+  WatchDriver d(watch.stream);
+  for (const std::string& item :
+       {Item("workloads", "team-a", "wa2"), Item("workloads", "team-b", "wb2")}) {
+    EXPECT_EQ(
+        w.Do("PATCH", item, kAdmin, R"({"metadata":{"labels":{"x":"y"}}})", kMergePatch).status,
+        200);
+  }
+  for (const std::string& s : Summaries(d.Events())) {
+    EXPECT_NE(s.find("team-a/"), std::string::npos) << "alice's watch showed " << s;
+  }
+  EXPECT_FALSE(d.Events().empty());
+}
+
+TEST(ApiAuthTest, ViewerReadsButCannotWrite) {
+  World w;
+  w.Seed();
+  const int64_t rev = w.store().Revision();
+  for (const char* r : {"tenants", "queues", "nodes", "leases", "workloads"}) {
+    EXPECT_EQ(w.Get(Collection(r), kVera).status, 200) << r;
+  }
+  EXPECT_EQ(w.Get(Item("workloads", "team-b", "wb"), kVera).status, 200);
+  EXPECT_EQ(
+      w.Do("POST", Collection("workloads", "team-a"), kVera, WorkloadObject("team-a", "v").dump())
+          .status,
+      403);
+  EXPECT_EQ(w.Do("POST", Collection("tenants"), kVera, TenantObject("team-v").dump()).status, 403);
+  EXPECT_EQ(w.Do("PATCH", Item("nodes", "", "n1"), kVera, R"({"spec":{"unschedulable":true}})",
+                 kMergePatch)
+                .status,
+            403);
+  EXPECT_EQ(w.Do("DELETE", Item("leases", "", "n1"), kVera).status, 403);
+  EXPECT_EQ(w.store().Revision(), rev);
+}
+
+TEST(ApiAuthTest, NodeSeesAndReportsOnlyItsOwnWorkloads) {
+  World w;
+  w.Seed();
+  const std::string& node = w.node_token;
+  // Its own Node and Lease, and no other. The lease's renewTime is the server's clock at
+  // receipt, whatever the node claims.
+  json lease = LeaseObject("n1");
+  lease["spec"]["renewTime"] = "2099-01-01T00:00:00.000Z";
+  w.clock().AdvanceMs(5000);
+  HttpResponse renewed = w.Do("PUT", Item("leases", "", "n1"), node, lease.dump());
+  EXPECT_EQ(renewed.status, 200) << renewed.body;
+  EXPECT_EQ(Parse(w.Get(Item("leases", "", "n1")))["spec"].value("renewTime", ""),
+            FormatTimestamp(w.clock().NowMs()));
+  EXPECT_EQ(w.Do("PUT", Item("leases", "", "n2"), node, LeaseObject("n2").dump()).status, 403);
+  EXPECT_EQ(w.Do("POST", Collection("nodes"), node, NodeObject("n3").dump()).status, 403);
+  EXPECT_EQ(w.Do("POST", Collection("leases"), node, LeaseObject("n3").dump()).status, 403);
+  EXPECT_EQ(w.Do("DELETE", Item("nodes", "", "n1"), node).status, 403);
+
+  // Lists and watches show only the workloads assigned to n1, in any tenant.
+  EXPECT_EQ(ItemNames(w.Get(Collection("workloads"), node)),
+            (std::set<std::string>{"team-a/wa", "team-b/wb"}));
+  EXPECT_EQ(ItemNames(w.Get(Collection("workloads", "team-a"), node)),
+            (std::set<std::string>{"team-a/wa"}));
+  HttpResponse watch = w.Do("GET", Collection("workloads") + "?watch=true&resourceVersion=0", node);
+  ASSERT_EQ(watch.status, 200);
+  {
+    WatchDriver d(watch.stream);
+    std::set<std::string> seen;
+    for (const std::string& s : Summaries(d.Events())) seen.insert(s.substr(s.find(' ') + 1));
+    EXPECT_EQ(seen, (std::set<std::string>{"team-a/wa", "team-b/wb"}));
+  }
+
+  // Status of assigned workloads: yes; of others: no; their spec: never.
+  const std::string wa = Item("workloads", "team-a", "wa");
+  EXPECT_EQ(w.Do("GET", wa + "/status", node).status, 200);
+  EXPECT_EQ(w.Do("GET", Item("workloads", "team-a", "wa2") + "/status", node).status, 403);
+  HttpResponse running =
+      w.Do("PATCH", wa + "/status", node,
+           R"({"status":{"phase":"Running","message":"running on n1"}})", kMergePatch);
+  ASSERT_EQ(running.status, 200) << running.body;
+  json now = Parse(w.Get(wa));
+  EXPECT_EQ(now["status"].value("phase", ""), "Running");
+  EXPECT_EQ(now["status"]["assignments"].size(), 1u) << "a merge patch keeps the assignments";
+
+  const json spec_before = now["spec"];
+  EXPECT_EQ(w.Do("PATCH", wa, node, R"({"spec":{"priority":1000}})", kMergePatch).status, 403);
+  json obj = now;
+  obj["spec"]["priority"] = 1000;
+  EXPECT_EQ(w.Do("PUT", wa, node, obj.dump()).status, 403);
+  // A spec change smuggled into a status write is ignored.
+  HttpResponse smuggled =
+      w.Do("PATCH", wa + "/status", node, R"({"spec":{"priority":1000},"status":{"message":"m"}})",
+           kMergePatch);
+  EXPECT_EQ(smuggled.status, 200) << smuggled.body;
+  EXPECT_EQ(Parse(w.Get(wa))["spec"], spec_before);
+
+  for (const std::string& other :
+       {Item("workloads", "team-a", "wa2"), Item("workloads", "team-b", "wb2")}) {
+    EXPECT_EQ(
+        w.Do("PATCH", other + "/status", node, R"({"status":{"phase":"Running"}})", kMergePatch)
+            .status,
+        403)
+        << other;
+  }
+}
+
+// Status carries the scheduler's decision (assignments, phase): a tenant user who could write it
+// would place its own workloads on any GPU, past the scheduler and its isolation rules.
+TEST(ApiAuthTest, TenantUsersCannotWriteWorkloadStatus) {
+  KNOWN_BUG(
+      "api/auth.cc Authorizer::Check lets tenant-admin/tenant-member write the /status "
+      "subresource, so a tenant can set its own assignments and phase");
+  World w;
+  w.Seed();
+  const std::string wa2 = Item("workloads", "team-a", "wa2");
+  json obj = Parse(w.Get(wa2));
+  obj["status"] = {{"phase", "Running"}, {"assignments", {Assignment("n2")}}};
+  HttpResponse r = w.Do("PUT", wa2 + "/status", kAlice, obj.dump());
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_EQ(Parse(w.Get(wa2))["status"].value("phase", ""), "Pending");
+}
+
+// A node may report on the workloads it runs, not move them: the assignments are the
+// scheduler's.
+TEST(ApiAuthTest, NodeCannotRewriteAssignments) {
+  KNOWN_BUG(
+      "api/api_server.cc Impl::Update lets a node's /status write replace status.assignments, "
+      "e.g. moving its workload onto another node's GPUs");
+  World w;
+  w.Seed();
+  const std::string wa = Item("workloads", "team-a", "wa");
+  HttpResponse r =
+      w.Do("PATCH", wa + "/status", w.node_token,
+           json{{"status", {{"assignments", {Assignment("n2")}}}}}.dump(), kMergePatch);
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_EQ(Parse(w.Get(wa))["status"]["assignments"][0].value("node", ""), "n1");
+}
+
+// ---------------------------------------------------------------------------------------------
+// CRUD semantics.
+
+class ApiCrudTest : public testing::Test {
+ protected:
+  void SetUp() override { w_.MustCreate(Collection("tenants"), TenantObject("team-a")); }
+  World w_;
+};
+
+TEST_F(ApiCrudTest, CreateGetConflictAndDelete) {
+  const std::string path = Collection("workloads", "team-a");
+  HttpResponse created = w_.Do("POST", path, kAlice, WorkloadObject("team-a", "w1").dump());
+  ASSERT_EQ(created.status, 201) << created.body;
+  json obj = Parse(created);
+  EXPECT_EQ(obj["metadata"].value("resourceVersion", ""), std::to_string(w_.store().Revision()));
+  EXPECT_EQ(obj["metadata"].value("generation", 0), 1);
+  EXPECT_EQ(obj["metadata"].value("creationTimestamp", ""), FormatTimestamp(w_.clock().NowMs()));
+  EXPECT_EQ(obj["metadata"].value("uid", "").size(), 32u);
+  EXPECT_EQ(obj["metadata"].value("namespace", ""), "team-a");
+  EXPECT_EQ(obj["status"].value("phase", ""), "Pending");
+  EXPECT_EQ(obj.value("kind", ""), "Workload");
+  EXPECT_EQ(obj.value("apiVersion", ""), "fabrica.dev/v1");
+
+  // GET returns what the create returned.
+  HttpResponse got = w_.Get(Item("workloads", "team-a", "w1"), kAlice);
+  ASSERT_EQ(got.status, 200);
+  EXPECT_EQ(Parse(got), obj);
+
+  // Create again: 409, nothing written.
+  const int64_t rev = w_.store().Revision();
+  HttpResponse again = w_.Do("POST", path, kAlice, WorkloadObject("team-a", "w1").dump());
+  EXPECT_EQ(again.status, 409) << again.body;
+  EXPECT_EQ(Parse(again).value("reason", ""), "Conflict");
+  EXPECT_EQ(w_.store().Revision(), rev);
+
+  // Absent objects.
+  HttpResponse missing = w_.Get(Item("workloads", "team-a", "nope"), kAlice);
+  EXPECT_EQ(missing.status, 404);
+  EXPECT_EQ(Parse(missing).value("reason", ""), "NotFound");
+  EXPECT_NE(Message(missing).find("nope"), std::string::npos);
+  EXPECT_EQ(w_.Get(Item("tenants", "", "nope")).status, 404);
+
+  // Delete: 200, then 404 on get and on a second delete.
+  HttpResponse del = w_.Do("DELETE", Item("workloads", "team-a", "w1"), kAlice);
+  EXPECT_EQ(del.status, 200) << del.body;
+  EXPECT_EQ(w_.Get(Item("workloads", "team-a", "w1"), kAlice).status, 404);
+  EXPECT_EQ(w_.Do("DELETE", Item("workloads", "team-a", "w1"), kAlice).status, 404);
+  EXPECT_EQ(w_.Do("PUT", Item("workloads", "team-a", "w1"), kAlice, obj.dump()).status, 404);
+}
+
+TEST_F(ApiCrudTest, UpdateWithStaleResourceVersionConflicts) {
+  const std::string item = Item("workloads", "team-a", "w1");
+  json v1 = w_.MustCreate(Collection("workloads", "team-a"), WorkloadObject("team-a", "w1"));
+  json v2 = v1;
+  v2["spec"]["priority"] = 5;
+  HttpResponse ok = w_.Do("PUT", item, kAlice, v2.dump());
+  ASSERT_EQ(ok.status, 200) << ok.body;
+  EXPECT_NE(Parse(ok)["metadata"].value("resourceVersion", ""),
+            v1["metadata"].value("resourceVersion", ""));
+
+  // Writing from the first version again is stale.
+  const int64_t rev = w_.store().Revision();
+  json stale = v1;
+  stale["spec"]["priority"] = 7;
+  HttpResponse conflict = w_.Do("PUT", item, kAlice, stale.dump());
+  EXPECT_EQ(conflict.status, 409) << conflict.body;
+  EXPECT_NE(Message(conflict).find("resourceVersion"), std::string::npos) << conflict.body;
+  EXPECT_EQ(w_.store().Revision(), rev);
+  EXPECT_EQ(Parse(w_.Get(item))["spec"].value("priority", 0), 5);
+
+  // So is a stale /status write.
+  stale["status"] = {{"phase", "Running"}};
+  EXPECT_EQ(w_.Do("PUT", item + "/status", kAdmin, stale.dump()).status, 409);
+  EXPECT_EQ(w_.store().Revision(), rev);
+}
+
+TEST_F(ApiCrudTest, MergePatchChangesOnlyTheGivenFields) {
+  const std::string item = Item("workloads", "team-a", "w1");
+  json before = w_.MustCreate(Collection("workloads", "team-a"),
+                              WorkloadObject("team-a", "w1", {{"app", "chat"}, {"tier", "gold"}}));
+  HttpResponse r = w_.Do("PATCH", item, kAlice,
+                         R"({"metadata":{"labels":{"tier":null,"owner":"alice"}},)"
+                         R"("spec":{"priority":3}})",
+                         kMergePatch);
+  ASSERT_EQ(r.status, 200) << r.body;
+  json after = Parse(w_.Get(item));
+  EXPECT_EQ(after["metadata"]["labels"], (json{{"app", "chat"}, {"owner", "alice"}}));
+  EXPECT_EQ(after["spec"].value("priority", 0), 3);
+  json spec_without_priority = after["spec"];
+  spec_without_priority.erase("priority");
+  EXPECT_EQ(spec_without_priority, before["spec"]);
+  EXPECT_EQ(after["status"], before["status"]);
+  EXPECT_EQ(after["metadata"]["uid"], before["metadata"]["uid"]);
+  EXPECT_EQ(after["metadata"]["creationTimestamp"], before["metadata"]["creationTimestamp"]);
+  EXPECT_EQ(after["metadata"].value("generation", 0), 2);
+
+  // A patch of the main resource does not touch status, even when it names it.
+  EXPECT_EQ(w_.Do("PATCH", item, kAlice, R"({"status":{"phase":"Running"}})", kMergePatch).status,
+            200);
+  EXPECT_EQ(Parse(w_.Get(item))["status"].value("phase", ""), "Pending");
+
+  // The server's own fields cannot be patched away.
+  EXPECT_EQ(w_.Do("PATCH", item, kAlice, R"({"metadata":{"uid":"forged"}})", kMergePatch).status,
+            200);
+  EXPECT_EQ(Parse(w_.Get(item))["metadata"]["uid"], before["metadata"]["uid"]);
+}
+
+TEST_F(ApiCrudTest, StatusSubresourceChangesOnlyStatus) {
+  const std::string item = Item("workloads", "team-a", "w1");
+  json v1 = w_.MustCreate(Collection("workloads", "team-a"), WorkloadObject("team-a", "w1"));
+  json body = v1;
+  body["spec"]["priority"] = 99;
+  body["metadata"]["labels"] = {{"sneaky", "yes"}};
+  body["status"] = {{"phase", "Scheduled"}, {"assignments", {Assignment("n1")}}};
+  HttpResponse r = w_.Do("PUT", item + "/status", kAdmin, body.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  json after = Parse(w_.Get(item));
+  EXPECT_EQ(after["status"].value("phase", ""), "Scheduled");
+  EXPECT_EQ(after["spec"], v1["spec"]);
+  EXPECT_FALSE(after["metadata"].contains("labels"));
+  EXPECT_EQ(after["metadata"].value("generation", 0), 1);
+
+  // And the main resource changes everything but status.
+  json main = after;
+  main["spec"]["priority"] = 4;
+  main["status"] = {{"phase", "Succeeded"}};
+  r = w_.Do("PUT", item, kAdmin, main.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  after = Parse(w_.Get(item));
+  EXPECT_EQ(after["status"].value("phase", ""), "Scheduled");
+  EXPECT_EQ(after["spec"].value("priority", 0), 4);
+}
+
+TEST_F(ApiCrudTest, GenerationCountsSpecChanges) {
+  const std::string item = Item("workloads", "team-a", "w1");
+  json obj = w_.MustCreate(Collection("workloads", "team-a"), WorkloadObject("team-a", "w1"));
+  EXPECT_EQ(obj["metadata"].value("generation", 0), 1);
+  auto generation = [&] { return Parse(w_.Get(item))["metadata"].value("generation", -1); };
+
+  // Labels and status are not the spec.
+  ASSERT_EQ(
+      w_.Do("PATCH", item, kAdmin, R"({"metadata":{"labels":{"a":"b"}}})", kMergePatch).status,
+      200);
+  EXPECT_EQ(generation(), 1);
+  w_.MustSetStatus(item, {{"phase", "Running"}});
+  EXPECT_EQ(generation(), 1);
+
+  ASSERT_EQ(w_.Do("PATCH", item, kAdmin, R"({"spec":{"priority":1}})", kMergePatch).status, 200);
+  EXPECT_EQ(generation(), 2);
+  json cur = Parse(w_.Get(item));
+  cur["spec"]["priority"] = 2;
+  ASSERT_EQ(w_.Do("PUT", item, kAdmin, cur.dump()).status, 200);
+  EXPECT_EQ(generation(), 3);
+}
+
+// generation is the server's: a PUT that leaves it out (or makes it up) and keeps the spec must
+// not change it.
+TEST_F(ApiCrudTest, GenerationIsServerOwned) {
+  KNOWN_BUG(
+      "api/api_server.cc Impl::Update keeps metadata.generation from the request body when the "
+      "spec is unchanged (dropped when absent, forged when given)");
+  const std::string item = Item("workloads", "team-a", "w1");
+  json obj = w_.MustCreate(Collection("workloads", "team-a"), WorkloadObject("team-a", "w1"));
+  obj["metadata"].erase("generation");
+  obj["metadata"]["labels"] = {{"a", "b"}};
+  ASSERT_EQ(w_.Do("PUT", item, kAdmin, obj.dump()).status, 200);
+  EXPECT_EQ(Parse(w_.Get(item))["metadata"].value("generation", -1), 1);
+  json forged = Parse(w_.Get(item));
+  forged["metadata"]["generation"] = 42;
+  ASSERT_EQ(w_.Do("PUT", item, kAdmin, forged.dump()).status, 200);
+  EXPECT_EQ(Parse(w_.Get(item))["metadata"].value("generation", -1), 1);
+}
+
+// The main resource "changes everything but status" for every kind, also those created without a
+// status.
+TEST_F(ApiCrudTest, MainResourceNeverWritesStatus) {
+  KNOWN_BUG(
+      "api/api_server.cc Impl::Update takes status from a main-resource PUT when the stored "
+      "object has none (Tenant, Queue, Lease, admin-created Node)");
+  json t = Parse(w_.Get(Item("tenants", "", "team-a")));
+  t["status"] = {{"note", "written through the main resource"}};
+  ASSERT_EQ(w_.Do("PUT", Item("tenants", "", "team-a"), kAdmin, t.dump()).status, 200);
+  EXPECT_FALSE(Parse(w_.Get(Item("tenants", "", "team-a"))).contains("status"));
+}
+
+TEST_F(ApiCrudTest, ListWithLabelSelectorAndPagination) {
+  const std::string path = Collection("workloads", "team-a");
+  w_.MustCreate(path, WorkloadObject("team-a", "a1", {{"app", "chat"}, {"tier", "gold"}}));
+  w_.MustCreate(path, WorkloadObject("team-a", "a2", {{"app", "chat"}}));
+  w_.MustCreate(path, WorkloadObject("team-a", "a3", {{"app", "train"}}));
+  w_.MustCreate(path, WorkloadObject("team-a", "a4"));
+  w_.MustCreate(path, WorkloadObject("team-a", "a5", {{"tier", "gold"}}));
+
+  auto names = [&](const std::string& query) {
+    HttpResponse r = w_.Get(path + query, kAlice);
+    EXPECT_EQ(r.status, 200) << query << ": " << r.body;
+    return ItemNames(r);
+  };
+  EXPECT_EQ(names("?labelSelector=app=chat"), (std::set<std::string>{"team-a/a1", "team-a/a2"}));
+  EXPECT_EQ(names("?labelSelector=app==train"), (std::set<std::string>{"team-a/a3"}));
+  EXPECT_EQ(names("?labelSelector=app!=chat"),
+            (std::set<std::string>{"team-a/a3", "team-a/a4", "team-a/a5"}));
+  EXPECT_EQ(names("?labelSelector=tier"), (std::set<std::string>{"team-a/a1", "team-a/a5"}));
+  EXPECT_EQ(names("?labelSelector=app=chat,tier=gold"), (std::set<std::string>{"team-a/a1"}));
+  EXPECT_EQ(names("?labelSelector=app=none").size(), 0u);
+  HttpResponse all = w_.Get(path, kAlice);
+  EXPECT_EQ(Parse(all).value("kind", ""), "WorkloadList");
+  EXPECT_EQ(Parse(all)["metadata"].value("resourceVersion", ""),
+            std::to_string(w_.store().Revision()));
+
+  // Pages of two, in name order, until no continue token is returned.
+  std::vector<std::string> seen;
+  std::string cont;
+  int pages = 0;
+  for (; pages < 10; ++pages) {
+    HttpRequest req = MakeRequest("GET", path + "?limit=2", kAlice);
+    if (!cont.empty()) req.query["continue"] = cont;
+    HttpResponse r = w_.api().Handle(req);
+    ASSERT_EQ(r.status, 200) << r.body;
+    json page = Parse(r);
+    EXPECT_LE(page["items"].size(), 2u);
+    for (const json& i : page["items"]) seen.push_back(i["metadata"].value("name", ""));
+    cont = page["metadata"].value("continue", "");
+    if (cont.empty()) break;
+  }
+  EXPECT_EQ(seen, (std::vector<std::string>{"a1", "a2", "a3", "a4", "a5"}));
+  EXPECT_EQ(pages, 2);
+
+  // Bad paging input is a 400, not a crash.
+  EXPECT_EQ(w_.Get(path + "?limit=many", kAlice).status, 400);
+  HttpRequest bad = MakeRequest("GET", path + "?limit=2", kAlice);
+  bad.query["continue"] = "/registry/tenants/x";
+  EXPECT_EQ(w_.api().Handle(bad).status, 400);
+}
+
+// A tenant user's list across tenants pages through every tenant's keys; the continue token must
+// not name another tenant's workload ("workloads of other tenants are never readable").
+TEST(ApiListTest, ContinueTokensDoNotLeakOtherTenantsNames) {
+  KNOWN_BUG(
+      "api/api_server.cc Impl::List returns the last scanned store key as the continue token, "
+      "also when that item was filtered out (another tenant's workload)");
+  World w;
+  w.Seed();
+  std::string cont;
+  std::vector<std::string> seen;
+  for (int pages = 0; pages < 10; ++pages) {
+    HttpRequest req = MakeRequest("GET", Collection("workloads") + "?limit=1", kAlice);
+    if (!cont.empty()) req.query["continue"] = cont;
+    HttpResponse r = w.api().Handle(req);
+    ASSERT_EQ(r.status, 200) << r.body;
+    const json page = Parse(r);
+    for (const json& i : page["items"]) seen.push_back(i["metadata"].value("name", ""));
+    cont = page["metadata"].value("continue", "");
+    EXPECT_EQ(cont.find("team-b"), std::string::npos) << "alice got continue token " << cont;
+    EXPECT_EQ(cont.find("wb"), std::string::npos) << "alice got continue token " << cont;
+    if (cont.empty()) break;
+  }
+  EXPECT_EQ(seen, (std::vector<std::string>{"wa", "wa2"}));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Watch.
+
+TEST(ApiWatchTest, ReplaysFromResourceVersionThenStreamsInOrder) {
+  World w;
+  const std::string path = Collection("workloads", "team-a");
+  w.MustCreate(Collection("tenants"), TenantObject("team-a"));
+  w.MustCreate(path, WorkloadObject("team-a", "old"));
+  const int64_t r = w.store().Revision();
+
+  // History after R: ADDED b, MODIFIED old, DELETED b.
+  w.MustCreate(path, WorkloadObject("team-a", "b"));
+  ASSERT_EQ(w.Do("PATCH", Item("workloads", "team-a", "old"), kAdmin,
+                 R"({"metadata":{"labels":{"v":"2"}}})", kMergePatch)
+                .status,
+            200);
+  ASSERT_EQ(w.Do("DELETE", Item("workloads", "team-a", "b"), kAdmin).status, 200);
+
+  HttpResponse resp =
+      w.Do("GET", path + "?watch=true&resourceVersion=" + std::to_string(r), kAlice);
+  ASSERT_EQ(resp.status, 200) << resp.body;
+  ASSERT_NE(resp.stream, nullptr);
+  WatchDriver d(resp.stream);
+  EXPECT_EQ(
+      Summaries(d.Events()),
+      (std::vector<std::string>{"ADDED team-a/b", "MODIFIED team-a/old", "DELETED team-a/b"}));
+
+  // Live: the same three kinds, after the replay.
+  w.MustCreate(path, WorkloadObject("team-a", "c"));
+  w.MustSetStatus(Item("workloads", "team-a", "c"), {{"phase", "Running"}});
+  ASSERT_EQ(w.Do("DELETE", Item("workloads", "team-a", "c"), kAdmin).status, 200);
+  const std::vector<json> events = d.Events();
+  EXPECT_EQ(Summaries(events),
+            (std::vector<std::string>{"ADDED team-a/b", "MODIFIED team-a/old", "DELETED team-a/b",
+                                      "ADDED team-a/c", "MODIFIED team-a/c", "DELETED team-a/c"}));
+  // Each event carries its resourceVersion, strictly increasing, all after R.
+  int64_t last = r;
+  for (const json& e : events) {
+    const int64_t rv = std::stoll(e["object"]["metadata"].value("resourceVersion", "0"));
+    EXPECT_GT(rv, last) << e.dump();
+    last = rv;
+  }
+  EXPECT_EQ(last, w.store().Revision());
+  EXPECT_EQ(events[4]["object"]["status"].value("phase", ""), "Running");
+  EXPECT_FALSE(d.finished());
+}
+
+TEST(ApiWatchTest, WithoutResourceVersionStartsNowAndFiltersBySelector) {
+  World w;
+  const std::string path = Collection("workloads", "team-a");
+  w.MustCreate(Collection("tenants"), TenantObject("team-a"));
+  w.MustCreate(path, WorkloadObject("team-a", "before", {{"app", "chat"}}));
+  HttpResponse resp = w.Do("GET", path + "?watch=true&labelSelector=app=chat", kAlice);
+  ASSERT_EQ(resp.status, 200);
+  WatchDriver d(resp.stream);
+  w.MustCreate(path, WorkloadObject("team-a", "chat2", {{"app", "chat"}}));
+  w.MustCreate(path, WorkloadObject("team-a", "train", {{"app", "train"}}));
+  EXPECT_EQ(Summaries(d.Events()), (std::vector<std::string>{"ADDED team-a/chat2"}));
+
+  // Cancel stops delivery.
+  resp.stream->Cancel();
+  w.MustCreate(path, WorkloadObject("team-a", "chat3", {{"app", "chat"}}));
+  EXPECT_EQ(d.Events().size(), 1u);
+}
+
+// A watcher that was shown an object must learn when it leaves its selection (Kubernetes sends
+// DELETED): a node whose workload was taken away from it (requeued elsewhere), or a selector
+// watch whose object lost the label. Otherwise a real agent keeps running what it no longer owns.
+TEST(ApiWatchTest, ObjectLeavingTheSelectionIsReported) {
+  KNOWN_BUG(
+      "api/api_server.cc Watcher::SendLocked drops an event that no longer passes the filter "
+      "(node assignment, label selector) instead of sending DELETED");
+  World w;
+  w.Seed();
+  HttpResponse node_watch = w.Do("GET", Collection("workloads") + "?watch=true", w.node_token);
+  HttpResponse label_watch =
+      w.Do("GET", Collection("workloads", "team-b") + "?watch=true&labelSelector=app=x", kAdmin);
+  ASSERT_EQ(node_watch.status, 200);
+  ASSERT_EQ(label_watch.status, 200);
+  WatchDriver by_node(node_watch.stream);
+  WatchDriver by_label(label_watch.stream);
+  const std::string wb = Item("workloads", "team-b", "wb");
+  ASSERT_EQ(w.Do("PATCH", wb, kAdmin, R"({"metadata":{"labels":{"app":"x"}}})", kMergePatch).status,
+            200);
+  ASSERT_EQ(
+      w.Do("PATCH", wb, kAdmin, R"({"metadata":{"labels":{"app":null}}})", kMergePatch).status,
+      200);
+  w.MustSetStatus(wb, {{"phase", "Pending"}, {"reason", "NodeLost"}});
+  const std::vector<std::string> label_events = Summaries(by_label.Events());
+  ASSERT_EQ(label_events.size(), 2u);
+  EXPECT_EQ(label_events.back(), "DELETED team-b/wb");
+  const std::vector<std::string> node_events = Summaries(by_node.Events());
+  ASSERT_FALSE(node_events.empty());
+  EXPECT_EQ(node_events.back(), "DELETED team-b/wb");
+}
+
+TEST(ApiWatchTest, CompactedResourceVersionGets410) {
+  World w(/*keep_events=*/3);
+  const std::string path = Collection("workloads", "team-a");
+  w.MustCreate(Collection("tenants"), TenantObject("team-a"));
+  for (int i = 0; i < 6; ++i) w.MustCreate(path, WorkloadObject("team-a", "w" + std::to_string(i)));
+  HttpResponse resp = w.Do("GET", path + "?watch=true&resourceVersion=1", kAdmin);
+  ASSERT_EQ(resp.status, 200);
+  WatchDriver d(resp.stream);
+  std::vector<json> events = d.Events();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].value("type", ""), "ERROR");
+  EXPECT_EQ(events[0]["object"].value("code", 0), 410);
+  EXPECT_TRUE(d.finished());
+  EXPECT_EQ(w.Do("GET", path + "?watch=true&resourceVersion=x", kAdmin).status, 400);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bad input: the right code, a Status naming the field, and nothing stored changes.
+
+class ApiBadInputTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    w_.MustCreate(Collection("tenants"), TenantObject("team-a"));
+    w_.MustCreate(Collection("nodes"), NodeObject("big", 8));
+    w_.MustCreate(Collection("workloads", "team-a"), WorkloadObject("team-a", "existing"));
+    existing_ = w_.Get(Item("workloads", "team-a", "existing")).body;
+  }
+
+  // Sends the request as alice and checks code, Status body and that nothing changed.
+  void ExpectRejected(const std::string& method, const std::string& target, const std::string& body,
+                      const std::string& content_type, int code, const std::string& names) {
+    SCOPED_TRACE(method + " " + target + " " + body);
+    const int64_t rev = w_.store().Revision();
+    HttpResponse r = w_.Do(method, target, kAlice, body, content_type);
+    EXPECT_EQ(r.status, code) << r.body;
+    json j = Parse(r);
+    EXPECT_EQ(Str(j, "kind"), "Status") << r.body;
+    EXPECT_EQ(j.is_object() && j.contains("code") ? j["code"] : json(), code) << r.body;
+    EXPECT_EQ(Str(j, "status"), "Failure") << r.body;
+    EXPECT_NE(Str(j, "message").find(names), std::string::npos)
+        << "the message should name '" << names << "': " << r.body;
+    EXPECT_EQ(w_.store().Revision(), rev);
+    EXPECT_EQ(w_.Get(Item("workloads", "team-a", "existing")).body, existing_);
+    EXPECT_EQ(w_.Get(Item("workloads", "team-a", "new")).status, 404);
+  }
+  void ExpectCreateRejected(const json& obj, int code, const std::string& names) {
+    ExpectRejected("POST", Collection("workloads", "team-a"), obj.dump(), "application/json", code,
+                   names);
+  }
+
+  json New() { return WorkloadObject("team-a", "new"); }
+
+  World w_;
+  std::string existing_;
+};
+
+TEST_F(ApiBadInputTest, MalformedJson) {
+  ExpectRejected("POST", Collection("workloads", "team-a"), R"({"metadata": {"name": "new")",
+                 "application/json", 400, "JSON");
+  ExpectRejected("PUT", Item("workloads", "team-a", "existing"), "{not json", "application/json",
+                 400, "JSON");
+  ExpectRejected("PATCH", Item("workloads", "team-a", "existing"), "{", kMergePatch, 400, "JSON");
+}
+
+TEST_F(ApiBadInputTest, UnknownFields) {
+  json top = New();
+  top["spek"] = json::object();
+  ExpectCreateRejected(top, 422, "spek");
+  json meta = New();
+  meta["metadata"]["lables"] = {{"a", "b"}};
+  ExpectCreateRejected(meta, 422, "metadata.lables");
+  json spec = New();
+  spec["spec"]["podSets"][0]["devices"]["gpuz"] = 1;
+  ExpectCreateRejected(spec, 422, "spec.podSets[0].devices.gpuz");
+  // The same through an update and a patch of an existing object.
+  json existing = json::parse(existing_);
+  existing["spec"]["podSets"][0]["devices"]["gpuz"] = 1;
+  ExpectRejected("PUT", Item("workloads", "team-a", "existing"), existing.dump(),
+                 "application/json", 422, "spec.podSets[0].devices.gpuz");
+  ExpectRejected("PATCH", Item("workloads", "team-a", "existing"), R"({"spec":{"retries":3}})",
+                 kMergePatch, 422, "spec.retries");
+}
+
+TEST_F(ApiBadInputTest, WrongTypes) {
+  json count = New();
+  count["spec"]["podSets"][0]["count"] = "two";
+  ExpectCreateRejected(count, 422, "spec.podSets[0].count");
+  json podsets = New();
+  podsets["spec"]["podSets"] = "many";
+  ExpectCreateRejected(podsets, 422, "spec.podSets");
+  json spec = New();
+  spec["spec"] = json::array({1, 2});
+  ExpectCreateRejected(spec, 422, "spec");
+  json gang = New();
+  gang["spec"]["gang"] = "sometimes";
+  ExpectCreateRejected(gang, 422, "spec.gang");
+  json labels = New();
+  labels["metadata"]["labels"] = "app=chat";
+  ExpectCreateRejected(labels, 422, "metadata.labels");
+}
+
+// JSON types matter even where the YAML-based parser would read a scalar of another type: the
+// stored object is JSON, and its readers (scheduler, agents) read it with typed accessors.
+TEST_F(ApiBadInputTest, WrongJsonTypesOfScalars) {
+  KNOWN_BUG(
+      "api/api_server.cc Impl::Validate checks workloads with the YAML parser, which accepts a "
+      "string where the schema has a number (durationSeconds: \"600\") and stores it; "
+      "metadata.name as a number gets a message that does not name the field");
+  json duration = New();
+  duration["spec"]["run"]["durationSeconds"] = "600";
+  ExpectCreateRejected(duration, 422, "spec.run.durationSeconds");
+  json name = New();
+  name["metadata"]["name"] = 5;
+  ExpectCreateRejected(name, 422, "metadata.name");
+}
+
+TEST_F(ApiBadInputTest, NamesAndQuantities) {
+  json name = New();
+  name["metadata"]["name"] = "Bad_Name";
+  ExpectCreateRejected(name, 422, "metadata.name");
+  json long_name = New();
+  long_name["metadata"]["name"] = std::string(64, 'a');
+  ExpectCreateRejected(long_name, 422, "metadata.name");
+  json cpu = New();
+  cpu["spec"]["podSets"][0]["cpu"] = "4 cores";
+  ExpectCreateRejected(cpu, 422, "spec.podSets[0].cpu");
+  json memory = New();
+  memory["spec"]["podSets"][0]["memory"] = "16 gigs";
+  ExpectCreateRejected(memory, 422, "spec.podSets[0].memory");
+  ExpectRejected("PATCH", Item("workloads", "team-a", "existing"),
+                 R"({"spec":{"podSets":[{"name":"main","cpu":"lots"}]}})", kMergePatch, 422,
+                 "spec.podSets[0].cpu");
+  // Other kinds name their fields too.
+  const int64_t rev = w_.store().Revision();
+  HttpResponse tenant =
+      w_.Do("POST", Collection("tenants"), kAdmin, TenantObject("team-z", "very-trusted").dump());
+  EXPECT_EQ(tenant.status, 422);
+  EXPECT_NE(Message(tenant).find("spec.trust"), std::string::npos) << tenant.body;
+  json node = NodeObject("n9");
+  node["spec"]["cpu"] = "many";
+  HttpResponse n = w_.Do("POST", Collection("nodes"), kAdmin, node.dump());
+  EXPECT_EQ(n.status, 422);
+  EXPECT_NE(Message(n).find("spec.cpu"), std::string::npos) << n.body;
+  HttpResponse lease = w_.Do("POST", Collection("leases"), kAdmin,
+                             R"({"metadata":{"name":"l1"},"spec":{"holder":"x"}})");
+  EXPECT_EQ(lease.status, 422);
+  EXPECT_NE(Message(lease).find("spec.holder"), std::string::npos) << lease.body;
+  EXPECT_EQ(w_.store().Revision(), rev);
+}
+
+TEST_F(ApiBadInputTest, MoreGpusPerPodThanAnyNodeHas) {
+  json big = New();
+  big["spec"]["podSets"][0]["devices"]["gpus"] = 16;
+  ExpectCreateRejected(big, 422, "spec.podSets[0].devices.gpus");
+  EXPECT_NE(Message(w_.Do("POST", Collection("workloads", "team-a"), kAlice, big.dump())).find("8"),
+            std::string::npos);
+  // Eight fit.
+  json fits = New();
+  fits["spec"]["podSets"][0]["devices"]["gpus"] = 8;
+  EXPECT_EQ(w_.Do("POST", Collection("workloads", "team-a"), kAlice, fits.dump()).status, 201);
+}
+
+TEST_F(ApiBadInputTest, ContentTypes) {
+  ExpectRejected("POST", Collection("workloads", "team-a"), New().dump(), "text/yaml", 415,
+                 "application/json");
+  ExpectRejected("PUT", Item("workloads", "team-a", "existing"), existing_, "text/plain", 415,
+                 "application/json");
+  ExpectRejected("PATCH", Item("workloads", "team-a", "existing"), R"({"spec":{"priority":1}})",
+                 "application/json", 415, "merge-patch");
+  ExpectRejected("PATCH", Item("workloads", "team-a", "existing"), R"({"spec":{"priority":1}})", "",
+                 415, "merge-patch");
+  // Parameters after the media type are fine.
+  HttpResponse ok = w_.Do("POST", Collection("workloads", "team-a"), kAlice, New().dump(),
+                          "application/json; charset=utf-8");
+  EXPECT_EQ(ok.status, 201) << ok.body;
+}
+
+TEST_F(ApiBadInputTest, NamespaceAndNameMismatch) {
+  json other = WorkloadObject("team-b", "new");
+  ExpectCreateRejected(other, 422, "metadata.namespace");
+  json existing = json::parse(existing_);
+  existing["metadata"]["namespace"] = "team-b";
+  ExpectRejected("PUT", Item("workloads", "team-a", "existing"), existing.dump(),
+                 "application/json", 422, "metadata.namespace");
+  json renamed = json::parse(existing_);
+  renamed["metadata"]["name"] = "other";
+  ExpectRejected("PUT", Item("workloads", "team-a", "existing"), renamed.dump(), "application/json",
+                 422, "metadata.name");
+  json kind = New();
+  kind["kind"] = "Tenant";
+  ExpectCreateRejected(kind, 422, "kind");
+}
+
+// A workload lives in its tenant's namespace: one created with no namespace, or in a namespace
+// whose name breaks the naming rules, could never be addressed (GET needs a namespace) and has
+// no tenant for isolation.
+TEST_F(ApiBadInputTest, WorkloadsNeedAValidNamespace) {
+  KNOWN_BUG(
+      "api/api_server.cc Impl::Handle accepts POST /apis/fabrica.dev/v1/workloads (no namespace) "
+      "and namespaces that are not valid names, storing workloads without a usable tenant");
+  const int64_t rev = w_.store().Revision();
+  json no_ns = New();
+  no_ns["metadata"].erase("namespace");
+  HttpResponse r = w_.Do("POST", Collection("workloads"), kAdmin, no_ns.dump());
+  EXPECT_GE(r.status, 400) << r.body;
+  HttpResponse bad = w_.Do("POST", Collection("workloads", "Bad_NS"), kAdmin,
+                           WorkloadObject("Bad_NS", "new").dump());
+  EXPECT_EQ(bad.status, 422) << bad.body;
+  EXPECT_EQ(w_.store().Revision(), rev);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Paths and methods.
+
+TEST(ApiPathTest, UnknownPathsAndMethods) {
+  World w;
+  w.Seed();
+  EXPECT_EQ(w.Get(std::string(kApi) + "/gadgets").status, 404);
+  EXPECT_EQ(w.Get(std::string(kApi) + "/namespaces/team-a/nodes").status, 404);
+  EXPECT_EQ(w.Get(std::string(kApi) + "/workloads/wa").status, 404);
+  EXPECT_EQ(w.Get(Item("workloads", "team-a", "wa") + "/logs").status, 404);
+  EXPECT_EQ(w.Do("POST", Item("workloads", "team-a", "wa"), kAdmin, "{}").status, 405);
+  EXPECT_EQ(w.Do("DELETE", Collection("workloads", "team-a"), kAdmin).status, 405);
+  EXPECT_EQ(w.Do("OPTIONS", Collection("nodes"), kAdmin).status, 405);
+  HttpResponse discovery = w.Get(kApi);
+  EXPECT_EQ(discovery.status, 200);
+  EXPECT_EQ(Parse(discovery)["resources"].size(), 5u);
+}
+
+}  // namespace
+}  // namespace fabrica

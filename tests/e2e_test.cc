@@ -1,0 +1,733 @@
+// End-to-end tests of the control plane.
+//
+// FactoryTest runs the whole factory in this process: the SQLite store, the API over HTTPS with
+// generated certificates, the scheduler and a simulated fleet whose agents talk to the server
+// through the real client. Time is a ManualClock and the loop is driven by hand (agents tick,
+// the scheduler runs a cycle, agents tick again), so the tests are deterministic and fast.
+// Users act through HttpClient with an admin token, as fabctl would.
+//
+// DurabilityTest runs the real `fabrica server` binary, SIGKILLs it while four clients create
+// workloads, restarts it on the same data directory and checks that every acknowledged create
+// survived intact.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "api/api_server.h"
+#include "api/auth.h"
+#include "api/http_server.h"
+#include "client/http_client.h"
+#include "control/clock.h"
+#include "control/scheduler.h"
+#include "control/sim_agent.h"
+#include "core/fleet.h"
+#include "known_bug.h"
+#include "store/store.h"
+
+namespace fabrica {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+constexpr char kApi[] = "/apis/fabrica.dev/v1";
+constexpr char kAdminToken[] = "admin-token-e2e-0123456789";
+constexpr char kAuthYaml[] = R"(tokens:
+  - {token: admin-token-e2e-0123456789, user: admin}
+bindings:
+  - {role: platform-admin, user: admin}
+)";
+
+// Two leaves of two 8-GPU H100 nodes each, and a MIG node under the second leaf: room for the
+// demo's gang (two whole nodes under one leaf) next to everything else.
+constexpr char kFleetYaml[] = R"(apiVersion: fabrica.dev/v1
+kind: Fleet
+nodes:
+  - name: hgx-a
+    count: 2
+    cpu: 224
+    memory: 2Ti
+    rack: rack-1
+    leaf: leaf-1
+    numaNodes: 2
+    gpus: {count: 8, model: H100, memory: 80Gi}
+  - name: hgx-b
+    count: 2
+    cpu: 224
+    memory: 2Ti
+    rack: rack-2
+    leaf: leaf-2
+    numaNodes: 2
+    gpus: {count: 8, model: H100, memory: 80Gi}
+  - name: hgx-mig
+    cpu: 224
+    memory: 2Ti
+    rack: rack-2
+    leaf: leaf-2
+    numaNodes: 2
+    gpus: {count: 2, model: H100, memory: 80Gi, mig: [3g.40gb, 2g.20gb, 1g.10gb, 1g.10gb]}
+)";
+
+// A fresh directory under the test temp dir, removed with the object.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::path(testing::TempDir()) / "e2e_test_XXXXXX").string();
+    CHECK(mkdtemp(pattern.data()) != nullptr);
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+  std::string File(const std::string& name) const { return (fs::path(path_) / name).string(); }
+
+ private:
+  std::string path_;
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// YAML as the manifests write it, to the JSON the API takes: plain scalars that read as integers
+// or booleans become numbers and booleans, everything else (and every quoted scalar) a string.
+json YamlToJson(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Map: {
+      json o = json::object();
+      for (const auto& kv : n) o[kv.first.Scalar()] = YamlToJson(kv.second);
+      return o;
+    }
+    case YAML::NodeType::Sequence: {
+      json a = json::array();
+      for (const auto& item : n) a.push_back(YamlToJson(item));
+      return a;
+    }
+    case YAML::NodeType::Scalar: {
+      const std::string& s = n.Scalar();
+      if (n.Tag() == "!") return s;
+      if (s == "true" || s == "false") return s == "true";
+      int64_t v = 0;
+      auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+      if (ec == std::errc() && end == s.data() + s.size() && !s.empty()) return v;
+      return s;
+    }
+    default:
+      return nullptr;
+  }
+}
+
+std::string WorkloadPath(const std::string& ns, const std::string& name = "") {
+  return std::string(kApi) + "/namespaces/" + ns + "/workloads" + (name.empty() ? "" : "/" + name);
+}
+
+json WholeGpuWorkload(const std::string& ns, const std::string& name, int gpus, int pods = 1) {
+  return {{"apiVersion", "fabrica.dev/v1"},
+          {"kind", "Workload"},
+          {"metadata", {{"name", name}, {"namespace", ns}}},
+          {"spec",
+           {{"podSets",
+             {{{"name", "main"},
+               {"count", pods},
+               {"cpu", "16"},
+               {"memory", "64Gi"},
+               {"devices", {{"gpus", gpus}}}}}},
+            {"run", {{"command", {"train"}}, {"durationSeconds", 36000}}}}}};
+}
+
+// ---------------------------------------------------------------------------------------------
+// The factory in one process.
+
+class FactoryTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(EnsureServerCertificates(dir_.path(), {"127.0.0.1", "localhost"}).ok());
+    auto store = OpenSqliteStore(dir_.File("store.db"));
+    ASSERT_TRUE(store.ok()) << store.status().message();
+    store_ = std::move(*store);
+    auto auth = Authorizer::Parse(kAuthYaml, "inline auth");
+    ASSERT_TRUE(auth.ok()) << auth.status().message();
+    auth_ = std::make_unique<Authorizer>(std::move(*auth));
+    api_ = std::make_unique<ApiServer>(*store_, *auth_, clock_, nullptr);
+
+    HttpServerOptions options;
+    options.listen = "127.0.0.1:0";
+    options.tls = true;
+    options.cert_file = dir_.File("server.crt");
+    options.key_file = dir_.File("server.key");
+    server_ = std::make_unique<HttpServer>(
+        options, [this](const HttpRequest& r) { return api_->Handle(r); });
+    Status started = server_->Start();
+    ASSERT_TRUE(started.ok()) << started.message();
+
+    client_options_.server = "https://127.0.0.1:" + std::to_string(server_->port());
+    client_options_.ca_file = dir_.File("ca.crt");
+    client_options_.timeout_seconds = 20;
+    ClientOptions admin = client_options_;
+    admin.token = kAdminToken;
+    admin_ = std::make_unique<HttpClient>(admin);
+
+    auto fleet = ParseFleetYaml(kFleetYaml, "inline fleet");
+    ASSERT_TRUE(fleet.ok()) << fleet.status().message();
+    fleet_ = *fleet;
+    for (const Node& n : fleet_.nodes) {
+      auto token = api_->IssueNodeToken(n.name.str());
+      ASSERT_TRUE(token.ok()) << token.status().message();
+      node_tokens_[n.name.str()] = *token;
+      leaf_of_[n.name.str()] = n.leaf;
+    }
+    sim_ = std::make_unique<SimulatedFleet>(fleet_, client_options_, node_tokens_, clock_);
+    scheduler_ = std::make_unique<Scheduler>(*store_, clock_, SchedulerOptions{}, nullptr);
+
+    // Example tenants, then the nodes register and heartbeat.
+    CreateTenant("team-a", "trusted", "research");
+    CreateTenant("team-b", "trusted", "research");
+    CreateTenant("team-c", "standard", "team-c");
+    CreateTenant("partner-x", "untrusted", "partner-x");
+    Status first = sim_->Tick();
+    ASSERT_TRUE(first.ok()) << first.message();
+  }
+
+  void TearDown() override {
+    sim_.reset();
+    if (server_) server_->Stop();
+  }
+
+  ClientResponse Call(const std::string& method, const std::string& path,
+                      const std::string& body = "",
+                      const std::string& content_type = "application/json") {
+    auto r = admin_->Do(method, path, body, content_type);
+    EXPECT_TRUE(r.ok()) << method << " " << path << ": " << r.status().message();
+    return r.ok() ? *r : ClientResponse{};
+  }
+  json CallJson(const std::string& method, const std::string& path, const std::string& body = "") {
+    ClientResponse r = Call(method, path, body);
+    json j = json::parse(r.body, nullptr, false);
+    return j.is_discarded() ? json() : j;
+  }
+
+  void CreateTenant(const std::string& name, const std::string& trust, const std::string& domain) {
+    json t = {{"apiVersion", "fabrica.dev/v1"},
+              {"kind", "Tenant"},
+              {"metadata", {{"name", name}}},
+              {"spec", {{"trust", trust}, {"trustDomain", domain}}}};
+    trust_domain_[name] = domain;
+    ClientResponse r = Call("POST", std::string(kApi) + "/tenants", t.dump());
+    EXPECT_EQ(r.status, 201) << r.body;
+  }
+  void CreateWorkload(const json& w) {
+    const std::string ns = w["metadata"].value("namespace", "");
+    ClientResponse r = Call("POST", WorkloadPath(ns), w.dump());
+    EXPECT_EQ(r.status, 201) << w["metadata"].value("name", "") << ": " << r.body;
+  }
+
+  // Every workload, keyed "ns/name".
+  std::map<std::string, json> Workloads() {
+    std::map<std::string, json> out;
+    json list = CallJson("GET", std::string(kApi) + "/workloads");
+    for (const json& w : list.value("items", json::array())) {
+      out[w["metadata"].value("namespace", "") + "/" + w["metadata"].value("name", "")] = w;
+    }
+    return out;
+  }
+
+  // One round of the factory: agents heartbeat and report, the scheduler places, agents start
+  // what was placed. Virtual time moves on by `advance_ms`.
+  CycleStats Cycle(int64_t advance_ms = 1000) {
+    clock_.AdvanceMs(advance_ms);
+    Status st = sim_->Tick();
+    EXPECT_TRUE(st.ok()) << st.message();
+    auto stats = scheduler_->RunOnce();
+    EXPECT_TRUE(stats.ok()) << stats.status().message();
+    st = sim_->Tick();
+    EXPECT_TRUE(st.ok()) << st.message();
+    return stats.ok() ? *stats : CycleStats{};
+  }
+
+  // Cycles until every workload is in `phase` with assignments (at most `max_cycles`).
+  bool CycleUntilAll(const std::string& phase, int max_cycles = 10) {
+    for (int i = 0; i < max_cycles; ++i) {
+      Cycle();
+      bool all = true;
+      for (const auto& [name, w] : Workloads()) {
+        const json status = w.value("status", json::object());
+        if (status.value("phase", "") != phase ||
+            status.value("assignments", json::array()).empty()) {
+          all = false;
+        }
+      }
+      if (all) return true;
+    }
+    return false;
+  }
+
+  static std::string Describe(const std::map<std::string, json>& workloads) {
+    std::string out;
+    for (const auto& [name, w] : workloads)
+      out += name + ": " + w.value("status", json()).dump() + "\n";
+    return out;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<Authorizer> auth_;
+  ManualClock clock_;
+  std::unique_ptr<ApiServer> api_;
+  std::unique_ptr<HttpServer> server_;
+  ClientOptions client_options_;
+  std::unique_ptr<HttpClient> admin_;
+  Fleet fleet_;
+  std::map<std::string, std::string> node_tokens_;
+  std::map<std::string, std::string> leaf_of_;
+  std::map<std::string, std::string> trust_domain_;
+  std::unique_ptr<SimulatedFleet> sim_;
+  std::unique_ptr<Scheduler> scheduler_;
+};
+
+TEST_F(FactoryTest, DemoRunsIsolatedAndFreesItsGpus) {
+  // The workloads of examples/demo.yaml, through the API as fabctl apply would send them.
+  const std::string demo = ReadFile(std::string(FABRICA_SOURCE_DIR) + "/examples/demo.yaml");
+  ASSERT_FALSE(demo.empty());
+  std::vector<YAML::Node> docs = YAML::LoadAll(demo);
+  ASSERT_EQ(docs.size(), 5u);
+  for (const YAML::Node& d : docs) CreateWorkload(YamlToJson(d));
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+
+  std::map<std::string, json> w = Workloads();
+  ASSERT_EQ(w.size(), 5u);
+  // Who uses which GPU: "node/index" -> tenants.
+  std::map<std::string, std::set<std::string>> tenants_on_gpu;
+  for (const auto& [name, obj] : w) {
+    const std::string tenant = obj["metadata"].value("namespace", "");
+    for (const json& a : obj["status"]["assignments"]) {
+      ASSERT_FALSE(a["devices"].empty()) << name;
+      for (const json& d : a["devices"]) {
+        tenants_on_gpu[a.value("node", "") + "/" + std::to_string(d.value("index", -1))].insert(
+            tenant);
+      }
+    }
+  }
+  for (const auto& [gpu, tenants] : tenants_on_gpu) {
+    std::set<std::string> domains;
+    for (const std::string& t : tenants) domains.insert(trust_domain_[t]);
+    EXPECT_EQ(domains.size(), 1u) << gpu << " is shared across trust domains";
+    if (tenants.count("partner-x")) {
+      EXPECT_EQ(tenants.size(), 1u) << "untrusted partner-x shares " << gpu;
+    }
+  }
+
+  // The chat servers get fractional shares (and may share a GPU: one trust domain).
+  for (const char* chat : {"team-a/llama-chat", "team-b/mistral-chat"}) {
+    const json& status = w[chat]["status"];
+    EXPECT_EQ(status.value("isolation", ""), "fractional share within one trust domain") << chat;
+    ASSERT_EQ(status["assignments"].size(), 1u) << chat;
+    ASSERT_EQ(status["assignments"][0]["devices"].size(), 1u) << chat;
+    EXPECT_EQ(status["assignments"][0]["devices"][0].value("gpuMilli", 0), 500) << chat;
+  }
+  // partner-x: one whole GPU.
+  const json& partner = w["partner-x/partner-inference"]["status"];
+  EXPECT_EQ(partner.value("isolation", ""), "whole GPUs");
+  ASSERT_EQ(partner["assignments"].size(), 1u);
+  EXPECT_EQ(partner["assignments"][0]["devices"].size(), 1u);
+  // The gang: two pods of eight GPUs on two nodes under one leaf.
+  const json& gang = w["team-a/llama-finetune"]["status"];
+  ASSERT_EQ(gang["assignments"].size(), 2u);
+  const std::string n0 = gang["assignments"][0].value("node", "");
+  const std::string n1 = gang["assignments"][1].value("node", "");
+  EXPECT_NE(n0, n1);
+  EXPECT_EQ(leaf_of_[n0], leaf_of_[n1]) << n0 << " and " << n1;
+  EXPECT_EQ(gang["assignments"][0]["devices"].size(), 8u);
+  EXPECT_EQ(gang["assignments"][1]["devices"].size(), 8u);
+  // The evaluation: a 1g.10gb MIG slice.
+  const json& eval = w["team-c/eval-suite"]["status"];
+  ASSERT_EQ(eval["assignments"].size(), 1u);
+  EXPECT_EQ(eval["assignments"][0].value("node", ""), "hgx-mig");
+  EXPECT_EQ(eval["assignments"][0]["devices"][0].value("migProfile", ""), "1g.10gb");
+
+  // Delete everything; the GPUs come back: an 8-GPU pod fits on each of the four whole-GPU nodes
+  // again, and four 1g.10gb pods (every such slice of the MIG node) fit too.
+  for (const auto& [name, obj] : w) {
+    ClientResponse r = Call("DELETE", WorkloadPath(obj["metadata"].value("namespace", ""),
+                                                   obj["metadata"].value("name", "")));
+    EXPECT_EQ(r.status, 200) << name << ": " << r.body;
+  }
+  EXPECT_TRUE(Workloads().empty());
+  for (int i = 0; i < 4; ++i)
+    CreateWorkload(WholeGpuWorkload("team-b", "full-" + std::to_string(i), 8));
+  json slices = WholeGpuWorkload("team-c", "all-slices", 0, 4);
+  slices["spec"]["podSets"][0]["devices"] = {{"mig", "1g.10gb"}};
+  CreateWorkload(slices);
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  std::set<std::string> full_nodes;
+  for (const auto& [name, obj] : Workloads()) {
+    if (name.rfind("team-b/full-", 0) != 0) continue;
+    full_nodes.insert(obj["status"]["assignments"][0].value("node", ""));
+  }
+  EXPECT_EQ(full_nodes, (std::set<std::string>{"hgx-a-0", "hgx-a-1", "hgx-b-0", "hgx-b-1"}));
+  CycleStats stats = Cycle();
+  EXPECT_EQ(stats.pending, 0);
+  EXPECT_EQ(stats.running, 5);
+}
+
+TEST_F(FactoryTest, LostNodesWorkloadsAreRequeued) {
+  for (int i = 0; i < 3; ++i)
+    CreateWorkload(WholeGpuWorkload("team-a", "job-" + std::to_string(i), 2));
+  CreateWorkload(WholeGpuWorkload("partner-x", "partner", 1));
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+
+  // Stop the node that runs the most.
+  std::map<std::string, std::set<std::string>> on_node;
+  for (const auto& [name, obj] : Workloads()) {
+    on_node[obj["status"]["assignments"][0].value("node", "")].insert(name);
+  }
+  std::string lost;
+  for (const auto& [node, names] : on_node) {
+    if (lost.empty() || names.size() > on_node[lost].size()) lost = node;
+  }
+  ASSERT_FALSE(lost.empty());
+  const std::set<std::string> victims = on_node[lost];
+  sim_->StopNode(lost);
+
+  // Within the grace period (40 s) nothing moves.
+  for (int i = 0; i < 2; ++i) Cycle(10'000);
+  for (const auto& [name, obj] : Workloads()) {
+    EXPECT_EQ(obj["status"].value("phase", ""), "Running") << name;
+  }
+
+  // Past it, the scheduler requeues what ran there (Pending, NodeLost) and leaves the rest.
+  clock_.AdvanceMs(25'000);
+  ASSERT_TRUE(sim_->Tick().ok());
+  auto stats = scheduler_->RunOnce();
+  ASSERT_TRUE(stats.ok()) << stats.status().message();
+  EXPECT_EQ(stats->requeued, static_cast<int>(victims.size()));
+  for (const auto& [name, obj] : Workloads()) {
+    const json& status = obj["status"];
+    if (victims.count(name)) {
+      EXPECT_EQ(status.value("phase", ""), "Pending") << name;
+      EXPECT_EQ(status.value("reason", ""), "NodeLost") << name;
+    } else {
+      EXPECT_EQ(status.value("phase", ""), "Running") << name;
+    }
+  }
+
+  // The next cycles place them elsewhere, and the live nodes start them.
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  for (const auto& [name, obj] : Workloads()) {
+    for (const json& a : obj["status"]["assignments"]) {
+      EXPECT_NE(a.value("node", ""), lost) << name << " is still on the lost node";
+    }
+  }
+}
+
+// A node writes its workloads' status; whatever it writes must neither crash the scheduler nor
+// hide every workload from every other node.
+TEST_F(FactoryTest, MalformedStatusIsRejectedAndHarmless) {
+  KNOWN_BUG(
+      "api/api_server.cc accepts any JSON as a workload's status (e.g. assignments[0].node: 5); "
+      "then Scheduler::RunOnce, and the nodes' list filter AssignedTo, throw nlohmann type_error");
+  CreateWorkload(WholeGpuWorkload("team-a", "job", 1));
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  const std::string node = Workloads()["team-a/job"]["status"]["assignments"][0].value("node", "");
+  ClientOptions as_node = client_options_;
+  as_node.token = node_tokens_[node];
+  HttpClient agent(as_node);
+  auto r = agent.Do("PATCH", WorkloadPath("team-a", "job") + "/status",
+                    R"({"status":{"assignments":[{"node":5,"devices":[]}]}})",
+                    "application/merge-patch+json");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 422) << r->body;
+  EXPECT_NO_THROW((void)scheduler_->RunOnce());
+  EXPECT_TRUE(sim_->Tick().ok());
+}
+
+// durationSeconds is a number; the simulated agents read it as one.
+TEST_F(FactoryTest, AgentsSurviveADurationGivenAsAString) {
+  KNOWN_BUG(
+      "the API stores spec.run.durationSeconds: \"600\" (a string), then SimulatedFleet::"
+      "TickAgent throws nlohmann type_error once the workload runs (std::terminate in `fabrica "
+      "up`)");
+  json w = WholeGpuWorkload("team-a", "job", 1);
+  w["spec"]["run"]["durationSeconds"] = "600";
+  ClientResponse r = Call("POST", WorkloadPath("team-a"), w.dump());
+  if (r.status != 201) {
+    EXPECT_EQ(r.status, 422) << r.body;
+    return;
+  }
+  EXPECT_NO_THROW({
+    for (int i = 0; i < 3; ++i) Cycle();
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Durability of acknowledged writes across a SIGKILL of the real server.
+
+// A port that was free a moment ago.
+int FreePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  CHECK(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  CHECK(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  socklen_t len = sizeof(addr);
+  CHECK(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// `fabrica server` as a child process, plain HTTP on a free port.
+class ServerProcess {
+ public:
+  ServerProcess(std::string data, std::string auth_file)
+      : data_(std::move(data)), auth_file_(std::move(auth_file)) {}
+  ~ServerProcess() { Kill(SIGKILL); }
+
+  // Starts the server and waits until /healthz answers; retries on another port when the chosen
+  // one was taken meanwhile.
+  bool Start() {
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      port_ = FreePort();
+      const std::string listen = "127.0.0.1:" + std::to_string(port_);
+      const std::string log = data_ + "/server-" + std::to_string(starts_++) + ".log";
+      pid_ = ::fork();
+      CHECK(pid_ >= 0);
+      if (pid_ == 0) {
+        const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+          ::dup2(fd, STDOUT_FILENO);
+          ::dup2(fd, STDERR_FILENO);
+          ::close(fd);
+        }
+        ::execl(FABRICA_BIN, "fabrica", "server", "--data", data_.c_str(), "--listen",
+                listen.c_str(), "--plain-http", "--auth", auth_file_.c_str(),
+                static_cast<char*>(nullptr));
+        std::_Exit(127);
+      }
+      HttpClient probe(Options(""));
+      const auto deadline = std::chrono::steady_clock::now() + 30s;
+      while (std::chrono::steady_clock::now() < deadline) {
+        auto r = probe.Do("GET", "/healthz");
+        if (r.ok() && r->status == 200) return true;
+        int status = 0;
+        if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+          pid_ = -1;  // exited: most likely the port was taken
+          break;
+        }
+        std::this_thread::sleep_for(20ms);
+      }
+      Kill(SIGKILL);
+    }
+    return false;
+  }
+
+  // Sends `signal` and reaps the process; returns its wait status (or -1 if none ran).
+  int Kill(int signal) {
+    if (pid_ <= 0) return -1;
+    ::kill(pid_, signal);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return status;
+  }
+
+  // Whether the process is still running (reaps it if not).
+  bool Alive() {
+    if (pid_ <= 0) return false;
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return false;
+    }
+    return true;
+  }
+
+  ClientOptions Options(const std::string& token) const {
+    ClientOptions o;
+    o.server = "http://127.0.0.1:" + std::to_string(port_);
+    o.token = token;
+    o.timeout_seconds = 10;
+    return o;
+  }
+
+ private:
+  std::string data_;
+  std::string auth_file_;
+  int port_ = 0;
+  pid_t pid_ = -1;
+  int starts_ = 0;
+};
+
+// Every workload's spec is derived from its name, so that the check after the restart needs
+// nothing but the names.
+json DurableWorkload(const std::string& name, int thread, int i) {
+  json w = WholeGpuWorkload("team-a", name, 1 + i % 8);
+  w["metadata"]["labels"] = {{"writer", "t" + std::to_string(thread)}};
+  w["spec"]["priority"] = i;
+  w["spec"]["run"]["command"] = {"job", name, std::to_string(i * 7919)};
+  return w;
+}
+
+TEST(DurabilityTest, AcknowledgedCreatesSurviveSigkill) {
+  TempDir dir;
+  const std::string auth_file = dir.File("auth.yaml");
+  {
+    std::ofstream out(auth_file);
+    out << kAuthYaml;
+  }
+  const std::string data = dir.File("data");
+  ServerProcess server(data, auth_file);
+  ASSERT_TRUE(server.Start()) << ReadFile(data + "/server-0.log");
+  {
+    HttpClient admin(server.Options(kAdminToken));
+    json t = {{"apiVersion", "fabrica.dev/v1"},
+              {"kind", "Tenant"},
+              {"metadata", {{"name", "team-a"}}},
+              {"spec", {{"trust", "trusted"}}}};
+    auto r = admin.Do("POST", std::string(kApi) + "/tenants", t.dump());
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    ASSERT_EQ(r->status, 201) << r->body;
+  }
+
+  // Four writers as fast as they can; each records the names the server acknowledged (201).
+  std::mutex mu;
+  std::map<std::string, json> acknowledged;  // name -> the object sent
+  std::atomic<int> count{0};
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> writers;
+  for (int t = 0; t < 4; ++t) {
+    writers.emplace_back([&, t] {
+      HttpClient client(server.Options(kAdminToken));
+      for (int i = 0; !stop; ++i) {
+        const std::string name = "t" + std::to_string(t) + "-" + std::to_string(i);
+        const json w = DurableWorkload(name, t, i);
+        auto r = client.Do("POST", WorkloadPath("team-a"), w.dump());
+        if (!r.ok()) break;  // the server is gone
+        if (r->status != 201) {
+          ADD_FAILURE() << name << ": " << r->status << " " << r->body;
+          break;
+        }
+        std::lock_guard<std::mutex> lock(mu);
+        acknowledged[name] = w;
+        ++count;
+      }
+    });
+  }
+  // Kill at a random moment after about two hundred creations.
+  std::mt19937 rng(std::random_device{}());
+  const int kill_after = 200 + static_cast<int>(rng() % 60);
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (count < kill_after && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200 + rng() % 800));
+  }
+  const int status = server.Kill(SIGKILL);
+  stop = true;
+  for (std::thread& t : writers) t.join();
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  ASSERT_GE(count.load(), kill_after) << "the writers were too slow";
+
+  // Restart on the same data directory: every acknowledged workload is there, spec intact.
+  ASSERT_TRUE(server.Start()) << ReadFile(data + "/server-1.log");
+  HttpClient admin(server.Options(kAdminToken));
+  auto r = admin.Do("GET", WorkloadPath("team-a"));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->status, 200) << r->body;
+  json list = json::parse(r->body, nullptr, false);
+  ASSERT_FALSE(list.is_discarded());
+  std::map<std::string, json> stored;
+  for (const json& item : list["items"]) stored[item["metadata"].value("name", "")] = item;
+  int missing = 0;
+  for (const auto& [name, sent] : acknowledged) {
+    auto it = stored.find(name);
+    if (it == stored.end()) {
+      ++missing;
+      ADD_FAILURE() << name << " was acknowledged but is gone after the restart";
+      continue;
+    }
+    EXPECT_EQ(it->second["spec"], sent["spec"]) << name;
+    EXPECT_EQ(it->second["metadata"]["labels"], sent["metadata"]["labels"]) << name;
+  }
+  EXPECT_EQ(missing, 0);
+  // At most the creates in flight at the kill (one per writer) may exist unacknowledged.
+  EXPECT_LE(stored.size(), acknowledged.size() + 4);
+  std::cout << "acknowledged " << acknowledged.size() << " creates before SIGKILL (planned at "
+            << kill_after << "); " << stored.size() << " stored after restart\n";
+
+  // A clean shutdown this time.
+  const int clean = server.Kill(SIGTERM);
+  EXPECT_TRUE(WIFEXITED(clean) && WEXITSTATUS(clean) == 0) << "status " << clean << "\n"
+                                                           << ReadFile(data + "/server-1.log");
+}
+
+}  // namespace
+}  // namespace fabrica
+
+namespace fabrica {
+namespace {
+
+// Whatever a user writes to a workload's status, the server's scheduler must not die of it.
+TEST(ServerProcessTest, StatusWritesCannotCrashTheServer) {
+  KNOWN_BUG(
+      "Scheduler::RunOnce reads status.phase with nlohmann value<string>; a status written as "
+      "{\"phase\": 5} (allowed for tenant users, see api_test) throws out of the scheduler "
+      "thread of `fabrica server` and terminates the process");
+  TempDir dir;
+  const std::string auth_file = dir.File("auth.yaml");
+  {
+    std::ofstream out(auth_file);
+    out << "tokens:\n"
+           "  - {token: admin-token-e2e-0123456789, user: admin}\n"
+           "  - {token: alice-token-e2e-0123456789, user: alice}\n"
+           "bindings:\n"
+           "  - {role: platform-admin, user: admin}\n"
+           "  - {role: tenant-admin, tenant: team-a, user: alice}\n";
+  }
+  const std::string data = dir.File("data");
+  ServerProcess server(data, auth_file);
+  ASSERT_TRUE(server.Start()) << ReadFile(data + "/server-0.log");
+  HttpClient alice(server.Options("alice-token-e2e-0123456789"));
+  auto created =
+      alice.Do("POST", WorkloadPath("team-a"), WholeGpuWorkload("team-a", "w", 1).dump());
+  ASSERT_TRUE(created.ok());
+  ASSERT_EQ(created->status, 201) << created->body;
+  json obj = json::parse(created->body);
+  obj["status"] = {{"phase", 5}};
+  auto r = alice.Do("PUT", WorkloadPath("team-a", "w") + "/status", obj.dump());
+  ASSERT_TRUE(r.ok());
+  EXPECT_LT(r->status, 500) << r->body;
+  // The scheduler runs every second at time scale 1.
+  std::this_thread::sleep_for(2500ms);
+  EXPECT_TRUE(server.Alive()) << ReadFile(data + "/server-0.log");
+}
+
+}  // namespace
+}  // namespace fabrica
