@@ -19,7 +19,6 @@
 #include "api/api_server.h"
 #include "api/auth.h"
 #include "control/clock.h"
-#include "known_bug.h"
 #include "store/store.h"
 
 namespace fabrica {
@@ -321,7 +320,7 @@ TEST(ApiAuthTest, MissingOrWrongTokenIs401WithAClearMessage) {
 // ---------------------------------------------------------------------------------------------
 // The authorization matrix.
 
-enum class Want { kAllow, kDeny, kSkip };
+enum class Want { kAllow, kDeny };
 
 struct Actor {
   std::string who;  // admin, alice, bob, vera, n1
@@ -358,9 +357,8 @@ Want Expected(const Actor& p, const std::string& verb, const Target& t) {
   if (t.resource == "workloads") {
     if (t.name.empty() && t.ns.empty()) return Want::kAllow;  // list across tenants, filtered
     if (t.ns != p.tenant) return Want::kDeny;
-    // Whether tenant users may write status (and so their own assignments) is the subject of
-    // TenantUsersCannotWriteWorkloadStatus below.
-    return verb == "status" ? Want::kSkip : Want::kAllow;
+    // Status is the scheduler's decision: see TenantUsersCannotWriteWorkloadStatus below.
+    return verb == "status" ? Want::kDeny : Want::kAllow;
   }
   if (t.resource == "tenants")
     return verb == "get" && t.name == p.tenant ? Want::kAllow : Want::kDeny;
@@ -468,7 +466,6 @@ TEST(ApiAuthTest, EveryVerbOnEveryResourceForEveryPrincipal) {
   for (const Actor& p : principals) {
     auto check = [&](const std::string& verb, const Target& t) {
       const Want want = Expected(p, verb, t);
-      if (want == Want::kSkip) return;
       ++cases;
       std::string body;
       const int code = runner.Run(p.who, verb, t, &body);
@@ -639,9 +636,6 @@ TEST(ApiAuthTest, NodeSeesAndReportsOnlyItsOwnWorkloads) {
 // Status carries the scheduler's decision (assignments, phase): a tenant user who could write it
 // would place its own workloads on any GPU, past the scheduler and its isolation rules.
 TEST(ApiAuthTest, TenantUsersCannotWriteWorkloadStatus) {
-  KNOWN_BUG(
-      "api/auth.cc Authorizer::Check lets tenant-admin/tenant-member write the /status "
-      "subresource, so a tenant can set its own assignments and phase");
   World w;
   w.Seed();
   const std::string wa2 = Item("workloads", "team-a", "wa2");
@@ -655,9 +649,6 @@ TEST(ApiAuthTest, TenantUsersCannotWriteWorkloadStatus) {
 // A node may report on the workloads it runs, not move them: the assignments are the
 // scheduler's.
 TEST(ApiAuthTest, NodeCannotRewriteAssignments) {
-  KNOWN_BUG(
-      "api/api_server.cc Impl::Update lets a node's /status write replace status.assignments, "
-      "e.g. moving its workload onto another node's GPUs");
   World w;
   w.Seed();
   const std::string wa = Item("workloads", "team-a", "wa");
@@ -826,9 +817,6 @@ TEST_F(ApiCrudTest, GenerationCountsSpecChanges) {
 // generation is the server's: a PUT that leaves it out (or makes it up) and keeps the spec must
 // not change it.
 TEST_F(ApiCrudTest, GenerationIsServerOwned) {
-  KNOWN_BUG(
-      "api/api_server.cc Impl::Update keeps metadata.generation from the request body when the "
-      "spec is unchanged (dropped when absent, forged when given)");
   const std::string item = Item("workloads", "team-a", "w1");
   json obj = w_.MustCreate(Collection("workloads", "team-a"), WorkloadObject("team-a", "w1"));
   obj["metadata"].erase("generation");
@@ -844,9 +832,6 @@ TEST_F(ApiCrudTest, GenerationIsServerOwned) {
 // The main resource "changes everything but status" for every kind, also those created without a
 // status.
 TEST_F(ApiCrudTest, MainResourceNeverWritesStatus) {
-  KNOWN_BUG(
-      "api/api_server.cc Impl::Update takes status from a main-resource PUT when the stored "
-      "object has none (Tenant, Queue, Lease, admin-created Node)");
   json t = Parse(w_.Get(Item("tenants", "", "team-a")));
   t["status"] = {{"note", "written through the main resource"}};
   ASSERT_EQ(w_.Do("PUT", Item("tenants", "", "team-a"), kAdmin, t.dump()).status, 200);
@@ -906,9 +891,6 @@ TEST_F(ApiCrudTest, ListWithLabelSelectorAndPagination) {
 // A tenant user's list across tenants pages through every tenant's keys; the continue token must
 // not name another tenant's workload ("workloads of other tenants are never readable").
 TEST(ApiListTest, ContinueTokensDoNotLeakOtherTenantsNames) {
-  KNOWN_BUG(
-      "api/api_server.cc Impl::List returns the last scanned store key as the continue token, "
-      "also when that item was filtered out (another tenant's workload)");
   World w;
   w.Seed();
   std::string cont;
@@ -997,9 +979,6 @@ TEST(ApiWatchTest, WithoutResourceVersionStartsNowAndFiltersBySelector) {
 // DELETED): a node whose workload was taken away from it (requeued elsewhere), or a selector
 // watch whose object lost the label. Otherwise a real agent keeps running what it no longer owns.
 TEST(ApiWatchTest, ObjectLeavingTheSelectionIsReported) {
-  KNOWN_BUG(
-      "api/api_server.cc Watcher::SendLocked drops an event that no longer passes the filter "
-      "(node assignment, label selector) instead of sending DELETED");
   World w;
   w.Seed();
   HttpResponse node_watch = w.Do("GET", Collection("workloads") + "?watch=true", w.node_token);
@@ -1022,6 +1001,23 @@ TEST(ApiWatchTest, ObjectLeavingTheSelectionIsReported) {
   const std::vector<std::string> node_events = Summaries(by_node.Events());
   ASSERT_FALSE(node_events.empty());
   EXPECT_EQ(node_events.back(), "DELETED team-b/wb");
+}
+
+// The same for an object the watch showed no event of, only knew from before it began: an agent
+// restarted with its workload running must still learn that the workload was taken away.
+TEST(ApiWatchTest, ObjectVisibleWhenTheWatchBeganThatLeavesIsReported) {
+  World w;
+  w.Seed();
+  HttpResponse watch = w.Do("GET", Collection("workloads") + "?watch=true", w.node_token);
+  ASSERT_EQ(watch.status, 200);
+  WatchDriver d(watch.stream);
+  w.MustSetStatus(Item("workloads", "team-a", "wa"), {{"phase", "Pending"}});
+  const std::vector<json> events = d.Events();
+  ASSERT_EQ(Summaries(events), (std::vector<std::string>{"DELETED team-a/wa"}));
+  // The last state the node could see, at the revision of the change.
+  EXPECT_EQ(events[0]["object"]["status"].value("phase", ""), "Scheduled");
+  EXPECT_EQ(events[0]["object"]["metadata"].value("resourceVersion", ""),
+            std::to_string(w.store().Revision()));
 }
 
 TEST(ApiWatchTest, CompactedResourceVersionGets410) {
@@ -1128,16 +1124,48 @@ TEST_F(ApiBadInputTest, WrongTypes) {
 // JSON types matter even where the YAML-based parser would read a scalar of another type: the
 // stored object is JSON, and its readers (scheduler, agents) read it with typed accessors.
 TEST_F(ApiBadInputTest, WrongJsonTypesOfScalars) {
-  KNOWN_BUG(
-      "api/api_server.cc Impl::Validate checks workloads with the YAML parser, which accepts a "
-      "string where the schema has a number (durationSeconds: \"600\") and stores it; "
-      "metadata.name as a number gets a message that does not name the field");
   json duration = New();
   duration["spec"]["run"]["durationSeconds"] = "600";
   ExpectCreateRejected(duration, 422, "spec.run.durationSeconds");
   json name = New();
   name["metadata"]["name"] = 5;
   ExpectCreateRejected(name, 422, "metadata.name");
+}
+
+// Status is read with typed accessors by the scheduler and the agents: a write of the wrong types
+// is refused, naming the field, whoever writes it.
+TEST_F(ApiBadInputTest, StatusOfWrongTypes) {
+  const std::string item = Item("workloads", "team-a", "existing");
+  auto expect_rejected = [&](const json& status, const std::string& names) {
+    SCOPED_TRACE(status.dump());
+    const int64_t rev = w_.store().Revision();
+    json obj = json::parse(existing_);
+    obj["status"] = status;
+    HttpResponse r = w_.Do("PUT", item + "/status", kAdmin, obj.dump());
+    EXPECT_EQ(r.status, 422) << r.body;
+    EXPECT_NE(Message(r).find(names), std::string::npos) << r.body;
+    EXPECT_EQ(w_.store().Revision(), rev);
+  };
+  expect_rejected({{"phase", 5}}, "status.phase");
+  expect_rejected({{"phase", "Sleeping"}}, "status.phase");
+  expect_rejected({{"message", json::array()}}, "status.message");
+  expect_rejected({{"assignments", "n1"}}, "status.assignments");
+  json index = Assignment("n1");
+  index["devices"][0]["index"] = "0";
+  expect_rejected({{"assignments", {index}}}, "status.assignments[0].devices[0].index");
+  expect_rejected({{"assignments", {{{"pod", "main-0"}}}}}, "status.assignments[0].node");
+  expect_rejected({{"conditions", {"Ready"}}}, "status.conditions[0]");
+  expect_rejected({{"phase", "Running"}, {"colour", "green"}}, "status.colour");
+}
+
+TEST_F(ApiBadInputTest, WorkloadsNeedAnExistingTenant) {
+  const int64_t rev = w_.store().Revision();
+  HttpResponse r = w_.Do("POST", Collection("workloads", "team-z"), kAdmin,
+                         WorkloadObject("team-z", "new").dump());
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_NE(Message(r).find("metadata.namespace"), std::string::npos) << r.body;
+  EXPECT_NE(Message(r).find("team-z"), std::string::npos) << r.body;
+  EXPECT_EQ(w_.store().Revision(), rev);
 }
 
 TEST_F(ApiBadInputTest, NamesAndQuantities) {
@@ -1221,9 +1249,6 @@ TEST_F(ApiBadInputTest, NamespaceAndNameMismatch) {
 // whose name breaks the naming rules, could never be addressed (GET needs a namespace) and has
 // no tenant for isolation.
 TEST_F(ApiBadInputTest, WorkloadsNeedAValidNamespace) {
-  KNOWN_BUG(
-      "api/api_server.cc Impl::Handle accepts POST /apis/fabrica.dev/v1/workloads (no namespace) "
-      "and namespaces that are not valid names, storing workloads without a usable tenant");
   const int64_t rev = w_.store().Revision();
   json no_ns = New();
   no_ns["metadata"].erase("namespace");

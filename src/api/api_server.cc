@@ -6,6 +6,7 @@
 #include <list>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -126,10 +127,28 @@ std::string MaterializeText(const KeyValue& kv) {
   return out;
 }
 
+// Typed reads that never throw: a missing field, or one of another type, reads as the fallback.
+// What the server stores is validated, but a reader must not die of a record that slipped past
+// (an older server, a hand-edited database): some run on the store's committer thread.
+const json& Field(const json& j, const char* key) {
+  static const json kNull;
+  if (!j.is_object()) return kNull;
+  auto it = j.find(key);
+  return it == j.end() ? kNull : *it;
+}
+std::string Str(const json& j, const char* key, const std::string& fallback = "") {
+  const json& v = Field(j, key);
+  return v.is_string() ? v.get<std::string>() : fallback;
+}
+int64_t Int(const json& j, const char* key, int64_t fallback = 0) {
+  const json& v = Field(j, key);
+  return v.is_number_integer() ? v.get<int64_t>() : fallback;
+}
+
 // label selector: "a=b,c!=d,e" (equality, inequality, existence).
 bool MatchesSelector(const json& obj, const std::string& selector) {
   if (selector.empty()) return true;
-  const json labels = obj["metadata"].value("labels", json::object());
+  const json& labels = Field(Field(obj, "metadata"), "labels");
   size_t start = 0;
   while (start <= selector.size()) {
     size_t comma = selector.find(',', start);
@@ -154,12 +173,159 @@ bool MatchesSelector(const json& obj, const std::string& selector) {
 }
 
 bool AssignedTo(const json& workload, const std::string& node) {
-  const json& status = workload.contains("status") ? workload["status"] : json();
-  if (!status.is_object() || !status.contains("assignments")) return false;
-  for (const json& a : status["assignments"]) {
-    if (a.value("node", "") == node) return true;
+  const json& assignments = Field(Field(workload, "status"), "assignments");
+  if (!assignments.is_array()) return false;
+  for (const json& a : assignments) {
+    if (Str(a, "node") == node) return true;
   }
   return false;
+}
+
+enum class JsonKind { kString, kInt, kObject, kList };
+
+// Checks that `j`, found at `path`, is an object whose fields are among `fields`, each of its
+// kind.
+Status CheckFields(const json& j, const std::string& path,
+                   std::initializer_list<std::pair<const char*, JsonKind>> fields) {
+  if (!j.is_object()) return InvalidArgument(path + ": expected an object");
+  for (const auto& [k, v] : j.items()) {
+    auto f =
+        std::find_if(fields.begin(), fields.end(), [&k](const auto& f) { return k == f.first; });
+    if (f == fields.end()) return InvalidArgument(path + "." + k + ": unknown field");
+    const bool ok = f->second == JsonKind::kString ? v.is_string()
+                    : f->second == JsonKind::kInt  ? v.is_number_integer()
+                    : f->second == JsonKind::kList ? v.is_array()
+                                                   : v.is_object();
+    if (!ok) {
+      const char* want = f->second == JsonKind::kString ? "a string"
+                         : f->second == JsonKind::kInt  ? "an integer"
+                         : f->second == JsonKind::kList ? "a list"
+                                                        : "an object";
+      return InvalidArgument(path + "." + k + ": expected " + want + ", got " + v.dump());
+    }
+  }
+  return Status::Ok();
+}
+
+// A workload's status carries the scheduler's decision and the agents' reports, and both read it
+// with typed accessors: every write must keep it to these types, whoever writes it.
+Status ValidateWorkloadStatus(const json& status) {
+  using K = JsonKind;
+  RETURN_IF_ERROR(CheckFields(status, "status",
+                              {{"phase", K::kString},
+                               {"message", K::kString},
+                               {"reason", K::kString},
+                               {"isolation", K::kString},
+                               {"startTime", K::kString},
+                               {"completionTime", K::kString},
+                               {"scheduledTime", K::kString},
+                               {"assignments", K::kList},
+                               {"conditions", K::kList}}));
+  const std::string phase = Str(status, "phase", "Pending");
+  if (phase != "Pending" && phase != "Scheduled" && phase != "Running" && phase != "Succeeded" &&
+      phase != "Failed") {
+    return InvalidArgument("status.phase: '" + phase +
+                           "' is not one of Pending, Scheduled, Running, Succeeded, Failed");
+  }
+  const json& conditions = Field(status, "conditions");
+  for (size_t i = 0; i < conditions.size(); ++i) {
+    if (!conditions[i].is_object()) {
+      return InvalidArgument("status.conditions[" + std::to_string(i) + "]: expected an object");
+    }
+  }
+  const json& assignments = Field(status, "assignments");
+  for (size_t i = 0; i < assignments.size(); ++i) {
+    const std::string path = "status.assignments[" + std::to_string(i) + "]";
+    RETURN_IF_ERROR(CheckFields(
+        assignments[i], path, {{"pod", K::kString}, {"node", K::kString}, {"devices", K::kList}}));
+    if (!assignments[i].contains("node")) return InvalidArgument(path + ".node: required");
+    const json& devices = Field(assignments[i], "devices");
+    for (size_t d = 0; d < devices.size(); ++d) {
+      RETURN_IF_ERROR(CheckFields(devices[d], path + ".devices[" + std::to_string(d) + "]",
+                                  {{"index", K::kInt},
+                                   {"uuid", K::kString},
+                                   {"gpuMilli", K::kInt},
+                                   {"memoryMiB", K::kInt},
+                                   {"migSlice", K::kInt},
+                                   {"migProfile", K::kString}}));
+    }
+  }
+  return Status::Ok();
+}
+
+// Fields whose JSON type the schema fixes (an integer, or a boolean). The manifests' parsers read
+// YAML, where a scalar is a number or a boolean when its text spells one, so they accept "600"
+// for a number; the stored object is JSON, and its readers (agents, fabctl) use typed accessors.
+// "[]" stands for every element of a list.
+struct TypedField {
+  const char* kind;
+  const char* path;
+  bool boolean;
+};
+constexpr TypedField kTypedFields[] = {
+    {"Workload", "spec.priority", false},
+    {"Workload", "spec.gang", true},
+    {"Workload", "spec.run.durationSeconds", false},
+    {"Workload", "spec.podSets[].count", false},
+    {"Workload", "spec.podSets[].devices.gpus", false},
+    {"Tenant", "spec.exclusiveNodes", true},
+    {"Node", "spec.unschedulable", true},
+    {"Node", "spec.numaNodes", false},
+    {"Node", "spec.gpus.count", false},
+    {"Node", "spec.gpus.ecc", true},
+    {"Node", "spec.gpus.nvswitch", true},
+    {"Node", "spec.devices[].numa", false},
+    {"Node", "spec.devices[].ecc", true},
+    {"Node", "spec.nics[].numa", false},
+    {"Node", "spec.nics[].gbps", false},
+    {"Lease", "spec.leaseDurationSeconds", false},
+};
+
+// Checks the field at `path` below `j` (found at `at`) when it is there; other shapes are left to
+// the parsers, which name them.
+Status CheckTyped(const json& j, const std::string& path, const std::string& at, bool boolean) {
+  const size_t dot = path.find('.');
+  std::string key = path.substr(0, dot);
+  const bool each = key.size() > 2 && key.compare(key.size() - 2, 2, "[]") == 0;
+  if (each) key.resize(key.size() - 2);
+  if (!j.is_object() || !j.contains(key)) return Status::Ok();
+  const json& v = j[key];
+  const std::string here = at.empty() ? key : at + "." + key;
+  if (dot == std::string::npos) {
+    if (boolean ? v.is_boolean() : v.is_number_integer()) return Status::Ok();
+    return InvalidArgument(here + ": expected " + (boolean ? "true or false" : "an integer") +
+                           ", got " + v.dump());
+  }
+  const std::string rest = path.substr(dot + 1);
+  if (!each) return CheckTyped(v, rest, here, boolean);
+  for (size_t i = 0; v.is_array() && i < v.size(); ++i) {
+    RETURN_IF_ERROR(CheckTyped(v[i], rest, here + "[" + std::to_string(i) + "]", boolean));
+  }
+  return Status::Ok();
+}
+
+// Continue tokens are opaque to clients: the hex of the last returned item's key.
+std::string HexEncode(const std::string& s) {
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : s) {
+    out += hex[c >> 4];
+    out += hex[c & 15];
+  }
+  return out;
+}
+std::optional<std::string> HexDecode(const std::string& s) {
+  auto nibble = [](char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+  };
+  if (s.size() % 2) return std::nullopt;
+  std::string out;
+  for (size_t i = 0; i < s.size(); i += 2) {
+    const int hi = nibble(s[i]), lo = nibble(s[i + 1]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    out += static_cast<char>(hi * 16 + lo);
+  }
+  return out;
 }
 
 std::string RandomHex(int bytes) {
@@ -200,21 +366,35 @@ class Watcher : public StreamSource, public std::enable_shared_from_this<Watcher
         on_end_(std::move(on_end)) {}
 
   void Start(std::function<bool(std::string)> write, std::function<void()> finish) override {
-    std::vector<WatchEvent> replay;
     {
       std::lock_guard<std::mutex> lock(mu_);
       write_ = std::move(write);
       finish_ = std::move(finish);
     }
+    // What this watcher would have shown as of `after_`, to report objects that later leave its
+    // selection: objects unchanged since then are known from the current list; for those changed
+    // since, the state at `after_` is unknown until their next event.
+    auto listed = store_.List(prefix_, "", 0);
     auto events = store_.EventsSince(prefix_, after_, 0);
     std::lock_guard<std::mutex> lock(mu_);
-    if (!events.ok()) {
-      json err = {{"type", "ERROR"},
-                  {"object", json::parse(StatusResponse(410, events.status().message()).body)}};
+    if (!events.ok() || !listed.ok()) {
+      const Status& st = events.ok() ? listed.status() : events.status();
+      json err = {
+          {"type", "ERROR"},
+          {"object", json::parse(StatusResponse(events.ok() ? 500 : 410, st.message()).body)}};
       if (write_) write_(err.dump() + "\n");
       if (finish_) finish_();
       cancelled_ = true;
       return;
+    }
+    for (const KeyValue& kv : listed->items) {
+      json obj;
+      if (kv.mod_revision <= after_ && Passes(WatchEvent{WatchEvent::Type::kPut, kv}, &obj)) {
+        shown_[kv.key] = obj.dump();
+      }
+    }
+    for (const WatchEvent& e : *events) {
+      if (e.kv.create_revision <= after_) unknown_.insert(e.kv.key);
     }
     for (const WatchEvent& e : *events) SendLocked(e);
     replaying_ = false;
@@ -248,19 +428,47 @@ class Watcher : public StreamSource, public std::enable_shared_from_this<Watcher
   }
 
  private:
+  // Whether the object of `e` passes the filter; an object the filter cannot read does not.
+  bool Passes(const WatchEvent& e, json* obj) {
+    try {
+      return filter_(e, obj);
+    } catch (const std::exception&) {
+      return false;
+    }
+  }
+
   void SendLocked(const WatchEvent& e) {
     if (e.kv.mod_revision <= last_sent_ || !write_) return;
-    json obj;
-    if (!filter_(e, &obj)) {
-      last_sent_ = e.kv.mod_revision;
-      return;
-    }
-    const char* type = e.type == WatchEvent::Type::kDelete
-                           ? "DELETED"
-                           : (e.kv.create_revision == e.kv.mod_revision ? "ADDED" : "MODIFIED");
-    json line = {{"type", type}, {"object", obj}};
     last_sent_ = e.kv.mod_revision;
-    if (!write_(line.dump() + "\n")) write_ = nullptr;
+    // This runs on the store's committer thread: bad data must cost an event, not the process.
+    try {
+      json obj;
+      const bool visible = Passes(e, &obj);
+      auto shown = shown_.find(e.kv.key);
+      const bool was_shown = shown != shown_.end();
+      const bool unknown = unknown_.erase(e.kv.key) > 0;
+      const char* type;
+      if (!visible) {
+        if (!was_shown) return;
+        // It left this watcher's selection (a label removed, a workload taken off this node):
+        // as in Kubernetes the watcher sees a deletion, of the last state it was allowed to see.
+        obj = json::parse(shown->second);
+        obj["metadata"]["resourceVersion"] = std::to_string(e.kv.mod_revision);
+        shown_.erase(shown);
+        type = "DELETED";
+      } else if (e.type == WatchEvent::Type::kDelete) {
+        if (was_shown) shown_.erase(shown);
+        type = "DELETED";
+      } else {
+        // New to this watcher (created, or it starts matching), unless the watch began too late
+        // to know whether it was shown before.
+        type = was_shown || unknown ? "MODIFIED" : "ADDED";
+        shown_[e.kv.key] = obj.dump();
+      }
+      json line = {{"type", type}, {"object", obj}};
+      if (!write_(line.dump() + "\n")) write_ = nullptr;
+    } catch (const std::exception&) {
+    }
   }
 
   Store& store_;
@@ -275,6 +483,8 @@ class Watcher : public StreamSource, public std::enable_shared_from_this<Watcher
   bool cancelled_ = false;
   int64_t last_sent_ = 0;
   std::vector<WatchEvent> pending_;
+  std::map<std::string, std::string> shown_;  // key -> the last state shown (JSON)
+  std::set<std::string> unknown_;  // keys whose state at after_ is unknown (changed since)
 };
 
 struct ApiServer::Impl {
@@ -333,18 +543,43 @@ struct ApiServer::Impl {
   Result<json> Validate(const ResourceInfo& info, json obj, const std::string& ns,
                         const std::string& name) {
     if (!obj.is_object()) return InvalidArgument("the body must be a JSON object");
-    const std::string kind = obj.value("kind", info.kind);
+    const std::string kind = obj.contains("kind") ? Str(obj, "kind", "?") : info.kind;
     if (kind != info.kind)
-      return InvalidArgument("kind: expected " + std::string(info.kind) + ", got '" + kind + "'");
-    const std::string api = obj.value("apiVersion", kGroupVersion);
+      return InvalidArgument("kind: expected " + std::string(info.kind) + ", got " +
+                             obj["kind"].dump());
+    const std::string api =
+        obj.contains("apiVersion") ? Str(obj, "apiVersion", "?") : kGroupVersion;
     if (api != kGroupVersion)
-      return InvalidArgument("apiVersion: expected fabrica.dev/v1, got '" + api + "'");
+      return InvalidArgument("apiVersion: expected fabrica.dev/v1, got " +
+                             obj["apiVersion"].dump());
     obj["kind"] = info.kind;
     obj["apiVersion"] = kGroupVersion;
     if (!obj.contains("metadata") || !obj["metadata"].is_object()) {
       return InvalidArgument("metadata: required, with a name");
     }
     json& meta = obj["metadata"];
+    for (const char* key : {"name", "namespace"}) {
+      if (meta.contains(key) && !meta[key].is_string()) {
+        return InvalidArgument(std::string("metadata.") + key + ": expected a string, got " +
+                               meta[key].dump());
+      }
+    }
+    if (meta.contains("labels") && meta["labels"].is_object()) {
+      for (const auto& [k, v] : meta["labels"].items()) {
+        if (!v.is_string()) return InvalidArgument("metadata.labels." + k + ": expected a string");
+      }
+    }
+    for (const TypedField& f : kTypedFields) {
+      if (f.kind == std::string(info.kind)) RETURN_IF_ERROR(CheckTyped(obj, f.path, "", f.boolean));
+    }
+    // Status is the subresource's to change; whichever write brings it, it must stay readable.
+    if (obj.contains("status")) {
+      if (std::string(info.kind) == "Workload") {
+        RETURN_IF_ERROR(ValidateWorkloadStatus(obj["status"]));
+      } else if (!obj["status"].is_object()) {
+        return InvalidArgument("status: expected an object");
+      }
+    }
     if (!name.empty() && meta.value("name", name) != name) {
       return InvalidArgument("metadata.name: '" + meta.value("name", "") +
                              "' does not match the URL's '" + name + "'");
@@ -353,6 +588,11 @@ struct ApiServer::Impl {
       if (meta.contains("namespace") && meta["namespace"] != ns) {
         return InvalidArgument("metadata.namespace: does not match the URL's tenant '" + ns + "'");
       }
+      // The namespace is the tenant, which isolation is decided by; one that could not name a
+      // tenant would leave the workload unaddressable.
+      Status valid_ns = ValidateName(ns);
+      if (!valid_ns.ok())
+        return Status(StatusCode::kInvalidArgument, "metadata.namespace: " + valid_ns.message());
       meta["namespace"] = ns;
     }
     const std::string text = obj.dump();
@@ -449,10 +689,9 @@ struct ApiServer::Impl {
     for (const KeyValue& kv : nodes->items) {
       json n = json::parse(kv.value, nullptr, false);
       if (n.is_discarded()) continue;
-      const json spec = n.value("spec", json::object());
-      int64_t g = 0;
-      if (spec.contains("gpus")) g = spec["gpus"].value("count", 0);
-      if (spec.contains("devices")) g = static_cast<int64_t>(spec["devices"].size());
+      const json& spec = Field(n, "spec");
+      int64_t g = Int(Field(spec, "gpus"), "count");
+      if (Field(spec, "devices").is_array()) g = static_cast<int64_t>(spec["devices"].size());
       max_gpus = std::max(max_gpus, g);
     }
     return max_gpus;
@@ -570,6 +809,11 @@ struct ApiServer::Impl {
     }
     Status allowed = auth.Check(*principal, verb, info->plural, ns, auth_name, status_sub);
     if (!allowed.ok()) return ErrorFromStatus(allowed);
+    if (verb == Verb::kCreate && info->namespaced && ns.empty()) {
+      return StatusResponse(
+          405, std::string("a workload is created in its tenant's namespace: POST ") + kApiPrefix +
+                   "/namespaces/<tenant>/workloads");
+    }
 
     switch (verb) {
       case Verb::kGet:
@@ -612,7 +856,7 @@ struct ApiServer::Impl {
     if (std::string(info.plural) != "workloads") return true;
     if (!p.node.empty()) return AssignedTo(obj, p.node);
     if (all) return true;
-    const std::string ns = obj["metadata"].value("namespace", "");
+    const std::string ns = Str(Field(obj, "metadata"), "namespace");
     return std::find(tenants.begin(), tenants.end(), ns) != tenants.end();
   }
 
@@ -662,19 +906,38 @@ struct ApiServer::Impl {
         return StatusResponse(400, "limit: expected an integer up to 100000");
       limit = static_cast<int>(*l);
     }
-    const std::string cont = req.query.count("continue") ? req.query.at("continue") : "";
-    if (!cont.empty() && cont.rfind(prefix, 0) != 0)
-      return StatusResponse(400, "continue: not a token of this list");
-    auto listed = store.List(prefix, cont, limit);
-    if (!listed.ok()) return ErrorFromStatus(listed.status());
-    json items = json::array();
-    for (const KeyValue& kv : listed->items) {
-      json obj = Materialize(kv);
-      if (Visible(info, obj, p, tenants, all) && MatchesSelector(obj, selector))
-        items.push_back(obj);
+    std::string after;
+    if (req.query.count("continue") && !req.query.at("continue").empty()) {
+      auto key = HexDecode(req.query.at("continue"));
+      if (!key || key->rfind(prefix, 0) != 0)
+        return StatusResponse(400, "continue: not a token of this list");
+      after = *key;
     }
-    json meta = {{"resourceVersion", std::to_string(listed->revision)}};
-    if (listed->more && !listed->items.empty()) meta["continue"] = listed->items.back().key;
+    // A page holds `limit` items the principal may see, so the store is read on until it has
+    // them; the token names the last item returned, never one that was filtered out (another
+    // tenant's workload).
+    json items = json::array();
+    std::string last_returned;
+    bool more = false;
+    int64_t revision = -1;
+    for (bool full = false; !full;) {
+      auto listed = store.List(prefix, after, limit);
+      if (!listed.ok()) return ErrorFromStatus(listed.status());
+      if (revision < 0) revision = listed->revision;
+      for (size_t i = 0; i < listed->items.size() && !full; ++i) {
+        const KeyValue& kv = listed->items[i];
+        after = kv.key;
+        json obj = Materialize(kv);
+        if (!Visible(info, obj, p, tenants, all) || !MatchesSelector(obj, selector)) continue;
+        items.push_back(std::move(obj));
+        last_returned = kv.key;
+        full = limit > 0 && items.size() == static_cast<size_t>(limit);
+        more = full && (i + 1 < listed->items.size() || listed->more);
+      }
+      if (!listed->more || listed->items.empty()) break;
+    }
+    json meta = {{"resourceVersion", std::to_string(revision)}};
+    if (more) meta["continue"] = HexEncode(last_returned);
     return JsonResponse(200, {{"kind", std::string(info.kind) + "List"},
                               {"apiVersion", kGroupVersion},
                               {"metadata", meta},
@@ -708,23 +971,33 @@ struct ApiServer::Impl {
                       const Principal& p) {
     auto body = DecodeBody(req, false);
     if (!body.ok()) return BodyError(body.status());
+    // The status to store, decided before validation so that only what is stored is checked.
+    if (body->is_object()) {
+      json& b = *body;
+      if (std::string(info.kind) == "Workload") {
+        b["status"] = {{"phase", "Pending"}, {"message", "waiting for the scheduler"}};
+      } else if (std::string(info.kind) == "Node" && !p.node.empty()) {
+        // An agent registers its node; status (conditions) is its to report.
+      } else {
+        b.erase("status");
+      }
+    }
     auto obj = Validate(info, *body, ns, "");
     if (!obj.ok()) return ErrorFromStatus(obj.status());
     json& o = *obj;
     const std::string name = o["metadata"]["name"];
+    if (info.namespaced) {
+      auto tenant = store.Get(Key(*FindResource("tenants"), "", ns));
+      if (!tenant.ok() && tenant.status().code() == StatusCode::kNotFound) {
+        return StatusResponse(422, "metadata.namespace: tenant '" + ns + "' does not exist",
+                              "metadata.namespace");
+      }
+      if (!tenant.ok()) return ErrorFromStatus(tenant.status());
+    }
     o["metadata"]["uid"] = RandomHex(16);
     o["metadata"]["creationTimestamp"] = FormatTimestamp(clock.NowMs());
     o["metadata"]["generation"] = 1;
     o["metadata"].erase("resourceVersion");
-    if (std::string(info.kind) == "Workload") {
-      o["status"] = {{"phase", "Pending"}, {"message", "waiting for the scheduler"}};
-    } else if (std::string(info.kind) != "Node") {
-      o.erase("status");
-    } else if (!p.node.empty()) {
-      // An agent registers its node; status (conditions) is its to report.
-    } else {
-      o.erase("status");
-    }
     auto rev = store.Put(Key(info, ns, name), o.dump(), kMustNotExist);
     if (!rev.ok()) {
       if (rev.status().code() == StatusCode::kAlreadyExists) {
@@ -741,6 +1014,7 @@ struct ApiServer::Impl {
                       const HttpRequest& req, const Principal& p, bool status_sub, bool patch) {
     auto body = DecodeBody(req, patch);
     if (!body.ok()) return BodyError(body.status());
+    if (!body->is_object()) return StatusResponse(400, "the body must be a JSON object");
     const std::string key = Key(info, ns, name);
     for (int attempt = 0; attempt < 5; ++attempt) {
       auto current = store.Get(key);
@@ -763,10 +1037,10 @@ struct ApiServer::Impl {
         next.merge_patch(*body);
       } else {
         next = *body;
-        if (!next.is_object()) return StatusResponse(400, "the body must be a JSON object");
-        const std::string rv = next.contains("metadata") && next["metadata"].is_object()
-                                   ? next["metadata"].value("resourceVersion", "")
-                                   : "";
+        const json& given = Field(Field(next, "metadata"), "resourceVersion");
+        if (!given.is_null() && !given.is_string())
+          return StatusResponse(400, "metadata.resourceVersion: expected a string");
+        const std::string rv = Str(Field(next, "metadata"), "resourceVersion");
         if (!rv.empty()) {
           auto parsed = ParseNonNegativeInt(rv);
           if (!parsed.ok()) return StatusResponse(400, "metadata.resourceVersion: not a number");
@@ -781,16 +1055,28 @@ struct ApiServer::Impl {
         next["status"] = status;
       } else if (stored.contains("status")) {
         next["status"] = stored["status"];
+      } else {
+        next.erase("status");
       }
       auto valid = Validate(info, next, ns, name);
       if (!valid.ok()) return ErrorFromStatus(valid.status());
       json& o = *valid;
+      if (status_sub && !p.node.empty() && std::string(info.plural) == "workloads") {
+        // A node reports on the pods it runs (phase, messages, times, conditions); where they
+        // run is the scheduler's decision.
+        for (const char* owned : {"assignments", "isolation", "scheduledTime"}) {
+          if (Field(o["status"], owned) != Field(Field(stored, "status"), owned)) {
+            return StatusResponse(403, "node " + p.node + " may not change status." + owned +
+                                           " (the scheduler's decision)");
+          }
+        }
+      }
       for (const char* owned : {"uid", "creationTimestamp"}) {
         if (stored["metadata"].contains(owned)) o["metadata"][owned] = stored["metadata"][owned];
       }
-      if (!status_sub && stored.contains("spec") && o.value("spec", json()) != stored["spec"]) {
-        o["metadata"]["generation"] = stored["metadata"].value("generation", 1) + 1;
-      }
+      // generation is the server's: it counts changes of the spec, whatever the body says.
+      o["metadata"]["generation"] = Int(Field(stored, "metadata"), "generation", 1) +
+                                    (Field(o, "spec") != Field(stored, "spec") ? 1 : 0);
       o["metadata"].erase("resourceVersion");
       auto rev = store.Put(key, o.dump(), expected);
       if (!rev.ok()) {

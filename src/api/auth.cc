@@ -145,6 +145,10 @@ Status Authorizer::Check(const Principal& p, Verb verb, const std::string& resou
                  ? Status::Ok()
                  : deny();
     }
+    // Status carries the scheduler's decision (phase, assignments): a tenant who could write it
+    // would place its own workloads on any GPU, past the scheduler and its isolation rules. Only
+    // the platform admin and the assigned node write it; the controller writes to the store.
+    if (status_subresource && !read) return deny();
     if (HasRole(p, "tenant-admin", ns) || HasRole(p, "tenant-member", ns)) return Status::Ok();
     if (read && HasRole(p, "viewer", ns)) return Status::Ok();
     return deny();

@@ -4,11 +4,15 @@
 // (each bound to one node name; see ApiServer). OIDC ID tokens are not supported yet.
 // Authorization: role bindings from the same file. Roles:
 //   platform-admin          everything;
-//   tenant-admin (tenant)   everything on the tenant's workloads; read its Tenant, queues, nodes;
+//   tenant-admin (tenant)   everything on the tenant's workloads except writing their status
+//                           (the scheduler's decision), which it may read; read its Tenant,
+//                           queues, nodes;
 //   tenant-member (tenant)  the same as tenant-admin for now (queue quotas will differ);
 //   viewer [tenant]         read-only: the tenant's workloads, or with no tenant the whole fleet;
 //   node (system:node:N)    its own Node and Lease; list/watch the workloads assigned to it and
-//                           update their status.
+//                           update their status (phase and reports; never where they run).
+// Workload status is written only by the platform admin and the assigned node (the controller
+// writes it to the store directly).
 // Of other tenants' use of a node a tenant sees only that capacity is taken: Node objects carry
 // no workload names, and workloads of other tenants are never readable.
 // Immutable after loading; thread-safe.

@@ -27,6 +27,30 @@ struct StoredWorkload {
 
 bool Bound(const std::string& phase) { return phase == "Scheduled" || phase == "Running"; }
 
+// Typed reads of stored JSON that never throw: a missing field, or one of another type, reads as
+// the fallback. The API validates what it stores, but the scheduler must not die of a record
+// that slipped past (an older server, a hand-edited database).
+const json& Field(const json& j, const char* key) {
+  static const json kNull;
+  if (!j.is_object()) return kNull;
+  auto it = j.find(key);
+  return it == j.end() ? kNull : *it;
+}
+std::string Str(const json& j, const char* key, const std::string& fallback = "") {
+  const json& v = Field(j, key);
+  return v.is_string() ? v.get<std::string>() : fallback;
+}
+int64_t Int(const json& j, const char* key, int64_t fallback = 0) {
+  const json& v = Field(j, key);
+  return v.is_number_integer() ? v.get<int64_t>() : fallback;
+}
+// The list at j[key], or an empty one.
+const json& List(const json& j, const char* key) {
+  static const json kEmpty = json::array();
+  const json& v = Field(j, key);
+  return v.is_array() ? v : kEmpty;
+}
+
 }  // namespace
 
 Scheduler::Scheduler(Store& store, const Clock& clock, SchedulerOptions options, Metrics* metrics)
@@ -53,17 +77,16 @@ Result<CycleStats> Scheduler::RunOnce() {
   for (const KeyValue& kv : lease_list.items) {
     json l = json::parse(kv.value, nullptr, false);
     if (l.is_discarded()) continue;
-    renewed[l["metadata"].value("name", "")] =
-        ParseTimestamp(l.value("spec", json::object()).value("renewTime", ""));
+    renewed[Str(Field(l, "metadata"), "name")] = ParseTimestamp(Str(Field(l, "spec"), "renewTime"));
   }
   Fleet fleet;
   std::set<std::string> unusable;
   for (const KeyValue& kv : node_list.items) {
     json n = json::parse(kv.value, nullptr, false);
-    if (n.is_discarded()) continue;
-    json spec = n.value("spec", json::object());
-    const std::string name = n["metadata"].value("name", "");
-    const bool cordoned = spec.value("unschedulable", false);
+    json spec = Field(n, "spec");
+    if (!spec.is_object()) continue;
+    const std::string name = Str(Field(n, "metadata"), "name");
+    const bool cordoned = Field(spec, "unschedulable") == true;
     spec.erase("unschedulable");
     spec["name"] = name;
     auto parsed = ParseFleetYaml(json{{"nodes", json::array({spec})}}.dump(), kv.key);
@@ -85,65 +108,76 @@ Result<CycleStats> Scheduler::RunOnce() {
   std::map<std::string, double> allocated_by_tenant;
   std::map<std::string, double> pending_by_queue;
   for (const KeyValue& kv : workload_list.items) {
-    StoredWorkload sw;
-    sw.kv = kv;
-    sw.obj = json::parse(kv.value, nullptr, false);
-    if (sw.obj.is_discarded()) continue;
-    json for_parse = sw.obj;
-    for_parse["metadata"]["tenant"] = for_parse["metadata"].value("namespace", "");
-    for_parse["metadata"].erase("namespace");
-    auto m = ParseManifestYaml(for_parse.dump(), kv.key);
-    if (!m.ok() || m->workloads.empty()) continue;
-    sw.w = m->workloads.front();
-    for (const PodSet& ps : sw.w.pod_sets) {
-      auto r = state.MakeRequest(ps, sw.w.tenant);
-      if (!r.ok()) {
-        sw.request_error = r.status();
-        break;
-      }
-      for (int i = 0; i < ps.count; ++i) sw.pods.push_back(*r);
-    }
-    const json status = sw.obj.value("status", json::object());
-    const std::string phase = status.value("phase", "Pending");
-    if (Bound(phase)) {
-      // Account for it, unless its node is gone: then it goes back to the queue.
-      bool lost = false;
-      std::vector<Assignment> assignments;
-      const json& as = status.value("assignments", json::array());
-      for (const json& a : as) {
-        const std::string node = a.value("node", "");
-        auto it = node_index.find(node);
-        if (it == node_index.end() || unusable.count("!" + node)) {
-          lost = true;
+    // One workload's bad record costs that workload this cycle, never the scheduler thread.
+    try {
+      StoredWorkload sw;
+      sw.kv = kv;
+      sw.obj = json::parse(kv.value, nullptr, false);
+      if (!sw.obj.is_object() || !Field(sw.obj, "metadata").is_object()) continue;
+      json for_parse = sw.obj;
+      for_parse["metadata"]["tenant"] = Str(sw.obj["metadata"], "namespace");
+      for_parse["metadata"].erase("namespace");
+      auto m = ParseManifestYaml(for_parse.dump(), kv.key);
+      if (!m.ok() || m->workloads.empty()) continue;
+      sw.w = m->workloads.front();
+      for (const PodSet& ps : sw.w.pod_sets) {
+        auto r = state.MakeRequest(ps, sw.w.tenant);
+        if (!r.ok()) {
+          sw.request_error = r.status();
           break;
         }
-        Assignment asg;
-        asg.node = it->second;
-        for (const json& d : a.value("devices", json::array())) {
-          DeviceShare share;
-          share.device = d.value("index", 0);
-          share.milli = d.value("gpuMilli", 0);
-          share.memory_mib = d.value("memoryMiB", 0);
-          share.mig_slice = d.value("migSlice", -1);
-          asg.devices.push_back(share);
-        }
-        assignments.push_back(asg);
+        for (int i = 0; i < ps.count; ++i) sw.pods.push_back(*r);
       }
-      if (lost || assignments.size() != sw.pods.size()) {
-        json patch = sw.obj;
-        patch["status"] = {{"phase", "Pending"},
-                           {"message", "requeued: its node stopped renewing its lease"},
-                           {"reason", "NodeLost"}};
-        if (store_.Put(kv.key, patch.dump(), kv.mod_revision).ok()) ++stats.requeued;
+      const json& status = Field(sw.obj, "status");
+      const std::string phase = Str(status, "phase", "Pending");
+      if (Bound(phase)) {
+        // Account for it, unless its node is gone (or it names devices the node does not
+        // have): then it goes back to the queue.
+        bool lost = false;
+        std::vector<Assignment> assignments;
+        for (const json& a : List(status, "assignments")) {
+          const std::string node = Str(a, "node");
+          auto it = node_index.find(node);
+          if (it == node_index.end() || unusable.count("!" + node)) {
+            lost = true;
+            break;
+          }
+          const Node& n = state.node(it->second);
+          Assignment asg;
+          asg.node = it->second;
+          for (const json& d : List(a, "devices")) {
+            DeviceShare share;
+            share.device = static_cast<int>(Int(d, "index", -1));
+            share.milli = Int(d, "gpuMilli");
+            share.memory_mib = Int(d, "memoryMiB");
+            share.mig_slice = static_cast<int>(Int(d, "migSlice", -1));
+            if (share.device < 0 || share.device >= static_cast<int>(n.devices.size()) ||
+                share.mig_slice >= static_cast<int>(n.devices[share.device].mig_slices.size())) {
+              lost = true;
+              break;
+            }
+            asg.devices.push_back(share);
+          }
+          assignments.push_back(asg);
+        }
+        if (lost || assignments.size() != sw.pods.size()) {
+          json patch = sw.obj;
+          patch["status"] = {{"phase", "Pending"},
+                             {"message", "requeued: its node stopped renewing its lease"},
+                             {"reason", "NodeLost"}};
+          if (store_.Put(kv.key, patch.dump(), kv.mod_revision).ok()) ++stats.requeued;
+          continue;
+        }
+        for (size_t i = 0; i < assignments.size(); ++i) state.Apply(assignments[i], sw.pods[i]);
+        for (const PodRequest& r : sw.pods)
+          allocated_by_tenant[sw.w.tenant.str()] += r.total_gpu_milli() / 1000.0;
+        ++stats.running;
         continue;
       }
-      for (size_t i = 0; i < assignments.size(); ++i) state.Apply(assignments[i], sw.pods[i]);
-      for (const PodRequest& r : sw.pods)
-        allocated_by_tenant[sw.w.tenant.str()] += r.total_gpu_milli() / 1000.0;
-      ++stats.running;
+      if (phase == "Pending") pending.push_back(std::move(sw));
+    } catch (const std::exception&) {
       continue;
     }
-    if (phase == "Pending") pending.push_back(std::move(sw));
   }
 
   // The expected mix for the policy: the pods waiting now.
@@ -167,7 +201,7 @@ Result<CycleStats> Scheduler::RunOnce() {
     return a.kv.create_revision < b.kv.create_revision;
   });
   for (StoredWorkload& sw : pending) {
-    json status = sw.obj.value("status", json::object());
+    const json& status = Field(sw.obj, "status");
     std::string message, reason;
     std::vector<Assignment> placed;
     if (!sw.request_error.ok()) {
@@ -258,7 +292,7 @@ Result<CycleStats> Scheduler::RunOnce() {
     pending_by_queue["queue=\"" +
                      PromLabel(sw.w.queue.empty() ? sw.w.tenant.str() : sw.w.queue.str()) + "\""] +=
         1;
-    if (status.value("message", "") != message || status.value("reason", "") != reason) {
+    if (Str(status, "message") != message || Str(status, "reason") != reason) {
       next["status"] = {{"phase", "Pending"},
                         {"message", message},
                         {"reason", reason},

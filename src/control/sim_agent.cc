@@ -6,6 +6,27 @@ namespace fabrica {
 
 using json = nlohmann::json;
 
+namespace {
+
+// Typed reads that never throw: a missing field, or one of another type, reads as the fallback,
+// so that no workload the server hands out can stop an agent.
+const json& Field(const json& j, const char* key) {
+  static const json kNull;
+  if (!j.is_object()) return kNull;
+  auto it = j.find(key);
+  return it == j.end() ? kNull : *it;
+}
+std::string Str(const json& j, const char* key) {
+  const json& v = Field(j, key);
+  return v.is_string() ? v.get<std::string>() : "";
+}
+int64_t Int(const json& j, const char* key) {
+  const json& v = Field(j, key);
+  return v.is_number_integer() ? v.get<int64_t>() : 0;
+}
+
+}  // namespace
+
 std::string NodeSpecJson(const Node& node) {
   json spec = {{"cpu", FormatMilliCpu(node.cpu)},
                {"memory", FormatMemoryMib(node.memory)},
@@ -112,12 +133,12 @@ Status SimulatedFleet::TickAgent(Agent& a) {
   auto list = a.client->Do("GET", base + "/workloads");
   RETURN_IF_ERROR(check(list, "list workloads"));
   json items = json::parse(list->body, nullptr, false);
-  if (items.is_discarded()) return Internal("node " + name + ": bad workload list");
-  for (const json& w : items.value("items", json::array())) {
-    const json status = w.value("status", json::object());
-    const std::string phase = status.value("phase", "");
-    const std::string path = base + "/namespaces/" + w["metadata"].value("namespace", "") +
-                             "/workloads/" + w["metadata"].value("name", "") + "/status";
+  if (!Field(items, "items").is_array()) return Internal("node " + name + ": bad workload list");
+  for (const json& w : items["items"]) {
+    const json& status = Field(w, "status");
+    const std::string phase = Str(status, "phase");
+    const std::string path = base + "/namespaces/" + Str(Field(w, "metadata"), "namespace") +
+                             "/workloads/" + Str(Field(w, "metadata"), "name") + "/status";
     json patch;
     if (phase == "Scheduled") {
       patch = {{"status",
@@ -125,9 +146,8 @@ Status SimulatedFleet::TickAgent(Agent& a) {
                  {"startTime", FormatTimestamp(now)},
                  {"message", "running on " + name}}}};
     } else if (phase == "Running") {
-      const int64_t duration_s =
-          w.value("spec", json::object()).value("run", json::object()).value("durationSeconds", 0);
-      const int64_t started = ParseTimestamp(status.value("startTime", ""));
+      const int64_t duration_s = Int(Field(Field(w, "spec"), "run"), "durationSeconds");
+      const int64_t started = ParseTimestamp(Str(status, "startTime"));
       if (duration_s > 0 && started >= 0 && now - started >= duration_s * 1000) {
         patch = {{"status",
                   {{"phase", "Succeeded"},
