@@ -10,6 +10,7 @@
 #include <random>
 #include <set>
 
+#include "api/json_fields.h"
 #include "api/metrics.h"
 #include "core/fleet.h"
 #include "core/workload.h"
@@ -122,28 +123,14 @@ std::string MaterializeText(const KeyValue& kv) {
   const size_t pos = out.find(kMeta);
   if (pos == std::string::npos) return Materialize(kv).dump();
   const bool empty = out.size() > pos + kMeta.size() && out[pos + kMeta.size()] == '}';
-  out.insert(pos + kMeta.size(), "\"resourceVersion\":\"" + std::to_string(kv.mod_revision) +
-                                     (empty ? "\"" : "\","));
+  out.insert(pos + kMeta.size(),
+             "\"resourceVersion\":\"" + std::to_string(kv.mod_revision) + (empty ? "\"" : "\","));
   return out;
 }
 
-// Typed reads that never throw: a missing field, or one of another type, reads as the fallback.
-// What the server stores is validated, but a reader must not die of a record that slipped past
-// (an older server, a hand-edited database): some run on the store's committer thread.
-const json& Field(const json& j, const char* key) {
-  static const json kNull;
-  if (!j.is_object()) return kNull;
-  auto it = j.find(key);
-  return it == j.end() ? kNull : *it;
-}
-std::string Str(const json& j, const char* key, const std::string& fallback = "") {
-  const json& v = Field(j, key);
-  return v.is_string() ? v.get<std::string>() : fallback;
-}
-int64_t Int(const json& j, const char* key, int64_t fallback = 0) {
-  const json& v = Field(j, key);
-  return v.is_number_integer() ? v.get<int64_t>() : fallback;
-}
+using jsonf::Field;
+using jsonf::Int;
+using jsonf::Str;
 
 // label selector: "a=b,c!=d,e" (equality, inequality, existence).
 bool MatchesSelector(const json& obj, const std::string& selector) {
@@ -674,8 +661,9 @@ struct ApiServer::Impl {
     for (size_t i = 0; i < w.pod_sets.size(); ++i) {
       const PodSet& ps = w.pod_sets[i];
       if (ps.device.kind == DeviceKind::kWhole && ps.device.gpus > max_gpus) {
-        return InvalidArgument("spec.podSets[" + std::to_string(i) + "].devices.gpus: " +
-                               std::to_string(ps.device.gpus) + " GPUs per pod, but the largest node has " +
+        return InvalidArgument("spec.podSets[" + std::to_string(i) +
+                               "].devices.gpus: " + std::to_string(ps.device.gpus) +
+                               " GPUs per pod, but the largest node has " +
                                std::to_string(max_gpus));
       }
     }

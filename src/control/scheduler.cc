@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "api/json_fields.h"
 #include "api/metrics.h"
 #include "core/fleet.h"
 #include "core/workload.h"
@@ -27,29 +28,10 @@ struct StoredWorkload {
 
 bool Bound(const std::string& phase) { return phase == "Scheduled" || phase == "Running"; }
 
-// Typed reads of stored JSON that never throw: a missing field, or one of another type, reads as
-// the fallback. The API validates what it stores, but the scheduler must not die of a record
-// that slipped past (an older server, a hand-edited database).
-const json& Field(const json& j, const char* key) {
-  static const json kNull;
-  if (!j.is_object()) return kNull;
-  auto it = j.find(key);
-  return it == j.end() ? kNull : *it;
-}
-std::string Str(const json& j, const char* key, const std::string& fallback = "") {
-  const json& v = Field(j, key);
-  return v.is_string() ? v.get<std::string>() : fallback;
-}
-int64_t Int(const json& j, const char* key, int64_t fallback = 0) {
-  const json& v = Field(j, key);
-  return v.is_number_integer() ? v.get<int64_t>() : fallback;
-}
-// The list at j[key], or an empty one.
-const json& List(const json& j, const char* key) {
-  static const json kEmpty = json::array();
-  const json& v = Field(j, key);
-  return v.is_array() ? v : kEmpty;
-}
+using jsonf::Field;
+using jsonf::Int;
+using jsonf::List;
+using jsonf::Str;
 
 }  // namespace
 

@@ -2,28 +2,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/json_fields.h"
+
 namespace fabrica {
 
 using json = nlohmann::json;
 
 namespace {
 
-// Typed reads that never throw: a missing field, or one of another type, reads as the fallback,
-// so that no workload the server hands out can stop an agent.
-const json& Field(const json& j, const char* key) {
-  static const json kNull;
-  if (!j.is_object()) return kNull;
-  auto it = j.find(key);
-  return it == j.end() ? kNull : *it;
-}
-std::string Str(const json& j, const char* key) {
-  const json& v = Field(j, key);
-  return v.is_string() ? v.get<std::string>() : "";
-}
-int64_t Int(const json& j, const char* key) {
-  const json& v = Field(j, key);
-  return v.is_number_integer() ? v.get<int64_t>() : 0;
-}
+using jsonf::Field;
+using jsonf::Int;
+using jsonf::Str;
 
 }  // namespace
 
