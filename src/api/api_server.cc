@@ -522,7 +522,7 @@ struct ApiServer::Impl {
         return p;
       }
     }
-    return auth.Authenticate(token);
+    return auth.Authenticate(token, clock.NowMs() / 1000);
   }
 
   // Validates a decoded object of `info` and returns the canonical stored form (metadata the

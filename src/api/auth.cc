@@ -71,14 +71,49 @@ Result<Authorizer> Authorizer::Parse(const std::string& yaml, const std::string&
       a.bindings_.push_back(rb);
     }
   }
+  if (top.Has("oidc")) {
+    YamlMap o(top.Raw("oidc"), "oidc", source);
+    RETURN_IF_ERROR(o.CheckIsMap());
+    OidcConfig config;
+    ASSIGN_OR_RETURN(config.issuer, o.String("issuer"));
+    ASSIGN_OR_RETURN(config.audience, o.String("audience"));
+    ASSIGN_OR_RETURN(std::string jwks, o.String("jwksFile"));
+    ASSIGN_OR_RETURN(config.username_claim, o.String("usernameClaim", "sub"));
+    ASSIGN_OR_RETURN(config.username_prefix, o.String("usernamePrefix", ""));
+    ASSIGN_OR_RETURN(config.groups_claim, o.String("groupsClaim", "groups"));
+    RETURN_IF_ERROR(o.Finish());
+    if (!jwks.empty() && jwks[0] != '/' && source.find('/') != std::string::npos) {
+      jwks = source.substr(0, source.rfind('/') + 1) + jwks;
+    }
+    auto text = FetchJwksFromFile(jwks);
+    if (!text.ok()) return o.Error("jwksFile", text.status().message());
+    config.jwks_json = *text;
+    auto verifier = OidcVerifier::Create(config);
+    if (!verifier.ok()) return o.Error("jwksFile", verifier.status().message());
+    a.oidc_ = std::make_shared<OidcVerifier>(std::move(verifier).value());
+  }
   RETURN_IF_ERROR(top.Finish());
   return a;
 }
 
-Result<Principal> Authorizer::Authenticate(const std::string& token) const {
+Result<Principal> Authorizer::Authenticate(const std::string& token,
+                                           int64_t now_epoch_seconds) const {
   auto it = tokens_.find(token);
-  if (it == tokens_.end()) return Status(StatusCode::kUnauthenticated, "invalid bearer token");
-  return it->second;
+  if (it != tokens_.end()) return it->second;
+  // A JWT has two dots; anything else is an unknown static token.
+  if (!oidc_ || std::count(token.begin(), token.end(), '.') != 2) {
+    return Status(StatusCode::kUnauthenticated, "invalid bearer token");
+  }
+  auto id = oidc_->Verify(token, now_epoch_seconds);
+  if (!id.ok())
+    return Status(StatusCode::kUnauthenticated, "OIDC token rejected: " + id.status().message());
+  if (id->username.rfind("system:", 0) == 0) {
+    return Status(StatusCode::kUnauthenticated, "OIDC token names a reserved system: user");
+  }
+  Principal p;
+  p.user = id->username;
+  p.groups = id->groups;
+  return p;
 }
 
 bool Authorizer::HasRole(const Principal& p, const std::string& role,

@@ -1,7 +1,8 @@
 // Authentication and authorization for the API.
 //
-// Authentication: static bearer tokens from the auth file, and node tokens issued by the server
-// (each bound to one node name; see ApiServer). OIDC ID tokens are not supported yet.
+// Authentication: static bearer tokens from the auth file, OIDC ID tokens (RS256/ES256 JWTs
+// checked against a JWKS file: issuer, audience, expiry, username and groups claims; see
+// oidc.h), and node tokens issued by the server (each bound to one node name; see ApiServer).
 // Authorization: role bindings from the same file. Roles:
 //   platform-admin          everything;
 //   tenant-admin (tenant)   everything on the tenant's workloads except writing their status
@@ -19,9 +20,11 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "api/oidc.h"
 #include "core/status.h"
 
 namespace fabrica {
@@ -44,12 +47,15 @@ struct RoleBinding {
 
 class Authorizer {
  public:
-  // Parses the auth file: `tokens: [{token, user, groups}]` and `bindings: [{role, tenant, user |
-  // group}]`. Unknown fields and roles are errors naming file, line and field.
+  // Parses the auth file: `tokens: [{token, user, groups}]`, `bindings: [{role, tenant, user |
+  // group}]` and optionally `oidc: {issuer, audience, jwksFile, usernameClaim, usernamePrefix,
+  // groupsClaim}` (jwksFile relative to the auth file's folder unless absolute). Unknown fields
+  // and roles are errors naming file, line and field.
   static Result<Authorizer> Parse(const std::string& yaml, const std::string& source);
 
-  // The principal of a static token, or kUnauthenticated.
-  Result<Principal> Authenticate(const std::string& token) const;
+  // The principal of a static token or a valid OIDC ID token (at `now_epoch_seconds`), or
+  // kUnauthenticated saying why.
+  Result<Principal> Authenticate(const std::string& token, int64_t now_epoch_seconds = 0) const;
 
   // OK, or kPermissionDenied naming user, verb and resource. `ns` is the tenant of a namespaced
   // resource ("" for cluster-scoped ones and for lists across all namespaces).
@@ -69,6 +75,7 @@ class Authorizer {
   }
 
   std::map<std::string, Principal> tokens_;
+  std::shared_ptr<OidcVerifier> oidc_;
   std::vector<RoleBinding> bindings_;
 };
 

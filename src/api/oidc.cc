@@ -31,8 +31,8 @@ namespace {
 using json = nlohmann::json;
 
 // Bounds on untrusted input: a bearer token, and the work one RSA verification may cost.
-constexpr size_t kMaxTokenBytes = 64 * 1024;
-constexpr size_t kMaxJwksBytes = 1024 * 1024;
+constexpr size_t kMaxTokenBytes = size_t{64} * 1024;
+constexpr size_t kMaxJwksBytes = size_t{1024} * 1024;
 constexpr int kMinRsaBits = 2048;
 constexpr int kMaxRsaBits = 8192;
 constexpr size_t kP256CoordinateBytes = 32;
@@ -336,8 +336,9 @@ std::optional<std::string> EcdsaRawToDer(std::string_view raw) {
   BnPtr s(BN_bin2bn(bytes + kLen, kLen, nullptr));
   EcdsaSigPtr sig(ECDSA_SIG_new());
   if (!r || !s || !sig || ECDSA_SIG_set0(sig.get(), r.get(), s.get()) != 1) return std::nullopt;
-  r.release();  // now owned by sig
-  s.release();
+  // ECDSA_SIG_set0 took ownership of r and s.
+  (void)r.release();
+  (void)s.release();
   int len = i2d_ECDSA_SIG(sig.get(), nullptr);
   if (len <= 0) return std::nullopt;
   std::string der(static_cast<size_t>(len), '\0');
@@ -525,7 +526,7 @@ Result<OidcIdentity> OidcVerifier::Verify(const std::string& jwt, int64_t now_ep
   if (exp_it == claims.end()) return Unauthenticated("token has no \"exp\" claim");
   std::optional<int64_t> exp = NumericDate(*exp_it);
   if (!exp) return Unauthenticated("claim \"exp\" is not a number");
-  if (*exp < SaturatingAdd(now, -skew)) {
+  if (*exp <= SaturatingAdd(now, -skew)) {
     return Unauthenticated("token expired at " + FormatEpoch(*exp) + clock_note);
   }
   auto nbf_it = claims.find("nbf");
@@ -595,7 +596,7 @@ Result<std::string> FetchJwksFromFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return NotFound("cannot open JWKS file '" + path + "'");
   std::string text;
-  std::array<char, 64 * 1024> buf{};
+  std::array<char, size_t{64} * 1024> buf{};
   while (in.read(buf.data(), buf.size()) || in.gcount() > 0) {
     text.append(buf.data(), static_cast<size_t>(in.gcount()));
     if (text.size() > kMaxJwksBytes) {
