@@ -175,7 +175,8 @@ enum class JsonKind { kString, kInt, kObject, kList };
 Status CheckFields(const json& j, const std::string& path,
                    std::initializer_list<std::pair<const char*, JsonKind>> fields) {
   if (!j.is_object()) return InvalidArgument(path + ": expected an object");
-  for (const auto& [k, v] : j.items()) {
+  for (const auto& [key, v] : j.items()) {
+    const std::string& k = key;  // clang 14 cannot capture a structured binding
     auto f =
         std::find_if(fields.begin(), fields.end(), [&k](const auto& f) { return k == f.first; });
     if (f == fields.end()) return InvalidArgument(path + "." + k + ": unknown field");
