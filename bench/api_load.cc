@@ -158,7 +158,14 @@ int main(int argc, char** argv) {
   std::vector<std::unique_ptr<HttpClient>> clients;
   for (int i = 0; i < conc; ++i) clients.push_back(std::make_unique<HttpClient>(co));
   const std::string ns_path = "/apis/fabrica.dev/v1/namespaces/bench/workloads";
-  (void)clients[0]->Do("POST", ns_path, Workload("read-me"));
+  (void)clients[0]->Do("POST", "/apis/fabrica.dev/v1/tenants",
+                       R"({"metadata":{"name":"bench"},"spec":{"trust":"standard"}})");
+  auto seeded = clients[0]->Do("POST", ns_path, Workload("read-me"));
+  if (!seeded.ok() || seeded->status != 201) {
+    std::fprintf(stderr, "cannot create the object to read: %s\n",
+                 seeded.ok() ? seeded->body.c_str() : seeded.status().message().c_str());
+    return 1;
+  }
   std::printf("one ~%zu-byte object; %d client threads; %.0f s per measurement\n",
               Workload("read-me").size(), conc, seconds);
   Print("fabrica", "reads", conc, Drive(conc, seconds, [&](int t, int64_t) {
