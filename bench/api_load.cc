@@ -95,9 +95,10 @@ std::string Base64(const std::string& in) {
 // A ~1 KiB workload manifest (JSON).
 std::string Workload(const std::string& name) {
   std::string labels;
-  for (int i = 0; i < 22; ++i) labels += ",\"label-" + std::to_string(i) + "\":\"value-padding-" + std::to_string(i) + "\"";
-  return "{\"apiVersion\":\"fabrica.dev/v1\",\"kind\":\"Workload\",\"metadata\":{\"name\":\"" + name +
-         "\",\"labels\":{\"app\":\"bench\"" + labels +
+  for (int i = 0; i < 22; ++i)
+    labels += ",\"label-" + std::to_string(i) + "\":\"value-padding-" + std::to_string(i) + "\"";
+  return "{\"apiVersion\":\"fabrica.dev/v1\",\"kind\":\"Workload\",\"metadata\":{\"name\":\"" +
+         name + "\",\"labels\":{\"app\":\"bench\"" + labels +
          "}},\"spec\":{\"priority\":10,\"podSets\":[{\"name\":\"server\",\"count\":2,\"cpu\":\"8\","
          "\"memory\":\"64Gi\",\"devices\":{\"gpuMilli\":\"500m\",\"gpuMemory\":\"38Gi\"}}],"
          "\"run\":{\"command\":[\"vllm\",\"serve\",\"llama-3-8b\",\"--max-model-len\",\"8192\"],"
@@ -105,9 +106,11 @@ std::string Workload(const std::string& name) {
 }
 
 void Print(const char* target, const char* what, int conc, const Result_& r) {
-  std::printf("%-8s %-7s concurrency %-3d %9.0f ops/s   p50 %6.2f ms   p99 %6.2f ms   (%lld ok, %lld failed)\n",
-              target, what, conc, r.per_second, r.p50_ms, r.p99_ms, static_cast<long long>(r.ok),
-              static_cast<long long>(r.failed));
+  std::printf(
+      "%-8s %-7s concurrency %-3d %9.0f ops/s   p50 %6.2f ms   p99 %6.2f ms   (%lld ok, %lld "
+      "failed)\n",
+      target, what, conc, r.per_second, r.p50_ms, r.p99_ms, static_cast<long long>(r.ok),
+      static_cast<long long>(r.failed));
   std::fflush(stdout);
 }
 
@@ -119,9 +122,12 @@ int main(int argc, char** argv) {
   std::string etcd_bin = "/usr/bin/etcd";
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
-    if (a == "--seconds") seconds = std::atof(argv[i + 1]);
-    else if (a == "--concurrency") conc = std::atoi(argv[i + 1]);
-    else if (a == "--etcd") etcd_bin = argv[i + 1];
+    if (a == "--seconds")
+      seconds = std::atof(argv[i + 1]);
+    else if (a == "--concurrency")
+      conc = std::atoi(argv[i + 1]);
+    else if (a == "--etcd")
+      etcd_bin = argv[i + 1];
   }
   char tmpl[] = "/tmp/fabrica-load-XXXXXX";
   const std::string dir = mkdtemp(tmpl);
@@ -131,8 +137,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   const std::string token = "bench-admin-token-0123456789";
-  auto auth = Authorizer::Parse("tokens: [{token: " + token + ", user: admin}]\n"
-                                "bindings: [{role: platform-admin, user: admin}]\n", "auth");
+  auto auth = Authorizer::Parse("tokens: [{token: " + token +
+                                    ", user: admin}]\n"
+                                    "bindings: [{role: platform-admin, user: admin}]\n",
+                                "auth");
   auto store = OpenSqliteStore(dir + "/store.db");
   if (!auth.ok() || !store.ok()) {
     std::fprintf(stderr, "setup failed\n");
@@ -169,13 +177,14 @@ int main(int argc, char** argv) {
   std::printf("one ~%zu-byte object; %d client threads; %.0f s per measurement\n",
               Workload("read-me").size(), conc, seconds);
   Print("fabrica", "reads", conc, Drive(conc, seconds, [&](int t, int64_t) {
-    auto r = clients[t]->Do("GET", ns_path + "/read-me");
-    return r.ok() && r->status == 200;
-  }));
+          auto r = clients[t]->Do("GET", ns_path + "/read-me");
+          return r.ok() && r->status == 200;
+        }));
   Print("fabrica", "writes", conc, Drive(conc, seconds, [&](int t, int64_t i) {
-    auto r = clients[t]->Do("POST", ns_path, Workload("w-" + std::to_string(t) + "-" + std::to_string(i)));
-    return r.ok() && r->status == 201;
-  }));
+          auto r = clients[t]->Do("POST", ns_path,
+                                  Workload("w-" + std::to_string(t) + "-" + std::to_string(i)));
+          return r.ok() && r->status == 201;
+        }));
   server.Stop();
 
   // etcd with TLS on both sides, fsync on (its default), on loopback ports.
@@ -188,11 +197,12 @@ int main(int argc, char** argv) {
   pid_t pid = fork();
   if (pid == 0) {
     const std::string data = dir + "/etcd";
-    execl(etcd_bin.c_str(), "etcd", "--data-dir", data.c_str(), "--listen-client-urls", etcd_url.c_str(),
-          "--advertise-client-urls", etcd_url.c_str(), "--listen-peer-urls", "http://127.0.0.1:23800",
-          "--initial-advertise-peer-urls", "http://127.0.0.1:23800", "--initial-cluster",
-          "default=http://127.0.0.1:23800", "--cert-file", (dir + "/server.crt").c_str(),
-          "--key-file", (dir + "/server.key").c_str(), "--log-level", "error", nullptr);
+    execl(etcd_bin.c_str(), "etcd", "--data-dir", data.c_str(), "--listen-client-urls",
+          etcd_url.c_str(), "--advertise-client-urls", etcd_url.c_str(), "--listen-peer-urls",
+          "http://127.0.0.1:23800", "--initial-advertise-peer-urls", "http://127.0.0.1:23800",
+          "--initial-cluster", "default=http://127.0.0.1:23800", "--cert-file",
+          (dir + "/server.crt").c_str(), "--key-file", (dir + "/server.key").c_str(), "--log-level",
+          "error", nullptr);
     _exit(127);
   }
   ClientOptions eo;
@@ -203,7 +213,9 @@ int main(int argc, char** argv) {
   const std::string value = Base64(Workload("read-me"));
   bool up = false;
   for (int i = 0; i < 100 && !up; ++i) {
-    auto r = etcd[0]->Do("POST", "/v3/kv/put", "{\"key\":\"" + Base64("/bench/read-me") + "\",\"value\":\"" + value + "\"}");
+    auto r =
+        etcd[0]->Do("POST", "/v3/kv/put",
+                    "{\"key\":\"" + Base64("/bench/read-me") + "\",\"value\":\"" + value + "\"}");
     up = r.ok() && r->status == 200;
     if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
@@ -212,14 +224,16 @@ int main(int argc, char** argv) {
   } else {
     const std::string range = "{\"key\":\"" + Base64("/bench/read-me") + "\"}";
     Print("etcd", "reads", conc, Drive(conc, seconds, [&](int t, int64_t) {
-      auto r = etcd[t]->Do("POST", "/v3/kv/range", range);
-      return r.ok() && r->status == 200;
-    }));
+            auto r = etcd[t]->Do("POST", "/v3/kv/range", range);
+            return r.ok() && r->status == 200;
+          }));
     Print("etcd", "writes", conc, Drive(conc, seconds, [&](int t, int64_t i) {
-      const std::string key = Base64("/bench/w-" + std::to_string(t) + "-" + std::to_string(i));
-      auto r = etcd[t]->Do("POST", "/v3/kv/put", "{\"key\":\"" + key + "\",\"value\":\"" + value + "\"}");
-      return r.ok() && r->status == 200;
-    }));
+            const std::string key =
+                Base64("/bench/w-" + std::to_string(t) + "-" + std::to_string(i));
+            auto r = etcd[t]->Do("POST", "/v3/kv/put",
+                                 "{\"key\":\"" + key + "\",\"value\":\"" + value + "\"}");
+            return r.ok() && r->status == 200;
+          }));
   }
   kill(pid, SIGTERM);
   waitpid(pid, nullptr, 0);

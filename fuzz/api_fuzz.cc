@@ -43,14 +43,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const char* kPaths[] = {"/apis/fabrica.dev/v1/namespaces/team-a/workloads",
                                  "/apis/fabrica.dev/v1/namespaces/team-a/workloads/w",
                                  "/apis/fabrica.dev/v1/namespaces/team-a/workloads/w/status",
-                                 "/apis/fabrica.dev/v1/tenants", "/apis/fabrica.dev/v1/nodes",
-                                 "/apis/fabrica.dev/v1/queues", "/apis/fabrica.dev/v1/leases",
+                                 "/apis/fabrica.dev/v1/tenants",
+                                 "/apis/fabrica.dev/v1/nodes",
+                                 "/apis/fabrica.dev/v1/queues",
+                                 "/apis/fabrica.dev/v1/leases",
                                  "/apis/fabrica.dev/v1/tenants/team-a"};
   fabrica::HttpRequest r;
   r.method = kMethods[data[0] % 5];
   r.path = kPaths[(data[0] / 5) % 8];
   r.headers["authorization"] = "Bearer fuzz-admin-token-0123";
-  r.headers["content-type"] = r.method == "PATCH" ? "application/merge-patch+json" : "application/json";
+  r.headers["content-type"] =
+      r.method == "PATCH" ? "application/merge-patch+json" : "application/json";
   r.body.assign(reinterpret_cast<const char*>(data + 1), size - 1);
   // Never delete the seeded objects: the other inputs need them.
   if (r.method == "DELETE") return 0;
