@@ -428,6 +428,18 @@ TEST_F(FactoryTest, LostNodesWorkloadsAreRequeued) {
   auto stats = scheduler_->RunOnce();
   ASSERT_TRUE(stats.ok()) << stats.status().message();
   EXPECT_EQ(stats->requeued, static_cast<int>(victims.size()));
+  // The lost node's Ready condition turned False; a live one stays True.
+  auto ready_of = [&](const std::string& node) {
+    json n = CallJson("GET", std::string(kApi) + "/nodes/" + node);
+    for (const json& c : n["status"]["conditions"]) {
+      if (c.value("type", "") == "Ready") return c.value("status", "");
+    }
+    return std::string("missing");
+  };
+  EXPECT_EQ(ready_of(lost), "False");
+  for (const auto& [node, names] : on_node) {
+    if (node != lost) EXPECT_EQ(ready_of(node), "True") << node;
+  }
   for (const auto& [name, obj] : Workloads()) {
     const json& status = obj["status"];
     if (victims.count(name)) {

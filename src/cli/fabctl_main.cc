@@ -184,7 +184,7 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns)
   if (kind == "Workload") {
     rows.push_back({"NAMESPACE", "NAME", "PHASE", "PODS", "GPUS", "NODES", "MESSAGE"});
   } else if (kind == "Node") {
-    rows.push_back({"NAME", "GPUS", "MODEL", "CPU", "MEMORY", "LEAF", "SCHEDULABLE"});
+    rows.push_back({"NAME", "STATUS", "GPUS", "MODEL", "CPU", "MEMORY", "LEAF"});
   } else if (kind == "Tenant") {
     rows.push_back({"NAME", "TRUST", "TRUST-DOMAIN", "CREATED"});
   } else {
@@ -217,11 +217,17 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns)
                       nodes.empty() ? "-" : nodes, status.value("message", "")});
     } else if (kind == "Node") {
       const json devs = spec.value("devices", json::array());
-      rows.push_back({meta.value("name", ""), std::to_string(devs.size()),
+      std::string ready = "Unknown";
+      for (const json& c : status.value("conditions", json::array())) {
+        if (c.value("type", "") == "Ready") {
+          ready = c.value("status", "") == "True" ? "Ready" : "NotReady";
+        }
+      }
+      if (spec.value("unschedulable", false)) ready += ",SchedulingDisabled";
+      rows.push_back({meta.value("name", ""), ready, std::to_string(devs.size()),
                       devs.empty() ? "-" : devs[0].value("model", ""),
                       Plain(spec.value("cpu", json(""))), Plain(spec.value("memory", json(""))),
-                      spec.value("leaf", ""),
-                      spec.value("unschedulable", false) ? "false (cordoned)" : "true"});
+                      spec.value("leaf", "")});
     } else if (kind == "Tenant") {
       rows.push_back({meta.value("name", ""), spec.value("trust", "standard"),
                       spec.value("trustDomain", meta.value("name", "")), Age(o)});

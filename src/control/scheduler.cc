@@ -79,6 +79,27 @@ Result<CycleStats> Scheduler::RunOnce() {
         it != renewed.end() && it->second >= 0 && now - it->second <= options_.node_grace_ms;
     if (cordoned || !ready) unusable.insert(name);
     if (!ready) unusable.insert("!" + name);  // marks NotReady, for requeue
+    // The Node's Ready condition follows its lease; written only when it changes, so that a
+    // healthy fleet costs no writes.
+    const std::string want = ready ? "True" : "False";
+    std::string have;
+    for (const json& cond : List(Field(n, "status"), "conditions")) {
+      if (Str(cond, "type") == "Ready") have = Str(cond, "status");
+    }
+    if (have != want) {
+      json next = n;
+      next["status"] = {
+          {"conditions",
+           {{{"type", "Ready"},
+             {"status", want},
+             {"reason",
+              ready ? "LeaseRenewed" : (it == renewed.end() ? "NoLease" : "LeaseExpired")},
+             {"message", ready ? "the node agent renews its lease"
+                               : "the node agent has not renewed its lease within " +
+                                     std::to_string(options_.node_grace_ms / 1000) + " s"},
+             {"lastTransitionTime", FormatTimestamp(now)}}}}};
+      (void)store_.Put(kv.key, next.dump(), kv.mod_revision);  // a conflict retries next cycle
+    }
   }
   ClusterState state(fleet, tenants);
   std::map<std::string, int> node_index;
