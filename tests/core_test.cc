@@ -16,20 +16,12 @@
 #include "core/status.h"
 #include "core/workload.h"
 #include "known_bug.h"
+#include "test_util.h"
 
 namespace fabrica {
 namespace {
 
-// Asserts that `r` failed with InvalidArgument and that its message contains every fragment.
-template <typename T>
-void ExpectInvalid(const Result<T>& r, const std::vector<std::string>& fragments) {
-  ASSERT_FALSE(r.ok()) << "expected an error containing '" << fragments.front() << "'";
-  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
-  for (const std::string& f : fragments) {
-    EXPECT_NE(r.status().message().find(f), std::string::npos)
-        << "'" << f << "' not in: " << r.status().message();
-  }
-}
+using test::ExpectInvalid;
 
 // ---------------------------------------------------------------------------------------------
 // Quantities

@@ -45,9 +45,15 @@
 #include "control/sim_agent.h"
 #include "core/fleet.h"
 #include "store/store.h"
+#include "test_util.h"
 
 namespace fabrica {
 namespace {
+
+using test::ReadFile;
+struct TempDir : test::TempDir {
+  TempDir() : test::TempDir("e2e_test") {}
+};
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -90,32 +96,6 @@ nodes:
     numaNodes: 2
     gpus: {count: 2, model: H100, memory: 80Gi, mig: [3g.40gb, 2g.20gb, 1g.10gb, 1g.10gb]}
 )";
-
-// A fresh directory under the test temp dir, removed with the object.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::path(testing::TempDir()) / "e2e_test_XXXXXX").string();
-    CHECK(mkdtemp(pattern.data()) != nullptr);
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-  std::string File(const std::string& name) const { return (fs::path(path_) / name).string(); }
-
- private:
-  std::string path_;
-};
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // YAML as the manifests write it, to the JSON the API takes: plain scalars that read as integers
 // or booleans become numbers and booleans, everything else (and every quoted scalar) a string.

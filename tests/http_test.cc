@@ -25,38 +25,18 @@
 
 #include "api/http_server.h"
 #include "client/http_client.h"
+#include "test_util.h"
 
 namespace fabrica {
 namespace {
 
-namespace fs = std::filesystem;
-using namespace std::chrono_literals;
-
-// A fresh directory under the test temp dir, removed with the object.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::path(testing::TempDir()) / "http_test_XXXXXX").string();
-    CHECK(mkdtemp(pattern.data()) != nullptr);
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-  std::string File(const std::string& name) const { return (fs::path(path_) / name).string(); }
-
- private:
-  std::string path_;
+using test::ReadFile;
+struct TempDir : test::TempDir {
+  TempDir() : test::TempDir("http_test") {}
 };
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
 
 // Waits up to `limit` for `pred`; returns its final value.
 template <class Pred>

@@ -16,20 +16,12 @@
 
 #include "sched/policy.h"
 #include "sim/openb.h"
+#include "test_util.h"
 
 namespace fabrica::sim {
 namespace {
 
-// Asserts that `r` failed with InvalidArgument and that its message contains every fragment.
-template <typename T>
-void ExpectInvalid(const Result<T>& r, const std::vector<std::string>& fragments) {
-  ASSERT_FALSE(r.ok()) << "expected an error containing '" << fragments.front() << "'";
-  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
-  for (const std::string& f : fragments) {
-    EXPECT_NE(r.status().message().find(f), std::string::npos)
-        << "'" << f << "' not in: " << r.status().message();
-  }
-}
+using test::ExpectInvalid;
 
 constexpr char kNodeHeader[] = "sn,cpu_milli,memory_mib,gpu,model\n";
 constexpr char kPodHeader[] =

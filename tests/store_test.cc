@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "test_util.h"
 
 namespace fabrica {
 namespace {
@@ -41,21 +42,8 @@ void ExpectError(const Result<T>& r, StatusCode code, const std::string& fragmen
 }
 
 // A fresh directory, removed with everything in it at the end of the scope.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = ::testing::TempDir() + "fabrica_store_XXXXXX";
-    CHECK(mkdtemp(pattern.data()) != nullptr);
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
+struct TempDir : test::TempDir {
+  TempDir() : test::TempDir("fabrica_store") {}
 };
 
 // A 1 KiB value that names its key, so that a torn or misplaced value shows.

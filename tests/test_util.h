@@ -1,0 +1,60 @@
+// Helpers shared by the test binaries: a temporary directory that cleans up after itself, reading
+// a whole file, and the assertion that a parse failed naming what was wrong.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace fabrica::test {
+
+// A fresh directory under the test temp dir, removed with the object.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& prefix = "fabrica") {
+    std::string pattern =
+        (std::filesystem::path(::testing::TempDir()) / (prefix + "_XXXXXX")).string();
+    CHECK(mkdtemp(pattern.data()) != nullptr);
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string File(const std::string& name) const {
+    return (std::filesystem::path(path_) / name).string();
+  }
+
+ private:
+  std::string path_;
+};
+
+inline std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Asserts that `r` failed with InvalidArgument and that its message contains every fragment.
+template <typename T>
+void ExpectInvalid(const Result<T>& r, const std::vector<std::string>& fragments) {
+  ASSERT_FALSE(r.ok()) << "expected an error containing '" << fragments.front() << "'";
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
+  for (const std::string& f : fragments) {
+    EXPECT_NE(r.status().message().find(f), std::string::npos)
+        << "'" << f << "' not in: " << r.status().message();
+  }
+}
+
+}  // namespace fabrica::test
