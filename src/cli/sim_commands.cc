@@ -9,6 +9,7 @@
 #include "sched/policy.h"
 #include "sim/bounds.h"
 #include "sim/openb.h"
+#include "sim/replay.h"
 #include "sim/synthetic.h"
 
 namespace fabrica::cli {
@@ -232,6 +233,56 @@ int RunSyntheticCommand(const SyntheticArgs& args) {
 
 }  // namespace
 
+struct ReplayArgs {
+  std::string scenario, policy = "all", trace_dir, placement = "fabrica";
+  double load = 0;
+  bool json = false;
+};
+
+int RunReplayCommand(const ReplayArgs& args) {
+  auto fail = [](const Status& st) {
+    std::cerr << "fabrica sim replay: " << st.message() << "\n";
+    return st.code() == StatusCode::kNotFound ? 3 : 2;
+  };
+  std::vector<std::string> policies;
+  if (args.policy == "all") {
+    policies = {"dedicated", "fifo", "fabrica"};
+  } else if (args.policy == "dedicated" || args.policy == "fifo" || args.policy == "fabrica") {
+    policies = {args.policy};
+  } else {
+    return fail(InvalidArgument("--policy: expected dedicated, fifo, fabrica or all, got '" +
+                                args.policy + "'"));
+  }
+  auto text = sim::ReadFile(args.scenario);
+  if (!text.ok()) return fail(text.status());
+  std::string base = ".";
+  size_t slash = args.scenario.rfind('/');
+  if (slash != std::string::npos) base = args.scenario.substr(0, slash);
+  auto scenario = sim::ParseScenario(*text, args.scenario, base, args.trace_dir, args.load);
+  if (!scenario.ok()) return fail(scenario.status());
+  std::vector<sim::ReplayResult> results;
+  for (const std::string& p : policies) {
+    auto r = sim::RunReplay(*scenario, p, args.placement);
+    if (!r.ok()) return fail(r.status());
+    results.push_back(*r);
+  }
+  if (args.json) {
+    if (results.size() == 1) {
+      sim::PrintReplayJson(results[0], std::cout);
+    } else {
+      std::cout << "[\n";
+      for (size_t i = 0; i < results.size(); ++i) {
+        sim::PrintReplayJson(results[i], std::cout);
+        if (i + 1 < results.size()) std::cout << ",\n";
+      }
+      std::cout << "]\n";
+    }
+  } else {
+    sim::PrintReplayTable(results, std::cout);
+  }
+  return 0;
+}
+
 void AddSimCommands(CLI::App& app, int* exit_code) {
   CLI::App* sim = app.add_subcommand("sim", "Simulate placement on traces and synthetic fleets");
   sim->require_subcommand(1);
@@ -266,6 +317,18 @@ void AddSimCommands(CLI::App& app, int* exit_code) {
                       "drop the gangs' topology constraints (a baseline for locality)");
   synthetic->add_flag("--json", syn->json, "print JSON");
   synthetic->callback([syn, exit_code] { *exit_code = RunSyntheticCommand(*syn); });
+
+  auto rep = std::make_shared<ReplayArgs>();
+  CLI::App* replay = sim->add_subcommand(
+      "replay", "Replay a multi-team scenario in virtual time: dedicated vs fifo vs fabrica");
+  replay->add_option("--scenario", rep->scenario, "scenario YAML (see scenarios/README.md)")
+      ->required();
+  replay->add_option("--policy", rep->policy, "dedicated|fifo|fabrica|all (default all)");
+  replay->add_option("--load", rep->load, "override the scenario's offered load");
+  replay->add_option("--trace-dir", rep->trace_dir, "directory of the trace CSVs");
+  replay->add_option("--placement", rep->placement, "placement policy (default fabrica)");
+  replay->add_flag("--json", rep->json, "print JSON");
+  replay->callback([rep, exit_code] { *exit_code = RunReplayCommand(*rep); });
 }
 
 }  // namespace fabrica::cli

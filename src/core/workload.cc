@@ -143,8 +143,6 @@ Result<DeviceRequest> DeviceRequestFromTrace(int64_t num_gpu, int64_t gpu_milli,
   return r;
 }
 
-namespace {
-
 Result<DeviceRequest> ParseDeviceRequest(YamlMap& m) {
   DeviceRequest r;
   ASSIGN_OR_RETURN(int64_t gpus, m.Int("gpus", 0));
@@ -177,6 +175,8 @@ Result<DeviceRequest> ParseDeviceRequest(YamlMap& m) {
                    st.message());
   return r;
 }
+
+namespace {
 
 // Reads the common metadata: the name (validated), labels, and the fields the server sets
 // (accepted on input so that a read-modify-write round trip works, and ignored).

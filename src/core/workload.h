@@ -87,6 +87,10 @@ Result<DeviceRequest> DeviceRequestFromTrace(int64_t num_gpu, int64_t gpu_milli,
 
 Status ValidateDeviceRequest(const DeviceRequest& r);
 
+// Reads a pod set's `devices` mapping (gpus | gpuMilli/gpuMemory | mig, models).
+class YamlMap;
+Result<DeviceRequest> ParseDeviceRequest(YamlMap& m);
+
 // Parses a workload manifest (kind: Workload) or a list of them (kind: WorkloadList).
 Result<std::vector<Workload>> ParseWorkloadYaml(const std::string& text, const std::string& source);
 

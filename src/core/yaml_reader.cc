@@ -1,5 +1,9 @@
 #include "core/yaml_reader.h"
 
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
 namespace fabrica {
 
 YamlMap::YamlMap(YAML::Node node, std::string path, std::string source)
@@ -64,6 +68,23 @@ Result<int64_t> YamlMap::Int(const std::string& key, std::optional<int64_t> fall
   auto v = ParseNonNegativeInt(s);
   if (!v.ok()) return Error(key, v.status().message());
   return *v;
+}
+
+Result<double> YamlMap::Double(const std::string& key, std::optional<double> fallback) {
+  bool present;
+  ASSIGN_OR_RETURN(std::string s, Scalar(key, &present));
+  if (!present) {
+    if (fallback) return *fallback;
+    return Error(key, "required field is missing");
+  }
+  char* end = nullptr;
+  errno = 0;
+  double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || end != s.c_str() + s.size() || errno != 0 || !std::isfinite(v)) {
+    return Error(key, "expected a number, got '" + s + "'");
+  }
+  if (v < 0) return Error(key, "must not be negative, got " + s);
+  return v;
 }
 
 Result<bool> YamlMap::Bool(const std::string& key, std::optional<bool> fallback) {

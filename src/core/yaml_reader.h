@@ -29,6 +29,8 @@ class YamlMap {
 
   Result<std::string> String(const std::string& key, std::optional<std::string> fallback = {});
   Result<int64_t> Int(const std::string& key, std::optional<int64_t> fallback = {});
+  // A finite number >= 0 ("0.5", "3", "1e3").
+  Result<double> Double(const std::string& key, std::optional<double> fallback = {});
   Result<bool> Bool(const std::string& key, std::optional<bool> fallback = {});
   Result<MilliCpu> Cpu(const std::string& key, std::optional<MilliCpu> fallback = {});
   Result<MemoryMib> Memory(const std::string& key, std::optional<MemoryMib> fallback = {});

@@ -118,7 +118,12 @@ PodPlacement Placer::Place(const ClusterState& s, const PodRequest& req, Rng& rn
         total += feasible.back().second;
       }
     }
-    if (total == 0) return Explain(s, req);
+    if (total == 0) {
+      if (explain_) return Explain(s, req);
+      PodPlacement p;
+      p.reason = "no node can take it now";
+      return p;
+    }
     int64_t k = static_cast<int64_t>(rng.Uniform(total));
     for (const auto& [c, count] : feasible) {
       if (k < count) {
@@ -156,7 +161,12 @@ PodPlacement Placer::Best(const ClusterState& s, const PodRequest& req, Rng& rng
       best = std::move(*choice);
     }
   }
-  if (best_node < 0) return Explain(s, req);
+  if (best_node < 0) {
+    if (explain_) return Explain(s, req);
+    PodPlacement p;
+    p.reason = "no node can take it now";
+    return p;
+  }
   return Finish(s, best_node, best, req, rng);
 }
 

@@ -44,6 +44,10 @@ class Placer {
   GangPlacement PlaceGang(ClusterState& s, const std::vector<PodRequest>& pods,
                           const TopologyConstraint& topology, Rng& rng) const;
 
+  // When off, a pod that fits nowhere gets a short reason instead of a scan of every class
+  // (callers that retry often, like admission, explain once and then skip the cost).
+  void set_explain(bool on) { explain_ = on; }
+
   // Why no node takes `req` now, or that none ever could (Infeasible).
   PodPlacement Explain(const ClusterState& s, const PodRequest& req) const;
 
@@ -58,6 +62,7 @@ class Placer {
                     NodeAt node_at) const;
 
   const Policy& policy_;
+  bool explain_ = true;
 };
 
 // Whether some node of the fleet could hold the pod if the fleet were empty.

@@ -1,0 +1,1028 @@
+#include "sched/admission.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+
+namespace fabrica {
+namespace {
+
+bool Contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+// The shape of a placement attempt, to skip identical attempts once one failed in a cycle (the
+// fleet only fills up during a cycle: victims free nothing before the next one).
+uint64_t AttemptKey(const Workload& w, int leaf, const std::vector<PodRequest>& pods) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](int64_t v) {
+    h ^= static_cast<uint64_t>(v);
+    h *= 1099511628211ull;
+    h ^= h >> 29;
+  };
+  mix(leaf);
+  mix(w.priority);
+  mix(w.gang);
+  mix(static_cast<int>(w.topology.level) * 2 + w.topology.required);
+  for (const PodRequest& p : pods) {
+    mix(p.cpu_milli);
+    mix(p.memory_mib);
+    mix(static_cast<int>(p.kind));
+    mix(p.num_gpu);
+    mix(p.gpu_milli);
+    mix(p.gpu_memory_mib);
+    mix(p.mig_profile);
+    mix(static_cast<int64_t>(p.model_mask));
+    mix(p.tenant);
+  }
+  return h;
+}
+
+}  // namespace
+
+std::string GpuAmount(int64_t milli) { return FormatMilliGpu(MilliGpu(milli)); }
+
+const char* PhaseName(Phase p) {
+  switch (p) {
+    case Phase::kPending:
+      return "Pending";
+    case Phase::kAdmitted:
+      return "Admitted";
+    case Phase::kEvicting:
+      return "Evicting";
+    case Phase::kFinished:
+      return "Finished";
+    case Phase::kInfeasible:
+      return "Infeasible";
+  }
+  return "?";
+}
+
+Status ValidateAdmissionConfig(const AdmissionConfig& config) {
+  std::map<std::string, int> flavor_index;
+  for (size_t i = 0; i < config.flavors.size(); ++i) {
+    const FlavorSpec& f = config.flavors[i];
+    std::string at = "flavors[" + std::to_string(i) + "]";
+    if (f.name.empty()) return InvalidArgument(at + ".name: required field is missing");
+    if (!flavor_index.emplace(f.name, i).second)
+      return InvalidArgument(at + ".name: duplicate flavour \"" + f.name + "\"");
+    if (!f.mig_profiles.empty() && f.kind && *f.kind != DeviceKind::kMig)
+      return InvalidArgument(at + ".migProfiles: only a kind: mig flavour selects MIG profiles");
+  }
+  if (config.flavors.empty()) flavor_index.emplace("gpu", 0);
+
+  std::map<std::string, int> index;
+  for (size_t i = 0; i < config.queues.size(); ++i) {
+    const QueueSpec& q = config.queues[i];
+    std::string at = "queues[" + std::to_string(i) + "]";
+    if (Status s = ValidateName(q.name); !s.ok())
+      return InvalidArgument(at + ".name: " + s.message());
+    if (!index.emplace(q.name, i).second)
+      return InvalidArgument(at + ".name: duplicate queue \"" + q.name + "\"");
+    if (!(q.weight > 0) || !std::isfinite(q.weight))
+      return InvalidArgument(at + ".weight: must be greater than zero");
+    if (q.disruption_budget < -1)
+      return InvalidArgument(at + ".disruptionBudget: must not be negative");
+    for (const auto& [flavor, quota] : q.quotas) {
+      std::string qa = at + ".quotas." + flavor;
+      if (!flavor_index.count(flavor)) return InvalidArgument(qa + ": unknown flavour");
+      if (quota.guaranteed_milli < 0) return InvalidArgument(qa + ".guaranteed: below zero");
+      if (quota.borrowing_limit_milli && *quota.borrowing_limit_milli < 0)
+        return InvalidArgument(qa + ".borrowingLimit: below zero");
+      if (quota.lending_limit_milli && *quota.lending_limit_milli < 0)
+        return InvalidArgument(qa + ".lendingLimit: below zero");
+      if (quota.lending_limit_milli && *quota.lending_limit_milli > quota.guaranteed_milli)
+        return InvalidArgument(qa + ".lendingLimit: above the guarantee (" +
+                               GpuAmount(*quota.lending_limit_milli) + " > " +
+                               GpuAmount(quota.guaranteed_milli) + ")");
+    }
+  }
+  for (size_t i = 0; i < config.queues.size(); ++i) {
+    const QueueSpec& q = config.queues[i];
+    std::string at = "queues[" + std::to_string(i) + "].parent";
+    if (q.parent.empty()) continue;
+    if (!index.count(q.parent)) return InvalidArgument(at + ": unknown queue \"" + q.parent + "\"");
+    // Walk up; more steps than queues means a cycle.
+    std::string cur = q.parent;
+    for (size_t steps = 0; !cur.empty(); ++steps) {
+      if (cur == q.name || steps > config.queues.size())
+        return InvalidArgument(at + ": cycle in the queue hierarchy through \"" + q.name + "\"");
+      cur = config.queues[index[cur]].parent;
+    }
+  }
+  // Children may not be guaranteed more than a parent that sets its own guarantee.
+  for (size_t i = 0; i < config.queues.size(); ++i) {
+    const QueueSpec& p = config.queues[i];
+    for (const auto& [flavor, quota] : p.quotas) {
+      int64_t sum = 0;
+      for (const QueueSpec& c : config.queues) {
+        if (c.parent != p.name) continue;
+        auto it = c.quotas.find(flavor);
+        if (it != c.quotas.end()) sum += it->second.guaranteed_milli;
+      }
+      if (sum > quota.guaranteed_milli)
+        return InvalidArgument("queues[" + std::to_string(i) + "].quotas." + flavor +
+                               ".guaranteed: its children are guaranteed " + GpuAmount(sum) +
+                               ", more than its " + GpuAmount(quota.guaranteed_milli));
+    }
+  }
+  if (config.usage_half_life_s < 0) return InvalidArgument("usageHalfLife: below zero");
+  if (config.history_weight < 0 || config.history_weight > 1)
+    return InvalidArgument("historyWeight: must be between 0 and 1");
+  if (config.gang_timeout_s <= 0) return InvalidArgument("gangTimeout: must be positive");
+  return Status();
+}
+
+Admitter::Admitter(const Fleet& fleet, std::vector<Tenant> tenants, AdmissionConfig config,
+                   const Policy& policy, uint64_t seed)
+    : fleet_(fleet),
+      config_(std::move(config)),
+      policy_(policy),
+      placer_(policy),
+      state_(fleet, tenants),
+      rng_(seed) {}
+
+Result<std::unique_ptr<Admitter>> Admitter::Create(const Fleet& fleet, std::vector<Tenant> tenants,
+                                                   AdmissionConfig config, const Policy& policy,
+                                                   uint64_t seed) {
+  RETURN_IF_ERROR(ValidateAdmissionConfig(config));
+  std::unique_ptr<Admitter> a(
+      new Admitter(fleet, std::move(tenants), std::move(config), policy, seed));
+  RETURN_IF_ERROR(a->Build());
+  return a;
+}
+
+Status Admitter::Build() {
+  flavors_ = config_.flavors;
+  if (flavors_.empty()) flavors_.push_back(FlavorSpec{"gpu", std::nullopt, {}, {}});
+  const int nf = static_cast<int>(flavors_.size());
+  for (const FlavorSpec& f : flavors_) {
+    uint64_t mask = 0;
+    if (f.models.empty()) {
+      mask = ~uint64_t{0};
+    } else {
+      for (const std::string& m : f.models) {
+        int i = state_.ModelIndex(m);
+        if (i >= 0 && i < 64) mask |= uint64_t{1} << i;
+      }
+    }
+    flavor_models_.push_back(mask);
+  }
+  std::map<std::string, int> flavor_index;
+  for (int f = 0; f < nf; ++f) flavor_index[flavors_[f].name] = f;
+  managed_.assign(nf, false);
+
+  for (const QueueSpec& spec : config_.queues) {
+    queue_index_[spec.name] = static_cast<int>(queues_.size());
+    QueueNode q;
+    q.spec = spec;
+    q.guaranteed.assign(nf, 0);
+    q.borrow_limit.assign(nf, std::nullopt);
+    q.lend_limit.assign(nf, std::nullopt);
+    q.usage.assign(nf, 0);
+    queues_.push_back(std::move(q));
+  }
+  for (int i = 0; i < static_cast<int>(queues_.size()); ++i) {
+    QueueNode& q = queues_[i];
+    if (q.spec.parent.empty()) {
+      roots_.push_back(i);
+    } else {
+      q.parent = queue_index_.at(q.spec.parent);
+      queues_[q.parent].children.push_back(i);
+    }
+  }
+  // Guarantees: a queue's own, or for an inner queue without one the sum of its children's.
+  // Children before parents: order by depth, deepest first.
+  std::vector<std::pair<int, int>> by_depth;
+  for (int i = 0; i < static_cast<int>(queues_.size()); ++i) {
+    int d = 0;
+    for (int p = queues_[i].parent; p >= 0; p = queues_[p].parent) ++d;
+    by_depth.push_back({-d, i});
+  }
+  std::sort(by_depth.begin(), by_depth.end());
+  for (auto [neg_depth, i] : by_depth) {
+    QueueNode& q = queues_[i];
+    for (int f = 0; f < nf; ++f) {
+      auto it = q.spec.quotas.find(flavors_[f].name);
+      if (it != q.spec.quotas.end()) {
+        managed_[f] = true;
+        q.guaranteed[f] = it->second.guaranteed_milli;
+        q.borrow_limit[f] = it->second.borrowing_limit_milli;
+        q.lend_limit[f] = it->second.lending_limit_milli;
+      } else {
+        for (int c : q.children) q.guaranteed[f] += queues_[c].guaranteed[f];
+      }
+    }
+  }
+  cap_gpu_ = std::max<int64_t>(1, state_.total_gpu_milli());
+  int64_t cpu = 0;
+  for (const Node& n : fleet_.nodes) cpu += n.cpu.value();
+  cap_cpu_ = std::max<int64_t>(1, cpu);
+  node_workloads_.assign(state_.node_count(), {});
+  return Status();
+}
+
+int Admitter::QueueIndex(const std::string& name) const {
+  auto it = queue_index_.find(name);
+  return it == queue_index_.end() ? -1 : it->second;
+}
+
+int64_t Admitter::usage_milli(int q) const { return queues_[q].gpu; }
+
+int64_t Admitter::guaranteed_milli(int q) const {
+  int64_t g = 0;
+  for (int64_t v : queues_[q].guaranteed) g += v;
+  return g;
+}
+
+double Admitter::dominant_share(int q) const {
+  return std::max(static_cast<double>(queues_[q].gpu) / static_cast<double>(cap_gpu_),
+                  static_cast<double>(queues_[q].cpu) / static_cast<double>(cap_cpu_));
+}
+
+int Admitter::pending_count(int q) const {
+  return static_cast<int>(queues_[q].pending.size() + queues_[q].parked.size());
+}
+
+int Admitter::FlavorOf(const PodRequest& req, int model) const {
+  if (req.kind == DeviceKind::kNone) return -1;
+  for (int f = 0; f < static_cast<int>(flavors_.size()); ++f) {
+    const FlavorSpec& fl = flavors_[f];
+    if (fl.kind && *fl.kind != req.kind) continue;
+    if (!fl.models.empty() && (model < 0 || model >= 64 || !(flavor_models_[f] >> model & 1)))
+      continue;
+    if (!fl.mig_profiles.empty() &&
+        (req.kind != DeviceKind::kMig ||
+         !Contains(fl.mig_profiles, state_.mig_profile_name(req.mig_profile))))
+      continue;
+    return f;
+  }
+  return -1;
+}
+
+std::vector<int> Admitter::CandidateFlavors(const PodRequest& req) const {
+  std::vector<int> out;
+  if (req.kind == DeviceKind::kNone) return out;
+  for (int f = 0; f < static_cast<int>(flavors_.size()); ++f) {
+    const FlavorSpec& fl = flavors_[f];
+    if (fl.kind && *fl.kind != req.kind) continue;
+    if ((flavor_models_[f] & req.model_mask) == 0) continue;
+    if (!fl.mig_profiles.empty() &&
+        (req.kind != DeviceKind::kMig ||
+         !Contains(fl.mig_profiles, state_.mig_profile_name(req.mig_profile))))
+      continue;
+    out.push_back(f);
+  }
+  return out;
+}
+
+bool Admitter::WithinGuarantee(int leaf, int f, int64_t milli) const {
+  return !managed_[f] || queues_[leaf].usage[f] + milli <= queues_[leaf].guaranteed[f];
+}
+
+bool Admitter::QuotaAllows(int leaf, int f, int64_t milli, std::string* why) const {
+  if (!managed_[f]) return true;
+  int n = leaf;
+  int64_t reserved = 0;  // siblings' unused guarantee they do not lend
+  while (true) {
+    const QueueNode& q = queues_[n];
+    int64_t used = q.usage[f] + milli;
+    if (used <= q.guaranteed[f] - reserved) return true;
+    if (q.borrow_limit[f] && used - q.guaranteed[f] > *q.borrow_limit[f]) {
+      if (why)
+        *why = "queue " + q.spec.name + " over its borrowing limit for " + FlavorName(f) + ": " +
+               GpuAmount(used) + "/" + GpuAmount(q.guaranteed[f] + *q.borrow_limit[f]) + " GPUs";
+      return false;
+    }
+    if (q.parent < 0) {
+      if (why)
+        *why = "queue " + q.spec.name + " has no unused " + FlavorName(f) +
+               " to lend: it would hold " + GpuAmount(used) + "/" +
+               GpuAmount(std::max<int64_t>(0, q.guaranteed[f] - reserved)) + " GPUs";
+      return false;
+    }
+    reserved = 0;
+    for (int s : queues_[q.parent].children) {
+      if (s == n || !queues_[s].lend_limit[f]) continue;
+      const QueueNode& sib = queues_[s];
+      reserved += std::max<int64_t>(0, sib.guaranteed[f] - *sib.lend_limit[f] - sib.usage[f]);
+    }
+    n = q.parent;
+  }
+}
+
+double Admitter::Key(int q) const {
+  double beta = config_.usage_half_life_s > 0 ? config_.history_weight : 0.0;
+  return ((1 - beta) * dominant_share(q) + beta * queues_[q].history) / queues_[q].spec.weight;
+}
+
+int Admitter::PickLeaf() const {
+  const std::vector<int>* level = &roots_;
+  int chosen = -1;
+  while (true) {
+    int best = -1;
+    std::tuple<int, double, int> best_key;
+    for (int c : *level) {
+      if (queues_[c].active <= 0) continue;
+      int tier = queues_[c].gpu < guaranteed_milli(c) ? 0 : 1;
+      std::tuple<int, double, int> k{tier, Key(c), c};
+      if (best < 0 || k < best_key) best = c, best_key = k;
+    }
+    if (best < 0) return chosen >= 0 && is_leaf(chosen) ? chosen : -1;
+    chosen = best;
+    if (is_leaf(best)) return best;
+    level = &queues_[best].children;
+  }
+}
+
+void Admitter::Deactivate(int leaf) {
+  if (queues_[leaf].active <= 0) return;
+  for (int q = leaf; q >= 0; q = queues_[q].parent) --queues_[q].active;
+}
+
+void Admitter::Enqueue(int id) {
+  Entry& e = entries_[id];
+  int prio = config_.strict_priority ? -e.spec.priority : 0;
+  queues_[e.leaf].pending.insert({prio, e.arrival, id});
+}
+
+void Admitter::Dequeue(int id) {
+  Entry& e = entries_[id];
+  int prio = config_.strict_priority ? -e.spec.priority : 0;
+  queues_[e.leaf].pending.erase({prio, e.arrival, id});
+}
+
+Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions options) {
+  int leaf = QueueIndex(spec.queue.str());
+  if (leaf < 0)
+    return InvalidArgument("workload " + spec.name.str() + ": unknown queue \"" +
+                           spec.queue.str() + "\"");
+  if (!is_leaf(leaf))
+    return InvalidArgument("workload " + spec.name.str() + ": queue \"" + spec.queue.str() +
+                           "\" has child queues; workloads wait in leaf queues");
+  Entry e;
+  e.spec = spec;
+  e.leaf = leaf;
+  e.arrival = now;
+  e.options = options;
+  int id = static_cast<int>(entries_.size());
+  for (const PodSet& ps : spec.pod_sets) {
+    Result<PodRequest> r = state_.MakeRequest(ps, spec.tenant);
+    if (!r.ok()) {
+      e.phase = Phase::kInfeasible;
+      e.reason = "pod set " + ps.name + ": " + r.status().message();
+      entries_.push_back(std::move(e));
+      return id;
+    }
+    std::string why;
+    if (!FitsSomeEmptyNode(state_, *r, &why)) {
+      e.phase = Phase::kInfeasible;
+      e.reason = "pod set " + ps.name + ": " + why;
+      entries_.push_back(std::move(e));
+      return id;
+    }
+    for (int i = 0; i < ps.count; ++i) {
+      e.pods.push_back(*r);
+      e.gpu_milli += r->total_gpu_milli();
+      e.cpu_milli += r->cpu_milli;
+    }
+  }
+  e.reason = "waiting for the next admission cycle";
+  entries_.push_back(std::move(e));
+  Enqueue(id);
+  return id;
+}
+
+void Admitter::Charge(int id, int sign) {
+  Entry& e = entries_[id];
+  if (sign > 0) {
+    e.charged.clear();
+    for (size_t i = 0; i < e.pods.size(); ++i) {
+      int f = FlavorOf(e.pods[i], state_.node_model(e.assign[i].node));
+      if (f < 0) continue;
+      auto it = std::find_if(e.charged.begin(), e.charged.end(),
+                             [f](const auto& c) { return c.first == f; });
+      if (it == e.charged.end()) {
+        e.charged.push_back({f, e.pods[i].total_gpu_milli()});
+      } else {
+        it->second += e.pods[i].total_gpu_milli();
+      }
+    }
+  }
+  for (int q = e.leaf; q >= 0; q = queues_[q].parent) {
+    QueueNode& n = queues_[q];
+    for (auto [f, milli] : e.charged) n.usage[f] += sign * milli;
+    n.gpu += sign * e.gpu_milli;
+    n.cpu += sign * e.cpu_milli;
+  }
+}
+
+void Admitter::Hold(int id) {
+  for (const Assignment& a : entries_[id].assign) {
+    std::vector<int>& on = node_workloads_[a.node];
+    if (std::find(on.begin(), on.end(), id) == on.end()) on.push_back(id);
+  }
+}
+
+void Admitter::Unhold(int id) {
+  Entry& e = entries_[id];
+  ++victim_gen_;
+  for (size_t i = 0; i < e.assign.size(); ++i) {
+    freed_log_.push_back(e.assign[i].node);
+    state_.Release(e.assign[i], e.pods[i]);
+    std::vector<int>& on = node_workloads_[e.assign[i].node];
+    on.erase(std::remove(on.begin(), on.end(), id), on.end());
+  }
+}
+
+void Admitter::UpdateHistory(double now) {
+  if (config_.usage_half_life_s > 0 && last_history_ >= 0 && now > last_history_) {
+    double a = std::exp2(-(now - last_history_) / config_.usage_half_life_s);
+    for (int q = 0; q < queue_count(); ++q)
+      queues_[q].history = a * queues_[q].history + (1 - a) * dominant_share(q);
+  }
+  last_history_ = now;
+}
+
+CycleResult Admitter::Cycle(double now, int max_admissions) {
+  CycleResult out;
+  UpdateHistory(now);
+
+  // Gangs whose pods did not all start in time give their devices back and wait again.
+  for (int id : std::vector<int>(unready_.begin(), unready_.end())) {
+    Entry& e = entries_[id];
+    if (now - e.admitted_at < config_.gang_timeout_s) continue;
+    Unhold(id);
+    Charge(id, -1);
+    RemoveRunning(id);
+    e.assign.clear();
+    e.phase = Phase::kPending;
+    e.admitted_at = -1;
+    e.reason = "released: not all pods were ready within the gang timeout of " +
+               std::to_string(static_cast<int64_t>(config_.gang_timeout_s)) + " s";
+    Enqueue(id);
+    out.released.push_back(id);
+  }
+  Wake();
+
+  int budget = config_.max_attempts_per_cycle > 0 ? config_.max_attempts_per_cycle
+                                                  : 4 * max_admissions + 64;
+  std::set<uint64_t> failed;
+
+  // Preemptors whose victims have all stopped go first.
+  std::vector<int> nominated;
+  nominated.swap(nominated_);
+  for (int id : nominated) {
+    Entry& e = entries_[id];
+    if (e.phase != Phase::kPending || !e.nominated) continue;
+    if (e.victims_left > 0 || static_cast<int>(out.admitted.size()) >= max_admissions) {
+      nominated_.push_back(id);
+      continue;
+    }
+    e.nominated = false;
+    ++out.attempts;
+    TryAdmit(id, now, out, failed);
+  }
+
+  for (QueueNode& q : queues_) q.active = 0;
+  for (int q = 0; q < queue_count(); ++q) {
+    if (!is_leaf(q) || queues_[q].pending.empty()) continue;
+    for (int p = q; p >= 0; p = queues_[p].parent) ++queues_[p].active;
+  }
+  std::vector<std::optional<std::tuple<int, double, int>>> cursor(queues_.size());
+  while (static_cast<int>(out.admitted.size()) < max_admissions && out.attempts < budget) {
+    int leaf = PickLeaf();
+    if (leaf < 0) break;
+    auto& pending = queues_[leaf].pending;
+    auto it = cursor[leaf] ? pending.upper_bound(*cursor[leaf]) : pending.begin();
+    if (it == pending.end()) {
+      Deactivate(leaf);
+      continue;
+    }
+    cursor[leaf] = *it;
+    int id = std::get<2>(*it);
+    if (entries_[id].nominated) continue;  // waits for its victims to stop
+    ++out.attempts;
+    TryAdmit(id, now, out, failed);
+  }
+  return out;
+}
+
+void Admitter::Park(int id, bool quota, uint64_t key, const std::vector<PodRequest>& pods) {
+  Entry& e = entries_[id];
+  if (e.waits_on_time || e.nominated) return;  // time alone may let it in: keep trying
+  Dequeue(id);
+  QueueNode& q = queues_[e.leaf];
+  int prio = config_.strict_priority ? -e.spec.priority : 0;
+  q.parked.insert({prio, e.arrival, id});
+  if (quota) {
+    e.parked = 2;
+    quota_parked_.push_back(id);
+  } else {
+    e.parked = 1;
+    e.park_shape = key;
+    ParkedShape& shape = parked_shapes_[key];
+    if (shape.ids.empty()) shape.pods = pods;
+    shape.ids.push_back(id);
+  }
+}
+
+void Admitter::Unpark(int id) {
+  Entry& e = entries_[id];
+  if (!e.parked) return;
+  int prio = config_.strict_priority ? -e.spec.priority : 0;
+  queues_[e.leaf].parked.erase({prio, e.arrival, id});
+  e.parked = 0;
+  Enqueue(id);
+}
+
+int Admitter::WakeShape(uint64_t key, int count) {
+  auto it = parked_shapes_.find(key);
+  if (it == parked_shapes_.end()) return 0;
+  int woken = 0;
+  auto& ids = it->second.ids;
+  while (!ids.empty() && woken < count) {
+    int id = ids.front();
+    ids.pop_front();
+    if (entries_[id].parked != 1 || entries_[id].park_shape != key) continue;
+    Unpark(id);
+    ++woken;
+  }
+  if (ids.empty()) parked_shapes_.erase(it);
+  return woken;
+}
+
+// Parked workloads come back when something they wait for changes: a node freed since that one
+// of their pods now fits on (the rest of the fleet has only filled up), any freed quota, or —
+// with preemption — their queue below its guarantee while another borrows.
+void Admitter::Wake() {
+  if (wake_pos_ < freed_log_.size()) {
+    std::set<int> nodes(freed_log_.begin() + static_cast<std::ptrdiff_t>(wake_pos_),
+                        freed_log_.end());
+    wake_pos_ = freed_log_.size();
+    for (auto it = parked_shapes_.begin(); it != parked_shapes_.end();) {
+      int fits = 0;  // freed nodes that take one of its pods
+      for (int n : nodes) {
+        for (const PodRequest& p : it->second.pods) {
+          if (state_.MayFit(n, p) && NodeFits(state_, n, p)) {
+            ++fits;
+            break;
+          }
+        }
+      }
+      uint64_t key = it->first;
+      ++it;
+      // A freed node takes a few pods of a shape, not all of them: wake one per node that fits,
+      // in parking order; each one admitted wakes the next (TryAdmit).
+      if (fits) WakeShape(key, fits);
+    }
+    for (int id : quota_parked_)
+      if (entries_[id].parked == 2) Unpark(id);
+    quota_parked_.clear();
+    // Forget freed-node history nobody parked before can need.
+    if (parked_shapes_.empty()) {
+      freed_log_.clear();
+      wake_pos_ = 0;
+    }
+  }
+  if (!config_.preemption) return;
+  bool someone_borrows = false;
+  for (int q = 0; q < queue_count() && !someone_borrows; ++q)
+    if (is_leaf(q))
+      for (int f = 0; f < static_cast<int>(flavors_.size()); ++f)
+        if (managed_[f] && queues_[q].usage[f] > queues_[q].guaranteed[f]) someone_borrows = true;
+  if (!someone_borrows && !config_.fair_share_preemption) return;
+  for (int q = 0; q < queue_count(); ++q) {
+    QueueNode& node = queues_[q];
+    if (!is_leaf(q) || node.parked.empty()) continue;
+    const int64_t room = guaranteed_milli(q) - node.gpu;
+    if (room <= 0 && !config_.fair_share_preemption) continue;
+    std::vector<int> wake;
+    for (const auto& k : node.parked) {
+      int id = std::get<2>(k);
+      if (entries_[id].gpu_milli <= room || config_.fair_share_preemption) wake.push_back(id);
+    }
+    for (int id : wake) Unpark(id);
+  }
+}
+
+bool Admitter::TryAdmit(int id, double now, CycleResult& out, std::set<uint64_t>& failed) {
+  Entry& e = entries_[id];
+  std::vector<PodRequest> pods = e.pods;
+
+  // Quota first: the flavours this workload may be charged to narrow the models it may use.
+  const PodRequest* gpu_pod = nullptr;
+  for (const PodRequest& p : pods)
+    if (p.kind != DeviceKind::kNone) {
+      gpu_pod = &p;
+      break;
+    }
+  uint64_t allowed = ~uint64_t{0};
+  int quota_blocked = -1;
+  if (gpu_pod) {
+    std::vector<int> cands = CandidateFlavors(*gpu_pod);
+    if (!cands.empty()) {
+      allowed = 0;
+      std::string first_why;
+      for (int f : cands) {
+        std::string why;
+        if (QuotaAllows(e.leaf, f, e.gpu_milli, &why)) {
+          allowed |= flavor_models_[f];
+        } else if (first_why.empty()) {
+          first_why = why;
+          quota_blocked = f;
+        }
+      }
+      if (allowed == 0) {
+        e.reason = first_why;
+        e.waits_on_time = false;
+        if (config_.preemption) {
+          // Only lower-priority work of its own queue can give quota back.
+          std::vector<PodRequest> masked = pods;
+          for (PodRequest& p : masked)
+            if (p.kind != DeviceKind::kNone) p.model_mask &= flavor_models_[quota_blocked];
+          if (Preempt(id, masked, flavor_models_[quota_blocked], now, out)) return false;
+          e.waits_on_time = e.reason.find("minimum runtime") != std::string::npos;
+        }
+        Park(id, true, 0, pods);
+        return false;
+      }
+      for (PodRequest& p : pods)
+        if (p.kind != DeviceKind::kNone) p.model_mask &= allowed;
+    }
+  }
+
+  const uint64_t key = AttemptKey(e.spec, e.leaf, pods);
+  e.waits_on_time = false;
+  if (failed.count(key)) {
+    // The same shape failed this cycle, and the fleet has only filled up since.
+    Park(id, false, key, pods);
+    return false;
+  }
+  bool placed = false;
+  std::string reason;
+  // Explain in full the first time only; later failures keep that reason.
+  placer_.set_explain(!e.explained);
+  if (pods.size() == 1 && !e.spec.gang) {
+    PodPlacement p = placer_.Place(state_, pods[0], rng_);
+    if (p.outcome == Outcome::kPlaced) {
+      state_.Apply(p.assignment, pods[0]);
+      e.assign = {p.assignment};
+      placed = true;
+    } else {
+      reason = p.reason;
+    }
+  } else {
+    GangPlacement g = placer_.PlaceGang(state_, pods, e.spec.topology, rng_);
+    if (g.outcome == Outcome::kPlaced) {
+      e.assign = g.pods;
+      placed = true;
+    } else {
+      reason = g.reason;
+    }
+  }
+  if (placed) {
+    e.pods = pods;  // the narrowed masks are what was applied
+    Hold(id);
+    Charge(id, +1);
+    Dequeue(id);
+    e.phase = Phase::kAdmitted;
+    e.admitted_at = now;
+    e.ready = e.pods.size() == 1 && !e.spec.gang;
+    AddRunning(id);
+    if (!e.ready) unready_.insert(id);
+    e.nominated = false;
+    e.reason = "admitted";
+    out.admitted.push_back(id);
+    WakeShape(key, 1);
+    // Higher-priority work parked in this queue may now preempt it.
+    QueueNode& q = queues_[e.leaf];
+    if (config_.preemption && config_.strict_priority) {
+      std::vector<int> wake;
+      for (const auto& k : q.parked) {
+        if (-std::get<0>(k) <= e.spec.priority) break;
+        wake.push_back(std::get<2>(k));
+      }
+      for (int w : wake) Unpark(w);
+    }
+    return true;
+  }
+  if (!e.explained || reason != "no node can take it now") e.reason = reason;
+  e.explained = true;
+  failed.insert(key);
+  if (config_.preemption && MayPreempt(id) && Preempt(id, pods, allowed, now, out)) return false;
+  e.waits_on_time = e.reason.find("minimum runtime") != std::string::npos;
+  Park(id, false, key, pods);
+  return false;
+}
+
+// A cheap necessary condition for Preempt to find any victim.
+bool Admitter::MayPreempt(int id) const {
+  const Entry& e = entries_[id];
+  const auto& own = queues_[e.leaf].running_priorities;
+  if (!own.empty() && *own.begin() < e.spec.priority) return true;
+  bool within = false;
+  for (int f = 0; f < static_cast<int>(flavors_.size()); ++f)
+    if (managed_[f] && WithinGuarantee(e.leaf, f, e.gpu_milli)) within = true;
+  const double mine = dominant_share(e.leaf);
+  for (int q = 0; q < queue_count(); ++q) {
+    if (q == e.leaf || !is_leaf(q)) continue;
+    if (within)
+      for (int f = 0; f < static_cast<int>(flavors_.size()); ++f)
+        if (managed_[f] && queues_[q].usage[f] > queues_[q].guaranteed[f]) return true;
+    if (config_.fair_share_preemption && dominant_share(q) > mine) return true;
+  }
+  return false;
+}
+
+void Admitter::AddRunning(int id) {
+  admitted_.insert(id);
+  queues_[entries_[id].leaf].running_priorities.insert(entries_[id].spec.priority);
+  ++victim_gen_;
+}
+
+void Admitter::RemoveRunning(int id) {
+  if (!admitted_.erase(id)) return;
+  auto& prios = queues_[entries_[id].leaf].running_priorities;
+  prios.erase(prios.find(entries_[id].spec.priority));
+  unready_.erase(id);
+  ++victim_gen_;
+}
+
+bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t allowed_models,
+                       double now, CycleResult& out) {
+  Entry& e = entries_[id];
+  const int leaf = e.leaf;
+
+  // The flavour it would be charged to, and what that allows: reclaim needs the guarantee.
+  int quota_flavor = -1;
+  bool quota_short = false, reclaim = false;
+  for (const PodRequest& p : pods) {
+    if (p.kind == DeviceKind::kNone) continue;
+    for (int f : CandidateFlavors(p)) {
+      if (!(flavor_models_[f] & allowed_models)) continue;
+      if (!QuotaAllows(leaf, f, e.gpu_milli, nullptr)) {
+        quota_short = true;
+        quota_flavor = f;
+      } else if (WithinGuarantee(leaf, f, e.gpu_milli) && managed_[f]) {
+        reclaim = true;
+      }
+    }
+    break;
+  }
+  if (quota_short) reclaim = false;
+  const double my_share = dominant_share(leaf) +
+                          std::max(static_cast<double>(e.gpu_milli) / cap_gpu_,
+                                   static_cast<double>(e.cpu_milli) / cap_cpu_);
+
+  // Eligible victims, cheapest first.
+  int in_min_runtime = 0;
+  std::string budget_block;
+  std::vector<Candidate> cands;
+  for (int v : admitted_) {
+    const Entry& w = entries_[v];
+    if (v == id || !w.options.preemptible) continue;
+    bool own = w.leaf == leaf && w.spec.priority < e.spec.priority;
+    bool other = false;
+    if (!own && w.leaf != leaf && !quota_short) {
+      if (reclaim) {
+        for (auto [f, milli] : w.charged)
+          if (managed_[f] && queues_[w.leaf].usage[f] > queues_[w.leaf].guaranteed[f]) other = true;
+      }
+      if (!other && config_.fair_share_preemption) {
+        double victim_share = std::max(static_cast<double>(w.gpu_milli) / cap_gpu_,
+                                       static_cast<double>(w.cpu_milli) / cap_cpu_);
+        other = dominant_share(w.leaf) - victim_share > my_share;
+      }
+    }
+    if (!own && !other) continue;
+    if (now - w.admitted_at < w.options.min_runtime_s) {
+      ++in_min_runtime;
+      continue;
+    }
+    int budget = queues_[w.leaf].spec.disruption_budget;
+    if (budget >= 0 && queues_[w.leaf].evicting >= budget) {
+      budget_block = queues_[w.leaf].spec.name;
+      continue;
+    }
+    cands.push_back({v, (now - w.admitted_at) * static_cast<double>(w.gpu_milli) / 1000.0});
+  }
+  auto waiting_reason = [&]() {
+    std::string r = e.reason;
+    if (in_min_runtime)
+      r += "; waiting: " + std::to_string(in_min_runtime) +
+           " possible victims are within their minimum runtime";
+    if (!budget_block.empty())
+      r += "; waiting: the disruption budget of queue " + budget_block +
+           " allows no more evictions";
+    return r;
+  };
+  if (cands.empty()) {
+    e.reason = waiting_reason();
+    return false;
+  }
+  std::sort(cands.begin(), cands.end(), [&](const Candidate& a, const Candidate& b) {
+    const Entry& x = entries_[a.id];
+    const Entry& y = entries_[b.id];
+    if (x.spec.priority != y.spec.priority) return x.spec.priority < y.spec.priority;
+    if (a.cost != b.cost) return a.cost < b.cost;
+    if (x.admitted_at != y.admitted_at) return x.admitted_at > y.admitted_at;
+    return a.id < b.id;
+  });
+  std::vector<int> rank(entries_.size(), -1);
+  for (size_t i = 0; i < cands.size(); ++i) rank[cands[i].id] = static_cast<int>(i);
+
+  std::vector<int> chosen;
+  std::map<int, int> chosen_per_queue;
+  auto release = [&](int v) {
+    const Entry& w = entries_[v];
+    for (size_t i = 0; i < w.assign.size(); ++i) state_.Release(w.assign[i], w.pods[i]);
+  };
+  auto reapply = [&](int v) {
+    const Entry& w = entries_[v];
+    for (size_t i = 0; i < w.assign.size(); ++i) state_.Apply(w.assign[i], w.pods[i]);
+  };
+  auto budget_ok = [&](int v) {
+    int q = entries_[v].leaf;
+    int budget = queues_[q].spec.disruption_budget;
+    return budget < 0 || queues_[q].evicting + chosen_per_queue[q] < budget;
+  };
+
+  // Quota short: free own lower-priority work, cheapest first, until the quota allows it.
+  if (quota_short) {
+    int64_t freed = 0;
+    for (const Candidate& c : cands) {
+      if (QuotaAllows(leaf, quota_flavor, e.gpu_milli - freed, nullptr)) break;
+      if (!budget_ok(c.id)) continue;
+      int64_t milli = 0;
+      for (auto [f, m] : entries_[c.id].charged)
+        if (f == quota_flavor) milli += m;
+      if (milli == 0) continue;
+      freed += milli;
+      chosen.push_back(c.id);
+      ++chosen_per_queue[entries_[c.id].leaf];
+      release(c.id);
+    }
+    if (!QuotaAllows(leaf, quota_flavor, e.gpu_milli - freed, nullptr)) {
+      for (auto it = chosen.rbegin(); it != chosen.rend(); ++it) reapply(*it);
+      e.reason = waiting_reason();
+      return false;
+    }
+  }
+
+  // Room: pod by pod, place where it fits now, or free the node whose victims cost least.
+  std::vector<std::pair<Assignment, const PodRequest*>> placed;
+  bool ok = true;
+  for (const PodRequest& pod : pods) {
+    PodPlacement now_fit = placer_.Place(state_, pod, rng_);
+    if (now_fit.outcome == Outcome::kPlaced) {
+      state_.Apply(now_fit.assignment, pod);
+      placed.push_back({now_fit.assignment, &pod});
+      continue;
+    }
+    std::tuple<double, int, int> best{0, 0, -1};  // (cost, victims, node)
+    std::vector<int> best_set;
+    std::set<int> nodes;
+    for (const Candidate& c : cands) {
+      if (std::find(chosen.begin(), chosen.end(), c.id) != chosen.end()) continue;
+      for (const Assignment& a : entries_[c.id].assign) nodes.insert(a.node);
+    }
+    for (int n : nodes) {
+      std::vector<int> here;
+      for (int v : node_workloads_[n])
+        if (rank[v] >= 0 && std::find(chosen.begin(), chosen.end(), v) == chosen.end())
+          here.push_back(v);
+      if (here.empty()) continue;
+      std::sort(here.begin(), here.end(), [&](int a, int b) { return rank[a] < rank[b]; });
+      std::vector<int> taken;
+      double cost = 0;
+      bool fits = false;
+      std::map<int, int> extra;
+      for (int v : here) {
+        int q = entries_[v].leaf;
+        int budget = queues_[q].spec.disruption_budget;
+        if (budget >= 0 && queues_[q].evicting + chosen_per_queue[q] + extra[q] >= budget) continue;
+        ++extra[q];
+        release(v);
+        taken.push_back(v);
+        cost += cands[rank[v]].cost;
+        if (NodeFits(state_, n, pod) && policy_.Score(state_, n, pod)) {
+          fits = true;
+          break;
+        }
+      }
+      for (auto it = taken.rbegin(); it != taken.rend(); ++it) reapply(*it);
+      if (!fits) continue;
+      std::tuple<double, int, int> k{cost, static_cast<int>(taken.size()), n};
+      if (std::get<2>(best) < 0 || k < best) {
+        best = k;
+        best_set = taken;
+      }
+    }
+    if (std::get<2>(best) < 0) {
+      ok = false;
+      break;
+    }
+    for (int v : best_set) {
+      release(v);
+      chosen.push_back(v);
+      ++chosen_per_queue[entries_[v].leaf];
+    }
+    PodPlacement there = placer_.PlaceIn(state_, {std::get<2>(best)}, pod, rng_);
+    if (there.outcome != Outcome::kPlaced) {
+      ok = false;
+      break;
+    }
+    state_.Apply(there.assignment, pod);
+    placed.push_back({there.assignment, &pod});
+  }
+  // Undo the trial: the victims keep their devices until they stop.
+  for (auto it = placed.rbegin(); it != placed.rend(); ++it) state_.Release(it->first, *it->second);
+  for (auto it = chosen.rbegin(); it != chosen.rend(); ++it) reapply(*it);
+  if (!ok || chosen.empty()) {
+    e.reason = waiting_reason();
+    return false;
+  }
+
+  std::string why;
+  if (quota_short) {
+    why = "to stay within the quota of queue " + queues_[leaf].spec.name;
+  } else if (reclaim) {
+    why = "queue " + queues_[leaf].spec.name + " reclaims its guarantee";
+  } else {
+    why = "for higher-priority work";
+  }
+  double lost = 0;
+  for (int v : chosen) {
+    Entry& w = entries_[v];
+    lost += cands[rank[v]].cost;
+    w.phase = Phase::kEvicting;
+    w.reason = "preempted by " + e.spec.name.str() + " (" + why + ")";
+    ++queues_[w.leaf].evicting;
+    RemoveRunning(v);
+    out.evicted.push_back({v, id, w.reason});
+    preemptor_[v] = id;
+  }
+  e.nominated = true;
+  e.victims_left = static_cast<int>(chosen.size());
+  e.reason = "preempting " + std::to_string(chosen.size()) + " workload(s) " + why + ", " +
+             std::to_string(static_cast<int64_t>(lost)) + " GPU-seconds lost";
+  nominated_.push_back(id);
+  return true;
+}
+
+void Admitter::Finish(int id, double now) {
+  (void)now;
+  Entry& e = entries_[id];
+  switch (e.phase) {
+    case Phase::kPending:
+      if (e.parked) Unpark(id);
+      Dequeue(id);
+      break;
+    case Phase::kAdmitted:
+    case Phase::kEvicting:
+      RemoveRunning(id);
+      Unhold(id);
+      Charge(id, -1);
+      if (e.phase == Phase::kEvicting) {
+        --queues_[e.leaf].evicting;
+        auto it = preemptor_.find(id);
+        if (it != preemptor_.end()) {
+          --entries_[it->second].victims_left;
+          preemptor_.erase(it);
+        }
+      }
+      break;
+    default:
+      break;
+  }
+  e.assign.clear();
+  e.phase = Phase::kFinished;
+  e.reason = "finished";
+}
+
+void Admitter::Terminated(int id, double now) {
+  (void)now;
+  Entry& e = entries_[id];
+  if (e.phase != Phase::kEvicting) return;
+  Unhold(id);
+  Charge(id, -1);
+  --queues_[e.leaf].evicting;
+  auto it = preemptor_.find(id);
+  if (it != preemptor_.end()) {
+    --entries_[it->second].victims_left;
+    preemptor_.erase(it);
+  }
+  e.assign.clear();
+  e.phase = Phase::kPending;
+  e.admitted_at = -1;
+  e.ready = false;
+  Enqueue(id);
+}
+
+void Admitter::PodsReady(int id) {
+  entries_[id].ready = true;
+  unready_.erase(id);
+}
+
+}  // namespace fabrica

@@ -1,0 +1,265 @@
+// Admission: which pending workloads start, decided in one pass with placement.
+//
+// Queues form a tree (organisation → team → project); workloads wait in the leaves. Every queue
+// may hold, per resource flavour (a GPU model, a MIG profile, fractional GPUs — whatever the
+// flavour's selector names), a guaranteed quota, a borrowing limit (how far above its guarantee
+// its subtree may go) and a lending limit (how much of its unused guarantee others may use).
+// A subtree lends to and borrows from its siblings, so an inner queue is a cohort.
+//
+// Each Cycle:
+//   1. gangs admitted more than `gang_timeout_s` ago whose pods are not all ready are released
+//      and requeued;
+//   2. workloads that preempted others and whose victims have all stopped go first;
+//   3. then, until `max_admissions` are admitted or the attempt budget is spent, the next
+//      workload is taken by descending the tree: at every level the child below its guarantee
+//      comes first, then the one with the lowest weighted dominant share (blended with its
+//      decayed usage history), and inside a leaf the highest priority, then the oldest;
+//   4. a workload is admitted only if its quota allows it AND the Placer finds room for all of
+//      its pods (gangs all or nothing), so there is no "admitted but unplaceable" state;
+//   5. when quota allows it but the fleet has no room, it may preempt: lower-priority workloads
+//      of its own queue, and — when its queue is within its guarantee — workloads of queues that
+//      are borrowing (reclaim), or, where fair-share preemption is on, of queues whose share
+//      stays above its own. Victims must have run their minimum runtime and their queue's
+//      disruption budget must allow one more eviction; among the eligible, the search frees one
+//      node at a time for each pod and keeps the node whose victims cost the fewest GPU-seconds
+//      (then lowest priority, then newest). Victims keep their devices until the caller reports
+//      them stopped (after its grace period).
+// Every decision leaves a reason a user can read. Pure and deterministic: time is a parameter.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <deque>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "core/fleet.h"
+#include "core/status.h"
+#include "core/workload.h"
+#include "sched/cluster_state.h"
+#include "sched/placer.h"
+#include "sched/policy.h"
+
+namespace fabrica {
+
+// A resource flavour: the GPUs a selector names. A pod's devices are charged to the first
+// flavour (in declaration order) that matches the model it was placed on, its kind and its MIG
+// profile; a flavour with no quota anywhere is not limited.
+struct FlavorSpec {
+  std::string name;
+  std::optional<DeviceKind> kind;        // unset: any GPU request
+  std::vector<std::string> models;       // empty: any model
+  std::vector<std::string> mig_profiles; // empty: any profile (kMig only)
+};
+
+struct QuotaSpec {
+  int64_t guaranteed_milli = 0;
+  std::optional<int64_t> borrowing_limit_milli;  // unset: may borrow without limit
+  std::optional<int64_t> lending_limit_milli;    // unset: lends all its unused guarantee
+};
+
+struct QueueSpec {
+  std::string name;
+  std::string parent;  // empty: a root
+  double weight = 1;
+  std::map<std::string, QuotaSpec> quotas;  // by flavour name
+  int disruption_budget = -1;               // workloads being evicted at once; -1 = no limit
+};
+
+struct AdmissionConfig {
+  std::vector<FlavorSpec> flavors;  // empty: one flavour "gpu" for every GPU request
+  std::vector<QueueSpec> queues;
+  double usage_half_life_s = 0;  // 0: fair share looks at current usage only
+  double history_weight = 0.5;   // blend of decayed history into the fair-share key
+  double gang_timeout_s = 300;
+  bool preemption = true;
+  bool fair_share_preemption = false;  // also preempt queues whose share stays above ours
+  bool strict_priority = true;         // false: a leaf is strict FIFO by arrival (the fifo mode)
+  int max_attempts_per_cycle = 0;      // 0: 4 x max_admissions + 64
+};
+
+// Names the bad field ("queues[2].parent: unknown queue \"x\"", "... cycle ...", negatives,
+// unknown flavours, children guaranteed more than their parent).
+Status ValidateAdmissionConfig(const AdmissionConfig& config);
+
+// Reads `flavors`, `queues` and the admission settings from a YAML mapping (the scenario's
+// `admission` section or a Queue list); see scenarios/README.md for the schema.
+class YamlMap;
+Result<AdmissionConfig> ParseAdmissionConfig(YamlMap& map);
+
+enum class Phase { kPending, kAdmitted, kEvicting, kFinished, kInfeasible };
+const char* PhaseName(Phase p);
+
+struct SubmitOptions {
+  double min_runtime_s = 0;  // not preempted before it has run this long
+  bool preemptible = true;
+};
+
+struct Eviction {
+  int victim = 0;
+  int preemptor = 0;
+  std::string reason;
+};
+
+struct CycleResult {
+  std::vector<int> admitted;
+  std::vector<Eviction> evicted;
+  std::vector<int> released;  // gangs that timed out, back to pending
+  int attempts = 0;
+};
+
+class Admitter {
+ public:
+  // The config must pass ValidateAdmissionConfig; `policy` must outlive the Admitter.
+  static Result<std::unique_ptr<Admitter>> Create(const Fleet& fleet, std::vector<Tenant> tenants,
+                                                 AdmissionConfig config, const Policy& policy,
+                                                 uint64_t seed = 1);
+
+  // Adds a pending workload to its queue (spec.queue, which must be a leaf). Returns its handle.
+  // A workload no node of the fleet could ever hold is kept as kInfeasible with the reason.
+  Result<int> Submit(const Workload& spec, double now, SubmitOptions options = {});
+
+  CycleResult Cycle(double now, int max_admissions);
+
+  // The workload ran to completion: its devices are freed.
+  void Finish(int id, double now);
+  // An evicted workload has stopped: its devices are freed and it waits again in its queue.
+  void Terminated(int id, double now);
+  // All pods of an admitted workload are running (ends its gang timeout).
+  void PodsReady(int id);
+
+  // Queries.
+  Phase phase(int id) const { return entries_[id].phase; }
+  const std::string& reason(int id) const { return entries_[id].reason; }
+  const std::vector<Assignment>& assignments(int id) const { return entries_[id].assign; }
+  double admitted_at(int id) const { return entries_[id].admitted_at; }
+  int queue_of(int id) const { return entries_[id].leaf; }
+  int64_t gpu_milli(int id) const { return entries_[id].gpu_milli; }
+  int workload_count() const { return static_cast<int>(entries_.size()); }
+  const ClusterState& state() const { return state_; }
+
+  int queue_count() const { return static_cast<int>(queues_.size()); }
+  int QueueIndex(const std::string& name) const;
+  const std::string& queue_name(int q) const { return queues_[q].spec.name; }
+  bool is_leaf(int q) const { return queues_[q].children.empty(); }
+  int64_t usage_milli(int q) const;  // GPU milli held by the subtree, every flavour
+  int64_t guaranteed_milli(int q) const;
+  double dominant_share(int q) const;
+  int pending_count(int q) const;
+
+ private:
+  struct Entry {
+    Workload spec;
+    int leaf = -1;
+    std::vector<PodRequest> pods;  // one per pod, in pod-set order
+    int64_t gpu_milli = 0;
+    int64_t cpu_milli = 0;
+    double arrival = 0;
+    double admitted_at = -1;
+    SubmitOptions options;
+    Phase phase = Phase::kPending;
+    bool ready = false;
+    bool nominated = false;  // has victims that have not stopped yet
+    int victims_left = 0;
+    std::vector<Assignment> assign;
+    std::vector<std::pair<int, int64_t>> charged;  // (flavour, milli)
+    std::string reason;
+    // A workload that failed is parked out of its queue's walk until something it waits for
+    // changes (see Wake): 1 = the fleet had no room for its shape, 2 = quota.
+    int parked = 0;
+    uint64_t park_shape = 0;
+    bool waits_on_time = false;  // a victim's minimum runtime: never parked
+    bool explained = false;      // the full placement explanation was computed once
+  };
+  struct ParkedShape {
+    std::vector<PodRequest> pods;
+    std::deque<int> ids;  // in parking order; may hold stale ids (check Entry::parked/shape)
+  };
+  struct QueueNode {
+    QueueSpec spec;
+    int parent = -1;
+    std::vector<int> children;
+    std::vector<int64_t> guaranteed;  // per flavour; an inner queue without its own: the sum
+    std::vector<std::optional<int64_t>> borrow_limit, lend_limit;
+    std::vector<int64_t> usage;  // per flavour, whole subtree
+    int64_t gpu = 0, cpu = 0;    // whole subtree
+    double history = 0;          // decayed dominant share
+    int evicting = 0;
+    // Pending workloads of a leaf: (-priority, arrival, id).
+    std::set<std::tuple<int, double, int>> pending;
+    std::set<std::tuple<int, double, int>> parked;
+    std::multiset<int> running_priorities;  // of its admitted workloads (leaves)
+    int active = 0;  // leaves below (itself included) that still have candidates this cycle
+  };
+  struct Candidate {
+    int id;
+    double cost;  // GPU-seconds lost
+  };
+
+  Admitter(const Fleet& fleet, std::vector<Tenant> tenants, AdmissionConfig config,
+           const Policy& policy, uint64_t seed);
+
+  Status Build();
+  int FlavorOf(const PodRequest& req, int model) const;
+  std::vector<int> CandidateFlavors(const PodRequest& req) const;
+  bool QuotaAllows(int leaf, int flavor, int64_t milli, std::string* why) const;
+  bool WithinGuarantee(int leaf, int flavor, int64_t milli) const;
+  bool Managed(int flavor) const { return managed_[flavor]; }
+  double Key(int q) const;
+  int PickLeaf() const;
+  void Deactivate(int leaf);
+  bool TryAdmit(int id, double now, CycleResult& out, std::set<uint64_t>& failed);
+  bool MayPreempt(int id) const;
+  void Park(int id, bool quota, uint64_t key, const std::vector<PodRequest>& pods);
+  void Unpark(int id);
+  void Wake();
+  int WakeShape(uint64_t key, int count);
+  void AddRunning(int id);
+  void RemoveRunning(int id);
+  bool Preempt(int id, const std::vector<PodRequest>& pods, uint64_t allowed_models, double now,
+               CycleResult& out);
+  void Charge(int id, int sign);
+  void Hold(int id);
+  void Unhold(int id);
+  void Enqueue(int id);
+  void Dequeue(int id);
+  void UpdateHistory(double now);
+  std::string FlavorName(int f) const { return flavors_[f].name; }
+
+  const Fleet& fleet_;
+  AdmissionConfig config_;
+  const Policy& policy_;
+  Placer placer_;
+  ClusterState state_;
+  Rng rng_;
+  std::vector<FlavorSpec> flavors_;
+  std::vector<bool> managed_;
+  std::vector<uint64_t> flavor_models_;  // model mask per flavour
+  std::vector<QueueNode> queues_;
+  std::vector<int> roots_;
+  std::map<std::string, int> queue_index_;
+  std::vector<Entry> entries_;
+  std::vector<std::vector<int>> node_workloads_;  // admitted/evicting workloads per node
+  std::vector<int> nominated_;
+  std::map<int, int> preemptor_;  // evicting workload → the workload it makes room for
+  std::set<int> admitted_;        // phase kAdmitted
+  std::set<int> unready_;         // admitted, pods not all ready yet
+  double last_history_ = -1;
+  // Nodes whose devices were freed since the last Wake.
+  std::vector<int> freed_log_;
+  size_t wake_pos_ = 0;
+  std::unordered_map<uint64_t, ParkedShape> parked_shapes_;
+  std::vector<int> quota_parked_;
+  uint64_t victim_gen_ = 0;  // bumped whenever a workload starts or stops running
+  int64_t cap_gpu_ = 1, cap_cpu_ = 1;
+};
+
+// Milli-GPU as GPUs for messages: 48000 → "48", 2500 → "2.5".
+std::string GpuAmount(int64_t milli);
+
+}  // namespace fabrica

@@ -1,0 +1,113 @@
+// YAML for the admission settings: flavours, the queue tree and the cycle's knobs.
+#include "core/yaml_reader.h"
+#include "sched/admission.h"
+
+namespace fabrica {
+namespace {
+
+Result<DeviceKind> ParseKind(YamlMap& m) {
+  ASSIGN_OR_RETURN(std::string k, m.String("kind"));
+  if (k == "whole") return DeviceKind::kWhole;
+  if (k == "fraction") return DeviceKind::kFraction;
+  if (k == "mig") return DeviceKind::kMig;
+  return m.Error("kind", "expected whole, fraction or mig, got '" + k + "'");
+}
+
+Result<FlavorSpec> ParseFlavor(YamlMap& m) {
+  RETURN_IF_ERROR(m.CheckIsMap());
+  FlavorSpec f;
+  ASSIGN_OR_RETURN(f.name, m.String("name"));
+  if (m.Has("kind")) {
+    ASSIGN_OR_RETURN(DeviceKind k, ParseKind(m));
+    f.kind = k;
+  }
+  if (m.Has("models")) {
+    ASSIGN_OR_RETURN(f.models, m.StringList("models"));
+  }
+  if (m.Has("migProfiles")) {
+    ASSIGN_OR_RETURN(f.mig_profiles, m.StringList("migProfiles"));
+  }
+  RETURN_IF_ERROR(m.Finish());
+  return f;
+}
+
+Result<QuotaSpec> ParseQuota(YamlMap& m) {
+  RETURN_IF_ERROR(m.CheckIsMap());
+  QuotaSpec q;
+  ASSIGN_OR_RETURN(MilliGpu g, m.Gpu("guaranteed", MilliGpu(0)));
+  q.guaranteed_milli = g.value();
+  if (m.Has("borrowingLimit")) {
+    ASSIGN_OR_RETURN(MilliGpu b, m.Gpu("borrowingLimit"));
+    q.borrowing_limit_milli = b.value();
+  }
+  if (m.Has("lendingLimit")) {
+    ASSIGN_OR_RETURN(MilliGpu l, m.Gpu("lendingLimit"));
+    q.lending_limit_milli = l.value();
+  }
+  RETURN_IF_ERROR(m.Finish());
+  return q;
+}
+
+Result<QueueSpec> ParseQueue(YamlMap& m) {
+  RETURN_IF_ERROR(m.CheckIsMap());
+  QueueSpec q;
+  ASSIGN_OR_RETURN(q.name, m.String("name"));
+  ASSIGN_OR_RETURN(q.parent, m.String("parent", ""));
+  ASSIGN_OR_RETURN(q.weight, m.Double("weight", 1.0));
+  if (q.weight <= 0) return m.Error("weight", "must be greater than zero");
+  if (m.Has("disruptionBudget")) {
+    ASSIGN_OR_RETURN(int64_t b, m.Int("disruptionBudget"));
+    q.disruption_budget = static_cast<int>(b);
+  }
+  if (m.Has("quotas")) {
+    YAML::Node quotas = m.Raw("quotas");
+    if (!quotas.IsMap()) return m.Error("quotas", "expected a map from flavour to quota");
+    for (auto it = quotas.begin(); it != quotas.end(); ++it) {
+      std::string flavor = it->first.as<std::string>();
+      YamlMap qm(it->second, m.Path("quotas") + "." + flavor, m.source());
+      ASSIGN_OR_RETURN(QuotaSpec spec, ParseQuota(qm));
+      q.quotas[flavor] = spec;
+    }
+  }
+  RETURN_IF_ERROR(m.Finish());
+  return q;
+}
+
+}  // namespace
+
+Result<AdmissionConfig> ParseAdmissionConfig(YamlMap& m) {
+  RETURN_IF_ERROR(m.CheckIsMap());
+  AdmissionConfig c;
+  ASSIGN_OR_RETURN(c.usage_half_life_s, m.Double("usageHalfLife", 0.0));
+  ASSIGN_OR_RETURN(c.history_weight, m.Double("historyWeight", 0.5));
+  if (c.history_weight > 1) return m.Error("historyWeight", "must be between 0 and 1");
+  ASSIGN_OR_RETURN(c.gang_timeout_s, m.Double("gangTimeout", 300.0));
+  if (c.gang_timeout_s <= 0) return m.Error("gangTimeout", "must be positive");
+  ASSIGN_OR_RETURN(c.preemption, m.Bool("preemption", true));
+  ASSIGN_OR_RETURN(c.fair_share_preemption, m.Bool("fairSharePreemption", false));
+  if (m.Has("flavors")) {
+    YAML::Node fl = m.Raw("flavors");
+    if (!fl.IsSequence()) return m.Error("flavors", "expected a list");
+    for (size_t i = 0; i < fl.size(); ++i) {
+      YamlMap fm(fl[i], m.Path("flavors") + "[" + std::to_string(i) + "]", m.source());
+      ASSIGN_OR_RETURN(FlavorSpec f, ParseFlavor(fm));
+      c.flavors.push_back(std::move(f));
+    }
+  }
+  YAML::Node qs = m.Raw("queues");
+  if (!qs || !qs.IsSequence()) return m.Error("queues", "expected a list of queues");
+  for (size_t i = 0; i < qs.size(); ++i) {
+    YamlMap qm(qs[i], m.Path("queues") + "[" + std::to_string(i) + "]", m.source());
+    ASSIGN_OR_RETURN(QueueSpec q, ParseQueue(qm));
+    c.queues.push_back(std::move(q));
+  }
+  RETURN_IF_ERROR(m.Finish());
+  Status valid = ValidateAdmissionConfig(c);
+  if (!valid.ok()) {
+    std::string prefix = m.path().empty() ? "" : m.path() + ".";
+    return InvalidArgument(m.source() + ": " + prefix + valid.message());
+  }
+  return c;
+}
+
+}  // namespace fabrica

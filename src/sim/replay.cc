@@ -1,0 +1,1020 @@
+#include "sim/replay.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <iomanip>
+#include <limits>
+#include <map>
+#include <memory>
+#include <queue>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "core/yaml_reader.h"
+#include "sched/frag.h"
+#include "sim/openb.h"
+#include "sim/synthetic.h"
+
+namespace fabrica::sim {
+namespace {
+
+// "4-16" or "8": an inclusive range of numbers.
+Result<std::pair<double, double>> ParseRange(YamlMap& m, const std::string& key, double lo_default,
+                                             double hi_default) {
+  if (!m.Has(key)) return std::pair<double, double>{lo_default, hi_default};
+  ASSIGN_OR_RETURN(std::string s, m.String(key));
+  auto num = [&](const std::string& t) -> Result<double> {
+    char* end = nullptr;
+    double v = std::strtod(t.c_str(), &end);
+    if (t.empty() || end != t.c_str() + t.size() || !std::isfinite(v) || v < 0)
+      return m.Error(key, "expected a number or a range like 4-16, got '" + s + "'");
+    return v;
+  };
+  size_t dash = s.find('-', 1);
+  if (dash == std::string::npos) {
+    ASSIGN_OR_RETURN(double v, num(s));
+    return std::pair<double, double>{v, v};
+  }
+  ASSIGN_OR_RETURN(double a, num(s.substr(0, dash)));
+  ASSIGN_OR_RETURN(double b, num(s.substr(dash + 1)));
+  if (b < a) return m.Error(key, "range '" + s + "' ends below its start");
+  return std::pair<double, double>{a, b};
+}
+
+Result<TopologyConstraint> ParseTopology(YamlMap& t) {
+  RETURN_IF_ERROR(t.CheckIsMap());
+  TopologyConstraint c;
+  ASSIGN_OR_RETURN(std::string level, t.String("level"));
+  if (level == "nvlink") {
+    c.level = TopologyLevel::kNvlinkDomain;
+  } else if (level == "leaf") {
+    c.level = TopologyLevel::kLeaf;
+  } else if (level == "rack") {
+    c.level = TopologyLevel::kRack;
+  } else if (level != "none") {
+    return t.Error("level", "expected nvlink, leaf, rack or none, got '" + level + "'");
+  }
+  ASSIGN_OR_RETURN(std::string mode, t.String("mode", "preferred"));
+  if (mode != "required" && mode != "preferred")
+    return t.Error("mode", "expected required or preferred, got '" + mode + "'");
+  c.required = mode == "required";
+  RETURN_IF_ERROR(t.Finish());
+  return c;
+}
+
+Result<TeamSpec::Template> ParseTemplate(YamlMap& m) {
+  RETURN_IF_ERROR(m.CheckIsMap());
+  TeamSpec::Template t;
+  ASSIGN_OR_RETURN(t.weight, m.Double("weight", 1.0));
+  ASSIGN_OR_RETURN(auto pods, ParseRange(m, "pods", 1, 1));
+  if (pods.first < 1 || pods.second > 10000) return m.Error("pods", "must be between 1 and 10000");
+  t.pods_min = static_cast<int>(pods.first);
+  t.pods_max = static_cast<int>(pods.second);
+  ASSIGN_OR_RETURN(t.pod.cpu, m.Cpu("cpu", MilliCpu(1000)));
+  ASSIGN_OR_RETURN(t.pod.memory, m.Memory("memory", MemoryMib(4096)));
+  if (m.Has("devices")) {
+    YamlMap dm(m.Raw("devices"), m.Path("devices"), m.source());
+    RETURN_IF_ERROR(dm.CheckIsMap());
+    ASSIGN_OR_RETURN(t.pod.device, ParseDeviceRequest(dm));
+  }
+  ASSIGN_OR_RETURN(t.gang, m.Bool("gang", false));
+  if (m.Has("topology")) {
+    YamlMap tm(m.Raw("topology"), m.Path("topology"), m.source());
+    ASSIGN_OR_RETURN(t.topology, ParseTopology(tm));
+  }
+  ASSIGN_OR_RETURN(auto dur, ParseRange(m, "duration", 60, 3600));
+  if (dur.first <= 0) return m.Error("duration", "must be positive");
+  t.duration_min_s = dur.first;
+  t.duration_max_s = dur.second;
+  if (m.Has("priority")) {
+    ASSIGN_OR_RETURN(int64_t p, m.Int("priority"));
+    t.priority = static_cast<int>(p);
+  }
+  if (m.Has("minRuntime")) {
+    ASSIGN_OR_RETURN(double r, m.Double("minRuntime"));
+    t.min_runtime_s = r;
+  }
+  ASSIGN_OR_RETURN(t.preemptible, m.Bool("preemptible", true));
+  RETURN_IF_ERROR(m.Finish());
+  return t;
+}
+
+Result<TeamSpec> ParseTeam(YamlMap& m, bool synthetic) {
+  RETURN_IF_ERROR(m.CheckIsMap());
+  TeamSpec t;
+  ASSIGN_OR_RETURN(t.name, m.String("name"));
+  if (Status s = ValidateName(t.name); !s.ok()) return m.Error("name", s.message());
+  ASSIGN_OR_RETURN(t.share, m.Double("share"));
+  ASSIGN_OR_RETURN(std::string trust, m.String("trust", "standard"));
+  auto level = ParseTrustLevel(trust);
+  if (!level.ok()) return m.Error("trust", level.status().message());
+  t.trust = *level;
+  ASSIGN_OR_RETURN(t.trust_domain, m.String("trustDomain", t.name));
+  ASSIGN_OR_RETURN(t.weight, m.Double("weight", 1.0));
+  if (t.weight <= 0) return m.Error("weight", "must be greater than zero");
+  ASSIGN_OR_RETURN(int64_t prio, m.Int("priority", 0));
+  t.priority = static_cast<int>(prio);
+  ASSIGN_OR_RETURN(t.min_runtime_s, m.Double("minRuntime", 0.0));
+  if (m.Has("disruptionBudget")) {
+    ASSIGN_OR_RETURN(int64_t b, m.Int("disruptionBudget"));
+    t.disruption_budget = static_cast<int>(b);
+  }
+  for (auto [key, field] : {std::pair{"guarantee", &t.guarantee_milli},
+                            std::pair{"borrowingLimit", &t.borrowing_limit_milli},
+                            std::pair{"lendingLimit", &t.lending_limit_milli}}) {
+    if (!m.Has(key)) continue;
+    ASSIGN_OR_RETURN(MilliGpu g, m.Gpu(key));
+    *field = g.value();
+  }
+  if (synthetic) {
+    YAML::Node ws = m.Raw("workloads");
+    if (!ws || !ws.IsSequence() || ws.size() == 0)
+      return m.Error("workloads", "a synthetic team needs a non-empty list of workload templates");
+    for (size_t i = 0; i < ws.size(); ++i) {
+      YamlMap wm(ws[i], m.Path("workloads") + "[" + std::to_string(i) + "]", m.source());
+      ASSIGN_OR_RETURN(TeamSpec::Template tpl, ParseTemplate(wm));
+      t.templates.push_back(std::move(tpl));
+    }
+  }
+  RETURN_IF_ERROR(m.Finish());
+  return t;
+}
+
+uint64_t Fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+// Workloads of the openb trace: one pod each, the team by name hash.
+Status BuildOpenb(Scenario& sc, const std::string& nodes_path, const std::string& pods_path) {
+  ASSIGN_OR_RETURN(std::string nodes_text, ReadFile(nodes_path));
+  ASSIGN_OR_RETURN(std::string pods_text, ReadFile(pods_path));
+  ASSIGN_OR_RETURN(sc.fleet, ParseOpenbNodes(nodes_text, nodes_path));
+  ASSIGN_OR_RETURN(std::vector<TracePod> pods, ParseOpenbPods(pods_text, pods_path));
+  for (const TracePod& p : pods) {
+    if (p.scheduled_s < 0 || p.creation_s < 0 || p.deletion_s <= p.scheduled_s) {
+      ++sc.left_out;
+      continue;
+    }
+    ReplayWorkload w;
+    w.team = TeamOfPod(p.name, sc.teams);
+    const TeamSpec& team = sc.teams[w.team];
+    w.spec.name = WorkloadId(p.name);
+    w.spec.tenant = TenantId(team.name);
+    w.spec.queue = QueueId(team.name);
+    w.spec.priority = team.priority;
+    PodSet ps;
+    ps.name = "main";
+    ps.cpu = MilliCpu(p.cpu_milli);
+    ps.memory = MemoryMib(p.memory_mib);
+    if (p.num_gpu > 0) {
+      auto dev = DeviceRequestFromTrace(p.num_gpu, p.gpu_milli, p.gpu_spec);
+      if (!dev.ok())
+        return InvalidArgument(pods_path + ":" + std::to_string(p.line) + ": " +
+                               dev.status().message());
+      ps.device = *dev;
+    }
+    w.spec.pod_sets = {ps};
+    w.arrival_s = static_cast<double>(p.creation_s);
+    w.duration_s = static_cast<double>(p.deletion_s - p.scheduled_s);
+    w.options.min_runtime_s = team.min_runtime_s;
+    sc.workloads.push_back(std::move(w));
+  }
+  return Status();
+}
+
+struct SyntheticSource {
+  SyntheticFleetOptions fleet;
+  uint64_t seed = 1;
+  double window_s = 86400;
+};
+
+// Each team's templates drawn until its requested GPU-seconds reach its share of
+// load x capacity x window; arrivals uniform over the window.
+Status BuildSynthetic(Scenario& sc, const SyntheticSource& src) {
+  ASSIGN_OR_RETURN(sc.fleet, MakeSyntheticFleet(src.fleet));
+  const double cap = static_cast<double>(sc.fleet.total_gpus()) * kMilliPerGpu;
+  Rng rng(src.seed);
+  int serial = 0;
+  for (size_t ti = 0; ti < sc.teams.size(); ++ti) {
+    const TeamSpec& team = sc.teams[ti];
+    double target = team.share / 100.0 * sc.load * cap * src.window_s;
+    double total_weight = 0;
+    for (const auto& t : team.templates) total_weight += t.weight;
+    double acc = 0;
+    while (acc < target) {
+      double r = rng.UniformDouble() * total_weight;
+      size_t k = 0;
+      while (k + 1 < team.templates.size() && r >= team.templates[k].weight) {
+        r -= team.templates[k].weight;
+        ++k;
+      }
+      const TeamSpec::Template& t = team.templates[k];
+      ReplayWorkload w;
+      w.team = static_cast<int>(ti);
+      char name[64];
+      std::snprintf(name, sizeof name, "%s-%05d", team.name.c_str(), ++serial);
+      w.spec.name = WorkloadId(name);
+      w.spec.tenant = TenantId(team.name);
+      w.spec.queue = QueueId(team.name);
+      w.spec.priority = t.priority.value_or(team.priority);
+      w.spec.gang = t.gang;
+      w.spec.topology = t.topology;
+      PodSet ps = t.pod;
+      ps.name = "main";
+      ps.count = t.pods_min + static_cast<int>(rng.Uniform(t.pods_max - t.pods_min + 1));
+      w.spec.pod_sets = {ps};
+      double u = rng.UniformDouble();
+      w.duration_s = std::round(t.duration_min_s *
+                                std::pow(t.duration_max_s / t.duration_min_s, u));
+      w.arrival_s = std::floor(rng.UniformDouble() * src.window_s);
+      w.options.min_runtime_s = t.min_runtime_s.value_or(team.min_runtime_s);
+      w.options.preemptible = t.preemptible;
+      // Only the part of its run inside the window counts toward the offered load.
+      acc += static_cast<double>(ps.device.TotalMilli().value()) * ps.count *
+             std::min(w.duration_s, src.window_s - w.arrival_s);
+      sc.workloads.push_back(std::move(w));
+    }
+  }
+  std::stable_sort(sc.workloads.begin(), sc.workloads.end(),
+                   [](const ReplayWorkload& a, const ReplayWorkload& b) {
+                     return a.arrival_s < b.arrival_s;
+                   });
+  return Status();
+}
+
+double WorkloadMilli(const Workload& w) {
+  double m = 0;
+  for (const PodSet& ps : w.pod_sets)
+    m += static_cast<double>(ps.device.TotalMilli().value()) * ps.count;
+  return m;
+}
+double WorkloadCpu(const Workload& w) {
+  double m = 0;
+  for (const PodSet& ps : w.pod_sets) m += static_cast<double>(ps.cpu.value()) * ps.count;
+  return m;
+}
+
+// The GPU-seconds requested inside [0, window): each workload from its arrival for its
+// duration, cut at the window's end.
+double ClippedDemand(const std::vector<ReplayWorkload>& ws, double window) {
+  double d = 0;
+  for (const ReplayWorkload& w : ws)
+    d += WorkloadMilli(w.spec) * std::max(0.0, std::min(w.duration_s, window - w.arrival_s));
+  return d;
+}
+
+// Trace scenarios: the trace's arrivals (quiet spells longer than `maxGap` shortened to it) are
+// compressed into the scenario's window and the
+// compressed list is overlaid as many times as it takes (the last copy a deterministic sample
+// by pod name) for the GPU-seconds requested inside the window to reach load x capacity x
+// window. Each copy of a pod arrives up to a minute after the original (a deterministic jitter
+// from its name and copy number, never past the window's end) so copies do not arrive as one
+// burst. Durations are the trace's.
+void TileTrace(Scenario& sc, double window, double max_gap) {
+  if (sc.workloads.empty()) return;
+  // Quiet spells longer than max_gap shrink to it: openb's first 1% of pods were created
+  // months before the rest (they were already running when the trace began), and a window
+  // that spans the hole would measure an idle fleet.
+  std::stable_sort(sc.workloads.begin(), sc.workloads.end(),
+                   [](const ReplayWorkload& a, const ReplayWorkload& b) {
+                     return a.arrival_s < b.arrival_s;
+                   });
+  double prev = sc.workloads.front().arrival_s, at = 0;
+  for (ReplayWorkload& w : sc.workloads) {
+    at += std::min(w.arrival_s - prev, max_gap);
+    prev = w.arrival_s;
+    w.arrival_s = at;
+  }
+  double first = std::numeric_limits<double>::infinity(), last = -first;
+  for (const ReplayWorkload& w : sc.workloads) {
+    first = std::min(first, w.arrival_s);
+    last = std::max(last, w.arrival_s);
+  }
+  const double native = std::max(1.0, last - first);
+  sc.compression = native / window;
+  std::vector<ReplayWorkload> base = std::move(sc.workloads);
+  sc.workloads.clear();
+  for (ReplayWorkload& w : base) w.arrival_s = std::floor((w.arrival_s - first) / sc.compression);
+  const double cap = static_cast<double>(sc.fleet.total_gpus()) * kMilliPerGpu;
+  const double one = ClippedDemand(base, window);
+  const double k = one > 0 ? sc.load * cap * window / one : 1;
+  sc.copies = k;
+  const int whole = static_cast<int>(std::floor(k));
+  const int total = static_cast<int>(std::ceil(k));
+  for (int j = 0; j < total; ++j) {
+    for (const ReplayWorkload& w : base) {
+      if (j == whole) {
+        // The fractional copy: pods whose name hashes below the fraction.
+        double u = static_cast<double>(Fnv1a(w.spec.name.str() + "#copy") % 1000000) / 1e6;
+        if (u >= k - whole) continue;
+      }
+      ReplayWorkload c = w;
+      if (j > 0) c.spec.name = WorkloadId(w.spec.name.str() + "-c" + std::to_string(j));
+      if (j > 0) {
+        double jitter = static_cast<double>(Fnv1a(c.spec.name.str()) % 60);
+        c.arrival_s = std::min(w.arrival_s + jitter, std::floor(window) - 1);
+      }
+      sc.workloads.push_back(std::move(c));
+    }
+  }
+  std::stable_sort(sc.workloads.begin(), sc.workloads.end(),
+                   [](const ReplayWorkload& a, const ReplayWorkload& b) {
+                     return a.arrival_s < b.arrival_s;
+                   });
+}
+
+// Offered load as measured, and guarantees proportional to each team's demand where none is
+// given (what is left after the explicit ones, in whole GPUs).
+void Calibrate(Scenario& sc, double window) {
+  const double cap = static_cast<double>(sc.fleet.total_gpus()) * kMilliPerGpu;
+  double total = 0;
+  for (const ReplayWorkload& w : sc.workloads) total += WorkloadMilli(w.spec) * w.duration_s;
+  sc.offered_load = ClippedDemand(sc.workloads, window) / (cap * window);
+  sc.offered_load_unclipped = total / (cap * window);
+  std::vector<double> team_demand(sc.teams.size(), 0);
+  for (const ReplayWorkload& w : sc.workloads)
+    team_demand[w.team] +=
+        WorkloadMilli(w.spec) * std::max(0.0, std::min(w.duration_s, window - w.arrival_s));
+  double fixed = 0, open_demand = 0;
+  for (size_t i = 0; i < sc.teams.size(); ++i) {
+    if (sc.teams[i].guarantee_milli)
+      fixed += static_cast<double>(*sc.teams[i].guarantee_milli);
+    else
+      open_demand += team_demand[i];
+  }
+  const double rest = std::max(0.0, cap - fixed);
+  for (size_t i = 0; i < sc.teams.size(); ++i) {
+    if (sc.teams[i].guarantee_milli) continue;
+    double g = open_demand > 0 ? rest * team_demand[i] / open_demand : 0;
+    sc.teams[i].guarantee_milli = static_cast<int64_t>(std::floor(g / 1000.0)) * 1000;
+  }
+}
+
+}  // namespace
+
+int TeamOfPod(const std::string& pod_name, const std::vector<TeamSpec>& teams) {
+  double bucket = static_cast<double>(Fnv1a(pod_name) % 100);
+  double acc = 0;
+  for (size_t i = 0; i < teams.size(); ++i) {
+    acc += teams[i].share;
+    if (bucket < acc) return static_cast<int>(i);
+  }
+  return static_cast<int>(teams.size()) - 1;
+}
+
+Result<Scenario> ParseScenario(const std::string& text, const std::string& source,
+                               const std::string& base_dir, const std::string& trace_dir,
+                               double load_override) {
+  ASSIGN_OR_RETURN(YAML::Node doc, LoadYaml(text, source));
+  YamlMap top(doc, "", source);
+  RETURN_IF_ERROR(top.CheckIsMap());
+  Scenario sc;
+  sc.source = source;
+  ASSIGN_OR_RETURN(std::string kind, top.String("kind", "Scenario"));
+  if (kind != "Scenario") return top.Error("kind", "expected Scenario, got '" + kind + "'");
+  ASSIGN_OR_RETURN(sc.name, top.String("name"));
+  ASSIGN_OR_RETURN(std::string description, top.String("description", ""));
+  (void)description;
+  ASSIGN_OR_RETURN(sc.load, top.Double("load", 1.0));
+  if (load_override > 0) sc.load = load_override;
+  if (sc.load <= 0 || sc.load > 10) return top.Error("load", "must be in (0, 10]");
+  ASSIGN_OR_RETURN(sc.interval_s, top.Double("interval", 1.0));
+  if (sc.interval_s <= 0) return top.Error("interval", "must be positive");
+  ASSIGN_OR_RETURN(sc.grace_s, top.Double("grace", 30.0));
+
+  const bool has_trace = top.Has("trace"), has_synth = top.Has("synthetic");
+  if (has_trace == has_synth) return top.Error("trace", "give exactly one of trace or synthetic");
+
+  YAML::Node teams = top.Raw("teams");
+  if (!teams || !teams.IsSequence() || teams.size() == 0)
+    return top.Error("teams", "expected a non-empty list of teams");
+  double share_sum = 0;
+  std::set<std::string> names;
+  for (size_t i = 0; i < teams.size(); ++i) {
+    YamlMap tm(teams[i], "teams[" + std::to_string(i) + "]", source);
+    ASSIGN_OR_RETURN(TeamSpec t, ParseTeam(tm, has_synth));
+    if (!names.insert(t.name).second) return tm.Error("name", "duplicate team '" + t.name + "'");
+    share_sum += t.share;
+    sc.teams.push_back(std::move(t));
+  }
+  if (std::abs(share_sum - 100) > 1e-6)
+    return top.Error("teams", "team shares must sum to 100, they sum to " +
+                                  std::to_string(share_sum));
+
+  if (top.Has("admission")) {
+    YamlMap am(top.Raw("admission"), "admission", source);
+    RETURN_IF_ERROR(am.CheckIsMap());
+    ASSIGN_OR_RETURN(sc.admission.usage_half_life_s, am.Double("usageHalfLife", 0.0));
+    ASSIGN_OR_RETURN(sc.admission.history_weight, am.Double("historyWeight", 0.5));
+    if (sc.admission.history_weight > 1)
+      return am.Error("historyWeight", "must be between 0 and 1");
+    ASSIGN_OR_RETURN(sc.admission.gang_timeout_s, am.Double("gangTimeout", 300.0));
+    if (sc.admission.gang_timeout_s <= 0) return am.Error("gangTimeout", "must be positive");
+    ASSIGN_OR_RETURN(sc.admission.preemption, am.Bool("preemption", true));
+    ASSIGN_OR_RETURN(sc.admission.fair_share_preemption, am.Bool("fairSharePreemption", false));
+    RETURN_IF_ERROR(am.Finish());
+  }
+
+  if (has_trace) {
+    YamlMap tm(top.Raw("trace"), "trace", source);
+    RETURN_IF_ERROR(tm.CheckIsMap());
+    ASSIGN_OR_RETURN(std::string dir, tm.String("dir"));
+    ASSIGN_OR_RETURN(std::string nodes, tm.String("nodes"));
+    ASSIGN_OR_RETURN(std::string pods, tm.String("pods"));
+    RETURN_IF_ERROR(tm.Finish());
+    ASSIGN_OR_RETURN(sc.window_s, top.Double("window", 86400.0));
+    if (sc.window_s < 1) return top.Error("window", "must be at least 1 second");
+    ASSIGN_OR_RETURN(double max_gap, top.Double("maxGap", 3600.0));
+    if (max_gap <= 0) return top.Error("maxGap", "must be positive");
+    RETURN_IF_ERROR(top.Finish());
+    if (!trace_dir.empty()) {
+      dir = trace_dir;
+    } else if (!dir.empty() && dir[0] != '/' && !base_dir.empty()) {
+      dir = base_dir + "/" + dir;
+    }
+    RETURN_IF_ERROR(BuildOpenb(sc, dir + "/" + nodes, dir + "/" + pods));
+    TileTrace(sc, sc.window_s, max_gap);
+  } else {
+    YamlMap sm(top.Raw("synthetic"), "synthetic", source);
+    RETURN_IF_ERROR(sm.CheckIsMap());
+    SyntheticSource src;
+    ASSIGN_OR_RETURN(int64_t gpus, sm.Int("gpus", 1024));
+    if (gpus < 8 || gpus > 200000) return sm.Error("gpus", "must be between 8 and 200000");
+    src.fleet.gpus = gpus;
+    ASSIGN_OR_RETURN(src.fleet.gb200_share, sm.Double("gb200Share", 0.0));
+    ASSIGN_OR_RETURN(src.fleet.mig_share, sm.Double("migShare", 0.1));
+    ASSIGN_OR_RETURN(src.fleet.h200_share, sm.Double("h200Share", 1.0 / 3.0));
+    ASSIGN_OR_RETURN(int64_t seed, sm.Int("seed", 1));
+    src.seed = static_cast<uint64_t>(seed);
+    ASSIGN_OR_RETURN(src.window_s, sm.Double("window", 86400.0));
+    if (src.window_s < 1) return sm.Error("window", "must be at least 1 second");
+    RETURN_IF_ERROR(sm.Finish());
+    RETURN_IF_ERROR(top.Finish());
+    sc.window_s = src.window_s;
+    RETURN_IF_ERROR(BuildSynthetic(sc, src));
+  }
+  Calibrate(sc, sc.window_s);
+  return sc;
+}
+
+Result<Scenario> LoadScenario(const std::string& path, const std::string& trace_dir,
+                              double load) {
+  ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  std::string base = ".";
+  size_t slash = path.rfind('/');
+  if (slash != std::string::npos) base = path.substr(0, slash);
+  return ParseScenario(text, path, base, trace_dir, load);
+}
+
+// ---- the replay ------------------------------------------------------------------------------
+
+namespace {
+
+enum class EventType { kArrive, kTerminate, kFinish, kWake };
+
+struct Event {
+  double t;
+  int order;  // arrivals after stops at the same instant, so freed room is seen
+  int64_t seq;
+  EventType type;
+  int w;
+  int epoch;
+  bool operator>(const Event& o) const {
+    return std::tie(t, order, seq) > std::tie(o.t, o.order, o.seq);
+  }
+};
+
+struct Group {
+  Fleet fleet;
+  std::unique_ptr<Policy> policy;
+  std::unique_ptr<Admitter> admitter;
+};
+
+struct WState {
+  int group = 0;
+  int id = -1;  // in its group's admitter
+  bool infeasible = false;
+  bool running = false;
+  bool ever_admitted = false;
+  double admit_t = -1;
+  double pending_since = -1;
+  double wait_total = 0;
+  int epoch = 0;
+  bool evicting = false;
+  // Guarantee bound.
+  bool checked = false;
+  double victims_min_runtime_left = 0;
+  std::string last_reason;
+};
+
+// Water-filling: split `total` among claims by weight, none above its demand.
+std::vector<double> WaterFill(const std::vector<double>& demand, const std::vector<double>& weight,
+                              double total) {
+  std::vector<double> out(demand.size(), 0);
+  std::vector<int> open;
+  for (size_t i = 0; i < demand.size(); ++i)
+    if (demand[i] > 0) open.push_back(static_cast<int>(i));
+  double left = total;
+  while (!open.empty() && left > 1e-12) {
+    double wsum = 0;
+    for (int i : open) wsum += weight[i];
+    double level = left / wsum;  // per unit weight
+    std::vector<int> next;
+    bool capped = false;
+    for (int i : open) {
+      if (demand[i] - out[i] <= level * weight[i]) capped = true;
+    }
+    if (!capped) {
+      for (int i : open) out[i] += level * weight[i];
+      break;
+    }
+    for (int i : open) {
+      if (demand[i] - out[i] <= level * weight[i]) {
+        left -= demand[i] - out[i];
+        out[i] = demand[i];
+      } else {
+        next.push_back(i);
+      }
+    }
+    open.swap(next);
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_name,
+                               const std::string& placement) {
+  if (policy_name != "dedicated" && policy_name != "fifo" && policy_name != "fabrica")
+    return InvalidArgument("--policy: expected dedicated, fifo or fabrica, got '" + policy_name +
+                           "'");
+  const int nteams = static_cast<int>(sc.teams.size());
+  std::vector<Tenant> tenants;
+  for (const TeamSpec& t : sc.teams) {
+    Tenant tn;
+    tn.name = TenantId(t.name);
+    tn.trust = t.trust;
+    tn.trust_domain = t.trust_domain;
+    tenants.push_back(tn);
+  }
+  const double cap_gpu = static_cast<double>(sc.fleet.total_gpus()) * kMilliPerGpu;
+  double cap_cpu = 0;
+  for (const Node& n : sc.fleet.nodes) cap_cpu += static_cast<double>(n.cpu.value());
+  cap_cpu = std::max(1.0, cap_cpu);
+
+  // Guarantees per team (GPU milli) as the policy sees them.
+  std::vector<double> guarantee(nteams);
+  for (int i = 0; i < nteams; ++i)
+    guarantee[i] = static_cast<double>(sc.teams[i].guarantee_milli.value_or(0));
+
+  // Groups: one shared admitter, or one per team on its own nodes.
+  std::vector<Group> groups;
+  std::vector<int> group_of_team(nteams, 0);
+  auto make_group = [&](Fleet fleet) -> Status {
+    groups.emplace_back();
+    Group& g = groups.back();
+    g.fleet = std::move(fleet);
+    ClusterState probe(g.fleet, tenants);
+    std::vector<PodRequest> reqs;
+    for (const ReplayWorkload& w : sc.workloads)
+      for (const PodSet& ps : w.spec.pod_sets) {
+        auto r = probe.MakeRequest(ps, w.spec.tenant);
+        if (r.ok()) reqs.push_back(*r);
+      }
+    ASSIGN_OR_RETURN(g.policy, MakePolicy(placement, TypicalMix(reqs), &probe));
+    return Status();
+  };
+  if (policy_name == "dedicated") {
+    // Each GPU model's nodes (in fleet order) split among the teams by guarantee, largest
+    // remainder first.
+    std::map<std::string, std::vector<int>> by_model;
+    for (int n = 0; n < static_cast<int>(sc.fleet.nodes.size()); ++n)
+      by_model[sc.fleet.nodes[n].gpu_model()].push_back(n);
+    double gsum = 0;
+    for (double g : guarantee) gsum += g;
+    std::vector<Fleet> fleets(nteams);
+    for (const auto& [model, nodes] : by_model) {
+      std::vector<int> count(nteams);
+      std::vector<std::pair<double, int>> rem;
+      int given = 0;
+      for (int i = 0; i < nteams; ++i) {
+        double exact = gsum > 0 ? nodes.size() * guarantee[i] / gsum : 0;
+        count[i] = static_cast<int>(std::floor(exact));
+        given += count[i];
+        rem.push_back({-(exact - count[i]), i});
+      }
+      std::sort(rem.begin(), rem.end());
+      for (size_t k = 0; given < static_cast<int>(nodes.size()); ++k, ++given)
+        ++count[rem[k % rem.size()].second];
+      size_t at = 0;
+      for (int i = 0; i < nteams; ++i)
+        for (int c = 0; c < count[i]; ++c) fleets[i].nodes.push_back(sc.fleet.nodes[nodes[at++]]);
+    }
+    for (int i = 0; i < nteams; ++i) {
+      guarantee[i] = static_cast<double>(fleets[i].total_gpus()) * kMilliPerGpu;
+      group_of_team[i] = i;
+      RETURN_IF_ERROR(make_group(std::move(fleets[i])));
+    }
+  } else {
+    RETURN_IF_ERROR(make_group(sc.fleet));
+  }
+  // The admitters keep references to their fleets: built once the vector stopped moving.
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    Group& g = groups[gi];
+    AdmissionConfig c;
+    if (policy_name == "dedicated") {
+      c.queues = {QueueSpec{"own", "", 1, {}, -1}};
+      c.preemption = false;
+      c.strict_priority = false;
+    } else if (policy_name == "fifo") {
+      c.queues = {QueueSpec{"shared", "", 1, {}, -1}};
+      c.preemption = false;
+      c.strict_priority = false;
+    } else {
+      c = sc.admission;
+      c.queues = {QueueSpec{"fleet", "", 1, {}, -1}};
+      for (const TeamSpec& t : sc.teams) {
+        QueueSpec q{t.name, "fleet", t.weight, {}, t.disruption_budget};
+        q.quotas["gpu"] = QuotaSpec{t.guarantee_milli.value_or(0), t.borrowing_limit_milli,
+                                    t.lending_limit_milli};
+        c.queues.push_back(q);
+      }
+    }
+    ASSIGN_OR_RETURN(g.admitter, Admitter::Create(g.fleet, tenants, c, *g.policy, 1));
+  }
+  auto queue_for = [&](int team) -> std::string {
+    if (policy_name == "dedicated") return "own";
+    if (policy_name == "fifo") return "shared";
+    return sc.teams[team].name;
+  };
+
+  // ---- the event loop ----
+  const int nw = static_cast<int>(sc.workloads.size());
+  std::vector<WState> ws(nw);
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events;
+  int64_t seq = 0;
+  auto push = [&](double t, EventType type, int w, int epoch) {
+    int order = type == EventType::kArrive ? 2 : (type == EventType::kWake ? 1 : 0);
+    events.push(Event{t, order, seq++, type, w, epoch});
+  };
+  double first = std::numeric_limits<double>::infinity(), last = 0;
+  for (int i = 0; i < nw; ++i) {
+    push(sc.workloads[i].arrival_s, EventType::kArrive, i, 0);
+    first = std::min(first, sc.workloads[i].arrival_s);
+    last = std::max(last, sc.workloads[i].arrival_s);
+  }
+  if (nw == 0) first = 0;
+  const double w0 = first, w1 = std::max(first + 1, last);
+
+  // Per-team live quantities.
+  std::vector<double> use_gpu(nteams, 0), use_cpu(nteams, 0), pend_gpu(nteams, 0),
+      pend_cpu(nteams, 0);
+  std::vector<std::multiset<double>> pend_sizes(nteams);
+  std::vector<double> share_int(nteams, 0), fair_int(nteams, 0), below_int(nteams, 0);
+  std::vector<int64_t> preempted(nteams, 0);
+  double alloc_int = 0, alloc_now = 0;
+  double clock = w0;
+  std::vector<double> weights(nteams);
+  for (int i = 0; i < nteams; ++i) weights[i] = sc.teams[i].weight;
+
+  auto integrate = [&](double to) {
+    double a = std::max(clock, w0), b = std::min(to, w1);
+    if (b > a) {
+      double dt = b - a;
+      alloc_int += alloc_now * dt;
+      std::vector<double> demand(nteams);
+      for (int i = 0; i < nteams; ++i) {
+        double s = std::max(use_gpu[i] / cap_gpu, use_cpu[i] / cap_cpu);
+        share_int[i] += s * dt;
+        demand[i] = std::min(1.0, std::max((use_gpu[i] + pend_gpu[i]) / cap_gpu,
+                                           (use_cpu[i] + pend_cpu[i]) / cap_cpu));
+        if (use_gpu[i] < guarantee[i] && !pend_sizes[i].empty() &&
+            *pend_sizes[i].begin() <= guarantee[i] - use_gpu[i] + 1e-9)
+          below_int[i] += dt;
+      }
+      std::vector<double> fair = WaterFill(demand, weights, 1.0);
+      for (int i = 0; i < nteams; ++i) fair_int[i] += fair[i] * dt;
+    }
+    clock = std::max(clock, to);
+  };
+  auto add_pending = [&](int w, double t) {
+    const ReplayWorkload& rw = sc.workloads[w];
+    double g = WorkloadMilli(rw.spec), c = WorkloadCpu(rw.spec);
+    pend_gpu[rw.team] += g;
+    pend_cpu[rw.team] += c;
+    pend_sizes[rw.team].insert(g);
+    ws[w].pending_since = t;
+  };
+  auto remove_pending = [&](int w, double t) {
+    const ReplayWorkload& rw = sc.workloads[w];
+    double g = WorkloadMilli(rw.spec), c = WorkloadCpu(rw.spec);
+    pend_gpu[rw.team] -= g;
+    pend_cpu[rw.team] -= c;
+    pend_sizes[rw.team].erase(pend_sizes[rw.team].find(g));
+    ws[w].wait_total += t - ws[w].pending_since;
+    ws[w].pending_since = -1;
+  };
+  auto start_use = [&](int w) {
+    const ReplayWorkload& rw = sc.workloads[w];
+    use_gpu[rw.team] += WorkloadMilli(rw.spec);
+    use_cpu[rw.team] += WorkloadCpu(rw.spec);
+    alloc_now += WorkloadMilli(rw.spec);
+  };
+  auto stop_use = [&](int w) {
+    const ReplayWorkload& rw = sc.workloads[w];
+    use_gpu[rw.team] -= WorkloadMilli(rw.spec);
+    use_cpu[rw.team] -= WorkloadCpu(rw.spec);
+    alloc_now -= WorkloadMilli(rw.spec);
+  };
+
+  // Handle → workload, per group.
+  std::vector<std::vector<int>> by_handle(groups.size());
+  ReplayResult res;
+  res.scenario = sc.name;
+  res.policy = policy_name;
+  res.load = sc.load;
+  res.window_s = w1 - w0;
+  res.workloads = nw;
+  res.left_out = sc.left_out;
+  res.offered_load = sc.offered_load;
+  res.offered_load_unclipped = sc.offered_load_unclipped;
+  res.copies = sc.copies;
+  res.compression = sc.compression;
+  std::vector<int> checked_pending;  // bound-checked workloads not yet admitted
+
+  double tick = std::ceil(w0 / sc.interval_s) * sc.interval_s;
+  bool dirty = true;
+  while (true) {
+    while (!events.empty() && events.top().t <= tick) {
+      Event ev = events.top();
+      events.pop();
+      integrate(ev.t);
+      WState& st = ws[ev.w];
+      const ReplayWorkload& rw = sc.workloads[ev.w];
+      Admitter& adm = *groups[st.group].admitter;
+      switch (ev.type) {
+        case EventType::kArrive: {
+          st.group = group_of_team[rw.team];
+          Admitter& a = *groups[st.group].admitter;
+          Workload spec = rw.spec;
+          spec.queue = QueueId(queue_for(rw.team));
+          ASSIGN_OR_RETURN(st.id, a.Submit(spec, ev.t, rw.options));
+          if (static_cast<int>(by_handle[st.group].size()) <= st.id)
+            by_handle[st.group].resize(st.id + 1, -1);
+          by_handle[st.group][st.id] = ev.w;
+          if (a.phase(st.id) == Phase::kInfeasible) {
+            st.infeasible = true;
+            st.pending_since = ev.t;
+            st.last_reason = a.reason(st.id);
+            break;
+          }
+          double g = WorkloadMilli(rw.spec);
+          if (use_gpu[rw.team] + pend_gpu[rw.team] + g <= guarantee[rw.team] + 1e-9) {
+            st.checked = true;
+            checked_pending.push_back(ev.w);
+          }
+          add_pending(ev.w, ev.t);
+          dirty = true;
+          break;
+        }
+        case EventType::kFinish:
+          if (ev.epoch != st.epoch || !st.running) break;
+          adm.Finish(st.id, ev.t);
+          st.running = false;
+          stop_use(ev.w);
+          dirty = true;
+          break;
+        case EventType::kTerminate:
+          if (ev.epoch != st.epoch || !st.running || !st.evicting) break;
+          adm.Terminated(st.id, ev.t);
+          res.gpu_seconds_lost += (ev.t - st.admit_t) * WorkloadMilli(rw.spec) / 1000.0;
+          st.running = false;
+          st.evicting = false;
+          ++st.epoch;
+          stop_use(ev.w);
+          add_pending(ev.w, ev.t);
+          dirty = true;
+          break;
+        case EventType::kWake:
+          dirty = true;
+          break;
+      }
+    }
+    integrate(tick);
+    bool changed = false;
+    if (dirty) {
+      dirty = false;
+      for (size_t gi = 0; gi < groups.size(); ++gi) {
+        auto t0 = std::chrono::steady_clock::now();
+        CycleResult cr = groups[gi].admitter->Cycle(tick, 1000000);
+        double sec =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        ++res.cycles;
+        res.cycle_seconds += sec;
+        res.cycle_max_seconds = std::max(res.cycle_max_seconds, sec);
+        Admitter& adm = *groups[gi].admitter;
+        for (int h : cr.admitted) {
+          int w = by_handle[gi][h];
+          WState& st = ws[w];
+          remove_pending(w, tick);
+          st.running = true;
+          st.admit_t = tick;
+          if (!st.ever_admitted && st.checked) {
+            double wait = tick - sc.workloads[w].arrival_s;
+            double bound = sc.interval_s + sc.grace_s + st.victims_min_runtime_left;
+            ++res.bound_checked;
+            res.bound_worst_excess_s = std::max(res.bound_worst_excess_s, wait - bound);
+            if (wait > bound + 1e-9)
+              res.bound_exceptions.push_back({sc.workloads[w].spec.name.str(),
+                                              sc.teams[sc.workloads[w].team].name, wait, bound,
+                                              st.last_reason});
+          }
+          st.ever_admitted = true;
+          adm.PodsReady(h);
+          start_use(w);
+          ++st.epoch;
+          push(tick + sc.workloads[w].duration_s, EventType::kFinish, w, st.epoch);
+          double mr = sc.workloads[w].options.min_runtime_s;
+          if (mr > 0 && policy_name == "fabrica") push(tick + mr, EventType::kWake, w, 0);
+          changed = true;
+        }
+        for (const Eviction& e : cr.evicted) {
+          int v = by_handle[gi][e.victim], p = by_handle[gi][e.preemptor];
+          WState& vs = ws[v];
+          vs.evicting = true;
+          ++res.preemptions;
+          ++preempted[sc.workloads[v].team];
+          double left = std::max(0.0, vs.admit_t + sc.workloads[v].options.min_runtime_s -
+                                          sc.workloads[p].arrival_s);
+          ws[p].victims_min_runtime_left = std::max(ws[p].victims_min_runtime_left, left);
+          push(tick + sc.grace_s, EventType::kTerminate, v, vs.epoch);
+          changed = true;
+        }
+        for (int h : cr.released) {
+          int w = by_handle[gi][h];
+          ws[w].running = false;
+          ++ws[w].epoch;
+          stop_use(w);
+          add_pending(w, tick);
+          changed = true;
+        }
+      }
+      // Remember why bound-checked workloads still wait.
+      std::vector<int> still;
+      for (int w : checked_pending) {
+        if (ws[w].ever_admitted) continue;
+        ws[w].last_reason = groups[ws[w].group].admitter->reason(ws[w].id);
+        still.push_back(w);
+      }
+      checked_pending.swap(still);
+    }
+    if (changed) dirty = true;
+    if (std::getenv("FABRICA_REPLAY_DEBUG") && static_cast<int64_t>(tick) % 600 == 0) {
+      int64_t pend = 0;
+      for (auto& g : groups)
+        for (int q = 0; q < g.admitter->queue_count(); ++q) pend += g.admitter->pending_count(q);
+      std::fprintf(stderr, "t=%.0f alloc=%.1f%% pending=%lld\n", tick, 100 * alloc_now / cap_gpu,
+                   static_cast<long long>(pend));
+    }
+    if (events.empty() && !changed) break;
+    double next = tick + sc.interval_s;
+    if (!changed && !events.empty())
+      next = std::max(next, std::ceil(events.top().t / sc.interval_s) * sc.interval_s);
+    tick = next;
+  }
+  integrate(std::max(tick, w1));
+  const double end = tick;
+
+  res.utilization_pct = 100.0 * alloc_int / (cap_gpu * (w1 - w0));
+  std::vector<std::vector<double>> waits(nteams);
+  for (int w = 0; w < nw; ++w) {
+    WState& st = ws[w];
+    int team = sc.workloads[w].team;
+    double wait = st.wait_total;
+    if (st.pending_since >= 0) wait += end - st.pending_since;
+    waits[team].push_back(wait);
+    if (!st.ever_admitted) {
+      if (st.checked)
+        res.bound_exceptions.push_back({sc.workloads[w].spec.name.str(), sc.teams[team].name,
+                                        end - sc.workloads[w].arrival_s, 0,
+                                        "never admitted: " + st.last_reason});
+    }
+  }
+  double sx = 0, sxx = 0;
+  int nx = 0;
+  for (int i = 0; i < nteams; ++i) {
+    TeamResult t;
+    t.name = sc.teams[i].name;
+    t.workloads = static_cast<int64_t>(waits[i].size());
+    for (int w = 0; w < nw; ++w)
+      if (sc.workloads[w].team == i && !ws[w].ever_admitted) ++t.never_admitted;
+    t.guarantee_gpus = guarantee[i] / kMilliPerGpu;
+    std::vector<double>& v = waits[i];
+    if (!v.empty()) {
+      double sum = 0;
+      for (double x : v) sum += x;
+      t.wait_mean_s = sum / v.size();
+      std::sort(v.begin(), v.end());
+      t.wait_p95_s = v[std::min(v.size() - 1, static_cast<size_t>(std::ceil(0.95 * v.size())) - 1)];
+    }
+    t.below_guarantee_pending_s = below_int[i];
+    t.avg_share = share_int[i] / (w1 - w0);
+    t.avg_fair_share = fair_int[i] / (w1 - w0);
+    t.preempted = preempted[i];
+    if (t.avg_fair_share > 0) {
+      double x = t.avg_share / t.avg_fair_share;
+      sx += x;
+      sxx += x * x;
+      ++nx;
+    }
+    res.teams.push_back(t);
+  }
+  res.jain_index = nx > 0 && sxx > 0 ? sx * sx / (nx * sxx) : 1.0;
+  return res;
+}
+
+void PrintReplayJson(const ReplayResult& r, std::ostream& out) {
+  nlohmann::json j;
+  j["scenario"] = r.scenario;
+  j["policy"] = r.policy;
+  j["load"] = r.load;
+  j["window_s"] = r.window_s;
+  j["offered_load"] = r.offered_load;
+  j["offered_load_unclipped"] = r.offered_load_unclipped;
+  j["trace_copies"] = r.copies;
+  j["arrival_compression"] = r.compression;
+  j["workloads"] = r.workloads;
+  j["left_out"] = r.left_out;
+  j["utilization_pct"] = r.utilization_pct;
+  j["jain_index"] = r.jain_index;
+  j["preemptions"] = r.preemptions;
+  j["gpu_seconds_lost"] = r.gpu_seconds_lost;
+  j["cycles"] = r.cycles;
+  j["cycle_mean_ms"] = r.cycles ? 1000 * r.cycle_seconds / r.cycles : 0.0;
+  j["cycle_max_ms"] = 1000 * r.cycle_max_seconds;
+  nlohmann::json teams = nlohmann::json::array();
+  for (const TeamResult& t : r.teams) {
+    teams.push_back({{"name", t.name},
+                     {"workloads", t.workloads},
+                     {"never_admitted", t.never_admitted},
+                     {"guarantee_gpus", t.guarantee_gpus},
+                     {"wait_mean_s", t.wait_mean_s},
+                     {"wait_p95_s", t.wait_p95_s},
+                     {"below_guarantee_pending_s", t.below_guarantee_pending_s},
+                     {"avg_share", t.avg_share},
+                     {"avg_fair_share", t.avg_fair_share},
+                     {"preempted", t.preempted}});
+  }
+  j["teams"] = teams;
+  nlohmann::json ex = nlohmann::json::array();
+  for (const BoundException& e : r.bound_exceptions)
+    ex.push_back({{"workload", e.workload},
+                  {"team", e.team},
+                  {"wait_s", e.wait_s},
+                  {"bound_s", e.bound_s},
+                  {"cause", e.cause}});
+  j["guarantee_bound"] = {{"checked", r.bound_checked},
+                          {"worst_excess_s", r.bound_worst_excess_s},
+                          {"exceptions", ex}};
+  out << j.dump(2) << "\n";
+}
+
+void PrintReplayTable(const std::vector<ReplayResult>& results, std::ostream& out) {
+  for (const ReplayResult& r : results) {
+    out << std::fixed << std::setprecision(1);
+    out << r.scenario << "  policy " << r.policy << "  load " << r.load << "  window "
+        << r.window_s << " s  workloads " << r.workloads << " (" << r.left_out
+        << " trace pods never started, left out)\n";
+    out << "  offered load " << std::setprecision(3) << r.offered_load << " (whole durations "
+        << r.offered_load_unclipped << "), trace copies " << r.copies << ", arrivals compressed "
+        << std::setprecision(1) << r.compression << "x\n";
+    out << "  utilization " << r.utilization_pct << "%  Jain " << std::setprecision(3)
+        << r.jain_index << std::setprecision(1) << "  preemptions " << r.preemptions
+        << "  GPU-seconds lost " << r.gpu_seconds_lost << "\n";
+    out << "  guarantee bound: " << r.bound_checked << " checked, worst excess "
+        << r.bound_worst_excess_s << " s, " << r.bound_exceptions.size() << " exceptions\n";
+    out << "  " << std::left << std::setw(14) << "team" << std::right << std::setw(10)
+        << "workloads" << std::setw(10) << "guar.GPU" << std::setw(12) << "wait mean" << std::setw(12)
+        << "wait p95" << std::setw(14) << "below-guar s" << std::setw(8) << "share" << std::setw(8)
+        << "fair" << std::setw(10) << "preempted" << "\n";
+    for (const TeamResult& t : r.teams) {
+      out << "  " << std::left << std::setw(14) << t.name << std::right << std::setw(10)
+          << t.workloads << std::setw(10) << t.guarantee_gpus << std::setw(12) << t.wait_mean_s
+          << std::setw(12) << t.wait_p95_s << std::setw(14) << t.below_guarantee_pending_s
+          << std::setprecision(3) << std::setw(8) << t.avg_share << std::setw(8)
+          << t.avg_fair_share << std::setprecision(1) << std::setw(10) << t.preempted << "\n";
+    }
+    out << "\n";
+  }
+}
+
+}  // namespace fabrica::sim
