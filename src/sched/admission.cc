@@ -387,6 +387,40 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
       e.cpu_milli += r->cpu_milli;
     }
   }
+  // A workload of several pods can never fit if the fleet has fewer places for them than pods.
+  if (e.pods.size() > 1) {
+    std::map<std::tuple<int64_t, int64_t, int, int, int64_t, uint64_t>, int> shapes;
+    for (const PodRequest& p : e.pods)
+      ++shapes[{p.cpu_milli, p.memory_mib, static_cast<int>(p.kind), p.num_gpu, p.gpu_milli,
+                p.model_mask}];
+    for (const auto& [shape, count] : shapes) {
+      const PodRequest* req = nullptr;
+      for (const PodRequest& p : e.pods)
+        if (std::tuple{p.cpu_milli, p.memory_mib, static_cast<int>(p.kind), p.num_gpu,
+                       p.gpu_milli, p.model_mask} == shape)
+          req = &p;
+      int64_t places = 0;
+      for (int n = 0; n < state_.node_count() && places < count; ++n) {
+        const Node& node = fleet_.nodes[n];
+        if (req->kind == DeviceKind::kWhole) {
+          int model = state_.node_model(n);
+          if (model < 0 || !(req->model_mask >> model & 1)) continue;
+          int64_t by_gpu = node.gpu_count() / std::max(1, req->num_gpu);
+          int64_t by_cpu = req->cpu_milli ? node.cpu.value() / req->cpu_milli : by_gpu;
+          places += std::min(by_gpu, by_cpu);
+        } else {
+          places = count;  // fractions and slices: not worth a bound here
+        }
+      }
+      if (places < count) {
+        e.phase = Phase::kInfeasible;
+        e.reason = "needs " + std::to_string(count) + " pods of " + std::to_string(req->num_gpu) +
+                   " GPUs; the whole fleet has room for " + std::to_string(places);
+        entries_.push_back(std::move(e));
+        return id;
+      }
+    }
+  }
   e.reason = "waiting for the next admission cycle";
   entries_.push_back(std::move(e));
   Enqueue(id);
@@ -458,8 +492,10 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
     e.assign.clear();
     e.phase = Phase::kPending;
     e.admitted_at = -1;
+    e.arrival = now;  // to the back of its queue, behind what waited meanwhile
     e.reason = "released: not all pods were ready within the gang timeout of " +
                std::to_string(static_cast<int64_t>(config_.gang_timeout_s)) + " s";
+    e.history = e.reason;
     Enqueue(id);
     out.released.push_back(id);
   }
@@ -468,6 +504,7 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
   int budget = config_.max_attempts_per_cycle > 0 ? config_.max_attempts_per_cycle
                                                   : 4 * max_admissions + 64;
   std::set<uint64_t> failed;
+  preempt_tried_.assign(queues_.size(), false);
 
   // Preemptors whose victims have all stopped go first.
   std::vector<int> nominated;
@@ -597,12 +634,14 @@ void Admitter::Wake() {
     if (!is_leaf(q) || node.parked.empty()) continue;
     const int64_t room = guaranteed_milli(q) - node.gpu;
     if (room <= 0 && !config_.fair_share_preemption) continue;
-    std::vector<int> wake;
+    // The first parked workload that fits the room gets the queue's preemption search.
     for (const auto& k : node.parked) {
       int id = std::get<2>(k);
-      if (entries_[id].gpu_milli <= room || config_.fair_share_preemption) wake.push_back(id);
+      if (entries_[id].gpu_milli <= room || config_.fair_share_preemption) {
+        Unpark(id);
+        break;
+      }
     }
-    for (int id : wake) Unpark(id);
   }
 }
 
@@ -635,8 +674,10 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out, std::set<uint64_t>
       }
       if (allowed == 0) {
         e.reason = first_why;
+        if (!e.history.empty()) e.reason += "; " + e.history;
         e.waits_on_time = false;
-        if (config_.preemption) {
+        if (config_.preemption && !preempt_tried_[e.leaf]) {
+          preempt_tried_[e.leaf] = true;
           // Only lower-priority work of its own queue can give quota back.
           std::vector<PodRequest> masked = pods;
           for (PodRequest& p : masked)
@@ -693,6 +734,7 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out, std::set<uint64_t>
     if (!e.ready) unready_.insert(id);
     e.nominated = false;
     e.reason = "admitted";
+    e.history.clear();
     out.admitted.push_back(id);
     WakeShape(key, 1);
     // Higher-priority work parked in this queue may now preempt it.
@@ -709,8 +751,13 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out, std::set<uint64_t>
   }
   if (!e.explained || reason != "no node can take it now") e.reason = reason;
   e.explained = true;
+  if (!e.history.empty() && e.reason.find(e.history) == std::string::npos)
+    e.reason += "; " + e.history;
   failed.insert(key);
-  if (config_.preemption && MayPreempt(id) && Preempt(id, pods, allowed, now, out)) return false;
+  if (config_.preemption && !preempt_tried_[e.leaf] && MayPreempt(id)) {
+    preempt_tried_[e.leaf] = true;  // one preemption search per queue and cycle, at its head
+    if (Preempt(id, pods, allowed, now, out)) return false;
+  }
   e.waits_on_time = e.reason.find("minimum runtime") != std::string::npos;
   Park(id, false, key, pods);
   return false;
@@ -737,12 +784,14 @@ bool Admitter::MayPreempt(int id) const {
 
 void Admitter::AddRunning(int id) {
   admitted_.insert(id);
+  queues_[entries_[id].leaf].running.insert(id);
   queues_[entries_[id].leaf].running_priorities.insert(entries_[id].spec.priority);
   ++victim_gen_;
 }
 
 void Admitter::RemoveRunning(int id) {
   if (!admitted_.erase(id)) return;
+  queues_[entries_[id].leaf].running.erase(id);
   auto& prios = queues_[entries_[id].leaf].running_priorities;
   prios.erase(prios.find(entries_[id].spec.priority));
   unready_.erase(id);
@@ -779,15 +828,31 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   int in_min_runtime = 0;
   std::string budget_block;
   std::vector<Candidate> cands;
-  for (int v : admitted_) {
+  // Only queues that can give victims are scanned: its own (lower priority) and, for reclaim or
+  // fair-share preemption, the others.
+  std::vector<int> pool;
+  for (int q = 0; q < queue_count(); ++q) {
+    if (!is_leaf(q)) continue;
+    if (q == leaf) {
+      const auto& prios = queues_[q].running_priorities;
+      if (prios.empty() || *prios.begin() >= e.spec.priority) continue;
+    } else if (quota_short || (!reclaim && !config_.fair_share_preemption)) {
+      continue;
+    }
+    pool.insert(pool.end(), queues_[q].running.begin(), queues_[q].running.end());
+  }
+  for (int v : pool) {
     const Entry& w = entries_[v];
     if (v == id || !w.options.preemptible) continue;
     bool own = w.leaf == leaf && w.spec.priority < e.spec.priority;
     bool other = false;
     if (!own && w.leaf != leaf && !quota_short) {
       if (reclaim) {
+        // Only what it borrows: the victim's queue stays at or above its guarantee without it,
+        // so two queues never take the same GPUs back and forth.
         for (auto [f, milli] : w.charged)
-          if (managed_[f] && queues_[w.leaf].usage[f] > queues_[w.leaf].guaranteed[f]) other = true;
+          if (managed_[f] && queues_[w.leaf].usage[f] - milli >= queues_[w.leaf].guaranteed[f])
+            other = true;
       }
       if (!other && config_.fair_share_preemption) {
         double victim_share = std::max(static_cast<double>(w.gpu_milli) / cap_gpu_,
@@ -829,11 +894,16 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     if (x.admitted_at != y.admitted_at) return x.admitted_at > y.admitted_at;
     return a.id < b.id;
   });
-  std::vector<int> rank(entries_.size(), -1);
-  for (size_t i = 0; i < cands.size(); ++i) rank[cands[i].id] = static_cast<int>(i);
+  std::unordered_map<int, int> rank_of;
+  for (size_t i = 0; i < cands.size(); ++i) rank_of[cands[i].id] = static_cast<int>(i);
+  auto rank = [&](int v) {
+    auto it = rank_of.find(v);
+    return it == rank_of.end() ? -1 : it->second;
+  };
 
   std::vector<int> chosen;
   std::map<int, int> chosen_per_queue;
+  std::map<int, int64_t> chosen_milli;
   auto release = [&](int v) {
     const Entry& w = entries_[v];
     for (size_t i = 0; i < w.assign.size(); ++i) state_.Release(w.assign[i], w.pods[i]);
@@ -882,30 +952,58 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     }
     std::tuple<double, int, int> best{0, 0, -1};  // (cost, victims, node)
     std::vector<int> best_set;
-    std::set<int> nodes;
+    // Nodes worth a trial: those where the free room plus what the candidates there hold covers
+    // the pod, cheapest candidates first, at most kMaxTrialNodes of them.
+    std::map<int, std::tuple<double, int64_t, int64_t, int64_t>> room;  // cost, cpu, mem, gpu
     for (const Candidate& c : cands) {
       if (std::find(chosen.begin(), chosen.end(), c.id) != chosen.end()) continue;
-      for (const Assignment& a : entries_[c.id].assign) nodes.insert(a.node);
+      const Entry& w = entries_[c.id];
+      for (size_t i = 0; i < w.assign.size(); ++i) {
+        auto& r = room[w.assign[i].node];
+        std::get<0>(r) += c.cost;
+        std::get<1>(r) += w.pods[i].cpu_milli;
+        std::get<2>(r) += w.pods[i].memory_mib;
+        std::get<3>(r) += w.pods[i].total_gpu_milli();
+      }
     }
-    for (int n : nodes) {
+    std::vector<std::pair<double, int>> order;
+    for (const auto& [n, r] : room) {
+      if (state_.free_cpu(n) + std::get<1>(r) < pod.cpu_milli) continue;
+      if (state_.free_memory(n) + std::get<2>(r) < pod.memory_mib) continue;
+      if (state_.node_free_milli(n) + std::get<3>(r) < pod.total_gpu_milli()) continue;
+      if (pod.kind != DeviceKind::kNone &&
+          (state_.node_model(n) < 0 || !(pod.model_mask >> state_.node_model(n) & 1)))
+        continue;
+      order.push_back({std::get<0>(r), n});
+    }
+    std::sort(order.begin(), order.end());
+    constexpr size_t kMaxTrialNodes = 32;
+    if (order.size() > kMaxTrialNodes) order.resize(kMaxTrialNodes);
+    for (auto [unused_cost, n] : order) {
       std::vector<int> here;
       for (int v : node_workloads_[n])
-        if (rank[v] >= 0 && std::find(chosen.begin(), chosen.end(), v) == chosen.end())
+        if (rank(v) >= 0 && std::find(chosen.begin(), chosen.end(), v) == chosen.end())
           here.push_back(v);
       if (here.empty()) continue;
-      std::sort(here.begin(), here.end(), [&](int a, int b) { return rank[a] < rank[b]; });
+      std::sort(here.begin(), here.end(), [&](int a, int b) { return rank(a) < rank(b); });
       std::vector<int> taken;
       double cost = 0;
       bool fits = false;
       std::map<int, int> extra;
+      std::map<int, int64_t> extra_milli;
       for (int v : here) {
         int q = entries_[v].leaf;
         int budget = queues_[q].spec.disruption_budget;
         if (budget >= 0 && queues_[q].evicting + chosen_per_queue[q] + extra[q] >= budget) continue;
+        if (q != leaf && reclaim && !config_.fair_share_preemption &&
+            queues_[q].gpu - chosen_milli[q] - extra_milli[q] - entries_[v].gpu_milli <
+                guaranteed_milli(q))
+          continue;  // would push the lender's queue below its own guarantee
         ++extra[q];
+        extra_milli[q] += entries_[v].gpu_milli;
         release(v);
         taken.push_back(v);
-        cost += cands[rank[v]].cost;
+        cost += cands[rank(v)].cost;
         if (NodeFits(state_, n, pod) && policy_.Score(state_, n, pod)) {
           fits = true;
           break;
@@ -927,6 +1025,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
       release(v);
       chosen.push_back(v);
       ++chosen_per_queue[entries_[v].leaf];
+      chosen_milli[entries_[v].leaf] += entries_[v].gpu_milli;
     }
     PodPlacement there = placer_.PlaceIn(state_, {std::get<2>(best)}, pod, rng_);
     if (there.outcome != Outcome::kPlaced) {
@@ -944,9 +1043,12 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     return false;
   }
 
+  bool own_only = true;
+  for (int v : chosen) own_only &= entries_[v].leaf == leaf;
   std::string why;
-  if (quota_short) {
-    why = "to stay within the quota of queue " + queues_[leaf].spec.name;
+  if (own_only) {
+    why = "for higher-priority work in queue " + queues_[leaf].spec.name +
+          (quota_short ? " (at its quota)" : "");
   } else if (reclaim) {
     why = "queue " + queues_[leaf].spec.name + " reclaims its guarantee";
   } else {
@@ -955,7 +1057,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   double lost = 0;
   for (int v : chosen) {
     Entry& w = entries_[v];
-    lost += cands[rank[v]].cost;
+    lost += cands[rank(v)].cost;
     w.phase = Phase::kEvicting;
     w.reason = "preempted by " + e.spec.name.str() + " (" + why + ")";
     ++queues_[w.leaf].evicting;

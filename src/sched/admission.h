@@ -175,6 +175,7 @@ class Admitter {
     uint64_t park_shape = 0;
     bool waits_on_time = false;  // a victim's minimum runtime: never parked
     bool explained = false;      // the full placement explanation was computed once
+    std::string history;         // why it waits again (a release), kept beside new reasons
   };
   struct ParkedShape {
     std::vector<PodRequest> pods;
@@ -194,6 +195,7 @@ class Admitter {
     std::set<std::tuple<int, double, int>> pending;
     std::set<std::tuple<int, double, int>> parked;
     std::multiset<int> running_priorities;  // of its admitted workloads (leaves)
+    std::set<int> running;                  // its admitted workloads (leaves)
     int active = 0;  // leaves below (itself included) that still have candidates this cycle
   };
   struct Candidate {
@@ -255,6 +257,7 @@ class Admitter {
   size_t wake_pos_ = 0;
   std::unordered_map<uint64_t, ParkedShape> parked_shapes_;
   std::vector<int> quota_parked_;
+  std::vector<bool> preempt_tried_;  // per queue, this cycle
   uint64_t victim_gen_ = 0;  // bumped whenever a workload starts or stops running
   int64_t cap_gpu_ = 1, cap_cpu_ = 1;
 };

@@ -108,14 +108,17 @@ Result<TeamSpec> ParseTeam(YamlMap& m, bool synthetic) {
   TeamSpec t;
   ASSIGN_OR_RETURN(t.name, m.String("name"));
   if (Status s = ValidateName(t.name); !s.ok()) return m.Error("name", s.message());
+  ASSIGN_OR_RETURN(t.queue, m.String("queue", t.name));
   ASSIGN_OR_RETURN(t.share, m.Double("share"));
   ASSIGN_OR_RETURN(std::string trust, m.String("trust", "standard"));
   auto level = ParseTrustLevel(trust);
   if (!level.ok()) return m.Error("trust", level.status().message());
   t.trust = *level;
   ASSIGN_OR_RETURN(t.trust_domain, m.String("trustDomain", t.name));
-  ASSIGN_OR_RETURN(t.weight, m.Double("weight", 1.0));
-  if (t.weight <= 0) return m.Error("weight", "must be greater than zero");
+  if (m.Has("weight")) {
+    ASSIGN_OR_RETURN(t.weight, m.Double("weight"));
+    if (t.weight <= 0) return m.Error("weight", "must be greater than zero");
+  }
   ASSIGN_OR_RETURN(int64_t prio, m.Int("priority", 0));
   t.priority = static_cast<int>(prio);
   ASSIGN_OR_RETURN(t.min_runtime_s, m.Double("minRuntime", 0.0));
@@ -131,6 +134,11 @@ Result<TeamSpec> ParseTeam(YamlMap& m, bool synthetic) {
     *field = g.value();
   }
   if (synthetic) {
+    ASSIGN_OR_RETURN(auto active, ParseRange(m, "active", 0, 1));
+    if (active.second > 1 || active.second <= active.first)
+      return m.Error("active", "expected a range of window fractions like 0-0.5");
+    t.active_from = active.first;
+    t.active_to = active.second;
     YAML::Node ws = m.Raw("workloads");
     if (!ws || !ws.IsSequence() || ws.size() == 0)
       return m.Error("workloads", "a synthetic team needs a non-empty list of workload templates");
@@ -154,7 +162,8 @@ uint64_t Fnv1a(const std::string& s) {
 }
 
 // Workloads of the openb trace: one pod each, the team by name hash.
-Status BuildOpenb(Scenario& sc, const std::string& nodes_path, const std::string& pods_path) {
+Status BuildOpenb(Scenario& sc, const std::string& nodes_path, const std::string& pods_path,
+                  int team_block) {
   ASSIGN_OR_RETURN(std::string nodes_text, ReadFile(nodes_path));
   ASSIGN_OR_RETURN(std::string pods_text, ReadFile(pods_path));
   ASSIGN_OR_RETURN(sc.fleet, ParseOpenbNodes(nodes_text, nodes_path));
@@ -165,7 +174,7 @@ Status BuildOpenb(Scenario& sc, const std::string& nodes_path, const std::string
       continue;
     }
     ReplayWorkload w;
-    w.team = TeamOfPod(p.name, sc.teams);
+    w.team = TeamOfPod(p.name, sc.teams, team_block);
     const TeamSpec& team = sc.teams[w.team];
     w.spec.name = WorkloadId(p.name);
     w.spec.tenant = TenantId(team.name);
@@ -235,7 +244,9 @@ Status BuildSynthetic(Scenario& sc, const SyntheticSource& src) {
       double u = rng.UniformDouble();
       w.duration_s = std::round(t.duration_min_s *
                                 std::pow(t.duration_max_s / t.duration_min_s, u));
-      w.arrival_s = std::floor(rng.UniformDouble() * src.window_s);
+      w.arrival_s = std::floor(
+          (team.active_from + rng.UniformDouble() * (team.active_to - team.active_from)) *
+          src.window_s);
       w.options.min_runtime_s = t.min_runtime_s.value_or(team.min_runtime_s);
       w.options.preemptible = t.preemptible;
       // Only the part of its run inside the window counts toward the offered load.
@@ -357,12 +368,27 @@ void Calibrate(Scenario& sc, double window) {
     double g = open_demand > 0 ? rest * team_demand[i] / open_demand : 0;
     sc.teams[i].guarantee_milli = static_cast<int64_t>(std::floor(g / 1000.0)) * 1000;
   }
+  // Fair-share weights default to the guarantees' proportions, so that the share a team is
+  // promised and the share fairness aims at are the same.
+  double gsum = 0;
+  for (const TeamSpec& t : sc.teams) gsum += static_cast<double>(*t.guarantee_milli);
+  for (TeamSpec& t : sc.teams)
+    if (t.weight <= 0)
+      t.weight = gsum > 0 ? std::max(0.01, static_cast<double>(*t.guarantee_milli) / gsum) : 1.0;
 }
 
 }  // namespace
 
-int TeamOfPod(const std::string& pod_name, const std::vector<TeamSpec>& teams) {
-  double bucket = static_cast<double>(Fnv1a(pod_name) % 100);
+int TeamOfPod(const std::string& pod_name, const std::vector<TeamSpec>& teams, int block) {
+  // Trace pods are numbered in creation order ("openb-pod-0042"): consecutive runs of `block`
+  // pods go to one team together, as a team submits a sweep or a batch at once.
+  std::string key = pod_name;
+  size_t digits = pod_name.find_last_not_of("0123456789");
+  if (block > 1 && digits != std::string::npos && digits + 1 < pod_name.size()) {
+    int64_t number = std::stoll(pod_name.substr(digits + 1));
+    key = pod_name.substr(0, digits + 1) + "block-" + std::to_string(number / block);
+  }
+  double bucket = static_cast<double>(Fnv1a(key) % 100);
   double acc = 0;
   for (size_t i = 0; i < teams.size(); ++i) {
     acc += teams[i].share;
@@ -413,15 +439,37 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
   if (top.Has("admission")) {
     YamlMap am(top.Raw("admission"), "admission", source);
     RETURN_IF_ERROR(am.CheckIsMap());
-    ASSIGN_OR_RETURN(sc.admission.usage_half_life_s, am.Double("usageHalfLife", 0.0));
-    ASSIGN_OR_RETURN(sc.admission.history_weight, am.Double("historyWeight", 0.5));
-    if (sc.admission.history_weight > 1)
-      return am.Error("historyWeight", "must be between 0 and 1");
-    ASSIGN_OR_RETURN(sc.admission.gang_timeout_s, am.Double("gangTimeout", 300.0));
-    if (sc.admission.gang_timeout_s <= 0) return am.Error("gangTimeout", "must be positive");
-    ASSIGN_OR_RETURN(sc.admission.preemption, am.Bool("preemption", true));
-    ASSIGN_OR_RETURN(sc.admission.fair_share_preemption, am.Bool("fairSharePreemption", false));
-    RETURN_IF_ERROR(am.Finish());
+    if (am.Has("queues")) {
+      ASSIGN_OR_RETURN(sc.admission, ParseAdmissionConfig(am));
+      AdmissionConfig& c = sc.admission;
+      std::map<std::string, int> index;
+      for (size_t i = 0; i < c.queues.size(); ++i) index[c.queues[i].name] = static_cast<int>(i);
+      for (size_t i = 0; i < sc.teams.size(); ++i) {
+        std::string at = "teams[" + std::to_string(i) + "].queue";
+        auto it = index.find(sc.teams[i].queue);
+        if (it == index.end())
+          return InvalidArgument(source + ": " + at + ": unknown queue \"" + sc.teams[i].queue +
+                                 "\"");
+        for (const QueueSpec& q : c.queues)
+          if (q.parent == sc.teams[i].queue)
+            return InvalidArgument(source + ": " + at + ": queue \"" + sc.teams[i].queue +
+                                   "\" has child queues; a team's workloads wait in a leaf");
+        // The team's guarantee is its leaf's, every flavour together.
+        int64_t g = 0;
+        for (const auto& [flavor, quota] : c.queues[it->second].quotas) g += quota.guaranteed_milli;
+        sc.teams[i].guarantee_milli = g;
+      }
+    } else {
+      ASSIGN_OR_RETURN(sc.admission.usage_half_life_s, am.Double("usageHalfLife", 0.0));
+      ASSIGN_OR_RETURN(sc.admission.history_weight, am.Double("historyWeight", 0.5));
+      if (sc.admission.history_weight > 1)
+        return am.Error("historyWeight", "must be between 0 and 1");
+      ASSIGN_OR_RETURN(sc.admission.gang_timeout_s, am.Double("gangTimeout", 300.0));
+      if (sc.admission.gang_timeout_s <= 0) return am.Error("gangTimeout", "must be positive");
+      ASSIGN_OR_RETURN(sc.admission.preemption, am.Bool("preemption", true));
+      ASSIGN_OR_RETURN(sc.admission.fair_share_preemption, am.Bool("fairSharePreemption", false));
+      RETURN_IF_ERROR(am.Finish());
+    }
   }
 
   if (has_trace) {
@@ -434,6 +482,9 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
     ASSIGN_OR_RETURN(sc.window_s, top.Double("window", 86400.0));
     if (sc.window_s < 1) return top.Error("window", "must be at least 1 second");
     ASSIGN_OR_RETURN(double max_gap, top.Double("maxGap", 3600.0));
+    ASSIGN_OR_RETURN(int64_t team_block, top.Int("teamBlock", 1));
+    if (team_block < 1 || team_block > 100000)
+      return top.Error("teamBlock", "must be between 1 and 100000");
     if (max_gap <= 0) return top.Error("maxGap", "must be positive");
     RETURN_IF_ERROR(top.Finish());
     if (!trace_dir.empty()) {
@@ -441,7 +492,8 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
     } else if (!dir.empty() && dir[0] != '/' && !base_dir.empty()) {
       dir = base_dir + "/" + dir;
     }
-    RETURN_IF_ERROR(BuildOpenb(sc, dir + "/" + nodes, dir + "/" + pods));
+    RETURN_IF_ERROR(
+        BuildOpenb(sc, dir + "/" + nodes, dir + "/" + pods, static_cast<int>(team_block)));
     TileTrace(sc, sc.window_s, max_gap);
   } else {
     YamlMap sm(top.Raw("synthetic"), "synthetic", source);
@@ -639,6 +691,8 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
       c.queues = {QueueSpec{"shared", "", 1, {}, -1}};
       c.preemption = false;
       c.strict_priority = false;
+    } else if (!sc.admission.queues.empty()) {
+      c = sc.admission;
     } else {
       c = sc.admission;
       c.queues = {QueueSpec{"fleet", "", 1, {}, -1}};
@@ -654,7 +708,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
   auto queue_for = [&](int team) -> std::string {
     if (policy_name == "dedicated") return "own";
     if (policy_name == "fifo") return "shared";
-    return sc.teams[team].name;
+    return sc.admission.queues.empty() ? sc.teams[team].name : sc.teams[team].queue;
   };
 
   // ---- the event loop ----

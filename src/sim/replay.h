@@ -42,10 +42,11 @@ namespace fabrica::sim {
 
 struct TeamSpec {
   std::string name;
+  std::string queue;  // leaf queue under fabrica; defaults to the team's name
   double share = 0;  // % of trace pods (openb) or of the offered load (synthetic)
   TrustLevel trust = TrustLevel::kStandard;
   std::string trust_domain;
-  double weight = 1;
+  double weight = 0;  // 0 (not given): its guarantee's share of all guarantees
   int priority = 0;
   double min_runtime_s = 0;
   int disruption_budget = -1;
@@ -65,6 +66,8 @@ struct TeamSpec {
     bool preemptible = true;
   };
   std::vector<Template> templates;
+  // Synthetic: the part of the window the team submits in, as fractions (a campaign, a shift).
+  double active_from = 0, active_to = 1;
 };
 
 struct ReplayWorkload {
@@ -82,7 +85,9 @@ struct Scenario {
   double interval_s = 1;
   double grace_s = 30;
   std::vector<TeamSpec> teams;
-  AdmissionConfig admission;  // settings; queues are generated from the teams
+  // Settings, and the queue tree when the scenario gives one (`admission.queues`); otherwise one
+  // root `fleet` with a leaf per team is generated from the teams' guarantees and limits.
+  AdmissionConfig admission;
   // Built by LoadScenario:
   Fleet fleet;
   std::vector<ReplayWorkload> workloads;
@@ -104,9 +109,11 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
                                const std::string& base_dir, const std::string& trace_dir = "",
                                double load = 0);
 
-// The team of an openb pod: FNV-1a 64 of its name, mod 100, walked through the teams' shares in
-// order (shares are percentages summing to 100).
-int TeamOfPod(const std::string& pod_name, const std::vector<TeamSpec>& teams);
+// The team of an openb pod: FNV-1a 64 of a key, mod 100, walked through the teams' shares in
+// order (shares are percentages summing to 100). The key is the pod's name, or with block > 1
+// its name with the trailing number n replaced by "block-" + n / block, so runs of `block`
+// consecutively numbered (consecutively created) pods belong to one team.
+int TeamOfPod(const std::string& pod_name, const std::vector<TeamSpec>& teams, int block = 1);
 
 struct TeamResult {
   std::string name;
