@@ -503,8 +503,8 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
 
   int budget = config_.max_attempts_per_cycle > 0 ? config_.max_attempts_per_cycle
                                                   : 4 * max_admissions + 64;
-  std::set<uint64_t> failed;
-  preempt_tried_.assign(queues_.size(), false);
+  std::map<uint64_t, std::string> failed;
+  preempt_tried_.assign(queues_.size(), 0);
 
   // Preemptors whose victims have all stopped go first.
   std::vector<int> nominated;
@@ -634,18 +634,22 @@ void Admitter::Wake() {
     if (!is_leaf(q) || node.parked.empty()) continue;
     const int64_t room = guaranteed_milli(q) - node.gpu;
     if (room <= 0 && !config_.fair_share_preemption) continue;
-    // The first parked workload that fits the room gets the queue's preemption search.
+    // The first parked workloads that fit the room get the queue's preemption searches.
+    std::vector<int> wake;
+    int64_t left = room;
     for (const auto& k : node.parked) {
+      if (static_cast<int>(wake.size()) >= config_.preemption_searches_per_queue) break;
       int id = std::get<2>(k);
-      if (entries_[id].gpu_milli <= room || config_.fair_share_preemption) {
-        Unpark(id);
-        break;
+      if (entries_[id].gpu_milli <= left || config_.fair_share_preemption) {
+        wake.push_back(id);
+        left -= entries_[id].gpu_milli;
       }
     }
+    for (int id : wake) Unpark(id);
   }
 }
 
-bool Admitter::TryAdmit(int id, double now, CycleResult& out, std::set<uint64_t>& failed) {
+bool Admitter::TryAdmit(int id, double now, CycleResult& out, std::map<uint64_t, std::string>& failed) {
   Entry& e = entries_[id];
   std::vector<PodRequest> pods = e.pods;
 
@@ -676,8 +680,9 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out, std::set<uint64_t>
         e.reason = first_why;
         if (!e.history.empty()) e.reason += "; " + e.history;
         e.waits_on_time = false;
-        if (config_.preemption && !preempt_tried_[e.leaf]) {
-          preempt_tried_[e.leaf] = true;
+        if (config_.preemption &&
+            preempt_tried_[e.leaf] < config_.preemption_searches_per_queue) {
+          ++preempt_tried_[e.leaf];
           // Only lower-priority work of its own queue can give quota back.
           std::vector<PodRequest> masked = pods;
           for (PodRequest& p : masked)
@@ -695,8 +700,9 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out, std::set<uint64_t>
 
   const uint64_t key = AttemptKey(e.spec, e.leaf, pods);
   e.waits_on_time = false;
-  if (failed.count(key)) {
+  if (auto same = failed.find(key); same != failed.end()) {
     // The same shape failed this cycle, and the fleet has only filled up since.
+    e.reason = same->second;
     Park(id, false, key, pods);
     return false;
   }
@@ -753,9 +759,10 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out, std::set<uint64_t>
   e.explained = true;
   if (!e.history.empty() && e.reason.find(e.history) == std::string::npos)
     e.reason += "; " + e.history;
-  failed.insert(key);
-  if (config_.preemption && !preempt_tried_[e.leaf] && MayPreempt(id)) {
-    preempt_tried_[e.leaf] = true;  // one preemption search per queue and cycle, at its head
+  failed[key] = e.reason;
+  if (config_.preemption && preempt_tried_[e.leaf] < config_.preemption_searches_per_queue &&
+      MayPreempt(id)) {
+    ++preempt_tried_[e.leaf];  // a few preemption searches per queue and cycle, in queue order
     if (Preempt(id, pods, allowed, now, out)) return false;
   }
   e.waits_on_time = e.reason.find("minimum runtime") != std::string::npos;

@@ -81,6 +81,7 @@ struct AdmissionConfig {
   bool fair_share_preemption = false;  // also preempt queues whose share stays above ours
   bool strict_priority = true;         // false: a leaf is strict FIFO by arrival (the fifo mode)
   int max_attempts_per_cycle = 0;      // 0: 4 x max_admissions + 64
+  int preemption_searches_per_queue = 8;  // per cycle, in queue order
 };
 
 // Names the bad field ("queues[2].parent: unknown queue \"x\"", "... cycle ...", negatives,
@@ -215,7 +216,7 @@ class Admitter {
   double Key(int q) const;
   int PickLeaf() const;
   void Deactivate(int leaf);
-  bool TryAdmit(int id, double now, CycleResult& out, std::set<uint64_t>& failed);
+  bool TryAdmit(int id, double now, CycleResult& out, std::map<uint64_t, std::string>& failed);
   bool MayPreempt(int id) const;
   void Park(int id, bool quota, uint64_t key, const std::vector<PodRequest>& pods);
   void Unpark(int id);
@@ -257,7 +258,7 @@ class Admitter {
   size_t wake_pos_ = 0;
   std::unordered_map<uint64_t, ParkedShape> parked_shapes_;
   std::vector<int> quota_parked_;
-  std::vector<bool> preempt_tried_;  // per queue, this cycle
+  std::vector<int> preempt_tried_;  // preemption searches per queue, this cycle
   uint64_t victim_gen_ = 0;  // bumped whenever a workload starts or stops running
   int64_t cap_gpu_ = 1, cap_cpu_ = 1;
 };

@@ -735,6 +735,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
   std::vector<std::multiset<double>> pend_sizes(nteams);
   std::vector<double> share_int(nteams, 0), fair_int(nteams, 0), below_int(nteams, 0);
   std::vector<int64_t> preempted(nteams, 0);
+  std::vector<std::map<std::string, int64_t>> preempted_by(nteams);
   double alloc_int = 0, alloc_now = 0;
   double clock = w0;
   std::vector<double> weights(nteams);
@@ -907,6 +908,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
           vs.evicting = true;
           ++res.preemptions;
           ++preempted[sc.workloads[v].team];
+          ++preempted_by[sc.workloads[v].team][sc.teams[sc.workloads[p].team].name];
           double left = std::max(0.0, vs.admit_t + sc.workloads[v].options.min_runtime_s -
                                           sc.workloads[p].arrival_s);
           ws[p].victims_min_runtime_left = std::max(ws[p].victims_min_runtime_left, left);
@@ -984,6 +986,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
     t.avg_share = share_int[i] / (w1 - w0);
     t.avg_fair_share = fair_int[i] / (w1 - w0);
     t.preempted = preempted[i];
+    t.preempted_by = preempted_by[i];
     if (t.avg_fair_share > 0) {
       double x = t.avg_share / t.avg_fair_share;
       sx += x;
@@ -1026,7 +1029,8 @@ void PrintReplayJson(const ReplayResult& r, std::ostream& out) {
                      {"below_guarantee_pending_s", t.below_guarantee_pending_s},
                      {"avg_share", t.avg_share},
                      {"avg_fair_share", t.avg_fair_share},
-                     {"preempted", t.preempted}});
+                     {"preempted", t.preempted},
+                     {"preempted_by", t.preempted_by}});
   }
   j["teams"] = teams;
   nlohmann::json ex = nlohmann::json::array();

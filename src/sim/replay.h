@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -124,6 +125,7 @@ struct TeamResult {
   double below_guarantee_pending_s = 0;
   double avg_share = 0, avg_fair_share = 0;
   int64_t preempted = 0;
+  std::map<std::string, int64_t> preempted_by;  // preemptor's team → evictions of this team
 };
 
 struct BoundException {

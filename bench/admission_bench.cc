@@ -1,0 +1,159 @@
+// Admission-cycle latency (issue 3, "admission speed"): one Admitter::Cycle with 1,000 queues
+// and 50,000 pending workloads on the synthetic 80,000-GPU fleet (10,999 nodes) that starts 80%
+// full, admitting up to 1,000 workloads. Run:
+//   build/release/bench/admission_bench --benchmark_counters_tabular=true
+//
+// The queue tree is 10 organisations x 10 teams x 10 projects; every project is guaranteed an
+// equal 1/1000 of the fleet's GPUs (borrowing allowed), tenants are spread over the projects.
+// Workloads are the synthetic mix (sim/synthetic.h). Two states are measured, each cycle on a
+// fresh copy of the same prepared Admitter (the copy is not timed):
+//   cold   — the 50,000 pending workloads have never been tried: the cycle meets them all fresh
+//            (the worst case, right after a restart);
+//   steady — the same after one earlier cycle parked what did not fit, with 1,000 running
+//            workloads finished and 1,000 new ones arrived since: what a cycle meets in service.
+// Counters: admitted (workloads admitted by the cycle), attempts (placement attempts), and
+// fleet_pct (allocated GPUs before the cycle).
+#include <benchmark/benchmark.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sched/admission.h"
+#include "sched/frag.h"
+#include "sched/policy.h"
+#include "sim/synthetic.h"
+
+namespace fabrica {
+namespace {
+
+struct Prepared {
+  Fleet fleet;
+  std::unique_ptr<Policy> policy;
+  std::unique_ptr<Admitter> cold, steady;
+  double fill_pct = 0, steady_fill_pct = 0;
+};
+
+AdmissionConfig Tree(int64_t capacity_milli) {
+  AdmissionConfig c;
+  c.usage_half_life_s = 3600;
+  int64_t each = capacity_milli / 1000 / 1000 * 1000;
+  for (int o = 0; o < 10; ++o) {
+    std::string org = "org-" + std::to_string(o);
+    c.queues.push_back(QueueSpec{org, "", 1, {}, -1});
+    for (int t = 0; t < 10; ++t) {
+      std::string team = org + "-team-" + std::to_string(t);
+      c.queues.push_back(QueueSpec{team, org, 1, {}, -1});
+      for (int p = 0; p < 10; ++p) {
+        QueueSpec q{team + "-p" + std::to_string(p), team, 1, {}, -1};
+        q.quotas["gpu"] = QuotaSpec{each, std::nullopt, std::nullopt};
+        c.queues.push_back(q);
+      }
+    }
+  }
+  return c;
+}
+
+std::string LeafName(int i) {
+  return "org-" + std::to_string(i / 100) + "-team-" + std::to_string(i / 10 % 10) + "-p" +
+         std::to_string(i % 10);
+}
+
+const Prepared& Prepare() {
+  static Prepared* p = [] {
+    auto* out = new Prepared;
+    out->fleet = *sim::MakeSyntheticFleet(sim::SyntheticFleetOptions{});
+    std::vector<Tenant> tenants = sim::SyntheticTenants();
+    // Running work to 80% of the GPUs, then 50,000 more to wait.
+    std::vector<Workload> running = sim::MakeSyntheticWorkloads(out->fleet, 0.8, 1);
+    std::vector<Workload> waiting;
+    for (uint64_t seed = 2; waiting.size() < 51000; ++seed) {
+      std::vector<Workload> more = sim::MakeSyntheticWorkloads(out->fleet, 0.9, seed);
+      waiting.insert(waiting.end(), more.begin(), more.end());
+    }
+    waiting.resize(51000);
+    ClusterState probe(out->fleet, tenants);
+    std::vector<PodRequest> reqs;
+    for (const Workload& w : running)
+      for (const PodSet& ps : w.pod_sets)
+        if (auto r = probe.MakeRequest(ps, w.tenant); r.ok()) reqs.push_back(*r);
+    auto policy = MakePolicy("fabrica", TypicalMix(reqs, 0.95), &probe);
+    out->policy = std::move(*policy);
+    AdmissionConfig config = Tree(probe.total_gpu_milli());
+    auto created = Admitter::Create(out->fleet, tenants, config, *out->policy, 1);
+    std::unique_ptr<Admitter> admitter = std::move(*created);
+    int i = 0;
+    std::vector<int> ran;
+    for (Workload& w : running) {
+      w.queue = QueueId(LeafName(i++ % 1000));
+      ran.push_back(*admitter->Submit(w, 0));
+    }
+    // Admit the running set with the fleet as the only limit, in big cycles.
+    for (int c = 0; c < 50; ++c) {
+      CycleResult r = admitter->Cycle(c, 100000);
+      if (r.admitted.empty()) break;
+    }
+    for (int id : ran)
+      if (admitter->phase(id) == Phase::kPending) admitter->Finish(id, 60);  // drop leftovers
+    for (int k = 0; k < 50000; ++k) {
+      Workload w = waiting[k];
+      w.queue = QueueId(LeafName(i++ % 1000));
+      (void)admitter->Submit(w, 100);
+    }
+    out->fill_pct = 100.0 * admitter->state().allocated_gpu_milli() /
+                    admitter->state().total_gpu_milli();
+    out->cold = std::make_unique<Admitter>(*admitter);
+    // Steady: one cycle has parked what did not fit; then 1,000 finish and 1,000 arrive.
+    admitter->Cycle(101, 1000);
+    int finished = 0;
+    for (int id : ran) {
+      if (finished >= 1000) break;
+      if (admitter->phase(id) == Phase::kAdmitted) {
+        admitter->Finish(id, 150);
+        ++finished;
+      }
+    }
+    for (int k = 50000; k < 51000; ++k) {
+      Workload w = waiting[k];
+      w.queue = QueueId(LeafName(i++ % 1000));
+      (void)admitter->Submit(w, 150);
+    }
+    out->steady_fill_pct = 100.0 * admitter->state().allocated_gpu_milli() /
+                           admitter->state().total_gpu_milli();
+    out->steady = std::move(admitter);
+    return out;
+  }();
+  return *p;
+}
+
+void BM_AdmissionCycle(benchmark::State& state, bool steady) {
+  const Prepared& p = Prepare();
+  const Admitter& base = steady ? *p.steady : *p.cold;
+  int64_t admitted = 0, attempts = 0, cycles = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    auto a = std::make_unique<Admitter>(base);
+    state.ResumeTiming();
+    CycleResult r = a->Cycle(200, 1000);
+    benchmark::DoNotOptimize(r);
+    state.PauseTiming();
+    admitted += static_cast<int64_t>(r.admitted.size());
+    attempts += r.attempts;
+    ++cycles;
+    a.reset();
+    state.ResumeTiming();
+  }
+  state.counters["admitted"] = static_cast<double>(admitted) / cycles;
+  state.counters["attempts"] = static_cast<double>(attempts) / cycles;
+  state.counters["queues"] = base.queue_count();
+  state.counters["fleet_pct"] = steady ? p.steady_fill_pct : p.fill_pct;
+  state.counters["nodes"] = static_cast<double>(p.fleet.nodes.size());
+}
+
+BENCHMARK_CAPTURE(BM_AdmissionCycle, cold, false)->Unit(benchmark::kMillisecond)->Iterations(5);
+BENCHMARK_CAPTURE(BM_AdmissionCycle, steady, true)->Unit(benchmark::kMillisecond)->Iterations(5);
+
+}  // namespace
+}  // namespace fabrica
+
+BENCHMARK_MAIN();
