@@ -100,8 +100,8 @@ const Prepared& Prepare() {
       w.queue = QueueId(LeafName(i++ % 1000));
       (void)admitter->Submit(w, 100);
     }
-    out->fill_pct = 100.0 * admitter->state().allocated_gpu_milli() /
-                    admitter->state().total_gpu_milli();
+    out->fill_pct =
+        100.0 * admitter->state().allocated_gpu_milli() / admitter->state().total_gpu_milli();
     out->cold = std::make_unique<Admitter>(*admitter);
     // Steady: one cycle has parked what did not fit; then 1,000 finish and 1,000 arrive.
     admitter->Cycle(101, 1000);
@@ -118,8 +118,8 @@ const Prepared& Prepare() {
       w.queue = QueueId(LeafName(i++ % 1000));
       (void)admitter->Submit(w, 150);
     }
-    out->steady_fill_pct = 100.0 * admitter->state().allocated_gpu_milli() /
-                           admitter->state().total_gpu_milli();
+    out->steady_fill_pct =
+        100.0 * admitter->state().allocated_gpu_milli() / admitter->state().total_gpu_milli();
     out->steady = std::move(admitter);
     return out;
   }();

@@ -5,6 +5,8 @@
 //
 // The fleets are small and whole-GPU so every expected count can be worked out by hand: "two
 // nodes of four GPUs" holds exactly eight one-GPU workloads.
+#include "sched/admission.h"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -15,7 +17,6 @@
 #include "core/fleet.h"
 #include "core/workload.h"
 #include "core/yaml_reader.h"
-#include "sched/admission.h"
 #include "sched/policy.h"
 #include "sim/replay.h"
 
@@ -99,7 +100,8 @@ QueueSpec Plain(const std::string& name, double weight = 1) {
   return q;
 }
 
-std::vector<Tenant> Tenants(std::vector<std::string> names, TrustLevel trust = TrustLevel::kStandard) {
+std::vector<Tenant> Tenants(std::vector<std::string> names,
+                            TrustLevel trust = TrustLevel::kStandard) {
   std::vector<Tenant> out;
   for (const std::string& n : names) {
     Tenant t;
@@ -114,7 +116,8 @@ std::vector<Tenant> Tenants(std::vector<std::string> names, TrustLevel trust = T
 void ExpectBad(const Status& s, const std::string& field, const std::string& fragment) {
   ASSERT_FALSE(s.ok()) << "expected an error naming " << field;
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.message();
-  EXPECT_NE(s.message().find(field), std::string::npos) << "'" << field << "' not in: " << s.message();
+  EXPECT_NE(s.message().find(field), std::string::npos)
+      << "'" << field << "' not in: " << s.message();
   EXPECT_NE(s.message().find(fragment), std::string::npos)
       << "'" << fragment << "' not in: " << s.message();
 }
@@ -261,7 +264,8 @@ TEST_F(AdmissionTest, MinimumRuntimeDelaysEviction) {
   SubmitOptions protect;
   protect.min_runtime_s = 100;
   std::vector<int> low;
-  for (int i = 0; i < 4; ++i) low.push_back(Submit(Gpus("low" + std::to_string(i), "a", 1), 0, protect));
+  for (int i = 0; i < 4; ++i)
+    low.push_back(Submit(Gpus("low" + std::to_string(i), "a", 1), 0, protect));
   adm_->Cycle(1, 1000);
   int high = Submit(Gpus("high", "a", 1, 10), 10);
   CycleResult early = adm_->Cycle(11, 1000);
@@ -423,18 +427,17 @@ queues:
 
 TEST(AdmissionConfigTest, ErrorsNameTheField) {
   ExpectBad(ParseQueues("queues:\n  - {name: a, parent: ghost}\n"), "queues[0].parent",
-                "unknown queue \"ghost\"");
+            "unknown queue \"ghost\"");
   ExpectBad(ParseQueues("queues:\n  - {name: a, parent: b}\n  - {name: b, parent: a}\n"),
-                "queues[0].parent", "cycle");
+            "queues[0].parent", "cycle");
   ExpectBad(ParseQueues("queues:\n  - {name: a, quotas: {gpu: {guaranteed: -4}}}\n"),
-                "queues[0].quotas.gpu.guaranteed", "");
+            "queues[0].quotas.gpu.guaranteed", "");
   ExpectBad(ParseQueues("queues:\n  - {name: a, quotas: {tpu: {guaranteed: 4}}}\n"),
-                "queues[0].quotas.tpu", "unknown flavour");
-  ExpectBad(ParseQueues("queues:\n  - {name: a, wieght: 2}\n"), "queues[0].wieght",
-                "unknown");
+            "queues[0].quotas.tpu", "unknown flavour");
+  ExpectBad(ParseQueues("queues:\n  - {name: a, wieght: 2}\n"), "queues[0].wieght", "unknown");
   ExpectBad(ParseQueues("queues:\n  - {name: p, quotas: {gpu: {guaranteed: 4}}}\n"
-                            "  - {name: c, parent: p, quotas: {gpu: {guaranteed: 6}}}\n"),
-                "queues[0].quotas.gpu.guaranteed", "children are guaranteed 6");
+                        "  - {name: c, parent: p, quotas: {gpu: {guaranteed: 6}}}\n"),
+            "queues[0].quotas.gpu.guaranteed", "children are guaranteed 6");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -490,19 +493,22 @@ TEST(ReplayTest, ScenarioErrorsNameTheField) {
   ExpectBad(bad("load: 1.0", "load: -1"), "load", "");
   ExpectBad(bad("share: 20", "share: 25"), "teams", "sum to 100");
   ExpectBad(bad("trust: untrusted", "trust: sometimes"), "teams[2].trust", "");
-  ExpectBad(bad("load: 1.0", "load: 1.0\nadmission:\n  queues:\n    - {name: org}\n"
-                                 "    - {name: train, parent: org}\n"
-                                 "    - {name: infer, parent: org}\n"),
-                "teams[2].queue", "unknown queue \"ext\"");
-  ExpectBad(bad("load: 1.0", "load: 1.0\nadmission:\n  queues:\n"
-                                 "    - {name: org, parent: ext}\n"
-                                 "    - {name: train, parent: org}\n"
-                                 "    - {name: infer, parent: org}\n"
-                                 "    - {name: ext, parent: org}\n"),
-                "admission.queues[0].parent", "cycle");
-  ExpectBad(bad("load: 1.0", "load: 1.0\nadmission:\n  queues:\n"
-                                 "    - {name: train, quotas: {gpu: {guaranteed: -8}}}\n"),
-                "admission.queues[0].quotas.gpu.guaranteed", "");
+  ExpectBad(bad("load: 1.0",
+                "load: 1.0\nadmission:\n  queues:\n    - {name: org}\n"
+                "    - {name: train, parent: org}\n"
+                "    - {name: infer, parent: org}\n"),
+            "teams[2].queue", "unknown queue \"ext\"");
+  ExpectBad(bad("load: 1.0",
+                "load: 1.0\nadmission:\n  queues:\n"
+                "    - {name: org, parent: ext}\n"
+                "    - {name: train, parent: org}\n"
+                "    - {name: infer, parent: org}\n"
+                "    - {name: ext, parent: org}\n"),
+            "admission.queues[0].parent", "cycle");
+  ExpectBad(bad("load: 1.0",
+                "load: 1.0\nadmission:\n  queues:\n"
+                "    - {name: train, quotas: {gpu: {guaranteed: -8}}}\n"),
+            "admission.queues[0].quotas.gpu.guaranteed", "");
 }
 
 TEST(ReplayTest, TeamOfPodIsAFixedFunctionOfTheName) {

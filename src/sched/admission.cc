@@ -355,8 +355,8 @@ void Admitter::Dequeue(int id) {
 Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions options) {
   int leaf = QueueIndex(spec.queue.str());
   if (leaf < 0)
-    return InvalidArgument("workload " + spec.name.str() + ": unknown queue \"" +
-                           spec.queue.str() + "\"");
+    return InvalidArgument("workload " + spec.name.str() + ": unknown queue \"" + spec.queue.str() +
+                           "\"");
   if (!is_leaf(leaf))
     return InvalidArgument("workload " + spec.name.str() + ": queue \"" + spec.queue.str() +
                            "\" has child queues; workloads wait in leaf queues");
@@ -396,8 +396,8 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
     for (const auto& [shape, count] : shapes) {
       const PodRequest* req = nullptr;
       for (const PodRequest& p : e.pods)
-        if (std::tuple{p.cpu_milli, p.memory_mib, static_cast<int>(p.kind), p.num_gpu,
-                       p.gpu_milli, p.model_mask} == shape)
+        if (std::tuple{p.cpu_milli, p.memory_mib, static_cast<int>(p.kind), p.num_gpu, p.gpu_milli,
+                       p.model_mask} == shape)
           req = &p;
       int64_t places = 0;
       for (int n = 0; n < state_.node_count() && places < count; ++n) {
@@ -501,10 +501,11 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
   }
   Wake();
 
-  int budget = config_.max_attempts_per_cycle > 0 ? config_.max_attempts_per_cycle
-                                                  : 4 * max_admissions + 64;
+  int budget =
+      config_.max_attempts_per_cycle > 0 ? config_.max_attempts_per_cycle : 4 * max_admissions + 64;
   std::map<uint64_t, std::string> failed;
   preempt_tried_.assign(queues_.size(), 0);
+  victim_cache_.clear();
 
   // Preemptors whose victims have all stopped go first.
   std::vector<int> nominated;
@@ -627,7 +628,9 @@ void Admitter::Wake() {
   for (int q = 0; q < queue_count() && !someone_borrows; ++q)
     if (is_leaf(q))
       for (int f = 0; f < static_cast<int>(flavors_.size()); ++f)
-        if (managed_[f] && queues_[q].usage[f] > queues_[q].guaranteed[f]) someone_borrows = true;
+        if (managed_[f] &&
+            queues_[q].usage[f] - queues_[q].evicting_milli > queues_[q].guaranteed[f])
+          someone_borrows = true;
   if (!someone_borrows && !config_.fair_share_preemption) return;
   for (int q = 0; q < queue_count(); ++q) {
     QueueNode& node = queues_[q];
@@ -649,7 +652,8 @@ void Admitter::Wake() {
   }
 }
 
-bool Admitter::TryAdmit(int id, double now, CycleResult& out, std::map<uint64_t, std::string>& failed) {
+bool Admitter::TryAdmit(int id, double now, CycleResult& out,
+                        std::map<uint64_t, std::string>& failed) {
   Entry& e = entries_[id];
   std::vector<PodRequest> pods = e.pods;
 
@@ -680,8 +684,7 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out, std::map<uint64_t,
         e.reason = first_why;
         if (!e.history.empty()) e.reason += "; " + e.history;
         e.waits_on_time = false;
-        if (config_.preemption &&
-            preempt_tried_[e.leaf] < config_.preemption_searches_per_queue) {
+        if (config_.preemption && preempt_tried_[e.leaf] < config_.preemption_searches_per_queue) {
           ++preempt_tried_[e.leaf];
           // Only lower-priority work of its own queue can give quota back.
           std::vector<PodRequest> masked = pods;
@@ -783,7 +786,9 @@ bool Admitter::MayPreempt(int id) const {
     if (q == e.leaf || !is_leaf(q)) continue;
     if (within)
       for (int f = 0; f < static_cast<int>(flavors_.size()); ++f)
-        if (managed_[f] && queues_[q].usage[f] > queues_[q].guaranteed[f]) return true;
+        if (managed_[f] &&
+            queues_[q].usage[f] - queues_[q].evicting_milli > queues_[q].guaranteed[f])
+          return true;
     if (config_.fair_share_preemption && dominant_share(q) > mine) return true;
   }
   return false;
@@ -827,80 +832,94 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     break;
   }
   if (quota_short) reclaim = false;
-  const double my_share = dominant_share(leaf) +
-                          std::max(static_cast<double>(e.gpu_milli) / cap_gpu_,
-                                   static_cast<double>(e.cpu_milli) / cap_cpu_);
+  const double my_share =
+      dominant_share(leaf) + std::max(static_cast<double>(e.gpu_milli) / cap_gpu_,
+                                      static_cast<double>(e.cpu_milli) / cap_cpu_);
 
-  // Eligible victims, cheapest first.
-  int in_min_runtime = 0;
-  std::string budget_block;
+  // Eligible victims, cheapest first. They depend only on who asks (queue, priority, why) and
+  // on the running set, which only shrinks during a cycle: computed once per cycle and key.
+  const std::tuple<int, int, bool, bool, int64_t> cache_key{
+      leaf, e.spec.priority, reclaim, quota_short, config_.fair_share_preemption ? e.gpu_milli : 0};
+  auto cached = victim_cache_.find(cache_key);
+  if (cached == victim_cache_.end()) {
+    int in_min_runtime = 0;
+    std::string budget_block;
+    std::vector<Candidate> cands;
+    // Only queues that can give victims are scanned: its own (lower priority) and, for reclaim or
+    // fair-share preemption, the others.
+    std::vector<int> pool;
+    for (int q = 0; q < queue_count(); ++q) {
+      if (!is_leaf(q)) continue;
+      if (q == leaf) {
+        const auto& prios = queues_[q].running_priorities;
+        if (prios.empty() || *prios.begin() >= e.spec.priority) continue;
+      } else if (quota_short || (!reclaim && !config_.fair_share_preemption)) {
+        continue;
+      }
+      pool.insert(pool.end(), queues_[q].running.begin(), queues_[q].running.end());
+    }
+    for (int v : pool) {
+      const Entry& w = entries_[v];
+      if (v == id || !w.options.preemptible) continue;
+      bool own = w.leaf == leaf && w.spec.priority < e.spec.priority;
+      bool other = false;
+      if (!own && w.leaf != leaf && !quota_short) {
+        if (reclaim) {
+          // Only what it borrows: the victim's queue stays at or above its guarantee without it,
+          // so two queues never take the same GPUs back and forth.
+          // Workloads already being evicted count as gone.
+          const QueueNode& vq = queues_[w.leaf];
+          other = !w.charged.empty() &&
+                  vq.gpu - vq.evicting_milli - w.gpu_milli >= guaranteed_milli(w.leaf);
+        }
+        if (!other && config_.fair_share_preemption) {
+          double victim_share = std::max(static_cast<double>(w.gpu_milli) / cap_gpu_,
+                                         static_cast<double>(w.cpu_milli) / cap_cpu_);
+          other = dominant_share(w.leaf) - victim_share > my_share;
+        }
+      }
+      if (!own && !other) continue;
+      if (now - w.admitted_at < w.options.min_runtime_s) {
+        ++in_min_runtime;
+        continue;
+      }
+      int budget = queues_[w.leaf].spec.disruption_budget;
+      if (budget >= 0 && queues_[w.leaf].evicting >= budget) {
+        budget_block = queues_[w.leaf].spec.name;
+        continue;
+      }
+      cands.push_back({v, (now - w.admitted_at) * static_cast<double>(w.gpu_milli) / 1000.0});
+    }
+    std::sort(cands.begin(), cands.end(), [&](const Candidate& a, const Candidate& b) {
+      const Entry& x = entries_[a.id];
+      const Entry& y = entries_[b.id];
+      if (x.spec.priority != y.spec.priority) return x.spec.priority < y.spec.priority;
+      if (a.cost != b.cost) return a.cost < b.cost;
+      if (x.admitted_at != y.admitted_at) return x.admitted_at > y.admitted_at;
+      return a.id < b.id;
+    });
+    victim_cache_[cache_key] = VictimList{cands, in_min_runtime, budget_block};
+    cached = victim_cache_.find(cache_key);
+  }
+  int in_min_runtime = cached->second.in_min_runtime;
+  std::string budget_block = cached->second.budget_block;
   std::vector<Candidate> cands;
-  // Only queues that can give victims are scanned: its own (lower priority) and, for reclaim or
-  // fair-share preemption, the others.
-  std::vector<int> pool;
-  for (int q = 0; q < queue_count(); ++q) {
-    if (!is_leaf(q)) continue;
-    if (q == leaf) {
-      const auto& prios = queues_[q].running_priorities;
-      if (prios.empty() || *prios.begin() >= e.spec.priority) continue;
-    } else if (quota_short || (!reclaim && !config_.fair_share_preemption)) {
-      continue;
-    }
-    pool.insert(pool.end(), queues_[q].running.begin(), queues_[q].running.end());
-  }
-  for (int v : pool) {
-    const Entry& w = entries_[v];
-    if (v == id || !w.options.preemptible) continue;
-    bool own = w.leaf == leaf && w.spec.priority < e.spec.priority;
-    bool other = false;
-    if (!own && w.leaf != leaf && !quota_short) {
-      if (reclaim) {
-        // Only what it borrows: the victim's queue stays at or above its guarantee without it,
-        // so two queues never take the same GPUs back and forth.
-        for (auto [f, milli] : w.charged)
-          if (managed_[f] && queues_[w.leaf].usage[f] - milli >= queues_[w.leaf].guaranteed[f])
-            other = true;
-      }
-      if (!other && config_.fair_share_preemption) {
-        double victim_share = std::max(static_cast<double>(w.gpu_milli) / cap_gpu_,
-                                       static_cast<double>(w.cpu_milli) / cap_cpu_);
-        other = dominant_share(w.leaf) - victim_share > my_share;
-      }
-    }
-    if (!own && !other) continue;
-    if (now - w.admitted_at < w.options.min_runtime_s) {
-      ++in_min_runtime;
-      continue;
-    }
-    int budget = queues_[w.leaf].spec.disruption_budget;
-    if (budget >= 0 && queues_[w.leaf].evicting >= budget) {
-      budget_block = queues_[w.leaf].spec.name;
-      continue;
-    }
-    cands.push_back({v, (now - w.admitted_at) * static_cast<double>(w.gpu_milli) / 1000.0});
-  }
+  for (const Candidate& c : cached->second.cands)
+    if (entries_[c.id].phase == Phase::kAdmitted) cands.push_back(c);
   auto waiting_reason = [&]() {
     std::string r = e.reason;
     if (in_min_runtime)
       r += "; waiting: " + std::to_string(in_min_runtime) +
            " possible victims are within their minimum runtime";
     if (!budget_block.empty())
-      r += "; waiting: the disruption budget of queue " + budget_block +
-           " allows no more evictions";
+      r +=
+          "; waiting: the disruption budget of queue " + budget_block + " allows no more evictions";
     return r;
   };
   if (cands.empty()) {
     e.reason = waiting_reason();
     return false;
   }
-  std::sort(cands.begin(), cands.end(), [&](const Candidate& a, const Candidate& b) {
-    const Entry& x = entries_[a.id];
-    const Entry& y = entries_[b.id];
-    if (x.spec.priority != y.spec.priority) return x.spec.priority < y.spec.priority;
-    if (a.cost != b.cost) return a.cost < b.cost;
-    if (x.admitted_at != y.admitted_at) return x.admitted_at > y.admitted_at;
-    return a.id < b.id;
-  });
   std::unordered_map<int, int> rank_of;
   for (size_t i = 0; i < cands.size(); ++i) rank_of[cands[i].id] = static_cast<int>(i);
   auto rank = [&](int v) {
@@ -1003,7 +1022,8 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
         int budget = queues_[q].spec.disruption_budget;
         if (budget >= 0 && queues_[q].evicting + chosen_per_queue[q] + extra[q] >= budget) continue;
         if (q != leaf && reclaim && !config_.fair_share_preemption &&
-            queues_[q].gpu - chosen_milli[q] - extra_milli[q] - entries_[v].gpu_milli <
+            queues_[q].gpu - queues_[q].evicting_milli - chosen_milli[q] - extra_milli[q] -
+                    entries_[v].gpu_milli <
                 guaranteed_milli(q))
           continue;  // would push the lender's queue below its own guarantee
         ++extra[q];
@@ -1068,6 +1088,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     w.phase = Phase::kEvicting;
     w.reason = "preempted by " + e.spec.name.str() + " (" + why + ")";
     ++queues_[w.leaf].evicting;
+    queues_[w.leaf].evicting_milli += w.gpu_milli;
     RemoveRunning(v);
     out.evicted.push_back({v, id, w.reason});
     preemptor_[v] = id;
@@ -1095,6 +1116,8 @@ void Admitter::Finish(int id, double now) {
       Charge(id, -1);
       if (e.phase == Phase::kEvicting) {
         --queues_[e.leaf].evicting;
+        queues_[e.leaf].evicting_milli -= e.gpu_milli;
+        queues_[e.leaf].evicting_milli -= e.gpu_milli;
         auto it = preemptor_.find(id);
         if (it != preemptor_.end()) {
           --entries_[it->second].victims_left;
@@ -1117,6 +1140,7 @@ void Admitter::Terminated(int id, double now) {
   Unhold(id);
   Charge(id, -1);
   --queues_[e.leaf].evicting;
+  queues_[e.leaf].evicting_milli -= e.gpu_milli;
   auto it = preemptor_.find(id);
   if (it != preemptor_.end()) {
     --entries_[it->second].victims_left;

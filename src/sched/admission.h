@@ -28,12 +28,12 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
 #include <string>
-#include <deque>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -52,9 +52,9 @@ namespace fabrica {
 // profile; a flavour with no quota anywhere is not limited.
 struct FlavorSpec {
   std::string name;
-  std::optional<DeviceKind> kind;        // unset: any GPU request
-  std::vector<std::string> models;       // empty: any model
-  std::vector<std::string> mig_profiles; // empty: any profile (kMig only)
+  std::optional<DeviceKind> kind;         // unset: any GPU request
+  std::vector<std::string> models;        // empty: any model
+  std::vector<std::string> mig_profiles;  // empty: any profile (kMig only)
 };
 
 struct QuotaSpec {
@@ -78,9 +78,9 @@ struct AdmissionConfig {
   double history_weight = 0.5;   // blend of decayed history into the fair-share key
   double gang_timeout_s = 300;
   bool preemption = true;
-  bool fair_share_preemption = false;  // also preempt queues whose share stays above ours
-  bool strict_priority = true;         // false: a leaf is strict FIFO by arrival (the fifo mode)
-  int max_attempts_per_cycle = 0;      // 0: 4 x max_admissions + 64
+  bool fair_share_preemption = false;     // also preempt queues whose share stays above ours
+  bool strict_priority = true;            // false: a leaf is strict FIFO by arrival (the fifo mode)
+  int max_attempts_per_cycle = 0;         // 0: 4 x max_admissions + 64
   int preemption_searches_per_queue = 8;  // per cycle, in queue order
 };
 
@@ -118,8 +118,8 @@ class Admitter {
  public:
   // The config must pass ValidateAdmissionConfig; `policy` must outlive the Admitter.
   static Result<std::unique_ptr<Admitter>> Create(const Fleet& fleet, std::vector<Tenant> tenants,
-                                                 AdmissionConfig config, const Policy& policy,
-                                                 uint64_t seed = 1);
+                                                  AdmissionConfig config, const Policy& policy,
+                                                  uint64_t seed = 1);
 
   // Adds a pending workload to its queue (spec.queue, which must be a leaf). Returns its handle.
   // A workload no node of the fleet could ever hold is kept as kInfeasible with the reason.
@@ -192,6 +192,7 @@ class Admitter {
     int64_t gpu = 0, cpu = 0;    // whole subtree
     double history = 0;          // decayed dominant share
     int evicting = 0;
+    int64_t evicting_milli = 0;  // GPUs of its workloads being evicted (still held)
     // Pending workloads of a leaf: (-priority, arrival, id).
     std::set<std::tuple<int, double, int>> pending;
     std::set<std::tuple<int, double, int>> parked;
@@ -258,8 +259,14 @@ class Admitter {
   size_t wake_pos_ = 0;
   std::unordered_map<uint64_t, ParkedShape> parked_shapes_;
   std::vector<int> quota_parked_;
+  struct VictimList {
+    std::vector<Candidate> cands;
+    int in_min_runtime = 0;
+    std::string budget_block;
+  };
+  std::map<std::tuple<int, int, bool, bool, int64_t>, VictimList> victim_cache_;  // this cycle
   std::vector<int> preempt_tried_;  // preemption searches per queue, this cycle
-  uint64_t victim_gen_ = 0;  // bumped whenever a workload starts or stops running
+  uint64_t victim_gen_ = 0;         // bumped whenever a workload starts or stops running
   int64_t cap_gpu_ = 1, cap_cpu_ = 1;
 };
 

@@ -9,10 +9,9 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <queue>
 #include <set>
-
-#include <nlohmann/json.hpp>
 
 #include "core/yaml_reader.h"
 #include "sched/frag.h"
@@ -242,8 +241,8 @@ Status BuildSynthetic(Scenario& sc, const SyntheticSource& src) {
       ps.count = t.pods_min + static_cast<int>(rng.Uniform(t.pods_max - t.pods_min + 1));
       w.spec.pod_sets = {ps};
       double u = rng.UniformDouble();
-      w.duration_s = std::round(t.duration_min_s *
-                                std::pow(t.duration_max_s / t.duration_min_s, u));
+      w.duration_s =
+          std::round(t.duration_min_s * std::pow(t.duration_max_s / t.duration_min_s, u));
       w.arrival_s = std::floor(
           (team.active_from + rng.UniformDouble() * (team.active_to - team.active_from)) *
           src.window_s);
@@ -255,10 +254,9 @@ Status BuildSynthetic(Scenario& sc, const SyntheticSource& src) {
       sc.workloads.push_back(std::move(w));
     }
   }
-  std::stable_sort(sc.workloads.begin(), sc.workloads.end(),
-                   [](const ReplayWorkload& a, const ReplayWorkload& b) {
-                     return a.arrival_s < b.arrival_s;
-                   });
+  std::stable_sort(
+      sc.workloads.begin(), sc.workloads.end(),
+      [](const ReplayWorkload& a, const ReplayWorkload& b) { return a.arrival_s < b.arrival_s; });
   return Status();
 }
 
@@ -295,10 +293,9 @@ void TileTrace(Scenario& sc, double window, double max_gap) {
   // Quiet spells longer than max_gap shrink to it: openb's first 1% of pods were created
   // months before the rest (they were already running when the trace began), and a window
   // that spans the hole would measure an idle fleet.
-  std::stable_sort(sc.workloads.begin(), sc.workloads.end(),
-                   [](const ReplayWorkload& a, const ReplayWorkload& b) {
-                     return a.arrival_s < b.arrival_s;
-                   });
+  std::stable_sort(
+      sc.workloads.begin(), sc.workloads.end(),
+      [](const ReplayWorkload& a, const ReplayWorkload& b) { return a.arrival_s < b.arrival_s; });
   double prev = sc.workloads.front().arrival_s, at = 0;
   for (ReplayWorkload& w : sc.workloads) {
     at += std::min(w.arrival_s - prev, max_gap);
@@ -337,10 +334,9 @@ void TileTrace(Scenario& sc, double window, double max_gap) {
       sc.workloads.push_back(std::move(c));
     }
   }
-  std::stable_sort(sc.workloads.begin(), sc.workloads.end(),
-                   [](const ReplayWorkload& a, const ReplayWorkload& b) {
-                     return a.arrival_s < b.arrival_s;
-                   });
+  std::stable_sort(
+      sc.workloads.begin(), sc.workloads.end(),
+      [](const ReplayWorkload& a, const ReplayWorkload& b) { return a.arrival_s < b.arrival_s; });
 }
 
 // Offered load as measured, and guarantees proportional to each team's demand where none is
@@ -433,8 +429,8 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
     sc.teams.push_back(std::move(t));
   }
   if (std::abs(share_sum - 100) > 1e-6)
-    return top.Error("teams", "team shares must sum to 100, they sum to " +
-                                  std::to_string(share_sum));
+    return top.Error("teams",
+                     "team shares must sum to 100, they sum to " + std::to_string(share_sum));
 
   if (top.Has("admission")) {
     YamlMap am(top.Raw("admission"), "admission", source);
@@ -518,8 +514,7 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
   return sc;
 }
 
-Result<Scenario> LoadScenario(const std::string& path, const std::string& trace_dir,
-                              double load) {
+Result<Scenario> LoadScenario(const std::string& path, const std::string& trace_dir, double load) {
   ASSIGN_OR_RETURN(std::string text, ReadFile(path));
   std::string base = ".";
   size_t slash = path.rfind('/');
@@ -871,8 +866,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
       for (size_t gi = 0; gi < groups.size(); ++gi) {
         auto t0 = std::chrono::steady_clock::now();
         CycleResult cr = groups[gi].admitter->Cycle(tick, 1000000);
-        double sec =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         ++res.cycles;
         res.cycle_seconds += sec;
         res.cycle_max_seconds = std::max(res.cycle_max_seconds, sec);
@@ -909,8 +903,8 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
           ++res.preemptions;
           ++preempted[sc.workloads[v].team];
           ++preempted_by[sc.workloads[v].team][sc.teams[sc.workloads[p].team].name];
-          double left = std::max(0.0, vs.admit_t + sc.workloads[v].options.min_runtime_s -
-                                          sc.workloads[p].arrival_s);
+          double left = std::max(
+              0.0, vs.admit_t + sc.workloads[v].options.min_runtime_s - sc.workloads[p].arrival_s);
           ws[p].victims_min_runtime_left = std::max(ws[p].victims_min_runtime_left, left);
           push(tick + sc.grace_s, EventType::kTerminate, v, vs.epoch);
           changed = true;
@@ -1040,17 +1034,16 @@ void PrintReplayJson(const ReplayResult& r, std::ostream& out) {
                   {"wait_s", e.wait_s},
                   {"bound_s", e.bound_s},
                   {"cause", e.cause}});
-  j["guarantee_bound"] = {{"checked", r.bound_checked},
-                          {"worst_excess_s", r.bound_worst_excess_s},
-                          {"exceptions", ex}};
+  j["guarantee_bound"] = {
+      {"checked", r.bound_checked}, {"worst_excess_s", r.bound_worst_excess_s}, {"exceptions", ex}};
   out << j.dump(2) << "\n";
 }
 
 void PrintReplayTable(const std::vector<ReplayResult>& results, std::ostream& out) {
   for (const ReplayResult& r : results) {
     out << std::fixed << std::setprecision(1);
-    out << r.scenario << "  policy " << r.policy << "  load " << r.load << "  window "
-        << r.window_s << " s  workloads " << r.workloads << " (" << r.left_out
+    out << r.scenario << "  policy " << r.policy << "  load " << r.load << "  window " << r.window_s
+        << " s  workloads " << r.workloads << " (" << r.left_out
         << " trace pods never started, left out)\n";
     out << "  offered load " << std::setprecision(3) << r.offered_load << " (whole durations "
         << r.offered_load_unclipped << "), trace copies " << r.copies << ", arrivals compressed "
@@ -1061,15 +1054,16 @@ void PrintReplayTable(const std::vector<ReplayResult>& results, std::ostream& ou
     out << "  guarantee bound: " << r.bound_checked << " checked, worst excess "
         << r.bound_worst_excess_s << " s, " << r.bound_exceptions.size() << " exceptions\n";
     out << "  " << std::left << std::setw(14) << "team" << std::right << std::setw(10)
-        << "workloads" << std::setw(10) << "guar.GPU" << std::setw(12) << "wait mean" << std::setw(12)
-        << "wait p95" << std::setw(14) << "below-guar s" << std::setw(8) << "share" << std::setw(8)
-        << "fair" << std::setw(10) << "preempted" << "\n";
+        << "workloads" << std::setw(10) << "guar.GPU" << std::setw(12) << "wait mean"
+        << std::setw(12) << "wait p95" << std::setw(14) << "below-guar s" << std::setw(8) << "share"
+        << std::setw(8) << "fair" << std::setw(10) << "preempted"
+        << "\n";
     for (const TeamResult& t : r.teams) {
       out << "  " << std::left << std::setw(14) << t.name << std::right << std::setw(10)
           << t.workloads << std::setw(10) << t.guarantee_gpus << std::setw(12) << t.wait_mean_s
           << std::setw(12) << t.wait_p95_s << std::setw(14) << t.below_guarantee_pending_s
-          << std::setprecision(3) << std::setw(8) << t.avg_share << std::setw(8)
-          << t.avg_fair_share << std::setprecision(1) << std::setw(10) << t.preempted << "\n";
+          << std::setprecision(3) << std::setw(8) << t.avg_share << std::setw(8) << t.avg_fair_share
+          << std::setprecision(1) << std::setw(10) << t.preempted << "\n";
     }
     out << "\n";
   }

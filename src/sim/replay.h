@@ -44,7 +44,7 @@ namespace fabrica::sim {
 struct TeamSpec {
   std::string name;
   std::string queue;  // leaf queue under fabrica; defaults to the team's name
-  double share = 0;  // % of trace pods (openb) or of the offered load (synthetic)
+  double share = 0;   // % of trace pods (openb) or of the offered load (synthetic)
   TrustLevel trust = TrustLevel::kStandard;
   std::string trust_domain;
   double weight = 0;  // 0 (not given): its guarantee's share of all guarantees
@@ -92,11 +92,11 @@ struct Scenario {
   // Built by LoadScenario:
   Fleet fleet;
   std::vector<ReplayWorkload> workloads;
-  double window_s = 86400;     // arrival window
-  int64_t left_out = 0;        // trace pods that never started
-  double compression = 1;      // trace arrivals: native window / window
-  double copies = 1;           // trace: how many times the compressed list is overlaid
-  double offered_load = 0;     // GPU-s requested inside the window / (capacity x window)
+  double window_s = 86400;            // arrival window
+  int64_t left_out = 0;               // trace pods that never started
+  double compression = 1;             // trace arrivals: native window / window
+  double copies = 1;                  // trace: how many times the compressed list is overlaid
+  double offered_load = 0;            // GPU-s requested inside the window / (capacity x window)
   double offered_load_unclipped = 0;  // the same with whole durations
 };
 
