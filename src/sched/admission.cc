@@ -758,7 +758,10 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
     }
     return true;
   }
-  if (!e.explained || reason != "no node can take it now") e.reason = reason;
+  // A retry keeps the full explanation computed the first time, nothing else.
+  if (!e.explained || reason != "no node can take it now" ||
+      e.reason.rfind("no node can take it now", 0) != 0)
+    e.reason = reason;
   e.explained = true;
   if (!e.history.empty() && e.reason.find(e.history) == std::string::npos)
     e.reason += "; " + e.history;
@@ -907,7 +910,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   for (const Candidate& c : cached->second.cands)
     if (entries_[c.id].phase == Phase::kAdmitted) cands.push_back(c);
   auto waiting_reason = [&]() {
-    std::string r = e.reason;
+    std::string r = e.reason.substr(0, e.reason.find("; waiting:"));
     if (in_min_runtime)
       r += "; waiting: " + std::to_string(in_min_runtime) +
            " possible victims are within their minimum runtime";

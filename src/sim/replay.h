@@ -145,9 +145,11 @@ struct ReplayResult {
   int64_t preemptions = 0;
   double gpu_seconds_lost = 0;
   std::vector<TeamResult> teams;
-  // Guarantee-wait bound: workloads that arrived when their team's usage plus its pending work
-  // ahead of them fit the guarantee.
-  int64_t bound_checked = 0;
+  // Guarantee-wait bound: episodes in which a team held less than its guarantee while one of
+  // its pending workloads would have fit in the difference, each against interval + grace +
+  // the longest remaining minimum runtime (at the episode's start) of the victims evicted for
+  // the team during it. An exception names the team's oldest pending workload and its reason.
+  int64_t bound_checked = 0;  // episodes
   double bound_worst_excess_s = 0;  // max(wait - bound); <= 0 means the bound always held
   std::vector<BoundException> bound_exceptions;
   int64_t cycles = 0;
