@@ -81,7 +81,7 @@ struct AdmissionConfig {
   bool fair_share_preemption = false;     // also preempt queues whose share stays above ours
   bool strict_priority = true;            // false: a leaf is strict FIFO by arrival (the fifo mode)
   int max_attempts_per_cycle = 0;         // 0: 4 x max_admissions + 64
-  int preemption_searches_per_queue = 8;  // per cycle, in queue order
+  int preemption_searches_per_queue = 1;  // per cycle, in queue order
 };
 
 // Names the bad field ("queues[2].parent: unknown queue \"x\"", "... cycle ...", negatives,

@@ -85,6 +85,10 @@ Result<AdmissionConfig> ParseAdmissionConfig(YamlMap& m) {
   if (c.gang_timeout_s <= 0) return m.Error("gangTimeout", "must be positive");
   ASSIGN_OR_RETURN(c.preemption, m.Bool("preemption", true));
   ASSIGN_OR_RETURN(c.fair_share_preemption, m.Bool("fairSharePreemption", false));
+  ASSIGN_OR_RETURN(int64_t searches, m.Int("preemptionSearchesPerQueue", 1));
+  if (searches < 1 || searches > 1000)
+    return m.Error("preemptionSearchesPerQueue", "must be between 1 and 1000");
+  c.preemption_searches_per_queue = static_cast<int>(searches);
   if (m.Has("flavors")) {
     YAML::Node fl = m.Raw("flavors");
     if (!fl.IsSequence()) return m.Error("flavors", "expected a list");

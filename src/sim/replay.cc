@@ -464,6 +464,10 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
       if (sc.admission.gang_timeout_s <= 0) return am.Error("gangTimeout", "must be positive");
       ASSIGN_OR_RETURN(sc.admission.preemption, am.Bool("preemption", true));
       ASSIGN_OR_RETURN(sc.admission.fair_share_preemption, am.Bool("fairSharePreemption", false));
+      ASSIGN_OR_RETURN(int64_t searches, am.Int("preemptionSearchesPerQueue", 1));
+      if (searches < 1 || searches > 1000)
+        return am.Error("preemptionSearchesPerQueue", "must be between 1 and 1000");
+      sc.admission.preemption_searches_per_queue = static_cast<int>(searches);
       RETURN_IF_ERROR(am.Finish());
     }
   }
