@@ -506,6 +506,7 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
   std::map<uint64_t, std::string> failed;
   preempt_tried_.assign(queues_.size(), 0);
   victim_cache_.clear();
+  hold_borrowing_ = false;
 
   // Preemptors whose victims have all stopped go first.
   std::vector<int> nominated;
@@ -540,6 +541,9 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
     cursor[leaf] = *it;
     int id = std::get<2>(*it);
     if (entries_[id].nominated) continue;  // waits for its victims to stop
+    // A workload within its queue's guarantee found no room: room freed from now on in this
+    // cycle is kept for it, not lent to queues above their guarantee.
+    if (hold_borrowing_ && WouldBorrow(id)) continue;
     ++out.attempts;
     TryAdmit(id, now, out, failed);
   }
@@ -766,6 +770,7 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
   if (!e.history.empty() && e.reason.find(e.history) == std::string::npos)
     e.reason += "; " + e.history;
   failed[key] = e.reason;
+  if (!WouldBorrow(id)) hold_borrowing_ = true;
   if (config_.preemption && preempt_tried_[e.leaf] < config_.preemption_searches_per_queue &&
       MayPreempt(id)) {
     ++preempt_tried_[e.leaf];  // a few preemption searches per queue and cycle, in queue order
@@ -773,6 +778,18 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
   }
   e.waits_on_time = e.reason.find("minimum runtime") != std::string::npos;
   Park(id, false, key, pods);
+  return false;
+}
+
+// Whether admitting it would take its queue above its guarantee in a managed flavour.
+bool Admitter::WouldBorrow(int id) const {
+  const Entry& e = entries_[id];
+  for (const PodRequest& p : e.pods) {
+    if (p.kind == DeviceKind::kNone) continue;
+    for (int f : CandidateFlavors(p))
+      if (managed_[f] && !WithinGuarantee(e.leaf, f, e.gpu_milli)) return true;
+    return false;
+  }
   return false;
 }
 

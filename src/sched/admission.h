@@ -219,6 +219,7 @@ class Admitter {
   void Deactivate(int leaf);
   bool TryAdmit(int id, double now, CycleResult& out, std::map<uint64_t, std::string>& failed);
   bool MayPreempt(int id) const;
+  bool WouldBorrow(int id) const;
   void Park(int id, bool quota, uint64_t key, const std::vector<PodRequest>& pods);
   void Unpark(int id);
   void Wake();
@@ -265,7 +266,8 @@ class Admitter {
     std::string budget_block;
   };
   std::map<std::tuple<int, int, bool, bool, int64_t>, VictimList> victim_cache_;  // this cycle
-  std::vector<int> preempt_tried_;  // preemption searches per queue, this cycle
+  std::vector<int> preempt_tried_;
+  bool hold_borrowing_ = false;  // this cycle: a within-guarantee workload found no room  // preemption searches per queue, this cycle
   uint64_t victim_gen_ = 0;         // bumped whenever a workload starts or stops running
   int64_t cap_gpu_ = 1, cap_cpu_ = 1;
 };
