@@ -224,6 +224,30 @@ TEST_F(AdmissionTest, QueueBelowGuaranteeReclaimsBorrowedCapacity) {
   EXPECT_EQ(after.admitted.size(), 1u);
 }
 
+TEST_F(AdmissionTest, RoomFreedWhileAGuaranteeWaitsIsNotLentAway) {
+  Make(Nodes(1, 4), {Leaf("a", 2), Leaf("b", 2)});
+  std::vector<int> borrowed;
+  for (int i = 0; i < 4; ++i) borrowed.push_back(Submit(Gpus("b" + std::to_string(i), "b", 1)));
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(CountPhase(borrowed, Phase::kAdmitted), 4);
+  int mine = Submit(Gpus("a0", "a", 2), 10);
+  int more = Submit(Gpus("b4", "b", 1), 10);
+  CycleResult r = adm_->Cycle(11, 1000);
+  ASSERT_EQ(r.evicted.size(), 2u);
+  // One of b's other workloads ends before the victims stop: its GPU stays free for a0, b4
+  // (which would borrow) does not get it.
+  for (int id : borrowed)
+    if (adm_->phase(id) == Phase::kAdmitted) {
+      adm_->Finish(id, 12);
+      break;
+    }
+  adm_->Cycle(13, 1000);
+  EXPECT_EQ(adm_->phase(more), Phase::kPending);
+  for (const Eviction& e : r.evicted) adm_->Terminated(e.victim, 41);
+  adm_->Cycle(42, 1000);
+  EXPECT_EQ(adm_->phase(mine), Phase::kAdmitted);
+}
+
 TEST_F(AdmissionTest, NoReclaimAboveGuarantee) {
   Make(Nodes(2, 4), {Leaf("a", 4), Leaf("b", 2)});
   std::vector<int> ids;

@@ -516,6 +516,8 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
     if (e.phase != Phase::kPending || !e.nominated) continue;
     if (e.victims_left > 0 || static_cast<int>(out.admitted.size()) >= max_admissions) {
       nominated_.push_back(id);
+      // Its victims are still stopping: room that frees meanwhile is not lent away either.
+      if (e.victims_left > 0 && !WouldBorrow(id)) hold_borrowing_ = true;
       continue;
     }
     e.nominated = false;
