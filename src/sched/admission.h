@@ -267,8 +267,9 @@ class Admitter {
   };
   std::map<std::tuple<int, int, bool, bool, int64_t>, VictimList> victim_cache_;  // this cycle
   std::vector<int> preempt_tried_;
-  bool hold_borrowing_ = false;  // this cycle: a within-guarantee workload found no room  // preemption searches per queue, this cycle
-  uint64_t victim_gen_ = 0;         // bumped whenever a workload starts or stops running
+  bool hold_borrowing_ = false;  // this cycle: a within-guarantee workload found no room  //
+                                 // preemption searches per queue, this cycle
+  uint64_t victim_gen_ = 0;      // bumped whenever a workload starts or stops running
   int64_t cap_gpu_ = 1, cap_cpu_ = 1;
 };
 

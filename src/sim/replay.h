@@ -149,7 +149,7 @@ struct ReplayResult {
   // its pending workloads would have fit in the difference, each against interval + grace +
   // the longest remaining minimum runtime (at the episode's start) of the victims evicted for
   // the team during it. An exception names the team's oldest pending workload and its reason.
-  int64_t bound_checked = 0;  // episodes
+  int64_t bound_checked = 0;        // episodes
   double bound_worst_excess_s = 0;  // max(wait - bound); <= 0 means the bound always held
   std::vector<BoundException> bound_exceptions;
   int64_t cycles = 0;
