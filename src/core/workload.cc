@@ -143,6 +143,28 @@ Result<DeviceRequest> DeviceRequestFromTrace(int64_t num_gpu, int64_t gpu_milli,
   return r;
 }
 
+Result<TopologyConstraint> ParseTopologyConstraint(YamlMap& t) {
+  RETURN_IF_ERROR(t.CheckIsMap());
+  TopologyConstraint c;
+  ASSIGN_OR_RETURN(std::string level, t.String("level"));
+  if (level == "nvlink") {
+    c.level = TopologyLevel::kNvlinkDomain;
+  } else if (level == "leaf") {
+    c.level = TopologyLevel::kLeaf;
+  } else if (level == "rack") {
+    c.level = TopologyLevel::kRack;
+  } else if (level != "none") {
+    return t.Error("level", "expected nvlink, leaf, rack or none, got '" + level + "'");
+  }
+  ASSIGN_OR_RETURN(std::string mode, t.String("mode", "preferred"));
+  if (mode != "required" && mode != "preferred") {
+    return t.Error("mode", "expected required or preferred, got '" + mode + "'");
+  }
+  c.required = mode == "required";
+  RETURN_IF_ERROR(t.Finish());
+  return c;
+}
+
 Result<DeviceRequest> ParseDeviceRequest(YamlMap& m) {
   DeviceRequest r;
   ASSIGN_OR_RETURN(int64_t gpus, m.Int("gpus", 0));
@@ -234,24 +256,7 @@ Result<Workload> ParseOneWorkload(YamlMap& m) {
   }
   if (spec.Has("topology")) {
     YamlMap t(spec.Raw("topology"), spec.Path("topology"), m.source());
-    RETURN_IF_ERROR(t.CheckIsMap());
-    ASSIGN_OR_RETURN(std::string level, t.String("level"));
-    if (level == "nvlink")
-      w.topology.level = TopologyLevel::kNvlinkDomain;
-    else if (level == "leaf")
-      w.topology.level = TopologyLevel::kLeaf;
-    else if (level == "rack")
-      w.topology.level = TopologyLevel::kRack;
-    else if (level == "none")
-      w.topology.level = TopologyLevel::kNone;
-    else
-      return t.Error("level", "expected nvlink, leaf, rack or none, got '" + level + "'");
-    ASSIGN_OR_RETURN(std::string mode, t.String("mode", "preferred"));
-    if (mode != "required" && mode != "preferred") {
-      return t.Error("mode", "expected required or preferred, got '" + mode + "'");
-    }
-    w.topology.required = mode == "required";
-    RETURN_IF_ERROR(t.Finish());
+    ASSIGN_OR_RETURN(w.topology, ParseTopologyConstraint(t));
   }
   YAML::Node sets = spec.Raw("podSets");
   if (!sets || !sets.IsSequence() || sets.size() == 0) {

@@ -90,6 +90,8 @@ Status ValidateDeviceRequest(const DeviceRequest& r);
 // Reads a pod set's `devices` mapping (gpus | gpuMilli/gpuMemory | mig, models).
 class YamlMap;
 Result<DeviceRequest> ParseDeviceRequest(YamlMap& m);
+// Reads a `topology` mapping: level nvlink|leaf|rack|none, mode required|preferred.
+Result<TopologyConstraint> ParseTopologyConstraint(YamlMap& m);
 
 // Parses a workload manifest (kind: Workload) or a list of them (kind: WorkloadList).
 Result<std::vector<Workload>> ParseWorkloadYaml(const std::string& text, const std::string& source);

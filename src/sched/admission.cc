@@ -460,7 +460,6 @@ void Admitter::Hold(int id) {
 
 void Admitter::Unhold(int id) {
   Entry& e = entries_[id];
-  ++victim_gen_;
   for (size_t i = 0; i < e.assign.size(); ++i) {
     freed_log_.push_back(e.assign[i].node);
     state_.Release(e.assign[i], e.pods[i]);
@@ -817,19 +816,15 @@ bool Admitter::MayPreempt(int id) const {
 }
 
 void Admitter::AddRunning(int id) {
-  admitted_.insert(id);
   queues_[entries_[id].leaf].running.insert(id);
   queues_[entries_[id].leaf].running_priorities.insert(entries_[id].spec.priority);
-  ++victim_gen_;
 }
 
 void Admitter::RemoveRunning(int id) {
-  if (!admitted_.erase(id)) return;
-  queues_[entries_[id].leaf].running.erase(id);
+  if (!queues_[entries_[id].leaf].running.erase(id)) return;
   auto& prios = queues_[entries_[id].leaf].running_priorities;
   prios.erase(prios.find(entries_[id].spec.priority));
   unready_.erase(id);
-  ++victim_gen_;
 }
 
 bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t allowed_models,

@@ -92,6 +92,9 @@ Status ValidateAdmissionConfig(const AdmissionConfig& config);
 // `admission` section or a Queue list); see scenarios/README.md for the schema.
 class YamlMap;
 Result<AdmissionConfig> ParseAdmissionConfig(YamlMap& map);
+// Only the cycle's knobs (usageHalfLife, historyWeight, gangTimeout, preemption,
+// fairSharePreemption, preemptionSearchesPerQueue), leaving other keys to the caller.
+Status ParseAdmissionSettings(YamlMap& map, AdmissionConfig* config);
 
 enum class Phase { kPending, kAdmitted, kEvicting, kFinished, kInfeasible };
 const char* PhaseName(Phase p);
@@ -252,7 +255,6 @@ class Admitter {
   std::vector<std::vector<int>> node_workloads_;  // admitted/evicting workloads per node
   std::vector<int> nominated_;
   std::map<int, int> preemptor_;  // evicting workload → the workload it makes room for
-  std::set<int> admitted_;        // phase kAdmitted
   std::set<int> unready_;         // admitted, pods not all ready yet
   double last_history_ = -1;
   // Nodes whose devices were freed since the last Wake.
@@ -269,7 +271,6 @@ class Admitter {
   std::vector<int> preempt_tried_;
   bool hold_borrowing_ = false;  // this cycle: a within-guarantee workload found no room  //
                                  // preemption searches per queue, this cycle
-  uint64_t victim_gen_ = 0;      // bumped whenever a workload starts or stops running
   int64_t cap_gpu_ = 1, cap_cpu_ = 1;
 };
 

@@ -75,20 +75,25 @@ Result<QueueSpec> ParseQueue(YamlMap& m) {
 
 }  // namespace
 
-Result<AdmissionConfig> ParseAdmissionConfig(YamlMap& m) {
+Status ParseAdmissionSettings(YamlMap& m, AdmissionConfig* c) {
   RETURN_IF_ERROR(m.CheckIsMap());
-  AdmissionConfig c;
-  ASSIGN_OR_RETURN(c.usage_half_life_s, m.Double("usageHalfLife", 0.0));
-  ASSIGN_OR_RETURN(c.history_weight, m.Double("historyWeight", 0.5));
-  if (c.history_weight > 1) return m.Error("historyWeight", "must be between 0 and 1");
-  ASSIGN_OR_RETURN(c.gang_timeout_s, m.Double("gangTimeout", 300.0));
-  if (c.gang_timeout_s <= 0) return m.Error("gangTimeout", "must be positive");
-  ASSIGN_OR_RETURN(c.preemption, m.Bool("preemption", true));
-  ASSIGN_OR_RETURN(c.fair_share_preemption, m.Bool("fairSharePreemption", false));
+  ASSIGN_OR_RETURN(c->usage_half_life_s, m.Double("usageHalfLife", 0.0));
+  ASSIGN_OR_RETURN(c->history_weight, m.Double("historyWeight", 0.5));
+  if (c->history_weight > 1) return m.Error("historyWeight", "must be between 0 and 1");
+  ASSIGN_OR_RETURN(c->gang_timeout_s, m.Double("gangTimeout", 300.0));
+  if (c->gang_timeout_s <= 0) return m.Error("gangTimeout", "must be positive");
+  ASSIGN_OR_RETURN(c->preemption, m.Bool("preemption", true));
+  ASSIGN_OR_RETURN(c->fair_share_preemption, m.Bool("fairSharePreemption", false));
   ASSIGN_OR_RETURN(int64_t searches, m.Int("preemptionSearchesPerQueue", 1));
   if (searches < 1 || searches > 1000)
     return m.Error("preemptionSearchesPerQueue", "must be between 1 and 1000");
-  c.preemption_searches_per_queue = static_cast<int>(searches);
+  c->preemption_searches_per_queue = static_cast<int>(searches);
+  return Status();
+}
+
+Result<AdmissionConfig> ParseAdmissionConfig(YamlMap& m) {
+  AdmissionConfig c;
+  RETURN_IF_ERROR(ParseAdmissionSettings(m, &c));
   if (m.Has("flavors")) {
     YAML::Node fl = m.Raw("flavors");
     if (!fl.IsSequence()) return m.Error("flavors", "expected a list");

@@ -44,27 +44,6 @@ Result<std::pair<double, double>> ParseRange(YamlMap& m, const std::string& key,
   return std::pair<double, double>{a, b};
 }
 
-Result<TopologyConstraint> ParseTopology(YamlMap& t) {
-  RETURN_IF_ERROR(t.CheckIsMap());
-  TopologyConstraint c;
-  ASSIGN_OR_RETURN(std::string level, t.String("level"));
-  if (level == "nvlink") {
-    c.level = TopologyLevel::kNvlinkDomain;
-  } else if (level == "leaf") {
-    c.level = TopologyLevel::kLeaf;
-  } else if (level == "rack") {
-    c.level = TopologyLevel::kRack;
-  } else if (level != "none") {
-    return t.Error("level", "expected nvlink, leaf, rack or none, got '" + level + "'");
-  }
-  ASSIGN_OR_RETURN(std::string mode, t.String("mode", "preferred"));
-  if (mode != "required" && mode != "preferred")
-    return t.Error("mode", "expected required or preferred, got '" + mode + "'");
-  c.required = mode == "required";
-  RETURN_IF_ERROR(t.Finish());
-  return c;
-}
-
 Result<TeamSpec::Template> ParseTemplate(YamlMap& m) {
   RETURN_IF_ERROR(m.CheckIsMap());
   TeamSpec::Template t;
@@ -83,7 +62,7 @@ Result<TeamSpec::Template> ParseTemplate(YamlMap& m) {
   ASSIGN_OR_RETURN(t.gang, m.Bool("gang", false));
   if (m.Has("topology")) {
     YamlMap tm(m.Raw("topology"), m.Path("topology"), m.source());
-    ASSIGN_OR_RETURN(t.topology, ParseTopology(tm));
+    ASSIGN_OR_RETURN(t.topology, ParseTopologyConstraint(tm));
   }
   ASSIGN_OR_RETURN(auto dur, ParseRange(m, "duration", 60, 3600));
   if (dur.first <= 0) return m.Error("duration", "must be positive");
@@ -456,18 +435,7 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
         sc.teams[i].guarantee_milli = g;
       }
     } else {
-      ASSIGN_OR_RETURN(sc.admission.usage_half_life_s, am.Double("usageHalfLife", 0.0));
-      ASSIGN_OR_RETURN(sc.admission.history_weight, am.Double("historyWeight", 0.5));
-      if (sc.admission.history_weight > 1)
-        return am.Error("historyWeight", "must be between 0 and 1");
-      ASSIGN_OR_RETURN(sc.admission.gang_timeout_s, am.Double("gangTimeout", 300.0));
-      if (sc.admission.gang_timeout_s <= 0) return am.Error("gangTimeout", "must be positive");
-      ASSIGN_OR_RETURN(sc.admission.preemption, am.Bool("preemption", true));
-      ASSIGN_OR_RETURN(sc.admission.fair_share_preemption, am.Bool("fairSharePreemption", false));
-      ASSIGN_OR_RETURN(int64_t searches, am.Int("preemptionSearchesPerQueue", 1));
-      if (searches < 1 || searches > 1000)
-        return am.Error("preemptionSearchesPerQueue", "must be between 1 and 1000");
-      sc.admission.preemption_searches_per_queue = static_cast<int>(searches);
+      RETURN_IF_ERROR(ParseAdmissionSettings(am, &sc.admission));
       RETURN_IF_ERROR(am.Finish());
     }
   }
@@ -553,7 +521,6 @@ struct Group {
 struct WState {
   int group = 0;
   int id = -1;  // in its group's admitter
-  bool infeasible = false;
   bool running = false;
   bool ever_admitted = false;
   double admit_t = -1;
@@ -561,7 +528,6 @@ struct WState {
   double wait_total = 0;
   int epoch = 0;
   bool evicting = false;
-  std::string last_reason;
 };
 
 // Water-filling: split `total` among claims by weight, none above its demand.
@@ -850,9 +816,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
             by_handle[st.group].resize(st.id + 1, -1);
           by_handle[st.group][st.id] = ev.w;
           if (a.phase(st.id) == Phase::kInfeasible) {
-            st.infeasible = true;
-            st.pending_since = ev.t;
-            st.last_reason = a.reason(st.id);
+            st.pending_since = ev.t;  // never admitted: waits until the replay ends
             break;
           }
           add_pending(ev.w, ev.t);
