@@ -1,0 +1,1 @@
+// Filled in by the work in progress; keeps the build whole.
