@@ -1,0 +1,94 @@
+// Usage and cost reports over the ledger: aggregation, prices, idle cost, budgets.
+//
+// Amounts stay integers to the end: GPU time in milli-GPU·ms, money in micro-units of the
+// currency. Costs are computed per GPU model: a row's cost is floor(held × price / 3.6e9)
+// (price per GPU-hour); the fleet's cost of a model is its capacity priced the same way; idle
+// cost is the difference, so rows plus idle add up exactly to the fleet's cost. With shareIdle,
+// each model's idle cost is split among the rows by their cost of that model with the
+// largest-remainder rule (OpenCost's proportional rule, made exact); a model nobody used keeps
+// its idle cost in `__idle__`. MIG slices are priced by their compute fraction and fractional
+// shares by their milli-GPU, since both are held amounts.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "meter/ledger.h"
+
+namespace fabrica {
+
+struct PriceBook {
+  std::string currency = "USD";
+  std::map<std::string, int64_t> gpu_hour_micros;  // GPU model -> price of one GPU-hour
+  int64_t default_gpu_hour_micros = 0;             // models not listed
+
+  int64_t PriceOf(const std::string& model) const;
+};
+
+// Parses a decimal price such as "2.49" into micro-units; at most six decimals.
+Result<int64_t> ParseMoneyMicros(const std::string& text);
+std::string FormatMoneyMicros(int64_t micros);  // "2.490000" trimmed to "2.49"
+
+enum class AggregateBy { kTenant, kQueue, kWorkload, kNode, kModel };
+Result<std::vector<AggregateBy>> ParseAggregate(const std::string& text);
+
+struct ReportOptions {
+  int64_t from_ms = 0;
+  int64_t to_ms = 0;
+  int64_t step_ms = 0;  // 0: one window
+  std::vector<AggregateBy> by = {AggregateBy::kTenant};
+  bool share_idle = false;
+  // Only rows whose tenant is in this set (empty: all). Idle is then not reported.
+  std::vector<std::string> tenants;
+};
+
+struct ReportRow {
+  std::string key;
+  std::map<std::string, std::string> properties;  // tenant, queue, workload, node, model
+  int64_t held = 0;                               // milli-GPU·ms
+  int64_t used = 0;                               // milli-GPU·ms
+  int64_t unknown = 0;                            // held while utilization was unknown
+  int64_t cost_micros = 0;
+  int64_t idle_cost_micros = 0;  // the row's part of the shared idle cost
+  bool shared_gpu = false;       // some of its devices were fractional shares
+  bool mig = false;
+  int64_t total_cost_micros() const { return cost_micros + idle_cost_micros; }
+};
+
+struct ReportWindow {
+  int64_t from_ms = 0;
+  int64_t to_ms = 0;
+  std::vector<ReportRow> rows;  // sorted by key
+  ReportRow idle;               // key "__idle__": unallocated capacity and its cost not shared
+  int64_t capacity = 0;         // milli-GPU·ms the fleet's devices offered
+  int64_t fleet_cost_micros = 0;
+  int64_t unattributed_used = 0;  // busy time on devices no binding held
+};
+
+Result<std::vector<ReportWindow>> BuildReport(const Meter& meter, const PriceBook& prices,
+                                              const ReportOptions& options);
+
+// Budgets: an amount per period, alert thresholds in percent, optional enforcement.
+struct Budget {
+  int64_t amount_micros = 0;
+  std::string period = "month";  // day, week (from Monday), month; calendar periods in UTC
+  std::vector<int> alert_percent = {50, 80, 100};
+  bool enforce = false;  // stop admitting new work once spent ≥ amount
+};
+
+Result<std::pair<int64_t, int64_t>> PeriodBounds(const std::string& period, int64_t now_ms);
+
+struct BudgetState {
+  int64_t spent_micros = 0;
+  int64_t amount_micros = 0;
+  int highest_alert = 0;  // the highest threshold crossed, 0 if none
+  bool exceeded = false;
+  std::string message;
+};
+
+BudgetState EvaluateBudget(const Budget& budget, int64_t spent_micros, const std::string& who);
+
+}  // namespace fabrica
