@@ -237,7 +237,7 @@ History Generate(uint64_t seed) {
   h.horizon_ms = 120'000;
   const std::vector<std::string> gpus = {"GPU-a", "GPU-b", "GPU-c", "GPU-m"};
   for (const auto& g : gpus)
-    h.devices.push_back({g, g == "GPU-c" ? "n2" : "n1", "H100", 0, kOpenEnd});
+    h.devices.push_back({g, g == "GPU-c" ? "n2" : "n1", "H100", 0, kOpenEnd, "", 1000});
   for (const char* gi : {"GPU-m/1", "GPU-m/2"}) {
     h.devices.push_back({gi, "n1", "H100", 0, kOpenEnd, "GPU-m", 429});
   }
@@ -355,13 +355,19 @@ void Replay(const History& h, Meter& meter, Journal* journal, int64_t restart_at
       }
       meter.Ingest(resend);
       for (const BindEvent& b : h.binds) {
-        if (b.start_ms < e.at) ASSERT_TRUE(meter.Bind(b).ok());  // replayed events: no-ops
+        if (b.start_ms < e.at) {
+          ASSERT_TRUE(meter.Bind(b).ok());  // replayed events: no-ops
+        }
       }
     }
     meter.Advance(e.at);
-    if (e.kind == 0) ASSERT_TRUE(meter.Bind(h.binds[e.index]).ok());
-    if (e.kind == 1) ASSERT_TRUE(meter.End(h.ends[e.index]).ok());
-    if (e.kind == 2) meter.Ingest({h.samples[e.index]});
+    if (e.kind == 0) {
+      ASSERT_TRUE(meter.Bind(h.binds[e.index]).ok());
+    } else if (e.kind == 1) {
+      ASSERT_TRUE(meter.End(h.ends[e.index]).ok());
+    } else {
+      meter.Ingest({h.samples[e.index]});
+    }
     if (journal != nullptr && e.index % 7 == 0) journal->Commit(meter.TakeChanges());
   }
 }
@@ -461,8 +467,8 @@ INSTANTIATE_TEST_SUITE_P(Seeds, MeterExactness, ::testing::Values(1, 2, 3, 4, 5,
 
 TEST(Report, StepsTenantsAndIdleStayBehindWhenNothingUsedAModel) {
   Meter m;
-  ASSERT_TRUE(m.AddDevice({"GPU-1", "n1", "H100", 0, kOpenEnd}).ok());
-  ASSERT_TRUE(m.AddDevice({"GPU-2", "n1", "A100", 0, kOpenEnd}).ok());
+  ASSERT_TRUE(m.AddDevice({"GPU-1", "n1", "H100", 0, kOpenEnd, "", 1000}).ok());
+  ASSERT_TRUE(m.AddDevice({"GPU-2", "n1", "A100", 0, kOpenEnd, "", 1000}).ok());
   ASSERT_TRUE(m.Bind({"b1", "a/w1", "a", "qa", 0, {{"n1", "GPU-1", "H100", 500, ""}}}).ok());
   ASSERT_TRUE(
       m.Bind({"b2", "b/w2", "b", "qb", 1'800'000, {{"n1", "GPU-1", "H100", 500, ""}}}).ok());
