@@ -1,1 +1,0 @@
-// Filled in by the work in progress; keeps the build whole.
