@@ -485,6 +485,8 @@ struct ApiServer::Impl {
   std::unique_ptr<Store::Subscription> subscription;
   std::mutex tokens_mu;
   std::map<std::string, std::string> node_tokens;  // token -> node
+  ApiServer::Extension extension;
+  std::function<std::string()> metrics_extra;
 
   Impl(Store& s, Authorizer& a, const Clock& c, Metrics* m)
       : store(s), auth(a), clock(c), metrics(m) {
@@ -701,7 +703,18 @@ struct ApiServer::Impl {
       HttpResponse r;
       r.content_type = "text/plain; version=0.0.4";
       r.body = metrics ? metrics->Render() : "";
+      if (metrics_extra) r.body += metrics_extra();
       return r;
+    }
+    if (extension) {
+      bool all = false;
+      std::vector<std::string> tenants;
+      if (principal.ok()) tenants = auth.ReadableTenants(*principal, &all);
+      std::optional<HttpResponse> r = extension(req, principal, tenants, all);
+      if (r) {
+        *resource_label = "usage";
+        return *r;
+      }
     }
     if (req.path == "/apis" || req.path == "/apis/") {
       return JsonResponse(
@@ -1118,6 +1131,12 @@ HttpResponse ApiServer::Handle(const HttpRequest& req) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   return r;
+}
+
+void ApiServer::SetExtension(Extension extension) { impl_->extension = std::move(extension); }
+
+void ApiServer::SetMetricsExtra(std::function<std::string()> extra) {
+  impl_->metrics_extra = std::move(extra);
 }
 
 Result<std::string> ApiServer::IssueNodeToken(const std::string& node) {

@@ -13,9 +13,12 @@
 // Handle may be called from many threads at once.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "api/auth.h"
 #include "api/http_server.h"
@@ -33,6 +36,16 @@ class ApiServer {
   ~ApiServer();
 
   HttpResponse Handle(const HttpRequest& req);
+
+  // Routes served by another component (metering): called for every request outside /healthz
+  // with the caller's authentication result and the tenants it may read (`all` for fleet-wide
+  // readers); it returns nothing for paths that are not its own. Set before serving.
+  using Extension = std::function<std::optional<HttpResponse>(
+      const HttpRequest&, const Result<Principal>&, const std::vector<std::string>& tenants,
+      bool all)>;
+  void SetExtension(Extension extension);
+  // More Prometheus text appended to /metrics. Set before serving.
+  void SetMetricsExtra(std::function<std::string()> extra);
 
   // A new bearer token whose holder acts as node `node` (and only as it). Persisted in the
   // store, so agents keep working across server restarts.

@@ -68,4 +68,12 @@ metadata: {name: partner-x}
 spec: {trust: untrusted}
 )";
 
+const char* const kDefaultPricesYaml = R"(currency: USD
+gpuHour:
+  H100: "2.49"
+  H200: "3.19"
+  L4: "0.80"
+default: "1.00"
+)";
+
 }  // namespace fabrica::cli

@@ -10,5 +10,7 @@ extern const char* const kDefaultFleetYaml;
 // Tenants: two trusted teams sharing the `research` trust domain, a standard team, and an
 // untrusted external partner.
 extern const char* const kDefaultTenantsYaml;
+// The price book of the local factory: per GPU-hour, roughly public on-demand rates.
+extern const char* const kDefaultPricesYaml;
 
 }  // namespace fabrica::cli

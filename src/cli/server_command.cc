@@ -16,6 +16,7 @@
 #include "api/metrics.h"
 #include "cli/factory_defaults.h"
 #include "client/http_client.h"
+#include "control/meter_service.h"
 #include "control/scheduler.h"
 #include "control/sim_agent.h"
 #include "core/workload.h"
@@ -39,6 +40,7 @@ struct ServerArgs {
   double time_scale = 1.0;
   bool plain_http = false;
   double run_seconds = 0;  // stop after this many wall seconds (0 = until a signal)
+  std::string prices_file;
   bool up = false;
 };
 
@@ -110,6 +112,25 @@ int Run(ServerArgs args) {
   Metrics metrics;
   ApiServer api(**store, *auth, clock, &metrics);
 
+  // Metering: its own journal beside the store; prices from --prices, else the embedded list.
+  MeterServiceOptions meter_options;
+  meter_options.journal_path = args.data + "/meter.db";
+  {
+    std::string prices_text = kDefaultPricesYaml;
+    if (!args.prices_file.empty()) {
+      auto text = sim::ReadFile(args.prices_file);
+      if (!text.ok()) return fail(text.status());
+      prices_text = *text;
+    }
+    auto prices = ParsePriceBook(prices_text,
+                                 args.prices_file.empty() ? "embedded prices" : args.prices_file);
+    if (!prices.ok()) return fail(prices.status());
+    meter_options.prices = *prices;
+  }
+  auto meter = MeterService::Open(**store, clock, meter_options);
+  if (!meter.ok()) return fail(meter.status());
+  api.SetExtension((*meter)->Routes());
+  api.SetMetricsExtra([m = meter->get()] { return m->MetricsText(); });
   HttpServerOptions options;
   options.listen = args.listen;
   options.tls = !args.plain_http;
@@ -181,6 +202,9 @@ int Run(ServerArgs args) {
 
   SchedulerOptions sched_options;
   sched_options.policy = args.policy;
+  sched_options.admission_hold = [m = meter->get()](const std::string& tenant) {
+    return m->AdmissionHold(tenant);
+  };
   Scheduler scheduler(**store, clock, sched_options, &metrics);
   std::atomic<bool> stop_scheduler{false};
   const int64_t interval_wall_ms = static_cast<int64_t>(std::max(20.0, 1000.0 / args.time_scale));
@@ -188,6 +212,8 @@ int Run(ServerArgs args) {
     while (!stop_scheduler) {
       auto stats = scheduler.RunOnce();
       if (!stats.ok()) std::cerr << "scheduler: " << stats.status().message() << "\n";
+      Status metered = (*meter)->Sync();
+      if (!metered.ok()) std::cerr << "meter: " << metered.message() << "\n";
       std::this_thread::sleep_for(std::chrono::milliseconds(interval_wall_ms));
     }
   });
@@ -228,6 +254,7 @@ int Run(ServerArgs args) {
   agents.Stop();
   stop_scheduler = true;
   scheduler_thread.join();
+  (void)(*meter)->Sync();
   server.Stop();
   std::printf("stopped\n");
   return 0;
@@ -239,6 +266,7 @@ void AddCommon(CLI::App* cmd, ServerArgs* a) {
   cmd->add_option("--auth", a->auth_file, "auth file: tokens and role bindings");
   cmd->add_option("--fleet", a->fleet_file, "fleet YAML of nodes to simulate in-process");
   cmd->add_option("--policy", a->policy, "placement policy");
+  cmd->add_option("--prices", a->prices_file, "price book YAML (currency, gpuHour per model)");
   cmd->add_option("--time-scale", a->time_scale, "run virtual time this many times faster")
       ->check(CLI::Range(0.01, 100000.0));
   cmd->add_flag("--plain-http", a->plain_http, "serve plain HTTP (tests only)");

@@ -207,9 +207,14 @@ Result<CycleStats> Scheduler::RunOnce() {
     const json& status = Field(sw.obj, "status");
     std::string message, reason;
     std::vector<Assignment> placed;
+    std::optional<std::string> hold;
+    if (options_.admission_hold) hold = options_.admission_hold(sw.w.tenant.str());
     if (!sw.request_error.ok()) {
       message = sw.request_error.message();
       reason = "Unschedulable";
+    } else if (hold) {
+      message = *hold;
+      reason = "BudgetExceeded";
     } else {
       GangPlacement g;
       if (usable_nodes.size() == static_cast<size_t>(state.node_count())) {

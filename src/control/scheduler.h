@@ -13,6 +13,8 @@
 // workload is looked at again next cycle. RunOnce is not re-entrant; call it from one thread.
 #pragma once
 
+#include <functional>
+#include <optional>
 #include <string>
 
 #include "control/clock.h"
@@ -24,6 +26,8 @@ class Metrics;
 
 struct SchedulerOptions {
   std::string policy = "fabrica";
+  // Budgets: a reason to hold a tenant's pending work (its enforced budget is spent), or nothing.
+  std::function<std::optional<std::string>(const std::string& tenant)> admission_hold;
   int64_t node_grace_ms = 40'000;  // lease age after which a node is NotReady
 };
 

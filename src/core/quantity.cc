@@ -1,5 +1,7 @@
 #include "core/quantity.h"
 
+#include <charconv>
+
 #include <limits>
 
 namespace fabrica {
@@ -115,6 +117,37 @@ std::string FormatMemoryMib(MemoryMib q) {
 std::string FormatMilliCpu(MilliCpu q) {
   if (q.value() % 1000 == 0) return std::to_string(q.value() / 1000);
   return std::to_string(q.value()) + "m";
+}
+
+Result<int64_t> ParseMoneyMicros(const std::string& text) {
+  const std::string bad = "price '" + text + "': ";
+  if (text.empty()) return InvalidArgument(bad + "empty");
+  const size_t dot = text.find('.');
+  const std::string whole = text.substr(0, dot);
+  std::string frac = dot == std::string::npos ? "" : text.substr(dot + 1);
+  if (whole.empty() && frac.empty()) return InvalidArgument(bad + "not a number");
+  if (frac.size() > 6) return InvalidArgument(bad + "more than six decimals");
+  for (char c : whole + frac) {
+    if (c < '0' || c > '9') return InvalidArgument(bad + "not a non-negative decimal number");
+  }
+  int64_t units = 0;
+  if (!whole.empty()) {
+    auto [p, ec] = std::from_chars(whole.data(), whole.data() + whole.size(), units);
+    if (ec != std::errc() || units > 1'000'000'000'000LL) return InvalidArgument(bad + "too large");
+  }
+  frac.resize(6, '0');
+  int64_t micros = 0;
+  std::from_chars(frac.data(), frac.data() + frac.size(), micros);
+  return units * 1'000'000 + micros;
+}
+
+std::string FormatMoneyMicros(int64_t micros) {
+  const bool negative = micros < 0;
+  const uint64_t v = negative ? -static_cast<uint64_t>(micros) : static_cast<uint64_t>(micros);
+  std::string frac = std::to_string(v % 1'000'000);
+  frac.insert(0, 6 - frac.size(), '0');
+  while (frac.size() > 2 && frac.back() == '0') frac.pop_back();
+  return (negative ? "-" : "") + std::to_string(v / 1'000'000) + "." + frac;
 }
 
 }  // namespace fabrica

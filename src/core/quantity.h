@@ -63,6 +63,11 @@ Result<MemoryMib> ParseMemoryMib(std::string_view text);
 // Parses a non-negative decimal integer that fits in int64.
 Result<int64_t> ParseNonNegativeInt(std::string_view text);
 
+// Money in micro-units of a currency: parses a decimal such as "2.49" (at most six decimals,
+// non-negative); formats with at least two decimals ("2.49", "0.000001").
+Result<int64_t> ParseMoneyMicros(const std::string& text);
+std::string FormatMoneyMicros(int64_t micros);
+
 std::string FormatMilliGpu(MilliGpu q);
 std::string FormatMemoryMib(MemoryMib q);
 std::string FormatMilliCpu(MilliCpu q);

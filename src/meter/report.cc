@@ -1,5 +1,7 @@
 #include "meter/report.h"
 
+#include "core/yaml_reader.h"
+
 #include <algorithm>
 #include <charconv>
 #include <set>
@@ -79,35 +81,24 @@ int64_t PriceBook::PriceOf(const std::string& model) const {
   return it == gpu_hour_micros.end() ? default_gpu_hour_micros : it->second;
 }
 
-Result<int64_t> ParseMoneyMicros(const std::string& text) {
-  const std::string bad = "price '" + text + "': ";
-  if (text.empty()) return InvalidArgument(bad + "empty");
-  const size_t dot = text.find('.');
-  const std::string whole = text.substr(0, dot);
-  std::string frac = dot == std::string::npos ? "" : text.substr(dot + 1);
-  if (whole.empty() && frac.empty()) return InvalidArgument(bad + "not a number");
-  if (frac.size() > 6) return InvalidArgument(bad + "more than six decimals");
-  for (char c : whole + frac) {
-    if (c < '0' || c > '9') return InvalidArgument(bad + "not a non-negative decimal number");
+Result<PriceBook> ParsePriceBook(const std::string& yaml, const std::string& source) {
+  ASSIGN_OR_RETURN(YAML::Node doc, LoadYaml(yaml, source));
+  YamlMap m(doc, "", source);
+  RETURN_IF_ERROR(m.CheckIsMap());
+  PriceBook book;
+  ASSIGN_OR_RETURN(book.currency, m.String("currency", "USD"));
+  ASSIGN_OR_RETURN(std::string fallback, m.String("default", "0"));
+  auto d = ParseMoneyMicros(fallback);
+  if (!d.ok()) return m.Error("default", d.status().message());
+  book.default_gpu_hour_micros = *d;
+  ASSIGN_OR_RETURN(auto per_model, m.StringMap("gpuHour"));
+  for (const auto& [model, price] : per_model) {
+    auto p = ParseMoneyMicros(price);
+    if (!p.ok()) return m.Error("gpuHour." + model, p.status().message());
+    book.gpu_hour_micros[model] = *p;
   }
-  int64_t units = 0;
-  if (!whole.empty()) {
-    auto [p, ec] = std::from_chars(whole.data(), whole.data() + whole.size(), units);
-    if (ec != std::errc() || units > 1'000'000'000'000LL) return InvalidArgument(bad + "too large");
-  }
-  frac.resize(6, '0');
-  int64_t micros = 0;
-  std::from_chars(frac.data(), frac.data() + frac.size(), micros);
-  return units * 1'000'000 + micros;
-}
-
-std::string FormatMoneyMicros(int64_t micros) {
-  const bool negative = micros < 0;
-  const uint64_t v = negative ? -static_cast<uint64_t>(micros) : static_cast<uint64_t>(micros);
-  std::string frac = std::to_string(v % 1'000'000);
-  frac.insert(0, 6 - frac.size(), '0');
-  while (frac.size() > 2 && frac.back() == '0') frac.pop_back();
-  return (negative ? "-" : "") + std::to_string(v / 1'000'000) + "." + frac;
+  RETURN_IF_ERROR(m.Finish());
+  return book;
 }
 
 Result<std::vector<AggregateBy>> ParseAggregate(const std::string& text) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "core/workload.h"
 #include "meter/ledger.h"
 
 namespace fabrica {
@@ -28,9 +29,9 @@ struct PriceBook {
   int64_t PriceOf(const std::string& model) const;
 };
 
-// Parses a decimal price such as "2.49" into micro-units; at most six decimals.
-Result<int64_t> ParseMoneyMicros(const std::string& text);
-std::string FormatMoneyMicros(int64_t micros);  // "2.490000" trimmed to "2.49"
+// A price book in YAML: `currency: USD`, `gpuHour: {H100: "2.49", ...}`, `default: "1.00"`
+// (the price of models not listed). Errors name the file, line and field.
+Result<PriceBook> ParsePriceBook(const std::string& yaml, const std::string& source);
 
 enum class AggregateBy { kTenant, kQueue, kWorkload, kNode, kModel };
 Result<std::vector<AggregateBy>> ParseAggregate(const std::string& text);
@@ -71,13 +72,7 @@ struct ReportWindow {
 Result<std::vector<ReportWindow>> BuildReport(const Meter& meter, const PriceBook& prices,
                                               const ReportOptions& options);
 
-// Budgets: an amount per period, alert thresholds in percent, optional enforcement.
-struct Budget {
-  int64_t amount_micros = 0;
-  std::string period = "month";  // day, week (from Monday), month; calendar periods in UTC
-  std::vector<int> alert_percent = {50, 80, 100};
-  bool enforce = false;  // stop admitting new work once spent ≥ amount
-};
+using Budget = TenantBudget;  // core/workload.h: amount, period, alert thresholds, enforce
 
 Result<std::pair<int64_t, int64_t>> PeriodBounds(const std::string& period, int64_t now_ms);
 

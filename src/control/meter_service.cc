@@ -1,0 +1,613 @@
+#include "control/meter_service.h"
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "api/json_fields.h"
+#include "core/fleet.h"
+#include "core/workload.h"
+#include "meter/dcgm.h"
+
+namespace fabrica {
+
+using namespace jsonf;  // NOLINT(google-build-using-namespace): the typed JSON accessors
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr int64_t kHourMs = 3'600'000;
+constexpr int64_t kDayMs = 86'400'000;
+constexpr size_t kMaxTelemetryBody = 16 << 20;
+
+HttpResponse JsonReply(int status, const json& body) {
+  HttpResponse r;
+  r.status = status;
+  r.body = body.dump();
+  return r;
+}
+
+HttpResponse ErrorReply(int status, const std::string& message) {
+  return JsonReply(status, {{"code", status}, {"message", message}});
+}
+
+HttpResponse ErrorReply(const Status& st) { return ErrorReply(HttpStatusFor(st.code()), st.message()); }
+
+// "30m", "12h", "7d" -> ms; -1 when not a duration.
+int64_t ParseDuration(const std::string& s) {
+  if (s.size() < 2) return -1;
+  auto n = ParseNonNegativeInt(s.substr(0, s.size() - 1));
+  if (!n.ok() || *n > 100'000) return -1;
+  switch (s.back()) {
+    case 's':
+      return *n * 1000;
+    case 'm':
+      return *n * 60'000;
+    case 'h':
+      return *n * kHourMs;
+    case 'd':
+      return *n * kDayMs;
+  }
+  return -1;
+}
+
+int64_t ParseInstant(const std::string& s) {
+  auto unix_seconds = ParseNonNegativeInt(s);
+  if (unix_seconds.ok()) return *unix_seconds * 1000;
+  return ParseTimestamp(s);
+}
+
+}  // namespace
+
+// OpenCost's window grammar: today, week, month, yesterday, lastweek, lastmonth; a duration
+// ending now (30m, 12h, 7d); or "start,end" as RFC 3339 or Unix seconds.
+Result<std::pair<int64_t, int64_t>> ParseWindow(const std::string& window, int64_t now_ms) {
+  if (window.empty()) return InvalidArgument("window is required (e.g. 7d, today, or start,end)");
+  const int64_t today = now_ms / kDayMs * kDayMs;
+  if (window == "today") return std::make_pair(today, now_ms);
+  if (window == "yesterday") return std::make_pair(today - kDayMs, today);
+  if (window == "week" || window == "lastweek" || window == "month" || window == "lastmonth") {
+    const bool last = window.rfind("last", 0) == 0;
+    const std::string period = last ? window.substr(4) : window;
+    ASSIGN_OR_RETURN(auto bounds, PeriodBounds(period, now_ms));
+    if (!last) return std::make_pair(bounds.first, now_ms);
+    ASSIGN_OR_RETURN(auto prev, PeriodBounds(period, bounds.first - 1));
+    return prev;
+  }
+  if (const int64_t d = ParseDuration(window); d > 0) return std::make_pair(now_ms - d, now_ms);
+  const size_t comma = window.find(',');
+  if (comma != std::string::npos) {
+    const int64_t a = ParseInstant(window.substr(0, comma));
+    const int64_t b = ParseInstant(window.substr(comma + 1));
+    if (a < 0 || b < 0) {
+      return InvalidArgument("window '" + window +
+                             "': start and end must be RFC 3339 times or Unix seconds");
+    }
+    if (b <= a) return InvalidArgument("window '" + window + "': end is not after start");
+    return std::make_pair(a, std::min(b, now_ms));
+  }
+  return InvalidArgument("window '" + window +
+                         "' is not one of today, yesterday, week, lastweek, month, lastmonth, a "
+                         "duration such as 7d, or start,end");
+}
+
+MeterService::MeterService(Store& store, const Clock& clock, MeterServiceOptions options)
+    : store_(store), clock_(clock), options_(std::move(options)), meter_(options_.config) {}
+
+Result<std::unique_ptr<MeterService>> MeterService::Open(Store& store, const Clock& clock,
+                                                         MeterServiceOptions options) {
+  std::unique_ptr<MeterService> s(new MeterService(store, clock, std::move(options)));
+  if (!s->options_.journal_path.empty()) {
+    ASSIGN_OR_RETURN(s->journal_, MeterJournal::Open(s->options_.journal_path));
+    ASSIGN_OR_RETURN(MeterSnapshot snap, s->journal_->Load());
+    s->meter_.Restore(std::move(snap));
+  }
+  // Open bindings (from the journal) by workload, so a requeue seen after a restart ends them.
+  for (const IntervalUsage& u : s->meter_.Usage(0, INT64_MAX - 1)) {
+    if (u.interval->end_ms == kOpenEnd) s->open_binding_[u.interval->workload] = u.interval->binding;
+  }
+  return s;
+}
+
+Status MeterService::Sync() {
+  const int64_t now = clock_.NowMs();
+  ASSIGN_OR_RETURN(ListResult nodes, store_.List("/registry/nodes/", "", 0));
+  ASSIGN_OR_RETURN(ListResult workloads, store_.List("/registry/workloads/", "", 0));
+  ASSIGN_OR_RETURN(ListResult tenants, store_.List("/registry/tenants/", "", 0));
+  std::lock_guard<std::mutex> lock(mu_);
+
+  // The fleet's devices, and each node's devices by index for the bindings below.
+  std::map<std::string, std::vector<std::pair<std::string, std::string>>> node_devices;
+  std::set<std::string> present;
+  for (const KeyValue& kv : nodes.items) {
+    json n = json::parse(kv.value, nullptr, false);
+    const std::string name = Str(Field(n, "metadata"), "name");
+    int64_t since = ParseTimestamp(Str(Field(n, "metadata"), "creationTimestamp"));
+    if (since < 0) since = now;
+    auto& devs = node_devices[name];
+    for (const json& d : List(Field(n, "spec"), "devices")) {
+      const std::string uuid = Str(d, "uuid");
+      const std::string model = Str(d, "model");
+      devs.push_back({uuid, model});
+      if (uuid.empty()) continue;
+      present.insert(uuid);
+      (void)meter_.AddDevice({uuid, name, model, since, kOpenEnd, "", 1000});
+      const auto slices = List(d, "migSlices");
+      for (size_t i = 0; i < slices.size(); ++i) {
+        const MigProfile* p = FindMigProfile(model, slices[i].is_string() ? slices[i].get<std::string>() : "");
+        const int32_t milli = p ? static_cast<int32_t>((1000 * p->compute_slices + 3) / 7) : 1000;
+        (void)meter_.AddDevice({uuid + "/" + std::to_string(i), name, model, since, kOpenEnd, uuid,
+                                milli});
+      }
+    }
+  }
+  for (const FleetDevice& d : meter_.devices()) {
+    if (d.until_ms == kOpenEnd && d.parent_uuid.empty() && !present.count(d.uuid)) {
+      (void)meter_.RemoveDevice(d.uuid, now);
+    }
+  }
+
+  // Bindings.
+  std::map<std::string, std::string> tenant_queue;  // default queue name per tenant
+  std::set<std::string> seen;
+  for (const KeyValue& kv : workloads.items) {
+    json w = json::parse(kv.value, nullptr, false);
+    if (!w.is_object()) continue;
+    const json& meta = Field(w, "metadata");
+    const std::string ns = Str(meta, "namespace");
+    const std::string workload = ns + "/" + Str(meta, "name");
+    seen.insert(workload);
+    const json& status = Field(w, "status");
+    const std::string phase = Str(status, "phase", "Pending");
+    const int64_t scheduled = ParseTimestamp(Str(status, "scheduledTime"));
+    const auto& assignments = List(status, "assignments");
+    std::string current;
+    if (!assignments.empty() && scheduled >= 0) {
+      current = workload + "@" + Str(meta, "uid") + "@" + std::to_string(scheduled);
+    }
+    auto open = open_binding_.find(workload);
+    if (open != open_binding_.end() && open->second != current) {
+      (void)meter_.End({open->second, now, phase == "Pending" ? "requeued" : "rebound"});
+      open_binding_.erase(open);
+    }
+    if (current.empty()) continue;
+    if (!open_binding_.count(workload)) {
+      BindEvent b;
+      b.id = current;
+      b.workload = workload;
+      b.tenant = ns;
+      b.queue = Str(Field(w, "spec"), "queue", ns);
+      b.start_ms = scheduled;
+      for (const json& a : assignments) {
+        const std::string node = Str(a, "node");
+        const auto& devs = node_devices[node];
+        for (const json& d : List(a, "devices")) {
+          const int64_t index = Int(d, "index", -1);
+          BoundDevice bd;
+          bd.node = node;
+          bd.uuid = Str(d, "uuid");
+          if (index >= 0 && index < static_cast<int64_t>(devs.size())) {
+            if (bd.uuid.empty()) bd.uuid = devs[static_cast<size_t>(index)].first;
+            bd.model = devs[static_cast<size_t>(index)].second;
+          }
+          const int64_t slice = Int(d, "migSlice", -1);
+          bd.mig_profile = Str(d, "migProfile");
+          if (slice >= 0) {
+            bd.uuid += "/" + std::to_string(slice);
+            const MigProfile* p = FindMigProfile(bd.model, bd.mig_profile);
+            bd.gpu_milli = p ? static_cast<int32_t>((1000 * p->compute_slices + 3) / 7) : 1000;
+            if (bd.mig_profile.empty()) bd.mig_profile = "mig";
+          } else {
+            const int64_t milli = Int(d, "gpuMilli", 1000);
+            bd.gpu_milli = static_cast<int32_t>(std::clamp<int64_t>(milli, 1, 1000));
+          }
+          b.devices.push_back(bd);
+        }
+      }
+      if (b.devices.empty()) continue;  // a CPU-only workload holds no GPU
+      if (meter_.Bind(b).ok()) open_binding_[workload] = current;
+    }
+    if ((phase == "Succeeded" || phase == "Failed") && open_binding_.count(workload)) {
+      int64_t end = ParseTimestamp(Str(status, "completionTime"));
+      if (end < scheduled) end = now;
+      (void)meter_.End({current, end, phase == "Succeeded" ? "completed" : "failed"});
+      open_binding_.erase(workload);
+    }
+  }
+  for (auto it = open_binding_.begin(); it != open_binding_.end();) {
+    if (!seen.count(it->first)) {
+      (void)meter_.End({it->second, now, "deleted"});
+      it = open_binding_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+
+  // Budgets.
+  budgets_.clear();
+  for (const KeyValue& kv : tenants.items) {
+    auto m = ParseManifestYaml(kv.value, kv.key);
+    if (!m.ok() || m->tenants.empty() || !m->tenants.front().budget) continue;
+    budgets_[m->tenants.front().name.str()] = *m->tenants.front().budget;
+  }
+  budget_state_.clear();
+  for (const auto& [tenant, budget] : budgets_) {
+    auto period = PeriodBounds(budget.period, now);
+    if (!period.ok()) continue;
+    ReportOptions opt;
+    opt.from_ms = period->first;
+    opt.to_ms = std::max(now, period->first + 1);
+    opt.tenants = {tenant};
+    auto report = BuildReport(meter_, options_.prices, opt);
+    int64_t spent = 0;
+    if (report.ok()) {
+      for (const ReportRow& r : (*report)[0].rows) spent += r.total_cost_micros();
+    }
+    budget_state_[tenant] = EvaluateBudget(budget, spent, "tenant " + tenant);
+  }
+
+  meter_.Advance(now);
+  last_sync_ms_ = now;
+  if (journal_) {
+    const int64_t keep = meter_.sealed_until_ms() - 2 * options_.config.sample_interval_ms;
+    RETURN_IF_ERROR(journal_->Commit(meter_.TakeChanges(), keep));
+  } else {
+    (void)meter_.TakeChanges();
+  }
+  return Status::Ok();
+}
+
+IngestStats MeterService::Ingest(const std::vector<DeviceSample>& samples) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const IngestStats before = meter_.stats();
+  meter_.Ingest(samples);
+  IngestStats delta = meter_.stats();
+  delta.samples_accepted -= before.samples_accepted;
+  delta.samples_duplicate -= before.samples_duplicate;
+  delta.samples_late -= before.samples_late;
+  delta.samples_invalid -= before.samples_invalid;
+  return delta;
+}
+
+Result<std::vector<ReportWindow>> MeterService::Report(const ReportOptions& options) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return BuildReport(meter_, options_.prices, options);
+}
+
+std::optional<std::string> MeterService::AdmissionHold(const std::string& tenant) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto b = budgets_.find(tenant);
+  auto s = budget_state_.find(tenant);
+  if (b == budgets_.end() || s == budget_state_.end() || !b->second.enforce || !s->second.exceeded) {
+    return std::nullopt;
+  }
+  return "held: " + s->second.message;
+}
+
+std::map<std::string, BudgetState> MeterService::Budgets() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return budget_state_;
+}
+
+std::string MeterService::MetricsText() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int64_t now = std::max(clock_.NowMs(), int64_t{1});
+  ReportOptions opt;
+  opt.from_ms = 0;
+  opt.to_ms = now;
+  opt.by = {AggregateBy::kTenant, AggregateBy::kQueue, AggregateBy::kModel};
+  auto report = BuildReport(meter_, options_.prices, opt);
+  std::string out;
+  auto line = [&](const char* name, const ReportRow& r, double v) {
+    out += std::string(name) + "{tenant=\"" + r.properties.at("tenant") + "\",queue=\"" +
+           r.properties.at("queue") + "\",model=\"" + r.properties.at("model") + "\"} " +
+           std::to_string(v) + "\n";
+  };
+  out += "# HELP fabrica_gpu_seconds_allocated_total GPU-seconds held by bindings.\n";
+  out += "# TYPE fabrica_gpu_seconds_allocated_total counter\n";
+  if (report.ok()) {
+    for (const ReportRow& r : (*report)[0].rows) {
+      line("fabrica_gpu_seconds_allocated_total", r, r.held / 1e6);
+    }
+  }
+  out += "# HELP fabrica_gpu_seconds_used_total GPU-seconds busy, attributed to bindings.\n";
+  out += "# TYPE fabrica_gpu_seconds_used_total counter\n";
+  if (report.ok()) {
+    for (const ReportRow& r : (*report)[0].rows) line("fabrica_gpu_seconds_used_total", r, r.used / 1e6);
+  }
+  out += "# HELP fabrica_gpu_cost_total Cost of GPU time held, in the price book's currency.\n";
+  out += "# TYPE fabrica_gpu_cost_total counter\n";
+  if (report.ok()) {
+    for (const ReportRow& r : (*report)[0].rows) line("fabrica_gpu_cost_total", r, r.cost_micros / 1e6);
+  }
+  const IngestStats& st = meter_.stats();
+  out += "# HELP fabrica_meter_samples_total Utilization samples by outcome.\n";
+  out += "# TYPE fabrica_meter_samples_total counter\n";
+  out += "fabrica_meter_samples_total{outcome=\"accepted\"} " + std::to_string(st.samples_accepted) + "\n";
+  out += "fabrica_meter_samples_total{outcome=\"duplicate\"} " + std::to_string(st.samples_duplicate) + "\n";
+  out += "fabrica_meter_samples_total{outcome=\"late\"} " + std::to_string(st.samples_late) + "\n";
+  out += "fabrica_meter_samples_total{outcome=\"invalid\"} " + std::to_string(st.samples_invalid) + "\n";
+  out += "# HELP fabrica_budget_spent_ratio Cost this period over the tenant's budget.\n";
+  out += "# TYPE fabrica_budget_spent_ratio gauge\n";
+  for (const auto& [tenant, s] : budget_state_) {
+    out += "fabrica_budget_spent_ratio{tenant=\"" + tenant + "\"} " +
+           std::to_string(s.amount_micros ? static_cast<double>(s.spent_micros) / s.amount_micros : 0) +
+           "\n";
+  }
+  return out;
+}
+
+namespace {
+
+double Hours(int64_t milli_gpu_ms) { return static_cast<double>(milli_gpu_ms) / 3.6e9; }
+double Money(int64_t micros) { return static_cast<double>(micros) / 1e6; }
+
+// One row in the shape OpenCost's allocation API returns (GPU fields filled; the CPU, RAM,
+// network and volume fields present and zero, so tools that read them find numbers).
+json OpenCostAllocation(const ReportRow& r, const ReportWindow& w, bool idle) {
+  const double minutes = static_cast<double>(w.to_ms - w.from_ms) / 60'000.0;
+  const double window_hours = static_cast<double>(w.to_ms - w.from_ms) / 3.6e6;
+  const double gpu_hours = Hours(r.held);
+  const double request_avg = window_hours > 0 ? gpu_hours / window_hours : 0;
+  const int64_t known = r.held - r.unknown;
+  const double usage_avg =
+      window_hours > 0 && known > 0 ? Hours(r.used) / window_hours * (static_cast<double>(r.held) / known) : 0;
+  json props = json::object();
+  for (const auto& [k, v] : r.properties) {
+    if (k == "tenant") props["namespace"] = v;
+    props[k] = v;
+  }
+  props["cluster"] = "fabrica";
+  json a = {{"name", r.key},
+            {"properties", props},
+            {"window", {{"start", FormatTimestamp(w.from_ms)}, {"end", FormatTimestamp(w.to_ms)}}},
+            {"start", FormatTimestamp(w.from_ms)},
+            {"end", FormatTimestamp(w.to_ms)},
+            {"minutes", minutes},
+            {"cpuCores", 0}, {"cpuCoreRequestAverage", 0}, {"cpuCoreUsageAverage", 0},
+            {"cpuCoreHours", 0}, {"cpuCost", 0}, {"cpuCostAdjustment", 0}, {"cpuCostIdle", 0},
+            {"cpuEfficiency", 0},
+            {"gpuCount", request_avg},
+            {"gpuRequestAverage", request_avg},
+            {"gpuUsageAverage", usage_avg},
+            {"gpuHours", gpu_hours},
+            {"gpuCost", Money(r.cost_micros)},
+            {"gpuCostAdjustment", 0},
+            {"gpuCostIdle", Money(r.idle_cost_micros)},
+            {"gpuEfficiency", idle ? 0.0 : (r.held > r.unknown ? static_cast<double>(r.used) / (r.held - r.unknown) : 0.0)},
+            {"gpuAllocation",
+             {{"gpuRequestAverage", request_avg},
+              {"gpuUsageAverage", usage_avg},
+              {"isGPUShared", r.shared_gpu}}},
+            {"networkTransferBytes", 0}, {"networkReceiveBytes", 0}, {"networkCost", 0},
+            {"networkCostAdjustment", 0}, {"loadBalancerCost", 0}, {"loadBalancerCostAdjustment", 0},
+            {"pvBytes", 0}, {"pvByteHours", 0}, {"pvCost", 0}, {"pvCostAdjustment", 0},
+            {"ramBytes", 0}, {"ramByteRequestAverage", 0}, {"ramByteUsageAverage", 0},
+            {"ramByteHours", 0}, {"ramCost", 0}, {"ramCostAdjustment", 0}, {"ramCostIdle", 0},
+            {"ramEfficiency", 0},
+            {"externalCost", 0},
+            {"sharedCost", Money(r.idle_cost_micros)},
+            {"totalCost", Money(r.total_cost_micros())},
+            {"totalEfficiency", idle ? 0.0 : (r.held > r.unknown ? static_cast<double>(r.used) / (r.held - r.unknown) : 0.0)},
+            {"rawAllocationOnly", nullptr}};
+  return a;
+}
+
+json FabricaUsageRow(const ReportRow& r) {
+  return {{"key", r.key},
+          {"properties", r.properties},
+          {"gpuMilliMsHeld", r.held},
+          {"gpuMilliMsUsed", r.used},
+          {"gpuMilliMsUnknown", r.unknown},
+          {"gpuHoursHeld", Hours(r.held)},
+          {"gpuHoursUsed", Hours(r.used)},
+          {"efficiency", r.held > r.unknown ? static_cast<double>(r.used) / (r.held - r.unknown) : 0.0},
+          {"costMicros", r.cost_micros},
+          {"idleCostMicros", r.idle_cost_micros},
+          {"totalCostMicros", r.total_cost_micros()},
+          {"totalCost", FormatMoneyMicros(r.total_cost_micros())}};
+}
+
+std::string CsvField(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+bool ParseBool(const std::map<std::string, std::string>& q, const std::string& key, bool def,
+               std::string* error) {
+  auto it = q.find(key);
+  if (it == q.end()) return def;
+  if (it->second == "true" || it->second == "1") return true;
+  if (it->second == "false" || it->second == "0") return false;
+  *error = key + ": '" + it->second + "' is not true or false";
+  return def;
+}
+
+}  // namespace
+
+ApiServer::Extension MeterService::Routes() {
+  return [this](const HttpRequest& req, const Result<Principal>& principal,
+                const std::vector<std::string>& tenants,
+                bool all) -> std::optional<HttpResponse> {
+    const std::string usage_path = "/apis/fabrica.dev/v1/usage";
+    const std::string telemetry_path = "/apis/fabrica.dev/v1/telemetry";
+    const bool allocation = req.path == "/allocation" || req.path == "/allocation/compute" ||
+                            req.path == "/model/allocation";
+    if (!allocation && req.path != usage_path && req.path != telemetry_path) return std::nullopt;
+    if (!principal.ok()) return ErrorReply(principal.status());
+
+    if (req.path == telemetry_path) {
+      if (req.method != "POST") return ErrorReply(405, "telemetry: use POST");
+      if (principal->node.empty() && !all) {
+        return ErrorReply(403, "telemetry: only node agents and platform admins may report samples");
+      }
+      if (req.body.size() > kMaxTelemetryBody) return ErrorReply(413, "telemetry: body too large");
+      std::vector<DeviceSample> samples;
+      const std::string type = req.Header("content-type");
+      if (type.rfind("text/plain", 0) == 0) {
+        // A dcgm-exporter page, as scraped.
+        const std::string node = principal->node.empty() ? "unknown" : principal->node;
+        auto parsed = ParseDcgmExposition(req.body, clock_.NowMs(), node);
+        if (!parsed.ok()) return ErrorReply(400, parsed.status().message());
+        samples = std::move(*parsed);
+      } else {
+        json body = json::parse(req.body, nullptr, false);
+        if (!body.is_object() || !Field(body, "samples").is_array()) {
+          return ErrorReply(400, "telemetry: expected {\"samples\": [...]} or a text/plain dcgm-exporter page");
+        }
+        const auto& list = body["samples"];
+        for (size_t i = 0; i < list.size(); ++i) {
+          const json& s = list[i];
+          const std::string path = "samples[" + std::to_string(i) + "]";
+          if (!s.is_object()) return ErrorReply(400, path + ": expected an object");
+          for (const auto& [k, v] : s.items()) {
+            if (k != "node" && k != "uuid" && k != "time" && k != "utilPermille" && k != "achievedPermille") {
+              return ErrorReply(400, path + "." + k + ": unknown field");
+            }
+          }
+          DeviceSample d;
+          d.node = Str(s, "node", principal->node);
+          d.device_uuid = Str(s, "uuid");
+          const json& t = Field(s, "time");
+          d.time_ms = t.is_string() ? ParseTimestamp(t.get<std::string>())
+                                    : (t.is_number_integer() ? t.get<int64_t>() : -1);
+          const json& u = Field(s, "utilPermille");
+          if (d.device_uuid.empty()) return ErrorReply(400, path + ".uuid: required");
+          if (d.time_ms < 0) return ErrorReply(400, path + ".time: expected RFC 3339 or Unix ms");
+          if (!u.is_number_integer() || u.get<int64_t>() < 0 || u.get<int64_t>() > 1000) {
+            return ErrorReply(400, path + ".utilPermille: expected an integer 0..1000");
+          }
+          d.util_permille = u.get<int32_t>();
+          if (Field(s, "achievedPermille").is_object()) {
+            for (const auto& [k, v] : s["achievedPermille"].items()) {
+              if (!v.is_number_integer()) return ErrorReply(400, path + ".achievedPermille." + k + ": expected an integer");
+              d.achieved_permille[k] = v.get<int32_t>();
+            }
+          }
+          if (!principal->node.empty() && d.node != principal->node) {
+            return ErrorReply(403, path + ".node: a node agent reports only its own devices");
+          }
+          samples.push_back(std::move(d));
+        }
+      }
+      const IngestStats st = Ingest(samples);
+      return JsonReply(200, {{"accepted", st.samples_accepted},
+                             {"duplicate", st.samples_duplicate},
+                             {"late", st.samples_late},
+                             {"invalid", st.samples_invalid}});
+    }
+
+    if (req.method != "GET") return ErrorReply(405, req.path + ": use GET");
+    if (!all && tenants.empty()) return ErrorReply(403, "usage: no tenant is readable by you");
+    std::string error;
+    ReportOptions opt;
+    const auto& q = req.query;
+    auto get = [&](const std::string& k, const std::string& def) {
+      auto it = q.find(k);
+      return it == q.end() ? def : it->second;
+    };
+    for (const auto& [k, v] : q) {
+      static const std::set<std::string> known = {"window", "aggregate", "by", "step", "resolution",
+                                                  "accumulate", "includeIdle", "shareIdle",
+                                                  "idleByNode", "format", "filterNamespaces"};
+      if (!known.count(k)) return ErrorReply(400, "unknown query parameter '" + k + "'");
+    }
+    auto window = ParseWindow(get("window", allocation ? "" : "7d"), clock_.NowMs());
+    if (!window.ok()) return ErrorReply(window.status());
+    opt.from_ms = window->first;
+    opt.to_ms = window->second;
+    if (opt.to_ms <= opt.from_ms) return ErrorReply(400, "window: it has not started yet");
+    auto by = ParseAggregate(get(allocation ? "aggregate" : "by", allocation ? "namespace" : "tenant"));
+    if (!by.ok()) return ErrorReply(by.status());
+    opt.by = *by;
+    const std::string step = get("step", "");
+    const bool accumulate = ParseBool(q, "accumulate", false, &error);
+    if (!step.empty() && !accumulate) {
+      opt.step_ms = ParseDuration(step);
+      if (opt.step_ms <= 0) return ErrorReply(400, "step '" + step + "' is not a duration such as 1h or 1d");
+    }
+    opt.share_idle = ParseBool(q, "shareIdle", false, &error);
+    const bool include_idle = ParseBool(q, "includeIdle", allocation ? false : true, &error);
+    if (!error.empty()) return ErrorReply(400, error);
+    if (!all) opt.tenants = tenants;
+    if (q.count("filterNamespaces")) {
+      std::vector<std::string> wanted;
+      const std::string list = q.at("filterNamespaces");
+      size_t start = 0;
+      while (start <= list.size()) {
+        size_t comma = list.find(',', start);
+        if (comma == std::string::npos) comma = list.size();
+        const std::string t = list.substr(start, comma - start);
+        if (all || std::find(tenants.begin(), tenants.end(), t) != tenants.end()) wanted.push_back(t);
+        start = comma + 1;
+      }
+      if (wanted.empty()) return ErrorReply(403, "filterNamespaces: none of them is readable by you");
+      opt.tenants = wanted;
+    }
+    auto report = Report(opt);
+    if (!report.ok()) return ErrorReply(report.status());
+
+    if (allocation) {
+      json data = json::array();
+      for (const ReportWindow& w : *report) {
+        json sets = json::object();
+        for (const ReportRow& r : w.rows) sets[r.key] = OpenCostAllocation(r, w, false);
+        if (include_idle && opt.tenants.empty()) {
+          ReportRow idle = w.idle;
+          idle.properties = {};
+          sets["__idle__"] = OpenCostAllocation(idle, w, true);
+        }
+        data.push_back(sets);
+      }
+      return JsonReply(200, {{"code", 200}, {"data", data}});
+    }
+    if (get("format", "json") == "csv") {
+      HttpResponse r;
+      r.content_type = "text/csv";
+      r.body =
+          "window_start,window_end,key,gpu_hours_held,gpu_hours_used,gpu_milli_ms_held,"
+          "gpu_milli_ms_used,gpu_milli_ms_unknown,cost,idle_cost,total_cost,currency\n";
+      for (const ReportWindow& w : *report) {
+        auto row = [&](const ReportRow& x) {
+          char hours[64];
+          std::snprintf(hours, sizeof hours, "%.6f,%.6f", Hours(x.held), Hours(x.used));
+          r.body += FormatTimestamp(w.from_ms) + "," + FormatTimestamp(w.to_ms) + "," +
+                    CsvField(x.key) + "," + hours + "," + std::to_string(x.held) + "," +
+                    std::to_string(x.used) + "," + std::to_string(x.unknown) + "," +
+                    FormatMoneyMicros(x.cost_micros) + "," + FormatMoneyMicros(x.idle_cost_micros) +
+                    "," + FormatMoneyMicros(x.total_cost_micros()) + "," + options_.prices.currency +
+                    "\n";
+        };
+        for (const ReportRow& x : w.rows) row(x);
+        if (include_idle && opt.tenants.empty()) row(w.idle);
+      }
+      return r;
+    }
+    if (get("format", "json") != "json") return ErrorReply(400, "format: expected json or csv");
+    json windows = json::array();
+    for (const ReportWindow& w : *report) {
+      json rows = json::array();
+      for (const ReportRow& r : w.rows) rows.push_back(FabricaUsageRow(r));
+      json win = {{"start", FormatTimestamp(w.from_ms)},
+                  {"end", FormatTimestamp(w.to_ms)},
+                  {"rows", rows}};
+      if (include_idle && opt.tenants.empty()) {
+        win["idle"] = FabricaUsageRow(w.idle);
+        win["capacityGpuMilliMs"] = w.capacity;
+        win["fleetCostMicros"] = w.fleet_cost_micros;
+        win["unattributedGpuMilliMsUsed"] = w.unattributed_used;
+      }
+      windows.push_back(win);
+    }
+    return JsonReply(200, {{"apiVersion", "fabrica.dev/v1"},
+                           {"kind", "Usage"},
+                           {"currency", options_.prices.currency},
+                           {"windows", windows}});
+  };
+}
+
+}  // namespace fabrica

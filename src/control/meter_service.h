@@ -1,0 +1,72 @@
+// MeterService: the metering controller of the server, around the pure Meter (meter/).
+//
+// Sync() reads the store and turns what it sees into the meter's events: a workload whose status
+// carries assignments and a scheduledTime is a binding (id: namespace/name@uid@scheduledTime)
+// that starts at scheduledTime; it ends at its completionTime when it Succeeded or Failed, and at
+// the time of the Sync that finds it requeued (node loss, eviction) or deleted. Every Node's GPUs
+// (and MIG instances) are the fleet's capacity from the Node's creation. Sync then seals what the
+// lateness allows and commits the changes to the journal in one batch. Telemetry arrives through
+// Ingest (agents push samples, or the server reads a dcgm-exporter page).
+//
+// Budgets: a Tenant's spec.budget (amount, period, alertPercent, enforce) is evaluated on every
+// Sync against the tenant's cost in the current calendar period; the state is exported as
+// metrics and conditions, and AdmissionHold() tells the scheduler to hold new work of a tenant
+// whose enforced budget is spent. All methods may be called from any thread.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "api/api_server.h"
+#include "control/clock.h"
+#include "meter/ledger.h"
+#include "meter/report.h"
+#include "store/meter_journal.h"
+#include "store/store.h"
+
+namespace fabrica {
+
+struct MeterServiceOptions {
+  MeterConfig config;
+  PriceBook prices;
+  std::string journal_path;  // empty: in memory only (tests)
+};
+
+class MeterService {
+ public:
+  static Result<std::unique_ptr<MeterService>> Open(Store& store, const Clock& clock,
+                                                    MeterServiceOptions options);
+
+  Status Sync();
+  IngestStats Ingest(const std::vector<DeviceSample>& samples);
+  Result<std::vector<ReportWindow>> Report(const ReportOptions& options) const;
+  // A reason to hold the tenant's new work, or nothing.
+  std::optional<std::string> AdmissionHold(const std::string& tenant) const;
+  std::map<std::string, BudgetState> Budgets() const;
+  const PriceBook& prices() const { return options_.prices; }
+  std::string MetricsText() const;
+
+  // The HTTP routes: GET /allocation (and /allocation/compute), GET .../v1/usage (JSON, or CSV
+  // with format=csv), POST .../v1/telemetry (JSON samples or a dcgm-exporter page).
+  ApiServer::Extension Routes();
+
+ private:
+  MeterService(Store& store, const Clock& clock, MeterServiceOptions options);
+
+  Store& store_;
+  const Clock& clock_;
+  MeterServiceOptions options_;
+  std::unique_ptr<MeterJournal> journal_;
+  mutable std::mutex mu_;
+  Meter meter_;
+  std::map<std::string, std::string> open_binding_;  // workload -> its open binding id
+  std::map<std::string, Budget> budgets_;
+  std::map<std::string, BudgetState> budget_state_;
+  // Totals for the Prometheus counters, per (tenant, queue, model), over sealed time.
+  int64_t last_sync_ms_ = 0;
+};
+
+}  // namespace fabrica
