@@ -41,6 +41,7 @@
 #include "api/http_server.h"
 #include "client/http_client.h"
 #include "control/clock.h"
+#include "control/meter_service.h"
 #include "control/scheduler.h"
 #include "control/sim_agent.h"
 #include "core/fleet.h"
@@ -63,8 +64,10 @@ constexpr char kApi[] = "/apis/fabrica.dev/v1";
 constexpr char kAdminToken[] = "admin-token-e2e-0123456789";
 constexpr char kAuthYaml[] = R"(tokens:
   - {token: admin-token-e2e-0123456789, user: admin}
+  - {token: alice-token-e2e-0123456789, user: alice}
 bindings:
   - {role: platform-admin, user: admin}
+  - {role: tenant-member, tenant: team-a, user: alice}
 )";
 
 // Two leaves of two 8-GPU H100 nodes each, and a MIG node under the second leaf: room for the
@@ -375,6 +378,107 @@ TEST_F(FactoryTest, DemoRunsIsolatedAndFreesItsGpus) {
   CycleStats stats = Cycle();
   EXPECT_EQ(stats.pending, 0);
   EXPECT_EQ(stats.running, 5);
+}
+
+// Metering end to end: the demo runs for an hour of virtual time with the meter synced every
+// cycle; /allocation?aggregate=namespace must give each tenant the GPU-hours and cost that the
+// workloads' own status (scheduledTime..completionTime × share) says, and the journal must
+// restore the same numbers after a restart.
+TEST_F(FactoryTest, AllocationMatchesTheWorkloadsGpuHoursAndCosts) {
+  MeterServiceOptions mo;
+  mo.journal_path = dir_.File("meter.db");
+  mo.prices.gpu_hour_micros = {{"H100", 2'490'000}};
+  auto meter = MeterService::Open(*store_, clock_, mo);
+  ASSERT_TRUE(meter.ok()) << meter.status().message();
+  api_->SetExtension((*meter)->Routes());
+  const int64_t t0 = clock_.NowMs() / 1000 * 1000;
+  const std::string demo = ReadFile(std::string(FABRICA_SOURCE_DIR) + "/examples/demo.yaml");
+  for (const YAML::Node& d : YAML::LoadAll(demo)) CreateWorkload(YamlToJson(d));
+  for (int i = 0; i < 62; ++i) {  // an hour and two minutes, one cycle a minute
+    Cycle(60'000);
+    Status st = (*meter)->Sync();
+    ASSERT_TRUE(st.ok()) << st.message();
+  }
+  const int64_t t1 = t0 + 3'600'000;
+
+  // What the workloads' status says each tenant held in [t0, t1), in milli-GPU·ms.
+  std::map<std::string, int64_t> want;
+  int succeeded = 0;
+  for (const auto& [name, w] : Workloads()) {
+    const json& status = w["status"];
+    const int64_t from = std::max(t0, ParseTimestamp(status.value("scheduledTime", "")));
+    int64_t to = t1;
+    if (status.contains("completionTime")) {
+      to = std::min(to, ParseTimestamp(status.value("completionTime", "")));
+      ++succeeded;
+    }
+    int64_t milli = 0;
+    for (const json& a : status["assignments"]) {
+      for (const json& d : a["devices"]) {
+        milli += d.contains("migSlice") ? (1000 + 3) / 7 : d.value("gpuMilli", 1000);
+      }
+    }
+    want[w["metadata"].value("namespace", "")] += milli * std::max<int64_t>(0, to - from);
+  }
+  EXPECT_GE(succeeded, 2) << Describe(Workloads());  // the eval (10 min) and partner (30 min)
+
+  const std::string query = "/allocation?window=" + std::to_string(t0 / 1000) + "," +
+                            std::to_string(t1 / 1000) + "&aggregate=namespace&includeIdle=true";
+  auto check = [&](const json& alloc) {
+    ASSERT_EQ(alloc.value("code", 0), 200) << alloc.dump();
+    ASSERT_EQ(alloc["data"].size(), 1u);
+    const json& sets = alloc["data"][0];
+    for (const auto& [tenant, held] : want) {
+      ASSERT_TRUE(sets.contains(tenant)) << tenant << " missing: " << alloc.dump();
+      const json& a = sets[tenant];
+      EXPECT_NEAR(a.value("gpuHours", 0.0), held / 3.6e9, 1e-9) << tenant;
+      const double cost =
+          static_cast<double>(static_cast<__int128>(held) * 2'490'000 / 3'600'000'000LL) / 1e6;
+      EXPECT_NEAR(a.value("gpuCost", 0.0), cost, 1e-9) << tenant;
+      EXPECT_EQ(a["properties"].value("namespace", ""), tenant);
+      // The simulated devices are 80% busy for what their workloads hold.
+      EXPECT_GT(a.value("gpuEfficiency", 0.0), 0.5) << tenant << ": " << a.dump();
+      EXPECT_LE(a.value("gpuEfficiency", 0.0), 1.0) << tenant;
+    }
+    ASSERT_TRUE(sets.contains("__idle__"));
+    // 4 whole-GPU nodes of 8 GPUs and the MIG node of 2, for the hour, at 2.49 per GPU-hour.
+    double total = 0;
+    for (const auto& [k, a] : sets.items()) total += a.value("totalCost", 0.0);
+    EXPECT_NEAR(total, 34 * 2.49, 1e-6) << alloc.dump();
+  };
+  check(CallJson("GET", query));
+
+  // A tenant member sees only its tenant, and no idle.
+  ClientOptions alice = client_options_;
+  alice.token = "alice-token-e2e-0123456789";
+  HttpClient alice_client(alice);
+  auto mine = alice_client.Do("GET", query);
+  ASSERT_TRUE(mine.ok());
+  json mine_json = json::parse(mine->body);
+  EXPECT_EQ(mine_json["data"][0].size(), 1u) << mine->body;
+  EXPECT_TRUE(mine_json["data"][0].contains("team-a"));
+  // Bad queries name what is wrong.
+  auto bad = alice_client.Do("GET", "/allocation?window=7x&aggregate=namespace");
+  ASSERT_TRUE(bad.ok());
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_NE(bad->body.find("window '7x'"), std::string::npos) << bad->body;
+  bad = alice_client.Do("POST", "/apis/fabrica.dev/v1/telemetry", R"({"samples": []})");
+  EXPECT_EQ(bad->status, 403) << bad->body;
+  // CSV for invoices.
+  ClientResponse csv =
+      Call("GET", "/apis/fabrica.dev/v1/usage?window=" + std::to_string(t0 / 1000) + "," +
+                      std::to_string(t1 / 1000) + "&by=tenant&format=csv");
+  EXPECT_EQ(csv.status, 200);
+  EXPECT_NE(csv.body.find("team-a,"), std::string::npos) << csv.body;
+
+  // Restart: a new service from the journal answers the same.
+  api_->SetExtension(nullptr);
+  meter->reset();
+  auto again = MeterService::Open(*store_, clock_, mo);
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  api_->SetExtension((*again)->Routes());
+  ASSERT_TRUE((*again)->Sync().ok());
+  check(CallJson("GET", query));
 }
 
 TEST_F(FactoryTest, LostNodesWorkloadsAreRequeued) {

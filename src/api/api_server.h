@@ -40,9 +40,9 @@ class ApiServer {
   // Routes served by another component (metering): called for every request outside /healthz
   // with the caller's authentication result and the tenants it may read (`all` for fleet-wide
   // readers); it returns nothing for paths that are not its own. Set before serving.
-  using Extension = std::function<std::optional<HttpResponse>(
-      const HttpRequest&, const Result<Principal>&, const std::vector<std::string>& tenants,
-      bool all)>;
+  using Extension =
+      std::function<std::optional<HttpResponse>(const HttpRequest&, const Result<Principal>&,
+                                                const std::vector<std::string>& tenants, bool all)>;
   void SetExtension(Extension extension);
   // More Prometheus text appended to /metrics. Set before serving.
   void SetMetricsExtra(std::function<std::string()> extra);

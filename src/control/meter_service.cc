@@ -33,7 +33,9 @@ HttpResponse ErrorReply(int status, const std::string& message) {
   return JsonReply(status, {{"code", status}, {"message", message}});
 }
 
-HttpResponse ErrorReply(const Status& st) { return ErrorReply(HttpStatusFor(st.code()), st.message()); }
+HttpResponse ErrorReply(const Status& st) {
+  return ErrorReply(HttpStatusFor(st.code()), st.message());
+}
 
 // "30m", "12h", "7d" -> ms; -1 when not a duration.
 int64_t ParseDuration(const std::string& s) {
@@ -105,9 +107,7 @@ Result<std::unique_ptr<MeterService>> MeterService::Open(Store& store, const Clo
     s->meter_.Restore(std::move(snap));
   }
   // Open bindings (from the journal) by workload, so a requeue seen after a restart ends them.
-  for (const IntervalUsage& u : s->meter_.Usage(0, INT64_MAX - 1)) {
-    if (u.interval->end_ms == kOpenEnd) s->open_binding_[u.interval->workload] = u.interval->binding;
-  }
+  s->open_binding_ = s->meter_.OpenBindings();
   return s;
 }
 
@@ -136,10 +136,11 @@ Status MeterService::Sync() {
       (void)meter_.AddDevice({uuid, name, model, since, kOpenEnd, "", 1000});
       const auto slices = List(d, "migSlices");
       for (size_t i = 0; i < slices.size(); ++i) {
-        const MigProfile* p = FindMigProfile(model, slices[i].is_string() ? slices[i].get<std::string>() : "");
+        const MigProfile* p =
+            FindMigProfile(model, slices[i].is_string() ? slices[i].get<std::string>() : "");
         const int32_t milli = p ? static_cast<int32_t>((1000 * p->compute_slices + 3) / 7) : 1000;
-        (void)meter_.AddDevice({uuid + "/" + std::to_string(i), name, model, since, kOpenEnd, uuid,
-                                milli});
+        (void)meter_.AddDevice(
+            {uuid + "/" + std::to_string(i), name, model, since, kOpenEnd, uuid, milli});
       }
     }
   }
@@ -280,7 +281,8 @@ std::optional<std::string> MeterService::AdmissionHold(const std::string& tenant
   std::lock_guard<std::mutex> lock(mu_);
   auto b = budgets_.find(tenant);
   auto s = budget_state_.find(tenant);
-  if (b == budgets_.end() || s == budget_state_.end() || !b->second.enforce || !s->second.exceeded) {
+  if (b == budgets_.end() || s == budget_state_.end() || !b->second.enforce ||
+      !s->second.exceeded) {
     return std::nullopt;
   }
   return "held: " + s->second.message;
@@ -315,25 +317,31 @@ std::string MeterService::MetricsText() const {
   out += "# HELP fabrica_gpu_seconds_used_total GPU-seconds busy, attributed to bindings.\n";
   out += "# TYPE fabrica_gpu_seconds_used_total counter\n";
   if (report.ok()) {
-    for (const ReportRow& r : (*report)[0].rows) line("fabrica_gpu_seconds_used_total", r, r.used / 1e6);
+    for (const ReportRow& r : (*report)[0].rows)
+      line("fabrica_gpu_seconds_used_total", r, r.used / 1e6);
   }
   out += "# HELP fabrica_gpu_cost_total Cost of GPU time held, in the price book's currency.\n";
   out += "# TYPE fabrica_gpu_cost_total counter\n";
   if (report.ok()) {
-    for (const ReportRow& r : (*report)[0].rows) line("fabrica_gpu_cost_total", r, r.cost_micros / 1e6);
+    for (const ReportRow& r : (*report)[0].rows)
+      line("fabrica_gpu_cost_total", r, r.cost_micros / 1e6);
   }
   const IngestStats& st = meter_.stats();
   out += "# HELP fabrica_meter_samples_total Utilization samples by outcome.\n";
   out += "# TYPE fabrica_meter_samples_total counter\n";
-  out += "fabrica_meter_samples_total{outcome=\"accepted\"} " + std::to_string(st.samples_accepted) + "\n";
-  out += "fabrica_meter_samples_total{outcome=\"duplicate\"} " + std::to_string(st.samples_duplicate) + "\n";
+  out += "fabrica_meter_samples_total{outcome=\"accepted\"} " +
+         std::to_string(st.samples_accepted) + "\n";
+  out += "fabrica_meter_samples_total{outcome=\"duplicate\"} " +
+         std::to_string(st.samples_duplicate) + "\n";
   out += "fabrica_meter_samples_total{outcome=\"late\"} " + std::to_string(st.samples_late) + "\n";
-  out += "fabrica_meter_samples_total{outcome=\"invalid\"} " + std::to_string(st.samples_invalid) + "\n";
+  out += "fabrica_meter_samples_total{outcome=\"invalid\"} " + std::to_string(st.samples_invalid) +
+         "\n";
   out += "# HELP fabrica_budget_spent_ratio Cost this period over the tenant's budget.\n";
   out += "# TYPE fabrica_budget_spent_ratio gauge\n";
   for (const auto& [tenant, s] : budget_state_) {
     out += "fabrica_budget_spent_ratio{tenant=\"" + tenant + "\"} " +
-           std::to_string(s.amount_micros ? static_cast<double>(s.spent_micros) / s.amount_micros : 0) +
+           std::to_string(s.amount_micros ? static_cast<double>(s.spent_micros) / s.amount_micros
+                                          : 0) +
            "\n";
   }
   return out;
@@ -352,62 +360,86 @@ json OpenCostAllocation(const ReportRow& r, const ReportWindow& w, bool idle) {
   const double gpu_hours = Hours(r.held);
   const double request_avg = window_hours > 0 ? gpu_hours / window_hours : 0;
   const int64_t known = r.held - r.unknown;
-  const double usage_avg =
-      window_hours > 0 && known > 0 ? Hours(r.used) / window_hours * (static_cast<double>(r.held) / known) : 0;
+  const double usage_avg = window_hours > 0 && known > 0 ? Hours(r.used) / window_hours *
+                                                               (static_cast<double>(r.held) / known)
+                                                         : 0;
   json props = json::object();
   for (const auto& [k, v] : r.properties) {
     if (k == "tenant") props["namespace"] = v;
     props[k] = v;
   }
   props["cluster"] = "fabrica";
-  json a = {{"name", r.key},
-            {"properties", props},
-            {"window", {{"start", FormatTimestamp(w.from_ms)}, {"end", FormatTimestamp(w.to_ms)}}},
-            {"start", FormatTimestamp(w.from_ms)},
-            {"end", FormatTimestamp(w.to_ms)},
-            {"minutes", minutes},
-            {"cpuCores", 0}, {"cpuCoreRequestAverage", 0}, {"cpuCoreUsageAverage", 0},
-            {"cpuCoreHours", 0}, {"cpuCost", 0}, {"cpuCostAdjustment", 0}, {"cpuCostIdle", 0},
-            {"cpuEfficiency", 0},
-            {"gpuCount", request_avg},
-            {"gpuRequestAverage", request_avg},
-            {"gpuUsageAverage", usage_avg},
-            {"gpuHours", gpu_hours},
-            {"gpuCost", Money(r.cost_micros)},
-            {"gpuCostAdjustment", 0},
-            {"gpuCostIdle", Money(r.idle_cost_micros)},
-            {"gpuEfficiency", idle ? 0.0 : (r.held > r.unknown ? static_cast<double>(r.used) / (r.held - r.unknown) : 0.0)},
-            {"gpuAllocation",
-             {{"gpuRequestAverage", request_avg},
-              {"gpuUsageAverage", usage_avg},
-              {"isGPUShared", r.shared_gpu}}},
-            {"networkTransferBytes", 0}, {"networkReceiveBytes", 0}, {"networkCost", 0},
-            {"networkCostAdjustment", 0}, {"loadBalancerCost", 0}, {"loadBalancerCostAdjustment", 0},
-            {"pvBytes", 0}, {"pvByteHours", 0}, {"pvCost", 0}, {"pvCostAdjustment", 0},
-            {"ramBytes", 0}, {"ramByteRequestAverage", 0}, {"ramByteUsageAverage", 0},
-            {"ramByteHours", 0}, {"ramCost", 0}, {"ramCostAdjustment", 0}, {"ramCostIdle", 0},
-            {"ramEfficiency", 0},
-            {"externalCost", 0},
-            {"sharedCost", Money(r.idle_cost_micros)},
-            {"totalCost", Money(r.total_cost_micros())},
-            {"totalEfficiency", idle ? 0.0 : (r.held > r.unknown ? static_cast<double>(r.used) / (r.held - r.unknown) : 0.0)},
-            {"rawAllocationOnly", nullptr}};
+  json a = {
+      {"name", r.key},
+      {"properties", props},
+      {"window", {{"start", FormatTimestamp(w.from_ms)}, {"end", FormatTimestamp(w.to_ms)}}},
+      {"start", FormatTimestamp(w.from_ms)},
+      {"end", FormatTimestamp(w.to_ms)},
+      {"minutes", minutes},
+      {"cpuCores", 0},
+      {"cpuCoreRequestAverage", 0},
+      {"cpuCoreUsageAverage", 0},
+      {"cpuCoreHours", 0},
+      {"cpuCost", 0},
+      {"cpuCostAdjustment", 0},
+      {"cpuCostIdle", 0},
+      {"cpuEfficiency", 0},
+      {"gpuCount", request_avg},
+      {"gpuRequestAverage", request_avg},
+      {"gpuUsageAverage", usage_avg},
+      {"gpuHours", gpu_hours},
+      {"gpuCost", Money(r.cost_micros)},
+      {"gpuCostAdjustment", 0},
+      {"gpuCostIdle", Money(r.idle_cost_micros)},
+      {"gpuEfficiency",
+       idle ? 0.0
+            : (r.held > r.unknown ? static_cast<double>(r.used) / (r.held - r.unknown) : 0.0)},
+      {"gpuAllocation",
+       {{"gpuRequestAverage", request_avg},
+        {"gpuUsageAverage", usage_avg},
+        {"isGPUShared", r.shared_gpu}}},
+      {"networkTransferBytes", 0},
+      {"networkReceiveBytes", 0},
+      {"networkCost", 0},
+      {"networkCostAdjustment", 0},
+      {"loadBalancerCost", 0},
+      {"loadBalancerCostAdjustment", 0},
+      {"pvBytes", 0},
+      {"pvByteHours", 0},
+      {"pvCost", 0},
+      {"pvCostAdjustment", 0},
+      {"ramBytes", 0},
+      {"ramByteRequestAverage", 0},
+      {"ramByteUsageAverage", 0},
+      {"ramByteHours", 0},
+      {"ramCost", 0},
+      {"ramCostAdjustment", 0},
+      {"ramCostIdle", 0},
+      {"ramEfficiency", 0},
+      {"externalCost", 0},
+      {"sharedCost", Money(r.idle_cost_micros)},
+      {"totalCost", Money(r.total_cost_micros())},
+      {"totalEfficiency",
+       idle ? 0.0
+            : (r.held > r.unknown ? static_cast<double>(r.used) / (r.held - r.unknown) : 0.0)},
+      {"rawAllocationOnly", nullptr}};
   return a;
 }
 
 json FabricaUsageRow(const ReportRow& r) {
-  return {{"key", r.key},
-          {"properties", r.properties},
-          {"gpuMilliMsHeld", r.held},
-          {"gpuMilliMsUsed", r.used},
-          {"gpuMilliMsUnknown", r.unknown},
-          {"gpuHoursHeld", Hours(r.held)},
-          {"gpuHoursUsed", Hours(r.used)},
-          {"efficiency", r.held > r.unknown ? static_cast<double>(r.used) / (r.held - r.unknown) : 0.0},
-          {"costMicros", r.cost_micros},
-          {"idleCostMicros", r.idle_cost_micros},
-          {"totalCostMicros", r.total_cost_micros()},
-          {"totalCost", FormatMoneyMicros(r.total_cost_micros())}};
+  return {
+      {"key", r.key},
+      {"properties", r.properties},
+      {"gpuMilliMsHeld", r.held},
+      {"gpuMilliMsUsed", r.used},
+      {"gpuMilliMsUnknown", r.unknown},
+      {"gpuHoursHeld", Hours(r.held)},
+      {"gpuHoursUsed", Hours(r.used)},
+      {"efficiency", r.held > r.unknown ? static_cast<double>(r.used) / (r.held - r.unknown) : 0.0},
+      {"costMicros", r.cost_micros},
+      {"idleCostMicros", r.idle_cost_micros},
+      {"totalCostMicros", r.total_cost_micros()},
+      {"totalCost", FormatMoneyMicros(r.total_cost_micros())}};
 }
 
 std::string CsvField(const std::string& s) {
@@ -431,8 +463,7 @@ bool ParseBool(const std::map<std::string, std::string>& q, const std::string& k
 
 ApiServer::Extension MeterService::Routes() {
   return [this](const HttpRequest& req, const Result<Principal>& principal,
-                const std::vector<std::string>& tenants,
-                bool all) -> std::optional<HttpResponse> {
+                const std::vector<std::string>& tenants, bool all) -> std::optional<HttpResponse> {
     const std::string usage_path = "/apis/fabrica.dev/v1/usage";
     const std::string telemetry_path = "/apis/fabrica.dev/v1/telemetry";
     const bool allocation = req.path == "/allocation" || req.path == "/allocation/compute" ||
@@ -443,7 +474,8 @@ ApiServer::Extension MeterService::Routes() {
     if (req.path == telemetry_path) {
       if (req.method != "POST") return ErrorReply(405, "telemetry: use POST");
       if (principal->node.empty() && !all) {
-        return ErrorReply(403, "telemetry: only node agents and platform admins may report samples");
+        return ErrorReply(403,
+                          "telemetry: only node agents and platform admins may report samples");
       }
       if (req.body.size() > kMaxTelemetryBody) return ErrorReply(413, "telemetry: body too large");
       std::vector<DeviceSample> samples;
@@ -457,7 +489,8 @@ ApiServer::Extension MeterService::Routes() {
       } else {
         json body = json::parse(req.body, nullptr, false);
         if (!body.is_object() || !Field(body, "samples").is_array()) {
-          return ErrorReply(400, "telemetry: expected {\"samples\": [...]} or a text/plain dcgm-exporter page");
+          return ErrorReply(
+              400, "telemetry: expected {\"samples\": [...]} or a text/plain dcgm-exporter page");
         }
         const auto& list = body["samples"];
         for (size_t i = 0; i < list.size(); ++i) {
@@ -465,7 +498,8 @@ ApiServer::Extension MeterService::Routes() {
           const std::string path = "samples[" + std::to_string(i) + "]";
           if (!s.is_object()) return ErrorReply(400, path + ": expected an object");
           for (const auto& [k, v] : s.items()) {
-            if (k != "node" && k != "uuid" && k != "time" && k != "utilPermille" && k != "achievedPermille") {
+            if (k != "node" && k != "uuid" && k != "time" && k != "utilPermille" &&
+                k != "achievedPermille") {
               return ErrorReply(400, path + "." + k + ": unknown field");
             }
           }
@@ -484,7 +518,8 @@ ApiServer::Extension MeterService::Routes() {
           d.util_permille = u.get<int32_t>();
           if (Field(s, "achievedPermille").is_object()) {
             for (const auto& [k, v] : s["achievedPermille"].items()) {
-              if (!v.is_number_integer()) return ErrorReply(400, path + ".achievedPermille." + k + ": expected an integer");
+              if (!v.is_number_integer())
+                return ErrorReply(400, path + ".achievedPermille." + k + ": expected an integer");
               d.achieved_permille[k] = v.get<int32_t>();
             }
           }
@@ -511,9 +546,9 @@ ApiServer::Extension MeterService::Routes() {
       return it == q.end() ? def : it->second;
     };
     for (const auto& [k, v] : q) {
-      static const std::set<std::string> known = {"window", "aggregate", "by", "step", "resolution",
-                                                  "accumulate", "includeIdle", "shareIdle",
-                                                  "idleByNode", "format", "filterNamespaces"};
+      static const std::set<std::string> known = {
+          "window",      "aggregate", "by",         "step",   "resolution",      "accumulate",
+          "includeIdle", "shareIdle", "idleByNode", "format", "filterNamespaces"};
       if (!known.count(k)) return ErrorReply(400, "unknown query parameter '" + k + "'");
     }
     auto window = ParseWindow(get("window", allocation ? "" : "7d"), clock_.NowMs());
@@ -521,14 +556,16 @@ ApiServer::Extension MeterService::Routes() {
     opt.from_ms = window->first;
     opt.to_ms = window->second;
     if (opt.to_ms <= opt.from_ms) return ErrorReply(400, "window: it has not started yet");
-    auto by = ParseAggregate(get(allocation ? "aggregate" : "by", allocation ? "namespace" : "tenant"));
+    auto by =
+        ParseAggregate(get(allocation ? "aggregate" : "by", allocation ? "namespace" : "tenant"));
     if (!by.ok()) return ErrorReply(by.status());
     opt.by = *by;
     const std::string step = get("step", "");
     const bool accumulate = ParseBool(q, "accumulate", false, &error);
     if (!step.empty() && !accumulate) {
       opt.step_ms = ParseDuration(step);
-      if (opt.step_ms <= 0) return ErrorReply(400, "step '" + step + "' is not a duration such as 1h or 1d");
+      if (opt.step_ms <= 0)
+        return ErrorReply(400, "step '" + step + "' is not a duration such as 1h or 1d");
     }
     opt.share_idle = ParseBool(q, "shareIdle", false, &error);
     const bool include_idle = ParseBool(q, "includeIdle", allocation ? false : true, &error);
@@ -542,10 +579,12 @@ ApiServer::Extension MeterService::Routes() {
         size_t comma = list.find(',', start);
         if (comma == std::string::npos) comma = list.size();
         const std::string t = list.substr(start, comma - start);
-        if (all || std::find(tenants.begin(), tenants.end(), t) != tenants.end()) wanted.push_back(t);
+        if (all || std::find(tenants.begin(), tenants.end(), t) != tenants.end())
+          wanted.push_back(t);
         start = comma + 1;
       }
-      if (wanted.empty()) return ErrorReply(403, "filterNamespaces: none of them is readable by you");
+      if (wanted.empty())
+        return ErrorReply(403, "filterNamespaces: none of them is readable by you");
       opt.tenants = wanted;
     }
     auto report = Report(opt);
@@ -579,8 +618,8 @@ ApiServer::Extension MeterService::Routes() {
                     CsvField(x.key) + "," + hours + "," + std::to_string(x.held) + "," +
                     std::to_string(x.used) + "," + std::to_string(x.unknown) + "," +
                     FormatMoneyMicros(x.cost_micros) + "," + FormatMoneyMicros(x.idle_cost_micros) +
-                    "," + FormatMoneyMicros(x.total_cost_micros()) + "," + options_.prices.currency +
-                    "\n";
+                    "," + FormatMoneyMicros(x.total_cost_micros()) + "," +
+                    options_.prices.currency + "\n";
         };
         for (const ReportRow& x : w.rows) row(x);
         if (include_idle && opt.tenants.empty()) row(w.idle);
@@ -592,9 +631,8 @@ ApiServer::Extension MeterService::Routes() {
     for (const ReportWindow& w : *report) {
       json rows = json::array();
       for (const ReportRow& r : w.rows) rows.push_back(FabricaUsageRow(r));
-      json win = {{"start", FormatTimestamp(w.from_ms)},
-                  {"end", FormatTimestamp(w.to_ms)},
-                  {"rows", rows}};
+      json win = {
+          {"start", FormatTimestamp(w.from_ms)}, {"end", FormatTimestamp(w.to_ms)}, {"rows", rows}};
       if (include_idle && opt.tenants.empty()) {
         win["idle"] = FabricaUsageRow(w.idle);
         win["capacityGpuMilliMs"] = w.capacity;

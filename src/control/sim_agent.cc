@@ -47,6 +47,7 @@ struct SimulatedFleet::Agent {
   std::unique_ptr<HttpClient> client;
   bool registered = false;
   int64_t last_heartbeat_ms = -1;
+  int64_t last_sample_ms = -1;
 };
 
 SimulatedFleet::SimulatedFleet(Fleet fleet, ClientOptions client,
@@ -123,6 +124,38 @@ Status SimulatedFleet::TickAgent(Agent& a) {
   RETURN_IF_ERROR(check(list, "list workloads"));
   json items = json::parse(list->body, nullptr, false);
   if (!Field(items, "items").is_array()) return Internal("node " + name + ": bad workload list");
+  // Utilization samples in the shape agents push: a simulated device is 80% busy for the share
+  // its running workloads hold, idle otherwise (MIG instances report on their own).
+  if (a.last_sample_ms < 0 || now - a.last_sample_ms >= sample_ms_) {
+    std::map<std::string, int64_t> busy_milli;
+    for (const Device& d : a.node->devices) busy_milli[d.uuid] = 0;
+    for (const json& w : items["items"]) {
+      if (Str(Field(w, "status"), "phase") != "Running") continue;
+      for (const json& as : jsonf::List(Field(w, "status"), "assignments")) {
+        if (Str(as, "node") != name) continue;
+        for (const json& d : jsonf::List(as, "devices")) {
+          std::string uuid = Str(d, "uuid");
+          const int64_t slice = Int(d, "migSlice", -1);
+          if (slice >= 0) {
+            busy_milli[uuid + "/" + std::to_string(slice)] += 1000;
+          } else {
+            busy_milli[uuid] += Int(d, "gpuMilli", 1000);
+          }
+        }
+      }
+    }
+    json samples = json::array();
+    for (const auto& [uuid, milli] : busy_milli) {
+      samples.push_back({{"node", name},
+                         {"uuid", uuid},
+                         {"time", now},
+                         {"utilPermille", std::min<int64_t>(1000, milli) * 8 / 10}});
+    }
+    auto r = a.client->Do("POST", base + "/telemetry", json{{"samples", samples}}.dump());
+    // A server without a meter has no telemetry route; that is not the node's failure.
+    if (!(r.ok() && r->status == 404)) RETURN_IF_ERROR(check(r, "telemetry"));
+    a.last_sample_ms = now;
+  }
   for (const json& w : items["items"]) {
     const json& status = Field(w, "status");
     const std::string phase = Str(status, "phase");

@@ -1,7 +1,8 @@
 // Simulated node agents: a whole fleet of nodes without GPUs, for `fabrica up`, demos and tests.
 //
 // Each simulated node behaves as the real agent will, over the same API and client code: it
-// registers its Node (inventory in the fleet schema), renews its Lease every heartbeat, watches
+// registers its Node (inventory in the fleet schema), renews its Lease every heartbeat, pushes
+// utilization samples every 30 s (80% busy for the share running workloads hold), watches
 // for workloads assigned to it, marks them Running, and after their declared duration
 // Succeeded. Nodes can be stopped (they stop heartbeating, as a crashed node would) to exercise
 // requeue on node loss. Time comes from the injected Clock. Tick() does one round for every node;
@@ -44,6 +45,7 @@ class SimulatedFleet {
   Fleet fleet_;
   const Clock& clock_;
   int64_t heartbeat_ms_;
+  int64_t sample_ms_ = 30'000;  // dcgm-exporter's default collection interval
   std::vector<std::unique_ptr<Agent>> agents_;
   std::mutex mu_;
   std::set<std::string> stopped_;

@@ -1,7 +1,6 @@
 #include "core/quantity.h"
 
 #include <charconv>
-
 #include <limits>
 
 namespace fabrica {

@@ -425,6 +425,14 @@ int64_t Meter::UnattributedUsed(int64_t from_ms, int64_t to_ms) const {
   return total;
 }
 
+std::map<std::string, std::string> Meter::OpenBindings() const {
+  std::map<std::string, std::string> out;
+  for (const Interval& iv : intervals_) {
+    if (iv.end_ms == kOpenEnd) out[iv.workload] = iv.binding;
+  }
+  return out;
+}
+
 size_t Meter::raw_sample_count() const {
   size_t n = 0;
   for (const auto& [uuid, tl] : timelines_) n += tl.samples.size();

@@ -180,6 +180,9 @@ class Meter {
   // The device's used amount in [from, to) that no binding held (bucket resolution as above).
   int64_t UnattributedUsed(int64_t from_ms, int64_t to_ms) const;
 
+  // The bindings not yet ended: workload -> binding id.
+  std::map<std::string, std::string> OpenBindings() const;
+
   const std::vector<FleetDevice>& devices() const { return devices_; }
   const IngestStats& stats() const { return stats_; }
   int64_t sealed_until_ms() const { return sealed_until_ms_; }

@@ -1,10 +1,10 @@
 #include "meter/report.h"
 
-#include "core/yaml_reader.h"
-
 #include <algorithm>
 #include <charconv>
 #include <set>
+
+#include "core/yaml_reader.h"
 
 namespace fabrica {
 

@@ -293,7 +293,8 @@ Result<MeterSnapshot> MeterJournal::Load() {
     Stmt q(db, "SELECT uuid, carry FROM carries");
     while (q.Step() == SQLITE_ROW) snap.carries[q.ColStr(0)] = q.ColInt(1);
     Stmt u(db, "SELECT uuid, bucket_ms, used FROM unattributed");
-    while (u.Step() == SQLITE_ROW) snap.unattributed.push_back({u.ColStr(0), u.ColInt(1), u.ColInt(2)});
+    while (u.Step() == SQLITE_ROW)
+      snap.unattributed.push_back({u.ColStr(0), u.ColInt(1), u.ColInt(2)});
     Stmt m(db, "SELECT value FROM meta WHERE key = 'sealed_until_ms'");
     if (m.Step() == SQLITE_ROW) snap.sealed_until_ms = m.ColInt(0);
   }
