@@ -23,6 +23,7 @@ std::string On(int device) {
 NodeHealth::NodeHealth(int gpus, const HealthConfig& config, int64_t now_ms)
     : gpus_(gpus), config_(config), last_heartbeat_ms_(now_ms) {
   Condition& ready = Get(-1, kReady);
+  ready_ = &ready;
   ready.status = true;
   ready.reason = "HeartbeatFresh";
   ready.message = "the node agent is reporting";
@@ -48,7 +49,9 @@ const Condition* NodeHealth::Find(const std::string& type, int device) const {
 void NodeHealth::Set(Condition& c, bool status, const std::string& reason,
                      const std::string& message, int64_t now_ms) {
   if (c.status != status) c.last_transition_ms = now_ms;
+  const bool was_problem = c.problem();
   c.status = status;
+  problems_ += (c.problem() ? 1 : 0) - (was_problem ? 1 : 0);
   c.reason = reason;
   c.message = message;
 }
@@ -60,7 +63,7 @@ void NodeHealth::Record(HealthEvent e) {
 
 void NodeHealth::ObserveHeartbeat(int64_t now_ms) {
   last_heartbeat_ms_ = std::max(last_heartbeat_ms_, now_ms);
-  Condition& ready = Get(-1, kReady);
+  Condition& ready = *ready_;
   if (!ready.status) {
     Set(ready, true, "HeartbeatResumed", "the node agent is reporting again", now_ms);
   }
@@ -178,7 +181,7 @@ void NodeHealth::ObserveSample(int device, const DeviceSample& s, int64_t now_ms
 }
 
 void NodeHealth::Evaluate(int64_t now_ms) {
-  Condition& ready = Get(-1, kReady);
+  Condition& ready = *ready_;
   const int64_t age = now_ms - last_heartbeat_ms_;
   if (ready.status && age > config_.heartbeat_timeout_ms) {
     Set(ready, false, "HeartbeatTimeout",
@@ -186,6 +189,7 @@ void NodeHealth::Evaluate(int64_t now_ms) {
             ")",
         now_ms);
   }
+  if (problems_ == 0) return;
   for (auto& [key, c] : conditions_) {
     if (c.event && c.status && c.severity == Severity::kWarning &&
         now_ms - c.last_seen_ms >= config_.warning_quiet_ms) {
@@ -207,8 +211,6 @@ void NodeHealth::ClearAfterRemediation(int device, int64_t started_ms, int64_t n
   }
 }
 
-bool NodeHealth::ready() const { return Find(kReady, -1)->status; }
-
 std::vector<Condition> NodeHealth::conditions() const {
   std::vector<Condition> out;
   out.reserve(conditions_.size());
@@ -217,6 +219,7 @@ std::vector<Condition> NodeHealth::conditions() const {
 }
 
 bool NodeHealth::DeviceFatal(int device) const {
+  if (problems_ == 0) return false;
   for (const auto& [key, c] : conditions_) {
     if (c.device == device && c.problem() && c.severity == Severity::kFatal) return true;
   }
@@ -225,6 +228,7 @@ bool NodeHealth::DeviceFatal(int device) const {
 
 Action NodeHealth::DeviceAction(int device, Severity min_severity) const {
   Action a = Action::kNone;
+  if (problems_ == 0) return a;
   for (const auto& [key, c] : conditions_) {
     if (c.device == device && c.problem() && c.severity >= min_severity) {
       a = std::max(a, c.action);
@@ -235,6 +239,7 @@ Action NodeHealth::DeviceAction(int device, Severity min_severity) const {
 
 std::vector<int> NodeHealth::FatalDevices() const {
   std::vector<int> out;
+  if (problems_ == 0) return out;
   for (int d = 0; d < gpus_; ++d) {
     if (DeviceFatal(d)) out.push_back(d);
   }
@@ -242,6 +247,7 @@ std::vector<int> NodeHealth::FatalDevices() const {
 }
 
 bool NodeHealth::NodeLevelFault() const {
+  if (problems_ == 0) return false;
   if (!ready()) return true;
   for (const auto& [key, c] : conditions_) {
     if (c.problem() && c.severity == Severity::kFatal && ActionNeedsNode(c.action)) return true;

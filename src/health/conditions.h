@@ -112,7 +112,9 @@ class NodeHealth {
   // happened during the remediation, which therefore did not fix them).
   void ClearAfterRemediation(int device, int64_t started_ms, int64_t now_ms);
 
-  bool ready() const;
+  bool ready() const { return ready_->status; }
+  // No condition reports a problem (the common case, answered without a scan).
+  bool healthy() const { return problems_ == 0; }
   int64_t last_heartbeat_ms() const { return last_heartbeat_ms_; }
   // Every condition ever set, node conditions first, then by device and type.
   std::vector<Condition> conditions() const;
@@ -144,6 +146,8 @@ class NodeHealth {
   HealthConfig config_;
   int64_t last_heartbeat_ms_;
   std::map<Key, Condition> conditions_;
+  Condition* ready_ = nullptr;  // conditions_'s Ready entry (map nodes do not move)
+  int problems_ = 0;            // conditions whose problem() is true
   std::map<std::pair<int, int>, std::deque<int64_t>> xid_times_;  // (device, code) → recent times
   std::deque<HealthEvent> events_;
 };

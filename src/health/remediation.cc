@@ -103,19 +103,21 @@ Status RemediationController::AddNode(const Node& expected, NodeState initial, i
   }
   const std::string reason =
       initial == NodeState::kEnroll ? "registered" : "adopted in service without inspection";
-  nodes_.emplace(expected.name, Record(expected, initial, reason, config_.health, now_ms));
+  auto [it, inserted] =
+      nodes_.emplace(expected.name, Record(expected, initial, reason, config_.health, now_ms));
+  index_[expected.name.str()] = &it->second;
   return Status::Ok();
 }
 
 Result<RemediationController::Record*> RemediationController::Find(const NodeId& node) {
-  auto it = nodes_.find(node);
-  if (it == nodes_.end()) return NotFound("node " + node.str() + " is not known");
-  return &it->second;
+  auto it = index_.find(node.str());
+  if (it == index_.end()) return NotFound("node " + node.str() + " is not known");
+  return it->second;
 }
 
 const RemediationController::Record* RemediationController::Find(const NodeId& node) const {
-  auto it = nodes_.find(node);
-  return it == nodes_.end() ? nullptr : &it->second;
+  auto it = index_.find(node.str());
+  return it == index_.end() ? nullptr : it->second;
 }
 
 namespace {
@@ -327,7 +329,15 @@ void RemediationController::SetInRemediation(Record& r, bool on) {
   in_remediation_ += on ? 1 : -1;
 }
 
+bool RemediationController::AllGpusInService(const Lifecycle& life) {
+  for (int d = 0; d < life.gpus(); ++d) {
+    if (life.gpu_state(d) != GpuState::kInService) return false;
+  }
+  return true;
+}
+
 bool RemediationController::NodeProblem(const Record& r) const {
+  if (r.health.healthy() && r.floor == Action::kNone) return false;
   return r.health.NodeLevelFault() || r.floor != Action::kNone ||
          static_cast<int>(r.health.FatalDevices().size()) > config_.max_bad_gpus_for_gpu_cordon;
 }
@@ -528,7 +538,7 @@ void RemediationController::ReconcileNode(Record& r, int64_t now_ms, const Bindi
       CHECK(life.Transition(NodeState::kCordoned, reason, now_ms).ok());
       r.manual_cordon = false;
       Emit(ActionKind::kCordonNode, r, -1, reason, out);
-    } else {
+    } else if (!r.health.healthy() || !AllGpusInService(r.lifecycle)) {
       ReconcileGpus(r, now_ms, view, out);
     }
   }

@@ -34,6 +34,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/fleet.h"
@@ -200,6 +201,7 @@ class RemediationController {
                  std::vector<ControllerAction>& out);
   void SetInRemediation(Record& r, bool on);
   bool NodeProblem(const Record& r) const;
+  static bool AllGpusInService(const Lifecycle& life);
   Action ChooseNodeAction(Record& r) const;
   void StartNodeRepair(Record& r, Action action, const std::string& why, int64_t now_ms);
   void EscalateNode(Record& r, const std::string& why, int64_t now_ms);
@@ -210,7 +212,8 @@ class RemediationController {
 
   RemediationConfig config_;
   std::map<NodeId, Record> nodes_;
-  std::set<WorkloadId> evicting_;          // asked to leave and still bound
+  std::unordered_map<std::string, Record*> index_;  // by name; map nodes do not move
+  std::set<WorkloadId> evicting_;                   // asked to leave and still bound
   std::vector<ControllerAction> pending_;  // decided outside Reconcile, returned by the next
   int in_remediation_ = 0;
   int retired_ = 0;
