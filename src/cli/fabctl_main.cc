@@ -511,6 +511,44 @@ int TopNodes(HttpClient& http) {
   return 0;
 }
 
+// `fabctl usage --window 7d --by tenant`: GPU-hours held and used, efficiency and cost per row,
+// from the server's usage resource (--csv prints the invoice CSV as the server writes it).
+int Usage(HttpClient& http, const std::string& window, const std::string& by,
+          const std::string& step, bool share_idle, bool csv) {
+  std::string path = "/apis/fabrica.dev/v1/usage?window=" + window + "&by=" + by +
+                     (step.empty() ? "" : "&step=" + step) + (share_idle ? "&shareIdle=true" : "");
+  if (csv) path += "&format=csv";
+  auto resp = http.Do("GET", path);
+  if (!resp.ok() || resp->status != 200) return Failed(resp);
+  if (csv) {
+    std::fwrite(resp->body.data(), 1, resp->body.size(), stdout);
+    return 0;
+  }
+  const json u = json::parse(resp->body);
+  const std::string currency = u.value("currency", "");
+  for (const json& w : u["windows"]) {
+    std::printf("%s .. %s\n", w.value("start", "").c_str(), w.value("end", "").c_str());
+    std::printf("%-28s %12s %12s %6s %14s\n", (by + "").c_str(), "GPU-H HELD", "GPU-H USED", "EFF",
+                ("COST " + currency).c_str());
+    auto row = [&](const json& r, const std::string& key) {
+      const double held = r.value("gpuHoursHeld", 0.0);
+      const double used = r.value("gpuHoursUsed", 0.0);
+      const int64_t unknown = r.value("gpuMilliMsUnknown", int64_t{0});
+      char eff[16];
+      if (r.value("gpuMilliMsHeld", int64_t{0}) > unknown) {
+        std::snprintf(eff, sizeof eff, "%.0f%%", 100 * r.value("efficiency", 0.0));
+      } else {
+        std::snprintf(eff, sizeof eff, "-");
+      }
+      std::printf("%-28s %12.2f %12.2f %6s %14s\n", key.c_str(), held, used, eff,
+                  r.value("totalCost", std::string("0")).c_str());
+    };
+    for (const json& r : w["rows"]) row(r, r.value("key", ""));
+    if (w.contains("idle")) row(w["idle"], "(idle)");
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -586,6 +624,18 @@ int main(int argc, char** argv) {
     }
     auto h = client();
     rc = h ? TopNodes(*h) : 2;
+  });
+  CLI::App* usage = app.add_subcommand("usage", "GPU-hours held and used, and their cost");
+  std::string window = "7d", by = "tenant", step;
+  bool share_idle = false, csv = false;
+  usage->add_option("--window", window, "today, week, month, 7d, 12h, or start,end");
+  usage->add_option("--by", by, "tenant, queue, workload, node, model (comma list)");
+  usage->add_option("--step", step, "one row set per step, e.g. 1d");
+  usage->add_flag("--share-idle", share_idle, "share idle cost out in proportion to cost");
+  usage->add_flag("--csv", csv, "print CSV for invoices");
+  usage->callback([&] {
+    auto h = client();
+    rc = h ? Usage(*h, window, by, step, share_idle, csv) : 2;
   });
   CLI::App* logs = app.add_subcommand("logs", "Logs of a workload's pods (not yet available)");
   logs->add_option("name", name);
