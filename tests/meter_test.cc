@@ -4,11 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <random>
 #include <set>
+#include <sstream>
 
+#include "meter/dcgm.h"
 #include "meter/ledger.h"
 #include "meter/report.h"
 
@@ -504,6 +507,55 @@ TEST(Report, StepsTenantsAndIdleStayBehindWhenNothingUsedAModel) {
   EXPECT_EQ((*r)[0].idle.cost_micros, 0);  // a tenant never sees the fleet's idle
   EXPECT_FALSE(ParseAggregate("tenant,colour").ok());
   EXPECT_EQ(ParseAggregate("namespace,pod")->size(), 2u);
+}
+
+// A real-format dcgm-exporter page (MIG instances, blanks, pod labels), scraped twice, attributed
+// to the bindings on its devices: a whole-GPU binding and a 1g.10gb instance's binding get
+// per-mille × capacity × time, the idle instance's use is unattributed, blanks count nothing.
+TEST(Meter, AttributesADcgmExporterPage) {
+  std::ifstream in(std::string(FABRICA_SOURCE_DIR) + "/tests/data/dcgm/mig.prom");
+  std::stringstream page;
+  page << in.rdbuf();
+  const int64_t t = 1'764'510'030'000;
+  auto first = ParseDcgmExposition(page.str(), t, "fallback");
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  std::map<std::string, int32_t> permille;
+  for (const DeviceSample& s : *first) permille[s.device_uuid] = s.util_permille;
+  const std::string gi7 = "GPU-1a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d/7";
+  const std::string gi1 = "GPU-c3d4e5f6-0718-4293-a4b5-c6d7e8f90a1b/1";
+  ASSERT_TRUE(permille.count(gi7) && permille.count(gi1));
+  EXPECT_EQ((*first)[0].node, "dgx-h100-mig-03");
+
+  Meter m;
+  ASSERT_TRUE(m.AddDevice({gi7, "dgx-h100-mig-03", "H100", 0, kOpenEnd,
+                           "GPU-1a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d", 143})
+                  .ok());
+  ASSERT_TRUE(m.AddDevice({gi1, "dgx-h100-mig-03", "H100", 0, kOpenEnd,
+                           "GPU-c3d4e5f6-0718-4293-a4b5-c6d7e8f90a1b", 429})
+                  .ok());
+  // Lines without their own timestamp are stamped with the scrape time.
+  const int64_t start = t - 60'000;
+  ASSERT_TRUE(
+      m.Bind({"b7", "team-b/tok", "team-b", "qb", start, {{"n", gi7, "H100", 143, "1g.10gb"}}})
+          .ok());
+  ASSERT_TRUE(
+      m.Bind({"b1", "team-a/bert", "team-a", "qa", start, {{"n", gi1, "H100", 429, "3g.40gb"}}})
+          .ok());
+  m.Ingest(*first);
+  auto second = ParseDcgmExposition(page.str(), t + 30'000, "fallback");
+  ASSERT_TRUE(second.ok());
+  m.Ingest(*second);
+  m.Ingest(*second);  // the same scrape twice counts once
+  std::map<std::string, IntervalUsage> by;
+  for (const IntervalUsage& u : m.Usage(start, t + 60'000)) by[u.interval->workload] = u;
+  // gi7 has no line timestamps: samples at t and t+30 s hold 30 s each; before t it is unknown.
+  EXPECT_EQ(by["team-b/tok"].used, int64_t{permille[gi7]} * 143 * 60'000 / 1000);
+  EXPECT_EQ(by["team-b/tok"].unknown, 143LL * 60'000);
+  // gi1's lines carry their own timestamp (the same in both scrapes, 31 s after the start): one
+  // sample, held its 60 s; the rest of the window is unknown.
+  EXPECT_EQ(by["team-a/bert"].used, int64_t{permille[gi1]} * 429 * 60'000 / 1000);
+  EXPECT_EQ(by["team-a/bert"].unknown, 429LL * (120'000 - 60'000));
+  EXPECT_GT(m.stats().samples_duplicate, 0);
 }
 
 }  // namespace
