@@ -902,6 +902,27 @@ TEST(Remediation, EscalatesWhenAnActionTimesOut) {
   EXPECT_EQ(f.State("n1"), NodeState::kRepair);
 }
 
+TEST(Remediation, GpuThatAResetDoesNotFixGoesThroughTheNodeAndBack) {
+  Fixture3 f(5);
+  ASSERT_TRUE(f.ctl.ObserveXid(NodeId("n1"), 4, 119, kSec).ok());
+  EXPECT_EQ(f.Tick(2 * kSec), (Kinds{"cordon-gpu n1/4", "reset-gpu n1/4"}));
+  ASSERT_TRUE(f.ctl.ReportActionDone(NodeId("n1"), 4, Action::kResetGpu, true, 3 * kSec).ok());
+  EXPECT_EQ(f.Tick(4 * kSec), (Kinds{"burn-in n1/4"}));
+  ASSERT_TRUE(
+      f.ctl.ReportBurnIn(NodeId("n1"), 4, SimulatedBurnIn(HgxNode("n1"), {4}), 5 * kSec).ok());
+  EXPECT_EQ(f.Gpu("n1", 4), GpuState::kCordoned);
+  EXPECT_EQ(f.Tick(6 * kSec), (Kinds{"cordon-node n1", "reboot-node n1"}));
+  ASSERT_TRUE(f.ctl.ReportActionDone(NodeId("n1"), -1, Action::kRebootNode, true, 7 * kSec).ok());
+  EXPECT_EQ(f.Tick(8 * kSec), (Kinds{"burn-in n1"}));
+  ASSERT_TRUE(
+      f.ctl.ReportBurnIn(NodeId("n1"), -1, SimulatedBurnIn(HgxNode("n1"), {}), 9 * kSec).ok());
+  // The reboot fixed it: back in service, GPU 4 included, nothing escalated further.
+  EXPECT_EQ(f.Tick(10 * kSec), (Kinds{"uncordon-node n1"}));
+  EXPECT_EQ(f.State("n1"), NodeState::kAvailable);
+  EXPECT_TRUE(f.ctl.GpuSchedulable(NodeId("n1"), 4));
+  EXPECT_EQ(f.ctl.InRemediation(), 0);
+}
+
 TEST(Remediation, WarningResetWaitsForAnIdleGpu) {
   Fixture3 f(5);
   f.Bind("w", "n1", {2});

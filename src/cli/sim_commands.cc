@@ -8,6 +8,7 @@
 
 #include "sched/policy.h"
 #include "sim/bounds.h"
+#include "sim/fault_sim.h"
 #include "sim/openb.h"
 #include "sim/replay.h"
 #include "sim/synthetic.h"
@@ -283,6 +284,41 @@ int RunReplayCommand(const ReplayArgs& args) {
   return 0;
 }
 
+namespace {
+
+struct FaultArgs {
+  int nodes = 200;
+  double days = 1;
+  uint64_t seed = 42;
+  double load = 0.8;
+  double fault_scale = 1;
+};
+
+int RunFaultsCommand(const FaultArgs& args) {
+  sim::FaultSimOptions o;
+  o.nodes = args.nodes;
+  o.days = args.days;
+  o.seed = args.seed;
+  o.load = args.load;
+  if (!(args.fault_scale >= 0)) {
+    std::cerr << "fabrica sim faults: --fault-scale must be 0 or more\n";
+    return 2;
+  }
+  for (double* rate : {&o.fatal_xid_rate, &o.warning_xid_rate, &o.app_xid_rate, &o.unknown_xid_rate,
+                       &o.ecc_rate, &o.agent_death_rate}) {
+    *rate *= args.fault_scale;
+  }
+  auto report = sim::RunFaultSim(o);
+  if (!report.ok()) {
+    std::cerr << "fabrica sim faults: " << report.status().message() << "\n";
+    return 2;
+  }
+  report->Print(std::cout);
+  return report->ok() ? 0 : 1;
+}
+
+}  // namespace
+
 void AddSimCommands(CLI::App& app, int* exit_code) {
   CLI::App* sim = app.add_subcommand("sim", "Simulate placement on traces and synthetic fleets");
   sim->require_subcommand(1);
@@ -329,6 +365,19 @@ void AddSimCommands(CLI::App& app, int* exit_code) {
   replay->add_option("--placement", rep->placement, "placement policy (default fabrica)");
   replay->add_flag("--json", rep->json, "print JSON");
   replay->callback([rep, exit_code] { *exit_code = RunReplayCommand(*rep); });
+
+  auto faults = std::make_shared<FaultArgs>();
+  CLI::App* fault = sim->add_subcommand(
+      "faults",
+      "Inject random XIDs, ECC errors and agent deaths into a synthetic fleet and check "
+      "the health controller's invariants");
+  fault->add_option("--nodes", faults->nodes, "HGX nodes of 8 GPUs (default 200)");
+  fault->add_option("--days", faults->days, "virtual days (default 1)");
+  fault->add_option("--seed", faults->seed, "seed of the faults and the workloads (default 42)");
+  fault->add_option("--load", faults->load, "offered load, GPU-seconds / capacity (default 0.8)");
+  fault->add_option("--fault-scale", faults->fault_scale,
+                    "multiply every fault rate by this (default 1)");
+  fault->callback([faults, exit_code] { *exit_code = RunFaultsCommand(*faults); });
 }
 
 }  // namespace fabrica::cli

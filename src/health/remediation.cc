@@ -570,6 +570,7 @@ void RemediationController::ReconcileNode(Record& r, int64_t now_ms, const Bindi
   if (life.state() == NodeState::kDraining && view.OnNode(name).empty()) {
     CHECK(life.Transition(NodeState::kRepair, "drained", now_ms).ok());
     const Action action = ChooseNodeAction(r);
+    r.floor = Action::kNone;  // consumed: the repair starts at or above it
     StartNodeRepair(r, action, r.health.Summary(), now_ms);
   }
   if (life.state() == NodeState::kRepair) {
