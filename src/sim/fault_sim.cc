@@ -138,6 +138,21 @@ class FaultSim : public health::BindingView {
   void Unbind(SimWorkload& w, int wi);
   void Stall(int node, int gpu);
   void SyncBlocks(int n);
+  // Node n's schedulability or free capacity changed: its reservations are synced before the
+  // next scheduling pass.
+  void MarkDirty(int n) {
+    if (dirty_[n]) return;
+    dirty_[n] = true;
+    dirty_list_.push_back(n);
+  }
+  void ScheduleCompletion(int wi, int64_t now_ms) {
+    Event e;
+    e.kind = Event::Kind::kComplete;
+    e.at_ms = now_ms + workloads_[wi].duration_ms;
+    e.workload = wi;
+    e.epoch = workloads_[wi].epoch;
+    Push(e);
+  }
   void Schedule(int64_t now_ms);
   void CheckDeadBound(const SimWorkload& w, int64_t now_ms);
   void Report(Status st) {
@@ -279,14 +294,7 @@ void FaultSim::Bind(SimWorkload& w, int wi, const std::vector<Assignment>& pods,
   w.epoch += 1;
   if (!w.started) r_->workloads_started += 1;
   w.started = true;
-  if (!w.stalled) {
-    Event e;
-    e.kind = Event::Kind::kComplete;
-    e.at_ms = now_ms + w.duration_ms;
-    e.workload = wi;
-    e.epoch = w.epoch;
-    Push(e);
-  }
+  if (!w.stalled) ScheduleCompletion(wi, now_ms);
 }
 
 void FaultSim::Unbind(SimWorkload& w, int wi) {
@@ -298,10 +306,7 @@ void FaultSim::Unbind(SimWorkload& w, int wi) {
     for (const DeviceShare& d : a.devices) {
       if (--s.gpu_workloads[d.device][wi] == 0) s.gpu_workloads[d.device].erase(wi);
     }
-    if (!dirty_[a.node]) {
-      dirty_[a.node] = true;
-      dirty_list_.push_back(a.node);
-    }
+    MarkDirty(a.node);
   }
   w.placed.clear();
   held_milli_ -= w.milli;
@@ -471,10 +476,7 @@ void FaultSim::Handle(const Event& e, int64_t now_ms) {
         for (size_t g = 0; g < s.broken.size(); ++g) fix(static_cast<int>(g));
       }
       Report(ctl_.ReportActionDone(name, e.gpu, e.action, true, now_ms));
-      if (!dirty_[e.node]) {
-        dirty_[e.node] = true;
-        dirty_list_.push_back(e.node);
-      }
+      MarkDirty(e.node);
       return;
     }
     case Event::Kind::kBurnInDone: {
@@ -488,10 +490,7 @@ void FaultSim::Handle(const Event& e, int64_t now_ms) {
       const health::BurnInResult result = health::SimulatedBurnIn(fleet_.nodes[e.node], bad);
       if (!result.passed) r_->burn_in_failures += 1;
       Report(ctl_.ReportBurnIn(Name(e.node), e.gpu, result, now_ms));
-      if (!dirty_[e.node]) {
-        dirty_[e.node] = true;
-        dirty_list_.push_back(e.node);
-      }
+      MarkDirty(e.node);
       return;
     }
   }
@@ -499,10 +498,7 @@ void FaultSim::Handle(const Event& e, int64_t now_ms) {
 
 void FaultSim::Act(const ControllerAction& a, int64_t now_ms) {
   const int n = Index(a.node);
-  if (!dirty_[n]) {
-    dirty_[n] = true;
-    dirty_list_.push_back(n);
-  }
+  MarkDirty(n);
   auto later = [&](Event::Kind kind, int64_t after_ms, Action action) {
     Event e;
     e.kind = kind;
@@ -548,12 +544,7 @@ void FaultSim::Act(const ControllerAction& a, int64_t now_ms) {
           static_cast<double>(w.milli) / 1000.0 * static_cast<double>(now_ms - w.start_ms) / 1000.0;
       w.start_ms = now_ms;
       w.epoch += 1;
-      Event e;
-      e.kind = Event::Kind::kComplete;
-      e.at_ms = now_ms + w.duration_ms;
-      e.workload = wi;
-      e.epoch = w.epoch;
-      Push(e);
+      ScheduleCompletion(wi, now_ms);
       return;
     }
     case ActionKind::kResetGpu:
