@@ -311,10 +311,23 @@ History Generate(uint64_t seed) {
 // A journal in memory that folds the change stream the way the SQLite one does.
 struct Journal {
   std::map<std::pair<std::string, std::string>, Interval> intervals;
+  std::map<std::pair<std::string, std::string>, std::map<int64_t, IntervalRollup>> rollups;
   MeterSnapshot snap;
 
   void Commit(const MeterChanges& c) {
-    for (const Interval* iv : c.intervals) intervals[{iv->binding, iv->device.uuid}] = *iv;
+    for (const Interval* iv : c.intervals) {
+      Interval fields = *iv;
+      fields.sealed.clear();
+      fields.sealed_total = {};
+      intervals[{iv->binding, iv->device.uuid}] = fields;
+    }
+    for (const auto& [iv, from] : c.trimmed) {
+      auto& m = rollups[{iv->binding, iv->device.uuid}];
+      m.erase(m.lower_bound(from), m.end());
+    }
+    for (const SealedRollup& r : c.sealed) {
+      rollups[{r.interval->binding, r.interval->device.uuid}][r.bucket_ms] = r.amounts;
+    }
     for (const auto& s : c.samples) snap.samples.push_back(s);
     if (!c.devices.empty()) snap.devices = c.devices;
     for (const auto& [u, carry] : c.carries) snap.carries[u] = carry;
@@ -323,7 +336,18 @@ struct Journal {
   }
   MeterSnapshot Snapshot() const {
     MeterSnapshot s = snap;
-    for (const auto& [k, iv] : intervals) s.intervals.push_back(iv);
+    for (const auto& [k, iv] : intervals) {
+      Interval full = iv;
+      auto it = rollups.find(k);
+      if (it != rollups.end()) {
+        for (const auto& [b, r] : it->second) {
+          full.sealed.push_back({b, r});
+          full.sealed_total.used += r.used;
+          full.sealed_total.unknown += r.unknown;
+        }
+      }
+      s.intervals.push_back(full);
+    }
     return s;
   }
 };

@@ -260,10 +260,10 @@ Status MeterService::Sync() {
   return Status::Ok();
 }
 
-IngestStats MeterService::Ingest(const std::vector<DeviceSample>& samples) {
+IngestStats MeterService::Ingest(std::vector<DeviceSample> samples) {
   std::lock_guard<std::mutex> lock(mu_);
   const IngestStats before = meter_.stats();
-  meter_.Ingest(samples);
+  meter_.Ingest(std::move(samples));
   IngestStats delta = meter_.stats();
   delta.samples_accepted -= before.samples_accepted;
   delta.samples_duplicate -= before.samples_duplicate;
@@ -529,7 +529,7 @@ ApiServer::Extension MeterService::Routes() {
           samples.push_back(std::move(d));
         }
       }
-      const IngestStats st = Ingest(samples);
+      const IngestStats st = Ingest(std::move(samples));
       return JsonReply(200, {{"accepted", st.samples_accepted},
                              {"duplicate", st.samples_duplicate},
                              {"late", st.samples_late},

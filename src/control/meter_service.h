@@ -41,7 +41,7 @@ class MeterService {
                                                     MeterServiceOptions options);
 
   Status Sync();
-  IngestStats Ingest(const std::vector<DeviceSample>& samples);
+  IngestStats Ingest(std::vector<DeviceSample> samples);
   Result<std::vector<ReportWindow>> Report(const ReportOptions& options) const;
   // A reason to hold the tenant's new work, or nothing.
   std::optional<std::string> AdmissionHold(const std::string& tenant) const;

@@ -90,6 +90,7 @@ Status Meter::Bind(const BindEvent& event) {
       r.unknown = iv.HeldIn(b, b + config_.bucket_ms);
       iv.sealed.push_back({b, r});
       iv.sealed_total.unknown += r.unknown;
+      new_sealed_.push_back({intervals_.size(), iv.sealed.size() - 1});
     }
     if (!d.mig_profile.empty()) capacity_milli_.emplace(d.uuid, d.gpu_milli);
     const size_t index = intervals_.size();
@@ -118,10 +119,17 @@ Status Meter::End(const EndEvent& event) {
     iv.end_ms = event.end_ms;
     iv.end_reason = event.reason;
     // An end reported after its time was sealed: drop the sealed buckets it no longer held.
+    const size_t before = iv.sealed.size();
     while (!iv.sealed.empty() && iv.sealed.back().first >= iv.end_ms) {
       iv.sealed_total.used -= iv.sealed.back().second.used;
       iv.sealed_total.unknown -= iv.sealed.back().second.unknown;
       iv.sealed.pop_back();
+    }
+    if (iv.sealed.size() != before) {
+      trimmed_.push_back({index, BucketOf(iv.end_ms - 1) + config_.bucket_ms});
+      std::erase_if(new_sealed_, [&](const std::pair<size_t, size_t>& p) {
+        return p.first == index && p.second >= iv.sealed.size();
+      });
     }
     changed_intervals_.push_back(index);
   }
@@ -163,8 +171,8 @@ Status Meter::RemoveDevice(const std::string& uuid, int64_t at_ms) {
   return Status::Ok();
 }
 
-void Meter::Ingest(const std::vector<DeviceSample>& samples) {
-  for (const DeviceSample& s : samples) {
+void Meter::Ingest(std::vector<DeviceSample> samples) {
+  for (DeviceSample& s : samples) {
     if (s.device_uuid.empty() || s.util_permille < 0 || s.util_permille > 1000) {
       ++stats_.samples_invalid;
       continue;
@@ -174,7 +182,9 @@ void Meter::Ingest(const std::vector<DeviceSample>& samples) {
       continue;
     }
     std::vector<Sample>& v = timelines_[s.device_uuid].samples;
-    Sample sample{s.time_ms, s.util_permille, s.achieved_permille};
+    Sample sample{
+        s.time_ms, s.util_permille,
+        s.achieved_permille.empty() ? std::map<std::string, int32_t>{} : s.achieved_permille};
     if (v.empty() || v.back().time_ms < s.time_ms) {
       v.push_back(std::move(sample));
     } else {
@@ -187,7 +197,7 @@ void Meter::Ingest(const std::vector<DeviceSample>& samples) {
       v.insert(pos, std::move(sample));
     }
     ++stats_.samples_accepted;
-    new_samples_.push_back(s);
+    new_samples_.push_back(std::move(s));  // for the journal's next batch
   }
 }
 
@@ -307,6 +317,7 @@ Meter::BucketResult Meter::ComputeSpan(const std::string& uuid, const DeviceTime
 }
 
 void Meter::SealDevice(const std::string& uuid, DeviceTimeline& tl, int64_t until_ms) {
+  const int64_t carry_before = tl.carry;
   for (int64_t b : ActiveBuckets(tl, sealed_until_ms_, until_ms)) {
     BucketResult r = ComputeSpan(uuid, tl, b, b + config_.bucket_ms, tl.carry);
     tl.carry = r.carry_out;
@@ -319,10 +330,10 @@ void Meter::SealDevice(const std::string& uuid, DeviceTimeline& tl, int64_t unti
       iv.sealed.push_back({b, amounts});
       iv.sealed_total.used += amounts.used;
       iv.sealed_total.unknown += amounts.unknown;
-      changed_intervals_.push_back(index);
+      new_sealed_.push_back({index, iv.sealed.size() - 1});
     }
   }
-  changed_carries_[uuid] = tl.carry;
+  if (tl.carry != carry_before) changed_carries_[uuid] = tl.carry;
   // Fold the raw samples away, keeping the last one before the seal point (it may hold past it).
   auto keep = std::lower_bound(tl.samples.begin(), tl.samples.end(), until_ms,
                                [](const Sample& a, int64_t t) { return a.time_ms < t; });
@@ -446,6 +457,14 @@ MeterChanges Meter::TakeChanges() {
                            changed_intervals_.end());
   for (size_t index : changed_intervals_) out.intervals.push_back(&intervals_[index]);
   changed_intervals_.clear();
+  out.sealed.reserve(new_sealed_.size());
+  for (const auto& [index, pos] : new_sealed_) {
+    const Interval& iv = intervals_[index];
+    out.sealed.push_back({&iv, iv.sealed[pos].first, iv.sealed[pos].second});
+  }
+  new_sealed_.clear();
+  for (const auto& [index, bucket] : trimmed_) out.trimmed.push_back({&intervals_[index], bucket});
+  trimmed_.clear();
   out.samples = std::move(new_samples_);
   new_samples_.clear();
   if (devices_changed_) out.devices = devices_;

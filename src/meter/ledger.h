@@ -145,9 +145,20 @@ struct MeterSnapshot {
   std::vector<DeviceSample> samples;
 };
 
+// A bucket of one interval, sealed since the last batch.
+struct SealedRollup {
+  const Interval* interval = nullptr;
+  int64_t bucket_ms = 0;
+  IntervalRollup amounts;
+};
+
 // What changed since the last TakeChanges(), for a durable journal to commit in one batch.
+// Sealed buckets are appended, never rewritten, so a batch costs what it adds.
 struct MeterChanges {
-  std::vector<const Interval*> intervals;  // new, ended or newly sealed (the whole interval)
+  std::vector<const Interval*> intervals;  // new or ended (their fields, not their rollups)
+  std::vector<SealedRollup> sealed;
+  // Intervals whose end arrived after buckets were sealed: drop their buckets from here on.
+  std::vector<std::pair<const Interval*, int64_t>> trimmed;
   std::vector<DeviceSample> samples;       // accepted since the last batch
   std::vector<FleetDevice> devices;        // the whole list when it changed, else empty
   std::map<std::string, int64_t> carries;  // devices sealed since the last batch
@@ -169,7 +180,8 @@ class Meter {
   Status RemoveDevice(const std::string& uuid, int64_t at_ms);
 
   // Accepts a batch of samples: duplicates, late and invalid ones are counted and skipped.
-  void Ingest(const std::vector<DeviceSample>& samples);
+  // Takes the batch by value: accepted samples move on into the next journal batch.
+  void Ingest(std::vector<DeviceSample> samples);
 
   // Seals every bucket that ends at or before now_ms − lateness_ms.
   void Advance(int64_t now_ms);
@@ -225,7 +237,7 @@ class Meter {
   MeterConfig config_;
   std::vector<Interval> intervals_;
   std::unordered_map<std::string, std::vector<size_t>> by_binding_;
-  std::map<std::string, DeviceTimeline> timelines_;
+  std::unordered_map<std::string, DeviceTimeline> timelines_;
   std::vector<FleetDevice> devices_;
   std::unordered_map<std::string, size_t> device_index_;
   std::map<std::string, int32_t> capacity_milli_;  // uuid -> capacity (MIG instances < 1000)
@@ -233,6 +245,8 @@ class Meter {
   IngestStats stats_;
   // Change tracking for TakeChanges().
   std::vector<size_t> changed_intervals_;
+  std::vector<std::pair<size_t, size_t>> new_sealed_;  // (interval, position in its sealed list)
+  std::vector<std::pair<size_t, int64_t>> trimmed_;
   std::vector<DeviceSample> new_samples_;
   bool devices_changed_ = false;
   std::map<std::string, int64_t> changed_carries_;

@@ -3,16 +3,22 @@
 #include <sqlite3.h>
 
 #include <cstring>
+#include <map>
+#include <unordered_map>
 
 namespace fabrica {
 
 namespace {
 
-// Little-endian varint-free encoding: fixed 8-byte integers and length-prefixed strings.
+// Integers as LEB128 varints of their zigzag form, strings length-prefixed: a sample batch
+// stores about ten bytes a sample.
 void PutInt(std::string& out, int64_t v) {
-  char b[8];
-  std::memcpy(b, &v, 8);
-  out.append(b, 8);
+  uint64_t z = (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63);
+  while (z >= 0x80) {
+    out += static_cast<char>((z & 0x7f) | 0x80);
+    z >>= 7;
+  }
+  out += static_cast<char>(z);
 }
 void PutStr(std::string& out, const std::string& s) {
   PutInt(out, static_cast<int64_t>(s.size()));
@@ -24,14 +30,15 @@ struct Reader {
   size_t pos = 0;
   bool ok = true;
   int64_t Int() {
-    if (pos + 8 > in.size()) {
-      ok = false;
-      return 0;
+    uint64_t z = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (pos >= in.size()) break;
+      const auto byte = static_cast<uint8_t>(in[pos++]);
+      z |= static_cast<uint64_t>(byte & 0x7f) << shift;
+      if ((byte & 0x80) == 0) return static_cast<int64_t>(z >> 1) ^ -static_cast<int64_t>(z & 1);
     }
-    int64_t v;
-    std::memcpy(&v, in.data() + pos, 8);
-    pos += 8;
-    return v;
+    ok = false;
+    return 0;
   }
   std::string Str() {
     const int64_t n = Int();
@@ -82,9 +89,12 @@ class Stmt {
 
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS intervals(
-  binding TEXT NOT NULL, uuid TEXT NOT NULL, workload TEXT, tenant TEXT, queue TEXT, node TEXT,
-  model TEXT, gpu_milli INTEGER, mig_profile TEXT, start_ms INTEGER, end_ms INTEGER,
-  end_reason TEXT, sealed BLOB, PRIMARY KEY(binding, uuid));
+  id INTEGER PRIMARY KEY, binding TEXT NOT NULL, uuid TEXT NOT NULL, workload TEXT, tenant TEXT,
+  queue TEXT, node TEXT, model TEXT, gpu_milli INTEGER, mig_profile TEXT, start_ms INTEGER,
+  end_ms INTEGER, end_reason TEXT, UNIQUE(binding, uuid));
+CREATE TABLE IF NOT EXISTS rollups(
+  interval_id INTEGER NOT NULL, bucket_ms INTEGER NOT NULL, used INTEGER, unknown INTEGER,
+  PRIMARY KEY(interval_id, bucket_ms)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS devices(
   uuid TEXT PRIMARY KEY, node TEXT, model TEXT, since_ms INTEGER, until_ms INTEGER,
   parent TEXT, capacity_milli INTEGER);
@@ -96,40 +106,71 @@ CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value INTEGER);
 
 }  // namespace
 
+// A batch: a table of the strings it uses (nodes, UUIDs, workloads), then per sample the indexes
+// of its node and UUID, time, per-mille and achieved shares. A scrape round names each device
+// once, so the table keeps the blob small.
 std::string EncodeSamples(const std::vector<DeviceSample>& samples) {
-  std::string out;
-  out.reserve(samples.size() * 64);
-  PutInt(out, static_cast<int64_t>(samples.size()));
+  std::unordered_map<std::string_view, int64_t> ids;
+  std::vector<std::string_view> table;
+  auto id = [&](const std::string& s) {
+    auto [it, added] = ids.emplace(s, static_cast<int64_t>(table.size()));
+    if (added) table.push_back(s);
+    return it->second;
+  };
+  std::string body;
+  body.reserve(samples.size() * 12);
+  int64_t previous_ms = 0;  // times are stored as the difference from the previous sample's
   for (const DeviceSample& s : samples) {
-    PutStr(out, s.node);
-    PutStr(out, s.device_uuid);
-    PutInt(out, s.time_ms);
-    PutInt(out, s.util_permille);
-    PutInt(out, static_cast<int64_t>(s.achieved_permille.size()));
+    PutInt(body, id(s.node));
+    PutInt(body, id(s.device_uuid));
+    PutInt(body, s.time_ms - previous_ms);
+    previous_ms = s.time_ms;
+    PutInt(body, s.util_permille);
+    PutInt(body, static_cast<int64_t>(s.achieved_permille.size()));
     for (const auto& [w, v] : s.achieved_permille) {
-      PutStr(out, w);
-      PutInt(out, v);
+      PutInt(body, id(w));
+      PutInt(body, v);
     }
   }
-  return out;
+  std::string out;
+  PutInt(out, static_cast<int64_t>(table.size()));
+  for (std::string_view t : table) PutStr(out, std::string(t));
+  PutInt(out, static_cast<int64_t>(samples.size()));
+  return out + body;
 }
 
 Result<std::vector<DeviceSample>> DecodeSamples(const std::string& blob) {
   Reader r{blob};
+  const int64_t strings = r.Int();
+  if (!r.ok || strings < 0 || static_cast<uint64_t>(strings) > blob.size()) {
+    return InvalidArgument("sample batch: bad string table");
+  }
+  std::vector<std::string> table(static_cast<size_t>(strings));
+  for (std::string& t : table) t = r.Str();
+  auto str = [&](int64_t i) -> const std::string& {
+    static const std::string empty;
+    if (i < 0 || i >= strings) {
+      r.ok = false;
+      return empty;
+    }
+    return table[static_cast<size_t>(i)];
+  };
   const int64_t n = r.Int();
   if (!r.ok || n < 0 || static_cast<uint64_t>(n) > blob.size()) {
     return InvalidArgument("sample batch: bad count");
   }
   std::vector<DeviceSample> out(static_cast<size_t>(n));
+  int64_t previous_ms = 0;
   for (DeviceSample& s : out) {
-    s.node = r.Str();
-    s.device_uuid = r.Str();
-    s.time_ms = r.Int();
+    s.node = str(r.Int());
+    s.device_uuid = str(r.Int());
+    s.time_ms = previous_ms + r.Int();
+    previous_ms = s.time_ms;
     s.util_permille = static_cast<int32_t>(r.Int());
     const int64_t m = r.Int();
     if (!r.ok || m < 0 || static_cast<uint64_t>(m) > blob.size()) break;
     for (int64_t i = 0; i < m; ++i) {
-      std::string w = r.Str();
+      std::string w = str(r.Int());
       s.achieved_permille[w] = static_cast<int32_t>(r.Int());
     }
   }
@@ -139,6 +180,20 @@ Result<std::vector<DeviceSample>> DecodeSamples(const std::string& blob) {
 
 struct MeterJournal::Impl {
   sqlite3* db = nullptr;
+  // (binding, uuid) -> the interval's row id, so rollups are keyed by an integer.
+  std::map<std::pair<std::string, std::string>, int64_t> ids;
+
+  Result<int64_t> IdOf(const std::string& binding, const std::string& uuid) {
+    auto it = ids.find({binding, uuid});
+    if (it != ids.end()) return it->second;
+    Stmt q(db, "SELECT id FROM intervals WHERE binding = ?1 AND uuid = ?2");
+    q.Text(1, binding);
+    q.Text(2, uuid);
+    if (q.Step() != SQLITE_ROW) return Internal("meter journal: no interval " + binding);
+    const int64_t id = q.ColInt(0);
+    ids[{binding, uuid}] = id;
+    return id;
+  }
   ~Impl() { sqlite3_close(db); }
 };
 
@@ -153,7 +208,8 @@ Result<std::unique_ptr<MeterJournal>> MeterJournal::Open(const std::string& path
                     (impl->db ? sqlite3_errmsg(impl->db) : "out of memory"));
   }
   sqlite3_busy_timeout(impl->db, 5000);
-  for (const char* sql : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", kSchema}) {
+  for (const char* sql : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL",
+                          "PRAGMA cache_size=-65536", kSchema}) {
     if (sqlite3_exec(impl->db, sql, nullptr, nullptr, nullptr) != SQLITE_OK) {
       return SqlError(impl->db, std::string("open ") + path);
     }
@@ -172,16 +228,14 @@ Status MeterJournal::Commit(const MeterChanges& c, int64_t keep_samples_after_ms
     return st;
   };
   {
-    Stmt put(db,
-             "INSERT OR REPLACE INTO intervals VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)");
+    // An interval's fields; its rollups are rows of their own, appended as buckets are sealed.
+    Stmt put(
+        db,
+        "INSERT INTO intervals(binding, uuid, workload, tenant, queue, node, model, gpu_milli,"
+        " mig_profile, start_ms, end_ms, end_reason) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,"
+        "?12) ON CONFLICT(binding, uuid) DO UPDATE SET end_ms = ?11, end_reason = ?12");
     if (!put.ok()) return fail("prepare intervals");
     for (const Interval* iv : c.intervals) {
-      std::string sealed;
-      for (const auto& [b, r] : iv->sealed) {
-        PutInt(sealed, b);
-        PutInt(sealed, r.used);
-        PutInt(sealed, r.unknown);
-      }
       put.Text(1, iv->binding);
       put.Text(2, iv->device.uuid);
       put.Text(3, iv->workload);
@@ -194,9 +248,28 @@ Status MeterJournal::Commit(const MeterChanges& c, int64_t keep_samples_after_ms
       put.Int(10, iv->start_ms);
       put.Int(11, iv->end_ms);
       put.Text(12, iv->end_reason);
-      put.Blob(13, sealed);
       if (put.Step() != SQLITE_DONE) return fail("write interval " + iv->binding);
       put.Reset();
+    }
+    Stmt trim(db, "DELETE FROM rollups WHERE interval_id = ?1 AND bucket_ms >= ?2");
+    for (const auto& [iv, from] : c.trimmed) {
+      auto id = impl_->IdOf(iv->binding, iv->device.uuid);
+      if (!id.ok()) return fail(id.status().message());
+      trim.Int(1, *id);
+      trim.Int(2, from);
+      if (trim.Step() != SQLITE_DONE) return fail("trim rollups of " + iv->binding);
+      trim.Reset();
+    }
+    Stmt add(db, "INSERT OR REPLACE INTO rollups VALUES(?1,?2,?3,?4)");
+    for (const SealedRollup& r : c.sealed) {
+      auto id = impl_->IdOf(r.interval->binding, r.interval->device.uuid);
+      if (!id.ok()) return fail(id.status().message());
+      add.Int(1, *id);
+      add.Int(2, r.bucket_ms);
+      add.Int(3, r.amounts.used);
+      add.Int(4, r.amounts.unknown);
+      if (add.Step() != SQLITE_DONE) return fail("write rollup of " + r.interval->binding);
+      add.Reset();
     }
   }
   if (!c.devices.empty()) {
@@ -254,7 +327,10 @@ Result<MeterSnapshot> MeterJournal::Load() {
   sqlite3* db = impl_->db;
   MeterSnapshot snap;
   {
-    Stmt q(db, "SELECT * FROM intervals");
+    std::map<int64_t, size_t> index;
+    Stmt q(db,
+           "SELECT binding, uuid, workload, tenant, queue, node, model, gpu_milli, mig_profile,"
+           " start_ms, end_ms, end_reason, id FROM intervals ORDER BY id");
     while (q.Step() == SQLITE_ROW) {
       Interval iv;
       iv.binding = q.ColStr(0);
@@ -269,17 +345,24 @@ Result<MeterSnapshot> MeterJournal::Load() {
       iv.start_ms = q.ColInt(9);
       iv.end_ms = q.ColInt(10);
       iv.end_reason = q.ColStr(11);
-      const std::string sealed = q.ColStr(12);
-      Reader r{sealed};
-      while (r.ok && r.pos < sealed.size()) {
-        const int64_t b = r.Int();
-        IntervalRollup roll{r.Int(), r.Int()};
-        iv.sealed.push_back({b, roll});
-        iv.sealed_total.used += roll.used;
-        iv.sealed_total.unknown += roll.unknown;
-      }
-      if (!r.ok) return Internal("meter journal: corrupt rollups of " + iv.binding);
+      index[q.ColInt(12)] = snap.intervals.size();
+      impl_->ids[{iv.binding, iv.device.uuid}] = q.ColInt(12);
       snap.intervals.push_back(std::move(iv));
+    }
+    Stmt r(db,
+           "SELECT interval_id, bucket_ms, used, unknown FROM rollups ORDER BY interval_id,"
+           " bucket_ms");
+    while (r.Step() == SQLITE_ROW) {
+      auto it = index.find(r.ColInt(0));
+      if (it == index.end()) {
+        return Internal("meter journal: a rollup of unknown interval " +
+                        std::to_string(r.ColInt(0)));
+      }
+      Interval& iv = snap.intervals[it->second];
+      IntervalRollup roll{r.ColInt(2), r.ColInt(3)};
+      iv.sealed.push_back({r.ColInt(1), roll});
+      iv.sealed_total.used += roll.used;
+      iv.sealed_total.unknown += roll.unknown;
     }
   }
   {
