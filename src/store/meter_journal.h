@@ -1,9 +1,9 @@
 // MeterJournal: the meter's durable state in its own SQLite file (WAL, synchronous=FULL).
 //
-// Commit writes one MeterChanges batch in one transaction: the intervals that changed (whole
-// rows, their sealed rollups as a blob), the fleet's devices, each sealed device's carried
-// remainder and unattributed use, the seal point, and the accepted samples as one compact blob
-// row (raw samples are not rows: a batch of 100,000 is one insert). Samples older than the seal
+// Commit writes one MeterChanges batch in one transaction: new or ended intervals (one row
+// each), the buckets sealed since the last batch (appended rows keyed by the interval's integer
+// id, so a commit costs what it adds), the fleet's devices, changed carries, unattributed use,
+// the seal point, and the accepted samples as one compact blob row (raw samples are not rows). Samples older than the seal
 // point minus their longest hold are dropped as batches age. Load rebuilds a MeterSnapshot, so a
 // restarted server resumes exactly where the last commit left it; anything ingested after that
 // commit is ingested again by its sender (agents resend, the server replays its workloads), and
