@@ -481,6 +481,60 @@ TEST_F(FactoryTest, AllocationMatchesTheWorkloadsGpuHoursAndCosts) {
   check(CallJson("GET", query));
 }
 
+// Budgets: a tenant whose enforced daily budget is spent has its new work held with a reason,
+// its status says so, and the metric shows it; a malformed budget is rejected naming the field.
+TEST_F(FactoryTest, EnforcedBudgetHoldsNewWork) {
+  MeterServiceOptions mo;
+  X auto meter = MeterService::Open(*store_, clock_, mo);
+  ASSERT_TRUE(meter.ok()) << meter.status().message();
+  api_->SetExtension((*meter)->Routes());
+  SchedulerOptions so;
+  so.admission_hold = [m = meter->get()](const std::string& t, const std::string& q) {
+    return m->AdmissionHold(t, q);
+  };
+  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
+
+  const std::string tenant_path = std::string(kApi) + "/tenants/team-c";
+  json tenant = CallJson("GET", tenant_path);
+  tenant["spec"]["budget"] = {{"amount", "abc"}};
+  ClientResponse bad = Call("PUT", tenant_path, tenant.dump());
+  EXPECT_EQ(bad.status, 422) << bad.body;
+  EXPECT_NE(bad.body.find("spec.budget.amount"), std::string::npos) << bad.body;
+  // 0.50 at 3.60 per GPU-hour: one GPU spends it in 500 s.
+  tenant["spec"]["budget"] = {
+      {"amount", "0.50"}, {"period", "day"}, {"enforce", true}, {"alertPercent", {50, 100}}};
+  ClientResponse ok = Call("PUT", tenant_path, tenant.dump());
+  ASSERT_EQ(ok.status, 200) << ok.body;
+
+  CreateWorkload(WholeGpuWorkload("team-c", "first", 1));
+  for (int i = 0; i < 12; ++i) {  // twelve minutes
+    Cycle(60'000);
+    ASSERT_TRUE((*meter)->Sync().ok());
+  }
+  CreateWorkload(WholeGpuWorkload("team-c", "second", 1));
+  CreateWorkload(WholeGpuWorkload("team-b", "other", 1));
+  Cycle(1000);
+  ASSERT_TRUE((*meter)->Sync().ok());
+  Cycle(1000);
+  std::map<std::string, json> w = Workloads();
+  EXPECT_EQ(w["team-c/first"]["status"].value("phase", ""), "Running");  // never evicted
+  EXPECT_EQ(w["team-c/second"]["status"].value("phase", ""), "Pending");
+  EXPECT_EQ(w["team-c/second"]["status"].value("reason", ""), "BudgetExceeded");
+  EXPECT_NE(w["team-c/second"]["status"].value("message", "").find("tenant team-c spent"),
+            std::string::npos)
+      << w["team-c/second"]["status"].dump();
+  EXPECT_EQ(w["team-b/other"]["status"].value("phase", ""), "Running");  // others unaffected
+  json after = CallJson("GET", tenant_path);
+  bool exceeded = false;
+  for (const json& c : after["status"]["conditions"]) {
+    if (c.value("type", "") == "BudgetExceeded") exceeded = c.value("status", "") == "True";
+  }
+  EXPECT_TRUE(exceeded) << after.dump();
+  auto metrics = (*meter)->MetricsText();
+  EXPECT_NE(metrics.find("fabrica_budget_spent_ratio{tenant=\"team-c\"} 1."), std::string::npos)
+      << metrics;
+}
+
 TEST_F(FactoryTest, LostNodesWorkloadsAreRequeued) {
   for (int i = 0; i < 3; ++i)
     CreateWorkload(WholeGpuWorkload("team-a", "job-" + std::to_string(i), 2));

@@ -620,9 +620,15 @@ struct ApiServer::Impl {
       json spec = obj.value("spec", json::object());
       if (!spec.is_object()) return InvalidArgument("spec: expected an object");
       for (const auto& [k, v] : spec.items()) {
-        if (k != "parent" && k != "weight" && k != "quotas" && k != "cohort") {
+        if (k != "parent" && k != "weight" && k != "quotas" && k != "cohort" && k != "budget") {
           return InvalidArgument("spec." + k + ": unknown field");
         }
+      }
+      if (spec.contains("budget")) {
+        auto doc = LoadYaml(spec["budget"].dump(), source);
+        if (!doc.ok()) return doc.status();
+        YamlMap b(*doc, "spec.budget", source);
+        RETURN_IF_ERROR(ParseBudget(b).status());
       }
     }
     Status valid_name = ValidateName(meta.value("name", ""));

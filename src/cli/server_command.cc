@@ -16,6 +16,7 @@
 #include "api/metrics.h"
 #include "cli/factory_defaults.h"
 #include "client/http_client.h"
+#include "control/health_controller.h"
 #include "control/meter_service.h"
 #include "control/scheduler.h"
 #include "control/sim_agent.h"
@@ -129,7 +130,9 @@ int Run(ServerArgs args) {
   }
   auto meter = MeterService::Open(**store, clock, meter_options);
   if (!meter.ok()) return fail(meter.status());
-  api.SetExtension((*meter)->Routes());
+  // Fleet health: node lifecycle, cordons, drains and remediation (control/health_controller.h).
+  HealthController health(**store, clock, *auth, HealthControllerOptions{}, &metrics);
+  api.SetExtension(ChainExtensions(health.Routes(), (*meter)->Routes()));
   api.SetMetricsExtra([m = meter->get()] { return m->MetricsText(); });
   HttpServerOptions options;
   options.listen = args.listen;
@@ -194,6 +197,11 @@ int Run(ServerArgs args) {
     node_tokens[n.name.str()] = *token;
   }
   SimulatedFleet agents(fleet, client, node_tokens, clock);
+  HealthController::Simulation simulation;
+  simulation.simulates = [&agents](const std::string& node) { return agents.Simulates(node); };
+  simulation.inject = [&agents](const FaultInjection& f) { return agents.Inject(f); };
+  simulation.repaired = [&agents](const std::string& node, int gpu) { agents.Repaired(node, gpu); };
+  health.SetSimulation(simulation);
   if (!fleet.nodes.empty()) {
     Status first = agents.Tick();  // register and heartbeat before the first scheduling cycle
     if (!first.ok()) std::cerr << "simulated nodes: " << first.message() << "\n";
@@ -202,14 +210,18 @@ int Run(ServerArgs args) {
 
   SchedulerOptions sched_options;
   sched_options.policy = args.policy;
-  sched_options.admission_hold = [m = meter->get()](const std::string& tenant) {
-    return m->AdmissionHold(tenant);
+  sched_options.admission_hold = [m = meter->get()](const std::string& tenant,
+                                                    const std::string& queue) {
+    return m->AdmissionHold(tenant, queue);
   };
   Scheduler scheduler(**store, clock, sched_options, &metrics);
   std::atomic<bool> stop_scheduler{false};
   const int64_t interval_wall_ms = static_cast<int64_t>(std::max(20.0, 1000.0 / args.time_scale));
   std::thread scheduler_thread([&] {
     while (!stop_scheduler) {
+      // Health first, so that a cordon decided now already holds in this placement cycle.
+      Status healthy = health.Sync();
+      if (!healthy.ok()) std::cerr << "health: " << healthy.message() << "\n";
       auto stats = scheduler.RunOnce();
       if (!stats.ok()) std::cerr << "scheduler: " << stats.status().message() << "\n";
       Status metered = (*meter)->Sync();

@@ -8,6 +8,7 @@
 #include "api/json_fields.h"
 #include "core/fleet.h"
 #include "core/workload.h"
+#include "core/yaml_reader.h"
 #include "meter/dcgm.h"
 
 namespace fabrica {
@@ -226,27 +227,87 @@ Status MeterService::Sync() {
     }
   }
 
-  // Budgets.
+  // Budgets of tenants and queues: the period's cost so far, alerts and holds, and the owner's
+  // status conditions (written only when they change).
   budgets_.clear();
+  std::map<std::string, const KeyValue*> owners;  // "tenant/x" or "queue/y" -> stored object
   for (const KeyValue& kv : tenants.items) {
     auto m = ParseManifestYaml(kv.value, kv.key);
     if (!m.ok() || m->tenants.empty() || !m->tenants.front().budget) continue;
-    budgets_[m->tenants.front().name.str()] = *m->tenants.front().budget;
+    const std::string key = "tenant/" + m->tenants.front().name.str();
+    budgets_[key] = *m->tenants.front().budget;
+    owners[key] = &kv;
+  }
+  ASSIGN_OR_RETURN(ListResult queues, store_.List("/registry/queues/", "", 0));
+  for (const KeyValue& kv : queues.items) {
+    json q = json::parse(kv.value, nullptr, false);
+    const json& spec = Field(q, "spec");
+    if (!Field(spec, "budget").is_object()) continue;
+    auto doc = LoadYaml(spec["budget"].dump(), kv.key);
+    if (!doc.ok()) continue;
+    YamlMap bm(*doc, "spec.budget", kv.key);
+    auto budget = ParseBudget(bm);
+    if (!budget.ok()) continue;
+    const std::string key = "queue/" + Str(Field(q, "metadata"), "name");
+    budgets_[key] = *budget;
+    owners[key] = &kv;
   }
   budget_state_.clear();
-  for (const auto& [tenant, budget] : budgets_) {
+  std::map<std::pair<std::string, int64_t>, std::map<std::string, int64_t>> spent_cache;
+  for (const auto& [key, budget] : budgets_) {
     auto period = PeriodBounds(budget.period, now);
     if (!period.ok()) continue;
-    ReportOptions opt;
-    opt.from_ms = period->first;
-    opt.to_ms = std::max(now, period->first + 1);
-    opt.tenants = {tenant};
-    auto report = BuildReport(meter_, options_.prices, opt);
-    int64_t spent = 0;
-    if (report.ok()) {
-      for (const ReportRow& r : (*report)[0].rows) spent += r.total_cost_micros();
+    const bool is_tenant = key.rfind("tenant/", 0) == 0;
+    auto& spent_by = spent_cache[{is_tenant ? "tenant" : "queue", period->first}];
+    if (spent_by.empty()) {
+      ReportOptions opt;
+      opt.from_ms = period->first;
+      opt.to_ms = std::max(now, period->first + 1);
+      opt.by = {is_tenant ? AggregateBy::kTenant : AggregateBy::kQueue};
+      auto report = BuildReport(meter_, options_.prices, opt);
+      if (report.ok()) {
+        for (const ReportRow& r : (*report)[0].rows) spent_by[r.key] = r.cost_micros;
+      }
+      spent_by[""] = 0;  // computed, even if empty
     }
-    budget_state_[tenant] = EvaluateBudget(budget, spent, "tenant " + tenant);
+    const std::string name = key.substr(key.find('/') + 1);
+    BudgetState st =
+        EvaluateBudget(budget, spent_by[name], (is_tenant ? "tenant " : "queue ") + name);
+    budget_state_[key] = st;
+    // Conditions on the owner: BudgetAlert (a threshold crossed) and BudgetExceeded.
+    const KeyValue* kv = owners[key];
+    json obj = json::parse(kv->value, nullptr, false);
+    if (!obj.is_object()) continue;
+    const std::string alert = st.highest_alert > 0 ? "True" : "False";
+    const std::string exceeded = st.exceeded ? "True" : "False";
+    std::string have_alert, have_exceeded, have_message;
+    for (const json& c : List(Field(obj, "status"), "conditions")) {
+      if (Str(c, "type") == "BudgetAlert") {
+        have_alert = Str(c, "status");
+        have_message = Str(c, "message");
+      }
+      if (Str(c, "type") == "BudgetExceeded") have_exceeded = Str(c, "status");
+    }
+    const std::string reason = st.highest_alert > 0
+                                   ? "Past" + std::to_string(st.highest_alert) + "Percent"
+                                   : "WithinBudget";
+    if (have_alert == alert && have_exceeded == exceeded &&
+        (have_message.find(reason) != std::string::npos || alert == "False")) {
+      continue;
+    }
+    obj["status"]["conditions"] = {
+        {{"type", "BudgetAlert"},
+         {"status", alert},
+         {"reason", reason},
+         {"message", st.message + " [" + reason + "]"},
+         {"lastTransitionTime", FormatTimestamp(now)}},
+        {{"type", "BudgetExceeded"},
+         {"status", exceeded},
+         {"reason",
+          st.exceeded ? (budget.enforce ? "NewWorkHeld" : "NotEnforced") : "WithinBudget"},
+         {"message", st.message},
+         {"lastTransitionTime", FormatTimestamp(now)}}};
+    (void)store_.Put(kv->key, obj.dump(), kv->mod_revision);  // a conflict retries next Sync
   }
 
   meter_.Advance(now);
@@ -277,15 +338,18 @@ Result<std::vector<ReportWindow>> MeterService::Report(const ReportOptions& opti
   return BuildReport(meter_, options_.prices, options);
 }
 
-std::optional<std::string> MeterService::AdmissionHold(const std::string& tenant) const {
+std::optional<std::string> MeterService::AdmissionHold(const std::string& tenant,
+                                                       const std::string& queue) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto b = budgets_.find(tenant);
-  auto s = budget_state_.find(tenant);
-  if (b == budgets_.end() || s == budget_state_.end() || !b->second.enforce ||
-      !s->second.exceeded) {
-    return std::nullopt;
+  for (const std::string& key : {"tenant/" + tenant, "queue/" + queue}) {
+    auto b = budgets_.find(key);
+    auto s = budget_state_.find(key);
+    if (b != budgets_.end() && s != budget_state_.end() && b->second.enforce &&
+        s->second.exceeded) {
+      return "held: " + s->second.message;
+    }
   }
-  return "held: " + s->second.message;
+  return std::nullopt;
 }
 
 std::map<std::string, BudgetState> MeterService::Budgets() const {
@@ -336,10 +400,13 @@ std::string MeterService::MetricsText() const {
   out += "fabrica_meter_samples_total{outcome=\"late\"} " + std::to_string(st.samples_late) + "\n";
   out += "fabrica_meter_samples_total{outcome=\"invalid\"} " + std::to_string(st.samples_invalid) +
          "\n";
-  out += "# HELP fabrica_budget_spent_ratio Cost this period over the tenant's budget.\n";
+  out +=
+      "# HELP fabrica_budget_spent_ratio Cost this period over the budget of a tenant or queue.\n";
   out += "# TYPE fabrica_budget_spent_ratio gauge\n";
-  for (const auto& [tenant, s] : budget_state_) {
-    out += "fabrica_budget_spent_ratio{tenant=\"" + tenant + "\"} " +
+  for (const auto& [key, s] : budget_state_) {
+    const size_t slash = key.find('/');
+    out += "fabrica_budget_spent_ratio{" + key.substr(0, slash) + "=\"" + key.substr(slash + 1) +
+           "\"} " +
            std::to_string(s.amount_micros ? static_cast<double>(s.spent_micros) / s.amount_micros
                                           : 0) +
            "\n";

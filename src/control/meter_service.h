@@ -8,10 +8,11 @@
 // lateness allows and commits the changes to the journal in one batch. Telemetry arrives through
 // Ingest (agents push samples, or the server reads a dcgm-exporter page).
 //
-// Budgets: a Tenant's spec.budget (amount, period, alertPercent, enforce) is evaluated on every
-// Sync against the tenant's cost in the current calendar period; the state is exported as
-// metrics and conditions, and AdmissionHold() tells the scheduler to hold new work of a tenant
-// whose enforced budget is spent. All methods may be called from any thread.
+// Budgets: a Tenant's or Queue's spec.budget (amount, period, alertPercent, enforce) is evaluated
+// on every Sync against its cost in the current calendar period; the state is exported as the
+// metric fabrica_budget_spent_ratio and as BudgetAlert / BudgetExceeded conditions in the owner's
+// status, and AdmissionHold() tells the scheduler to hold new work whose tenant or queue has spent
+// an enforced budget. All methods may be called from any thread.
 #pragma once
 
 #include <map>
@@ -43,8 +44,9 @@ class MeterService {
   Status Sync();
   IngestStats Ingest(std::vector<DeviceSample> samples);
   Result<std::vector<ReportWindow>> Report(const ReportOptions& options) const;
-  // A reason to hold the tenant's new work, or nothing.
-  std::optional<std::string> AdmissionHold(const std::string& tenant) const;
+  // A reason to hold new work of this tenant and queue (an enforced budget is spent), or nothing.
+  std::optional<std::string> AdmissionHold(const std::string& tenant,
+                                           const std::string& queue) const;
   std::map<std::string, BudgetState> Budgets() const;
   const PriceBook& prices() const { return options_.prices; }
   std::string MetricsText() const;
@@ -63,7 +65,7 @@ class MeterService {
   mutable std::mutex mu_;
   Meter meter_;
   std::map<std::string, std::string> open_binding_;  // workload -> its open binding id
-  std::map<std::string, Budget> budgets_;
+  std::map<std::string, Budget> budgets_;            // "tenant/x" or "queue/y"
   std::map<std::string, BudgetState> budget_state_;
   // Totals for the Prometheus counters, per (tenant, queue, model), over sealed time.
   int64_t last_sync_ms_ = 0;

@@ -61,6 +61,21 @@ Result<CycleStats> Scheduler::RunOnce() {
     if (l.is_discarded()) continue;
     renewed[Str(Field(l, "metadata"), "name")] = ParseTimestamp(Str(Field(l, "spec"), "renewTime"));
   }
+  // Health records (control/health_controller.h): a node out of service and GPUs cordoned one
+  // by one take no new work.
+  ASSIGN_OR_RETURN(ListResult health_list, store_.List("/registry/nodehealth/", "", 0));
+  std::set<std::string> health_held;
+  std::map<std::string, std::vector<int>> cordoned_gpus;
+  for (const KeyValue& kv : health_list.items) {
+    json h = json::parse(kv.value, nullptr, false);
+    const std::string name = Str(Field(h, "metadata"), "name");
+    if (Field(h, "schedulable") == false) health_held.insert(name);
+    for (const json& g : List(h, "gpus")) {
+      if (Field(g, "schedulable") == false) {
+        cordoned_gpus[name].push_back(static_cast<int>(Int(g, "index", -1)));
+      }
+    }
+  }
   Fleet fleet;
   std::set<std::string> unusable;
   for (const KeyValue& kv : node_list.items) {
@@ -77,7 +92,7 @@ Result<CycleStats> Scheduler::RunOnce() {
     auto it = renewed.find(name);
     const bool ready =
         it != renewed.end() && it->second >= 0 && now - it->second <= options_.node_grace_ms;
-    if (cordoned || !ready) unusable.insert(name);
+    if (cordoned || !ready || health_held.count(name)) unusable.insert(name);
     if (!ready) unusable.insert("!" + name);  // marks NotReady, for requeue
     // The Node's Ready condition follows its lease; written only when it changes, so that a
     // healthy fleet costs no writes.
@@ -183,6 +198,29 @@ Result<CycleStats> Scheduler::RunOnce() {
     }
   }
 
+  // A cordoned GPU's free capacity is held for the cycle, so nothing new lands on it while the
+  // rest of its node keeps taking work.
+  const PodRequest hold{};  // a reservation: no CPU, no memory, no tenant
+  for (const auto& [name, gpus] : cordoned_gpus) {
+    auto it = node_index.find(name);
+    if (it == node_index.end()) continue;
+    const int n = it->second;
+    for (int d : gpus) {
+      if (d < 0 || d >= static_cast<int>(state.devices(n).size())) continue;
+      const DeviceState& ds = state.devices(n)[d];
+      Assignment a;
+      a.node = n;
+      if (state.node(n).devices[d].mig_enabled()) {
+        for (int slice = 0; slice < 32; ++slice) {
+          if (ds.mig_free >> slice & 1) a.devices.push_back({d, 0, 0, slice});
+        }
+      } else if (ds.free_milli > 0 || ds.free_memory_mib > 0) {
+        a.devices.push_back({d, ds.free_milli, ds.free_memory_mib, -1});
+      }
+      if (!a.devices.empty()) state.Apply(a, hold);
+    }
+  }
+
   // The expected mix for the policy: the pods waiting now.
   std::vector<PodRequest> waiting;
   for (const StoredWorkload& sw : pending)
@@ -208,7 +246,10 @@ Result<CycleStats> Scheduler::RunOnce() {
     std::string message, reason;
     std::vector<Assignment> placed;
     std::optional<std::string> hold;
-    if (options_.admission_hold) hold = options_.admission_hold(sw.w.tenant.str());
+    if (options_.admission_hold) {
+      hold = options_.admission_hold(sw.w.tenant.str(),
+                                     sw.w.queue.empty() ? sw.w.tenant.str() : sw.w.queue.str());
+    }
     if (!sw.request_error.ok()) {
       message = sw.request_error.message();
       reason = "Unschedulable";

@@ -7,7 +7,9 @@
 // (node, GPU index and UUID, milli-GPU, memory, MIG slice) and the isolation mechanism; one that
 // does not fit keeps phase Pending with the placer's reason in status.message. Nodes whose lease
 // has not been renewed within the grace period are NotReady: their workloads go back to Pending
-// (requeue on node loss). Cordoned nodes (spec.unschedulable) take no new work.
+// (requeue on node loss). Cordoned nodes (spec.unschedulable), nodes whose health record
+// (/registry/nodehealth/, control/health_controller.h) says they are out of service, and GPUs that
+// record cordons take no new work.
 //
 // Writes are conditional on the revision read, so a concurrent user update wins and the
 // workload is looked at again next cycle. RunOnce is not re-entrant; call it from one thread.
@@ -26,8 +28,9 @@ class Metrics;
 
 struct SchedulerOptions {
   std::string policy = "fabrica";
-  // Budgets: a reason to hold a tenant's pending work (its enforced budget is spent), or nothing.
-  std::function<std::optional<std::string>(const std::string& tenant)> admission_hold;
+  // Budgets: a reason to hold pending work of a tenant and queue (an enforced budget is spent).
+  std::function<std::optional<std::string>(const std::string& tenant, const std::string& queue)>
+      admission_hold;
   int64_t node_grace_ms = 40'000;  // lease age after which a node is NotReady
 };
 

@@ -303,6 +303,34 @@ Status ParseWorkloadList(YamlMap& m, std::vector<Workload>& out) {
 
 }  // namespace
 
+Result<Budget> ParseBudget(YamlMap& b) {
+  RETURN_IF_ERROR(b.CheckIsMap());
+  Budget budget;
+  ASSIGN_OR_RETURN(std::string amount, b.String("amount"));
+  auto micros = ParseMoneyMicros(amount);
+  if (!micros.ok()) return b.Error("amount", micros.status().message());
+  budget.amount_micros = *micros;
+  if (budget.amount_micros <= 0) return b.Error("amount", "must be more than zero");
+  ASSIGN_OR_RETURN(budget.period, b.String("period", "month"));
+  if (budget.period != "day" && budget.period != "week" && budget.period != "month") {
+    return b.Error("period", "'" + budget.period + "' is not one of day, week, month");
+  }
+  if (YAML::Node alerts = b.Raw("alertPercent"); alerts) {
+    if (!alerts.IsSequence()) return b.Error("alertPercent", "expected a list of percentages");
+    budget.alert_percent.clear();
+    for (const YAML::Node& a : alerts) {
+      auto v = ParseNonNegativeInt(a.IsScalar() ? a.Scalar() : "");
+      if (!v.ok() || *v < 1 || *v > 1000) {
+        return b.Error("alertPercent", "each entry must be a whole percentage 1..1000");
+      }
+      budget.alert_percent.push_back(static_cast<int>(*v));
+    }
+  }
+  ASSIGN_OR_RETURN(budget.enforce, b.Bool("enforce", false));
+  RETURN_IF_ERROR(b.Finish());
+  return budget;
+}
+
 namespace {
 
 Result<Tenant> ParseTenant(YamlMap& m) {
@@ -329,30 +357,7 @@ Result<Tenant> ParseTenant(YamlMap& m) {
   }
   if (YAML::Node raw = spec.Raw("budget"); raw) {
     YamlMap b(raw, spec.Path("budget"), spec.source());
-    RETURN_IF_ERROR(b.CheckIsMap());
-    TenantBudget budget;
-    ASSIGN_OR_RETURN(std::string amount, b.String("amount"));
-    auto micros = ParseMoneyMicros(amount);
-    if (!micros.ok()) return b.Error("amount", micros.status().message());
-    budget.amount_micros = *micros;
-    if (budget.amount_micros <= 0) return b.Error("amount", "must be more than zero");
-    ASSIGN_OR_RETURN(budget.period, b.String("period", "month"));
-    if (budget.period != "day" && budget.period != "week" && budget.period != "month") {
-      return b.Error("period", "'" + budget.period + "' is not one of day, week, month");
-    }
-    if (YAML::Node alerts = b.Raw("alertPercent"); alerts) {
-      if (!alerts.IsSequence()) return b.Error("alertPercent", "expected a list of percentages");
-      budget.alert_percent.clear();
-      for (const YAML::Node& a : alerts) {
-        auto v = ParseNonNegativeInt(a.IsScalar() ? a.Scalar() : "");
-        if (!v.ok() || *v < 1 || *v > 1000) {
-          return b.Error("alertPercent", "each entry must be a whole percentage 1..1000");
-        }
-        budget.alert_percent.push_back(static_cast<int>(*v));
-      }
-    }
-    ASSIGN_OR_RETURN(budget.enforce, b.Bool("enforce", false));
-    RETURN_IF_ERROR(b.Finish());
+    ASSIGN_OR_RETURN(Budget budget, ParseBudget(b));
     t.budget = budget;
   }
   RETURN_IF_ERROR(spec.Finish());

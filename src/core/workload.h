@@ -23,18 +23,22 @@ enum class TrustLevel { kUntrusted, kStandard, kTrusted };
 const char* TrustLevelName(TrustLevel t);
 Result<TrustLevel> ParseTrustLevel(const std::string& s);
 
-// A spending limit per calendar period (UTC), with alert thresholds in percent; `enforce` holds
-// the tenant's new work once the period's cost reaches the amount.
-struct TenantBudget {
+// A spending limit of a tenant or a queue per calendar period (UTC), with alert thresholds in
+// percent; `enforce` holds its new work once the period's cost reaches the amount.
+struct Budget {
   int64_t amount_micros = 0;
   std::string period = "month";  // day, week (from Monday) or month
   std::vector<int> alert_percent = {50, 80, 100};
   bool enforce = false;
 };
 
+class YamlMap;
+// Parses {amount: "500.00", period: month, alertPercent: [50, 80, 100], enforce: true}.
+Result<Budget> ParseBudget(YamlMap& m);
+
 struct Tenant {
   TenantId name;
-  std::optional<TenantBudget> budget;
+  std::optional<Budget> budget;
   TrustLevel trust = TrustLevel::kStandard;
   std::string trust_domain;      // defaults to the tenant's own name
   bool exclusive_nodes = false;  // an untrusted tenant may ask for nodes of its own

@@ -72,8 +72,6 @@ struct ReportWindow {
 Result<std::vector<ReportWindow>> BuildReport(const Meter& meter, const PriceBook& prices,
                                               const ReportOptions& options);
 
-using Budget = TenantBudget;  // core/workload.h: amount, period, alert thresholds, enforce
-
 Result<std::pair<int64_t, int64_t>> PeriodBounds(const std::string& period, int64_t now_ms);
 
 struct BudgetState {
