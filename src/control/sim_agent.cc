@@ -48,12 +48,19 @@ struct SimulatedFleet::Agent {
   bool registered = false;
   int64_t last_heartbeat_ms = -1;
   int64_t last_sample_ms = -1;
+  // Guarded by the fleet's mu_: health to report on the next round.
+  std::vector<std::pair<int, int>> xids;  // (gpu, code)
+  std::map<int, int64_t> ecc;             // GPU -> its double-bit counter now
+  std::map<int, int64_t> ecc_report;      // counters changed since the last report
 };
 
 SimulatedFleet::SimulatedFleet(Fleet fleet, ClientOptions client,
                                std::map<std::string, std::string> tokens, const Clock& clock,
                                int64_t heartbeat_ms)
-    : fleet_(std::move(fleet)), clock_(clock), heartbeat_ms_(heartbeat_ms) {
+    : fleet_(std::move(fleet)),
+      clock_(clock),
+      heartbeat_ms_(heartbeat_ms),
+      start_ms_(clock.NowMs()) {
   for (const Node& n : fleet_.nodes) {
     auto a = std::make_unique<Agent>();
     a->node = &n;
@@ -71,7 +78,63 @@ void SimulatedFleet::StopNode(const std::string& node) {
   stopped_.insert(node);
 }
 
+bool SimulatedFleet::Simulates(const std::string& node) const {
+  return fleet_.Find(NodeId(node)) != nullptr;
+}
+
+Status SimulatedFleet::Inject(const FaultInjection& fault) {
+  const Node* node = fleet_.Find(fault.node);
+  if (!node) return NotFound("node " + fault.node.str() + " is not simulated here");
+  if (!fault.kill && (fault.gpu < 0 || fault.gpu >= node->gpu_count())) {
+    return InvalidArgument("gpu: node " + fault.node.str() + " has " +
+                           std::to_string(node->gpu_count()) + " GPUs, no GPU " +
+                           std::to_string(fault.gpu));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (fault.kill) {
+    stopped_.insert(fault.node.str());
+    return Status::Ok();
+  }
+  for (auto& a : agents_) {
+    if (a->node->name != fault.node) continue;
+    if (fault.xid > 0) a->xids.emplace_back(fault.gpu, fault.xid);
+    if (fault.ecc_double_bit >= 0) {
+      a->ecc[fault.gpu] = fault.ecc_double_bit;
+      a->ecc_report[fault.gpu] = fault.ecc_double_bit;
+    }
+  }
+  return Status::Ok();
+}
+
+void SimulatedFleet::Repaired(const std::string& node, int gpu) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& a : agents_) {
+    if (a->node->name.str() != node) continue;
+    // A reset or reboot zeroes the volatile ECC counters; the agent reports the zero once.
+    for (auto& [d, count] : a->ecc) {
+      if ((gpu < 0 || d == gpu) && count != 0) {
+        count = 0;
+        a->ecc_report[d] = 0;
+      }
+    }
+    a->xids.clear();
+    if (gpu < 0 && stopped_.erase(node)) a->last_heartbeat_ms = -1;  // back from the dead
+  }
+}
+
 Status SimulatedFleet::Tick() {
+  {
+    // Scheduled faults whose time has come.
+    std::vector<FaultInjection> due;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      const int64_t elapsed = clock_.NowMs() - start_ms_;
+      while (next_fault_ < fleet_.faults.size() && fleet_.faults[next_fault_].at_ms <= elapsed) {
+        due.push_back(fleet_.faults[next_fault_++]);
+      }
+    }
+    for (const FaultInjection& f : due) (void)Inject(f);  // validated with the fleet
+  }
   Status first = Status::Ok();
   for (auto& a : agents_) {
     {
@@ -118,6 +181,34 @@ Status SimulatedFleet::TickAgent(Agent& a) {
     if (r.ok() && r->status == 404) r = a.client->Do("POST", base + "/leases", lease.dump());
     RETURN_IF_ERROR(check(r, "heartbeat"));
     a.last_heartbeat_ms = now;
+  }
+  // Health: XIDs and ECC counters injected since the last round, as the node's own report.
+  {
+    json report = json::object();
+    std::vector<std::pair<int, int>> xids;
+    std::map<int, int64_t> ecc;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      xids.swap(a.xids);
+      ecc.swap(a.ecc_report);
+    }
+    for (const auto& [gpu, code] : xids) report["xids"].push_back({{"gpu", gpu}, {"xid", code}});
+    for (const auto& [gpu, count] : ecc) {
+      report["devices"].push_back({{"gpu", gpu}, {"eccDoubleBitVolatile", count}});
+    }
+    if (!report.empty()) {
+      auto r = a.client->Do("POST", base + "/nodes/" + name + "/health", report.dump());
+      // A server without a health controller has no such route; that is not the node's failure.
+      if (!(r.ok() && r->status == 404)) {
+        Status st = check(r, "health report");
+        if (!st.ok()) {
+          std::lock_guard<std::mutex> lock(mu_);
+          a.xids.insert(a.xids.begin(), xids.begin(), xids.end());  // try again next round
+          a.ecc_report.insert(ecc.begin(), ecc.end());
+          return st;
+        }
+      }
+    }
   }
   // Workloads assigned to this node: the server lists only those for a node identity.
   auto list = a.client->Do("GET", base + "/workloads");

@@ -5,7 +5,12 @@
 // utilization samples every 30 s (80% busy for the share running workloads hold), watches
 // for workloads assigned to it, marks them Running, and after their declared duration
 // Succeeded. Nodes can be stopped (they stop heartbeating, as a crashed node would) to exercise
-// requeue on node loss. Time comes from the injected Clock. Tick() does one round for every node;
+// requeue on node loss. Faults can be injected (Inject, or the fleet file's `faults:` at their
+// time after the fleet was made): an XID or a double-bit ECC count on one GPU is reported to the
+// server on the node's next round (POST .../nodes/N/health, the node's own identity); a kill
+// stops the node. Repaired() is the simulated hardware's side of a remediation: a GPU reset
+// clears that GPU's ECC counter, a node reboot or repair also restarts a killed agent.
+// Time comes from the injected Clock. Tick() does one round for every node;
 // Start() runs rounds on a background thread. Not copyable; Tick from one thread at a time.
 #pragma once
 
@@ -37,6 +42,12 @@ class SimulatedFleet {
   void Stop();
   // A stopped node no longer heartbeats nor runs workloads (a crash, for tests).
   void StopNode(const std::string& node);
+  // Injects a fault now (its at_ms is ignored). NotFound for a node this fleet does not
+  // simulate, InvalidArgument for a GPU it does not have. Thread-safe.
+  Status Inject(const FaultInjection& fault);
+  // The remediation of `gpu` (-1: the whole node, which also restarts a stopped agent) ran.
+  void Repaired(const std::string& node, int gpu);
+  bool Simulates(const std::string& node) const;
 
  private:
   struct Agent;
@@ -49,6 +60,8 @@ class SimulatedFleet {
   std::vector<std::unique_ptr<Agent>> agents_;
   std::mutex mu_;
   std::set<std::string> stopped_;
+  int64_t start_ms_;
+  size_t next_fault_ = 0;  // fleet_.faults before this one were injected
   std::atomic<bool> running_{false};
   std::thread thread_;
 };

@@ -281,7 +281,50 @@ Result<std::vector<Node>> ParseNodeEntry(YamlMap& m) {
   return out;
 }
 
+Result<FaultInjection> ParseFault(YamlMap& m, const std::string& default_node, bool scheduled) {
+  RETURN_IF_ERROR(m.CheckIsMap());
+  FaultInjection f;
+  ASSIGN_OR_RETURN(std::string node,
+                   default_node.empty() ? m.String("node") : m.String("node", default_node));
+  if (node.empty()) return m.Error("node", "required");
+  f.node = NodeId(node);
+  ASSIGN_OR_RETURN(int64_t at_s, scheduled ? m.Int("atSeconds") : m.Int("atSeconds", 0));
+  if (at_s < 0 || at_s > 366LL * 86400) return m.Error("atSeconds", "must be 0..31622400");
+  f.at_ms = at_s * 1000;
+  ASSIGN_OR_RETURN(int64_t xid, m.Int("xid", 0));
+  if (xid < 0 || xid > 9999) return m.Error("xid", "must be 1..9999");
+  f.xid = static_cast<int>(xid);
+  ASSIGN_OR_RETURN(int64_t gpu, m.Int("gpu", -1));
+  if (m.Has("gpu") && (gpu < 0 || gpu >= kMaxGpusPerNode)) {
+    return m.Error("gpu", "must be a GPU index 0.." + std::to_string(kMaxGpusPerNode - 1));
+  }
+  f.gpu = static_cast<int>(gpu);
+  ASSIGN_OR_RETURN(f.ecc_double_bit, m.Int("eccDoubleBit", -1));
+  if (m.Has("eccDoubleBit") && f.ecc_double_bit < 0) {
+    return m.Error("eccDoubleBit", "must be a count, 0 or more");
+  }
+  ASSIGN_OR_RETURN(f.kill, m.Bool("kill", false));
+  RETURN_IF_ERROR(m.Finish());
+  const int kinds = (f.xid > 0) + (f.ecc_double_bit >= 0) + (f.kill ? 1 : 0);
+  if (kinds != 1) {
+    return m.Error(m.Has("xid")            ? "xid"
+                   : m.Has("eccDoubleBit") ? "eccDoubleBit"
+                                           : "kill",
+                   "give exactly one of xid, eccDoubleBit or kill: true");
+  }
+  if (f.kill && m.Has("gpu")) return m.Error("gpu", "a kill takes the whole node, not a GPU");
+  if (!f.kill && f.gpu < 0) return m.Error("gpu", "required with xid and eccDoubleBit");
+  return f;
+}
+
 }  // namespace
+
+Result<FaultInjection> ParseFaultInjection(const std::string& text, const std::string& source,
+                                           const std::string& node) {
+  ASSIGN_OR_RETURN(YAML::Node doc, LoadYaml(text, source));
+  YamlMap m(doc, "", source);
+  return ParseFault(m, node, false);
+}
 
 Result<Fleet> ParseFleetYaml(const std::string& text, const std::string& source) {
   ASSIGN_OR_RETURN(YAML::Node doc, LoadYaml(text, source));
@@ -306,6 +349,24 @@ Result<Fleet> ParseFleetYaml(const std::string& text, const std::string& source)
       }
       fleet.nodes.push_back(std::move(n));
     }
+  }
+  YAML::Node faults = top.Raw("faults");
+  if (faults && !faults.IsNull()) {
+    if (!faults.IsSequence()) return top.Error("faults", "expected a list of faults");
+    for (size_t i = 0; i < faults.size(); ++i) {
+      YamlMap fm(faults[i], "faults[" + std::to_string(i) + "]", source);
+      ASSIGN_OR_RETURN(FaultInjection f, ParseFault(fm, "", true));
+      const Node* n = fleet.Find(f.node);
+      if (!n) return fm.Error("node", "no node " + f.node.str() + " in this fleet");
+      if (f.gpu >= n->gpu_count()) {
+        return fm.Error(
+            "gpu", "node " + f.node.str() + " has " + std::to_string(n->gpu_count()) + " GPUs");
+      }
+      fleet.faults.push_back(f);
+    }
+    std::stable_sort(
+        fleet.faults.begin(), fleet.faults.end(),
+        [](const FaultInjection& a, const FaultInjection& b) { return a.at_ms < b.at_ms; });
   }
   RETURN_IF_ERROR(top.Finish());
   Status st = ValidateFleet(fleet);

@@ -69,8 +69,20 @@ struct Node {
   const std::string& gpu_model() const;
 };
 
+// A fault to inject into a simulated node (fleet file `faults:`, or `POST .../nodes/N/inject`):
+// exactly one of an XID on GPU `gpu`, a double-bit ECC count on GPU `gpu`, or the agent's death.
+struct FaultInjection {
+  NodeId node;
+  int64_t at_ms = 0;  // after the fleet starts (scheduled faults only)
+  int xid = 0;        // 0: none
+  int gpu = -1;
+  int64_t ecc_double_bit = -1;  // -1: none; otherwise the volatile double-bit counter to report
+  bool kill = false;            // the agent stops heartbeating, as a crashed node would
+};
+
 struct Fleet {
   std::vector<Node> nodes;
+  std::vector<FaultInjection> faults;  // scheduled faults for simulated nodes, by at_ms
 
   int64_t total_gpus() const;
   const Node* Find(const NodeId& id) const;
@@ -93,7 +105,20 @@ Status ValidateFleet(const Fleet& fleet);
 // compute and 8 memory slices; otherwise the message says why, without a location.
 Status CheckMigGeometry(const std::string& model, const std::vector<std::string>& slices);
 
-// Parses the fleet YAML (see docs/fleet.md). `source` names the file in messages.
+// Parses the fleet YAML (see docs/fleet.md). `source` names the file in messages. An optional
+// top-level `faults:` list schedules faults for simulated nodes:
+//   faults:
+//     - {node: hgx-a-0, atSeconds: 600, xid: 79, gpu: 3}
+//     - {node: hgx-a-1, atSeconds: 900, gpu: 2, eccDoubleBit: 4}
+//     - {node: hgx-b-0, atSeconds: 1200, kill: true}
+// Each names a node of the fleet and a GPU it has, and exactly one of xid, eccDoubleBit, kill.
 Result<Fleet> ParseFleetYaml(const std::string& text, const std::string& source);
+
+// Parses one fault (YAML or JSON: an object of node?, atSeconds?, xid, gpu, eccDoubleBit, kill)
+// without checking it against a fleet: unknown fields, wrong types, and anything but exactly one
+// of xid / eccDoubleBit / kill are InvalidArgument naming the field. `node` fills in a missing
+// node field.
+Result<FaultInjection> ParseFaultInjection(const std::string& text, const std::string& source,
+                                           const std::string& node);
 
 }  // namespace fabrica

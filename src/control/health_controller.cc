@@ -1,0 +1,673 @@
+#include "control/health_controller.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "api/json_fields.h"
+#include "api/metrics.h"
+#include "health/burnin.h"
+#include "health/netbox.h"
+
+namespace fabrica {
+namespace {
+
+using json = nlohmann::json;
+using jsonf::Field;
+using jsonf::Int;
+using jsonf::List;
+using jsonf::Str;
+using namespace health;
+
+constexpr char kApi[] = "/apis/fabrica.dev/v1";
+constexpr char kNodesPrefix[] = "/registry/nodes/";
+constexpr char kHealthPrefix[] = "/registry/nodehealth/";
+constexpr size_t kMaxReportBody = 1 << 20;
+constexpr size_t kEventsKept = 20;
+
+HttpResponse JsonReply(int status, const json& body) {
+  HttpResponse r;
+  r.status = status;
+  r.body = body.dump();
+  return r;
+}
+
+HttpResponse ErrorReply(int status, const std::string& message) {
+  return JsonReply(status, {{"kind", "Status"},
+                            {"apiVersion", "v1"},
+                            {"status", "Failure"},
+                            {"code", status},
+                            {"message", message}});
+}
+
+HttpResponse ErrorReply(const Status& st) {
+  return ErrorReply(HttpStatusFor(st.code()), st.message());
+}
+
+bool BoundPhase(const std::string& phase) { return phase == "Scheduled" || phase == "Running"; }
+
+// A stored Node object as the fleet schema's Node (the scheduler reads it the same way).
+Result<Node> NodeFromObject(const json& n, const std::string& source) {
+  json spec = Field(n, "spec");
+  if (!spec.is_object()) return InvalidArgument(source + ": no spec");
+  spec.erase("unschedulable");
+  spec["name"] = Str(Field(n, "metadata"), "name");
+  ASSIGN_OR_RETURN(Fleet f, ParseFleetYaml(json{{"nodes", json::array({spec})}}.dump(), source));
+  return f.nodes.front();
+}
+
+json ConditionJson(const Condition& c) {
+  json j = {{"type", c.type},
+            {"status", c.StatusName()},
+            {"reason", c.reason},
+            {"message", c.message},
+            {"lastTransitionTime", FormatTimestamp(c.last_transition_ms)}};
+  if (c.device >= 0) j["gpu"] = c.device;
+  if (c.problem()) {
+    j["severity"] = SeverityName(c.severity);
+    j["action"] = ActionName(c.action);
+  }
+  return j;
+}
+
+// Reads one report entry's optional typed field; `error` gets the first problem.
+template <typename T>
+std::optional<T> Opt(const json& o, const char* key, const std::string& path, std::string* error) {
+  auto it = o.find(key);
+  if (it == o.end()) return std::nullopt;
+  if constexpr (std::is_same_v<T, bool>) {
+    if (!it->is_boolean()) {
+      if (error->empty()) *error = path + "." + key + ": expected true or false";
+      return std::nullopt;
+    }
+  } else if constexpr (std::is_floating_point_v<T>) {
+    if (!it->is_number() || it->get<double>() < 0) {
+      if (error->empty()) *error = path + "." + key + ": expected a number, 0 or more";
+      return std::nullopt;
+    }
+  } else {
+    if (!it->is_number_integer() || it->get<int64_t>() < 0) {
+      if (error->empty()) *error = path + "." + key + ": expected an integer, 0 or more";
+      return std::nullopt;
+    }
+  }
+  return it->get<T>();
+}
+
+}  // namespace
+
+HealthController::HealthController(Store& store, const Clock& clock, const Authorizer& auth,
+                                   HealthControllerOptions options, Metrics* metrics)
+    : store_(store),
+      clock_(clock),
+      auth_(auth),
+      options_(std::move(options)),
+      metrics_(metrics),
+      ctl_(options_.remediation) {}
+
+void HealthController::SetSimulation(Simulation sim) {
+  std::lock_guard<std::mutex> lock(mu_);
+  sim_ = std::move(sim);
+}
+
+HealthStats HealthController::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+Result<int> HealthController::GpuCount(const std::string& node) const {
+  auto kv = store_.Get(kNodesPrefix + node);
+  if (!kv.ok()) {
+    if (kv.status().code() == StatusCode::kNotFound) return NotFound("node " + node + " not found");
+    return kv.status();
+  }
+  json n = json::parse(kv->value, nullptr, false);
+  return static_cast<int>(List(Field(n, "spec"), "devices").size());
+}
+
+Result<int> HealthController::Report(const std::string& node, const std::string& body) {
+  ASSIGN_OR_RETURN(int gpus, GpuCount(node));
+  json report = json::parse(body, nullptr, false);
+  if (!report.is_object()) return InvalidArgument("the report must be a JSON object");
+  for (const auto& [k, v] : report.items()) {
+    if (k != "xids" && k != "devices") {
+      return InvalidArgument(k + ": unknown field (expected xids, devices)");
+    }
+    if (!v.is_array()) return InvalidArgument(k + ": expected a list");
+  }
+  const int64_t now = clock_.NowMs();
+  std::vector<Signal> signals;
+  auto gpu_of = [&](const json& o, const std::string& path) -> Result<int> {
+    const json& g = Field(o, "gpu");
+    if (!g.is_number_integer()) return InvalidArgument(path + ".gpu: required, an integer");
+    const int64_t gpu = g.get<int64_t>();
+    if (gpu < 0 || gpu >= gpus) {
+      return InvalidArgument(path + ".gpu: node " + node + " has " + std::to_string(gpus) +
+                             " GPUs, no GPU " + std::to_string(gpu));
+    }
+    return static_cast<int>(gpu);
+  };
+  const json& xids = List(report, "xids");
+  for (size_t i = 0; i < xids.size(); ++i) {
+    const std::string path = "xids[" + std::to_string(i) + "]";
+    const json& x = xids[i];
+    if (!x.is_object()) return InvalidArgument(path + ": expected an object");
+    for (const auto& [k, v] : x.items()) {
+      if (k != "gpu" && k != "xid") return InvalidArgument(path + "." + k + ": unknown field");
+    }
+    Signal s;
+    ASSIGN_OR_RETURN(s.gpu, gpu_of(x, path));
+    const json& code = Field(x, "xid");
+    if (!code.is_number_integer() || code.get<int64_t>() < 1 || code.get<int64_t>() > 9999) {
+      return InvalidArgument(path + ".xid: required, an integer 1..9999");
+    }
+    s.xid = code.get<int>();
+    s.at_ms = now;
+    signals.push_back(s);
+  }
+  const json& devices = List(report, "devices");
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const std::string path = "devices[" + std::to_string(i) + "]";
+    const json& d = devices[i];
+    if (!d.is_object()) return InvalidArgument(path + ": expected an object");
+    static const std::set<std::string> kFields = {
+        "gpu",    "eccDoubleBitVolatile", "rowRemapFailure", "rowRemapPending", "temperatureC",
+        "powerW", "powerLimitW"};
+    for (const auto& [k, v] : d.items()) {
+      if (!kFields.count(k)) return InvalidArgument(path + "." + k + ": unknown field");
+    }
+    Signal s;
+    ASSIGN_OR_RETURN(s.gpu, gpu_of(d, path));
+    std::string error;
+    s.sample.ecc_dbe_volatile = Opt<int64_t>(d, "eccDoubleBitVolatile", path, &error);
+    s.sample.row_remap_failure = Opt<bool>(d, "rowRemapFailure", path, &error);
+    s.sample.row_remap_pending = Opt<bool>(d, "rowRemapPending", path, &error);
+    auto temperature = Opt<int64_t>(d, "temperatureC", path, &error);
+    if (temperature && *temperature > 1000) error = path + ".temperatureC: above 1000";
+    if (temperature) s.sample.temperature_c = static_cast<int>(*temperature);
+    s.sample.power_w = Opt<double>(d, "powerW", path, &error);
+    s.sample.power_limit_w = Opt<double>(d, "powerLimitW", path, &error);
+    if (!error.empty()) return InvalidArgument(error);
+    if (d.size() == 1) return InvalidArgument(path + ": no reading besides gpu");
+    s.at_ms = now;
+    signals.push_back(s);
+  }
+  const int n = static_cast<int>(signals.size());
+  std::lock_guard<std::mutex> lock(queue_mu_);
+  auto& q = queued_[node];
+  q.insert(q.end(), signals.begin(), signals.end());
+  return n;
+}
+
+Status HealthController::Sync() {
+  const int64_t now = clock_.NowMs();
+  std::lock_guard<std::mutex> lock(mu_);
+
+  // Nodes: every registered one is known to the controller with its inventory.
+  ASSIGN_OR_RETURN(ListResult node_list, store_.List(kNodesPrefix, "", 0));
+  std::map<std::string, bool> unschedulable;  // node -> spec.unschedulable
+  for (const KeyValue& kv : node_list.items) {
+    json n = json::parse(kv.value, nullptr, false);
+    const std::string name = Str(Field(n, "metadata"), "name");
+    if (name.empty()) continue;
+    unschedulable[name] = Field(Field(n, "spec"), "unschedulable") == true;
+    if (ctl_.lifecycle(NodeId(name))) continue;
+    auto node = NodeFromObject(n, kv.key);
+    if (!node.ok()) continue;
+    // Nodes in service when the controller starts are adopted; later ones enroll.
+    const NodeState initial = first_sync_ ? NodeState::kAvailable : NodeState::kEnroll;
+    if (!ctl_.AddNode(*node, initial, now).ok()) continue;
+    expected_[name] = *node;
+    auto stored = store_.Get(kHealthPrefix + name);
+    if (!stored.ok()) continue;
+    // A record from before this process: keep its history, and raise again the event
+    // problems it had, so that a node caught mid-remediation is remediated again rather than
+    // returned to service unproven.
+    json rec = json::parse(stored->value, nullptr, false);
+    for (const json& h : List(rec, "history")) earlier_history_[name].push_back(h.dump());
+    if (Field(rec, "cordonedByHealth") == true) cordoned_by_health_.insert(name);
+    for (const json& c : List(rec, "conditions")) {
+      if (Str(c, "status") != "True") continue;
+      const std::string type = Str(c, "type");
+      const int gpu = static_cast<int>(Int(c, "gpu", -1));
+      if (gpu < 0) continue;
+      if (type.rfind("Xid", 0) == 0) {
+        (void)ctl_.ObserveXid(NodeId(name), gpu, std::atoi(type.c_str() + 3), now);
+      } else if (type == kEccDoubleBit) {
+        DeviceSample s;
+        s.ecc_dbe_volatile = 1;
+        (void)ctl_.ObserveSample(NodeId(name), gpu, s, now);
+      }
+    }
+  }
+  first_sync_ = false;
+
+  // Heartbeats: the server stamps each lease renewal on receipt.
+  ASSIGN_OR_RETURN(ListResult lease_list, store_.List("/registry/leases/", "", 0));
+  for (const KeyValue& kv : lease_list.items) {
+    json l = json::parse(kv.value, nullptr, false);
+    const std::string name = Str(Field(l, "metadata"), "name");
+    const int64_t renew = ParseTimestamp(Str(Field(l, "spec"), "renewTime"));
+    if (renew < 0 || renew <= renewed_[name]) continue;
+    renewed_[name] = renew;
+    (void)ctl_.ObserveHeartbeat(NodeId(name), renew);
+  }
+
+  // Agents' reports since the last round.
+  std::map<std::string, std::vector<Signal>> signals;
+  {
+    std::lock_guard<std::mutex> q(queue_mu_);
+    signals.swap(queued_);
+  }
+  for (const auto& [node, list] : signals) {
+    for (const Signal& s : list) {
+      if (s.xid > 0) {
+        (void)ctl_.ObserveXid(NodeId(node), s.gpu, s.xid, s.at_ms);
+      } else {
+        (void)ctl_.ObserveSample(NodeId(node), s.gpu, s.sample, s.at_ms);
+      }
+    }
+  }
+
+  FinishSimOps(now);
+  RunEvictions(now);
+
+  // What is bound where.
+  ASSIGN_OR_RETURN(ListResult workload_list, store_.List("/registry/workloads/", "", 0));
+  std::vector<BoundPod> pods;
+  std::map<std::string, std::pair<std::string, std::string>> bindings;  // id -> (key, time)
+  for (const KeyValue& kv : workload_list.items) {
+    json w = json::parse(kv.value, nullptr, false);
+    const json& status = Field(w, "status");
+    if (!BoundPhase(Str(status, "phase"))) continue;
+    const WorkloadId id(Str(Field(w, "metadata"), "namespace") + "/" +
+                        Str(Field(w, "metadata"), "name"));
+    bindings[id.str()] = {kv.key, Str(status, "scheduledTime")};
+    for (const json& a : List(status, "assignments")) {
+      BoundPod p;
+      p.workload = id;
+      p.node = NodeId(Str(a, "node"));
+      for (const json& d : List(a, "devices")) p.gpus.push_back(static_cast<int>(Int(d, "index")));
+      pods.push_back(std::move(p));
+    }
+  }
+  for (const ControllerAction& a : ctl_.Reconcile(now, pods)) Perform(a, now, bindings);
+
+  // Cordons the controller asked for that did not reach the store (a conflict) are retried.
+  for (const NodeId& node : ctl_.Nodes()) {
+    const std::string name = node.str();
+    const NodeState state = ctl_.lifecycle(node)->state();
+    const bool want = state != NodeState::kAvailable;
+    if (want && !unschedulable[name] && cordoned_by_health_.count(name)) {
+      SetUnschedulable(name, true);
+    }
+  }
+
+  stats_.nodes = static_cast<int>(ctl_.Nodes().size());
+  stats_.in_remediation = ctl_.InRemediation();
+  stats_.remediation_limit = ctl_.RemediationLimit();
+  stats_.max_in_remediation_seen = std::max(stats_.max_in_remediation_seen, stats_.in_remediation);
+  WriteRecords(now);
+  if (metrics_) {
+    metrics_->SetGauge("fabrica_nodes_in_remediation",
+                       "Nodes draining, in repair or in burn-in after a repair.", "",
+                       stats_.in_remediation);
+    metrics_->SetGauge("fabrica_workloads_requeued_by_health_total",
+                       "Workloads the health controller evicted and requeued.", "",
+                       static_cast<double>(stats_.requeued));
+  }
+  return Status::Ok();
+}
+
+void HealthController::Perform(
+    const ControllerAction& a, int64_t now,
+    const std::map<std::string, std::pair<std::string, std::string>>& bindings) {
+  const std::string node = a.node.str();
+  const bool simulated = sim_.simulates && sim_.simulates(node);
+  auto simulate = [&](int64_t duration_ms) {
+    if (simulated) sim_ops_.push_back({now + duration_ms, a.node, a.gpu, a.kind});
+  };
+  switch (a.kind) {
+    case ActionKind::kCordonNode:
+    case ActionKind::kRetire: {
+      auto kv = store_.Get(kNodesPrefix + node);
+      if (!kv.ok()) return;
+      json n = json::parse(kv->value, nullptr, false);
+      if (Field(Field(n, "spec"), "unschedulable") == true) return;  // someone else's cordon
+      cordoned_by_health_.insert(node);
+      SetUnschedulable(node, true);
+      return;
+    }
+    case ActionKind::kUncordonNode:
+      if (cordoned_by_health_.erase(node)) SetUnschedulable(node, false);
+      return;
+    case ActionKind::kCordonGpu:
+    case ActionKind::kUncordonGpu:
+    case ActionKind::kRestartApp:
+      // GPU cordons live in the node's health record, which the scheduler reads; simulated
+      // workloads have no process to restart.
+      return;
+    case ActionKind::kEvict: {
+      auto it = bindings.find(a.workload.str());
+      if (it == bindings.end()) return;
+      stats_.evictions_requested += 1;
+      evictions_.emplace(it->second.first,
+                         Eviction{it->second.first, it->second.second, now + a.grace_ms, a.reason});
+      return;
+    }
+    case ActionKind::kInspect:
+      simulate(options_.sim_inspect_ms);
+      return;
+    case ActionKind::kResetGpu:
+      simulate(options_.sim_reset_ms);
+      return;
+    case ActionKind::kRebootNode:
+      simulate(options_.sim_reboot_ms);
+      return;
+    case ActionKind::kRepair:
+      simulate(options_.sim_repair_ms);
+      return;
+    case ActionKind::kBurnIn:
+      simulate(options_.sim_burn_in_ms);
+      return;
+  }
+}
+
+void HealthController::SetUnschedulable(const std::string& node, bool cordon) {
+  // A conditional write; on a conflict the next Sync tries again.
+  auto kv = store_.Get(kNodesPrefix + node);
+  if (!kv.ok()) return;
+  json n = json::parse(kv->value, nullptr, false);
+  if (!n.is_object() || !Field(n, "spec").is_object()) return;
+  if (cordon) {
+    n["spec"]["unschedulable"] = true;
+  } else {
+    n["spec"].erase("unschedulable");
+  }
+  (void)store_.Put(kv->key, n.dump(), kv->mod_revision);
+}
+
+void HealthController::FinishSimOps(int64_t now) {
+  std::vector<SimOp> due;
+  for (auto it = sim_ops_.begin(); it != sim_ops_.end();) {
+    if (it->due_ms <= now) {
+      due.push_back(*it);
+      it = sim_ops_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (const SimOp& op : due) {
+    const std::string node = op.node.str();
+    auto repaired = [&] {
+      if (sim_.repaired) sim_.repaired(node, op.gpu);
+    };
+    // Outcomes the controller no longer waits for (it escalated meanwhile) are refused; that is
+    // expected and harmless.
+    switch (op.kind) {
+      case ActionKind::kInspect: {
+        (void)ctl_.ReportInspection(op.node, expected_.at(node), now);
+        break;
+      }
+      case ActionKind::kResetGpu:
+        repaired();
+        (void)ctl_.ReportActionDone(op.node, op.gpu, Action::kResetGpu, true, now);
+        break;
+      case ActionKind::kRebootNode:
+        repaired();
+        (void)ctl_.ReportActionDone(op.node, -1, Action::kRebootNode, true, now);
+        break;
+      case ActionKind::kRepair:
+        repaired();
+        (void)ctl_.ReportActionDone(op.node, -1, Action::kRepair, true, now);
+        break;
+      case ActionKind::kBurnIn:
+        (void)ctl_.ReportBurnIn(op.node, op.gpu, SimulatedBurnIn(expected_.at(node), {}), now);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+void HealthController::RunEvictions(int64_t now) {
+  for (auto it = evictions_.begin(); it != evictions_.end();) {
+    const Eviction& e = it->second;
+    if (e.due_ms > now) {
+      ++it;
+      continue;
+    }
+    auto kv = store_.Get(e.key);
+    if (!kv.ok()) {
+      it = evictions_.erase(it);  // deleted meanwhile
+      continue;
+    }
+    json w = json::parse(kv->value, nullptr, false);
+    const json& status = Field(w, "status");
+    if (!BoundPhase(Str(status, "phase")) || Str(status, "scheduledTime") != e.scheduled_time) {
+      // Finished, or already requeued (its node's lease expired): requeued at most once.
+      stats_.requeue_skipped += 1;
+      it = evictions_.erase(it);
+      continue;
+    }
+    w["status"] = {{"phase", "Pending"},
+                   {"reason", "Evicted"},
+                   {"message", "requeued: evicted: " + e.reason},
+                   {"conditions",
+                    {{{"type", "Scheduled"},
+                      {"status", "False"},
+                      {"reason", "Evicted"},
+                      {"message", e.reason},
+                      {"lastTransitionTime", FormatTimestamp(now)}}}}};
+    if (store_.Put(kv->key, w.dump(), kv->mod_revision).ok()) {
+      stats_.requeued += 1;
+      it = evictions_.erase(it);
+    } else {
+      ++it;  // a concurrent write (the agent's status report): try again next round
+    }
+  }
+}
+
+void HealthController::WriteRecords(int64_t now) {
+  (void)now;
+  for (const NodeId& node : ctl_.Nodes()) {
+    const std::string name = node.str();
+    const Lifecycle& life = *ctl_.lifecycle(node);
+    const NodeHealth& h = *ctl_.health(node);
+    json gpus = json::array();
+    for (int d = 0; d < life.gpus(); ++d) {
+      gpus.push_back({{"index", d},
+                      {"state", GpuStateName(life.gpu_state(d))},
+                      {"schedulable", life.gpu_state(d) == GpuState::kInService}});
+    }
+    json conditions = json::array();
+    for (const Condition& c : h.conditions()) conditions.push_back(ConditionJson(c));
+    json events = json::array();
+    const auto& ev = h.events();
+    for (size_t i = ev.size() > kEventsKept ? ev.size() - kEventsKept : 0; i < ev.size(); ++i) {
+      const HealthEvent& e = ev[i];
+      events.push_back({{"time", FormatTimestamp(e.at_ms)},
+                        {"gpu", e.device},
+                        {"xid", e.xid},
+                        {"severity", SeverityName(e.severity)},
+                        {"action", ActionName(e.action)},
+                        {"reason", e.reason},
+                        {"message", e.message}});
+    }
+    json history = json::array();
+    for (const std::string& earlier : earlier_history_[name])
+      history.push_back(json::parse(earlier));
+    for (const TransitionRecord& t : life.history()) {
+      json j = {
+          {"time", FormatTimestamp(t.at_ms)}, {"from", t.from}, {"to", t.to}, {"reason", t.reason}};
+      if (t.device >= 0) j["gpu"] = t.device;
+      history.push_back(j);
+    }
+    if (history.size() > options_.history_kept) {
+      history.erase(history.begin(), history.begin() + static_cast<std::ptrdiff_t>(
+                                                           history.size() - options_.history_kept));
+    }
+    json rec = {{"apiVersion", "fabrica.dev/v1"},
+                {"kind", "NodeHealth"},
+                {"metadata", {{"name", name}}},
+                {"state", NodeStateName(life.state())},
+                {"stateSince", FormatTimestamp(life.state_since_ms())},
+                {"schedulable", life.Schedulable()},
+                {"ready", h.ready()},
+                {"action", ActionName(ctl_.CurrentAction(node))},
+                {"gpus", gpus},
+                {"conditions", conditions},
+                {"events", events},
+                {"history", history}};
+    if (cordoned_by_health_.count(name)) rec["cordonedByHealth"] = true;
+    std::string text = rec.dump();
+    if (written_[name] == text) continue;
+    if (store_.Put(kHealthPrefix + name, text, kAnyRevision).ok()) written_[name] = std::move(text);
+  }
+}
+
+ApiServer::Extension HealthController::Routes() {
+  return [this](const HttpRequest& req, const Result<Principal>& principal,
+                const std::vector<std::string>&, bool) -> std::optional<HttpResponse> {
+    const std::string nodes = std::string(kApi) + "/nodes/";
+    const std::string list_path = std::string(kApi) + "/nodehealth";
+    const std::string inventory_path = std::string(kApi) + "/inventory";
+    std::string node, sub;
+    if (req.path.rfind(nodes, 0) == 0) {
+      const std::string rest = req.path.substr(nodes.size());
+      const size_t slash = rest.find('/');
+      if (slash == std::string::npos) return std::nullopt;
+      node = rest.substr(0, slash);
+      sub = rest.substr(slash + 1);
+      if (sub != "health" && sub != "inject") return std::nullopt;
+    } else if (req.path != list_path && req.path != inventory_path) {
+      return std::nullopt;
+    }
+    if (!principal.ok()) return ErrorReply(principal.status());
+    const Principal& p = *principal;
+
+    if (req.path == list_path || req.path == inventory_path) {
+      if (req.method != "GET") return ErrorReply(405, "use GET");
+      Status allowed = auth_.Check(p, Verb::kList, "nodes", "", "");
+      if (!allowed.ok()) return ErrorReply(allowed);
+      auto records = store_.List(kHealthPrefix, "", 0);
+      if (!records.ok()) return ErrorReply(records.status());
+      if (req.path == list_path) {
+        json items = json::array();
+        for (const KeyValue& kv : records->items) items.push_back(json::parse(kv.value));
+        return JsonReply(200, {{"kind", "NodeHealthList"}, {"items", items}});
+      }
+      auto format = req.query.find("format");
+      if (format != req.query.end() && format->second != "netbox") {
+        return ErrorReply(400, "format: only netbox is supported, not '" + format->second + "'");
+      }
+      std::map<NodeId, std::string> states;
+      for (const KeyValue& kv : records->items) {
+        json rec = json::parse(kv.value, nullptr, false);
+        states[NodeId(Str(Field(rec, "metadata"), "name"))] = Str(rec, "state", "available");
+      }
+      auto node_list = store_.List(kNodesPrefix, "", 0);
+      if (!node_list.ok()) return ErrorReply(node_list.status());
+      Fleet fleet;
+      for (const KeyValue& kv : node_list->items) {
+        auto n = NodeFromObject(json::parse(kv.value, nullptr, false), kv.key);
+        if (n.ok()) fleet.nodes.push_back(*n);
+      }
+      const std::string site =
+          req.query.count("site") ? req.query.at("site") : std::string("fabrica");
+      HttpResponse r;
+      r.body = ExportNetbox(fleet, states, site);
+      return r;
+    }
+
+    if (sub == "health" && req.method == "GET") {
+      Status allowed = auth_.Check(p, Verb::kGet, "nodes", "", node);
+      if (!allowed.ok()) return ErrorReply(allowed);
+      auto kv = store_.Get(kHealthPrefix + node);
+      if (!kv.ok()) {
+        if (kv.status().code() == StatusCode::kNotFound) {
+          return ErrorReply(404, "no health record for node " + node + " yet");
+        }
+        return ErrorReply(kv.status());
+      }
+      HttpResponse r;
+      r.body = kv->value;
+      return r;
+    }
+    if (req.method != "POST") return ErrorReply(405, sub + ": use POST (or GET for health)");
+    if (req.body.size() > kMaxReportBody) return ErrorReply(413, sub + ": body too large");
+    if (sub == "health") {
+      // A node reports only its own health; a platform admin may report for any node.
+      if (!p.node.empty() && p.node != node) {
+        return ErrorReply(403,
+                          "node " + p.node + " may report health only for itself, not " + node);
+      }
+      Status allowed = auth_.Check(p, Verb::kUpdate, "nodes", "", node);
+      if (!allowed.ok()) return ErrorReply(allowed);
+      auto queued = Report(node, req.body);
+      if (!queued.ok()) return ErrorReply(queued.status());
+      return JsonReply(202, {{"accepted", *queued}});
+    }
+    // inject: platform admins only (a node identity may update its own Node, not inject).
+    Status allowed = p.node.empty() ? auth_.Check(p, Verb::kUpdate, "nodes", "", node)
+                                    : Status(StatusCode::kPermissionDenied,
+                                             "node identities may not inject faults");
+    if (!allowed.ok()) return ErrorReply(allowed);
+    auto gpus = GpuCount(node);
+    if (!gpus.ok()) return ErrorReply(gpus.status());
+    {
+      // JSON's types first: YAML would read "79" as the number 79.
+      json body = json::parse(req.body, nullptr, false);
+      if (!body.is_object()) return ErrorReply(400, "inject: the body must be a JSON object");
+      for (const char* key : {"xid", "gpu", "eccDoubleBit", "atSeconds"}) {
+        if (body.contains(key) && !body[key].is_number_integer()) {
+          return ErrorReply(400,
+                            std::string(key) + ": expected an integer, got " + body[key].dump());
+        }
+      }
+      if (body.contains("kill") && !body["kill"].is_boolean()) {
+        return ErrorReply(400, "kill: expected true or false, got " + body["kill"].dump());
+      }
+    }
+    auto fault = ParseFaultInjection(req.body, "inject", node);
+    if (!fault.ok()) return ErrorReply(fault.status());
+    if (fault->node.str() != node) {
+      return ErrorReply(400, "node: the body names " + fault->node.str() + ", the path " + node);
+    }
+    if (!fault->kill && fault->gpu >= *gpus) {
+      return ErrorReply(400, "gpu: node " + node + " has " + std::to_string(*gpus) +
+                                 " GPUs, no GPU " + std::to_string(fault->gpu));
+    }
+    Simulation sim;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      sim = sim_;
+    }
+    if (!sim.inject || !sim.simulates || !sim.simulates(node)) {
+      return ErrorReply(409, "node " + node +
+                                 " is not simulated by this server; faults can be "
+                                 "injected only into simulated nodes");
+    }
+    Status st = sim.inject(*fault);
+    if (!st.ok()) return ErrorReply(st);
+    json out = {{"node", node}};
+    if (fault->kill) out["kill"] = true;
+    if (fault->xid > 0) out["xid"] = fault->xid;
+    if (fault->gpu >= 0) out["gpu"] = fault->gpu;
+    if (fault->ecc_double_bit >= 0) out["eccDoubleBit"] = fault->ecc_double_bit;
+    return JsonReply(202, {{"injected", out}});
+  };
+}
+
+ApiServer::Extension ChainExtensions(ApiServer::Extension first, ApiServer::Extension second) {
+  return [first = std::move(first), second = std::move(second)](
+             const HttpRequest& req, const Result<Principal>& principal,
+             const std::vector<std::string>& tenants, bool all) -> std::optional<HttpResponse> {
+    if (first) {
+      if (auto r = first(req, principal, tenants, all)) return r;
+    }
+    if (second) return second(req, principal, tenants, all);
+    return std::nullopt;
+  };
+}
+
+}  // namespace fabrica
