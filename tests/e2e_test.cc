@@ -485,7 +485,8 @@ TEST_F(FactoryTest, AllocationMatchesTheWorkloadsGpuHoursAndCosts) {
 // its status says so, and the metric shows it; a malformed budget is rejected naming the field.
 TEST_F(FactoryTest, EnforcedBudgetHoldsNewWork) {
   MeterServiceOptions mo;
-  X auto meter = MeterService::Open(*store_, clock_, mo);
+  mo.prices.gpu_hour_micros = {{"H100", 3'600'000}};  // 3.60 per GPU-hour: 0.001 a GPU-second
+  auto meter = MeterService::Open(*store_, clock_, mo);
   ASSERT_TRUE(meter.ok()) << meter.status().message();
   api_->SetExtension((*meter)->Routes());
   SchedulerOptions so;
@@ -874,6 +875,133 @@ TEST(ServerProcessTest, StatusWritesCannotCrashTheServer) {
   // The scheduler runs every second at time scale 1.
   std::this_thread::sleep_for(2500ms);
   EXPECT_TRUE(server.Alive()) << ReadFile(data + "/server-0.log");
+}
+
+// The local factory as users run it: `fabrica up --time-scale 100` (simulated nodes, example
+// tenants, embedded prices) runs the demo for an hour of virtual time, and
+// /allocation?aggregate=namespace gives each tenant the GPU-hours and cost that the workloads'
+// own status says (scheduledTime..completionTime × share, priced per GPU model).
+TEST(FactoryProcessTest, UpMetersAnHourOfTheDemo) {
+  TempDir dir;
+  const std::string data = dir.File("data");
+  const int port = FreePort();
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int fd = ::open(dir.File("up.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      ::dup2(fd, STDOUT_FILENO);
+      ::dup2(fd, STDERR_FILENO);
+      ::close(fd);
+    }
+    const std::string listen = "127.0.0.1:" + std::to_string(port);
+    ::execl(FABRICA_BIN, "fabrica", "up", "--data", data.c_str(), "--listen", listen.c_str(),
+            "--plain-http", "--time-scale", "100", static_cast<char*>(nullptr));
+    std::_Exit(127);
+  }
+  struct Reaper {
+    pid_t pid;
+    ~Reaper() {
+      ::kill(pid, SIGKILL);
+      int status;
+      ::waitpid(pid, &status, 0);
+    }
+  } reaper{pid};
+  ClientOptions o;
+  o.server = "http://127.0.0.1:" + std::to_string(port);
+  o.timeout_seconds = 10;
+  // The admin token `up` wrote into its auth file.
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (o.token.empty() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(100ms);
+    if (!std::filesystem::exists(data + "/fabctl.yaml")) continue;
+    YAML::Node cfg = YAML::LoadFile(data + "/fabctl.yaml");
+    if (cfg["token"]) o.token = cfg["token"].as<std::string>();
+  }
+  ASSERT_FALSE(o.token.empty()) << ReadFile(dir.File("up.log"));
+  HttpClient admin(o);
+  // The server's virtual clock, read from what it stamps: a lease's renewTime.
+  auto server_now = [&]() -> int64_t {
+    auto r = admin.Do("GET", std::string(kApi) + "/leases");
+    if (!r.ok() || r->status != 200) return -1;
+    int64_t latest = -1;
+    const json leases = json::parse(r->body);
+    for (const json& l : leases["items"]) {
+      latest = std::max(latest, ParseTimestamp(l["spec"].value("renewTime", "")));
+    }
+    return latest;
+  };
+  const std::string demo = ReadFile(std::string(FABRICA_SOURCE_DIR) + "/examples/demo.yaml");
+  for (const YAML::Node& d : YAML::LoadAll(demo)) {
+    json w = YamlToJson(d);
+    auto r = admin.Do(
+        "POST",
+        std::string(kApi) + "/namespaces/" + w["metadata"].value("namespace", "") + "/workloads",
+        w.dump());
+    ASSERT_TRUE(r.ok() && r->status == 201) << (r.ok() ? r->body : r.status().message());
+  }
+  int64_t t0 = -1;
+  while (t0 < 0 && std::chrono::steady_clock::now() < deadline) {
+    t0 = server_now();
+    std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_GT(t0, 0);
+  t0 = t0 / 1000 * 1000;
+  const int64_t t1 = t0 + 3'600'000;
+  // Until the server's clock is two virtual minutes past the hour (the meter syncs every cycle).
+  while (server_now() < t1 + 120'000 && std::chrono::steady_clock::now() < deadline + 90s) {
+    std::this_thread::sleep_for(200ms);
+  }
+  ASSERT_GE(server_now(), t1 + 120'000) << "the factory's clock did not advance";
+
+  const std::string query = "/allocation?window=" + std::to_string(t0 / 1000) + "," +
+                            std::to_string(t1 / 1000) + "&aggregate=namespace";
+  auto alloc = admin.Do("GET", query);
+  ASSERT_TRUE(alloc.ok() && alloc->status == 200) << (alloc.ok() ? alloc->body : "");
+  const json sets = json::parse(alloc->body)["data"][0];
+
+  // The expectation, from the workloads and nodes as the API shows them.
+  std::map<std::string, std::string> model_of;  // "node/index" -> model
+  const json nodes = json::parse(admin.Do("GET", std::string(kApi) + "/nodes")->body);
+  for (const json& n : nodes["items"]) {
+    int i = 0;
+    for (const json& d : n["spec"]["devices"]) {
+      model_of[n["metadata"].value("name", "") + "/" + std::to_string(i++)] = d.value("model", "");
+    }
+  }
+  const std::map<std::string, int64_t> price = {{"H100", 2'490'000}, {"H200", 3'190'000}};
+  std::map<std::string, std::map<std::string, int64_t>> held;  // tenant -> model -> milli·ms
+  auto workloads = json::parse(admin.Do("GET", std::string(kApi) + "/workloads")->body);
+  for (const json& w : workloads["items"]) {
+    const json& st = w["status"];
+    if (!st.contains("scheduledTime")) continue;
+    const int64_t from = std::max(t0, ParseTimestamp(st.value("scheduledTime", "")));
+    int64_t to = t1;
+    if (st.contains("completionTime")) {
+      to = std::min(to, ParseTimestamp(st.value("completionTime", "")));
+    }
+    for (const json& a : st["assignments"]) {
+      for (const json& d : a["devices"]) {
+        const int64_t milli =
+            d.contains("migSlice") ? (1000 * 1 + 3) / 7 : d.value("gpuMilli", 1000);
+        const std::string model =
+            model_of[a.value("node", "") + "/" + std::to_string(d.value("index", 0))];
+        held[w["metadata"].value("namespace", "")][model] +=
+            milli * std::max<int64_t>(0, to - from);
+      }
+    }
+  }
+  ASSERT_FALSE(held.empty()) << workloads.dump() << "\n" << ReadFile(dir.File("up.log"));
+  for (const auto& [tenant, by_model] : held) {
+    int64_t total = 0, cost = 0;
+    for (const auto& [model, h] : by_model) {
+      total += h;
+      cost += static_cast<int64_t>(static_cast<__int128>(h) * price.at(model) / 3'600'000'000LL);
+    }
+    ASSERT_TRUE(sets.contains(tenant)) << tenant << ": " << alloc->body;
+    EXPECT_NEAR(sets[tenant].value("gpuHours", 0.0), total / 3.6e9, 1e-9) << tenant;
+    EXPECT_NEAR(sets[tenant].value("gpuCost", 0.0), cost / 1e6, 1e-9) << tenant;
+  }
 }
 
 }  // namespace
