@@ -427,6 +427,47 @@ int Delete(Globals& g, HttpClient& http, const std::string& what, const std::str
   return rc;
 }
 
+// The node's health record (lifecycle state, conditions per node and GPU, transitions), printed
+// after its spec; nothing when the server has no health controller.
+void DescribeNodeHealth(HttpClient& http, const std::string& name) {
+  auto resp = http.Do("GET", "/apis/fabrica.dev/v1/nodes/" + name + "/health");
+  if (!resp.ok() || resp->status != 200) return;
+  json h = json::parse(resp->body, nullptr, false);
+  if (!h.is_object()) return;
+  std::printf("Lifecycle:  %s since %s%s\n", h.value("state", "").c_str(),
+              h.value("stateSince", "").c_str(),
+              h.value("schedulable", false) ? "" : " (takes no new work)");
+  if (h.value("action", "NONE") != "NONE")
+    std::printf("Action:     %s\n", h.value("action", "").c_str());
+  std::printf("GPUs:\n");
+  for (const json& g : h.value("gpus", json::array())) {
+    std::printf("  gpu%-3d %s\n", g.value("index", -1), g.value("state", "").c_str());
+  }
+  std::printf("Conditions:\n  %-6s %-18s %-6s %-20s %-25s %s\n", "GPU", "TYPE", "STATUS", "REASON",
+              "LAST TRANSITION", "MESSAGE");
+  for (const json& c : h.value("conditions", json::array())) {
+    const std::string gpu = c.contains("gpu") ? std::to_string(c.value("gpu", -1)) : "node";
+    std::printf("  %-6s %-18s %-6s %-20s %-25s %s\n", gpu.c_str(), c.value("type", "").c_str(),
+                c.value("status", "").c_str(), c.value("reason", "").c_str(),
+                c.value("lastTransitionTime", "").c_str(), c.value("message", "").c_str());
+  }
+  const json events = h.value("events", json::array());
+  if (!events.empty()) std::printf("Events:\n");
+  for (const json& e : events) {
+    std::printf("  %s gpu%d XID %d %s %s: %s\n", e.value("time", "").c_str(), e.value("gpu", -1),
+                e.value("xid", 0), e.value("severity", "").c_str(), e.value("action", "").c_str(),
+                e.value("message", "").c_str());
+  }
+  std::printf("History:\n");
+  for (const json& t : h.value("history", json::array())) {
+    const std::string what =
+        t.contains("gpu") ? "gpu" + std::to_string(t.value("gpu", -1)) + " " : std::string();
+    std::printf("  %s  %s%s -> %s: %s\n", t.value("time", "").c_str(), what.c_str(),
+                t.value("from", "").c_str(), t.value("to", "").c_str(),
+                t.value("reason", "").c_str());
+  }
+}
+
 int Describe(Globals& g, HttpClient& http, const std::string& what, const std::string& name) {
   const Resource* r = ResourceByName(what);
   if (!r || name.empty()) {
@@ -462,6 +503,33 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
   }
   std::printf("Spec:\n");
   PrintYaml(o.value("spec", json::object()), 2, std::cout);
+  if (std::string(r->kind) == "Node") DescribeNodeHealth(http, name);
+  return 0;
+}
+
+// POST .../nodes/N/inject: a fault for a simulated node (platform admins).
+int DebugInject(HttpClient& http, const std::string& node, int xid, int gpu, int64_t ecc,
+                bool kill) {
+  json body = json::object();
+  if (xid > 0) body["xid"] = xid;
+  if (gpu >= 0) body["gpu"] = gpu;
+  if (ecc >= 0) body["eccDoubleBit"] = ecc;
+  if (kill) body["kill"] = true;
+  auto resp = http.Do("POST", "/apis/fabrica.dev/v1/nodes/" + node + "/inject", body.dump());
+  if (!resp.ok() || resp->status >= 300) return Failed(resp);
+  std::printf("injected into %s: %s\n", node.c_str(), body.dump().c_str());
+  return 0;
+}
+
+int ExportNodes(HttpClient& http, const std::string& format) {
+  if (format != "netbox") {
+    std::cerr << "fabctl: --format: only netbox is supported\n";
+    return 2;
+  }
+  auto resp = http.Do("GET", "/apis/fabrica.dev/v1/inventory?format=netbox");
+  if (!resp.ok() || resp->status != 200) return Failed(resp);
+  json j = json::parse(resp->body, nullptr, false);
+  std::printf("%s\n", j.is_discarded() ? resp->body.c_str() : j.dump(2).c_str());
   return 0;
 }
 
@@ -613,6 +681,30 @@ int main(int argc, char** argv) {
   uncordon->callback([&] {
     auto h = client();
     rc = h ? Cordon(*h, name, false) : 2;
+  });
+  CLI::App* debug = app.add_subcommand("debug", "Debugging aids for simulated factories");
+  debug->require_subcommand(1);
+  CLI::App* inject = debug->add_subcommand("inject", "Inject a fault into a simulated node");
+  int inject_xid = 0, inject_gpu = -1;
+  int64_t inject_ecc = -1;
+  bool inject_kill = false;
+  inject->add_option("node", name)->required();
+  inject->add_option("--xid", inject_xid, "an XID on --gpu");
+  inject->add_option("--gpu", inject_gpu, "GPU index");
+  inject->add_option("--ecc", inject_ecc, "double-bit ECC count to report on --gpu");
+  inject->add_flag("--kill", inject_kill, "stop the node's agent (a crash)");
+  inject->callback([&] {
+    auto h = client();
+    rc = h ? DebugInject(*h, name, inject_xid, inject_gpu, inject_ecc, inject_kill) : 2;
+  });
+  CLI::App* nodes = app.add_subcommand("nodes", "Fleet inventory");
+  nodes->require_subcommand(1);
+  CLI::App* export_cmd = nodes->add_subcommand("export", "Print the inventory (NetBox JSON)");
+  std::string format = "netbox";
+  export_cmd->add_option("--format", format, "netbox");
+  export_cmd->callback([&] {
+    auto h = client();
+    rc = h ? ExportNodes(*h, format) : 2;
   });
   CLI::App* top = app.add_subcommand("top", "Allocation per node and GPU");
   top->add_option("what", what)->required();

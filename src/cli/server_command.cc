@@ -131,7 +131,13 @@ int Run(ServerArgs args) {
   auto meter = MeterService::Open(**store, clock, meter_options);
   if (!meter.ok()) return fail(meter.status());
   // Fleet health: node lifecycle, cordons, drains and remediation (control/health_controller.h).
-  HealthController health(**store, clock, *auth, HealthControllerOptions{}, &metrics);
+  HealthControllerOptions health_options;
+  // Agents heartbeat in wall time: at a high time scale one round of their HTTP calls can take
+  // longer than 40 s of virtual time, and a node would be taken for dead (then drained, rebooted
+  // and burnt in) for being slow. The timeout is therefore at least 3 wall seconds.
+  health_options.remediation.health.heartbeat_timeout_ms =
+      std::max<int64_t>(40'000, static_cast<int64_t>(3000 * args.time_scale));
+  HealthController health(**store, clock, *auth, health_options, &metrics);
   api.SetExtension(ChainExtensions(health.Routes(), (*meter)->Routes()));
   api.SetMetricsExtra([m = meter->get()] { return m->MetricsText(); });
   HttpServerOptions options;
