@@ -131,12 +131,14 @@ int Run(ServerArgs args) {
   auto meter = MeterService::Open(**store, clock, meter_options);
   if (!meter.ok()) return fail(meter.status());
   // Fleet health: node lifecycle, cordons, drains and remediation (control/health_controller.h).
-  HealthControllerOptions health_options;
   // Agents heartbeat in wall time: at a high time scale one round of their HTTP calls can take
-  // longer than 40 s of virtual time, and a node would be taken for dead (then drained, rebooted
-  // and burnt in) for being slow. The timeout is therefore at least 3 wall seconds.
-  health_options.remediation.health.heartbeat_timeout_ms =
+  // longer than 40 s of virtual time, and a node would be taken for dead (its work requeued, the
+  // node drained, rebooted and burnt in) for being slow. The timeout, for the scheduler and the
+  // health controller alike, is therefore at least 3 wall seconds.
+  const int64_t heartbeat_timeout_ms =
       std::max<int64_t>(40'000, static_cast<int64_t>(3000 * args.time_scale));
+  HealthControllerOptions health_options;
+  health_options.remediation.health.heartbeat_timeout_ms = heartbeat_timeout_ms;
   HealthController health(**store, clock, *auth, health_options, &metrics);
   api.SetExtension(ChainExtensions(health.Routes(), (*meter)->Routes()));
   api.SetMetricsExtra([m = meter->get()] { return m->MetricsText(); });
@@ -216,6 +218,7 @@ int Run(ServerArgs args) {
 
   SchedulerOptions sched_options;
   sched_options.policy = args.policy;
+  sched_options.node_grace_ms = heartbeat_timeout_ms;
   sched_options.admission_hold = [m = meter->get()](const std::string& tenant,
                                                     const std::string& queue) {
     return m->AdmissionHold(tenant, queue);
