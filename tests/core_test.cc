@@ -786,6 +786,30 @@ TEST(Manifest, TenantErrorsNameTheField) {
       "t.yaml");
   ASSERT_FALSE(exclusive.ok());
   EXPECT_NE(exclusive.status().message().find("exclusiveNodes"), std::string::npos);
+  // Budgets: parsed into micro-units, every bad field named.
+  auto budget = fabrica::ParseManifestYaml(
+      "kind: Tenant\nmetadata: {name: t}\nspec:\n  budget: {amount: \"2500.50\", period: week, "
+      "alertPercent: [75, 100], enforce: true}\n",
+      "t.yaml");
+  ASSERT_TRUE(budget.ok()) << budget.status().message();
+  ASSERT_TRUE(budget->tenants[0].budget.has_value());
+  EXPECT_EQ(budget->tenants[0].budget->amount_micros, 2'500'500'000);
+  EXPECT_EQ(budget->tenants[0].budget->period, "week");
+  EXPECT_EQ(budget->tenants[0].budget->alert_percent, (std::vector<int>{75, 100}));
+  EXPECT_TRUE(budget->tenants[0].budget->enforce);
+  for (const auto& [text, field] : std::vector<std::pair<std::string, std::string>>{
+           {"{amount: \"1.2345678\"}", "spec.budget.amount"},
+           {"{amount: \"0\"}", "spec.budget.amount"},
+           {"{amount: \"5\", period: year}", "spec.budget.period"},
+           {"{amount: \"5\", alertPercent: [0]}", "spec.budget.alertPercent"},
+           {"{amount: \"5\", colour: red}", "spec.budget.colour"},
+           {"{period: day}", "spec.budget.amount"}}) {
+    auto bad = fabrica::ParseManifestYaml(
+        "kind: Tenant\nmetadata: {name: t}\nspec:\n  budget: " + text + "\n", "t.yaml");
+    ASSERT_FALSE(bad.ok()) << text;
+    EXPECT_NE(bad.status().message().find(field), std::string::npos)
+        << text << ": " << bad.status().message();
+  }
   auto dup = fabrica::ParseManifestYaml(
       "kind: Tenant\nmetadata: {name: t}\n---\nkind: Tenant\nmetadata: {name: t}\n", "t.yaml");
   ASSERT_FALSE(dup.ok());

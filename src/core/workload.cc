@@ -315,7 +315,8 @@ Result<Budget> ParseBudget(YamlMap& b) {
   if (budget.period != "day" && budget.period != "week" && budget.period != "month") {
     return b.Error("period", "'" + budget.period + "' is not one of day, week, month");
   }
-  if (YAML::Node alerts = b.Raw("alertPercent"); alerts) {
+  if (b.Has("alertPercent")) {
+    YAML::Node alerts = b.Raw("alertPercent");
     if (!alerts.IsSequence()) return b.Error("alertPercent", "expected a list of percentages");
     budget.alert_percent.clear();
     for (const YAML::Node& a : alerts) {
@@ -355,8 +356,8 @@ Result<Tenant> ParseTenant(YamlMap& m) {
   if (t.exclusive_nodes && t.trust != TrustLevel::kUntrusted) {
     return spec.Error("exclusiveNodes", "only an untrusted tenant may ask for nodes of its own");
   }
-  if (YAML::Node raw = spec.Raw("budget"); raw) {
-    YamlMap b(raw, spec.Path("budget"), spec.source());
+  if (spec.Has("budget")) {
+    YamlMap b(spec.Raw("budget"), spec.Path("budget"), spec.source());
     ASSIGN_OR_RETURN(Budget budget, ParseBudget(b));
     t.budget = budget;
   }
