@@ -1004,5 +1004,88 @@ TEST(FactoryProcessTest, UpMetersAnHourOfTheDemo) {
   }
 }
 
+// The server reads a dcgm-exporter endpoint itself (pull): a page served over HTTP is scraped
+// twice, 30 s apart, and its utilization is attributed to the binding on that GPU; the GPU
+// nobody holds shows as unattributed use; a dead target or a malformed page is an error that
+// names it and ingests nothing.
+TEST(MeterScrape, ReadsADcgmExporterEndpointAndAttributesIt) {
+  std::unique_ptr<Store> store = NewMemoryStore();
+  ManualClock clock;
+  const int64_t t0 = clock.NowMs();
+  json node = {
+      {"apiVersion", "fabrica.dev/v1"},
+      {"kind", "Node"},
+      {"metadata", {{"name", "dgx-1"}, {"creationTimestamp", FormatTimestamp(t0)}}},
+      {"spec",
+       {{"devices",
+         {{{"uuid", "GPU-aaa"}, {"model", "H100"}}, {{"uuid", "GPU-bbb"}, {"model", "H100"}}}}}}};
+  ASSERT_TRUE(store->Put("/registry/nodes/dgx-1", node.dump(), kMustNotExist).ok());
+  json w = {{"apiVersion", "fabrica.dev/v1"},
+            {"kind", "Workload"},
+            {"metadata", {{"name", "job"}, {"namespace", "team-a"}, {"uid", "u1"}}},
+            {"spec", {{"queue", "qa"}}},
+            {"status",
+             {{"phase", "Running"},
+              {"scheduledTime", FormatTimestamp(t0)},
+              {"assignments",
+               {{{"pod", "job-0"},
+                 {"node", "dgx-1"},
+                 {"devices", {{{"index", 0}, {"uuid", "GPU-aaa"}, {"gpuMilli", 1000}}}}}}}}}};
+  ASSERT_TRUE(store->Put("/registry/workloads/team-a/job", w.dump(), kMustNotExist).ok());
+  MeterServiceOptions mo;
+  mo.prices.gpu_hour_micros = {{"H100", 2'000'000}};
+  auto meter = MeterService::Open(*store, clock, mo);
+  ASSERT_TRUE(meter.ok());
+  ASSERT_TRUE((*meter)->Sync().ok());
+
+  std::atomic<bool> malformed{false};
+  HttpServerOptions options;
+  options.listen = "127.0.0.1:0";
+  options.tls = false;
+  HttpServer exporter(options, [&](const HttpRequest& r) {
+    HttpResponse out;
+    out.content_type = "text/plain; version=0.0.4";
+    out.body = malformed
+                   ? "DCGM_FI_DEV_GPU_UTIL{UUID=\"GPU-aaa\" 5\n"
+                   : "# HELP DCGM_FI_PROF_GR_ENGINE_ACTIVE Ratio of time the graphics engine "
+                     "is active.\n# TYPE DCGM_FI_PROF_GR_ENGINE_ACTIVE gauge\n"
+                     "DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu=\"0\",UUID=\"GPU-aaa\",Hostname=\"dgx-1\"}"
+                     " 0.625\nDCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu=\"1\",UUID=\"GPU-bbb\","
+                     "Hostname=\"dgx-1\"} 0.25\nDCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-aaa\","
+                     "Hostname=\"dgx-1\"} 9223372036854775794\n";
+    return out;
+  });
+  ASSERT_TRUE(exporter.Start().ok());
+  const std::vector<ScrapeTarget> targets = {
+      {"http://127.0.0.1:" + std::to_string(exporter.port()) + "/metrics", "", ""}};
+  ASSERT_TRUE((*meter)->ScrapeOnce(targets).ok());
+  clock.AdvanceMs(30'000);
+  ASSERT_TRUE((*meter)->ScrapeOnce(targets).ok());
+  clock.AdvanceMs(30'000);
+  // Errors name the target and change nothing.
+  Status dead = (*meter)->ScrapeOnce({{"http://127.0.0.1:1/metrics", "", ""}});
+  EXPECT_FALSE(dead.ok());
+  EXPECT_NE(dead.message().find("127.0.0.1:1"), std::string::npos) << dead.message();
+  malformed = true;
+  Status bad = (*meter)->ScrapeOnce(targets);
+  EXPECT_NE(bad.message().find("line 1"), std::string::npos) << bad.message();
+  ASSERT_TRUE((*meter)->Sync().ok());
+
+  ReportOptions opt;
+  opt.from_ms = t0;
+  opt.to_ms = t0 + 60'000;
+  auto report = (*meter)->Report(opt);
+  ASSERT_TRUE(report.ok());
+  ASSERT_EQ((*report)[0].rows.size(), 1u);
+  const ReportRow& row = (*report)[0].rows[0];
+  EXPECT_EQ(row.key, "team-a");
+  EXPECT_EQ(row.held, 1000 * 60'000);
+  EXPECT_EQ(row.used, 625 * 60'000);
+  EXPECT_EQ(row.unknown, 0);
+  EXPECT_EQ((*report)[0].unattributed_used, 250 * 60'000);
+  const std::string metrics = (*meter)->MetricsText();
+  EXPECT_NE(metrics.find("outcome=\"failed\"} 1"), std::string::npos) << metrics;
+}
+
 }  // namespace
 }  // namespace fabrica

@@ -42,6 +42,7 @@ struct ServerArgs {
   bool plain_http = false;
   double run_seconds = 0;  // stop after this many wall seconds (0 = until a signal)
   std::string prices_file;
+  std::vector<std::string> dcgm_exporters;  // dcgm-exporter /metrics URLs the server reads
   bool up = false;
 };
 
@@ -238,6 +239,24 @@ int Run(ServerArgs args) {
       std::this_thread::sleep_for(std::chrono::milliseconds(interval_wall_ms));
     }
   });
+  // Utilization read from dcgm-exporter endpoints, every 30 s of the factory's clock.
+  std::thread scrape_thread;
+  if (!args.dcgm_exporters.empty()) {
+    std::vector<ScrapeTarget> targets;
+    for (const std::string& url : args.dcgm_exporters) targets.push_back({url, "", ""});
+    const auto period = std::chrono::milliseconds(
+        static_cast<int64_t>(std::max(200.0, 30'000.0 / args.time_scale)));
+    scrape_thread = std::thread([&, targets, period] {
+      while (!stop_scheduler) {
+        Status st = (*meter)->ScrapeOnce(targets);
+        if (!st.ok()) std::cerr << "meter: " << st.message() << "\n";
+        const auto until = std::chrono::steady_clock::now() + period;
+        while (!stop_scheduler && std::chrono::steady_clock::now() < until) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+      }
+    });
+  }
 
   const std::string config_path = args.data + "/fabctl.yaml";
   if (!admin_token.empty()) {
@@ -275,6 +294,7 @@ int Run(ServerArgs args) {
   agents.Stop();
   stop_scheduler = true;
   scheduler_thread.join();
+  if (scrape_thread.joinable()) scrape_thread.join();
   (void)(*meter)->Sync();
   server.Stop();
   std::printf("stopped\n");
@@ -288,6 +308,9 @@ void AddCommon(CLI::App* cmd, ServerArgs* a) {
   cmd->add_option("--fleet", a->fleet_file, "fleet YAML of nodes to simulate in-process");
   cmd->add_option("--policy", a->policy, "placement policy");
   cmd->add_option("--prices", a->prices_file, "price book YAML (currency, gpuHour per model)");
+  cmd->add_option(
+      "--dcgm-exporter", a->dcgm_exporters,
+      "a dcgm-exporter /metrics URL to read GPU utilization from every 30 s (repeatable)");
   cmd->add_option("--time-scale", a->time_scale, "run virtual time this many times faster")
       ->check(CLI::Range(0.01, 100000.0));
   cmd->add_flag("--plain-http", a->plain_http, "serve plain HTTP (tests only)");

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "api/json_fields.h"
+#include "client/http_client.h"
 #include "core/fleet.h"
 #include "core/workload.h"
 #include "core/yaml_reader.h"
@@ -333,6 +334,53 @@ IngestStats MeterService::Ingest(std::vector<DeviceSample> samples) {
   return delta;
 }
 
+Status MeterService::ScrapeOnce(const std::vector<ScrapeTarget>& targets) {
+  std::string failures;
+  for (const ScrapeTarget& t : targets) {
+    // http[s]://host:port/path
+    const size_t scheme_end = t.url.find("://");
+    const size_t path_start =
+        scheme_end == std::string::npos ? std::string::npos : t.url.find('/', scheme_end + 3);
+    Status st = Status::Ok();
+    if (scheme_end == std::string::npos) {
+      st = InvalidArgument("'" + t.url + "' is not an http:// or https:// URL");
+    } else {
+      ClientOptions o;
+      o.server = t.url.substr(0, path_start);
+      o.ca_file = t.ca_file;
+      o.timeout_seconds = 5;
+      HttpClient client(o);
+      const int64_t now = clock_.NowMs();
+      auto r =
+          client.Do("GET", path_start == std::string::npos ? "/metrics" : t.url.substr(path_start));
+      if (!r.ok()) {
+        st = r.status();
+      } else if (r->status != 200) {
+        st = Status(StatusCode::kUnavailable, "HTTP " + std::to_string(r->status));
+      } else {
+        auto samples = ParseDcgmExposition(r->body, now, t.node.empty() ? o.server : t.node);
+        if (!samples.ok()) {
+          st = samples.status();
+        } else {
+          Ingest(std::move(*samples));
+        }
+      }
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& counts = scrapes_[t.url];
+    if (st.ok()) {
+      ++counts.first;
+    } else {
+      ++counts.second;
+      failures += (failures.empty() ? "" : "; ") + t.url + ": " + st.message();
+    }
+  }
+  if (!failures.empty()) {
+    return Status(StatusCode::kUnavailable, "dcgm-exporter scrape failed: " + failures);
+  }
+  return Status::Ok();
+}
+
 Result<std::vector<ReportWindow>> MeterService::Report(const ReportOptions& options) const {
   std::lock_guard<std::mutex> lock(mu_);
   return BuildReport(meter_, options_.prices, options);
@@ -400,6 +448,14 @@ std::string MeterService::MetricsText() const {
   out += "fabrica_meter_samples_total{outcome=\"late\"} " + std::to_string(st.samples_late) + "\n";
   out += "fabrica_meter_samples_total{outcome=\"invalid\"} " + std::to_string(st.samples_invalid) +
          "\n";
+  out += "# HELP fabrica_meter_scrapes_total Reads of dcgm-exporter pages by target and outcome.\n";
+  out += "# TYPE fabrica_meter_scrapes_total counter\n";
+  for (const auto& [url, counts] : scrapes_) {
+    out += "fabrica_meter_scrapes_total{target=\"" + url + "\",outcome=\"ok\"} " +
+           std::to_string(counts.first) + "\n";
+    out += "fabrica_meter_scrapes_total{target=\"" + url + "\",outcome=\"failed\"} " +
+           std::to_string(counts.second) + "\n";
+  }
   out +=
       "# HELP fabrica_budget_spent_ratio Cost this period over the budget of a tenant or queue.\n";
   out += "# TYPE fabrica_budget_spent_ratio gauge\n";

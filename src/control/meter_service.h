@@ -30,6 +30,14 @@
 
 namespace fabrica {
 
+// A dcgm-exporter endpoint the server reads itself ("pull"), e.g. http://gpu-node-7:9400/metrics.
+// `node` names the node when the page carries no Hostname/hostname label.
+struct ScrapeTarget {
+  std::string url;
+  std::string node;
+  std::string ca_file;  // for https
+};
+
 struct MeterServiceOptions {
   MeterConfig config;
   PriceBook prices;
@@ -43,6 +51,9 @@ class MeterService {
 
   Status Sync();
   IngestStats Ingest(std::vector<DeviceSample> samples);
+  // Reads every target's page once (stamped with the server's clock) and ingests it. A target
+  // that fails is counted and named in the returned error; the others are still read.
+  Status ScrapeOnce(const std::vector<ScrapeTarget>& targets);
   Result<std::vector<ReportWindow>> Report(const ReportOptions& options) const;
   // A reason to hold new work of this tenant and queue (an enforced budget is spent), or nothing.
   std::optional<std::string> AdmissionHold(const std::string& tenant,
@@ -69,6 +80,7 @@ class MeterService {
   std::map<std::string, BudgetState> budget_state_;
   // Totals for the Prometheus counters, per (tenant, queue, model), over sealed time.
   int64_t last_sync_ms_ = 0;
+  std::map<std::string, std::pair<int64_t, int64_t>> scrapes_;  // url -> (ok, failed)
 };
 
 }  // namespace fabrica
