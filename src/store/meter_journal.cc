@@ -93,8 +93,8 @@ CREATE TABLE IF NOT EXISTS intervals(
   queue TEXT, node TEXT, model TEXT, gpu_milli INTEGER, mig_profile TEXT, start_ms INTEGER,
   end_ms INTEGER, end_reason TEXT, UNIQUE(binding, uuid));
 CREATE TABLE IF NOT EXISTS rollups(
-  interval_id INTEGER NOT NULL, bucket_ms INTEGER NOT NULL, used INTEGER, unknown INTEGER,
-  PRIMARY KEY(interval_id, bucket_ms)) WITHOUT ROWID;
+  bucket_ms INTEGER NOT NULL, interval_id INTEGER NOT NULL, used INTEGER, unknown INTEGER,
+  PRIMARY KEY(bucket_ms, interval_id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS devices(
   uuid TEXT PRIMARY KEY, node TEXT, model TEXT, since_ms INTEGER, until_ms INTEGER,
   parent TEXT, capacity_milli INTEGER);
@@ -260,12 +260,14 @@ Status MeterJournal::Commit(const MeterChanges& c, int64_t keep_samples_after_ms
       if (trim.Step() != SQLITE_DONE) return fail("trim rollups of " + iv->binding);
       trim.Reset();
     }
+    // Keyed by bucket first: sealing moves forward in time, so each batch appends at the end of
+    // the table's B-tree instead of inserting all over it.
     Stmt add(db, "INSERT OR REPLACE INTO rollups VALUES(?1,?2,?3,?4)");
     for (const SealedRollup& r : c.sealed) {
       auto id = impl_->IdOf(r.interval->binding, r.interval->device.uuid);
       if (!id.ok()) return fail(id.status().message());
-      add.Int(1, *id);
-      add.Int(2, r.bucket_ms);
+      add.Int(1, r.bucket_ms);
+      add.Int(2, *id);
       add.Int(3, r.amounts.used);
       add.Int(4, r.amounts.unknown);
       if (add.Step() != SQLITE_DONE) return fail("write rollup of " + r.interval->binding);
