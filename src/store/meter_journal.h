@@ -3,11 +3,12 @@
 // Commit writes one MeterChanges batch in one transaction: new or ended intervals (one row
 // each), the buckets sealed since the last batch (appended rows keyed by the interval's integer
 // id, so a commit costs what it adds), the fleet's devices, changed carries, unattributed use,
-// the seal point, and the accepted samples as one compact blob row (raw samples are not rows). Samples older than the seal
-// point minus their longest hold are dropped as batches age. Load rebuilds a MeterSnapshot, so a
-// restarted server resumes exactly where the last commit left it; anything ingested after that
-// commit is ingested again by its sender (agents resend, the server replays its workloads), and
-// the meter's de-duplication makes that count once. Not thread-safe: the caller serialises.
+// the seal point, and the accepted samples as one compact blob row (raw samples are not rows).
+// Samples older than the seal point minus their longest hold are dropped as batches age. Load
+// rebuilds a MeterSnapshot, so a restarted server resumes exactly where the last commit left it;
+// anything ingested after that commit is ingested again by its sender (agents resend, the server
+// replays its workloads), and the meter's de-duplication makes that count once. Not thread-safe:
+// the caller serialises.
 #pragma once
 
 #include <memory>
