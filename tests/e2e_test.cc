@@ -973,6 +973,7 @@ TEST(FactoryProcessTest, UpMetersAnHourOfTheDemo) {
   }
   const std::map<std::string, int64_t> price = {{"H100", 2'490'000}, {"H200", 3'190'000}};
   std::map<std::string, std::map<std::string, int64_t>> held;  // tenant -> model -> milli·ms
+  std::map<std::string, int64_t> cpu_milli_ms;                 // tenant -> milli-core·ms
   auto workloads = json::parse(admin.Do("GET", std::string(kApi) + "/workloads")->body);
   for (const json& w : workloads["items"]) {
     const json& st = w["status"];
@@ -983,6 +984,17 @@ TEST(FactoryProcessTest, UpMetersAnHourOfTheDemo) {
       to = std::min(to, ParseTimestamp(st.value("completionTime", "")));
     }
     for (const json& a : st["assignments"]) {
+      // The pod's CPU, from its pod set (examples/demo.yaml writes whole cores).
+      const std::string pod = a.value("pod", "");
+      for (const json& ps : w["spec"]["podSets"]) {
+        if (ps.value("name", "") + "-" == pod.substr(0, pod.rfind('-') + 1)) {
+          const json& cpu = ps["cpu"];
+          const int64_t cores =
+              cpu.is_number() ? cpu.get<int64_t>() : std::stoll(cpu.get<std::string>());
+          cpu_milli_ms[w["metadata"].value("namespace", "")] +=
+              cores * 1000 * std::max<int64_t>(0, to - from);
+        }
+      }
       for (const json& d : a["devices"]) {
         const int64_t milli =
             d.contains("migSlice") ? (1000 * 1 + 3) / 7 : d.value("gpuMilli", 1000);
@@ -1003,6 +1015,10 @@ TEST(FactoryProcessTest, UpMetersAnHourOfTheDemo) {
     ASSERT_TRUE(sets.contains(tenant)) << tenant << ": " << alloc->body;
     EXPECT_NEAR(sets[tenant].value("gpuHours", 0.0), total / 3.6e9, 1e-9) << tenant;
     EXPECT_NEAR(sets[tenant].value("gpuCost", 0.0), cost / 1e6, 1e-9) << tenant;
+    // CPU held, priced at the embedded 0.03 per core-hour.
+    EXPECT_NEAR(sets[tenant].value("cpuCoreHours", 0.0), cpu_milli_ms[tenant] / 3.6e9, 1e-9);
+    EXPECT_NEAR(sets[tenant].value("cpuCost", 0.0),
+                static_cast<double>(cpu_milli_ms[tenant] * 30'000 / 3'600'000'000LL) / 1e6, 1e-9);
   }
 }
 

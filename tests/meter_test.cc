@@ -312,6 +312,7 @@ History Generate(uint64_t seed) {
 struct Journal {
   std::map<std::pair<std::string, std::string>, Interval> intervals;
   std::map<std::pair<std::string, std::string>, std::map<int64_t, IntervalRollup>> rollups;
+  std::map<std::pair<std::string, int>, PodHold> pods;
   MeterSnapshot snap;
 
   void Commit(const MeterChanges& c) {
@@ -321,6 +322,7 @@ struct Journal {
       fields.sealed_total = {};
       intervals[{iv->binding, iv->device.uuid}] = fields;
     }
+    for (const PodHold* p : c.pods) pods[{p->binding, p->index}] = *p;
     for (const auto& [iv, from] : c.trimmed) {
       auto& m = rollups[{iv->binding, iv->device.uuid}];
       m.erase(m.lower_bound(from), m.end());
@@ -336,6 +338,7 @@ struct Journal {
   }
   MeterSnapshot Snapshot() const {
     MeterSnapshot s = snap;
+    for (const auto& [k, p] : pods) s.pods.push_back(p);
     for (const auto& [k, iv] : intervals) {
       Interval full = iv;
       auto it = rollups.find(k);
@@ -580,6 +583,58 @@ TEST(Meter, AttributesADcgmExporterPage) {
   EXPECT_EQ(by["team-a/bert"].used, int64_t{permille[gi1]} * 429 * 60'000 / 1000);
   EXPECT_EQ(by["team-a/bert"].unknown, 429LL * (120'000 - 60'000));
   EXPECT_GT(m.stats().samples_duplicate, 0);
+}
+
+// CPU and memory held by a binding's pods, priced per core-hour and GiB-hour, survive a restart
+// through the journal stream, and keep GPU idle sharing exact.
+TEST(Report, CpuAndMemoryHeldArePriced) {
+  Meter m;
+  ASSERT_TRUE(m.AddDevice({"GPU-1", "n1", "H100", 0, kOpenEnd, "", 1000}).ok());
+  BindEvent b{"b1",
+              "a/w1",
+              "a",
+              "qa",
+              0,
+              {{"n1", "GPU-1", "H100", 1000, ""}},
+              {{"n1", 8000, 65536}, {"n2", 4000, 1024}}};
+  ASSERT_TRUE(m.Bind(b).ok());
+  EXPECT_FALSE(
+      m.Bind({"b2", "a/w2", "a", "qa", 0, {{"n1", "GPU-1", "H100", 1000, ""}}, {{"n1", -1, 0}}})
+          .ok());
+  ASSERT_TRUE(m.End({"b1", 1'800'000, "completed"}).ok());
+  Journal journal;
+  journal.Commit(m.TakeChanges());
+  Meter restored;
+  restored.Restore(journal.Snapshot());
+  PriceBook prices;
+  prices.gpu_hour_micros["H100"] = 2'000'000;
+  prices.cpu_core_hour_micros = 30'000;  // 0.03 per core-hour
+  prices.gib_hour_micros = 4'000;        // 0.004 per GiB-hour
+  ReportOptions opt;
+  opt.from_ms = 0;
+  opt.to_ms = 3'600'000;
+  opt.share_idle = true;
+  for (const Meter* meter : {&m, &restored}) {
+    auto r = BuildReport(*meter, prices, opt);
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ((*r)[0].rows.size(), 1u);
+    const ReportRow& row = (*r)[0].rows[0];
+    EXPECT_EQ(row.cpu_milli_ms, 12'000LL * 1'800'000);   // 12 cores for half an hour
+    EXPECT_EQ(row.memory_mib_ms, 66'560LL * 1'800'000);  // 65 GiB for half an hour
+    EXPECT_EQ(row.cpu_cost_micros, 180'000);             // 6 core-hours at 0.03
+    EXPECT_EQ(row.ram_cost_micros, 130'000);             // 32.5 GiB-hours at 0.004
+    EXPECT_EQ(row.cost_micros, 1'000'000);
+    // GPU idle (the other half hour) is shared to the only user; CPU and memory add on top.
+    EXPECT_EQ(row.total_cost_micros(), 2'000'000 + 180'000 + 130'000);
+    EXPECT_EQ((*r)[0].fleet_cost_micros, 2'000'000);
+  }
+  opt.by = {AggregateBy::kNode};
+  auto by_node = BuildReport(m, prices, opt);
+  ASSERT_TRUE(by_node.ok());
+  ASSERT_EQ((*by_node)[0].rows.size(), 2u);
+  EXPECT_EQ((*by_node)[0].rows[1].key, "n2");
+  EXPECT_EQ((*by_node)[0].rows[1].cpu_milli_ms, 4000LL * 1'800'000);
+  EXPECT_EQ((*by_node)[0].rows[1].held, 0);
 }
 
 }  // namespace

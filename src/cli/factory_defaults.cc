@@ -74,6 +74,8 @@ gpuHour:
   H200: "3.19"
   L4: "0.80"
 default: "1.00"
+cpuCoreHour: "0.03"
+gibHour: "0.004"
 )";
 
 }  // namespace fabrica::cli

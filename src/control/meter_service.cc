@@ -183,8 +183,21 @@ Status MeterService::Sync() {
       b.tenant = ns;
       b.queue = Str(Field(w, "spec"), "queue", ns);
       b.start_ms = scheduled;
+      // CPU and memory per pod, from the pod set the assignment's pod name ("<set>-<i>") names.
+      std::map<std::string, std::pair<int64_t, int64_t>> per_set;
+      for (const json& ps : List(Field(w, "spec"), "podSets")) {
+        auto text = [](const json& v) {
+          return v.is_string() ? v.get<std::string>() : (v.is_number() ? v.dump() : "");
+        };
+        auto cpu = ParseMilliCpu(text(Field(ps, "cpu")));
+        auto memory = ParseMemoryMib(text(Field(ps, "memory")));
+        per_set[Str(ps, "name")] = {cpu.ok() ? cpu->value() : 0, memory.ok() ? memory->value() : 0};
+      }
       for (const json& a : assignments) {
         const std::string node = Str(a, "node");
+        const std::string pod = Str(a, "pod");
+        const auto set = per_set.find(pod.substr(0, pod.rfind('-')));
+        if (set != per_set.end()) b.pods.push_back({node, set->second.first, set->second.second});
         const auto& devs = node_devices[node];
         for (const json& d : List(a, "devices")) {
           const int64_t index = Int(d, "index", -1);
@@ -481,6 +494,10 @@ json OpenCostAllocation(const ReportRow& r, const ReportWindow& w, bool idle) {
   const double minutes = static_cast<double>(w.to_ms - w.from_ms) / 60'000.0;
   const double window_hours = static_cast<double>(w.to_ms - w.from_ms) / 3.6e6;
   const double gpu_hours = Hours(r.held);
+  const double cpu_hours = static_cast<double>(r.cpu_milli_ms) / 3.6e9;
+  const double cpu_avg = window_hours > 0 ? cpu_hours / window_hours : 0;
+  const double ram_byte_hours = static_cast<double>(r.memory_mib_ms) * 1048576.0 / 3.6e6;
+  const double ram_avg = window_hours > 0 ? ram_byte_hours / window_hours : 0;
   const double request_avg = window_hours > 0 ? gpu_hours / window_hours : 0;
   const int64_t known = r.held - r.unknown;
   const double usage_avg = window_hours > 0 && known > 0 ? Hours(r.used) / window_hours *
@@ -499,11 +516,11 @@ json OpenCostAllocation(const ReportRow& r, const ReportWindow& w, bool idle) {
       {"start", FormatTimestamp(w.from_ms)},
       {"end", FormatTimestamp(w.to_ms)},
       {"minutes", minutes},
-      {"cpuCores", 0},
-      {"cpuCoreRequestAverage", 0},
+      {"cpuCores", cpu_avg},
+      {"cpuCoreRequestAverage", cpu_avg},
       {"cpuCoreUsageAverage", 0},
-      {"cpuCoreHours", 0},
-      {"cpuCost", 0},
+      {"cpuCoreHours", cpu_hours},
+      {"cpuCost", Money(r.cpu_cost_micros)},
       {"cpuCostAdjustment", 0},
       {"cpuCostIdle", 0},
       {"cpuEfficiency", 0},
@@ -531,11 +548,11 @@ json OpenCostAllocation(const ReportRow& r, const ReportWindow& w, bool idle) {
       {"pvByteHours", 0},
       {"pvCost", 0},
       {"pvCostAdjustment", 0},
-      {"ramBytes", 0},
-      {"ramByteRequestAverage", 0},
+      {"ramBytes", ram_avg},
+      {"ramByteRequestAverage", ram_avg},
       {"ramByteUsageAverage", 0},
-      {"ramByteHours", 0},
-      {"ramCost", 0},
+      {"ramByteHours", ram_byte_hours},
+      {"ramCost", Money(r.ram_cost_micros)},
       {"ramCostAdjustment", 0},
       {"ramCostIdle", 0},
       {"ramEfficiency", 0},
@@ -559,7 +576,11 @@ json FabricaUsageRow(const ReportRow& r) {
       {"gpuHoursHeld", Hours(r.held)},
       {"gpuHoursUsed", Hours(r.used)},
       {"efficiency", r.held > r.unknown ? static_cast<double>(r.used) / (r.held - r.unknown) : 0.0},
+      {"cpuMilliCoreMsHeld", r.cpu_milli_ms},
+      {"memoryMiBMsHeld", r.memory_mib_ms},
       {"costMicros", r.cost_micros},
+      {"cpuCostMicros", r.cpu_cost_micros},
+      {"ramCostMicros", r.ram_cost_micros},
       {"idleCostMicros", r.idle_cost_micros},
       {"totalCostMicros", r.total_cost_micros()},
       {"totalCost", FormatMoneyMicros(r.total_cost_micros())}};
@@ -732,17 +753,19 @@ ApiServer::Extension MeterService::Routes() {
       r.content_type = "text/csv";
       r.body =
           "window_start,window_end,key,gpu_hours_held,gpu_hours_used,gpu_milli_ms_held,"
-          "gpu_milli_ms_used,gpu_milli_ms_unknown,cost,idle_cost,total_cost,currency\n";
+          "gpu_milli_ms_used,gpu_milli_ms_unknown,cost,idle_cost,cpu_cost,ram_cost,total_cost,"
+          "currency\n";
       for (const ReportWindow& w : *report) {
         auto row = [&](const ReportRow& x) {
           char hours[64];
           std::snprintf(hours, sizeof hours, "%.6f,%.6f", Hours(x.held), Hours(x.used));
-          r.body += FormatTimestamp(w.from_ms) + "," + FormatTimestamp(w.to_ms) + "," +
-                    CsvField(x.key) + "," + hours + "," + std::to_string(x.held) + "," +
-                    std::to_string(x.used) + "," + std::to_string(x.unknown) + "," +
-                    FormatMoneyMicros(x.cost_micros) + "," + FormatMoneyMicros(x.idle_cost_micros) +
-                    "," + FormatMoneyMicros(x.total_cost_micros()) + "," +
-                    options_.prices.currency + "\n";
+          r.body +=
+              FormatTimestamp(w.from_ms) + "," + FormatTimestamp(w.to_ms) + "," + CsvField(x.key) +
+              "," + hours + "," + std::to_string(x.held) + "," + std::to_string(x.used) + "," +
+              std::to_string(x.unknown) + "," + FormatMoneyMicros(x.cost_micros) + "," +
+              FormatMoneyMicros(x.idle_cost_micros) + "," + FormatMoneyMicros(x.cpu_cost_micros) +
+              "," + FormatMoneyMicros(x.ram_cost_micros) + "," +
+              FormatMoneyMicros(x.total_cost_micros()) + "," + options_.prices.currency + "\n";
         };
         for (const ReportRow& x : w.rows) row(x);
         if (include_idle && opt.tenants.empty()) row(w.idle);

@@ -45,6 +45,22 @@ int64_t Interval::HeldIn(int64_t from_ms, int64_t to_ms) const {
   return static_cast<int64_t>(device.gpu_milli) * Overlap(start_ms, end_ms, from_ms, to_ms);
 }
 
+int64_t PodHold::CpuHeldIn(int64_t from_ms, int64_t to_ms) const {
+  return pod.cpu_milli * Overlap(start_ms, end_ms, from_ms, to_ms);
+}
+
+int64_t PodHold::MemoryHeldIn(int64_t from_ms, int64_t to_ms) const {
+  return pod.memory_mib * Overlap(start_ms, end_ms, from_ms, to_ms);
+}
+
+std::vector<const PodHold*> Meter::PodsIn(int64_t from_ms, int64_t to_ms) const {
+  std::vector<const PodHold*> out;
+  for (const PodHold& p : pods_) {
+    if (p.start_ms < to_ms && p.end_ms > from_ms) out.push_back(&p);
+  }
+  return out;
+}
+
 Meter::Meter(MeterConfig config) : config_(config) {
   CHECK(config_.bucket_ms > 0 && config_.sample_interval_ms > 0 && config_.lateness_ms >= 0);
 }
@@ -71,9 +87,21 @@ Status Meter::Bind(const BindEvent& event) {
                              " is not in 1..1000");
     }
   }
+  for (size_t i = 0; i < event.pods.size(); ++i) {
+    if (event.pods[i].cpu_milli < 0 || event.pods[i].memory_mib < 0) {
+      return InvalidArgument("bind " + event.id + ": pods[" + std::to_string(i) +
+                             "] holds a negative amount");
+    }
+  }
   if (by_binding_.count(event.id)) {
     ++stats_.events_duplicate;
     return Status::Ok();
+  }
+  for (size_t i = 0; i < event.pods.size(); ++i) {
+    pods_by_binding_[event.id].push_back(pods_.size());
+    changed_pods_.push_back(pods_.size());
+    pods_.push_back({event.id, static_cast<int>(i), event.workload, event.tenant, event.queue,
+                     event.pods[i], event.start_ms, kOpenEnd});
   }
   std::vector<size_t>& mine = by_binding_[event.id];
   for (const BoundDevice& d : event.devices) {
@@ -110,12 +138,16 @@ Status Meter::End(const EndEvent& event) {
       return InvalidArgument("end " + event.id + ": end time is before the binding's start");
     }
   }
+  if (!it->second.empty() && intervals_[it->second.front()].end_ms != kOpenEnd) {
+    ++stats_.events_duplicate;
+    return Status::Ok();
+  }
+  for (size_t index : pods_by_binding_[event.id]) {
+    pods_[index].end_ms = event.end_ms;
+    changed_pods_.push_back(index);
+  }
   for (size_t index : it->second) {
     Interval& iv = intervals_[index];
-    if (iv.end_ms != kOpenEnd) {
-      ++stats_.events_duplicate;
-      return Status::Ok();
-    }
     iv.end_ms = event.end_ms;
     iv.end_reason = event.reason;
     // An end reported after its time was sealed: drop the sealed buckets it no longer held.
@@ -457,6 +489,10 @@ MeterChanges Meter::TakeChanges() {
                            changed_intervals_.end());
   for (size_t index : changed_intervals_) out.intervals.push_back(&intervals_[index]);
   changed_intervals_.clear();
+  std::sort(changed_pods_.begin(), changed_pods_.end());
+  changed_pods_.erase(std::unique(changed_pods_.begin(), changed_pods_.end()), changed_pods_.end());
+  for (size_t index : changed_pods_) out.pods.push_back(&pods_[index]);
+  changed_pods_.clear();
   out.sealed.reserve(new_sealed_.size());
   for (const auto& [index, pos] : new_sealed_) {
     const Interval& iv = intervals_[index];
@@ -487,6 +523,10 @@ void Meter::Restore(MeterSnapshot snapshot) {
     if (!iv.device.mig_profile.empty())
       capacity_milli_.emplace(iv.device.uuid, iv.device.gpu_milli);
     if (iv.end_ms > sealed_until_ms_) timelines_[iv.device.uuid].intervals.push_back(index);
+  }
+  pods_ = std::move(snapshot.pods);
+  for (size_t index = 0; index < pods_.size(); ++index) {
+    pods_by_binding_[pods_[index].binding].push_back(index);
   }
   for (FleetDevice& d : snapshot.devices) {
     if (!d.parent_uuid.empty()) capacity_milli_[d.uuid] = d.capacity_milli;

@@ -57,6 +57,14 @@ struct BoundDevice {
   std::string mig_profile;   // "" unless a MIG slice
 };
 
+// A pod of a binding: where it runs and the CPU and memory it holds (priced per core-hour and
+// GiB-hour when the price book has those prices).
+struct BoundPod {
+  std::string node;
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+};
+
 // A workload's pods bound to devices at `start_ms`. `id` is unique per binding (a workload
 // bound again after eviction is a new binding).
 struct BindEvent {
@@ -66,6 +74,7 @@ struct BindEvent {
   std::string queue;
   int64_t start_ms = 0;
   std::vector<BoundDevice> devices;
+  std::vector<BoundPod> pods;  // may be empty (GPU time only)
 };
 
 struct EndEvent {
@@ -110,6 +119,21 @@ struct Interval {
   int64_t HeldIn(int64_t from_ms, int64_t to_ms) const;
 };
 
+// The CPU and memory one pod of a binding held from its start to its end.
+struct PodHold {
+  std::string binding;
+  int index = 0;  // its position among the binding's pods
+  std::string workload;
+  std::string tenant;
+  std::string queue;
+  BoundPod pod;
+  int64_t start_ms = 0;
+  int64_t end_ms = kOpenEnd;
+
+  int64_t CpuHeldIn(int64_t from_ms, int64_t to_ms) const;     // milli-core·ms
+  int64_t MemoryHeldIn(int64_t from_ms, int64_t to_ms) const;  // MiB·ms
+};
+
 // What a query needs per interval: held, used and unknown inside a window.
 struct IntervalUsage {
   const Interval* interval = nullptr;
@@ -138,6 +162,7 @@ struct UnattributedRollup {
 // that still matter (at or after the seal point, and the one in force at it).
 struct MeterSnapshot {
   std::vector<Interval> intervals;
+  std::vector<PodHold> pods;
   std::vector<FleetDevice> devices;
   int64_t sealed_until_ms = 0;
   std::map<std::string, int64_t> carries;
@@ -156,6 +181,7 @@ struct SealedRollup {
 // Sealed buckets are appended, never rewritten, so a batch costs what it adds.
 struct MeterChanges {
   std::vector<const Interval*> intervals;  // new or ended (their fields, not their rollups)
+  std::vector<const PodHold*> pods;        // new or ended
   std::vector<SealedRollup> sealed;
   // Intervals whose end arrived after buckets were sealed: drop their buckets from here on.
   std::vector<std::pair<const Interval*, int64_t>> trimmed;
@@ -188,6 +214,9 @@ class Meter {
 
   // Held, used and unknown per interval overlapping [from_ms, to_ms).
   std::vector<IntervalUsage> Usage(int64_t from_ms, int64_t to_ms) const;
+
+  // The pods' holds overlapping [from_ms, to_ms).
+  std::vector<const PodHold*> PodsIn(int64_t from_ms, int64_t to_ms) const;
 
   // The device's used amount in [from, to) that no binding held (bucket resolution as above).
   int64_t UnattributedUsed(int64_t from_ms, int64_t to_ms) const;
@@ -237,6 +266,9 @@ class Meter {
   MeterConfig config_;
   std::vector<Interval> intervals_;
   std::unordered_map<std::string, std::vector<size_t>> by_binding_;
+  std::vector<PodHold> pods_;
+  std::unordered_map<std::string, std::vector<size_t>> pods_by_binding_;
+  std::vector<size_t> changed_pods_;
   std::unordered_map<std::string, DeviceTimeline> timelines_;
   std::vector<FleetDevice> devices_;
   std::unordered_map<std::string, size_t> device_index_;

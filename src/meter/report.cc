@@ -91,6 +91,14 @@ Result<PriceBook> ParsePriceBook(const std::string& yaml, const std::string& sou
   auto d = ParseMoneyMicros(fallback);
   if (!d.ok()) return m.Error("default", d.status().message());
   book.default_gpu_hour_micros = *d;
+  for (const auto& [key, field] :
+       {std::pair<const char*, int64_t*>{"cpuCoreHour", &book.cpu_core_hour_micros},
+        {"gibHour", &book.gib_hour_micros}}) {
+    ASSIGN_OR_RETURN(std::string text, m.String(key, "0"));
+    auto v = ParseMoneyMicros(text);
+    if (!v.ok()) return m.Error(key, v.status().message());
+    *field = *v;
+  }
   ASSIGN_OR_RETURN(auto per_model, m.StringMap("gpuHour"));
   for (const auto& [model, price] : per_model) {
     auto p = ParseMoneyMicros(price);
@@ -169,6 +177,52 @@ Result<std::vector<ReportWindow>> BuildReport(const Meter& meter, const PriceBoo
           row.shared_gpu || (iv.device.gpu_milli < 1000 && iv.device.mig_profile.empty());
       row.mig = row.mig || !iv.device.mig_profile.empty();
       held_by_model[key][iv.device.model] += u.held;
+    }
+    // CPU and memory the bindings' pods held.
+    for (const PodHold* p : meter.PodsIn(w.from_ms, w.to_ms)) {
+      if (filtered && std::find(options.tenants.begin(), options.tenants.end(), p->tenant) ==
+                          options.tenants.end()) {
+        continue;
+      }
+      std::string key;
+      std::map<std::string, std::string> props;
+      for (AggregateBy by : options.by) {
+        std::string part;
+        switch (by) {
+          case AggregateBy::kTenant:
+            part = p->tenant;
+            break;
+          case AggregateBy::kQueue:
+            part = p->queue;
+            break;
+          case AggregateBy::kWorkload:
+            part = p->workload;
+            break;
+          case AggregateBy::kNode:
+            part = p->pod.node;
+            break;
+          case AggregateBy::kModel:
+            part = "cpu-memory";  // not a GPU model: the row of CPU and memory
+            break;
+        }
+        if (!key.empty()) key += "/";
+        key += part;
+        props[AggregateName(by)] = part;
+      }
+      ReportRow& row = rows[key];
+      if (row.key.empty()) {
+        row.key = key;
+        row.properties = props;
+      }
+      row.cpu_milli_ms += p->CpuHeldIn(w.from_ms, w.to_ms);
+      row.memory_mib_ms += p->MemoryHeldIn(w.from_ms, w.to_ms);
+    }
+    for (auto& [key, row] : rows) {
+      row.cpu_cost_micros =
+          static_cast<int64_t>(static_cast<__int128>(row.cpu_milli_ms) *
+                               prices.cpu_core_hour_micros / (1000LL * 3'600'000));
+      row.ram_cost_micros = static_cast<int64_t>(static_cast<__int128>(row.memory_mib_ms) *
+                                                 prices.gib_hour_micros / (1024LL * 3'600'000));
     }
     // Costs per model, then the fleet's cost of each model and its idle part.
     std::map<std::string, int64_t> model_cost, model_capacity;

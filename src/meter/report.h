@@ -1,13 +1,15 @@
 // Usage and cost reports over the ledger: aggregation, prices, idle cost, budgets.
 //
 // Amounts stay integers to the end: GPU time in milli-GPU·ms, money in micro-units of the
-// currency. Costs are computed per GPU model: a row's cost is floor(held × price / 3.6e9)
-// (price per GPU-hour); the fleet's cost of a model is its capacity priced the same way; idle
-// cost is the difference, so rows plus idle add up exactly to the fleet's cost. With shareIdle,
-// each model's idle cost is split among the rows by their cost of that model with the
-// largest-remainder rule (OpenCost's proportional rule, made exact); a model nobody used keeps
-// its idle cost in `__idle__`. MIG slices are priced by their compute fraction and fractional
-// shares by their milli-GPU, since both are held amounts.
+// currency. CPU and memory held by bindings are priced per core-hour and GiB-hour when the price
+// book has those prices; idle cost is GPU capacity only (CPU and memory idle are not metered).
+// Costs are computed per GPU model: a row's cost is floor(held × price / 3.6e9) (price per
+// GPU-hour); the fleet's cost of a model is its capacity priced the same way; idle cost is the
+// difference, so rows plus idle add up exactly to the fleet's cost. With shareIdle, each model's
+// idle cost is split among the rows by their cost of that model with the largest-remainder rule
+// (OpenCost's proportional rule, made exact); a model nobody used keeps its idle cost in
+// `__idle__`. MIG slices are priced by their compute fraction and fractional shares by their
+// milli-GPU, since both are held amounts.
 #pragma once
 
 #include <cstdint>
@@ -25,12 +27,15 @@ struct PriceBook {
   std::string currency = "USD";
   std::map<std::string, int64_t> gpu_hour_micros;  // GPU model -> price of one GPU-hour
   int64_t default_gpu_hour_micros = 0;             // models not listed
+  int64_t cpu_core_hour_micros = 0;                // optional: CPU held, per core-hour
+  int64_t gib_hour_micros = 0;                     // optional: memory held, per GiB-hour
 
   int64_t PriceOf(const std::string& model) const;
 };
 
 // A price book in YAML: `currency: USD`, `gpuHour: {H100: "2.49", ...}`, `default: "1.00"`
-// (the price of models not listed). Errors name the file, line and field.
+// (the price of models not listed), and optionally `cpuCoreHour` and `gibHour` for the CPU and
+// memory that bindings hold. Errors name the file, line and field.
 Result<PriceBook> ParsePriceBook(const std::string& yaml, const std::string& source);
 
 enum class AggregateBy { kTenant, kQueue, kWorkload, kNode, kModel };
@@ -52,11 +57,17 @@ struct ReportRow {
   int64_t held = 0;                               // milli-GPU·ms
   int64_t used = 0;                               // milli-GPU·ms
   int64_t unknown = 0;                            // held while utilization was unknown
-  int64_t cost_micros = 0;
-  int64_t idle_cost_micros = 0;  // the row's part of the shared idle cost
-  bool shared_gpu = false;       // some of its devices were fractional shares
+  int64_t cost_micros = 0;                        // GPU time held
+  int64_t idle_cost_micros = 0;                   // the row's part of the shared (GPU) idle cost
+  int64_t cpu_milli_ms = 0;                       // CPU held, milli-core·ms
+  int64_t memory_mib_ms = 0;                      // memory held, MiB·ms
+  int64_t cpu_cost_micros = 0;
+  int64_t ram_cost_micros = 0;
+  bool shared_gpu = false;  // some of its devices were fractional shares
   bool mig = false;
-  int64_t total_cost_micros() const { return cost_micros + idle_cost_micros; }
+  int64_t total_cost_micros() const {
+    return cost_micros + idle_cost_micros + cpu_cost_micros + ram_cost_micros;
+  }
 };
 
 struct ReportWindow {

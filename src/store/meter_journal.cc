@@ -95,6 +95,10 @@ CREATE TABLE IF NOT EXISTS intervals(
 CREATE TABLE IF NOT EXISTS rollups(
   bucket_ms INTEGER NOT NULL, interval_id INTEGER NOT NULL, used INTEGER, unknown INTEGER,
   PRIMARY KEY(bucket_ms, interval_id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS pods(
+  binding TEXT NOT NULL, idx INTEGER NOT NULL, workload TEXT, tenant TEXT, queue TEXT, node TEXT,
+  cpu_milli INTEGER, memory_mib INTEGER, start_ms INTEGER, end_ms INTEGER,
+  PRIMARY KEY(binding, idx));
 CREATE TABLE IF NOT EXISTS devices(
   uuid TEXT PRIMARY KEY, node TEXT, model TEXT, since_ms INTEGER, until_ms INTEGER,
   parent TEXT, capacity_milli INTEGER);
@@ -251,6 +255,24 @@ Status MeterJournal::Commit(const MeterChanges& c, int64_t keep_samples_after_ms
       if (put.Step() != SQLITE_DONE) return fail("write interval " + iv->binding);
       put.Reset();
     }
+    // Pods: the binding's pods in order; an end updates them all.
+    Stmt pod(db,
+             "INSERT INTO pods VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10) ON CONFLICT(binding, idx) DO "
+             "UPDATE SET end_ms = ?10");
+    for (const PodHold* p : c.pods) {
+      pod.Text(1, p->binding);
+      pod.Int(2, p->index);
+      pod.Text(3, p->workload);
+      pod.Text(4, p->tenant);
+      pod.Text(5, p->queue);
+      pod.Text(6, p->pod.node);
+      pod.Int(7, p->pod.cpu_milli);
+      pod.Int(8, p->pod.memory_mib);
+      pod.Int(9, p->start_ms);
+      pod.Int(10, p->end_ms);
+      if (pod.Step() != SQLITE_DONE) return fail("write pod of " + p->binding);
+      pod.Reset();
+    }
     Stmt trim(db, "DELETE FROM rollups WHERE interval_id = ?1 AND bucket_ms >= ?2");
     for (const auto& [iv, from] : c.trimmed) {
       auto id = impl_->IdOf(iv->binding, iv->device.uuid);
@@ -365,6 +387,25 @@ Result<MeterSnapshot> MeterJournal::Load() {
       iv.sealed.push_back({r.ColInt(1), roll});
       iv.sealed_total.used += roll.used;
       iv.sealed_total.unknown += roll.unknown;
+    }
+  }
+  {
+    Stmt q(db,
+           "SELECT binding, workload, tenant, queue, node, cpu_milli, memory_mib, start_ms, end_ms,"
+           " idx FROM pods ORDER BY binding, idx");
+    while (q.Step() == SQLITE_ROW) {
+      PodHold p;
+      p.binding = q.ColStr(0);
+      p.workload = q.ColStr(1);
+      p.tenant = q.ColStr(2);
+      p.queue = q.ColStr(3);
+      p.pod.node = q.ColStr(4);
+      p.pod.cpu_milli = q.ColInt(5);
+      p.pod.memory_mib = q.ColInt(6);
+      p.start_ms = q.ColInt(7);
+      p.end_ms = q.ColInt(8);
+      p.index = static_cast<int>(q.ColInt(9));
+      snap.pods.push_back(std::move(p));
     }
   }
   {
