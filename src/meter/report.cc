@@ -18,18 +18,27 @@ int64_t CostOf(int64_t held_milli_ms, int64_t price_micros) {
                               kMilliGpuMsPerGpuHour);
 }
 
-std::string KeyPart(const Interval& iv, AggregateBy by) {
+// What a row is keyed by: an interval's or a pod's tenant, queue, workload, node and model.
+struct RowFields {
+  const std::string& tenant;
+  const std::string& queue;
+  const std::string& workload;
+  const std::string& node;
+  const std::string& model;
+};
+
+std::string KeyPart(const RowFields& f, AggregateBy by) {
   switch (by) {
     case AggregateBy::kTenant:
-      return iv.tenant;
+      return f.tenant;
     case AggregateBy::kQueue:
-      return iv.queue;
+      return f.queue;
     case AggregateBy::kWorkload:
-      return iv.workload;
+      return f.workload;
     case AggregateBy::kNode:
-      return iv.device.node;
+      return f.node;
     case AggregateBy::kModel:
-      return iv.device.model;
+      return f.model;
   }
   return "";
 }
@@ -48,6 +57,22 @@ const char* AggregateName(AggregateBy by) {
       return "model";
   }
   return "";
+}
+
+// The row these fields aggregate into, made on first use with its key and properties.
+ReportRow& RowFor(std::map<std::string, ReportRow>& rows, const std::vector<AggregateBy>& by,
+                  const RowFields& f) {
+  std::string key;
+  for (AggregateBy b : by) {
+    if (!key.empty()) key += "/";
+    key += KeyPart(f, b);
+  }
+  ReportRow& row = rows[key];
+  if (row.key.empty()) {
+    row.key = key;
+    for (AggregateBy b : by) row.properties[AggregateName(b)] = KeyPart(f, b);
+  }
+  return row;
 }
 
 // Days since 1970-01-01 to a civil date and back (proleptic Gregorian, UTC).
@@ -160,23 +185,15 @@ Result<std::vector<ReportWindow>> BuildReport(const Meter& meter, const PriceBoo
                           options.tenants.end()) {
         continue;
       }
-      std::string key;
-      for (AggregateBy by : options.by) {
-        if (!key.empty()) key += "/";
-        key += KeyPart(iv, by);
-      }
-      ReportRow& row = rows[key];
-      if (row.key.empty()) {
-        row.key = key;
-        for (AggregateBy by : options.by) row.properties[AggregateName(by)] = KeyPart(iv, by);
-      }
+      ReportRow& row = RowFor(rows, options.by,
+                              {iv.tenant, iv.queue, iv.workload, iv.device.node, iv.device.model});
       row.held += u.held;
       row.used += u.used;
       row.unknown += u.unknown;
       row.shared_gpu =
           row.shared_gpu || (iv.device.gpu_milli < 1000 && iv.device.mig_profile.empty());
       row.mig = row.mig || !iv.device.mig_profile.empty();
-      held_by_model[key][iv.device.model] += u.held;
+      held_by_model[row.key][iv.device.model] += u.held;
     }
     // CPU and memory the bindings' pods held.
     for (const PodHold* p : meter.PodsIn(w.from_ms, w.to_ms)) {
@@ -184,36 +201,9 @@ Result<std::vector<ReportWindow>> BuildReport(const Meter& meter, const PriceBoo
                           options.tenants.end()) {
         continue;
       }
-      std::string key;
-      std::map<std::string, std::string> props;
-      for (AggregateBy by : options.by) {
-        std::string part;
-        switch (by) {
-          case AggregateBy::kTenant:
-            part = p->tenant;
-            break;
-          case AggregateBy::kQueue:
-            part = p->queue;
-            break;
-          case AggregateBy::kWorkload:
-            part = p->workload;
-            break;
-          case AggregateBy::kNode:
-            part = p->pod.node;
-            break;
-          case AggregateBy::kModel:
-            part = "cpu-memory";  // not a GPU model: the row of CPU and memory
-            break;
-        }
-        if (!key.empty()) key += "/";
-        key += part;
-        props[AggregateName(by)] = part;
-      }
-      ReportRow& row = rows[key];
-      if (row.key.empty()) {
-        row.key = key;
-        row.properties = props;
-      }
+      static const std::string kCpuMemory = "cpu-memory";  // not a GPU model
+      ReportRow& row =
+          RowFor(rows, options.by, {p->tenant, p->queue, p->workload, p->pod.node, kCpuMemory});
       row.cpu_milli_ms += p->CpuHeldIn(w.from_ms, w.to_ms);
       row.memory_mib_ms += p->MemoryHeldIn(w.from_ms, w.to_ms);
     }
