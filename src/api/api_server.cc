@@ -207,6 +207,7 @@ Status ValidateWorkloadStatus(const json& status) {
                                {"startTime", K::kString},
                                {"completionTime", K::kString},
                                {"scheduledTime", K::kString},
+                               {"exitCode", K::kInt},
                                {"assignments", K::kList},
                                {"conditions", K::kList}}));
   const std::string phase = Str(status, "phase", "Pending");
@@ -1076,6 +1077,17 @@ struct ApiServer::Impl {
           if (Field(o["status"], owned) != Field(Field(stored, "status"), owned)) {
             return StatusResponse(403, "node " + p.node + " may not change status." + owned +
                                            " (the scheduler's decision)");
+          }
+        }
+        // A node's phase changes are stamped on receipt, in the server's clock (as lease
+        // renewals are): metering reads these times against the scheduler's, and a node's
+        // clock may be skewed.
+        const std::string before = Str(Field(stored, "status"), "phase");
+        const std::string after = Str(o["status"], "phase");
+        if (after != before) {
+          if (after == "Running") o["status"]["startTime"] = FormatTimestamp(clock.NowMs());
+          if (after == "Succeeded" || after == "Failed") {
+            o["status"]["completionTime"] = FormatTimestamp(clock.NowMs());
           }
         }
       }

@@ -13,6 +13,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "client/http_client.h"
 #include "sim/openb.h"
@@ -542,6 +543,54 @@ int Cordon(HttpClient& http, const std::string& node, bool cordon) {
   return 0;
 }
 
+// POST .../nodes/N/token: a bearer token for node N's agent (platform admins).
+int NodeToken(HttpClient& http, const std::string& node) {
+  auto resp = http.Do("POST", "/apis/fabrica.dev/v1/nodes/" + node + "/token", "{}");
+  if (!resp.ok() || resp->status >= 300) return Failed(resp);
+  json j = json::parse(resp->body, nullptr, false);
+  std::printf("%s\n", j.value("token", "").c_str());
+  return 0;
+}
+
+// GET .../workloads/W/log: a pod's output as the node agent shipped it. With --follow it polls
+// from the offset it has printed up to, until interrupted or the workload has ended.
+int Logs(Globals& g, HttpClient& http, const std::string& name, const std::string& pod,
+         int64_t tail, bool follow) {
+  if (g.ns.empty()) {
+    std::cerr << "fabctl: logs: -n TENANT is required\n";
+    return 2;
+  }
+  const std::string base = "/apis/fabrica.dev/v1/namespaces/" + g.ns + "/workloads/" + name;
+  const std::string pod_query = pod.empty() ? "" : "&pod=" + pod;
+  int64_t offset = 0;
+  for (bool first = true;; first = false) {
+    auto resp = http.Do("GET", base + "/log?offset=" + std::to_string(offset) + pod_query);
+    if (!resp.ok() || resp->status != 200) return Failed(resp);
+    std::string text = resp->body;
+    offset += static_cast<int64_t>(text.size());
+    if (first && tail >= 0) {
+      // The last `tail` lines of what there is so far.
+      size_t pos = text.size();
+      if (pos > 0 && text[pos - 1] == '\n') --pos;
+      for (int64_t n = 0; pos > 0; --pos) {
+        if (text[pos - 1] == '\n' && ++n == tail) break;
+      }
+      text = tail == 0 ? "" : text.substr(pos);
+    }
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+    if (!follow) return 0;
+    auto w = http.Do("GET", base);
+    if (w.ok() && w->status == 200) {
+      json obj = json::parse(w->body, nullptr, false);
+      const std::string phase =
+          obj.is_object() && obj["status"].is_object() ? obj["status"].value("phase", "") : "";
+      if (phase == "Succeeded" || phase == "Failed") follow = false;  // one last read
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+}
+
 int TopNodes(HttpClient& http) {
   auto nodes = http.Do("GET", "/apis/fabrica.dev/v1/nodes");
   if (!nodes.ok() || nodes->status != 200) return Failed(nodes);
@@ -706,6 +755,14 @@ int main(int argc, char** argv) {
     auto h = client();
     rc = h ? ExportNodes(*h, format) : 2;
   });
+  CLI::App* token_cmd =
+      nodes->add_subcommand("token", "Issue a bearer token for a node's agent (admins)");
+  std::string token_node;
+  token_cmd->add_option("node", token_node)->required();
+  token_cmd->callback([&] {
+    auto h = client();
+    rc = h ? NodeToken(*h, token_node) : 2;
+  });
   CLI::App* top = app.add_subcommand("top", "Allocation per node and GPU");
   top->add_option("what", what)->required();
   top->callback([&] {
@@ -729,11 +786,18 @@ int main(int argc, char** argv) {
     auto h = client();
     rc = h ? Usage(*h, window, by, step, share_idle, csv) : 2;
   });
-  CLI::App* logs = app.add_subcommand("logs", "Logs of a workload's pods (not yet available)");
-  logs->add_option("name", name);
+  CLI::App* logs = app.add_subcommand("logs", "Output of a workload's pod, as its node shipped it");
+  std::string pod;
+  int64_t tail = -1;
+  bool follow = false;
+  logs->add_option("name", name)->required();
+  logs->add_option("-n,--namespace,--tenant", g.ns, "tenant");
+  logs->add_option("--pod", pod, "pod, e.g. worker-1 (default: the first)");
+  logs->add_option("--tail", tail, "only the last N lines");
+  logs->add_flag("-f,--follow", follow, "keep printing new output until the workload ends");
   logs->callback([&] {
-    std::cerr << "fabctl: logs come from node agents, which do not serve them yet\n";
-    rc = 1;
+    auto h = client();
+    rc = h ? Logs(g, *h, name, pod, tail, follow) : 2;
   });
   try {
     app.parse(argc, argv);

@@ -16,6 +16,7 @@
 #include "api/metrics.h"
 #include "cli/factory_defaults.h"
 #include "client/http_client.h"
+#include "control/agent_service.h"
 #include "control/health_controller.h"
 #include "control/meter_service.h"
 #include "control/scheduler.h"
@@ -141,7 +142,14 @@ int Run(ServerArgs args) {
   HealthControllerOptions health_options;
   health_options.remediation.health.heartbeat_timeout_ms = heartbeat_timeout_ms;
   HealthController health(**store, clock, *auth, health_options, &metrics);
-  api.SetExtension(ChainExtensions(health.Routes(), (*meter)->Routes()));
+  // Node tokens and workload logs for node agents (control/agent_service.h).
+  AgentServiceOptions agent_options;
+  agent_options.log_dir = args.data + "/logs";
+  AgentService agent_service(
+      **store, *auth, [&api](const std::string& node) { return api.IssueNodeToken(node); },
+      agent_options);
+  api.SetExtension(ChainExtensions(ChainExtensions(health.Routes(), (*meter)->Routes()),
+                                   agent_service.Routes()));
   api.SetMetricsExtra([m = meter->get()] { return m->MetricsText(); });
   HttpServerOptions options;
   options.listen = args.listen;

@@ -6,6 +6,7 @@
 #include "api/json_fields.h"
 #include "api/metrics.h"
 #include "health/burnin.h"
+#include "health/inspection.h"
 #include "health/netbox.h"
 
 namespace fabrica {
@@ -102,6 +103,7 @@ HealthController::HealthController(Store& store, const Clock& clock, const Autho
       auth_(auth),
       options_(std::move(options)),
       metrics_(metrics),
+      next_task_id_(clock.NowMs() * 1000),
       ctl_(options_.remediation) {}
 
 void HealthController::SetSimulation(Simulation sim) {
@@ -268,6 +270,7 @@ Status HealthController::Sync() {
     }
   }
 
+  ApplyTaskResults(now);
   FinishSimOps(now);
   RunEvictions(now);
 
@@ -324,7 +327,22 @@ void HealthController::Perform(
   const std::string node = a.node.str();
   const bool simulated = sim_.simulates && sim_.simulates(node);
   auto simulate = [&](int64_t duration_ms) {
-    if (simulated) sim_ops_.push_back({now + duration_ms, a.node, a.gpu, a.kind});
+    if (simulated) {
+      sim_ops_.push_back({now + duration_ms, a.node, a.gpu, a.kind});
+      return;
+    }
+    // A real node's agent does it: a new task for the node (or GPU) supersedes an older one.
+    auto& tasks = tasks_[node];
+    tasks.erase(std::remove_if(
+                    tasks.begin(), tasks.end(),
+                    [&](const AgentTask& t) { return !t.inject && (t.gpu == a.gpu || a.gpu < 0); }),
+                tasks.end());
+    AgentTask task;
+    task.id = ++next_task_id_;
+    task.kind = a.kind;
+    task.gpu = a.gpu;
+    task.since_ms = now;
+    tasks.push_back(task);
   };
   switch (a.kind) {
     case ActionKind::kCordonNode:
@@ -429,6 +447,121 @@ void HealthController::FinishSimOps(int64_t now) {
   }
 }
 
+Status HealthController::SubmitTaskResult(const std::string& node, int64_t task_id,
+                                          const std::string& body) {
+  json j = json::parse(body, nullptr, false);
+  if (!j.is_object()) return InvalidArgument("task result: the body must be a JSON object");
+  static const std::set<std::string> kFields = {"succeeded", "message", "inventory", "burnIn"};
+  for (const auto& [k, v] : j.items()) {
+    if (!kFields.count(k)) return InvalidArgument(k + ": unknown field");
+  }
+  TaskResult r;
+  r.node = node;
+  r.id = task_id;
+  if (!Field(j, "succeeded").is_boolean())
+    return InvalidArgument("succeeded: required, true or false");
+  r.succeeded = j["succeeded"].get<bool>();
+  if (j.contains("message") && !j["message"].is_string()) {
+    return InvalidArgument("message: expected a string");
+  }
+  r.message = Str(j, "message");
+  if (j.contains("inventory")) {
+    auto inv = ParseInventoryReport(j["inventory"].dump());
+    if (!inv.ok()) return InvalidArgument("inventory: " + inv.status().message());
+    r.inventory = *inv;
+  }
+  if (j.contains("burnIn")) {
+    const json& b = j["burnIn"];
+    if (!b.is_object()) return InvalidArgument("burnIn: expected an object");
+    static const std::set<std::string> kBurnIn = {"passed", "failedGpus", "summary", "dcgmDiag",
+                                                  "ncclAllReduce"};
+    for (const auto& [k, v] : b.items()) {
+      if (!kBurnIn.count(k)) return InvalidArgument("burnIn." + k + ": unknown field");
+    }
+    r.has_burn_in = true;
+    if (b.contains("dcgmDiag")) {
+      auto d = ParseDcgmDiagJson(b["dcgmDiag"].is_string() ? b["dcgmDiag"].get<std::string>()
+                                                           : b["dcgmDiag"].dump());
+      if (!d.ok()) return InvalidArgument("burnIn.dcgmDiag: " + d.status().message());
+      r.dcgm = *d;
+    }
+    if (b.contains("ncclAllReduce")) {
+      if (!b["ncclAllReduce"].is_string()) {
+        return InvalidArgument("burnIn.ncclAllReduce: expected all_reduce_perf's output as text");
+      }
+      auto n = ParseNcclAllReduce(b["ncclAllReduce"].get<std::string>());
+      if (!n.ok()) return InvalidArgument("burnIn.ncclAllReduce: " + n.status().message());
+      r.nccl = *n;
+    }
+    if (!r.dcgm && !r.nccl) {
+      if (!Field(b, "passed").is_boolean()) {
+        return InvalidArgument("burnIn.passed: required without dcgmDiag or ncclAllReduce");
+      }
+      r.own_verdict.passed = b["passed"].get<bool>();
+      for (const json& g : List(b, "failedGpus")) {
+        if (!g.is_number_integer()) return InvalidArgument("burnIn.failedGpus: expected integers");
+        r.own_verdict.failed_gpus.push_back(g.get<int>());
+      }
+      r.own_verdict.summary = Str(b, "summary");
+      if (!r.own_verdict.passed) r.own_verdict.failures.push_back(r.own_verdict.summary);
+    }
+  }
+  std::lock_guard<std::mutex> lock(queue_mu_);
+  if (task_results_.size() >= 10'000) return InvalidArgument("too many task results queued");
+  task_results_.push_back(std::move(r));
+  return Status::Ok();
+}
+
+void HealthController::ApplyTaskResults(int64_t now) {
+  std::vector<TaskResult> results;
+  {
+    std::lock_guard<std::mutex> q(queue_mu_);
+    results.swap(task_results_);
+  }
+  for (TaskResult& r : results) {
+    auto& tasks = tasks_[r.node];
+    auto it =
+        std::find_if(tasks.begin(), tasks.end(), [&](const AgentTask& t) { return t.id == r.id; });
+    if (it == tasks.end()) continue;  // superseded, or from before a restart
+    const AgentTask task = *it;
+    tasks.erase(it);
+    if (task.inject) continue;  // the fault shows in the agent's reports, like any other
+    const NodeId node(r.node);
+    switch (task.kind) {
+      case ActionKind::kInspect:
+        // A failed inspection reports nothing discovered: every expected part is missing.
+        (void)ctl_.ReportInspection(node, r.succeeded && r.inventory ? *r.inventory : Node{}, now);
+        break;
+      case ActionKind::kResetGpu:
+        (void)ctl_.ReportActionDone(node, task.gpu, Action::kResetGpu, r.succeeded, now);
+        break;
+      case ActionKind::kRebootNode:
+        (void)ctl_.ReportActionDone(node, -1, Action::kRebootNode, r.succeeded, now);
+        break;
+      case ActionKind::kRepair:
+        (void)ctl_.ReportActionDone(node, -1, Action::kRepair, r.succeeded, now);
+        break;
+      case ActionKind::kBurnIn: {
+        BurnInResult verdict;
+        if (r.dcgm || r.nccl) {
+          verdict = JudgeBurnIn(expected_[r.node], r.dcgm ? &*r.dcgm : nullptr,
+                                r.nccl ? &*r.nccl : nullptr);
+        } else if (r.has_burn_in) {
+          verdict = r.own_verdict;
+        } else {
+          verdict.summary = r.message.empty() ? "no burn-in report" : r.message;
+          verdict.failures.push_back(verdict.summary);
+        }
+        if (!r.succeeded) verdict.passed = false;
+        (void)ctl_.ReportBurnIn(node, task.gpu, verdict, now);
+        break;
+      }
+      default:
+        break;
+    }
+  }
+}
+
 void HealthController::RunEvictions(int64_t now) {
   for (auto it = evictions_.begin(); it != evictions_.end();) {
     const Eviction& e = it->second;
@@ -519,6 +652,18 @@ void HealthController::WriteRecords(int64_t now) {
                 {"events", events},
                 {"history", history}};
     if (cordoned_by_health_.count(name)) rec["cordonedByHealth"] = true;
+    json tasks = json::array();
+    for (const AgentTask& t : tasks_[name]) {
+      json j = {{"id", t.id},
+                {"kind", t.inject ? "inject" : ActionKindName(t.kind)},
+                {"since", FormatTimestamp(t.since_ms)}};
+      if (t.gpu >= 0) j["gpu"] = t.gpu;
+      if (t.inject && t.fault.xid > 0) j["xid"] = t.fault.xid;
+      if (t.inject && t.fault.ecc_double_bit >= 0) j["eccDoubleBit"] = t.fault.ecc_double_bit;
+      if (t.inject && t.fault.kill) j["kill"] = true;
+      tasks.push_back(j);
+    }
+    if (!tasks.empty()) rec["tasks"] = tasks;
     std::string text = rec.dump();
     if (written_[name] == text) continue;
     if (store_.Put(kHealthPrefix + name, text, kAnyRevision).ok()) written_[name] = std::move(text);
@@ -538,7 +683,7 @@ ApiServer::Extension HealthController::Routes() {
       if (slash == std::string::npos) return std::nullopt;
       node = rest.substr(0, slash);
       sub = rest.substr(slash + 1);
-      if (sub != "health" && sub != "inject") return std::nullopt;
+      if (sub != "health" && sub != "inject" && sub.rfind("tasks/", 0) != 0) return std::nullopt;
     } else if (req.path != list_path && req.path != inventory_path) {
       return std::nullopt;
     }
@@ -595,6 +740,24 @@ ApiServer::Extension HealthController::Routes() {
     }
     if (req.method != "POST") return ErrorReply(405, sub + ": use POST (or GET for health)");
     if (req.body.size() > kMaxReportBody) return ErrorReply(413, sub + ": body too large");
+    if (sub.rfind("tasks/", 0) == 0) {
+      // A node reports only its own tasks; a platform admin may too (a repair is people's work).
+      if (!p.node.empty() && p.node != node) {
+        return ErrorReply(403, "node " + p.node + " may report tasks only for itself, not " + node);
+      }
+      Status allowed = auth_.Check(p, Verb::kUpdate, "nodes", "", node);
+      if (!allowed.ok()) return ErrorReply(allowed);
+      const std::string id_text = sub.substr(6);
+      int64_t id = 0;
+      if (id_text.empty() || id_text.size() > 18 ||
+          id_text.find_first_not_of("0123456789") != std::string::npos) {
+        return ErrorReply(400, "task id: '" + id_text + "' is not a task id");
+      }
+      id = std::stoll(id_text);
+      Status queued = SubmitTaskResult(node, id, req.body);
+      if (!queued.ok()) return ErrorReply(queued);
+      return JsonReply(202, {{"accepted", true}});
+    }
     if (sub == "health") {
       // A node reports only its own health; a platform admin may report for any node.
       if (!p.node.empty() && p.node != node) {
@@ -642,14 +805,24 @@ ApiServer::Extension HealthController::Routes() {
       std::lock_guard<std::mutex> lock(mu_);
       sim = sim_;
     }
-    if (!sim.inject || !sim.simulates || !sim.simulates(node)) {
-      return ErrorReply(409, "node " + node +
-                                 " is not simulated by this server; faults can be "
-                                 "injected only into simulated nodes");
-    }
-    Status st = sim.inject(*fault);
-    if (!st.ok()) return ErrorReply(st);
     json out = {{"node", node}};
+    if (!sim.inject || !sim.simulates || !sim.simulates(node)) {
+      // A node with its own agent: the fault is a task for that agent, which injects it into
+      // its simulated devices (an agent on real GPUs refuses it).
+      std::lock_guard<std::mutex> lock(mu_);
+      AgentTask task;
+      task.id = ++next_task_id_;
+      task.inject = true;
+      task.fault = *fault;
+      task.gpu = fault->gpu;
+      task.since_ms = clock_.NowMs();
+      tasks_[node].push_back(task);
+      out["task"] = task.id;
+      WriteRecords(task.since_ms);
+    } else {
+      Status st = sim.inject(*fault);
+      if (!st.ok()) return ErrorReply(st);
+    }
     if (fault->kill) out["kill"] = true;
     if (fault->xid > 0) out["xid"] = fault->xid;
     if (fault->gpu >= 0) out["gpu"] = fault->gpu;

@@ -41,6 +41,7 @@
 #include "api/auth.h"
 #include "control/clock.h"
 #include "core/fleet.h"
+#include "health/burnin.h"
 #include "health/remediation.h"
 #include "store/store.h"
 
@@ -94,9 +95,40 @@ class HealthController {
   // unknown node; otherwise queued for the next Sync. Returns the number of signals queued.
   Result<int> Report(const std::string& node, const std::string& body);
 
+  // An agent's result of one of its node's tasks (the record's `tasks`), as the route takes
+  // it: {"succeeded": bool, "message": str, "inventory": {inventory report},
+  // "burnIn": {"passed": bool, "failedGpus": [int], "summary": str, "dcgmDiag": {dcgmi diag -j},
+  // "ncclAllReduce": "all_reduce_perf output"}}. InvalidArgument naming the field (nothing
+  // queued); otherwise queued for the next Sync, where a result for a task no longer pending
+  // is ignored.
+  Status SubmitTaskResult(const std::string& node, int64_t task_id, const std::string& body);
+
   ApiServer::Extension Routes();
 
  private:
+  // Work for a node's own agent (nodes this server does not simulate): inspect, reset a GPU,
+  // reboot, burn in; `repair` waits for people (an admin reports it done).
+  struct AgentTask {
+    int64_t id = 0;
+    health::ActionKind kind = health::ActionKind::kInspect;
+    int gpu = -1;
+    int64_t since_ms = 0;
+    bool inject = false;  // a fault for the agent's simulated devices (`fault`)
+    FaultInjection fault;
+  };
+  struct TaskResult {
+    std::string node;
+    int64_t id = 0;
+    bool succeeded = false;
+    std::string message;
+    std::optional<Node> inventory;
+    bool has_burn_in = false;
+    health::BurnInResult own_verdict;  // the agent's, when it sent no tool reports
+    std::optional<health::DcgmDiagReport> dcgm;
+    std::optional<health::NcclReport> nccl;
+  };
+  void ApplyTaskResults(int64_t now);
+
   struct Signal {
     int gpu = -1;
     int xid = 0;  // 0: a device reading
@@ -134,7 +166,11 @@ class HealthController {
   mutable std::mutex queue_mu_;
   std::map<std::string, std::vector<Signal>> queued_;  // node -> signals, in arrival order
 
-  mutable std::mutex mu_;  // everything below; held by Sync
+  std::vector<TaskResult> task_results_;  // guarded by queue_mu_
+
+  mutable std::mutex mu_;                                // everything below; held by Sync
+  std::map<std::string, std::vector<AgentTask>> tasks_;  // node -> pending agent tasks
+  int64_t next_task_id_ = 0;  // from the clock at start, so ids are not reused by a restart
   health::RemediationController ctl_;
   bool first_sync_ = true;
   std::map<std::string, Node> expected_;    // node -> its registered inventory

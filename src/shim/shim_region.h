@@ -30,7 +30,9 @@ constexpr size_t kRegionContainerBytes = 128;
 
 struct RegionDevice {
   char uuid[kRegionUuidBytes];
-  int64_t tokens_ns;       // token bucket: busy nanoseconds the container may still spend
+  // Token bucket: busy nanoseconds the container may still spend, times its compute_permille
+  // (kept scaled so that many small refills lose nothing to rounding).
+  int64_t tokens_scaled;
   int64_t last_refill_ns;  // shim clock at the last refill; 0 before the first
   int64_t busy_ns;         // accumulated busy-time estimate of the container's kernels
   int64_t reserved[5];

@@ -559,30 +559,32 @@ RegionDevice& Bucket(int index) { return S().region->layout()->devices[index]; }
 
 void Refill(int index, int permille, int64_t now) {
   RegionDevice& d = Bucket(index);
-  int64_t last = Load(d.last_refill_ns);
+  const int64_t last = Load(d.last_refill_ns);
   if (last == 0) {
     Cas(d.last_refill_ns, 0, now);
     return;
   }
   if (now <= last || !Cas(d.last_refill_ns, last, now)) return;
-  const int64_t gained = std::min(now - last, kMaxRefillNs) * permille / 1000;
-  const int64_t tokens = Add(d.tokens_ns, gained);
-  if (tokens > kBurstNs) Add(d.tokens_ns, -(tokens - kBurstNs));
+  const int64_t tokens = Add(d.tokens_scaled, std::min(now - last, kMaxRefillNs) * permille);
+  const int64_t burst = kBurstNs * permille;
+  if (tokens > burst) Add(d.tokens_scaled, -(tokens - burst));
 }
 
+// Waits until the container's bucket holds tokens again. The first process to wake refills it;
+// others see the time already credited and wait on, so sharing processes split the share.
 void WaitForTokens(int index, int permille) {
   for (;;) {
     const int64_t now = Now();
     Refill(index, permille, now);
-    const int64_t tokens = Load(Bucket(index).tokens_ns);
+    const int64_t tokens = Load(Bucket(index).tokens_scaled);
     if (tokens >= 0) return;
-    WaitUntil(now + (-tokens * 1000 + permille - 1) / permille);
+    WaitUntil(now + (-tokens + permille - 1) / permille);
   }
 }
 
 void Charge(int index, int64_t busy_ns) {
   RegionDevice& d = Bucket(index);
-  Add(d.tokens_ns, -busy_ns);
+  Add(d.tokens_scaled, -busy_ns * 1000);
   Add(d.busy_ns, busy_ns);
 }
 

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# The vGPU shim on a real GPU, after the same flow on the CPU against the fake driver.
+#
+#   tests/gpu/check.sh [BUILD_DIR]      (default build/gpu-check)
+#
+# 1. Builds the shim, the fakes and vgpu_gpu_check with the project's CMake.
+# 2. CPU flow against the fake libcuda.so.1 / libnvidia-ml.so.1 (so a bug never wastes GPU time):
+#    the shim's tests, then every step below.
+# 3. With an NVIDIA GPU (nvidia-smi present and libcuda.so.1 loadable): the NVML inventory; a
+#    program under the shim with a 10 GiB cap (cuMemGetInfo reports 10 GiB, allocating past it
+#    fails); cuMemAlloc / cuMemFree / cuLaunchKernel overhead with and without the shim (median of
+#    many calls); two processes capped at 30% and 70% of compute and the shares they achieve
+#    (busy time from events around each kernel). Without a GPU it says so and exits 0.
+#
+# Reads the GPU only: MIG and every other setting are left as they are.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=${1:-$ROOT/build/gpu-check}
+SHARE_MS_GPU=${SHARE_MS_GPU:-15000}
+
+say() { printf '\n== %s\n' "$*"; }
+
+say "build ($BUILD)"
+cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFABRICA_BENCH=OFF >/dev/null
+cmake --build "$BUILD" -j"$(nproc)" --target fabrica-vgpu vgpu_gpu_check shim_test fakecuda \
+  fakenvml >/dev/null
+
+SHIM=$BUILD/src/shim/libfabrica-vgpu.so
+PROG=$BUILD/tests/gpu/vgpu_gpu_check
+FAKE_LIBS=$BUILD/tests/fakecuda/lib
+WORK=$(mktemp -d /tmp/fabrica-gpu-check.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+
+# config NAME UUID MEMORY_BYTES COMPUTE_PERMILLE: writes $WORK/NAME.conf, prints its path.
+config() {
+  printf 'fabrica-vgpu-config 1\ncontainer %s\nregion %s\ndevice %s memory_bytes=%s compute_permille=%s\n' \
+    "$1" "$WORK/$1.region" "$2" "$3" "$4" >"$WORK/$1.conf"
+  echo "$WORK/$1.conf"
+}
+
+# flow LABEL UUID [ENV...]: the checks, with ENV (the fake's library path, or nothing) set.
+flow() {
+  local label=$1 uuid=$2
+  shift 2
+  local cap=$((10 * 1024 * 1024 * 1024))
+  local vis=()
+  [[ $label == gpu ]] && vis=(CUDA_VISIBLE_DEVICES="$uuid")
+
+  say "$label: a 10 GiB cap"
+  env "$@" "${vis[@]}" FABRICA_VGPU_CONFIG="$(config "$label-mem" "$uuid" $cap 1000)" \
+    LD_PRELOAD="$SHIM" "$PROG" mem $cap
+
+  say "$label: overhead, without and with the shim"
+  env "$@" "${vis[@]}" "$PROG" bench 2000 | sed 's/^/without shim: /'
+  env "$@" "${vis[@]}" FABRICA_VGPU_CONFIG="$(config "$label-bench" "$uuid" $cap 1000)" \
+    LD_PRELOAD="$SHIM" "$PROG" bench 2000 | sed 's/^/with shim:    /'
+
+  say "$label: two containers capped at 30% and 70% of compute, launching flat out"
+  local ms=$SHARE_MS_GPU kernel_us=1000 extra=()
+  if [[ $label == cpu ]]; then
+    ms=300
+    extra=(FABRICA_VGPU_CLOCK=fake FAKECUDA_DEVICE_FILE="$WORK/device" FAKECUDA_CLIENTS=2)
+  fi
+  env "$@" "${vis[@]}" "${extra[@]}" FABRICA_VGPU_CONFIG="$(config "$label-a" "$uuid" $cap 300)" \
+    LD_PRELOAD="$SHIM" "$PROG" share $ms $kernel_us >"$WORK/a.out" &
+  local a=$!
+  env "$@" "${vis[@]}" "${extra[@]}" FABRICA_VGPU_CONFIG="$(config "$label-b" "$uuid" $cap 700)" \
+    LD_PRELOAD="$SHIM" "$PROG" share $ms $kernel_us >"$WORK/b.out" &
+  local b=$!
+  wait $a
+  wait $b
+  echo "30% container: $(cat "$WORK/a.out")"
+  echo "70% container: $(cat "$WORK/b.out")"
+  if [[ $label == cpu ]]; then
+    # On the virtual clock the shares are exact enough to check.
+    awk -F'fraction=' '{ if ($2 < 0.27 || $2 > 0.33) exit 1 }' "$WORK/a.out"
+    awk -F'fraction=' '{ if ($2 < 0.63 || $2 > 0.77) exit 1 }' "$WORK/b.out"
+  fi
+}
+
+say "cpu: the shim's tests against the fake driver"
+"$BUILD/tests/shim/shim_test" --gtest_brief=1
+
+say "cpu: NVML inventory (fake)"
+LD_LIBRARY_PATH=$FAKE_LIBS "$PROG" nvml
+flow cpu GPU-face0000-0000-0000-0000-000000000000 LD_LIBRARY_PATH="$FAKE_LIBS"
+say "cpu: all checks passed"
+
+if ! command -v nvidia-smi >/dev/null || ! "$PROG" probe >/dev/null 2>&1; then
+  say "no NVIDIA GPU here (nvidia-smi missing or libcuda.so.1 not loadable): GPU part skipped"
+  exit 0
+fi
+
+say "gpu: NVML inventory (real driver)"
+FABRICA=$BUILD/src/cli/fabrica
+if [[ ! -x $FABRICA ]]; then
+  cmake --build "$BUILD" -j"$(nproc)" --target fabrica >/dev/null 2>&1 || true
+fi
+if [[ -x $FABRICA ]] && "$FABRICA" devices --help >/dev/null 2>&1; then
+  "$FABRICA" devices --devices nvml || echo "(fabrica devices failed; the program's view follows)"
+else
+  echo "(fabrica devices is not available in this build; the check program's own view follows)"
+fi
+"$PROG" nvml
+nvidia-smi --query-gpu=index,name,uuid,memory.total,mig.mode.current --format=csv
+UUID=$(nvidia-smi --query-gpu=uuid --format=csv,noheader -i 0 | tr -d ' ')
+flow gpu "$UUID"
+say "gpu: done"
