@@ -39,7 +39,7 @@
   FABRICA_EXPORT CUresult name params;
 #define FABRICA_NVML_HOOK(name, params, args) FABRICA_EXPORT nvmlReturn_t name params;
 #include "shim/hooks.def"
-FABRICA_EXPORT void* dlsym(void* handle, const char* symbol);
+FABRICA_EXPORT void* dlsym(void* handle, const char* symbol) noexcept;  // glibc: __THROW
 
 namespace fabrica::shim {
 namespace {
@@ -819,7 +819,7 @@ using namespace fabrica::shim;  // NOLINT: the hooks below are the C interface
 // ---------------------------------------------------------------------------------------------
 // The hooks.
 
-FABRICA_EXPORT void* dlsym(void* handle, const char* symbol) {
+FABRICA_EXPORT void* dlsym(void* handle, const char* symbol) noexcept {
   if (const HookEntry* entry = FindHook(symbol)) return entry->hook;
   DlsymFn real_dlsym = RealDlsym();
   return real_dlsym ? real_dlsym(handle, symbol) : nullptr;
