@@ -47,6 +47,7 @@
 #include "control/sim_agent.h"
 #include "core/fleet.h"
 #include "store/store.h"
+#include "test_net.h"
 #include "test_util.h"
 
 namespace fabrica {
@@ -634,20 +635,7 @@ TEST_F(FactoryTest, AgentsSurviveADurationGivenAsAString) {
 // ---------------------------------------------------------------------------------------------
 // Durability of acknowledged writes across a SIGKILL of the real server.
 
-// A port that was free a moment ago.
-int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  CHECK(fd >= 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  CHECK(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-  socklen_t len = sizeof(addr);
-  CHECK(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
+using test::FreePort;
 
 // `fabrica server` as a child process, plain HTTP on a free port.
 class ServerProcess {

@@ -35,6 +35,7 @@
 #include "control/sim_agent.h"
 #include "core/fleet.h"
 #include "store/store.h"
+#include "test_net.h"
 #include "test_util.h"
 
 namespace fabrica {
@@ -599,18 +600,7 @@ TEST_F(HealthFactoryTest, ScheduledFaultFiresThroughTheAgent) {
 // ---------------------------------------------------------------------------------------------
 // The real `fabrica up`, with a fault injected through its API.
 
-int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  CHECK(fd >= 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  CHECK(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-  socklen_t len = sizeof(addr);
-  CHECK(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
+using test::FreePort;
 
 TEST(UpProcessTest, InjectedXid79IsRemediatedInTheRunningFactory) {
   test::TempDir dir("health_up");

@@ -1,7 +1,10 @@
-// The `fabrica` binary: simulators now; server, agent and the local factory as they land.
+// The `fabrica` binary: simulators, the server, the local factory, the node agent and its
+// device inventory.
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "cli/agent_command.h"
+#include "cli/devices_command.h"
 #include "cli/place_command.h"
 #include "cli/server_command.h"
 #include "cli/sim_commands.h"
@@ -13,6 +16,8 @@ int main(int argc, char** argv) {
   fabrica::cli::AddSimCommands(app, &exit_code);
   fabrica::cli::AddPlaceCommand(app, &exit_code);
   fabrica::cli::AddServerCommands(app, &exit_code);
+  fabrica::cli::AddAgentCommand(app, &exit_code);
+  fabrica::cli::AddDevicesCommand(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,762 @@
+#include "agent/agent.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "agent/dcgm_exporter.h"
+#include "api/json_fields.h"
+#include "control/sim_agent.h"
+#include "core/quantity.h"
+#include "shim/shim_config.h"
+
+namespace fabrica {
+
+using json = nlohmann::json;
+using jsonf::Field;
+using jsonf::Int;
+using jsonf::List;
+using jsonf::Str;
+
+namespace {
+
+constexpr char kApi[] = "/apis/fabrica.dev/v1";
+constexpr size_t kLogChunk = 256 << 10;
+
+Status Check(const Result<ClientResponse>& r, const std::string& node, const char* what) {
+  if (!r.ok()) return r.status();
+  if (r->status >= 300) {
+    return Status(StatusCode::kUnavailable, "node " + node + ": " + what + " got HTTP " +
+                                                std::to_string(r->status) + ": " + r->body);
+  }
+  return Status::Ok();
+}
+
+std::string WorkloadPath(const std::string& ns, const std::string& name) {
+  return std::string(kApi) + "/namespaces/" + ns + "/workloads/" + name;
+}
+
+}  // namespace
+
+// One pod this node should run, from a workload's status.
+struct NodeAgent::PodPlan {
+  std::string ns, name, pod, key, binding, phase;
+  json workload;
+  json assignment;
+};
+
+NodeAgent::NodeAgent(AgentOptions options, std::unique_ptr<DeviceBackend> devices,
+                     const Clock& clock)
+    : options_(std::move(options)), devices_(std::move(devices)), clock_(clock) {
+  client_ = std::make_unique<HttpClient>(options_.client);
+  launcher_ = std::make_unique<Launcher>(LauncherOptions{options_.state_dir, options_.cgroup_root});
+}
+
+Status NodeAgent::Start() {
+  auto inv = devices_->Discover();
+  if (!inv.ok()) return inv.status();
+  inventory_ = *inv;
+  inventory_.node.name = NodeId(options_.node);
+  RETURN_IF_ERROR(launcher_->Load());
+  for (const auto& [key, p] : launcher_->pods()) {
+    log_files_[key] = p.log_path;
+    // An adopted fractional pod keeps reporting its achieved share from its shim region.
+    std::string id = key;
+    std::replace(id.begin(), id.end(), '/', '_');
+    const std::string region = options_.state_dir + "/shim/" + id + ".region";
+    struct stat sb;
+    if (stat(region.c_str(), &sb) == 0) shim_regions_[key] = region;
+  }
+  return Status::Ok();
+}
+
+Status NodeAgent::Register() {
+  json node = {{"apiVersion", "fabrica.dev/v1"},
+               {"kind", "Node"},
+               {"metadata", {{"name", options_.node}}},
+               {"spec", json::parse(NodeSpecJson(inventory_.node))}};
+  auto r = client_->Do("POST", std::string(kApi) + "/nodes", node.dump());
+  if (r.ok() && r->status == 409) {
+    // Registered before: bring the stored inventory up to date, keeping what admins set
+    // (labels, unschedulable) — a merge patch of the discovered fields only.
+    json spec = json::parse(NodeSpecJson(inventory_.node));
+    spec.erase("labels");
+    r = client_->Do("PATCH", std::string(kApi) + "/nodes/" + options_.node,
+                    json{{"spec", spec}}.dump(), "application/merge-patch+json");
+  }
+  RETURN_IF_ERROR(Check(r, options_.node, "register"));
+  registered_ = true;
+  return Status::Ok();
+}
+
+Status NodeAgent::Heartbeat(int64_t now) {
+  json lease = {
+      {"apiVersion", "fabrica.dev/v1"},
+      {"kind", "Lease"},
+      {"metadata", {{"name", options_.node}}},
+      {"spec",
+       {{"holderIdentity", options_.node}, {"leaseDurationSeconds", options_.lease_seconds}}}};
+  const std::string path = std::string(kApi) + "/leases/" + options_.node;
+  auto r = client_->Do("PUT", path, lease.dump());
+  if (r.ok() && r->status == 404)
+    r = client_->Do("POST", std::string(kApi) + "/leases", lease.dump());
+  RETURN_IF_ERROR(Check(r, options_.node, "heartbeat"));
+  last_heartbeat_ms_ = now;
+  return Status::Ok();
+}
+
+Status NodeAgent::ReportHealth(const std::vector<GpuReading>& readings, bool with_gauges) {
+  json report = json::object();
+  std::set<int> xid79;
+  for (const XidEvent& x : devices_->PollXids()) {
+    if (x.gpu < 0 || x.xid < 1 || x.xid > 9999) continue;
+    report["xids"].push_back({{"gpu", x.gpu}, {"xid", x.xid}});
+    if (x.xid == 79) xid79.insert(x.gpu);
+  }
+  for (const GpuReading& g : readings) {
+    if (g.mig_gpu_instance_id >= 0) continue;
+    if (g.lost) {
+      // A GPU that fell off the bus is XID 79 whether or not the driver sent the event.
+      if (!lost_reported_.count(g.index) && !xid79.count(g.index)) {
+        report["xids"].push_back({{"gpu", g.index}, {"xid", 79}});
+      }
+      lost_reported_.insert(g.index);
+      continue;
+    }
+    lost_reported_.erase(g.index);
+    json d = {{"gpu", g.index}};
+    if (g.ecc_dbe_volatile >= 0) {
+      auto it = ecc_reported_.find(g.index);
+      if ((it == ecc_reported_.end() && g.ecc_dbe_volatile > 0) ||
+          (it != ecc_reported_.end() && it->second != g.ecc_dbe_volatile)) {
+        d["eccDoubleBitVolatile"] = g.ecc_dbe_volatile;
+      }
+    }
+    if (with_gauges && g.temperature_c >= 0) d["temperatureC"] = g.temperature_c;
+    if (with_gauges && g.power_watts >= 0) d["powerW"] = g.power_watts;
+    if (d.size() > 1) report["devices"].push_back(d);
+  }
+  if (report.empty()) return Status::Ok();
+  auto r =
+      client_->Do("POST", std::string(kApi) + "/nodes/" + options_.node + "/health", report.dump());
+  if (r.ok() && r->status == 404) return Status::Ok();  // a server without a health controller
+  RETURN_IF_ERROR(Check(r, options_.node, "health report"));
+  for (const GpuReading& g : readings) {
+    if (g.mig_gpu_instance_id < 0 && !g.lost && g.ecc_dbe_volatile >= 0) {
+      ecc_reported_[g.index] = g.ecc_dbe_volatile;
+    }
+  }
+  return Status::Ok();
+}
+
+Status NodeAgent::PushSamples(int64_t now, const std::vector<GpuReading>& readings) {
+  json samples = json::array();
+  for (const GpuReading& g : readings) {
+    if (g.lost || g.util_percent < 0) continue;
+    std::string uuid = g.uuid;
+    if (g.mig_gpu_instance_id >= 0)
+      uuid = inventory_.gpus.size() > static_cast<size_t>(g.index)
+                 ? inventory_.gpus[g.index].uuid + "/" + std::to_string(g.mig_gpu_instance_id)
+                 : uuid;
+    samples.push_back({{"node", options_.node},
+                       {"uuid", uuid},
+                       {"time", now},
+                       {"utilPermille", std::clamp(g.util_percent, 0, 100) * 10}});
+  }
+  // Achieved shares on shared GPUs: each container's busy time since the last sample, from
+  // its shim region, as per-mille of the busy time of all containers on that GPU.
+  std::map<std::string, std::map<std::string, int64_t>> busy;  // uuid -> workload -> ns
+  for (const auto& [key, region] : shim_regions_) {
+    if (!launcher_->pods().count(key)) continue;
+    ContainerUsage usage;
+    std::string error;
+    if (!ReadShimRegion(region, &usage, &error)) continue;
+    const std::string wkey = key.substr(0, key.rfind('/'));
+    for (const ContainerUsage::Dev& d : usage.devices) {
+      int64_t& last = shim_busy_[key + "|" + d.uuid];
+      busy[d.uuid][wkey] += std::max<int64_t>(0, d.busy_ns - last);
+      last = d.busy_ns;
+    }
+  }
+  for (json& sample : samples) {
+    auto it = busy.find(sample["uuid"].get<std::string>());
+    if (it == busy.end()) continue;
+    int64_t total = 0;
+    for (const auto& [w, ns] : it->second) total += ns;
+    if (total <= 0) continue;
+    json shares = json::object();
+    for (const auto& [w, ns] : it->second) {
+      shares[w] = static_cast<int32_t>(ns * 1000 / total);
+    }
+    sample["achievedPermille"] = shares;
+  }
+  if (samples.empty()) return Status::Ok();
+  auto r = client_->Do("POST", std::string(kApi) + "/telemetry", json{{"samples", samples}}.dump());
+  if (r.ok() && r->status == 404) return Status::Ok();  // a server without a meter
+  RETURN_IF_ERROR(Check(r, options_.node, "telemetry"));
+  last_sample_ms_ = now;
+  return Status::Ok();
+}
+
+Result<LaunchSpec> NodeAgent::MakeLaunchSpec(const PodPlan& plan) {
+  LaunchSpec spec;
+  spec.key = plan.key;
+  spec.binding = plan.binding;
+  const json& wspec = Field(plan.workload, "spec");
+  const json& run = Field(wspec, "run");
+  std::vector<std::string> command;
+  for (const json& c : List(run, "command")) {
+    if (c.is_string()) command.push_back(c.get<std::string>());
+  }
+  const int64_t duration = Int(run, "durationSeconds");
+  if (options_.exec_commands && !command.empty()) {
+    spec.argv = command;
+  } else {
+    // No command (or a dry-run node): a stand-in that lasts the declared duration.
+    spec.argv = {"sleep", duration > 0 ? std::to_string(duration) : "infinity"};
+  }
+  // The pod set this pod belongs to ("<set>-<i>"), for its CPU and memory limits.
+  const size_t dash = plan.pod.rfind('-');
+  const std::string set = dash == std::string::npos ? plan.pod : plan.pod.substr(0, dash);
+  for (const json& ps : List(wspec, "podSets")) {
+    if (Str(ps, "name") != set) continue;
+    const json& cpu = Field(ps, "cpu");
+    if (cpu.is_string() || cpu.is_number()) {
+      auto q = ParseMilliCpu(cpu.is_string() ? cpu.get<std::string>() : cpu.dump());
+      if (q.ok()) spec.cpu_milli = q->value();
+    }
+    const json& mem = Field(ps, "memory");
+    if (mem.is_string()) {
+      auto q = ParseMemoryMib(mem.get<std::string>());
+      if (q.ok()) spec.memory_mib = q->value();
+    }
+  }
+  std::vector<std::string> visible;
+  bool fractional = false;
+  for (const json& d : List(plan.assignment, "devices")) {
+    std::string uuid = Str(d, "uuid");
+    const int64_t index = Int(d, "index", -1);
+    const int64_t slice = Int(d, "migSlice", -1);
+    if (slice >= 0 && index >= 0 && static_cast<size_t>(index) < inventory_.gpus.size()) {
+      const auto& mig = inventory_.gpus[index].mig_instances;
+      if (static_cast<size_t>(slice) < mig.size() && !mig[slice].uuid.empty()) {
+        uuid = mig[slice].uuid;
+      }
+    }
+    visible.push_back(uuid);
+    // A share of a GPU (not a MIG slice, which the hardware isolates) needs the shim.
+    int64_t total_mib = 0;
+    if (index >= 0 && static_cast<size_t>(index) < inventory_.node.devices.size()) {
+      total_mib = inventory_.node.devices[index].memory.value();
+    }
+    const int64_t mib = Int(d, "memoryMiB", 0);
+    if (slice < 0 && (Int(d, "gpuMilli", 1000) < 1000 || (mib > 0 && mib < total_mib))) {
+      fractional = true;
+    }
+  }
+  std::string visible_list;
+  for (const std::string& v : visible) visible_list += (visible_list.empty() ? "" : ",") + v;
+  const char* path = std::getenv("PATH");
+  spec.env = {{"PATH", path ? path : "/usr/local/bin:/usr/bin:/bin"},
+              {"HOME", "/tmp"},
+              {"LANG", "C.UTF-8"},
+              {"FABRICA_TENANT", plan.ns},
+              {"FABRICA_WORKLOAD", plan.name},
+              {"FABRICA_POD", plan.pod},
+              {"FABRICA_NODE", options_.node},
+              {"CUDA_VISIBLE_DEVICES", visible.empty() ? "" : visible_list},
+              {"NVIDIA_VISIBLE_DEVICES", visible.empty() ? "void" : visible_list}};
+  if (fractional) {
+    if (options_.shim_library.empty()) {
+      // Fail closed: a fractional share never runs on an uncapped GPU.
+      return FailedPrecondition("pod " + plan.pod +
+                                " has a fractional GPU share and this node has no vGPU shim "
+                                "(fabrica agent --shim)");
+    }
+    RETURN_IF_ERROR(PrepareShim(plan, &spec));
+  }
+  return spec;
+}
+
+Status NodeAgent::Reconcile(int64_t now) {
+  auto list = client_->Do("GET", std::string(kApi) + "/workloads");
+  RETURN_IF_ERROR(Check(list, options_.node, "list workloads"));
+  json body = json::parse(list->body, nullptr, false);
+  if (!Field(body, "items").is_array()) {
+    return Internal("node " + options_.node + ": the workload list is not a list");
+  }
+  std::map<std::string, PodPlan> wanted;
+  std::map<std::string, int> pods_here;  // "tenant/name" -> pods of its binding on this node
+  for (const json& w : body["items"]) {
+    const json& status = Field(w, "status");
+    const std::string phase = Str(status, "phase");
+    if (phase != "Scheduled" && phase != "Running") continue;
+    for (const json& a : List(status, "assignments")) {
+      if (Str(a, "node") != options_.node) continue;
+      PodPlan plan;
+      plan.ns = Str(Field(w, "metadata"), "namespace");
+      plan.name = Str(Field(w, "metadata"), "name");
+      plan.pod = Str(a, "pod", "0");
+      plan.key = plan.ns + "/" + plan.name + "/" + plan.pod;
+      plan.binding = Str(status, "scheduledTime");
+      plan.phase = phase;
+      plan.workload = w;
+      plan.assignment = a;
+      ++pods_here[plan.ns + "/" + plan.name];
+      wanted[plan.key] = std::move(plan);
+    }
+  }
+  Status first = Status::Ok();
+  // Pods that run here without a current binding: stop them (requeued, moved, deleted, or
+  // left from before a restart).
+  for (const auto& [key, p] : launcher_->pods()) {
+    auto it = wanted.find(key);
+    if (it == wanted.end() || it->second.binding != p.binding) {
+      launcher_->Stop(key, options_.grace_ms, now);
+    }
+  }
+  std::set<std::string> moved_to_running;
+  for (auto& [key, plan] : wanted) {
+    const std::string wkey = plan.ns + "/" + plan.name;
+    Outcome& outcome = outcomes_[wkey];
+    if (outcome.binding != plan.binding) {
+      outcome = Outcome();
+      outcome.binding = plan.binding;
+    }
+    outcome.pods_here = pods_here[wkey];
+    if (launcher_->pods().count(key)) continue;  // running (or stopping an older binding)
+    auto done = finished_.find(key);
+    if (done != finished_.end() && done->second == plan.binding) continue;
+    auto spec = MakeLaunchSpec(plan);
+    Status launched = spec.ok() ? launcher_->Launch(*spec, now) : spec.status();
+    if (!launched.ok()) {
+      // The pod cannot run here: it failed, and says why.
+      PodExit e;
+      e.key = key;
+      e.binding = plan.binding;
+      e.exit_code = 128;
+      finished_[key] = plan.binding;
+      outcome.message = launched.message();
+      outcome.cannot_run = true;
+      RecordExit(e);
+      continue;
+    }
+    log_files_[key] = launcher_->LogPath(key);
+    log_shipped_[key] = 0;
+    if (plan.phase == "Scheduled" && !moved_to_running.count(wkey)) {
+      moved_to_running.insert(wkey);
+      json patch = {{"status",
+                     {{"phase", "Running"},
+                      {"startTime", FormatTimestamp(now)},
+                      {"message", "running on " + options_.node}}}};
+      auto r = client_->Do("PATCH", WorkloadPath(plan.ns, plan.name) + "/status", patch.dump(),
+                           "application/merge-patch+json");
+      Status st = Check(r, options_.node, "mark running");
+      if (!st.ok() && first.ok()) first = st;
+    }
+  }
+  // Forget outcomes of pods no longer assigned here.
+  for (auto it = finished_.begin(); it != finished_.end();) {
+    it = wanted.count(it->first) ? std::next(it) : finished_.erase(it);
+  }
+  {
+    // Who uses each GPU now, for /metrics (a shared GPU lists its workloads, comma-separated)
+    // and for the simulated load.
+    std::lock_guard<std::mutex> lock(labels_mu_);
+    gpu_labels_.clear();
+    gpu_milli_.clear();
+    for (const auto& [key, plan] : wanted) {
+      if (!launcher_->pods().count(key)) continue;
+      for (const json& d : List(plan.assignment, "devices")) {
+        std::string device = Str(d, "uuid");
+        const int64_t index = Int(d, "index", -1);
+        const int64_t slice = Int(d, "migSlice", -1);
+        if (slice >= 0 && index >= 0 && static_cast<size_t>(index) < inventory_.gpus.size() &&
+            static_cast<size_t>(slice) < inventory_.gpus[index].mig_instances.size()) {
+          const MigInstanceInfo& mig = inventory_.gpus[index].mig_instances[slice];
+          device += "/" + std::to_string(mig.gpu_instance_id);
+          gpu_milli_[mig.uuid.empty() ? device : mig.uuid] += 1000;
+        } else {
+          gpu_milli_[device] += Int(d, "gpuMilli", 1000);
+        }
+        auto& labels = gpu_labels_[device];
+        for (const auto& [k, v] : WorkloadLabels(plan.ns, plan.name, plan.pod)) {
+          std::string& have = labels[k];
+          if (have.empty()) {
+            have = v;
+          } else if (("," + have + ",").find("," + v + ",") == std::string::npos) {
+            have += "," + v;
+          }
+        }
+      }
+    }
+  }
+  reconciled_once_ = true;
+  return first;
+}
+
+void NodeAgent::RecordExit(const PodExit& e) {
+  const size_t slash1 = e.key.find('/');
+  const size_t slash2 = e.key.find('/', slash1 + 1);
+  const std::string pod = e.key.substr(slash2 + 1);
+  Outcome& o = outcomes_[e.key.substr(0, slash2)];
+  if (o.binding != e.binding) return;  // an older binding's pod
+  ++o.done;
+  if (!e.lost && e.signal == 0 && e.exit_code == 0) return;
+  ++o.failed;
+  if (o.message.empty()) {
+    o.message = e.lost     ? "pod " + pod + " vanished (its monitor was killed)"
+                : e.signal ? "pod " + pod + " was killed by signal " + std::to_string(e.signal)
+                           : "pod " + pod + " exited with code " + std::to_string(e.exit_code);
+  }
+  o.exit_code = e.signal ? 128 + e.signal : (e.lost ? 137 : e.exit_code);
+}
+
+Status NodeAgent::SendOutcomes(int64_t now) {
+  Status first = Status::Ok();
+  for (auto& [wkey, o] : outcomes_) {
+    if (o.sent || o.done == 0 || (o.done < o.pods_here && o.failed == 0)) continue;
+    const std::string ns = wkey.substr(0, wkey.find('/'));
+    const std::string name = wkey.substr(wkey.find('/') + 1);
+    // Report against the binding it belongs to: read, compare, write with the version read.
+    Status st(StatusCode::kUnavailable, "node " + options_.node + ": could not report " + wkey);
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      // A node reads workloads through its list, which holds those assigned to it.
+      auto r = client_->Do("GET", std::string(kApi) + "/workloads");
+      st = Check(r, options_.node, "read workloads");
+      if (!st.ok()) break;
+      json list = json::parse(r->body, nullptr, false);
+      json w;
+      for (const json& item : List(list, "items")) {
+        const json& meta = Field(item, "metadata");
+        if (Str(meta, "namespace") == ns && Str(meta, "name") == name) w = item;
+      }
+      if (w.is_null()) break;  // deleted, or no longer assigned here
+      json& status = w["status"];
+      const std::string phase = Str(status, "phase");
+      if (Str(status, "scheduledTime") != o.binding ||
+          (phase != "Running" && phase != "Scheduled")) {
+        break;  // requeued, moved or already reported: not ours to end
+      }
+      status["phase"] = o.failed ? "Failed" : "Succeeded";
+      status["completionTime"] = FormatTimestamp(now);
+      status["exitCode"] = o.failed ? o.exit_code : 0;
+      status["message"] = o.failed ? o.message : "completed on " + options_.node;
+      if (o.failed) status["reason"] = o.cannot_run ? "CannotRun" : "Error";
+      auto put = client_->Do("PUT", WorkloadPath(ns, name) + "/status", w.dump());
+      if (put.ok() && put->status == 409) continue;  // changed meanwhile: look again
+      st = Check(put, options_.node, "report exit");
+      break;
+    }
+    if (st.ok()) {
+      o.sent = true;
+    } else if (first.ok()) {
+      first = st;  // tried again next round
+    }
+  }
+  // Keep only outcomes still to send.
+  for (auto it = outcomes_.begin(); it != outcomes_.end();) {
+    it = it->second.sent ? outcomes_.erase(it) : std::next(it);
+  }
+  return first;
+}
+
+Status NodeAgent::ShipLogs() {
+  Status first = Status::Ok();
+  for (auto it = log_files_.begin(); it != log_files_.end();) {
+    const std::string& key = it->first;
+    const std::string& file = it->second;
+    const bool running = launcher_->pods().count(key) > 0;
+    std::ifstream in(file, std::ios::binary);
+    int64_t& shipped = log_shipped_[key];
+    std::string chunk;
+    if (in) {
+      in.seekg(shipped);
+      chunk.resize(kLogChunk);
+      in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+      chunk.resize(static_cast<size_t>(in.gcount()));
+    }
+    if (!chunk.empty()) {
+      const size_t slash1 = key.find('/');
+      const size_t slash2 = key.find('/', slash1 + 1);
+      const std::string path =
+          WorkloadPath(key.substr(0, slash1), key.substr(slash1 + 1, slash2 - slash1 - 1)) +
+          "/log?pod=" + key.substr(slash2 + 1) + "&offset=" + std::to_string(shipped);
+      auto r = client_->Do("POST", path, chunk, "text/plain");
+      if (r.ok() && (r->status == 200 || r->status == 409)) {
+        json reply = json::parse(r->body, nullptr, false);
+        shipped = Int(reply, "size", shipped + static_cast<int64_t>(chunk.size()));
+      } else if (r.ok() && (r->status == 404 || r->status == 403)) {
+        chunk.clear();  // the workload is gone or no longer ours: drop its log
+        shipped = INT64_MAX;
+      } else {
+        Status st = r.ok() ? Check(r, options_.node, "ship log") : r.status();
+        if (first.ok()) first = st;
+      }
+    }
+    if (!running && (chunk.empty() || shipped == INT64_MAX)) {
+      unlink(file.c_str());
+      log_shipped_.erase(key);
+      it = log_files_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return first;
+}
+
+void NodeAgent::SimulateLoad() {
+  auto* sim = dynamic_cast<SimDeviceBackend*>(devices_.get());
+  if (!sim) return;
+  // A simulated GPU is 80% busy for the share its running pods hold, as the built-in simulated
+  // nodes report (control/sim_agent.h).
+  std::map<std::string, int64_t> milli;
+  {
+    std::lock_guard<std::mutex> lock(labels_mu_);
+    milli = gpu_milli_;
+  }
+  for (const Device& d : inventory_.node.devices) milli.emplace(d.uuid, 0);
+  for (const GpuDetails& g : inventory_.gpus) {
+    for (const MigInstanceInfo& m : g.mig_instances) {
+      if (!m.uuid.empty()) milli.emplace(m.uuid, 0);
+    }
+  }
+  for (const auto& [uuid, held] : milli) {
+    (void)sim->SetBusy(uuid, static_cast<int32_t>(std::min<int64_t>(1000, held) * 8 / 10));
+  }
+}
+
+Status NodeAgent::PrepareShim(const PodPlan& plan, LaunchSpec* spec) {
+  ShimConfig config;
+  config.container = plan.key;
+  std::string id = plan.key;
+  std::replace(id.begin(), id.end(), '/', '_');
+  const std::string dir = options_.state_dir + "/shim";
+  mkdir(dir.c_str(), 0700);
+  config.region_path = dir + "/" + id + ".region";
+  unlink(config.region_path.c_str());  // a new binding starts with no usage
+  for (const json& d : List(plan.assignment, "devices")) {
+    ShimConfig::Dev dev;
+    dev.uuid = Str(d, "uuid");
+    const int64_t index = Int(d, "index", -1);
+    int64_t total_mib = 0;
+    if (index >= 0 && static_cast<size_t>(index) < inventory_.node.devices.size()) {
+      total_mib = inventory_.node.devices[index].memory.value();
+    }
+    const int64_t milli = std::clamp<int64_t>(Int(d, "gpuMilli", 1000), 1, 1000);
+    int64_t mib = Int(d, "memoryMiB", 0);
+    if (mib <= 0) mib = total_mib * milli / 1000;  // memory in proportion to the compute share
+    if (mib <= 0) {
+      return FailedPrecondition("GPU " + dev.uuid +
+                                ": no memory size known to cap a fractional share with");
+    }
+    dev.memory_limit_bytes = mib << 20;
+    dev.compute_permille = static_cast<int>(milli);
+    config.devices.push_back(dev);
+  }
+  const std::string file = dir + "/" + id + ".conf";
+  std::ofstream out(file, std::ios::trunc);
+  out << FormatShimConfig(config);
+  out.close();
+  if (!out) return Internal("cannot write the shim configuration " + file);
+  spec->env["FABRICA_VGPU_CONFIG"] = file;
+  spec->env["LD_PRELOAD"] = options_.shim_library;
+  shim_regions_[plan.key] = config.region_path;
+  return Status::Ok();
+}
+
+std::string NodeAgent::MetricsText() const {
+  std::lock_guard<std::mutex> lock(labels_mu_);
+  return RenderDcgmExporterPage(inventory_, last_readings_, gpu_labels_);
+}
+
+std::string NodeAgent::InventoryReport() const {
+  json gpus = json::array();
+  for (const Device& d : inventory_.node.devices) {
+    gpus.push_back({{"uuid", d.uuid},
+                    {"model", d.model},
+                    {"memoryMiB", d.memory.value()},
+                    {"eccEnabled", d.ecc_enabled},
+                    {"nvlinkPeers", d.nvlink_peers}});
+  }
+  json nics = json::array();
+  for (const Nic& n : inventory_.node.nics) nics.push_back({{"name", n.name}, {"gbps", n.gbps}});
+  return json{{"node", options_.node}, {"gpus", gpus}, {"nics", nics}}.dump();
+}
+
+// Burn-in on this node: the readable-and-clean check every backend can do (each GPU answers,
+// is on the bus, has no double-bit ECC errors). A GPU that fails is named. Compute and NCCL
+// stress need dcgmi / nccl-tests, which this agent does not run yet.
+std::string NodeAgent::BurnIn(int gpu, bool* passed) {
+  auto readings = devices_->Read();
+  std::vector<int> failed;
+  std::string why;
+  if (!readings.ok()) {
+    *passed = false;
+    return json{{"passed", false},
+                {"summary", "cannot read the GPUs: " + readings.status().message()}}
+        .dump();
+  }
+  int checked = 0;
+  for (const GpuReading& g : *readings) {
+    if (g.mig_gpu_instance_id >= 0 || (gpu >= 0 && g.index != gpu)) continue;
+    ++checked;
+    if (g.lost) {
+      failed.push_back(g.index);
+      why += "GPU " + std::to_string(g.index) + " is off the bus; ";
+    } else if (g.ecc_dbe_volatile > 0) {
+      failed.push_back(g.index);
+      why += "GPU " + std::to_string(g.index) + " has " + std::to_string(g.ecc_dbe_volatile) +
+             " double-bit ECC errors; ";
+    }
+  }
+  *passed = failed.empty() && checked > 0;
+  const std::string summary =
+      *passed ? "built-in check: " + std::to_string(checked) +
+                    " GPU(s) readable, on the bus, no double-bit ECC errors"
+              : (checked == 0 ? std::string("no GPU to check") : why.substr(0, why.size() - 2));
+  return json{{"passed", *passed}, {"failedGpus", failed}, {"summary", summary}}.dump();
+}
+
+Status NodeAgent::DoTasks(int64_t now) {
+  if (last_task_poll_ms_ >= 0 && now - last_task_poll_ms_ < 1000) return Status::Ok();
+  last_task_poll_ms_ = now;
+  auto r = client_->Do("GET", std::string(kApi) + "/nodes/" + options_.node + "/health");
+  if (r.ok() && r->status == 404) return Status::Ok();  // no record yet, or no health controller
+  RETURN_IF_ERROR(Check(r, options_.node, "read health record"));
+  json rec = json::parse(r->body, nullptr, false);
+  std::set<int64_t> listed;
+  Status first = Status::Ok();
+  for (const json& t : List(rec, "tasks")) {
+    const int64_t id = Int(t, "id");
+    listed.insert(id);
+    if (tasks_done_.count(id)) continue;
+    const std::string kind = Str(t, "kind");
+    const int gpu = static_cast<int>(Int(t, "gpu", -1));
+    auto* sim = dynamic_cast<SimDeviceBackend*>(devices_.get());
+    json result;
+    if (kind == "inspect") {
+      auto inv = devices_->Discover();
+      if (inv.ok()) {
+        inventory_ = *inv;
+        inventory_.node.name = NodeId(options_.node);
+      }
+      result = {{"succeeded", inv.ok()}, {"inventory", json::parse(InventoryReport())}};
+      if (!inv.ok()) result["message"] = inv.status().message();
+    } else if (kind == "burn-in") {
+      bool passed = false;
+      json burn_in = json::parse(BurnIn(gpu, &passed));
+      result = {{"succeeded", true}, {"burnIn", burn_in}};
+    } else if (kind == "reset-gpu" || kind == "reboot-node") {
+      if (sim) {
+        // The simulated hardware's side: a reset or reboot clears volatile ECC counters and
+        // brings a GPU that fell off the bus back.
+        Status st = sim->Repair(kind == "reset-gpu" ? gpu : -1);
+        result = {{"succeeded", st.ok()}, {"message", st.ok() ? "done" : st.message()}};
+        ecc_reported_.clear();
+        lost_reported_.clear();
+      } else {
+        result = {{"succeeded", false},
+                  {"message", kind + " is not performed by this agent on real GPUs"}};
+      }
+    } else if (kind == "inject") {
+      // `fabctl debug inject`: a fault for the simulated devices; real GPUs take none.
+      FaultInjection fault;
+      fault.node = NodeId(options_.node);
+      fault.xid = static_cast<int>(Int(t, "xid"));
+      fault.gpu = gpu;
+      fault.ecc_double_bit = Int(t, "eccDoubleBit", -1);
+      fault.kill = Field(t, "kill") == true;
+      Status st = sim ? sim->Inject(fault, now)
+                      : FailedPrecondition("node " + options_.node +
+                                           " has real GPUs: faults are injected only into "
+                                           "simulated devices");
+      result = {{"succeeded", st.ok()}, {"message", st.ok() ? "injected" : st.message()}};
+    } else {
+      continue;  // repair: people's work, reported by an admin
+    }
+    auto post = client_->Do(
+        "POST", std::string(kApi) + "/nodes/" + options_.node + "/tasks/" + std::to_string(id),
+        result.dump());
+    Status st = Check(post, options_.node, "report task");
+    if (st.ok()) {
+      tasks_done_.insert(id);
+    } else if (first.ok()) {
+      first = st;
+    }
+  }
+  // Forget reported tasks the record no longer lists.
+  for (auto it = tasks_done_.begin(); it != tasks_done_.end();) {
+    it = listed.count(*it) ? std::next(it) : tasks_done_.erase(it);
+  }
+  return first;
+}
+
+Status NodeAgent::Tick() {
+  const int64_t now = clock_.NowMs();
+  Status first = Status::Ok();
+  auto note = [&first](const Status& st) {
+    if (!st.ok() && first.ok()) first = st;
+  };
+  auto* sim = dynamic_cast<SimDeviceBackend*>(devices_.get());
+  if (sim && sim->Killed()) {
+    // An injected `kill`: the node's agent is dead to the server (no heartbeat, no reports).
+    return Status(StatusCode::kUnavailable,
+                  "node " + options_.node + ": killed by an injected fault");
+  }
+  if (!registered_) {
+    Status st = Register();
+    if (!st.ok()) return st;
+  }
+  if (last_heartbeat_ms_ < 0 || now - last_heartbeat_ms_ >= options_.heartbeat_ms) {
+    note(Heartbeat(now));
+  }
+  SimulateLoad();
+  auto readings = devices_->Read();
+  if (readings.ok()) {
+    {
+      std::lock_guard<std::mutex> lock(labels_mu_);
+      last_readings_ = *readings;
+    }
+    note(ReportHealth(*readings, last_heartbeat_ms_ == now));
+    if (last_sample_ms_ < 0 || now - last_sample_ms_ >= options_.sample_ms) {
+      note(PushSamples(now, *readings));
+    }
+  } else {
+    note(readings.status());
+  }
+  // Pods that ended: not to be started again under their binding, and counted once the
+  // round's list has set up their workloads' outcomes (a pod that ended while the agent was
+  // away included).
+  for (const PodExit& e : launcher_->Poll(now)) {
+    auto region = shim_regions_.find(e.key);
+    if (region != shim_regions_.end()) {
+      unlink(region->second.c_str());
+      unlink((region->second.substr(0, region->second.size() - 7) + ".conf").c_str());
+      shim_regions_.erase(region);
+      for (auto it = shim_busy_.lower_bound(e.key + "|");
+           it != shim_busy_.end() && it->first.rfind(e.key + "|", 0) == 0;) {
+        it = shim_busy_.erase(it);
+      }
+    }
+    if (e.stopped) continue;  // the agent ended it: its binding is gone, nothing to report
+    finished_[e.key] = e.binding;
+    pending_exits_.push_back(e);
+  }
+  Status reconciled = Reconcile(now);
+  note(reconciled);
+  if (reconciled.ok()) {
+    for (const PodExit& e : pending_exits_) RecordExit(e);
+    pending_exits_.clear();
+  }
+  note(SendOutcomes(now));
+  note(ShipLogs());
+  note(DoTasks(now));
+  return first;
+}
+
+}  // namespace fabrica

@@ -1,0 +1,363 @@
+#include "agent/launcher.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace fabrica {
+namespace {
+
+using json = nlohmann::json;
+
+std::string FileId(const std::string& key) {
+  std::string id = key;
+  for (char& c : id) {
+    if (c == '/') c = '_';
+  }
+  return id;
+}
+
+bool Exists(const std::string& path) {
+  struct stat sb;
+  return stat(path.c_str(), &sb) == 0;
+}
+
+std::string ReadSmallFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool WriteSmallFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  return static_cast<bool>(out);
+}
+
+// The executable `name` resolves to along PATH (done before fork: nothing after fork may
+// allocate).
+std::string ResolveExecutable(const std::string& name, const std::string& path_env) {
+  if (name.find('/') != std::string::npos) return name;
+  std::stringstream ss(path_env.empty() ? "/usr/local/bin:/usr/bin:/bin" : path_env);
+  std::string dir;
+  while (std::getline(ss, dir, ':')) {
+    const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "";
+}
+
+// Async-signal-safe helpers for the forked monitor.
+void WriteAll(int fd, const char* s, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, s, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;
+    s += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+void WriteStr(int fd, const char* s) { WriteAll(fd, s, strlen(s)); }
+void WriteInt(int fd, long v) {
+  char buf[24];
+  int i = sizeof(buf);
+  bool neg = v < 0;
+  unsigned long u = neg ? -static_cast<unsigned long>(v) : static_cast<unsigned long>(v);
+  do {
+    buf[--i] = static_cast<char>('0' + u % 10);
+    u /= 10;
+  } while (u > 0);
+  if (neg) buf[--i] = '-';
+  WriteAll(fd, buf + i, sizeof(buf) - i);
+}
+void CloseFrom(int lowest) {
+  const long max_fd = sysconf(_SC_OPEN_MAX);
+  for (long fd = lowest; fd < (max_fd > 0 ? std::min(max_fd, 65536L) : 1024L); ++fd) {
+    close(static_cast<int>(fd));
+  }
+}
+void DefaultSignals() {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = SIG_DFL;
+  for (int s : {SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGQUIT, SIGCHLD}) sigaction(s, &sa, nullptr);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+}
+
+}  // namespace
+
+uint64_t ProcessStartTicks(pid_t pid) {
+  std::string stat = ReadSmallFile("/proc/" + std::to_string(pid) + "/stat");
+  // Field 2 (comm) may hold spaces and parentheses: fields resume after the last ')'.
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::stringstream ss(stat.substr(close + 2));
+  std::string field;
+  // A zombie has ended: it only waits for a parent (not us, if adopted) to reap it.
+  if (stat.size() > close + 2 && (stat[close + 2] == 'Z' || stat[close + 2] == 'X')) return 0;
+  // After comm: field 3 (state) ... field 22 (starttime) is the 20th from here.
+  for (int i = 3; i <= 22; ++i) {
+    if (!(ss >> field)) return 0;
+  }
+  try {
+    return std::stoull(field);
+  } catch (...) {
+    return 0;
+  }
+}
+
+Launcher::Launcher(LauncherOptions options) : options_(std::move(options)) {
+  mkdir(options_.state_dir.c_str(), 0700);
+  mkdir((options_.state_dir + "/logs").c_str(), 0700);
+  if (options_.cgroup_root.empty()) {
+    cgroup_note_ = "no cgroup root: CPU and memory limits are not enforced";
+    return;
+  }
+  mkdir(options_.cgroup_root.c_str(), 0755);
+  if (!Exists(options_.cgroup_root + "/cgroup.procs")) {
+    cgroup_note_ = "cgroup root " + options_.cgroup_root +
+                   " is not a writable cgroup v2 directory: limits are not enforced";
+    options_.cgroup_root.clear();
+    return;
+  }
+  // Ask for the controllers in the root's subtree (may be refused: then limits are advisory).
+  const std::string available = ReadSmallFile(options_.cgroup_root + "/cgroup.controllers");
+  for (const char* c : {"cpu", "memory"}) {
+    if (available.find(c) != std::string::npos) {
+      WriteSmallFile(options_.cgroup_root + "/cgroup.subtree_control", std::string("+") + c);
+    }
+  }
+  const std::string enabled = ReadSmallFile(options_.cgroup_root + "/cgroup.subtree_control");
+  cgroup_cpu_ = enabled.find("cpu") != std::string::npos;
+  cgroup_memory_ = enabled.find("memory") != std::string::npos;
+  cgroup_note_ = "pods run in cgroups under " + options_.cgroup_root + "; cpu.max " +
+                 (cgroup_cpu_ ? "enforced" : "not available (cpu controller not enabled)") +
+                 ", memory.max " +
+                 (cgroup_memory_ ? "enforced" : "not available (memory controller not enabled)");
+}
+
+std::string Launcher::LogPath(const std::string& key) const {
+  return options_.state_dir + "/logs/" + FileId(key) + ".log";
+}
+
+Status Launcher::Save() const {
+  json pods = json::array();
+  for (const auto& [key, p] : pods_) {
+    pods.push_back({{"key", p.key},
+                    {"binding", p.binding},
+                    {"pid", p.pid},
+                    {"startTicks", p.start_ticks},
+                    {"log", p.log_path},
+                    {"exit", p.exit_path},
+                    {"cgroup", p.cgroup},
+                    {"startedMs", p.started_ms},
+                    {"stopDeadlineMs", p.stop_deadline_ms}});
+  }
+  const std::string path = options_.state_dir + "/pods.json";
+  if (!WriteSmallFile(path + ".tmp", json{{"pods", pods}}.dump(1)) ||
+      rename((path + ".tmp").c_str(), path.c_str()) != 0) {
+    return Internal("cannot write " + path + ": " + strerror(errno));
+  }
+  return Status::Ok();
+}
+
+Status Launcher::Load() {
+  const std::string path = options_.state_dir + "/pods.json";
+  if (!Exists(path)) return Status::Ok();
+  json doc = json::parse(ReadSmallFile(path), nullptr, false);
+  if (!doc.is_object() || !doc["pods"].is_array()) {
+    return InvalidArgument(path + ": not a pod state file");
+  }
+  for (const json& j : doc["pods"]) {
+    PodProcess p;
+    p.key = j.value("key", "");
+    p.binding = j.value("binding", "");
+    p.pid = j.value("pid", -1);
+    p.start_ticks = j.value("startTicks", uint64_t{0});
+    p.log_path = j.value("log", "");
+    p.exit_path = j.value("exit", "");
+    p.cgroup = j.value("cgroup", "");
+    p.started_ms = j.value("startedMs", int64_t{0});
+    p.stop_deadline_ms = j.value("stopDeadlineMs", int64_t{-1});
+    if (p.key.empty() || p.pid <= 0) continue;
+    // A pid now used by another process is not ours: keep the record only to report the pod
+    // (exit file or lost), never to signal that pid.
+    if (ProcessStartTicks(p.pid) != p.start_ticks) p.pid = 0;
+    pods_[p.key] = p;
+  }
+  return Save();
+}
+
+Status Launcher::Launch(const LaunchSpec& spec, int64_t now_ms) {
+  if (pods_.count(spec.key)) return FailedPrecondition("pod " + spec.key + " is already running");
+  if (spec.argv.empty()) return InvalidArgument("pod " + spec.key + ": empty command");
+  const auto path_it = spec.env.find("PATH");
+  const std::string exe =
+      ResolveExecutable(spec.argv[0], path_it == spec.env.end() ? "" : path_it->second);
+  PodProcess p;
+  p.key = spec.key;
+  p.binding = spec.binding;
+  p.log_path = LogPath(spec.key);
+  p.exit_path = options_.state_dir + "/" + FileId(spec.key) + ".exit";
+  p.started_ms = now_ms;
+  unlink(p.exit_path.c_str());
+  if (!options_.cgroup_root.empty()) {
+    p.cgroup = options_.cgroup_root + "/" + FileId(spec.key);
+    rmdir(p.cgroup.c_str());  // a leftover of an earlier run, if empty
+    if (mkdir(p.cgroup.c_str(), 0755) != 0 && errno != EEXIST) {
+      return Internal("cannot create cgroup " + p.cgroup + ": " + strerror(errno));
+    }
+    if (cgroup_cpu_ && spec.cpu_milli > 0) {
+      // cpu.max: quota and period in microseconds; 1000m = one CPU = 100000 per 100000.
+      WriteSmallFile(p.cgroup + "/cpu.max", std::to_string(spec.cpu_milli * 100) + " 100000");
+    }
+    if (cgroup_memory_ && spec.memory_mib > 0) {
+      WriteSmallFile(p.cgroup + "/memory.max", std::to_string(spec.memory_mib << 20));
+    }
+  }
+
+  // Everything the children need, built before fork.
+  std::vector<std::string> env_strings;
+  for (const auto& [k, v] : spec.env) env_strings.push_back(k + "=" + v);
+  std::vector<char*> envp;
+  for (std::string& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> args = spec.argv;
+  std::vector<char*> argv;
+  for (std::string& s : args) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  const std::string procs = p.cgroup.empty() ? "" : p.cgroup + "/cgroup.procs";
+  const std::string exit_tmp = p.exit_path + ".tmp";
+  const std::string missing = "fabrica: " + spec.argv[0] + ": command not found\n";
+
+  const pid_t monitor = fork();
+  if (monitor < 0) return Internal(std::string("fork: ") + strerror(errno));
+  if (monitor == 0) {
+    // The monitor: session and group leader, in the pod's cgroup, deaf to the group's SIGTERM
+    // (it must outlive the pod to record its status), with nothing of the agent's open.
+    setsid();
+    DefaultSignals();
+    if (!procs.empty()) {
+      int fd = open(procs.c_str(), O_WRONLY | O_CLOEXEC);
+      if (fd >= 0) {
+        WriteStr(fd, "0");
+        close(fd);
+      }
+    }
+    CloseFrom(3);
+    struct sigaction ignore;
+    memset(&ignore, 0, sizeof(ignore));
+    ignore.sa_handler = SIG_IGN;
+    for (int s : {SIGTERM, SIGINT, SIGHUP}) sigaction(s, &ignore, nullptr);
+    const pid_t child = fork();
+    if (child == 0) {
+      DefaultSignals();
+      int log = open(p.log_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+      int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+      if (null >= 0) dup2(null, 0);
+      if (log >= 0) {
+        dup2(log, 1);
+        dup2(log, 2);
+      }
+      if (!exe.empty()) execve(exe.c_str(), argv.data(), envp.data());
+      WriteStr(2, missing.c_str());
+      _exit(127);
+    }
+    int status = 0;
+    long code = -1, sig = 0;
+    if (child > 0) {
+      while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+      }
+      if (WIFEXITED(status)) code = WEXITSTATUS(status);
+      if (WIFSIGNALED(status)) sig = WTERMSIG(status);
+    }
+    int fd = open(exit_tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      WriteStr(fd, sig ? "signal " : "exit ");
+      WriteInt(fd, sig ? sig : code);
+      WriteStr(fd, "\n");
+      fsync(fd);
+      close(fd);
+      rename(exit_tmp.c_str(), p.exit_path.c_str());
+    }
+    _exit(0);
+  }
+  p.pid = monitor;
+  // The monitor's start time identifies it across agent restarts; retry while /proc catches up.
+  for (int i = 0; i < 100 && p.start_ticks == 0; ++i) p.start_ticks = ProcessStartTicks(monitor);
+  pods_[p.key] = p;
+  return Save();
+}
+
+void Launcher::Stop(const std::string& key, int64_t grace_ms, int64_t now_ms) {
+  auto it = pods_.find(key);
+  if (it == pods_.end()) return;
+  PodProcess& p = it->second;
+  if (p.stop_deadline_ms >= 0) return;  // already stopping
+  p.stop_deadline_ms = now_ms + std::max<int64_t>(0, grace_ms);
+  if (p.pid > 0) kill(-p.pid, SIGTERM);
+  (void)Save();
+}
+
+std::vector<PodExit> Launcher::Poll(int64_t now_ms) {
+  std::vector<PodExit> out;
+  bool changed = false;
+  for (auto it = pods_.begin(); it != pods_.end();) {
+    PodProcess& p = it->second;
+    if (p.pid > 0) {
+      int status;
+      waitpid(p.pid, &status, WNOHANG);  // our own monitor (an adopted one is init's to reap)
+    }
+    const bool alive = p.pid > 0 && ProcessStartTicks(p.pid) == p.start_ticks;
+    if (alive) {
+      if (p.stop_deadline_ms >= 0 && now_ms >= p.stop_deadline_ms) {
+        kill(-p.pid, SIGKILL);
+        if (!p.cgroup.empty()) WriteSmallFile(p.cgroup + "/cgroup.kill", "1");
+      }
+      ++it;
+      continue;
+    }
+    PodExit e;
+    e.key = p.key;
+    e.binding = p.binding;
+    e.log_path = p.log_path;
+    e.stopped = p.stop_deadline_ms >= 0;
+    std::string status = ReadSmallFile(p.exit_path);
+    std::stringstream ss(status);
+    std::string kind;
+    long value = 0;
+    if (ss >> kind >> value) {
+      if (kind == "signal") {
+        e.signal = static_cast<int>(value);
+      } else {
+        e.exit_code = static_cast<int>(value);
+      }
+    } else {
+      e.lost = true;
+    }
+    if (!p.cgroup.empty()) {
+      // Nothing of the pod may outlive it (a child that left its process group included).
+      WriteSmallFile(p.cgroup + "/cgroup.kill", "1");
+      rmdir(p.cgroup.c_str());
+    }
+    unlink(p.exit_path.c_str());
+    out.push_back(e);
+    it = pods_.erase(it);
+    changed = true;
+  }
+  if (changed) (void)Save();
+  return out;
+}
+
+}  // namespace fabrica

@@ -1,0 +1,606 @@
+// The node agent (issue 5): the launcher's process supervision, and several real `fabrica
+// agent` processes against a real `fabrica server` — registration, heartbeats, pods run as
+// processes with their exit status and logs reported, a SIGKILLed agent's node going NotReady
+// and its work requeued, and restarted agents adopting or killing what they left running.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "../test_net.h"
+#include "../test_util.h"
+#include "agent/launcher.h"
+#include "client/http_client.h"
+
+namespace fabrica {
+namespace {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+using test::ReadFile;
+using test::TempDir;
+
+// Polls `done` every 50 ms until it holds or `timeout` passes.
+bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return done();
+}
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+LaunchSpec Shell(const std::string& key, const std::string& script) {
+  LaunchSpec spec;
+  spec.key = key;
+  spec.binding = "b1";
+  spec.argv = {"sh", "-c", script};
+  spec.env = {{"PATH", "/usr/bin:/bin"}, {"POD_GREETING", "hello"}};
+  return spec;
+}
+
+// Polls the launcher until `key` ended; returns its exit.
+PodExit WaitExit(Launcher& launcher, const std::string& key, std::chrono::milliseconds timeout) {
+  PodExit found;
+  found.key = "";
+  WaitFor(
+      [&] {
+        for (const PodExit& e : launcher.Poll(NowMs())) {
+          if (e.key == key) found = e;
+        }
+        return !found.key.empty();
+      },
+      timeout);
+  return found;
+}
+
+TEST(LauncherTest, RunsACommandWithItsEnvironmentAndRecordsItsExitAndOutput) {
+  TempDir dir;
+  Launcher launcher({dir.File("state"), ""});
+  ASSERT_TRUE(
+      launcher.Launch(Shell("t/w/p-0", "echo $POD_GREETING; echo oops >&2; exit 3"), NowMs()).ok());
+  PodExit e = WaitExit(launcher, "t/w/p-0", 10s);
+  ASSERT_EQ(e.key, "t/w/p-0");
+  EXPECT_EQ(e.exit_code, 3);
+  EXPECT_EQ(e.signal, 0);
+  EXPECT_FALSE(e.stopped);
+  EXPECT_FALSE(e.lost);
+  EXPECT_EQ(ReadFile(e.log_path), "hello\noops\n");
+  EXPECT_TRUE(launcher.pods().empty());
+}
+
+TEST(LauncherTest, AMissingCommandExits127WithAMessage) {
+  TempDir dir;
+  Launcher launcher({dir.File("state"), ""});
+  LaunchSpec spec = Shell("t/w/p-0", "");
+  spec.argv = {"no-such-command-fabrica"};
+  ASSERT_TRUE(launcher.Launch(spec, NowMs()).ok());
+  PodExit e = WaitExit(launcher, "t/w/p-0", 10s);
+  EXPECT_EQ(e.exit_code, 127);
+  EXPECT_NE(ReadFile(e.log_path).find("no-such-command-fabrica: command not found"),
+            std::string::npos);
+}
+
+TEST(LauncherTest, StopSendsSigtermThenSigkillAfterTheGracePeriod) {
+  TempDir dir;
+  Launcher launcher({dir.File("state"), ""});
+  // One pod leaves on SIGTERM; the other ignores it and must be killed.
+  ASSERT_TRUE(launcher.Launch(Shell("t/w/polite", "sleep 60"), NowMs()).ok());
+  ASSERT_TRUE(
+      launcher
+          .Launch(Shell("t/w/stubborn", "trap '' TERM; echo ready; while :; do sleep 1; done"),
+                  NowMs())
+          .ok());
+  ASSERT_TRUE(
+      WaitFor([&] { return ReadFile(launcher.LogPath("t/w/stubborn")) == "ready\n"; }, 10s));
+  const int64_t t0 = NowMs();
+  launcher.Stop("t/w/polite", 60'000, t0);
+  launcher.Stop("t/w/stubborn", 500, t0);
+  PodExit polite = WaitExit(launcher, "t/w/polite", 10s);
+  EXPECT_TRUE(polite.stopped);
+  EXPECT_EQ(polite.signal, SIGTERM);
+  PodExit stubborn = WaitExit(launcher, "t/w/stubborn", 10s);
+  EXPECT_TRUE(stubborn.stopped);
+  // The monitor is killed with its group, so no status is written: the pod ended by force.
+  EXPECT_TRUE(stubborn.lost || stubborn.signal == SIGKILL);
+  EXPECT_GE(NowMs() - t0, 500);
+}
+
+TEST(LauncherTest, ARestartedLauncherAdoptsRunningPodsAndReadsExitsThatHappenedMeanwhile) {
+  TempDir dir;
+  pid_t running_pid = -1;
+  {
+    Launcher first({dir.File("state"), ""});
+    ASSERT_TRUE(first.Launch(Shell("t/w/long", "sleep 60"), NowMs()).ok());
+    ASSERT_TRUE(first.Launch(Shell("t/w/short", "sleep 0.3; exit 7"), NowMs()).ok());
+    running_pid = first.pods().at("t/w/long").pid;
+  }  // the "agent" goes away; its pods do not
+  std::this_thread::sleep_for(1s);
+  Launcher second({dir.File("state"), ""});
+  ASSERT_TRUE(second.Load().ok());
+  ASSERT_EQ(second.pods().size(), 2u);
+  EXPECT_EQ(second.pods().at("t/w/long").pid, running_pid);
+  PodExit short_exit = WaitExit(second, "t/w/short", 10s);
+  EXPECT_EQ(short_exit.exit_code, 7);
+  EXPECT_EQ(second.pods().count("t/w/long"), 1u);
+  second.Stop("t/w/long", 5000, NowMs());
+  PodExit long_exit = WaitExit(second, "t/w/long", 10s);
+  EXPECT_TRUE(long_exit.stopped);
+  EXPECT_NE(::kill(running_pid, 0), 0) << "the adopted pod was not stopped";
+}
+
+TEST(LauncherTest, ARecordWhosePidWasReusedIsNeverSignalled) {
+  TempDir dir;
+  const std::string state = dir.File("state");
+  ::mkdir(state.c_str(), 0700);
+  // A stranger process holds the pid the state file names, with another start time.
+  pid_t stranger = ::fork();
+  if (stranger == 0) {
+    ::execl("/bin/sleep", "sleep", "30", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  {
+    std::ofstream out(state + "/pods.json");
+    out << json{{"pods",
+                 {{{"key", "t/w/old"},
+                   {"binding", "b0"},
+                   {"pid", stranger},
+                   {"startTicks", 1},
+                   {"log", state + "/logs/x.log"},
+                   {"exit", state + "/x.exit"}}}}}
+               .dump();
+  }
+  Launcher launcher({state, ""});
+  ASSERT_TRUE(launcher.Load().ok());
+  launcher.Stop("t/w/old", 0, NowMs());
+  PodExit e = WaitExit(launcher, "t/w/old", 5s);
+  EXPECT_TRUE(e.lost);
+  int status = 0;
+  EXPECT_EQ(::waitpid(stranger, &status, WNOHANG), 0) << "the stranger was signalled";
+  ::kill(stranger, SIGKILL);
+  ::waitpid(stranger, &status, 0);
+}
+
+TEST(LauncherTest, PodsRunInTheirOwnCgroupWhereTheTreeIsWritable) {
+  // cgroup v2 where writable: the unified mount of a hybrid host, or the root of a v2 host.
+  std::string base;
+  for (const char* candidate : {"/sys/fs/cgroup/unified", "/sys/fs/cgroup"}) {
+    struct stat sb;
+    if (::stat((std::string(candidate) + "/cgroup.procs").c_str(), &sb) == 0 &&
+        ::access(candidate, W_OK) == 0) {
+      base = candidate;
+      break;
+    }
+  }
+  if (base.empty()) GTEST_SKIP() << "no writable cgroup v2 tree here";
+  const std::string root = base + "/fabrica-test-" + std::to_string(::getpid());
+  TempDir dir;
+  {
+    Launcher launcher({dir.File("state"), root});
+    if (launcher.cgroup_note().find("not a writable") != std::string::npos) {
+      ::rmdir(root.c_str());
+      GTEST_SKIP() << launcher.cgroup_note();
+    }
+    LaunchSpec spec = Shell("t/w/p-0", "sleep 30 & sleep 30");
+    spec.cpu_milli = 500;
+    spec.memory_mib = 64;
+    ASSERT_TRUE(launcher.Launch(spec, NowMs()).ok());
+    const std::string cg = root + "/t_w_p-0";
+    // The monitor, the shell and its background child are all in the pod's cgroup.
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          std::string procs = ReadFile(cg + "/cgroup.procs");
+          return std::count(procs.begin(), procs.end(), '\n') >= 3;
+        },
+        10s))
+        << ReadFile(cg + "/cgroup.procs");
+    if (launcher.cgroup_note().find("cpu.max enforced") != std::string::npos) {
+      EXPECT_EQ(ReadFile(cg + "/cpu.max"), "50000 100000\n");
+    }
+    launcher.Stop("t/w/p-0", 200, NowMs());
+    PodExit e = WaitExit(launcher, "t/w/p-0", 10s);
+    EXPECT_TRUE(e.stopped);
+    struct stat sb;
+    EXPECT_NE(::stat(cg.c_str(), &sb), 0) << "the pod's cgroup was not removed";
+  }
+  ::rmdir(root.c_str());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Real agents against a real server.
+
+constexpr char kApi[] = "/apis/fabrica.dev/v1";
+constexpr char kAdminToken[] = "admin-token-agent-0123456789";
+constexpr char kAuthYaml[] = R"(tokens:
+  - {token: admin-token-agent-0123456789, user: admin}
+  - {token: alice-token-agent-0123456789, user: alice}
+bindings:
+  - {role: platform-admin, user: admin}
+  - {role: tenant-member, tenant: team-a, user: alice}
+)";
+// Three one-GPU nodes the agents simulate (sim:FILE, the one fleet schema).
+constexpr char kFleetYaml[] = R"(apiVersion: fabrica.dev/v1
+kind: Fleet
+nodes:
+  - {name: n1, cpu: 16, memory: 64Gi, gpus: {count: 1, model: H100, memory: 80Gi}}
+  - {name: n2, cpu: 16, memory: 64Gi, gpus: {count: 1, model: H100, memory: 80Gi}}
+  - {name: n3, cpu: 16, memory: 64Gi, gpus: {count: 1, model: H100, memory: 80Gi}}
+)";
+
+using test::FreePort;
+
+// A `fabrica` child process (server or agent), output to `log`.
+class Child {
+ public:
+  Child() = default;
+  ~Child() { Kill(SIGKILL); }
+  void Start(std::vector<std::string> args, const std::string& log) {
+    log_ = log;
+    pid_ = ::fork();
+    CHECK(pid_ >= 0);
+    if (pid_ == 0) {
+      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      if (fd >= 0) {
+        ::dup2(fd, STDOUT_FILENO);
+        ::dup2(fd, STDERR_FILENO);
+        ::close(fd);
+      }
+      std::vector<char*> argv;
+      argv.push_back(const_cast<char*>("fabrica"));
+      for (std::string& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(FABRICA_BIN, argv.data());
+      std::_Exit(127);
+    }
+  }
+  int Kill(int signal) {
+    if (pid_ <= 0) return -1;
+    ::kill(pid_, signal);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return status;
+  }
+  const std::string& log() const { return log_; }
+
+ private:
+  pid_t pid_ = -1;
+  std::string log_;
+};
+
+class AgentFleetTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    // Pods orphaned by a killed agent become our children, so that Gone() can reap them.
+    ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+    {
+      std::ofstream(dir_.File("auth.yaml")) << kAuthYaml;
+      std::ofstream(dir_.File("fleet.yaml")) << kFleetYaml;
+    }
+    // Virtual time x10: a node is NotReady 40 virtual (4 wall) seconds after its last renewal.
+    bool up = false;
+    for (int attempt = 0; attempt < 3 && !up; ++attempt) {
+      port_ = FreePort();
+      server_.Kill(SIGKILL);
+      server_.Start(
+          {"server", "--data", dir_.File("data"), "--listen", "127.0.0.1:" + std::to_string(port_),
+           "--plain-http", "--auth", dir_.File("auth.yaml"), "--time-scale", "10"},
+          dir_.File("server.log"));
+      HttpClient probe(Options(""));
+      up = WaitFor(
+          [&] {
+            auto r = probe.Do("GET", "/healthz");
+            return r.ok() && r->status == 200;
+          },
+          15s);
+    }
+    ASSERT_TRUE(up) << ReadFile(dir_.File("server.log"));
+    admin_ = std::make_unique<HttpClient>(Options(kAdminToken));
+    json tenant = {{"apiVersion", "fabrica.dev/v1"},
+                   {"kind", "Tenant"},
+                   {"metadata", {{"name", "team-a"}}},
+                   {"spec", {{"trust", "trusted"}}}};
+    ASSERT_EQ(Call("POST", std::string(kApi) + "/tenants", tenant).first, 201);
+    for (const char* node : {"n1", "n2", "n3"}) {
+      auto [code, body] = Call("POST", std::string(kApi) + "/nodes/" + node + "/token", json{});
+      ASSERT_EQ(code, 201) << body.dump();
+      tokens_[node] = body["token"];
+      StartAgent(node);
+    }
+    ASSERT_TRUE(WaitFor([&] { return ReadyNodes() == 3; }, 30s)) << Logs();
+  }
+
+  ClientOptions Options(const std::string& token) const {
+    ClientOptions o;
+    o.server = "http://127.0.0.1:" + std::to_string(port_);
+    o.token = token;
+    o.timeout_seconds = 10;
+    return o;
+  }
+
+  void StartAgent(const std::string& node, const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args = {"agent",
+                                     "--server",
+                                     Options("").server,
+                                     "--token",
+                                     tokens_[node],
+                                     "--node",
+                                     node,
+                                     "--devices",
+                                     "sim:" + dir_.File("fleet.yaml"),
+                                     "--state-dir",
+                                     dir_.File("agent-" + node),
+                                     "--heartbeat-seconds",
+                                     "1",
+                                     "--poll-seconds",
+                                     "0.2",
+                                     "--sample-seconds",
+                                     "1",
+                                     "--grace-seconds",
+                                     "2",
+                                     "--metrics-listen",
+                                     "127.0.0.1:0"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    agents_[node].Start(args, dir_.File("agent-" + node + ".log"));
+  }
+
+  std::pair<int, json> Call(const std::string& method, const std::string& path,
+                            const json& body = nullptr) {
+    auto r = admin_->Do(method, path, body.is_null() ? "" : body.dump());
+    if (!r.ok()) return {0, json(r.status().message())};
+    json j = json::parse(r->body, nullptr, false);
+    return {r->status, j.is_discarded() ? json(r->body) : j};
+  }
+
+  int ReadyNodes() {
+    auto [code, list] = Call("GET", std::string(kApi) + "/nodes");
+    int ready = 0;
+    if (code != 200) return -1;
+    for (const json& n : list["items"]) {
+      for (const json& c : n.value("status", json::object()).value("conditions", json::array())) {
+        if (c.value("type", "") == "Ready" && c.value("status", "") == "True") ++ready;
+      }
+    }
+    return ready;
+  }
+
+  bool NodeReady(const std::string& node) {
+    json n = Call("GET", std::string(kApi) + "/nodes/" + node).second;
+    if (!n.is_object()) return false;
+    for (const json& c : n.value("status", json::object()).value("conditions", json::array())) {
+      if (c.value("type", "") == "Ready") return c.value("status", "") == "True";
+    }
+    return false;
+  }
+
+  json Workload(const std::string& name) {
+    return Call("GET", std::string(kApi) + "/namespaces/team-a/workloads/" + name).second;
+  }
+
+  void Submit(const std::string& name, const std::vector<std::string>& command,
+              const json& devices = {{"gpus", 1}}) {
+    json w = {{"apiVersion", "fabrica.dev/v1"},
+              {"kind", "Workload"},
+              {"metadata", {{"name", name}, {"namespace", "team-a"}}},
+              {"spec",
+               {{"podSets",
+                 {{{"name", "main"},
+                   {"count", 1},
+                   {"cpu", "1"},
+                   {"memory", "1Gi"},
+                   {"devices", devices}}}},
+                {"run", {{"command", command}}}}}};
+    auto [code, body] = Call("POST", std::string(kApi) + "/namespaces/team-a/workloads", w);
+    ASSERT_EQ(code, 201) << body.dump();
+  }
+
+  std::string Phase(const std::string& name) { return Workload(name)["status"].value("phase", ""); }
+  std::string NodeOf(const std::string& name) {
+    json a = Workload(name)["status"].value("assignments", json::array());
+    return a.empty() ? "" : a[0].value("node", "");
+  }
+  // The monitor pid the node's agent recorded for the workload's pod, or -1.
+  pid_t PodPid(const std::string& node, const std::string& workload) {
+    json state = json::parse(ReadFile(dir_.File("agent-" + node + "/pods.json")), nullptr, false);
+    if (!state.is_object()) return -1;
+    for (const json& p : state["pods"]) {
+      if (p.value("key", "") == "team-a/" + workload + "/main-0") return p.value("pid", -1);
+    }
+    return -1;
+  }
+  // Whether `pid` has ended (reaping it if it was orphaned to us).
+  static bool Gone(pid_t pid) {
+    int status;
+    ::waitpid(pid, &status, WNOHANG);
+    return ProcessStartTicks(pid) == 0;
+  }
+  // The node agent's /metrics page (its address is in the agent's startup line).
+  std::string Metrics(const std::string& node) {
+    const std::string log = ReadFile(agents_[node].log());
+    const std::string marker = "metrics on ";
+    const size_t at = log.rfind(marker);
+    if (at == std::string::npos) return "";
+    std::string url = log.substr(at + marker.size());
+    url = url.substr(0, url.find('\n'));
+    const size_t path = url.find("/metrics");
+    if (path == std::string::npos) return "";
+    ClientOptions o;
+    o.server = url.substr(0, path);
+    HttpClient client(o);
+    auto r = client.Do("GET", "/metrics");
+    return r.ok() && r->status == 200 ? r->body : "";
+  }
+  std::string Log(const std::string& name) {
+    auto r = admin_->Do("GET", std::string(kApi) + "/namespaces/team-a/workloads/" + name + "/log");
+    return r.ok() && r->status == 200 ? r->body : "";
+  }
+  std::string Logs() {
+    std::string all = "--- server\n" + ReadFile(dir_.File("server.log"));
+    for (auto& [node, child] : agents_) all += "--- agent " + node + "\n" + ReadFile(child.log());
+    return all;
+  }
+
+  TempDir dir_;
+  int port_ = 0;
+  Child server_;
+  std::map<std::string, Child> agents_;
+  std::map<std::string, std::string> tokens_;
+  std::unique_ptr<HttpClient> admin_;
+};
+
+TEST_F(AgentFleetTest, PodsRunAsProcessesAndTheirExitAndOutputAreReported) {
+  Submit("hello", {"sh", "-c", "echo hello from $FABRICA_NODE on $CUDA_VISIBLE_DEVICES; exit 0"});
+  Submit("broken", {"sh", "-c", "echo about to fail >&2; exit 3"});
+  ASSERT_TRUE(WaitFor([&] { return Phase("hello") == "Succeeded"; }, 30s)) << Logs();
+  ASSERT_TRUE(WaitFor([&] { return Phase("broken") == "Failed"; }, 30s)) << Logs();
+  json hello = Workload("hello");
+  EXPECT_EQ(hello["status"].value("exitCode", -1), 0);
+  json broken = Workload("broken");
+  EXPECT_EQ(broken["status"].value("exitCode", -1), 3);
+  EXPECT_NE(broken["status"].value("message", "").find("exited with code 3"), std::string::npos)
+      << broken.dump();
+  // The pod saw its node and its GPU's UUID; its output reached the server.
+  const std::string node = NodeOf("hello");
+  json n = Call("GET", std::string(kApi) + "/nodes/" + node).second;
+  const std::string uuid = n["spec"]["devices"][0].value("uuid", "?");
+  ASSERT_TRUE(WaitFor([&] { return !Log("hello").empty(); }, 10s)) << Logs();
+  EXPECT_EQ(Log("hello"), "hello from " + node + " on " + uuid + "\n");
+  ASSERT_TRUE(WaitFor([&] { return !Log("broken").empty(); }, 10s));
+  EXPECT_EQ(Log("broken"), "about to fail\n");
+  // Another tenant's member may not read it; the pod's tenant may.
+  ClientOptions alice = Options("alice-token-agent-0123456789");
+  HttpClient alice_client(alice);
+  auto r = alice_client.Do("GET", std::string(kApi) + "/namespaces/team-a/workloads/hello/log");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 200);
+  // A node may not write the log of a pod it does not run.
+  std::string other = node == "n1" ? "n2" : "n1";
+  HttpClient other_node(Options(tokens_[other]));
+  r = other_node.Do("POST", std::string(kApi) + "/namespaces/team-a/workloads/hello/log?pod=main-0",
+                    "forged\n", "text/plain");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 403);
+}
+
+TEST_F(AgentFleetTest, AFractionalShareWithoutTheShimIsRefusedNotRunUncapped) {
+  Submit("half", {"sh", "-c", "echo ran uncapped"}, {{"gpuMilli", "500m"}});
+  ASSERT_TRUE(WaitFor([&] { return Phase("half") == "Failed"; }, 30s)) << Logs();
+  json w = Workload("half");
+  EXPECT_EQ(w["status"].value("reason", ""), "CannotRun");
+  EXPECT_NE(w["status"].value("message", "").find("no vGPU shim"), std::string::npos) << w.dump();
+  EXPECT_EQ(Log("half"), "");
+}
+
+TEST_F(AgentFleetTest, AKilledAgentsNodeGoesNotReadyItsWorkIsRequeuedAndRestartsCleanUp) {
+  Submit("long", {"sleep", "300"});
+  ASSERT_TRUE(WaitFor([&] { return Phase("long") == "Running"; }, 30s)) << Logs();
+  const std::string first = NodeOf("long");
+  pid_t orphan = -1;
+  ASSERT_TRUE(WaitFor([&] { return (orphan = PodPid(first, "long")) > 0; }, 10s));
+  ASSERT_FALSE(Gone(orphan));
+
+  // SIGKILL the agent: its pods keep running, but its lease stops being renewed.
+  agents_[first].Kill(SIGKILL);
+  ASSERT_TRUE(WaitFor([&] { return !NodeReady(first); }, 30s)) << Logs();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return Phase("long") == "Running" && !NodeOf("long").empty() && NodeOf("long") != first;
+      },
+      30s))
+      << Workload("long").dump() << Logs();
+  const std::string second = NodeOf("long");
+  pid_t moved = -1;
+  ASSERT_TRUE(WaitFor([&] { return (moved = PodPid(second, "long")) > 0; }, 10s));
+  EXPECT_FALSE(Gone(orphan)) << "nothing stops a pod on a node whose agent is dead";
+
+  // The restarted agent finds its old pod no longer assigned to it and kills it, so the
+  // workload does not run (nor get metered) twice; its node is Ready again.
+  StartAgent(first);
+  ASSERT_TRUE(WaitFor([&] { return Gone(orphan); }, 20s)) << Logs();
+  ASSERT_TRUE(WaitFor([&] { return NodeReady(first); }, 20s)) << Logs();
+  EXPECT_EQ(NodeOf("long"), second);
+  EXPECT_EQ(Phase("long"), "Running");
+
+  // Restarting the agent that runs it adopts the pod: same process, still Running.
+  agents_[second].Kill(SIGKILL);
+  StartAgent(second);
+  std::this_thread::sleep_for(2s);  // several rounds of the new agent
+  EXPECT_EQ(PodPid(second, "long"), moved);
+  EXPECT_FALSE(Gone(moved));
+  EXPECT_EQ(Phase("long"), "Running");
+  EXPECT_EQ(NodeOf("long"), second);
+
+  // The agent's /metrics page is dcgm-exporter's, labelled with the workload on the GPU (the
+  // simulated GPU is 80% busy for the whole GPU the pod holds).
+  std::string page;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        page = Metrics(second);
+        return page.find("fabrica_workload=\"long\"") != std::string::npos &&
+               page.find("DCGM_FI_DEV_GPU_UTIL{") != std::string::npos;
+      },
+      10s))
+      << page;
+  EXPECT_NE(page.find("Hostname=\"" + second + "\""), std::string::npos) << page;
+  EXPECT_NE(page.find("} 80\n"), std::string::npos) << page;
+
+  // Deleting the workload stops its pod.
+  EXPECT_EQ(Call("DELETE", std::string(kApi) + "/namespaces/team-a/workloads/long").first, 200);
+  EXPECT_TRUE(WaitFor([&] { return Gone(moved); }, 20s)) << Logs();
+}
+
+TEST_F(AgentFleetTest, AnInjectedXidIsRemediatedThroughTheAgent) {
+  Submit("victim", {"sleep", "300"});
+  ASSERT_TRUE(WaitFor([&] { return Phase("victim") == "Running"; }, 30s)) << Logs();
+  const std::string node = NodeOf("victim");
+  // `fabctl debug inject NODE --xid 79 --gpu 0`: the server hands the fault to the node's
+  // agent, whose simulated GPU falls off the bus; the agent reports the XID like a real one.
+  auto [code, body] =
+      Call("POST", std::string(kApi) + "/nodes/" + node + "/inject", json{{"xid", 79}, {"gpu", 0}});
+  ASSERT_EQ(code, 202) << body.dump();
+  // The work moves away; the node is rebooted (by its agent), burnt in, and back in service.
+  ASSERT_TRUE(
+      WaitFor([&] { return Phase("victim") == "Running" && NodeOf("victim") != node; }, 60s))
+      << Workload("victim").dump() << Logs();
+  json record;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        record = Call("GET", std::string(kApi) + "/nodes/" + node + "/health").second;
+        bool rebooted = false;
+        for (const json& h : record.value("history", json::array())) {
+          if (h.value("from", "") == "burn-in" && h.value("to", "") == "available") {
+            rebooted = true;
+          }
+        }
+        return rebooted && record.value("state", "") == "available";
+      },
+      60s))
+      << record.dump(1) << Logs();
+  bool saw_xid = false;
+  for (const json& e : record.value("events", json::array())) saw_xid |= e.value("xid", 0) == 79;
+  EXPECT_TRUE(saw_xid) << record.dump(1);
+  std::string path;
+  for (const json& h : record["history"]) path += h.value("to", "") + " ";
+  EXPECT_NE(path.find("repair"), std::string::npos) << path;  // reboot happens in repair
+}
+
+}  // namespace
+}  // namespace fabrica
