@@ -579,7 +579,9 @@ TEST_F(FactoryTest, LostNodesWorkloadsAreRequeued) {
   };
   EXPECT_EQ(ready_of(lost), "False");
   for (const auto& [node, names] : on_node) {
-    if (node != lost) EXPECT_EQ(ready_of(node), "True") << node;
+    if (node != lost) {
+      EXPECT_EQ(ready_of(node), "True") << node;
+    }
   }
   for (const auto& [name, obj] : Workloads()) {
     const json& status = obj["status"];

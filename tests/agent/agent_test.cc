@@ -336,7 +336,8 @@ class AgentFleetTest : public testing::Test {
     return o;
   }
 
-  void StartAgent(const std::string& node, const std::vector<std::string>& extra = {}) {
+  void StartAgent(const std::string& node, const std::vector<std::string>& extra = {},
+                  const std::string& fleet = "fleet.yaml") {
     std::vector<std::string> args = {"agent",
                                      "--server",
                                      Options("").server,
@@ -345,7 +346,7 @@ class AgentFleetTest : public testing::Test {
                                      "--node",
                                      node,
                                      "--devices",
-                                     "sim:" + dir_.File("fleet.yaml"),
+                                     "sim:" + dir_.File(fleet),
                                      "--state-dir",
                                      dir_.File("agent-" + node),
                                      "--heartbeat-seconds",
@@ -600,6 +601,39 @@ TEST_F(AgentFleetTest, AnInjectedXidIsRemediatedThroughTheAgent) {
   std::string path;
   for (const json& h : record["history"]) path += h.value("to", "") + " ";
   EXPECT_NE(path.find("repair"), std::string::npos) << path;  // reboot happens in repair
+}
+
+TEST_F(AgentFleetTest, AFractionalShareRunsUnderTheShimWithItsCap) {
+  // A fourth node whose agent has the shim; its GPU is the fake libcuda's device.
+  {
+    std::ofstream(dir_.File("shim-fleet.yaml"))
+        << "apiVersion: fabrica.dev/v1\nkind: Fleet\nnodes:\n"
+           "  - {name: s1, cpu: 16, memory: 64Gi, devices: [{model: H100, memory: 80Gi, "
+           "uuid: GPU-face0000-0000-0000-0000-000000000000}]}\n";
+  }
+  auto [code, body] = Call("POST", std::string(kApi) + "/nodes/s1/token", json{});
+  ASSERT_EQ(code, 201) << body.dump();
+  tokens_["s1"] = body["token"];
+  StartAgent("s1", {"--shim", FABRICA_SHIM}, "shim-fleet.yaml");
+  ASSERT_TRUE(WaitFor([&] { return ReadyNodes() == 4; }, 30s)) << Logs();
+  for (const char* node : {"n1", "n2", "n3"}) {
+    auto r = admin_->Do("PATCH", std::string(kApi) + "/nodes/" + node,
+                        json{{"spec", {{"unschedulable", true}}}}.dump(),
+                        "application/merge-patch+json");
+    ASSERT_TRUE(r.ok() && r->status == 200) << (r.ok() ? r->body : r.status().message());
+  }
+  // Half of an 80 GiB GPU: the shim caps the pod at 40 GiB, which the program checks
+  // (cuMemGetInfo reports the cap; an allocation past it fails).
+  const std::string cap = std::to_string(40LL << 30);
+  Submit("half", {"env", std::string("LD_LIBRARY_PATH=") + FAKE_CUDA_DIR, VGPU_CHECK, "mem", cap},
+         {{"gpuMilli", "500m"}});
+  ASSERT_TRUE(
+      WaitFor([&] { return Phase("half") == "Succeeded" || Phase("half") == "Failed"; }, 60s))
+      << Workload("half").dump() << Logs();
+  ASSERT_TRUE(WaitFor([&] { return Log("half").find("mem: PASS") != std::string::npos; }, 10s))
+      << Log("half");
+  EXPECT_EQ(Phase("half"), "Succeeded") << Workload("half").dump();
+  EXPECT_NE(Log("half").find("total=" + cap), std::string::npos) << Log("half");
 }
 
 }  // namespace
