@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -156,16 +157,30 @@ Status NodeAgent::ReportHealth(const std::vector<GpuReading>& readings, bool wit
 Status NodeAgent::PushSamples(int64_t now, const std::vector<GpuReading>& readings) {
   json samples = json::array();
   for (const GpuReading& g : readings) {
-    if (g.lost || g.util_percent < 0) continue;
+    // Busy per-mille: the GPU's utilization, or for a MIG instance (which has none) its
+    // graphics engine activity, as dcgm-exporter's profiling field gives it.
+    int32_t permille = -1;
+    if (g.util_percent >= 0) permille = std::clamp(g.util_percent, 0, 100) * 10;
+    if (permille < 0 && g.gr_engine_active >= 0) {
+      permille = static_cast<int32_t>(std::lround(std::clamp(g.gr_engine_active, 0.0, 1.0) * 1000));
+    }
+    if (g.lost || permille < 0) continue;
     std::string uuid = g.uuid;
-    if (g.mig_gpu_instance_id >= 0)
-      uuid = inventory_.gpus.size() > static_cast<size_t>(g.index)
-                 ? inventory_.gpus[g.index].uuid + "/" + std::to_string(g.mig_gpu_instance_id)
-                 : uuid;
-    samples.push_back({{"node", options_.node},
-                       {"uuid", uuid},
-                       {"time", now},
-                       {"utilPermille", std::clamp(g.util_percent, 0, 100) * 10}});
+    if (g.mig_gpu_instance_id >= 0) {
+      // The meter names a MIG instance as the scheduler binds it: "<GPU UUID>/<slice index in
+      // the node's geometry>". The driver names it by GPU instance id; the agent knows both.
+      if (static_cast<size_t>(g.index) >= inventory_.gpus.size()) continue;
+      const GpuDetails& gpu = inventory_.gpus[g.index];
+      int slice = -1;
+      for (size_t k = 0; k < gpu.mig_instances.size(); ++k) {
+        if (gpu.mig_instances[k].gpu_instance_id == g.mig_gpu_instance_id)
+          slice = static_cast<int>(k);
+      }
+      if (slice < 0) continue;  // an instance created behind the inventory's back
+      uuid = gpu.uuid + "/" + std::to_string(slice);
+    }
+    // No time: the server stamps samples on receipt, in the clock the bindings use.
+    samples.push_back({{"node", options_.node}, {"uuid", uuid}, {"utilPermille", permille}});
   }
   // Achieved shares on shared GPUs: each container's busy time since the last sample, from
   // its shim region, as per-mille of the busy time of all containers on that GPU.

@@ -650,9 +650,12 @@ ApiServer::Extension MeterService::Routes() {
           DeviceSample d;
           d.node = Str(s, "node", principal->node);
           d.device_uuid = Str(s, "uuid");
+          // Without a time the sample is stamped on receipt, in the server's clock (node
+          // agents do so: their clocks may be skewed against the bindings' times).
           const json& t = Field(s, "time");
-          d.time_ms = t.is_string() ? ParseTimestamp(t.get<std::string>())
-                                    : (t.is_number_integer() ? t.get<int64_t>() : -1);
+          d.time_ms = t.is_null()     ? clock_.NowMs()
+                      : t.is_string() ? ParseTimestamp(t.get<std::string>())
+                                      : (t.is_number_integer() ? t.get<int64_t>() : -1);
           const json& u = Field(s, "utilPermille");
           if (d.device_uuid.empty()) return ErrorReply(400, path + ".uuid: required");
           if (d.time_ms < 0) return ErrorReply(400, path + ".time: expected RFC 3339 or Unix ms");

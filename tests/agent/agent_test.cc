@@ -636,5 +636,44 @@ TEST_F(AgentFleetTest, AFractionalShareRunsUnderTheShimWithItsCap) {
   EXPECT_NE(Log("half").find("total=" + cap), std::string::npos) << Log("half");
 }
 
+TEST_F(AgentFleetTest, AMigSlicesUseIsMeteredFromItsAgentsSamples) {
+  // A MIG node: the agent reports the instance by its GPU instance id, the meter knows the slice
+  // by its place in the geometry; the agent maps one to the other.
+  std::ofstream(dir_.File("mig-fleet.yaml"))
+      << "apiVersion: fabrica.dev/v1\nkind: Fleet\nnodes:\n"
+         "  - {name: m1, cpu: 16, memory: 64Gi, gpus: {count: 1, model: H100, memory: 80Gi, "
+         "mig: [3g.40gb, 2g.20gb, 1g.10gb, 1g.10gb]}}\n";
+  auto [code, body] = Call("POST", std::string(kApi) + "/nodes/m1/token", json{});
+  ASSERT_EQ(code, 201) << body.dump();
+  tokens_["m1"] = body["token"];
+  StartAgent("m1", {}, "mig-fleet.yaml");
+  ASSERT_TRUE(WaitFor([&] { return ReadyNodes() == 4; }, 30s)) << Logs();
+  Submit("eval", {"sleep", "300"}, {{"mig", "2g.20gb"}});
+  ASSERT_TRUE(WaitFor([&] { return Phase("eval") == "Running"; }, 30s)) << Logs();
+  ASSERT_EQ(NodeOf("eval"), "m1");
+  // The simulated instance is 80% busy while the pod runs; a few samples later the workload's
+  // used GPU time is 80% of what it held in the sampled span (2/7 of the GPU: 2g.20gb).
+  const int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+  const std::string query = std::string(kApi) +
+                            "/usage?by=workload&window=" + std::to_string(now_s - 86400) + "," +
+                            std::to_string(now_s + 86400);
+  json row;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        json usage = Call("GET", query).second;
+        for (const json& w : usage.value("windows", json::array())) {
+          for (const json& r : w.value("rows", json::array())) {
+            if (r.value("key", "").find("eval") != std::string::npos) row = r;
+          }
+        }
+        return row.value("gpuMilliMsUsed", int64_t{0}) > 0;
+      },
+      30s))
+      << Call("GET", query).second.dump() << Logs();
+  EXPECT_GT(row.value("gpuMilliMsHeld", int64_t{0}), row.value("gpuMilliMsUsed", int64_t{0}));
+}
+
 }  // namespace
 }  // namespace fabrica
