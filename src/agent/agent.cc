@@ -4,10 +4,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "agent/dcgm_exporter.h"
 #include "api/json_fields.h"
@@ -637,6 +639,80 @@ std::string NodeAgent::BurnIn(int gpu, bool* passed) {
   return json{{"passed", *passed}, {"failedGpus", failed}, {"summary", summary}}.dump();
 }
 
+// Runs `command` through the shell and returns its standard output and exit status.
+static std::string RunCapture(const std::string& command, int* status) {
+  std::string out;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) {
+    *status = -1;
+    return out;
+  }
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
+  *status = pclose(pipe);
+  return out;
+}
+
+static std::string ShellQuote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+struct NodeAgent::BurnInJob {
+  int64_t id = 0;
+  std::atomic<bool> done{false};
+  std::string dcgm, nccl, error;
+};
+
+NodeAgent::~NodeAgent() = default;  // a burn-in thread still running owns its job and ends alone
+
+std::optional<std::string> NodeAgent::ToolBurnIn(int64_t id, int gpu) {
+  if (burn_in_ && burn_in_->id == id) {
+    if (!burn_in_->done) return std::nullopt;
+    std::shared_ptr<BurnInJob> job = std::move(burn_in_);
+    json burn = json::object();
+    if (!job->dcgm.empty()) burn["dcgmDiag"] = job->dcgm;
+    if (!job->nccl.empty()) burn["ncclAllReduce"] = job->nccl;
+    json result = {{"succeeded", job->error.empty()}};
+    if (!burn.empty()) result["burnIn"] = burn;
+    if (!job->error.empty()) result["message"] = job->error;
+    return result.dump();
+  }
+  if (burn_in_ && !burn_in_->done) return std::nullopt;  // an older task's run: let it end
+  auto job = std::make_shared<BurnInJob>();
+  job->id = id;
+  burn_in_ = job;
+  const int gpus = static_cast<int>(inventory_.node.devices.size());
+  std::string dcgm_cmd, nccl_cmd;
+  if (!options_.dcgmi.empty()) {
+    dcgm_cmd = ShellQuote(options_.dcgmi) + " diag -r " + std::to_string(options_.dcgm_level) +
+               " -j" + (gpu >= 0 ? " -i " + std::to_string(gpu) : "") + " 2>/dev/null";
+  }
+  if (!options_.nccl_all_reduce.empty() && gpu < 0 && gpus >= 2) {
+    nccl_cmd = ShellQuote(options_.nccl_all_reduce) + " -b 8 -e 8G -f 2 -g " +
+               std::to_string(gpus) + " 2>&1";
+  }
+  std::thread([job, dcgm_cmd, nccl_cmd] {
+    int status = 0;
+    if (!dcgm_cmd.empty()) {
+      job->dcgm = RunCapture(dcgm_cmd, &status);
+      // dcgmi exits non-zero when a test fails; its JSON says which. No output is the failure.
+      if (job->dcgm.empty())
+        job->error = "dcgmi diag printed nothing (exit status " + std::to_string(status) + ")";
+    }
+    if (!nccl_cmd.empty() && job->error.empty()) {
+      job->nccl = RunCapture(nccl_cmd, &status);
+      if (status != 0) {
+        job->error = "all_reduce_perf failed (exit status " + std::to_string(status) + ")";
+      }
+    }
+    job->done = true;
+  }).detach();
+  return std::nullopt;
+}
+
 Status NodeAgent::DoTasks(int64_t now) {
   if (last_task_poll_ms_ >= 0 && now - last_task_poll_ms_ < 1000) return Status::Ok();
   last_task_poll_ms_ = now;
@@ -664,8 +740,15 @@ Status NodeAgent::DoTasks(int64_t now) {
       if (!inv.ok()) result["message"] = inv.status().message();
     } else if (kind == "burn-in") {
       bool passed = false;
-      json burn_in = json::parse(BurnIn(gpu, &passed));
-      result = {{"succeeded", true}, {"burnIn", burn_in}};
+      json check = json::parse(BurnIn(gpu, &passed));
+      if (!passed || (options_.dcgmi.empty() && options_.nccl_all_reduce.empty())) {
+        // The built-in check alone, or its failure (a GPU off the bus needs no diagnostic).
+        result = {{"succeeded", true}, {"burnIn", check}};
+      } else {
+        auto tools = ToolBurnIn(id, gpu);
+        if (!tools) continue;  // still running; the next poll looks again
+        result = json::parse(*tools);
+      }
     } else if (kind == "reset-gpu" || kind == "reboot-node") {
       if (sim) {
         // The simulated hardware's side: a reset or reboot clears volatile ECC counters and

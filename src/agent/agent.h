@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -44,11 +45,16 @@ struct AgentOptions {
   // dry-run node for demos whose commands do not exist here).
   bool exec_commands = true;
   std::string shim_library;  // path of libfabrica-vgpu.so; "" : fractional pods are refused
+  // Burn-in tools; "" : not run. Without either, burn-in is the built-in check only.
+  std::string dcgmi;  // runs `dcgmi diag -r <dcgm_level> -j [-i GPU]`
+  int dcgm_level = 2;
+  std::string nccl_all_reduce;  // runs `all_reduce_perf -b 8 -e 8G -f 2 -g <GPUs>` (node burn-in)
 };
 
 class NodeAgent {
  public:
   NodeAgent(AgentOptions options, std::unique_ptr<DeviceBackend> devices, const Clock& clock);
+  ~NodeAgent();
 
   // Discovers the devices and adopts pods left by a previous run.
   Status Start();
@@ -79,6 +85,9 @@ class NodeAgent {
   Status DoTasks(int64_t now);
   std::string InventoryReport() const;
   std::string BurnIn(int gpu, bool* passed);
+  // Starts the burn-in tools for task `id` on a thread, or returns the finished run's result
+  // (the body to post); nullopt while it runs.
+  std::optional<std::string> ToolBurnIn(int64_t id, int gpu);
   Status ShipLogs();
   Result<LaunchSpec> MakeLaunchSpec(const PodPlan& plan);
 
@@ -112,6 +121,8 @@ class NodeAgent {
   std::map<std::string, int64_t> shim_busy_;         // "pod key|uuid" -> busy ns at the last sample
   std::vector<PodExit> pending_exits_;
   int64_t last_task_poll_ms_ = -1;
+  struct BurnInJob;
+  std::shared_ptr<BurnInJob> burn_in_;  // the tools' run in progress (shared with its thread)
   std::set<int64_t> tasks_done_;  // reported; the record drops them on the server's next round  //
                                   // counted after the next successful list
   std::map<std::string, int64_t> log_shipped_;    // pod key -> bytes the server has

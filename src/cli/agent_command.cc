@@ -1,8 +1,11 @@
 #include "cli/agent_command.h"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -28,6 +31,8 @@ struct AgentArgs {
   std::string cgroup_root;
   std::string metrics_listen;
   std::string shim;
+  std::string dcgmi = "auto", nccl_all_reduce = "auto";
+  int dcgm_level = 2;
   double heartbeat_s = 10, sample_s = 30, grace_s = 30, poll_s = 1;
   int lease_s = 40;
   bool dry_run = false;
@@ -70,6 +75,22 @@ int Run(AgentArgs args) {
   options.grace_ms = static_cast<int64_t>(args.grace_s * 1000);
   options.exec_commands = !args.dry_run;
   options.shim_library = args.shim;
+  // Burn-in tools: found on PATH for real GPUs unless named (or turned off with "").
+  auto tool = [&](const std::string& given, const char* name) -> std::string {
+    if (given != "auto") return given;
+    if (args.devices != "nvml") return "";
+    const char* path = std::getenv("PATH");
+    std::stringstream dirs(path ? path : "");
+    std::string dir;
+    while (std::getline(dirs, dir, ':')) {
+      const std::string candidate = dir + "/" + name;
+      if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    }
+    return "";
+  };
+  options.dcgmi = tool(args.dcgmi, "dcgmi");
+  options.dcgm_level = args.dcgm_level;
+  options.nccl_all_reduce = tool(args.nccl_all_reduce, "all_reduce_perf");
   RealClock clock;
   NodeAgent agent(options, std::move(*devices), clock);
   Status started = agent.Start();
@@ -156,6 +177,12 @@ void AddAgentCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--metrics-listen", a->metrics_listen,
                   "host:port for the dcgm-exporter-style /metrics page (e.g. 127.0.0.1:9400)");
   cmd->add_option("--shim", a->shim, "path of libfabrica-vgpu.so for fractional GPU shares");
+  cmd->add_option("--dcgmi", a->dcgmi,
+                  "dcgmi for burn-in (default: found on PATH with nvml devices; \"\": none)");
+  cmd->add_option("--dcgm-level", a->dcgm_level, "dcgmi diag -r level for burn-in")
+      ->check(CLI::Range(1, 4));
+  cmd->add_option("--nccl-all-reduce", a->nccl_all_reduce,
+                  "nccl-tests all_reduce_perf for node burn-in (default: found on PATH with nvml)");
   cmd->add_option("--heartbeat-seconds", a->heartbeat_s, "lease renewal period");
   cmd->add_option("--lease-seconds", a->lease_s, "lease duration written on the Lease");
   cmd->add_option("--sample-seconds", a->sample_s, "utilization sample period");

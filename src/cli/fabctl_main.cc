@@ -459,6 +459,20 @@ void DescribeNodeHealth(HttpClient& http, const std::string& name) {
                 e.value("xid", 0), e.value("severity", "").c_str(), e.value("action", "").c_str(),
                 e.value("message", "").c_str());
   }
+  const json tasks = h.value("tasks", json::array());
+  if (!tasks.empty()) std::printf("Tasks (for the node's agent; repair for people):\n");
+  for (const json& t : tasks) {
+    const std::string gpu = t.contains("gpu") ? " gpu" + std::to_string(t.value("gpu", -1)) : "";
+    std::printf("  #%lld %s%s since %s\n", static_cast<long long>(t.value("id", int64_t{0})),
+                t.value("kind", "").c_str(), gpu.c_str(), t.value("since", "").c_str());
+  }
+  const json burn_ins = h.value("burnIns", json::array());
+  if (!burn_ins.empty()) std::printf("Burn-in:\n");
+  for (const json& b : burn_ins) {
+    std::printf("  %s %s (%s): %s\n", b.value("time", "").c_str(),
+                b.value("passed", false) ? "passed" : "FAILED", b.value("source", "").c_str(),
+                b.value("summary", "").c_str());
+  }
   std::printf("History:\n");
   for (const json& t : h.value("history", json::array())) {
     const std::string what =
@@ -505,6 +519,31 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
   std::printf("Spec:\n");
   PrintYaml(o.value("spec", json::object()), 2, std::cout);
   if (std::string(r->kind) == "Node") DescribeNodeHealth(http, name);
+  return 0;
+}
+
+// A repair done by people: the node's pending repair task is reported done (or failed), and the
+// health controller goes on with burn-in (or escalates).
+int NodeRepaired(HttpClient& http, const std::string& node, bool failed,
+                 const std::string& message) {
+  auto resp = http.Do("GET", "/apis/fabrica.dev/v1/nodes/" + node + "/health");
+  if (!resp.ok() || resp->status != 200) return Failed(resp);
+  json h = json::parse(resp->body, nullptr, false);
+  int64_t id = 0;
+  for (const json& t : h.value("tasks", json::array())) {
+    if (t.value("kind", "") == "repair") id = t.value("id", int64_t{0});
+  }
+  if (id == 0) {
+    std::cerr << "fabctl: node " << node << " is not waiting for a repair (state "
+              << h.value("state", "?") << ")\n";
+    return 1;
+  }
+  json body = {{"succeeded", !failed}, {"message", message}};
+  resp = http.Do("POST", "/apis/fabrica.dev/v1/nodes/" + node + "/tasks/" + std::to_string(id),
+                 body.dump());
+  if (!resp.ok() || resp->status >= 300) return Failed(resp);
+  std::printf("node/%s repair %s; burn-in follows\n", node.c_str(),
+              failed ? "reported failed" : "reported done");
   return 0;
 }
 
@@ -754,6 +793,17 @@ int main(int argc, char** argv) {
   export_cmd->callback([&] {
     auto h = client();
     rc = h ? ExportNodes(*h, format) : 2;
+  });
+  CLI::App* repaired_cmd =
+      nodes->add_subcommand("repaired", "Report a node's repair done by people (admins)");
+  std::string repaired_node, repaired_message = "repaired";
+  bool repaired_failed = false;
+  repaired_cmd->add_option("node", repaired_node)->required();
+  repaired_cmd->add_flag("--failed", repaired_failed, "the repair did not fix it");
+  repaired_cmd->add_option("-m,--message", repaired_message, "what was done");
+  repaired_cmd->callback([&] {
+    auto h = client();
+    rc = h ? NodeRepaired(*h, repaired_node, repaired_failed, repaired_message) : 2;
   });
   CLI::App* token_cmd =
       nodes->add_subcommand("token", "Issue a bearer token for a node's agent (admins)");

@@ -439,7 +439,7 @@ void HealthController::FinishSimOps(int64_t now) {
         (void)ctl_.ReportActionDone(op.node, -1, Action::kRepair, true, now);
         break;
       case ActionKind::kBurnIn:
-        (void)ctl_.ReportBurnIn(op.node, op.gpu, SimulatedBurnIn(expected_.at(node), {}), now);
+        ReportBurnIn(node, op.gpu, SimulatedBurnIn(expected_.at(node), {}), "simulated", now);
         break;
       default:
         break;
@@ -543,9 +543,12 @@ void HealthController::ApplyTaskResults(int64_t now) {
         break;
       case ActionKind::kBurnIn: {
         BurnInResult verdict;
+        std::string source = "agent";
         if (r.dcgm || r.nccl) {
           verdict = JudgeBurnIn(expected_[r.node], r.dcgm ? &*r.dcgm : nullptr,
                                 r.nccl ? &*r.nccl : nullptr);
+          source = std::string(r.dcgm ? "dcgmi diag" : "") + (r.dcgm && r.nccl ? " + " : "") +
+                   (r.nccl ? "nccl-tests all_reduce_perf" : "");
         } else if (r.has_burn_in) {
           verdict = r.own_verdict;
         } else {
@@ -553,13 +556,28 @@ void HealthController::ApplyTaskResults(int64_t now) {
           verdict.failures.push_back(verdict.summary);
         }
         if (!r.succeeded) verdict.passed = false;
-        (void)ctl_.ReportBurnIn(node, task.gpu, verdict, now);
+        ReportBurnIn(r.node, task.gpu, verdict, source, now);
         break;
       }
       default:
         break;
     }
   }
+}
+
+void HealthController::ReportBurnIn(const std::string& node, int gpu, const BurnInResult& verdict,
+                                    const std::string& source, int64_t now) {
+  (void)ctl_.ReportBurnIn(NodeId(node), gpu, verdict, now);
+  json j = {{"time", FormatTimestamp(now)},
+            {"passed", verdict.passed},
+            {"source", source},
+            {"summary", verdict.summary}};
+  if (gpu >= 0) j["gpu"] = gpu;
+  if (!verdict.failed_gpus.empty()) j["failedGpus"] = verdict.failed_gpus;
+  if (!verdict.failures.empty()) j["failures"] = verdict.failures;
+  auto& kept = burn_ins_[node];
+  kept.push_back(j.dump());
+  if (kept.size() > 5) kept.erase(kept.begin());
 }
 
 void HealthController::RunEvictions(int64_t now) {
@@ -664,6 +682,9 @@ void HealthController::WriteRecords(int64_t now) {
       tasks.push_back(j);
     }
     if (!tasks.empty()) rec["tasks"] = tasks;
+    json burn_ins = json::array();
+    for (const std::string& b : burn_ins_[name]) burn_ins.push_back(json::parse(b));
+    if (!burn_ins.empty()) rec["burnIns"] = burn_ins;
     std::string text = rec.dump();
     if (written_[name] == text) continue;
     if (store_.Put(kHealthPrefix + name, text, kAnyRevision).ok()) written_[name] = std::move(text);

@@ -128,6 +128,9 @@ class HealthController {
     std::optional<health::NcclReport> nccl;
   };
   void ApplyTaskResults(int64_t now);
+  // Hands a burn-in verdict to the remediation controller and keeps it for the node's record.
+  void ReportBurnIn(const std::string& node, int gpu, const health::BurnInResult& verdict,
+                    const std::string& source, int64_t now);
 
   struct Signal {
     int gpu = -1;
@@ -168,8 +171,9 @@ class HealthController {
 
   std::vector<TaskResult> task_results_;  // guarded by queue_mu_
 
-  mutable std::mutex mu_;                                // everything below; held by Sync
-  std::map<std::string, std::vector<AgentTask>> tasks_;  // node -> pending agent tasks
+  mutable std::mutex mu_;                                     // everything below; held by Sync
+  std::map<std::string, std::vector<AgentTask>> tasks_;       // node -> pending agent tasks
+  std::map<std::string, std::vector<std::string>> burn_ins_;  // node -> last verdicts (JSON)
   int64_t next_task_id_ = 0;  // from the clock at start, so ids are not reused by a restart
   health::RemediationController ctl_;
   bool first_sync_ = true;

@@ -675,5 +675,33 @@ TEST_F(AgentFleetTest, AMigSlicesUseIsMeteredFromItsAgentsSamples) {
   EXPECT_GT(row.value("gpuMilliMsHeld", int64_t{0}), row.value("gpuMilliMsUsed", int64_t{0}));
 }
 
+TEST_F(AgentFleetTest, ANewNodesBurnInRunsDcgmiOnTheNodeAndTheServerJudgesIt) {
+  // An 8-GPU node whose `dcgmi` (a stand-in printing a recorded `dcgmi diag -r 3 -j`) finds GPU 5
+  // failing its memory test: the server reads the report itself and records the verdict.
+  std::ofstream(dir_.File("hgx-fleet.yaml"))
+      << "apiVersion: fabrica.dev/v1\nkind: Fleet\nnodes:\n"
+         "  - {name: h1, cpu: 224, memory: 2Ti, gpus: {count: 8, model: H100, memory: 80Gi}}\n";
+  const std::string dcgmi = dir_.File("dcgmi");
+  std::ofstream(dcgmi) << "#!/bin/sh\ncat " << FABRICA_SOURCE_DIR
+                       << "/tests/data/health/dcgm_diag_r3_fail_gpu5.json\nexit 1\n";
+  ::chmod(dcgmi.c_str(), 0755);
+  auto [code, body] = Call("POST", std::string(kApi) + "/nodes/h1/token", json{});
+  ASSERT_EQ(code, 201) << body.dump();
+  tokens_["h1"] = body["token"];
+  StartAgent("h1", {"--dcgmi", dcgmi, "--dcgm-level", "3"}, "hgx-fleet.yaml");
+  json record;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        record = Call("GET", std::string(kApi) + "/nodes/h1/health").second;
+        return !record.value("burnIns", json::array()).empty();
+      },
+      30s))
+      << record.dump(1) << Logs();
+  const json burn = record["burnIns"][0];
+  EXPECT_FALSE(burn.value("passed", true)) << burn.dump();
+  EXPECT_EQ(burn.value("source", ""), "dcgmi diag") << burn.dump();
+  EXPECT_EQ(burn.value("failedGpus", json::array()), json::array({5})) << burn.dump();
+}
+
 }  // namespace
 }  // namespace fabrica
