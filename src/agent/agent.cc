@@ -59,7 +59,36 @@ NodeAgent::NodeAgent(AgentOptions options, std::unique_ptr<DeviceBackend> device
   launcher_ = std::make_unique<Launcher>(LauncherOptions{options_.state_dir, options_.cgroup_root});
 }
 
-Status NodeAgent::Start() {
+void NodeAgent::Watch() {
+  ClientOptions o = options_.client;
+  o.timeout_seconds = 2;  // an idle stream is re-opened; this bounds how long a stop waits
+  HttpClient client(o);
+  while (!stopping_) {
+    auto r = client.Stream(std::string(kApi) + "/workloads?watch=true", [this](const std::string&) {
+      assignments_changed_ = true;
+      wake_.notify_all();
+      return !stopping_.load();
+    });
+    // The stream ended (timeout, server restart): events may have been missed, so list again.
+    assignments_changed_ = true;
+    if (!r.ok() || *r >= 300) {
+      std::unique_lock<std::mutex> lock(wake_mu_);
+      wake_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_.load(); });
+    }
+  }
+}
+
+bool NodeAgent::WaitForWork(int64_t ms) {
+  std::unique_lock<std::mutex> lock(wake_mu_);
+  return wake_.wait_for(lock, std::chrono::milliseconds(ms),
+                        [this] { return assignments_changed_.load() || stopping_.load(); });
+}
+
+Status NodeAgent::Start(bool watch) {
+  if (watch) {
+    resync_ms_ = 10'000;
+    watch_thread_ = std::thread([this] { Watch(); });
+  }
   auto inv = devices_->Discover();
   if (!inv.ok()) return inv.status();
   inventory_ = *inv;
@@ -666,7 +695,12 @@ struct NodeAgent::BurnInJob {
   std::string dcgm, nccl, error;
 };
 
-NodeAgent::~NodeAgent() = default;  // a burn-in thread still running owns its job and ends alone
+// A burn-in thread still running owns its job and ends alone; the watch is stopped and joined.
+NodeAgent::~NodeAgent() {
+  stopping_ = true;
+  wake_.notify_all();
+  if (watch_thread_.joinable()) watch_thread_.join();
+}
 
 std::optional<std::string> NodeAgent::ToolBurnIn(int64_t id, int gpu) {
   if (burn_in_ && burn_in_->id == id) {
@@ -845,7 +879,17 @@ Status NodeAgent::Tick() {
     finished_[e.key] = e.binding;
     pending_exits_.push_back(e);
   }
-  Status reconciled = Reconcile(now);
+  // List the assignments after a change the watch saw, when pods ended, or at the resync.
+  Status reconciled = Status::Ok();
+  if (assignments_changed_.exchange(false) || !pending_exits_.empty() || last_list_ms_ < 0 ||
+      now - last_list_ms_ >= resync_ms_) {
+    reconciled = Reconcile(now);
+    if (reconciled.ok()) {
+      last_list_ms_ = now;
+    } else {
+      assignments_changed_ = true;  // try again next round
+    }
+  }
   note(reconciled);
   if (reconciled.ok()) {
     for (const PodExit& e : pending_exits_) RecordExit(e);

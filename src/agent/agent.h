@@ -18,12 +18,14 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "agent/device_backend.h"
 #include "agent/launcher.h"
@@ -56,8 +58,12 @@ class NodeAgent {
   NodeAgent(AgentOptions options, std::unique_ptr<DeviceBackend> devices, const Clock& clock);
   ~NodeAgent();
 
-  // Discovers the devices and adopts pods left by a previous run.
-  Status Start();
+  // Discovers the devices and adopts pods left by a previous run. With `watch`, a thread
+  // watches the workloads assigned to this node, so that a round lists them only after a
+  // change (or every `resync_ms`) and WaitForWork returns as soon as one arrives.
+  Status Start(bool watch = false);
+  // Sleeps up to `ms`, or until the watch reports a change (then returns true).
+  bool WaitForWork(int64_t ms);
   // One round; the first error is returned after the round's other steps ran.
   Status Tick();
   // The dcgm-exporter page of this node's GPUs, labelled with the workloads using them.
@@ -121,6 +127,15 @@ class NodeAgent {
   std::map<std::string, int64_t> shim_busy_;         // "pod key|uuid" -> busy ns at the last sample
   std::vector<PodExit> pending_exits_;
   int64_t last_task_poll_ms_ = -1;
+  // The assignment watch.
+  void Watch();
+  std::thread watch_thread_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> assignments_changed_{true};
+  std::mutex wake_mu_;
+  std::condition_variable wake_;
+  int64_t last_list_ms_ = -1;
+  int64_t resync_ms_ = 1000;  // without a watch, every round lists
   struct BurnInJob;
   std::shared_ptr<BurnInJob> burn_in_;  // the tools' run in progress (shared with its thread)
   std::set<int64_t> tasks_done_;  // reported; the record drops them on the server's next round  //

@@ -93,7 +93,7 @@ int Run(AgentArgs args) {
   options.nccl_all_reduce = tool(args.nccl_all_reduce, "all_reduce_perf");
   RealClock clock;
   NodeAgent agent(options, std::move(*devices), clock);
-  Status started = agent.Start();
+  Status started = agent.Start(/*watch=*/true);
   if (!started.ok()) return fail(started);
 
   std::unique_ptr<HttpServer> metrics;
@@ -145,8 +145,9 @@ int Run(AgentArgs args) {
     last_error = st.ok() ? "" : st.message();
     const auto until = std::chrono::steady_clock::now() +
                        std::chrono::milliseconds(static_cast<int64_t>(args.poll_s * 1000));
+    // Until the next round, or at once when the watch sees an assignment change.
     while (!g_stop && std::chrono::steady_clock::now() < until) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      if (agent.WaitForWork(100)) break;
     }
     if (args.run_seconds > 0 &&
         std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count() >=
