@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -94,8 +95,17 @@ Status NodeAgent::Start(bool watch) {
   inventory_ = *inv;
   inventory_.node.name = NodeId(options_.node);
   RETURN_IF_ERROR(launcher_->Load());
+  {
+    std::ifstream in(options_.state_dir + "/logs.json");
+    json saved = json::parse(in, nullptr, false);
+    if (saved.is_object()) {
+      for (const auto& [key, c] : saved.items()) {
+        logs_[key] = LogCursor{Str(c, "file"), Int(c, "local"), Int(c, "base", -1)};
+      }
+    }
+  }
   for (const auto& [key, p] : launcher_->pods()) {
-    log_files_[key] = p.log_path;
+    if (!logs_.count(key)) logs_[key] = LogCursor{p.log_path, 0, -1};
     // An adopted fractional pod keeps reporting its achieved share from its shim region.
     std::string id = key;
     std::replace(id.begin(), id.end(), '/', '_');
@@ -391,8 +401,12 @@ Status NodeAgent::Reconcile(int64_t now) {
       RecordExit(e);
       continue;
     }
-    log_files_[key] = launcher_->LogPath(key);
-    log_shipped_[key] = 0;
+    if (!logs_.count(key)) {
+      // A fresh file (a pod run again keeps its file and cursor, and appends).
+      struct stat sb;
+      const std::string file = launcher_->LogPath(key);
+      logs_[key] = LogCursor{file, stat(file.c_str(), &sb) == 0 ? sb.st_size : 0, -1};
+    }
     if (plan.phase == "Scheduled" && !moved_to_running.count(wkey)) {
       moved_to_running.insert(wkey);
       json patch = {{"status",
@@ -405,6 +419,8 @@ Status NodeAgent::Reconcile(int64_t now) {
       if (!st.ok() && first.ok()) first = st;
     }
   }
+  wanted_keys_.clear();
+  for (const auto& [key, plan] : wanted) wanted_keys_.insert(key);
   // Forget outcomes of pods no longer assigned here.
   for (auto it = finished_.begin(); it != finished_.end();) {
     it = wanted.count(it->first) ? std::next(it) : finished_.erase(it);
@@ -415,9 +431,11 @@ Status NodeAgent::Reconcile(int64_t now) {
     std::lock_guard<std::mutex> lock(labels_mu_);
     gpu_labels_.clear();
     gpu_milli_.clear();
+    running_devices_.clear();
     for (const auto& [key, plan] : wanted) {
       if (!launcher_->pods().count(key)) continue;
       for (const json& d : List(plan.assignment, "devices")) {
+        running_devices_[key].insert(static_cast<int>(Int(d, "index", -1)));
         std::string device = Str(d, "uuid");
         const int64_t index = Int(d, "index", -1);
         const int64_t slice = Int(d, "migSlice", -1);
@@ -511,47 +529,82 @@ Status NodeAgent::SendOutcomes(int64_t now) {
   return first;
 }
 
+void NodeAgent::SaveLogCursors() const {
+  json saved = json::object();
+  for (const auto& [key, c] : logs_) {
+    saved[key] = {{"file", c.file}, {"local", c.local}, {"base", c.base}};
+  }
+  const std::string path = options_.state_dir + "/logs.json";
+  {
+    std::ofstream out(path + ".tmp", std::ios::trunc);
+    out << saved.dump();
+  }
+  std::rename((path + ".tmp").c_str(), path.c_str());
+}
+
 Status NodeAgent::ShipLogs() {
   Status first = Status::Ok();
-  for (auto it = log_files_.begin(); it != log_files_.end();) {
+  bool changed = false;
+  for (auto it = logs_.begin(); it != logs_.end();) {
     const std::string& key = it->first;
-    const std::string& file = it->second;
+    LogCursor& c = it->second;
     const bool running = launcher_->pods().count(key) > 0;
-    std::ifstream in(file, std::ios::binary);
-    int64_t& shipped = log_shipped_[key];
+    const size_t slash1 = key.find('/');
+    const size_t slash2 = key.find('/', slash1 + 1);
+    const std::string path =
+        WorkloadPath(key.substr(0, slash1), key.substr(slash1 + 1, slash2 - slash1 - 1)) +
+        "/log?pod=" + key.substr(slash2 + 1);
+    bool dropped = false;
     std::string chunk;
-    if (in) {
-      in.seekg(shipped);
-      chunk.resize(kLogChunk);
-      in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-      chunk.resize(static_cast<size_t>(in.gcount()));
+    {
+      std::ifstream in(c.file, std::ios::binary);
+      if (in) {
+        in.seekg(c.local);
+        chunk.resize(kLogChunk);
+        in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+        chunk.resize(static_cast<size_t>(in.gcount()));
+      }
     }
     if (!chunk.empty()) {
-      const size_t slash1 = key.find('/');
-      const size_t slash2 = key.find('/', slash1 + 1);
-      const std::string path =
-          WorkloadPath(key.substr(0, slash1), key.substr(slash1 + 1, slash2 - slash1 - 1)) +
-          "/log?pod=" + key.substr(slash2 + 1) + "&offset=" + std::to_string(shipped);
-      auto r = client_->Do("POST", path, chunk, "text/plain");
-      if (r.ok() && (r->status == 200 || r->status == 409)) {
-        json reply = json::parse(r->body, nullptr, false);
-        shipped = Int(reply, "size", shipped + static_cast<int64_t>(chunk.size()));
-      } else if (r.ok() && (r->status == 404 || r->status == 403)) {
-        chunk.clear();  // the workload is gone or no longer ours: drop its log
-        shipped = INT64_MAX;
-      } else {
+      Result<ClientResponse> r = Status::Ok();
+      if (c.base < 0) {
+        // What the server has of this pod already: this file's output goes after it.
+        r = client_->Do("POST", path, "", "text/plain");
+        if (r.ok() && r->status == 200) {
+          c.base = Int(json::parse(r->body, nullptr, false), "size", 0) - c.local;
+          changed = true;
+        }
+      }
+      if (c.base >= 0) {
+        r = client_->Do("POST", path + "&offset=" + std::to_string(c.base + c.local), chunk,
+                        "text/plain");
+        if (r.ok() && (r->status == 200 || r->status == 409)) {
+          const int64_t size = Int(json::parse(r->body, nullptr, false), "size", -1);
+          if (size >= c.base) {
+            c.local = size - c.base;
+          } else {
+            c.base =
+                -1;  // the server has less than this file's start (its log was lost): ask again
+          }
+          changed = true;
+        }
+      }
+      if (r.ok() && (r->status == 404 || r->status == 403)) {
+        dropped = true;  // the workload is gone or no longer ours: drop its log
+      } else if (!r.ok() || (r->status != 200 && r->status != 409)) {
         Status st = r.ok() ? Check(r, options_.node, "ship log") : r.status();
         if (first.ok()) first = st;
       }
     }
-    if (!running && (chunk.empty() || shipped == INT64_MAX)) {
-      unlink(file.c_str());
-      log_shipped_.erase(key);
-      it = log_files_.erase(it);
+    if (!running && !wanted_keys_.count(key) && (chunk.empty() || dropped)) {
+      unlink(c.file.c_str());
+      it = logs_.erase(it);
+      changed = true;
     } else {
       ++it;
     }
   }
+  if (changed) SaveLogCursors();
   return first;
 }
 
@@ -795,6 +848,19 @@ Status NodeAgent::DoTasks(int64_t now) {
         result = {{"succeeded", false},
                   {"message", kind + " is not performed by this agent on real GPUs"}};
       }
+    } else if (kind == "restart-app") {
+      // The workload's pods on this GPU are stopped at once and, their binding being current,
+      // started again by the next round.
+      const std::string workload = Str(t, "workload");
+      int restarted = 0;
+      for (const auto& [key, plan] : running_devices_) {
+        if (key.rfind(workload + "/", 0) != 0) continue;
+        if (gpu >= 0 && !plan.count(gpu)) continue;
+        launcher_->Stop(key, 0, now);
+        ++restarted;
+      }
+      result = {{"succeeded", true},
+                {"message", std::to_string(restarted) + " pod(s) of " + workload + " restarted"}};
     } else if (kind == "inject") {
       // `fabctl debug inject`: a fault for the simulated devices; real GPUs take none.
       FaultInjection fault;
@@ -865,6 +931,7 @@ Status NodeAgent::Tick() {
   // round's list has set up their workloads' outcomes (a pod that ended while the agent was
   // away included).
   for (const PodExit& e : launcher_->Poll(now)) {
+    assignments_changed_ = true;  // list again: a stopped pod may have to start again
     auto region = shim_regions_.find(e.key);
     if (region != shim_regions_.end()) {
       unlink(region->second.c_str());

@@ -140,12 +140,26 @@ class NodeAgent {
   std::shared_ptr<BurnInJob> burn_in_;  // the tools' run in progress (shared with its thread)
   std::set<int64_t> tasks_done_;  // reported; the record drops them on the server's next round  //
                                   // counted after the next successful list
-  std::map<std::string, int64_t> log_shipped_;    // pod key -> bytes the server has
-  std::map<std::string, std::string> log_files_;  // pod key -> its log (kept until shipped)
+  // Where each pod's log stands: the local file, how much of it the server has, and the
+  // server's offset of the file's first byte (a pod run again appends to its file; a pod that
+  // ran on another node before has output there already). Saved in the state directory, so a
+  // restarted agent neither resends nor skips. A file is removed once shipped and no longer
+  // assigned here.
+  struct LogCursor {
+    std::string file;
+    int64_t local = 0;
+    int64_t base = -1;  // unknown until the server says its size
+  };
+  std::map<std::string, LogCursor> logs_;
+  std::set<std::string> wanted_keys_;  // pods assigned here at the last list
+  void SaveLogCursors() const;
   // For /metrics and the sim backend's load.
   mutable std::mutex labels_mu_;
   std::map<std::string, std::map<std::string, std::string>> gpu_labels_;  // device -> labels
-  std::map<std::string, int64_t> gpu_milli_;  // GPU or MIG UUID -> milli-GPU running pods hold
+  std::map<std::string, int64_t> gpu_milli_;
+  std::map<std::string, std::set<int>>
+      running_devices_;  // pod key -> GPU indexes it holds  // GPU or MIG UUID -> milli-GPU running
+                         // pods hold
   std::vector<GpuReading> last_readings_;
 };
 

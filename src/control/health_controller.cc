@@ -360,10 +360,21 @@ void HealthController::Perform(
       return;
     case ActionKind::kCordonGpu:
     case ActionKind::kUncordonGpu:
-    case ActionKind::kRestartApp:
-      // GPU cordons live in the node's health record, which the scheduler reads; simulated
-      // workloads have no process to restart.
+      // GPU cordons live in the node's health record, which the scheduler reads.
       return;
+    case ActionKind::kRestartApp: {
+      // Simulated workloads have no process to restart; a node's agent restarts the workload's
+      // pods that use the GPU, in place.
+      if (simulated) return;
+      AgentTask task;
+      task.id = ++next_task_id_;
+      task.kind = a.kind;
+      task.gpu = a.gpu;
+      task.since_ms = now;
+      task.workload = a.workload.str();
+      tasks_[node].push_back(task);
+      return;
+    }
     case ActionKind::kEvict: {
       auto it = bindings.find(a.workload.str());
       if (it == bindings.end()) return;
@@ -525,7 +536,8 @@ void HealthController::ApplyTaskResults(int64_t now) {
     if (it == tasks.end()) continue;  // superseded, or from before a restart
     const AgentTask task = *it;
     tasks.erase(it);
-    if (task.inject) continue;  // the fault shows in the agent's reports, like any other
+    // A fault shows in the agent's reports like any other; a restart needs no verdict.
+    if (task.inject || task.kind == ActionKind::kRestartApp) continue;
     const NodeId node(r.node);
     switch (task.kind) {
       case ActionKind::kInspect:
@@ -679,6 +691,7 @@ void HealthController::WriteRecords(int64_t now) {
       if (t.inject && t.fault.xid > 0) j["xid"] = t.fault.xid;
       if (t.inject && t.fault.ecc_double_bit >= 0) j["eccDoubleBit"] = t.fault.ecc_double_bit;
       if (t.inject && t.fault.kill) j["kill"] = true;
+      if (!t.workload.empty()) j["workload"] = t.workload;
       tasks.push_back(j);
     }
     if (!tasks.empty()) rec["tasks"] = tasks;

@@ -115,6 +115,7 @@ class HealthController {
     int64_t since_ms = 0;
     bool inject = false;  // a fault for the agent's simulated devices (`fault`)
     FaultInjection fault;
+    std::string workload;  // restart-app: "tenant/name"
   };
   struct TaskResult {
     std::string node;

@@ -511,9 +511,10 @@ TEST_F(AgentFleetTest, AFractionalShareWithoutTheShimIsRefusedNotRunUncapped) {
 }
 
 TEST_F(AgentFleetTest, AKilledAgentsNodeGoesNotReadyItsWorkIsRequeuedAndRestartsCleanUp) {
-  Submit("long", {"sleep", "300"});
+  Submit("long", {"sh", "-c", "echo on $FABRICA_NODE; exec sleep 300"});
   ASSERT_TRUE(WaitFor([&] { return Phase("long") == "Running"; }, 30s)) << Logs();
   const std::string first = NodeOf("long");
+  ASSERT_TRUE(WaitFor([&] { return Log("long") == "on " + first + "\n"; }, 10s)) << Log("long");
   pid_t orphan = -1;
   ASSERT_TRUE(WaitFor([&] { return (orphan = PodPid(first, "long")) > 0; }, 10s));
   ASSERT_FALSE(Gone(orphan));
@@ -563,6 +564,10 @@ TEST_F(AgentFleetTest, AKilledAgentsNodeGoesNotReadyItsWorkIsRequeuedAndRestarts
   EXPECT_NE(page.find("Hostname=\"" + second + "\""), std::string::npos) << page;
   EXPECT_NE(page.find("} 80\n"), std::string::npos) << page;
 
+  // The pod's log holds both runs, in order: the second node's output follows the first's.
+  EXPECT_TRUE(WaitFor([&] { return Log("long") == "on " + first + "\non " + second + "\n"; }, 10s))
+      << Log("long");
+
   // Deleting the workload stops its pod.
   EXPECT_EQ(Call("DELETE", std::string(kApi) + "/namespaces/team-a/workloads/long").first, 200);
   EXPECT_TRUE(WaitFor([&] { return Gone(moved); }, 20s)) << Logs();
@@ -601,6 +606,30 @@ TEST_F(AgentFleetTest, AnInjectedXidIsRemediatedThroughTheAgent) {
   std::string path;
   for (const json& h : record["history"]) path += h.value("to", "") + " ";
   EXPECT_NE(path.find("repair"), std::string::npos) << path;  // reboot happens in repair
+}
+
+TEST_F(AgentFleetTest, AnApplicationXidRestartsThePodInPlace) {
+  Submit("server", {"sh", "-c", "echo started; sleep 300"});
+  ASSERT_TRUE(WaitFor([&] { return Phase("server") == "Running"; }, 30s)) << Logs();
+  const std::string node = NodeOf("server");
+  pid_t first = -1;
+  ASSERT_TRUE(WaitFor([&] { return (first = PodPid(node, "server")) > 0; }, 10s));
+  // XID 94 (contained ECC error) hits only the application: restart it where it is.
+  auto [code, body] =
+      Call("POST", std::string(kApi) + "/nodes/" + node + "/inject", json{{"xid", 94}, {"gpu", 0}});
+  ASSERT_EQ(code, 202) << body.dump();
+  pid_t second = -1;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        second = PodPid(node, "server");
+        return second > 0 && second != first;
+      },
+      30s))
+      << Logs();
+  EXPECT_TRUE(WaitFor([&] { return Gone(first); }, 10s));
+  EXPECT_EQ(Phase("server"), "Running");
+  EXPECT_EQ(NodeOf("server"), node);
+  ASSERT_TRUE(WaitFor([&] { return Log("server") == "started\nstarted\n"; }, 10s)) << Log("server");
 }
 
 TEST_F(AgentFleetTest, AFractionalShareRunsUnderTheShimWithItsCap) {
