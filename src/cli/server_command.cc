@@ -228,6 +228,7 @@ int Run(ServerArgs args) {
   SchedulerOptions sched_options;
   sched_options.policy = args.policy;
   sched_options.node_grace_ms = heartbeat_timeout_ms;
+  sched_options.require_health_record = true;  // new nodes are inspected and burnt in first
   sched_options.admission_hold = [m = meter->get()](const std::string& tenant,
                                                     const std::string& queue) {
     return m->AdmissionHold(tenant, queue);

@@ -65,10 +65,12 @@ Result<CycleStats> Scheduler::RunOnce() {
   // by one take no new work.
   ASSIGN_OR_RETURN(ListResult health_list, store_.List("/registry/nodehealth/", "", 0));
   std::set<std::string> health_held;
+  std::set<std::string> has_record;
   std::map<std::string, std::vector<int>> cordoned_gpus;
   for (const KeyValue& kv : health_list.items) {
     json h = json::parse(kv.value, nullptr, false);
     const std::string name = Str(Field(h, "metadata"), "name");
+    has_record.insert(name);
     if (Field(h, "schedulable") == false) health_held.insert(name);
     for (const json& g : List(h, "gpus")) {
       if (Field(g, "schedulable") == false) {
@@ -92,7 +94,8 @@ Result<CycleStats> Scheduler::RunOnce() {
     auto it = renewed.find(name);
     const bool ready =
         it != renewed.end() && it->second >= 0 && now - it->second <= options_.node_grace_ms;
-    if (cordoned || !ready || health_held.count(name)) unusable.insert(name);
+    const bool unproven = options_.require_health_record && !has_record.count(name);
+    if (cordoned || !ready || unproven || health_held.count(name)) unusable.insert(name);
     if (!ready) unusable.insert("!" + name);  // marks NotReady, for requeue
     // The Node's Ready condition follows its lease; written only when it changes, so that a
     // healthy fleet costs no writes.

@@ -32,6 +32,9 @@ struct SchedulerOptions {
   std::function<std::optional<std::string>(const std::string& tenant, const std::string& queue)>
       admission_hold;
   int64_t node_grace_ms = 40'000;  // lease age after which a node is NotReady
+  // With a health controller: a node without a health record yet (registered since the
+  // controller's last round, so neither inspected nor burnt in) takes no work.
+  bool require_health_record = false;
 };
 
 struct CycleStats {

@@ -632,6 +632,38 @@ TEST_F(AgentFleetTest, AnApplicationXidRestartsThePodInPlace) {
   ASSERT_TRUE(WaitFor([&] { return Log("server") == "started\nstarted\n"; }, 10s)) << Log("server");
 }
 
+TEST_F(AgentFleetTest, ANewNodeTakesWorkOnlyAfterItsInspectionAndBurnIn) {
+  for (const char* node : {"n1", "n2", "n3"}) {
+    auto r = admin_->Do("PATCH", std::string(kApi) + "/nodes/" + node,
+                        json{{"spec", {{"unschedulable", true}}}}.dump(),
+                        "application/merge-patch+json");
+    ASSERT_TRUE(r.ok() && r->status == 200);
+  }
+  // Work waits for a node; then one registers.
+  Submit("waiting", {"sleep", "300"});
+  std::ofstream(dir_.File("late-fleet.yaml"))
+      << "apiVersion: fabrica.dev/v1\nkind: Fleet\nnodes:\n"
+         "  - {name: late, cpu: 16, memory: 64Gi, gpus: {count: 1, model: H100, memory: 80Gi}}\n";
+  auto [code, body] = Call("POST", std::string(kApi) + "/nodes/late/token", json{});
+  ASSERT_EQ(code, 201);
+  tokens_["late"] = body["token"];
+  StartAgent("late", {}, "late-fleet.yaml");
+  ASSERT_TRUE(WaitFor([&] { return Phase("waiting") == "Running"; }, 30s)) << Logs();
+  ASSERT_EQ(NodeOf("waiting"), "late");
+  // It was bound only once the node had been inspected and burnt in.
+  json record = Call("GET", std::string(kApi) + "/nodes/late/health").second;
+  std::string available_at;
+  for (const json& h : record.value("history", json::array())) {
+    if (h.value("to", "") == "available") available_at = h.value("time", "");
+  }
+  ASSERT_FALSE(available_at.empty()) << record.dump(1);
+  const std::string bound_at = Workload("waiting")["status"].value("scheduledTime", "");
+  EXPECT_GE(bound_at, available_at) << record.dump(1);
+  std::string path;
+  for (const json& h : record["history"]) path += h.value("to", "") + " ";
+  EXPECT_EQ(path, "enroll inspecting burn-in available ") << record.dump(1);
+}
+
 TEST_F(AgentFleetTest, AFractionalShareRunsUnderTheShimWithItsCap) {
   // A fourth node whose agent has the shim; its GPU is the fake libcuda's device.
   {
