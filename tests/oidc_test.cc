@@ -21,12 +21,15 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "api/auth.h"
+#include "api/http_server.h"
+#include "api/oidc_discovery.h"
 
 namespace fabrica {
 namespace {
@@ -657,6 +660,113 @@ TEST(OidcAuthorizerTest, AuthFileOidcSectionAuthenticatesAndBindsGroups) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("oidc.jwksFile"), std::string::npos)
       << bad.status().message();
+  std::filesystem::remove_all(dir);
+}
+
+// An identity provider on loopback HTTPS: its discovery document and a key set the test swaps
+// to rotate keys. Counts the key set's fetches.
+class FakeProvider {
+ public:
+  explicit FakeProvider(const std::string& dir) : dir_(dir) {
+    CHECK(EnsureServerCertificates(dir, {"127.0.0.1"}).ok());
+    HttpServerOptions o;
+    o.listen = "127.0.0.1:0";
+    o.cert_file = dir + "/server.crt";
+    o.key_file = dir + "/server.key";
+    o.threads = 2;
+    server_ = std::make_unique<HttpServer>(o, [this](const HttpRequest& req) {
+      HttpResponse r;
+      std::lock_guard<std::mutex> lock(mu_);
+      if (req.path == "/.well-known/openid-configuration") {
+        r.body = json{{"issuer", issuer_doc_.empty() ? url() : issuer_doc_},
+                      {"jwks_uri", url() + "/keys"}}
+                     .dump();
+      } else if (req.path == "/keys") {
+        ++fetches_;
+        r.body = jwks_;
+      } else {
+        r.status = 404;
+      }
+      return r;
+    });
+    CHECK(server_->Start().ok());
+  }
+  std::string url() const { return "https://127.0.0.1:" + std::to_string(server_->port()); }
+  std::string ca() const { return dir_ + "/ca.crt"; }
+  void SetJwks(std::string jwks) {
+    std::lock_guard<std::mutex> lock(mu_);
+    jwks_ = std::move(jwks);
+  }
+  void SetIssuerInDocument(std::string issuer) {
+    std::lock_guard<std::mutex> lock(mu_);
+    issuer_doc_ = std::move(issuer);
+  }
+  int fetches() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return fetches_;
+  }
+
+ private:
+  std::string dir_;
+  std::mutex mu_;
+  std::string jwks_;
+  std::string issuer_doc_;
+  int fetches_ = 0;
+  std::unique_ptr<HttpServer> server_;
+};
+
+TEST(OidcDiscoveryTest, KeysComeFromTheIssuerAndAreRefetchedWhenTheyRotate) {
+  const std::string dir = testing::TempDir() + "/oidc_discovery_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  FakeProvider idp(dir);
+  idp.SetJwks(Jwks({RsaJwk(Keys().rsa.get(), "rsa-1")}));
+  const std::string yaml = "oidc: {issuer: '" + idp.url() +
+                           "', audience: " + std::string(kAudience) +
+                           ", discovery: true, caFile: " + idp.ca() + "}\n";
+  auto auth = Authorizer::Parse(yaml, dir + "/auth.yaml");
+  ASSERT_TRUE(auth.ok()) << auth.status().ToString();
+  EXPECT_EQ(idp.fetches(), 1);
+  json claims = Claims();
+  claims["iss"] = idp.url();
+  auto p = auth->Authenticate(RsaToken(claims), kNow);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->user, "alice");
+
+  // The provider rotates to a new key: the first token naming it makes the server fetch again.
+  idp.SetJwks(Jwks({RsaJwk(Keys().other_rsa.get(), "rsa-2")}));
+  const std::string rotated = MakeToken(RsaHeader("rsa-2"), claims, Rs256(Keys().other_rsa.get()));
+  p = auth->Authenticate(rotated, kNow);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(idp.fetches(), 2);
+  // The old key is gone with the rotation.
+  EXPECT_FALSE(auth->Authenticate(RsaToken(claims), kNow + 120).ok());
+  EXPECT_EQ(idp.fetches(), 3);
+
+  // Made-up key ids do not make the server hammer the provider: one fetch a minute at most.
+  const std::string bogus = MakeToken(RsaHeader("nope"), claims, Rs256(Keys().other_rsa.get()));
+  auto r = auth->Authenticate(bogus, kNow + 130);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("unknown key id"), std::string::npos) << r.status().message();
+  for (int i = 0; i < 20; ++i) (void)auth->Authenticate(bogus, kNow + 131 + i);
+  EXPECT_EQ(idp.fetches(), 3);
+  (void)auth->Authenticate(bogus, kNow + 200);
+  EXPECT_EQ(idp.fetches(), 4);
+
+  // A discovery document for another issuer is refused, naming the field.
+  idp.SetIssuerInDocument("https://evil.example.com");
+  auto bad = Authorizer::Parse(yaml, dir + "/auth.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("oidc.discovery"), std::string::npos)
+      << bad.status().message();
+  EXPECT_NE(bad.status().message().find("evil.example.com"), std::string::npos)
+      << bad.status().message();
+  // Both or neither of jwksFile and discovery is an error; plain http only on loopback.
+  auto both = Authorizer::Parse("oidc: {issuer: i, audience: a}\n", dir + "/auth.yaml");
+  ASSERT_FALSE(both.ok());
+  EXPECT_NE(both.status().message().find("either jwksFile or discovery"), std::string::npos);
+  auto plain = FetchUrl("http://idp.example.com/keys", "");
+  ASSERT_FALSE(plain.ok());
+  EXPECT_NE(plain.status().message().find("must be https"), std::string::npos);
   std::filesystem::remove_all(dir);
 }
 

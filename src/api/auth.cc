@@ -77,14 +77,32 @@ Result<Authorizer> Authorizer::Parse(const std::string& yaml, const std::string&
     OidcConfig config;
     ASSIGN_OR_RETURN(config.issuer, o.String("issuer"));
     ASSIGN_OR_RETURN(config.audience, o.String("audience"));
-    ASSIGN_OR_RETURN(std::string jwks, o.String("jwksFile"));
+    ASSIGN_OR_RETURN(std::string jwks, o.String("jwksFile", ""));
+    ASSIGN_OR_RETURN(bool discovery, o.Bool("discovery", false));
+    ASSIGN_OR_RETURN(std::string ca_file, o.String("caFile", ""));
     ASSIGN_OR_RETURN(config.username_claim, o.String("usernameClaim", "sub"));
     ASSIGN_OR_RETURN(config.username_prefix, o.String("usernamePrefix", ""));
     ASSIGN_OR_RETURN(config.groups_claim, o.String("groupsClaim", "groups"));
     RETURN_IF_ERROR(o.Finish());
-    if (!jwks.empty() && jwks[0] != '/' && source.find('/') != std::string::npos) {
-      jwks = source.substr(0, source.rfind('/') + 1) + jwks;
+    auto relative = [&](std::string path) {
+      if (!path.empty() && path[0] != '/' && source.find('/') != std::string::npos) {
+        path = source.substr(0, source.rfind('/') + 1) + path;
+      }
+      return path;
+    };
+    if (discovery == !jwks.empty()) {
+      return o.Error("jwksFile",
+                     "give either jwksFile or discovery: true (keys from the "
+                     "issuer's /.well-known/openid-configuration)");
     }
+    if (discovery) {
+      auto verifier = DiscoveredOidcVerifier::Create(config, relative(ca_file));
+      if (!verifier.ok()) return o.Error("discovery", verifier.status().message());
+      a.discovered_oidc_ = *verifier;
+      RETURN_IF_ERROR(top.Finish());
+      return a;
+    }
+    jwks = relative(jwks);
     auto text = FetchJwksFromFile(jwks);
     if (!text.ok()) return o.Error("jwksFile", text.status().message());
     config.jwks_json = *text;
@@ -101,10 +119,11 @@ Result<Principal> Authorizer::Authenticate(const std::string& token,
   auto it = tokens_.find(token);
   if (it != tokens_.end()) return it->second;
   // A JWT has two dots; anything else is an unknown static token.
-  if (!oidc_ || std::count(token.begin(), token.end(), '.') != 2) {
+  if ((!oidc_ && !discovered_oidc_) || std::count(token.begin(), token.end(), '.') != 2) {
     return Status(StatusCode::kUnauthenticated, "invalid bearer token");
   }
-  auto id = oidc_->Verify(token, now_epoch_seconds);
+  auto id = oidc_ ? oidc_->Verify(token, now_epoch_seconds)
+                  : discovered_oidc_->Verify(token, now_epoch_seconds);
   if (!id.ok())
     return Status(StatusCode::kUnauthenticated, "OIDC token rejected: " + id.status().message());
   if (id->username.rfind("system:", 0) == 0) {

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "api/oidc.h"
+#include "api/oidc_discovery.h"
 #include "core/status.h"
 
 namespace fabrica {
@@ -48,9 +49,10 @@ struct RoleBinding {
 class Authorizer {
  public:
   // Parses the auth file: `tokens: [{token, user, groups}]`, `bindings: [{role, tenant, user |
-  // group}]` and optionally `oidc: {issuer, audience, jwksFile, usernameClaim, usernamePrefix,
-  // groupsClaim}` (jwksFile relative to the auth file's folder unless absolute). Unknown fields
-  // and roles are errors naming file, line and field.
+  // group}]` and optionally `oidc: {issuer, audience, jwksFile | discovery: true, caFile,
+  // usernameClaim, usernamePrefix, groupsClaim}` (files relative to the auth file's folder unless
+  // absolute; with discovery the keys come from the issuer and are refreshed on rotation, see
+  // oidc_discovery.h). Unknown fields and roles are errors naming file, line and field.
   static Result<Authorizer> Parse(const std::string& yaml, const std::string& source);
 
   // The principal of a static token or a valid OIDC ID token (at `now_epoch_seconds`), or
@@ -76,6 +78,7 @@ class Authorizer {
 
   std::map<std::string, Principal> tokens_;
   std::shared_ptr<OidcVerifier> oidc_;
+  std::shared_ptr<DiscoveredOidcVerifier> discovered_oidc_;  // keys from the issuer, refreshed
   std::vector<RoleBinding> bindings_;
 };
 

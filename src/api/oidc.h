@@ -4,9 +4,8 @@
 // clock skew, a username claim with an optional prefix, a groups claim).
 //
 // The verifier never talks to the identity provider: the JWKS document is given as text when it
-// is created (see FetchJwksFromFile). OIDC discovery (`/.well-known/openid-configuration`,
-// `jwks_uri`) and refetching the key set when a token names an unknown key id are out of scope;
-// to rotate keys, build a new verifier from the new document and swap it in.
+// is created (see FetchJwksFromFile). Discovery and refetching the key set when a token names an
+// unknown key id are api/oidc_discovery.h's, which builds a new verifier and swaps it in.
 //
 // Only asymmetric algorithms are accepted, and only those two: "none", HS256 (whose secret an
 // attacker could take from a published RSA key) and every other alg are refused, and keys embedded

@@ -102,12 +102,17 @@ struct HttpClient::Impl {
     origin = scheme + "://" + host_header;
 
     if (!tls) return Status::Ok();
-    if (options.ca_file.empty()) return InvalidArgument("https needs ca_file to verify " + origin);
     tls_context.emplace(ssl::context::tls_client);
     SSL_CTX_set_min_proto_version(tls_context->native_handle(), TLS1_2_VERSION);
     beast::error_code load_ec;
-    tls_context->load_verify_file(options.ca_file, load_ec);
-    if (load_ec) return InvalidArgument(options.ca_file + ": " + load_ec.message());
+    if (options.ca_file.empty()) {
+      // No CA named: the system's trust store (a public identity provider, say).
+      tls_context->set_default_verify_paths(load_ec);
+      if (load_ec) return InvalidArgument("the system's CA store: " + load_ec.message());
+    } else {
+      tls_context->load_verify_file(options.ca_file, load_ec);
+      if (load_ec) return InvalidArgument(options.ca_file + ": " + load_ec.message());
+    }
     tls_context->set_verify_mode(ssl::verify_peer);
     return Status::Ok();
   }

@@ -15,7 +15,7 @@ namespace fabrica {
 struct ClientOptions {
   std::string server = "https://127.0.0.1:8443";  // https://host:port or http://host:port
   std::string token;    // sent as "Authorization: Bearer <token>" when not empty
-  std::string ca_file;  // PEM CA to verify the server against; required for https
+  std::string ca_file;  // PEM CA to verify the server against; empty: the system's trust store
   int timeout_seconds = 30;
 };
 
