@@ -39,6 +39,19 @@ class TempDir {
   std::string path_;
 };
 
+// The bearer token of `user` in AuthYaml(tag).
+inline std::string TestToken(const std::string& user, const std::string& tag) {
+  return user + "-token-" + tag + "-0123456789";
+}
+
+// An auth file with a platform admin ("admin") and a member of tenant team-a ("alice").
+inline std::string AuthYaml(const std::string& tag) {
+  return "tokens:\n  - {token: " + TestToken("admin", tag) +
+         ", user: admin}\n  - {token: " + TestToken("alice", tag) +
+         ", user: alice}\nbindings:\n  - {role: platform-admin, user: admin}\n"
+         "  - {role: tenant-member, tenant: team-a, user: alice}\n";
+}
+
 inline std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
   std::stringstream ss;

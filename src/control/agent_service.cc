@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/json_fields.h"
+#include "control/replies.h"
 
 namespace fabrica {
 namespace {
@@ -20,24 +21,11 @@ using jsonf::Str;
 constexpr char kApi[] = "/apis/fabrica.dev/v1";
 constexpr char kTruncated[] = "\n[fabrica: log limit reached; later output dropped]\n";
 
-HttpResponse JsonReply(int status, const json& body) {
-  HttpResponse r;
-  r.status = status;
-  r.body = body.dump();
-  return r;
-}
-
+HttpResponse JsonReply(int status, const json& body) { return replies::Json(status, body); }
 HttpResponse ErrorReply(int status, const std::string& message) {
-  return JsonReply(status, {{"kind", "Status"},
-                            {"apiVersion", "v1"},
-                            {"status", "Failure"},
-                            {"code", status},
-                            {"message", message}});
+  return replies::Error(status, message);
 }
-
-HttpResponse ErrorReply(const Status& st) {
-  return ErrorReply(HttpStatusFor(st.code()), st.message());
-}
+HttpResponse ErrorReply(const Status& st) { return replies::Error(st); }
 
 // Splits "a/b/c" into its non-empty parts.
 std::vector<std::string> Parts(const std::string& path) {

@@ -5,6 +5,7 @@
 
 #include "api/json_fields.h"
 #include "api/metrics.h"
+#include "control/replies.h"
 #include "health/burnin.h"
 #include "health/inspection.h"
 #include "health/netbox.h"
@@ -25,24 +26,11 @@ constexpr char kHealthPrefix[] = "/registry/nodehealth/";
 constexpr size_t kMaxReportBody = 1 << 20;
 constexpr size_t kEventsKept = 20;
 
-HttpResponse JsonReply(int status, const json& body) {
-  HttpResponse r;
-  r.status = status;
-  r.body = body.dump();
-  return r;
-}
-
+HttpResponse JsonReply(int status, const json& body) { return replies::Json(status, body); }
 HttpResponse ErrorReply(int status, const std::string& message) {
-  return JsonReply(status, {{"kind", "Status"},
-                            {"apiVersion", "v1"},
-                            {"status", "Failure"},
-                            {"code", status},
-                            {"message", message}});
+  return replies::Error(status, message);
 }
-
-HttpResponse ErrorReply(const Status& st) {
-  return ErrorReply(HttpStatusFor(st.code()), st.message());
-}
+HttpResponse ErrorReply(const Status& st) { return replies::Error(st); }
 
 bool BoundPhase(const std::string& phase) { return phase == "Scheduled" || phase == "Running"; }
 

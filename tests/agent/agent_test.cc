@@ -228,14 +228,7 @@ TEST(LauncherTest, PodsRunInTheirOwnCgroupWhereTheTreeIsWritable) {
 // Real agents against a real server.
 
 constexpr char kApi[] = "/apis/fabrica.dev/v1";
-constexpr char kAdminToken[] = "admin-token-agent-0123456789";
-constexpr char kAuthYaml[] = R"(tokens:
-  - {token: admin-token-agent-0123456789, user: admin}
-  - {token: alice-token-agent-0123456789, user: alice}
-bindings:
-  - {role: platform-admin, user: admin}
-  - {role: tenant-member, tenant: team-a, user: alice}
-)";
+const std::string kAdminToken = test::TestToken("admin", "agent");
 // Three one-GPU nodes the agents simulate (sim:FILE, the one fleet schema).
 constexpr char kFleetYaml[] = R"(apiVersion: fabrica.dev/v1
 kind: Fleet
@@ -292,7 +285,7 @@ class AgentFleetTest : public testing::Test {
     // Pods orphaned by a killed agent become our children, so that Gone() can reap them.
     ::prctl(PR_SET_CHILD_SUBREAPER, 1);
     {
-      std::ofstream(dir_.File("auth.yaml")) << kAuthYaml;
+      std::ofstream(dir_.File("auth.yaml")) << test::AuthYaml("agent");
       std::ofstream(dir_.File("fleet.yaml")) << kFleetYaml;
     }
     // Virtual time x10: a node is NotReady 40 virtual (4 wall) seconds after its last renewal.
@@ -487,7 +480,7 @@ TEST_F(AgentFleetTest, PodsRunAsProcessesAndTheirExitAndOutputAreReported) {
   ASSERT_TRUE(WaitFor([&] { return !Log("broken").empty(); }, 10s));
   EXPECT_EQ(Log("broken"), "about to fail\n");
   // Another tenant's member may not read it; the pod's tenant may.
-  ClientOptions alice = Options("alice-token-agent-0123456789");
+  ClientOptions alice = Options(test::TestToken("alice", "agent"));
   HttpClient alice_client(alice);
   auto r = alice_client.Do("GET", std::string(kApi) + "/namespaces/team-a/workloads/hello/log");
   ASSERT_TRUE(r.ok());
