@@ -820,6 +820,7 @@ Status NodeAgent::DoTasks(int64_t now) {
     if (kind == "inspect") {
       auto inv = devices_->Discover();
       if (inv.ok()) {
+        std::lock_guard<std::mutex> lock(labels_mu_);  // MetricsText reads it from other threads
         inventory_ = *inv;
         inventory_.node.name = NodeId(options_.node);
       }

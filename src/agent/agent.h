@@ -153,7 +153,8 @@ class NodeAgent {
   std::map<std::string, LogCursor> logs_;
   std::set<std::string> wanted_keys_;  // pods assigned here at the last list
   void SaveLogCursors() const;
-  // For /metrics and the sim backend's load.
+  // For /metrics and the sim backend's load; also guards writes of inventory_ after Start (the
+  // main thread reads it without the lock, the metrics threads with it).
   mutable std::mutex labels_mu_;
   std::map<std::string, std::map<std::string, std::string>> gpu_labels_;  // device -> labels
   std::map<std::string, int64_t> gpu_milli_;
