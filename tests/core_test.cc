@@ -298,6 +298,25 @@ std::string OneNodeFleet(const std::string& node_body) {
   return "nodes:\n  - name: a\n" + node_body;
 }
 
+TEST(FleetYaml, PodLocalityIsTheNumaNodeOfMostGpusAndItsNic) {
+  Result<Fleet> r = ParseFleetYaml(kFleetYaml, "fleet.yaml");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const Node& hgx = r->nodes[0];
+  ASSERT_EQ(hgx.devices[0].numa_node, 0);
+  ASSERT_EQ(hgx.devices[7].numa_node, 1);
+  PodLocality one = LocalityOf(hgx, {0});
+  EXPECT_EQ(one.numa, 0);
+  EXPECT_EQ(one.nic, "ib0");
+  PodLocality far = LocalityOf(hgx, {6, 7}, "l1");
+  EXPECT_EQ(far.numa, 1);
+  EXPECT_EQ(far.nic, "ib1");  // the only NIC on NUMA 1, though cabled to another leaf
+  PodLocality mixed = LocalityOf(hgx, {0, 6, 7});
+  EXPECT_EQ(mixed.numa, 1);  // most of its GPUs
+  EXPECT_EQ(LocalityOf(hgx, {}).numa, -1);
+  ASSERT_EQ(r->nodes[3].name.str(), "mig");
+  EXPECT_EQ(LocalityOf(r->nodes[3], {0}).nic, "");  // a node without NICs
+}
+
 TEST(FleetYaml, UnknownFieldIsRejectedWithFileLineAndPath) {
   const std::string text = OneNodeFleet(
       "    cpu: 8\n"

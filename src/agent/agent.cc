@@ -314,6 +314,19 @@ Result<LaunchSpec> NodeAgent::MakeLaunchSpec(const PodPlan& plan) {
       fractional = true;
     }
   }
+  // Locality: the NUMA node of the pod's GPUs and the NIC there, as the scheduler chose them.
+  const int64_t numa = Int(plan.assignment, "numa", -1);
+  const std::string nic = Str(plan.assignment, "nic");
+  if (numa >= 0) {
+    for (const json& d : List(plan.assignment, "devices")) {
+      const int64_t index = Int(d, "index", -1);
+      if (index >= 0 && static_cast<size_t>(index) < inventory_.gpus.size() &&
+          !inventory_.gpus[index].cpu_affinity.empty()) {
+        spec.cpus = inventory_.gpus[index].cpu_affinity;  // the CPUs closest to its GPUs
+        break;
+      }
+    }
+  }
   std::string visible_list;
   for (const std::string& v : visible) visible_list += (visible_list.empty() ? "" : ",") + v;
   const char* path = std::getenv("PATH");
@@ -326,6 +339,11 @@ Result<LaunchSpec> NodeAgent::MakeLaunchSpec(const PodPlan& plan) {
               {"FABRICA_NODE", options_.node},
               {"CUDA_VISIBLE_DEVICES", visible.empty() ? "" : visible_list},
               {"NVIDIA_VISIBLE_DEVICES", visible.empty() ? "void" : visible_list}};
+  if (numa >= 0) spec.env["FABRICA_NUMA_NODE"] = std::to_string(numa);
+  if (!nic.empty()) {
+    spec.env["FABRICA_NIC"] = nic;
+    spec.env["NCCL_IB_HCA"] = nic;  // NCCL's choice of InfiniBand device
+  }
   if (fractional) {
     if (options_.shim_library.empty()) {
       // Fail closed: a fractional share never runs on an uncapped GPU.

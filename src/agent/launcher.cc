@@ -1,6 +1,7 @@
 #include "agent/launcher.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -96,6 +97,26 @@ void DefaultSignals() {
 }
 
 }  // namespace
+
+Result<std::vector<int>> ParseCpuList(const std::string& list) {
+  std::vector<int> cpus;
+  std::stringstream ss(list);
+  std::string part;
+  while (std::getline(ss, part, ',')) {
+    const size_t dash = part.find('-');
+    try {
+      size_t used = 0;
+      const int lo = std::stoi(part.substr(0, dash), &used);
+      int hi = lo;
+      if (dash != std::string::npos) hi = std::stoi(part.substr(dash + 1), &used);
+      if (lo < 0 || hi < lo || hi >= CPU_SETSIZE) throw std::out_of_range("");
+      for (int c = lo; c <= hi; ++c) cpus.push_back(c);
+    } catch (...) {
+      return InvalidArgument("CPU list '" + list + "': bad part '" + part + "'");
+    }
+  }
+  return cpus;
+}
 
 uint64_t ProcessStartTicks(pid_t pid) {
   std::string stat = ReadSmallFile("/proc/" + std::to_string(pid) + "/stat");
@@ -240,6 +261,24 @@ Status Launcher::Launch(const LaunchSpec& spec, int64_t now_ms) {
   const std::string procs = p.cgroup.empty() ? "" : p.cgroup + "/cgroup.procs";
   const std::string exit_tmp = p.exit_path + ".tmp";
   const std::string missing = "fabrica: " + spec.argv[0] + ": command not found\n";
+  // CPU pinning (the pod's GPUs' NUMA node), set in the monitor and inherited by the pod; CPUs
+  // this process may not use are left out, and an empty result pins nothing.
+  cpu_set_t pin;
+  CPU_ZERO(&pin);
+  bool pinned = false;
+  if (!spec.cpus.empty()) {
+    ASSIGN_OR_RETURN(std::vector<int> cpus, ParseCpuList(spec.cpus));
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    if (sched_getaffinity(0, sizeof allowed, &allowed) == 0) {
+      for (int c : cpus) {
+        if (CPU_ISSET(c, &allowed)) {
+          CPU_SET(c, &pin);
+          pinned = true;
+        }
+      }
+    }
+  }
 
   const pid_t monitor = fork();
   if (monitor < 0) return Internal(std::string("fork: ") + strerror(errno));
@@ -248,6 +287,7 @@ Status Launcher::Launch(const LaunchSpec& spec, int64_t now_ms) {
     // (it must outlive the pod to record its status), with nothing of the agent's open.
     setsid();
     DefaultSignals();
+    if (pinned) sched_setaffinity(0, sizeof pin, &pin);
     if (!procs.empty()) {
       int fd = open(procs.c_str(), O_WRONLY | O_CLOEXEC);
       if (fd >= 0) {

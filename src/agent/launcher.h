@@ -32,7 +32,11 @@ struct LaunchSpec {
   std::map<std::string, std::string> env;  // the whole environment of the pod
   int64_t cpu_milli = 0;                   // 0: no CPU limit
   int64_t memory_mib = 0;                  // 0: no memory limit
+  std::string cpus;  // CPU list to pin the pod to ("0-47,96-143"), e.g. its GPUs' NUMA node's
 };
+
+// Parses a Linux CPU list ("0-3,8,10-11") into CPU numbers; InvalidArgument naming the part.
+Result<std::vector<int>> ParseCpuList(const std::string& list);
 
 struct PodProcess {
   std::string key;

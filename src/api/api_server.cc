@@ -225,8 +225,12 @@ Status ValidateWorkloadStatus(const json& status) {
   const json& assignments = Field(status, "assignments");
   for (size_t i = 0; i < assignments.size(); ++i) {
     const std::string path = "status.assignments[" + std::to_string(i) + "]";
-    RETURN_IF_ERROR(CheckFields(
-        assignments[i], path, {{"pod", K::kString}, {"node", K::kString}, {"devices", K::kList}}));
+    RETURN_IF_ERROR(CheckFields(assignments[i], path,
+                                {{"pod", K::kString},
+                                 {"node", K::kString},
+                                 {"devices", K::kList},
+                                 {"numa", K::kInt},
+                                 {"nic", K::kString}}));
     if (!assignments[i].contains("node")) return InvalidArgument(path + ".node: required");
     const json& devices = Field(assignments[i], "devices");
     for (size_t d = 0; d < devices.size(); ++d) {

@@ -305,9 +305,17 @@ Result<CycleStats> Scheduler::RunOnce() {
             }
             devices.push_back(dj);
           }
-          assignments.push_back({{"pod", ps.name + "-" + std::to_string(i)},
-                                 {"node", node.name.str()},
-                                 {"devices", devices}});
+          json assignment = {{"pod", ps.name + "-" + std::to_string(i)},
+                             {"node", node.name.str()},
+                             {"devices", devices}};
+          // The NUMA node of the pod's GPUs and the NIC there, for the agent to pin CPUs and
+          // pick the network device.
+          std::vector<int> gpus;
+          for (const DeviceShare& d : a.devices) gpus.push_back(d.device);
+          const PodLocality where = LocalityOf(node, gpus, node.leaf);
+          if (where.numa >= 0) assignment["numa"] = where.numa;
+          if (!where.nic.empty()) assignment["nic"] = where.nic;
+          assignments.push_back(assignment);
         }
       }
       std::string isolation = "none";

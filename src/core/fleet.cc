@@ -54,6 +54,32 @@ int64_t Fleet::total_gpus() const {
   return n;
 }
 
+PodLocality LocalityOf(const Node& node, const std::vector<int>& gpu_indexes,
+                       const std::string& leaf) {
+  PodLocality out;
+  std::vector<int> count(static_cast<size_t>(std::max(1, node.numa_nodes)), 0);
+  for (int g : gpu_indexes) {
+    if (g < 0 || g >= node.gpu_count()) continue;
+    const int numa = node.devices[g].numa_node;
+    if (numa >= 0 && numa < static_cast<int>(count.size())) ++count[numa];
+  }
+  for (size_t n = 0; n < count.size(); ++n) {
+    if (count[n] > 0 && (out.numa < 0 || count[n] > count[out.numa]))
+      out.numa = static_cast<int>(n);
+  }
+  if (out.numa < 0) return out;
+  for (const Nic& nic : node.nics) {
+    if (nic.numa_node != out.numa) continue;
+    const std::string& nic_leaf = nic.leaf.empty() ? node.leaf : nic.leaf;
+    if (!leaf.empty() && nic_leaf == leaf) {
+      out.nic = nic.name;  // on the NUMA node and cabled to the wanted leaf: the best there is
+      break;
+    }
+    if (out.nic.empty()) out.nic = nic.name;
+  }
+  return out;
+}
+
 const Node* Fleet::Find(const NodeId& id) const {
   for (const Node& node : nodes) {
     if (node.name == id) return &node;

@@ -90,6 +90,17 @@ struct Fleet {
   std::vector<std::string> Models() const;
 };
 
+// Where a pod's GPUs sit on their node: the NUMA node most of them are on (ties: the lowest),
+// and the NIC on that NUMA node to use for its network traffic (the first such, preferring one
+// cabled to `leaf` when given; "" when the node has none there). -1 / "" without GPUs. So that
+// a pod's GPUs, CPUs and NIC sit on one NUMA node when they can.
+struct PodLocality {
+  int numa = -1;
+  std::string nic;
+};
+PodLocality LocalityOf(const Node& node, const std::vector<int>& gpu_indexes,
+                       const std::string& leaf = "");
+
 // Limits the scheduler's fixed-size tables rely on: a node's GPUs are copied into stack arrays
 // of this many entries, and a request's allowed models are a 64-bit mask over the fleet's models.
 inline constexpr int kMaxGpusPerNode = 64;

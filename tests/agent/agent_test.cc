@@ -87,6 +87,19 @@ TEST(LauncherTest, RunsACommandWithItsEnvironmentAndRecordsItsExitAndOutput) {
   EXPECT_TRUE(launcher.pods().empty());
 }
 
+TEST(LauncherTest, APodIsPinnedToItsCpus) {
+  TempDir dir;
+  Launcher launcher({dir.File("state"), ""});
+  LaunchSpec spec = Shell("t/w/p-0", "grep Cpus_allowed_list /proc/self/status");
+  spec.cpus = "0";
+  ASSERT_TRUE(launcher.Launch(spec, NowMs()).ok());
+  PodExit e = WaitExit(launcher, "t/w/p-0", 10s);
+  EXPECT_EQ(e.exit_code, 0);
+  EXPECT_EQ(ReadFile(e.log_path), "Cpus_allowed_list:\t0\n");
+  EXPECT_FALSE(ParseCpuList("0-3,x").ok());
+  EXPECT_EQ(*ParseCpuList("0-2,5"), (std::vector<int>{0, 1, 2, 5}));
+}
+
 TEST(LauncherTest, AMissingCommandExits127WithAMessage) {
   TempDir dir;
   Launcher launcher({dir.File("state"), ""});
@@ -655,6 +668,42 @@ TEST_F(AgentFleetTest, ANewNodeTakesWorkOnlyAfterItsInspectionAndBurnIn) {
   std::string path;
   for (const json& h : record["history"]) path += h.value("to", "") + " ";
   EXPECT_EQ(path, "enroll inspecting burn-in available ") << record.dump(1);
+}
+
+TEST_F(AgentFleetTest, APodGetsItsGpusNumaNodeCpusAndNic) {
+  for (const char* node : {"n1", "n2", "n3"}) {
+    auto r = admin_->Do("PATCH", std::string(kApi) + "/nodes/" + node,
+                        json{{"spec", {{"unschedulable", true}}}}.dump(),
+                        "application/merge-patch+json");
+    ASSERT_TRUE(r.ok() && r->status == 200);
+  }
+  // Two NUMA nodes, a GPU and a NIC on each; the second GPU is taken, so the pod gets GPU 1
+  // on NUMA 1, and with it NUMA 1's NIC and CPUs.
+  std::ofstream(dir_.File("numa-fleet.yaml"))
+      << "apiVersion: fabrica.dev/v1\nkind: Fleet\nnodes:\n"
+         "  - {name: u1, cpu: 16, memory: 64Gi, numaNodes: 2, gpus: {count: 2, model: H100, "
+         "memory: 80Gi}, nics: [{name: mlx5_0, numa: 0}, {name: mlx5_1, numa: 1}]}\n";
+  auto [code, body] = Call("POST", std::string(kApi) + "/nodes/u1/token", json{});
+  ASSERT_EQ(code, 201);
+  tokens_["u1"] = body["token"];
+  StartAgent("u1", {}, "numa-fleet.yaml");
+  ASSERT_TRUE(WaitFor([&] { return ReadyNodes() == 4; }, 30s)) << Logs();
+  Submit("first", {"sleep", "300"});
+  ASSERT_TRUE(WaitFor([&] { return Phase("first") == "Running"; }, 30s)) << Logs();
+  Submit("second", {"sh", "-c",
+                    "echo $FABRICA_NUMA_NODE $FABRICA_NIC $NCCL_IB_HCA; "
+                    "grep Cpus_allowed_list /proc/self/status"});
+  ASSERT_TRUE(WaitFor([&] { return Phase("second") == "Succeeded"; }, 30s)) << Logs();
+  json a = Workload("second")["status"]["assignments"][0];
+  const int numa = a.value("numa", -1);
+  ASSERT_GE(numa, 0) << a.dump();
+  const std::string nic = "mlx5_" + std::to_string(numa);
+  EXPECT_EQ(a.value("nic", ""), nic) << a.dump();
+  ASSERT_TRUE(WaitFor([&] { return !Log("second").empty(); }, 10s));
+  // The simulated GPUs of NUMA node k are close to CPUs 8k..8k+7 of this 16-CPU node; the pod
+  // is pinned to those of them this machine has (none: not pinned).
+  const std::string log = Log("second");
+  EXPECT_EQ(log.substr(0, log.find('\n')), std::to_string(numa) + " " + nic + " " + nic) << log;
 }
 
 TEST_F(AgentFleetTest, AFractionalShareRunsUnderTheShimWithItsCap) {
