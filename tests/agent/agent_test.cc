@@ -18,6 +18,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <tuple>
 
 #include "../test_net.h"
 #include "../test_util.h"
@@ -505,6 +506,52 @@ TEST_F(AgentFleetTest, PodsRunAsProcessesAndTheirExitAndOutputAreReported) {
                     "forged\n", "text/plain");
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->status, 403);
+}
+
+TEST_F(AgentFleetTest, BadTaskResultsAndLogWritesAreRefusedNamingWhatIsWrong) {
+  HttpClient n1(Options(tokens_["n1"]));
+  auto post = [&](HttpClient& c, const std::string& path, const std::string& body) {
+    auto r = c.Do("POST", std::string(kApi) + path, body);
+    return r.ok() ? std::make_pair(r->status, r->body) : std::make_pair(0, r.status().message());
+  };
+  // Task results: a node reports only for itself, strictly typed, unknown fields named.
+  auto [code, body] = post(n1, "/nodes/n2/tasks/1", R"({"succeeded": true})");
+  EXPECT_EQ(code, 403) << body;
+  std::tie(code, body) = post(n1, "/nodes/n1/tasks/abc", R"({"succeeded": true})");
+  EXPECT_EQ(code, 400) << body;
+  EXPECT_NE(body.find("task id"), std::string::npos) << body;
+  std::tie(code, body) = post(n1, "/nodes/n1/tasks/1", R"({"suceeded": true})");
+  EXPECT_EQ(code, 400) << body;
+  EXPECT_NE(body.find("suceeded: unknown field"), std::string::npos) << body;
+  std::tie(code, body) = post(n1, "/nodes/n1/tasks/1", R"({"succeeded": "yes"})");
+  EXPECT_EQ(code, 400) << body;
+  EXPECT_NE(body.find("succeeded: required, true or false"), std::string::npos) << body;
+  std::tie(code, body) =
+      post(n1, "/nodes/n1/tasks/1", R"({"succeeded": true, "burnIn": {"dcgmDiag": "{}"}})");
+  EXPECT_EQ(code, 400) << body;
+  EXPECT_NE(body.find("burnIn.dcgmDiag"), std::string::npos) << body;
+  std::tie(code, body) = post(n1, "/nodes/n1/tasks/1", "not json");
+  EXPECT_EQ(code, 400) << body;
+  // A result for a task that is not pending is accepted and ignored: nothing changes.
+  std::tie(code, body) = post(n1, "/nodes/n1/tasks/1", R"({"succeeded": false})");
+  EXPECT_EQ(code, 202) << body;
+  // Logs: a gap is refused with the size to send from; a bad offset is named.
+  Submit("talk", {"sh", "-c", "echo one; exec sleep 300"});
+  ASSERT_TRUE(WaitFor([&] { return Log("talk") == "one\n"; }, 30s)) << Logs();
+  const std::string node = NodeOf("talk");
+  HttpClient runner(Options(tokens_[node]));
+  const std::string log = "/namespaces/team-a/workloads/talk/log?pod=main-0";
+  auto r = runner.Do("POST", std::string(kApi) + log + "&offset=100", "late\n", "text/plain");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 409) << r->body;
+  EXPECT_EQ(json::parse(r->body).value("size", -1), 4) << r->body;
+  r = runner.Do("POST", std::string(kApi) + log + "&offset=-3", "x", "text/plain");
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_NE(r->body.find("offset"), std::string::npos) << r->body;
+  // A resend of what the server has changes nothing.
+  r = runner.Do("POST", std::string(kApi) + log + "&offset=0", "one\n", "text/plain");
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(Log("talk"), "one\n");
 }
 
 TEST_F(AgentFleetTest, AFractionalShareWithoutTheShimIsRefusedNotRunUncapped) {
