@@ -653,30 +653,16 @@ class ServerProcess {
       port_ = FreePort();
       const std::string listen = "127.0.0.1:" + std::to_string(port_);
       const std::string log = data_ + "/server-" + std::to_string(starts_++) + ".log";
-      pid_ = ::fork();
-      CHECK(pid_ >= 0);
-      if (pid_ == 0) {
-        const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd >= 0) {
-          ::dup2(fd, STDOUT_FILENO);
-          ::dup2(fd, STDERR_FILENO);
-          ::close(fd);
-        }
-        ::execl(FABRICA_BIN, "fabrica", "server", "--data", data_.c_str(), "--listen",
-                listen.c_str(), "--plain-http", "--auth", auth_file_.c_str(),
-                static_cast<char*>(nullptr));
-        std::_Exit(127);
-      }
+      child_.Start(
+          FABRICA_BIN,
+          {"server", "--data", data_, "--listen", listen, "--plain-http", "--auth", auth_file_},
+          log);
       HttpClient probe(Options(""));
       const auto deadline = std::chrono::steady_clock::now() + 30s;
       while (std::chrono::steady_clock::now() < deadline) {
         auto r = probe.Do("GET", "/healthz");
         if (r.ok() && r->status == 200) return true;
-        int status = 0;
-        if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-          pid_ = -1;  // exited: most likely the port was taken
-          break;
-        }
+        if (!child_.Alive()) break;  // exited: most likely the port was taken
         std::this_thread::sleep_for(20ms);
       }
       Kill(SIGKILL);
@@ -685,25 +671,9 @@ class ServerProcess {
   }
 
   // Sends `signal` and reaps the process; returns its wait status (or -1 if none ran).
-  int Kill(int signal) {
-    if (pid_ <= 0) return -1;
-    ::kill(pid_, signal);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return status;
-  }
-
+  int Kill(int signal) { return child_.Kill(signal); }
   // Whether the process is still running (reaps it if not).
-  bool Alive() {
-    if (pid_ <= 0) return false;
-    int status = 0;
-    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = -1;
-      return false;
-    }
-    return true;
-  }
+  bool Alive() { return child_.Alive(); }
 
   ClientOptions Options(const std::string& token) const {
     ClientOptions o;
@@ -717,7 +687,7 @@ class ServerProcess {
   std::string data_;
   std::string auth_file_;
   int port_ = 0;
-  pid_t pid_ = -1;
+  test::ChildProcess child_;
   int starts_ = 0;
 };
 

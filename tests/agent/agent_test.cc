@@ -254,43 +254,12 @@ nodes:
 
 using test::FreePort;
 
-// A `fabrica` child process (server or agent), output to `log`.
-class Child {
+// A `fabrica` child process (server or agent), output to its log.
+class Child : public test::ChildProcess {
  public:
-  Child() = default;
-  ~Child() { Kill(SIGKILL); }
   void Start(std::vector<std::string> args, const std::string& log) {
-    log_ = log;
-    pid_ = ::fork();
-    CHECK(pid_ >= 0);
-    if (pid_ == 0) {
-      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      if (fd >= 0) {
-        ::dup2(fd, STDOUT_FILENO);
-        ::dup2(fd, STDERR_FILENO);
-        ::close(fd);
-      }
-      std::vector<char*> argv;
-      argv.push_back(const_cast<char*>("fabrica"));
-      for (std::string& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(FABRICA_BIN, argv.data());
-      std::_Exit(127);
-    }
+    ChildProcess::Start(FABRICA_BIN, std::move(args), log);
   }
-  int Kill(int signal) {
-    if (pid_ <= 0) return -1;
-    ::kill(pid_, signal);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return status;
-  }
-  const std::string& log() const { return log_; }
-
- private:
-  pid_t pid_ = -1;
-  std::string log_;
 };
 
 class AgentFleetTest : public testing::Test {
