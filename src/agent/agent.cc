@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "agent/dcgm_exporter.h"
+#include "agent/gpu_stress.h"
 #include "api/json_fields.h"
 #include "control/sim_agent.h"
 #include "core/quantity.h"
@@ -764,6 +765,9 @@ struct NodeAgent::BurnInJob {
   int64_t id = 0;
   std::atomic<bool> done{false};
   std::string dcgm, nccl, error;
+  bool stressed = false;  // the built-in burn ran
+  std::vector<int> stress_failed;
+  std::string stress_summary;
 };
 
 // A burn-in thread still running owns its job and ends alone; the watch is stopped and joined.
@@ -780,9 +784,18 @@ std::optional<std::string> NodeAgent::ToolBurnIn(int64_t id, int gpu) {
     json burn = json::object();
     if (!job->dcgm.empty()) burn["dcgmDiag"] = job->dcgm;
     if (!job->nccl.empty()) burn["ncclAllReduce"] = job->nccl;
-    json result = {{"succeeded", job->error.empty()}};
+    std::string error = job->error;
+    if (burn.empty() && job->stressed) {
+      // The built-in burn alone: its own verdict.
+      burn = {{"passed", job->stress_failed.empty()},
+              {"failedGpus", job->stress_failed},
+              {"summary", job->stress_summary}};
+    } else if (!job->stress_failed.empty() && error.empty()) {
+      error = job->stress_summary;  // the tools' reports go with a failed built-in burn
+    }
+    json result = {{"succeeded", error.empty()}};
     if (!burn.empty()) result["burnIn"] = burn;
-    if (!job->error.empty()) result["message"] = job->error;
+    if (!error.empty()) result["message"] = error;
     return result.dump();
   }
   if (burn_in_ && !burn_in_->done) return std::nullopt;  // an older task's run: let it end
@@ -799,7 +812,28 @@ std::optional<std::string> NodeAgent::ToolBurnIn(int64_t id, int gpu) {
     nccl_cmd = ShellQuote(options_.nccl_all_reduce) + " -b 8 -e 8G -f 2 -g " +
                std::to_string(gpus) + " 2>&1";
   }
-  std::thread([job, dcgm_cmd, nccl_cmd] {
+  // The built-in burn on real GPUs (a simulated node's GPUs have nothing to burn).
+  const bool stress = options_.gpu_burn_seconds > 0 && devices_->Kind() == "nvml";
+  GpuStressOptions stress_options;
+  stress_options.seconds = options_.gpu_burn_seconds;
+  stress_options.memory_mib = options_.gpu_burn_mib;
+  std::vector<int> stress_gpus;
+  if (gpu >= 0) stress_gpus.push_back(gpu);
+  std::thread([job, dcgm_cmd, nccl_cmd, stress, stress_options, stress_gpus] {
+    if (stress) {
+      job->stressed = true;
+      auto results = StressGpus(stress_gpus, stress_options);
+      if (!results.ok()) {
+        job->stress_failed.push_back(stress_gpus.empty() ? 0 : stress_gpus[0]);
+        job->stress_summary = "built-in GPU burn: " + results.status().message();
+      } else {
+        for (const GpuStressResult& r : *results) {
+          if (!r.passed) job->stress_failed.push_back(r.gpu);
+          job->stress_summary += (job->stress_summary.empty() ? "" : "; ") + r.message;
+        }
+        job->stress_summary = "built-in GPU burn: " + job->stress_summary;
+      }
+    }
     int status = 0;
     if (!dcgm_cmd.empty()) {
       job->dcgm = RunCapture(dcgm_cmd, &status);
@@ -847,7 +881,9 @@ Status NodeAgent::DoTasks(int64_t now) {
     } else if (kind == "burn-in") {
       bool passed = false;
       json check = json::parse(BurnIn(gpu, &passed));
-      if (!passed || (options_.dcgmi.empty() && options_.nccl_all_reduce.empty())) {
+      const bool builtin_burn = options_.gpu_burn_seconds > 0 && devices_->Kind() == "nvml";
+      if (!passed ||
+          (options_.dcgmi.empty() && options_.nccl_all_reduce.empty() && !builtin_burn)) {
         // The built-in check alone, or its failure (a GPU off the bus needs no diagnostic).
         result = {{"succeeded", true}, {"burnIn", check}};
       } else {

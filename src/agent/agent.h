@@ -51,6 +51,9 @@ struct AgentOptions {
   std::string dcgmi;  // runs `dcgmi diag -r <dcgm_level> -j [-i GPU]`
   int dcgm_level = 2;
   std::string nccl_all_reduce;  // runs `all_reduce_perf -b 8 -e 8G -f 2 -g <GPUs>` (node burn-in)
+  // The built-in single-GPU burn (agent/gpu_stress.h) on real GPUs; 0 seconds: not run.
+  double gpu_burn_seconds = 10;
+  int64_t gpu_burn_mib = 1024;
 };
 
 class NodeAgent {

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "agent/agent.h"
+#include "agent/gpu_stress.h"
 #include "api/http_server.h"
 
 namespace fabrica::cli {
@@ -32,6 +33,8 @@ struct AgentArgs {
   std::string metrics_listen;
   std::string shim;
   std::string dcgmi = "auto", nccl_all_reduce = "auto";
+  double gpu_burn_seconds = 10;
+  int64_t gpu_burn_mib = 1024;
   int dcgm_level = 2;
   double heartbeat_s = 10, sample_s = 30, grace_s = 30, poll_s = 1;
   int lease_s = 40;
@@ -88,6 +91,8 @@ int Run(AgentArgs args) {
     }
     return "";
   };
+  options.gpu_burn_seconds = args.gpu_burn_seconds;
+  options.gpu_burn_mib = args.gpu_burn_mib;
   options.dcgmi = tool(args.dcgmi, "dcgmi");
   options.dcgm_level = args.dcgm_level;
   options.nccl_all_reduce = tool(args.nccl_all_reduce, "all_reduce_perf");
@@ -184,6 +189,9 @@ void AddAgentCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(1, 4));
   cmd->add_option("--nccl-all-reduce", a->nccl_all_reduce,
                   "nccl-tests all_reduce_perf for node burn-in (default: found on PATH with nvml)");
+  cmd->add_option("--gpu-burn-seconds", a->gpu_burn_seconds,
+                  "built-in GPU burn per GPU during burn-in on real GPUs (0: none)");
+  cmd->add_option("--gpu-burn-mib", a->gpu_burn_mib, "memory the built-in GPU burn checks");
   cmd->add_option("--heartbeat-seconds", a->heartbeat_s, "lease renewal period");
   cmd->add_option("--lease-seconds", a->lease_s, "lease duration written on the Lease");
   cmd->add_option("--sample-seconds", a->sample_s, "utilization sample period");
@@ -193,6 +201,29 @@ void AddAgentCommand(CLI::App& app, int* exit_code) {
                 "run a stand-in sleeping for each workload's duration instead of its command");
   cmd->add_option("--run-seconds", a->run_seconds, "stop after this many seconds (tests)");
   cmd->callback([a, exit_code] { *exit_code = Run(*a); });
+
+  // `fabrica burn-in`: the agent's built-in GPU burn, by hand (and in tests/gpu/check.sh).
+  auto burn = std::make_shared<std::pair<std::vector<int>, GpuStressOptions>>();
+  CLI::App* b = app.add_subcommand(
+      "burn-in", "Burn this machine's GPUs: a memory pattern check and a checked compute kernel");
+  b->add_option("--gpu", burn->first, "CUDA ordinal (repeatable; default: every GPU)");
+  b->add_option("--seconds", burn->second.seconds, "compute burn per GPU");
+  b->add_option("--mib", burn->second.memory_mib, "memory to check per GPU");
+  b->add_option("--threads", burn->second.threads, "burn kernel threads (each result checked)");
+  b->callback([burn, exit_code] {
+    auto results = StressGpus(burn->first, burn->second);
+    if (!results.ok()) {
+      std::cerr << "fabrica burn-in: " << results.status().message() << "\n";
+      *exit_code = 2;
+      return;
+    }
+    bool all = true;
+    for (const GpuStressResult& r : *results) {
+      std::printf("%s %s\n", r.passed ? "PASS" : "FAIL", r.message.c_str());
+      all &= r.passed;
+    }
+    *exit_code = all ? 0 : 1;
+  });
 }
 
 }  // namespace fabrica::cli

@@ -22,6 +22,7 @@
 
 #include "../test_net.h"
 #include "../test_util.h"
+#include "agent/gpu_stress.h"
 #include "agent/launcher.h"
 #include "client/http_client.h"
 
@@ -99,6 +100,37 @@ TEST(LauncherTest, APodIsPinnedToItsCpus) {
   EXPECT_EQ(ReadFile(e.log_path), "Cpus_allowed_list:\t0\n");
   EXPECT_FALSE(ParseCpuList("0-3,x").ok());
   EXPECT_EQ(*ParseCpuList("0-2,5"), (std::vector<int>{0, 1, 2, 5}));
+}
+
+TEST(GpuStressTest, TheBuiltInBurnChecksMemoryAndComputeResults) {
+  // The fake driver keeps what is written to small allocations and computes the burn kernel on
+  // the host, so the burn's checks run for real; the PTX itself meets a GPU only in check.sh.
+  GpuStressOptions o;
+  o.library = std::string(FAKE_CUDA_DIR) + "/libcuda.so.1";
+  o.memory_mib = 16;
+  o.seconds = 0.05;
+  o.threads = 4096;  // the fake computes the kernel on the host: keep it small
+  o.iterations = 64;
+  auto ok = StressGpus({}, o);
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  ASSERT_EQ(ok->size(), 1u);
+  EXPECT_TRUE((*ok)[0].passed) << (*ok)[0].message;
+  EXPECT_EQ((*ok)[0].words_checked, 4 * (16 << 20) / 4);
+  EXPECT_GE((*ok)[0].kernels, 1);
+  // A word that reads back wrong fails the GPU, naming the count.
+  ::setenv("FAKECUDA_CORRUPT_WORD", "12345", 1);
+  auto bad = StressGpus({0}, o);
+  ::unsetenv("FAKECUDA_CORRUPT_WORD");
+  ASSERT_TRUE(bad.ok());
+  EXPECT_FALSE((*bad)[0].passed);
+  EXPECT_GE((*bad)[0].memory_errors, 4) << (*bad)[0].message;  // once per pattern
+  EXPECT_NE((*bad)[0].message.find("wrong"), std::string::npos);
+  // No driver: a clear error, not a crash.
+  o.library = "/nonexistent/libcuda.so.1";
+  auto none = StressGpus({}, o);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("CUDA driver library not found"), std::string::npos);
+  EXPECT_EQ(BurnValue(0, 0), 1u);
 }
 
 TEST(LauncherTest, AMissingCommandExits127WithAMessage) {

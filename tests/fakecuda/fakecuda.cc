@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -40,7 +41,8 @@ using fakecuda::DeviceFile;
 constexpr int kMaxDevices = 8;
 
 struct FakeFunction {
-  int64_t cost_ns;  // -1: from the first kernel parameter
+  int64_t cost_ns;    // -1: from the first kernel parameter
+  bool burn = false;  // "fabrica_burn": the agent's burn-in kernel, computed on the host
 };
 struct FakeGraph {
   int64_t cost_ns = 0;
@@ -62,6 +64,9 @@ struct Fake {
   uint64_t next_address = 0x7f0000000000ull;
   std::vector<std::pair<uint64_t, std::pair<int, uint64_t>>>
       allocations;  // address -> (dev, bytes)
+  // Contents of allocations that were written (memset, the burn kernel), by base address;
+  // words never written read as zero. FAKECUDA_CORRUPT_WORD=N flips word N of every read.
+  std::map<uint64_t, std::vector<uint32_t>> contents;
   FakeContext contexts[kMaxDevices];
   std::vector<FakeEvent*> pending_events;
   // The virtual device.
@@ -294,6 +299,31 @@ void Settle(FakeEvent* event) {
                          f.pending_events.end());
 }
 
+// The base address of the allocation holding `address`, or 0.
+uint64_t BaseOf(uint64_t address) {
+  Fake& f = F();
+  std::lock_guard<std::mutex> lock(f.mu);
+  for (const auto& [base, what] : f.allocations) {
+    if (address >= base && address < base + what.second) return base;
+  }
+  return 0;
+}
+
+// The words of the allocation holding [address, address + bytes), created on first use; null if
+// the range is not inside one allocation (or the allocation is over 1 GiB).
+std::vector<uint32_t>* Contents(uint64_t address, uint64_t bytes) {
+  Fake& f = F();
+  std::lock_guard<std::mutex> lock(f.mu);
+  for (const auto& [base, what] : f.allocations) {
+    if (address < base || address + bytes > base + what.second) continue;
+    if (what.second > (1ull << 30)) return nullptr;
+    std::vector<uint32_t>& words = f.contents[base];
+    if (words.empty()) words.assign(what.second / 4, 0);
+    return &words;
+  }
+  return nullptr;
+}
+
 CUresult Alloc(unsigned long long* out, uint64_t bytes) {
   if (!t_current) return CUDA_ERROR_INVALID_CONTEXT;
   Fake& f = F();
@@ -399,6 +429,33 @@ FAKE_EXPORT CUresult cuCtxGetDevice(CUdevice* dev) {
   return CUDA_SUCCESS;
 }
 FAKE_EXPORT CUresult cuCtxSynchronize() { return CUDA_SUCCESS; }
+FAKE_EXPORT CUresult cuCtxDestroy_v2(CUcontext) {
+  t_current = nullptr;
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuModuleUnload(CUmodule) { return CUDA_SUCCESS; }
+
+FAKE_EXPORT CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned int value, size_t count) {
+  if (!t_current) return CUDA_ERROR_INVALID_CONTEXT;
+  std::vector<uint32_t>* words = Contents(dst, uint64_t{count} * 4);
+  if (!words) return CUDA_ERROR_INVALID_VALUE;
+  const uint64_t first = (dst - BaseOf(dst)) / 4;
+  std::fill(words->begin() + static_cast<long>(first),
+            words->begin() + static_cast<long>(first + count), value);
+  return CUDA_SUCCESS;
+}
+FAKE_EXPORT CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t bytes) {
+  if (!t_current) return CUDA_ERROR_INVALID_CONTEXT;
+  std::vector<uint32_t>* words = Contents(src, bytes);
+  if (!words || bytes % 4 != 0) return CUDA_ERROR_INVALID_VALUE;
+  const uint64_t first = (src - BaseOf(src)) / 4;
+  std::memcpy(dst, words->data() + first, bytes);
+  if (const char* bad = getenv("FAKECUDA_CORRUPT_WORD")) {
+    const uint64_t word = strtoull(bad, nullptr, 10);
+    if (word >= first && word < first + bytes / 4) static_cast<uint32_t*>(dst)[word - first] ^= 1;
+  }
+  return CUDA_SUCCESS;
+}
 
 FAKE_EXPORT CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
   if (!t_current) return CUDA_ERROR_INVALID_CONTEXT;
@@ -491,8 +548,21 @@ FAKE_EXPORT CUresult cuModuleLoadData(CUmodule* module, const void*) {
   return CUDA_SUCCESS;
 }
 FAKE_EXPORT CUresult cuModuleGetFunction(CUfunction* function, CUmodule, const char* name) {
-  auto* fn = new FakeFunction{-1};
+  // One function object per name, kept for the process (modules are never really unloaded).
+  static std::mutex mu;
+  static std::map<std::string, FakeFunction*>* functions = new std::map<std::string, FakeFunction*>;
+  std::lock_guard<std::mutex> lock(mu);
+  FakeFunction*& known = (*functions)[name];
+  if (known) {
+    *function = reinterpret_cast<CUfunction>(known);
+    return CUDA_SUCCESS;
+  }
+  auto* fn = known = new FakeFunction{-1};
   if (std::strncmp(name, "fake_kernel_", 12) == 0) fn->cost_ns = atoll(name + 12) * 1000;
+  if (std::strcmp(name, "fabrica_burn") == 0) {
+    fn->cost_ns = 1000;
+    fn->burn = true;
+  }
   *function = reinterpret_cast<CUfunction>(fn);
   return CUDA_SUCCESS;
 }
@@ -500,6 +570,24 @@ FAKE_EXPORT CUresult cuModuleGetFunction(CUfunction* function, CUmodule, const c
 FAKE_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int, unsigned int, unsigned int,
                                     unsigned int, unsigned int, unsigned int, unsigned int,
                                     CUstream, void** params, void**) {
+  auto* fn = reinterpret_cast<FakeFunction*>(f);
+  if (fn && fn->burn && params) {
+    // fabrica_burn(out, iters, n): what the PTX computes, computed here.
+    const uint64_t out = *static_cast<uint64_t*>(params[0]);
+    const uint32_t iters = *static_cast<uint32_t*>(params[1]);
+    const uint32_t n = *static_cast<uint32_t*>(params[2]);
+    std::vector<uint32_t>* words = Contents(out, uint64_t{n} * 4);
+    if (!words) return CUDA_ERROR_INVALID_VALUE;
+    for (uint32_t t = 0; t < n; ++t) {
+      uint32_t x = t * 0x9E3779B1u + 1;
+      for (uint32_t i = 0; i < iters; ++i) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+      }
+      (*words)[(out - BaseOf(out)) / 4 + t] = x;
+    }
+  }
   return Launch(f, params, fakecuda::kKernel);
 }
 FAKE_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int, unsigned int, unsigned int,

@@ -6,7 +6,8 @@
 # 1. Builds the shim, the fakes and vgpu_gpu_check with the project's CMake.
 # 2. CPU flow against the fake libcuda.so.1 / libnvidia-ml.so.1 (so a bug never wastes GPU time):
 #    the shim's tests, then every step below.
-# 3. With an NVIDIA GPU (nvidia-smi present and libcuda.so.1 loadable): the NVML inventory; a
+# 3. With an NVIDIA GPU (nvidia-smi present and libcuda.so.1 loadable): the NVML inventory; the
+#    agent's built-in burn-in (`fabrica burn-in`); a
 #    program under the shim with a 10 GiB cap (cuMemGetInfo reports 10 GiB, allocating past it
 #    fails); cuMemAlloc / cuMemFree / cuLaunchKernel overhead with and without the shim (median of
 #    many calls); two processes capped at 30% and 70% of compute and the shares they achieve
@@ -91,6 +92,9 @@ LD_LIBRARY_PATH=$FAKE_LIBS "$PROG" nvml
 # The agent's discovery through the same dlopen path, against the richer fake (MIG, NVLink).
 FABRICA_NVML_LIBRARY=$BUILD/tests/fakenvml/libnvidia-ml.so.1 "$FABRICA" devices --devices nvml \
   --node fake-node
+say "cpu: the agent's built-in burn-in (the fake computes its kernel on the host)"
+FABRICA_CUDA_LIBRARY=$FAKE_LIBS/libcuda.so.1 "$FABRICA" burn-in --seconds 0.1 --mib 16 \
+  --threads 4096
 flow cpu GPU-face0000-0000-0000-0000-000000000000 LD_LIBRARY_PATH="$FAKE_LIBS"
 say "cpu: all checks passed"
 
@@ -104,6 +108,8 @@ say "gpu: NVML inventory (real driver)"
 "$FABRICA" devices --devices nvml --format metrics | head -40 || true
 "$PROG" nvml
 nvidia-smi --query-gpu=index,name,uuid,memory.total,mig.mode.current --format=csv
+say "gpu: the agent's built-in burn-in (memory patterns, checked xorshift kernel), 20 s"
+"$FABRICA" burn-in --gpu 0 --seconds 20 --mib 8192 || echo "(burn-in FAILED)"
 UUID=$(nvidia-smi --query-gpu=uuid --format=csv,noheader -i 0 | tr -d ' ')
 flow gpu "$UUID"
 say "gpu: done"
