@@ -48,7 +48,8 @@ const Condition* NodeHealth::Find(const std::string& type, int device) const {
 
 void NodeHealth::Set(Condition& c, bool status, const std::string& reason,
                      const std::string& message, int64_t now_ms) {
-  if (c.status != status) c.last_transition_ms = now_ms;
+  // A condition set for the first time (no reason yet) records when it was first observed.
+  if (c.status != status || c.reason.empty()) c.last_transition_ms = now_ms;
   const bool was_problem = c.problem();
   c.status = status;
   problems_ += (c.problem() ? 1 : 0) - (was_problem ? 1 : 0);
@@ -132,8 +133,8 @@ void NodeHealth::ObserveSample(int device, const DeviceSample& s, int64_t now_ms
       c.severity = level.severity;
       c.action = level.action;
       c.last_seen_ms = now_ms;
-    } else if (c.status) {
-      Set(c, false, clear_reason, clear_message, now_ms);
+    } else if (c.status || c.reason.empty()) {
+      Set(c, false, clear_reason, clear_message, now_ms);  // cleared, or first seen healthy
     }
   };
   const std::string on = On(device);
