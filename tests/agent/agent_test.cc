@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -296,6 +297,22 @@ class Child : public test::ChildProcess {
 
 class AgentFleetTest : public testing::Test {
  protected:
+  // Pods outlive their agents by design; the test's must not outlive the test.
+  void TearDown() override {
+    for (auto& [node, child] : agents_) child.Kill(SIGKILL);
+    for (const auto& entry : std::filesystem::directory_iterator(dir_.path())) {
+      json state = json::parse(ReadFile(entry.path().string() + "/pods.json"), nullptr, false);
+      if (!state.is_object()) continue;
+      for (const json& p : state.value("pods", json::array())) {
+        const pid_t pid = p.value("pid", -1);
+        if (pid > 0 && ProcessStartTicks(pid) == p.value("startTicks", uint64_t{0})) {
+          ::kill(-pid, SIGKILL);
+          Gone(pid);
+        }
+      }
+    }
+  }
+
   void SetUp() override {
     // Pods orphaned by a killed agent become our children, so that Gone() can reap them.
     ::prctl(PR_SET_CHILD_SUBREAPER, 1);
