@@ -41,6 +41,17 @@ Status Check(const Result<ClientResponse>& r, const std::string& node, const cha
   return Status::Ok();
 }
 
+// A pod key "tenant/workload/pod" (or a workload key "tenant/workload") in its parts.
+struct PodKey {
+  std::string ns, name, pod;
+};
+PodKey SplitPodKey(const std::string& key) {
+  const size_t a = key.find('/');
+  const size_t b = key.find('/', a + 1);
+  return {key.substr(0, a), key.substr(a + 1, b == std::string::npos ? b : b - a - 1),
+          b == std::string::npos ? "" : key.substr(b + 1)};
+}
+
 std::string WorkloadPath(const std::string& ns, const std::string& name) {
   return std::string(kApi) + "/namespaces/" + ns + "/workloads/" + name;
 }
@@ -87,10 +98,6 @@ bool NodeAgent::WaitForWork(int64_t ms) {
 }
 
 Status NodeAgent::Start(bool watch) {
-  if (watch) {
-    resync_ms_ = 10'000;
-    watch_thread_ = std::thread([this] { Watch(); });
-  }
   auto inv = devices_->Discover();
   if (!inv.ok()) return inv.status();
   inventory_ = *inv;
@@ -108,11 +115,13 @@ Status NodeAgent::Start(bool watch) {
   for (const auto& [key, p] : launcher_->pods()) {
     if (!logs_.count(key)) logs_[key] = LogCursor{p.log_path, 0, -1};
     // An adopted fractional pod keeps reporting its achieved share from its shim region.
-    std::string id = key;
-    std::replace(id.begin(), id.end(), '/', '_');
-    const std::string region = options_.state_dir + "/shim/" + id + ".region";
+    const std::string region = options_.state_dir + "/shim/" + PodFileId(key) + ".region";
     struct stat sb;
     if (stat(region.c_str(), &sb) == 0) shim_regions_[key] = region;
+  }
+  if (watch) {
+    resync_ms_ = 10'000;
+    watch_thread_ = std::thread([this] { Watch(); });
   }
   return Status::Ok();
 }
@@ -478,15 +487,13 @@ Status NodeAgent::Reconcile(int64_t now) {
       }
     }
   }
-  reconciled_once_ = true;
   return first;
 }
 
 void NodeAgent::RecordExit(const PodExit& e) {
-  const size_t slash1 = e.key.find('/');
-  const size_t slash2 = e.key.find('/', slash1 + 1);
-  const std::string pod = e.key.substr(slash2 + 1);
-  Outcome& o = outcomes_[e.key.substr(0, slash2)];
+  const PodKey k = SplitPodKey(e.key);
+  const std::string& pod = k.pod;
+  Outcome& o = outcomes_[k.ns + "/" + k.name];
   if (o.binding != e.binding) return;  // an older binding's pod
   ++o.done;
   if (!e.lost && e.signal == 0 && e.exit_code == 0) return;
@@ -503,8 +510,9 @@ Status NodeAgent::SendOutcomes(int64_t now) {
   Status first = Status::Ok();
   for (auto& [wkey, o] : outcomes_) {
     if (o.sent || o.done == 0 || (o.done < o.pods_here && o.failed == 0)) continue;
-    const std::string ns = wkey.substr(0, wkey.find('/'));
-    const std::string name = wkey.substr(wkey.find('/') + 1);
+    const PodKey k = SplitPodKey(wkey);
+    const std::string& ns = k.ns;
+    const std::string& name = k.name;
     // Report against the binding it belongs to: read, compare, write with the version read.
     Status st(StatusCode::kUnavailable, "node " + options_.node + ": could not report " + wkey);
     for (int attempt = 0; attempt < 5; ++attempt) {
@@ -568,11 +576,8 @@ Status NodeAgent::ShipLogs() {
     const std::string& key = it->first;
     LogCursor& c = it->second;
     const bool running = launcher_->pods().count(key) > 0;
-    const size_t slash1 = key.find('/');
-    const size_t slash2 = key.find('/', slash1 + 1);
-    const std::string path =
-        WorkloadPath(key.substr(0, slash1), key.substr(slash1 + 1, slash2 - slash1 - 1)) +
-        "/log?pod=" + key.substr(slash2 + 1);
+    const PodKey k = SplitPodKey(key);
+    const std::string path = WorkloadPath(k.ns, k.name) + "/log?pod=" + k.pod;
     bool dropped = false;
     std::string chunk;
     {
@@ -651,8 +656,7 @@ void NodeAgent::SimulateLoad() {
 Status NodeAgent::PrepareShim(const PodPlan& plan, LaunchSpec* spec) {
   ShimConfig config;
   config.container = plan.key;
-  std::string id = plan.key;
-  std::replace(id.begin(), id.end(), '/', '_');
+  const std::string id = PodFileId(plan.key);
   const std::string dir = options_.state_dir + "/shim";
   mkdir(dir.c_str(), 0700);
   config.region_path = dir + "/" + id + ".region";

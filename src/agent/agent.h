@@ -107,7 +107,6 @@ class NodeAgent {
   std::unique_ptr<Launcher> launcher_;
   Inventory inventory_;
   bool registered_ = false;
-  bool reconciled_once_ = false;
   int64_t last_heartbeat_ms_ = -1;
   int64_t last_sample_ms_ = -1;
   std::map<int, int64_t> ecc_reported_;  // GPU -> double-bit counter last reported

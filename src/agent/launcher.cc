@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -17,14 +18,6 @@ namespace fabrica {
 namespace {
 
 using json = nlohmann::json;
-
-std::string FileId(const std::string& key) {
-  std::string id = key;
-  for (char& c : id) {
-    if (c == '/') c = '_';
-  }
-  return id;
-}
 
 bool Exists(const std::string& path) {
   struct stat sb;
@@ -118,6 +111,12 @@ Result<std::vector<int>> ParseCpuList(const std::string& list) {
   return cpus;
 }
 
+std::string PodFileId(const std::string& key) {
+  std::string id = key;
+  std::replace(id.begin(), id.end(), '/', '_');
+  return id;
+}
+
 uint64_t ProcessStartTicks(pid_t pid) {
   std::string stat = ReadSmallFile("/proc/" + std::to_string(pid) + "/stat");
   // Field 2 (comm) may hold spaces and parentheses: fields resume after the last ')'.
@@ -169,7 +168,7 @@ Launcher::Launcher(LauncherOptions options) : options_(std::move(options)) {
 }
 
 std::string Launcher::LogPath(const std::string& key) const {
-  return options_.state_dir + "/logs/" + FileId(key) + ".log";
+  return options_.state_dir + "/logs/" + PodFileId(key) + ".log";
 }
 
 Status Launcher::Save() const {
@@ -230,11 +229,11 @@ Status Launcher::Launch(const LaunchSpec& spec, int64_t now_ms) {
   p.key = spec.key;
   p.binding = spec.binding;
   p.log_path = LogPath(spec.key);
-  p.exit_path = options_.state_dir + "/" + FileId(spec.key) + ".exit";
+  p.exit_path = options_.state_dir + "/" + PodFileId(spec.key) + ".exit";
   p.started_ms = now_ms;
   unlink(p.exit_path.c_str());
   if (!options_.cgroup_root.empty()) {
-    p.cgroup = options_.cgroup_root + "/" + FileId(spec.key);
+    p.cgroup = options_.cgroup_root + "/" + PodFileId(spec.key);
     rmdir(p.cgroup.c_str());  // a leftover of an earlier run, if empty
     if (mkdir(p.cgroup.c_str(), 0755) != 0 && errno != EEXIST) {
       return Internal("cannot create cgroup " + p.cgroup + ": " + strerror(errno));

@@ -92,6 +92,9 @@ class Launcher {
   bool cgroup_memory_ = false;
 };
 
+// A pod key ("tenant/workload/pod") as one file name ('/' becomes '_'; names have no '_').
+std::string PodFileId(const std::string& key);
+
 // The process's start time in clock ticks since boot (/proc/PID/stat field 22); 0 if it is
 // gone or a zombie.
 uint64_t ProcessStartTicks(pid_t pid);

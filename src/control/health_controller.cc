@@ -309,28 +309,34 @@ Status HealthController::Sync() {
   return Status::Ok();
 }
 
+HealthController::AgentTask& HealthController::AddTask(const std::string& node, ActionKind kind,
+                                                       int gpu, int64_t now) {
+  AgentTask task;
+  task.id = ++next_task_id_;
+  task.kind = kind;
+  task.gpu = gpu;
+  task.since_ms = now;
+  return tasks_[node].emplace_back(std::move(task));
+}
+
 void HealthController::Perform(
     const ControllerAction& a, int64_t now,
     const std::map<std::string, std::pair<std::string, std::string>>& bindings) {
   const std::string node = a.node.str();
   const bool simulated = sim_.simulates && sim_.simulates(node);
-  auto simulate = [&](int64_t duration_ms) {
+  // A simulated node's hardware finishes after `duration_ms`; a real node's agent does it: a new
+  // task for the node (or GPU) supersedes an older one.
+  auto hand_off = [&](int64_t duration_ms) {
     if (simulated) {
       sim_ops_.push_back({now + duration_ms, a.node, a.gpu, a.kind});
       return;
     }
-    // A real node's agent does it: a new task for the node (or GPU) supersedes an older one.
     auto& tasks = tasks_[node];
     tasks.erase(std::remove_if(
                     tasks.begin(), tasks.end(),
                     [&](const AgentTask& t) { return !t.inject && (t.gpu == a.gpu || a.gpu < 0); }),
                 tasks.end());
-    AgentTask task;
-    task.id = ++next_task_id_;
-    task.kind = a.kind;
-    task.gpu = a.gpu;
-    task.since_ms = now;
-    tasks.push_back(task);
+    AddTask(node, a.kind, a.gpu, now);
   };
   switch (a.kind) {
     case ActionKind::kCordonNode:
@@ -353,14 +359,7 @@ void HealthController::Perform(
     case ActionKind::kRestartApp: {
       // Simulated workloads have no process to restart; a node's agent restarts the workload's
       // pods that use the GPU, in place.
-      if (simulated) return;
-      AgentTask task;
-      task.id = ++next_task_id_;
-      task.kind = a.kind;
-      task.gpu = a.gpu;
-      task.since_ms = now;
-      task.workload = a.workload.str();
-      tasks_[node].push_back(task);
+      if (!simulated) AddTask(node, a.kind, a.gpu, now).workload = a.workload.str();
       return;
     }
     case ActionKind::kEvict: {
@@ -372,19 +371,19 @@ void HealthController::Perform(
       return;
     }
     case ActionKind::kInspect:
-      simulate(options_.sim_inspect_ms);
+      hand_off(options_.sim_inspect_ms);
       return;
     case ActionKind::kResetGpu:
-      simulate(options_.sim_reset_ms);
+      hand_off(options_.sim_reset_ms);
       return;
     case ActionKind::kRebootNode:
-      simulate(options_.sim_reboot_ms);
+      hand_off(options_.sim_reboot_ms);
       return;
     case ActionKind::kRepair:
-      simulate(options_.sim_repair_ms);
+      hand_off(options_.sim_repair_ms);
       return;
     case ActionKind::kBurnIn:
-      simulate(options_.sim_burn_in_ms);
+      hand_off(options_.sim_burn_in_ms);
       return;
   }
 }
@@ -832,15 +831,12 @@ ApiServer::Extension HealthController::Routes() {
       // A node with its own agent: the fault is a task for that agent, which injects it into
       // its simulated devices (an agent on real GPUs refuses it).
       std::lock_guard<std::mutex> lock(mu_);
-      AgentTask task;
-      task.id = ++next_task_id_;
-      task.inject = true;
+      const int64_t now = clock_.NowMs();
+      AgentTask& task = AddTask(node, ActionKind::kInspect, fault->gpu, now);
+      task.inject = true;  // the kind is not used for an injection
       task.fault = *fault;
-      task.gpu = fault->gpu;
-      task.since_ms = clock_.NowMs();
-      tasks_[node].push_back(task);
       out["task"] = task.id;
-      WriteRecords(task.since_ms);
+      WriteRecords(now);
     } else {
       Status st = sim.inject(*fault);
       if (!st.ok()) return ErrorReply(st);

@@ -129,6 +129,8 @@ class HealthController {
     std::optional<health::NcclReport> nccl;
   };
   void ApplyTaskResults(int64_t now);
+  // A new pending task for `node`'s agent (with the next id). REQUIRES: mu_ held.
+  AgentTask& AddTask(const std::string& node, health::ActionKind kind, int gpu, int64_t now);
   // Hands a burn-in verdict to the remediation controller and keeps it for the node's record.
   void ReportBurnIn(const std::string& node, int gpu, const health::BurnInResult& verdict,
                     const std::string& source, int64_t now);
