@@ -28,6 +28,7 @@
 #include "api/api_server.h"
 #include "api/http_server.h"
 #include "api/metrics.h"
+#include "bench_workload.h"
 #include "client/http_client.h"
 #include "control/clock.h"
 #include "store/store.h"
@@ -92,18 +93,7 @@ std::string Base64(const std::string& in) {
   return out;
 }
 
-// A ~1 KiB workload manifest (JSON).
-std::string Workload(const std::string& name) {
-  std::string labels;
-  for (int i = 0; i < 22; ++i)
-    labels += ",\"label-" + std::to_string(i) + "\":\"value-padding-" + std::to_string(i) + "\"";
-  return "{\"apiVersion\":\"fabrica.dev/v1\",\"kind\":\"Workload\",\"metadata\":{\"name\":\"" +
-         name + "\",\"labels\":{\"app\":\"bench\"" + labels +
-         "}},\"spec\":{\"priority\":10,\"podSets\":[{\"name\":\"server\",\"count\":2,\"cpu\":\"8\","
-         "\"memory\":\"64Gi\",\"devices\":{\"gpuMilli\":\"500m\",\"gpuMemory\":\"38Gi\"}}],"
-         "\"run\":{\"command\":[\"vllm\",\"serve\",\"llama-3-8b\",\"--max-model-len\",\"8192\"],"
-         "\"durationSeconds\":3600}}}";
-}
+using bench::Workload;
 
 void Print(const char* target, const char* what, int conc, const Result_& r) {
   std::printf(
@@ -151,7 +141,11 @@ int main(int argc, char** argv) {
   ApiServer api(**store, *auth, clock, &metrics);
   HttpServerOptions options;
   options.listen = "127.0.0.1:0";
-  options.threads = 16;  // handlers block on the group commit: more of them make bigger groups
+  // Reads are served on the I/O threads; writes, which wait for their group commit, on a pool
+  // large enough that every waiting writer joins the next commit.
+  options.threads = 2;
+  options.offload = ApiServer::MayBlock;
+  options.offload_threads = 64;
   options.cert_file = dir + "/server.crt";
   options.key_file = dir + "/server.key";
   HttpServer server(options, [&api](const HttpRequest& r) { return api.Handle(r); });

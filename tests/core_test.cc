@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <unordered_set>
@@ -792,6 +793,55 @@ TEST(Examples, FleetAndManifestParse) {
   EXPECT_EQ(manifest->workloads.size(), 5u);
   EXPECT_EQ(manifest->tenants[3].trust, fabrica::TrustLevel::kUntrusted);
   EXPECT_EQ(manifest->tenants[0].trust_domain, "research");
+}
+
+// The API validates request bodies already decoded as JSON through ParseManifestJson; it must
+// read them exactly as the text parser reads the same document, and reject what it rejects.
+TEST(Manifest, JsonDocumentsParseAsTheirText) {
+  const std::string text =
+      R"({"kind":"Workload","metadata":{"name":"w","tenant":"t","labels":{"a":"1","b":"x"}},)"
+      R"("spec":{"priority":7,"podSets":[{"name":"s","count":2,"cpu":"8","memory":"64Gi",)"
+      R"("devices":{"gpuMilli":"500m","gpuMemory":"38Gi"}},{"name":"g","count":1,)"
+      R"("devices":{"gpus":2}}],"run":{"command":["a","b"],"durationSeconds":60},)"
+      R"("gang":true}})";
+  auto from_text = fabrica::ParseManifestYaml(text, "w.json");
+  auto from_json = fabrica::ParseManifestJson(nlohmann::json::parse(text), "w.json");
+  ASSERT_TRUE(from_text.ok()) << from_text.status().ToString();
+  ASSERT_TRUE(from_json.ok()) << from_json.status().ToString();
+  ASSERT_EQ(from_json->workloads.size(), 1u);
+  const fabrica::Workload& a = from_text->workloads[0];
+  const fabrica::Workload& b = from_json->workloads[0];
+  EXPECT_EQ(a.name, b.name);
+  EXPECT_EQ(a.tenant, b.tenant);
+  EXPECT_EQ(a.labels, b.labels);
+  EXPECT_EQ(b.priority, 7);
+  EXPECT_EQ(a.run.command, b.run.command);
+  EXPECT_EQ(b.run.duration_seconds, 60);
+  ASSERT_EQ(b.pod_sets.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(a.pod_sets[i].count, b.pod_sets[i].count);
+    EXPECT_EQ(a.pod_sets[i].cpu, b.pod_sets[i].cpu);
+    EXPECT_EQ(a.pod_sets[i].memory, b.pod_sets[i].memory);
+    EXPECT_EQ(a.pod_sets[i].device.kind, b.pod_sets[i].device.kind);
+    EXPECT_EQ(a.pod_sets[i].device.gpus, b.pod_sets[i].device.gpus);
+    EXPECT_EQ(a.pod_sets[i].device.gpu_milli, b.pod_sets[i].device.gpu_milli);
+    EXPECT_EQ(a.pod_sets[i].device.gpu_memory, b.pod_sets[i].device.gpu_memory);
+  }
+  EXPECT_EQ(b.pod_sets[1].device.gpus, 2);
+  // Errors name the field; numbers and booleans where strings are due are read as their text.
+  nlohmann::json bad = nlohmann::json::parse(text);
+  bad["spec"]["podSets"][0]["devices"]["gpuMili"] = "1";
+  auto unknown = fabrica::ParseManifestJson(bad, "body");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("spec.podSets[0].devices.gpuMili: unknown field"),
+            std::string::npos)
+      << unknown.status().message();
+  bad = nlohmann::json::parse(text);
+  bad["spec"]["podSets"][0]["count"] = "two";
+  EXPECT_FALSE(fabrica::ParseManifestJson(bad, "body").ok());
+  bad["spec"]["podSets"][0]["count"] = nullptr;
+  EXPECT_EQ(fabrica::ParseManifestJson(bad, "body").ok(),
+            fabrica::ParseManifestYaml(bad.dump(), "body").ok());
 }
 
 TEST(Manifest, TenantErrorsNameTheField) {

@@ -685,5 +685,83 @@ TEST(HttpTest, ManyClientThreadsConcurrently) {
   EXPECT_EQ(handled.load(), kThreads * kRequests);
 }
 
+// Offloaded handlers hold no I/O thread: with one I/O thread and POSTs blocked in their handler,
+// GETs on other connections are still answered, and the POSTs get their own answers (on their
+// own connections, in order) once released; a server stopped while a handler blocks waits for it.
+TEST(HttpTest, OffloadedHandlersDoNotBlockTheIoThread) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  std::atomic<int> blocked{0};
+  HttpServerOptions o = PlainOptions();
+  o.threads = 1;
+  o.offload = [](const HttpRequest& r) { return r.method == "POST"; };
+  o.offload_threads = 4;
+  auto server = std::make_unique<HttpServer>(o, [&](const HttpRequest& req) {
+    if (req.method == "POST") {
+      blocked++;
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return release; });
+    }
+    return Echo(req);
+  });
+  ASSERT_TRUE(server->Start().ok());
+  const int port = server->port();
+
+  std::vector<std::thread> writers;
+  std::atomic<int> written{0};
+  for (int i = 0; i < 3; ++i) {
+    writers.emplace_back([&, i] {
+      HttpClient client(PlainClient(port));
+      for (int j = 0; j < 2; ++j) {
+        const std::string body = std::to_string(i) + "/" + std::to_string(j);
+        auto r = client.Do("POST", "/w", body);
+        if (r.ok() && r->body == "POST /w " + body) written++;
+      }
+    });
+  }
+  ASSERT_TRUE(WaitFor([&] { return blocked.load() == 3; }));
+  HttpClient reader(PlainClient(port));
+  for (int i = 0; i < 20; ++i) {
+    auto r = reader.Do("GET", "/r/" + std::to_string(i));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->body, "GET /r/" + std::to_string(i) + " ");
+  }
+  EXPECT_EQ(written.load(), 0);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  for (std::thread& t : writers) t.join();
+  EXPECT_EQ(written.load(), 6);
+
+  // Stop while a handler is still blocked: Stop returns once the handler has.
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    release = false;
+  }
+  std::thread late([&] {
+    HttpClient client(PlainClient(port));
+    (void)client.Do("POST", "/late", "x");
+  });
+  ASSERT_TRUE(WaitFor([&] { return blocked.load() == 7; }));
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(100ms);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      release = true;
+    }
+    cv.notify_all();
+  });
+  const auto stop_start = std::chrono::steady_clock::now();
+  server->Stop();
+  // Well before Stop's grace period for connections (5 s) runs out.
+  EXPECT_LT(std::chrono::steady_clock::now() - stop_start, 3s);
+  server.reset();
+  releaser.join();
+  late.join();
+}
+
 }  // namespace
 }  // namespace fabrica

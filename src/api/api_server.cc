@@ -590,13 +590,12 @@ struct ApiServer::Impl {
         return Status(StatusCode::kInvalidArgument, "metadata.namespace: " + valid_ns.message());
       meta["namespace"] = ns;
     }
-    const std::string text = obj.dump();
     const std::string source = "body";
     if (std::string(info.kind) == "Workload" || std::string(info.kind) == "Tenant") {
       json for_parse = obj;
       if (info.namespaced)
         for_parse["metadata"].erase("namespace"), for_parse["metadata"]["tenant"] = ns;
-      auto m = ParseManifestYaml(for_parse.dump(), source);
+      auto m = ParseManifestJson(for_parse, source);
       if (!m.ok()) return Status(StatusCode::kInvalidArgument, SpecPath(m.status().message()));
       if (std::string(info.kind) == "Workload") {
         RETURN_IF_ERROR(CheckPossible(m->workloads.front()));
@@ -655,7 +654,6 @@ struct ApiServer::Impl {
         return InvalidArgument(k + ": unknown field");
       }
     }
-    (void)text;
     return obj;
   }
 
@@ -995,7 +993,7 @@ struct ApiServer::Impl {
         b.erase("status");
       }
     }
-    auto obj = Validate(info, *body, ns, "");
+    auto obj = Validate(info, std::move(*body), ns, "");
     if (!obj.ok()) return ErrorFromStatus(obj.status());
     json& o = *obj;
     const std::string name = o["metadata"]["name"];
@@ -1011,7 +1009,8 @@ struct ApiServer::Impl {
     o["metadata"]["creationTimestamp"] = FormatTimestamp(clock.NowMs());
     o["metadata"]["generation"] = 1;
     o["metadata"].erase("resourceVersion");
-    auto rev = store.Put(Key(info, ns, name), o.dump(), kMustNotExist);
+    KeyValue stored{Key(info, ns, name), o.dump(), 0, 0};
+    auto rev = store.Put(stored.key, stored.value, kMustNotExist);
     if (!rev.ok()) {
       if (rev.status().code() == StatusCode::kAlreadyExists) {
         return StatusResponse(409, std::string(info.kind) + " '" + name + "' already exists");
@@ -1019,8 +1018,11 @@ struct ApiServer::Impl {
       return ErrorFromStatus(rev.status());
     }
     if (std::string(info.plural) == "nodes") max_node_gpus = -1;
-    o["metadata"]["resourceVersion"] = std::to_string(*rev);
-    return JsonResponse(201, o);
+    stored.create_revision = stored.mod_revision = *rev;
+    HttpResponse created;
+    created.status = 201;
+    created.body = MaterializeText(stored);
+    return created;
   }
 
   HttpResponse Update(const ResourceInfo& info, const std::string& ns, const std::string& name,

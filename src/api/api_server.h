@@ -36,6 +36,11 @@ class ApiServer {
   ~ApiServer();
 
   HttpResponse Handle(const HttpRequest& req);
+  // Whether Handle may block on `req` for longer than a read takes: writes wait for their
+  // group commit. For HttpServerOptions::offload.
+  static bool MayBlock(const HttpRequest& req) {
+    return req.method != "GET" && req.method != "HEAD";
+  }
 
   // Routes served by another component (metering): called for every request outside /healthz
   // with the caller's authentication result and the tenants it may read (`all` for fleet-wide

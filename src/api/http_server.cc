@@ -4,7 +4,9 @@
 // Threading: one io_context run by `threads` threads. Every connection owns a strand (its socket's
 // executor), so all of a connection's state is touched on that strand only and needs no lock;
 // different connections run in parallel. The handler runs inline on the strand, which blocks
-// that connection only. StreamSource::write posts onto the strand through a StreamChannel.
+// that connection only, unless options.offload picks the request: then it runs on the offload
+// pool and the connection resumes on its strand with the response. StreamSource::write posts
+// onto the strand through a StreamChannel.
 //
 // A connection's life: [TLS handshake] → read request → handler → write response → read ...
 // For a streaming response: write the header (chunked) → Start the source → chunk writes queued
@@ -21,6 +23,7 @@
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
@@ -159,6 +162,8 @@ class ConnectionBase;
 struct Shared {
   HttpServerOptions options;
   HttpHandler handler;
+  // Runs the handlers of requests that options.offload picks; absent when there is none.
+  std::optional<net::thread_pool> offload;
   std::atomic<bool> stopping{false};
   std::mutex mu;
   std::condition_variable cv;                                               // live became smaller
@@ -332,14 +337,36 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
     request.peer = peer_;
     const bool keep_alive = req.keep_alive() && !shared_->stopping.load();
 
-    HttpResponse response;
-    try {
-      response = shared_->handler(request);
-    } catch (const std::exception& e) {
-      response = ErrorResponse(500, "InternalError", std::string("handler failed: ") + e.what());
-    } catch (...) {
-      response = ErrorResponse(500, "InternalError", "handler failed");
+    if (shared_->offload && shared_->options.offload(request)) {
+      // A handler that may block runs on the offload pool; the connection, which has no socket
+      // operation pending meanwhile, goes on on its strand once the response is ready.
+      // The work guard keeps the I/O threads running until the answer is back: meanwhile the
+      // io_context may have nothing else to do (the server stopping, say).
+      auto task = std::make_shared<HttpRequest>(std::move(request));
+      net::post(*shared_->offload, [self = this->shared_from_this(), task, keep_alive,
+                                    work = net::make_work_guard(stream_.get_executor())] {
+        auto response = std::make_shared<HttpResponse>(self->CallHandler(*task));
+        net::post(self->stream_.get_executor(), [self, task, response, keep_alive] {
+          self->Respond(std::move(*task), std::move(*response), keep_alive);
+        });
+      });
+      return;
     }
+    HttpResponse response = CallHandler(request);
+    Respond(std::move(request), std::move(response), keep_alive);
+  }
+
+  HttpResponse CallHandler(const HttpRequest& request) {
+    try {
+      return shared_->handler(request);
+    } catch (const std::exception& e) {
+      return ErrorResponse(500, "InternalError", std::string("handler failed: ") + e.what());
+    } catch (...) {
+      return ErrorResponse(500, "InternalError", "handler failed");
+    }
+  }
+
+  void Respond(HttpRequest request, HttpResponse response, bool keep_alive) {
     current_ = std::move(request);
     if (closed_) return;
     if (response.stream) return StartStream(std::move(response), keep_alive);
@@ -740,6 +767,7 @@ struct HttpServer::Impl {
     if (o.tls) RETURN_IF_ERROR(MakeTlsContext());
 
     ioc.emplace(std::max(1, o.threads));
+    if (o.offload && o.offload_threads > 0) shared->offload.emplace(o.offload_threads);
     beast::error_code ec;
     tcp::endpoint endpoint;
     net::ip::address address = net::ip::make_address(host.empty() ? "0.0.0.0" : host, ec);
@@ -802,6 +830,9 @@ struct HttpServer::Impl {
       std::unique_lock<std::mutex> lock(shared->mu);
       shared->cv.wait_for(lock, kStopGrace, [&] { return shared->live.empty(); });
     }
+    // Handlers still running finish first; what they post to their connections then finds the
+    // connections closed.
+    if (shared->offload) shared->offload->join();
     ioc->stop();
     for (std::thread& t : threads) t.join();
     threads.clear();
@@ -811,6 +842,7 @@ struct HttpServer::Impl {
     accept_backoff.reset();
     acceptor.reset();
     ioc.reset();
+    shared->offload.reset();
   }
 };
 

@@ -2,11 +2,12 @@
 //
 // Connections are served asynchronously on a small pool of threads, so thousands of idle watch
 // streams cost no thread each. A Handler turns one request into one response and may block
-// briefly (a durable store write waits for its group commit), which is why the pool has several
-// threads. For a streaming response (watch), the handler returns a StreamSource instead of a
-// body: the server sends the headers with chunked transfer encoding, then the source pushes
-// chunks from any thread whenever it has data; the server serialises them on the connection and
-// tells the source when the client has gone.
+// briefly (a durable store write waits for its group commit); such requests can be offloaded to
+// a second pool (HttpServerOptions::offload) so that they hold no I/O thread. For a streaming
+// response (watch), the handler returns a StreamSource instead of a body: the server sends the
+// headers with chunked transfer encoding, then the source pushes chunks from any thread whenever it
+// has data; the server serialises them on the connection and tells the source when the client has
+// gone.
 //
 // Limits enforced before the handler runs: header size, a body limit (413 with a JSON Status body
 // when exceeded), idle timeouts. Thread-safe: Start/Stop from one thread; handlers run on pool
@@ -65,7 +66,14 @@ struct HttpServerOptions {
   std::string cert_file;  // PEM server certificate chain (required when tls)
   std::string key_file;   // PEM private key (required when tls)
   size_t max_body_bytes = 3 * 1024 * 1024;
-  int threads = 4;
+  int threads = 4;  // I/O threads; handlers run on them unless offloaded
+  // Requests for which `offload` returns true have their handler run on a separate pool of
+  // `offload_threads` threads, so that handlers which block (a durable write waiting for its
+  // group commit) hold no I/O thread and as many of them can wait together as there are
+  // clients. The others run inline on the I/O thread, without a thread switch. Off when
+  // `offload` is empty or offload_threads is 0.
+  std::function<bool(const HttpRequest&)> offload;
+  int offload_threads = 0;
   int idle_timeout_seconds = 300;  // for non-streaming connections
   // Called after each request with its method, status and latency, for metrics.
   std::function<void(const HttpRequest&, int status, double seconds)> observer;

@@ -154,7 +154,11 @@ int Run(ServerArgs args) {
   HttpServerOptions options;
   options.listen = args.listen;
   options.tls = !args.plain_http;
-  options.threads = 16;  // handlers block on the group commit: more of them make bigger groups
+  // Reads are served on the I/O threads; writes, which wait for their group commit, on a pool
+  // large enough that every waiting writer joins the next commit.
+  options.threads = 2;
+  options.offload = ApiServer::MayBlock;
+  options.offload_threads = 64;
   options.cert_file = args.data + "/server.crt";
   options.key_file = args.data + "/server.key";
   HttpServer server(options, [&api](const HttpRequest& r) { return api.Handle(r); });

@@ -138,7 +138,7 @@ Result<CycleStats> Scheduler::RunOnce() {
       json for_parse = sw.obj;
       for_parse["metadata"]["tenant"] = Str(sw.obj["metadata"], "namespace");
       for_parse["metadata"].erase("namespace");
-      auto m = ParseManifestYaml(for_parse.dump(), kv.key);
+      auto m = ParseManifestJson(for_parse, kv.key);
       if (!m.ok() || m->workloads.empty()) continue;
       sw.w = m->workloads.front();
       for (const PodSet& ps : sw.w.pod_sets) {

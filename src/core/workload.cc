@@ -1,5 +1,7 @@
 #include "core/workload.h"
 
+#include <nlohmann/json.hpp>
+
 #include "core/fleet.h"
 #include "core/yaml_reader.h"
 
@@ -366,6 +368,51 @@ Result<Tenant> ParseTenant(YamlMap& m) {
   return t;
 }
 
+// Adds one Tenant, Workload or WorkloadList document to `out`.
+Status AddManifestDocument(const YAML::Node& doc, const std::string& prefix,
+                           const std::string& source, Manifest* out) {
+  YamlMap m(doc, prefix, source);
+  RETURN_IF_ERROR(m.CheckIsMap());
+  ASSIGN_OR_RETURN(std::string kind, m.String("kind", "Workload"));
+  if (kind == "WorkloadList") return ParseWorkloadList(m, out->workloads);
+  if (kind == "Tenant") {
+    ASSIGN_OR_RETURN(Tenant t, ParseTenant(m));
+    for (const Tenant& other : out->tenants) {
+      if (other.name == t.name) {
+        return m.Error("metadata", "duplicate tenant '" + t.name.str() + "'");
+      }
+    }
+    out->tenants.push_back(std::move(t));
+    return Status::Ok();
+  }
+  ASSIGN_OR_RETURN(Workload w, ParseOneWorkload(m));
+  out->workloads.push_back(std::move(w));
+  return Status::Ok();
+}
+
+// The YAML tree a JSON document would parse to, built directly (no text in between).
+YAML::Node JsonToYaml(const nlohmann::json& j) {
+  switch (j.type()) {
+    case nlohmann::json::value_t::object: {
+      YAML::Node node(YAML::NodeType::Map);
+      for (const auto& [key, value] : j.items()) node[key] = JsonToYaml(value);
+      return node;
+    }
+    case nlohmann::json::value_t::array: {
+      YAML::Node node(YAML::NodeType::Sequence);
+      for (const auto& value : j) node.push_back(JsonToYaml(value));
+      return node;
+    }
+    case nlohmann::json::value_t::string:
+      return YAML::Node(j.get_ref<const std::string&>());
+    case nlohmann::json::value_t::null:
+    case nlohmann::json::value_t::discarded:
+      return YAML::Node(YAML::NodeType::Null);
+    default:  // numbers and booleans, as JSON writes them
+      return YAML::Node(j.dump());
+  }
+}
+
 }  // namespace
 
 Result<Manifest> ParseManifestYaml(const std::string& text, const std::string& source) {
@@ -380,23 +427,14 @@ Result<Manifest> ParseManifestYaml(const std::string& text, const std::string& s
   for (size_t d = 0; d < docs.size(); ++d) {
     if (docs[d].IsNull()) continue;
     const std::string prefix = docs.size() > 1 ? "doc" + std::to_string(d) : "";
-    YamlMap m(docs[d], prefix, source);
-    RETURN_IF_ERROR(m.CheckIsMap());
-    ASSIGN_OR_RETURN(std::string kind, m.String("kind", "Workload"));
-    if (kind == "WorkloadList") {
-      RETURN_IF_ERROR(ParseWorkloadList(m, out.workloads));
-    } else if (kind == "Tenant") {
-      ASSIGN_OR_RETURN(Tenant t, ParseTenant(m));
-      for (const Tenant& other : out.tenants) {
-        if (other.name == t.name)
-          return m.Error("metadata", "duplicate tenant '" + t.name.str() + "'");
-      }
-      out.tenants.push_back(std::move(t));
-    } else {
-      ASSIGN_OR_RETURN(Workload w, ParseOneWorkload(m));
-      out.workloads.push_back(std::move(w));
-    }
+    RETURN_IF_ERROR(AddManifestDocument(docs[d], prefix, source, &out));
   }
+  return out;
+}
+
+Result<Manifest> ParseManifestJson(const nlohmann::json& doc, const std::string& source) {
+  Manifest out;
+  RETURN_IF_ERROR(AddManifestDocument(JsonToYaml(doc), "", source, &out));
   return out;
 }
 

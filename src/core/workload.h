@@ -8,6 +8,7 @@
 #pragma once
 
 #include <map>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -117,6 +118,9 @@ struct Manifest {
   std::vector<Workload> workloads;
 };
 Result<Manifest> ParseManifestYaml(const std::string& text, const std::string& source);
+// Parses one document already decoded as JSON (an API request body, a stored object) without
+// going through text: the same rules and messages as ParseManifestYaml, without line numbers.
+Result<Manifest> ParseManifestJson(const nlohmann::json& doc, const std::string& source);
 
 // Kubernetes object names: 1-63 characters of [a-z0-9-], starting and ending alphanumeric.
 Status ValidateName(const std::string& name);

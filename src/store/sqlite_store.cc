@@ -9,7 +9,8 @@
 // from many threads fast.
 //
 // Reads run on a pool of separate connections, each with its statements prepared once; WAL lets
-// them read a consistent snapshot while the committer writes. Reads that need two statements
+// them read a consistent snapshot while the committer writes. Get is served from a cache of
+// recent keys (ReadCache) that the committer keeps current. Reads that need two statements
 // (List, EventsSince) run them in one read transaction, so that the revision they report and
 // the compaction point they check match the rows they return.
 //
@@ -28,6 +29,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 
 #include "store/store.h"
@@ -253,6 +255,63 @@ class ReadTransaction {
   bool open_ = false;
 };
 
+// The values of recently read or written keys, so that reading a hot key (the API's GET of one
+// object) costs a hash lookup instead of a SQLite query. The committer applies every committed
+// batch before it acknowledges the batch's writes, so a read after an acknowledged write sees
+// it. A reader that missed fills the cache with what it read from the file only if no batch was
+// applied since it looked: otherwise its row might predate a write the cache already holds.
+// Bounded: when full, it starts again empty.
+class ReadCache {
+ public:
+  explicit ReadCache(size_t max_entries) : max_entries_(max_entries) {}
+
+  // The entry for `key`, or nullopt; `generation` gets the generation to pass to Fill.
+  std::optional<KeyValue> Find(const std::string& key, uint64_t* generation) {
+    std::lock_guard<std::mutex> lock(mu_);
+    *generation = generation_;
+    auto it = entries_.find(key);
+    if (it == entries_.end()) return std::nullopt;
+    return it->second;
+  }
+
+  void Fill(const KeyValue& kv, uint64_t generation) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (generation != generation_) return;
+    Insert(kv);
+  }
+
+  // A committed batch's events.
+  void Apply(const std::vector<WatchEvent>& events) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++generation_;
+    for (const WatchEvent& e : events) {
+      if (e.type == WatchEvent::Type::kDelete) {
+        entries_.erase(e.kv.key);
+      } else {
+        Insert(e.kv);
+      }
+    }
+  }
+
+  // Forgets everything (after a failed commit, when what the file holds is uncertain).
+  void Clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++generation_;
+    entries_.clear();
+  }
+
+ private:
+  void Insert(const KeyValue& kv) {
+    if (entries_.size() >= max_entries_ && entries_.count(kv.key) == 0) entries_.clear();
+    entries_[kv.key] = kv;
+  }
+
+  const size_t max_entries_;
+  std::mutex mu_;
+  uint64_t generation_ = 0;  // batches applied so far
+  std::unordered_map<std::string, KeyValue> entries_;
+};
+
 // One queued Put or Delete. Lives on the writer's stack while the writer waits. The committer
 // reads the request and fills in `result` without locking (the queue's mutex orders both), then
 // sets `done` under the queue's mutex.
@@ -299,12 +358,16 @@ class SqliteStore final : public Store {
 
   Result<KeyValue> Get(const std::string& key) override {
     RETURN_IF_ERROR(ValidateKey(key));
+    uint64_t generation = 0;
+    if (std::optional<KeyValue> cached = cache_.Find(key, &generation)) return *std::move(cached);
     ASSIGN_OR_RETURN(Lease reader, Acquire());
     Run run(reader->get);
     int rc = run.Text(1, key).Step();
     if (rc == SQLITE_DONE) return NotFound("key '" + key + "' not found");
     if (rc != SQLITE_ROW) return SqliteError(run.db(), rc, "get key '" + key + "'");
-    return ReadKeyValue(run);
+    KeyValue kv = ReadKeyValue(run);
+    cache_.Fill(kv, generation);
+    return kv;
   }
 
   Result<int64_t> Put(const std::string& key, const std::string& value,
@@ -533,6 +596,11 @@ class SqliteStore final : public Store {
       }
       events.clear();
       Status status = CommitBatch(batch, &events);
+      if (status.ok()) {
+        cache_.Apply(events);
+      } else {
+        cache_.Clear();
+      }
       {
         // Notify under the lock: once `done` is visible the writer may return and destroy cv.
         std::lock_guard<std::mutex> lock(queue_mu_);
@@ -654,6 +722,8 @@ class SqliteStore final : public Store {
   std::vector<PendingWrite*> queue_;
   bool stopping_ = false;
   std::thread committer_;
+
+  ReadCache cache_{20000};
 
   std::mutex readers_mu_;  // guards idle_readers_
   std::vector<std::unique_ptr<Reader>> idle_readers_;
