@@ -629,9 +629,7 @@ struct ApiServer::Impl {
         }
       }
       if (spec.contains("budget")) {
-        auto doc = LoadYaml(spec["budget"].dump(), source);
-        if (!doc.ok()) return doc.status();
-        YamlMap b(*doc, "spec.budget", source);
+        YamlMap b(Doc::FromJson(spec["budget"]), "spec.budget", source);
         RETURN_IF_ERROR(ParseBudget(b).status());
       }
     }

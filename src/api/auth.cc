@@ -27,11 +27,11 @@ const char* VerbName(Verb v) {
 }
 
 Result<Authorizer> Authorizer::Parse(const std::string& yaml, const std::string& source) {
-  ASSIGN_OR_RETURN(YAML::Node doc, LoadYaml(yaml, source));
+  ASSIGN_OR_RETURN(Doc doc, LoadYaml(yaml, source));
   YamlMap top(doc, "", source);
   RETURN_IF_ERROR(top.CheckIsMap());
   Authorizer a;
-  YAML::Node tokens = top.Raw("tokens");
+  Doc tokens = top.Raw("tokens");
   if (tokens && !tokens.IsNull()) {
     if (!tokens.IsSequence()) return top.Error("tokens", "expected a list");
     for (size_t i = 0; i < tokens.size(); ++i) {
@@ -47,7 +47,7 @@ Result<Authorizer> Authorizer::Parse(const std::string& yaml, const std::string&
       if (!a.tokens_.emplace(token, p).second) return t.Error("token", "duplicate token");
     }
   }
-  YAML::Node bindings = top.Raw("bindings");
+  Doc bindings = top.Raw("bindings");
   if (bindings && !bindings.IsNull()) {
     if (!bindings.IsSequence()) return top.Error("bindings", "expected a list");
     for (size_t i = 0; i < bindings.size(); ++i) {

@@ -186,7 +186,7 @@ Result<Device> ParseDevice(YamlMap& m, const Node& node, int index, int device_c
   d.mig_capable = !MigProfilesFor(d.model).empty();
   Status mig = CheckMigGeometry(d.model, d.mig_slices);
   if (!mig.ok()) return m.Error("mig", mig.message());
-  YAML::Node peers = m.Raw("nvlinkPeers");
+  Doc peers = m.Raw("nvlinkPeers");
   if (peers && !peers.IsNull()) {
     if (!peers.IsSequence()) return m.Error("nvlinkPeers", "expected a list of device indexes");
     for (const auto& p : peers) {
@@ -253,7 +253,7 @@ Result<std::vector<Node>> ParseNodeEntry(YamlMap& m) {
   node.numa_nodes = static_cast<int>(numa);
   ASSIGN_OR_RETURN(node.labels, m.StringMap("labels"));
 
-  YAML::Node nics = m.Raw("nics");
+  Doc nics = m.Raw("nics");
   if (nics && !nics.IsNull()) {
     if (!nics.IsSequence()) return m.Error("nics", "expected a list");
     for (size_t i = 0; i < nics.size(); ++i) {
@@ -286,7 +286,7 @@ Result<std::vector<Node>> ParseNodeEntry(YamlMap& m) {
       RETURN_IF_ERROR(gm.CheckIsMap());
       RETURN_IF_ERROR(ParseGpuShorthand(gm, copy));
     } else if (has_devices) {
-      YAML::Node devs = m.Raw("devices");
+      Doc devs = m.Raw("devices");
       if (!devs.IsSequence()) return m.Error("devices", "expected a list");
       if (devs.size() > static_cast<size_t>(kMaxGpusPerNode)) {
         return m.Error("devices", std::to_string(devs.size()) + " GPUs, at most " +
@@ -347,20 +347,20 @@ Result<FaultInjection> ParseFault(YamlMap& m, const std::string& default_node, b
 
 Result<FaultInjection> ParseFaultInjection(const std::string& text, const std::string& source,
                                            const std::string& node) {
-  ASSIGN_OR_RETURN(YAML::Node doc, LoadYaml(text, source));
+  ASSIGN_OR_RETURN(Doc doc, LoadYaml(text, source));
   YamlMap m(doc, "", source);
   return ParseFault(m, node, false);
 }
 
 Result<Fleet> ParseFleetYaml(const std::string& text, const std::string& source) {
-  ASSIGN_OR_RETURN(YAML::Node doc, LoadYaml(text, source));
+  ASSIGN_OR_RETURN(Doc doc, LoadYaml(text, source));
   YamlMap top(doc, "", source);
   RETURN_IF_ERROR(top.CheckIsMap());
   ASSIGN_OR_RETURN(std::string kind, top.String("kind", "Fleet"));
   if (kind != "Fleet") return top.Error("kind", "expected Fleet, got '" + kind + "'");
   ASSIGN_OR_RETURN(std::string api, top.String("apiVersion", "fabrica.dev/v1"));
   if (api != "fabrica.dev/v1") return top.Error("apiVersion", "expected fabrica.dev/v1");
-  YAML::Node nodes = top.Raw("nodes");
+  Doc nodes = top.Raw("nodes");
   if (!nodes || !nodes.IsSequence()) return top.Error("nodes", "expected a list of nodes");
   Fleet fleet;
   std::set<std::string> names;
@@ -376,7 +376,7 @@ Result<Fleet> ParseFleetYaml(const std::string& text, const std::string& source)
       fleet.nodes.push_back(std::move(n));
     }
   }
-  YAML::Node faults = top.Raw("faults");
+  Doc faults = top.Raw("faults");
   if (faults && !faults.IsNull()) {
     if (!faults.IsSequence()) return top.Error("faults", "expected a list of faults");
     for (size_t i = 0; i < faults.size(); ++i) {

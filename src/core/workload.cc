@@ -1,7 +1,5 @@
 #include "core/workload.h"
 
-#include <nlohmann/json.hpp>
-
 #include "core/fleet.h"
 #include "core/yaml_reader.h"
 
@@ -260,7 +258,7 @@ Result<Workload> ParseOneWorkload(YamlMap& m) {
     YamlMap t(spec.Raw("topology"), spec.Path("topology"), m.source());
     ASSIGN_OR_RETURN(w.topology, ParseTopologyConstraint(t));
   }
-  YAML::Node sets = spec.Raw("podSets");
+  Doc sets = spec.Raw("podSets");
   if (!sets || !sets.IsSequence() || sets.size() == 0) {
     return spec.Error("podSets", "expected a non-empty list of pod sets");
   }
@@ -292,7 +290,7 @@ Result<Workload> ParseOneWorkload(YamlMap& m) {
 Status ParseWorkloadList(YamlMap& m, std::vector<Workload>& out) {
   ASSIGN_OR_RETURN(std::string api, m.String("apiVersion", "fabrica.dev/v1"));
   if (api != "fabrica.dev/v1") return m.Error("apiVersion", "expected fabrica.dev/v1");
-  YAML::Node items = m.Raw("items");
+  Doc items = m.Raw("items");
   if (!items || !items.IsSequence()) return m.Error("items", "expected a list of workloads");
   for (size_t i = 0; i < items.size(); ++i) {
     YamlMap item(items[i], m.Path("items") + "[" + std::to_string(i) + "]", m.source());
@@ -318,10 +316,10 @@ Result<Budget> ParseBudget(YamlMap& b) {
     return b.Error("period", "'" + budget.period + "' is not one of day, week, month");
   }
   if (b.Has("alertPercent")) {
-    YAML::Node alerts = b.Raw("alertPercent");
+    Doc alerts = b.Raw("alertPercent");
     if (!alerts.IsSequence()) return b.Error("alertPercent", "expected a list of percentages");
     budget.alert_percent.clear();
-    for (const YAML::Node& a : alerts) {
+    for (const Doc& a : alerts) {
       auto v = ParseNonNegativeInt(a.IsScalar() ? a.Scalar() : "");
       if (!v.ok() || *v < 1 || *v > 1000) {
         return b.Error("alertPercent", "each entry must be a whole percentage 1..1000");
@@ -369,8 +367,8 @@ Result<Tenant> ParseTenant(YamlMap& m) {
 }
 
 // Adds one Tenant, Workload or WorkloadList document to `out`.
-Status AddManifestDocument(const YAML::Node& doc, const std::string& prefix,
-                           const std::string& source, Manifest* out) {
+Status AddManifestDocument(const Doc& doc, const std::string& prefix, const std::string& source,
+                           Manifest* out) {
   YamlMap m(doc, prefix, source);
   RETURN_IF_ERROR(m.CheckIsMap());
   ASSIGN_OR_RETURN(std::string kind, m.String("kind", "Workload"));
@@ -390,39 +388,10 @@ Status AddManifestDocument(const YAML::Node& doc, const std::string& prefix,
   return Status::Ok();
 }
 
-// The YAML tree a JSON document would parse to, built directly (no text in between).
-YAML::Node JsonToYaml(const nlohmann::json& j) {
-  switch (j.type()) {
-    case nlohmann::json::value_t::object: {
-      YAML::Node node(YAML::NodeType::Map);
-      for (const auto& [key, value] : j.items()) node[key] = JsonToYaml(value);
-      return node;
-    }
-    case nlohmann::json::value_t::array: {
-      YAML::Node node(YAML::NodeType::Sequence);
-      for (const auto& value : j) node.push_back(JsonToYaml(value));
-      return node;
-    }
-    case nlohmann::json::value_t::string:
-      return YAML::Node(j.get_ref<const std::string&>());
-    case nlohmann::json::value_t::null:
-    case nlohmann::json::value_t::discarded:
-      return YAML::Node(YAML::NodeType::Null);
-    default:  // numbers and booleans, as JSON writes them
-      return YAML::Node(j.dump());
-  }
-}
-
 }  // namespace
 
 Result<Manifest> ParseManifestYaml(const std::string& text, const std::string& source) {
-  std::vector<YAML::Node> docs;
-  try {
-    docs = YAML::LoadAll(text);
-  } catch (const YAML::Exception& e) {
-    return InvalidArgument(source + ":" + std::to_string(e.mark.line + 1) +
-                           ": malformed YAML: " + e.msg);
-  }
+  ASSIGN_OR_RETURN(std::vector<Doc> docs, LoadAllYaml(text, source));
   Manifest out;
   for (size_t d = 0; d < docs.size(); ++d) {
     if (docs[d].IsNull()) continue;
@@ -434,7 +403,7 @@ Result<Manifest> ParseManifestYaml(const std::string& text, const std::string& s
 
 Result<Manifest> ParseManifestJson(const nlohmann::json& doc, const std::string& source) {
   Manifest out;
-  RETURN_IF_ERROR(AddManifestDocument(JsonToYaml(doc), "", source, &out));
+  RETURN_IF_ERROR(AddManifestDocument(Doc::FromJson(doc), "", source, &out));
   return out;
 }
 

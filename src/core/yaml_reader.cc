@@ -1,18 +1,19 @@
 #include "core/yaml_reader.h"
 
+#include <yaml-cpp/yaml.h>
+
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 
 namespace fabrica {
 
-YamlMap::YamlMap(YAML::Node node, std::string path, std::string source)
+YamlMap::YamlMap(Doc node, std::string path, std::string source)
     : node_(std::move(node)), path_(std::move(path)), source_(std::move(source)) {}
 
-std::string YamlMap::Where(const YAML::Node& n) const {
-  const YAML::Mark m = n.Mark();
-  if (m.line < 0) return source_;
-  return source_ + ":" + std::to_string(m.line + 1);
+std::string YamlMap::Where(const Doc& n) const {
+  if (n.line() < 0) return source_;
+  return source_ + ":" + std::to_string(n.line() + 1);
 }
 
 std::string YamlMap::Path(const std::string& key) const {
@@ -20,7 +21,8 @@ std::string YamlMap::Path(const std::string& key) const {
 }
 
 Status YamlMap::Error(const std::string& key, const std::string& message) const {
-  YAML::Node n = node_.IsMap() && node_[key] ? node_[key] : node_;
+  Doc value = node_[key];
+  const Doc& n = value ? value : node_;
   return InvalidArgument(Where(n) + ": " + Path(key) + ": " + message);
 }
 
@@ -30,19 +32,18 @@ Status YamlMap::CheckIsMap() const {
                          ": expected a mapping");
 }
 
-bool YamlMap::Has(const std::string& key) const { return node_.IsMap() && node_[key]; }
+bool YamlMap::Has(const std::string& key) const { return node_[key].IsDefined(); }
 
-YAML::Node YamlMap::Raw(const std::string& key) {
+Doc YamlMap::Raw(const std::string& key) {
   read_.insert(key);
-  return node_.IsMap() ? node_[key] : YAML::Node();
+  return node_[key];
 }
 
 Result<std::string> YamlMap::Scalar(const std::string& key, bool* present) {
   read_.insert(key);
   *present = false;
-  if (!Has(key)) return std::string();
-  YAML::Node n = node_[key];
-  if (n.IsNull()) return std::string();
+  Doc n = node_[key];
+  if (!n || n.IsNull()) return std::string();
   if (!n.IsScalar()) return Error(key, "expected a single value");
   *present = true;
   return n.Scalar();
@@ -119,8 +120,8 @@ FABRICA_QUANTITY_READER(Gpu, MilliGpu, ParseMilliGpu)
 Result<std::vector<std::string>> YamlMap::StringList(const std::string& key) {
   read_.insert(key);
   std::vector<std::string> out;
-  if (!Has(key) || node_[key].IsNull()) return out;
-  YAML::Node n = node_[key];
+  Doc n = node_[key];
+  if (!n || n.IsNull()) return out;
   if (!n.IsSequence()) return Error(key, "expected a list");
   for (const auto& item : n) {
     if (!item.IsScalar()) return Error(key, "expected a list of strings");
@@ -132,10 +133,10 @@ Result<std::vector<std::string>> YamlMap::StringList(const std::string& key) {
 Result<std::map<std::string, std::string>> YamlMap::StringMap(const std::string& key) {
   read_.insert(key);
   std::map<std::string, std::string> out;
-  if (!Has(key) || node_[key].IsNull()) return out;
-  YAML::Node n = node_[key];
+  Doc n = node_[key];
+  if (!n || n.IsNull()) return out;
   if (!n.IsMap()) return Error(key, "expected a mapping of strings");
-  for (const auto& kv : n) {
+  for (const auto& kv : n.entries()) {
     if (!kv.second.IsScalar()) return Error(key, "expected string values");
     out[kv.first.Scalar()] = kv.second.Scalar();
   }
@@ -143,8 +144,7 @@ Result<std::map<std::string, std::string>> YamlMap::StringMap(const std::string&
 }
 
 Status YamlMap::Finish() const {
-  if (!node_.IsMap()) return Status::Ok();
-  for (const auto& kv : node_) {
+  for (const auto& kv : node_.entries()) {
     const std::string key = kv.first.Scalar();
     if (!read_.count(key)) {
       return InvalidArgument(Where(kv.first) + ": " + Path(key) + ": unknown field");
@@ -153,12 +153,59 @@ Status YamlMap::Finish() const {
   return Status::Ok();
 }
 
-Result<YAML::Node> LoadYaml(const std::string& text, const std::string& source) {
+namespace {
+
+// yaml-cpp's tree as a Doc, with the line each node starts on.
+Doc ToDoc(const YAML::Node& n) {
+  const int line = n.Mark().line;
+  switch (n.Type()) {
+    case YAML::NodeType::Map: {
+      std::vector<Doc::Entry> entries;
+      entries.reserve(n.size());
+      for (const auto& kv : n) {
+        entries.emplace_back(Doc::MakeScalar(kv.first.Scalar(), kv.first.Mark().line),
+                             ToDoc(kv.second));
+      }
+      return Doc::MakeMap(std::move(entries), line);
+    }
+    case YAML::NodeType::Sequence: {
+      std::vector<Doc> items;
+      items.reserve(n.size());
+      for (const auto& item : n) items.push_back(ToDoc(item));
+      return Doc::MakeSequence(std::move(items), line);
+    }
+    case YAML::NodeType::Scalar:
+      return Doc::MakeScalar(n.Scalar(), line);
+    case YAML::NodeType::Null:
+      return Doc::MakeNull(line);
+    case YAML::NodeType::Undefined:
+      break;
+  }
+  return Doc();
+}
+
+Status MalformedYaml(const YAML::Exception& e, const std::string& source) {
+  return InvalidArgument(source + ":" + std::to_string(e.mark.line + 1) +
+                         ": malformed YAML: " + e.msg);
+}
+
+}  // namespace
+
+Result<Doc> LoadYaml(const std::string& text, const std::string& source) {
   try {
-    return YAML::Load(text);
+    return ToDoc(YAML::Load(text));
   } catch (const YAML::Exception& e) {
-    return InvalidArgument(source + ":" + std::to_string(e.mark.line + 1) +
-                           ": malformed YAML: " + e.msg);
+    return MalformedYaml(e, source);
+  }
+}
+
+Result<std::vector<Doc>> LoadAllYaml(const std::string& text, const std::string& source) {
+  try {
+    std::vector<Doc> out;
+    for (const YAML::Node& doc : YAML::LoadAll(text)) out.push_back(ToDoc(doc));
+    return out;
+  } catch (const YAML::Exception& e) {
+    return MalformedYaml(e, source);
   }
 }
 

@@ -1,15 +1,18 @@
-// Strict reading of YAML mappings into Fabrica's value types.
+// Strict reading of YAML (or JSON) mappings into Fabrica's value types.
 //
-// A YamlMap wraps one mapping node with its path ("nodes[3].gpus") and the source file name, so
-// that every error names file, line and field. Reading a key marks it as known; Finish() rejects
-// any key that was not read, which is how unknown (often misspelt) fields are caught.
+// A YamlMap wraps one mapping node of a Doc with its path ("nodes[3].gpus") and the source file
+// name, so that every error names file, line and field. Reading a key marks it as known;
+// Finish() rejects any key that was not read, which is how unknown (often misspelt) fields are
+// caught. yaml-cpp stays inside yaml_reader.cc: LoadYaml turns its tree into a Doc.
 #pragma once
 
-#include <yaml-cpp/yaml.h>
-
+#include <map>
+#include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
+#include "core/doc.h"
 #include "core/quantity.h"
 #include "core/status.h"
 
@@ -17,13 +20,13 @@ namespace fabrica {
 
 class YamlMap {
  public:
-  YamlMap(YAML::Node node, std::string path, std::string source);
+  YamlMap(Doc node, std::string path, std::string source);
 
   // OK when the node is a mapping (or null, treated as empty).
   Status CheckIsMap() const;
 
   bool Has(const std::string& key) const;
-  YAML::Node Raw(const std::string& key);
+  Doc Raw(const std::string& key);
   std::string Path(const std::string& key) const;
   Status Error(const std::string& key, const std::string& message) const;
 
@@ -46,15 +49,17 @@ class YamlMap {
 
  private:
   Result<std::string> Scalar(const std::string& key, bool* present);
-  std::string Where(const YAML::Node& n) const;
+  std::string Where(const Doc& n) const;
 
-  YAML::Node node_;
+  Doc node_;
   std::string path_;
   std::string source_;
   std::set<std::string> read_;
 };
 
 // Parses a YAML document, turning yaml-cpp's exceptions into a Status naming file and line.
-Result<YAML::Node> LoadYaml(const std::string& text, const std::string& source);
+Result<Doc> LoadYaml(const std::string& text, const std::string& source);
+// Every document of a multi-document YAML stream ("---" separated).
+Result<std::vector<Doc>> LoadAllYaml(const std::string& text, const std::string& source);
 
 }  // namespace fabrica

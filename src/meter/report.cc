@@ -107,7 +107,7 @@ int64_t PriceBook::PriceOf(const std::string& model) const {
 }
 
 Result<PriceBook> ParsePriceBook(const std::string& yaml, const std::string& source) {
-  ASSIGN_OR_RETURN(YAML::Node doc, LoadYaml(yaml, source));
+  ASSIGN_OR_RETURN(Doc doc, LoadYaml(yaml, source));
   YamlMap m(doc, "", source);
   RETURN_IF_ERROR(m.CheckIsMap());
   PriceBook book;

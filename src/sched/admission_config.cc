@@ -60,11 +60,11 @@ Result<QueueSpec> ParseQueue(YamlMap& m) {
     q.disruption_budget = static_cast<int>(b);
   }
   if (m.Has("quotas")) {
-    YAML::Node quotas = m.Raw("quotas");
+    Doc quotas = m.Raw("quotas");
     if (!quotas.IsMap()) return m.Error("quotas", "expected a map from flavour to quota");
-    for (auto it = quotas.begin(); it != quotas.end(); ++it) {
-      std::string flavor = it->first.as<std::string>();
-      YamlMap qm(it->second, m.Path("quotas") + "." + flavor, m.source());
+    for (const Doc::Entry& entry : quotas.entries()) {
+      const std::string& flavor = entry.first.Scalar();
+      YamlMap qm(entry.second, m.Path("quotas") + "." + flavor, m.source());
       ASSIGN_OR_RETURN(QuotaSpec spec, ParseQuota(qm));
       q.quotas[flavor] = spec;
     }
@@ -95,7 +95,7 @@ Result<AdmissionConfig> ParseAdmissionConfig(YamlMap& m) {
   AdmissionConfig c;
   RETURN_IF_ERROR(ParseAdmissionSettings(m, &c));
   if (m.Has("flavors")) {
-    YAML::Node fl = m.Raw("flavors");
+    Doc fl = m.Raw("flavors");
     if (!fl.IsSequence()) return m.Error("flavors", "expected a list");
     for (size_t i = 0; i < fl.size(); ++i) {
       YamlMap fm(fl[i], m.Path("flavors") + "[" + std::to_string(i) + "]", m.source());
@@ -103,7 +103,7 @@ Result<AdmissionConfig> ParseAdmissionConfig(YamlMap& m) {
       c.flavors.push_back(std::move(f));
     }
   }
-  YAML::Node qs = m.Raw("queues");
+  Doc qs = m.Raw("queues");
   if (!qs || !qs.IsSequence()) return m.Error("queues", "expected a list of queues");
   for (size_t i = 0; i < qs.size(); ++i) {
     YamlMap qm(qs[i], m.Path("queues") + "[" + std::to_string(i) + "]", m.source());

@@ -117,7 +117,7 @@ Result<TeamSpec> ParseTeam(YamlMap& m, bool synthetic) {
       return m.Error("active", "expected a range of window fractions like 0-0.5");
     t.active_from = active.first;
     t.active_to = active.second;
-    YAML::Node ws = m.Raw("workloads");
+    Doc ws = m.Raw("workloads");
     if (!ws || !ws.IsSequence() || ws.size() == 0)
       return m.Error("workloads", "a synthetic team needs a non-empty list of workload templates");
     for (size_t i = 0; i < ws.size(); ++i) {
@@ -375,7 +375,7 @@ int TeamOfPod(const std::string& pod_name, const std::vector<TeamSpec>& teams, i
 Result<Scenario> ParseScenario(const std::string& text, const std::string& source,
                                const std::string& base_dir, const std::string& trace_dir,
                                double load_override) {
-  ASSIGN_OR_RETURN(YAML::Node doc, LoadYaml(text, source));
+  ASSIGN_OR_RETURN(Doc doc, LoadYaml(text, source));
   YamlMap top(doc, "", source);
   RETURN_IF_ERROR(top.CheckIsMap());
   Scenario sc;
@@ -395,7 +395,7 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
   const bool has_trace = top.Has("trace"), has_synth = top.Has("synthetic");
   if (has_trace == has_synth) return top.Error("trace", "give exactly one of trace or synthetic");
 
-  YAML::Node teams = top.Raw("teams");
+  Doc teams = top.Raw("teams");
   if (!teams || !teams.IsSequence() || teams.size() == 0)
     return top.Error("teams", "expected a non-empty list of teams");
   double share_sum = 0;
