@@ -18,34 +18,20 @@ const std::vector<Doc> kNoItems;
 const std::vector<Doc::Entry> kNoEntries;
 }  // namespace
 
-Doc Doc::MakeNull(int line) {
-  auto n = std::make_shared<Node>();
-  n->line = line;
-  return Doc(std::move(n));
-}
+Doc Doc::Wrap(Node node) { return Doc(std::make_shared<const Node>(std::move(node))); }
+
+Doc Doc::MakeNull(int line) { return Wrap({Type::kNull, line, {}, {}, {}}); }
 
 Doc Doc::MakeScalar(std::string value, int line) {
-  auto n = std::make_shared<Node>();
-  n->type = Type::kScalar;
-  n->line = line;
-  n->scalar = std::move(value);
-  return Doc(std::move(n));
+  return Wrap({Type::kScalar, line, std::move(value), {}, {}});
 }
 
 Doc Doc::MakeSequence(std::vector<Doc> items, int line) {
-  auto n = std::make_shared<Node>();
-  n->type = Type::kSequence;
-  n->line = line;
-  n->items = std::move(items);
-  return Doc(std::move(n));
+  return Wrap({Type::kSequence, line, {}, std::move(items), {}});
 }
 
 Doc Doc::MakeMap(std::vector<Entry> entries, int line) {
-  auto n = std::make_shared<Node>();
-  n->type = Type::kMap;
-  n->line = line;
-  n->entries = std::move(entries);
-  return Doc(std::move(n));
+  return Wrap({Type::kMap, line, {}, {}, std::move(entries)});
 }
 
 Doc Doc::FromJson(const nlohmann::json& j) {

@@ -52,6 +52,7 @@ class Doc {
  private:
   struct Node;
   explicit Doc(std::shared_ptr<const Node> node) : node_(std::move(node)) {}
+  static Doc Wrap(Node node);
   std::shared_ptr<const Node> node_;
 };
 
