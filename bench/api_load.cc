@@ -8,7 +8,12 @@
 //           Workload; etcd: /v3/kv/put through its HTTP/JSON gateway).
 // and prints throughput with p50/p99 latency for each. Loopback only; bounded in time.
 //
-//   api_load [--seconds 5] [--concurrency 32] [--etcd /usr/bin/etcd]
+// The load comes from Debian's wrk when it is installed (one event-loop thread holding all the
+// connections, so the client takes little of the two cores from the server under test), else
+// from `concurrency` blocking client threads of Fabrica's own HttpClient. Either way the same
+// client drives Fabrica and etcd.
+//
+//   api_load [--seconds 5] [--concurrency 32] [--etcd /usr/bin/etcd] [--wrk /usr/bin/wrk|none]
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -95,6 +100,98 @@ std::string Base64(const std::string& in) {
 
 using bench::Workload;
 
+// One wrk run: `wrk -t1 -c<conc> -d<seconds>s --latency -s <script> <url>`. The script sets the
+// method, headers and body (and, for writes, a fresh name per request). Requests answered with
+// a status other than 2xx/3xx, and socket errors, count as failed.
+Result_ RunWrk(const std::string& wrk, const std::string& dir, const std::string& tag,
+               const std::string& script, const std::string& url, int conc, double seconds) {
+  const std::string path = dir + "/" + tag + ".lua";
+  {
+    std::ofstream f(path);
+    f << script;
+  }
+  const std::string cmd = "'" + wrk + "' -t1 -c" + std::to_string(conc) + " -d" +
+                          std::to_string(static_cast<int>(seconds + 0.5)) + "s --latency -s '" +
+                          path + "' '" + url + "' 2>&1";
+  Result_ r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  pclose(p);
+  // The token after `key` in `text` ("" when `key` is absent).
+  auto number_after = [](const std::string& text, const std::string& key) -> std::string {
+    const size_t at = text.find(key);
+    if (at == std::string::npos) return "";
+    const size_t b = text.find_first_not_of(' ', at + key.size());
+    if (b == std::string::npos) return "";
+    return text.substr(b, text.find_first_of(" \n,", b) - b);
+  };
+  auto millis = [](const std::string& v) {
+    const double x = std::atof(v.c_str());
+    if (v.ends_with("us")) return x / 1000;
+    if (v.ends_with("ms")) return x;
+    if (v.ends_with("s")) return x * 1000;
+    return x;
+  };
+  const size_t req_at = out.find(" requests in ");
+  if (req_at == std::string::npos) {
+    std::fprintf(stderr, "wrk gave no result:\n%s\n", out.c_str());
+    return r;
+  }
+  const size_t line = out.rfind('\n', req_at);
+  const int64_t requests = std::atoll(out.c_str() + line + 1);
+  int64_t bad = std::atoll(number_after(out, "Non-2xx or 3xx responses:").c_str());
+  if (const size_t at = out.find("Socket errors:"); at != std::string::npos) {
+    const std::string errors = out.substr(at, out.find('\n', at) - at);
+    for (const char* k : {"connect", "read", "write", "timeout"})
+      bad += std::atoll(number_after(errors, k).c_str());
+  }
+  r.ok = requests - std::min(bad, requests);
+  r.failed = bad;
+  r.per_second = std::atof(number_after(out, "Requests/sec:").c_str()) * static_cast<double>(r.ok) /
+                 static_cast<double>(std::max<int64_t>(1, requests));
+  r.p50_ms = millis(number_after(out, "     50%"));
+  r.p99_ms = millis(number_after(out, "     99%"));
+  return r;
+}
+
+// A wrk script that sends one fixed request.
+std::string FixedRequest(const std::string& method, const std::string& body,
+                         const std::string& auth) {
+  std::string s = "wrk.method = \"" + method + "\"\n";
+  if (!auth.empty()) s += "wrk.headers[\"Authorization\"] = \"Bearer " + auth + "\"\n";
+  if (!body.empty())
+    s += "wrk.headers[\"Content-Type\"] = \"application/json\"\nwrk.body = [==[" + body + "]==]\n";
+  return s;
+}
+
+// A wrk script that POSTs `body` with @NAME@ replaced by `name`, a Lua expression over the wrk
+// thread number `tid` and the request number `n` that is unique across threads and requests.
+std::string CreatingRequests(const std::string& body, const std::string& auth,
+                             const std::string& name) {
+  std::string s =
+      "local next_thread = 0\n"
+      "function setup(thread) thread:set(\"tid\", next_thread); next_thread = next_thread + 1 "
+      "end\n"
+      "local n = 0\n"
+      "local template = [==[" +
+      body +
+      "]==]\n"
+      "local headers = {[\"Content-Type\"] = \"application/json\"";
+  if (!auth.empty()) s += ", [\"Authorization\"] = \"Bearer " + auth + "\"";
+  s += "}\n"
+       "function request()\n"
+       "  n = n + 1\n"
+       "  local name = " +
+       name +
+       "\n"
+       "  return wrk.format(\"POST\", nil, headers, (template:gsub(\"@NAME@\", name)))\n"
+       "end\n";
+  return s;
+}
+
 void Print(const char* target, const char* what, int conc, const Result_& r) {
   std::printf(
       "%-8s %-7s concurrency %-3d %9.0f ops/s   p50 %6.2f ms   p99 %6.2f ms   (%lld ok, %lld "
@@ -110,6 +207,7 @@ int main(int argc, char** argv) {
   double seconds = 5;
   int conc = 32;
   std::string etcd_bin = "/usr/bin/etcd";
+  std::string wrk = "/usr/bin/wrk";
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
     if (a == "--seconds")
@@ -118,7 +216,11 @@ int main(int argc, char** argv) {
       conc = std::atoi(argv[i + 1]);
     else if (a == "--etcd")
       etcd_bin = argv[i + 1];
+    else if (a == "--wrk")
+      wrk = argv[i + 1];
   }
+  struct stat sb;
+  const bool use_wrk = stat(wrk.c_str(), &sb) == 0;
   char tmpl[] = "/tmp/fabrica-load-XXXXXX";
   const std::string dir = mkdtemp(tmpl);
   Status certs = EnsureServerCertificates(dir, {"localhost", "127.0.0.1"});
@@ -168,21 +270,33 @@ int main(int argc, char** argv) {
                  seeded.ok() ? seeded->body.c_str() : seeded.status().message().c_str());
     return 1;
   }
-  std::printf("one ~%zu-byte object; %d client threads; %.0f s per measurement\n",
-              Workload("read-me").size(), conc, seconds);
-  Print("fabrica", "reads", conc, Drive(conc, seconds, [&](int t, int64_t) {
-          auto r = clients[t]->Do("GET", ns_path + "/read-me");
-          return r.ok() && r->status == 200;
-        }));
-  Print("fabrica", "writes", conc, Drive(conc, seconds, [&](int t, int64_t i) {
-          auto r = clients[t]->Do("POST", ns_path,
-                                  Workload("w-" + std::to_string(t) + "-" + std::to_string(i)));
-          return r.ok() && r->status == 201;
-        }));
+  std::printf("one ~%zu-byte object; %d connections from %s; %.0f s per measurement\n",
+              Workload("read-me").size(), conc,
+              use_wrk ? "one wrk thread" : "as many HttpClient threads", seconds);
+  if (use_wrk) {
+    const std::string url = co.server + ns_path;
+    Print("fabrica", "reads", conc,
+          RunWrk(wrk, dir, "fabrica-reads", FixedRequest("GET", "", token), url + "/read-me", conc,
+                 seconds));
+    Print("fabrica", "writes", conc,
+          RunWrk(wrk, dir, "fabrica-writes",
+                 CreatingRequests(Workload("@NAME@"), token,
+                                  "\"w\" .. tostring(tid) .. \"-\" .. tostring(n)"),
+                 url, conc, seconds));
+  } else {
+    Print("fabrica", "reads", conc, Drive(conc, seconds, [&](int t, int64_t) {
+            auto r = clients[t]->Do("GET", ns_path + "/read-me");
+            return r.ok() && r->status == 200;
+          }));
+    Print("fabrica", "writes", conc, Drive(conc, seconds, [&](int t, int64_t i) {
+            auto r = clients[t]->Do("POST", ns_path,
+                                    Workload("w-" + std::to_string(t) + "-" + std::to_string(i)));
+            return r.ok() && r->status == 201;
+          }));
+  }
   server.Stop();
 
   // etcd with TLS on both sides, fsync on (its default), on loopback ports.
-  struct stat sb;
   if (stat(etcd_bin.c_str(), &sb) != 0) {
     std::printf("etcd: %s not found, skipped (apt-get install etcd-server)\n", etcd_bin.c_str());
     return 0;
@@ -191,6 +305,12 @@ int main(int argc, char** argv) {
   pid_t pid = fork();
   if (pid == 0) {
     const std::string data = dir + "/etcd";
+    // etcd's own logging goes to a file, so that the results stay readable.
+    const std::string log = dir + "/etcd.log";
+    if (FILE* f = std::fopen(log.c_str(), "w")) {
+      dup2(fileno(f), 1);
+      dup2(fileno(f), 2);
+    }
     execl(etcd_bin.c_str(), "etcd", "--data-dir", data.c_str(), "--listen-client-urls",
           etcd_url.c_str(), "--advertise-client-urls", etcd_url.c_str(), "--listen-peer-urls",
           "http://127.0.0.1:23800", "--initial-advertise-peer-urls", "http://127.0.0.1:23800",
@@ -213,10 +333,22 @@ int main(int argc, char** argv) {
     up = r.ok() && r->status == 200;
     if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+  const std::string range = "{\"key\":\"" + Base64("/bench/read-me") + "\"}";
   if (!up) {
     std::printf("etcd did not start\n");
+  } else if (use_wrk) {
+    Print("etcd", "reads", conc,
+          RunWrk(wrk, dir, "etcd-reads", FixedRequest("POST", range, ""), etcd_url + "/v3/kv/range",
+                 conc, seconds));
+    // Keys are "/bench/w/" (9 bytes, so its base64 ends on a group boundary) followed by the
+    // bytes that 16 base64 digits decode to: unique per thread and request.
+    Print("etcd", "writes", conc,
+          RunWrk(wrk, dir, "etcd-writes",
+                 CreatingRequests(
+                     "{\"key\":\"" + Base64("/bench/w/") + "@NAME@\",\"value\":\"" + value + "\"}",
+                     "", "string.format(\"%03d%013d\", tid, n)"),
+                 etcd_url + "/v3/kv/put", conc, seconds));
   } else {
-    const std::string range = "{\"key\":\"" + Base64("/bench/read-me") + "\"}";
     Print("etcd", "reads", conc, Drive(conc, seconds, [&](int t, int64_t) {
             auto r = etcd[t]->Do("POST", "/v3/kv/range", range);
             return r.ok() && r->status == 200;
