@@ -224,6 +224,41 @@ TEST_F(AdmissionTest, QueueBelowGuaranteeReclaimsBorrowedCapacity) {
   EXPECT_EQ(after.admitted.size(), 1u);
 }
 
+// What the server's scheduler does every cycle: rebuild the Admitter from stored state. Restored
+// work holds its devices and is charged to its queue; one already being evicted is not chosen
+// again, and it counts against its queue's disruption budget.
+TEST_F(AdmissionTest, RestoredWorkIsChargedAndHeldAndEvictingIsNotChosenAgain) {
+  // a's disruption budget: one workload being evicted at a time.
+  Make(Nodes(2, 4), {Leaf("a", 4, std::nullopt, std::nullopt, 1), Leaf("b", 4)});
+  auto on = [](int node, std::vector<int> gpus) {
+    Assignment a;
+    a.node = node;
+    for (int d : gpus) a.devices.push_back({d, 1000, 80 * 1024, -1});
+    return std::vector<Assignment>{a};
+  };
+  // a borrows the whole fleet: 4 GPUs on n0 and 2 + 2 on n1, one of the latter being evicted.
+  auto r0 = adm_->Restore(Gpus("a0", "a", 4), on(0, {0, 1, 2, 3}), 0);
+  auto r1 = adm_->Restore(Gpus("a1", "a", 2), on(1, {0, 1}), 0, {}, /*evicting=*/true);
+  auto r2 = adm_->Restore(Gpus("a2", "a", 2), on(1, {2, 3}), 0);
+  ASSERT_TRUE(r0.ok() && r1.ok() && r2.ok());
+  EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 8000);
+  EXPECT_EQ(adm_->state().allocated_gpu_milli(), 8000);
+  EXPECT_EQ(adm_->phase(*r1), Phase::kEvicting);
+  // The assignment must match the pods.
+  EXPECT_FALSE(adm_->Restore(Gpus("bad", "a", 1, 0, 2), on(1, {2}), 0).ok());
+
+  // b reclaims 2 GPUs: a's budget of one eviction at a time is used by the restored eviction,
+  // so nothing more is evicted; once that one has stopped, its room is enough.
+  int mine = Submit(Gpus("b0", "b", 2), 10);
+  CycleResult r = adm_->Cycle(11, 1000);
+  EXPECT_TRUE(r.evicted.empty()) << adm_->reason(mine);
+  EXPECT_EQ(adm_->phase(mine), Phase::kPending);
+  adm_->Terminated(*r1, 20);
+  r = adm_->Cycle(21, 1000);
+  EXPECT_TRUE(r.evicted.empty());
+  EXPECT_EQ(adm_->phase(mine), Phase::kAdmitted);
+}
+
 TEST_F(AdmissionTest, RoomFreedWhileAGuaranteeWaitsIsNotLentAway) {
   Make(Nodes(1, 4), {Leaf("a", 2), Leaf("b", 2)});
   std::vector<int> borrowed;

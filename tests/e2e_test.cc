@@ -538,6 +538,102 @@ TEST_F(FactoryTest, EnforcedBudgetHoldsNewWork) {
       << metrics;
 }
 
+// Queues through the API: guarantees, a borrowing limit, and reclaim by preemption with a
+// grace period, decided by the server's scheduler in one pass with placement.
+TEST_F(FactoryTest, QueuesEnforceQuotasAndReclaimBorrowedGpus) {
+  SchedulerOptions so;
+  so.preemption_grace_ms = 5'000;
+  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
+  auto queue = [&](const std::string& name, const json& spec) {
+    json q = {{"apiVersion", "fabrica.dev/v1"},
+              {"kind", "Queue"},
+              {"metadata", {{"name", name}}},
+              {"spec", spec}};
+    ClientResponse r = Call("POST", std::string(kApi) + "/queues", q.dump());
+    EXPECT_EQ(r.status, 201) << r.body;
+  };
+  // A quota that does not parse is refused, naming the field; nothing is stored.
+  json bad = {{"apiVersion", "fabrica.dev/v1"},
+              {"kind", "Queue"},
+              {"metadata", {{"name", "team-a"}}},
+              {"spec", {{"quotas", {{"gpu", {{"guaranteed", "lots"}}}}}}}};
+  ClientResponse refused = Call("POST", std::string(kApi) + "/queues", bad.dump());
+  EXPECT_EQ(refused.status, 422) << refused.body;
+  EXPECT_NE(refused.body.find("spec.quotas.gpu.guaranteed"), std::string::npos) << refused.body;
+
+  // Queues named after the tenants, so workloads that name no queue wait in them.
+  queue("org", json::object());
+  queue("team-a", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
+  queue("team-b",
+        {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 16}, {"borrowingLimit", 8}}}}}});
+
+  // team-b asks for all 32 whole GPUs: it gets its 16 and borrows 8, no more.
+  for (int i = 0; i < 4; ++i)
+    CreateWorkload(WholeGpuWorkload("team-b", "b-" + std::to_string(i), 8));
+  Cycle();
+  Cycle();
+  std::map<std::string, json> w = Workloads();
+  int b_running = 0;
+  std::string b_waiting;
+  for (int i = 0; i < 4; ++i) {
+    const json& st = w["team-b/b-" + std::to_string(i)]["status"];
+    if (st.value("phase", "") == "Running") {
+      ++b_running;
+    } else {
+      b_waiting = "team-b/b-" + std::to_string(i);
+      EXPECT_EQ(st.value("reason", ""), "Queued") << st.dump();
+      EXPECT_NE(st.value("message", "").find("borrowing limit"), std::string::npos) << st.dump();
+    }
+  }
+  EXPECT_EQ(b_running, 3) << Describe(w);
+
+  // team-a, within its guarantee, wants 16: 8 are free, the other 8 are reclaimed from team-b.
+  CreateWorkload(WholeGpuWorkload("team-a", "a-0", 8));
+  CreateWorkload(WholeGpuWorkload("team-a", "a-1", 8));
+  CycleStats stats = Cycle();
+  EXPECT_EQ(stats.preempted, 1);
+  w = Workloads();
+  std::string victim, preemptor;
+  for (const auto& [name, obj] : w) {
+    const json& st = obj["status"];
+    if (st.contains("preemption")) victim = name;
+    if (name.rfind("team-a/", 0) == 0 && st.value("phase", "") == "Pending") preemptor = name;
+  }
+  ASSERT_FALSE(victim.empty()) << Describe(w);
+  ASSERT_FALSE(preemptor.empty()) << Describe(w);
+  EXPECT_EQ(victim.rfind("team-b/", 0), 0u) << victim;
+  const json& vs = w[victim]["status"];
+  EXPECT_EQ(vs.value("phase", ""), "Running") << vs.dump();  // keeps running through its grace
+  EXPECT_EQ(vs["preemption"].value("by", ""), preemptor) << vs.dump();
+  EXPECT_NE(vs["preemption"].value("reason", "").find("reclaims its guarantee"), std::string::npos)
+      << vs.dump();
+  EXPECT_EQ(w[preemptor]["status"].value("reason", ""), "Preempting") << Describe(w);
+
+  // Within the grace period nothing else is evicted and the preemptor waits for its victim.
+  stats = Cycle(2'000);
+  EXPECT_EQ(stats.preempted, 0);
+  w = Workloads();
+  EXPECT_EQ(w[victim]["status"].value("phase", ""), "Running");
+  EXPECT_NE(w[preemptor]["status"].value("message", "").find("waiting for 1 preempted"),
+            std::string::npos)
+      << Describe(w);
+
+  // After it, the victim is back in its queue and team-a runs its 16.
+  Cycle(4'000);
+  Cycle();
+  w = Workloads();
+  EXPECT_EQ(w[victim]["status"].value("phase", ""), "Pending") << Describe(w);
+  EXPECT_EQ(w[victim]["status"].value("reason", ""), "Queued") << Describe(w);
+  EXPECT_EQ(w["team-a/a-0"]["status"].value("phase", ""), "Running") << Describe(w);
+  EXPECT_EQ(w["team-a/a-1"]["status"].value("phase", ""), "Running") << Describe(w);
+  int gpus_b = 0;
+  for (const auto& [name, obj] : w) {
+    if (name.rfind("team-b/", 0) == 0 && obj["status"].value("phase", "") == "Running") gpus_b += 8;
+  }
+  EXPECT_EQ(gpus_b, 16) << Describe(w);
+  EXPECT_EQ(w[b_waiting]["status"].value("phase", ""), "Pending");
+}
+
 TEST_F(FactoryTest, LostNodesWorkloadsAreRequeued) {
   for (int i = 0; i < 3; ++i)
     CreateWorkload(WholeGpuWorkload("team-a", "job-" + std::to_string(i), 2));

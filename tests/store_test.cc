@@ -151,6 +151,31 @@ TEST_P(StoreTest, CreateGetAndUpdateWithRevision) {
   EXPECT_EQ(store.Revision(), 5);
 }
 
+// PutAll: each write decided on its own, as Put would, in order; the good ones survive reopen.
+TEST_P(StoreTest, PutAllDecidesEachWriteOnItsOwn) {
+  Store& store = Open();
+  ASSERT_TRUE(store.Put("/a", "one", kMustNotExist).ok());           // revision 1
+  std::vector<Store::Write> writes = {{"/a", "two", 1},              // ok
+                                      {"/b", "new", kMustNotExist},  // ok
+                                      {"/a", "stale", 1},            // mismatch: /a moved on
+                                      {"", "bad key", kAnyRevision},
+                                      {"/c", "x", 7}};  // update of an absent key
+  std::vector<Result<int64_t>> out = store.PutAll(writes);
+  ASSERT_EQ(out.size(), writes.size());
+  ASSERT_TRUE(out[0].ok()) << out[0].status().ToString();
+  ASSERT_TRUE(out[1].ok()) << out[1].status().ToString();
+  EXPECT_NE(*out[0], *out[1]);
+  ExpectError(out[2], StatusCode::kFailedPrecondition, "revision mismatch on key '/a'");
+  EXPECT_FALSE(out[3].ok());
+  ExpectError(out[4], StatusCode::kNotFound, "'/c'");
+  EXPECT_EQ(store.Revision(), 3);
+  EXPECT_TRUE(store.PutAll({}).empty());
+  Store& again = GetParam() == Kind::kSqlite ? Open() : store;
+  EXPECT_EQ(again.Get("/a")->value, "two");
+  EXPECT_EQ(again.Get("/b")->value, "new");
+  ExpectError(again.Get("/c"), StatusCode::kNotFound, "'/c'");
+}
+
 TEST_P(StoreTest, DeleteWithRevision) {
   Store& store = Open();
   ASSERT_TRUE(store.Put("/a", "v", kMustNotExist).ok());  // 1

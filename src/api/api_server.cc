@@ -15,6 +15,7 @@
 #include "core/fleet.h"
 #include "core/workload.h"
 #include "core/yaml_reader.h"
+#include "sched/admission.h"
 
 namespace fabrica {
 namespace {
@@ -623,15 +624,17 @@ struct ApiServer::Impl {
     } else if (std::string(info.kind) == "Queue") {
       json spec = obj.value("spec", json::object());
       if (!spec.is_object()) return InvalidArgument("spec: expected an object");
-      for (const auto& [k, v] : spec.items()) {
-        if (k != "parent" && k != "weight" && k != "quotas" && k != "cohort" && k != "budget") {
-          return InvalidArgument("spec." + k + ": unknown field");
-        }
-      }
       if (spec.contains("budget")) {
         YamlMap b(Doc::FromJson(spec["budget"]), "spec.budget", source);
         RETURN_IF_ERROR(ParseBudget(b).status());
       }
+      // The rest is the queue's place in the tree and its quotas, as in a scenario's
+      // admission.queues (the tree as a whole is checked by the scheduler every cycle).
+      json queue = spec;
+      queue.erase("budget");
+      queue["name"] = meta.value("name", "");
+      YamlMap q(Doc::FromJson(queue), "spec", source);
+      RETURN_IF_ERROR(ParseQueueSpec(q).status());
     }
     Status valid_name = ValidateName(meta.value("name", ""));
     if (!valid_name.ok())

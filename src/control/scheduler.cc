@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -10,6 +11,8 @@
 #include "api/metrics.h"
 #include "core/fleet.h"
 #include "core/workload.h"
+#include "core/yaml_reader.h"
+#include "sched/admission.h"
 #include "sched/frag.h"
 #include "sched/placer.h"
 
@@ -26,12 +29,69 @@ struct StoredWorkload {
   Status request_error;
 };
 
+struct BoundWorkload {
+  StoredWorkload sw;
+  std::vector<Assignment> assign;
+  bool evicting = false;  // chosen as a victim; stops at status.preemption.deadline
+};
+
+// What one cycle decided for one pending workload.
+struct Decision {
+  std::vector<Assignment> placed;  // empty: it waits
+  std::string message, reason;
+};
+
 bool Bound(const std::string& phase) { return phase == "Scheduled" || phase == "Running"; }
 
 using jsonf::Field;
 using jsonf::Int;
 using jsonf::List;
 using jsonf::Str;
+
+std::string KeyName(const json& obj) {
+  return Str(Field(obj, "metadata"), "namespace") + "/" + Str(Field(obj, "metadata"), "name");
+}
+
+// The built-in leaf for workloads that name no queue (and whose tenant has no queue of its
+// name): no guarantee, so what it holds is borrowed and the first to be reclaimed.
+constexpr const char* kUnqueued = "unqueued";
+
+// The admission configuration of the stored Queue objects (their spec as in a scenario's
+// `admission.queues`, minus `budget`, which the meter reads), plus the built-in leaf.
+Result<AdmissionConfig> QueueConfig(const ListResult& queues) {
+  json doc = {{"queues", json::array()}};
+  bool has_unqueued = false;
+  for (const KeyValue& kv : queues.items) {
+    json q = json::parse(kv.value, nullptr, false);
+    if (!q.is_object()) continue;
+    json spec = Field(q, "spec").is_object() ? q["spec"] : json::object();
+    spec.erase("budget");
+    spec["name"] = Str(Field(q, "metadata"), "name");
+    has_unqueued |= spec["name"] == kUnqueued;
+    doc["queues"].push_back(spec);
+  }
+  if (!has_unqueued) doc["queues"].push_back({{"name", kUnqueued}});
+  YamlMap m(Doc::FromJson(doc), "", "stored queues");
+  return ParseAdmissionConfig(m);
+}
+
+// All of a node's free capacity, or that of some of its GPUs, as an assignment to hold.
+Assignment FreeCapacity(const ClusterState& s, int n, const std::vector<int>& gpus) {
+  Assignment a;
+  a.node = n;
+  for (int d : gpus) {
+    if (d < 0 || d >= static_cast<int>(s.devices(n).size())) continue;
+    const DeviceState& ds = s.devices(n)[d];
+    if (s.node(n).devices[d].mig_enabled()) {
+      for (int slice = 0; slice < 32; ++slice) {
+        if (ds.mig_free >> slice & 1) a.devices.push_back({d, 0, 0, slice});
+      }
+    } else if (ds.free_milli > 0 || ds.free_memory_mib > 0) {
+      a.devices.push_back({d, ds.free_milli, ds.free_memory_mib, -1});
+    }
+  }
+  return a;
+}
 
 }  // namespace
 
@@ -126,8 +186,10 @@ Result<CycleStats> Scheduler::RunOnce() {
   // Workloads.
   ASSIGN_OR_RETURN(ListResult workload_list, store_.List("/registry/workloads/", "", 0));
   std::vector<StoredWorkload> pending;
+  std::vector<BoundWorkload> bound;
   std::map<std::string, double> allocated_by_tenant;
   std::map<std::string, double> pending_by_queue;
+  std::map<std::string, int> victims_of;  // preemptor "ns/name" -> victims still stopping
   for (const KeyValue& kv : workload_list.items) {
     // One workload's bad record costs that workload this cycle, never the scheduler thread.
     try {
@@ -152,6 +214,28 @@ Result<CycleStats> Scheduler::RunOnce() {
       const json& status = Field(sw.obj, "status");
       const std::string phase = Str(status, "phase", "Pending");
       if (Bound(phase)) {
+        // A preempted workload keeps its devices until its grace period ends; then it waits
+        // in its queue again.
+        const json& preemption = Field(status, "preemption");
+        if (preemption.is_object()) {
+          const int64_t deadline = ParseTimestamp(Str(preemption, "deadline"));
+          if (deadline < 0 || now >= deadline) {
+            json next = sw.obj;
+            const std::string why = Str(preemption, "reason");
+            next["status"] = {{"phase", "Pending"},
+                              {"reason", "Preempted"},
+                              {"message", "requeued: " + why},
+                              {"conditions",
+                               {{{"type", "Scheduled"},
+                                 {"status", "False"},
+                                 {"reason", "Preempted"},
+                                 {"message", why},
+                                 {"lastTransitionTime", FormatTimestamp(now)}}}}};
+            if (store_.Put(kv.key, next.dump(), kv.mod_revision).ok()) ++stats.requeued;
+            continue;
+          }
+          ++victims_of[Str(preemption, "by")];
+        }
         // Account for it, unless its node is gone (or it names devices the node does not
         // have): then it goes back to the queue.
         bool lost = false;
@@ -193,6 +277,7 @@ Result<CycleStats> Scheduler::RunOnce() {
         for (const PodRequest& r : sw.pods)
           allocated_by_tenant[sw.w.tenant.str()] += r.total_gpu_milli() / 1000.0;
         ++stats.running;
+        bound.push_back({std::move(sw), std::move(assignments), preemption.is_object()});
         continue;
       }
       if (phase == "Pending") pending.push_back(std::move(sw));
@@ -204,24 +289,14 @@ Result<CycleStats> Scheduler::RunOnce() {
   // A cordoned GPU's free capacity is held for the cycle, so nothing new lands on it while the
   // rest of its node keeps taking work.
   const PodRequest hold{};  // a reservation: no CPU, no memory, no tenant
+  std::vector<std::pair<Assignment, PodRequest>> held;
   for (const auto& [name, gpus] : cordoned_gpus) {
     auto it = node_index.find(name);
     if (it == node_index.end()) continue;
-    const int n = it->second;
-    for (int d : gpus) {
-      if (d < 0 || d >= static_cast<int>(state.devices(n).size())) continue;
-      const DeviceState& ds = state.devices(n)[d];
-      Assignment a;
-      a.node = n;
-      if (state.node(n).devices[d].mig_enabled()) {
-        for (int slice = 0; slice < 32; ++slice) {
-          if (ds.mig_free >> slice & 1) a.devices.push_back({d, 0, 0, slice});
-        }
-      } else if (ds.free_milli > 0 || ds.free_memory_mib > 0) {
-        a.devices.push_back({d, ds.free_milli, ds.free_memory_mib, -1});
-      }
-      if (!a.devices.empty()) state.Apply(a, hold);
-    }
+    Assignment a = FreeCapacity(state, it->second, gpus);
+    if (a.devices.empty()) continue;
+    state.Apply(a, hold);
+    held.emplace_back(std::move(a), hold);
   }
 
   // The expected mix for the policy: the pods waiting now.
@@ -230,11 +305,7 @@ Result<CycleStats> Scheduler::RunOnce() {
     waiting.insert(waiting.end(), sw.pods.begin(), sw.pods.end());
   const std::vector<TypicalPod> typical = TypicalMix(waiting);
   ASSIGN_OR_RETURN(std::unique_ptr<Policy> policy, MakePolicy(options_.policy, typical, &state));
-  Placer placer(*policy);
-  Rng rng(static_cast<uint64_t>(now));
 
-  // Work may not land on cordoned or NotReady nodes: hold them with a placeholder exclusive use
-  // for the cycle by placing only among usable nodes.
   std::vector<int> usable_nodes;
   for (int i = 0; i < state.node_count(); ++i) {
     if (!unusable.count(state.node(i).name.str())) usable_nodes.push_back(i);
@@ -244,22 +315,138 @@ Result<CycleStats> Scheduler::RunOnce() {
     if (a.w.priority != b.w.priority) return a.w.priority > b.w.priority;
     return a.kv.create_revision < b.kv.create_revision;
   });
-  for (StoredWorkload& sw : pending) {
-    const json& status = Field(sw.obj, "status");
-    std::string message, reason;
-    std::vector<Assignment> placed;
-    std::optional<std::string> hold;
-    if (options_.admission_hold) {
-      hold = options_.admission_hold(sw.w.tenant.str(),
-                                     sw.w.queue.empty() ? sw.w.tenant.str() : sw.w.queue.str());
+  std::vector<Decision> decisions(pending.size());
+  std::vector<bool> decided(pending.size(), false);
+  auto hold_of = [&](const StoredWorkload& sw) -> std::optional<std::string> {
+    if (!options_.admission_hold) return std::nullopt;
+    return options_.admission_hold(sw.w.tenant.str(),
+                                   sw.w.queue.empty() ? sw.w.tenant.str() : sw.w.queue.str());
+  };
+  for (size_t i = 0; i < pending.size(); ++i) {
+    if (!pending[i].request_error.ok()) {
+      decisions[i] = {{}, pending[i].request_error.message(), "Unschedulable"};
+      decided[i] = true;
+    } else if (auto h = hold_of(pending[i])) {
+      decisions[i] = {{}, *h, "BudgetExceeded"};
+      decided[i] = true;
     }
-    if (!sw.request_error.ok()) {
-      message = sw.request_error.message();
-      reason = "Unschedulable";
-    } else if (hold) {
-      message = *hold;
-      reason = "BudgetExceeded";
+  }
+
+  ASSIGN_OR_RETURN(ListResult queue_list, store_.List("/registry/queues/", "", 0));
+  struct Victim {
+    size_t bound;    // index in `bound`
+    std::string by;  // the preemptor, "ns/name"
+    std::string why;
+  };
+  std::vector<Victim> evictions;
+  if (!queue_list.items.empty()) {
+    // Queues exist: admission through the queue tree (sched/admission.h), in one pass with
+    // placement. The Admitter is rebuilt from the store every cycle: the store is the truth.
+    auto config = QueueConfig(queue_list);
+    std::unique_ptr<Admitter> admitter;
+    if (config.ok()) {
+      auto created =
+          Admitter::Create(fleet, tenants, std::move(*config), *policy, static_cast<uint64_t>(now));
+      if (created.ok()) {
+        admitter = std::move(*created);
+      } else {
+        config = created.status();
+      }
+    }
+    if (!admitter) {
+      for (size_t i = 0; i < pending.size(); ++i) {
+        if (!decided[i])
+          decisions[i] = {{}, "queues: " + config.status().message(), "QueueConfigInvalid"};
+      }
     } else {
+      // The queue a workload waits in: spec.queue, else its tenant's queue, else the built-in.
+      auto leaf_of = [&](Workload w) {
+        if (w.queue.empty()) {
+          const int q = admitter->QueueIndex(w.tenant.str());
+          w.queue = QueueId(q >= 0 && admitter->is_leaf(q) ? w.tenant.str() : kUnqueued);
+        }
+        return w;
+      };
+      const double now_s = static_cast<double>(now) / 1000.0;
+      std::map<int, size_t> bound_of;  // admitter id -> bound index
+      for (size_t b = 0; b < bound.size(); ++b) {
+        const int64_t at = ParseTimestamp(Str(Field(bound[b].sw.obj, "status"), "scheduledTime"));
+        auto id = admitter->Restore(leaf_of(bound[b].sw.w), bound[b].assign,
+                                    at >= 0 ? static_cast<double>(at) / 1000.0 : now_s, {},
+                                    bound[b].evicting);
+        if (!id.ok()) {
+          // Its queue is gone: it keeps running, charged to the built-in queue.
+          Workload w = bound[b].sw.w;
+          w.queue = QueueId(kUnqueued);
+          id = admitter->Restore(w, bound[b].assign, now_s, {}, bound[b].evicting);
+        }
+        if (id.ok()) bound_of[*id] = b;
+      }
+      for (auto& [a, req] : held) admitter->Reserve(a, req);
+      // Nodes that take no new work: everything still free there is held for the cycle.
+      for (int n = 0; n < state.node_count(); ++n) {
+        if (!unusable.count(state.node(n).name.str())) continue;
+        const ClusterState& as = admitter->state();
+        std::vector<int> all(as.devices(n).size());
+        for (size_t d = 0; d < all.size(); ++d) all[d] = static_cast<int>(d);
+        PodRequest rest;
+        rest.cpu_milli = as.free_cpu(n);
+        rest.memory_mib = as.free_memory(n);
+        admitter->Reserve(FreeCapacity(as, n, all), rest);
+      }
+      std::map<int, size_t> pending_of;  // admitter id -> pending index
+      for (size_t i = 0; i < pending.size(); ++i) {
+        if (decided[i]) continue;
+        const std::string key = KeyName(pending[i].obj);
+        if (auto v = victims_of.find(key); v != victims_of.end()) {
+          decisions[i] = {
+              {},
+              "waiting for " + std::to_string(v->second) + " preempted workload(s) to stop",
+              "Preempting"};
+          continue;
+        }
+        const int64_t created =
+            ParseTimestamp(Str(Field(pending[i].obj, "metadata"), "creationTimestamp"));
+        auto id = admitter->Submit(leaf_of(pending[i].w),
+                                   created >= 0 ? static_cast<double>(created) / 1000.0 : now_s);
+        if (!id.ok()) {
+          decisions[i] = {{}, id.status().message(), "Unschedulable"};
+          continue;
+        }
+        pending_of[*id] = i;
+      }
+      CycleResult result = admitter->Cycle(now_s, options_.max_admissions_per_cycle);
+      for (const auto& [id, i] : pending_of) {
+        Decision& d = decisions[i];
+        switch (admitter->phase(id)) {
+          case Phase::kAdmitted:
+            d.placed = admitter->assignments(id);
+            break;
+          case Phase::kInfeasible:
+            d = {{}, admitter->reason(id), "Unschedulable"};
+            break;
+          default:
+            d = {{},
+                 admitter->reason(id),
+                 admitter->reason(id).rfind("preempting", 0) == 0 ? "Preempting" : "Queued"};
+        }
+      }
+      for (const Eviction& e : result.evicted) {
+        auto b = bound_of.find(e.victim);
+        if (b == bound_of.end()) continue;
+        auto p = pending_of.find(e.preemptor);
+        evictions.push_back(
+            {b->second, p == pending_of.end() ? "" : KeyName(pending[p->second].obj), e.reason});
+      }
+    }
+  } else {
+    // No queues: every pending workload in priority order, then oldest first. Work may not
+    // land on cordoned or NotReady nodes: then placement is restricted to the usable ones.
+    Placer placer(*policy);
+    Rng rng(static_cast<uint64_t>(now));
+    for (size_t i = 0; i < pending.size(); ++i) {
+      if (decided[i]) continue;
+      StoredWorkload& sw = pending[i];
       GangPlacement g;
       if (usable_nodes.size() == static_cast<size_t>(state.node_count())) {
         g = placer.PlaceGang(state, sw.pods, sw.w.topology, rng);
@@ -269,7 +456,7 @@ Result<CycleStats> Scheduler::RunOnce() {
         for (const PodRequest& r : sw.pods) {
           PodPlacement p = placer.PlaceIn(state, usable_nodes, r, rng);
           if (p.outcome != Outcome::kPlaced) {
-            for (size_t i = g.pods.size(); i-- > 0;) state.Release(g.pods[i], sw.pods[i]);
+            for (size_t k = g.pods.size(); k-- > 0;) state.Release(g.pods[k], sw.pods[k]);
             g.pods.clear();
             g.outcome = p.outcome;
             g.reason = p.reason;
@@ -280,38 +467,76 @@ Result<CycleStats> Scheduler::RunOnce() {
         }
       }
       if (g.outcome == Outcome::kPlaced) {
-        placed = std::move(g.pods);
+        decisions[i].placed = std::move(g.pods);
       } else {
-        message = g.reason;
-        reason = g.outcome == Outcome::kInfeasible ? "Unschedulable" : "InsufficientCapacity";
+        decisions[i] = {
+            {},
+            g.reason,
+            g.outcome == Outcome::kInfeasible ? "Unschedulable" : "InsufficientCapacity"};
       }
     }
+  }
+
+  // The cycle's decisions are written together, so that the store's group commit makes them
+  // durable with one sync; each write is conditional on the revision read and fails alone.
+  std::vector<Store::Write> writes;
+  std::vector<std::function<void()>> on_written;
+  auto write = [&](const KeyValue& kv, const json& next, std::function<void()> done) {
+    writes.push_back({kv.key, next.dump(), kv.mod_revision});
+    on_written.push_back(std::move(done));
+  };
+
+  // Victims: marked with who preempts them and when they stop; they keep running until then.
+  for (const Victim& v : evictions) {
+    const StoredWorkload& sw = bound[v.bound].sw;
+    const std::string& why = v.why;
     json next = sw.obj;
-    if (!placed.empty()) {
+    const std::string deadline = FormatTimestamp(now + options_.preemption_grace_ms);
+    next["status"]["preemption"] = {{"by", v.by}, {"reason", why}, {"deadline", deadline}};
+    json conditions = json::array();
+    for (const json& c : List(Field(sw.obj, "status"), "conditions"))
+      if (Str(c, "type") != "Preempted") conditions.push_back(c);
+    conditions.push_back({{"type", "Preempted"},
+                          {"status", "True"},
+                          {"reason", "Preempted"},
+                          {"message", why + "; stops at " + deadline},
+                          {"lastTransitionTime", FormatTimestamp(now)}});
+    next["status"]["conditions"] = conditions;
+    write(sw.kv, next, [&stats] { ++stats.preempted; });
+  }
+
+  for (size_t i = 0; i < pending.size(); ++i) {
+    StoredWorkload& sw = pending[i];
+    const Decision& d = decisions[i];
+    const json& status = Field(sw.obj, "status");
+    json next = sw.obj;
+    if (!d.placed.empty()) {
+      const std::vector<Assignment>& placed = d.placed;
       json assignments = json::array();
       size_t pod = 0;
       for (const PodSet& ps : sw.w.pod_sets) {
-        for (int i = 0; i < ps.count; ++i, ++pod) {
+        for (int k = 0; k < ps.count; ++k, ++pod) {
           const Assignment& a = placed[pod];
           const Node& node = state.node(a.node);
           json devices = json::array();
-          for (const DeviceShare& d : a.devices) {
-            json dj = {
-                {"index", d.device}, {"uuid", node.devices[d.device].uuid}, {"gpuMilli", d.milli}};
-            if (d.memory_mib) dj["memoryMiB"] = d.memory_mib;
-            if (d.mig_slice >= 0) {
-              dj["migSlice"] = d.mig_slice;
-              dj["migProfile"] = node.devices[d.device].mig_slices[d.mig_slice];
+          for (const DeviceShare& ds : a.devices) {
+            json dj = {{"index", ds.device},
+                       {"uuid", node.devices[ds.device].uuid},
+                       {"gpuMilli", ds.milli}};
+            if (ds.memory_mib) dj["memoryMiB"] = ds.memory_mib;
+            if (ds.mig_slice >= 0) {
+              dj["migSlice"] = ds.mig_slice;
+              dj["migProfile"] = node.devices[ds.device].mig_slices[ds.mig_slice];
             }
             devices.push_back(dj);
           }
-          json assignment = {{"pod", ps.name + "-" + std::to_string(i)},
+          json assignment = {{"pod", ps.name + "-" + std::to_string(k)},
                              {"node", node.name.str()},
                              {"devices", devices}};
           // The NUMA node of the pod's GPUs and the NIC there, for the agent to pin CPUs and
           // pick the network device.
           std::vector<int> gpus;
-          for (const DeviceShare& d : a.devices) gpus.push_back(d.device);
+          for (const DeviceShare& ds : a.devices) gpus.push_back(ds.device);
           const PodLocality where = LocalityOf(node, gpus, node.leaf);
           if (where.numa >= 0) assignment["numa"] = where.numa;
           if (!where.nic.empty()) assignment["nic"] = where.nic;
@@ -341,29 +566,33 @@ Result<CycleStats> Scheduler::RunOnce() {
                          {{{"type", "Scheduled"},
                            {"status", "True"},
                            {"lastTransitionTime", FormatTimestamp(now)}}}}};
-      if (store_.Put(sw.kv.key, next.dump(), sw.kv.mod_revision).ok()) {
+      write(sw.kv, next, [&stats, &allocated_by_tenant, &sw] {
         ++stats.scheduled;
         for (const PodRequest& r : sw.pods)
           allocated_by_tenant[sw.w.tenant.str()] += r.total_gpu_milli() / 1000.0;
-      }
+      });
       continue;
     }
     ++stats.pending;
     pending_by_queue["queue=\"" +
                      PromLabel(sw.w.queue.empty() ? sw.w.tenant.str() : sw.w.queue.str()) + "\""] +=
         1;
-    if (Str(status, "message") != message || Str(status, "reason") != reason) {
+    if (Str(status, "message") != d.message || Str(status, "reason") != d.reason) {
       next["status"] = {{"phase", "Pending"},
-                        {"message", message},
-                        {"reason", reason},
+                        {"message", d.message},
+                        {"reason", d.reason},
                         {"conditions",
                          {{{"type", "Scheduled"},
                            {"status", "False"},
-                           {"reason", reason},
-                           {"message", message},
+                           {"reason", d.reason},
+                           {"message", d.message},
                            {"lastTransitionTime", FormatTimestamp(now)}}}}};
-      (void)store_.Put(sw.kv.key, next.dump(), sw.kv.mod_revision);
+      write(sw.kv, next, nullptr);
     }
+  }
+  std::vector<Result<int64_t>> written = store_.PutAll(writes);
+  for (size_t i = 0; i < written.size(); ++i) {
+    if (written[i].ok() && on_written[i]) on_written[i]();
   }
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (metrics_) {

@@ -11,6 +11,14 @@
 // (/registry/nodehealth/, control/health_controller.h) says they are out of service, and GPUs that
 // record cordons take no new work.
 //
+// When Queue objects exist, admission goes through the queue tree (sched/admission.h) instead:
+// quotas, borrowing and lending limits, weighted fair share and preemption, decided in one pass
+// with placement by an Admitter rebuilt from the store every cycle. A workload waits in
+// spec.queue, else in the queue named after its tenant, else in the built-in best-effort queue
+// `unqueued`. A victim is marked (status.preemption: by, reason, deadline, and a Preempted
+// condition), keeps its devices for `preemption_grace_ms`, then returns to Pending; its
+// preemptor waits for it. Usage history for fair share is not kept across cycles.
+//
 // Writes are conditional on the revision read, so a concurrent user update wins and the
 // workload is looked at again next cycle. RunOnce is not re-entrant; call it from one thread.
 #pragma once
@@ -35,12 +43,17 @@ struct SchedulerOptions {
   // With a health controller: a node without a health record yet (registered since the
   // controller's last round, so neither inspected nor burnt in) takes no work.
   bool require_health_record = false;
+  // Admission through queues (when Queue objects exist): a preempted workload keeps running
+  // this long after it is chosen (time to checkpoint), then goes back to its queue.
+  int64_t preemption_grace_ms = 30'000;
+  int max_admissions_per_cycle = 1000;
 };
 
 struct CycleStats {
   int scheduled = 0;
   int pending = 0;
   int requeued = 0;
+  int preempted = 0;  // victims chosen this cycle
   int running = 0;
   double seconds = 0;
 };

@@ -352,14 +352,19 @@ void Admitter::Dequeue(int id) {
   queues_[e.leaf].pending.erase({prio, e.arrival, id});
 }
 
-Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions options) {
-  int leaf = QueueIndex(spec.queue.str());
+Result<int> Admitter::LeafFor(const Workload& spec) const {
+  const int leaf = QueueIndex(spec.queue.str());
   if (leaf < 0)
     return InvalidArgument("workload " + spec.name.str() + ": unknown queue \"" + spec.queue.str() +
                            "\"");
   if (!is_leaf(leaf))
     return InvalidArgument("workload " + spec.name.str() + ": queue \"" + spec.queue.str() +
                            "\" has child queues; workloads wait in leaf queues");
+  return leaf;
+}
+
+Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions options) {
+  ASSIGN_OR_RETURN(const int leaf, LeafFor(spec));
   Entry e;
   e.spec = spec;
   e.leaf = leaf;
@@ -424,6 +429,46 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
   e.reason = "waiting for the next admission cycle";
   entries_.push_back(std::move(e));
   Enqueue(id);
+  return id;
+}
+
+Result<int> Admitter::Restore(const Workload& spec, const std::vector<Assignment>& assign,
+                              double admitted_at, SubmitOptions options, bool evicting) {
+  ASSIGN_OR_RETURN(const int leaf, LeafFor(spec));
+  Entry e;
+  e.spec = spec;
+  e.leaf = leaf;
+  e.arrival = admitted_at;
+  e.admitted_at = admitted_at;
+  e.options = options;
+  for (const PodSet& ps : spec.pod_sets) {
+    ASSIGN_OR_RETURN(PodRequest r, state_.MakeRequest(ps, spec.tenant));
+    for (int i = 0; i < ps.count; ++i) {
+      e.pods.push_back(r);
+      e.gpu_milli += r.total_gpu_milli();
+      e.cpu_milli += r.cpu_milli;
+    }
+  }
+  if (assign.size() != e.pods.size())
+    return InvalidArgument("workload " + spec.name.str() + ": " + std::to_string(assign.size()) +
+                           " assignments for " + std::to_string(e.pods.size()) + " pods");
+  e.assign = assign;
+  e.ready = true;
+  const int id = static_cast<int>(entries_.size());
+  entries_.push_back(std::move(e));
+  for (size_t i = 0; i < assign.size(); ++i) state_.Apply(assign[i], entries_[id].pods[i]);
+  Hold(id);
+  Charge(id, +1);
+  if (evicting) {
+    entries_[id].phase = Phase::kEvicting;
+    entries_[id].reason = "being preempted";
+    ++queues_[leaf].evicting;
+    queues_[leaf].evicting_milli += entries_[id].gpu_milli;
+  } else {
+    entries_[id].phase = Phase::kAdmitted;
+    entries_[id].reason = "admitted";
+    AddRunning(id);
+  }
   return id;
 }
 
@@ -1133,7 +1178,6 @@ void Admitter::Finish(int id, double now) {
       Charge(id, -1);
       if (e.phase == Phase::kEvicting) {
         --queues_[e.leaf].evicting;
-        queues_[e.leaf].evicting_milli -= e.gpu_milli;
         queues_[e.leaf].evicting_milli -= e.gpu_milli;
         auto it = preemptor_.find(id);
         if (it != preemptor_.end()) {

@@ -92,6 +92,9 @@ Status ValidateAdmissionConfig(const AdmissionConfig& config);
 // `admission` section or a Queue list); see scenarios/README.md for the schema.
 class YamlMap;
 Result<AdmissionConfig> ParseAdmissionConfig(YamlMap& map);
+// One queue: name, parent, weight, disruptionBudget, quotas (by flavour: guaranteed,
+// borrowingLimit, lendingLimit); the tree is checked by ValidateAdmissionConfig.
+Result<QueueSpec> ParseQueueSpec(YamlMap& map);
 // Only the cycle's knobs (usageHalfLife, historyWeight, gangTimeout, preemption,
 // fairSharePreemption, preemptionSearchesPerQueue), leaving other keys to the caller.
 Status ParseAdmissionSettings(YamlMap& map, AdmissionConfig* config);
@@ -127,6 +130,17 @@ class Admitter {
   // Adds a pending workload to its queue (spec.queue, which must be a leaf). Returns its handle.
   // A workload no node of the fleet could ever hold is kept as kInfeasible with the reason.
   Result<int> Submit(const Workload& spec, double now, SubmitOptions options = {});
+
+  // A workload that already holds `assign` (one per pod, in pod-set order), admitted at
+  // `admitted_at`: for callers that rebuild an Admitter from stored state, like the server's
+  // scheduler each cycle. It is charged to its queue and holds its devices; `evicting` marks one
+  // already chosen as a victim, which keeps its devices, counts against its queue's disruption
+  // budget and is not chosen again.
+  Result<int> Restore(const Workload& spec, const std::vector<Assignment>& assign,
+                      double admitted_at, SubmitOptions options = {}, bool evicting = false);
+  // Takes capacity out of the fleet for the Admitter's life (a cordoned GPU, a node that must
+  // take no new work): `a` as if placed for `req`, charged to no queue.
+  void Reserve(const Assignment& a, const PodRequest& req) { state_.Apply(a, req); }
 
   CycleResult Cycle(double now, int max_admissions);
 
@@ -212,6 +226,7 @@ class Admitter {
            const Policy& policy, uint64_t seed);
 
   Status Build();
+  Result<int> LeafFor(const Workload& spec) const;
   int FlavorOf(const PodRequest& req, int model) const;
   std::vector<int> CandidateFlavors(const PodRequest& req) const;
   bool QuotaAllows(int leaf, int flavor, int64_t milli, std::string* why) const;

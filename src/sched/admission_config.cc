@@ -48,7 +48,9 @@ Result<QuotaSpec> ParseQuota(YamlMap& m) {
   return q;
 }
 
-Result<QueueSpec> ParseQueue(YamlMap& m) {
+}  // namespace
+
+Result<QueueSpec> ParseQueueSpec(YamlMap& m) {
   RETURN_IF_ERROR(m.CheckIsMap());
   QueueSpec q;
   ASSIGN_OR_RETURN(q.name, m.String("name"));
@@ -72,8 +74,6 @@ Result<QueueSpec> ParseQueue(YamlMap& m) {
   RETURN_IF_ERROR(m.Finish());
   return q;
 }
-
-}  // namespace
 
 Status ParseAdmissionSettings(YamlMap& m, AdmissionConfig* c) {
   RETURN_IF_ERROR(m.CheckIsMap());
@@ -107,7 +107,7 @@ Result<AdmissionConfig> ParseAdmissionConfig(YamlMap& m) {
   if (!qs || !qs.IsSequence()) return m.Error("queues", "expected a list of queues");
   for (size_t i = 0; i < qs.size(); ++i) {
     YamlMap qm(qs[i], m.Path("queues") + "[" + std::to_string(i) + "]", m.source());
-    ASSIGN_OR_RETURN(QueueSpec q, ParseQueue(qm));
+    ASSIGN_OR_RETURN(QueueSpec q, ParseQueueSpec(qm));
     c.queues.push_back(std::move(q));
   }
   RETURN_IF_ERROR(m.Finish());

@@ -26,6 +26,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -378,6 +379,46 @@ class SqliteStore final : public Store {
     write.value = &value;
     write.expected_revision = expected_revision;
     return Submit(&write);
+  }
+
+  std::vector<Result<int64_t>> PutAll(const std::vector<Write>& writes) override {
+    std::vector<Result<int64_t>> out(writes.size(), Result<int64_t>(int64_t{0}));
+    std::deque<PendingWrite> pending;  // stable addresses while the committer holds them
+    std::vector<size_t> index;
+    for (size_t i = 0; i < writes.size(); ++i) {
+      const Write& w = writes[i];
+      if (Status valid = ValidateWrite(w.key, w.expected_revision, /*is_delete=*/false);
+          !valid.ok()) {
+        out[i] = valid;
+        continue;
+      }
+      PendingWrite& p = pending.emplace_back();
+      p.key = &w.key;
+      p.value = &w.value;
+      p.expected_revision = w.expected_revision;
+      index.push_back(i);
+    }
+    if (pending.empty()) return out;
+    if (hub_->OnDeliveringThread()) {
+      for (size_t i : index)
+        out[i] = Internal("write of key '" + writes[i].key +
+                          "' from inside a Subscribe callback; post it to another thread");
+      return out;
+    }
+    std::unique_lock<std::mutex> lock(queue_mu_);
+    if (stopping_) {
+      for (size_t i : index)
+        out[i] = Status(StatusCode::kUnavailable, "store '" + path_ + "' is closing");
+      return out;
+    }
+    for (PendingWrite& p : pending) queue_.push_back(&p);
+    queue_cv_.notify_one();
+    for (size_t k = 0; k < pending.size(); ++k) {
+      PendingWrite& p = pending[k];
+      p.cv.wait(lock, [&p] { return p.done; });
+      out[index[k]] = std::move(*p.result);
+    }
+    return out;
   }
 
   Result<int64_t> Delete(const std::string& key, int64_t expected_revision) override {

@@ -65,6 +65,21 @@ class Store {
   virtual Result<int64_t> Put(const std::string& key, const std::string& value,
                               int64_t expected_revision) = 0;
 
+  // Several independent conditional Puts, submitted together so that a store with group commit
+  // makes them durable with one sync: each succeeds or fails on its own, as Put would, and the
+  // results come back in order once every one is decided. Not atomic as a whole.
+  struct Write {
+    std::string key;
+    std::string value;
+    int64_t expected_revision = kAnyRevision;
+  };
+  virtual std::vector<Result<int64_t>> PutAll(const std::vector<Write>& writes) {
+    std::vector<Result<int64_t>> out;
+    out.reserve(writes.size());
+    for (const Write& w : writes) out.push_back(Put(w.key, w.value, w.expected_revision));
+    return out;
+  }
+
   // Deletes the key if its mod_revision equals `expected_revision` (or kAnyRevision). Returns the
   // revision of the delete. kNotFound when absent, kFailedPrecondition on mismatch.
   virtual Result<int64_t> Delete(const std::string& key, int64_t expected_revision) = 0;
