@@ -586,6 +586,14 @@ TEST_F(FactoryTest, QueuesEnforceQuotasAndReclaimBorrowedGpus) {
     }
   }
   EXPECT_EQ(b_running, 3) << Describe(w);
+  // Each queue's standing is in its status, and fabctl's table shows it.
+  json qb = CallJson("GET", std::string(kApi) + "/queues/team-b");
+  EXPECT_EQ(qb["status"].value("usedGpus", ""), "24") << qb.dump();
+  EXPECT_EQ(qb["status"].value("guaranteedGpus", ""), "16") << qb.dump();
+  EXPECT_EQ(qb["status"].value("pendingWorkloads", -1), 1) << qb.dump();
+  json org = CallJson("GET", std::string(kApi) + "/queues/org");
+  EXPECT_EQ(org["status"].value("usedGpus", ""), "24") << org.dump();
+  EXPECT_EQ(org["status"].value("pendingWorkloads", -1), 1) << org.dump();
 
   // team-a, within its guarantee, wants 16: 8 are free, the other 8 are reclaimed from team-b.
   CreateWorkload(WholeGpuWorkload("team-a", "a-0", 8));

@@ -188,6 +188,8 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns)
     rows.push_back({"NAME", "STATUS", "GPUS", "MODEL", "CPU", "MEMORY", "LEAF"});
   } else if (kind == "Tenant") {
     rows.push_back({"NAME", "TRUST", "TRUST-DOMAIN", "CREATED"});
+  } else if (kind == "Queue") {
+    rows.push_back({"NAME", "PARENT", "WEIGHT", "GUARANTEED", "USED", "PENDING", "CREATED"});
   } else {
     rows.push_back({"NAME", "CREATED"});
   }
@@ -232,6 +234,13 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns)
     } else if (kind == "Tenant") {
       rows.push_back({meta.value("name", ""), spec.value("trust", "standard"),
                       spec.value("trustDomain", meta.value("name", "")), Age(o)});
+    } else if (kind == "Queue") {
+      // GPUs as the scheduler last wrote them (every flavour), "-" before its first cycle.
+      rows.push_back({meta.value("name", ""), spec.value("parent", "-"),
+                      Plain(spec.value("weight", json(1))),
+                      Plain(status.value("guaranteedGpus", json("-"))),
+                      Plain(status.value("usedGpus", json("-"))),
+                      Plain(status.value("pendingWorkloads", json("-"))), Age(o)});
     } else {
       rows.push_back({meta.value("name", ""), Age(o)});
     }

@@ -339,6 +339,7 @@ Result<CycleStats> Scheduler::RunOnce() {
     std::string why;
   };
   std::vector<Victim> evictions;
+  std::vector<Store::Write> queue_writes;
   if (!queue_list.items.empty()) {
     // Queues exist: admission through the queue tree (sched/admission.h), in one pass with
     // placement. The Admitter is rebuilt from the store every cycle: the store is the truth.
@@ -416,6 +417,20 @@ Result<CycleStats> Scheduler::RunOnce() {
         pending_of[*id] = i;
       }
       CycleResult result = admitter->Cycle(now_s, options_.max_admissions_per_cycle);
+      // Each queue's standing after the cycle, in its status (written when it changes).
+      for (const KeyValue& kv : queue_list.items) {
+        json q = json::parse(kv.value, nullptr, false);
+        if (!q.is_object()) continue;
+        const int index = admitter->QueueIndex(Str(Field(q, "metadata"), "name"));
+        if (index < 0) continue;
+        json standing = {{"guaranteedGpus", GpuAmount(admitter->guaranteed_milli(index))},
+                         {"usedGpus", GpuAmount(admitter->usage_milli(index))},
+                         {"pendingWorkloads", admitter->pending_count(index)}};
+        if (Field(q, "status") != standing) {
+          q["status"] = std::move(standing);
+          queue_writes.push_back({kv.key, q.dump(), kv.mod_revision});
+        }
+      }
       for (const auto& [id, i] : pending_of) {
         Decision& d = decisions[i];
         switch (admitter->phase(id)) {
@@ -479,8 +494,8 @@ Result<CycleStats> Scheduler::RunOnce() {
 
   // The cycle's decisions are written together, so that the store's group commit makes them
   // durable with one sync; each write is conditional on the revision read and fails alone.
-  std::vector<Store::Write> writes;
-  std::vector<std::function<void()>> on_written;
+  std::vector<Store::Write> writes = std::move(queue_writes);
+  std::vector<std::function<void()>> on_written(writes.size());
   auto write = [&](const KeyValue& kv, const json& next, std::function<void()> done) {
     writes.push_back({kv.key, next.dump(), kv.mod_revision});
     on_written.push_back(std::move(done));

@@ -241,7 +241,9 @@ double Admitter::dominant_share(int q) const {
 }
 
 int Admitter::pending_count(int q) const {
-  return static_cast<int>(queues_[q].pending.size() + queues_[q].parked.size());
+  int n = static_cast<int>(queues_[q].pending.size() + queues_[q].parked.size());
+  for (int c : queues_[q].children) n += pending_count(c);
+  return n;
 }
 
 int Admitter::FlavorOf(const PodRequest& req, int model) const {

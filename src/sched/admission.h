@@ -168,7 +168,7 @@ class Admitter {
   int64_t usage_milli(int q) const;  // GPU milli held by the subtree, every flavour
   int64_t guaranteed_milli(int q) const;
   double dominant_share(int q) const;
-  int pending_count(int q) const;
+  int pending_count(int q) const;  // waiting in the subtree
 
  private:
   struct Entry {
