@@ -17,16 +17,24 @@
 #include "sched/placer.h"
 
 namespace fabrica {
+
+struct Scheduler::ParsedWorkload {
+  nlohmann::json obj;
+  Workload w;
+};
+
 namespace {
 
 using json = nlohmann::json;
 
 struct StoredWorkload {
   KeyValue kv;
-  json obj;
-  Workload w;
+  std::shared_ptr<const Scheduler::ParsedWorkload> parsed;  // shared with the parse cache
   std::vector<PodRequest> pods;
   Status request_error;
+
+  const json& obj() const { return parsed->obj; }
+  const Workload& w() const { return parsed->w; }
 };
 
 struct BoundWorkload {
@@ -97,6 +105,25 @@ Assignment FreeCapacity(const ClusterState& s, int n, const std::vector<int>& gp
 
 Scheduler::Scheduler(Store& store, const Clock& clock, SchedulerOptions options, Metrics* metrics)
     : store_(store), clock_(clock), options_(std::move(options)), metrics_(metrics) {}
+
+std::shared_ptr<const Scheduler::ParsedWorkload> Scheduler::Parse(const KeyValue& kv) {
+  auto& [revision, parsed, seen] = parsed_[kv.key];
+  seen = cycle_;
+  if (parsed && revision == kv.mod_revision) return parsed;
+  revision = kv.mod_revision;
+  parsed.reset();
+  json obj = json::parse(kv.value, nullptr, false);
+  if (!obj.is_object() || !Field(obj, "metadata").is_object()) return nullptr;
+  // The manifest reader knows tenants, not namespaces.
+  json for_parse = obj;
+  for_parse["metadata"]["tenant"] = Str(obj["metadata"], "namespace");
+  for_parse["metadata"].erase("namespace");
+  auto m = ParseManifestJson(for_parse, kv.key);
+  if (!m.ok() || m->workloads.empty()) return nullptr;
+  parsed = std::make_shared<const ParsedWorkload>(
+      ParsedWorkload{std::move(obj), std::move(m->workloads.front())});
+  return parsed;
+}
 
 Result<CycleStats> Scheduler::RunOnce() {
   const auto start = std::chrono::steady_clock::now();
@@ -183,8 +210,9 @@ Result<CycleStats> Scheduler::RunOnce() {
   std::map<std::string, int> node_index;
   for (int i = 0; i < state.node_count(); ++i) node_index[state.node(i).name.str()] = i;
 
-  // Workloads.
+  // Workloads, parsed again only when their revision changed.
   ASSIGN_OR_RETURN(ListResult workload_list, store_.List("/registry/workloads/", "", 0));
+  ++cycle_;
   std::vector<StoredWorkload> pending;
   std::vector<BoundWorkload> bound;
   std::map<std::string, double> allocated_by_tenant;
@@ -195,23 +223,17 @@ Result<CycleStats> Scheduler::RunOnce() {
     try {
       StoredWorkload sw;
       sw.kv = kv;
-      sw.obj = json::parse(kv.value, nullptr, false);
-      if (!sw.obj.is_object() || !Field(sw.obj, "metadata").is_object()) continue;
-      json for_parse = sw.obj;
-      for_parse["metadata"]["tenant"] = Str(sw.obj["metadata"], "namespace");
-      for_parse["metadata"].erase("namespace");
-      auto m = ParseManifestJson(for_parse, kv.key);
-      if (!m.ok() || m->workloads.empty()) continue;
-      sw.w = m->workloads.front();
-      for (const PodSet& ps : sw.w.pod_sets) {
-        auto r = state.MakeRequest(ps, sw.w.tenant);
+      sw.parsed = Parse(kv);
+      if (!sw.parsed) continue;
+      for (const PodSet& ps : sw.w().pod_sets) {
+        auto r = state.MakeRequest(ps, sw.w().tenant);
         if (!r.ok()) {
           sw.request_error = r.status();
           break;
         }
         for (int i = 0; i < ps.count; ++i) sw.pods.push_back(*r);
       }
-      const json& status = Field(sw.obj, "status");
+      const json& status = Field(sw.obj(), "status");
       const std::string phase = Str(status, "phase", "Pending");
       if (Bound(phase)) {
         // A preempted workload keeps its devices until its grace period ends; then it waits
@@ -220,7 +242,7 @@ Result<CycleStats> Scheduler::RunOnce() {
         if (preemption.is_object()) {
           const int64_t deadline = ParseTimestamp(Str(preemption, "deadline"));
           if (deadline < 0 || now >= deadline) {
-            json next = sw.obj;
+            json next = sw.obj();
             const std::string why = Str(preemption, "reason");
             next["status"] = {{"phase", "Pending"},
                               {"reason", "Preempted"},
@@ -266,7 +288,7 @@ Result<CycleStats> Scheduler::RunOnce() {
           assignments.push_back(asg);
         }
         if (lost || assignments.size() != sw.pods.size()) {
-          json patch = sw.obj;
+          json patch = sw.obj();
           patch["status"] = {{"phase", "Pending"},
                              {"message", "requeued: its node stopped renewing its lease"},
                              {"reason", "NodeLost"}};
@@ -275,7 +297,7 @@ Result<CycleStats> Scheduler::RunOnce() {
         }
         for (size_t i = 0; i < assignments.size(); ++i) state.Apply(assignments[i], sw.pods[i]);
         for (const PodRequest& r : sw.pods)
-          allocated_by_tenant[sw.w.tenant.str()] += r.total_gpu_milli() / 1000.0;
+          allocated_by_tenant[sw.w().tenant.str()] += r.total_gpu_milli() / 1000.0;
         ++stats.running;
         bound.push_back({std::move(sw), std::move(assignments), preemption.is_object()});
         continue;
@@ -285,6 +307,8 @@ Result<CycleStats> Scheduler::RunOnce() {
       continue;
     }
   }
+
+  std::erase_if(parsed_, [this](const auto& entry) { return std::get<2>(entry.second) != cycle_; });
 
   // A cordoned GPU's free capacity is held for the cycle, so nothing new lands on it while the
   // rest of its node keeps taking work.
@@ -312,15 +336,15 @@ Result<CycleStats> Scheduler::RunOnce() {
   }
 
   std::sort(pending.begin(), pending.end(), [](const StoredWorkload& a, const StoredWorkload& b) {
-    if (a.w.priority != b.w.priority) return a.w.priority > b.w.priority;
+    if (a.w().priority != b.w().priority) return a.w().priority > b.w().priority;
     return a.kv.create_revision < b.kv.create_revision;
   });
   std::vector<Decision> decisions(pending.size());
   std::vector<bool> decided(pending.size(), false);
   auto hold_of = [&](const StoredWorkload& sw) -> std::optional<std::string> {
     if (!options_.admission_hold) return std::nullopt;
-    return options_.admission_hold(sw.w.tenant.str(),
-                                   sw.w.queue.empty() ? sw.w.tenant.str() : sw.w.queue.str());
+    return options_.admission_hold(sw.w().tenant.str(),
+                                   sw.w().queue.empty() ? sw.w().tenant.str() : sw.w().queue.str());
   };
   for (size_t i = 0; i < pending.size(); ++i) {
     if (!pending[i].request_error.ok()) {
@@ -371,13 +395,13 @@ Result<CycleStats> Scheduler::RunOnce() {
       const double now_s = static_cast<double>(now) / 1000.0;
       std::map<int, size_t> bound_of;  // admitter id -> bound index
       for (size_t b = 0; b < bound.size(); ++b) {
-        const int64_t at = ParseTimestamp(Str(Field(bound[b].sw.obj, "status"), "scheduledTime"));
-        auto id = admitter->Restore(leaf_of(bound[b].sw.w), bound[b].assign,
+        const int64_t at = ParseTimestamp(Str(Field(bound[b].sw.obj(), "status"), "scheduledTime"));
+        auto id = admitter->Restore(leaf_of(bound[b].sw.w()), bound[b].assign,
                                     at >= 0 ? static_cast<double>(at) / 1000.0 : now_s, {},
                                     bound[b].evicting);
         if (!id.ok()) {
           // Its queue is gone: it keeps running, charged to the built-in queue.
-          Workload w = bound[b].sw.w;
+          Workload w = bound[b].sw.w();
           w.queue = QueueId(kUnqueued);
           id = admitter->Restore(w, bound[b].assign, now_s, {}, bound[b].evicting);
         }
@@ -398,7 +422,7 @@ Result<CycleStats> Scheduler::RunOnce() {
       std::map<int, size_t> pending_of;  // admitter id -> pending index
       for (size_t i = 0; i < pending.size(); ++i) {
         if (decided[i]) continue;
-        const std::string key = KeyName(pending[i].obj);
+        const std::string key = KeyName(pending[i].obj());
         if (auto v = victims_of.find(key); v != victims_of.end()) {
           decisions[i] = {
               {},
@@ -407,8 +431,8 @@ Result<CycleStats> Scheduler::RunOnce() {
           continue;
         }
         const int64_t created =
-            ParseTimestamp(Str(Field(pending[i].obj, "metadata"), "creationTimestamp"));
-        auto id = admitter->Submit(leaf_of(pending[i].w),
+            ParseTimestamp(Str(Field(pending[i].obj(), "metadata"), "creationTimestamp"));
+        auto id = admitter->Submit(leaf_of(pending[i].w()),
                                    created >= 0 ? static_cast<double>(created) / 1000.0 : now_s);
         if (!id.ok()) {
           decisions[i] = {{}, id.status().message(), "Unschedulable"};
@@ -451,7 +475,7 @@ Result<CycleStats> Scheduler::RunOnce() {
         if (b == bound_of.end()) continue;
         auto p = pending_of.find(e.preemptor);
         evictions.push_back(
-            {b->second, p == pending_of.end() ? "" : KeyName(pending[p->second].obj), e.reason});
+            {b->second, p == pending_of.end() ? "" : KeyName(pending[p->second].obj()), e.reason});
       }
     }
   } else {
@@ -464,7 +488,7 @@ Result<CycleStats> Scheduler::RunOnce() {
       StoredWorkload& sw = pending[i];
       GangPlacement g;
       if (usable_nodes.size() == static_cast<size_t>(state.node_count())) {
-        g = placer.PlaceGang(state, sw.pods, sw.w.topology, rng);
+        g = placer.PlaceGang(state, sw.pods, sw.w().topology, rng);
       } else {
         // Restricting to usable nodes: place pod by pod among them (all or nothing).
         g.outcome = Outcome::kPlaced;
@@ -505,11 +529,11 @@ Result<CycleStats> Scheduler::RunOnce() {
   for (const Victim& v : evictions) {
     const StoredWorkload& sw = bound[v.bound].sw;
     const std::string& why = v.why;
-    json next = sw.obj;
+    json next = sw.obj();
     const std::string deadline = FormatTimestamp(now + options_.preemption_grace_ms);
     next["status"]["preemption"] = {{"by", v.by}, {"reason", why}, {"deadline", deadline}};
     json conditions = json::array();
-    for (const json& c : List(Field(sw.obj, "status"), "conditions"))
+    for (const json& c : List(Field(sw.obj(), "status"), "conditions"))
       if (Str(c, "type") != "Preempted") conditions.push_back(c);
     conditions.push_back({{"type", "Preempted"},
                           {"status", "True"},
@@ -523,13 +547,13 @@ Result<CycleStats> Scheduler::RunOnce() {
   for (size_t i = 0; i < pending.size(); ++i) {
     StoredWorkload& sw = pending[i];
     const Decision& d = decisions[i];
-    const json& status = Field(sw.obj, "status");
-    json next = sw.obj;
+    const json& status = Field(sw.obj(), "status");
+    json next = sw.obj();
     if (!d.placed.empty()) {
       const std::vector<Assignment>& placed = d.placed;
       json assignments = json::array();
       size_t pod = 0;
-      for (const PodSet& ps : sw.w.pod_sets) {
+      for (const PodSet& ps : sw.w().pod_sets) {
         for (int k = 0; k < ps.count; ++k, ++pod) {
           const Assignment& a = placed[pod];
           const Node& node = state.node(a.node);
@@ -584,14 +608,14 @@ Result<CycleStats> Scheduler::RunOnce() {
       write(sw.kv, next, [&stats, &allocated_by_tenant, &sw] {
         ++stats.scheduled;
         for (const PodRequest& r : sw.pods)
-          allocated_by_tenant[sw.w.tenant.str()] += r.total_gpu_milli() / 1000.0;
+          allocated_by_tenant[sw.w().tenant.str()] += r.total_gpu_milli() / 1000.0;
       });
       continue;
     }
     ++stats.pending;
     pending_by_queue["queue=\"" +
-                     PromLabel(sw.w.queue.empty() ? sw.w.tenant.str() : sw.w.queue.str()) + "\""] +=
-        1;
+                     PromLabel(sw.w().queue.empty() ? sw.w().tenant.str() : sw.w().queue.str()) +
+                     "\""] += 1;
     if (Str(status, "message") != d.message || Str(status, "reason") != d.reason) {
       next["status"] = {{"phase", "Pending"},
                         {"message", d.message},

@@ -24,8 +24,11 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <unordered_map>
 
 #include "control/clock.h"
 #include "store/store.h"
@@ -63,11 +66,23 @@ class Scheduler {
   Scheduler(Store& store, const Clock& clock, SchedulerOptions options, Metrics* metrics);
   Result<CycleStats> RunOnce();
 
+  struct ParsedWorkload;  // a stored workload as decoded: the object and its spec
+
  private:
+  // The decoded workload of `kv`, from the cache while its revision is unchanged; null when it
+  // does not decode (it is skipped, as before the cache).
+  std::shared_ptr<const ParsedWorkload> Parse(const KeyValue& kv);
+
   Store& store_;
   const Clock& clock_;
   SchedulerOptions options_;
   Metrics* metrics_;
+  // key -> (mod_revision, decoded, cycle it was last listed in); entries of deleted keys are
+  // dropped at the end of the listing.
+  std::unordered_map<std::string,
+                     std::tuple<int64_t, std::shared_ptr<const ParsedWorkload>, uint64_t>>
+      parsed_;
+  uint64_t cycle_ = 0;
 };
 
 }  // namespace fabrica
