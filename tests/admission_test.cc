@@ -259,6 +259,49 @@ TEST_F(AdmissionTest, RestoredWorkIsChargedAndHeldAndEvictingIsNotChosenAgain) {
   EXPECT_EQ(adm_->phase(mine), Phase::kAdmitted);
 }
 
+// Consolidation: four free GPUs scattered two and two; a 4-GPU workload within its guarantee
+// gets them by moving two 1-GPU workloads (of a queue that is not borrowing, so reclaim cannot
+// help), and everyone runs once the moved ones are placed again. Off, it waits.
+TEST_F(AdmissionTest, ConsolidationMovesWorkToGatherScatteredGpus) {
+  for (bool on : {true, false}) {
+    SCOPED_TRACE(on ? "consolidation on" : "consolidation off");
+    AdmissionConfig config;
+    config.consolidation = on;
+    Make(Nodes(2, 4), {Leaf("a", 4), Leaf("b", 4)}, {}, config);
+    auto on_node = [](int node, int gpu) {
+      Assignment a;
+      a.node = node;
+      a.devices.push_back({gpu, 1000, 80 * 1024, -1});
+      return std::vector<Assignment>{a};
+    };
+    std::vector<int> small;
+    for (int i = 0; i < 4; ++i) {
+      auto r = adm_->Restore(Gpus("a" + std::to_string(i), "a", 1), on_node(i / 2, i % 2), 0);
+      ASSERT_TRUE(r.ok()) << r.status().message();
+      small.push_back(*r);
+    }
+    int big = Submit(Gpus("b0", "b", 4), 10);
+    CycleResult r = adm_->Cycle(11, 1000);
+    EXPECT_EQ(adm_->phase(big), Phase::kPending);
+    if (!on) {
+      EXPECT_TRUE(r.evicted.empty());
+      continue;
+    }
+    ASSERT_EQ(r.evicted.size(), 2u) << adm_->reason(big);
+    for (const Eviction& e : r.evicted) {
+      EXPECT_EQ(e.preemptor, big);
+      EXPECT_NE(e.reason.find("consolidation"), std::string::npos) << e.reason;
+    }
+    EXPECT_NE(adm_->reason(big).find("consolidating: moving 2"), std::string::npos)
+        << adm_->reason(big);
+    for (const Eviction& e : r.evicted) adm_->Terminated(e.victim, 20);
+    adm_->Cycle(21, 1000);
+    EXPECT_EQ(adm_->phase(big), Phase::kAdmitted) << adm_->reason(big);
+    EXPECT_EQ(CountPhase(small, Phase::kAdmitted), 4);
+    EXPECT_EQ(adm_->state().allocated_gpu_milli(), 8000);
+  }
+}
+
 TEST_F(AdmissionTest, RoomFreedWhileAGuaranteeWaitsIsNotLentAway) {
   Make(Nodes(1, 4), {Leaf("a", 2), Leaf("b", 2)});
   std::vector<int> borrowed;

@@ -581,6 +581,28 @@ TEST(WorkloadYaml, TopologyDefaultsToPreferred) {
   EXPECT_TRUE(r->front().tenant.empty());
 }
 
+TEST(WorkloadYaml, PreemptibleAndMinimumRuntime) {
+  Result<std::vector<Workload>> r = ParseWorkloadYaml(
+      "metadata: {name: w}\nspec:\n  preemptible: false\n  minRuntimeSeconds: 600\n"
+      "  podSets: [{cpu: 1}]\n",
+      "w.yaml");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->front().preemptible);
+  EXPECT_EQ(r->front().min_runtime_seconds, 600);
+  r = ParseWorkloadYaml("metadata: {name: w}\nspec:\n  podSets: [{cpu: 1}]\n", "w.yaml");
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->front().preemptible);
+  EXPECT_EQ(r->front().min_runtime_seconds, 0);
+  ExpectInvalid(
+      ParseWorkloadYaml(
+          "metadata: {name: w}\nspec:\n  minRuntimeSeconds: -5\n  podSets: [{cpu: 1}]\n", "w.yaml"),
+      {"w.yaml:3", "spec.minRuntimeSeconds", "must not be negative"});
+  ExpectInvalid(ParseWorkloadYaml(
+                    "metadata: {name: w}\nspec:\n  preemptible: sometimes\n  podSets: [{cpu: 1}]\n",
+                    "w.yaml"),
+                {"spec.preemptible"});
+}
+
 TEST(WorkloadYaml, FractionWholeMigAndModels) {
   Result<std::vector<Workload>> frac = WorkloadWithDevices("{gpuMilli: \"0.25\", gpuMemory: 10Gi}");
   ASSERT_TRUE(frac.ok()) << frac.status().ToString();

@@ -567,9 +567,13 @@ TEST_F(FactoryTest, QueuesEnforceQuotasAndReclaimBorrowedGpus) {
   queue("team-b",
         {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 16}, {"borrowingLimit", 8}}}}}});
 
-  // team-b asks for all 32 whole GPUs: it gets its 16 and borrows 8, no more.
-  for (int i = 0; i < 4; ++i)
-    CreateWorkload(WholeGpuWorkload("team-b", "b-" + std::to_string(i), 8));
+  // team-b asks for all 32 whole GPUs: it gets its 16 and borrows 8, no more. b-0 may not be
+  // evicted (without that it would be the first victim: equal cost, lowest id).
+  for (int i = 0; i < 4; ++i) {
+    json b = WholeGpuWorkload("team-b", "b-" + std::to_string(i), 8);
+    if (i == 0) b["spec"]["preemptible"] = false;
+    CreateWorkload(b);
+  }
   Cycle();
   Cycle();
   std::map<std::string, json> w = Workloads();
@@ -610,6 +614,7 @@ TEST_F(FactoryTest, QueuesEnforceQuotasAndReclaimBorrowedGpus) {
   ASSERT_FALSE(victim.empty()) << Describe(w);
   ASSERT_FALSE(preemptor.empty()) << Describe(w);
   EXPECT_EQ(victim.rfind("team-b/", 0), 0u) << victim;
+  EXPECT_NE(victim, "team-b/b-0");
   const json& vs = w[victim]["status"];
   EXPECT_EQ(vs.value("phase", ""), "Running") << vs.dump();  // keeps running through its grace
   EXPECT_EQ(vs["preemption"].value("by", ""), preemptor) << vs.dump();

@@ -385,6 +385,12 @@ Result<CycleStats> Scheduler::RunOnce() {
       }
     } else {
       // The queue a workload waits in: spec.queue, else its tenant's queue, else the built-in.
+      auto options_of = [](const Workload& w) {
+        SubmitOptions o;
+        o.preemptible = w.preemptible;
+        o.min_runtime_s = static_cast<double>(w.min_runtime_seconds);
+        return o;
+      };
       auto leaf_of = [&](Workload w) {
         if (w.queue.empty()) {
           const int q = admitter->QueueIndex(w.tenant.str());
@@ -397,13 +403,13 @@ Result<CycleStats> Scheduler::RunOnce() {
       for (size_t b = 0; b < bound.size(); ++b) {
         const int64_t at = ParseTimestamp(Str(Field(bound[b].sw.obj(), "status"), "scheduledTime"));
         auto id = admitter->Restore(leaf_of(bound[b].sw.w()), bound[b].assign,
-                                    at >= 0 ? static_cast<double>(at) / 1000.0 : now_s, {},
-                                    bound[b].evicting);
+                                    at >= 0 ? static_cast<double>(at) / 1000.0 : now_s,
+                                    options_of(bound[b].sw.w()), bound[b].evicting);
         if (!id.ok()) {
           // Its queue is gone: it keeps running, charged to the built-in queue.
           Workload w = bound[b].sw.w();
           w.queue = QueueId(kUnqueued);
-          id = admitter->Restore(w, bound[b].assign, now_s, {}, bound[b].evicting);
+          id = admitter->Restore(w, bound[b].assign, now_s, options_of(w), bound[b].evicting);
         }
         if (id.ok()) bound_of[*id] = b;
       }
@@ -433,7 +439,8 @@ Result<CycleStats> Scheduler::RunOnce() {
         const int64_t created =
             ParseTimestamp(Str(Field(pending[i].obj(), "metadata"), "creationTimestamp"));
         auto id = admitter->Submit(leaf_of(pending[i].w()),
-                                   created >= 0 ? static_cast<double>(created) / 1000.0 : now_s);
+                                   created >= 0 ? static_cast<double>(created) / 1000.0 : now_s,
+                                   options_of(pending[i].w()));
         if (!id.ok()) {
           decisions[i] = {{}, id.status().message(), "Unschedulable"};
           continue;

@@ -247,6 +247,10 @@ Result<Workload> ParseOneWorkload(YamlMap& m) {
   ASSIGN_OR_RETURN(int64_t prio, spec.Int("priority", 0));
   w.priority = static_cast<int>(prio);
   ASSIGN_OR_RETURN(w.gang, spec.Bool("gang", false));
+  ASSIGN_OR_RETURN(w.preemptible, spec.Bool("preemptible", true));
+  ASSIGN_OR_RETURN(w.min_runtime_seconds, spec.Int("minRuntimeSeconds", 0));
+  if (w.min_runtime_seconds > 365LL * 24 * 3600)
+    return spec.Error("minRuntimeSeconds", "must be at most one year");
   if (spec.Has("run")) {
     YamlMap run(spec.Raw("run"), spec.Path("run"), m.source());
     RETURN_IF_ERROR(run.CheckIsMap());

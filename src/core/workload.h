@@ -91,6 +91,10 @@ struct Workload {
   QueueId queue;
   int priority = 0;
   bool gang = false;
+  // Admission through queues: whether it may be evicted for others (preemption, reclaim,
+  // consolidation), and not before it has run this long.
+  bool preemptible = true;
+  int64_t min_runtime_seconds = 0;
   TopologyConstraint topology;
   std::vector<PodSet> pod_sets;
 

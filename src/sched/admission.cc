@@ -551,6 +551,7 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
       config_.max_attempts_per_cycle > 0 ? config_.max_attempts_per_cycle : 4 * max_admissions + 64;
   std::map<uint64_t, std::string> failed;
   preempt_tried_.assign(queues_.size(), 0);
+  consolidations_left_ = config_.consolidation ? config_.consolidation_searches_per_cycle : 0;
   victim_cache_.clear();
   hold_borrowing_ = false;
 
@@ -818,7 +819,10 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
   if (!e.history.empty() && e.reason.find(e.history) == std::string::npos)
     e.reason += "; " + e.history;
   failed[key] = e.reason;
-  if (!WouldBorrow(id)) hold_borrowing_ = true;
+  const bool borrowing = WouldBorrow(id);
+  if (!borrowing) hold_borrowing_ = true;
+  // Scattered free room is gathered by moving work before anyone loses their place.
+  if (!borrowing && Consolidate(id, pods, e.spec.topology, now, out)) return false;
   if (config_.preemption && preempt_tried_[e.leaf] < config_.preemption_searches_per_queue &&
       MayPreempt(id)) {
     ++preempt_tried_[e.leaf];  // a few preemption searches per queue and cycle, in queue order
@@ -872,6 +876,166 @@ void Admitter::RemoveRunning(int id) {
   auto& prios = queues_[entries_[id].leaf].running_priorities;
   prios.erase(prios.find(entries_[id].spec.priority));
   unready_.erase(id);
+}
+
+void Admitter::MarkEvicting(int victim, int preemptor, const std::string& reason,
+                            CycleResult& out) {
+  Entry& w = entries_[victim];
+  w.phase = Phase::kEvicting;
+  w.reason = reason;
+  ++queues_[w.leaf].evicting;
+  queues_[w.leaf].evicting_milli += w.gpu_milli;
+  RemoveRunning(victim);
+  out.evicted.push_back({victim, preemptor, reason});
+  preemptor_[victim] = preemptor;
+}
+
+bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
+                           const TopologyConstraint& topology, double now, CycleResult& out) {
+  if (consolidations_left_ <= 0) return false;
+  if (topology.required && topology.level != TopologyLevel::kNone) return false;
+  const PodRequest* gpu_pod = nullptr;
+  int64_t need = 0;
+  for (const PodRequest& p : pods) {
+    need += p.total_gpu_milli();
+    if (!gpu_pod && p.kind != DeviceKind::kNone) gpu_pod = &p;
+  }
+  if (!gpu_pod) return false;
+  // Fragmentation only: the free GPUs of the models it may use add up to enough.
+  const auto model_ok = [&](int n) {
+    const int m = state_.node_model(n);
+    return m >= 0 && (gpu_pod->model_mask >> m & 1);
+  };
+  int64_t free = 0;
+  for (int n = 0; n < state_.node_count(); ++n)
+    if (model_ok(n)) free += state_.node_free_milli(n);
+  if (free < need) return false;
+  --consolidations_left_;
+
+  std::map<int, int> moving_per_queue;
+  std::vector<int> moved;  // released from their nodes for the trial
+  std::vector<std::pair<Assignment, const PodRequest*>> applied;  // trial placements
+  auto movable = [&](int v) {
+    const Entry& w = entries_[v];
+    if (v == id || w.phase != Phase::kAdmitted || !w.options.preemptible || w.pods.size() != 1 ||
+        w.spec.gang || now - w.admitted_at < w.options.min_runtime_s)
+      return false;
+    if (std::find(moved.begin(), moved.end(), v) != moved.end()) return false;
+    const int budget = queues_[w.leaf].spec.disruption_budget;
+    return budget < 0 || queues_[w.leaf].evicting + moving_per_queue[w.leaf] < budget;
+  };
+  auto release = [&](int v) { state_.Release(entries_[v].assign[0], entries_[v].pods[0]); };
+  auto reapply = [&](int v) { state_.Apply(entries_[v].assign[0], entries_[v].pods[0]); };
+  auto place = [&](const PodRequest& pod, const std::vector<int>* only) {
+    PodPlacement p =
+        only ? placer_.PlaceIn(state_, *only, pod, rng_) : placer_.Place(state_, pod, rng_);
+    if (p.outcome != Outcome::kPlaced) return false;
+    state_.Apply(p.assignment, pod);
+    applied.push_back({p.assignment, &pod});
+    return true;
+  };
+  auto undo_to = [&](size_t mark) {
+    while (applied.size() > mark) {
+      state_.Release(applied.back().first, *applied.back().second);
+      applied.pop_back();
+    }
+  };
+
+  bool ok = true;
+  placer_.set_explain(false);
+  for (const PodRequest& pod : pods) {
+    if (place(pod, nullptr)) continue;
+    // Nodes where the free room plus the movable work covers the pod, fewest movers first.
+    std::vector<std::tuple<int, int64_t, int>> order;  // (movers, -free, node)
+    for (int n = 0; n < state_.node_count(); ++n) {
+      if (node_workloads_[n].empty() || !model_ok(n)) continue;
+      int64_t cpu = state_.free_cpu(n), mem = state_.free_memory(n),
+              gpu = state_.node_free_milli(n);
+      int movers = 0;
+      for (int v : node_workloads_[n]) {
+        if (!movable(v)) continue;
+        ++movers;
+        cpu += entries_[v].pods[0].cpu_milli;
+        mem += entries_[v].pods[0].memory_mib;
+        gpu += entries_[v].pods[0].total_gpu_milli();
+      }
+      if (movers == 0 || cpu < pod.cpu_milli || mem < pod.memory_mib || gpu < pod.total_gpu_milli())
+        continue;
+      order.emplace_back(movers, -gpu, n);
+    }
+    std::sort(order.begin(), order.end());
+    constexpr size_t kMaxTrialNodes = 16;
+    if (order.size() > kMaxTrialNodes) order.resize(kMaxTrialNodes);
+    std::vector<int> best;
+    int best_node = -1;
+    for (const auto& [estimate, unused_free, n] : order) {
+      if (best_node >= 0 && estimate >= static_cast<int>(best.size())) break;
+      std::vector<int> here;
+      for (int v : node_workloads_[n])
+        if (movable(v)) here.push_back(v);
+      // The largest first: the fewest moves free the room.
+      std::sort(here.begin(), here.end(), [&](int a, int b) {
+        if (entries_[a].gpu_milli != entries_[b].gpu_milli)
+          return entries_[a].gpu_milli > entries_[b].gpu_milli;
+        return a < b;
+      });
+      std::vector<int> taken;
+      bool fits = false;
+      for (int v : here) {
+        if (static_cast<int>(moved.size() + taken.size()) >= config_.consolidation_max_moves) break;
+        release(v);
+        taken.push_back(v);
+        if (NodeFits(state_, n, pod) && policy_.Score(state_, n, pod)) {
+          fits = true;
+          break;
+        }
+      }
+      // Then the pod goes there and every mover must fit somewhere at once.
+      const size_t mark = applied.size();
+      const std::vector<int> only{n};
+      bool relocated = fits && place(pod, &only);
+      for (size_t k = 0; relocated && k < taken.size(); ++k)
+        relocated = place(entries_[taken[k]].pods[0], nullptr);
+      undo_to(mark);
+      for (auto it = taken.rbegin(); it != taken.rend(); ++it) reapply(*it);
+      if (relocated && (best_node < 0 || taken.size() < best.size())) {
+        best = taken;
+        best_node = n;
+      }
+    }
+    if (best_node < 0) {
+      ok = false;
+      break;
+    }
+    // Keep this pod's plan in the trial state and go on with the next pod.
+    for (int v : best) {
+      release(v);
+      moved.push_back(v);
+      ++moving_per_queue[entries_[v].leaf];
+    }
+    const std::vector<int> only{best_node};
+    ok = place(pod, &only);
+    for (size_t k = 0; ok && k < best.size(); ++k) ok = place(entries_[best[k]].pods[0], nullptr);
+    if (!ok) break;
+  }
+  placer_.set_explain(!entries_[id].explained);
+  undo_to(0);
+  for (auto it = moved.rbegin(); it != moved.rend(); ++it) reapply(*it);
+  if (!ok || moved.empty()) return false;
+
+  Entry& e = entries_[id];
+  for (int v : moved) {
+    MarkEvicting(v, id,
+                 "moved to make room for " + e.spec.name.str() +
+                     " (consolidation: it fits elsewhere and waits to be placed again)",
+                 out);
+  }
+  e.nominated = true;
+  e.victims_left = static_cast<int>(moved.size());
+  e.reason = "consolidating: moving " + std::to_string(moved.size()) +
+             " workload(s) to gather room scattered over the fleet";
+  nominated_.push_back(id);
+  return true;
 }
 
 bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t allowed_models,
@@ -1147,15 +1311,8 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   }
   double lost = 0;
   for (int v : chosen) {
-    Entry& w = entries_[v];
     lost += cands[rank(v)].cost;
-    w.phase = Phase::kEvicting;
-    w.reason = "preempted by " + e.spec.name.str() + " (" + why + ")";
-    ++queues_[w.leaf].evicting;
-    queues_[w.leaf].evicting_milli += w.gpu_milli;
-    RemoveRunning(v);
-    out.evicted.push_back({v, id, w.reason});
-    preemptor_[v] = id;
+    MarkEvicting(v, id, "preempted by " + e.spec.name.str() + " (" + why + ")", out);
   }
   e.nominated = true;
   e.victims_left = static_cast<int>(chosen.size());

@@ -82,6 +82,12 @@ struct AdmissionConfig {
   bool strict_priority = true;            // false: a leaf is strict FIFO by arrival (the fifo mode)
   int max_attempts_per_cycle = 0;         // 0: 4 x max_admissions + 64
   int preemption_searches_per_queue = 1;  // per cycle, in queue order
+  // Consolidation: a workload within its guarantee that does not fit only because the free GPUs
+  // are scattered may move up to `consolidation_max_moves` single-pod preemptible workloads
+  // that fit elsewhere; at most `consolidation_searches_per_cycle` plans a cycle.
+  bool consolidation = true;
+  int consolidation_max_moves = 8;
+  int consolidation_searches_per_cycle = 4;
 };
 
 // Names the bad field ("queues[2].parent: unknown queue \"x\"", "... cycle ...", negatives,
@@ -96,7 +102,8 @@ Result<AdmissionConfig> ParseAdmissionConfig(YamlMap& map);
 // borrowingLimit, lendingLimit); the tree is checked by ValidateAdmissionConfig.
 Result<QueueSpec> ParseQueueSpec(YamlMap& map);
 // Only the cycle's knobs (usageHalfLife, historyWeight, gangTimeout, preemption,
-// fairSharePreemption, preemptionSearchesPerQueue), leaving other keys to the caller.
+// fairSharePreemption, preemptionSearchesPerQueue, consolidation, consolidationMaxMoves), leaving
+// other keys to the caller.
 Status ParseAdmissionSettings(YamlMap& map, AdmissionConfig* config);
 
 enum class Phase { kPending, kAdmitted, kEvicting, kFinished, kInfeasible };
@@ -244,6 +251,9 @@ class Admitter {
   int WakeShape(uint64_t key, int count);
   void AddRunning(int id);
   void RemoveRunning(int id);
+  bool Consolidate(int id, const std::vector<PodRequest>& pods, const TopologyConstraint& topology,
+                   double now, CycleResult& out);
+  void MarkEvicting(int victim, int preemptor, const std::string& reason, CycleResult& out);
   bool Preempt(int id, const std::vector<PodRequest>& pods, uint64_t allowed_models, double now,
                CycleResult& out);
   void Charge(int id, int sign);
@@ -284,6 +294,7 @@ class Admitter {
   };
   std::map<std::tuple<int, int, bool, bool, int64_t>, VictimList> victim_cache_;  // this cycle
   std::vector<int> preempt_tried_;
+  int consolidations_left_ = 0;  // this cycle
   bool hold_borrowing_ = false;  // this cycle: a within-guarantee workload found no room  //
                                  // preemption searches per queue, this cycle
   int64_t cap_gpu_ = 1, cap_cpu_ = 1;

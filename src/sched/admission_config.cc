@@ -88,6 +88,11 @@ Status ParseAdmissionSettings(YamlMap& m, AdmissionConfig* c) {
   if (searches < 1 || searches > 1000)
     return m.Error("preemptionSearchesPerQueue", "must be between 1 and 1000");
   c->preemption_searches_per_queue = static_cast<int>(searches);
+  ASSIGN_OR_RETURN(c->consolidation, m.Bool("consolidation", true));
+  ASSIGN_OR_RETURN(int64_t moves, m.Int("consolidationMaxMoves", 8));
+  if (moves < 1 || moves > 1000)
+    return m.Error("consolidationMaxMoves", "must be between 1 and 1000");
+  c->consolidation_max_moves = static_cast<int>(moves);
   return Status();
 }
 
