@@ -647,6 +647,41 @@ TEST_F(FactoryTest, QueuesEnforceQuotasAndReclaimBorrowedGpus) {
   EXPECT_EQ(w[b_waiting]["status"].value("phase", ""), "Pending");
 }
 
+// Fair share's usage history builds up across cycles although each cycle rebuilds its Admitter,
+// is kept in the queues' status, and a restarted scheduler takes it up from there.
+TEST_F(FactoryTest, QueueUsageHistoryOutlivesCyclesAndRestarts) {
+  SchedulerOptions so;
+  so.usage_half_life_s = 60;
+  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
+  auto queue = [&](const std::string& name, const json& spec) {
+    json q = {{"apiVersion", "fabrica.dev/v1"},
+              {"kind", "Queue"},
+              {"metadata", {{"name", name}}},
+              {"spec", spec}};
+    ClientResponse r = Call("POST", std::string(kApi) + "/queues", q.dump());
+    EXPECT_EQ(r.status, 201) << r.body;
+  };
+  queue("org", json::object());
+  queue("team-a", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
+  queue("team-b", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
+  CreateWorkload(WholeGpuWorkload("team-a", "a-0", 8));
+  CreateWorkload(WholeGpuWorkload("team-a", "a-1", 8));
+  auto history = [&](const std::string& q) {
+    json obj = CallJson("GET", std::string(kApi) + "/queues/" + q);
+    return obj["status"].value("usageHistory", -1.0);
+  };
+  for (int i = 0; i < 6; ++i) Cycle(60'000);  // six half-lives
+  const double a = history("team-a");
+  // team-a holds 16 of the 34 GPUs: its history approaches that share; team-b's stays 0.
+  EXPECT_GT(a, 0.4);
+  EXPECT_LT(a, 0.48);
+  EXPECT_EQ(history("team-b"), 0.0);
+
+  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);  // a restart
+  Cycle(60'000);
+  EXPECT_GT(history("team-a"), 0.4) << "the restarted scheduler began from nothing";
+}
+
 TEST_F(FactoryTest, LostNodesWorkloadsAreRequeued) {
   for (int i = 0; i < 3; ++i)
     CreateWorkload(WholeGpuWorkload("team-a", "job-" + std::to_string(i), 2));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -370,6 +371,8 @@ Result<CycleStats> Scheduler::RunOnce() {
     auto config = QueueConfig(queue_list);
     std::unique_ptr<Admitter> admitter;
     if (config.ok()) {
+      config->usage_half_life_s = options_.usage_half_life_s;
+      config->history_weight = options_.history_weight;
       auto created =
           Admitter::Create(fleet, tenants, std::move(*config), *policy, static_cast<uint64_t>(now));
       if (created.ok()) {
@@ -447,17 +450,41 @@ Result<CycleStats> Scheduler::RunOnce() {
         }
         pending_of[*id] = i;
       }
+      // Usage history: this scheduler's own, else (after a restart) what the queues' status kept.
+      if (history_at_ < 0) {
+        int64_t at = -1;
+        for (const KeyValue& kv : queue_list.items) {
+          json q = json::parse(kv.value, nullptr, false);
+          const json& status = Field(q, "status");
+          if (!Field(status, "usageHistory").is_number()) continue;
+          history_[Str(Field(q, "metadata"), "name")] = Field(status, "usageHistory").get<double>();
+          at = std::max(at, ParseTimestamp(Str(status, "usageHistoryTime")));
+        }
+        if (at >= 0) history_at_ = static_cast<double>(at) / 1000.0;
+      }
+      if (history_at_ >= 0) admitter->RestoreHistory(history_, history_at_);
       CycleResult result = admitter->Cycle(now_s, options_.max_admissions_per_cycle);
+      history_.clear();
+      for (int q = 0; q < admitter->queue_count(); ++q)
+        history_[admitter->queue_name(q)] = admitter->usage_history(q);
+      history_at_ = now_s;
       // Each queue's standing after the cycle, in its status (written when it changes).
       for (const KeyValue& kv : queue_list.items) {
         json q = json::parse(kv.value, nullptr, false);
         if (!q.is_object()) continue;
         const int index = admitter->QueueIndex(Str(Field(q, "metadata"), "name"));
         if (index < 0) continue;
+        // History to three decimals, so that a queue's status is rewritten when its history
+        // moves by a visible amount, not every cycle.
+        const double history = std::round(admitter->usage_history(index) * 1000) / 1000;
         json standing = {{"guaranteedGpus", GpuAmount(admitter->guaranteed_milli(index))},
                          {"usedGpus", GpuAmount(admitter->usage_milli(index))},
-                         {"pendingWorkloads", admitter->pending_count(index)}};
-        if (Field(q, "status") != standing) {
+                         {"pendingWorkloads", admitter->pending_count(index)},
+                         {"usageHistory", history}};
+        json was = Field(q, "status");
+        if (was.is_object()) was.erase("usageHistoryTime");
+        if (was != standing) {
+          standing["usageHistoryTime"] = FormatTimestamp(now);
           q["status"] = std::move(standing);
           queue_writes.push_back({kv.key, q.dump(), kv.mod_revision});
         }

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -50,6 +51,10 @@ struct SchedulerOptions {
   // this long after it is chosen (time to checkpoint), then goes back to its queue.
   int64_t preemption_grace_ms = 30'000;
   int max_admissions_per_cycle = 1000;
+  // Fair share blends each queue's current dominant share with its usage history, decayed
+  // with this half-life (0: current usage only), in this proportion.
+  double usage_half_life_s = 3600;
+  double history_weight = 0.5;
 };
 
 struct CycleStats {
@@ -83,6 +88,10 @@ class Scheduler {
                      std::tuple<int64_t, std::shared_ptr<const ParsedWorkload>, uint64_t>>
       parsed_;
   uint64_t cycle_ = 0;
+  // Each queue's decayed usage history after the last cycle, and when; also kept in the
+  // queues' status (usageHistory), from which a restarted scheduler takes it up again.
+  std::map<std::string, double> history_;
+  double history_at_ = -1;
 };
 
 }  // namespace fabrica

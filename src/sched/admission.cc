@@ -524,6 +524,14 @@ void Admitter::UpdateHistory(double now) {
   last_history_ = now;
 }
 
+void Admitter::RestoreHistory(const std::map<std::string, double>& by_queue, double at) {
+  for (const auto& [name, value] : by_queue) {
+    const int q = QueueIndex(name);
+    if (q >= 0) queues_[q].history = value;
+  }
+  last_history_ = at;
+}
+
 CycleResult Admitter::Cycle(double now, int max_admissions) {
   CycleResult out;
   UpdateHistory(now);

@@ -149,6 +149,12 @@ class Admitter {
   // take no new work): `a` as if placed for `req`, charged to no queue.
   void Reserve(const Assignment& a, const PodRequest& req) { state_.Apply(a, req); }
 
+  // Decayed usage history for fair share, carried across Admitters that a caller rebuilds:
+  // each queue's value (by name; unknown names are ignored) as it stood at time `at`. The next
+  // Cycle decays it from `at` and blends in current usage.
+  void RestoreHistory(const std::map<std::string, double>& by_queue, double at);
+  double usage_history(int q) const { return queues_[q].history; }
+
   CycleResult Cycle(double now, int max_admissions);
 
   // The workload ran to completion: its devices are freed.
