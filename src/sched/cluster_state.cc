@@ -381,10 +381,14 @@ void ClusterState::Reclassify(int n) {
     if (old.nodes.empty()) {
       int moved = active_classes_.back();
       active_classes_[old.active_pos] = moved;
+      active_fit_[old.active_pos] = active_fit_.back();
       classes_[moved].active_pos = old.active_pos;
       active_classes_.pop_back();
+      active_fit_.pop_back();
       class_by_key_.erase(old.key);
       free_classes_.push_back(s.cls);
+    } else {
+      active_fit_[old.active_pos].front = old.nodes.front();
     }
   }
   auto it = class_by_key_.find(key);
@@ -403,11 +407,14 @@ void ClusterState::Reclassify(int n) {
     classes_[c].nodes.clear();
     classes_[c].active_pos = static_cast<int>(active_classes_.size());
     active_classes_.push_back(c);
+    active_fit_.push_back(FitSummary{s.free_cpu, s.free_memory, s.max_free_milli,
+                                     s.mig_profiles_free, s.whole_free, s.model, n});
     class_by_key_.emplace(std::move(key), c);
   }
   s.cls = c;
   auto& list = classes_[c].nodes;
   list.insert(std::lower_bound(list.begin(), list.end(), n), n);
+  active_fit_[classes_[c].active_pos].front = list.front();
 }
 
 }  // namespace fabrica

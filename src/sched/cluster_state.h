@@ -129,6 +129,35 @@ class ClusterState {
   // State classes: groups of interchangeable nodes. A class's node list is sorted by index, so
   // its front() is the node that index order prefers.
   const std::vector<int>& active_classes() const { return active_classes_; }
+  // The same classes by position, flattened for scans: each one's front node and what MayFit
+  // reads, kept contiguous so that rejecting a class touches one cache line, not its nodes.
+  struct FitSummary {
+    int64_t free_cpu = 0;
+    int64_t free_memory = 0;
+    int64_t max_free_milli = 0;
+    uint64_t mig_profiles_free = 0;
+    int32_t whole_free = 0;
+    int32_t model = -1;
+    int32_t front = -1;  // the class's lowest node index
+  };
+  const std::vector<FitSummary>& active_summaries() const { return active_fit_; }
+  // MayFit on a class summary: the same answer as MayFit on any node of the class.
+  static bool MayFit(const FitSummary& f, const PodRequest& req) {
+    if (f.free_cpu < req.cpu_milli || f.free_memory < req.memory_mib) return false;
+    if (req.kind != DeviceKind::kNone && f.model < 0) return false;
+    switch (req.kind) {
+      case DeviceKind::kNone:
+        return true;
+      case DeviceKind::kWhole:
+        return f.whole_free >= req.num_gpu && (req.model_mask >> f.model & 1);
+      case DeviceKind::kFraction:
+        return f.max_free_milli >= req.gpu_milli && (req.model_mask >> f.model & 1);
+      case DeviceKind::kMig:
+        return req.mig_profile < 64 && (f.mig_profiles_free >> req.mig_profile & 1) &&
+               (req.model_mask >> f.model & 1);
+    }
+    return true;
+  }
   const std::vector<int>& class_nodes(int c) const { return classes_[c].nodes; }
   int node_class(int n) const { return nodes_[n].cls; }
 
@@ -196,6 +225,7 @@ class ClusterState {
   std::vector<NodeClass> classes_;
   std::vector<int> free_classes_;
   std::vector<int> active_classes_;
+  std::vector<FitSummary> active_fit_;  // by active position
   std::unordered_map<std::string, int> class_by_key_;
 };
 

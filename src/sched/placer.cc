@@ -135,9 +135,13 @@ PodPlacement Placer::Place(const ClusterState& s, const PodRequest& req, Rng& rn
       k -= count;
     }
   }
-  // One node per class: the lowest index of its class.
-  return Best(s, req, rng, classes.size(),
-              [&](size_t i) { return s.class_nodes(classes[i]).front(); });
+  // One node per class: the lowest index of its class. Most classes of a busy fleet cannot take
+  // the pod at all; their contiguous summaries reject them before any node is looked at.
+  const std::vector<ClusterState::FitSummary>& fit = s.active_summaries();
+  std::vector<int> candidates;
+  for (const ClusterState::FitSummary& f : fit)
+    if (ClusterState::MayFit(f, req)) candidates.push_back(f.front);
+  return Best(s, req, rng, candidates.size(), [&](size_t i) { return candidates[i]; });
 }
 
 PodPlacement Placer::PlaceIn(const ClusterState& s, const std::vector<int>& nodes,
