@@ -40,6 +40,7 @@
 #include "api/api_server.h"
 #include "api/auth.h"
 #include "api/http_server.h"
+#include "api/metrics.h"
 #include "client/http_client.h"
 #include "control/clock.h"
 #include "control/meter_service.h"
@@ -543,7 +544,8 @@ TEST_F(FactoryTest, EnforcedBudgetHoldsNewWork) {
 TEST_F(FactoryTest, QueuesEnforceQuotasAndReclaimBorrowedGpus) {
   SchedulerOptions so;
   so.preemption_grace_ms = 5'000;
-  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
+  Metrics metrics;
+  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, &metrics);
   auto queue = [&](const std::string& name, const json& spec) {
     json q = {{"apiVersion", "fabrica.dev/v1"},
               {"kind", "Queue"},
@@ -595,6 +597,11 @@ TEST_F(FactoryTest, QueuesEnforceQuotasAndReclaimBorrowedGpus) {
   EXPECT_EQ(qb["status"].value("usedGpus", ""), "24") << qb.dump();
   EXPECT_EQ(qb["status"].value("guaranteedGpus", ""), "16") << qb.dump();
   EXPECT_EQ(qb["status"].value("pendingWorkloads", -1), 1) << qb.dump();
+  const std::string rendered = metrics.Render();
+  EXPECT_NE(rendered.find("fabrica_queue_used_gpus{queue=\"team-b\"} 24"), std::string::npos)
+      << rendered;
+  EXPECT_NE(rendered.find("fabrica_queue_guaranteed_gpus{queue=\"team-b\"} 16"), std::string::npos)
+      << rendered;
   json org = CallJson("GET", std::string(kApi) + "/queues/org");
   EXPECT_EQ(org["status"].value("usedGpus", ""), "24") << org.dump();
   EXPECT_EQ(org["status"].value("pendingWorkloads", -1), 1) << org.dump();

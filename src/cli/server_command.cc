@@ -44,6 +44,8 @@ struct ServerArgs {
   double run_seconds = 0;  // stop after this many wall seconds (0 = until a signal)
   std::string prices_file;
   std::vector<std::string> dcgm_exporters;  // dcgm-exporter /metrics URLs the server reads
+  double preemption_grace_s = 30;
+  double usage_half_life_s = 3600;
   bool up = false;
 };
 
@@ -233,6 +235,8 @@ int Run(ServerArgs args) {
   sched_options.policy = args.policy;
   sched_options.node_grace_ms = heartbeat_timeout_ms;
   sched_options.require_health_record = true;  // new nodes are inspected and burnt in first
+  sched_options.preemption_grace_ms = static_cast<int64_t>(args.preemption_grace_s * 1000);
+  sched_options.usage_half_life_s = args.usage_half_life_s;
   sched_options.admission_hold = [m = meter->get()](const std::string& tenant,
                                                     const std::string& queue) {
     return m->AdmissionHold(tenant, queue);
@@ -328,6 +332,12 @@ void AddCommon(CLI::App* cmd, ServerArgs* a) {
       ->check(CLI::Range(0.01, 100000.0));
   cmd->add_flag("--plain-http", a->plain_http, "serve plain HTTP (tests only)");
   cmd->add_option("--run-seconds", a->run_seconds, "stop after this many seconds (0: on a signal)");
+  cmd->add_option("--preemption-grace", a->preemption_grace_s,
+                  "seconds a preempted workload keeps running before it is requeued")
+      ->check(CLI::Range(0.0, 86400.0));
+  cmd->add_option("--usage-half-life", a->usage_half_life_s,
+                  "half-life in seconds of the usage history in fair share (0: current usage only)")
+      ->check(CLI::Range(0.0, 365.0 * 86400));
 }
 
 }  // namespace

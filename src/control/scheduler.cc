@@ -365,6 +365,7 @@ Result<CycleStats> Scheduler::RunOnce() {
   };
   std::vector<Victim> evictions;
   std::vector<Store::Write> queue_writes;
+  std::map<std::string, double> queue_used, queue_guaranteed;  // metrics, by queue label
   if (!queue_list.items.empty()) {
     // Queues exist: admission through the queue tree (sched/admission.h), in one pass with
     // placement. The Admitter is rebuilt from the store every cycle: the store is the truth.
@@ -474,6 +475,9 @@ Result<CycleStats> Scheduler::RunOnce() {
         if (!q.is_object()) continue;
         const int index = admitter->QueueIndex(Str(Field(q, "metadata"), "name"));
         if (index < 0) continue;
+        const std::string label = "queue=\"" + PromLabel(admitter->queue_name(index)) + "\"";
+        queue_used[label] = static_cast<double>(admitter->usage_milli(index)) / 1000.0;
+        queue_guaranteed[label] = static_cast<double>(admitter->guaranteed_milli(index)) / 1000.0;
         // History to three decimals, so that a queue's status is rewritten when its history
         // moves by a visible amount, not every cycle.
         const double history = std::round(admitter->usage_history(index) * 1000) / 1000;
@@ -676,6 +680,15 @@ Result<CycleStats> Scheduler::RunOnce() {
     std::map<std::string, double> by_tenant;
     for (const auto& [t, g] : allocated_by_tenant) by_tenant["tenant=\"" + PromLabel(t) + "\""] = g;
     metrics_->ReplaceGauge("fabrica_gpus_allocated", "GPUs allocated by tenant.", by_tenant);
+    metrics_->ReplaceGauge("fabrica_queue_used_gpus",
+                           "GPUs held by each queue's subtree (admission through queues).",
+                           queue_used);
+    metrics_->ReplaceGauge("fabrica_queue_guaranteed_gpus", "GPUs guaranteed to each queue.",
+                           queue_guaranteed);
+    metrics_->SetGauge("fabrica_scheduler_preemptions",
+                       "Workloads chosen for eviction (preemption, reclaim, consolidation) in the "
+                       "last cycle.",
+                       "", stats.preempted);
   }
   return stats;
 }
