@@ -689,6 +689,39 @@ TEST_F(FactoryTest, QueueUsageHistoryOutlivesCyclesAndRestarts) {
   EXPECT_GT(history("team-a"), 0.4) << "the restarted scheduler began from nothing";
 }
 
+// A queue tree that does not hold together (here a cycle, which single Queue objects cannot show
+// on their own) stops admission with a message naming the problem; nothing crashes, running
+// work keeps running, and fixing the tree resumes admission.
+TEST_F(FactoryTest, BrokenQueueTreeHoldsAdmissionWithAReason) {
+  CreateWorkload(WholeGpuWorkload("team-a", "running", 1));
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  auto put_queue = [&](const std::string& name, const std::string& parent) {
+    json q = {{"apiVersion", "fabrica.dev/v1"},
+              {"kind", "Queue"},
+              {"metadata", {{"name", name}}},
+              {"spec", {{"parent", parent}}}};
+    ClientResponse r = Call("POST", std::string(kApi) + "/queues", q.dump());
+    EXPECT_EQ(r.status, 201) << r.body;
+  };
+  put_queue("loop-a", "loop-b");
+  put_queue("loop-b", "loop-a");
+  CreateWorkload(WholeGpuWorkload("team-a", "waits", 1));
+  Cycle();
+  Cycle();
+  std::map<std::string, json> w = Workloads();
+  EXPECT_EQ(w["team-a/running"]["status"].value("phase", ""), "Running");
+  const json& st = w["team-a/waits"]["status"];
+  EXPECT_EQ(st.value("phase", ""), "Pending") << st.dump();
+  EXPECT_EQ(st.value("reason", ""), "QueueConfigInvalid") << st.dump();
+  EXPECT_NE(st.value("message", "").find("cycle"), std::string::npos) << st.dump();
+
+  ClientResponse r = Call("DELETE", std::string(kApi) + "/queues/loop-a");
+  EXPECT_EQ(r.status, 200) << r.body;
+  r = Call("DELETE", std::string(kApi) + "/queues/loop-b");
+  EXPECT_EQ(r.status, 200) << r.body;
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+}
+
 TEST_F(FactoryTest, LostNodesWorkloadsAreRequeued) {
   for (int i = 0; i < 3; ++i)
     CreateWorkload(WholeGpuWorkload("team-a", "job-" + std::to_string(i), 2));
