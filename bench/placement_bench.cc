@@ -139,6 +139,7 @@ void BM_SyntheticPlace(benchmark::State& state, const std::string& policy) {
   state.counters["alloc_pct"] = last->allocated_gpu_pct;
   state.counters["gang_one_leaf_pct"] = last->leaf_local_pct();
   state.counters["gang_one_rack_pct"] = last->rack_local_pct();
+  state.counters["numa_local_pct"] = last->numa_local_pct();
   ReportRate(state, "synthetic", policy, seconds > 0 ? static_cast<double>(pods) / seconds : 0,
              "rate_vs_fgd");
   ReportRate(state, "synthetic-cpu", policy, last->pods_per_cpu_second(), "cpu_rate_vs_fgd");

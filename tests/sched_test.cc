@@ -804,6 +804,43 @@ TEST(Placer, WholeGpusStayOnOneNumaNodeWhenPossible) {
   EXPECT_EQ(place_t(3), (std::vector<int>{3, 6, 7}));
 }
 
+// CPUs count per NUMA node: a pod's GPUs go to a NUMA node that also has CPU for it, the
+// assignment says which NUMA node its CPUs are on, and a pod whose GPUs' NUMA node has no CPU
+// room left is not pinned there (-1). The books balance after release.
+TEST(Placer, GpusAndCpusShareANumaNodeWhenItHasRoom) {
+  Fleet fleet = FleetOf({GpuNode("n", 8, "H100", 2)});  // 64 CPUs: 32 per NUMA node
+  ClusterState s(fleet);
+  auto policy = MustMakePolicy("bestfit");
+  Placer placer(*policy);
+  Rng rng(1);
+  EXPECT_EQ(s.free_cpu_numa(0, 0), 32000);
+  EXPECT_EQ(s.free_cpu_numa(0, 1), 32000);
+  const PodRequest a = Req(s, Whole(2, 30000));
+  PodPlacement pa = PlaceAndApply(s, placer, a, rng);
+  EXPECT_EQ(DevicesOf(pa.assignment), (std::vector<int>{0, 1}));
+  EXPECT_EQ(pa.assignment.numa, 0);
+  EXPECT_EQ(s.free_cpu_numa(0, 0), 2000);
+  // NUMA 0 still has GPUs 2 and 3 but only 2 CPUs: the next pod goes to NUMA 1 whole.
+  const PodRequest b = Req(s, Whole(2, 8000));
+  PodPlacement pb = PlaceAndApply(s, placer, b, rng);
+  EXPECT_EQ(DevicesOf(pb.assignment), (std::vector<int>{4, 5}));
+  EXPECT_EQ(pb.assignment.numa, 1);
+  EXPECT_EQ(s.free_cpu_numa(0, 1), 24000);
+  // 4 GPUs but 26 CPUs: no NUMA node has both; the node has both, so it is placed, unpinned.
+  const PodRequest c = Req(s, Whole(4, 26000));
+  PodPlacement pc = PlaceAndApply(s, placer, c, rng);
+  ASSERT_EQ(pc.outcome, Outcome::kPlaced) << pc.reason;
+  EXPECT_EQ(pc.assignment.numa, -1);
+  EXPECT_EQ(s.free_cpu_numa(0, 0) + s.free_cpu_numa(0, 1), s.free_cpu(0));
+  EXPECT_GE(s.free_cpu_numa(0, 0), 0);
+  EXPECT_GE(s.free_cpu_numa(0, 1), 0);
+  s.Release(pc.assignment, c);
+  s.Release(pb.assignment, b);
+  s.Release(pa.assignment, a);
+  EXPECT_EQ(s.free_cpu_numa(0, 0), 32000);
+  EXPECT_EQ(s.free_cpu_numa(0, 1), 32000);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Placer: gangs and topology
 

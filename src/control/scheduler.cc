@@ -273,6 +273,7 @@ Result<CycleStats> Scheduler::RunOnce() {
           const Node& n = state.node(it->second);
           Assignment asg;
           asg.node = it->second;
+          asg.numa = static_cast<int>(Int(a, "numa", -1));
           for (const json& d : List(a, "devices")) {
             DeviceShare share;
             share.device = static_cast<int>(Int(d, "index", -1));
@@ -614,8 +615,10 @@ Result<CycleStats> Scheduler::RunOnce() {
           // pick the network device.
           std::vector<int> gpus;
           for (const DeviceShare& ds : a.devices) gpus.push_back(ds.device);
+          // The CPUs are on the GPUs' NUMA node only when it had room for them (a.numa);
+          // the NIC follows the GPUs either way.
           const PodLocality where = LocalityOf(node, gpus, node.leaf);
-          if (where.numa >= 0) assignment["numa"] = where.numa;
+          if (a.numa >= 0) assignment["numa"] = a.numa;
           if (!where.nic.empty()) assignment["nic"] = where.nic;
           assignments.push_back(assignment);
         }

@@ -34,6 +34,12 @@ ClusterState::ClusterState(const Fleet& fleet, const std::vector<Tenant>& tenant
     NodeState& s = nodes_[n];
     s.free_cpu = node.cpu.value();
     s.free_memory = node.memory.value();
+    if (node.numa_nodes > 1) {
+      const int64_t k = node.numa_nodes;
+      s.numa_cap.assign(static_cast<size_t>(k), s.free_cpu / k);
+      s.numa_cap[0] += s.free_cpu % k;
+      s.numa_cpu = s.numa_cap;
+    }
     s.model = node.devices.empty() ? -1 : ModelIndex(node.gpu_model());
     std::string type_key = node.gpu_model() + "/" + std::to_string(node.gpu_count()) + "/" +
                            std::to_string(node.cpu.value()) + "/" +
@@ -229,9 +235,65 @@ bool ClusterState::DeviceUsable(int n, int d, const PodRequest& req) const {
   return false;
 }
 
+int ClusterState::HomeNuma(int n, const std::vector<DeviceShare>& devices,
+                           const PodRequest& req) const {
+  const NodeState& s = nodes_[n];
+  if (s.numa_cpu.empty()) return 0;  // one NUMA node: node-level room is its room
+  const Node& node = fleet_->nodes[n];
+  int home = -1;
+  if (devices.empty()) {
+    for (size_t k = 0; k < s.numa_cpu.size(); ++k)
+      if (home < 0 || s.numa_cpu[k] > s.numa_cpu[home]) home = static_cast<int>(k);
+  } else {
+    std::vector<int> count(s.numa_cpu.size(), 0);
+    for (const DeviceShare& d : devices) {
+      const int numa = node.devices[d.device].numa_node;
+      if (numa >= 0 && numa < static_cast<int>(count.size())) ++count[numa];
+    }
+    for (size_t k = 0; k < count.size(); ++k)
+      if (count[k] > 0 && (home < 0 || count[k] > count[home])) home = static_cast<int>(k);
+  }
+  return home >= 0 && s.numa_cpu[home] >= req.cpu_milli ? home : -1;
+}
+
+// Takes `cpu` from the home NUMA node as far as it has room, the rest from the others, those
+// with most free first.
+void ClusterState::ChargeNumaCpu(NodeState& s, int home, int64_t cpu) {
+  if (s.numa_cpu.empty() || cpu == 0) return;
+  if (home >= 0 && home < static_cast<int>(s.numa_cpu.size())) {
+    const int64_t take = std::min(cpu, std::max<int64_t>(0, s.numa_cpu[home]));
+    s.numa_cpu[home] -= take;
+    cpu -= take;
+  }
+  while (cpu > 0) {
+    size_t most = 0;
+    for (size_t k = 1; k < s.numa_cpu.size(); ++k)
+      if (s.numa_cpu[k] > s.numa_cpu[most]) most = k;
+    const int64_t take = s.numa_cpu[most] > 0 ? std::min(cpu, s.numa_cpu[most]) : cpu;
+    s.numa_cpu[most] -= take;
+    cpu -= take;
+  }
+}
+
+// Gives `cpu` back to the home NUMA node up to its share, the rest to the others in order.
+// Exact for a pod that ran on its home node; for a spread pod it keeps the sum exact and each
+// NUMA node within its share.
+void ClusterState::ReturnNumaCpu(NodeState& s, int home, int64_t cpu) {
+  if (s.numa_cpu.empty() || cpu == 0) return;
+  auto give = [&](size_t k) {
+    const int64_t put = std::min(cpu, std::max<int64_t>(0, s.numa_cap[k] - s.numa_cpu[k]));
+    s.numa_cpu[k] += put;
+    cpu -= put;
+  };
+  if (home >= 0 && home < static_cast<int>(s.numa_cpu.size())) give(static_cast<size_t>(home));
+  for (size_t k = 0; k < s.numa_cpu.size() && cpu > 0; ++k) give(k);
+  if (cpu > 0) s.numa_cpu[0] += cpu;  // only if the books were already off; keep the sum
+}
+
 void ClusterState::Apply(const Assignment& a, const PodRequest& req) {
   NodeState& s = nodes_[a.node];
   s.free_cpu -= req.cpu_milli;
+  ChargeNumaCpu(s, a.numa, req.cpu_milli);
   s.free_memory -= req.memory_mib;
   s.pods += 1;
   if (req.tenant >= 0) {
@@ -262,6 +324,7 @@ void ClusterState::Apply(const Assignment& a, const PodRequest& req) {
 void ClusterState::Release(const Assignment& a, const PodRequest& req) {
   NodeState& s = nodes_[a.node];
   s.free_cpu += req.cpu_milli;
+  ReturnNumaCpu(s, a.numa, req.cpu_milli);
   s.free_memory += req.memory_mib;
   s.pods -= 1;
   if (req.tenant >= 0) {
@@ -315,6 +378,7 @@ std::string ClusterState::ClassKey(int n) const {
   key.reserve(32 + s.devices.size() * 24);
   AppendRaw(key, s.type);
   AppendRaw(key, s.free_cpu);
+  for (int64_t c : s.numa_cpu) AppendRaw(key, c);
   AppendRaw(key, s.free_memory);
   AppendRaw(key, s.exclusive_owner);
   using DevKey = std::tuple<int, int64_t, int64_t, int32_t, uint32_t, int32_t>;

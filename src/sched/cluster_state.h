@@ -46,6 +46,9 @@ struct DeviceShare {
 struct Assignment {
   int node = -1;
   std::vector<DeviceShare> devices;
+  // The NUMA node whose CPUs the pod runs on: its GPUs' NUMA node when that has CPU room for it
+  // (then GPUs, CPUs and NIC are local), else -1 (its CPU is spread over the node's NUMA nodes).
+  int numa = -1;
 };
 
 struct DeviceState {
@@ -68,6 +71,16 @@ class ClusterState {
   const Node& node(int n) const { return fleet_->nodes[n]; }
 
   int64_t free_cpu(int n) const { return nodes_[n].free_cpu; }
+  // Free CPU on one NUMA node of n (the node's CPUs are split evenly among its NUMA nodes).
+  int64_t free_cpu_numa(int n, int numa) const {
+    const auto& v = nodes_[n].numa_cpu;
+    if (v.empty()) return numa == 0 ? nodes_[n].free_cpu : 0;
+    return numa >= 0 && numa < static_cast<int>(v.size()) ? v[numa] : 0;
+  }
+  // The NUMA node a pod with `devices` on node n should run its CPUs on: the one holding most
+  // of its GPUs (for a pod without GPUs, the one with most free CPU), if it has room for the
+  // pod's CPU; else -1.
+  int HomeNuma(int n, const std::vector<DeviceShare>& devices, const PodRequest& req) const;
   int64_t free_memory(int n) const { return nodes_[n].free_memory; }
   const std::vector<DeviceState>& devices(int n) const { return nodes_[n].devices; }
   int node_model(int n) const { return nodes_[n].model; }
@@ -188,6 +201,9 @@ class ClusterState {
     int64_t max_free_milli = 0;      // the largest free share of a GPU without MIG
     uint64_t mig_profiles_free = 0;  // bit p = some slice of MIG profile p is free
     std::vector<DeviceState> devices;
+    // Free CPU per NUMA node, on nodes with more than one (empty otherwise), and each one's share
+    // of the node's CPU. Sums to free_cpu.
+    std::vector<int64_t> numa_cpu, numa_cap;
     std::vector<std::vector<int>> mig_slices;      // per device: profile index of each slice
     std::vector<std::pair<int, int>> tenant_pods;  // (tenant, pods) for exclusivity checks
     std::vector<std::pair<int, int>> gpu_tags;     // see gpu_pod_tags()
@@ -202,6 +218,8 @@ class ClusterState {
   static int Level(TopologyLevel l) { return static_cast<int>(l); }
   std::string ClassKey(int n) const;
   void RefreshSummary(int n);
+  void ChargeNumaCpu(NodeState& s, int home, int64_t cpu);
+  void ReturnNumaCpu(NodeState& s, int home, int64_t cpu);
   void Reclassify(int n);
 
   const Fleet* fleet_;

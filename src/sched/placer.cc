@@ -103,6 +103,7 @@ PodPlacement Placer::Finish(const ClusterState& s, int node, const NodeChoice& c
   p.outcome = Outcome::kPlaced;
   p.assignment.node = node;
   p.assignment.devices = policy_.FinalDevices(s, node, req, choice, rng);
+  p.assignment.numa = s.HomeNuma(node, p.assignment.devices, req);
   return p;
 }
 

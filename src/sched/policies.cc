@@ -48,18 +48,20 @@ std::vector<DeviceShare> DefaultDevices(const ClusterState& s, int n, const PodR
   const auto& devs = s.devices(n);
   const int gpus = static_cast<int>(devs.size());
   if (req.kind == DeviceKind::kWhole) {
-    // First free GPUs by index, on one NUMA node when one has enough.
+    // First free GPUs by index, on one NUMA node when one has enough — preferring one that
+    // also has the CPU for the pod, so that GPUs and CPUs are local.
     const Node& node = s.node(n);
-    for (int numa = -1; numa < node.numa_nodes && out.empty(); ++numa) {
-      std::vector<int> pick;
-      for (int d = 0; d < gpus && static_cast<int>(pick.size()) < req.num_gpu; ++d) {
-        if (numa >= 0 && node.devices[d].numa_node != numa) continue;
-        if (s.DeviceUsable(n, d, req)) pick.push_back(d);
-      }
-      // numa == -1 is tried last in effect: only accept it when no single NUMA node has enough.
-      if (numa == -1) continue;
-      if (static_cast<int>(pick.size()) == req.num_gpu) {
-        for (int d : pick) out.push_back(ShareOn(s, n, d, req));
+    for (int pass = 0; pass < 2 && out.empty(); ++pass) {
+      for (int numa = 0; numa < node.numa_nodes && out.empty(); ++numa) {
+        if (pass == 0 && node.numa_nodes > 1 && s.free_cpu_numa(n, numa) < req.cpu_milli) continue;
+        std::vector<int> pick;
+        for (int d = 0; d < gpus && static_cast<int>(pick.size()) < req.num_gpu; ++d) {
+          if (node.devices[d].numa_node != numa) continue;
+          if (s.DeviceUsable(n, d, req)) pick.push_back(d);
+        }
+        if (static_cast<int>(pick.size()) == req.num_gpu) {
+          for (int d : pick) out.push_back(ShareOn(s, n, d, req));
+        }
       }
     }
     if (out.empty()) {

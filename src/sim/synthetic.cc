@@ -379,6 +379,10 @@ double SyntheticRunResult::leaf_local_pct() const {
 double SyntheticRunResult::rack_local_pct() const {
   return Pct(leaf_gangs_one_rack, leaf_gangs_placed);
 }
+double SyntheticRunResult::numa_local_pct() const {
+  return Pct(gpu_pods_numa_local, gpu_pods_placed);
+}
+
 double SyntheticRunResult::nvlink_local_pct() const {
   return Pct(nvlink_gangs_one_domain, nvlink_gangs_placed);
 }
@@ -418,6 +422,15 @@ Result<SyntheticRunResult> RunSynthetic(const Fleet& fleet, const std::vector<Te
   Clock::duration spent{};
   std::clock_t spent_cpu = 0;
   int64_t arrived_milli = 0;
+  auto count_numa = [&](const Assignment& asg, const PodRequest& req) {
+    if (req.num_gpu == 0) return;
+    ++r.gpu_pods_placed;
+    if (asg.numa < 0) return;
+    const Node& node = state.node(asg.node);
+    for (const DeviceShare& d : asg.devices)
+      if (node.devices[d.device].numa_node != asg.numa) return;
+    ++r.gpu_pods_numa_local;
+  };
   for (size_t i = 0; i < arrivals.size(); ++i) {
     const Arrival& a = arrivals[i];
     arrived_milli += a.milli;
@@ -434,6 +447,7 @@ Result<SyntheticRunResult> RunSynthetic(const Fleet& fleet, const std::vector<Te
         if (p.outcome == Outcome::kPlaced) {
           state.Apply(p.assignment, req);
           ++r.pods_placed;
+          count_numa(p.assignment, req);
         } else {
           ++r.pods_dropped;
         }
@@ -453,6 +467,7 @@ Result<SyntheticRunResult> RunSynthetic(const Fleet& fleet, const std::vector<Te
     }
     r.pods_placed += pods;
     ++r.gangs_placed;
+    for (size_t k = 0; k < g.pods.size(); ++k) count_numa(g.pods[k], a.pods[k]);
     // Locality by what the workload asked for, not by the (possibly stripped) constraint.
     const TopologyLevel asked = workloads[i].topology.level;
     if (asked == TopologyLevel::kLeaf) {

@@ -97,6 +97,9 @@ struct SyntheticRunResult {
   // Placed gangs that asked for one NVLink domain (GB200): how many landed in one.
   int64_t nvlink_gangs_placed = 0;
   int64_t nvlink_gangs_one_domain = 0;
+  // Placed GPU pods, and those whose GPUs and CPUs are all on one NUMA node.
+  int64_t gpu_pods_placed = 0;
+  int64_t gpu_pods_numa_local = 0;
 
   double pods_per_second() const;  // pods decided (placed or dropped) per placement second
   double pods_per_cpu_second() const;
@@ -104,6 +107,7 @@ struct SyntheticRunResult {
   double leaf_local_pct() const;  // of leaf_gangs_placed
   double rack_local_pct() const;
   double nvlink_local_pct() const;
+  double numa_local_pct() const;  // of gpu_pods_placed
 };
 
 // REQUIRES: `fleet` passes ValidateFleet and every workload's tenant is in `tenants`.
