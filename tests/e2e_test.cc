@@ -229,6 +229,14 @@ class FactoryTest : public testing::Test {
     ClientResponse r = Call("POST", std::string(kApi) + "/tenants", t.dump());
     EXPECT_EQ(r.status, 201) << r.body;
   }
+  void CreateQueue(const std::string& name, const json& spec) {
+    json q = {{"apiVersion", "fabrica.dev/v1"},
+              {"kind", "Queue"},
+              {"metadata", {{"name", name}}},
+              {"spec", spec}};
+    ClientResponse r = Call("POST", std::string(kApi) + "/queues", q.dump());
+    EXPECT_EQ(r.status, 201) << r.body;
+  }
   void CreateWorkload(const json& w) {
     const std::string ns = w["metadata"].value("namespace", "");
     ClientResponse r = Call("POST", WorkloadPath(ns), w.dump());
@@ -546,14 +554,6 @@ TEST_F(FactoryTest, QueuesEnforceQuotasAndReclaimBorrowedGpus) {
   so.preemption_grace_ms = 5'000;
   Metrics metrics;
   scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, &metrics);
-  auto queue = [&](const std::string& name, const json& spec) {
-    json q = {{"apiVersion", "fabrica.dev/v1"},
-              {"kind", "Queue"},
-              {"metadata", {{"name", name}}},
-              {"spec", spec}};
-    ClientResponse r = Call("POST", std::string(kApi) + "/queues", q.dump());
-    EXPECT_EQ(r.status, 201) << r.body;
-  };
   // A quota that does not parse is refused, naming the field; nothing is stored.
   json bad = {{"apiVersion", "fabrica.dev/v1"},
               {"kind", "Queue"},
@@ -564,10 +564,10 @@ TEST_F(FactoryTest, QueuesEnforceQuotasAndReclaimBorrowedGpus) {
   EXPECT_NE(refused.body.find("spec.quotas.gpu.guaranteed"), std::string::npos) << refused.body;
 
   // Queues named after the tenants, so workloads that name no queue wait in them.
-  queue("org", json::object());
-  queue("team-a", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
-  queue("team-b",
-        {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 16}, {"borrowingLimit", 8}}}}}});
+  CreateQueue("org", json::object());
+  CreateQueue("team-a", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
+  CreateQueue("team-b", {{"parent", "org"},
+                         {"quotas", {{"gpu", {{"guaranteed", 16}, {"borrowingLimit", 8}}}}}});
 
   // team-b asks for all 32 whole GPUs: it gets its 16 and borrows 8, no more. b-0 may not be
   // evicted (without that it would be the first victim: equal cost, lowest id).
@@ -660,17 +660,9 @@ TEST_F(FactoryTest, QueueUsageHistoryOutlivesCyclesAndRestarts) {
   SchedulerOptions so;
   so.usage_half_life_s = 60;
   scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
-  auto queue = [&](const std::string& name, const json& spec) {
-    json q = {{"apiVersion", "fabrica.dev/v1"},
-              {"kind", "Queue"},
-              {"metadata", {{"name", name}}},
-              {"spec", spec}};
-    ClientResponse r = Call("POST", std::string(kApi) + "/queues", q.dump());
-    EXPECT_EQ(r.status, 201) << r.body;
-  };
-  queue("org", json::object());
-  queue("team-a", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
-  queue("team-b", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
+  CreateQueue("org", json::object());
+  CreateQueue("team-a", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
+  CreateQueue("team-b", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
   CreateWorkload(WholeGpuWorkload("team-a", "a-0", 8));
   CreateWorkload(WholeGpuWorkload("team-a", "a-1", 8));
   auto history = [&](const std::string& q) {
@@ -695,16 +687,8 @@ TEST_F(FactoryTest, QueueUsageHistoryOutlivesCyclesAndRestarts) {
 TEST_F(FactoryTest, BrokenQueueTreeHoldsAdmissionWithAReason) {
   CreateWorkload(WholeGpuWorkload("team-a", "running", 1));
   ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
-  auto put_queue = [&](const std::string& name, const std::string& parent) {
-    json q = {{"apiVersion", "fabrica.dev/v1"},
-              {"kind", "Queue"},
-              {"metadata", {{"name", name}}},
-              {"spec", {{"parent", parent}}}};
-    ClientResponse r = Call("POST", std::string(kApi) + "/queues", q.dump());
-    EXPECT_EQ(r.status, 201) << r.body;
-  };
-  put_queue("loop-a", "loop-b");
-  put_queue("loop-b", "loop-a");
+  CreateQueue("loop-a", {{"parent", "loop-b"}});
+  CreateQueue("loop-b", {{"parent", "loop-a"}});
   CreateWorkload(WholeGpuWorkload("team-a", "waits", 1));
   Cycle();
   Cycle();

@@ -114,20 +114,9 @@ class ClusterState {
   // A cheap necessary condition for NodeFits: false means the node certainly cannot take `req`.
   bool MayFit(int n, const PodRequest& req) const {
     const NodeState& s = nodes_[n];
-    if (s.free_cpu < req.cpu_milli || s.free_memory < req.memory_mib) return false;
-    if (req.kind != DeviceKind::kNone && s.model < 0) return false;
-    switch (req.kind) {
-      case DeviceKind::kNone:
-        return true;
-      case DeviceKind::kWhole:
-        return s.whole_free >= req.num_gpu && (req.model_mask >> s.model & 1);
-      case DeviceKind::kFraction:
-        return s.max_free_milli >= req.gpu_milli && (req.model_mask >> s.model & 1);
-      case DeviceKind::kMig:
-        return req.mig_profile < 64 && (s.mig_profiles_free >> req.mig_profile & 1) &&
-               (req.model_mask >> s.model & 1);
-    }
-    return true;
+    return MayFit(FitSummary{s.free_cpu, s.free_memory, s.max_free_milli, s.mig_profiles_free,
+                             s.whole_free, s.model, n},
+                  req);
   }
   // One node of each hardware type (model, GPU count, CPU, memory, NUMA and MIG layout).
   const std::vector<int>& type_representatives() const { return type_representatives_; }
