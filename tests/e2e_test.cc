@@ -706,6 +706,39 @@ TEST_F(FactoryTest, BrokenQueueTreeHoldsAdmissionWithAReason) {
   ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
 }
 
+// A gang admitted through queues whose pods do not start within the gang timeout (here: no
+// agent runs them) gives its GPUs back and waits again, with the reason.
+TEST_F(FactoryTest, GangThatDoesNotStartInTimeIsReleased) {
+  SchedulerOptions so;
+  so.gang_timeout_s = 20;
+  so.node_grace_ms = 3'600'000;  // the stopped agents' nodes stay Ready for the test
+  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
+  CreateQueue("team-a", {{"quotas", {{"gpu", {{"guaranteed", 32}}}}}});
+  for (const Node& n : fleet_.nodes) sim_->StopNode(n.name.str());
+  json gang = WholeGpuWorkload("team-a", "gang", 8, 2);
+  gang["spec"]["gang"] = true;
+  gang["spec"]["preemptible"] = false;
+  CreateWorkload(gang);
+  Cycle();
+  EXPECT_EQ(Workloads()["team-a/gang"]["status"].value("phase", ""), "Scheduled");
+  // Higher-priority work that needs all 32 GPUs waits: it may not preempt the gang.
+  json urgent = WholeGpuWorkload("team-a", "urgent", 8, 4);
+  urgent["spec"]["priority"] = 10;
+  CreateWorkload(urgent);
+  Cycle(10'000);
+  EXPECT_EQ(Workloads()["team-a/gang"]["status"].value("phase", ""), "Scheduled");
+  EXPECT_EQ(Workloads()["team-a/urgent"]["status"].value("phase", ""), "Pending");
+  // 26 s after admission the gang's pods have still not started: it gives its GPUs back, the
+  // urgent work takes them, and the gang waits with the reason.
+  Cycle(15'000);
+  std::map<std::string, json> w = Workloads();
+  const json& st = w["team-a/gang"]["status"];
+  EXPECT_EQ(st.value("phase", ""), "Pending") << Describe(w);
+  EXPECT_EQ(st.value("reason", ""), "GangTimeout") << st.dump();
+  EXPECT_NE(st.value("message", "").find("gang timeout of 20 s"), std::string::npos) << st.dump();
+  EXPECT_EQ(w["team-a/urgent"]["status"].value("phase", ""), "Scheduled") << Describe(w);
+}
+
 TEST_F(FactoryTest, LostNodesWorkloadsAreRequeued) {
   for (int i = 0; i < 3; ++i)
     CreateWorkload(WholeGpuWorkload("team-a", "job-" + std::to_string(i), 2));

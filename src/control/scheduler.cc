@@ -374,6 +374,7 @@ Result<CycleStats> Scheduler::RunOnce() {
     std::unique_ptr<Admitter> admitter;
     if (config.ok()) {
       config->usage_half_life_s = options_.usage_half_life_s;
+      config->gang_timeout_s = options_.gang_timeout_s;
       config->history_weight = options_.history_weight;
       auto created =
           Admitter::Create(fleet, tenants, std::move(*config), *policy, static_cast<uint64_t>(now));
@@ -407,9 +408,14 @@ Result<CycleStats> Scheduler::RunOnce() {
       std::map<int, size_t> bound_of;  // admitter id -> bound index
       for (size_t b = 0; b < bound.size(); ++b) {
         const int64_t at = ParseTimestamp(Str(Field(bound[b].sw.obj(), "status"), "scheduledTime"));
-        auto id = admitter->Restore(leaf_of(bound[b].sw.w()), bound[b].assign,
+        // Pods of a gang have all started once the workload is Running (agents move it there
+        // when its pods run); one that is still Scheduled may time out.
+        const Workload& spec = bound[b].sw.w();
+        const bool ready = Str(Field(bound[b].sw.obj(), "status"), "phase") == "Running" ||
+                           (bound[b].assign.size() == 1 && !spec.gang);
+        auto id = admitter->Restore(leaf_of(spec), bound[b].assign,
                                     at >= 0 ? static_cast<double>(at) / 1000.0 : now_s,
-                                    options_of(bound[b].sw.w()), bound[b].evicting);
+                                    options_of(spec), bound[b].evicting, ready);
         if (!id.ok()) {
           // Its queue is gone: it keeps running, charged to the built-in queue.
           Workload w = bound[b].sw.w();
@@ -508,6 +514,17 @@ Result<CycleStats> Scheduler::RunOnce() {
                  admitter->reason(id),
                  admitter->reason(id).rfind("preempting", 0) == 0 ? "Preempting" : "Queued"};
         }
+      }
+      // Gangs that did not start in time were released and queued again at the back; the same
+      // cycle may have admitted them again (new devices, a new timeout). Either way they are
+      // written like pending work.
+      for (int id : result.released) {
+        auto b = bound_of.find(id);
+        if (b == bound_of.end()) continue;
+        pending.push_back(bound[b->second].sw);
+        decisions.push_back(admitter->phase(id) == Phase::kAdmitted
+                                ? Decision{admitter->assignments(id), "", ""}
+                                : Decision{{}, admitter->reason(id), "GangTimeout"});
       }
       for (const Eviction& e : result.evicted) {
         auto b = bound_of.find(e.victim);

@@ -53,6 +53,9 @@ struct SchedulerOptions {
   int max_admissions_per_cycle = 1000;
   // Fair share blends each queue's current dominant share with its usage history, decayed
   // with this half-life (0: current usage only), in this proportion.
+  // A gang whose pods have not all started (phase still Scheduled) this long after it was
+  // admitted gives its devices back and waits again.
+  double gang_timeout_s = 300;
   double usage_half_life_s = 3600;
   double history_weight = 0.5;
 };

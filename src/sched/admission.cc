@@ -435,7 +435,8 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
 }
 
 Result<int> Admitter::Restore(const Workload& spec, const std::vector<Assignment>& assign,
-                              double admitted_at, SubmitOptions options, bool evicting) {
+                              double admitted_at, SubmitOptions options, bool evicting,
+                              bool pods_ready) {
   ASSIGN_OR_RETURN(const int leaf, LeafFor(spec));
   Entry e;
   e.spec = spec;
@@ -470,6 +471,10 @@ Result<int> Admitter::Restore(const Workload& spec, const std::vector<Assignment
     entries_[id].phase = Phase::kAdmitted;
     entries_[id].reason = "admitted";
     AddRunning(id);
+    if (!pods_ready) {
+      entries_[id].ready = false;
+      unready_.insert(id);
+    }
   }
   return id;
 }

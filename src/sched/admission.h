@@ -143,8 +143,11 @@ class Admitter {
   // scheduler each cycle. It is charged to its queue and holds its devices; `evicting` marks one
   // already chosen as a victim, which keeps its devices, counts against its queue's disruption
   // budget and is not chosen again.
+  // `pods_ready` false: a gang whose pods have not all started; released like any admitted
+  // gang when the gang timeout runs out (counted from `admitted_at`).
   Result<int> Restore(const Workload& spec, const std::vector<Assignment>& assign,
-                      double admitted_at, SubmitOptions options = {}, bool evicting = false);
+                      double admitted_at, SubmitOptions options = {}, bool evicting = false,
+                      bool pods_ready = true);
   // Takes capacity out of the fleet for the Admitter's life (a cordoned GPU, a node that must
   // take no new work): `a` as if placed for `req`, charged to no queue.
   void Reserve(const Assignment& a, const PodRequest& req) { state_.Apply(a, req); }
