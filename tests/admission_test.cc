@@ -263,11 +263,14 @@ TEST_F(AdmissionTest, RestoredWorkIsChargedAndHeldAndEvictingIsNotChosenAgain) {
 // gets them by moving two 1-GPU workloads (of a queue that is not borrowing, so reclaim cannot
 // help), and everyone runs once the moved ones are placed again. Off, it waits.
 TEST_F(AdmissionTest, ConsolidationMovesWorkToGatherScatteredGpus) {
-  for (bool on : {true, false}) {
-    SCOPED_TRACE(on ? "consolidation on" : "consolidation off");
+  // Off; on; on but a's disruption budget allows one move at a time (two are needed).
+  for (int mode : {0, 1, 2}) {
+    const bool on = mode > 0;
+    SCOPED_TRACE(mode == 0 ? "off" : mode == 1 ? "on" : "budget 1");
     AdmissionConfig config;
     config.consolidation = on;
-    Make(Nodes(2, 4), {Leaf("a", 4), Leaf("b", 4)}, {}, config);
+    Make(Nodes(2, 4), {Leaf("a", 4, std::nullopt, std::nullopt, mode == 2 ? 1 : -1), Leaf("b", 4)},
+         {}, config);
     auto on_node = [](int node, int gpu) {
       Assignment a;
       a.node = node;
@@ -283,7 +286,7 @@ TEST_F(AdmissionTest, ConsolidationMovesWorkToGatherScatteredGpus) {
     int big = Submit(Gpus("b0", "b", 4), 10);
     CycleResult r = adm_->Cycle(11, 1000);
     EXPECT_EQ(adm_->phase(big), Phase::kPending);
-    if (!on) {
+    if (mode != 1) {
       EXPECT_TRUE(r.evicted.empty());
       continue;
     }

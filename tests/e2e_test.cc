@@ -739,6 +739,37 @@ TEST_F(FactoryTest, GangThatDoesNotStartInTimeIsReleased) {
   EXPECT_EQ(w["team-a/urgent"]["status"].value("phase", ""), "Scheduled") << Describe(w);
 }
 
+// A victim whose preemptor is deleted during the grace period is not evicted after all.
+TEST_F(FactoryTest, PreemptionIsCalledOffWhenThePreemptorGoes) {
+  SchedulerOptions so;
+  so.preemption_grace_ms = 30'000;
+  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
+  CreateQueue("org", json::object());
+  CreateQueue("team-a", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
+  CreateQueue("team-b", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 8}}}}}});
+  // team-b borrows up to the root's 24 guaranteed GPUs: three of its four run.
+  for (int i = 0; i < 4; ++i)
+    CreateWorkload(WholeGpuWorkload("team-b", "b-" + std::to_string(i), 8));
+  Cycle();
+  Cycle();
+  // team-a asks for its 16: 8 are free, 8 must be reclaimed.
+  CreateWorkload(WholeGpuWorkload("team-a", "a-0", 8, 2));
+  Cycle();
+  std::string victim;
+  for (const auto& [name, obj] : Workloads())
+    if (obj["status"].contains("preemption")) victim = name;
+  ASSERT_FALSE(victim.empty()) << Describe(Workloads());
+  ClientResponse r = Call("DELETE", WorkloadPath("team-a", "a-0"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  Cycle();
+  const json st = Workloads()[victim]["status"];
+  EXPECT_FALSE(st.contains("preemption")) << st.dump();
+  for (const json& c : st.value("conditions", json::array()))
+    EXPECT_NE(c.value("type", ""), "Preempted") << st.dump();
+  Cycle(40'000);  // past the old deadline: still running
+  EXPECT_EQ(Workloads()[victim]["status"].value("phase", ""), "Running");
+}
+
 TEST_F(FactoryTest, LostNodesWorkloadsAreRequeued) {
   for (int i = 0; i < 3; ++i)
     CreateWorkload(WholeGpuWorkload("team-a", "job-" + std::to_string(i), 2));

@@ -211,6 +211,9 @@ Result<CycleStats> Scheduler::RunOnce() {
   std::map<std::string, int> node_index;
   for (int i = 0; i < state.node_count(); ++i) node_index[state.node(i).name.str()] = i;
 
+  ASSIGN_OR_RETURN(ListResult queue_list, store_.List("/registry/queues/", "", 0));
+  const bool with_queues = !queue_list.items.empty();
+
   // Workloads, parsed again only when their revision changed.
   ASSIGN_OR_RETURN(ListResult workload_list, store_.List("/registry/workloads/", "", 0));
   ++cycle_;
@@ -237,27 +240,41 @@ Result<CycleStats> Scheduler::RunOnce() {
       const json& status = Field(sw.obj(), "status");
       const std::string phase = Str(status, "phase", "Pending");
       if (Bound(phase)) {
+        // Back to Pending with `reason`; true once written (a concurrent write, such as the
+        // agent's report, wins and the workload stays bound this cycle).
+        auto requeue = [&](const std::string& reason, const std::string& why) {
+          json next = sw.obj();
+          next["status"] = {{"phase", "Pending"},
+                            {"reason", reason},
+                            {"message", "requeued: " + why},
+                            {"conditions",
+                             {{{"type", "Scheduled"},
+                               {"status", "False"},
+                               {"reason", reason},
+                               {"message", why},
+                               {"lastTransitionTime", FormatTimestamp(now)}}}}};
+          if (!store_.Put(kv.key, next.dump(), kv.mod_revision).ok()) return false;
+          ++stats.requeued;
+          return true;
+        };
         // A preempted workload keeps its devices until its grace period ends; then it waits
         // in its queue again.
         const json& preemption = Field(status, "preemption");
         if (preemption.is_object()) {
           const int64_t deadline = ParseTimestamp(Str(preemption, "deadline"));
-          if (deadline < 0 || now >= deadline) {
-            json next = sw.obj();
-            const std::string why = Str(preemption, "reason");
-            next["status"] = {{"phase", "Pending"},
-                              {"reason", "Preempted"},
-                              {"message", "requeued: " + why},
-                              {"conditions",
-                               {{{"type", "Scheduled"},
-                                 {"status", "False"},
-                                 {"reason", "Preempted"},
-                                 {"message", why},
-                                 {"lastTransitionTime", FormatTimestamp(now)}}}}};
-            if (store_.Put(kv.key, next.dump(), kv.mod_revision).ok()) ++stats.requeued;
+          if ((deadline < 0 || now >= deadline) && requeue("Preempted", Str(preemption, "reason")))
             continue;
-          }
-          ++victims_of[Str(preemption, "by")];
+        }
+        // Through queues, a gang whose pods have not all started (still Scheduled) within the
+        // gang timeout gives its devices back and waits again.
+        const int64_t scheduled = ParseTimestamp(Str(status, "scheduledTime"));
+        if (with_queues && phase == "Scheduled" && (sw.pods.size() > 1 || sw.w().gang) &&
+            scheduled >= 0 &&
+            now - scheduled >= static_cast<int64_t>(options_.gang_timeout_s * 1000) &&
+            requeue("GangTimeout",
+                    "not all pods were ready within the gang timeout of " +
+                        std::to_string(static_cast<int64_t>(options_.gang_timeout_s)) + " s")) {
+          continue;
         }
         // Account for it, unless its node is gone (or it names devices the node does not
         // have): then it goes back to the queue.
@@ -301,6 +318,7 @@ Result<CycleStats> Scheduler::RunOnce() {
         for (const PodRequest& r : sw.pods)
           allocated_by_tenant[sw.w().tenant.str()] += r.total_gpu_milli() / 1000.0;
         ++stats.running;
+        if (preemption.is_object()) ++victims_of[Str(preemption, "by")];
         bound.push_back({std::move(sw), std::move(assignments), preemption.is_object()});
         continue;
       }
@@ -311,6 +329,26 @@ Result<CycleStats> Scheduler::RunOnce() {
   }
 
   std::erase_if(parsed_, [this](const auto& entry) { return std::get<2>(entry.second) != cycle_; });
+
+  // A victim whose preemptor no longer waits (deleted, or placed meanwhile) is not evicted after
+  // all: its mark is taken off and it keeps running.
+  std::set<std::string> waiting_keys;
+  for (const StoredWorkload& sw : pending) waiting_keys.insert(KeyName(sw.obj()));
+  for (BoundWorkload& b : bound) {
+    if (!b.evicting) continue;
+    const std::string by = Str(Field(Field(b.sw.obj(), "status"), "preemption"), "by");
+    if (waiting_keys.count(by)) continue;
+    json next = b.sw.obj();
+    next["status"].erase("preemption");
+    json conditions = json::array();
+    for (const json& c : List(Field(b.sw.obj(), "status"), "conditions"))
+      if (Str(c, "type") != "Preempted") conditions.push_back(c);
+    next["status"]["conditions"] = conditions;
+    if (store_.Put(b.sw.kv.key, next.dump(), b.sw.kv.mod_revision).ok()) {
+      b.evicting = false;
+      victims_of.erase(by);
+    }
+  }
 
   // A cordoned GPU's free capacity is held for the cycle, so nothing new lands on it while the
   // rest of its node keeps taking work.
@@ -358,7 +396,6 @@ Result<CycleStats> Scheduler::RunOnce() {
     }
   }
 
-  ASSIGN_OR_RETURN(ListResult queue_list, store_.List("/registry/queues/", "", 0));
   struct Victim {
     size_t bound;    // index in `bound`
     std::string by;  // the preemptor, "ns/name"
@@ -367,7 +404,7 @@ Result<CycleStats> Scheduler::RunOnce() {
   std::vector<Victim> evictions;
   std::vector<Store::Write> queue_writes;
   std::map<std::string, double> queue_used, queue_guaranteed;  // metrics, by queue label
-  if (!queue_list.items.empty()) {
+  if (with_queues) {
     // Queues exist: admission through the queue tree (sched/admission.h), in one pass with
     // placement. The Admitter is rebuilt from the store every cycle: the store is the truth.
     auto config = QueueConfig(queue_list);
@@ -408,14 +445,11 @@ Result<CycleStats> Scheduler::RunOnce() {
       std::map<int, size_t> bound_of;  // admitter id -> bound index
       for (size_t b = 0; b < bound.size(); ++b) {
         const int64_t at = ParseTimestamp(Str(Field(bound[b].sw.obj(), "status"), "scheduledTime"));
-        // Pods of a gang have all started once the workload is Running (agents move it there
-        // when its pods run); one that is still Scheduled may time out.
+        // Gang timeouts were applied above, so what is restored counts as started.
         const Workload& spec = bound[b].sw.w();
-        const bool ready = Str(Field(bound[b].sw.obj(), "status"), "phase") == "Running" ||
-                           (bound[b].assign.size() == 1 && !spec.gang);
         auto id = admitter->Restore(leaf_of(spec), bound[b].assign,
                                     at >= 0 ? static_cast<double>(at) / 1000.0 : now_s,
-                                    options_of(spec), bound[b].evicting, ready);
+                                    options_of(spec), bound[b].evicting);
         if (!id.ok()) {
           // Its queue is gone: it keeps running, charged to the built-in queue.
           Workload w = bound[b].sw.w();
@@ -425,6 +459,12 @@ Result<CycleStats> Scheduler::RunOnce() {
         if (id.ok()) bound_of[*id] = b;
       }
       for (auto& [a, req] : held) admitter->Reserve(a, req);
+      // No eviction is planned to make room on nodes that take no new work (the room it would
+      // free there is not placeable), nor on nodes with cordoned GPUs.
+      for (int n = 0; n < state.node_count(); ++n)
+        if (unusable.count(state.node(n).name.str()) ||
+            cordoned_gpus.count(state.node(n).name.str()))
+          admitter->ExcludeFromEviction(n);
       // Nodes that take no new work: everything still free there is held for the cycle.
       for (int n = 0; n < state.node_count(); ++n) {
         if (!unusable.count(state.node(n).name.str())) continue;
@@ -512,19 +552,11 @@ Result<CycleStats> Scheduler::RunOnce() {
           default:
             d = {{},
                  admitter->reason(id),
-                 admitter->reason(id).rfind("preempting", 0) == 0 ? "Preempting" : "Queued"};
+                 admitter->reason(id).rfind("preempting", 0) == 0 ||
+                         admitter->reason(id).rfind("consolidating", 0) == 0
+                     ? "Preempting"
+                     : "Queued"};
         }
-      }
-      // Gangs that did not start in time were released and queued again at the back; the same
-      // cycle may have admitted them again (new devices, a new timeout). Either way they are
-      // written like pending work.
-      for (int id : result.released) {
-        auto b = bound_of.find(id);
-        if (b == bound_of.end()) continue;
-        pending.push_back(bound[b->second].sw);
-        decisions.push_back(admitter->phase(id) == Phase::kAdmitted
-                                ? Decision{admitter->assignments(id), "", ""}
-                                : Decision{{}, admitter->reason(id), "GangTimeout"});
       }
       for (const Eviction& e : result.evicted) {
         auto b = bound_of.find(e.victim);

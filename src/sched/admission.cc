@@ -219,6 +219,7 @@ Status Admitter::Build() {
   for (const Node& n : fleet_.nodes) cpu += n.cpu.value();
   cap_cpu_ = std::max<int64_t>(1, cpu);
   node_workloads_.assign(state_.node_count(), {});
+  no_eviction_.assign(state_.node_count(), false);
   return Status();
 }
 
@@ -435,8 +436,7 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
 }
 
 Result<int> Admitter::Restore(const Workload& spec, const std::vector<Assignment>& assign,
-                              double admitted_at, SubmitOptions options, bool evicting,
-                              bool pods_ready) {
+                              double admitted_at, SubmitOptions options, bool evicting) {
   ASSIGN_OR_RETURN(const int leaf, LeafFor(spec));
   Entry e;
   e.spec = spec;
@@ -471,10 +471,6 @@ Result<int> Admitter::Restore(const Workload& spec, const std::vector<Assignment
     entries_[id].phase = Phase::kAdmitted;
     entries_[id].reason = "admitted";
     AddRunning(id);
-    if (!pods_ready) {
-      entries_[id].ready = false;
-      unready_.insert(id);
-    }
   }
   return id;
 }
@@ -961,7 +957,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
     // Nodes where the free room plus the movable work covers the pod, fewest movers first.
     std::vector<std::tuple<int, int64_t, int>> order;  // (movers, -free, node)
     for (int n = 0; n < state_.node_count(); ++n) {
-      if (node_workloads_[n].empty() || !model_ok(n)) continue;
+      if (node_workloads_[n].empty() || no_eviction_[n] || !model_ok(n)) continue;
       int64_t cpu = state_.free_cpu(n), mem = state_.free_memory(n),
               gpu = state_.node_free_milli(n);
       int movers = 0;
@@ -993,9 +989,15 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
         return a < b;
       });
       std::vector<int> taken;
+      std::map<int, int> taken_per_queue;
       bool fits = false;
       for (int v : here) {
         if (static_cast<int>(moved.size() + taken.size()) >= config_.consolidation_max_moves) break;
+        const int q = entries_[v].leaf;
+        const int budget = queues_[q].spec.disruption_budget;
+        if (budget >= 0 && queues_[q].evicting + moving_per_queue[q] + taken_per_queue[q] >= budget)
+          continue;
+        ++taken_per_queue[q];
         release(v);
         taken.push_back(v);
         if (NodeFits(state_, n, pod) && policy_.Score(state_, n, pod)) {
@@ -1235,6 +1237,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     }
     std::vector<std::pair<double, int>> order;
     for (const auto& [n, r] : room) {
+      if (no_eviction_[n]) continue;
       if (state_.free_cpu(n) + std::get<1>(r) < pod.cpu_milli) continue;
       if (state_.free_memory(n) + std::get<2>(r) < pod.memory_mib) continue;
       if (state_.node_free_milli(n) + std::get<3>(r) < pod.total_gpu_milli()) continue;

@@ -143,14 +143,14 @@ class Admitter {
   // scheduler each cycle. It is charged to its queue and holds its devices; `evicting` marks one
   // already chosen as a victim, which keeps its devices, counts against its queue's disruption
   // budget and is not chosen again.
-  // `pods_ready` false: a gang whose pods have not all started; released like any admitted
-  // gang when the gang timeout runs out (counted from `admitted_at`).
   Result<int> Restore(const Workload& spec, const std::vector<Assignment>& assign,
-                      double admitted_at, SubmitOptions options = {}, bool evicting = false,
-                      bool pods_ready = true);
+                      double admitted_at, SubmitOptions options = {}, bool evicting = false);
   // Takes capacity out of the fleet for the Admitter's life (a cordoned GPU, a node that must
   // take no new work): `a` as if placed for `req`, charged to no queue.
   void Reserve(const Assignment& a, const PodRequest& req) { state_.Apply(a, req); }
+  // Preemption and consolidation plan no room on node n (it takes no new work, or only part of
+  // it does): its workloads are neither victims nor movers for a pod to land there.
+  void ExcludeFromEviction(int n) { no_eviction_[n] = true; }
 
   // Decayed usage history for fair share, carried across Admitters that a caller rebuilds:
   // each queue's value (by name; unknown names are ignored) as it stood at time `at`. The next
@@ -303,9 +303,10 @@ class Admitter {
   };
   std::map<std::tuple<int, int, bool, bool, int64_t>, VictimList> victim_cache_;  // this cycle
   std::vector<int> preempt_tried_;
-  int consolidations_left_ = 0;  // this cycle
-  bool hold_borrowing_ = false;  // this cycle: a within-guarantee workload found no room  //
-                                 // preemption searches per queue, this cycle
+  std::vector<bool> no_eviction_;  // by node, see ExcludeFromEviction
+  int consolidations_left_ = 0;    // this cycle
+  bool hold_borrowing_ = false;    // this cycle: a within-guarantee workload found no room  //
+                                   // preemption searches per queue, this cycle
   int64_t cap_gpu_ = 1, cap_cpu_ = 1;
 };
 

@@ -36,9 +36,8 @@ ClusterState::ClusterState(const Fleet& fleet, const std::vector<Tenant>& tenant
     s.free_memory = node.memory.value();
     if (node.numa_nodes > 1) {
       const int64_t k = node.numa_nodes;
-      s.numa_cap.assign(static_cast<size_t>(k), s.free_cpu / k);
-      s.numa_cap[0] += s.free_cpu % k;
-      s.numa_cpu = s.numa_cap;
+      s.numa_cpu.assign(static_cast<size_t>(k), s.free_cpu / k);
+      s.numa_cpu[0] += s.free_cpu % k;
     }
     s.model = node.devices.empty() ? -1 : ModelIndex(node.gpu_model());
     std::string type_key = node.gpu_model() + "/" + std::to_string(node.gpu_count()) + "/" +
@@ -256,38 +255,23 @@ int ClusterState::HomeNuma(int n, const std::vector<DeviceShare>& devices,
   return home >= 0 && s.numa_cpu[home] >= req.cpu_milli ? home : -1;
 }
 
-// Takes `cpu` from the home NUMA node as far as it has room, the rest from the others, those
-// with most free first.
+// A pod that runs on its home NUMA node takes its CPU from there. A spread pod (home -1) is
+// charged evenly to every NUMA node (the remainder to the first), whatever their room: its
+// threads may run anywhere, and a fixed split makes Release the exact inverse of Apply, so the
+// books (and the state classes built on them) come back exactly after a trial is undone. A
+// NUMA node may go below zero that way; pinned pods then see no room there.
 void ClusterState::ChargeNumaCpu(NodeState& s, int home, int64_t cpu) {
   if (s.numa_cpu.empty() || cpu == 0) return;
   if (home >= 0 && home < static_cast<int>(s.numa_cpu.size())) {
-    const int64_t take = std::min(cpu, std::max<int64_t>(0, s.numa_cpu[home]));
-    s.numa_cpu[home] -= take;
-    cpu -= take;
+    s.numa_cpu[home] -= cpu;
+    return;
   }
-  while (cpu > 0) {
-    size_t most = 0;
-    for (size_t k = 1; k < s.numa_cpu.size(); ++k)
-      if (s.numa_cpu[k] > s.numa_cpu[most]) most = k;
-    const int64_t take = s.numa_cpu[most] > 0 ? std::min(cpu, s.numa_cpu[most]) : cpu;
-    s.numa_cpu[most] -= take;
-    cpu -= take;
-  }
+  const int64_t k = static_cast<int64_t>(s.numa_cpu.size());
+  for (int64_t i = 0; i < k; ++i) s.numa_cpu[i] -= cpu / k + (i == 0 ? cpu % k : 0);
 }
 
-// Gives `cpu` back to the home NUMA node up to its share, the rest to the others in order.
-// Exact for a pod that ran on its home node; for a spread pod it keeps the sum exact and each
-// NUMA node within its share.
 void ClusterState::ReturnNumaCpu(NodeState& s, int home, int64_t cpu) {
-  if (s.numa_cpu.empty() || cpu == 0) return;
-  auto give = [&](size_t k) {
-    const int64_t put = std::min(cpu, std::max<int64_t>(0, s.numa_cap[k] - s.numa_cpu[k]));
-    s.numa_cpu[k] += put;
-    cpu -= put;
-  };
-  if (home >= 0 && home < static_cast<int>(s.numa_cpu.size())) give(static_cast<size_t>(home));
-  for (size_t k = 0; k < s.numa_cpu.size() && cpu > 0; ++k) give(k);
-  if (cpu > 0) s.numa_cpu[0] += cpu;  // only if the books were already off; keep the sum
+  ChargeNumaCpu(s, home, -cpu);
 }
 
 void ClusterState::Apply(const Assignment& a, const PodRequest& req) {

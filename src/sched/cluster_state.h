@@ -190,9 +190,8 @@ class ClusterState {
     int64_t max_free_milli = 0;      // the largest free share of a GPU without MIG
     uint64_t mig_profiles_free = 0;  // bit p = some slice of MIG profile p is free
     std::vector<DeviceState> devices;
-    // Free CPU per NUMA node, on nodes with more than one (empty otherwise), and each one's share
-    // of the node's CPU. Sums to free_cpu.
-    std::vector<int64_t> numa_cpu, numa_cap;
+    // Free CPU per NUMA node, on nodes with more than one (empty otherwise). Sums to free_cpu.
+    std::vector<int64_t> numa_cpu;
     std::vector<std::vector<int>> mig_slices;      // per device: profile index of each slice
     std::vector<std::pair<int, int>> tenant_pods;  // (tenant, pods) for exclusivity checks
     std::vector<std::pair<int, int>> gpu_tags;     // see gpu_pod_tags()
