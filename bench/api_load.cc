@@ -30,9 +30,8 @@
 #include <thread>
 #include <vector>
 
-#include "api/api_server.h"
-#include "api/http_server.h"
 #include "api/metrics.h"
+#include "bench_server.h"
 #include "bench_workload.h"
 #include "client/http_client.h"
 #include "control/clock.h"
@@ -221,44 +220,12 @@ int main(int argc, char** argv) {
   }
   struct stat sb;
   const bool use_wrk = stat(wrk.c_str(), &sb) == 0;
-  char tmpl[] = "/tmp/fabrica-load-XXXXXX";
-  const std::string dir = mkdtemp(tmpl);
-  Status certs = EnsureServerCertificates(dir, {"localhost", "127.0.0.1"});
-  if (!certs.ok()) {
-    std::fprintf(stderr, "certificates: %s\n", certs.message().c_str());
-    return 1;
-  }
-  const std::string token = "bench-admin-token-0123456789";
-  auto auth = Authorizer::Parse("tokens: [{token: " + token +
-                                    ", user: admin}]\n"
-                                    "bindings: [{role: platform-admin, user: admin}]\n",
-                                "auth");
-  auto store = OpenSqliteStore(dir + "/store.db");
-  if (!auth.ok() || !store.ok()) {
-    std::fprintf(stderr, "setup failed\n");
-    return 1;
-  }
-  RealClock clock;
   Metrics metrics;
-  ApiServer api(**store, *auth, clock, &metrics);
-  HttpServerOptions options;
-  options.listen = "127.0.0.1:0";
-  // Reads are served on the I/O threads; writes, which wait for their group commit, on a pool
-  // large enough that every waiting writer joins the next commit.
-  options.threads = 2;
-  options.offload = ApiServer::MayBlock;
-  options.offload_threads = 64;
-  options.cert_file = dir + "/server.crt";
-  options.key_file = dir + "/server.key";
-  HttpServer server(options, [&api](const HttpRequest& r) { return api.Handle(r); });
-  if (Status st = server.Start(); !st.ok()) {
-    std::fprintf(stderr, "server: %s\n", st.message().c_str());
-    return 1;
-  }
-  ClientOptions co;
-  co.server = "https://127.0.0.1:" + std::to_string(server.port());
-  co.ca_file = dir + "/ca.crt";
-  co.token = token;
+  bench::BenchServer server("fabrica-load", 64, &metrics);
+  if (!server.ok()) return 1;
+  const std::string& dir = server.dir();
+  const ClientOptions& co = server.client();
+  const std::string& token = co.token;
   std::vector<std::unique_ptr<HttpClient>> clients;
   for (int i = 0; i < conc; ++i) clients.push_back(std::make_unique<HttpClient>(co));
   const std::string ns_path = "/apis/fabrica.dev/v1/namespaces/bench/workloads";
@@ -363,7 +330,5 @@ int main(int argc, char** argv) {
   }
   kill(pid, SIGTERM);
   waitpid(pid, nullptr, 0);
-  std::string cleanup = "rm -rf '" + dir + "'";
-  (void)std::system(cleanup.c_str());
   return 0;
 }

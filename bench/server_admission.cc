@@ -21,12 +21,8 @@
 #include <thread>
 #include <vector>
 
-#include "api/api_server.h"
-#include "api/http_server.h"
-#include "client/http_client.h"
-#include "control/clock.h"
+#include "bench_server.h"
 #include "control/scheduler.h"
-#include "store/store.h"
 
 namespace {
 
@@ -72,31 +68,9 @@ int main(int argc, char** argv) {
     if (a == "--workloads") workloads = v;
     if (a == "--clients") clients = v;
   }
-  char tmpl[] = "/tmp/fabrica-admission-XXXXXX";
-  const std::string dir = mkdtemp(tmpl);
-  if (!EnsureServerCertificates(dir, {"127.0.0.1"}).ok()) return 1;
-  const std::string token = "bench-admin-token-0123456789";
-  auto auth = Authorizer::Parse("tokens: [{token: " + token +
-                                    ", user: admin}]\n"
-                                    "bindings: [{role: platform-admin, user: admin}]\n",
-                                "auth");
-  auto store = OpenSqliteStore(dir + "/store.db");
-  if (!auth.ok() || !store.ok()) return 1;
-  RealClock clock;
-  ApiServer api(**store, *auth, clock, nullptr);
-  HttpServerOptions options;
-  options.listen = "127.0.0.1:0";
-  options.threads = 2;
-  options.offload = ApiServer::MayBlock;
-  options.offload_threads = 32;
-  options.cert_file = dir + "/server.crt";
-  options.key_file = dir + "/server.key";
-  HttpServer server(options, [&api](const HttpRequest& r) { return api.Handle(r); });
-  if (!server.Start().ok()) return 1;
-  ClientOptions co;
-  co.server = "https://127.0.0.1:" + std::to_string(server.port());
-  co.ca_file = dir + "/ca.crt";
-  co.token = token;
+  bench::BenchServer server("fabrica-admission", 32);
+  if (!server.ok()) return 1;
+  const ClientOptions& co = server.client();
 
   // Runs `count` calls of `body(i)` to `path(i)` from the client threads; returns the failures.
   auto post_all = [&](int count, auto path, auto body) {
@@ -164,7 +138,7 @@ int main(int argc, char** argv) {
 
   SchedulerOptions so;
   so.node_grace_ms = 3'600'000;  // no agents renew leases here
-  Scheduler scheduler(**store, clock, so, nullptr);
+  Scheduler scheduler(server.store(), server.clock(), so, nullptr);
   int admitted = 0;
   double admitting_s = 0;
   std::vector<double> cycle_s;
@@ -190,7 +164,5 @@ int main(int argc, char** argv) {
       "first create to last admission %.2f s (%.0f admissions/s)\n",
       admitted, admitting_s, admitted / std::max(admitting_s, 1e-9),
       cycle_s[cycle_s.size() / 2] * 1000, end_to_end, admitted / end_to_end);
-  server.Stop();
-  const std::string cleanup = "rm -rf '" + dir + "'";
-  return std::system(cleanup.c_str()) == 0 ? 0 : 1;
+  return 0;
 }
