@@ -427,13 +427,13 @@ Result<CycleStats> Scheduler::RunOnce() {
           decisions[i] = {{}, "queues: " + config.status().message(), "QueueConfigInvalid"};
       }
     } else {
-      // The queue a workload waits in: spec.queue, else its tenant's queue, else the built-in.
       auto options_of = [](const Workload& w) {
         SubmitOptions o;
         o.preemptible = w.preemptible;
         o.min_runtime_s = static_cast<double>(w.min_runtime_seconds);
         return o;
       };
+      // The queue a workload waits in: spec.queue, else its tenant's queue, else the built-in.
       auto leaf_of = [&](Workload w) {
         if (w.queue.empty()) {
           const int q = admitter->QueueIndex(w.tenant.str());
@@ -456,7 +456,13 @@ Result<CycleStats> Scheduler::RunOnce() {
           w.queue = QueueId(kUnqueued);
           id = admitter->Restore(w, bound[b].assign, now_s, options_of(w), bound[b].evicting);
         }
-        if (id.ok()) bound_of[*id] = b;
+        if (id.ok()) {
+          bound_of[*id] = b;
+        } else {
+          // Never hand out what it holds, even if it cannot be charged to a queue.
+          for (size_t i = 0; i < bound[b].assign.size(); ++i)
+            admitter->Reserve(bound[b].assign[i], bound[b].sw.pods[i]);
+        }
       }
       for (auto& [a, req] : held) admitter->Reserve(a, req);
       // No eviction is planned to make room on nodes that take no new work (the room it would
