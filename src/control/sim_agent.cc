@@ -52,6 +52,7 @@ struct SimulatedFleet::Agent {
   std::vector<std::pair<int, int>> xids;  // (gpu, code)
   std::map<int, int64_t> ecc;             // GPU -> its double-bit counter now
   std::map<int, int64_t> ecc_report;      // counters changed since the last report
+  uint64_t repairs = 0;                   // Repaired calls so far
 };
 
 SimulatedFleet::SimulatedFleet(Fleet fleet, ClientOptions client,
@@ -118,6 +119,7 @@ void SimulatedFleet::Repaired(const std::string& node, int gpu) {
       }
     }
     a->xids.clear();
+    ++a->repairs;
     if (gpu < 0 && stopped_.erase(node)) a->last_heartbeat_ms = -1;  // back from the dead
   }
 }
@@ -187,10 +189,12 @@ Status SimulatedFleet::TickAgent(Agent& a) {
     json report = json::object();
     std::vector<std::pair<int, int>> xids;
     std::map<int, int64_t> ecc;
+    uint64_t repairs = 0;
     {
       std::lock_guard<std::mutex> lock(mu_);
       xids.swap(a.xids);
       ecc.swap(a.ecc_report);
+      repairs = a.repairs;
     }
     for (const auto& [gpu, code] : xids) report["xids"].push_back({{"gpu", gpu}, {"xid", code}});
     for (const auto& [gpu, count] : ecc) {
@@ -203,8 +207,12 @@ Status SimulatedFleet::TickAgent(Agent& a) {
         Status st = check(r, "health report");
         if (!st.ok()) {
           std::lock_guard<std::mutex> lock(mu_);
-          a.xids.insert(a.xids.begin(), xids.begin(), xids.end());  // try again next round
-          a.ecc_report.insert(ecc.begin(), ecc.end());
+          // Try again next round, unless the node was repaired meanwhile: what it saw before
+          // the repair is gone with it (re-sending it would reopen the problem it fixed).
+          if (a.repairs == repairs) {
+            a.xids.insert(a.xids.begin(), xids.begin(), xids.end());
+            a.ecc_report.insert(ecc.begin(), ecc.end());
+          }
           return st;
         }
       }
