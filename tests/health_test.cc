@@ -792,6 +792,33 @@ TEST(Remediation, FallenOffTheBusRebootsTheNode) {
   EXPECT_EQ(f.ctl.CurrentAction(NodeId("n0")), Action::kRebootNode);
 }
 
+// The fault that started a remediation, reported again (late, or a retried report) while the
+// node is still being repaired, is from before the fix: burn-in passing returns the node to
+// service. The same XID after the repair finished is a new fault, and the node goes back.
+TEST(Remediation, AFaultReportedAgainDuringTheRepairDoesNotOutliveIt) {
+  Fixture3 f(5);
+  ASSERT_TRUE(f.ctl.ObserveXid(NodeId("n0"), 2, 79, kSec).ok());
+  EXPECT_EQ(f.Tick(2 * kSec), (Kinds{"cordon-node n0", "reboot-node n0"}));
+  ASSERT_TRUE(f.ctl.ObserveXid(NodeId("n0"), 2, 79, 3 * kSec).ok());  // the repeat
+  ASSERT_TRUE(f.ctl.ReportActionDone(NodeId("n0"), -1, Action::kRebootNode, true, 300 * kSec).ok());
+  EXPECT_EQ(f.Tick(301 * kSec), (Kinds{"burn-in n0"}));
+  ASSERT_TRUE(
+      f.ctl.ReportBurnIn(NodeId("n0"), -1, SimulatedBurnIn(HgxNode("n0"), {}), 900 * kSec).ok());
+  EXPECT_EQ(f.State("n0"), NodeState::kAvailable);
+  EXPECT_EQ(f.Tick(901 * kSec), (Kinds{"uncordon-node n0"}));
+
+  // Again, but this time the XID comes back during burn-in: the reboot did not fix it.
+  ASSERT_TRUE(f.ctl.ObserveXid(NodeId("n0"), 2, 79, 1000 * kSec).ok());
+  EXPECT_EQ(f.Tick(1001 * kSec), (Kinds{"cordon-node n0", "reboot-node n0"}));
+  ASSERT_TRUE(
+      f.ctl.ReportActionDone(NodeId("n0"), -1, Action::kRebootNode, true, 1300 * kSec).ok());
+  EXPECT_EQ(f.Tick(1301 * kSec), (Kinds{"burn-in n0"}));
+  ASSERT_TRUE(f.ctl.ObserveXid(NodeId("n0"), 2, 79, 1400 * kSec).ok());
+  ASSERT_TRUE(
+      f.ctl.ReportBurnIn(NodeId("n0"), -1, SimulatedBurnIn(HgxNode("n0"), {}), 1900 * kSec).ok());
+  EXPECT_EQ(f.State("n0"), NodeState::kRepair);
+}
+
 TEST(Remediation, CordonIsNeverHeldBackButDrainingIsLimited) {
   RemediationConfig cfg = Fixture3::DefaultConfig();
   cfg.min_healthy_pct = 80;  // 10 nodes: at most 2 in remediation

@@ -201,10 +201,10 @@ void NodeHealth::Evaluate(int64_t now_ms) {
   }
 }
 
-void NodeHealth::ClearAfterRemediation(int device, int64_t started_ms, int64_t now_ms) {
+void NodeHealth::ClearAfterRemediation(int device, int64_t fixed_ms, int64_t now_ms) {
   for (auto& [key, c] : conditions_) {
     if (!c.event || !c.status || (device >= 0 && c.device != device)) continue;
-    if (c.last_seen_ms > started_ms) continue;
+    if (c.last_seen_ms > fixed_ms) continue;
     Set(c, false, "Remediated", "remediation ran and burn-in passed on " + On(c.device), now_ms);
   }
   for (auto it = xid_times_.begin(); it != xid_times_.end();) {

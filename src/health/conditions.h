@@ -107,10 +107,10 @@ class NodeHealth {
   void ObserveSample(int device, const DeviceSample& sample, int64_t now_ms);
   // Applies the rules that depend only on time: heartbeat age and warning quiet windows.
   void Evaluate(int64_t now_ms);
-  // Remediation of `device` (-1: the whole node) ran, starting at `started_ms`, and burn-in has
-  // passed: its event conditions clear, except those seen again after `started_ms` (they
-  // happened during the remediation, which therefore did not fix them).
-  void ClearAfterRemediation(int device, int64_t started_ms, int64_t now_ms);
+  // Remediation of `device` (-1: the whole node) ran, its repair finishing at `fixed_ms`, and
+  // burn-in has passed: its event conditions clear, except those seen after `fixed_ms` (they
+  // happened on the repaired hardware, which therefore is not fixed).
+  void ClearAfterRemediation(int device, int64_t fixed_ms, int64_t now_ms);
 
   bool ready() const { return ready_->status; }
   // No condition reports a problem (the common case, answered without a scan).

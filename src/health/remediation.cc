@@ -211,6 +211,7 @@ Status RemediationController::ReportActionDone(const NodeId& node, int gpu, Acti
     }
     RETURN_IF_ERROR(r->lifecycle.Transition(NodeState::kBurnIn, what, now_ms));
     r->node.requested = false;
+    r->node.repaired_ms = now_ms;
     return Status::Ok();
   }
   if (gpu >= 0 && gpu < r->lifecycle.gpus() && r->lifecycle.gpu_state(gpu) == GpuState::kRepair &&
@@ -221,6 +222,7 @@ Status RemediationController::ReportActionDone(const NodeId& node, int gpu, Acti
     }
     RETURN_IF_ERROR(r->lifecycle.TransitionGpu(gpu, GpuState::kBurnIn, what, now_ms));
     r->gpus[gpu].requested = false;
+    r->gpus[gpu].repaired_ms = now_ms;
     return Status::Ok();
   }
   return FailedPrecondition("node " + node.str() + (gpu >= 0 ? " GPU " + std::to_string(gpu) : "") +
@@ -249,7 +251,9 @@ Status RemediationController::ReportBurnIn(const NodeId& node, int gpu, const Bu
       EscalateNode(*r, result.summary, now_ms);
       return Status::Ok();
     }
-    r->health.ClearAfterRemediation(-1, r->node.since_ms, now_ms);
+    // What was reported before the repair finished came from before it (a late or repeated
+    // report of the fault that started it must not outlive the fix); later events stand.
+    r->health.ClearAfterRemediation(-1, std::max(r->node.since_ms, r->node.repaired_ms), now_ms);
     if (r->in_remediation && NodeProblem(*r)) {
       EscalateNode(*r, "burn-in passed but problems remain: " + r->health.Summary(), now_ms);
       return Status::Ok();
@@ -280,7 +284,8 @@ Status RemediationController::ReportBurnIn(const NodeId& node, int gpu, const Bu
     EscalateGpu(*r, gpu, result.summary, now_ms);
     return Status::Ok();
   }
-  r->health.ClearAfterRemediation(gpu, r->gpus[gpu].since_ms, now_ms);
+  r->health.ClearAfterRemediation(gpu, std::max(r->gpus[gpu].since_ms, r->gpus[gpu].repaired_ms),
+                                  now_ms);
   if (r->health.DeviceFatal(gpu) ||
       r->health.DeviceAction(gpu, Severity::kWarning) >= Action::kResetGpu) {
     EscalateGpu(*r, gpu, "burn-in passed but problems remain: " + r->health.Summary(), now_ms);

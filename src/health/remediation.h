@@ -173,6 +173,7 @@ class RemediationController {
     bool requested = false;         // the action (or burn-in) was handed out
     int64_t started_ms = 0;         // when the current step was handed out
     int64_t since_ms = 0;           // when the remediation began (draining)
+    int64_t repaired_ms = 0;        // when its last repair step reported done
     int repair_attempts = 0;
   };
   struct Record {
