@@ -11,6 +11,7 @@
 
 #include <fstream>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -222,6 +223,66 @@ TEST_F(AdmissionTest, QueueBelowGuaranteeReclaimsBorrowedCapacity) {
   // The evicted workloads wait again; they do not take b0's room back.
   for (const Eviction& e : r.evicted) EXPECT_EQ(adm_->phase(e.victim), Phase::kPending);
   EXPECT_EQ(after.admitted.size(), 1u);
+}
+
+// Several workloads of a queue below its guarantee reclaim in the same cycle, but never more
+// than the guarantee: what is already being reclaimed for its waiting workloads counts, so the
+// fourth and fifth 1-GPU workloads of b (guarantee 3) do not evict anyone, in this cycle or the
+// next, and a cycle while the victims stop does not evict again for the same room.
+TEST_F(AdmissionTest, ReclaimInOneCycleStopsAtTheGuarantee) {
+  Make(Nodes(2, 4), {Leaf("a", 2), Leaf("b", 3), Leaf("c", 3)});
+  std::vector<int> borrowed;
+  for (int i = 0; i < 8; ++i) borrowed.push_back(Submit(Gpus("a" + std::to_string(i), "a", 1), 0));
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(CountPhase(borrowed, Phase::kAdmitted), 8);
+
+  std::vector<int> mine;
+  for (int i = 0; i < 5; ++i) mine.push_back(Submit(Gpus("b" + std::to_string(i), "b", 1), 10));
+  CycleResult r = adm_->Cycle(11, 1000);
+  EXPECT_EQ(r.evicted.size(), 3u);
+  std::set<int> preemptors;
+  for (const Eviction& e : r.evicted) preemptors.insert(e.preemptor);
+  EXPECT_EQ(preemptors.size(), 3u);
+  r = adm_->Cycle(12, 1000);
+  EXPECT_TRUE(r.evicted.empty()) << r.evicted.size() << " more evicted while the first stop";
+  for (int v : borrowed)
+    if (adm_->phase(v) == Phase::kEvicting) adm_->Terminated(v, 40);
+  r = adm_->Cycle(41, 1000);
+  EXPECT_EQ(CountPhase(mine, Phase::kAdmitted), 3);
+  EXPECT_TRUE(r.evicted.empty());
+  EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("b")), 3000);
+}
+
+// Reclaim is per flavour: a queue that borrows H100s while it holds less than its guarantee in
+// total (its A100 guarantee lies unused) still gives the H100s back to a queue guaranteed them.
+TEST_F(AdmissionTest, ReclaimIsPerFlavour) {
+  Fleet fleet = Nodes(1, 4);
+  Node a100 = GpuNode("m0", 4);
+  for (Device& d : a100.devices) d.model = "A100";
+  fleet.nodes.push_back(a100);
+  ASSERT_TRUE(ValidateFleet(fleet).ok());
+  AdmissionConfig config;
+  config.flavors = {FlavorSpec{"h100", DeviceKind::kWhole, {"H100"}, {}},
+                    FlavorSpec{"a100", DeviceKind::kWhole, {"A100"}, {}}};
+  QueueSpec a = Plain("a"), b = Plain("b");
+  a.quotas["h100"].guaranteed_milli = 1000;
+  a.quotas["a100"].guaranteed_milli = 4000;
+  b.quotas["h100"].guaranteed_milli = 3000;
+  Make(fleet, {a, b}, {}, config);
+  auto on_h100 = [](Workload w) {
+    w.pod_sets[0].device.models = {"H100"};
+    return w;
+  };
+  std::vector<int> borrowed;
+  for (int i = 0; i < 4; ++i)
+    borrowed.push_back(Submit(on_h100(Gpus("a" + std::to_string(i), "a", 1)), 0));
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(CountPhase(borrowed, Phase::kAdmitted), 4);
+
+  int mine = Submit(on_h100(Gpus("b0", "b", 2)), 10);
+  CycleResult r = adm_->Cycle(11, 1000);
+  EXPECT_EQ(r.evicted.size(), 2u) << adm_->reason(mine);
+  for (const Eviction& e : r.evicted) EXPECT_EQ(e.preemptor, mine);
 }
 
 // What the server's scheduler does every cycle: rebuild the Admitter from stored state. Restored
@@ -585,6 +646,46 @@ TEST(ReplayTest, SharedFleetBeatsDedicatedAndFifoIsLessFair) {
   for (const auto& t : fab->teams) EXPECT_GT(t.workloads, 0) << t.name;
   EXPECT_GE(fab->jain_index, 0.0);
   EXPECT_LE(fab->jain_index, 1.0 + 1e-9);
+}
+
+// MIG-partitioned GPUs only take MIG slices, so they are a pool of their own: a team's computed
+// guarantee is split by its demand in each pool, queues get a `mig` flavour, and the guarantees
+// split only `guaranteeShare` of each pool.
+TEST(ReplayTest, MigGpusAreAPoolOfTheirOwn) {
+  const std::string text = R"(
+kind: Scenario
+name: pools
+synthetic: {gpus: 128, migShare: 0.5, h200Share: 0, seed: 3, window: 3600}
+load: 0.8
+guaranteeShare: 0.9
+teams:
+  - name: whole
+    share: 60
+    workloads:
+      - {pods: 1, cpu: 8, memory: 32Gi, devices: {gpus: 1}, duration: 60-900}
+  - name: slices
+    share: 40
+    workloads:
+      - {pods: 1, cpu: 4, memory: 16Gi, devices: {mig: 1g.10gb}, duration: 60-900}
+)";
+  auto sc = sim::ParseScenario(text, "pools.yaml", ".");
+  ASSERT_TRUE(sc.ok()) << sc.status().message();
+  ASSERT_TRUE(sc->mig_pool);
+  double mig_gpus = 0;
+  for (const Node& n : sc->fleet.nodes)
+    for (const Device& d : n.devices) mig_gpus += d.mig_enabled();
+  ASSERT_GT(mig_gpus, 0);
+  const double all_gpus = static_cast<double>(sc->fleet.total_gpus());
+  const sim::TeamSpec& whole = sc->teams[0];
+  const sim::TeamSpec& slices = sc->teams[1];
+  EXPECT_EQ(whole.mig_guarantee_milli, 0);
+  EXPECT_EQ(*slices.guarantee_milli, slices.mig_guarantee_milli);  // all its demand is MIG
+  EXPECT_NEAR(static_cast<double>(slices.mig_guarantee_milli), 900 * mig_gpus, 1000);
+  EXPECT_NEAR(static_cast<double>(*whole.guarantee_milli), 900 * (all_gpus - mig_gpus), 1000);
+
+  auto fab = sim::RunReplay(*sc, "fabrica");
+  ASSERT_TRUE(fab.ok()) << fab.status().message();
+  EXPECT_GT(fab->bound_checked, 0);
 }
 
 TEST(ReplayTest, ScenarioErrorsNameTheField) {

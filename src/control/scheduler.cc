@@ -485,14 +485,6 @@ Result<CycleStats> Scheduler::RunOnce() {
       std::map<int, size_t> pending_of;  // admitter id -> pending index
       for (size_t i = 0; i < pending.size(); ++i) {
         if (decided[i]) continue;
-        const std::string key = KeyName(pending[i].obj());
-        if (auto v = victims_of.find(key); v != victims_of.end()) {
-          decisions[i] = {
-              {},
-              "waiting for " + std::to_string(v->second) + " preempted workload(s) to stop",
-              "Preempting"};
-          continue;
-        }
         const int64_t created =
             ParseTimestamp(Str(Field(pending[i].obj(), "metadata"), "creationTimestamp"));
         auto id = admitter->Submit(leaf_of(pending[i].w()),
@@ -500,6 +492,16 @@ Result<CycleStats> Scheduler::RunOnce() {
                                    options_of(pending[i].w()));
         if (!id.ok()) {
           decisions[i] = {{}, id.status().message(), "Unschedulable"};
+          continue;
+        }
+        // A preemptor whose victims still stop waits for them; its queue's room stays promised.
+        const std::string key = KeyName(pending[i].obj());
+        if (auto v = victims_of.find(key); v != victims_of.end()) {
+          admitter->RestoreNomination(*id, v->second);
+          decisions[i] = {
+              {},
+              "waiting for " + std::to_string(v->second) + " preempted workload(s) to stop",
+              "Preempting"};
           continue;
         }
         pending_of[*id] = i;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
+#include <set>
 
 namespace fabrica {
 namespace {
@@ -180,6 +182,7 @@ Status Admitter::Build() {
     q.borrow_limit.assign(nf, std::nullopt);
     q.lend_limit.assign(nf, std::nullopt);
     q.usage.assign(nf, 0);
+    q.evicting_usage.assign(nf, 0);
     queues_.push_back(std::move(q));
   }
   for (int i = 0; i < static_cast<int>(queues_.size()); ++i) {
@@ -247,8 +250,11 @@ int Admitter::pending_count(int q) const {
   return n;
 }
 
+// A request is charged to flavours that name its kind when any of them matches it, else to
+// those that name no kind: MIG slices then never use a whole-GPU flavour's quota.
 int Admitter::FlavorOf(const PodRequest& req, int model) const {
   if (req.kind == DeviceKind::kNone) return -1;
+  int kindless = -1;
   for (int f = 0; f < static_cast<int>(flavors_.size()); ++f) {
     const FlavorSpec& fl = flavors_[f];
     if (fl.kind && *fl.kind != req.kind) continue;
@@ -258,14 +264,15 @@ int Admitter::FlavorOf(const PodRequest& req, int model) const {
         (req.kind != DeviceKind::kMig ||
          !Contains(fl.mig_profiles, state_.mig_profile_name(req.mig_profile))))
       continue;
-    return f;
+    if (fl.kind) return f;
+    if (kindless < 0) kindless = f;
   }
-  return -1;
+  return kindless;
 }
 
 std::vector<int> Admitter::CandidateFlavors(const PodRequest& req) const {
-  std::vector<int> out;
-  if (req.kind == DeviceKind::kNone) return out;
+  std::vector<int> named, kindless;
+  if (req.kind == DeviceKind::kNone) return named;
   for (int f = 0; f < static_cast<int>(flavors_.size()); ++f) {
     const FlavorSpec& fl = flavors_[f];
     if (fl.kind && *fl.kind != req.kind) continue;
@@ -274,13 +281,97 @@ std::vector<int> Admitter::CandidateFlavors(const PodRequest& req) const {
         (req.kind != DeviceKind::kMig ||
          !Contains(fl.mig_profiles, state_.mig_profile_name(req.mig_profile))))
       continue;
-    out.push_back(f);
+    (fl.kind ? named : kindless).push_back(f);
   }
-  return out;
+  return named.empty() ? kindless : named;
 }
 
 bool Admitter::WithinGuarantee(int leaf, int f, int64_t milli) const {
   return !managed_[f] || queues_[leaf].usage[f] + milli <= queues_[leaf].guaranteed[f];
+}
+
+bool Admitter::MayReclaim(int leaf, int f, int64_t milli) const {
+  const QueueNode& q = queues_[leaf];
+  return managed_[f] && q.usage[f] + q.promised_milli + milli <= q.guaranteed[f];
+}
+
+bool Admitter::ReclaimEligible(int id) const {
+  const Entry& e = entries_[id];
+  for (const PodRequest& p : e.pods) {
+    if (p.kind == DeviceKind::kNone) continue;
+    for (int f : CandidateFlavors(p))
+      if (MayReclaim(e.leaf, f, e.gpu_milli)) return true;
+    return false;
+  }
+  return false;
+}
+
+bool Admitter::TakeSearch(int id) {
+  const int leaf = entries_[id].leaf;
+  if (preempt_tried_[leaf] < config_.preemption_searches_per_queue) {
+    ++preempt_tried_[leaf];
+    return true;
+  }
+  if (reclaim_tried_[leaf] < config_.reclaim_searches_per_queue && ReclaimEligible(id)) {
+    ++reclaim_tried_[leaf];
+    return true;
+  }
+  return false;
+}
+
+void Admitter::Nominate(int id, int victims, bool within_guarantee) {
+  Entry& e = entries_[id];
+  Unnominate(id);
+  e.nominated = true;
+  e.victims_left = victims;
+  if (within_guarantee) {
+    e.promised = e.gpu_milli;
+    queues_[e.leaf].promised_milli += e.promised;
+  }
+  nominated_.push_back(id);
+}
+
+void Admitter::ReserveFreePart(int id,
+                               const std::vector<std::pair<Assignment, const PodRequest*>>& plan) {
+  Entry& e = entries_[id];
+  for (const auto& [planned, pod] : plan) {
+    const int n = planned.node;
+    Assignment hold;
+    hold.node = n;
+    for (const DeviceShare& d : planned.devices) {
+      const DeviceState& ds = state_.devices(n)[d.device];
+      if (d.mig_slice >= 0) {
+        if (ds.mig_free >> d.mig_slice & 1) hold.devices.push_back(d);
+        continue;
+      }
+      DeviceShare part{d.device, std::min(d.milli, ds.free_milli),
+                       std::min(d.memory_mib, std::max<int64_t>(0, ds.free_memory_mib)), -1};
+      if (part.milli > 0 || part.memory_mib > 0) hold.devices.push_back(part);
+    }
+    PodRequest req;  // CPU and memory only: no tenant, no device kind
+    req.cpu_milli = std::min(pod->cpu_milli, std::max<int64_t>(0, state_.free_cpu(n)));
+    req.memory_mib = std::min(pod->memory_mib, std::max<int64_t>(0, state_.free_memory(n)));
+    if (hold.devices.empty() && req.cpu_milli == 0 && req.memory_mib == 0) continue;
+    state_.Apply(hold, req);
+    e.reserved.push_back({std::move(hold), req});
+  }
+}
+
+void Admitter::Unnominate(int id) {
+  Entry& e = entries_[id];
+  for (auto it = e.reserved.rbegin(); it != e.reserved.rend(); ++it) {
+    state_.Release(it->first, it->second);
+    freed_log_.push_back(it->first.node);
+  }
+  e.reserved.clear();
+  e.nominated = false;
+  queues_[e.leaf].promised_milli -= e.promised;
+  e.promised = 0;
+}
+
+void Admitter::RestoreNomination(int id, int victims) {
+  if (entries_[id].phase != Phase::kPending) return;
+  Nominate(id, victims, ReclaimEligible(id));
 }
 
 bool Admitter::QuotaAllows(int leaf, int f, int64_t milli, std::string* why) const {
@@ -465,8 +556,7 @@ Result<int> Admitter::Restore(const Workload& spec, const std::vector<Assignment
   if (evicting) {
     entries_[id].phase = Phase::kEvicting;
     entries_[id].reason = "being preempted";
-    ++queues_[leaf].evicting;
-    queues_[leaf].evicting_milli += entries_[id].gpu_milli;
+    CountEvicting(id, +1);
   } else {
     entries_[id].phase = Phase::kAdmitted;
     entries_[id].reason = "admitted";
@@ -497,6 +587,14 @@ void Admitter::Charge(int id, int sign) {
     n.gpu += sign * e.gpu_milli;
     n.cpu += sign * e.cpu_milli;
   }
+}
+
+void Admitter::CountEvicting(int id, int sign) {
+  const Entry& e = entries_[id];
+  QueueNode& q = queues_[e.leaf];
+  q.evicting += sign;
+  q.evicting_milli += sign * e.gpu_milli;
+  for (auto [f, milli] : e.charged) q.evicting_usage[f] += sign * milli;
 }
 
 void Admitter::Hold(int id) {
@@ -560,6 +658,7 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
       config_.max_attempts_per_cycle > 0 ? config_.max_attempts_per_cycle : 4 * max_admissions + 64;
   std::map<uint64_t, std::string> failed;
   preempt_tried_.assign(queues_.size(), 0);
+  reclaim_tried_.assign(queues_.size(), 0);
   consolidations_left_ = config_.consolidation ? config_.consolidation_searches_per_cycle : 0;
   victim_cache_.clear();
   hold_borrowing_ = false;
@@ -576,7 +675,7 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
       if (e.victims_left > 0 && !WouldBorrow(id)) hold_borrowing_ = true;
       continue;
     }
-    e.nominated = false;
+    Unnominate(id);
     ++out.attempts;
     TryAdmit(id, now, out, failed);
   }
@@ -685,25 +784,51 @@ void Admitter::Wake() {
       wake_pos_ = 0;
     }
   }
+  // Consolidation may gather room for a workload within its queue's guarantee whenever the
+  // fleet's free GPUs add up to enough: the first such parked workload of each queue comes back.
+  // At most as many as the cycle has consolidation plans, taking the queues in turn.
+  if (config_.consolidation && queue_count() > 0) {
+    const int64_t free = state_.total_gpu_milli() - state_.allocated_gpu_milli();
+    int woken = 0;
+    for (int i = 0; i < queue_count() && woken < config_.consolidation_searches_per_cycle; ++i) {
+      const int q = (consolidation_turn_ + i) % queue_count();
+      QueueNode& node = queues_[q];
+      if (!is_leaf(q) || node.parked.empty()) continue;
+      const int64_t room = guaranteed_milli(q) - node.gpu - node.promised_milli;
+      for (const auto& k : node.parked) {
+        const int id = std::get<2>(k);
+        if (entries_[id].parked != 1) continue;  // quota-parked: moving work cannot help
+        if (entries_[id].gpu_milli <= std::min(room, free)) {
+          Unpark(id);
+          entries_[id].probe = true;
+          ++woken;
+        }
+        break;
+      }
+    }
+    consolidation_turn_ = (consolidation_turn_ + 1) % queue_count();
+  }
   if (!config_.preemption) return;
   bool someone_borrows = false;
   for (int q = 0; q < queue_count() && !someone_borrows; ++q)
     if (is_leaf(q))
       for (int f = 0; f < static_cast<int>(flavors_.size()); ++f)
         if (managed_[f] &&
-            queues_[q].usage[f] - queues_[q].evicting_milli > queues_[q].guaranteed[f])
+            queues_[q].usage[f] - queues_[q].evicting_usage[f] > queues_[q].guaranteed[f])
           someone_borrows = true;
   if (!someone_borrows && !config_.fair_share_preemption) return;
   for (int q = 0; q < queue_count(); ++q) {
     QueueNode& node = queues_[q];
     if (!is_leaf(q) || node.parked.empty()) continue;
-    const int64_t room = guaranteed_milli(q) - node.gpu;
+    const int64_t room = guaranteed_milli(q) - node.gpu - node.promised_milli;
     if (room <= 0 && !config_.fair_share_preemption) continue;
     // The first parked workloads that fit the room get the queue's preemption searches.
     std::vector<int> wake;
     int64_t left = room;
+    const int searches =
+        config_.preemption_searches_per_queue + (room > 0 ? config_.reclaim_searches_per_queue : 0);
     for (const auto& k : node.parked) {
-      if (static_cast<int>(wake.size()) >= config_.preemption_searches_per_queue) break;
+      if (static_cast<int>(wake.size()) >= searches) break;
       int id = std::get<2>(k);
       if (entries_[id].gpu_milli <= left || config_.fair_share_preemption) {
         wake.push_back(id);
@@ -746,8 +871,7 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
         e.reason = first_why;
         if (!e.history.empty()) e.reason += "; " + e.history;
         e.waits_on_time = false;
-        if (config_.preemption && preempt_tried_[e.leaf] < config_.preemption_searches_per_queue) {
-          ++preempt_tried_[e.leaf];
+        if (config_.preemption && TakeSearch(id)) {
           // Only lower-priority work of its own queue can give quota back.
           std::vector<PodRequest> masked = pods;
           for (PodRequest& p : masked)
@@ -766,8 +890,13 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
   const uint64_t key = AttemptKey(e.spec, e.leaf, pods);
   e.waits_on_time = false;
   if (auto same = failed.find(key); same != failed.end()) {
-    // The same shape failed this cycle, and the fleet has only filled up since.
+    // The same shape failed this cycle, and the fleet has only filled up since; but it may
+    // still reclaim what is left of its queue's guarantee.
     e.reason = same->second;
+    if (!WouldBorrow(id) && Consolidate(id, pods, e.spec.topology, now, out)) return false;
+    if (config_.preemption && ReclaimEligible(id) && MayPreempt(id) && TakeSearch(id) &&
+        Preempt(id, pods, allowed, now, out))
+      return false;
     Park(id, false, key, pods);
     return false;
   }
@@ -803,7 +932,7 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
     e.ready = e.pods.size() == 1 && !e.spec.gang;
     AddRunning(id);
     if (!e.ready) unready_.insert(id);
-    e.nominated = false;
+    Unnominate(id);
     e.reason = "admitted";
     e.history.clear();
     out.admitted.push_back(id);
@@ -829,12 +958,14 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
     e.reason += "; " + e.history;
   failed[key] = e.reason;
   const bool borrowing = WouldBorrow(id);
-  if (!borrowing) hold_borrowing_ = true;
+  // Woken only to see whether moving work helps: if it does not, nothing is held for it.
+  const bool probe = e.probe;
+  e.probe = false;
+  if (!borrowing && !probe) hold_borrowing_ = true;
   // Scattered free room is gathered by moving work before anyone loses their place.
   if (!borrowing && Consolidate(id, pods, e.spec.topology, now, out)) return false;
-  if (config_.preemption && preempt_tried_[e.leaf] < config_.preemption_searches_per_queue &&
-      MayPreempt(id)) {
-    ++preempt_tried_[e.leaf];  // a few preemption searches per queue and cycle, in queue order
+  // A few preemption searches per queue and cycle, in queue order; more for reclaim.
+  if (config_.preemption && MayPreempt(id) && TakeSearch(id)) {
     if (Preempt(id, pods, allowed, now, out)) return false;
   }
   e.waits_on_time = e.reason.find("minimum runtime") != std::string::npos;
@@ -861,14 +992,14 @@ bool Admitter::MayPreempt(int id) const {
   if (!own.empty() && *own.begin() < e.spec.priority) return true;
   bool within = false;
   for (int f = 0; f < static_cast<int>(flavors_.size()); ++f)
-    if (managed_[f] && WithinGuarantee(e.leaf, f, e.gpu_milli)) within = true;
+    if (MayReclaim(e.leaf, f, e.gpu_milli)) within = true;
   const double mine = dominant_share(e.leaf);
   for (int q = 0; q < queue_count(); ++q) {
     if (q == e.leaf || !is_leaf(q)) continue;
     if (within)
       for (int f = 0; f < static_cast<int>(flavors_.size()); ++f)
         if (managed_[f] &&
-            queues_[q].usage[f] - queues_[q].evicting_milli > queues_[q].guaranteed[f])
+            queues_[q].usage[f] - queues_[q].evicting_usage[f] > queues_[q].guaranteed[f])
           return true;
     if (config_.fair_share_preemption && dominant_share(q) > mine) return true;
   }
@@ -892,8 +1023,7 @@ void Admitter::MarkEvicting(int victim, int preemptor, const std::string& reason
   Entry& w = entries_[victim];
   w.phase = Phase::kEvicting;
   w.reason = reason;
-  ++queues_[w.leaf].evicting;
-  queues_[w.leaf].evicting_milli += w.gpu_milli;
+  CountEvicting(victim, +1);
   RemoveRunning(victim);
   out.evicted.push_back({victim, preemptor, reason});
   preemptor_[victim] = preemptor;
@@ -952,8 +1082,12 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
 
   bool ok = true;
   placer_.set_explain(false);
+  std::vector<std::pair<Assignment, const PodRequest*>> mine;  // its pods' planned places
   for (const PodRequest& pod : pods) {
-    if (place(pod, nullptr)) continue;
+    if (place(pod, nullptr)) {
+      mine.push_back(applied.back());
+      continue;
+    }
     // Nodes where the free room plus the movable work covers the pod, fewest movers first.
     std::vector<std::tuple<int, int64_t, int>> order;  // (movers, -free, node)
     for (int n = 0; n < state_.node_count(); ++n) {
@@ -979,11 +1113,37 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
     int best_node = -1;
     for (const auto& [estimate, unused_free, n] : order) {
       if (best_node >= 0 && estimate >= static_cast<int>(best.size())) break;
+      // Devices are cleared one at a time, the one with the fewest movers first, and none that
+      // holds work that cannot move: a whole-GPU pod needs whole free devices, not a little room
+      // on each. Work without GPUs (it frees only CPU and memory) goes last.
       std::vector<int> here;
-      for (int v : node_workloads_[n])
-        if (movable(v)) here.push_back(v);
-      // The largest first: the fewest moves free the room.
+      std::map<int, int> movers_on;  // device -> movable workloads on it
+      std::set<int> pinned;          // devices with work that cannot move
+      for (int v : node_workloads_[n]) {
+        const bool can = movable(v);
+        if (can) here.push_back(v);
+        for (const Assignment& a : entries_[v].assign) {
+          if (a.node != n) continue;
+          for (const DeviceShare& d : a.devices) {
+            if (can) {
+              ++movers_on[d.device];
+            } else {
+              pinned.insert(d.device);
+            }
+          }
+        }
+      }
+      constexpr int kLast = 1 << 20;
+      auto clearing = [&](int v) {  // (cost of clearing its cheapest device, that device)
+        std::pair<int, int> best{kLast, kLast};
+        for (const DeviceShare& d : entries_[v].assign[0].devices)
+          best =
+              std::min(best, {pinned.count(d.device) ? kLast - 1 : movers_on[d.device], d.device});
+        return best;
+      };
       std::sort(here.begin(), here.end(), [&](int a, int b) {
+        const auto ca = clearing(a), cb = clearing(b);
+        if (ca != cb) return ca < cb;
         if (entries_[a].gpu_milli != entries_[b].gpu_milli)
           return entries_[a].gpu_milli > entries_[b].gpu_milli;
         return a < b;
@@ -1030,6 +1190,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
     }
     const std::vector<int> only{best_node};
     ok = place(pod, &only);
+    if (ok) mine.push_back(applied.back());
     for (size_t k = 0; ok && k < best.size(); ++k) ok = place(entries_[best[k]].pods[0], nullptr);
     if (!ok) break;
   }
@@ -1045,11 +1206,10 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
                      " (consolidation: it fits elsewhere and waits to be placed again)",
                  out);
   }
-  e.nominated = true;
-  e.victims_left = static_cast<int>(moved.size());
+  Nominate(id, static_cast<int>(moved.size()), ReclaimEligible(id));
+  ReserveFreePart(id, mine);
   e.reason = "consolidating: moving " + std::to_string(moved.size()) +
              " workload(s) to gather room scattered over the fleet";
-  nominated_.push_back(id);
   return true;
 }
 
@@ -1059,8 +1219,10 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   const int leaf = e.leaf;
 
   // The flavour it would be charged to, and what that allows: reclaim needs the guarantee.
+  // Reclaim takes back only what others borrow in the flavours it may reclaim.
   int quota_flavor = -1;
-  bool quota_short = false, reclaim = false;
+  bool quota_short = false;
+  uint64_t reclaim_flavors = 0;
   for (const PodRequest& p : pods) {
     if (p.kind == DeviceKind::kNone) continue;
     for (int f : CandidateFlavors(p)) {
@@ -1068,21 +1230,38 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
       if (!QuotaAllows(leaf, f, e.gpu_milli, nullptr)) {
         quota_short = true;
         quota_flavor = f;
-      } else if (WithinGuarantee(leaf, f, e.gpu_milli) && managed_[f]) {
-        reclaim = true;
+      } else if (MayReclaim(leaf, f, e.gpu_milli) && f < 64) {
+        reclaim_flavors |= uint64_t{1} << f;
       }
     }
     break;
   }
-  if (quota_short) reclaim = false;
+  if (quota_short) reclaim_flavors = 0;
+  const bool reclaim = reclaim_flavors != 0;
+  // What victim v of another queue gives back in the reclaimed flavours, or 0 when taking it
+  // would push its queue below its own guarantee in one of them (`taken`: GPUs of that queue
+  // and flavour already chosen).
+  auto lendable = [&](int v, const std::function<int64_t(int, int)>& taken) -> int64_t {
+    const Entry& w = entries_[v];
+    const QueueNode& vq = queues_[w.leaf];
+    int64_t gives = 0;
+    for (auto [f, milli] : w.charged) {
+      if (f >= 64 || !(reclaim_flavors >> f & 1)) continue;
+      if (vq.usage[f] - vq.evicting_usage[f] - taken(w.leaf, f) - milli < vq.guaranteed[f])
+        return 0;
+      gives += milli;
+    }
+    return gives;
+  };
   const double my_share =
       dominant_share(leaf) + std::max(static_cast<double>(e.gpu_milli) / cap_gpu_,
                                       static_cast<double>(e.cpu_milli) / cap_cpu_);
 
   // Eligible victims, cheapest first. They depend only on who asks (queue, priority, why) and
   // on the running set, which only shrinks during a cycle: computed once per cycle and key.
-  const std::tuple<int, int, bool, bool, int64_t> cache_key{
-      leaf, e.spec.priority, reclaim, quota_short, config_.fair_share_preemption ? e.gpu_milli : 0};
+  const std::tuple<int, int, uint64_t, bool, int64_t> cache_key{
+      leaf, e.spec.priority, reclaim_flavors, quota_short,
+      config_.fair_share_preemption ? e.gpu_milli : 0};
   auto cached = victim_cache_.find(cache_key);
   if (cached == victim_cache_.end()) {
     int in_min_runtime = 0;
@@ -1111,9 +1290,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
           // Only what it borrows: the victim's queue stays at or above its guarantee without it,
           // so two queues never take the same GPUs back and forth.
           // Workloads already being evicted count as gone.
-          const QueueNode& vq = queues_[w.leaf];
-          other = !w.charged.empty() &&
-                  vq.gpu - vq.evicting_milli - w.gpu_milli >= guaranteed_milli(w.leaf);
+          other = lendable(v, [](int, int) { return int64_t{0}; }) > 0;
         }
         if (!other && config_.fair_share_preemption) {
           double victim_share = std::max(static_cast<double>(w.gpu_milli) / cap_gpu_,
@@ -1172,7 +1349,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
 
   std::vector<int> chosen;
   std::map<int, int> chosen_per_queue;
-  std::map<int, int64_t> chosen_milli;
+  std::map<std::pair<int, int>, int64_t> chosen_milli;  // (queue, flavour)
   auto release = [&](int v) {
     const Entry& w = entries_[v];
     for (size_t i = 0; i < w.assign.size(); ++i) state_.Release(w.assign[i], w.pods[i]);
@@ -1260,18 +1437,21 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
       double cost = 0;
       bool fits = false;
       std::map<int, int> extra;
-      std::map<int, int64_t> extra_milli;
+      std::map<std::pair<int, int>, int64_t> extra_milli;  // (queue, flavour)
+      const auto taken_so_far = [&](int q, int f) {
+        auto a = chosen_milli.find({q, f});
+        auto b = extra_milli.find({q, f});
+        return (a == chosen_milli.end() ? 0 : a->second) + (b == extra_milli.end() ? 0 : b->second);
+      };
       for (int v : here) {
         int q = entries_[v].leaf;
         int budget = queues_[q].spec.disruption_budget;
         if (budget >= 0 && queues_[q].evicting + chosen_per_queue[q] + extra[q] >= budget) continue;
         if (q != leaf && reclaim && !config_.fair_share_preemption &&
-            queues_[q].gpu - queues_[q].evicting_milli - chosen_milli[q] - extra_milli[q] -
-                    entries_[v].gpu_milli <
-                guaranteed_milli(q))
+            lendable(v, taken_so_far) == 0)
           continue;  // would push the lender's queue below its own guarantee
         ++extra[q];
-        extra_milli[q] += entries_[v].gpu_milli;
+        for (auto [f, milli] : entries_[v].charged) extra_milli[{q, f}] += milli;
         release(v);
         taken.push_back(v);
         cost += cands[rank(v)].cost;
@@ -1296,7 +1476,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
       release(v);
       chosen.push_back(v);
       ++chosen_per_queue[entries_[v].leaf];
-      chosen_milli[entries_[v].leaf] += entries_[v].gpu_milli;
+      for (auto [f, milli] : entries_[v].charged) chosen_milli[{entries_[v].leaf, f}] += milli;
     }
     PodPlacement there = placer_.PlaceIn(state_, {std::get<2>(best)}, pod, rng_);
     if (there.outcome != Outcome::kPlaced) {
@@ -1330,11 +1510,10 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     lost += cands[rank(v)].cost;
     MarkEvicting(v, id, "preempted by " + e.spec.name.str() + " (" + why + ")", out);
   }
-  e.nominated = true;
-  e.victims_left = static_cast<int>(chosen.size());
+  Nominate(id, static_cast<int>(chosen.size()), reclaim);
+  ReserveFreePart(id, placed);
   e.reason = "preempting " + std::to_string(chosen.size()) + " workload(s) " + why + ", " +
              std::to_string(static_cast<int64_t>(lost)) + " GPU-seconds lost";
-  nominated_.push_back(id);
   return true;
 }
 
@@ -1344,6 +1523,7 @@ void Admitter::Finish(int id, double now) {
   switch (e.phase) {
     case Phase::kPending:
       if (e.parked) Unpark(id);
+      Unnominate(id);
       Dequeue(id);
       break;
     case Phase::kAdmitted:
@@ -1352,8 +1532,7 @@ void Admitter::Finish(int id, double now) {
       Unhold(id);
       Charge(id, -1);
       if (e.phase == Phase::kEvicting) {
-        --queues_[e.leaf].evicting;
-        queues_[e.leaf].evicting_milli -= e.gpu_milli;
+        CountEvicting(id, -1);
         auto it = preemptor_.find(id);
         if (it != preemptor_.end()) {
           --entries_[it->second].victims_left;
@@ -1375,8 +1554,7 @@ void Admitter::Terminated(int id, double now) {
   if (e.phase != Phase::kEvicting) return;
   Unhold(id);
   Charge(id, -1);
-  --queues_[e.leaf].evicting;
-  queues_[e.leaf].evicting_milli -= e.gpu_milli;
+  CountEvicting(id, -1);
   auto it = preemptor_.find(id);
   if (it != preemptor_.end()) {
     --entries_[it->second].victims_left;

@@ -49,7 +49,9 @@ namespace fabrica {
 
 // A resource flavour: the GPUs a selector names. A pod's devices are charged to the first
 // flavour (in declaration order) that matches the model it was placed on, its kind and its MIG
-// profile; a flavour with no quota anywhere is not limited.
+// profile, preferring flavours that name its kind to those that name none (so a `kind: mig`
+// flavour keeps MIG slices off a kind-less flavour's quota); a flavour with no quota anywhere is
+// not limited.
 struct FlavorSpec {
   std::string name;
   std::optional<DeviceKind> kind;         // unset: any GPU request
@@ -82,6 +84,10 @@ struct AdmissionConfig {
   bool strict_priority = true;            // false: a leaf is strict FIFO by arrival (the fifo mode)
   int max_attempts_per_cycle = 0;         // 0: 4 x max_admissions + 64
   int preemption_searches_per_queue = 1;  // per cycle, in queue order
+  // More searches per queue and cycle for workloads that fit in what is left of their queue's
+  // guarantee once the workloads it already preempts for are counted (so never more than the
+  // guarantee is reclaimed at once).
+  int reclaim_searches_per_queue = 8;
   // Consolidation: a workload within its guarantee that does not fit only because the free GPUs
   // are scattered may move up to `consolidation_max_moves` single-pod preemptible workloads
   // that fit elsewhere; at most `consolidation_searches_per_cycle` plans a cycle.
@@ -102,8 +108,8 @@ Result<AdmissionConfig> ParseAdmissionConfig(YamlMap& map);
 // borrowingLimit, lendingLimit); the tree is checked by ValidateAdmissionConfig.
 Result<QueueSpec> ParseQueueSpec(YamlMap& map);
 // Only the cycle's knobs (usageHalfLife, historyWeight, gangTimeout, preemption,
-// fairSharePreemption, preemptionSearchesPerQueue, consolidation, consolidationMaxMoves), leaving
-// other keys to the caller.
+// fairSharePreemption, preemptionSearchesPerQueue, reclaimSearchesPerQueue, consolidation,
+// consolidationMaxMoves), leaving other keys to the caller.
 Status ParseAdmissionSettings(YamlMap& map, AdmissionConfig* config);
 
 enum class Phase { kPending, kAdmitted, kEvicting, kFinished, kInfeasible };
@@ -151,6 +157,10 @@ class Admitter {
   // Preemption and consolidation plan no room on node n (it takes no new work, or only part of
   // it does): its workloads are neither victims nor movers for a pod to land there.
   void ExcludeFromEviction(int n) { no_eviction_[n] = true; }
+  // A pending workload (from Submit) that already waits for `victims` workloads to stop, as a
+  // rebuilding caller finds it: it is not tried meanwhile, and the room it reclaims within its
+  // queue's guarantee counts as promised, so no one else of its queue evicts for the same room.
+  void RestoreNomination(int id, int victims);
 
   // Decayed usage history for fair share, carried across Admitters that a caller rebuilds:
   // each queue's value (by name; unknown names are ignored) as it stood at time `at`. The next
@@ -200,6 +210,10 @@ class Admitter {
     bool ready = false;
     bool nominated = false;  // has victims that have not stopped yet
     int victims_left = 0;
+    int64_t promised = 0;  // while nominated within its guarantee: GPUs its queue has promised
+    // While nominated: the part of its planned place that was free when planned, held for it so
+    // that nobody else takes it while its victims stop.
+    std::vector<std::pair<Assignment, PodRequest>> reserved;
     std::vector<Assignment> assign;
     std::vector<std::pair<int, int64_t>> charged;  // (flavour, milli)
     std::string reason;
@@ -209,6 +223,7 @@ class Admitter {
     uint64_t park_shape = 0;
     bool waits_on_time = false;  // a victim's minimum runtime: never parked
     bool explained = false;      // the full placement explanation was computed once
+    bool probe = false;          // woken only to try consolidation for it (see Wake)
     std::string history;         // why it waits again (a release), kept beside new reasons
   };
   struct ParkedShape {
@@ -225,7 +240,9 @@ class Admitter {
     int64_t gpu = 0, cpu = 0;    // whole subtree
     double history = 0;          // decayed dominant share
     int evicting = 0;
-    int64_t evicting_milli = 0;  // GPUs of its workloads being evicted (still held)
+    int64_t evicting_milli = 0;           // GPUs of its workloads being evicted (still held)
+    std::vector<int64_t> evicting_usage;  // the same per flavour
+    int64_t promised_milli = 0;  // GPUs of its nominated within-guarantee preemptors (leaves)
     // Pending workloads of a leaf: (-priority, arrival, id).
     std::set<std::tuple<int, double, int>> pending;
     std::set<std::tuple<int, double, int>> parked;
@@ -247,6 +264,15 @@ class Admitter {
   std::vector<int> CandidateFlavors(const PodRequest& req) const;
   bool QuotaAllows(int leaf, int flavor, int64_t milli, std::string* why) const;
   bool WithinGuarantee(int leaf, int flavor, int64_t milli) const;
+  // Within the guarantee once what is promised to the queue's nominated preemptors is counted.
+  bool MayReclaim(int leaf, int flavor, int64_t milli) const;
+  bool ReclaimEligible(int id) const;
+  // Takes one of the queue's preemption searches of this cycle, if one is left for `id`.
+  bool TakeSearch(int id);
+  void Nominate(int id, int victims, bool within_guarantee);
+  // Holds for a nominated workload what is free now of its planned place (pods as planned).
+  void ReserveFreePart(int id, const std::vector<std::pair<Assignment, const PodRequest*>>& plan);
+  void Unnominate(int id);
   bool Managed(int flavor) const { return managed_[flavor]; }
   double Key(int q) const;
   int PickLeaf() const;
@@ -266,6 +292,7 @@ class Admitter {
   bool Preempt(int id, const std::vector<PodRequest>& pods, uint64_t allowed_models, double now,
                CycleResult& out);
   void Charge(int id, int sign);
+  void CountEvicting(int id, int sign);  // its queue's evicting count and GPUs, per flavour too
   void Hold(int id);
   void Unhold(int id);
   void Enqueue(int id);
@@ -301,12 +328,12 @@ class Admitter {
     int in_min_runtime = 0;
     std::string budget_block;
   };
-  std::map<std::tuple<int, int, bool, bool, int64_t>, VictimList> victim_cache_;  // this cycle
-  std::vector<int> preempt_tried_;
-  std::vector<bool> no_eviction_;  // by node, see ExcludeFromEviction
-  int consolidations_left_ = 0;    // this cycle
-  bool hold_borrowing_ = false;    // this cycle: a within-guarantee workload found no room  //
-                                   // preemption searches per queue, this cycle
+  std::map<std::tuple<int, int, uint64_t, bool, int64_t>, VictimList> victim_cache_;  // this cycle
+  std::vector<int> preempt_tried_, reclaim_tried_;  // searches per queue, this cycle
+  std::vector<bool> no_eviction_;                   // by node, see ExcludeFromEviction
+  int consolidations_left_ = 0;                     // this cycle
+  int consolidation_turn_ = 0;   // the queue Wake looks at first for consolidation
+  bool hold_borrowing_ = false;  // this cycle: a within-guarantee workload found no room
   int64_t cap_gpu_ = 1, cap_cpu_ = 1;
 };
 
