@@ -11,7 +11,9 @@
 
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -320,6 +322,35 @@ TEST_F(AdmissionTest, RestoredWorkIsChargedAndHeldAndEvictingIsNotChosenAgain) {
   EXPECT_EQ(adm_->phase(mine), Phase::kAdmitted);
 }
 
+// The server rebuilds the Admitter every cycle: a preemptor whose victim is still stopping is
+// restored as nominated, so it is not tried, and the room it reclaims counts against its
+// queue's guarantee — b (guaranteed 3) evicts for two more workloads, not three.
+TEST_F(AdmissionTest, RestoredNominationKeepsItsRoomPromised) {
+  Make(Nodes(2, 4), {Leaf("a", 2), Leaf("b", 3), Leaf("c", 3)});
+  auto on = [](int node, int gpu) {
+    Assignment a;
+    a.node = node;
+    a.devices.push_back({gpu, 1000, 80 * 1024, -1});
+    return std::vector<Assignment>{a};
+  };
+  int victim = -1;
+  for (int i = 0; i < 8; ++i) {
+    auto r = adm_->Restore(Gpus("a" + std::to_string(i), "a", 1), on(i / 4, i % 4), 0, {},
+                           /*evicting=*/i == 0);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    if (i == 0) victim = *r;
+  }
+  ASSERT_EQ(adm_->phase(victim), Phase::kEvicting);
+  int waiting = Submit(Gpus("b0", "b", 1), 5);
+  adm_->RestoreNomination(waiting, 1);
+  std::vector<int> more;
+  for (int i = 1; i < 4; ++i) more.push_back(Submit(Gpus("b" + std::to_string(i), "b", 1), 6));
+  CycleResult r = adm_->Cycle(10, 1000);
+  EXPECT_EQ(r.evicted.size(), 2u);
+  EXPECT_EQ(adm_->phase(waiting), Phase::kPending);  // still waits for its victim
+  for (const Eviction& e : r.evicted) EXPECT_NE(e.preemptor, waiting);
+}
+
 // Consolidation: four free GPUs scattered two and two; a 4-GPU workload within its guarantee
 // gets them by moving two 1-GPU workloads (of a queue that is not borrowing, so reclaim cannot
 // help), and everyone runs once the moved ones are placed again. Off, it waits.
@@ -437,6 +468,9 @@ TEST_F(AdmissionTest, MinimumRuntimeDelaysEviction) {
   CycleResult early = adm_->Cycle(11, 1000);
   EXPECT_TRUE(early.evicted.empty());
   EXPECT_NE(adm_->reason(high).find("minimum runtime"), std::string::npos) << adm_->reason(high);
+  // The victim it needs may go when its minimum runtime ends (admitted at 1, 100 s).
+  EXPECT_DOUBLE_EQ(adm_->victims_ready_at(high), 101);
+  EXPECT_DOUBLE_EQ(adm_->victims_min_runtime(high), 100);
   CycleResult still = adm_->Cycle(50, 1000);
   EXPECT_TRUE(still.evicted.empty());
   CycleResult later = adm_->Cycle(101, 1000);  // admitted at 1: 100 s of runtime by now
@@ -686,6 +720,24 @@ teams:
   auto fab = sim::RunReplay(*sc, "fabrica");
   ASSERT_TRUE(fab.ok()) << fab.status().message();
   EXPECT_GT(fab->bound_checked, 0);
+}
+
+TEST(ReplayTest, JsonSortsGuaranteeExceptionsByKind) {
+  sim::ReplayResult r;
+  r.bound_checked = 3;
+  r.bound_worst_excess_s = 20;
+  r.bound_exceptions = {{"w1", "t", 40, 31, "no node can take it now", "no room"},
+                        {"w2", "t", 51, 31, "preempting 1 workload(s)", "victims stopping"},
+                        {"w3", "t", 35, 31, "no node can take it now", "no room"}};
+  std::ostringstream out;
+  sim::PrintReplayJson(r, out);
+  const nlohmann::json j = nlohmann::json::parse(out.str());
+  const nlohmann::json& kinds = j["guarantee_bound"]["exceptions_by_kind"];
+  EXPECT_EQ(kinds["no room"]["count"], 2);
+  EXPECT_DOUBLE_EQ(kinds["no room"]["worst_excess_s"].get<double>(), 9);
+  EXPECT_EQ(kinds["victims stopping"]["count"], 1);
+  EXPECT_EQ(j["guarantee_bound"]["exceptions"].size(), 3u);
+  EXPECT_EQ(j["guarantee_bound"]["exceptions"][1]["kind"], "victims stopping");
 }
 
 TEST(ReplayTest, ScenarioErrorsNameTheField) {

@@ -1262,11 +1262,20 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   const std::tuple<int, int, uint64_t, bool, int64_t> cache_key{
       leaf, e.spec.priority, reclaim_flavors, quota_short,
       config_.fair_share_preemption ? e.gpu_milli : 0};
+  // Lower priority first, then the fewest GPU-seconds lost, then the newest.
+  auto cheaper = [&](const Candidate& a, const Candidate& b) {
+    const Entry& x = entries_[a.id];
+    const Entry& y = entries_[b.id];
+    if (x.spec.priority != y.spec.priority) return x.spec.priority < y.spec.priority;
+    if (a.cost != b.cost) return a.cost < b.cost;
+    if (x.admitted_at != y.admitted_at) return x.admitted_at > y.admitted_at;
+    return a.id < b.id;
+  };
   auto cached = victim_cache_.find(cache_key);
   if (cached == victim_cache_.end()) {
     int in_min_runtime = 0;
     std::string budget_block;
-    std::vector<Candidate> cands;
+    std::vector<Candidate> cands, later;  // later: within their minimum runtime
     // Only queues that can give victims are scanned: its own (lower priority) and, for reclaim or
     // fair-share preemption, the others.
     std::vector<int> pool;
@@ -1299,26 +1308,18 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
         }
       }
       if (!own && !other) continue;
-      if (now - w.admitted_at < w.options.min_runtime_s) {
-        ++in_min_runtime;
-        continue;
-      }
+      const bool young = now - w.admitted_at < w.options.min_runtime_s;
+      if (young) ++in_min_runtime;
       int budget = queues_[w.leaf].spec.disruption_budget;
       if (budget >= 0 && queues_[w.leaf].evicting >= budget) {
-        budget_block = queues_[w.leaf].spec.name;
+        if (!young) budget_block = queues_[w.leaf].spec.name;
         continue;
       }
-      cands.push_back({v, (now - w.admitted_at) * static_cast<double>(w.gpu_milli) / 1000.0});
+      (young ? later : cands)
+          .push_back({v, (now - w.admitted_at) * static_cast<double>(w.gpu_milli) / 1000.0});
     }
-    std::sort(cands.begin(), cands.end(), [&](const Candidate& a, const Candidate& b) {
-      const Entry& x = entries_[a.id];
-      const Entry& y = entries_[b.id];
-      if (x.spec.priority != y.spec.priority) return x.spec.priority < y.spec.priority;
-      if (a.cost != b.cost) return a.cost < b.cost;
-      if (x.admitted_at != y.admitted_at) return x.admitted_at > y.admitted_at;
-      return a.id < b.id;
-    });
-    victim_cache_[cache_key] = VictimList{cands, in_min_runtime, budget_block};
+    std::sort(cands.begin(), cands.end(), cheaper);
+    victim_cache_[cache_key] = VictimList{cands, in_min_runtime, budget_block, later};
     cached = victim_cache_.find(cache_key);
   }
   int in_min_runtime = cached->second.in_min_runtime;
@@ -1336,163 +1337,192 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
           "; waiting: the disruption budget of queue " + budget_block + " allows no more evictions";
     return r;
   };
-  if (cands.empty()) {
-    e.reason = waiting_reason();
-    return false;
-  }
-  std::unordered_map<int, int> rank_of;
-  for (size_t i = 0; i < cands.size(); ++i) rank_of[cands[i].id] = static_cast<int>(i);
-  auto rank = [&](int v) {
-    auto it = rank_of.find(v);
-    return it == rank_of.end() ? -1 : it->second;
-  };
-
+  // One trial on the state, undone before it returns: the victims (`chosen`) that make room for
+  // every pod, and where the pods would go (`placed`).
   std::vector<int> chosen;
-  std::map<int, int> chosen_per_queue;
-  std::map<std::pair<int, int>, int64_t> chosen_milli;  // (queue, flavour)
-  auto release = [&](int v) {
-    const Entry& w = entries_[v];
-    for (size_t i = 0; i < w.assign.size(); ++i) state_.Release(w.assign[i], w.pods[i]);
-  };
-  auto reapply = [&](int v) {
-    const Entry& w = entries_[v];
-    for (size_t i = 0; i < w.assign.size(); ++i) state_.Apply(w.assign[i], w.pods[i]);
-  };
-  auto budget_ok = [&](int v) {
-    int q = entries_[v].leaf;
-    int budget = queues_[q].spec.disruption_budget;
-    return budget < 0 || queues_[q].evicting + chosen_per_queue[q] < budget;
-  };
-
-  // Quota short: free own lower-priority work, cheapest first, until the quota allows it.
-  if (quota_short) {
-    int64_t freed = 0;
-    for (const Candidate& c : cands) {
-      if (QuotaAllows(leaf, quota_flavor, e.gpu_milli - freed, nullptr)) break;
-      if (!budget_ok(c.id)) continue;
-      int64_t milli = 0;
-      for (auto [f, m] : entries_[c.id].charged)
-        if (f == quota_flavor) milli += m;
-      if (milli == 0) continue;
-      freed += milli;
-      chosen.push_back(c.id);
-      ++chosen_per_queue[entries_[c.id].leaf];
-      release(c.id);
-    }
-    if (!QuotaAllows(leaf, quota_flavor, e.gpu_milli - freed, nullptr)) {
-      for (auto it = chosen.rbegin(); it != chosen.rend(); ++it) reapply(*it);
-      e.reason = waiting_reason();
-      return false;
-    }
-  }
-
-  // Room: pod by pod, place where it fits now, or free the node whose victims cost least.
   std::vector<std::pair<Assignment, const PodRequest*>> placed;
-  bool ok = true;
-  for (const PodRequest& pod : pods) {
-    PodPlacement now_fit = placer_.Place(state_, pod, rng_);
-    if (now_fit.outcome == Outcome::kPlaced) {
-      state_.Apply(now_fit.assignment, pod);
-      placed.push_back({now_fit.assignment, &pod});
-      continue;
-    }
-    std::tuple<double, int, int> best{0, 0, -1};  // (cost, victims, node)
-    std::vector<int> best_set;
-    // Nodes worth a trial: those where the free room plus what the candidates there hold covers
-    // the pod, cheapest candidates first, at most kMaxTrialNodes of them.
-    std::map<int, std::tuple<double, int64_t, int64_t, int64_t>> room;  // cost, cpu, mem, gpu
-    for (const Candidate& c : cands) {
-      if (std::find(chosen.begin(), chosen.end(), c.id) != chosen.end()) continue;
-      const Entry& w = entries_[c.id];
-      for (size_t i = 0; i < w.assign.size(); ++i) {
-        auto& r = room[w.assign[i].node];
-        std::get<0>(r) += c.cost;
-        std::get<1>(r) += w.pods[i].cpu_milli;
-        std::get<2>(r) += w.pods[i].memory_mib;
-        std::get<3>(r) += w.pods[i].total_gpu_milli();
+  auto plan = [&](const std::vector<Candidate>& cands) -> bool {
+    chosen.clear();
+    placed.clear();
+    std::unordered_map<int, int> rank_of;
+    for (size_t i = 0; i < cands.size(); ++i) rank_of[cands[i].id] = static_cast<int>(i);
+    auto rank = [&](int v) {
+      auto it = rank_of.find(v);
+      return it == rank_of.end() ? -1 : it->second;
+    };
+
+    std::map<int, int> chosen_per_queue;
+    std::map<std::pair<int, int>, int64_t> chosen_milli;  // (queue, flavour)
+    auto release = [&](int v) {
+      const Entry& w = entries_[v];
+      for (size_t i = 0; i < w.assign.size(); ++i) state_.Release(w.assign[i], w.pods[i]);
+    };
+    auto reapply = [&](int v) {
+      const Entry& w = entries_[v];
+      for (size_t i = 0; i < w.assign.size(); ++i) state_.Apply(w.assign[i], w.pods[i]);
+    };
+    auto budget_ok = [&](int v) {
+      int q = entries_[v].leaf;
+      int budget = queues_[q].spec.disruption_budget;
+      return budget < 0 || queues_[q].evicting + chosen_per_queue[q] < budget;
+    };
+
+    // Quota short: free own lower-priority work, cheapest first, until the quota allows it.
+    if (quota_short) {
+      int64_t freed = 0;
+      for (const Candidate& c : cands) {
+        if (QuotaAllows(leaf, quota_flavor, e.gpu_milli - freed, nullptr)) break;
+        if (!budget_ok(c.id)) continue;
+        int64_t milli = 0;
+        for (auto [f, m] : entries_[c.id].charged)
+          if (f == quota_flavor) milli += m;
+        if (milli == 0) continue;
+        freed += milli;
+        chosen.push_back(c.id);
+        ++chosen_per_queue[entries_[c.id].leaf];
+        release(c.id);
+      }
+      if (!QuotaAllows(leaf, quota_flavor, e.gpu_milli - freed, nullptr)) {
+        for (auto it = chosen.rbegin(); it != chosen.rend(); ++it) reapply(*it);
+        chosen.clear();
+        return false;
       }
     }
-    std::vector<std::pair<double, int>> order;
-    for (const auto& [n, r] : room) {
-      if (no_eviction_[n]) continue;
-      if (state_.free_cpu(n) + std::get<1>(r) < pod.cpu_milli) continue;
-      if (state_.free_memory(n) + std::get<2>(r) < pod.memory_mib) continue;
-      if (state_.node_free_milli(n) + std::get<3>(r) < pod.total_gpu_milli()) continue;
-      if (pod.kind != DeviceKind::kNone &&
-          (state_.node_model(n) < 0 || !(pod.model_mask >> state_.node_model(n) & 1)))
+
+    // Room: pod by pod, place where it fits now, or free the node whose victims cost least.
+    bool ok = true;
+    for (const PodRequest& pod : pods) {
+      PodPlacement now_fit = placer_.Place(state_, pod, rng_);
+      if (now_fit.outcome == Outcome::kPlaced) {
+        state_.Apply(now_fit.assignment, pod);
+        placed.push_back({now_fit.assignment, &pod});
         continue;
-      order.push_back({std::get<0>(r), n});
-    }
-    std::sort(order.begin(), order.end());
-    constexpr size_t kMaxTrialNodes = 32;
-    if (order.size() > kMaxTrialNodes) order.resize(kMaxTrialNodes);
-    for (auto [unused_cost, n] : order) {
-      std::vector<int> here;
-      for (int v : node_workloads_[n])
-        if (rank(v) >= 0 && std::find(chosen.begin(), chosen.end(), v) == chosen.end())
-          here.push_back(v);
-      if (here.empty()) continue;
-      std::sort(here.begin(), here.end(), [&](int a, int b) { return rank(a) < rank(b); });
-      std::vector<int> taken;
-      double cost = 0;
-      bool fits = false;
-      std::map<int, int> extra;
-      std::map<std::pair<int, int>, int64_t> extra_milli;  // (queue, flavour)
-      const auto taken_so_far = [&](int q, int f) {
-        auto a = chosen_milli.find({q, f});
-        auto b = extra_milli.find({q, f});
-        return (a == chosen_milli.end() ? 0 : a->second) + (b == extra_milli.end() ? 0 : b->second);
-      };
-      for (int v : here) {
-        int q = entries_[v].leaf;
-        int budget = queues_[q].spec.disruption_budget;
-        if (budget >= 0 && queues_[q].evicting + chosen_per_queue[q] + extra[q] >= budget) continue;
-        if (q != leaf && reclaim && !config_.fair_share_preemption &&
-            lendable(v, taken_so_far) == 0)
-          continue;  // would push the lender's queue below its own guarantee
-        ++extra[q];
-        for (auto [f, milli] : entries_[v].charged) extra_milli[{q, f}] += milli;
-        release(v);
-        taken.push_back(v);
-        cost += cands[rank(v)].cost;
-        if (NodeFits(state_, n, pod) && policy_.Score(state_, n, pod)) {
-          fits = true;
-          break;
+      }
+      std::tuple<double, int, int> best{0, 0, -1};  // (cost, victims, node)
+      std::vector<int> best_set;
+      // Nodes worth a trial: those where the free room plus what the candidates there hold covers
+      // the pod, cheapest candidates first, at most kMaxTrialNodes of them.
+      std::map<int, std::tuple<double, int64_t, int64_t, int64_t>> room;  // cost, cpu, mem, gpu
+      for (const Candidate& c : cands) {
+        if (std::find(chosen.begin(), chosen.end(), c.id) != chosen.end()) continue;
+        const Entry& w = entries_[c.id];
+        for (size_t i = 0; i < w.assign.size(); ++i) {
+          auto& r = room[w.assign[i].node];
+          std::get<0>(r) += c.cost;
+          std::get<1>(r) += w.pods[i].cpu_milli;
+          std::get<2>(r) += w.pods[i].memory_mib;
+          std::get<3>(r) += w.pods[i].total_gpu_milli();
         }
       }
-      for (auto it = taken.rbegin(); it != taken.rend(); ++it) reapply(*it);
-      if (!fits) continue;
-      std::tuple<double, int, int> k{cost, static_cast<int>(taken.size()), n};
-      if (std::get<2>(best) < 0 || k < best) {
-        best = k;
-        best_set = taken;
+      std::vector<std::pair<double, int>> order;
+      for (const auto& [n, r] : room) {
+        if (no_eviction_[n]) continue;
+        if (state_.free_cpu(n) + std::get<1>(r) < pod.cpu_milli) continue;
+        if (state_.free_memory(n) + std::get<2>(r) < pod.memory_mib) continue;
+        if (state_.node_free_milli(n) + std::get<3>(r) < pod.total_gpu_milli()) continue;
+        if (pod.kind != DeviceKind::kNone &&
+            (state_.node_model(n) < 0 || !(pod.model_mask >> state_.node_model(n) & 1)))
+          continue;
+        order.push_back({std::get<0>(r), n});
       }
+      std::sort(order.begin(), order.end());
+      constexpr size_t kMaxTrialNodes = 32;
+      if (order.size() > kMaxTrialNodes) order.resize(kMaxTrialNodes);
+      for (auto [unused_cost, n] : order) {
+        std::vector<int> here;
+        for (int v : node_workloads_[n])
+          if (rank(v) >= 0 && std::find(chosen.begin(), chosen.end(), v) == chosen.end())
+            here.push_back(v);
+        if (here.empty()) continue;
+        std::sort(here.begin(), here.end(), [&](int a, int b) { return rank(a) < rank(b); });
+        std::vector<int> taken;
+        double cost = 0;
+        bool fits = false;
+        std::map<int, int> extra;
+        std::map<std::pair<int, int>, int64_t> extra_milli;  // (queue, flavour)
+        const auto taken_so_far = [&](int q, int f) {
+          auto a = chosen_milli.find({q, f});
+          auto b = extra_milli.find({q, f});
+          return (a == chosen_milli.end() ? 0 : a->second) +
+                 (b == extra_milli.end() ? 0 : b->second);
+        };
+        for (int v : here) {
+          int q = entries_[v].leaf;
+          int budget = queues_[q].spec.disruption_budget;
+          if (budget >= 0 && queues_[q].evicting + chosen_per_queue[q] + extra[q] >= budget)
+            continue;
+          if (q != leaf && reclaim && !config_.fair_share_preemption &&
+              lendable(v, taken_so_far) == 0)
+            continue;  // would push the lender's queue below its own guarantee
+          ++extra[q];
+          for (auto [f, milli] : entries_[v].charged) extra_milli[{q, f}] += milli;
+          release(v);
+          taken.push_back(v);
+          cost += cands[rank(v)].cost;
+          if (NodeFits(state_, n, pod) && policy_.Score(state_, n, pod)) {
+            fits = true;
+            break;
+          }
+        }
+        for (auto it = taken.rbegin(); it != taken.rend(); ++it) reapply(*it);
+        if (!fits) continue;
+        std::tuple<double, int, int> k{cost, static_cast<int>(taken.size()), n};
+        if (std::get<2>(best) < 0 || k < best) {
+          best = k;
+          best_set = taken;
+        }
+      }
+      if (std::get<2>(best) < 0) {
+        ok = false;
+        break;
+      }
+      for (int v : best_set) {
+        release(v);
+        chosen.push_back(v);
+        ++chosen_per_queue[entries_[v].leaf];
+        for (auto [f, milli] : entries_[v].charged) chosen_milli[{entries_[v].leaf, f}] += milli;
+      }
+      PodPlacement there = placer_.PlaceIn(state_, {std::get<2>(best)}, pod, rng_);
+      if (there.outcome != Outcome::kPlaced) {
+        ok = false;
+        break;
+      }
+      state_.Apply(there.assignment, pod);
+      placed.push_back({there.assignment, &pod});
     }
-    if (std::get<2>(best) < 0) {
-      ok = false;
-      break;
+    // Undo the trial: the victims keep their devices until they stop.
+    for (auto it = placed.rbegin(); it != placed.rend(); ++it)
+      state_.Release(it->first, *it->second);
+    for (auto it = chosen.rbegin(); it != chosen.rend(); ++it) reapply(*it);
+    return ok && !chosen.empty();
+  };
+  // It would fit once victims within their minimum runtime may go: when that is (for the
+  // caller's guarantee bound) — the victims it needs, not every young one.
+  auto note_later = [&](std::vector<Candidate> all) {
+    e.victims_ready_at = -1;
+    std::vector<Candidate> young;
+    for (const Candidate& c : cached->second.later)
+      if (entries_[c.id].phase == Phase::kAdmitted) young.push_back(c);
+    if (young.empty()) return;
+    all.insert(all.end(), young.begin(), young.end());
+    std::sort(all.begin(), all.end(), cheaper);
+    if (!plan(all)) return;
+    double ready = now, longest = 0;
+    for (int v : chosen) {
+      const Entry& w = entries_[v];
+      ready = std::max(ready, w.admitted_at + w.options.min_runtime_s);
+      longest = std::max(longest, w.options.min_runtime_s);
     }
-    for (int v : best_set) {
-      release(v);
-      chosen.push_back(v);
-      ++chosen_per_queue[entries_[v].leaf];
-      for (auto [f, milli] : entries_[v].charged) chosen_milli[{entries_[v].leaf, f}] += milli;
-    }
-    PodPlacement there = placer_.PlaceIn(state_, {std::get<2>(best)}, pod, rng_);
-    if (there.outcome != Outcome::kPlaced) {
-      ok = false;
-      break;
-    }
-    state_.Apply(there.assignment, pod);
-    placed.push_back({there.assignment, &pod});
-  }
-  // Undo the trial: the victims keep their devices until they stop.
-  for (auto it = placed.rbegin(); it != placed.rend(); ++it) state_.Release(it->first, *it->second);
-  for (auto it = chosen.rbegin(); it != chosen.rend(); ++it) reapply(*it);
-  if (!ok || chosen.empty()) {
+    e.victims_ready_at = ready;
+    e.victims_min_runtime = longest;
+    chosen.clear();
+  };
+  if (cands.empty() || !plan(cands)) {
     e.reason = waiting_reason();
+    note_later(cands);
     return false;
   }
+  e.victims_ready_at = -1;
 
   bool own_only = true;
   for (int v : chosen) own_only &= entries_[v].leaf == leaf;
@@ -1507,7 +1537,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   }
   double lost = 0;
   for (int v : chosen) {
-    lost += cands[rank(v)].cost;
+    lost += (now - entries_[v].admitted_at) * static_cast<double>(entries_[v].gpu_milli) / 1000.0;
     MarkEvicting(v, id, "preempted by " + e.spec.name.str() + " (" + why + ")", out);
   }
   Nominate(id, static_cast<int>(chosen.size()), reclaim);

@@ -182,6 +182,10 @@ class Admitter {
   const std::string& reason(int id) const { return entries_[id].reason; }
   const std::vector<Assignment>& assignments(int id) const { return entries_[id].assign; }
   double admitted_at(int id) const { return entries_[id].admitted_at; }
+  // A pending workload whose last preemption search needed victims still within their minimum
+  // runtime: when the last of them may be evicted (else -1), and the longest of those runtimes.
+  double victims_ready_at(int id) const { return entries_[id].victims_ready_at; }
+  double victims_min_runtime(int id) const { return entries_[id].victims_min_runtime; }
   int queue_of(int id) const { return entries_[id].leaf; }
   int64_t gpu_milli(int id) const { return entries_[id].gpu_milli; }
   int workload_count() const { return static_cast<int>(entries_.size()); }
@@ -211,6 +215,10 @@ class Admitter {
     bool nominated = false;  // has victims that have not stopped yet
     int victims_left = 0;
     int64_t promised = 0;  // while nominated within its guarantee: GPUs its queue has promised
+    // Its last preemption search found room only with victims still within their minimum
+    // runtime: when the last of those it needs may go, and the longest such runtime (-1: not so).
+    double victims_ready_at = -1;
+    double victims_min_runtime = 0;
     // While nominated: the part of its planned place that was free when planned, held for it so
     // that nobody else takes it while its victims stop.
     std::vector<std::pair<Assignment, PodRequest>> reserved;
@@ -327,6 +335,7 @@ class Admitter {
     std::vector<Candidate> cands;
     int in_min_runtime = 0;
     std::string budget_block;
+    std::vector<Candidate> later;  // eligible but within their minimum runtime
   };
   std::map<std::tuple<int, int, uint64_t, bool, int64_t>, VictimList> victim_cache_;  // this cycle
   std::vector<int> preempt_tried_, reclaim_tried_;  // searches per queue, this cycle

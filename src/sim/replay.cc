@@ -258,6 +258,14 @@ double MigCapacityMilli(const Fleet& fleet) {
       if (d.mig_enabled()) m += kMilliPerGpu;
   return m;
 }
+// Classifies an admitter reason (sched/admission.cc words them) for the bound's exceptions.
+std::string ExceptionKind(const std::string& reason) {
+  if (reason.find("disruption budget") != std::string::npos) return "disruption budget";
+  if (reason.find("minimum runtime") != std::string::npos) return "minimum runtime";
+  if (reason.rfind("preempting", 0) == 0 || reason.rfind("consolidating", 0) == 0)
+    return "victims stopping";
+  return "no room";
+}
 double WorkloadCpu(const Workload& w) {
   double m = 0;
   for (const PodSet& ps : w.pod_sets) m += static_cast<double>(ps.cpu.value()) * ps.count;
@@ -793,7 +801,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
     if (wait > bound + 1e-9)
       res.bound_exceptions.push_back({sc.workloads[w].spec.name.str(),
                                       sc.teams[sc.workloads[w].team].name, wait, bound,
-                                      note + st.reason});
+                                      note + st.reason, ExceptionKind(st.reason)});
     st.fits_since = -1;
     st.victim_mr = 0;
   };
@@ -992,11 +1000,21 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
           changed = true;
         }
       }
-      // Remember why the workloads that fit their team's room still wait.
+      // Remember why the workloads that fit their team's room still wait, and, when they wait
+      // for victims still within their minimum runtime, how much of it was left when the wait
+      // began (it extends their bound as an evicted victim's does).
       for (int u = 0; u < nunits; ++u) {
         for (const auto& [size, w] : pend_by_size[u]) {
           if (size > room_seen[u]) break;
-          if (ws[w].fits_since >= 0) ws[w].reason = groups[ws[w].group].admitter->reason(ws[w].id);
+          WState& st = ws[w];
+          if (st.fits_since < 0) continue;
+          const Admitter& adm = *groups[st.group].admitter;
+          st.reason = adm.reason(st.id);
+          if (const double ready = adm.victims_ready_at(st.id); ready >= 0) {
+            const double left =
+                std::min(adm.victims_min_runtime(st.id), std::max(0.0, ready - st.fits_since));
+            st.victim_mr = std::max(st.victim_mr, left);
+          }
         }
       }
     }
@@ -1104,9 +1122,19 @@ void PrintReplayJson(const ReplayResult& r, std::ostream& out) {
                   {"team", e.team},
                   {"wait_s", e.wait_s},
                   {"bound_s", e.bound_s},
-                  {"cause", e.cause}});
-  j["guarantee_bound"] = {
-      {"checked", r.bound_checked}, {"worst_excess_s", r.bound_worst_excess_s}, {"exceptions", ex}};
+                  {"cause", e.cause},
+                  {"kind", e.kind}});
+  nlohmann::json by_kind = nlohmann::json::object();
+  for (const BoundException& e : r.bound_exceptions) {
+    nlohmann::json& k = by_kind[e.kind];
+    if (k.is_null()) k = {{"count", 0}, {"worst_excess_s", 0.0}};
+    k["count"] = k.value("count", 0) + 1;
+    k["worst_excess_s"] = std::max(k.value("worst_excess_s", 0.0), e.wait_s - e.bound_s);
+  }
+  j["guarantee_bound"] = {{"checked", r.bound_checked},
+                          {"worst_excess_s", r.bound_worst_excess_s},
+                          {"exceptions_by_kind", by_kind},
+                          {"exceptions", ex}};
   j["guarantee_episodes"] = {{"episodes", r.episodes},
                              {"exceptions", r.episode_exceptions},
                              {"worst_excess_s", r.episode_worst_excess_s}};
@@ -1128,6 +1156,14 @@ void PrintReplayTable(const std::vector<ReplayResult>& results, std::ostream& ou
     out << "  guarantee bound: " << r.bound_checked << " waits within guarantee, worst excess "
         << r.bound_worst_excess_s << " s, " << r.bound_exceptions.size() << " exceptions; "
         << r.episodes << " team episodes, worst excess " << r.episode_worst_excess_s << " s\n";
+    std::map<std::string, std::pair<int, double>> kinds;  // kind -> (count, worst excess)
+    for (const BoundException& e : r.bound_exceptions) {
+      auto& k = kinds[e.kind];
+      ++k.first;
+      k.second = std::max(k.second, e.wait_s - e.bound_s);
+    }
+    for (const auto& [kind, k] : kinds)
+      out << "    exceptions, " << kind << ": " << k.first << " (worst +" << k.second << " s)\n";
     out << "  " << std::left << std::setw(14) << "team" << std::right << std::setw(10)
         << "workloads" << std::setw(10) << "guar.GPU" << std::setw(12) << "wait mean"
         << std::setw(12) << "wait p95" << std::setw(14) << "below-guar s" << std::setw(8) << "share"
