@@ -596,7 +596,9 @@ Status NodeAgent::ShipLogs() {
         r = client_->Do("POST", path, "", "text/plain");
         if (r.ok() && r->status == 200) {
           c.base = Int(json::parse(r->body, nullptr, false), "size", 0) - c.local;
-          changed = true;
+          // Saved before anything is sent: an agent killed after sending would otherwise ask
+          // again after its restart, take what it had sent for earlier output, and send it twice.
+          SaveLogCursors();
         }
       }
       if (c.base >= 0) {
