@@ -95,6 +95,16 @@ QueueSpec Leaf(const std::string& name, double guaranteed_gpus,
 }
 
 // A leaf without quotas: only fair share and the fleet limit it.
+// One node of 4 H100s (n0) and one of 4 A100s (m0).
+Fleet H100AndA100() {
+  Fleet fleet = Nodes(1, 4);
+  Node a100 = GpuNode("m0", 4);
+  for (Device& d : a100.devices) d.model = "A100";
+  fleet.nodes.push_back(a100);
+  EXPECT_TRUE(ValidateFleet(fleet).ok());
+  return fleet;
+}
+
 QueueSpec Plain(const std::string& name, double weight = 1) {
   QueueSpec q;
   q.name = name;
@@ -258,11 +268,7 @@ TEST_F(AdmissionTest, ReclaimInOneCycleStopsAtTheGuarantee) {
 // Reclaim is per flavour: a queue that borrows H100s while it holds less than its guarantee in
 // total (its A100 guarantee lies unused) still gives the H100s back to a queue guaranteed them.
 TEST_F(AdmissionTest, ReclaimIsPerFlavour) {
-  Fleet fleet = Nodes(1, 4);
-  Node a100 = GpuNode("m0", 4);
-  for (Device& d : a100.devices) d.model = "A100";
-  fleet.nodes.push_back(a100);
-  ASSERT_TRUE(ValidateFleet(fleet).ok());
+  const Fleet fleet = H100AndA100();
   AdmissionConfig config;
   config.flavors = {FlavorSpec{"h100", DeviceKind::kWhole, {"H100"}, {}},
                     FlavorSpec{"a100", DeviceKind::kWhole, {"A100"}, {}}};
@@ -285,6 +291,28 @@ TEST_F(AdmissionTest, ReclaimIsPerFlavour) {
   CycleResult r = adm_->Cycle(11, 1000);
   EXPECT_EQ(r.evicted.size(), 2u) << adm_->reason(mine);
   for (const Eviction& e : r.evicted) EXPECT_EQ(e.preemptor, mine);
+}
+
+// A flavour that names a kind for some models leaves the other models to the kind-less flavour:
+// with H100s quota'd as `h100` (1 GPU, no borrowing) and everything else as `gpu`, whole-GPU
+// work that finds the h100 quota used runs on the A100s, charged to `gpu`.
+TEST_F(AdmissionTest, KindNamedFlavourLeavesOtherModelsToKindlessOnes) {
+  const Fleet fleet = H100AndA100();
+  AdmissionConfig config;
+  config.flavors = {FlavorSpec{"h100", DeviceKind::kWhole, {"H100"}, {}},
+                    FlavorSpec{"gpu", {}, {}, {}}};
+  QueueSpec a = Plain("a");
+  a.quotas["h100"] = QuotaSpec{1000, 0, {}};
+  a.quotas["gpu"].guaranteed_milli = 4000;
+  Make(fleet, {a}, {}, config);
+  std::vector<int> ids;
+  for (int i = 0; i < 3; ++i) ids.push_back(Submit(Gpus("w" + std::to_string(i), "a", 1), 0));
+  adm_->Cycle(1, 1000);
+  EXPECT_EQ(CountPhase(ids, Phase::kAdmitted), 3) << adm_->reason(ids[2]);
+  int on_h100 = 0;
+  for (int id : ids)
+    for (const Assignment& as : adm_->assignments(id)) on_h100 += as.node == 0;
+  EXPECT_LE(on_h100, 1);
 }
 
 // What the server's scheduler does every cycle: rebuild the Admitter from stored state. Restored

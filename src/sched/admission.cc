@@ -183,6 +183,7 @@ Status Admitter::Build() {
     q.lend_limit.assign(nf, std::nullopt);
     q.usage.assign(nf, 0);
     q.evicting_usage.assign(nf, 0);
+    q.promised.assign(nf, 0);
     queues_.push_back(std::move(q));
   }
   for (int i = 0; i < static_cast<int>(queues_.size()); ++i) {
@@ -250,8 +251,9 @@ int Admitter::pending_count(int q) const {
   return n;
 }
 
-// A request is charged to flavours that name its kind when any of them matches it, else to
-// those that name no kind: MIG slices then never use a whole-GPU flavour's quota.
+// A request is charged, per model, to a flavour that names its kind when one matches it there,
+// else to one that names no kind: MIG slices then never use a whole-GPU flavour's quota, and a
+// kind-named flavour for some models leaves the others to the kind-less flavours.
 int Admitter::FlavorOf(const PodRequest& req, int model) const {
   if (req.kind == DeviceKind::kNone) return -1;
   int kindless = -1;
@@ -270,20 +272,27 @@ int Admitter::FlavorOf(const PodRequest& req, int model) const {
   return kindless;
 }
 
+uint64_t Admitter::FlavorModels(int f, const PodRequest& req) const {
+  const FlavorSpec& fl = flavors_[f];
+  if (fl.kind && *fl.kind != req.kind) return 0;
+  if (!fl.mig_profiles.empty() &&
+      (req.kind != DeviceKind::kMig ||
+       !Contains(fl.mig_profiles, state_.mig_profile_name(req.mig_profile))))
+    return 0;
+  uint64_t models = flavor_models_[f] & req.model_mask;
+  if (fl.kind) return models;
+  // A kind-less flavour keeps only the models no flavour naming the request's kind takes.
+  for (int g = 0; g < static_cast<int>(flavors_.size()) && models; ++g)
+    if (flavors_[g].kind && *flavors_[g].kind == req.kind) models &= ~FlavorModels(g, req);
+  return models;
+}
+
 std::vector<int> Admitter::CandidateFlavors(const PodRequest& req) const {
-  std::vector<int> named, kindless;
-  if (req.kind == DeviceKind::kNone) return named;
-  for (int f = 0; f < static_cast<int>(flavors_.size()); ++f) {
-    const FlavorSpec& fl = flavors_[f];
-    if (fl.kind && *fl.kind != req.kind) continue;
-    if ((flavor_models_[f] & req.model_mask) == 0) continue;
-    if (!fl.mig_profiles.empty() &&
-        (req.kind != DeviceKind::kMig ||
-         !Contains(fl.mig_profiles, state_.mig_profile_name(req.mig_profile))))
-      continue;
-    (fl.kind ? named : kindless).push_back(f);
-  }
-  return named.empty() ? kindless : named;
+  std::vector<int> out;
+  if (req.kind == DeviceKind::kNone) return out;
+  for (int f = 0; f < static_cast<int>(flavors_.size()); ++f)
+    if (FlavorModels(f, req)) out.push_back(f);
+  return out;
 }
 
 bool Admitter::WithinGuarantee(int leaf, int f, int64_t milli) const {
@@ -292,7 +301,8 @@ bool Admitter::WithinGuarantee(int leaf, int f, int64_t milli) const {
 
 bool Admitter::MayReclaim(int leaf, int f, int64_t milli) const {
   const QueueNode& q = queues_[leaf];
-  return managed_[f] && q.usage[f] + q.promised_milli + milli <= q.guaranteed[f];
+  // Its own work being evicted counts as gone: the preemptor it makes room for has promised it.
+  return managed_[f] && q.usage[f] - q.evicting_usage[f] + q.promised[f] + milli <= q.guaranteed[f];
 }
 
 bool Admitter::ReclaimEligible(int id) const {
@@ -325,8 +335,19 @@ void Admitter::Nominate(int id, int victims, bool within_guarantee) {
   e.nominated = true;
   e.victims_left = victims;
   if (within_guarantee) {
-    e.promised = e.gpu_milli;
-    queues_[e.leaf].promised_milli += e.promised;
+    // Promised in the first flavour it may reclaim in.
+    for (const PodRequest& p : e.pods) {
+      if (p.kind == DeviceKind::kNone) continue;
+      for (int f : CandidateFlavors(p)) {
+        if (!MayReclaim(e.leaf, f, e.gpu_milli)) continue;
+        e.promised = e.gpu_milli;
+        e.promised_flavor = f;
+        queues_[e.leaf].promised[f] += e.promised;
+        queues_[e.leaf].promised_milli += e.promised;
+        break;
+      }
+      break;
+    }
   }
   nominated_.push_back(id);
 }
@@ -336,21 +357,34 @@ void Admitter::ReserveFreePart(int id,
   Entry& e = entries_[id];
   for (const auto& [planned, pod] : plan) {
     const int n = planned.node;
+    // Held as the preemptor's own (tenant and kind, so isolation keys are its), but counting no
+    // GPUs of its shape.
+    PodRequest req;
+    req.tenant = pod->tenant;
+    req.kind = pod->kind;
+    req.cpu_milli = std::min(pod->cpu_milli, std::max<int64_t>(0, state_.free_cpu(n)));
+    req.memory_mib = std::min(pod->memory_mib, std::max<int64_t>(0, state_.free_memory(n)));
+    const bool untrusted =
+        pod->tenant >= 0 && state_.tenant(pod->tenant).trust == TrustLevel::kUntrusted;
+    const int32_t mig_key = untrusted ? pod->tenant : ClusterState::kMigShared;
     Assignment hold;
     hold.node = n;
     for (const DeviceShare& d : planned.devices) {
       const DeviceState& ds = state_.devices(n)[d.device];
       if (d.mig_slice >= 0) {
-        if (ds.mig_free >> d.mig_slice & 1) hold.devices.push_back(d);
+        // Not a slice beside work it may not share a GPU with (that work is a victim still
+        // stopping): holding it would give the device the preemptor's key meanwhile.
+        if ((ds.mig_free >> d.mig_slice & 1) && (ds.mig_key == -1 || ds.mig_key == mig_key))
+          hold.devices.push_back(d);
         continue;
       }
+      if (pod->kind == DeviceKind::kFraction && ds.share_key != -1 &&
+          ds.share_key != state_.ShareKey(pod->tenant))
+        continue;
       DeviceShare part{d.device, std::min(d.milli, ds.free_milli),
                        std::min(d.memory_mib, std::max<int64_t>(0, ds.free_memory_mib)), -1};
       if (part.milli > 0 || part.memory_mib > 0) hold.devices.push_back(part);
     }
-    PodRequest req;  // CPU and memory only: no tenant, no device kind
-    req.cpu_milli = std::min(pod->cpu_milli, std::max<int64_t>(0, state_.free_cpu(n)));
-    req.memory_mib = std::min(pod->memory_mib, std::max<int64_t>(0, state_.free_memory(n)));
     if (hold.devices.empty() && req.cpu_milli == 0 && req.memory_mib == 0) continue;
     state_.Apply(hold, req);
     e.reserved.push_back({std::move(hold), req});
@@ -365,8 +399,10 @@ void Admitter::Unnominate(int id) {
   }
   e.reserved.clear();
   e.nominated = false;
+  if (e.promised_flavor >= 0) queues_[e.leaf].promised[e.promised_flavor] -= e.promised;
   queues_[e.leaf].promised_milli -= e.promised;
   e.promised = 0;
+  e.promised_flavor = -1;
 }
 
 void Admitter::RestoreNomination(int id, int victims) {
@@ -843,6 +879,10 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
                         std::map<uint64_t, std::string>& failed) {
   Entry& e = entries_[id];
   std::vector<PodRequest> pods = e.pods;
+  // Woken only to see whether moving work helps (Wake): if it does not, nothing is held for it.
+  const bool probe = e.probe;
+  e.probe = false;
+  e.victims_ready_at = -1;  // set again by this attempt's preemption search, if any
 
   // Quota first: the flavours this workload may be charged to narrow the models it may use.
   const PodRequest* gpu_pod = nullptr;
@@ -861,7 +901,7 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
       for (int f : cands) {
         std::string why;
         if (QuotaAllows(e.leaf, f, e.gpu_milli, &why)) {
-          allowed |= flavor_models_[f];
+          allowed |= FlavorModels(f, *gpu_pod);
         } else if (first_why.empty()) {
           first_why = why;
           quota_blocked = f;
@@ -875,8 +915,8 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
           // Only lower-priority work of its own queue can give quota back.
           std::vector<PodRequest> masked = pods;
           for (PodRequest& p : masked)
-            if (p.kind != DeviceKind::kNone) p.model_mask &= flavor_models_[quota_blocked];
-          if (Preempt(id, masked, flavor_models_[quota_blocked], now, out)) return false;
+            if (p.kind != DeviceKind::kNone) p.model_mask &= FlavorModels(quota_blocked, *gpu_pod);
+          if (Preempt(id, masked, FlavorModels(quota_blocked, *gpu_pod), now, out)) return false;
           e.waits_on_time = e.reason.find("minimum runtime") != std::string::npos;
         }
         Park(id, true, 0, pods);
@@ -897,6 +937,7 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
     if (config_.preemption && ReclaimEligible(id) && MayPreempt(id) && TakeSearch(id) &&
         Preempt(id, pods, allowed, now, out))
       return false;
+    e.waits_on_time = e.reason.find("minimum runtime") != std::string::npos;
     Park(id, false, key, pods);
     return false;
   }
@@ -958,9 +999,6 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
     e.reason += "; " + e.history;
   failed[key] = e.reason;
   const bool borrowing = WouldBorrow(id);
-  // Woken only to see whether moving work helps: if it does not, nothing is held for it.
-  const bool probe = e.probe;
-  e.probe = false;
   if (!borrowing && !probe) hold_borrowing_ = true;
   // Scattered free room is gathered by moving work before anyone loses their place.
   if (!borrowing && Consolidate(id, pods, e.spec.topology, now, out)) return false;
@@ -1226,7 +1264,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   for (const PodRequest& p : pods) {
     if (p.kind == DeviceKind::kNone) continue;
     for (int f : CandidateFlavors(p)) {
-      if (!(flavor_models_[f] & allowed_models)) continue;
+      if (!(FlavorModels(f, p) & allowed_models)) continue;
       if (!QuotaAllows(leaf, f, e.gpu_milli, nullptr)) {
         quota_short = true;
         quota_flavor = f;

@@ -214,7 +214,8 @@ class Admitter {
     bool ready = false;
     bool nominated = false;  // has victims that have not stopped yet
     int victims_left = 0;
-    int64_t promised = 0;  // while nominated within its guarantee: GPUs its queue has promised
+    int64_t promised = 0;      // while nominated within its guarantee: GPUs its queue has promised
+    int promised_flavor = -1;  // ... in this flavour
     // Its last preemption search found room only with victims still within their minimum
     // runtime: when the last of those it needs may go, and the longest such runtime (-1: not so).
     double victims_ready_at = -1;
@@ -250,7 +251,8 @@ class Admitter {
     int evicting = 0;
     int64_t evicting_milli = 0;           // GPUs of its workloads being evicted (still held)
     std::vector<int64_t> evicting_usage;  // the same per flavour
-    int64_t promised_milli = 0;  // GPUs of its nominated within-guarantee preemptors (leaves)
+    int64_t promised_milli = 0;     // GPUs of its nominated within-guarantee preemptors (leaves)
+    std::vector<int64_t> promised;  // the same per flavour
     // Pending workloads of a leaf: (-priority, arrival, id).
     std::set<std::tuple<int, double, int>> pending;
     std::set<std::tuple<int, double, int>> parked;
@@ -270,6 +272,8 @@ class Admitter {
   Result<int> LeafFor(const Workload& spec) const;
   int FlavorOf(const PodRequest& req, int model) const;
   std::vector<int> CandidateFlavors(const PodRequest& req) const;
+  // The models flavour f takes `req` on (none if it does not take its kind or profile).
+  uint64_t FlavorModels(int f, const PodRequest& req) const;
   bool QuotaAllows(int leaf, int flavor, int64_t milli, std::string* why) const;
   bool WithinGuarantee(int leaf, int flavor, int64_t milli) const;
   // Within the guarantee once what is promised to the queue's nominated preemptors is counted.

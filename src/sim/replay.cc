@@ -349,8 +349,12 @@ void Calibrate(Scenario& sc, double window) {
   sc.offered_load_unclipped = total / (cap * window);
   // Two pools when the fleet has MIG-partitioned GPUs: those (only MIG requests use them) and
   // the rest. Each team's computed guarantee is split by its demand in each pool.
-  // (Only for queues generated from the teams: a scenario's own queue tree sets its flavours.)
-  const double mig_cap = sc.admission.queues.empty() ? MigCapacityMilli(sc.fleet) : 0;
+  // (Only for queues generated from computed guarantees: a scenario's own queue tree sets its
+  // flavours, and explicit guarantees say nothing about pools.)
+  const bool explicit_guarantee = std::any_of(sc.teams.begin(), sc.teams.end(),
+                                              [](const TeamSpec& t) { return t.guarantee_milli; });
+  const double mig_cap =
+      sc.admission.queues.empty() && !explicit_guarantee ? MigCapacityMilli(sc.fleet) : 0;
   sc.mig_pool = mig_cap > 0;
   const double pool_cap[2] = {cap - mig_cap, mig_cap};
   std::vector<std::array<double, 2>> team_demand(sc.teams.size(), {0, 0});
@@ -702,13 +706,16 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     Group& g = groups[gi];
     AdmissionConfig c;
+    // The baselines neither preempt nor move work.
     if (policy_name == "dedicated") {
       c.queues = {QueueSpec{"own", "", 1, {}, -1}};
       c.preemption = false;
+      c.consolidation = false;
       c.strict_priority = false;
     } else if (policy_name == "fifo") {
       c.queues = {QueueSpec{"shared", "", 1, {}, -1}};
       c.preemption = false;
+      c.consolidation = false;
       c.strict_priority = false;
     } else if (!sc.admission.queues.empty()) {
       c = sc.admission;
@@ -815,6 +822,10 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
       WState& st = ws[it->second];
       if (it->first <= room) {
         if (st.fits_since < 0 && t >= w0 && t <= w1) st.fits_since = t;
+      } else if (st.fits_since >= 0 &&
+                 t - st.fits_since > sc.interval_s + sc.grace_s + st.victim_mr + 1e-9) {
+        // It had already waited past its bound when its own team filled the room.
+        check_wait(it->second, t, "stopped fitting after waiting past the bound: ");
       } else {
         st.fits_since = -1;
         st.victim_mr = 0;
