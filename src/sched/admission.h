@@ -87,7 +87,7 @@ struct AdmissionConfig {
   // More searches per queue and cycle for workloads that fit in what is left of their queue's
   // guarantee once the workloads it already preempts for are counted (so never more than the
   // guarantee is reclaimed at once).
-  int reclaim_searches_per_queue = 8;
+  int reclaim_searches_per_queue = 64;
   // Consolidation: a workload within its guarantee that does not fit only because the free GPUs
   // are scattered may move up to `consolidation_max_moves` single-pod preemptible workloads
   // that fit elsewhere; at most `consolidation_searches_per_cycle` plans a cycle.

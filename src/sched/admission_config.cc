@@ -88,7 +88,7 @@ Status ParseAdmissionSettings(YamlMap& m, AdmissionConfig* c) {
   if (searches < 1 || searches > 1000)
     return m.Error("preemptionSearchesPerQueue", "must be between 1 and 1000");
   c->preemption_searches_per_queue = static_cast<int>(searches);
-  ASSIGN_OR_RETURN(int64_t reclaims, m.Int("reclaimSearchesPerQueue", 8));
+  ASSIGN_OR_RETURN(int64_t reclaims, m.Int("reclaimSearchesPerQueue", 64));
   if (reclaims < 0 || reclaims > 1000)
     return m.Error("reclaimSearchesPerQueue", "must be between 0 and 1000");
   c->reclaim_searches_per_queue = static_cast<int>(reclaims);
