@@ -299,6 +299,12 @@ bool Admitter::WithinGuarantee(int leaf, int f, int64_t milli) const {
   return !managed_[f] || queues_[leaf].usage[f] + milli <= queues_[leaf].guaranteed[f];
 }
 
+int64_t Admitter::promised_milli(int q) const {
+  int64_t sum = 0;
+  for (int64_t v : queues_[q].promised) sum += v;
+  return sum;
+}
+
 bool Admitter::MayReclaim(int leaf, int f, int64_t milli) const {
   const QueueNode& q = queues_[leaf];
   // Its own work being evicted counts as gone: the preemptor it makes room for has promised it.
@@ -343,7 +349,6 @@ void Admitter::Nominate(int id, int victims, bool within_guarantee) {
         e.promised = e.gpu_milli;
         e.promised_flavor = f;
         queues_[e.leaf].promised[f] += e.promised;
-        queues_[e.leaf].promised_milli += e.promised;
         break;
       }
       break;
@@ -400,7 +405,6 @@ void Admitter::Unnominate(int id) {
   e.reserved.clear();
   e.nominated = false;
   if (e.promised_flavor >= 0) queues_[e.leaf].promised[e.promised_flavor] -= e.promised;
-  queues_[e.leaf].promised_milli -= e.promised;
   e.promised = 0;
   e.promised_flavor = -1;
 }
@@ -629,7 +633,6 @@ void Admitter::CountEvicting(int id, int sign) {
   const Entry& e = entries_[id];
   QueueNode& q = queues_[e.leaf];
   q.evicting += sign;
-  q.evicting_milli += sign * e.gpu_milli;
   for (auto [f, milli] : e.charged) q.evicting_usage[f] += sign * milli;
 }
 
@@ -830,7 +833,7 @@ void Admitter::Wake() {
       const int q = (consolidation_turn_ + i) % queue_count();
       QueueNode& node = queues_[q];
       if (!is_leaf(q) || node.parked.empty()) continue;
-      const int64_t room = guaranteed_milli(q) - node.gpu - node.promised_milli;
+      const int64_t room = guaranteed_milli(q) - node.gpu - promised_milli(q);
       for (const auto& k : node.parked) {
         const int id = std::get<2>(k);
         if (entries_[id].parked != 1) continue;  // quota-parked: moving work cannot help
@@ -856,7 +859,7 @@ void Admitter::Wake() {
   for (int q = 0; q < queue_count(); ++q) {
     QueueNode& node = queues_[q];
     if (!is_leaf(q) || node.parked.empty()) continue;
-    const int64_t room = guaranteed_milli(q) - node.gpu - node.promised_milli;
+    const int64_t room = guaranteed_milli(q) - node.gpu - promised_milli(q);
     if (room <= 0 && !config_.fair_share_preemption) continue;
     // The first parked workloads that fit the room get the queue's preemption searches.
     std::vector<int> wake;

@@ -249,10 +249,8 @@ class Admitter {
     int64_t gpu = 0, cpu = 0;    // whole subtree
     double history = 0;          // decayed dominant share
     int evicting = 0;
-    int64_t evicting_milli = 0;           // GPUs of its workloads being evicted (still held)
-    std::vector<int64_t> evicting_usage;  // the same per flavour
-    int64_t promised_milli = 0;     // GPUs of its nominated within-guarantee preemptors (leaves)
-    std::vector<int64_t> promised;  // the same per flavour
+    std::vector<int64_t> evicting_usage;  // per flavour: GPUs of its workloads being evicted
+    std::vector<int64_t> promised;        // per flavour: GPUs of its nominated preemptors (leaves)
     // Pending workloads of a leaf: (-priority, arrival, id).
     std::set<std::tuple<int, double, int>> pending;
     std::set<std::tuple<int, double, int>> parked;
@@ -278,6 +276,7 @@ class Admitter {
   bool WithinGuarantee(int leaf, int flavor, int64_t milli) const;
   // Within the guarantee once what is promised to the queue's nominated preemptors is counted.
   bool MayReclaim(int leaf, int flavor, int64_t milli) const;
+  int64_t promised_milli(int q) const;  // every flavour
   bool ReclaimEligible(int id) const;
   // Takes one of the queue's preemption searches of this cycle, if one is left for `id`.
   bool TakeSearch(int id);
