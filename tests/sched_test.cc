@@ -804,6 +804,28 @@ TEST(Placer, WholeGpusStayOnOneNumaNodeWhenPossible) {
   EXPECT_EQ(place_t(3), (std::vector<int>{3, 6, 7}));
 }
 
+// `fabrica` counts the waste a share leaves once common shares fill the GPU: a 320m share does
+// not go beside a 470m one (a 210m gap no common share fills) when a fresh GPU would leave 680m
+// for the common 650m shares. FGD, which looks one pod ahead, takes the 470m GPU.
+TEST(Placer, FabricaLeavesGapsThatCommonSharesFill) {
+  Fleet fleet = FleetOf({GpuNode("n", 2)});
+  for (const auto& [name, device] : {std::pair<std::string, int>{"fabrica", 1}, {"fgd", 0}}) {
+    ClusterState s(fleet);
+    const std::vector<TypicalPod> typical = {{Req(s, Fraction(810)), 0.35},
+                                             {Req(s, Fraction(470)), 0.3},
+                                             {Req(s, Fraction(650)), 0.2},
+                                             {Req(s, Fraction(320)), 0.15}};
+    auto policy = MustMakePolicy(name, typical);
+    Placer placer(*policy);
+    Rng rng(1);
+    EXPECT_EQ(DevicesOf(PlaceAndApply(s, placer, Req(s, Fraction(470)), rng).assignment),
+              (std::vector<int>{0}));
+    EXPECT_EQ(DevicesOf(PlaceAndApply(s, placer, Req(s, Fraction(320)), rng).assignment),
+              (std::vector<int>{device}))
+        << name;
+  }
+}
+
 // CPUs count per NUMA node: a pod's GPUs go to a NUMA node that also has CPU for it, the
 // assignment says which NUMA node its CPUs are on, and a pod whose GPUs' NUMA node has no CPU
 // room left is not pinned there (-1). The books balance after release.

@@ -11,10 +11,21 @@
 //   - Model scarcity: a pod that may run on several GPU models pays for using a model that pods
 //     restricted to it will need, so flexible pods leave scarce models to those that have no
 //     other choice (gpuspec33, 100% arrived: 13.25% -> 6.19%).
+//   - Fill waste: FGD judges a GPU's free share by whether the *next* typical pod could use it,
+//     so it happily puts a 320m share beside a 470m one (the 530m gap, which most pods cannot
+//     use, shrinks to 210m) rather than open a fresh GPU. But a 210m gap stays empty for good
+//     when the pods small enough to fill it are rare, while the 680m gap of the fresh GPU would
+//     have taken a common 650m share. The policy counts, for every free share g a fractional pod
+//     leaves, the waste W(g) that remains once the GPU is filled by common shares at best:
+//     W(g) = min(g, min over common sizes p <= g of W(g - p)), W(whole GPU) = 0. A size is
+//     common when it is at least a tenth as frequent as the most frequent one (rarer ones cannot
+//     fill the gaps their bigger neighbours leave in numbers). Default trace, 100% arrived:
+//     4.18% -> 3.90% unallocated.
 // It also counts memory when judging whether a typical pod still fits a node, and places a
 // fractional pod on the GPU with the best exact change.
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "sched/frag.h"
 #include "sched/policy.h"
@@ -26,6 +37,7 @@ class FabricaPolicy : public Policy {
  public:
   FabricaPolicy(std::vector<TypicalPod> typical, const ClusterState* fleet) : frag_(typical) {
     if (fleet) scarcity_ = Scarcity(typical, *fleet);
+    fill_waste_ = FillWaste(typical);
   }
   std::string name() const override { return "fabrica"; }
 
@@ -63,8 +75,9 @@ class FabricaPolicy : public Policy {
       double best_gain = 0;
       for (int d = 0; d < gpus; ++d) {
         if (!s.DeviceUsable(n, d, req)) continue;
+        const double fill = fill_waste_[free[d]] - fill_waste_[free[d] - req.gpu_milli];
         free[d] -= req.gpu_milli;
-        const double g = gain();
+        const double g = gain() + kFillWeight * fill;
         free[d] += req.gpu_milli;
         if (best < 0 || g > best_gain) {
           best = d;
@@ -114,6 +127,26 @@ class FabricaPolicy : public Policy {
     return out;
   }
 
+  // W(g) for g = 0..kMilliPerGpu milli free on a GPU (see the top of the file).
+  static std::vector<double> FillWaste(const std::vector<TypicalPod>& typical) {
+    std::map<int64_t, double> by_size;
+    double top = 0;
+    for (const TypicalPod& t : typical) {
+      if (t.pod.kind == DeviceKind::kFraction && t.pod.num_gpu == 1)
+        top = std::max(top, by_size[t.pod.gpu_milli] += t.weight);
+    }
+    std::vector<int64_t> common;
+    for (const auto& [size, weight] : by_size)
+      if (weight >= kCommonShare * top) common.push_back(size);
+    std::vector<double> w(kMilliPerGpu + 1, 0.0);
+    for (int64_t g = 1; g < kMilliPerGpu; ++g) {
+      w[g] = static_cast<double>(g);
+      for (int64_t p : common)
+        if (p <= g) w[g] = std::min(w[g], w[g - p]);
+    }
+    return w;  // w[kMilliPerGpu] stays 0: a whole free GPU serves whole-GPU pods
+  }
+
   // 1 when `model` is the only model the mask allows (the pod has no alternative), else 0.
   static double OnlyShare(uint64_t mask, int model) {
     return mask == (uint64_t{1} << model) ? 1.0 : 0.0;
@@ -130,7 +163,14 @@ class FabricaPolicy : public Policy {
   // all beat FGD on the gpuspec lists, higher helping at 100% arrived and costing a little at 130%.
   static constexpr double kStrandWeight = 3.0;
   static constexpr double kScarcityWeight = 2.0;
+  // Fill waste counts ten times the fragment: on the 13 openb lists 3..20 all beat 0 at both
+  // 100% and 130% arrived except gpuspec33 at 100%, which model scarcity decides (6.1% -> 6.7%,
+  // FGD 12.2%). Sizes under a tenth of the most common one's frequency are not partners: a
+  // twentieth lets the rare 160m shares "fill" the 190m gaps of the many 810m ones.
+  static constexpr double kFillWeight = 10.0;
+  static constexpr double kCommonShare = 0.1;
   std::vector<double> scarcity_;
+  std::vector<double> fill_waste_;
 };
 
 }  // namespace
