@@ -806,7 +806,8 @@ TEST(Placer, WholeGpusStayOnOneNumaNodeWhenPossible) {
 
 // `fabrica` counts the waste a share leaves once common shares fill the GPU: a 320m share does
 // not go beside a 470m one (a 210m gap no common share fills) when a fresh GPU would leave 680m
-// for the common 650m shares. FGD, which looks one pod ahead, takes the 470m GPU.
+// for the common 650m shares. A size under a tenth as frequent as the top one (210m here) is no
+// partner. FGD, which looks one pod ahead, takes the 470m GPU.
 TEST(Placer, FabricaLeavesGapsThatCommonSharesFill) {
   Fleet fleet = FleetOf({GpuNode("n", 2)});
   for (const auto& [name, device] : {std::pair<std::string, int>{"fabrica", 1}, {"fgd", 0}}) {
@@ -814,7 +815,9 @@ TEST(Placer, FabricaLeavesGapsThatCommonSharesFill) {
     const std::vector<TypicalPod> typical = {{Req(s, Fraction(810)), 0.35},
                                              {Req(s, Fraction(470)), 0.3},
                                              {Req(s, Fraction(650)), 0.2},
-                                             {Req(s, Fraction(320)), 0.15}};
+                                             {Req(s, Fraction(320)), 0.15},
+                                             // Rare: were it a partner, the 210m gap would fill.
+                                             {Req(s, Fraction(210)), 0.02}};
     auto policy = MustMakePolicy(name, typical);
     Placer placer(*policy);
     Rng rng(1);

@@ -3,7 +3,8 @@
 // It keeps FGD's objective, the expected fragment a node's idle GPUs form for the typical pod
 // mix, on FGD's coarse scale (the change squashed through a sigmoid and cut to whole points, the
 // remaining ties going to a fixed random node order: on the openb trace the random order spreads
-// load better than any tie-break we tried). To the change in fragment it adds two terms FGD lacks:
+// load better than any tie-break we tried). To the change in fragment it adds three terms FGD
+// lacks:
 //   - CPU stranding: GPUs that a node's remaining CPU cannot feed, at the typical pods' ratio of
 //     CPU to GPU, are lost just as surely as fragments, but FGD notices only when a whole typical
 //     pod stops fitting. Counting max(0, free GPU - free CPU / ratio) keeps nodes balanced and is
@@ -142,9 +143,11 @@ class FabricaPolicy : public Policy {
     for (int64_t g = 1; g < kMilliPerGpu; ++g) {
       w[g] = static_cast<double>(g);
       for (int64_t p : common)
-        if (p <= g) w[g] = std::min(w[g], w[g - p]);
+        if (p > 0 && p <= g) w[g] = std::min(w[g], w[g - p]);
     }
-    return w;  // w[kMilliPerGpu] stays 0: a whole free GPU serves whole-GPU pods
+    // w[kMilliPerGpu] stays 0: a whole free GPU serves whole-GPU pods. Without fractional pods
+    // in the mix W(g) = g, and fractions simply pack onto GPUs already in use.
+    return w;
   }
 
   // 1 when `model` is the only model the mask allows (the pod has no alternative), else 0.
