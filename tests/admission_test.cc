@@ -747,14 +747,64 @@ teams:
 
   auto fab = sim::RunReplay(*sc, "fabrica");
   ASSERT_TRUE(fab.ok()) << fab.status().message();
-  EXPECT_GT(fab->bound_checked, 0);
+  EXPECT_GT(fab->bound.checked, 0);
+}
+
+// The guarantee bound reads "pending work that fits its guarantee" in queue order: a team with
+// 4 GPUs of guarantee and a 4-GPU workload queued before a 1-GPU one has only the first within
+// its guarantee; checked alone, both fit. The other team fills the fleet and its disruption
+// budget of 0 forbids reclaim, so both wait ~1,000 s.
+TEST(ReplayTest, GuaranteeBoundCountsTheTeamsPendingWorkInQueueOrder) {
+  const std::string text = R"(
+kind: Scenario
+name: order
+synthetic: {gpus: 8, migShare: 0, h200Share: 0, seed: 3, window: 3600}
+load: 0.5
+teams:
+  - name: a
+    share: 50
+    guarantee: 4
+    workloads:
+      - {pods: 1, cpu: 4, memory: 16Gi, devices: {gpus: 4}, duration: 100-200}
+  - name: b
+    share: 50
+    guarantee: 0
+    disruptionBudget: 0
+    workloads:
+      - {pods: 1, cpu: 4, memory: 16Gi, devices: {gpus: 1}, duration: 100-200}
+)";
+  auto sc = sim::ParseScenario(text, "order.yaml", ".");
+  ASSERT_TRUE(sc.ok()) << sc.status().message();
+  ASSERT_EQ(sc->fleet.total_gpus(), 8);
+  sim::ReplayWorkload a_tpl, b_tpl;
+  for (const sim::ReplayWorkload& w : sc->workloads) (w.team == 0 ? a_tpl : b_tpl) = w;
+  ASSERT_EQ(a_tpl.spec.pod_sets.at(0).device.gpus, 4);
+  std::vector<sim::ReplayWorkload> list;
+  auto add = [&](sim::ReplayWorkload w, const std::string& name, double at, double run, int gpus) {
+    w.spec.name = WorkloadId(name);
+    w.spec.pod_sets.at(0).device.gpus = gpus;
+    w.arrival_s = at;
+    w.duration_s = run;
+    list.push_back(std::move(w));
+  };
+  for (int i = 0; i < 8; ++i) add(b_tpl, "b-" + std::to_string(i), 0, 1000, 1);
+  add(a_tpl, "a-big", 10, 100, 4);
+  add(a_tpl, "a-small", 11, 100, 1);
+  sc->workloads = list;
+  auto fab = sim::RunReplay(*sc, "fabrica");
+  ASSERT_TRUE(fab.ok()) << fab.status().message();
+  ASSERT_EQ(fab->bound.exceptions.size(), 1u);
+  EXPECT_EQ(fab->bound.exceptions[0].workload, "a-big");
+  EXPECT_EQ(fab->bound.exceptions[0].kind, "disruption budget");
+  EXPECT_GT(fab->bound.worst_excess_s, 900);
+  EXPECT_EQ(fab->bound_alone.exceptions.size(), 2u);
 }
 
 TEST(ReplayTest, JsonSortsGuaranteeExceptionsByKind) {
   sim::ReplayResult r;
-  r.bound_checked = 3;
-  r.bound_worst_excess_s = 20;
-  r.bound_exceptions = {{"w1", "t", 40, 31, "no node can take it now", "no room"},
+  r.bound.checked = 3;
+  r.bound.worst_excess_s = 20;
+  r.bound.exceptions = {{"w1", "t", 40, 31, "no node can take it now", "no room"},
                         {"w2", "t", 51, 31, "preempting 1 workload(s)", "victims stopping"},
                         {"w3", "t", 35, 31, "no node can take it now", "no room"}};
   std::ostringstream out;

@@ -159,13 +159,22 @@ struct ReplayResult {
   double gpu_seconds_lost = 0;
   std::vector<TeamResult> teams;
   // Guarantee-wait bound, per workload: from the moment a pending workload fits in what its
-  // team holds below its guarantee (guarantee - usage) until it is admitted, against interval +
-  // grace + the longest remaining minimum runtime (at that moment) of the victims evicted for
-  // it. A wait ends unchecked when the workload stops fitting because its team's usage rose.
-  // An exception names the workload and the reason it still waited at its last cycle.
-  int64_t bound_checked = 0;        // waits checked
-  double bound_worst_excess_s = 0;  // max(wait - bound); <= 0 means the bound always held
-  std::vector<BoundException> bound_exceptions;
+  // team holds below its guarantee in its pool (guarantee - usage) until it is admitted, against
+  // interval + grace + the longest remaining minimum runtime (at that moment) of the victims
+  // evicted for it. `bound` reads "fits" as the issue's "a team with pending work that fits its
+  // guarantee": the team's pending work taken in its queue's order (priority, then arrival), each
+  // workload counted when it fits in the room the ones before it that fit have left. A wait ends
+  // unchecked when the workload stops fitting because its team's own work took the room, unless
+  // it had already waited past its bound. `bound_alone` checks each workload against the room
+  // alone, as if none of its team's other pending work existed (stricter: ten waiting one-GPU
+  // pods all "fit" four free GPUs). An exception names the workload and the reason it still
+  // waited at its last cycle.
+  struct BoundCheck {
+    int64_t checked = 0;        // waits checked
+    double worst_excess_s = 0;  // max(wait - bound); <= 0 means the bound always held
+    std::vector<BoundException> exceptions;
+  };
+  BoundCheck bound, bound_alone;
   // The same against whole team episodes: spans in which a team held less than its guarantee
   // while any of its pending workloads would have fit in the difference. Stricter than the
   // issue's bound: a steady stream of arrivals, each admitted in time, keeps one episode open.
