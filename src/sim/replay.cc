@@ -258,9 +258,14 @@ double MigCapacityMilli(const Fleet& fleet) {
       if (d.mig_enabled()) m += kMilliPerGpu;
   return m;
 }
-// Classifies an admitter reason (sched/admission.cc words them) for the bound's exceptions.
+// Whether an admitter reason (sched/admission.cc words them) says a disruption budget forbade an
+// eviction.
+bool BudgetBlocked(const std::string& reason) {
+  return reason.find("disruption budget") != std::string::npos;
+}
+// Classifies an admitter reason for the bound's exceptions, a disruption budget aside (the
+// caller decides that one by the time it blocked).
 std::string ExceptionKind(const std::string& reason) {
-  if (reason.find("disruption budget") != std::string::npos) return "disruption budget";
   if (reason.find("minimum runtime") != std::string::npos) return "minimum runtime";
   if (reason.rfind("preempting", 0) == 0 || reason.rfind("consolidating", 0) == 0)
     return "victims stopping";
@@ -577,6 +582,10 @@ struct WState {
   // minimum runtime of the victims evicted for it.
   double fits_since[2] = {-1, -1};
   double victim_mr[2] = {0, 0};
+  // Time of the wait in which a disruption budget forbade the evictions it needed: the issue
+  // allows the bound to be exceeded by that much. Since when it is blocked now (-1: not).
+  double budget_s[2] = {0, 0};
+  double budget_since[2] = {-1, -1};
   std::string reason;  // why it still waited at the last cycle (while it fits)
 };
 
@@ -813,18 +822,33 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
     ep_start[u] = -1;
     ep_victim_mr[u] = 0;
   };
+  auto reset_wait = [&](WState& st, int view) {
+    st.fits_since[view] = -1;
+    st.victim_mr[view] = 0;
+    st.budget_s[view] = 0;
+    st.budget_since[view] = -1;
+  };
   auto check_wait = [&](int w, int view, double at, const std::string& note) {
     WState& st = ws[w];
     ReplayResult::BoundCheck& b = view == kInOrder ? res.bound : res.bound_alone;
     double wait = at - st.fits_since[view];
     double bound = sc.interval_s + sc.grace_s + st.victim_mr[view];
+    double blocked =
+        st.budget_s[view] + (st.budget_since[view] >= 0 ? at - st.budget_since[view] : 0);
     ++b.checked;
     b.worst_excess_s = std::max(b.worst_excess_s, wait - bound);
-    if (wait > bound + 1e-9)
+    if (wait > bound + 1e-9) {
+      std::string cause = note + st.reason;
+      std::string kind = ExceptionKind(st.reason);
+      if (blocked > 0) {
+        cause += " (a disruption budget forbade its evictions for " +
+                 std::to_string(static_cast<int64_t>(blocked)) + " s of the wait)";
+        if (wait - blocked <= bound + 1e-9) kind = "disruption budget";
+      }
       b.exceptions.push_back({sc.workloads[w].spec.name.str(), sc.teams[sc.workloads[w].team].name,
-                              wait, bound, note + st.reason, ExceptionKind(st.reason)});
-    st.fits_since[view] = -1;
-    st.victim_mr[view] = 0;
+                              wait, bound, cause, kind});
+    }
+    reset_wait(st, view);
   };
   // A wait ends: checked if it already ran past its bound (its own team then took the room, or
   // it was admitted), otherwise forgotten.
@@ -833,8 +857,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
     if (t - st.fits_since[view] > sc.interval_s + sc.grace_s + st.victim_mr[view] + 1e-9) {
       check_wait(w, view, t, "stopped fitting after waiting past the bound: ");
     } else {
-      st.fits_since[view] = -1;
-      st.victim_mr[view] = 0;
+      reset_wait(st, view);
     }
   };
   auto start_fitting = [&](int w, int view, double t) {
@@ -1065,6 +1088,15 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
         WState& st = ws[w];
         const Admitter& adm = *groups[st.group].admitter;
         st.reason = adm.reason(st.id);
+        const bool blocked = BudgetBlocked(st.reason);
+        for (int view : {kInOrder, kAlone}) {
+          if (st.fits_since[view] < 0) continue;
+          if (blocked && st.budget_since[view] < 0) st.budget_since[view] = tick;
+          if (!blocked && st.budget_since[view] >= 0) {
+            st.budget_s[view] += tick - st.budget_since[view];
+            st.budget_since[view] = -1;
+          }
+        }
         if (const double ready = adm.victims_ready_at(st.id); ready >= 0) {
           for (int view : {kInOrder, kAlone}) {
             if (st.fits_since[view] < 0) continue;

@@ -141,10 +141,12 @@ struct BoundException {
   std::string team;
   double wait_s = 0, bound_s = 0;
   std::string cause;  // the admitter's reason at the workload's last cycle
-  // What the reason says held it: "disruption budget" (the issue's allowed exception), "minimum
-  // runtime" (victims it could take were within theirs), "victims stopping" (it had chosen
-  // victims or moves that were still stopping) or "no room" (its pool is full or fragmented
-  // and nobody it may reclaim from holds what it needs, e.g. CPU).
+  // What held it: "disruption budget" (the issue's allowed exception: a disruption budget
+  // forbade the evictions it needed for at least the excess of its wait over the bound) or, by
+  // the reason at its last cycle, "minimum runtime" (victims it could take were within theirs),
+  // "victims stopping" (it had chosen victims or moves that were still stopping) or "no room"
+  // (its pool is full or fragmented and nobody it may reclaim from holds what it needs, e.g.
+  // CPU).
   std::string kind;
 };
 
