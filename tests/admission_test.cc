@@ -265,6 +265,33 @@ TEST_F(AdmissionTest, ReclaimInOneCycleStopsAtTheGuarantee) {
   EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("b")), 3000);
 }
 
+// A preemptor whose victims have stopped takes the room they left, even when the placement
+// policy would now prefer another node: otherwise it may take room another preemptor made, and
+// that one evicts a second time.
+TEST_F(AdmissionTest, PreemptorTakesTheRoomItsVictimsLeft) {
+  Make(Nodes(3, 2), {Leaf("a", 2), Leaf("b", 4)});
+  std::vector<int> borrowed;
+  for (int i = 0; i < 4; ++i) borrowed.push_back(Submit(Gpus("a" + std::to_string(i), "a", 1), 0));
+  adm_->Cycle(1, 1000);
+  for (int i = 4; i < 6; ++i) borrowed.push_back(Submit(Gpus("a" + std::to_string(i), "a", 1), 5));
+  adm_->Cycle(6, 1000);
+  ASSERT_EQ(CountPhase(borrowed, Phase::kAdmitted), 6);
+  ASSERT_EQ(adm_->assignments(borrowed[0])[0].node, 0);
+
+  const int mine = Submit(Gpus("b0", "b", 1), 10);
+  CycleResult r = adm_->Cycle(11, 1000);
+  ASSERT_EQ(r.evicted.size(), 1u);
+  const int victim = r.evicted[0].victim;
+  ASSERT_EQ(adm_->assignments(victim)[0].node, 2);  // the youngest, cheapest victims are on n2
+  // A GPU frees on node 0 meanwhile; best fit ties it with the victim's and takes the lowest.
+  adm_->Finish(borrowed[0], 20);
+  adm_->Cycle(21, 1000);
+  adm_->Terminated(victim, 40);
+  r = adm_->Cycle(41, 1000);
+  ASSERT_EQ(adm_->phase(mine), Phase::kAdmitted) << adm_->reason(mine);
+  EXPECT_EQ(adm_->assignments(mine)[0].node, 2);
+}
+
 // Reclaim is per flavour: a queue that borrows H100s while it holds less than its guarantee in
 // total (its A100 guarantee lies unused) still gives the H100s back to a queue guaranteed them.
 TEST_F(AdmissionTest, ReclaimIsPerFlavour) {

@@ -357,6 +357,15 @@ void Admitter::Nominate(int id, int victims, bool within_guarantee) {
   nominated_.push_back(id);
 }
 
+std::vector<int> Admitter::NodesOf(
+    const std::vector<std::pair<Assignment, const PodRequest*>>& plan) {
+  std::vector<int> nodes;
+  for (const auto& [planned, pod] : plan) nodes.push_back(planned.node);
+  std::sort(nodes.begin(), nodes.end());
+  nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+  return nodes;
+}
+
 void Admitter::ReserveFreePart(int id,
                                const std::vector<std::pair<Assignment, const PodRequest*>>& plan) {
   Entry& e = entries_[id];
@@ -932,7 +941,20 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
 
   const uint64_t key = AttemptKey(e.spec, e.leaf, pods);
   e.waits_on_time = false;
-  if (auto same = failed.find(key); same != failed.end()) {
+  // A preemptor whose victims have stopped tries the nodes it planned on first.
+  bool placed = false;
+  std::string reason;
+  std::vector<int> planned;
+  planned.swap(e.planned_nodes);
+  if (!planned.empty() && pods.size() == 1 && !e.spec.gang) {
+    PodPlacement p = placer_.PlaceIn(state_, planned, pods[0], rng_);
+    if (p.outcome == Outcome::kPlaced) {
+      state_.Apply(p.assignment, pods[0]);
+      e.assign = {p.assignment};
+      placed = true;
+    }
+  }
+  if (auto same = failed.find(key); !placed && same != failed.end()) {
     // The same shape failed this cycle, and the fleet has only filled up since; but it may
     // still reclaim what is left of its queue's guarantee.
     e.reason = same->second;
@@ -944,11 +966,11 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
     Park(id, false, key, pods);
     return false;
   }
-  bool placed = false;
-  std::string reason;
   // Explain in full the first time only; later failures keep that reason.
   placer_.set_explain(!e.explained);
-  if (pods.size() == 1 && !e.spec.gang) {
+  if (placed) {
+    // on its planned nodes
+  } else if (pods.size() == 1 && !e.spec.gang) {
     PodPlacement p = placer_.Place(state_, pods[0], rng_);
     if (p.outcome == Outcome::kPlaced) {
       state_.Apply(p.assignment, pods[0]);
@@ -1249,6 +1271,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
   }
   Nominate(id, static_cast<int>(moved.size()), ReclaimEligible(id));
   ReserveFreePart(id, mine);
+  e.planned_nodes = NodesOf(mine);
   e.reason = "consolidating: moving " + std::to_string(moved.size()) +
              " workload(s) to gather room scattered over the fleet";
   return true;
@@ -1583,6 +1606,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   }
   Nominate(id, static_cast<int>(chosen.size()), reclaim);
   ReserveFreePart(id, placed);
+  e.planned_nodes = NodesOf(placed);
   e.reason = "preempting " + std::to_string(chosen.size()) + " workload(s) " + why + ", " +
              std::to_string(static_cast<int64_t>(lost)) + " GPU-seconds lost";
   return true;

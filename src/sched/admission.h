@@ -223,6 +223,10 @@ class Admitter {
     // While nominated: the part of its planned place that was free when planned, held for it so
     // that nobody else takes it while its victims stop.
     std::vector<std::pair<Assignment, PodRequest>> reserved;
+    // The nodes of its planned place: once its victims stop, a single pod tries them first, so
+    // that each preemptor takes the room its own victims left (the placement policy alone may
+    // prefer another preemptor's, which then has to evict again).
+    std::vector<int> planned_nodes;
     std::vector<Assignment> assign;
     std::vector<std::pair<int, int64_t>> charged;  // (flavour, milli)
     std::string reason;
@@ -283,6 +287,8 @@ class Admitter {
   void Nominate(int id, int victims, bool within_guarantee);
   // Holds for a nominated workload what is free now of its planned place (pods as planned).
   void ReserveFreePart(int id, const std::vector<std::pair<Assignment, const PodRequest*>>& plan);
+  static std::vector<int> NodesOf(
+      const std::vector<std::pair<Assignment, const PodRequest*>>& plan);
   void Unnominate(int id);
   bool Managed(int flavor) const { return managed_[flavor]; }
   double Key(int q) const;
