@@ -292,6 +292,39 @@ TEST_F(AdmissionTest, PreemptorTakesTheRoomItsVictimsLeft) {
   EXPECT_EQ(adm_->assignments(mine)[0].node, 2);
 }
 
+// Reclaim with moves: queue a is guaranteed 5 GPUs and holds 3; b holds 3 on a guarantee of 1.
+// Every node holds one pod of each, so no node frees by evicting b's borrowed work alone, and
+// a's 2-GPU pod waited for b's work to end. Now b's two borrowed pods are evicted and one pod
+// that stays moves into the room they leave, clearing a node for it.
+TEST_F(AdmissionTest, ReclaimMovesWorkThatStaysToClearANode) {
+  Make(Nodes(3, 2), {Leaf("a", 5), Leaf("b", 1)});
+  std::vector<int> a, b;
+  for (int i = 0; i < 3; ++i) {
+    a.push_back(Submit(Gpus("a" + std::to_string(i), "a", 1), i));
+    adm_->Cycle(i + 0.1, 1000);
+    b.push_back(Submit(Gpus("b" + std::to_string(i), "b", 1), i + 0.5));
+    adm_->Cycle(i + 0.6, 1000);
+  }
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(adm_->phase(a[i]), Phase::kAdmitted);
+    ASSERT_EQ(adm_->phase(b[i]), Phase::kAdmitted);
+    ASSERT_EQ(adm_->assignments(a[i])[0].node, adm_->assignments(b[i])[0].node);
+  }
+  const int big = Submit(Gpus("a-big", "a", 2), 10);
+  CycleResult r = adm_->Cycle(11, 1000);
+  int from_b = 0;
+  for (const Eviction& e : r.evicted) {
+    EXPECT_EQ(e.preemptor, big);
+    from_b += std::find(b.begin(), b.end(), e.victim) != b.end();
+  }
+  EXPECT_GE(from_b, 2) << adm_->reason(big);
+  EXPECT_EQ(r.evicted.size(), 3u) << adm_->reason(big);
+  for (const Eviction& e : r.evicted) adm_->Terminated(e.victim, 40);
+  adm_->Cycle(41, 1000);
+  EXPECT_EQ(adm_->phase(big), Phase::kAdmitted) << adm_->reason(big);
+  EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("b")), 1000);
+}
+
 // Reclaim is per flavour: a queue that borrows H100s while it holds less than its guarantee in
 // total (its A100 guarantee lies unused) still gives the H100s back to a queue guaranteed them.
 TEST_F(AdmissionTest, ReclaimIsPerFlavour) {

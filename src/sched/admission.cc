@@ -953,6 +953,14 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
       e.assign = {p.assignment};
       placed = true;
     }
+  } else if (!planned.empty() &&
+             !(e.spec.topology.required && e.spec.topology.level != TopologyLevel::kNone)) {
+    // A gang's plan placed its pods one by one on these nodes, all or none.
+    std::vector<Assignment> all;
+    if (placer_.PlaceAllIn(state_, &planned, pods, rng_, all)) {
+      e.assign = std::move(all);
+      placed = true;
+    }
   }
   if (auto same = failed.find(key); !placed && same != failed.end()) {
     // The same shape failed this cycle, and the fleet has only filled up since; but it may
@@ -960,7 +968,8 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
     e.reason = same->second;
     if (!WouldBorrow(id) && Consolidate(id, pods, e.spec.topology, now, out)) return false;
     if (config_.preemption && ReclaimEligible(id) && MayPreempt(id) && TakeSearch(id) &&
-        Preempt(id, pods, allowed, now, out))
+        (Preempt(id, pods, allowed, now, out) ||
+         (!WouldBorrow(id) && Consolidate(id, pods, e.spec.topology, now, out, true))))
       return false;
     e.waits_on_time = e.reason.find("minimum runtime") != std::string::npos;
     Park(id, false, key, pods);
@@ -1030,6 +1039,10 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
   // A few preemption searches per queue and cycle, in queue order; more for reclaim.
   if (config_.preemption && MayPreempt(id) && TakeSearch(id)) {
     if (Preempt(id, pods, allowed, now, out)) return false;
+    // Reclaim alone found no place: reclaim and move work together.
+    if (!borrowing && ReclaimEligible(id) &&
+        Consolidate(id, pods, e.spec.topology, now, out, /*reclaim=*/true))
+      return false;
   }
   e.waits_on_time = e.reason.find("minimum runtime") != std::string::npos;
   Park(id, false, key, pods);
@@ -1093,7 +1106,8 @@ void Admitter::MarkEvicting(int victim, int preemptor, const std::string& reason
 }
 
 bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
-                           const TopologyConstraint& topology, double now, CycleResult& out) {
+                           const TopologyConstraint& topology, double now, CycleResult& out,
+                           bool reclaim) {
   if (consolidations_left_ <= 0) return false;
   if (topology.required && topology.level != TopologyLevel::kNone) return false;
   const PodRequest* gpu_pod = nullptr;
@@ -1111,10 +1125,71 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
   int64_t free = 0;
   for (int n = 0; n < state_.node_count(); ++n)
     if (model_ok(n)) free += state_.node_free_milli(n);
+  // Reclaim first: borrowed work of other queues, cheapest first, until the free GPUs add up.
+  std::vector<int> reclaimed;
+  auto release_all = [&](int v) {
+    const Entry& w = entries_[v];
+    for (size_t i = 0; i < w.assign.size(); ++i) state_.Release(w.assign[i], w.pods[i]);
+  };
+  auto reapply_all = [&](int v) {
+    const Entry& w = entries_[v];
+    for (size_t i = 0; i < w.assign.size(); ++i) state_.Apply(w.assign[i], w.pods[i]);
+  };
+  if (reclaim && free < need) {
+    const Entry& me = entries_[id];
+    uint64_t flavors = 0;
+    for (int f : CandidateFlavors(*gpu_pod))
+      if (f < 64 && MayReclaim(me.leaf, f, me.gpu_milli)) flavors |= uint64_t{1} << f;
+    if (flavors == 0) return false;
+    std::vector<std::tuple<int, double, int>> cands;  // (priority, GPU-seconds lost, workload)
+    for (int q = 0; q < queue_count(); ++q) {
+      if (!is_leaf(q) || q == me.leaf) continue;
+      for (int v : queues_[q].running) {
+        const Entry& w = entries_[v];
+        if (!w.options.preemptible || now - w.admitted_at < w.options.min_runtime_s) continue;
+        bool in_flavor = false;
+        for (auto [f, milli] : w.charged) in_flavor |= f < 64 && (flavors >> f & 1) && milli > 0;
+        if (in_flavor)
+          cands.emplace_back(w.spec.priority,
+                             (now - w.admitted_at) * static_cast<double>(w.gpu_milli) / 1000.0, v);
+      }
+    }
+    std::sort(cands.begin(), cands.end());
+    std::map<std::pair<int, int>, int64_t> taken;  // (queue, flavour) -> milli
+    std::map<int, int> per_queue;
+    for (const auto& [prio, cost, v] : cands) {
+      if (free >= need) break;
+      const Entry& w = entries_[v];
+      const QueueNode& vq = queues_[w.leaf];
+      const int budget = vq.spec.disruption_budget;
+      if (budget >= 0 && vq.evicting + per_queue[w.leaf] >= budget) continue;
+      bool lends = true;  // its queue stays at or above its guarantee without it
+      for (auto [f, milli] : w.charged)
+        if (f < 64 && (flavors >> f & 1) &&
+            vq.usage[f] - vq.evicting_usage[f] - taken[{w.leaf, f}] - milli < vq.guaranteed[f])
+          lends = false;
+      if (!lends) continue;
+      for (auto [f, milli] : w.charged) taken[{w.leaf, f}] += milli;
+      ++per_queue[w.leaf];
+      for (const Assignment& a : w.assign)
+        if (model_ok(a.node))
+          for (const DeviceShare& d : a.devices) free += d.milli;
+      release_all(v);
+      reclaimed.push_back(v);
+    }
+    if (free < need) {
+      for (auto it = reclaimed.rbegin(); it != reclaimed.rend(); ++it) reapply_all(*it);
+      return false;
+    }
+  }
   if (free < need) return false;
   --consolidations_left_;
+  const auto is_reclaimed = [&](int v) {
+    return std::find(reclaimed.begin(), reclaimed.end(), v) != reclaimed.end();
+  };
 
-  std::map<int, int> moving_per_queue;
+  std::map<int, int> moving_per_queue;  // for disruption budgets, the reclaimed counted in
+  for (int v : reclaimed) ++moving_per_queue[entries_[v].leaf];
   std::vector<int> moved;  // released from their nodes for the trial
   std::vector<std::pair<Assignment, const PodRequest*>> applied;  // trial placements
   auto movable = [&](int v) {
@@ -1122,7 +1197,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
     if (v == id || w.phase != Phase::kAdmitted || !w.options.preemptible || w.pods.size() != 1 ||
         w.spec.gang || now - w.admitted_at < w.options.min_runtime_s)
       return false;
-    if (std::find(moved.begin(), moved.end(), v) != moved.end()) return false;
+    if (std::find(moved.begin(), moved.end(), v) != moved.end() || is_reclaimed(v)) return false;
     const int budget = queues_[w.leaf].spec.disruption_budget;
     return budget < 0 || queues_[w.leaf].evicting + moving_per_queue[w.leaf] < budget;
   };
@@ -1159,7 +1234,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
               gpu = state_.node_free_milli(n);
       int movers = 0;
       for (int v : node_workloads_[n]) {
-        if (!movable(v)) continue;
+        if (!movable(v)) continue;  // reclaimed work is already gone from the state
         ++movers;
         cpu += entries_[v].pods[0].cpu_milli;
         mem += entries_[v].pods[0].memory_mib;
@@ -1183,6 +1258,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
       std::map<int, int> movers_on;  // device -> movable workloads on it
       std::set<int> pinned;          // devices with work that cannot move
       for (int v : node_workloads_[n]) {
+        if (is_reclaimed(v)) continue;
         const bool can = movable(v);
         if (can) here.push_back(v);
         for (const Assignment& a : entries_[v].assign) {
@@ -1260,20 +1336,30 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
   placer_.set_explain(!entries_[id].explained);
   undo_to(0);
   for (auto it = moved.rbegin(); it != moved.rend(); ++it) reapply(*it);
+  for (auto it = reclaimed.rbegin(); it != reclaimed.rend(); ++it) reapply_all(*it);
   if (!ok || moved.empty()) return false;
 
   Entry& e = entries_[id];
+  for (int v : reclaimed) {
+    MarkEvicting(v, id,
+                 "preempted by " + e.spec.name.str() + " (queue " + queues_[e.leaf].spec.name +
+                     " reclaims its guarantee; work that stays is moved into the room)",
+                 out);
+  }
   for (int v : moved) {
     MarkEvicting(v, id,
                  "moved to make room for " + e.spec.name.str() +
                      " (consolidation: it fits elsewhere and waits to be placed again)",
                  out);
   }
-  Nominate(id, static_cast<int>(moved.size()), ReclaimEligible(id));
+  Nominate(id, static_cast<int>(moved.size() + reclaimed.size()), ReclaimEligible(id));
   ReserveFreePart(id, mine);
   e.planned_nodes = NodesOf(mine);
   e.reason = "consolidating: moving " + std::to_string(moved.size()) +
              " workload(s) to gather room scattered over the fleet";
+  if (!reclaimed.empty())
+    e.reason +=
+        " after preempting " + std::to_string(reclaimed.size()) + " workload(s) its queue reclaims";
   return true;
 }
 

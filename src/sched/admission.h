@@ -223,9 +223,10 @@ class Admitter {
     // While nominated: the part of its planned place that was free when planned, held for it so
     // that nobody else takes it while its victims stop.
     std::vector<std::pair<Assignment, PodRequest>> reserved;
-    // The nodes of its planned place: once its victims stop, a single pod tries them first, so
-    // that each preemptor takes the room its own victims left (the placement policy alone may
-    // prefer another preemptor's, which then has to evict again).
+    // The nodes of its planned place: once its victims stop, it tries them first (a gang all
+    // its pods there, unless it requires a topology domain), so that each preemptor takes the
+    // room its own victims left (the placement policy alone may prefer another preemptor's,
+    // which then has to evict again).
     std::vector<int> planned_nodes;
     std::vector<Assignment> assign;
     std::vector<std::pair<int, int64_t>> charged;  // (flavour, milli)
@@ -303,8 +304,13 @@ class Admitter {
   int WakeShape(uint64_t key, int count);
   void AddRunning(int id);
   void RemoveRunning(int id);
+  // Moves work to gather room for `id`. With `reclaim`, the room comes from what other queues
+  // borrow too: their borrowed work anywhere in the fleet is evicted first (only down to their
+  // guarantees), and the moves then clear whole nodes into that room, for a workload within its
+  // guarantee that plain reclaim cannot place (a gang needing whole nodes while borrowed GPUs
+  // lie scattered among work that stays).
   bool Consolidate(int id, const std::vector<PodRequest>& pods, const TopologyConstraint& topology,
-                   double now, CycleResult& out);
+                   double now, CycleResult& out, bool reclaim = false);
   void MarkEvicting(int victim, int preemptor, const std::string& reason, CycleResult& out);
   bool Preempt(int id, const std::vector<PodRequest>& pods, uint64_t allowed_models, double now,
                CycleResult& out);

@@ -44,6 +44,12 @@ class Placer {
   GangPlacement PlaceGang(ClusterState& s, const std::vector<PodRequest>& pods,
                           const TopologyConstraint& topology, Rng& rng) const;
 
+  // Places every pod, one after another, on `nodes` (all nodes when null), or none; applied to
+  // `s` on success, `s` unchanged on failure. No topology: for plans made the same way.
+  bool PlaceAllIn(ClusterState& s, const std::vector<int>* nodes,
+                  const std::vector<PodRequest>& pods, Rng& rng,
+                  std::vector<Assignment>& out) const;
+
   // When off, a pod that fits nowhere gets a short reason instead of a scan of every class
   // (callers that retry often, like admission, explain once and then skip the cost).
   void set_explain(bool on) { explain_ = on; }
@@ -52,9 +58,6 @@ class Placer {
   PodPlacement Explain(const ClusterState& s, const PodRequest& req) const;
 
  private:
-  bool PlaceAllIn(ClusterState& s, const std::vector<int>* nodes,
-                  const std::vector<PodRequest>& pods, Rng& rng,
-                  std::vector<Assignment>& out) const;
   PodPlacement Finish(const ClusterState& s, int node, const NodeChoice& choice,
                       const PodRequest& req, Rng& rng) const;
   template <typename NodeAt>
