@@ -292,6 +292,33 @@ TEST_F(AdmissionTest, PreemptorTakesTheRoomItsVictimsLeft) {
   EXPECT_EQ(adm_->assignments(mine)[0].node, 2);
 }
 
+// While a preemptor's victims stop one by one, the room each leaves is held for it: work of
+// another queue within its own guarantee does not take it meanwhile (and the preemptor does
+// not have to evict again).
+TEST_F(AdmissionTest, RoomAVictimLeavesIsHeldWhileTheOthersStop) {
+  Make(Nodes(3, 2), {Leaf("a", 2), Leaf("b", 1), Leaf("c", 3)});
+  std::vector<int> c, b;
+  for (int i = 0; i < 2; ++i) c.push_back(Submit(Gpus("c" + std::to_string(i), "c", 1), 0));
+  adm_->Cycle(1, 1000);
+  for (int i = 0; i < 4; ++i) b.push_back(Submit(Gpus("b" + std::to_string(i), "b", 1), 2));
+  adm_->Cycle(3, 1000);
+  ASSERT_EQ(CountPhase(c, Phase::kAdmitted) + CountPhase(b, Phase::kAdmitted), 6);
+
+  const int big = Submit(Gpus("a-big", "a", 2), 10);
+  CycleResult r = adm_->Cycle(11, 1000);
+  ASSERT_EQ(r.evicted.size(), 2u) << adm_->reason(big);
+  const int node = adm_->assignments(r.evicted[0].victim)[0].node;
+  ASSERT_EQ(adm_->assignments(r.evicted[1].victim)[0].node, node);
+  adm_->Terminated(r.evicted[0].victim, 20);
+  const int other = Submit(Gpus("c-more", "c", 1), 20);
+  adm_->Cycle(21, 1000);
+  if (adm_->phase(other) == Phase::kAdmitted) EXPECT_NE(adm_->assignments(other)[0].node, node);
+  adm_->Terminated(r.evicted[1].victim, 40);
+  adm_->Cycle(41, 1000);
+  ASSERT_EQ(adm_->phase(big), Phase::kAdmitted) << adm_->reason(big);
+  EXPECT_EQ(adm_->assignments(big)[0].node, node);
+}
+
 // Reclaim with moves: queue a is guaranteed 5 GPUs and holds 3; b holds 3 on a guarantee of 1.
 // Every node holds one pod of each, so no node frees by evicting b's borrowed work alone, and
 // a's 2-GPU pod waited for b's work to end. Now b's two borrowed pods are evicted and one pod

@@ -357,19 +357,25 @@ void Admitter::Nominate(int id, int victims, bool within_guarantee) {
   nominated_.push_back(id);
 }
 
-std::vector<int> Admitter::NodesOf(
-    const std::vector<std::pair<Assignment, const PodRequest*>>& plan) {
-  std::vector<int> nodes;
-  for (const auto& [planned, pod] : plan) nodes.push_back(planned.node);
-  std::sort(nodes.begin(), nodes.end());
-  nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
-  return nodes;
+void Admitter::SetPlan(int id,
+                       const std::vector<std::pair<Assignment, const PodRequest*>>& placed) {
+  Entry& e = entries_[id];
+  e.plan.clear();
+  for (const auto& [planned, pod] : placed) e.plan.push_back({planned, *pod});
+  HoldPlan(id);
 }
 
-void Admitter::ReserveFreePart(int id,
-                               const std::vector<std::pair<Assignment, const PodRequest*>>& plan) {
+void Admitter::ReleaseHolds(Entry& e) {
+  for (auto it = e.reserved.rbegin(); it != e.reserved.rend(); ++it)
+    state_.Release(it->first, it->second);
+  e.reserved.clear();
+}
+
+void Admitter::HoldPlan(int id) {
   Entry& e = entries_[id];
-  for (const auto& [planned, pod] : plan) {
+  ReleaseHolds(e);
+  for (const auto& [planned, planned_pod] : e.plan) {
+    const PodRequest* pod = &planned_pod;
     const int n = planned.node;
     // Held as the preemptor's own (tenant and kind, so isolation keys are its), but counting no
     // GPUs of its shape.
@@ -407,11 +413,8 @@ void Admitter::ReserveFreePart(int id,
 
 void Admitter::Unnominate(int id) {
   Entry& e = entries_[id];
-  for (auto it = e.reserved.rbegin(); it != e.reserved.rend(); ++it) {
-    state_.Release(it->first, it->second);
-    freed_log_.push_back(it->first.node);
-  }
-  e.reserved.clear();
+  for (const auto& held : e.reserved) freed_log_.push_back(held.first.node);
+  ReleaseHolds(e);
   e.nominated = false;
   if (e.promised_flavor >= 0) queues_[e.leaf].promised[e.promised_flavor] -= e.promised;
   e.promised = 0;
@@ -945,7 +948,10 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
   bool placed = false;
   std::string reason;
   std::vector<int> planned;
-  planned.swap(e.planned_nodes);
+  for (const auto& [a, unused] : e.plan) planned.push_back(a.node);
+  std::sort(planned.begin(), planned.end());
+  planned.erase(std::unique(planned.begin(), planned.end()), planned.end());
+  e.plan.clear();
   if (!planned.empty() && pods.size() == 1 && !e.spec.gang) {
     PodPlacement p = placer_.PlaceIn(state_, planned, pods[0], rng_);
     if (p.outcome == Outcome::kPlaced) {
@@ -1353,8 +1359,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
                  out);
   }
   Nominate(id, static_cast<int>(moved.size() + reclaimed.size()), ReclaimEligible(id));
-  ReserveFreePart(id, mine);
-  e.planned_nodes = NodesOf(mine);
+  SetPlan(id, mine);
   e.reason = "consolidating: moving " + std::to_string(moved.size()) +
              " workload(s) to gather room scattered over the fleet";
   if (!reclaimed.empty())
@@ -1691,8 +1696,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     MarkEvicting(v, id, "preempted by " + e.spec.name.str() + " (" + why + ")", out);
   }
   Nominate(id, static_cast<int>(chosen.size()), reclaim);
-  ReserveFreePart(id, placed);
-  e.planned_nodes = NodesOf(placed);
+  SetPlan(id, placed);
   e.reason = "preempting " + std::to_string(chosen.size()) + " workload(s) " + why + ", " +
              std::to_string(static_cast<int64_t>(lost)) + " GPU-seconds lost";
   return true;
@@ -1705,6 +1709,7 @@ void Admitter::Finish(int id, double now) {
     case Phase::kPending:
       if (e.parked) Unpark(id);
       Unnominate(id);
+      e.plan.clear();
       Dequeue(id);
       break;
     case Phase::kAdmitted:
@@ -1714,11 +1719,7 @@ void Admitter::Finish(int id, double now) {
       Charge(id, -1);
       if (e.phase == Phase::kEvicting) {
         CountEvicting(id, -1);
-        auto it = preemptor_.find(id);
-        if (it != preemptor_.end()) {
-          --entries_[it->second].victims_left;
-          preemptor_.erase(it);
-        }
+        VictimStopped(id);
       }
       break;
     default:
@@ -1729,6 +1730,17 @@ void Admitter::Finish(int id, double now) {
   e.reason = "finished";
 }
 
+// A victim is gone (its room is free): its preemptor, still waiting, holds that room too.
+void Admitter::VictimStopped(int id) {
+  auto it = preemptor_.find(id);
+  if (it == preemptor_.end()) return;
+  const int preemptor = it->second;
+  preemptor_.erase(it);
+  Entry& p = entries_[preemptor];
+  --p.victims_left;
+  if (p.nominated && p.phase == Phase::kPending && !p.plan.empty()) HoldPlan(preemptor);
+}
+
 void Admitter::Terminated(int id, double now) {
   (void)now;
   Entry& e = entries_[id];
@@ -1736,11 +1748,7 @@ void Admitter::Terminated(int id, double now) {
   Unhold(id);
   Charge(id, -1);
   CountEvicting(id, -1);
-  auto it = preemptor_.find(id);
-  if (it != preemptor_.end()) {
-    --entries_[it->second].victims_left;
-    preemptor_.erase(it);
-  }
+  VictimStopped(id);
   e.assign.clear();
   e.phase = Phase::kPending;
   e.admitted_at = -1;

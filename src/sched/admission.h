@@ -220,14 +220,13 @@ class Admitter {
     // runtime: when the last of those it needs may go, and the longest such runtime (-1: not so).
     double victims_ready_at = -1;
     double victims_min_runtime = 0;
-    // While nominated: the part of its planned place that was free when planned, held for it so
-    // that nobody else takes it while its victims stop.
+    // Its planned place (pods and where they go) while its victims stop. The part of it that is
+    // free is held for it (`reserved`), again each time one of its victims stops, so that
+    // nobody else takes the room it is making. Once they have all stopped it tries the planned
+    // nodes first (a gang all its pods there, unless it requires a topology domain): the
+    // placement policy alone may prefer room another preemptor made, which then evicts again.
+    std::vector<std::pair<Assignment, PodRequest>> plan;
     std::vector<std::pair<Assignment, PodRequest>> reserved;
-    // The nodes of its planned place: once its victims stop, it tries them first (a gang all
-    // its pods there, unless it requires a topology domain), so that each preemptor takes the
-    // room its own victims left (the placement policy alone may prefer another preemptor's,
-    // which then has to evict again).
-    std::vector<int> planned_nodes;
     std::vector<Assignment> assign;
     std::vector<std::pair<int, int64_t>> charged;  // (flavour, milli)
     std::string reason;
@@ -287,9 +286,11 @@ class Admitter {
   bool TakeSearch(int id);
   void Nominate(int id, int victims, bool within_guarantee);
   // Holds for a nominated workload what is free now of its planned place (pods as planned).
-  void ReserveFreePart(int id, const std::vector<std::pair<Assignment, const PodRequest*>>& plan);
-  static std::vector<int> NodesOf(
-      const std::vector<std::pair<Assignment, const PodRequest*>>& plan);
+  // Keeps `placed` as the nominated preemptor's plan and holds what is free of it (HoldPlan).
+  void SetPlan(int id, const std::vector<std::pair<Assignment, const PodRequest*>>& placed);
+  void HoldPlan(int id);
+  void ReleaseHolds(Entry& e);
+  void VictimStopped(int id);
   void Unnominate(int id);
   bool Managed(int flavor) const { return managed_[flavor]; }
   double Key(int q) const;
