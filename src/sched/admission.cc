@@ -898,6 +898,13 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
   const bool probe = e.probe;
   e.probe = false;
   e.victims_ready_at = -1;  // set again by this attempt's preemption search, if any
+  e.budget_blocked = false;
+  // A preemptor whose victims have stopped tries the nodes it planned on first (below).
+  std::vector<int> planned;
+  for (const auto& [a, unused] : e.plan) planned.push_back(a.node);
+  std::sort(planned.begin(), planned.end());
+  planned.erase(std::unique(planned.begin(), planned.end()), planned.end());
+  e.plan.clear();
 
   // Quota first: the flavours this workload may be charged to narrow the models it may use.
   const PodRequest* gpu_pod = nullptr;
@@ -944,14 +951,8 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
 
   const uint64_t key = AttemptKey(e.spec, e.leaf, pods);
   e.waits_on_time = false;
-  // A preemptor whose victims have stopped tries the nodes it planned on first.
   bool placed = false;
   std::string reason;
-  std::vector<int> planned;
-  for (const auto& [a, unused] : e.plan) planned.push_back(a.node);
-  std::sort(planned.begin(), planned.end());
-  planned.erase(std::unique(planned.begin(), planned.end()), planned.end());
-  e.plan.clear();
   if (!planned.empty() && pods.size() == 1 && !e.spec.gang) {
     PodPlacement p = placer_.PlaceIn(state_, planned, pods[0], rng_);
     if (p.outcome == Outcome::kPlaced) {
@@ -1175,11 +1176,18 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
             vq.usage[f] - vq.evicting_usage[f] - taken[{w.leaf, f}] - milli < vq.guaranteed[f])
           lends = false;
       if (!lends) continue;
+      // Only work whose room the pods can use, on nodes that take new work.
+      int64_t room = 0;
+      bool movable_node = true;
+      for (const Assignment& a : w.assign) {
+        movable_node &= !no_eviction_[a.node];
+        if (model_ok(a.node))
+          for (const DeviceShare& d : a.devices) room += d.milli;
+      }
+      if (!movable_node || room == 0) continue;
       for (auto [f, milli] : w.charged) taken[{w.leaf, f}] += milli;
       ++per_queue[w.leaf];
-      for (const Assignment& a : w.assign)
-        if (model_ok(a.node))
-          for (const DeviceShare& d : a.devices) free += d.milli;
+      free += room;
       release_all(v);
       reclaimed.push_back(v);
     }
@@ -1343,7 +1351,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
   undo_to(0);
   for (auto it = moved.rbegin(); it != moved.rend(); ++it) reapply(*it);
   for (auto it = reclaimed.rbegin(); it != reclaimed.rend(); ++it) reapply_all(*it);
-  if (!ok || moved.empty()) return false;
+  if (!ok || (moved.empty() && reclaimed.empty())) return false;
 
   Entry& e = entries_[id];
   for (int v : reclaimed) {
@@ -1360,11 +1368,17 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
   }
   Nominate(id, static_cast<int>(moved.size() + reclaimed.size()), ReclaimEligible(id));
   SetPlan(id, mine);
-  e.reason = "consolidating: moving " + std::to_string(moved.size()) +
-             " workload(s) to gather room scattered over the fleet";
-  if (!reclaimed.empty())
-    e.reason +=
-        " after preempting " + std::to_string(reclaimed.size()) + " workload(s) its queue reclaims";
+  if (reclaimed.empty()) {
+    e.reason = "consolidating: moving " + std::to_string(moved.size()) +
+               " workload(s) to gather room scattered over the fleet";
+  } else {
+    e.reason = "preempting " + std::to_string(reclaimed.size()) + " workload(s) queue " +
+               queues_[e.leaf].spec.name +
+               " reclaims its guarantee, borrowed anywhere in the fleet";
+    if (!moved.empty())
+      e.reason +=
+          ", and moving " + std::to_string(moved.size()) + " workload(s) into the room they leave";
+  }
   return true;
 }
 
@@ -1674,6 +1688,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   };
   if (cands.empty() || !plan(cands)) {
     e.reason = waiting_reason();
+    e.budget_blocked = !budget_block.empty();
     note_later(cands);
     return false;
   }

@@ -186,6 +186,12 @@ class Admitter {
   // runtime: when the last of them may be evicted (else -1), and the longest of those runtimes.
   double victims_ready_at(int id) const { return entries_[id].victims_ready_at; }
   double victims_min_runtime(int id) const { return entries_[id].victims_min_runtime; }
+  // Its last attempt searched for victims and found none it may evict because their queues'
+  // disruption budgets allow no more evictions.
+  bool budget_blocked(int id) const { return entries_[id].budget_blocked; }
+  // Its place in its queue: pending workloads go in (-priority, arrival) order (a released
+  // gang re-enters at the back).
+  double arrival(int id) const { return entries_[id].arrival; }
   int queue_of(int id) const { return entries_[id].leaf; }
   int64_t gpu_milli(int id) const { return entries_[id].gpu_milli; }
   int workload_count() const { return static_cast<int>(entries_.size()); }
@@ -220,6 +226,7 @@ class Admitter {
     // runtime: when the last of those it needs may go, and the longest such runtime (-1: not so).
     double victims_ready_at = -1;
     double victims_min_runtime = 0;
+    bool budget_blocked = false;  // see budget_blocked()
     // Its planned place (pods and where they go) while its victims stop. The part of it that is
     // free is held for it (`reserved`), again each time one of its victims stops, so that
     // nobody else takes the room it is making. Once they have all stopped it tries the planned
@@ -285,7 +292,6 @@ class Admitter {
   // Takes one of the queue's preemption searches of this cycle, if one is left for `id`.
   bool TakeSearch(int id);
   void Nominate(int id, int victims, bool within_guarantee);
-  // Holds for a nominated workload what is free now of its planned place (pods as planned).
   // Keeps `placed` as the nominated preemptor's plan and holds what is free of it (HoldPlan).
   void SetPlan(int id, const std::vector<std::pair<Assignment, const PodRequest*>>& placed);
   void HoldPlan(int id);

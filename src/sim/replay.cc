@@ -258,13 +258,8 @@ double MigCapacityMilli(const Fleet& fleet) {
       if (d.mig_enabled()) m += kMilliPerGpu;
   return m;
 }
-// Whether an admitter reason (sched/admission.cc words them) says a disruption budget forbade an
-// eviction.
-bool BudgetBlocked(const std::string& reason) {
-  return reason.find("disruption budget") != std::string::npos;
-}
-// Classifies an admitter reason for the bound's exceptions, a disruption budget aside (the
-// caller decides that one by the time it blocked).
+// Classifies an admitter reason (sched/admission.cc words them) for the bound's exceptions, a
+// disruption budget aside (the caller decides that one by the time it blocked).
 std::string ExceptionKind(const std::string& reason) {
   if (reason.find("minimum runtime") != std::string::npos) return "minimum runtime";
   if (reason.rfind("preempting", 0) == 0 || reason.rfind("consolidating", 0) == 0)
@@ -586,7 +581,8 @@ struct WState {
   // allows the bound to be exceeded by that much. Since when it is blocked now (-1: not).
   double budget_s[2] = {0, 0};
   double budget_since[2] = {-1, -1};
-  std::string reason;  // why it still waited at the last cycle (while it fits)
+  std::tuple<int, double, int> order;  // its place in its queue while pending (see pend_order)
+  std::string reason;                  // why it still waited at the last cycle (while it fits)
 };
 
 // Water-filling: split `total` among claims by weight, none above its demand.
@@ -791,13 +787,10 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
   std::vector<double> unit_use(nunits, 0), unit_guar(nunits), room_seen(nunits);
   for (int u = 0; u < nunits; ++u) room_seen[u] = unit_guar[u] = pool_guarantee[u / 2][u % 2];
   std::vector<std::set<std::pair<double, int>>> pend_by_size(nunits);
-  // Pending workloads in queue order (-priority, arrival, workload), and those that fit in order.
+  // Pending workloads in their queue's order (-priority, the admitter's arrival, workload), and
+  // those that fit in that order.
   std::vector<std::set<std::tuple<int, double, int>>> pend_order(nunits);
   std::vector<std::vector<int>> fit_in_order(nunits);
-  auto order_key = [&](int w) {
-    return std::tuple<int, double, int>{-sc.workloads[w].spec.priority, sc.workloads[w].arrival_s,
-                                        w};
-  };
   auto below_guarantee = [&](int u) {
     return unit_use[u] < unit_guar[u] && !pend_by_size[u].empty() &&
            pend_by_size[u].begin()->first <= unit_guar[u] - unit_use[u] + 1e-9;
@@ -895,6 +888,26 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
     for (int w : fit) start_fitting(w, kInOrder, t);
     fit_in_order[u] = std::move(fit);
   };
+  // Units whose room or pending work changed at instant `changed_at`: refitted once, when time
+  // moves on or the caller asks (flush), not after every event of the instant.
+  std::vector<char> unit_changed(nunits, 0);
+  std::vector<int> changed_units;
+  double changed_at = -1;
+  auto flush = [&]() {
+    for (int u : changed_units) {
+      unit_changed[u] = 0;
+      refit(u, changed_at);
+    }
+    changed_units.clear();
+  };
+  auto changed_unit = [&](int u, double t) {
+    if (t != changed_at) flush();
+    changed_at = t;
+    if (!unit_changed[u]) {
+      unit_changed[u] = 1;
+      changed_units.push_back(u);
+    }
+  };
   auto integrate = [&](double to) {
     if (to > clock) {
       for (int u = 0; u < nunits; ++u) {
@@ -928,9 +941,10 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
     ws[w].pending_since = t;
     const int u = unit_of(w);
     pend_by_size[u].insert({g, w});
-    pend_order[u].insert(order_key(w));
+    ws[w].order = {-rw.spec.priority, groups[ws[w].group].admitter->arrival(ws[w].id), w};
+    pend_order[u].insert(ws[w].order);
     if (g <= room_seen[u]) start_fitting(w, kAlone, t);
-    refit(u, t);
+    changed_unit(u, t);
   };
   auto remove_pending = [&](int w, double t) {
     const ReplayWorkload& rw = sc.workloads[w];
@@ -941,7 +955,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
     ws[w].pending_since = -1;
     const int u = unit_of(w);
     pend_by_size[u].erase({g, w});
-    pend_order[u].erase(order_key(w));
+    pend_order[u].erase(ws[w].order);
     for (int view : {kInOrder, kAlone})
       if (ws[w].fits_since[view] >= 0) check_wait(w, view, t, "");
     std::erase(fit_in_order[u], w);
@@ -953,7 +967,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
     use_cpu[rw.team] += sign * WorkloadCpu(rw.spec);
     alloc_now += g;
     unit_use[unit_of(w)] += g;
-    refit(unit_of(w), t);
+    changed_unit(unit_of(w), t);
   };
   auto start_use = [&](int w, double t) { use(w, t, +1); };
   auto stop_use = [&](int w, double t) { use(w, t, -1); };
@@ -1022,6 +1036,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
           break;
       }
     }
+    flush();
     integrate(tick);
     bool changed = false;
     if (dirty) {
@@ -1081,6 +1096,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
           changed = true;
         }
       }
+      flush();
       // Remember why the workloads that fit their team's room still wait, and, when they wait
       // for victims still within their minimum runtime, how much of it was left when the wait
       // began (it extends their bound as an evicted victim's does).
@@ -1088,7 +1104,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
         WState& st = ws[w];
         const Admitter& adm = *groups[st.group].admitter;
         st.reason = adm.reason(st.id);
-        const bool blocked = BudgetBlocked(st.reason);
+        const bool blocked = adm.budget_blocked(st.id);
         for (int view : {kInOrder, kAlone}) {
           if (st.fits_since[view] < 0) continue;
           if (blocked && st.budget_since[view] < 0) st.budget_since[view] = tick;
@@ -1127,6 +1143,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
       next = std::max(next, std::ceil(events.top().t / sc.interval_s) * sc.interval_s);
     tick = next;
   }
+  flush();
   integrate(std::max(tick, w1));
   const double end = tick;
   for (int u = 0; u < nunits; ++u)

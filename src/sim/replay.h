@@ -166,8 +166,9 @@ struct ReplayResult {
   // evicted for it. `bound` reads "fits" as the issue's "a team with pending work that fits its
   // guarantee": the team's pending work taken in its queue's order (priority, then arrival), each
   // workload counted when it fits in the room the ones before it that fit have left. A wait ends
-  // unchecked when the workload stops fitting because its team's own work took the room, unless
-  // it had already waited past its bound. `bound_alone` checks each workload against the room
+  // unchecked when the workload stops fitting because its team's own work took the room (or
+  // work of its team that goes before it arrived), unless it had already waited past its
+  // bound. `bound_alone` checks each workload against the room
   // alone, as if none of its team's other pending work existed (stricter: ten waiting one-GPU
   // pods all "fit" four free GPUs). An exception names the workload and the reason it still
   // waited at its last cycle.
