@@ -352,6 +352,25 @@ TEST_F(AdmissionTest, ReclaimMovesWorkThatStaysToClearANode) {
   EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("b")), 1000);
 }
 
+// The same on a fleet where two of the nodes take no new work (cordoned): work there is never
+// evicted for it, and what b borrows elsewhere (one GPU) is not enough, so nothing is.
+TEST_F(AdmissionTest, ReclaimWithMovesLeavesNodesThatTakeNoNewWork) {
+  Make(Nodes(3, 2), {Leaf("a", 5), Leaf("b", 1)});
+  std::vector<int> a, b;
+  for (int i = 0; i < 3; ++i) {
+    a.push_back(Submit(Gpus("a" + std::to_string(i), "a", 1), i));
+    adm_->Cycle(i + 0.1, 1000);
+    b.push_back(Submit(Gpus("b" + std::to_string(i), "b", 1), i + 0.5));
+    adm_->Cycle(i + 0.6, 1000);
+  }
+  adm_->ExcludeFromEviction(adm_->assignments(b[0])[0].node);
+  adm_->ExcludeFromEviction(adm_->assignments(b[1])[0].node);
+  const int big = Submit(Gpus("a-big", "a", 2), 10);
+  CycleResult r = adm_->Cycle(11, 1000);
+  EXPECT_TRUE(r.evicted.empty()) << r.evicted.size() << " evicted; " << adm_->reason(big);
+  EXPECT_EQ(adm_->phase(big), Phase::kPending);
+}
+
 // Reclaim is per flavour: a queue that borrows H100s while it holds less than its guarantee in
 // total (its A100 guarantee lies unused) still gives the H100s back to a queue guaranteed them.
 TEST_F(AdmissionTest, ReclaimIsPerFlavour) {

@@ -1178,13 +1178,13 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
       if (!lends) continue;
       // Only work whose room the pods can use, on nodes that take new work.
       int64_t room = 0;
-      bool movable_node = true;
+      bool evictable = true;
       for (const Assignment& a : w.assign) {
-        movable_node &= !no_eviction_[a.node];
+        evictable &= !no_eviction_[a.node];
         if (model_ok(a.node))
           for (const DeviceShare& d : a.devices) room += d.milli;
       }
-      if (!movable_node || room == 0) continue;
+      if (!evictable || room == 0) continue;
       for (auto [f, milli] : w.charged) taken[{w.leaf, f}] += milli;
       ++per_queue[w.leaf];
       free += room;
