@@ -158,6 +158,17 @@ class AdmissionTest : public ::testing::Test {
     EXPECT_TRUE(id.ok()) << id.status().message();
     return id.ok() ? *id : -1;
   }
+  // Three nodes of two GPUs; queue a guaranteed 5 GPUs, b 1; on each node one one-GPU pod of
+  // a (ids in `a`) and one of b (in `b`), so b borrows two.
+  void OnePodOfEachQueuePerNode(std::vector<int>& a, std::vector<int>& b) {
+    Make(Nodes(3, 2), {Leaf("a", 5), Leaf("b", 1)});
+    for (int i = 0; i < 3; ++i) {
+      a.push_back(Submit(Gpus("a" + std::to_string(i), "a", 1), i));
+      adm_->Cycle(i + 0.1, 1000);
+      b.push_back(Submit(Gpus("b" + std::to_string(i), "b", 1), i + 0.5));
+      adm_->Cycle(i + 0.6, 1000);
+    }
+  }
   int CountPhase(const std::vector<int>& ids, Phase p) {
     int n = 0;
     for (int id : ids) n += adm_->phase(id) == p;
@@ -324,14 +335,8 @@ TEST_F(AdmissionTest, RoomAVictimLeavesIsHeldWhileTheOthersStop) {
 // a's 2-GPU pod waited for b's work to end. Now b's two borrowed pods are evicted and one pod
 // that stays moves into the room they leave, clearing a node for it.
 TEST_F(AdmissionTest, ReclaimMovesWorkThatStaysToClearANode) {
-  Make(Nodes(3, 2), {Leaf("a", 5), Leaf("b", 1)});
   std::vector<int> a, b;
-  for (int i = 0; i < 3; ++i) {
-    a.push_back(Submit(Gpus("a" + std::to_string(i), "a", 1), i));
-    adm_->Cycle(i + 0.1, 1000);
-    b.push_back(Submit(Gpus("b" + std::to_string(i), "b", 1), i + 0.5));
-    adm_->Cycle(i + 0.6, 1000);
-  }
+  OnePodOfEachQueuePerNode(a, b);
   for (int i = 0; i < 3; ++i) {
     ASSERT_EQ(adm_->phase(a[i]), Phase::kAdmitted);
     ASSERT_EQ(adm_->phase(b[i]), Phase::kAdmitted);
@@ -355,14 +360,8 @@ TEST_F(AdmissionTest, ReclaimMovesWorkThatStaysToClearANode) {
 // The same on a fleet where two of the nodes take no new work (cordoned): work there is never
 // evicted for it, and what b borrows elsewhere (one GPU) is not enough, so nothing is.
 TEST_F(AdmissionTest, ReclaimWithMovesLeavesNodesThatTakeNoNewWork) {
-  Make(Nodes(3, 2), {Leaf("a", 5), Leaf("b", 1)});
   std::vector<int> a, b;
-  for (int i = 0; i < 3; ++i) {
-    a.push_back(Submit(Gpus("a" + std::to_string(i), "a", 1), i));
-    adm_->Cycle(i + 0.1, 1000);
-    b.push_back(Submit(Gpus("b" + std::to_string(i), "b", 1), i + 0.5));
-    adm_->Cycle(i + 0.6, 1000);
-  }
+  OnePodOfEachQueuePerNode(a, b);
   adm_->ExcludeFromEviction(adm_->assignments(b[0])[0].node);
   adm_->ExcludeFromEviction(adm_->assignments(b[1])[0].node);
   const int big = Submit(Gpus("a-big", "a", 2), 10);
