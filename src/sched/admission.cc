@@ -984,9 +984,7 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
   }
   // Explain in full the first time only; later failures keep that reason.
   placer_.set_explain(!e.explained);
-  if (placed) {
-    // on its planned nodes
-  } else if (pods.size() == 1 && !e.spec.gang) {
+  if (!placed && pods.size() == 1 && !e.spec.gang) {
     PodPlacement p = placer_.Place(state_, pods[0], rng_);
     if (p.outcome == Outcome::kPlaced) {
       state_.Apply(p.assignment, pods[0]);
@@ -995,7 +993,7 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
     } else {
       reason = p.reason;
     }
-  } else {
+  } else if (!placed) {
     GangPlacement g = placer_.PlaceGang(state_, pods, e.spec.topology, rng_);
     if (g.outcome == Outcome::kPlaced) {
       e.assign = g.pods;
