@@ -1110,6 +1110,17 @@ void Admitter::MarkEvicting(int victim, int preemptor, const std::string& reason
   preemptor_[victim] = preemptor;
 }
 
+// Takes a running workload off the state for a trial plan, and puts it back.
+void Admitter::TrialRelease(int v) {
+  const Entry& w = entries_[v];
+  for (size_t i = 0; i < w.assign.size(); ++i) state_.Release(w.assign[i], w.pods[i]);
+}
+
+void Admitter::TrialReapply(int v) {
+  const Entry& w = entries_[v];
+  for (size_t i = 0; i < w.assign.size(); ++i) state_.Apply(w.assign[i], w.pods[i]);
+}
+
 bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
                            const TopologyConstraint& topology, double now, CycleResult& out,
                            bool reclaim) {
@@ -1132,14 +1143,6 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
     if (model_ok(n)) free += state_.node_free_milli(n);
   // Reclaim first: borrowed work of other queues, cheapest first, until the free GPUs add up.
   std::vector<int> reclaimed;
-  auto release_all = [&](int v) {
-    const Entry& w = entries_[v];
-    for (size_t i = 0; i < w.assign.size(); ++i) state_.Release(w.assign[i], w.pods[i]);
-  };
-  auto reapply_all = [&](int v) {
-    const Entry& w = entries_[v];
-    for (size_t i = 0; i < w.assign.size(); ++i) state_.Apply(w.assign[i], w.pods[i]);
-  };
   if (reclaim && free < need) {
     const Entry& me = entries_[id];
     uint64_t flavors = 0;
@@ -1186,11 +1189,11 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
       for (auto [f, milli] : w.charged) taken[{w.leaf, f}] += milli;
       ++per_queue[w.leaf];
       free += room;
-      release_all(v);
+      TrialRelease(v);
       reclaimed.push_back(v);
     }
     if (free < need) {
-      for (auto it = reclaimed.rbegin(); it != reclaimed.rend(); ++it) reapply_all(*it);
+      for (auto it = reclaimed.rbegin(); it != reclaimed.rend(); ++it) TrialReapply(*it);
       return false;
     }
   }
@@ -1213,8 +1216,6 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
     const int budget = queues_[w.leaf].spec.disruption_budget;
     return budget < 0 || queues_[w.leaf].evicting + moving_per_queue[w.leaf] < budget;
   };
-  auto release = [&](int v) { state_.Release(entries_[v].assign[0], entries_[v].pods[0]); };
-  auto reapply = [&](int v) { state_.Apply(entries_[v].assign[0], entries_[v].pods[0]); };
   auto place = [&](const PodRequest& pod, const std::vector<int>* only) {
     PodPlacement p =
         only ? placer_.PlaceIn(state_, *only, pod, rng_) : placer_.Place(state_, pod, rng_);
@@ -1309,7 +1310,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
         if (budget >= 0 && queues_[q].evicting + moving_per_queue[q] + taken_per_queue[q] >= budget)
           continue;
         ++taken_per_queue[q];
-        release(v);
+        TrialRelease(v);
         taken.push_back(v);
         if (NodeFits(state_, n, pod) && policy_.Score(state_, n, pod)) {
           fits = true;
@@ -1323,7 +1324,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
       for (size_t k = 0; relocated && k < taken.size(); ++k)
         relocated = place(entries_[taken[k]].pods[0], nullptr);
       undo_to(mark);
-      for (auto it = taken.rbegin(); it != taken.rend(); ++it) reapply(*it);
+      for (auto it = taken.rbegin(); it != taken.rend(); ++it) TrialReapply(*it);
       if (relocated && (best_node < 0 || taken.size() < best.size())) {
         best = taken;
         best_node = n;
@@ -1335,7 +1336,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
     }
     // Keep this pod's plan in the trial state and go on with the next pod.
     for (int v : best) {
-      release(v);
+      TrialRelease(v);
       moved.push_back(v);
       ++moving_per_queue[entries_[v].leaf];
     }
@@ -1347,8 +1348,8 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
   }
   placer_.set_explain(!entries_[id].explained);
   undo_to(0);
-  for (auto it = moved.rbegin(); it != moved.rend(); ++it) reapply(*it);
-  for (auto it = reclaimed.rbegin(); it != reclaimed.rend(); ++it) reapply_all(*it);
+  for (auto it = moved.rbegin(); it != moved.rend(); ++it) TrialReapply(*it);
+  for (auto it = reclaimed.rbegin(); it != reclaimed.rend(); ++it) TrialReapply(*it);
   if (!ok || (moved.empty() && reclaimed.empty())) return false;
 
   Entry& e = entries_[id];
@@ -1520,14 +1521,6 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
 
     std::map<int, int> chosen_per_queue;
     std::map<std::pair<int, int>, int64_t> chosen_milli;  // (queue, flavour)
-    auto release = [&](int v) {
-      const Entry& w = entries_[v];
-      for (size_t i = 0; i < w.assign.size(); ++i) state_.Release(w.assign[i], w.pods[i]);
-    };
-    auto reapply = [&](int v) {
-      const Entry& w = entries_[v];
-      for (size_t i = 0; i < w.assign.size(); ++i) state_.Apply(w.assign[i], w.pods[i]);
-    };
     auto budget_ok = [&](int v) {
       int q = entries_[v].leaf;
       int budget = queues_[q].spec.disruption_budget;
@@ -1547,10 +1540,10 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
         freed += milli;
         chosen.push_back(c.id);
         ++chosen_per_queue[entries_[c.id].leaf];
-        release(c.id);
+        TrialRelease(c.id);
       }
       if (!QuotaAllows(leaf, quota_flavor, e.gpu_milli - freed, nullptr)) {
-        for (auto it = chosen.rbegin(); it != chosen.rend(); ++it) reapply(*it);
+        for (auto it = chosen.rbegin(); it != chosen.rend(); ++it) TrialReapply(*it);
         chosen.clear();
         return false;
       }
@@ -1623,7 +1616,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
             continue;  // would push the lender's queue below its own guarantee
           ++extra[q];
           for (auto [f, milli] : entries_[v].charged) extra_milli[{q, f}] += milli;
-          release(v);
+          TrialRelease(v);
           taken.push_back(v);
           cost += cands[rank(v)].cost;
           if (NodeFits(state_, n, pod) && policy_.Score(state_, n, pod)) {
@@ -1631,7 +1624,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
             break;
           }
         }
-        for (auto it = taken.rbegin(); it != taken.rend(); ++it) reapply(*it);
+        for (auto it = taken.rbegin(); it != taken.rend(); ++it) TrialReapply(*it);
         if (!fits) continue;
         std::tuple<double, int, int> k{cost, static_cast<int>(taken.size()), n};
         if (std::get<2>(best) < 0 || k < best) {
@@ -1644,7 +1637,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
         break;
       }
       for (int v : best_set) {
-        release(v);
+        TrialRelease(v);
         chosen.push_back(v);
         ++chosen_per_queue[entries_[v].leaf];
         for (auto [f, milli] : entries_[v].charged) chosen_milli[{entries_[v].leaf, f}] += milli;
@@ -1660,7 +1653,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     // Undo the trial: the victims keep their devices until they stop.
     for (auto it = placed.rbegin(); it != placed.rend(); ++it)
       state_.Release(it->first, *it->second);
-    for (auto it = chosen.rbegin(); it != chosen.rend(); ++it) reapply(*it);
+    for (auto it = chosen.rbegin(); it != chosen.rend(); ++it) TrialReapply(*it);
     return ok && !chosen.empty();
   };
   // It would fit once victims within their minimum runtime may go: when that is (for the

@@ -319,6 +319,8 @@ class Admitter {
   bool Consolidate(int id, const std::vector<PodRequest>& pods, const TopologyConstraint& topology,
                    double now, CycleResult& out, bool reclaim = false);
   void MarkEvicting(int victim, int preemptor, const std::string& reason, CycleResult& out);
+  void TrialRelease(int v);
+  void TrialReapply(int v);
   bool Preempt(int id, const std::vector<PodRequest>& pods, uint64_t allowed_models, double now,
                CycleResult& out);
   void Charge(int id, int sign);
