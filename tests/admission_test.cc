@@ -323,7 +323,9 @@ TEST_F(AdmissionTest, RoomAVictimLeavesIsHeldWhileTheOthersStop) {
   adm_->Terminated(r.evicted[0].victim, 20);
   const int other = Submit(Gpus("c-more", "c", 1), 20);
   adm_->Cycle(21, 1000);
-  if (adm_->phase(other) == Phase::kAdmitted) EXPECT_NE(adm_->assignments(other)[0].node, node);
+  if (adm_->phase(other) == Phase::kAdmitted) {
+    EXPECT_NE(adm_->assignments(other)[0].node, node);
+  }
   adm_->Terminated(r.evicted[1].victim, 40);
   adm_->Cycle(41, 1000);
   ASSERT_EQ(adm_->phase(big), Phase::kAdmitted) << adm_->reason(big);
@@ -482,6 +484,52 @@ TEST_F(AdmissionTest, RestoredNominationKeepsItsRoomPromised) {
   EXPECT_EQ(r.evicted.size(), 2u);
   EXPECT_EQ(adm_->phase(waiting), Phase::kPending);  // still waits for its victim
   for (const Eviction& e : r.evicted) EXPECT_NE(e.preemptor, waiting);
+}
+
+// A restored nomination with its plan: the free part of the planned place is held (c, within
+// its guarantee, does not get the one free GPU, which b planned on), and once no victim is left
+// the preemptor is tried first, on the planned node although the policy prefers the other.
+TEST_F(AdmissionTest, RestoredPlanHoldsItsRoomAndIsTriedFirst) {
+  auto on = [](int node, std::vector<int> gpus) {
+    Assignment a;
+    a.node = node;
+    for (int g : gpus) a.devices.push_back({g, 1000, 80 * 1024, -1});
+    return std::vector<Assignment>{a};
+  };
+  // Held: a holds 7 of 8 GPUs, all but node 0's GPU 3 (a0, on node 0's GPU 0, is a victim
+  // stopping); b plans on node 0's GPUs 0 and 3.
+  for (bool with_plan : {false, true}) {
+    SCOPED_TRACE(with_plan ? "with its plan" : "without");
+    Make(Nodes(2, 4), {Leaf("a", 2), Leaf("b", 4), Leaf("c", 2)});
+    for (int i = 0; i < 7; ++i) {
+      ASSERT_TRUE(adm_->Restore(Gpus("a" + std::to_string(i), "a", 1),
+                                i < 3 ? on(0, {i}) : on(1, {i - 3}), 0, {},
+                                /*evicting=*/i == 0)
+                      .ok());
+    }
+    int waiting = Submit(Gpus("b0", "b", 2), 5);
+    adm_->RestoreNomination(waiting, 1, with_plan ? on(0, {0, 3}) : std::vector<Assignment>{});
+    int c = Submit(Gpus("c0", "c", 1), 6);
+    adm_->Cycle(10, 1000);
+    EXPECT_EQ(adm_->phase(c) == Phase::kAdmitted, !with_plan) << adm_->reason(c);
+  }
+  // Tried first, on the planned node: where does the policy put it alone?
+  int preferred = -1;
+  for (int plan_node : {-1, 0, 1}) {
+    Make(Nodes(2, 4), {Leaf("a", 4), Leaf("b", 4)});
+    for (int n = 0; n < 2; ++n)
+      ASSERT_TRUE(adm_->Restore(Gpus("a" + std::to_string(n), "a", 2), on(n, {0, 1}), 0).ok());
+    int b = Submit(Gpus("b0", "b", 2), 5);
+    if (plan_node >= 0) adm_->RestoreNomination(b, 0, on(plan_node, {2, 3}));
+    adm_->Cycle(10, 1000);
+    ASSERT_EQ(adm_->phase(b), Phase::kAdmitted) << adm_->reason(b);
+    if (plan_node < 0) {
+      preferred = adm_->assignments(b)[0].node;
+    } else {
+      EXPECT_EQ(adm_->assignments(b)[0].node, plan_node);
+    }
+  }
+  ASSERT_GE(preferred, 0);
 }
 
 // Consolidation: four free GPUs scattered two and two; a 4-GPU workload within its guarantee

@@ -659,6 +659,48 @@ TEST(ApiAuthTest, NodeCannotRewriteAssignments) {
   EXPECT_EQ(Parse(w.Get(wa))["status"]["assignments"][0].value("node", ""), "n1");
 }
 
+// The scheduler marks a victim (status.preemption) and keeps a waiting preemptor's planned
+// place (status.nomination) in the status it writes to the store. The node running the victim
+// must still be able to report on it (before status.preemption was a known field, its report
+// was refused, so a victim that finished during its grace period was requeued and ran again),
+// and may change neither mark.
+TEST(ApiAuthTest, NodesReportOnVictimsButNotTheSchedulersMarks) {
+  World w;
+  w.Seed();
+  const std::string wa = Item("workloads", "team-a", "wa");
+  const std::string key = "/registry/workloads/team-a/wa";
+  auto kv = w.store().Get(key);
+  ASSERT_TRUE(kv.ok()) << kv.status().message();
+  json obj = json::parse(kv->value);
+  obj["status"]["preemption"] = {
+      {"by", "team-b/wb2"}, {"reason", "preempted"}, {"deadline", "2026-12-01T00:00:30Z"}};
+  ASSERT_TRUE(w.store().Put(key, obj.dump(), kv->mod_revision).ok());
+  json waiting = json::parse(w.store().Get("/registry/workloads/team-b/wb2")->value);
+  waiting["status"] = {{"phase", "Pending"}, {"nomination", {Assignment("n1")}}};
+  ASSERT_TRUE(
+      w.Do("PUT", Item("workloads", "team-b", "wb2") + "/status", kAdmin, waiting.dump()).status ==
+      200);
+
+  HttpResponse running =
+      w.Do("PATCH", wa + "/status", w.node_token, R"({"status":{"phase":"Running"}})", kMergePatch);
+  EXPECT_EQ(running.status, 200) << running.body;
+  json now = Parse(w.Get(wa));
+  EXPECT_EQ(now["status"].value("phase", ""), "Running");
+  EXPECT_EQ(now["status"]["preemption"].value("by", ""), "team-b/wb2");
+  now["status"]["phase"] = "Succeeded";
+  HttpResponse done = w.Do("PUT", wa + "/status", w.node_token, now.dump());
+  EXPECT_EQ(done.status, 200) << done.body;
+
+  HttpResponse unmark =
+      w.Do("PATCH", wa + "/status", w.node_token, R"({"status":{"preemption":null}})", kMergePatch);
+  EXPECT_EQ(unmark.status, 403) << unmark.body;
+  HttpResponse bad =
+      w.Do("PUT", Item("workloads", "team-b", "wb2") + "/status", kAdmin,
+           json{{"status", {{"nomination", {{{"devices", json::array()}}}}}}}.dump());
+  EXPECT_EQ(bad.status, 422) << bad.body;
+  EXPECT_NE(bad.body.find("status.nomination[0].node: required"), std::string::npos) << bad.body;
+}
+
 // ---------------------------------------------------------------------------------------------
 // CRUD semantics.
 

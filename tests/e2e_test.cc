@@ -770,6 +770,64 @@ TEST_F(FactoryTest, PreemptionIsCalledOffWhenThePreemptorGoes) {
   EXPECT_EQ(Workloads()[victim]["status"].value("phase", ""), "Running");
 }
 
+// The server rebuilds its Admitter every cycle, so a preemptor's plan lives in its status
+// (status.nomination): while its victim stops, the free part of the planned node is held for it,
+// and once the victim has gone it takes that node. Here team-a's 8-GPU workload plans on the node
+// where team-b's 6-GPU workload runs beside 2 free GPUs; team-c, within its guarantee, then asks
+// for 2 GPUs. Without the held room it took those two, and team-a evicted a second workload.
+TEST_F(FactoryTest, PreemptorsPlannedRoomIsHeldAcrossCycles) {
+  CreateQueue("org", json::object());
+  CreateQueue("team-a", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
+  CreateQueue("team-b", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 8}}}}}});
+  CreateQueue("team-c", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 8}}}}}});
+  for (int i = 1; i < 4; ++i)
+    CreateWorkload(WholeGpuWorkload("team-b", "b-" + std::to_string(i), 8));
+  Cycle();
+  CreateWorkload(WholeGpuWorkload("team-b", "b-0", 6));  // the newest, the cheapest victim
+  Cycle();
+  Cycle();
+  std::map<std::string, json> w = Workloads();
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_EQ(w["team-b/b-" + std::to_string(i)]["status"].value("phase", ""), "Running")
+        << Describe(w);
+  }
+  const std::string x = w["team-b/b-0"]["status"]["assignments"][0].value("node", "");
+
+  CreateWorkload(WholeGpuWorkload("team-a", "a-0", 8));
+  Cycle();
+  w = Workloads();
+  ASSERT_TRUE(w["team-b/b-0"]["status"].contains("preemption")) << Describe(w);
+  ASSERT_EQ(w["team-b/b-0"]["status"]["preemption"].value("by", ""), "team-a/a-0") << Describe(w);
+  const json& nomination = w["team-a/a-0"]["status"]["nomination"];
+  ASSERT_EQ(nomination.size(), 1u) << Describe(w);
+  EXPECT_EQ(nomination[0].value("node", ""), x);
+
+  CreateWorkload(WholeGpuWorkload("team-c", "c-0", 2));
+  Cycle();
+  Cycle(31'000);  // past the victim's grace period
+  Cycle();
+  Cycle();
+  w = Workloads();
+  const json& a = w["team-a/a-0"]["status"];
+  ASSERT_EQ(a.value("phase", ""), "Running") << Describe(w);
+  EXPECT_FALSE(a.contains("nomination")) << a.dump();
+  EXPECT_EQ(a["assignments"][0].value("node", ""), x) << Describe(w);
+  int evicted_for_a = 0;
+  for (const auto& [name, obj] : w) {
+    const json& st = obj["status"];
+    if (st.contains("preemption") && st["preemption"].value("by", "") == "team-a/a-0")
+      ++evicted_for_a;
+    if (name == "team-c/c-0" && st.contains("assignments")) {
+      EXPECT_NE(st["assignments"][0].value("node", ""), x) << Describe(w);
+    }
+  }
+  EXPECT_EQ(evicted_for_a, 0) << Describe(w);
+  // The victim waited in its queue and ran again elsewhere.
+  const json& b0 = w["team-b/b-0"]["status"];
+  ASSERT_TRUE(b0.contains("assignments")) << Describe(w);
+  EXPECT_NE(b0["assignments"][0].value("node", ""), x) << Describe(w);
+}
+
 TEST_F(FactoryTest, LostNodesWorkloadsAreRequeued) {
   for (int i = 0; i < 3; ++i)
     CreateWorkload(WholeGpuWorkload("team-a", "job-" + std::to_string(i), 2));

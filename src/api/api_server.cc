@@ -210,6 +210,8 @@ Status ValidateWorkloadStatus(const json& status) {
                                {"scheduledTime", K::kString},
                                {"exitCode", K::kInt},
                                {"assignments", K::kList},
+                               {"nomination", K::kList},
+                               {"preemption", K::kObject},
                                {"conditions", K::kList}}));
   const std::string phase = Str(status, "phase", "Pending");
   if (phase != "Pending" && phase != "Scheduled" && phase != "Running" && phase != "Succeeded" &&
@@ -223,25 +225,34 @@ Status ValidateWorkloadStatus(const json& status) {
       return InvalidArgument("status.conditions[" + std::to_string(i) + "]: expected an object");
     }
   }
-  const json& assignments = Field(status, "assignments");
-  for (size_t i = 0; i < assignments.size(); ++i) {
-    const std::string path = "status.assignments[" + std::to_string(i) + "]";
-    RETURN_IF_ERROR(CheckFields(assignments[i], path,
-                                {{"pod", K::kString},
-                                 {"node", K::kString},
-                                 {"devices", K::kList},
-                                 {"numa", K::kInt},
-                                 {"nic", K::kString}}));
-    if (!assignments[i].contains("node")) return InvalidArgument(path + ".node: required");
-    const json& devices = Field(assignments[i], "devices");
-    for (size_t d = 0; d < devices.size(); ++d) {
-      RETURN_IF_ERROR(CheckFields(devices[d], path + ".devices[" + std::to_string(d) + "]",
-                                  {{"index", K::kInt},
-                                   {"uuid", K::kString},
-                                   {"gpuMilli", K::kInt},
-                                   {"memoryMiB", K::kInt},
-                                   {"migSlice", K::kInt},
-                                   {"migProfile", K::kString}}));
+  // A victim's mark (the scheduler's): who preempts it, why, and when it stops.
+  if (status.contains("preemption")) {
+    RETURN_IF_ERROR(
+        CheckFields(status["preemption"], "status.preemption",
+                    {{"by", K::kString}, {"reason", K::kString}, {"deadline", K::kString}}));
+  }
+  // Where it runs, and where a waiting preemptor plans to (the same shape).
+  for (const char* key : {"assignments", "nomination"}) {
+    const json& assignments = Field(status, key);
+    for (size_t i = 0; i < assignments.size(); ++i) {
+      const std::string path = "status." + std::string(key) + "[" + std::to_string(i) + "]";
+      RETURN_IF_ERROR(CheckFields(assignments[i], path,
+                                  {{"pod", K::kString},
+                                   {"node", K::kString},
+                                   {"devices", K::kList},
+                                   {"numa", K::kInt},
+                                   {"nic", K::kString}}));
+      if (!assignments[i].contains("node")) return InvalidArgument(path + ".node: required");
+      const json& devices = Field(assignments[i], "devices");
+      for (size_t d = 0; d < devices.size(); ++d) {
+        RETURN_IF_ERROR(CheckFields(devices[d], path + ".devices[" + std::to_string(d) + "]",
+                                    {{"index", K::kInt},
+                                     {"uuid", K::kString},
+                                     {"gpuMilli", K::kInt},
+                                     {"memoryMiB", K::kInt},
+                                     {"migSlice", K::kInt},
+                                     {"migProfile", K::kString}}));
+      }
     }
   }
   return Status::Ok();
@@ -1080,7 +1091,8 @@ struct ApiServer::Impl {
       if (status_sub && !p.node.empty() && std::string(info.plural) == "workloads") {
         // A node reports on the pods it runs (phase, messages, times, conditions); where they
         // run is the scheduler's decision.
-        for (const char* owned : {"assignments", "isolation", "scheduledTime"}) {
+        for (const char* owned :
+             {"assignments", "isolation", "scheduledTime", "nomination", "preemption"}) {
           if (Field(o["status"], owned) != Field(Field(stored, "status"), owned)) {
             return StatusResponse(403, "node " + p.node + " may not change status." + owned +
                                            " (the scheduler's decision)");

@@ -33,6 +33,8 @@ struct StoredWorkload {
   std::shared_ptr<const Scheduler::ParsedWorkload> parsed;  // shared with the parse cache
   std::vector<PodRequest> pods;
   Status request_error;
+  // A pending preemptor's planned place (status.nomination), one per pod; empty if none.
+  std::vector<Assignment> nomination;
 
   const json& obj() const { return parsed->obj; }
   const Workload& w() const { return parsed->w; }
@@ -48,7 +50,13 @@ struct BoundWorkload {
 struct Decision {
   std::vector<Assignment> placed;  // empty: it waits
   std::string message, reason;
+  std::vector<Assignment> nomination;  // while it waits for its victims: its planned place
 };
+
+// A decision that it waits, with why.
+Decision Waits(std::string message, std::string reason, std::vector<Assignment> nomination = {}) {
+  return {{}, std::move(message), std::move(reason), std::move(nomination)};
+}
 
 bool Bound(const std::string& phase) { return phase == "Scheduled" || phase == "Running"; }
 
@@ -100,6 +108,78 @@ Assignment FreeCapacity(const ClusterState& s, int n, const std::vector<int>& gp
     }
   }
   return a;
+}
+
+// Assignments as status.assignments (and status.nomination) store them, checked against the
+// fleet: nullopt when one names a node the fleet lacks (or one in `gone`, prefixed "!") or
+// devices its node does not have.
+std::optional<std::vector<Assignment>> ParseAssignments(
+    const json& status, const char* key, const ClusterState& state,
+    const std::map<std::string, int>& node_index, const std::set<std::string>& gone) {
+  std::vector<Assignment> out;
+  for (const json& a : List(status, key)) {
+    const std::string node = Str(a, "node");
+    auto it = node_index.find(node);
+    if (it == node_index.end() || gone.count("!" + node)) return std::nullopt;
+    const Node& n = state.node(it->second);
+    Assignment asg;
+    asg.node = it->second;
+    asg.numa = static_cast<int>(Int(a, "numa", -1));
+    for (const json& d : List(a, "devices")) {
+      DeviceShare share;
+      share.device = static_cast<int>(Int(d, "index", -1));
+      share.milli = Int(d, "gpuMilli");
+      share.memory_mib = Int(d, "memoryMiB");
+      share.mig_slice = static_cast<int>(Int(d, "migSlice", -1));
+      if (share.device < 0 || share.device >= static_cast<int>(n.devices.size()) ||
+          share.mig_slice >= static_cast<int>(n.devices[share.device].mig_slices.size())) {
+        return std::nullopt;
+      }
+      asg.devices.push_back(share);
+    }
+    out.push_back(asg);
+  }
+  return out;
+}
+
+// Assignments (one per pod, in pod-set order) as status.assignments and status.nomination
+// store them: the pod, its node, its devices (with UUIDs and MIG profiles), and the NUMA node
+// and NIC for the agent.
+json AssignmentsJson(const Workload& w, const std::vector<Assignment>& placed,
+                     const ClusterState& state) {
+  json assignments = json::array();
+  size_t pod = 0;
+  for (const PodSet& ps : w.pod_sets) {
+    for (int k = 0; k < ps.count && pod < placed.size(); ++k, ++pod) {
+      const Assignment& a = placed[pod];
+      const Node& node = state.node(a.node);
+      json devices = json::array();
+      for (const DeviceShare& ds : a.devices) {
+        json dj = {
+            {"index", ds.device}, {"uuid", node.devices[ds.device].uuid}, {"gpuMilli", ds.milli}};
+        if (ds.memory_mib) dj["memoryMiB"] = ds.memory_mib;
+        if (ds.mig_slice >= 0) {
+          dj["migSlice"] = ds.mig_slice;
+          dj["migProfile"] = node.devices[ds.device].mig_slices[ds.mig_slice];
+        }
+        devices.push_back(dj);
+      }
+      json assignment = {{"pod", ps.name + "-" + std::to_string(k)},
+                         {"node", node.name.str()},
+                         {"devices", devices}};
+      // The NUMA node of the pod's GPUs and the NIC there, for the agent to pin CPUs and
+      // pick the network device.
+      std::vector<int> gpus;
+      for (const DeviceShare& ds : a.devices) gpus.push_back(ds.device);
+      // The CPUs are on the GPUs' NUMA node only when it had room for them (a.numa);
+      // the NIC follows the GPUs either way.
+      const PodLocality where = LocalityOf(node, gpus, node.leaf);
+      if (a.numa >= 0) assignment["numa"] = a.numa;
+      if (!where.nic.empty()) assignment["nic"] = where.nic;
+      assignments.push_back(assignment);
+    }
+  }
+  return assignments;
 }
 
 }  // namespace
@@ -278,35 +358,8 @@ Result<CycleStats> Scheduler::RunOnce() {
         }
         // Account for it, unless its node is gone (or it names devices the node does not
         // have): then it goes back to the queue.
-        bool lost = false;
-        std::vector<Assignment> assignments;
-        for (const json& a : List(status, "assignments")) {
-          const std::string node = Str(a, "node");
-          auto it = node_index.find(node);
-          if (it == node_index.end() || unusable.count("!" + node)) {
-            lost = true;
-            break;
-          }
-          const Node& n = state.node(it->second);
-          Assignment asg;
-          asg.node = it->second;
-          asg.numa = static_cast<int>(Int(a, "numa", -1));
-          for (const json& d : List(a, "devices")) {
-            DeviceShare share;
-            share.device = static_cast<int>(Int(d, "index", -1));
-            share.milli = Int(d, "gpuMilli");
-            share.memory_mib = Int(d, "memoryMiB");
-            share.mig_slice = static_cast<int>(Int(d, "migSlice", -1));
-            if (share.device < 0 || share.device >= static_cast<int>(n.devices.size()) ||
-                share.mig_slice >= static_cast<int>(n.devices[share.device].mig_slices.size())) {
-              lost = true;
-              break;
-            }
-            asg.devices.push_back(share);
-          }
-          assignments.push_back(asg);
-        }
-        if (lost || assignments.size() != sw.pods.size()) {
+        auto assignments = ParseAssignments(status, "assignments", state, node_index, unusable);
+        if (!assignments || assignments->size() != sw.pods.size()) {
           json patch = sw.obj();
           patch["status"] = {{"phase", "Pending"},
                              {"message", "requeued: its node stopped renewing its lease"},
@@ -314,15 +367,20 @@ Result<CycleStats> Scheduler::RunOnce() {
           if (store_.Put(kv.key, patch.dump(), kv.mod_revision).ok()) ++stats.requeued;
           continue;
         }
-        for (size_t i = 0; i < assignments.size(); ++i) state.Apply(assignments[i], sw.pods[i]);
+        for (size_t i = 0; i < assignments->size(); ++i) state.Apply((*assignments)[i], sw.pods[i]);
         for (const PodRequest& r : sw.pods)
           allocated_by_tenant[sw.w().tenant.str()] += r.total_gpu_milli() / 1000.0;
         ++stats.running;
         if (preemption.is_object()) ++victims_of[Str(preemption, "by")];
-        bound.push_back({std::move(sw), std::move(assignments), preemption.is_object()});
+        bound.push_back({std::move(sw), std::move(*assignments), preemption.is_object()});
         continue;
       }
-      if (phase == "Pending") pending.push_back(std::move(sw));
+      if (phase == "Pending") {
+        // A plan on a node that is gone is no plan.
+        auto plan = ParseAssignments(status, "nomination", state, node_index, unusable);
+        if (plan && plan->size() == sw.pods.size()) sw.nomination = std::move(*plan);
+        pending.push_back(std::move(sw));
+      }
     } catch (const std::exception&) {
       continue;
     }
@@ -388,10 +446,10 @@ Result<CycleStats> Scheduler::RunOnce() {
   };
   for (size_t i = 0; i < pending.size(); ++i) {
     if (!pending[i].request_error.ok()) {
-      decisions[i] = {{}, pending[i].request_error.message(), "Unschedulable"};
+      decisions[i] = Waits(pending[i].request_error.message(), "Unschedulable");
       decided[i] = true;
     } else if (auto h = hold_of(pending[i])) {
-      decisions[i] = {{}, *h, "BudgetExceeded"};
+      decisions[i] = Waits(*h, "BudgetExceeded");
       decided[i] = true;
     }
   }
@@ -424,7 +482,7 @@ Result<CycleStats> Scheduler::RunOnce() {
     if (!admitter) {
       for (size_t i = 0; i < pending.size(); ++i) {
         if (!decided[i])
-          decisions[i] = {{}, "queues: " + config.status().message(), "QueueConfigInvalid"};
+          decisions[i] = Waits("queues: " + config.status().message(), "QueueConfigInvalid");
       }
     } else {
       auto options_of = [](const Workload& w) {
@@ -491,19 +549,22 @@ Result<CycleStats> Scheduler::RunOnce() {
                                    created >= 0 ? static_cast<double>(created) / 1000.0 : now_s,
                                    options_of(pending[i].w()));
         if (!id.ok()) {
-          decisions[i] = {{}, id.status().message(), "Unschedulable"};
+          decisions[i] = Waits(id.status().message(), "Unschedulable");
           continue;
         }
-        // A preemptor whose victims still stop waits for them; its queue's room stays promised.
+        // A preemptor whose victims still stop waits for them; its queue's room stays promised,
+        // and what is free of its planned place is held for it. Once they have stopped, it is
+        // tried first, on the nodes it planned on first.
         const std::string key = KeyName(pending[i].obj());
+        const std::vector<Assignment>& plan = pending[i].nomination;
         if (auto v = victims_of.find(key); v != victims_of.end()) {
-          admitter->RestoreNomination(*id, v->second);
-          decisions[i] = {
-              {},
-              "waiting for " + std::to_string(v->second) + " preempted workload(s) to stop",
-              "Preempting"};
+          admitter->RestoreNomination(*id, v->second, plan);
+          decisions[i] =
+              Waits("waiting for " + std::to_string(v->second) + " preempted workload(s) to stop",
+                    "Preempting", plan);
           continue;
         }
+        if (!plan.empty()) admitter->RestoreNomination(*id, 0, plan);
         pending_of[*id] = i;
       }
       // Usage history: this scheduler's own, else (after a restart) what the queues' status kept.
@@ -555,15 +616,15 @@ Result<CycleStats> Scheduler::RunOnce() {
             d.placed = admitter->assignments(id);
             break;
           case Phase::kInfeasible:
-            d = {{}, admitter->reason(id), "Unschedulable"};
+            d = Waits(admitter->reason(id), "Unschedulable");
             break;
           default:
-            d = {{},
-                 admitter->reason(id),
-                 admitter->reason(id).rfind("preempting", 0) == 0 ||
-                         admitter->reason(id).rfind("consolidating", 0) == 0
-                     ? "Preempting"
-                     : "Queued"};
+            d = Waits(admitter->reason(id),
+                      admitter->reason(id).rfind("preempting", 0) == 0 ||
+                              admitter->reason(id).rfind("consolidating", 0) == 0
+                          ? "Preempting"
+                          : "Queued",
+                      admitter->plan(id));
         }
       }
       for (const Eviction& e : result.evicted) {
@@ -604,10 +665,8 @@ Result<CycleStats> Scheduler::RunOnce() {
       if (g.outcome == Outcome::kPlaced) {
         decisions[i].placed = std::move(g.pods);
       } else {
-        decisions[i] = {
-            {},
-            g.reason,
-            g.outcome == Outcome::kInfeasible ? "Unschedulable" : "InsufficientCapacity"};
+        decisions[i] = Waits(
+            g.reason, g.outcome == Outcome::kInfeasible ? "Unschedulable" : "InsufficientCapacity");
       }
     }
   }
@@ -646,40 +705,7 @@ Result<CycleStats> Scheduler::RunOnce() {
     const json& status = Field(sw.obj(), "status");
     json next = sw.obj();
     if (!d.placed.empty()) {
-      const std::vector<Assignment>& placed = d.placed;
-      json assignments = json::array();
-      size_t pod = 0;
-      for (const PodSet& ps : sw.w().pod_sets) {
-        for (int k = 0; k < ps.count; ++k, ++pod) {
-          const Assignment& a = placed[pod];
-          const Node& node = state.node(a.node);
-          json devices = json::array();
-          for (const DeviceShare& ds : a.devices) {
-            json dj = {{"index", ds.device},
-                       {"uuid", node.devices[ds.device].uuid},
-                       {"gpuMilli", ds.milli}};
-            if (ds.memory_mib) dj["memoryMiB"] = ds.memory_mib;
-            if (ds.mig_slice >= 0) {
-              dj["migSlice"] = ds.mig_slice;
-              dj["migProfile"] = node.devices[ds.device].mig_slices[ds.mig_slice];
-            }
-            devices.push_back(dj);
-          }
-          json assignment = {{"pod", ps.name + "-" + std::to_string(k)},
-                             {"node", node.name.str()},
-                             {"devices", devices}};
-          // The NUMA node of the pod's GPUs and the NIC there, for the agent to pin CPUs and
-          // pick the network device.
-          std::vector<int> gpus;
-          for (const DeviceShare& ds : a.devices) gpus.push_back(ds.device);
-          // The CPUs are on the GPUs' NUMA node only when it had room for them (a.numa);
-          // the NIC follows the GPUs either way.
-          const PodLocality where = LocalityOf(node, gpus, node.leaf);
-          if (a.numa >= 0) assignment["numa"] = a.numa;
-          if (!where.nic.empty()) assignment["nic"] = where.nic;
-          assignments.push_back(assignment);
-        }
-      }
+      const json assignments = AssignmentsJson(sw.w(), d.placed, state);
       std::string isolation = "none";
       switch (sw.pods.front().kind) {
         case DeviceKind::kNone:
@@ -714,7 +740,13 @@ Result<CycleStats> Scheduler::RunOnce() {
     pending_by_queue["queue=\"" +
                      PromLabel(sw.w().queue.empty() ? sw.w().tenant.str() : sw.w().queue.str()) +
                      "\""] += 1;
-    if (Str(status, "message") != d.message || Str(status, "reason") != d.reason) {
+    // A preemptor keeps its planned place in status.nomination while its victims stop, so the
+    // next cycle's Admitter holds that room for it.
+    json nomination = d.nomination.size() == sw.pods.size() && !d.nomination.empty()
+                          ? AssignmentsJson(sw.w(), d.nomination, state)
+                          : json();
+    if (Str(status, "message") != d.message || Str(status, "reason") != d.reason ||
+        Field(status, "nomination") != nomination) {
       next["status"] = {{"phase", "Pending"},
                         {"message", d.message},
                         {"reason", d.reason},
@@ -724,6 +756,7 @@ Result<CycleStats> Scheduler::RunOnce() {
                            {"reason", d.reason},
                            {"message", d.message},
                            {"lastTransitionTime", FormatTimestamp(now)}}}}};
+      if (!nomination.is_null()) next["status"]["nomination"] = std::move(nomination);
       write(sw.kv, next, nullptr);
     }
   }

@@ -17,7 +17,9 @@
 // spec.queue, else in the queue named after its tenant, else in the built-in best-effort queue
 // `unqueued`. A victim is marked (status.preemption: by, reason, deadline, and a Preempted
 // condition), keeps its devices for `preemption_grace_ms`, then returns to Pending; its
-// preemptor waits for it. Usage history for fair share is not kept across cycles.
+// preemptor waits for it, with its planned place in status.nomination: each cycle's Admitter
+// holds what is free of that place for it, and once its victims have gone it is tried first
+// there.
 //
 // Writes are conditional on the revision read, so a concurrent user update wins and the
 // workload is looked at again next cycle. RunOnce is not re-entrant; call it from one thread.

@@ -421,9 +421,36 @@ void Admitter::Unnominate(int id) {
   e.promised_flavor = -1;
 }
 
-void Admitter::RestoreNomination(int id, int victims) {
-  if (entries_[id].phase != Phase::kPending) return;
+void Admitter::RestoreNomination(int id, int victims, const std::vector<Assignment>& plan) {
+  Entry& e = entries_[id];
+  if (e.phase != Phase::kPending) return;
   Nominate(id, victims, ReclaimEligible(id));
+  e.plan.clear();
+  // A plan that does not match the pods (the workload changed since) is dropped.
+  if (plan.size() != e.pods.size()) return;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const int n = plan[i].node;
+    bool fits = n >= 0 && n < state_.node_count();
+    for (const DeviceShare& d : fits ? plan[i].devices : std::vector<DeviceShare>{}) {
+      const int devices = static_cast<int>(state_.devices(n).size());
+      fits = fits && d.device >= 0 && d.device < devices &&
+             d.mig_slice < static_cast<int>(state_.node(n).devices[d.device].mig_slices.size());
+    }
+    if (!fits) {
+      e.plan.clear();
+      return;
+    }
+    e.plan.push_back({plan[i], e.pods[i]});
+  }
+  HoldPlan(id);
+}
+
+std::vector<Assignment> Admitter::plan(int id) const {
+  const Entry& e = entries_[id];
+  std::vector<Assignment> out;
+  if (e.phase != Phase::kPending || !e.nominated) return out;
+  for (const auto& [a, unused] : e.plan) out.push_back(a);
+  return out;
 }
 
 bool Admitter::QuotaAllows(int leaf, int f, int64_t milli, std::string* why) const {

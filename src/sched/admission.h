@@ -160,7 +160,10 @@ class Admitter {
   // A pending workload (from Submit) that already waits for `victims` workloads to stop, as a
   // rebuilding caller finds it: it is not tried meanwhile, and the room it reclaims within its
   // queue's guarantee counts as promised, so no one else of its queue evicts for the same room.
-  void RestoreNomination(int id, int victims);
+  // `plan` is where it planned its pods (plan(id) when it was nominated, one per pod in pod-set
+  // order; empty if unknown): what is free of it now is held for it, and once `victims` is 0 it
+  // is tried first in the next Cycle, on the planned nodes first.
+  void RestoreNomination(int id, int victims, const std::vector<Assignment>& plan = {});
 
   // Decayed usage history for fair share, carried across Admitters that a caller rebuilds:
   // each queue's value (by name; unknown names are ignored) as it stood at time `at`. The next
@@ -181,6 +184,9 @@ class Admitter {
   Phase phase(int id) const { return entries_[id].phase; }
   const std::string& reason(int id) const { return entries_[id].reason; }
   const std::vector<Assignment>& assignments(int id) const { return entries_[id].assign; }
+  // A pending preemptor's planned place (one per pod, in pod-set order) while its victims stop;
+  // empty otherwise. A caller that rebuilds the Admitter keeps it for RestoreNomination.
+  std::vector<Assignment> plan(int id) const;
   double admitted_at(int id) const { return entries_[id].admitted_at; }
   // A pending workload whose last preemption search needed victims still within their minimum
   // runtime: when the last of them may be evicted (else -1), and the longest of those runtimes.
