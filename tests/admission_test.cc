@@ -863,6 +863,33 @@ TEST(ReplayTest, SharedFleetBeatsDedicatedAndFifoIsLessFair) {
   EXPECT_LE(fab->jain_index, 1.0 + 1e-9);
 }
 
+// An evicted workload runs again from the start, so what it had done was allocated but is done
+// twice: useful utilization leaves that out. Without evictions the two are the same.
+TEST(ReplayTest, UsefulUtilizationLeavesOutWorkEvictionsThrewAway) {
+  auto sc = sim::ParseScenario(kSmallScenario, "tiny.yaml", ".");
+  ASSERT_TRUE(sc.ok()) << sc.status().message();
+  for (const char* policy : {"dedicated", "fifo", "fabrica"}) {
+    SCOPED_TRACE(policy);
+    auto r = sim::RunReplay(*sc, policy);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    const double capacity_s = 64.0 * r->window_s;
+    if (r->preemptions == 0) {
+      EXPECT_DOUBLE_EQ(r->useful_utilization_pct, r->utilization_pct);
+      continue;
+    }
+    EXPECT_LT(r->useful_utilization_pct, r->utilization_pct);
+    double by_team = 0;
+    for (const auto& t : r->teams) by_team += t.gpu_seconds_lost;
+    EXPECT_NEAR(by_team, r->gpu_seconds_lost, 1e-6 * r->gpu_seconds_lost);
+    // At most what the evictions lost, counted over the window only.
+    EXPECT_GE(r->useful_utilization_pct,
+              r->utilization_pct - 100.0 * r->gpu_seconds_lost / capacity_s - 1e-9);
+  }
+  auto fab = sim::RunReplay(*sc, "fabrica");
+  ASSERT_TRUE(fab.ok());
+  EXPECT_GT(fab->preemptions, 0) << "the scenario no longer evicts: the test checks nothing";
+}
+
 // MIG-partitioned GPUs only take MIG slices, so they are a pool of their own: a team's computed
 // guarantee is split by its demand in each pool, queues get a `mig` flavour, and the guarantees
 // split only `guaranteeShare` of each pool.

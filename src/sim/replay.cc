@@ -800,7 +800,9 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
   std::vector<double> ep_start(nunits, -1), ep_victim_mr(nunits, 0);
   std::vector<int64_t> preempted(nteams, 0);
   std::vector<std::map<std::string, int64_t>> preempted_by(nteams);
+  std::vector<double> team_lost(nteams, 0);
   double alloc_int = 0, alloc_now = 0;
+  double lost_int = 0;  // milli-GPU·s inside the window of runs that evictions threw away
   double clock = w0;
   std::vector<double> weights(nteams);
   for (int i = 0; i < nteams; ++i) weights[i] = sc.teams[i].weight;
@@ -1024,6 +1026,9 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
           if (ev.epoch != st.epoch || !st.running || !st.evicting) break;
           adm.Terminated(st.id, ev.t);
           res.gpu_seconds_lost += (ev.t - st.admit_t) * WorkloadMilli(rw.spec) / 1000.0;
+          team_lost[rw.team] += (ev.t - st.admit_t) * WorkloadMilli(rw.spec) / 1000.0;
+          lost_int +=
+              std::max(0.0, std::min(ev.t, w1) - std::max(st.admit_t, w0)) * WorkloadMilli(rw.spec);
           st.running = false;
           st.evicting = false;
           ++st.epoch;
@@ -1154,6 +1159,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
         check_wait(w, view, end, "never admitted: ");
 
   res.utilization_pct = 100.0 * alloc_int / (cap_gpu * (w1 - w0));
+  res.useful_utilization_pct = 100.0 * (alloc_int - lost_int) / (cap_gpu * (w1 - w0));
   std::vector<std::vector<double>> waits(nteams);
   for (int w = 0; w < nw; ++w) {
     WState& st = ws[w];
@@ -1184,6 +1190,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
     t.avg_fair_share = fair_int[i] / (w1 - w0);
     t.preempted = preempted[i];
     t.preempted_by = preempted_by[i];
+    t.gpu_seconds_lost = team_lost[i];
     if (t.avg_fair_share > 0) {
       double x = t.avg_share / t.avg_fair_share;
       sx += x;
@@ -1209,6 +1216,7 @@ void PrintReplayJson(const ReplayResult& r, std::ostream& out) {
   j["workloads"] = r.workloads;
   j["left_out"] = r.left_out;
   j["utilization_pct"] = r.utilization_pct;
+  j["useful_utilization_pct"] = r.useful_utilization_pct;
   j["jain_index"] = r.jain_index;
   j["preemptions"] = r.preemptions;
   j["gpu_seconds_lost"] = r.gpu_seconds_lost;
@@ -1227,7 +1235,8 @@ void PrintReplayJson(const ReplayResult& r, std::ostream& out) {
                      {"avg_share", t.avg_share},
                      {"avg_fair_share", t.avg_fair_share},
                      {"preempted", t.preempted},
-                     {"preempted_by", t.preempted_by}});
+                     {"preempted_by", t.preempted_by},
+                     {"gpu_seconds_lost", t.gpu_seconds_lost}});
   }
   j["teams"] = teams;
   auto by_kind = [](const ReplayResult::BoundCheck& b) {
@@ -1271,9 +1280,10 @@ void PrintReplayTable(const std::vector<ReplayResult>& results, std::ostream& ou
     out << "  offered load " << std::setprecision(3) << r.offered_load << " (whole durations "
         << r.offered_load_unclipped << "), trace copies " << r.copies << ", arrivals compressed "
         << std::setprecision(1) << r.compression << "x\n";
-    out << "  utilization " << r.utilization_pct << "%  Jain " << std::setprecision(3)
-        << r.jain_index << std::setprecision(1) << "  preemptions " << r.preemptions
-        << "  GPU-seconds lost " << r.gpu_seconds_lost << "\n";
+    out << "  utilization " << r.utilization_pct << "% (" << r.useful_utilization_pct
+        << "% less work evictions threw away)  Jain " << std::setprecision(3) << r.jain_index
+        << std::setprecision(1) << "  preemptions " << r.preemptions << "  GPU-seconds lost "
+        << r.gpu_seconds_lost << "\n";
     for (const ReplayResult::BoundCheck* b : {&r.bound, &r.bound_alone}) {
       out << (b == &r.bound ? "  guarantee bound (team's pending work in queue order): "
                             : "  guarantee bound (each workload alone): ")

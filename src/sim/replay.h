@@ -134,6 +134,7 @@ struct TeamResult {
   double avg_share = 0, avg_fair_share = 0;
   int64_t preempted = 0;
   std::map<std::string, int64_t> preempted_by;  // preemptor's team → evictions of this team
+  double gpu_seconds_lost = 0;                  // work of this team that evictions threw away
 };
 
 struct BoundException {
@@ -156,6 +157,10 @@ struct ReplayResult {
   double offered_load = 0, offered_load_unclipped = 0, copies = 1, compression = 1;
   int64_t workloads = 0, left_out = 0;
   double utilization_pct = 0;
+  // The same less the part of it that evictions threw away: an evicted workload runs again
+  // from the start, so what it had done inside the window before it stopped was allocated but
+  // is done twice.
+  double useful_utilization_pct = 0;
   double jain_index = 0;
   int64_t preemptions = 0;
   double gpu_seconds_lost = 0;
