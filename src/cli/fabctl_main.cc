@@ -513,16 +513,25 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
       std::printf("Reason:     %s\n", status.value("reason", "").c_str());
     if (status.contains("isolation"))
       std::printf("Isolation:  %s\n", status.value("isolation", "").c_str());
-    const json as = status.value("assignments", json::array());
-    if (!as.empty()) std::printf("Assignments:\n");
-    for (const json& a : as) {
-      std::printf("  %-12s on %-10s", a.value("pod", "").c_str(), a.value("node", "").c_str());
-      for (const json& d : a.value("devices", json::array())) {
-        std::printf(" gpu%d %s %dm%s%s", d.value("index", 0), d.value("uuid", "").c_str(),
-                    d.value("gpuMilli", 0), d.contains("migProfile") ? " MIG " : "",
-                    d.contains("migProfile") ? d.value("migProfile", "").c_str() : "");
+    // A victim's mark, and a waiting preemptor's planned place.
+    if (status.contains("preemption")) {
+      const json p = status["preemption"];
+      std::printf("Preempted:  by %s, stops at %s\n", p.value("by", "").c_str(),
+                  p.value("deadline", "").c_str());
+    }
+    for (const char* key : {"assignments", "nomination"}) {
+      const json as = status.value(key, json::array());
+      if (!as.empty())
+        std::printf("%s\n", std::string(key) == "assignments" ? "Assignments:" : "Nominated:");
+      for (const json& a : as) {
+        std::printf("  %-12s on %-10s", a.value("pod", "").c_str(), a.value("node", "").c_str());
+        for (const json& d : a.value("devices", json::array())) {
+          std::printf(" gpu%d %s %dm%s%s", d.value("index", 0), d.value("uuid", "").c_str(),
+                      d.value("gpuMilli", 0), d.contains("migProfile") ? " MIG " : "",
+                      d.contains("migProfile") ? d.value("migProfile", "").c_str() : "");
+        }
+        std::printf("\n");
       }
-      std::printf("\n");
     }
   }
   std::printf("Spec:\n");
