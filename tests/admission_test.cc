@@ -400,6 +400,46 @@ TEST_F(AdmissionTest, ReclaimIsPerFlavour) {
   for (const Eviction& e : r.evicted) EXPECT_EQ(e.preemptor, mine);
 }
 
+// reclaim_hold_s: after a queue reclaims, its unused guarantee is lent to no one for a while.
+// a (guaranteed 4) reclaims a 4-GPU workload of b for a 1-GPU one; the 3 GPUs left over go to
+// b's next workload at once without the hold, and only once the hold is over with it. A rebuilt
+// Admitter told of the reclaim (RestoreReclaims) holds the same way.
+TEST_F(AdmissionTest, ReclaimHoldKeepsTheReclaimedRoomFromTheBorrower) {
+  for (double hold : {0.0, 300.0}) {
+    SCOPED_TRACE("hold " + std::to_string(hold));
+    AdmissionConfig config;
+    config.reclaim_hold_s = hold;
+    Make(Nodes(2, 4), {Leaf("a", 4), Leaf("b", 4)}, {}, config);
+    std::vector<int> b = {Submit(Gpus("b0", "b", 4), 0), Submit(Gpus("b1", "b", 4), 0)};
+    adm_->Cycle(1, 1000);
+    ASSERT_EQ(CountPhase(b, Phase::kAdmitted), 2);
+    const int a0 = Submit(Gpus("a0", "a", 1), 10);
+    CycleResult r = adm_->Cycle(11, 1000);
+    ASSERT_EQ(r.evicted.size(), 1u) << adm_->reason(a0);
+    EXPECT_EQ(adm_->reclaimed_at(adm_->QueueIndex("a")), 11);
+    adm_->Terminated(r.evicted[0].victim, 41);
+    const int b2 = Submit(Gpus("b2", "b", 2), 41);
+    adm_->Cycle(42, 1000);
+    ASSERT_EQ(adm_->phase(a0), Phase::kAdmitted) << adm_->reason(a0);
+    if (hold == 0) {
+      EXPECT_EQ(adm_->phase(b2), Phase::kAdmitted) << adm_->reason(b2);
+      continue;
+    }
+    EXPECT_EQ(adm_->phase(b2), Phase::kPending);
+    EXPECT_NE(adm_->reason(b2).find("to lend"), std::string::npos) << adm_->reason(b2);
+    adm_->Cycle(400, 1000);
+    EXPECT_EQ(adm_->phase(b2), Phase::kAdmitted) << adm_->reason(b2);
+
+    Make(Nodes(2, 4), {Leaf("a", 4), Leaf("b", 4)}, {}, config);
+    adm_->RestoreReclaims({{"a", 5}, {"nobody", 5}});
+    b = {Submit(Gpus("b0", "b", 4), 10), Submit(Gpus("b1", "b", 4), 10)};
+    adm_->Cycle(11, 1000);
+    EXPECT_EQ(CountPhase(b, Phase::kAdmitted), 1);
+    adm_->Cycle(306, 1000);
+    EXPECT_EQ(CountPhase(b, Phase::kAdmitted), 2);
+  }
+}
+
 // A flavour that names a kind for some models leaves the other models to the kind-less flavour:
 // with H100s quota'd as `h100` (1 GPU, no borrowing) and everything else as `gpu`, whole-GPU
 // work that finds the h100 quota used runs on the A100s, charged to `gpu`.

@@ -628,6 +628,10 @@ TEST_F(FactoryTest, QueuesEnforceQuotasAndReclaimBorrowedGpus) {
   EXPECT_NE(vs["preemption"].value("reason", "").find("reclaims its guarantee"), std::string::npos)
       << vs.dump();
   EXPECT_EQ(w[preemptor]["status"].value("reason", ""), "Preempting") << Describe(w);
+  // The reclaim is kept in the queue's status (it holds the queue's unused guarantee for
+  // --reclaim-hold, 0 here), so each cycle's Admitter knows of it.
+  json qa = CallJson("GET", std::string(kApi) + "/queues/team-a");
+  EXPECT_FALSE(qa["status"].value("lastReclaimTime", "").empty()) << qa.dump();
 
   // Within the grace period nothing else is evicted and the preemptor waits for its victim.
   stats = Cycle(2'000);

@@ -46,6 +46,7 @@ struct ServerArgs {
   std::vector<std::string> dcgm_exporters;  // dcgm-exporter /metrics URLs the server reads
   double preemption_grace_s = 30;
   double usage_half_life_s = 3600;
+  double reclaim_hold_s = 0;
   bool up = false;
 };
 
@@ -237,6 +238,7 @@ int Run(ServerArgs args) {
   sched_options.require_health_record = true;  // new nodes are inspected and burnt in first
   sched_options.preemption_grace_ms = static_cast<int64_t>(args.preemption_grace_s * 1000);
   sched_options.usage_half_life_s = args.usage_half_life_s;
+  sched_options.reclaim_hold_s = args.reclaim_hold_s;
   sched_options.admission_hold = [m = meter->get()](const std::string& tenant,
                                                     const std::string& queue) {
     return m->AdmissionHold(tenant, queue);
@@ -338,6 +340,10 @@ void AddCommon(CLI::App* cmd, ServerArgs* a) {
   cmd->add_option("--usage-half-life", a->usage_half_life_s,
                   "half-life in seconds of the usage history in fair share (0: current usage only)")
       ->check(CLI::Range(0.0, 365.0 * 86400));
+  cmd->add_option("--reclaim-hold", a->reclaim_hold_s,
+                  "seconds a queue that reclaimed borrowed GPUs lends none of its unused guarantee "
+                  "(0: lent at once)")
+      ->check(CLI::Range(0.0, 86400.0));
 }
 
 }  // namespace

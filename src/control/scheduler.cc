@@ -471,6 +471,7 @@ Result<CycleStats> Scheduler::RunOnce() {
       config->usage_half_life_s = options_.usage_half_life_s;
       config->gang_timeout_s = options_.gang_timeout_s;
       config->history_weight = options_.history_weight;
+      config->reclaim_hold_s = options_.reclaim_hold_s;
       auto created =
           Admitter::Create(fleet, tenants, std::move(*config), *policy, static_cast<uint64_t>(now));
       if (created.ok()) {
@@ -580,6 +581,15 @@ Result<CycleStats> Scheduler::RunOnce() {
         if (at >= 0) history_at_ = static_cast<double>(at) / 1000.0;
       }
       if (history_at_ >= 0) admitter->RestoreHistory(history_, history_at_);
+      // Recent reclaims, which hold the reclaiming queues' unused guarantee for a while.
+      std::map<std::string, double> reclaimed;
+      for (const KeyValue& kv : queue_list.items) {
+        json q = json::parse(kv.value, nullptr, false);
+        const int64_t at = ParseTimestamp(Str(Field(q, "status"), "lastReclaimTime"));
+        if (at >= 0)
+          reclaimed[Str(Field(q, "metadata"), "name")] = static_cast<double>(at) / 1000.0;
+      }
+      admitter->RestoreReclaims(reclaimed);
       CycleResult result = admitter->Cycle(now_s, options_.max_admissions_per_cycle);
       history_.clear();
       for (int q = 0; q < admitter->queue_count(); ++q)
@@ -601,6 +611,10 @@ Result<CycleStats> Scheduler::RunOnce() {
                          {"usedGpus", GpuAmount(admitter->usage_milli(index))},
                          {"pendingWorkloads", admitter->pending_count(index)},
                          {"usageHistory", history}};
+        if (admitter->reclaimed_at(index) >= 0) {
+          standing["lastReclaimTime"] =
+              FormatTimestamp(static_cast<int64_t>(admitter->reclaimed_at(index) * 1000));
+        }
         json was = Field(q, "status");
         if (was.is_object()) was.erase("usageHistoryTime");
         if (was != standing) {

@@ -476,9 +476,13 @@ bool Admitter::QuotaAllows(int leaf, int f, int64_t milli, std::string* why) con
     }
     reserved = 0;
     for (int s : queues_[q.parent].children) {
-      if (s == n || !queues_[s].lend_limit[f]) continue;
+      if (s == n) continue;
       const QueueNode& sib = queues_[s];
-      reserved += std::max<int64_t>(0, sib.guaranteed[f] - *sib.lend_limit[f] - sib.usage[f]);
+      // A queue that reclaimed a moment ago lends none of its unused guarantee (reclaim_hold_s).
+      const bool holds = sib.reclaimed_at >= 0 && now_ - sib.reclaimed_at < config_.reclaim_hold_s;
+      if (!holds && !sib.lend_limit[f]) continue;
+      const int64_t lends = holds ? 0 : *sib.lend_limit[f];
+      reserved += std::max<int64_t>(0, sib.guaranteed[f] - lends - sib.usage[f]);
     }
     n = q.parent;
   }
@@ -709,9 +713,28 @@ void Admitter::RestoreHistory(const std::map<std::string, double>& by_queue, dou
   last_history_ = at;
 }
 
+void Admitter::RestoreReclaims(const std::map<std::string, double>& by_queue) {
+  for (const auto& [name, at] : by_queue) {
+    const int q = QueueIndex(name);
+    if (q >= 0) queues_[q].reclaimed_at = std::max(queues_[q].reclaimed_at, at);
+  }
+}
+
+void Admitter::NoteReclaim(int leaf, double now) {
+  for (int q = leaf; q >= 0; q = queues_[q].parent) queues_[q].reclaimed_at = now;
+}
+
 CycleResult Admitter::Cycle(double now, int max_admissions) {
   CycleResult out;
   UpdateHistory(now);
+  // A hold that ended since the last cycle lets borrowers in again: wake those parked on quota.
+  if (config_.reclaim_hold_s > 0) {
+    for (const QueueNode& q : queues_) {
+      const double ends = q.reclaimed_at + config_.reclaim_hold_s;
+      if (q.reclaimed_at >= 0 && ends > now_ && ends <= now) wake_quota_ = true;
+    }
+  }
+  now_ = now;
 
   // Gangs whose pods did not all start in time give their devices back and wait again.
   for (int id : std::vector<int>(unready_.begin(), unready_.end())) {
@@ -853,14 +876,18 @@ void Admitter::Wake() {
       // in parking order; each one admitted wakes the next (TryAdmit).
       if (fits) WakeShape(key, fits);
     }
-    for (int id : quota_parked_)
-      if (entries_[id].parked == 2) Unpark(id);
-    quota_parked_.clear();
+    wake_quota_ = true;
     // Forget freed-node history nobody parked before can need.
     if (parked_shapes_.empty()) {
       freed_log_.clear();
       wake_pos_ = 0;
     }
+  }
+  if (wake_quota_) {
+    for (int id : quota_parked_)
+      if (entries_[id].parked == 2) Unpark(id);
+    quota_parked_.clear();
+    wake_quota_ = false;
   }
   // Consolidation may gather room for a workload within its queue's guarantee whenever the
   // fleet's free GPUs add up to enough: the first such parked workload of each queue comes back.
@@ -1380,6 +1407,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
   if (!ok || (moved.empty() && reclaimed.empty())) return false;
 
   Entry& e = entries_[id];
+  if (!reclaimed.empty()) NoteReclaim(e.leaf, now);
   for (int v : reclaimed) {
     MarkEvicting(v, id,
                  "preempted by " + e.spec.name.str() + " (queue " + queues_[e.leaf].spec.name +
@@ -1728,6 +1756,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     lost += (now - entries_[v].admitted_at) * static_cast<double>(entries_[v].gpu_milli) / 1000.0;
     MarkEvicting(v, id, "preempted by " + e.spec.name.str() + " (" + why + ")", out);
   }
+  if (reclaim && !own_only) NoteReclaim(leaf, now);
   Nominate(id, static_cast<int>(chosen.size()), reclaim);
   SetPlan(id, placed);
   e.reason = "preempting " + std::to_string(chosen.size()) + " workload(s) " + why + ", " +

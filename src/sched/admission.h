@@ -94,6 +94,11 @@ struct AdmissionConfig {
   bool consolidation = true;
   int consolidation_max_moves = 8;
   int consolidation_searches_per_cycle = 4;
+  // After a queue reclaims borrowed GPUs, its unused guarantee is lent to no one for this long
+  // (0: lent at once). A reclaim often frees more than the reclaiming workload needs (a whole
+  // gang for a quarter of a GPU); lent at once, that room goes back to the borrower's next
+  // workload, which the queue's next arrival reclaims again, throwing its work away each time.
+  double reclaim_hold_s = 0;
 };
 
 // Names the bad field ("queues[2].parent: unknown queue \"x\"", "... cycle ...", negatives,
@@ -109,7 +114,7 @@ Result<AdmissionConfig> ParseAdmissionConfig(YamlMap& map);
 Result<QueueSpec> ParseQueueSpec(YamlMap& map);
 // Only the cycle's knobs (usageHalfLife, historyWeight, gangTimeout, preemption,
 // fairSharePreemption, preemptionSearchesPerQueue, reclaimSearchesPerQueue, consolidation,
-// consolidationMaxMoves), leaving other keys to the caller.
+// consolidationMaxMoves, reclaimHold), leaving other keys to the caller.
 Status ParseAdmissionSettings(YamlMap& map, AdmissionConfig* config);
 
 enum class Phase { kPending, kAdmitted, kEvicting, kFinished, kInfeasible };
@@ -170,6 +175,10 @@ class Admitter {
   // Cycle decays it from `at` and blends in current usage.
   void RestoreHistory(const std::map<std::string, double>& by_queue, double at);
   double usage_history(int q) const { return queues_[q].history; }
+  // When queue q (or a queue below it) last reclaimed borrowed GPUs (-1: never), which holds its
+  // unused guarantee for reclaim_hold_s; carried across Admitters that a caller rebuilds.
+  double reclaimed_at(int q) const { return queues_[q].reclaimed_at; }
+  void RestoreReclaims(const std::map<std::string, double>& by_queue);
 
   CycleResult Cycle(double now, int max_admissions);
 
@@ -268,6 +277,7 @@ class Admitter {
     int evicting = 0;
     std::vector<int64_t> evicting_usage;  // per flavour: GPUs of its workloads being evicted
     std::vector<int64_t> promised;        // per flavour: GPUs of its nominated preemptors (leaves)
+    double reclaimed_at = -1;             // its last reclaim (a leaf's, or a descendant's)
     // Pending workloads of a leaf: (-priority, arrival, id).
     std::set<std::tuple<int, double, int>> pending;
     std::set<std::tuple<int, double, int>> parked;
@@ -304,6 +314,7 @@ class Admitter {
   void ReleaseHolds(Entry& e);
   void VictimStopped(int id);
   void Unnominate(int id);
+  void NoteReclaim(int leaf, double now);
   bool Managed(int flavor) const { return managed_[flavor]; }
   double Key(int q) const;
   int PickLeaf() const;
@@ -353,6 +364,7 @@ class Admitter {
   std::vector<Entry> entries_;
   std::vector<std::vector<int>> node_workloads_;  // admitted/evicting workloads per node
   std::vector<int> nominated_;
+  double now_ = 0;                // of the current Cycle
   std::map<int, int> preemptor_;  // evicting workload → the workload it makes room for
   std::set<int> unready_;         // admitted, pods not all ready yet
   double last_history_ = -1;
@@ -361,6 +373,7 @@ class Admitter {
   size_t wake_pos_ = 0;
   std::unordered_map<uint64_t, ParkedShape> parked_shapes_;
   std::vector<int> quota_parked_;
+  bool wake_quota_ = false;  // wake quota_parked_ in the next Wake
   struct VictimList {
     std::vector<Candidate> cands;
     int in_min_runtime = 0;
