@@ -431,11 +431,25 @@ TEST_F(AdmissionTest, ReclaimHoldKeepsTheReclaimedRoomFromTheBorrower) {
     EXPECT_EQ(adm_->phase(b2), Phase::kAdmitted) << adm_->reason(b2);
 
     Make(Nodes(2, 4), {Leaf("a", 4), Leaf("b", 4)}, {}, config);
-    adm_->RestoreReclaims({{"a", 5}, {"nobody", 5}});
+    adm_->RestoreReclaims({{"a", 5}, {"nobody", 5}}, 10);
     b = {Submit(Gpus("b0", "b", 4), 10), Submit(Gpus("b1", "b", 4), 10)};
     adm_->Cycle(11, 1000);
     EXPECT_EQ(CountPhase(b, Phase::kAdmitted), 1);
     adm_->Cycle(306, 1000);
+    EXPECT_EQ(CountPhase(b, Phase::kAdmitted), 2);
+  }
+  // A restored time ahead of now (a clock that ran fast) counts as now: the hold ends on time.
+  // With no hold, even such a time holds nothing.
+  for (double hold : {0.0, 300.0}) {
+    SCOPED_TRACE("future reclaim, hold " + std::to_string(hold));
+    AdmissionConfig config;
+    config.reclaim_hold_s = hold;
+    Make(Nodes(2, 4), {Leaf("a", 4), Leaf("b", 4)}, {}, config);
+    adm_->RestoreReclaims({{"a", 1e9}}, 10);
+    std::vector<int> b = {Submit(Gpus("b0", "b", 4), 10), Submit(Gpus("b1", "b", 4), 10)};
+    adm_->Cycle(11, 1000);
+    EXPECT_EQ(CountPhase(b, Phase::kAdmitted), hold > 0 ? 1 : 2);
+    adm_->Cycle(311, 1000);
     EXPECT_EQ(CountPhase(b, Phase::kAdmitted), 2);
   }
 }
@@ -538,6 +552,21 @@ TEST_F(AdmissionTest, RestoredPlanHoldsItsRoomAndIsTriedFirst) {
   };
   // Held: a holds 7 of 8 GPUs, all but node 0's GPU 3 (a0, on node 0's GPU 0, is a victim
   // stopping); b plans on node 0's GPUs 0 and 3.
+  // A plan that names a device twice, or a negative share (a hand-edited record), is dropped.
+  std::vector<Assignment> twice = on(0, {3, 3});
+  std::vector<Assignment> negative = on(0, {0, 3});
+  negative[0].devices[1].milli = -1000;
+  for (const auto& bad : {twice, negative}) {
+    Make(Nodes(2, 4), {Leaf("a", 2), Leaf("b", 4), Leaf("c", 2)});
+    for (int i = 0; i < 7; ++i)
+      ASSERT_TRUE(adm_->Restore(Gpus("a" + std::to_string(i), "a", 1),
+                                i < 3 ? on(0, {i}) : on(1, {i - 3}), 0, {}, i == 0)
+                      .ok());
+    int waiting = Submit(Gpus("b0", "b", 2), 5);
+    adm_->RestoreNomination(waiting, 1, bad);
+    EXPECT_TRUE(adm_->plan(waiting).empty());
+    EXPECT_EQ(adm_->state().allocated_gpu_milli(), 7000);  // nothing held
+  }
   for (bool with_plan : {false, true}) {
     SCOPED_TRACE(with_plan ? "with its plan" : "without");
     Make(Nodes(2, 4), {Leaf("a", 2), Leaf("b", 4), Leaf("c", 2)});

@@ -663,7 +663,8 @@ TEST(ApiAuthTest, NodeCannotRewriteAssignments) {
 // place (status.nomination) in the status it writes to the store. The node running the victim
 // must still be able to report on it (before status.preemption was a known field, its report
 // was refused, so a victim that finished during its grace period was requeued and ran again),
-// and may change neither mark.
+// and may not change the mark. (A node cannot reach a pending preemptor's status at all, so the
+// same guard on status.nomination is defensive.)
 TEST(ApiAuthTest, NodesReportOnVictimsButNotTheSchedulersMarks) {
   World w;
   w.Seed();

@@ -252,6 +252,11 @@ Status ValidateWorkloadStatus(const json& status) {
                                      {"memoryMiB", K::kInt},
                                      {"migSlice", K::kInt},
                                      {"migProfile", K::kString}}));
+        for (const char* count : {"index", "gpuMilli", "memoryMiB", "migSlice"}) {
+          if (Field(devices[d], count).is_number_integer() && devices[d][count].get<int64_t>() < 0)
+            return InvalidArgument(path + ".devices[" + std::to_string(d) + "]." + count +
+                                   ": must not be negative");
+        }
       }
     }
   }

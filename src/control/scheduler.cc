@@ -132,6 +132,7 @@ std::optional<std::vector<Assignment>> ParseAssignments(
       share.memory_mib = Int(d, "memoryMiB");
       share.mig_slice = static_cast<int>(Int(d, "migSlice", -1));
       if (share.device < 0 || share.device >= static_cast<int>(n.devices.size()) ||
+          share.milli < 0 || share.memory_mib < 0 || share.mig_slice < -1 ||
           share.mig_slice >= static_cast<int>(n.devices[share.device].mig_slices.size())) {
         return std::nullopt;
       }
@@ -589,7 +590,7 @@ Result<CycleStats> Scheduler::RunOnce() {
         if (at >= 0)
           reclaimed[Str(Field(q, "metadata"), "name")] = static_cast<double>(at) / 1000.0;
       }
-      admitter->RestoreReclaims(reclaimed);
+      admitter->RestoreReclaims(reclaimed, now_s);
       CycleResult result = admitter->Cycle(now_s, options_.max_admissions_per_cycle);
       history_.clear();
       for (int q = 0; q < admitter->queue_count(); ++q)

@@ -431,10 +431,16 @@ void Admitter::RestoreNomination(int id, int victims, const std::vector<Assignme
   for (size_t i = 0; i < plan.size(); ++i) {
     const int n = plan[i].node;
     bool fits = n >= 0 && n < state_.node_count();
-    for (const DeviceShare& d : fits ? plan[i].devices : std::vector<DeviceShare>{}) {
+    const std::vector<DeviceShare>& shares = plan[i].devices;
+    for (size_t k = 0; fits && k < shares.size(); ++k) {
+      const DeviceShare& d = shares[k];
       const int devices = static_cast<int>(state_.devices(n).size());
-      fits = fits && d.device >= 0 && d.device < devices &&
+      fits = d.device >= 0 && d.device < devices && d.milli >= 0 && d.memory_mib >= 0 &&
+             d.mig_slice >= -1 &&
              d.mig_slice < static_cast<int>(state_.node(n).devices[d.device].mig_slices.size());
+      // A device (or MIG slice) named twice would be held twice.
+      for (size_t j = 0; fits && j < k; ++j)
+        fits = shares[j].device != d.device || shares[j].mig_slice != d.mig_slice;
     }
     if (!fits) {
       e.plan.clear();
@@ -479,7 +485,8 @@ bool Admitter::QuotaAllows(int leaf, int f, int64_t milli, std::string* why) con
       if (s == n) continue;
       const QueueNode& sib = queues_[s];
       // A queue that reclaimed a moment ago lends none of its unused guarantee (reclaim_hold_s).
-      const bool holds = sib.reclaimed_at >= 0 && now_ - sib.reclaimed_at < config_.reclaim_hold_s;
+      const bool holds = config_.reclaim_hold_s > 0 && sib.reclaimed_at >= 0 &&
+                         now_ - sib.reclaimed_at < config_.reclaim_hold_s;
       if (!holds && !sib.lend_limit[f]) continue;
       const int64_t lends = holds ? 0 : *sib.lend_limit[f];
       reserved += std::max<int64_t>(0, sib.guaranteed[f] - lends - sib.usage[f]);
@@ -713,10 +720,12 @@ void Admitter::RestoreHistory(const std::map<std::string, double>& by_queue, dou
   last_history_ = at;
 }
 
-void Admitter::RestoreReclaims(const std::map<std::string, double>& by_queue) {
+void Admitter::RestoreReclaims(const std::map<std::string, double>& by_queue, double now) {
   for (const auto& [name, at] : by_queue) {
     const int q = QueueIndex(name);
-    if (q >= 0) queues_[q].reclaimed_at = std::max(queues_[q].reclaimed_at, at);
+    // A time ahead of now (a clock that ran fast, a record written by hand) counts as now, so a
+    // hold never outlasts its length.
+    if (q >= 0) queues_[q].reclaimed_at = std::max(queues_[q].reclaimed_at, std::min(at, now));
   }
 }
 

@@ -176,9 +176,10 @@ class Admitter {
   void RestoreHistory(const std::map<std::string, double>& by_queue, double at);
   double usage_history(int q) const { return queues_[q].history; }
   // When queue q (or a queue below it) last reclaimed borrowed GPUs (-1: never), which holds its
-  // unused guarantee for reclaim_hold_s; carried across Admitters that a caller rebuilds.
+  // unused guarantee for reclaim_hold_s; carried across Admitters that a caller rebuilds (times
+  // after `now` count as `now`).
   double reclaimed_at(int q) const { return queues_[q].reclaimed_at; }
-  void RestoreReclaims(const std::map<std::string, double>& by_queue);
+  void RestoreReclaims(const std::map<std::string, double>& by_queue, double now);
 
   CycleResult Cycle(double now, int max_admissions);
 

@@ -1054,6 +1054,12 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
         res.cycle_seconds += sec;
         res.cycle_max_seconds = std::max(res.cycle_max_seconds, sec);
         Admitter& adm = *groups[gi].admitter;
+        // A reclaim hold that began now ends with a cycle, whatever else happens then.
+        if (sc.admission.reclaim_hold_s > 0 && policy_name == "fabrica") {
+          for (int q = 0; q < adm.queue_count(); ++q)
+            if (adm.reclaimed_at(q) == tick)
+              push(tick + sc.admission.reclaim_hold_s, EventType::kWake, 0, 0);
+        }
         for (int h : cr.admitted) {
           int w = by_handle[gi][h];
           WState& st = ws[w];
