@@ -400,10 +400,10 @@ TEST_F(AdmissionTest, ReclaimIsPerFlavour) {
   for (const Eviction& e : r.evicted) EXPECT_EQ(e.preemptor, mine);
 }
 
-// reclaim_hold_s: after a queue reclaims, its unused guarantee is lent to no one for a while.
-// a (guaranteed 4) reclaims a 4-GPU workload of b for a 1-GPU one; the 3 GPUs left over go to
-// b's next workload at once without the hold, and only once the hold is over with it. A rebuilt
-// Admitter told of the reclaim (RestoreReclaims) holds the same way.
+// reclaim_hold_s: after a queue reclaims, the room its reclaim freed beyond its need is lent to
+// no one for a while. a (guaranteed 4) reclaims a 4-GPU workload of b for a 1-GPU one; the 3
+// GPUs left over go to b's next workload at once without the hold, and only once the hold is
+// over with it. A rebuilt Admitter told of the reclaim (RestoreReclaims) holds the same way.
 TEST_F(AdmissionTest, ReclaimHoldKeepsTheReclaimedRoomFromTheBorrower) {
   for (double hold : {0.0, 300.0}) {
     SCOPED_TRACE("hold " + std::to_string(hold));
@@ -416,7 +416,8 @@ TEST_F(AdmissionTest, ReclaimHoldKeepsTheReclaimedRoomFromTheBorrower) {
     const int a0 = Submit(Gpus("a0", "a", 1), 10);
     CycleResult r = adm_->Cycle(11, 1000);
     ASSERT_EQ(r.evicted.size(), 1u) << adm_->reason(a0);
-    EXPECT_EQ(adm_->reclaimed_at(adm_->QueueIndex("a")), 11);
+    EXPECT_EQ(adm_->reclaim_record(adm_->QueueIndex("a")).at, 11);
+    EXPECT_EQ(adm_->reclaim_record(adm_->QueueIndex("a")).room_milli, 3000);
     adm_->Terminated(r.evicted[0].victim, 41);
     const int b2 = Submit(Gpus("b2", "b", 2), 41);
     adm_->Cycle(42, 1000);
@@ -431,7 +432,7 @@ TEST_F(AdmissionTest, ReclaimHoldKeepsTheReclaimedRoomFromTheBorrower) {
     EXPECT_EQ(adm_->phase(b2), Phase::kAdmitted) << adm_->reason(b2);
 
     Make(Nodes(2, 4), {Leaf("a", 4), Leaf("b", 4)}, {}, config);
-    adm_->RestoreReclaims({{"a", 5}, {"nobody", 5}}, 10);
+    adm_->RestoreReclaims({{"a", {5, 4000}}, {"nobody", {5, 4000}}}, 10);
     b = {Submit(Gpus("b0", "b", 4), 10), Submit(Gpus("b1", "b", 4), 10)};
     adm_->Cycle(11, 1000);
     EXPECT_EQ(CountPhase(b, Phase::kAdmitted), 1);
@@ -445,7 +446,7 @@ TEST_F(AdmissionTest, ReclaimHoldKeepsTheReclaimedRoomFromTheBorrower) {
     AdmissionConfig config;
     config.reclaim_hold_s = hold;
     Make(Nodes(2, 4), {Leaf("a", 4), Leaf("b", 4)}, {}, config);
-    adm_->RestoreReclaims({{"a", 1e9}}, 10);
+    adm_->RestoreReclaims({{"a", {1e9, 4000}}}, 10);
     std::vector<int> b = {Submit(Gpus("b0", "b", 4), 10), Submit(Gpus("b1", "b", 4), 10)};
     adm_->Cycle(11, 1000);
     EXPECT_EQ(CountPhase(b, Phase::kAdmitted), hold > 0 ? 1 : 2);

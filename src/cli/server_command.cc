@@ -46,7 +46,7 @@ struct ServerArgs {
   std::vector<std::string> dcgm_exporters;  // dcgm-exporter /metrics URLs the server reads
   double preemption_grace_s = 30;
   double usage_half_life_s = 3600;
-  double reclaim_hold_s = 0;
+  double reclaim_hold_s = 300;
   bool up = false;
 };
 
@@ -341,8 +341,8 @@ void AddCommon(CLI::App* cmd, ServerArgs* a) {
                   "half-life in seconds of the usage history in fair share (0: current usage only)")
       ->check(CLI::Range(0.0, 365.0 * 86400));
   cmd->add_option("--reclaim-hold", a->reclaim_hold_s,
-                  "seconds a queue that reclaimed borrowed GPUs lends none of its unused guarantee "
-                  "(0: lent at once)")
+                  "seconds that the GPUs a reclaim freed beyond its need stay with the reclaiming "
+                  "queue (0: lent at once)")
       ->check(CLI::Range(0.0, 86400.0));
 }
 

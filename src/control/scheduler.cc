@@ -583,12 +583,15 @@ Result<CycleStats> Scheduler::RunOnce() {
       }
       if (history_at_ >= 0) admitter->RestoreHistory(history_, history_at_);
       // Recent reclaims, which hold the reclaiming queues' unused guarantee for a while.
-      std::map<std::string, double> reclaimed;
+      std::map<std::string, Admitter::ReclaimRecord> reclaimed;
       for (const KeyValue& kv : queue_list.items) {
         json q = json::parse(kv.value, nullptr, false);
-        const int64_t at = ParseTimestamp(Str(Field(q, "status"), "lastReclaimTime"));
-        if (at >= 0)
-          reclaimed[Str(Field(q, "metadata"), "name")] = static_cast<double>(at) / 1000.0;
+        const json& status = Field(q, "status");
+        const int64_t at = ParseTimestamp(Str(status, "lastReclaimTime"));
+        if (at >= 0) {
+          reclaimed[Str(Field(q, "metadata"), "name")] = {static_cast<double>(at) / 1000.0,
+                                                          Int(status, "reclaimedRoomMilli")};
+        }
       }
       admitter->RestoreReclaims(reclaimed, now_s);
       CycleResult result = admitter->Cycle(now_s, options_.max_admissions_per_cycle);
@@ -612,9 +615,11 @@ Result<CycleStats> Scheduler::RunOnce() {
                          {"usedGpus", GpuAmount(admitter->usage_milli(index))},
                          {"pendingWorkloads", admitter->pending_count(index)},
                          {"usageHistory", history}};
-        if (admitter->reclaimed_at(index) >= 0) {
-          standing["lastReclaimTime"] =
-              FormatTimestamp(static_cast<int64_t>(admitter->reclaimed_at(index) * 1000));
+        // The reclaim hold: when it last reclaimed and what that freed beyond its need.
+        const Admitter::ReclaimRecord reclaim = admitter->reclaim_record(index);
+        if (reclaim.at >= 0) {
+          standing["lastReclaimTime"] = FormatTimestamp(static_cast<int64_t>(reclaim.at * 1000));
+          standing["reclaimedRoomMilli"] = reclaim.room_milli;
         }
         json was = Field(q, "status");
         if (was.is_object()) was.erase("usageHistoryTime");

@@ -60,10 +60,10 @@ struct SchedulerOptions {
   double gang_timeout_s = 300;
   double usage_half_life_s = 3600;
   double history_weight = 0.5;
-  // After a queue reclaims borrowed GPUs its unused guarantee is lent to no one for this long
-  // (AdmissionConfig::reclaim_hold_s; 0: lent at once). Kept in the queue's status
-  // (lastReclaimTime) across cycles and restarts.
-  double reclaim_hold_s = 0;
+  // For this long after a queue reclaims borrowed GPUs, the room its reclaims freed beyond their
+  // need is lent to no one (AdmissionConfig::reclaim_hold_s; 0: lent at once). Kept in the
+  // queue's status (lastReclaimTime, reclaimedRoomMilli) across cycles and restarts.
+  double reclaim_hold_s = 300;
 };
 
 struct CycleStats {

@@ -484,12 +484,13 @@ bool Admitter::QuotaAllows(int leaf, int f, int64_t milli, std::string* why) con
     for (int s : queues_[q.parent].children) {
       if (s == n) continue;
       const QueueNode& sib = queues_[s];
-      // A queue that reclaimed a moment ago lends none of its unused guarantee (reclaim_hold_s).
-      const bool holds = config_.reclaim_hold_s > 0 && sib.reclaimed_at >= 0 &&
-                         now_ - sib.reclaimed_at < config_.reclaim_hold_s;
-      if (!holds && !sib.lend_limit[f]) continue;
-      const int64_t lends = holds ? 0 : *sib.lend_limit[f];
-      reserved += std::max<int64_t>(0, sib.guaranteed[f] - lends - sib.usage[f]);
+      const int64_t unused = std::max<int64_t>(0, sib.guaranteed[f] - sib.usage[f]);
+      int64_t kept = sib.lend_limit[f] ? std::max<int64_t>(0, unused - *sib.lend_limit[f]) : 0;
+      // What a reclaim of a moment ago freed beyond its own need stays (reclaim_hold_s).
+      if (config_.reclaim_hold_s > 0 && sib.reclaimed_at >= 0 &&
+          now_ - sib.reclaimed_at < config_.reclaim_hold_s)
+        kept = std::max(kept, std::min(unused, sib.reclaim_room));
+      reserved += kept;
     }
     n = q.parent;
   }
@@ -720,17 +721,29 @@ void Admitter::RestoreHistory(const std::map<std::string, double>& by_queue, dou
   last_history_ = at;
 }
 
-void Admitter::RestoreReclaims(const std::map<std::string, double>& by_queue, double now) {
-  for (const auto& [name, at] : by_queue) {
+void Admitter::RestoreReclaims(const std::map<std::string, ReclaimRecord>& by_queue, double now) {
+  for (const auto& [name, record] : by_queue) {
     const int q = QueueIndex(name);
+    if (q < 0 || record.room_milli < 0) continue;
     // A time ahead of now (a clock that ran fast, a record written by hand) counts as now, so a
     // hold never outlasts its length.
-    if (q >= 0) queues_[q].reclaimed_at = std::max(queues_[q].reclaimed_at, std::min(at, now));
+    queues_[q].reclaimed_at = std::min(record.at, now);
+    queues_[q].reclaim_room = record.room_milli;
   }
 }
 
-void Admitter::NoteReclaim(int leaf, double now) {
-  for (int q = leaf; q >= 0; q = queues_[q].parent) queues_[q].reclaimed_at = now;
+// The queue's workload `id` reclaims `victims`: what they free beyond its own need is kept for
+// its queue (and the queues above it) for reclaim_hold_s, adding to what earlier reclaims of
+// the hold freed.
+void Admitter::NoteReclaim(int id, const std::vector<int>& victims, double now) {
+  int64_t excess = -entries_[id].gpu_milli;
+  for (int v : victims) excess += entries_[v].gpu_milli;
+  for (int q = entries_[id].leaf; q >= 0; q = queues_[q].parent) {
+    QueueNode& n = queues_[q];
+    if (n.reclaimed_at < 0 || now - n.reclaimed_at >= config_.reclaim_hold_s) n.reclaim_room = 0;
+    n.reclaim_room += std::max<int64_t>(0, excess);
+    n.reclaimed_at = now;
+  }
 }
 
 CycleResult Admitter::Cycle(double now, int max_admissions) {
@@ -1416,7 +1429,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
   if (!ok || (moved.empty() && reclaimed.empty())) return false;
 
   Entry& e = entries_[id];
-  if (!reclaimed.empty()) NoteReclaim(e.leaf, now);
+  if (!reclaimed.empty()) NoteReclaim(id, reclaimed, now);
   for (int v : reclaimed) {
     MarkEvicting(v, id,
                  "preempted by " + e.spec.name.str() + " (queue " + queues_[e.leaf].spec.name +
@@ -1765,7 +1778,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     lost += (now - entries_[v].admitted_at) * static_cast<double>(entries_[v].gpu_milli) / 1000.0;
     MarkEvicting(v, id, "preempted by " + e.spec.name.str() + " (" + why + ")", out);
   }
-  if (reclaim && !own_only) NoteReclaim(leaf, now);
+  if (reclaim && !own_only) NoteReclaim(id, chosen, now);
   Nominate(id, static_cast<int>(chosen.size()), reclaim);
   SetPlan(id, placed);
   e.reason = "preempting " + std::to_string(chosen.size()) + " workload(s) " + why + ", " +

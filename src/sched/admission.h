@@ -94,11 +94,12 @@ struct AdmissionConfig {
   bool consolidation = true;
   int consolidation_max_moves = 8;
   int consolidation_searches_per_cycle = 4;
-  // After a queue reclaims borrowed GPUs, its unused guarantee is lent to no one for this long
-  // (0: lent at once). A reclaim often frees more than the reclaiming workload needs (a whole
-  // gang for a quarter of a GPU); lent at once, that room goes back to the borrower's next
-  // workload, which the queue's next arrival reclaims again, throwing its work away each time.
-  double reclaim_hold_s = 0;
+  // A reclaim often frees more than the reclaiming workload needs (a whole gang for a quarter of
+  // a GPU). Lent at once, that room goes to the borrower's next workload, which the queue's next
+  // arrival reclaims again, throwing its work away each time. For this long after a reclaim, the
+  // room its reclaims freed beyond their own need (up to its unused guarantee) is lent to no one
+  // (0: all of it lent at once).
+  double reclaim_hold_s = 300;
 };
 
 // Names the bad field ("queues[2].parent: unknown queue \"x\"", "... cycle ...", negatives,
@@ -175,11 +176,18 @@ class Admitter {
   // Cycle decays it from `at` and blends in current usage.
   void RestoreHistory(const std::map<std::string, double>& by_queue, double at);
   double usage_history(int q) const { return queues_[q].history; }
-  // When queue q (or a queue below it) last reclaimed borrowed GPUs (-1: never), which holds its
-  // unused guarantee for reclaim_hold_s; carried across Admitters that a caller rebuilds (times
-  // after `now` count as `now`).
-  double reclaimed_at(int q) const { return queues_[q].reclaimed_at; }
-  void RestoreReclaims(const std::map<std::string, double>& by_queue, double now);
+  // The reclaim hold (reclaim_hold_s) of queue q: when it (or a queue below it) last reclaimed
+  // borrowed GPUs (-1: never) and the GPU milli its reclaims since the hold began freed beyond
+  // their need; carried, by queue name, across Admitters that a caller rebuilds (times after
+  // `now` count as `now`).
+  struct ReclaimRecord {
+    double at = -1;
+    int64_t room_milli = 0;
+  };
+  ReclaimRecord reclaim_record(int q) const {
+    return {queues_[q].reclaimed_at, queues_[q].reclaim_room};
+  }
+  void RestoreReclaims(const std::map<std::string, ReclaimRecord>& by_queue, double now);
 
   CycleResult Cycle(double now, int max_admissions);
 
@@ -279,6 +287,7 @@ class Admitter {
     std::vector<int64_t> evicting_usage;  // per flavour: GPUs of its workloads being evicted
     std::vector<int64_t> promised;        // per flavour: GPUs of its nominated preemptors (leaves)
     double reclaimed_at = -1;             // its last reclaim (a leaf's, or a descendant's)
+    int64_t reclaim_room = 0;             // GPU milli its reclaims of the hold freed, unneeded
     // Pending workloads of a leaf: (-priority, arrival, id).
     std::set<std::tuple<int, double, int>> pending;
     std::set<std::tuple<int, double, int>> parked;
@@ -315,7 +324,7 @@ class Admitter {
   void ReleaseHolds(Entry& e);
   void VictimStopped(int id);
   void Unnominate(int id);
-  void NoteReclaim(int leaf, double now);
+  void NoteReclaim(int id, const std::vector<int>& victims, double now);
   bool Managed(int flavor) const { return managed_[flavor]; }
   double Key(int q) const;
   int PickLeaf() const;

@@ -97,7 +97,7 @@ Status ParseAdmissionSettings(YamlMap& m, AdmissionConfig* c) {
   if (moves < 1 || moves > 1000)
     return m.Error("consolidationMaxMoves", "must be between 1 and 1000");
   c->consolidation_max_moves = static_cast<int>(moves);
-  ASSIGN_OR_RETURN(c->reclaim_hold_s, m.Double("reclaimHold", 0.0));
+  ASSIGN_OR_RETURN(c->reclaim_hold_s, m.Double("reclaimHold", 300.0));
   if (c->reclaim_hold_s < 0) return m.Error("reclaimHold", "must not be negative");
   return Status();
 }

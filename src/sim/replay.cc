@@ -1057,7 +1057,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
         // A reclaim hold that began now ends with a cycle, whatever else happens then.
         if (sc.admission.reclaim_hold_s > 0 && policy_name == "fabrica") {
           for (int q = 0; q < adm.queue_count(); ++q)
-            if (adm.reclaimed_at(q) == tick)
+            if (adm.reclaim_record(q).at == tick)
               push(tick + sc.admission.reclaim_hold_s, EventType::kWake, 0, 0);
         }
         for (int h : cr.admitted) {
