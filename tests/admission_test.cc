@@ -417,7 +417,8 @@ TEST_F(AdmissionTest, ReclaimHoldKeepsTheReclaimedRoomFromTheBorrower) {
     CycleResult r = adm_->Cycle(11, 1000);
     ASSERT_EQ(r.evicted.size(), 1u) << adm_->reason(a0);
     EXPECT_EQ(adm_->reclaim_record(adm_->QueueIndex("a")).at, 11);
-    EXPECT_EQ(adm_->reclaim_record(adm_->QueueIndex("a")).room_milli, 3000);
+    EXPECT_EQ(adm_->reclaim_record(adm_->QueueIndex("a")).room_milli,
+              (std::map<std::string, int64_t>{{"gpu", 3000}}));
     adm_->Terminated(r.evicted[0].victim, 41);
     const int b2 = Submit(Gpus("b2", "b", 2), 41);
     adm_->Cycle(42, 1000);
@@ -432,7 +433,7 @@ TEST_F(AdmissionTest, ReclaimHoldKeepsTheReclaimedRoomFromTheBorrower) {
     EXPECT_EQ(adm_->phase(b2), Phase::kAdmitted) << adm_->reason(b2);
 
     Make(Nodes(2, 4), {Leaf("a", 4), Leaf("b", 4)}, {}, config);
-    adm_->RestoreReclaims({{"a", {5, 4000}}, {"nobody", {5, 4000}}}, 10);
+    adm_->RestoreReclaims({{"a", {5, {{"gpu", 4000}}}}, {"nobody", {5, {{"gpu", 4000}}}}}, 10);
     b = {Submit(Gpus("b0", "b", 4), 10), Submit(Gpus("b1", "b", 4), 10)};
     adm_->Cycle(11, 1000);
     EXPECT_EQ(CountPhase(b, Phase::kAdmitted), 1);
@@ -446,7 +447,7 @@ TEST_F(AdmissionTest, ReclaimHoldKeepsTheReclaimedRoomFromTheBorrower) {
     AdmissionConfig config;
     config.reclaim_hold_s = hold;
     Make(Nodes(2, 4), {Leaf("a", 4), Leaf("b", 4)}, {}, config);
-    adm_->RestoreReclaims({{"a", {1e9, 4000}}}, 10);
+    adm_->RestoreReclaims({{"a", {1e9, {{"gpu", 4000}}}}}, 10);
     std::vector<int> b = {Submit(Gpus("b0", "b", 4), 10), Submit(Gpus("b1", "b", 4), 10)};
     adm_->Cycle(11, 1000);
     EXPECT_EQ(CountPhase(b, Phase::kAdmitted), hold > 0 ? 1 : 2);

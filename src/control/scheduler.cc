@@ -582,16 +582,20 @@ Result<CycleStats> Scheduler::RunOnce() {
         if (at >= 0) history_at_ = static_cast<double>(at) / 1000.0;
       }
       if (history_at_ >= 0) admitter->RestoreHistory(history_, history_at_);
-      // Recent reclaims, which hold the reclaiming queues' unused guarantee for a while.
+      // Recent reclaims: the room they freed beyond their need stays with the reclaiming
+      // queues for a while (reclaim_hold_s).
       std::map<std::string, Admitter::ReclaimRecord> reclaimed;
       for (const KeyValue& kv : queue_list.items) {
         json q = json::parse(kv.value, nullptr, false);
         const json& status = Field(q, "status");
         const int64_t at = ParseTimestamp(Str(status, "lastReclaimTime"));
-        if (at >= 0) {
-          reclaimed[Str(Field(q, "metadata"), "name")] = {static_cast<double>(at) / 1000.0,
-                                                          Int(status, "reclaimedRoomMilli")};
-        }
+        if (at < 0) continue;
+        Admitter::ReclaimRecord& r = reclaimed[Str(Field(q, "metadata"), "name")];
+        r.at = static_cast<double>(at) / 1000.0;
+        const json& room = Field(status, "reclaimedRoomMilli");
+        if (room.is_object())
+          for (const auto& [flavor, milli] : room.items())
+            if (milli.is_number_integer()) r.room_milli[flavor] = milli.get<int64_t>();
       }
       admitter->RestoreReclaims(reclaimed, now_s);
       CycleResult result = admitter->Cycle(now_s, options_.max_admissions_per_cycle);
@@ -617,8 +621,8 @@ Result<CycleStats> Scheduler::RunOnce() {
                          {"usageHistory", history}};
         // The reclaim hold: when it last reclaimed and what that freed beyond its need.
         const Admitter::ReclaimRecord reclaim = admitter->reclaim_record(index);
-        if (reclaim.at >= 0) {
-          standing["lastReclaimTime"] = FormatTimestamp(static_cast<int64_t>(reclaim.at * 1000));
+        if (reclaim.at >= 0 && options_.reclaim_hold_s > 0) {
+          standing["lastReclaimTime"] = FormatTimestamp(std::llround(reclaim.at * 1000));
           standing["reclaimedRoomMilli"] = reclaim.room_milli;
         }
         json was = Field(q, "status");

@@ -184,6 +184,7 @@ Status Admitter::Build() {
     q.usage.assign(nf, 0);
     q.evicting_usage.assign(nf, 0);
     q.promised.assign(nf, 0);
+    q.reclaim_room.assign(nf, 0);
     queues_.push_back(std::move(q));
   }
   for (int i = 0; i < static_cast<int>(queues_.size()); ++i) {
@@ -488,8 +489,8 @@ bool Admitter::QuotaAllows(int leaf, int f, int64_t milli, std::string* why) con
       int64_t kept = sib.lend_limit[f] ? std::max<int64_t>(0, unused - *sib.lend_limit[f]) : 0;
       // What a reclaim of a moment ago freed beyond its own need stays (reclaim_hold_s).
       if (config_.reclaim_hold_s > 0 && sib.reclaimed_at >= 0 &&
-          now_ - sib.reclaimed_at < config_.reclaim_hold_s)
-        kept = std::max(kept, std::min(unused, sib.reclaim_room));
+          now_ < sib.reclaimed_at + config_.reclaim_hold_s)
+        kept = std::max(kept, std::min(unused, sib.reclaim_room[f]));
       reserved += kept;
     }
     n = q.parent;
@@ -721,27 +722,52 @@ void Admitter::RestoreHistory(const std::map<std::string, double>& by_queue, dou
   last_history_ = at;
 }
 
+Admitter::ReclaimRecord Admitter::reclaim_record(int q) const {
+  ReclaimRecord r;
+  r.at = queues_[q].reclaimed_at;
+  for (int f = 0; f < static_cast<int>(flavors_.size()); ++f)
+    if (queues_[q].reclaim_room[f] > 0) r.room_milli[FlavorName(f)] = queues_[q].reclaim_room[f];
+  return r;
+}
+
 void Admitter::RestoreReclaims(const std::map<std::string, ReclaimRecord>& by_queue, double now) {
   for (const auto& [name, record] : by_queue) {
     const int q = QueueIndex(name);
-    if (q < 0 || record.room_milli < 0) continue;
+    if (q < 0) continue;
     // A time ahead of now (a clock that ran fast, a record written by hand) counts as now, so a
     // hold never outlasts its length.
     queues_[q].reclaimed_at = std::min(record.at, now);
-    queues_[q].reclaim_room = record.room_milli;
+    for (int f = 0; f < static_cast<int>(flavors_.size()); ++f) {
+      auto it = record.room_milli.find(FlavorName(f));
+      queues_[q].reclaim_room[f] =
+          it == record.room_milli.end() ? 0 : std::max<int64_t>(0, it->second);
+    }
   }
 }
 
-// The queue's workload `id` reclaims `victims`: what they free beyond its own need is kept for
-// its queue (and the queues above it) for reclaim_hold_s, adding to what earlier reclaims of
-// the hold freed.
+// The queue's workload `id` reclaims `victims`: what those of other queues free beyond its own
+// need, per flavour, is kept for its queue (and the queues above it) for reclaim_hold_s. Within
+// a hold, what an earlier reclaim kept counts only as far as the queue has not used it since,
+// so a queue that reclaims again and again does not come to hold all its unused guarantee.
 void Admitter::NoteReclaim(int id, const std::vector<int>& victims, double now) {
-  int64_t excess = -entries_[id].gpu_milli;
-  for (int v : victims) excess += entries_[v].gpu_milli;
-  for (int q = entries_[id].leaf; q >= 0; q = queues_[q].parent) {
+  const Entry& e = entries_[id];
+  std::vector<int64_t> excess(flavors_.size(), 0);
+  for (int v : victims) {
+    if (entries_[v].leaf == e.leaf) continue;  // its own lower-priority work: not a reclaim
+    for (auto [f, milli] : entries_[v].charged) excess[f] += milli;
+  }
+  // It will be charged where its victims freed the most.
+  const auto most = std::max_element(excess.begin(), excess.end());
+  if (most == excess.end() || *most <= 0) return;
+  *most -= e.gpu_milli;
+  for (int q = e.leaf; q >= 0; q = queues_[q].parent) {
     QueueNode& n = queues_[q];
-    if (n.reclaimed_at < 0 || now - n.reclaimed_at >= config_.reclaim_hold_s) n.reclaim_room = 0;
-    n.reclaim_room += std::max<int64_t>(0, excess);
+    const bool within = n.reclaimed_at >= 0 && now < n.reclaimed_at + config_.reclaim_hold_s;
+    for (size_t f = 0; f < excess.size(); ++f) {
+      const int64_t unused = std::max<int64_t>(0, n.guaranteed[f] - n.usage[f]);
+      const int64_t carried = within ? std::min(n.reclaim_room[f], unused) : 0;
+      n.reclaim_room[f] = carried + std::max<int64_t>(0, excess[f]);
+    }
     n.reclaimed_at = now;
   }
 }

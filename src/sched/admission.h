@@ -182,11 +182,9 @@ class Admitter {
   // `now` count as `now`).
   struct ReclaimRecord {
     double at = -1;
-    int64_t room_milli = 0;
+    std::map<std::string, int64_t> room_milli;  // by flavour name
   };
-  ReclaimRecord reclaim_record(int q) const {
-    return {queues_[q].reclaimed_at, queues_[q].reclaim_room};
-  }
+  ReclaimRecord reclaim_record(int q) const;
   void RestoreReclaims(const std::map<std::string, ReclaimRecord>& by_queue, double now);
 
   CycleResult Cycle(double now, int max_admissions);
@@ -287,7 +285,7 @@ class Admitter {
     std::vector<int64_t> evicting_usage;  // per flavour: GPUs of its workloads being evicted
     std::vector<int64_t> promised;        // per flavour: GPUs of its nominated preemptors (leaves)
     double reclaimed_at = -1;             // its last reclaim (a leaf's, or a descendant's)
-    int64_t reclaim_room = 0;             // GPU milli its reclaims of the hold freed, unneeded
+    std::vector<int64_t> reclaim_room;    // per flavour: what its reclaims freed, unneeded
     // Pending workloads of a leaf: (-priority, arrival, id).
     std::set<std::tuple<int, double, int>> pending;
     std::set<std::tuple<int, double, int>> parked;
