@@ -488,9 +488,7 @@ bool Admitter::QuotaAllows(int leaf, int f, int64_t milli, std::string* why) con
       const int64_t unused = std::max<int64_t>(0, sib.guaranteed[f] - sib.usage[f]);
       int64_t kept = sib.lend_limit[f] ? std::max<int64_t>(0, unused - *sib.lend_limit[f]) : 0;
       // What a reclaim of a moment ago freed beyond its own need stays (reclaim_hold_s).
-      if (config_.reclaim_hold_s > 0 && sib.reclaimed_at >= 0 &&
-          now_ < sib.reclaimed_at + config_.reclaim_hold_s)
-        kept = std::max(kept, std::min(unused, sib.reclaim_room[f]));
+      if (Holding(sib, now_)) kept = std::max(kept, std::min(unused, sib.reclaim_room[f]));
       reserved += kept;
     }
     n = q.parent;
@@ -722,6 +720,12 @@ void Admitter::RestoreHistory(const std::map<std::string, double>& by_queue, dou
   last_history_ = at;
 }
 
+// Queue q's reclaim hold is on at time t (reclaim_hold_s).
+bool Admitter::Holding(const QueueNode& q, double t) const {
+  return config_.reclaim_hold_s > 0 && q.reclaimed_at >= 0 &&
+         t < q.reclaimed_at + config_.reclaim_hold_s;
+}
+
 Admitter::ReclaimRecord Admitter::reclaim_record(int q) const {
   ReclaimRecord r;
   r.at = queues_[q].reclaimed_at;
@@ -762,7 +766,7 @@ void Admitter::NoteReclaim(int id, const std::vector<int>& victims, double now) 
   *most -= e.gpu_milli;
   for (int q = e.leaf; q >= 0; q = queues_[q].parent) {
     QueueNode& n = queues_[q];
-    const bool within = n.reclaimed_at >= 0 && now < n.reclaimed_at + config_.reclaim_hold_s;
+    const bool within = Holding(n, now);
     for (size_t f = 0; f < excess.size(); ++f) {
       const int64_t unused = std::max<int64_t>(0, n.guaranteed[f] - n.usage[f]);
       const int64_t carried = within ? std::min(n.reclaim_room[f], unused) : 0;
@@ -776,12 +780,8 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
   CycleResult out;
   UpdateHistory(now);
   // A hold that ended since the last cycle lets borrowers in again: wake those parked on quota.
-  if (config_.reclaim_hold_s > 0) {
-    for (const QueueNode& q : queues_) {
-      const double ends = q.reclaimed_at + config_.reclaim_hold_s;
-      if (q.reclaimed_at >= 0 && ends > now_ && ends <= now) wake_quota_ = true;
-    }
-  }
+  for (const QueueNode& q : queues_)
+    if (Holding(q, now_) && !Holding(q, now)) wake_quota_ = true;
   now_ = now;
 
   // Gangs whose pods did not all start in time give their devices back and wait again.

@@ -323,6 +323,7 @@ class Admitter {
   void VictimStopped(int id);
   void Unnominate(int id);
   void NoteReclaim(int id, const std::vector<int>& victims, double now);
+  bool Holding(const QueueNode& q, double t) const;
   bool Managed(int flavor) const { return managed_[flavor]; }
   double Key(int q) const;
   int PickLeaf() const;
