@@ -372,6 +372,57 @@ TEST_F(AdmissionTest, ReclaimWithMovesLeavesNodesThatTakeNoNewWork) {
   EXPECT_EQ(adm_->phase(big), Phase::kPending);
 }
 
+// A gang within its guarantee, on a fleet where borrowed work is scattered among work that stays
+// (at its guarantee) and nothing free is large enough: reclaim clears whole nodes, taking the
+// borrowed work there and moving the rest into the free room (4 moves, the most allowed here),
+// rather than reclaiming the cheapest borrowed work wherever it runs (which needed 7 moves to
+// fill in the holes that left on the gang's nodes: with 4 allowed, no plan, and the gang waited).
+TEST_F(AdmissionTest, ReclaimClearsWholeNodesForAGang) {
+  AdmissionConfig config;
+  config.consolidation_max_moves = 4;
+  Make(Nodes(5, 8), {Leaf("train", 20), Leaf("inf", 10), Leaf("ext", 8)}, {}, config);
+  auto on = [](int node, int gpu) {
+    Assignment a;
+    a.node = node;
+    a.devices.push_back({gpu, 1000, 80 * 1024, -1});
+    return std::vector<Assignment>{a};
+  };
+  // inf: two GPUs on every node; ext: the other six on n0-n3, the newest (cheapest to evict)
+  // spread over all four nodes. n4 has six free GPUs.
+  std::vector<int> inf, ext;
+  for (int n = 0; n < 5; ++n)
+    for (int g = 0; g < 2; ++g) {
+      auto r = adm_->Restore(Gpus("inf-" + std::to_string(n) + std::to_string(g), "inf", 1),
+                             on(n, g), 0);
+      ASSERT_TRUE(r.ok()) << r.status().message();
+      inf.push_back(*r);
+    }
+  for (int k = 0; k < 24; ++k) {
+    auto r = adm_->Restore(Gpus("ext-" + std::to_string(k), "ext", 1), on(k % 4, 2 + k / 4), k);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    ext.push_back(*r);
+  }
+  const int gang = Submit(Gpus("train-gang", "train", 8, 0, 2, /*gang=*/true), 100);
+  CycleResult r = adm_->Cycle(101, 1000);
+  int from_ext = 0, from_inf = 0;
+  for (const Eviction& e : r.evicted) {
+    EXPECT_EQ(e.preemptor, gang);
+    from_ext += std::find(ext.begin(), ext.end(), e.victim) != ext.end();
+    from_inf += std::find(inf.begin(), inf.end(), e.victim) != inf.end();
+  }
+  EXPECT_EQ(from_ext, 12) << adm_->reason(gang);
+  EXPECT_EQ(from_inf, 4) << adm_->reason(gang);
+  EXPECT_NE(adm_->reason(gang).find("preempting 12 workload(s)"), std::string::npos)
+      << adm_->reason(gang);
+  for (const Eviction& e : r.evicted) adm_->Terminated(e.victim, 130);
+  adm_->Cycle(131, 1000);
+  ASSERT_EQ(adm_->phase(gang), Phase::kAdmitted) << adm_->reason(gang);
+  // Each pod has a node of its own, and the moved work is running again.
+  EXPECT_NE(adm_->assignments(gang)[0].node, adm_->assignments(gang)[1].node);
+  EXPECT_EQ(CountPhase(inf, Phase::kAdmitted), 10);
+  EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("ext")), 12000);
+}
+
 // Reclaim is per flavour: a queue that borrows H100s while it holds less than its guarantee in
 // total (its A100 guarantee lies unused) still gives the H100s back to a queue guaranteed them.
 TEST_F(AdmissionTest, ReclaimIsPerFlavour) {

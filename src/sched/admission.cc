@@ -1240,18 +1240,48 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
     const int m = state_.node_model(n);
     return m >= 0 && (gpu_pod->model_mask >> m & 1);
   };
+  const auto usable_room = [&](int v) {  // the GPUs v holds on nodes of those models
+    int64_t room = 0;
+    for (const Assignment& a : entries_[v].assign)
+      if (model_ok(a.node))
+        for (const DeviceShare& d : a.devices) room += d.milli;
+    return room;
+  };
   int64_t free = 0;
   for (int n = 0; n < state_.node_count(); ++n)
     if (model_ok(n)) free += state_.node_free_milli(n);
-  // Reclaim first: borrowed work of other queues, cheapest first, until the free GPUs add up.
-  std::vector<int> reclaimed;
-  if (reclaim && free < need) {
+
+  std::vector<int> reclaimed;                    // of the plan being tried
+  std::map<std::pair<int, int>, int64_t> taken;  // reclaimed GPUs by (queue, flavour)
+  std::map<int, int> moving_per_queue;           // workloads reclaimed or moved, by queue
+  uint64_t flavors = 0;
+  // Whether v may be reclaimed beside what `t` and `pq` already hold: its queue's disruption
+  // budget allows it and the queue stays at or above its guarantee without it.
+  const auto lends = [&](int v, const std::map<std::pair<int, int>, int64_t>& t,
+                         const std::map<int, int>& pq) {
+    const Entry& w = entries_[v];
+    const QueueNode& vq = queues_[w.leaf];
+    const int budget = vq.spec.disruption_budget;
+    const auto n = pq.find(w.leaf);
+    if (budget >= 0 && vq.evicting + (n == pq.end() ? 0 : n->second) >= budget) return false;
+    for (auto [f, milli] : w.charged) {
+      const auto held = t.find({w.leaf, f});
+      if (f < 64 && (flavors >> f & 1) &&
+          vq.usage[f] - vq.evicting_usage[f] - (held == t.end() ? 0 : held->second) - milli <
+              vq.guaranteed[f])
+        return false;
+    }
+    return true;
+  };
+  // Reclaim candidates: borrowed work of other queues whose room the pods can use, on nodes
+  // that take new work, cheapest first (priority, GPU-seconds lost).
+  std::vector<int> cands, by_id;  // by_id: the same, sorted, for lookups
+  if (reclaim) {
     const Entry& me = entries_[id];
-    uint64_t flavors = 0;
     for (int f : CandidateFlavors(*gpu_pod))
       if (f < 64 && MayReclaim(me.leaf, f, me.gpu_milli)) flavors |= uint64_t{1} << f;
     if (flavors == 0) return false;
-    std::vector<std::tuple<int, double, int>> cands;  // (priority, GPU-seconds lost, workload)
+    std::vector<std::tuple<int, double, int>> cost;
     for (int q = 0; q < queue_count(); ++q) {
       if (!is_leaf(q) || q == me.leaf) continue;
       for (int v : queues_[q].running) {
@@ -1259,44 +1289,25 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
         if (!w.options.preemptible || now - w.admitted_at < w.options.min_runtime_s) continue;
         bool in_flavor = false;
         for (auto [f, milli] : w.charged) in_flavor |= f < 64 && (flavors >> f & 1) && milli > 0;
-        if (in_flavor)
-          cands.emplace_back(w.spec.priority,
-                             (now - w.admitted_at) * static_cast<double>(w.gpu_milli) / 1000.0, v);
+        for (const Assignment& a : w.assign) in_flavor &= !no_eviction_[a.node];
+        if (in_flavor && usable_room(v) > 0)
+          cost.emplace_back(w.spec.priority,
+                            (now - w.admitted_at) * static_cast<double>(w.gpu_milli) / 1000.0, v);
       }
     }
-    std::sort(cands.begin(), cands.end());
-    std::map<std::pair<int, int>, int64_t> taken;  // (queue, flavour) -> milli
-    std::map<int, int> per_queue;
-    for (const auto& [prio, cost, v] : cands) {
+    std::sort(cost.begin(), cost.end());
+    for (const auto& c : cost) cands.push_back(std::get<2>(c));
+    by_id = cands;
+    std::sort(by_id.begin(), by_id.end());
+    // Enough room once the candidates are gone, as far as their queues lend it?
+    std::map<std::pair<int, int>, int64_t> t;
+    std::map<int, int> pq;
+    for (int v : cands) {
       if (free >= need) break;
-      const Entry& w = entries_[v];
-      const QueueNode& vq = queues_[w.leaf];
-      const int budget = vq.spec.disruption_budget;
-      if (budget >= 0 && vq.evicting + per_queue[w.leaf] >= budget) continue;
-      bool lends = true;  // its queue stays at or above its guarantee without it
-      for (auto [f, milli] : w.charged)
-        if (f < 64 && (flavors >> f & 1) &&
-            vq.usage[f] - vq.evicting_usage[f] - taken[{w.leaf, f}] - milli < vq.guaranteed[f])
-          lends = false;
-      if (!lends) continue;
-      // Only work whose room the pods can use, on nodes that take new work.
-      int64_t room = 0;
-      bool evictable = true;
-      for (const Assignment& a : w.assign) {
-        evictable &= !no_eviction_[a.node];
-        if (model_ok(a.node))
-          for (const DeviceShare& d : a.devices) room += d.milli;
-      }
-      if (!evictable || room == 0) continue;
-      for (auto [f, milli] : w.charged) taken[{w.leaf, f}] += milli;
-      ++per_queue[w.leaf];
-      free += room;
-      TrialRelease(v);
-      reclaimed.push_back(v);
-    }
-    if (free < need) {
-      for (auto it = reclaimed.rbegin(); it != reclaimed.rend(); ++it) TrialReapply(*it);
-      return false;
+      if (!lends(v, t, pq)) continue;
+      for (auto [f, milli] : entries_[v].charged) t[{entries_[v].leaf, f}] += milli;
+      ++pq[entries_[v].leaf];
+      free += usable_room(v);
     }
   }
   if (free < need) return false;
@@ -1305,8 +1316,6 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
     return std::find(reclaimed.begin(), reclaimed.end(), v) != reclaimed.end();
   };
 
-  std::map<int, int> moving_per_queue;  // for disruption budgets, the reclaimed counted in
-  for (int v : reclaimed) ++moving_per_queue[entries_[v].leaf];
   std::vector<int> moved;  // released from their nodes for the trial
   std::vector<std::pair<Assignment, const PodRequest*>> applied;  // trial placements
   auto movable = [&](int v) {
@@ -1317,6 +1326,12 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
     if (std::find(moved.begin(), moved.end(), v) != moved.end() || is_reclaimed(v)) return false;
     const int budget = queues_[w.leaf].spec.disruption_budget;
     return budget < 0 || queues_[w.leaf].evicting + moving_per_queue[w.leaf] < budget;
+  };
+  // A reclaim candidate that is still running in the trial and may be reclaimed now.
+  const auto reclaimable = [&](int v, const std::map<std::pair<int, int>, int64_t>& t,
+                               const std::map<int, int>& pq) {
+    return std::binary_search(by_id.begin(), by_id.end(), v) && !is_reclaimed(v) &&
+           std::find(moved.begin(), moved.end(), v) == moved.end() && lends(v, t, pq);
   };
   auto place = [&](const PodRequest& pod, const std::vector<int>* only) {
     PodPlacement p =
@@ -1333,125 +1348,182 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
     }
   };
 
-  bool ok = true;
-  placer_.set_explain(false);
+  // Two tries when reclaiming. First, work is reclaimed only where it clears a node for a pod:
+  // the fewest evictions. Then, if the movers found no room, the cheapest candidates are
+  // reclaimed first, wherever they run, until the free GPUs add up, and the movers go into
+  // that room.
+  bool ok = false;
   std::vector<std::pair<Assignment, const PodRequest*>> mine;  // its pods' planned places
-  for (const PodRequest& pod : pods) {
-    if (place(pod, nullptr)) {
-      mine.push_back(applied.back());
-      continue;
-    }
-    // Nodes where the free room plus the movable work covers the pod, fewest movers first.
-    std::vector<std::tuple<int, int64_t, int>> order;  // (movers, -free, node)
-    for (int n = 0; n < state_.node_count(); ++n) {
-      if (node_workloads_[n].empty() || no_eviction_[n] || !model_ok(n)) continue;
-      int64_t cpu = state_.free_cpu(n), mem = state_.free_memory(n),
-              gpu = state_.node_free_milli(n);
-      int movers = 0;
-      for (int v : node_workloads_[n]) {
-        if (!movable(v)) continue;  // reclaimed work is already gone from the state
-        ++movers;
-        cpu += entries_[v].pods[0].cpu_milli;
-        mem += entries_[v].pods[0].memory_mib;
-        gpu += entries_[v].pods[0].total_gpu_milli();
+  placer_.set_explain(false);
+  for (int pass = 0; pass < (reclaim ? 2 : 1) && !ok; ++pass) {
+    reclaimed.clear();
+    moved.clear();
+    taken.clear();
+    moving_per_queue.clear();
+    mine.clear();
+    if (pass == 1) {
+      int64_t have = 0;
+      for (int n = 0; n < state_.node_count(); ++n)
+        if (model_ok(n)) have += state_.node_free_milli(n);
+      for (int v : cands) {
+        if (have >= need) break;
+        if (!lends(v, taken, moving_per_queue)) continue;
+        for (auto [f, milli] : entries_[v].charged) taken[{entries_[v].leaf, f}] += milli;
+        ++moving_per_queue[entries_[v].leaf];
+        have += usable_room(v);
+        TrialRelease(v);
+        reclaimed.push_back(v);
       }
-      if (movers == 0 || cpu < pod.cpu_milli || mem < pod.memory_mib || gpu < pod.total_gpu_milli())
-        continue;
-      order.emplace_back(movers, -gpu, n);
     }
-    std::sort(order.begin(), order.end());
-    constexpr size_t kMaxTrialNodes = 16;
-    if (order.size() > kMaxTrialNodes) order.resize(kMaxTrialNodes);
-    std::vector<int> best;
-    int best_node = -1;
-    for (const auto& [estimate, unused_free, n] : order) {
-      if (best_node >= 0 && estimate >= static_cast<int>(best.size())) break;
-      // Devices are cleared one at a time, the one with the fewest movers first, and none that
-      // holds work that cannot move: a whole-GPU pod needs whole free devices, not a little room
-      // on each. Work without GPUs (it frees only CPU and memory) goes last.
-      std::vector<int> here;
-      std::map<int, int> movers_on;  // device -> movable workloads on it
-      std::set<int> pinned;          // devices with work that cannot move
-      for (int v : node_workloads_[n]) {
-        if (is_reclaimed(v)) continue;
-        const bool can = movable(v);
-        if (can) here.push_back(v);
-        for (const Assignment& a : entries_[v].assign) {
-          if (a.node != n) continue;
-          for (const DeviceShare& d : a.devices) {
-            if (can) {
-              ++movers_on[d.device];
-            } else {
-              pinned.insert(d.device);
+    ok = true;
+    for (const PodRequest& pod : pods) {
+      if (place(pod, nullptr)) {
+        mine.push_back(applied.back());
+        continue;
+      }
+      // Nodes where the free room plus the work that may leave covers the pod, fewest leaving
+      // first. Work leaves by moving (it must fit elsewhere) or by being reclaimed.
+      std::vector<std::tuple<int, int64_t, int>> order;  // (leaving, -free, node)
+      for (int n = 0; n < state_.node_count(); ++n) {
+        if (node_workloads_[n].empty() || no_eviction_[n] || !model_ok(n)) continue;
+        int64_t cpu = state_.free_cpu(n), mem = state_.free_memory(n),
+                gpu = state_.node_free_milli(n);
+        int leaving = 0;
+        for (int v : node_workloads_[n]) {
+          // Reclaimed work is already gone from the state.
+          if (!movable(v) && !reclaimable(v, taken, moving_per_queue)) continue;
+          ++leaving;
+          const Entry& w = entries_[v];
+          for (size_t i = 0; i < w.assign.size(); ++i) {
+            if (w.assign[i].node != n) continue;
+            cpu += w.pods[i].cpu_milli;
+            mem += w.pods[i].memory_mib;
+            for (const DeviceShare& d : w.assign[i].devices) gpu += d.milli;
+          }
+        }
+        if (leaving == 0 || cpu < pod.cpu_milli || mem < pod.memory_mib ||
+            gpu < pod.total_gpu_milli())
+          continue;
+        order.emplace_back(leaving, -gpu, n);
+      }
+      std::sort(order.begin(), order.end());
+      constexpr size_t kMaxTrialNodes = 16;
+      if (order.size() > kMaxTrialNodes) order.resize(kMaxTrialNodes);
+      std::vector<int> best;
+      std::vector<char> best_reclaims;  // per workload of `best`: reclaimed, not moved
+      int best_node = -1;
+      for (const auto& [estimate, unused_free, n] : order) {
+        if (best_node >= 0 && estimate >= static_cast<int>(best.size())) break;
+        // Devices are cleared one at a time, the one with the fewest leaving first, and none
+        // that holds work that stays: a whole-GPU pod needs whole free devices, not a little
+        // room on each. Work without GPUs (it frees only CPU and memory) goes last.
+        std::vector<int> here;
+        std::map<int, int> leaving_on;  // device -> workloads on it that may leave
+        std::set<int> pinned;           // devices with work that stays
+        for (int v : node_workloads_[n]) {
+          if (is_reclaimed(v)) continue;
+          const bool can = movable(v) || reclaimable(v, taken, moving_per_queue);
+          if (can) here.push_back(v);
+          for (const Assignment& a : entries_[v].assign) {
+            if (a.node != n) continue;
+            for (const DeviceShare& d : a.devices) {
+              if (can) {
+                ++leaving_on[d.device];
+              } else {
+                pinned.insert(d.device);
+              }
             }
           }
         }
-      }
-      constexpr int kLast = 1 << 20;
-      auto clearing = [&](int v) {  // (cost of clearing its cheapest device, that device)
-        std::pair<int, int> best{kLast, kLast};
-        for (const DeviceShare& d : entries_[v].assign[0].devices)
-          best =
-              std::min(best, {pinned.count(d.device) ? kLast - 1 : movers_on[d.device], d.device});
-        return best;
-      };
-      std::sort(here.begin(), here.end(), [&](int a, int b) {
-        const auto ca = clearing(a), cb = clearing(b);
-        if (ca != cb) return ca < cb;
-        if (entries_[a].gpu_milli != entries_[b].gpu_milli)
-          return entries_[a].gpu_milli > entries_[b].gpu_milli;
-        return a < b;
-      });
-      std::vector<int> taken;
-      std::map<int, int> taken_per_queue;
-      bool fits = false;
-      for (int v : here) {
-        if (static_cast<int>(moved.size() + taken.size()) >= config_.consolidation_max_moves) break;
-        const int q = entries_[v].leaf;
-        const int budget = queues_[q].spec.disruption_budget;
-        if (budget >= 0 && queues_[q].evicting + moving_per_queue[q] + taken_per_queue[q] >= budget)
-          continue;
-        ++taken_per_queue[q];
-        TrialRelease(v);
-        taken.push_back(v);
-        if (NodeFits(state_, n, pod) && policy_.Score(state_, n, pod)) {
-          fits = true;
-          break;
+        constexpr int kLast = 1 << 20;
+        auto clearing = [&](int v) {  // (cost of clearing its cheapest device, that device)
+          std::pair<int, int> best{kLast, kLast};
+          for (const Assignment& a : entries_[v].assign) {
+            if (a.node != n) continue;
+            for (const DeviceShare& d : a.devices)
+              best = std::min(
+                  best, {pinned.count(d.device) ? kLast - 1 : leaving_on[d.device], d.device});
+          }
+          return best;
+        };
+        std::sort(here.begin(), here.end(), [&](int a, int b) {
+          const auto ca = clearing(a), cb = clearing(b);
+          if (ca != cb) return ca < cb;
+          if (entries_[a].gpu_milli != entries_[b].gpu_milli)
+            return entries_[a].gpu_milli > entries_[b].gpu_milli;
+          return a < b;
+        });
+        std::vector<int> leave;
+        std::vector<char> reclaims;
+        auto taken_here = taken;
+        auto disrupted = moving_per_queue;  // for disruption budgets
+        int moves = 0;
+        bool fits = false;
+        for (int v : here) {
+          const int q = entries_[v].leaf;
+          // Borrowed work is reclaimed (it need not fit elsewhere); other work moves.
+          const bool take_back = reclaimable(v, taken_here, disrupted);
+          if (take_back) {
+            for (auto [f, milli] : entries_[v].charged) taken_here[{q, f}] += milli;
+          } else {
+            if (static_cast<int>(moved.size()) + moves >= config_.consolidation_max_moves ||
+                !movable(v))
+              continue;
+            const int budget = queues_[q].spec.disruption_budget;
+            if (budget >= 0 && queues_[q].evicting + disrupted[q] >= budget) continue;
+            ++moves;
+          }
+          ++disrupted[q];
+          TrialRelease(v);
+          leave.push_back(v);
+          reclaims.push_back(take_back);
+          if (NodeFits(state_, n, pod) && policy_.Score(state_, n, pod)) {
+            fits = true;
+            break;
+          }
+        }
+        // Then the pod goes there and every mover must fit somewhere at once.
+        const size_t mark = applied.size();
+        const std::vector<int> only{n};
+        bool relocated = fits && place(pod, &only);
+        for (size_t k = 0; relocated && k < leave.size(); ++k)
+          if (!reclaims[k]) relocated = place(entries_[leave[k]].pods[0], nullptr);
+        undo_to(mark);
+        for (auto it = leave.rbegin(); it != leave.rend(); ++it) TrialReapply(*it);
+        if (relocated && (best_node < 0 || leave.size() < best.size())) {
+          best = leave;
+          best_reclaims = reclaims;
+          best_node = n;
         }
       }
-      // Then the pod goes there and every mover must fit somewhere at once.
-      const size_t mark = applied.size();
-      const std::vector<int> only{n};
-      bool relocated = fits && place(pod, &only);
-      for (size_t k = 0; relocated && k < taken.size(); ++k)
-        relocated = place(entries_[taken[k]].pods[0], nullptr);
-      undo_to(mark);
-      for (auto it = taken.rbegin(); it != taken.rend(); ++it) TrialReapply(*it);
-      if (relocated && (best_node < 0 || taken.size() < best.size())) {
-        best = taken;
-        best_node = n;
+      if (best_node < 0) {
+        ok = false;
+        break;
       }
+      // Keep this pod's plan in the trial state and go on with the next pod.
+      for (size_t k = 0; k < best.size(); ++k) {
+        const int v = best[k];
+        TrialRelease(v);
+        ++moving_per_queue[entries_[v].leaf];
+        if (best_reclaims[k]) {
+          for (auto [f, milli] : entries_[v].charged) taken[{entries_[v].leaf, f}] += milli;
+          reclaimed.push_back(v);
+        } else {
+          moved.push_back(v);
+        }
+      }
+      const std::vector<int> only{best_node};
+      ok = place(pod, &only);
+      if (ok) mine.push_back(applied.back());
+      for (size_t k = 0; ok && k < best.size(); ++k)
+        if (!best_reclaims[k]) ok = place(entries_[best[k]].pods[0], nullptr);
+      if (!ok) break;
     }
-    if (best_node < 0) {
-      ok = false;
-      break;
-    }
-    // Keep this pod's plan in the trial state and go on with the next pod.
-    for (int v : best) {
-      TrialRelease(v);
-      moved.push_back(v);
-      ++moving_per_queue[entries_[v].leaf];
-    }
-    const std::vector<int> only{best_node};
-    ok = place(pod, &only);
-    if (ok) mine.push_back(applied.back());
-    for (size_t k = 0; ok && k < best.size(); ++k) ok = place(entries_[best[k]].pods[0], nullptr);
-    if (!ok) break;
+    undo_to(0);
+    for (auto it = moved.rbegin(); it != moved.rend(); ++it) TrialReapply(*it);
+    for (auto it = reclaimed.rbegin(); it != reclaimed.rend(); ++it) TrialReapply(*it);
   }
   placer_.set_explain(!entries_[id].explained);
-  undo_to(0);
-  for (auto it = moved.rbegin(); it != moved.rend(); ++it) TrialReapply(*it);
-  for (auto it = reclaimed.rbegin(); it != reclaimed.rend(); ++it) TrialReapply(*it);
   if (!ok || (moved.empty() && reclaimed.empty())) return false;
 
   Entry& e = entries_[id];
