@@ -658,6 +658,95 @@ TEST_F(FactoryTest, QueuesEnforceQuotasAndReclaimBorrowedGpus) {
   EXPECT_EQ(w[b_waiting]["status"].value("phase", ""), "Pending");
 }
 
+// A store that, when armed, rewrites one key (same value, new revision) just before the next
+// batch of writes, as someone editing that object while a scheduler cycle runs would: the
+// cycle's conditional write of it then fails.
+class EditingStore : public Store {
+ public:
+  explicit EditingStore(Store& inner) : inner_(inner) {}
+  void EditBeforeNextWrites(std::string key) { key_ = std::move(key); }
+
+  Result<KeyValue> Get(const std::string& key) override { return inner_.Get(key); }
+  Result<int64_t> Put(const std::string& key, const std::string& value,
+                      int64_t expected_revision) override {
+    return inner_.Put(key, value, expected_revision);
+  }
+  std::vector<Result<int64_t>> PutAll(const std::vector<Write>& writes) override {
+    if (!key_.empty()) {
+      auto kv = inner_.Get(key_);
+      EXPECT_TRUE(kv.ok() && inner_.Put(key_, kv->value, kv->mod_revision).ok()) << key_;
+      key_.clear();
+    }
+    return inner_.PutAll(writes);
+  }
+  Result<int64_t> Delete(const std::string& key, int64_t expected_revision) override {
+    return inner_.Delete(key, expected_revision);
+  }
+  Result<ListResult> List(const std::string& prefix, const std::string& start_after,
+                          int limit) override {
+    return inner_.List(prefix, start_after, limit);
+  }
+  Result<std::vector<WatchEvent>> EventsSince(const std::string& prefix, int64_t after_revision,
+                                              int limit) override {
+    return inner_.EventsSince(prefix, after_revision, limit);
+  }
+  int64_t Revision() override { return inner_.Revision(); }
+  std::unique_ptr<Subscription> Subscribe(
+      std::function<void(const std::vector<WatchEvent>&)> fn) override {
+    return inner_.Subscribe(std::move(fn));
+  }
+
+ private:
+  Store& inner_;
+  std::string key_;
+};
+
+// The reclaim hold outlives a failed write of the reclaiming queue's status: team-a reclaims an
+// 8-GPU workload for 4 GPUs while someone edits its queue, so the status write that records the
+// reclaim fails; the scheduler still keeps the other 4 GPUs from team-b for the hold, and writes
+// the record in its next cycle.
+TEST_F(FactoryTest, ReclaimHoldSurvivesAFailedQueueStatusWrite) {
+  SchedulerOptions so;
+  so.preemption_grace_ms = 5'000;
+  so.reclaim_hold_s = 600;
+  EditingStore editing(*store_);
+  scheduler_ = std::make_unique<Scheduler>(editing, clock_, so, nullptr);
+  CreateQueue("org", json::object());
+  CreateQueue("team-a", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
+  CreateQueue("team-b", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
+  for (int i = 0; i < 4; ++i)
+    CreateWorkload(WholeGpuWorkload("team-b", "b-" + std::to_string(i), 8));
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+
+  CreateWorkload(WholeGpuWorkload("team-a", "a-0", 4));
+  editing.EditBeforeNextWrites("/registry/queues/team-a");
+  CycleStats stats = Cycle();
+  ASSERT_EQ(stats.preempted, 1) << Describe(Workloads());
+  json qa = CallJson("GET", std::string(kApi) + "/queues/team-a");
+  ASSERT_TRUE(qa["status"].value("lastReclaimTime", "").empty())
+      << "the edit did not make the status write fail: " << qa.dump();
+
+  Cycle();
+  qa = CallJson("GET", std::string(kApi) + "/queues/team-a");
+  EXPECT_FALSE(qa["status"].value("lastReclaimTime", "").empty()) << qa.dump();
+  EXPECT_EQ(qa["status"].value("reclaimedRoomMilli", json::object()).value("gpu", 0), 4000)
+      << qa.dump();
+
+  // After the grace period team-a runs; the 4 GPUs its reclaim freed beyond its need stay
+  // unlent, so team-b (above its guarantee) does not get them back.
+  Cycle(5'000);
+  Cycle();
+  CreateWorkload(WholeGpuWorkload("team-b", "b-small", 4));
+  Cycle();
+  Cycle();
+  std::map<std::string, json> w = Workloads();
+  EXPECT_EQ(w["team-a/a-0"]["status"].value("phase", ""), "Running") << Describe(w);
+  EXPECT_EQ(w["team-b/b-small"]["status"].value("phase", ""), "Pending") << Describe(w);
+  EXPECT_NE(w["team-b/b-small"]["status"].value("message", "").find("no unused gpu to lend"),
+            std::string::npos)
+      << Describe(w);
+}
+
 // Fair share's usage history builds up across cycles although each cycle rebuilds its Admitter,
 // is kept in the queues' status, and a restarted scheduler takes it up from there.
 TEST_F(FactoryTest, QueueUsageHistoryOutlivesCyclesAndRestarts) {

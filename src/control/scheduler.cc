@@ -597,11 +597,20 @@ Result<CycleStats> Scheduler::RunOnce() {
           for (const auto& [flavor, milli] : room.items())
             if (milli.is_number_integer()) r.room_milli[flavor] = milli.get<int64_t>();
       }
+      for (const auto& [name, r] : reclaims_) {
+        auto it = reclaimed.find(name);
+        if (it == reclaimed.end() || it->second.at < r.at) reclaimed[name] = {r.at, r.room_milli};
+      }
       admitter->RestoreReclaims(reclaimed, now_s);
       CycleResult result = admitter->Cycle(now_s, options_.max_admissions_per_cycle);
       history_.clear();
-      for (int q = 0; q < admitter->queue_count(); ++q)
+      reclaims_.clear();
+      for (int q = 0; q < admitter->queue_count(); ++q) {
         history_[admitter->queue_name(q)] = admitter->usage_history(q);
+        const Admitter::ReclaimRecord r = admitter->reclaim_record(q);
+        if (r.at >= 0 && now_s - r.at < options_.reclaim_hold_s)
+          reclaims_[admitter->queue_name(q)] = {r.at, r.room_milli};
+      }
       history_at_ = now_s;
       // Each queue's standing after the cycle, in its status (written when it changes).
       for (const KeyValue& kv : queue_list.items) {

@@ -101,6 +101,15 @@ class Scheduler {
   // queues' status (usageHistory), from which a restarted scheduler takes it up again.
   std::map<std::string, double> history_;
   double history_at_ = -1;
+  // Each queue's last reclaim (when, and the room it freed beyond its need by flavour) as this
+  // scheduler's cycles left it, beside the copy in the queue's status (lastReclaimTime,
+  // reclaimedRoomMilli): a status write that fails, because someone edited the queue while
+  // the cycle ran, does not lose the reclaim hold.
+  struct Reclaim {
+    double at = -1;
+    std::map<std::string, int64_t> room_milli;
+  };
+  std::map<std::string, Reclaim> reclaims_;
 };
 
 }  // namespace fabrica
