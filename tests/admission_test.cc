@@ -417,8 +417,8 @@ TEST_F(AdmissionTest, ReclaimClearsWholeNodesForAGang) {
   for (const Eviction& e : r.evicted) adm_->Terminated(e.victim, 130);
   adm_->Cycle(131, 1000);
   ASSERT_EQ(adm_->phase(gang), Phase::kAdmitted) << adm_->reason(gang);
-  // Each pod has a node of its own, and the moved work is running again.
-  EXPECT_NE(adm_->assignments(gang)[0].node, adm_->assignments(gang)[1].node);
+  // The pods are on nodes they cleared (n0-n3); n4 took the moved work.
+  for (const Assignment& a : adm_->assignments(gang)) EXPECT_LT(a.node, 4);
   EXPECT_EQ(CountPhase(inf, Phase::kAdmitted), 10);
   EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("ext")), 12000);
 }

@@ -465,7 +465,9 @@ Result<CycleStats> Scheduler::RunOnce() {
   std::map<std::string, double> queue_used, queue_guaranteed;  // metrics, by queue label
   if (with_queues) {
     // Queues exist: admission through the queue tree (sched/admission.h), in one pass with
-    // placement. The Admitter is rebuilt from the store every cycle: the store is the truth.
+    // placement. The Admitter is rebuilt from the store every cycle: the store is the truth,
+    // but for what this scheduler keeps between cycles (usage history, reclaim records), which
+    // it also writes to the queues' status.
     auto config = QueueConfig(queue_list);
     std::unique_ptr<Admitter> admitter;
     if (config.ok()) {
@@ -597,19 +599,31 @@ Result<CycleStats> Scheduler::RunOnce() {
           for (const auto& [flavor, milli] : room.items())
             if (milli.is_number_integer()) r.room_milli[flavor] = milli.get<int64_t>();
       }
-      for (const auto& [name, r] : reclaims_) {
+      // ... or, where that write failed, in this scheduler's memory (the same queue only: one
+      // deleted and created again starts without a hold).
+      for (const KeyValue& kv : queue_list.items) {
+        const std::string name =
+            Str(Field(json::parse(kv.value, nullptr, false), "metadata"), "name");
+        auto r = reclaims_.find(name);
+        if (r == reclaims_.end() || r->second.queue_revision != kv.create_revision) continue;
         auto it = reclaimed.find(name);
-        if (it == reclaimed.end() || it->second.at < r.at) reclaimed[name] = {r.at, r.room_milli};
+        if (it == reclaimed.end() || it->second.at < r->second.at)
+          reclaimed[name] = {r->second.at, r->second.room_milli};
       }
       admitter->RestoreReclaims(reclaimed, now_s);
       CycleResult result = admitter->Cycle(now_s, options_.max_admissions_per_cycle);
       history_.clear();
-      reclaims_.clear();
-      for (int q = 0; q < admitter->queue_count(); ++q) {
+      for (int q = 0; q < admitter->queue_count(); ++q)
         history_[admitter->queue_name(q)] = admitter->usage_history(q);
+      reclaims_.clear();
+      for (const KeyValue& kv : queue_list.items) {
+        const std::string name =
+            Str(Field(json::parse(kv.value, nullptr, false), "metadata"), "name");
+        const int q = admitter->QueueIndex(name);
+        if (q < 0) continue;
         const Admitter::ReclaimRecord r = admitter->reclaim_record(q);
         if (r.at >= 0 && now_s - r.at < options_.reclaim_hold_s)
-          reclaims_[admitter->queue_name(q)] = {r.at, r.room_milli};
+          reclaims_[name] = {kv.create_revision, r.at, r.room_milli};
       }
       history_at_ = now_s;
       // Each queue's standing after the cycle, in its status (written when it changes).

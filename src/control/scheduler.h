@@ -104,8 +104,9 @@ class Scheduler {
   // Each queue's last reclaim (when, and the room it freed beyond its need by flavour) as this
   // scheduler's cycles left it, beside the copy in the queue's status (lastReclaimTime,
   // reclaimedRoomMilli): a status write that fails, because someone edited the queue while
-  // the cycle ran, does not lose the reclaim hold.
+  // the cycle ran, does not lose the reclaim hold. By queue name.
   struct Reclaim {
+    int64_t queue_revision = 0;  // the queue's create_revision
     double at = -1;
     std::map<std::string, int64_t> room_milli;
   };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -1273,8 +1274,9 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
     }
     return true;
   };
-  // Reclaim candidates: borrowed work of other queues whose room the pods can use, on nodes
-  // that take new work, cheapest first (priority, GPU-seconds lost).
+  // Reclaim candidates: other queues' preemptible work past its minimum runtime, charged to a
+  // flavour it may reclaim, whose room the pods can use, on nodes that take new work, cheapest
+  // first (priority, GPU-seconds lost); `lends` decides, as the plan grows, which may go.
   std::vector<int> cands, by_id;  // by_id: the same, sorted, for lookups
   if (reclaim) {
     const Entry& me = entries_[id];
@@ -1312,9 +1314,11 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
   }
   if (free < need) return false;
   --consolidations_left_;
-  const auto is_reclaimed = [&](int v) {
-    return std::find(reclaimed.begin(), reclaimed.end(), v) != reclaimed.end();
-  };
+  // What the plan being tried does with a workload: kStays, moved or reclaimed (set where they
+  // are pushed, cleared between tries).
+  constexpr uint8_t kStays = 0, kMoved = 1, kReclaimed = 2;
+  std::vector<uint8_t> fate(entries_.size(), kStays);
+  const auto is_reclaimed = [&](int v) { return fate[v] == kReclaimed; };
 
   std::vector<int> moved;  // released from their nodes for the trial
   std::vector<std::pair<Assignment, const PodRequest*>> applied;  // trial placements
@@ -1323,15 +1327,15 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
     if (v == id || w.phase != Phase::kAdmitted || !w.options.preemptible || w.pods.size() != 1 ||
         w.spec.gang || now - w.admitted_at < w.options.min_runtime_s)
       return false;
-    if (std::find(moved.begin(), moved.end(), v) != moved.end() || is_reclaimed(v)) return false;
+    if (fate[v] != kStays) return false;
     const int budget = queues_[w.leaf].spec.disruption_budget;
     return budget < 0 || queues_[w.leaf].evicting + moving_per_queue[w.leaf] < budget;
   };
   // A reclaim candidate that is still running in the trial and may be reclaimed now.
   const auto reclaimable = [&](int v, const std::map<std::pair<int, int>, int64_t>& t,
                                const std::map<int, int>& pq) {
-    return std::binary_search(by_id.begin(), by_id.end(), v) && !is_reclaimed(v) &&
-           std::find(moved.begin(), moved.end(), v) == moved.end() && lends(v, t, pq);
+    return fate[v] == kStays && std::binary_search(by_id.begin(), by_id.end(), v) &&
+           lends(v, t, pq);
   };
   auto place = [&](const PodRequest& pod, const std::vector<int>* only) {
     PodPlacement p =
@@ -1349,13 +1353,16 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
   };
 
   // Two tries when reclaiming. First, work is reclaimed only where it clears a node for a pod:
-  // the fewest evictions. Then, if the movers found no room, the cheapest candidates are
-  // reclaimed first, wherever they run, until the free GPUs add up, and the movers go into
-  // that room.
+  // the fewest evictions. If that finds no plan (typically: the movers found no room), the
+  // cheapest candidates are reclaimed first, wherever they run, until the free GPUs add up,
+  // the movers go into that room, and of those first victims only the ones on nodes the plan
+  // uses are kept.
   bool ok = false;
   std::vector<std::pair<Assignment, const PodRequest*>> mine;  // its pods' planned places
   placer_.set_explain(false);
   for (int pass = 0; pass < (reclaim ? 2 : 1) && !ok; ++pass) {
+    for (int v : reclaimed) fate[v] = kStays;
+    for (int v : moved) fate[v] = kStays;
     reclaimed.clear();
     moved.clear();
     taken.clear();
@@ -1373,8 +1380,10 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
         have += usable_room(v);
         TrialRelease(v);
         reclaimed.push_back(v);
+        fate[v] = kReclaimed;
       }
     }
+    const size_t first_victims = reclaimed.size();
     ok = true;
     for (const PodRequest& pod : pods) {
       if (place(pod, nullptr)) {
@@ -1382,18 +1391,20 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
         continue;
       }
       // Nodes where the free room plus the work that may leave covers the pod, fewest leaving
-      // first. Work leaves by moving (it must fit elsewhere) or by being reclaimed.
-      std::vector<std::tuple<int, int64_t, int>> order;  // (leaving, -free, node)
+      // first, then the lowest top priority among them. Work leaves by moving (it must fit
+      // elsewhere) or by being reclaimed.
+      std::vector<std::tuple<int, int, int64_t, int>> order;  // (leaving, priority, -free, node)
       for (int n = 0; n < state_.node_count(); ++n) {
         if (node_workloads_[n].empty() || no_eviction_[n] || !model_ok(n)) continue;
         int64_t cpu = state_.free_cpu(n), mem = state_.free_memory(n),
                 gpu = state_.node_free_milli(n);
-        int leaving = 0;
+        int leaving = 0, top = std::numeric_limits<int>::min();
         for (int v : node_workloads_[n]) {
           // Reclaimed work is already gone from the state.
           if (!movable(v) && !reclaimable(v, taken, moving_per_queue)) continue;
           ++leaving;
           const Entry& w = entries_[v];
+          top = std::max(top, w.spec.priority);
           for (size_t i = 0; i < w.assign.size(); ++i) {
             if (w.assign[i].node != n) continue;
             cpu += w.pods[i].cpu_milli;
@@ -1404,7 +1415,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
         if (leaving == 0 || cpu < pod.cpu_milli || mem < pod.memory_mib ||
             gpu < pod.total_gpu_milli())
           continue;
-        order.emplace_back(leaving, -gpu, n);
+        order.emplace_back(leaving, top, -gpu, n);
       }
       std::sort(order.begin(), order.end());
       constexpr size_t kMaxTrialNodes = 16;
@@ -1412,7 +1423,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
       std::vector<int> best;
       std::vector<char> best_reclaims;  // per workload of `best`: reclaimed, not moved
       int best_node = -1;
-      for (const auto& [estimate, unused_free, n] : order) {
+      for (const auto& [estimate, unused_top, unused_free, n] : order) {
         if (best_node >= 0 && estimate >= static_cast<int>(best.size())) break;
         // Devices are cleared one at a time, the one with the fewest leaving first, and none
         // that holds work that stays: a whole-GPU pod needs whole free devices, not a little
@@ -1449,6 +1460,8 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
         std::sort(here.begin(), here.end(), [&](int a, int b) {
           const auto ca = clearing(a), cb = clearing(b);
           if (ca != cb) return ca < cb;
+          if (entries_[a].spec.priority != entries_[b].spec.priority)
+            return entries_[a].spec.priority < entries_[b].spec.priority;
           if (entries_[a].gpu_milli != entries_[b].gpu_milli)
             return entries_[a].gpu_milli > entries_[b].gpu_milli;
           return a < b;
@@ -1508,8 +1521,10 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
         if (best_reclaims[k]) {
           for (auto [f, milli] : entries_[v].charged) taken[{entries_[v].leaf, f}] += milli;
           reclaimed.push_back(v);
+          fate[v] = kReclaimed;
         } else {
           moved.push_back(v);
+          fate[v] = kMoved;
         }
       }
       const std::vector<int> only{best_node};
@@ -1519,9 +1534,24 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
         if (!best_reclaims[k]) ok = place(entries_[best[k]].pods[0], nullptr);
       if (!ok) break;
     }
+    // First victims on no node the plan places a pod or a mover on freed nothing it uses.
+    std::vector<int> unused;
+    if (ok && first_victims > 0) {
+      std::set<int> used;
+      for (const auto& [a, unused_pod] : applied) used.insert(a.node);
+      for (size_t k = 0; k < first_victims; ++k) {
+        bool needed = false;
+        for (const Assignment& a : entries_[reclaimed[k]].assign) needed |= used.count(a.node) > 0;
+        if (!needed) unused.push_back(reclaimed[k]);
+      }
+    }
     undo_to(0);
     for (auto it = moved.rbegin(); it != moved.rend(); ++it) TrialReapply(*it);
     for (auto it = reclaimed.rbegin(); it != reclaimed.rend(); ++it) TrialReapply(*it);
+    for (int v : unused) {
+      fate[v] = kStays;
+      std::erase(reclaimed, v);
+    }
   }
   placer_.set_explain(!entries_[id].explained);
   if (!ok || (moved.empty() && reclaimed.empty())) return false;
