@@ -780,6 +780,34 @@ TEST_F(AdmissionTest, MinimumRuntimeDelaysEviction) {
   EXPECT_EQ(later.evicted.size(), 1u);
 }
 
+// Reclaim evicts the workload that loses the least work: one that checkpoints every 100 s
+// and ran 310 s loses 10 s, less than one without checkpoints that started 60 s ago.
+TEST_F(AdmissionTest, VictimThatJustCheckpointedLosesLeast) {
+  for (const bool checkpoints : {false, true}) {
+    SCOPED_TRACE(checkpoints ? "checkpoints every 100 s" : "no checkpoints");
+    Make(Nodes(1, 2), {Leaf("a", 1), Leaf("b", 1)});
+    auto on = [](int gpu) {
+      Assignment a;
+      a.node = 0;
+      a.devices.push_back({gpu, 1000, 80 * 1024, -1});
+      return std::vector<Assignment>{a};
+    };
+    SubmitOptions every_100;
+    every_100.checkpoint_interval_s = checkpoints ? 100 : 0;
+    auto old_one = adm_->Restore(Gpus("b-old", "b", 1), on(0), 0, every_100);
+    auto new_one = adm_->Restore(Gpus("b-new", "b", 1), on(1), 250);
+    ASSERT_TRUE(old_one.ok() && new_one.ok());
+    EXPECT_DOUBLE_EQ(adm_->LostIfEvicted(*old_one, 310), checkpoints ? 10 : 310);
+    const int mine = Submit(Gpus("a0", "a", 1), 300);
+    CycleResult r = adm_->Cycle(310, 1000);
+    ASSERT_EQ(r.evicted.size(), 1u) << adm_->reason(mine);
+    EXPECT_EQ(r.evicted[0].victim, checkpoints ? *old_one : *new_one);
+    EXPECT_NE(adm_->reason(mine).find(checkpoints ? "10 GPU-seconds lost" : "60 GPU-seconds lost"),
+              std::string::npos)
+        << adm_->reason(mine);
+  }
+}
+
 TEST_F(AdmissionTest, DisruptionBudgetLimitsConcurrentEvictions) {
   Make(Nodes(2, 4), {Leaf("a", 4, std::nullopt, std::nullopt, /*budget=*/1), Leaf("b", 4)});
   for (int i = 0; i < 8; ++i) Submit(Gpus("a" + std::to_string(i), "a", 1));
@@ -1012,6 +1040,63 @@ TEST(ReplayTest, UsefulUtilizationLeavesOutWorkEvictionsThrewAway) {
   EXPECT_GT(fab->preemptions, 0) << "the scenario no longer evicts: the test checks nothing";
 }
 
+// A team's drawn workload reshaped: named, arriving at `at`, running `run` s on `gpus` GPUs.
+sim::ReplayWorkload Shaped(sim::ReplayWorkload w, const std::string& name, double at, double run,
+                           int gpus) {
+  w.spec.name = WorkloadId(name);
+  w.spec.pod_sets.at(0).device.gpus = gpus;
+  w.arrival_s = at;
+  w.duration_s = run;
+  return w;
+}
+
+// A workload that checkpoints loses only the work since its last checkpoint when evicted, and
+// its rerun resumes there: b's 8-GPU run (1,000 s, checkpoint every 100 s) is reclaimed by a at
+// t = 250 and stops ~30 s later; with checkpoints 200 s of it are kept — 1,600 GPU·s fewer
+// lost, and 200 s x 8 GPUs less to run again (10 points of the 2,000 s window).
+TEST(ReplayTest, CheckpointsLimitTheWorkAnEvictionLoses) {
+  const std::string text = R"(
+kind: Scenario
+name: checkpoints
+synthetic: {gpus: 8, migShare: 0, h200Share: 0, seed: 3, window: 3600}
+load: 0.5
+teams:
+  - name: a
+    share: 50
+    guarantee: 8
+    workloads:
+      - {pods: 1, cpu: 4, memory: 16Gi, devices: {gpus: 8}, duration: 100-200}
+  - name: b
+    share: 50
+    guarantee: 0
+    checkpointInterval: 100
+    workloads:
+      - {pods: 1, cpu: 4, memory: 16Gi, devices: {gpus: 8}, duration: 100-200}
+)";
+  auto sc = sim::ParseScenario(text, "checkpoints.yaml", ".");
+  ASSERT_TRUE(sc.ok()) << sc.status().message();
+  sim::ReplayWorkload a_tpl, b_tpl;
+  for (const sim::ReplayWorkload& w : sc->workloads) (w.team == 0 ? a_tpl : b_tpl) = w;
+  ASSERT_EQ(b_tpl.options.checkpoint_interval_s, 100);  // the team's setting
+  ASSERT_EQ(a_tpl.options.checkpoint_interval_s, 0);
+  std::map<double, sim::ReplayResult> by_interval;
+  for (double every : {0.0, 100.0}) {
+    b_tpl.options.checkpoint_interval_s = every;
+    sc->workloads = {Shaped(b_tpl, "b-long", 0, 1000, 8), Shaped(a_tpl, "a-reclaims", 250, 100, 8),
+                     Shaped(a_tpl, "a-last", 2000, 10, 1)};
+    auto r = sim::RunReplay(*sc, "fabrica");
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    ASSERT_EQ(r->preemptions, 1);
+    by_interval[every] = *r;
+  }
+  const sim::ReplayResult &none = by_interval[0], &every = by_interval[100];
+  EXPECT_GT(none.gpu_seconds_lost, 250 * 8);
+  EXPECT_NEAR(none.gpu_seconds_lost - every.gpu_seconds_lost, 200 * 8, 1e-6);
+  EXPECT_NEAR(none.utilization_pct - every.utilization_pct, 10, 1e-6);
+  EXPECT_LT(every.utilization_pct - every.useful_utilization_pct,
+            none.utilization_pct - none.useful_utilization_pct);
+}
+
 // MIG-partitioned GPUs only take MIG slices, so they are a pool of their own: a team's computed
 // guarantee is split by its demand in each pool, queues get a `mig` flavour, and the guarantees
 // split only `guaranteeShare` of each pool.
@@ -1082,16 +1167,9 @@ teams:
   for (const sim::ReplayWorkload& w : sc->workloads) (w.team == 0 ? a_tpl : b_tpl) = w;
   ASSERT_EQ(a_tpl.spec.pod_sets.at(0).device.gpus, 4);
   std::vector<sim::ReplayWorkload> list;
-  auto add = [&](sim::ReplayWorkload w, const std::string& name, double at, double run, int gpus) {
-    w.spec.name = WorkloadId(name);
-    w.spec.pod_sets.at(0).device.gpus = gpus;
-    w.arrival_s = at;
-    w.duration_s = run;
-    list.push_back(std::move(w));
-  };
-  for (int i = 0; i < 8; ++i) add(b_tpl, "b-" + std::to_string(i), 0, 1000, 1);
-  add(a_tpl, "a-big", 10, 100, 4);
-  add(a_tpl, "a-small", 11, 100, 1);
+  for (int i = 0; i < 8; ++i) list.push_back(Shaped(b_tpl, "b-" + std::to_string(i), 0, 1000, 1));
+  list.push_back(Shaped(a_tpl, "a-big", 10, 100, 4));
+  list.push_back(Shaped(a_tpl, "a-small", 11, 100, 1));
   sc->workloads = list;
   auto fab = sim::RunReplay(*sc, "fabrica");
   ASSERT_TRUE(fab.ok()) << fab.status().message();
@@ -1131,6 +1209,10 @@ TEST(ReplayTest, ScenarioErrorsNameTheField) {
   ExpectBad(bad("load: 1.0", "load: -1"), "load", "");
   ExpectBad(bad("share: 20", "share: 25"), "teams", "sum to 100");
   ExpectBad(bad("trust: untrusted", "trust: sometimes"), "teams[2].trust", "");
+  ExpectBad(bad("trust: untrusted", "trust: untrusted\n    checkpointInterval: -60"),
+            "teams[2].checkpointInterval", "must not be negative");
+  ExpectBad(bad("duration: 60-900}", "duration: 60-900, checkpointInterval: -1}"),
+            "teams[2].workloads[0].checkpointInterval", "must not be negative");
   ExpectBad(bad("load: 1.0",
                 "load: 1.0\nadmission:\n  queues:\n    - {name: org}\n"
                 "    - {name: train, parent: org}\n"

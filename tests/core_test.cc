@@ -589,10 +589,20 @@ TEST(WorkloadYaml, PreemptibleAndMinimumRuntime) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_FALSE(r->front().preemptible);
   EXPECT_EQ(r->front().min_runtime_seconds, 600);
+  r = ParseWorkloadYaml(
+      "metadata: {name: w}\nspec:\n  checkpointIntervalSeconds: 1800\n  podSets: [{cpu: 1}]\n",
+      "w.yaml");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->front().checkpoint_interval_seconds, 1800);
+  ExpectInvalid(ParseWorkloadYaml("metadata: {name: w}\nspec:\n  checkpointIntervalSeconds: -1\n"
+                                  "  podSets: [{cpu: 1}]\n",
+                                  "w.yaml"),
+                {"w.yaml:3", "spec.checkpointIntervalSeconds", "must not be negative"});
   r = ParseWorkloadYaml("metadata: {name: w}\nspec:\n  podSets: [{cpu: 1}]\n", "w.yaml");
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r->front().preemptible);
   EXPECT_EQ(r->front().min_runtime_seconds, 0);
+  EXPECT_EQ(r->front().checkpoint_interval_seconds, 0);
   ExpectInvalid(
       ParseWorkloadYaml(
           "metadata: {name: w}\nspec:\n  minRuntimeSeconds: -5\n  podSets: [{cpu: 1}]\n", "w.yaml"),

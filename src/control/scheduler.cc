@@ -493,6 +493,7 @@ Result<CycleStats> Scheduler::RunOnce() {
         SubmitOptions o;
         o.preemptible = w.preemptible;
         o.min_runtime_s = static_cast<double>(w.min_runtime_seconds);
+        o.checkpoint_interval_s = static_cast<double>(w.checkpoint_interval_seconds);
         return o;
       };
       // The queue a workload waits in: spec.queue, else its tenant's queue, else the built-in.

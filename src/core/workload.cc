@@ -251,6 +251,9 @@ Result<Workload> ParseOneWorkload(YamlMap& m) {
   ASSIGN_OR_RETURN(w.min_runtime_seconds, spec.Int("minRuntimeSeconds", 0));
   if (w.min_runtime_seconds > 365LL * 24 * 3600)
     return spec.Error("minRuntimeSeconds", "must be at most one year");
+  ASSIGN_OR_RETURN(w.checkpoint_interval_seconds, spec.Int("checkpointIntervalSeconds", 0));
+  if (w.checkpoint_interval_seconds > 365LL * 24 * 3600)
+    return spec.Error("checkpointIntervalSeconds", "must be at most one year");
   if (spec.Has("run")) {
     YamlMap run(spec.Raw("run"), spec.Path("run"), m.source());
     RETURN_IF_ERROR(run.CheckIsMap());

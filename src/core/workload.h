@@ -95,6 +95,10 @@ struct Workload {
   // consolidation), and not before it has run this long.
   bool preemptible = true;
   int64_t min_runtime_seconds = 0;
+  // How often it saves its progress (0: never). An eviction then throws away only the work
+  // since its last checkpoint, which is what victim choice counts as lost, and a restart
+  // resumes from there.
+  int64_t checkpoint_interval_seconds = 0;
   TopologyConstraint topology;
   std::vector<PodSet> pod_sets;
 

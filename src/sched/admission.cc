@@ -1213,6 +1213,14 @@ void Admitter::MarkEvicting(int victim, int preemptor, const std::string& reason
   preemptor_[victim] = preemptor;
 }
 
+double Admitter::LostIfEvicted(int id, double now) const {
+  const Entry& w = entries_[id];
+  double ran = std::max(0.0, now - w.admitted_at);
+  const double every = w.options.checkpoint_interval_s;
+  if (every > 0) ran -= std::floor(ran / every) * every;
+  return ran * static_cast<double>(w.gpu_milli) / 1000.0;
+}
+
 // Takes a running workload off the state for a trial plan, and puts it back.
 void Admitter::TrialRelease(int v) {
   const Entry& w = entries_[v];
@@ -1293,8 +1301,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
         for (auto [f, milli] : w.charged) in_flavor |= f < 64 && (flavors >> f & 1) && milli > 0;
         for (const Assignment& a : w.assign) in_flavor &= !no_eviction_[a.node];
         if (in_flavor && usable_room(v) > 0)
-          cost.emplace_back(w.spec.priority,
-                            (now - w.admitted_at) * static_cast<double>(w.gpu_milli) / 1000.0, v);
+          cost.emplace_back(w.spec.priority, LostIfEvicted(v, now), v);
       }
     }
     std::sort(cost.begin(), cost.end());
@@ -1688,8 +1695,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
         if (!young) budget_block = queues_[w.leaf].spec.name;
         continue;
       }
-      (young ? later : cands)
-          .push_back({v, (now - w.admitted_at) * static_cast<double>(w.gpu_milli) / 1000.0});
+      (young ? later : cands).push_back({v, LostIfEvicted(v, now)});
     }
     std::sort(cands.begin(), cands.end(), cheaper);
     victim_cache_[cache_key] = VictimList{cands, in_min_runtime, budget_block, later};
@@ -1903,7 +1909,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   }
   double lost = 0;
   for (int v : chosen) {
-    lost += (now - entries_[v].admitted_at) * static_cast<double>(entries_[v].gpu_milli) / 1000.0;
+    lost += LostIfEvicted(v, now);
     MarkEvicting(v, id, "preempted by " + e.spec.name.str() + " (" + why + ")", out);
   }
   if (reclaim && !own_only) NoteReclaim(id, chosen, now);

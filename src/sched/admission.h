@@ -124,6 +124,9 @@ const char* PhaseName(Phase p);
 struct SubmitOptions {
   double min_runtime_s = 0;  // not preempted before it has run this long
   bool preemptible = true;
+  // How often it saves its progress (0: never): evicting it loses only the work since its last
+  // checkpoint (Admitter::LostIfEvicted), counted from its admission.
+  double checkpoint_interval_s = 0;
 };
 
 struct Eviction {
@@ -211,6 +214,9 @@ class Admitter {
   // Its last attempt searched for victims and found none it may evict because their queues'
   // disruption budgets allow no more evictions.
   bool budget_blocked(int id) const { return entries_[id].budget_blocked; }
+  // The GPU-seconds evicting running workload `id` at `now` throws away: its GPUs times the
+  // time since its admission or, if it checkpoints, since its last checkpoint.
+  double LostIfEvicted(int id, double now) const;
   // Its place in its queue: pending workloads go in (-priority, arrival) order (a released
   // gang re-enters at the back).
   double arrival(int id) const { return entries_[id].arrival; }

@@ -77,6 +77,11 @@ Result<TeamSpec::Template> ParseTemplate(YamlMap& m) {
     ASSIGN_OR_RETURN(double r, m.Double("minRuntime"));
     t.min_runtime_s = r;
   }
+  if (m.Has("checkpointInterval")) {
+    ASSIGN_OR_RETURN(double c, m.Double("checkpointInterval"));
+    if (c < 0) return m.Error("checkpointInterval", "must not be negative");
+    t.checkpoint_interval_s = c;
+  }
   ASSIGN_OR_RETURN(t.preemptible, m.Bool("preemptible", true));
   RETURN_IF_ERROR(m.Finish());
   return t;
@@ -101,6 +106,8 @@ Result<TeamSpec> ParseTeam(YamlMap& m, bool synthetic) {
   ASSIGN_OR_RETURN(int64_t prio, m.Int("priority", 0));
   t.priority = static_cast<int>(prio);
   ASSIGN_OR_RETURN(t.min_runtime_s, m.Double("minRuntime", 0.0));
+  ASSIGN_OR_RETURN(t.checkpoint_interval_s, m.Double("checkpointInterval", 0.0));
+  if (t.checkpoint_interval_s < 0) return m.Error("checkpointInterval", "must not be negative");
   if (m.Has("disruptionBudget")) {
     ASSIGN_OR_RETURN(int64_t b, m.Int("disruptionBudget"));
     t.disruption_budget = static_cast<int>(b);
@@ -174,6 +181,7 @@ Status BuildOpenb(Scenario& sc, const std::string& nodes_path, const std::string
     w.arrival_s = static_cast<double>(p.creation_s);
     w.duration_s = static_cast<double>(p.deletion_s - p.scheduled_s);
     w.options.min_runtime_s = team.min_runtime_s;
+    w.options.checkpoint_interval_s = team.checkpoint_interval_s;
     sc.workloads.push_back(std::move(w));
   }
   return Status();
@@ -227,6 +235,8 @@ Status BuildSynthetic(Scenario& sc, const SyntheticSource& src) {
           (team.active_from + rng.UniformDouble() * (team.active_to - team.active_from)) *
           src.window_s);
       w.options.min_runtime_s = t.min_runtime_s.value_or(team.min_runtime_s);
+      w.options.checkpoint_interval_s =
+          t.checkpoint_interval_s.value_or(team.checkpoint_interval_s);
       w.options.preemptible = t.preemptible;
       // Only the part of its run inside the window counts toward the offered load.
       acc += static_cast<double>(ps.device.TotalMilli().value()) * ps.count *
@@ -572,6 +582,7 @@ struct WState {
   double wait_total = 0;
   int epoch = 0;
   bool evicting = false;
+  double progress = 0;  // seconds of its run saved by checkpoints before evictions
   // Per reading of "fits" (kInOrder, kAlone; see ReplayResult::bound): since when it has been
   // pending and fitting in its team's room below the guarantee, and the longest remaining
   // minimum runtime of the victims evicted for it.
@@ -1025,10 +1036,17 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
         case EventType::kTerminate:
           if (ev.epoch != st.epoch || !st.running || !st.evicting) break;
           adm.Terminated(st.id, ev.t);
-          res.gpu_seconds_lost += (ev.t - st.admit_t) * WorkloadMilli(rw.spec) / 1000.0;
-          team_lost[rw.team] += (ev.t - st.admit_t) * WorkloadMilli(rw.spec) / 1000.0;
-          lost_int +=
-              std::max(0.0, std::min(ev.t, w1) - std::max(st.admit_t, w0)) * WorkloadMilli(rw.spec);
+          {
+            // Work up to its last checkpoint is kept (the rerun resumes there); the rest is lost.
+            const double ran = ev.t - st.admit_t, every = rw.options.checkpoint_interval_s;
+            const double saved = every > 0 ? std::floor(ran / every) * every : 0;
+            st.progress += saved;
+            const double from = st.admit_t + saved;
+            res.gpu_seconds_lost += (ev.t - from) * WorkloadMilli(rw.spec) / 1000.0;
+            team_lost[rw.team] += (ev.t - from) * WorkloadMilli(rw.spec) / 1000.0;
+            lost_int +=
+                std::max(0.0, std::min(ev.t, w1) - std::max(from, w0)) * WorkloadMilli(rw.spec);
+          }
           st.running = false;
           st.evicting = false;
           ++st.epoch;
@@ -1070,7 +1088,8 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
           adm.PodsReady(h);
           start_use(w, tick);
           ++st.epoch;
-          push(tick + sc.workloads[w].duration_s, EventType::kFinish, w, st.epoch);
+          push(tick + std::max(0.0, sc.workloads[w].duration_s - st.progress), EventType::kFinish,
+               w, st.epoch);
           double mr = sc.workloads[w].options.min_runtime_s;
           if (mr > 0 && policy_name == "fabrica") push(tick + mr, EventType::kWake, w, 0);
           changed = true;

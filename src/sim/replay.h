@@ -50,6 +50,7 @@ struct TeamSpec {
   double weight = 0;  // 0 (not given): its guarantee's share of all guarantees
   int priority = 0;
   double min_runtime_s = 0;
+  double checkpoint_interval_s = 0;  // 0: its workloads never checkpoint
   int disruption_budget = -1;
   std::optional<int64_t> guarantee_milli;  // unset: proportional to the team's average demand
   // The part of guarantee_milli on MIG-partitioned GPUs, which only MIG requests can use: where
@@ -68,6 +69,7 @@ struct TeamSpec {
     double duration_min_s = 60, duration_max_s = 3600;  // log-uniform
     std::optional<int> priority;
     std::optional<double> min_runtime_s;
+    std::optional<double> checkpoint_interval_s;
     bool preemptible = true;
   };
   std::vector<Template> templates;
