@@ -780,12 +780,14 @@ TEST_F(AdmissionTest, MinimumRuntimeDelaysEviction) {
   EXPECT_EQ(later.evicted.size(), 1u);
 }
 
-// Reclaim evicts the workload that loses the least work: one that checkpoints every 100 s
-// and ran 310 s loses 10 s, less than one without checkpoints that started 60 s ago.
+// Reclaim evicts the workload that loses the least work: one that checkpoints every 100 s and
+// has run 310 s loses 10 s, less than one without checkpoints that started 60 s before. Work
+// counts from the start of the run, which may come after the admission (the server:
+// status.startTime).
 TEST_F(AdmissionTest, VictimThatJustCheckpointedLosesLeast) {
   for (const bool checkpoints : {false, true}) {
     SCOPED_TRACE(checkpoints ? "checkpoints every 100 s" : "no checkpoints");
-    Make(Nodes(1, 2), {Leaf("a", 1), Leaf("b", 1)});
+    Make(Nodes(1, 3), {Leaf("a", 1), Leaf("b", 2)});
     auto on = [](int gpu) {
       Assignment a;
       a.node = 0;
@@ -796,8 +798,13 @@ TEST_F(AdmissionTest, VictimThatJustCheckpointedLosesLeast) {
     every_100.checkpoint_interval_s = checkpoints ? 100 : 0;
     auto old_one = adm_->Restore(Gpus("b-old", "b", 1), on(0), 0, every_100);
     auto new_one = adm_->Restore(Gpus("b-new", "b", 1), on(1), 250);
-    ASSERT_TRUE(old_one.ok() && new_one.ok());
+    SubmitOptions late = every_100;
+    late.started_at = 95;  // bound at 0, running from 95
+    auto late_one = adm_->Restore(Gpus("b-late", "b", 1), on(2), 0, late);
+    ASSERT_TRUE(old_one.ok() && new_one.ok() && late_one.ok());
     EXPECT_DOUBLE_EQ(adm_->LostIfEvicted(*old_one, 310), checkpoints ? 10 : 310);
+    EXPECT_DOUBLE_EQ(adm_->LostIfEvicted(*late_one, 310), checkpoints ? 15 : 215);
+    EXPECT_DOUBLE_EQ(adm_->LostIfEvicted(*late_one, 50), 0);  // not started yet
     const int mine = Submit(Gpus("a0", "a", 1), 300);
     CycleResult r = adm_->Cycle(310, 1000);
     ASSERT_EQ(r.evicted.size(), 1u) << adm_->reason(mine);

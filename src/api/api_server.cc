@@ -275,6 +275,9 @@ struct TypedField {
 constexpr TypedField kTypedFields[] = {
     {"Workload", "spec.priority", false},
     {"Workload", "spec.gang", true},
+    {"Workload", "spec.preemptible", true},
+    {"Workload", "spec.minRuntimeSeconds", false},
+    {"Workload", "spec.checkpointIntervalSeconds", false},
     {"Workload", "spec.run.durationSeconds", false},
     {"Workload", "spec.podSets[].count", false},
     {"Workload", "spec.podSets[].devices.gpus", false},

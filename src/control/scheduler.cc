@@ -510,14 +510,19 @@ Result<CycleStats> Scheduler::RunOnce() {
         const int64_t at = ParseTimestamp(Str(Field(bound[b].sw.obj(), "status"), "scheduledTime"));
         // Gang timeouts were applied above, so what is restored counts as started.
         const Workload& spec = bound[b].sw.w();
+        // Its run began at status.startTime (set when it started running); not yet: no work
+        // to lose.
+        SubmitOptions options = options_of(spec);
+        const int64_t began = ParseTimestamp(Str(Field(bound[b].sw.obj(), "status"), "startTime"));
+        options.started_at = began >= 0 ? static_cast<double>(began) / 1000.0 : now_s;
         auto id = admitter->Restore(leaf_of(spec), bound[b].assign,
-                                    at >= 0 ? static_cast<double>(at) / 1000.0 : now_s,
-                                    options_of(spec), bound[b].evicting);
+                                    at >= 0 ? static_cast<double>(at) / 1000.0 : now_s, options,
+                                    bound[b].evicting);
         if (!id.ok()) {
           // Its queue is gone: it keeps running, charged to the built-in queue.
           Workload w = bound[b].sw.w();
           w.queue = QueueId(kUnqueued);
-          id = admitter->Restore(w, bound[b].assign, now_s, options_of(w), bound[b].evicting);
+          id = admitter->Restore(w, bound[b].assign, now_s, options, bound[b].evicting);
         }
         if (id.ok()) {
           bound_of[*id] = b;

@@ -96,8 +96,8 @@ struct Workload {
   bool preemptible = true;
   int64_t min_runtime_seconds = 0;
   // How often it saves its progress (0: never). An eviction then throws away only the work
-  // since its last checkpoint, which is what victim choice counts as lost, and a restart
-  // resumes from there.
+  // since its last checkpoint, which is what victim choice counts as lost; resuming from it on
+  // restart is the application's part (the replay models it, the simulated fleet does not).
   int64_t checkpoint_interval_seconds = 0;
   TopologyConstraint topology;
   std::vector<PodSet> pod_sets;

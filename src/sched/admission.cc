@@ -1213,11 +1213,12 @@ void Admitter::MarkEvicting(int victim, int preemptor, const std::string& reason
   preemptor_[victim] = preemptor;
 }
 
-double Admitter::LostIfEvicted(int id, double now) const {
+double Admitter::LostIfEvicted(int id, double at) const {
   const Entry& w = entries_[id];
-  double ran = std::max(0.0, now - w.admitted_at);
+  const double began = std::max(w.admitted_at, w.options.started_at);
+  double ran = std::max(0.0, at - began);
   const double every = w.options.checkpoint_interval_s;
-  if (every > 0) ran -= std::floor(ran / every) * every;
+  if (every > 0) ran = std::clamp(std::fmod(ran, every), 0.0, ran);
   return ran * static_cast<double>(w.gpu_milli) / 1000.0;
 }
 

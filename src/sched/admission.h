@@ -125,8 +125,11 @@ struct SubmitOptions {
   double min_runtime_s = 0;  // not preempted before it has run this long
   bool preemptible = true;
   // How often it saves its progress (0: never): evicting it loses only the work since its last
-  // checkpoint (Admitter::LostIfEvicted), counted from its admission.
+  // checkpoint (Admitter::LostIfEvicted), counted from the start of its run.
   double checkpoint_interval_s = 0;
+  // When its run began, where that is after its admission (the server: a bound workload's
+  // status.startTime, or the cycle's time while it has not started); -1: at its admission.
+  double started_at = -1;
 };
 
 struct Eviction {
@@ -214,9 +217,11 @@ class Admitter {
   // Its last attempt searched for victims and found none it may evict because their queues'
   // disruption budgets allow no more evictions.
   bool budget_blocked(int id) const { return entries_[id].budget_blocked; }
-  // The GPU-seconds evicting running workload `id` at `now` throws away: its GPUs times the
-  // time since its admission or, if it checkpoints, since its last checkpoint.
-  double LostIfEvicted(int id, double now) const;
+  // The GPU-seconds running workload `id` throws away if it stops at `at`: its GPUs times the
+  // time since its run began or, if it checkpoints, since its last checkpoint. Victims are
+  // ranked by it at the time of the decision: the grace period adds the same time to each
+  // (a checkpoint within it is not foreseen).
+  double LostIfEvicted(int id, double at) const;
   // Its place in its queue: pending workloads go in (-priority, arrival) order (a released
   // gang re-enters at the back).
   double arrival(int id) const { return entries_[id].arrival; }

@@ -79,7 +79,7 @@ Result<TeamSpec::Template> ParseTemplate(YamlMap& m) {
   }
   if (m.Has("checkpointInterval")) {
     ASSIGN_OR_RETURN(double c, m.Double("checkpointInterval"));
-    if (c < 0) return m.Error("checkpointInterval", "must not be negative");
+    if (c > 0 && c < 1) return m.Error("checkpointInterval", "must be 0 (never) or at least 1 s");
     t.checkpoint_interval_s = c;
   }
   ASSIGN_OR_RETURN(t.preemptible, m.Bool("preemptible", true));
@@ -107,7 +107,8 @@ Result<TeamSpec> ParseTeam(YamlMap& m, bool synthetic) {
   t.priority = static_cast<int>(prio);
   ASSIGN_OR_RETURN(t.min_runtime_s, m.Double("minRuntime", 0.0));
   ASSIGN_OR_RETURN(t.checkpoint_interval_s, m.Double("checkpointInterval", 0.0));
-  if (t.checkpoint_interval_s < 0) return m.Error("checkpointInterval", "must not be negative");
+  if (t.checkpoint_interval_s > 0 && t.checkpoint_interval_s < 1)
+    return m.Error("checkpointInterval", "must be 0 (never) or at least 1 s");
   if (m.Has("disruptionBudget")) {
     ASSIGN_OR_RETURN(int64_t b, m.Int("disruptionBudget"));
     t.disruption_budget = static_cast<int>(b);
@@ -1039,7 +1040,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
           {
             // Work up to its last checkpoint is kept (the rerun resumes there); the rest is lost.
             const double ran = ev.t - st.admit_t, every = rw.options.checkpoint_interval_s;
-            const double saved = every > 0 ? std::floor(ran / every) * every : 0;
+            const double saved = every > 0 ? std::clamp(ran - std::fmod(ran, every), 0.0, ran) : 0;
             st.progress += saved;
             const double from = st.admit_t + saved;
             res.gpu_seconds_lost += (ev.t - from) * WorkloadMilli(rw.spec) / 1000.0;
