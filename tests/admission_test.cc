@@ -591,6 +591,16 @@ TEST_F(AdmissionTest, RestoredNominationKeepsItsRoomPromised) {
   EXPECT_EQ(r.evicted.size(), 2u);
   EXPECT_EQ(adm_->phase(waiting), Phase::kPending);  // still waits for its victim
   for (const Eviction& e : r.evicted) EXPECT_NE(e.preemptor, waiting);
+  // What b has promised to its preemptors is spoken for, seen from each of its workloads (the
+  // replay names waits that this room held up): 3 GPUs for one that waits on none of it, 2 for
+  // a preemptor holding 1 of them.
+  int idle = -1;
+  for (int id : more)
+    if (!adm_->nominated(id)) idle = id;
+  ASSERT_GE(idle, 0) << "every b workload preempts: the check below sees no bystander";
+  EXPECT_EQ(adm_->promised_to_others(idle, "gpu"), 3000);
+  EXPECT_EQ(adm_->promised_to_others(waiting, "gpu"), 2000);
+  EXPECT_EQ(adm_->promised_to_others(idle, "no-such-flavour"), 0);
 }
 
 // A restored nomination with its plan: the free part of the planned place is held (c, within

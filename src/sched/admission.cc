@@ -307,6 +307,15 @@ int64_t Admitter::promised_milli(int q) const {
   return sum;
 }
 
+int64_t Admitter::promised_to_others(int id, const std::string& flavor) const {
+  const Entry& e = entries_[id];
+  for (int f = 0; f < static_cast<int>(flavors_.size()); ++f) {
+    if (flavors_[f].name != flavor) continue;
+    return queues_[e.leaf].promised[f] - (e.nominated && e.promised_flavor == f ? e.promised : 0);
+  }
+  return 0;
+}
+
 bool Admitter::MayReclaim(int leaf, int f, int64_t milli) const {
   const QueueNode& q = queues_[leaf];
   // Its own work being evicted counts as gone: the preemptor it makes room for has promised it.

@@ -217,6 +217,11 @@ class Admitter {
   // Its last attempt searched for victims and found none it may evict because their queues'
   // disruption budgets allow no more evictions.
   bool budget_blocked(int id) const { return entries_[id].budget_blocked; }
+  bool nominated(int id) const { return entries_[id].nominated; }  // victims still stopping
+  // GPUs (milli) of flavour `flavor` that workload id's queue has promised to its other
+  // nominated preemptors (their victims are still stopping): room below the guarantee that is
+  // already spoken for. 0 for an unknown flavour.
+  int64_t promised_to_others(int id, const std::string& flavor) const;
   // The GPU-seconds running workload `id` throws away if it stops at `at`: its GPUs times the
   // time since its run began or, if it checkpoints, since its last checkpoint. Victims are
   // ranked by it at the time of the decision: the grace period adds the same time to each

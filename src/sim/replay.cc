@@ -593,6 +593,10 @@ struct WState {
   // allows the bound to be exceeded by that much. Since when it is blocked now (-1: not).
   double budget_s[2] = {0, 0};
   double budget_since[2] = {-1, -1};
+  // Likewise the time in which its team's room below the guarantee, enough for it, was
+  // promised to other workloads of its queue already reclaiming (their victims still stopping).
+  double promised_s[2] = {0, 0};
+  double promised_since[2] = {-1, -1};
   std::tuple<int, double, int> order;  // its place in its queue while pending (see pend_order)
   std::string reason;                  // why it still waited at the last cycle (while it fits)
 };
@@ -834,6 +838,8 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
     st.victim_mr[view] = 0;
     st.budget_s[view] = 0;
     st.budget_since[view] = -1;
+    st.promised_s[view] = 0;
+    st.promised_since[view] = -1;
   };
   auto check_wait = [&](int w, int view, double at, const std::string& note) {
     WState& st = ws[w];
@@ -851,6 +857,15 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
         cause += " (a disruption budget forbade its evictions for " +
                  std::to_string(static_cast<int64_t>(blocked)) + " s of the wait)";
         if (wait - blocked <= bound + 1e-9) kind = "disruption budget";
+      }
+      const double spoken =
+          st.promised_s[view] + (st.promised_since[view] >= 0 ? at - st.promised_since[view] : 0);
+      if (spoken > 0) {
+        cause += " (for " + std::to_string(static_cast<int64_t>(spoken)) +
+                 " s of the wait its team's room was promised to other workloads of its queue "
+                 "already reclaiming)";
+        if (kind != "disruption budget" && wait - spoken <= bound + 1e-9)
+          kind = "room promised in its queue";
       }
       b.exceptions.push_back({sc.workloads[w].spec.name.str(), sc.teams[sc.workloads[w].team].name,
                               wait, bound, cause, kind});
@@ -1131,17 +1146,33 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
       // Remember why the workloads that fit their team's room still wait, and, when they wait
       // for victims still within their minimum runtime, how much of it was left when the wait
       // began (it extends their bound as an evicted victim's does).
+      // The generated queues' flavours are "gpu" and (with a MIG pool) "mig".
+      const bool track_promises = policy_name == "fabrica" && sc.admission.queues.empty();
       auto note_reason = [&](int w) {
         WState& st = ws[w];
         const Admitter& adm = *groups[st.group].admitter;
         st.reason = adm.reason(st.id);
         const bool blocked = adm.budget_blocked(st.id);
+        // Room below the guarantee that fits it but is promised to others of its queue.
+        bool promised = false;
+        if (track_promises) {
+          const int u = unit_of(w);
+          const double room =
+              unit_guar[u] - unit_use[u] -
+              static_cast<double>(adm.promised_to_others(st.id, pool_of(w) == 1 ? "mig" : "gpu"));
+          promised = WorkloadMilli(sc.workloads[w].spec) > room + 1e-9;
+        }
         for (int view : {kInOrder, kAlone}) {
           if (st.fits_since[view] < 0) continue;
           if (blocked && st.budget_since[view] < 0) st.budget_since[view] = tick;
           if (!blocked && st.budget_since[view] >= 0) {
             st.budget_s[view] += tick - st.budget_since[view];
             st.budget_since[view] = -1;
+          }
+          if (promised && st.promised_since[view] < 0) st.promised_since[view] = tick;
+          if (!promised && st.promised_since[view] >= 0) {
+            st.promised_s[view] += tick - st.promised_since[view];
+            st.promised_since[view] = -1;
           }
         }
         if (const double ready = adm.victims_ready_at(st.id); ready >= 0) {
