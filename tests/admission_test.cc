@@ -825,6 +825,36 @@ TEST_F(AdmissionTest, VictimThatJustCheckpointedLosesLeast) {
   }
 }
 
+// queueingStrategy: with BestEffortFIFO a small workload behind a head that cannot start yet
+// takes the free GPU; with StrictFIFO it waits behind the head, which starts first once room
+// frees up.
+TEST_F(AdmissionTest, StrictFifoHeadBlocksTheRestOfItsQueue) {
+  for (const bool strict : {false, true}) {
+    SCOPED_TRACE(strict ? "StrictFIFO" : "BestEffortFIFO");
+    QueueSpec a = Leaf("a", 4);
+    a.strict_fifo = strict;
+    Make(Nodes(1, 4), {a, Leaf("b", 0)});
+    Assignment three;
+    three.node = 0;
+    for (int d = 0; d < 3; ++d) three.devices.push_back({d, 1000, 80 * 1024, -1});
+    SubmitOptions keep;
+    keep.preemptible = false;
+    auto held = adm_->Restore(Gpus("b-run", "b", 3), {three}, 0, keep);
+    ASSERT_TRUE(held.ok()) << held.status().message();
+    const int head = Submit(Gpus("a-head", "a", 2), 1);
+    const int small = Submit(Gpus("a-small", "a", 1), 2);
+    for (double t : {3.0, 4.0}) adm_->Cycle(t, 1000);
+    EXPECT_EQ(adm_->phase(head), Phase::kPending);
+    EXPECT_EQ(adm_->phase(small), strict ? Phase::kPending : Phase::kAdmitted)
+        << adm_->reason(small);
+    if (strict) EXPECT_EQ(adm_->reason(small), "queued behind a-head (queue a is StrictFIFO)");
+    adm_->Finish(*held, 10);
+    adm_->Cycle(11, 1000);
+    EXPECT_EQ(adm_->phase(head), Phase::kAdmitted) << adm_->reason(head);
+    EXPECT_EQ(adm_->phase(small), Phase::kAdmitted) << adm_->reason(small);
+  }
+}
+
 TEST_F(AdmissionTest, DisruptionBudgetLimitsConcurrentEvictions) {
   Make(Nodes(2, 4), {Leaf("a", 4, std::nullopt, std::nullopt, /*budget=*/1), Leaf("b", 4)});
   for (int i = 0; i < 8; ++i) Submit(Gpus("a" + std::to_string(i), "a", 1));
@@ -969,6 +999,7 @@ queues:
   - {name: org}
   - {name: team-a, parent: org, quotas: {h100: {guaranteed: 16, borrowingLimit: 8}}}
   - {name: proj-1, parent: team-a, weight: 2, quotas: {h100: {guaranteed: 8, lendingLimit: 4}}}
+  - {name: proj-2, parent: team-a, queueingStrategy: StrictFIFO}
 )");
   EXPECT_TRUE(s.ok()) << s.message();
 }
@@ -983,6 +1014,8 @@ TEST(AdmissionConfigTest, ErrorsNameTheField) {
   ExpectBad(ParseQueues("queues:\n  - {name: a, quotas: {tpu: {guaranteed: 4}}}\n"),
             "queues[0].quotas.tpu", "unknown flavour");
   ExpectBad(ParseQueues("queues:\n  - {name: a, wieght: 2}\n"), "queues[0].wieght", "unknown");
+  ExpectBad(ParseQueues("queues:\n  - {name: a, queueingStrategy: LIFO}\n"),
+            "queues[0].queueingStrategy", "must be StrictFIFO or BestEffortFIFO");
   ExpectBad(ParseQueues("queues:\n  - {name: p, quotas: {gpu: {guaranteed: 4}}}\n"
                         "  - {name: c, parent: p, quotas: {gpu: {guaranteed: 6}}}\n"),
             "queues[0].quotas.gpu.guaranteed", "children are guaranteed 6");

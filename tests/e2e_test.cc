@@ -562,6 +562,10 @@ TEST_F(FactoryTest, QueuesEnforceQuotasAndReclaimBorrowedGpus) {
   ClientResponse refused = Call("POST", std::string(kApi) + "/queues", bad.dump());
   EXPECT_EQ(refused.status, 422) << refused.body;
   EXPECT_NE(refused.body.find("spec.quotas.gpu.guaranteed"), std::string::npos) << refused.body;
+  bad["spec"] = {{"queueingStrategy", "LIFO"}};
+  refused = Call("POST", std::string(kApi) + "/queues", bad.dump());
+  EXPECT_EQ(refused.status, 422) << refused.body;
+  EXPECT_NE(refused.body.find("spec.queueingStrategy"), std::string::npos) << refused.body;
 
   // Queues named after the tenants, so workloads that name no queue wait in them.
   CreateQueue("org", json::object());

@@ -845,6 +845,7 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
     for (int p = q; p >= 0; p = queues_[p].parent) ++queues_[p].active;
   }
   std::vector<std::optional<std::tuple<int, double, int>>> cursor(queues_.size());
+  std::vector<std::pair<int, int>> held_by;  // (StrictFIFO leaf, the head that held it back)
   while (static_cast<int>(out.admitted.size()) < max_admissions && out.attempts < budget) {
     int leaf = PickLeaf();
     if (leaf < 0) break;
@@ -856,12 +857,31 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
     }
     cursor[leaf] = *it;
     int id = std::get<2>(*it);
-    if (entries_[id].nominated) continue;  // waits for its victims to stop
+    // StrictFIFO: a head that does not start now holds the rest of its queue back this cycle.
+    const bool strict = queues_[leaf].spec.strict_fifo;
+    auto hold_back = [&]() {
+      Deactivate(leaf);
+      held_by.push_back({leaf, id});
+    };
+    if (entries_[id].nominated) {  // waits for its victims to stop
+      if (strict) hold_back();
+      continue;
+    }
     // A workload within its queue's guarantee found no room: room freed from now on in this
     // cycle is kept for it, not lent to queues above their guarantee.
-    if (hold_borrowing_ && WouldBorrow(id)) continue;
+    if (hold_borrowing_ && WouldBorrow(id)) {
+      if (strict) hold_back();
+      continue;
+    }
     ++out.attempts;
-    TryAdmit(id, now, out, failed);
+    if (!TryAdmit(id, now, out, failed) && strict) hold_back();
+  }
+  // What waits behind a StrictFIFO head says so.
+  for (const auto& [leaf, head] : held_by) {
+    const std::string why = "queued behind " + entries_[head].spec.name.str() + " (queue " +
+                            queues_[leaf].spec.name + " is StrictFIFO)";
+    for (const auto& k : queues_[leaf].pending)
+      if (std::get<2>(k) != head) entries_[std::get<2>(k)].reason = why;
   }
   return out;
 }
@@ -869,6 +889,9 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
 void Admitter::Park(int id, bool quota, uint64_t key, const std::vector<PodRequest>& pods) {
   Entry& e = entries_[id];
   if (e.waits_on_time || e.nominated) return;  // time alone may let it in: keep trying
+  // A StrictFIFO queue's head stays at the head (and is tried again each cycle): parked, it
+  // would let the next one in line overtake it.
+  if (queues_[e.leaf].spec.strict_fifo) return;
   Dequeue(id);
   QueueNode& q = queues_[e.leaf];
   int prio = config_.strict_priority ? -e.spec.priority : 0;

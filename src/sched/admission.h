@@ -71,6 +71,10 @@ struct QueueSpec {
   double weight = 1;
   std::map<std::string, QuotaSpec> quotas;  // by flavour name
   int disruption_budget = -1;               // workloads being evicted at once; -1 = no limit
+  // queueingStrategy. BestEffortFIFO (false): a workload that cannot start yet lets those
+  // behind it in the queue try. StrictFIFO (true): the queue's head blocks the rest until it
+  // starts (Kueue's two strategies); nothing behind it starts or preempts first.
+  bool strict_fifo = false;
 };
 
 struct AdmissionConfig {

@@ -61,6 +61,11 @@ Result<QueueSpec> ParseQueueSpec(YamlMap& m) {
     ASSIGN_OR_RETURN(int64_t b, m.Int("disruptionBudget"));
     q.disruption_budget = static_cast<int>(b);
   }
+  ASSIGN_OR_RETURN(std::string strategy, m.String("queueingStrategy", "BestEffortFIFO"));
+  if (strategy != "BestEffortFIFO" && strategy != "StrictFIFO")
+    return m.Error("queueingStrategy",
+                   "must be StrictFIFO or BestEffortFIFO, got '" + strategy + "'");
+  q.strict_fifo = strategy == "StrictFIFO";
   if (m.Has("quotas")) {
     Doc quotas = m.Raw("quotas");
     if (!quotas.IsMap()) return m.Error("quotas", "expected a map from flavour to quota");

@@ -113,6 +113,11 @@ Result<TeamSpec> ParseTeam(YamlMap& m, bool synthetic) {
     ASSIGN_OR_RETURN(int64_t b, m.Int("disruptionBudget"));
     t.disruption_budget = static_cast<int>(b);
   }
+  ASSIGN_OR_RETURN(std::string strategy, m.String("queueingStrategy", "BestEffortFIFO"));
+  if (strategy != "BestEffortFIFO" && strategy != "StrictFIFO")
+    return m.Error("queueingStrategy",
+                   "must be StrictFIFO or BestEffortFIFO, got '" + strategy + "'");
+  t.strict_fifo = strategy == "StrictFIFO";
   for (auto [key, field] : {std::pair{"guarantee", &t.guarantee_milli},
                             std::pair{"borrowingLimit", &t.borrowing_limit_milli},
                             std::pair{"lendingLimit", &t.lending_limit_milli}}) {
@@ -759,7 +764,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
         c.flavors = {FlavorSpec{"mig", DeviceKind::kMig, {}, {}}, FlavorSpec{"gpu", {}, {}, {}}};
       }
       for (const TeamSpec& t : sc.teams) {
-        QueueSpec q{t.name, "fleet", t.weight, {}, t.disruption_budget};
+        QueueSpec q{t.name, "fleet", t.weight, {}, t.disruption_budget, t.strict_fifo};
         q.quotas["gpu"] = QuotaSpec{t.guarantee_milli.value_or(0) - t.mig_guarantee_milli,
                                     t.borrowing_limit_milli, t.lending_limit_milli};
         if (sc.mig_pool) q.quotas["mig"] = QuotaSpec{t.mig_guarantee_milli, {}, {}};
