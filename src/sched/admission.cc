@@ -316,6 +316,13 @@ int64_t Admitter::promised_to_others(int id, const std::string& flavor) const {
   return 0;
 }
 
+int64_t Admitter::room_below_guarantee(int id, const std::string& flavor) const {
+  const QueueNode& q = queues_[entries_[id].leaf];
+  for (int f = 0; f < static_cast<int>(flavors_.size()); ++f)
+    if (flavors_[f].name == flavor) return q.guaranteed[f] - q.usage[f] + q.evicting_usage[f];
+  return 0;
+}
+
 bool Admitter::MayReclaim(int leaf, int f, int64_t milli) const {
   const QueueNode& q = queues_[leaf];
   // Its own work being evicted counts as gone: the preemptor it makes room for has promised it.
@@ -822,13 +829,19 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
   victim_cache_.clear();
   hold_borrowing_ = false;
 
-  // Preemptors whose victims have all stopped go first.
+  // Preemptors whose victims have all stopped go first — in a StrictFIFO queue only its head
+  // (work put back ahead of it, an evicted older workload, goes before it), and a head that
+  // does not start holds its queue back for the cycle.
   std::vector<int> nominated;
   nominated.swap(nominated_);
+  std::vector<std::pair<int, int>> held_by;  // (StrictFIFO leaf, the head that held it back)
   for (int id : nominated) {
     Entry& e = entries_[id];
     if (e.phase != Phase::kPending || !e.nominated) continue;
-    if (e.victims_left > 0 || static_cast<int>(out.admitted.size()) >= max_admissions) {
+    const bool strict = queues_[e.leaf].spec.strict_fifo;
+    const auto& line = queues_[e.leaf].pending;
+    const bool behind = strict && !line.empty() && std::get<2>(*line.begin()) != id;
+    if (e.victims_left > 0 || behind || static_cast<int>(out.admitted.size()) >= max_admissions) {
       nominated_.push_back(id);
       // Its victims are still stopping: room that frees meanwhile is not lent away either.
       if (e.victims_left > 0 && !WouldBorrow(id)) hold_borrowing_ = true;
@@ -836,7 +849,7 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
     }
     Unnominate(id);
     ++out.attempts;
-    TryAdmit(id, now, out, failed);
+    if (!TryAdmit(id, now, out, failed) && strict) held_by.push_back({e.leaf, id});
   }
 
   for (QueueNode& q : queues_) q.active = 0;
@@ -844,8 +857,8 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
     if (!is_leaf(q) || queues_[q].pending.empty()) continue;
     for (int p = q; p >= 0; p = queues_[p].parent) ++queues_[p].active;
   }
+  for (const auto& [leaf, head] : held_by) Deactivate(leaf);
   std::vector<std::optional<std::tuple<int, double, int>>> cursor(queues_.size());
-  std::vector<std::pair<int, int>> held_by;  // (StrictFIFO leaf, the head that held it back)
   while (static_cast<int>(out.admitted.size()) < max_admissions && out.attempts < budget) {
     int leaf = PickLeaf();
     if (leaf < 0) break;

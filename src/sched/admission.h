@@ -114,8 +114,9 @@ Status ValidateAdmissionConfig(const AdmissionConfig& config);
 // `admission` section or a Queue list); see scenarios/README.md for the schema.
 class YamlMap;
 Result<AdmissionConfig> ParseAdmissionConfig(YamlMap& map);
-// One queue: name, parent, weight, disruptionBudget, quotas (by flavour: guaranteed,
-// borrowingLimit, lendingLimit); the tree is checked by ValidateAdmissionConfig.
+// One queue: name, parent, weight, disruptionBudget, queueingStrategy (StrictFIFO |
+// BestEffortFIFO), quotas (by flavour: guaranteed, borrowingLimit, lendingLimit); the tree is
+// checked by ValidateAdmissionConfig.
 Result<QueueSpec> ParseQueueSpec(YamlMap& map);
 // Only the cycle's knobs (usageHalfLife, historyWeight, gangTimeout, preemption,
 // fairSharePreemption, preemptionSearchesPerQueue, reclaimSearchesPerQueue, consolidation,
@@ -226,6 +227,9 @@ class Admitter {
   // nominated preemptors (their victims are still stopping): room below the guarantee that is
   // already spoken for. 0 for an unknown flavour.
   int64_t promised_to_others(int id, const std::string& flavor) const;
+  // GPUs (milli) of flavour `flavor` below workload id's queue's guarantee, its own work being
+  // evicted counted as gone (as reclaim counts it), promises not subtracted. 0 if unknown.
+  int64_t room_below_guarantee(int id, const std::string& flavor) const;
   // The GPU-seconds running workload `id` throws away if it stops at `at`: its GPUs times the
   // time since its run began or, if it checkpoints, since its last checkpoint. Victims are
   // ranked by it at the time of the decision: the grace period adds the same time to each

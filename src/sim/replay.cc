@@ -1158,14 +1158,16 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
         const Admitter& adm = *groups[st.group].admitter;
         st.reason = adm.reason(st.id);
         const bool blocked = adm.budget_blocked(st.id);
-        // Room below the guarantee that fits it but is promised to others of its queue.
+        // Room below its queue's guarantee (its own evicting work counted as gone, as the
+        // admitter counts it) that fits it but is promised to others of its queue.
         bool promised = false;
         if (track_promises) {
-          const int u = unit_of(w);
-          const double room =
-              unit_guar[u] - unit_use[u] -
-              static_cast<double>(adm.promised_to_others(st.id, pool_of(w) == 1 ? "mig" : "gpu"));
-          promised = WorkloadMilli(sc.workloads[w].spec) > room + 1e-9;
+          const std::string flavor = pool_of(w) == 1 ? "mig" : "gpu";
+          const double room = static_cast<double>(adm.room_below_guarantee(st.id, flavor));
+          const double size = WorkloadMilli(sc.workloads[w].spec);
+          promised =
+              size <= room + 1e-9 &&
+              size > room - static_cast<double>(adm.promised_to_others(st.id, flavor)) + 1e-9;
         }
         for (int view : {kInOrder, kAlone}) {
           if (st.fits_since[view] < 0) continue;

@@ -150,7 +150,9 @@ struct BoundException {
   // the reason at its last cycle, "minimum runtime" (victims it could take were within theirs),
   // "victims stopping" (it had chosen victims or moves that were still stopping) or "no room"
   // (its pool is full or fragmented and nobody it may reclaim from holds what it needs, e.g.
-  // CPU).
+  // CPU; also "queued behind" a StrictFIFO head), or "room promised in its queue" (the room
+  // below its team's guarantee that it fits was promised to other workloads of its queue
+  // whose victims were still stopping, for at least its excess).
   std::string kind;
 };
 
