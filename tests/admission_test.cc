@@ -203,6 +203,28 @@ TEST_F(AdmissionTest, BorrowingLimitCapsAQueue) {
       << adm_->reason(ids[7]);
 }
 
+// A workload larger than its queue may ever hold is refused at once, naming the limit, instead
+// of waiting forever (in a StrictFIFO queue it would hold back everything behind it).
+TEST_F(AdmissionTest, MoreThanTheQueueMayEverHoldIsInfeasible) {
+  Make(Nodes(2, 8), {Leaf("a", 4, /*borrowing=*/2), Leaf("b", 4)});
+  const int big = Submit(Gpus("a-big", "a", 8));
+  EXPECT_EQ(adm_->phase(big), Phase::kInfeasible);
+  EXPECT_EQ(adm_->reason(big),
+            "asks for 8 GPUs of gpu; queue a (guarantee 4 + borrowing limit 2) may hold at most 6");
+  const int fits = Submit(Gpus("a-six", "a", 6));
+  EXPECT_EQ(adm_->phase(fits), Phase::kPending);
+  adm_->Cycle(1, 1000);
+  EXPECT_EQ(adm_->phase(fits), Phase::kAdmitted) << adm_->reason(fits);
+  // The top of the tree holds the guarantees of all: 8 here, on a fleet of 16 (2 pods of 5
+  // GPUs fit the fleet, not the tree).
+  const int huge = Submit(Gpus("b-ten", "b", 5, 0, /*pods=*/2));
+  EXPECT_EQ(adm_->phase(huge), Phase::kInfeasible);
+  EXPECT_NE(
+      adm_->reason(huge).find("queue org (its guarantee, the top of the tree) may hold at most 8"),
+      std::string::npos)
+      << adm_->reason(huge);
+}
+
 TEST_F(AdmissionTest, LendingLimitKeepsPartOfAGuaranteeIdle) {
   // b lends only 1 of its 4 idle GPUs: a reaches 5.
   Make(Nodes(2, 4), {Leaf("a", 4), Leaf("b", 4, std::nullopt, /*lending=*/1)});

@@ -627,6 +627,48 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
       }
     }
   }
+  // More GPUs than its queue may ever hold in every flavour it could be charged to (the
+  // guarantee plus the borrowing limit up the queue's chain, the root's guarantee at the top):
+  // it would wait forever (and, in a StrictFIFO queue, hold everything behind it).
+  for (const PodRequest& p : e.pods) {
+    if (p.kind == DeviceKind::kNone) continue;
+    std::string why;
+    bool holdable = false;
+    for (int f : CandidateFlavors(p)) {
+      if (!managed_[f]) {
+        holdable = true;
+        break;
+      }
+      int64_t cap = std::numeric_limits<int64_t>::max();
+      std::string binding;
+      for (int n = leaf; n >= 0; n = queues_[n].parent) {
+        const QueueNode& q = queues_[n];
+        if (q.borrow_limit[f] && q.guaranteed[f] + *q.borrow_limit[f] < cap) {
+          cap = q.guaranteed[f] + *q.borrow_limit[f];
+          binding = "queue " + q.spec.name + " (guarantee " + GpuAmount(q.guaranteed[f]) +
+                    " + borrowing limit " + GpuAmount(*q.borrow_limit[f]) + ")";
+        }
+        if (q.parent < 0 && q.guaranteed[f] < cap) {
+          cap = q.guaranteed[f];
+          binding = "queue " + q.spec.name + " (its guarantee, the top of the tree)";
+        }
+      }
+      if (e.gpu_milli <= cap) {
+        holdable = true;
+        break;
+      }
+      if (why.empty())
+        why = "asks for " + GpuAmount(e.gpu_milli) + " GPUs of " + FlavorName(f) + "; " + binding +
+              " may hold at most " + GpuAmount(cap);
+    }
+    if (!holdable && !why.empty()) {
+      e.phase = Phase::kInfeasible;
+      e.reason = why;
+      entries_.push_back(std::move(e));
+      return id;
+    }
+    break;
+  }
   e.reason = "waiting for the next admission cycle";
   entries_.push_back(std::move(e));
   Enqueue(id);
