@@ -662,6 +662,41 @@ TEST_F(FactoryTest, QueuesEnforceQuotasAndReclaimBorrowedGpus) {
   EXPECT_EQ(w[b_waiting]["status"].value("phase", ""), "Pending");
 }
 
+// Reclaim through the server picks the victim that loses the least work, counting from the
+// run's start (status.startTime) and from its last checkpoint (spec.checkpointIntervalSeconds):
+// team-b's oldest run checkpoints every 60 s and has just saved its state, so it is evicted
+// rather than one of the three that started ~100 s later and never checkpoint (without the
+// checkpoint it would be the most expensive: the oldest).
+TEST_F(FactoryTest, ReclaimEvictsTheRunThatJustCheckpointed) {
+  SchedulerOptions so;
+  so.preemption_grace_ms = 5'000;
+  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
+  CreateQueue("org", json::object());
+  CreateQueue("team-a", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
+  CreateQueue("team-b", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
+  json saver = WholeGpuWorkload("team-b", "b-saves", 8);
+  saver["spec"]["checkpointIntervalSeconds"] = 60;
+  CreateWorkload(saver);
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  Cycle(100'000);
+  for (int i = 1; i < 4; ++i)
+    CreateWorkload(WholeGpuWorkload("team-b", "b-" + std::to_string(i), 8));
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  // Just past b-saves's second checkpoint: 1-2 s lost against ~20 s for each of the others.
+  const int64_t started =
+      ParseTimestamp(Workloads()["team-b/b-saves"]["status"].value("startTime", ""));
+  ASSERT_GE(started, 0);
+  clock_.AdvanceMs(started + 120'500 - clock_.NowMs() - 1'000);
+  CreateWorkload(WholeGpuWorkload("team-a", "a-0", 8));
+  CycleStats stats = Cycle();
+  ASSERT_EQ(stats.preempted, 1) << Describe(Workloads());
+  std::map<std::string, json> w = Workloads();
+  EXPECT_TRUE(w["team-b/b-saves"]["status"].contains("preemption")) << Describe(w);
+  EXPECT_NE(w["team-a/a-0"]["status"].value("message", "").find("GPU-seconds lost"),
+            std::string::npos)
+      << Describe(w);
+}
+
 // A store that, when armed, rewrites one key (same value, new revision) just before the next
 // batch of writes, as someone editing that object while a scheduler cycle runs would: the
 // cycle's conditional write of it then fails.
