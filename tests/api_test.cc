@@ -112,6 +112,12 @@ json QueueObject(const std::string& name) {
           {"metadata", {{"name", name}}},
           {"spec", {{"weight", 1}}}};
 }
+json PriorityClassObject(const std::string& name, json value = 100) {
+  return {{"apiVersion", "fabrica.dev/v1"},
+          {"kind", "PriorityClass"},
+          {"metadata", {{"name", name}}},
+          {"spec", {{"value", value}, {"description", "for tests"}}}};
+}
 json NodeObject(const std::string& name, int gpus = 8) {
   return {{"apiVersion", "fabrica.dev/v1"},
           {"kind", "Node"},
@@ -192,6 +198,7 @@ class World {
     MustCreate(Collection("tenants"), TenantObject("team-a"));
     MustCreate(Collection("tenants"), TenantObject("team-b"));
     MustCreate(Collection("queues"), QueueObject("q1"));
+    MustCreate(Collection("priorityclasses"), PriorityClassObject("pc1"));
     for (const char* n : {"n1", "n2"}) {
       MustCreate(Collection("nodes"), NodeObject(n));
       MustCreate(Collection("leases"), LeaseObject(n));
@@ -362,7 +369,8 @@ Want Expected(const Actor& p, const std::string& verb, const Target& t) {
   }
   if (t.resource == "tenants")
     return verb == "get" && t.name == p.tenant ? Want::kAllow : Want::kDeny;
-  if (t.resource == "queues" || t.resource == "nodes") return read ? Want::kAllow : Want::kDeny;
+  if (t.resource == "queues" || t.resource == "nodes" || t.resource == "priorityclasses")
+    return read ? Want::kAllow : Want::kDeny;
   return Want::kDeny;  // leases
 }
 
@@ -377,6 +385,7 @@ std::string TokenOf(const std::string& who, const World& w) {
 json FreshObject(const Target& t) {
   if (t.resource == "tenants") return TenantObject(t.name);
   if (t.resource == "queues") return QueueObject(t.name);
+  if (t.resource == "priorityclasses") return PriorityClassObject(t.name);
   if (t.resource == "nodes") return NodeObject(t.name);
   if (t.resource == "leases") return LeaseObject(t.name);
   return WorkloadObject(t.ns, t.name);
@@ -453,14 +462,16 @@ TEST(ApiAuthTest, EveryVerbOnEveryResourceForEveryPrincipal) {
   const std::vector<Actor> principals = {
       {"admin", ""}, {"alice", "team-a"}, {"bob", "team-b"}, {"vera", ""}, {"n1", ""}};
   const std::vector<Target> objects = {
-      {"tenants", "", "team-a"},     {"tenants", "", "team-b"},     {"queues", "", "q1"},
-      {"nodes", "", "n1"},           {"nodes", "", "n2"},           {"leases", "", "n1"},
-      {"leases", "", "n2"},          {"workloads", "team-a", "wa"}, {"workloads", "team-a", "wa2"},
+      {"tenants", "", "team-a"},     {"tenants", "", "team-b"},
+      {"queues", "", "q1"},          {"priorityclasses", "", "pc1"},
+      {"nodes", "", "n1"},           {"nodes", "", "n2"},
+      {"leases", "", "n1"},          {"leases", "", "n2"},
+      {"workloads", "team-a", "wa"}, {"workloads", "team-a", "wa2"},
       {"workloads", "team-b", "wb"}, {"workloads", "team-b", "wb2"}};
-  const std::vector<Target> collections = {{"tenants", "", ""},        {"queues", "", ""},
-                                           {"nodes", "", ""},          {"leases", "", ""},
-                                           {"workloads", "", ""},      {"workloads", "team-a", ""},
-                                           {"workloads", "team-b", ""}};
+  const std::vector<Target> collections = {
+      {"tenants", "", ""},         {"queues", "", ""},         {"priorityclasses", "", ""},
+      {"nodes", "", ""},           {"leases", "", ""},         {"workloads", "", ""},
+      {"workloads", "team-a", ""}, {"workloads", "team-b", ""}};
   int cases = 0;
   MatrixRunner runner;
   for (const Actor& p : principals) {
@@ -1127,6 +1138,27 @@ TEST_F(ApiBadInputTest, MalformedJson) {
   ExpectRejected("PATCH", Item("workloads", "team-a", "existing"), "{", kMergePatch, 400, "JSON");
 }
 
+TEST_F(ApiBadInputTest, PriorityClassesNeedAnIntegerValueAndNothingElse) {
+  auto refused = [&](const json& obj, const std::string& fragment) {
+    HttpResponse r = w_.Do("POST", Collection("priorityclasses"), kAdmin, obj.dump());
+    EXPECT_EQ(r.status, 422) << r.body;
+    EXPECT_NE(r.body.find(fragment), std::string::npos) << fragment << " not in " << r.body;
+  };
+  for (const json& value : {json("high"), json(1.5), json(2'000'000'000)})
+    refused(PriorityClassObject("bad", value), "spec.value: must be an integer");
+  json missing = PriorityClassObject("bad");
+  missing["spec"].erase("value");
+  refused(missing, "spec.value: required");
+  json extra = PriorityClassObject("bad");
+  extra["spec"]["preemptionPolicy"] = "Never";
+  refused(extra, "spec.preemptionPolicy: unknown field");
+  // Nothing was stored; a good one is.
+  EXPECT_EQ(w_.Get(Item("priorityclasses", "", "bad")).status, 404);
+  EXPECT_EQ(
+      w_.Do("POST", Collection("priorityclasses"), kAdmin, PriorityClassObject("ok").dump()).status,
+      201);
+}
+
 TEST_F(ApiBadInputTest, UnknownFields) {
   json top = New();
   top["spek"] = json::object();
@@ -1318,7 +1350,7 @@ TEST(ApiPathTest, UnknownPathsAndMethods) {
   EXPECT_EQ(w.Do("OPTIONS", Collection("nodes"), kAdmin).status, 405);
   HttpResponse discovery = w.Get(kApi);
   EXPECT_EQ(discovery.status, 200);
-  EXPECT_EQ(Parse(discovery)["resources"].size(), 5u);
+  EXPECT_EQ(Parse(discovery)["resources"].size(), 6u);
 }
 
 }  // namespace

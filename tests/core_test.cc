@@ -581,6 +581,21 @@ TEST(WorkloadYaml, TopologyDefaultsToPreferred) {
   EXPECT_TRUE(r->front().tenant.empty());
 }
 
+TEST(WorkloadYaml, PriorityClassName) {
+  Result<std::vector<Workload>> r = ParseWorkloadYaml(
+      "metadata: {name: w}\nspec:\n  priorityClassName: urgent\n  podSets: [{cpu: 1}]\n", "w.yaml");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->front().priority_class, "urgent");
+  ExpectInvalid(ParseWorkloadYaml("metadata: {name: w}\nspec:\n  priority: 5\n"
+                                  "  priorityClassName: urgent\n  podSets: [{cpu: 1}]\n",
+                                  "w.yaml"),
+                {"spec.priorityClassName", "not both"});
+  ExpectInvalid(ParseWorkloadYaml("metadata: {name: w}\nspec:\n  priorityClassName: Not_A_Name\n"
+                                  "  podSets: [{cpu: 1}]\n",
+                                  "w.yaml"),
+                {"spec.priorityClassName"});
+}
+
 TEST(WorkloadYaml, PreemptibleAndMinimumRuntime) {
   Result<std::vector<Workload>> r = ParseWorkloadYaml(
       "metadata: {name: w}\nspec:\n  preemptible: false\n  minRuntimeSeconds: 600\n"

@@ -662,6 +662,44 @@ TEST_F(FactoryTest, QueuesEnforceQuotasAndReclaimBorrowedGpus) {
   EXPECT_EQ(w[b_waiting]["status"].value("phase", ""), "Pending");
 }
 
+// Named priorities: a workload naming PriorityClass "urgent" (value 100) takes its value when the
+// scheduler reads it, so it preempts lower-priority work of its own queue; one naming a class
+// that does not exist waits, saying so, until the class is created.
+TEST_F(FactoryTest, PriorityClassesNameTheValueAWorkloadRunsAt) {
+  SchedulerOptions so;
+  so.preemption_grace_ms = 5'000;
+  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
+  CreateQueue("org", json::object());
+  CreateQueue("team-a", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 32}}}}}});
+  for (int i = 0; i < 4; ++i)
+    CreateWorkload(WholeGpuWorkload("team-a", "low-" + std::to_string(i), 8));
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  json ghost = WholeGpuWorkload("team-a", "ghost", 8);
+  ghost["spec"]["priorityClassName"] = "later";
+  CreateWorkload(ghost);
+  json urgent = WholeGpuWorkload("team-a", "urgent", 8);
+  urgent["spec"]["priorityClassName"] = "urgent";
+  CreateWorkload(urgent);
+  Cycle();  // no class yet: both wait
+  std::map<std::string, json> w = Workloads();
+  EXPECT_EQ(w["team-a/ghost"]["status"].value("message", ""),
+            "priority class 'later' does not exist")
+      << Describe(w);
+  json pc = {{"apiVersion", "fabrica.dev/v1"},
+             {"kind", "PriorityClass"},
+             {"metadata", {{"name", "urgent"}}},
+             {"spec", {{"value", 100}, {"description", "pages someone"}}}};
+  ClientResponse r = Call("POST", std::string(kApi) + "/priorityclasses", pc.dump());
+  ASSERT_EQ(r.status, 201) << r.body;
+  CycleStats stats = Cycle();
+  EXPECT_EQ(stats.preempted, 1) << Describe(Workloads());
+  w = Workloads();
+  EXPECT_NE(w["team-a/urgent"]["status"].value("message", "").find("for higher-priority work"),
+            std::string::npos)
+      << Describe(w);
+  EXPECT_EQ(w["team-a/ghost"]["status"].value("reason", ""), "Unschedulable") << Describe(w);
+}
+
 // Reclaim through the server picks the victim that loses the least work, counting from the
 // run's start (status.startTime) and from its last checkpoint (spec.checkpointIntervalSeconds):
 // team-b's oldest run checkpoints every 60 s and has just saved its state, so it is evicted

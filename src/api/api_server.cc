@@ -31,8 +31,9 @@ struct ResourceInfo {
   bool namespaced;
 };
 constexpr ResourceInfo kResources[] = {
-    {"tenants", "Tenant", false}, {"queues", "Queue", false},      {"nodes", "Node", false},
-    {"leases", "Lease", false},   {"workloads", "Workload", true},
+    {"tenants", "Tenant", false},    {"queues", "Queue", false},
+    {"nodes", "Node", false},        {"leases", "Lease", false},
+    {"workloads", "Workload", true}, {"priorityclasses", "PriorityClass", false},
 };
 
 const ResourceInfo* FindResource(const std::string& plural) {
@@ -640,6 +641,21 @@ struct ApiServer::Impl {
       }
       // Heartbeats are stamped on receipt, in the server's clock, never the sender's.
       obj["spec"]["renewTime"] = FormatTimestamp(clock.NowMs());
+    } else if (std::string(info.kind) == "PriorityClass") {
+      // A named priority (Kueue's WorkloadPriorityClass): workloads name it in
+      // spec.priorityClassName and take its value when the scheduler reads them.
+      json spec = obj.value("spec", json::object());
+      if (!spec.is_object()) return InvalidArgument("spec: expected an object");
+      if (!spec.contains("value")) return InvalidArgument("spec.value: required");
+      if (!spec["value"].is_number_integer() ||
+          std::llabs(spec["value"].get<int64_t>()) > 1'000'000'000)
+        return InvalidArgument("spec.value: must be an integer between -1000000000 and 1000000000");
+      for (const auto& [k, v] : spec.items()) {
+        if (k == "description" && !v.is_string())
+          return InvalidArgument("spec.description: expected a string");
+        if (k != "value" && k != "description")
+          return InvalidArgument("spec." + k + ": unknown field");
+      }
     } else if (std::string(info.kind) == "Queue") {
       json spec = obj.value("spec", json::object());
       if (!spec.is_object()) return InvalidArgument("spec: expected an object");

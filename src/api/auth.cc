@@ -210,7 +210,9 @@ Status Authorizer::Check(const Principal& p, Verb verb, const std::string& resou
   // Cluster-scoped resources: tenants may read the fleet's capacity (nodes, queues) and their own
   // Tenant object.
   const bool any_tenant_role = !ReadableTenantsOf(p).empty();
-  if (read && any_tenant_role && (resource == "nodes" || resource == "queues")) return Status::Ok();
+  if (read && any_tenant_role &&
+      (resource == "nodes" || resource == "queues" || resource == "priorityclasses"))
+    return Status::Ok();
   if (read && resource == "tenants") {
     auto mine = ReadableTenantsOf(p);
     if (verb == Verb::kGet && std::find(mine.begin(), mine.end(), name) != mine.end()) {

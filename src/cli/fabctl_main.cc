@@ -29,11 +29,10 @@ struct Resource {
   const char* kind;
   bool namespaced;
 };
-const Resource kResources[] = {{"workloads", "Workload", true},
-                               {"tenants", "Tenant", false},
-                               {"nodes", "Node", false},
-                               {"queues", "Queue", false},
-                               {"leases", "Lease", false}};
+const Resource kResources[] = {
+    {"workloads", "Workload", true}, {"tenants", "Tenant", false},
+    {"nodes", "Node", false},        {"queues", "Queue", false},
+    {"leases", "Lease", false},      {"priorityclasses", "PriorityClass", false}};
 
 const Resource* ResourceByName(const std::string& name) {
   for (const Resource& r : kResources) {

@@ -90,6 +90,9 @@ struct Workload {
   RunSpec run;
   QueueId queue;
   int priority = 0;
+  // A PriorityClass to take the priority from (the scheduler resolves it each cycle); empty:
+  // `priority` as given.
+  std::string priority_class;
   bool gang = false;
   // Admission through queues: whether it may be evicted for others (preemption, reclaim,
   // consolidation), and not before it has run this long.
