@@ -225,6 +225,28 @@ TEST_F(AdmissionTest, MoreThanTheQueueMayEverHoldIsInfeasible) {
       << adm_->reason(huge);
 }
 
+// What a queue may hold is decided as admission decides it: a leaf guaranteed 8 under an inner
+// queue without quotas of its own (guaranteed the sum of its children) under a root guaranteed
+// 4 may hold 8 — within its own guarantee, admission looks no further up.
+TEST_F(AdmissionTest, WithinItsOwnGuaranteeAWorkloadIsNeverInfeasible) {
+  AdmissionConfig config;
+  config.queues = {QueueSpec{"top", "", 1, {{"gpu", QuotaSpec{4000, {}, {}}}}, -1},
+                   QueueSpec{"mid", "top", 1, {}, -1}};
+  QueueSpec a = Leaf("a", 8);
+  a.parent = "mid";
+  config.queues.push_back(a);
+  auto policy = MakePolicy("bestfit");
+  ASSERT_TRUE(policy.ok());
+  fleet_ = Nodes(1, 8);
+  auto made = Admitter::Create(fleet_, Tenants({"a"}), config, **policy);
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  auto id = (*made)->Submit(Gpus("a-eight", "a", 8), 0);
+  ASSERT_TRUE(id.ok());
+  EXPECT_EQ((*made)->phase(*id), Phase::kPending) << (*made)->reason(*id);
+  (*made)->Cycle(1, 1000);
+  EXPECT_EQ((*made)->phase(*id), Phase::kAdmitted) << (*made)->reason(*id);
+}
+
 TEST_F(AdmissionTest, LendingLimitKeepsPartOfAGuaranteeIdle) {
   // b lends only 1 of its 4 idle GPUs: a reaches 5.
   Make(Nodes(2, 4), {Leaf("a", 4), Leaf("b", 4, std::nullopt, /*lending=*/1)});

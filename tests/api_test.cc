@@ -1159,6 +1159,37 @@ TEST_F(ApiBadInputTest, PriorityClassesNeedAnIntegerValueAndNothingElse) {
       201);
 }
 
+// A workload that names a PriorityClass takes its value into spec.priority when it is stored;
+// a missing class or a disagreeing priority is refused, naming the field.
+TEST_F(ApiBadInputTest, PriorityClassNamesAreResolvedWhenAWorkloadIsWritten) {
+  ASSERT_EQ(
+      w_.Do("POST", Collection("priorityclasses"), kAdmin, PriorityClassObject("urgent").dump())
+          .status,
+      201);
+  json missing = New();
+  missing["spec"]["priorityClassName"] = "ghost";
+  ExpectCreateRejected(missing, 422,
+                       "spec.priorityClassName: priority class 'ghost' does not exist");
+  json disagrees = New();
+  disagrees["spec"]["priorityClassName"] = "urgent";
+  disagrees["spec"]["priority"] = 5;
+  ExpectCreateRejected(disagrees, 422,
+                       "spec.priority: 5 differs from priority class 'urgent' (100)");
+  json good = New();
+  good["spec"]["priorityClassName"] = "urgent";
+  ASSERT_EQ(w_.Do("POST", Collection("workloads", "team-a"), kAlice, good.dump()).status, 201);
+  json stored = Parse(w_.Get(Item("workloads", "team-a", "new")));
+  EXPECT_EQ(stored["spec"].value("priority", -1), 100) << stored.dump();
+  // The class changing later does not move it.
+  json changed = PriorityClassObject("urgent", 7);
+  changed["metadata"]["resourceVersion"] =
+      Parse(w_.Get(Item("priorityclasses", "", "urgent")))["metadata"]["resourceVersion"];
+  ASSERT_EQ(w_.Do("PUT", Item("priorityclasses", "", "urgent"), kAdmin, changed.dump()).status,
+            200);
+  stored = Parse(w_.Get(Item("workloads", "team-a", "new")));
+  EXPECT_EQ(stored["spec"].value("priority", -1), 100) << stored.dump();
+}
+
 TEST_F(ApiBadInputTest, UnknownFields) {
   json top = New();
   top["spek"] = json::object();

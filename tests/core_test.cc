@@ -586,10 +586,13 @@ TEST(WorkloadYaml, PriorityClassName) {
       "metadata: {name: w}\nspec:\n  priorityClassName: urgent\n  podSets: [{cpu: 1}]\n", "w.yaml");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->front().priority_class, "urgent");
-  ExpectInvalid(ParseWorkloadYaml("metadata: {name: w}\nspec:\n  priority: 5\n"
-                                  "  priorityClassName: urgent\n  podSets: [{cpu: 1}]\n",
-                                  "w.yaml"),
-                {"spec.priorityClassName", "not both"});
+  // Both: the API server checks that they agree when it stores the workload.
+  r = ParseWorkloadYaml(
+      "metadata: {name: w}\nspec:\n  priority: 5\n"
+      "  priorityClassName: urgent\n  podSets: [{cpu: 1}]\n",
+      "w.yaml");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->front().priority, 5);
   ExpectInvalid(ParseWorkloadYaml("metadata: {name: w}\nspec:\n  priorityClassName: Not_A_Name\n"
                                   "  podSets: [{cpu: 1}]\n",
                                   "w.yaml"),

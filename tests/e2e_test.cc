@@ -662,9 +662,19 @@ TEST_F(FactoryTest, QueuesEnforceQuotasAndReclaimBorrowedGpus) {
   EXPECT_EQ(w[b_waiting]["status"].value("phase", ""), "Pending");
 }
 
-// Named priorities: a workload naming PriorityClass "urgent" (value 100) takes its value when the
-// scheduler reads it, so it preempts lower-priority work of its own queue; one naming a class
-// that does not exist waits, saying so, until the class is created.
+// A workload whose tenant has no queue waits in the built-in `unqueued`, which sits under the
+// tree's root: it borrows what the queues leave idle, and is the first reclaimed.
+TEST_F(FactoryTest, UnqueuedWorkBorrowsWhatTheQueuesLeaveIdle) {
+  CreateQueue("org", json::object());
+  CreateQueue("team-a", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
+  CreateQueue("team-b", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
+  CreateWorkload(WholeGpuWorkload("team-c", "c-0", 8));  // team-c has no queue
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+}
+
+// Named priorities: a workload naming PriorityClass "urgent" (value 100) takes that value when
+// it is stored, so it preempts lower-priority work of its own queue; naming a class that does
+// not exist is refused at once.
 TEST_F(FactoryTest, PriorityClassesNameTheValueAWorkloadRunsAt) {
   SchedulerOptions so;
   so.preemption_grace_ms = 5'000;
@@ -676,28 +686,26 @@ TEST_F(FactoryTest, PriorityClassesNameTheValueAWorkloadRunsAt) {
   ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
   json ghost = WholeGpuWorkload("team-a", "ghost", 8);
   ghost["spec"]["priorityClassName"] = "later";
-  CreateWorkload(ghost);
-  json urgent = WholeGpuWorkload("team-a", "urgent", 8);
-  urgent["spec"]["priorityClassName"] = "urgent";
-  CreateWorkload(urgent);
-  Cycle();  // no class yet: both wait
-  std::map<std::string, json> w = Workloads();
-  EXPECT_EQ(w["team-a/ghost"]["status"].value("message", ""),
-            "priority class 'later' does not exist")
-      << Describe(w);
+  ClientResponse refused = Call("POST", WorkloadPath("team-a"), ghost.dump());
+  EXPECT_EQ(refused.status, 422) << refused.body;
+  EXPECT_NE(refused.body.find("priority class 'later' does not exist"), std::string::npos)
+      << refused.body;
   json pc = {{"apiVersion", "fabrica.dev/v1"},
              {"kind", "PriorityClass"},
              {"metadata", {{"name", "urgent"}}},
              {"spec", {{"value", 100}, {"description", "pages someone"}}}};
   ClientResponse r = Call("POST", std::string(kApi) + "/priorityclasses", pc.dump());
   ASSERT_EQ(r.status, 201) << r.body;
+  json urgent = WholeGpuWorkload("team-a", "urgent", 8);
+  urgent["spec"]["priorityClassName"] = "urgent";
+  CreateWorkload(urgent);
   CycleStats stats = Cycle();
   EXPECT_EQ(stats.preempted, 1) << Describe(Workloads());
-  w = Workloads();
+  std::map<std::string, json> w = Workloads();
+  EXPECT_EQ(w["team-a/urgent"]["spec"].value("priority", -1), 100);
   EXPECT_NE(w["team-a/urgent"]["status"].value("message", "").find("for higher-priority work"),
             std::string::npos)
       << Describe(w);
-  EXPECT_EQ(w["team-a/ghost"]["status"].value("reason", ""), "Unschedulable") << Describe(w);
 }
 
 // Reclaim through the server picks the victim that loses the least work, counting from the

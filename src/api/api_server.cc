@@ -647,8 +647,8 @@ struct ApiServer::Impl {
       json spec = obj.value("spec", json::object());
       if (!spec.is_object()) return InvalidArgument("spec: expected an object");
       if (!spec.contains("value")) return InvalidArgument("spec.value: required");
-      if (!spec["value"].is_number_integer() ||
-          std::llabs(spec["value"].get<int64_t>()) > 1'000'000'000)
+      const json& value = spec["value"];
+      if (!value.is_number_integer() || value < -1'000'000'000 || value > 1'000'000'000)
         return InvalidArgument("spec.value: must be an integer between -1000000000 and 1000000000");
       for (const auto& [k, v] : spec.items()) {
         if (k == "description" && !v.is_string())
@@ -1014,6 +1014,30 @@ struct ApiServer::Impl {
     return ErrorFromStatus(st);
   }
 
+  // A workload that names a PriorityClass takes its value into spec.priority when it is
+  // written, as Kubernetes does for pods: later changes to the class do not move it. The class
+  // must exist, and a priority given beside it must be the class's.
+  Status ResolvePriorityClass(json& obj) {
+    json& spec = obj["spec"];
+    if (!spec.is_object() || !spec.contains("priorityClassName")) return Status::Ok();
+    const std::string name = Str(spec, "priorityClassName");
+    auto kv = store.Get(Key(*FindResource("priorityclasses"), "", name));
+    if (!kv.ok() && kv.status().code() == StatusCode::kNotFound)
+      return InvalidArgument("spec.priorityClassName: priority class '" + name +
+                             "' does not exist");
+    if (!kv.ok()) return kv.status();
+    const json cls = json::parse(kv->value, nullptr, false);
+    const json& value = Field(Field(cls, "spec"), "value");
+    if (!value.is_number_integer())
+      return Status(StatusCode::kInternal, "priority class " + name + " has no value");
+    const json& given = Field(spec, "priority");
+    if (!given.is_null() && given != value)
+      return InvalidArgument("spec.priority: " + given.dump() + " differs from priority class '" +
+                             name + "' (" + value.dump() + ")");
+    spec["priority"] = value;
+    return Status::Ok();
+  }
+
   HttpResponse Create(const ResourceInfo& info, const std::string& ns, const HttpRequest& req,
                       const Principal& p) {
     auto body = DecodeBody(req, false);
@@ -1032,6 +1056,8 @@ struct ApiServer::Impl {
     auto obj = Validate(info, std::move(*body), ns, "");
     if (!obj.ok()) return ErrorFromStatus(obj.status());
     json& o = *obj;
+    if (std::string(info.kind) == "Workload")
+      if (Status s = ResolvePriorityClass(o); !s.ok()) return ErrorFromStatus(s);
     const std::string name = o["metadata"]["name"];
     if (info.namespaced) {
       auto tenant = store.Get(Key(*FindResource("tenants"), "", ns));
@@ -1112,6 +1138,13 @@ struct ApiServer::Impl {
       auto valid = Validate(info, next, ns, name);
       if (!valid.ok()) return ErrorFromStatus(valid.status());
       json& o = *valid;
+      // A spec write that names another class (or gives a priority) is resolved again; status
+      // writes and untouched specs keep the value taken when the class was named.
+      if (!status_sub && std::string(info.kind) == "Workload" &&
+          (Field(o["spec"], "priorityClassName") !=
+               Field(Field(stored, "spec"), "priorityClassName") ||
+           Field(o["spec"], "priority") != Field(Field(stored, "spec"), "priority")))
+        if (Status s = ResolvePriorityClass(o); !s.ok()) return ErrorFromStatus(s);
       if (status_sub && !p.node.empty() && std::string(info.plural) == "workloads") {
         // A node reports on the pods it runs (phase, messages, times, conditions); where they
         // run is the scheduler's decision.

@@ -37,7 +37,9 @@ const Resource kResources[] = {
 const Resource* ResourceByName(const std::string& name) {
   for (const Resource& r : kResources) {
     const std::string p = r.plural;
-    if (name == p || name == p.substr(0, p.size() - 1) || name == r.kind) return &r;
+    const std::string singular =
+        p.ends_with("classes") ? p.substr(0, p.size() - 2) : p.substr(0, p.size() - 1);
+    if (name == p || name == singular || name == r.kind) return &r;
   }
   if (name == "wl") return &kResources[0];
   return nullptr;

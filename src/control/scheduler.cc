@@ -35,18 +35,9 @@ struct StoredWorkload {
   Status request_error;
   // A pending preemptor's planned place (status.nomination), one per pod; empty if none.
   std::vector<Assignment> nomination;
-  // Its priority: spec.priority, or the value of the PriorityClass it names as the store has
-  // it this cycle; priority_error when that class does not exist.
-  int priority = 0;
-  std::string priority_error;
 
   const json& obj() const { return parsed->obj; }
   const Workload& w() const { return parsed->w; }
-  Workload prioritized() const {
-    Workload out = parsed->w;
-    out.priority = priority;
-    return out;
-  }
 };
 
 struct BoundWorkload {
@@ -96,7 +87,19 @@ Result<AdmissionConfig> QueueConfig(const ListResult& queues) {
     has_unqueued |= spec["name"] == kUnqueued;
     doc["queues"].push_back(spec);
   }
-  if (!has_unqueued) doc["queues"].push_back({{"name", kUnqueued}});
+  if (!has_unqueued) {
+    // Under the tree's one root when there is one with children, so that it borrows what the
+    // tree leaves unused; otherwise a root of its own (which can hold nothing of a flavour
+    // some queue has a quota for: roots do not lend to each other).
+    std::set<std::string> roots, parents;
+    for (const json& q : doc["queues"]) {
+      const std::string parent = Str(q, "parent");
+      (parent.empty() ? roots : parents).insert(parent.empty() ? Str(q, "name") : parent);
+    }
+    json unqueued = {{"name", kUnqueued}};
+    if (roots.size() == 1 && parents.count(*roots.begin())) unqueued["parent"] = *roots.begin();
+    doc["queues"].push_back(unqueued);
+  }
   YamlMap m(Doc::FromJson(doc), "", "stored queues");
   return ParseAdmissionConfig(m);
 }
@@ -304,16 +307,6 @@ Result<CycleStats> Scheduler::RunOnce() {
   ASSIGN_OR_RETURN(ListResult queue_list, store_.List("/registry/queues/", "", 0));
   const bool with_queues = !queue_list.items.empty();
 
-  // Named priorities (PriorityClass objects), resolved for every workload each cycle.
-  ASSIGN_OR_RETURN(ListResult class_list, store_.List("/registry/priorityclasses/", "", 0));
-  std::map<std::string, int> priority_of_class;
-  for (const KeyValue& kv : class_list.items) {
-    json c = json::parse(kv.value, nullptr, false);
-    const json& value = Field(Field(c, "spec"), "value");
-    if (value.is_number_integer())
-      priority_of_class[Str(Field(c, "metadata"), "name")] = value.get<int>();
-  }
-
   // Workloads, parsed again only when their revision changed.
   ASSIGN_OR_RETURN(ListResult workload_list, store_.List("/registry/workloads/", "", 0));
   ++cycle_;
@@ -329,15 +322,6 @@ Result<CycleStats> Scheduler::RunOnce() {
       sw.kv = kv;
       sw.parsed = Parse(kv);
       if (!sw.parsed) continue;
-      sw.priority = sw.w().priority;
-      if (const std::string& name = sw.w().priority_class; !name.empty()) {
-        auto c = priority_of_class.find(name);
-        if (c != priority_of_class.end()) {
-          sw.priority = c->second;
-        } else {
-          sw.priority_error = "priority class '" + name + "' does not exist";
-        }
-      }
       for (const PodSet& ps : sw.w().pod_sets) {
         auto r = state.MakeRequest(ps, sw.w().tenant);
         if (!r.ok()) {
@@ -463,7 +447,7 @@ Result<CycleStats> Scheduler::RunOnce() {
   }
 
   std::sort(pending.begin(), pending.end(), [](const StoredWorkload& a, const StoredWorkload& b) {
-    if (a.priority != b.priority) return a.priority > b.priority;
+    if (a.w().priority != b.w().priority) return a.w().priority > b.w().priority;
     return a.kv.create_revision < b.kv.create_revision;
   });
   std::vector<Decision> decisions(pending.size());
@@ -476,9 +460,6 @@ Result<CycleStats> Scheduler::RunOnce() {
   for (size_t i = 0; i < pending.size(); ++i) {
     if (!pending[i].request_error.ok()) {
       decisions[i] = Waits(pending[i].request_error.message(), "Unschedulable");
-      decided[i] = true;
-    } else if (!pending[i].priority_error.empty()) {
-      decisions[i] = Waits(pending[i].priority_error, "Unschedulable");
       decided[i] = true;
     } else if (auto h = hold_of(pending[i])) {
       decisions[i] = Waits(*h, "BudgetExceeded");
@@ -540,7 +521,7 @@ Result<CycleStats> Scheduler::RunOnce() {
       for (size_t b = 0; b < bound.size(); ++b) {
         const int64_t at = ParseTimestamp(Str(Field(bound[b].sw.obj(), "status"), "scheduledTime"));
         // Gang timeouts were applied above, so what is restored counts as started.
-        const Workload spec = bound[b].sw.prioritized();
+        const Workload& spec = bound[b].sw.w();
         // Its run began at status.startTime (set when it started running); not yet: no work
         // to lose.
         SubmitOptions options = options_of(spec);
@@ -551,7 +532,7 @@ Result<CycleStats> Scheduler::RunOnce() {
                                     bound[b].evicting);
         if (!id.ok()) {
           // Its queue is gone: it keeps running, charged to the built-in queue.
-          Workload w = spec;
+          Workload w = bound[b].sw.w();
           w.queue = QueueId(kUnqueued);
           id = admitter->Restore(w, bound[b].assign, now_s, options, bound[b].evicting);
         }
@@ -586,7 +567,7 @@ Result<CycleStats> Scheduler::RunOnce() {
         if (decided[i]) continue;
         const int64_t created =
             ParseTimestamp(Str(Field(pending[i].obj(), "metadata"), "creationTimestamp"));
-        auto id = admitter->Submit(leaf_of(pending[i].prioritized()),
+        auto id = admitter->Submit(leaf_of(pending[i].w()),
                                    created >= 0 ? static_cast<double>(created) / 1000.0 : now_s,
                                    options_of(pending[i].w()));
         if (!id.ok()) {

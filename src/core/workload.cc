@@ -247,12 +247,9 @@ Result<Workload> ParseOneWorkload(YamlMap& m) {
   ASSIGN_OR_RETURN(int64_t prio, spec.Int("priority", 0));
   w.priority = static_cast<int>(prio);
   ASSIGN_OR_RETURN(w.priority_class, spec.String("priorityClassName", ""));
-  if (!w.priority_class.empty()) {
-    if (spec.Has("priority"))
-      return spec.Error("priorityClassName", "give priority or priorityClassName, not both");
+  if (!w.priority_class.empty())
     if (Status s = ValidateName(w.priority_class); !s.ok())
       return spec.Error("priorityClassName", s.message());
-  }
   ASSIGN_OR_RETURN(w.gang, spec.Bool("gang", false));
   ASSIGN_OR_RETURN(w.preemptible, spec.Bool("preemptible", true));
   ASSIGN_OR_RETURN(w.min_runtime_seconds, spec.Int("minRuntimeSeconds", 0));

@@ -90,8 +90,8 @@ struct Workload {
   RunSpec run;
   QueueId queue;
   int priority = 0;
-  // A PriorityClass to take the priority from (the scheduler resolves it each cycle); empty:
-  // `priority` as given.
+  // The PriorityClass `priority` was taken from (the API server copies the class's value into
+  // spec.priority when the workload is written); empty: none.
   std::string priority_class;
   bool gang = false;
   // Admission through queues: whether it may be evicted for others (preemption, reclaim,

@@ -627,9 +627,11 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
       }
     }
   }
-  // More GPUs than its queue may ever hold in every flavour it could be charged to (the
-  // guarantee plus the borrowing limit up the queue's chain, the root's guarantee at the top):
-  // it would wait forever (and, in a StrictFIFO queue, hold everything behind it).
+  // More GPUs than its queue may ever hold in every flavour it could be charged to: it would
+  // wait forever (and, in a StrictFIFO queue, hold everything behind it). What a queue may
+  // hold is decided as QuotaAllows decides it with nothing else running: up the chain, within
+  // some queue's guarantee, never past a borrowing limit, and no further than the root's
+  // guarantee.
   for (const PodRequest& p : e.pods) {
     if (p.kind == DeviceKind::kNone) continue;
     std::string why;
@@ -639,27 +641,27 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
         holdable = true;
         break;
       }
-      int64_t cap = std::numeric_limits<int64_t>::max();
-      std::string binding;
+      std::string limit;
       for (int n = leaf; n >= 0; n = queues_[n].parent) {
         const QueueNode& q = queues_[n];
-        if (q.borrow_limit[f] && q.guaranteed[f] + *q.borrow_limit[f] < cap) {
-          cap = q.guaranteed[f] + *q.borrow_limit[f];
-          binding = "queue " + q.spec.name + " (guarantee " + GpuAmount(q.guaranteed[f]) +
-                    " + borrowing limit " + GpuAmount(*q.borrow_limit[f]) + ")";
+        if (e.gpu_milli <= q.guaranteed[f]) {
+          holdable = true;
+          break;
         }
-        if (q.parent < 0 && q.guaranteed[f] < cap) {
-          cap = q.guaranteed[f];
-          binding = "queue " + q.spec.name + " (its guarantee, the top of the tree)";
+        if (q.borrow_limit[f] && e.gpu_milli - q.guaranteed[f] > *q.borrow_limit[f]) {
+          limit = "queue " + q.spec.name + " (guarantee " + GpuAmount(q.guaranteed[f]) +
+                  " + borrowing limit " + GpuAmount(*q.borrow_limit[f]) + ") may hold at most " +
+                  GpuAmount(q.guaranteed[f] + *q.borrow_limit[f]);
+          break;
         }
+        if (q.parent < 0)
+          limit = "queue " + q.spec.name +
+                  " (its guarantee, the top of the tree) may hold at most " +
+                  GpuAmount(q.guaranteed[f]);
       }
-      if (e.gpu_milli <= cap) {
-        holdable = true;
-        break;
-      }
+      if (holdable) break;
       if (why.empty())
-        why = "asks for " + GpuAmount(e.gpu_milli) + " GPUs of " + FlavorName(f) + "; " + binding +
-              " may hold at most " + GpuAmount(cap);
+        why = "asks for " + GpuAmount(e.gpu_milli) + " GPUs of " + FlavorName(f) + "; " + limit;
     }
     if (!holdable && !why.empty()) {
       e.phase = Phase::kInfeasible;
