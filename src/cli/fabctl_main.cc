@@ -191,6 +191,8 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns)
     rows.push_back({"NAME", "TRUST", "TRUST-DOMAIN", "CREATED"});
   } else if (kind == "Queue") {
     rows.push_back({"NAME", "PARENT", "WEIGHT", "GUARANTEED", "USED", "PENDING", "CREATED"});
+  } else if (kind == "PriorityClass") {
+    rows.push_back({"NAME", "VALUE", "DESCRIPTION", "CREATED"});
   } else {
     rows.push_back({"NAME", "CREATED"});
   }
@@ -242,6 +244,9 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns)
                       Plain(status.value("guaranteedGpus", json("-"))),
                       Plain(status.value("usedGpus", json("-"))),
                       Plain(status.value("pendingWorkloads", json("-"))), Age(o)});
+    } else if (kind == "PriorityClass") {
+      rows.push_back({meta.value("name", ""), Plain(spec.value("value", json("-"))),
+                      spec.value("description", ""), Age(o)});
     } else {
       rows.push_back({meta.value("name", ""), Age(o)});
     }
