@@ -604,29 +604,28 @@ Result<CycleStats> Scheduler::RunOnce() {
       if (history_at_ >= 0) admitter->RestoreHistory(history_, history_at_);
       // Recent reclaims: the room they freed beyond their need stays with the reclaiming
       // queues for a while (reclaim_hold_s).
+      // ... or, where that write failed, in this scheduler's memory (the same queue only: one
+      // deleted and created again starts without a hold); the later of the two.
       std::map<std::string, Admitter::ReclaimRecord> reclaimed;
+      std::vector<std::pair<std::string, int64_t>> queue_names;  // (name, create revision)
       for (const KeyValue& kv : queue_list.items) {
         json q = json::parse(kv.value, nullptr, false);
+        const std::string name = Str(Field(q, "metadata"), "name");
+        queue_names.push_back({name, kv.create_revision});
         const json& status = Field(q, "status");
-        const int64_t at = ParseTimestamp(Str(status, "lastReclaimTime"));
-        if (at < 0) continue;
-        Admitter::ReclaimRecord& r = reclaimed[Str(Field(q, "metadata"), "name")];
-        r.at = static_cast<double>(at) / 1000.0;
-        const json& room = Field(status, "reclaimedRoomMilli");
-        if (room.is_object())
-          for (const auto& [flavor, milli] : room.items())
-            if (milli.is_number_integer()) r.room_milli[flavor] = milli.get<int64_t>();
-      }
-      // ... or, where that write failed, in this scheduler's memory (the same queue only: one
-      // deleted and created again starts without a hold).
-      for (const KeyValue& kv : queue_list.items) {
-        const std::string name =
-            Str(Field(json::parse(kv.value, nullptr, false), "metadata"), "name");
-        auto r = reclaims_.find(name);
-        if (r == reclaims_.end() || r->second.queue_revision != kv.create_revision) continue;
-        auto it = reclaimed.find(name);
-        if (it == reclaimed.end() || it->second.at < r->second.at)
-          reclaimed[name] = {r->second.at, r->second.room_milli};
+        Admitter::ReclaimRecord r;
+        if (const int64_t at = ParseTimestamp(Str(status, "lastReclaimTime")); at >= 0) {
+          r.at = static_cast<double>(at) / 1000.0;
+          const json& room = Field(status, "reclaimedRoomMilli");
+          if (room.is_object())
+            for (const auto& [flavor, milli] : room.items())
+              if (milli.is_number_integer()) r.room_milli[flavor] = milli.get<int64_t>();
+        }
+        auto kept = reclaims_.find(name);
+        if (kept != reclaims_.end() && kept->second.queue_revision == kv.create_revision &&
+            kept->second.at > r.at)
+          r = {kept->second.at, kept->second.room_milli};
+        if (r.at >= 0) reclaimed[name] = std::move(r);
       }
       admitter->RestoreReclaims(reclaimed, now_s);
       CycleResult result = admitter->Cycle(now_s, options_.max_admissions_per_cycle);
@@ -634,14 +633,12 @@ Result<CycleStats> Scheduler::RunOnce() {
       for (int q = 0; q < admitter->queue_count(); ++q)
         history_[admitter->queue_name(q)] = admitter->usage_history(q);
       reclaims_.clear();
-      for (const KeyValue& kv : queue_list.items) {
-        const std::string name =
-            Str(Field(json::parse(kv.value, nullptr, false), "metadata"), "name");
+      for (const auto& [name, created] : queue_names) {
         const int q = admitter->QueueIndex(name);
         if (q < 0) continue;
         const Admitter::ReclaimRecord r = admitter->reclaim_record(q);
         if (r.at >= 0 && now_s - r.at < options_.reclaim_hold_s)
-          reclaims_[name] = {kv.create_revision, r.at, r.room_milli};
+          reclaims_[name] = {created, r.at, r.room_milli};
       }
       history_at_ = now_s;
       // Each queue's standing after the cycle, in its status (written when it changes).

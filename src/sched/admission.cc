@@ -1372,10 +1372,24 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
     }
     return true;
   };
+  // Takes the cheapest candidates that may go, in order, into `t` and `pq` until `have` GPUs
+  // are free (each one's usable room added); `take(v)` is called for each. Returns `have`.
+  std::vector<int> cands, by_id;  // by_id: the same, sorted, for lookups
+  const auto take_cheapest = [&](int64_t have, std::map<std::pair<int, int>, int64_t>& t,
+                                 std::map<int, int>& pq, const std::function<void(int)>& take) {
+    for (int v : cands) {
+      if (have >= need) break;
+      if (!lends(v, t, pq)) continue;
+      for (auto [f, milli] : entries_[v].charged) t[{entries_[v].leaf, f}] += milli;
+      ++pq[entries_[v].leaf];
+      have += usable_room(v);
+      take(v);
+    }
+    return have;
+  };
   // Reclaim candidates: other queues' preemptible work past its minimum runtime, charged to a
   // flavour it may reclaim, whose room the pods can use, on nodes that take new work, cheapest
   // first (priority, GPU-seconds lost); `lends` decides, as the plan grows, which may go.
-  std::vector<int> cands, by_id;  // by_id: the same, sorted, for lookups
   if (reclaim) {
     const Entry& me = entries_[id];
     for (int f : CandidateFlavors(*gpu_pod))
@@ -1401,13 +1415,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
     // Enough room once the candidates are gone, as far as their queues lend it?
     std::map<std::pair<int, int>, int64_t> t;
     std::map<int, int> pq;
-    for (int v : cands) {
-      if (free >= need) break;
-      if (!lends(v, t, pq)) continue;
-      for (auto [f, milli] : entries_[v].charged) t[{entries_[v].leaf, f}] += milli;
-      ++pq[entries_[v].leaf];
-      free += usable_room(v);
-    }
+    free = take_cheapest(free, t, pq, [](int) {});
   }
   if (free < need) return false;
   --consolidations_left_;
@@ -1469,16 +1477,11 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
       int64_t have = 0;
       for (int n = 0; n < state_.node_count(); ++n)
         if (model_ok(n)) have += state_.node_free_milli(n);
-      for (int v : cands) {
-        if (have >= need) break;
-        if (!lends(v, taken, moving_per_queue)) continue;
-        for (auto [f, milli] : entries_[v].charged) taken[{entries_[v].leaf, f}] += milli;
-        ++moving_per_queue[entries_[v].leaf];
-        have += usable_room(v);
+      take_cheapest(have, taken, moving_per_queue, [&](int v) {
         TrialRelease(v);
         reclaimed.push_back(v);
         fate[v] = kReclaimed;
-      }
+      });
     }
     const size_t first_victims = reclaimed.size();
     ok = true;
