@@ -904,6 +904,127 @@ TEST_F(AdmissionTest, StrictFifoHeadBlocksTheRestOfItsQueue) {
   }
 }
 
+// preemption.withinQueue: which of its own queue's workloads a pending one may evict. a-top
+// (priority 5, 4 GPUs) waits on a full 4-GPU node held by a-low (priority 0, older) and a-peer
+// (priority 5, arrived after a-top): LowerPriority may take a-low only, which is not enough;
+// LowerOrNewerEqualPriority takes both; Never takes neither.
+TEST_F(AdmissionTest, WithinQueuePolicyDecidesWhichOwnWorkMayGo) {
+  using Within = PreemptionPolicy::Within;
+  for (const auto& [policy, evicted] :
+       std::vector<std::pair<Within, size_t>>{{Within::kNever, 0},
+                                              {Within::kLowerPriority, 0},
+                                              {Within::kLowerOrNewerEqualPriority, 2}}) {
+    SCOPED_TRACE(static_cast<int>(policy));
+    QueueSpec a = Leaf("a", 4);
+    a.preemption.within_queue = policy;
+    Make(Nodes(1, 4), {a});
+    auto on = [](std::vector<int> gpus) {
+      Assignment as;
+      as.node = 0;
+      for (int d : gpus) as.devices.push_back({d, 1000, 80 * 1024, -1});
+      return std::vector<Assignment>{as};
+    };
+    SubmitOptions older, newer;
+    older.arrived_at = 0;
+    newer.arrived_at = 3;  // admitted at 4 either way
+    ASSERT_TRUE(adm_->Restore(Gpus("a-low", "a", 2, 0), on({0, 1}), 4, older).ok());
+    ASSERT_TRUE(adm_->Restore(Gpus("a-peer", "a", 2, 5), on({2, 3}), 4, newer).ok());
+    const int top = Submit(Gpus("a-top", "a", 4, 5), 2);
+    CycleResult r = adm_->Cycle(5, 1000);
+    EXPECT_EQ(r.evicted.size(), evicted) << adm_->reason(top);
+    for (const Eviction& e : r.evicted)
+      EXPECT_NE(e.reason.find("for higher-priority work in queue a"), std::string::npos)
+          << e.reason;
+    EXPECT_EQ(adm_->phase(top), Phase::kPending);
+  }
+  // A peer that arrived before it is never taken, whatever its admission time.
+  QueueSpec a = Leaf("a", 4);
+  a.preemption.within_queue = Within::kLowerOrNewerEqualPriority;
+  Make(Nodes(1, 4), {a});
+  Assignment all;
+  all.node = 0;
+  for (int d = 0; d < 4; ++d) all.devices.push_back({d, 1000, 80 * 1024, -1});
+  SubmitOptions first;
+  first.arrived_at = 1;
+  ASSERT_TRUE(adm_->Restore(Gpus("a-first", "a", 4, 5), {all}, 4, first).ok());
+  Submit(Gpus("a-second", "a", 4, 5), 2);
+  EXPECT_TRUE(adm_->Cycle(5, 1000).evicted.empty());
+}
+
+// preemption.reclaimWithinCohort: b, within its guarantee, takes back the GPUs a borrows —
+// from any priority (Any, the default), only from lower priority (LowerPriority), or never.
+TEST_F(AdmissionTest, ReclaimWithinCohortPolicyNarrowsWhatIsTakenBack) {
+  using Reclaim = PreemptionPolicy::Reclaim;
+  struct Case {
+    Reclaim policy;
+    int b_priority;
+    size_t evicted;
+  };
+  for (const Case& c : {Case{Reclaim::kAny, 0, 2}, Case{Reclaim::kLowerPriority, 0, 0},
+                        Case{Reclaim::kLowerPriority, 10, 2}, Case{Reclaim::kNever, 10, 0}}) {
+    SCOPED_TRACE(static_cast<int>(c.policy) * 100 + c.b_priority);
+    QueueSpec b = Leaf("b", 4);
+    b.preemption.reclaim_within_cohort = c.policy;
+    Make(Nodes(2, 4), {Leaf("a", 4), b});
+    for (int i = 0; i < 8; ++i) Submit(Gpus("a" + std::to_string(i), "a", 1, /*priority=*/5), 0);
+    adm_->Cycle(1, 1000);
+    ASSERT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 8000);
+    const int mine = Submit(Gpus("b0", "b", 2, c.b_priority), 10);
+    CycleResult r = adm_->Cycle(11, 1000);
+    EXPECT_EQ(r.evicted.size(), c.evicted) << adm_->reason(mine);
+    for (const Eviction& e : r.evicted)
+      EXPECT_NE(e.reason.find("reclaims its guarantee"), std::string::npos) << e.reason;
+    EXPECT_EQ(adm_->phase(mine), Phase::kPending);
+  }
+}
+
+// preemption.borrowWithinCohort: b (guarantee 1) needs 2 GPUs, so it must borrow, and a
+// borrows all that its cohort has left (8 GPUs on a guarantee of 3); by default b0 only waits.
+// With LowerPriority it evicts two of a's borrowed workloads of lower priority — never work at
+// or above its own priority, never above maxPriorityThreshold.
+TEST_F(AdmissionTest, BorrowWithinCohortEvictsLowerPriorityBorrowedWork) {
+  using Borrow = PreemptionPolicy::Borrow;
+  struct Case {
+    Borrow policy;
+    int a_priority;
+    std::optional<int> threshold;
+    size_t evicted;
+  };
+  for (const Case& c :
+       {Case{Borrow::kNever, 0, {}, 0}, Case{Borrow::kLowerPriority, 0, {}, 2},
+        Case{Borrow::kLowerPriority, 10, {}, 0}, Case{Borrow::kLowerPriority, 0, -1, 0},
+        Case{Borrow::kLowerPriority, 0, 0, 2}}) {
+    SCOPED_TRACE(static_cast<int>(c.policy) * 100 + c.a_priority * 10 + c.threshold.value_or(9));
+    QueueSpec b = Leaf("b", 1);
+    b.preemption.borrow_within_cohort = c.policy;
+    b.preemption.borrow_max_priority = c.threshold;
+    Make(Nodes(1, 8), {Leaf("a", 3), b, Leaf("c", 4)});
+    std::vector<int> borrowed;
+    for (int i = 0; i < 8; ++i)
+      borrowed.push_back(Submit(Gpus("a" + std::to_string(i), "a", 1, c.a_priority), 0));
+    adm_->Cycle(1, 1000);
+    ASSERT_EQ(CountPhase(borrowed, Phase::kAdmitted), 8);
+    const int mine = Submit(Gpus("b0", "b", 2, /*priority=*/5), 10);
+    CycleResult r = adm_->Cycle(11, 1000);
+    EXPECT_EQ(r.evicted.size(), c.evicted) << adm_->reason(mine);
+    for (const Eviction& e : r.evicted) {
+      EXPECT_EQ(adm_->queue_name(adm_->queue_of(e.victim)), "a");
+      EXPECT_NE(e.reason.find("for higher-priority work borrowing in queue b"), std::string::npos)
+          << e.reason;
+    }
+    if (c.evicted == 0) {
+      EXPECT_NE(adm_->reason(mine).find("no unused gpu to lend"), std::string::npos)
+          << adm_->reason(mine);
+      continue;
+    }
+    // Once they stop, b0 runs on what a borrowed, and a is back to 6.
+    for (const Eviction& e : r.evicted) adm_->Terminated(e.victim, 40);
+    adm_->Cycle(41, 1000);
+    EXPECT_EQ(adm_->phase(mine), Phase::kAdmitted) << adm_->reason(mine);
+    EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 6000);
+  }
+}
+
 TEST_F(AdmissionTest, DisruptionBudgetLimitsConcurrentEvictions) {
   Make(Nodes(2, 4), {Leaf("a", 4, std::nullopt, std::nullopt, /*budget=*/1), Leaf("b", 4)});
   for (int i = 0; i < 8; ++i) Submit(Gpus("a" + std::to_string(i), "a", 1));
@@ -1060,7 +1181,24 @@ queues:
   doc = LoadYaml("{name: q}", "q.yaml");
   ASSERT_TRUE(doc.ok());
   YamlMap plain(*doc, "", "q.yaml");
-  EXPECT_FALSE(ParseQueueSpec(plain)->strict_fifo);
+  auto defaults = ParseQueueSpec(plain);
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_FALSE(defaults->strict_fifo);
+  EXPECT_EQ(defaults->preemption.within_queue, PreemptionPolicy::Within::kLowerPriority);
+  EXPECT_EQ(defaults->preemption.reclaim_within_cohort, PreemptionPolicy::Reclaim::kAny);
+  EXPECT_EQ(defaults->preemption.borrow_within_cohort, PreemptionPolicy::Borrow::kNever);
+  doc = LoadYaml(R"({name: q, preemption: {withinQueue: LowerOrNewerEqualPriority,
+    reclaimWithinCohort: LowerPriority,
+    borrowWithinCohort: {policy: LowerPriority, maxPriorityThreshold: -5}}})",
+                 "q.yaml");
+  ASSERT_TRUE(doc.ok());
+  YamlMap full(*doc, "", "q.yaml");
+  auto set = ParseQueueSpec(full);
+  ASSERT_TRUE(set.ok()) << set.status().message();
+  EXPECT_EQ(set->preemption.within_queue, PreemptionPolicy::Within::kLowerOrNewerEqualPriority);
+  EXPECT_EQ(set->preemption.reclaim_within_cohort, PreemptionPolicy::Reclaim::kLowerPriority);
+  EXPECT_EQ(set->preemption.borrow_within_cohort, PreemptionPolicy::Borrow::kLowerPriority);
+  EXPECT_EQ(set->preemption.borrow_max_priority, -5);
 }
 
 TEST(AdmissionConfigTest, ErrorsNameTheField) {
@@ -1074,7 +1212,21 @@ TEST(AdmissionConfigTest, ErrorsNameTheField) {
             "queues[0].quotas.tpu", "unknown flavour");
   ExpectBad(ParseQueues("queues:\n  - {name: a, wieght: 2}\n"), "queues[0].wieght", "unknown");
   ExpectBad(ParseQueues("queues:\n  - {name: a, queueingStrategy: LIFO}\n"),
-            "queues[0].queueingStrategy", "must be StrictFIFO or BestEffortFIFO");
+            "queues[0].queueingStrategy", "must be BestEffortFIFO or StrictFIFO");
+  ExpectBad(ParseQueues("queues:\n  - {name: a, preemption: {withinQueue: Sometimes}}\n"),
+            "queues[0].preemption.withinQueue",
+            "must be Never, LowerPriority or LowerOrNewerEqualPriority, got 'Sometimes'");
+  ExpectBad(ParseQueues("queues:\n  - {name: a, preemption: {reclaimWithinCohort: All}}\n"),
+            "queues[0].preemption.reclaimWithinCohort", "must be Never, LowerPriority or Any");
+  ExpectBad(
+      ParseQueues("queues:\n  - {name: a, preemption: {borrowWithinCohort: {policy: Any}}}\n"),
+      "queues[0].preemption.borrowWithinCohort.policy", "must be Never or LowerPriority");
+  ExpectBad(ParseQueues("queues:\n  - {name: a, preemption: {borrowWithinCohort: "
+                        "{maxPriority: 3}}}\n"),
+            "queues[0].preemption.borrowWithinCohort.maxPriority", "unknown");
+  ExpectBad(ParseQueues("queues:\n  - {name: a, preemption: {whithinQueue: Never}}\n"),
+            "queues[0].preemption.whithinQueue", "unknown");
+  ExpectBad(ParseQueues("queues:\n  - {name: a, preemption: Never}\n"), "queues[0].preemption", "");
   ExpectBad(ParseQueues("queues:\n  - {name: p, quotas: {gpu: {guaranteed: 4}}}\n"
                         "  - {name: c, parent: p, quotas: {gpu: {guaranteed: 6}}}\n"),
             "queues[0].quotas.gpu.guaranteed", "children are guaranteed 6");
@@ -1319,7 +1471,10 @@ TEST(ReplayTest, ScenarioErrorsNameTheField) {
   ExpectBad(bad("share: 20", "share: 25"), "teams", "sum to 100");
   ExpectBad(bad("trust: untrusted", "trust: sometimes"), "teams[2].trust", "");
   ExpectBad(bad("trust: untrusted", "trust: untrusted\n    queueingStrategy: LIFO"),
-            "teams[2].queueingStrategy", "must be StrictFIFO or BestEffortFIFO");
+            "teams[2].queueingStrategy", "must be BestEffortFIFO or StrictFIFO");
+  ExpectBad(
+      bad("trust: untrusted", "trust: untrusted\n    preemption: {reclaimWithinCohort: Sometimes}"),
+      "teams[2].preemption.reclaimWithinCohort", "must be Never, LowerPriority or Any");
   ExpectBad(bad("trust: untrusted", "trust: untrusted\n    checkpointInterval: -60"),
             "teams[2].checkpointInterval", "must not be negative");
   ExpectBad(bad("duration: 60-900}", "duration: 60-900, checkpointInterval: -1}"),

@@ -597,6 +597,19 @@ TEST(WorkloadYaml, PriorityClassName) {
                                   "  podSets: [{cpu: 1}]\n",
                                   "w.yaml"),
                 {"spec.priorityClassName"});
+  // Negative priorities exist (a PriorityClass may have value -100), within +-1e9.
+  r = ParseWorkloadYaml("metadata: {name: w}\nspec:\n  priority: -100\n  podSets: [{cpu: 1}]\n",
+                        "w.yaml");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->front().priority, -100);
+  ExpectInvalid(
+      ParseWorkloadYaml(
+          "metadata: {name: w}\nspec:\n  priority: 2000000000\n  podSets: [{cpu: 1}]\n", "w.yaml"),
+      {"spec.priority", "between -1000000000 and 1000000000"});
+  ExpectInvalid(
+      ParseWorkloadYaml("metadata: {name: w}\nspec:\n  priority: -x\n  podSets: [{cpu: 1}]\n",
+                        "w.yaml"),
+      {"spec.priority"});
 }
 
 TEST(WorkloadYaml, PreemptibleAndMinimumRuntime) {

@@ -708,6 +708,61 @@ TEST_F(FactoryTest, PriorityClassesNameTheValueAWorkloadRunsAt) {
       << Describe(w);
 }
 
+// A queue's preemption policy through the API: team-a runs all 32 GPUs at a negative priority
+// (PriorityClass "background", -10), borrowing 16; team-b, guaranteed nothing, waits for
+// quota to lend until its queue is changed to borrowWithinCohort: LowerPriority, after which
+// its priority-0 workload evicts one of team-a's borrowed ones.
+TEST_F(FactoryTest, BorrowWithinCohortEvictsLowerPriorityBorrowedWork) {
+  SchedulerOptions so;
+  so.preemption_grace_ms = 5'000;
+  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
+  json bad = {{"apiVersion", "fabrica.dev/v1"},
+              {"kind", "Queue"},
+              {"metadata", {{"name", "team-b"}}},
+              {"spec", {{"parent", "org"}, {"preemption", {{"withinQueue", "Sometimes"}}}}}};
+  ClientResponse refused = Call("POST", std::string(kApi) + "/queues", bad.dump());
+  EXPECT_EQ(refused.status, 422) << refused.body;
+  EXPECT_NE(refused.body.find("spec.preemption.withinQueue"), std::string::npos) << refused.body;
+  EXPECT_NE(refused.body.find("LowerOrNewerEqualPriority"), std::string::npos) << refused.body;
+
+  json pc = {{"apiVersion", "fabrica.dev/v1"},
+             {"kind", "PriorityClass"},
+             {"metadata", {{"name", "background"}}},
+             {"spec", {{"value", -10}}}};
+  ASSERT_EQ(Call("POST", std::string(kApi) + "/priorityclasses", pc.dump()).status, 201);
+  CreateQueue("org", json::object());
+  CreateQueue("team-a", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
+  CreateQueue("team-b", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 0}}}}}});
+  CreateQueue("team-c", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
+  for (int i = 0; i < 4; ++i) {
+    json w = WholeGpuWorkload("team-a", "a-" + std::to_string(i), 8);
+    w["spec"]["priorityClassName"] = "background";
+    CreateWorkload(w);
+  }
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  EXPECT_EQ(Workloads()["team-a/a-0"]["spec"].value("priority", 0), -10);
+
+  CreateWorkload(WholeGpuWorkload("team-b", "b-0", 8));
+  EXPECT_EQ(Cycle().preempted, 0) << Describe(Workloads());
+  EXPECT_NE(Workloads()["team-b/b-0"]["status"].value("message", "").find("no unused gpu to lend"),
+            std::string::npos)
+      << Describe(Workloads());
+
+  const std::string path = std::string(kApi) + "/queues/team-b";
+  json queue = CallJson("GET", path);
+  queue["spec"]["preemption"] = {{"borrowWithinCohort", {{"policy", "LowerPriority"}}}};
+  ClientResponse put = Call("PUT", path, queue.dump());
+  ASSERT_EQ(put.status, 200) << put.body;
+  CycleStats stats = Cycle();
+  EXPECT_EQ(stats.preempted, 1) << Describe(Workloads());
+  std::map<std::string, json> w = Workloads();
+  EXPECT_NE(w["team-b/b-0"]["status"]
+                .value("message", "")
+                .find("for higher-priority work borrowing in queue team-b"),
+            std::string::npos)
+      << Describe(w);
+}
+
 // Reclaim through the server picks the victim that loses the least work, counting from the
 // run's start (status.startTime) and from its last checkpoint (spec.checkpointIntervalSeconds):
 // team-b's oldest run checkpoints every 60 s and has just saved its state, so it is evicted

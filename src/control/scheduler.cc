@@ -527,6 +527,9 @@ Result<CycleStats> Scheduler::RunOnce() {
         SubmitOptions options = options_of(spec);
         const int64_t began = ParseTimestamp(Str(Field(bound[b].sw.obj(), "status"), "startTime"));
         options.started_at = began >= 0 ? static_cast<double>(began) / 1000.0 : now_s;
+        const int64_t created =
+            ParseTimestamp(Str(Field(bound[b].sw.obj(), "metadata"), "creationTimestamp"));
+        if (created >= 0) options.arrived_at = static_cast<double>(created) / 1000.0;
         auto id = admitter->Restore(leaf_of(spec), bound[b].assign,
                                     at >= 0 ? static_cast<double>(at) / 1000.0 : now_s, options,
                                     bound[b].evicting);

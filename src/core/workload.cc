@@ -244,8 +244,7 @@ Result<Workload> ParseOneWorkload(YamlMap& m) {
   RETURN_IF_ERROR(spec.CheckIsMap());
   ASSIGN_OR_RETURN(std::string queue, spec.String("queue", ""));
   w.queue = QueueId(queue);
-  ASSIGN_OR_RETURN(int64_t prio, spec.Int("priority", 0));
-  w.priority = static_cast<int>(prio);
+  ASSIGN_OR_RETURN(w.priority, spec.Priority("priority", 0));
   ASSIGN_OR_RETURN(w.priority_class, spec.String("priorityClassName", ""));
   if (!w.priority_class.empty())
     if (Status s = ValidateName(w.priority_class); !s.ok())

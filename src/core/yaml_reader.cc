@@ -71,6 +71,20 @@ Result<int64_t> YamlMap::Int(const std::string& key, std::optional<int64_t> fall
   return *v;
 }
 
+Result<int> YamlMap::Priority(const std::string& key, std::optional<int> fallback) {
+  bool present;
+  ASSIGN_OR_RETURN(std::string s, Scalar(key, &present));
+  if (!present) {
+    if (fallback) return *fallback;
+    return Error(key, "required field is missing");
+  }
+  const bool negative = !s.empty() && s[0] == '-';
+  auto v = ParseNonNegativeInt(std::string_view(s).substr(negative ? 1 : 0));
+  if (!v.ok() || *v > 1'000'000'000)
+    return Error(key, "expected an integer between -1000000000 and 1000000000, got '" + s + "'");
+  return static_cast<int>(negative ? -*v : *v);
+}
+
 Result<double> YamlMap::Double(const std::string& key, std::optional<double> fallback) {
   bool present;
   ASSIGN_OR_RETURN(std::string s, Scalar(key, &present));

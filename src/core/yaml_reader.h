@@ -32,6 +32,9 @@ class YamlMap {
 
   Result<std::string> String(const std::string& key, std::optional<std::string> fallback = {});
   Result<int64_t> Int(const std::string& key, std::optional<int64_t> fallback = {});
+  // A priority: an integer from -1000000000 to 1000000000 (negative values allowed, as for
+  // Kubernetes PriorityClasses).
+  Result<int> Priority(const std::string& key, std::optional<int> fallback = {});
   // A finite number >= 0 ("0.5", "3", "1e3").
   Result<double> Double(const std::string& key, std::optional<double> fallback = {});
   Result<bool> Bool(const std::string& key, std::optional<bool> fallback = {});

@@ -325,8 +325,24 @@ int64_t Admitter::room_below_guarantee(int id, const std::string& flavor) const 
 
 bool Admitter::MayReclaim(int leaf, int f, int64_t milli) const {
   const QueueNode& q = queues_[leaf];
+  if (q.spec.preemption.reclaim_within_cohort == PreemptionPolicy::Reclaim::kNever) return false;
   // Its own work being evicted counts as gone: the preemptor it makes room for has promised it.
   return managed_[f] && q.usage[f] - q.evicting_usage[f] + q.promised[f] + milli <= q.guaranteed[f];
+}
+
+bool Admitter::MayEvictOwn(const Entry& preemptor, const Entry& victim) const {
+  using Within = PreemptionPolicy::Within;
+  switch (queues_[preemptor.leaf].spec.preemption.within_queue) {
+    case Within::kNever:
+      return false;
+    case Within::kLowerPriority:
+      return victim.spec.priority < preemptor.spec.priority;
+    case Within::kLowerOrNewerEqualPriority:
+      return victim.spec.priority < preemptor.spec.priority ||
+             (victim.spec.priority == preemptor.spec.priority &&
+              victim.arrival > preemptor.arrival);
+  }
+  return false;
 }
 
 bool Admitter::ReclaimEligible(int id) const {
@@ -683,7 +699,7 @@ Result<int> Admitter::Restore(const Workload& spec, const std::vector<Assignment
   Entry e;
   e.spec = spec;
   e.leaf = leaf;
-  e.arrival = admitted_at;
+  e.arrival = options.arrived_at >= 0 ? options.arrived_at : admitted_at;
   e.admitted_at = admitted_at;
   e.options = options;
   for (const PodSet& ps : spec.pod_sets) {
@@ -1063,8 +1079,14 @@ void Admitter::Wake() {
   for (int q = 0; q < queue_count(); ++q) {
     QueueNode& node = queues_[q];
     if (!is_leaf(q) || node.parked.empty()) continue;
-    const int64_t room = guaranteed_milli(q) - node.gpu - promised_milli(q);
-    if (room <= 0 && !config_.fair_share_preemption) continue;
+    const PreemptionPolicy& policy = node.spec.preemption;
+    const int64_t room = policy.reclaim_within_cohort == PreemptionPolicy::Reclaim::kNever
+                             ? 0
+                             : guaranteed_milli(q) - node.gpu - promised_milli(q);
+    // Work of any size may preempt under fair-share preemption or borrowWithinCohort.
+    const bool any_size = config_.fair_share_preemption ||
+                          policy.borrow_within_cohort == PreemptionPolicy::Borrow::kLowerPriority;
+    if (room <= 0 && !any_size) continue;
     // The first parked workloads that fit the room get the queue's preemption searches.
     std::vector<int> wake;
     int64_t left = room;
@@ -1073,7 +1095,7 @@ void Admitter::Wake() {
     for (const auto& k : node.parked) {
       if (static_cast<int>(wake.size()) >= searches) break;
       int id = std::get<2>(k);
-      if (entries_[id].gpu_milli <= left || config_.fair_share_preemption) {
+      if (entries_[id].gpu_milli <= left || any_size) {
         wake.push_back(id);
         left -= entries_[id].gpu_milli;
       }
@@ -1126,7 +1148,8 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
         if (!e.history.empty()) e.reason += "; " + e.history;
         e.waits_on_time = false;
         if (config_.preemption && TakeSearch(id)) {
-          // Only lower-priority work of its own queue can give quota back.
+          // Lower-priority work of its own queue gives quota back, or, where its queue may
+          // borrow within its cohort, others' lower-priority borrowed work.
           std::vector<PodRequest> masked = pods;
           for (PodRequest& p : masked)
             if (p.kind != DeviceKind::kNone) p.model_mask &= FlavorModels(quota_blocked, *gpu_pod);
@@ -1212,10 +1235,15 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
     // Higher-priority work parked in this queue may now preempt it.
     QueueNode& q = queues_[e.leaf];
     if (config_.preemption && config_.strict_priority) {
+      // (Or, under LowerOrNewerEqualPriority, older work of the same priority.)
+      const bool newer_equal =
+          q.spec.preemption.within_queue == PreemptionPolicy::Within::kLowerOrNewerEqualPriority;
       std::vector<int> wake;
-      for (const auto& k : q.parked) {
-        if (-std::get<0>(k) <= e.spec.priority) break;
-        wake.push_back(std::get<2>(k));
+      for (const auto& [neg_priority, arrival, parked] : q.parked) {
+        if (-neg_priority < e.spec.priority ||
+            (-neg_priority == e.spec.priority && (!newer_equal || arrival >= e.arrival)))
+          break;
+        wake.push_back(parked);
       }
       for (int w : wake) Unpark(w);
     }
@@ -1261,15 +1289,22 @@ bool Admitter::WouldBorrow(int id) const {
 // A cheap necessary condition for Preempt to find any victim.
 bool Admitter::MayPreempt(int id) const {
   const Entry& e = entries_[id];
+  const PreemptionPolicy& policy = queues_[e.leaf].spec.preemption;
   const auto& own = queues_[e.leaf].running_priorities;
-  if (!own.empty() && *own.begin() < e.spec.priority) return true;
-  bool within = false;
+  if (!own.empty() && policy.within_queue != PreemptionPolicy::Within::kNever &&
+      (*own.begin() < e.spec.priority ||
+       (*own.begin() == e.spec.priority &&
+        policy.within_queue == PreemptionPolicy::Within::kLowerOrNewerEqualPriority)))
+    return true;
+  // Others' borrowed work: taken back within the guarantee, or, where the queue's policy lets
+  // it, evicted for higher-priority work that borrows.
+  bool takes_borrowed = policy.borrow_within_cohort == PreemptionPolicy::Borrow::kLowerPriority;
   for (int f = 0; f < static_cast<int>(flavors_.size()); ++f)
-    if (MayReclaim(e.leaf, f, e.gpu_milli)) within = true;
+    if (MayReclaim(e.leaf, f, e.gpu_milli)) takes_borrowed = true;
   const double mine = dominant_share(e.leaf);
   for (int q = 0; q < queue_count(); ++q) {
     if (q == e.leaf || !is_leaf(q)) continue;
-    if (within)
+    if (takes_borrowed)
       for (int f = 0; f < static_cast<int>(flavors_.size()); ++f)
         if (managed_[f] &&
             queues_[q].usage[f] - queues_[q].evicting_usage[f] > queues_[q].guaranteed[f])
@@ -1401,6 +1436,10 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
       for (int v : queues_[q].running) {
         const Entry& w = entries_[v];
         if (!w.options.preemptible || now - w.admitted_at < w.options.min_runtime_s) continue;
+        if (queues_[me.leaf].spec.preemption.reclaim_within_cohort ==
+                PreemptionPolicy::Reclaim::kLowerPriority &&
+            w.spec.priority >= me.spec.priority)
+          continue;
         bool in_flavor = false;
         for (auto [f, milli] : w.charged) in_flavor |= f < 64 && (flavors >> f & 1) && milli > 0;
         for (const Assignment& a : w.assign) in_flavor &= !no_eviction_[a.node];
@@ -1710,7 +1749,35 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     break;
   }
   if (quota_short) reclaim_flavors = 0;
-  const bool reclaim = reclaim_flavors != 0;
+  const PreemptionPolicy& policy = queues_[leaf].spec.preemption;
+  // borrowWithinCohort: beyond its guarantee it may evict other queues' borrowed work of lower
+  // priority, for quota (what they borrow is what its cohort has no more of) and for room.
+  bool borrow_preempt = false;
+  if (quota_short && quota_flavor < 64 &&
+      policy.borrow_within_cohort == PreemptionPolicy::Borrow::kLowerPriority) {
+    reclaim_flavors = uint64_t{1} << quota_flavor;
+    borrow_preempt = true;
+  } else if (!quota_short && reclaim_flavors == 0 &&
+             policy.borrow_within_cohort == PreemptionPolicy::Borrow::kLowerPriority) {
+    for (const PodRequest& p : pods) {
+      if (p.kind == DeviceKind::kNone) continue;
+      for (int f : CandidateFlavors(p))
+        if (f < 64 && managed_[f] && (FlavorModels(f, p) & allowed_models))
+          reclaim_flavors |= uint64_t{1} << f;
+      break;
+    }
+    borrow_preempt = reclaim_flavors != 0;
+  }
+  const bool reclaim = reclaim_flavors != 0 && !borrow_preempt;  // of its guarantee
+  const bool takes_borrowed = reclaim_flavors != 0;
+  // Whether other queue's borrowed workload w may go for this one, by priority.
+  const auto priority_allows = [&](const Entry& w) {
+    if (borrow_preempt)
+      return w.spec.priority < e.spec.priority &&
+             (!policy.borrow_max_priority || w.spec.priority <= *policy.borrow_max_priority);
+    return policy.reclaim_within_cohort != PreemptionPolicy::Reclaim::kLowerPriority ||
+           w.spec.priority < e.spec.priority;
+  };
   // What victim v of another queue gives back in the reclaimed flavours, or 0 when taking it
   // would push its queue below its own guarantee in one of them (`taken`: GPUs of that queue
   // and flavour already chosen).
@@ -1732,9 +1799,14 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
 
   // Eligible victims, cheapest first. They depend only on who asks (queue, priority, why) and
   // on the running set, which only shrinks during a cycle: computed once per cycle and key.
-  const std::tuple<int, int, uint64_t, bool, int64_t> cache_key{
-      leaf, e.spec.priority, reclaim_flavors, quota_short,
-      config_.fair_share_preemption ? e.gpu_milli : 0};
+  const VictimKey cache_key{
+      leaf,
+      e.spec.priority,
+      reclaim_flavors,
+      quota_short,
+      borrow_preempt,
+      config_.fair_share_preemption ? e.gpu_milli : 0,
+      policy.within_queue == PreemptionPolicy::Within::kLowerOrNewerEqualPriority ? e.arrival : 0};
   // Lower priority first, then the fewest GPU-seconds lost, then the newest.
   auto cheaper = [&](const Candidate& a, const Candidate& b) {
     const Entry& x = entries_[a.id];
@@ -1756,8 +1828,11 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
       if (!is_leaf(q)) continue;
       if (q == leaf) {
         const auto& prios = queues_[q].running_priorities;
-        if (prios.empty() || *prios.begin() >= e.spec.priority) continue;
-      } else if (quota_short || (!reclaim && !config_.fair_share_preemption)) {
+        if (prios.empty() || policy.within_queue == PreemptionPolicy::Within::kNever ||
+            *prios.begin() > e.spec.priority)
+          continue;
+      } else if (quota_short ? !borrow_preempt
+                             : !takes_borrowed && !config_.fair_share_preemption) {
         continue;
       }
       pool.insert(pool.end(), queues_[q].running.begin(), queues_[q].running.end());
@@ -1765,16 +1840,16 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     for (int v : pool) {
       const Entry& w = entries_[v];
       if (v == id || !w.options.preemptible) continue;
-      bool own = w.leaf == leaf && w.spec.priority < e.spec.priority;
+      bool own = w.leaf == leaf && MayEvictOwn(e, w);
       bool other = false;
-      if (!own && w.leaf != leaf && !quota_short) {
-        if (reclaim) {
+      if (!own && w.leaf != leaf && (!quota_short || borrow_preempt)) {
+        if (takes_borrowed && priority_allows(w)) {
           // Only what it borrows: the victim's queue stays at or above its guarantee without it,
           // so two queues never take the same GPUs back and forth.
           // Workloads already being evicted count as gone.
           other = lendable(v, [](int, int) { return int64_t{0}; }) > 0;
         }
-        if (!other && config_.fair_share_preemption) {
+        if (!other && config_.fair_share_preemption && !quota_short) {
           double victim_share = std::max(static_cast<double>(w.gpu_milli) / cap_gpu_,
                                          static_cast<double>(w.cpu_milli) / cap_cpu_);
           other = dominant_share(w.leaf) - victim_share > my_share;
@@ -1831,22 +1906,28 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
       return budget < 0 || queues_[q].evicting + chosen_per_queue[q] < budget;
     };
 
-    // Quota short: free own lower-priority work, cheapest first, until the quota allows it.
+    // Quota short: free own lower-priority work (and, borrowing within its cohort, others'
+    // borrowed work), cheapest first, until the quota allows it. Victims are uncharged while
+    // the quota is tried, so that a lender's queue keeps its own guarantee.
     if (quota_short) {
-      int64_t freed = 0;
       for (const Candidate& c : cands) {
-        if (QuotaAllows(leaf, quota_flavor, e.gpu_milli - freed, nullptr)) break;
+        if (QuotaAllows(leaf, quota_flavor, e.gpu_milli, nullptr)) break;
         if (!budget_ok(c.id)) continue;
+        const Entry& w = entries_[c.id];
         int64_t milli = 0;
-        for (auto [f, m] : entries_[c.id].charged)
+        for (auto [f, m] : w.charged)
           if (f == quota_flavor) milli += m;
         if (milli == 0) continue;
-        freed += milli;
+        if (w.leaf != leaf && lendable(c.id, [](int, int) { return int64_t{0}; }) == 0) continue;
         chosen.push_back(c.id);
-        ++chosen_per_queue[entries_[c.id].leaf];
+        ++chosen_per_queue[w.leaf];
+        for (auto [f, m] : w.charged) chosen_milli[{w.leaf, f}] += m;
         TrialRelease(c.id);
+        Charge(c.id, -1);
       }
-      if (!QuotaAllows(leaf, quota_flavor, e.gpu_milli - freed, nullptr)) {
+      const bool allows = QuotaAllows(leaf, quota_flavor, e.gpu_milli, nullptr);
+      for (auto it = chosen.rbegin(); it != chosen.rend(); ++it) Charge(*it, +1);
+      if (!allows) {
         for (auto it = chosen.rbegin(); it != chosen.rend(); ++it) TrialReapply(*it);
         chosen.clear();
         return false;
@@ -1915,7 +1996,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
           int budget = queues_[q].spec.disruption_budget;
           if (budget >= 0 && queues_[q].evicting + chosen_per_queue[q] + extra[q] >= budget)
             continue;
-          if (q != leaf && reclaim && !config_.fair_share_preemption &&
+          if (q != leaf && takes_borrowed && !config_.fair_share_preemption &&
               lendable(v, taken_so_far) == 0)
             continue;  // would push the lender's queue below its own guarantee
           ++extra[q];
@@ -1997,6 +2078,8 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
           (quota_short ? " (at its quota)" : "");
   } else if (reclaim) {
     why = "queue " + queues_[leaf].spec.name + " reclaims its guarantee";
+  } else if (borrow_preempt) {
+    why = "for higher-priority work borrowing in queue " + queues_[leaf].spec.name;
   } else {
     why = "for higher-priority work";
   }

@@ -23,7 +23,9 @@
 //      disruption budget must allow one more eviction; among the eligible, the search frees one
 //      node at a time for each pod and keeps the node whose victims cost the fewest GPU-seconds
 //      (then lowest priority, then newest). Victims keep their devices until the caller reports
-//      them stopped (after its grace period).
+//      them stopped (after its grace period). Each queue's `preemption` policy narrows or widens
+//      who may go: its own equal-priority newer work, no own work, reclaim only from lower
+//      priority or not at all, or, while borrowing, other queues' lower-priority borrowed work.
 // Every decision leaves a reason a user can read. Pure and deterministic: time is a parameter.
 #pragma once
 
@@ -65,6 +67,24 @@ struct QuotaSpec {
   std::optional<int64_t> lending_limit_milli;    // unset: lends all its unused guarantee
 };
 
+// Which running workloads a pending workload of a queue may evict, as in Kueue's ClusterQueue
+// `preemption`. The defaults are what admission did before the policy existed.
+struct PreemptionPolicy {
+  // withinQueue: its own queue's workloads of lower priority (kLowerPriority), or also those
+  // of equal priority that arrived after it (kLowerOrNewerEqualPriority), or none (kNever).
+  enum class Within { kNever, kLowerPriority, kLowerOrNewerEqualPriority };
+  // reclaimWithinCohort: while within its guarantee, workloads that other queues run on
+  // borrowed quota — any of them (kAny), only those of lower priority (kLowerPriority), none.
+  enum class Reclaim { kNever, kLowerPriority, kAny };
+  // borrowWithinCohort: whether a workload that must borrow may evict other queues' borrowed
+  // workloads of lower priority (at or below `borrow_max_priority` when set) to make room.
+  enum class Borrow { kNever, kLowerPriority };
+  Within within_queue = Within::kLowerPriority;
+  Reclaim reclaim_within_cohort = Reclaim::kAny;
+  Borrow borrow_within_cohort = Borrow::kNever;
+  std::optional<int> borrow_max_priority;
+};
+
 struct QueueSpec {
   std::string name;
   std::string parent;  // empty: a root
@@ -75,6 +95,7 @@ struct QueueSpec {
   // behind it in the queue try. StrictFIFO (true): the queue's head blocks the rest until it
   // starts (Kueue's two strategies); nothing behind it starts or preempts first.
   bool strict_fifo = false;
+  PreemptionPolicy preemption = {};
 };
 
 struct AdmissionConfig {
@@ -114,10 +135,14 @@ Status ValidateAdmissionConfig(const AdmissionConfig& config);
 // `admission` section or a Queue list); see scenarios/README.md for the schema.
 class YamlMap;
 Result<AdmissionConfig> ParseAdmissionConfig(YamlMap& map);
-// One queue: name, parent, weight, disruptionBudget, queueingStrategy (StrictFIFO |
-// BestEffortFIFO), quotas (by flavour: guaranteed, borrowingLimit, lendingLimit); the tree is
-// checked by ValidateAdmissionConfig.
+// One queue: name, parent, weight, disruptionBudget, queueingStrategy, preemption, quotas (by
+// flavour: guaranteed, borrowingLimit, lendingLimit); the tree is checked by
+// ValidateAdmissionConfig.
 Result<QueueSpec> ParseQueueSpec(YamlMap& map);
+// The keys a queue and a scenario's team share: queueingStrategy (StrictFIFO | BestEffortFIFO)
+// and preemption {withinQueue, reclaimWithinCohort, borrowWithinCohort {policy,
+// maxPriorityThreshold}}, into `spec`'s strict_fifo and preemption.
+Status ParseQueuePolicies(YamlMap& map, QueueSpec* spec);
 // Only the cycle's knobs (usageHalfLife, historyWeight, gangTimeout, preemption,
 // fairSharePreemption, preemptionSearchesPerQueue, reclaimSearchesPerQueue, consolidation,
 // consolidationMaxMoves, reclaimHold), leaving other keys to the caller.
@@ -135,6 +160,9 @@ struct SubmitOptions {
   // When its run began, where that is after its admission (the server: a bound workload's
   // status.startTime, or the cycle's time while it has not started); -1: at its admission.
   double started_at = -1;
+  // Restore: when it entered its queue (the server: its creation), which decides who is
+  // newer under LowerOrNewerEqualPriority; -1: at its admission.
+  double arrived_at = -1;
 };
 
 struct Eviction {
@@ -335,6 +363,8 @@ class Admitter {
   bool WithinGuarantee(int leaf, int flavor, int64_t milli) const;
   // Within the guarantee once what is promised to the queue's nominated preemptors is counted.
   bool MayReclaim(int leaf, int flavor, int64_t milli) const;
+  // Whether `victim`, of the preemptor's own queue, may go for it (the queue's withinQueue).
+  bool MayEvictOwn(const Entry& preemptor, const Entry& victim) const;
   int64_t promised_milli(int q) const;  // every flavour
   bool ReclaimEligible(int id) const;
   // Takes one of the queue's preemption searches of this cycle, if one is left for `id`.
@@ -413,7 +443,10 @@ class Admitter {
     std::string budget_block;
     std::vector<Candidate> later;  // eligible but within their minimum runtime
   };
-  std::map<std::tuple<int, int, uint64_t, bool, int64_t>, VictimList> victim_cache_;  // this cycle
+  // Who asks: leaf, priority, flavours taken back, quota short, borrowing, size (fair-share
+  // preemption), arrival (LowerOrNewerEqualPriority).
+  using VictimKey = std::tuple<int, int, uint64_t, bool, bool, int64_t, double>;
+  std::map<VictimKey, VictimList> victim_cache_;    // this cycle
   std::vector<int> preempt_tried_, reclaim_tried_;  // searches per queue, this cycle
   std::vector<bool> no_eviction_;                   // by node, see ExcludeFromEviction
   int consolidations_left_ = 0;                     // this cycle

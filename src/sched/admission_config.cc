@@ -48,7 +48,59 @@ Result<QuotaSpec> ParseQuota(YamlMap& m) {
   return q;
 }
 
+// One of `names` (matched exactly, as Kueue spells them) at `key`, or `fallback` when absent.
+Result<int> ParseChoice(YamlMap& m, const std::string& key, const std::vector<std::string>& names,
+                        int fallback) {
+  if (!m.Has(key)) return fallback;
+  ASSIGN_OR_RETURN(std::string value, m.String(key));
+  std::string list;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == value) return static_cast<int>(i);
+    list += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  }
+  return m.Error(key, "must be " + list + ", got '" + value + "'");
+}
+
+Result<PreemptionPolicy> ParsePreemption(YamlMap& m) {
+  RETURN_IF_ERROR(m.CheckIsMap());
+  using P = PreemptionPolicy;
+  P p;
+  // The lists are in enum order.
+  ASSIGN_OR_RETURN(int within, ParseChoice(m, "withinQueue",
+                                           {"Never", "LowerPriority", "LowerOrNewerEqualPriority"},
+                                           static_cast<int>(p.within_queue)));
+  p.within_queue = static_cast<P::Within>(within);
+  ASSIGN_OR_RETURN(int reclaim,
+                   ParseChoice(m, "reclaimWithinCohort", {"Never", "LowerPriority", "Any"},
+                               static_cast<int>(p.reclaim_within_cohort)));
+  p.reclaim_within_cohort = static_cast<P::Reclaim>(reclaim);
+  if (m.Has("borrowWithinCohort")) {
+    YamlMap b(m.Raw("borrowWithinCohort"), m.Path("borrowWithinCohort"), m.source());
+    RETURN_IF_ERROR(b.CheckIsMap());
+    ASSIGN_OR_RETURN(int borrow, ParseChoice(b, "policy", {"Never", "LowerPriority"}, 0));
+    p.borrow_within_cohort = static_cast<P::Borrow>(borrow);
+    if (b.Has("maxPriorityThreshold")) {
+      ASSIGN_OR_RETURN(int t, b.Priority("maxPriorityThreshold"));
+      p.borrow_max_priority = t;
+    }
+    RETURN_IF_ERROR(b.Finish());
+  }
+  RETURN_IF_ERROR(m.Finish());
+  return p;
+}
+
 }  // namespace
+
+Status ParseQueuePolicies(YamlMap& m, QueueSpec* q) {
+  ASSIGN_OR_RETURN(int strict,
+                   ParseChoice(m, "queueingStrategy", {"BestEffortFIFO", "StrictFIFO"}, 0));
+  q->strict_fifo = strict == 1;
+  if (m.Has("preemption")) {
+    YamlMap p(m.Raw("preemption"), m.Path("preemption"), m.source());
+    ASSIGN_OR_RETURN(q->preemption, ParsePreemption(p));
+  }
+  return Status();
+}
 
 Result<QueueSpec> ParseQueueSpec(YamlMap& m) {
   RETURN_IF_ERROR(m.CheckIsMap());
@@ -61,11 +113,7 @@ Result<QueueSpec> ParseQueueSpec(YamlMap& m) {
     ASSIGN_OR_RETURN(int64_t b, m.Int("disruptionBudget"));
     q.disruption_budget = static_cast<int>(b);
   }
-  ASSIGN_OR_RETURN(std::string strategy, m.String("queueingStrategy", "BestEffortFIFO"));
-  if (strategy != "BestEffortFIFO" && strategy != "StrictFIFO")
-    return m.Error("queueingStrategy",
-                   "must be StrictFIFO or BestEffortFIFO, got '" + strategy + "'");
-  q.strict_fifo = strategy == "StrictFIFO";
+  RETURN_IF_ERROR(ParseQueuePolicies(m, &q));
   if (m.Has("quotas")) {
     Doc quotas = m.Raw("quotas");
     if (!quotas.IsMap()) return m.Error("quotas", "expected a map from flavour to quota");

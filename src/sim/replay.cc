@@ -70,8 +70,8 @@ Result<TeamSpec::Template> ParseTemplate(YamlMap& m) {
   t.duration_min_s = dur.first;
   t.duration_max_s = dur.second;
   if (m.Has("priority")) {
-    ASSIGN_OR_RETURN(int64_t p, m.Int("priority"));
-    t.priority = static_cast<int>(p);
+    ASSIGN_OR_RETURN(int p, m.Priority("priority"));
+    t.priority = p;
   }
   if (m.Has("minRuntime")) {
     ASSIGN_OR_RETURN(double r, m.Double("minRuntime"));
@@ -103,8 +103,7 @@ Result<TeamSpec> ParseTeam(YamlMap& m, bool synthetic) {
     ASSIGN_OR_RETURN(t.weight, m.Double("weight"));
     if (t.weight <= 0) return m.Error("weight", "must be greater than zero");
   }
-  ASSIGN_OR_RETURN(int64_t prio, m.Int("priority", 0));
-  t.priority = static_cast<int>(prio);
+  ASSIGN_OR_RETURN(t.priority, m.Priority("priority", 0));
   ASSIGN_OR_RETURN(t.min_runtime_s, m.Double("minRuntime", 0.0));
   ASSIGN_OR_RETURN(t.checkpoint_interval_s, m.Double("checkpointInterval", 0.0));
   if (t.checkpoint_interval_s > 0 && t.checkpoint_interval_s < 1)
@@ -113,11 +112,10 @@ Result<TeamSpec> ParseTeam(YamlMap& m, bool synthetic) {
     ASSIGN_OR_RETURN(int64_t b, m.Int("disruptionBudget"));
     t.disruption_budget = static_cast<int>(b);
   }
-  ASSIGN_OR_RETURN(std::string strategy, m.String("queueingStrategy", "BestEffortFIFO"));
-  if (strategy != "BestEffortFIFO" && strategy != "StrictFIFO")
-    return m.Error("queueingStrategy",
-                   "must be StrictFIFO or BestEffortFIFO, got '" + strategy + "'");
-  t.strict_fifo = strategy == "StrictFIFO";
+  QueueSpec policies;
+  RETURN_IF_ERROR(ParseQueuePolicies(m, &policies));
+  t.strict_fifo = policies.strict_fifo;
+  t.preemption = policies.preemption;
   for (auto [key, field] : {std::pair{"guarantee", &t.guarantee_milli},
                             std::pair{"borrowingLimit", &t.borrowing_limit_milli},
                             std::pair{"lendingLimit", &t.lending_limit_milli}}) {
@@ -764,7 +762,8 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
         c.flavors = {FlavorSpec{"mig", DeviceKind::kMig, {}, {}}, FlavorSpec{"gpu", {}, {}, {}}};
       }
       for (const TeamSpec& t : sc.teams) {
-        QueueSpec q{t.name, "fleet", t.weight, {}, t.disruption_budget, t.strict_fifo};
+        QueueSpec q{t.name,        "fleet",     t.weight, {}, t.disruption_budget,
+                    t.strict_fifo, t.preemption};
         q.quotas["gpu"] = QuotaSpec{t.guarantee_milli.value_or(0) - t.mig_guarantee_milli,
                                     t.borrowing_limit_milli, t.lending_limit_milli};
         if (sc.mig_pool) q.quotas["mig"] = QuotaSpec{t.mig_guarantee_milli, {}, {}};

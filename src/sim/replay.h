@@ -53,6 +53,7 @@ struct TeamSpec {
   double checkpoint_interval_s = 0;  // 0: its workloads never checkpoint
   int disruption_budget = -1;
   bool strict_fifo = false;                // queueingStrategy: StrictFIFO (its generated queue)
+  PreemptionPolicy preemption;             // its generated queue's `preemption`
   std::optional<int64_t> guarantee_milli;  // unset: proportional to the team's average demand
   // The part of guarantee_milli on MIG-partitioned GPUs, which only MIG requests can use: where
   // the fleet has them, a computed guarantee is split into the two pools by the team's demand
