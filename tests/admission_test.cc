@@ -1025,6 +1025,69 @@ TEST_F(AdmissionTest, BorrowWithinCohortEvictsLowerPriorityBorrowedWork) {
   }
 }
 
+// stopPolicy: Hold admits nothing more from the queue while what it runs keeps running;
+// HoldAndDrain also evicts that (for no preemptor); a stopped inner queue stops its subtree.
+TEST_F(AdmissionTest, StopPolicyHoldsAndDrainsAQueue) {
+  auto on = [](std::vector<int> gpus) {
+    Assignment as;
+    as.node = 0;
+    for (int d : gpus) as.devices.push_back({d, 1000, 80 * 1024, -1});
+    return std::vector<Assignment>{as};
+  };
+  for (const StopPolicy stop : {StopPolicy::kHold, StopPolicy::kHoldAndDrain}) {
+    SCOPED_TRACE(static_cast<int>(stop));
+    QueueSpec a = Leaf("a", 2);
+    a.stop_policy = stop;
+    Make(Nodes(1, 4), {a, Leaf("b", 2)});
+    SubmitOptions keep;
+    keep.preemptible = false;  // a drain evicts it all the same
+    auto running = adm_->Restore(Gpus("a-run", "a", 1), on({0}), 0, keep);
+    ASSERT_TRUE(running.ok());
+    const int waiting = Submit(Gpus("a-wait", "a", 1), 1);
+    const int other = Submit(Gpus("b-0", "b", 1), 1);
+    CycleResult r = adm_->Cycle(2, 1000);
+    EXPECT_EQ(r.admitted, std::vector<int>{other});
+    EXPECT_EQ(adm_->phase(waiting), Phase::kPending);
+    EXPECT_TRUE(adm_->stopped(adm_->QueueIndex("a")));
+    EXPECT_FALSE(adm_->stopped(adm_->QueueIndex("b")));
+    if (stop == StopPolicy::kHold) {
+      EXPECT_EQ(adm_->reason(waiting), "queue a is stopped (stopPolicy: Hold)");
+      EXPECT_TRUE(r.evicted.empty());
+      EXPECT_EQ(adm_->phase(*running), Phase::kAdmitted);
+      continue;
+    }
+    EXPECT_EQ(adm_->reason(waiting), "queue a is stopped (stopPolicy: HoldAndDrain)");
+    ASSERT_EQ(r.evicted.size(), 1u);
+    EXPECT_EQ(r.evicted[0].victim, *running);
+    EXPECT_EQ(r.evicted[0].preemptor, -1);
+    EXPECT_EQ(r.evicted[0].reason, "queue a is draining (stopPolicy: HoldAndDrain)");
+    adm_->Terminated(*running, 40);
+    r = adm_->Cycle(41, 1000);
+    EXPECT_TRUE(r.admitted.empty());
+    EXPECT_EQ(adm_->phase(*running), Phase::kPending);
+  }
+  // An inner queue's Hold stops the leaves below it, not their siblings elsewhere.
+  AdmissionConfig config;
+  QueueSpec org{"org", "", 1, {}, -1};
+  QueueSpec team{"team", "org", 1, {}, -1};
+  team.stop_policy = StopPolicy::kHold;
+  QueueSpec proj = Leaf("proj", 2);
+  proj.parent = "team";
+  config.queues = {org, team, proj, Leaf("b", 2)};
+  auto policy = MakePolicy("bestfit");
+  ASSERT_TRUE(policy.ok());
+  fleet_ = Nodes(1, 4);
+  auto made = Admitter::Create(fleet_, Tenants({"proj", "b"}), config, **policy);
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  auto held = (*made)->Submit(Gpus("p-0", "proj", 1), 0);
+  auto free = (*made)->Submit(Gpus("b-0", "b", 1), 0);
+  ASSERT_TRUE(held.ok() && free.ok());
+  (*made)->Cycle(1, 1000);
+  EXPECT_EQ((*made)->phase(*held), Phase::kPending);
+  EXPECT_EQ((*made)->reason(*held), "queue team is stopped (stopPolicy: Hold)");
+  EXPECT_EQ((*made)->phase(*free), Phase::kAdmitted);
+}
+
 TEST_F(AdmissionTest, DisruptionBudgetLimitsConcurrentEvictions) {
   Make(Nodes(2, 4), {Leaf("a", 4, std::nullopt, std::nullopt, /*budget=*/1), Leaf("b", 4)});
   for (int i = 0; i < 8; ++i) Submit(Gpus("a" + std::to_string(i), "a", 1));
@@ -1227,6 +1290,8 @@ TEST(AdmissionConfigTest, ErrorsNameTheField) {
   ExpectBad(ParseQueues("queues:\n  - {name: a, preemption: {whithinQueue: Never}}\n"),
             "queues[0].preemption.whithinQueue", "unknown");
   ExpectBad(ParseQueues("queues:\n  - {name: a, preemption: Never}\n"), "queues[0].preemption", "");
+  ExpectBad(ParseQueues("queues:\n  - {name: a, stopPolicy: Drain}\n"), "queues[0].stopPolicy",
+            "must be None, Hold or HoldAndDrain, got 'Drain'");
   ExpectBad(ParseQueues("queues:\n  - {name: p, quotas: {gpu: {guaranteed: 4}}}\n"
                         "  - {name: c, parent: p, quotas: {gpu: {guaranteed: 6}}}\n"),
             "queues[0].quotas.gpu.guaranteed", "children are guaranteed 6");
@@ -1495,6 +1560,15 @@ TEST(ReplayTest, ScenarioErrorsNameTheField) {
                 "load: 1.0\nadmission:\n  queues:\n"
                 "    - {name: train, quotas: {gpu: {guaranteed: -8}}}\n"),
             "admission.queues[0].quotas.gpu.guaranteed", "");
+  ExpectBad(bad("load: 1.0",
+                "load: 1.0\nadmission:\n  queues:\n"
+                "    - {name: org}\n"
+                "    - {name: train, parent: org, stopPolicy: Hold}\n"
+                "    - {name: infer, parent: org}\n"
+                "    - {name: ext, parent: org}\n"),
+            "admission.queues[1].stopPolicy", "a replayed queue cannot be stopped");
+  ExpectBad(bad("trust: untrusted", "trust: untrusted\n    stopPolicy: Hold"),
+            "teams[2].stopPolicy", "unknown");
 }
 
 TEST(ReplayTest, TeamOfPodIsAFixedFunctionOfTheName) {

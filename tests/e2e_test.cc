@@ -763,6 +763,54 @@ TEST_F(FactoryTest, BorrowWithinCohortEvictsLowerPriorityBorrowedWork) {
       << Describe(w);
 }
 
+// stopPolicy through the API: HoldAndDrain evicts what team-a runs (after the grace period,
+// for no preemptor, and the mark is not taken back while it stops) and admits nothing more;
+// the queue's status says it is not active; back to None, its work runs again.
+TEST_F(FactoryTest, StopPolicyDrainsAQueueUntilItIsResumed) {
+  SchedulerOptions so;
+  so.preemption_grace_ms = 5'000;
+  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
+  CreateQueue("org", json::object());
+  CreateQueue("team-a", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
+  CreateQueue("team-b", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
+  CreateWorkload(WholeGpuWorkload("team-a", "a-0", 8));
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  const std::string path = std::string(kApi) + "/queues/team-a";
+  EXPECT_EQ(CallJson("GET", path)["status"].value("active", false), true);
+
+  json queue = CallJson("GET", path);
+  queue["spec"]["stopPolicy"] = "Drain";
+  ClientResponse put = Call("PUT", path, queue.dump());
+  EXPECT_EQ(put.status, 422) << put.body;
+  EXPECT_NE(put.body.find("spec.stopPolicy"), std::string::npos) << put.body;
+  queue["spec"]["stopPolicy"] = "HoldAndDrain";
+  put = Call("PUT", path, queue.dump());
+  ASSERT_EQ(put.status, 200) << put.body;
+  EXPECT_EQ(Cycle().preempted, 1) << Describe(Workloads());
+  CreateWorkload(WholeGpuWorkload("team-a", "a-1", 8));
+  Cycle();  // within the grace period: a-0 stays marked, a-1 waits
+  std::map<std::string, json> w = Workloads();
+  EXPECT_EQ(w["team-a/a-0"]["status"]["preemption"].value("reason", ""),
+            "queue team-a is draining (stopPolicy: HoldAndDrain)")
+      << Describe(w);
+  EXPECT_EQ(w["team-a/a-1"]["status"].value("message", ""),
+            "queue team-a is stopped (stopPolicy: HoldAndDrain)")
+      << Describe(w);
+  EXPECT_EQ(CallJson("GET", path)["status"].value("active", true), false);
+  Cycle(5'000);
+  Cycle();
+  w = Workloads();
+  EXPECT_EQ(w["team-a/a-0"]["status"].value("phase", ""), "Pending") << Describe(w);
+  EXPECT_EQ(w["team-a/a-1"]["status"].value("phase", ""), "Pending") << Describe(w);
+
+  queue = CallJson("GET", path);
+  queue["spec"]["stopPolicy"] = "None";
+  ASSERT_EQ(Call("PUT", path, queue.dump()).status, 200);
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  Cycle();
+  EXPECT_EQ(CallJson("GET", path)["status"].value("active", false), true);
+}
+
 // Reclaim through the server picks the victim that loses the least work, counting from the
 // run's start (status.startTime) and from its last checkpoint (spec.checkpointIntervalSeconds):
 // team-b's oldest run checkpoints every 60 s and has just saved its state, so it is evicted

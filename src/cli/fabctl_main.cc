@@ -190,7 +190,8 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns)
   } else if (kind == "Tenant") {
     rows.push_back({"NAME", "TRUST", "TRUST-DOMAIN", "CREATED"});
   } else if (kind == "Queue") {
-    rows.push_back({"NAME", "PARENT", "WEIGHT", "GUARANTEED", "USED", "PENDING", "CREATED"});
+    rows.push_back(
+        {"NAME", "PARENT", "WEIGHT", "GUARANTEED", "USED", "PENDING", "ACTIVE", "CREATED"});
   } else if (kind == "PriorityClass") {
     rows.push_back({"NAME", "VALUE", "DESCRIPTION", "CREATED"});
   } else {
@@ -243,7 +244,8 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns)
                       Plain(spec.value("weight", json(1))),
                       Plain(status.value("guaranteedGpus", json("-"))),
                       Plain(status.value("usedGpus", json("-"))),
-                      Plain(status.value("pendingWorkloads", json("-"))), Age(o)});
+                      Plain(status.value("pendingWorkloads", json("-"))),
+                      Plain(status.value("active", json("-"))), Age(o)});
     } else if (kind == "PriorityClass") {
       rows.push_back({meta.value("name", ""), Plain(spec.value("value", json("-"))),
                       spec.value("description", ""), Age(o)});

@@ -408,7 +408,7 @@ Result<CycleStats> Scheduler::RunOnce() {
   for (BoundWorkload& b : bound) {
     if (!b.evicting) continue;
     const std::string by = Str(Field(Field(b.sw.obj(), "status"), "preemption"), "by");
-    if (waiting_keys.count(by)) continue;
+    if (by.empty() || waiting_keys.count(by)) continue;  // empty: its queue drains
     json next = b.sw.obj();
     next["status"].erase("preemption");
     json conditions = json::array();
@@ -659,7 +659,8 @@ Result<CycleStats> Scheduler::RunOnce() {
         json standing = {{"guaranteedGpus", GpuAmount(admitter->guaranteed_milli(index))},
                          {"usedGpus", GpuAmount(admitter->usage_milli(index))},
                          {"pendingWorkloads", admitter->pending_count(index)},
-                         {"usageHistory", history}};
+                         {"usageHistory", history},
+                         {"active", !admitter->stopped(index)}};
         // The reclaim hold: when it last reclaimed and what that freed beyond its need.
         const Admitter::ReclaimRecord reclaim = admitter->reclaim_record(index);
         if (reclaim.at >= 0 && options_.reclaim_hold_s > 0) {

@@ -197,6 +197,13 @@ Status Admitter::Build() {
       queues_[q.parent].children.push_back(i);
     }
   }
+  // A stopped queue stops its subtree; the strongest policy on the way up wins.
+  for (int i = 0; i < static_cast<int>(queues_.size()); ++i)
+    for (int p = i; p >= 0; p = queues_[p].parent)
+      if (queues_[p].spec.stop_policy > queues_[i].stop) {
+        queues_[i].stop = queues_[p].spec.stop_policy;
+        queues_[i].stopped_by = p;
+      }
   // Guarantees: a queue's own, or for an inner queue without one the sum of its children's.
   // Children before parents: order by depth, deepest first.
   std::vector<std::pair<int, int>> by_depth;
@@ -878,6 +885,14 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
     Enqueue(id);
     out.released.push_back(id);
   }
+  // HoldAndDrain: what a stopped queue runs is evicted.
+  for (int q = 0; q < queue_count(); ++q) {
+    if (!is_leaf(q) || queues_[q].stop != StopPolicy::kHoldAndDrain) continue;
+    const std::string why = "queue " + queues_[queues_[q].stopped_by].spec.name +
+                            " is draining (stopPolicy: HoldAndDrain)";
+    for (int v : std::vector<int>(queues_[q].running.begin(), queues_[q].running.end()))
+      MarkEvicting(v, -1, why, out);
+  }
   Wake();
 
   int budget =
@@ -898,6 +913,10 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
   for (int id : nominated) {
     Entry& e = entries_[id];
     if (e.phase != Phase::kPending || !e.nominated) continue;
+    if (queues_[e.leaf].stop != StopPolicy::kNone) {  // stopped meanwhile: no longer starts
+      Unnominate(id);
+      continue;
+    }
     const bool strict = queues_[e.leaf].spec.strict_fifo;
     const auto& line = queues_[e.leaf].pending;
     const bool behind = strict && !line.empty() && std::get<2>(*line.begin()) != id;
@@ -914,7 +933,7 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
 
   for (QueueNode& q : queues_) q.active = 0;
   for (int q = 0; q < queue_count(); ++q) {
-    if (!is_leaf(q) || queues_[q].pending.empty()) continue;
+    if (!is_leaf(q) || queues_[q].pending.empty() || queues_[q].stop != StopPolicy::kNone) continue;
     for (int p = q; p >= 0; p = queues_[p].parent) ++queues_[p].active;
   }
   for (const auto& [leaf, head] : held_by) Deactivate(leaf);
@@ -948,6 +967,15 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
     }
     ++out.attempts;
     if (!TryAdmit(id, now, out, failed) && strict) hold_back();
+  }
+  // What waits in a stopped queue says so.
+  for (int q = 0; q < queue_count(); ++q) {
+    if (!is_leaf(q) || queues_[q].stop == StopPolicy::kNone) continue;
+    const std::string why =
+        "queue " + queues_[queues_[q].stopped_by].spec.name + " is stopped (stopPolicy: " +
+        (queues_[q].stop == StopPolicy::kHold ? "Hold" : "HoldAndDrain") + ")";
+    for (const auto* line : {&queues_[q].pending, &queues_[q].parked})
+      for (const auto& k : *line) entries_[std::get<2>(k)].reason = why;
   }
   // What waits behind a StrictFIFO head says so.
   for (const auto& [leaf, head] : held_by) {
@@ -2130,6 +2158,7 @@ void Admitter::VictimStopped(int id) {
   if (it == preemptor_.end()) return;
   const int preemptor = it->second;
   preemptor_.erase(it);
+  if (preemptor < 0) return;  // drained, for no one
   Entry& p = entries_[preemptor];
   --p.victims_left;
   if (p.nominated && p.phase == Phase::kPending && !p.plan.empty()) HoldPlan(preemptor);

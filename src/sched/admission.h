@@ -85,6 +85,11 @@ struct PreemptionPolicy {
   std::optional<int> borrow_max_priority;
 };
 
+// stopPolicy (Kueue's): kHold admits nothing more from the queue and its subtree; kHoldAndDrain
+// also evicts what they run (with the caller's grace period). An operator's switch: taken
+// back to kNone, the queue admits again.
+enum class StopPolicy { kNone, kHold, kHoldAndDrain };
+
 struct QueueSpec {
   std::string name;
   std::string parent;  // empty: a root
@@ -96,6 +101,7 @@ struct QueueSpec {
   // starts (Kueue's two strategies); nothing behind it starts or preempts first.
   bool strict_fifo = false;
   PreemptionPolicy preemption = {};
+  StopPolicy stop_policy = StopPolicy::kNone;
 };
 
 struct AdmissionConfig {
@@ -135,7 +141,8 @@ Status ValidateAdmissionConfig(const AdmissionConfig& config);
 // `admission` section or a Queue list); see scenarios/README.md for the schema.
 class YamlMap;
 Result<AdmissionConfig> ParseAdmissionConfig(YamlMap& map);
-// One queue: name, parent, weight, disruptionBudget, queueingStrategy, preemption, quotas (by
+// One queue: name, parent, weight, disruptionBudget, queueingStrategy, preemption, stopPolicy
+// (None | Hold | HoldAndDrain), quotas (by
 // flavour: guaranteed, borrowingLimit, lendingLimit); the tree is checked by
 // ValidateAdmissionConfig.
 Result<QueueSpec> ParseQueueSpec(YamlMap& map);
@@ -167,7 +174,7 @@ struct SubmitOptions {
 
 struct Eviction {
   int victim = 0;
-  int preemptor = 0;
+  int preemptor = 0;  // -1: none (its queue drains)
   std::string reason;
 };
 
@@ -278,7 +285,9 @@ class Admitter {
   int64_t usage_milli(int q) const;  // GPU milli held by the subtree, every flavour
   int64_t guaranteed_milli(int q) const;
   double dominant_share(int q) const;
-  int pending_count(int q) const;  // waiting in the subtree
+  int pending_count(int q) const;
+  // Whether a stopPolicy of the queue or an ancestor stops it.
+  bool stopped(int q) const { return queues_[q].stop != StopPolicy::kNone; }  // waiting in the subtree
 
  private:
   struct Entry {
@@ -337,6 +346,9 @@ class Admitter {
     std::vector<int64_t> evicting_usage;  // per flavour: GPUs of its workloads being evicted
     std::vector<int64_t> promised;        // per flavour: GPUs of its nominated preemptors (leaves)
     double reclaimed_at = -1;             // its last reclaim (a leaf's, or a descendant's)
+    // The strongest stopPolicy of the queue and its ancestors, and the queue that set it.
+    StopPolicy stop = StopPolicy::kNone;
+    int stopped_by = -1;
     std::vector<int64_t> reclaim_room;    // per flavour: what its reclaims freed, unneeded
     // Pending workloads of a leaf: (-priority, arrival, id).
     std::set<std::tuple<int, double, int>> pending;

@@ -114,6 +114,8 @@ Result<QueueSpec> ParseQueueSpec(YamlMap& m) {
     q.disruption_budget = static_cast<int>(b);
   }
   RETURN_IF_ERROR(ParseQueuePolicies(m, &q));
+  ASSIGN_OR_RETURN(int stop, ParseChoice(m, "stopPolicy", {"None", "Hold", "HoldAndDrain"}, 0));
+  q.stop_policy = static_cast<StopPolicy>(stop);
   if (m.Has("quotas")) {
     Doc quotas = m.Raw("quotas");
     if (!quotas.IsMap()) return m.Error("quotas", "expected a map from flavour to quota");

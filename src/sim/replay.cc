@@ -473,7 +473,12 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
       ASSIGN_OR_RETURN(sc.admission, ParseAdmissionConfig(am));
       AdmissionConfig& c = sc.admission;
       std::map<std::string, int> index;
-      for (size_t i = 0; i < c.queues.size(); ++i) index[c.queues[i].name] = static_cast<int>(i);
+      for (size_t i = 0; i < c.queues.size(); ++i) {
+        index[c.queues[i].name] = static_cast<int>(i);
+        if (c.queues[i].stop_policy != StopPolicy::kNone)
+          return InvalidArgument(source + ": admission.queues[" + std::to_string(i) +
+                                 "].stopPolicy: a replayed queue cannot be stopped");
+      }
       for (size_t i = 0; i < sc.teams.size(); ++i) {
         std::string at = "teams[" + std::to_string(i) + "].queue";
         auto it = index.find(sc.teams[i].queue);
