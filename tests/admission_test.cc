@@ -905,18 +905,24 @@ TEST_F(AdmissionTest, StrictFifoHeadBlocksTheRestOfItsQueue) {
 }
 
 // preemption.withinQueue: which of its own queue's workloads a pending one may evict. a-top
-// (priority 5, 4 GPUs) waits on a full 4-GPU node held by a-low (priority 0, older) and a-peer
-// (priority 5, arrived after a-top): LowerPriority may take a-low only, which is not enough;
-// LowerOrNewerEqualPriority takes both; Never takes neither.
+// (priority 5) waits on a full 4-GPU node held by a-low (priority 0, older) and a-peer
+// (priority 5, arrived after a-top). Needing 2 GPUs, it may take a-low unless the policy is
+// Never. Needing 4: LowerPriority may take a-low only, which is not enough;
+// LowerOrNewerEqualPriority takes both.
 TEST_F(AdmissionTest, WithinQueuePolicyDecidesWhichOwnWorkMayGo) {
   using Within = PreemptionPolicy::Within;
-  for (const auto& [policy, evicted] :
-       std::vector<std::pair<Within, size_t>>{{Within::kNever, 0},
-                                              {Within::kLowerPriority, 0},
-                                              {Within::kLowerOrNewerEqualPriority, 2}}) {
-    SCOPED_TRACE(static_cast<int>(policy));
+  struct Case {
+    Within policy;
+    int gpus;
+    size_t evicted;
+  };
+  for (const Case& c :
+       {Case{Within::kNever, 2, 0}, Case{Within::kLowerPriority, 2, 1},
+        Case{Within::kLowerOrNewerEqualPriority, 2, 1}, Case{Within::kNever, 4, 0},
+        Case{Within::kLowerPriority, 4, 0}, Case{Within::kLowerOrNewerEqualPriority, 4, 2}}) {
+    SCOPED_TRACE(static_cast<int>(c.policy) * 10 + c.gpus);
     QueueSpec a = Leaf("a", 4);
-    a.preemption.within_queue = policy;
+    a.preemption.within_queue = c.policy;
     Make(Nodes(1, 4), {a});
     auto on = [](std::vector<int> gpus) {
       Assignment as;
@@ -927,11 +933,15 @@ TEST_F(AdmissionTest, WithinQueuePolicyDecidesWhichOwnWorkMayGo) {
     SubmitOptions older, newer;
     older.arrived_at = 0;
     newer.arrived_at = 3;  // admitted at 4 either way
-    ASSERT_TRUE(adm_->Restore(Gpus("a-low", "a", 2, 0), on({0, 1}), 4, older).ok());
+    auto low = adm_->Restore(Gpus("a-low", "a", 2, 0), on({0, 1}), 4, older);
+    ASSERT_TRUE(low.ok());
     ASSERT_TRUE(adm_->Restore(Gpus("a-peer", "a", 2, 5), on({2, 3}), 4, newer).ok());
-    const int top = Submit(Gpus("a-top", "a", 4, 5), 2);
+    const int top = Submit(Gpus("a-top", "a", c.gpus, 5), 2);
     CycleResult r = adm_->Cycle(5, 1000);
-    EXPECT_EQ(r.evicted.size(), evicted) << adm_->reason(top);
+    EXPECT_EQ(r.evicted.size(), c.evicted) << adm_->reason(top);
+    if (c.evicted == 1) {
+      EXPECT_EQ(r.evicted[0].victim, *low);
+    }
     for (const Eviction& e : r.evicted)
       EXPECT_NE(e.reason.find("for higher-priority work in queue a"), std::string::npos)
           << e.reason;
@@ -981,7 +991,9 @@ TEST_F(AdmissionTest, ReclaimWithinCohortPolicyNarrowsWhatIsTakenBack) {
 // preemption.borrowWithinCohort: b (guarantee 1) needs 2 GPUs, so it must borrow, and a
 // borrows all that its cohort has left (8 GPUs on a guarantee of 3); by default b0 only waits.
 // With LowerPriority it evicts two of a's borrowed workloads of lower priority — never work at
-// or above its own priority, never above maxPriorityThreshold.
+// or above its own priority, never above maxPriorityThreshold, and never so much that a drops
+// below its guarantee (a guaranteed 7 lends only 1: for quota when c guarantees nothing, for
+// room when c's idle guarantee leaves quota enough).
 TEST_F(AdmissionTest, BorrowWithinCohortEvictsLowerPriorityBorrowedWork) {
   using Borrow = PreemptionPolicy::Borrow;
   struct Case {
@@ -989,16 +1001,19 @@ TEST_F(AdmissionTest, BorrowWithinCohortEvictsLowerPriorityBorrowedWork) {
     int a_priority;
     std::optional<int> threshold;
     size_t evicted;
+    double a_guarantee = 3, c_guarantee = 4;
   };
   for (const Case& c :
        {Case{Borrow::kNever, 0, {}, 0}, Case{Borrow::kLowerPriority, 0, {}, 2},
         Case{Borrow::kLowerPriority, 10, {}, 0}, Case{Borrow::kLowerPriority, 0, -1, 0},
-        Case{Borrow::kLowerPriority, 0, 0, 2}}) {
+        Case{Borrow::kLowerPriority, 0, 0, 2}, Case{Borrow::kLowerPriority, 0, {}, 0, 7, 0},
+        Case{Borrow::kLowerPriority, 0, {}, 0, 7, 4}}) {
     SCOPED_TRACE(static_cast<int>(c.policy) * 100 + c.a_priority * 10 + c.threshold.value_or(9));
+    SCOPED_TRACE(c.a_guarantee * 10 + c.c_guarantee);
     QueueSpec b = Leaf("b", 1);
     b.preemption.borrow_within_cohort = c.policy;
     b.preemption.borrow_max_priority = c.threshold;
-    Make(Nodes(1, 8), {Leaf("a", 3), b, Leaf("c", 4)});
+    Make(Nodes(1, 8), {Leaf("a", c.a_guarantee), b, Leaf("c", c.c_guarantee)});
     std::vector<int> borrowed;
     for (int i = 0; i < 8; ++i)
       borrowed.push_back(Submit(Gpus("a" + std::to_string(i), "a", 1, c.a_priority), 0));
@@ -1012,16 +1027,57 @@ TEST_F(AdmissionTest, BorrowWithinCohortEvictsLowerPriorityBorrowedWork) {
       EXPECT_NE(e.reason.find("for higher-priority work borrowing in queue b"), std::string::npos)
           << e.reason;
     }
-    if (c.evicted == 0) {
-      EXPECT_NE(adm_->reason(mine).find("no unused gpu to lend"), std::string::npos)
-          << adm_->reason(mine);
-      continue;
-    }
+    if (c.evicted == 0) continue;
     // Once they stop, b0 runs on what a borrowed, and a is back to 6.
     for (const Eviction& e : r.evicted) adm_->Terminated(e.victim, 40);
     adm_->Cycle(41, 1000);
     EXPECT_EQ(adm_->phase(mine), Phase::kAdmitted) << adm_->reason(mine);
     EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 6000);
+  }
+}
+
+// Borrowing within its cohort evicts others' work only where that gives the quota back: a is
+// at its own borrowing limit (4 + 2), so only its own lower-priority work can make room for
+// a-new, however cheap b's borrowed work is.
+TEST_F(AdmissionTest, BorrowWithinCohortEvictsOnlyWhatFreesTheQuota) {
+  QueueSpec a = Leaf("a", 4, /*borrowing=*/2);
+  a.preemption.borrow_within_cohort = PreemptionPolicy::Borrow::kLowerPriority;
+  Make(Nodes(1, 12), {a, Leaf("b", 4), Leaf("c", 4)});
+  for (int i = 0; i < 4; ++i) Submit(Gpus("a" + std::to_string(i), "a", 1, 5), 0);
+  const int own = Submit(Gpus("a-low", "a", 2, 1), 0);
+  for (int i = 0; i < 6; ++i) Submit(Gpus("b" + std::to_string(i), "b", 1, 0), 0);
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 6000);
+  ASSERT_EQ(adm_->usage_milli(adm_->QueueIndex("b")), 6000);
+  const int mine = Submit(Gpus("a-new", "a", 2, 10), 10);
+  CycleResult r = adm_->Cycle(11, 1000);
+  ASSERT_EQ(r.evicted.size(), 1u) << adm_->reason(mine);
+  EXPECT_EQ(r.evicted[0].victim, own);
+}
+
+// Fair-share preemption takes from a queue whose share stays above the preemptor's, within
+// the preemptor's reclaimWithinCohort: not at all under Never, only lower priority under
+// LowerPriority.
+TEST_F(AdmissionTest, FairSharePreemptionFollowsTheReclaimPolicy) {
+  using Reclaim = PreemptionPolicy::Reclaim;
+  struct Case {
+    Reclaim policy;
+    int b_priority;
+    size_t evicted;
+  };
+  for (const Case& c : {Case{Reclaim::kAny, 0, 1}, Case{Reclaim::kNever, 5, 0},
+                        Case{Reclaim::kLowerPriority, 0, 0}, Case{Reclaim::kLowerPriority, 5, 1}}) {
+    SCOPED_TRACE(static_cast<int>(c.policy) * 10 + c.b_priority);
+    AdmissionConfig config;
+    config.fair_share_preemption = true;
+    QueueSpec b = Plain("b");
+    b.preemption.reclaim_within_cohort = c.policy;
+    Make(Nodes(2, 4), {Plain("a"), b}, {}, config);
+    for (int i = 0; i < 8; ++i) Submit(Gpus("a" + std::to_string(i), "a", 1), 0);
+    adm_->Cycle(1, 1000);
+    const int mine = Submit(Gpus("b0", "b", 1, c.b_priority), 10);
+    CycleResult r = adm_->Cycle(11, 1000);
+    EXPECT_EQ(r.evicted.size(), c.evicted) << adm_->reason(mine);
   }
 }
 
@@ -1292,6 +1348,16 @@ TEST(AdmissionConfigTest, ErrorsNameTheField) {
   ExpectBad(ParseQueues("queues:\n  - {name: a, preemption: Never}\n"), "queues[0].preemption", "");
   ExpectBad(ParseQueues("queues:\n  - {name: a, stopPolicy: Drain}\n"), "queues[0].stopPolicy",
             "must be None, Hold or HoldAndDrain, got 'Drain'");
+  ExpectBad(ParseQueues("queues:\n  - {name: a, preemption: {reclaimWithinCohort: Never, "
+                        "borrowWithinCohort: {policy: LowerPriority}}}\n"),
+            "queues[0].preemption.borrowWithinCohort", "not Never");
+  ExpectBad(ParseQueues("queues:\n  - {name: a, preemption: {borrowWithinCohort: "
+                        "{maxPriorityThreshold: 3}}}\n"),
+            "queues[0].preemption.borrowWithinCohort.maxPriorityThreshold",
+            "only with policy LowerPriority");
+  ExpectBad(ParseQueues("fairSharePreemption: true\nqueues:\n  - {name: a, preemption: "
+                        "{borrowWithinCohort: {policy: LowerPriority}}}\n"),
+            "queues[0].preemption.borrowWithinCohort", "not with fairSharePreemption");
   ExpectBad(ParseQueues("queues:\n  - {name: p, quotas: {gpu: {guaranteed: 4}}}\n"
                         "  - {name: c, parent: p, quotas: {gpu: {guaranteed: 6}}}\n"),
             "queues[0].quotas.gpu.guaranteed", "children are guaranteed 6");

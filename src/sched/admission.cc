@@ -61,6 +61,19 @@ const char* PhaseName(Phase p) {
   return "?";
 }
 
+Status ValidatePreemptionPolicy(const PreemptionPolicy& p) {
+  // As Kueue's ClusterQueue validation: borrowing preemption takes from other queues, which a
+  // queue that never reclaims may not.
+  if (p.borrow_within_cohort != PreemptionPolicy::Borrow::kNever &&
+      p.reclaim_within_cohort == PreemptionPolicy::Reclaim::kNever)
+    return InvalidArgument(
+        "borrowWithinCohort: needs reclaimWithinCohort LowerPriority or Any, not Never");
+  if (p.borrow_max_priority && p.borrow_within_cohort == PreemptionPolicy::Borrow::kNever)
+    return InvalidArgument(
+        "borrowWithinCohort.maxPriorityThreshold: only with policy LowerPriority");
+  return Status();
+}
+
 Status ValidateAdmissionConfig(const AdmissionConfig& config) {
   std::map<std::string, int> flavor_index;
   for (size_t i = 0; i < config.flavors.size(); ++i) {
@@ -86,6 +99,12 @@ Status ValidateAdmissionConfig(const AdmissionConfig& config) {
       return InvalidArgument(at + ".weight: must be greater than zero");
     if (q.disruption_budget < -1)
       return InvalidArgument(at + ".disruptionBudget: must not be negative");
+    if (Status s = ValidatePreemptionPolicy(q.preemption); !s.ok())
+      return InvalidArgument(at + ".preemption." + s.message());
+    // Fair-share preemption has its own rule for taking from other queues (as Kueue's).
+    if (q.preemption.borrow_within_cohort != PreemptionPolicy::Borrow::kNever &&
+        config.fair_share_preemption)
+      return InvalidArgument(at + ".preemption.borrowWithinCohort: not with fairSharePreemption");
     for (const auto& [flavor, quota] : q.quotas) {
       std::string qa = at + ".quotas." + flavor;
       if (!flavor_index.count(flavor)) return InvalidArgument(qa + ": unknown flavour");
@@ -500,7 +519,7 @@ std::vector<Assignment> Admitter::plan(int id) const {
   return out;
 }
 
-bool Admitter::QuotaAllows(int leaf, int f, int64_t milli, std::string* why) const {
+bool Admitter::QuotaAllows(int leaf, int f, int64_t milli, std::string* why, int* blocker) const {
   if (!managed_[f]) return true;
   int n = leaf;
   int64_t reserved = 0;  // siblings' unused guarantee they do not lend
@@ -508,6 +527,7 @@ bool Admitter::QuotaAllows(int leaf, int f, int64_t milli, std::string* why) con
     const QueueNode& q = queues_[n];
     int64_t used = q.usage[f] + milli;
     if (used <= q.guaranteed[f] - reserved) return true;
+    if (blocker) *blocker = n;
     if (q.borrow_limit[f] && used - q.guaranteed[f] > *q.borrow_limit[f]) {
       if (why)
         *why = "queue " + q.spec.name + " over its borrowing limit for " + FlavorName(f) + ": " +
@@ -971,9 +991,9 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
   // What waits in a stopped queue says so.
   for (int q = 0; q < queue_count(); ++q) {
     if (!is_leaf(q) || queues_[q].stop == StopPolicy::kNone) continue;
-    const std::string why =
-        "queue " + queues_[queues_[q].stopped_by].spec.name + " is stopped (stopPolicy: " +
-        (queues_[q].stop == StopPolicy::kHold ? "Hold" : "HoldAndDrain") + ")";
+    const std::string why = "queue " + queues_[queues_[q].stopped_by].spec.name +
+                            " is stopped (stopPolicy: " +
+                            (queues_[q].stop == StopPolicy::kHold ? "Hold" : "HoldAndDrain") + ")";
     for (const auto* line : {&queues_[q].pending, &queues_[q].parked})
       for (const auto& k : *line) entries_[std::get<2>(k)].reason = why;
   }
@@ -1337,7 +1357,9 @@ bool Admitter::MayPreempt(int id) const {
         if (managed_[f] &&
             queues_[q].usage[f] - queues_[q].evicting_usage[f] > queues_[q].guaranteed[f])
           return true;
-    if (config_.fair_share_preemption && dominant_share(q) > mine) return true;
+    if (config_.fair_share_preemption && dominant_share(q) > mine &&
+        policy.reclaim_within_cohort != PreemptionPolicy::Reclaim::kNever)
+      return true;
   }
   return false;
 }
@@ -1786,7 +1808,8 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     reclaim_flavors = uint64_t{1} << quota_flavor;
     borrow_preempt = true;
   } else if (!quota_short && reclaim_flavors == 0 &&
-             policy.borrow_within_cohort == PreemptionPolicy::Borrow::kLowerPriority) {
+             policy.borrow_within_cohort == PreemptionPolicy::Borrow::kLowerPriority &&
+             WouldBorrow(id)) {
     for (const PodRequest& p : pods) {
       if (p.kind == DeviceKind::kNone) continue;
       for (int f : CandidateFlavors(p))
@@ -1877,7 +1900,10 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
           // Workloads already being evicted count as gone.
           other = lendable(v, [](int, int) { return int64_t{0}; }) > 0;
         }
-        if (!other && config_.fair_share_preemption && !quota_short) {
+        if (!other && config_.fair_share_preemption && !quota_short &&
+            policy.reclaim_within_cohort != PreemptionPolicy::Reclaim::kNever &&
+            (policy.reclaim_within_cohort == PreemptionPolicy::Reclaim::kAny ||
+             w.spec.priority < e.spec.priority)) {
           double victim_share = std::max(static_cast<double>(w.gpu_milli) / cap_gpu_,
                                          static_cast<double>(w.cpu_milli) / cap_cpu_);
           other = dominant_share(w.leaf) - victim_share > my_share;
@@ -1939,9 +1965,15 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     // the quota is tried, so that a lender's queue keeps its own guarantee.
     if (quota_short) {
       for (const Candidate& c : cands) {
-        if (QuotaAllows(leaf, quota_flavor, e.gpu_milli, nullptr)) break;
+        int blocker = -1;
+        if (QuotaAllows(leaf, quota_flavor, e.gpu_milli, nullptr, &blocker)) break;
         if (!budget_ok(c.id)) continue;
         const Entry& w = entries_[c.id];
+        // Only work under the queue whose limit stops it gives quota back: another queue's
+        // does not while its own borrowing limit (or its parent's) is what is reached.
+        bool under = false;
+        for (int q = w.leaf; q >= 0 && !under; q = queues_[q].parent) under = q == blocker;
+        if (!under) continue;
         int64_t milli = 0;
         for (auto [f, m] : w.charged)
           if (f == quota_flavor) milli += m;

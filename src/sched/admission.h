@@ -136,6 +136,9 @@ struct AdmissionConfig {
 // Names the bad field ("queues[2].parent: unknown queue \"x\"", "... cycle ...", negatives,
 // unknown flavours, children guaranteed more than their parent).
 Status ValidateAdmissionConfig(const AdmissionConfig& config);
+// The combinations a queue's preemption policy may not have; the message names the key below
+// `preemption` ("borrowWithinCohort: ...").
+Status ValidatePreemptionPolicy(const PreemptionPolicy& policy);
 
 // Reads `flavors`, `queues` and the admission settings from a YAML mapping (the scenario's
 // `admission` section or a Queue list); see scenarios/README.md for the schema.
@@ -287,7 +290,9 @@ class Admitter {
   double dominant_share(int q) const;
   int pending_count(int q) const;
   // Whether a stopPolicy of the queue or an ancestor stops it.
-  bool stopped(int q) const { return queues_[q].stop != StopPolicy::kNone; }  // waiting in the subtree
+  bool stopped(int q) const {
+    return queues_[q].stop != StopPolicy::kNone;
+  }  // waiting in the subtree
 
  private:
   struct Entry {
@@ -349,7 +354,7 @@ class Admitter {
     // The strongest stopPolicy of the queue and its ancestors, and the queue that set it.
     StopPolicy stop = StopPolicy::kNone;
     int stopped_by = -1;
-    std::vector<int64_t> reclaim_room;    // per flavour: what its reclaims freed, unneeded
+    std::vector<int64_t> reclaim_room;  // per flavour: what its reclaims freed, unneeded
     // Pending workloads of a leaf: (-priority, arrival, id).
     std::set<std::tuple<int, double, int>> pending;
     std::set<std::tuple<int, double, int>> parked;
@@ -371,7 +376,9 @@ class Admitter {
   std::vector<int> CandidateFlavors(const PodRequest& req) const;
   // The models flavour f takes `req` on (none if it does not take its kind or profile).
   uint64_t FlavorModels(int f, const PodRequest& req) const;
-  bool QuotaAllows(int leaf, int flavor, int64_t milli, std::string* why) const;
+  // `blocker`, when it does not: the queue whose guarantee or borrowing limit stops it.
+  bool QuotaAllows(int leaf, int flavor, int64_t milli, std::string* why,
+                   int* blocker = nullptr) const;
   bool WithinGuarantee(int leaf, int flavor, int64_t milli) const;
   // Within the guarantee once what is promised to the queue's nominated preemptors is counted.
   bool MayReclaim(int leaf, int flavor, int64_t milli) const;

@@ -86,6 +86,11 @@ Result<PreemptionPolicy> ParsePreemption(YamlMap& m) {
     RETURN_IF_ERROR(b.Finish());
   }
   RETURN_IF_ERROR(m.Finish());
+  if (Status s = ValidatePreemptionPolicy(p); !s.ok()) {
+    const std::string& msg = s.message();
+    const size_t colon = msg.find(": ");
+    return m.Error(msg.substr(0, colon), msg.substr(colon + 2));
+  }
   return p;
 }
 
