@@ -1122,6 +1122,23 @@ TEST_F(AdmissionTest, StopPolicyHoldsAndDrainsAQueue) {
     EXPECT_TRUE(r.admitted.empty());
     EXPECT_EQ(adm_->phase(*running), Phase::kPending);
   }
+  // Consolidation moves no work of a held queue: moved, it would wait in a queue that admits
+  // nothing. b's 4-GPU pod needs a-0 or a-1 moved (3 GPUs free on each node).
+  for (const bool hold : {false, true}) {
+    SCOPED_TRACE(hold ? "Hold" : "None");
+    QueueSpec a = Leaf("a", 2);
+    if (hold) a.stop_policy = StopPolicy::kHold;
+    Make(Nodes(2, 4), {a, Leaf("b", 4)});
+    for (int n = 0; n < 2; ++n) {
+      Assignment as;
+      as.node = n;
+      as.devices.push_back({0, 1000, 80 * 1024, -1});
+      ASSERT_TRUE(adm_->Restore(Gpus("a-" + std::to_string(n), "a", 1), {as}, 0).ok());
+    }
+    const int big = Submit(Gpus("b-big", "b", 4), 1);
+    CycleResult r = adm_->Cycle(2, 1000);
+    EXPECT_EQ(r.evicted.size(), hold ? 0u : 1u) << adm_->reason(big);
+  }
   // An inner queue's Hold stops the leaves below it, not their siblings elsewhere.
   AdmissionConfig config;
   QueueSpec org{"org", "", 1, {}, -1};

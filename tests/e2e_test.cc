@@ -237,6 +237,12 @@ class FactoryTest : public testing::Test {
     ClientResponse r = Call("POST", std::string(kApi) + "/queues", q.dump());
     EXPECT_EQ(r.status, 201) << r.body;
   }
+  // Queue org with leaves team-a and team-b, guaranteed `a` and `b` GPUs.
+  void CreateTeamQueues(int a, int b) {
+    CreateQueue("org", json::object());
+    CreateQueue("team-a", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", a}}}}}});
+    CreateQueue("team-b", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", b}}}}}});
+  }
   void CreateWorkload(const json& w) {
     const std::string ns = w["metadata"].value("namespace", "");
     ClientResponse r = Call("POST", WorkloadPath(ns), w.dump());
@@ -665,9 +671,7 @@ TEST_F(FactoryTest, QueuesEnforceQuotasAndReclaimBorrowedGpus) {
 // A workload whose tenant has no queue waits in the built-in `unqueued`, which sits under the
 // tree's root: it borrows what the queues leave idle, and is the first reclaimed.
 TEST_F(FactoryTest, UnqueuedWorkBorrowsWhatTheQueuesLeaveIdle) {
-  CreateQueue("org", json::object());
-  CreateQueue("team-a", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
-  CreateQueue("team-b", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
+  CreateTeamQueues(16, 16);
   CreateWorkload(WholeGpuWorkload("team-c", "c-0", 8));  // team-c has no queue
   ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
 }
@@ -770,9 +774,7 @@ TEST_F(FactoryTest, StopPolicyDrainsAQueueUntilItIsResumed) {
   SchedulerOptions so;
   so.preemption_grace_ms = 5'000;
   scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
-  CreateQueue("org", json::object());
-  CreateQueue("team-a", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
-  CreateQueue("team-b", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
+  CreateTeamQueues(16, 16);
   CreateWorkload(WholeGpuWorkload("team-a", "a-0", 8));
   ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
   const std::string path = std::string(kApi) + "/queues/team-a";
@@ -811,6 +813,106 @@ TEST_F(FactoryTest, StopPolicyDrainsAQueueUntilItIsResumed) {
   EXPECT_EQ(CallJson("GET", path)["status"].value("active", false), true);
 }
 
+// A preemptor whose queue is stopped while its victims stop no longer waits to start, so the
+// mark on its victim is taken off and the victim keeps running.
+TEST_F(FactoryTest, StoppingAPreemptorsQueueSparesItsVictims) {
+  SchedulerOptions so;
+  so.preemption_grace_ms = 5'000;
+  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
+  CreateTeamQueues(16, 16);
+  for (int i = 0; i < 4; ++i)
+    CreateWorkload(WholeGpuWorkload("team-a", "a-" + std::to_string(i), 8));
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  CreateWorkload(WholeGpuWorkload("team-b", "b-0", 8));
+  ASSERT_EQ(Cycle().preempted, 1) << Describe(Workloads());
+
+  const std::string path = std::string(kApi) + "/queues/team-b";
+  json queue = CallJson("GET", path);
+  queue["spec"]["stopPolicy"] = "Hold";
+  ASSERT_EQ(Call("PUT", path, queue.dump()).status, 200);
+  Cycle();
+  Cycle(5'000);  // past the grace period the victim would have stopped
+  std::map<std::string, json> w = Workloads();
+  for (int i = 0; i < 4; ++i) {
+    const json& status = w["team-a/a-" + std::to_string(i)]["status"];
+    EXPECT_EQ(status.value("phase", ""), "Running") << Describe(w);
+    EXPECT_FALSE(status.contains("preemption")) << Describe(w);
+  }
+  EXPECT_EQ(w["team-b/b-0"]["status"].value("message", ""),
+            "queue team-b is stopped (stopPolicy: Hold)")
+      << Describe(w);
+}
+
+// GET .../queues/NAME/pendingworkloads lists what waits in a queue's subtree in the order
+// admission takes it in each leaf (priority, then creation), with places; a tenant member sees
+// its own tenant's workloads, placed among all.
+TEST_F(FactoryTest, PendingWorkloadsShowTheirPlaceInTheQueue) {
+  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, SchedulerOptions{}, nullptr);
+  CreateQueue("org", json::object());
+  for (const char* team : {"team-a", "team-b"})
+    CreateQueue(team, {{"parent", "org"},
+                       {"quotas", {{"gpu", {{"guaranteed", 16}, {"borrowingLimit", 0}}}}}});
+  for (const auto& [team, name, priority] :
+       std::vector<std::tuple<std::string, std::string, int>>{{"team-a", "a-0", 0},
+                                                              {"team-a", "a-1", 0},
+                                                              {"team-b", "b-0", 0},
+                                                              {"team-b", "b-1", 0}}) {
+    json w = WholeGpuWorkload(team, name, 8);
+    w["spec"]["priority"] = priority;
+    CreateWorkload(w);
+  }
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  for (const auto& [team, name, priority] :
+       std::vector<std::tuple<std::string, std::string, int>>{{"team-a", "a-2", 0},
+                                                              {"team-a", "a-3", 5},
+                                                              {"team-b", "b-2", 0},
+                                                              {"team-a", "a-4", 0}}) {
+    json w = WholeGpuWorkload(team, name, 8);
+    w["spec"]["priority"] = priority;
+    CreateWorkload(w);
+  }
+  Cycle();
+  const json all = CallJson("GET", std::string(kApi) + "/queues/org/pendingworkloads");
+  ASSERT_EQ(all.value("total", 0), 4) << all.dump();
+  std::vector<std::tuple<std::string, std::string, int64_t, int64_t>> got;
+  for (const json& i : all["items"])
+    got.emplace_back(i.value("name", ""), i.value("queue", ""), i.value("position", int64_t{-1}),
+                     i.value("positionInQueue", int64_t{-1}));
+  EXPECT_EQ(got, (std::vector<std::tuple<std::string, std::string, int64_t, int64_t>>{
+                     {"a-3", "team-a", 0, 0},
+                     {"a-2", "team-a", 1, 1},
+                     {"b-2", "team-b", 2, 0},
+                     {"a-4", "team-a", 3, 2}}))
+      << all.dump();
+  // Each says why it waits: a-3 preempts one of its queue's lower-priority workloads.
+  EXPECT_NE(all["items"][0].value("message", "").find("preempting 1"), std::string::npos)
+      << all.dump();
+  EXPECT_NE(all["items"][1].value("message", "").find("borrowing limit"), std::string::npos)
+      << all.dump();
+  const json b = CallJson("GET", std::string(kApi) + "/queues/team-b/pendingworkloads");
+  ASSERT_EQ(b["items"].size(), 1u) << b.dump();
+  EXPECT_EQ(b["items"][0].value("name", ""), "b-2");
+  const json page =
+      CallJson("GET", std::string(kApi) + "/queues/org/pendingworkloads?offset=1&limit=2");
+  ASSERT_EQ(page["items"].size(), 2u) << page.dump();
+  EXPECT_EQ(page["items"][0].value("name", ""), "a-2");
+
+  ClientOptions alice = client_options_;
+  alice.token = "alice-token-e2e-0123456789";
+  HttpClient alice_client(alice);
+  auto mine = alice_client.Do("GET", std::string(kApi) + "/queues/org/pendingworkloads");
+  ASSERT_TRUE(mine.ok());
+  ASSERT_EQ(mine->status, 200) << mine->body;
+  const json mine_json = json::parse(mine->body);
+  ASSERT_EQ(mine_json["items"].size(), 3u) << mine->body;
+  EXPECT_EQ(mine_json["items"][2].value("name", ""), "a-4");
+  EXPECT_EQ(mine_json["items"][2].value("position", 0), 3);
+
+  EXPECT_EQ(Call("GET", std::string(kApi) + "/queues/ghost/pendingworkloads").status, 404);
+  EXPECT_EQ(Call("POST", std::string(kApi) + "/queues/org/pendingworkloads", "{}").status, 405);
+  EXPECT_EQ(Call("GET", std::string(kApi) + "/queues/org/pendingworkloads?limit=x").status, 400);
+}
+
 // Reclaim through the server picks the victim that loses the least work, counting from the
 // run's start (status.startTime) and from its last checkpoint (spec.checkpointIntervalSeconds):
 // team-b's oldest run checkpoints every 60 s and has just saved its state, so it is evicted
@@ -820,9 +922,7 @@ TEST_F(FactoryTest, ReclaimEvictsTheRunThatJustCheckpointed) {
   SchedulerOptions so;
   so.preemption_grace_ms = 5'000;
   scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
-  CreateQueue("org", json::object());
-  CreateQueue("team-a", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
-  CreateQueue("team-b", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
+  CreateTeamQueues(16, 16);
   json saver = WholeGpuWorkload("team-b", "b-saves", 8);
   saver["spec"]["checkpointIntervalSeconds"] = 60;
   CreateWorkload(saver);
@@ -899,9 +999,7 @@ TEST_F(FactoryTest, ReclaimHoldSurvivesAFailedQueueStatusWrite) {
   so.reclaim_hold_s = 600;
   EditingStore editing(*store_);
   scheduler_ = std::make_unique<Scheduler>(editing, clock_, so, nullptr);
-  CreateQueue("org", json::object());
-  CreateQueue("team-a", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
-  CreateQueue("team-b", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
+  CreateTeamQueues(16, 16);
   for (int i = 0; i < 4; ++i)
     CreateWorkload(WholeGpuWorkload("team-b", "b-" + std::to_string(i), 8));
   ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
@@ -941,9 +1039,7 @@ TEST_F(FactoryTest, QueueUsageHistoryOutlivesCyclesAndRestarts) {
   SchedulerOptions so;
   so.usage_half_life_s = 60;
   scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
-  CreateQueue("org", json::object());
-  CreateQueue("team-a", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
-  CreateQueue("team-b", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
+  CreateTeamQueues(16, 16);
   CreateWorkload(WholeGpuWorkload("team-a", "a-0", 8));
   CreateWorkload(WholeGpuWorkload("team-a", "a-1", 8));
   auto history = [&](const std::string& q) {
@@ -1025,9 +1121,7 @@ TEST_F(FactoryTest, PreemptionIsCalledOffWhenThePreemptorGoes) {
   SchedulerOptions so;
   so.preemption_grace_ms = 30'000;
   scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
-  CreateQueue("org", json::object());
-  CreateQueue("team-a", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
-  CreateQueue("team-b", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 8}}}}}});
+  CreateTeamQueues(16, 8);
   // team-b borrows up to the root's 24 guaranteed GPUs: three of its four run.
   for (int i = 0; i < 4; ++i)
     CreateWorkload(WholeGpuWorkload("team-b", "b-" + std::to_string(i), 8));
@@ -1057,9 +1151,7 @@ TEST_F(FactoryTest, PreemptionIsCalledOffWhenThePreemptorGoes) {
 // where team-b's 6-GPU workload runs beside 2 free GPUs; team-c, within its guarantee, then asks
 // for 2 GPUs. Without the held room it took those two, and team-a evicted a second workload.
 TEST_F(FactoryTest, PreemptorsPlannedRoomIsHeldAcrossCycles) {
-  CreateQueue("org", json::object());
-  CreateQueue("team-a", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
-  CreateQueue("team-b", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 8}}}}}});
+  CreateTeamQueues(16, 8);
   CreateQueue("team-c", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 8}}}}}});
   for (int i = 1; i < 4; ++i)
     CreateWorkload(WholeGpuWorkload("team-b", "b-" + std::to_string(i), 8));

@@ -16,6 +16,7 @@
 #include "core/workload.h"
 #include "core/yaml_reader.h"
 #include "sched/admission.h"
+#include "sched/queue_objects.h"
 
 namespace fabrica {
 namespace {
@@ -813,6 +814,14 @@ struct ApiServer::Impl {
       return StatusResponse(404, std::string(info->plural) + " are not namespaced");
     }
     std::string name = parts.size() > 1 ? parts[1] : "";
+    if (std::string(info->plural) == "queues" && parts.size() == 3 &&
+        parts[2] == "pendingworkloads") {
+      *verb_label = "get";
+      if (req.method != "GET") return StatusResponse(405, "pendingworkloads: use GET");
+      Status allowed = auth.Check(*principal, Verb::kGet, info->plural, "", name, false);
+      if (!allowed.ok()) return ErrorFromStatus(allowed);
+      return PendingWorkloads(name, req, *principal);
+    }
     const bool status_sub = parts.size() > 2 && parts[2] == "status";
     if (parts.size() > 3 || (parts.size() == 3 && !status_sub))
       return StatusResponse(404, "no such path: " + req.path);
@@ -895,6 +904,97 @@ struct ApiServer::Impl {
     HttpResponse r;
     r.body = MaterializeText(*kv);
     return r;
+  }
+
+  // Every stored object under `prefix`.
+  Result<std::vector<KeyValue>> ReadAll(const std::string& prefix) {
+    std::vector<KeyValue> out;
+    std::string after;
+    while (true) {
+      ASSIGN_OR_RETURN(ListResult page, store.List(prefix, after, 10000));
+      for (KeyValue& kv : page.items) out.push_back(std::move(kv));
+      if (!page.more || out.empty()) return out;
+      after = out.back().key;
+    }
+  }
+
+  // GET .../queues/NAME/pendingworkloads (as Kueue's visibility API): the workloads waiting in
+  // the queue's subtree in the order admission takes them within each leaf — priority, then
+  // creation — with their place in their leaf (`positionInQueue`) and in this list
+  // (`position`), 0 first; `limit` (default 1000) and `offset` page it. A tenant sees its own
+  // workloads, placed among all.
+  HttpResponse PendingWorkloads(const std::string& queue, const HttpRequest& req,
+                                const Principal& p) {
+    int64_t limit = 1000, offset = 0;
+    for (auto [key, out] : {std::pair{"limit", &limit}, std::pair{"offset", &offset}}) {
+      if (!req.query.count(key)) continue;
+      auto v = ParseNonNegativeInt(req.query.at(key));
+      if (!v.ok() || *v > 100000)
+        return StatusResponse(400, std::string(key) + ": expected an integer up to 100000");
+      *out = *v;
+    }
+    auto queues = ReadAll(Prefix(*FindResource("queues"), ""));
+    if (!queues.ok()) return ErrorFromStatus(queues.status());
+    std::vector<json> objects;
+    for (const KeyValue& kv : *queues) objects.push_back(Materialize(kv));
+    auto tree = QueueTreeFromObjects(objects);
+    if (!tree.ok())
+      return StatusResponse(409, "the queue tree is invalid: " + tree.status().message());
+    const std::vector<std::string> subtree = Subtree(*tree, queue);
+    if (subtree.empty()) return StatusResponse(404, "Queue '" + queue + "' not found");
+    const std::set<std::string> in(subtree.begin(), subtree.end());
+    const std::set<std::string> leaves = LeafQueues(*tree);
+
+    auto workloads = ReadAll(Prefix(*FindResource("workloads"), ""));
+    if (!workloads.ok()) return ErrorFromStatus(workloads.status());
+    struct Waiting {
+      int64_t priority, created, revision;
+      std::string leaf;
+      json obj;
+    };
+    std::vector<Waiting> waiting;
+    for (const KeyValue& kv : *workloads) {
+      json obj = json::parse(kv.value, nullptr, false);
+      if (jsonf::Str(jsonf::Field(obj, "status"), "phase") != "Pending") continue;
+      const json& spec = jsonf::Field(obj, "spec");
+      const json& meta = jsonf::Field(obj, "metadata");
+      std::string leaf =
+          WaitingQueue(leaves, jsonf::Str(spec, "queue"), jsonf::Str(meta, "namespace"));
+      if (!in.count(leaf)) continue;
+      waiting.push_back({jsonf::Int(spec, "priority"),
+                         ParseTimestamp(jsonf::Str(meta, "creationTimestamp")), kv.create_revision,
+                         std::move(leaf), std::move(obj)});
+    }
+    std::sort(waiting.begin(), waiting.end(), [](const Waiting& a, const Waiting& b) {
+      return std::tuple(-a.priority, a.created, a.revision) <
+             std::tuple(-b.priority, b.created, b.revision);
+    });
+    bool all = false;
+    const std::vector<std::string> tenants = auth.ReadableTenants(p, &all);
+    std::map<std::string, int64_t> in_leaf;
+    json items = json::array();
+    int64_t shown = 0;
+    for (size_t i = 0; i < waiting.size(); ++i) {
+      const Waiting& w = waiting[i];
+      const int64_t place = in_leaf[w.leaf]++;
+      const json& meta = jsonf::Field(w.obj, "metadata");
+      const std::string ns = jsonf::Str(meta, "namespace");
+      if (!all && std::find(tenants.begin(), tenants.end(), ns) == tenants.end()) continue;
+      if (shown++ < offset || static_cast<int64_t>(items.size()) >= limit) continue;
+      items.push_back({{"namespace", ns},
+                       {"name", jsonf::Str(meta, "name")},
+                       {"queue", w.leaf},
+                       {"priority", w.priority},
+                       {"position", static_cast<int64_t>(i)},
+                       {"positionInQueue", place},
+                       {"creationTimestamp", jsonf::Str(meta, "creationTimestamp")},
+                       {"message", jsonf::Str(jsonf::Field(w.obj, "status"), "message")}});
+    }
+    return JsonResponse(200, {{"kind", "PendingWorkloadList"},
+                              {"apiVersion", kGroupVersion},
+                              {"queue", queue},
+                              {"total", shown},
+                              {"items", items}});
   }
 
   // Whether principal `p` may see this object in a list or watch.

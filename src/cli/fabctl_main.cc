@@ -180,6 +180,24 @@ std::string Plain(const json& v) { return v.is_string() ? v.get<std::string>() :
 
 std::string Age(const json& obj) { return obj["metadata"].value("creationTimestamp", ""); }
 
+// Columns padded to their widest cell; `skip_first` leaves the first column out.
+void PrintRows(const std::vector<std::vector<std::string>>& rows, bool skip_first = false) {
+  std::vector<size_t> width;
+  for (const auto& row : rows) {
+    for (size_t i = 0; i < row.size(); ++i) {
+      if (width.size() <= i) width.push_back(0);
+      width[i] = std::max(width[i], row[i].size());
+    }
+  }
+  for (const auto& row : rows) {
+    for (size_t i = 0; i < row.size(); ++i) {
+      if (i == 0 && skip_first) continue;
+      std::printf("%-*s%s", static_cast<int>(width[i]), row[i].c_str(),
+                  i + 1 < row.size() ? "   " : "\n");
+    }
+  }
+}
+
 void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns) {
   std::vector<std::vector<std::string>> rows;
   std::string kind = r.kind;
@@ -253,20 +271,7 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns)
       rows.push_back({meta.value("name", ""), Age(o)});
     }
   }
-  std::vector<size_t> width;
-  for (const auto& row : rows) {
-    for (size_t i = 0; i < row.size(); ++i) {
-      if (width.size() <= i) width.push_back(0);
-      width[i] = std::max(width[i], row[i].size());
-    }
-  }
-  for (const auto& row : rows) {
-    for (size_t i = 0; i < row.size(); ++i) {
-      if (i == 0 && kind == "Workload" && !with_ns) continue;
-      std::printf("%-*s%s", static_cast<int>(width[i]), row[i].c_str(),
-                  i + 1 < row.size() ? "   " : "\n");
-    }
-  }
+  PrintRows(rows, kind == "Workload" && !with_ns);
 }
 
 void PrintObject(const json& o, const std::string& output) {
@@ -524,7 +529,9 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
     // A victim's mark, and a waiting preemptor's planned place.
     if (status.contains("preemption")) {
       const json p = status["preemption"];
-      std::printf("Preempted:  by %s, stops at %s\n", p.value("by", "").c_str(),
+      const std::string by = p.value("by", "");
+      std::printf("Preempted:  %s, stops at %s\n",
+                  (by.empty() ? p.value("reason", "") : "by " + by).c_str(),
                   p.value("deadline", "").c_str());
     }
     for (const char* key : {"assignments", "nomination"}) {
@@ -596,6 +603,30 @@ int ExportNodes(HttpClient& http, const std::string& format) {
   if (!resp.ok() || resp->status != 200) return Failed(resp);
   json j = json::parse(resp->body, nullptr, false);
   std::printf("%s\n", j.is_discarded() ? resp->body.c_str() : j.dump(2).c_str());
+  return 0;
+}
+
+// What waits in a queue (and below it), in the order admission takes it in each leaf.
+int Pending(Globals& g, HttpClient& http, const std::string& queue, int limit) {
+  auto resp = http.Do("GET", "/apis/fabrica.dev/v1/queues/" + queue +
+                                 "/pendingworkloads?limit=" + std::to_string(limit));
+  if (!resp.ok() || resp->status != 200) return Failed(resp);
+  const json list = json::parse(resp->body);
+  if (g.output == "json" || g.output == "yaml") {
+    PrintObject(list, g.output);
+    return 0;
+  }
+  std::vector<std::vector<std::string>> rows = {
+      {"POSITION", "QUEUE", "IN-QUEUE", "NAMESPACE", "NAME", "PRIORITY", "CREATED", "MESSAGE"}};
+  for (const json& w : list.value("items", json::array()))
+    rows.push_back({Plain(w.value("position", json(0))), w.value("queue", ""),
+                    Plain(w.value("positionInQueue", json(0))), w.value("namespace", ""),
+                    w.value("name", ""), Plain(w.value("priority", json(0))),
+                    w.value("creationTimestamp", ""), w.value("message", "")});
+  PrintRows(rows);
+  if (list.value("total", 0) > static_cast<int64_t>(rows.size() - 1))
+    std::printf("(%d of %d shown; --limit N for more)\n", static_cast<int>(rows.size() - 1),
+                list.value("total", 0));
   return 0;
 }
 
@@ -783,6 +814,16 @@ int main(int argc, char** argv) {
   describe->callback([&] {
     auto h = client();
     rc = h ? Describe(g, *h, what, name) : 2;
+  });
+  CLI::App* pending = app.add_subcommand(
+      "pending", "What waits in a queue and its subtree, in admission order, with positions");
+  pending->add_option("queue", name)->required();
+  int pending_limit = 100;
+  pending->add_option("--limit", pending_limit, "at most this many (default 100)");
+  pending->add_option("-o,--output", g.output, "json|yaml");
+  pending->callback([&] {
+    auto h = client();
+    rc = h ? Pending(g, *h, name, pending_limit) : 2;
   });
   CLI::App* cordon = app.add_subcommand("cordon", "Stop new work landing on a node");
   cordon->add_option("node", name)->required();

@@ -16,6 +16,7 @@
 #include "sched/admission.h"
 #include "sched/frag.h"
 #include "sched/placer.h"
+#include "sched/queue_objects.h"
 
 namespace fabrica {
 
@@ -69,39 +70,11 @@ std::string KeyName(const json& obj) {
   return Str(Field(obj, "metadata"), "namespace") + "/" + Str(Field(obj, "metadata"), "name");
 }
 
-// The built-in leaf for workloads that name no queue (and whose tenant has no queue of its
-// name): no guarantee, so what it holds is borrowed and the first to be reclaimed.
-constexpr const char* kUnqueued = "unqueued";
-
-// The admission configuration of the stored Queue objects (their spec as in a scenario's
-// `admission.queues`, minus `budget`, which the meter reads), plus the built-in leaf.
+// The admission tree of the stored Queue objects (sched/queue_objects.h).
 Result<AdmissionConfig> QueueConfig(const ListResult& queues) {
-  json doc = {{"queues", json::array()}};
-  bool has_unqueued = false;
-  for (const KeyValue& kv : queues.items) {
-    json q = json::parse(kv.value, nullptr, false);
-    if (!q.is_object()) continue;
-    json spec = Field(q, "spec").is_object() ? q["spec"] : json::object();
-    spec.erase("budget");
-    spec["name"] = Str(Field(q, "metadata"), "name");
-    has_unqueued |= spec["name"] == kUnqueued;
-    doc["queues"].push_back(spec);
-  }
-  if (!has_unqueued) {
-    // Under the tree's one root when there is one with children, so that it borrows what the
-    // tree leaves unused; otherwise a root of its own (which can hold nothing of a flavour
-    // some queue has a quota for: roots do not lend to each other).
-    std::set<std::string> roots, parents;
-    for (const json& q : doc["queues"]) {
-      const std::string parent = Str(q, "parent");
-      (parent.empty() ? roots : parents).insert(parent.empty() ? Str(q, "name") : parent);
-    }
-    json unqueued = {{"name", kUnqueued}};
-    if (roots.size() == 1 && parents.count(*roots.begin())) unqueued["parent"] = *roots.begin();
-    doc["queues"].push_back(unqueued);
-  }
-  YamlMap m(Doc::FromJson(doc), "", "stored queues");
-  return ParseAdmissionConfig(m);
+  std::vector<json> objects;
+  for (const KeyValue& kv : queues.items) objects.push_back(json::parse(kv.value, nullptr, false));
+  return QueueTreeFromObjects(objects);
 }
 
 // All of a node's free capacity, or that of some of its GPUs, as an assignment to hold.
@@ -401,10 +374,19 @@ Result<CycleStats> Scheduler::RunOnce() {
 
   std::erase_if(parsed_, [this](const auto& entry) { return std::get<2>(entry.second) != cycle_; });
 
-  // A victim whose preemptor no longer waits (deleted, or placed meanwhile) is not evicted after
-  // all: its mark is taken off and it keeps running.
+  // A victim whose preemptor no longer waits (deleted, placed meanwhile, or in a queue a
+  // stopPolicy stopped) is not evicted after all: its mark is taken off and it keeps running.
+  Result<AdmissionConfig> config =
+      with_queues ? QueueConfig(queue_list) : Result<AdmissionConfig>(AdmissionConfig{});
+  std::set<std::string> stopped, leaves;
+  if (with_queues && config.ok()) {
+    stopped = StoppedQueues(*config);
+    leaves = LeafQueues(*config);
+  }
   std::set<std::string> waiting_keys;
-  for (const StoredWorkload& sw : pending) waiting_keys.insert(KeyName(sw.obj()));
+  for (const StoredWorkload& sw : pending)
+    if (!stopped.count(WaitingQueue(leaves, sw.w().queue.str(), sw.w().tenant.str())))
+      waiting_keys.insert(KeyName(sw.obj()));
   for (BoundWorkload& b : bound) {
     if (!b.evicting) continue;
     const std::string by = Str(Field(Field(b.sw.obj(), "status"), "preemption"), "by");
@@ -480,7 +462,6 @@ Result<CycleStats> Scheduler::RunOnce() {
     // placement. The Admitter is rebuilt from the store every cycle: the store is the truth,
     // but for what this scheduler keeps between cycles (usage history, reclaim records), which
     // it also writes to the queues' status.
-    auto config = QueueConfig(queue_list);
     std::unique_ptr<Admitter> admitter;
     if (config.ok()) {
       config->usage_half_life_s = options_.usage_half_life_s;
@@ -510,10 +491,7 @@ Result<CycleStats> Scheduler::RunOnce() {
       };
       // The queue a workload waits in: spec.queue, else its tenant's queue, else the built-in.
       auto leaf_of = [&](Workload w) {
-        if (w.queue.empty()) {
-          const int q = admitter->QueueIndex(w.tenant.str());
-          w.queue = QueueId(q >= 0 && admitter->is_leaf(q) ? w.tenant.str() : kUnqueued);
-        }
+        w.queue = QueueId(WaitingQueue(leaves, w.queue.str(), w.tenant.str()));
         return w;
       };
       const double now_s = static_cast<double>(now) / 1000.0;
@@ -536,7 +514,7 @@ Result<CycleStats> Scheduler::RunOnce() {
         if (!id.ok()) {
           // Its queue is gone: it keeps running, charged to the built-in queue.
           Workload w = bound[b].sw.w();
-          w.queue = QueueId(kUnqueued);
+          w.queue = QueueId(kUnqueuedQueue);
           id = admitter->Restore(w, bound[b].assign, now_s, options, bound[b].evicting);
         }
         if (id.ok()) {

@@ -1521,7 +1521,8 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
     if (v == id || w.phase != Phase::kAdmitted || !w.options.preemptible || w.pods.size() != 1 ||
         w.spec.gang || now - w.admitted_at < w.options.min_runtime_s)
       return false;
-    if (fate[v] != kStays) return false;
+    // Moved work waits to be placed again, which a stopped queue's never is.
+    if (fate[v] != kStays || queues_[w.leaf].stop != StopPolicy::kNone) return false;
     const int budget = queues_[w.leaf].spec.disruption_budget;
     return budget < 0 || queues_[w.leaf].evicting + moving_per_queue[w.leaf] < budget;
   };

@@ -288,11 +288,10 @@ class Admitter {
   int64_t usage_milli(int q) const;  // GPU milli held by the subtree, every flavour
   int64_t guaranteed_milli(int q) const;
   double dominant_share(int q) const;
-  int pending_count(int q) const;
+  int pending_count(int q) const;  // waiting in the subtree
+  const AdmissionConfig& config() const { return config_; }
   // Whether a stopPolicy of the queue or an ancestor stops it.
-  bool stopped(int q) const {
-    return queues_[q].stop != StopPolicy::kNone;
-  }  // waiting in the subtree
+  bool stopped(int q) const { return queues_[q].stop != StopPolicy::kNone; }
 
  private:
   struct Entry {

@@ -1120,6 +1120,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
           changed = true;
         }
         for (const Eviction& e : cr.evicted) {
+          if (e.preemptor < 0) continue;  // a drain: scenario queues cannot be stopped
           int v = by_handle[gi][e.victim], p = by_handle[gi][e.preemptor];
           WState& vs = ws[v];
           vs.evicting = true;

@@ -1,0 +1,40 @@
+// Stored Queue objects as the admission layer's tree, and the leaf a workload waits in: one
+// reading for the server's scheduler (which admits through the tree) and its API (which shows
+// what waits where, GET .../queues/NAME/pendingworkloads).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "sched/admission.h"
+
+namespace fabrica {
+
+// The built-in leaf for workloads that name no queue and whose tenant has no leaf queue of its
+// name: no guarantee, so what it holds is borrowed and the first to be reclaimed.
+inline constexpr const char* kUnqueuedQueue = "unqueued";
+
+// The tree of stored Queue objects (their spec as in a scenario's `admission.queues`, minus
+// `budget`, which the meter reads), plus the built-in leaf: under the tree's one root when
+// there is one with children, so that it borrows what the tree leaves unused; otherwise a root
+// of its own.
+Result<AdmissionConfig> QueueTreeFromObjects(const std::vector<nlohmann::json>& queues);
+
+// The queues of `tree` with no children.
+std::set<std::string> LeafQueues(const AdmissionConfig& tree);
+
+// The queue a workload of `tenant` that names `queue` (empty: none) waits in: that queue, else
+// the queue named after its tenant when it is a leaf (of LeafQueues), else kUnqueuedQueue.
+std::string WaitingQueue(const std::set<std::string>& leaves, const std::string& queue,
+                         const std::string& tenant);
+
+// The queues a stopPolicy stops: their own or an ancestor's.
+std::set<std::string> StoppedQueues(const AdmissionConfig& tree);
+
+// `name` and every queue below it, in the tree's order.
+std::vector<std::string> Subtree(const AdmissionConfig& tree, const std::string& name);
+
+}  // namespace fabrica
