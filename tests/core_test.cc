@@ -629,10 +629,21 @@ TEST(WorkloadYaml, PreemptibleAndMinimumRuntime) {
                                   "  podSets: [{cpu: 1}]\n",
                                   "w.yaml"),
                 {"w.yaml:3", "spec.checkpointIntervalSeconds", "must not be negative"});
+  r = ParseWorkloadYaml(
+      "metadata: {name: w}\nspec:\n  minRuntimeSeconds: 60\n  maxRuntimeSeconds: 3600\n"
+      "  podSets: [{cpu: 1}]\n",
+      "w.yaml");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->front().max_runtime_seconds, 3600);
+  ExpectInvalid(ParseWorkloadYaml("metadata: {name: w}\nspec:\n  minRuntimeSeconds: 60\n"
+                                  "  maxRuntimeSeconds: 30\n  podSets: [{cpu: 1}]\n",
+                                  "w.yaml"),
+                {"spec.maxRuntimeSeconds", "must not be below minRuntimeSeconds (60)"});
   r = ParseWorkloadYaml("metadata: {name: w}\nspec:\n  podSets: [{cpu: 1}]\n", "w.yaml");
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r->front().preemptible);
   EXPECT_EQ(r->front().min_runtime_seconds, 0);
+  EXPECT_EQ(r->front().max_runtime_seconds, 0);
   EXPECT_EQ(r->front().checkpoint_interval_seconds, 0);
   ExpectInvalid(
       ParseWorkloadYaml(

@@ -913,6 +913,42 @@ TEST_F(FactoryTest, PendingWorkloadsShowTheirPlaceInTheQueue) {
   EXPECT_EQ(Call("GET", std::string(kApi) + "/queues/org/pendingworkloads?limit=x").status, 400);
 }
 
+// spec.maxRuntimeSeconds: a run longer than that is marked, keeps its GPUs through the grace
+// period, then fails for good (reason MaxRuntimeExceeded) and its GPUs go to waiting work.
+TEST_F(FactoryTest, MaxRuntimeStopsARunForGood) {
+  SchedulerOptions so;
+  so.preemption_grace_ms = 5'000;
+  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
+  json bad = WholeGpuWorkload("team-a", "bad", 8);
+  bad["spec"]["minRuntimeSeconds"] = 120;
+  bad["spec"]["maxRuntimeSeconds"] = 60;
+  ClientResponse refused = Call("POST", WorkloadPath("team-a"), bad.dump());
+  EXPECT_EQ(refused.status, 422) << refused.body;
+  EXPECT_NE(refused.body.find("spec.maxRuntimeSeconds"), std::string::npos) << refused.body;
+
+  json capped = WholeGpuWorkload("team-a", "capped", 8, 4);  // the four whole-GPU nodes
+  capped["spec"]["maxRuntimeSeconds"] = 60;
+  CreateWorkload(capped);
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  CreateWorkload(WholeGpuWorkload("team-b", "next", 8));
+  Cycle(30'000);
+  EXPECT_EQ(Workloads()["team-a/capped"]["status"].value("phase", ""), "Running");
+  Cycle(31'000);
+  std::map<std::string, json> w = Workloads();
+  const json& status = w["team-a/capped"]["status"];
+  EXPECT_EQ(status.value("phase", ""), "Running") << Describe(w);  // through the grace period
+  EXPECT_EQ(status["preemption"].value("reason", ""), "ran past its maximum runtime of 60 s")
+      << Describe(w);
+  EXPECT_NE(w["team-b/next"]["status"].value("phase", ""), "Running") << Describe(w);
+  EXPECT_EQ(Cycle(5'000).timed_out, 1) << Describe(Workloads());
+  w = Workloads();
+  EXPECT_EQ(w["team-a/capped"]["status"].value("phase", ""), "Failed") << Describe(w);
+  EXPECT_EQ(w["team-a/capped"]["status"].value("reason", ""), "MaxRuntimeExceeded");
+  auto next_phase = [&] { return Workloads()["team-b/next"]["status"].value("phase", ""); };
+  for (int i = 0; i < 5 && next_phase() != "Running"; ++i) Cycle();
+  EXPECT_EQ(next_phase(), "Running") << Describe(Workloads());
+}
+
 // Reclaim through the server picks the victim that loses the least work, counting from the
 // run's start (status.startTime) and from its last checkpoint (spec.checkpointIntervalSeconds):
 // team-b's oldest run checkpoints every 60 s and has just saved its state, so it is evicted

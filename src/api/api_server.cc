@@ -280,6 +280,7 @@ constexpr TypedField kTypedFields[] = {
     {"Workload", "spec.preemptible", true},
     {"Workload", "spec.minRuntimeSeconds", false},
     {"Workload", "spec.checkpointIntervalSeconds", false},
+    {"Workload", "spec.maxRuntimeSeconds", false},
     {"Workload", "spec.run.durationSeconds", false},
     {"Workload", "spec.podSets[].count", false},
     {"Workload", "spec.podSets[].devices.gpus", false},

@@ -324,12 +324,41 @@ Result<CycleStats> Scheduler::RunOnce() {
           return true;
         };
         // A preempted workload keeps its devices until its grace period ends; then it waits
-        // in its queue again.
+        // in its queue again — or, marked `final` (past its maximum runtime), it has failed.
         const json& preemption = Field(status, "preemption");
         if (preemption.is_object()) {
           const int64_t deadline = ParseTimestamp(Str(preemption, "deadline"));
-          if ((deadline < 0 || now >= deadline) && requeue("Preempted", Str(preemption, "reason")))
-            continue;
+          if (deadline < 0 || now >= deadline) {
+            if (Field(preemption, "final") == true) {
+              json next = sw.obj();
+              next["status"].erase("preemption");
+              next["status"]["phase"] = "Failed";
+              next["status"]["reason"] = "MaxRuntimeExceeded";
+              next["status"]["message"] = Str(preemption, "reason");
+              next["status"]["completionTime"] = FormatTimestamp(now);
+              if (store_.Put(kv.key, next.dump(), kv.mod_revision).ok()) {
+                ++stats.timed_out;
+                continue;
+              }
+            } else if (requeue("Preempted", Str(preemption, "reason"))) {
+              continue;
+            }
+          }
+        }
+        // Past its maximum runtime, counted from the start of this run: marked to stop for
+        // good when the grace period ends, keeping its devices until then, like a victim.
+        bool expiring = false;
+        const int64_t limit_ms = sw.w().max_runtime_seconds * 1000;
+        const int64_t started = ParseTimestamp(Str(status, "startTime"));
+        if (!preemption.is_object() && limit_ms > 0 && started >= 0 && now - started >= limit_ms) {
+          json next = sw.obj();
+          const std::string deadline = FormatTimestamp(now + options_.preemption_grace_ms);
+          const std::string why = "ran past its maximum runtime of " +
+                                  std::to_string(sw.w().max_runtime_seconds) + " s";
+          next["status"]["preemption"] = {
+              {"by", ""}, {"reason", why}, {"deadline", deadline}, {"final", true}};
+          next["status"]["message"] = why + "; stops at " + deadline;
+          expiring = store_.Put(kv.key, next.dump(), kv.mod_revision).ok();
         }
         // Through queues, a gang whose pods have not all started (still Scheduled) within the
         // gang timeout gives its devices back and waits again.
@@ -358,7 +387,8 @@ Result<CycleStats> Scheduler::RunOnce() {
           allocated_by_tenant[sw.w().tenant.str()] += r.total_gpu_milli() / 1000.0;
         ++stats.running;
         if (preemption.is_object()) ++victims_of[Str(preemption, "by")];
-        bound.push_back({std::move(sw), std::move(*assignments), preemption.is_object()});
+        bound.push_back(
+            {std::move(sw), std::move(*assignments), preemption.is_object() || expiring});
         continue;
       }
       if (phase == "Pending") {

@@ -71,6 +71,7 @@ struct CycleStats {
   int pending = 0;
   int requeued = 0;
   int preempted = 0;  // victims chosen this cycle
+  int timed_out = 0;  // stopped for good past their maximum runtime
   int running = 0;
   double seconds = 0;
 };
