@@ -926,9 +926,15 @@ TEST_F(FactoryTest, MaxRuntimeStopsARunForGood) {
   EXPECT_EQ(refused.status, 422) << refused.body;
   EXPECT_NE(refused.body.find("spec.maxRuntimeSeconds"), std::string::npos) << refused.body;
 
-  json capped = WholeGpuWorkload("team-a", "capped", 8, 4);  // the four whole-GPU nodes
+  json capped = WholeGpuWorkload("team-a", "capped", 8, 3);
   capped["spec"]["maxRuntimeSeconds"] = 60;
   CreateWorkload(capped);
+  // The fourth whole-GPU node: a run that ends on its own during the grace period succeeds
+  // (its agent's report is accepted over the mark).
+  json finisher = WholeGpuWorkload("team-a", "finisher", 8);
+  finisher["spec"]["maxRuntimeSeconds"] = 60;
+  finisher["spec"]["run"]["durationSeconds"] = 63;
+  CreateWorkload(finisher);
   ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
   CreateWorkload(WholeGpuWorkload("team-b", "next", 8));
   Cycle(30'000);
@@ -944,6 +950,7 @@ TEST_F(FactoryTest, MaxRuntimeStopsARunForGood) {
   w = Workloads();
   EXPECT_EQ(w["team-a/capped"]["status"].value("phase", ""), "Failed") << Describe(w);
   EXPECT_EQ(w["team-a/capped"]["status"].value("reason", ""), "MaxRuntimeExceeded");
+  EXPECT_EQ(w["team-a/finisher"]["status"].value("phase", ""), "Succeeded") << Describe(w);
   auto next_phase = [&] { return Workloads()["team-b/next"]["status"].value("phase", ""); };
   for (int i = 0; i < 5 && next_phase() != "Running"; ++i) Cycle();
   EXPECT_EQ(next_phase(), "Running") << Describe(Workloads());

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <limits>
 #include <list>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -171,7 +172,7 @@ bool AssignedTo(const json& workload, const std::string& node) {
   return false;
 }
 
-enum class JsonKind { kString, kInt, kObject, kList };
+enum class JsonKind { kString, kInt, kBool, kObject, kList };
 
 // Checks that `j`, found at `path`, is an object whose fields are among `fields`, each of its
 // kind.
@@ -185,11 +186,13 @@ Status CheckFields(const json& j, const std::string& path,
     if (f == fields.end()) return InvalidArgument(path + "." + k + ": unknown field");
     const bool ok = f->second == JsonKind::kString ? v.is_string()
                     : f->second == JsonKind::kInt  ? v.is_number_integer()
+                    : f->second == JsonKind::kBool ? v.is_boolean()
                     : f->second == JsonKind::kList ? v.is_array()
                                                    : v.is_object();
     if (!ok) {
       const char* want = f->second == JsonKind::kString ? "a string"
                          : f->second == JsonKind::kInt  ? "an integer"
+                         : f->second == JsonKind::kBool ? "true or false"
                          : f->second == JsonKind::kList ? "a list"
                                                         : "an object";
       return InvalidArgument(path + "." + k + ": expected " + want + ", got " + v.dump());
@@ -227,11 +230,14 @@ Status ValidateWorkloadStatus(const json& status) {
       return InvalidArgument("status.conditions[" + std::to_string(i) + "]: expected an object");
     }
   }
-  // A victim's mark (the scheduler's): who preempts it, why, and when it stops.
+  // A victim's mark (the scheduler's): who preempts it, why, and when it stops; `final`: it
+  // then fails rather than waiting again (past its maximum runtime).
   if (status.contains("preemption")) {
-    RETURN_IF_ERROR(
-        CheckFields(status["preemption"], "status.preemption",
-                    {{"by", K::kString}, {"reason", K::kString}, {"deadline", K::kString}}));
+    RETURN_IF_ERROR(CheckFields(status["preemption"], "status.preemption",
+                                {{"by", K::kString},
+                                 {"reason", K::kString},
+                                 {"deadline", K::kString},
+                                 {"final", K::kBool}}));
   }
   // Where it runs, and where a waiting preemptor plans to (the same shape).
   for (const char* key : {"assignments", "nomination"}) {
@@ -955,16 +961,24 @@ struct ApiServer::Impl {
     };
     std::vector<Waiting> waiting;
     for (const KeyValue& kv : *workloads) {
+      // Most stored workloads run or have ended: skip them before parsing (objects are stored
+      // as nlohmann dumps them, without spaces).
+      if (kv.value.find("\"phase\":\"Pending\"") == std::string::npos &&
+          kv.value.find("\"phase\":") != std::string::npos)
+        continue;
       json obj = json::parse(kv.value, nullptr, false);
-      if (jsonf::Str(jsonf::Field(obj, "status"), "phase") != "Pending") continue;
+      // As the scheduler reads it: no phase is Pending.
+      if (jsonf::Str(jsonf::Field(obj, "status"), "phase", "Pending") != "Pending") continue;
       const json& spec = jsonf::Field(obj, "spec");
       const json& meta = jsonf::Field(obj, "metadata");
       std::string leaf =
           WaitingQueue(leaves, jsonf::Str(spec, "queue"), jsonf::Str(meta, "namespace"));
-      if (!in.count(leaf)) continue;
+      // Only leaves hold work: a workload naming an inner queue waits nowhere.
+      if (!in.count(leaf) || !leaves.count(leaf)) continue;
+      const int64_t created = ParseTimestamp(jsonf::Str(meta, "creationTimestamp"));
       waiting.push_back({jsonf::Int(spec, "priority"),
-                         ParseTimestamp(jsonf::Str(meta, "creationTimestamp")), kv.create_revision,
-                         std::move(leaf), std::move(obj)});
+                         created >= 0 ? created : std::numeric_limits<int64_t>::max(),
+                         kv.create_revision, std::move(leaf), std::move(obj)});
     }
     std::sort(waiting.begin(), waiting.end(), [](const Waiting& a, const Waiting& b) {
       return std::tuple(-a.priority, a.created, a.revision) <

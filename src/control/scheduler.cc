@@ -376,6 +376,17 @@ Result<CycleStats> Scheduler::RunOnce() {
         auto assignments = ParseAssignments(status, "assignments", state, node_index, unusable);
         if (!assignments || assignments->size() != sw.pods.size()) {
           json patch = sw.obj();
+          // A run already marked to fail (past its maximum runtime) fails now.
+          if (Field(preemption, "final") == true) {
+            patch["status"].erase("preemption");
+            patch["status"]["phase"] = "Failed";
+            patch["status"]["reason"] = "MaxRuntimeExceeded";
+            patch["status"]["message"] =
+                Str(preemption, "reason") + "; its node stopped renewing its lease";
+            patch["status"]["completionTime"] = FormatTimestamp(now);
+            if (store_.Put(kv.key, patch.dump(), kv.mod_revision).ok()) ++stats.timed_out;
+            continue;
+          }
           patch["status"] = {{"phase", "Pending"},
                              {"message", "requeued: its node stopped renewing its lease"},
                              {"reason", "NodeLost"}};

@@ -99,8 +99,8 @@ struct Workload {
   bool preemptible = true;
   int64_t min_runtime_seconds = 0;
   // A run longer than this is stopped for good (Failed, reason MaxRuntimeExceeded), after the
-  // eviction grace period, as Slurm's time limit or Kueue's maximumExecutionTimeSeconds; each
-  // run (after a preemption, the next one) has the whole limit. 0: no limit.
+  // eviction grace period, as Slurm's time limit: each run (after a preemption, the next one)
+  // has the whole limit (Kueue's maximumExecutionTimeSeconds counts across runs). 0: none.
   int64_t max_runtime_seconds = 0;
   // How often it saves its progress (0: never). An eviction then throws away only the work
   // since its last checkpoint, which is what victim choice counts as lost; resuming from it on

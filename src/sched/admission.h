@@ -289,7 +289,6 @@ class Admitter {
   int64_t guaranteed_milli(int q) const;
   double dominant_share(int q) const;
   int pending_count(int q) const;  // waiting in the subtree
-  const AdmissionConfig& config() const { return config_; }
   // Whether a stopPolicy of the queue or an ancestor stops it.
   bool stopped(int q) const { return queues_[q].stop != StopPolicy::kNone; }
 

@@ -16,8 +16,11 @@ Result<AdmissionConfig> QueueTreeFromObjects(const std::vector<json>& queues) {
     if (!q.is_object()) continue;
     json spec = q.contains("spec") && q["spec"].is_object() ? q["spec"] : json::object();
     spec.erase("budget");
-    spec["name"] =
-        q.contains("metadata") && q["metadata"].is_object() ? q["metadata"].value("name", "") : "";
+    // Read without throwing: a hand-edited record must not stop the scheduler.
+    const auto meta = q.find("metadata");
+    const bool named = meta != q.end() && meta->is_object() && meta->contains("name") &&
+                       (*meta)["name"].is_string();
+    spec["name"] = named ? (*meta)["name"].get<std::string>() : "";
     has_unqueued |= spec["name"] == kUnqueuedQueue;
     doc["queues"].push_back(spec);
   }
