@@ -956,6 +956,29 @@ TEST_F(FactoryTest, MaxRuntimeStopsARunForGood) {
   EXPECT_EQ(next_phase(), "Running") << Describe(Workloads());
 }
 
+// examples/queues.yaml, as fabctl apply sends it, is accepted whole and the scheduler admits
+// through its tree (the README's first step with queues).
+TEST_F(FactoryTest, ExampleQueuesApplyAndAdmit) {
+  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, SchedulerOptions{}, nullptr);
+  const std::string text = ReadFile(std::string(FABRICA_SOURCE_DIR) + "/examples/queues.yaml");
+  ASSERT_FALSE(text.empty());
+  int queues = 0;
+  for (const YAML::Node& d : YAML::LoadAll(text)) {
+    const json obj = YamlToJson(d);
+    const std::string plural = obj.value("kind", "") == "Queue" ? "queues" : "priorityclasses";
+    queues += plural == "queues";
+    ClientResponse r = Call("POST", std::string(kApi) + "/" + plural, obj.dump());
+    EXPECT_EQ(r.status, 201) << obj.dump() << ": " << r.body;
+  }
+  EXPECT_EQ(queues, 5);
+  CreateWorkload(WholeGpuWorkload("team-b", "b-0", 8));
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  Cycle();
+  const json b = CallJson("GET", std::string(kApi) + "/queues/team-b");
+  EXPECT_EQ(b["status"].value("usedGpus", ""), "8") << b.dump();
+  EXPECT_EQ(b["status"].value("active", false), true) << b.dump();
+}
+
 // Reclaim through the server picks the victim that loses the least work, counting from the
 // run's start (status.startTime) and from its last checkpoint (spec.checkpointIntervalSeconds):
 // team-b's oldest run checkpoints every 60 s and has just saved its state, so it is evicted
