@@ -21,6 +21,7 @@
 #include "core/workload.h"
 #include "core/yaml_reader.h"
 #include "sched/policy.h"
+#include "sched/queue_objects.h"
 #include "sim/replay.h"
 
 namespace fabrica {
@@ -1337,6 +1338,34 @@ queues:
   EXPECT_EQ(set->preemption.borrow_max_priority, -5);
 }
 
+// Who may wait in a queue: its own tenant, anyone on the built-in unqueued, and the tenants a
+// queue on its path lists ("*": all).
+TEST(AdmissionConfigTest, TenantMayUseItsQueueOrOneThatListsIt) {
+  std::map<std::string, QueueSpec> tree;
+  tree["org"] = QueueSpec{"org", "", 1, {}, -1};
+  tree["org"].tenants = {"ops"};
+  tree["team-a"] = QueueSpec{"team-a", "org", 1, {}, -1};
+  tree["pool"] = QueueSpec{"pool", "org", 1, {}, -1};
+  tree["pool"].tenants = {"team-b"};
+  tree["open"] = QueueSpec{"open", "", 1, {}, -1};
+  tree["open"].tenants = {"*"};
+  auto find = [&](const std::string& q) -> const QueueSpec* {
+    auto it = tree.find(q);
+    return it == tree.end() ? nullptr : &it->second;
+  };
+  EXPECT_TRUE(TenantMayUse("team-a", "team-a", find).ok());
+  EXPECT_TRUE(TenantMayUse("team-b", "pool", find).ok());
+  EXPECT_TRUE(TenantMayUse("ops", "team-a", find).ok());
+  EXPECT_TRUE(TenantMayUse("anyone", "open", find).ok());
+  EXPECT_TRUE(TenantMayUse("anyone", kUnqueuedQueue, find).ok());
+  EXPECT_TRUE(TenantMayUse("anyone", "ghost", find).ok());  // admission says it is unknown
+  Status no = TenantMayUse("team-b", "team-a", find);
+  EXPECT_EQ(no.code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(no.message().find("tenant team-b may not use queue team-a"), std::string::npos)
+      << no.message();
+  EXPECT_FALSE(TenantMayUse("team-a", "pool", find).ok());
+}
+
 TEST(AdmissionConfigTest, ErrorsNameTheField) {
   ExpectBad(ParseQueues("queues:\n  - {name: a, parent: ghost}\n"), "queues[0].parent",
             "unknown queue \"ghost\"");
@@ -1365,6 +1394,8 @@ TEST(AdmissionConfigTest, ErrorsNameTheField) {
   ExpectBad(ParseQueues("queues:\n  - {name: a, preemption: Never}\n"), "queues[0].preemption", "");
   ExpectBad(ParseQueues("queues:\n  - {name: a, stopPolicy: Drain}\n"), "queues[0].stopPolicy",
             "must be None, Hold or HoldAndDrain, got 'Drain'");
+  ExpectBad(ParseQueues("queues:\n  - {name: a, tenants: [team-a, Bad_Name]}\n"),
+            "queues[0].tenants", "'Bad_Name'");
   ExpectBad(ParseQueues("queues:\n  - {name: a, preemption: {reclaimWithinCohort: Never, "
                         "borrowWithinCohort: {policy: LowerPriority}}}\n"),
             "queues[0].preemption.borrowWithinCohort", "not Never");
@@ -1652,6 +1683,23 @@ TEST(ReplayTest, ScenarioErrorsNameTheField) {
             "admission.queues[1].stopPolicy", "a replayed queue cannot be stopped");
   ExpectBad(bad("trust: untrusted", "trust: untrusted\n    stopPolicy: Hold"),
             "teams[2].stopPolicy", "unknown");
+  // A team's queue not named after it must list the team (the tenant) in spec.tenants.
+  for (const bool listed : {false, true}) {
+    std::string text = kSmallScenario;
+    text.replace(text.find("load: 1.0"), 9,
+                 std::string("load: 1.0\nadmission:\n  queues:\n    - {name: org}\n"
+                             "    - {name: train, parent: org}\n"
+                             "    - {name: infer, parent: org}\n"
+                             "    - {name: shared, parent: org") +
+                     (listed ? ", tenants: [ext]}\n" : "}\n"));
+    text.replace(text.find("trust: untrusted"), 16, "trust: untrusted\n    queue: shared");
+    Status st = sim::ParseScenario(text, "tiny.yaml", ".").status();
+    if (listed) {
+      EXPECT_TRUE(st.ok()) << st.message();
+    } else {
+      ExpectBad(st, "teams[2].queue", "tenant ext may not use queue shared");
+    }
+  }
 }
 
 TEST(ReplayTest, TeamOfPodIsAFixedFunctionOfTheName) {

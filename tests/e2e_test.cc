@@ -979,6 +979,50 @@ TEST_F(FactoryTest, ExampleQueuesApplyAndAdmit) {
   EXPECT_EQ(b["status"].value("active", false), true) << b.dump();
 }
 
+// A queue's spec.tenants says who else may wait in it or below it: a tenant naming a queue it
+// may not use is refused when it writes the workload, and the scheduler keeps out one whose
+// permission went away while it waited.
+TEST_F(FactoryTest, QueuesNameTheTenantsThatMayUseThem) {
+  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, SchedulerOptions{}, nullptr);
+  CreateQueue("org", {{"tenants", {"team-c"}}});
+  CreateQueue("team-a", {{"parent", "org"}});
+  CreateQueue("pool", {{"parent", "org"}, {"tenants", {"team-a", "team-b"}}});
+  json bad = {{"apiVersion", "fabrica.dev/v1"},
+              {"kind", "Queue"},
+              {"metadata", {{"name", "odd"}}},
+              {"spec", {{"tenants", {"Not A Name"}}}}};
+  ClientResponse refused = Call("POST", std::string(kApi) + "/queues", bad.dump());
+  EXPECT_EQ(refused.status, 422) << refused.body;
+  EXPECT_NE(refused.body.find("spec.tenants"), std::string::npos) << refused.body;
+
+  auto submit = [&](const std::string& tenant, const std::string& name, const std::string& queue) {
+    json w = WholeGpuWorkload(tenant, name, 1);
+    w["spec"]["queue"] = queue;
+    return Call("POST", WorkloadPath(tenant), w.dump());
+  };
+  EXPECT_EQ(submit("team-a", "a-pool", "pool").status, 201);  // listed
+  EXPECT_EQ(submit("team-c", "c-a", "team-a").status, 201);   // listed above it, on org
+  ClientResponse denied = submit("team-b", "b-a", "team-a");
+  EXPECT_EQ(denied.status, 403) << denied.body;
+  EXPECT_NE(denied.body.find("spec.queue: tenant team-b may not use queue team-a"),
+            std::string::npos)
+      << denied.body;
+  EXPECT_EQ(submit("team-b", "b-pool", "pool").status, 201);
+
+  // team-b is taken off pool before its workload starts: it waits, using no quota.
+  const std::string path = std::string(kApi) + "/queues/pool";
+  json pool = CallJson("GET", path);
+  pool["spec"]["tenants"] = {"team-a"};
+  ASSERT_EQ(Call("PUT", path, pool.dump()).status, 200);
+  Cycle();
+  Cycle();
+  std::map<std::string, json> w = Workloads();
+  EXPECT_EQ(w["team-b/b-pool"]["status"].value("phase", ""), "Pending") << Describe(w);
+  EXPECT_EQ(w["team-b/b-pool"]["status"].value("reason", ""), "QueueNotAllowed") << Describe(w);
+  EXPECT_EQ(w["team-a/a-pool"]["status"].value("phase", ""), "Running") << Describe(w);
+  EXPECT_EQ(w["team-c/c-a"]["status"].value("phase", ""), "Running") << Describe(w);
+}
+
 // Reclaim through the server picks the victim that loses the least work, counting from the
 // run's start (status.startTime) and from its last checkpoint (spec.checkpointIntervalSeconds):
 // team-b's oldest run checkpoints every 60 s and has just saved its state, so it is evicted

@@ -1132,6 +1132,31 @@ struct ApiServer::Impl {
   // A workload that names a PriorityClass takes its value into spec.priority when it is
   // written, as Kubernetes does for pods: later changes to the class do not move it. The class
   // must exist, and a priority given beside it must be the class's.
+  // A workload naming a queue its tenant may not use (the queues' spec.tenants) is refused
+  // when written; the scheduler checks again each cycle, as queues change.
+  Status CheckQueueAccess(const json& obj) {
+    const std::string queue = jsonf::Str(jsonf::Field(obj, "spec"), "queue");
+    const std::string tenant = jsonf::Str(jsonf::Field(obj, "metadata"), "namespace");
+    if (queue.empty()) return Status::Ok();
+    std::map<std::string, QueueSpec> read;  // the queues on its path, as far as they exist
+    auto find = [&](const std::string& name) -> const QueueSpec* {
+      if (auto it = read.find(name); it != read.end()) return &it->second;
+      auto kv = store.Get(Key(*FindResource("queues"), "", name));
+      if (!kv.ok()) return nullptr;
+      json q = json::parse(kv->value, nullptr, false);
+      json spec = jsonf::Field(q, "spec").is_object() ? q["spec"] : json::object();
+      spec.erase("budget");
+      spec["name"] = name;
+      YamlMap m(Doc::FromJson(spec), "spec", "stored queue " + name);
+      auto parsed = ParseQueueSpec(m);
+      if (!parsed.ok()) return nullptr;
+      return &(read[name] = std::move(*parsed));
+    };
+    Status may = TenantMayUse(tenant, queue, find);
+    if (!may.ok()) return Status(may.code(), "spec.queue: " + may.message());
+    return Status::Ok();
+  }
+
   Status ResolvePriorityClass(json& obj) {
     json& spec = obj["spec"];
     if (!spec.is_object() || !spec.contains("priorityClassName")) return Status::Ok();
@@ -1171,8 +1196,10 @@ struct ApiServer::Impl {
     auto obj = Validate(info, std::move(*body), ns, "");
     if (!obj.ok()) return ErrorFromStatus(obj.status());
     json& o = *obj;
-    if (std::string(info.kind) == "Workload")
+    if (std::string(info.kind) == "Workload") {
       if (Status s = ResolvePriorityClass(o); !s.ok()) return ErrorFromStatus(s);
+      if (Status s = CheckQueueAccess(o); !s.ok()) return ErrorFromStatus(s);
+    }
     const std::string name = o["metadata"]["name"];
     if (info.namespaced) {
       auto tenant = store.Get(Key(*FindResource("tenants"), "", ns));
@@ -1260,6 +1287,9 @@ struct ApiServer::Impl {
                Field(Field(stored, "spec"), "priorityClassName") ||
            Field(o["spec"], "priority") != Field(Field(stored, "spec"), "priority")))
         if (Status s = ResolvePriorityClass(o); !s.ok()) return ErrorFromStatus(s);
+      if (!status_sub && std::string(info.kind) == "Workload" &&
+          Field(o["spec"], "queue") != Field(Field(stored, "spec"), "queue"))
+        if (Status s = CheckQueueAccess(o); !s.ok()) return ErrorFromStatus(s);
       if (status_sub && !p.node.empty() && std::string(info.plural) == "workloads") {
         // A node reports on the pods it runs (phase, messages, times, conditions); where they
         // run is the scheduler's decision.

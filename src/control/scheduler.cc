@@ -504,7 +504,9 @@ Result<CycleStats> Scheduler::RunOnce() {
     // but for what this scheduler keeps between cycles (usage history, reclaim records), which
     // it also writes to the queues' status.
     std::unique_ptr<Admitter> admitter;
+    std::map<std::string, QueueSpec> queue_specs;  // who may use which queue (spec.tenants)
     if (config.ok()) {
+      for (const QueueSpec& q : config->queues) queue_specs[q.name] = q;
       config->usage_half_life_s = options_.usage_half_life_s;
       config->gang_timeout_s = options_.gang_timeout_s;
       config->history_weight = options_.history_weight;
@@ -589,8 +591,17 @@ Result<CycleStats> Scheduler::RunOnce() {
         if (decided[i]) continue;
         const int64_t created =
             ParseTimestamp(Str(Field(pending[i].obj(), "metadata"), "creationTimestamp"));
-        auto id = admitter->Submit(leaf_of(pending[i].w()),
-                                   created >= 0 ? static_cast<double>(created) / 1000.0 : now_s,
+        const Workload w = leaf_of(pending[i].w());
+        // Only where its tenant may wait (a queue's spec.tenants); otherwise it uses no quota.
+        const Status may = TenantMayUse(w.tenant.str(), w.queue.str(), [&](const std::string& q) {
+          auto it = queue_specs.find(q);
+          return it == queue_specs.end() ? nullptr : &it->second;
+        });
+        if (!may.ok()) {
+          decisions[i] = Waits(may.message(), "QueueNotAllowed");
+          continue;
+        }
+        auto id = admitter->Submit(w, created >= 0 ? static_cast<double>(created) / 1000.0 : now_s,
                                    options_of(pending[i].w()));
         if (!id.ok()) {
           decisions[i] = Waits(id.status().message(), "Unschedulable");

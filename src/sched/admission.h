@@ -102,6 +102,9 @@ struct QueueSpec {
   bool strict_fifo = false;
   PreemptionPolicy preemption = {};
   StopPolicy stop_policy = StopPolicy::kNone;
+  // Tenants whose workloads may wait in this queue or a leaf below it ("*": every tenant),
+  // beside the tenant a leaf is named after (sched/queue_objects.h, TenantMayUse).
+  std::vector<std::string> tenants = {};
 };
 
 struct AdmissionConfig {
@@ -145,7 +148,7 @@ Status ValidatePreemptionPolicy(const PreemptionPolicy& policy);
 class YamlMap;
 Result<AdmissionConfig> ParseAdmissionConfig(YamlMap& map);
 // One queue: name, parent, weight, disruptionBudget, queueingStrategy, preemption, stopPolicy
-// (None | Hold | HoldAndDrain), quotas (by
+// (None | Hold | HoldAndDrain), tenants (names or "*"), quotas (by
 // flavour: guaranteed, borrowingLimit, lendingLimit); the tree is checked by
 // ValidateAdmissionConfig.
 Result<QueueSpec> ParseQueueSpec(YamlMap& map);

@@ -121,6 +121,13 @@ Result<QueueSpec> ParseQueueSpec(YamlMap& m) {
   RETURN_IF_ERROR(ParseQueuePolicies(m, &q));
   ASSIGN_OR_RETURN(int stop, ParseChoice(m, "stopPolicy", {"None", "Hold", "HoldAndDrain"}, 0));
   q.stop_policy = static_cast<StopPolicy>(stop);
+  if (m.Has("tenants")) {
+    ASSIGN_OR_RETURN(q.tenants, m.StringList("tenants"));
+    for (const std::string& t : q.tenants)
+      if (t != "*")
+        if (Status s = ValidateName(t); !s.ok())
+          return m.Error("tenants", "'" + t + "': " + s.message());
+  }
   if (m.Has("quotas")) {
     Doc quotas = m.Raw("quotas");
     if (!quotas.IsMap()) return m.Error("quotas", "expected a map from flavour to quota");

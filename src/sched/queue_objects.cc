@@ -58,6 +58,20 @@ std::string WaitingQueue(const std::set<std::string>& leaves, const std::string&
   return leaves.count(tenant) ? tenant : kUnqueuedQueue;
 }
 
+Status TenantMayUse(const std::string& tenant, const std::string& leaf,
+                    const std::function<const QueueSpec*(const std::string&)>& find) {
+  if (leaf == tenant || leaf == kUnqueuedQueue || !find(leaf)) return Status();
+  int depth = 0;  // a stored tree may have a cycle until the scheduler refuses it
+  for (const QueueSpec* q = find(leaf); q && depth < 64; q = find(q->parent), ++depth) {
+    for (const std::string& t : q->tenants)
+      if (t == tenant || t == "*") return Status();
+    if (q->parent.empty()) break;
+  }
+  return Status(StatusCode::kPermissionDenied,
+                "tenant " + tenant + " may not use queue " + leaf +
+                    ": neither it nor a queue above it lists the tenant in spec.tenants");
+}
+
 std::set<std::string> StoppedQueues(const AdmissionConfig& tree) {
   std::set<std::string> out;
   for (const QueueSpec& q : tree.queues)

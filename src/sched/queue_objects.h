@@ -3,6 +3,7 @@
 // what waits where, GET .../queues/NAME/pendingworkloads).
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -30,6 +31,14 @@ std::set<std::string> LeafQueues(const AdmissionConfig& tree);
 // the queue named after its tenant when it is a leaf (of LeafQueues), else kUnqueuedQueue.
 std::string WaitingQueue(const std::set<std::string>& leaves, const std::string& queue,
                          const std::string& tenant);
+
+// Who may wait in a queue: a tenant may use the leaf named after it, the built-in
+// kUnqueuedQueue, and any leaf on whose path (the leaf or an ancestor) a queue lists it, or
+// "*", in spec.tenants. `find` gives a queue's spec by name (nullptr: none); a queue that does
+// not exist is not refused here (admission says it is unknown). PermissionDenied names the
+// queue and the rule.
+Status TenantMayUse(const std::string& tenant, const std::string& leaf,
+                    const std::function<const QueueSpec*(const std::string&)>& find);
 
 // The queues a stopPolicy stops: their own or an ancestor's.
 std::set<std::string> StoppedQueues(const AdmissionConfig& tree);

@@ -16,6 +16,7 @@
 
 #include "core/yaml_reader.h"
 #include "sched/frag.h"
+#include "sched/queue_objects.h"
 #include "sim/openb.h"
 #include "sim/synthetic.h"
 
@@ -489,6 +490,13 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
           if (q.parent == sc.teams[i].queue)
             return InvalidArgument(source + ": " + at + ": queue \"" + sc.teams[i].queue +
                                    "\" has child queues; a team's workloads wait in a leaf");
+        // The team is the tenant: as in the server, a queue not named after it must list it.
+        const Status may =
+            TenantMayUse(sc.teams[i].name, sc.teams[i].queue, [&](const std::string& name) {
+              auto q = index.find(name);
+              return q == index.end() ? nullptr : &c.queues[q->second];
+            });
+        if (!may.ok()) return InvalidArgument(source + ": " + at + ": " + may.message());
         // The team's guarantee is its leaf's, every flavour together.
         int64_t g = 0;
         for (const auto& [flavor, quota] : c.queues[it->second].quotas) g += quota.guaranteed_milli;
