@@ -1013,6 +1013,7 @@ TEST_F(FactoryTest, QueuesNameTheTenantsThatMayUseThem) {
   const std::string path = std::string(kApi) + "/queues/pool";
   json pool = CallJson("GET", path);
   pool["spec"]["tenants"] = {"team-a"};
+  pool["spec"]["quotas"] = {{"gpu", {{"guaranteed", 8}}}};
   ASSERT_EQ(Call("PUT", path, pool.dump()).status, 200);
   Cycle();
   Cycle();
@@ -1021,6 +1022,31 @@ TEST_F(FactoryTest, QueuesNameTheTenantsThatMayUseThem) {
   EXPECT_EQ(w["team-b/b-pool"]["status"].value("reason", ""), "QueueNotAllowed") << Describe(w);
   EXPECT_EQ(w["team-a/a-pool"]["status"].value("phase", ""), "Running") << Describe(w);
   EXPECT_EQ(w["team-c/c-a"]["status"].value("phase", ""), "Running") << Describe(w);
+  EXPECT_EQ(CallJson("GET", path)["status"].value("usedGpus", ""), "1");
+  EXPECT_EQ(CallJson("GET", path)["status"].value("pendingWorkloads", -1), 0);
+
+  // Renaming the queue is checked as creating it is; a running workload keeps its queue.
+  const auto patch = [&](const std::string& tenant, const std::string& name, const json& spec) {
+    return Call("PATCH", WorkloadPath(tenant, name), json{{"spec", spec}}.dump(),
+                "application/merge-patch+json");
+  };
+  ClientResponse moved = patch("team-b", "b-pool", {{"queue", "team-a"}});
+  EXPECT_EQ(moved.status, 403) << moved.body;
+  ClientResponse running = patch("team-a", "a-pool", {{"queue", "team-a"}});
+  EXPECT_EQ(running.status, 422) << running.body;
+  EXPECT_NE(running.body.find("spec.queue: may not change while the workload is Running"),
+            std::string::npos)
+      << running.body;
+  EXPECT_EQ(patch("team-a", "a-pool", {{"preemptible", false}}).status, 422);
+
+  // team-a loses pool too: a-pool keeps running, charged to the built-in queue instead.
+  pool = CallJson("GET", path);
+  pool["spec"]["tenants"] = json::array();
+  ASSERT_EQ(Call("PUT", path, pool.dump()).status, 200);
+  Cycle();
+  Cycle();
+  EXPECT_EQ(Workloads()["team-a/a-pool"]["status"].value("phase", ""), "Running");
+  EXPECT_EQ(CallJson("GET", path)["status"].value("usedGpus", ""), "0");
 }
 
 // Reclaim through the server picks the victim that loses the least work, counting from the

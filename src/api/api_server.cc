@@ -947,6 +947,12 @@ struct ApiServer::Impl {
     auto tree = QueueTreeFromObjects(objects);
     if (!tree.ok())
       return StatusResponse(409, "the queue tree is invalid: " + tree.status().message());
+    std::map<std::string, const QueueSpec*> spec_of;
+    for (const QueueSpec& q : tree->queues) spec_of[q.name] = &q;
+    const auto find = [&](const std::string& name) -> const QueueSpec* {
+      auto it = spec_of.find(name);
+      return it == spec_of.end() ? nullptr : it->second;
+    };
     const std::vector<std::string> subtree = Subtree(*tree, queue);
     if (subtree.empty()) return StatusResponse(404, "Queue '" + queue + "' not found");
     const std::set<std::string> in(subtree.begin(), subtree.end());
@@ -973,8 +979,10 @@ struct ApiServer::Impl {
       const json& meta = jsonf::Field(obj, "metadata");
       std::string leaf =
           WaitingQueue(leaves, jsonf::Str(spec, "queue"), jsonf::Str(meta, "namespace"));
-      // Only leaves hold work: a workload naming an inner queue waits nowhere.
+      // Only leaves hold work: a workload naming an inner queue waits nowhere, nor one whose
+      // tenant may not use the queue it names.
       if (!in.count(leaf) || !leaves.count(leaf)) continue;
+      if (!TenantMayUse(jsonf::Str(meta, "namespace"), leaf, find).ok()) continue;
       const int64_t created = ParseTimestamp(jsonf::Str(meta, "creationTimestamp"));
       waiting.push_back({jsonf::Int(spec, "priority"),
                          created >= 0 ? created : std::numeric_limits<int64_t>::max(),
@@ -1139,20 +1147,28 @@ struct ApiServer::Impl {
     const std::string tenant = jsonf::Str(jsonf::Field(obj, "metadata"), "namespace");
     if (queue.empty()) return Status::Ok();
     std::map<std::string, QueueSpec> read;  // the queues on its path, as far as they exist
+    Status failed = Status::Ok();           // a queue that could not be read: refuse
     auto find = [&](const std::string& name) -> const QueueSpec* {
       if (auto it = read.find(name); it != read.end()) return &it->second;
       auto kv = store.Get(Key(*FindResource("queues"), "", name));
-      if (!kv.ok()) return nullptr;
+      if (!kv.ok()) {
+        if (kv.status().code() != StatusCode::kNotFound && failed.ok()) failed = kv.status();
+        return nullptr;
+      }
       json q = json::parse(kv->value, nullptr, false);
       json spec = jsonf::Field(q, "spec").is_object() ? q["spec"] : json::object();
       spec.erase("budget");
       spec["name"] = name;
       YamlMap m(Doc::FromJson(spec), "spec", "stored queue " + name);
       auto parsed = ParseQueueSpec(m);
-      if (!parsed.ok()) return nullptr;
+      if (!parsed.ok()) {
+        if (failed.ok()) failed = Status(StatusCode::kInternal, parsed.status().message());
+        return nullptr;
+      }
       return &(read[name] = std::move(*parsed));
     };
     Status may = TenantMayUse(tenant, queue, find);
+    if (!failed.ok()) return Status(failed.code(), "spec.queue: " + failed.message());
     if (!may.ok()) return Status(may.code(), "spec.queue: " + may.message());
     return Status::Ok();
   }
@@ -1287,9 +1303,21 @@ struct ApiServer::Impl {
                Field(Field(stored, "spec"), "priorityClassName") ||
            Field(o["spec"], "priority") != Field(Field(stored, "spec"), "priority")))
         if (Status s = ResolvePriorityClass(o); !s.ok()) return ErrorFromStatus(s);
-      if (!status_sub && std::string(info.kind) == "Workload" &&
-          Field(o["spec"], "queue") != Field(Field(stored, "spec"), "queue"))
-        if (Status s = CheckQueueAccess(o); !s.ok()) return ErrorFromStatus(s);
+      if (!status_sub && std::string(info.kind) == "Workload") {
+        // What it was admitted as stays while it holds devices (as Kueue keeps an admitted
+        // workload's queue): the queue charged, what runs, and what protects it from eviction.
+        const std::string phase = Str(Field(stored, "status"), "phase");
+        if (phase == "Scheduled" || phase == "Running")
+          for (const char* key :
+               {"queue", "podSets", "gang", "topology", "preemptible", "minRuntimeSeconds"})
+            if (Field(o["spec"], key) != Field(Field(stored, "spec"), key))
+              return StatusResponse(422,
+                                    "spec." + std::string(key) + ": may not change while the " +
+                                        "workload is " + phase + " (delete it and create it again)",
+                                    "spec." + std::string(key));
+        if (Field(o["spec"], "queue") != Field(Field(stored, "spec"), "queue"))
+          if (Status s = CheckQueueAccess(o); !s.ok()) return ErrorFromStatus(s);
+      }
       if (status_sub && !p.node.empty() && std::string(info.plural) == "workloads") {
         // A node reports on the pods it runs (phase, messages, times, conditions); where they
         // run is the scheduler's decision.

@@ -420,14 +420,24 @@ Result<CycleStats> Scheduler::RunOnce() {
   Result<AdmissionConfig> config =
       with_queues ? QueueConfig(queue_list) : Result<AdmissionConfig>(AdmissionConfig{});
   std::set<std::string> stopped, leaves;
+  std::map<std::string, QueueSpec> queue_specs;  // who may use which queue (spec.tenants)
   if (with_queues && config.ok()) {
     stopped = StoppedQueues(*config);
     leaves = LeafQueues(*config);
+    for (const QueueSpec& q : config->queues) queue_specs[q.name] = q;
   }
+  // Whether a workload's tenant may wait in the queue it names.
+  const auto allowed = [&](const Workload& w, const std::string& leaf) {
+    return TenantMayUse(w.tenant.str(), leaf, [&](const std::string& q) -> const QueueSpec* {
+      auto it = queue_specs.find(q);
+      return it == queue_specs.end() ? nullptr : &it->second;
+    });
+  };
   std::set<std::string> waiting_keys;
-  for (const StoredWorkload& sw : pending)
-    if (!stopped.count(WaitingQueue(leaves, sw.w().queue.str(), sw.w().tenant.str())))
-      waiting_keys.insert(KeyName(sw.obj()));
+  for (const StoredWorkload& sw : pending) {
+    const std::string leaf = WaitingQueue(leaves, sw.w().queue.str(), sw.w().tenant.str());
+    if (!stopped.count(leaf) && allowed(sw.w(), leaf).ok()) waiting_keys.insert(KeyName(sw.obj()));
+  }
   for (BoundWorkload& b : bound) {
     if (!b.evicting) continue;
     const std::string by = Str(Field(Field(b.sw.obj(), "status"), "preemption"), "by");
@@ -504,9 +514,7 @@ Result<CycleStats> Scheduler::RunOnce() {
     // but for what this scheduler keeps between cycles (usage history, reclaim records), which
     // it also writes to the queues' status.
     std::unique_ptr<Admitter> admitter;
-    std::map<std::string, QueueSpec> queue_specs;  // who may use which queue (spec.tenants)
     if (config.ok()) {
-      for (const QueueSpec& q : config->queues) queue_specs[q.name] = q;
       config->usage_half_life_s = options_.usage_half_life_s;
       config->gang_timeout_s = options_.gang_timeout_s;
       config->history_weight = options_.history_weight;
@@ -551,7 +559,11 @@ Result<CycleStats> Scheduler::RunOnce() {
         const int64_t created =
             ParseTimestamp(Str(Field(bound[b].sw.obj(), "metadata"), "creationTimestamp"));
         if (created >= 0) options.arrived_at = static_cast<double>(created) / 1000.0;
-        auto id = admitter->Restore(leaf_of(spec), bound[b].assign,
+        // Charged to its queue while its tenant may use it; no longer allowed there, it keeps
+        // running on the built-in queue, where what it holds is borrowed (reclaimable).
+        Workload charged = leaf_of(spec);
+        if (!allowed(charged, charged.queue.str()).ok()) charged.queue = QueueId(kUnqueuedQueue);
+        auto id = admitter->Restore(charged, bound[b].assign,
                                     at >= 0 ? static_cast<double>(at) / 1000.0 : now_s, options,
                                     bound[b].evicting);
         if (!id.ok()) {
@@ -593,10 +605,7 @@ Result<CycleStats> Scheduler::RunOnce() {
             ParseTimestamp(Str(Field(pending[i].obj(), "metadata"), "creationTimestamp"));
         const Workload w = leaf_of(pending[i].w());
         // Only where its tenant may wait (a queue's spec.tenants); otherwise it uses no quota.
-        const Status may = TenantMayUse(w.tenant.str(), w.queue.str(), [&](const std::string& q) {
-          auto it = queue_specs.find(q);
-          return it == queue_specs.end() ? nullptr : &it->second;
-        });
+        const Status may = allowed(w, w.queue.str());
         if (!may.ok()) {
           decisions[i] = Waits(may.message(), "QueueNotAllowed");
           continue;
