@@ -612,6 +612,8 @@ TEST_F(FactoryTest, QueuesEnforceQuotasAndReclaimBorrowedGpus) {
       << rendered;
   EXPECT_NE(rendered.find("fabrica_queue_guaranteed_gpus{queue=\"team-b\"} 16"), std::string::npos)
       << rendered;
+  EXPECT_NE(rendered.find("fabrica_pending_workloads{queue=\"team-b\"} 1"), std::string::npos)
+      << rendered;
   json org = CallJson("GET", std::string(kApi) + "/queues/org");
   EXPECT_EQ(org["status"].value("usedGpus", ""), "24") << org.dump();
   EXPECT_EQ(org["status"].value("pendingWorkloads", -1), 1) << org.dump();

@@ -842,9 +842,11 @@ Result<CycleStats> Scheduler::RunOnce() {
       continue;
     }
     ++stats.pending;
-    pending_by_queue["queue=\"" +
-                     PromLabel(sw.w().queue.empty() ? sw.w().tenant.str() : sw.w().queue.str()) +
-                     "\""] += 1;
+    // By the queue it waits in (its tenant's leaf or unqueued when it names none).
+    const std::string waits_in =
+        with_queues ? WaitingQueue(leaves, sw.w().queue.str(), sw.w().tenant.str())
+                    : (sw.w().queue.empty() ? sw.w().tenant.str() : sw.w().queue.str());
+    pending_by_queue["queue=\"" + PromLabel(waits_in) + "\""] += 1;
     // A preemptor keeps its planned place in status.nomination while its victims stop, so the
     // next cycle's Admitter holds that room for it.
     json nomination = d.nomination.size() == sw.pods.size() && !d.nomination.empty()
