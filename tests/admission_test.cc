@@ -943,8 +943,11 @@ TEST_F(AdmissionTest, WithinQueuePolicyDecidesWhichOwnWorkMayGo) {
     if (c.evicted == 1) {
       EXPECT_EQ(r.evicted[0].victim, *low);
     }
+    // Taking the equal-priority peer says why.
     for (const Eviction& e : r.evicted)
-      EXPECT_NE(e.reason.find("for higher-priority work in queue a"), std::string::npos)
+      EXPECT_NE(e.reason.find(c.evicted == 2 ? "for earlier work of the same priority in queue a"
+                                             : "for higher-priority work in queue a"),
+                std::string::npos)
           << e.reason;
     EXPECT_EQ(adm_->phase(top), Phase::kPending);
   }
@@ -960,6 +963,34 @@ TEST_F(AdmissionTest, WithinQueuePolicyDecidesWhichOwnWorkMayGo) {
   ASSERT_TRUE(adm_->Restore(Gpus("a-first", "a", 4, 5), {all}, 4, first).ok());
   Submit(Gpus("a-second", "a", 4, 5), 2);
   EXPECT_TRUE(adm_->Cycle(5, 1000).evicted.empty());
+}
+
+// Work leaving its queue for no preemptor (a drain, its maximum runtime) frees the queue's own
+// room in a moment: the queue does not reclaim others' borrowed work for it meanwhile. a
+// (guarantee 4) runs a-old, being evicted, and a-run; b borrows 2 of c's idle guarantee; a-new
+// needs 2 more. When a-old's room is promised to a preemptor it counts as gone, so a-new is
+// within a's guarantee and reclaims b's borrowed two; when a-old leaves for no one, a-new
+// waits for its room.
+TEST_F(AdmissionTest, RoomLeavingForNoOneIsNotReclaimedFromOthers) {
+  for (const bool leaving : {false, true}) {
+    SCOPED_TRACE(leaving ? "leaving for no one" : "evicted for a preemptor");
+    Make(Nodes(2, 4), {Leaf("a", 4), Leaf("b", 2), Leaf("c", 6)});
+    auto on = [](int node, std::vector<int> gpus) {
+      Assignment as;
+      as.node = node;
+      for (int d : gpus) as.devices.push_back({d, 1000, 80 * 1024, -1});
+      return std::vector<Assignment>{as};
+    };
+    SubmitOptions old;
+    old.leaving = leaving;
+    ASSERT_TRUE(adm_->Restore(Gpus("a-old", "a", 2), on(0, {0, 1}), 0, old, true).ok());
+    ASSERT_TRUE(adm_->Restore(Gpus("a-run", "a", 2), on(0, {2, 3}), 0).ok());
+    for (int i = 0; i < 4; ++i)
+      ASSERT_TRUE(adm_->Restore(Gpus("b" + std::to_string(i), "b", 1), on(1, {i}), 0).ok());
+    const int mine = Submit(Gpus("a-new", "a", 2), 1);
+    CycleResult r = adm_->Cycle(2, 1000);
+    EXPECT_EQ(r.evicted.size(), leaving ? 0u : 2u) << adm_->reason(mine);
+  }
 }
 
 // preemption.reclaimWithinCohort: b, within its guarantee, takes back the GPUs a borrows —
@@ -1683,6 +1714,14 @@ TEST(ReplayTest, ScenarioErrorsNameTheField) {
             "admission.queues[1].stopPolicy", "a replayed queue cannot be stopped");
   ExpectBad(bad("trust: untrusted", "trust: untrusted\n    stopPolicy: Hold"),
             "teams[2].stopPolicy", "unknown");
+  {
+    std::string text = kSmallScenario;
+    text.replace(text.find("load: 1.0"), 9, "load: 1.0\nadmission: {fairSharePreemption: true}");
+    text.replace(text.find("trust: untrusted"), 16,
+                 "trust: untrusted\n    preemption: {borrowWithinCohort: {policy: LowerPriority}}");
+    ExpectBad(sim::ParseScenario(text, "tiny.yaml", ".").status(),
+              "teams[2].preemption.borrowWithinCohort", "not with fairSharePreemption");
+  }
   // A team's queue not named after it must list the team (the tenant) in spec.tenants.
   for (const bool listed : {false, true}) {
     std::string text = kSmallScenario;

@@ -1040,6 +1040,14 @@ TEST_F(FactoryTest, QueuesNameTheTenantsThatMayUseThem) {
             std::string::npos)
       << running.body;
   EXPECT_EQ(patch("team-a", "a-pool", {{"preemptible", false}}).status, 422);
+  // What does not change what it was admitted as still may: labels, or the same spec again.
+  ClientResponse labelled =
+      Call("PATCH", WorkloadPath("team-a", "a-pool"),
+           json{{"metadata", {{"labels", {{"run", "7"}}}}}}.dump(), "application/merge-patch+json");
+  EXPECT_EQ(labelled.status, 200) << labelled.body;
+  json same = CallJson("GET", WorkloadPath("team-a", "a-pool"));
+  ClientResponse reapplied = Call("PUT", WorkloadPath("team-a", "a-pool"), same.dump());
+  EXPECT_EQ(reapplied.status, 200) << reapplied.body;
 
   // team-a loses pool too: a-pool keeps running, charged to the built-in queue instead.
   pool = CallJson("GET", path);

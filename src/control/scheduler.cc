@@ -45,6 +45,7 @@ struct BoundWorkload {
   StoredWorkload sw;
   std::vector<Assignment> assign;
   bool evicting = false;  // chosen as a victim; stops at status.preemption.deadline
+  bool leaving = false;   // ... for no preemptor (a drain, its maximum runtime)
 };
 
 // What one cycle decided for one pending workload.
@@ -398,8 +399,8 @@ Result<CycleStats> Scheduler::RunOnce() {
           allocated_by_tenant[sw.w().tenant.str()] += r.total_gpu_milli() / 1000.0;
         ++stats.running;
         if (preemption.is_object()) ++victims_of[Str(preemption, "by")];
-        bound.push_back(
-            {std::move(sw), std::move(*assignments), preemption.is_object() || expiring});
+        bound.push_back({std::move(sw), std::move(*assignments), preemption.is_object() || expiring,
+                         expiring || (preemption.is_object() && Str(preemption, "by").empty())});
         continue;
       }
       if (phase == "Pending") {
@@ -562,7 +563,10 @@ Result<CycleStats> Scheduler::RunOnce() {
         // Charged to its queue while its tenant may use it; no longer allowed there, it keeps
         // running on the built-in queue, where what it holds is borrowed (reclaimable).
         Workload charged = leaf_of(spec);
-        if (!allowed(charged, charged.queue.str()).ok()) charged.queue = QueueId(kUnqueuedQueue);
+        // (A stopped queue keeps it: a drain evicts it there.)
+        if (!allowed(charged, charged.queue.str()).ok() && !stopped.count(charged.queue.str()))
+          charged.queue = QueueId(kUnqueuedQueue);
+        options.leaving = bound[b].leaving;
         auto id = admitter->Restore(charged, bound[b].assign,
                                     at >= 0 ? static_cast<double>(at) / 1000.0 : now_s, options,
                                     bound[b].evicting);

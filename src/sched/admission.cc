@@ -203,6 +203,7 @@ Status Admitter::Build() {
     q.lend_limit.assign(nf, std::nullopt);
     q.usage.assign(nf, 0);
     q.evicting_usage.assign(nf, 0);
+    q.leaving_usage.assign(nf, 0);
     q.promised.assign(nf, 0);
     q.reclaim_room.assign(nf, 0);
     queues_.push_back(std::move(q));
@@ -353,7 +354,11 @@ bool Admitter::MayReclaim(int leaf, int f, int64_t milli) const {
   const QueueNode& q = queues_[leaf];
   if (q.spec.preemption.reclaim_within_cohort == PreemptionPolicy::Reclaim::kNever) return false;
   // Its own work being evicted counts as gone: the preemptor it makes room for has promised it.
-  return managed_[f] && q.usage[f] - q.evicting_usage[f] + q.promised[f] + milli <= q.guaranteed[f];
+  // Work leaving for no one (a drain, its maximum runtime) does not: its room is the queue's
+  // own in a moment, so reclaiming from others for it would evict for room that then idles.
+  return managed_[f] &&
+         q.usage[f] - (q.evicting_usage[f] - q.leaving_usage[f]) + q.promised[f] + milli <=
+             q.guaranteed[f];
 }
 
 bool Admitter::MayEvictOwn(const Entry& preemptor, const Entry& victim) const {
@@ -747,6 +752,7 @@ Result<int> Admitter::Restore(const Workload& spec, const std::vector<Assignment
   for (size_t i = 0; i < assign.size(); ++i) state_.Apply(assign[i], entries_[id].pods[i]);
   Hold(id);
   Charge(id, +1);
+  entries_[id].options.leaving = evicting && options.leaving;
   if (evicting) {
     entries_[id].phase = Phase::kEvicting;
     entries_[id].reason = "being preempted";
@@ -787,7 +793,10 @@ void Admitter::CountEvicting(int id, int sign) {
   const Entry& e = entries_[id];
   QueueNode& q = queues_[e.leaf];
   q.evicting += sign;
-  for (auto [f, milli] : e.charged) q.evicting_usage[f] += sign * milli;
+  for (auto [f, milli] : e.charged) {
+    q.evicting_usage[f] += sign * milli;
+    if (e.options.leaving) q.leaving_usage[f] += sign * milli;
+  }
 }
 
 void Admitter::Hold(int id) {
@@ -1381,6 +1390,7 @@ void Admitter::MarkEvicting(int victim, int preemptor, const std::string& reason
   Entry& w = entries_[victim];
   w.phase = Phase::kEvicting;
   w.reason = reason;
+  w.options.leaving = preemptor < 0;
   CountEvicting(victim, +1);
   RemoveRunning(victim);
   out.evicted.push_back({victim, preemptor, reason});
@@ -2134,9 +2144,12 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   bool own_only = true;
   for (int v : chosen) own_only &= entries_[v].leaf == leaf;
   std::string why;
+  bool equal = false;  // a victim of its own priority that came after it
+  for (int v : chosen) equal |= entries_[v].spec.priority >= e.spec.priority;
   if (own_only) {
-    why = "for higher-priority work in queue " + queues_[leaf].spec.name +
-          (quota_short ? " (at its quota)" : "");
+    why =
+        std::string(equal ? "for earlier work of the same priority" : "for higher-priority work") +
+        " in queue " + queues_[leaf].spec.name + (quota_short ? " (at its quota)" : "");
   } else if (reclaim) {
     why = "queue " + queues_[leaf].spec.name + " reclaims its guarantee";
   } else if (borrow_preempt) {

@@ -176,6 +176,9 @@ struct SubmitOptions {
   // Restore: when it entered its queue (the server: its creation), which decides who is
   // newer under LowerOrNewerEqualPriority; -1: at its admission.
   double arrived_at = -1;
+  // Restore of an evicting workload: it leaves for no preemptor (a drain, its maximum
+  // runtime), so what it holds is not room its queue may count on reclaiming for.
+  bool leaving = false;
 };
 
 struct Eviction {
@@ -350,6 +353,7 @@ class Admitter {
     double history = 0;          // decayed dominant share
     int evicting = 0;
     std::vector<int64_t> evicting_usage;  // per flavour: GPUs of its workloads being evicted
+    std::vector<int64_t> leaving_usage;   // per flavour: the part evicted for no preemptor
     std::vector<int64_t> promised;        // per flavour: GPUs of its nominated preemptors (leaves)
     double reclaimed_at = -1;             // its last reclaim (a leaf's, or a descendant's)
     // The strongest stopPolicy of the queue and its ancestors, and the queue that set it.

@@ -507,6 +507,12 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
       RETURN_IF_ERROR(am.Finish());
     }
   }
+  // As for queues: borrowing preemption has no place beside fair-share preemption.
+  for (size_t i = 0; i < sc.teams.size(); ++i)
+    if (sc.admission.fair_share_preemption &&
+        sc.teams[i].preemption.borrow_within_cohort != PreemptionPolicy::Borrow::kNever)
+      return InvalidArgument(source + ": teams[" + std::to_string(i) +
+                             "].preemption.borrowWithinCohort: not with fairSharePreemption");
 
   if (has_trace) {
     YamlMap tm(top.Raw("trace"), "trace", source);
