@@ -80,6 +80,14 @@ Workload Fraction(const std::string& name, const std::string& queue, int64_t mil
   return w;
 }
 
+// One pod's assignment: whole GPUs `gpus` of node `node`.
+std::vector<Assignment> OnGpus(int node, std::vector<int> gpus) {
+  Assignment a;
+  a.node = node;
+  for (int d : gpus) a.devices.push_back({d, 1000, 80 * 1024, -1});
+  return {a};
+}
+
 QueueSpec Leaf(const std::string& name, double guaranteed_gpus,
                std::optional<double> borrowing = std::nullopt,
                std::optional<double> lending = std::nullopt, int budget = -1) {
@@ -580,22 +588,16 @@ TEST_F(AdmissionTest, KindNamedFlavourLeavesOtherModelsToKindlessOnes) {
 TEST_F(AdmissionTest, RestoredWorkIsChargedAndHeldAndEvictingIsNotChosenAgain) {
   // a's disruption budget: one workload being evicted at a time.
   Make(Nodes(2, 4), {Leaf("a", 4, std::nullopt, std::nullopt, 1), Leaf("b", 4)});
-  auto on = [](int node, std::vector<int> gpus) {
-    Assignment a;
-    a.node = node;
-    for (int d : gpus) a.devices.push_back({d, 1000, 80 * 1024, -1});
-    return std::vector<Assignment>{a};
-  };
   // a borrows the whole fleet: 4 GPUs on n0 and 2 + 2 on n1, one of the latter being evicted.
-  auto r0 = adm_->Restore(Gpus("a0", "a", 4), on(0, {0, 1, 2, 3}), 0);
-  auto r1 = adm_->Restore(Gpus("a1", "a", 2), on(1, {0, 1}), 0, {}, /*evicting=*/true);
-  auto r2 = adm_->Restore(Gpus("a2", "a", 2), on(1, {2, 3}), 0);
+  auto r0 = adm_->Restore(Gpus("a0", "a", 4), OnGpus(0, {0, 1, 2, 3}), 0);
+  auto r1 = adm_->Restore(Gpus("a1", "a", 2), OnGpus(1, {0, 1}), 0, {}, /*evicting=*/true);
+  auto r2 = adm_->Restore(Gpus("a2", "a", 2), OnGpus(1, {2, 3}), 0);
   ASSERT_TRUE(r0.ok() && r1.ok() && r2.ok());
   EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 8000);
   EXPECT_EQ(adm_->state().allocated_gpu_milli(), 8000);
   EXPECT_EQ(adm_->phase(*r1), Phase::kEvicting);
   // The assignment must match the pods.
-  EXPECT_FALSE(adm_->Restore(Gpus("bad", "a", 1, 0, 2), on(1, {2}), 0).ok());
+  EXPECT_FALSE(adm_->Restore(Gpus("bad", "a", 1, 0, 2), OnGpus(1, {2}), 0).ok());
 
   // b reclaims 2 GPUs: a's budget of one eviction at a time is used by the restored eviction,
   // so nothing more is evicted; once that one has stopped, its room is enough.
@@ -652,23 +654,17 @@ TEST_F(AdmissionTest, RestoredNominationKeepsItsRoomPromised) {
 // its guarantee, does not get the one free GPU, which b planned on), and once no victim is left
 // the preemptor is tried first, on the planned node although the policy prefers the other.
 TEST_F(AdmissionTest, RestoredPlanHoldsItsRoomAndIsTriedFirst) {
-  auto on = [](int node, std::vector<int> gpus) {
-    Assignment a;
-    a.node = node;
-    for (int g : gpus) a.devices.push_back({g, 1000, 80 * 1024, -1});
-    return std::vector<Assignment>{a};
-  };
   // Held: a holds 7 of 8 GPUs, all but node 0's GPU 3 (a0, on node 0's GPU 0, is a victim
   // stopping); b plans on node 0's GPUs 0 and 3.
   // A plan that names a device twice, or a negative share (a hand-edited record), is dropped.
-  std::vector<Assignment> twice = on(0, {3, 3});
-  std::vector<Assignment> negative = on(0, {0, 3});
+  std::vector<Assignment> twice = OnGpus(0, {3, 3});
+  std::vector<Assignment> negative = OnGpus(0, {0, 3});
   negative[0].devices[1].milli = -1000;
   for (const auto& bad : {twice, negative}) {
     Make(Nodes(2, 4), {Leaf("a", 2), Leaf("b", 4), Leaf("c", 2)});
     for (int i = 0; i < 7; ++i)
       ASSERT_TRUE(adm_->Restore(Gpus("a" + std::to_string(i), "a", 1),
-                                i < 3 ? on(0, {i}) : on(1, {i - 3}), 0, {}, i == 0)
+                                i < 3 ? OnGpus(0, {i}) : OnGpus(1, {i - 3}), 0, {}, i == 0)
                       .ok());
     int waiting = Submit(Gpus("b0", "b", 2), 5);
     adm_->RestoreNomination(waiting, 1, bad);
@@ -680,12 +676,12 @@ TEST_F(AdmissionTest, RestoredPlanHoldsItsRoomAndIsTriedFirst) {
     Make(Nodes(2, 4), {Leaf("a", 2), Leaf("b", 4), Leaf("c", 2)});
     for (int i = 0; i < 7; ++i) {
       ASSERT_TRUE(adm_->Restore(Gpus("a" + std::to_string(i), "a", 1),
-                                i < 3 ? on(0, {i}) : on(1, {i - 3}), 0, {},
+                                i < 3 ? OnGpus(0, {i}) : OnGpus(1, {i - 3}), 0, {},
                                 /*evicting=*/i == 0)
                       .ok());
     }
     int waiting = Submit(Gpus("b0", "b", 2), 5);
-    adm_->RestoreNomination(waiting, 1, with_plan ? on(0, {0, 3}) : std::vector<Assignment>{});
+    adm_->RestoreNomination(waiting, 1, with_plan ? OnGpus(0, {0, 3}) : std::vector<Assignment>{});
     int c = Submit(Gpus("c0", "c", 1), 6);
     adm_->Cycle(10, 1000);
     EXPECT_EQ(adm_->phase(c) == Phase::kAdmitted, !with_plan) << adm_->reason(c);
@@ -695,9 +691,9 @@ TEST_F(AdmissionTest, RestoredPlanHoldsItsRoomAndIsTriedFirst) {
   for (int plan_node : {-1, 0, 1}) {
     Make(Nodes(2, 4), {Leaf("a", 4), Leaf("b", 4)});
     for (int n = 0; n < 2; ++n)
-      ASSERT_TRUE(adm_->Restore(Gpus("a" + std::to_string(n), "a", 2), on(n, {0, 1}), 0).ok());
+      ASSERT_TRUE(adm_->Restore(Gpus("a" + std::to_string(n), "a", 2), OnGpus(n, {0, 1}), 0).ok());
     int b = Submit(Gpus("b0", "b", 2), 5);
-    if (plan_node >= 0) adm_->RestoreNomination(b, 0, on(plan_node, {2, 3}));
+    if (plan_node >= 0) adm_->RestoreNomination(b, 0, OnGpus(plan_node, {2, 3}));
     adm_->Cycle(10, 1000);
     ASSERT_EQ(adm_->phase(b), Phase::kAdmitted) << adm_->reason(b);
     if (plan_node < 0) {
@@ -879,16 +875,10 @@ TEST_F(AdmissionTest, StrictFifoHeadBlocksTheRestOfItsQueue) {
     QueueSpec a = Leaf("a", 4);
     a.strict_fifo = strict;
     Make(Nodes(1, 4), {a, Leaf("b", 0)});
-    auto on = [](std::vector<int> gpus) {
-      Assignment a;
-      a.node = 0;
-      for (int d : gpus) a.devices.push_back({d, 1000, 80 * 1024, -1});
-      return std::vector<Assignment>{a};
-    };
     SubmitOptions keep;
     keep.preemptible = false;
-    auto run = adm_->Restore(Gpus("b-run", "b", 2), on({0, 1}), 0, keep);
-    auto stay = adm_->Restore(Gpus("b-stay", "b", 1), on({2}), 0, keep);
+    auto run = adm_->Restore(Gpus("b-run", "b", 2), OnGpus(0, {0, 1}), 0, keep);
+    auto stay = adm_->Restore(Gpus("b-stay", "b", 1), OnGpus(0, {2}), 0, keep);
     ASSERT_TRUE(run.ok() && stay.ok());
     const int head = Submit(Gpus("a-head", "a", 2), 1);
     const int small = Submit(Gpus("a-small", "a", 1), 2);
@@ -925,18 +915,12 @@ TEST_F(AdmissionTest, WithinQueuePolicyDecidesWhichOwnWorkMayGo) {
     QueueSpec a = Leaf("a", 4);
     a.preemption.within_queue = c.policy;
     Make(Nodes(1, 4), {a});
-    auto on = [](std::vector<int> gpus) {
-      Assignment as;
-      as.node = 0;
-      for (int d : gpus) as.devices.push_back({d, 1000, 80 * 1024, -1});
-      return std::vector<Assignment>{as};
-    };
     SubmitOptions older, newer;
     older.arrived_at = 0;
     newer.arrived_at = 3;  // admitted at 4 either way
-    auto low = adm_->Restore(Gpus("a-low", "a", 2, 0), on({0, 1}), 4, older);
+    auto low = adm_->Restore(Gpus("a-low", "a", 2, 0), OnGpus(0, {0, 1}), 4, older);
     ASSERT_TRUE(low.ok());
-    ASSERT_TRUE(adm_->Restore(Gpus("a-peer", "a", 2, 5), on({2, 3}), 4, newer).ok());
+    ASSERT_TRUE(adm_->Restore(Gpus("a-peer", "a", 2, 5), OnGpus(0, {2, 3}), 4, newer).ok());
     const int top = Submit(Gpus("a-top", "a", c.gpus, 5), 2);
     CycleResult r = adm_->Cycle(5, 1000);
     EXPECT_EQ(r.evicted.size(), c.evicted) << adm_->reason(top);
@@ -975,18 +959,12 @@ TEST_F(AdmissionTest, RoomLeavingForNoOneIsNotReclaimedFromOthers) {
   for (const bool leaving : {false, true}) {
     SCOPED_TRACE(leaving ? "leaving for no one" : "evicted for a preemptor");
     Make(Nodes(2, 4), {Leaf("a", 4), Leaf("b", 2), Leaf("c", 6)});
-    auto on = [](int node, std::vector<int> gpus) {
-      Assignment as;
-      as.node = node;
-      for (int d : gpus) as.devices.push_back({d, 1000, 80 * 1024, -1});
-      return std::vector<Assignment>{as};
-    };
     SubmitOptions old;
     old.leaving = leaving;
-    ASSERT_TRUE(adm_->Restore(Gpus("a-old", "a", 2), on(0, {0, 1}), 0, old, true).ok());
-    ASSERT_TRUE(adm_->Restore(Gpus("a-run", "a", 2), on(0, {2, 3}), 0).ok());
+    ASSERT_TRUE(adm_->Restore(Gpus("a-old", "a", 2), OnGpus(0, {0, 1}), 0, old, true).ok());
+    ASSERT_TRUE(adm_->Restore(Gpus("a-run", "a", 2), OnGpus(0, {2, 3}), 0).ok());
     for (int i = 0; i < 4; ++i)
-      ASSERT_TRUE(adm_->Restore(Gpus("b" + std::to_string(i), "b", 1), on(1, {i}), 0).ok());
+      ASSERT_TRUE(adm_->Restore(Gpus("b" + std::to_string(i), "b", 1), OnGpus(1, {i}), 0).ok());
     const int mine = Submit(Gpus("a-new", "a", 2), 1);
     CycleResult r = adm_->Cycle(2, 1000);
     EXPECT_EQ(r.evicted.size(), leaving ? 0u : 2u) << adm_->reason(mine);
@@ -1116,12 +1094,6 @@ TEST_F(AdmissionTest, FairSharePreemptionFollowsTheReclaimPolicy) {
 // stopPolicy: Hold admits nothing more from the queue while what it runs keeps running;
 // HoldAndDrain also evicts that (for no preemptor); a stopped inner queue stops its subtree.
 TEST_F(AdmissionTest, StopPolicyHoldsAndDrainsAQueue) {
-  auto on = [](std::vector<int> gpus) {
-    Assignment as;
-    as.node = 0;
-    for (int d : gpus) as.devices.push_back({d, 1000, 80 * 1024, -1});
-    return std::vector<Assignment>{as};
-  };
   for (const StopPolicy stop : {StopPolicy::kHold, StopPolicy::kHoldAndDrain}) {
     SCOPED_TRACE(static_cast<int>(stop));
     QueueSpec a = Leaf("a", 2);
@@ -1129,7 +1101,7 @@ TEST_F(AdmissionTest, StopPolicyHoldsAndDrainsAQueue) {
     Make(Nodes(1, 4), {a, Leaf("b", 2)});
     SubmitOptions keep;
     keep.preemptible = false;  // a drain evicts it all the same
-    auto running = adm_->Restore(Gpus("a-run", "a", 1), on({0}), 0, keep);
+    auto running = adm_->Restore(Gpus("a-run", "a", 1), OnGpus(0, {0}), 0, keep);
     ASSERT_TRUE(running.ok());
     const int waiting = Submit(Gpus("a-wait", "a", 1), 1);
     const int other = Submit(Gpus("b-0", "b", 1), 1);

@@ -237,6 +237,12 @@ class FactoryTest : public testing::Test {
     ClientResponse r = Call("POST", std::string(kApi) + "/queues", q.dump());
     EXPECT_EQ(r.status, 201) << r.body;
   }
+  // The scheduler under test, with this eviction grace period.
+  void StartScheduler(int64_t grace_ms) {
+    SchedulerOptions so;
+    so.preemption_grace_ms = grace_ms;
+    scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
+  }
   // Queue org with leaves team-a and team-b, guaranteed `a` and `b` GPUs.
   void CreateTeamQueues(int a, int b) {
     CreateQueue("org", json::object());
@@ -682,9 +688,7 @@ TEST_F(FactoryTest, UnqueuedWorkBorrowsWhatTheQueuesLeaveIdle) {
 // it is stored, so it preempts lower-priority work of its own queue; naming a class that does
 // not exist is refused at once.
 TEST_F(FactoryTest, PriorityClassesNameTheValueAWorkloadRunsAt) {
-  SchedulerOptions so;
-  so.preemption_grace_ms = 5'000;
-  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
+  StartScheduler(5'000);
   CreateQueue("org", json::object());
   CreateQueue("team-a", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 32}}}}}});
   for (int i = 0; i < 4; ++i)
@@ -719,9 +723,7 @@ TEST_F(FactoryTest, PriorityClassesNameTheValueAWorkloadRunsAt) {
 // quota to lend until its queue is changed to borrowWithinCohort: LowerPriority, after which
 // its priority-0 workload evicts one of team-a's borrowed ones.
 TEST_F(FactoryTest, BorrowWithinCohortEvictsLowerPriorityBorrowedWork) {
-  SchedulerOptions so;
-  so.preemption_grace_ms = 5'000;
-  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
+  StartScheduler(5'000);
   json bad = {{"apiVersion", "fabrica.dev/v1"},
               {"kind", "Queue"},
               {"metadata", {{"name", "team-b"}}},
@@ -773,9 +775,7 @@ TEST_F(FactoryTest, BorrowWithinCohortEvictsLowerPriorityBorrowedWork) {
 // for no preemptor, and the mark is not taken back while it stops) and admits nothing more;
 // the queue's status says it is not active; back to None, its work runs again.
 TEST_F(FactoryTest, StopPolicyDrainsAQueueUntilItIsResumed) {
-  SchedulerOptions so;
-  so.preemption_grace_ms = 5'000;
-  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
+  StartScheduler(5'000);
   CreateTeamQueues(16, 16);
   CreateWorkload(WholeGpuWorkload("team-a", "a-0", 8));
   ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
@@ -818,9 +818,7 @@ TEST_F(FactoryTest, StopPolicyDrainsAQueueUntilItIsResumed) {
 // A preemptor whose queue is stopped while its victims stop no longer waits to start, so the
 // mark on its victim is taken off and the victim keeps running.
 TEST_F(FactoryTest, StoppingAPreemptorsQueueSparesItsVictims) {
-  SchedulerOptions so;
-  so.preemption_grace_ms = 5'000;
-  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
+  StartScheduler(5'000);
   CreateTeamQueues(16, 16);
   for (int i = 0; i < 4; ++i)
     CreateWorkload(WholeGpuWorkload("team-a", "a-" + std::to_string(i), 8));
@@ -918,9 +916,7 @@ TEST_F(FactoryTest, PendingWorkloadsShowTheirPlaceInTheQueue) {
 // spec.maxRuntimeSeconds: a run longer than that is marked, keeps its GPUs through the grace
 // period, then fails for good (reason MaxRuntimeExceeded) and its GPUs go to waiting work.
 TEST_F(FactoryTest, MaxRuntimeStopsARunForGood) {
-  SchedulerOptions so;
-  so.preemption_grace_ms = 5'000;
-  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
+  StartScheduler(5'000);
   json bad = WholeGpuWorkload("team-a", "bad", 8);
   bad["spec"]["minRuntimeSeconds"] = 120;
   bad["spec"]["maxRuntimeSeconds"] = 60;
@@ -1065,9 +1061,7 @@ TEST_F(FactoryTest, QueuesNameTheTenantsThatMayUseThem) {
 // rather than one of the three that started ~100 s later and never checkpoint (without the
 // checkpoint it would be the most expensive: the oldest).
 TEST_F(FactoryTest, ReclaimEvictsTheRunThatJustCheckpointed) {
-  SchedulerOptions so;
-  so.preemption_grace_ms = 5'000;
-  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
+  StartScheduler(5'000);
   CreateTeamQueues(16, 16);
   json saver = WholeGpuWorkload("team-b", "b-saves", 8);
   saver["spec"]["checkpointIntervalSeconds"] = 60;
