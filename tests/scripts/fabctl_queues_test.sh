@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The queue commands as a user runs them, with the real binaries against `fabrica up`: apply
+# examples/queues.yaml (twice: the second apply updates), fill team-b past its share, then
+# `fabctl get queues` shows the queues active and `fabctl pending research` lists what waits,
+# in order, with why. A workload naming a queue its tenant may not use is refused (403).
+# Usage: fabctl_queues_test.sh FABRICA_BIN FABCTL_BIN SOURCE_DIR
+set -euo pipefail
+FABRICA=$1
+FABCTL=$2
+SRC=$3
+tmp=$(mktemp -d)
+cleanup() {
+  kill $(jobs -p) 2>/dev/null || true
+  wait 2>/dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; tail -5 "$tmp/up.log"; exit 1; }
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$FABRICA" up --data "$tmp/data" --listen "127.0.0.1:$port" --plain-http >"$tmp/up.log" 2>&1 &
+for _ in $(seq 100); do [ -s "$tmp/data/fabctl.yaml" ] && break; sleep 0.2; done
+export FABRICA_CONFIG="$tmp/data/fabctl.yaml"
+[ -s "$FABRICA_CONFIG" ] || fail "no fabctl config from fabrica up"
+
+"$FABCTL" apply -f "$SRC/examples/queues.yaml" >"$tmp/apply1.txt" || fail "first apply"
+"$FABCTL" apply -f "$SRC/examples/queues.yaml" >"$tmp/apply2.txt" || fail "second apply"
+grep -q "queues/team-b created" "$tmp/apply1.txt" || fail "team-b not created: $(cat "$tmp/apply1.txt")"
+grep -q "queues/team-b configured" "$tmp/apply2.txt" ||
+  fail "second apply did not update team-b: $(cat "$tmp/apply2.txt")"
+
+# team-b may hold what research lends it (40 GPUs): six 8-GPU workloads leave one or more waiting.
+for i in 1 2 3 4 5 6; do
+  cat <<YAML
+apiVersion: fabrica.dev/v1
+kind: Workload
+metadata: {name: big-$i, namespace: team-b}
+spec:
+  podSets: [{name: main, count: 1, cpu: "8", memory: 32Gi, devices: {gpus: 8}}]
+  run: {command: [train], durationSeconds: 3600}
+---
+YAML
+done >"$tmp/big.yaml"
+"$FABCTL" apply -f "$tmp/big.yaml" >/dev/null || fail "apply workloads"
+
+pending=""
+for _ in $(seq 100); do  # until the scheduler has looked at it
+  pending=$("$FABCTL" pending research)
+  grep "big-6" <<<"$pending" | grep -q "to lend" && break
+  sleep 0.2
+done
+grep -q "big-6" <<<"$pending" || fail "big-6 not listed as pending: $pending"
+head -1 <<<"$pending" | grep -q "^POSITION *QUEUE *IN-QUEUE" || fail "no header: $pending"
+grep "big-6" <<<"$pending" | grep -q "team-b" || fail "big-6 not in team-b: $pending"
+grep "big-6" <<<"$pending" | grep -q "to lend" || fail "big-6 does not say why it waits: $pending"
+
+queues=$("$FABCTL" get queues)
+grep -q "ACTIVE" <<<"$queues" || fail "no ACTIVE column: $queues"
+grep "^team-b " <<<"$queues" | grep -q "true" || fail "team-b not active: $queues"
+
+cat >"$tmp/other.yaml" <<YAML
+apiVersion: fabrica.dev/v1
+kind: Workload
+metadata: {name: sneaky, namespace: team-c}
+spec:
+  queue: team-b
+  podSets: [{name: main, count: 1, cpu: "1", memory: 1Gi, devices: {gpus: 1}}]
+YAML
+if "$FABCTL" apply -f "$tmp/other.yaml" >"$tmp/other.txt" 2>&1; then
+  fail "team-c could name team-b's queue: $(cat "$tmp/other.txt")"
+fi
+grep -q "403" "$tmp/other.txt" && grep -q "may not use queue team-b" "$tmp/other.txt" ||
+  fail "refusal does not say why: $(cat "$tmp/other.txt")"
+echo "OK: queues applied twice, pending listed in order, a foreign queue refused"
