@@ -971,15 +971,18 @@ TEST_F(AdmissionTest, RoomLeavingForNoOneIsNotReclaimedFromOthers) {
   }
 }
 
+// A reclaimWithinCohort setting, the preemptor's priority and the evictions expected.
+struct ReclaimCase {
+  PreemptionPolicy::Reclaim policy;
+  int b_priority;
+  size_t evicted;
+};
+
 // preemption.reclaimWithinCohort: b, within its guarantee, takes back the GPUs a borrows —
 // from any priority (Any, the default), only from lower priority (LowerPriority), or never.
 TEST_F(AdmissionTest, ReclaimWithinCohortPolicyNarrowsWhatIsTakenBack) {
   using Reclaim = PreemptionPolicy::Reclaim;
-  struct Case {
-    Reclaim policy;
-    int b_priority;
-    size_t evicted;
-  };
+  using Case = ReclaimCase;
   for (const Case& c : {Case{Reclaim::kAny, 0, 2}, Case{Reclaim::kLowerPriority, 0, 0},
                         Case{Reclaim::kLowerPriority, 10, 2}, Case{Reclaim::kNever, 10, 0}}) {
     SCOPED_TRACE(static_cast<int>(c.policy) * 100 + c.b_priority);
@@ -1070,11 +1073,7 @@ TEST_F(AdmissionTest, BorrowWithinCohortEvictsOnlyWhatFreesTheQuota) {
 // LowerPriority.
 TEST_F(AdmissionTest, FairSharePreemptionFollowsTheReclaimPolicy) {
   using Reclaim = PreemptionPolicy::Reclaim;
-  struct Case {
-    Reclaim policy;
-    int b_priority;
-    size_t evicted;
-  };
+  using Case = ReclaimCase;
   for (const Case& c : {Case{Reclaim::kAny, 0, 1}, Case{Reclaim::kNever, 5, 0},
                         Case{Reclaim::kLowerPriority, 0, 0}, Case{Reclaim::kLowerPriority, 5, 1}}) {
     SCOPED_TRACE(static_cast<int>(c.policy) * 10 + c.b_priority);

@@ -852,25 +852,17 @@ TEST_F(FactoryTest, PendingWorkloadsShowTheirPlaceInTheQueue) {
   for (const char* team : {"team-a", "team-b"})
     CreateQueue(team, {{"parent", "org"},
                        {"quotas", {{"gpu", {{"guaranteed", 16}, {"borrowingLimit", 0}}}}}});
-  for (const auto& [team, name, priority] :
-       std::vector<std::tuple<std::string, std::string, int>>{{"team-a", "a-0", 0},
-                                                              {"team-a", "a-1", 0},
-                                                              {"team-b", "b-0", 0},
-                                                              {"team-b", "b-1", 0}}) {
-    json w = WholeGpuWorkload(team, name, 8);
-    w["spec"]["priority"] = priority;
-    CreateWorkload(w);
-  }
+  // 8-GPU workloads (tenant, name, priority), created in this order.
+  const auto create = [&](std::vector<std::tuple<std::string, std::string, int>> list) {
+    for (const auto& [team, name, priority] : list) {
+      json w = WholeGpuWorkload(team, name, 8);
+      w["spec"]["priority"] = priority;
+      CreateWorkload(w);
+    }
+  };
+  create({{"team-a", "a-0", 0}, {"team-a", "a-1", 0}, {"team-b", "b-0", 0}, {"team-b", "b-1", 0}});
   ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
-  for (const auto& [team, name, priority] :
-       std::vector<std::tuple<std::string, std::string, int>>{{"team-a", "a-2", 0},
-                                                              {"team-a", "a-3", 5},
-                                                              {"team-b", "b-2", 0},
-                                                              {"team-a", "a-4", 0}}) {
-    json w = WholeGpuWorkload(team, name, 8);
-    w["spec"]["priority"] = priority;
-    CreateWorkload(w);
-  }
+  create({{"team-a", "a-2", 0}, {"team-a", "a-3", 5}, {"team-b", "b-2", 0}, {"team-a", "a-4", 0}});
   Cycle();
   const json all = CallJson("GET", std::string(kApi) + "/queues/org/pendingworkloads");
   ASSERT_EQ(all.value("total", 0), 4) << all.dump();
