@@ -644,6 +644,11 @@ TEST(WorkloadYaml, PreemptibleAndMinimumRuntime) {
   EXPECT_TRUE(r->front().preemptible);
   EXPECT_EQ(r->front().min_runtime_seconds, 0);
   EXPECT_EQ(r->front().max_runtime_seconds, 0);
+  EXPECT_TRUE(r->front().active);
+  r = ParseWorkloadYaml("metadata: {name: w}\nspec:\n  active: false\n  podSets: [{cpu: 1}]\n",
+                        "w.yaml");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->front().active);
   EXPECT_EQ(r->front().checkpoint_interval_seconds, 0);
   ExpectInvalid(
       ParseWorkloadYaml(

@@ -905,6 +905,51 @@ TEST_F(FactoryTest, PendingWorkloadsShowTheirPlaceInTheQueue) {
   EXPECT_EQ(Call("GET", std::string(kApi) + "/queues/org/pendingworkloads?limit=x").status, 400);
 }
 
+// spec.active: false stops a running workload after the grace period and keeps it (and a
+// pending one) from starting, without deleting it; true again, it runs.
+TEST_F(FactoryTest, InactiveWorkloadsWaitUntilActivated) {
+  StartScheduler(5'000);
+  CreateTeamQueues(16, 16);
+  CreateWorkload(WholeGpuWorkload("team-a", "a-run", 8));
+  json parked = WholeGpuWorkload("team-a", "a-parked", 8);
+  parked["spec"]["active"] = false;
+  CreateWorkload(parked);
+  for (int i = 0; i < 3; ++i) Cycle();
+  std::map<std::string, json> w = Workloads();
+  EXPECT_EQ(w["team-a/a-run"]["status"].value("phase", ""), "Running") << Describe(w);
+  EXPECT_EQ(w["team-a/a-parked"]["status"].value("phase", ""), "Pending") << Describe(w);
+  EXPECT_EQ(w["team-a/a-parked"]["status"].value("reason", ""), "Inactive") << Describe(w);
+  EXPECT_TRUE(
+      CallJson("GET", std::string(kApi) + "/queues/team-a/pendingworkloads")["items"].empty());
+  ClientResponse bad =
+      Call("PATCH", WorkloadPath("team-a", "a-run"), json{{"spec", {{"active", "no"}}}}.dump(),
+           "application/merge-patch+json");
+  EXPECT_EQ(bad.status, 422) << bad.body;
+
+  auto set_active = [&](const std::string& name, bool active) {
+    ClientResponse r =
+        Call("PATCH", WorkloadPath("team-a", name), json{{"spec", {{"active", active}}}}.dump(),
+             "application/merge-patch+json");
+    EXPECT_EQ(r.status, 200) << r.body;
+  };
+  set_active("a-run", false);
+  Cycle();
+  w = Workloads();
+  EXPECT_EQ(w["team-a/a-run"]["status"].value("phase", ""), "Running") << Describe(w);
+  EXPECT_EQ(w["team-a/a-run"]["status"]["preemption"].value("reason", ""),
+            "deactivated (spec.active is false)")
+      << Describe(w);
+  Cycle(5'000);
+  Cycle();
+  w = Workloads();
+  EXPECT_EQ(w["team-a/a-run"]["status"].value("phase", ""), "Pending") << Describe(w);
+  EXPECT_EQ(w["team-a/a-run"]["status"].value("reason", ""), "Inactive") << Describe(w);
+
+  set_active("a-run", true);
+  set_active("a-parked", true);
+  EXPECT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+}
+
 // spec.maxRuntimeSeconds: a run longer than that is marked, keeps its GPUs through the grace
 // period, then fails for good (reason MaxRuntimeExceeded) and its GPUs go to waiting work.
 TEST_F(FactoryTest, MaxRuntimeStopsARunForGood) {

@@ -284,6 +284,7 @@ constexpr TypedField kTypedFields[] = {
     {"Workload", "spec.priority", false},
     {"Workload", "spec.gang", true},
     {"Workload", "spec.preemptible", true},
+    {"Workload", "spec.active", true},
     {"Workload", "spec.minRuntimeSeconds", false},
     {"Workload", "spec.checkpointIntervalSeconds", false},
     {"Workload", "spec.maxRuntimeSeconds", false},
@@ -983,6 +984,7 @@ struct ApiServer::Impl {
       // tenant may not use the queue it names.
       if (!in.count(leaf) || !leaves.count(leaf)) continue;
       if (!TenantMayUse(jsonf::Str(meta, "namespace"), leaf, find).ok()) continue;
+      if (jsonf::Field(spec, "active") == false) continue;  // deactivated: not in line
       const int64_t created = ParseTimestamp(jsonf::Str(meta, "creationTimestamp"));
       waiting.push_back({jsonf::Int(spec, "priority"),
                          created >= 0 ? created : std::numeric_limits<int64_t>::max(),

@@ -346,18 +346,21 @@ Result<CycleStats> Scheduler::RunOnce() {
             }
           }
         }
-        // Past its maximum runtime, counted from the start of this run: marked to stop for
-        // good when the grace period ends, keeping its devices until then, like a victim.
+        // Past its maximum runtime, counted from the start of this run, or deactivated
+        // (spec.active false): marked to stop when the grace period ends — for good, or to
+        // wait again — keeping its devices until then, like a victim.
         bool expiring = false;
         const int64_t limit_ms = sw.w().max_runtime_seconds * 1000;
         const int64_t started = ParseTimestamp(Str(status, "startTime"));
-        if (!preemption.is_object() && limit_ms > 0 && started >= 0 && now - started >= limit_ms) {
+        const bool expired = limit_ms > 0 && started >= 0 && now - started >= limit_ms;
+        if (!preemption.is_object() && (expired || !sw.w().active)) {
           json next = sw.obj();
           const std::string deadline = FormatTimestamp(now + options_.preemption_grace_ms);
-          const std::string why = "ran past its maximum runtime of " +
-                                  std::to_string(sw.w().max_runtime_seconds) + " s";
-          next["status"]["preemption"] = {
-              {"by", ""}, {"reason", why}, {"deadline", deadline}, {"final", true}};
+          const std::string why = expired ? "ran past its maximum runtime of " +
+                                                std::to_string(sw.w().max_runtime_seconds) + " s"
+                                          : "deactivated (spec.active is false)";
+          next["status"]["preemption"] = {{"by", ""}, {"reason", why}, {"deadline", deadline}};
+          if (expired) next["status"]["preemption"]["final"] = true;
           next["status"]["message"] = why + "; stops at " + deadline;
           expiring = store_.Put(kv.key, next.dump(), kv.mod_revision).ok();
         }
@@ -437,7 +440,8 @@ Result<CycleStats> Scheduler::RunOnce() {
   std::set<std::string> waiting_keys;
   for (const StoredWorkload& sw : pending) {
     const std::string leaf = WaitingQueue(leaves, sw.w().queue.str(), sw.w().tenant.str());
-    if (!stopped.count(leaf) && allowed(sw.w(), leaf).ok()) waiting_keys.insert(KeyName(sw.obj()));
+    if (sw.w().active && !stopped.count(leaf) && allowed(sw.w(), leaf).ok())
+      waiting_keys.insert(KeyName(sw.obj()));
   }
   for (BoundWorkload& b : bound) {
     if (!b.evicting) continue;
@@ -494,6 +498,9 @@ Result<CycleStats> Scheduler::RunOnce() {
   for (size_t i = 0; i < pending.size(); ++i) {
     if (!pending[i].request_error.ok()) {
       decisions[i] = Waits(pending[i].request_error.message(), "Unschedulable");
+      decided[i] = true;
+    } else if (!pending[i].w().active) {
+      decisions[i] = Waits("inactive: spec.active is false", "Inactive");
       decided[i] = true;
     } else if (auto h = hold_of(pending[i])) {
       decisions[i] = Waits(*h, "BudgetExceeded");

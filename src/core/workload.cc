@@ -251,6 +251,7 @@ Result<Workload> ParseOneWorkload(YamlMap& m) {
       return spec.Error("priorityClassName", s.message());
   ASSIGN_OR_RETURN(w.gang, spec.Bool("gang", false));
   ASSIGN_OR_RETURN(w.preemptible, spec.Bool("preemptible", true));
+  ASSIGN_OR_RETURN(w.active, spec.Bool("active", true));
   ASSIGN_OR_RETURN(w.min_runtime_seconds, spec.Int("minRuntimeSeconds", 0));
   if (w.min_runtime_seconds > 365LL * 24 * 3600)
     return spec.Error("minRuntimeSeconds", "must be at most one year");

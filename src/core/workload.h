@@ -97,6 +97,9 @@ struct Workload {
   // Admission through queues: whether it may be evicted for others (preemption, reclaim,
   // consolidation), and not before it has run this long.
   bool preemptible = true;
+  // false: it does not run — a pending one is not admitted, a running one is stopped after the
+  // grace period and waits — until it is true again (Kueue's Workload spec.active).
+  bool active = true;
   int64_t min_runtime_seconds = 0;
   // A run longer than this is stopped for good (Failed, reason MaxRuntimeExceeded), after the
   // eviction grace period, as Slurm's time limit: each run (after a preemption, the next one)
