@@ -921,10 +921,12 @@ TEST_F(FactoryTest, InactiveWorkloadsWaitUntilActivated) {
   EXPECT_EQ(w["team-a/a-parked"]["status"].value("reason", ""), "Inactive") << Describe(w);
   EXPECT_TRUE(
       CallJson("GET", std::string(kApi) + "/queues/team-a/pendingworkloads")["items"].empty());
+  // A string is not a boolean, even one that reads like one.
   ClientResponse bad =
-      Call("PATCH", WorkloadPath("team-a", "a-run"), json{{"spec", {{"active", "no"}}}}.dump(),
+      Call("PATCH", WorkloadPath("team-a", "a-run"), json{{"spec", {{"active", "false"}}}}.dump(),
            "application/merge-patch+json");
   EXPECT_EQ(bad.status, 422) << bad.body;
+  EXPECT_NE(bad.body.find("spec.active"), std::string::npos) << bad.body;
 
   auto set_active = [&](const std::string& name, bool active) {
     ClientResponse r =
@@ -948,6 +950,25 @@ TEST_F(FactoryTest, InactiveWorkloadsWaitUntilActivated) {
   set_active("a-run", true);
   set_active("a-parked", true);
   EXPECT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+
+  // Deactivating a run just before its maximum runtime does not restart its clock: past its
+  // limit when the grace period ends, it fails.
+  json capped = WholeGpuWorkload("team-b", "b-capped", 8);
+  capped["spec"]["maxRuntimeSeconds"] = 60;
+  CreateWorkload(capped);
+  EXPECT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  Cycle(56'000);
+  ClientResponse off =
+      Call("PATCH", WorkloadPath("team-b", "b-capped"), json{{"spec", {{"active", false}}}}.dump(),
+           "application/merge-patch+json");
+  ASSERT_EQ(off.status, 200) << off.body;
+  Cycle();
+  EXPECT_EQ(Workloads()["team-b/b-capped"]["status"]["preemption"].value("reason", ""),
+            "deactivated (spec.active is false)");
+  Cycle(5'000);
+  w = Workloads();
+  EXPECT_EQ(w["team-b/b-capped"]["status"].value("phase", ""), "Failed") << Describe(w);
+  EXPECT_EQ(w["team-b/b-capped"]["status"].value("reason", ""), "MaxRuntimeExceeded");
 }
 
 // spec.maxRuntimeSeconds: a run longer than that is marked, keeps its GPUs through the grace

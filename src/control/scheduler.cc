@@ -327,15 +327,25 @@ Result<CycleStats> Scheduler::RunOnce() {
         // A preempted workload keeps its devices until its grace period ends; then it waits
         // in its queue again — or, marked `final` (past its maximum runtime), it has failed.
         const json& preemption = Field(status, "preemption");
+        // Past its maximum runtime, counted from the start of this run.
+        const int64_t limit_ms = sw.w().max_runtime_seconds * 1000;
+        const int64_t started = ParseTimestamp(Str(status, "startTime"));
+        const bool expired = limit_ms > 0 && started >= 0 && now - started >= limit_ms;
         if (preemption.is_object()) {
           const int64_t deadline = ParseTimestamp(Str(preemption, "deadline"));
           if (deadline < 0 || now >= deadline) {
-            if (Field(preemption, "final") == true) {
+            // (A run that passed its limit while marked for another reason fails too: being
+            // deactivated, or preempted, must not restart its clock.)
+            if (Field(preemption, "final") == true || expired) {
               json next = sw.obj();
               next["status"].erase("preemption");
               next["status"]["phase"] = "Failed";
               next["status"]["reason"] = "MaxRuntimeExceeded";
-              next["status"]["message"] = Str(preemption, "reason");
+              next["status"]["message"] = Field(preemption, "final") == true
+                                              ? Str(preemption, "reason")
+                                              : "ran past its maximum runtime of " +
+                                                    std::to_string(sw.w().max_runtime_seconds) +
+                                                    " s while " + Str(preemption, "reason");
               next["status"]["completionTime"] = FormatTimestamp(now);
               if (store_.Put(kv.key, next.dump(), kv.mod_revision).ok()) {
                 ++stats.timed_out;
@@ -350,9 +360,6 @@ Result<CycleStats> Scheduler::RunOnce() {
         // (spec.active false): marked to stop when the grace period ends — for good, or to
         // wait again — keeping its devices until then, like a victim.
         bool expiring = false;
-        const int64_t limit_ms = sw.w().max_runtime_seconds * 1000;
-        const int64_t started = ParseTimestamp(Str(status, "startTime"));
-        const bool expired = limit_ms > 0 && started >= 0 && now - started >= limit_ms;
         if (!preemption.is_object() && (expired || !sw.w().active)) {
           json next = sw.obj();
           const std::string deadline = FormatTimestamp(now + options_.preemption_grace_ms);
