@@ -401,9 +401,21 @@ int Apply(Globals& g, HttpClient& http, const std::string& file) {
       resp = http.Do("POST", path, obj.dump());
       verb = "created";
     } else if (existing.ok() && existing->status == 200) {
-      json current = json::parse(existing->body);
-      obj["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"];
-      resp = http.Do("PUT", path + "/" + name, obj.dump());
+      // Against the version just read; a controller's status write in between (the scheduler
+      // rewrites queues' and workloads' status every cycle) makes it stale: read it again.
+      for (int attempt = 0; attempt < 5; ++attempt) {
+        if (attempt > 0) {
+          existing = http.Do("GET", path + "/" + name);
+          if (!existing.ok() || existing->status != 200) {
+            resp = existing;
+            break;
+          }
+        }
+        json current = json::parse(existing->body);
+        obj["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"];
+        resp = http.Do("PUT", path + "/" + name, obj.dump());
+        if (!resp.ok() || resp->status != 409) break;
+      }
       verb = "configured";
     }
     if (!resp.ok() || resp->status >= 300) {

@@ -8,22 +8,14 @@ set -euo pipefail
 FABRICA=$1
 FABCTL=$2
 SRC=$3
-tmp=$(mktemp -d)
-cleanup() {
-  kill $(jobs -p) 2>/dev/null || true
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+source "$(dirname "$0")/factory_lib.sh"
 fail() { echo "FAIL: $*"; tail -5 "$tmp/up.log"; exit 1; }
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"$FABRICA" up --data "$tmp/data" --listen "127.0.0.1:$port" --plain-http >"$tmp/up.log" 2>&1 &
-for _ in $(seq 100); do [ -s "$tmp/data/fabctl.yaml" ] && break; sleep 0.2; done
+start_factory
 export FABRICA_CONFIG="$tmp/data/fabctl.yaml"
 [ -s "$FABRICA_CONFIG" ] || fail "no fabctl config from fabrica up"
 
 "$FABCTL" apply -f "$SRC/examples/queues.yaml" >"$tmp/apply1.txt" || fail "first apply"
-"$FABCTL" apply -f "$SRC/examples/queues.yaml" >"$tmp/apply2.txt" || fail "second apply"
+"$FABCTL" apply -f "$SRC/examples/queues.yaml" >"$tmp/apply2.txt" 2>&1 || fail "second apply: $(cat "$tmp/apply2.txt")"
 grep -q "queues/team-b created" "$tmp/apply1.txt" || fail "team-b not created: $(cat "$tmp/apply1.txt")"
 grep -q "queues/team-b configured" "$tmp/apply2.txt" ||
   fail "second apply did not update team-b: $(cat "$tmp/apply2.txt")"

@@ -12,18 +12,8 @@ if ! command -v prometheus >/dev/null; then
   echo "SKIP: prometheus is not installed (apt-get install prometheus)"
   exit 77
 fi
-tmp=$(mktemp -d)
-cleanup() {
-  kill $(jobs -p) 2>/dev/null || true
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-port=$(free_port)
-"$FABRICA" up --data "$tmp/data" --listen "127.0.0.1:$port" --plain-http --time-scale 20 \
-  >"$tmp/up.log" 2>&1 &
-for _ in $(seq 100); do [ -s "$tmp/data/fabctl.yaml" ] && break; sleep 0.2; done
+source "$(dirname "$0")/factory_lib.sh"
+start_factory --time-scale 20
 token=$(sed -n 's/^token: //p' "$tmp/data/fabctl.yaml")
 [ -n "$token" ] || { echo "FAIL: no token from fabrica up"; cat "$tmp/up.log"; exit 1; }
 FABRICA_CONFIG="$tmp/data/fabctl.yaml" "$FABCTL" apply -f "$SRC/examples/demo.yaml"
