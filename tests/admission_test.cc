@@ -582,6 +582,55 @@ TEST_F(AdmissionTest, KindNamedFlavourLeavesOtherModelsToKindlessOnes) {
   EXPECT_LE(on_h100, 1);
 }
 
+// Two kind-less flavours that both match H100s: the first declared takes them (as charging
+// does), so the catch-all `gpu` flavour's quota never lets work onto H100s that `h100`'s
+// exhausted quota keeps off them. The same with two kind-named flavours.
+TEST_F(AdmissionTest, OverlappingFlavoursChargeAndPlaceAlike) {
+  for (std::optional<DeviceKind> kind :
+       {std::optional<DeviceKind>{}, std::optional{DeviceKind::kWhole}}) {
+    SCOPED_TRACE(kind ? "kind-named" : "kind-less");
+    const Fleet fleet = H100AndA100();
+    AdmissionConfig config;
+    config.flavors = {FlavorSpec{"h100", kind, {"H100"}, {}}, FlavorSpec{"gpu", kind, {}, {}}};
+    QueueSpec a = Plain("a");
+    a.quotas["h100"] = QuotaSpec{1000, 0, {}};
+    a.quotas["gpu"].guaranteed_milli = 8000;
+    Make(fleet, {a}, {}, config);
+    std::vector<int> ids;
+    for (int i = 0; i < 5; ++i) ids.push_back(Submit(Gpus("w" + std::to_string(i), "a", 1), 0));
+    adm_->Cycle(1, 1000);
+    EXPECT_EQ(CountPhase(ids, Phase::kAdmitted), 5) << adm_->reason(ids[4]);
+    int on_h100 = 0;
+    for (int id : ids)
+      for (const Assignment& as : adm_->assignments(id)) on_h100 += as.node == 0;
+    EXPECT_EQ(on_h100, 1);
+  }
+}
+
+// Models no flavour names are not limited: with only H100s quota'd (1 GPU, no borrowing), the
+// A100s still take the work the h100 quota turns away.
+TEST_F(AdmissionTest, ModelsNoFlavourNamesAreNotLimited) {
+  const Fleet fleet = H100AndA100();
+  AdmissionConfig config;
+  config.flavors = {FlavorSpec{"h100", DeviceKind::kWhole, {"H100"}, {}}};
+  QueueSpec a = Plain("a");
+  a.quotas["h100"] = QuotaSpec{1000, 0, {}};
+  Make(fleet, {a}, {}, config);
+  std::vector<int> ids;
+  for (int i = 0; i < 5; ++i) ids.push_back(Submit(Gpus("w" + std::to_string(i), "a", 1), 0));
+  adm_->Cycle(1, 1000);
+  EXPECT_EQ(CountPhase(ids, Phase::kAdmitted), 5) << adm_->reason(ids[4]);
+  int on_h100 = 0;
+  for (int id : ids)
+    for (const Assignment& as : adm_->assignments(id)) on_h100 += as.node == 0;
+  EXPECT_EQ(on_h100, 1);
+  // The A100s are full and the H100 quota used: the next one waits, though an H100 is free.
+  const int w5 = Submit(Gpus("w5", "a", 1), 1);
+  adm_->Cycle(2, 1000);
+  EXPECT_EQ(adm_->phase(w5), Phase::kPending);
+  EXPECT_NE(adm_->reason(w5).find("allowed model"), std::string::npos) << adm_->reason(w5);
+}
+
 // What the server's scheduler does every cycle: rebuild the Admitter from stored state. Restored
 // work holds its devices and is charged to its queue; one already being evicted is not chosen
 // again, and it counts against its queue's disruption budget.

@@ -301,19 +301,18 @@ int Admitter::FlavorOf(const PodRequest& req, int model) const {
   return kindless;
 }
 
+// The models on which `req` would be charged to flavour f: those FlavorOf gives f for, so that
+// a flavour whose quota allows the request never opens models another flavour is charged for.
 uint64_t Admitter::FlavorModels(int f, const PodRequest& req) const {
   const FlavorSpec& fl = flavors_[f];
   if (fl.kind && *fl.kind != req.kind) return 0;
-  if (!fl.mig_profiles.empty() &&
-      (req.kind != DeviceKind::kMig ||
-       !Contains(fl.mig_profiles, state_.mig_profile_name(req.mig_profile))))
-    return 0;
   uint64_t models = flavor_models_[f] & req.model_mask;
-  if (fl.kind) return models;
-  // A kind-less flavour keeps only the models no flavour naming the request's kind takes.
-  for (int g = 0; g < static_cast<int>(flavors_.size()) && models; ++g)
-    if (flavors_[g].kind && *flavors_[g].kind == req.kind) models &= ~FlavorModels(g, req);
-  return models;
+  if (fl.mig_profiles.empty() && flavors_.size() == 1) return models;
+  const int known = std::min(static_cast<int>(state_.models().size()), 64);
+  uint64_t out = 0;
+  for (int m = 0; m < known; ++m)
+    if ((models >> m & 1) && FlavorOf(req, m) == f) out |= uint64_t{1} << m;
+  return out;
 }
 
 std::vector<int> Admitter::CandidateFlavors(const PodRequest& req) const {
@@ -1189,7 +1188,12 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
   if (gpu_pod) {
     std::vector<int> cands = CandidateFlavors(*gpu_pod);
     if (!cands.empty()) {
-      allowed = 0;
+      // Models no flavour is charged for are not limited.
+      uint64_t charged = 0;
+      for (int f : cands) charged |= FlavorModels(f, *gpu_pod);
+      const size_t known = state_.models().size();
+      const uint64_t fleet_models = known >= 64 ? ~uint64_t{0} : (uint64_t{1} << known) - 1;
+      allowed = gpu_pod->model_mask & fleet_models & ~charged;
       std::string first_why;
       for (int f : cands) {
         std::string why;
