@@ -27,6 +27,8 @@
 namespace fabrica {
 namespace {
 
+using nlohmann::json;
+
 Node GpuNode(const std::string& name, int gpus) {
   Node n;
   n.name = NodeId(name);
@@ -629,6 +631,19 @@ TEST_F(AdmissionTest, ModelsNoFlavourNamesAreNotLimited) {
   adm_->Cycle(2, 1000);
   EXPECT_EQ(adm_->phase(w5), Phase::kPending);
   EXPECT_NE(adm_->reason(w5).find("allowed model"), std::string::npos) << adm_->reason(w5);
+}
+
+// flavor_gpus: the fleet's GPUs charged to each flavour, as a flavour's status shows them.
+TEST_F(AdmissionTest, FlavourGpusCountWhatEachIsChargedFor) {
+  AdmissionConfig config;
+  config.flavors = {FlavorSpec{"h100", {}, {"H100"}, {}}, FlavorSpec{"typo", {}, {"H10"}, {}},
+                    FlavorSpec{"gpu", {}, {}, {}}};
+  Make(H100AndA100(), {Plain("a")}, {}, config);
+  ASSERT_EQ(adm_->flavor_count(), 3);
+  EXPECT_EQ(adm_->flavor_gpus(0), 4);
+  EXPECT_EQ(adm_->flavor_gpus(1), 0);
+  EXPECT_EQ(adm_->flavor_gpus(2), 4);
+  EXPECT_FALSE(adm_->flavor_managed(0));
 }
 
 // What the server's scheduler does every cycle: rebuild the Admitter from stored state. Restored
@@ -1415,6 +1430,37 @@ TEST(AdmissionConfigTest, TenantMayUseItsQueueOrOneThatListsIt) {
   EXPECT_NE(no.message().find("tenant team-b may not use queue team-a"), std::string::npos)
       << no.message();
   EXPECT_FALSE(TenantMayUse("team-a", "pool", find).ok());
+}
+
+// The server's flavours: stored ResourceFlavors, the most specific first (a request is charged
+// to the first that takes it), then the built-in catch-all `gpu` unless one is stored by name.
+TEST(AdmissionConfigTest, StoredFlavoursMostSpecificFirstThenTheBuiltIn) {
+  auto flavor = [](const std::string& name, json spec) {
+    return json{{"metadata", {{"name", name}}}, {"spec", spec}};
+  };
+  const json queue = {{"metadata", {{"name", "a"}}},
+                      {"spec", {{"quotas", {{"h100", {{"guaranteed", 1}}}}}}}};
+  const std::vector<json> stored = {
+      flavor("any-whole", {{"kind", "whole"}}), flavor("h100", {{"models", {"H100"}}}),
+      flavor("a-mig", {{"kind", "mig"}}), flavor("small-mig", {{"migProfiles", {"1g.10gb"}}})};
+  auto tree = QueueTreeFromObjects({queue}, stored);
+  ASSERT_TRUE(tree.ok()) << tree.status().message();
+  std::vector<std::string> names;
+  for (const FlavorSpec& f : tree->flavors) names.push_back(f.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"small-mig", "h100", "a-mig", "any-whole", "gpu"}));
+
+  // A stored `gpu` is the catch-all; none stored: the one built-in flavour.
+  tree = QueueTreeFromObjects({queue}, {stored[1], flavor("gpu", {{"kind", "whole"}})});
+  ASSERT_TRUE(tree.ok()) << tree.status().message();
+  ASSERT_EQ(tree->flavors.size(), 2u);
+  EXPECT_EQ(tree->flavors[1].kind, DeviceKind::kWhole);
+  EXPECT_TRUE(QueueTreeFromObjects({}, {}).value().flavors.empty());
+  // A quota naming a flavour that is not stored makes the tree invalid, naming it.
+  tree = QueueTreeFromObjects({queue}, {flavor("a100", {{"models", {"A100"}}})});
+  ASSERT_FALSE(tree.ok());
+  EXPECT_NE(tree.status().message().find("quotas.h100: unknown flavour"), std::string::npos)
+      << tree.status().message();
+  EXPECT_FALSE(FlavorFromObject(flavor("x", {{"kind", "tpu"}}), "body").ok());
 }
 
 TEST(AdmissionConfigTest, ErrorsNameTheField) {

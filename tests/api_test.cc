@@ -118,6 +118,12 @@ json PriorityClassObject(const std::string& name, json value = 100) {
           {"metadata", {{"name", name}}},
           {"spec", {{"value", value}, {"description", "for tests"}}}};
 }
+json FlavorObject(const std::string& name, json spec = {{"models", {"H100"}}}) {
+  return {{"apiVersion", "fabrica.dev/v1"},
+          {"kind", "ResourceFlavor"},
+          {"metadata", {{"name", name}}},
+          {"spec", spec}};
+}
 json NodeObject(const std::string& name, int gpus = 8) {
   return {{"apiVersion", "fabrica.dev/v1"},
           {"kind", "Node"},
@@ -199,6 +205,7 @@ class World {
     MustCreate(Collection("tenants"), TenantObject("team-b"));
     MustCreate(Collection("queues"), QueueObject("q1"));
     MustCreate(Collection("priorityclasses"), PriorityClassObject("pc1"));
+    MustCreate(Collection("resourceflavors"), FlavorObject("rf1"));
     for (const char* n : {"n1", "n2"}) {
       MustCreate(Collection("nodes"), NodeObject(n));
       MustCreate(Collection("leases"), LeaseObject(n));
@@ -369,7 +376,8 @@ Want Expected(const Actor& p, const std::string& verb, const Target& t) {
   }
   if (t.resource == "tenants")
     return verb == "get" && t.name == p.tenant ? Want::kAllow : Want::kDeny;
-  if (t.resource == "queues" || t.resource == "nodes" || t.resource == "priorityclasses")
+  if (t.resource == "queues" || t.resource == "nodes" || t.resource == "priorityclasses" ||
+      t.resource == "resourceflavors")
     return read ? Want::kAllow : Want::kDeny;
   return Want::kDeny;  // leases
 }
@@ -386,6 +394,7 @@ json FreshObject(const Target& t) {
   if (t.resource == "tenants") return TenantObject(t.name);
   if (t.resource == "queues") return QueueObject(t.name);
   if (t.resource == "priorityclasses") return PriorityClassObject(t.name);
+  if (t.resource == "resourceflavors") return FlavorObject(t.name);
   if (t.resource == "nodes") return NodeObject(t.name);
   if (t.resource == "leases") return LeaseObject(t.name);
   return WorkloadObject(t.ns, t.name);
@@ -461,13 +470,19 @@ class MatrixRunner {
 TEST(ApiAuthTest, EveryVerbOnEveryResourceForEveryPrincipal) {
   const std::vector<Actor> principals = {
       {"admin", ""}, {"alice", "team-a"}, {"bob", "team-b"}, {"vera", ""}, {"n1", ""}};
-  const std::vector<Target> objects = {
-      {"tenants", "", "team-a"},     {"tenants", "", "team-b"},
-      {"queues", "", "q1"},          {"priorityclasses", "", "pc1"},
-      {"nodes", "", "n1"},           {"nodes", "", "n2"},
-      {"leases", "", "n1"},          {"leases", "", "n2"},
-      {"workloads", "team-a", "wa"}, {"workloads", "team-a", "wa2"},
-      {"workloads", "team-b", "wb"}, {"workloads", "team-b", "wb2"}};
+  const std::vector<Target> objects = {{"tenants", "", "team-a"},
+                                       {"tenants", "", "team-b"},
+                                       {"queues", "", "q1"},
+                                       {"priorityclasses", "", "pc1"},
+                                       {"resourceflavors", "", "rf1"},
+                                       {"nodes", "", "n1"},
+                                       {"nodes", "", "n2"},
+                                       {"leases", "", "n1"},
+                                       {"leases", "", "n2"},
+                                       {"workloads", "team-a", "wa"},
+                                       {"workloads", "team-a", "wa2"},
+                                       {"workloads", "team-b", "wb"},
+                                       {"workloads", "team-b", "wb2"}};
   const std::vector<Target> collections = {
       {"tenants", "", ""},         {"queues", "", ""},         {"priorityclasses", "", ""},
       {"nodes", "", ""},           {"leases", "", ""},         {"workloads", "", ""},
@@ -1159,6 +1174,46 @@ TEST_F(ApiBadInputTest, PriorityClassesNeedAnIntegerValueAndNothingElse) {
       201);
 }
 
+// ResourceFlavors are checked like a scenario's flavours; a queue's quotas may name only stored
+// ones (or the built-in `gpu`), and a flavour a queue names cannot be deleted. A refused write
+// changes nothing.
+TEST_F(ApiBadInputTest, ResourceFlavorsAreCheckedAndQuotasNameThem) {
+  auto refused = [&](const std::string& method, const std::string& target, const json& obj,
+                     int code, const std::string& fragment) {
+    SCOPED_TRACE(method + " " + target);
+    const int64_t rev = w_.store().Revision();
+    HttpResponse r = w_.Do(method, target, kAdmin, obj.dump(),
+                           method == "PATCH" ? kMergePatch : "application/json");
+    EXPECT_EQ(r.status, code) << r.body;
+    EXPECT_NE(r.body.find(fragment), std::string::npos) << fragment << " not in " << r.body;
+    EXPECT_EQ(w_.store().Revision(), rev);
+  };
+  const std::string flavors = Collection("resourceflavors");
+  refused("POST", flavors, FlavorObject("bad", {{"nodeLabels", {{"a", "b"}}}}), 422,
+          "spec.nodeLabels");
+  refused("POST", flavors, FlavorObject("bad", {{"kind", "tpu"}}), 422, "spec.kind");
+  refused("POST", flavors, FlavorObject("bad", {{"kind", "whole"}, {"migProfiles", {"1g.10gb"}}}),
+          422, "spec.migProfiles");
+  refused("POST", flavors, FlavorObject("bad", {{"models", "H100"}}), 422, "spec.models");
+  refused("POST", flavors, FlavorObject("Bad"), 422, "metadata.name");
+  EXPECT_EQ(w_.Get(Item("resourceflavors", "", "bad")).status, 404);
+
+  json queue = QueueObject("qa");
+  queue["spec"]["quotas"] = {{"h100", {{"guaranteed", 4}}}, {"gpu", {{"guaranteed", 2}}}};
+  refused("POST", Collection("queues"), queue, 422, "spec.quotas.h100");
+  w_.MustCreate(flavors, FlavorObject("h100", {{"kind", "whole"}, {"models", {"H100"}}}));
+  w_.MustCreate(Collection("queues"), queue);
+  refused("PATCH", Item("queues", "", "qa"),
+          {{"spec", {{"quotas", {{"a100", {{"guaranteed", 1}}}}}}}}, 422, "spec.quotas.a100");
+  refused("DELETE", Item("resourceflavors", "", "h100"), json::object(), 409, "qa");
+  // A flavour's own changes are free; once no queue names it, it may go.
+  json flavor = Parse(w_.Get(Item("resourceflavors", "", "h100")));
+  flavor["spec"]["models"] = {"H100", "H200"};
+  EXPECT_EQ(w_.Do("PUT", Item("resourceflavors", "", "h100"), kAdmin, flavor.dump()).status, 200);
+  EXPECT_EQ(w_.Do("DELETE", Item("queues", "", "qa"), kAdmin).status, 200);
+  EXPECT_EQ(w_.Do("DELETE", Item("resourceflavors", "", "h100"), kAdmin).status, 200);
+}
+
 // A workload that names a PriorityClass takes its value into spec.priority when it is stored;
 // a missing class or a disagreeing priority is refused, naming the field.
 TEST_F(ApiBadInputTest, PriorityClassNamesAreResolvedWhenAWorkloadIsWritten) {
@@ -1381,7 +1436,7 @@ TEST(ApiPathTest, UnknownPathsAndMethods) {
   EXPECT_EQ(w.Do("OPTIONS", Collection("nodes"), kAdmin).status, 405);
   HttpResponse discovery = w.Get(kApi);
   EXPECT_EQ(discovery.status, 200);
-  EXPECT_EQ(Parse(discovery)["resources"].size(), 6u);
+  EXPECT_EQ(Parse(discovery)["resources"].size(), 7u);
 }
 
 }  // namespace

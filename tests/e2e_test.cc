@@ -1259,6 +1259,50 @@ TEST_F(FactoryTest, QueueUsageHistoryOutlivesCyclesAndRestarts) {
 // A queue tree that does not hold together (here a cycle, which single Queue objects cannot show
 // on their own) stops admission with a message naming the problem; nothing crashes, running
 // work keeps running, and fixing the tree resumes admission.
+// ResourceFlavors through the API: a queue's quota on a stored flavour (here every whole GPU)
+// limits only what that flavour is charged for; MIG slices fall to the built-in catch-all,
+// which no quota names and so does not limit. The queue's status shows each flavour, the
+// flavour's the GPUs charged to it, and a flavour in use cannot be deleted.
+TEST_F(FactoryTest, ResourceFlavorsQuotaOnlyWhatTheyTake) {
+  StartScheduler(5'000);
+  json flavor = {{"apiVersion", "fabrica.dev/v1"},
+                 {"kind", "ResourceFlavor"},
+                 {"metadata", {{"name", "whole"}}},
+                 {"spec", {{"kind", "whole"}, {"models", {"H100"}}}}};
+  ASSERT_EQ(Call("POST", std::string(kApi) + "/resourceflavors", flavor.dump()).status, 201);
+  CreateQueue("team-a", {{"quotas", {{"whole", {{"guaranteed", 8}, {"borrowingLimit", 0}}}}}});
+  CreateWorkload(WholeGpuWorkload("team-a", "first", 8));
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  CreateWorkload(WholeGpuWorkload("team-a", "second", 8));
+  json slices = WholeGpuWorkload("team-a", "slices", 1, 2);
+  slices["spec"]["podSets"][0]["devices"] = {{"mig", "1g.10gb"}};
+  CreateWorkload(slices);
+  Cycle();
+  Cycle();
+  std::map<std::string, json> w = Workloads();
+  EXPECT_EQ(w["team-a/slices"]["status"].value("phase", ""), "Running") << Describe(w);
+  const json& second = w["team-a/second"]["status"];
+  EXPECT_EQ(second.value("phase", ""), "Pending") << Describe(w);
+  EXPECT_NE(second.value("message", "").find("over its borrowing limit for whole"),
+            std::string::npos)
+      << Describe(w);
+
+  const json queue = CallJson("GET", std::string(kApi) + "/queues/team-a");
+  EXPECT_EQ(queue["status"]["flavors"]["whole"], (json{{"guaranteedGpus", "8"}, {"usedGpus", "8"}}))
+      << queue.dump();
+  EXPECT_EQ(CallJson("GET", std::string(kApi) + "/resourceflavors/whole")["status"],
+            (json{{"gpus", 32}}));
+  ClientResponse del = Call("DELETE", std::string(kApi) + "/resourceflavors/whole");
+  EXPECT_EQ(del.status, 409) << del.body;
+  EXPECT_NE(del.body.find("team-a"), std::string::npos) << del.body;
+
+  // A larger guarantee lets the second one run.
+  json q = CallJson("GET", std::string(kApi) + "/queues/team-a");
+  q["spec"]["quotas"]["whole"]["guaranteed"] = 16;
+  ASSERT_EQ(Call("PUT", std::string(kApi) + "/queues/team-a", q.dump()).status, 200);
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+}
+
 TEST_F(FactoryTest, BrokenQueueTreeHoldsAdmissionWithAReason) {
   CreateWorkload(WholeGpuWorkload("team-a", "running", 1));
   ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());

@@ -33,9 +33,13 @@ struct ResourceInfo {
   bool namespaced;
 };
 constexpr ResourceInfo kResources[] = {
-    {"tenants", "Tenant", false},    {"queues", "Queue", false},
-    {"nodes", "Node", false},        {"leases", "Lease", false},
-    {"workloads", "Workload", true}, {"priorityclasses", "PriorityClass", false},
+    {"tenants", "Tenant", false},
+    {"queues", "Queue", false},
+    {"nodes", "Node", false},
+    {"leases", "Lease", false},
+    {"workloads", "Workload", true},
+    {"priorityclasses", "PriorityClass", false},
+    {"resourceflavors", "ResourceFlavor", false},
 };
 
 const ResourceInfo* FindResource(const std::string& plural) {
@@ -665,6 +669,14 @@ struct ApiServer::Impl {
         if (k != "value" && k != "description")
           return InvalidArgument("spec." + k + ": unknown field");
       }
+    } else if (std::string(info.kind) == "ResourceFlavor") {
+      // The GPUs a queue's quota names (Kueue's ResourceFlavor): a device kind, models, MIG
+      // profiles, as a scenario's `flavors` entry.
+      if (obj.contains("spec") && !obj["spec"].is_object())
+        return InvalidArgument("spec: expected an object");
+      json named = obj;
+      named["metadata"]["name"] = meta.value("name", "");
+      RETURN_IF_ERROR(FlavorFromObject(named, source).status());
     } else if (std::string(info.kind) == "Queue") {
       json spec = obj.value("spec", json::object());
       if (!spec.is_object()) return InvalidArgument("spec: expected an object");
@@ -1175,6 +1187,36 @@ struct ApiServer::Impl {
     return Status::Ok();
   }
 
+  // A queue's quotas name stored ResourceFlavors (or the built-in catch-all): one that names
+  // none is refused when written, as one cannot be deleted while a queue names it.
+  Status CheckQuotaFlavors(const json& queue) {
+    const json& quotas = Field(Field(queue, "spec"), "quotas");
+    if (!quotas.is_object()) return Status::Ok();
+    for (const auto& [flavor, quota] : quotas.items()) {
+      if (flavor == kDefaultFlavor) continue;
+      auto kv = store.Get(Key(*FindResource("resourceflavors"), "", flavor));
+      if (kv.ok()) continue;
+      if (kv.status().code() != StatusCode::kNotFound) return kv.status();
+      return InvalidArgument("spec.quotas." + flavor + ": ResourceFlavor '" + flavor +
+                             "' does not exist (create it first, or use '" + kDefaultFlavor +
+                             "', every GPU no other flavour takes)");
+    }
+    return Status::Ok();
+  }
+
+  // The queues whose quotas name a flavour, for refusing its deletion.
+  Result<std::vector<std::string>> QueuesNaming(const std::string& flavor) {
+    ASSIGN_OR_RETURN(ListResult queues, store.List(Prefix(*FindResource("queues"), ""), "", 0));
+    std::vector<std::string> out;
+    for (const KeyValue& kv : queues.items) {
+      const json q = json::parse(kv.value, nullptr, false);
+      const json& quotas = Field(Field(q, "spec"), "quotas");
+      if (quotas.is_object() && quotas.contains(flavor))
+        out.push_back(Str(Field(q, "metadata"), "name"));
+    }
+    return out;
+  }
+
   Status ResolvePriorityClass(json& obj) {
     json& spec = obj["spec"];
     if (!spec.is_object() || !spec.contains("priorityClassName")) return Status::Ok();
@@ -1218,6 +1260,8 @@ struct ApiServer::Impl {
       if (Status s = ResolvePriorityClass(o); !s.ok()) return ErrorFromStatus(s);
       if (Status s = CheckQueueAccess(o); !s.ok()) return ErrorFromStatus(s);
     }
+    if (std::string(info.kind) == "Queue")
+      if (Status s = CheckQuotaFlavors(o); !s.ok()) return ErrorFromStatus(s);
     const std::string name = o["metadata"]["name"];
     if (info.namespaced) {
       auto tenant = store.Get(Key(*FindResource("tenants"), "", ns));
@@ -1320,6 +1364,9 @@ struct ApiServer::Impl {
         if (Field(o["spec"], "queue") != Field(Field(stored, "spec"), "queue"))
           if (Status s = CheckQueueAccess(o); !s.ok()) return ErrorFromStatus(s);
       }
+      if (!status_sub && std::string(info.kind) == "Queue" &&
+          Field(o["spec"], "quotas") != Field(Field(stored, "spec"), "quotas"))
+        if (Status s = CheckQuotaFlavors(o); !s.ok()) return ErrorFromStatus(s);
       if (status_sub && !p.node.empty() && std::string(info.plural) == "workloads") {
         // A node reports on the pods it runs (phase, messages, times, conditions); where they
         // run is the scheduler's decision.
@@ -1367,6 +1414,18 @@ struct ApiServer::Impl {
 
   HttpResponse Delete(const ResourceInfo& info, const std::string& ns, const std::string& name,
                       const HttpRequest& req) {
+    if (std::string(info.kind) == "ResourceFlavor") {
+      // In use, it stays (Kueue holds it with a finalizer): the queues' quotas would name
+      // nothing and the scheduler would refuse the whole tree.
+      auto users = QueuesNaming(name);
+      if (!users.ok()) return ErrorFromStatus(users.status());
+      if (!users->empty()) {
+        std::string list;
+        for (const std::string& q : *users) list += (list.empty() ? "" : ", ") + q;
+        return StatusResponse(409, "ResourceFlavor '" + name + "' is in use: the quotas of " +
+                                       "queue(s) " + list + " name it");
+      }
+    }
     auto rev = store.Delete(Key(info, ns, name), kAnyRevision);
     if (std::string(info.plural) == "nodes") max_node_gpus = -1;
     if (!rev.ok()) {

@@ -211,7 +211,8 @@ Status Authorizer::Check(const Principal& p, Verb verb, const std::string& resou
   // Tenant object.
   const bool any_tenant_role = !ReadableTenantsOf(p).empty();
   if (read && any_tenant_role &&
-      (resource == "nodes" || resource == "queues" || resource == "priorityclasses"))
+      (resource == "nodes" || resource == "queues" || resource == "priorityclasses" ||
+       resource == "resourceflavors"))
     return Status::Ok();
   if (read && resource == "tenants") {
     auto mine = ReadableTenantsOf(p);

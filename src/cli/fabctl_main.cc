@@ -29,10 +29,13 @@ struct Resource {
   const char* kind;
   bool namespaced;
 };
-const Resource kResources[] = {
-    {"workloads", "Workload", true}, {"tenants", "Tenant", false},
-    {"nodes", "Node", false},        {"queues", "Queue", false},
-    {"leases", "Lease", false},      {"priorityclasses", "PriorityClass", false}};
+const Resource kResources[] = {{"workloads", "Workload", true},
+                               {"tenants", "Tenant", false},
+                               {"nodes", "Node", false},
+                               {"queues", "Queue", false},
+                               {"leases", "Lease", false},
+                               {"priorityclasses", "PriorityClass", false},
+                               {"resourceflavors", "ResourceFlavor", false}};
 
 const Resource* ResourceByName(const std::string& name) {
   for (const Resource& r : kResources) {
@@ -212,6 +215,8 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns)
         {"NAME", "PARENT", "WEIGHT", "GUARANTEED", "USED", "PENDING", "ACTIVE", "CREATED"});
   } else if (kind == "PriorityClass") {
     rows.push_back({"NAME", "VALUE", "DESCRIPTION", "CREATED"});
+  } else if (kind == "ResourceFlavor") {
+    rows.push_back({"NAME", "KIND", "MODELS", "MIG-PROFILES", "GPUS", "CREATED"});
   } else {
     rows.push_back({"NAME", "CREATED"});
   }
@@ -267,6 +272,16 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns)
     } else if (kind == "PriorityClass") {
       rows.push_back({meta.value("name", ""), Plain(spec.value("value", json("-"))),
                       spec.value("description", ""), Age(o)});
+    } else if (kind == "ResourceFlavor") {
+      const auto joined = [&](const char* key) {
+        std::string out;
+        for (const json& v : spec.value(key, json::array()))
+          out += (out.empty() ? "" : ",") + Plain(v);
+        return out.empty() ? std::string("*") : out;
+      };
+      // GPUS: the fleet's GPUs charged to it, as the scheduler last counted them.
+      rows.push_back({meta.value("name", ""), spec.value("kind", "*"), joined("models"),
+                      joined("migProfiles"), Plain(status.value("gpus", json("-"))), Age(o)});
     } else {
       rows.push_back({meta.value("name", ""), Age(o)});
     }
@@ -286,7 +301,8 @@ int Get(Globals& g, HttpClient& http, const std::string& what, const std::string
   const Resource* r = ResourceByName(what);
   if (!r) {
     std::cerr << "fabctl: unknown resource type '" << what
-              << "' (workloads, tenants, nodes, queues, leases)\n";
+              << "' (workloads, tenants, nodes, queues, leases, priorityclasses, "
+                 "resourceflavors)\n";
     return 2;
   }
   const std::string ns = g.all_namespaces ? "" : g.ns;

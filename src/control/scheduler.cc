@@ -71,11 +71,15 @@ std::string KeyName(const json& obj) {
   return Str(Field(obj, "metadata"), "namespace") + "/" + Str(Field(obj, "metadata"), "name");
 }
 
-// The admission tree of the stored Queue objects (sched/queue_objects.h).
-Result<AdmissionConfig> QueueConfig(const ListResult& queues) {
+std::vector<json> Objects(const ListResult& list) {
   std::vector<json> objects;
-  for (const KeyValue& kv : queues.items) objects.push_back(json::parse(kv.value, nullptr, false));
-  return QueueTreeFromObjects(objects);
+  for (const KeyValue& kv : list.items) objects.push_back(json::parse(kv.value, nullptr, false));
+  return objects;
+}
+
+// The admission tree of the stored Queue and ResourceFlavor objects (sched/queue_objects.h).
+Result<AdmissionConfig> QueueConfig(const ListResult& queues, const ListResult& flavors) {
+  return QueueTreeFromObjects(Objects(queues), Objects(flavors));
 }
 
 // All of a node's free capacity, or that of some of its GPUs, as an assignment to hold.
@@ -280,6 +284,7 @@ Result<CycleStats> Scheduler::RunOnce() {
 
   ASSIGN_OR_RETURN(ListResult queue_list, store_.List("/registry/queues/", "", 0));
   const bool with_queues = !queue_list.items.empty();
+  ASSIGN_OR_RETURN(ListResult flavor_list, store_.List("/registry/resourceflavors/", "", 0));
 
   // Workloads, parsed again only when their revision changed.
   ASSIGN_OR_RETURN(ListResult workload_list, store_.List("/registry/workloads/", "", 0));
@@ -428,8 +433,8 @@ Result<CycleStats> Scheduler::RunOnce() {
 
   // A victim whose preemptor no longer waits (deleted, placed meanwhile, or in a queue a
   // stopPolicy stopped) is not evicted after all: its mark is taken off and it keeps running.
-  Result<AdmissionConfig> config =
-      with_queues ? QueueConfig(queue_list) : Result<AdmissionConfig>(AdmissionConfig{});
+  Result<AdmissionConfig> config = with_queues ? QueueConfig(queue_list, flavor_list)
+                                               : Result<AdmissionConfig>(AdmissionConfig{});
   std::set<std::string> stopped, leaves;
   std::map<std::string, QueueSpec> queue_specs;  // who may use which queue (spec.tenants)
   if (with_queues && config.ok()) {
@@ -718,6 +723,16 @@ Result<CycleStats> Scheduler::RunOnce() {
                          {"pendingWorkloads", admitter->pending_count(index)},
                          {"usageHistory", history},
                          {"active", !admitter->stopped(index)}};
+        // With flavours stored, the same per flavour that any queue has a quota in.
+        if (!flavor_list.items.empty()) {
+          json by_flavor = json::object();
+          for (int f = 0; f < admitter->flavor_count(); ++f)
+            if (admitter->flavor_managed(f))
+              by_flavor[admitter->flavor_name(f)] = {
+                  {"guaranteedGpus", GpuAmount(admitter->flavor_guaranteed_milli(index, f))},
+                  {"usedGpus", GpuAmount(admitter->flavor_usage_milli(index, f))}};
+          standing["flavors"] = std::move(by_flavor);
+        }
         // The reclaim hold: when it last reclaimed and what that freed beyond its need.
         const Admitter::ReclaimRecord reclaim = admitter->reclaim_record(index);
         if (reclaim.at >= 0 && options_.reclaim_hold_s > 0) {
@@ -730,6 +745,21 @@ Result<CycleStats> Scheduler::RunOnce() {
           standing["usageHistoryTime"] = FormatTimestamp(now);
           q["status"] = std::move(standing);
           queue_writes.push_back({kv.key, q.dump(), kv.mod_revision});
+        }
+      }
+      // Each flavour's reach: the fleet's GPUs charged to it (0 names a model or profile the
+      // fleet lacks).
+      for (const KeyValue& kv : flavor_list.items) {
+        json f = json::parse(kv.value, nullptr, false);
+        if (!f.is_object()) continue;
+        const std::string name = Str(Field(f, "metadata"), "name");
+        for (int index = 0; index < admitter->flavor_count(); ++index) {
+          if (admitter->flavor_name(index) != name) continue;
+          const json standing = {{"gpus", admitter->flavor_gpus(index)}};
+          if (Field(f, "status") == standing) break;
+          f["status"] = standing;
+          queue_writes.push_back({kv.key, f.dump(), kv.mod_revision});
+          break;
         }
       }
       for (const auto& [id, i] : pending_of) {

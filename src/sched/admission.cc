@@ -315,6 +315,30 @@ uint64_t Admitter::FlavorModels(int f, const PodRequest& req) const {
   return out;
 }
 
+int Admitter::flavor_gpus(int f) const {
+  int gpus = 0;
+  for (int n = 0; n < state_.node_count(); ++n) {
+    const int model = state_.node_model(n);
+    for (int d = 0; d < static_cast<int>(fleet_.nodes[n].devices.size()); ++d) {
+      const Device& dev = fleet_.nodes[n].devices[d];
+      PodRequest req;
+      if (!dev.mig_enabled()) {
+        req.kind = DeviceKind::kWhole;
+        gpus += FlavorOf(req, model) == f;
+        continue;
+      }
+      req.kind = DeviceKind::kMig;
+      for (int s = 0; s < static_cast<int>(dev.mig_slices.size()); ++s) {
+        req.mig_profile = state_.mig_slice_profile(n, d, s);
+        if (FlavorOf(req, model) != f) continue;
+        ++gpus;
+        break;
+      }
+    }
+  }
+  return gpus;
+}
+
 std::vector<int> Admitter::CandidateFlavors(const PodRequest& req) const {
   std::vector<int> out;
   if (req.kind == DeviceKind::kNone) return out;

@@ -152,6 +152,8 @@ Result<AdmissionConfig> ParseAdmissionConfig(YamlMap& map);
 // flavour: guaranteed, borrowingLimit, lendingLimit); the tree is checked by
 // ValidateAdmissionConfig.
 Result<QueueSpec> ParseQueueSpec(YamlMap& map);
+// One flavour: name, kind (whole | fraction | mig), models, migProfiles.
+Result<FlavorSpec> ParseFlavor(YamlMap& map);
 // The keys a queue and a scenario's team share: queueingStrategy (StrictFIFO | BestEffortFIFO)
 // and preemption {withinQueue, reclaimWithinCohort, borrowWithinCohort {policy,
 // maxPriorityThreshold}}, into `spec`'s strict_fifo and preemption.
@@ -295,6 +297,16 @@ class Admitter {
   int64_t guaranteed_milli(int q) const;
   double dominant_share(int q) const;
   int pending_count(int q) const;  // waiting in the subtree
+  // The flavours, in the order a request is charged to the first that takes it; whether any
+  // queue has a quota in one (unmanaged: not limited); a queue's guarantee and use in one
+  // (milli, its subtree's); and how many of the fleet's GPUs it takes: whole GPUs (or MIG
+  // devices, by their slices' profiles) charged to it.
+  int flavor_count() const { return static_cast<int>(flavors_.size()); }
+  const std::string& flavor_name(int f) const { return flavors_[f].name; }
+  bool flavor_managed(int f) const { return managed_[f]; }
+  int64_t flavor_guaranteed_milli(int q, int f) const { return queues_[q].guaranteed[f]; }
+  int64_t flavor_usage_milli(int q, int f) const { return queues_[q].usage[f]; }
+  int flavor_gpus(int f) const;
   // Whether a stopPolicy of the queue or an ancestor stops it.
   bool stopped(int q) const { return queues_[q].stop != StopPolicy::kNone; }
 

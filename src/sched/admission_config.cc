@@ -13,6 +13,8 @@ Result<DeviceKind> ParseKind(YamlMap& m) {
   return m.Error("kind", "expected whole, fraction or mig, got '" + k + "'");
 }
 
+}  // namespace
+
 Result<FlavorSpec> ParseFlavor(YamlMap& m) {
   RETURN_IF_ERROR(m.CheckIsMap());
   FlavorSpec f;
@@ -26,10 +28,14 @@ Result<FlavorSpec> ParseFlavor(YamlMap& m) {
   }
   if (m.Has("migProfiles")) {
     ASSIGN_OR_RETURN(f.mig_profiles, m.StringList("migProfiles"));
+    if (f.kind && *f.kind != DeviceKind::kMig)
+      return m.Error("migProfiles", "only a kind: mig flavour selects MIG profiles");
   }
   RETURN_IF_ERROR(m.Finish());
   return f;
 }
+
+namespace {
 
 Result<QuotaSpec> ParseQuota(YamlMap& m) {
   RETURN_IF_ERROR(m.CheckIsMap());

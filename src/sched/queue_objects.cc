@@ -1,6 +1,8 @@
 #include "sched/queue_objects.h"
 
+#include <algorithm>
 #include <set>
+#include <tuple>
 
 #include "core/doc.h"
 #include "core/yaml_reader.h"
@@ -9,18 +11,60 @@ namespace fabrica {
 
 using nlohmann::json;
 
-Result<AdmissionConfig> QueueTreeFromObjects(const std::vector<json>& queues) {
+namespace {
+
+// metadata.name, or "" (read without throwing: a hand-edited record must not stop the
+// scheduler).
+std::string ObjectName(const json& o) {
+  const auto meta = o.find("metadata");
+  return meta != o.end() && meta->is_object() && meta->contains("name") &&
+                 (*meta)["name"].is_string()
+             ? (*meta)["name"].get<std::string>()
+             : "";
+}
+
+json SpecWithName(const json& o) {
+  json spec = o.contains("spec") && o["spec"].is_object() ? o["spec"] : json::object();
+  spec["name"] = ObjectName(o);
+  return spec;
+}
+
+}  // namespace
+
+Result<FlavorSpec> FlavorFromObject(const json& flavor, const std::string& source) {
+  YamlMap m(Doc::FromJson(SpecWithName(flavor)), "spec", source);
+  return ParseFlavor(m);
+}
+
+Result<AdmissionConfig> QueueTreeFromObjects(const std::vector<json>& queues,
+                                             const std::vector<json>& flavors) {
   json doc = {{"queues", json::array()}};
+  if (!flavors.empty()) {
+    // (specificity, name, spec): MIG profiles named first, then models named.
+    std::vector<std::tuple<int, std::string, json>> order;
+    bool has_default = false;
+    for (const json& f : flavors) {
+      if (!f.is_object()) continue;
+      json spec = SpecWithName(f);
+      const auto named = [&](const char* key) {
+        return spec.contains(key) && spec[key].is_array() && !spec[key].empty();
+      };
+      const int rank = named("migProfiles") ? 0 : named("models") ? 1 : 2;
+      has_default |= spec["name"] == kDefaultFlavor;
+      order.emplace_back(rank, spec["name"].get<std::string>(), std::move(spec));
+    }
+    std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+      return std::tie(std::get<0>(a), std::get<1>(a)) < std::tie(std::get<0>(b), std::get<1>(b));
+    });
+    doc["flavors"] = json::array();
+    for (auto& [rank, name, spec] : order) doc["flavors"].push_back(std::move(spec));
+    if (!has_default) doc["flavors"].push_back({{"name", kDefaultFlavor}});
+  }
   bool has_unqueued = false;
   for (const json& q : queues) {
     if (!q.is_object()) continue;
-    json spec = q.contains("spec") && q["spec"].is_object() ? q["spec"] : json::object();
+    json spec = SpecWithName(q);
     spec.erase("budget");
-    // Read without throwing: a hand-edited record must not stop the scheduler.
-    const auto meta = q.find("metadata");
-    const bool named = meta != q.end() && meta->is_object() && meta->contains("name") &&
-                       (*meta)["name"].is_string();
-    spec["name"] = named ? (*meta)["name"].get<std::string>() : "";
     has_unqueued |= spec["name"] == kUnqueuedQueue;
     doc["queues"].push_back(spec);
   }

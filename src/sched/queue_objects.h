@@ -18,11 +18,23 @@ namespace fabrica {
 // name: no guarantee, so what it holds is borrowed and the first to be reclaimed.
 inline constexpr const char* kUnqueuedQueue = "unqueued";
 
+// The flavour every GPU request falls to when no other flavour takes it.
+inline constexpr const char* kDefaultFlavor = "gpu";
+
 // The tree of stored Queue objects (their spec as in a scenario's `admission.queues`, minus
 // `budget`, which the meter reads), plus the built-in leaf: under the tree's one root when
 // there is one with children, so that it borrows what the tree leaves unused; otherwise a root
 // of its own.
-Result<AdmissionConfig> QueueTreeFromObjects(const std::vector<nlohmann::json>& queues);
+//
+// Its flavours are the stored ResourceFlavor objects (spec as a scenario's `flavors` entry:
+// kind, models, migProfiles), the most specific first, since a request is charged to the
+// first that matches: those naming MIG profiles, then those naming models, then the rest, each
+// by name; then the built-in catch-all kDefaultFlavor unless one is stored under that name.
+Result<AdmissionConfig> QueueTreeFromObjects(const std::vector<nlohmann::json>& queues,
+                                             const std::vector<nlohmann::json>& flavors = {});
+
+// A stored ResourceFlavor's spec and name as a FlavorSpec (the API's check when it is written).
+Result<FlavorSpec> FlavorFromObject(const nlohmann::json& flavor, const std::string& source);
 
 // The queues of `tree` with no children.
 std::set<std::string> LeafQueues(const AdmissionConfig& tree);

@@ -3,6 +3,7 @@
 # examples/queues.yaml (twice: the second apply updates), fill team-b past its share, then
 # `fabctl get queues` shows the queues active and `fabctl pending research` lists what waits,
 # in order, with why. A workload naming a queue its tenant may not use is refused (403).
+# examples/flavors.yaml's flavours show the GPUs charged to them and cannot be deleted in use.
 # Usage: fabctl_queues_test.sh FABRICA_BIN FABCTL_BIN SOURCE_DIR
 set -euo pipefail
 FABRICA=$1
@@ -62,4 +63,20 @@ if "$FABCTL" apply -f "$tmp/other.yaml" >"$tmp/other.txt" 2>&1; then
 fi
 grep -q "403" "$tmp/other.txt" && grep -q "may not use queue team-b" "$tmp/other.txt" ||
   fail "refusal does not say why: $(cat "$tmp/other.txt")"
-echo "OK: queues applied twice, pending listed in order, a foreign queue refused"
+# Flavours: the H200s counted apart for team-c; the scheduler writes each flavour's GPUs.
+"$FABCTL" apply -f "$SRC/examples/flavors.yaml" >"$tmp/flavors.txt" 2>&1 ||
+  fail "apply flavors: $(cat "$tmp/flavors.txt")"
+flavors=""
+for _ in $(seq 100); do
+  flavors=$("$FABCTL" get resourceflavors)
+  grep "^h200 " <<<"$flavors" | grep -q " 16 " && grep "^mig " <<<"$flavors" | grep -q " 8 " && break
+  sleep 0.2
+done
+head -1 <<<"$flavors" | grep -q "^NAME *KIND *MODELS *MIG-PROFILES *GPUS" || fail "no header: $flavors"
+grep "^h200 " <<<"$flavors" | grep -q "whole *H200 .* 16 " || fail "h200 not 16 H200s: $flavors"
+grep "^mig " <<<"$flavors" | grep -q " 8 " || fail "mig not the 8 MIG GPUs: $flavors"
+if "$FABCTL" delete resourceflavor h200 >"$tmp/del.txt" 2>&1; then
+  fail "a flavour in use was deleted"
+fi
+grep -q "team-c" "$tmp/del.txt" || fail "refusal does not name the queue: $(cat "$tmp/del.txt")"
+echo "OK: queues applied twice, pending listed in order, a foreign queue refused, flavours counted"
