@@ -646,6 +646,57 @@ TEST_F(AdmissionTest, FlavourGpusCountWhatEachIsChargedFor) {
   EXPECT_FALSE(adm_->flavor_managed(0));
 }
 
+// flavorFungibility.whenCanBorrow. Queue a is guaranteed 4 A100s and may borrow H100s, which b
+// is guaranteed but uses only 2 of; the H100 node, fuller, is where packing puts a's work. By
+// default a borrows H100s there, which b's next arrival takes back by eviction; with
+// TryNextFlavor a fills its A100s first and borrows only when they are full.
+TEST_F(AdmissionTest, WhenCanBorrowTryNextFlavorFillsTheGuaranteeFirst) {
+  for (auto when : {QueueSpec::WhenCanBorrow::kBorrow, QueueSpec::WhenCanBorrow::kTryNextFlavor}) {
+    const bool try_next = when == QueueSpec::WhenCanBorrow::kTryNextFlavor;
+    SCOPED_TRACE(try_next ? "TryNextFlavor" : "Borrow");
+    AdmissionConfig config;
+    config.flavors = {FlavorSpec{"h100", DeviceKind::kWhole, {"H100"}, {}},
+                      FlavorSpec{"a100", DeviceKind::kWhole, {"A100"}, {}}};
+    QueueSpec a = Plain("a"), b = Plain("b");
+    a.quotas["a100"].guaranteed_milli = 4000;
+    a.quotas["h100"].guaranteed_milli = 0;
+    b.quotas["h100"].guaranteed_milli = 4000;
+    a.when_can_borrow = when;
+    Make(H100AndA100(), {a, b}, {}, config);
+    const int b0 = Submit(Gpus("b0", "b", 2), 0);
+    adm_->Cycle(1, 1000);
+    ASSERT_EQ(adm_->phase(b0), Phase::kAdmitted);
+    std::vector<int> mine;
+    for (int i = 0; i < 4; ++i) mine.push_back(Submit(Gpus("a" + std::to_string(i), "a", 1), 2));
+    adm_->Cycle(3, 1000);
+    ASSERT_EQ(CountPhase(mine, Phase::kAdmitted), 4);
+    int on_h100 = 0;
+    for (int id : mine)
+      for (const Assignment& as : adm_->assignments(id)) on_h100 += as.node == 0;
+    if (try_next) {
+      EXPECT_EQ(on_h100, 0);
+    } else {
+      EXPECT_GT(on_h100, 0);  // the default borrows where packing puts it
+    }
+    // b's next arrival within its guarantee: an eviction only where a borrowed.
+    Workload b1_spec = Gpus("b1", "b", 2);
+    b1_spec.pod_sets[0].device.models = {"H100"};
+    const int b1 = Submit(b1_spec, 10);
+    CycleResult r = adm_->Cycle(11, 1000);
+    EXPECT_EQ(r.evicted.empty(), try_next) << adm_->reason(b1);
+    // Its A100s full, a still borrows H100s.
+    if (try_next) {
+      EXPECT_EQ(adm_->phase(b1), Phase::kAdmitted) << adm_->reason(b1);
+      const int a4 = Submit(Gpus("a4", "a", 1), 12);
+      adm_->Cycle(13, 1000);
+      EXPECT_EQ(adm_->phase(a4), Phase::kPending) << "H100s are full";
+      adm_->Finish(b0, 14);
+      adm_->Cycle(15, 1000);
+      EXPECT_EQ(adm_->phase(a4), Phase::kAdmitted) << adm_->reason(a4);
+    }
+  }
+}
+
 // What the server's scheduler does every cycle: rebuild the Admitter from stored state. Restored
 // work holds its devices and is charged to its queue; one already being evicted is not chosen
 // again, and it counts against its queue's disruption budget.
@@ -1463,6 +1514,22 @@ TEST(AdmissionConfigTest, StoredFlavoursMostSpecificFirstThenTheBuiltIn) {
   EXPECT_FALSE(FlavorFromObject(flavor("x", {{"kind", "tpu"}}), "body").ok());
 }
 
+TEST(AdmissionConfigTest, FlavorFungibilityIsParsedAndChecked) {
+  auto doc = LoadYaml(
+      "queues:\n  - {name: a, flavorFungibility: {whenCanBorrow: TryNextFlavor}}\n  - {name: b}\n",
+      "queues.yaml");
+  ASSERT_TRUE(doc.ok());
+  YamlMap m(*doc, "", "queues.yaml");
+  auto c = ParseAdmissionConfig(m);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->queues[0].when_can_borrow, QueueSpec::WhenCanBorrow::kTryNextFlavor);
+  EXPECT_EQ(c->queues[1].when_can_borrow, QueueSpec::WhenCanBorrow::kBorrow);
+  ExpectBad(ParseQueues("queues:\n  - {name: a, flavorFungibility: {whenCanBorrow: Maybe}}\n"),
+            "queues[0].flavorFungibility.whenCanBorrow", "TryNextFlavor");
+  ExpectBad(ParseQueues("queues:\n  - {name: a, flavorFungibility: {whenCanPreempt: Preempt}}\n"),
+            "queues[0].flavorFungibility.whenCanPreempt", "unknown");
+}
+
 TEST(AdmissionConfigTest, ErrorsNameTheField) {
   ExpectBad(ParseQueues("queues:\n  - {name: a, parent: ghost}\n"), "queues[0].parent",
             "unknown queue \"ghost\"");
@@ -1607,6 +1674,7 @@ teams:
     share: 50
     guarantee: 0
     checkpointInterval: 100
+    flavorFungibility: {whenCanBorrow: TryNextFlavor}  # one flavour: nothing to try first
     workloads:
       - {pods: 1, cpu: 4, memory: 16Gi, devices: {gpus: 8}, duration: 100-200}
 )";
@@ -1616,6 +1684,7 @@ teams:
   for (const sim::ReplayWorkload& w : sc->workloads) (w.team == 0 ? a_tpl : b_tpl) = w;
   ASSERT_EQ(b_tpl.options.checkpoint_interval_s, 100);  // the team's setting
   ASSERT_EQ(a_tpl.options.checkpoint_interval_s, 0);
+  EXPECT_EQ(sc->teams[1].when_can_borrow, QueueSpec::WhenCanBorrow::kTryNextFlavor);
   std::map<double, sim::ReplayResult> by_interval;
   for (double every : {0.0, 100.0}) {
     b_tpl.options.checkpoint_interval_s = every;

@@ -1208,6 +1208,7 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
       break;
     }
   uint64_t allowed = ~uint64_t{0};
+  uint64_t unborrowed = 0;  // models to try first (whenCanBorrow: TryNextFlavor); 0: none
   int quota_blocked = -1;
   if (gpu_pod) {
     std::vector<int> cands = CandidateFlavors(*gpu_pod);
@@ -1246,6 +1247,15 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
       }
       for (PodRequest& p : pods)
         if (p.kind != DeviceKind::kNone) p.model_mask &= allowed;
+      // flavorFungibility.whenCanBorrow: TryNextFlavor — the models where its queue stays
+      // within its guarantee (or that no flavour limits), tried first.
+      if (queues_[e.leaf].spec.when_can_borrow == QueueSpec::WhenCanBorrow::kTryNextFlavor) {
+        uint64_t within = allowed & ~charged;
+        for (int f : cands)
+          if (WithinGuarantee(e.leaf, f, e.gpu_milli))
+            within |= FlavorModels(f, *gpu_pod) & allowed;
+        if (within != 0 && within != allowed) unborrowed = within;
+      }
     }
   }
 
@@ -1268,6 +1278,28 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
       e.assign = std::move(all);
       placed = true;
     }
+  }
+  if (!placed && unborrowed != 0 && planned.empty()) {
+    // Where it need not borrow, first; failing there, wherever its quota allows (below).
+    std::vector<PodRequest> within = pods;
+    for (PodRequest& p : within)
+      if (p.kind != DeviceKind::kNone) p.model_mask &= unborrowed;
+    placer_.set_explain(false);
+    if (within.size() == 1 && !e.spec.gang) {
+      PodPlacement p = placer_.Place(state_, within[0], rng_);
+      if (p.outcome == Outcome::kPlaced) {
+        state_.Apply(p.assignment, within[0]);
+        e.assign = {p.assignment};
+        placed = true;
+      }
+    } else {
+      GangPlacement g = placer_.PlaceGang(state_, within, e.spec.topology, rng_);
+      if (g.outcome == Outcome::kPlaced) {
+        e.assign = g.pods;
+        placed = true;
+      }
+    }
+    if (placed) pods = std::move(within);
   }
   if (auto same = failed.find(key); !placed && same != failed.end()) {
     // The same shape failed this cycle, and the fleet has only filled up since; but it may

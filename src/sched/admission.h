@@ -101,6 +101,12 @@ struct QueueSpec {
   // starts (Kueue's two strategies); nothing behind it starts or preempts first.
   bool strict_fifo = false;
   PreemptionPolicy preemption = {};
+  // flavorFungibility.whenCanBorrow (Kueue's): kBorrow lets placement pick among all the
+  // flavours its quota allows; kTryNextFlavor places a workload first in the flavours where its
+  // queue stays within its guarantee, and borrows only when none of those has room (borrowed
+  // GPUs are the first to be reclaimed).
+  enum class WhenCanBorrow { kBorrow, kTryNextFlavor };
+  WhenCanBorrow when_can_borrow = WhenCanBorrow::kBorrow;
   StopPolicy stop_policy = StopPolicy::kNone;
   // Tenants whose workloads may wait in this queue or a leaf below it ("*": every tenant),
   // beside the tenant a leaf is named after (sched/queue_objects.h, TenantMayUse).
@@ -154,9 +160,10 @@ Result<AdmissionConfig> ParseAdmissionConfig(YamlMap& map);
 Result<QueueSpec> ParseQueueSpec(YamlMap& map);
 // One flavour: name, kind (whole | fraction | mig), models, migProfiles.
 Result<FlavorSpec> ParseFlavor(YamlMap& map);
-// The keys a queue and a scenario's team share: queueingStrategy (StrictFIFO | BestEffortFIFO)
-// and preemption {withinQueue, reclaimWithinCohort, borrowWithinCohort {policy,
-// maxPriorityThreshold}}, into `spec`'s strict_fifo and preemption.
+// The keys a queue and a scenario's team share: queueingStrategy (StrictFIFO | BestEffortFIFO),
+// preemption {withinQueue, reclaimWithinCohort, borrowWithinCohort {policy,
+// maxPriorityThreshold}} and flavorFungibility {whenCanBorrow: Borrow | TryNextFlavor}, into
+// `spec`'s strict_fifo, preemption and when_can_borrow.
 Status ParseQueuePolicies(YamlMap& map, QueueSpec* spec);
 // Only the cycle's knobs (usageHalfLife, historyWeight, gangTimeout, preemption,
 // fairSharePreemption, preemptionSearchesPerQueue, reclaimSearchesPerQueue, consolidation,

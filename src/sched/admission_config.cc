@@ -110,6 +110,13 @@ Status ParseQueuePolicies(YamlMap& m, QueueSpec* q) {
     YamlMap p(m.Raw("preemption"), m.Path("preemption"), m.source());
     ASSIGN_OR_RETURN(q->preemption, ParsePreemption(p));
   }
+  if (m.Has("flavorFungibility")) {
+    YamlMap f(m.Raw("flavorFungibility"), m.Path("flavorFungibility"), m.source());
+    RETURN_IF_ERROR(f.CheckIsMap());
+    ASSIGN_OR_RETURN(int borrow, ParseChoice(f, "whenCanBorrow", {"Borrow", "TryNextFlavor"}, 0));
+    q->when_can_borrow = static_cast<QueueSpec::WhenCanBorrow>(borrow);
+    RETURN_IF_ERROR(f.Finish());
+  }
   return Status();
 }
 

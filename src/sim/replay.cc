@@ -117,6 +117,7 @@ Result<TeamSpec> ParseTeam(YamlMap& m, bool synthetic) {
   RETURN_IF_ERROR(ParseQueuePolicies(m, &policies));
   t.strict_fifo = policies.strict_fifo;
   t.preemption = policies.preemption;
+  t.when_can_borrow = policies.when_can_borrow;
   for (auto [key, field] : {std::pair{"guarantee", &t.guarantee_milli},
                             std::pair{"borrowingLimit", &t.borrowing_limit_milli},
                             std::pair{"lendingLimit", &t.lending_limit_milli}}) {
@@ -783,6 +784,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
       for (const TeamSpec& t : sc.teams) {
         QueueSpec q{t.name,        "fleet",     t.weight, {}, t.disruption_budget,
                     t.strict_fifo, t.preemption};
+        q.when_can_borrow = t.when_can_borrow;
         q.quotas["gpu"] = QuotaSpec{t.guarantee_milli.value_or(0) - t.mig_guarantee_milli,
                                     t.borrowing_limit_milli, t.lending_limit_milli};
         if (sc.mig_pool) q.quotas["mig"] = QuotaSpec{t.mig_guarantee_milli, {}, {}};

@@ -52,8 +52,10 @@ struct TeamSpec {
   double min_runtime_s = 0;
   double checkpoint_interval_s = 0;  // 0: its workloads never checkpoint
   int disruption_budget = -1;
-  bool strict_fifo = false;                // queueingStrategy: StrictFIFO (its generated queue)
-  PreemptionPolicy preemption;             // its generated queue's `preemption`
+  bool strict_fifo = false;     // queueingStrategy: StrictFIFO (its generated queue)
+  PreemptionPolicy preemption;  // its generated queue's `preemption`
+  QueueSpec::WhenCanBorrow when_can_borrow =
+      QueueSpec::WhenCanBorrow::kBorrow;   // flavorFungibility
   std::optional<int64_t> guarantee_milli;  // unset: proportional to the team's average demand
   // The part of guarantee_milli on MIG-partitioned GPUs, which only MIG requests can use: where
   // the fleet has them, a computed guarantee is split into the two pools by the team's demand
