@@ -11,6 +11,9 @@
 //            (the worst case, right after a restart);
 //   steady — the same after one earlier cycle parked what did not fit, with 1,000 running
 //            workloads finished and 1,000 new ones arrived since: what a cycle meets in service.
+// Each runs once with the one built-in flavour and once (`flavoured`) with four: MIG slices,
+// GB200, H200 and the catch-all `gpu`, each project guaranteed its share of each, so every
+// request is charged through the flavour tables.
 // Counters: admitted (workloads admitted by the cycle), attempts (placement attempts), and
 // fleet_pct (allocated GPUs before the cycle).
 #include <benchmark/benchmark.h>
@@ -34,10 +37,14 @@ struct Prepared {
   double fill_pct = 0, steady_fill_pct = 0;
 };
 
-AdmissionConfig Tree(int64_t capacity_milli) {
+AdmissionConfig Tree(int64_t capacity_milli, bool flavoured) {
   AdmissionConfig c;
   c.usage_half_life_s = 3600;
   int64_t each = capacity_milli / 1000 / 1000 * 1000;
+  if (flavoured)
+    c.flavors = {FlavorSpec{"mig", DeviceKind::kMig, {}, {}},
+                 FlavorSpec{"gb200", {}, {"GB200"}, {}}, FlavorSpec{"h200", {}, {"H200"}, {}},
+                 FlavorSpec{"gpu", {}, {}, {}}};
   for (int o = 0; o < 10; ++o) {
     std::string org = "org-" + std::to_string(o);
     c.queues.push_back(QueueSpec{org, "", 1, {}, -1});
@@ -46,7 +53,16 @@ AdmissionConfig Tree(int64_t capacity_milli) {
       c.queues.push_back(QueueSpec{team, org, 1, {}, -1});
       for (int p = 0; p < 10; ++p) {
         QueueSpec q{team + "-p" + std::to_string(p), team, 1, {}, -1};
-        q.quotas["gpu"] = QuotaSpec{each, std::nullopt, std::nullopt};
+        if (!flavoured) {
+          q.quotas["gpu"] = QuotaSpec{each, std::nullopt, std::nullopt};
+        } else {
+          // Shares near the synthetic fleet's: a tenth each of MIG and GB200, a third H200.
+          q.quotas["mig"] = QuotaSpec{each / 10, std::nullopt, std::nullopt};
+          q.quotas["gb200"] = QuotaSpec{each / 10, std::nullopt, std::nullopt};
+          q.quotas["h200"] = QuotaSpec{each / 3, std::nullopt, std::nullopt};
+          q.quotas["gpu"] =
+              QuotaSpec{each - 2 * (each / 10) - each / 3, std::nullopt, std::nullopt};
+        }
         c.queues.push_back(q);
       }
     }
@@ -59,8 +75,11 @@ std::string LeafName(int i) {
          std::to_string(i % 10);
 }
 
-const Prepared& Prepare() {
-  static Prepared* p = [] {
+const Prepared& Prepare(bool flavoured) {
+  static Prepared* prepared[2] = {nullptr, nullptr};
+  Prepared*& p = prepared[flavoured];
+  if (p) return *p;
+  p = [flavoured] {
     auto* out = new Prepared;
     out->fleet = *sim::MakeSyntheticFleet(sim::SyntheticFleetOptions{});
     std::vector<Tenant> tenants = sim::SyntheticTenants();
@@ -79,7 +98,7 @@ const Prepared& Prepare() {
         if (auto r = probe.MakeRequest(ps, w.tenant); r.ok()) reqs.push_back(*r);
     auto policy = MakePolicy("fabrica", TypicalMix(reqs, 0.95), &probe);
     out->policy = std::move(*policy);
-    AdmissionConfig config = Tree(probe.total_gpu_milli());
+    AdmissionConfig config = Tree(probe.total_gpu_milli(), flavoured);
     auto created = Admitter::Create(out->fleet, tenants, config, *out->policy, 1);
     std::unique_ptr<Admitter> admitter = std::move(*created);
     int i = 0;
@@ -126,8 +145,8 @@ const Prepared& Prepare() {
   return *p;
 }
 
-void BM_AdmissionCycle(benchmark::State& state, bool steady) {
-  const Prepared& p = Prepare();
+void BM_AdmissionCycle(benchmark::State& state, bool steady, bool flavoured) {
+  const Prepared& p = Prepare(flavoured);
   const Admitter& base = steady ? *p.steady : *p.cold;
   int64_t admitted = 0, attempts = 0, cycles = 0;
   for (auto _ : state) {
@@ -150,8 +169,18 @@ void BM_AdmissionCycle(benchmark::State& state, bool steady) {
   state.counters["nodes"] = static_cast<double>(p.fleet.nodes.size());
 }
 
-BENCHMARK_CAPTURE(BM_AdmissionCycle, cold, false)->Unit(benchmark::kMillisecond)->Iterations(5);
-BENCHMARK_CAPTURE(BM_AdmissionCycle, steady, true)->Unit(benchmark::kMillisecond)->Iterations(5);
+BENCHMARK_CAPTURE(BM_AdmissionCycle, cold, false, false)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(5);
+BENCHMARK_CAPTURE(BM_AdmissionCycle, steady, true, false)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(5);
+BENCHMARK_CAPTURE(BM_AdmissionCycle, cold_flavoured, false, true)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(5);
+BENCHMARK_CAPTURE(BM_AdmissionCycle, steady_flavoured, true, true)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(5);
 
 }  // namespace
 }  // namespace fabrica

@@ -631,70 +631,41 @@ TEST_F(AdmissionTest, ModelsNoFlavourNamesAreNotLimited) {
   adm_->Cycle(2, 1000);
   EXPECT_EQ(adm_->phase(w5), Phase::kPending);
   EXPECT_NE(adm_->reason(w5).find("allowed model"), std::string::npos) << adm_->reason(w5);
+
+  // More than the h100 quota may ever hold is not infeasible where the A100s may take it.
+  Make(fleet, {a}, {}, config);
+  const int two = Submit(Gpus("two", "a", 2), 0);
+  EXPECT_EQ(adm_->phase(two), Phase::kPending) << adm_->reason(two);
+  adm_->Cycle(1, 1000);
+  EXPECT_EQ(adm_->phase(two), Phase::kAdmitted) << adm_->reason(two);
 }
 
-// flavor_gpus: the fleet's GPUs charged to each flavour, as a flavour's status shows them.
-TEST_F(AdmissionTest, FlavourGpusCountWhatEachIsChargedFor) {
+// FlavorGpus: the fleet's GPUs each flavour selects, as a flavour's status shows them — whole
+// GPUs and fractions alike (a `fraction` flavour is not empty), a misspelt model none.
+TEST_F(AdmissionTest, FlavourGpusCountWhatEachSelects) {
   AdmissionConfig config;
   config.flavors = {FlavorSpec{"h100", {}, {"H100"}, {}}, FlavorSpec{"typo", {}, {"H10"}, {}},
+                    FlavorSpec{"shares", DeviceKind::kFraction, {}, {}},
                     FlavorSpec{"gpu", {}, {}, {}}};
   Make(H100AndA100(), {Plain("a")}, {}, config);
-  ASSERT_EQ(adm_->flavor_count(), 3);
-  EXPECT_EQ(adm_->flavor_gpus(0), 4);
-  EXPECT_EQ(adm_->flavor_gpus(1), 0);
-  EXPECT_EQ(adm_->flavor_gpus(2), 4);
+  ASSERT_EQ(adm_->flavor_count(), 4);
+  EXPECT_EQ(adm_->FlavorGpus(), (std::vector<int>{4, 0, 8, 4}));
   EXPECT_FALSE(adm_->flavor_managed(0));
 }
 
-// flavorFungibility.whenCanBorrow. Queue a is guaranteed 4 A100s and may borrow H100s, which b
-// is guaranteed but uses only 2 of; the H100 node, fuller, is where packing puts a's work. By
-// default a borrows H100s there, which b's next arrival takes back by eviction; with
-// TryNextFlavor a fills its A100s first and borrows only when they are full.
-TEST_F(AdmissionTest, WhenCanBorrowTryNextFlavorFillsTheGuaranteeFirst) {
-  for (auto when : {QueueSpec::WhenCanBorrow::kBorrow, QueueSpec::WhenCanBorrow::kTryNextFlavor}) {
-    const bool try_next = when == QueueSpec::WhenCanBorrow::kTryNextFlavor;
-    SCOPED_TRACE(try_next ? "TryNextFlavor" : "Borrow");
-    AdmissionConfig config;
-    config.flavors = {FlavorSpec{"h100", DeviceKind::kWhole, {"H100"}, {}},
-                      FlavorSpec{"a100", DeviceKind::kWhole, {"A100"}, {}}};
-    QueueSpec a = Plain("a"), b = Plain("b");
-    a.quotas["a100"].guaranteed_milli = 4000;
-    a.quotas["h100"].guaranteed_milli = 0;
-    b.quotas["h100"].guaranteed_milli = 4000;
-    a.when_can_borrow = when;
-    Make(H100AndA100(), {a, b}, {}, config);
-    const int b0 = Submit(Gpus("b0", "b", 2), 0);
-    adm_->Cycle(1, 1000);
-    ASSERT_EQ(adm_->phase(b0), Phase::kAdmitted);
-    std::vector<int> mine;
-    for (int i = 0; i < 4; ++i) mine.push_back(Submit(Gpus("a" + std::to_string(i), "a", 1), 2));
-    adm_->Cycle(3, 1000);
-    ASSERT_EQ(CountPhase(mine, Phase::kAdmitted), 4);
-    int on_h100 = 0;
-    for (int id : mine)
-      for (const Assignment& as : adm_->assignments(id)) on_h100 += as.node == 0;
-    if (try_next) {
-      EXPECT_EQ(on_h100, 0);
-    } else {
-      EXPECT_GT(on_h100, 0);  // the default borrows where packing puts it
-    }
-    // b's next arrival within its guarantee: an eviction only where a borrowed.
-    Workload b1_spec = Gpus("b1", "b", 2);
-    b1_spec.pod_sets[0].device.models = {"H100"};
-    const int b1 = Submit(b1_spec, 10);
-    CycleResult r = adm_->Cycle(11, 1000);
-    EXPECT_EQ(r.evicted.empty(), try_next) << adm_->reason(b1);
-    // Its A100s full, a still borrows H100s.
-    if (try_next) {
-      EXPECT_EQ(adm_->phase(b1), Phase::kAdmitted) << adm_->reason(b1);
-      const int a4 = Submit(Gpus("a4", "a", 1), 12);
-      adm_->Cycle(13, 1000);
-      EXPECT_EQ(adm_->phase(a4), Phase::kPending) << "H100s are full";
-      adm_->Finish(b0, 14);
-      adm_->Cycle(15, 1000);
-      EXPECT_EQ(adm_->phase(a4), Phase::kAdmitted) << adm_->reason(a4);
-    }
-  }
+// A flavour no queue has a quota in takes nothing: its GPUs stay with the flavour that limits
+// them (here the catch-all), so declaring it lifts no limit.
+TEST_F(AdmissionTest, UnlimitedFlavourLeavesItsGpusToTheLimitingOne) {
+  AdmissionConfig config;
+  config.flavors = {FlavorSpec{"h100", DeviceKind::kWhole, {"H100"}, {}},
+                    FlavorSpec{"gpu", {}, {}, {}}};
+  QueueSpec a = Plain("a");
+  a.quotas["gpu"] = QuotaSpec{2000, 0, {}};
+  Make(H100AndA100(), {a}, {}, config);
+  std::vector<int> ids;
+  for (int i = 0; i < 4; ++i) ids.push_back(Submit(Gpus("w" + std::to_string(i), "a", 1), 0));
+  adm_->Cycle(1, 1000);
+  EXPECT_EQ(CountPhase(ids, Phase::kAdmitted), 2) << adm_->reason(ids[3]);
 }
 
 // What the server's scheduler does every cycle: rebuild the Admitter from stored state. Restored
@@ -1493,12 +1464,14 @@ TEST(AdmissionConfigTest, StoredFlavoursMostSpecificFirstThenTheBuiltIn) {
                       {"spec", {{"quotas", {{"h100", {{"guaranteed", 1}}}}}}}};
   const std::vector<json> stored = {
       flavor("any-whole", {{"kind", "whole"}}), flavor("h100", {{"models", {"H100"}}}),
-      flavor("a-mig", {{"kind", "mig"}}), flavor("small-mig", {{"migProfiles", {"1g.10gb"}}})};
+      flavor("a-mig", {{"kind", "mig"}}), flavor("small-mig", {{"migProfiles", {"1g.10gb"}}}),
+      flavor("a-hopper", {{"models", {"H100", "H200"}}})};
   auto tree = QueueTreeFromObjects({queue}, stored);
   ASSERT_TRUE(tree.ok()) << tree.status().message();
   std::vector<std::string> names;
   for (const FlavorSpec& f : tree->flavors) names.push_back(f.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"small-mig", "h100", "a-mig", "any-whole", "gpu"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"small-mig", "h100", "a-hopper", "a-mig", "any-whole",
+                                             "gpu"}));
 
   // A stored `gpu` is the catch-all; none stored: the one built-in flavour.
   tree = QueueTreeFromObjects({queue}, {stored[1], flavor("gpu", {{"kind", "whole"}})});

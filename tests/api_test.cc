@@ -484,9 +484,9 @@ TEST(ApiAuthTest, EveryVerbOnEveryResourceForEveryPrincipal) {
                                        {"workloads", "team-b", "wb"},
                                        {"workloads", "team-b", "wb2"}};
   const std::vector<Target> collections = {
-      {"tenants", "", ""},         {"queues", "", ""},         {"priorityclasses", "", ""},
-      {"nodes", "", ""},           {"leases", "", ""},         {"workloads", "", ""},
-      {"workloads", "team-a", ""}, {"workloads", "team-b", ""}};
+      {"tenants", "", ""},         {"queues", "", ""},          {"priorityclasses", "", ""},
+      {"nodes", "", ""},           {"leases", "", ""},          {"workloads", "", ""},
+      {"workloads", "team-a", ""}, {"workloads", "team-b", ""}, {"resourceflavors", "", ""}};
   int cases = 0;
   MatrixRunner runner;
   for (const Actor& p : principals) {
@@ -1196,6 +1196,7 @@ TEST_F(ApiBadInputTest, ResourceFlavorsAreCheckedAndQuotasNameThem) {
           422, "spec.migProfiles");
   refused("POST", flavors, FlavorObject("bad", {{"models", "H100"}}), 422, "spec.models");
   refused("POST", flavors, FlavorObject("Bad"), 422, "metadata.name");
+  refused("POST", flavors, FlavorObject("bad", {{"name", "other"}}), 422, "spec.name");
   EXPECT_EQ(w_.Get(Item("resourceflavors", "", "bad")).status, 404);
 
   json queue = QueueObject("qa");
@@ -1212,6 +1213,12 @@ TEST_F(ApiBadInputTest, ResourceFlavorsAreCheckedAndQuotasNameThem) {
   EXPECT_EQ(w_.Do("PUT", Item("resourceflavors", "", "h100"), kAdmin, flavor.dump()).status, 200);
   EXPECT_EQ(w_.Do("DELETE", Item("queues", "", "qa"), kAdmin).status, 200);
   EXPECT_EQ(w_.Do("DELETE", Item("resourceflavors", "", "h100"), kAdmin).status, 200);
+  // A stored `gpu` may go while quotas name it: the built-in catch-all takes its place.
+  w_.MustCreate(flavors, FlavorObject("gpu", {{"kind", "whole"}}));
+  json on_gpu = QueueObject("qg");
+  on_gpu["spec"]["quotas"] = {{"gpu", {{"guaranteed", 1}}}};
+  w_.MustCreate(Collection("queues"), on_gpu);
+  EXPECT_EQ(w_.Do("DELETE", Item("resourceflavors", "", "gpu"), kAdmin).status, 200);
 }
 
 // A workload that names a PriorityClass takes its value into spec.priority when it is stored;

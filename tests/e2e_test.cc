@@ -1256,9 +1256,6 @@ TEST_F(FactoryTest, QueueUsageHistoryOutlivesCyclesAndRestarts) {
   EXPECT_GT(history("team-a"), 0.4) << "the restarted scheduler began from nothing";
 }
 
-// A queue tree that does not hold together (here a cycle, which single Queue objects cannot show
-// on their own) stops admission with a message naming the problem; nothing crashes, running
-// work keeps running, and fixing the tree resumes admission.
 // ResourceFlavors through the API: a queue's quota on a stored flavour (here every whole GPU)
 // limits only what that flavour is charged for; MIG slices fall to the built-in catch-all,
 // which no quota names and so does not limit. The queue's status shows each flavour, the
@@ -1303,6 +1300,9 @@ TEST_F(FactoryTest, ResourceFlavorsQuotaOnlyWhatTheyTake) {
   ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
 }
 
+// A queue tree that does not hold together (here a cycle, which single Queue objects cannot show
+// on their own) stops admission with a message naming the problem; nothing crashes, running
+// work keeps running, and fixing the tree resumes admission.
 TEST_F(FactoryTest, BrokenQueueTreeHoldsAdmissionWithAReason) {
   CreateWorkload(WholeGpuWorkload("team-a", "running", 1));
   ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());

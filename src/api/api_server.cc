@@ -524,6 +524,9 @@ struct ApiServer::Impl {
   std::unique_ptr<Store::Subscription> subscription;
   std::mutex tokens_mu;
   std::map<std::string, std::string> node_tokens;  // token -> node
+  // Held across a Queue write's flavour check and its write, and a ResourceFlavor deletion's
+  // check and delete, so that neither slips between the other's check and write.
+  std::mutex flavor_refs_mu;
   ApiServer::Extension extension;
   std::function<std::string()> metrics_extra;
 
@@ -674,6 +677,8 @@ struct ApiServer::Impl {
       // profiles, as a scenario's `flavors` entry.
       if (obj.contains("spec") && !obj["spec"].is_object())
         return InvalidArgument("spec: expected an object");
+      if (obj.contains("spec") && obj["spec"].contains("name"))
+        return InvalidArgument("spec.name: unknown field (the name is metadata.name)");
       json named = obj;
       named["metadata"]["name"] = meta.value("name", "");
       RETURN_IF_ERROR(FlavorFromObject(named, source).status());
@@ -955,9 +960,12 @@ struct ApiServer::Impl {
     }
     auto queues = ReadAll(Prefix(*FindResource("queues"), ""));
     if (!queues.ok()) return ErrorFromStatus(queues.status());
-    std::vector<json> objects;
+    auto stored_flavors = ReadAll(Prefix(*FindResource("resourceflavors"), ""));
+    if (!stored_flavors.ok()) return ErrorFromStatus(stored_flavors.status());
+    std::vector<json> objects, flavors;
     for (const KeyValue& kv : *queues) objects.push_back(Materialize(kv));
-    auto tree = QueueTreeFromObjects(objects);
+    for (const KeyValue& kv : *stored_flavors) flavors.push_back(Materialize(kv));
+    auto tree = QueueTreeFromObjects(objects, flavors);
     if (!tree.ok())
       return StatusResponse(409, "the queue tree is invalid: " + tree.status().message());
     std::map<std::string, const QueueSpec*> spec_of;
@@ -1240,6 +1248,8 @@ struct ApiServer::Impl {
 
   HttpResponse Create(const ResourceInfo& info, const std::string& ns, const HttpRequest& req,
                       const Principal& p) {
+    std::unique_lock<std::mutex> refs(flavor_refs_mu, std::defer_lock);
+    if (std::string(info.kind) == "Queue") refs.lock();
     auto body = DecodeBody(req, false);
     if (!body.ok()) return BodyError(body.status());
     // The status to store, decided before validation so that only what is stored is checked.
@@ -1293,6 +1303,8 @@ struct ApiServer::Impl {
 
   HttpResponse Update(const ResourceInfo& info, const std::string& ns, const std::string& name,
                       const HttpRequest& req, const Principal& p, bool status_sub, bool patch) {
+    std::unique_lock<std::mutex> refs(flavor_refs_mu, std::defer_lock);
+    if (std::string(info.kind) == "Queue") refs.lock();
     auto body = DecodeBody(req, patch);
     if (!body.ok()) return BodyError(body.status());
     if (!body->is_object()) return StatusResponse(400, "the body must be a JSON object");
@@ -1414,9 +1426,12 @@ struct ApiServer::Impl {
 
   HttpResponse Delete(const ResourceInfo& info, const std::string& ns, const std::string& name,
                       const HttpRequest& req) {
-    if (std::string(info.kind) == "ResourceFlavor") {
+    std::unique_lock<std::mutex> refs(flavor_refs_mu, std::defer_lock);
+    if (std::string(info.kind) == "ResourceFlavor" && name != kDefaultFlavor) {
       // In use, it stays (Kueue holds it with a finalizer): the queues' quotas would name
-      // nothing and the scheduler would refuse the whole tree.
+      // nothing and the scheduler would refuse the whole tree. (A stored `gpu` gives way to
+      // the built-in one.)
+      refs.lock();
       auto users = QueuesNaming(name);
       if (!users.ok()) return ErrorFromStatus(users.status());
       if (!users->empty()) {

@@ -747,15 +747,16 @@ Result<CycleStats> Scheduler::RunOnce() {
           queue_writes.push_back({kv.key, q.dump(), kv.mod_revision});
         }
       }
-      // Each flavour's reach: the fleet's GPUs charged to it (0 names a model or profile the
-      // fleet lacks).
+      // Each flavour's reach: the fleet's GPUs it selects (Admitter::FlavorGpus).
+      const std::vector<int> flavor_gpus =
+          flavor_list.items.empty() ? std::vector<int>{} : admitter->FlavorGpus();
       for (const KeyValue& kv : flavor_list.items) {
         json f = json::parse(kv.value, nullptr, false);
         if (!f.is_object()) continue;
         const std::string name = Str(Field(f, "metadata"), "name");
         for (int index = 0; index < admitter->flavor_count(); ++index) {
           if (admitter->flavor_name(index) != name) continue;
-          const json standing = {{"gpus", admitter->flavor_gpus(index)}};
+          const json standing = {{"gpus", flavor_gpus[index]}};
           if (Field(f, "status") == standing) break;
           f["status"] = standing;
           queue_writes.push_back({kv.key, f.dump(), kv.mod_revision});

@@ -247,6 +247,7 @@ Status Admitter::Build() {
       }
     }
   }
+  BuildChargeTables();
   cap_gpu_ = std::max<int64_t>(1, state_.total_gpu_milli());
   int64_t cpu = 0;
   for (const Node& n : fleet_.nodes) cpu += n.cpu.value();
@@ -282,18 +283,20 @@ int Admitter::pending_count(int q) const {
 
 // A request is charged, per model, to a flavour that names its kind when one matches it there,
 // else to one that names no kind: MIG slices then never use a whole-GPU flavour's quota, and a
-// kind-named flavour for some models leaves the others to the kind-less flavours.
-int Admitter::FlavorOf(const PodRequest& req, int model) const {
-  if (req.kind == DeviceKind::kNone) return -1;
+// kind-named flavour for some models leaves the others to the kind-less flavours. With
+// `managed_only`, a flavour no queue has a quota in takes nothing (its GPUs stay with the
+// flavours that limit them).
+int Admitter::SelectFlavor(DeviceKind kind, int profile, int model, bool managed_only) const {
+  if (kind == DeviceKind::kNone) return -1;
   int kindless = -1;
   for (int f = 0; f < static_cast<int>(flavors_.size()); ++f) {
     const FlavorSpec& fl = flavors_[f];
-    if (fl.kind && *fl.kind != req.kind) continue;
+    if (managed_only && !managed_[f]) continue;
+    if (fl.kind && *fl.kind != kind) continue;
     if (!fl.models.empty() && (model < 0 || model >= 64 || !(flavor_models_[f] >> model & 1)))
       continue;
-    if (!fl.mig_profiles.empty() &&
-        (req.kind != DeviceKind::kMig ||
-         !Contains(fl.mig_profiles, state_.mig_profile_name(req.mig_profile))))
+    if (!fl.mig_profiles.empty() && (kind != DeviceKind::kMig || profile < 0 ||
+                                     !Contains(fl.mig_profiles, state_.mig_profile_name(profile))))
       continue;
     if (fl.kind) return f;
     if (kindless < 0) kindless = f;
@@ -301,39 +304,91 @@ int Admitter::FlavorOf(const PodRequest& req, int model) const {
   return kindless;
 }
 
+int Admitter::ChargeRow(const PodRequest& req) const {
+  switch (req.kind) {
+    case DeviceKind::kWhole:
+      return 0;
+    case DeviceKind::kFraction:
+      return 1;
+    case DeviceKind::kMig:
+      return req.mig_profile >= 0 && req.mig_profile < state_.mig_profile_count()
+                 ? 2 + req.mig_profile
+                 : -1;
+    case DeviceKind::kNone:
+      break;
+  }
+  return -1;
+}
+
+void Admitter::BuildChargeTables() {
+  const int models = std::min(static_cast<int>(state_.models().size()), 64);
+  const int rows = 2 + state_.mig_profile_count();
+  charge_of_.assign(rows, std::vector<int>(models + 1, -1));
+  charge_models_.assign(rows, std::vector<uint64_t>(flavors_.size(), 0));
+  for (int row = 0; row < rows; ++row) {
+    const DeviceKind kind = row == 0   ? DeviceKind::kWhole
+                            : row == 1 ? DeviceKind::kFraction
+                                       : DeviceKind::kMig;
+    const int profile = row >= 2 ? row - 2 : -1;
+    for (int m = 0; m <= models; ++m) {
+      // The last slot: a model outside the table (unknown to the fleet, or index 64 and up).
+      const int f = SelectFlavor(kind, profile, m < models ? m : -1, true);
+      charge_of_[row][m] = f;
+      if (f >= 0 && m < models) charge_models_[row][f] |= uint64_t{1} << m;
+    }
+  }
+}
+
+int Admitter::FlavorOf(const PodRequest& req, int model) const {
+  const int row = ChargeRow(req);
+  if (row < 0) return SelectFlavor(req.kind, req.mig_profile, model, true);
+  const std::vector<int>& by_model = charge_of_[row];
+  const int slot = model >= 0 && model < static_cast<int>(by_model.size()) - 1
+                       ? model
+                       : static_cast<int>(by_model.size()) - 1;
+  return by_model[slot];
+}
+
 // The models on which `req` would be charged to flavour f: those FlavorOf gives f for, so that
 // a flavour whose quota allows the request never opens models another flavour is charged for.
 uint64_t Admitter::FlavorModels(int f, const PodRequest& req) const {
-  const FlavorSpec& fl = flavors_[f];
-  if (fl.kind && *fl.kind != req.kind) return 0;
-  uint64_t models = flavor_models_[f] & req.model_mask;
-  if (fl.mig_profiles.empty() && flavors_.size() == 1) return models;
-  const int known = std::min(static_cast<int>(state_.models().size()), 64);
+  const int row = ChargeRow(req);
+  if (row >= 0) return charge_models_[row][f] & req.model_mask;
   uint64_t out = 0;
+  const int known = std::min(static_cast<int>(state_.models().size()), 64);
   for (int m = 0; m < known; ++m)
-    if ((models >> m & 1) && FlavorOf(req, m) == f) out |= uint64_t{1} << m;
+    if ((req.model_mask >> m & 1) && FlavorOf(req, m) == f) out |= uint64_t{1} << m;
   return out;
 }
 
-int Admitter::flavor_gpus(int f) const {
-  int gpus = 0;
+uint64_t Admitter::UnchargedModels(const PodRequest& req) const {
+  if (req.kind == DeviceKind::kNone) return 0;
+  const size_t known = std::min<size_t>(state_.models().size(), 64);
+  const uint64_t fleet_models = known >= 64 ? ~uint64_t{0} : (uint64_t{1} << known) - 1;
+  uint64_t charged = 0;
+  for (int f = 0; f < static_cast<int>(flavors_.size()); ++f) charged |= FlavorModels(f, req);
+  return req.model_mask & fleet_models & ~charged;
+}
+
+std::vector<int> Admitter::FlavorGpus() const {
+  std::vector<int> gpus(flavors_.size(), 0);
   for (int n = 0; n < state_.node_count(); ++n) {
     const int model = state_.node_model(n);
     for (int d = 0; d < static_cast<int>(fleet_.nodes[n].devices.size()); ++d) {
       const Device& dev = fleet_.nodes[n].devices[d];
-      PodRequest req;
+      // Each flavour a request for this device could be charged to (whole GPUs, a fraction,
+      // any of its MIG slices), counted once per flavour.
+      std::set<int> takes;
       if (!dev.mig_enabled()) {
-        req.kind = DeviceKind::kWhole;
-        gpus += FlavorOf(req, model) == f;
-        continue;
+        takes.insert(SelectFlavor(DeviceKind::kWhole, -1, model, false));
+        takes.insert(SelectFlavor(DeviceKind::kFraction, -1, model, false));
+      } else {
+        for (int s = 0; s < static_cast<int>(dev.mig_slices.size()); ++s)
+          takes.insert(
+              SelectFlavor(DeviceKind::kMig, state_.mig_slice_profile(n, d, s), model, false));
       }
-      req.kind = DeviceKind::kMig;
-      for (int s = 0; s < static_cast<int>(dev.mig_slices.size()); ++s) {
-        req.mig_profile = state_.mig_slice_profile(n, d, s);
-        if (FlavorOf(req, model) != f) continue;
-        ++gpus;
-        break;
-      }
+      for (int f : takes)
+        if (f >= 0) ++gpus[f];
     }
   }
   return gpus;
@@ -706,8 +761,9 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
   for (const PodRequest& p : e.pods) {
     if (p.kind == DeviceKind::kNone) continue;
     std::string why;
-    bool holdable = false;
+    bool holdable = UnchargedModels(p) != 0;  // no quota limits it there
     for (int f : CandidateFlavors(p)) {
+      if (holdable) break;
       if (!managed_[f]) {
         holdable = true;
         break;
@@ -1214,11 +1270,8 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
     std::vector<int> cands = CandidateFlavors(*gpu_pod);
     if (!cands.empty()) {
       // Models no flavour is charged for are not limited.
-      uint64_t charged = 0;
-      for (int f : cands) charged |= FlavorModels(f, *gpu_pod);
-      const size_t known = state_.models().size();
-      const uint64_t fleet_models = known >= 64 ? ~uint64_t{0} : (uint64_t{1} << known) - 1;
-      allowed = gpu_pod->model_mask & fleet_models & ~charged;
+      const uint64_t uncharged = UnchargedModels(*gpu_pod);
+      allowed = uncharged;
       std::string first_why;
       for (int f : cands) {
         std::string why;
@@ -1250,7 +1303,7 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
       // flavorFungibility.whenCanBorrow: TryNextFlavor — the models where its queue stays
       // within its guarantee (or that no flavour limits), tried first.
       if (queues_[e.leaf].spec.when_can_borrow == QueueSpec::WhenCanBorrow::kTryNextFlavor) {
-        uint64_t within = allowed & ~charged;
+        uint64_t within = uncharged;
         for (int f : cands)
           if (WithinGuarantee(e.leaf, f, e.gpu_milli))
             within |= FlavorModels(f, *gpu_pod) & allowed;
@@ -1396,9 +1449,14 @@ bool Admitter::WouldBorrow(int id) const {
   const Entry& e = entries_[id];
   for (const PodRequest& p : e.pods) {
     if (p.kind == DeviceKind::kNone) continue;
-    for (int f : CandidateFlavors(p))
-      if (managed_[f] && !WithinGuarantee(e.leaf, f, e.gpu_milli)) return true;
-    return false;
+    // It need not borrow where no quota limits it or where its queue is within its guarantee.
+    if (UnchargedModels(p) != 0) return false;
+    bool borrows = false;
+    for (int f : CandidateFlavors(p)) {
+      if (!managed_[f] || WithinGuarantee(e.leaf, f, e.gpu_milli)) return false;
+      borrows = true;
+    }
+    return borrows;
   }
   return false;
 }

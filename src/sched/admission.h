@@ -306,14 +306,17 @@ class Admitter {
   int pending_count(int q) const;  // waiting in the subtree
   // The flavours, in the order a request is charged to the first that takes it; whether any
   // queue has a quota in one (unmanaged: not limited); a queue's guarantee and use in one
-  // (milli, its subtree's); and how many of the fleet's GPUs it takes: whole GPUs (or MIG
-  // devices, by their slices' profiles) charged to it.
+  // (milli, its subtree's); and how many of the fleet's GPUs it selects: those on which a
+  // whole-GPU, fractional or MIG-slice request would be charged to it were every flavour
+  // limited (a flavour no queue has a quota in takes nothing, so its GPUs stay with the
+  // flavours that limit them; 0 names a model or profile the fleet lacks, or one a more
+  // specific flavour takes).
   int flavor_count() const { return static_cast<int>(flavors_.size()); }
   const std::string& flavor_name(int f) const { return flavors_[f].name; }
   bool flavor_managed(int f) const { return managed_[f]; }
   int64_t flavor_guaranteed_milli(int q, int f) const { return queues_[q].guaranteed[f]; }
   int64_t flavor_usage_milli(int q, int f) const { return queues_[q].usage[f]; }
-  int flavor_gpus(int f) const;
+  std::vector<int> FlavorGpus() const;  // by flavour; as if every flavour had a quota
   // Whether a stopPolicy of the queue or an ancestor stops it.
   bool stopped(int q) const { return queues_[q].stop != StopPolicy::kNone; }
 
@@ -397,6 +400,13 @@ class Admitter {
   Status Build();
   Result<int> LeafFor(const Workload& spec) const;
   int FlavorOf(const PodRequest& req, int model) const;
+  int SelectFlavor(DeviceKind kind, int profile, int model, bool managed_only) const;
+  // FlavorOf and FlavorModels by table: a row per request kind (whole, fraction, then MIG by
+  // profile), built once the quotas are known.
+  int ChargeRow(const PodRequest& req) const;  // -1: not in the table
+  // The fleet's models `req` may use that no flavour is charged for (no quota limits them).
+  uint64_t UnchargedModels(const PodRequest& req) const;
+  void BuildChargeTables();
   std::vector<int> CandidateFlavors(const PodRequest& req) const;
   // The models flavour f takes `req` on (none if it does not take its kind or profile).
   uint64_t FlavorModels(int f, const PodRequest& req) const;
@@ -463,7 +473,9 @@ class Admitter {
   Rng rng_;
   std::vector<FlavorSpec> flavors_;
   std::vector<bool> managed_;
-  std::vector<uint64_t> flavor_models_;  // model mask per flavour
+  std::vector<uint64_t> flavor_models_;      // model mask per flavour
+  std::vector<std::vector<int>> charge_of_;  // [row][model, the last: any other] -> flavour
+  std::vector<std::vector<uint64_t>> charge_models_;  // [row][flavour] -> models
   std::vector<QueueNode> queues_;
   std::vector<int> roots_;
   std::map<std::string, int> queue_index_;

@@ -97,6 +97,7 @@ class ClusterState {
   const std::vector<std::string>& models() const { return models_; }
   int MigProfileIndex(const std::string& profile) const;  // -1 if unknown
   const std::string& mig_profile_name(int i) const { return mig_profiles_[i]; }
+  int mig_profile_count() const { return static_cast<int>(mig_profiles_.size()); }
   int mig_slice_profile(int n, int d, int s) const;
   int TenantIndex(const TenantId& t) const;
   const Tenant& tenant(int i) const { return tenants_[i]; }

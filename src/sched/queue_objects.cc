@@ -40,8 +40,9 @@ Result<AdmissionConfig> QueueTreeFromObjects(const std::vector<json>& queues,
                                              const std::vector<json>& flavors) {
   json doc = {{"queues", json::array()}};
   if (!flavors.empty()) {
-    // (specificity, name, spec): MIG profiles named first, then models named.
-    std::vector<std::tuple<int, std::string, json>> order;
+    // (specificity, how many it names, name, spec): MIG profiles named first, then models
+    // named, fewer before more.
+    std::vector<std::tuple<int, size_t, std::string, json>> order;
     bool has_default = false;
     for (const json& f : flavors) {
       if (!f.is_object()) continue;
@@ -50,14 +51,18 @@ Result<AdmissionConfig> QueueTreeFromObjects(const std::vector<json>& queues,
         return spec.contains(key) && spec[key].is_array() && !spec[key].empty();
       };
       const int rank = named("migProfiles") ? 0 : named("models") ? 1 : 2;
+      const size_t names = rank == 0   ? spec["migProfiles"].size()
+                           : rank == 1 ? spec["models"].size()
+                                       : 0;
       has_default |= spec["name"] == kDefaultFlavor;
-      order.emplace_back(rank, spec["name"].get<std::string>(), std::move(spec));
+      order.emplace_back(rank, names, spec["name"].get<std::string>(), std::move(spec));
     }
     std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
-      return std::tie(std::get<0>(a), std::get<1>(a)) < std::tie(std::get<0>(b), std::get<1>(b));
+      return std::tie(std::get<0>(a), std::get<1>(a), std::get<2>(a)) <
+             std::tie(std::get<0>(b), std::get<1>(b), std::get<2>(b));
     });
     doc["flavors"] = json::array();
-    for (auto& [rank, name, spec] : order) doc["flavors"].push_back(std::move(spec));
+    for (auto& [rank, names, name, spec] : order) doc["flavors"].push_back(std::move(spec));
     if (!has_default) doc["flavors"].push_back({{"name", kDefaultFlavor}});
   }
   bool has_unqueued = false;

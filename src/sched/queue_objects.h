@@ -28,8 +28,9 @@ inline constexpr const char* kDefaultFlavor = "gpu";
 //
 // Its flavours are the stored ResourceFlavor objects (spec as a scenario's `flavors` entry:
 // kind, models, migProfiles), the most specific first, since a request is charged to the
-// first that matches: those naming MIG profiles, then those naming models, then the rest, each
-// by name; then the built-in catch-all kDefaultFlavor unless one is stored under that name.
+// first that matches (among those naming its kind, else among the kind-less; Admitter): those
+// naming MIG profiles, then those naming models, fewer before more, then the rest, ties by
+// name; then the built-in catch-all kDefaultFlavor unless one is stored under that name.
 Result<AdmissionConfig> QueueTreeFromObjects(const std::vector<nlohmann::json>& queues,
                                              const std::vector<nlohmann::json>& flavors = {});
 

@@ -75,6 +75,9 @@ done
 head -1 <<<"$flavors" | grep -q "^NAME *KIND *MODELS *MIG-PROFILES *GPUS" || fail "no header: $flavors"
 grep "^h200 " <<<"$flavors" | grep -q "whole *H200 .* 16 " || fail "h200 not 16 H200s: $flavors"
 grep "^mig " <<<"$flavors" | grep -q " 8 " || fail "mig not the 8 MIG GPUs: $flavors"
+# The pending list still reads the tree once quotas name stored flavours.
+pending=$("$FABCTL" pending research 2>&1) || fail "pending fails with flavours: $pending"
+head -1 <<<"$pending" | grep -q "^POSITION" || fail "pending with flavours: $pending"
 if "$FABCTL" delete resourceflavor h200 >"$tmp/del.txt" 2>&1; then
   fail "a flavour in use was deleted"
 fi
