@@ -668,6 +668,146 @@ TEST_F(AdmissionTest, UnlimitedFlavourLeavesItsGpusToTheLimitingOne) {
   EXPECT_EQ(CountPhase(ids, Phase::kAdmitted), 2) << adm_->reason(ids[3]);
 }
 
+// flavorFungibility.whenCanBorrow. Queue a is guaranteed 4 A100s and may borrow H100s, which b
+// is guaranteed but uses only 2 of; the H100 node, fuller, is where packing puts a's work. By
+// default a borrows H100s there, which b's next arrival takes back by eviction; with
+// TryNextFlavor a fills its A100s first and borrows only when they are full.
+TEST_F(AdmissionTest, WhenCanBorrowTryNextFlavorFillsTheGuaranteeFirst) {
+  for (auto when : {QueueSpec::WhenCanBorrow::kBorrow, QueueSpec::WhenCanBorrow::kTryNextFlavor}) {
+    const bool try_next = when == QueueSpec::WhenCanBorrow::kTryNextFlavor;
+    SCOPED_TRACE(try_next ? "TryNextFlavor" : "Borrow");
+    AdmissionConfig config;
+    config.flavors = {FlavorSpec{"h100", DeviceKind::kWhole, {"H100"}, {}},
+                      FlavorSpec{"a100", DeviceKind::kWhole, {"A100"}, {}}};
+    QueueSpec a = Plain("a"), b = Plain("b");
+    a.quotas["a100"].guaranteed_milli = 4000;
+    a.quotas["h100"].guaranteed_milli = 0;
+    b.quotas["h100"].guaranteed_milli = 4000;
+    a.when_can_borrow = when;
+    Make(H100AndA100(), {a, b}, {}, config);
+    const int b0 = Submit(Gpus("b0", "b", 2), 0);
+    adm_->Cycle(1, 1000);
+    ASSERT_EQ(adm_->phase(b0), Phase::kAdmitted);
+    std::vector<int> mine;
+    for (int i = 0; i < 4; ++i) mine.push_back(Submit(Gpus("a" + std::to_string(i), "a", 1), 2));
+    adm_->Cycle(3, 1000);
+    ASSERT_EQ(CountPhase(mine, Phase::kAdmitted), 4);
+    int on_h100 = 0;
+    for (int id : mine)
+      for (const Assignment& as : adm_->assignments(id)) on_h100 += as.node == 0;
+    if (try_next) {
+      EXPECT_EQ(on_h100, 0);
+    } else {
+      EXPECT_GT(on_h100, 0);  // the default borrows where packing puts it
+    }
+    // b's next arrival within its guarantee: an eviction only where a borrowed.
+    Workload b1_spec = Gpus("b1", "b", 2);
+    b1_spec.pod_sets[0].device.models = {"H100"};
+    const int b1 = Submit(b1_spec, 10);
+    CycleResult r = adm_->Cycle(11, 1000);
+    EXPECT_EQ(r.evicted.empty(), try_next) << adm_->reason(b1);
+    // Its A100s full, a still borrows H100s.
+    if (try_next) {
+      EXPECT_EQ(adm_->phase(b1), Phase::kAdmitted) << adm_->reason(b1);
+      const int a4 = Submit(Gpus("a4", "a", 1), 12);
+      adm_->Cycle(13, 1000);
+      EXPECT_EQ(adm_->phase(a4), Phase::kPending) << "H100s are full";
+      adm_->Finish(b0, 14);
+      adm_->Cycle(15, 1000);
+      EXPECT_EQ(adm_->phase(a4), Phase::kAdmitted) << adm_->reason(a4);
+    }
+  }
+}
+
+// An admission narrows a workload's pods to the models its quota allowed then; released, it asks
+// again on every model its request allows. Gang G (TryNextFlavor) first starts on a's A100s;
+// released by the gang timeout, it finds them taken by X and borrows H100s.
+TEST_F(AdmissionTest, ReleasedWorkAsksForEveryModelAgain) {
+  AdmissionConfig config;
+  config.flavors = {FlavorSpec{"h100", DeviceKind::kWhole, {"H100"}, {}},
+                    FlavorSpec{"a100", DeviceKind::kWhole, {"A100"}, {}}};
+  QueueSpec a = Plain("a");
+  a.quotas["a100"].guaranteed_milli = 4000;
+  a.quotas["h100"].guaranteed_milli = 0;
+  a.when_can_borrow = QueueSpec::WhenCanBorrow::kTryNextFlavor;
+  QueueSpec b = Plain("b");
+  b.quotas["h100"].guaranteed_milli = 4000;
+  Make(H100AndA100(), {a, b}, {}, config);
+  const int g = Submit(Gpus("g", "a", 1, 0, 4, /*gang=*/true), 0);
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(adm_->phase(g), Phase::kAdmitted) << adm_->reason(g);
+  for (const Assignment& as : adm_->assignments(g)) EXPECT_EQ(as.node, 1);  // the A100s
+  Workload x_spec = Gpus("x", "a", 4);
+  x_spec.pod_sets[0].device.models = {"A100"};
+  const int x = Submit(x_spec, 2);
+  adm_->Cycle(3, 1000);
+  EXPECT_EQ(adm_->phase(x), Phase::kPending);
+  CycleResult r = adm_->Cycle(400, 1000);  // past the gang timeout
+  ASSERT_EQ(r.released, std::vector<int>{g});
+  EXPECT_EQ(adm_->phase(x), Phase::kAdmitted) << adm_->reason(x);
+  ASSERT_EQ(adm_->phase(g), Phase::kAdmitted) << adm_->reason(g);
+  for (const Assignment& as : adm_->assignments(g)) EXPECT_EQ(as.node, 0);  // borrowed H100s
+}
+
+// Partial admission (pod-set minCount): an elastic gang that cannot start whole starts with the
+// most pods that fit now — room or quota — and never fewer than its minCount; released, it
+// asks for all of them again.
+TEST_F(AdmissionTest, PartialAdmissionStartsWithTheMostPodsThatFit) {
+  auto elastic = [](const std::string& name, const std::string& queue, int pods, int least) {
+    Workload w = Gpus(name, queue, 1, 0, pods, /*gang=*/true);
+    w.pod_sets[0].min_count = least;
+    return w;
+  };
+  // Room: 3 of 8 GPUs free.
+  Make(Nodes(2, 4), {Leaf("a", 8)});
+  std::vector<int> fillers;
+  for (int i = 0; i < 5; ++i) fillers.push_back(Submit(Gpus("f" + std::to_string(i), "a", 1), 0));
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(CountPhase(fillers, Phase::kAdmitted), 5);
+  const int too_many = Submit(elastic("needs-four", "a", 6, 4), 2);
+  adm_->Cycle(3, 1000);
+  EXPECT_EQ(adm_->phase(too_many), Phase::kPending) << adm_->reason(too_many);
+  EXPECT_EQ(adm_->pod_counts(too_many), std::vector<int>{6});
+  adm_->Finish(too_many, 4);  // (withdrawn)
+  const int fits = Submit(elastic("elastic", "a", 4, 2), 4);
+  adm_->Cycle(5, 1000);
+  ASSERT_EQ(adm_->phase(fits), Phase::kAdmitted) << adm_->reason(fits);
+  EXPECT_EQ(adm_->pod_counts(fits), std::vector<int>{3});
+  EXPECT_TRUE(adm_->partially_admitted(fits));
+  EXPECT_EQ(adm_->assignments(fits).size(), 3u);
+  EXPECT_EQ(adm_->gpu_milli(fits), 3000);
+  EXPECT_NE(adm_->reason(fits).find("admitted 3 of 4 pods"), std::string::npos)
+      << adm_->reason(fits);
+  // Not all its pods start within the gang timeout: released, it asks for all 4 again, and
+  // with the fillers gone the same cycle admits all 4.
+  for (int f : fillers) adm_->Finish(f, 10);
+  CycleResult r = adm_->Cycle(1000, 1000);
+  ASSERT_EQ(r.released, std::vector<int>{fits});
+  ASSERT_EQ(adm_->phase(fits), Phase::kAdmitted) << adm_->reason(fits);
+  EXPECT_EQ(adm_->pod_counts(fits), std::vector<int>{4});
+  EXPECT_FALSE(adm_->partially_admitted(fits));
+  EXPECT_EQ(adm_->assignments(fits).size(), 4u);
+
+  // Quota: guaranteed 4 and no borrowing, 8 GPUs free: 4 of 6 pods.
+  Make(Nodes(2, 4), {Leaf("a", 4, 0), Leaf("b", 4)});
+  const int capped = Submit(elastic("capped", "a", 6, 2), 0);
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(adm_->phase(capped), Phase::kAdmitted) << adm_->reason(capped);
+  EXPECT_EQ(adm_->pod_counts(capped), std::vector<int>{4});
+  EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 4000);
+  // Restored as admitted with 4 (the server's rebuild), it holds 4 GPUs.
+  Make(Nodes(2, 4), {Leaf("a", 4, 0), Leaf("b", 4)});
+  SubmitOptions options;
+  options.pod_counts = {4};
+  std::vector<Assignment> four;
+  for (int g = 0; g < 4; ++g) four.push_back(OnGpus(0, {g}).front());
+  auto restored = adm_->Restore(elastic("capped", "a", 6, 2), four, 0, options);
+  ASSERT_TRUE(restored.ok()) << restored.status().message();
+  EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 4000);
+  options.pod_counts = {1};  // below its minCount
+  EXPECT_FALSE(adm_->Restore(elastic("other", "a", 6, 2), {four[0]}, 0, options).ok());
+}
+
 // What the server's scheduler does every cycle: rebuild the Admitter from stored state. Restored
 // work holds its devices and is charged to its queue; one already being evicted is not chosen
 // again, and it counts against its queue's disruption budget.

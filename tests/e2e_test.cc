@@ -1300,6 +1300,34 @@ TEST_F(FactoryTest, ResourceFlavorsQuotaOnlyWhatTheyTake) {
   ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
 }
 
+// Partial admission through the API: an elastic gang of four 8-GPU pods (minCount 1) whose
+// queue may hold 16 GPUs starts with 2 pods; its status says how many (admittedCounts), its
+// assignments name 2 pods, and later cycles restore it with that many (it stays Running). A
+// minCount outside 1..count is refused naming the field.
+TEST_F(FactoryTest, ElasticGangStartsWithThePodsItsQuotaAllows) {
+  StartScheduler(5'000);
+  json bad = WholeGpuWorkload("team-a", "bad", 8, 4);
+  bad["spec"]["podSets"][0]["minCount"] = 5;
+  ClientResponse refused = Call("POST", WorkloadPath("team-a"), bad.dump());
+  EXPECT_EQ(refused.status, 422) << refused.body;
+  EXPECT_NE(refused.body.find("spec.podSets[0].minCount"), std::string::npos) << refused.body;
+
+  CreateQueue("team-a", {{"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
+  json elastic = WholeGpuWorkload("team-a", "elastic", 8, 4);
+  elastic["spec"]["gang"] = true;
+  elastic["spec"]["podSets"][0]["minCount"] = 1;
+  CreateWorkload(elastic);
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  for (int i = 0; i < 3; ++i) Cycle();
+  const json status = Workloads()["team-a/elastic"]["status"];
+  EXPECT_EQ(status.value("phase", ""), "Running") << status.dump();
+  EXPECT_EQ(status["admittedCounts"], json::array({2})) << status.dump();
+  ASSERT_EQ(status["assignments"].size(), 2u) << status.dump();
+  EXPECT_EQ(status["assignments"][1].value("pod", ""), "main-1");
+  const json queue = CallJson("GET", std::string(kApi) + "/queues/team-a");
+  EXPECT_EQ(queue["status"].value("usedGpus", json()), "16") << queue.dump();
+}
+
 // A queue tree that does not hold together (here a cycle, which single Queue objects cannot show
 // on their own) stops admission with a message naming the problem; nothing crashes, running
 // work keeps running, and fixing the tree resumes admission.

@@ -220,6 +220,7 @@ Status ValidateWorkloadStatus(const json& status) {
                                {"exitCode", K::kInt},
                                {"assignments", K::kList},
                                {"nomination", K::kList},
+                               {"admittedCounts", K::kList},
                                {"preemption", K::kObject},
                                {"conditions", K::kList}}));
   const std::string phase = Str(status, "phase", "Pending");
@@ -234,6 +235,12 @@ Status ValidateWorkloadStatus(const json& status) {
       return InvalidArgument("status.conditions[" + std::to_string(i) + "]: expected an object");
     }
   }
+  // Partial admission: the pods it was admitted with, per pod set.
+  const json& counts = Field(status, "admittedCounts");
+  for (size_t i = 0; i < counts.size(); ++i)
+    if (!counts[i].is_number_integer() || counts[i] < 1)
+      return InvalidArgument("status.admittedCounts[" + std::to_string(i) +
+                             "]: expected a positive integer");
   // A victim's mark (the scheduler's): who preempts it, why, and when it stops; `final`: it
   // then fails rather than waiting again (past its maximum runtime).
   if (status.contains("preemption")) {
@@ -294,6 +301,7 @@ constexpr TypedField kTypedFields[] = {
     {"Workload", "spec.maxRuntimeSeconds", false},
     {"Workload", "spec.run.durationSeconds", false},
     {"Workload", "spec.podSets[].count", false},
+    {"Workload", "spec.podSets[].minCount", false},
     {"Workload", "spec.podSets[].devices.gpus", false},
     {"Tenant", "spec.exclusiveNodes", true},
     {"Node", "spec.unschedulable", true},
@@ -1382,8 +1390,8 @@ struct ApiServer::Impl {
       if (status_sub && !p.node.empty() && std::string(info.plural) == "workloads") {
         // A node reports on the pods it runs (phase, messages, times, conditions); where they
         // run is the scheduler's decision.
-        for (const char* owned :
-             {"assignments", "isolation", "scheduledTime", "nomination", "preemption"}) {
+        for (const char* owned : {"assignments", "isolation", "scheduledTime", "nomination",
+                                  "preemption", "admittedCounts"}) {
           if (Field(o["status"], owned) != Field(Field(stored, "status"), owned)) {
             return StatusResponse(403, "node " + p.node + " may not change status." + owned +
                                            " (the scheduler's decision)");

@@ -225,15 +225,22 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns)
     const json spec = o.value("spec", json::object());
     const json status = o.value("status", json::object());
     if (kind == "Workload") {
-      int pods = 0;
+      // PODS and GPUS as admitted: "2/4" when it started with fewer pods than it asks for.
+      int pods = 0, asked = 0;
       double gpus = 0;
-      for (const json& ps : spec.value("podSets", json::array())) {
+      const json admitted = status.value("admittedCounts", json::array());
+      const json sets = spec.value("podSets", json::array());
+      for (size_t i = 0; i < sets.size(); ++i) {
+        const json& ps = sets[i];
         const int count =
             ps.contains("count") && ps["count"].is_number() ? ps["count"].get<int>() : 1;
-        pods += count;
+        const int running =
+            i < admitted.size() && admitted[i].is_number() ? admitted[i].get<int>() : count;
+        pods += running;
+        asked += count;
         const json dev = ps.value("devices", json::object());
         if (dev.contains("gpus") && dev["gpus"].is_number())
-          gpus += count * dev["gpus"].get<double>();
+          gpus += running * dev["gpus"].get<double>();
       }
       std::string nodes;
       for (const json& a : status.value("assignments", json::array())) {
@@ -243,8 +250,10 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns)
       char g[32];
       std::snprintf(g, sizeof(g), "%g", gpus);
       rows.push_back({meta.value("namespace", ""), meta.value("name", ""),
-                      status.value("phase", ""), std::to_string(pods), g,
-                      nodes.empty() ? "-" : nodes, status.value("message", "")});
+                      status.value("phase", ""),
+                      pods == asked ? std::to_string(pods)
+                                    : std::to_string(pods) + "/" + std::to_string(asked),
+                      g, nodes.empty() ? "-" : nodes, status.value("message", "")});
     } else if (kind == "Node") {
       const json devs = spec.value("devices", json::array());
       std::string ready = "Unknown";

@@ -36,6 +36,9 @@ struct StoredWorkload {
   Status request_error;
   // A pending preemptor's planned place (status.nomination), one per pod; empty if none.
   std::vector<Assignment> nomination;
+  // Bound with fewer pods than asked (partial admission: status.admittedCounts), per pod set;
+  // `pods` holds that many. Empty: all.
+  std::vector<int> counts;
 
   const json& obj() const { return parsed->obj; }
   const Workload& w() const { return parsed->w; }
@@ -51,13 +54,14 @@ struct BoundWorkload {
 // What one cycle decided for one pending workload.
 struct Decision {
   std::vector<Assignment> placed;  // empty: it waits
+  std::vector<int> counts;         // admitted with fewer pods: per pod set (empty: all)
   std::string message, reason;
   std::vector<Assignment> nomination;  // while it waits for its victims: its planned place
 };
 
 // A decision that it waits, with why.
 Decision Waits(std::string message, std::string reason, std::vector<Assignment> nomination = {}) {
-  return {{}, std::move(message), std::move(reason), std::move(nomination)};
+  return {{}, {}, std::move(message), std::move(reason), std::move(nomination)};
 }
 
 bool Bound(const std::string& phase) { return phase == "Scheduled" || phase == "Running"; }
@@ -137,11 +141,13 @@ std::optional<std::vector<Assignment>> ParseAssignments(
 // store them: the pod, its node, its devices (with UUIDs and MIG profiles), and the NUMA node
 // and NIC for the agent.
 json AssignmentsJson(const Workload& w, const std::vector<Assignment>& placed,
-                     const ClusterState& state) {
+                     const ClusterState& state, const std::vector<int>& counts = {}) {
   json assignments = json::array();
   size_t pod = 0;
-  for (const PodSet& ps : w.pod_sets) {
-    for (int k = 0; k < ps.count && pod < placed.size(); ++k, ++pod) {
+  for (size_t set = 0; set < w.pod_sets.size(); ++set) {
+    const PodSet& ps = w.pod_sets[set];
+    const int count = set < counts.size() ? counts[set] : ps.count;
+    for (int k = 0; k < count && pod < placed.size(); ++k, ++pod) {
       const Assignment& a = placed[pod];
       const Node& node = state.node(a.node);
       json devices = json::array();
@@ -311,6 +317,30 @@ Result<CycleStats> Scheduler::RunOnce() {
       }
       const json& status = Field(sw.obj(), "status");
       const std::string phase = Str(status, "phase", "Pending");
+      // Bound with fewer pods (partial admission): as many pods as it runs. Counts that do not
+      // fit its pod sets leave it asking for all, so its assignments do not match below.
+      if (const json& admitted = Field(status, "admittedCounts");
+          Bound(phase) && admitted.is_array() && sw.request_error.ok() &&
+          admitted.size() == sw.w().pod_sets.size()) {
+        std::vector<int> counts;
+        for (size_t i = 0; i < admitted.size(); ++i) {
+          const PodSet& ps = sw.w().pod_sets[i];
+          const int least = ps.min_count > 0 ? ps.min_count : ps.count;
+          if (!admitted[i].is_number_integer() || admitted[i] < least || admitted[i] > ps.count)
+            break;
+          counts.push_back(admitted[i].get<int>());
+        }
+        if (counts.size() == admitted.size()) {
+          std::vector<PodRequest> pods;
+          size_t first = 0;
+          for (size_t i = 0; i < counts.size(); ++i) {
+            for (int k = 0; k < counts[i]; ++k) pods.push_back(sw.pods[first]);
+            first += sw.w().pod_sets[i].count;
+          }
+          sw.pods = std::move(pods);
+          sw.counts = std::move(counts);
+        }
+      }
       if (Bound(phase)) {
         // Back to Pending with `reason`; true once written (a concurrent write, such as the
         // agent's report, wins and the workload stays bound this cycle).
@@ -586,6 +616,7 @@ Result<CycleStats> Scheduler::RunOnce() {
         if (!allowed(charged, charged.queue.str()).ok() && !stopped.count(charged.queue.str()))
           charged.queue = QueueId(kUnqueuedQueue);
         options.leaving = bound[b].leaving;
+        options.pod_counts = bound[b].sw.counts;
         auto id = admitter->Restore(charged, bound[b].assign,
                                     at >= 0 ? static_cast<double>(at) / 1000.0 : now_s, options,
                                     bound[b].evicting);
@@ -768,6 +799,7 @@ Result<CycleStats> Scheduler::RunOnce() {
         switch (admitter->phase(id)) {
           case Phase::kAdmitted:
             d.placed = admitter->assignments(id);
+            if (admitter->partially_admitted(id)) d.counts = admitter->pod_counts(id);
             break;
           case Phase::kInfeasible:
             d = Waits(admitter->reason(id), "Unschedulable");
@@ -859,7 +891,7 @@ Result<CycleStats> Scheduler::RunOnce() {
     const json& status = Field(sw.obj(), "status");
     json next = sw.obj();
     if (!d.placed.empty()) {
-      const json assignments = AssignmentsJson(sw.w(), d.placed, state);
+      const json assignments = AssignmentsJson(sw.w(), d.placed, state, d.counts);
       std::string isolation = "none";
       switch (sw.pods.front().kind) {
         case DeviceKind::kNone:
@@ -883,10 +915,25 @@ Result<CycleStats> Scheduler::RunOnce() {
                          {{{"type", "Scheduled"},
                            {"status", "True"},
                            {"lastTransitionTime", FormatTimestamp(now)}}}}};
-      write(sw.kv, next, [&stats, &allocated_by_tenant, &sw] {
+      // Its GPUs as placed: every pod, or (partial admission) the first counts[i] of each set.
+      double gpus = 0;
+      for (size_t set = 0, first = 0; set < sw.w().pod_sets.size(); ++set) {
+        const int count = sw.w().pod_sets[set].count;
+        const int placed = d.counts.empty() ? count : d.counts[set];
+        if (first < sw.pods.size()) gpus += placed * sw.pods[first].total_gpu_milli() / 1000.0;
+        first += count;
+      }
+      if (!d.counts.empty()) {
+        int placed = 0;
+        for (int c : d.counts) placed += c;
+        next["status"]["admittedCounts"] = d.counts;
+        next["status"]["message"] = "admitted " + std::to_string(placed) + " of " +
+                                    std::to_string(sw.pods.size()) +
+                                    " pods (partial admission: all did not fit)";
+      }
+      write(sw.kv, next, [&stats, &allocated_by_tenant, &sw, gpus] {
         ++stats.scheduled;
-        for (const PodRequest& r : sw.pods)
-          allocated_by_tenant[sw.w().tenant.str()] += r.total_gpu_milli() / 1000.0;
+        allocated_by_tenant[sw.w().tenant.str()] += gpus;
       });
       continue;
     }

@@ -287,6 +287,12 @@ Result<Workload> ParseOneWorkload(YamlMap& m) {
     ASSIGN_OR_RETURN(int64_t count, ps.Int("count", 1));
     if (count < 1 || count > 100000) return ps.Error("count", "must be between 1 and 100000");
     set.count = static_cast<int>(count);
+    if (ps.Has("minCount")) {
+      ASSIGN_OR_RETURN(int64_t least, ps.Int("minCount"));
+      if (least < 1 || least > count)
+        return ps.Error("minCount", "must be between 1 and count (" + std::to_string(count) + ")");
+      set.min_count = least < count ? static_cast<int>(least) : 0;
+    }
     ASSIGN_OR_RETURN(set.cpu, ps.Cpu("cpu", MilliCpu(0)));
     ASSIGN_OR_RETURN(set.memory, ps.Memory("memory", MemoryMib(0)));
     if (ps.Has("devices")) {

@@ -71,6 +71,9 @@ struct TopologyConstraint {
 struct PodSet {
   std::string name;
   int count = 1;
+  // Partial admission (Kueue's podSet minCount): when all `count` pods cannot start, it may
+  // start with fewer, down to this many (an elastic job); 0: all or nothing.
+  int min_count = 0;
   MilliCpu cpu;
   MemoryMib memory;
   DeviceRequest device;

@@ -669,6 +669,10 @@ void Admitter::Deactivate(int leaf) {
 
 void Admitter::Enqueue(int id) {
   Entry& e = entries_[id];
+  // Admitted before, it asks again for all its pods, on every model its request allows (an
+  // admission narrows the pods' models to where its quota let it go then).
+  if (e.narrowed || e.counts != e.full_counts) SetCounts(e, e.full_counts);
+  e.narrowed = false;
   int prio = config_.strict_priority ? -e.spec.priority : 0;
   queues_[e.leaf].pending.insert({prio, e.arrival, id});
 }
@@ -713,12 +717,14 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
       entries_.push_back(std::move(e));
       return id;
     }
-    for (int i = 0; i < ps.count; ++i) {
-      e.pods.push_back(*r);
-      e.gpu_milli += r->total_gpu_milli();
-      e.cpu_milli += r->cpu_milli;
-    }
+    e.set_request.push_back(*r);
+    e.full_counts.push_back(ps.count);
+    e.min_counts.push_back(ps.min_count > 0 ? ps.min_count : ps.count);
   }
+  SetCounts(e, e.full_counts);
+  // Whether it can ever start is judged at the fewest pods it may start with (partial
+  // admission); Enqueue asks for all of them.
+  SetCounts(e, e.min_counts);
   // A workload of several pods can never fit if the fleet has fewer places for them than pods.
   if (e.pods.size() > 1) {
     std::map<std::tuple<int64_t, int64_t, int, int, int64_t, uint64_t>, int> shapes;
@@ -815,12 +821,19 @@ Result<int> Admitter::Restore(const Workload& spec, const std::vector<Assignment
   e.options = options;
   for (const PodSet& ps : spec.pod_sets) {
     ASSIGN_OR_RETURN(PodRequest r, state_.MakeRequest(ps, spec.tenant));
-    for (int i = 0; i < ps.count; ++i) {
-      e.pods.push_back(r);
-      e.gpu_milli += r.total_gpu_milli();
-      e.cpu_milli += r.cpu_milli;
-    }
+    e.set_request.push_back(r);
+    e.full_counts.push_back(ps.count);
+    e.min_counts.push_back(ps.min_count > 0 ? ps.min_count : ps.count);
   }
+  // Admitted with fewer pods (partial admission): as many as it runs.
+  bool counts_fit = options.pod_counts.size() == e.full_counts.size();
+  for (size_t i = 0; counts_fit && i < e.full_counts.size(); ++i)
+    counts_fit =
+        options.pod_counts[i] >= e.min_counts[i] && options.pod_counts[i] <= e.full_counts[i];
+  if (!options.pod_counts.empty() && !counts_fit)
+    return InvalidArgument("workload " + spec.name.str() +
+                           ": admitted pod counts outside its pod sets' minCount..count");
+  SetCounts(e, counts_fit ? options.pod_counts : e.full_counts);
   if (assign.size() != e.pods.size())
     return InvalidArgument("workload " + spec.name.str() + ": " + std::to_string(assign.size()) +
                            " assignments for " + std::to_string(e.pods.size()) + " pods");
@@ -1269,20 +1282,10 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
   if (gpu_pod) {
     std::vector<int> cands = CandidateFlavors(*gpu_pod);
     if (!cands.empty()) {
-      // Models no flavour is charged for are not limited.
-      const uint64_t uncharged = UnchargedModels(*gpu_pod);
-      allowed = uncharged;
       std::string first_why;
-      for (int f : cands) {
-        std::string why;
-        if (QuotaAllows(e.leaf, f, e.gpu_milli, &why)) {
-          allowed |= FlavorModels(f, *gpu_pod);
-        } else if (first_why.empty()) {
-          first_why = why;
-          quota_blocked = f;
-        }
-      }
+      allowed = QuotaModels(e, *gpu_pod, &first_why, &quota_blocked);
       if (allowed == 0) {
+        if (TryPartial(id, now, out)) return true;
         e.reason = first_why;
         if (!e.history.empty()) e.reason += "; " + e.history;
         e.waits_on_time = false;
@@ -1303,7 +1306,7 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
       // flavorFungibility.whenCanBorrow: TryNextFlavor — the models where its queue stays
       // within its guarantee (or that no flavour limits), tried first.
       if (queues_[e.leaf].spec.when_can_borrow == QueueSpec::WhenCanBorrow::kTryNextFlavor) {
-        uint64_t within = uncharged;
+        uint64_t within = UnchargedModels(*gpu_pod);
         for (int f : cands)
           if (WithinGuarantee(e.leaf, f, e.gpu_milli))
             within |= FlavorModels(f, *gpu_pod) & allowed;
@@ -1332,7 +1335,7 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
       placed = true;
     }
   }
-  if (!placed && unborrowed != 0 && planned.empty()) {
+  if (!placed && unborrowed != 0 && planned.empty() && !failed.count(key)) {
     // Where it need not borrow, first; failing there, wherever its quota allows (below).
     std::vector<PodRequest> within = pods;
     for (PodRequest& p : within)
@@ -1358,6 +1361,7 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
     // The same shape failed this cycle, and the fleet has only filled up since; but it may
     // still reclaim what is left of its queue's guarantee.
     e.reason = same->second;
+    if (TryPartial(id, now, out)) return true;
     if (!WouldBorrow(id) && Consolidate(id, pods, e.spec.topology, now, out)) return false;
     if (config_.preemption && ReclaimEligible(id) && MayPreempt(id) && TakeSearch(id) &&
         (Preempt(id, pods, allowed, now, out) ||
@@ -1389,34 +1393,7 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
   }
   if (placed) {
     e.pods = pods;  // the narrowed masks are what was applied
-    Hold(id);
-    Charge(id, +1);
-    Dequeue(id);
-    e.phase = Phase::kAdmitted;
-    e.admitted_at = now;
-    e.ready = e.pods.size() == 1 && !e.spec.gang;
-    AddRunning(id);
-    if (!e.ready) unready_.insert(id);
-    Unnominate(id);
-    e.reason = "admitted";
-    e.history.clear();
-    out.admitted.push_back(id);
-    WakeShape(key, 1);
-    // Higher-priority work parked in this queue may now preempt it.
-    QueueNode& q = queues_[e.leaf];
-    if (config_.preemption && config_.strict_priority) {
-      // (Or, under LowerOrNewerEqualPriority, older work of the same priority.)
-      const bool newer_equal =
-          q.spec.preemption.within_queue == PreemptionPolicy::Within::kLowerOrNewerEqualPriority;
-      std::vector<int> wake;
-      for (const auto& [neg_priority, arrival, parked] : q.parked) {
-        if (-neg_priority < e.spec.priority ||
-            (-neg_priority == e.spec.priority && (!newer_equal || arrival >= e.arrival)))
-          break;
-        wake.push_back(parked);
-      }
-      for (int w : wake) Unpark(w);
-    }
+    Admit(id, key, now, out);
     return true;
   }
   // A retry keeps the full explanation computed the first time, nothing else.
@@ -1427,6 +1404,7 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
   if (!e.history.empty() && e.reason.find(e.history) == std::string::npos)
     e.reason += "; " + e.history;
   failed[key] = e.reason;
+  if (TryPartial(id, now, out)) return true;
   const bool borrowing = WouldBorrow(id);
   if (!borrowing && !probe) hold_borrowing_ = true;
   // Scattered free room is gathered by moving work before anyone loses their place.
@@ -1444,19 +1422,157 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
   return false;
 }
 
+// Admits workload id, placed (e.assign) with e.pods as applied: holds and charges it, and
+// lets what waits behind it in its queue try again.
+void Admitter::Admit(int id, uint64_t key, double now, CycleResult& out) {
+  Entry& e = entries_[id];
+  e.narrowed = true;
+  Hold(id);
+  Charge(id, +1);
+  Dequeue(id);
+  e.phase = Phase::kAdmitted;
+  e.admitted_at = now;
+  e.ready = e.pods.size() == 1 && !e.spec.gang;
+  AddRunning(id);
+  if (!e.ready) unready_.insert(id);
+  Unnominate(id);
+  e.reason = "admitted";
+  e.history.clear();
+  out.admitted.push_back(id);
+  WakeShape(key, 1);
+  // Higher-priority work parked in this queue may now preempt it.
+  QueueNode& q = queues_[e.leaf];
+  if (config_.preemption && config_.strict_priority) {
+    // (Or, under LowerOrNewerEqualPriority, older work of the same priority.)
+    const bool newer_equal =
+        q.spec.preemption.within_queue == PreemptionPolicy::Within::kLowerOrNewerEqualPriority;
+    std::vector<int> wake;
+    for (const auto& [neg_priority, arrival, parked] : q.parked) {
+      if (-neg_priority < e.spec.priority ||
+          (-neg_priority == e.spec.priority && (!newer_equal || arrival >= e.arrival)))
+        break;
+      wake.push_back(parked);
+    }
+    for (int w : wake) Unpark(w);
+  }
+}
+
+uint64_t Admitter::QuotaModels(const Entry& e, const PodRequest& gpu_pod, std::string* why,
+                               int* blocked) const {
+  // Models no flavour is charged for are not limited.
+  uint64_t allowed = UnchargedModels(gpu_pod);
+  for (int f : CandidateFlavors(gpu_pod)) {
+    std::string refused;
+    if (QuotaAllows(e.leaf, f, e.gpu_milli, &refused)) {
+      allowed |= FlavorModels(f, gpu_pod);
+    } else if (why->empty()) {
+      *why = refused;
+      *blocked = f;
+    }
+  }
+  return allowed;
+}
+
+void Admitter::SetCounts(Entry& e, const std::vector<int>& counts) {
+  e.pods.clear();
+  e.gpu_milli = 0;
+  e.cpu_milli = 0;
+  for (size_t i = 0; i < counts.size(); ++i)
+    for (int k = 0; k < counts[i]; ++k) {
+      e.pods.push_back(e.set_request[i]);
+      e.gpu_milli += e.set_request[i].total_gpu_milli();
+      e.cpu_milli += e.set_request[i].cpu_milli;
+    }
+  e.counts = counts;
+}
+
+// Partial admission: when its pod sets with a minCount cannot all start, the most pods that
+// can start now, quota and placement alike — every such pod set cut by the same number of
+// pods, none below its minCount — found by binary search over the cut (more cut never needs
+// more room). Each probe places for real and is undone; the best is applied again.
+bool Admitter::TryPartial(int id, double now, CycleResult& out) {
+  Entry& e = entries_[id];
+  int max_cut = 0;
+  for (size_t i = 0; i < e.full_counts.size(); ++i)
+    max_cut = std::max(max_cut, e.full_counts[i] - e.min_counts[i]);
+  if (max_cut == 0 || e.counts != e.full_counts) return false;
+  const std::vector<int> full = e.full_counts;
+  auto counts_for = [&](int cut) {
+    std::vector<int> c;
+    for (size_t i = 0; i < full.size(); ++i) c.push_back(std::max(e.min_counts[i], full[i] - cut));
+    return c;
+  };
+  // Places e at `cut` and undoes it: the assignments and the pods (masked) that fit, or none.
+  auto probe = [&](int cut, std::vector<Assignment>* assign, std::vector<PodRequest>* pods) {
+    SetCounts(e, counts_for(cut));
+    *pods = e.pods;
+    assign->clear();
+    const PodRequest* gpu_pod = nullptr;
+    for (const PodRequest& p : *pods)
+      if (p.kind != DeviceKind::kNone) {
+        gpu_pod = &p;
+        break;
+      }
+    if (gpu_pod && !CandidateFlavors(*gpu_pod).empty()) {
+      std::string why;
+      int blocked = -1;
+      const uint64_t allowed = QuotaModels(e, *gpu_pod, &why, &blocked);
+      if (allowed == 0) return false;
+      for (PodRequest& p : *pods)
+        if (p.kind != DeviceKind::kNone) p.model_mask &= allowed;
+    }
+    placer_.set_explain(false);
+    if (pods->size() == 1 && !e.spec.gang) {
+      PodPlacement p = placer_.Place(state_, (*pods)[0], rng_);
+      if (p.outcome != Outcome::kPlaced) return false;
+      *assign = {p.assignment};
+      return true;  // (Place does not apply it)
+    }
+    GangPlacement g = placer_.PlaceGang(state_, *pods, e.spec.topology, rng_);
+    if (g.outcome != Outcome::kPlaced) return false;
+    *assign = g.pods;
+    for (size_t k = assign->size(); k-- > 0;) state_.Release((*assign)[k], (*pods)[k]);
+    return true;
+  };
+  std::vector<Assignment> assign, best_assign;
+  std::vector<PodRequest> pods, best_pods;
+  int hi = max_cut;
+  if (!probe(hi, &best_assign, &best_pods)) {
+    SetCounts(e, full);
+    return false;
+  }
+  for (int lo = 1; lo < hi;) {
+    const int mid = lo + (hi - lo) / 2;
+    if (probe(mid, &assign, &pods)) {
+      hi = mid;
+      best_assign = std::move(assign);
+      best_pods = std::move(pods);
+    } else {
+      lo = mid + 1;
+    }
+  }
+  SetCounts(e, counts_for(hi));
+  for (size_t k = 0; k < best_assign.size(); ++k) state_.Apply(best_assign[k], best_pods[k]);
+  e.pods = std::move(best_pods);
+  e.assign = std::move(best_assign);
+  Admit(id, AttemptKey(e.spec, e.leaf, e.pods), now, out);
+  int started = 0, asked = 0;
+  for (size_t i = 0; i < full.size(); ++i) started += e.counts[i], asked += full[i];
+  e.reason = "admitted " + std::to_string(started) + " of " + std::to_string(asked) +
+             " pods (partial admission: all did not fit)";
+  return true;
+}
+
 // Whether admitting it would take its queue above its guarantee in a managed flavour.
 bool Admitter::WouldBorrow(int id) const {
   const Entry& e = entries_[id];
   for (const PodRequest& p : e.pods) {
     if (p.kind == DeviceKind::kNone) continue;
-    // It need not borrow where no quota limits it or where its queue is within its guarantee.
-    if (UnchargedModels(p) != 0) return false;
-    bool borrows = false;
-    for (int f : CandidateFlavors(p)) {
-      if (!managed_[f] || WithinGuarantee(e.leaf, f, e.gpu_milli)) return false;
-      borrows = true;
-    }
-    return borrows;
+    // Any flavour it may be charged to where its queue would go past its guarantee (its
+    // attempts may land there: callers treat it as borrowing).
+    for (int f : CandidateFlavors(p))
+      if (managed_[f] && !WithinGuarantee(e.leaf, f, e.gpu_milli)) return true;
+    return false;
   }
   return false;
 }

@@ -188,6 +188,9 @@ struct SubmitOptions {
   // Restore of an evicting workload: it leaves for no preemptor (a drain, its maximum
   // runtime), so what it holds is not room its queue may count on reclaiming for.
   bool leaving = false;
+  // Restore of a workload admitted with fewer pods (partial admission): its pods per pod set
+  // (each between its minCount and count); empty: all of them.
+  std::vector<int> pod_counts = {};
 };
 
 struct Eviction {
@@ -264,6 +267,10 @@ class Admitter {
   Phase phase(int id) const { return entries_[id].phase; }
   const std::string& reason(int id) const { return entries_[id].reason; }
   const std::vector<Assignment>& assignments(int id) const { return entries_[id].assign; }
+  // Its pods per pod set as admitted (fewer than asked under partial admission), and whether
+  // that is fewer.
+  const std::vector<int>& pod_counts(int id) const { return entries_[id].counts; }
+  bool partially_admitted(int id) const { return entries_[id].counts != entries_[id].full_counts; }
   // A pending preemptor's planned place (one per pod, in pod-set order) while its victims stop;
   // empty otherwise. A caller that rebuilds the Admitter keeps it for RestoreNomination.
   std::vector<Assignment> plan(int id) const;
@@ -327,6 +334,12 @@ class Admitter {
     std::vector<PodRequest> pods;  // one per pod, in pod-set order
     int64_t gpu_milli = 0;
     int64_t cpu_milli = 0;
+    // Per pod set: its pods' request, how many it asks for, the fewest it may start with
+    // (partial admission; the count when it has no minCount), and how many `pods` holds now
+    // (the full counts unless it was admitted with fewer).
+    std::vector<PodRequest> set_request;
+    std::vector<int> full_counts, min_counts, counts;
+    bool narrowed = false;  // admitted: `pods` carry the models its quota allowed then
     double arrival = 0;
     double admitted_at = -1;
     SubmitOptions options;
@@ -463,6 +476,14 @@ class Admitter {
   void Enqueue(int id);
   void Dequeue(int id);
   void UpdateHistory(double now);
+  // Admits id as placed in e.assign (with e.pods as applied).
+  void Admit(int id, uint64_t key, double now, CycleResult& out);
+  // The models e may use as its quota stands now (0: none; `why`, `blocked`: the first refusal).
+  uint64_t QuotaModels(const Entry& e, const PodRequest& gpu_pod, std::string* why,
+                       int* blocked) const;
+  void SetCounts(Entry& e, const std::vector<int>& counts);
+  // Partial admission of id with fewer pods; true if admitted.
+  bool TryPartial(int id, double now, CycleResult& out);
   std::string FlavorName(int f) const { return flavors_[f].name; }
 
   const Fleet& fleet_;

@@ -4,6 +4,7 @@
 # `fabctl get queues` shows the queues active and `fabctl pending research` lists what waits,
 # in order, with why. A workload naming a queue its tenant may not use is refused (403).
 # examples/flavors.yaml's flavours show the GPUs charged to them and cannot be deleted in use.
+# An elastic gang (minCount) starts with the pods its queue allows, shown as PODS 2/4.
 # Usage: fabctl_queues_test.sh FABRICA_BIN FABCTL_BIN SOURCE_DIR
 set -euo pipefail
 FABRICA=$1
@@ -82,4 +83,23 @@ if "$FABCTL" delete resourceflavor h200 >"$tmp/del.txt" 2>&1; then
   fail "a flavour in use was deleted"
 fi
 grep -q "team-c" "$tmp/del.txt" || fail "refusal does not name the queue: $(cat "$tmp/del.txt")"
-echo "OK: queues applied twice, pending listed in order, a foreign queue refused, flavours counted"
+# Partial admission: partner-x may hold 8 GPUs, so an elastic gang of four 4-GPU pods
+# (minCount 1) starts with 2 of them, and `fabctl get workloads` says so.
+cat >"$tmp/elastic.yaml" <<YAML
+apiVersion: fabrica.dev/v1
+kind: Workload
+metadata: {name: elastic, namespace: partner-x}
+spec:
+  gang: true
+  podSets: [{name: main, count: 4, minCount: 1, cpu: "4", memory: 16Gi, devices: {gpus: 4}}]
+  run: {command: [train], durationSeconds: 3600}
+YAML
+"$FABCTL" apply -f "$tmp/elastic.yaml" >/dev/null || fail "apply elastic"
+workloads=""
+for _ in $(seq 100); do
+  workloads=$("$FABCTL" get workloads -n partner-x)
+  grep "^elastic " <<<"$workloads" | grep -q " 2/4 " && break
+  sleep 0.2
+done
+grep "^elastic " <<<"$workloads" | grep -q " 2/4 *8 " || fail "elastic not 2 of 4 pods: $workloads"
+echo "OK: queues applied twice, pending listed in order, a foreign queue refused, flavours counted, a gang admitted in part"
