@@ -788,6 +788,18 @@ TEST_F(AdmissionTest, PartialAdmissionStartsWithTheMostPodsThatFit) {
   EXPECT_FALSE(adm_->partially_admitted(fits));
   EXPECT_EQ(adm_->assignments(fits).size(), 4u);
 
+  // Below its guarantee, with its share borrowed by b and 1 GPU free: it takes its guarantee
+  // back (b's work is evicted) rather than start with 1 pod it would never grow past.
+  Make(Nodes(2, 4), {Leaf("a", 8), Leaf("b", 0)});
+  std::vector<int> borrowed;
+  for (int i = 0; i < 7; ++i) borrowed.push_back(Submit(Gpus("b" + std::to_string(i), "b", 1), 0));
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(CountPhase(borrowed, Phase::kAdmitted), 7);
+  const int owner = Submit(elastic("owner", "a", 8, 1), 2);
+  r = adm_->Cycle(3, 1000);
+  EXPECT_EQ(adm_->phase(owner), Phase::kPending) << adm_->reason(owner);
+  EXPECT_EQ(r.evicted.size(), 7u) << adm_->reason(owner);
+
   // Quota: guaranteed 4 and no borrowing, 8 GPUs free: 4 of 6 pods.
   Make(Nodes(2, 4), {Leaf("a", 4, 0), Leaf("b", 4)});
   const int capped = Submit(elastic("capped", "a", 6, 2), 0);
@@ -1814,6 +1826,45 @@ teams:
   EXPECT_NEAR(none.utilization_pct - every.utilization_pct, 10, 1e-6);
   EXPECT_LT(every.utilization_pct - every.useful_utilization_pct,
             none.utilization_pct - none.useful_utilization_pct);
+}
+
+// Partial admission in the replay: b's elastic gang of two 8-GPU pods (minPods 1) may hold 8
+// GPUs (no borrowing) while a's blocker holds the other 8, so it starts with 1 pod at once and
+// runs twice as long (the same work), instead of waiting ~1,000 s.
+TEST(ReplayTest, ElasticGangsStartSmallAndRunLonger) {
+  const std::string text = R"(
+kind: Scenario
+name: elastic
+synthetic: {gpus: 16, migShare: 0, h200Share: 0, seed: 3, window: 3600}
+load: 0.5
+teams:
+  - name: a
+    share: 50
+    guarantee: 8
+    workloads:
+      - {pods: 1, cpu: 4, memory: 16Gi, devices: {gpus: 8}, duration: 100-200}
+  - name: b
+    share: 50
+    guarantee: 8
+    borrowingLimit: 0
+    workloads:
+      - {pods: 2, minPods: 1, gang: true, cpu: 4, memory: 16Gi, devices: {gpus: 8},
+         duration: 100-200}
+)";
+  auto sc = sim::ParseScenario(text, "elastic.yaml", ".");
+  ASSERT_TRUE(sc.ok()) << sc.status().message();
+  sim::ReplayWorkload a_tpl, b_tpl;
+  for (const sim::ReplayWorkload& w : sc->workloads) (w.team == 0 ? a_tpl : b_tpl) = w;
+  ASSERT_EQ(b_tpl.spec.pod_sets[0].min_count, 1);
+  sc->workloads = {Shaped(a_tpl, "a-blocker", 0, 1000, 8), Shaped(b_tpl, "b-elastic", 10, 100, 8),
+                   Shaped(a_tpl, "a-last", 2000, 10, 1)};
+  auto r = sim::RunReplay(*sc, "fabrica");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->partial_admissions, 1);
+  EXPECT_LT(r->teams[1].wait_mean_s, 5);
+  // 8 GPUs for 1,000 s, 8 for 200 s (half the gang, twice as long), 1 for 10 s over 2,000 s of
+  // 16 GPUs.
+  EXPECT_NEAR(r->utilization_pct, 100.0 * (8000 + 1600 + 10) / (16 * 2000), 0.2);
 }
 
 // MIG-partitioned GPUs only take MIG slices, so they are a pool of their own: a team's computed

@@ -1024,6 +1024,7 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
   consolidations_left_ = config_.consolidation ? config_.consolidation_searches_per_cycle : 0;
   victim_cache_.clear();
   hold_borrowing_ = false;
+  partial_failed_.clear();
 
   // Preemptors whose victims have all stopped go first — in a StrictFIFO queue only its head
   // (work put back ahead of it, an evicted older workload, goes before it), and a head that
@@ -1285,10 +1286,10 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
       std::string first_why;
       allowed = QuotaModels(e, *gpu_pod, &first_why, &quota_blocked);
       if (allowed == 0) {
-        if (TryPartial(id, now, out)) return true;
         e.reason = first_why;
         if (!e.history.empty()) e.reason += "; " + e.history;
         e.waits_on_time = false;
+        bool searched = false;
         if (config_.preemption && TakeSearch(id)) {
           // Lower-priority work of its own queue gives quota back, or, where its queue may
           // borrow within its cohort, others' lower-priority borrowed work.
@@ -1297,7 +1298,9 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
             if (p.kind != DeviceKind::kNone) p.model_mask &= FlavorModels(quota_blocked, *gpu_pod);
           if (Preempt(id, masked, FlavorModels(quota_blocked, *gpu_pod), now, out)) return false;
           e.waits_on_time = e.reason.find("minimum runtime") != std::string::npos;
+          searched = true;
         }
+        if (PartialInstead(id, searched, 0, now, out)) return true;
         Park(id, true, 0, pods);
         return false;
       }
@@ -1361,13 +1364,16 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
     // The same shape failed this cycle, and the fleet has only filled up since; but it may
     // still reclaim what is left of its queue's guarantee.
     e.reason = same->second;
-    if (TryPartial(id, now, out)) return true;
     if (!WouldBorrow(id) && Consolidate(id, pods, e.spec.topology, now, out)) return false;
-    if (config_.preemption && ReclaimEligible(id) && MayPreempt(id) && TakeSearch(id) &&
-        (Preempt(id, pods, allowed, now, out) ||
-         (!WouldBorrow(id) && Consolidate(id, pods, e.spec.topology, now, out, true))))
-      return false;
+    bool searched = false;
+    if (config_.preemption && ReclaimEligible(id) && MayPreempt(id) && TakeSearch(id)) {
+      if (Preempt(id, pods, allowed, now, out) ||
+          (!WouldBorrow(id) && Consolidate(id, pods, e.spec.topology, now, out, true)))
+        return false;
+      searched = true;
+    }
     e.waits_on_time = e.reason.find("minimum runtime") != std::string::npos;
+    if (PartialInstead(id, searched, key, now, out)) return true;
     Park(id, false, key, pods);
     return false;
   }
@@ -1404,20 +1410,22 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
   if (!e.history.empty() && e.reason.find(e.history) == std::string::npos)
     e.reason += "; " + e.history;
   failed[key] = e.reason;
-  if (TryPartial(id, now, out)) return true;
   const bool borrowing = WouldBorrow(id);
   if (!borrowing && !probe) hold_borrowing_ = true;
   // Scattered free room is gathered by moving work before anyone loses their place.
   if (!borrowing && Consolidate(id, pods, e.spec.topology, now, out)) return false;
   // A few preemption searches per queue and cycle, in queue order; more for reclaim.
+  bool searched = false;
   if (config_.preemption && MayPreempt(id) && TakeSearch(id)) {
     if (Preempt(id, pods, allowed, now, out)) return false;
     // Reclaim alone found no place: reclaim and move work together.
     if (!borrowing && ReclaimEligible(id) &&
         Consolidate(id, pods, e.spec.topology, now, out, /*reclaim=*/true))
       return false;
+    searched = true;
   }
   e.waits_on_time = e.reason.find("minimum runtime") != std::string::npos;
+  if (PartialInstead(id, searched, key, now, out)) return true;
   Park(id, false, key, pods);
   return false;
 }
@@ -1490,7 +1498,19 @@ void Admitter::SetCounts(Entry& e, const std::vector<int>& counts) {
 // can start now, quota and placement alike — every such pod set cut by the same number of
 // pods, none below its minCount — found by binary search over the cut (more cut never needs
 // more room). Each probe places for real and is undone; the best is applied again.
-bool Admitter::TryPartial(int id, double now, CycleResult& out) {
+bool Admitter::PartialInstead(int id, bool searched, uint64_t key, double now, CycleResult& out) {
+  // A workload that may still take its guarantee back waits for that (a partial start is
+  // never grown), unless this cycle's search found nothing to take.
+  if (!searched && ReclaimEligible(id)) return false;
+  // The same shape failed to start in part this cycle: so does this one.
+  const uint64_t partial_key = key ^ 0x9e3779b97f4a7c15ULL;
+  if (key != 0 && partial_failed_.count(partial_key)) return false;
+  if (TryPartial(id, key, now, out)) return true;
+  if (key != 0) partial_failed_.insert(partial_key);
+  return false;
+}
+
+bool Admitter::TryPartial(int id, uint64_t key, double now, CycleResult& out) {
   Entry& e = entries_[id];
   int max_cut = 0;
   for (size_t i = 0; i < e.full_counts.size(); ++i)
@@ -1539,6 +1559,7 @@ bool Admitter::TryPartial(int id, double now, CycleResult& out) {
   int hi = max_cut;
   if (!probe(hi, &best_assign, &best_pods)) {
     SetCounts(e, full);
+    placer_.set_explain(!e.explained);
     return false;
   }
   for (int lo = 1; lo < hi;) {
@@ -1555,7 +1576,8 @@ bool Admitter::TryPartial(int id, double now, CycleResult& out) {
   for (size_t k = 0; k < best_assign.size(); ++k) state_.Apply(best_assign[k], best_pods[k]);
   e.pods = std::move(best_pods);
   e.assign = std::move(best_assign);
-  Admit(id, AttemptKey(e.spec, e.leaf, e.pods), now, out);
+  placer_.set_explain(!e.explained);
+  Admit(id, key, now, out);  // (what waits parked under its full shape may try again)
   int started = 0, asked = 0;
   for (size_t i = 0; i < full.size(); ++i) started += e.counts[i], asked += full[i];
   e.reason = "admitted " + std::to_string(started) + " of " + std::to_string(asked) +

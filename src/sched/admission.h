@@ -482,8 +482,12 @@ class Admitter {
   uint64_t QuotaModels(const Entry& e, const PodRequest& gpu_pod, std::string* why,
                        int* blocked) const;
   void SetCounts(Entry& e, const std::vector<int>& counts);
-  // Partial admission of id with fewer pods; true if admitted.
-  bool TryPartial(int id, double now, CycleResult& out);
+  // Partial admission of id with fewer pods; true if admitted. `key`: its full shape's.
+  bool TryPartial(int id, uint64_t key, double now, CycleResult& out);
+  // Before it waits: a partial start, unless it may reclaim its guarantee and this cycle's
+  // search (`searched`) has not come up empty.
+  bool PartialInstead(int id, bool searched, uint64_t key, double now, CycleResult& out);
+  std::set<uint64_t> partial_failed_;  // shapes that failed to start in part this cycle
   std::string FlavorName(int f) const { return flavors_[f].name; }
 
   const Fleet& fleet_;

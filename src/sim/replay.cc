@@ -54,6 +54,13 @@ Result<TeamSpec::Template> ParseTemplate(YamlMap& m) {
   if (pods.first < 1 || pods.second > 10000) return m.Error("pods", "must be between 1 and 10000");
   t.pods_min = static_cast<int>(pods.first);
   t.pods_max = static_cast<int>(pods.second);
+  if (m.Has("minPods")) {
+    ASSIGN_OR_RETURN(int64_t least, m.Int("minPods"));
+    if (least < 1 || least > t.pods_max)
+      return m.Error("minPods",
+                     "must be between 1 and the most pods (" + std::to_string(t.pods_max) + ")");
+    t.min_pods = static_cast<int>(least);
+  }
   ASSIGN_OR_RETURN(t.pod.cpu, m.Cpu("cpu", MilliCpu(1000)));
   ASSIGN_OR_RETURN(t.pod.memory, m.Memory("memory", MemoryMib(4096)));
   if (m.Has("devices")) {
@@ -233,6 +240,7 @@ Status BuildSynthetic(Scenario& sc, const SyntheticSource& src) {
       PodSet ps = t.pod;
       ps.name = "main";
       ps.count = t.pods_min + static_cast<int>(rng.Uniform(t.pods_max - t.pods_min + 1));
+      if (t.min_pods > 0 && t.min_pods < ps.count) ps.min_count = t.min_pods;
       w.spec.pod_sets = {ps};
       double u = rng.UniformDouble();
       w.duration_s =
@@ -607,6 +615,10 @@ struct WState {
   int epoch = 0;
   bool evicting = false;
   double progress = 0;  // seconds of its run saved by checkpoints before evictions
+  // While it runs: the part of its pods admitted (partial admission: its run goes that much
+  // slower) and the GPUs (milli) they hold.
+  double rate = 1;
+  double run_milli = 0;
   // Per reading of "fits" (kInOrder, kAlone; see ReplayResult::bound): since when it has been
   // pending and fitting in its team's room below the guarantee, and the longest remaining
   // minimum runtime of the victims evicted for it.
@@ -1016,9 +1028,9 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
   };
   auto use = [&](int w, double t, int sign) {
     const ReplayWorkload& rw = sc.workloads[w];
-    const double g = sign * WorkloadMilli(rw.spec);
+    const double g = sign * ws[w].run_milli;
     use_gpu[rw.team] += g;
-    use_cpu[rw.team] += sign * WorkloadCpu(rw.spec);
+    use_cpu[rw.team] += sign * WorkloadCpu(rw.spec) * ws[w].rate;
     alloc_now += g;
     unit_use[unit_of(w)] += g;
     changed_unit(unit_of(w), t);
@@ -1079,14 +1091,14 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
           adm.Terminated(st.id, ev.t);
           {
             // Work up to its last checkpoint is kept (the rerun resumes there); the rest is lost.
+            // (Progress counts whole-workload seconds: a run with part of its pods makes less.)
             const double ran = ev.t - st.admit_t, every = rw.options.checkpoint_interval_s;
             const double saved = every > 0 ? std::clamp(ran - std::fmod(ran, every), 0.0, ran) : 0;
-            st.progress += saved;
+            st.progress += saved * st.rate;
             const double from = st.admit_t + saved;
-            res.gpu_seconds_lost += (ev.t - from) * WorkloadMilli(rw.spec) / 1000.0;
-            team_lost[rw.team] += (ev.t - from) * WorkloadMilli(rw.spec) / 1000.0;
-            lost_int +=
-                std::max(0.0, std::min(ev.t, w1) - std::max(from, w0)) * WorkloadMilli(rw.spec);
+            res.gpu_seconds_lost += (ev.t - from) * st.run_milli / 1000.0;
+            team_lost[rw.team] += (ev.t - from) * st.run_milli / 1000.0;
+            lost_int += std::max(0.0, std::min(ev.t, w1) - std::max(from, w0)) * st.run_milli;
           }
           st.running = false;
           st.evicting = false;
@@ -1127,10 +1139,18 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
           st.admit_t = tick;
           st.ever_admitted = true;
           adm.PodsReady(h);
+          st.rate = 1;
+          if (adm.partially_admitted(h)) {
+            int started = 0;
+            for (int c : adm.pod_counts(h)) started += c;
+            st.rate = static_cast<double>(started) / sc.workloads[w].spec.pod_count();
+            ++res.partial_admissions;
+          }
+          st.run_milli = WorkloadMilli(sc.workloads[w].spec) * st.rate;
           start_use(w, tick);
           ++st.epoch;
-          push(tick + std::max(0.0, sc.workloads[w].duration_s - st.progress), EventType::kFinish,
-               w, st.epoch);
+          push(tick + std::max(0.0, sc.workloads[w].duration_s - st.progress) / st.rate,
+               EventType::kFinish, w, st.epoch);
           double mr = sc.workloads[w].options.min_runtime_s;
           if (mr > 0 && policy_name == "fabrica") push(tick + mr, EventType::kWake, w, 0);
           changed = true;
@@ -1304,6 +1324,7 @@ void PrintReplayJson(const ReplayResult& r, std::ostream& out) {
   j["useful_utilization_pct"] = r.useful_utilization_pct;
   j["jain_index"] = r.jain_index;
   j["preemptions"] = r.preemptions;
+  j["partial_admissions"] = r.partial_admissions;
   j["gpu_seconds_lost"] = r.gpu_seconds_lost;
   j["cycles"] = r.cycles;
   j["cycle_mean_ms"] = r.cycles ? 1000 * r.cycle_seconds / r.cycles : 0.0;

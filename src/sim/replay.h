@@ -67,6 +67,9 @@ struct TeamSpec {
   struct Template {
     double weight = 1;
     int pods_min = 1, pods_max = 1;
+    // Partial admission: the fewest pods a workload of it may start with (an elastic job; its
+    // run then lasts longer in proportion, the work being the same). 0: all of them.
+    int min_pods = 0;
     PodSet pod;  // count ignored
     bool gang = false;
     TopologyConstraint topology;
@@ -171,6 +174,7 @@ struct ReplayResult {
   double useful_utilization_pct = 0;
   double jain_index = 0;
   int64_t preemptions = 0;
+  int64_t partial_admissions = 0;  // admissions with fewer pods than asked (minPods)
   double gpu_seconds_lost = 0;
   std::vector<TeamResult> teams;
   // Guarantee-wait bound, per workload: from the moment a pending workload fits in what its
