@@ -1197,10 +1197,14 @@ TEST_F(ApiBadInputTest, ResourceFlavorsAreCheckedAndQuotasNameThem) {
   refused("POST", flavors, FlavorObject("bad", {{"models", "H100"}}), 422, "spec.models");
   refused("POST", flavors, FlavorObject("Bad"), 422, "metadata.name");
   refused("POST", flavors, FlavorObject("bad", {{"name", "other"}}), 422, "spec.name");
+  refused("POST", flavors, FlavorObject("cpu"), 422, "reserved");
   EXPECT_EQ(w_.Get(Item("resourceflavors", "", "bad")).status, 404);
 
   json queue = QueueObject("qa");
-  queue["spec"]["quotas"] = {{"h100", {{"guaranteed", 4}}}, {"gpu", {{"guaranteed", 2}}}};
+  queue["spec"]["quotas"] = {{"h100", {{"guaranteed", 4}}},
+                             {"gpu", {{"guaranteed", 2}}},
+                             {"cpu", {{"guaranteed", "64"}}},
+                             {"memory", {{"guaranteed", "512Gi"}}}};
   refused("POST", Collection("queues"), queue, 422, "spec.quotas.h100");
   w_.MustCreate(flavors, FlavorObject("h100", {{"kind", "whole"}, {"models", {"H100"}}}));
   w_.MustCreate(Collection("queues"), queue);

@@ -1328,6 +1328,32 @@ TEST_F(FactoryTest, ElasticGangStartsWithThePodsItsQuotaAllows) {
   EXPECT_EQ(queue["status"].value("usedGpus", json()), "16") << queue.dump();
 }
 
+// CPU quotas through the API: team-a may hold 32 cores, so of three 16-core workloads two run
+// and the third waits, saying why; the queue's status shows the cores guaranteed and used.
+TEST_F(FactoryTest, CpuQuotaLimitsWhatAQueueRuns) {
+  StartScheduler(5'000);
+  CreateQueue("team-a",
+              {{"quotas", {{"gpu", {{"guaranteed", 16}}}, {"cpu", {{"guaranteed", 32}}}}}});
+  for (int i = 0; i < 3; ++i)
+    CreateWorkload(WholeGpuWorkload("team-a", "w" + std::to_string(i), 1));
+  Cycle();
+  Cycle();
+  std::map<std::string, json> w = Workloads();
+  int running = 0;
+  std::string waiting;
+  for (const auto& [name, obj] : w) {
+    const std::string phase = obj["status"].value("phase", "");
+    if (phase == "Running" || phase == "Scheduled") ++running;
+    if (phase == "Pending") waiting = obj["status"].value("message", "");
+  }
+  EXPECT_EQ(running, 2) << Describe(w);
+  EXPECT_NE(waiting.find("queue team-a has no unused cpu to lend: it would hold 48/32 cores"),
+            std::string::npos)
+      << Describe(w);
+  const json queue = CallJson("GET", std::string(kApi) + "/queues/team-a");
+  EXPECT_EQ(queue["status"]["cpu"], (json{{"guaranteed", "32"}, {"used", "32"}})) << queue.dump();
+}
+
 // A queue tree that does not hold together (here a cycle, which single Queue objects cannot show
 // on their own) stops admission with a message naming the problem; nothing crashes, running
 // work keeps running, and fixing the tree resumes admission.

@@ -1209,7 +1209,7 @@ struct ApiServer::Impl {
     const json& quotas = Field(Field(queue, "spec"), "quotas");
     if (!quotas.is_object()) return Status::Ok();
     for (const auto& [flavor, quota] : quotas.items()) {
-      if (flavor == kDefaultFlavor) continue;
+      if (flavor == kDefaultFlavor || flavor == kCpuQuota || flavor == kMemoryQuota) continue;
       auto kv = store.Get(Key(*FindResource("resourceflavors"), "", flavor));
       if (kv.ok()) continue;
       if (kv.status().code() != StatusCode::kNotFound) return kv.status();

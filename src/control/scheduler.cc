@@ -754,6 +754,16 @@ Result<CycleStats> Scheduler::RunOnce() {
                          {"pendingWorkloads", admitter->pending_count(index)},
                          {"usageHistory", history},
                          {"active", !admitter->stopped(index)}};
+        // The pods' CPU and memory, where a quota names them.
+        for (int r = 0; r < 2; ++r) {
+          if (!admitter->resource_limited(index, r)) continue;
+          const auto fmt = [r](int64_t v) {
+            return r == 0 ? FormatMilliCpu(MilliCpu(v)) : FormatMemoryMib(MemoryMib(v));
+          };
+          standing[r == 0 ? kCpuQuota : kMemoryQuota] = {
+              {"guaranteed", fmt(admitter->resource_guaranteed(index, r))},
+              {"used", fmt(admitter->resource_usage(index, r))}};
+        }
         // With flavours stored, the same per flavour that any queue has a quota in.
         if (!flavor_list.items.empty()) {
           json by_flavor = json::object();

@@ -45,6 +45,17 @@ uint64_t AttemptKey(const Workload& w, int leaf, const std::vector<PodRequest>& 
 
 std::string GpuAmount(int64_t milli) { return FormatMilliGpu(MilliGpu(milli)); }
 
+namespace {
+
+// A quota's amount as its resource reads: GPUs, cores or bytes.
+std::string QuotaAmount(const std::string& resource, int64_t v) {
+  if (resource == kCpuQuota) return FormatMilliCpu(MilliCpu(v));
+  if (resource == kMemoryQuota) return FormatMemoryMib(MemoryMib(v));
+  return GpuAmount(v);
+}
+
+}  // namespace
+
 const char* PhaseName(Phase p) {
   switch (p) {
     case Phase::kPending:
@@ -82,6 +93,9 @@ Status ValidateAdmissionConfig(const AdmissionConfig& config) {
     if (f.name.empty()) return InvalidArgument(at + ".name: required field is missing");
     if (!flavor_index.emplace(f.name, i).second)
       return InvalidArgument(at + ".name: duplicate flavour \"" + f.name + "\"");
+    if (f.name == kCpuQuota || f.name == kMemoryQuota)
+      return InvalidArgument(at + ".name: \"" + f.name +
+                             "\" is reserved for the pods' CPU and memory quotas");
     if (!f.mig_profiles.empty() && f.kind && *f.kind != DeviceKind::kMig)
       return InvalidArgument(at + ".migProfiles: only a kind: mig flavour selects MIG profiles");
   }
@@ -107,7 +121,8 @@ Status ValidateAdmissionConfig(const AdmissionConfig& config) {
       return InvalidArgument(at + ".preemption.borrowWithinCohort: not with fairSharePreemption");
     for (const auto& [flavor, quota] : q.quotas) {
       std::string qa = at + ".quotas." + flavor;
-      if (!flavor_index.count(flavor)) return InvalidArgument(qa + ": unknown flavour");
+      if (!flavor_index.count(flavor) && flavor != kCpuQuota && flavor != kMemoryQuota)
+        return InvalidArgument(qa + ": unknown flavour");
       if (quota.guaranteed_milli < 0) return InvalidArgument(qa + ".guaranteed: below zero");
       if (quota.borrowing_limit_milli && *quota.borrowing_limit_milli < 0)
         return InvalidArgument(qa + ".borrowingLimit: below zero");
@@ -115,8 +130,8 @@ Status ValidateAdmissionConfig(const AdmissionConfig& config) {
         return InvalidArgument(qa + ".lendingLimit: below zero");
       if (quota.lending_limit_milli && *quota.lending_limit_milli > quota.guaranteed_milli)
         return InvalidArgument(qa + ".lendingLimit: above the guarantee (" +
-                               GpuAmount(*quota.lending_limit_milli) + " > " +
-                               GpuAmount(quota.guaranteed_milli) + ")");
+                               QuotaAmount(flavor, *quota.lending_limit_milli) + " > " +
+                               QuotaAmount(flavor, quota.guaranteed_milli) + ")");
     }
   }
   for (size_t i = 0; i < config.queues.size(); ++i) {
@@ -144,8 +159,9 @@ Status ValidateAdmissionConfig(const AdmissionConfig& config) {
       }
       if (sum > quota.guaranteed_milli)
         return InvalidArgument("queues[" + std::to_string(i) + "].quotas." + flavor +
-                               ".guaranteed: its children are guaranteed " + GpuAmount(sum) +
-                               ", more than its " + GpuAmount(quota.guaranteed_milli));
+                               ".guaranteed: its children are guaranteed " +
+                               QuotaAmount(flavor, sum) + ", more than its " +
+                               QuotaAmount(flavor, quota.guaranteed_milli));
     }
   }
   if (config.usage_half_life_s < 0) return InvalidArgument("usageHalfLife: below zero");
@@ -248,6 +264,28 @@ Status Admitter::Build() {
     }
   }
   BuildChargeTables();
+  for (auto [neg_depth, i] : by_depth) {
+    QueueNode& q = queues_[i];
+    for (int r = 0; r < 2; ++r) {
+      auto it = q.spec.quotas.find(r == 0 ? kCpuQuota : kMemoryQuota);
+      if (it != q.spec.quotas.end()) {
+        int root = i;
+        while (queues_[root].parent >= 0) root = queues_[root].parent;
+        queues_[root].res_limited[r] = true;
+        q.res_guaranteed[r] = it->second.guaranteed_milli;
+        q.res_borrow[r] = it->second.borrowing_limit_milli;
+        q.res_lend[r] = it->second.lending_limit_milli;
+      } else {
+        for (int c : q.children) q.res_guaranteed[r] += queues_[c].res_guaranteed[r];
+      }
+    }
+  }
+  // A tree limits CPU or memory where one of its queues names it (other trees do not).
+  for (int i = 0; i < static_cast<int>(queues_.size()); ++i) {
+    int root = i;
+    while (queues_[root].parent >= 0) root = queues_[root].parent;
+    for (int r = 0; r < 2; ++r) queues_[i].res_limited[r] = queues_[root].res_limited[r];
+  }
   cap_gpu_ = std::max<int64_t>(1, state_.total_gpu_milli());
   int64_t cpu = 0;
   for (const Node& n : fleet_.nodes) cpu += n.cpu.value();
@@ -602,40 +640,70 @@ std::vector<Assignment> Admitter::plan(int id) const {
   return out;
 }
 
-bool Admitter::QuotaAllows(int leaf, int f, int64_t milli, std::string* why, int* blocker) const {
-  if (!managed_[f]) return true;
+template <class Used, class Guar, class Borrow, class Kept, class Fmt>
+bool Admitter::QuotaWalk(int leaf, int64_t amount, Used used_of, Guar guar, Borrow borrow,
+                         Kept kept, const std::string& what, Fmt fmt, const char* unit,
+                         std::string* why, int* blocker) const {
   int n = leaf;
   int64_t reserved = 0;  // siblings' unused guarantee they do not lend
   while (true) {
     const QueueNode& q = queues_[n];
-    int64_t used = q.usage[f] + milli;
-    if (used <= q.guaranteed[f] - reserved) return true;
+    const int64_t used = used_of(q) + amount;
+    if (used <= guar(q) - reserved) return true;
     if (blocker) *blocker = n;
-    if (q.borrow_limit[f] && used - q.guaranteed[f] > *q.borrow_limit[f]) {
+    if (const std::optional<int64_t> limit = borrow(q); limit && used - guar(q) > *limit) {
       if (why)
-        *why = "queue " + q.spec.name + " over its borrowing limit for " + FlavorName(f) + ": " +
-               GpuAmount(used) + "/" + GpuAmount(q.guaranteed[f] + *q.borrow_limit[f]) + " GPUs";
+        *why = "queue " + q.spec.name + " over its borrowing limit for " + what + ": " + fmt(used) +
+               "/" + fmt(guar(q) + *limit) + unit;
       return false;
     }
     if (q.parent < 0) {
       if (why)
-        *why = "queue " + q.spec.name + " has no unused " + FlavorName(f) +
-               " to lend: it would hold " + GpuAmount(used) + "/" +
-               GpuAmount(std::max<int64_t>(0, q.guaranteed[f] - reserved)) + " GPUs";
+        *why = "queue " + q.spec.name + " has no unused " + what + " to lend: it would hold " +
+               fmt(used) + "/" + fmt(std::max<int64_t>(0, guar(q) - reserved)) + unit;
       return false;
     }
     reserved = 0;
-    for (int s : queues_[q.parent].children) {
-      if (s == n) continue;
-      const QueueNode& sib = queues_[s];
-      const int64_t unused = std::max<int64_t>(0, sib.guaranteed[f] - sib.usage[f]);
-      int64_t kept = sib.lend_limit[f] ? std::max<int64_t>(0, unused - *sib.lend_limit[f]) : 0;
-      // What a reclaim of a moment ago freed beyond its own need stays (reclaim_hold_s).
-      if (Holding(sib, now_)) kept = std::max(kept, std::min(unused, sib.reclaim_room[f]));
-      reserved += kept;
-    }
+    for (int s : queues_[q.parent].children)
+      if (s != n) reserved += kept(queues_[s]);
     n = q.parent;
   }
+}
+
+bool Admitter::QuotaAllows(int leaf, int f, int64_t milli, std::string* why, int* blocker) const {
+  if (!managed_[f]) return true;
+  return QuotaWalk(
+      leaf, milli, [f](const QueueNode& q) { return q.usage[f]; },
+      [f](const QueueNode& q) { return q.guaranteed[f]; },
+      [f](const QueueNode& q) { return q.borrow_limit[f]; },
+      [&](const QueueNode& sib) {
+        const int64_t unused = std::max<int64_t>(0, sib.guaranteed[f] - sib.usage[f]);
+        int64_t kept = sib.lend_limit[f] ? std::max<int64_t>(0, unused - *sib.lend_limit[f]) : 0;
+        // What a reclaim of a moment ago freed beyond its own need stays (reclaim_hold_s).
+        if (Holding(sib, now_)) kept = std::max(kept, std::min(unused, sib.reclaim_room[f]));
+        return kept;
+      },
+      FlavorName(f), GpuAmount, " GPUs", why, blocker);
+}
+
+bool Admitter::ResourceAllows(int leaf, int r, int64_t amount, std::string* why) const {
+  if (!queues_[leaf].res_limited[r] || amount == 0) return true;
+  const auto used = [r](const QueueNode& q) { return r == 0 ? q.cpu : q.memory; };
+  return QuotaWalk(
+      leaf, amount, used, [r](const QueueNode& q) { return q.res_guaranteed[r]; },
+      [r](const QueueNode& q) { return q.res_borrow[r]; },
+      [&](const QueueNode& sib) {
+        const int64_t unused = std::max<int64_t>(0, sib.res_guaranteed[r] - used(sib));
+        return sib.res_lend[r] ? std::max<int64_t>(0, unused - *sib.res_lend[r]) : int64_t{0};
+      },
+      r == 0 ? kCpuQuota : kMemoryQuota,
+      [r](int64_t v) { return r == 0 ? QuotaAmount(kCpuQuota, v) : QuotaAmount(kMemoryQuota, v); },
+      r == 0 ? " cores" : "", why, nullptr);
+}
+
+bool Admitter::ResourcesAllow(const Entry& e, std::string* why) const {
+  return ResourceAllows(e.leaf, 0, e.cpu_milli, why) &&
+         ResourceAllows(e.leaf, 1, e.memory_mib, why);
 }
 
 double Admitter::Key(int q) const {
@@ -804,6 +872,26 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
     }
     break;
   }
+  // Likewise more CPU or memory than its queue may ever hold.
+  for (int r = 0; r < 2; ++r) {
+    const int64_t amount = r == 0 ? e.cpu_milli : e.memory_mib;
+    if (!queues_[leaf].res_limited[r] || amount == 0) continue;
+    const auto fmt = [r](int64_t v) {
+      return r == 0 ? FormatMilliCpu(MilliCpu(v)) + " cores" : FormatMemoryMib(MemoryMib(v));
+    };
+    for (int n = leaf; n >= 0; n = queues_[n].parent) {
+      const QueueNode& q = queues_[n];
+      if (amount <= q.res_guaranteed[r]) break;
+      const bool capped = q.res_borrow[r] && amount - q.res_guaranteed[r] > *q.res_borrow[r];
+      if (!capped && q.parent >= 0) continue;
+      e.phase = Phase::kInfeasible;
+      e.reason = "asks for " + fmt(amount) + " of " + (r == 0 ? kCpuQuota : kMemoryQuota) +
+                 "; queue " + q.spec.name + " may hold at most " +
+                 fmt(q.res_guaranteed[r] + (capped ? *q.res_borrow[r] : 0));
+      entries_.push_back(std::move(e));
+      return id;
+    }
+  }
   e.reason = "waiting for the next admission cycle";
   entries_.push_back(std::move(e));
   Enqueue(id);
@@ -878,6 +966,7 @@ void Admitter::Charge(int id, int sign) {
     for (auto [f, milli] : e.charged) n.usage[f] += sign * milli;
     n.gpu += sign * e.gpu_milli;
     n.cpu += sign * e.cpu_milli;
+    n.memory += sign * e.memory_mib;
   }
 }
 
@@ -1270,6 +1359,17 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
   planned.erase(std::unique(planned.begin(), planned.end()), planned.end());
   e.plan.clear();
 
+  // The pods' CPU and memory where a queue's quota names them: it waits (nothing is preempted
+  // for them), unless fewer pods would do.
+  if (std::string why; !ResourcesAllow(e, &why)) {
+    e.reason = why;
+    if (!e.history.empty()) e.reason += "; " + e.history;
+    e.waits_on_time = false;
+    if (PartialInstead(id, /*searched=*/true, 0, now, out)) return true;
+    Park(id, true, 0, pods);
+    return false;
+  }
+
   // Quota first: the flavours this workload may be charged to narrow the models it may use.
   const PodRequest* gpu_pod = nullptr;
   for (const PodRequest& p : pods)
@@ -1411,6 +1511,7 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
     e.reason += "; " + e.history;
   failed[key] = e.reason;
   const bool borrowing = WouldBorrow(id);
+  const bool held_before = hold_borrowing_;
   if (!borrowing && !probe) hold_borrowing_ = true;
   // Scattered free room is gathered by moving work before anyone loses their place.
   if (!borrowing && Consolidate(id, pods, e.spec.topology, now, out)) return false;
@@ -1425,7 +1526,10 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
     searched = true;
   }
   e.waits_on_time = e.reason.find("minimum runtime") != std::string::npos;
-  if (PartialInstead(id, searched, key, now, out)) return true;
+  if (PartialInstead(id, searched, key, now, out)) {
+    hold_borrowing_ = held_before;  // it runs: nothing waits for room to be kept
+    return true;
+  }
   Park(id, false, key, pods);
   return false;
 }
@@ -1485,11 +1589,13 @@ void Admitter::SetCounts(Entry& e, const std::vector<int>& counts) {
   e.pods.clear();
   e.gpu_milli = 0;
   e.cpu_milli = 0;
+  e.memory_mib = 0;
   for (size_t i = 0; i < counts.size(); ++i)
     for (int k = 0; k < counts[i]; ++k) {
       e.pods.push_back(e.set_request[i]);
       e.gpu_milli += e.set_request[i].total_gpu_milli();
       e.cpu_milli += e.set_request[i].cpu_milli;
+      e.memory_mib += e.set_request[i].memory_mib;
     }
   e.counts = counts;
 }
@@ -1501,9 +1607,14 @@ void Admitter::SetCounts(Entry& e, const std::vector<int>& counts) {
 bool Admitter::PartialInstead(int id, bool searched, uint64_t key, double now, CycleResult& out) {
   // A workload that may still take its guarantee back waits for that (a partial start is
   // never grown), unless this cycle's search found nothing to take.
-  if (!searched && ReclaimEligible(id)) return false;
-  // The same shape failed to start in part this cycle: so does this one.
-  const uint64_t partial_key = key ^ 0x9e3779b97f4a7c15ULL;
+  const Entry& e = entries_[id];
+  if (e.counts != e.full_counts || e.min_counts == e.full_counts) return false;  // no cut
+  // (A search that could not find anything counts as one that found nothing.)
+  if (!searched && config_.preemption && ReclaimEligible(id) && MayPreempt(id)) return false;
+  // The same shape with the same least failed to start in part this cycle: so does this one.
+  uint64_t partial_key = key ^ 0x9e3779b97f4a7c15ULL;
+  for (size_t i = 0; i < e.min_counts.size(); ++i)
+    partial_key = (partial_key ^ static_cast<uint64_t>(e.min_counts[i])) * 0x100000001b3ULL;
   if (key != 0 && partial_failed_.count(partial_key)) return false;
   if (TryPartial(id, key, now, out)) return true;
   if (key != 0) partial_failed_.insert(partial_key);
@@ -1527,6 +1638,7 @@ bool Admitter::TryPartial(int id, uint64_t key, double now, CycleResult& out) {
     SetCounts(e, counts_for(cut));
     *pods = e.pods;
     assign->clear();
+    if (std::string why; !ResourcesAllow(e, &why)) return false;
     const PodRequest* gpu_pod = nullptr;
     for (const PodRequest& p : *pods)
       if (p.kind != DeviceKind::kNone) {

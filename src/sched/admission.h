@@ -90,12 +90,19 @@ struct PreemptionPolicy {
 // back to kNone, the queue admits again.
 enum class StopPolicy { kNone, kHold, kHoldAndDrain };
 
+// Beside GPU flavours, a queue's quotas may name the pods' CPU (milli-cores) and memory (MiB),
+// which no flavour divides: limits on admission, as the GPUs' (guarantee, borrowing, lending),
+// without preemption for them.
+inline constexpr const char* kCpuQuota = "cpu";
+inline constexpr const char* kMemoryQuota = "memory";
+
 struct QueueSpec {
   std::string name;
   std::string parent;  // empty: a root
   double weight = 1;
-  std::map<std::string, QuotaSpec> quotas;  // by flavour name
-  int disruption_budget = -1;               // workloads being evicted at once; -1 = no limit
+  // By flavour name (milli-GPUs), or kCpuQuota (milli-cores) and kMemoryQuota (MiB).
+  std::map<std::string, QuotaSpec> quotas;
+  int disruption_budget = -1;  // workloads being evicted at once; -1 = no limit
   // queueingStrategy. BestEffortFIFO (false): a workload that cannot start yet lets those
   // behind it in the queue try. StrictFIFO (true): the queue's head blocks the rest until it
   // starts (Kueue's two strategies); nothing behind it starts or preempts first.
@@ -324,6 +331,11 @@ class Admitter {
   int64_t flavor_guaranteed_milli(int q, int f) const { return queues_[q].guaranteed[f]; }
   int64_t flavor_usage_milli(int q, int f) const { return queues_[q].usage[f]; }
   std::vector<int> FlavorGpus() const;  // by flavour; as if every flavour had a quota
+  // The pods' CPU (r = 0, milli-cores) and memory (r = 1, MiB): whether a queue is limited in
+  // it (a quota in its tree names it), and its guarantee and use of it (its subtree's).
+  bool resource_limited(int q, int r) const { return queues_[q].res_limited[r]; }
+  int64_t resource_guaranteed(int q, int r) const { return queues_[q].res_guaranteed[r]; }
+  int64_t resource_usage(int q, int r) const { return r == 0 ? queues_[q].cpu : queues_[q].memory; }
   // Whether a stopPolicy of the queue or an ancestor stops it.
   bool stopped(int q) const { return queues_[q].stop != StopPolicy::kNone; }
 
@@ -334,6 +346,7 @@ class Admitter {
     std::vector<PodRequest> pods;  // one per pod, in pod-set order
     int64_t gpu_milli = 0;
     int64_t cpu_milli = 0;
+    int64_t memory_mib = 0;
     // Per pod set: its pods' request, how many it asks for, the fewest it may start with
     // (partial admission; the count when it has no minCount), and how many `pods` holds now
     // (the full counts unless it was admitted with fewer).
@@ -385,7 +398,14 @@ class Admitter {
     std::vector<std::optional<int64_t>> borrow_limit, lend_limit;
     std::vector<int64_t> usage;  // per flavour, whole subtree
     int64_t gpu = 0, cpu = 0;    // whole subtree
-    double history = 0;          // decayed dominant share
+    int64_t memory = 0;          // whole subtree, MiB
+    // CPU ([0], milli-cores) and memory ([1], MiB) quotas; an inner queue without its own
+    // guarantee: the sum of its children's.
+    int64_t res_guaranteed[2] = {0, 0};
+    std::optional<int64_t> res_borrow[2], res_lend[2];
+    // Whether its tree (its root's subtree) limits it: some queue there names it.
+    bool res_limited[2] = {false, false};
+    double history = 0;  // decayed dominant share
     int evicting = 0;
     std::vector<int64_t> evicting_usage;  // per flavour: GPUs of its workloads being evicted
     std::vector<int64_t> leaving_usage;   // per flavour: the part evicted for no preemptor
@@ -424,6 +444,18 @@ class Admitter {
   // The models flavour f takes `req` on (none if it does not take its kind or profile).
   uint64_t FlavorModels(int f, const PodRequest& req) const;
   // `blocker`, when it does not: the queue whose guarantee or borrowing limit stops it.
+  // kCpuQuota (r = 0) or kMemoryQuota (r = 1) of `amount` more: as QuotaAllows, for the
+  // pods' CPU or memory.
+  bool ResourceAllows(int leaf, int r, int64_t amount, std::string* why) const;
+  // Both, for e at its current size.
+  bool ResourcesAllow(const Entry& e, std::string* why) const;
+  // The walk both take: `amount` more where queue q holds used(q), is guaranteed guar(q),
+  // may borrow borrow(q) more (nullopt: no limit), and a sibling keeps kept(s) of its unused
+  // guarantee; `what` names it, and `fmt` and `unit` write amounts in the refusal.
+  template <class Used, class Guar, class Borrow, class Kept, class Fmt>
+  bool QuotaWalk(int leaf, int64_t amount, Used used, Guar guar, Borrow borrow, Kept kept,
+                 const std::string& what, Fmt fmt, const char* unit, std::string* why,
+                 int* blocker) const;
   bool QuotaAllows(int leaf, int flavor, int64_t milli, std::string* why,
                    int* blocker = nullptr) const;
   bool WithinGuarantee(int leaf, int flavor, int64_t milli) const;

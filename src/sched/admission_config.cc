@@ -19,6 +19,8 @@ Result<FlavorSpec> ParseFlavor(YamlMap& m) {
   RETURN_IF_ERROR(m.CheckIsMap());
   FlavorSpec f;
   ASSIGN_OR_RETURN(f.name, m.String("name"));
+  if (f.name == kCpuQuota || f.name == kMemoryQuota)
+    return m.Error("name", "'" + f.name + "' is reserved for the pods' CPU and memory quotas");
   if (m.Has("kind")) {
     ASSIGN_OR_RETURN(DeviceKind k, ParseKind(m));
     f.kind = k;
@@ -37,18 +39,31 @@ Result<FlavorSpec> ParseFlavor(YamlMap& m) {
 
 namespace {
 
-Result<QuotaSpec> ParseQuota(YamlMap& m) {
+// A quota of GPUs (a flavour's), or of the pods' CPU (`cpu`: cores, "500m") or memory
+// (`memory`: "4Ti"), in milli-GPUs, milli-cores or MiB.
+Result<QuotaSpec> ParseQuota(YamlMap& m, const std::string& resource) {
   RETURN_IF_ERROR(m.CheckIsMap());
+  auto amount = [&](const std::string& key) -> Result<int64_t> {
+    if (resource == kCpuQuota) {
+      ASSIGN_OR_RETURN(MilliCpu c, m.Cpu(key));
+      return c.value();
+    }
+    if (resource == kMemoryQuota) {
+      ASSIGN_OR_RETURN(MemoryMib b, m.Memory(key));
+      return b.value();
+    }
+    ASSIGN_OR_RETURN(MilliGpu g, m.Gpu(key));
+    return g.value();
+  };
   QuotaSpec q;
-  ASSIGN_OR_RETURN(MilliGpu g, m.Gpu("guaranteed", MilliGpu(0)));
-  q.guaranteed_milli = g.value();
+  if (m.Has("guaranteed")) {
+    ASSIGN_OR_RETURN(q.guaranteed_milli, amount("guaranteed"));
+  }
   if (m.Has("borrowingLimit")) {
-    ASSIGN_OR_RETURN(MilliGpu b, m.Gpu("borrowingLimit"));
-    q.borrowing_limit_milli = b.value();
+    ASSIGN_OR_RETURN(q.borrowing_limit_milli, amount("borrowingLimit"));
   }
   if (m.Has("lendingLimit")) {
-    ASSIGN_OR_RETURN(MilliGpu l, m.Gpu("lendingLimit"));
-    q.lending_limit_milli = l.value();
+    ASSIGN_OR_RETURN(q.lending_limit_milli, amount("lendingLimit"));
   }
   RETURN_IF_ERROR(m.Finish());
   return q;
@@ -147,7 +162,7 @@ Result<QueueSpec> ParseQueueSpec(YamlMap& m) {
     for (const Doc::Entry& entry : quotas.entries()) {
       const std::string& flavor = entry.first.Scalar();
       YamlMap qm(entry.second, m.Path("quotas") + "." + flavor, m.source());
-      ASSIGN_OR_RETURN(QuotaSpec spec, ParseQuota(qm));
+      ASSIGN_OR_RETURN(QuotaSpec spec, ParseQuota(qm, flavor));
       q.quotas[flavor] = spec;
     }
   }

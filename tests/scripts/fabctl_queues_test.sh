@@ -102,4 +102,13 @@ for _ in $(seq 100); do
   sleep 0.2
 done
 grep "^elastic " <<<"$workloads" | grep -q " 2/4 *8 " || fail "elastic not 2 of 4 pods: $workloads"
+# Its two pods' 8 cores count against partner-x's CPU quota (examples/queues.yaml: 64).
+queue=""
+for _ in $(seq 100); do
+  queue=$("$FABCTL" get queue partner-x -o json)
+  tr -d ' \n' <<<"$queue" | grep -q '"cpu":{"guaranteed":"64","used":"8"}' && break
+  sleep 0.2
+done
+tr -d ' \n' <<<"$queue" | grep -q '"cpu":{"guaranteed":"64","used":"8"}' ||
+  fail "partner-x's CPU not in its status: $queue"
 echo "OK: queues applied twice, pending listed in order, a foreign queue refused, flavours counted, a gang admitted in part"
