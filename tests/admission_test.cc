@@ -876,6 +876,17 @@ TEST_F(AdmissionTest, CpuAndMemoryQuotasLimitAdmission) {
   adm_->Finish(as[0], 2);
   adm_->Cycle(3, 1000);
   EXPECT_EQ(adm_->phase(as[2]), Phase::kAdmitted) << adm_->reason(as[2]);
+  // Partial admission cut down by the CPU quota: a's 8 cores are used by a1 and a2 less the
+  // one finished; an elastic 3-pod job of 4 cores each (minCount 1) starts with 1 pod.
+  {
+    Workload elastic = cpu_only("elastic", "a", 4, 3);
+    elastic.pod_sets[0].min_count = 1;
+    adm_->Finish(as[1], 4);
+    const int e = Submit(elastic, 4);
+    adm_->Cycle(5, 1000);
+    ASSERT_EQ(adm_->phase(e), Phase::kAdmitted) << adm_->reason(e);
+    EXPECT_EQ(adm_->pod_counts(e), std::vector<int>{1});
+  }
   // A tree none of whose queues names CPU is not limited by it.
   {
     AdmissionConfig config;
@@ -1967,6 +1978,38 @@ teams:
   // 8 GPUs for 1,000 s, 8 for 200 s (half the gang, twice as long), 8 for 100 s and 1 for 10 s
   // over 2,000 s of 16 GPUs.
   EXPECT_NEAR(r->utilization_pct, 100.0 * (8000 + 1600 + 800 + 10) / (16 * 2000), 0.2);
+}
+
+// A scenario's own queues may limit CPU and memory; a team's guarantee (what the bound and the
+// dedicated split count) is its leaf's GPUs only.
+TEST(ReplayTest, CpuAndMemoryQuotasAreNotGpuGuarantees) {
+  const std::string text = R"(
+kind: Scenario
+name: cpu
+synthetic: {gpus: 16, migShare: 0, h200Share: 0, seed: 3, window: 3600}
+load: 0.5
+admission:
+  queues:
+    - {name: org}
+    - {name: a, parent: org, quotas: {gpu: {guaranteed: 4}, cpu: {guaranteed: 64},
+                                      memory: {guaranteed: 512Gi}}}
+    - {name: b, parent: org, quotas: {gpu: {guaranteed: 12}}}
+teams:
+  - name: a
+    share: 50
+    workloads:
+      - {pods: 1, cpu: 4, memory: 16Gi, devices: {gpus: 1}, duration: 100-200}
+  - name: b
+    share: 50
+    workloads:
+      - {pods: 1, cpu: 4, memory: 16Gi, devices: {gpus: 1}, duration: 100-200}
+)";
+  auto sc = sim::ParseScenario(text, "cpu.yaml", ".");
+  ASSERT_TRUE(sc.ok()) << sc.status().message();
+  EXPECT_EQ(sc->teams[0].guarantee_milli, 4000);
+  EXPECT_EQ(sc->teams[1].guarantee_milli, 12000);
+  auto r = sim::RunReplay(*sc, "fabrica");
+  ASSERT_TRUE(r.ok()) << r.status().message();
 }
 
 // MIG-partitioned GPUs only take MIG slices, so they are a pool of their own: a team's computed

@@ -243,6 +243,17 @@ class FactoryTest : public testing::Test {
     so.preemption_grace_ms = grace_ms;
     scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
   }
+  // A scheduler with `so` over agents that start nothing, queue team-a guaranteed 32 GPUs, and
+  // a gang of two 8-GPU pods for it (not yet created).
+  json GangThatNeverStarts(SchedulerOptions so) {
+    so.node_grace_ms = 3'600'000;  // the stopped agents' nodes stay Ready for the test
+    scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
+    CreateQueue("team-a", {{"quotas", {{"gpu", {{"guaranteed", 32}}}}}});
+    for (const Node& n : fleet_.nodes) sim_->StopNode(n.name.str());
+    json gang = WholeGpuWorkload("team-a", "gang", 8, 2);
+    gang["spec"]["gang"] = true;
+    return gang;
+  }
   // Queue org with leaves team-a and team-b, guaranteed `a` and `b` GPUs.
   void CreateTeamQueues(int a, int b) {
     CreateQueue("org", json::object());
@@ -1384,12 +1395,7 @@ TEST_F(FactoryTest, BrokenQueueTreeHoldsAdmissionWithAReason) {
 TEST_F(FactoryTest, GangThatDoesNotStartInTimeIsReleased) {
   SchedulerOptions so;
   so.gang_timeout_s = 20;
-  so.node_grace_ms = 3'600'000;  // the stopped agents' nodes stay Ready for the test
-  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
-  CreateQueue("team-a", {{"quotas", {{"gpu", {{"guaranteed", 32}}}}}});
-  for (const Node& n : fleet_.nodes) sim_->StopNode(n.name.str());
-  json gang = WholeGpuWorkload("team-a", "gang", 8, 2);
-  gang["spec"]["gang"] = true;
+  json gang = GangThatNeverStarts(so);
   gang["spec"]["preemptible"] = false;
   CreateWorkload(gang);
   Cycle();
@@ -1410,6 +1416,51 @@ TEST_F(FactoryTest, GangThatDoesNotStartInTimeIsReleased) {
   EXPECT_EQ(st.value("reason", ""), "GangTimeout") << st.dump();
   EXPECT_NE(st.value("message", "").find("gang timeout of 20 s"), std::string::npos) << st.dump();
   EXPECT_EQ(w["team-a/urgent"]["status"].value("phase", ""), "Scheduled") << Describe(w);
+}
+
+// A gang the timeout keeps releasing backs off, twice as long each time, and past the limit
+// is deactivated (Kueue's waitForPodsReady requeuing strategy); set active again, it starts
+// counting afresh.
+TEST_F(FactoryTest, GangReleasesBackOffAndStopAtTheLimit) {
+  SchedulerOptions so;
+  so.gang_timeout_s = 20;
+  so.gang_requeue_backoff_s = 30;
+  so.gang_requeue_limit = 2;
+  CreateWorkload(GangThatNeverStarts(so));
+  auto status = [&] { return Workloads()["team-a/gang"]["status"]; };
+  Cycle();
+  ASSERT_EQ(status().value("phase", ""), "Scheduled");
+  // Released: it waits 30 s, then 60 s, before it is admitted again.
+  for (int release = 1; release <= 2; ++release) {
+    SCOPED_TRACE("release " + std::to_string(release));
+    Cycle(21'000);
+    EXPECT_EQ(status()["requeueState"].value("count", 0), release) << status().dump();
+    const int64_t backoff_ms = 30'000LL << (release - 1);
+    Cycle(backoff_ms - 2'000);
+    EXPECT_EQ(status().value("phase", ""), "Pending") << status().dump();
+    EXPECT_EQ(status().value("reason", ""), "Backoff") << status().dump();
+    EXPECT_NE(status().value("message", "").find("tries again at"), std::string::npos);
+    Cycle(3'000);
+    ASSERT_EQ(status().value("phase", ""), "Scheduled") << status().dump();
+    EXPECT_EQ(status()["requeueState"].value("count", 0), release) << status().dump();
+  }
+  // The third release passes the limit of 2: deactivated, and it says why.
+  Cycle(21'000);
+  Cycle();
+  json w = Workloads()["team-a/gang"];
+  EXPECT_EQ(w["spec"].value("active", true), false) << w.dump();
+  EXPECT_EQ(w["status"].value("reason", ""), "RequeuingLimitExceeded") << w.dump();
+  EXPECT_NE(w["status"].value("message", "").find("timed out 3 times"), std::string::npos)
+      << w.dump();
+  Cycle(600'000);  // (it stays deactivated)
+  EXPECT_EQ(status().value("reason", ""), "RequeuingLimitExceeded");
+  // Active again: admitted at once, the count cleared.
+  ClientResponse r = Call("PATCH", WorkloadPath("team-a", "gang"), R"({"spec":{"active":true}})",
+                          "application/merge-patch+json");
+  ASSERT_EQ(r.status, 200) << r.body;
+  Cycle();
+  EXPECT_EQ(status().value("phase", ""), "Scheduled") << status().dump();
+  EXPECT_FALSE(status().contains("requeueState")) << status().dump();
 }
 
 // A victim whose preemptor is deleted during the grace period is not evicted after all.

@@ -221,6 +221,7 @@ Status ValidateWorkloadStatus(const json& status) {
                                {"assignments", K::kList},
                                {"nomination", K::kList},
                                {"admittedCounts", K::kList},
+                               {"requeueState", K::kObject},
                                {"preemption", K::kObject},
                                {"conditions", K::kList}}));
   const std::string phase = Str(status, "phase", "Pending");
@@ -234,6 +235,11 @@ Status ValidateWorkloadStatus(const json& status) {
     if (!conditions[i].is_object()) {
       return InvalidArgument("status.conditions[" + std::to_string(i) + "]: expected an object");
     }
+  }
+  // Gang-timeout releases: how many, and when it may try again.
+  if (status.contains("requeueState")) {
+    RETURN_IF_ERROR(CheckFields(status["requeueState"], "status.requeueState",
+                                {{"count", K::kInt}, {"requeueAt", K::kString}}));
   }
   // Partial admission: the pods it was admitted with, per pod set.
   const json& counts = Field(status, "admittedCounts");
@@ -1391,7 +1397,7 @@ struct ApiServer::Impl {
         // A node reports on the pods it runs (phase, messages, times, conditions); where they
         // run is the scheduler's decision.
         for (const char* owned : {"assignments", "isolation", "scheduledTime", "nomination",
-                                  "preemption", "admittedCounts"}) {
+                                  "preemption", "admittedCounts", "requeueState"}) {
           if (Field(o["status"], owned) != Field(Field(stored, "status"), owned)) {
             return StatusResponse(403, "node " + p.node + " may not change status." + owned +
                                            " (the scheduler's decision)");

@@ -47,6 +47,9 @@ struct ServerArgs {
   double preemption_grace_s = 30;
   double usage_half_life_s = 3600;
   double reclaim_hold_s = 300;
+  double gang_timeout_s = 300;
+  double gang_requeue_backoff_s = 60;
+  int gang_requeue_limit = 0;
   bool up = false;
 };
 
@@ -239,6 +242,9 @@ int Run(ServerArgs args) {
   sched_options.preemption_grace_ms = static_cast<int64_t>(args.preemption_grace_s * 1000);
   sched_options.usage_half_life_s = args.usage_half_life_s;
   sched_options.reclaim_hold_s = args.reclaim_hold_s;
+  sched_options.gang_timeout_s = args.gang_timeout_s;
+  sched_options.gang_requeue_backoff_s = args.gang_requeue_backoff_s;
+  sched_options.gang_requeue_limit = args.gang_requeue_limit;
   sched_options.admission_hold = [m = meter->get()](const std::string& tenant,
                                                     const std::string& queue) {
     return m->AdmissionHold(tenant, queue);
@@ -344,6 +350,17 @@ void AddCommon(CLI::App* cmd, ServerArgs* a) {
                   "seconds that the GPUs a reclaim freed beyond its need stay with the reclaiming "
                   "queue (0: lent at once)")
       ->check(CLI::Range(0.0, 86400.0));
+  cmd->add_option("--gang-timeout", a->gang_timeout_s,
+                  "seconds an admitted gang may take to start all its pods before it gives its "
+                  "GPUs back and waits again")
+      ->check(CLI::Range(1.0, 86400.0));
+  cmd->add_option("--gang-requeue-backoff", a->gang_requeue_backoff_s,
+                  "seconds a gang released by the timeout waits before it tries again, doubled "
+                  "with each release (up to an hour)")
+      ->check(CLI::Range(0.0, 86400.0));
+  cmd->add_option("--gang-requeue-limit", a->gang_requeue_limit,
+                  "releases after which a gang is deactivated (spec.active false; 0: no limit)")
+      ->check(CLI::Range(0, 1000000));
 }
 
 }  // namespace

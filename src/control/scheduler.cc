@@ -81,6 +81,16 @@ std::vector<json> Objects(const ListResult& list) {
   return objects;
 }
 
+// What a workload's status.requeueState (its gang-timeout releases) becomes on its next
+// write: kept, but cleared once it is active again after the limit deactivated it (then it
+// has no requeueAt), so that it starts counting afresh.
+json RequeueStateKept(const StoredWorkload& sw) {
+  const json& state = Field(Field(sw.obj(), "status"), "requeueState");
+  if (!state.is_object()) return json();
+  if (sw.w().active && !state.contains("requeueAt")) return json();
+  return state;
+}
+
 // The admission tree of the stored Queue and ResourceFlavor objects (sched/queue_objects.h).
 Result<AdmissionConfig> QueueConfig(const ListResult& queues, const ListResult& flavors) {
   return QueueTreeFromObjects(Objects(queues), Objects(flavors));
@@ -411,11 +421,47 @@ Result<CycleStats> Scheduler::RunOnce() {
         const int64_t scheduled = ParseTimestamp(Str(status, "scheduledTime"));
         if (with_queues && phase == "Scheduled" && (sw.pods.size() > 1 || sw.w().gang) &&
             scheduled >= 0 &&
-            now - scheduled >= static_cast<int64_t>(options_.gang_timeout_s * 1000) &&
-            requeue("GangTimeout",
-                    "not all pods were ready within the gang timeout of " +
-                        std::to_string(static_cast<int64_t>(options_.gang_timeout_s)) + " s")) {
-          continue;
+            now - scheduled >= static_cast<int64_t>(options_.gang_timeout_s * 1000)) {
+          // It backs off before the next try, longer each time; past the limit it is
+          // deactivated.
+          const json& state = Field(status, "requeueState");
+          const int64_t count =
+              (Field(state, "count").is_number_integer() ? Field(state, "count").get<int64_t>()
+                                                         : 0) +
+              1;
+          const std::string why = "not all pods were ready within the gang timeout of " +
+                                  std::to_string(static_cast<int64_t>(options_.gang_timeout_s)) +
+                                  " s";
+          json next = sw.obj();
+          const bool limit = options_.gang_requeue_limit > 0 && count > options_.gang_requeue_limit;
+          const double backoff = std::min(
+              options_.gang_requeue_backoff_max_s,
+              options_.gang_requeue_backoff_s * std::pow(2.0, std::min<int64_t>(count - 1, 40)));
+          const int64_t at = now + static_cast<int64_t>(backoff * 1000);
+          next["status"] = {
+              {"phase", "Pending"},
+              {"reason", limit ? "RequeuingLimitExceeded" : "GangTimeout"},
+              {"message", limit ? "deactivated: its gang timed out " + std::to_string(count) +
+                                      " times, past the limit; set spec.active to true to try again"
+                                : "requeued: " + why + "; tries again at " + FormatTimestamp(at)},
+              {"requeueState", {{"count", count}, {"requeueAt", FormatTimestamp(at)}}},
+              {"conditions",
+               {{{"type", "Scheduled"},
+                 {"status", "False"},
+                 {"reason", "GangTimeout"},
+                 {"message", why},
+                 {"lastTransitionTime", FormatTimestamp(now)}}}}};
+          if (limit) {
+            next["spec"]["active"] = false;
+            next["status"]["requeueState"].erase("requeueAt");
+            const json& generation = Field(Field(next, "metadata"), "generation");
+            if (generation.is_number_integer())
+              next["metadata"]["generation"] = generation.get<int64_t>() + 1;
+          }
+          if (store_.Put(kv.key, next.dump(), kv.mod_revision).ok()) {
+            ++stats.requeued;
+            continue;
+          }
         }
         // Account for it, unless its node is gone (or it names devices the node does not
         // have): then it goes back to the queue.
@@ -542,7 +588,20 @@ Result<CycleStats> Scheduler::RunOnce() {
       decisions[i] = Waits(pending[i].request_error.message(), "Unschedulable");
       decided[i] = true;
     } else if (!pending[i].w().active) {
-      decisions[i] = Waits("inactive: spec.active is false", "Inactive");
+      // (Deactivated by the gang timeout's limit, it says so.)
+      const json& state = Field(Field(pending[i].obj(), "status"), "requeueState");
+      decisions[i] = state.is_object() && !state.contains("requeueAt")
+                         ? Waits("deactivated: its gang timed out " + Field(state, "count").dump() +
+                                     " times, past the limit; set spec.active to true to try again",
+                                 "RequeuingLimitExceeded")
+                         : Waits("inactive: spec.active is false", "Inactive");
+      decided[i] = true;
+    } else if (const json& state = Field(Field(pending[i].obj(), "status"), "requeueState");
+               ParseTimestamp(Str(state, "requeueAt")) > now) {
+      // Released by the gang timeout: it backs off before it tries again.
+      decisions[i] = Waits("backing off: its gang timed out " + Field(state, "count").dump() +
+                               " time(s); tries again at " + Str(state, "requeueAt"),
+                           "Backoff");
       decided[i] = true;
     } else if (auto h = hold_of(pending[i])) {
       decisions[i] = Waits(*h, "BudgetExceeded");
@@ -933,6 +992,8 @@ Result<CycleStats> Scheduler::RunOnce() {
         if (first < sw.pods.size()) gpus += placed * sw.pods[first].total_gpu_milli() / 1000.0;
         first += count;
       }
+      if (const json kept = RequeueStateKept(sw); !kept.is_null())
+        next["status"]["requeueState"] = kept;
       if (!d.counts.empty()) {
         int placed = 0;
         for (int c : d.counts) placed += c;
@@ -958,8 +1019,10 @@ Result<CycleStats> Scheduler::RunOnce() {
     json nomination = d.nomination.size() == sw.pods.size() && !d.nomination.empty()
                           ? AssignmentsJson(sw.w(), d.nomination, state)
                           : json();
+    const json requeue_state = RequeueStateKept(sw);
     if (Str(status, "message") != d.message || Str(status, "reason") != d.reason ||
-        Field(status, "nomination") != nomination) {
+        Field(status, "nomination") != nomination ||
+        Field(status, "requeueState") != requeue_state) {
       next["status"] = {{"phase", "Pending"},
                         {"message", d.message},
                         {"reason", d.reason},
@@ -970,6 +1033,7 @@ Result<CycleStats> Scheduler::RunOnce() {
                            {"message", d.message},
                            {"lastTransitionTime", FormatTimestamp(now)}}}}};
       if (!nomination.is_null()) next["status"]["nomination"] = std::move(nomination);
+      if (!requeue_state.is_null()) next["status"]["requeueState"] = requeue_state;
       write(sw.kv, next, nullptr);
     }
   }

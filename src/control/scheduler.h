@@ -58,6 +58,14 @@ struct SchedulerOptions {
   // A gang whose pods have not all started (phase still Scheduled) this long after it was
   // admitted gives its devices back and waits again.
   double gang_timeout_s = 300;
+  // A gang the timeout released waits this long before it is tried again, doubling with each
+  // release up to gang_requeue_backoff_max_s (Kueue's waitForPodsReady requeuingStrategy);
+  // after gang_requeue_limit releases (0: no limit) it is deactivated (spec.active false,
+  // reason RequeuingLimitExceeded) until someone sets it active again. Counted in
+  // status.requeueState {count, requeueAt}.
+  double gang_requeue_backoff_s = 60;
+  double gang_requeue_backoff_max_s = 3600;
+  int gang_requeue_limit = 0;
   double usage_half_life_s = 3600;
   double history_weight = 0.5;
   // For this long after a queue reclaims borrowed GPUs, the room its reclaims freed beyond their

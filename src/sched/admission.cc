@@ -1278,7 +1278,7 @@ void Admitter::Wake() {
   }
   if (wake_quota_) {
     for (int id : quota_parked_)
-      if (entries_[id].parked == 2) Unpark(id);
+      if (entries_[id].parked == 2 || entries_[id].parked == 3) Unpark(id);
     quota_parked_.clear();
     wake_quota_ = false;
   }
@@ -1334,6 +1334,8 @@ void Admitter::Wake() {
     for (const auto& k : node.parked) {
       if (static_cast<int>(wake.size()) >= searches) break;
       int id = std::get<2>(k);
+      // (Waiting on CPU or memory quota, which nothing is preempted for: only freed quota helps.)
+      if (entries_[id].parked == 3) continue;
       if (entries_[id].gpu_milli <= left || any_size) {
         wake.push_back(id);
         left -= entries_[id].gpu_milli;
@@ -1367,6 +1369,7 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
     e.waits_on_time = false;
     if (PartialInstead(id, /*searched=*/true, 0, now, out)) return true;
     Park(id, true, 0, pods);
+    if (entries_[id].parked == 2) entries_[id].parked = 3;  // (on CPU or memory)
     return false;
   }
 

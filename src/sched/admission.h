@@ -378,7 +378,8 @@ class Admitter {
     std::vector<std::pair<int, int64_t>> charged;  // (flavour, milli)
     std::string reason;
     // A workload that failed is parked out of its queue's walk until something it waits for
-    // changes (see Wake): 1 = the fleet had no room for its shape, 2 = quota.
+    // changes (see Wake): 1 = the fleet had no room for its shape, 2 = GPU quota, 3 = CPU or
+    // memory quota (woken as 2, but never for a preemption search).
     int parked = 0;
     uint64_t park_shape = 0;
     bool waits_on_time = false;  // a victim's minimum runtime: never parked

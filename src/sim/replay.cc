@@ -506,9 +506,11 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
               return q == index.end() ? nullptr : &c.queues[q->second];
             });
         if (!may.ok()) return InvalidArgument(source + ": " + at + ": " + may.message());
-        // The team's guarantee is its leaf's, every flavour together.
+        // The team's guarantee is its leaf's, every GPU flavour together (not its CPU or
+        // memory).
         int64_t g = 0;
-        for (const auto& [flavor, quota] : c.queues[it->second].quotas) g += quota.guaranteed_milli;
+        for (const auto& [flavor, quota] : c.queues[it->second].quotas)
+          if (flavor != kCpuQuota && flavor != kMemoryQuota) g += quota.guaranteed_milli;
         sc.teams[i].guarantee_milli = g;
       }
     } else {
