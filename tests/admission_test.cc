@@ -887,6 +887,20 @@ TEST_F(AdmissionTest, CpuAndMemoryQuotasLimitAdmission) {
     ASSERT_EQ(adm_->phase(e), Phase::kAdmitted) << adm_->reason(e);
     EXPECT_EQ(adm_->pod_counts(e), std::vector<int>{1});
   }
+  // Priority within the queue holds for CPU as for GPUs: a's quota is full with priority-0
+  // work, and a priority-5 arrival evicts one of them (the cheapest) rather than wait.
+  {
+    Workload urgent = cpu_only("urgent", "a", 4);
+    urgent.priority = 5;
+    const int u = Submit(urgent, 6);
+    CycleResult cr = adm_->Cycle(7, 1000);
+    ASSERT_EQ(cr.evicted.size(), 1u) << adm_->reason(u);
+    EXPECT_EQ(cr.evicted[0].preemptor, u);
+    EXPECT_EQ(adm_->queue_name(adm_->queue_of(cr.evicted[0].victim)), "a");
+    adm_->Terminated(cr.evicted[0].victim, 40);
+    adm_->Cycle(41, 1000);
+    EXPECT_EQ(adm_->phase(u), Phase::kAdmitted) << adm_->reason(u);
+  }
   // A tree none of whose queues names CPU is not limited by it.
   {
     AdmissionConfig config;

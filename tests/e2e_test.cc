@@ -1463,6 +1463,37 @@ TEST_F(FactoryTest, GangReleasesBackOffAndStopAtTheLimit) {
   EXPECT_FALSE(status().contains("requeueState")) << status().dump();
 }
 
+// Deactivated by its user while it backs off, a gang starts counting afresh when set active
+// again: no backoff, no count.
+TEST_F(FactoryTest, DeactivatingABackingOffGangClearsItsCount) {
+  SchedulerOptions so;
+  so.gang_timeout_s = 20;
+  so.gang_requeue_limit = 1;
+  CreateWorkload(GangThatNeverStarts(so));
+  auto status = [&] { return Workloads()["team-a/gang"]["status"]; };
+  auto set_active = [&](bool active) {
+    ClientResponse r =
+        Call("PATCH", WorkloadPath("team-a", "gang"), json{{"spec", {{"active", active}}}}.dump(),
+             "application/merge-patch+json");
+    ASSERT_EQ(r.status, 200) << r.body;
+  };
+  Cycle();
+  Cycle(21'000);
+  ASSERT_EQ(status()["requeueState"].value("count", 0), 1) << status().dump();
+  set_active(false);
+  Cycle();
+  EXPECT_EQ(status().value("reason", ""), "Inactive") << status().dump();
+  EXPECT_FALSE(status().contains("requeueState")) << status().dump();
+  set_active(true);
+  Cycle();
+  EXPECT_EQ(status().value("phase", ""), "Scheduled") << status().dump();
+  // Its next release is its first again: it backs off rather than being deactivated.
+  Cycle(21'000);
+  Cycle();
+  EXPECT_EQ(status().value("reason", ""), "Backoff") << status().dump();
+  EXPECT_EQ(Workloads()["team-a/gang"]["spec"].value("active", false), true);
+}
+
 // A victim whose preemptor is deleted during the grace period is not evicted after all.
 TEST_F(FactoryTest, PreemptionIsCalledOffWhenThePreemptorGoes) {
   SchedulerOptions so;

@@ -240,6 +240,9 @@ Status ValidateWorkloadStatus(const json& status) {
   if (status.contains("requeueState")) {
     RETURN_IF_ERROR(CheckFields(status["requeueState"], "status.requeueState",
                                 {{"count", K::kInt}, {"requeueAt", K::kString}}));
+    const json& count = Field(status["requeueState"], "count");
+    if (count.is_number_integer() && (count < 0 || count > 1'000'000))
+      return InvalidArgument("status.requeueState.count: must be between 0 and 1000000");
   }
   // Partial admission: the pods it was admitted with, per pod set.
   const json& counts = Field(status, "admittedCounts");

@@ -357,7 +357,7 @@ void AddCommon(CLI::App* cmd, ServerArgs* a) {
   cmd->add_option("--gang-requeue-backoff", a->gang_requeue_backoff_s,
                   "seconds a gang released by the timeout waits before it tries again, doubled "
                   "with each release (up to an hour)")
-      ->check(CLI::Range(0.0, 86400.0));
+      ->check(CLI::Range(0.0, 3600.0));
   cmd->add_option("--gang-requeue-limit", a->gang_requeue_limit,
                   "releases after which a gang is deactivated (spec.active false; 0: no limit)")
       ->check(CLI::Range(0, 1000000));

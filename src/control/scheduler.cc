@@ -82,12 +82,15 @@ std::vector<json> Objects(const ListResult& list) {
 }
 
 // What a workload's status.requeueState (its gang-timeout releases) becomes on its next
-// write: kept, but cleared once it is active again after the limit deactivated it (then it
-// has no requeueAt), so that it starts counting afresh.
+// write: kept, but cleared when it is set active again after the limit deactivated it (then
+// it has no requeueAt) or deactivated by someone while it backs off, so that it starts
+// counting afresh.
 json RequeueStateKept(const StoredWorkload& sw) {
   const json& state = Field(Field(sw.obj(), "status"), "requeueState");
   if (!state.is_object()) return json();
-  if (sw.w().active && !state.contains("requeueAt")) return json();
+  // Without requeueAt the limit deactivated it: kept while inactive, cleared once active.
+  // With it, a user who deactivates it starts the count afresh too.
+  if (sw.w().active != state.contains("requeueAt")) return json();
   return state;
 }
 
@@ -354,6 +357,9 @@ Result<CycleStats> Scheduler::RunOnce() {
       if (Bound(phase)) {
         // Back to Pending with `reason`; true once written (a concurrent write, such as the
         // agent's report, wins and the workload stays bound this cycle).
+        // A gang that never started keeps its gang-timeout count through other requeues (a
+        // node that loses its lease, a preemption); one that ran has shown it can start.
+        const json kept_state = phase == "Scheduled" ? RequeueStateKept(sw) : json();
         auto requeue = [&](const std::string& reason, const std::string& why) {
           json next = sw.obj();
           next["status"] = {{"phase", "Pending"},
@@ -365,6 +371,7 @@ Result<CycleStats> Scheduler::RunOnce() {
                                {"reason", reason},
                                {"message", why},
                                {"lastTransitionTime", FormatTimestamp(now)}}}}};
+          if (!kept_state.is_null()) next["status"]["requeueState"] = kept_state;
           if (!store_.Put(kv.key, next.dump(), kv.mod_revision).ok()) return false;
           ++stats.requeued;
           return true;
@@ -482,6 +489,7 @@ Result<CycleStats> Scheduler::RunOnce() {
           patch["status"] = {{"phase", "Pending"},
                              {"message", "requeued: its node stopped renewing its lease"},
                              {"reason", "NodeLost"}};
+          if (!kept_state.is_null()) patch["status"]["requeueState"] = kept_state;
           if (store_.Put(kv.key, patch.dump(), kv.mod_revision).ok()) ++stats.requeued;
           continue;
         }
@@ -597,7 +605,9 @@ Result<CycleStats> Scheduler::RunOnce() {
                          : Waits("inactive: spec.active is false", "Inactive");
       decided[i] = true;
     } else if (const json& state = Field(Field(pending[i].obj(), "status"), "requeueState");
-               ParseTimestamp(Str(state, "requeueAt")) > now) {
+               std::min(ParseTimestamp(Str(state, "requeueAt")),
+                        now + static_cast<int64_t>(options_.gang_requeue_backoff_max_s * 1000)) >
+               now) {
       // Released by the gang timeout: it backs off before it tries again.
       decisions[i] = Waits("backing off: its gang timed out " + Field(state, "count").dump() +
                                " time(s); tries again at " + Str(state, "requeueAt"),
@@ -714,8 +724,13 @@ Result<CycleStats> Scheduler::RunOnce() {
       std::map<int, size_t> pending_of;  // admitter id -> pending index
       for (size_t i = 0; i < pending.size(); ++i) {
         if (decided[i]) continue;
-        const int64_t created =
+        int64_t created =
             ParseTimestamp(Str(Field(pending[i].obj(), "metadata"), "creationTimestamp"));
+        // Released by the gang timeout, it queues again from the end of its backoff, behind
+        // what arrived meanwhile (as the replay sends a released gang to the back).
+        const int64_t requeued = ParseTimestamp(
+            Str(Field(Field(pending[i].obj(), "status"), "requeueState"), "requeueAt"));
+        if (requeued > created) created = requeued;
         const Workload w = leaf_of(pending[i].w());
         // Only where its tenant may wait (a queue's spec.tenants); otherwise it uses no quota.
         const Status may = allowed(w, w.queue.str());

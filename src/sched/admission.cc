@@ -686,7 +686,8 @@ bool Admitter::QuotaAllows(int leaf, int f, int64_t milli, std::string* why, int
       FlavorName(f), GpuAmount, " GPUs", why, blocker);
 }
 
-bool Admitter::ResourceAllows(int leaf, int r, int64_t amount, std::string* why) const {
+bool Admitter::ResourceAllows(int leaf, int r, int64_t amount, std::string* why,
+                              int* blocker) const {
   if (!queues_[leaf].res_limited[r] || amount == 0) return true;
   const auto used = [r](const QueueNode& q) { return r == 0 ? q.cpu : q.memory; };
   return QuotaWalk(
@@ -698,7 +699,7 @@ bool Admitter::ResourceAllows(int leaf, int r, int64_t amount, std::string* why)
       },
       r == 0 ? kCpuQuota : kMemoryQuota,
       [r](int64_t v) { return r == 0 ? QuotaAmount(kCpuQuota, v) : QuotaAmount(kMemoryQuota, v); },
-      r == 0 ? " cores" : "", why, nullptr);
+      r == 0 ? " cores" : "", why, blocker);
 }
 
 bool Admitter::ResourcesAllow(const Entry& e, std::string* why) const {
@@ -1367,6 +1368,12 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
     e.reason = why;
     if (!e.history.empty()) e.reason += "; " + e.history;
     e.waits_on_time = false;
+    // Lower-priority work of its own queue gives the CPU or memory back (its withinQueue
+    // policy), as it does GPU quota.
+    if (config_.preemption && TakeSearch(id)) {
+      if (Preempt(id, pods, ~uint64_t{0}, now, out)) return false;
+      e.waits_on_time = e.reason.find("minimum runtime") != std::string::npos;
+    }
     if (PartialInstead(id, /*searched=*/true, 0, now, out)) return true;
     Park(id, true, 0, pods);
     if (entries_[id].parked == 2) entries_[id].parked = 3;  // (on CPU or memory)
@@ -2180,12 +2187,19 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     }
     break;
   }
+  // Its queue's CPU or memory quota refuses it: only its own lower-priority work may give it
+  // back (nothing is reclaimed or borrowed for CPU or memory).
+  int res_blocker = -1;
+  const bool cpu_short = !ResourceAllows(leaf, 0, e.cpu_milli, nullptr, &res_blocker);
+  const bool memory_short = !ResourceAllows(leaf, 1, e.memory_mib, nullptr, &res_blocker);
+  const bool res_short = cpu_short || memory_short;
+  if (res_short) quota_short = true;
   if (quota_short) reclaim_flavors = 0;
   const PreemptionPolicy& policy = queues_[leaf].spec.preemption;
   // borrowWithinCohort: beyond its guarantee it may evict other queues' borrowed work of lower
   // priority, for quota (what they borrow is what its cohort has no more of) and for room.
   bool borrow_preempt = false;
-  if (quota_short && quota_flavor < 64 &&
+  if (quota_short && !res_short && quota_flavor >= 0 && quota_flavor < 64 &&
       policy.borrow_within_cohort == PreemptionPolicy::Borrow::kLowerPriority) {
     reclaim_flavors = uint64_t{1} << quota_flavor;
     borrow_preempt = true;
@@ -2345,20 +2359,28 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     // Quota short: free own lower-priority work (and, borrowing within its cohort, others'
     // borrowed work), cheapest first, until the quota allows it. Victims are uncharged while
     // the quota is tried, so that a lender's queue keeps its own guarantee.
+    // (CPU and memory short too: then its own work only, which is under any blocker.)
+    const auto quota_allows = [&](int* blocker) {
+      if (quota_flavor >= 0 && !QuotaAllows(leaf, quota_flavor, e.gpu_milli, nullptr, blocker))
+        return false;
+      return !res_short || ResourcesAllow(e, nullptr);
+    };
     if (quota_short) {
       for (const Candidate& c : cands) {
         int blocker = -1;
-        if (QuotaAllows(leaf, quota_flavor, e.gpu_milli, nullptr, &blocker)) break;
+        if (quota_allows(&blocker)) break;
         if (!budget_ok(c.id)) continue;
         const Entry& w = entries_[c.id];
         // Only work under the queue whose limit stops it gives quota back: another queue's
         // does not while its own borrowing limit (or its parent's) is what is reached.
-        bool under = false;
+        bool under = blocker < 0;
         for (int q = w.leaf; q >= 0 && !under; q = queues_[q].parent) under = q == blocker;
         if (!under) continue;
         int64_t milli = 0;
         for (auto [f, m] : w.charged)
           if (f == quota_flavor) milli += m;
+        if (cpu_short) milli += w.cpu_milli;
+        if (memory_short) milli += w.memory_mib;
         if (milli == 0) continue;
         if (w.leaf != leaf && lendable(c.id, [](int, int) { return int64_t{0}; }) == 0) continue;
         chosen.push_back(c.id);
@@ -2367,7 +2389,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
         TrialRelease(c.id);
         Charge(c.id, -1);
       }
-      const bool allows = QuotaAllows(leaf, quota_flavor, e.gpu_milli, nullptr);
+      const bool allows = quota_allows(nullptr);
       for (auto it = chosen.rbegin(); it != chosen.rend(); ++it) Charge(*it, +1);
       if (!allows) {
         for (auto it = chosen.rbegin(); it != chosen.rend(); ++it) TrialReapply(*it);

@@ -447,7 +447,8 @@ class Admitter {
   // `blocker`, when it does not: the queue whose guarantee or borrowing limit stops it.
   // kCpuQuota (r = 0) or kMemoryQuota (r = 1) of `amount` more: as QuotaAllows, for the
   // pods' CPU or memory.
-  bool ResourceAllows(int leaf, int r, int64_t amount, std::string* why) const;
+  bool ResourceAllows(int leaf, int r, int64_t amount, std::string* why,
+                      int* blocker = nullptr) const;
   // Both, for e at its current size.
   bool ResourcesAllow(const Entry& e, std::string* why) const;
   // The walk both take: `amount` more where queue q holds used(q), is guaranteed guar(q),
