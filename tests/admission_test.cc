@@ -148,6 +148,21 @@ void ExpectBad(const Status& s, const std::string& field, const std::string& fra
 
 class AdmissionTest : public ::testing::Test {
  protected:
+  // `count` workloads of `gpus` GPUs each, named prefix0, prefix1, ..., for `queue` at `at`.
+  std::vector<int> SubmitEach(const std::string& prefix, const std::string& queue, int count,
+                              double at, int gpus = 1) {
+    std::vector<int> ids;
+    for (int i = 0; i < count; ++i)
+      ids.push_back(Submit(Gpus(prefix + std::to_string(i), queue, gpus), at));
+    return ids;
+  }
+  // How many pods of `ids` were placed on node n.
+  int PlacedOn(const std::vector<int>& ids, int n) const {
+    int on = 0;
+    for (int id : ids)
+      for (const Assignment& as : adm_->assignments(id)) on += as.node == n;
+    return on;
+  }
   void Make(const Fleet& fleet, std::vector<QueueSpec> leaves,
             std::vector<std::string> tenants = {}, AdmissionConfig config = {}) {
     fleet_ = fleet;
@@ -276,8 +291,7 @@ TEST_F(AdmissionTest, LendingLimitKeepsPartOfAGuaranteeIdle) {
 
 TEST_F(AdmissionTest, QueueBelowGuaranteeReclaimsBorrowedCapacity) {
   Make(Nodes(2, 4), {Leaf("a", 4), Leaf("b", 4)});
-  std::vector<int> borrowed;
-  for (int i = 0; i < 8; ++i) borrowed.push_back(Submit(Gpus("a" + std::to_string(i), "a", 1), 0));
+  std::vector<int> borrowed = SubmitEach("a", "a", 8, 0);
   adm_->Cycle(1, 1000);
   ASSERT_EQ(CountPhase(borrowed, Phase::kAdmitted), 8);
 
@@ -309,13 +323,11 @@ TEST_F(AdmissionTest, QueueBelowGuaranteeReclaimsBorrowedCapacity) {
 // next, and a cycle while the victims stop does not evict again for the same room.
 TEST_F(AdmissionTest, ReclaimInOneCycleStopsAtTheGuarantee) {
   Make(Nodes(2, 4), {Leaf("a", 2), Leaf("b", 3), Leaf("c", 3)});
-  std::vector<int> borrowed;
-  for (int i = 0; i < 8; ++i) borrowed.push_back(Submit(Gpus("a" + std::to_string(i), "a", 1), 0));
+  std::vector<int> borrowed = SubmitEach("a", "a", 8, 0);
   adm_->Cycle(1, 1000);
   ASSERT_EQ(CountPhase(borrowed, Phase::kAdmitted), 8);
 
-  std::vector<int> mine;
-  for (int i = 0; i < 5; ++i) mine.push_back(Submit(Gpus("b" + std::to_string(i), "b", 1), 10));
+  std::vector<int> mine = SubmitEach("b", "b", 5, 10);
   CycleResult r = adm_->Cycle(11, 1000);
   EXPECT_EQ(r.evicted.size(), 3u);
   std::set<int> preemptors;
@@ -336,8 +348,7 @@ TEST_F(AdmissionTest, ReclaimInOneCycleStopsAtTheGuarantee) {
 // that one evicts a second time.
 TEST_F(AdmissionTest, PreemptorTakesTheRoomItsVictimsLeft) {
   Make(Nodes(3, 2), {Leaf("a", 2), Leaf("b", 4)});
-  std::vector<int> borrowed;
-  for (int i = 0; i < 4; ++i) borrowed.push_back(Submit(Gpus("a" + std::to_string(i), "a", 1), 0));
+  std::vector<int> borrowed = SubmitEach("a", "a", 4, 0);
   adm_->Cycle(1, 1000);
   for (int i = 4; i < 6; ++i) borrowed.push_back(Submit(Gpus("a" + std::to_string(i), "a", 1), 5));
   adm_->Cycle(6, 1000);
@@ -574,13 +585,10 @@ TEST_F(AdmissionTest, KindNamedFlavourLeavesOtherModelsToKindlessOnes) {
   a.quotas["h100"] = QuotaSpec{1000, 0, {}};
   a.quotas["gpu"].guaranteed_milli = 4000;
   Make(fleet, {a}, {}, config);
-  std::vector<int> ids;
-  for (int i = 0; i < 3; ++i) ids.push_back(Submit(Gpus("w" + std::to_string(i), "a", 1), 0));
+  std::vector<int> ids = SubmitEach("w", "a", 3, 0);
   adm_->Cycle(1, 1000);
   EXPECT_EQ(CountPhase(ids, Phase::kAdmitted), 3) << adm_->reason(ids[2]);
-  int on_h100 = 0;
-  for (int id : ids)
-    for (const Assignment& as : adm_->assignments(id)) on_h100 += as.node == 0;
+  const int on_h100 = PlacedOn(ids, 0);
   EXPECT_LE(on_h100, 1);
 }
 
@@ -598,13 +606,10 @@ TEST_F(AdmissionTest, OverlappingFlavoursChargeAndPlaceAlike) {
     a.quotas["h100"] = QuotaSpec{1000, 0, {}};
     a.quotas["gpu"].guaranteed_milli = 8000;
     Make(fleet, {a}, {}, config);
-    std::vector<int> ids;
-    for (int i = 0; i < 5; ++i) ids.push_back(Submit(Gpus("w" + std::to_string(i), "a", 1), 0));
+    std::vector<int> ids = SubmitEach("w", "a", 5, 0);
     adm_->Cycle(1, 1000);
     EXPECT_EQ(CountPhase(ids, Phase::kAdmitted), 5) << adm_->reason(ids[4]);
-    int on_h100 = 0;
-    for (int id : ids)
-      for (const Assignment& as : adm_->assignments(id)) on_h100 += as.node == 0;
+    const int on_h100 = PlacedOn(ids, 0);
     EXPECT_EQ(on_h100, 1);
   }
 }
@@ -618,13 +623,10 @@ TEST_F(AdmissionTest, ModelsNoFlavourNamesAreNotLimited) {
   QueueSpec a = Plain("a");
   a.quotas["h100"] = QuotaSpec{1000, 0, {}};
   Make(fleet, {a}, {}, config);
-  std::vector<int> ids;
-  for (int i = 0; i < 5; ++i) ids.push_back(Submit(Gpus("w" + std::to_string(i), "a", 1), 0));
+  std::vector<int> ids = SubmitEach("w", "a", 5, 0);
   adm_->Cycle(1, 1000);
   EXPECT_EQ(CountPhase(ids, Phase::kAdmitted), 5) << adm_->reason(ids[4]);
-  int on_h100 = 0;
-  for (int id : ids)
-    for (const Assignment& as : adm_->assignments(id)) on_h100 += as.node == 0;
+  const int on_h100 = PlacedOn(ids, 0);
   EXPECT_EQ(on_h100, 1);
   // The A100s are full and the H100 quota used: the next one waits, though an H100 is free.
   const int w5 = Submit(Gpus("w5", "a", 1), 1);
@@ -662,8 +664,7 @@ TEST_F(AdmissionTest, UnlimitedFlavourLeavesItsGpusToTheLimitingOne) {
   QueueSpec a = Plain("a");
   a.quotas["gpu"] = QuotaSpec{2000, 0, {}};
   Make(H100AndA100(), {a}, {}, config);
-  std::vector<int> ids;
-  for (int i = 0; i < 4; ++i) ids.push_back(Submit(Gpus("w" + std::to_string(i), "a", 1), 0));
+  std::vector<int> ids = SubmitEach("w", "a", 4, 0);
   adm_->Cycle(1, 1000);
   EXPECT_EQ(CountPhase(ids, Phase::kAdmitted), 2) << adm_->reason(ids[3]);
 }
@@ -688,13 +689,10 @@ TEST_F(AdmissionTest, WhenCanBorrowTryNextFlavorFillsTheGuaranteeFirst) {
     const int b0 = Submit(Gpus("b0", "b", 2), 0);
     adm_->Cycle(1, 1000);
     ASSERT_EQ(adm_->phase(b0), Phase::kAdmitted);
-    std::vector<int> mine;
-    for (int i = 0; i < 4; ++i) mine.push_back(Submit(Gpus("a" + std::to_string(i), "a", 1), 2));
+    std::vector<int> mine = SubmitEach("a", "a", 4, 2);
     adm_->Cycle(3, 1000);
     ASSERT_EQ(CountPhase(mine, Phase::kAdmitted), 4);
-    int on_h100 = 0;
-    for (int id : mine)
-      for (const Assignment& as : adm_->assignments(id)) on_h100 += as.node == 0;
+    const int on_h100 = PlacedOn(mine, 0);
     if (try_next) {
       EXPECT_EQ(on_h100, 0);
     } else {
@@ -760,8 +758,7 @@ TEST_F(AdmissionTest, PartialAdmissionStartsWithTheMostPodsThatFit) {
   };
   // Room: 3 of 8 GPUs free.
   Make(Nodes(2, 4), {Leaf("a", 8)});
-  std::vector<int> fillers;
-  for (int i = 0; i < 5; ++i) fillers.push_back(Submit(Gpus("f" + std::to_string(i), "a", 1), 0));
+  std::vector<int> fillers = SubmitEach("f", "a", 5, 0);
   adm_->Cycle(1, 1000);
   ASSERT_EQ(CountPhase(fillers, Phase::kAdmitted), 5);
   const int too_many = Submit(elastic("needs-four", "a", 6, 4), 2);
@@ -791,8 +788,7 @@ TEST_F(AdmissionTest, PartialAdmissionStartsWithTheMostPodsThatFit) {
   // Below its guarantee, with its share borrowed by b and 1 GPU free: it takes its guarantee
   // back (b's work is evicted) rather than start with 1 pod it would never grow past.
   Make(Nodes(2, 4), {Leaf("a", 8), Leaf("b", 0)});
-  std::vector<int> borrowed;
-  for (int i = 0; i < 7; ++i) borrowed.push_back(Submit(Gpus("b" + std::to_string(i), "b", 1), 0));
+  std::vector<int> borrowed = SubmitEach("b", "b", 7, 0);
   adm_->Cycle(1, 1000);
   ASSERT_EQ(CountPhase(borrowed, Phase::kAdmitted), 7);
   const int owner = Submit(elastic("owner", "a", 8, 1), 2);
@@ -803,8 +799,7 @@ TEST_F(AdmissionTest, PartialAdmissionStartsWithTheMostPodsThatFit) {
   // Within its guarantee, but nobody borrows and the fleet is smaller than the guarantee: there
   // is nothing to take back, so it starts with what is free.
   Make(Nodes(2, 4), {Leaf("a", 16)});
-  std::vector<int> own;
-  for (int i = 0; i < 4; ++i) own.push_back(Submit(Gpus("o" + std::to_string(i), "a", 1), 0));
+  std::vector<int> own = SubmitEach("o", "a", 4, 0);
   adm_->Cycle(1, 1000);
   ASSERT_EQ(CountPhase(own, Phase::kAdmitted), 4);
   const int small = Submit(elastic("small", "a", 8, 2), 2);
@@ -1120,8 +1115,7 @@ TEST_F(AdmissionTest, NoReclaimAboveGuarantee) {
   std::vector<int> ids;
   for (int i = 0; i < 6; ++i) ids.push_back(Submit(Gpus("a" + std::to_string(i), "a", 1)));
   adm_->Cycle(1, 1000);
-  std::vector<int> b;
-  for (int i = 0; i < 4; ++i) b.push_back(Submit(Gpus("b" + std::to_string(i), "b", 1), 2));
+  std::vector<int> b = SubmitEach("b", "b", 4, 2);
   CycleResult r = adm_->Cycle(3, 1000);
   // b gets the 2 free GPUs (its guarantee), and reclaims nothing more: it would be borrowing.
   EXPECT_EQ(CountPhase(b, Phase::kAdmitted), 2);
