@@ -573,35 +573,22 @@ TEST_F(AdmissionTest, ReclaimHoldKeepsTheReclaimedRoomFromTheBorrower) {
   }
 }
 
-// A flavour that names a kind for some models leaves the other models to the kind-less flavour:
-// with H100s quota'd as `h100` (1 GPU, no borrowing) and everything else as `gpu`, whole-GPU
-// work that finds the h100 quota used runs on the A100s, charged to `gpu`.
-TEST_F(AdmissionTest, KindNamedFlavourLeavesOtherModelsToKindlessOnes) {
-  const Fleet fleet = H100AndA100();
-  AdmissionConfig config;
-  config.flavors = {FlavorSpec{"h100", DeviceKind::kWhole, {"H100"}, {}},
-                    FlavorSpec{"gpu", {}, {}, {}}};
-  QueueSpec a = Plain("a");
-  a.quotas["h100"] = QuotaSpec{1000, 0, {}};
-  a.quotas["gpu"].guaranteed_milli = 4000;
-  Make(fleet, {a}, {}, config);
-  std::vector<int> ids = SubmitEach("w", "a", 3, 0);
-  adm_->Cycle(1, 1000);
-  EXPECT_EQ(CountPhase(ids, Phase::kAdmitted), 3) << adm_->reason(ids[2]);
-  const int on_h100 = PlacedOn(ids, 0);
-  EXPECT_LE(on_h100, 1);
-}
-
-// Two kind-less flavours that both match H100s: the first declared takes them (as charging
-// does), so the catch-all `gpu` flavour's quota never lets work onto H100s that `h100`'s
-// exhausted quota keeps off them. The same with two kind-named flavours.
+// Two flavours that both match H100s: the one charging picks takes them (the first declared
+// among those naming the request's kind, else among the kind-less), so the catch-all `gpu`
+// flavour's quota never lets work onto H100s that `h100`'s exhausted quota (1 GPU, no
+// borrowing) keeps off them; the A100s take the rest, charged to `gpu`. Both kind-less, both
+// kind-named, and a kind-named `h100` beside a kind-less `gpu`.
 TEST_F(AdmissionTest, OverlappingFlavoursChargeAndPlaceAlike) {
-  for (std::optional<DeviceKind> kind :
-       {std::optional<DeviceKind>{}, std::optional{DeviceKind::kWhole}}) {
-    SCOPED_TRACE(kind ? "kind-named" : "kind-less");
+  using Kind = std::optional<DeviceKind>;
+  for (auto [h100_kind, gpu_kind] :
+       {std::pair<Kind, Kind>{}, std::pair<Kind, Kind>{DeviceKind::kWhole, DeviceKind::kWhole},
+        std::pair<Kind, Kind>{DeviceKind::kWhole, std::nullopt}}) {
+    SCOPED_TRACE(std::string(h100_kind ? "named" : "kind-less") + " h100, " +
+                 (gpu_kind ? "named" : "kind-less") + " gpu");
     const Fleet fleet = H100AndA100();
     AdmissionConfig config;
-    config.flavors = {FlavorSpec{"h100", kind, {"H100"}, {}}, FlavorSpec{"gpu", kind, {}, {}}};
+    config.flavors = {FlavorSpec{"h100", h100_kind, {"H100"}, {}},
+                      FlavorSpec{"gpu", gpu_kind, {}, {}}};
     QueueSpec a = Plain("a");
     a.quotas["h100"] = QuotaSpec{1000, 0, {}};
     a.quotas["gpu"].guaranteed_milli = 8000;

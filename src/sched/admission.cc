@@ -1454,20 +1454,7 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
     for (PodRequest& p : within)
       if (p.kind != DeviceKind::kNone) p.model_mask &= unborrowed;
     placer_.set_explain(false);
-    if (within.size() == 1 && !e.spec.gang) {
-      PodPlacement p = placer_.Place(state_, within[0], rng_);
-      if (p.outcome == Outcome::kPlaced) {
-        state_.Apply(p.assignment, within[0]);
-        e.assign = {p.assignment};
-        placed = true;
-      }
-    } else {
-      GangPlacement g = placer_.PlaceGang(state_, within, e.spec.topology, rng_);
-      if (g.outcome == Outcome::kPlaced) {
-        e.assign = g.pods;
-        placed = true;
-      }
-    }
+    placed = PlaceAll(e, within, &e.assign, nullptr);
     if (placed) pods = std::move(within);
   }
   if (auto same = failed.find(key); !placed && same != failed.end()) {
@@ -1489,24 +1476,7 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
   }
   // Explain in full the first time only; later failures keep that reason.
   placer_.set_explain(!e.explained);
-  if (!placed && pods.size() == 1 && !e.spec.gang) {
-    PodPlacement p = placer_.Place(state_, pods[0], rng_);
-    if (p.outcome == Outcome::kPlaced) {
-      state_.Apply(p.assignment, pods[0]);
-      e.assign = {p.assignment};
-      placed = true;
-    } else {
-      reason = p.reason;
-    }
-  } else if (!placed) {
-    GangPlacement g = placer_.PlaceGang(state_, pods, e.spec.topology, rng_);
-    if (g.outcome == Outcome::kPlaced) {
-      e.assign = g.pods;
-      placed = true;
-    } else {
-      reason = g.reason;
-    }
-  }
+  if (!placed) placed = PlaceAll(e, pods, &e.assign, &reason);
   if (placed) {
     e.pods = pods;  // the narrowed masks are what was applied
     Admit(id, key, now, out);
@@ -1595,6 +1565,27 @@ uint64_t Admitter::QuotaModels(const Entry& e, const PodRequest& gpu_pod, std::s
   return allowed;
 }
 
+bool Admitter::PlaceAll(const Entry& e, const std::vector<PodRequest>& pods,
+                        std::vector<Assignment>* assign, std::string* reason) {
+  if (pods.size() == 1 && !e.spec.gang) {
+    PodPlacement p = placer_.Place(state_, pods[0], rng_);
+    if (p.outcome != Outcome::kPlaced) {
+      if (reason) *reason = p.reason;
+      return false;
+    }
+    state_.Apply(p.assignment, pods[0]);
+    *assign = {p.assignment};
+    return true;
+  }
+  GangPlacement g = placer_.PlaceGang(state_, pods, e.spec.topology, rng_);
+  if (g.outcome != Outcome::kPlaced) {
+    if (reason) *reason = g.reason;
+    return false;
+  }
+  *assign = std::move(g.pods);
+  return true;
+}
+
 void Admitter::SetCounts(Entry& e, const std::vector<int>& counts) {
   e.pods.clear();
   e.gpu_milli = 0;
@@ -1664,15 +1655,7 @@ bool Admitter::TryPartial(int id, uint64_t key, double now, CycleResult& out) {
         if (p.kind != DeviceKind::kNone) p.model_mask &= allowed;
     }
     placer_.set_explain(false);
-    if (pods->size() == 1 && !e.spec.gang) {
-      PodPlacement p = placer_.Place(state_, (*pods)[0], rng_);
-      if (p.outcome != Outcome::kPlaced) return false;
-      *assign = {p.assignment};
-      return true;  // (Place does not apply it)
-    }
-    GangPlacement g = placer_.PlaceGang(state_, *pods, e.spec.topology, rng_);
-    if (g.outcome != Outcome::kPlaced) return false;
-    *assign = g.pods;
+    if (!PlaceAll(e, *pods, assign, nullptr)) return false;
     for (size_t k = assign->size(); k-- > 0;) state_.Release((*assign)[k], (*pods)[k]);
     return true;
   };

@@ -516,6 +516,10 @@ class Admitter {
   uint64_t QuotaModels(const Entry& e, const PodRequest& gpu_pod, std::string* why,
                        int* blocked) const;
   void SetCounts(Entry& e, const std::vector<int>& counts);
+  // Places all of `pods` (one pod alone, or a gang with e's topology) and applies them to the
+  // state; on failure nothing is applied and `reason` (when given) says why.
+  bool PlaceAll(const Entry& e, const std::vector<PodRequest>& pods,
+                std::vector<Assignment>* assign, std::string* reason);
   // Partial admission of id with fewer pods; true if admitted. `key`: its full shape's.
   bool TryPartial(int id, uint64_t key, double now, CycleResult& out);
   // Before it waits: a partial start, unless it may reclaim its guarantee and this cycle's
