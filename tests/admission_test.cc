@@ -1875,6 +1875,26 @@ TEST(ReplayTest, UsefulUtilizationLeavesOutWorkEvictionsThrewAway) {
   EXPECT_GT(fab->preemptions, 0) << "the scenario no longer evicts: the test checks nothing";
 }
 
+// A scenario on `gpus` GPUs of two teams: a, guaranteed 8 GPUs, drawing 8-GPU workloads, and
+// b, whose settings and workloads `b` gives (YAML indented as a team's keys).
+Result<sim::Scenario> TwoTeamScenario(const std::string& name, int gpus, const std::string& b) {
+  const std::string text =
+      "kind: Scenario\nname: " + name + "\nsynthetic: {gpus: " + std::to_string(gpus) +
+      ", migShare: 0, h200Share: 0, seed: 3, window: 3600}\nload: 0.5\nteams:\n"
+      "  - name: a\n    share: 50\n    guarantee: 8\n    workloads:\n"
+      "      - {pods: 1, cpu: 4, memory: 16Gi, devices: {gpus: 8}, duration: 100-200}\n"
+      "  - name: b\n    share: 50" +
+      b;
+  return sim::ParseScenario(text, name + ".yaml", ".");
+}
+
+// One drawn workload of each of the two teams, as templates to reshape.
+std::pair<sim::ReplayWorkload, sim::ReplayWorkload> TeamTemplates(const sim::Scenario& sc) {
+  std::pair<sim::ReplayWorkload, sim::ReplayWorkload> out;
+  for (const sim::ReplayWorkload& w : sc.workloads) (w.team == 0 ? out.first : out.second) = w;
+  return out;
+}
+
 // A team's drawn workload reshaped: named, arriving at `at`, running `run` s on `gpus` GPUs.
 sim::ReplayWorkload Shaped(sim::ReplayWorkload w, const std::string& name, double at, double run,
                            int gpus) {
@@ -1890,29 +1910,15 @@ sim::ReplayWorkload Shaped(sim::ReplayWorkload w, const std::string& name, doubl
 // t = 250 and stops ~30 s later; with checkpoints 200 s of it are kept — 1,600 GPU·s fewer
 // lost, and 200 s x 8 GPUs less to run again (10 points of the 2,000 s window).
 TEST(ReplayTest, CheckpointsLimitTheWorkAnEvictionLoses) {
-  const std::string text = R"(
-kind: Scenario
-name: checkpoints
-synthetic: {gpus: 8, migShare: 0, h200Share: 0, seed: 3, window: 3600}
-load: 0.5
-teams:
-  - name: a
-    share: 50
-    guarantee: 8
-    workloads:
-      - {pods: 1, cpu: 4, memory: 16Gi, devices: {gpus: 8}, duration: 100-200}
-  - name: b
-    share: 50
+  auto sc = TwoTeamScenario("checkpoints", 8, R"(
     guarantee: 0
     checkpointInterval: 100
     flavorFungibility: {whenCanBorrow: TryNextFlavor}  # one flavour: nothing to try first
     workloads:
       - {pods: 1, cpu: 4, memory: 16Gi, devices: {gpus: 8}, duration: 100-200}
-)";
-  auto sc = sim::ParseScenario(text, "checkpoints.yaml", ".");
+)");
   ASSERT_TRUE(sc.ok()) << sc.status().message();
-  sim::ReplayWorkload a_tpl, b_tpl;
-  for (const sim::ReplayWorkload& w : sc->workloads) (w.team == 0 ? a_tpl : b_tpl) = w;
+  auto [a_tpl, b_tpl] = TeamTemplates(*sc);
   ASSERT_EQ(b_tpl.options.checkpoint_interval_s, 100);  // the team's setting
   ASSERT_EQ(a_tpl.options.checkpoint_interval_s, 0);
   EXPECT_EQ(sc->teams[1].when_can_borrow, QueueSpec::WhenCanBorrow::kTryNextFlavor);
@@ -1938,29 +1944,15 @@ teams:
 // GPUs (no borrowing) while a's blocker holds the other 8, so it starts with 1 pod at once and
 // runs twice as long (the same work), instead of waiting ~1,000 s.
 TEST(ReplayTest, ElasticGangsStartSmallAndRunLonger) {
-  const std::string text = R"(
-kind: Scenario
-name: elastic
-synthetic: {gpus: 16, migShare: 0, h200Share: 0, seed: 3, window: 3600}
-load: 0.5
-teams:
-  - name: a
-    share: 50
-    guarantee: 8
-    workloads:
-      - {pods: 1, cpu: 4, memory: 16Gi, devices: {gpus: 8}, duration: 100-200}
-  - name: b
-    share: 50
+  auto sc = TwoTeamScenario("elastic", 16, R"(
     guarantee: 8
     borrowingLimit: 0
     workloads:
       - {pods: 2, minPods: 1, gang: true, cpu: 4, memory: 16Gi, devices: {gpus: 8},
          duration: 100-200}
-)";
-  auto sc = sim::ParseScenario(text, "elastic.yaml", ".");
+)");
   ASSERT_TRUE(sc.ok()) << sc.status().message();
-  sim::ReplayWorkload a_tpl, b_tpl;
-  for (const sim::ReplayWorkload& w : sc->workloads) (w.team == 0 ? a_tpl : b_tpl) = w;
+  auto [a_tpl, b_tpl] = TeamTemplates(*sc);
   ASSERT_EQ(b_tpl.spec.pod_sets[0].min_count, 1);
   // a-next, arriving at 150, finds no room until the elastic run ends at ~210 (not at 110).
   sc->workloads = {Shaped(a_tpl, "a-blocker", 0, 1000, 8), Shaped(b_tpl, "b-elastic", 10, 100, 8),
