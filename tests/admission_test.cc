@@ -156,6 +156,14 @@ class AdmissionTest : public ::testing::Test {
       ids.push_back(Submit(Gpus(prefix + std::to_string(i), queue, gpus), at));
     return ids;
   }
+  // SubmitEach at 0, then a cycle at 1 that must admit them all: the ids, or none if it did not.
+  std::vector<int> AdmitEach(const std::string& prefix, const std::string& queue, int count) {
+    std::vector<int> ids = SubmitEach(prefix, queue, count, 0);
+    adm_->Cycle(1, 1000);
+    const int admitted = CountPhase(ids, Phase::kAdmitted);
+    EXPECT_EQ(admitted, count) << adm_->reason(ids.back());
+    return admitted == count ? ids : std::vector<int>{};
+  }
   // How many pods of `ids` were placed on node n.
   int PlacedOn(const std::vector<int>& ids, int n) const {
     int on = 0;
@@ -291,9 +299,8 @@ TEST_F(AdmissionTest, LendingLimitKeepsPartOfAGuaranteeIdle) {
 
 TEST_F(AdmissionTest, QueueBelowGuaranteeReclaimsBorrowedCapacity) {
   Make(Nodes(2, 4), {Leaf("a", 4), Leaf("b", 4)});
-  std::vector<int> borrowed = SubmitEach("a", "a", 8, 0);
-  adm_->Cycle(1, 1000);
-  ASSERT_EQ(CountPhase(borrowed, Phase::kAdmitted), 8);
+  const std::vector<int> borrowed = AdmitEach("a", "a", 8);
+  ASSERT_FALSE(borrowed.empty());
 
   int mine = Submit(Gpus("b0", "b", 2), 10);
   CycleResult r = adm_->Cycle(11, 1000);
@@ -323,9 +330,8 @@ TEST_F(AdmissionTest, QueueBelowGuaranteeReclaimsBorrowedCapacity) {
 // next, and a cycle while the victims stop does not evict again for the same room.
 TEST_F(AdmissionTest, ReclaimInOneCycleStopsAtTheGuarantee) {
   Make(Nodes(2, 4), {Leaf("a", 2), Leaf("b", 3), Leaf("c", 3)});
-  std::vector<int> borrowed = SubmitEach("a", "a", 8, 0);
-  adm_->Cycle(1, 1000);
-  ASSERT_EQ(CountPhase(borrowed, Phase::kAdmitted), 8);
+  const std::vector<int> borrowed = AdmitEach("a", "a", 8);
+  ASSERT_FALSE(borrowed.empty());
 
   std::vector<int> mine = SubmitEach("b", "b", 5, 10);
   CycleResult r = adm_->Cycle(11, 1000);
@@ -745,9 +751,8 @@ TEST_F(AdmissionTest, PartialAdmissionStartsWithTheMostPodsThatFit) {
   };
   // Room: 3 of 8 GPUs free.
   Make(Nodes(2, 4), {Leaf("a", 8)});
-  std::vector<int> fillers = SubmitEach("f", "a", 5, 0);
-  adm_->Cycle(1, 1000);
-  ASSERT_EQ(CountPhase(fillers, Phase::kAdmitted), 5);
+  const std::vector<int> fillers = AdmitEach("f", "a", 5);
+  ASSERT_FALSE(fillers.empty());
   const int too_many = Submit(elastic("needs-four", "a", 6, 4), 2);
   adm_->Cycle(3, 1000);
   EXPECT_EQ(adm_->phase(too_many), Phase::kPending) << adm_->reason(too_many);
@@ -775,9 +780,8 @@ TEST_F(AdmissionTest, PartialAdmissionStartsWithTheMostPodsThatFit) {
   // Below its guarantee, with its share borrowed by b and 1 GPU free: it takes its guarantee
   // back (b's work is evicted) rather than start with 1 pod it would never grow past.
   Make(Nodes(2, 4), {Leaf("a", 8), Leaf("b", 0)});
-  std::vector<int> borrowed = SubmitEach("b", "b", 7, 0);
-  adm_->Cycle(1, 1000);
-  ASSERT_EQ(CountPhase(borrowed, Phase::kAdmitted), 7);
+  const std::vector<int> borrowed = AdmitEach("b", "b", 7);
+  ASSERT_FALSE(borrowed.empty());
   const int owner = Submit(elastic("owner", "a", 8, 1), 2);
   r = adm_->Cycle(3, 1000);
   EXPECT_EQ(adm_->phase(owner), Phase::kPending) << adm_->reason(owner);
@@ -786,9 +790,8 @@ TEST_F(AdmissionTest, PartialAdmissionStartsWithTheMostPodsThatFit) {
   // Within its guarantee, but nobody borrows and the fleet is smaller than the guarantee: there
   // is nothing to take back, so it starts with what is free.
   Make(Nodes(2, 4), {Leaf("a", 16)});
-  std::vector<int> own = SubmitEach("o", "a", 4, 0);
-  adm_->Cycle(1, 1000);
-  ASSERT_EQ(CountPhase(own, Phase::kAdmitted), 4);
+  const std::vector<int> own = AdmitEach("o", "a", 4);
+  ASSERT_FALSE(own.empty());
   const int small = Submit(elastic("small", "a", 8, 2), 2);
   adm_->Cycle(3, 1000);
   ASSERT_EQ(adm_->phase(small), Phase::kAdmitted) << adm_->reason(small);
