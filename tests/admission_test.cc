@@ -116,6 +116,14 @@ Fleet H100AndA100() {
   return fleet;
 }
 
+// Flavours `h100` and `a100`: whole GPUs of each model (the fleet of H100AndA100).
+AdmissionConfig PerModelFlavours() {
+  AdmissionConfig config;
+  config.flavors = {FlavorSpec{"h100", DeviceKind::kWhole, {"H100"}, {}},
+                    FlavorSpec{"a100", DeviceKind::kWhole, {"A100"}, {}}};
+  return config;
+}
+
 QueueSpec Plain(const std::string& name, double weight = 1) {
   QueueSpec q;
   q.name = name;
@@ -499,9 +507,7 @@ TEST_F(AdmissionTest, ReclaimClearsWholeNodesForAGang) {
 // total (its A100 guarantee lies unused) still gives the H100s back to a queue guaranteed them.
 TEST_F(AdmissionTest, ReclaimIsPerFlavour) {
   const Fleet fleet = H100AndA100();
-  AdmissionConfig config;
-  config.flavors = {FlavorSpec{"h100", DeviceKind::kWhole, {"H100"}, {}},
-                    FlavorSpec{"a100", DeviceKind::kWhole, {"A100"}, {}}};
+  AdmissionConfig config = PerModelFlavours();
   QueueSpec a = Plain("a"), b = Plain("b");
   a.quotas["h100"].guaranteed_milli = 1000;
   a.quotas["a100"].guaranteed_milli = 4000;
@@ -670,9 +676,7 @@ TEST_F(AdmissionTest, WhenCanBorrowTryNextFlavorFillsTheGuaranteeFirst) {
   for (auto when : {QueueSpec::WhenCanBorrow::kBorrow, QueueSpec::WhenCanBorrow::kTryNextFlavor}) {
     const bool try_next = when == QueueSpec::WhenCanBorrow::kTryNextFlavor;
     SCOPED_TRACE(try_next ? "TryNextFlavor" : "Borrow");
-    AdmissionConfig config;
-    config.flavors = {FlavorSpec{"h100", DeviceKind::kWhole, {"H100"}, {}},
-                      FlavorSpec{"a100", DeviceKind::kWhole, {"A100"}, {}}};
+    AdmissionConfig config = PerModelFlavours();
     QueueSpec a = Plain("a"), b = Plain("b");
     a.quotas["a100"].guaranteed_milli = 4000;
     a.quotas["h100"].guaranteed_milli = 0;
@@ -714,9 +718,7 @@ TEST_F(AdmissionTest, WhenCanBorrowTryNextFlavorFillsTheGuaranteeFirst) {
 // again on every model its request allows. Gang G (TryNextFlavor) first starts on a's A100s;
 // released by the gang timeout, it finds them taken by X and borrows H100s.
 TEST_F(AdmissionTest, ReleasedWorkAsksForEveryModelAgain) {
-  AdmissionConfig config;
-  config.flavors = {FlavorSpec{"h100", DeviceKind::kWhole, {"H100"}, {}},
-                    FlavorSpec{"a100", DeviceKind::kWhole, {"A100"}, {}}};
+  AdmissionConfig config = PerModelFlavours();
   QueueSpec a = Plain("a");
   a.quotas["a100"].guaranteed_milli = 4000;
   a.quotas["h100"].guaranteed_milli = 0;
