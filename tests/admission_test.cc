@@ -907,6 +907,32 @@ TEST_F(AdmissionTest, CpuAndMemoryQuotasLimitAdmission) {
   EXPECT_NE(adm_->reason(huge).find("asks for 12 cores of cpu; queue a may hold at most 8 cores"),
             std::string::npos)
       << adm_->reason(huge);
+  // A workload that can use two flavours, one at its GPU quota (held by higher-priority work):
+  // a search for CPU keeps to the flavour its quota allows and frees only CPU, rather than
+  // giving up for want of H100 quota it does not need.
+  {
+    AdmissionConfig config = PerModelFlavours();
+    QueueSpec q = Plain("q");
+    q.quotas["h100"] = QuotaSpec{1000, 0, {}};
+    q.quotas["a100"] = QuotaSpec{4000, 0, {}};
+    q.quotas[kCpuQuota] = QuotaSpec{4000, 0, {}};
+    Make(H100AndA100(), {q}, {}, config);
+    Workload low_h100 = Gpus("high-h100", "q", 1, 10);
+    low_h100.pod_sets[0].device.models = {"H100"};
+    low_h100.pod_sets[0].cpu = MilliCpu(1000);
+    Workload low_a100 = Gpus("low-a100", "q", 1);
+    low_a100.pod_sets[0].device.models = {"A100"};
+    low_a100.pod_sets[0].cpu = MilliCpu(3000);
+    const int lh = Submit(low_h100, 0), la = Submit(low_a100, 0);
+    adm_->Cycle(1, 1000);
+    ASSERT_EQ(CountPhase({lh, la}, Phase::kAdmitted), 2);
+    Workload urgent = Gpus("urgent", "q", 1, 5);
+    urgent.pod_sets[0].cpu = MilliCpu(2000);
+    const int u = Submit(urgent, 2);
+    CycleResult cr = adm_->Cycle(3, 1000);
+    ASSERT_EQ(cr.evicted.size(), 1u) << adm_->reason(u);
+    EXPECT_EQ(cr.evicted[0].victim, la) << "the CPU is freed where the quota lets it run";
+  }
 }
 
 // What the server's scheduler does every cycle: rebuild the Admitter from stored state. Restored

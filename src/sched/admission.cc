@@ -1134,8 +1134,9 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
     const bool behind = strict && !line.empty() && std::get<2>(*line.begin()) != id;
     if (e.victims_left > 0 || behind || static_cast<int>(out.admitted.size()) >= max_admissions) {
       nominated_.push_back(id);
-      // Its victims are still stopping: room that frees meanwhile is not lent away either.
-      if (e.victims_left > 0 && !WouldBorrow(id)) hold_borrowing_ = true;
+      // Its victims are still stopping: GPU room that frees meanwhile is not lent away either
+      // (none is needed by a preemptor without GPUs, one that evicts for CPU or memory).
+      if (e.victims_left > 0 && e.gpu_milli > 0 && !WouldBorrow(id)) hold_borrowing_ = true;
       continue;
     }
     Unnominate(id);
@@ -1308,6 +1309,18 @@ void Admitter::Wake() {
     consolidation_turn_ = (consolidation_turn_ + 1) % queue_count();
   }
   if (!config_.preemption) return;
+  // Work waiting on its queue's CPU or memory quota tries again where lower-priority work of
+  // its own queue runs that could give the quota back (the queue's usual searches).
+  for (int q = 0; q < queue_count(); ++q) {
+    if (!is_leaf(q) || queues_[q].parked.empty() || queues_[q].running_priorities.empty()) continue;
+    std::vector<int> wake;
+    for (const auto& k : queues_[q].parked) {
+      if (static_cast<int>(wake.size()) >= config_.preemption_searches_per_queue) break;
+      const int id = std::get<2>(k);
+      if (entries_[id].parked == 3 && OwnMayGo(id)) wake.push_back(id);
+    }
+    for (int id : wake) Unpark(id);
+  }
   bool someone_borrows = false;
   for (int q = 0; q < queue_count() && !someone_borrows; ++q)
     if (is_leaf(q))
@@ -1335,7 +1348,7 @@ void Admitter::Wake() {
     for (const auto& k : node.parked) {
       if (static_cast<int>(wake.size()) >= searches) break;
       int id = std::get<2>(k);
-      // (Waiting on CPU or memory quota, which nothing is preempted for: only freed quota helps.)
+      // (Waiting on CPU or memory quota, which only its own queue's work gives back: above.)
       if (entries_[id].parked == 3) continue;
       if (entries_[id].gpu_milli <= left || any_size) {
         wake.push_back(id);
@@ -1361,24 +1374,6 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
   std::sort(planned.begin(), planned.end());
   planned.erase(std::unique(planned.begin(), planned.end()), planned.end());
   e.plan.clear();
-
-  // The pods' CPU and memory where a queue's quota names them: it waits (nothing is preempted
-  // for them), unless fewer pods would do.
-  if (std::string why; !ResourcesAllow(e, &why)) {
-    e.reason = why;
-    if (!e.history.empty()) e.reason += "; " + e.history;
-    e.waits_on_time = false;
-    // Lower-priority work of its own queue gives the CPU or memory back (its withinQueue
-    // policy), as it does GPU quota.
-    if (config_.preemption && TakeSearch(id)) {
-      if (Preempt(id, pods, ~uint64_t{0}, now, out)) return false;
-      e.waits_on_time = e.reason.find("minimum runtime") != std::string::npos;
-    }
-    if (PartialInstead(id, /*searched=*/true, 0, now, out)) return true;
-    Park(id, true, 0, pods);
-    if (entries_[id].parked == 2) entries_[id].parked = 3;  // (on CPU or memory)
-    return false;
-  }
 
   // Quota first: the flavours this workload may be charged to narrow the models it may use.
   const PodRequest* gpu_pod = nullptr;
@@ -1426,6 +1421,24 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
         if (within != 0 && within != allowed) unborrowed = within;
       }
     }
+  }
+
+  // The pods' CPU and memory where a queue's quota names them (checked once the GPU quota has
+  // narrowed the models, which a search for CPU keeps to): lower-priority work of its own
+  // queue gives them back (its withinQueue policy), as it does GPU quota; else it waits,
+  // unless fewer pods would do.
+  if (std::string why; !ResourcesAllow(e, &why)) {
+    e.reason = why;
+    if (!e.history.empty()) e.reason += "; " + e.history;
+    e.waits_on_time = false;
+    if (config_.preemption && OwnMayGo(id) && TakeSearch(id)) {
+      if (Preempt(id, pods, allowed, now, out)) return false;
+      e.waits_on_time = e.reason.find("minimum runtime") != std::string::npos;
+    }
+    if (PartialInstead(id, /*searched=*/true, 0, now, out)) return true;
+    Park(id, true, 0, pods);
+    if (entries_[id].parked == 2) entries_[id].parked = 3;  // (on CPU or memory)
+    return false;
   }
 
   const uint64_t key = AttemptKey(e.spec, e.leaf, pods);
@@ -1705,15 +1718,20 @@ bool Admitter::WouldBorrow(int id) const {
 }
 
 // A cheap necessary condition for Preempt to find any victim.
-bool Admitter::MayPreempt(int id) const {
+bool Admitter::OwnMayGo(int id) const {
   const Entry& e = entries_[id];
   const PreemptionPolicy& policy = queues_[e.leaf].spec.preemption;
   const auto& own = queues_[e.leaf].running_priorities;
-  if (!own.empty() && policy.within_queue != PreemptionPolicy::Within::kNever &&
-      (*own.begin() < e.spec.priority ||
-       (*own.begin() == e.spec.priority &&
-        policy.within_queue == PreemptionPolicy::Within::kLowerOrNewerEqualPriority)))
-    return true;
+  return !own.empty() && policy.within_queue != PreemptionPolicy::Within::kNever &&
+         (*own.begin() < e.spec.priority ||
+          (*own.begin() == e.spec.priority &&
+           policy.within_queue == PreemptionPolicy::Within::kLowerOrNewerEqualPriority));
+}
+
+bool Admitter::MayPreempt(int id) const {
+  const Entry& e = entries_[id];
+  const PreemptionPolicy& policy = queues_[e.leaf].spec.preemption;
+  if (OwnMayGo(id)) return true;
   // Others' borrowed work: taken back within the guarantee, or, where the queue's policy lets
   // it, evicted for higher-priority work that borrows.
   bool takes_borrowed = policy.borrow_within_cohort == PreemptionPolicy::Borrow::kLowerPriority;

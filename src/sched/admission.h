@@ -484,6 +484,8 @@ class Admitter {
   void Deactivate(int leaf);
   bool TryAdmit(int id, double now, CycleResult& out, std::map<uint64_t, std::string>& failed);
   bool MayPreempt(int id) const;
+  // Whether its queue runs work of its own that its withinQueue policy lets it evict.
+  bool OwnMayGo(int id) const;
   bool WouldBorrow(int id) const;
   void Park(int id, bool quota, uint64_t key, const std::vector<PodRequest>& pods);
   void Unpark(int id);
