@@ -1272,7 +1272,10 @@ TEST_F(FactoryTest, QueueUsageHistoryOutlivesCyclesAndRestarts) {
 // which no quota names and so does not limit. The queue's status shows each flavour, the
 // flavour's the GPUs charged to it, and a flavour in use cannot be deleted.
 TEST_F(FactoryTest, ResourceFlavorsQuotaOnlyWhatTheyTake) {
-  StartScheduler(5'000);
+  Metrics metrics;
+  SchedulerOptions so;
+  so.preemption_grace_ms = 5'000;
+  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, &metrics);
   json flavor = {{"apiVersion", "fabrica.dev/v1"},
                  {"kind", "ResourceFlavor"},
                  {"metadata", {{"name", "whole"}}},
@@ -1300,6 +1303,14 @@ TEST_F(FactoryTest, ResourceFlavorsQuotaOnlyWhatTheyTake) {
       << queue.dump();
   EXPECT_EQ(CallJson("GET", std::string(kApi) + "/resourceflavors/whole")["status"],
             (json{{"gpus", 32}}));
+  const std::string rendered = metrics.Render();
+  EXPECT_NE(rendered.find("fabrica_queue_flavor_used_gpus{queue=\"team-a\",flavor=\"whole\"} 8"),
+            std::string::npos)
+      << rendered;
+  EXPECT_NE(
+      rendered.find("fabrica_queue_flavor_guaranteed_gpus{queue=\"team-a\",flavor=\"whole\"} 8"),
+      std::string::npos)
+      << rendered;
   ClientResponse del = Call("DELETE", std::string(kApi) + "/resourceflavors/whole");
   EXPECT_EQ(del.status, 409) << del.body;
   EXPECT_NE(del.body.find("team-a"), std::string::npos) << del.body;
@@ -1342,7 +1353,10 @@ TEST_F(FactoryTest, ElasticGangStartsWithThePodsItsQuotaAllows) {
 // CPU quotas through the API: team-a may hold 32 cores, so of three 16-core workloads two run
 // and the third waits, saying why; the queue's status shows the cores guaranteed and used.
 TEST_F(FactoryTest, CpuQuotaLimitsWhatAQueueRuns) {
-  StartScheduler(5'000);
+  Metrics metrics;
+  SchedulerOptions so;
+  so.preemption_grace_ms = 5'000;
+  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, &metrics);
   CreateQueue("team-a",
               {{"quotas", {{"gpu", {{"guaranteed", 16}}}, {"cpu", {{"guaranteed", 32}}}}}});
   for (int i = 0; i < 3; ++i)
@@ -1363,6 +1377,9 @@ TEST_F(FactoryTest, CpuQuotaLimitsWhatAQueueRuns) {
       << Describe(w);
   const json queue = CallJson("GET", std::string(kApi) + "/queues/team-a");
   EXPECT_EQ(queue["status"]["cpu"], (json{{"guaranteed", "32"}, {"used", "32"}})) << queue.dump();
+  EXPECT_NE(metrics.Render().find("fabrica_queue_used_cpu_cores{queue=\"team-a\"} 32"),
+            std::string::npos)
+      << metrics.Render();
 }
 
 // A queue tree that does not hold together (here a cycle, which single Queue objects cannot show

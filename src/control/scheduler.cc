@@ -627,6 +627,9 @@ Result<CycleStats> Scheduler::RunOnce() {
   std::vector<Victim> evictions;
   std::vector<Store::Write> queue_writes;
   std::map<std::string, double> queue_used, queue_guaranteed;  // metrics, by queue label
+  // ... by queue and flavour (flavours any quota names), and the pods' CPU cores and memory
+  // bytes by queue (where a quota in its tree names them).
+  std::map<std::string, double> flavor_used, flavor_guaranteed, cpu_used, memory_used;
   if (with_queues) {
     // Queues exist: admission through the queue tree (sched/admission.h), in one pass with
     // placement. The Admitter is rebuilt from the store every cycle: the store is the truth,
@@ -831,6 +834,9 @@ Result<CycleStats> Scheduler::RunOnce() {
         // The pods' CPU and memory, where a quota names them.
         for (int r = 0; r < 2; ++r) {
           if (!admitter->resource_limited(index, r)) continue;
+          const double used = static_cast<double>(admitter->resource_usage(index, r));
+          if (r == 0) cpu_used[label] = used / 1000.0;
+          if (r == 1) memory_used[label] = used * 1024.0 * 1024.0;
           const auto fmt = [r](int64_t v) {
             return r == 0 ? FormatMilliCpu(MilliCpu(v)) : FormatMemoryMib(MemoryMib(v));
           };
@@ -841,11 +847,17 @@ Result<CycleStats> Scheduler::RunOnce() {
         // With flavours stored, the same per flavour that any queue has a quota in.
         if (!flavor_list.items.empty()) {
           json by_flavor = json::object();
-          for (int f = 0; f < admitter->flavor_count(); ++f)
-            if (admitter->flavor_managed(f))
-              by_flavor[admitter->flavor_name(f)] = {
-                  {"guaranteedGpus", GpuAmount(admitter->flavor_guaranteed_milli(index, f))},
-                  {"usedGpus", GpuAmount(admitter->flavor_usage_milli(index, f))}};
+          for (int f = 0; f < admitter->flavor_count(); ++f) {
+            if (!admitter->flavor_managed(f)) continue;
+            by_flavor[admitter->flavor_name(f)] = {
+                {"guaranteedGpus", GpuAmount(admitter->flavor_guaranteed_milli(index, f))},
+                {"usedGpus", GpuAmount(admitter->flavor_usage_milli(index, f))}};
+            const std::string both =
+                label + ",flavor=\"" + PromLabel(admitter->flavor_name(f)) + "\"";
+            flavor_used[both] = static_cast<double>(admitter->flavor_usage_milli(index, f)) / 1000;
+            flavor_guaranteed[both] =
+                static_cast<double>(admitter->flavor_guaranteed_milli(index, f)) / 1000;
+          }
           standing["flavors"] = std::move(by_flavor);
         }
         // The reclaim hold: when it last reclaimed and what that freed beyond its need.
@@ -1070,6 +1082,18 @@ Result<CycleStats> Scheduler::RunOnce() {
                            queue_used);
     metrics_->ReplaceGauge("fabrica_queue_guaranteed_gpus", "GPUs guaranteed to each queue.",
                            queue_guaranteed);
+    metrics_->ReplaceGauge("fabrica_queue_flavor_used_gpus",
+                           "GPUs of each ResourceFlavor held by each queue's subtree.",
+                           flavor_used);
+    metrics_->ReplaceGauge("fabrica_queue_flavor_guaranteed_gpus",
+                           "GPUs of each ResourceFlavor guaranteed to each queue.",
+                           flavor_guaranteed);
+    metrics_->ReplaceGauge("fabrica_queue_used_cpu_cores",
+                           "CPU cores held by each queue's subtree, where a quota limits CPU.",
+                           cpu_used);
+    metrics_->ReplaceGauge("fabrica_queue_used_memory_bytes",
+                           "Memory held by each queue's subtree, where a quota limits memory.",
+                           memory_used);
     metrics_->SetGauge("fabrica_scheduler_preemptions",
                        "Workloads chosen for eviction (preemption, reclaim, consolidation) in the "
                        "last cycle.",
