@@ -1197,7 +1197,7 @@ TEST_F(ApiBadInputTest, ResourceFlavorsAreCheckedAndQuotasNameThem) {
   refused("POST", flavors, FlavorObject("bad", {{"models", "H100"}}), 422, "spec.models");
   refused("POST", flavors, FlavorObject("Bad"), 422, "metadata.name");
   refused("POST", flavors, FlavorObject("bad", {{"name", "other"}}), 422, "spec.name");
-  refused("POST", flavors, FlavorObject("cpu"), 422, "reserved");
+  refused("POST", flavors, FlavorObject("cpu"), 422, "metadata.name: 'cpu' is reserved");
   EXPECT_EQ(w_.Get(Item("resourceflavors", "", "bad")).status, 404);
 
   json queue = QueueObject("qa");

@@ -696,6 +696,10 @@ struct ApiServer::Impl {
         return InvalidArgument("spec: expected an object");
       if (obj.contains("spec") && obj["spec"].contains("name"))
         return InvalidArgument("spec.name: unknown field (the name is metadata.name)");
+      if (const std::string flavor = meta.value("name", "");
+          flavor == kCpuQuota || flavor == kMemoryQuota)
+        return InvalidArgument("metadata.name: '" + flavor +
+                               "' is reserved for the pods' CPU and memory quotas");
       json named = obj;
       named["metadata"]["name"] = meta.value("name", "");
       RETURN_IF_ERROR(FlavorFromObject(named, source).status());

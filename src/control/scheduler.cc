@@ -303,7 +303,10 @@ Result<CycleStats> Scheduler::RunOnce() {
 
   ASSIGN_OR_RETURN(ListResult queue_list, store_.List("/registry/queues/", "", 0));
   const bool with_queues = !queue_list.items.empty();
-  ASSIGN_OR_RETURN(ListResult flavor_list, store_.List("/registry/resourceflavors/", "", 0));
+  ListResult flavor_list;  // (read only where queues admit)
+  if (with_queues) {
+    ASSIGN_OR_RETURN(flavor_list, store_.List("/registry/resourceflavors/", "", 0));
+  }
 
   // Workloads, parsed again only when their revision changed.
   ASSIGN_OR_RETURN(ListResult workload_list, store_.List("/registry/workloads/", "", 0));
@@ -338,8 +341,8 @@ Result<CycleStats> Scheduler::RunOnce() {
         std::vector<int> counts;
         for (size_t i = 0; i < admitted.size(); ++i) {
           const PodSet& ps = sw.w().pod_sets[i];
-          const int least = ps.min_count > 0 ? ps.min_count : ps.count;
-          if (!admitted[i].is_number_integer() || admitted[i] < least || admitted[i] > ps.count)
+          if (!admitted[i].is_number_integer() || admitted[i] < ps.least() ||
+              admitted[i] > ps.count)
             break;
           counts.push_back(admitted[i].get<int>());
         }
@@ -837,12 +840,9 @@ Result<CycleStats> Scheduler::RunOnce() {
           const double used = static_cast<double>(admitter->resource_usage(index, r));
           if (r == 0) cpu_used[label] = used / 1000.0;
           if (r == 1) memory_used[label] = used * 1024.0 * 1024.0;
-          const auto fmt = [r](int64_t v) {
-            return r == 0 ? FormatMilliCpu(MilliCpu(v)) : FormatMemoryMib(MemoryMib(v));
-          };
-          standing[r == 0 ? kCpuQuota : kMemoryQuota] = {
-              {"guaranteed", fmt(admitter->resource_guaranteed(index, r))},
-              {"used", fmt(admitter->resource_usage(index, r))}};
+          standing[ResourceName(r)] = {
+              {"guaranteed", ResourceAmount(r, admitter->resource_guaranteed(index, r))},
+              {"used", ResourceAmount(r, admitter->resource_usage(index, r))}};
         }
         // With flavours stored, the same per flavour that any queue has a quota in.
         if (!flavor_list.items.empty()) {

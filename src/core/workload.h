@@ -74,6 +74,7 @@ struct PodSet {
   // Partial admission (Kueue's podSet minCount): when all `count` pods cannot start, it may
   // start with fewer, down to this many (an elastic job); 0: all or nothing.
   int min_count = 0;
+  int least() const { return min_count > 0 ? min_count : count; }  // the fewest it starts with
   MilliCpu cpu;
   MemoryMib memory;
   DeviceRequest device;

@@ -45,12 +45,18 @@ uint64_t AttemptKey(const Workload& w, int leaf, const std::vector<PodRequest>& 
 
 std::string GpuAmount(int64_t milli) { return FormatMilliGpu(MilliGpu(milli)); }
 
+std::string ResourceAmount(int r, int64_t v) {
+  return r == 0 ? FormatMilliCpu(MilliCpu(v)) : FormatMemoryMib(MemoryMib(v));
+}
+
+const char* ResourceName(int r) { return r == 0 ? kCpuQuota : kMemoryQuota; }
+
 namespace {
 
 // A quota's amount as its resource reads: GPUs, cores or bytes.
 std::string QuotaAmount(const std::string& resource, int64_t v) {
-  if (resource == kCpuQuota) return FormatMilliCpu(MilliCpu(v));
-  if (resource == kMemoryQuota) return FormatMemoryMib(MemoryMib(v));
+  if (resource == kCpuQuota) return ResourceAmount(0, v);
+  if (resource == kMemoryQuota) return ResourceAmount(1, v);
   return GpuAmount(v);
 }
 
@@ -267,7 +273,7 @@ Status Admitter::Build() {
   for (auto [neg_depth, i] : by_depth) {
     QueueNode& q = queues_[i];
     for (int r = 0; r < 2; ++r) {
-      auto it = q.spec.quotas.find(r == 0 ? kCpuQuota : kMemoryQuota);
+      auto it = q.spec.quotas.find(ResourceName(r));
       if (it != q.spec.quotas.end()) {
         int root = i;
         while (queues_[root].parent >= 0) root = queues_[root].parent;
@@ -683,7 +689,7 @@ bool Admitter::QuotaAllows(int leaf, int f, int64_t milli, std::string* why, int
         if (Holding(sib, now_)) kept = std::max(kept, std::min(unused, sib.reclaim_room[f]));
         return kept;
       },
-      FlavorName(f), GpuAmount, " GPUs", why, blocker);
+      flavor_name(f), GpuAmount, " GPUs", why, blocker);
 }
 
 bool Admitter::ResourceAllows(int leaf, int r, int64_t amount, std::string* why,
@@ -697,9 +703,8 @@ bool Admitter::ResourceAllows(int leaf, int r, int64_t amount, std::string* why,
         const int64_t unused = std::max<int64_t>(0, sib.res_guaranteed[r] - used(sib));
         return sib.res_lend[r] ? std::max<int64_t>(0, unused - *sib.res_lend[r]) : int64_t{0};
       },
-      r == 0 ? kCpuQuota : kMemoryQuota,
-      [r](int64_t v) { return r == 0 ? QuotaAmount(kCpuQuota, v) : QuotaAmount(kMemoryQuota, v); },
-      r == 0 ? " cores" : "", why, blocker);
+      ResourceName(r), [r](int64_t v) { return ResourceAmount(r, v); }, r == 0 ? " cores" : "", why,
+      blocker);
 }
 
 bool Admitter::ResourcesAllow(const Entry& e, std::string* why) const {
@@ -788,9 +793,8 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
     }
     e.set_request.push_back(*r);
     e.full_counts.push_back(ps.count);
-    e.min_counts.push_back(ps.min_count > 0 ? ps.min_count : ps.count);
+    e.min_counts.push_back(ps.least());
   }
-  SetCounts(e, e.full_counts);
   // Whether it can ever start is judged at the fewest pods it may start with (partial
   // admission); Enqueue asks for all of them.
   SetCounts(e, e.min_counts);
@@ -863,7 +867,7 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
       }
       if (holdable) break;
       if (why.empty())
-        why = "asks for " + GpuAmount(e.gpu_milli) + " GPUs of " + FlavorName(f) + "; " + limit;
+        why = "asks for " + GpuAmount(e.gpu_milli) + " GPUs of " + flavor_name(f) + "; " + limit;
     }
     if (!holdable && !why.empty()) {
       e.phase = Phase::kInfeasible;
@@ -877,18 +881,15 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
   for (int r = 0; r < 2; ++r) {
     const int64_t amount = r == 0 ? e.cpu_milli : e.memory_mib;
     if (!queues_[leaf].res_limited[r] || amount == 0) continue;
-    const auto fmt = [r](int64_t v) {
-      return r == 0 ? FormatMilliCpu(MilliCpu(v)) + " cores" : FormatMemoryMib(MemoryMib(v));
-    };
+    const auto fmt = [r](int64_t v) { return ResourceAmount(r, v) + (r == 0 ? " cores" : ""); };
     for (int n = leaf; n >= 0; n = queues_[n].parent) {
       const QueueNode& q = queues_[n];
       if (amount <= q.res_guaranteed[r]) break;
       const bool capped = q.res_borrow[r] && amount - q.res_guaranteed[r] > *q.res_borrow[r];
       if (!capped && q.parent >= 0) continue;
       e.phase = Phase::kInfeasible;
-      e.reason = "asks for " + fmt(amount) + " of " + (r == 0 ? kCpuQuota : kMemoryQuota) +
-                 "; queue " + q.spec.name + " may hold at most " +
-                 fmt(q.res_guaranteed[r] + (capped ? *q.res_borrow[r] : 0));
+      e.reason = "asks for " + fmt(amount) + " of " + ResourceName(r) + "; queue " + q.spec.name +
+                 " may hold at most " + fmt(q.res_guaranteed[r] + (capped ? *q.res_borrow[r] : 0));
       entries_.push_back(std::move(e));
       return id;
     }
@@ -912,7 +913,7 @@ Result<int> Admitter::Restore(const Workload& spec, const std::vector<Assignment
     ASSIGN_OR_RETURN(PodRequest r, state_.MakeRequest(ps, spec.tenant));
     e.set_request.push_back(r);
     e.full_counts.push_back(ps.count);
-    e.min_counts.push_back(ps.min_count > 0 ? ps.min_count : ps.count);
+    e.min_counts.push_back(ps.least());
   }
   // Admitted with fewer pods (partial admission): as many as it runs.
   bool counts_fit = options.pod_counts.size() == e.full_counts.size();
@@ -1025,7 +1026,7 @@ Admitter::ReclaimRecord Admitter::reclaim_record(int q) const {
   ReclaimRecord r;
   r.at = queues_[q].reclaimed_at;
   for (int f = 0; f < static_cast<int>(flavors_.size()); ++f)
-    if (queues_[q].reclaim_room[f] > 0) r.room_milli[FlavorName(f)] = queues_[q].reclaim_room[f];
+    if (queues_[q].reclaim_room[f] > 0) r.room_milli[flavor_name(f)] = queues_[q].reclaim_room[f];
   return r;
 }
 
@@ -1037,7 +1038,7 @@ void Admitter::RestoreReclaims(const std::map<std::string, ReclaimRecord>& by_qu
     // hold never outlasts its length.
     queues_[q].reclaimed_at = std::min(record.at, now);
     for (int f = 0; f < static_cast<int>(flavors_.size()); ++f) {
-      auto it = record.room_milli.find(FlavorName(f));
+      auto it = record.room_milli.find(flavor_name(f));
       queues_[q].reclaim_room[f] =
           it == record.room_milli.end() ? 0 : std::max<int64_t>(0, it->second);
     }
@@ -1312,7 +1313,9 @@ void Admitter::Wake() {
   // Work waiting on its queue's CPU or memory quota tries again where lower-priority work of
   // its own queue runs that could give the quota back (the queue's usual searches).
   for (int q = 0; q < queue_count(); ++q) {
-    if (!is_leaf(q) || queues_[q].parked.empty() || queues_[q].running_priorities.empty()) continue;
+    if (!is_leaf(q) || queues_[q].parked.empty() || queues_[q].running_priorities.empty() ||
+        (!queues_[q].res_limited[0] && !queues_[q].res_limited[1]))
+      continue;
     std::vector<int> wake;
     for (const auto& k : queues_[q].parked) {
       if (static_cast<int>(wake.size()) >= config_.preemption_searches_per_queue) break;
@@ -2190,9 +2193,8 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   }
   // Its queue's CPU or memory quota refuses it: only its own lower-priority work may give it
   // back (nothing is reclaimed or borrowed for CPU or memory).
-  int res_blocker = -1;
-  const bool cpu_short = !ResourceAllows(leaf, 0, e.cpu_milli, nullptr, &res_blocker);
-  const bool memory_short = !ResourceAllows(leaf, 1, e.memory_mib, nullptr, &res_blocker);
+  const bool cpu_short = !ResourceAllows(leaf, 0, e.cpu_milli, nullptr);
+  const bool memory_short = !ResourceAllows(leaf, 1, e.memory_mib, nullptr);
   const bool res_short = cpu_short || memory_short;
   if (res_short) quota_short = true;
   if (quota_short) reclaim_flavors = 0;

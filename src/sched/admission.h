@@ -50,10 +50,11 @@
 namespace fabrica {
 
 // A resource flavour: the GPUs a selector names. A pod's devices are charged to the first
-// flavour (in declaration order) that matches the model it was placed on, its kind and its MIG
-// profile, preferring flavours that name its kind to those that name none (so a `kind: mig`
-// flavour keeps MIG slices off a kind-less flavour's quota); a flavour with no quota anywhere is
-// not limited.
+// flavour (in the config's order; the server sorts stored flavours most specific first) that
+// matches the model it was placed on, its kind and its MIG profile, preferring flavours that
+// name its kind to those that name none (so a `kind: mig` flavour keeps MIG slices off a
+// kind-less flavour's quota). A flavour no queue has a quota in takes nothing: its GPUs go to
+// the next flavour that matches, and GPUs no limiting flavour takes are not limited.
 struct FlavorSpec {
   std::string name;
   std::optional<DeviceKind> kind;         // unset: any GPU request
@@ -91,8 +92,8 @@ struct PreemptionPolicy {
 enum class StopPolicy { kNone, kHold, kHoldAndDrain };
 
 // Beside GPU flavours, a queue's quotas may name the pods' CPU (milli-cores) and memory (MiB),
-// which no flavour divides: limits on admission, as the GPUs' (guarantee, borrowing, lending),
-// without preemption for them.
+// which no flavour divides: limits on admission, as the GPUs' (guarantee, borrowing, lending);
+// only a queue's own lower-priority work is preempted for them.
 inline constexpr const char* kCpuQuota = "cpu";
 inline constexpr const char* kMemoryQuota = "memory";
 
@@ -160,10 +161,10 @@ Status ValidatePreemptionPolicy(const PreemptionPolicy& policy);
 // `admission` section or a Queue list); see scenarios/README.md for the schema.
 class YamlMap;
 Result<AdmissionConfig> ParseAdmissionConfig(YamlMap& map);
-// One queue: name, parent, weight, disruptionBudget, queueingStrategy, preemption, stopPolicy
-// (None | Hold | HoldAndDrain), tenants (names or "*"), quotas (by
-// flavour: guaranteed, borrowingLimit, lendingLimit); the tree is checked by
-// ValidateAdmissionConfig.
+// One queue: name, parent, weight, disruptionBudget, queueingStrategy, preemption,
+// flavorFungibility, stopPolicy (None | Hold | HoldAndDrain), tenants (names or "*"), quotas
+// (by flavour, or `cpu` and `memory`: guaranteed, borrowingLimit, lendingLimit); the tree is
+// checked by ValidateAdmissionConfig.
 Result<QueueSpec> ParseQueueSpec(YamlMap& map);
 // One flavour: name, kind (whole | fraction | mig), models, migProfiles.
 Result<FlavorSpec> ParseFlavor(YamlMap& map);
@@ -379,7 +380,8 @@ class Admitter {
     std::string reason;
     // A workload that failed is parked out of its queue's walk until something it waits for
     // changes (see Wake): 1 = the fleet had no room for its shape, 2 = GPU quota, 3 = CPU or
-    // memory quota (woken as 2, but never for a preemption search).
+    // memory quota (woken as 2, and for its queue's search only where its own lower-priority
+    // work runs).
     int parked = 0;
     uint64_t park_shape = 0;
     bool waits_on_time = false;  // a victim's minimum runtime: never parked
@@ -444,7 +446,6 @@ class Admitter {
   std::vector<int> CandidateFlavors(const PodRequest& req) const;
   // The models flavour f takes `req` on (none if it does not take its kind or profile).
   uint64_t FlavorModels(int f, const PodRequest& req) const;
-  // `blocker`, when it does not: the queue whose guarantee or borrowing limit stops it.
   // kCpuQuota (r = 0) or kMemoryQuota (r = 1) of `amount` more: as QuotaAllows, for the
   // pods' CPU or memory.
   bool ResourceAllows(int leaf, int r, int64_t amount, std::string* why,
@@ -458,6 +459,8 @@ class Admitter {
   bool QuotaWalk(int leaf, int64_t amount, Used used, Guar guar, Borrow borrow, Kept kept,
                  const std::string& what, Fmt fmt, const char* unit, std::string* why,
                  int* blocker) const;
+  // `milli` more of flavour `flavor` for queue `leaf`; `why` (when given) says why not, and
+  // `blocker`, when it does not: the queue whose guarantee or borrowing limit stops it.
   bool QuotaAllows(int leaf, int flavor, int64_t milli, std::string* why,
                    int* blocker = nullptr) const;
   bool WithinGuarantee(int leaf, int flavor, int64_t milli) const;
@@ -478,7 +481,6 @@ class Admitter {
   void Unnominate(int id);
   void NoteReclaim(int id, const std::vector<int>& victims, double now);
   bool Holding(const QueueNode& q, double t) const;
-  bool Managed(int flavor) const { return managed_[flavor]; }
   double Key(int q) const;
   int PickLeaf() const;
   void Deactivate(int leaf);
@@ -528,7 +530,6 @@ class Admitter {
   // search (`searched`) has not come up empty.
   bool PartialInstead(int id, bool searched, uint64_t key, double now, CycleResult& out);
   std::set<uint64_t> partial_failed_;  // shapes that failed to start in part this cycle
-  std::string FlavorName(int f) const { return flavors_[f].name; }
 
   const Fleet& fleet_;
   AdmissionConfig config_;
@@ -577,5 +578,9 @@ class Admitter {
 
 // Milli-GPU as GPUs for messages: 48000 → "48", 2500 → "2.5".
 std::string GpuAmount(int64_t milli);
+// An amount of the pods' CPU (r = 0: milli-cores, as cores) or memory (r = 1: MiB, as "2Gi"),
+// and the quota key naming it.
+std::string ResourceAmount(int r, int64_t v);
+const char* ResourceName(int r);
 
 }  // namespace fabrica
