@@ -563,6 +563,19 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
       std::printf("Reason:     %s\n", status.value("reason", "").c_str());
     if (status.contains("isolation"))
       std::printf("Isolation:  %s\n", status.value("isolation", "").c_str());
+    // Started with fewer pods than it asks for (partial admission), and its gang-timeout
+    // releases.
+    if (const json counts = status.value("admittedCounts", json::array()); !counts.empty()) {
+      std::string list;
+      for (const json& c : counts) list += (list.empty() ? "" : ", ") + Plain(c);
+      std::printf("Admitted:   %s pod(s) per pod set (partial admission)\n", list.c_str());
+    }
+    if (status.contains("requeueState")) {
+      const json rs = status["requeueState"];
+      std::printf("Requeued:   %s gang timeout(s)%s\n", Plain(rs.value("count", json(0))).c_str(),
+                  rs.contains("requeueAt") ? ("; next try at " + rs.value("requeueAt", "")).c_str()
+                                           : "; deactivated at the limit");
+    }
     // A victim's mark, and a waiting preemptor's planned place.
     if (status.contains("preemption")) {
       const json p = status["preemption"];
@@ -588,6 +601,12 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
   }
   std::printf("Spec:\n");
   PrintYaml(o.value("spec", json::object()), 2, std::cout);
+  // A queue's or flavour's standing as the scheduler last wrote it (GPUs per flavour, CPU and
+  // memory, pending work; a flavour's GPUs).
+  if (std::string(r->kind) == "Queue" || std::string(r->kind) == "ResourceFlavor") {
+    std::printf("Status:\n");
+    PrintYaml(status, 2, std::cout);
+  }
   if (std::string(r->kind) == "Node") DescribeNodeHealth(http, name);
   return 0;
 }

@@ -111,4 +111,9 @@ for _ in $(seq 100); do
 done
 tr -d ' \n' <<<"$queue" | grep -q '"cpu":{"guaranteed":"64","used":"8"}' ||
   fail "partner-x's CPU not in its status: $queue"
+described=$("$FABCTL" describe workload elastic -n partner-x)
+grep -q "^Admitted: *2 pod(s) per pod set" <<<"$described" || fail "describe: $described"
+described=$("$FABCTL" describe queue team-c)
+grep -A3 "^Status:" <<<"$described" | grep -q "flavors\|guaranteedGpus" ||
+  fail "describe queue shows no status: $described"
 echo "OK: queues applied twice, pending listed in order, a foreign queue refused, flavours counted, a gang admitted in part"
