@@ -935,6 +935,47 @@ TEST_F(AdmissionTest, CpuAndMemoryQuotasLimitAdmission) {
   }
 }
 
+// A queue's CPU guarantee is reclaimed from the queues that borrowed it, as GPUs are: only
+// what they hold beyond their own guarantees, and only up to the reclaiming queue's.
+TEST_F(AdmissionTest, CpuGuaranteeIsReclaimedFromBorrowers) {
+  auto cpu_only = [](const std::string& name, const std::string& queue, int64_t cores) {
+    Workload w = Gpus(name, queue, 1);
+    w.pod_sets[0].device = DeviceRequest{};
+    w.pod_sets[0].cpu = MilliCpu(cores * 1000);
+    return w;
+  };
+  QueueSpec a = Plain("a"), b = Plain("b");
+  a.quotas[kCpuQuota] = QuotaSpec{16000, {}, {}};
+  b.quotas[kCpuQuota] = QuotaSpec{48000, {}, {}};
+  Make(Nodes(1, 8), {a, b});  // 64 cores
+  // a borrows b's unused 48 cores: the node is full.
+  std::vector<int> as, bs;
+  for (int i = 0; i < 8; ++i) as.push_back(Submit(cpu_only("a" + std::to_string(i), "a", 8), 0));
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(CountPhase(as, Phase::kAdmitted), 8);
+  // b asks for 56 cores: the 48 it is guaranteed come back from a, which keeps its 16; the
+  // seventh pod would take b past its guarantee and waits.
+  for (int i = 0; i < 7; ++i) bs.push_back(Submit(cpu_only("b" + std::to_string(i), "b", 8), 2));
+  CycleResult cr = adm_->Cycle(3, 1000);
+  ASSERT_EQ(cr.evicted.size(), 6u) << adm_->reason(bs[0]);
+  for (const auto& ev : cr.evicted) {
+    EXPECT_EQ(adm_->queue_name(adm_->queue_of(ev.victim)), "a");
+    adm_->Terminated(ev.victim, 30);
+  }
+  EXPECT_NE(adm_->reason(bs[0]).find("queue b reclaims its guarantee of cpu"), std::string::npos)
+      << adm_->reason(bs[0]);
+  cr = adm_->Cycle(31, 1000);
+  EXPECT_TRUE(cr.evicted.empty());
+  EXPECT_EQ(CountPhase(bs, Phase::kAdmitted), 6) << adm_->reason(bs[6]);
+  EXPECT_EQ(adm_->resource_usage(adm_->QueueIndex("a"), 0), 16000);
+  EXPECT_EQ(adm_->resource_usage(adm_->QueueIndex("b"), 0), 48000);
+  // a's next arrival finds a at its guarantee and b within its own: nothing to reclaim.
+  const int late = Submit(cpu_only("a-late", "a", 8), 32);
+  cr = adm_->Cycle(33, 1000);
+  EXPECT_TRUE(cr.evicted.empty());
+  EXPECT_EQ(adm_->phase(late), Phase::kPending);
+}
+
 // What the server's scheduler does every cycle: rebuild the Admitter from stored state. Restored
 // work holds its devices and is charged to its queue; one already being evicted is not chosen
 // again, and it counts against its queue's disruption budget.

@@ -1382,6 +1382,48 @@ TEST_F(FactoryTest, CpuQuotaLimitsWhatAQueueRuns) {
       << metrics.Render();
 }
 
+// A queue's CPU guarantee is taken back from the queue that borrowed it, through the server as
+// for GPUs: team-a fills the fleet's 1,120 cores with CPU-only work while team-b is idle; team-b
+// then asks for 224 of its 896 and reclaims two of team-a's pods, with the grace period.
+TEST_F(FactoryTest, CpuGuaranteeIsReclaimedThroughTheServer) {
+  SchedulerOptions so;
+  so.preemption_grace_ms = 5'000;
+  Metrics metrics;
+  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, &metrics);
+  CreateQueue("org", json::object());
+  CreateQueue("team-a", {{"parent", "org"}, {"quotas", {{"cpu", {{"guaranteed", 224}}}}}});
+  CreateQueue("team-b", {{"parent", "org"}, {"quotas", {{"cpu", {{"guaranteed", 896}}}}}});
+  auto cpu_only = [](const std::string& ns, const std::string& name) {
+    json w = WholeGpuWorkload(ns, name, 1);
+    w["spec"]["podSets"][0].erase("devices");
+    w["spec"]["podSets"][0]["cpu"] = "112";
+    return w;
+  };
+  for (int i = 0; i < 10; ++i) CreateWorkload(cpu_only("team-a", "a-" + std::to_string(i)));
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  CreateWorkload(cpu_only("team-b", "b-0"));
+  CreateWorkload(cpu_only("team-b", "b-1"));
+  CycleStats stats = Cycle();
+  EXPECT_EQ(stats.preempted, 2) << Describe(Workloads());
+  std::map<std::string, json> w = Workloads();
+  for (const auto& [name, obj] : w) {
+    if (!obj["status"].contains("preemption")) continue;
+    EXPECT_EQ(name.rfind("team-a/", 0), 0u) << name;
+    EXPECT_NE(obj["status"]["preemption"]
+                  .value("reason", "")
+                  .find("queue team-b reclaims its guarantee of cpu"),
+              std::string::npos)
+        << obj.dump();
+  }
+  Cycle(5'000);
+  Cycle();
+  w = Workloads();
+  EXPECT_EQ(w["team-b/b-0"]["status"].value("phase", ""), "Running") << Describe(w);
+  EXPECT_EQ(w["team-b/b-1"]["status"].value("phase", ""), "Running") << Describe(w);
+  const json qa = CallJson("GET", std::string(kApi) + "/queues/team-a");
+  EXPECT_EQ(qa["status"]["cpu"], (json{{"guaranteed", "224"}, {"used", "896"}})) << qa.dump();
+}
+
 // A queue tree that does not hold together (here a cycle, which single Queue objects cannot show
 // on their own) stops admission with a message naming the problem; nothing crashes, running
 // work keeps running, and fixing the tree resumes admission.

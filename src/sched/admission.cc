@@ -53,6 +53,10 @@ const char* ResourceName(int r) { return r == 0 ? kCpuQuota : kMemoryQuota; }
 
 namespace {
 
+// In a preemption search's per-(queue, flavour) tallies of what victims take, CPU (+ 0) and
+// memory (+ 1) after every flavour index.
+constexpr int kTakenResource = 1 << 20;
+
 // A quota's amount as its resource reads: GPUs, cores or bytes.
 std::string QuotaAmount(const std::string& resource, int64_t v) {
   if (resource == kCpuQuota) return ResourceAmount(0, v);
@@ -290,6 +294,7 @@ Status Admitter::Build() {
   for (int i = 0; i < static_cast<int>(queues_.size()); ++i) {
     int root = i;
     while (queues_[root].parent >= 0) root = queues_[root].parent;
+    queues_[i].root = root;
     for (int r = 0; r < 2; ++r) queues_[i].res_limited[r] = queues_[root].res_limited[r];
   }
   cap_gpu_ = std::max<int64_t>(1, state_.total_gpu_milli());
@@ -483,6 +488,32 @@ bool Admitter::MayReclaim(int leaf, int f, int64_t milli) const {
              q.guaranteed[f];
 }
 
+bool Admitter::MayReclaimResource(int leaf, int r, int64_t amount) const {
+  const QueueNode& q = queues_[leaf];
+  if (!q.res_limited[r] || amount == 0 ||
+      q.spec.preemption.reclaim_within_cohort == PreemptionPolicy::Reclaim::kNever)
+    return false;
+  const int64_t used = r == 0 ? q.cpu : q.memory;
+  return used - (q.res_evicting[r] - q.res_leaving[r]) + q.res_promised[r] + amount <=
+         q.res_guaranteed[r];
+}
+
+bool Admitter::BorrowsResource(int q, int r) const {
+  const QueueNode& n = queues_[q];
+  return n.res_limited[r] && (r == 0 ? n.cpu : n.memory) - n.res_evicting[r] > n.res_guaranteed[r];
+}
+
+unsigned Admitter::ResourceReclaims(const Entry& e) const {
+  unsigned out = 0;
+  for (int r = 0; r < 2; ++r)
+    if (MayReclaimResource(e.leaf, r, r == 0 ? e.cpu_milli : e.memory_mib)) out |= 1u << r;
+  return out;
+}
+
+bool Admitter::MayReclaimAny(int id) const {
+  return ReclaimEligible(id) || ResourceReclaims(entries_[id]) != 0;
+}
+
 bool Admitter::MayEvictOwn(const Entry& preemptor, const Entry& victim) const {
   using Within = PreemptionPolicy::Within;
   switch (queues_[preemptor.leaf].spec.preemption.within_queue) {
@@ -515,7 +546,7 @@ bool Admitter::TakeSearch(int id) {
     ++preempt_tried_[leaf];
     return true;
   }
-  if (reclaim_tried_[leaf] < config_.reclaim_searches_per_queue && ReclaimEligible(id)) {
+  if (reclaim_tried_[leaf] < config_.reclaim_searches_per_queue && MayReclaimAny(id)) {
     ++reclaim_tried_[leaf];
     return true;
   }
@@ -540,6 +571,13 @@ void Admitter::Nominate(int id, int victims, bool within_guarantee) {
       }
       break;
     }
+  }
+  // Its CPU and memory, wherever its queue's guarantee of them covers it.
+  for (int r = 0; r < 2; ++r) {
+    const int64_t amount = r == 0 ? e.cpu_milli : e.memory_mib;
+    if (!MayReclaimResource(e.leaf, r, amount)) continue;
+    e.res_promised[r] = amount;
+    queues_[e.leaf].res_promised[r] += amount;
   }
   nominated_.push_back(id);
 }
@@ -606,6 +644,10 @@ void Admitter::Unnominate(int id) {
   if (e.promised_flavor >= 0) queues_[e.leaf].promised[e.promised_flavor] -= e.promised;
   e.promised = 0;
   e.promised_flavor = -1;
+  for (int r = 0; r < 2; ++r) {
+    queues_[e.leaf].res_promised[r] -= e.res_promised[r];
+    e.res_promised[r] = 0;
+  }
 }
 
 void Admitter::RestoreNomination(int id, int victims, const std::vector<Assignment>& plan) {
@@ -980,6 +1022,11 @@ void Admitter::CountEvicting(int id, int sign) {
     q.evicting_usage[f] += sign * milli;
     if (e.options.leaving) q.leaving_usage[f] += sign * milli;
   }
+  for (int r = 0; r < 2; ++r) {
+    const int64_t amount = sign * (r == 0 ? e.cpu_milli : e.memory_mib);
+    q.res_evicting[r] += amount;
+    if (e.options.leaving) q.res_leaving[r] += amount;
+  }
 }
 
 void Admitter::Hold(int id) {
@@ -1324,6 +1371,25 @@ void Admitter::Wake() {
     }
     for (int id : wake) Unpark(id);
   }
+  // Work its queue's CPU or memory guarantee covers tries again where others of its tree
+  // borrow them (parked for room: the queue's reclaim searches).
+  std::vector<unsigned> tree_borrows(queue_count(), 0);  // by root: resources someone borrows
+  for (int q = 0; q < queue_count(); ++q)
+    if (is_leaf(q))
+      for (int r = 0; r < 2; ++r)
+        if (BorrowsResource(q, r)) tree_borrows[queues_[q].root] |= 1u << r;
+  for (int q = 0; q < queue_count(); ++q) {
+    if (!is_leaf(q) || queues_[q].parked.empty() || !tree_borrows[queues_[q].root]) continue;
+    std::vector<int> wake;
+    for (const auto& k : queues_[q].parked) {
+      if (static_cast<int>(wake.size()) >= config_.reclaim_searches_per_queue) break;
+      const int id = std::get<2>(k);
+      if (entries_[id].parked == 1 &&
+          (ResourceReclaims(entries_[id]) & tree_borrows[queues_[q].root]))
+        wake.push_back(id);
+    }
+    for (int id : wake) Unpark(id);
+  }
   bool someone_borrows = false;
   for (int q = 0; q < queue_count() && !someone_borrows; ++q)
     if (is_leaf(q))
@@ -1479,7 +1545,7 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
     e.reason = same->second;
     if (!WouldBorrow(id) && Consolidate(id, pods, e.spec.topology, now, out)) return false;
     bool searched = false;
-    if (config_.preemption && ReclaimEligible(id) && MayPreempt(id) && TakeSearch(id)) {
+    if (config_.preemption && MayReclaimAny(id) && MayPreempt(id) && TakeSearch(id)) {
       if (Preempt(id, pods, allowed, now, out) ||
           (!WouldBorrow(id) && Consolidate(id, pods, e.spec.topology, now, out, true)))
         return false;
@@ -1627,7 +1693,7 @@ bool Admitter::PartialInstead(int id, bool searched, uint64_t key, double now, C
   const Entry& e = entries_[id];
   if (e.counts != e.full_counts || e.min_counts == e.full_counts) return false;  // no cut
   // (A search that could not find anything counts as one that found nothing.)
-  if (!searched && config_.preemption && ReclaimEligible(id) && MayPreempt(id)) return false;
+  if (!searched && config_.preemption && MayReclaimAny(id) && MayPreempt(id)) return false;
   // The same shape with the same least failed to start in part this cycle: so does this one.
   uint64_t partial_key = key ^ 0x9e3779b97f4a7c15ULL;
   for (size_t i = 0; i < e.min_counts.size(); ++i)
@@ -1740,9 +1806,14 @@ bool Admitter::MayPreempt(int id) const {
   bool takes_borrowed = policy.borrow_within_cohort == PreemptionPolicy::Borrow::kLowerPriority;
   for (int f = 0; f < static_cast<int>(flavors_.size()); ++f)
     if (MayReclaim(e.leaf, f, e.gpu_milli)) takes_borrowed = true;
+  // And CPU or memory others of its tree hold beyond their guarantees.
+  const unsigned resources = ResourceReclaims(e);
   const double mine = dominant_share(e.leaf);
   for (int q = 0; q < queue_count(); ++q) {
     if (q == e.leaf || !is_leaf(q)) continue;
+    for (int r = 0; r < 2; ++r)
+      if ((resources >> r & 1) && queues_[q].root == queues_[e.leaf].root && BorrowsResource(q, r))
+        return true;
     if (takes_borrowed)
       for (int f = 0; f < static_cast<int>(flavors_.size()); ++f)
         if (managed_[f] &&
@@ -2218,8 +2289,11 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     }
     borrow_preempt = reclaim_flavors != 0;
   }
-  const bool reclaim = reclaim_flavors != 0 && !borrow_preempt;  // of its guarantee
-  const bool takes_borrowed = reclaim_flavors != 0;
+  // CPU and memory its queue is guaranteed and others of its tree borrow (not while it borrows
+  // GPUs, or is short of quota).
+  const unsigned res_reclaim = quota_short || borrow_preempt ? 0 : ResourceReclaims(e);
+  const bool reclaim = (reclaim_flavors != 0 || res_reclaim != 0) && !borrow_preempt;
+  const bool takes_borrowed = reclaim_flavors != 0 || res_reclaim != 0;
   // Whether other queue's borrowed workload w may go for this one, by priority.
   const auto priority_allows = [&](const Entry& w) {
     if (borrow_preempt)
@@ -2230,7 +2304,8 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   };
   // What victim v of another queue gives back in the reclaimed flavours, or 0 when taking it
   // would push its queue below its own guarantee in one of them (`taken`: GPUs of that queue
-  // and flavour already chosen).
+  // and flavour already chosen; CPU and memory under kTakenResource + r). CPU or memory it
+  // holds counts where its queue borrows them and keeps its guarantee without it.
   auto lendable = [&](int v, const std::function<int64_t(int, int)>& taken) -> int64_t {
     const Entry& w = entries_[v];
     const QueueNode& vq = queues_[w.leaf];
@@ -2241,7 +2316,22 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
         return 0;
       gives += milli;
     }
+    for (int r = 0; r < 2; ++r) {
+      const int64_t amount = r == 0 ? w.cpu_milli : w.memory_mib;
+      if (!(res_reclaim >> r & 1) || amount == 0 || vq.root != queues_[leaf].root) continue;
+      const int64_t used = r == 0 ? vq.cpu : vq.memory;
+      if (used - vq.res_evicting[r] - taken(w.leaf, kTakenResource + r) - amount >=
+          vq.res_guaranteed[r])
+        gives += amount;
+    }
     return gives;
+  };
+  // Notes what victim v takes from its queue (for `taken` above).
+  const auto note_taken = [&](std::map<std::pair<int, int>, int64_t>& taken, int v) {
+    const Entry& w = entries_[v];
+    for (auto [f, milli] : w.charged) taken[{w.leaf, f}] += milli;
+    taken[{w.leaf, kTakenResource}] += w.cpu_milli;
+    taken[{w.leaf, kTakenResource + 1}] += w.memory_mib;
   };
   const double my_share =
       dominant_share(leaf) + std::max(static_cast<double>(e.gpu_milli) / cap_gpu_,
@@ -2253,6 +2343,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
       leaf,
       e.spec.priority,
       reclaim_flavors,
+      res_reclaim,
       quota_short,
       borrow_preempt,
       config_.fair_share_preemption ? e.gpu_milli : 0,
@@ -2388,7 +2479,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
         if (w.leaf != leaf && lendable(c.id, [](int, int) { return int64_t{0}; }) == 0) continue;
         chosen.push_back(c.id);
         ++chosen_per_queue[w.leaf];
-        for (auto [f, m] : w.charged) chosen_milli[{w.leaf, f}] += m;
+        note_taken(chosen_milli, c.id);
         TrialRelease(c.id);
         Charge(c.id, -1);
       }
@@ -2467,7 +2558,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
               lendable(v, taken_so_far) == 0)
             continue;  // would push the lender's queue below its own guarantee
           ++extra[q];
-          for (auto [f, milli] : entries_[v].charged) extra_milli[{q, f}] += milli;
+          note_taken(extra_milli, v);
           TrialRelease(v);
           taken.push_back(v);
           cost += cands[rank(v)].cost;
@@ -2492,7 +2583,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
         TrialRelease(v);
         chosen.push_back(v);
         ++chosen_per_queue[entries_[v].leaf];
-        for (auto [f, milli] : entries_[v].charged) chosen_milli[{entries_[v].leaf, f}] += milli;
+        note_taken(chosen_milli, v);
       }
       PodPlacement there = placer_.PlaceIn(state_, {std::get<2>(best)}, pod, rng_);
       if (there.outcome != Outcome::kPlaced) {
@@ -2546,6 +2637,9 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     why =
         std::string(equal ? "for earlier work of the same priority" : "for higher-priority work") +
         " in queue " + queues_[leaf].spec.name + (quota_short ? " (at its quota)" : "");
+  } else if (reclaim && reclaim_flavors == 0) {
+    why = "queue " + queues_[leaf].spec.name + " reclaims its guarantee of " +
+          (res_reclaim == 3 ? "cpu and memory" : ResourceName(res_reclaim == 1 ? 0 : 1));
   } else if (reclaim) {
     why = "queue " + queues_[leaf].spec.name + " reclaims its guarantee";
   } else if (borrow_preempt) {
@@ -2558,7 +2652,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     lost += LostIfEvicted(v, now);
     MarkEvicting(v, id, "preempted by " + e.spec.name.str() + " (" + why + ")", out);
   }
-  if (reclaim && !own_only) NoteReclaim(id, chosen, now);
+  if (reclaim_flavors != 0 && reclaim && !own_only) NoteReclaim(id, chosen, now);
   Nominate(id, static_cast<int>(chosen.size()), reclaim);
   SetPlan(id, placed);
   e.reason = "preempting " + std::to_string(chosen.size()) + " workload(s) " + why + ", " +

@@ -363,6 +363,9 @@ class Admitter {
     int victims_left = 0;
     int64_t promised = 0;      // while nominated within its guarantee: GPUs its queue has promised
     int promised_flavor = -1;  // ... in this flavour
+    // While nominated: its CPU ([0]) and memory ([1]) its queue has promised (within the
+    // queue's guarantee of them, where its tree limits them).
+    int64_t res_promised[2] = {0, 0};
     // Its last preemption search found room only with victims still within their minimum
     // runtime: when the last of those it needs may go, and the longest such runtime (-1: not so).
     double victims_ready_at = -1;
@@ -408,6 +411,10 @@ class Admitter {
     std::optional<int64_t> res_borrow[2], res_lend[2];
     // Whether its tree (its root's subtree) limits it: some queue there names it.
     bool res_limited[2] = {false, false};
+    // Leaves: of its CPU and memory, what its workloads being evicted hold, the part evicted
+    // for no preemptor, and what its nominated preemptors were promised (as for GPUs below).
+    int64_t res_evicting[2] = {0, 0}, res_leaving[2] = {0, 0}, res_promised[2] = {0, 0};
+    int root = -1;       // the root of its tree (its cohort for CPU and memory)
     double history = 0;  // decayed dominant share
     int evicting = 0;
     std::vector<int64_t> evicting_usage;  // per flavour: GPUs of its workloads being evicted
@@ -466,10 +473,19 @@ class Admitter {
   bool WithinGuarantee(int leaf, int flavor, int64_t milli) const;
   // Within the guarantee once what is promised to the queue's nominated preemptors is counted.
   bool MayReclaim(int leaf, int flavor, int64_t milli) const;
+  // The same for CPU (r = 0) or memory (r = 1), where the queue's tree limits it.
+  bool MayReclaimResource(int leaf, int r, int64_t amount) const;
+  // Whether leaf q holds more CPU or memory than its guarantee, less what is being evicted.
+  bool BorrowsResource(int q, int r) const;
+  // The resources (bit r) e may reclaim from other queues of its tree at its current size.
+  unsigned ResourceReclaims(const Entry& e) const;
   // Whether `victim`, of the preemptor's own queue, may go for it (the queue's withinQueue).
   bool MayEvictOwn(const Entry& preemptor, const Entry& victim) const;
   int64_t promised_milli(int q) const;  // every flavour
+  // Whether it may reclaim GPUs its queue is guaranteed (ReclaimEligible), or that or CPU or
+  // memory (MayReclaimAny).
   bool ReclaimEligible(int id) const;
+  bool MayReclaimAny(int id) const;
   // Takes one of the queue's preemption searches of this cycle, if one is left for `id`.
   bool TakeSearch(int id);
   void Nominate(int id, int victims, bool within_guarantee);
@@ -564,9 +580,9 @@ class Admitter {
     std::string budget_block;
     std::vector<Candidate> later;  // eligible but within their minimum runtime
   };
-  // Who asks: leaf, priority, flavours taken back, quota short, borrowing, size (fair-share
-  // preemption), arrival (LowerOrNewerEqualPriority).
-  using VictimKey = std::tuple<int, int, uint64_t, bool, bool, int64_t, double>;
+  // Who asks: leaf, priority, flavours taken back, CPU or memory taken back, quota short,
+  // borrowing, size (fair-share preemption), arrival (LowerOrNewerEqualPriority).
+  using VictimKey = std::tuple<int, int, uint64_t, unsigned, bool, bool, int64_t, double>;
   std::map<VictimKey, VictimList> victim_cache_;    // this cycle
   std::vector<int> preempt_tried_, reclaim_tried_;  // searches per queue, this cycle
   std::vector<bool> no_eviction_;                   // by node, see ExcludeFromEviction
