@@ -714,6 +714,44 @@ TEST_F(AdmissionTest, WhenCanBorrowTryNextFlavorFillsTheGuaranteeFirst) {
   }
 }
 
+// flavorOrder: a queue's flavours in its order of preference. Queue a may use H100s and A100s
+// (node 0 and node 1) within its guarantee; its workloads fill the first flavour it lists, then
+// the next. With whenCanBorrow: TryNextFlavor, the listed flavours where it stays within its
+// guarantee come first, in order, then the others in order.
+TEST_F(AdmissionTest, FlavorOrderIsTriedInTurn) {
+  for (const auto& [order, first] : {std::pair{std::vector<std::string>{"a100", "h100"}, 1},
+                                     std::pair{std::vector<std::string>{"h100", "a100"}, 0}}) {
+    SCOPED_TRACE(order[0]);
+    QueueSpec a = Plain("a");
+    a.quotas["h100"].guaranteed_milli = 4000;
+    a.quotas["a100"].guaranteed_milli = 4000;
+    a.flavor_order = order;
+    Make(H100AndA100(), {a}, {}, PerModelFlavours());
+    std::vector<int> ids = SubmitEach("w", "a", 5, 0);
+    adm_->Cycle(1, 1000);
+    ASSERT_EQ(CountPhase(ids, Phase::kAdmitted), 5);
+    EXPECT_EQ(PlacedOn(ids, first), 4);
+    EXPECT_EQ(PlacedOn(ids, 1 - first), 1);
+  }
+  for (auto when : {QueueSpec::WhenCanBorrow::kBorrow, QueueSpec::WhenCanBorrow::kTryNextFlavor}) {
+    const bool try_next = when == QueueSpec::WhenCanBorrow::kTryNextFlavor;
+    SCOPED_TRACE(try_next ? "TryNextFlavor" : "Borrow");
+    // a prefers A100s but is guaranteed only H100s; it borrows b's A100s.
+    QueueSpec a = Plain("a"), b = Plain("b");
+    a.quotas["h100"].guaranteed_milli = 2000;
+    a.quotas["a100"].guaranteed_milli = 0;
+    b.quotas["a100"].guaranteed_milli = 4000;
+    a.flavor_order = {"a100", "h100"};
+    a.when_can_borrow = when;
+    Make(H100AndA100(), {a, b}, {}, PerModelFlavours());
+    std::vector<int> ids = SubmitEach("w", "a", 4, 0);
+    adm_->Cycle(1, 1000);
+    ASSERT_EQ(CountPhase(ids, Phase::kAdmitted), 4);
+    EXPECT_EQ(PlacedOn(ids, 0), try_next ? 2 : 0);  // its guaranteed H100s first
+    EXPECT_EQ(PlacedOn(ids, 1), try_next ? 2 : 4);
+  }
+}
+
 // An admission narrows a workload's pods to the models its quota allowed then; released, it asks
 // again on every model its request allows. Gang G (TryNextFlavor) first starts on a's A100s;
 // released by the gang timeout, it finds them taken by X and borrows H100s.
@@ -1843,6 +1881,10 @@ TEST(AdmissionConfigTest, ErrorsNameTheField) {
   ExpectBad(ParseQueues("queues:\n  - {name: a, quotas: {tpu: {guaranteed: 4}}}\n"),
             "queues[0].quotas.tpu", "unknown flavour");
   ExpectBad(ParseQueues("queues:\n  - {name: a, wieght: 2}\n"), "queues[0].wieght", "unknown");
+  ExpectBad(ParseQueues("queues:\n  - {name: a, flavorOrder: [gpu, gpu]}\n"),
+            "queues[0].flavorOrder", "'gpu' is listed twice");
+  ExpectBad(ParseQueues("queues:\n  - {name: a, flavorOrder: [gpu, spot]}\n"),
+            "queues[0].flavorOrder[1]", "unknown flavour \"spot\"");
   ExpectBad(ParseQueues("queues:\n  - {name: a, queueingStrategy: LIFO}\n"),
             "queues[0].queueingStrategy", "must be BestEffortFIFO or StrictFIFO");
   ExpectBad(ParseQueues("queues:\n  - {name: a, preemption: {withinQueue: Sometimes}}\n"),

@@ -129,6 +129,10 @@ Status ValidateAdmissionConfig(const AdmissionConfig& config) {
     if (q.preemption.borrow_within_cohort != PreemptionPolicy::Borrow::kNever &&
         config.fair_share_preemption)
       return InvalidArgument(at + ".preemption.borrowWithinCohort: not with fairSharePreemption");
+    for (size_t k = 0; k < q.flavor_order.size(); ++k)
+      if (!flavor_index.count(q.flavor_order[k]))
+        return InvalidArgument(at + ".flavorOrder[" + std::to_string(k) + "]: unknown flavour \"" +
+                               q.flavor_order[k] + "\"");
     for (const auto& [flavor, quota] : q.quotas) {
       std::string qa = at + ".quotas." + flavor;
       if (!flavor_index.count(flavor) && flavor != kCpuQuota && flavor != kMemoryQuota)
@@ -232,6 +236,7 @@ Status Admitter::Build() {
     q.leaving_usage.assign(nf, 0);
     q.promised.assign(nf, 0);
     q.reclaim_room.assign(nf, 0);
+    for (const std::string& name : spec.flavor_order) q.flavor_order.push_back(flavor_index[name]);
     queues_.push_back(std::move(q));
   }
   for (int i = 0; i < static_cast<int>(queues_.size()); ++i) {
@@ -1452,7 +1457,9 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
       break;
     }
   uint64_t allowed = ~uint64_t{0};
-  uint64_t unborrowed = 0;  // models to try first (whenCanBorrow: TryNextFlavor); 0: none
+  // Models to try first, in turn (flavorOrder, whenCanBorrow: TryNextFlavor), before the
+  // usual attempt on every model its quota allows.
+  std::vector<uint64_t> tiers;
   int quota_blocked = -1;
   if (gpu_pod) {
     std::vector<int> cands = CandidateFlavors(*gpu_pod);
@@ -1480,15 +1487,31 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
       }
       for (PodRequest& p : pods)
         if (p.kind != DeviceKind::kNone) p.model_mask &= allowed;
+      // flavorOrder: each listed flavour's models in turn, then the models none of them takes.
+      std::vector<uint64_t> ordered;
+      uint64_t covered = 0;
+      for (int f : queues_[e.leaf].flavor_order) {
+        const uint64_t models = FlavorModels(f, *gpu_pod) & allowed & ~covered;
+        if (models == 0) continue;
+        ordered.push_back(models);
+        covered |= models;
+      }
+      if (!ordered.empty() && covered != allowed) ordered.push_back(allowed & ~covered);
       // flavorFungibility.whenCanBorrow: TryNextFlavor — the models where its queue stays
-      // within its guarantee (or that no flavour limits), tried first.
+      // within its guarantee (or that no flavour limits) first, in that order; then all.
       if (queues_[e.leaf].spec.when_can_borrow == QueueSpec::WhenCanBorrow::kTryNextFlavor) {
         uint64_t within = UnchargedModels(*gpu_pod);
         for (int f : cands)
           if (WithinGuarantee(e.leaf, f, e.gpu_milli))
             within |= FlavorModels(f, *gpu_pod) & allowed;
-        if (within != 0 && within != allowed) unborrowed = within;
+        if (ordered.empty() && within != 0 && within != allowed) tiers.push_back(within);
+        for (uint64_t models : ordered)
+          if ((models & within) != 0) tiers.push_back(models & within);
       }
+      for (uint64_t models : ordered)
+        if (std::find(tiers.begin(), tiers.end(), models) == tiers.end()) tiers.push_back(models);
+      // (Every model allowed is the usual attempt's.)
+      tiers.erase(std::find(tiers.begin(), tiers.end(), allowed), tiers.end());
     }
   }
 
@@ -1530,14 +1553,18 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
       placed = true;
     }
   }
-  if (!placed && unborrowed != 0 && planned.empty() && !failed.count(key)) {
-    // Where it need not borrow, first; failing there, wherever its quota allows (below).
-    std::vector<PodRequest> within = pods;
-    for (PodRequest& p : within)
-      if (p.kind != DeviceKind::kNone) p.model_mask &= unborrowed;
+  if (!placed && !tiers.empty() && planned.empty() && !failed.count(key)) {
+    // The preferred models in turn; failing there, wherever its quota allows (below).
     placer_.set_explain(false);
-    placed = PlaceAll(e, within, &e.assign, nullptr);
-    if (placed) pods = std::move(within);
+    for (uint64_t models : tiers) {
+      std::vector<PodRequest> tier = pods;
+      for (PodRequest& p : tier)
+        if (p.kind != DeviceKind::kNone) p.model_mask &= models;
+      if (!PlaceAll(e, tier, &e.assign, nullptr)) continue;
+      pods = std::move(tier);
+      placed = true;
+      break;
+    }
   }
   if (auto same = failed.find(key); !placed && same != failed.end()) {
     // The same shape failed this cycle, and the fleet has only filled up since; but it may

@@ -115,6 +115,11 @@ struct QueueSpec {
   // GPUs are the first to be reclaimed).
   enum class WhenCanBorrow { kBorrow, kTryNextFlavor };
   WhenCanBorrow when_can_borrow = WhenCanBorrow::kBorrow;
+  // flavorOrder: flavours its workloads try in this order (Kueue's order of a ClusterQueue's
+  // flavours: reserved before spot, cheap before fast); a workload goes to the first whose
+  // models have room, then to the models no listed flavour takes. Empty: placement picks
+  // among every flavour its quota allows.
+  std::vector<std::string> flavor_order = {};
   StopPolicy stop_policy = StopPolicy::kNone;
   // Tenants whose workloads may wait in this queue or a leaf below it ("*": every tenant),
   // beside the tenant a leaf is named after (sched/queue_objects.h, TenantMayUse).
@@ -162,8 +167,8 @@ Status ValidatePreemptionPolicy(const PreemptionPolicy& policy);
 class YamlMap;
 Result<AdmissionConfig> ParseAdmissionConfig(YamlMap& map);
 // One queue: name, parent, weight, disruptionBudget, queueingStrategy, preemption,
-// flavorFungibility, stopPolicy (None | Hold | HoldAndDrain), tenants (names or "*"), quotas
-// (by flavour, or `cpu` and `memory`: guaranteed, borrowingLimit, lendingLimit); the tree is
+// flavorFungibility, flavorOrder, stopPolicy (None | Hold | HoldAndDrain), tenants (names or "*"),
+// quotas (by flavour, or `cpu` and `memory`: guaranteed, borrowingLimit, lendingLimit); the tree is
 // checked by ValidateAdmissionConfig.
 Result<QueueSpec> ParseQueueSpec(YamlMap& map);
 // One flavour: name, kind (whole | fraction | mig), models, migProfiles.
@@ -414,8 +419,9 @@ class Admitter {
     // Leaves: of its CPU and memory, what its workloads being evicted hold, the part evicted
     // for no preemptor, and what its nominated preemptors were promised (as for GPUs below).
     int64_t res_evicting[2] = {0, 0}, res_leaving[2] = {0, 0}, res_promised[2] = {0, 0};
-    int root = -1;       // the root of its tree (its cohort for CPU and memory)
-    double history = 0;  // decayed dominant share
+    int root = -1;                  // the root of its tree (its cohort for CPU and memory)
+    std::vector<int> flavor_order;  // spec.flavor_order, as flavour indices
+    double history = 0;             // decayed dominant share
     int evicting = 0;
     std::vector<int64_t> evicting_usage;  // per flavour: GPUs of its workloads being evicted
     std::vector<int64_t> leaving_usage;   // per flavour: the part evicted for no preemptor

@@ -147,6 +147,13 @@ Result<QueueSpec> ParseQueueSpec(YamlMap& m) {
     q.disruption_budget = static_cast<int>(b);
   }
   RETURN_IF_ERROR(ParseQueuePolicies(m, &q));
+  if (m.Has("flavorOrder")) {
+    ASSIGN_OR_RETURN(q.flavor_order, m.StringList("flavorOrder"));
+    for (size_t i = 0; i < q.flavor_order.size(); ++i)
+      for (size_t j = 0; j < i; ++j)
+        if (q.flavor_order[i] == q.flavor_order[j])
+          return m.Error("flavorOrder", "'" + q.flavor_order[i] + "' is listed twice");
+  }
   ASSIGN_OR_RETURN(int stop, ParseChoice(m, "stopPolicy", {"None", "Hold", "HoldAndDrain"}, 0));
   q.stop_policy = static_cast<StopPolicy>(stop);
   if (m.Has("tenants")) {
