@@ -1012,6 +1012,31 @@ TEST_F(AdmissionTest, CpuGuaranteeIsReclaimedFromBorrowers) {
   cr = adm_->Cycle(33, 1000);
   EXPECT_TRUE(cr.evicted.empty());
   EXPECT_EQ(adm_->phase(late), Phase::kPending);
+
+  // Only work within its queue's guarantee in every resource reclaims: x is guaranteed CPU but
+  // no GPUs, y GPUs but no CPU. y's job (8 GPUs, 8 borrowed cores) fills the GPUs; x's like
+  // job, within its CPU guarantee but borrowing GPUs, does not evict it for CPU (y would take
+  // the GPUs back, and so on for ever).
+  QueueSpec x = Plain("x"), y = Plain("y"), z = Plain("z");
+  x.quotas[kCpuQuota] = QuotaSpec{16000, {}, {}};
+  x.quotas["gpu"] = QuotaSpec{0, {}, {}};
+  y.quotas[kCpuQuota] = QuotaSpec{0, {}, {}};
+  y.quotas["gpu"] = QuotaSpec{8000, {}, {}};
+  z.quotas[kCpuQuota] = QuotaSpec{48000, {}, {}};
+  z.quotas["gpu"] = QuotaSpec{8000, {}, {}};  // idle: lends to both
+  Make(Nodes(1, 8), {x, y, z});
+  Workload job = Gpus("y0", "y", 8);
+  job.pod_sets[0].cpu = MilliCpu(8000);
+  const int y0 = Submit(job, 0);
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(adm_->phase(y0), Phase::kAdmitted) << adm_->reason(y0);
+  job.name = WorkloadId("x0");
+  job.queue = QueueId("x");
+  job.tenant = TenantId("x");
+  const int x0 = Submit(job, 2);
+  cr = adm_->Cycle(3, 1000);
+  EXPECT_TRUE(cr.evicted.empty()) << adm_->reason(x0);
+  EXPECT_EQ(adm_->phase(x0), Phase::kPending);
 }
 
 // What the server's scheduler does every cycle: rebuild the Admitter from stored state. Restored

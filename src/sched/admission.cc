@@ -508,7 +508,22 @@ bool Admitter::BorrowsResource(int q, int r) const {
   return n.res_limited[r] && (r == 0 ? n.cpu : n.memory) - n.res_evicting[r] > n.res_guaranteed[r];
 }
 
-unsigned Admitter::ResourceReclaims(const Entry& e) const {
+bool Admitter::ResourcesWithinGuarantee(const Entry& e) const {
+  const QueueNode& q = queues_[e.leaf];
+  for (int r = 0; r < 2; ++r) {
+    const int64_t amount = r == 0 ? e.cpu_milli : e.memory_mib;
+    if (!q.res_limited[r] || amount == 0) continue;
+    const int64_t used = r == 0 ? q.cpu : q.memory;
+    if (used - (q.res_evicting[r] - q.res_leaving[r]) + q.res_promised[r] + amount >
+        q.res_guaranteed[r])
+      return false;
+  }
+  return true;
+}
+
+unsigned Admitter::ResourceReclaims(int id) const {
+  const Entry& e = entries_[id];
+  if (WouldBorrow(id) || !ResourcesWithinGuarantee(e)) return 0;
   unsigned out = 0;
   for (int r = 0; r < 2; ++r)
     if (MayReclaimResource(e.leaf, r, r == 0 ? e.cpu_milli : e.memory_mib)) out |= 1u << r;
@@ -516,7 +531,7 @@ unsigned Admitter::ResourceReclaims(const Entry& e) const {
 }
 
 bool Admitter::MayReclaimAny(int id) const {
-  return ReclaimEligible(id) || ResourceReclaims(entries_[id]) != 0;
+  return ReclaimEligible(id) || ResourceReclaims(id) != 0;
 }
 
 bool Admitter::MayEvictOwn(const Entry& preemptor, const Entry& victim) const {
@@ -536,6 +551,7 @@ bool Admitter::MayEvictOwn(const Entry& preemptor, const Entry& victim) const {
 
 bool Admitter::ReclaimEligible(int id) const {
   const Entry& e = entries_[id];
+  if (!ResourcesWithinGuarantee(e)) return false;
   for (const PodRequest& p : e.pods) {
     if (p.kind == DeviceKind::kNone) continue;
     for (int f : CandidateFlavors(p))
@@ -1101,12 +1117,13 @@ void Admitter::RestoreReclaims(const std::map<std::string, ReclaimRecord>& by_qu
 // need, per flavour, is kept for its queue (and the queues above it) for reclaim_hold_s. Within
 // a hold, what an earlier reclaim kept counts only as far as the queue has not used it since,
 // so a queue that reclaims again and again does not come to hold all its unused guarantee.
-void Admitter::NoteReclaim(int id, const std::vector<int>& victims, double now) {
+void Admitter::NoteReclaim(int id, const std::vector<int>& victims, double now, uint64_t flavors) {
   const Entry& e = entries_[id];
   std::vector<int64_t> excess(flavors_.size(), 0);
   for (int v : victims) {
     if (entries_[v].leaf == e.leaf) continue;  // its own lower-priority work: not a reclaim
-    for (auto [f, milli] : entries_[v].charged) excess[f] += milli;
+    for (auto [f, milli] : entries_[v].charged)
+      if (f >= 64 || (flavors >> f & 1)) excess[f] += milli;
   }
   // It will be charged where its victims freed the most.
   const auto most = std::max_element(excess.begin(), excess.end());
@@ -1384,14 +1401,25 @@ void Admitter::Wake() {
       for (int r = 0; r < 2; ++r)
         if (BorrowsResource(q, r)) tree_borrows[queues_[q].root] |= 1u << r;
   for (int q = 0; q < queue_count(); ++q) {
-    if (!is_leaf(q) || queues_[q].parked.empty() || !tree_borrows[queues_[q].root]) continue;
+    const QueueNode& node = queues_[q];
+    if (!is_leaf(q) || node.parked.empty() || !tree_borrows[node.root]) continue;
+    // The first that fit in what is left of its guarantee, as for GPUs below.
+    int64_t left[2];
+    for (int r = 0; r < 2; ++r)
+      left[r] = !node.res_limited[r]
+                    ? std::numeric_limits<int64_t>::max()
+                    : node.res_guaranteed[r] - (r == 0 ? node.cpu : node.memory) +
+                          (node.res_evicting[r] - node.res_leaving[r]) - node.res_promised[r];
     std::vector<int> wake;
-    for (const auto& k : queues_[q].parked) {
+    for (const auto& k : node.parked) {
       if (static_cast<int>(wake.size()) >= config_.reclaim_searches_per_queue) break;
       const int id = std::get<2>(k);
-      if (entries_[id].parked == 1 &&
-          (ResourceReclaims(entries_[id]) & tree_borrows[queues_[q].root]))
-        wake.push_back(id);
+      const Entry& e = entries_[id];
+      if (e.parked != 1 || !(ResourceReclaims(id) & tree_borrows[node.root])) continue;
+      if (e.cpu_milli > left[0] || e.memory_mib > left[1]) continue;
+      left[0] -= e.cpu_milli;
+      left[1] -= e.memory_mib;
+      wake.push_back(id);
     }
     for (int id : wake) Unpark(id);
   }
@@ -1831,10 +1859,11 @@ bool Admitter::MayPreempt(int id) const {
   // Others' borrowed work: taken back within the guarantee, or, where the queue's policy lets
   // it, evicted for higher-priority work that borrows.
   bool takes_borrowed = policy.borrow_within_cohort == PreemptionPolicy::Borrow::kLowerPriority;
-  for (int f = 0; f < static_cast<int>(flavors_.size()); ++f)
-    if (MayReclaim(e.leaf, f, e.gpu_milli)) takes_borrowed = true;
+  if (ResourcesWithinGuarantee(e))
+    for (int f = 0; f < static_cast<int>(flavors_.size()); ++f)
+      if (MayReclaim(e.leaf, f, e.gpu_milli)) takes_borrowed = true;
   // And CPU or memory others of its tree hold beyond their guarantees.
-  const unsigned resources = ResourceReclaims(e);
+  const unsigned resources = ResourceReclaims(id);
   const double mine = dominant_share(e.leaf);
   for (int q = 0; q < queue_count(); ++q) {
     if (q == e.leaf || !is_leaf(q)) continue;
@@ -2295,6 +2324,8 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   const bool memory_short = !ResourceAllows(leaf, 1, e.memory_mib, nullptr);
   const bool res_short = cpu_short || memory_short;
   if (res_short) quota_short = true;
+  // Past its guarantee of CPU or memory it reclaims nothing (ResourcesWithinGuarantee).
+  if (!ResourcesWithinGuarantee(e)) reclaim_flavors = 0;
   if (quota_short) reclaim_flavors = 0;
   const PreemptionPolicy& policy = queues_[leaf].spec.preemption;
   // borrowWithinCohort: beyond its guarantee it may evict other queues' borrowed work of lower
@@ -2318,7 +2349,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   }
   // CPU and memory its queue is guaranteed and others of its tree borrow (not while it borrows
   // GPUs, or is short of quota).
-  const unsigned res_reclaim = quota_short || borrow_preempt ? 0 : ResourceReclaims(e);
+  const unsigned res_reclaim = quota_short || borrow_preempt ? 0 : ResourceReclaims(id);
   const bool reclaim = (reclaim_flavors != 0 || res_reclaim != 0) && !borrow_preempt;
   const bool takes_borrowed = reclaim_flavors != 0 || res_reclaim != 0;
   // Whether other queue's borrowed workload w may go for this one, by priority.
@@ -2373,7 +2404,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
       res_reclaim,
       quota_short,
       borrow_preempt,
-      config_.fair_share_preemption ? e.gpu_milli : 0,
+      config_.fair_share_preemption ? my_share : 0.0,
       policy.within_queue == PreemptionPolicy::Within::kLowerOrNewerEqualPriority ? e.arrival : 0};
   // Lower priority first, then the fewest GPU-seconds lost, then the newest.
   auto cheaper = [&](const Candidate& a, const Candidate& b) {
@@ -2402,6 +2433,9 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
       } else if (quota_short ? !borrow_preempt
                              : !takes_borrowed && !config_.fair_share_preemption) {
         continue;
+      } else if (!quota_short && reclaim_flavors == 0 && !config_.fair_share_preemption &&
+                 queues_[q].root != queues_[leaf].root) {
+        continue;  // (reclaiming CPU or memory only: from its own tree)
       }
       pool.insert(pool.end(), queues_[q].running.begin(), queues_[q].running.end());
     }
@@ -2679,7 +2713,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     lost += LostIfEvicted(v, now);
     MarkEvicting(v, id, "preempted by " + e.spec.name.str() + " (" + why + ")", out);
   }
-  if (reclaim_flavors != 0 && reclaim && !own_only) NoteReclaim(id, chosen, now);
+  if (reclaim_flavors != 0 && reclaim && !own_only) NoteReclaim(id, chosen, now, reclaim_flavors);
   Nominate(id, static_cast<int>(chosen.size()), reclaim);
   SetPlan(id, placed);
   e.reason = "preempting " + std::to_string(chosen.size()) + " workload(s) " + why + ", " +

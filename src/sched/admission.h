@@ -481,10 +481,16 @@ class Admitter {
   bool MayReclaim(int leaf, int flavor, int64_t milli) const;
   // The same for CPU (r = 0) or memory (r = 1), where the queue's tree limits it.
   bool MayReclaimResource(int leaf, int r, int64_t amount) const;
+  // Whether admitting e keeps its queue within its guarantee of every CPU and memory quota
+  // its tree has, promises counted: as in Kueue, only work within its queue's guarantee in
+  // every resource it asks for reclaims (else two queues, each borrowing what the other is
+  // guaranteed, would take it back from each other in turn).
+  bool ResourcesWithinGuarantee(const Entry& e) const;
   // Whether leaf q holds more CPU or memory than its guarantee, less what is being evicted.
   bool BorrowsResource(int q, int r) const;
-  // The resources (bit r) e may reclaim from other queues of its tree at its current size.
-  unsigned ResourceReclaims(const Entry& e) const;
+  // The resources (bit r) workload id may reclaim from other queues of its tree at its current
+  // size: none while it would borrow GPUs or another resource.
+  unsigned ResourceReclaims(int id) const;
   // Whether `victim`, of the preemptor's own queue, may go for it (the queue's withinQueue).
   bool MayEvictOwn(const Entry& preemptor, const Entry& victim) const;
   int64_t promised_milli(int q) const;  // every flavour
@@ -501,7 +507,9 @@ class Admitter {
   void ReleaseHolds(Entry& e);
   void VictimStopped(int id);
   void Unnominate(int id);
-  void NoteReclaim(int id, const std::vector<int>& victims, double now);
+  // (`flavors`: the flavours reclaimed, bit f; flavours past 63 always count.)
+  void NoteReclaim(int id, const std::vector<int>& victims, double now,
+                   uint64_t flavors = ~uint64_t{0});
   bool Holding(const QueueNode& q, double t) const;
   double Key(int q) const;
   int PickLeaf() const;
@@ -588,7 +596,7 @@ class Admitter {
   };
   // Who asks: leaf, priority, flavours taken back, CPU or memory taken back, quota short,
   // borrowing, size (fair-share preemption), arrival (LowerOrNewerEqualPriority).
-  using VictimKey = std::tuple<int, int, uint64_t, unsigned, bool, bool, int64_t, double>;
+  using VictimKey = std::tuple<int, int, uint64_t, unsigned, bool, bool, double, double>;
   std::map<VictimKey, VictimList> victim_cache_;    // this cycle
   std::vector<int> preempt_tried_, reclaim_tried_;  // searches per queue, this cycle
   std::vector<bool> no_eviction_;                   // by node, see ExcludeFromEviction
