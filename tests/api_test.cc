@@ -1211,11 +1211,22 @@ TEST_F(ApiBadInputTest, ResourceFlavorsAreCheckedAndQuotasNameThem) {
   refused("PATCH", Item("queues", "", "qa"),
           {{"spec", {{"quotas", {{"a100", {{"guaranteed", 1}}}}}}}}, 422, "spec.quotas.a100");
   refused("DELETE", Item("resourceflavors", "", "h100"), json::object(), 409, "qa");
+  // A flavorOrder names stored flavours too, each once, and holds them as quotas do.
+  refused("PATCH", Item("queues", "", "qa"), {{"spec", {{"flavorOrder", {"h100", "a100"}}}}}, 422,
+          "spec.flavorOrder[1]: ResourceFlavor 'a100' does not exist");
+  refused("PATCH", Item("queues", "", "qa"), {{"spec", {{"flavorOrder", {"gpu", "gpu"}}}}}, 422,
+          "spec.flavorOrder: 'gpu' is listed twice");
+  json ordered = QueueObject("qo");
+  ordered["spec"]["flavorOrder"] = {"h100", "gpu"};
+  w_.MustCreate(Collection("queues"), ordered);
   // A flavour's own changes are free; once no queue names it, it may go.
   json flavor = Parse(w_.Get(Item("resourceflavors", "", "h100")));
   flavor["spec"]["models"] = {"H100", "H200"};
   EXPECT_EQ(w_.Do("PUT", Item("resourceflavors", "", "h100"), kAdmin, flavor.dump()).status, 200);
   EXPECT_EQ(w_.Do("DELETE", Item("queues", "", "qa"), kAdmin).status, 200);
+  refused("DELETE", Item("resourceflavors", "", "h100"), json::object(), 409,
+          "flavorOrder of queue(s) qo");
+  EXPECT_EQ(w_.Do("DELETE", Item("queues", "", "qo"), kAdmin).status, 200);
   EXPECT_EQ(w_.Do("DELETE", Item("resourceflavors", "", "h100"), kAdmin).status, 200);
   // A stored `gpu` may go while quotas name it: the built-in catch-all takes its place.
   w_.MustCreate(flavors, FlavorObject("gpu", {{"kind", "whole"}}));

@@ -1218,29 +1218,41 @@ struct ApiServer::Impl {
 
   // A queue's quotas name stored ResourceFlavors (or the built-in catch-all): one that names
   // none is refused when written, as one cannot be deleted while a queue names it.
+  // Its flavorOrder likewise.
   Status CheckQuotaFlavors(const json& queue) {
+    std::vector<std::pair<std::string, std::string>> named;  // (field, flavour)
     const json& quotas = Field(Field(queue, "spec"), "quotas");
-    if (!quotas.is_object()) return Status::Ok();
-    for (const auto& [flavor, quota] : quotas.items()) {
-      if (flavor == kDefaultFlavor || flavor == kCpuQuota || flavor == kMemoryQuota) continue;
+    if (quotas.is_object())
+      for (const auto& [flavor, quota] : quotas.items())
+        if (flavor != kCpuQuota && flavor != kMemoryQuota)
+          named.push_back({"spec.quotas." + flavor, flavor});
+    const json& order = Field(Field(queue, "spec"), "flavorOrder");
+    if (order.is_array())
+      for (size_t i = 0; i < order.size(); ++i)
+        if (order[i].is_string())
+          named.push_back({"spec.flavorOrder[" + std::to_string(i) + "]", order[i]});
+    for (const auto& [field, flavor] : named) {
+      if (flavor == kDefaultFlavor) continue;
       auto kv = store.Get(Key(*FindResource("resourceflavors"), "", flavor));
       if (kv.ok()) continue;
       if (kv.status().code() != StatusCode::kNotFound) return kv.status();
-      return InvalidArgument("spec.quotas." + flavor + ": ResourceFlavor '" + flavor +
+      return InvalidArgument(field + ": ResourceFlavor '" + flavor +
                              "' does not exist (create it first, or use '" + kDefaultFlavor +
                              "', every GPU no other flavour takes)");
     }
     return Status::Ok();
   }
 
-  // The queues whose quotas name a flavour, for refusing its deletion.
+  // The queues whose quotas or flavorOrder name a flavour, for refusing its deletion.
   Result<std::vector<std::string>> QueuesNaming(const std::string& flavor) {
     ASSIGN_OR_RETURN(ListResult queues, store.List(Prefix(*FindResource("queues"), ""), "", 0));
     std::vector<std::string> out;
     for (const KeyValue& kv : queues.items) {
       const json q = json::parse(kv.value, nullptr, false);
       const json& quotas = Field(Field(q, "spec"), "quotas");
-      if (quotas.is_object() && quotas.contains(flavor))
+      const json& order = Field(Field(q, "spec"), "flavorOrder");
+      if ((quotas.is_object() && quotas.contains(flavor)) ||
+          (order.is_array() && std::find(order.begin(), order.end(), flavor) != order.end()))
         out.push_back(Str(Field(q, "metadata"), "name"));
     }
     return out;
@@ -1398,7 +1410,8 @@ struct ApiServer::Impl {
           if (Status s = CheckQueueAccess(o); !s.ok()) return ErrorFromStatus(s);
       }
       if (!status_sub && std::string(info.kind) == "Queue" &&
-          Field(o["spec"], "quotas") != Field(Field(stored, "spec"), "quotas"))
+          (Field(o["spec"], "quotas") != Field(Field(stored, "spec"), "quotas") ||
+           Field(o["spec"], "flavorOrder") != Field(Field(stored, "spec"), "flavorOrder")))
         if (Status s = CheckQuotaFlavors(o); !s.ok()) return ErrorFromStatus(s);
       if (status_sub && !p.node.empty() && std::string(info.plural) == "workloads") {
         // A node reports on the pods it runs (phase, messages, times, conditions); where they
@@ -1458,8 +1471,8 @@ struct ApiServer::Impl {
       if (!users->empty()) {
         std::string list;
         for (const std::string& q : *users) list += (list.empty() ? "" : ", ") + q;
-        return StatusResponse(409, "ResourceFlavor '" + name + "' is in use: the quotas of " +
-                                       "queue(s) " + list + " name it");
+        return StatusResponse(409, "ResourceFlavor '" + name + "' is in use: the quotas or " +
+                                       "flavorOrder of queue(s) " + list + " name it");
       }
     }
     auto rev = store.Delete(Key(info, ns, name), kAnyRevision);

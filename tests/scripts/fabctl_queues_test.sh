@@ -4,7 +4,8 @@
 # `fabctl get queues` shows the queues active and `fabctl pending research` lists what waits,
 # in order, with why. A workload naming a queue its tenant may not use is refused (403).
 # examples/flavors.yaml's flavours show the GPUs charged to them and cannot be deleted in use.
-# An elastic gang (minCount) starts with the pods its queue allows, shown as PODS 2/4.
+# An elastic gang (minCount) starts with the pods its queue allows, shown as PODS 2/4; a
+# queue's flavorOrder decides where its work goes first.
 # Usage: fabctl_queues_test.sh FABRICA_BIN FABCTL_BIN SOURCE_DIR
 set -euo pipefail
 FABRICA=$1
@@ -83,6 +84,30 @@ if "$FABCTL" delete resourceflavor h200 >"$tmp/del.txt" 2>&1; then
   fail "a flavour in use was deleted"
 fi
 grep -q "team-c" "$tmp/del.txt" || fail "refusal does not name the queue: $(cat "$tmp/del.txt")"
+# team-c's flavorOrder puts its work on the other GPUs before its H200s (packing alone picks
+# an H200 node here).
+for i in 1 2 3 4 5 6; do "$FABCTL" delete workload "big-$i" -n team-b >/dev/null || fail "delete big-$i"; done
+for _ in $(seq 100); do
+  "$FABCTL" get workloads -n team-b | grep -q "^big-" || break
+  sleep 0.2
+done
+cat >"$tmp/ordered.yaml" <<YAML
+apiVersion: fabrica.dev/v1
+kind: Workload
+metadata: {name: ordered, namespace: team-c}
+spec:
+  podSets: [{name: main, count: 1, cpu: "8", memory: 32Gi, devices: {gpus: 2}}]
+  run: {command: [train], durationSeconds: 3600}
+YAML
+"$FABCTL" apply -f "$tmp/ordered.yaml" >/dev/null || fail "apply ordered"
+ordered=""
+for _ in $(seq 100); do
+  ordered=$("$FABCTL" get workload ordered -n team-c -o json)
+  tr -d ' \n' <<<"$ordered" | grep -q '"assignments":\[{' && break
+  sleep 0.2
+done
+tr -d ' \n' <<<"$ordered" | grep -q '"node":"hgx-' ||
+  fail "team-c's work not on the other GPUs first: $ordered"
 # Partial admission: partner-x may hold 8 GPUs, so an elastic gang of four 4-GPU pods
 # (minCount 1) starts with 2 of them, and `fabctl get workloads` says so.
 cat >"$tmp/elastic.yaml" <<YAML
@@ -116,4 +141,4 @@ grep -q "^Admitted: *2 pod(s) per pod set" <<<"$described" || fail "describe: $d
 described=$("$FABCTL" describe queue team-c)
 grep -A3 "^Status:" <<<"$described" | grep -q "flavors\|guaranteedGpus" ||
   fail "describe queue shows no status: $described"
-echo "OK: queues applied twice, pending listed in order, a foreign queue refused, flavours counted, a gang admitted in part"
+echo "OK: queues applied twice, pending listed in order, a foreign queue refused, flavours counted, a gang admitted in part, a flavour order kept"
