@@ -750,6 +750,19 @@ TEST_F(AdmissionTest, FlavorOrderIsTriedInTurn) {
     EXPECT_EQ(PlacedOn(ids, 0), try_next ? 2 : 0);  // its guaranteed H100s first
     EXPECT_EQ(PlacedOn(ids, 1), try_next ? 2 : 4);
   }
+  // A listed flavour no quota names keeps its place (its models are unlimited, not "the rest"),
+  // and a queue without an order follows its parent's.
+  {
+    QueueSpec mid = Plain("mid"), a = Plain("a");
+    mid.flavor_order = {"a100", "h100"};
+    a.parent = "mid";
+    a.quotas["h100"].guaranteed_milli = 4000;
+    Make(H100AndA100(), {mid, a}, {}, PerModelFlavours());
+    std::vector<int> ids = SubmitEach("w", "a", 5, 0);
+    adm_->Cycle(1, 1000);
+    ASSERT_EQ(CountPhase(ids, Phase::kAdmitted), 5);
+    EXPECT_EQ(PlacedOn(ids, 1), 4);  // the A100s first
+  }
 }
 
 // An admission narrows a workload's pods to the models its quota allowed then; released, it asks

@@ -1216,6 +1216,8 @@ TEST_F(ApiBadInputTest, ResourceFlavorsAreCheckedAndQuotasNameThem) {
           "spec.flavorOrder[1]: ResourceFlavor 'a100' does not exist");
   refused("PATCH", Item("queues", "", "qa"), {{"spec", {{"flavorOrder", {"gpu", "gpu"}}}}}, 422,
           "spec.flavorOrder: 'gpu' is listed twice");
+  refused("PATCH", Item("queues", "", "qa"), {{"spec", {{"flavorOrder", {"gpu", 5}}}}}, 422,
+          "spec.flavorOrder[1]: expected a flavour name (a string), got 5");
   json ordered = QueueObject("qo");
   ordered["spec"]["flavorOrder"] = {"h100", "gpu"};
   w_.MustCreate(Collection("queues"), ordered);

@@ -1228,9 +1228,13 @@ struct ApiServer::Impl {
           named.push_back({"spec.quotas." + flavor, flavor});
     const json& order = Field(Field(queue, "spec"), "flavorOrder");
     if (order.is_array())
-      for (size_t i = 0; i < order.size(); ++i)
-        if (order[i].is_string())
-          named.push_back({"spec.flavorOrder[" + std::to_string(i) + "]", order[i]});
+      for (size_t i = 0; i < order.size(); ++i) {
+        const std::string field = "spec.flavorOrder[" + std::to_string(i) + "]";
+        if (!order[i].is_string())
+          return InvalidArgument(field + ": expected a flavour name (a string), got " +
+                                 order[i].dump());
+        named.push_back({field, order[i]});
+      }
     for (const auto& [field, flavor] : named) {
       if (flavor == kDefaultFlavor) continue;
       auto kv = store.Get(Key(*FindResource("resourceflavors"), "", flavor));

@@ -300,6 +300,10 @@ Status Admitter::Build() {
     int root = i;
     while (queues_[root].parent >= 0) root = queues_[root].parent;
     queues_[i].root = root;
+    // A queue without a flavorOrder of its own follows its nearest ancestor's.
+    for (int a = queues_[i].parent; a >= 0 && queues_[i].flavor_order.empty();
+         a = queues_[a].parent)
+      queues_[i].flavor_order = queues_[a].flavor_order;
     for (int r = 0; r < 2; ++r) queues_[i].res_limited[r] = queues_[root].res_limited[r];
   }
   cap_gpu_ = std::max<int64_t>(1, state_.total_gpu_milli());
@@ -412,6 +416,15 @@ uint64_t Admitter::FlavorModels(int f, const PodRequest& req) const {
   const int known = std::min(static_cast<int>(state_.models().size()), 64);
   for (int m = 0; m < known; ++m)
     if ((req.model_mask >> m & 1) && FlavorOf(req, m) == f) out |= uint64_t{1} << m;
+  return out;
+}
+
+uint64_t Admitter::OrderModels(int f, const PodRequest& req) const {
+  uint64_t out = 0;
+  const int known = std::min(static_cast<int>(state_.models().size()), 64);
+  for (int m = 0; m < known; ++m)
+    if ((req.model_mask >> m & 1) && SelectFlavor(req.kind, req.mig_profile, m, false) == f)
+      out |= uint64_t{1} << m;
   return out;
 }
 
@@ -1488,6 +1501,7 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
   // Models to try first, in turn (flavorOrder, whenCanBorrow: TryNextFlavor), before the
   // usual attempt on every model its quota allows.
   std::vector<uint64_t> tiers;
+  uint64_t within = ~uint64_t{0};  // TryNextFlavor: the models within its guarantee (all: off)
   int quota_blocked = -1;
   if (gpu_pod) {
     std::vector<int> cands = CandidateFlavors(*gpu_pod);
@@ -1515,32 +1529,36 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
       }
       for (PodRequest& p : pods)
         if (p.kind != DeviceKind::kNone) p.model_mask &= allowed;
-      // flavorOrder: each listed flavour's models in turn, then the models none of them takes.
-      std::vector<uint64_t> ordered;
-      uint64_t covered = 0;
-      for (int f : queues_[e.leaf].flavor_order) {
-        const uint64_t models = FlavorModels(f, *gpu_pod) & allowed & ~covered;
-        if (models == 0) continue;
-        ordered.push_back(models);
-        covered |= models;
-      }
-      if (!ordered.empty() && covered != allowed) ordered.push_back(allowed & ~covered);
       // flavorFungibility.whenCanBorrow: TryNextFlavor — the models where its queue stays
-      // within its guarantee (or that no flavour limits) first, in that order; then all.
+      // within its guarantee (or that no flavour limits) first.
       if (queues_[e.leaf].spec.when_can_borrow == QueueSpec::WhenCanBorrow::kTryNextFlavor) {
-        uint64_t within = UnchargedModels(*gpu_pod);
+        within = UnchargedModels(*gpu_pod);
         for (int f : cands)
           if (WithinGuarantee(e.leaf, f, e.gpu_milli))
             within |= FlavorModels(f, *gpu_pod) & allowed;
-        if (ordered.empty() && within != 0 && within != allowed) tiers.push_back(within);
-        for (uint64_t models : ordered)
-          if ((models & within) != 0) tiers.push_back(models & within);
       }
-      for (uint64_t models : ordered)
-        if (std::find(tiers.begin(), tiers.end(), models) == tiers.end()) tiers.push_back(models);
-      // (Every model allowed is the usual attempt's.)
-      tiers.erase(std::find(tiers.begin(), tiers.end(), allowed), tiers.end());
     }
+    // flavorOrder: each listed flavour's models in turn (a flavour's own, whether or not a
+    // quota names it), then the models none of them takes; under TryNextFlavor, the part of
+    // each within the guarantee first, in that order.
+    std::vector<uint64_t> ordered;
+    uint64_t covered = 0;
+    for (int f : queues_[e.leaf].flavor_order) {
+      const uint64_t models = OrderModels(f, *gpu_pod) & allowed & ~covered;
+      if (models == 0) continue;
+      ordered.push_back(models);
+      covered |= models;
+    }
+    if (!ordered.empty() && covered != allowed) ordered.push_back(allowed & ~covered);
+    if (within != ~uint64_t{0}) {
+      if (ordered.empty() && within != 0 && within != allowed) tiers.push_back(within);
+      for (uint64_t models : ordered)
+        if ((models & within) != 0) tiers.push_back(models & within);
+    }
+    for (uint64_t models : ordered)
+      if (std::find(tiers.begin(), tiers.end(), models) == tiers.end()) tiers.push_back(models);
+    // (Every model allowed is the usual attempt's.)
+    tiers.erase(std::find(tiers.begin(), tiers.end(), allowed), tiers.end());
   }
 
   // The pods' CPU and memory where a queue's quota names them (checked once the GPU quota has

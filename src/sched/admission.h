@@ -117,8 +117,8 @@ struct QueueSpec {
   WhenCanBorrow when_can_borrow = WhenCanBorrow::kBorrow;
   // flavorOrder: flavours its workloads try in this order (Kueue's order of a ClusterQueue's
   // flavours: reserved before spot, cheap before fast); a workload goes to the first whose
-  // models have room, then to the models no listed flavour takes. Empty: placement picks
-  // among every flavour its quota allows.
+  // models have room, then to the models no listed flavour takes. Empty: its nearest
+  // ancestor's; none: placement picks among every flavour its quota allows.
   std::vector<std::string> flavor_order = {};
   StopPolicy stop_policy = StopPolicy::kNone;
   // Tenants whose workloads may wait in this queue or a leaf below it ("*": every tenant),
@@ -453,6 +453,9 @@ class Admitter {
   // FlavorOf and FlavorModels by table: a row per request kind (whole, fraction, then MIG by
   // profile), built once the quotas are known.
   int ChargeRow(const PodRequest& req) const;  // -1: not in the table
+  // The models of `req` whose most specific flavour is f, whether or not a quota names it (a
+  // queue's flavorOrder).
+  uint64_t OrderModels(int f, const PodRequest& req) const;
   // The fleet's models `req` may use that no flavour is charged for (no quota limits them).
   uint64_t UnchargedModels(const PodRequest& req) const;
   void BuildChargeTables();
