@@ -714,6 +714,54 @@ TEST_F(AdmissionTest, WhenCanBorrowTryNextFlavorFillsTheGuaranteeFirst) {
   }
 }
 
+// Elastic growth: a gang admitted with fewer pods than asked takes more as room frees, after
+// what waits in its queue, and only as far as its quota allows. Queue a is guaranteed 8 of the
+// 12 GPUs and may borrow 2 more; its gang of six 1-GPU pods starts with the 2 it may borrow.
+TEST_F(AdmissionTest, ElasticGrowthAddsPodsAsRoomFrees) {
+  for (bool grow : {true, false}) {
+    SCOPED_TRACE(grow ? "elasticGrowth" : "off");
+    AdmissionConfig config;
+    config.elastic_growth = grow;
+    Make(Nodes(3, 4), {Leaf("a", 8, /*borrowing=*/2), Leaf("b", 4)}, {}, config);
+    const std::vector<int> fillers = AdmitEach("f", "a", 8);
+    ASSERT_EQ(fillers.size(), 8u);
+    Workload gang = Gpus("gang", "a", 1, 0, 6, /*gang=*/true);
+    gang.pod_sets[0].min_count = 2;
+    const int g = Submit(gang, 2);
+    adm_->Cycle(3, 1000);
+    ASSERT_EQ(adm_->phase(g), Phase::kAdmitted) << adm_->reason(g);
+    adm_->PodsReady(g);
+    ASSERT_EQ(adm_->pod_counts(g), std::vector<int>{2});
+    // Two fillers end: the gang takes their room, up to a's 10 GPUs, and no further.
+    adm_->Finish(fillers[0], 4);
+    adm_->Finish(fillers[1], 4);
+    CycleResult cr = adm_->Cycle(5, 1000);
+    EXPECT_EQ(cr.grown, grow ? std::vector<int>{g} : std::vector<int>{});
+    EXPECT_EQ(adm_->pod_counts(g), std::vector<int>{grow ? 4 : 2});
+    if (!grow) return;
+    EXPECT_NE(adm_->reason(g).find("admitted 4 of 6 pods"), std::string::npos) << adm_->reason(g);
+    EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 10000);
+    // Two more end while a 2-GPU workload waits in a: it goes first, and takes that quota.
+    const int w = Submit(Gpus("w", "a", 2), 6);
+    adm_->Finish(fillers[2], 6);
+    adm_->Finish(fillers[3], 6);
+    cr = adm_->Cycle(7, 1000);
+    EXPECT_EQ(adm_->phase(w), Phase::kAdmitted) << adm_->reason(w);
+    EXPECT_TRUE(cr.grown.empty());
+    // It ends: the gang grows by 2 to its six pods.
+    adm_->Finish(w, 8);
+    cr = adm_->Cycle(9, 1000);
+    EXPECT_EQ(cr.grown, std::vector<int>{g});
+    EXPECT_EQ(adm_->pod_counts(g), std::vector<int>{6});
+    EXPECT_EQ(adm_->assignments(g).size(), 6u);
+    EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 10000);
+    EXPECT_EQ(adm_->state().allocated_gpu_milli(), 10000);
+    // Finished, it gives back every pod's GPUs.
+    adm_->Finish(g, 10);
+    EXPECT_EQ(adm_->state().allocated_gpu_milli(), 4000);
+  }
+}
+
 // flavorOrder: a queue's flavours in its order of preference. Queue a may use H100s and A100s
 // (node 0 and node 1) within its guarantee; its workloads fill the first flavour it lists, then
 // the next. With whenCanBorrow: TryNextFlavor, the listed flavours where it stays within its
@@ -2117,6 +2165,37 @@ TEST(ReplayTest, ElasticGangsStartSmallAndRunLonger) {
   // 8 GPUs for 1,000 s, 8 for 200 s (half the gang, twice as long), 8 for 100 s and 1 for 10 s
   // over 2,000 s of 16 GPUs.
   EXPECT_NEAR(r->utilization_pct, 100.0 * (8000 + 1600 + 800 + 10) / (16 * 2000), 0.2);
+}
+
+// Elastic growth in the replay: b's elastic gang (two 8-GPU pods, 200 s at full size) starts
+// with one pod at t = 10 (b's filler holds the rest of its guarantee) and takes the second when
+// the filler ends at 100: 45 s of its work done by then, it finishes at 255 rather than 410.
+TEST(ReplayTest, ElasticGangsGrowWhenRoomFrees) {
+  for (bool grow : {true, false}) {
+    SCOPED_TRACE(grow ? "elasticGrowth" : "off");
+    auto sc = TwoTeamScenario("grow", 24, R"(
+    guarantee: 16
+    workloads:
+      - {pods: 2, minPods: 1, gang: true, cpu: 4, memory: 16Gi, devices: {gpus: 8},
+         duration: 100-200}
+)");
+    ASSERT_TRUE(sc.ok()) << sc.status().message();
+    sc->admission.elastic_growth = grow;
+    auto [a_tpl, b_tpl] = TeamTemplates(*sc);
+    sim::ReplayWorkload filler = Shaped(b_tpl, "b-filler", 0, 100, 8);
+    filler.spec.pod_sets[0].count = 1;
+    filler.spec.pod_sets[0].min_count = 0;
+    sc->workloads = {Shaped(a_tpl, "a-blocker", 0, 1000, 8), filler,
+                     Shaped(b_tpl, "b-elastic", 10, 200, 8), Shaped(a_tpl, "a-last", 300, 10, 1)};
+    auto r = sim::RunReplay(*sc, "fabrica");
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(r->partial_admissions, 1);
+    EXPECT_EQ(r->elastic_growths, grow ? 1 : 0);
+    // Over the 300 s window of 24 GPUs: a-blocker 8 x 300, the filler 8 x 100, and the elastic
+    // gang 8 x 90 then 16 x 155 grown (8 x 290 not).
+    const double gpu_s = 2400 + 800 + (grow ? 720 + 2480 : 2320);
+    EXPECT_NEAR(r->utilization_pct, 100.0 * gpu_s / (24 * 300), 0.5);
+  }
 }
 
 // A scenario's own queues may limit CPU and memory; a team's guarantee (what the bound and the

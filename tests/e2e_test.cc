@@ -1350,6 +1350,65 @@ TEST_F(FactoryTest, ElasticGangStartsWithThePodsItsQuotaAllows) {
   EXPECT_EQ(queue["status"].value("usedGpus", json()), "16") << queue.dump();
 }
 
+// Elastic growth through the server: the elastic gang runs with 2 of its 4 pods while team-a
+// may hold 16 GPUs; raised to 32, the next cycle adds the other two (the two running keep
+// their names and nodes), and metering bills 16 GPUs until then and 32 after.
+TEST_F(FactoryTest, ElasticGangGrowsWhenItsQuotaRises) {
+  MeterServiceOptions mo;
+  mo.journal_path = dir_.File("meter.db");
+  auto meter = MeterService::Open(*store_, clock_, mo);
+  ASSERT_TRUE(meter.ok()) << meter.status().message();
+  api_->SetExtension((*meter)->Routes());
+  StartScheduler(5'000);
+  CreateQueue("team-a", {{"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
+  json elastic = WholeGpuWorkload("team-a", "elastic", 8, 4);
+  elastic["spec"]["gang"] = true;
+  elastic["spec"]["podSets"][0]["minCount"] = 1;
+  CreateWorkload(elastic);
+  auto step = [&](int64_t ms) {
+    Cycle(ms);
+    Status st = (*meter)->Sync();
+    ASSERT_TRUE(st.ok()) << st.message();
+  };
+  for (int i = 0; i < 3; ++i) step(1'000);
+  json before = Workloads()["team-a/elastic"]["status"];
+  ASSERT_EQ(before.value("phase", ""), "Running") << before.dump();
+  ASSERT_EQ(before["admittedCounts"], json::array({2})) << before.dump();
+  const int64_t bound = ParseTimestamp(before.value("scheduledTime", ""));
+  for (int i = 0; i < 10; ++i) step(60'000);  // ten minutes at 16 GPUs
+  EXPECT_EQ(Workloads()["team-a/elastic"]["status"]["admittedCounts"], json::array({2}));
+
+  ClientResponse r = Call("PATCH", std::string(kApi) + "/queues/team-a",
+                          json{{"spec", {{"quotas", {{"gpu", {{"guaranteed", 32}}}}}}}}.dump(),
+                          "application/merge-patch+json");
+  ASSERT_EQ(r.status, 200) << r.body;
+  step(1'000);
+  const json after = Workloads()["team-a/elastic"]["status"];
+  EXPECT_EQ(after.value("phase", ""), "Running") << after.dump();
+  EXPECT_EQ(after["admittedCounts"], json::array({4})) << after.dump();
+  ASSERT_EQ(after["assignments"].size(), 4u) << after.dump();
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(after["assignments"][i]["pod"], before["assignments"][i]["pod"]);
+    EXPECT_EQ(after["assignments"][i]["node"], before["assignments"][i]["node"]);
+  }
+  EXPECT_EQ(after["assignments"][3].value("pod", ""), "main-3");
+  EXPECT_EQ(after.value("scheduledTime", ""), before.value("scheduledTime", ""));
+  EXPECT_NE(after.value("message", "").find("admitted 4 of 4 pods"), std::string::npos)
+      << after.dump();
+  const int64_t resized = ParseTimestamp(after.value("resizedTime", ""));
+  ASSERT_GT(resized, bound) << after.dump();
+  EXPECT_EQ(CallJson("GET", std::string(kApi) + "/queues/team-a")["status"].value("usedGpus", ""),
+            "32");
+  for (int i = 0; i < 10; ++i) step(60'000);
+  const int64_t t1 = clock_.NowMs() / 1000 * 1000;
+  const json alloc = CallJson("GET", "/allocation?window=" + std::to_string(bound / 1000) + "," +
+                                         std::to_string(t1 / 1000) + "&aggregate=namespace");
+  ASSERT_EQ(alloc.value("code", 0), 200) << alloc.dump();
+  const double want_hours =
+      (16.0 * (resized - bound / 1000 * 1000) + 32.0 * (t1 - resized)) / 3.6e6;
+  EXPECT_NEAR(alloc["data"][0]["team-a"].value("gpuHours", 0.0), want_hours, 1e-6) << alloc.dump();
+}
+
 // CPU quotas through the API: team-a may hold 32 cores, so of three 16-core workloads two run
 // and the third waits, saying why; the queue's status shows the cores guaranteed and used.
 TEST_F(FactoryTest, CpuQuotaLimitsWhatAQueueRuns) {

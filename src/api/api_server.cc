@@ -221,6 +221,7 @@ Status ValidateWorkloadStatus(const json& status) {
                                {"assignments", K::kList},
                                {"nomination", K::kList},
                                {"admittedCounts", K::kList},
+                               {"resizedTime", K::kString},
                                {"requeueState", K::kObject},
                                {"preemption", K::kObject},
                                {"conditions", K::kList}}));
@@ -1421,7 +1422,7 @@ struct ApiServer::Impl {
         // A node reports on the pods it runs (phase, messages, times, conditions); where they
         // run is the scheduler's decision.
         for (const char* owned : {"assignments", "isolation", "scheduledTime", "nomination",
-                                  "preemption", "admittedCounts", "requeueState"}) {
+                                  "preemption", "admittedCounts", "resizedTime", "requeueState"}) {
           if (Field(o["status"], owned) != Field(Field(stored, "status"), owned)) {
             return StatusResponse(403, "node " + p.node + " may not change status." + owned +
                                            " (the scheduler's decision)");

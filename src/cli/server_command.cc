@@ -47,6 +47,7 @@ struct ServerArgs {
   double preemption_grace_s = 30;
   double usage_half_life_s = 3600;
   double reclaim_hold_s = 300;
+  bool no_elastic_growth = false;
   double gang_timeout_s = 300;
   double gang_requeue_backoff_s = 60;
   int gang_requeue_limit = 0;
@@ -242,6 +243,7 @@ int Run(ServerArgs args) {
   sched_options.preemption_grace_ms = static_cast<int64_t>(args.preemption_grace_s * 1000);
   sched_options.usage_half_life_s = args.usage_half_life_s;
   sched_options.reclaim_hold_s = args.reclaim_hold_s;
+  sched_options.elastic_growth = !args.no_elastic_growth;
   sched_options.gang_timeout_s = args.gang_timeout_s;
   sched_options.gang_requeue_backoff_s = args.gang_requeue_backoff_s;
   sched_options.gang_requeue_limit = args.gang_requeue_limit;
@@ -350,6 +352,9 @@ void AddCommon(CLI::App* cmd, ServerArgs* a) {
                   "seconds that the GPUs a reclaim freed beyond its need stay with the reclaiming "
                   "queue (0: lent at once)")
       ->check(CLI::Range(0.0, 86400.0));
+  cmd->add_flag("--no-elastic-growth", a->no_elastic_growth,
+                "keep work admitted with fewer pods than asked (minCount) at that size; by "
+                "default it takes more pods as room frees within its queue's guarantee");
   cmd->add_option("--gang-timeout", a->gang_timeout_s,
                   "seconds an admitted gang may take to start all its pods before it gives its "
                   "GPUs back and waits again")

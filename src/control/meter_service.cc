@@ -167,12 +167,22 @@ Status MeterService::Sync() {
     const int64_t scheduled = ParseTimestamp(Str(status, "scheduledTime"));
     const auto& assignments = List(status, "assignments");
     std::string current;
+    // Grown (elastic growth) since it was bound: a binding of its own from then, the last one
+    // ending there.
+    const int64_t resized = ParseTimestamp(Str(status, "resizedTime"));
+    const bool grown = scheduled >= 0 && resized >= scheduled;
+    const std::string binding = workload + "@" + Str(meta, "uid") + "@" + std::to_string(scheduled);
     if (!assignments.empty() && scheduled >= 0) {
-      current = workload + "@" + Str(meta, "uid") + "@" + std::to_string(scheduled);
+      current = binding + (grown ? "@" + std::to_string(resized) : "");
     }
     auto open = open_binding_.find(workload);
     if (open != open_binding_.end() && open->second != current) {
-      (void)meter_.End({open->second, now, phase == "Pending" ? "requeued" : "rebound"});
+      const bool resize =
+          grown && (open->second == binding || open->second.rfind(binding + "@", 0) == 0);
+      (void)meter_.End({open->second, resize ? resized : now,
+                        resize               ? "resized"
+                        : phase == "Pending" ? "requeued"
+                                             : "rebound"});
       open_binding_.erase(open);
     }
     if (current.empty()) continue;
@@ -182,7 +192,7 @@ Status MeterService::Sync() {
       b.workload = workload;
       b.tenant = ns;
       b.queue = Str(Field(w, "spec"), "queue", ns);
-      b.start_ms = scheduled;
+      b.start_ms = grown ? resized : scheduled;
       // CPU and memory per pod, from the pod set the assignment's pod name ("<set>-<i>") names.
       std::map<std::string, std::pair<int64_t, int64_t>> per_set;
       for (const json& ps : List(Field(w, "spec"), "podSets")) {

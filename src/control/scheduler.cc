@@ -628,6 +628,14 @@ Result<CycleStats> Scheduler::RunOnce() {
     std::string why;
   };
   std::vector<Victim> evictions;
+  // Running work admitted in part that took more pods (elastic growth).
+  struct Growth {
+    size_t bound;  // index in `bound`
+    std::vector<Assignment> placed;
+    std::vector<int> counts;
+    std::string message;
+  };
+  std::vector<Growth> growths;
   std::vector<Store::Write> queue_writes;
   std::map<std::string, double> queue_used, queue_guaranteed;  // metrics, by queue label
   // ... by queue and flavour (flavours any quota names), and the pods' CPU cores and memory
@@ -644,6 +652,7 @@ Result<CycleStats> Scheduler::RunOnce() {
       config->gang_timeout_s = options_.gang_timeout_s;
       config->history_weight = options_.history_weight;
       config->reclaim_hold_s = options_.reclaim_hold_s;
+      config->elastic_growth = options_.elastic_growth;
       auto created =
           Admitter::Create(fleet, tenants, std::move(*config), *policy, static_cast<uint64_t>(now));
       if (created.ok()) {
@@ -909,6 +918,12 @@ Result<CycleStats> Scheduler::RunOnce() {
                       admitter->plan(id));
         }
       }
+      for (int id : result.grown) {
+        auto b = bound_of.find(id);
+        if (b == bound_of.end()) continue;
+        growths.push_back(
+            {b->second, admitter->assignments(id), admitter->pod_counts(id), admitter->reason(id)});
+      }
       for (const Eviction& e : result.evicted) {
         auto b = bound_of.find(e.victim);
         if (b == bound_of.end()) continue;
@@ -979,6 +994,17 @@ Result<CycleStats> Scheduler::RunOnce() {
                           {"lastTransitionTime", FormatTimestamp(now)}});
     next["status"]["conditions"] = conditions;
     write(sw.kv, next, [&stats] { ++stats.preempted; });
+  }
+  // Grown: its pods as placed now (those running keep their names and places), and when it
+  // grew (metering bills the new size from then).
+  for (const Growth& g : growths) {
+    const StoredWorkload& sw = bound[g.bound].sw;
+    json next = sw.obj();
+    next["status"]["assignments"] = AssignmentsJson(sw.w(), g.placed, state, g.counts);
+    next["status"]["admittedCounts"] = g.counts;
+    next["status"]["resizedTime"] = FormatTimestamp(now);
+    next["status"]["message"] = g.message;
+    write(sw.kv, next, [&stats] { ++stats.grown; });
   }
 
   for (size_t i = 0; i < pending.size(); ++i) {

@@ -72,6 +72,9 @@ struct SchedulerOptions {
   // need is lent to no one (AdmissionConfig::reclaim_hold_s; 0: lent at once). Kept in the
   // queue's status (lastReclaimTime, reclaimedRoomMilli) across cycles and restarts.
   double reclaim_hold_s = 300;
+  // Work admitted with fewer pods than asked takes more as room frees, within its queue's
+  // guarantee (AdmissionConfig::elastic_growth); the new size is billed from status.resizedTime.
+  bool elastic_growth = true;
 };
 
 struct CycleStats {
@@ -80,6 +83,7 @@ struct CycleStats {
   int requeued = 0;
   int preempted = 0;  // victims chosen this cycle
   int timed_out = 0;  // stopped for good past their maximum runtime
+  int grown = 0;      // running work admitted in part that took more pods
   int running = 0;
   double seconds = 0;
 };

@@ -1019,6 +1019,7 @@ Result<int> Admitter::Restore(const Workload& spec, const std::vector<Assignment
     entries_[id].phase = Phase::kAdmitted;
     entries_[id].reason = "admitted";
     AddRunning(id);
+    if (entries_[id].counts != entries_[id].full_counts) partial_running_.insert(id);
   }
   return id;
 }
@@ -1264,6 +1265,7 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
     ++out.attempts;
     if (!TryAdmit(id, now, out, failed) && strict) hold_back();
   }
+  GrowPartial(out);
   // What waits in a stopped queue says so.
   for (int q = 0; q < queue_count(); ++q) {
     if (!is_leaf(q) || queues_[q].stop == StopPolicy::kNone) continue;
@@ -1686,6 +1688,7 @@ void Admitter::Admit(int id, uint64_t key, double now, CycleResult& out) {
   e.reason = "admitted";
   e.history.clear();
   out.admitted.push_back(id);
+  if (e.counts != e.full_counts) partial_running_.insert(id);
   WakeShape(key, 1);
   // Higher-priority work parked in this queue may now preempt it.
   QueueNode& q = queues_[e.leaf];
@@ -1842,6 +1845,119 @@ bool Admitter::TryPartial(int id, uint64_t key, double now, CycleResult& out) {
   for (size_t i = 0; i < full.size(); ++i) started += e.counts[i], asked += full[i];
   e.reason = "admitted " + std::to_string(started) + " of " + std::to_string(asked) +
              " pods (partial admission: all did not fit)";
+  return true;
+}
+
+void Admitter::GrowPartial(CycleResult& out) {
+  // Room a workload within its guarantee found too little of is not taken for growth.
+  if (!config_.elastic_growth || hold_borrowing_) return;
+  int tries = 0;
+  for (auto it = partial_running_.begin();
+       it != partial_running_.end() && tries < config_.max_growths_per_cycle;) {
+    const int id = *it;
+    const Entry& e = entries_[id];
+    if (e.phase != Phase::kAdmitted || e.counts == e.full_counts) {
+      it = partial_running_.erase(it);
+      continue;
+    }
+    ++it;
+    if (!e.ready) continue;  // a gang whose pods have not all started yet
+    const QueueNode& q = queues_[e.leaf];
+    // What waits in its queue goes first; a required topology domain is not grown across.
+    if (!q.pending.empty() || !q.parked.empty() || q.stop != StopPolicy::kNone) continue;
+    if (e.spec.topology.required && e.spec.topology.level != TopologyLevel::kNone) continue;
+    ++tries;
+    if (Grow(id)) out.grown.push_back(id);
+  }
+}
+
+// Adds to every pod set short of its count the same number of pods (fewer where it reaches its
+// count), the most that quota (borrowing included, as for any admission: Kueue admits a new
+// slice of an elastic job so) and room allow now, found by binary search as TryPartial's cut.
+// Each probe places and is undone.
+bool Admitter::Grow(int id) {
+  Entry& e = entries_[id];
+  int most = 0;
+  for (size_t i = 0; i < e.full_counts.size(); ++i)
+    most = std::max(most, e.full_counts[i] - e.counts[i]);
+  if (most == 0) return false;
+  Entry more;  // the pods it would add
+  more.leaf = e.leaf;
+  more.spec = e.spec;
+  more.set_request = e.set_request;
+  auto extra_for = [&](int step) {
+    std::vector<int> x;
+    for (size_t i = 0; i < e.full_counts.size(); ++i)
+      x.push_back(std::min(e.full_counts[i], e.counts[i] + step) - e.counts[i]);
+    return x;
+  };
+  auto probe = [&](int step, std::vector<Assignment>* assign, std::vector<PodRequest>* pods) {
+    SetCounts(more, extra_for(step));
+    *pods = more.pods;
+    assign->clear();
+    if (!ResourcesAllow(more, nullptr)) return false;
+    const PodRequest* gpu_pod = nullptr;
+    for (const PodRequest& p : *pods)
+      if (p.kind != DeviceKind::kNone) {
+        gpu_pod = &p;
+        break;
+      }
+    if (gpu_pod) {
+      uint64_t allowed = UnchargedModels(*gpu_pod);
+      for (int f : CandidateFlavors(*gpu_pod))
+        if (QuotaAllows(e.leaf, f, more.gpu_milli, nullptr)) allowed |= FlavorModels(f, *gpu_pod);
+      if (allowed == 0) return false;
+      for (PodRequest& p : *pods)
+        if (p.kind != DeviceKind::kNone) p.model_mask &= allowed;
+    }
+    placer_.set_explain(false);
+    if (!PlaceAll(more, *pods, assign, nullptr)) return false;
+    for (size_t k = assign->size(); k-- > 0;) state_.Release((*assign)[k], (*pods)[k]);
+    return true;
+  };
+  std::vector<Assignment> assign, best_assign;
+  std::vector<PodRequest> pods, best_pods;
+  if (!probe(1, &best_assign, &best_pods)) return false;
+  int best = 1;
+  for (int lo = 2, hi = most; lo <= hi;) {
+    const int mid = lo + (hi - lo) / 2;
+    if (probe(mid, &assign, &pods)) {
+      best = mid;
+      best_assign = std::move(assign);
+      best_pods = std::move(pods);
+      lo = mid + 1;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  // The new pods join their pod sets after the ones running (whose places do not change).
+  const std::vector<int> extra = extra_for(best);
+  Charge(id, -1);
+  std::vector<PodRequest> all_pods;
+  std::vector<Assignment> all_assign;
+  std::vector<int> counts = e.counts;
+  for (size_t i = 0, old_k = 0, new_k = 0; i < counts.size(); ++i) {
+    for (int k = 0; k < counts[i]; ++k, ++old_k) {
+      all_pods.push_back(e.pods[old_k]);
+      all_assign.push_back(e.assign[old_k]);
+    }
+    for (int k = 0; k < extra[i]; ++k, ++new_k) {
+      state_.Apply(best_assign[new_k], best_pods[new_k]);
+      all_pods.push_back(best_pods[new_k]);
+      all_assign.push_back(best_assign[new_k]);
+    }
+    counts[i] += extra[i];
+  }
+  SetCounts(e, counts);
+  e.pods = std::move(all_pods);
+  e.assign = std::move(all_assign);
+  Charge(id, +1);
+  Hold(id);
+  int started = 0, asked = 0, added = 0;
+  for (size_t i = 0; i < counts.size(); ++i)
+    started += counts[i], asked += e.full_counts[i], added += extra[i];
+  e.reason = "admitted " + std::to_string(started) + " of " + std::to_string(asked) +
+             " pods (partial admission; " + std::to_string(added) + " added as room freed)";
   return true;
 }
 

@@ -153,6 +153,12 @@ struct AdmissionConfig {
   // room its reclaims freed beyond their own need (up to its unused guarantee) is lent to no one
   // (0: all of it lent at once).
   double reclaim_hold_s = 300;
+  // Elastic growth: a workload admitted with fewer pods than asked (partial admission) takes
+  // more as room frees and its quota allows, once nothing waits in its queue and no workload
+  // within its guarantee went without room this cycle (up to `max_growths_per_cycle` tries a
+  // cycle).
+  bool elastic_growth = true;
+  int max_growths_per_cycle = 16;
 };
 
 // Names the bad field ("queues[2].parent: unknown queue \"x\"", "... cycle ...", negatives,
@@ -216,6 +222,7 @@ struct CycleResult {
   std::vector<int> admitted;
   std::vector<Eviction> evicted;
   std::vector<int> released;  // gangs that timed out, back to pending
+  std::vector<int> grown;     // admitted in part, now with more pods (elastic growth)
   int attempts = 0;
 };
 
@@ -559,6 +566,11 @@ class Admitter {
                 std::vector<Assignment>* assign, std::string* reason);
   // Partial admission of id with fewer pods; true if admitted. `key`: its full shape's.
   bool TryPartial(int id, uint64_t key, double now, CycleResult& out);
+  // Elastic growth (AdmissionConfig::elastic_growth): each running workload admitted in part
+  // tries to add pods (GrowPartial), the most that fit, by the same number per pod set (Grow).
+  void GrowPartial(CycleResult& out);
+  bool Grow(int id);
+  std::set<int> partial_running_;  // admitted in part (may hold stale ids: checked on use)
   // Before it waits: a partial start, unless it may reclaim its guarantee and this cycle's
   // search (`searched`) has not come up empty.
   bool PartialInstead(int id, bool searched, uint64_t key, double now, CycleResult& out);

@@ -201,6 +201,7 @@ Status ParseAdmissionSettings(YamlMap& m, AdmissionConfig* c) {
   c->consolidation_max_moves = static_cast<int>(moves);
   ASSIGN_OR_RETURN(c->reclaim_hold_s, m.Double("reclaimHold", 300.0));
   if (c->reclaim_hold_s < 0) return m.Error("reclaimHold", "must not be negative");
+  ASSIGN_OR_RETURN(c->elastic_growth, m.Bool("elasticGrowth", true));
   return Status();
 }
 

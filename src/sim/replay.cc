@@ -621,6 +621,8 @@ struct WState {
   // slower) and the GPUs (milli) they hold.
   double rate = 1;
   double run_milli = 0;
+  // This run's spells at one size, from when (elastic growth adds one): (from, rate, milli).
+  std::vector<std::tuple<double, double, double>> spells;
   // Per reading of "fits" (kInOrder, kAlone; see ReplayResult::bound): since when it has been
   // pending and fitting in its team's room below the guarantee, and the longest remaining
   // minimum runtime of the victims evicted for it.
@@ -805,6 +807,8 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
         c.queues.push_back(q);
       }
     }
+    // Whether elastic jobs grow is the workloads' matter: the same under every policy.
+    c.elastic_growth = sc.admission.elastic_growth;
     ASSIGN_OR_RETURN(g.admitter, Admitter::Create(g.fleet, tenants, c, *g.policy, 1));
   }
   auto queue_for = [&](int team) -> std::string {
@@ -1038,6 +1042,19 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
     changed_unit(unit_of(w), t);
   };
   auto start_use = [&](int w, double t) { use(w, t, +1); };
+  // Over [a, b] of its current run: the work done (in seconds of the whole workload at full
+  // size), or with `gpu` the milli-GPU·s held.
+  auto run_integral = [](const WState& st, double a, double b, bool gpu) {
+    double sum = 0;
+    for (size_t k = 0; k < st.spells.size(); ++k) {
+      const auto [from, rate, milli] = st.spells[k];
+      const double to = k + 1 < st.spells.size() ? std::get<0>(st.spells[k + 1])
+                                                 : std::numeric_limits<double>::infinity();
+      const double span = std::min(b, to) - std::max(a, from);
+      if (span > 0) sum += span * (gpu ? milli : rate);
+    }
+    return sum;
+  };
   auto stop_use = [&](int w, double t) { use(w, t, -1); };
 
   // Handle → workload, per group.
@@ -1096,11 +1113,12 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
             // (Progress counts whole-workload seconds: a run with part of its pods makes less.)
             const double ran = ev.t - st.admit_t, every = rw.options.checkpoint_interval_s;
             const double saved = every > 0 ? std::clamp(ran - std::fmod(ran, every), 0.0, ran) : 0;
-            st.progress += saved * st.rate;
             const double from = st.admit_t + saved;
-            res.gpu_seconds_lost += (ev.t - from) * st.run_milli / 1000.0;
-            team_lost[rw.team] += (ev.t - from) * st.run_milli / 1000.0;
-            lost_int += std::max(0.0, std::min(ev.t, w1) - std::max(from, w0)) * st.run_milli;
+            st.progress += run_integral(st, st.admit_t, from, false);
+            const double lost = run_integral(st, from, ev.t, true);
+            res.gpu_seconds_lost += lost / 1000.0;
+            team_lost[rw.team] += lost / 1000.0;
+            lost_int += run_integral(st, std::max(from, w0), std::min(ev.t, w1), true);
           }
           st.running = false;
           st.evicting = false;
@@ -1149,12 +1167,32 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
             ++res.partial_admissions;
           }
           st.run_milli = WorkloadMilli(sc.workloads[w].spec) * st.rate;
+          st.spells = {{tick, st.rate, st.run_milli}};
           start_use(w, tick);
           ++st.epoch;
           push(tick + std::max(0.0, sc.workloads[w].duration_s - st.progress) / st.rate,
                EventType::kFinish, w, st.epoch);
           double mr = sc.workloads[w].options.min_runtime_s;
           if (mr > 0 && policy_name == "fabrica") push(tick + mr, EventType::kWake, w, 0);
+          changed = true;
+        }
+        // Elastic growth: from now on it runs (and finishes) at its new size.
+        for (int h : cr.grown) {
+          const int w = by_handle[gi][h];
+          WState& st = ws[w];
+          if (!st.running || st.evicting) continue;
+          const double done = st.progress + run_integral(st, st.admit_t, tick, false);
+          stop_use(w, tick);
+          int started = 0;
+          for (int c : adm.pod_counts(h)) started += c;
+          st.rate = static_cast<double>(started) / sc.workloads[w].spec.pod_count();
+          st.run_milli = WorkloadMilli(sc.workloads[w].spec) * st.rate;
+          st.spells.push_back({tick, st.rate, st.run_milli});
+          start_use(w, tick);
+          ++st.epoch;
+          push(tick + std::max(0.0, sc.workloads[w].duration_s - done) / st.rate,
+               EventType::kFinish, w, st.epoch);
+          ++res.elastic_growths;
           changed = true;
         }
         for (const Eviction& e : cr.evicted) {
@@ -1327,6 +1365,7 @@ void PrintReplayJson(const ReplayResult& r, std::ostream& out) {
   j["jain_index"] = r.jain_index;
   j["preemptions"] = r.preemptions;
   j["partial_admissions"] = r.partial_admissions;
+  j["elastic_growths"] = r.elastic_growths;
   j["gpu_seconds_lost"] = r.gpu_seconds_lost;
   j["cycles"] = r.cycles;
   j["cycle_mean_ms"] = r.cycles ? 1000 * r.cycle_seconds / r.cycles : 0.0;

@@ -175,6 +175,7 @@ struct ReplayResult {
   double jain_index = 0;
   int64_t preemptions = 0;
   int64_t partial_admissions = 0;  // admissions with fewer pods than asked (minPods)
+  int64_t elastic_growths = 0;     // runs started in part that took more pods later
   double gpu_seconds_lost = 0;
   std::vector<TeamResult> teams;
   // Guarantee-wait bound, per workload: from the moment a pending workload fits in what its
