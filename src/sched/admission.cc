@@ -53,6 +53,13 @@ const char* ResourceName(int r) { return r == 0 ? kCpuQuota : kMemoryQuota; }
 
 namespace {
 
+// The first of `pods` that asks for GPUs (the one quota checks are made for), or null.
+const PodRequest* FirstGpuPod(const std::vector<PodRequest>& pods) {
+  for (const PodRequest& p : pods)
+    if (p.kind != DeviceKind::kNone) return &p;
+  return nullptr;
+}
+
 // In a preemption search's per-(queue, flavour) tallies of what victims take, CPU (+ 0) and
 // memory (+ 1) after every flavour index.
 constexpr int kTakenResource = 1 << 20;
@@ -1493,12 +1500,7 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
   e.plan.clear();
 
   // Quota first: the flavours this workload may be charged to narrow the models it may use.
-  const PodRequest* gpu_pod = nullptr;
-  for (const PodRequest& p : pods)
-    if (p.kind != DeviceKind::kNone) {
-      gpu_pod = &p;
-      break;
-    }
+  const PodRequest* gpu_pod = FirstGpuPod(pods);
   uint64_t allowed = ~uint64_t{0};
   // Models to try first, in turn (flavorOrder, whenCanBorrow: TryNextFlavor), before the
   // usual attempt on every model its quota allows.
@@ -1798,12 +1800,7 @@ bool Admitter::TryPartial(int id, uint64_t key, double now, CycleResult& out) {
     *pods = e.pods;
     assign->clear();
     if (std::string why; !ResourcesAllow(e, &why)) return false;
-    const PodRequest* gpu_pod = nullptr;
-    for (const PodRequest& p : *pods)
-      if (p.kind != DeviceKind::kNone) {
-        gpu_pod = &p;
-        break;
-      }
+    const PodRequest* gpu_pod = FirstGpuPod(*pods);
     if (gpu_pod && !CandidateFlavors(*gpu_pod).empty()) {
       std::string why;
       int blocked = -1;
@@ -1896,12 +1893,7 @@ bool Admitter::Grow(int id) {
     *pods = more.pods;
     assign->clear();
     if (!ResourcesAllow(more, nullptr)) return false;
-    const PodRequest* gpu_pod = nullptr;
-    for (const PodRequest& p : *pods)
-      if (p.kind != DeviceKind::kNone) {
-        gpu_pod = &p;
-        break;
-      }
+    const PodRequest* gpu_pod = FirstGpuPod(*pods);
     if (gpu_pod) {
       uint64_t allowed = UnchargedModels(*gpu_pod);
       for (int f : CandidateFlavors(*gpu_pod))
