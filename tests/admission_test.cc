@@ -738,7 +738,7 @@ TEST_F(AdmissionTest, ElasticGrowthAddsPodsAsRoomFrees) {
     CycleResult cr = adm_->Cycle(5, 1000);
     EXPECT_EQ(cr.grown, grow ? std::vector<int>{g} : std::vector<int>{});
     EXPECT_EQ(adm_->pod_counts(g), std::vector<int>{grow ? 4 : 2});
-    if (!grow) return;
+    if (!grow) continue;
     EXPECT_NE(adm_->reason(g).find("admitted 4 of 6 pods"), std::string::npos) << adm_->reason(g);
     EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 10000);
     // Two more end while a 2-GPU workload waits in a: it goes first, and takes that quota.
@@ -759,6 +759,24 @@ TEST_F(AdmissionTest, ElasticGrowthAddsPodsAsRoomFrees) {
     // Finished, it gives back every pod's GPUs.
     adm_->Finish(g, 10);
     EXPECT_EQ(adm_->state().allocated_gpu_milli(), 4000);
+  }
+  // Restored as the server does each cycle, it grows only where its options let it (its pods
+  // all running, its tenant not held over budget, on the queue it asked for).
+  for (bool may : {false, true}) {
+    SCOPED_TRACE(may ? "may grow" : "may not");
+    Make(Nodes(1, 4), {Leaf("a", 4)});
+    Workload gang = Gpus("r", "a", 1, 0, 4, /*gang=*/true);
+    gang.pod_sets[0].min_count = 1;
+    SubmitOptions options;
+    options.pod_counts = {2};
+    options.may_grow = may;
+    std::vector<Assignment> two = OnGpus(0, {0});
+    two.push_back(OnGpus(0, {1})[0]);
+    auto id = adm_->Restore(gang, two, 0, options);
+    ASSERT_TRUE(id.ok()) << id.status().message();
+    CycleResult cr = adm_->Cycle(1, 1000);
+    EXPECT_EQ(cr.grown.size(), may ? 1u : 0u);
+    EXPECT_EQ(adm_->pod_counts(*id), std::vector<int>{may ? 4 : 2});
   }
 }
 

@@ -354,7 +354,7 @@ void AddCommon(CLI::App* cmd, ServerArgs* a) {
       ->check(CLI::Range(0.0, 86400.0));
   cmd->add_flag("--no-elastic-growth", a->no_elastic_growth,
                 "keep work admitted with fewer pods than asked (minCount) at that size; by "
-                "default it takes more pods as room frees within its queue's guarantee");
+                "default it takes more pods as room frees and its queue's quota allows");
   cmd->add_option("--gang-timeout", a->gang_timeout_s,
                   "seconds an admitted gang may take to start all its pods before it gives its "
                   "GPUs back and waits again")

@@ -701,6 +701,13 @@ Result<CycleStats> Scheduler::RunOnce() {
           charged.queue = QueueId(kUnqueuedQueue);
         options.leaving = bound[b].leaving;
         options.pod_counts = bound[b].sw.counts;
+        // Elastic growth: once all its pods run, on the queue it asked for, not held over
+        // budget.
+        const json& bound_status = Field(bound[b].sw.obj(), "status");
+        options.may_grow = Str(bound_status, "phase") == "Running" &&
+                           charged.queue == leaf_of(spec).queue && !hold_of(bound[b].sw);
+        const int64_t resized = ParseTimestamp(Str(bound_status, "resizedTime"));
+        if (resized >= 0) options.resized_at = static_cast<double>(resized) / 1000.0;
         auto id = admitter->Restore(charged, bound[b].assign,
                                     at >= 0 ? static_cast<double>(at) / 1000.0 : now_s, options,
                                     bound[b].evicting);
@@ -1004,7 +1011,15 @@ Result<CycleStats> Scheduler::RunOnce() {
     next["status"]["admittedCounts"] = g.counts;
     next["status"]["resizedTime"] = FormatTimestamp(now);
     next["status"]["message"] = g.message;
-    write(sw.kv, next, [&stats] { ++stats.grown; });
+    double added = 0;  // GPUs of the new pods: all it holds now, less what it held
+    for (int sign : {1, -1})
+      for (const Assignment& a : sign > 0 ? g.placed : bound[g.bound].assign)
+        for (const DeviceShare& d : a.devices)
+          added += sign * static_cast<double>(d.milli) / 1000.0;
+    write(sw.kv, next, [&stats, &allocated_by_tenant, &sw, added] {
+      ++stats.grown;
+      allocated_by_tenant[sw.w().tenant.str()] += added;
+    });
   }
 
   for (size_t i = 0; i < pending.size(); ++i) {

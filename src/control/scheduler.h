@@ -72,8 +72,8 @@ struct SchedulerOptions {
   // need is lent to no one (AdmissionConfig::reclaim_hold_s; 0: lent at once). Kept in the
   // queue's status (lastReclaimTime, reclaimedRoomMilli) across cycles and restarts.
   double reclaim_hold_s = 300;
-  // Work admitted with fewer pods than asked takes more as room frees, within its queue's
-  // guarantee (AdmissionConfig::elastic_growth); the new size is billed from status.resizedTime.
+  // Work admitted with fewer pods than asked takes more as room frees and its quota allows
+  // (AdmissionConfig::elastic_growth); the new size is billed from status.resizedTime.
   bool elastic_growth = true;
 };
 

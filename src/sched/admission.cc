@@ -1028,6 +1028,15 @@ Result<int> Admitter::Restore(const Workload& spec, const std::vector<Assignment
     AddRunning(id);
     if (entries_[id].counts != entries_[id].full_counts) partial_running_.insert(id);
   }
+  // Grown since it started: its least size until then (what it held before is not kept).
+  Entry& r = entries_[id];
+  const double began = std::max(r.admitted_at, r.options.started_at);
+  if (options.resized_at > began) {
+    int64_t least = 0;
+    for (size_t i = 0; i < r.set_request.size(); ++i)
+      least += r.min_counts[i] * r.set_request[i].total_gpu_milli();
+    r.sizes = {{began, least}, {options.resized_at, r.gpu_milli}};
+  }
   return id;
 }
 
@@ -1272,7 +1281,9 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
     ++out.attempts;
     if (!TryAdmit(id, now, out, failed) && strict) hold_back();
   }
-  GrowPartial(out);
+  // Growth comes after every queue's pending work had its turn: not in a cycle cut short.
+  if (static_cast<int>(out.admitted.size()) < max_admissions && out.attempts < budget)
+    GrowPartial(out);
   // What waits in a stopped queue says so.
   for (int q = 0; q < queue_count(); ++q) {
     if (!is_leaf(q) || queues_[q].stop == StopPolicy::kNone) continue;
@@ -1683,6 +1694,7 @@ void Admitter::Admit(int id, uint64_t key, double now, CycleResult& out) {
   Dequeue(id);
   e.phase = Phase::kAdmitted;
   e.admitted_at = now;
+  e.sizes.clear();
   e.ready = e.pods.size() == 1 && !e.spec.gang;
   AddRunning(id);
   if (!e.ready) unready_.insert(id);
@@ -1766,8 +1778,8 @@ void Admitter::SetCounts(Entry& e, const std::vector<int>& counts) {
 // pods, none below its minCount — found by binary search over the cut (more cut never needs
 // more room). Each probe places for real and is undone; the best is applied again.
 bool Admitter::PartialInstead(int id, bool searched, uint64_t key, double now, CycleResult& out) {
-  // A workload that may still take its guarantee back waits for that (a partial start is
-  // never grown), unless this cycle's search found nothing to take.
+  // A workload that may still take its guarantee back waits for that (a partial start grows
+  // only as room frees), unless this cycle's search found nothing to take.
   const Entry& e = entries_[id];
   if (e.counts != e.full_counts || e.min_counts == e.full_counts) return false;  // no cut
   // (A search that could not find anything counts as one that found nothing.)
@@ -1848,7 +1860,7 @@ bool Admitter::TryPartial(int id, uint64_t key, double now, CycleResult& out) {
 void Admitter::GrowPartial(CycleResult& out) {
   // Room a workload within its guarantee found too little of is not taken for growth.
   if (!config_.elastic_growth || hold_borrowing_) return;
-  int tries = 0;
+  int tries = 0;  // placement probes (quota refusals are cheap and not counted)
   for (auto it = partial_running_.begin();
        it != partial_running_.end() && tries < config_.max_growths_per_cycle;) {
     const int id = *it;
@@ -1858,13 +1870,14 @@ void Admitter::GrowPartial(CycleResult& out) {
       continue;
     }
     ++it;
-    if (!e.ready) continue;  // a gang whose pods have not all started yet
+    if (!e.ready || !e.options.may_grow) continue;  // (pods not all started, held, ...)
     const QueueNode& q = queues_[e.leaf];
     // What waits in its queue goes first; a required topology domain is not grown across.
     if (!q.pending.empty() || !q.parked.empty() || q.stop != StopPolicy::kNone) continue;
     if (e.spec.topology.required && e.spec.topology.level != TopologyLevel::kNone) continue;
-    ++tries;
-    if (Grow(id)) out.grown.push_back(id);
+    bool probed = false;
+    if (Grow(id, &probed)) out.grown.push_back(id);
+    tries += probed;
   }
 }
 
@@ -1872,7 +1885,7 @@ void Admitter::GrowPartial(CycleResult& out) {
 // count), the most that quota (borrowing included, as for any admission: Kueue admits a new
 // slice of an elastic job so) and room allow now, found by binary search as TryPartial's cut.
 // Each probe places and is undone.
-bool Admitter::Grow(int id) {
+bool Admitter::Grow(int id, bool* probed) {
   Entry& e = entries_[id];
   int most = 0;
   for (size_t i = 0; i < e.full_counts.size(); ++i)
@@ -1903,6 +1916,7 @@ bool Admitter::Grow(int id) {
         if (p.kind != DeviceKind::kNone) p.model_mask &= allowed;
     }
     placer_.set_explain(false);
+    *probed = true;
     if (!PlaceAll(more, *pods, assign, nullptr)) return false;
     for (size_t k = assign->size(); k-- > 0;) state_.Release((*assign)[k], (*pods)[k]);
     return true;
@@ -1924,6 +1938,8 @@ bool Admitter::Grow(int id) {
   }
   // The new pods join their pod sets after the ones running (whose places do not change).
   const std::vector<int> extra = extra_for(best);
+  if (e.sizes.empty())
+    e.sizes.push_back({std::max(e.admitted_at, e.options.started_at), e.gpu_milli});
   Charge(id, -1);
   std::vector<PodRequest> all_pods;
   std::vector<Assignment> all_assign;
@@ -1945,11 +1961,13 @@ bool Admitter::Grow(int id) {
   e.assign = std::move(all_assign);
   Charge(id, +1);
   Hold(id);
+  e.sizes.push_back({now_, e.gpu_milli});
   int started = 0, asked = 0, added = 0;
   for (size_t i = 0; i < counts.size(); ++i)
     started += counts[i], asked += e.full_counts[i], added += extra[i];
-  e.reason = "admitted " + std::to_string(started) + " of " + std::to_string(asked) +
-             " pods (partial admission; " + std::to_string(added) + " added as room freed)";
+  e.reason = "admitted " + std::to_string(started) + " of " + std::to_string(asked) + " pods (" +
+             std::to_string(added) + " added as room freed" +
+             (started == asked ? ")" : "; partial admission)");
   return true;
 }
 
@@ -2038,7 +2056,15 @@ double Admitter::LostIfEvicted(int id, double at) const {
   double ran = std::max(0.0, at - began);
   const double every = w.options.checkpoint_interval_s;
   if (every > 0) ran = std::clamp(std::fmod(ran, every), 0.0, ran);
-  return ran * static_cast<double>(w.gpu_milli) / 1000.0;
+  if (w.sizes.empty()) return ran * static_cast<double>(w.gpu_milli) / 1000.0;
+  // Grown: each size over the part of [at - ran, at] it held.
+  double lost = 0;
+  for (size_t k = 0; k < w.sizes.size(); ++k) {
+    const double from = std::max(at - ran, w.sizes[k].first);
+    const double to = k + 1 < w.sizes.size() ? std::min(at, w.sizes[k + 1].first) : at;
+    if (to > from) lost += (to - from) * static_cast<double>(w.sizes[k].second) / 1000.0;
+  }
+  return lost;
 }
 
 // Takes a running workload off the state for a trial plan, and puts it back.

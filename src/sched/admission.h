@@ -186,7 +186,7 @@ Result<FlavorSpec> ParseFlavor(YamlMap& map);
 Status ParseQueuePolicies(YamlMap& map, QueueSpec* spec);
 // Only the cycle's knobs (usageHalfLife, historyWeight, gangTimeout, preemption,
 // fairSharePreemption, preemptionSearchesPerQueue, reclaimSearchesPerQueue, consolidation,
-// consolidationMaxMoves, reclaimHold), leaving other keys to the caller.
+// consolidationMaxMoves, reclaimHold, elasticGrowth), leaving other keys to the caller.
 Status ParseAdmissionSettings(YamlMap& map, AdmissionConfig* config);
 
 enum class Phase { kPending, kAdmitted, kEvicting, kFinished, kInfeasible };
@@ -210,6 +210,13 @@ struct SubmitOptions {
   // Restore of a workload admitted with fewer pods (partial admission): its pods per pod set
   // (each between its minCount and count); empty: all of them.
   std::vector<int> pod_counts = {};
+  // Restore: whether it may take more pods (elastic growth): not while its pods have not all
+  // started, its tenant or queue is held over budget, or it runs on a queue it may no longer
+  // use.
+  bool may_grow = true;
+  // Restore of a grown workload: when it last grew (its size before that counted as its
+  // least, for the work an eviction would lose); -1: never.
+  double resized_at = -1;
 };
 
 struct Eviction {
@@ -368,6 +375,8 @@ class Admitter {
     bool narrowed = false;  // admitted: `pods` carry the models its quota allowed then
     double arrival = 0;
     double admitted_at = -1;
+    // Its sizes in this run, from when (elastic growth): (time, milli-GPUs); empty: one size.
+    std::vector<std::pair<double, int64_t>> sizes;
     SubmitOptions options;
     Phase phase = Phase::kPending;
     bool ready = false;
@@ -569,7 +578,8 @@ class Admitter {
   // Elastic growth (AdmissionConfig::elastic_growth): each running workload admitted in part
   // tries to add pods (GrowPartial), the most that fit, by the same number per pod set (Grow).
   void GrowPartial(CycleResult& out);
-  bool Grow(int id);
+  // Whether it grew; `probed` says whether quota let it try placement at all.
+  bool Grow(int id, bool* probed);
   std::set<int> partial_running_;  // admitted in part (may hold stale ids: checked on use)
   // Before it waits: a partial start, unless it may reclaim its guarantee and this cycle's
   // search (`searched`) has not come up empty.
