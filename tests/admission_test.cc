@@ -715,14 +715,14 @@ TEST_F(AdmissionTest, WhenCanBorrowTryNextFlavorFillsTheGuaranteeFirst) {
 }
 
 // Elastic growth: a gang admitted with fewer pods than asked takes more as room frees, after
-// what waits in its queue, and only as far as its quota allows. Queue a is guaranteed 8 of the
-// 12 GPUs and may borrow 2 more; its gang of six 1-GPU pods starts with the 2 it may borrow.
+// what waits in its queue, and only as far as its quota allows. Queue a may hold 10 of the 12
+// GPUs; its gang of six 1-GPU pods starts with the 2 left beside 8 one-GPU fillers.
 TEST_F(AdmissionTest, ElasticGrowthAddsPodsAsRoomFrees) {
   for (bool grow : {true, false}) {
     SCOPED_TRACE(grow ? "elasticGrowth" : "off");
     AdmissionConfig config;
     config.elastic_growth = grow;
-    Make(Nodes(3, 4), {Leaf("a", 8, /*borrowing=*/2), Leaf("b", 4)}, {}, config);
+    Make(Nodes(3, 4), {Leaf("a", 10, /*borrowing=*/0), Leaf("b", 2)}, {}, config);
     const std::vector<int> fillers = AdmitEach("f", "a", 8);
     ASSERT_EQ(fillers.size(), 8u);
     Workload gang = Gpus("gang", "a", 1, 0, 6, /*gang=*/true);
@@ -777,6 +777,62 @@ TEST_F(AdmissionTest, ElasticGrowthAddsPodsAsRoomFrees) {
     CycleResult cr = adm_->Cycle(1, 1000);
     EXPECT_EQ(cr.grown.size(), may ? 1u : 0u);
     EXPECT_EQ(adm_->pod_counts(*id), std::vector<int>{may ? 4 : 2});
+  }
+}
+
+// Growth and the guarantees of others. (1) Growth past its queue's guarantee only where the
+// queue's other work fills it: a workload holding part guarantee and part borrowed GPUs could
+// never be reclaimed (its queue would drop below its guarantee without it), so b, guaranteed
+// 4, could not take its GPUs back. (2) A workload whose guarantee will let it reclaim once its
+// victims' minimum runtime has passed waits for that rather than start in part and give the
+// claim up.
+TEST_F(AdmissionTest, ElasticGrowthLeavesOthersTheirGuarantee) {
+  auto elastic = [](const std::string& name, const std::string& queue, int pods, int least) {
+    Workload w = Gpus(name, queue, 1, 0, pods, /*gang=*/true);
+    w.pod_sets[0].min_count = least;
+    return w;
+  };
+  {  // (1)
+    Make(Nodes(2, 4), {Leaf("a", 4), Leaf("b", 4)});
+    const int b0 = Submit(Gpus("b0", "b", 4), 0);
+    adm_->Cycle(1, 1000);
+    const int g = Submit(elastic("g", "a", 8, 4), 2);
+    adm_->Cycle(3, 1000);
+    ASSERT_EQ(adm_->pod_counts(g), std::vector<int>{4}) << adm_->reason(g);
+    adm_->PodsReady(g);
+    adm_->Finish(b0, 4);
+    CycleResult cr = adm_->Cycle(5, 1000);
+    EXPECT_TRUE(cr.grown.empty()) << "it would hold a's 4 and 4 of b's";
+    const int b1 = Submit(Gpus("b1", "b", 4), 6);
+    adm_->Cycle(7, 1000);
+    EXPECT_EQ(adm_->phase(b1), Phase::kAdmitted) << adm_->reason(b1);
+  }
+  {  // ... and grows past it where a's other work fills a's guarantee.
+    Make(Nodes(3, 4), {Leaf("a", 4), Leaf("b", 8)});
+    const int filler = Submit(Gpus("filler", "a", 4), 0);
+    const int b0 = Submit(Gpus("b0", "b", 4), 0), b1 = Submit(Gpus("b1", "b", 3), 0);
+    adm_->Cycle(1, 1000);
+    ASSERT_EQ(CountPhase({filler, b0, b1}, Phase::kAdmitted), 3);
+    const int g = Submit(elastic("g", "a", 4, 1), 2);
+    adm_->Cycle(3, 1000);
+    ASSERT_EQ(adm_->pod_counts(g), std::vector<int>{1}) << adm_->reason(g);
+    adm_->PodsReady(g);
+    adm_->Finish(b1, 4);
+    CycleResult cr = adm_->Cycle(5, 1000);
+    EXPECT_EQ(cr.grown, std::vector<int>{g});
+    EXPECT_EQ(adm_->pod_counts(g), std::vector<int>{4});
+  }
+  {  // (2) a's borrowed work is within its ten-minute minimum runtime.
+    Make(Nodes(2, 4), {Leaf("a", 4), Leaf("b", 4)});
+    SubmitOptions young;
+    young.min_runtime_s = 600;
+    for (int i = 0; i < 7; ++i) Submit(Gpus("a" + std::to_string(i), "a", 1), 0, young);
+    adm_->Cycle(1, 1000);
+    const int g = Submit(elastic("g", "b", 4, 1), 2);
+    adm_->Cycle(3, 1000);
+    EXPECT_EQ(adm_->phase(g), Phase::kPending) << adm_->reason(g);
+    CycleResult cr = adm_->Cycle(602, 1000);
+    EXPECT_EQ(cr.evicted.size(), 3u) << adm_->reason(g);
   }
 }
 

@@ -570,6 +570,9 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
       for (const json& c : counts) list += (list.empty() ? "" : ", ") + Plain(c);
       std::printf("Admitted:   %s pod(s) per pod set (partial admission)\n", list.c_str());
     }
+    if (status.contains("resizedTime"))
+      std::printf("Grown:      at %s (elastic growth: more pods as room freed)\n",
+                  status.value("resizedTime", "").c_str());
     if (status.contains("requeueState")) {
       const json rs = status["requeueState"];
       std::printf("Requeued:   %s gang timeout(s)%s\n", Plain(rs.value("count", json(0))).c_str(),

@@ -1278,10 +1278,13 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
       if (strict) hold_back();
       continue;
     }
+
     ++out.attempts;
     if (!TryAdmit(id, now, out, failed) && strict) hold_back();
   }
   // Growth comes after every queue's pending work had its turn: not in a cycle cut short.
+  // (Growing within its guarantee before other queues' borrowers, as pending work would, was
+  // measured: more evictions and longer waits for the others; BENCHMARKS.md §5.)
   if (static_cast<int>(out.admitted.size()) < max_admissions && out.attempts < budget)
     GrowPartial(out);
   // What waits in a stopped queue says so.
@@ -1782,8 +1785,12 @@ bool Admitter::PartialInstead(int id, bool searched, uint64_t key, double now, C
   // only as room frees), unless this cycle's search found nothing to take.
   const Entry& e = entries_[id];
   if (e.counts != e.full_counts || e.min_counts == e.full_counts) return false;  // no cut
-  // (A search that could not find anything counts as one that found nothing.)
-  if (!searched && config_.preemption && MayReclaimAny(id) && MayPreempt(id)) return false;
+  // (A search that could not find anything counts as one that found nothing.) Nor while the
+  // victims its guarantee may take are within their minimum runtime or a disruption budget:
+  // started in part, it would give that claim up.
+  if (config_.preemption && MayReclaimAny(id) &&
+      ((!searched && MayPreempt(id)) || e.waits_on_time || e.budget_blocked))
+    return false;
   // The same shape with the same least failed to start in part this cycle: so does this one.
   uint64_t partial_key = key ^ 0x9e3779b97f4a7c15ULL;
   for (size_t i = 0; i < e.min_counts.size(); ++i)
@@ -1887,6 +1894,13 @@ void Admitter::GrowPartial(CycleResult& out) {
 // Each probe places and is undone.
 bool Admitter::Grow(int id, bool* probed) {
   Entry& e = entries_[id];
+  const QueueNode& q = queues_[e.leaf];
+  // Past its queue's guarantee only where the queue's other work fills the guarantee: else it
+  // would hold part of the guarantee and part borrowed, and reclaim, which takes only work its
+  // queue stays at its guarantee without, could never take it back.
+  const auto within_or_beyond = [&](int64_t used, int64_t mine, int64_t guar, int64_t add) {
+    return used + add <= guar || used - mine >= guar;
+  };
   int most = 0;
   for (size_t i = 0; i < e.full_counts.size(); ++i)
     most = std::max(most, e.full_counts[i] - e.counts[i]);
@@ -1906,11 +1920,23 @@ bool Admitter::Grow(int id, bool* probed) {
     *pods = more.pods;
     assign->clear();
     if (!ResourcesAllow(more, nullptr)) return false;
+    for (int r = 0; r < 2; ++r)
+      if (q.res_limited[r] &&
+          !within_or_beyond(r == 0 ? q.cpu : q.memory, r == 0 ? e.cpu_milli : e.memory_mib,
+                            q.res_guaranteed[r], r == 0 ? more.cpu_milli : more.memory_mib))
+        return false;
     const PodRequest* gpu_pod = FirstGpuPod(*pods);
     if (gpu_pod) {
       uint64_t allowed = UnchargedModels(*gpu_pod);
-      for (int f : CandidateFlavors(*gpu_pod))
-        if (QuotaAllows(e.leaf, f, more.gpu_milli, nullptr)) allowed |= FlavorModels(f, *gpu_pod);
+      for (int f : CandidateFlavors(*gpu_pod)) {
+        if (!QuotaAllows(e.leaf, f, more.gpu_milli, nullptr)) continue;
+        int64_t mine = 0;
+        for (auto [g, milli] : e.charged)
+          if (g == f) mine += milli;
+        if (managed_[f] && !within_or_beyond(q.usage[f], mine, q.guaranteed[f], more.gpu_milli))
+          continue;
+        allowed |= FlavorModels(f, *gpu_pod);
+      }
       if (allowed == 0) return false;
       for (PodRequest& p : *pods)
         if (p.kind != DeviceKind::kNone) p.model_mask &= allowed;
@@ -2189,8 +2215,9 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
   std::vector<std::pair<Assignment, const PodRequest*>> applied;  // trial placements
   auto movable = [&](int v) {
     const Entry& w = entries_[v];
+    // (Not one started in part: moved, it would ask for all its pods again.)
     if (v == id || w.phase != Phase::kAdmitted || !w.options.preemptible || w.pods.size() != 1 ||
-        w.spec.gang || now - w.admitted_at < w.options.min_runtime_s)
+        w.spec.gang || now - w.admitted_at < w.options.min_runtime_s || w.counts != w.full_counts)
       return false;
     // Moved work waits to be placed again, which a stopped queue's never is.
     if (fate[v] != kStays || queues_[w.leaf].stop != StopPolicy::kNone) return false;

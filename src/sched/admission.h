@@ -576,7 +576,8 @@ class Admitter {
   // Partial admission of id with fewer pods; true if admitted. `key`: its full shape's.
   bool TryPartial(int id, uint64_t key, double now, CycleResult& out);
   // Elastic growth (AdmissionConfig::elastic_growth): each running workload admitted in part
-  // tries to add pods (GrowPartial), the most that fit, by the same number per pod set (Grow).
+  // tries to add pods (GrowPartial), the most that fit, by the same number per pod set (Grow):
+  // within its queue's guarantee, or past it where the queue's other work fills the guarantee.
   void GrowPartial(CycleResult& out);
   // Whether it grew; `probed` says whether quota let it try placement at all.
   bool Grow(int id, bool* probed);

@@ -4,8 +4,9 @@
 # `fabctl get queues` shows the queues active and `fabctl pending research` lists what waits,
 # in order, with why. A workload naming a queue its tenant may not use is refused (403).
 # examples/flavors.yaml's flavours show the GPUs charged to them and cannot be deleted in use.
-# An elastic gang (minCount) starts with the pods its queue allows, shown as PODS 2/4; a
-# queue's flavorOrder decides where its work goes first.
+# An elastic gang (minCount) starts with the pods its queue allows, shown as PODS 2/4, and
+# grows to all 4 when its queue may hold more; a queue's flavorOrder decides where its work goes
+# first.
 # Usage: fabctl_queues_test.sh FABRICA_BIN FABCTL_BIN SOURCE_DIR
 set -euo pipefail
 FABRICA=$1
@@ -138,7 +139,27 @@ tr -d ' \n' <<<"$queue" | grep -q '"cpu":{"guaranteed":"64","used":"8"}' ||
   fail "partner-x's CPU not in its status: $queue"
 described=$("$FABCTL" describe workload elastic -n partner-x)
 grep -q "^Admitted: *2 pod(s) per pod set" <<<"$described" || fail "describe: $described"
+# partner-x may hold 16 GPUs now: the elastic gang takes its other two pods (elastic growth).
+cat >"$tmp/partner.yaml" <<YAML
+apiVersion: fabrica.dev/v1
+kind: Queue
+metadata: {name: partner-x}
+spec:
+  quotas:
+    gpu: {guaranteed: 16, borrowingLimit: 0}
+    cpu: {guaranteed: 64}
+YAML
+"$FABCTL" apply -f "$tmp/partner.yaml" >/dev/null || fail "apply partner-x at 16"
+for _ in $(seq 100); do
+  workloads=$("$FABCTL" get workloads -n partner-x)
+  grep "^elastic " <<<"$workloads" | grep -q "Running *4 *16 " && break
+  sleep 0.2
+done
+grep "^elastic " <<<"$workloads" | grep -q "Running *4 *16 .*2 added as room freed" ||
+  fail "elastic did not grow to 4 pods: $workloads"
+described=$("$FABCTL" describe workload elastic -n partner-x)
+grep -q "^Grown: *at " <<<"$described" || fail "describe shows no growth: $described"
 described=$("$FABCTL" describe queue team-c)
 grep -A3 "^Status:" <<<"$described" | grep -q "flavors\|guaranteedGpus" ||
   fail "describe queue shows no status: $described"
-echo "OK: queues applied twice, pending listed in order, a foreign queue refused, flavours counted, a gang admitted in part, a flavour order kept"
+echo "OK: queues applied twice, pending listed in order, a foreign queue refused, flavours counted, a gang admitted in part and grown, a flavour order kept"
