@@ -2272,6 +2272,43 @@ TEST(ReplayTest, ElasticGangsGrowWhenRoomFrees) {
   }
 }
 
+// cpuGuarantees: the generated queues guarantee the pods' CPU too, each team its CPU demand's
+// share of guaranteeShare of the fleet's cores; with a scenario's own queues it is refused.
+TEST(ReplayTest, CpuGuaranteesFollowCpuDemand) {
+  const std::string text = R"(
+kind: Scenario
+name: cpu-guarantees
+synthetic: {gpus: 16, migShare: 0, h200Share: 0, seed: 3, window: 3600}
+load: 0.5
+guaranteeShare: 0.9
+cpuGuarantees: true
+teams:
+  - name: a
+    share: 50
+    workloads:
+      - {pods: 1, cpu: 24, memory: 16Gi, devices: {gpus: 1}, duration: 100-200}
+  - name: b
+    share: 50
+    workloads:
+      - {pods: 1, cpu: 8, memory: 16Gi, devices: {gpus: 1}, duration: 100-200}
+)";
+  auto sc = sim::ParseScenario(text, "cpu-guarantees.yaml", ".");
+  ASSERT_TRUE(sc.ok()) << sc.status().message();
+  int64_t cores = 0;
+  for (const Node& n : sc->fleet.nodes) cores += n.cpu.value();
+  const int64_t a = sc->teams[0].cpu_guarantee_milli, b = sc->teams[1].cpu_guarantee_milli;
+  EXPECT_NEAR(static_cast<double>(a + b), 0.9 * static_cast<double>(cores), 2.0);
+  EXPECT_GT(a, 2 * b);  // a asks three times b's cores per GPU
+  auto r = sim::RunReplay(*sc, "fabrica");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const std::string own = text + "admission:\n  queues: [{name: a}, {name: b}]\n";
+  auto bad = sim::ParseScenario(own, "cpu-guarantees.yaml", ".");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("cpuGuarantees: only for generated queues"),
+            std::string::npos)
+      << bad.status().message();
+}
+
 // A scenario's own queues may limit CPU and memory; a team's guarantee (what the bound and the
 // dedicated split count) is its leaf's GPUs only.
 TEST(ReplayTest, CpuAndMemoryQuotasAreNotGpuGuarantees) {

@@ -405,6 +405,23 @@ void Calibrate(Scenario& sc, double window) {
     sc.teams[i].guarantee_milli = g[0] + g[1];
     sc.teams[i].mig_guarantee_milli = g[1];
   }
+  // CPU guarantees (cpuGuarantees): guaranteeShare of the fleet's cores by CPU demand.
+  if (sc.cpu_guarantees) {
+    double cores = 0, cpu_total = 0;
+    for (const Node& n : sc.fleet.nodes) cores += static_cast<double>(n.cpu.value());
+    std::vector<double> cpu_demand(sc.teams.size(), 0);
+    for (const ReplayWorkload& w : sc.workloads) {
+      const double d =
+          WorkloadCpu(w.spec) * std::max(0.0, std::min(w.duration_s, window - w.arrival_s));
+      cpu_demand[w.team] += d;
+      cpu_total += d;
+    }
+    for (size_t i = 0; i < sc.teams.size(); ++i)
+      sc.teams[i].cpu_guarantee_milli =
+          cpu_total > 0
+              ? static_cast<int64_t>(cores * sc.guarantee_share * cpu_demand[i] / cpu_total)
+              : 0;
+  }
   // Fair-share weights default to the guarantees' proportions, so that the share a team is
   // promised and the share fairness aims at are the same.
   double gsum = 0;
@@ -456,6 +473,7 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
   ASSIGN_OR_RETURN(sc.guarantee_share, top.Double("guaranteeShare", 1.0));
   if (sc.guarantee_share <= 0 || sc.guarantee_share > 1)
     return top.Error("guaranteeShare", "must be in (0, 1]");
+  ASSIGN_OR_RETURN(sc.cpu_guarantees, top.Bool("cpuGuarantees", false));
 
   const bool has_trace = top.Has("trace"), has_synth = top.Has("synthetic");
   if (has_trace == has_synth) return top.Error("trace", "give exactly one of trace or synthetic");
@@ -480,6 +498,10 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
     YamlMap am(top.Raw("admission"), "admission", source);
     RETURN_IF_ERROR(am.CheckIsMap());
     if (am.Has("queues")) {
+      if (sc.cpu_guarantees)
+        return top.Error("cpuGuarantees",
+                         "only for generated queues: with admission.queues, give the queues "
+                         "cpu quotas");
       ASSIGN_OR_RETURN(sc.admission, ParseAdmissionConfig(am));
       AdmissionConfig& c = sc.admission;
       std::map<std::string, int> index;
@@ -792,6 +814,11 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
       const int64_t mig_cap = static_cast<int64_t>(MigCapacityMilli(sc.fleet));
       root.quotas["gpu"] = QuotaSpec{static_cast<int64_t>(cap_gpu) - mig_cap, {}, {}};
       if (sc.mig_pool) root.quotas["mig"] = QuotaSpec{mig_cap, {}, {}};
+      if (sc.cpu_guarantees) {
+        int64_t cores = 0;
+        for (const Node& n : sc.fleet.nodes) cores += n.cpu.value();
+        root.quotas[kCpuQuota] = QuotaSpec{cores, {}, {}};
+      }
       c.queues = {root};
       if (sc.mig_pool) {
         // MIG slices are charged to `mig`, everything else to `gpu` (a named kind wins).
@@ -804,6 +831,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
         q.quotas["gpu"] = QuotaSpec{t.guarantee_milli.value_or(0) - t.mig_guarantee_milli,
                                     t.borrowing_limit_milli, t.lending_limit_milli};
         if (sc.mig_pool) q.quotas["mig"] = QuotaSpec{t.mig_guarantee_milli, {}, {}};
+        if (sc.cpu_guarantees) q.quotas[kCpuQuota] = QuotaSpec{t.cpu_guarantee_milli, {}, {}};
         c.queues.push_back(q);
       }
     }

@@ -61,6 +61,7 @@ struct TeamSpec {
   // the fleet has them, a computed guarantee is split into the two pools by the team's demand
   // in each (an explicit one is all on whole GPUs), and queues get a flavour per pool.
   int64_t mig_guarantee_milli = 0;
+  int64_t cpu_guarantee_milli = 0;  // Scenario::cpu_guarantees: its cores (milli)
   std::optional<int64_t> borrowing_limit_milli;
   std::optional<int64_t> lending_limit_milli;
   // Synthetic workload templates.
@@ -101,6 +102,10 @@ struct Scenario {
   // Computed guarantees split this share of the fleet: 1 promises every GPU, but a fleet packs
   // to a few percent below full, so guarantees that add up to all of it cannot all be placed.
   double guarantee_share = 1.0;
+  // cpuGuarantees: the generated queues also guarantee the pods' CPU, each team its demand's
+  // share of guaranteeShare of the fleet's cores (TeamSpec::cpu_guarantee_milli), so that a
+  // team within its CPU guarantee reclaims cores others borrow (fabrica only).
+  bool cpu_guarantees = false;
   std::vector<TeamSpec> teams;
   // Settings, and the queue tree when the scenario gives one (`admission.queues`); otherwise one
   // root `fleet` with a leaf per team is generated from the teams' guarantees and limits.
