@@ -701,10 +701,10 @@ Result<CycleStats> Scheduler::RunOnce() {
           charged.queue = QueueId(kUnqueuedQueue);
         options.leaving = bound[b].leaving;
         options.pod_counts = bound[b].sw.counts;
-        // Elastic growth: once all its pods run, on the queue it asked for, not held over
-        // budget.
+        // Elastic growth (only work started in part grows): once all its pods run, on the
+        // queue it asked for, not held over budget.
         const json& bound_status = Field(bound[b].sw.obj(), "status");
-        options.may_grow = Str(bound_status, "phase") == "Running" &&
+        options.may_grow = !bound[b].sw.counts.empty() && Str(bound_status, "phase") == "Running" &&
                            charged.queue == leaf_of(spec).queue && !hold_of(bound[b].sw);
         const int64_t resized = ParseTimestamp(Str(bound_status, "resizedTime"));
         if (resized >= 0) options.resized_at = static_cast<double>(resized) / 1000.0;
