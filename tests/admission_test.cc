@@ -1148,6 +1148,31 @@ TEST_F(AdmissionTest, CpuGuaranteeIsReclaimedFromBorrowers) {
   EXPECT_TRUE(cr.evicted.empty());
   EXPECT_EQ(adm_->phase(late), Phase::kPending);
 
+  // The reclaim hold keeps the cores a reclaim freed beyond its need: b's 8-core pod evicts one
+  // of a's 16-core pods; for the hold a may not borrow the other 8 back.
+  {
+    AdmissionConfig held;
+    held.reclaim_hold_s = 300;
+    Make(Nodes(1, 8), {a, b}, {}, held);
+    std::vector<int> big;
+    for (int i = 0; i < 4; ++i)
+      big.push_back(Submit(cpu_only("big" + std::to_string(i), "a", 16), 0));
+    adm_->Cycle(1, 1000);
+    ASSERT_EQ(CountPhase(big, Phase::kAdmitted), 4);
+    const int mine = Submit(cpu_only("mine", "b", 8), 2);
+    cr = adm_->Cycle(3, 1000);
+    ASSERT_EQ(cr.evicted.size(), 1u) << adm_->reason(mine);
+    adm_->Terminated(cr.evicted[0].victim, 30);
+    adm_->Cycle(31, 1000);
+    ASSERT_EQ(adm_->phase(mine), Phase::kAdmitted) << adm_->reason(mine);
+    const int again = Submit(cpu_only("again", "a", 8), 32);
+    adm_->Cycle(33, 1000);
+    EXPECT_EQ(adm_->phase(again), Phase::kPending) << adm_->reason(again);
+    EXPECT_EQ(adm_->reclaim_record(adm_->QueueIndex("b")).room_milli.at(kCpuQuota), 8000);
+    adm_->Cycle(304, 1000);
+    EXPECT_EQ(adm_->phase(again), Phase::kAdmitted) << adm_->reason(again);
+  }
+
   // Only work within its queue's guarantee in every resource reclaims: x is guaranteed CPU but
   // no GPUs, y GPUs but no CPU. y's job (8 GPUs, 8 borrowed cores) fills the GPUs; x's like
   // job, within its CPU guarantee but borrowing GPUs, does not evict it for CPU (y would take

@@ -784,7 +784,11 @@ bool Admitter::ResourceAllows(int leaf, int r, int64_t amount, std::string* why,
       [r](const QueueNode& q) { return q.res_borrow[r]; },
       [&](const QueueNode& sib) {
         const int64_t unused = std::max<int64_t>(0, sib.res_guaranteed[r] - used(sib));
-        return sib.res_lend[r] ? std::max<int64_t>(0, unused - *sib.res_lend[r]) : int64_t{0};
+        int64_t kept =
+            sib.res_lend[r] ? std::max<int64_t>(0, unused - *sib.res_lend[r]) : int64_t{0};
+        // What a reclaim of a moment ago freed beyond its own need stays (reclaim_hold_s).
+        if (Holding(sib, now_)) kept = std::max(kept, std::min(unused, sib.res_reclaim_room[r]));
+        return kept;
       },
       ResourceName(r), [r](int64_t v) { return ResourceAmount(r, v); }, r == 0 ? " cores" : "", why,
       blocker);
@@ -1125,6 +1129,9 @@ Admitter::ReclaimRecord Admitter::reclaim_record(int q) const {
   r.at = queues_[q].reclaimed_at;
   for (int f = 0; f < static_cast<int>(flavors_.size()); ++f)
     if (queues_[q].reclaim_room[f] > 0) r.room_milli[flavor_name(f)] = queues_[q].reclaim_room[f];
+  for (int k = 0; k < 2; ++k)
+    if (queues_[q].res_reclaim_room[k] > 0)
+      r.room_milli[ResourceName(k)] = queues_[q].res_reclaim_room[k];
   return r;
 }
 
@@ -1140,6 +1147,11 @@ void Admitter::RestoreReclaims(const std::map<std::string, ReclaimRecord>& by_qu
       queues_[q].reclaim_room[f] =
           it == record.room_milli.end() ? 0 : std::max<int64_t>(0, it->second);
     }
+    for (int k = 0; k < 2; ++k) {
+      auto it = record.room_milli.find(ResourceName(k));
+      queues_[q].res_reclaim_room[k] =
+          it == record.room_milli.end() ? 0 : std::max<int64_t>(0, it->second);
+    }
   }
 }
 
@@ -1147,18 +1159,32 @@ void Admitter::RestoreReclaims(const std::map<std::string, ReclaimRecord>& by_qu
 // need, per flavour, is kept for its queue (and the queues above it) for reclaim_hold_s. Within
 // a hold, what an earlier reclaim kept counts only as far as the queue has not used it since,
 // so a queue that reclaims again and again does not come to hold all its unused guarantee.
-void Admitter::NoteReclaim(int id, const std::vector<int>& victims, double now, uint64_t flavors) {
+void Admitter::NoteReclaim(int id, const std::vector<int>& victims, double now, uint64_t flavors,
+                           unsigned resources) {
   const Entry& e = entries_[id];
   std::vector<int64_t> excess(flavors_.size(), 0);
+  int64_t res_excess[2] = {0, 0};
+  bool freed = false;
   for (int v : victims) {
-    if (entries_[v].leaf == e.leaf) continue;  // its own lower-priority work: not a reclaim
-    for (auto [f, milli] : entries_[v].charged)
-      if (f >= 64 || (flavors >> f & 1)) excess[f] += milli;
+    const Entry& w = entries_[v];
+    if (w.leaf == e.leaf) continue;  // its own lower-priority work: not a reclaim
+    for (auto [f, milli] : w.charged) {
+      if (f < 64 && !(flavors >> f & 1)) continue;
+      excess[f] += milli;
+      freed |= milli > 0;
+    }
+    for (int r = 0; r < 2; ++r) {
+      if (!(resources >> r & 1)) continue;
+      res_excess[r] += r == 0 ? w.cpu_milli : w.memory_mib;
+      freed = true;
+    }
   }
+  if (!freed) return;
   // It will be charged where its victims freed the most.
   const auto most = std::max_element(excess.begin(), excess.end());
-  if (most == excess.end() || *most <= 0) return;
-  *most -= e.gpu_milli;
+  if (most != excess.end() && *most > 0) *most -= e.gpu_milli;
+  for (int r = 0; r < 2; ++r)
+    if (resources >> r & 1) res_excess[r] -= r == 0 ? e.cpu_milli : e.memory_mib;
   for (int q = e.leaf; q >= 0; q = queues_[q].parent) {
     QueueNode& n = queues_[q];
     const bool within = Holding(n, now);
@@ -1166,6 +1192,12 @@ void Admitter::NoteReclaim(int id, const std::vector<int>& victims, double now, 
       const int64_t unused = std::max<int64_t>(0, n.guaranteed[f] - n.usage[f]);
       const int64_t carried = within ? std::min(n.reclaim_room[f], unused) : 0;
       n.reclaim_room[f] = carried + std::max<int64_t>(0, excess[f]);
+    }
+    for (int r = 0; r < 2; ++r) {
+      const int64_t unused =
+          std::max<int64_t>(0, n.res_guaranteed[r] - (r == 0 ? n.cpu : n.memory));
+      const int64_t carried = within ? std::min(n.res_reclaim_room[r], unused) : 0;
+      n.res_reclaim_room[r] = carried + std::max<int64_t>(0, res_excess[r]);
     }
     n.reclaimed_at = now;
   }
@@ -2892,7 +2924,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     lost += LostIfEvicted(v, now);
     MarkEvicting(v, id, "preempted by " + e.spec.name.str() + " (" + why + ")", out);
   }
-  if (reclaim_flavors != 0 && reclaim && !own_only) NoteReclaim(id, chosen, now, reclaim_flavors);
+  if (reclaim && !own_only) NoteReclaim(id, chosen, now, reclaim_flavors, res_reclaim);
   Nominate(id, static_cast<int>(chosen.size()), reclaim);
   SetPlan(id, placed);
   e.reason = "preempting " + std::to_string(chosen.size()) + " workload(s) " + why + ", " +

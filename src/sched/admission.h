@@ -276,7 +276,7 @@ class Admitter {
   // `now` count as `now`).
   struct ReclaimRecord {
     double at = -1;
-    std::map<std::string, int64_t> room_milli;  // by flavour name
+    std::map<std::string, int64_t> room_milli;  // by flavour name, or cpu (milli) and memory (MiB)
   };
   ReclaimRecord reclaim_record(int q) const;
   void RestoreReclaims(const std::map<std::string, ReclaimRecord>& by_queue, double now);
@@ -446,7 +446,8 @@ class Admitter {
     // The strongest stopPolicy of the queue and its ancestors, and the queue that set it.
     StopPolicy stop = StopPolicy::kNone;
     int stopped_by = -1;
-    std::vector<int64_t> reclaim_room;  // per flavour: what its reclaims freed, unneeded
+    std::vector<int64_t> reclaim_room;     // per flavour: what its reclaims freed, unneeded
+    int64_t res_reclaim_room[2] = {0, 0};  // ... of CPU (milli-cores) and memory (MiB)
     // Pending workloads of a leaf: (-priority, arrival, id).
     std::set<std::tuple<int, double, int>> pending;
     std::set<std::tuple<int, double, int>> parked;
@@ -526,9 +527,10 @@ class Admitter {
   void ReleaseHolds(Entry& e);
   void VictimStopped(int id);
   void Unnominate(int id);
-  // (`flavors`: the flavours reclaimed, bit f; flavours past 63 always count.)
+  // (`flavors`: the flavours reclaimed, bit f; flavours past 63 always count; `resources`: CPU
+  // (bit 0) and memory (bit 1) reclaimed.)
   void NoteReclaim(int id, const std::vector<int>& victims, double now,
-                   uint64_t flavors = ~uint64_t{0});
+                   uint64_t flavors = ~uint64_t{0}, unsigned resources = 0);
   bool Holding(const QueueNode& q, double t) const;
   double Key(int q) const;
   int PickLeaf() const;
