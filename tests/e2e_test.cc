@@ -1359,7 +1359,10 @@ TEST_F(FactoryTest, ElasticGangGrowsWhenItsQuotaRises) {
   auto meter = MeterService::Open(*store_, clock_, mo);
   ASSERT_TRUE(meter.ok()) << meter.status().message();
   api_->SetExtension((*meter)->Routes());
-  StartScheduler(5'000);
+  Metrics metrics;
+  SchedulerOptions so;
+  so.preemption_grace_ms = 5'000;
+  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, &metrics);
   CreateQueue("team-a", {{"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
   json elastic = WholeGpuWorkload("team-a", "elastic", 8, 4);
   elastic["spec"]["gang"] = true;
@@ -1397,6 +1400,8 @@ TEST_F(FactoryTest, ElasticGangGrowsWhenItsQuotaRises) {
       << after.dump();
   const int64_t resized = ParseTimestamp(after.value("resizedTime", ""));
   ASSERT_GT(resized, bound) << after.dump();
+  EXPECT_NE(metrics.Render().find("fabrica_scheduler_elastic_growths 1"), std::string::npos)
+      << metrics.Render();
   EXPECT_EQ(CallJson("GET", std::string(kApi) + "/queues/team-a")["status"].value("usedGpus", ""),
             "32");
   for (int i = 0; i < 10; ++i) step(60'000);

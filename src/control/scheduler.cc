@@ -1139,6 +1139,9 @@ Result<CycleStats> Scheduler::RunOnce() {
                        "Workloads chosen for eviction (preemption, reclaim, consolidation) in the "
                        "last cycle.",
                        "", stats.preempted);
+    metrics_->SetGauge("fabrica_scheduler_elastic_growths",
+                       "Running workloads admitted in part that took more pods in the last cycle.",
+                       "", stats.grown);
   }
   return stats;
 }
