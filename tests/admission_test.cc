@@ -953,7 +953,7 @@ TEST_F(AdmissionTest, PartialAdmissionStartsWithTheMostPodsThatFit) {
   EXPECT_EQ(adm_->assignments(fits).size(), 4u);
 
   // Below its guarantee, with its share borrowed by b and 1 GPU free: it takes its guarantee
-  // back (b's work is evicted) rather than start with 1 pod it would never grow past.
+  // back (b's work is evicted) rather than start with 1 pod and grow only as b's work ends.
   Make(Nodes(2, 4), {Leaf("a", 8), Leaf("b", 0)});
   const std::vector<int> borrowed = AdmitEach("b", "b", 7);
   ASSERT_FALSE(borrowed.empty());
@@ -1169,8 +1169,13 @@ TEST_F(AdmissionTest, CpuGuaranteeIsReclaimedFromBorrowers) {
     adm_->Cycle(33, 1000);
     EXPECT_EQ(adm_->phase(again), Phase::kPending) << adm_->reason(again);
     EXPECT_EQ(adm_->reclaim_record(adm_->QueueIndex("b")).room_milli.at(kCpuQuota), 8000);
+    // What the server keeps in the queue's status between its per-cycle Admitters.
+    const Admitter::ReclaimRecord record = adm_->reclaim_record(adm_->QueueIndex("b"));
     adm_->Cycle(304, 1000);
     EXPECT_EQ(adm_->phase(again), Phase::kAdmitted) << adm_->reason(again);
+    Make(Nodes(1, 8), {a, b}, {}, held);
+    adm_->RestoreReclaims({{"b", record}}, 40);
+    EXPECT_EQ(adm_->reclaim_record(adm_->QueueIndex("b")).room_milli.at(kCpuQuota), 8000);
   }
 
   // Only work within its queue's guarantee in every resource reclaims: x is guaranteed CPU but

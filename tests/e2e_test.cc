@@ -1388,7 +1388,7 @@ TEST_F(FactoryTest, ElasticGangGrowsWhenItsQuotaRises) {
   step(1'000);
   const json after = Workloads()["team-a/elastic"]["status"];
   EXPECT_EQ(after.value("phase", ""), "Running") << after.dump();
-  EXPECT_EQ(after["admittedCounts"], json::array({4})) << after.dump();
+  EXPECT_FALSE(after.contains("admittedCounts")) << after.dump();  // all its pods run
   ASSERT_EQ(after["assignments"].size(), 4u) << after.dump();
   for (int i = 0; i < 2; ++i) {
     EXPECT_EQ(after["assignments"][i]["pod"], before["assignments"][i]["pod"]);

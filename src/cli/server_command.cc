@@ -349,8 +349,8 @@ void AddCommon(CLI::App* cmd, ServerArgs* a) {
                   "half-life in seconds of the usage history in fair share (0: current usage only)")
       ->check(CLI::Range(0.0, 365.0 * 86400));
   cmd->add_option("--reclaim-hold", a->reclaim_hold_s,
-                  "seconds that the GPUs a reclaim freed beyond its need stay with the reclaiming "
-                  "queue (0: lent at once)")
+                  "seconds that the room (GPUs, CPU, memory) a reclaim freed beyond its need stays "
+                  "with the reclaiming queue (0: lent at once)")
       ->check(CLI::Range(0.0, 86400.0));
   cmd->add_flag("--no-elastic-growth", a->no_elastic_growth,
                 "keep work admitted with fewer pods than asked (minCount) at that size; by "

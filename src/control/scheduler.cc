@@ -1008,7 +1008,15 @@ Result<CycleStats> Scheduler::RunOnce() {
     const StoredWorkload& sw = bound[g.bound].sw;
     json next = sw.obj();
     next["status"]["assignments"] = AssignmentsJson(sw.w(), g.placed, state, g.counts);
-    next["status"]["admittedCounts"] = g.counts;
+    // (Once every pod runs it is a whole workload again: no admittedCounts.)
+    bool whole = g.counts.size() == sw.w().pod_sets.size();
+    for (size_t i = 0; whole && i < g.counts.size(); ++i)
+      whole = g.counts[i] == sw.w().pod_sets[i].count;
+    if (whole) {
+      next["status"].erase("admittedCounts");
+    } else {
+      next["status"]["admittedCounts"] = g.counts;
+    }
     next["status"]["resizedTime"] = FormatTimestamp(now);
     next["status"]["message"] = g.message;
     double added = 0;  // GPUs of the new pods: all it holds now, less what it held

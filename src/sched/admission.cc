@@ -1156,9 +1156,10 @@ void Admitter::RestoreReclaims(const std::map<std::string, ReclaimRecord>& by_qu
 }
 
 // The queue's workload `id` reclaims `victims`: what those of other queues free beyond its own
-// need, per flavour, is kept for its queue (and the queues above it) for reclaim_hold_s. Within
-// a hold, what an earlier reclaim kept counts only as far as the queue has not used it since,
-// so a queue that reclaims again and again does not come to hold all its unused guarantee.
+// need, per flavour and of CPU and memory, is kept for its queue (and the queues above it) for
+// reclaim_hold_s. Within a hold, what an earlier reclaim kept counts only as far as the queue has
+// not used it since, so a queue that reclaims again and again does not come to hold all its unused
+// guarantee.
 void Admitter::NoteReclaim(int id, const std::vector<int>& victims, double now, uint64_t flavors,
                            unsigned resources) {
   const Entry& e = entries_[id];
@@ -1169,7 +1170,7 @@ void Admitter::NoteReclaim(int id, const std::vector<int>& victims, double now, 
     const Entry& w = entries_[v];
     if (w.leaf == e.leaf) continue;  // its own lower-priority work: not a reclaim
     for (auto [f, milli] : w.charged) {
-      if (f < 64 && !(flavors >> f & 1)) continue;
+      if (flavors == 0 || (f < 64 && !(flavors >> f & 1))) continue;
       excess[f] += milli;
       freed |= milli > 0;
     }
@@ -2530,7 +2531,8 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     break;
   }
   // Its queue's CPU or memory quota refuses it: only its own lower-priority work may give it
-  // back (nothing is reclaimed or borrowed for CPU or memory).
+  // back (a refusal means past its guarantee: nothing is reclaimed or borrowed for CPU or memory
+  // then).
   const bool cpu_short = !ResourceAllows(leaf, 0, e.cpu_milli, nullptr);
   const bool memory_short = !ResourceAllows(leaf, 1, e.memory_mib, nullptr);
   const bool res_short = cpu_short || memory_short;

@@ -25,7 +25,9 @@
 //      (then lowest priority, then newest). Victims keep their devices until the caller reports
 //      them stopped (after its grace period). Each queue's `preemption` policy narrows or widens
 //      who may go: its own equal-priority newer work, no own work, reclaim only from lower
-//      priority or not at all, or, while borrowing, other queues' lower-priority borrowed work.
+//      priority or not at all, or, while borrowing, other queues' lower-priority borrowed work;
+//   6. last, running workloads admitted with fewer pods than asked take more where room and
+//      quota allow (elastic growth).
 // Every decision leaves a reason a user can read. Pure and deterministic: time is a parameter.
 #pragma once
 
@@ -92,8 +94,9 @@ struct PreemptionPolicy {
 enum class StopPolicy { kNone, kHold, kHoldAndDrain };
 
 // Beside GPU flavours, a queue's quotas may name the pods' CPU (milli-cores) and memory (MiB),
-// which no flavour divides: limits on admission, as the GPUs' (guarantee, borrowing, lending);
-// only a queue's own lower-priority work is preempted for them.
+// which no flavour divides: limits on admission, as the GPUs' (guarantee, borrowing, lending).
+// Past its guarantee of them only a queue's own lower-priority work is preempted for them;
+// within it they are reclaimed from queues of its tree that borrow them.
 inline constexpr const char* kCpuQuota = "cpu";
 inline constexpr const char* kMemoryQuota = "memory";
 
@@ -271,9 +274,10 @@ class Admitter {
   void RestoreHistory(const std::map<std::string, double>& by_queue, double at);
   double usage_history(int q) const { return queues_[q].history; }
   // The reclaim hold (reclaim_hold_s) of queue q: when it (or a queue below it) last reclaimed
-  // borrowed GPUs (-1: never) and the GPU milli its reclaims since the hold began freed beyond
-  // their need; carried, by queue name, across Admitters that a caller rebuilds (times after
-  // `now` count as `now`).
+  // borrowed GPUs, CPU or memory (-1: never; any reclaim restarts the whole hold) and what its
+  // reclaims since the hold began freed beyond their need (GPU milli by flavour, cpu in
+  // milli-cores, memory in MiB); carried, by queue name, across Admitters that a caller
+  // rebuilds (times after `now` count as `now`).
   struct ReclaimRecord {
     double at = -1;
     std::map<std::string, int64_t> room_milli;  // by flavour name, or cpu (milli) and memory (MiB)
