@@ -872,6 +872,34 @@ TEST_F(AdmissionTest, FlavorOrderIsTriedInTurn) {
     EXPECT_EQ(PlacedOn(ids, 0), try_next ? 2 : 0);  // its guaranteed H100s first
     EXPECT_EQ(PlacedOn(ids, 1), try_next ? 2 : 4);
   }
+  // Elastic growth follows the order too: a's gang starts with 1 pod on the last free A100
+  // (b's work, which may not be evicted, holds the rest); when b's work ends, the 3 pods it
+  // adds go to the H100s its order puts first, not to the fuller A100 node packing prefers.
+  {
+    QueueSpec a = Plain("a"), b = Plain("b");
+    a.quotas["h100"].guaranteed_milli = 4000;
+    a.quotas["a100"].guaranteed_milli = 4000;
+    a.flavor_order = {"h100", "a100"};
+    Make(H100AndA100(), {a, b}, {}, PerModelFlavours());
+    SubmitOptions fixed;
+    fixed.preemptible = false;
+    std::vector<int> bs;
+    for (int i = 0; i < 7; ++i)
+      bs.push_back(Submit(Gpus("b" + std::to_string(i), "b", 1), 0, fixed));
+    adm_->Cycle(1, 1000);
+    ASSERT_EQ(CountPhase(bs, Phase::kAdmitted), 7);
+    Workload gang = Gpus("g", "a", 1, 0, 4, /*gang=*/true);
+    gang.pod_sets[0].min_count = 1;
+    const int g = Submit(gang, 2);
+    adm_->Cycle(3, 1000);
+    ASSERT_EQ(adm_->pod_counts(g), std::vector<int>{1}) << adm_->reason(g);
+    adm_->PodsReady(g);
+    for (int b_id : bs) adm_->Finish(b_id, 4);
+    CycleResult cr = adm_->Cycle(5, 1000);
+    ASSERT_EQ(cr.grown, std::vector<int>{g});
+    EXPECT_EQ(PlacedOn({g}, 0), 3);  // the H100s
+    EXPECT_EQ(PlacedOn({g}, 1), 1);
+  }
   // A listed flavour no quota names keeps its place (its models are unlimited, not "the rest"),
   // and a queue without an order follows its parent's.
   {

@@ -435,6 +435,52 @@ uint64_t Admitter::OrderModels(int f, const PodRequest& req) const {
   return out;
 }
 
+std::vector<uint64_t> Admitter::PreferenceTiers(const Entry& e, const PodRequest& gpu_pod,
+                                                uint64_t allowed) const {
+  const QueueNode& q = queues_[e.leaf];
+  // flavorOrder: each listed flavour's models in turn (a flavour's own, whether or not a
+  // quota names it), then the models none of them takes.
+  std::vector<uint64_t> ordered;
+  uint64_t covered = 0;
+  for (int f : q.flavor_order) {
+    const uint64_t models = OrderModels(f, gpu_pod) & allowed & ~covered;
+    if (models == 0) continue;
+    ordered.push_back(models);
+    covered |= models;
+  }
+  if (!ordered.empty() && covered != allowed) ordered.push_back(allowed & ~covered);
+  std::vector<uint64_t> tiers;
+  // flavorFungibility.whenCanBorrow: TryNextFlavor — the models where its queue stays within
+  // its guarantee (or that no flavour limits) first, in that order.
+  if (q.spec.when_can_borrow == QueueSpec::WhenCanBorrow::kTryNextFlavor &&
+      !CandidateFlavors(gpu_pod).empty()) {
+    uint64_t within = UnchargedModels(gpu_pod);
+    for (int f : CandidateFlavors(gpu_pod))
+      if (WithinGuarantee(e.leaf, f, e.gpu_milli)) within |= FlavorModels(f, gpu_pod) & allowed;
+    if (ordered.empty() && within != 0 && within != allowed) tiers.push_back(within);
+    for (uint64_t models : ordered)
+      if ((models & within) != 0) tiers.push_back(models & within);
+  }
+  for (uint64_t models : ordered)
+    if (std::find(tiers.begin(), tiers.end(), models) == tiers.end()) tiers.push_back(models);
+  // (Every model allowed is the usual attempt's.)
+  tiers.erase(std::find(tiers.begin(), tiers.end(), allowed), tiers.end());
+  return tiers;
+}
+
+bool Admitter::PlacePreferred(const Entry& e, std::vector<PodRequest>& pods,
+                              const std::vector<uint64_t>& tiers, std::vector<Assignment>* assign) {
+  for (uint64_t models : tiers) {
+    std::vector<PodRequest> tier = pods;
+    for (PodRequest& p : tier)
+      if (p.kind != DeviceKind::kNone) p.model_mask &= models;
+    if (!PlaceAll(e, tier, assign, nullptr)) continue;
+    pods = std::move(tier);
+    return true;
+  }
+  return PlaceAll(e, pods, assign, nullptr);
+}
+
 uint64_t Admitter::UnchargedModels(const PodRequest& req) const {
   if (req.kind == DeviceKind::kNone) return 0;
   const size_t known = std::min<size_t>(state_.models().size(), 64);
@@ -1552,7 +1598,6 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
   // Models to try first, in turn (flavorOrder, whenCanBorrow: TryNextFlavor), before the
   // usual attempt on every model its quota allows.
   std::vector<uint64_t> tiers;
-  uint64_t within = ~uint64_t{0};  // TryNextFlavor: the models within its guarantee (all: off)
   int quota_blocked = -1;
   if (gpu_pod) {
     std::vector<int> cands = CandidateFlavors(*gpu_pod);
@@ -1580,36 +1625,8 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
       }
       for (PodRequest& p : pods)
         if (p.kind != DeviceKind::kNone) p.model_mask &= allowed;
-      // flavorFungibility.whenCanBorrow: TryNextFlavor — the models where its queue stays
-      // within its guarantee (or that no flavour limits) first.
-      if (queues_[e.leaf].spec.when_can_borrow == QueueSpec::WhenCanBorrow::kTryNextFlavor) {
-        within = UnchargedModels(*gpu_pod);
-        for (int f : cands)
-          if (WithinGuarantee(e.leaf, f, e.gpu_milli))
-            within |= FlavorModels(f, *gpu_pod) & allowed;
-      }
     }
-    // flavorOrder: each listed flavour's models in turn (a flavour's own, whether or not a
-    // quota names it), then the models none of them takes; under TryNextFlavor, the part of
-    // each within the guarantee first, in that order.
-    std::vector<uint64_t> ordered;
-    uint64_t covered = 0;
-    for (int f : queues_[e.leaf].flavor_order) {
-      const uint64_t models = OrderModels(f, *gpu_pod) & allowed & ~covered;
-      if (models == 0) continue;
-      ordered.push_back(models);
-      covered |= models;
-    }
-    if (!ordered.empty() && covered != allowed) ordered.push_back(allowed & ~covered);
-    if (within != ~uint64_t{0}) {
-      if (ordered.empty() && within != 0 && within != allowed) tiers.push_back(within);
-      for (uint64_t models : ordered)
-        if ((models & within) != 0) tiers.push_back(models & within);
-    }
-    for (uint64_t models : ordered)
-      if (std::find(tiers.begin(), tiers.end(), models) == tiers.end()) tiers.push_back(models);
-    // (Every model allowed is the usual attempt's.)
-    tiers.erase(std::find(tiers.begin(), tiers.end(), allowed), tiers.end());
+    tiers = PreferenceTiers(e, *gpu_pod, allowed);
   }
 
   // The pods' CPU and memory where a queue's quota names them (checked once the GPU quota has
@@ -1853,16 +1870,20 @@ bool Admitter::TryPartial(int id, uint64_t key, double now, CycleResult& out) {
     assign->clear();
     if (std::string why; !ResourcesAllow(e, &why)) return false;
     const PodRequest* gpu_pod = FirstGpuPod(*pods);
+    uint64_t allowed = ~uint64_t{0};
     if (gpu_pod && !CandidateFlavors(*gpu_pod).empty()) {
       std::string why;
       int blocked = -1;
-      const uint64_t allowed = QuotaModels(e, *gpu_pod, &why, &blocked);
+      allowed = QuotaModels(e, *gpu_pod, &why, &blocked);
       if (allowed == 0) return false;
       for (PodRequest& p : *pods)
         if (p.kind != DeviceKind::kNone) p.model_mask &= allowed;
     }
+    // Its queue's flavour preferences (flavorOrder, TryNextFlavor) first.
+    const std::vector<uint64_t> tiers =
+        gpu_pod ? PreferenceTiers(e, *gpu_pod, allowed) : std::vector<uint64_t>{};
     placer_.set_explain(false);
-    if (!PlaceAll(e, *pods, assign, nullptr)) return false;
+    if (!PlacePreferred(e, *pods, tiers, assign)) return false;
     for (size_t k = assign->size(); k-- > 0;) state_.Release((*assign)[k], (*pods)[k]);
     return true;
   };
@@ -1959,6 +1980,7 @@ bool Admitter::Grow(int id, bool* probed) {
                             q.res_guaranteed[r], r == 0 ? more.cpu_milli : more.memory_mib))
         return false;
     const PodRequest* gpu_pod = FirstGpuPod(*pods);
+    std::vector<uint64_t> tiers;  // its queue's flavour preferences (flavorOrder, TryNextFlavor)
     if (gpu_pod) {
       uint64_t allowed = UnchargedModels(*gpu_pod);
       for (int f : CandidateFlavors(*gpu_pod)) {
@@ -1973,10 +1995,11 @@ bool Admitter::Grow(int id, bool* probed) {
       if (allowed == 0) return false;
       for (PodRequest& p : *pods)
         if (p.kind != DeviceKind::kNone) p.model_mask &= allowed;
+      tiers = PreferenceTiers(more, *gpu_pod, allowed);
     }
     placer_.set_explain(false);
     *probed = true;
-    if (!PlaceAll(more, *pods, assign, nullptr)) return false;
+    if (!PlacePreferred(more, *pods, tiers, assign)) return false;
     for (size_t k = assign->size(); k-- > 0;) state_.Release((*assign)[k], (*pods)[k]);
     return true;
   };

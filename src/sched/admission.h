@@ -477,6 +477,15 @@ class Admitter {
   // The models of `req` whose most specific flavour is f, whether or not a quota names it (a
   // queue's flavorOrder).
   uint64_t OrderModels(int f, const PodRequest& req) const;
+  // The models e's pods try first, in turn, before every model its quota allows (`allowed`):
+  // its queue's flavorOrder and, under whenCanBorrow: TryNextFlavor, the models where its
+  // queue stays within its guarantee for e.gpu_milli more. Empty: no preference.
+  std::vector<uint64_t> PreferenceTiers(const Entry& e, const PodRequest& gpu_pod,
+                                        uint64_t allowed) const;
+  // Places `pods` (all or none) on each tier's models in turn, then on all of them; `pods`
+  // keeps the masks of the attempt that placed them.
+  bool PlacePreferred(const Entry& e, std::vector<PodRequest>& pods,
+                      const std::vector<uint64_t>& tiers, std::vector<Assignment>* assign);
   // The fleet's models `req` may use that no flavour is charged for (no quota limits them).
   uint64_t UnchargedModels(const PodRequest& req) const;
   void BuildChargeTables();
