@@ -468,6 +468,19 @@ std::vector<uint64_t> Admitter::PreferenceTiers(const Entry& e, const PodRequest
   return tiers;
 }
 
+bool Admitter::TrialPlace(const Entry& e, std::vector<PodRequest>* pods, uint64_t allowed,
+                          std::vector<Assignment>* assign) {
+  for (PodRequest& p : *pods)
+    if (p.kind != DeviceKind::kNone) p.model_mask &= allowed;
+  const PodRequest* gpu_pod = FirstGpuPod(*pods);
+  const std::vector<uint64_t> tiers =
+      gpu_pod ? PreferenceTiers(e, *gpu_pod, allowed) : std::vector<uint64_t>{};
+  placer_.set_explain(false);
+  if (!PlacePreferred(e, *pods, tiers, assign)) return false;
+  for (size_t k = assign->size(); k-- > 0;) state_.Release((*assign)[k], (*pods)[k]);
+  return true;
+}
+
 bool Admitter::PlacePreferred(const Entry& e, std::vector<PodRequest>& pods,
                               const std::vector<uint64_t>& tiers, std::vector<Assignment>* assign) {
   for (uint64_t models : tiers) {
@@ -1876,16 +1889,8 @@ bool Admitter::TryPartial(int id, uint64_t key, double now, CycleResult& out) {
       int blocked = -1;
       allowed = QuotaModels(e, *gpu_pod, &why, &blocked);
       if (allowed == 0) return false;
-      for (PodRequest& p : *pods)
-        if (p.kind != DeviceKind::kNone) p.model_mask &= allowed;
     }
-    // Its queue's flavour preferences (flavorOrder, TryNextFlavor) first.
-    const std::vector<uint64_t> tiers =
-        gpu_pod ? PreferenceTiers(e, *gpu_pod, allowed) : std::vector<uint64_t>{};
-    placer_.set_explain(false);
-    if (!PlacePreferred(e, *pods, tiers, assign)) return false;
-    for (size_t k = assign->size(); k-- > 0;) state_.Release((*assign)[k], (*pods)[k]);
-    return true;
+    return TrialPlace(e, pods, allowed, assign);
   };
   std::vector<Assignment> assign, best_assign;
   std::vector<PodRequest> pods, best_pods;
@@ -1980,9 +1985,9 @@ bool Admitter::Grow(int id, bool* probed) {
                             q.res_guaranteed[r], r == 0 ? more.cpu_milli : more.memory_mib))
         return false;
     const PodRequest* gpu_pod = FirstGpuPod(*pods);
-    std::vector<uint64_t> tiers;  // its queue's flavour preferences (flavorOrder, TryNextFlavor)
+    uint64_t allowed = ~uint64_t{0};
     if (gpu_pod) {
-      uint64_t allowed = UnchargedModels(*gpu_pod);
+      allowed = UnchargedModels(*gpu_pod);
       for (int f : CandidateFlavors(*gpu_pod)) {
         if (!QuotaAllows(e.leaf, f, more.gpu_milli, nullptr)) continue;
         int64_t mine = 0;
@@ -1993,15 +1998,9 @@ bool Admitter::Grow(int id, bool* probed) {
         allowed |= FlavorModels(f, *gpu_pod);
       }
       if (allowed == 0) return false;
-      for (PodRequest& p : *pods)
-        if (p.kind != DeviceKind::kNone) p.model_mask &= allowed;
-      tiers = PreferenceTiers(more, *gpu_pod, allowed);
     }
-    placer_.set_explain(false);
     *probed = true;
-    if (!PlacePreferred(more, *pods, tiers, assign)) return false;
-    for (size_t k = assign->size(); k-- > 0;) state_.Release((*assign)[k], (*pods)[k]);
-    return true;
+    return TrialPlace(more, pods, allowed, assign);
   };
   std::vector<Assignment> assign, best_assign;
   std::vector<PodRequest> pods, best_pods;

@@ -486,6 +486,10 @@ class Admitter {
   // keeps the masks of the attempt that placed them.
   bool PlacePreferred(const Entry& e, std::vector<PodRequest>& pods,
                       const std::vector<uint64_t>& tiers, std::vector<Assignment>* assign);
+  // A trial of e's `pods` on the models `allowed`, its flavour preferences first, undone before
+  // it returns: whether they fit, `assign` and `pods` (masks) as placed.
+  bool TrialPlace(const Entry& e, std::vector<PodRequest>* pods, uint64_t allowed,
+                  std::vector<Assignment>* assign);
   // The fleet's models `req` may use that no flavour is charged for (no quota limits them).
   uint64_t UnchargedModels(const PodRequest& req) const;
   void BuildChargeTables();
