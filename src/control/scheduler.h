@@ -69,8 +69,8 @@ struct SchedulerOptions {
   double usage_half_life_s = 3600;
   double history_weight = 0.5;
   // For this long after a queue reclaims borrowed GPUs, CPU or memory, the room its reclaims
-  // freed beyond their need is lent to no one (AdmissionConfig::reclaim_hold_s; 0: lent at once). Kept in the
-  // queue's status (lastReclaimTime, reclaimedRoomMilli) across cycles and restarts.
+  // freed beyond their need is lent to no one (AdmissionConfig::reclaim_hold_s; 0: lent at once).
+  // Kept in the queue's status (lastReclaimTime, reclaimedRoomMilli) across cycles and restarts.
   double reclaim_hold_s = 300;
   // Work admitted with fewer pods than asked takes more as room frees and its quota allows
   // (AdmissionConfig::elastic_growth); the new size is billed from status.resizedTime.
