@@ -685,6 +685,45 @@ TEST(ApiAuthTest, NodeCannotRewriteAssignments) {
   EXPECT_EQ(Parse(w.Get(wa))["status"]["assignments"][0].value("node", ""), "n1");
 }
 
+// A node reports the pods it started (status.startedPods): only pods assigned to it, stamped
+// with the server's time whatever the node sent, and none taken away once reported; the types
+// are checked whoever writes.
+TEST(ApiAuthTest, NodesReportTheirOwnStartedPods) {
+  World w;
+  w.Seed();
+  const std::string wa = Item("workloads", "team-a", "wa");
+  HttpResponse r =
+      w.Do("PATCH", wa + "/status", w.node_token,
+           R"({"status":{"phase":"Running","startedPods":{"main-0":"1999-01-01T00:00:00Z"}}})",
+           kMergePatch);
+  ASSERT_EQ(r.status, 200) << r.body;
+  json st = Parse(w.Get(wa))["status"];
+  ASSERT_TRUE(st["startedPods"].contains("main-0")) << st.dump();
+  const std::string stamped = st["startedPods"].value("main-0", "");
+  EXPECT_NE(stamped, "1999-01-01T00:00:00Z");
+  EXPECT_EQ(stamped, st.value("startTime", "")) << st.dump();  // the same receipt time
+  // Again: the first stamp stays.
+  r = w.Do("PATCH", wa + "/status", w.node_token, R"({"status":{"startedPods":{"main-0":""}}})",
+           kMergePatch);
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Parse(w.Get(wa))["status"]["startedPods"].value("main-0", ""), stamped);
+  // A pod not assigned to it, or taking one away: refused, naming it.
+  r = w.Do("PATCH", wa + "/status", w.node_token, R"({"status":{"startedPods":{"main-1":""}}})",
+           kMergePatch);
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_NE(r.body.find("may not report pod main-1 started"), std::string::npos) << r.body;
+  r = w.Do("PATCH", wa + "/status", w.node_token, R"({"status":{"startedPods":{"main-0":null}}})",
+           kMergePatch);
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_NE(r.body.find("may not remove status.startedPods.main-0"), std::string::npos) << r.body;
+  r = w.Do("PATCH", wa + "/status", kAdmin, R"({"status":{"startedPods":{"main-0":7}}})",
+           kMergePatch);
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_NE(r.body.find("status.startedPods.main-0: expected a string"), std::string::npos)
+      << r.body;
+  EXPECT_EQ(Parse(w.Get(wa))["status"]["startedPods"].value("main-0", ""), stamped);
+}
+
 // The scheduler marks a victim (status.preemption) and keeps a waiting preemptor's planned
 // place (status.nomination) in the status it writes to the store. The node running the victim
 // must still be able to report on it (before status.preemption was a known field, its report

@@ -254,6 +254,21 @@ class FactoryTest : public testing::Test {
     gang["spec"]["gang"] = true;
     return gang;
   }
+  // Queue team-a guaranteed 16 GPUs and, in it, gang `elastic` of four 8-GPU pods that may
+  // start with one.
+  void CreateElasticGang() {
+    CreateQueue("team-a", {{"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
+    json elastic = WholeGpuWorkload("team-a", "elastic", 8, 4);
+    elastic["spec"]["gang"] = true;
+    elastic["spec"]["podSets"][0]["minCount"] = 1;
+    CreateWorkload(elastic);
+  }
+  void SetGpuGuarantee(const std::string& queue, int gpus) {
+    ClientResponse r = Call("PATCH", std::string(kApi) + "/queues/" + queue,
+                            json{{"spec", {{"quotas", {{"gpu", {{"guaranteed", gpus}}}}}}}}.dump(),
+                            "application/merge-patch+json");
+    EXPECT_EQ(r.status, 200) << r.body;
+  }
   // Queue org with leaves team-a and team-b, guaranteed `a` and `b` GPUs.
   void CreateTeamQueues(int a, int b) {
     CreateQueue("org", json::object());
@@ -1334,11 +1349,7 @@ TEST_F(FactoryTest, ElasticGangStartsWithThePodsItsQuotaAllows) {
   EXPECT_EQ(refused.status, 422) << refused.body;
   EXPECT_NE(refused.body.find("spec.podSets[0].minCount"), std::string::npos) << refused.body;
 
-  CreateQueue("team-a", {{"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
-  json elastic = WholeGpuWorkload("team-a", "elastic", 8, 4);
-  elastic["spec"]["gang"] = true;
-  elastic["spec"]["podSets"][0]["minCount"] = 1;
-  CreateWorkload(elastic);
+  CreateElasticGang();
   ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
   for (int i = 0; i < 3; ++i) Cycle();
   const json status = Workloads()["team-a/elastic"]["status"];
@@ -1363,11 +1374,7 @@ TEST_F(FactoryTest, ElasticGangGrowsWhenItsQuotaRises) {
   SchedulerOptions so;
   so.preemption_grace_ms = 5'000;
   scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, &metrics);
-  CreateQueue("team-a", {{"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
-  json elastic = WholeGpuWorkload("team-a", "elastic", 8, 4);
-  elastic["spec"]["gang"] = true;
-  elastic["spec"]["podSets"][0]["minCount"] = 1;
-  CreateWorkload(elastic);
+  CreateElasticGang();
   auto step = [&](int64_t ms) {
     Cycle(ms);
     Status st = (*meter)->Sync();
@@ -1381,10 +1388,7 @@ TEST_F(FactoryTest, ElasticGangGrowsWhenItsQuotaRises) {
   for (int i = 0; i < 10; ++i) step(60'000);  // ten minutes at 16 GPUs
   EXPECT_EQ(Workloads()["team-a/elastic"]["status"]["admittedCounts"], json::array({2}));
 
-  ClientResponse r = Call("PATCH", std::string(kApi) + "/queues/team-a",
-                          json{{"spec", {{"quotas", {{"gpu", {{"guaranteed", 32}}}}}}}}.dump(),
-                          "application/merge-patch+json");
-  ASSERT_EQ(r.status, 200) << r.body;
+  SetGpuGuarantee("team-a", 32);
   step(1'000);
   const json after = Workloads()["team-a/elastic"]["status"];
   EXPECT_EQ(after.value("phase", ""), "Running") << after.dump();
@@ -1412,6 +1416,103 @@ TEST_F(FactoryTest, ElasticGangGrowsWhenItsQuotaRises) {
   const double want_hours =
       (16.0 * (resized - bound / 1000 * 1000) + 32.0 * (t1 - resized)) / 3.6e6;
   EXPECT_NEAR(alloc["data"][0]["team-a"].value("gpuHours", 0.0), want_hours, 1e-6) << alloc.dump();
+}
+
+// Elastic growth waits for the pods it added: a workload grows again only once every pod of
+// its binding has started (status.startedPods, which nodes report), and pods that do not start
+// within the gang timeout are taken back (growth undone) while the pods that run keep running;
+// it grows again after the backoff.
+TEST_F(FactoryTest, GrowthWaitsForItsNewPodsAndIsUndoneWhenTheyDoNotStart) {
+  Metrics metrics;
+  SchedulerOptions so;
+  so.gang_timeout_s = 20;
+  so.gang_requeue_backoff_s = 30;
+  so.node_grace_ms = 3'600'000;  // the stopped agents' nodes stay Ready for the test
+  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, &metrics);
+  CreateElasticGang();
+  for (int i = 0; i < 3; ++i) Cycle();
+  auto status = [&] { return Workloads()["team-a/elastic"]["status"]; };
+  const json first = status();
+  ASSERT_EQ(first["admittedCounts"], json::array({2})) << first.dump();
+  ASSERT_EQ(first["startedPods"].size(), 2u) << first.dump();
+  EXPECT_TRUE(first["startedPods"].contains("main-0")) << first.dump();
+  // The nodes it does not run on stop running anything new.
+  std::set<std::string> used;
+  for (const json& a : first["assignments"]) used.insert(a.value("node", ""));
+  std::vector<std::string> idle;
+  for (const Node& n : fleet_.nodes)
+    if (!used.count(n.name.str()) && n.name.str().rfind("hgx-mig", 0) != 0) {
+      idle.push_back(n.name.str());
+      sim_->StopNode(n.name.str());
+    }
+  ASSERT_EQ(idle.size(), 2u);
+  SetGpuGuarantee("team-a", 24);
+  Cycle();
+  json grown = status();
+  ASSERT_EQ(grown["assignments"].size(), 3u) << grown.dump();
+  EXPECT_EQ(grown["startedPods"].size(), 2u) << grown.dump();  // main-2's node runs nothing
+  // Room for its fourth pod: it does not grow while main-2 has not started.
+  SetGpuGuarantee("team-a", 32);
+  for (int i = 0; i < 5; ++i) Cycle(2'000);
+  EXPECT_EQ(status()["assignments"].size(), 3u) << status().dump();
+  EXPECT_EQ(status()["admittedCounts"], json::array({3})) << status().dump();
+  // Past the gang timeout: back to the two pods that run, on the same nodes.
+  Cycle(12'000);
+  const json undone = status();
+  EXPECT_EQ(undone.value("phase", ""), "Running") << undone.dump();
+  ASSERT_EQ(undone["assignments"].size(), 2u) << undone.dump();
+  EXPECT_EQ(undone["assignments"], first["assignments"]) << undone.dump();
+  EXPECT_EQ(undone["admittedCounts"], json::array({2})) << undone.dump();
+  EXPECT_NE(undone.value("message", "")
+                .find("growth undone: pod(s) main-2 did not start within "
+                      "the gang timeout of 20 s"),
+            std::string::npos)
+      << undone.dump();
+  ASSERT_TRUE(undone.contains("growthRetryTime")) << undone.dump();
+  EXPECT_NE(metrics.Render().find("fabrica_scheduler_elastic_growths_undone 1"), std::string::npos)
+      << metrics.Render();
+  EXPECT_EQ(CallJson("GET", std::string(kApi) + "/queues/team-a")["status"].value("usedGpus", ""),
+            "16");
+  // The agents come back; within the backoff it still does not grow, after it it takes all four
+  // pods, which start.
+  for (const std::string& n : idle) sim_->Repaired(n, -1);
+  Cycle(20'000);
+  EXPECT_EQ(status()["assignments"].size(), 2u) << status().dump();
+  Cycle(11'000);
+  Cycle();
+  const json whole = status();
+  EXPECT_EQ(whole["assignments"].size(), 4u) << whole.dump();
+  EXPECT_FALSE(whole.contains("admittedCounts")) << whole.dump();
+  EXPECT_EQ(whole["startedPods"].size(), 4u) << whole.dump();
+}
+
+// A gang counts as started only when all its pods have: one whose pods start on some of its
+// nodes but not on another (an agent that runs nothing) is released at the gang timeout, as
+// Kueue's waitForPodsReady does, though it was already Running.
+TEST_F(FactoryTest, GangWhosePodsDoNotAllStartIsReleased) {
+  SchedulerOptions so;
+  so.gang_timeout_s = 20;
+  so.node_grace_ms = 3'600'000;
+  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
+  CreateQueue("team-a", {{"quotas", {{"gpu", {{"guaranteed", 32}}}}}});
+  json gang = WholeGpuWorkload("team-a", "gang", 8, 2);
+  gang["spec"]["gang"] = true;
+  CreateWorkload(gang);
+  ASSERT_TRUE(scheduler_->RunOnce().ok());
+  json st = Workloads()["team-a/gang"]["status"];
+  ASSERT_EQ(st["assignments"].size(), 2u) << st.dump();
+  sim_->StopNode(st["assignments"][1].value("node", ""));
+  Cycle();
+  st = Workloads()["team-a/gang"]["status"];
+  EXPECT_EQ(st.value("phase", ""), "Running") << st.dump();
+  EXPECT_EQ(st["startedPods"].size(), 1u) << st.dump();
+  Cycle(10'000);
+  EXPECT_EQ(Workloads()["team-a/gang"]["status"].value("phase", ""), "Running");
+  Cycle(10'000);
+  st = Workloads()["team-a/gang"]["status"];
+  EXPECT_EQ(st.value("reason", ""), "GangTimeout") << st.dump();
+  EXPECT_EQ(st["requeueState"].value("count", 0), 1) << st.dump();
+  EXPECT_FALSE(st.contains("startedPods")) << st.dump();
 }
 
 // CPU quotas through the API: team-a may hold 32 cores, so of three 16-core workloads two run

@@ -403,7 +403,15 @@ Status NodeAgent::Reconcile(int64_t now) {
       launcher_->Stop(key, options_.grace_ms, now);
     }
   }
-  std::set<std::string> moved_to_running;
+  // Per workload, the pods started here that its status does not list yet (those launched
+  // now, and any whose report was lost), and whether it is still Scheduled.
+  std::map<std::string, std::pair<const PodPlan*, json>> started;
+  auto note_started = [&](const PodPlan& plan) {
+    if (Field(Field(plan.workload, "status"), "startedPods").contains(plan.pod)) return;
+    auto& [first, pods] = started[plan.ns + "/" + plan.name];
+    if (!first) first = &plan;
+    pods[plan.pod] = "";
+  };
   for (auto& [key, plan] : wanted) {
     const std::string wkey = plan.ns + "/" + plan.name;
     Outcome& outcome = outcomes_[wkey];
@@ -412,7 +420,10 @@ Status NodeAgent::Reconcile(int64_t now) {
       outcome.binding = plan.binding;
     }
     outcome.pods_here = pods_here[wkey];
-    if (launcher_->pods().count(key)) continue;  // running (or stopping an older binding)
+    if (auto running = launcher_->pods().find(key); running != launcher_->pods().end()) {
+      if (running->second.binding == plan.binding) note_started(plan);
+      continue;  // running (or stopping an older binding)
+    }
     auto done = finished_.find(key);
     if (done != finished_.end() && done->second == plan.binding) continue;
     auto spec = MakeLaunchSpec(plan);
@@ -435,17 +446,22 @@ Status NodeAgent::Reconcile(int64_t now) {
       const std::string file = launcher_->LogPath(key);
       logs_[key] = LogCursor{file, stat(file.c_str(), &sb) == 0 ? sb.st_size : 0, -1};
     }
-    if (plan.phase == "Scheduled" && !moved_to_running.count(wkey)) {
-      moved_to_running.insert(wkey);
-      json patch = {{"status",
-                     {{"phase", "Running"},
-                      {"startTime", FormatTimestamp(now)},
-                      {"message", "running on " + options_.node}}}};
-      auto r = client_->Do("PATCH", WorkloadPath(plan.ns, plan.name) + "/status", patch.dump(),
-                           "application/merge-patch+json");
-      Status st = Check(r, options_.node, "mark running");
-      if (!st.ok() && first.ok()) first = st;
+    note_started(plan);
+  }
+  // Reported started (the server stamps when); the first pod of a Scheduled workload to start
+  // anywhere makes it Running.
+  for (const auto& [wkey, entry] : started) {
+    const auto& [plan, pods] = entry;
+    json patch = {{"status", {{"startedPods", pods}}}};
+    if (plan->phase == "Scheduled") {
+      patch["status"]["phase"] = "Running";
+      patch["status"]["startTime"] = FormatTimestamp(now);
+      patch["status"]["message"] = "running on " + options_.node;
     }
+    auto r = client_->Do("PATCH", WorkloadPath(plan->ns, plan->name) + "/status", patch.dump(),
+                         "application/merge-patch+json");
+    Status st = Check(r, options_.node, "report started pods");
+    if (!st.ok() && first.ok()) first = st;
   }
   wanted_keys_.clear();
   for (const auto& [key, plan] : wanted) wanted_keys_.insert(key);

@@ -222,6 +222,8 @@ Status ValidateWorkloadStatus(const json& status) {
                                {"nomination", K::kList},
                                {"admittedCounts", K::kList},
                                {"resizedTime", K::kString},
+                               {"startedPods", K::kObject},
+                               {"growthRetryTime", K::kString},
                                {"requeueState", K::kObject},
                                {"preemption", K::kObject},
                                {"conditions", K::kList}}));
@@ -245,6 +247,10 @@ Status ValidateWorkloadStatus(const json& status) {
     if (count.is_number_integer() && (count < 0 || count > 1'000'000))
       return InvalidArgument("status.requeueState.count: must be between 0 and 1000000");
   }
+  // The pods of its binding that have started, each with when (nodes report them).
+  for (const auto& [pod, at] : Field(status, "startedPods").items())
+    if (!at.is_string())
+      return InvalidArgument("status.startedPods." + pod + ": expected a string, got " + at.dump());
   // Partial admission: the pods it was admitted with, per pod set.
   const json& counts = Field(status, "admittedCounts");
   for (size_t i = 0; i < counts.size(); ++i)
@@ -1421,11 +1427,34 @@ struct ApiServer::Impl {
       if (status_sub && !p.node.empty() && std::string(info.plural) == "workloads") {
         // A node reports on the pods it runs (phase, messages, times, conditions); where they
         // run is the scheduler's decision.
-        for (const char* owned : {"assignments", "isolation", "scheduledTime", "nomination",
-                                  "preemption", "admittedCounts", "resizedTime", "requeueState"}) {
+        for (const char* owned :
+             {"assignments", "isolation", "scheduledTime", "nomination", "preemption",
+              "admittedCounts", "resizedTime", "growthRetryTime", "requeueState"}) {
           if (Field(o["status"], owned) != Field(Field(stored, "status"), owned)) {
             return StatusResponse(403, "node " + p.node + " may not change status." + owned +
                                            " (the scheduler's decision)");
+          }
+        }
+        // A node adds the pods it started, only its own, and takes none away; each is stamped
+        // on receipt (below).
+        const json& had = Field(Field(stored, "status"), "startedPods");
+        for (const auto& [pod, at] : had.items())
+          if (!Field(o["status"], "startedPods").contains(pod))
+            return StatusResponse(403, "node " + p.node + " may not remove status.startedPods." +
+                                           pod + " (a started pod stays started)");
+        if (o["status"].contains("startedPods")) {
+          for (auto& [pod, at] : o["status"]["startedPods"].items()) {
+            if (had.contains(pod)) {
+              at = had[pod];
+              continue;
+            }
+            bool mine = false;
+            for (const json& a : jsonf::List(Field(stored, "status"), "assignments"))
+              mine = mine || (Str(a, "node") == p.node && Str(a, "pod", "0") == pod);
+            if (!mine)
+              return StatusResponse(403, "node " + p.node + " may not report pod " + pod +
+                                             " started: it is not assigned to the node");
+            at = FormatTimestamp(clock.NowMs());
           }
         }
         // A node's phase changes are stamped on receipt, in the server's clock (as lease

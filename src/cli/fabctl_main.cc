@@ -570,6 +570,14 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
       for (const json& c : counts) list += (list.empty() ? "" : ", ") + Plain(c);
       std::printf("Admitted:   %s pod(s) per pod set (partial admission)\n", list.c_str());
     }
+    // Pods its nodes report started, while some have not.
+    if (const json started = status.value("startedPods", json::object());
+        started.is_object() && status.contains("assignments") &&
+        started.size() < status["assignments"].size())
+      std::printf("Started:    %zu of %zu pods\n", started.size(), status["assignments"].size());
+    if (status.contains("growthRetryTime"))
+      std::printf("Growth:     undone (new pods did not start in time); may grow again at %s\n",
+                  status.value("growthRetryTime", "").c_str());
     if (status.contains("resizedTime"))
       std::printf("Grown:      at %s (elastic growth: more pods as room freed)\n",
                   status.value("resizedTime", "").c_str());

@@ -71,6 +71,43 @@ using jsonf::Int;
 using jsonf::List;
 using jsonf::Str;
 
+// Whether every pod of its binding has started, as its nodes reported them (status.startedPods,
+// Kueue's PodsReady). Running with no such report (bound before nodes made them) counts as
+// started, unless it grew since.
+bool AllPodsStarted(const json& status) {
+  const json& started = Field(status, "startedPods");
+  if (!started.is_object())
+    return Str(status, "phase") == "Running" && !status.contains("resizedTime");
+  for (const json& a : List(status, "assignments"))
+    if (!started.contains(Str(a, "pod", "0"))) return false;
+  return true;
+}
+
+// A grown workload whose new pods did not all start in time goes back to the pods that did:
+// its assignments kept, and per pod set how many. Empty when those are not the first pods of
+// each set, or fewer than a set may run with; then it waits again whole.
+std::pair<json, std::vector<int>> StartedPart(const Workload& w, const json& status) {
+  const json& started = Field(status, "startedPods");
+  json kept = json::array();
+  std::vector<int> counts(w.pod_sets.size(), 0);
+  std::set<std::string> names;
+  for (const json& a : List(status, "assignments")) {
+    if (!started.contains(Str(a, "pod", "0"))) continue;
+    kept.push_back(a);
+    names.insert(Str(a, "pod", "0"));
+  }
+  size_t named = 0;
+  for (size_t set = 0; set < w.pod_sets.size(); ++set) {
+    const PodSet& ps = w.pod_sets[set];
+    while (counts[set] < ps.count && names.count(ps.name + "-" + std::to_string(counts[set])))
+      ++counts[set];
+    if (counts[set] < ps.least()) return {};
+    named += counts[set];
+  }
+  if (named != names.size()) return {};  // started pods beyond the first of their set
+  return {kept, counts};
+}
+
 std::string KeyName(const json& obj) {
   return Str(Field(obj, "metadata"), "namespace") + "/" + Str(Field(obj, "metadata"), "name");
 }
@@ -361,8 +398,9 @@ Result<CycleStats> Scheduler::RunOnce() {
         // Back to Pending with `reason`; true once written (a concurrent write, such as the
         // agent's report, wins and the workload stays bound this cycle).
         // A gang that never started keeps its gang-timeout count through other requeues (a
-        // node that loses its lease, a preemption); one that ran has shown it can start.
-        const json kept_state = phase == "Scheduled" ? RequeueStateKept(sw) : json();
+        // node that loses its lease, a preemption); one whose pods all started has shown it
+        // can start.
+        const json kept_state = !AllPodsStarted(status) ? RequeueStateKept(sw) : json();
         auto requeue = [&](const std::string& reason, const std::string& why) {
           json next = sw.obj();
           next["status"] = {{"phase", "Pending"},
@@ -426,12 +464,62 @@ Result<CycleStats> Scheduler::RunOnce() {
           next["status"]["message"] = why + "; stops at " + deadline;
           expiring = store_.Put(kv.key, next.dump(), kv.mod_revision).ok();
         }
-        // Through queues, a gang whose pods have not all started (still Scheduled) within the
-        // gang timeout gives its devices back and waits again.
+        // Through queues, a gang whose pods have not all started within the gang timeout
+        // gives its devices back and waits again (counted from when it was bound, or from its
+        // last growth). One that grew goes back to the pods that started instead, and grows
+        // again only after the backoff.
         const int64_t scheduled = ParseTimestamp(Str(status, "scheduledTime"));
-        if (with_queues && phase == "Scheduled" && (sw.pods.size() > 1 || sw.w().gang) &&
-            scheduled >= 0 &&
-            now - scheduled >= static_cast<int64_t>(options_.gang_timeout_s * 1000)) {
+        const int64_t resized = ParseTimestamp(Str(status, "resizedTime"));
+        const bool grew = scheduled >= 0 && resized >= scheduled;
+        json undone;  // its status once a growth was undone: it runs on as that says
+        if (with_queues && Bound(phase) && (sw.pods.size() > 1 || sw.w().gang) && scheduled >= 0 &&
+            !AllPodsStarted(status) &&
+            now - (grew ? resized : scheduled) >=
+                static_cast<int64_t>(options_.gang_timeout_s * 1000)) {
+          if (grew && phase == "Running" && !preemption.is_object() && !expiring) {
+            if (auto [kept, counts] = StartedPart(sw.w(), status); !counts.empty()) {
+              std::string missing;
+              for (const json& a : List(status, "assignments"))
+                if (!Field(status, "startedPods").contains(Str(a, "pod", "0")))
+                  missing += (missing.empty() ? "" : ", ") + Str(a, "pod", "0");
+              const std::string retry = FormatTimestamp(
+                  now + static_cast<int64_t>(options_.gang_requeue_backoff_s * 1000));
+              json next = sw.obj();
+              next["status"]["assignments"] = kept;
+              bool whole = true;
+              for (size_t i = 0; i < counts.size(); ++i)
+                whole = whole && counts[i] == sw.w().pod_sets[i].count;
+              if (whole) {
+                next["status"].erase("admittedCounts");
+              } else {
+                next["status"]["admittedCounts"] = counts;
+              }
+              next["status"]["resizedTime"] = FormatTimestamp(now);
+              next["status"]["growthRetryTime"] = retry;
+              next["status"]["message"] =
+                  "growth undone: pod(s) " + missing +
+                  " did not start within the gang timeout of " +
+                  std::to_string(static_cast<int64_t>(options_.gang_timeout_s)) +
+                  " s; it may grow again at " + retry;
+              if (store_.Put(kv.key, next.dump(), kv.mod_revision).ok()) {
+                ++stats.growths_undone;
+                undone = next["status"];
+                // As many pod requests as pods kept (the pods of a set ask for the same).
+                std::vector<PodRequest> pods;
+                for (size_t i = 0, first = 0; i < counts.size(); ++i) {
+                  for (int k = 0; k < counts[i]; ++k) pods.push_back(sw.pods[first]);
+                  first += sw.counts.empty() ? sw.w().pod_sets[i].count : sw.counts[i];
+                }
+                sw.pods = std::move(pods);
+                sw.counts = whole ? std::vector<int>{} : counts;
+              }
+            }
+          }
+        }
+        if (undone.is_null() && with_queues && Bound(phase) &&
+            (sw.pods.size() > 1 || sw.w().gang) && scheduled >= 0 && !AllPodsStarted(status) &&
+            now - (grew ? resized : scheduled) >=
+                static_cast<int64_t>(options_.gang_timeout_s * 1000)) {
           // It backs off before the next try, longer each time; past the limit it is
           // deactivated.
           const json& state = Field(status, "requeueState");
@@ -475,7 +563,8 @@ Result<CycleStats> Scheduler::RunOnce() {
         }
         // Account for it, unless its node is gone (or it names devices the node does not
         // have): then it goes back to the queue.
-        auto assignments = ParseAssignments(status, "assignments", state, node_index, unusable);
+        auto assignments = ParseAssignments(undone.is_null() ? status : undone, "assignments",
+                                            state, node_index, unusable);
         if (!assignments || assignments->size() != sw.pods.size()) {
           json patch = sw.obj();
           // A run already marked to fail (past its maximum runtime) fails now.
@@ -704,7 +793,10 @@ Result<CycleStats> Scheduler::RunOnce() {
         // Elastic growth (only work started in part grows): once all its pods run, on the
         // queue it asked for, not held over budget.
         const json& bound_status = Field(bound[b].sw.obj(), "status");
+        // (Its pods all started, and not within the backoff after a growth it undid.)
+        const int64_t retry = ParseTimestamp(Str(bound_status, "growthRetryTime"));
         options.may_grow = !bound[b].sw.counts.empty() && Str(bound_status, "phase") == "Running" &&
+                           AllPodsStarted(bound_status) && (retry < 0 || now >= retry) &&
                            charged.queue == leaf_of(spec).queue && !hold_of(bound[b].sw);
         const int64_t resized = ParseTimestamp(Str(bound_status, "resizedTime"));
         if (resized >= 0) options.resized_at = static_cast<double>(resized) / 1000.0;
@@ -1150,6 +1242,10 @@ Result<CycleStats> Scheduler::RunOnce() {
     metrics_->SetGauge("fabrica_scheduler_elastic_growths",
                        "Running workloads admitted in part that took more pods in the last cycle.",
                        "", stats.grown);
+    metrics_->SetGauge("fabrica_scheduler_elastic_growths_undone",
+                       "Grown workloads whose new pods did not start within the gang timeout, "
+                       "taken back to the pods that did, in the last cycle.",
+                       "", stats.growths_undone);
   }
   return stats;
 }

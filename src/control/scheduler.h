@@ -84,6 +84,8 @@ struct CycleStats {
   int preempted = 0;  // victims chosen this cycle
   int timed_out = 0;  // stopped for good past their maximum runtime
   int grown = 0;      // running work admitted in part that took more pods
+  int growths_undone =
+      0;  // grown work whose new pods did not start in time, back to those that did
   int running = 0;
   double seconds = 0;
 };

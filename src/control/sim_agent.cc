@@ -260,6 +260,13 @@ Status SimulatedFleet::TickAgent(Agent& a) {
     const std::string phase = Str(status, "phase");
     const std::string path = base + "/namespaces/" + Str(Field(w, "metadata"), "namespace") +
                              "/workloads/" + Str(Field(w, "metadata"), "name") + "/status";
+    // Its pods here start at once (the server stamps when): those of a new binding, and those
+    // elastic growth added to a running one.
+    json started = json::object();
+    if (phase == "Scheduled" || phase == "Running")
+      for (const json& a : jsonf::List(status, "assignments"))
+        if (Str(a, "node") == name && !Field(status, "startedPods").contains(Str(a, "pod", "0")))
+          started[Str(a, "pod", "0")] = "";
     json patch;
     if (phase == "Scheduled") {
       patch = {{"status",
@@ -268,14 +275,16 @@ Status SimulatedFleet::TickAgent(Agent& a) {
                  {"message", "running on " + name}}}};
     } else if (phase == "Running") {
       const int64_t duration_s = Int(Field(Field(w, "spec"), "run"), "durationSeconds");
-      const int64_t started = ParseTimestamp(Str(status, "startTime"));
-      if (duration_s > 0 && started >= 0 && now - started >= duration_s * 1000) {
+      const int64_t began = ParseTimestamp(Str(status, "startTime"));
+      if (duration_s > 0 && began >= 0 && now - began >= duration_s * 1000) {
         patch = {{"status",
                   {{"phase", "Succeeded"},
                    {"completionTime", FormatTimestamp(now)},
                    {"message", "completed"}}}};
       }
     }
+    if (!started.empty() && (patch.is_null() || phase == "Scheduled"))
+      patch["status"]["startedPods"] = started;
     if (patch.is_null()) continue;
     // Several nodes may run pods of one gang; the first to report moves the phase.
     auto r = a.client->Do("PATCH", path, patch.dump(), "application/merge-patch+json");

@@ -499,6 +499,8 @@ TEST_F(AgentFleetTest, PodsRunAsProcessesAndTheirExitAndOutputAreReported) {
   ASSERT_TRUE(WaitFor([&] { return Phase("broken") == "Failed"; }, 30s)) << Logs();
   json hello = Workload("hello");
   EXPECT_EQ(hello["status"].value("exitCode", -1), 0);
+  // Its node reported the pod it started (the gang timeout and elastic growth read this).
+  EXPECT_TRUE(hello["status"]["startedPods"].contains("main-0")) << hello.dump();
   json broken = Workload("broken");
   EXPECT_EQ(broken["status"].value("exitCode", -1), 3);
   EXPECT_NE(broken["status"].value("message", "").find("exited with code 3"), std::string::npos)
