@@ -722,6 +722,12 @@ TEST(ApiAuthTest, NodesReportTheirOwnStartedPods) {
   EXPECT_NE(r.body.find("status.startedPods.main-0: expected a string"), std::string::npos)
       << r.body;
   EXPECT_EQ(Parse(w.Get(wa))["status"]["startedPods"].value("main-0", ""), stamped);
+  // A report on a binding replaced since (it names the scheduledTime it saw) is refused.
+  r = w.Do("PATCH", wa + "/status", w.node_token,
+           R"({"status":{"scheduledTime":"2020-01-01T00:00:00Z","startedPods":{"main-0":""}}})",
+           kMergePatch);
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_NE(r.body.find("status.scheduledTime"), std::string::npos) << r.body;
 }
 
 // The scheduler marks a victim (status.preemption) and keeps a waiting preemptor's planned

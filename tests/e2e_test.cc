@@ -1642,6 +1642,43 @@ TEST_F(FactoryTest, GangThatDoesNotStartInTimeIsReleased) {
   EXPECT_EQ(w["team-a/urgent"]["status"].value("phase", ""), "Scheduled") << Describe(w);
 }
 
+// Nodes that do not report started pods (agents from before status.startedPods): a Running
+// gang counts as started and is not released, even one that grew; and a gang marked to stop
+// (past its maximum runtime) stops as marked, failing, rather than being released by the gang
+// timeout while one of its pods has not started.
+TEST_F(FactoryTest, GangTimeoutSparesUnreportedGangsAndMarkedOnes) {
+  SchedulerOptions so;
+  so.gang_timeout_s = 20;
+  so.preemption_grace_ms = 30'000;
+  json gang = GangThatNeverStarts(so);
+  CreateWorkload(gang);
+  json limited = WholeGpuWorkload("team-a", "limited", 8, 2);
+  limited["spec"]["gang"] = true;
+  limited["spec"]["maxRuntimeSeconds"] = 10;
+  CreateWorkload(limited);
+  Cycle();
+  const std::string now = FormatTimestamp(clock_.NowMs());
+  for (const char* name : {"gang", "limited"}) {
+    json running = {{"status", {{"phase", "Running"}, {"startTime", now}}}};
+    if (name == std::string("gang")) running["status"]["resizedTime"] = now;
+    if (name == std::string("limited")) running["status"]["startedPods"] = {{"main-0", now}};
+    ClientResponse r = Call("PATCH", WorkloadPath("team-a", name) + "/status", running.dump(),
+                            "application/merge-patch+json");
+    ASSERT_EQ(r.status, 200) << r.body;
+  }
+  Cycle(12'000);  // limited passes its 10 s: marked to stop 30 s later
+  EXPECT_TRUE(Workloads()["team-a/limited"]["status"].contains("preemption"));
+  Cycle(13'000);  // past the gang timeout
+  std::map<std::string, json> w = Workloads();
+  EXPECT_EQ(w["team-a/gang"]["status"].value("phase", ""), "Running") << Describe(w);
+  EXPECT_EQ(w["team-a/limited"]["status"].value("phase", ""), "Running") << Describe(w);
+  Cycle(20'000);
+  w = Workloads();
+  EXPECT_EQ(w["team-a/limited"]["status"].value("phase", ""), "Failed") << Describe(w);
+  EXPECT_EQ(w["team-a/limited"]["status"].value("reason", ""), "MaxRuntimeExceeded");
+  EXPECT_EQ(w["team-a/gang"]["status"].value("phase", ""), "Running") << Describe(w);
+}
+
 // A gang the timeout keeps releasing backs off, twice as long each time, and past the limit
 // is deactivated (Kueue's waitForPodsReady requeuing strategy); set active again, it starts
 // counting afresh.

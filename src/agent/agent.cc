@@ -408,8 +408,8 @@ Status NodeAgent::Reconcile(int64_t now) {
   std::map<std::string, std::pair<const PodPlan*, json>> started;
   auto note_started = [&](const PodPlan& plan) {
     if (Field(Field(plan.workload, "status"), "startedPods").contains(plan.pod)) return;
-    auto& [first, pods] = started[plan.ns + "/" + plan.name];
-    if (!first) first = &plan;
+    auto& [some_plan, pods] = started[plan.ns + "/" + plan.name];
+    if (!some_plan) some_plan = &plan;
     pods[plan.pod] = "";
   };
   for (auto& [key, plan] : wanted) {
@@ -452,7 +452,7 @@ Status NodeAgent::Reconcile(int64_t now) {
   // anywhere makes it Running.
   for (const auto& [wkey, entry] : started) {
     const auto& [plan, pods] = entry;
-    json patch = {{"status", {{"startedPods", pods}}}};
+    json patch = {{"status", StartedPodsReport(Field(plan->workload, "status"), pods)}};
     if (plan->phase == "Scheduled") {
       patch["status"]["phase"] = "Running";
       patch["status"]["startTime"] = FormatTimestamp(now);

@@ -1438,10 +1438,15 @@ struct ApiServer::Impl {
         // A node adds the pods it started, only its own, and takes none away; each is stamped
         // on receipt (below).
         const json& had = Field(Field(stored, "status"), "startedPods");
-        for (const auto& [pod, at] : had.items())
-          if (!Field(o["status"], "startedPods").contains(pod))
-            return StatusResponse(403, "node " + p.node + " may not remove status.startedPods." +
-                                           pod + " (a started pod stays started)");
+        for (const auto& [pod, at] : had.items()) {
+          if (Field(o["status"], "startedPods").contains(pod)) continue;
+          // (A write made from an older read lacks what other nodes reported since.)
+          if (expected != current->mod_revision)
+            return StatusResponse(409, "the object has been modified (resourceVersion " +
+                                           std::to_string(expected) + " is stale); read it again");
+          return StatusResponse(403, "node " + p.node + " may not remove status.startedPods." +
+                                         pod + " (a started pod stays started)");
+        }
         if (o["status"].contains("startedPods")) {
           for (auto& [pod, at] : o["status"]["startedPods"].items()) {
             if (had.contains(pod)) {

@@ -72,12 +72,12 @@ using jsonf::List;
 using jsonf::Str;
 
 // Whether every pod of its binding has started, as its nodes reported them (status.startedPods,
-// Kueue's PodsReady). Running with no such report (bound before nodes made them) counts as
-// started, unless it grew since.
+// Kueue's PodsReady). Running with no such report counts as started: bound before nodes made
+// them, or run by agents that do not make them (a growth lists the pods then running, so that
+// its new pods are waited for).
 bool AllPodsStarted(const json& status) {
   const json& started = Field(status, "startedPods");
-  if (!started.is_object())
-    return Str(status, "phase") == "Running" && !status.contains("resizedTime");
+  if (!started.is_object()) return Str(status, "phase") == "Running";
   for (const json& a : List(status, "assignments"))
     if (!started.contains(Str(a, "pod", "0"))) return false;
   return true;
@@ -476,8 +476,13 @@ Result<CycleStats> Scheduler::RunOnce() {
             !AllPodsStarted(status) &&
             now - (grew ? resized : scheduled) >=
                 static_cast<int64_t>(options_.gang_timeout_s * 1000)) {
-          if (grew && phase == "Running" && !preemption.is_object() && !expiring) {
-            if (auto [kept, counts] = StartedPart(sw.w(), status); !counts.empty()) {
+          // (Only when the kept pods' nodes are all usable: else it is released whole, as
+          // for a lost node, rather than accounted in part.)
+          auto [kept, counts] = StartedPart(sw.w(), status);
+          auto kept_assign = ParseAssignments(json{{"assignments", kept}}, "assignments", state,
+                                              node_index, unusable);
+          if (grew && phase == "Running" && !counts.empty() && kept_assign) {
+            {
               std::string missing;
               for (const json& a : List(status, "assignments"))
                 if (!Field(status, "startedPods").contains(Str(a, "pod", "0")))
@@ -501,6 +506,8 @@ Result<CycleStats> Scheduler::RunOnce() {
                   " did not start within the gang timeout of " +
                   std::to_string(static_cast<int64_t>(options_.gang_timeout_s)) +
                   " s; it may grow again at " + retry;
+              // Its revision in this cycle stays the one read: a later write for it this
+              // cycle (made from the object read) fails and is made again next cycle.
               if (store_.Put(kv.key, next.dump(), kv.mod_revision).ok()) {
                 ++stats.growths_undone;
                 undone = next["status"];
@@ -516,8 +523,10 @@ Result<CycleStats> Scheduler::RunOnce() {
             }
           }
         }
-        if (undone.is_null() && with_queues && Bound(phase) &&
-            (sw.pods.size() > 1 || sw.w().gang) && scheduled >= 0 && !AllPodsStarted(status) &&
+        // (Not one marked to stop: a victim, or past its maximum runtime, stops as marked.)
+        if (undone.is_null() && with_queues && Bound(phase) && !preemption.is_object() &&
+            !expiring && (sw.pods.size() > 1 || sw.w().gang) && scheduled >= 0 &&
+            !AllPodsStarted(status) &&
             now - (grew ? resized : scheduled) >=
                 static_cast<int64_t>(options_.gang_timeout_s * 1000)) {
           // It backs off before the next try, longer each time; past the limit it is
@@ -1111,6 +1120,15 @@ Result<CycleStats> Scheduler::RunOnce() {
     }
     next["status"]["resizedTime"] = FormatTimestamp(now);
     next["status"]["message"] = g.message;
+    next["status"].erase("growthRetryTime");
+    // Its new pods are waited for: the pods running now are the started ones, where its
+    // nodes do not report pods (AllPodsStarted).
+    if (!Field(Field(sw.obj(), "status"), "startedPods").is_object()) {
+      json started = json::object();
+      for (const json& a : List(Field(sw.obj(), "status"), "assignments"))
+        started[Str(a, "pod", "0")] = Str(Field(sw.obj(), "status"), "startTime");
+      next["status"]["startedPods"] = started;
+    }
     double added = 0;  // GPUs of the new pods: all it holds now, less what it held
     for (int sign : {1, -1})
       for (const Assignment& a : sign > 0 ? g.placed : bound[g.bound].assign)

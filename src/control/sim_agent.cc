@@ -74,6 +74,12 @@ SimulatedFleet::SimulatedFleet(Fleet fleet, ClientOptions client,
 
 SimulatedFleet::~SimulatedFleet() { Stop(); }
 
+json StartedPodsReport(const json& status, const json& pods) {
+  return {{"startedPods", pods},
+          {"scheduledTime", Field(status, "scheduledTime")},
+          {"resizedTime", Field(status, "resizedTime")}};
+}
+
 void SimulatedFleet::StopNode(const std::string& node) {
   std::lock_guard<std::mutex> lock(mu_);
   stopped_.insert(node);
@@ -284,7 +290,7 @@ Status SimulatedFleet::TickAgent(Agent& a) {
       }
     }
     if (!started.empty() && (patch.is_null() || phase == "Scheduled"))
-      patch["status"]["startedPods"] = started;
+      patch["status"].update(StartedPodsReport(status, started));
     if (patch.is_null()) continue;
     // Several nodes may run pods of one gang; the first to report moves the phase.
     auto r = a.client->Do("PATCH", path, patch.dump(), "application/merge-patch+json");

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <thread>
@@ -26,6 +27,12 @@
 #include "core/fleet.h"
 
 namespace fabrica {
+
+// A node's report that it started `pods` (an object, pod name -> anything; the server stamps
+// the time) of the workload whose status it read: the status fields of the merge patch. It
+// names the binding it saw (scheduledTime, and resizedTime or its absence), which a node may
+// not change, so the server refuses a report on a binding replaced since.
+nlohmann::json StartedPodsReport(const nlohmann::json& status, const nlohmann::json& pods);
 
 // The Node API object's spec for a node of the fleet schema (the inverse of the fleet parser).
 std::string NodeSpecJson(const Node& node);
