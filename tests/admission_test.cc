@@ -780,6 +780,140 @@ TEST_F(AdmissionTest, ElasticGrowthAddsPodsAsRoomFrees) {
   }
 }
 
+// Elastic shrink: a reclaim takes an elastic victim's pods beyond its minCount, the last ones,
+// and leaves it running with the rest, before it evicts any workload whole; the pods taken keep
+// their GPUs until they stop (Terminated), then are gone. Queue a (no guarantee) borrows the
+// whole fleet for gang g, eight 1-GPU pods of which two must run; b (guaranteed all 8) takes
+// 1, then 5 more, shrinking g to its two; then g is at its least, and b's next pod evicts it
+// whole. Off, the first reclaim evicts g whole.
+TEST_F(AdmissionTest, ElasticShrinkTakesSparePodsBeforeEvictingWhole) {
+  for (bool shrink : {true, false}) {
+    SCOPED_TRACE(shrink ? "elasticShrink" : "off");
+    AdmissionConfig config;
+    config.elastic_shrink = shrink;
+    Make(Nodes(2, 4), {Leaf("a", 0), Leaf("b", 8)}, {}, config);
+    Workload gang = Gpus("g", "a", 1, 0, 8, /*gang=*/true);
+    gang.pod_sets[0].min_count = 2;
+    const int g = Submit(gang, 0);
+    adm_->Cycle(1, 1000);
+    ASSERT_EQ(adm_->phase(g), Phase::kAdmitted) << adm_->reason(g);
+    adm_->PodsReady(g);
+    const std::vector<Assignment> before = adm_->assignments(g);
+    const int w1 = Submit(Gpus("w1", "b", 1), 10);
+    CycleResult cr = adm_->Cycle(10, 1000);
+    ASSERT_EQ(cr.evicted.size(), 1u);
+    const int f1 = cr.evicted[0].victim;
+    if (!shrink) {
+      EXPECT_EQ(f1, g);
+      EXPECT_EQ(adm_->phase(g), Phase::kEvicting);
+      continue;
+    }
+    EXPECT_NE(f1, g);
+    EXPECT_EQ(adm_->fragment_of(f1), g);
+    EXPECT_EQ(adm_->phase(g), Phase::kAdmitted);
+    EXPECT_EQ(adm_->pod_counts(g), std::vector<int>{7});
+    // The pod taken is its last; the seven it keeps stay where they were.
+    const auto where = [](const std::vector<Assignment>& as) {
+      std::vector<std::pair<int, int>> out;  // (node, device)
+      for (const Assignment& a : as)
+        for (const DeviceShare& d : a.devices) out.push_back({a.node, d.device});
+      return out;
+    };
+    const auto all = where(before);
+    EXPECT_EQ(where(adm_->assignments(f1)), decltype(all)(all.begin() + 7, all.end()));
+    EXPECT_EQ(where(adm_->assignments(g)), decltype(all)(all.begin(), all.begin() + 7));
+    EXPECT_NE(adm_->reason(w1).find("preempting 1 pod(s) of 1 elastic workload(s) queue b "
+                                    "reclaims its guarantee, 0 GPU-seconds lost"),
+              std::string::npos)
+        << adm_->reason(w1);
+    EXPECT_NE(adm_->reason(g).find("shrunk by 1 pod(s) for w1"), std::string::npos)
+        << adm_->reason(g);
+    // Until it stops, the pod keeps its GPU (charged to a, being evicted).
+    EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 8000);
+    EXPECT_EQ(adm_->state().allocated_gpu_milli(), 8000);
+    adm_->Terminated(f1, 40);
+    EXPECT_EQ(adm_->phase(f1), Phase::kFinished);
+    EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 7000);
+    adm_->Cycle(40, 1000);
+    EXPECT_EQ(adm_->phase(w1), Phase::kAdmitted) << adm_->reason(w1);
+    EXPECT_EQ(adm_->state().allocated_gpu_milli(), 8000);
+    // Five more: g gives five pods and is at its least.
+    const int w2 = Submit(Gpus("w2", "b", 1, 0, 5, /*gang=*/true), 50);
+    cr = adm_->Cycle(50, 1000);
+    ASSERT_EQ(cr.evicted.size(), 1u);
+    EXPECT_EQ(adm_->fragment_of(cr.evicted[0].victim), g);
+    EXPECT_EQ(adm_->assignments(cr.evicted[0].victim).size(), 5u);
+    EXPECT_EQ(adm_->pod_counts(g), std::vector<int>{2});
+    adm_->Terminated(cr.evicted[0].victim, 80);
+    adm_->Cycle(80, 1000);
+    EXPECT_EQ(adm_->phase(w2), Phase::kAdmitted) << adm_->reason(w2);
+    EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 2000);
+    EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("b")), 6000);
+    // One more: nothing left to spare, so g goes whole.
+    Submit(Gpus("w3", "b", 1), 90);
+    cr = adm_->Cycle(90, 1000);
+    ASSERT_EQ(cr.evicted.size(), 1u);
+    EXPECT_EQ(cr.evicted[0].victim, g);
+    EXPECT_EQ(adm_->phase(g), Phase::kEvicting);
+    adm_->Terminated(g, 120);
+    EXPECT_EQ(adm_->phase(g), Phase::kPending);
+    EXPECT_EQ(adm_->pod_counts(g), std::vector<int>{8});  // it asks for all again
+  }
+}
+
+// Elastic shrink keeps lenders at their guarantee, and restores as the server rebuilds it.
+// Nodes of 4, 4 and 1 GPUs (the last with too few cores for any pod); a, guaranteed 5, runs
+// gang g on the two 4-GPU nodes (8 pods, two needed), lending b (guaranteed 4) 3: b's 3-GPU
+// pod shrinks g by three, its 4-GPU pod would take a to 4 and waits (g is not eligible whole
+// either). A fragment restored beside its
+// workload holds its GPUs until Terminated.
+TEST_F(AdmissionTest, ElasticShrinkKeepsLendersAtTheirGuarantee) {
+  for (int want : {3, 4}) {
+    SCOPED_TRACE(want);
+    Fleet fleet = Nodes(2, 4);
+    fleet.nodes.push_back(GpuNode("small", 1));
+    fleet.nodes.back().cpu = MilliCpu(500);  // too few cores for any pod here
+    Make(fleet, {Leaf("a", 5), Leaf("b", 4)});
+    Workload gang = Gpus("g", "a", 1, 0, 8, /*gang=*/true);
+    gang.pod_sets[0].min_count = 2;
+    const int g = Submit(gang, 0);
+    adm_->Cycle(1, 1000);
+    ASSERT_EQ(adm_->pod_counts(g), std::vector<int>{8}) << adm_->reason(g);
+    adm_->PodsReady(g);
+    const int w = Submit(Gpus("w", "b", want), 10);
+    CycleResult cr = adm_->Cycle(10, 1000);
+    if (want == 3) {
+      ASSERT_EQ(cr.evicted.size(), 1u) << adm_->reason(w);
+      EXPECT_EQ(adm_->fragment_of(cr.evicted[0].victim), g);
+      EXPECT_EQ(adm_->pod_counts(g), std::vector<int>{5});
+    } else {
+      EXPECT_TRUE(cr.evicted.empty()) << adm_->reason(w);
+      EXPECT_EQ(adm_->pod_counts(g), std::vector<int>{8});
+    }
+  }
+  {
+    Make(Nodes(2, 4), {Leaf("a", 0), Leaf("b", 8)});
+    Workload gang = Gpus("g", "a", 1, 0, 8, /*gang=*/true);
+    gang.pod_sets[0].min_count = 2;
+    SubmitOptions options;
+    options.pod_counts = {6};
+    std::vector<Assignment> kept, leaving;
+    for (int n = 0; n < 2; ++n)
+      for (int d = 0; d < 4; ++d) (n == 1 && d >= 2 ? leaving : kept).push_back(OnGpus(n, {d})[0]);
+    auto g = adm_->Restore(gang, kept, 0, options);
+    ASSERT_TRUE(g.ok()) << g.status().message();
+    auto f = adm_->RestoreFragment(*g, {{0, leaving[0]}, {0, leaving[1]}});
+    ASSERT_TRUE(f.ok()) << f.status().message();
+    EXPECT_EQ(adm_->phase(*f), Phase::kEvicting);
+    EXPECT_EQ(adm_->state().allocated_gpu_milli(), 8000);
+    EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 8000);
+    EXPECT_FALSE(adm_->RestoreFragment(*g, {{3, leaving[0]}}).ok());
+    adm_->Terminated(*f, 30);
+    EXPECT_EQ(adm_->state().allocated_gpu_milli(), 6000);
+    EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 6000);
+  }
+}
+
 // Growth and the guarantees of others. (1) Growth past its queue's guarantee only where the
 // queue's other work fills it: a workload holding part guarantee and part borrowed GPUs could
 // never be reclaimed (its queue would drop below its guarantee without it), so b, guaranteed
@@ -2327,6 +2461,45 @@ TEST(ReplayTest, ElasticGangsGrowWhenRoomFrees) {
     // gang 8 x 90 then 16 x 155 grown (8 x 290 not).
     const double gpu_s = 2400 + 800 + (grow ? 720 + 2480 : 2320);
     EXPECT_NEAR(r->utilization_pct, 100.0 * gpu_s / (24 * 300), 0.5);
+  }
+}
+
+// Elastic shrink in the replay: b's elastic gang (three 8-GPU pods, one needed, 1,000 s at
+// full size) borrows a's idle 8 GPUs at t = 0; a's 8-GPU run arrives at 100. Shrunk by a pod,
+// the gang runs on at two thirds of its pace (no work lost) and a starts after the grace
+// period. Off, the gang is not eligible whole (b would drop below its 16 without it), so a
+// waits until it ends.
+TEST(ReplayTest, ElasticShrinkLetsAReclaimTakePodsNotTheRun) {
+  for (bool shrink : {true, false}) {
+    SCOPED_TRACE(shrink ? "elasticShrink" : "off");
+    auto sc = TwoTeamScenario("shrink", 24, R"(
+    guarantee: 16
+    workloads:
+      - {pods: 3, minPods: 1, gang: true, cpu: 4, memory: 16Gi, devices: {gpus: 8},
+         duration: 100-200}
+)");
+    ASSERT_TRUE(sc.ok()) << sc.status().message();
+    sc->admission.elastic_shrink = shrink;
+    auto [a_tpl, b_tpl] = TeamTemplates(*sc);
+    sc->workloads = {Shaped(b_tpl, "b-elastic", 0, 1000, 8), Shaped(a_tpl, "a-run", 100, 100, 8),
+                     Shaped(a_tpl, "a-last", 3000, 10, 1)};
+    auto r = sim::RunReplay(*sc, "fabrica");
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(r->preemptions, 0);
+    EXPECT_EQ(r->gpu_seconds_lost, 0);
+    EXPECT_EQ(r->elastic_shrinks, shrink ? 1 : 0);
+    EXPECT_EQ(r->elastic_shrink_pods, shrink ? 1 : 0);
+    // a-run waits the grace period (and a cycle) shrunk; else until the gang ends at 1,000.
+    if (shrink) {
+      EXPECT_LT(r->teams[0].wait_mean_s, 40 / 2.0);
+    } else {
+      EXPECT_GT(r->teams[0].wait_mean_s, 800 / 2.0);
+    }
+    // Shrunk, the gang runs 100 s at 24 GPUs, then 900 s of its work at 2/3 pace (1,350 s) on
+    // 16: it ends at 1,450 (its third pod's 8 GPUs held through the 30 s grace).
+    const double gpu_s =
+        shrink ? 24 * 100 + 8 * 30 + 16 * 1350 + 8 * 100 + 10 : 24 * 1000 + 8 * 100 + 10;
+    EXPECT_NEAR(r->utilization_pct, 100.0 * gpu_s / (24 * 3000), 0.3);
   }
 }
 

@@ -254,6 +254,26 @@ class FactoryTest : public testing::Test {
     gang["spec"]["gang"] = true;
     return gang;
   }
+  // Queues team-a (no guarantee) and team-b (guaranteed 32); team-a's elastic gang of four
+  // 8-GPU pods (one needed) runs on the 32 whole GPUs; then team-b asks for 8 (b-0). Returns
+  // the gang's status before that (null on failure).
+  json StartElasticBesideReclaim(bool shrink, Metrics* metrics) {
+    SchedulerOptions so;
+    so.preemption_grace_ms = 5'000;
+    so.elastic_shrink = shrink;
+    scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, metrics);
+    CreateTeamQueues(0, 32);
+    json elastic = WholeGpuWorkload("team-a", "elastic", 8, 4);
+    elastic["spec"]["gang"] = true;
+    elastic["spec"]["podSets"][0]["minCount"] = 1;
+    CreateWorkload(elastic);
+    if (!CycleUntilAll("Running")) return json();
+    Cycle();
+    json before = Workloads()["team-a/elastic"]["status"];
+    if (before["assignments"].size() != 4u) return json();
+    CreateWorkload(WholeGpuWorkload("team-b", "b-0", 8));
+    return before;
+  }
   // Queue team-a guaranteed 16 GPUs and, in it, gang `elastic` of four 8-GPU pods that may
   // start with one.
   void CreateElasticGang() {
@@ -1416,6 +1436,71 @@ TEST_F(FactoryTest, ElasticGangGrowsWhenItsQuotaRises) {
   const double want_hours =
       (16.0 * (resized - bound / 1000 * 1000) + 32.0 * (t1 - resized)) / 3.6e6;
   EXPECT_NEAR(alloc["data"][0]["team-a"].value("gpuHours", 0.0), want_hours, 1e-6) << alloc.dump();
+}
+
+// Elastic shrink through the server: team-a (no guarantee) runs an elastic gang of four 8-GPU
+// pods on the fleet's 32 whole GPUs; team-b, guaranteed them all, asks for 8. The gang's last
+// pod is marked (status.shrink) and stops after the grace period while the other three run on;
+// team-b's work then starts. A second reclaim whose preemptor is deleted meanwhile leaves the
+// gang its pod. (ElasticShrinkOffEvictsWhole: the same with --no-elastic-shrink.)
+TEST_F(FactoryTest, ElasticWorkIsShrunkNotEvicted) {
+  Metrics metrics;
+  const json before = StartElasticBesideReclaim(true, &metrics);
+  ASSERT_FALSE(before.is_null());
+  auto gang = [&] { return Workloads()["team-a/elastic"]["status"]; };
+  CycleStats stats = Cycle();
+  EXPECT_EQ(stats.shrinks, 1) << Describe(Workloads());
+  EXPECT_EQ(stats.preempted, 0);
+  json marked = gang();
+  ASSERT_TRUE(marked.contains("shrink")) << marked.dump();
+  EXPECT_EQ(marked["shrink"]["pods"], json::array({"main-3"})) << marked.dump();
+  EXPECT_EQ(marked["shrink"].value("by", ""), "team-b/b-0");
+  EXPECT_FALSE(marked.contains("preemption"));
+  EXPECT_EQ(marked["assignments"].size(), 4u);  // it keeps the pod through the grace period
+  EXPECT_NE(metrics.Render().find("fabrica_scheduler_elastic_shrinks 1"), std::string::npos);
+  const json waiting = Workloads()["team-b/b-0"]["status"];
+  EXPECT_NE(waiting.value("message", "").find("preempting 1 pod(s) of 1 elastic workload(s)"),
+            std::string::npos)
+      << waiting.dump();
+  // While it stops, the next cycles neither grow nor shrink the gang again.
+  Cycle(2'000);
+  EXPECT_EQ(gang()["shrink"]["pods"], json::array({"main-3"}));
+  // After the grace period: three pods, on their nodes, and b-0 starts where main-3 ran.
+  Cycle(4'000);
+  Cycle();
+  const json after = gang();
+  EXPECT_EQ(after.value("phase", ""), "Running") << after.dump();
+  EXPECT_FALSE(after.contains("shrink")) << after.dump();
+  ASSERT_EQ(after["assignments"].size(), 3u) << after.dump();
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(after["assignments"][i], before["assignments"][i]);
+  EXPECT_EQ(after["admittedCounts"], json::array({3}));
+  EXPECT_EQ(after["startedPods"].size(), 3u) << after.dump();
+  EXPECT_TRUE(after.contains("resizedTime"));
+  EXPECT_NE(after.value("message", "").find("shrunk to 3 of 4 pods"), std::string::npos)
+      << after.dump();
+  const json b0 = Workloads()["team-b/b-0"]["status"];
+  ASSERT_EQ(b0["assignments"].size(), 1u) << b0.dump();
+  EXPECT_EQ(b0["assignments"][0]["node"], before["assignments"][3]["node"]);
+  // Another reclaim, its preemptor deleted before the pod stops: the gang keeps its pod.
+  CreateWorkload(WholeGpuWorkload("team-b", "b-1", 8));
+  Cycle();
+  ASSERT_EQ(gang()["shrink"]["pods"], json::array({"main-2"})) << gang().dump();
+  ClientResponse r = Call("DELETE", WorkloadPath("team-b", "b-1"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  Cycle();
+  Cycle(6'000);
+  EXPECT_FALSE(gang().contains("shrink")) << gang().dump();
+  EXPECT_EQ(gang()["assignments"].size(), 3u);
+}
+
+TEST_F(FactoryTest, ElasticShrinkOffEvictsWhole) {
+  ASSERT_FALSE(StartElasticBesideReclaim(false, nullptr).is_null());
+  CycleStats stats = Cycle();
+  EXPECT_EQ(stats.preempted, 1) << Describe(Workloads());
+  EXPECT_EQ(stats.shrinks, 0);
+  const json gang = Workloads()["team-a/elastic"]["status"];
+  EXPECT_TRUE(gang.contains("preemption")) << gang.dump();
+  EXPECT_FALSE(gang.contains("shrink")) << gang.dump();
 }
 
 // Elastic growth waits for the pods it added: a workload grows again only once every pod of

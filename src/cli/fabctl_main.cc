@@ -575,6 +575,13 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
         started.is_object() && status.contains("assignments") &&
         started.size() < status["assignments"].size())
       std::printf("Started:    %zu of %zu pods\n", started.size(), status["assignments"].size());
+    if (const json shrink = status.value("shrink", json::object()); !shrink.empty()) {
+      std::string pods;
+      for (const json& p : shrink.value("pods", json::array()))
+        pods += (pods.empty() ? "" : ", ") + Plain(p);
+      std::printf("Shrinking:  pod(s) %s stop at %s (%s)\n", pods.c_str(),
+                  shrink.value("deadline", "").c_str(), shrink.value("reason", "").c_str());
+    }
     if (status.contains("growthRetryTime"))
       std::printf("Growth:     undone (new pods did not start in time); may grow again at %s\n",
                   status.value("growthRetryTime", "").c_str());

@@ -48,6 +48,7 @@ struct ServerArgs {
   double usage_half_life_s = 3600;
   double reclaim_hold_s = 300;
   bool no_elastic_growth = false;
+  bool no_elastic_shrink = false;
   double gang_timeout_s = 300;
   double gang_requeue_backoff_s = 60;
   int gang_requeue_limit = 0;
@@ -244,6 +245,7 @@ int Run(ServerArgs args) {
   sched_options.usage_half_life_s = args.usage_half_life_s;
   sched_options.reclaim_hold_s = args.reclaim_hold_s;
   sched_options.elastic_growth = !args.no_elastic_growth;
+  sched_options.elastic_shrink = !args.no_elastic_shrink;
   sched_options.gang_timeout_s = args.gang_timeout_s;
   sched_options.gang_requeue_backoff_s = args.gang_requeue_backoff_s;
   sched_options.gang_requeue_limit = args.gang_requeue_limit;
@@ -355,6 +357,9 @@ void AddCommon(CLI::App* cmd, ServerArgs* a) {
   cmd->add_flag("--no-elastic-growth", a->no_elastic_growth,
                 "keep work admitted with fewer pods than asked (minCount) at that size; by "
                 "default it takes more pods as room frees and its queue's quota allows");
+  cmd->add_flag("--no-elastic-shrink", a->no_elastic_shrink,
+                "evict elastic work whole; by default a preemption or reclaim first takes its "
+                "pods beyond its minCount and leaves it running with the rest");
   cmd->add_option("--gang-timeout", a->gang_timeout_s,
                   "seconds an admitted gang may take to start all its pods before it gives its "
                   "GPUs back and waits again")

@@ -49,6 +49,9 @@ struct BoundWorkload {
   std::vector<Assignment> assign;
   bool evicting = false;  // chosen as a victim; stops at status.preemption.deadline
   bool leaving = false;   // ... for no preemptor (a drain, its maximum runtime)
+  // While pods an elastic shrink took stop (status.shrink): the pods per set it keeps (the
+  // first of each set; the rest are restored as a fragment). Empty: none.
+  std::vector<int> kept_counts;
 };
 
 // What one cycle decided for one pending workload.
@@ -83,16 +86,17 @@ bool AllPodsStarted(const json& status) {
   return true;
 }
 
-// A grown workload whose new pods did not all start in time goes back to the pods that did:
-// its assignments kept, and per pod set how many. Empty when those are not the first pods of
-// each set, or fewer than a set may run with; then it waits again whole.
-std::pair<json, std::vector<int>> StartedPart(const Workload& w, const json& status) {
-  const json& started = Field(status, "startedPods");
+// The part of a bound workload that runs on with only the pods `keep` accepts (a grown one
+// whose new pods did not all start in time, one an elastic shrink took pods from): its
+// assignments kept, and per pod set how many. Empty when those are not the first pods of each
+// set, or fewer than a set may run with.
+std::pair<json, std::vector<int>> KeptPart(const Workload& w, const json& status,
+                                           const std::function<bool(const std::string&)>& keep) {
   json kept = json::array();
   std::vector<int> counts(w.pod_sets.size(), 0);
   std::set<std::string> names;
   for (const json& a : List(status, "assignments")) {
-    if (!started.contains(Str(a, "pod", "0"))) continue;
+    if (!keep(Str(a, "pod", "0"))) continue;
     kept.push_back(a);
     names.insert(Str(a, "pod", "0"));
   }
@@ -104,8 +108,16 @@ std::pair<json, std::vector<int>> StartedPart(const Workload& w, const json& sta
     if (counts[set] < ps.least()) return {};
     named += counts[set];
   }
-  if (named != names.size()) return {};  // started pods beyond the first of their set
+  if (named != names.size()) return {};  // kept pods beyond the first of their set
   return {kept, counts};
+}
+
+// The pods an elastic shrink's mark (status.shrink) takes.
+std::set<std::string> ShrinkPods(const json& status) {
+  std::set<std::string> out;
+  for (const json& p : List(Field(status, "shrink"), "pods"))
+    if (p.is_string()) out.insert(p.get<std::string>());
+  return out;
 }
 
 std::string KeyName(const json& obj) {
@@ -471,62 +483,104 @@ Result<CycleStats> Scheduler::RunOnce() {
         const int64_t scheduled = ParseTimestamp(Str(status, "scheduledTime"));
         const int64_t resized = ParseTimestamp(Str(status, "resizedTime"));
         const bool grew = scheduled >= 0 && resized >= scheduled;
-        json undone;  // its status once a growth was undone: it runs on as that says
-        if (with_queues && Bound(phase) && (sw.pods.size() > 1 || sw.w().gang) && scheduled >= 0 &&
-            !AllPodsStarted(status) &&
+        // Its status once rewritten this cycle (a growth undone, a shrink done): it runs on as
+        // that says, with only the pods `kept` (`counts` per pod set); `edit` finishes the
+        // status. Its revision in this cycle stays the one read: a later write for it this
+        // cycle (made from the object read) fails and is made again next cycle.
+        json undone;
+        const auto run_on_with = [&](const json& kept, const std::vector<int>& counts,
+                                     const std::function<void(json&)>& edit) {
+          json next = sw.obj();
+          json& st = next["status"];
+          st["assignments"] = kept;
+          bool whole = true;
+          for (size_t i = 0; i < counts.size(); ++i)
+            whole = whole && counts[i] == sw.w().pod_sets[i].count;
+          if (whole) {
+            st.erase("admittedCounts");
+          } else {
+            st["admittedCounts"] = counts;
+          }
+          st["resizedTime"] = FormatTimestamp(now);
+          if (st.contains("startedPods") && st["startedPods"].is_object()) {
+            json started = json::object();
+            for (const json& a : kept)
+              if (st["startedPods"].contains(Str(a, "pod", "0")))
+                started[Str(a, "pod", "0")] = st["startedPods"][Str(a, "pod", "0")];
+            st["startedPods"] = started;
+          }
+          edit(st);
+          if (!store_.Put(kv.key, next.dump(), kv.mod_revision).ok()) return false;
+          undone = st;
+          // As many pod requests as pods kept (the pods of a set ask for the same).
+          std::vector<PodRequest> pods;
+          for (size_t i = 0, first = 0; i < counts.size(); ++i) {
+            for (int k = 0; k < counts[i]; ++k) pods.push_back(sw.pods[first]);
+            first += sw.counts.empty() ? sw.w().pod_sets[i].count : sw.counts[i];
+          }
+          sw.pods = std::move(pods);
+          sw.counts = whole ? std::vector<int>{} : counts;
+          return true;
+        };
+        // An elastic shrink's pods whose grace period has ended stop: it runs on without them.
+        // Until then they are a victim of their own (restored as a fragment below).
+        const json& shrink = Field(status, "shrink");
+        std::vector<int> kept_counts;  // while a shrink's pods stop: the pods per set it keeps
+        if (shrink.is_object()) {
+          const std::set<std::string> leaving = ShrinkPods(status);
+          auto [kept, counts] =
+              KeptPart(sw.w(), status, [&](const std::string& pod) { return !leaving.count(pod); });
+          const int64_t deadline = ParseTimestamp(Str(shrink, "deadline"));
+          const std::string why = Str(shrink, "reason");
+          if (counts.empty()) {
+            // (Not the last pods of their sets: the mark is dropped and it keeps them.)
+            json next = sw.obj();
+            next["status"].erase("shrink");
+            (void)store_.Put(kv.key, next.dump(), kv.mod_revision);
+          } else if (deadline >= 0 && now < deadline) {
+            kept_counts = counts;
+          } else if (!run_on_with(kept, counts, [&](json& st) {
+                       int n = 0;
+                       for (int c : counts) n += c;
+                       st.erase("shrink");
+                       st["message"] = "shrunk to " + std::to_string(n) + " of " +
+                                       std::to_string(sw.w().pod_count()) + " pods (" + why + ")";
+                     })) {
+            kept_counts = counts;  // (a concurrent write: done next cycle)
+          }
+        }
+        if (undone.is_null() && with_queues && Bound(phase) &&
+            (sw.pods.size() > 1 || sw.w().gang) && scheduled >= 0 && !AllPodsStarted(status) &&
             now - (grew ? resized : scheduled) >=
                 static_cast<int64_t>(options_.gang_timeout_s * 1000)) {
           // (Only when the kept pods' nodes are all usable: else it is released whole, as
           // for a lost node, rather than accounted in part.)
-          auto [kept, counts] = StartedPart(sw.w(), status);
+          const json& started = Field(status, "startedPods");
+          auto [kept, counts] = KeptPart(
+              sw.w(), status, [&](const std::string& pod) { return started.contains(pod); });
           auto kept_assign = ParseAssignments(json{{"assignments", kept}}, "assignments", state,
                                               node_index, unusable);
-          if (grew && phase == "Running" && !counts.empty() && kept_assign) {
-            {
-              std::string missing;
-              for (const json& a : List(status, "assignments"))
-                if (!Field(status, "startedPods").contains(Str(a, "pod", "0")))
-                  missing += (missing.empty() ? "" : ", ") + Str(a, "pod", "0");
-              const std::string retry = FormatTimestamp(
-                  now + static_cast<int64_t>(options_.gang_requeue_backoff_s * 1000));
-              json next = sw.obj();
-              next["status"]["assignments"] = kept;
-              bool whole = true;
-              for (size_t i = 0; i < counts.size(); ++i)
-                whole = whole && counts[i] == sw.w().pod_sets[i].count;
-              if (whole) {
-                next["status"].erase("admittedCounts");
-              } else {
-                next["status"]["admittedCounts"] = counts;
-              }
-              next["status"]["resizedTime"] = FormatTimestamp(now);
-              next["status"]["growthRetryTime"] = retry;
-              next["status"]["message"] =
-                  "growth undone: pod(s) " + missing +
-                  " did not start within the gang timeout of " +
-                  std::to_string(static_cast<int64_t>(options_.gang_timeout_s)) +
-                  " s; it may grow again at " + retry;
-              // Its revision in this cycle stays the one read: a later write for it this
-              // cycle (made from the object read) fails and is made again next cycle.
-              if (store_.Put(kv.key, next.dump(), kv.mod_revision).ok()) {
-                ++stats.growths_undone;
-                undone = next["status"];
-                // As many pod requests as pods kept (the pods of a set ask for the same).
-                std::vector<PodRequest> pods;
-                for (size_t i = 0, first = 0; i < counts.size(); ++i) {
-                  for (int k = 0; k < counts[i]; ++k) pods.push_back(sw.pods[first]);
-                  first += sw.counts.empty() ? sw.w().pod_sets[i].count : sw.counts[i];
-                }
-                sw.pods = std::move(pods);
-                sw.counts = whole ? std::vector<int>{} : counts;
-              }
-            }
+          if (grew && phase == "Running" && !counts.empty() && kept_assign && !shrink.is_object()) {
+            std::string missing;
+            for (const json& a : List(status, "assignments"))
+              if (!started.contains(Str(a, "pod", "0")))
+                missing += (missing.empty() ? "" : ", ") + Str(a, "pod", "0");
+            const std::string retry =
+                FormatTimestamp(now + static_cast<int64_t>(options_.gang_requeue_backoff_s * 1000));
+            if (run_on_with(kept, counts, [&](json& st) {
+                  st["growthRetryTime"] = retry;
+                  st["message"] = "growth undone: pod(s) " + missing +
+                                  " did not start within the gang timeout of " +
+                                  std::to_string(static_cast<int64_t>(options_.gang_timeout_s)) +
+                                  " s; it may grow again at " + retry;
+                }))
+              ++stats.growths_undone;
           }
         }
         // (Not one marked to stop: a victim, or past its maximum runtime, stops as marked.)
         if (undone.is_null() && with_queues && Bound(phase) && !preemption.is_object() &&
-            !expiring && (sw.pods.size() > 1 || sw.w().gang) && scheduled >= 0 &&
-            !AllPodsStarted(status) &&
+            !expiring && !shrink.is_object() && (sw.pods.size() > 1 || sw.w().gang) &&
+            scheduled >= 0 && !AllPodsStarted(status) &&
             now - (grew ? resized : scheduled) >=
                 static_cast<int64_t>(options_.gang_timeout_s * 1000)) {
           // It backs off before the next try, longer each time; past the limit it is
@@ -599,8 +653,10 @@ Result<CycleStats> Scheduler::RunOnce() {
           allocated_by_tenant[sw.w().tenant.str()] += r.total_gpu_milli() / 1000.0;
         ++stats.running;
         if (preemption.is_object()) ++victims_of[Str(preemption, "by")];
+        if (!kept_counts.empty()) ++victims_of[Str(shrink, "by")];
         bound.push_back({std::move(sw), std::move(*assignments), preemption.is_object() || expiring,
-                         expiring || (preemption.is_object() && Str(preemption, "by").empty())});
+                         expiring || (preemption.is_object() && Str(preemption, "by").empty()),
+                         std::move(kept_counts)});
         continue;
       }
       if (phase == "Pending") {
@@ -652,6 +708,18 @@ Result<CycleStats> Scheduler::RunOnce() {
     next["status"]["conditions"] = conditions;
     if (store_.Put(b.sw.kv.key, next.dump(), b.sw.kv.mod_revision).ok()) {
       b.evicting = false;
+      victims_of.erase(by);
+    }
+  }
+  // Likewise pods an elastic shrink took for a preemptor that no longer waits: they stay.
+  for (BoundWorkload& b : bound) {
+    if (b.kept_counts.empty()) continue;
+    const std::string by = Str(Field(Field(b.sw.obj(), "status"), "shrink"), "by");
+    if (waiting_keys.count(by)) continue;
+    json next = b.sw.obj();
+    next["status"].erase("shrink");
+    if (store_.Put(b.sw.kv.key, next.dump(), b.sw.kv.mod_revision).ok()) {
+      b.kept_counts.clear();
       victims_of.erase(by);
     }
   }
@@ -726,6 +794,14 @@ Result<CycleStats> Scheduler::RunOnce() {
     std::string why;
   };
   std::vector<Victim> evictions;
+  // Running elastic work whose last pods an elastic shrink takes (status.shrink).
+  struct ShrinkMark {
+    size_t bound;    // index in `bound`
+    std::string by;  // the preemptor, "ns/name"
+    std::string why;
+    std::vector<std::string> pods;  // those that stop
+  };
+  std::vector<ShrinkMark> shrinks;
   // Running work admitted in part that took more pods (elastic growth).
   struct Growth {
     size_t bound;  // index in `bound`
@@ -751,6 +827,7 @@ Result<CycleStats> Scheduler::RunOnce() {
       config->history_weight = options_.history_weight;
       config->reclaim_hold_s = options_.reclaim_hold_s;
       config->elastic_growth = options_.elastic_growth;
+      config->elastic_shrink = options_.elastic_shrink;
       auto created =
           Admitter::Create(fleet, tenants, std::move(*config), *policy, static_cast<uint64_t>(now));
       if (created.ok()) {
@@ -809,15 +886,43 @@ Result<CycleStats> Scheduler::RunOnce() {
                            charged.queue == leaf_of(spec).queue && !hold_of(bound[b].sw);
         const int64_t resized = ParseTimestamp(Str(bound_status, "resizedTime"));
         if (resized >= 0) options.resized_at = static_cast<double>(resized) / 1000.0;
-        auto id = admitter->Restore(charged, bound[b].assign,
-                                    at >= 0 ? static_cast<double>(at) / 1000.0 : now_s, options,
-                                    bound[b].evicting);
+        // Pods an elastic shrink took that are still stopping: a fragment of their own beside
+        // the pods it keeps; meanwhile it neither grows nor shrinks again.
+        std::vector<Assignment> assign = bound[b].assign;
+        std::vector<std::pair<int, Assignment>> fragment;
+        std::vector<size_t> fragment_index;  // in bound[b].assign
+        if (!bound[b].kept_counts.empty()) {
+          const std::vector<int>& kept = bound[b].kept_counts;
+          assign.clear();
+          for (size_t set = 0, i = 0; set < kept.size(); ++set) {
+            const int has =
+                bound[b].sw.counts.empty() ? spec.pod_sets[set].count : bound[b].sw.counts[set];
+            for (int k = 0; k < has && i < bound[b].assign.size(); ++k, ++i) {
+              if (k < kept[set]) {
+                assign.push_back(bound[b].assign[i]);
+              } else {
+                fragment.push_back({static_cast<int>(set), bound[b].assign[i]});
+                fragment_index.push_back(i);
+              }
+            }
+          }
+          options.pod_counts = kept;
+          options.may_grow = false;
+          options.may_shrink = false;
+        }
+        auto id =
+            admitter->Restore(charged, assign, at >= 0 ? static_cast<double>(at) / 1000.0 : now_s,
+                              options, bound[b].evicting);
         if (!id.ok()) {
           // Its queue is gone: it keeps running, charged to the built-in queue.
           Workload w = bound[b].sw.w();
           w.queue = QueueId(kUnqueuedQueue);
-          id = admitter->Restore(w, bound[b].assign, now_s, options, bound[b].evicting);
+          id = admitter->Restore(w, assign, now_s, options, bound[b].evicting);
         }
+        // (A fragment it cannot restore still holds its devices.)
+        if (id.ok() && !fragment.empty() && !admitter->RestoreFragment(*id, fragment).ok())
+          for (size_t i : fragment_index)
+            admitter->Reserve(bound[b].assign[i], bound[b].sw.pods[i]);
         if (id.ok()) {
           bound_of[*id] = b;
         } else {
@@ -1033,9 +1138,24 @@ Result<CycleStats> Scheduler::RunOnce() {
             {b->second, admitter->assignments(id), admitter->pod_counts(id), admitter->reason(id)});
       }
       for (const Eviction& e : result.evicted) {
+        auto p = pending_of.find(e.preemptor);
+        // Elastic shrink: the last pods of each set beyond what its workload keeps.
+        if (const int parent = admitter->fragment_of(e.victim); parent >= 0) {
+          auto b = bound_of.find(parent);
+          if (b == bound_of.end() || p == pending_of.end()) continue;
+          const StoredWorkload& sw = bound[b->second].sw;
+          const std::vector<int>& kept = admitter->pod_counts(parent);
+          std::vector<std::string> pods;
+          for (size_t set = 0; set < kept.size(); ++set) {
+            const PodSet& ps = sw.w().pod_sets[set];
+            const int has = sw.counts.empty() ? ps.count : sw.counts[set];
+            for (int k = kept[set]; k < has; ++k) pods.push_back(ps.name + "-" + std::to_string(k));
+          }
+          shrinks.push_back({b->second, KeyName(pending[p->second].obj()), e.reason, pods});
+          continue;
+        }
         auto b = bound_of.find(e.victim);
         if (b == bound_of.end()) continue;
-        auto p = pending_of.find(e.preemptor);
         evictions.push_back(
             {b->second, p == pending_of.end() ? "" : KeyName(pending[p->second].obj()), e.reason});
       }
@@ -1102,6 +1222,19 @@ Result<CycleStats> Scheduler::RunOnce() {
                           {"lastTransitionTime", FormatTimestamp(now)}});
     next["status"]["conditions"] = conditions;
     write(sw.kv, next, [&stats] { ++stats.preempted; });
+  }
+  // Shrunk: the pods taken are marked with who takes them and when they stop (the grace
+  // period); they keep running until then.
+  for (const ShrinkMark& m : shrinks) {
+    const StoredWorkload& sw = bound[m.bound].sw;
+    json next = sw.obj();
+    const std::string deadline = FormatTimestamp(now + options_.preemption_grace_ms);
+    next["status"]["shrink"] = {
+        {"by", m.by}, {"reason", m.why}, {"deadline", deadline}, {"pods", m.pods}};
+    std::string names;
+    for (const std::string& pod : m.pods) names += (names.empty() ? "" : ", ") + pod;
+    next["status"]["message"] = m.why + "; pod(s) " + names + " stop at " + deadline;
+    write(sw.kv, next, [&stats] { ++stats.shrinks; });
   }
   // Grown: its pods as placed now (those running keep their names and places), and when it
   // grew (metering bills the new size from then).
@@ -1260,6 +1393,10 @@ Result<CycleStats> Scheduler::RunOnce() {
     metrics_->SetGauge("fabrica_scheduler_elastic_growths",
                        "Running workloads admitted in part that took more pods in the last cycle.",
                        "", stats.grown);
+    metrics_->SetGauge("fabrica_scheduler_elastic_shrinks",
+                       "Running elastic workloads whose pods beyond their minimum a preemption or "
+                       "reclaim took in the last cycle (they run on with the rest).",
+                       "", stats.shrinks);
     metrics_->SetGauge("fabrica_scheduler_elastic_growths_undone",
                        "Grown workloads whose new pods did not start within the gang timeout, "
                        "taken back to the pods that did, in the last cycle.",

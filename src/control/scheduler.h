@@ -75,6 +75,10 @@ struct SchedulerOptions {
   // Work admitted with fewer pods than asked takes more as room frees and its quota allows
   // (AdmissionConfig::elastic_growth); the new size is billed from status.resizedTime.
   bool elastic_growth = true;
+  // Preemption and reclaim take elastic work's pods beyond its minimum first, leaving it
+  // running with the rest (AdmissionConfig::elastic_shrink; status.shrink marks them until
+  // they stop).
+  bool elastic_shrink = true;
 };
 
 struct CycleStats {
@@ -84,6 +88,7 @@ struct CycleStats {
   int preempted = 0;  // victims chosen this cycle
   int timed_out = 0;  // stopped for good past their maximum runtime
   int grown = 0;      // running work admitted in part that took more pods
+  int shrinks = 0;    // running elastic work whose pods beyond its minimum a preemption took
   int growths_undone =
       0;  // grown work whose new pods did not start in time, back to those that did
   int running = 0;

@@ -1103,6 +1103,104 @@ Result<int> Admitter::Restore(const Workload& spec, const std::vector<Assignment
   return id;
 }
 
+Result<int> Admitter::RestoreFragment(int parent,
+                                      const std::vector<std::pair<int, Assignment>>& pods) {
+  if (parent < 0 || parent >= static_cast<int>(entries_.size()) ||
+      entries_[parent].fragment_of >= 0)
+    return InvalidArgument("fragment of an unknown workload");
+  Entry f;
+  {
+    const Entry& w = entries_[parent];
+    f.spec = w.spec;
+    f.leaf = w.leaf;
+    f.options = w.options;
+    f.arrival = w.arrival;
+    f.admitted_at = w.admitted_at;
+    for (const auto& [set, a] : pods) {
+      if (set < 0 || set >= static_cast<int>(w.set_request.size()))
+        return InvalidArgument("workload " + w.spec.name.str() + ": no pod set " +
+                               std::to_string(set));
+      f.pods.push_back(w.set_request[set]);
+      f.assign.push_back(a);
+    }
+  }
+  for (const PodRequest& p : f.pods) {
+    f.gpu_milli += p.total_gpu_milli();
+    f.cpu_milli += p.cpu_milli;
+    f.memory_mib += p.memory_mib;
+  }
+  f.fragment_of = parent;
+  f.ready = true;
+  f.phase = Phase::kEvicting;
+  f.reason = "being stopped (elastic shrink)";
+  const int id = static_cast<int>(entries_.size());
+  entries_.push_back(std::move(f));
+  for (size_t i = 0; i < entries_[id].assign.size(); ++i)
+    state_.Apply(entries_[id].assign[i], entries_[id].pods[i]);
+  Hold(id);
+  Charge(id, +1);
+  CountEvicting(id, +1);
+  return id;
+}
+
+void Admitter::Resize(int id, const std::vector<int>& counts, std::vector<PodRequest> pods,
+                      std::vector<Assignment> assign) {
+  Entry& e = entries_[id];
+  if (e.sizes.empty())
+    e.sizes.push_back({std::max(e.admitted_at, e.options.started_at), e.gpu_milli});
+  Charge(id, -1);
+  for (const Assignment& a : e.assign) {
+    std::vector<int>& on = node_workloads_[a.node];
+    on.erase(std::remove(on.begin(), on.end(), id), on.end());
+  }
+  SetCounts(e, counts);
+  e.pods = std::move(pods);
+  e.assign = std::move(assign);
+  Charge(id, +1);
+  Hold(id);
+  e.sizes.push_back({now_, e.gpu_milli});
+}
+
+int Admitter::Split(int v, const std::vector<int>& cut) {
+  Entry f;
+  {
+    Entry& w = entries_[v];
+    f.spec = w.spec;
+    f.leaf = w.leaf;
+    f.options = w.options;
+    f.arrival = w.arrival;
+    f.admitted_at = w.admitted_at;
+    f.ready = true;
+    f.narrowed = true;
+    f.fragment_of = v;
+    f.phase = Phase::kAdmitted;
+    std::vector<PodRequest> kept_pods;
+    std::vector<Assignment> kept_assign;
+    std::vector<int> counts = w.counts;
+    for (size_t s = 0, i = 0; s < w.counts.size(); ++s) {
+      for (int k = 0; k < w.counts[s]; ++k, ++i) {
+        const bool leaves = k >= w.counts[s] - cut[s];
+        (leaves ? f.pods : kept_pods).push_back(w.pods[i]);
+        (leaves ? f.assign : kept_assign).push_back(w.assign[i]);
+      }
+      counts[s] -= cut[s];
+    }
+    Resize(v, counts, std::move(kept_pods), std::move(kept_assign));
+    w.shrunk_at = now_;
+    partial_running_.insert(v);
+  }
+  for (const PodRequest& p : f.pods) {
+    f.gpu_milli += p.total_gpu_milli();
+    f.cpu_milli += p.cpu_milli;
+    f.memory_mib += p.memory_mib;
+  }
+  const int id = static_cast<int>(entries_.size());
+  entries_.push_back(std::move(f));
+  Charge(id, +1);
+  Hold(id);
+  return id;
+}
+
 void Admitter::Charge(int id, int sign) {
   Entry& e = entries_[id];
   if (sign > 0) {
@@ -1333,7 +1431,9 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
     }
     Unnominate(id);
     ++out.attempts;
-    if (!TryAdmit(id, now, out, failed) && strict) held_by.push_back({e.leaf, id});
+    // (`e` may not outlive TryAdmit: an elastic shrink adds entries.)
+    const int leaf = e.leaf;
+    if (!TryAdmit(id, now, out, failed) && strict) held_by.push_back({leaf, id});
   }
 
   for (QueueNode& q : queues_) q.active = 0;
@@ -1937,6 +2037,7 @@ void Admitter::GrowPartial(CycleResult& out) {
     }
     ++it;
     if (!e.ready || !e.options.may_grow) continue;  // (pods not all started, held, ...)
+    if (e.shrunk_at == now_) continue;              // (it just gave pods up)
     const QueueNode& q = queues_[e.leaf];
     // What waits in its queue goes first; a required topology domain is not grown across.
     if (!q.pending.empty() || !q.parked.empty() || q.stop != StopPolicy::kNone) continue;
@@ -2019,9 +2120,6 @@ bool Admitter::Grow(int id, bool* probed) {
   }
   // The new pods join their pod sets after the ones running (whose places do not change).
   const std::vector<int> extra = extra_for(best);
-  if (e.sizes.empty())
-    e.sizes.push_back({std::max(e.admitted_at, e.options.started_at), e.gpu_milli});
-  Charge(id, -1);
   std::vector<PodRequest> all_pods;
   std::vector<Assignment> all_assign;
   std::vector<int> counts = e.counts;
@@ -2037,12 +2135,7 @@ bool Admitter::Grow(int id, bool* probed) {
     }
     counts[i] += extra[i];
   }
-  SetCounts(e, counts);
-  e.pods = std::move(all_pods);
-  e.assign = std::move(all_assign);
-  Charge(id, +1);
-  Hold(id);
-  e.sizes.push_back({now_, e.gpu_milli});
+  Resize(id, counts, std::move(all_pods), std::move(all_assign));
   int started = 0, asked = 0, added = 0;
   for (size_t i = 0; i < counts.size(); ++i)
     started += counts[i], asked += e.full_counts[i], added += extra[i];
@@ -2529,6 +2622,193 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
   return true;
 }
 
+bool Admitter::PlaceNow(const PodRequest& pod,
+                        std::vector<std::pair<Assignment, const PodRequest*>>& placed,
+                        const std::vector<int>* only) {
+  PodPlacement p =
+      only ? placer_.PlaceIn(state_, *only, pod, rng_) : placer_.Place(state_, pod, rng_);
+  if (p.outcome != Outcome::kPlaced) return false;
+  state_.Apply(p.assignment, pod);
+  placed.push_back({p.assignment, &pod});
+  return true;
+}
+
+bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
+                      const std::vector<Candidate>& cands, uint64_t reclaim_flavors,
+                      bool check_lending, const std::string& why, bool reclaim, double now,
+                      CycleResult& out) {
+  // (Entries are added below: `e` is not used once the first is.)
+  const Entry& e = entries_[id];
+  const std::string name = e.spec.name.str();
+  // The victims with pods to spare, cheapest first.
+  std::vector<int> elastic;
+  for (const Candidate& c : cands) {
+    const Entry& w = entries_[c.id];
+    if (w.fragment_of >= 0 || w.phase != Phase::kAdmitted || !w.options.may_shrink) continue;
+    for (size_t s = 0; s < w.counts.size(); ++s) {
+      if (w.counts[s] > w.min_counts[s]) {
+        elastic.push_back(c.id);
+        break;
+      }
+    }
+  }
+  if (elastic.empty()) return false;
+  // The trial: per victim and pod set, how many of its last pods it gives (released on the
+  // state); GPUs taken from each lender by (queue, flavour); victims by queue (budgets).
+  std::map<int, std::vector<int>> cut;
+  std::map<std::pair<int, int>, int64_t> taken;
+  std::map<int, int> victims_of_queue;
+  std::vector<std::tuple<int, size_t, int>> log;  // (victim, pod set, its cut before)
+  // The pod `from_end` places before the last of pod set s of w.
+  const auto pod_index = [](const Entry& w, size_t s, int from_end) {
+    int first = 0;
+    for (size_t i = 0; i < s; ++i) first += w.counts[i];
+    return first + w.counts[s] - 1 - from_end;
+  };
+  const auto cut_of = [&](int v, size_t s) {
+    auto it = cut.find(v);
+    return it == cut.end() ? 0 : it->second[s];
+  };
+  // Takes the last `to` pods of set s of v (those not taken yet), unless its queue's disruption
+  // budget or, lending, its guarantee in a reclaimed flavour forbids it. Returns the GPUs
+  // (milli) it took, or -1.
+  const auto take = [&](int v, size_t s, int to) -> int64_t {
+    const Entry& w = entries_[v];
+    std::vector<int>& c = cut[v];
+    const bool fresh = c.empty();
+    if (fresh) c.assign(w.counts.size(), 0);
+    const bool untouched = std::all_of(c.begin(), c.end(), [](int k) { return k == 0; });
+    const QueueNode& vq = queues_[w.leaf];
+    if (untouched && vq.spec.disruption_budget >= 0 &&
+        vq.evicting + victims_of_queue[w.leaf] >= vq.spec.disruption_budget)
+      return -1;
+    std::map<int, int64_t> add;  // by flavour
+    int64_t milli = 0;
+    for (int k = c[s]; k < to; ++k) {
+      const int i = pod_index(w, s, k);
+      milli += w.pods[i].total_gpu_milli();
+      const int f = FlavorOf(w.pods[i], state_.node_model(w.assign[i].node));
+      if (f >= 0) add[f] += w.pods[i].total_gpu_milli();
+    }
+    if (check_lending && w.leaf != e.leaf)
+      for (auto [f, m] : add)
+        if (f < 64 && (reclaim_flavors >> f & 1) &&
+            vq.usage[f] - vq.evicting_usage[f] - taken[{w.leaf, f}] - m < vq.guaranteed[f])
+          return -1;
+    for (auto [f, m] : add) taken[{w.leaf, f}] += m;
+    if (untouched) ++victims_of_queue[w.leaf];
+    for (int k = c[s]; k < to; ++k) {
+      const int i = pod_index(w, s, k);
+      state_.Release(w.assign[i], w.pods[i]);
+    }
+    log.push_back({v, s, c[s]});
+    c[s] = to;
+    return milli;
+  };
+  const auto undo_to = [&](size_t mark, const std::map<std::pair<int, int>, int64_t>& t,
+                           const std::map<int, int>& q) {
+    while (log.size() > mark) {
+      const auto [v, s, before] = log.back();
+      log.pop_back();
+      const Entry& w = entries_[v];
+      for (int k = before; k < cut[v][s]; ++k) {
+        const int i = pod_index(w, s, k);
+        state_.Apply(w.assign[i], w.pods[i]);
+      }
+      cut[v][s] = before;
+    }
+    taken = t;
+    victims_of_queue = q;
+  };
+  // Frees room for `pod` on node n, the cheapest victims' last pods first, each set's pods
+  // through its last one there; kept (true) or undone. The GPUs taken and victims, or -1.
+  const auto try_node = [&](int n, const PodRequest& pod, bool keep) -> std::pair<int64_t, int> {
+    const size_t mark = log.size();
+    const auto t0 = taken;
+    const auto q0 = victims_of_queue;
+    int64_t cost = 0;
+    std::set<int> touched;
+    bool fits = false;
+    for (int v : elastic) {
+      const Entry& w = entries_[v];
+      for (size_t s = 0; s < w.counts.size() && !fits; ++s) {
+        for (int k = cut_of(v, s); k < w.counts[s] - w.min_counts[s] && !fits; ++k) {
+          if (w.assign[pod_index(w, s, k)].node != n) continue;
+          const int64_t got = take(v, s, k + 1);
+          if (got < 0) break;
+          cost += got;
+          touched.insert(v);
+          fits = NodeFits(state_, n, pod) && policy_.Score(state_, n, pod);
+        }
+      }
+      if (fits) break;
+    }
+    if (!fits || !keep) undo_to(mark, t0, q0);
+    return fits ? std::pair<int64_t, int>{cost, static_cast<int>(touched.size())}
+                : std::pair<int64_t, int>{-1, 0};
+  };
+  std::vector<std::pair<Assignment, const PodRequest*>> placed;
+  bool ok = true;
+  for (const PodRequest& pod : pods) {
+    if (PlaceNow(pod, placed)) continue;
+    std::set<int> nodes;  // where victims have pods to spare
+    for (int v : elastic) {
+      const Entry& w = entries_[v];
+      for (size_t s = 0; s < w.counts.size(); ++s)
+        for (int k = cut_of(v, s); k < w.counts[s] - w.min_counts[s]; ++k)
+          nodes.insert(w.assign[pod_index(w, s, k)].node);
+    }
+    std::tuple<int64_t, int, int> best{0, 0, -1};  // (GPUs taken, victims, node)
+    for (int n : nodes) {
+      if (no_eviction_[n]) continue;
+      if (pod.kind != DeviceKind::kNone &&
+          (state_.node_model(n) < 0 || !(pod.model_mask >> state_.node_model(n) & 1)))
+        continue;
+      const auto [cost, victims] = try_node(n, pod, false);
+      if (cost < 0) continue;
+      const std::tuple<int64_t, int, int> k{cost, victims, n};
+      if (std::get<2>(best) < 0 || k < best) best = k;
+    }
+    if (std::get<2>(best) < 0 || try_node(std::get<2>(best), pod, true).first < 0) {
+      ok = false;
+      break;
+    }
+    if (const std::vector<int> there{std::get<2>(best)}; !PlaceNow(pod, placed, &there)) {
+      ok = false;
+      break;
+    }
+  }
+  // Undo the trial: the pods keep their devices until they stop.
+  for (auto it = placed.rbegin(); it != placed.rend(); ++it) state_.Release(it->first, *it->second);
+  std::map<int, std::vector<int>> chosen;
+  for (const auto& [v, c] : cut)
+    if (std::any_of(c.begin(), c.end(), [](int k) { return k > 0; })) chosen[v] = c;
+  undo_to(0, {}, {});
+  if (!ok || chosen.empty()) return false;
+
+  std::vector<int> fragments;
+  int taken_pods = 0;
+  for (const auto& [v, c] : chosen) {
+    int n = 0;
+    for (int k : c) n += k;
+    taken_pods += n;
+    const int f = Split(v, c);
+    const std::string reason =
+        "shrunk by " + std::to_string(n) + " pod(s) for " + name + " (" + why + ")";
+    entries_[v].reason = reason;
+    MarkEvicting(f, id, reason, out);
+    fragments.push_back(f);
+  }
+  if (reclaim) NoteReclaim(id, fragments, now, reclaim_flavors, 0);
+  Nominate(id, static_cast<int>(fragments.size()), reclaim);
+  SetPlan(id, placed);
+  entries_[id].victims_ready_at = -1;
+  entries_[id].reason = "preempting " + std::to_string(taken_pods) + " pod(s) of " +
+                        std::to_string(fragments.size()) + " elastic workload(s) " + why +
+                        ", 0 GPU-seconds lost (they run on with fewer pods)";
+  return true;
+}
+
 bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t allowed_models,
                        double now, CycleResult& out) {
   Entry& e = entries_[id];
@@ -2655,6 +2935,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     int in_min_runtime = 0;
     std::string budget_block;
     std::vector<Candidate> cands, later;  // later: within their minimum runtime
+    std::vector<Candidate> spare_only;
     // Only queues that can give victims are scanned: its own (lower priority) and, for reclaim or
     // fair-share preemption, the others.
     std::vector<int> pool;
@@ -2695,7 +2976,17 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
           other = dominant_share(w.leaf) - victim_share > my_share;
         }
       }
-      if (!own && !other) continue;
+      if (!own && !other) {
+        // Borrowing with its pods beyond its minCount only: those may go (elastic shrink).
+        if (config_.elastic_shrink && w.leaf != leaf && takes_borrowed && !quota_short &&
+            priority_allows(w) && w.counts != w.min_counts &&
+            now - w.admitted_at >= w.options.min_runtime_s) {
+          const int budget = queues_[w.leaf].spec.disruption_budget;
+          if (budget < 0 || queues_[w.leaf].evicting < budget)
+            spare_only.push_back({v, LostIfEvicted(v, now)});
+        }
+        continue;
+      }
       const bool young = now - w.admitted_at < w.options.min_runtime_s;
       if (young) ++in_min_runtime;
       int budget = queues_[w.leaf].spec.disruption_budget;
@@ -2706,7 +2997,8 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
       (young ? later : cands).push_back({v, LostIfEvicted(v, now)});
     }
     std::sort(cands.begin(), cands.end(), cheaper);
-    victim_cache_[cache_key] = VictimList{cands, in_min_runtime, budget_block, later};
+    std::sort(spare_only.begin(), spare_only.end(), cheaper);
+    victim_cache_[cache_key] = VictimList{cands, in_min_runtime, budget_block, later, spare_only};
     cached = victim_cache_.find(cache_key);
   }
   int in_min_runtime = cached->second.in_min_runtime;
@@ -2791,12 +3083,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     // Room: pod by pod, place where it fits now, or free the node whose victims cost least.
     bool ok = true;
     for (const PodRequest& pod : pods) {
-      PodPlacement now_fit = placer_.Place(state_, pod, rng_);
-      if (now_fit.outcome == Outcome::kPlaced) {
-        state_.Apply(now_fit.assignment, pod);
-        placed.push_back({now_fit.assignment, &pod});
-        continue;
-      }
+      if (PlaceNow(pod, placed)) continue;
       std::tuple<double, int, int> best{0, 0, -1};  // (cost, victims, node)
       std::vector<int> best_set;
       // Nodes worth a trial: those where the free room plus what the candidates there hold covers
@@ -2881,13 +3168,10 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
         ++chosen_per_queue[entries_[v].leaf];
         note_taken(chosen_milli, v);
       }
-      PodPlacement there = placer_.PlaceIn(state_, {std::get<2>(best)}, pod, rng_);
-      if (there.outcome != Outcome::kPlaced) {
+      if (const std::vector<int> there{std::get<2>(best)}; !PlaceNow(pod, placed, &there)) {
         ok = false;
         break;
       }
-      state_.Apply(there.assignment, pod);
-      placed.push_back({there.assignment, &pod});
     }
     // Undo the trial: the victims keep their devices until they stop.
     for (auto it = placed.rbegin(); it != placed.rend(); ++it)
@@ -2916,6 +3200,24 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     e.victims_min_runtime = longest;
     chosen.clear();
   };
+  // Elastic victims' spare pods first: taking them loses no work (they run on with fewer).
+  std::vector<Candidate> spare = cands;
+  for (const Candidate& c : cached->second.spare_only)
+    if (entries_[c.id].phase == Phase::kAdmitted) spare.push_back(c);
+  std::sort(spare.begin(), spare.end(), cheaper);
+  if (config_.elastic_shrink && !quota_short && !spare.empty()) {
+    std::string why;
+    if (borrow_preempt) {
+      why = "for higher-priority work borrowing in queue " + queues_[leaf].spec.name;
+    } else if (takes_borrowed) {
+      why = "queue " + queues_[leaf].spec.name + " reclaims its guarantee";
+    } else {
+      why = "for higher-priority work";
+    }
+    if (Shrink(id, pods, spare, reclaim_flavors, takes_borrowed && !config_.fair_share_preemption,
+               why, reclaim, now, out))
+      return true;
+  }
   if (cands.empty() || !plan(cands)) {
     e.reason = waiting_reason();
     e.budget_blocked = !budget_block.empty();
@@ -3005,6 +3307,11 @@ void Admitter::Terminated(int id, double now) {
   CountEvicting(id, -1);
   VictimStopped(id);
   e.assign.clear();
+  if (e.fragment_of >= 0) {  // pods an elastic shrink took: gone, nothing waits again
+    e.phase = Phase::kFinished;
+    e.reason = "stopped (elastic shrink)";
+    return;
+  }
   e.phase = Phase::kPending;
   e.admitted_at = -1;
   e.ready = false;

@@ -162,6 +162,11 @@ struct AdmissionConfig {
   // cycle).
   bool elastic_growth = true;
   int max_growths_per_cycle = 16;
+  // Elastic shrink: a preemption or reclaim that victims' pods beyond their pod sets' minCount
+  // (the last pods of each set) can make room for takes those pods and leaves the workloads
+  // running with fewer, before it evicts any workload whole (as KAI shrinks elastic jobs to
+  // their minimum).
+  bool elastic_shrink = true;
 };
 
 // Names the bad field ("queues[2].parent: unknown queue \"x\"", "... cycle ...", negatives,
@@ -189,7 +194,8 @@ Result<FlavorSpec> ParseFlavor(YamlMap& map);
 Status ParseQueuePolicies(YamlMap& map, QueueSpec* spec);
 // Only the cycle's knobs (usageHalfLife, historyWeight, gangTimeout, preemption,
 // fairSharePreemption, preemptionSearchesPerQueue, reclaimSearchesPerQueue, consolidation,
-// consolidationMaxMoves, reclaimHold, elasticGrowth), leaving other keys to the caller.
+// consolidationMaxMoves, reclaimHold, elasticGrowth, elasticShrink), leaving other keys to the
+// caller.
 Status ParseAdmissionSettings(YamlMap& map, AdmissionConfig* config);
 
 enum class Phase { kPending, kAdmitted, kEvicting, kFinished, kInfeasible };
@@ -220,8 +226,15 @@ struct SubmitOptions {
   // Restore of a grown workload: when it last grew (its size before that counted as its
   // least, for the work an eviction would lose); -1: never.
   double resized_at = -1;
+  // Whether an elastic shrink may take its pods beyond its minCount (the server: not while
+  // pods a shrink took are still stopping).
+  bool may_shrink = true;
 };
 
+// A victim is a whole workload, or the pods an elastic shrink takes from one: then `victim` is
+// a new handle for those pods alone (fragment_of names the workload, which runs on with the
+// rest; its pod_counts say how many). Either way the caller calls Terminated(victim) once its
+// grace period ends; a fragment then frees its devices and is gone (nothing waits again).
 struct Eviction {
   int victim = 0;
   int preemptor = 0;  // -1: none (its queue drains)
@@ -254,6 +267,10 @@ class Admitter {
   // budget and is not chosen again.
   Result<int> Restore(const Workload& spec, const std::vector<Assignment>& assign,
                       double admitted_at, SubmitOptions options = {}, bool evicting = false);
+  // The pods of restored workload `parent` that an elastic shrink takes and that have not
+  // stopped yet, as a rebuilding caller finds them (Restore the workload with the pods it keeps):
+  // per pod, its pod set's index and where it runs. An evicting fragment (see Eviction).
+  Result<int> RestoreFragment(int parent, const std::vector<std::pair<int, Assignment>>& pods);
   // Takes capacity out of the fleet for the Admitter's life (a cordoned GPU, a node that must
   // take no new work): `a` as if placed for `req`, charged to no queue.
   void Reserve(const Assignment& a, const PodRequest& req) { state_.Apply(a, req); }
@@ -302,6 +319,8 @@ class Admitter {
   // that is fewer.
   const std::vector<int>& pod_counts(int id) const { return entries_[id].counts; }
   bool partially_admitted(int id) const { return entries_[id].counts != entries_[id].full_counts; }
+  // The workload a fragment's pods were taken from (an elastic shrink), or -1.
+  int fragment_of(int id) const { return entries_[id].fragment_of; }
   // A pending preemptor's planned place (one per pod, in pod-set order) while its victims stop;
   // empty otherwise. A caller that rebuilds the Admitter keeps it for RestoreNomination.
   std::vector<Assignment> plan(int id) const;
@@ -416,6 +435,10 @@ class Admitter {
     bool explained = false;      // the full placement explanation was computed once
     bool probe = false;          // woken only to try consolidation for it (see Wake)
     std::string history;         // why it waits again (a release), kept beside new reasons
+    // A fragment: pods an elastic shrink took from workload `fragment_of`, stopping; `pods`
+    // and `assign` are those pods only.
+    int fragment_of = -1;
+    double shrunk_at = -1;  // when a shrink last took pods from it (it does not grow then)
   };
   struct ParkedShape {
     std::vector<PodRequest> pods;
@@ -573,6 +596,25 @@ class Admitter {
   void MarkEvicting(int victim, int preemptor, const std::string& reason, CycleResult& out);
   void TrialRelease(int v);
   void TrialReapply(int v);
+  // Places `pod` where it fits now (a preemption's trial; on the nodes `only` where given),
+  // applied and added to `placed`.
+  bool PlaceNow(const PodRequest& pod,
+                std::vector<std::pair<Assignment, const PodRequest*>>& placed,
+                const std::vector<int>* only = nullptr);
+  // Elastic shrink (AdmissionConfig::elastic_shrink) for Preempt: room for `pods` from the
+  // last pods of the elastic victims among `cands` (eligible victims, cheapest first), beyond
+  // their pod sets' minCount, each victim queue kept at its guarantee in the reclaimed
+  // flavours where `reclaim_flavors` asks so. Commits like Preempt; false if it cannot.
+  bool Shrink(int id, const std::vector<PodRequest>& pods, const std::vector<Candidate>& cands,
+              uint64_t reclaim_flavors, bool check_lending, const std::string& why, bool reclaim,
+              double now, CycleResult& out);
+  // Running workload id holds `pods` at `assign` (`counts` per pod set) from now: charged,
+  // held and its size noted (its devices on the state are the caller's to apply or release).
+  void Resize(int id, const std::vector<int>& counts, std::vector<PodRequest> pods,
+              std::vector<Assignment> assign);
+  // Moves the last `cut[s]` pods of each pod set s of running workload v into a new fragment
+  // entry (admitted, same queue), which it returns; v keeps running with the rest.
+  int Split(int v, const std::vector<int>& cut);
   bool Preempt(int id, const std::vector<PodRequest>& pods, uint64_t allowed_models, double now,
                CycleResult& out);
   void Charge(int id, int sign);
@@ -638,6 +680,9 @@ class Admitter {
     int in_min_runtime = 0;
     std::string budget_block;
     std::vector<Candidate> later;  // eligible but within their minimum runtime
+    // Elastic workloads of other queues not eligible whole (their queue would drop below its
+    // guarantee without them) whose pods beyond their minCount may be (elastic shrink).
+    std::vector<Candidate> spare_only;
   };
   // Who asks: leaf, priority, flavours taken back, CPU or memory taken back, quota short,
   // borrowing, size (fair-share preemption), arrival (LowerOrNewerEqualPriority).

@@ -202,6 +202,7 @@ Status ParseAdmissionSettings(YamlMap& m, AdmissionConfig* c) {
   ASSIGN_OR_RETURN(c->reclaim_hold_s, m.Double("reclaimHold", 300.0));
   if (c->reclaim_hold_s < 0) return m.Error("reclaimHold", "must not be negative");
   ASSIGN_OR_RETURN(c->elastic_growth, m.Bool("elasticGrowth", true));
+  ASSIGN_OR_RETURN(c->elastic_shrink, m.Bool("elasticShrink", true));
   return Status();
 }
 

@@ -605,7 +605,8 @@ Result<Scenario> LoadScenario(const std::string& path, const std::string& trace_
 
 namespace {
 
-enum class EventType { kArrive, kTerminate, kFinish, kWake };
+// kShrunk: the pods an elastic shrink took from a run (fragment `aux` of its admitter) stop.
+enum class EventType { kArrive, kTerminate, kFinish, kWake, kShrunk };
 
 struct Event {
   double t;
@@ -614,6 +615,7 @@ struct Event {
   EventType type;
   int w;
   int epoch;
+  int aux = -1;
   bool operator>(const Event& o) const {
     return std::tie(t, order, seq) > std::tie(o.t, o.order, o.seq);
   }
@@ -850,9 +852,9 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
   std::vector<WState> ws(nw);
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events;
   int64_t seq = 0;
-  auto push = [&](double t, EventType type, int w, int epoch) {
+  auto push = [&](double t, EventType type, int w, int epoch, int aux = -1) {
     int order = type == EventType::kArrive ? 2 : (type == EventType::kWake ? 1 : 0);
-    events.push(Event{t, order, seq++, type, w, epoch});
+    events.push(Event{t, order, seq++, type, w, epoch, aux});
   };
   double first = std::numeric_limits<double>::infinity(), last = 0;
   for (int i = 0; i < nw; ++i) {
@@ -1084,6 +1086,13 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
     return sum;
   };
   auto stop_use = [&](int w, double t) { use(w, t, -1); };
+  // GPUs (milli) pods an elastic shrink took from run w hold until they stop (their grace).
+  auto held_by_stopping = [&](int w, double g, double t) {
+    use_gpu[sc.workloads[w].team] += g;
+    alloc_now += g;
+    unit_use[unit_of(w)] += g;
+    changed_unit(unit_of(w), t);
+  };
 
   // Handle → workload, per group.
   std::vector<std::vector<int>> by_handle(groups.size());
@@ -1158,6 +1167,14 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
         case EventType::kWake:
           dirty = true;
           break;
+        case EventType::kShrunk: {
+          // Its devices are free now; the run (if it still runs) holds only what it kept.
+          const int64_t milli = adm.gpu_milli(ev.aux);
+          adm.Terminated(ev.aux, ev.t);
+          held_by_stopping(ev.w, -static_cast<double>(milli), ev.t);
+          dirty = true;
+          break;
+        }
       }
     }
     flush();
@@ -1205,26 +1222,42 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
           changed = true;
         }
         // Elastic growth: from now on it runs (and finishes) at its new size.
-        for (int h : cr.grown) {
-          const int w = by_handle[gi][h];
+        // Resized (grown, or shrunk by a preemption): from now it runs, and finishes, at the
+        // pace of the pods admitter handle h holds.
+        const auto resize = [&](int w, int h) {
           WState& st = ws[w];
-          if (!st.running || st.evicting) continue;
           const double done = st.progress + run_integral(st, st.admit_t, tick, false);
           stop_use(w, tick);
-          int started = 0;
-          for (int c : adm.pod_counts(h)) started += c;
-          st.rate = static_cast<double>(started) / sc.workloads[w].spec.pod_count();
+          int pods = 0;
+          for (int c : adm.pod_counts(h)) pods += c;
+          st.rate = static_cast<double>(pods) / sc.workloads[w].spec.pod_count();
           st.run_milli = WorkloadMilli(sc.workloads[w].spec) * st.rate;
           st.spells.push_back({tick, st.rate, st.run_milli});
           start_use(w, tick);
           ++st.epoch;
           push(tick + std::max(0.0, sc.workloads[w].duration_s - done) / st.rate,
                EventType::kFinish, w, st.epoch);
-          ++res.elastic_growths;
           changed = true;
+        };
+        for (int h : cr.grown) {
+          const int w = by_handle[gi][h];
+          if (!ws[w].running || ws[w].evicting) continue;
+          resize(w, h);
+          ++res.elastic_growths;
         }
         for (const Eviction& e : cr.evicted) {
           if (e.preemptor < 0) continue;  // a drain: scenario queues cannot be stopped
+          if (const int parent = adm.fragment_of(e.victim); parent >= 0) {
+            // Elastic shrink: the run goes on with the pods it keeps, from now at their pace
+            // (no work lost); the pods taken hold their GPUs until their grace ends.
+            const int w = by_handle[gi][parent];
+            resize(w, parent);
+            held_by_stopping(w, static_cast<double>(adm.gpu_milli(e.victim)), tick);
+            push(tick + sc.grace_s, EventType::kShrunk, w, 0, e.victim);
+            ++res.elastic_shrinks;
+            res.elastic_shrink_pods += static_cast<int64_t>(adm.assignments(e.victim).size());
+            continue;
+          }
           int v = by_handle[gi][e.victim], p = by_handle[gi][e.preemptor];
           WState& vs = ws[v];
           vs.evicting = true;
@@ -1394,6 +1427,8 @@ void PrintReplayJson(const ReplayResult& r, std::ostream& out) {
   j["preemptions"] = r.preemptions;
   j["partial_admissions"] = r.partial_admissions;
   j["elastic_growths"] = r.elastic_growths;
+  j["elastic_shrinks"] = r.elastic_shrinks;
+  j["elastic_shrink_pods"] = r.elastic_shrink_pods;
   j["gpu_seconds_lost"] = r.gpu_seconds_lost;
   j["cycles"] = r.cycles;
   j["cycle_mean_ms"] = r.cycles ? 1000 * r.cycle_seconds / r.cycles : 0.0;
@@ -1459,6 +1494,10 @@ void PrintReplayTable(const std::vector<ReplayResult>& results, std::ostream& ou
         << "% less work evictions threw away)  Jain " << std::setprecision(3) << r.jain_index
         << std::setprecision(1) << "  preemptions " << r.preemptions << "  GPU-seconds lost "
         << r.gpu_seconds_lost << "\n";
+    if (r.partial_admissions || r.elastic_growths || r.elastic_shrinks)
+      out << "  elastic: " << r.partial_admissions << " started in part, " << r.elastic_growths
+          << " growths, " << r.elastic_shrinks << " shrinks (" << r.elastic_shrink_pods
+          << " pods taken)\n";
     for (const ReplayResult::BoundCheck* b : {&r.bound, &r.bound_alone}) {
       out << (b == &r.bound ? "  guarantee bound (team's pending work in queue order): "
                             : "  guarantee bound (each workload alone): ")

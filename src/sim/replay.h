@@ -181,6 +181,10 @@ struct ReplayResult {
   int64_t preemptions = 0;
   int64_t partial_admissions = 0;  // admissions with fewer pods than asked (minPods)
   int64_t elastic_growths = 0;     // runs started in part that took more pods later
+  // Preemptions that took an elastic run's pods beyond its minimum and left it running with the
+  // rest (elastic shrink; not counted in `preemptions`, and no work is lost), and the pods taken.
+  int64_t elastic_shrinks = 0;
+  int64_t elastic_shrink_pods = 0;
   double gpu_seconds_lost = 0;
   std::vector<TeamResult> teams;
   // Guarantee-wait bound, per workload: from the moment a pending workload fits in what its
