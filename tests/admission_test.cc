@@ -861,6 +861,28 @@ TEST_F(AdmissionTest, ElasticShrinkTakesSparePodsBeforeEvictingWhole) {
   }
 }
 
+// One elastic shrink decision per workload and cycle (the server writes one mark per workload
+// and cycle): two reclaims in one cycle shrink g once, the second waits a cycle; nor is a
+// workload shrunk in a cycle evicted whole in it.
+TEST_F(AdmissionTest, ElasticShrinkDecidesOncePerWorkloadAndCycle) {
+  Make(Nodes(2, 4), {Leaf("a", 0), Leaf("b", 8)});
+  Workload gang = Gpus("g", "a", 1, 0, 8, /*gang=*/true);
+  gang.pod_sets[0].min_count = 2;
+  const int g = Submit(gang, 0);
+  adm_->Cycle(1, 1000);
+  adm_->PodsReady(g);
+  Submit(Gpus("x1", "b", 1), 10);
+  Submit(Gpus("x2", "b", 1), 10);
+  CycleResult cr = adm_->Cycle(10, 1000);
+  ASSERT_EQ(cr.evicted.size(), 1u);
+  EXPECT_EQ(adm_->fragment_of(cr.evicted[0].victim), g);
+  EXPECT_EQ(adm_->pod_counts(g), std::vector<int>{7});
+  cr = adm_->Cycle(11, 1000);
+  ASSERT_EQ(cr.evicted.size(), 1u);
+  EXPECT_EQ(adm_->fragment_of(cr.evicted[0].victim), g);
+  EXPECT_EQ(adm_->pod_counts(g), std::vector<int>{6});
+}
+
 // Elastic shrink keeps lenders at their guarantee, and restores as the server rebuilds it.
 // Nodes of 4, 4 and 1 GPUs (the last with too few cores for any pod); a, guaranteed 5, runs
 // gang g on the two 4-GPU nodes (8 pods, two needed), lending b (guaranteed 4) 3: b's 3-GPU
@@ -868,12 +890,14 @@ TEST_F(AdmissionTest, ElasticShrinkTakesSparePodsBeforeEvictingWhole) {
 // either). A fragment restored beside its
 // workload holds its GPUs until Terminated.
 TEST_F(AdmissionTest, ElasticShrinkKeepsLendersAtTheirGuarantee) {
-  for (int want : {3, 4}) {
-    SCOPED_TRACE(want);
+  for (auto [want, fair] : std::vector<std::pair<int, bool>>{{3, false}, {4, false}, {4, true}}) {
+    SCOPED_TRACE(std::to_string(want) + (fair ? " GPUs, fair-share preemption" : " GPUs"));
     Fleet fleet = Nodes(2, 4);
     fleet.nodes.push_back(GpuNode("small", 1));
     fleet.nodes.back().cpu = MilliCpu(500);  // too few cores for any pod here
-    Make(fleet, {Leaf("a", 5), Leaf("b", 4)});
+    AdmissionConfig config;
+    config.fair_share_preemption = fair;
+    Make(fleet, {Leaf("a", 5), Leaf("b", 4)}, {}, config);
     Workload gang = Gpus("g", "a", 1, 0, 8, /*gang=*/true);
     gang.pod_sets[0].min_count = 2;
     const int g = Submit(gang, 0);

@@ -653,7 +653,6 @@ Result<CycleStats> Scheduler::RunOnce() {
           allocated_by_tenant[sw.w().tenant.str()] += r.total_gpu_milli() / 1000.0;
         ++stats.running;
         if (preemption.is_object()) ++victims_of[Str(preemption, "by")];
-        if (!kept_counts.empty()) ++victims_of[Str(shrink, "by")];
         bound.push_back({std::move(sw), std::move(*assignments), preemption.is_object() || expiring,
                          expiring || (preemption.is_object() && Str(preemption, "by").empty()),
                          std::move(kept_counts)});
@@ -919,10 +918,15 @@ Result<CycleStats> Scheduler::RunOnce() {
           w.queue = QueueId(kUnqueuedQueue);
           id = admitter->Restore(w, assign, now_s, options, bound[b].evicting);
         }
-        // (A fragment it cannot restore still holds its devices.)
-        if (id.ok() && !fragment.empty() && !admitter->RestoreFragment(*id, fragment).ok())
-          for (size_t i : fragment_index)
-            admitter->Reserve(bound[b].assign[i], bound[b].sw.pods[i]);
+        // (A fragment it cannot restore still holds its devices.) Its preemptor waits for it.
+        if (id.ok() && !fragment.empty()) {
+          if (admitter->RestoreFragment(*id, fragment).ok()) {
+            ++victims_of[Str(Field(bound_status, "shrink"), "by")];
+          } else {
+            for (size_t i : fragment_index)
+              admitter->Reserve(bound[b].assign[i], bound[b].sw.pods[i]);
+          }
+        }
         if (id.ok()) {
           bound_of[*id] = b;
         } else {

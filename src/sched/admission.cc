@@ -1130,6 +1130,7 @@ Result<int> Admitter::RestoreFragment(int parent,
     f.memory_mib += p.memory_mib;
   }
   f.fragment_of = parent;
+  f.options.leaving = false;  // (it stops for a preemptor, whatever its workload does)
   f.ready = true;
   f.phase = Phase::kEvicting;
   f.reason = "being stopped (elastic shrink)";
@@ -2330,7 +2331,9 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
       if (!is_leaf(q) || q == me.leaf) continue;
       for (int v : queues_[q].running) {
         const Entry& w = entries_[v];
-        if (!w.options.preemptible || now - w.admitted_at < w.options.min_runtime_s) continue;
+        if (!w.options.preemptible || now - w.admitted_at < w.options.min_runtime_s ||
+            w.shrunk_at == now_)
+          continue;
         if (queues_[me.leaf].spec.preemption.reclaim_within_cohort ==
                 PreemptionPolicy::Reclaim::kLowerPriority &&
             w.spec.priority >= me.spec.priority)
@@ -2634,9 +2637,10 @@ bool Admitter::PlaceNow(const PodRequest& pod,
 }
 
 bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
-                      const std::vector<Candidate>& cands, uint64_t reclaim_flavors,
-                      bool check_lending, const std::string& why, bool reclaim, double now,
+                      const std::vector<Candidate>& cands, const ShrinkScope& scope, double now,
                       CycleResult& out) {
+  const uint64_t reclaim_flavors = scope.reclaim_flavors;
+  const std::string& why = scope.why;
   // (Entries are added below: `e` is not used once the first is.)
   const Entry& e = entries_[id];
   const std::string name = e.spec.name.str();
@@ -2644,7 +2648,10 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
   std::vector<int> elastic;
   for (const Candidate& c : cands) {
     const Entry& w = entries_[c.id];
-    if (w.fragment_of >= 0 || w.phase != Phase::kAdmitted || !w.options.may_shrink) continue;
+    // (Not one shrunk this cycle: one decision per workload and cycle.)
+    if (w.fragment_of >= 0 || w.phase != Phase::kAdmitted || !w.options.may_shrink ||
+        w.shrunk_at == now_)
+      continue;
     for (size_t s = 0; s < w.counts.size(); ++s) {
       if (w.counts[s] > w.min_counts[s]) {
         elastic.push_back(c.id);
@@ -2690,11 +2697,16 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
       const int f = FlavorOf(w.pods[i], state_.node_model(w.assign[i].node));
       if (f >= 0) add[f] += w.pods[i].total_gpu_milli();
     }
-    if (check_lending && w.leaf != e.leaf)
-      for (auto [f, m] : add)
-        if (f < 64 && (reclaim_flavors >> f & 1) &&
+    const bool must_lend = scope.must_lend.count(v) > 0;
+    if ((scope.check_lending || must_lend) && w.leaf != e.leaf) {
+      for (auto [f, m] : add) {
+        const bool reclaimed = f < 64 && (reclaim_flavors >> f & 1);
+        if (must_lend && !reclaimed) return -1;  // (only what it borrows where reclaimed)
+        if (reclaimed &&
             vq.usage[f] - vq.evicting_usage[f] - taken[{w.leaf, f}] - m < vq.guaranteed[f])
           return -1;
+      }
+    }
     for (auto [f, m] : add) taken[{w.leaf, f}] += m;
     if (untouched) ++victims_of_queue[w.leaf];
     for (int k = c[s]; k < to; ++k) {
@@ -2799,8 +2811,8 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
     MarkEvicting(f, id, reason, out);
     fragments.push_back(f);
   }
-  if (reclaim) NoteReclaim(id, fragments, now, reclaim_flavors, 0);
-  Nominate(id, static_cast<int>(fragments.size()), reclaim);
+  if (scope.reclaim) NoteReclaim(id, fragments, now, reclaim_flavors, scope.res_reclaim);
+  Nominate(id, static_cast<int>(fragments.size()), scope.reclaim);
   SetPlan(id, placed);
   entries_[id].victims_ready_at = -1;
   entries_[id].reason = "preempting " + std::to_string(taken_pods) + " pod(s) of " +
@@ -2978,7 +2990,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
       }
       if (!own && !other) {
         // Borrowing with its pods beyond its minCount only: those may go (elastic shrink).
-        if (config_.elastic_shrink && w.leaf != leaf && takes_borrowed && !quota_short &&
+        if (config_.elastic_shrink && w.leaf != leaf && reclaim_flavors != 0 && !quota_short &&
             priority_allows(w) && w.counts != w.min_counts &&
             now - w.admitted_at >= w.options.min_runtime_s) {
           const int budget = queues_[w.leaf].spec.disruption_budget;
@@ -3005,7 +3017,8 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   std::string budget_block = cached->second.budget_block;
   std::vector<Candidate> cands;
   for (const Candidate& c : cached->second.cands)
-    if (entries_[c.id].phase == Phase::kAdmitted) cands.push_back(c);
+    if (entries_[c.id].phase == Phase::kAdmitted && entries_[c.id].shrunk_at != now_)
+      cands.push_back(c);
   auto waiting_reason = [&]() {
     std::string r = e.reason.substr(0, e.reason.find("; waiting:"));
     if (in_min_runtime)
@@ -3201,22 +3214,27 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     chosen.clear();
   };
   // Elastic victims' spare pods first: taking them loses no work (they run on with fewer).
-  std::vector<Candidate> spare = cands;
-  for (const Candidate& c : cached->second.spare_only)
-    if (entries_[c.id].phase == Phase::kAdmitted) spare.push_back(c);
-  std::sort(spare.begin(), spare.end(), cheaper);
-  if (config_.elastic_shrink && !quota_short && !spare.empty()) {
-    std::string why;
+  if (config_.elastic_shrink && !quota_short) {
+    ShrinkScope scope;
+    scope.reclaim_flavors = reclaim_flavors;
+    scope.res_reclaim = res_reclaim;
+    scope.check_lending = takes_borrowed && !config_.fair_share_preemption;
+    scope.reclaim = reclaim;
     if (borrow_preempt) {
-      why = "for higher-priority work borrowing in queue " + queues_[leaf].spec.name;
+      scope.why = "for higher-priority work borrowing in queue " + queues_[leaf].spec.name;
     } else if (takes_borrowed) {
-      why = "queue " + queues_[leaf].spec.name + " reclaims its guarantee";
+      scope.why = "queue " + queues_[leaf].spec.name + " reclaims its guarantee";
     } else {
-      why = "for higher-priority work";
+      scope.why = "for higher-priority work";
     }
-    if (Shrink(id, pods, spare, reclaim_flavors, takes_borrowed && !config_.fair_share_preemption,
-               why, reclaim, now, out))
-      return true;
+    std::vector<Candidate> spare = cands;
+    for (const Candidate& c : cached->second.spare_only) {
+      if (entries_[c.id].phase != Phase::kAdmitted) continue;
+      spare.push_back(c);
+      scope.must_lend.insert(c.id);
+    }
+    std::sort(spare.begin(), spare.end(), cheaper);
+    if (!spare.empty() && Shrink(id, pods, spare, scope, now, out)) return true;
   }
   if (cands.empty() || !plan(cands)) {
     e.reason = waiting_reason();

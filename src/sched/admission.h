@@ -233,7 +233,8 @@ struct SubmitOptions {
 
 // A victim is a whole workload, or the pods an elastic shrink takes from one: then `victim` is
 // a new handle for those pods alone (fragment_of names the workload, which runs on with the
-// rest; its pod_counts say how many). Either way the caller calls Terminated(victim) once its
+// rest; the workload's pod_counts say how many it keeps, the fragment's assignments which
+// pods go). Either way the caller calls Terminated(victim) once its
 // grace period ends; a fragment then frees its devices and is gone (nothing waits again).
 struct Eviction {
   int victim = 0;
@@ -601,13 +602,23 @@ class Admitter {
   bool PlaceNow(const PodRequest& pod,
                 std::vector<std::pair<Assignment, const PodRequest*>>& placed,
                 const std::vector<int>* only = nullptr);
+  // What an elastic shrink for Preempt may take and why: the flavours (and CPU or memory) it
+  // reclaims, whether other queues' victims must stay at their guarantee in those flavours
+  // (`check_lending`; those in `must_lend` always, and only pods in those flavours), the
+  // reason, and whether it is a reclaim (for the reclaim hold).
+  struct ShrinkScope {
+    uint64_t reclaim_flavors = 0;
+    unsigned res_reclaim = 0;
+    bool check_lending = false;
+    std::set<int> must_lend;
+    std::string why;
+    bool reclaim = false;
+  };
   // Elastic shrink (AdmissionConfig::elastic_shrink) for Preempt: room for `pods` from the
   // last pods of the elastic victims among `cands` (eligible victims, cheapest first), beyond
-  // their pod sets' minCount, each victim queue kept at its guarantee in the reclaimed
-  // flavours where `reclaim_flavors` asks so. Commits like Preempt; false if it cannot.
+  // their pod sets' minCount. Commits like Preempt; false if it cannot.
   bool Shrink(int id, const std::vector<PodRequest>& pods, const std::vector<Candidate>& cands,
-              uint64_t reclaim_flavors, bool check_lending, const std::string& why, bool reclaim,
-              double now, CycleResult& out);
+              const ShrinkScope& scope, double now, CycleResult& out);
   // Running workload id holds `pods` at `assign` (`counts` per pod set) from now: charged,
   // held and its size noted (its devices on the state are the caller's to apply or release).
   void Resize(int id, const std::vector<int>& counts, std::vector<PodRequest> pods,

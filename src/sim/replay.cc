@@ -1086,9 +1086,15 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
     return sum;
   };
   auto stop_use = [&](int w, double t) { use(w, t, -1); };
-  // GPUs (milli) pods an elastic shrink took from run w hold until they stop (their grace).
-  auto held_by_stopping = [&](int w, double g, double t) {
-    use_gpu[sc.workloads[w].team] += g;
+  // What the pods an elastic shrink took from run w (fragment h of its admitter) hold until
+  // they stop (their grace period): added (sign +1) and, when they stop, taken off (-1).
+  auto held_by_stopping = [&](int w, int h, int sign, double t) {
+    const ReplayWorkload& rw = sc.workloads[w];
+    const Admitter& a = *groups[ws[w].group].admitter;
+    const double g = sign * static_cast<double>(a.gpu_milli(h));
+    const double pods = static_cast<double>(a.assignments(h).size());
+    use_gpu[rw.team] += g;
+    use_cpu[rw.team] += sign * WorkloadCpu(rw.spec) * pods / rw.spec.pod_count();
     alloc_now += g;
     unit_use[unit_of(w)] += g;
     changed_unit(unit_of(w), t);
@@ -1169,9 +1175,8 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
           break;
         case EventType::kShrunk: {
           // Its devices are free now; the run (if it still runs) holds only what it kept.
-          const int64_t milli = adm.gpu_milli(ev.aux);
+          held_by_stopping(ev.w, ev.aux, -1, ev.t);
           adm.Terminated(ev.aux, ev.t);
-          held_by_stopping(ev.w, -static_cast<double>(milli), ev.t);
           dirty = true;
           break;
         }
@@ -1252,7 +1257,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
             // (no work lost); the pods taken hold their GPUs until their grace ends.
             const int w = by_handle[gi][parent];
             resize(w, parent);
-            held_by_stopping(w, static_cast<double>(adm.gpu_milli(e.victim)), tick);
+            held_by_stopping(w, e.victim, +1, tick);
             push(tick + sc.grace_s, EventType::kShrunk, w, 0, e.victim);
             ++res.elastic_shrinks;
             res.elastic_shrink_pods += static_cast<int64_t>(adm.assignments(e.victim).size());
