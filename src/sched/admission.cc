@@ -3227,7 +3227,10 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     } else {
       scope.why = "for higher-priority work";
     }
-    std::vector<Candidate> spare = cands;
+    // The elastic ones among the victims, cheapest first (few: no copy of them all).
+    std::vector<Candidate> spare;
+    for (const Candidate& c : cands)
+      if (entries_[c.id].counts != entries_[c.id].min_counts) spare.push_back(c);
     for (const Candidate& c : cached->second.spare_only) {
       if (entries_[c.id].phase != Phase::kAdmitted) continue;
       spare.push_back(c);
