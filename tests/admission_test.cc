@@ -2527,6 +2527,35 @@ TEST(ReplayTest, ElasticShrinkLetsAReclaimTakePodsNotTheRun) {
   }
 }
 
+// The guarantee bound's causes: b, below its guarantee, waits for a 1-GPU pod while a holds
+// exactly its guarantee (8 GPUs) and every core of both nodes, so there is nothing b may take
+// back; the exception says so ("nothing to reclaim") rather than blame victims or room.
+TEST(ReplayTest, BoundExceptionsNameNothingToReclaim) {
+  auto sc = TwoTeamScenario("nothing", 16, R"(
+    guarantee: 8
+    workloads:
+      - {pods: 1, cpu: 1, memory: 16Gi, devices: {gpus: 1}, duration: 100-200}
+)");
+  ASSERT_TRUE(sc.ok()) << sc.status().message();
+  auto [a_tpl, b_tpl] = TeamTemplates(*sc);
+  const MilliCpu cores = sc->fleet.nodes.at(0).cpu;
+  sim::ReplayWorkload hog0 = Shaped(a_tpl, "a-hog-0", 0, 1000, 4);
+  hog0.spec.pod_sets[0].cpu = cores;
+  sim::ReplayWorkload hog1 = hog0;
+  hog1.spec.name = WorkloadId("a-hog-1");
+  sc->workloads = {hog0, hog1, Shaped(b_tpl, "b-small", 10, 100, 1),
+                   Shaped(a_tpl, "a-last", 2000, 10, 1)};
+  auto r = sim::RunReplay(*sc, "fabrica");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->bound.exceptions.size(), 1u);
+  const sim::BoundException& e = r->bound.exceptions[0];
+  EXPECT_EQ(e.workload, "b-small");
+  EXPECT_EQ(e.kind, "nothing to reclaim") << e.cause;
+  EXPECT_NEAR(e.wait_s, 990, 2);
+  EXPECT_NE(e.cause.find("nothing to reclaim"), std::string::npos) << e.cause;
+  EXPECT_EQ(r->preemptions, 0);
+}
+
 // cpuGuarantees: the generated queues guarantee the pods' CPU too, each team its CPU demand's
 // share of guaranteeShare of the fleet's cores; with a scenario's own queues it is refused.
 TEST(ReplayTest, CpuGuaranteesFollowCpuDemand) {

@@ -333,6 +333,10 @@ class Admitter {
   // Its last attempt searched for victims and found none it may evict because their queues'
   // disruption budgets allow no more evictions.
   bool budget_blocked(int id) const { return entries_[id].budget_blocked; }
+  // Whether a preemption search could find any victim for it now: lower-priority work of its
+  // own queue it may preempt, or other queues' work it may take back (they hold more than their
+  // guarantee) or preempt under fair share. False: waiting is all it can do.
+  bool may_preempt(int id) const { return MayPreempt(id); }
   bool nominated(int id) const { return entries_[id].nominated; }  // victims still stopping
   // GPUs (milli) of flavour `flavor` that workload id's queue has promised to its other
   // nominated preemptors (their victims are still stopping): room below the guarantee that is

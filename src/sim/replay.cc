@@ -660,6 +660,14 @@ struct WState {
   // promised to other workloads of its queue already reclaiming (their victims still stopping).
   double promised_s[2] = {0, 0};
   double promised_since[2] = {-1, -1};
+  // Likewise the time in which there was nothing it could reclaim: no other queue held more
+  // than its guarantee and its own queue ran nothing it may preempt (the free GPUs, enough in
+  // number, were where it does not fit, as on nodes whose cores are taken).
+  double nothing_s[2] = {0, 0};
+  double nothing_since[2] = {-1, -1};
+  // The time in which any of the three held (a budget, a promise, nothing to reclaim).
+  double excused_s[2] = {0, 0};
+  double excused_since[2] = {-1, -1};
   std::tuple<int, double, int> order;  // its place in its queue while pending (see pend_order)
   std::string reason;                  // why it still waited at the last cycle (while it fits)
 };
@@ -913,6 +921,10 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
     st.budget_since[view] = -1;
     st.promised_s[view] = 0;
     st.promised_since[view] = -1;
+    st.nothing_s[view] = 0;
+    st.nothing_since[view] = -1;
+    st.excused_s[view] = 0;
+    st.excused_since[view] = -1;
   };
   auto check_wait = [&](int w, int view, double at, const std::string& note) {
     WState& st = ws[w];
@@ -939,6 +951,26 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
                  "already reclaiming)";
         if (kind != "disruption budget" && wait - spoken <= bound + 1e-9)
           kind = "room promised in its queue";
+      }
+      const double nothing =
+          st.nothing_s[view] + (st.nothing_since[view] >= 0 ? at - st.nothing_since[view] : 0);
+      if (nothing > 0) {
+        cause += " (for " + std::to_string(static_cast<int64_t>(nothing)) +
+                 " s of the wait no other queue held more than its guarantee and its own queue "
+                 "nothing it may preempt: nothing to reclaim, the free GPUs where it does not fit)";
+        if (kind != "disruption budget" && kind != "room promised in its queue" &&
+            wait - nothing <= bound + 1e-9)
+          kind = "nothing to reclaim";
+      }
+      // None alone explains the excess but together they do: named by the longest.
+      const double excused =
+          st.excused_s[view] + (st.excused_since[view] >= 0 ? at - st.excused_since[view] : 0);
+      if (kind != "disruption budget" && kind != "room promised in its queue" &&
+          kind != "nothing to reclaim" && wait - excused <= bound + 1e-9) {
+        kind = blocked >= spoken && blocked >= nothing ? "disruption budget"
+               : spoken >= nothing                     ? "room promised in its queue"
+                                                       : "nothing to reclaim";
+        kind += " (with others)";
       }
       b.exceptions.push_back({sc.workloads[w].spec.name.str(), sc.teams[sc.workloads[w].team].name,
                               wait, bound, cause, kind});
@@ -1316,18 +1348,21 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
               size <= room + 1e-9 &&
               size > room - static_cast<double>(adm.promised_to_others(st.id, flavor)) + 1e-9;
         }
+        const bool nothing = policy_name == "fabrica" && !adm.may_preempt(st.id);
+        // Time in a state: from when it began (since) to when it ended (added to total).
+        const auto track = [&](bool on, double& total, double& since) {
+          if (on && since < 0) since = tick;
+          if (!on && since >= 0) {
+            total += tick - since;
+            since = -1;
+          }
+        };
         for (int view : {kInOrder, kAlone}) {
           if (st.fits_since[view] < 0) continue;
-          if (blocked && st.budget_since[view] < 0) st.budget_since[view] = tick;
-          if (!blocked && st.budget_since[view] >= 0) {
-            st.budget_s[view] += tick - st.budget_since[view];
-            st.budget_since[view] = -1;
-          }
-          if (promised && st.promised_since[view] < 0) st.promised_since[view] = tick;
-          if (!promised && st.promised_since[view] >= 0) {
-            st.promised_s[view] += tick - st.promised_since[view];
-            st.promised_since[view] = -1;
-          }
+          track(blocked, st.budget_s[view], st.budget_since[view]);
+          track(promised, st.promised_s[view], st.promised_since[view]);
+          track(nothing, st.nothing_s[view], st.nothing_since[view]);
+          track(blocked || promised || nothing, st.excused_s[view], st.excused_since[view]);
         }
         if (const double ready = adm.victims_ready_at(st.id); ready >= 0) {
           for (int view : {kInOrder, kAlone}) {
