@@ -861,6 +861,33 @@ TEST_F(AdmissionTest, ElasticShrinkTakesSparePodsBeforeEvictingWhole) {
   }
 }
 
+// A victim admitted earlier in the same cycle has not started: it is taken back and waits
+// again at once (no grace period, not an eviction), and its preemptor starts next cycle. In
+// arrival order (strict_priority off) x is admitted before higher-priority h, which needs the
+// whole node.
+TEST_F(AdmissionTest, AVictimAdmittedThisCycleIsTakenBackNotEvicted) {
+  AdmissionConfig config;
+  config.strict_priority = false;
+  Make(Nodes(1, 8), {Leaf("a", 8)}, {}, config);
+  const int x = Submit(Gpus("x", "a", 4), 0);
+  const int h = Submit(Gpus("h", "a", 8, /*priority=*/10), 0.5);
+  CycleResult cr = adm_->Cycle(1, 1000);
+  EXPECT_TRUE(cr.admitted.empty());
+  EXPECT_TRUE(cr.evicted.empty());
+  EXPECT_EQ(adm_->phase(x), Phase::kPending);
+  EXPECT_NE(adm_->reason(x).find("admitted and taken back in the same cycle for h"),
+            std::string::npos)
+      << adm_->reason(x);
+  EXPECT_NE(adm_->reason(h).find("1 admitted this cycle, taken back before starting"),
+            std::string::npos)
+      << adm_->reason(h);
+  EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 0);  // x charges nothing
+  EXPECT_EQ(adm_->state().allocated_gpu_milli(), 8000);    // the node is held for h
+  cr = adm_->Cycle(2, 1000);
+  EXPECT_EQ(cr.admitted, std::vector<int>{h});
+  EXPECT_EQ(adm_->phase(x), Phase::kPending);
+}
+
 // One elastic shrink decision per workload and cycle (the server writes one mark per workload
 // and cycle): two reclaims in one cycle shrink g once, the second waits a cycle; nor is a
 // workload shrunk in a cycle evicted whole in it.

@@ -3267,16 +3267,46 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     why = "for higher-priority work";
   }
   double lost = 0;
+  int stopping = 0, taken_back = 0;
   for (int v : chosen) {
+    // Admitted earlier in this cycle, it has not started: it waits again at once, as if it
+    // had not been admitted (no grace period, nothing lost, not counted against budgets).
+    if (std::find(out.admitted.begin(), out.admitted.end(), v) != out.admitted.end()) {
+      Unadmit(
+          v,
+          "admitted and taken back in the same cycle for " + e.spec.name.str() + " (" + why + ")",
+          out);
+      ++taken_back;
+      continue;
+    }
     lost += LostIfEvicted(v, now);
     MarkEvicting(v, id, "preempted by " + e.spec.name.str() + " (" + why + ")", out);
+    ++stopping;
   }
   if (reclaim && !own_only) NoteReclaim(id, chosen, now, reclaim_flavors, res_reclaim);
-  Nominate(id, static_cast<int>(chosen.size()), reclaim);
+  // (With every victim taken back it goes first next cycle, its room held meanwhile.)
+  Nominate(id, stopping, reclaim);
   SetPlan(id, placed);
   e.reason = "preempting " + std::to_string(chosen.size()) + " workload(s) " + why + ", " +
-             std::to_string(static_cast<int64_t>(lost)) + " GPU-seconds lost";
+             std::to_string(static_cast<int64_t>(lost)) + " GPU-seconds lost" +
+             (taken_back ? " (" + std::to_string(taken_back) +
+                               " admitted this cycle, taken back before starting)"
+                         : "");
   return true;
+}
+
+void Admitter::Unadmit(int id, const std::string& reason, CycleResult& out) {
+  Entry& e = entries_[id];
+  Unhold(id);
+  Charge(id, -1);
+  RemoveRunning(id);
+  e.assign.clear();
+  e.phase = Phase::kPending;
+  e.admitted_at = -1;
+  e.ready = false;
+  out.admitted.erase(std::find(out.admitted.begin(), out.admitted.end(), id));
+  Enqueue(id);
+  e.reason = reason;
 }
 
 void Admitter::Finish(int id, double now) {

@@ -599,6 +599,8 @@ class Admitter {
   bool Consolidate(int id, const std::vector<PodRequest>& pods, const TopologyConstraint& topology,
                    double now, CycleResult& out, bool reclaim = false);
   void MarkEvicting(int victim, int preemptor, const std::string& reason, CycleResult& out);
+  // Takes back a workload admitted earlier in this cycle (out.admitted): it waits again.
+  void Unadmit(int id, const std::string& reason, CycleResult& out);
   void TrialRelease(int v);
   void TrialReapply(int v);
   // Places `pod` where it fits now (a preemption's trial; on the nodes `only` where given),
