@@ -874,11 +874,14 @@ TEST_F(AdmissionTest, AVictimAdmittedThisCycleIsTakenBackNotEvicted) {
   CycleResult cr = adm_->Cycle(1, 1000);
   EXPECT_TRUE(cr.admitted.empty());
   EXPECT_TRUE(cr.evicted.empty());
+  EXPECT_EQ(cr.taken_back, std::vector<int>{x});  // (so a caller runs the next cycle)
   EXPECT_EQ(adm_->phase(x), Phase::kPending);
-  EXPECT_NE(adm_->reason(x).find("admitted and taken back in the same cycle for h"),
+  EXPECT_NE(adm_->reason(x).find("admitted and taken back in the same cycle: preempted by h"),
             std::string::npos)
       << adm_->reason(x);
-  EXPECT_NE(adm_->reason(h).find("1 admitted this cycle, taken back before starting"),
+  EXPECT_NE(adm_->reason(h).find("taking back 1 workload(s) admitted this cycle before they "
+                                 "started (for higher-priority work in queue a (at its quota)); "
+                                 "it starts next cycle"),
             std::string::npos)
       << adm_->reason(h);
   EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 0);  // x charges nothing

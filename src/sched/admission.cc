@@ -2597,19 +2597,20 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
 
   Entry& e = entries_[id];
   if (!reclaimed.empty()) NoteReclaim(id, reclaimed, now);
-  for (int v : reclaimed) {
-    MarkEvicting(v, id,
-                 "preempted by " + e.spec.name.str() + " (queue " + queues_[e.leaf].spec.name +
-                     " reclaims its guarantee; work that stays is moved into the room)",
-                 out);
-  }
-  for (int v : moved) {
-    MarkEvicting(v, id,
-                 "moved to make room for " + e.spec.name.str() +
-                     " (consolidation: it fits elsewhere and waits to be placed again)",
-                 out);
-  }
-  Nominate(id, static_cast<int>(moved.size() + reclaimed.size()), ReclaimEligible(id));
+  int stopping = 0;
+  for (int v : reclaimed)
+    stopping += EvictOrTakeBack(
+        v, id,
+        "preempted by " + e.spec.name.str() + " (queue " + queues_[e.leaf].spec.name +
+            " reclaims its guarantee; work that stays is moved into the room)",
+        out);
+  for (int v : moved)
+    stopping += EvictOrTakeBack(v, id,
+                                "moved to make room for " + e.spec.name.str() +
+                                    " (consolidation: it fits elsewhere and waits to be placed "
+                                    "again)",
+                                out);
+  Nominate(id, stopping, ReclaimEligible(id));
   SetPlan(id, mine);
   if (reclaimed.empty()) {
     e.reason = "consolidating: moving " + std::to_string(moved.size()) +
@@ -2648,9 +2649,11 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
   std::vector<int> elastic;
   for (const Candidate& c : cands) {
     const Entry& w = entries_[c.id];
-    // (Not one shrunk this cycle: one decision per workload and cycle.)
+    // (Not one shrunk this cycle, one decision per workload and cycle; nor one admitted this
+    // cycle, which is taken back whole if it must go.)
     if (w.fragment_of >= 0 || w.phase != Phase::kAdmitted || !w.options.may_shrink ||
-        w.shrunk_at == now_)
+        w.shrunk_at == now_ ||
+        std::find(out.admitted.begin(), out.admitted.end(), c.id) != out.admitted.end())
       continue;
     for (size_t s = 0; s < w.counts.size(); ++s) {
       if (w.counts[s] > w.min_counts[s]) {
@@ -3269,29 +3272,41 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   double lost = 0;
   int stopping = 0, taken_back = 0;
   for (int v : chosen) {
-    // Admitted earlier in this cycle, it has not started: it waits again at once, as if it
-    // had not been admitted (no grace period, nothing lost, not counted against budgets).
-    if (std::find(out.admitted.begin(), out.admitted.end(), v) != out.admitted.end()) {
-      Unadmit(
-          v,
-          "admitted and taken back in the same cycle for " + e.spec.name.str() + " (" + why + ")",
-          out);
+    const double loses = LostIfEvicted(v, now);
+    if (EvictOrTakeBack(v, id, "preempted by " + e.spec.name.str() + " (" + why + ")", out)) {
+      lost += loses;
+      ++stopping;
+    } else {
       ++taken_back;
-      continue;
     }
-    lost += LostIfEvicted(v, now);
-    MarkEvicting(v, id, "preempted by " + e.spec.name.str() + " (" + why + ")", out);
-    ++stopping;
   }
   if (reclaim && !own_only) NoteReclaim(id, chosen, now, reclaim_flavors, res_reclaim);
   // (With every victim taken back it goes first next cycle, its room held meanwhile.)
   Nominate(id, stopping, reclaim);
   SetPlan(id, placed);
-  e.reason = "preempting " + std::to_string(chosen.size()) + " workload(s) " + why + ", " +
-             std::to_string(static_cast<int64_t>(lost)) + " GPU-seconds lost" +
-             (taken_back ? " (" + std::to_string(taken_back) +
-                               " admitted this cycle, taken back before starting)"
-                         : "");
+  if (stopping == 0) {
+    e.reason = "taking back " + std::to_string(taken_back) +
+               " workload(s) admitted this cycle before they started (" + why +
+               "); it starts next cycle";
+  } else {
+    e.reason = "preempting " + std::to_string(stopping) + " workload(s) " + why + ", " +
+               std::to_string(static_cast<int64_t>(lost)) + " GPU-seconds lost" +
+               (taken_back ? " (and taking back " + std::to_string(taken_back) +
+                                 " admitted this cycle before it started)"
+                           : "");
+  }
+  return true;
+}
+
+bool Admitter::EvictOrTakeBack(int victim, int preemptor, const std::string& reason,
+                               CycleResult& out) {
+  // Admitted earlier in this cycle, it has not started: it waits again at once, as if it had
+  // not been admitted (no grace period, nothing lost, no eviction).
+  if (std::find(out.admitted.begin(), out.admitted.end(), victim) != out.admitted.end()) {
+    Unadmit(victim, "admitted and taken back in the same cycle: " + reason, out);
+    return false;
+  }
+  MarkEvicting(victim, preemptor, reason, out);
   return true;
 }
 
@@ -3305,6 +3320,7 @@ void Admitter::Unadmit(int id, const std::string& reason, CycleResult& out) {
   e.admitted_at = -1;
   e.ready = false;
   out.admitted.erase(std::find(out.admitted.begin(), out.admitted.end(), id));
+  out.taken_back.push_back(id);
   Enqueue(id);
   e.reason = reason;
 }

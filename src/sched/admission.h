@@ -247,6 +247,9 @@ struct CycleResult {
   std::vector<Eviction> evicted;
   std::vector<int> released;  // gangs that timed out, back to pending
   std::vector<int> grown;     // admitted in part, now with more pods (elastic growth)
+  // Admitted earlier in this cycle, then taken back for a preemptor before starting: pending
+  // again (not in `admitted`); its preemptor goes first next cycle.
+  std::vector<int> taken_back;
   int attempts = 0;
 };
 
@@ -601,6 +604,8 @@ class Admitter {
   void MarkEvicting(int victim, int preemptor, const std::string& reason, CycleResult& out);
   // Takes back a workload admitted earlier in this cycle (out.admitted): it waits again.
   void Unadmit(int id, const std::string& reason, CycleResult& out);
+  // A victim of `preemptor`: evicted (true), or taken back if admitted this cycle (false).
+  bool EvictOrTakeBack(int victim, int preemptor, const std::string& reason, CycleResult& out);
   void TrialRelease(int v);
   void TrialReapply(int v);
   // Places `pod` where it fits now (a preemption's trial; on the nodes `only` where given),

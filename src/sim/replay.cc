@@ -286,7 +286,8 @@ double MigCapacityMilli(const Fleet& fleet) {
 // disruption budget aside (the caller decides that one by the time it blocked).
 std::string ExceptionKind(const std::string& reason) {
   if (reason.find("minimum runtime") != std::string::npos) return "minimum runtime";
-  if (reason.rfind("preempting", 0) == 0 || reason.rfind("consolidating", 0) == 0)
+  if (reason.rfind("preempting", 0) == 0 || reason.rfind("consolidating", 0) == 0 ||
+      reason.rfind("taking back", 0) == 0)
     return "victims stopping";
   return "no room";
 }
@@ -660,9 +661,9 @@ struct WState {
   // promised to other workloads of its queue already reclaiming (their victims still stopping).
   double promised_s[2] = {0, 0};
   double promised_since[2] = {-1, -1};
-  // Likewise the time in which there was nothing it could reclaim: no other queue held more
-  // than its guarantee and its own queue ran nothing it may preempt (the free GPUs, enough in
-  // number, were where it does not fit, as on nodes whose cores are taken).
+  // Likewise the time in which no preemption search could find it a victim (the admitter's
+  // may_preempt: no other queue above its guarantee, nothing of its own it may preempt), while
+  // it waited neither for its own victims nor for room promised to others.
   double nothing_s[2] = {0, 0};
   double nothing_since[2] = {-1, -1};
   // The time in which any of the three held (a budget, a promise, nothing to reclaim).
@@ -957,7 +958,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
       if (nothing > 0) {
         cause += " (for " + std::to_string(static_cast<int64_t>(nothing)) +
                  " s of the wait no other queue held more than its guarantee and its own queue "
-                 "nothing it may preempt: nothing to reclaim, the free GPUs where it does not fit)";
+                 "ran nothing it may preempt: nothing to reclaim)";
         if (kind != "disruption budget" && kind != "room promised in its queue" &&
             wait - nothing <= bound + 1e-9)
           kind = "nothing to reclaim";
@@ -1317,6 +1318,8 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
           push(tick + sc.grace_s, EventType::kTerminate, v, vs.epoch);
           changed = true;
         }
+        // A preemptor whose victims were all taken back goes first next cycle.
+        if (!cr.taken_back.empty()) changed = true;
         for (int h : cr.released) {
           int w = by_handle[gi][h];
           ws[w].running = false;
@@ -1348,7 +1351,10 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
               size <= room + 1e-9 &&
               size > room - static_cast<double>(adm.promised_to_others(st.id, flavor)) + 1e-9;
         }
-        const bool nothing = policy_name == "fabrica" && !adm.may_preempt(st.id);
+        // (Not while its own victims stop, nor while its room is promised to others: those
+        // are waits of their own.)
+        const bool nothing = policy_name == "fabrica" && !adm.nominated(st.id) && !promised &&
+                             !adm.may_preempt(st.id);
         // Time in a state: from when it began (since) to when it ended (added to total).
         const auto track = [&](bool on, double& total, double& since) {
           if (on && since < 0) since = tick;
