@@ -2382,12 +2382,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
            lends(v, t, pq);
   };
   auto place = [&](const PodRequest& pod, const std::vector<int>* only) {
-    PodPlacement p =
-        only ? placer_.PlaceIn(state_, *only, pod, rng_) : placer_.Place(state_, pod, rng_);
-    if (p.outcome != Outcome::kPlaced) return false;
-    state_.Apply(p.assignment, pod);
-    applied.push_back({p.assignment, &pod});
-    return true;
+    return PlaceNow(pod, applied, only);
   };
   auto undo_to = [&](size_t mark) {
     while (applied.size() > mark) {
