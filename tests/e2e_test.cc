@@ -1444,11 +1444,24 @@ TEST_F(FactoryTest, ElasticGangGrowsWhenItsQuotaRises) {
 // team-b's work then starts. A second reclaim whose preemptor is deleted meanwhile leaves the
 // gang its pod. (ElasticShrinkOffEvictsWhole: the same with --no-elastic-shrink.)
 TEST_F(FactoryTest, ElasticWorkIsShrunkNotEvicted) {
+  MeterServiceOptions mo;
+  mo.journal_path = dir_.File("meter.db");
+  auto meter = MeterService::Open(*store_, clock_, mo);
+  ASSERT_TRUE(meter.ok()) << meter.status().message();
+  api_->SetExtension((*meter)->Routes());
   Metrics metrics;
   const json before = StartElasticBesideReclaim(true, &metrics);
   ASSERT_FALSE(before.is_null());
+  // Each cycle, then the meter reads the bindings.
+  auto step = [&](int64_t ms = 1000) {
+    CycleStats stats = Cycle(ms);
+    Status st = (*meter)->Sync();
+    EXPECT_TRUE(st.ok()) << st.message();
+    return stats;
+  };
+  ASSERT_TRUE((*meter)->Sync().ok());
   auto gang = [&] { return Workloads()["team-a/elastic"]["status"]; };
-  CycleStats stats = Cycle();
+  CycleStats stats = step();
   EXPECT_EQ(stats.shrinks, 1) << Describe(Workloads());
   EXPECT_EQ(stats.preempted, 0);
   json marked = gang();
@@ -1463,11 +1476,11 @@ TEST_F(FactoryTest, ElasticWorkIsShrunkNotEvicted) {
             std::string::npos)
       << waiting.dump();
   // While it stops, the next cycles neither grow nor shrink the gang again.
-  Cycle(2'000);
+  step(2'000);
   EXPECT_EQ(gang()["shrink"]["pods"], json::array({"main-3"}));
   // After the grace period: three pods, on their nodes, and b-0 starts where main-3 ran.
-  Cycle(4'000);
-  Cycle();
+  step(4'000);
+  step();
   const json after = gang();
   EXPECT_EQ(after.value("phase", ""), "Running") << after.dump();
   EXPECT_FALSE(after.contains("shrink")) << after.dump();
@@ -1483,14 +1496,26 @@ TEST_F(FactoryTest, ElasticWorkIsShrunkNotEvicted) {
   EXPECT_EQ(b0["assignments"][0]["node"], before["assignments"][3]["node"]);
   // Another reclaim, its preemptor deleted before the pod stops: the gang keeps its pod.
   CreateWorkload(WholeGpuWorkload("team-b", "b-1", 8));
-  Cycle();
+  step();
   ASSERT_EQ(gang()["shrink"]["pods"], json::array({"main-2"})) << gang().dump();
   ClientResponse r = Call("DELETE", WorkloadPath("team-b", "b-1"));
   ASSERT_EQ(r.status, 200) << r.body;
-  Cycle();
-  Cycle(6'000);
+  step();
+  step(6'000);
   EXPECT_FALSE(gang().contains("shrink")) << gang().dump();
   EXPECT_EQ(gang()["assignments"].size(), 3u);
+  // Metering bills 32 GPUs until the shrink was done (resizedTime), 24 from then.
+  for (int i = 0; i < 5; ++i) step(60'000);
+  const int64_t bound = ParseTimestamp(before.value("scheduledTime", ""));
+  const int64_t resized = ParseTimestamp(after.value("resizedTime", ""));
+  ASSERT_GT(resized, bound);
+  const int64_t t1 = clock_.NowMs() / 1000 * 1000;
+  const json alloc = CallJson("GET", "/allocation?window=" + std::to_string(bound / 1000) + "," +
+                                         std::to_string(t1 / 1000) + "&aggregate=namespace");
+  ASSERT_EQ(alloc.value("code", 0), 200) << alloc.dump();
+  const double want_hours =
+      (32.0 * (resized - bound / 1000 * 1000) + 24.0 * (t1 - resized)) / 3.6e6;
+  EXPECT_NEAR(alloc["data"][0]["team-a"].value("gpuHours", 0.0), want_hours, 1e-6) << alloc.dump();
 }
 
 TEST_F(FactoryTest, ElasticShrinkOffEvictsWhole) {
