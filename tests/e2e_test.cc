@@ -254,6 +254,18 @@ class FactoryTest : public testing::Test {
     gang["spec"]["gang"] = true;
     return gang;
   }
+  // The meter bills tenant `ns` `before` GPUs from `bound` (ms) until `resized` and `after`
+  // from then until now.
+  void ExpectGpuHoursAcrossResize(const std::string& ns, int64_t bound, int64_t resized,
+                                  double before, double after) {
+    const int64_t t1 = clock_.NowMs() / 1000 * 1000;
+    const json alloc = CallJson("GET", "/allocation?window=" + std::to_string(bound / 1000) + "," +
+                                           std::to_string(t1 / 1000) + "&aggregate=namespace");
+    ASSERT_EQ(alloc.value("code", 0), 200) << alloc.dump();
+    const double want_hours =
+        (before * (resized - bound / 1000 * 1000) + after * (t1 - resized)) / 3.6e6;
+    EXPECT_NEAR(alloc["data"][0][ns].value("gpuHours", 0.0), want_hours, 1e-6) << alloc.dump();
+  }
   // Queues team-a (no guarantee) and team-b (guaranteed 32); team-a's elastic gang of four
   // 8-GPU pods (one needed) runs on the 32 whole GPUs; then team-b asks for 8 (b-0). Returns
   // the gang's status before that (null on failure).
@@ -1429,13 +1441,7 @@ TEST_F(FactoryTest, ElasticGangGrowsWhenItsQuotaRises) {
   EXPECT_EQ(CallJson("GET", std::string(kApi) + "/queues/team-a")["status"].value("usedGpus", ""),
             "32");
   for (int i = 0; i < 10; ++i) step(60'000);
-  const int64_t t1 = clock_.NowMs() / 1000 * 1000;
-  const json alloc = CallJson("GET", "/allocation?window=" + std::to_string(bound / 1000) + "," +
-                                         std::to_string(t1 / 1000) + "&aggregate=namespace");
-  ASSERT_EQ(alloc.value("code", 0), 200) << alloc.dump();
-  const double want_hours =
-      (16.0 * (resized - bound / 1000 * 1000) + 32.0 * (t1 - resized)) / 3.6e6;
-  EXPECT_NEAR(alloc["data"][0]["team-a"].value("gpuHours", 0.0), want_hours, 1e-6) << alloc.dump();
+  ExpectGpuHoursAcrossResize("team-a", bound, resized, 16, 32);
 }
 
 // Elastic shrink through the server: team-a (no guarantee) runs an elastic gang of four 8-GPU
@@ -1509,13 +1515,7 @@ TEST_F(FactoryTest, ElasticWorkIsShrunkNotEvicted) {
   const int64_t bound = ParseTimestamp(before.value("scheduledTime", ""));
   const int64_t resized = ParseTimestamp(after.value("resizedTime", ""));
   ASSERT_GT(resized, bound);
-  const int64_t t1 = clock_.NowMs() / 1000 * 1000;
-  const json alloc = CallJson("GET", "/allocation?window=" + std::to_string(bound / 1000) + "," +
-                                         std::to_string(t1 / 1000) + "&aggregate=namespace");
-  ASSERT_EQ(alloc.value("code", 0), 200) << alloc.dump();
-  const double want_hours =
-      (32.0 * (resized - bound / 1000 * 1000) + 24.0 * (t1 - resized)) / 3.6e6;
-  EXPECT_NEAR(alloc["data"][0]["team-a"].value("gpuHours", 0.0), want_hours, 1e-6) << alloc.dump();
+  ExpectGpuHoursAcrossResize("team-a", bound, resized, 32, 24);
 }
 
 TEST_F(FactoryTest, ElasticShrinkOffEvictsWhole) {

@@ -1374,12 +1374,7 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
   for (int id : std::vector<int>(unready_.begin(), unready_.end())) {
     Entry& e = entries_[id];
     if (now - e.admitted_at < config_.gang_timeout_s) continue;
-    Unhold(id);
-    Charge(id, -1);
-    RemoveRunning(id);
-    e.assign.clear();
-    e.phase = Phase::kPending;
-    e.admitted_at = -1;
+    GiveBack(id);
     e.arrival = now;  // to the back of its queue, behind what waited meanwhile
     e.reason = "released: not all pods were ready within the gang timeout of " +
                std::to_string(static_cast<int64_t>(config_.gang_timeout_s)) + " s";
@@ -3305,7 +3300,7 @@ bool Admitter::EvictOrTakeBack(int victim, int preemptor, const std::string& rea
   return true;
 }
 
-void Admitter::Unadmit(int id, const std::string& reason, CycleResult& out) {
+void Admitter::GiveBack(int id) {
   Entry& e = entries_[id];
   Unhold(id);
   Charge(id, -1);
@@ -3314,6 +3309,11 @@ void Admitter::Unadmit(int id, const std::string& reason, CycleResult& out) {
   e.phase = Phase::kPending;
   e.admitted_at = -1;
   e.ready = false;
+}
+
+void Admitter::Unadmit(int id, const std::string& reason, CycleResult& out) {
+  Entry& e = entries_[id];
+  GiveBack(id);
   out.admitted.erase(std::find(out.admitted.begin(), out.admitted.end(), id));
   out.taken_back.push_back(id);
   Enqueue(id);

@@ -602,6 +602,9 @@ class Admitter {
   bool Consolidate(int id, const std::vector<PodRequest>& pods, const TopologyConstraint& topology,
                    double now, CycleResult& out, bool reclaim = false);
   void MarkEvicting(int victim, int preemptor, const std::string& reason, CycleResult& out);
+  // An admitted workload gives its devices and quota back and is pending again (not yet in
+  // its queue's line: the caller enqueues it).
+  void GiveBack(int id);
   // Takes back a workload admitted earlier in this cycle (out.admitted): it waits again.
   void Unadmit(int id, const std::string& reason, CycleResult& out);
   // A victim of `preemptor`: evicted (true), or taken back if admitted this cycle (false).
