@@ -269,9 +269,9 @@ class FactoryTest : public testing::Test {
   // Queues team-a (no guarantee) and team-b (guaranteed 32); team-a's elastic gang of four
   // 8-GPU pods (one needed) runs on the 32 whole GPUs; then team-b asks for 8 (b-0). Returns
   // the gang's status before that (null on failure).
-  json StartElasticBesideReclaim(bool shrink, Metrics* metrics) {
+  json StartElasticBesideReclaim(bool shrink, Metrics* metrics, int64_t grace_ms = 5'000) {
     SchedulerOptions so;
-    so.preemption_grace_ms = 5'000;
+    so.preemption_grace_ms = grace_ms;
     so.elastic_shrink = shrink;
     scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, metrics);
     CreateTeamQueues(0, 32);
@@ -1526,6 +1526,64 @@ TEST_F(FactoryTest, ElasticShrinkOffEvictsWhole) {
   const json gang = Workloads()["team-a/elastic"]["status"];
   EXPECT_TRUE(gang.contains("preemption")) << gang.dump();
   EXPECT_FALSE(gang.contains("shrink")) << gang.dump();
+}
+
+// A node lost while the pods a shrink takes stop there, holding only such pods: the shrink is
+// done then (the workload runs on with its other pods) rather than the whole workload put back
+// in its queue as for a lost node.
+TEST_F(FactoryTest, AShrinksPodsOnALostNodeEndTheShrinkNotTheWorkload) {
+  const json before = StartElasticBesideReclaim(true, nullptr, 600'000);
+  ASSERT_FALSE(before.is_null());
+  ASSERT_EQ(Cycle().shrinks, 1) << Describe(Workloads());
+  const json marked = Workloads()["team-a/elastic"]["status"];
+  ASSERT_EQ(marked["shrink"]["pods"], json::array({"main-3"})) << marked.dump();
+  const std::string lost = marked["assignments"][3].value("node", "");
+  for (int i = 0; i < 3; ++i) ASSERT_NE(marked["assignments"][i].value("node", ""), lost);
+  sim_->StopNode(lost);
+  // (The cycle that finds the node lost does the shrink; the next may take another pod.)
+  int requeued = 0;
+  json after;
+  for (int i = 0; i < 6 && after.is_null(); ++i) {
+    requeued += Cycle(10'000).requeued;
+    const json st = Workloads()["team-a/elastic"]["status"];
+    if (st["assignments"].size() != 4u) after = st;
+  }
+  EXPECT_EQ(requeued, 0) << Describe(Workloads());
+  ASSERT_FALSE(after.is_null()) << Describe(Workloads());
+  EXPECT_EQ(after.value("phase", ""), "Running") << after.dump();
+  ASSERT_EQ(after["assignments"].size(), 3u) << after.dump();
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(after["assignments"][i], before["assignments"][i]);
+  EXPECT_NE(after.value("message", "").find("shrunk to 3 of 4 pods"), std::string::npos)
+      << after.dump();
+}
+
+// A workload whose pods have not all started is not shrunk (a shrink would restart its gang
+// timeout): a reclaim evicts it whole.
+TEST_F(FactoryTest, AGangNotFullyStartedIsNotShrunk) {
+  SchedulerOptions so;
+  so.preemption_grace_ms = 5'000;
+  so.node_grace_ms = 3'600'000;  // the stopped agent's node stays Ready for the test
+  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
+  CreateTeamQueues(0, 32);
+  json elastic = WholeGpuWorkload("team-a", "elastic", 8, 4);
+  elastic["spec"]["gang"] = true;
+  elastic["spec"]["podSets"][0]["minCount"] = 1;
+  CreateWorkload(elastic);
+  ASSERT_TRUE(scheduler_->RunOnce().ok());
+  const json bound = Workloads()["team-a/elastic"]["status"];
+  ASSERT_EQ(bound["assignments"].size(), 4u) << bound.dump();
+  sim_->StopNode(bound["assignments"][1].value("node", ""));  // main-1 never starts
+  for (int i = 0; i < 3; ++i) Cycle();
+  const json running = Workloads()["team-a/elastic"]["status"];
+  ASSERT_EQ(running.value("phase", ""), "Running") << running.dump();
+  ASSERT_EQ(running["startedPods"].size(), 3u) << running.dump();
+  CreateWorkload(WholeGpuWorkload("team-b", "b-0", 8));
+  const CycleStats stats = Cycle();
+  EXPECT_EQ(stats.shrinks, 0) << Describe(Workloads());
+  EXPECT_EQ(stats.preempted, 1) << Describe(Workloads());
+  const json after = Workloads()["team-a/elastic"]["status"];
+  EXPECT_FALSE(after.contains("shrink")) << after.dump();
+  EXPECT_TRUE(after.contains("preemption")) << after.dump();
 }
 
 // Elastic growth waits for the pods it added: a workload grows again only once every pod of

@@ -537,7 +537,11 @@ Result<CycleStats> Scheduler::RunOnce() {
             json next = sw.obj();
             next["status"].erase("shrink");
             (void)store_.Put(kv.key, next.dump(), kv.mod_revision);
-          } else if (deadline >= 0 && now < deadline) {
+          } else if (deadline >= 0 && now < deadline &&
+                     (ParseAssignments(status, "assignments", state, node_index, unusable) ||
+                      !ParseAssignments(json{{"assignments", kept}}, "assignments", state,
+                                        node_index, unusable))) {
+            // (Unless its node was lost with only pods it gives up: then it is done now.)
             kept_counts = counts;
           } else if (!run_on_with(kept, counts, [&](json& st) {
                        int n = 0;
@@ -545,6 +549,10 @@ Result<CycleStats> Scheduler::RunOnce() {
                        st.erase("shrink");
                        st["message"] = "shrunk to " + std::to_string(n) + " of " +
                                        std::to_string(sw.w().pod_count()) + " pods (" + why + ")";
+                       if (deadline >= 0 && now < deadline)
+                         st["message"] = st["message"].get<std::string>() +
+                                         "; the pods it gave up were on a node that stopped "
+                                         "renewing its lease";
                      })) {
             kept_counts = counts;  // (a concurrent write: done next cycle)
           }
@@ -883,6 +891,9 @@ Result<CycleStats> Scheduler::RunOnce() {
         options.may_grow = !bound[b].sw.counts.empty() && Str(bound_status, "phase") == "Running" &&
                            AllPodsStarted(bound_status) && (retry < 0 || now >= retry) &&
                            charged.queue == leaf_of(spec).queue && !hold_of(bound[b].sw);
+        // It shrinks, too, only once all its pods run: a shrink restarts no gang timeout.
+        options.may_shrink =
+            Str(bound_status, "phase") == "Running" && AllPodsStarted(bound_status);
         const int64_t resized = ParseTimestamp(Str(bound_status, "resizedTime"));
         if (resized >= 0) options.resized_at = static_cast<double>(resized) / 1000.0;
         // Pods an elastic shrink took that are still stopping: a fragment of their own beside
