@@ -275,10 +275,7 @@ class FactoryTest : public testing::Test {
     so.elastic_shrink = shrink;
     scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, metrics);
     CreateTeamQueues(0, 32);
-    json elastic = WholeGpuWorkload("team-a", "elastic", 8, 4);
-    elastic["spec"]["gang"] = true;
-    elastic["spec"]["podSets"][0]["minCount"] = 1;
-    CreateWorkload(elastic);
+    CreateWorkload(ElasticGang());
     if (!CycleUntilAll("Running")) return json();
     Cycle();
     json before = Workloads()["team-a/elastic"]["status"];
@@ -286,14 +283,18 @@ class FactoryTest : public testing::Test {
     CreateWorkload(WholeGpuWorkload("team-b", "b-0", 8));
     return before;
   }
+  // Gang team-a/elastic: four 8-GPU pods that may start with one.
+  json ElasticGang() {
+    json elastic = WholeGpuWorkload("team-a", "elastic", 8, 4);
+    elastic["spec"]["gang"] = true;
+    elastic["spec"]["podSets"][0]["minCount"] = 1;
+    return elastic;
+  }
   // Queue team-a guaranteed 16 GPUs and, in it, gang `elastic` of four 8-GPU pods that may
   // start with one.
   void CreateElasticGang() {
     CreateQueue("team-a", {{"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
-    json elastic = WholeGpuWorkload("team-a", "elastic", 8, 4);
-    elastic["spec"]["gang"] = true;
-    elastic["spec"]["podSets"][0]["minCount"] = 1;
-    CreateWorkload(elastic);
+    CreateWorkload(ElasticGang());
   }
   void SetGpuGuarantee(const std::string& queue, int gpus) {
     ClientResponse r = Call("PATCH", std::string(kApi) + "/queues/" + queue,
@@ -1565,10 +1566,7 @@ TEST_F(FactoryTest, AGangNotFullyStartedIsNotShrunk) {
   so.node_grace_ms = 3'600'000;  // the stopped agent's node stays Ready for the test
   scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
   CreateTeamQueues(0, 32);
-  json elastic = WholeGpuWorkload("team-a", "elastic", 8, 4);
-  elastic["spec"]["gang"] = true;
-  elastic["spec"]["podSets"][0]["minCount"] = 1;
-  CreateWorkload(elastic);
+  CreateWorkload(ElasticGang());
   ASSERT_TRUE(scheduler_->RunOnce().ok());
   const json bound = Workloads()["team-a/elastic"]["status"];
   ASSERT_EQ(bound["assignments"].size(), 4u) << bound.dump();
