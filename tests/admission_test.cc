@@ -894,6 +894,48 @@ TEST_F(AdmissionTest, AVictimAdmittedThisCycleIsTakenBackNotEvicted) {
 // One elastic shrink decision per workload and cycle (the server writes one mark per workload
 // and cycle): two reclaims in one cycle shrink g once, the second waits a cycle; nor is a
 // workload shrunk in a cycle evicted whole in it.
+// Short of its own queue's quota (not of room), higher-priority work takes pods of its queue's
+// lower-priority elastic work rather than evicting it whole: the fleet has room, the queue may
+// not hold more than 8 GPUs, and the elastic gang holds all 8.
+TEST_F(AdmissionTest, ElasticShrinkFreesItsOwnQueuesQuota) {
+  for (bool shrink : {true, false}) {
+    SCOPED_TRACE(shrink ? "elasticShrink" : "off");
+    AdmissionConfig config;
+    config.elastic_shrink = shrink;
+    Make(Nodes(4, 4), {Leaf("a", 8, /*borrowing=*/0.0), Leaf("b", 8)}, {}, config);
+    Workload gang = Gpus("g", "a", 1, /*priority=*/0, 8, /*gang=*/true);
+    gang.pod_sets[0].min_count = 2;
+    const int g = Submit(gang, 0);
+    adm_->Cycle(1, 1000);
+    ASSERT_EQ(adm_->phase(g), Phase::kAdmitted) << adm_->reason(g);
+    const int hi = Submit(Gpus("hi", "a", 3, /*priority=*/10), 10);
+    CycleResult cr = adm_->Cycle(10, 1000);
+    ASSERT_EQ(cr.evicted.size(), 1u) << adm_->reason(hi);
+    if (!shrink) {
+      EXPECT_EQ(cr.evicted[0].victim, g);
+      continue;
+    }
+    const int f = cr.evicted[0].victim;
+    EXPECT_EQ(adm_->fragment_of(f), g);
+    EXPECT_EQ(adm_->pod_counts(g), std::vector<int>{5});  // three pods give back the quota
+    EXPECT_EQ(adm_->assignments(f).size(), 3u);
+    EXPECT_NE(adm_->reason(hi).find("preempting 3 pod(s) of 1 elastic workload(s) for "
+                                    "higher-priority work"),
+              std::string::npos)
+        << adm_->reason(hi);
+    adm_->Terminated(f, 40);
+    adm_->Cycle(40, 1000);
+    EXPECT_EQ(adm_->phase(hi), Phase::kAdmitted) << adm_->reason(hi);
+    EXPECT_EQ(adm_->phase(g), Phase::kAdmitted);
+    EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 8000);
+    // Five more at high priority would take g below its least (two pods): it goes whole.
+    Submit(Gpus("hi2", "a", 4, /*priority=*/10), 50);
+    cr = adm_->Cycle(50, 1000);
+    ASSERT_EQ(cr.evicted.size(), 1u);
+    EXPECT_EQ(cr.evicted[0].victim, g);
+  }
+}
+
 TEST_F(AdmissionTest, ElasticShrinkDecidesOncePerWorkloadAndCycle) {
   Make(Nodes(2, 4), {Leaf("a", 0), Leaf("b", 8)});
   Workload gang = Gpus("g", "a", 1, 0, 8, /*gang=*/true);

@@ -2754,7 +2754,24 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
   };
   std::vector<std::pair<Assignment, const PodRequest*>> placed;
   bool ok = true;
+  // Short of its queue's quota: its own queue's pods first (the last of each set, cheapest
+  // victim first) until what they free lets the quota take it.
+  if (const int f = scope.quota_flavor; f >= 0) {
+    const auto allows = [&] {
+      auto it = taken.find({e.leaf, f});
+      return QuotaAllows(e.leaf, f, e.gpu_milli - (it == taken.end() ? 0 : it->second), nullptr);
+    };
+    for (size_t i = 0; i < elastic.size() && !allows(); ++i) {
+      const Entry& w = entries_[elastic[i]];
+      if (w.leaf != e.leaf) continue;
+      for (size_t s = 0; s < w.counts.size() && !allows(); ++s)
+        for (int k = 0; k < w.counts[s] - w.min_counts[s] && !allows(); ++k)
+          if (take(elastic[i], s, k + 1) < 0) break;
+    }
+    ok = allows();
+  }
   for (const PodRequest& pod : pods) {
+    if (!ok) break;
     if (PlaceNow(pod, placed)) continue;
     std::set<int> nodes;  // where victims have pods to spare
     for (int v : elastic) {
@@ -3207,8 +3224,11 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     chosen.clear();
   };
   // Elastic victims' spare pods first: taking them loses no work (they run on with fewer).
-  if (config_.elastic_shrink && !quota_short) {
+  // (Short of its queue's GPU quota, of its own queue's pods: they free quota as they go.)
+  if (config_.elastic_shrink &&
+      (!quota_short || (!res_short && !borrow_preempt && quota_flavor >= 0))) {
     ShrinkScope scope;
+    if (quota_short) scope.quota_flavor = quota_flavor;
     scope.reclaim_flavors = reclaim_flavors;
     scope.res_reclaim = res_reclaim;
     scope.check_lending = takes_borrowed && !config_.fair_share_preemption;

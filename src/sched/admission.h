@@ -627,10 +627,14 @@ class Admitter {
     std::set<int> must_lend;
     std::string why;
     bool reclaim = false;
+    // Short of its own queue's GPU quota in this flavour (-1: not): pods of its own queue's
+    // elastic victims go first until the quota allows it.
+    int quota_flavor = -1;
   };
-  // Elastic shrink (AdmissionConfig::elastic_shrink) for Preempt: room for `pods` from the
-  // last pods of the elastic victims among `cands` (eligible victims, cheapest first), beyond
-  // their pod sets' minCount. Commits like Preempt; false if it cannot.
+  // Elastic shrink (AdmissionConfig::elastic_shrink) for Preempt: quota (scope.quota_flavor)
+  // and room for `pods` from the last pods of the elastic victims among `cands` (eligible
+  // victims, cheapest first), beyond their pod sets' minCount. Commits like Preempt; false if
+  // it cannot.
   bool Shrink(int id, const std::vector<PodRequest>& pods, const std::vector<Candidate>& cands,
               const ShrinkScope& scope, double now, CycleResult& out);
   // Running workload id holds `pods` at `assign` (`counts` per pod set) from now: charged,
