@@ -641,6 +641,28 @@ TEST_F(AdmissionTest, ModelsNoFlavourNamesAreNotLimited) {
   EXPECT_EQ(adm_->phase(two), Phase::kAdmitted) << adm_->reason(two);
 }
 
+// Short of quota in every flavour it may use, higher-priority work preempts in the flavour
+// where its queue's own work holds GPUs (a queue with no quota for H100s holds none there),
+// whichever flavour is tried first.
+TEST_F(AdmissionTest, QuotaPreemptionLooksWhereItsQueueHoldsGpus) {
+  for (bool a100_first : {true, false}) {
+    SCOPED_TRACE(a100_first ? "a100 first" : "h100 first");
+    AdmissionConfig config = PerModelFlavours();
+    if (a100_first) std::swap(config.flavors[0], config.flavors[1]);
+    QueueSpec a = Plain("a");
+    a.quotas["h100"] = QuotaSpec{0, 0, {}};
+    a.quotas["a100"] = QuotaSpec{4000, 0, {}};
+    Make(H100AndA100(), {a}, {}, config);
+    const int lo = Submit(Gpus("lo", "a", 4), 0);
+    adm_->Cycle(1, 1000);
+    ASSERT_EQ(adm_->phase(lo), Phase::kAdmitted) << adm_->reason(lo);
+    const int hi = Submit(Gpus("hi", "a", 2, /*priority=*/10), 10);
+    const CycleResult cr = adm_->Cycle(10, 1000);
+    ASSERT_EQ(cr.evicted.size(), 1u) << adm_->reason(hi);
+    EXPECT_EQ(cr.evicted[0].victim, lo);
+  }
+}
+
 // FlavorGpus: the fleet's GPUs each flavour selects, as a flavour's status shows them — whole
 // GPUs and fractions alike (a `fraction` flavour is not empty), a misspelt model none.
 TEST_F(AdmissionTest, FlavourGpusCountWhatEachSelects) {
@@ -891,9 +913,6 @@ TEST_F(AdmissionTest, AVictimAdmittedThisCycleIsTakenBackNotEvicted) {
   EXPECT_EQ(adm_->phase(x), Phase::kPending);
 }
 
-// One elastic shrink decision per workload and cycle (the server writes one mark per workload
-// and cycle): two reclaims in one cycle shrink g once, the second waits a cycle; nor is a
-// workload shrunk in a cycle evicted whole in it.
 // Short of its own queue's quota (not of room), higher-priority work takes pods of its queue's
 // lower-priority elastic work rather than evicting it whole: the fleet has room, the queue may
 // not hold more than 8 GPUs, and the elastic gang holds all 8.
@@ -928,7 +947,7 @@ TEST_F(AdmissionTest, ElasticShrinkFreesItsOwnQueuesQuota) {
     EXPECT_EQ(adm_->phase(hi), Phase::kAdmitted) << adm_->reason(hi);
     EXPECT_EQ(adm_->phase(g), Phase::kAdmitted);
     EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 8000);
-    // Five more at high priority would take g below its least (two pods): it goes whole.
+    // Four more GPUs at high priority would take g below its least (two pods): it goes whole.
     Submit(Gpus("hi2", "a", 4, /*priority=*/10), 50);
     cr = adm_->Cycle(50, 1000);
     ASSERT_EQ(cr.evicted.size(), 1u);
@@ -936,6 +955,9 @@ TEST_F(AdmissionTest, ElasticShrinkFreesItsOwnQueuesQuota) {
   }
 }
 
+// One elastic shrink decision per workload and cycle (the server writes one mark per workload
+// and cycle): two reclaims in one cycle shrink g once, the second waits a cycle; nor is a
+// workload shrunk in a cycle evicted whole in it.
 TEST_F(AdmissionTest, ElasticShrinkDecidesOncePerWorkloadAndCycle) {
   Make(Nodes(2, 4), {Leaf("a", 0), Leaf("b", 8)});
   Workload gang = Gpus("g", "a", 1, 0, 8, /*gang=*/true);

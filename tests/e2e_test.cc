@@ -1558,6 +1558,40 @@ TEST_F(FactoryTest, AShrinksPodsOnALostNodeEndTheShrinkNotTheWorkload) {
       << after.dump();
 }
 
+// A shrink whose stopping pods are on two nodes, one of them lost: the pod on the live node
+// still runs, so the shrink is not done early (its preemptor must not take that pod's GPUs
+// while it runs); the workload goes back to its queue as for any lost node (and starts again
+// with the pods its queue allows).
+TEST_F(FactoryTest, AShrinkWithAStoppingPodOnALiveNodeIsNotDoneEarly) {
+  SchedulerOptions so;
+  so.preemption_grace_ms = 600'000;
+  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
+  CreateTeamQueues(0, 32);
+  CreateWorkload(ElasticGang());
+  ASSERT_TRUE(CycleUntilAll("Running"));
+  Cycle();
+  json pair = WholeGpuWorkload("team-b", "b-0", 8, 2);
+  pair["spec"]["gang"] = true;
+  CreateWorkload(pair);
+  ASSERT_EQ(Cycle().shrinks, 1) << Describe(Workloads());
+  const json marked = Workloads()["team-a/elastic"]["status"];
+  ASSERT_EQ(marked["shrink"]["pods"], json::array({"main-2", "main-3"})) << marked.dump();
+  sim_->StopNode(marked["assignments"][3].value("node", ""));
+  int requeued = 0;
+  for (int i = 0; i < 6; ++i) {
+    requeued += Cycle(10'000).requeued;
+    const json st = Workloads()["team-a/elastic"]["status"];
+    EXPECT_EQ(st.value("message", "").find("shrunk to 2"), std::string::npos) << st.dump();
+    if (st.value("phase", "") == "Running") {
+      // Until then b-0 is not bound to main-2's GPUs.
+      const json b0 = Workloads()["team-b/b-0"]["status"];
+      for (const json& a : b0.value("assignments", json::array()))
+        EXPECT_NE(a.value("node", ""), marked["assignments"][2].value("node", "")) << b0.dump();
+    }
+  }
+  EXPECT_EQ(requeued, 1) << Describe(Workloads());
+}
+
 // A workload whose pods have not all started is not shrunk (a shrink would restart its gang
 // timeout): a reclaim evicts it whole.
 TEST_F(FactoryTest, AGangNotFullyStartedIsNotShrunk) {

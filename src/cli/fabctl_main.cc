@@ -586,7 +586,7 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
       std::printf("Growth:     undone (new pods did not start in time); may grow again at %s\n",
                   status.value("growthRetryTime", "").c_str());
     if (status.contains("resizedTime"))
-      std::printf("Grown:      at %s (elastic growth: more pods as room freed)\n",
+      std::printf("Resized:    at %s (elastic: pods added as room freed, or given back)\n",
                   status.value("resizedTime", "").c_str());
     if (status.contains("requeueState")) {
       const json rs = status["requeueState"];

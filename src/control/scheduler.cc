@@ -532,16 +532,29 @@ Result<CycleStats> Scheduler::RunOnce() {
               KeptPart(sw.w(), status, [&](const std::string& pod) { return !leaving.count(pod); });
           const int64_t deadline = ParseTimestamp(Str(shrink, "deadline"));
           const std::string why = Str(shrink, "reason");
+          // Whether every pod it gives up was on a node that is gone while the pods it keeps
+          // are not: then the shrink is done now (nothing is left to stop).
+          const auto gone = [&](const json& kept, const std::set<std::string>& leaving) {
+            const auto lost = [&](const json& a) {
+              return !ParseAssignments(json{{"assignments", json::array({a})}}, "assignments",
+                                       state, node_index, unusable);
+            };
+            bool any = false;
+            for (const json& a : List(status, "assignments")) {
+              if (!leaving.count(Str(a, "pod", "0"))) continue;
+              if (!lost(a)) return false;
+              any = true;
+            }
+            return any && ParseAssignments(json{{"assignments", kept}}, "assignments", state,
+                                           node_index, unusable)
+                              .has_value();
+          };
           if (counts.empty()) {
             // (Not the last pods of their sets: the mark is dropped and it keeps them.)
             json next = sw.obj();
             next["status"].erase("shrink");
             (void)store_.Put(kv.key, next.dump(), kv.mod_revision);
-          } else if (deadline >= 0 && now < deadline &&
-                     (ParseAssignments(status, "assignments", state, node_index, unusable) ||
-                      !ParseAssignments(json{{"assignments", kept}}, "assignments", state,
-                                        node_index, unusable))) {
-            // (Unless its node was lost with only pods it gives up: then it is done now.)
+          } else if (deadline >= 0 && now < deadline && !gone(kept, leaving)) {
             kept_counts = counts;
           } else if (!run_on_with(kept, counts, [&](json& st) {
                        int n = 0;

@@ -1887,13 +1887,16 @@ uint64_t Admitter::QuotaModels(const Entry& e, const PodRequest& gpu_pod, std::s
                                int* blocked) const {
   // Models no flavour is charged for are not limited.
   uint64_t allowed = UnchargedModels(gpu_pod);
+  bool holds = false;  // whether *blocked is a flavour its queue holds GPUs in
   for (int f : CandidateFlavors(gpu_pod)) {
     std::string refused;
     if (QuotaAllows(e.leaf, f, e.gpu_milli, &refused)) {
       allowed |= FlavorModels(f, gpu_pod);
-    } else if (why->empty()) {
+    } else if (const bool h = queues_[e.leaf].usage[f] > 0; why->empty() || (h && !holds)) {
+      // (Where its queue holds GPUs, its own lower-priority work may give quota back.)
       *why = refused;
       *blocked = f;
+      holds = h;
     }
   }
   return allowed;
@@ -2764,9 +2767,14 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
     for (size_t i = 0; i < elastic.size() && !allows(); ++i) {
       const Entry& w = entries_[elastic[i]];
       if (w.leaf != e.leaf) continue;
+      // (Only pods charged to that flavour give it back.)
       for (size_t s = 0; s < w.counts.size() && !allows(); ++s)
-        for (int k = 0; k < w.counts[s] - w.min_counts[s] && !allows(); ++k)
-          if (take(elastic[i], s, k + 1) < 0) break;
+        for (int k = 0; k < w.counts[s] - w.min_counts[s] && !allows(); ++k) {
+          const int p = pod_index(w, s, k);
+          if (FlavorOf(w.pods[p], state_.node_model(w.assign[p].node)) != f ||
+              take(elastic[i], s, k + 1) < 0)
+            break;
+        }
     }
     ok = allows();
   }

@@ -655,7 +655,9 @@ class Admitter {
   void UpdateHistory(double now);
   // Admits id as placed in e.assign (with e.pods as applied).
   void Admit(int id, uint64_t key, double now, CycleResult& out);
-  // The models e may use as its quota stands now (0: none; `why`, `blocked`: the first refusal).
+  // The models e may use as its quota stands now (0: none; `why`, `blocked`: the refusal that
+  // its queue's own work could undo, the first flavour in which the queue holds GPUs, else the
+  // first refusal).
   uint64_t QuotaModels(const Entry& e, const PodRequest& gpu_pod, std::string* why,
                        int* blocked) const;
   void SetCounts(Entry& e, const std::vector<int>& counts);

@@ -5,8 +5,8 @@
 # in order, with why. A workload naming a queue its tenant may not use is refused (403).
 # examples/flavors.yaml's flavours show the GPUs charged to them and cannot be deleted in use.
 # An elastic gang (minCount) starts with the pods its queue allows, shown as PODS 2/4, and
-# grows to all 4 when its queue may hold more; a queue's flavorOrder decides where its work goes
-# first.
+# grows to all 4 when its queue may hold more, and gives one pod back for urgent work of its
+# queue; a queue's flavorOrder decides where its work goes first.
 # Usage: fabctl_queues_test.sh FABRICA_BIN FABCTL_BIN SOURCE_DIR
 set -euo pipefail
 FABRICA=$1
@@ -158,8 +158,28 @@ done
 grep "^elastic " <<<"$workloads" | grep -q "Running *4 *16 .*2 added as room freed" ||
   fail "elastic did not grow to 4 pods: $workloads"
 described=$("$FABCTL" describe workload elastic -n partner-x)
-grep -q "^Grown: *at " <<<"$described" || fail "describe shows no growth: $described"
+grep -q "^Resized: *at " <<<"$described" || fail "describe shows no growth: $described"
+# Urgent work in partner-x, now at its quota: the elastic gang gives one pod for it (elastic
+# shrink) rather than being evicted whole, and `fabctl describe` says which pod stops when.
+cat >"$tmp/urgent.yaml" <<YAML
+apiVersion: fabrica.dev/v1
+kind: Workload
+metadata: {name: urgent, namespace: partner-x}
+spec:
+  priority: 100
+  podSets: [{name: main, count: 1, cpu: "4", memory: 16Gi, devices: {gpus: 4}}]
+  run: {command: [serve], durationSeconds: 3600}
+YAML
+"$FABCTL" apply -f "$tmp/urgent.yaml" >/dev/null || fail "apply urgent"
+for _ in $(seq 100); do
+  described=$("$FABCTL" describe workload elastic -n partner-x)
+  grep -q "^Shrinking:" <<<"$described" && break
+  sleep 0.2
+done
+grep -q "^Shrinking: *pod(s) main-3 stop at .*for higher-priority work" <<<"$described" ||
+  fail "elastic not shrunk for urgent work: $described $("$FABCTL" describe workload urgent -n partner-x)"
+grep -q "^Preempted\|^Preemption" <<<"$described" && fail "elastic evicted whole: $described"
 described=$("$FABCTL" describe queue team-c)
 grep -A3 "^Status:" <<<"$described" | grep -q "flavors\|guaranteedGpus" ||
   fail "describe queue shows no status: $described"
-echo "OK: queues applied twice, pending listed in order, a foreign queue refused, flavours counted, a gang admitted in part and grown, a flavour order kept"
+echo "OK: queues applied twice, pending listed in order, a foreign queue refused, flavours counted, a gang admitted in part, grown and shrunk for urgent work, a flavour order kept"
