@@ -771,6 +771,25 @@ TEST(ApiAuthTest, NodesReportOnVictimsButNotTheSchedulersMarks) {
            json{{"status", {{"nomination", {{{"devices", json::array()}}}}}}}.dump());
   EXPECT_EQ(bad.status, 422) << bad.body;
   EXPECT_NE(bad.body.find("status.nomination[0].node: required"), std::string::npos) << bad.body;
+  // Elastic shrinks' marks: a list of {by, reason, deadline, pods}; the node may not change them.
+  now = Parse(w.Get(wa));
+  now["status"]["shrinks"] = json::array(
+      {{{"by", "team-b/wb2"}, {"reason", "r"}, {"deadline", "2026-12-01T00:00:30Z"}, {"pods", 3}}});
+  bad = w.Do("PUT", wa + "/status", kAdmin, now.dump());
+  EXPECT_EQ(bad.status, 422) << bad.body;
+  EXPECT_NE(bad.body.find("status.shrinks[0].pods"), std::string::npos) << bad.body;
+  now["status"]["shrinks"][0]["pods"] = json::array({"main-1", 7});
+  bad = w.Do("PUT", wa + "/status", kAdmin, now.dump());
+  EXPECT_EQ(bad.status, 422) << bad.body;
+  EXPECT_NE(bad.body.find("status.shrinks[0].pods[1]: expected a string"), std::string::npos)
+      << bad.body;
+  now["status"]["shrinks"][0]["pods"] = json::array({"main-1"});
+  HttpResponse marked = w.Do("PUT", wa + "/status", kAdmin, now.dump());
+  ASSERT_EQ(marked.status, 200) << marked.body;
+  HttpResponse drop =
+      w.Do("PATCH", wa + "/status", w.node_token, R"({"status":{"shrinks":null}})", kMergePatch);
+  EXPECT_EQ(drop.status, 403) << drop.body;
+  EXPECT_NE(drop.body.find("status.shrinks"), std::string::npos) << drop.body;
 }
 
 // ---------------------------------------------------------------------------------------------

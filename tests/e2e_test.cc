@@ -1472,9 +1472,9 @@ TEST_F(FactoryTest, ElasticWorkIsShrunkNotEvicted) {
   EXPECT_EQ(stats.shrinks, 1) << Describe(Workloads());
   EXPECT_EQ(stats.preempted, 0);
   json marked = gang();
-  ASSERT_TRUE(marked.contains("shrink")) << marked.dump();
-  EXPECT_EQ(marked["shrink"]["pods"], json::array({"main-3"})) << marked.dump();
-  EXPECT_EQ(marked["shrink"].value("by", ""), "team-b/b-0");
+  ASSERT_TRUE(marked.contains("shrinks")) << marked.dump();
+  EXPECT_EQ(marked["shrinks"][0]["pods"], json::array({"main-3"})) << marked.dump();
+  EXPECT_EQ(marked["shrinks"][0].value("by", ""), "team-b/b-0");
   EXPECT_FALSE(marked.contains("preemption"));
   EXPECT_EQ(marked["assignments"].size(), 4u);  // it keeps the pod through the grace period
   EXPECT_NE(metrics.Render().find("fabrica_scheduler_elastic_shrinks 1"), std::string::npos);
@@ -1484,13 +1484,13 @@ TEST_F(FactoryTest, ElasticWorkIsShrunkNotEvicted) {
       << waiting.dump();
   // While it stops, the next cycles neither grow nor shrink the gang again.
   step(2'000);
-  EXPECT_EQ(gang()["shrink"]["pods"], json::array({"main-3"}));
+  EXPECT_EQ(gang()["shrinks"][0]["pods"], json::array({"main-3"}));
   // After the grace period: three pods, on their nodes, and b-0 starts where main-3 ran.
   step(4'000);
   step();
   const json after = gang();
   EXPECT_EQ(after.value("phase", ""), "Running") << after.dump();
-  EXPECT_FALSE(after.contains("shrink")) << after.dump();
+  EXPECT_FALSE(after.contains("shrinks")) << after.dump();
   ASSERT_EQ(after["assignments"].size(), 3u) << after.dump();
   for (int i = 0; i < 3; ++i) EXPECT_EQ(after["assignments"][i], before["assignments"][i]);
   EXPECT_EQ(after["admittedCounts"], json::array({3}));
@@ -1504,12 +1504,12 @@ TEST_F(FactoryTest, ElasticWorkIsShrunkNotEvicted) {
   // Another reclaim, its preemptor deleted before the pod stops: the gang keeps its pod.
   CreateWorkload(WholeGpuWorkload("team-b", "b-1", 8));
   step();
-  ASSERT_EQ(gang()["shrink"]["pods"], json::array({"main-2"})) << gang().dump();
+  ASSERT_EQ(gang()["shrinks"][0]["pods"], json::array({"main-2"})) << gang().dump();
   ClientResponse r = Call("DELETE", WorkloadPath("team-b", "b-1"));
   ASSERT_EQ(r.status, 200) << r.body;
   step();
   step(6'000);
-  EXPECT_FALSE(gang().contains("shrink")) << gang().dump();
+  EXPECT_FALSE(gang().contains("shrinks")) << gang().dump();
   EXPECT_EQ(gang()["assignments"].size(), 3u);
   // Metering bills 32 GPUs until the shrink was done (resizedTime), 24 from then.
   for (int i = 0; i < 5; ++i) step(60'000);
@@ -1519,6 +1519,45 @@ TEST_F(FactoryTest, ElasticWorkIsShrunkNotEvicted) {
   ExpectGpuHoursAcrossResize("team-a", bound, resized, 32, 24);
 }
 
+// Two reclaims a cycle apart: the second shrinks the gang again while the first's pod still
+// stops (two marks, each with its preemptor and deadline) rather than evicting it whole; each
+// pod stops at its own deadline and each preemptor starts where its pod ran.
+TEST_F(FactoryTest, ASecondReclaimShrinksAgainWhileTheFirstPodStops) {
+  const json before = StartElasticBesideReclaim(true, nullptr);
+  ASSERT_FALSE(before.is_null());
+  auto gang = [&] { return Workloads()["team-a/elastic"]["status"]; };
+  ASSERT_EQ(Cycle().shrinks, 1) << Describe(Workloads());
+  CreateWorkload(WholeGpuWorkload("team-b", "b-1", 8));
+  const CycleStats second = Cycle(2'000);
+  EXPECT_EQ(second.shrinks, 1) << Describe(Workloads());
+  EXPECT_EQ(second.preempted, 0) << Describe(Workloads());
+  const json marked = gang();
+  EXPECT_FALSE(marked.contains("preemption")) << marked.dump();
+  ASSERT_EQ(marked["shrinks"].size(), 2u) << marked.dump();
+  EXPECT_EQ(marked["shrinks"][0]["pods"], json::array({"main-3"}));
+  EXPECT_EQ(marked["shrinks"][0].value("by", ""), "team-b/b-0");
+  EXPECT_EQ(marked["shrinks"][1]["pods"], json::array({"main-2"}));
+  EXPECT_EQ(marked["shrinks"][1].value("by", ""), "team-b/b-1");
+  // The first pod stops at its deadline; the second mark stays until its own.
+  Cycle(3'500);
+  const json first = gang();
+  ASSERT_EQ(first["assignments"].size(), 3u) << first.dump();
+  ASSERT_EQ(first["shrinks"].size(), 1u) << first.dump();
+  EXPECT_EQ(first["shrinks"][0]["pods"], json::array({"main-2"}));
+  for (int i = 0; i < 3; ++i) Cycle(1'000);
+  const json after = gang();
+  EXPECT_EQ(after.value("phase", ""), "Running") << after.dump();
+  EXPECT_FALSE(after.contains("shrinks")) << after.dump();
+  ASSERT_EQ(after["assignments"].size(), 2u) << after.dump();
+  EXPECT_EQ(after["admittedCounts"], json::array({2}));
+  const json b0 = Workloads()["team-b/b-0"]["status"];
+  const json b1 = Workloads()["team-b/b-1"]["status"];
+  ASSERT_EQ(b0["assignments"].size(), 1u) << b0.dump();
+  ASSERT_EQ(b1["assignments"].size(), 1u) << b1.dump();
+  EXPECT_EQ(b0["assignments"][0]["node"], before["assignments"][3]["node"]);
+  EXPECT_EQ(b1["assignments"][0]["node"], before["assignments"][2]["node"]);
+}
+
 TEST_F(FactoryTest, ElasticShrinkOffEvictsWhole) {
   ASSERT_FALSE(StartElasticBesideReclaim(false, nullptr).is_null());
   CycleStats stats = Cycle();
@@ -1526,7 +1565,7 @@ TEST_F(FactoryTest, ElasticShrinkOffEvictsWhole) {
   EXPECT_EQ(stats.shrinks, 0);
   const json gang = Workloads()["team-a/elastic"]["status"];
   EXPECT_TRUE(gang.contains("preemption")) << gang.dump();
-  EXPECT_FALSE(gang.contains("shrink")) << gang.dump();
+  EXPECT_FALSE(gang.contains("shrinks")) << gang.dump();
 }
 
 // A node lost while the pods a shrink takes stop there, holding only such pods: the shrink is
@@ -1537,7 +1576,7 @@ TEST_F(FactoryTest, AShrinksPodsOnALostNodeEndTheShrinkNotTheWorkload) {
   ASSERT_FALSE(before.is_null());
   ASSERT_EQ(Cycle().shrinks, 1) << Describe(Workloads());
   const json marked = Workloads()["team-a/elastic"]["status"];
-  ASSERT_EQ(marked["shrink"]["pods"], json::array({"main-3"})) << marked.dump();
+  ASSERT_EQ(marked["shrinks"][0]["pods"], json::array({"main-3"})) << marked.dump();
   const std::string lost = marked["assignments"][3].value("node", "");
   for (int i = 0; i < 3; ++i) ASSERT_NE(marked["assignments"][i].value("node", ""), lost);
   sim_->StopNode(lost);
@@ -1575,7 +1614,7 @@ TEST_F(FactoryTest, AShrinkWithAStoppingPodOnALiveNodeIsNotDoneEarly) {
   CreateWorkload(pair);
   ASSERT_EQ(Cycle().shrinks, 1) << Describe(Workloads());
   const json marked = Workloads()["team-a/elastic"]["status"];
-  ASSERT_EQ(marked["shrink"]["pods"], json::array({"main-2", "main-3"})) << marked.dump();
+  ASSERT_EQ(marked["shrinks"][0]["pods"], json::array({"main-2", "main-3"})) << marked.dump();
   sim_->StopNode(marked["assignments"][3].value("node", ""));
   int requeued = 0;
   for (int i = 0; i < 6; ++i) {
@@ -1614,7 +1653,7 @@ TEST_F(FactoryTest, AGangNotFullyStartedIsNotShrunk) {
   EXPECT_EQ(stats.shrinks, 0) << Describe(Workloads());
   EXPECT_EQ(stats.preempted, 1) << Describe(Workloads());
   const json after = Workloads()["team-a/elastic"]["status"];
-  EXPECT_FALSE(after.contains("shrink")) << after.dump();
+  EXPECT_FALSE(after.contains("shrinks")) << after.dump();
   EXPECT_TRUE(after.contains("preemption")) << after.dump();
 }
 

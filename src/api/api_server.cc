@@ -224,7 +224,7 @@ Status ValidateWorkloadStatus(const json& status) {
                                {"resizedTime", K::kString},
                                {"startedPods", K::kObject},
                                {"growthRetryTime", K::kString},
-                               {"shrink", K::kObject},
+                               {"shrinks", K::kList},
                                {"requeueState", K::kObject},
                                {"preemption", K::kObject},
                                {"conditions", K::kList}}));
@@ -258,18 +258,21 @@ Status ValidateWorkloadStatus(const json& status) {
     if (!counts[i].is_number_integer() || counts[i] < 1)
       return InvalidArgument("status.admittedCounts[" + std::to_string(i) +
                              "]: expected a positive integer");
-  // An elastic shrink's mark (the scheduler's): who takes which of its pods, why, and when
-  // they stop (it runs on with the rest).
-  if (status.contains("shrink")) {
-    RETURN_IF_ERROR(CheckFields(status["shrink"], "status.shrink",
+  // Elastic shrinks' marks (the scheduler's), oldest first: who takes which of its pods, why,
+  // and when they stop (it runs on with the rest).
+  const json& shrinks = Field(status, "shrinks");
+  for (size_t m = 0; m < shrinks.size(); ++m) {
+    const std::string at = "status.shrinks[" + std::to_string(m) + "]";
+    if (!shrinks[m].is_object()) return InvalidArgument(at + ": expected an object");
+    RETURN_IF_ERROR(CheckFields(shrinks[m], at,
                                 {{"by", K::kString},
                                  {"reason", K::kString},
                                  {"deadline", K::kString},
                                  {"pods", K::kList}}));
-    const json& pods = Field(status["shrink"], "pods");
+    const json& pods = Field(shrinks[m], "pods");
     for (size_t i = 0; i < pods.size(); ++i)
       if (!pods[i].is_string())
-        return InvalidArgument("status.shrink.pods[" + std::to_string(i) + "]: expected a string");
+        return InvalidArgument(at + ".pods[" + std::to_string(i) + "]: expected a string");
   }
   // A victim's mark (the scheduler's): who preempts it, why, and when it stops; `final`: it
   // then fails rather than waiting again (past its maximum runtime).
@@ -1443,7 +1446,7 @@ struct ApiServer::Impl {
         // run is the scheduler's decision.
         for (const char* owned :
              {"assignments", "isolation", "scheduledTime", "nomination", "preemption",
-              "admittedCounts", "resizedTime", "growthRetryTime", "shrink", "requeueState"}) {
+              "admittedCounts", "resizedTime", "growthRetryTime", "shrinks", "requeueState"}) {
           if (Field(o["status"], owned) != Field(Field(stored, "status"), owned)) {
             return StatusResponse(403, "node " + p.node + " may not change status." + owned +
                                            " (the scheduler's decision)");

@@ -575,7 +575,8 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
         started.is_object() && status.contains("assignments") &&
         started.size() < status["assignments"].size())
       std::printf("Started:    %zu of %zu pods\n", started.size(), status["assignments"].size());
-    if (const json shrink = status.value("shrink", json::object()); !shrink.empty()) {
+    for (const json& shrink : status.value("shrinks", json::array())) {
+      if (!shrink.is_object()) continue;
       std::string pods;
       for (const json& p : shrink.value("pods", json::array()))
         pods += (pods.empty() ? "" : ", ") + Plain(p);

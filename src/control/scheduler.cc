@@ -49,9 +49,10 @@ struct BoundWorkload {
   std::vector<Assignment> assign;
   bool evicting = false;  // chosen as a victim; stops at status.preemption.deadline
   bool leaving = false;   // ... for no preemptor (a drain, its maximum runtime)
-  // While pods an elastic shrink took stop (status.shrink): the pods per set it keeps (the
-  // first of each set; the rest are restored as a fragment). Empty: none.
+  // While pods elastic shrinks took stop (status.shrinks): the pods per set it keeps (the
+  // first of each set; the rest are restored as fragments, one per mark). Empty: none.
   std::vector<int> kept_counts;
+  nlohmann::json marks;  // those marks, oldest first
 };
 
 // What one cycle decided for one pending workload.
@@ -112,11 +113,13 @@ std::pair<json, std::vector<int>> KeptPart(const Workload& w, const json& status
   return {kept, counts};
 }
 
-// The pods an elastic shrink's mark (status.shrink) takes.
-std::set<std::string> ShrinkPods(const json& status) {
+// The pods elastic shrinks' marks (status.shrinks) take.
+std::set<std::string> ShrinkPods(const json& marks) {
   std::set<std::string> out;
-  for (const json& p : List(Field(status, "shrink"), "pods"))
-    if (p.is_string()) out.insert(p.get<std::string>());
+  if (!marks.is_array()) return out;
+  for (const json& m : marks)
+    for (const json& p : List(m, "pods"))
+      if (p.is_string()) out.insert(p.get<std::string>());
   return out;
 }
 
@@ -522,19 +525,19 @@ Result<CycleStats> Scheduler::RunOnce() {
           sw.counts = whole ? std::vector<int>{} : counts;
           return true;
         };
-        // An elastic shrink's pods whose grace period has ended stop: it runs on without them.
-        // Until then they are a victim of their own (restored as a fragment below).
-        const json& shrink = Field(status, "shrink");
+        // Elastic shrinks' pods whose grace period has ended stop: it runs on without them.
+        // Until then each mark's pods are a victim of their own (a fragment, restored below).
+        const json& marks = Field(status, "shrinks");
+        const bool shrinking = !List(status, "shrinks").empty();
         std::vector<int> kept_counts;  // while a shrink's pods stop: the pods per set it keeps
-        if (shrink.is_object()) {
-          const std::set<std::string> leaving = ShrinkPods(status);
+        json marks_left;               // those marks (their pods still stop)
+        if (shrinking) {
+          const std::set<std::string> leaving = ShrinkPods(marks);
           auto [kept, counts] =
               KeptPart(sw.w(), status, [&](const std::string& pod) { return !leaving.count(pod); });
-          const int64_t deadline = ParseTimestamp(Str(shrink, "deadline"));
-          const std::string why = Str(shrink, "reason");
-          // Whether every pod it gives up was on a node that is gone while the pods it keeps
-          // are not: then the shrink is done now (nothing is left to stop).
-          const auto gone = [&](const json& kept, const std::set<std::string>& leaving) {
+          // Whether every pod they give up was on a node that is gone while the pods it keeps
+          // are not: then every shrink is done now (nothing is left to stop).
+          const auto gone = [&] {
             const auto lost = [&](const json& a) {
               return !ParseAssignments(json{{"assignments", json::array({a})}}, "assignments",
                                        state, node_index, unusable);
@@ -549,25 +552,46 @@ Result<CycleStats> Scheduler::RunOnce() {
                                            node_index, unusable)
                               .has_value();
           };
+          // The marks whose pods stop now, and the others.
+          const bool lost = gone();
+          json done = json::array(), left = json::array();
+          for (const json& m : List(status, "shrinks")) {
+            const int64_t deadline = ParseTimestamp(Str(m, "deadline"));
+            (lost || deadline < 0 || now >= deadline ? done : left).push_back(m);
+          }
+          const std::set<std::string> stop = ShrinkPods(done);
+          auto [runs, running] =
+              KeptPart(sw.w(), status, [&](const std::string& pod) { return !stop.count(pod); });
           if (counts.empty()) {
-            // (Not the last pods of their sets: the mark is dropped and it keeps them.)
+            // (Not the last pods of their sets: the marks are dropped and it keeps them.)
             json next = sw.obj();
-            next["status"].erase("shrink");
+            next["status"].erase("shrinks");
             (void)store_.Put(kv.key, next.dump(), kv.mod_revision);
-          } else if (deadline >= 0 && now < deadline && !gone(kept, leaving)) {
+          } else if (done.empty() || running.empty()) {
+            // (Until the marks before it are done, a mark's pods are not the last: it waits.)
             kept_counts = counts;
-          } else if (!run_on_with(kept, counts, [&](json& st) {
+            marks_left = marks;
+          } else if (!run_on_with(runs, running, [&](json& st) {
                        int n = 0;
-                       for (int c : counts) n += c;
-                       st.erase("shrink");
+                       for (int c : running) n += c;
+                       if (left.empty()) {
+                         st.erase("shrinks");
+                       } else {
+                         st["shrinks"] = left;
+                       }
                        st["message"] = "shrunk to " + std::to_string(n) + " of " +
-                                       std::to_string(sw.w().pod_count()) + " pods (" + why + ")";
-                       if (deadline >= 0 && now < deadline)
+                                       std::to_string(sw.w().pod_count()) + " pods (" +
+                                       Str(done.back(), "reason") + ")";
+                       if (lost)
                          st["message"] = st["message"].get<std::string>() +
                                          "; the pods it gave up were on a node that stopped "
                                          "renewing its lease";
                      })) {
             kept_counts = counts;  // (a concurrent write: done next cycle)
+            marks_left = marks;
+          } else if (!left.empty()) {
+            kept_counts = counts;
+            marks_left = left;
           }
         }
         if (undone.is_null() && with_queues && Bound(phase) &&
@@ -581,7 +605,7 @@ Result<CycleStats> Scheduler::RunOnce() {
               sw.w(), status, [&](const std::string& pod) { return started.contains(pod); });
           auto kept_assign = ParseAssignments(json{{"assignments", kept}}, "assignments", state,
                                               node_index, unusable);
-          if (grew && phase == "Running" && !counts.empty() && kept_assign && !shrink.is_object()) {
+          if (grew && phase == "Running" && !counts.empty() && kept_assign && !shrinking) {
             std::string missing;
             for (const json& a : List(status, "assignments"))
               if (!started.contains(Str(a, "pod", "0")))
@@ -600,8 +624,8 @@ Result<CycleStats> Scheduler::RunOnce() {
         }
         // (Not one marked to stop: a victim, or past its maximum runtime, stops as marked.)
         if (undone.is_null() && with_queues && Bound(phase) && !preemption.is_object() &&
-            !expiring && !shrink.is_object() && (sw.pods.size() > 1 || sw.w().gang) &&
-            scheduled >= 0 && !AllPodsStarted(status) &&
+            !expiring && !shrinking && (sw.pods.size() > 1 || sw.w().gang) && scheduled >= 0 &&
+            !AllPodsStarted(status) &&
             now - (grew ? resized : scheduled) >=
                 static_cast<int64_t>(options_.gang_timeout_s * 1000)) {
           // It backs off before the next try, longer each time; past the limit it is
@@ -676,7 +700,7 @@ Result<CycleStats> Scheduler::RunOnce() {
         if (preemption.is_object()) ++victims_of[Str(preemption, "by")];
         bound.push_back({std::move(sw), std::move(*assignments), preemption.is_object() || expiring,
                          expiring || (preemption.is_object() && Str(preemption, "by").empty()),
-                         std::move(kept_counts)});
+                         std::move(kept_counts), std::move(marks_left)});
         continue;
       }
       if (phase == "Pending") {
@@ -731,17 +755,29 @@ Result<CycleStats> Scheduler::RunOnce() {
       victims_of.erase(by);
     }
   }
-  // Likewise pods an elastic shrink took for a preemptor that no longer waits: they stay.
+  // Likewise pods an elastic shrink took for a preemptor that no longer waits: they stay. (The
+  // newest mark first, as its pods come before the older marks': a mark behind one whose
+  // preemptor waits stays, and its pods stop at its deadline.)
   for (BoundWorkload& b : bound) {
-    if (b.kept_counts.empty()) continue;
-    const std::string by = Str(Field(Field(b.sw.obj(), "status"), "shrink"), "by");
-    if (waiting_keys.count(by)) continue;
+    if (b.kept_counts.empty() || !b.marks.is_array()) continue;
+    json left = b.marks;
+    while (!left.empty() && !waiting_keys.count(Str(left.back(), "by")))
+      left.erase(left.size() - 1);
+    if (left.size() == b.marks.size()) continue;
     json next = b.sw.obj();
-    next["status"].erase("shrink");
-    if (store_.Put(b.sw.kv.key, next.dump(), b.sw.kv.mod_revision).ok()) {
-      b.kept_counts.clear();
-      victims_of.erase(by);
+    if (left.empty()) {
+      next["status"].erase("shrinks");
+    } else {
+      next["status"]["shrinks"] = left;
     }
+    if (!store_.Put(b.sw.kv.key, next.dump(), b.sw.kv.mod_revision).ok()) continue;
+    const std::set<std::string> leaving = ShrinkPods(left);
+    b.kept_counts =
+        left.empty() ? std::vector<int>{}
+                     : KeptPart(b.sw.w(), Field(b.sw.obj(), "status"), [&](const std::string& pod) {
+                         return !leaving.count(pod);
+                       }).second;
+    b.marks = left;
   }
 
   // A cordoned GPU's free capacity is held for the cycle, so nothing new lands on it while the
@@ -814,7 +850,7 @@ Result<CycleStats> Scheduler::RunOnce() {
     std::string why;
   };
   std::vector<Victim> evictions;
-  // Running elastic work whose last pods an elastic shrink takes (status.shrink).
+  // Running elastic work whose last pods an elastic shrink takes (status.shrinks).
   struct ShrinkMark {
     size_t bound;    // index in `bound`
     std::string by;  // the preemptor, "ns/name"
@@ -909,12 +945,18 @@ Result<CycleStats> Scheduler::RunOnce() {
             Str(bound_status, "phase") == "Running" && AllPodsStarted(bound_status);
         const int64_t resized = ParseTimestamp(Str(bound_status, "resizedTime"));
         if (resized >= 0) options.resized_at = static_cast<double>(resized) / 1000.0;
-        // Pods an elastic shrink took that are still stopping: a fragment of their own beside
-        // the pods it keeps; meanwhile it neither grows nor shrinks again.
+        // Pods elastic shrinks took that are still stopping: a fragment of their own for each
+        // mark, beside the pods it keeps; meanwhile it does not grow (it may shrink again: a
+        // new mark takes the pods before these).
         std::vector<Assignment> assign = bound[b].assign;
-        std::vector<std::pair<int, Assignment>> fragment;
-        std::vector<size_t> fragment_index;  // in bound[b].assign
+        const json& marks = bound[b].marks;
+        const size_t mark_count = std::max<size_t>(1, marks.is_array() ? marks.size() : 0);
+        std::vector<std::vector<std::pair<int, Assignment>>> fragments(mark_count);
+        std::vector<std::vector<size_t>> fragment_index(mark_count);  // in bound[b].assign
         if (!bound[b].kept_counts.empty()) {
+          std::map<std::string, size_t> mark_of;
+          for (size_t m = 0; m < mark_count && marks.is_array() && m < marks.size(); ++m)
+            for (const std::string& pod : ShrinkPods(json::array({marks[m]}))) mark_of[pod] = m;
           const std::vector<int>& kept = bound[b].kept_counts;
           assign.clear();
           for (size_t set = 0, i = 0; set < kept.size(); ++set) {
@@ -923,15 +965,16 @@ Result<CycleStats> Scheduler::RunOnce() {
             for (int k = 0; k < has && i < bound[b].assign.size(); ++k, ++i) {
               if (k < kept[set]) {
                 assign.push_back(bound[b].assign[i]);
-              } else {
-                fragment.push_back({static_cast<int>(set), bound[b].assign[i]});
-                fragment_index.push_back(i);
+                continue;
               }
+              auto it = mark_of.find(spec.pod_sets[set].name + "-" + std::to_string(k));
+              const size_t m = it == mark_of.end() ? mark_count - 1 : it->second;
+              fragments[m].push_back({static_cast<int>(set), bound[b].assign[i]});
+              fragment_index[m].push_back(i);
             }
           }
           options.pod_counts = kept;
           options.may_grow = false;
-          options.may_shrink = false;
         }
         auto id =
             admitter->Restore(charged, assign, at >= 0 ? static_cast<double>(at) / 1000.0 : now_s,
@@ -943,11 +986,12 @@ Result<CycleStats> Scheduler::RunOnce() {
           id = admitter->Restore(w, assign, now_s, options, bound[b].evicting);
         }
         // (A fragment it cannot restore still holds its devices.) Its preemptor waits for it.
-        if (id.ok() && !fragment.empty()) {
-          if (admitter->RestoreFragment(*id, fragment).ok()) {
-            ++victims_of[Str(Field(bound_status, "shrink"), "by")];
+        for (size_t m = 0; id.ok() && m < mark_count; ++m) {
+          if (fragments[m].empty()) continue;
+          if (admitter->RestoreFragment(*id, fragments[m]).ok()) {
+            if (marks.is_array() && m < marks.size()) ++victims_of[Str(marks[m], "by")];
           } else {
-            for (size_t i : fragment_index)
+            for (size_t i : fragment_index[m])
               admitter->Reserve(bound[b].assign[i], bound[b].sw.pods[i]);
           }
         }
@@ -1174,10 +1218,14 @@ Result<CycleStats> Scheduler::RunOnce() {
           if (b == bound_of.end() || p == pending_of.end()) continue;
           const StoredWorkload& sw = bound[b->second].sw;
           const std::vector<int>& kept = admitter->pod_counts(parent);
+          // (The pods it keeps before this shrink: less those earlier marks take.)
+          const std::vector<int>& before = bound[b->second].kept_counts;
           std::vector<std::string> pods;
           for (size_t set = 0; set < kept.size(); ++set) {
             const PodSet& ps = sw.w().pod_sets[set];
-            const int has = sw.counts.empty() ? ps.count : sw.counts[set];
+            const int has = !before.empty()     ? before[set]
+                            : sw.counts.empty() ? ps.count
+                                                : sw.counts[set];
             for (int k = kept[set]; k < has; ++k) pods.push_back(ps.name + "-" + std::to_string(k));
           }
           shrinks.push_back({b->second, KeyName(pending[p->second].obj()), e.reason, pods});
@@ -1258,8 +1306,10 @@ Result<CycleStats> Scheduler::RunOnce() {
     const StoredWorkload& sw = bound[m.bound].sw;
     json next = sw.obj();
     const std::string deadline = FormatTimestamp(now + options_.preemption_grace_ms);
-    next["status"]["shrink"] = {
-        {"by", m.by}, {"reason", m.why}, {"deadline", deadline}, {"pods", m.pods}};
+    // (After the marks whose pods still stop: the oldest first.)
+    json marks = bound[m.bound].marks.is_array() ? bound[m.bound].marks : json::array();
+    marks.push_back({{"by", m.by}, {"reason", m.why}, {"deadline", deadline}, {"pods", m.pods}});
+    next["status"]["shrinks"] = marks;
     std::string names;
     for (const std::string& pod : m.pods) names += (names.empty() ? "" : ", ") + pod;
     next["status"]["message"] = m.why + "; pod(s) " + names + " stop at " + deadline;
