@@ -1198,6 +1198,18 @@ class ApiBadInputTest : public testing::Test {
     EXPECT_EQ(w_.Get(Item("workloads", "team-a", "existing")).body, existing_);
     EXPECT_EQ(w_.Get(Item("workloads", "team-a", "new")).status, 404);
   }
+  // Sends `obj` as the admin and checks the code, that the message holds `fragment` and that
+  // nothing was stored.
+  void ExpectAdminRefused(const std::string& method, const std::string& target, const json& obj,
+                          int code, const std::string& fragment) {
+    SCOPED_TRACE(method + " " + target + " " + obj.dump());
+    const int64_t rev = w_.store().Revision();
+    HttpResponse r = w_.Do(method, target, kAdmin, obj.dump(),
+                           method == "PATCH" ? kMergePatch : "application/json");
+    EXPECT_EQ(r.status, code) << r.body;
+    EXPECT_NE(r.body.find(fragment), std::string::npos) << fragment << " not in " << r.body;
+    EXPECT_EQ(w_.store().Revision(), rev);
+  }
   void ExpectCreateRejected(const json& obj, int code, const std::string& names) {
     ExpectRejected("POST", Collection("workloads", "team-a"), obj.dump(), "application/json", code,
                    names);
@@ -1242,15 +1254,9 @@ TEST_F(ApiBadInputTest, PriorityClassesNeedAnIntegerValueAndNothingElse) {
 // ones (or the built-in `gpu`), and a flavour a queue names cannot be deleted. A refused write
 // changes nothing.
 TEST_F(ApiBadInputTest, ResourceFlavorsAreCheckedAndQuotasNameThem) {
-  auto refused = [&](const std::string& method, const std::string& target, const json& obj,
-                     int code, const std::string& fragment) {
-    SCOPED_TRACE(method + " " + target);
-    const int64_t rev = w_.store().Revision();
-    HttpResponse r = w_.Do(method, target, kAdmin, obj.dump(),
-                           method == "PATCH" ? kMergePatch : "application/json");
-    EXPECT_EQ(r.status, code) << r.body;
-    EXPECT_NE(r.body.find(fragment), std::string::npos) << fragment << " not in " << r.body;
-    EXPECT_EQ(w_.store().Revision(), rev);
+  const auto refused = [&](const std::string& method, const std::string& target, const json& obj,
+                           int code, const std::string& fragment) {
+    ExpectAdminRefused(method, target, obj, code, fragment);
   };
   const std::string flavors = Collection("resourceflavors");
   refused("POST", flavors, FlavorObject("bad", {{"nodeLabels", {{"a", "b"}}}}), 422,
@@ -1300,6 +1306,49 @@ TEST_F(ApiBadInputTest, ResourceFlavorsAreCheckedAndQuotasNameThem) {
   on_gpu["spec"]["quotas"] = {{"gpu", {{"guaranteed", 1}}}};
   w_.MustCreate(Collection("queues"), on_gpu);
   EXPECT_EQ(w_.Do("DELETE", Item("resourceflavors", "", "gpu"), kAdmin).status, 200);
+}
+
+// A queue that would make the tree invalid is refused when written, naming the queue (the
+// scheduler admits nothing while its tree is invalid); a queue with queues below it, or with
+// work running charged to it, cannot be deleted. A refused write changes nothing.
+TEST_F(ApiBadInputTest, QueueWritesKeepTheTreeValidAndQueuesInUseStay) {
+  const auto refused = [&](const std::string& method, const std::string& target, const json& obj,
+                           int code, const std::string& fragment) {
+    ExpectAdminRefused(method, target, obj, code, fragment);
+  };
+  const std::string queues = Collection("queues");
+  json org = QueueObject("org");
+  org["spec"]["quotas"] = {{"gpu", {{"guaranteed", 8}}}};
+  w_.MustCreate(queues, org);
+  json team = QueueObject("team-a");
+  team["spec"]["parent"] = "org";
+  team["spec"]["quotas"] = {{"gpu", {{"guaranteed", 6}}}};
+  w_.MustCreate(queues, team);
+  json lend = QueueObject("lend");
+  lend["spec"]["quotas"] = {{"gpu", {{"guaranteed", 4}, {"lendingLimit", 10}}}};
+  refused("POST", queues, lend, 422,
+          "Queue 'lend': spec.quotas.gpu.lendingLimit: above the guarantee (10 > 4)");
+  json orphan = QueueObject("orphan");
+  orphan["spec"]["parent"] = "nowhere";
+  refused("POST", queues, orphan, 422, "Queue 'orphan': spec.parent: unknown queue");
+  refused("PATCH", Item("queues", "", "org"), {{"spec", {{"parent", "team-a"}}}}, 422,
+          "cycle in the queue hierarchy");
+  refused("PATCH", Item("queues", "", "team-a"), {{"spec", {{"parent", "team-a"}}}}, 422,
+          "Queue 'team-a': spec.parent");
+  refused("PATCH", Item("queues", "", "team-a"),
+          {{"spec", {{"quotas", {{"gpu", {{"guaranteed", 10}}}}}}}}, 422,
+          "it would make the queue tree invalid: Queue 'org': spec.quotas.gpu.guaranteed: its "
+          "children are guaranteed 10, more than its 8");
+  // In use: a parent, and a leaf whose workload holds devices.
+  refused("DELETE", Item("queues", "", "org"), json::object(), 409,
+          "Queue 'org' is in use: it is the parent of queue(s) team-a");
+  w_.MustSetStatus(Item("workloads", "team-a", "existing"),
+                   {{"phase", "Running"}, {"assignments", {Assignment("big")}}});
+  refused("DELETE", Item("queues", "", "team-a"), json::object(), 409,
+          "1 workload(s) charged to it hold devices (team-a/existing)");
+  w_.MustSetStatus(Item("workloads", "team-a", "existing"), {{"phase", "Succeeded"}});
+  EXPECT_EQ(w_.Do("DELETE", Item("queues", "", "team-a"), kAdmin).status, 200);
+  EXPECT_EQ(w_.Do("DELETE", Item("queues", "", "org"), kAdmin).status, 200);
 }
 
 // A workload that names a PriorityClass takes its value into spec.priority when it is stored;

@@ -225,6 +225,7 @@ Status ValidateWorkloadStatus(const json& status) {
                                {"startedPods", K::kObject},
                                {"growthRetryTime", K::kString},
                                {"shrinks", K::kList},
+                               {"shrink", K::kObject},  // (an earlier build's one mark)
                                {"requeueState", K::kObject},
                                {"preemption", K::kObject},
                                {"conditions", K::kList}}));
@@ -1271,6 +1272,70 @@ struct ApiServer::Impl {
     return Status::Ok();
   }
 
+  // The stored queue tree as the scheduler reads it, with `queue` written in place of its
+  // stored version (null: as stored, less `removed`).
+  Result<AdmissionConfig> QueueTreeWith(const json& queue, const std::string& removed = "") {
+    ASSIGN_OR_RETURN(std::vector<KeyValue> queues, ReadAll(Prefix(*FindResource("queues"), "")));
+    ASSIGN_OR_RETURN(std::vector<KeyValue> flavors,
+                     ReadAll(Prefix(*FindResource("resourceflavors"), "")));
+    const std::string name = queue.is_null() ? removed : Str(Field(queue, "metadata"), "name");
+    std::vector<json> objects, stored_flavors;
+    if (!queue.is_null()) objects.push_back(queue);
+    for (const KeyValue& kv : queues) {
+      json o = Materialize(kv);
+      if (Str(Field(o, "metadata"), "name") != name) objects.push_back(std::move(o));
+    }
+    for (const KeyValue& kv : flavors) stored_flavors.push_back(Materialize(kv));
+    return QueueTreeFromObjects(objects, stored_flavors);
+  }
+
+  // A queue write that would leave the tree invalid (a cycle, an unknown parent, a lending
+  // limit above the guarantee, children guaranteed more than their parent) is refused, since
+  // the scheduler admits nothing anywhere while its tree is invalid. (A tree already invalid
+  // for another queue does not stop this one's write, unless the error is this queue's.)
+  Status CheckQueueTree(const json& queue) {
+    auto after = QueueTreeWith(queue);
+    if (after.ok()) return Status::Ok();
+    if (after.status().code() != StatusCode::kInvalidArgument) return after.status();
+    const std::string name = Str(Field(queue, "metadata"), "name");
+    const bool mine = after.status().message().rfind("Queue '" + name + "'", 0) == 0;
+    if (!mine && !QueueTreeWith(json()).ok()) return Status::Ok();
+    return InvalidArgument(mine ? after.status().message()
+                                : "it would make the queue tree invalid: " +
+                                      after.status().message());
+  }
+
+  // Why a queue may not be deleted now (empty: it may): queues below it, or work running
+  // charged to it (it stays while they hold devices, as Kueue holds a ClusterQueue with a
+  // finalizer while it has admitted workloads).
+  Result<std::string> QueueInUse(const std::string& name) {
+    auto tree = QueueTreeWith(json());
+    if (!tree.ok()) return std::string();  // (nothing admits through an invalid tree)
+    std::string children;
+    for (const QueueSpec& q : tree->queues)
+      if (q.parent == name) children += (children.empty() ? "" : ", ") + q.name;
+    if (!children.empty()) return "it is the parent of queue(s) " + children;
+    const std::set<std::string> leaves = LeafQueues(*tree);
+    ASSIGN_OR_RETURN(std::vector<KeyValue> workloads,
+                     ReadAll(Prefix(*FindResource("workloads"), "")));
+    std::string running;
+    int count = 0;
+    for (const KeyValue& kv : workloads) {
+      if (kv.value.find("\"phase\":\"Running\"") == std::string::npos &&
+          kv.value.find("\"phase\":\"Scheduled\"") == std::string::npos)
+        continue;
+      const json w = Materialize(kv);
+      const json& meta = Field(w, "metadata");
+      if (WaitingQueue(leaves, Str(Field(w, "spec"), "queue"), Str(meta, "namespace")) != name)
+        continue;
+      if (++count <= 3)
+        running += (running.empty() ? "" : ", ") + Str(meta, "namespace") + "/" + Str(meta, "name");
+    }
+    if (count == 0) return std::string();
+    return std::to_string(count) + " workload(s) charged to it hold devices (" + running +
+           (count > 3 ? ", ..." : "") + "); delete them or let them finish first";
+  }
+
   // The queues whose quotas or flavorOrder name a flavour, for refusing its deletion.
   Result<std::vector<std::string>> QueuesNaming(const std::string& flavor) {
     ASSIGN_OR_RETURN(ListResult queues, store.List(Prefix(*FindResource("queues"), ""), "", 0));
@@ -1331,8 +1396,10 @@ struct ApiServer::Impl {
       if (Status s = ResolvePriorityClass(o); !s.ok()) return ErrorFromStatus(s);
       if (Status s = CheckQueueAccess(o); !s.ok()) return ErrorFromStatus(s);
     }
-    if (std::string(info.kind) == "Queue")
+    if (std::string(info.kind) == "Queue") {
       if (Status s = CheckQuotaFlavors(o); !s.ok()) return ErrorFromStatus(s);
+      if (Status s = CheckQueueTree(o); !s.ok()) return ErrorFromStatus(s);
+    }
     const std::string name = o["metadata"]["name"];
     if (info.namespaced) {
       auto tenant = store.Get(Key(*FindResource("tenants"), "", ns));
@@ -1441,12 +1508,15 @@ struct ApiServer::Impl {
           (Field(o["spec"], "quotas") != Field(Field(stored, "spec"), "quotas") ||
            Field(o["spec"], "flavorOrder") != Field(Field(stored, "spec"), "flavorOrder")))
         if (Status s = CheckQuotaFlavors(o); !s.ok()) return ErrorFromStatus(s);
+      if (!status_sub && std::string(info.kind) == "Queue" &&
+          Field(o, "spec") != Field(stored, "spec"))
+        if (Status s = CheckQueueTree(o); !s.ok()) return ErrorFromStatus(s);
       if (status_sub && !p.node.empty() && std::string(info.plural) == "workloads") {
         // A node reports on the pods it runs (phase, messages, times, conditions); where they
         // run is the scheduler's decision.
-        for (const char* owned :
-             {"assignments", "isolation", "scheduledTime", "nomination", "preemption",
-              "admittedCounts", "resizedTime", "growthRetryTime", "shrinks", "requeueState"}) {
+        for (const char* owned : {"assignments", "isolation", "scheduledTime", "nomination",
+                                  "preemption", "admittedCounts", "resizedTime", "growthRetryTime",
+                                  "shrinks", "shrink", "requeueState"}) {
           if (Field(o["status"], owned) != Field(Field(stored, "status"), owned)) {
             return StatusResponse(403, "node " + p.node + " may not change status." + owned +
                                            " (the scheduler's decision)");
@@ -1530,6 +1600,12 @@ struct ApiServer::Impl {
         return StatusResponse(409, "ResourceFlavor '" + name + "' is in use: the quotas or " +
                                        "flavorOrder of queue(s) " + list + " name it");
       }
+    }
+    if (std::string(info.kind) == "Queue") {
+      refs.lock();
+      auto why = QueueInUse(name);
+      if (!why.ok()) return ErrorFromStatus(why.status());
+      if (!why->empty()) return StatusResponse(409, "Queue '" + name + "' is in use: " + *why);
     }
     auto rev = store.Delete(Key(info, ns, name), kAnyRevision);
     if (std::string(info.plural) == "nodes") max_node_gpus = -1;

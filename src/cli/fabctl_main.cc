@@ -7,15 +7,18 @@
 #include <yaml-cpp/yaml.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <thread>
 
 #include "client/http_client.h"
+#include "core/workload.h"
 #include "sim/openb.h"
 
 namespace {
@@ -392,6 +395,46 @@ std::string NamespaceOf(const json& obj, const std::string& fallback) {
   return fallback;
 }
 
+// The order a file's objects are applied in: ResourceFlavors first (queues' quotas name
+// them), then Queues, each after the parent the file also holds (the server refuses a queue
+// whose parent does not exist yet), then the rest; otherwise as written. Delete -f reverses it.
+std::vector<json> ApplyOrder(const std::vector<json>& docs) {
+  std::vector<json> flavors, queues, rest;
+  for (const json& d : docs) {
+    const std::string kind = d.is_object() ? d.value("kind", "") : "";
+    (kind == "ResourceFlavor" ? flavors : kind == "Queue" ? queues : rest).push_back(d);
+  }
+  const auto name_of = [](const json& q) {
+    return q.value("metadata", json::object()).value("name", "");
+  };
+  const auto parent_of = [](const json& q) {
+    const json spec = q.value("spec", json::object());
+    return spec.contains("parent") && spec["parent"].is_string() ? spec["parent"].get<std::string>()
+                                                                 : std::string();
+  };
+  std::set<std::string> in_file, placed;
+  for (const json& q : queues) in_file.insert(name_of(q));
+  std::vector<json> out = flavors;
+  // (Each pass places the queues whose parent is placed or not in the file; a cycle is left
+  // for the server to refuse, in file order.)
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (json& q : queues) {
+      if (q.is_null()) continue;
+      const std::string parent = parent_of(q);
+      if (!parent.empty() && in_file.count(parent) && !placed.count(parent)) continue;
+      placed.insert(name_of(q));
+      out.push_back(std::move(q));
+      q = json();
+      progress = true;
+    }
+  }
+  for (json& q : queues)
+    if (!q.is_null()) out.push_back(std::move(q));
+  out.insert(out.end(), rest.begin(), rest.end());
+  return out;
+}
+
 int Apply(Globals& g, HttpClient& http, const std::string& file) {
   auto docs = ReadManifests(file);
   if (!docs.ok()) {
@@ -399,7 +442,7 @@ int Apply(Globals& g, HttpClient& http, const std::string& file) {
     return 2;
   }
   int rc = 0;
-  for (json obj : *docs) {
+  for (json obj : ApplyOrder(*docs)) {
     const Resource* r = ResourceByKind(obj.value("kind", ""));
     if (!r) {
       std::cerr << "fabctl: " << file << ": unknown kind '" << obj.value("kind", "") << "'\n";
@@ -418,6 +461,18 @@ int Apply(Globals& g, HttpClient& http, const std::string& file) {
       obj["metadata"]["namespace"] = ns;
     }
     const std::string name = obj["metadata"].value("name", "");
+    // (Checked here too: what is no valid name is no valid URL path either.)
+    std::string bad;
+    if (fabrica::Status st = fabrica::ValidateName(name); !st.ok()) {
+      bad = "metadata.name: " + st.message();
+    } else if (r->namespaced) {
+      if (st = fabrica::ValidateName(ns); !st.ok()) bad = "metadata.namespace: " + st.message();
+    }
+    if (!bad.empty()) {
+      std::cerr << "fabctl: " << file << ": " << r->kind << " " << bad << "\n";
+      rc = 1;
+      continue;
+    }
     const std::string path = CollectionPath(*r, ns);
     auto existing = http.Do("GET", path + "/" + name);
     fabrica::Result<fabrica::ClientResponse> resp = existing;
@@ -461,7 +516,10 @@ int Delete(Globals& g, HttpClient& http, const std::string& what, const std::str
       std::cerr << "fabctl: " << docs.status().message() << "\n";
       return 2;
     }
-    for (const json& obj : *docs) {
+    // (Queues below others first, and flavours after the queues that name them.)
+    std::vector<json> order = ApplyOrder(*docs);
+    std::reverse(order.begin(), order.end());
+    for (const json& obj : order) {
       const Resource* r = ResourceByKind(obj.value("kind", ""));
       if (!r) continue;
       targets.push_back(

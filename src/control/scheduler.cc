@@ -527,53 +527,63 @@ Result<CycleStats> Scheduler::RunOnce() {
         };
         // Elastic shrinks' pods whose grace period has ended stop: it runs on without them.
         // Until then each mark's pods are a victim of their own (a fragment, restored below).
-        const json& marks = Field(status, "shrinks");
-        const bool shrinking = !List(status, "shrinks").empty();
+        // (A mark a build before status.shrinks wrote, status.shrink, reads as a list of one.)
+        const json marks = Field(status, "shrink").is_object() && !status.contains("shrinks")
+                               ? json::array({status["shrink"]})
+                               : json(List(status, "shrinks"));
+        const bool shrinking = !marks.empty();
         std::vector<int> kept_counts;  // while a shrink's pods stop: the pods per set it keeps
         json marks_left;               // those marks (their pods still stop)
         if (shrinking) {
           const std::set<std::string> leaving = ShrinkPods(marks);
-          auto [kept, counts] =
-              KeptPart(sw.w(), status, [&](const std::string& pod) { return !leaving.count(pod); });
-          // Whether every pod they give up was on a node that is gone while the pods it keeps
-          // are not: then every shrink is done now (nothing is left to stop).
-          const auto gone = [&] {
-            const auto lost = [&](const json& a) {
-              return !ParseAssignments(json{{"assignments", json::array({a})}}, "assignments",
-                                       state, node_index, unusable);
-            };
-            bool any = false;
-            for (const json& a : List(status, "assignments")) {
-              if (!leaving.count(Str(a, "pod", "0"))) continue;
-              if (!lost(a)) return false;
-              any = true;
-            }
-            return any && ParseAssignments(json{{"assignments", kept}}, "assignments", state,
-                                           node_index, unusable)
-                              .has_value();
-          };
-          // The marks whose pods stop now, and the others.
-          const bool lost = gone();
+          const std::vector<int> counts = KeptPart(sw.w(), status, [&](const std::string& pod) {
+                                            return !leaving.count(pod);
+                                          }).second;
+          // A mark is done at its deadline, or when every pod it takes was on a node that is
+          // gone (nothing is left to stop), so long as the pods that run on are all on live
+          // nodes.
+          std::set<std::string> on_lost_nodes;
+          for (const json& a : List(status, "assignments"))
+            if (leaving.count(Str(a, "pod", "0")) &&
+                !ParseAssignments(json{{"assignments", json::array({a})}}, "assignments", state,
+                                  node_index, unusable))
+              on_lost_nodes.insert(Str(a, "pod", "0"));
           json done = json::array(), left = json::array();
-          for (const json& m : List(status, "shrinks")) {
+          bool lost = false;  // a mark done because its node was lost
+          for (const json& m : marks) {
             const int64_t deadline = ParseTimestamp(Str(m, "deadline"));
-            (lost || deadline < 0 || now >= deadline ? done : left).push_back(m);
+            const std::set<std::string> pods = ShrinkPods(json::array({m}));
+            const bool gone = !pods.empty() && std::all_of(pods.begin(), pods.end(), [&](auto& p) {
+              return on_lost_nodes.count(p) > 0;
+            });
+            lost |= gone && deadline >= 0 && now < deadline;
+            (gone || deadline < 0 || now >= deadline ? done : left).push_back(m);
           }
           const std::set<std::string> stop = ShrinkPods(done);
-          auto [runs, running] =
+          auto part =
               KeptPart(sw.w(), status, [&](const std::string& pod) { return !stop.count(pod); });
+          const json runs = std::move(part.first);
+          const std::vector<int> running = std::move(part.second);
+          // (Done for a lost node only where what runs on is on live nodes: else it is
+          // requeued whole below, as for any lost node.)
+          const bool usable = !lost || ParseAssignments(json{{"assignments", runs}}, "assignments",
+                                                        state, node_index, unusable)
+                                           .has_value();
+          const auto drop_legacy = [](json& st) { st.erase("shrink"); };
           if (counts.empty()) {
             // (Not the last pods of their sets: the marks are dropped and it keeps them.)
             json next = sw.obj();
             next["status"].erase("shrinks");
+            drop_legacy(next["status"]);
             (void)store_.Put(kv.key, next.dump(), kv.mod_revision);
-          } else if (done.empty() || running.empty()) {
-            // (Until the marks before it are done, a mark's pods are not the last: it waits.)
+          } else if (done.empty() || running.empty() || !usable) {
+            // (Until the marks after it are done, a mark's pods are not the last: it waits.)
             kept_counts = counts;
             marks_left = marks;
           } else if (!run_on_with(runs, running, [&](json& st) {
                        int n = 0;
                        for (int c : running) n += c;
+                       drop_legacy(st);
                        if (left.empty()) {
                          st.erase("shrinks");
                        } else {
@@ -765,6 +775,7 @@ Result<CycleStats> Scheduler::RunOnce() {
       left.erase(left.size() - 1);
     if (left.size() == b.marks.size()) continue;
     json next = b.sw.obj();
+    next["status"].erase("shrink");  // (the earlier build's one mark: now in b.marks)
     if (left.empty()) {
       next["status"].erase("shrinks");
     } else {
@@ -1310,6 +1321,7 @@ Result<CycleStats> Scheduler::RunOnce() {
     json marks = bound[m.bound].marks.is_array() ? bound[m.bound].marks : json::array();
     marks.push_back({{"by", m.by}, {"reason", m.why}, {"deadline", deadline}, {"pods", m.pods}});
     next["status"]["shrinks"] = marks;
+    next["status"].erase("shrink");  // (the earlier build's one mark: now in marks)
     std::string names;
     for (const std::string& pod : m.pods) names += (names.empty() ? "" : ", ") + pod;
     next["status"]["message"] = m.why + "; pod(s) " + names + " stop at " + deadline;

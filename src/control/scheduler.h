@@ -76,7 +76,7 @@ struct SchedulerOptions {
   // (AdmissionConfig::elastic_growth); the new size is billed from status.resizedTime.
   bool elastic_growth = true;
   // Preemption and reclaim take elastic work's pods beyond its minimum first, leaving it
-  // running with the rest (AdmissionConfig::elastic_shrink; status.shrink marks them until
+  // running with the rest (AdmissionConfig::elastic_shrink; status.shrinks marks them until
   // they stop).
   bool elastic_shrink = true;
 };

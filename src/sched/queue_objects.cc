@@ -1,6 +1,7 @@
 #include "sched/queue_objects.h"
 
 #include <algorithm>
+#include <regex>
 #include <set>
 #include <tuple>
 
@@ -88,7 +89,22 @@ Result<AdmissionConfig> QueueTreeFromObjects(const std::vector<json>& queues,
     doc["queues"].push_back(unqueued);
   }
   YamlMap m(Doc::FromJson(doc), "", "stored queues");
-  return ParseAdmissionConfig(m);
+  Result<AdmissionConfig> tree = ParseAdmissionConfig(m);
+  if (tree.ok()) return tree;
+  // Said of the stored objects: "queues[1].quotas..." is Queue 'name''s spec.quotas....
+  std::string message = tree.status().message();
+  static const std::regex kAt(R"(queues\[(\d+)\](\.?))");
+  std::smatch at;
+  if (std::regex_search(message, at, kAt)) {
+    const size_t i = std::stoul(at[1].str());
+    if (i < doc["queues"].size()) {
+      // (What came before it, the source "stored queues: ", says nothing more.)
+      message = "Queue '" + doc["queues"][i]["name"].get<std::string>() +
+                "': " + (at[2].length() ? "spec." : "spec") +
+                message.substr(at.position(0) + at.length());
+    }
+  }
+  return Status(tree.status().code(), message);
 }
 
 std::set<std::string> LeafQueues(const AdmissionConfig& tree) {

@@ -6,7 +6,8 @@
 # examples/flavors.yaml's flavours show the GPUs charged to them and cannot be deleted in use.
 # An elastic gang (minCount) starts with the pods its queue allows, shown as PODS 2/4, and
 # grows to all 4 when its queue may hold more, and gives one pod back for urgent work of its
-# queue; a queue's flavorOrder decides where its work goes first.
+# queue; a queue's flavorOrder decides where its work goes first. Files list queues in any
+# order; a parent, and a bad name, are refused.
 # Usage: fabctl_queues_test.sh FABRICA_BIN FABCTL_BIN SOURCE_DIR
 set -euo pipefail
 FABRICA=$1
@@ -182,4 +183,25 @@ grep -q "^Preempted\|^Preemption" <<<"$described" && fail "elastic evicted whole
 described=$("$FABCTL" describe queue team-c)
 grep -A3 "^Status:" <<<"$described" | grep -q "flavors\|guaranteedGpus" ||
   fail "describe queue shows no status: $described"
-echo "OK: queues applied twice, pending listed in order, a foreign queue refused, flavours counted, a gang admitted in part, grown and shrunk for urgent work, a flavour order kept"
+# A file may list a queue before its parent: fabctl applies parents first (the server refuses
+# a queue whose parent does not exist) and deletes children first. A queue with a child, or a
+# name that is no valid name, is refused naming why.
+cat >"$tmp/tree.yaml" <<YAML
+apiVersion: fabrica.dev/v1
+kind: Queue
+metadata: {name: lab-child}
+spec: {parent: lab}
+---
+apiVersion: fabrica.dev/v1
+kind: Queue
+metadata: {name: lab}
+spec: {}
+YAML
+"$FABCTL" apply -f "$tmp/tree.yaml" >"$tmp/tree.txt" 2>&1 || fail "apply child before parent: $(cat "$tmp/tree.txt")"
+if "$FABCTL" delete queue lab >"$tmp/del.txt" 2>&1; then fail "deleted a parent: $(cat "$tmp/del.txt")"; fi
+grep -q "is the parent of queue(s) lab-child" "$tmp/del.txt" || fail "delete parent: $(cat "$tmp/del.txt")"
+"$FABCTL" delete -f "$tmp/tree.yaml" >"$tmp/del.txt" 2>&1 || fail "delete -f: $(cat "$tmp/del.txt")"
+printf 'apiVersion: fabrica.dev/v1\nkind: Queue\nmetadata: {name: "Bad Name!"}\nspec: {}\n' >"$tmp/bad.yaml"
+if "$FABCTL" apply -f "$tmp/bad.yaml" >"$tmp/bad.txt" 2>&1; then fail "applied a bad name"; fi
+grep -q "Queue metadata.name: 'Bad Name!' is not a valid name" "$tmp/bad.txt" || fail "bad name: $(cat "$tmp/bad.txt")"
+echo "OK: queues applied twice, pending listed in order, a foreign queue refused, flavours counted, a gang admitted in part, grown and shrunk for urgent work, a flavour order kept, a tree applied child first"
