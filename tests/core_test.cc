@@ -729,6 +729,27 @@ TEST(WorkloadYaml, UnknownTopologyLevelIsRejected) {
   ExpectInvalid(ParseWorkloadYaml(mode, "w.yaml"), {"spec.topology.mode", "got 'must'"});
 }
 
+// Pods are named after their set ("main-0"): two sets of one name, or a name that is no valid
+// name, are refused.
+TEST(WorkloadYaml, PodSetNamesAreValidAndDistinct) {
+  const char* twice =
+      "metadata: {name: w}\n"
+      "spec:\n"
+      "  podSets: [{name: w, cpu: 1}, {name: w, cpu: 2}]\n";
+  ExpectInvalid(ParseWorkloadYaml(twice, "w.yaml"),
+                {"spec.podSets[1].name", "'w' names another pod set too"});
+  const char* bad =
+      "metadata: {name: w}\n"
+      "spec:\n"
+      "  podSets: [{name: Main, cpu: 1}]\n";
+  ExpectInvalid(ParseWorkloadYaml(bad, "w.yaml"), {"spec.podSets[0].name", "not a valid name"});
+  const char* good =
+      "metadata: {name: w}\n"
+      "spec:\n"
+      "  podSets: [{name: leader, cpu: 1}, {name: workers, cpu: 2}]\n";
+  EXPECT_TRUE(ParseWorkloadYaml(good, "w.yaml").ok());
+}
+
 TEST(WorkloadYaml, UnknownFieldIsRejected) {
   const char* text =
       "metadata: {name: w}\n"

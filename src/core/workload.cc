@@ -284,6 +284,12 @@ Result<Workload> ParseOneWorkload(YamlMap& m) {
     RETURN_IF_ERROR(ps.CheckIsMap());
     PodSet set;
     ASSIGN_OR_RETURN(set.name, ps.String("name", "main"));
+    // (Its pods are named after it, "main-0", "main-1" ...: one name per set.)
+    if (Status s = ValidateName(set.name); !s.ok()) return ps.Error("name", s.message());
+    for (const PodSet& other : w.pod_sets)
+      if (other.name == set.name)
+        return ps.Error("name", "'" + set.name + "' names another pod set too (pods are named " +
+                                    "after their set, so each set needs its own name)");
     ASSIGN_OR_RETURN(int64_t count, ps.Int("count", 1));
     if (count < 1 || count > 100000) return ps.Error("count", "must be between 1 and 100000");
     set.count = static_cast<int>(count);
