@@ -728,6 +728,21 @@ TEST(ApiAuthTest, NodesReportTheirOwnStartedPods) {
            kMergePatch);
   EXPECT_EQ(r.status, 403) << r.body;
   EXPECT_NE(r.body.find("status.scheduledTime"), std::string::npos) << r.body;
+  // Completed pods (status.finishedPods) under the same rules.
+  r = w.Do("PATCH", wa + "/status", w.node_token, R"({"status":{"finishedPods":{"main-1":""}}})",
+           kMergePatch);
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_NE(r.body.find("may not report pod main-1 completed"), std::string::npos) << r.body;
+  r = w.Do("PATCH", wa + "/status", w.node_token,
+           R"({"status":{"finishedPods":{"main-0":"1999-01-01T00:00:00Z"}}})", kMergePatch);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const std::string finished = Parse(w.Get(wa))["status"]["finishedPods"].value("main-0", "");
+  EXPECT_NE(finished, "1999-01-01T00:00:00Z");
+  EXPECT_FALSE(finished.empty());
+  r = w.Do("PATCH", wa + "/status", w.node_token, R"({"status":{"finishedPods":{"main-0":null}}})",
+           kMergePatch);
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_NE(r.body.find("may not remove status.finishedPods.main-0"), std::string::npos) << r.body;
 }
 
 // The scheduler marks a victim (status.preemption) and keeps a waiting preemptor's planned

@@ -512,7 +512,10 @@ void NodeAgent::RecordExit(const PodExit& e) {
   Outcome& o = outcomes_[k.ns + "/" + k.name];
   if (o.binding != e.binding) return;  // an older binding's pod
   ++o.done;
-  if (!e.lost && e.signal == 0 && e.exit_code == 0) return;
+  if (!e.lost && e.signal == 0 && e.exit_code == 0) {
+    o.succeeded.push_back(pod);
+    return;
+  }
   ++o.failed;
   if (o.message.empty()) {
     o.message = e.lost     ? "pod " + pod + " vanished (its monitor was killed)"
@@ -549,11 +552,36 @@ Status NodeAgent::SendOutcomes(int64_t now) {
           (phase != "Running" && phase != "Scheduled")) {
         break;  // requeued, moved or already reported: not ours to end
       }
-      status["phase"] = o.failed ? "Failed" : "Succeeded";
-      status["completionTime"] = FormatTimestamp(now);
-      status["exitCode"] = o.failed ? o.exit_code : 0;
-      status["message"] = o.failed ? o.message : "completed on " + options_.node;
-      if (o.failed) status["reason"] = o.cannot_run ? "CannotRun" : "Error";
+      // Its pods here that succeeded are listed (stamped by the server); the workload has
+      // succeeded once every pod of its binding is, on whichever node reports last. A pod that
+      // fails fails it at once (its other pods are stopped).
+      if (!o.failed) {
+        json& finished = status["finishedPods"];
+        if (!finished.is_object()) finished = json::object();
+        for (const std::string& pod : o.succeeded)
+          if (!finished.contains(pod)) finished[pod] = "";
+        size_t pods = 0, done = 0;
+        for (const json& a : List(status, "assignments")) {
+          ++pods;
+          done += finished.contains(Str(a, "pod", "0")) ? 1 : 0;
+        }
+        if (done < pods) {
+          status["message"] = std::to_string(done) + " of " + std::to_string(pods) +
+                              " pods completed; running on the others";
+        } else {
+          status["phase"] = "Succeeded";
+          status["completionTime"] = FormatTimestamp(now);
+          status["exitCode"] = 0;
+          status["message"] = pods > 1 ? "all " + std::to_string(pods) + " pods completed"
+                                       : "completed on " + options_.node;
+        }
+      } else {
+        status["phase"] = "Failed";
+        status["completionTime"] = FormatTimestamp(now);
+        status["exitCode"] = o.exit_code;
+        status["message"] = o.message;
+        status["reason"] = o.cannot_run ? "CannotRun" : "Error";
+      }
       auto put = client_->Do("PUT", WorkloadPath(ns, name) + "/status", w.dump());
       if (put.ok() && put->status == 409) continue;  // changed meanwhile: look again
       st = Check(put, options_.node, "report exit");

@@ -119,6 +119,7 @@ class NodeAgent {
     int pods_here = 0;
     int done = 0;
     int failed = 0;
+    std::vector<std::string> succeeded;  // its pods here that exited 0
     std::string message;
     int exit_code = 0;
     bool cannot_run = false;

@@ -209,26 +209,15 @@ Status CheckFields(const json& j, const std::string& path,
 // with typed accessors: every write must keep it to these types, whoever writes it.
 Status ValidateWorkloadStatus(const json& status) {
   using K = JsonKind;
-  RETURN_IF_ERROR(CheckFields(status, "status",
-                              {{"phase", K::kString},
-                               {"message", K::kString},
-                               {"reason", K::kString},
-                               {"isolation", K::kString},
-                               {"startTime", K::kString},
-                               {"completionTime", K::kString},
-                               {"scheduledTime", K::kString},
-                               {"exitCode", K::kInt},
-                               {"assignments", K::kList},
-                               {"nomination", K::kList},
-                               {"admittedCounts", K::kList},
-                               {"resizedTime", K::kString},
-                               {"startedPods", K::kObject},
-                               {"growthRetryTime", K::kString},
-                               {"shrinks", K::kList},
-                               {"shrink", K::kObject},  // (an earlier build's one mark)
-                               {"requeueState", K::kObject},
-                               {"preemption", K::kObject},
-                               {"conditions", K::kList}}));
+  RETURN_IF_ERROR(CheckFields(
+      status, "status",
+      {{"phase", K::kString},         {"message", K::kString},      {"reason", K::kString},
+       {"isolation", K::kString},     {"startTime", K::kString},    {"completionTime", K::kString},
+       {"scheduledTime", K::kString}, {"exitCode", K::kInt},        {"assignments", K::kList},
+       {"nomination", K::kList},      {"admittedCounts", K::kList}, {"resizedTime", K::kString},
+       {"startedPods", K::kObject},   {"finishedPods", K::kObject}, {"growthRetryTime", K::kString},
+       {"shrinks", K::kList},         {"shrink", K::kObject},  // (an earlier build's one mark)
+       {"requeueState", K::kObject},  {"preemption", K::kObject},   {"conditions", K::kList}}));
   const std::string phase = Str(status, "phase", "Pending");
   if (phase != "Pending" && phase != "Scheduled" && phase != "Running" && phase != "Succeeded" &&
       phase != "Failed") {
@@ -249,10 +238,13 @@ Status ValidateWorkloadStatus(const json& status) {
     if (count.is_number_integer() && (count < 0 || count > 1'000'000))
       return InvalidArgument("status.requeueState.count: must be between 0 and 1000000");
   }
-  // The pods of its binding that have started, each with when (nodes report them).
-  for (const auto& [pod, at] : Field(status, "startedPods").items())
-    if (!at.is_string())
-      return InvalidArgument("status.startedPods." + pod + ": expected a string, got " + at.dump());
+  // The pods of its binding that have started, and those that completed, each with when
+  // (nodes report them).
+  for (const char* key : {"startedPods", "finishedPods"})
+    for (const auto& [pod, at] : Field(status, key).items())
+      if (!at.is_string())
+        return InvalidArgument("status." + std::string(key) + "." + pod +
+                               ": expected a string, got " + at.dump());
   // Partial admission: the pods it was admitted with, per pod set.
   const json& counts = Field(status, "admittedCounts");
   for (size_t i = 0; i < counts.size(); ++i)
@@ -1522,20 +1514,22 @@ struct ApiServer::Impl {
                                            " (the scheduler's decision)");
           }
         }
-        // A node adds the pods it started, only its own, and takes none away; each is stamped
-        // on receipt (below).
-        const json& had = Field(Field(stored, "status"), "startedPods");
-        for (const auto& [pod, at] : had.items()) {
-          if (Field(o["status"], "startedPods").contains(pod)) continue;
-          // (A write made from an older read lacks what other nodes reported since.)
-          if (expected != current->mod_revision)
-            return StatusResponse(409, "the object has been modified (resourceVersion " +
-                                           std::to_string(expected) + " is stale); read it again");
-          return StatusResponse(403, "node " + p.node + " may not remove status.startedPods." +
-                                         pod + " (a started pod stays started)");
-        }
-        if (o["status"].contains("startedPods")) {
-          for (auto& [pod, at] : o["status"]["startedPods"].items()) {
+        // A node adds the pods it started, and those that completed, only its own, and takes
+        // none away; each is stamped on receipt (below).
+        for (const char* key : {"startedPods", "finishedPods"}) {
+          const json& had = Field(Field(stored, "status"), key);
+          for (const auto& [pod, at] : had.items()) {
+            if (Field(o["status"], key).contains(pod)) continue;
+            // (A write made from an older read lacks what other nodes reported since.)
+            if (expected != current->mod_revision)
+              return StatusResponse(409, "the object has been modified (resourceVersion " +
+                                             std::to_string(expected) +
+                                             " is stale); read it again");
+            return StatusResponse(403, "node " + p.node + " may not remove status." + key + "." +
+                                           pod + " (what a pod did stays done)");
+          }
+          if (!o["status"].contains(key)) continue;
+          for (auto& [pod, at] : o["status"][key].items()) {
             if (had.contains(pod)) {
               at = had[pod];
               continue;
@@ -1544,8 +1538,10 @@ struct ApiServer::Impl {
             for (const json& a : jsonf::List(Field(stored, "status"), "assignments"))
               mine = mine || (Str(a, "node") == p.node && Str(a, "pod", "0") == pod);
             if (!mine)
-              return StatusResponse(403, "node " + p.node + " may not report pod " + pod +
-                                             " started: it is not assigned to the node");
+              return StatusResponse(
+                  403, "node " + p.node + " may not report pod " + pod +
+                           (std::string(key) == "startedPods" ? " started" : " completed") +
+                           ": it is not assigned to the node");
             at = FormatTimestamp(clock.NowMs());
           }
         }

@@ -633,6 +633,11 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
         started.is_object() && status.contains("assignments") &&
         started.size() < status["assignments"].size())
       std::printf("Started:    %zu of %zu pods\n", started.size(), status["assignments"].size());
+    // Pods that completed while others of it run (on other nodes).
+    if (const json finished = status.value("finishedPods", json::object());
+        finished.is_object() && !finished.empty() && status.contains("assignments") &&
+        finished.size() < status["assignments"].size())
+      std::printf("Completed:  %zu of %zu pods\n", finished.size(), status["assignments"].size());
     for (const json& shrink : status.value("shrinks", json::array())) {
       if (!shrink.is_object()) continue;
       std::string pods;

@@ -505,12 +505,14 @@ Result<CycleStats> Scheduler::RunOnce() {
             st["admittedCounts"] = counts;
           }
           st["resizedTime"] = FormatTimestamp(now);
-          if (st.contains("startedPods") && st["startedPods"].is_object()) {
-            json started = json::object();
+          // (What its nodes reported of the pods it keeps.)
+          for (const char* key : {"startedPods", "finishedPods"}) {
+            if (!st.contains(key) || !st[key].is_object()) continue;
+            json pods = json::object();
             for (const json& a : kept)
-              if (st["startedPods"].contains(Str(a, "pod", "0")))
-                started[Str(a, "pod", "0")] = st["startedPods"][Str(a, "pod", "0")];
-            st["startedPods"] = started;
+              if (st[key].contains(Str(a, "pod", "0")))
+                pods[Str(a, "pod", "0")] = st[key][Str(a, "pod", "0")];
+            st[key] = pods;
           }
           edit(st);
           if (!store_.Put(kv.key, next.dump(), kv.mod_revision).ok()) return false;

@@ -474,8 +474,9 @@ class AgentFleetTest : public testing::Test {
     auto r = client.Do("GET", "/metrics");
     return r.ok() && r->status == 200 ? r->body : "";
   }
-  std::string Log(const std::string& name) {
-    auto r = admin_->Do("GET", std::string(kApi) + "/namespaces/team-a/workloads/" + name + "/log");
+  std::string Log(const std::string& name, const std::string& pod = "") {
+    auto r = admin_->Do("GET", std::string(kApi) + "/namespaces/team-a/workloads/" + name + "/log" +
+                                   (pod.empty() ? "" : "?pod=" + pod));
     return r.ok() && r->status == 200 ? r->body : "";
   }
   std::string Logs() {
@@ -526,6 +527,47 @@ TEST_F(AgentFleetTest, PodsRunAsProcessesAndTheirExitAndOutputAreReported) {
                     "forged\n", "text/plain");
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->status, 403);
+}
+
+// A workload whose pods run on several nodes succeeds when all of them have: the node whose
+// pod finishes first lists it (status.finishedPods) and the pods elsewhere run on to their
+// end, rather than the first node's report ending the workload and stopping them.
+TEST_F(AgentFleetTest, AMultiNodeWorkloadSucceedsWhenItsLastPodDoes) {
+  json w = {{"apiVersion", "fabrica.dev/v1"},
+            {"kind", "Workload"},
+            {"metadata", {{"name", "pair"}, {"namespace", "team-a"}}},
+            {"spec",
+             {{"podSets",
+               {{{"name", "main"},
+                 {"count", 2},
+                 {"cpu", "1"},
+                 {"memory", "1Gi"},
+                 {"devices", {{"gpus", 1}}}}}},
+              {"run",
+               {{"command",
+                 {"sh", "-c",
+                  "if [ \"$FABRICA_POD\" = main-1 ]; then sleep 3; echo main-1 done; fi"}}}}}}};
+  auto [code, body] = Call("POST", std::string(kApi) + "/namespaces/team-a/workloads", w);
+  ASSERT_EQ(code, 201) << body.dump();
+  // main-0 ends at once: listed, while the workload runs on.
+  ASSERT_TRUE(WaitFor(
+      [&] { return Workload("pair")["status"].value("finishedPods", json::object()).size() == 1; },
+      30s))
+      << Logs();
+  const json midway = Workload("pair")["status"];
+  EXPECT_EQ(midway.value("phase", ""), "Running") << midway.dump();
+  EXPECT_TRUE(midway["finishedPods"].contains("main-0")) << midway.dump();
+  EXPECT_NE(midway.value("message", "").find("1 of 2 pods completed"), std::string::npos)
+      << midway.dump();
+  ASSERT_TRUE(WaitFor([&] { return Phase("pair") == "Succeeded"; }, 30s)) << Logs();
+  const json done = Workload("pair")["status"];
+  EXPECT_EQ(done["finishedPods"].size(), 2u) << done.dump();
+  EXPECT_EQ(done.value("exitCode", -1), 0);
+  EXPECT_NE(done.value("message", "").find("all 2 pods completed"), std::string::npos)
+      << done.dump();
+  ASSERT_TRUE(
+      WaitFor([&] { return Log("pair", "main-1").find("main-1 done") != std::string::npos; }, 10s))
+      << Log("pair", "main-1");
 }
 
 TEST_F(AgentFleetTest, BadTaskResultsAndLogWritesAreRefusedNamingWhatIsWrong) {
