@@ -955,10 +955,10 @@ TEST_F(AdmissionTest, ElasticShrinkFreesItsOwnQueuesQuota) {
   }
 }
 
-// One elastic shrink decision per workload and cycle (the server writes one mark per workload
-// and cycle): two reclaims in one cycle shrink g once, the second waits a cycle; nor is a
-// workload shrunk in a cycle evicted whole in it.
-TEST_F(AdmissionTest, ElasticShrinkDecidesOncePerWorkloadAndCycle) {
+// Two reclaims in one cycle may each take pods of one elastic workload (the server writes both
+// marks at once): each fragment names the pods it took, the second the ones before the
+// first's; a workload shrunk in the cycle is not evicted whole in it.
+TEST_F(AdmissionTest, ElasticShrinkMayTakeFromOneWorkloadTwiceInACycle) {
   Make(Nodes(2, 4), {Leaf("a", 0), Leaf("b", 8)});
   Workload gang = Gpus("g", "a", 1, 0, 8, /*gang=*/true);
   gang.pod_sets[0].min_count = 2;
@@ -968,13 +968,20 @@ TEST_F(AdmissionTest, ElasticShrinkDecidesOncePerWorkloadAndCycle) {
   Submit(Gpus("x1", "b", 1), 10);
   Submit(Gpus("x2", "b", 1), 10);
   CycleResult cr = adm_->Cycle(10, 1000);
-  ASSERT_EQ(cr.evicted.size(), 1u);
-  EXPECT_EQ(adm_->fragment_of(cr.evicted[0].victim), g);
-  EXPECT_EQ(adm_->pod_counts(g), std::vector<int>{7});
-  cr = adm_->Cycle(11, 1000);
-  ASSERT_EQ(cr.evicted.size(), 1u);
-  EXPECT_EQ(adm_->fragment_of(cr.evicted[0].victim), g);
+  ASSERT_EQ(cr.evicted.size(), 2u);
+  for (const Eviction& e : cr.evicted) EXPECT_EQ(adm_->fragment_of(e.victim), g);
   EXPECT_EQ(adm_->pod_counts(g), std::vector<int>{6});
+  using Pods = std::vector<std::pair<int, int>>;
+  EXPECT_EQ(adm_->fragment_pods(cr.evicted[0].victim), (Pods{{0, 7}}));
+  EXPECT_EQ(adm_->fragment_pods(cr.evicted[1].victim), (Pods{{0, 6}}));
+  // Four more in one cycle: g gives what it spares (four pods), and the fifth waits rather
+  // than evicting g whole in the cycle it shrank.
+  for (int i = 0; i < 5; ++i) Submit(Gpus("y" + std::to_string(i), "b", 1), 20);
+  cr = adm_->Cycle(20, 1000);
+  ASSERT_EQ(cr.evicted.size(), 4u);
+  for (const Eviction& e : cr.evicted) EXPECT_NE(e.victim, g);
+  EXPECT_EQ(adm_->phase(g), Phase::kAdmitted);
+  EXPECT_EQ(adm_->pod_counts(g), std::vector<int>{2});
 }
 
 // Elastic shrink keeps lenders at their guarantee, and restores as the server rebuilds it.

@@ -1572,6 +1572,27 @@ TEST_F(FactoryTest, ASecondReclaimShrinksAgainWhileTheFirstPodStops) {
   EXPECT_EQ(b1["assignments"][0]["node"], before["assignments"][2]["node"]);
 }
 
+// Two reclaims in one cycle both shrink the gang (two marks in one write), and both pods stop
+// together at the deadline.
+TEST_F(FactoryTest, TwoReclaimsInOneCycleBothShrink) {
+  ASSERT_FALSE(StartElasticBesideReclaim(true, nullptr).is_null());
+  CreateWorkload(WholeGpuWorkload("team-b", "b-1", 8));
+  const CycleStats stats = Cycle();
+  EXPECT_EQ(stats.shrinks, 2) << Describe(Workloads());
+  EXPECT_EQ(stats.preempted, 0) << Describe(Workloads());
+  const json marked = Workloads()["team-a/elastic"]["status"];
+  ASSERT_EQ(marked["shrinks"].size(), 2u) << marked.dump();
+  EXPECT_EQ(marked["shrinks"][0]["pods"], json::array({"main-3"}));
+  EXPECT_EQ(marked["shrinks"][1]["pods"], json::array({"main-2"}));
+  EXPECT_NE(marked["shrinks"][0].value("by", ""), marked["shrinks"][1].value("by", ""));
+  for (int i = 0; i < 3; ++i) Cycle(3'000);
+  const json after = Workloads()["team-a/elastic"]["status"];
+  EXPECT_FALSE(after.contains("shrinks")) << after.dump();
+  EXPECT_EQ(after["admittedCounts"], json::array({2})) << after.dump();
+  for (const char* b : {"team-b/b-0", "team-b/b-1"})
+    EXPECT_EQ(Workloads()[b]["status"].value("phase", ""), "Running") << b;
+}
+
 TEST_F(FactoryTest, ElasticShrinkOffEvictsWhole) {
   ASSERT_FALSE(StartElasticBesideReclaim(false, nullptr).is_null());
   CycleStats stats = Cycle();

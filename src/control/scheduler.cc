@@ -1225,22 +1225,15 @@ Result<CycleStats> Scheduler::RunOnce() {
       }
       for (const Eviction& e : result.evicted) {
         auto p = pending_of.find(e.preemptor);
-        // Elastic shrink: the last pods of each set beyond what its workload keeps.
+        // Elastic shrink: the pods the fragment took (the last of their sets then; pods are
+        // named by their place in their set).
         if (const int parent = admitter->fragment_of(e.victim); parent >= 0) {
           auto b = bound_of.find(parent);
           if (b == bound_of.end() || p == pending_of.end()) continue;
           const StoredWorkload& sw = bound[b->second].sw;
-          const std::vector<int>& kept = admitter->pod_counts(parent);
-          // (The pods it keeps before this shrink: less those earlier marks take.)
-          const std::vector<int>& before = bound[b->second].kept_counts;
           std::vector<std::string> pods;
-          for (size_t set = 0; set < kept.size(); ++set) {
-            const PodSet& ps = sw.w().pod_sets[set];
-            const int has = !before.empty()     ? before[set]
-                            : sw.counts.empty() ? ps.count
-                                                : sw.counts[set];
-            for (int k = kept[set]; k < has; ++k) pods.push_back(ps.name + "-" + std::to_string(k));
-          }
+          for (auto [set, k] : admitter->fragment_pods(e.victim))
+            pods.push_back(sw.w().pod_sets[set].name + "-" + std::to_string(k));
           shrinks.push_back({b->second, KeyName(pending[p->second].obj()), e.reason, pods});
           continue;
         }
@@ -1315,19 +1308,29 @@ Result<CycleStats> Scheduler::RunOnce() {
   }
   // Shrunk: the pods taken are marked with who takes them and when they stop (the grace
   // period); they keep running until then.
-  for (const ShrinkMark& m : shrinks) {
-    const StoredWorkload& sw = bound[m.bound].sw;
+  // (A workload shrunk more than once in the cycle gets its marks in one write, in the order
+  // made: each later one takes the pods before the earlier one's.)
+  std::map<size_t, std::vector<const ShrinkMark*>> marks_of;
+  for (const ShrinkMark& m : shrinks) marks_of[m.bound].push_back(&m);
+  for (const auto& [b, made] : marks_of) {
+    const StoredWorkload& sw = bound[b].sw;
     json next = sw.obj();
     const std::string deadline = FormatTimestamp(now + options_.preemption_grace_ms);
     // (After the marks whose pods still stop: the oldest first.)
-    json marks = bound[m.bound].marks.is_array() ? bound[m.bound].marks : json::array();
-    marks.push_back({{"by", m.by}, {"reason", m.why}, {"deadline", deadline}, {"pods", m.pods}});
+    json marks = bound[b].marks.is_array() ? bound[b].marks : json::array();
+    std::string message;
+    for (const ShrinkMark* m : made) {
+      marks.push_back(
+          {{"by", m->by}, {"reason", m->why}, {"deadline", deadline}, {"pods", m->pods}});
+      std::string names;
+      for (const std::string& pod : m->pods) names += (names.empty() ? "" : ", ") + pod;
+      message += (message.empty() ? "" : "; ") + m->why + "; pod(s) " + names;
+    }
     next["status"]["shrinks"] = marks;
     next["status"].erase("shrink");  // (the earlier build's one mark: now in marks)
-    std::string names;
-    for (const std::string& pod : m.pods) names += (names.empty() ? "" : ", ") + pod;
-    next["status"]["message"] = m.why + "; pod(s) " + names + " stop at " + deadline;
-    write(sw.kv, next, [&stats] { ++stats.shrinks; });
+    next["status"]["message"] = message + " stop at " + deadline;
+    const int n = static_cast<int>(made.size());
+    write(sw.kv, next, [&stats, n] { stats.shrinks += n; });
   }
   // Grown: its pods as placed now (those running keep their names and places), and when it
   // grew (metering bills the new size from then).

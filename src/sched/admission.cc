@@ -1183,6 +1183,7 @@ int Admitter::Split(int v, const std::vector<int>& cut) {
         const bool leaves = k >= w.counts[s] - cut[s];
         (leaves ? f.pods : kept_pods).push_back(w.pods[i]);
         (leaves ? f.assign : kept_assign).push_back(w.assign[i]);
+        if (leaves) f.fragment_pods.push_back({static_cast<int>(s), k});
       }
       counts[s] -= cut[s];
     }
@@ -2642,10 +2643,9 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
   std::vector<int> elastic;
   for (const Candidate& c : cands) {
     const Entry& w = entries_[c.id];
-    // (Not one shrunk this cycle, one decision per workload and cycle; nor one admitted this
-    // cycle, which is taken back whole if it must go.)
+    // (One shrunk this cycle may shrink again; not one admitted this cycle, which is taken
+    // back whole if it must go.)
     if (w.fragment_of >= 0 || w.phase != Phase::kAdmitted || !w.options.may_shrink ||
-        w.shrunk_at == now_ ||
         std::find(out.admitted.begin(), out.admitted.end(), c.id) != out.admitted.end())
       continue;
     for (size_t s = 0; s < w.counts.size(); ++s) {
@@ -3033,10 +3033,14 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   }
   int in_min_runtime = cached->second.in_min_runtime;
   std::string budget_block = cached->second.budget_block;
-  std::vector<Candidate> cands;
-  for (const Candidate& c : cached->second.cands)
-    if (entries_[c.id].phase == Phase::kAdmitted && entries_[c.id].shrunk_at != now_)
-      cands.push_back(c);
+  // (One shrunk this cycle may shrink again, not go whole: the server writes its marks
+  // together, and one decision of each other kind per workload and cycle.)
+  std::vector<Candidate> cands, shrinkable;
+  for (const Candidate& c : cached->second.cands) {
+    if (entries_[c.id].phase != Phase::kAdmitted) continue;
+    shrinkable.push_back(c);
+    if (entries_[c.id].shrunk_at != now_) cands.push_back(c);
+  }
   auto waiting_reason = [&]() {
     std::string r = e.reason.substr(0, e.reason.find("; waiting:"));
     if (in_min_runtime)
@@ -3250,7 +3254,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     }
     // The elastic ones among the victims, cheapest first (few: no copy of them all).
     std::vector<Candidate> spare;
-    for (const Candidate& c : cands)
+    for (const Candidate& c : shrinkable)
       if (entries_[c.id].counts != entries_[c.id].min_counts) spare.push_back(c);
     for (const Candidate& c : cached->second.spare_only) {
       if (entries_[c.id].phase != Phase::kAdmitted) continue;

@@ -325,6 +325,11 @@ class Admitter {
   bool partially_admitted(int id) const { return entries_[id].counts != entries_[id].full_counts; }
   // The workload a fragment's pods were taken from (an elastic shrink), or -1.
   int fragment_of(int id) const { return entries_[id].fragment_of; }
+  // A fragment Split made: its pods as (pod set, index in the set) of its workload as it stood
+  // then (the last of each set it took from; a restored fragment: empty).
+  const std::vector<std::pair<int, int>>& fragment_pods(int id) const {
+    return entries_[id].fragment_pods;
+  }
   // A pending preemptor's planned place (one per pod, in pod-set order) while its victims stop;
   // empty otherwise. A caller that rebuilds the Admitter keeps it for RestoreNomination.
   std::vector<Assignment> plan(int id) const;
@@ -446,6 +451,7 @@ class Admitter {
     // A fragment: pods an elastic shrink took from workload `fragment_of`, stopping; `pods`
     // and `assign` are those pods only.
     int fragment_of = -1;
+    std::vector<std::pair<int, int>> fragment_pods;  // (set, index), see fragment_pods()
     double shrunk_at = -1;  // when a shrink last took pods from it (it does not grow then)
   };
   struct ParkedShape {
