@@ -1039,20 +1039,24 @@ TEST_F(AdmissionTest, ElasticShrinkKeepsLendersAtTheirGuarantee) {
   }
 }
 
-// Growth and the guarantees of others. (1) Growth past its queue's guarantee only where the
-// queue's other work fills it: a workload holding part guarantee and part borrowed GPUs could
-// never be reclaimed (its queue would drop below its guarantee without it), so b, guaranteed
-// 4, could not take its GPUs back. (2) A workload whose guarantee will let it reclaim once its
-// victims' minimum runtime has passed waits for that rather than start in part and give the
-// claim up.
+// Growth and the guarantees of others. (1) Without elastic shrink, growth past its queue's
+// guarantee only where the queue's other work fills it: a workload holding part guarantee and
+// part borrowed GPUs could never be reclaimed (its queue would drop below its guarantee without
+// it), so b, guaranteed 4, could not take its GPUs back. With shrink (the default) it grows,
+// since a reclaim takes the pods beyond its least back. (2) A workload whose guarantee will let it
+// reclaim once its victims' minimum runtime has passed waits for that rather than start in part and
+// give the claim up.
 TEST_F(AdmissionTest, ElasticGrowthLeavesOthersTheirGuarantee) {
   auto elastic = [](const std::string& name, const std::string& queue, int pods, int least) {
     Workload w = Gpus(name, queue, 1, 0, pods, /*gang=*/true);
     w.pod_sets[0].min_count = least;
     return w;
   };
-  {  // (1)
-    Make(Nodes(2, 4), {Leaf("a", 4), Leaf("b", 4)});
+  for (bool shrink : {false, true}) {  // (1)
+    SCOPED_TRACE(shrink ? "elasticShrink" : "no shrink");
+    AdmissionConfig config;
+    config.elastic_shrink = shrink;
+    Make(Nodes(2, 4), {Leaf("a", 4), Leaf("b", 4)}, {}, config);
     const int b0 = Submit(Gpus("b0", "b", 4), 0);
     adm_->Cycle(1, 1000);
     const int g = Submit(elastic("g", "a", 8, 4), 2);
@@ -1061,9 +1065,21 @@ TEST_F(AdmissionTest, ElasticGrowthLeavesOthersTheirGuarantee) {
     adm_->PodsReady(g);
     adm_->Finish(b0, 4);
     CycleResult cr = adm_->Cycle(5, 1000);
-    EXPECT_TRUE(cr.grown.empty()) << "it would hold a's 4 and 4 of b's";
     const int b1 = Submit(Gpus("b1", "b", 4), 6);
-    adm_->Cycle(7, 1000);
+    if (!shrink) {
+      EXPECT_TRUE(cr.grown.empty()) << "it would hold a's 4 and 4 of b's";
+      adm_->Cycle(7, 1000);
+      EXPECT_EQ(adm_->phase(b1), Phase::kAdmitted) << adm_->reason(b1);
+      continue;
+    }
+    EXPECT_EQ(adm_->pod_counts(g), std::vector<int>{8}) << "it borrows b's 4";
+    adm_->PodsReady(g);
+    cr = adm_->Cycle(7, 1000);
+    ASSERT_EQ(cr.evicted.size(), 1u) << adm_->reason(b1);
+    EXPECT_EQ(adm_->fragment_of(cr.evicted[0].victim), g);
+    EXPECT_EQ(adm_->pod_counts(g), std::vector<int>{4});
+    adm_->Terminated(cr.evicted[0].victim, 37);
+    adm_->Cycle(37, 1000);
     EXPECT_EQ(adm_->phase(b1), Phase::kAdmitted) << adm_->reason(b1);
   }
   {  // ... and grows past it where a's other work fills a's guarantee.
