@@ -251,8 +251,9 @@ TEST_F(AdmissionTest, MoreThanTheQueueMayEverHoldIsInfeasible) {
   Make(Nodes(2, 8), {Leaf("a", 4, /*borrowing=*/2), Leaf("b", 4)});
   const int big = Submit(Gpus("a-big", "a", 8));
   EXPECT_EQ(adm_->phase(big), Phase::kInfeasible);
-  EXPECT_EQ(adm_->reason(big),
-            "asks for 8 GPUs of gpu; queue a (guarantee 4 + borrowing limit 2) may hold at most 6");
+  EXPECT_EQ(
+      adm_->reason(big),
+      "asks for 8 GPUs; of gpu, queue a (guarantee 4 + borrowing limit 2) may hold at most 6");
   const int fits = Submit(Gpus("a-six", "a", 6));
   EXPECT_EQ(adm_->phase(fits), Phase::kPending);
   adm_->Cycle(1, 1000);
@@ -265,6 +266,21 @@ TEST_F(AdmissionTest, MoreThanTheQueueMayEverHoldIsInfeasible) {
       adm_->reason(huge).find("queue org (its guarantee, the top of the tree) may hold at most 8"),
       std::string::npos)
       << adm_->reason(huge);
+  // With two flavours it could use, the limit of each.
+  QueueSpec two = Plain("a");
+  two.quotas["h100"] = QuotaSpec{2000, 0, {}};
+  two.quotas["a100"] = QuotaSpec{4000, 0, {}};
+  Make(H100AndA100(), {two}, {}, PerModelFlavours());
+  const int six = Submit(Gpus("six", "a", 3, 0, /*pods=*/2));
+  EXPECT_EQ(adm_->phase(six), Phase::kInfeasible);
+  EXPECT_NE(adm_->reason(six).find("of h100, queue a (guarantee 2 + borrowing limit 0) may hold "
+                                   "at most 2"),
+            std::string::npos)
+      << adm_->reason(six);
+  EXPECT_NE(adm_->reason(six).find("of a100, queue a (guarantee 4 + borrowing limit 0) may hold "
+                                   "at most 4"),
+            std::string::npos)
+      << adm_->reason(six);
 }
 
 // What a queue may hold is decided as admission decides it: a leaf guaranteed 8 under an inner

@@ -1012,8 +1012,9 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
                   GpuAmount(q.guaranteed[f]);
       }
       if (holdable) break;
-      if (why.empty())
-        why = "asks for " + GpuAmount(e.gpu_milli) + " GPUs of " + flavor_name(f) + "; " + limit;
+      // (Each flavour it could use, with its limit.)
+      why += (why.empty() ? "asks for " + GpuAmount(e.gpu_milli) + " GPUs; " : "; ") + "of " +
+             flavor_name(f) + ", " + limit;
     }
     if (!holdable && !why.empty()) {
       e.phase = Phase::kInfeasible;
