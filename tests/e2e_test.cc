@@ -1807,7 +1807,8 @@ TEST_F(FactoryTest, GangWhosePodsDoNotAllStartIsReleased) {
   ASSERT_TRUE(scheduler_->RunOnce().ok());
   json st = Workloads()["team-a/gang"]["status"];
   ASSERT_EQ(st["assignments"].size(), 2u) << st.dump();
-  sim_->StopNode(st["assignments"][1].value("node", ""));
+  const std::string stopped = st["assignments"][1].value("node", "");
+  sim_->StopNode(stopped);
   Cycle();
   st = Workloads()["team-a/gang"]["status"];
   EXPECT_EQ(st.value("phase", ""), "Running") << st.dump();
@@ -1817,6 +1818,9 @@ TEST_F(FactoryTest, GangWhosePodsDoNotAllStartIsReleased) {
   Cycle(10'000);
   st = Workloads()["team-a/gang"]["status"];
   EXPECT_EQ(st.value("reason", ""), "GangTimeout") << st.dump();
+  EXPECT_NE(st.value("message", "").find("(not started: main-1 on " + stopped + ")"),
+            std::string::npos)
+      << st.dump();
   EXPECT_EQ(st["requeueState"].value("count", 0), 1) << st.dump();
   EXPECT_FALSE(st.contains("startedPods")) << st.dump();
 }

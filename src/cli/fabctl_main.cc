@@ -477,7 +477,8 @@ int Apply(Globals& g, HttpClient& http, const std::string& file) {
     auto existing = http.Do("GET", path + "/" + name);
     fabrica::Result<fabrica::ClientResponse> resp = existing;
     std::string verb;
-    if (existing.ok() && existing->status == 404) {
+    // (Not found, or not readable by this user: a create says what it may not do.)
+    if (existing.ok() && (existing->status == 404 || existing->status == 403)) {
       resp = http.Do("POST", path, obj.dump());
       verb = "created";
     } else if (existing.ok() && existing->status == 200) {

@@ -647,9 +647,14 @@ Result<CycleStats> Scheduler::RunOnce() {
               (Field(state, "count").is_number_integer() ? Field(state, "count").get<int64_t>()
                                                          : 0) +
               1;
+          std::string missing;  // the pods its nodes did not report started
+          for (const json& a : List(status, "assignments"))
+            if (!Field(status, "startedPods").contains(Str(a, "pod", "0")))
+              missing +=
+                  (missing.empty() ? "" : ", ") + Str(a, "pod", "0") + " on " + Str(a, "node");
           const std::string why = "not all pods were ready within the gang timeout of " +
                                   std::to_string(static_cast<int64_t>(options_.gang_timeout_s)) +
-                                  " s";
+                                  " s" + (missing.empty() ? "" : " (not started: " + missing + ")");
           json next = sw.obj();
           const bool limit = options_.gang_requeue_limit > 0 && count > options_.gang_requeue_limit;
           const double backoff = std::min(
