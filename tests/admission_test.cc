@@ -1098,6 +1098,21 @@ TEST_F(AdmissionTest, ElasticGrowthLeavesOthersTheirGuarantee) {
     adm_->Cycle(37, 1000);
     EXPECT_EQ(adm_->phase(b1), Phase::kAdmitted) << adm_->reason(b1);
   }
+  {  // ... but not where whole pods would not come back to its guarantee: a guaranteed 6, pods
+     // of 4 (a shrink could take one pod of the 8 it would hold, leaving b 2 short).
+    Make(Nodes(4, 4), {Leaf("a", 6), Leaf("b", 10)});
+    const int b0 = Submit(Gpus("b0", "b", 4, 0, 3), 0);
+    adm_->Cycle(1, 1000);
+    ASSERT_EQ(adm_->phase(b0), Phase::kAdmitted) << adm_->reason(b0);
+    Workload four = Gpus("g", "a", 4, 0, 3, /*gang=*/true);
+    four.pod_sets[0].min_count = 1;
+    const int g = Submit(four, 2);
+    adm_->Cycle(3, 1000);
+    ASSERT_EQ(adm_->pod_counts(g), std::vector<int>{1}) << adm_->reason(g);
+    adm_->PodsReady(g);
+    adm_->Finish(b0, 4);
+    EXPECT_TRUE(adm_->Cycle(5, 1000).grown.empty()) << "it would hold 8 of a's 6";
+  }
   {  // ... and grows past it where a's other work fills a's guarantee.
     Make(Nodes(3, 4), {Leaf("a", 4), Leaf("b", 8)});
     const int filler = Submit(Gpus("filler", "a", 4), 0);

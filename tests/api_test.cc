@@ -1361,6 +1361,13 @@ TEST_F(ApiBadInputTest, QueueWritesKeepTheTreeValidAndQueuesInUseStay) {
                    {{"phase", "Running"}, {"assignments", {Assignment("big")}}});
   refused("DELETE", Item("queues", "", "team-a"), json::object(), 409,
           "1 workload(s) charged to it hold devices (team-a/existing)");
+  // Nor may a leaf with work running take children (its work would be charged to no queue).
+  json child = QueueObject("team-a-sub");
+  child["spec"]["parent"] = "team-a";
+  refused("POST", queues, child, 409,
+          "spec.parent: queue 'team-a' is a leaf with work: 1 workload(s) charged to it hold "
+          "devices (team-a/existing)");
+  EXPECT_EQ(w_.Do("DELETE", Item("queues", "", "unqueued"), kAdmin).status, 404);
   w_.MustSetStatus(Item("workloads", "team-a", "existing"), {{"phase", "Succeeded"}});
   EXPECT_EQ(w_.Do("DELETE", Item("queues", "", "team-a"), kAdmin).status, 200);
   EXPECT_EQ(w_.Do("DELETE", Item("queues", "", "org"), kAdmin).status, 200);

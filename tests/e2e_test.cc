@@ -1664,6 +1664,26 @@ TEST_F(FactoryTest, AnEarlierBuildsShrinkMarkIsStillHonoured) {
   EXPECT_EQ(Workloads()["team-b/b-0"]["status"].value("phase", ""), "Running");
 }
 
+// A bound workload every pod of which its nodes have listed as completed has succeeded, even
+// if no node says so (here the last report was lost; after a shrink the pods it keeps may all
+// have finished): the scheduler ends it and frees its GPUs.
+TEST_F(FactoryTest, AWorkloadWhosePodsAllCompletedHasSucceeded) {
+  CreateWorkload(WholeGpuWorkload("team-a", "pair", 8, 2));
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  const std::string key = "/registry/workloads/team-a/pair";
+  auto kv = store_->Get(key);
+  ASSERT_TRUE(kv.ok());
+  json obj = json::parse(kv->value);
+  obj["status"]["finishedPods"] = {{"main-0", "2026-01-01T00:00:00Z"},
+                                   {"main-1", "2026-01-01T00:00:00Z"}};
+  ASSERT_TRUE(store_->Put(key, obj.dump(), kv->mod_revision).ok());
+  Cycle();
+  const json st = Workloads()["team-a/pair"]["status"];
+  EXPECT_EQ(st.value("phase", ""), "Succeeded") << st.dump();
+  EXPECT_EQ(st.value("message", ""), "all 2 pods completed") << st.dump();
+  EXPECT_TRUE(st.contains("completionTime")) << st.dump();
+}
+
 // A shrink whose stopping pods are on two nodes, one of them lost: the pod on the live node
 // still runs, so the shrink is not done early (its preemptor must not take that pod's GPUs
 // while it runs); the workload goes back to its queue as for any lost node (and starts again

@@ -381,6 +381,9 @@ Status NodeAgent::Reconcile(int64_t now) {
     if (phase != "Scheduled" && phase != "Running") continue;
     for (const json& a : List(status, "assignments")) {
       if (Str(a, "node") != options_.node) continue;
+      // (A pod listed as completed is not run again, nor waited for: after a restart this
+      // agent no longer remembers it.)
+      if (Field(status, "finishedPods").contains(Str(a, "pod", "0"))) continue;
       PodPlan plan;
       plan.ns = Str(Field(w, "metadata"), "namespace");
       plan.name = Str(Field(w, "metadata"), "name");

@@ -1283,40 +1283,67 @@ struct ApiServer::Impl {
 
   // A queue write that would leave the tree invalid (a cycle, an unknown parent, a lending
   // limit above the guarantee, children guaranteed more than their parent) is refused, since
-  // the scheduler admits nothing anywhere while its tree is invalid. (A tree already invalid
-  // for another queue does not stop this one's write, unless the error is this queue's.)
+  // the scheduler admits nothing anywhere while its tree is invalid; so is one that gives
+  // children to a leaf with work running in it (that work would be charged to no queue). (A
+  // tree already invalid is not made an obstacle to other writes: only a write that leaves it
+  // with another error than before is refused.)
   Status CheckQueueTree(const json& queue) {
     auto after = QueueTreeWith(queue);
-    if (after.ok()) return Status::Ok();
-    if (after.status().code() != StatusCode::kInvalidArgument) return after.status();
     const std::string name = Str(Field(queue, "metadata"), "name");
-    const bool mine = after.status().message().rfind("Queue '" + name + "'", 0) == 0;
-    if (!mine && !QueueTreeWith(json()).ok()) return Status::Ok();
-    return InvalidArgument(mine ? after.status().message()
-                                : "it would make the queue tree invalid: " +
-                                      after.status().message());
+    if (!after.ok()) {
+      if (after.status().code() != StatusCode::kInvalidArgument) return after.status();
+      auto before = QueueTreeWith(json());
+      if (!before.ok() && before.status().message() == after.status().message())
+        return Status::Ok();
+      const bool mine = after.status().message().rfind("Queue '" + name + "'", 0) == 0;
+      return InvalidArgument(mine ? after.status().message()
+                                  : "it would make the queue tree invalid: " +
+                                        after.status().message());
+    }
+    const std::string parent = Str(Field(queue, "spec"), "parent");
+    if (parent.empty()) return Status::Ok();
+    auto before = QueueTreeWith(json());
+    if (!before.ok() || !LeafQueues(*before).count(parent)) return Status::Ok();
+    ASSIGN_OR_RETURN(std::string running, RunningIn(parent, *before));
+    if (running.empty()) return Status::Ok();
+    return FailedPrecondition("spec.parent: queue '" + parent + "' is a leaf with work: " +
+                              running + " (a queue with children holds no work of its own)");
   }
 
-  // Why a queue may not be deleted now (empty: it may): queues below it, or work running
-  // charged to it (it stays while they hold devices, as Kueue holds a ClusterQueue with a
-  // finalizer while it has admitted workloads).
-  Result<std::string> QueueInUse(const std::string& name) {
-    auto tree = QueueTreeWith(json());
-    if (!tree.ok()) return std::string();  // (nothing admits through an invalid tree)
+  // The stored queues that name `name` as their parent (but not those above it in a cycle a
+  // store written by hand may hold: deleting it breaks the cycle).
+  Result<std::string> ChildrenOf(const std::string& name) {
+    ASSIGN_OR_RETURN(std::vector<KeyValue> queues, ReadAll(Prefix(*FindResource("queues"), "")));
+    std::map<std::string, std::string> parent_of;
+    for (const KeyValue& kv : queues) {
+      const json q = Materialize(kv);
+      parent_of[Str(Field(q, "metadata"), "name")] = Str(Field(q, "spec"), "parent");
+    }
+    std::set<std::string> above;
+    for (std::string q = parent_of[name]; !q.empty() && above.insert(q).second; q = parent_of[q]) {
+    }
     std::string children;
-    for (const QueueSpec& q : tree->queues)
-      if (q.parent == name) children += (children.empty() ? "" : ", ") + q.name;
-    if (!children.empty()) return "it is the parent of queue(s) " + children;
-    const std::set<std::string> leaves = LeafQueues(*tree);
+    for (const auto& [q, parent] : parent_of)
+      if (parent == name && !above.count(q)) children += (children.empty() ? "" : ", ") + q;
+    return children;
+  }
+
+  // The work that holds devices charged to leaf `name` of `tree` (the first few, "N
+  // workload(s) ... hold devices"; empty: none).
+  Result<std::string> RunningIn(const std::string& name, const AdmissionConfig& tree) {
+    const std::set<std::string> leaves = LeafQueues(tree);
     ASSIGN_OR_RETURN(std::vector<KeyValue> workloads,
                      ReadAll(Prefix(*FindResource("workloads"), "")));
     std::string running;
     int count = 0;
     for (const KeyValue& kv : workloads) {
+      // (Most stored workloads are pending or have ended: skipped before parsing.)
       if (kv.value.find("\"phase\":\"Running\"") == std::string::npos &&
           kv.value.find("\"phase\":\"Scheduled\"") == std::string::npos)
         continue;
       const json w = Materialize(kv);
+      const std::string phase = Str(Field(w, "status"), "phase");
+      if (phase != "Running" && phase != "Scheduled") continue;
       const json& meta = Field(w, "metadata");
       if (WaitingQueue(leaves, Str(Field(w, "spec"), "queue"), Str(meta, "namespace")) != name)
         continue;
@@ -1325,7 +1352,19 @@ struct ApiServer::Impl {
     }
     if (count == 0) return std::string();
     return std::to_string(count) + " workload(s) charged to it hold devices (" + running +
-           (count > 3 ? ", ..." : "") + "); delete them or let them finish first";
+           (count > 3 ? ", ..." : "") + ")";
+  }
+
+  // Why a queue may not be deleted now (empty: it may): queues below it, or work running
+  // charged to it (it stays while they hold devices, as Kueue holds a ClusterQueue with a
+  // finalizer while it has admitted workloads).
+  Result<std::string> QueueInUse(const std::string& name) {
+    ASSIGN_OR_RETURN(std::string children, ChildrenOf(name));
+    if (!children.empty()) return "it is the parent of queue(s) " + children;
+    auto tree = QueueTreeWith(json());
+    if (!tree.ok()) return std::string();  // (nothing runs through an invalid tree's queues)
+    ASSIGN_OR_RETURN(std::string running, RunningIn(name, *tree));
+    return running.empty() ? running : running + "; delete them or let them finish first";
   }
 
   // The queues whose quotas or flavorOrder name a flavour, for refusing its deletion.
@@ -1597,7 +1636,8 @@ struct ApiServer::Impl {
                                        "flavorOrder of queue(s) " + list + " name it");
       }
     }
-    if (std::string(info.kind) == "Queue") {
+    if (std::string(info.kind) == "Queue" &&
+        store.Get(Key(info, ns, name)).ok()) {  // (else: 404 below; `unqueued` is not stored)
       refs.lock();
       auto why = QueueInUse(name);
       if (!why.ok()) return ErrorFromStatus(why.status());

@@ -404,14 +404,15 @@ std::vector<json> ApplyOrder(const std::vector<json>& docs) {
     const std::string kind = d.is_object() ? d.value("kind", "") : "";
     (kind == "ResourceFlavor" ? flavors : kind == "Queue" ? queues : rest).push_back(d);
   }
-  const auto name_of = [](const json& q) {
-    return q.value("metadata", json::object()).value("name", "");
+  // (Read without throwing: a malformed document is the server's to refuse, by name.)
+  const auto string_at = [](const json& q, const char* object, const char* key) {
+    const auto o = q.find(object);
+    if (o == q.end() || !o->is_object()) return std::string();
+    const auto v = o->find(key);
+    return v != o->end() && v->is_string() ? v->get<std::string>() : std::string();
   };
-  const auto parent_of = [](const json& q) {
-    const json spec = q.value("spec", json::object());
-    return spec.contains("parent") && spec["parent"].is_string() ? spec["parent"].get<std::string>()
-                                                                 : std::string();
-  };
+  const auto name_of = [&](const json& q) { return string_at(q, "metadata", "name"); };
+  const auto parent_of = [&](const json& q) { return string_at(q, "spec", "parent"); };
   std::set<std::string> in_file, placed;
   for (const json& q : queues) in_file.insert(name_of(q));
   std::vector<json> out = flavors;
@@ -443,6 +444,13 @@ int Apply(Globals& g, HttpClient& http, const std::string& file) {
   }
   int rc = 0;
   for (json obj : ApplyOrder(*docs)) {
+    if (!obj.is_object() || !obj.contains("metadata") || !obj["metadata"].is_object()) {
+      std::cerr << "fabctl: " << file
+                << ": a document is not an object with metadata: " << obj.dump().substr(0, 80)
+                << "\n";
+      rc = 1;
+      continue;
+    }
     const Resource* r = ResourceByKind(obj.value("kind", ""));
     if (!r) {
       std::cerr << "fabctl: " << file << ": unknown kind '" << obj.value("kind", "") << "'\n";
@@ -481,6 +489,8 @@ int Apply(Globals& g, HttpClient& http, const std::string& file) {
     if (existing.ok() && (existing->status == 404 || existing->status == 403)) {
       resp = http.Do("POST", path, obj.dump());
       verb = "created";
+      // (It exists and this user may not read it: the read's refusal says more.)
+      if (resp.ok() && resp->status == 409 && existing->status == 403) resp = existing;
     } else if (existing.ok() && existing->status == 200) {
       // Against the version just read; a controller's status write in between (the scheduler
       // rewrites queues' and workloads' status every cycle) makes it stale: read it again.
@@ -521,6 +531,7 @@ int Delete(Globals& g, HttpClient& http, const std::string& what, const std::str
     std::vector<json> order = ApplyOrder(*docs);
     std::reverse(order.begin(), order.end());
     for (const json& obj : order) {
+      if (!obj.is_object() || !obj.contains("metadata") || !obj["metadata"].is_object()) continue;
       const Resource* r = ResourceByKind(obj.value("kind", ""));
       if (!r) continue;
       targets.push_back(

@@ -81,9 +81,23 @@ using jsonf::Str;
 // its new pods are waited for).
 bool AllPodsStarted(const json& status) {
   const json& started = Field(status, "startedPods");
+  const json& finished = Field(status, "finishedPods");
   if (!started.is_object()) return Str(status, "phase") == "Running";
+  // (A pod that ended before its start was reported has started too.)
   for (const json& a : List(status, "assignments"))
-    if (!started.contains(Str(a, "pod", "0"))) return false;
+    if (!started.contains(Str(a, "pod", "0")) &&
+        !(finished.is_object() && finished.contains(Str(a, "pod", "0"))))
+      return false;
+  return true;
+}
+
+// Whether every pod of a bound workload's binding has completed (status.finishedPods).
+bool AllPodsFinished(const json& status) {
+  const json& finished = Field(status, "finishedPods");
+  const json& assignments = List(status, "assignments");
+  if (!finished.is_object() || assignments.empty()) return false;
+  for (const json& a : assignments)
+    if (!finished.contains(Str(a, "pod", "0"))) return false;
   return true;
 }
 
@@ -647,11 +661,13 @@ Result<CycleStats> Scheduler::RunOnce() {
               (Field(state, "count").is_number_integer() ? Field(state, "count").get<int64_t>()
                                                          : 0) +
               1;
-          std::string missing;  // the pods its nodes did not report started
+          std::string missing;  // the pods its nodes did not report started (the first few)
+          int not_started = 0;
           for (const json& a : List(status, "assignments"))
-            if (!Field(status, "startedPods").contains(Str(a, "pod", "0")))
+            if (!Field(status, "startedPods").contains(Str(a, "pod", "0")) && ++not_started <= 3)
               missing +=
                   (missing.empty() ? "" : ", ") + Str(a, "pod", "0") + " on " + Str(a, "node");
+          if (not_started > 3) missing += " and " + std::to_string(not_started - 3) + " more";
           const std::string why = "not all pods were ready within the gang timeout of " +
                                   std::to_string(static_cast<int64_t>(options_.gang_timeout_s)) +
                                   " s" + (missing.empty() ? "" : " (not started: " + missing + ")");
@@ -685,6 +701,18 @@ Result<CycleStats> Scheduler::RunOnce() {
             ++stats.requeued;
             continue;
           }
+        }
+        // Every pod of it has completed (the pods a shrink left it had all finished, or its
+        // last node's report was lost after it listed them): it has succeeded.
+        if (undone.is_null() && Bound(phase) && AllPodsFinished(status)) {
+          json next = sw.obj();
+          next["status"].erase("shrinks");
+          next["status"]["phase"] = "Succeeded";
+          next["status"]["completionTime"] = FormatTimestamp(now);
+          next["status"]["exitCode"] = 0;
+          next["status"]["message"] =
+              "all " + std::to_string(List(status, "assignments").size()) + " pods completed";
+          if (store_.Put(kv.key, next.dump(), kv.mod_revision).ok()) continue;
         }
         // Account for it, unless its node is gone (or it names devices the node does not
         // have): then it goes back to the queue.

@@ -2049,16 +2049,6 @@ void Admitter::GrowPartial(CycleResult& out) {
   }
 }
 
-int64_t Admitter::LeastMilli(const Entry& e, int f) const {
-  int64_t milli = 0;
-  for (size_t s = 0, i = 0; s < e.counts.size(); ++s)
-    for (int k = 0; k < e.counts[s]; ++k, ++i)
-      if (k < e.min_counts[s] && i < e.assign.size() &&
-          FlavorOf(e.pods[i], state_.node_model(e.assign[i].node)) == f)
-        milli += e.pods[i].total_gpu_milli();
-  return milli;
-}
-
 // Adds to every pod set short of its count the same number of pods (fewer where it reaches its
 // count), the most that quota (borrowing included, as for any admission: Kueue admits a new
 // slice of an elastic job so) and room allow now, found by binary search as TryPartial's cut.
@@ -2105,11 +2095,14 @@ bool Admitter::Grow(int id, bool* probed) {
         int64_t mine = 0;
         for (auto [g, milli] : e.charged)
           if (g == f) mine += milli;
-        // (With elastic shrink a reclaim takes its pods beyond minCount, down to its queue's
-        // guarantee: so it may also grow past the guarantee when its least, with the queue's
-        // other work, fits in the guarantee.)
-        const bool reclaimable_by_shrink =
-            config_.elastic_shrink && q.usage[f] - mine + LeastMilli(e, f) <= q.guaranteed[f];
+        // (With elastic shrink a reclaim takes its pods beyond minCount back, the last first,
+        // each while its queue stays at its guarantee: so it may also grow past the guarantee
+        // where those pods cover exactly what it would borrow — one pod set, held within the
+        // guarantee a whole number of pods short of it — if it may be preempted at all.)
+        const int64_t pod = e.set_request.size() == 1 ? e.set_request[0].total_gpu_milli() : 0;
+        const bool reclaimable_by_shrink = config_.elastic_shrink && e.options.preemptible &&
+                                           pod > 0 && q.usage[f] <= q.guaranteed[f] &&
+                                           (q.guaranteed[f] - q.usage[f]) % pod == 0;
         if (managed_[f] && !reclaimable_by_shrink &&
             !within_or_beyond(q.usage[f], mine, q.guaranteed[f], more.gpu_milli))
           continue;

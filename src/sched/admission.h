@@ -661,8 +661,6 @@ class Admitter {
   void UpdateHistory(double now);
   // Admits id as placed in e.assign (with e.pods as applied).
   void Admit(int id, uint64_t key, double now, CycleResult& out);
-  // The GPUs (milli) of running e's least pods (each set's first minCount) charged to flavour f.
-  int64_t LeastMilli(const Entry& e, int f) const;
   // The models e may use as its quota stands now (0: none; `why`, `blocked`: the refusal that
   // its queue's own work could undo, the first flavour in which the queue holds GPUs, else the
   // first refusal).

@@ -438,6 +438,22 @@ class AgentFleetTest : public testing::Test {
     ASSERT_EQ(code, 201) << body.dump();
   }
 
+  // Workload team-a/pair: two 1-GPU pods (so on two nodes) running `sh -c script`.
+  void SubmitPair(const std::string& script) {
+    json w = {{"apiVersion", "fabrica.dev/v1"},
+              {"kind", "Workload"},
+              {"metadata", {{"name", "pair"}, {"namespace", "team-a"}}},
+              {"spec",
+               {{"podSets",
+                 {{{"name", "main"},
+                   {"count", 2},
+                   {"cpu", "1"},
+                   {"memory", "1Gi"},
+                   {"devices", {{"gpus", 1}}}}}},
+                {"run", {{"command", {"sh", "-c", script}}}}}}};
+    auto [code, body] = Call("POST", std::string(kApi) + "/namespaces/team-a/workloads", w);
+    ASSERT_EQ(code, 201) << body.dump();
+  }
   std::string Phase(const std::string& name) { return Workload(name)["status"].value("phase", ""); }
   std::string NodeOf(const std::string& name) {
     json a = Workload(name)["status"].value("assignments", json::array());
@@ -533,22 +549,7 @@ TEST_F(AgentFleetTest, PodsRunAsProcessesAndTheirExitAndOutputAreReported) {
 // pod finishes first lists it (status.finishedPods) and the pods elsewhere run on to their
 // end, rather than the first node's report ending the workload and stopping them.
 TEST_F(AgentFleetTest, AMultiNodeWorkloadSucceedsWhenItsLastPodDoes) {
-  json w = {{"apiVersion", "fabrica.dev/v1"},
-            {"kind", "Workload"},
-            {"metadata", {{"name", "pair"}, {"namespace", "team-a"}}},
-            {"spec",
-             {{"podSets",
-               {{{"name", "main"},
-                 {"count", 2},
-                 {"cpu", "1"},
-                 {"memory", "1Gi"},
-                 {"devices", {{"gpus", 1}}}}}},
-              {"run",
-               {{"command",
-                 {"sh", "-c",
-                  "if [ \"$FABRICA_POD\" = main-1 ]; then sleep 3; echo main-1 done; fi"}}}}}}};
-  auto [code, body] = Call("POST", std::string(kApi) + "/namespaces/team-a/workloads", w);
-  ASSERT_EQ(code, 201) << body.dump();
+  SubmitPair("if [ \"$FABRICA_POD\" = main-1 ]; then sleep 3; echo main-1 done; fi");
   // main-0 ends at once: listed, while the workload runs on.
   ASSERT_TRUE(WaitFor(
       [&] { return Workload("pair")["status"].value("finishedPods", json::object()).size() == 1; },
@@ -568,6 +569,26 @@ TEST_F(AgentFleetTest, AMultiNodeWorkloadSucceedsWhenItsLastPodDoes) {
   ASSERT_TRUE(
       WaitFor([&] { return Log("pair", "main-1").find("main-1 done") != std::string::npos; }, 10s))
       << Log("pair", "main-1");
+}
+
+// A completed pod's node whose agent restarts (it no longer remembers the pod) does not run the
+// pod again while the workload's other pod runs on.
+TEST_F(AgentFleetTest, ACompletedPodIsNotRunAgainAfterItsAgentRestarts) {
+  SubmitPair("echo run $FABRICA_POD; if [ \"$FABRICA_POD\" = main-1 ]; then sleep 8; fi");
+  ASSERT_TRUE(WaitFor(
+      [&] { return Workload("pair")["status"].value("finishedPods", json::object()).size() == 1; },
+      30s))
+      << Logs();
+  std::string first;
+  const json bound = Workload("pair");
+  for (const json& a : bound["status"]["assignments"])
+    if (a.value("pod", "") == "main-0") first = a.value("node", "");
+  ASSERT_FALSE(first.empty()) << bound.dump();
+  agents_[first].Kill(SIGKILL);
+  StartAgent(first);
+  ASSERT_TRUE(WaitFor([&] { return Phase("pair") == "Succeeded"; }, 30s)) << Logs();
+  ASSERT_TRUE(WaitFor([&] { return !Log("pair", "main-0").empty(); }, 10s));
+  EXPECT_EQ(Log("pair", "main-0"), "run main-0\n");  // once
 }
 
 TEST_F(AgentFleetTest, BadTaskResultsAndLogWritesAreRefusedNamingWhatIsWrong) {
