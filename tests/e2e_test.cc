@@ -1664,6 +1664,32 @@ TEST_F(FactoryTest, AnEarlierBuildsShrinkMarkIsStillHonoured) {
   EXPECT_EQ(Workloads()["team-b/b-0"]["status"].value("phase", ""), "Running");
 }
 
+// A workload created after a cycle read the clock (here: a creation time ahead of the
+// scheduler's clock) is decided no earlier than it was created.
+TEST_F(FactoryTest, DecisionsAreNoEarlierThanCreation) {
+  CreateWorkload(WholeGpuWorkload("team-a", "late", 1));
+  CreateWorkload(WholeGpuWorkload("team-a", "waits", 8, 40));  // (more than the fleet)
+  for (const char* name : {"late", "waits"}) {
+    const std::string key = std::string("/registry/workloads/team-a/") + name;
+    auto kv = store_->Get(key);
+    ASSERT_TRUE(kv.ok());
+    json obj = json::parse(kv->value);
+    obj["metadata"]["creationTimestamp"] = FormatTimestamp(clock_.NowMs() + 1'500);
+    ASSERT_TRUE(store_->Put(key, obj.dump(), kv->mod_revision).ok());
+  }
+  ASSERT_TRUE(scheduler_->RunOnce().ok());
+  for (const char* name : {"late", "waits"}) {
+    const json w = Workloads()[std::string("team-a/") + name];
+    const int64_t created = ParseTimestamp(w["metadata"].value("creationTimestamp", ""));
+    const json& st = w["status"];
+    ASSERT_FALSE(st["conditions"].empty()) << st.dump();
+    EXPECT_GE(ParseTimestamp(st["conditions"][0].value("lastTransitionTime", "")), created)
+        << name << ": " << st.dump();
+    if (st.contains("scheduledTime"))
+      EXPECT_GE(ParseTimestamp(st.value("scheduledTime", "")), created) << st.dump();
+  }
+}
+
 // A bound workload every pod of which its nodes have listed as completed has succeeded, even
 // if no node says so (here the last report was lost; after a shrink the pods it keeps may all
 // have finished): the scheduler ends it and frees its GPUs.

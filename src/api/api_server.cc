@@ -1285,20 +1285,21 @@ struct ApiServer::Impl {
   // limit above the guarantee, children guaranteed more than their parent) is refused, since
   // the scheduler admits nothing anywhere while its tree is invalid; so is one that gives
   // children to a leaf with work running in it (that work would be charged to no queue). (A
-  // tree already invalid is not made an obstacle to other writes: only a write that leaves it
-  // with another error than before is refused.)
+  // tree already invalid is not made an obstacle to other writes: only one whose error is this
+  // queue's or its parent's is refused.)
   Status CheckQueueTree(const json& queue) {
     auto after = QueueTreeWith(queue);
     const std::string name = Str(Field(queue, "metadata"), "name");
     if (!after.ok()) {
       if (after.status().code() != StatusCode::kInvalidArgument) return after.status();
-      auto before = QueueTreeWith(json());
-      if (!before.ok() && before.status().message() == after.status().message())
-        return Status::Ok();
-      const bool mine = after.status().message().rfind("Queue '" + name + "'", 0) == 0;
-      return InvalidArgument(mine ? after.status().message()
-                                  : "it would make the queue tree invalid: " +
-                                        after.status().message());
+      // (Refused if the tree was valid, or if the error is this queue's or its parent's — a
+      // parent's guarantee is checked against its children's.)
+      const std::string& message = after.status().message();
+      const bool mine = message.rfind("Queue '" + name + "'", 0) == 0;
+      const std::string parent = Str(Field(queue, "spec"), "parent");
+      const bool parents = !parent.empty() && message.rfind("Queue '" + parent + "'", 0) == 0;
+      if (!mine && !parents && !QueueTreeWith(json()).ok()) return Status::Ok();
+      return InvalidArgument(mine ? message : "it would make the queue tree invalid: " + message);
     }
     const std::string parent = Str(Field(queue, "spec"), "parent");
     if (parent.empty()) return Status::Ok();

@@ -374,11 +374,24 @@ fabrica::Result<std::vector<json>> ReadManifests(const std::string& file) {
   try {
     for (const YAML::Node& doc : YAML::LoadAll(*text)) {
       if (doc.IsNull()) continue;
-      json j = YamlToJson(doc);
-      if (j.value("kind", "") == "WorkloadList" || j.value("kind", "") == "List") {
-        for (const json& item : j.value("items", json::array())) out.push_back(item);
+      // (Each an object with a string kind, so that what reads them cannot throw.)
+      const auto object = [&](json o) -> fabrica::Result<json> {
+        if (!o.is_object())
+          return fabrica::InvalidArgument(file + ":" + std::to_string(doc.Mark().line + 1) +
+                                          ": a document must be an object (apiVersion, kind, "
+                                          "metadata, spec)");
+        if (!o.contains("kind") || !o["kind"].is_string()) o["kind"] = "";
+        return o;
+      };
+      ASSIGN_OR_RETURN(json j, object(YamlToJson(doc)));
+      if (j["kind"] == "WorkloadList" || j["kind"] == "List") {
+        const json items = j.contains("items") && j["items"].is_array() ? j["items"] : json();
+        for (const json& item : items) {
+          ASSIGN_OR_RETURN(json o, object(item));
+          out.push_back(std::move(o));
+        }
       } else {
-        out.push_back(j);
+        out.push_back(std::move(j));
       }
     }
   } catch (const YAML::Exception& e) {
@@ -388,10 +401,19 @@ fabrica::Result<std::vector<json>> ReadManifests(const std::string& file) {
   return out;
 }
 
+// obj[object][key] when it is a string, else "" (read without throwing: a malformed document
+// is the server's to refuse, naming the field).
+std::string StringAt(const json& obj, const char* object, const char* key) {
+  if (!obj.is_object()) return "";
+  const auto o = obj.find(object);
+  if (o == obj.end() || !o->is_object()) return "";
+  const auto v = o->find(key);
+  return v != o->end() && v->is_string() ? v->get<std::string>() : std::string();
+}
+
 std::string NamespaceOf(const json& obj, const std::string& fallback) {
-  const json meta = obj.value("metadata", json::object());
-  if (meta.contains("namespace")) return meta["namespace"];
-  if (meta.contains("tenant")) return meta["tenant"];
+  if (std::string ns = StringAt(obj, "metadata", "namespace"); !ns.empty()) return ns;
+  if (std::string ns = StringAt(obj, "metadata", "tenant"); !ns.empty()) return ns;
   return fallback;
 }
 
@@ -404,15 +426,8 @@ std::vector<json> ApplyOrder(const std::vector<json>& docs) {
     const std::string kind = d.is_object() ? d.value("kind", "") : "";
     (kind == "ResourceFlavor" ? flavors : kind == "Queue" ? queues : rest).push_back(d);
   }
-  // (Read without throwing: a malformed document is the server's to refuse, by name.)
-  const auto string_at = [](const json& q, const char* object, const char* key) {
-    const auto o = q.find(object);
-    if (o == q.end() || !o->is_object()) return std::string();
-    const auto v = o->find(key);
-    return v != o->end() && v->is_string() ? v->get<std::string>() : std::string();
-  };
-  const auto name_of = [&](const json& q) { return string_at(q, "metadata", "name"); };
-  const auto parent_of = [&](const json& q) { return string_at(q, "spec", "parent"); };
+  const auto name_of = [](const json& q) { return StringAt(q, "metadata", "name"); };
+  const auto parent_of = [](const json& q) { return StringAt(q, "spec", "parent"); };
   std::set<std::string> in_file, placed;
   for (const json& q : queues) in_file.insert(name_of(q));
   std::vector<json> out = flavors;
@@ -459,7 +474,7 @@ int Apply(Globals& g, HttpClient& http, const std::string& file) {
     }
     const std::string ns = r->namespaced ? NamespaceOf(obj, g.ns) : "";
     if (r->namespaced && ns.empty()) {
-      std::cerr << "fabctl: " << obj["metadata"].value("name", "")
+      std::cerr << "fabctl: " << StringAt(obj, "metadata", "name")
                 << ": no tenant (metadata.namespace or -n)\n";
       rc = 1;
       continue;
@@ -468,7 +483,7 @@ int Apply(Globals& g, HttpClient& http, const std::string& file) {
       obj["metadata"].erase("tenant");
       obj["metadata"]["namespace"] = ns;
     }
-    const std::string name = obj["metadata"].value("name", "");
+    const std::string name = StringAt(obj, "metadata", "name");
     // (Checked here too: what is no valid name is no valid URL path either.)
     std::string bad;
     if (fabrica::Status st = fabrica::ValidateName(name); !st.ok()) {
@@ -490,7 +505,9 @@ int Apply(Globals& g, HttpClient& http, const std::string& file) {
       resp = http.Do("POST", path, obj.dump());
       verb = "created";
       // (It exists and this user may not read it: the read's refusal says more.)
-      if (resp.ok() && resp->status == 409 && existing->status == 403) resp = existing;
+      if (resp.ok() && resp->status == 409 && existing->status == 403 &&
+          resp->body.find("already exists") != std::string::npos)
+        resp = existing;
     } else if (existing.ok() && existing->status == 200) {
       // Against the version just read; a controller's status write in between (the scheduler
       // rewrites queues' and workloads' status every cycle) makes it stale: read it again.
@@ -535,7 +552,7 @@ int Delete(Globals& g, HttpClient& http, const std::string& what, const std::str
       const Resource* r = ResourceByKind(obj.value("kind", ""));
       if (!r) continue;
       targets.push_back(
-          {r, {r->namespaced ? NamespaceOf(obj, g.ns) : "", obj["metadata"].value("name", "")}});
+          {r, {r->namespaced ? NamespaceOf(obj, g.ns) : "", StringAt(obj, "metadata", "name")}});
     }
   } else {
     const Resource* r = ResourceByName(what);

@@ -424,6 +424,23 @@ Result<CycleStats> Scheduler::RunOnce() {
         }
       }
       if (Bound(phase)) {
+        // Every pod of it has completed (the pods a shrink left it had all finished, or its
+        // last node's report was lost after it listed them): it has succeeded, whatever marks
+        // it carried (a preemption, a shrink).
+        if (AllPodsFinished(status)) {
+          json next = sw.obj();
+          for (const char* mark : {"shrinks", "shrink", "preemption"}) next["status"].erase(mark);
+          json conditions = json::array();
+          for (const json& c : List(status, "conditions"))
+            if (Str(c, "type") != "Preempted") conditions.push_back(c);
+          next["status"]["conditions"] = conditions;
+          next["status"]["phase"] = "Succeeded";
+          next["status"]["completionTime"] = FormatTimestamp(now);
+          next["status"]["exitCode"] = 0;
+          next["status"]["message"] =
+              "all " + std::to_string(List(status, "assignments").size()) + " pods completed";
+          if (store_.Put(kv.key, next.dump(), kv.mod_revision).ok()) continue;
+        }
         // Back to Pending with `reason`; true once written (a concurrent write, such as the
         // agent's report, wins and the workload stays bound this cycle).
         // A gang that never started keeps its gang-timeout count through other requeues (a
@@ -627,8 +644,10 @@ Result<CycleStats> Scheduler::RunOnce() {
           // (Only when the kept pods' nodes are all usable: else it is released whole, as
           // for a lost node, rather than accounted in part.)
           const json& started = Field(status, "startedPods");
-          auto [kept, counts] = KeptPart(
-              sw.w(), status, [&](const std::string& pod) { return started.contains(pod); });
+          const json& finished = Field(status, "finishedPods");
+          auto [kept, counts] = KeptPart(sw.w(), status, [&](const std::string& pod) {
+            return started.contains(pod) || (finished.is_object() && finished.contains(pod));
+          });
           auto kept_assign = ParseAssignments(json{{"assignments", kept}}, "assignments", state,
                                               node_index, unusable);
           if (grew && phase == "Running" && !counts.empty() && kept_assign && !shrinking) {
@@ -664,7 +683,8 @@ Result<CycleStats> Scheduler::RunOnce() {
           std::string missing;  // the pods its nodes did not report started (the first few)
           int not_started = 0;
           for (const json& a : List(status, "assignments"))
-            if (!Field(status, "startedPods").contains(Str(a, "pod", "0")) && ++not_started <= 3)
+            if (!Field(status, "startedPods").contains(Str(a, "pod", "0")) &&
+                !Field(status, "finishedPods").contains(Str(a, "pod", "0")) && ++not_started <= 3)
               missing +=
                   (missing.empty() ? "" : ", ") + Str(a, "pod", "0") + " on " + Str(a, "node");
           if (not_started > 3) missing += " and " + std::to_string(not_started - 3) + " more";
@@ -701,18 +721,6 @@ Result<CycleStats> Scheduler::RunOnce() {
             ++stats.requeued;
             continue;
           }
-        }
-        // Every pod of it has completed (the pods a shrink left it had all finished, or its
-        // last node's report was lost after it listed them): it has succeeded.
-        if (undone.is_null() && Bound(phase) && AllPodsFinished(status)) {
-          json next = sw.obj();
-          next["status"].erase("shrinks");
-          next["status"]["phase"] = "Succeeded";
-          next["status"]["completionTime"] = FormatTimestamp(now);
-          next["status"]["exitCode"] = 0;
-          next["status"]["message"] =
-              "all " + std::to_string(List(status, "assignments").size()) + " pods completed";
-          if (store_.Put(kv.key, next.dump(), kv.mod_revision).ok()) continue;
         }
         // Account for it, unless its node is gone (or it names devices the node does not
         // have): then it goes back to the queue.
@@ -1407,6 +1415,10 @@ Result<CycleStats> Scheduler::RunOnce() {
     const Decision& d = decisions[i];
     const json& status = Field(sw.obj(), "status");
     json next = sw.obj();
+    // (A workload created after this cycle read the clock is decided no earlier than it was
+    // created.)
+    const std::string at = FormatTimestamp(
+        std::max(now, ParseTimestamp(Str(Field(sw.obj(), "metadata"), "creationTimestamp"))));
     if (!d.placed.empty()) {
       const json assignments = AssignmentsJson(sw.w(), d.placed, state, d.counts);
       std::string isolation = "none";
@@ -1424,14 +1436,13 @@ Result<CycleStats> Scheduler::RunOnce() {
           isolation = "fractional share within one trust domain";
           break;
       }
-      next["status"] = {{"phase", "Scheduled"},
-                        {"assignments", assignments},
-                        {"isolation", isolation},
-                        {"scheduledTime", FormatTimestamp(now)},
-                        {"conditions",
-                         {{{"type", "Scheduled"},
-                           {"status", "True"},
-                           {"lastTransitionTime", FormatTimestamp(now)}}}}};
+      next["status"] = {
+          {"phase", "Scheduled"},
+          {"assignments", assignments},
+          {"isolation", isolation},
+          {"scheduledTime", at},
+          {"conditions",
+           {{{"type", "Scheduled"}, {"status", "True"}, {"lastTransitionTime", at}}}}};
       // Its GPUs as placed: every pod, or (partial admission) the first counts[i] of each set.
       double gpus = 0;
       for (size_t set = 0, first = 0; set < sw.w().pod_sets.size(); ++set) {
@@ -1479,7 +1490,7 @@ Result<CycleStats> Scheduler::RunOnce() {
                            {"status", "False"},
                            {"reason", d.reason},
                            {"message", d.message},
-                           {"lastTransitionTime", FormatTimestamp(now)}}}}};
+                           {"lastTransitionTime", at}}}}};
       if (!nomination.is_null()) next["status"]["nomination"] = std::move(nomination);
       if (!requeue_state.is_null()) next["status"]["requeueState"] = requeue_state;
       write(sw.kv, next, nullptr);

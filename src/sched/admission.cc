@@ -2090,6 +2090,8 @@ bool Admitter::Grow(int id, bool* probed) {
     uint64_t allowed = ~uint64_t{0};
     if (gpu_pod) {
       allowed = UnchargedModels(*gpu_pod);
+      bool plain = false;  // some flavour allows it as any growth
+      int by_shrink = -1;  // else the first that allows it because a shrink could take it back
       for (int f : CandidateFlavors(*gpu_pod)) {
         if (!QuotaAllows(e.leaf, f, more.gpu_milli, nullptr)) continue;
         int64_t mine = 0;
@@ -2100,14 +2102,21 @@ bool Admitter::Grow(int id, bool* probed) {
         // where those pods cover exactly what it would borrow — one pod set, held within the
         // guarantee a whole number of pods short of it — if it may be preempted at all.)
         const int64_t pod = e.set_request.size() == 1 ? e.set_request[0].total_gpu_milli() : 0;
-        const bool reclaimable_by_shrink = config_.elastic_shrink && e.options.preemptible &&
-                                           pod > 0 && q.usage[f] <= q.guaranteed[f] &&
-                                           (q.guaranteed[f] - q.usage[f]) % pod == 0;
-        if (managed_[f] && !reclaimable_by_shrink &&
-            !within_or_beyond(q.usage[f], mine, q.guaranteed[f], more.gpu_milli))
+        // (What is being evicted counts as gone, as a shrink counts it.)
+        const int64_t held = q.usage[f] - q.evicting_usage[f];
+        const bool reclaimable_by_shrink =
+            config_.elastic_shrink && e.options.preemptible && e.options.may_shrink && pod > 0 &&
+            held <= q.guaranteed[f] && (q.guaranteed[f] - held) % pod == 0;
+        if (managed_[f] && !within_or_beyond(q.usage[f], mine, q.guaranteed[f], more.gpu_milli)) {
+          // (Only where no other flavour would do, and then in this one alone: a shrink takes
+          // back only pods of the flavour lent.)
+          if (reclaimable_by_shrink && by_shrink < 0) by_shrink = f;
           continue;
+        }
         allowed |= FlavorModels(f, *gpu_pod);
+        plain = true;
       }
+      if (!plain && by_shrink >= 0) allowed |= FlavorModels(by_shrink, *gpu_pod);
       if (allowed == 0) return false;
     }
     *probed = true;

@@ -204,4 +204,10 @@ grep -q "is the parent of queue(s) lab-child" "$tmp/del.txt" || fail "delete par
 printf 'apiVersion: fabrica.dev/v1\nkind: Queue\nmetadata: {name: "Bad Name!"}\nspec: {}\n' >"$tmp/bad.yaml"
 if "$FABCTL" apply -f "$tmp/bad.yaml" >"$tmp/bad.txt" 2>&1; then fail "applied a bad name"; fi
 grep -q "Queue metadata.name: 'Bad Name!' is not a valid name" "$tmp/bad.txt" || fail "bad name: $(cat "$tmp/bad.txt")"
+printf 'apiVersion: fabrica.dev/v1\nkind: Queue\nmetadata: {name: 2024}\nspec: {}\n' >"$tmp/bad.yaml"
+if "$FABCTL" apply -f "$tmp/bad.yaml" >"$tmp/bad.txt" 2>&1; then fail "applied a numeric name"; fi
+grep -q "Queue metadata.name: a name must have 1 to 63 characters" "$tmp/bad.txt" || fail "numeric name: $(cat "$tmp/bad.txt")"
+printf 'just some text\n' >"$tmp/bad.yaml"
+if "$FABCTL" apply -f "$tmp/bad.yaml" >"$tmp/bad.txt" 2>&1; then fail "applied a scalar"; fi
+grep -q "bad.yaml:1: a document must be an object" "$tmp/bad.txt" || fail "scalar: $(cat "$tmp/bad.txt")"
 echo "OK: queues applied twice, pending listed in order, a foreign queue refused, flavours counted, a gang admitted in part, grown and shrunk for urgent work, a flavour order kept, a tree applied child first"
