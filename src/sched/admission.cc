@@ -3054,12 +3054,10 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   std::string budget_block = cached->second.budget_block;
   // (One shrunk this cycle may shrink again, not go whole: the server writes its marks
   // together, and one decision of each other kind per workload and cycle.)
-  std::vector<Candidate> cands, shrinkable;
-  for (const Candidate& c : cached->second.cands) {
-    if (entries_[c.id].phase != Phase::kAdmitted) continue;
-    shrinkable.push_back(c);
-    if (entries_[c.id].shrunk_at != now_) cands.push_back(c);
-  }
+  std::vector<Candidate> cands;
+  for (const Candidate& c : cached->second.cands)
+    if (entries_[c.id].phase == Phase::kAdmitted && entries_[c.id].shrunk_at != now_)
+      cands.push_back(c);
   auto waiting_reason = [&]() {
     std::string r = e.reason.substr(0, e.reason.find("; waiting:"));
     if (in_min_runtime)
@@ -3273,8 +3271,10 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     }
     // The elastic ones among the victims, cheapest first (few: no copy of them all).
     std::vector<Candidate> spare;
-    for (const Candidate& c : shrinkable)
-      if (entries_[c.id].counts != entries_[c.id].min_counts) spare.push_back(c);
+    for (const Candidate& c : cached->second.cands)
+      if (entries_[c.id].phase == Phase::kAdmitted &&
+          entries_[c.id].counts != entries_[c.id].min_counts)
+        spare.push_back(c);
     for (const Candidate& c : cached->second.spare_only) {
       if (entries_[c.id].phase != Phase::kAdmitted) continue;
       spare.push_back(c);
