@@ -297,6 +297,14 @@ class FactoryTest : public testing::Test {
     }
     return json();
   }
+  // The meter, journaled in the test's directory, serving its routes through the API.
+  Result<std::unique_ptr<MeterService>> OpenMeter() {
+    MeterServiceOptions mo;
+    mo.journal_path = dir_.File("meter.db");
+    auto meter = MeterService::Open(*store_, clock_, mo);
+    if (meter.ok()) api_->SetExtension((*meter)->Routes());
+    return meter;
+  }
   // Gang team-a/elastic: four 8-GPU pods that may start with one.
   json ElasticGang() {
     json elastic = WholeGpuWorkload("team-a", "elastic", 8, 4);
@@ -1412,11 +1420,8 @@ TEST_F(FactoryTest, ElasticGangStartsWithThePodsItsQuotaAllows) {
 // may hold 16 GPUs; raised to 32, the next cycle adds the other two (the two running keep
 // their names and nodes), and metering bills 16 GPUs until then and 32 after.
 TEST_F(FactoryTest, ElasticGangGrowsWhenItsQuotaRises) {
-  MeterServiceOptions mo;
-  mo.journal_path = dir_.File("meter.db");
-  auto meter = MeterService::Open(*store_, clock_, mo);
+  auto meter = OpenMeter();
   ASSERT_TRUE(meter.ok()) << meter.status().message();
-  api_->SetExtension((*meter)->Routes());
   Metrics metrics;
   SchedulerOptions so;
   so.preemption_grace_ms = 5'000;
@@ -1465,11 +1470,8 @@ TEST_F(FactoryTest, ElasticGangGrowsWhenItsQuotaRises) {
 // team-b's work then starts. A second reclaim whose preemptor is deleted meanwhile leaves the
 // gang its pod. (ElasticShrinkOffEvictsWhole: the same with --no-elastic-shrink.)
 TEST_F(FactoryTest, ElasticWorkIsShrunkNotEvicted) {
-  MeterServiceOptions mo;
-  mo.journal_path = dir_.File("meter.db");
-  auto meter = MeterService::Open(*store_, clock_, mo);
+  auto meter = OpenMeter();
   ASSERT_TRUE(meter.ok()) << meter.status().message();
-  api_->SetExtension((*meter)->Routes());
   Metrics metrics;
   const json before = StartElasticBesideReclaim(true, &metrics);
   ASSERT_FALSE(before.is_null());
