@@ -226,8 +226,8 @@ struct SubmitOptions {
   // Restore of a grown workload: when it last grew (its size before that counted as its
   // least, for the work an eviction would lose); -1: never.
   double resized_at = -1;
-  // Whether an elastic shrink may take its pods beyond its minCount (the server: not while
-  // pods a shrink took are still stopping).
+  // Whether an elastic shrink may take its pods beyond its minCount (the server: not until
+  // every pod of its binding has started, so a shrink restarts no gang timeout).
   bool may_shrink = true;
 };
 
