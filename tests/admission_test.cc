@@ -1326,6 +1326,28 @@ TEST_F(AdmissionTest, PartialAdmissionStartsWithTheMostPodsThatFit) {
   EXPECT_FALSE(adm_->Restore(elastic("other", "a", 6, 2), {four[0]}, 0, options).ok());
 }
 
+// Pods that completed while others run on (the server's status.finishedPods) are restored as
+// holding nothing: their devices and their queue's quota are free for other work, and what
+// runs on neither grows nor is shrunk.
+TEST_F(AdmissionTest, CompletedPodsHoldNothing) {
+  Make(Nodes(1, 4), {Leaf("a", 4, 0), Leaf("b", 0)});
+  SubmitOptions options;
+  options.completed = {3};
+  auto sweep = adm_->Restore(Gpus("sweep", "a", 1, 0, 4, true), OnGpus(0, {0}), 0, options);
+  ASSERT_TRUE(sweep.ok()) << sweep.status().message();
+  EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 1000);
+  EXPECT_EQ(adm_->state().allocated_gpu_milli(), 1000);
+  const int next = Submit(Gpus("next", "a", 3), 1);
+  adm_->Cycle(2, 1000);
+  EXPECT_EQ(adm_->phase(next), Phase::kAdmitted) << adm_->reason(next);
+  EXPECT_EQ(adm_->phase(*sweep), Phase::kAdmitted);
+  // More completed pods than it runs, or counts for other pod sets than it has: refused.
+  options.completed = {5};
+  EXPECT_FALSE(adm_->Restore(Gpus("bad", "a", 1, 0, 4), {}, 0, options).ok());
+  options.completed = {1, 1};
+  EXPECT_FALSE(adm_->Restore(Gpus("bad", "a", 1, 0, 4), OnGpus(0, {1, 2, 3}), 0, options).ok());
+}
+
 // The pods' CPU and memory under quota: limits on admission like the GPUs' (guarantee,
 // borrowing, the cohort's unused guarantee), no flavours, and work that could never fit its
 // queue's limit is refused at once.

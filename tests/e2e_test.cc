@@ -1712,6 +1712,69 @@ TEST_F(FactoryTest, AWorkloadWhosePodsAllCompletedHasSucceeded) {
   EXPECT_TRUE(st.contains("completionTime")) << st.dump();
 }
 
+// Pods that completed while others run on give their GPUs back (Kueue's reclaimablePods): a
+// sweep of two 8-GPU pods fills its queue's 16 GPUs; once one pod completes, the queue's next
+// 8-GPU workload starts beside the other, and the meter bills the sweep 8 GPUs from the
+// completion. A node lost after its pod completed does not requeue the sweep.
+TEST_F(FactoryTest, CompletedPodsGiveTheirGpusBack) {
+  auto meter = OpenMeter();
+  ASSERT_TRUE(meter.ok()) << meter.status().message();
+  auto step = [&](int64_t ms = 1000) {
+    CycleStats stats = Cycle(ms);
+    Status st = (*meter)->Sync();
+    EXPECT_TRUE(st.ok()) << st.message();
+    return stats;
+  };
+  SchedulerOptions so;
+  so.node_grace_ms = 20'000;
+  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
+  CreateQueue("team-a", {{"quotas", {{"gpu", {{"guaranteed", 16}, {"borrowingLimit", 0}}}}}});
+  CreateWorkload(WholeGpuWorkload("team-a", "sweep", 8, 2));
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  ASSERT_TRUE((*meter)->Sync().ok());
+  const json running = Workloads()["team-a/sweep"]["status"];
+  const int64_t bound = ParseTimestamp(running.value("scheduledTime", ""));
+  CreateWorkload(WholeGpuWorkload("team-a", "next", 8));
+  for (int i = 0; i < 3; ++i) step();
+  ASSERT_EQ(Workloads()["team-a/next"]["status"].value("phase", ""), "Pending");
+
+  // main-1 completes (as its node reports it, stamped).
+  const std::string key = "/registry/workloads/team-a/sweep";
+  auto kv = store_->Get(key);
+  ASSERT_TRUE(kv.ok());
+  json obj = json::parse(kv->value);
+  const int64_t done = clock_.NowMs();
+  obj["status"]["finishedPods"] = {{"main-1", FormatTimestamp(done)}};
+  ASSERT_TRUE(store_->Put(key, obj.dump(), kv->mod_revision).ok());
+  step();
+  step();
+  const json next = Workloads()["team-a/next"]["status"];
+  ASSERT_EQ(next.value("phase", ""), "Running") << Describe(Workloads());
+  const json sweep = Workloads()["team-a/sweep"]["status"];
+  EXPECT_EQ(sweep.value("phase", ""), "Running") << sweep.dump();
+  EXPECT_EQ(sweep["assignments"].size(), 2u);  // (it still lists the pod that completed)
+  EXPECT_EQ(CallJson("GET", std::string(kApi) + "/queues/team-a")["status"].value("usedGpus", ""),
+            "16");
+
+  // main-1's node stops renewing its lease: nothing of the sweep runs there, so it runs on.
+  const std::string gone = sweep["assignments"][1].value("node", "");
+  ASSERT_NE(gone, sweep["assignments"][0].value("node", ""));
+  sim_->StopNode(gone);
+  for (int i = 0; i < 4; ++i) step(10'000);
+  const json after = Workloads()["team-a/sweep"]["status"];
+  EXPECT_EQ(after.value("phase", ""), "Running") << after.dump();
+  EXPECT_EQ(after.value("scheduledTime", ""), sweep.value("scheduledTime", "")) << after.dump();
+  for (int i = 0; i < 5; ++i) step(60'000);
+  const int64_t t1 = clock_.NowMs() / 1000 * 1000;
+  const json alloc = CallJson("GET", "/allocation?window=" + std::to_string(bound / 1000) + "," +
+                                         std::to_string(t1 / 1000) + "&aggregate=workload");
+  ASSERT_EQ(alloc.value("code", 0), 200) << alloc.dump();
+  const double want_hours =
+      (16.0 * (done / 1000 * 1000 - bound / 1000 * 1000) + 8.0 * (t1 - done / 1000 * 1000)) / 3.6e6;
+  EXPECT_NEAR(alloc["data"][0]["team-a/sweep"].value("gpuHours", 0.0), want_hours, 1e-6)
+      << alloc.dump();
+}
+
 // A shrink whose stopping pods are on two nodes, one of them lost: the pod on the live node
 // still runs, so the shrink is not done early (its preemptor must not take that pod's GPUs
 // while it runs); the workload goes back to its queue as for any lost node (and starts again

@@ -662,11 +662,13 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
         started.is_object() && status.contains("assignments") &&
         started.size() < status["assignments"].size())
       std::printf("Started:    %zu of %zu pods\n", started.size(), status["assignments"].size());
-    // Pods that completed while others of it run (on other nodes).
+    // Pods that completed while others of it run (on other nodes); their devices are free for
+    // other work, but while pods an elastic shrink took stop.
     if (const json finished = status.value("finishedPods", json::object());
         finished.is_object() && !finished.empty() && status.contains("assignments") &&
         finished.size() < status["assignments"].size())
-      std::printf("Completed:  %zu of %zu pods\n", finished.size(), status["assignments"].size());
+      std::printf("Completed:  %zu of %zu pods%s\n", finished.size(), status["assignments"].size(),
+                  status.contains("shrinks") ? "" : " (their devices are free for other work)");
     for (const json& shrink : status.value("shrinks", json::array())) {
       if (!shrink.is_object()) continue;
       std::string pods;
@@ -865,7 +867,10 @@ int TopNodes(HttpClient& http) {
       const json status = w.value("status", json::object());
       const std::string phase = status.value("phase", "");
       if (phase != "Scheduled" && phase != "Running") continue;
+      const json finished = status.value("finishedPods", json::object());
       for (const json& a : status.value("assignments", json::array())) {
+        // (A pod that completed gave its devices back.)
+        if (finished.is_object() && finished.contains(a.value("pod", ""))) continue;
         for (const json& d : a.value("devices", json::array())) {
           used[a.value("node", "")][d.value("index", 0)] += d.value("gpuMilli", 0);
         }

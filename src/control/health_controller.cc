@@ -274,6 +274,8 @@ Status HealthController::Sync() {
                         Str(Field(w, "metadata"), "name"));
     bindings[id.str()] = {kv.key, Str(status, "scheduledTime")};
     for (const json& a : List(status, "assignments")) {
+      // (A pod that completed holds nothing: a fault where it ran does not touch the workload.)
+      if (Field(status, "finishedPods").contains(Str(a, "pod", "0"))) continue;
       BoundPod p;
       p.workload = id;
       p.node = NodeId(Str(a, "node"));

@@ -171,28 +171,57 @@ Status MeterService::Sync() {
     // ending there.
     const int64_t resized = ParseTimestamp(Str(status, "resizedTime"));
     const bool grown = scheduled >= 0 && resized >= scheduled;
+    // Some of its pods completed while it runs on (status.finishedPods): they give their
+    // devices back (the scheduler's reclaimablePods), so from the last one's completion it is a
+    // binding of the others alone (of none, once all completed, until its phase says so).
+    const bool terminal = phase == "Succeeded" || phase == "Failed";
+    std::set<std::string> completed;
+    int64_t completed_at = -1;
+    if (const json& finished = Field(status, "finishedPods"); finished.is_object() && !terminal) {
+      for (const json& a : assignments) {
+        if (!finished.contains(Str(a, "pod"))) continue;
+        completed.insert(Str(a, "pod"));
+        const int64_t at = ParseTimestamp(Str(finished, Str(a, "pod").c_str()));
+        completed_at = std::max(completed_at, at < 0 ? now : std::min(at, now));
+      }
+    }
+    const int64_t bound_at = grown ? resized : scheduled;
+    const int64_t start = completed.empty() ? bound_at : std::max(bound_at, completed_at);
     const std::string binding = workload + "@" + Str(meta, "uid") + "@" + std::to_string(scheduled);
+    std::string whole;  // the binding of all its pods
     if (!assignments.empty() && scheduled >= 0) {
-      current = binding + (grown ? "@" + std::to_string(resized) : "");
+      whole = binding + (grown ? "@" + std::to_string(resized) : "");
+      current = whole + (completed.empty() ? "" : "#" + std::to_string(completed.size()));
     }
     auto open = open_binding_.find(workload);
+    // (This binding was metered: one of its sizes is open.)
+    const bool metered = open != open_binding_.end() &&
+                         (open->second == binding || open->second.rfind(binding + "@", 0) == 0 ||
+                          open->second.rfind(binding + "#", 0) == 0);
+    // (Ended, it closes the binding of its pods still running, if that is the one open.)
+    if (open != open_binding_.end() && terminal && !whole.empty() &&
+        open->second.rfind(whole + "#", 0) == 0)
+      current = open->second;
     if (open != open_binding_.end() && open->second != current) {
-      const bool resize =
-          grown && (open->second == binding || open->second.rfind(binding + "@", 0) == 0);
-      (void)meter_.End({open->second, resize ? resized : now,
-                        resize               ? "resized"
-                        : phase == "Pending" ? "requeued"
-                                             : "rebound"});
+      const bool resize = (grown || !completed.empty()) && !current.empty() && metered;
+      const std::string why = resize ? (completed.empty() ? "resized" : "pods-completed")
+                              : phase == "Pending" ? "requeued"
+                                                   : "rebound";
+      // (A resize time before the open binding's start, from a status edited by hand: now.)
+      if (!resize || !meter_.End({open->second, std::max<int64_t>(start, 0), why}).ok())
+        (void)meter_.End({open->second, now, why});
       open_binding_.erase(open);
     }
     if (current.empty()) continue;
-    if (!open_binding_.count(workload)) {
+    // What its pods (less those in `skip`) hold, as a binding `id` from `from`.
+    const auto bind_event = [&](const std::string& id, int64_t from,
+                                const std::set<std::string>& skip) {
       BindEvent b;
-      b.id = current;
+      b.id = id;
       b.workload = workload;
       b.tenant = ns;
       b.queue = Str(Field(w, "spec"), "queue", ns);
-      b.start_ms = grown ? resized : scheduled;
+      b.start_ms = from;
       // CPU and memory per pod, from the pod set the assignment's pod name ("<set>-<i>") names.
       std::map<std::string, std::pair<int64_t, int64_t>> per_set;
       for (const json& ps : List(Field(w, "spec"), "podSets")) {
@@ -206,6 +235,7 @@ Status MeterService::Sync() {
       for (const json& a : assignments) {
         const std::string node = Str(a, "node");
         const std::string pod = Str(a, "pod");
+        if (skip.count(pod)) continue;
         const auto set = per_set.find(pod.substr(0, pod.rfind('-')));
         if (set != per_set.end()) b.pods.push_back({node, set->second.first, set->second.second});
         const auto& devs = node_devices[node];
@@ -232,10 +262,26 @@ Status MeterService::Sync() {
           b.devices.push_back(bd);
         }
       }
-      if (b.devices.empty()) continue;  // a CPU-only workload holds no GPU
+      return b;
+    };
+    if (!open_binding_.count(workload)) {
+      // Pods already completed when the meter first sees it: all its pods held their devices
+      // until the last completion.
+      if (!completed.empty() && !metered) {
+        const BindEvent all = bind_event(whole, bound_at, {});
+        if (!all.devices.empty() && meter_.Bind(all).ok())
+          (void)meter_.End({whole, start, "pods-completed"});
+      }
+      const BindEvent b = bind_event(current, start, completed);
+      if (b.devices.empty()) {
+        // (All its pods completed: nothing is held until its phase says it ended.)
+        if (!completed.empty() && completed.size() == assignments.size())
+          open_binding_[workload] = current;
+        continue;  // (a CPU-only workload holds no GPU)
+      }
       if (meter_.Bind(b).ok()) open_binding_[workload] = current;
     }
-    if ((phase == "Succeeded" || phase == "Failed") && open_binding_.count(workload)) {
+    if (terminal && open_binding_.count(workload)) {
       int64_t end = ParseTimestamp(Str(status, "completionTime"));
       if (end < scheduled) end = now;
       (void)meter_.End({current, end, phase == "Succeeded" ? "completed" : "failed"});

@@ -53,6 +53,9 @@ struct BoundWorkload {
   // first of each set; the rest are restored as fragments, one per mark). Empty: none.
   std::vector<int> kept_counts;
   nlohmann::json marks;  // those marks, oldest first
+  // Its pods per set that completed while others run on: `assign` and sw.pods name only the
+  // others. Empty: none.
+  std::vector<int> completed;
 };
 
 // What one cycle decided for one pending workload.
@@ -99,6 +102,32 @@ bool AllPodsFinished(const json& status) {
   for (const json& a : assignments)
     if (!finished.contains(Str(a, "pod", "0"))) return false;
   return true;
+}
+
+// Its pods per pod set that have completed (status.finishedPods) while others run on, with the
+// status that lists only those others' assignments. Empty when none completed, or all did.
+std::pair<std::vector<int>, json> CompletedPods(const Workload& w, const json& status) {
+  const json& finished = Field(status, "finishedPods");
+  if (!finished.is_object() || finished.empty()) return {};
+  std::map<std::string, size_t> set_of;
+  for (size_t i = 0; i < w.pod_sets.size(); ++i) set_of[w.pod_sets[i].name] = i;
+  std::vector<int> completed(w.pod_sets.size(), 0);
+  json rest = json::array();
+  for (const json& a : List(status, "assignments")) {
+    const std::string pod = Str(a, "pod", "0");
+    auto set = set_of.find(pod.substr(0, pod.rfind('-')));
+    if (!finished.contains(pod)) {
+      rest.push_back(a);
+    } else if (set != set_of.end()) {
+      ++completed[set->second];
+    } else {
+      return {};  // (not a pod of its sets: its assignments do not match it)
+    }
+  }
+  if (rest.empty() || rest.size() == List(status, "assignments").size()) return {};
+  json live = status;
+  live["assignments"] = std::move(rest);
+  return {completed, live};
 }
 
 // The part of a bound workload that runs on with only the pods `keep` accepts (a grown one
@@ -722,9 +751,28 @@ Result<CycleStats> Scheduler::RunOnce() {
             continue;
           }
         }
+        // Pods that completed while others run on give their devices and quota back
+        // (Kueue's reclaimablePods): it is accounted with the others alone, and a node lost
+        // after its pods completed does not requeue it. (Not while pods elastic shrinks took
+        // stop: their marks take pods by position.)
+        const json& current = undone.is_null() ? status : undone;
+        auto [completed, live] = kept_counts.empty() ? CompletedPods(sw.w(), current)
+                                                     : std::pair<std::vector<int>, json>{};
+        if (!completed.empty()) {
+          std::vector<PodRequest> running;
+          const json& list = List(current, "assignments");
+          const json& finished = Field(current, "finishedPods");
+          for (size_t i = 0; i < list.size() && i < sw.pods.size(); ++i)
+            if (!finished.contains(Str(list[i], "pod", "0"))) running.push_back(sw.pods[i]);
+          if (list.size() == sw.pods.size()) {
+            sw.pods = std::move(running);
+          } else {
+            completed.clear();  // (its assignments do not match its pods: requeued below)
+          }
+        }
         // Account for it, unless its node is gone (or it names devices the node does not
         // have): then it goes back to the queue.
-        auto assignments = ParseAssignments(undone.is_null() ? status : undone, "assignments",
+        auto assignments = ParseAssignments(completed.empty() ? current : live, "assignments",
                                             state, node_index, unusable);
         if (!assignments || assignments->size() != sw.pods.size()) {
           json patch = sw.obj();
@@ -753,7 +801,7 @@ Result<CycleStats> Scheduler::RunOnce() {
         if (preemption.is_object()) ++victims_of[Str(preemption, "by")];
         bound.push_back({std::move(sw), std::move(*assignments), preemption.is_object() || expiring,
                          expiring || (preemption.is_object() && Str(preemption, "by").empty()),
-                         std::move(kept_counts), std::move(marks_left)});
+                         std::move(kept_counts), std::move(marks_left), std::move(completed)});
         continue;
       }
       if (phase == "Pending") {
@@ -997,6 +1045,7 @@ Result<CycleStats> Scheduler::RunOnce() {
         // It shrinks, too, only once all its pods run: a shrink restarts no gang timeout.
         options.may_shrink =
             Str(bound_status, "phase") == "Running" && AllPodsStarted(bound_status);
+        options.completed = bound[b].completed;
         const int64_t resized = ParseTimestamp(Str(bound_status, "resizedTime"));
         if (resized >= 0) options.resized_at = static_cast<double>(resized) / 1000.0;
         // Pods elastic shrinks took that are still stopping: a fragment of their own for each

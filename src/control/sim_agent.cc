@@ -238,6 +238,7 @@ Status SimulatedFleet::TickAgent(Agent& a) {
       if (Str(Field(w, "status"), "phase") != "Running") continue;
       for (const json& as : jsonf::List(Field(w, "status"), "assignments")) {
         if (Str(as, "node") != name) continue;
+        if (Field(Field(w, "status"), "finishedPods").contains(Str(as, "pod", "0"))) continue;
         for (const json& d : jsonf::List(as, "devices")) {
           std::string uuid = Str(d, "uuid");
           const int64_t slice = Int(d, "migSlice", -1);

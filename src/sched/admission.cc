@@ -1070,7 +1070,31 @@ Result<int> Admitter::Restore(const Workload& spec, const std::vector<Assignment
   if (!options.pod_counts.empty() && !counts_fit)
     return InvalidArgument("workload " + spec.name.str() +
                            ": admitted pod counts outside its pod sets' minCount..count");
-  SetCounts(e, counts_fit ? options.pod_counts : e.full_counts);
+  std::vector<int> counts = counts_fit ? options.pod_counts : e.full_counts;
+  // Pods that completed hold nothing: it is restored with the others, at that size for good.
+  int64_t all_milli = 0;  // (with them: what an eviction loses, as it runs them all again)
+  if (!options.completed.empty()) {
+    for (size_t i = 0; i < counts.size(); ++i)
+      all_milli += counts[i] * e.set_request[i].total_gpu_milli();
+    if (options.completed.size() != counts.size())
+      return InvalidArgument("workload " + spec.name.str() + ": completed pods for " +
+                             std::to_string(options.completed.size()) + " pod sets, not " +
+                             std::to_string(counts.size()));
+    for (size_t i = 0; i < counts.size(); ++i) {
+      if (options.completed[i] < 0 || options.completed[i] > counts[i])
+        return InvalidArgument("workload " + spec.name.str() + ": " +
+                               std::to_string(options.completed[i]) +
+                               " completed pods in pod set " + spec.pod_sets[i].name + " of " +
+                               std::to_string(counts[i]));
+      counts[i] -= options.completed[i];
+    }
+    if (std::all_of(counts.begin(), counts.end(), [](int c) { return c == 0; }))
+      return InvalidArgument("workload " + spec.name.str() + ": all its pods completed");
+    e.min_counts = counts;
+    e.options.may_grow = false;
+    e.options.may_shrink = false;
+  }
+  SetCounts(e, counts);
   if (assign.size() != e.pods.size())
     return InvalidArgument("workload " + spec.name.str() + ": " + std::to_string(assign.size()) +
                            " assignments for " + std::to_string(e.pods.size()) + " pods");
@@ -1095,12 +1119,14 @@ Result<int> Admitter::Restore(const Workload& spec, const std::vector<Assignment
   // Grown since it started: its least size until then (what it held before is not kept).
   Entry& r = entries_[id];
   const double began = std::max(r.admitted_at, r.options.started_at);
-  if (options.resized_at > began) {
+  // (Not with pods completed: what runs on is its size from its start.)
+  if (options.resized_at > began && options.completed.empty()) {
     int64_t least = 0;
     for (size_t i = 0; i < r.set_request.size(); ++i)
       least += r.min_counts[i] * r.set_request[i].total_gpu_milli();
     r.sizes = {{began, least}, {options.resized_at, r.gpu_milli}};
   }
+  if (!options.completed.empty()) r.sizes = {{began, all_milli}};
   return id;
 }
 

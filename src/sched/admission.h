@@ -229,6 +229,10 @@ struct SubmitOptions {
   // Whether an elastic shrink may take its pods beyond its minCount (the server: not until
   // every pod of its binding has started, so a shrink restarts no gang timeout).
   bool may_shrink = true;
+  // Restore: its pods per pod set that have completed while others run on (Kueue's
+  // reclaimablePods). They hold no devices and no quota: `assign` names only the others, and
+  // it neither grows nor shrinks. Empty: none.
+  std::vector<int> completed = {};
 };
 
 // A victim is a whole workload, or the pods an elastic shrink takes from one: then `victim` is
