@@ -1687,8 +1687,9 @@ TEST_F(FactoryTest, DecisionsAreNoEarlierThanCreation) {
     ASSERT_FALSE(st["conditions"].empty()) << st.dump();
     EXPECT_GE(ParseTimestamp(st["conditions"][0].value("lastTransitionTime", "")), created)
         << name << ": " << st.dump();
-    if (st.contains("scheduledTime"))
+    if (st.contains("scheduledTime")) {
       EXPECT_GE(ParseTimestamp(st.value("scheduledTime", "")), created) << st.dump();
+    }
   }
 }
 
@@ -1773,6 +1774,121 @@ TEST_F(FactoryTest, CompletedPodsGiveTheirGpusBack) {
       (16.0 * (done / 1000 * 1000 - bound / 1000 * 1000) + 8.0 * (t1 - done / 1000 * 1000)) / 3.6e6;
   EXPECT_NEAR(alloc["data"][0]["team-a/sweep"].value("gpuHours", 0.0), want_hours, 1e-6)
       << alloc.dump();
+}
+
+// A sweep preempted after some of its pods completed does not run them again (a Job's
+// succeeded pods stay succeeded): it waits for the others alone, is admitted with those (the
+// completed ones listed with no node), and succeeds when they complete.
+TEST_F(FactoryTest, APreemptedSweepDoesNotRunItsCompletedPodsAgain) {
+  StartScheduler(5'000);
+  CreateTeamQueues(0, 32);
+  CreateWorkload(WholeGpuWorkload("team-a", "sweep", 8, 4));
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  const std::string key = "/registry/workloads/team-a/sweep";
+  auto finish = [&](const std::vector<std::string>& pods) {
+    auto kv = store_->Get(key);
+    ASSERT_TRUE(kv.ok());
+    json obj = json::parse(kv->value);
+    for (const std::string& pod : pods)
+      obj["status"]["finishedPods"][pod] = FormatTimestamp(clock_.NowMs());
+    ASSERT_TRUE(store_->Put(key, obj.dump(), kv->mod_revision).ok());
+  };
+  finish({"main-0", "main-2"});
+  Cycle();
+  // team-b takes back 24 of its 32 GPUs: the 16 the completed pods gave back are not enough,
+  // so the sweep is preempted; it waits again for its two other pods only.
+  json b0 = WholeGpuWorkload("team-b", "b-0", 8, 3);
+  CreateWorkload(b0);
+  int preempted = 0;
+  for (int i = 0; i < 10 && Workloads()["team-a/sweep"]["status"].value("phase", "") != "Pending";
+       ++i)
+    preempted += Cycle(2'000).preempted;
+  EXPECT_EQ(preempted, 1);
+  ASSERT_EQ(Workloads()["team-a/sweep"]["status"].value("phase", ""), "Pending")
+      << Describe(Workloads());
+  Cycle();
+  const json waiting = Workloads()["team-a/sweep"]["status"];
+  EXPECT_EQ(waiting.value("phase", ""), "Pending") << waiting.dump();
+  ASSERT_TRUE(waiting.contains("finishedPods")) << waiting.dump();
+  EXPECT_EQ(waiting["finishedPods"].size(), 2u) << waiting.dump();
+  EXPECT_EQ(Workloads()["team-b/b-0"]["status"].value("phase", ""), "Running");
+
+  // b-0 ends: 2 pods of 8 GPUs start, where all four were asked for.
+  ClientResponse r = Call("DELETE", WorkloadPath("team-b", "b-0"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  Cycle();
+  Cycle();
+  const json again = Workloads()["team-a/sweep"]["status"];
+  ASSERT_EQ(again.value("phase", ""), "Running") << again.dump();
+  ASSERT_EQ(again["assignments"].size(), 4u) << again.dump();
+  int placed = 0;
+  for (const json& a : again["assignments"]) {
+    const std::string pod = a.value("pod", "");
+    if (pod == "main-0" || pod == "main-2") {
+      EXPECT_EQ(a.value("node", "x"), "") << again.dump();
+      EXPECT_TRUE(a["devices"].empty()) << again.dump();
+    } else {
+      EXPECT_FALSE(a.value("node", "").empty()) << again.dump();
+      ++placed;
+    }
+  }
+  EXPECT_EQ(placed, 2);
+  EXPECT_FALSE(again.contains("admittedCounts")) << again.dump();
+  EXPECT_NE(again["conditions"][0]
+                .value("message", "")
+                .find("admitted its 2 pods that have not completed (2 completed before"),
+            std::string::npos)
+      << again.dump();
+  EXPECT_EQ(CallJson("GET", std::string(kApi) + "/queues/team-a")["status"].value("usedGpus", ""),
+            "16");
+  // Its agents start the two (reported started), and it succeeds once they complete.
+  Cycle();
+  EXPECT_EQ(Workloads()["team-a/sweep"]["status"].value("phase", ""), "Running");
+  finish({"main-1", "main-3"});
+  Cycle();
+  const json done = Workloads()["team-a/sweep"]["status"];
+  EXPECT_EQ(done.value("phase", ""), "Succeeded") << done.dump();
+  EXPECT_EQ(done.value("message", ""), "all 4 pods completed") << done.dump();
+}
+
+// A pending elastic sweep that lists completed pods (as a requeue leaves it) asks only for the
+// others, and may start with fewer of them: its quota of 8 GPUs admits one of its two 8-GPU pods
+// left, named after the pods that did not complete, the completed ones listed with no node.
+TEST_F(FactoryTest, APendingSweepAsksOnlyForThePodsThatDidNotComplete) {
+  CreateQueue("team-a", {{"quotas", {{"gpu", {{"guaranteed", 8}, {"borrowingLimit", 0}}}}}});
+  json sweep = WholeGpuWorkload("team-a", "sweep", 8, 4);
+  sweep["spec"]["podSets"][0]["minCount"] = 1;
+  sweep["spec"]["active"] = false;
+  CreateWorkload(sweep);
+  Cycle();
+  const std::string key = "/registry/workloads/team-a/sweep";
+  auto kv = store_->Get(key);
+  ASSERT_TRUE(kv.ok());
+  json obj = json::parse(kv->value);
+  obj["spec"]["active"] = true;
+  obj["status"]["finishedPods"] = {{"main-0", "2026-01-01T00:00:00.000Z"},
+                                   {"main-2", "2026-01-01T00:00:00.000Z"}};
+  ASSERT_TRUE(store_->Put(key, obj.dump(), kv->mod_revision).ok());
+  Cycle();
+  const json st = Workloads()["team-a/sweep"]["status"];
+  ASSERT_EQ(st.value("phase", ""), "Running") << st.dump();
+  ASSERT_EQ(st["assignments"].size(), 3u) << st.dump();
+  EXPECT_EQ(st["assignments"][0].value("pod", ""), "main-0");
+  EXPECT_EQ(st["assignments"][0].value("node", "x"), "");
+  EXPECT_EQ(st["assignments"][1].value("pod", ""), "main-1");
+  EXPECT_FALSE(st["assignments"][1].value("node", "").empty());
+  EXPECT_EQ(st["assignments"][2].value("pod", ""), "main-2");
+  EXPECT_EQ(st["assignments"][2].value("node", "x"), "");
+  EXPECT_EQ(st["admittedCounts"], json::array({3})) << st.dump();
+  EXPECT_NE(st["conditions"][0].value("message", "").find("admitted 1 of 2 pods"),
+            std::string::npos)
+      << st.dump();
+  EXPECT_EQ(st["finishedPods"].size(), 2u);
+  // Accounted as the one pod it runs (its queue's 8 GPUs), not requeued.
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(Cycle().requeued, 0);
+  EXPECT_EQ(Workloads()["team-a/sweep"]["status"].value("phase", ""), "Running");
+  EXPECT_EQ(CallJson("GET", std::string(kApi) + "/queues/team-a")["status"].value("usedGpus", ""),
+            "8");
 }
 
 // A shrink whose stopping pods are on two nodes, one of them lost: the pod on the live node

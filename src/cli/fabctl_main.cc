@@ -248,7 +248,8 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns)
       std::string nodes;
       for (const json& a : status.value("assignments", json::array())) {
         const std::string n = a.value("node", "");
-        if (nodes.find(n) == std::string::npos) nodes += (nodes.empty() ? "" : ",") + n;
+        if (!n.empty() && ("," + nodes + ",").find("," + n + ",") == std::string::npos)
+          nodes += (nodes.empty() ? "" : ",") + n;
       }
       char g[32];
       std::snprintf(g, sizeof(g), "%g", gpus);
@@ -702,6 +703,11 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
       if (!as.empty())
         std::printf("%s\n", std::string(key) == "assignments" ? "Assignments:" : "Nominated:");
       for (const json& a : as) {
+        // (A pod that completed before a requeue is listed with no node: it is not run again.)
+        if (a.value("node", "").empty()) {
+          std::printf("  %-12s completed earlier\n", a.value("pod", "").c_str());
+          continue;
+        }
         std::printf("  %-12s on %-10s", a.value("pod", "").c_str(), a.value("node", "").c_str());
         for (const json& d : a.value("devices", json::array())) {
           std::printf(" gpu%d %s %dm%s%s", d.value("index", 0), d.value("uuid", "").c_str(),

@@ -266,8 +266,8 @@ Status MeterService::Sync() {
     };
     if (!open_binding_.count(workload)) {
       // Pods already completed when the meter first sees it: all its pods held their devices
-      // until the last completion.
-      if (!completed.empty() && !metered) {
+      // until the last completion (none, if they completed before it was last requeued).
+      if (!completed.empty() && !metered && completed_at > bound_at) {
         const BindEvent all = bind_event(whole, bound_at, {});
         if (!all.devices.empty() && meter_.Bind(all).ok())
           (void)meter_.End({whole, start, "pods-completed"});

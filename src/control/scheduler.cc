@@ -39,6 +39,10 @@ struct StoredWorkload {
   // Bound with fewer pods than asked (partial admission: status.admittedCounts), per pod set;
   // `pods` holds that many. Empty: all.
   std::vector<int> counts;
+  // Pending after some of its pods completed (status.finishedPods, kept through a requeue):
+  // per pod set, their indices; `pods` holds only the others, which are all it runs. Empty:
+  // none.
+  std::vector<std::set<int>> done;
 
   const json& obj() const { return parsed->obj; }
   const Workload& w() const { return parsed->w; }
@@ -102,6 +106,45 @@ bool AllPodsFinished(const json& status) {
   for (const json& a : assignments)
     if (!finished.contains(Str(a, "pod", "0"))) return false;
   return true;
+}
+
+// Pods of a pending workload that completed before it was requeued (status.finishedPods): per
+// pod set, their indices. Empty when none did.
+std::vector<std::set<int>> DonePods(const Workload& w, const json& status) {
+  const json& finished = Field(status, "finishedPods");
+  if (!finished.is_object() || finished.empty()) return {};
+  std::vector<std::set<int>> done(w.pod_sets.size());
+  bool any = false;
+  for (size_t set = 0; set < w.pod_sets.size(); ++set)
+    for (int k = 0; k < w.pod_sets[set].count; ++k)
+      if (finished.contains(w.pod_sets[set].name + "-" + std::to_string(k))) {
+        done[set].insert(k);
+        any = true;
+      }
+  return any ? done : std::vector<std::set<int>>{};
+}
+
+// The workload of the pods that did not complete (`done`, per pod set): each set less those,
+// its minCount no more than what is left; a set all of whose pods completed is left out.
+Workload Remaining(Workload w, const std::vector<std::set<int>>& done) {
+  if (done.empty()) return w;
+  std::vector<PodSet> sets;
+  for (size_t set = 0; set < w.pod_sets.size(); ++set) {
+    PodSet ps = w.pod_sets[set];
+    ps.count -= static_cast<int>(done[set].size());
+    if (ps.count <= 0) continue;
+    if (ps.min_count > 0) ps.min_count = std::min(ps.min_count, ps.count);
+    sets.push_back(std::move(ps));
+  }
+  w.pod_sets = std::move(sets);
+  return w;
+}
+
+// What a workload's finishedPods keeps through a rewrite of its status (a requeue, a
+// decision): the pods that completed stay done.
+void KeepFinished(const json& from, json& to) {
+  if (const json& finished = Field(from, "finishedPods"); finished.is_object() && !finished.empty())
+    to["finishedPods"] = finished;
 }
 
 // Its pods per pod set that have completed (status.finishedPods) while others run on, with the
@@ -249,14 +292,27 @@ std::optional<std::vector<Assignment>> ParseAssignments(
 // store them: the pod, its node, its devices (with UUIDs and MIG profiles), and the NUMA node
 // and NIC for the agent.
 json AssignmentsJson(const Workload& w, const std::vector<Assignment>& placed,
-                     const ClusterState& state, const std::vector<int>& counts = {}) {
+                     const ClusterState& state, const std::vector<int>& counts = {},
+                     const std::vector<std::set<int>>& done = {}, bool with_done = false) {
   json assignments = json::array();
   size_t pod = 0;
   for (size_t set = 0; set < w.pod_sets.size(); ++set) {
     const PodSet& ps = w.pod_sets[set];
-    const int count = set < counts.size() ? counts[set] : ps.count;
-    for (int k = 0; k < count && pod < placed.size(); ++k, ++pod) {
-      const Assignment& a = placed[pod];
+    const std::set<int> none;
+    const std::set<int>& completed = set < done.size() ? done[set] : none;
+    // (Pods that completed before are skipped, or listed with no node or devices.)
+    const int count =
+        set < counts.size() ? counts[set] : ps.count - static_cast<int>(completed.size());
+    for (int k = 0, taken = 0; k < ps.count; ++k) {
+      if (completed.count(k)) {
+        if (with_done)
+          assignments.push_back({{"pod", ps.name + "-" + std::to_string(k)},
+                                 {"node", ""},
+                                 {"devices", json::array()}});
+        continue;
+      }
+      if (taken++ >= count || pod >= placed.size()) continue;
+      const Assignment& a = placed[pod++];
       const Node& node = state.node(a.node);
       json devices = json::array();
       for (const DeviceShare& ds : a.devices) {
@@ -488,6 +544,7 @@ Result<CycleStats> Scheduler::RunOnce() {
                                {"message", why},
                                {"lastTransitionTime", FormatTimestamp(now)}}}}};
           if (!kept_state.is_null()) next["status"]["requeueState"] = kept_state;
+          KeepFinished(status, next["status"]);
           if (!store_.Put(kv.key, next.dump(), kv.mod_revision).ok()) return false;
           ++stats.requeued;
           return true;
@@ -739,6 +796,7 @@ Result<CycleStats> Scheduler::RunOnce() {
                  {"reason", "GangTimeout"},
                  {"message", why},
                  {"lastTransitionTime", FormatTimestamp(now)}}}}};
+          KeepFinished(status, next["status"]);
           if (limit) {
             next["spec"]["active"] = false;
             next["status"]["requeueState"].erase("requeueAt");
@@ -791,6 +849,7 @@ Result<CycleStats> Scheduler::RunOnce() {
                              {"message", "requeued: its node stopped renewing its lease"},
                              {"reason", "NodeLost"}};
           if (!kept_state.is_null()) patch["status"]["requeueState"] = kept_state;
+          KeepFinished(current, patch["status"]);
           if (store_.Put(kv.key, patch.dump(), kv.mod_revision).ok()) ++stats.requeued;
           continue;
         }
@@ -805,6 +864,30 @@ Result<CycleStats> Scheduler::RunOnce() {
         continue;
       }
       if (phase == "Pending") {
+        // Pods that completed before it was requeued are not run again: it asks for the
+        // others (a Job's succeeded pods stay succeeded), and once none is left it has
+        // succeeded.
+        if (sw.request_error.ok()) sw.done = DonePods(sw.w(), status);
+        if (!sw.done.empty()) {
+          std::vector<PodRequest> rest;
+          for (size_t set = 0, first = 0; set < sw.w().pod_sets.size(); ++set) {
+            for (int k = 0; k < sw.w().pod_sets[set].count; ++k)
+              if (!sw.done[set].count(k)) rest.push_back(sw.pods[first + k]);
+            first += sw.w().pod_sets[set].count;
+          }
+          if (rest.empty()) {
+            json next = sw.obj();
+            next["status"] = {
+                {"phase", "Succeeded"},
+                {"completionTime", FormatTimestamp(now)},
+                {"exitCode", 0},
+                {"message", "all " + std::to_string(sw.w().pod_count()) + " pods completed"}};
+            KeepFinished(status, next["status"]);
+            (void)store_.Put(kv.key, next.dump(), kv.mod_revision);
+            continue;
+          }
+          sw.pods = std::move(rest);
+        }
         // A plan on a node that is gone is no plan.
         auto plan = ParseAssignments(status, "nomination", state, node_index, unusable);
         if (plan && plan->size() == sw.pods.size()) sw.nomination = std::move(*plan);
@@ -1134,7 +1217,8 @@ Result<CycleStats> Scheduler::RunOnce() {
         const int64_t requeued = ParseTimestamp(
             Str(Field(Field(pending[i].obj(), "status"), "requeueState"), "requeueAt"));
         if (requeued > created) created = requeued;
-        const Workload w = leaf_of(pending[i].w());
+        // (Only the pods that have not completed.)
+        const Workload w = Remaining(leaf_of(pending[i].w()), pending[i].done);
         // Only where its tenant may wait (a queue's spec.tenants); otherwise it uses no quota.
         const Status may = allowed(w, w.queue.str());
         if (!may.ok()) {
@@ -1469,7 +1553,28 @@ Result<CycleStats> Scheduler::RunOnce() {
     const std::string at = FormatTimestamp(
         std::max(now, ParseTimestamp(Str(Field(sw.obj(), "metadata"), "creationTimestamp"))));
     if (!d.placed.empty()) {
-      const json assignments = AssignmentsJson(sw.w(), d.placed, state, d.counts);
+      // Per pod set, the pods admitted; with pods completed before, those of the others (the
+      // sets that had any left, as admitted).
+      std::vector<int> counts = d.counts;
+      std::vector<int> admitted = d.counts;  // ... and with the completed ones (admittedCounts)
+      int done = 0;
+      if (!sw.done.empty()) {
+        counts.clear();
+        admitted.clear();
+        bool all = true;
+        for (size_t set = 0, kept = 0; set < sw.w().pod_sets.size(); ++set) {
+          const int count = sw.w().pod_sets[set].count;
+          const int completed = static_cast<int>(sw.done[set].size());
+          const int left = count - completed;
+          const int runs = left <= 0 ? 0 : (d.counts.empty() ? left : d.counts[kept++]);
+          counts.push_back(runs);
+          admitted.push_back(runs + completed);
+          all = all && runs + completed == count;
+          done += completed;
+        }
+        if (all) admitted.clear();
+      }
+      const json assignments = AssignmentsJson(sw.w(), d.placed, state, counts, sw.done, true);
       std::string isolation = "none";
       switch (sw.pods.front().kind) {
         case DeviceKind::kNone:
@@ -1492,24 +1597,28 @@ Result<CycleStats> Scheduler::RunOnce() {
           {"scheduledTime", at},
           {"conditions",
            {{{"type", "Scheduled"}, {"status", "True"}, {"lastTransitionTime", at}}}}};
-      // Its GPUs as placed: every pod, or (partial admission) the first counts[i] of each set.
+      // Its GPUs as placed.
       double gpus = 0;
-      for (size_t set = 0, first = 0; set < sw.w().pod_sets.size(); ++set) {
-        const int count = sw.w().pod_sets[set].count;
-        const int placed = d.counts.empty() ? count : d.counts[set];
-        if (first < sw.pods.size()) gpus += placed * sw.pods[first].total_gpu_milli() / 1000.0;
-        first += count;
-      }
+      for (const Assignment& a : d.placed)
+        for (const DeviceShare& ds : a.devices) gpus += static_cast<double>(ds.milli) / 1000.0;
       if (const json kept = RequeueStateKept(sw); !kept.is_null())
         next["status"]["requeueState"] = kept;
+      KeepFinished(status, next["status"]);
+      if (!admitted.empty()) next["status"]["admittedCounts"] = admitted;
+      const std::string earlier =
+          done > 0 ? std::to_string(done) + " completed before it was requeued" : "";
       if (!d.counts.empty()) {
-        int placed = 0;
-        for (int c : d.counts) placed += c;
-        next["status"]["admittedCounts"] = d.counts;
-        next["status"]["message"] = "admitted " + std::to_string(placed) + " of " +
+        next["status"]["message"] = "admitted " + std::to_string(d.placed.size()) + " of " +
                                     std::to_string(sw.pods.size()) +
-                                    " pods (partial admission: all did not fit)";
+                                    " pods (partial admission: all did not fit" +
+                                    (earlier.empty() ? "" : "; " + earlier) + ")";
+      } else if (done > 0) {
+        next["status"]["message"] = "admitted its " + std::to_string(d.placed.size()) +
+                                    " pods that have not completed (" + earlier + ")";
       }
+      // (Kept in its Scheduled condition once its nodes report it running.)
+      if (next["status"].contains("message"))
+        next["status"]["conditions"][0]["message"] = next["status"]["message"];
       write(sw.kv, next, [&stats, &allocated_by_tenant, &sw, gpus] {
         ++stats.scheduled;
         allocated_by_tenant[sw.w().tenant.str()] += gpus;
@@ -1525,7 +1634,7 @@ Result<CycleStats> Scheduler::RunOnce() {
     // A preemptor keeps its planned place in status.nomination while its victims stop, so the
     // next cycle's Admitter holds that room for it.
     json nomination = d.nomination.size() == sw.pods.size() && !d.nomination.empty()
-                          ? AssignmentsJson(sw.w(), d.nomination, state)
+                          ? AssignmentsJson(sw.w(), d.nomination, state, {}, sw.done)
                           : json();
     const json requeue_state = RequeueStateKept(sw);
     if (Str(status, "message") != d.message || Str(status, "reason") != d.reason ||
@@ -1542,6 +1651,7 @@ Result<CycleStats> Scheduler::RunOnce() {
                            {"lastTransitionTime", at}}}}};
       if (!nomination.is_null()) next["status"]["nomination"] = std::move(nomination);
       if (!requeue_state.is_null()) next["status"]["requeueState"] = requeue_state;
+      KeepFinished(status, next["status"]);
       write(sw.kv, next, nullptr);
     }
   }

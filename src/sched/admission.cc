@@ -1072,10 +1072,7 @@ Result<int> Admitter::Restore(const Workload& spec, const std::vector<Assignment
                            ": admitted pod counts outside its pod sets' minCount..count");
   std::vector<int> counts = counts_fit ? options.pod_counts : e.full_counts;
   // Pods that completed hold nothing: it is restored with the others, at that size for good.
-  int64_t all_milli = 0;  // (with them: what an eviction loses, as it runs them all again)
   if (!options.completed.empty()) {
-    for (size_t i = 0; i < counts.size(); ++i)
-      all_milli += counts[i] * e.set_request[i].total_gpu_milli();
     if (options.completed.size() != counts.size())
       return InvalidArgument("workload " + spec.name.str() + ": completed pods for " +
                              std::to_string(options.completed.size()) + " pod sets, not " +
@@ -1126,7 +1123,6 @@ Result<int> Admitter::Restore(const Workload& spec, const std::vector<Assignment
       least += r.min_counts[i] * r.set_request[i].total_gpu_milli();
     r.sizes = {{began, least}, {options.resized_at, r.gpu_milli}};
   }
-  if (!options.completed.empty()) r.sizes = {{began, all_milli}};
   return id;
 }
 
