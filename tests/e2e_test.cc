@@ -1714,9 +1714,10 @@ TEST_F(FactoryTest, AWorkloadWhosePodsAllCompletedHasSucceeded) {
 }
 
 // Pods that completed while others run on give their GPUs back (Kueue's reclaimablePods): a
-// sweep of two 8-GPU pods fills its queue's 16 GPUs; once one pod completes, the queue's next
-// 8-GPU workload starts beside the other, and the meter bills the sweep 8 GPUs from the
-// completion. A node lost after its pod completed does not requeue the sweep.
+// sweep of two 8-GPU pods fills its queue's 16 GPUs, and team-b's work the fleet's other 16;
+// once one pod completes, the queue's next 8-GPU workload starts where it ran, and the meter
+// bills the sweep 8 GPUs from the completion. A node lost after its pod completed does not
+// requeue the sweep.
 TEST_F(FactoryTest, CompletedPodsGiveTheirGpusBack) {
   auto meter = OpenMeter();
   ASSERT_TRUE(meter.ok()) << meter.status().message();
@@ -1730,6 +1731,9 @@ TEST_F(FactoryTest, CompletedPodsGiveTheirGpusBack) {
   so.node_grace_ms = 20'000;
   scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
   CreateQueue("team-a", {{"quotas", {{"gpu", {{"guaranteed", 16}, {"borrowingLimit", 0}}}}}});
+  CreateQueue("team-b", {{"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
+  CreateWorkload(WholeGpuWorkload("team-b", "fill", 8, 2));
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
   CreateWorkload(WholeGpuWorkload("team-a", "sweep", 8, 2));
   ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
   ASSERT_TRUE((*meter)->Sync().ok());
@@ -1757,8 +1761,10 @@ TEST_F(FactoryTest, CompletedPodsGiveTheirGpusBack) {
   EXPECT_EQ(CallJson("GET", std::string(kApi) + "/queues/team-a")["status"].value("usedGpus", ""),
             "16");
 
-  // main-1's node stops renewing its lease: nothing of the sweep runs there, so it runs on.
+  // (The fleet's only free GPUs were main-1's.)
   const std::string gone = sweep["assignments"][1].value("node", "");
+  EXPECT_EQ(next["assignments"][0].value("node", ""), gone) << next.dump();
+  // main-1's node stops renewing its lease: nothing of the sweep runs there, so it runs on.
   ASSERT_NE(gone, sweep["assignments"][0].value("node", ""));
   sim_->StopNode(gone);
   for (int i = 0; i < 4; ++i) step(10'000);
@@ -1813,11 +1819,15 @@ TEST_F(FactoryTest, APreemptedSweepDoesNotRunItsCompletedPodsAgain) {
   EXPECT_EQ(waiting["finishedPods"].size(), 2u) << waiting.dump();
   EXPECT_EQ(Workloads()["team-b/b-0"]["status"].value("phase", ""), "Running");
 
-  // b-0 ends: 2 pods of 8 GPUs start, where all four were asked for.
+  // b-0 ends and team-b's b-1 asks for 16: the sweep's two pods left fit beside it (four
+  // would not).
   ClientResponse r = Call("DELETE", WorkloadPath("team-b", "b-0"));
   ASSERT_EQ(r.status, 200) << r.body;
+  CreateWorkload(WholeGpuWorkload("team-b", "b-1", 8, 2));
   Cycle();
   Cycle();
+  EXPECT_EQ(Workloads()["team-b/b-1"]["status"].value("phase", ""), "Running")
+      << Describe(Workloads());
   const json again = Workloads()["team-a/sweep"]["status"];
   ASSERT_EQ(again.value("phase", ""), "Running") << again.dump();
   ASSERT_EQ(again["assignments"].size(), 4u) << again.dump();
@@ -1852,8 +1862,9 @@ TEST_F(FactoryTest, APreemptedSweepDoesNotRunItsCompletedPodsAgain) {
 }
 
 // A pending elastic sweep that lists completed pods (as a requeue leaves it) asks only for the
-// others, and may start with fewer of them: its quota of 8 GPUs admits one of its two 8-GPU pods
-// left, named after the pods that did not complete, the completed ones listed with no node.
+// others, all at once: with its queue's 8 GPUs one of its two 8-GPU pods left would fit, but a
+// sweep started with fewer would never run the rest, so it waits; at 16 both start, named after
+// the pods that did not complete, the completed ones listed with no node.
 TEST_F(FactoryTest, APendingSweepAsksOnlyForThePodsThatDidNotComplete) {
   CreateQueue("team-a", {{"quotas", {{"gpu", {{"guaranteed", 8}, {"borrowingLimit", 0}}}}}});
   json sweep = WholeGpuWorkload("team-a", "sweep", 8, 4);
@@ -1870,25 +1881,73 @@ TEST_F(FactoryTest, APendingSweepAsksOnlyForThePodsThatDidNotComplete) {
                                    {"main-2", "2026-01-01T00:00:00.000Z"}};
   ASSERT_TRUE(store_->Put(key, obj.dump(), kv->mod_revision).ok());
   Cycle();
+  Cycle();
+  const json waits = Workloads()["team-a/sweep"]["status"];
+  EXPECT_EQ(waits.value("phase", ""), "Pending") << waits.dump();
+  EXPECT_EQ(waits["finishedPods"].size(), 2u) << waits.dump();
+
+  SetGpuGuarantee("team-a", 16);
+  Cycle();
   const json st = Workloads()["team-a/sweep"]["status"];
   ASSERT_EQ(st.value("phase", ""), "Running") << st.dump();
-  ASSERT_EQ(st["assignments"].size(), 3u) << st.dump();
-  EXPECT_EQ(st["assignments"][0].value("pod", ""), "main-0");
-  EXPECT_EQ(st["assignments"][0].value("node", "x"), "");
-  EXPECT_EQ(st["assignments"][1].value("pod", ""), "main-1");
-  EXPECT_FALSE(st["assignments"][1].value("node", "").empty());
-  EXPECT_EQ(st["assignments"][2].value("pod", ""), "main-2");
-  EXPECT_EQ(st["assignments"][2].value("node", "x"), "");
-  EXPECT_EQ(st["admittedCounts"], json::array({3})) << st.dump();
-  EXPECT_NE(st["conditions"][0].value("message", "").find("admitted 1 of 2 pods"),
-            std::string::npos)
-      << st.dump();
+  ASSERT_EQ(st["assignments"].size(), 4u) << st.dump();
+  for (int k = 0; k < 4; ++k) {
+    EXPECT_EQ(st["assignments"][k].value("pod", ""), "main-" + std::to_string(k));
+    EXPECT_EQ(st["assignments"][k].value("node", "").empty(), k % 2 == 0) << st.dump();
+  }
+  EXPECT_FALSE(st.contains("admittedCounts")) << st.dump();
   EXPECT_EQ(st["finishedPods"].size(), 2u);
-  // Accounted as the one pod it runs (its queue's 8 GPUs), not requeued.
+  // Accounted as the two pods it runs (its queue's 16 GPUs), not requeued.
   for (int i = 0; i < 3; ++i) EXPECT_EQ(Cycle().requeued, 0);
   EXPECT_EQ(Workloads()["team-a/sweep"]["status"].value("phase", ""), "Running");
   EXPECT_EQ(CallJson("GET", std::string(kApi) + "/queues/team-a")["status"].value("usedGpus", ""),
-            "8");
+            "16");
+
+  // Pods that completed under other pod sets are not the new ones': an edit of spec.podSets
+  // while it waits drops them; one that leaves the pod sets keeps them.
+  json other = WholeGpuWorkload("team-a", "other", 8, 4);
+  other["spec"]["active"] = false;
+  CreateWorkload(other);
+  const std::string other_key = "/registry/workloads/team-a/other";
+  kv = store_->Get(other_key);
+  ASSERT_TRUE(kv.ok());
+  obj = json::parse(kv->value);
+  obj["status"]["finishedPods"] = {{"main-0", "2026-01-01T00:00:00.000Z"}};
+  ASSERT_TRUE(store_->Put(other_key, obj.dump(), kv->mod_revision).ok());
+  auto patch = [&](const json& spec) {
+    ClientResponse r = Call("PATCH", WorkloadPath("team-a", "other"), json{{"spec", spec}}.dump(),
+                            "application/merge-patch+json");
+    EXPECT_EQ(r.status, 200) << r.body;
+    return Workloads()["team-a/other"]["status"];
+  };
+  EXPECT_TRUE(patch({{"priority", 1}}).contains("finishedPods"));
+  json sets = other["spec"]["podSets"];
+  sets[0]["count"] = 2;
+  EXPECT_FALSE(patch({{"podSets", sets}}).contains("finishedPods"));
+}
+
+// A gang's pods are the ranks of one job: after a requeue it starts again whole, its completed
+// pods not kept.
+TEST_F(FactoryTest, AGangRequeuedAfterSomeRanksCompletedStartsWhole) {
+  StartScheduler(5'000);
+  CreateTeamQueues(0, 32);
+  json gang = WholeGpuWorkload("team-a", "ranks", 8, 2);
+  gang["spec"]["gang"] = true;
+  CreateWorkload(gang);
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  const std::string key = "/registry/workloads/team-a/ranks";
+  auto kv = store_->Get(key);
+  ASSERT_TRUE(kv.ok());
+  json obj = json::parse(kv->value);
+  obj["status"]["finishedPods"] = {{"main-0", FormatTimestamp(clock_.NowMs())}};
+  ASSERT_TRUE(store_->Put(key, obj.dump(), kv->mod_revision).ok());
+  CreateWorkload(WholeGpuWorkload("team-b", "b-0", 8, 4));
+  for (int i = 0; i < 10 && Workloads()["team-a/ranks"]["status"].value("phase", "") != "Pending";
+       ++i)
+    Cycle(2'000);
+  const json st = Workloads()["team-a/ranks"]["status"];
+  ASSERT_EQ(st.value("phase", ""), "Pending") << Describe(Workloads());
+  EXPECT_FALSE(st.contains("finishedPods")) << st.dump();
 }
 
 // A shrink whose stopping pods are on two nodes, one of them lost: the pod on the live node

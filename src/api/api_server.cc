@@ -1508,6 +1508,12 @@ struct ApiServer::Impl {
         next["status"] = status;
       } else if (stored.contains("status")) {
         next["status"] = stored["status"];
+        // Pods that completed under other pod sets or another run are not this spec's: a
+        // workload whose podSets or run change runs all its pods again.
+        if (std::string(info.kind) == "Workload" && next["status"].is_object() &&
+            (Field(Field(next, "spec"), "podSets") != Field(Field(stored, "spec"), "podSets") ||
+             Field(Field(next, "spec"), "run") != Field(Field(stored, "spec"), "run")))
+          next["status"].erase("finishedPods");
       } else {
         next.erase("status");
       }

@@ -228,17 +228,25 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns)
     const json spec = o.value("spec", json::object());
     const json status = o.value("status", json::object());
     if (kind == "Workload") {
-      // PODS and GPUS as admitted: "2/4" when it started with fewer pods than it asks for.
+      // PODS and GPUS as admitted, less its pods that completed: "2/4" when it runs fewer pods
+      // than it asks for.
       int pods = 0, asked = 0;
       double gpus = 0;
       const json admitted = status.value("admittedCounts", json::array());
       const json sets = spec.value("podSets", json::array());
+      const json finished = status.value("finishedPods", json::object());
+      std::map<std::string, int> completed;  // pod set -> its pods bound here that completed
+      for (const json& a : status.value("assignments", json::array()))
+        if (const std::string pod = a.value("pod", "");
+            finished.is_object() && finished.contains(pod))
+          ++completed[pod.substr(0, pod.rfind('-'))];
       for (size_t i = 0; i < sets.size(); ++i) {
         const json& ps = sets[i];
         const int count =
             ps.contains("count") && ps["count"].is_number() ? ps["count"].get<int>() : 1;
         const int running =
-            i < admitted.size() && admitted[i].is_number() ? admitted[i].get<int>() : count;
+            (i < admitted.size() && admitted[i].is_number() ? admitted[i].get<int>() : count) -
+            completed[ps.value("name", "")];
         pods += running;
         asked += count;
         const json dev = ps.value("devices", json::object());
@@ -658,18 +666,28 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
       for (const json& c : counts) list += (list.empty() ? "" : ", ") + Plain(c);
       std::printf("Admitted:   %s pod(s) per pod set (partial admission)\n", list.c_str());
     }
-    // Pods its nodes report started, while some have not.
-    if (const json started = status.value("startedPods", json::object());
-        started.is_object() && status.contains("assignments") &&
-        started.size() < status["assignments"].size())
-      std::printf("Started:    %zu of %zu pods\n", started.size(), status["assignments"].size());
-    // Pods that completed while others of it run (on other nodes); their devices are free for
-    // other work, but while pods an elastic shrink took stop.
-    if (const json finished = status.value("finishedPods", json::object());
-        finished.is_object() && !finished.empty() && status.contains("assignments") &&
-        finished.size() < status["assignments"].size())
-      std::printf("Completed:  %zu of %zu pods%s\n", finished.size(), status["assignments"].size(),
-                  status.contains("shrinks") ? "" : " (their devices are free for other work)");
+    // Pods its nodes report started, while some have not; pods that completed while others of
+    // it run (their devices are free for other work, but while pods an elastic shrink took
+    // stop), or before it was requeued (listed with no node).
+    {
+      const json started = status.value("startedPods", json::object());
+      const json finished = status.value("finishedPods", json::object());
+      size_t pods = 0, up = 0, done = 0;
+      for (const json& a : status.value("assignments", json::array())) {
+        ++pods;
+        const std::string pod = a.value("pod", "");
+        if (finished.is_object() && finished.contains(pod)) {
+          ++done;
+        } else if (started.is_object() && started.contains(pod)) {
+          ++up;
+        }
+      }
+      if (started.is_object() && up + done < pods)
+        std::printf("Started:    %zu of %zu pods\n", up, pods - done);
+      if (done > 0 && done < pods)
+        std::printf("Completed:  %zu of %zu pods%s\n", done, pods,
+                    status.contains("shrinks") ? "" : " (their devices are free for other work)");
+    }
     for (const json& shrink : status.value("shrinks", json::array())) {
       if (!shrink.is_object()) continue;
       std::string pods;

@@ -133,7 +133,13 @@ std::optional<HttpResponse> AgentService::Serve(const HttpRequest& req,
   std::string pod = req.query.count("pod") ? req.query.at("pod") : "";
   const json& assignments = List(Field(w, "status"), "assignments");
   if (pod.empty()) {
+    // (Its first pod bound to a node: one listed with none completed before a requeue.)
     pod = assignments.empty() ? "0" : Str(assignments[0], "pod", "0");
+    for (const json& a : assignments)
+      if (!Str(a, "node").empty()) {
+        pod = Str(a, "pod", "0");
+        break;
+      }
   }
   if (pod.find('/') != std::string::npos || pod.find("..") != std::string::npos) {
     return ErrorReply(400, "pod: '" + pod + "' is not a pod name");

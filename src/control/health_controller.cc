@@ -601,6 +601,9 @@ void HealthController::RunEvictions(int64_t now) {
       it = evictions_.erase(it);
       continue;
     }
+    // Pods that completed stay completed (not a gang's: it starts again whole).
+    const json finished =
+        Field(Field(w, "spec"), "gang") == true ? json() : Field(status, "finishedPods");
     w["status"] = {{"phase", "Pending"},
                    {"reason", "Evicted"},
                    {"message", "requeued: evicted: " + e.reason},
@@ -610,6 +613,7 @@ void HealthController::RunEvictions(int64_t now) {
                       {"reason", "Evicted"},
                       {"message", e.reason},
                       {"lastTransitionTime", FormatTimestamp(now)}}}}};
+    if (finished.is_object() && !finished.empty()) w["status"]["finishedPods"] = finished;
     if (store_.Put(kv->key, w.dump(), kv->mod_revision).ok()) {
       stats_.requeued += 1;
       it = evictions_.erase(it);

@@ -235,7 +235,7 @@ Status MeterService::Sync() {
       for (const json& a : assignments) {
         const std::string node = Str(a, "node");
         const std::string pod = Str(a, "pod");
-        if (skip.count(pod)) continue;
+        if (skip.count(pod) || node.empty()) continue;  // (empty: completed before a requeue)
         const auto set = per_set.find(pod.substr(0, pod.rfind('-')));
         if (set != per_set.end()) b.pods.push_back({node, set->second.first, set->second.second});
         const auto& devs = node_devices[node];

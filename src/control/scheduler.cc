@@ -112,7 +112,7 @@ bool AllPodsFinished(const json& status) {
 // pod set, their indices. Empty when none did.
 std::vector<std::set<int>> DonePods(const Workload& w, const json& status) {
   const json& finished = Field(status, "finishedPods");
-  if (!finished.is_object() || finished.empty()) return {};
+  if (w.gang || !finished.is_object() || finished.empty()) return {};
   std::vector<std::set<int>> done(w.pod_sets.size());
   bool any = false;
   for (size_t set = 0; set < w.pod_sets.size(); ++set)
@@ -125,7 +125,8 @@ std::vector<std::set<int>> DonePods(const Workload& w, const json& status) {
 }
 
 // The workload of the pods that did not complete (`done`, per pod set): each set less those,
-// its minCount no more than what is left; a set all of whose pods completed is left out.
+// all of the rest at once (no partial admission: a sweep admitted with fewer of its pods left
+// would never run the others); a set all of whose pods completed is left out.
 Workload Remaining(Workload w, const std::vector<std::set<int>>& done) {
   if (done.empty()) return w;
   std::vector<PodSet> sets;
@@ -133,7 +134,7 @@ Workload Remaining(Workload w, const std::vector<std::set<int>>& done) {
     PodSet ps = w.pod_sets[set];
     ps.count -= static_cast<int>(done[set].size());
     if (ps.count <= 0) continue;
-    if (ps.min_count > 0) ps.min_count = std::min(ps.min_count, ps.count);
+    ps.min_count = 0;
     sets.push_back(std::move(ps));
   }
   w.pod_sets = std::move(sets);
@@ -141,9 +142,11 @@ Workload Remaining(Workload w, const std::vector<std::set<int>>& done) {
 }
 
 // What a workload's finishedPods keeps through a rewrite of its status (a requeue, a
-// decision): the pods that completed stay done.
-void KeepFinished(const json& from, json& to) {
-  if (const json& finished = Field(from, "finishedPods"); finished.is_object() && !finished.empty())
+// decision): the pods that completed stay done — but a gang's, which starts again whole (its
+// pods are the ranks of one job, not independent pieces of work).
+void KeepFinished(const Workload& w, const json& from, json& to) {
+  if (const json& finished = Field(from, "finishedPods");
+      !w.gang && finished.is_object() && !finished.empty())
     to["finishedPods"] = finished;
 }
 
@@ -544,7 +547,7 @@ Result<CycleStats> Scheduler::RunOnce() {
                                {"message", why},
                                {"lastTransitionTime", FormatTimestamp(now)}}}}};
           if (!kept_state.is_null()) next["status"]["requeueState"] = kept_state;
-          KeepFinished(status, next["status"]);
+          KeepFinished(sw.w(), status, next["status"]);
           if (!store_.Put(kv.key, next.dump(), kv.mod_revision).ok()) return false;
           ++stats.requeued;
           return true;
@@ -622,8 +625,9 @@ Result<CycleStats> Scheduler::RunOnce() {
             st["admittedCounts"] = counts;
           }
           st["resizedTime"] = FormatTimestamp(now);
-          // (What its nodes reported of the pods it keeps.)
-          for (const char* key : {"startedPods", "finishedPods"}) {
+          // (What its nodes reported of the pods it keeps; the pods it gives up that completed
+          // stay completed.)
+          for (const char* key : {"startedPods"}) {
             if (!st.contains(key) || !st[key].is_object()) continue;
             json pods = json::object();
             for (const json& a : kept)
@@ -796,7 +800,7 @@ Result<CycleStats> Scheduler::RunOnce() {
                  {"reason", "GangTimeout"},
                  {"message", why},
                  {"lastTransitionTime", FormatTimestamp(now)}}}}};
-          KeepFinished(status, next["status"]);
+          KeepFinished(sw.w(), status, next["status"]);
           if (limit) {
             next["spec"]["active"] = false;
             next["status"]["requeueState"].erase("requeueAt");
@@ -849,7 +853,7 @@ Result<CycleStats> Scheduler::RunOnce() {
                              {"message", "requeued: its node stopped renewing its lease"},
                              {"reason", "NodeLost"}};
           if (!kept_state.is_null()) patch["status"]["requeueState"] = kept_state;
-          KeepFinished(current, patch["status"]);
+          KeepFinished(sw.w(), current, patch["status"]);
           if (store_.Put(kv.key, patch.dump(), kv.mod_revision).ok()) ++stats.requeued;
           continue;
         }
@@ -882,7 +886,7 @@ Result<CycleStats> Scheduler::RunOnce() {
                 {"completionTime", FormatTimestamp(now)},
                 {"exitCode", 0},
                 {"message", "all " + std::to_string(sw.w().pod_count()) + " pods completed"}};
-            KeepFinished(status, next["status"]);
+            KeepFinished(sw.w(), status, next["status"]);
             (void)store_.Put(kv.key, next.dump(), kv.mod_revision);
             continue;
           }
@@ -1603,7 +1607,7 @@ Result<CycleStats> Scheduler::RunOnce() {
         for (const DeviceShare& ds : a.devices) gpus += static_cast<double>(ds.milli) / 1000.0;
       if (const json kept = RequeueStateKept(sw); !kept.is_null())
         next["status"]["requeueState"] = kept;
-      KeepFinished(status, next["status"]);
+      KeepFinished(sw.w(), status, next["status"]);
       if (!admitted.empty()) next["status"]["admittedCounts"] = admitted;
       const std::string earlier =
           done > 0 ? std::to_string(done) + " completed before it was requeued" : "";
@@ -1651,7 +1655,7 @@ Result<CycleStats> Scheduler::RunOnce() {
                            {"lastTransitionTime", at}}}}};
       if (!nomination.is_null()) next["status"]["nomination"] = std::move(nomination);
       if (!requeue_state.is_null()) next["status"]["requeueState"] = requeue_state;
-      KeepFinished(status, next["status"]);
+      KeepFinished(sw.w(), status, next["status"]);
       write(sw.kv, next, nullptr);
     }
   }
