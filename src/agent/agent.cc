@@ -531,7 +531,10 @@ void NodeAgent::RecordExit(const PodExit& e) {
 Status NodeAgent::SendOutcomes(int64_t now) {
   Status first = Status::Ok();
   for (auto& [wkey, o] : outcomes_) {
-    if (o.sent || o.done == 0 || (o.done < o.pods_here && o.failed == 0)) continue;
+    // Each pod that succeeds is reported at once (its devices are free for other work then),
+    // as is the first that fails; the report that lists its last pod here is the final one.
+    if (o.sent || (o.failed == 0 && o.succeeded.size() <= o.reported)) continue;
+    bool last = o.failed > 0 || o.done >= o.pods_here;
     const PodKey k = SplitPodKey(wkey);
     const std::string& ns = k.ns;
     const std::string& name = k.name;
@@ -548,11 +551,15 @@ Status NodeAgent::SendOutcomes(int64_t now) {
         const json& meta = Field(item, "metadata");
         if (Str(meta, "namespace") == ns && Str(meta, "name") == name) w = item;
       }
-      if (w.is_null()) break;  // deleted, or no longer assigned here
+      if (w.is_null()) {
+        last = true;
+        break;  // deleted, or no longer assigned here
+      }
       json& status = w["status"];
       const std::string phase = Str(status, "phase");
       if (Str(status, "scheduledTime") != o.binding ||
           (phase != "Running" && phase != "Scheduled")) {
+        last = true;
         break;  // requeued, moved or already reported: not ours to end
       }
       // Its pods here that succeeded are listed (stamped by the server); the workload has
@@ -591,7 +598,8 @@ Status NodeAgent::SendOutcomes(int64_t now) {
       break;
     }
     if (st.ok()) {
-      o.sent = true;
+      o.sent = last;
+      o.reported = o.succeeded.size();
     } else if (first.ok()) {
       first = st;  // tried again next round
     }

@@ -120,6 +120,7 @@ class NodeAgent {
     int done = 0;
     int failed = 0;
     std::vector<std::string> succeeded;  // its pods here that exited 0
+    size_t reported = 0;                 // ... of which the server has been told
     std::string message;
     int exit_code = 0;
     bool cannot_run = false;

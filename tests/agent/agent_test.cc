@@ -572,6 +572,45 @@ TEST_F(AgentFleetTest, AMultiNodeWorkloadSucceedsWhenItsLastPodDoes) {
       << Log("pair", "main-1");
 }
 
+// Two pods of one workload on one node: the first to complete is reported at once (its GPUs
+// are free for other work then), not when the node's last pod of the workload ends.
+TEST_F(AgentFleetTest, APodIsReportedCompletedAtOnceBesideItsSiblingOnItsNode) {
+  std::ofstream(dir_.File("big-fleet.yaml"))
+      << "apiVersion: fabrica.dev/v1\nkind: Fleet\nnodes:\n"
+         "  - {name: big, cpu: 16, memory: 64Gi, gpus: {count: 4, model: H100, memory: 80Gi}}\n";
+  auto [code, body] = Call("POST", std::string(kApi) + "/nodes/big/token", json{});
+  ASSERT_EQ(code, 201);
+  tokens_["big"] = body["token"];
+  StartAgent("big", {}, "big-fleet.yaml");
+  ASSERT_TRUE(WaitFor([&] { return ReadyNodes() == 4; }, 30s)) << Logs();
+  // Two 2-GPU pods: only `big` has room for them.
+  json w = {
+      {"apiVersion", "fabrica.dev/v1"},
+      {"kind", "Workload"},
+      {"metadata", {{"name", "duo"}, {"namespace", "team-a"}}},
+      {"spec",
+       {{"podSets",
+         {{{"name", "main"},
+           {"count", 2},
+           {"cpu", "1"},
+           {"memory", "1Gi"},
+           {"devices", {{"gpus", 2}}}}}},
+        {"run",
+         {{"command", {"sh", "-c", "if [ \"$FABRICA_POD\" = main-1 ]; then sleep 12; fi"}}}}}}};
+  std::tie(code, body) = Call("POST", std::string(kApi) + "/namespaces/team-a/workloads", w);
+  ASSERT_EQ(code, 201) << body.dump();
+  ASSERT_TRUE(WaitFor(
+      [&] { return Workload("duo")["status"].value("finishedPods", json::object()).size() >= 1; },
+      60s))
+      << Logs();
+  const json midway = Workload("duo")["status"];
+  EXPECT_EQ(midway.value("phase", ""), "Running") << midway.dump();
+  EXPECT_TRUE(midway["finishedPods"].contains("main-0")) << midway.dump();
+  for (const json& a : midway["assignments"]) EXPECT_EQ(a.value("node", ""), "big");
+  ASSERT_TRUE(WaitFor([&] { return Phase("duo") == "Succeeded"; }, 30s)) << Logs();
+  EXPECT_EQ(Workload("duo")["status"]["finishedPods"].size(), 2u);
+}
+
 // A completed pod's node whose agent restarts (it no longer remembers the pod) does not run the
 // pod again while the workload's other pod runs on.
 TEST_F(AgentFleetTest, ACompletedPodIsNotRunAgainAfterItsAgentRestarts) {
