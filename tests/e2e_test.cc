@@ -1786,6 +1786,8 @@ TEST_F(FactoryTest, CompletedPodsGiveTheirGpusBack) {
 // succeeded pods stay succeeded): it waits for the others alone, is admitted with those (the
 // completed ones listed with no node), and succeeds when they complete.
 TEST_F(FactoryTest, APreemptedSweepDoesNotRunItsCompletedPodsAgain) {
+  auto meter = OpenMeter();
+  ASSERT_TRUE(meter.ok()) << meter.status().message();
   StartScheduler(5'000);
   CreateTeamQueues(0, 32);
   CreateWorkload(WholeGpuWorkload("team-a", "sweep", 8, 4));
@@ -1854,6 +1856,25 @@ TEST_F(FactoryTest, APreemptedSweepDoesNotRunItsCompletedPodsAgain) {
   // Its agents start the two (reported started), and it succeeds once they complete.
   Cycle();
   EXPECT_EQ(Workloads()["team-a/sweep"]["status"].value("phase", ""), "Running");
+  // The meter bills the two pods it runs, 16 GPUs, on their nodes and nowhere else.
+  ASSERT_TRUE((*meter)->Sync().ok());
+  const int64_t t0 = clock_.NowMs() / 1000 * 1000;
+  for (int i = 0; i < 5; ++i) {
+    Cycle(60'000);
+    ASSERT_TRUE((*meter)->Sync().ok());
+  }
+  const int64_t t1 = clock_.NowMs() / 1000 * 1000;
+  const json alloc = CallJson("GET", "/allocation?window=" + std::to_string(t0 / 1000) + "," +
+                                         std::to_string(t1 / 1000) + "&aggregate=workload,node");
+  ASSERT_EQ(alloc.value("code", 0), 200) << alloc.dump();
+  double hours = 0;
+  for (const auto& [key, row] : alloc["data"][0].items()) {
+    if (key.rfind("team-a/sweep", 0) != 0) continue;
+    EXPECT_NE(key, "team-a/sweep/") << alloc.dump();
+    EXPECT_NEAR(row.value("gpuHours", 0.0), 8.0 * (t1 - t0) / 3.6e6, 1e-6) << key;
+    hours += row.value("gpuHours", 0.0);
+  }
+  EXPECT_NEAR(hours, 16.0 * (t1 - t0) / 3.6e6, 1e-6) << alloc.dump();
   finish({"main-1", "main-3"});
   Cycle();
   const json done = Workloads()["team-a/sweep"]["status"];
@@ -1862,9 +1883,9 @@ TEST_F(FactoryTest, APreemptedSweepDoesNotRunItsCompletedPodsAgain) {
 }
 
 // A pending elastic sweep that lists completed pods (as a requeue leaves it) asks only for the
-// others, all at once: with its queue's 8 GPUs one of its two 8-GPU pods left would fit, but a
-// sweep started with fewer would never run the rest, so it waits; at 16 both start, named after
-// the pods that did not complete, the completed ones listed with no node.
+// others: its queue's 8 GPUs admit one of its two 8-GPU pods left, named after the pods that
+// did not complete, the completed ones listed with no node. Once that one completes it waits
+// again for the last (a Job's completions all run), then succeeds with all four.
 TEST_F(FactoryTest, APendingSweepAsksOnlyForThePodsThatDidNotComplete) {
   CreateQueue("team-a", {{"quotas", {{"gpu", {{"guaranteed", 8}, {"borrowingLimit", 0}}}}}});
   json sweep = WholeGpuWorkload("team-a", "sweep", 8, 4);
@@ -1873,35 +1894,50 @@ TEST_F(FactoryTest, APendingSweepAsksOnlyForThePodsThatDidNotComplete) {
   CreateWorkload(sweep);
   Cycle();
   const std::string key = "/registry/workloads/team-a/sweep";
-  auto kv = store_->Get(key);
-  ASSERT_TRUE(kv.ok());
-  json obj = json::parse(kv->value);
-  obj["spec"]["active"] = true;
-  obj["status"]["finishedPods"] = {{"main-0", "2026-01-01T00:00:00.000Z"},
-                                   {"main-2", "2026-01-01T00:00:00.000Z"}};
-  ASSERT_TRUE(store_->Put(key, obj.dump(), kv->mod_revision).ok());
-  Cycle();
-  Cycle();
-  const json waits = Workloads()["team-a/sweep"]["status"];
-  EXPECT_EQ(waits.value("phase", ""), "Pending") << waits.dump();
-  EXPECT_EQ(waits["finishedPods"].size(), 2u) << waits.dump();
-
-  SetGpuGuarantee("team-a", 16);
+  auto finish = [&](const std::string& pod) {
+    auto kv = store_->Get(key);
+    ASSERT_TRUE(kv.ok());
+    json obj = json::parse(kv->value);
+    obj["spec"]["active"] = true;
+    obj["status"]["finishedPods"][pod] = FormatTimestamp(clock_.NowMs());
+    ASSERT_TRUE(store_->Put(key, obj.dump(), kv->mod_revision).ok());
+  };
+  finish("main-0");
+  finish("main-2");
   Cycle();
   const json st = Workloads()["team-a/sweep"]["status"];
   ASSERT_EQ(st.value("phase", ""), "Running") << st.dump();
-  ASSERT_EQ(st["assignments"].size(), 4u) << st.dump();
-  for (int k = 0; k < 4; ++k) {
+  ASSERT_EQ(st["assignments"].size(), 3u) << st.dump();
+  for (int k = 0; k < 3; ++k) {
     EXPECT_EQ(st["assignments"][k].value("pod", ""), "main-" + std::to_string(k));
-    EXPECT_EQ(st["assignments"][k].value("node", "").empty(), k % 2 == 0) << st.dump();
+    EXPECT_EQ(st["assignments"][k].value("node", "").empty(), k != 1) << st.dump();
   }
-  EXPECT_FALSE(st.contains("admittedCounts")) << st.dump();
+  EXPECT_EQ(st["admittedCounts"], json::array({3})) << st.dump();
+  EXPECT_NE(st["conditions"][0].value("message", "").find("admitted 1 of 2 pods"),
+            std::string::npos)
+      << st.dump();
   EXPECT_EQ(st["finishedPods"].size(), 2u);
-  // Accounted as the two pods it runs (its queue's 16 GPUs), not requeued.
+  // Accounted as the one pod it runs (its queue's 8 GPUs), not requeued.
   for (int i = 0; i < 3; ++i) EXPECT_EQ(Cycle().requeued, 0);
   EXPECT_EQ(Workloads()["team-a/sweep"]["status"].value("phase", ""), "Running");
   EXPECT_EQ(CallJson("GET", std::string(kApi) + "/queues/team-a")["status"].value("usedGpus", ""),
-            "16");
+            "8");
+  // main-1 completes: not Succeeded, as main-3 has not run; it waits again for main-3 alone.
+  finish("main-1");
+  EXPECT_EQ(Cycle().requeued, 1);
+  const json left = Workloads()["team-a/sweep"]["status"];
+  EXPECT_NE(left.value("phase", ""), "Succeeded") << left.dump();
+  EXPECT_EQ(left["finishedPods"].size(), 3u) << left.dump();
+  Cycle();
+  const json last = Workloads()["team-a/sweep"]["status"];
+  ASSERT_EQ(last.value("phase", ""), "Running") << last.dump();
+  ASSERT_EQ(last["assignments"].size(), 4u) << last.dump();
+  EXPECT_FALSE(last["assignments"][3].value("node", "").empty()) << last.dump();
+  finish("main-3");
+  Cycle();
+  const json done = Workloads()["team-a/sweep"]["status"];
+  EXPECT_EQ(done.value("phase", ""), "Succeeded") << done.dump();
+  EXPECT_EQ(done.value("message", ""), "all 4 pods completed") << done.dump();
 
   // Pods that completed under other pod sets are not the new ones': an edit of spec.podSets
   // while it waits drops them; one that leaves the pod sets keeps them.
@@ -1909,9 +1945,9 @@ TEST_F(FactoryTest, APendingSweepAsksOnlyForThePodsThatDidNotComplete) {
   other["spec"]["active"] = false;
   CreateWorkload(other);
   const std::string other_key = "/registry/workloads/team-a/other";
-  kv = store_->Get(other_key);
+  auto kv = store_->Get(other_key);
   ASSERT_TRUE(kv.ok());
-  obj = json::parse(kv->value);
+  json obj = json::parse(kv->value);
   obj["status"]["finishedPods"] = {{"main-0", "2026-01-01T00:00:00.000Z"}};
   ASSERT_TRUE(store_->Put(other_key, obj.dump(), kv->mod_revision).ok());
   auto patch = [&](const json& spec) {

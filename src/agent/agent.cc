@@ -575,9 +575,17 @@ Status NodeAgent::SendOutcomes(int64_t now) {
           ++pods;
           done += finished.contains(Str(a, "pod", "0")) ? 1 : 0;
         }
+        // (Admitted with fewer pods than it asks for and no gang, it has not succeeded: the
+        // scheduler queues it again for the others.)
+        size_t asked = 0;
+        for (const json& ps : List(Field(w, "spec"), "podSets"))
+          asked += static_cast<size_t>(std::max<int64_t>(1, Int(ps, "count", 1)));
         if (done < pods) {
           status["message"] = std::to_string(done) + " of " + std::to_string(pods) +
                               " pods completed; running on the others";
+        } else if (pods < asked && Field(Field(w, "spec"), "gang") != true) {
+          status["message"] = "its " + std::to_string(pods) + " admitted pods completed; " +
+                              std::to_string(asked - pods) + " of its pods have not run";
         } else {
           status["phase"] = "Succeeded";
           status["completionTime"] = FormatTimestamp(now);

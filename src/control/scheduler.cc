@@ -125,8 +125,8 @@ std::vector<std::set<int>> DonePods(const Workload& w, const json& status) {
 }
 
 // The workload of the pods that did not complete (`done`, per pod set): each set less those,
-// all of the rest at once (no partial admission: a sweep admitted with fewer of its pods left
-// would never run the others); a set all of whose pods completed is left out.
+// its minCount no more than what is left (admitted with fewer, it waits again for the others
+// once those complete); a set all of whose pods completed is left out.
 Workload Remaining(Workload w, const std::vector<std::set<int>>& done) {
   if (done.empty()) return w;
   std::vector<PodSet> sets;
@@ -134,7 +134,7 @@ Workload Remaining(Workload w, const std::vector<std::set<int>>& done) {
     PodSet ps = w.pod_sets[set];
     ps.count -= static_cast<int>(done[set].size());
     if (ps.count <= 0) continue;
-    ps.min_count = 0;
+    if (ps.min_count > 0) ps.min_count = std::min(ps.min_count, ps.count);
     sets.push_back(std::move(ps));
   }
   w.pod_sets = std::move(sets);
@@ -515,7 +515,31 @@ Result<CycleStats> Scheduler::RunOnce() {
         // Every pod of it has completed (the pods a shrink left it had all finished, or its
         // last node's report was lost after it listed them): it has succeeded, whatever marks
         // it carried (a preemption, a shrink).
-        if (AllPodsFinished(status)) {
+        // Every pod of it bound has completed, but it was admitted with fewer pods than it asks
+        // for (partial admission, a shrink) and is no gang: it waits again for the others, as
+        // a Job's completions all run (a gang's are the ranks of one run, which has ended).
+        const int bound_pods = static_cast<int>(List(status, "assignments").size());
+        if (AllPodsFinished(status) && !sw.w().gang && bound_pods < sw.w().pod_count()) {
+          json next = sw.obj();
+          const std::string why =
+              "its " + std::to_string(bound_pods) + " admitted pods completed; " +
+              std::to_string(sw.w().pod_count() - bound_pods) + " of its pods have not run";
+          next["status"] = {{"phase", "Pending"},
+                            {"reason", "PodsLeft"},
+                            {"message", "requeued: " + why},
+                            {"conditions",
+                             {{{"type", "Scheduled"},
+                               {"status", "False"},
+                               {"reason", "PodsLeft"},
+                               {"message", why},
+                               {"lastTransitionTime", FormatTimestamp(now)}}}}};
+          KeepFinished(sw.w(), status, next["status"]);
+          if (store_.Put(kv.key, next.dump(), kv.mod_revision).ok()) {
+            ++stats.requeued;
+            continue;
+          }
+        }
+        if (AllPodsFinished(status) && (sw.w().gang || bound_pods >= sw.w().pod_count())) {
           json next = sw.obj();
           for (const char* mark : {"shrinks", "shrink", "preemption"}) next["status"].erase(mark);
           json conditions = json::array();
