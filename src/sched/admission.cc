@@ -2739,9 +2739,19 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
       for (auto [f, m] : add) {
         const bool reclaimed = f < 64 && (reclaim_flavors >> f & 1);
         if (must_lend && !reclaimed) return -1;  // (only what it borrows where reclaimed)
-        if (reclaimed &&
-            vq.usage[f] - vq.evicting_usage[f] - taken[{w.leaf, f}] - m < vq.guaranteed[f])
-          return -1;
+        const int64_t held = vq.usage[f] - vq.evicting_usage[f] - taken[{w.leaf, f}];
+        if (!reclaimed || held - m >= vq.guaranteed[f]) continue;
+        // (As for a whole victim: one bigger than its queue's guarantee runs on borrowed GPUs,
+        // and may go while its queue, but for what this victim already gave, borrows.)
+        int64_t whole = 0, given = 0;
+        for (auto [cf, cm] : w.charged) whole += cf == f ? cm : 0;
+        for (size_t s2 = 0; s2 < c.size(); ++s2)
+          for (int k = 0; k < c[s2]; ++k) {
+            const int i = pod_index(w, s2, k);
+            if (FlavorOf(w.pods[i], state_.node_model(w.assign[i].node)) == f)
+              given += w.pods[i].total_gpu_milli();
+          }
+        if (whole <= vq.guaranteed[f] || held + given <= vq.guaranteed[f]) return -1;
       }
     }
     for (auto [f, m] : add) taken[{w.leaf, f}] += m;
@@ -2956,7 +2966,11 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     int64_t gives = 0;
     for (auto [f, milli] : w.charged) {
       if (f >= 64 || !(reclaim_flavors >> f & 1)) continue;
-      if (vq.usage[f] - vq.evicting_usage[f] - taken(w.leaf, f) - milli < vq.guaranteed[f])
+      // (A workload bigger than its queue's whole guarantee only ever runs on borrowed GPUs:
+      // while its queue borrows, it may go even if its queue is then below its guarantee.)
+      const int64_t held = vq.usage[f] - vq.evicting_usage[f] - taken(w.leaf, f);
+      if (held - milli < vq.guaranteed[f] &&
+          (milli <= vq.guaranteed[f] || held <= vq.guaranteed[f]))
         return 0;
       gives += milli;
     }
