@@ -256,7 +256,10 @@ TEST_F(AdmissionTest, MoreThanTheQueueMayEverHoldIsInfeasible) {
       "asks for 8 GPUs; of gpu, queue a (guarantee 4 + borrowing limit 2) may hold at most 6");
   const int fits = Submit(Gpus("a-six", "a", 6));
   EXPECT_EQ(adm_->phase(fits), Phase::kPending);
+  // Both wait in a (as Kueue counts inadmissible workloads as pending).
+  EXPECT_EQ(adm_->pending_count(adm_->QueueIndex("a")), 2);
   adm_->Cycle(1, 1000);
+  EXPECT_EQ(adm_->pending_count(adm_->QueueIndex("a")), 1);
   EXPECT_EQ(adm_->phase(fits), Phase::kAdmitted) << adm_->reason(fits);
   // The top of the tree holds the guarantees of all: 8 here, on a fleet of 16 (2 pods of 5
   // GPUs fit the fleet, not the tree).

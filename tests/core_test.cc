@@ -748,6 +748,13 @@ TEST(WorkloadYaml, PodSetNamesAreValidAndDistinct) {
       "spec:\n"
       "  podSets: [{name: leader, cpu: 1}, {name: workers, cpu: 2}]\n";
   EXPECT_TRUE(ParseWorkloadYaml(good, "w.yaml").ok());
+  // A misspelt podSets names itself, not the missing field.
+  const char* misspelt =
+      "metadata: {name: w}\n"
+      "spec:\n"
+      "  podsets: [{name: main, cpu: 1}]\n";
+  ExpectInvalid(ParseWorkloadYaml(misspelt, "w.yaml"),
+                {"spec.podsets", "unknown field (did you mean podSets?)"});
 }
 
 TEST(WorkloadYaml, UnknownFieldIsRejected) {

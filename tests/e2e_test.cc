@@ -1962,6 +1962,52 @@ TEST_F(FactoryTest, APendingSweepAsksOnlyForThePodsThatDidNotComplete) {
   EXPECT_FALSE(patch({{"podSets", sets}}).contains("finishedPods"));
 }
 
+// Work that is no gang is not shrunk: its pods are pieces of work, not ranks of one run, and a
+// pod taken would have to run again; a reclaim evicts it whole.
+TEST_F(FactoryTest, WorkThatIsNoGangIsNotShrunk) {
+  StartScheduler(5'000);
+  CreateTeamQueues(0, 32);
+  json sweep = WholeGpuWorkload("team-a", "sweep", 8, 4);
+  sweep["spec"]["podSets"][0]["minCount"] = 1;
+  CreateWorkload(sweep);
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  Cycle();
+  CreateWorkload(WholeGpuWorkload("team-b", "b-0", 8));
+  const CycleStats stats = Cycle();
+  EXPECT_EQ(stats.shrinks, 0);
+  EXPECT_EQ(stats.preempted, 1);
+  const json marked = Workloads()["team-a/sweep"]["status"];
+  EXPECT_FALSE(marked.contains("shrinks")) << marked.dump();
+  EXPECT_TRUE(marked.contains("preemption")) << marked.dump();
+}
+
+// Work admitted with fewer pods that runs past its maximum runtime fails as marked, though its
+// pods completed with others left, rather than wait again for those.
+TEST_F(FactoryTest, PodsLeftPastTheMaximumRuntimeFail) {
+  StartScheduler(5'000);
+  CreateQueue("team-a", {{"quotas", {{"gpu", {{"guaranteed", 8}, {"borrowingLimit", 0}}}}}});
+  json sweep = WholeGpuWorkload("team-a", "sweep", 8, 4);
+  sweep["spec"]["podSets"][0]["minCount"] = 1;
+  sweep["spec"]["maxRuntimeSeconds"] = 60;
+  CreateWorkload(sweep);
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  ASSERT_EQ(Workloads()["team-a/sweep"]["status"]["admittedCounts"], json::array({1}));
+  Cycle(61'000);  // past its maximum runtime: marked to stop for good
+  const std::string key = "/registry/workloads/team-a/sweep";
+  auto kv = store_->Get(key);
+  ASSERT_TRUE(kv.ok());
+  json obj = json::parse(kv->value);
+  ASSERT_EQ(obj["status"]["preemption"].value("final", false), true) << obj.dump();
+  obj["status"]["finishedPods"] = {{"main-0", FormatTimestamp(clock_.NowMs())}};
+  ASSERT_TRUE(store_->Put(key, obj.dump(), kv->mod_revision).ok());
+  int requeued = 0;
+  for (int i = 0; i < 4; ++i) requeued += Cycle(2'000).requeued;
+  EXPECT_EQ(requeued, 0);
+  const json st = Workloads()["team-a/sweep"]["status"];
+  EXPECT_EQ(st.value("phase", ""), "Failed") << st.dump();
+  EXPECT_EQ(st.value("reason", ""), "MaxRuntimeExceeded") << st.dump();
+}
+
 // A gang's pods are the ranks of one job: after a requeue it starts again whole, its completed
 // pods not kept.
 TEST_F(FactoryTest, AGangRequeuedAfterSomeRanksCompletedStartsWhole) {
@@ -2590,8 +2636,8 @@ using test::FreePort;
 // `fabrica server` as a child process, plain HTTP on a free port.
 class ServerProcess {
  public:
-  ServerProcess(std::string data, std::string auth_file)
-      : data_(std::move(data)), auth_file_(std::move(auth_file)) {}
+  ServerProcess(std::string data, std::string auth_file, std::vector<std::string> extra = {})
+      : data_(std::move(data)), auth_file_(std::move(auth_file)), extra_(std::move(extra)) {}
   ~ServerProcess() { Kill(SIGKILL); }
 
   // Starts the server and waits until /healthz answers; retries on another port when the chosen
@@ -2601,10 +2647,10 @@ class ServerProcess {
       port_ = FreePort();
       const std::string listen = "127.0.0.1:" + std::to_string(port_);
       const std::string log = data_ + "/server-" + std::to_string(starts_++) + ".log";
-      child_.Start(
-          FABRICA_BIN,
-          {"server", "--data", data_, "--listen", listen, "--plain-http", "--auth", auth_file_},
-          log);
+      std::vector<std::string> args = {"server", "--data",       data_,    "--listen",
+                                       listen,   "--plain-http", "--auth", auth_file_};
+      args.insert(args.end(), extra_.begin(), extra_.end());
+      child_.Start(FABRICA_BIN, args, log);
       HttpClient probe(Options(""));
       const auto deadline = std::chrono::steady_clock::now() + 30s;
       while (std::chrono::steady_clock::now() < deadline) {
@@ -2634,6 +2680,7 @@ class ServerProcess {
  private:
   std::string data_;
   std::string auth_file_;
+  std::vector<std::string> extra_;
   int port_ = 0;
   test::ChildProcess child_;
   int starts_ = 0;
@@ -2746,19 +2793,23 @@ TEST(DurabilityTest, AcknowledgedCreatesSurviveSigkill) {
 namespace fabrica {
 namespace {
 
+// An auth file with the e2e admin and alice, team-a's tenant admin; returns its path.
+std::string WriteE2eAuth(const TempDir& dir) {
+  const std::string auth_file = dir.File("auth.yaml");
+  std::ofstream out(auth_file);
+  out << "tokens:\n"
+         "  - {token: admin-token-e2e-0123456789, user: admin}\n"
+         "  - {token: alice-token-e2e-0123456789, user: alice}\n"
+         "bindings:\n"
+         "  - {role: platform-admin, user: admin}\n"
+         "  - {role: tenant-admin, tenant: team-a, user: alice}\n";
+  return auth_file;
+}
+
 // Whatever a user writes to a workload's status, the server's scheduler must not die of it.
 TEST(ServerProcessTest, StatusWritesCannotCrashTheServer) {
   TempDir dir;
-  const std::string auth_file = dir.File("auth.yaml");
-  {
-    std::ofstream out(auth_file);
-    out << "tokens:\n"
-           "  - {token: admin-token-e2e-0123456789, user: admin}\n"
-           "  - {token: alice-token-e2e-0123456789, user: alice}\n"
-           "bindings:\n"
-           "  - {role: platform-admin, user: admin}\n"
-           "  - {role: tenant-admin, tenant: team-a, user: alice}\n";
-  }
+  const std::string auth_file = WriteE2eAuth(dir);
   const std::string data = dir.File("data");
   ServerProcess server(data, auth_file);
   ASSERT_TRUE(server.Start()) << ReadFile(data + "/server-0.log");
@@ -2784,6 +2835,32 @@ TEST(ServerProcessTest, StatusWritesCannotCrashTheServer) {
   // The scheduler runs every second at time scale 1.
   std::this_thread::sleep_for(2500ms);
   EXPECT_TRUE(server.Alive()) << ReadFile(data + "/server-0.log");
+}
+
+// A server on virtual time (--time-scale, as `fabrica up` runs) carries its clock on across a
+// restart, even one that kills it: nothing it stamps afterwards is earlier than what it stamped
+// before (a review acting as a user saw a restarted factory's clock go back 40 minutes).
+TEST(ServerProcessTest, VirtualTimeCarriesOnAcrossARestart) {
+  TempDir dir;
+  const std::string auth_file = WriteE2eAuth(dir);
+  const std::string data = dir.File("data");
+  ServerProcess server(data, auth_file, {"--time-scale", "600"});
+  ASSERT_TRUE(server.Start()) << ReadFile(data + "/server-0.log");
+  auto created_at = [&](const std::string& name) -> int64_t {
+    HttpClient admin(server.Options(kAdminToken));
+    auto r =
+        admin.Do("POST", std::string(kApi) + "/tenants",
+                 json{{"metadata", {{"name", name}}}, {"spec", {{"trust", "trusted"}}}}.dump());
+    if (!r.ok() || r->status != 201) return -1;
+    return ParseTimestamp(json::parse(r->body)["metadata"].value("creationTimestamp", ""));
+  };
+  const int64_t first = created_at("a");
+  std::this_thread::sleep_for(1500ms);  // 15 virtual minutes
+  const int64_t before = created_at("b");
+  ASSERT_GE(before, first + 600'000);
+  server.Kill(SIGKILL);
+  ASSERT_TRUE(server.Start()) << ReadFile(data + "/server-1.log");
+  EXPECT_GE(created_at("c"), before);
 }
 
 // The local factory as users run it: `fabrica up --time-scale 100` (simulated nodes, example

@@ -468,9 +468,15 @@ Status NodeAgent::Reconcile(int64_t now) {
   }
   wanted_keys_.clear();
   for (const auto& [key, plan] : wanted) wanted_keys_.insert(key);
-  // Forget outcomes of pods no longer assigned here.
+  // Forget outcomes of pods no longer assigned here, and workloads with no pod here that have
+  // nothing left to report (their pods stopped here, moved or were requeued).
   for (auto it = finished_.begin(); it != finished_.end();) {
     it = wanted.count(it->first) ? std::next(it) : finished_.erase(it);
+  }
+  for (auto it = outcomes_.begin(); it != outcomes_.end();) {
+    const Outcome& o = it->second;
+    const bool unsent = o.failed > 0 || o.succeeded.size() > o.reported;
+    it = pods_here.count(it->first) || unsent ? std::next(it) : outcomes_.erase(it);
   }
   {
     // Who uses each GPU now, for /metrics (a shared GPU lists its workloads, comma-separated)
@@ -512,8 +518,9 @@ Status NodeAgent::Reconcile(int64_t now) {
 void NodeAgent::RecordExit(const PodExit& e) {
   const PodKey k = SplitPodKey(e.key);
   const std::string& pod = k.pod;
-  Outcome& o = outcomes_[k.ns + "/" + k.name];
-  if (o.binding != e.binding) return;  // an older binding's pod
+  auto it = outcomes_.find(k.ns + "/" + k.name);
+  if (it == outcomes_.end() || it->second.binding != e.binding) return;  // an older binding's
+  Outcome& o = it->second;
   ++o.done;
   if (!e.lost && e.signal == 0 && e.exit_code == 0) {
     o.succeeded.push_back(pod);
@@ -534,7 +541,7 @@ Status NodeAgent::SendOutcomes(int64_t now) {
     // Each pod that succeeds is reported at once (its devices are free for other work then),
     // as is the first that fails; the report that lists its last pod here is the final one.
     if (o.sent || (o.failed == 0 && o.succeeded.size() <= o.reported)) continue;
-    bool last = o.failed > 0 || o.done >= o.pods_here;
+    bool last = o.failed > 0;  // (else: once the server lists every pod of it here)
     const PodKey k = SplitPodKey(wkey);
     const std::string& ns = k.ns;
     const std::string& name = k.name;
@@ -568,24 +575,40 @@ Status NodeAgent::SendOutcomes(int64_t now) {
       if (!o.failed) {
         json& finished = status["finishedPods"];
         if (!finished.is_object()) finished = json::object();
+        // (Only pods its binding still places here: one an elastic shrink took meanwhile is
+        // not this node's to report.)
+        std::set<std::string> here;
+        for (const json& a : List(status, "assignments"))
+          if (Str(a, "node") == options_.node) here.insert(Str(a, "pod", "0"));
         for (const std::string& pod : o.succeeded)
-          if (!finished.contains(pod)) finished[pod] = "";
+          if (here.count(pod) && !finished.contains(pod)) finished[pod] = "";
         size_t pods = 0, done = 0;
+        last = true;
         for (const json& a : List(status, "assignments")) {
           ++pods;
-          done += finished.contains(Str(a, "pod", "0")) ? 1 : 0;
+          const bool listed = finished.contains(Str(a, "pod", "0"));
+          done += listed ? 1 : 0;
+          if (!listed && Str(a, "node") == options_.node) last = false;
         }
         // (Admitted with fewer pods than it asks for and no gang, it has not succeeded: the
-        // scheduler queues it again for the others.)
-        size_t asked = 0;
-        for (const json& ps : List(Field(w, "spec"), "podSets"))
-          asked += static_cast<size_t>(std::max<int64_t>(1, Int(ps, "count", 1)));
+        // scheduler queues it again for the pods neither bound nor completed.)
+        std::set<std::string> accounted;
+        for (const json& a : List(status, "assignments")) accounted.insert(Str(a, "pod", "0"));
+        for (const auto& [pod, at] : finished.items()) accounted.insert(pod);
+        size_t asked = 0, left = 0;
+        for (const json& ps : List(Field(w, "spec"), "podSets")) {
+          const int64_t count = std::max<int64_t>(1, Int(ps, "count", 1));
+          asked += static_cast<size_t>(count);
+          for (int64_t k = 0; k < count; ++k)
+            left += accounted.count(Str(ps, "name") + "-" + std::to_string(k)) ? 0 : 1;
+        }
         if (done < pods) {
           status["message"] = std::to_string(done) + " of " + std::to_string(pods) +
                               " pods completed; running on the others";
-        } else if (pods < asked && Field(Field(w, "spec"), "gang") != true) {
+        } else if (left > 0 && Field(Field(w, "spec"), "gang") != true) {
           status["message"] = "its " + std::to_string(pods) + " admitted pods completed; " +
-                              std::to_string(asked - pods) + " of its pods have not run";
+                              std::to_string(left) + " of its " + std::to_string(asked) +
+                              " pods have not run";
         } else {
           status["phase"] = "Succeeded";
           status["completionTime"] = FormatTimestamp(now);
@@ -601,7 +624,12 @@ Status NodeAgent::SendOutcomes(int64_t now) {
         status["reason"] = o.cannot_run ? "CannotRun" : "Error";
       }
       auto put = client_->Do("PUT", WorkloadPath(ns, name) + "/status", w.dump());
-      if (put.ok() && put->status == 409) continue;  // changed meanwhile: look again
+      if (put.ok() && put->status == 409) {
+        // Changed meanwhile: look again (and, past the last try, report again next round).
+        st = Status(StatusCode::kUnavailable,
+                    "node " + options_.node + ": report for " + wkey + " kept conflicting");
+        continue;
+      }
       st = Check(put, options_.node, "report exit");
       break;
     }

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -250,8 +251,16 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns)
         pods += running;
         asked += count;
         const json dev = ps.value("devices", json::object());
-        if (dev.contains("gpus") && dev["gpus"].is_number())
+        if (dev.contains("gpus") && dev["gpus"].is_number()) {
           gpus += running * dev["gpus"].get<double>();
+        } else if (dev.contains("mig")) {
+          gpus += 0;  // (a MIG slice is no whole GPU: shown as 0, as quotas count it apart)
+        } else if (dev.contains("gpuMilli")) {
+          // A share of a GPU ("250m", "0.25").
+          const json& m = dev["gpuMilli"];
+          auto milli = fabrica::ParseMilliGpu(m.is_string() ? m.get<std::string>() : m.dump());
+          if (milli.ok()) gpus += running * static_cast<double>(milli->value()) / 1000.0;
+        }
       }
       std::string nodes;
       for (const json& a : status.value("assignments", json::array())) {
@@ -376,12 +385,49 @@ int Get(Globals& g, HttpClient& http, const std::string& what, const std::string
   return 0;
 }
 
+fabrica::Result<std::vector<json>> ReadManifestText(const std::string& file,
+                                                    const std::string& text);
+
+// The objects of a manifest file, of every .yaml, .yml and .json file of a directory (in name
+// order, as kubectl reads one), or of standard input ("-"). None at all is an error.
 fabrica::Result<std::vector<json>> ReadManifests(const std::string& file) {
-  auto text = fabrica::sim::ReadFile(file);
-  if (!text.ok()) return text.status();
+  std::vector<json> out;
+  std::error_code ec;
+  if (file == "-") {
+    std::ostringstream in;
+    in << std::cin.rdbuf();
+    ASSIGN_OR_RETURN(out, ReadManifestText("<stdin>", in.str()));
+  } else if (std::filesystem::is_directory(file, ec)) {
+    std::vector<std::string> files;
+    for (const auto& entry : std::filesystem::directory_iterator(file, ec)) {
+      const std::string ext = entry.path().extension().string();
+      if (entry.is_regular_file() && (ext == ".yaml" || ext == ".yml" || ext == ".json"))
+        files.push_back(entry.path().string());
+    }
+    std::sort(files.begin(), files.end());
+    for (const std::string& f : files) {
+      auto text = fabrica::sim::ReadFile(f);
+      if (!text.ok()) return text.status();
+      ASSIGN_OR_RETURN(std::vector<json> docs, ReadManifestText(f, *text));
+      out.insert(out.end(), docs.begin(), docs.end());
+    }
+  } else {
+    auto text = fabrica::sim::ReadFile(file);
+    if (!text.ok()) return text.status();
+    ASSIGN_OR_RETURN(out, ReadManifestText(file, *text));
+  }
+  if (out.empty())
+    return fabrica::InvalidArgument((file == "-" ? std::string("<stdin>") : file) +
+                                    ": no objects in it (a YAML or JSON document with apiVersion, "
+                                    "kind, metadata)");
+  return out;
+}
+
+fabrica::Result<std::vector<json>> ReadManifestText(const std::string& file,
+                                                    const std::string& text) {
   std::vector<json> out;
   try {
-    for (const YAML::Node& doc : YAML::LoadAll(*text)) {
+    for (const YAML::Node& doc : YAML::LoadAll(text)) {
       if (doc.IsNull()) continue;
       // (Each an object with a string kind, so that what reads them cannot throw.)
       const auto object = [&](json o) -> fabrica::Result<json> {
@@ -686,7 +732,9 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
         std::printf("Started:    %zu of %zu pods\n", up, pods - done);
       if (done > 0 && done < pods)
         std::printf("Completed:  %zu of %zu pods%s\n", done, pods,
-                    status.contains("shrinks") ? "" : " (their devices are free for other work)");
+                    status.contains("shrinks") || status.value("phase", "") != "Running"
+                        ? ""
+                        : " (their devices are free for other work)");
     }
     for (const json& shrink : status.value("shrinks", json::array())) {
       if (!shrink.is_object()) continue;
@@ -988,7 +1036,11 @@ int main(int argc, char** argv) {
     rc = h ? Get(g, *h, what, name) : 2;
   });
   CLI::App* apply = app.add_subcommand("apply", "Create or update resources from a file");
-  apply->add_option("-f,--filename", file, "YAML or JSON, several documents allowed")->required();
+  apply
+      ->add_option("-f,--filename", file,
+                   "YAML or JSON, several documents allowed; a directory (its .yaml, .yml and "
+                   ".json files), or - for standard input")
+      ->required();
   apply->add_option("-n,--namespace,--tenant", g.ns, "tenant for workloads without one");
   apply->callback([&] {
     auto h = client();

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -119,7 +120,30 @@ int Run(ServerArgs args) {
 
   auto store = OpenSqliteStore(args.data + "/store.db");
   if (!store.ok()) return fail(store.status());
-  RealClock clock(args.time_scale);
+  // Virtual time (--time-scale, `up`'s x60) carries on from where it stopped: a restarted
+  // factory's clock never runs back behind the times it stamped.
+  const std::string clock_path = args.data + "/virtual-clock";
+  int64_t resume_ms = -1;
+  if (args.time_scale != 1.0) {
+    const int64_t wall = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+    if (auto saved = sim::ReadFile(clock_path); saved.ok()) {
+      char* end = nullptr;
+      const long long at = std::strtoll(saved->c_str(), &end, 10);
+      if (end != saved->c_str() && at > wall) resume_ms = at;
+    }
+  }
+  RealClock clock(args.time_scale, resume_ms);
+  // (Saved each wall second, a second ahead: killed before the next save, it still resumes
+  // after every time it stamped.)
+  const auto save_clock = [&] {
+    if (args.time_scale != 1.0)
+      (void)WriteFile(
+          clock_path,
+          std::to_string(clock.NowMs() + static_cast<int64_t>(1000 * args.time_scale)) + "\n",
+          0600);
+  };
   Metrics metrics;
   ApiServer api(**store, *auth, clock, &metrics);
 
@@ -257,7 +281,12 @@ int Run(ServerArgs args) {
   std::atomic<bool> stop_scheduler{false};
   const int64_t interval_wall_ms = static_cast<int64_t>(std::max(20.0, 1000.0 / args.time_scale));
   std::thread scheduler_thread([&] {
+    auto saved = std::chrono::steady_clock::now();
     while (!stop_scheduler) {
+      if (std::chrono::steady_clock::now() - saved >= std::chrono::seconds(1)) {
+        save_clock();
+        saved = std::chrono::steady_clock::now();
+      }
       // Health first, so that a cordon decided now already holds in this placement cycle.
       Status healthy = health.Sync();
       if (!healthy.ok()) std::cerr << "health: " << healthy.message() << "\n";
@@ -323,6 +352,7 @@ int Run(ServerArgs args) {
   agents.Stop();
   stop_scheduler = true;
   scheduler_thread.join();
+  save_clock();
   if (scrape_thread.joinable()) scrape_thread.join();
   (void)(*meter)->Sync();
   server.Stop();

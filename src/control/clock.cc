@@ -5,11 +5,12 @@
 
 namespace fabrica {
 
-RealClock::RealClock(double scale)
+RealClock::RealClock(double scale, int64_t start_epoch_ms)
     : scale_(scale),
-      start_epoch_ms_(std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::system_clock::now().time_since_epoch())
-                          .count()),
+      start_epoch_ms_(start_epoch_ms >= 0 ? start_epoch_ms
+                                          : std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                std::chrono::system_clock::now().time_since_epoch())
+                                                .count()),
       start_(std::chrono::steady_clock::now()) {}
 
 int64_t RealClock::NowMs() const {

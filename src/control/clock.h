@@ -24,7 +24,9 @@ class Clock {
 
 class RealClock : public Clock {
  public:
-  explicit RealClock(double scale = 1.0);
+  // `start_epoch_ms`: the time it reads now (a virtual clock carried on from where it
+  // stopped); -1: the wall clock's.
+  explicit RealClock(double scale = 1.0, int64_t start_epoch_ms = -1);
   int64_t NowMs() const override;
   double scale() const override { return scale_; }
 

@@ -512,18 +512,30 @@ Result<CycleStats> Scheduler::RunOnce() {
         }
       }
       if (Bound(phase)) {
-        // Every pod of it has completed (the pods a shrink left it had all finished, or its
-        // last node's report was lost after it listed them): it has succeeded, whatever marks
-        // it carried (a preemption, a shrink).
-        // Every pod of it bound has completed, but it was admitted with fewer pods than it asks
-        // for (partial admission, a shrink) and is no gang: it waits again for the others, as
-        // a Job's completions all run (a gang's are the ranks of one run, which has ended).
-        const int bound_pods = static_cast<int>(List(status, "assignments").size());
-        if (AllPodsFinished(status) && !sw.w().gang && bound_pods < sw.w().pod_count()) {
+        // Every pod of it bound has completed, but it is no gang and some of its pods were
+        // never bound nor completed (admitted with fewer, or a shrink took them before they
+        // did): it waits again for those, as a Job's completions all run (a gang's pods are the
+        // ranks of one run, which has ended). Not one past its maximum runtime: that fails as
+        // marked, below.
+        int left = 0;
+        if (AllPodsFinished(status) && !sw.w().gang) {
+          std::set<std::string> accounted;
+          for (const json& a : List(status, "assignments")) accounted.insert(Str(a, "pod", "0"));
+          if (const json& f = Field(status, "finishedPods"); f.is_object())
+            for (const auto& [pod, at] : f.items()) accounted.insert(pod);
+          for (const PodSet& ps : sw.w().pod_sets)
+            for (int k = 0; k < ps.count; ++k)
+              left += accounted.count(ps.name + "-" + std::to_string(k)) ? 0 : 1;
+        }
+        const int64_t begun = ParseTimestamp(Str(status, "startTime"));
+        const bool out_of_time = Field(Field(status, "preemption"), "final") == true ||
+                                 (sw.w().max_runtime_seconds > 0 && begun >= 0 &&
+                                  now - begun >= sw.w().max_runtime_seconds * 1000);
+        if (left > 0 && !out_of_time) {
           json next = sw.obj();
-          const std::string why =
-              "its " + std::to_string(bound_pods) + " admitted pods completed; " +
-              std::to_string(sw.w().pod_count() - bound_pods) + " of its pods have not run";
+          const std::string why = "its " + std::to_string(List(status, "assignments").size()) +
+                                  " admitted pods completed; " + std::to_string(left) + " of its " +
+                                  std::to_string(sw.w().pod_count()) + " pods have not run";
           next["status"] = {{"phase", "Pending"},
                             {"reason", "PodsLeft"},
                             {"message", "requeued: " + why},
@@ -539,7 +551,10 @@ Result<CycleStats> Scheduler::RunOnce() {
             continue;
           }
         }
-        if (AllPodsFinished(status) && (sw.w().gang || bound_pods >= sw.w().pod_count())) {
+        // Every pod of it has completed (the pods a shrink left it had all finished, or its
+        // last node's report was lost after it listed them): it has succeeded, whatever marks
+        // it carried (a preemption, a shrink).
+        if (AllPodsFinished(status) && left == 0) {
           json next = sw.obj();
           for (const char* mark : {"shrinks", "shrink", "preemption"}) next["status"].erase(mark);
           json conditions = json::array();
@@ -1153,9 +1168,11 @@ Result<CycleStats> Scheduler::RunOnce() {
         options.may_grow = !bound[b].sw.counts.empty() && Str(bound_status, "phase") == "Running" &&
                            AllPodsStarted(bound_status) && (retry < 0 || now >= retry) &&
                            charged.queue == leaf_of(spec).queue && !hold_of(bound[b].sw);
-        // It shrinks, too, only once all its pods run: a shrink restarts no gang timeout.
+        // It shrinks, too, only once all its pods run (a shrink restarts no gang timeout), and
+        // only a gang: its pods are ranks of one run that goes on with fewer, where a pod of
+        // other work is a piece of it that would have to run again (PodsLeft).
         options.may_shrink =
-            Str(bound_status, "phase") == "Running" && AllPodsStarted(bound_status);
+            spec.gang && Str(bound_status, "phase") == "Running" && AllPodsStarted(bound_status);
         options.completed = bound[b].completed;
         const int64_t resized = ParseTimestamp(Str(bound_status, "resizedTime"));
         if (resized >= 0) options.resized_at = static_cast<double>(resized) / 1000.0;

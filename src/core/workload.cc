@@ -1,5 +1,7 @@
 #include "core/workload.h"
 
+#include <cctype>
+
 #include "core/fleet.h"
 #include "core/yaml_reader.h"
 
@@ -240,7 +242,8 @@ Result<Workload> ParseOneWorkload(YamlMap& m) {
   w.tenant = TenantId(tenant.empty() ? ns : tenant);
   m.Raw("status");  // written by the server; accepted and ignored on input
 
-  YamlMap spec(m.Raw("spec"), m.Path("spec"), m.source());
+  const Doc spec_node = m.Raw("spec");
+  YamlMap spec(spec_node, m.Path("spec"), m.source());
   RETURN_IF_ERROR(spec.CheckIsMap());
   ASSIGN_OR_RETURN(std::string queue, spec.String("queue", ""));
   w.queue = QueueId(queue);
@@ -277,6 +280,15 @@ Result<Workload> ParseOneWorkload(YamlMap& m) {
   }
   Doc sets = spec.Raw("podSets");
   if (!sets || !sets.IsSequence() || sets.size() == 0) {
+    // (A misspelt key names itself: "podsets" is not a field.)
+    if (!sets && spec_node && spec_node.IsMap())
+      for (const auto& [k, v] : spec_node.entries()) {
+        const std::string& key = k.Scalar();
+        std::string lower = key;
+        for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        if (lower == "podsets" || lower == "pod_sets" || lower == "pods")
+          return spec.Error(key, "unknown field (did you mean podSets?)");
+      }
     return spec.Error("podSets", "expected a non-empty list of pod sets");
   }
   for (size_t i = 0; i < sets.size(); ++i) {

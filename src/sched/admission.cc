@@ -341,7 +341,8 @@ double Admitter::dominant_share(int q) const {
 }
 
 int Admitter::pending_count(int q) const {
-  int n = static_cast<int>(queues_[q].pending.size() + queues_[q].parked.size());
+  int n = static_cast<int>(queues_[q].pending.size() + queues_[q].parked.size()) +
+          queues_[q].infeasible;
   for (int c : queues_[q].children) n += pending_count(c);
   return n;
 }
@@ -926,6 +927,7 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
     Result<PodRequest> r = state_.MakeRequest(ps, spec.tenant);
     if (!r.ok()) {
       e.phase = Phase::kInfeasible;
+      ++queues_[leaf].infeasible;
       e.reason = "pod set " + ps.name + ": " + r.status().message();
       entries_.push_back(std::move(e));
       return id;
@@ -933,6 +935,7 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
     std::string why;
     if (!FitsSomeEmptyNode(state_, *r, &why)) {
       e.phase = Phase::kInfeasible;
+      ++queues_[leaf].infeasible;
       e.reason = "pod set " + ps.name + ": " + why;
       entries_.push_back(std::move(e));
       return id;
@@ -971,6 +974,7 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
       }
       if (places < count) {
         e.phase = Phase::kInfeasible;
+        ++queues_[leaf].infeasible;
         e.reason = "needs " + std::to_string(count) + " pods of " + std::to_string(req->num_gpu) +
                    " GPUs; the whole fleet has room for " + std::to_string(places);
         entries_.push_back(std::move(e));
@@ -1018,6 +1022,7 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
     }
     if (!holdable && !why.empty()) {
       e.phase = Phase::kInfeasible;
+      ++queues_[leaf].infeasible;
       e.reason = why;
       entries_.push_back(std::move(e));
       return id;
@@ -1035,6 +1040,7 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
       const bool capped = q.res_borrow[r] && amount - q.res_guaranteed[r] > *q.res_borrow[r];
       if (!capped && q.parent >= 0) continue;
       e.phase = Phase::kInfeasible;
+      ++queues_[leaf].infeasible;
       e.reason = "asks for " + fmt(amount) + " of " + ResourceName(r) + "; queue " + q.spec.name +
                  " may hold at most " + fmt(q.res_guaranteed[r] + (capped ? *q.res_borrow[r] : 0));
       entries_.push_back(std::move(e));
@@ -2751,7 +2757,8 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
             if (FlavorOf(w.pods[i], state_.node_model(w.assign[i].node)) == f)
               given += w.pods[i].total_gpu_milli();
           }
-        if (whole <= vq.guaranteed[f] || held + given <= vq.guaranteed[f]) return -1;
+        if (!scope.big_may_go || whole <= vq.guaranteed[f] || held + given <= vq.guaranteed[f])
+          return -1;
       }
     }
     for (auto [f, m] : add) taken[{w.leaf, f}] += m;
@@ -2967,10 +2974,11 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     for (auto [f, milli] : w.charged) {
       if (f >= 64 || !(reclaim_flavors >> f & 1)) continue;
       // (A workload bigger than its queue's whole guarantee only ever runs on borrowed GPUs:
-      // while its queue borrows, it may go even if its queue is then below its guarantee.)
+      // while its queue borrows, a reclaim may take it even if its queue is then below its
+      // guarantee; not work that preempts to borrow, or two queues could take it in turns.)
       const int64_t held = vq.usage[f] - vq.evicting_usage[f] - taken(w.leaf, f);
       if (held - milli < vq.guaranteed[f] &&
-          (milli <= vq.guaranteed[f] || held <= vq.guaranteed[f]))
+          (borrow_preempt || milli <= vq.guaranteed[f] || held <= vq.guaranteed[f]))
         return 0;
       gives += milli;
     }
@@ -3297,6 +3305,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     scope.reclaim_flavors = reclaim_flavors;
     scope.res_reclaim = res_reclaim;
     scope.check_lending = takes_borrowed && !config_.fair_share_preemption;
+    scope.big_may_go = !borrow_preempt;
     scope.reclaim = reclaim;
     if (borrow_preempt) {
       scope.why = "for higher-priority work borrowing in queue " + queues_[leaf].spec.name;

@@ -377,7 +377,9 @@ class Admitter {
   int64_t usage_milli(int q) const;  // GPU milli held by the subtree, every flavour
   int64_t guaranteed_milli(int q) const;
   double dominant_share(int q) const;
-  int pending_count(int q) const;  // waiting in the subtree
+  // Waiting in the subtree, those that could never be admitted too (as Kueue counts
+  // inadmissible workloads).
+  int pending_count(int q) const;
   // The flavours, in the order a request is charged to the first that takes it; whether any
   // queue has a quota in one (unmanaged: not limited); a queue's guarantee and use in one
   // (milli, its subtree's); and how many of the fleet's GPUs it selects: those on which a
@@ -466,6 +468,7 @@ class Admitter {
     QueueSpec spec;
     int parent = -1;
     std::vector<int> children;
+    int infeasible = 0;  // workloads waiting here that no fleet or quota could ever admit
     std::vector<int64_t> guaranteed;  // per flavour; an inner queue without its own: the sum
     std::vector<std::optional<int64_t>> borrow_limit, lend_limit;
     std::vector<int64_t> usage;  // per flavour, whole subtree
@@ -640,6 +643,9 @@ class Admitter {
     // Short of its own queue's GPU quota in this flavour (-1: not): pods of its own queue's
     // elastic victims go first until the quota allows it.
     int quota_flavor = -1;
+    // Whether a victim bigger than its queue's whole guarantee may take it below (a reclaim:
+    // yes; work that borrows, preempting to borrow: no).
+    bool big_may_go = true;
   };
   // Elastic shrink (AdmissionConfig::elastic_shrink) for Preempt: quota (scope.quota_flavor)
   // and room for `pods` from the last pods of the elastic victims among `cands` (eligible

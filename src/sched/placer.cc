@@ -51,7 +51,8 @@ bool FitsSomeEmptyNode(const ClusterState& s, const PodRequest& req, std::string
   }
   if (why) {
     if (cpu_ok == 0)
-      *why = "no node has " + std::to_string(req.cpu_milli) + "m CPU";
+      *why = "no node has " + FormatMilliCpu(MilliCpu(req.cpu_milli)) +
+             (req.cpu_milli % 1000 == 0 ? " CPU cores" : " CPU");
     else if (mem_ok == 0)
       *why = "no node has " + std::to_string(req.memory_mib) + "Mi memory";
     else if (model_ok == 0)
@@ -291,8 +292,9 @@ GangPlacement Placer::PlaceGang(ClusterState& s, const std::vector<PodRequest>& 
                TopologyLevelName(topology.level) + " domain; the largest free one has " +
                std::to_string(largest_free / kMilliPerGpu);
   } else {
-    g.reason = "the fleet has no room for all " + std::to_string(pods.size()) +
-               " pods of the gang at once";
+    g.reason = pods.size() == 1 ? "the fleet has no room for its pod now"
+                                : "the fleet has no room for all " + std::to_string(pods.size()) +
+                                      " pods at once";
   }
   return g;
 }

@@ -210,4 +210,17 @@ grep -q "Queue metadata.name: a name must have 1 to 63 characters" "$tmp/bad.txt
 printf 'just some text\n' >"$tmp/bad.yaml"
 if "$FABCTL" apply -f "$tmp/bad.yaml" >"$tmp/bad.txt" 2>&1; then fail "applied a scalar"; fi
 grep -q "bad.yaml:1: a document must be an object" "$tmp/bad.txt" || fail "scalar: $(cat "$tmp/bad.txt")"
-echo "OK: queues applied twice, pending listed in order, a foreign queue refused, flavours counted, a gang admitted in part, grown and shrunk for urgent work, a flavour order kept, a tree applied child first"
+# As kubectl: a directory applies its manifests, `-f -` reads standard input, and nothing to
+# apply is an error.
+: >"$tmp/empty.yaml"
+if "$FABCTL" apply -f "$tmp/empty.yaml" >"$tmp/bad.txt" 2>&1; then fail "applied an empty file"; fi
+grep -q "empty.yaml: no objects in it" "$tmp/bad.txt" || fail "empty file: $(cat "$tmp/bad.txt")"
+mkdir -p "$tmp/dir"
+cp "$tmp/tree.yaml" "$tmp/dir/a.yaml"
+echo "not applied" >"$tmp/dir/notes.txt"
+"$FABCTL" apply -f "$tmp/dir" >"$tmp/dir.txt" 2>&1 || fail "apply a directory: $(cat "$tmp/dir.txt")"
+grep -q "queues/lab-child created" "$tmp/dir.txt" || fail "directory: $(cat "$tmp/dir.txt")"
+"$FABCTL" delete -f - <"$tmp/tree.yaml" >"$tmp/del.txt" 2>&1 || fail "delete -f -: $(cat "$tmp/del.txt")"
+"$FABCTL" get queues >"$tmp/q.txt"
+if grep -q "^lab" "$tmp/q.txt"; then fail "delete -f - left: $(cat "$tmp/q.txt")"; fi
+echo "OK: queues applied twice, pending listed in order, a foreign queue refused, flavours counted, a gang admitted in part, grown and shrunk for urgent work, a flavour order kept, a tree applied child first, a directory and standard input applied"
