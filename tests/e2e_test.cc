@@ -984,6 +984,24 @@ TEST_F(FactoryTest, PendingWorkloadsShowTheirPlaceInTheQueue) {
   EXPECT_EQ(Call("GET", std::string(kApi) + "/queues/ghost/pendingworkloads").status, 404);
   EXPECT_EQ(Call("POST", std::string(kApi) + "/queues/org/pendingworkloads", "{}").status, 405);
   EXPECT_EQ(Call("GET", std::string(kApi) + "/queues/org/pendingworkloads?limit=x").status, 400);
+
+  // A queue's status counts what waits in it as its pending list does: work that can never
+  // start (a GPU model the fleet lacks) too, as Kueue counts inadmissible work; inactive work
+  // is not queued.
+  json b200 = WholeGpuWorkload("team-b", "b200", 8);
+  b200["spec"]["podSets"][0]["devices"]["models"] = "B200";
+  CreateWorkload(b200);
+  json idle = WholeGpuWorkload("team-b", "idle", 8);
+  idle["spec"]["active"] = false;
+  CreateWorkload(idle);
+  Cycle();
+  const json listed = CallJson("GET", std::string(kApi) + "/queues/team-b/pendingworkloads");
+  EXPECT_EQ(listed.value("total", 0), 2) << listed.dump();
+  const json team_b = CallJson("GET", std::string(kApi) + "/queues/team-b");
+  EXPECT_EQ(team_b["status"].value("pendingWorkloads", -1), 2) << team_b.dump();
+  EXPECT_EQ(
+      CallJson("GET", std::string(kApi) + "/queues/org")["status"].value("pendingWorkloads", -1),
+      5);
 }
 
 // spec.active: false stops a running workload after the grace period and keeps it (and a
@@ -1880,6 +1898,20 @@ TEST_F(FactoryTest, APreemptedSweepDoesNotRunItsCompletedPodsAgain) {
   const json done = Workloads()["team-a/sweep"]["status"];
   EXPECT_EQ(done.value("phase", ""), "Succeeded") << done.dump();
   EXPECT_EQ(done.value("message", ""), "all 4 pods completed") << done.dump();
+  // Ended, it is billed once: 16 GPUs until its completion, nothing after (the meter reads it
+  // again each pass; a review found an ended binding billed a second time).
+  for (int i = 0; i < 3; ++i) {
+    Cycle(60'000);
+    ASSERT_TRUE((*meter)->Sync().ok());
+  }
+  const int64_t t2 = clock_.NowMs() / 1000 * 1000;
+  const int64_t ended = ParseTimestamp(done.value("completionTime", ""));
+  const json all = CallJson("GET", "/allocation?window=" + std::to_string(t0 / 1000) + "," +
+                                       std::to_string(t2 / 1000) + "&aggregate=workload");
+  ASSERT_EQ(all.value("code", 0), 200) << all.dump();
+  EXPECT_NEAR(all["data"][0]["team-a/sweep"].value("gpuHours", 0.0), 16.0 * (ended - t0) / 3.6e6,
+              1e-6)
+      << all.dump();
 }
 
 // A pending elastic sweep that lists completed pods (as a requeue leaves it) asks only for the

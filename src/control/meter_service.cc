@@ -213,6 +213,14 @@ Status MeterService::Sync() {
       open_binding_.erase(open);
     }
     if (current.empty()) continue;
+    // Ended, and metered already (with all its pods, or, once some completed, with the others:
+    // `whole#n`): nothing more to bill. (Only one the meter never saw is bound, and ended, now.)
+    if (terminal && !open_binding_.count(workload)) {
+      bool seen_before = meter_.HasBinding(whole);
+      for (size_t n = 1; n <= assignments.size() && !seen_before; ++n)
+        seen_before = meter_.HasBinding(whole + "#" + std::to_string(n));
+      if (seen_before) continue;
+    }
     // What its pods (less those in `skip`) hold, as a binding `id` from `from`.
     const auto bind_event = [&](const std::string& id, int64_t from,
                                 const std::set<std::string>& skip) {

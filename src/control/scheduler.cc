@@ -1252,7 +1252,8 @@ Result<CycleStats> Scheduler::RunOnce() {
         rest.memory_mib = as.free_memory(n);
         admitter->Reserve(FreeCapacity(as, n, all), rest);
       }
-      std::map<int, size_t> pending_of;  // admitter id -> pending index
+      std::map<int, size_t> pending_of;                    // admitter id -> pending index
+      std::vector<bool> submitted(pending.size(), false);  // ... given to the Admitter at all
       for (size_t i = 0; i < pending.size(); ++i) {
         if (decided[i]) continue;
         int64_t created =
@@ -1276,6 +1277,7 @@ Result<CycleStats> Scheduler::RunOnce() {
           decisions[i] = Waits(id.status().message(), "Unschedulable");
           continue;
         }
+        submitted[i] = true;
         // A preemptor whose victims still stop waits for them; its queue's room stays promised,
         // and what is free of its planned place is held for it. Once they have stopped, it is
         // tried first, on the nodes it planned on first.
@@ -1343,6 +1345,28 @@ Result<CycleStats> Scheduler::RunOnce() {
           reclaims_[name] = {created, r.at, r.room_milli};
       }
       history_at_ = now_s;
+      // Pending work the Admitter never saw (backing off, held over budget, asking for what
+      // the fleet cannot make: decided before it), per queue of its path, so that a queue's
+      // pendingWorkloads counts what its pending list shows (as Kueue counts inadmissible
+      // workloads; inactive ones are not queued).
+      std::map<std::string, int> unsubmitted;
+      {
+        for (size_t i = 0; i < pending.size(); ++i) {
+          // (Inactive work is not queued, nor work of a tenant the queue no longer takes.)
+          if (submitted[i] || !pending[i].w().active) continue;
+          std::string q =
+              WaitingQueue(leaves, pending[i].w().queue.str(), pending[i].w().tenant.str());
+          Workload in = pending[i].w();
+          in.queue = QueueId(q);
+          if (!allowed(in, q).ok()) continue;
+          for (int depth = 0; !q.empty() && depth < 64; ++depth) {
+            ++unsubmitted[q];
+            auto it = queue_specs.find(q);
+            if (it == queue_specs.end()) break;
+            q = it->second.parent;
+          }
+        }
+      }
       // Each queue's standing after the cycle, in its status (written when it changes).
       for (const KeyValue& kv : queue_list.items) {
         json q = json::parse(kv.value, nullptr, false);
@@ -1357,7 +1381,8 @@ Result<CycleStats> Scheduler::RunOnce() {
         const double history = std::round(admitter->usage_history(index) * 1000) / 1000;
         json standing = {{"guaranteedGpus", GpuAmount(admitter->guaranteed_milli(index))},
                          {"usedGpus", GpuAmount(admitter->usage_milli(index))},
-                         {"pendingWorkloads", admitter->pending_count(index)},
+                         {"pendingWorkloads", admitter->pending_count(index) +
+                                                  unsubmitted[admitter->queue_name(index)]},
                          {"usageHistory", history},
                          {"active", !admitter->stopped(index)}};
         // The pods' CPU and memory, where a quota names them.

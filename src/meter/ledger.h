@@ -223,6 +223,8 @@ class Meter {
 
   // The bindings not yet ended: workload -> binding id.
   std::map<std::string, std::string> OpenBindings() const;
+  // Whether a binding with this id was ever bound (open or ended).
+  bool HasBinding(const std::string& id) const { return by_binding_.count(id) > 0; }
 
   const std::vector<FleetDevice>& devices() const { return devices_; }
   const IngestStats& stats() const { return stats_; }
