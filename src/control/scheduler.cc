@@ -531,26 +531,6 @@ Result<CycleStats> Scheduler::RunOnce() {
         const bool out_of_time = Field(Field(status, "preemption"), "final") == true ||
                                  (sw.w().max_runtime_seconds > 0 && begun >= 0 &&
                                   now - begun >= sw.w().max_runtime_seconds * 1000);
-        if (left > 0 && !out_of_time) {
-          json next = sw.obj();
-          const std::string why = "its " + std::to_string(List(status, "assignments").size()) +
-                                  " admitted pods completed; " + std::to_string(left) + " of its " +
-                                  std::to_string(sw.w().pod_count()) + " pods have not run";
-          next["status"] = {{"phase", "Pending"},
-                            {"reason", "PodsLeft"},
-                            {"message", "requeued: " + why},
-                            {"conditions",
-                             {{{"type", "Scheduled"},
-                               {"status", "False"},
-                               {"reason", "PodsLeft"},
-                               {"message", why},
-                               {"lastTransitionTime", FormatTimestamp(now)}}}}};
-          KeepFinished(sw.w(), status, next["status"]);
-          if (store_.Put(kv.key, next.dump(), kv.mod_revision).ok()) {
-            ++stats.requeued;
-            continue;
-          }
-        }
         // Every pod of it has completed (the pods a shrink left it had all finished, or its
         // last node's report was lost after it listed them): it has succeeded, whatever marks
         // it carried (a preemption, a shrink).
@@ -591,6 +571,12 @@ Result<CycleStats> Scheduler::RunOnce() {
           ++stats.requeued;
           return true;
         };
+        if (left > 0 && !out_of_time &&
+            requeue("PodsLeft", "its " + std::to_string(List(status, "assignments").size()) +
+                                    " admitted pods completed; " + std::to_string(left) +
+                                    " of its " + std::to_string(sw.w().pod_count()) +
+                                    " pods have not run"))
+          continue;
         // A preempted workload keeps its devices until its grace period ends; then it waits
         // in its queue again — or, marked `final` (past its maximum runtime), it has failed.
         const json& preemption = Field(status, "preemption");

@@ -439,17 +439,18 @@ class AgentFleetTest : public testing::Test {
   }
 
   // Workload team-a/pair: two 1-GPU pods (so on two nodes) running `sh -c script`.
-  void SubmitPair(const std::string& script) {
+  // Workload `name` of team-a: two pods of `gpus` GPUs each, running `script` under sh.
+  void SubmitPair(const std::string& script, const std::string& name = "pair", int gpus = 1) {
     json w = {{"apiVersion", "fabrica.dev/v1"},
               {"kind", "Workload"},
-              {"metadata", {{"name", "pair"}, {"namespace", "team-a"}}},
+              {"metadata", {{"name", name}, {"namespace", "team-a"}}},
               {"spec",
                {{"podSets",
                  {{{"name", "main"},
                    {"count", 2},
                    {"cpu", "1"},
                    {"memory", "1Gi"},
-                   {"devices", {{"gpus", 1}}}}}},
+                   {"devices", {{"gpus", gpus}}}}}},
                 {"run", {{"command", {"sh", "-c", script}}}}}}};
     auto [code, body] = Call("POST", std::string(kApi) + "/namespaces/team-a/workloads", w);
     ASSERT_EQ(code, 201) << body.dump();
@@ -584,21 +585,7 @@ TEST_F(AgentFleetTest, APodIsReportedCompletedAtOnceBesideItsSiblingOnItsNode) {
   StartAgent("big", {}, "big-fleet.yaml");
   ASSERT_TRUE(WaitFor([&] { return ReadyNodes() == 4; }, 30s)) << Logs();
   // Two 2-GPU pods: only `big` has room for them.
-  json w = {
-      {"apiVersion", "fabrica.dev/v1"},
-      {"kind", "Workload"},
-      {"metadata", {{"name", "duo"}, {"namespace", "team-a"}}},
-      {"spec",
-       {{"podSets",
-         {{{"name", "main"},
-           {"count", 2},
-           {"cpu", "1"},
-           {"memory", "1Gi"},
-           {"devices", {{"gpus", 2}}}}}},
-        {"run",
-         {{"command", {"sh", "-c", "if [ \"$FABRICA_POD\" = main-1 ]; then sleep 12; fi"}}}}}}};
-  std::tie(code, body) = Call("POST", std::string(kApi) + "/namespaces/team-a/workloads", w);
-  ASSERT_EQ(code, 201) << body.dump();
+  SubmitPair("if [ \"$FABRICA_POD\" = main-1 ]; then sleep 12; fi", "duo", 2);
   ASSERT_TRUE(WaitFor(
       [&] { return Workload("duo")["status"].value("finishedPods", json::object()).size() >= 1; },
       60s))
