@@ -422,7 +422,6 @@ Status NodeAgent::Reconcile(int64_t now) {
       outcome = Outcome();
       outcome.binding = plan.binding;
     }
-    outcome.pods_here = pods_here[wkey];
     if (auto running = launcher_->pods().find(key); running != launcher_->pods().end()) {
       if (running->second.binding == plan.binding) note_started(plan);
       continue;  // running (or stopping an older binding)
@@ -521,7 +520,6 @@ void NodeAgent::RecordExit(const PodExit& e) {
   auto it = outcomes_.find(k.ns + "/" + k.name);
   if (it == outcomes_.end() || it->second.binding != e.binding) return;  // an older binding's
   Outcome& o = it->second;
-  ++o.done;
   if (!e.lost && e.signal == 0 && e.exit_code == 0) {
     o.succeeded.push_back(pod);
     return;

@@ -116,8 +116,6 @@ class NodeAgent {
   // Per workload ("tenant/name") and binding: outcomes of its local pods so far.
   struct Outcome {
     std::string binding;
-    int pods_here = 0;
-    int done = 0;
     int failed = 0;
     std::vector<std::string> succeeded;  // its pods here that exited 0
     size_t reported = 0;                 // ... of which the server has been told

@@ -439,6 +439,17 @@ class AgentFleetTest : public testing::Test {
   }
 
   // Workload team-a/pair: two 1-GPU pods (so on two nodes) running `sh -c script`.
+  // A node `name` with `gpus` H100s registers late (a token, then its agent on a fleet file of
+  // its own).
+  void AddNode(const std::string& name, int gpus) {
+    std::ofstream(dir_.File(name + "-fleet.yaml"))
+        << "apiVersion: fabrica.dev/v1\nkind: Fleet\nnodes:\n  - {name: " << name
+        << ", cpu: 16, memory: 64Gi, gpus: {count: " << gpus << ", model: H100, memory: 80Gi}}\n";
+    auto [code, body] = Call("POST", std::string(kApi) + "/nodes/" + name + "/token", json{});
+    ASSERT_EQ(code, 201) << body.dump();
+    tokens_[name] = body["token"];
+    StartAgent(name, {}, name + "-fleet.yaml");
+  }
   // Workload `name` of team-a: two pods of `gpus` GPUs each, running `script` under sh.
   void SubmitPair(const std::string& script, const std::string& name = "pair", int gpus = 1) {
     json w = {{"apiVersion", "fabrica.dev/v1"},
@@ -576,13 +587,7 @@ TEST_F(AgentFleetTest, AMultiNodeWorkloadSucceedsWhenItsLastPodDoes) {
 // Two pods of one workload on one node: the first to complete is reported at once (its GPUs
 // are free for other work then), not when the node's last pod of the workload ends.
 TEST_F(AgentFleetTest, APodIsReportedCompletedAtOnceBesideItsSiblingOnItsNode) {
-  std::ofstream(dir_.File("big-fleet.yaml"))
-      << "apiVersion: fabrica.dev/v1\nkind: Fleet\nnodes:\n"
-         "  - {name: big, cpu: 16, memory: 64Gi, gpus: {count: 4, model: H100, memory: 80Gi}}\n";
-  auto [code, body] = Call("POST", std::string(kApi) + "/nodes/big/token", json{});
-  ASSERT_EQ(code, 201);
-  tokens_["big"] = body["token"];
-  StartAgent("big", {}, "big-fleet.yaml");
+  AddNode("big", 4);
   ASSERT_TRUE(WaitFor([&] { return ReadyNodes() == 4; }, 30s)) << Logs();
   // Two 2-GPU pods: only `big` has room for them.
   SubmitPair("if [ \"$FABRICA_POD\" = main-1 ]; then sleep 12; fi", "duo", 2);
@@ -806,13 +811,7 @@ TEST_F(AgentFleetTest, ANewNodeTakesWorkOnlyAfterItsInspectionAndBurnIn) {
   }
   // Work waits for a node; then one registers.
   Submit("waiting", {"sleep", "300"});
-  std::ofstream(dir_.File("late-fleet.yaml"))
-      << "apiVersion: fabrica.dev/v1\nkind: Fleet\nnodes:\n"
-         "  - {name: late, cpu: 16, memory: 64Gi, gpus: {count: 1, model: H100, memory: 80Gi}}\n";
-  auto [code, body] = Call("POST", std::string(kApi) + "/nodes/late/token", json{});
-  ASSERT_EQ(code, 201);
-  tokens_["late"] = body["token"];
-  StartAgent("late", {}, "late-fleet.yaml");
+  AddNode("late", 1);
   ASSERT_TRUE(WaitFor([&] { return Phase("waiting") == "Running"; }, 30s)) << Logs();
   ASSERT_EQ(NodeOf("waiting"), "late");
   // It was bound only once the node had been inspected and burnt in.
