@@ -883,6 +883,38 @@ TEST_F(ApiCrudTest, UpdateWithStaleResourceVersionConflicts) {
   EXPECT_EQ(w_.store().Revision(), rev);
 }
 
+TEST_F(ApiCrudTest, AnUpdateThatChangesNothingWritesNothing) {
+  // As in Kubernetes: the version stays, so a watcher sees no event and `fabctl apply` can say
+  // "unchanged".
+  const std::string item = Item("workloads", "team-a", "w1");
+  json v1 = w_.MustCreate(Collection("workloads", "team-a"), WorkloadObject("team-a", "w1"));
+  const int64_t rev = w_.store().Revision();
+  HttpResponse same = w_.Do("PUT", item, kAlice, v1.dump());
+  ASSERT_EQ(same.status, 200) << same.body;
+  EXPECT_EQ(Parse(same)["metadata"].value("resourceVersion", ""),
+            v1["metadata"].value("resourceVersion", ""));
+  EXPECT_EQ(w_.store().Revision(), rev);
+  EXPECT_EQ(Parse(same)["metadata"].value("generation", 0), 1);
+  json unversioned = v1;
+  unversioned["metadata"].erase("resourceVersion");
+  EXPECT_EQ(w_.Do("PUT", item, kAlice, unversioned.dump()).status, 200);
+  EXPECT_EQ(w_.Do("PATCH", item, kAlice, R"({"spec":{"run":{"durationSeconds":600}}})", kMergePatch)
+                .status,
+            200);
+  EXPECT_EQ(w_.store().Revision(), rev);
+
+  // A change is written.
+  json v2 = v1;
+  v2["metadata"]["labels"] = {{"app", "chat"}};
+  HttpResponse changed = w_.Do("PUT", item, kAlice, v2.dump());
+  ASSERT_EQ(changed.status, 200) << changed.body;
+  EXPECT_EQ(w_.store().Revision(), rev + 1);
+  EXPECT_EQ(Parse(changed)["metadata"].value("resourceVersion", ""), std::to_string(rev + 1));
+  // And a write from the old version is stale even when it would change nothing now.
+  v1["metadata"]["labels"] = {{"app", "chat"}};
+  EXPECT_EQ(w_.Do("PUT", item, kAlice, v1.dump()).status, 409);
+}
+
 TEST_F(ApiCrudTest, MergePatchChangesOnlyTheGivenFields) {
   const std::string item = Item("workloads", "team-a", "w1");
   json before = w_.MustCreate(Collection("workloads", "team-a"),

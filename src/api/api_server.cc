@@ -1610,6 +1610,12 @@ struct ApiServer::Impl {
       o["metadata"]["generation"] = Int(Field(stored, "metadata"), "generation", 1) +
                                     (Field(o, "spec") != Field(stored, "spec") ? 1 : 0);
       o["metadata"].erase("resourceVersion");
+      if (expected == current->mod_revision && o == stored) {
+        // Nothing changes: nothing is written, and the version stays (as Kubernetes does), so
+        // watchers see no event and `fabctl apply` can say "unchanged".
+        o["metadata"]["resourceVersion"] = std::to_string(current->mod_revision);
+        return JsonResponse(200, o);
+      }
       auto rev = store.Put(key, o.dump(), expected);
       if (!rev.ok()) {
         if (rev.status().code() == StatusCode::kFailedPrecondition && patch) continue;  // retry

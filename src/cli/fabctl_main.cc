@@ -579,7 +579,14 @@ int Apply(Globals& g, HttpClient& http, const std::string& file) {
         resp = http.Do("PUT", path + "/" + name, obj.dump());
         if (!resp.ok() || resp->status != 409) break;
       }
+      // The server writes nothing, and keeps the version, when nothing changes.
       verb = "configured";
+      if (resp.ok() && resp->status == 200) {
+        json written = json::parse(resp->body, nullptr, false);
+        if (written.is_object() && written["metadata"].value("resourceVersion", "") ==
+                                       obj["metadata"].value("resourceVersion", "-"))
+          verb = "unchanged";
+      }
     }
     if (!resp.ok() || resp->status >= 300) {
       rc = Failed(resp);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The queue commands as a user runs them, with the real binaries against `fabrica up`: apply
-# examples/queues.yaml (twice: the second apply updates), fill team-b past its share, then
+# examples/queues.yaml (twice: the second apply changes nothing and says so; a third with a
+# changed queue updates that queue only), fill team-b past its share, then
 # `fabctl get queues` shows the queues active and `fabctl pending research` lists what waits,
 # in order, with why. A workload naming a queue its tenant may not use is refused (403).
 # examples/flavors.yaml's flavours show the GPUs charged to them and cannot be deleted in use.
@@ -22,8 +23,16 @@ export FABRICA_CONFIG="$tmp/data/fabctl.yaml"
 "$FABCTL" apply -f "$SRC/examples/queues.yaml" >"$tmp/apply1.txt" || fail "first apply"
 "$FABCTL" apply -f "$SRC/examples/queues.yaml" >"$tmp/apply2.txt" 2>&1 || fail "second apply: $(cat "$tmp/apply2.txt")"
 grep -q "queues/team-b created" "$tmp/apply1.txt" || fail "team-b not created: $(cat "$tmp/apply1.txt")"
-grep -q "queues/team-b configured" "$tmp/apply2.txt" ||
-  fail "second apply did not update team-b: $(cat "$tmp/apply2.txt")"
+grep -q "queues/team-b unchanged" "$tmp/apply2.txt" ||
+  fail "second apply of the same file did not say unchanged: $(cat "$tmp/apply2.txt")"
+sed 's/disruptionBudget: 2 /disruptionBudget: 3 /' "$SRC/examples/queues.yaml" >"$tmp/queues3.yaml"
+"$FABCTL" apply -f "$tmp/queues3.yaml" >"$tmp/apply3.txt" 2>&1 || fail "third apply: $(cat "$tmp/apply3.txt")"
+grep -q "queues/team-b configured" "$tmp/apply3.txt" ||
+  fail "an apply that changes team-b did not update it: $(cat "$tmp/apply3.txt")"
+grep -q "queues/team-a unchanged" "$tmp/apply3.txt" ||
+  fail "team-a changed by an apply that does not touch it: $(cat "$tmp/apply3.txt")"
+"$FABCTL" get queue team-b -o yaml | grep -q "disruptionBudget: 3" ||
+  fail "team-b's new budget not stored: $("$FABCTL" get queue team-b -o yaml)"
 
 # team-b may hold what research lends it (40 GPUs): six 8-GPU workloads leave one or more waiting.
 for i in 1 2 3 4 5 6; do
