@@ -2049,6 +2049,11 @@ TEST_F(FactoryTest, AGangRequeuedAfterSomeRanksCompletedStartsWhole) {
   gang["spec"]["gang"] = true;
   CreateWorkload(gang);
   ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  // (Its message names both nodes, not the one whose report came first.)
+  EXPECT_EQ(
+      Workloads()["team-a/ranks"]["status"].value("message", "").rfind("running on 2 nodes: ", 0),
+      0u)
+      << Describe(Workloads());
   const std::string key = "/registry/workloads/team-a/ranks";
   auto kv = store_->Get(key);
   ASSERT_TRUE(kv.ok());
@@ -2726,6 +2731,20 @@ json DurableWorkload(const std::string& name, int thread, int i) {
   w["spec"]["priority"] = i;
   w["spec"]["run"]["command"] = {"job", name, std::to_string(i * 7919)};
   return w;
+}
+
+TEST(RunningMessageTest, NamesTheNodesItsPodsRunOn) {
+  auto status = [](std::vector<std::string> nodes) {
+    json a = json::array();
+    for (size_t i = 0; i < nodes.size(); ++i)
+      a.push_back({{"pod", "main-" + std::to_string(i)}, {"node", nodes[i]}});
+    return json{{"assignments", a}};
+  };
+  EXPECT_EQ(RunningMessage(status({"n-0"})), "running on n-0");
+  EXPECT_EQ(RunningMessage(status({"n-0", "n-0", ""})), "running on n-0");
+  EXPECT_EQ(RunningMessage(status({"n-1", "n-0", "n-1"})), "running on 2 nodes: n-1, n-0");
+  EXPECT_EQ(RunningMessage(status({"a", "b", "c", "d", "e"})), "running on 5 nodes: a, b, c, ...");
+  EXPECT_EQ(RunningMessage(json::object()), "running");
 }
 
 TEST(DurabilityTest, AcknowledgedCreatesSurviveSigkill) {

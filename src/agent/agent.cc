@@ -458,7 +458,7 @@ Status NodeAgent::Reconcile(int64_t now) {
     if (plan->phase == "Scheduled") {
       patch["status"]["phase"] = "Running";
       patch["status"]["startTime"] = FormatTimestamp(now);
-      patch["status"]["message"] = "running on " + options_.node;
+      patch["status"]["message"] = RunningMessage(Field(plan->workload, "status"));
     }
     auto r = client_->Do("PATCH", WorkloadPath(plan->ns, plan->name) + "/status", patch.dump(),
                          "application/merge-patch+json");

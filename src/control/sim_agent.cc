@@ -1,5 +1,6 @@
 #include "control/sim_agent.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "api/json_fields.h"
@@ -78,6 +79,22 @@ json StartedPodsReport(const json& status, const json& pods) {
   return {{"startedPods", pods},
           {"scheduledTime", Field(status, "scheduledTime")},
           {"resizedTime", Field(status, "resizedTime")}};
+}
+
+std::string RunningMessage(const json& status) {
+  std::vector<std::string> nodes;
+  for (const json& a : jsonf::List(status, "assignments")) {
+    const std::string node = Str(a, "node");  // ("" for a pod that completed earlier)
+    if (!node.empty() && std::find(nodes.begin(), nodes.end(), node) == nodes.end())
+      nodes.push_back(node);
+  }
+  if (nodes.empty()) return "running";
+  if (nodes.size() == 1) return "running on " + nodes[0];
+  std::string m = "running on " + std::to_string(nodes.size()) + " nodes: ";
+  constexpr size_t kShown = 3;
+  for (size_t i = 0; i < nodes.size() && i < kShown; ++i) m += (i ? ", " : "") + nodes[i];
+  if (nodes.size() > kShown) m += ", ...";
+  return m;
 }
 
 void SimulatedFleet::StopNode(const std::string& node) {
@@ -279,7 +296,7 @@ Status SimulatedFleet::TickAgent(Agent& a) {
       patch = {{"status",
                 {{"phase", "Running"},
                  {"startTime", FormatTimestamp(now)},
-                 {"message", "running on " + name}}}};
+                 {"message", RunningMessage(status)}}}};
     } else if (phase == "Running") {
       const int64_t duration_s = Int(Field(Field(w, "spec"), "run"), "durationSeconds");
       const int64_t began = ParseTimestamp(Str(status, "startTime"));

@@ -34,6 +34,10 @@ namespace fabrica {
 // not change, so the server refuses a report on a binding replaced since.
 nlohmann::json StartedPodsReport(const nlohmann::json& status, const nlohmann::json& pods);
 
+// The message of a workload that starts running: where its pods run ("running on n-0", or
+// "running on 4 nodes: n-0, n-1, n-2, ..."), from its status's assignments.
+std::string RunningMessage(const nlohmann::json& status);
+
 // The Node API object's spec for a node of the fleet schema (the inverse of the fleet parser).
 std::string NodeSpecJson(const Node& node);
 
