@@ -317,6 +317,9 @@ TEST_F(AdmissionTest, LendingLimitKeepsPartOfAGuaranteeIdle) {
   EXPECT_EQ(CountPhase(ids, Phase::kAdmitted), 5);
   EXPECT_NE(adm_->reason(ids[7]).find("no unused gpu to lend"), std::string::npos)
       << adm_->reason(ids[7]);
+  EXPECT_NE(adm_->reason(ids[7]).find("(b keeps 3 GPUs of its guarantee: its lending limit)"),
+            std::string::npos)
+      << adm_->reason(ids[7]);
   // b itself still gets its whole guarantee.
   std::vector<int> mine;
   for (int i = 0; i < 3; ++i) mine.push_back(Submit(Gpus("b" + std::to_string(i), "b", 1)));
@@ -605,6 +608,11 @@ TEST_F(AdmissionTest, ReclaimHoldKeepsTheReclaimedRoomFromTheBorrower) {
     }
     EXPECT_EQ(adm_->phase(b2), Phase::kPending);
     EXPECT_NE(adm_->reason(b2).find("to lend"), std::string::npos) << adm_->reason(b2);
+    // It says who keeps the room and until when.
+    EXPECT_NE(adm_->reason(b2).find(
+                  "(a keeps 3 GPUs it reclaimed 31 s ago: its reclaim hold lasts 269 s more)"),
+              std::string::npos)
+        << adm_->reason(b2);
     adm_->Cycle(400, 1000);
     EXPECT_EQ(adm_->phase(b2), Phase::kAdmitted) << adm_->reason(b2);
 

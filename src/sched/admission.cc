@@ -795,6 +795,7 @@ bool Admitter::QuotaWalk(int leaf, int64_t amount, Used used_of, Guar guar, Borr
                          std::string* why, int* blocker) const {
   int n = leaf;
   int64_t reserved = 0;  // siblings' unused guarantee they do not lend
+  std::string kept_why;  // (with `why`) which siblings keep it, and why
   while (true) {
     const QueueNode& q = queues_[n];
     const int64_t used = used_of(q) + amount;
@@ -809,14 +810,28 @@ bool Admitter::QuotaWalk(int leaf, int64_t amount, Used used_of, Guar guar, Borr
     if (q.parent < 0) {
       if (why)
         *why = "queue " + q.spec.name + " has no unused " + what + " to lend: it would hold " +
-               fmt(used) + "/" + fmt(std::max<int64_t>(0, guar(q) - reserved)) + unit;
+               fmt(used) + "/" + fmt(std::max<int64_t>(0, guar(q) - reserved)) + unit + kept_why;
       return false;
     }
     reserved = 0;
-    for (int s : queues_[q.parent].children)
-      if (s != n) reserved += kept(queues_[s]);
+    kept_why.clear();
+    for (int s : queues_[q.parent].children) {
+      if (s == n) continue;
+      std::string how;
+      reserved += kept(queues_[s], why ? &how : nullptr);
+      if (!how.empty()) kept_why += (kept_why.empty() ? " (" : "; ") + how;
+    }
+    if (!kept_why.empty()) kept_why += ")";
     n = q.parent;
   }
+}
+
+std::string Admitter::KeptWhy(const QueueNode& q, bool held, const std::string& amount) const {
+  if (!held) return q.spec.name + " keeps " + amount + " of its guarantee: its lending limit";
+  const auto secs = [](double s) { return std::to_string(std::llround(std::max(0.0, s))) + " s"; };
+  return q.spec.name + " keeps " + amount + " it reclaimed " + secs(now_ - q.reclaimed_at) +
+         " ago: its reclaim hold lasts " + secs(q.reclaimed_at + config_.reclaim_hold_s - now_) +
+         " more";
 }
 
 bool Admitter::QuotaAllows(int leaf, int f, int64_t milli, std::string* why, int* blocker) const {
@@ -825,11 +840,14 @@ bool Admitter::QuotaAllows(int leaf, int f, int64_t milli, std::string* why, int
       leaf, milli, [f](const QueueNode& q) { return q.usage[f]; },
       [f](const QueueNode& q) { return q.guaranteed[f]; },
       [f](const QueueNode& q) { return q.borrow_limit[f]; },
-      [&](const QueueNode& sib) {
+      [&](const QueueNode& sib, std::string* how) {
         const int64_t unused = std::max<int64_t>(0, sib.guaranteed[f] - sib.usage[f]);
-        int64_t kept = sib.lend_limit[f] ? std::max<int64_t>(0, unused - *sib.lend_limit[f]) : 0;
+        const int64_t limited =
+            sib.lend_limit[f] ? std::max<int64_t>(0, unused - *sib.lend_limit[f]) : 0;
         // What a reclaim of a moment ago freed beyond its own need stays (reclaim_hold_s).
-        if (Holding(sib, now_)) kept = std::max(kept, std::min(unused, sib.reclaim_room[f]));
+        const int64_t held = Holding(sib, now_) ? std::min(unused, sib.reclaim_room[f]) : 0;
+        const int64_t kept = std::max(limited, held);
+        if (how && kept > 0) *how = KeptWhy(sib, held > limited, GpuAmount(kept) + " GPUs");
         return kept;
       },
       flavor_name(f), GpuAmount, " GPUs", why, blocker);
@@ -842,12 +860,17 @@ bool Admitter::ResourceAllows(int leaf, int r, int64_t amount, std::string* why,
   return QuotaWalk(
       leaf, amount, used, [r](const QueueNode& q) { return q.res_guaranteed[r]; },
       [r](const QueueNode& q) { return q.res_borrow[r]; },
-      [&](const QueueNode& sib) {
+      [&](const QueueNode& sib, std::string* how) {
         const int64_t unused = std::max<int64_t>(0, sib.res_guaranteed[r] - used(sib));
-        int64_t kept =
+        const int64_t limited =
             sib.res_lend[r] ? std::max<int64_t>(0, unused - *sib.res_lend[r]) : int64_t{0};
         // What a reclaim of a moment ago freed beyond its own need stays (reclaim_hold_s).
-        if (Holding(sib, now_)) kept = std::max(kept, std::min(unused, sib.res_reclaim_room[r]));
+        const int64_t held =
+            Holding(sib, now_) ? std::min(unused, sib.res_reclaim_room[r]) : int64_t{0};
+        const int64_t kept = std::max(limited, held);
+        if (how && kept > 0)
+          *how = KeptWhy(sib, held > limited,
+                         ResourceAmount(r, kept) + (r == 0 ? " cores" : " of memory"));
         return kept;
       },
       ResourceName(r), [r](int64_t v) { return ResourceAmount(r, v); }, r == 0 ? " cores" : "", why,

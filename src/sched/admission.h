@@ -547,8 +547,9 @@ class Admitter {
   // Both, for e at its current size.
   bool ResourcesAllow(const Entry& e, std::string* why) const;
   // The walk both take: `amount` more where queue q holds used(q), is guaranteed guar(q),
-  // may borrow borrow(q) more (nullopt: no limit), and a sibling keeps kept(s) of its unused
-  // guarantee; `what` names it, and `fmt` and `unit` write amounts in the refusal.
+  // may borrow borrow(q) more (nullopt: no limit), and a sibling keeps kept(s, how) of its
+  // unused guarantee (`how`, when given and it keeps some, says why: a lending limit or a
+  // reclaim hold); `what` names it, and `fmt` and `unit` write amounts in the refusal.
   template <class Used, class Guar, class Borrow, class Kept, class Fmt>
   bool QuotaWalk(int leaf, int64_t amount, Used used, Guar guar, Borrow borrow, Kept kept,
                  const std::string& what, Fmt fmt, const char* unit, std::string* why,
@@ -558,6 +559,9 @@ class Admitter {
   bool QuotaAllows(int leaf, int flavor, int64_t milli, std::string* why,
                    int* blocker = nullptr) const;
   bool WithinGuarantee(int leaf, int flavor, int64_t milli) const;
+  // Why sibling q keeps `amount` of its unused guarantee, for a refusal: its reclaim hold (when
+  // `held`: what it reclaimed moments ago stays with it) or its lending limit.
+  std::string KeptWhy(const QueueNode& q, bool held, const std::string& amount) const;
   // Within the guarantee once what is promised to the queue's nominated preemptors is counted.
   bool MayReclaim(int leaf, int flavor, int64_t milli) const;
   // The same for CPU (r = 0) or memory (r = 1), where the queue's tree limits it.
