@@ -571,49 +571,7 @@ Status NodeAgent::SendOutcomes(int64_t now) {
       // succeeded once every pod of its binding is, on whichever node reports last. A pod that
       // fails fails it at once (its other pods are stopped).
       if (!o.failed) {
-        json& finished = status["finishedPods"];
-        if (!finished.is_object()) finished = json::object();
-        // (Only pods its binding still places here: one an elastic shrink took meanwhile is
-        // not this node's to report.)
-        std::set<std::string> here;
-        for (const json& a : List(status, "assignments"))
-          if (Str(a, "node") == options_.node) here.insert(Str(a, "pod", "0"));
-        for (const std::string& pod : o.succeeded)
-          if (here.count(pod) && !finished.contains(pod)) finished[pod] = "";
-        size_t pods = 0, done = 0;
-        last = true;
-        for (const json& a : List(status, "assignments")) {
-          ++pods;
-          const bool listed = finished.contains(Str(a, "pod", "0"));
-          done += listed ? 1 : 0;
-          if (!listed && Str(a, "node") == options_.node) last = false;
-        }
-        // (Admitted with fewer pods than it asks for and no gang, it has not succeeded: the
-        // scheduler queues it again for the pods neither bound nor completed.)
-        std::set<std::string> accounted;
-        for (const json& a : List(status, "assignments")) accounted.insert(Str(a, "pod", "0"));
-        for (const auto& [pod, at] : finished.items()) accounted.insert(pod);
-        size_t asked = 0, left = 0;
-        for (const json& ps : List(Field(w, "spec"), "podSets")) {
-          const int64_t count = std::max<int64_t>(1, Int(ps, "count", 1));
-          asked += static_cast<size_t>(count);
-          for (int64_t k = 0; k < count; ++k)
-            left += accounted.count(Str(ps, "name") + "-" + std::to_string(k)) ? 0 : 1;
-        }
-        if (done < pods) {
-          status["message"] = std::to_string(done) + " of " + std::to_string(pods) +
-                              " pods completed; running on the others";
-        } else if (left > 0 && Field(Field(w, "spec"), "gang") != true) {
-          status["message"] = "its " + std::to_string(pods) + " admitted pods completed; " +
-                              std::to_string(left) + " of its " + std::to_string(asked) +
-                              " pods have not run";
-        } else {
-          status["phase"] = "Succeeded";
-          status["completionTime"] = FormatTimestamp(now);
-          status["exitCode"] = 0;
-          status["message"] = pods > 1 ? "all " + std::to_string(pods) + " pods completed"
-                                       : "completed on " + options_.node;
-        }
+        last = RecordSucceededPods(w, o.succeeded, options_.node, now);
       } else {
         status["phase"] = "Failed";
         status["completionTime"] = FormatTimestamp(now);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "api/json_fields.h"
 
@@ -79,6 +80,55 @@ json StartedPodsReport(const json& status, const json& pods) {
   return {{"startedPods", pods},
           {"scheduledTime", Field(status, "scheduledTime")},
           {"resizedTime", Field(status, "resizedTime")}};
+}
+
+bool RecordSucceededPods(json& w, const std::vector<std::string>& pods, const std::string& node,
+                         int64_t now_ms) {
+  json& status = w["status"];
+  json& finished = status["finishedPods"];
+  if (!finished.is_object()) finished = json::object();
+  // (Only pods its binding still places here: one an elastic shrink took meanwhile is not this
+  // node's to report.)
+  std::set<std::string> here;
+  for (const json& a : jsonf::List(status, "assignments"))
+    if (Str(a, "node") == node) here.insert(Str(a, "pod", "0"));
+  for (const std::string& pod : pods)
+    if (here.count(pod) && !finished.contains(pod)) finished[pod] = "";
+  size_t bound = 0, done = 0;
+  bool last = true;
+  for (const json& a : jsonf::List(status, "assignments")) {
+    ++bound;
+    const bool listed = finished.contains(Str(a, "pod", "0"));
+    done += listed ? 1 : 0;
+    if (!listed && Str(a, "node") == node) last = false;
+  }
+  // (Admitted with fewer pods than it asks for and no gang, it has not succeeded: the scheduler
+  // queues it again for the pods neither bound nor completed.)
+  std::set<std::string> accounted;
+  for (const json& a : jsonf::List(status, "assignments")) accounted.insert(Str(a, "pod", "0"));
+  for (const auto& [pod, at] : finished.items()) accounted.insert(pod);
+  size_t asked = 0, left = 0;
+  for (const json& ps : jsonf::List(Field(w, "spec"), "podSets")) {
+    const int64_t count = std::max<int64_t>(1, Int(ps, "count", 1));
+    asked += static_cast<size_t>(count);
+    for (int64_t k = 0; k < count; ++k)
+      left += accounted.count(Str(ps, "name") + "-" + std::to_string(k)) ? 0 : 1;
+  }
+  if (done < bound) {
+    status["message"] = std::to_string(done) + " of " + std::to_string(bound) +
+                        " pods completed; running on the others";
+  } else if (left > 0 && Field(Field(w, "spec"), "gang") != true) {
+    status["message"] = "its " + std::to_string(bound) + " admitted pods completed; " +
+                        std::to_string(left) + " of its " + std::to_string(asked) +
+                        " pods have not run";
+  } else {
+    status["phase"] = "Succeeded";
+    status["completionTime"] = FormatTimestamp(now_ms);
+    status["exitCode"] = 0;
+    status["message"] =
+        bound > 1 ? "all " + std::to_string(bound) + " pods completed" : "completed on " + node;
+  }
+  return last;
 }
 
 std::string RunningMessage(const json& status) {
@@ -298,13 +348,29 @@ Status SimulatedFleet::TickAgent(Agent& a) {
                  {"startTime", FormatTimestamp(now)},
                  {"message", RunningMessage(status)}}}};
     } else if (phase == "Running") {
+      // Each of its pods here runs for the duration from when it started, and is reported on
+      // its own as it completes, as an agent does: the scheduler decides what follows (a
+      // workload admitted with fewer pods than it asks for waits again for the rest).
       const int64_t duration_s = Int(Field(Field(w, "spec"), "run"), "durationSeconds");
       const int64_t began = ParseTimestamp(Str(status, "startTime"));
-      if (duration_s > 0 && began >= 0 && now - began >= duration_s * 1000) {
-        patch = {{"status",
-                  {{"phase", "Succeeded"},
-                   {"completionTime", FormatTimestamp(now)},
-                   {"message", "completed"}}}};
+      std::vector<std::string> done;
+      for (const json& a : jsonf::List(status, "assignments")) {
+        const std::string pod = Str(a, "pod", "0");
+        if (Str(a, "node") != name || Field(status, "finishedPods").contains(pod)) continue;
+        const std::string at = Str(Field(status, "startedPods"), pod.c_str());
+        const int64_t from = at.empty() ? -1 : ParseTimestamp(at);
+        const int64_t pod_began = from >= 0 ? from : began;
+        if (duration_s > 0 && pod_began >= 0 && now - pod_began >= duration_s * 1000)
+          done.push_back(pod);
+      }
+      if (!done.empty()) {
+        json report = w;
+        RecordSucceededPods(report, done, name, now);
+        // With the version read: a change since (another node's report, the scheduler's
+        // decision) is a conflict, and the next round reads it again.
+        auto r = a.client->Do("PUT", path, report.dump());
+        if (!r.ok()) return r.status();
+        continue;
       }
     }
     if (!started.empty() && (patch.is_null() || phase == "Scheduled"))

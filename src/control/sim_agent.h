@@ -21,6 +21,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "client/http_client.h"
 #include "control/clock.h"
@@ -33,6 +34,15 @@ namespace fabrica {
 // names the binding it saw (scheduledTime, and resizedTime or its absence), which a node may
 // not change, so the server refuses a report on a binding replaced since.
 nlohmann::json StartedPodsReport(const nlohmann::json& status, const nlohmann::json& pods);
+
+// A node's report that `pods` of workload `w` (as it read it, status and all) succeeded there,
+// written into w's status: they join status.finishedPods (those its binding still places on
+// `node`; the server stamps when), and once every pod of its binding has, the workload has
+// succeeded, unless it was admitted with fewer pods than it asks for and is no gang: the
+// scheduler then queues it again for the pods that have not run. Returns whether none of its
+// binding's pods on `node` is left running (the node's last report on it).
+bool RecordSucceededPods(nlohmann::json& w, const std::vector<std::string>& pods,
+                         const std::string& node, int64_t now_ms);
 
 // The message of a workload that starts running: where its pods run ("running on n-0", or
 // "running on 4 nodes: n-0, n-1, n-2, ..."), from its status's assignments.
