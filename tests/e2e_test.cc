@@ -2013,6 +2013,34 @@ TEST_F(FactoryTest, WorkThatIsNoGangIsNotShrunk) {
   EXPECT_TRUE(marked.contains("preemption")) << marked.dump();
 }
 
+// The simulated nodes of `fabrica up` report each pod as it completes, as agents do: a sweep
+// its quota admits in part is not "succeeded" when its admitted pods complete, but waits again
+// and runs the pod that never ran (a user-style review found it marked Succeeded 2/3).
+TEST_F(FactoryTest, ASimulatedSweepAdmittedInPartRunsItsOtherPodsAfterwards) {
+  StartScheduler(5'000);
+  CreateQueue("team-a", {{"quotas", {{"gpu", {{"guaranteed", 8}, {"borrowingLimit", 0}}}}}});
+  json sweep = WholeGpuWorkload("team-a", "sweep", 4, 3);
+  sweep["spec"]["podSets"][0]["minCount"] = 1;
+  sweep["spec"]["run"]["durationSeconds"] = 60;
+  CreateWorkload(sweep);
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  ASSERT_EQ(Workloads()["team-a/sweep"]["status"]["admittedCounts"], json::array({2}));
+  Cycle(61'000);
+  json st = Workloads()["team-a/sweep"]["status"];
+  EXPECT_NE(st.value("phase", ""), "Succeeded") << st.dump();
+  EXPECT_EQ(st["finishedPods"].size(), 2u) << st.dump();
+  for (int i = 0; i < 5 && Workloads()["team-a/sweep"]["status"].value("phase", "") != "Running";
+       ++i)
+    Cycle();
+  st = Workloads()["team-a/sweep"]["status"];
+  ASSERT_EQ(st.value("phase", ""), "Running") << st.dump();
+  Cycle(61'000);
+  st = Workloads()["team-a/sweep"]["status"];
+  EXPECT_EQ(st.value("phase", ""), "Succeeded") << st.dump();
+  EXPECT_EQ(st["finishedPods"].size(), 3u) << st.dump();
+  EXPECT_TRUE(st["finishedPods"].contains("main-2")) << st.dump();
+}
+
 // Work admitted with fewer pods that runs past its maximum runtime fails as marked, though its
 // pods completed with others left, rather than wait again for those.
 TEST_F(FactoryTest, PodsLeftPastTheMaximumRuntimeFail) {
@@ -2911,7 +2939,25 @@ TEST(ServerProcessTest, VirtualTimeCarriesOnAcrossARestart) {
   ASSERT_GE(before, first + 600'000);
   server.Kill(SIGKILL);
   ASSERT_TRUE(server.Start()) << ReadFile(data + "/server-1.log");
-  EXPECT_GE(created_at("c"), before);
+  const int64_t resumed = created_at("c");
+  EXPECT_GE(resumed, before);
+  // Started again in real time (scale 1) it carries on from there too, twice, rather than go
+  // back to the wall clock behind every time it stamped (a user-style review found it did).
+  server.Kill(SIGKILL);
+  for (const char* name : {"d", "e"}) {
+    ServerProcess real_time(data, auth_file, {});
+    ASSERT_TRUE(real_time.Start()) << ReadFile(data + "/server-0.log");
+    HttpClient admin(real_time.Options(kAdminToken));
+    auto r =
+        admin.Do("POST", std::string(kApi) + "/tenants",
+                 json{{"metadata", {{"name", name}}}, {"spec", {{"trust", "trusted"}}}}.dump());
+    ASSERT_TRUE(r.ok() && r->status == 201) << (r.ok() ? r->body : r.status().message());
+    EXPECT_GE(ParseTimestamp(json::parse(r->body)["metadata"].value("creationTimestamp", "")),
+              resumed)
+        << name;
+    std::this_thread::sleep_for(1200ms);  // (the clock is saved each wall second)
+    real_time.Kill(SIGKILL);
+  }
 }
 
 // The local factory as users run it: `fabrica up --time-scale 100` (simulated nodes, example

@@ -64,12 +64,20 @@ std::string RandomToken() {
   return out;
 }
 
+// Through a temporary file and a rename: a server killed mid-write leaves the old file whole
+// (the saved virtual clock is written each second).
 Status WriteFile(const std::string& path, const std::string& text, mode_t mode) {
-  std::ofstream out(path, std::ios::trunc);
-  if (!out) return InvalidArgument("cannot write '" + path + "'");
-  out << text;
-  out.close();
-  chmod(path.c_str(), mode);
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    if (!out) return InvalidArgument("cannot write '" + tmp + "'");
+    out << text;
+    out.close();
+    if (!out) return InvalidArgument("cannot write '" + tmp + "'");
+  }
+  chmod(tmp.c_str(), mode);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    return InvalidArgument("cannot write '" + path + "'");
   return Status::Ok();
 }
 
@@ -123,8 +131,10 @@ int Run(ServerArgs args) {
   // Virtual time (--time-scale, `up`'s x60) carries on from where it stopped: a restarted
   // factory's clock never runs back behind the times it stamped.
   const std::string clock_path = args.data + "/virtual-clock";
+  // Whatever the scale now: a clock an earlier run moved ahead of the wall clock is never
+  // taken back, even in real time.
   int64_t resume_ms = -1;
-  if (args.time_scale != 1.0) {
+  {
     const int64_t wall = std::chrono::duration_cast<std::chrono::milliseconds>(
                              std::chrono::system_clock::now().time_since_epoch())
                              .count();
@@ -136,14 +146,16 @@ int Run(ServerArgs args) {
   }
   RealClock clock(args.time_scale, resume_ms);
   // (Saved each wall second, a second ahead: killed before the next save, it still resumes
-  // after every time it stamped.)
+  // after every time it stamped. A clock that is the wall clock has nothing to save.)
+  const bool virtual_time = args.time_scale != 1.0 || resume_ms >= 0;
   const auto save_clock = [&] {
-    if (args.time_scale != 1.0)
+    if (virtual_time)
       (void)WriteFile(
           clock_path,
           std::to_string(clock.NowMs() + static_cast<int64_t>(1000 * args.time_scale)) + "\n",
           0600);
   };
+  save_clock();  // (before anything is stamped: a kill in the first second loses nothing)
   Metrics metrics;
   ApiServer api(**store, *auth, clock, &metrics);
 
