@@ -287,8 +287,9 @@ TEST_F(AdmissionTest, MoreThanTheQueueMayEverHoldIsInfeasible) {
 }
 
 // What a queue may hold is decided as admission decides it: a leaf guaranteed 8 under an inner
-// queue without quotas of its own (guaranteed the sum of its children) under a root guaranteed
-// 4 may hold 8 — within its own guarantee, admission looks no further up.
+// queue without quotas of its own (guaranteed the sum of its children) may hold 8 — within its
+// own guarantee, admission looks no further up. A root guaranteed less than that sum (4) is
+// refused: its grandchild's guarantee counts against it.
 TEST_F(AdmissionTest, WithinItsOwnGuaranteeAWorkloadIsNeverInfeasible) {
   AdmissionConfig config;
   config.queues = {QueueSpec{"top", "", 1, {{"gpu", QuotaSpec{4000, {}, {}}}}, -1},
@@ -299,6 +300,12 @@ TEST_F(AdmissionTest, WithinItsOwnGuaranteeAWorkloadIsNeverInfeasible) {
   auto policy = MakePolicy("bestfit");
   ASSERT_TRUE(policy.ok());
   fleet_ = Nodes(1, 8);
+  auto refused = Admitter::Create(fleet_, Tenants({"a"}), config, **policy);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("children are guaranteed 8, more than its 4"),
+            std::string::npos)
+      << refused.status().message();
+  config.queues[0].quotas["gpu"].guaranteed_milli = 8000;
   auto made = Admitter::Create(fleet_, Tenants({"a"}), config, **policy);
   ASSERT_TRUE(made.ok()) << made.status().message();
   auto id = (*made)->Submit(Gpus("a-eight", "a", 8), 0);
@@ -2499,6 +2506,47 @@ TEST(AdmissionConfigTest, ErrorsNameTheField) {
   ExpectBad(ParseQueues("queues:\n  - {name: p, quotas: {gpu: {guaranteed: 4}}}\n"
                         "  - {name: c, parent: p, quotas: {gpu: {guaranteed: 6}}}\n"),
             "queues[0].quotas.gpu.guaranteed", "children are guaranteed 6");
+  // An inner queue that sets no guarantee is guaranteed its children's sum, at every depth: a
+  // grandchild's guarantee counts against the grandparent (a user-style review found mid2's 6
+  // accepted under top2's 2), and a root's against all below it.
+  ExpectBad(ParseQueues("queues:\n  - {name: top2, quotas: {gpu: {guaranteed: 2}}}\n"
+                        "  - {name: mid2, parent: top2}\n"
+                        "  - {name: leaf2, parent: mid2, quotas: {gpu: {guaranteed: 6}}}\n"),
+            "queues[0].quotas.gpu.guaranteed", "children are guaranteed 6, more than its 2");
+  ExpectBad(ParseQueues("queues:\n  - {name: org, quotas: {gpu: {guaranteed: 20}}}\n"
+                        "  - {name: research, parent: org}\n"
+                        "  - {name: a, parent: research, quotas: {gpu: {guaranteed: 16}}}\n"
+                        "  - {name: b, parent: research, quotas: {gpu: {guaranteed: 8}}}\n"
+                        "  - {name: c, parent: org, quotas: {gpu: {guaranteed: 4}}}\n"),
+            "queues[0].quotas.gpu.guaranteed", "children are guaranteed 28, more than its 20");
+  ExpectBad(ParseQueues("queues:\n  - {name: p, quotas: {gpu: {lendingLimit: 5}}}\n"
+                        "  - {name: c, parent: p, quotas: {gpu: {guaranteed: 4}}}\n"),
+            "queues[0].quotas.gpu.lendingLimit", "above the guarantee (5 > 4)");
+}
+
+// A quota entry that gives only limits keeps an inner queue's guarantee at its children's sum
+// (a user-style review found `lendingLimit: 0` alone made it 0 and refused the tree); a leaf's
+// is 0.
+TEST(AdmissionConfigTest, AnEntryWithOnlyLimitsKeepsTheChildrensGuarantee) {
+  auto doc = LoadYaml(
+      "queues:\n  - {name: research, quotas: {gpu: {lendingLimit: 0, borrowingLimit: 4}}}\n"
+      "  - {name: a, parent: research, quotas: {gpu: {guaranteed: 8}}}\n"
+      "  - {name: b, parent: research, quotas: {gpu: {guaranteed: 8}}}\n"
+      "  - {name: solo, quotas: {gpu: {borrowingLimit: 2}}}\n",
+      "queues.yaml");
+  ASSERT_TRUE(doc.ok());
+  YamlMap m(*doc, "", "queues.yaml");
+  auto c = ParseAdmissionConfig(m);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_TRUE(c->queues[0].quotas.at("gpu").guaranteed_unset);
+  EXPECT_FALSE(c->queues[1].quotas.at("gpu").guaranteed_unset);
+  const Fleet fleet = Nodes(4, 8);
+  auto policy = MakePolicy("fabrica");
+  ASSERT_TRUE(policy.ok());
+  auto made = Admitter::Create(fleet, {}, *c, **policy);
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  EXPECT_EQ((*made)->guaranteed_milli((*made)->QueueIndex("research")), 16000);
+  EXPECT_EQ((*made)->guaranteed_milli((*made)->QueueIndex("solo")), 0);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -149,10 +149,6 @@ Status ValidateAdmissionConfig(const AdmissionConfig& config) {
         return InvalidArgument(qa + ".borrowingLimit: below zero");
       if (quota.lending_limit_milli && *quota.lending_limit_milli < 0)
         return InvalidArgument(qa + ".lendingLimit: below zero");
-      if (quota.lending_limit_milli && *quota.lending_limit_milli > quota.guaranteed_milli)
-        return InvalidArgument(qa + ".lendingLimit: above the guarantee (" +
-                               QuotaAmount(flavor, *quota.lending_limit_milli) + " > " +
-                               QuotaAmount(flavor, quota.guaranteed_milli) + ")");
     }
   }
   for (size_t i = 0; i < config.queues.size(); ++i) {
@@ -168,21 +164,40 @@ Status ValidateAdmissionConfig(const AdmissionConfig& config) {
       cur = config.queues[index[cur]].parent;
     }
   }
-  // Children may not be guaranteed more than a parent that sets its own guarantee.
+  // Children may not be guaranteed more than a parent that sets its own guarantee; a queue
+  // that sets none is guaranteed its children's sum, at every depth (as Build reckons it).
+  std::vector<std::vector<size_t>> children(config.queues.size());
+  for (size_t i = 0; i < config.queues.size(); ++i)
+    if (!config.queues[i].parent.empty()) children[index[config.queues[i].parent]].push_back(i);
+  std::map<std::pair<size_t, std::string>, int64_t> effective;
+  std::function<int64_t(size_t, const std::string&)> guaranteed = [&](size_t i,
+                                                                      const std::string& flavor) {
+    auto memo = effective.find({i, flavor});
+    if (memo != effective.end()) return memo->second;
+    auto it = config.queues[i].quotas.find(flavor);
+    int64_t g = 0;
+    if (it != config.queues[i].quotas.end() && !it->second.guaranteed_unset) {
+      g = it->second.guaranteed_milli;
+    } else {
+      for (size_t c : children[i]) g += guaranteed(c, flavor);
+    }
+    return effective[{i, flavor}] = g;
+  };
   for (size_t i = 0; i < config.queues.size(); ++i) {
     const QueueSpec& p = config.queues[i];
     for (const auto& [flavor, quota] : p.quotas) {
+      const std::string qa = "queues[" + std::to_string(i) + "].quotas." + flavor;
       int64_t sum = 0;
-      for (const QueueSpec& c : config.queues) {
-        if (c.parent != p.name) continue;
-        auto it = c.quotas.find(flavor);
-        if (it != c.quotas.end()) sum += it->second.guaranteed_milli;
-      }
-      if (sum > quota.guaranteed_milli)
-        return InvalidArgument("queues[" + std::to_string(i) + "].quotas." + flavor +
-                               ".guaranteed: its children are guaranteed " +
+      for (size_t c : children[i]) sum += guaranteed(c, flavor);
+      if (!quota.guaranteed_unset && sum > quota.guaranteed_milli)
+        return InvalidArgument(qa + ".guaranteed: its children are guaranteed " +
                                QuotaAmount(flavor, sum) + ", more than its " +
                                QuotaAmount(flavor, quota.guaranteed_milli));
+      const int64_t g = guaranteed(i, flavor);
+      if (quota.lending_limit_milli && *quota.lending_limit_milli > g)
+        return InvalidArgument(qa + ".lendingLimit: above the guarantee (" +
+                               QuotaAmount(flavor, *quota.lending_limit_milli) + " > " +
+                               QuotaAmount(flavor, g) + ")");
     }
   }
   if (config.usage_half_life_s < 0) return InvalidArgument("usageHalfLife: below zero");
@@ -277,9 +292,11 @@ Status Admitter::Build() {
       auto it = q.spec.quotas.find(flavors_[f].name);
       if (it != q.spec.quotas.end()) {
         managed_[f] = true;
-        q.guaranteed[f] = it->second.guaranteed_milli;
         q.borrow_limit[f] = it->second.borrowing_limit_milli;
         q.lend_limit[f] = it->second.lending_limit_milli;
+      }
+      if (it != q.spec.quotas.end() && !it->second.guaranteed_unset) {
+        q.guaranteed[f] = it->second.guaranteed_milli;
       } else {
         for (int c : q.children) q.guaranteed[f] += queues_[c].guaranteed[f];
       }
@@ -294,9 +311,11 @@ Status Admitter::Build() {
         int root = i;
         while (queues_[root].parent >= 0) root = queues_[root].parent;
         queues_[root].res_limited[r] = true;
-        q.res_guaranteed[r] = it->second.guaranteed_milli;
         q.res_borrow[r] = it->second.borrowing_limit_milli;
         q.res_lend[r] = it->second.lending_limit_milli;
+      }
+      if (it != q.spec.quotas.end() && !it->second.guaranteed_unset) {
+        q.res_guaranteed[r] = it->second.guaranteed_milli;
       } else {
         for (int c : q.children) q.res_guaranteed[r] += queues_[c].res_guaranteed[r];
       }

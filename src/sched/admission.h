@@ -68,6 +68,9 @@ struct QuotaSpec {
   int64_t guaranteed_milli = 0;
   std::optional<int64_t> borrowing_limit_milli;  // unset: may borrow without limit
   std::optional<int64_t> lending_limit_milli;    // unset: lends all its unused guarantee
+  // `guaranteed` not given: a queue with children is guaranteed their sum (as without the
+  // entry; the entry then sets only its limits), a leaf nothing.
+  bool guaranteed_unset = false;
 };
 
 // Which running workloads a pending workload of a queue may evict, as in Kueue's ClusterQueue

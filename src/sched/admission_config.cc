@@ -58,6 +58,8 @@ Result<QuotaSpec> ParseQuota(YamlMap& m, const std::string& resource) {
   QuotaSpec q;
   if (m.Has("guaranteed")) {
     ASSIGN_OR_RETURN(q.guaranteed_milli, amount("guaranteed"));
+  } else {
+    q.guaranteed_unset = true;
   }
   if (m.Has("borrowingLimit")) {
     ASSIGN_OR_RETURN(q.borrowing_limit_milli, amount("borrowingLimit"));
