@@ -2311,12 +2311,14 @@ TEST_F(AdmissionTest, SubmitRejectsUnknownAndInnerQueues) {
 // ---------------------------------------------------------------------------------------------
 // Configuration files
 
-Status ParseQueues(const std::string& yaml) {
+Result<AdmissionConfig> ParseConfig(const std::string& yaml) {
   auto doc = LoadYaml(yaml, "queues.yaml");
   if (!doc.ok()) return doc.status();
   YamlMap m(*doc, "", "queues.yaml");
-  return ParseAdmissionConfig(m).status();
+  return ParseAdmissionConfig(m);
 }
+
+Status ParseQueues(const std::string& yaml) { return ParseConfig(yaml).status(); }
 
 TEST(AdmissionConfigTest, AcceptsAHierarchy) {
   Status s = ParseQueues(R"(
@@ -2437,14 +2439,10 @@ TEST(AdmissionConfigTest, FlavorFungibilityIsParsedAndChecked) {
 }
 
 TEST(AdmissionConfigTest, CpuAndMemoryQuotasAreParsedInTheirUnits) {
-  auto doc = LoadYaml(
+  auto c = ParseConfig(
       "queues:\n  - {name: org, quotas: {cpu: {guaranteed: 64}, memory: {guaranteed: 1Ti}}}\n"
       "  - {name: a, parent: org, quotas: {cpu: {guaranteed: 500m, borrowingLimit: 2},\n"
-      "     memory: {guaranteed: 512Gi}}}\n",
-      "queues.yaml");
-  ASSERT_TRUE(doc.ok());
-  YamlMap m(*doc, "", "queues.yaml");
-  auto c = ParseAdmissionConfig(m);
+      "     memory: {guaranteed: 512Gi}}}\n");
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->queues[1].quotas.at(kCpuQuota).guaranteed_milli, 500);
   EXPECT_EQ(c->queues[1].quotas.at(kCpuQuota).borrowing_limit_milli, 2000);
@@ -2528,15 +2526,11 @@ TEST(AdmissionConfigTest, ErrorsNameTheField) {
 // (a user-style review found `lendingLimit: 0` alone made it 0 and refused the tree); a leaf's
 // is 0.
 TEST(AdmissionConfigTest, AnEntryWithOnlyLimitsKeepsTheChildrensGuarantee) {
-  auto doc = LoadYaml(
+  auto c = ParseConfig(
       "queues:\n  - {name: research, quotas: {gpu: {lendingLimit: 0, borrowingLimit: 4}}}\n"
       "  - {name: a, parent: research, quotas: {gpu: {guaranteed: 8}}}\n"
       "  - {name: b, parent: research, quotas: {gpu: {guaranteed: 8}}}\n"
-      "  - {name: solo, quotas: {gpu: {borrowingLimit: 2}}}\n",
-      "queues.yaml");
-  ASSERT_TRUE(doc.ok());
-  YamlMap m(*doc, "", "queues.yaml");
-  auto c = ParseAdmissionConfig(m);
+      "  - {name: solo, quotas: {gpu: {borrowingLimit: 2}}}\n");
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_TRUE(c->queues[0].quotas.at("gpu").guaranteed_unset);
   EXPECT_FALSE(c->queues[1].quotas.at("gpu").guaranteed_unset);
