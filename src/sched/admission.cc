@@ -3155,7 +3155,10 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     return r;
   };
   // One trial on the state, undone before it returns: the victims (`chosen`) that make room for
-  // every pod, and where the pods would go (`placed`).
+  // every pod, and where the pods would go (`placed`). `budget_refused` notes that a disruption
+  // budget kept a victim out; with `ignore_budget` none does (the plan whose victims go as the
+  // budgets allow, some now and the rest later).
+  bool budget_refused = false, ignore_budget = false;
   std::vector<int> chosen;
   std::vector<std::pair<Assignment, const PodRequest*>> placed;
   auto plan = [&](const std::vector<Candidate>& cands) -> bool {
@@ -3173,7 +3176,10 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     auto budget_ok = [&](int v) {
       int q = entries_[v].leaf;
       int budget = queues_[q].spec.disruption_budget;
-      return budget < 0 || queues_[q].evicting + chosen_per_queue[q] < budget;
+      if (ignore_budget || budget < 0 || queues_[q].evicting + chosen_per_queue[q] < budget)
+        return true;
+      budget_refused = true;
+      return false;
     };
 
     // Quota short: free own lower-priority work (and, borrowing within its cohort, others'
@@ -3273,8 +3279,11 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
         for (int v : here) {
           int q = entries_[v].leaf;
           int budget = queues_[q].spec.disruption_budget;
-          if (budget >= 0 && queues_[q].evicting + chosen_per_queue[q] + extra[q] >= budget)
+          if (!ignore_budget && budget >= 0 &&
+              queues_[q].evicting + chosen_per_queue[q] + extra[q] >= budget) {
+            budget_refused = true;
             continue;
+          }
           if (q != leaf && takes_borrowed && !config_.fair_share_preemption &&
               lendable(v, taken_so_far) == 0)
             continue;  // would push the lender's queue below its own guarantee
@@ -3370,13 +3379,41 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     std::sort(spare.begin(), spare.end(), cheaper);
     if (!spare.empty() && Shrink(id, pods, spare, scope, now, out)) return true;
   }
-  if (cands.empty() || !plan(cands)) {
+  bool planned = !cands.empty() && plan(cands);
+  // Disruption budgets alone forbid the victims it needs at once: those the budgets allow go
+  // now, their room held for it, and the rest as the budgets free (it tries again first when
+  // these have stopped), rather than none ever.
+  int budget_later = 0;
+  if (!planned && budget_refused) {
+    ignore_budget = true;
+    if (plan(cands)) {
+      std::map<int, int> now_per_queue;
+      std::vector<int> now_ones;
+      for (int v : chosen) {
+        const QueueNode& vq = queues_[entries_[v].leaf];
+        const int budget = vq.spec.disruption_budget;
+        if (budget < 0 || vq.evicting + now_per_queue[entries_[v].leaf] < budget) {
+          ++now_per_queue[entries_[v].leaf];
+          now_ones.push_back(v);
+        } else {
+          budget_block = vq.spec.name;
+          ++budget_later;
+        }
+      }
+      planned = !now_ones.empty();
+      if (planned) chosen = now_ones;
+    }
+    ignore_budget = false;
+  }
+  if (!planned) {
     e.reason = waiting_reason();
     e.budget_blocked = !budget_block.empty();
     note_later(cands);
     return false;
   }
   e.victims_ready_at = -1;
+  // (Its wait is stretched by the budget: the replay's bound counts it an exception.)
+  e.budget_blocked = budget_later > 0;
 
   bool own_only = true;
   for (int v : chosen) own_only &= entries_[v].leaf == leaf;
@@ -3423,6 +3460,9 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
                                  " admitted this cycle before it started)"
                            : "");
   }
+  if (budget_later > 0)
+    e.reason += "; " + std::to_string(budget_later) +
+                " more to go as the disruption budget of queue " + budget_block + " allows";
   return true;
 }
 
