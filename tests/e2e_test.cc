@@ -2597,6 +2597,29 @@ TEST_F(FactoryTest, PreemptorsPlannedRoomIsHeldAcrossCycles) {
   }
 }
 
+// A node whose agent declares a longer lease than the server's grace (renewing rarely) stays
+// Ready, and keeps its work, until that lease runs out (a user-style review found an agent with
+// a 600 s lease sent to repair after 40 s).
+TEST_F(FactoryTest, ANodesOwnLongerLeaseKeepsItReady) {
+  CreateWorkload(WholeGpuWorkload("team-a", "job", 2));
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  const std::string node = Workloads()["team-a/job"]["status"]["assignments"][0].value("node", "");
+  ASSERT_FALSE(node.empty());
+  sim_->StopNode(node);
+  const std::string key = "/registry/leases/" + node;
+  auto kv = store_->Get(key);
+  ASSERT_TRUE(kv.ok());
+  json lease = json::parse(kv->value);
+  lease["spec"]["leaseDurationSeconds"] = 600;
+  ASSERT_TRUE(store_->Put(key, lease.dump(), kv->mod_revision).ok());
+  int requeued = 0;
+  for (int i = 0; i < 5; ++i) requeued += Cycle(100'000).requeued;  // 500 s
+  EXPECT_EQ(requeued, 0);
+  EXPECT_EQ(Workloads()["team-a/job"]["status"].value("phase", ""), "Running");
+  for (int i = 0; i < 3; ++i) requeued += Cycle(50'000).requeued;  // past 600 s
+  EXPECT_EQ(requeued, 1);
+}
+
 TEST_F(FactoryTest, LostNodesWorkloadsAreRequeued) {
   for (int i = 0; i < 3; ++i)
     CreateWorkload(WholeGpuWorkload("team-a", "job-" + std::to_string(i), 2));

@@ -221,6 +221,21 @@ TEST(Conditions, HeartbeatIsALevelSignal) {
   EXPECT_TRUE(h.ready());
   EXPECT_EQ(h.Find(kReady, -1)->last_transition_ms, 50 * kSec);
   EXPECT_FALSE(h.NodeLevelFault());
+  // A heartbeat whose lease the node declares longer holds that long (an agent that renews
+  // every minute with a 10-minute lease is not dead after 40 s); a shorter one changes nothing.
+  h.ObserveHeartbeat(100 * kSec, 600 * kSec);
+  h.Evaluate(699 * kSec);
+  EXPECT_TRUE(h.ready());
+  h.Evaluate(701 * kSec);
+  EXPECT_FALSE(h.ready());
+  EXPECT_NE(h.Find(kReady, -1)->message.find("timeout 600s, the node's lease"),
+            std::string::npos)
+      << h.Find(kReady, -1)->message;
+  h.ObserveHeartbeat(800 * kSec, 10 * kSec);
+  h.Evaluate(839 * kSec);
+  EXPECT_TRUE(h.ready());
+  h.Evaluate(841 * kSec);
+  EXPECT_FALSE(h.ready());
 }
 
 TEST(Conditions, LevelSignalsClearWhenTheSignalClears) {

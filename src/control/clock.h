@@ -46,6 +46,13 @@ class ManualClock : public Clock {
   std::atomic<int64_t> now_ms_;
 };
 
+// How long a lease of `seconds` holds in this clock's milliseconds: its holder (a node agent)
+// counts wall seconds, so a clock `scale` times faster sees it last `scale` times longer.
+inline int64_t LeaseMs(int64_t seconds, const Clock& clock) {
+  return seconds <= 0 ? 0
+                      : static_cast<int64_t>(static_cast<double>(seconds) * 1000.0 * clock.scale());
+}
+
 // RFC 3339 UTC with milliseconds, e.g. 2026-11-30T08:40:18.123Z.
 std::string FormatTimestamp(int64_t epoch_ms);
 // Parses what FormatTimestamp writes (and the same without milliseconds); -1 when malformed.

@@ -239,7 +239,9 @@ Status HealthController::Sync() {
     const int64_t renew = ParseTimestamp(Str(Field(l, "spec"), "renewTime"));
     if (renew < 0 || renew <= renewed_[name]) continue;
     renewed_[name] = renew;
-    (void)ctl_.ObserveHeartbeat(NodeId(name), renew);
+    // Dead only once neither the server's timeout nor the lease the node declares has run out.
+    (void)ctl_.ObserveHeartbeat(NodeId(name), renew,
+                                LeaseMs(Int(Field(l, "spec"), "leaseDurationSeconds"), clock_));
   }
 
   // Agents' reports since the last round.

@@ -388,10 +388,16 @@ Result<CycleStats> Scheduler::RunOnce() {
   ASSIGN_OR_RETURN(ListResult node_list, store_.List("/registry/nodes/", "", 0));
   ASSIGN_OR_RETURN(ListResult lease_list, store_.List("/registry/leases/", "", 0));
   std::map<std::string, int64_t> renewed;
+  // How long each node's last renewal holds: the grace, or the lease the node declares when
+  // longer (counted in its wall seconds).
+  std::map<std::string, int64_t> grace;
   for (const KeyValue& kv : lease_list.items) {
     json l = json::parse(kv.value, nullptr, false);
     if (l.is_discarded()) continue;
-    renewed[Str(Field(l, "metadata"), "name")] = ParseTimestamp(Str(Field(l, "spec"), "renewTime"));
+    const std::string name = Str(Field(l, "metadata"), "name");
+    renewed[name] = ParseTimestamp(Str(Field(l, "spec"), "renewTime"));
+    grace[name] = std::max(options_.node_grace_ms,
+                           LeaseMs(Int(Field(l, "spec"), "leaseDurationSeconds"), clock_));
   }
   // Health records (control/health_controller.h): a node out of service and GPUs cordoned one
   // by one take no new work.
@@ -424,8 +430,7 @@ Result<CycleStats> Scheduler::RunOnce() {
     if (!parsed.ok()) continue;
     fleet.nodes.push_back(parsed->nodes.front());
     auto it = renewed.find(name);
-    const bool ready =
-        it != renewed.end() && it->second >= 0 && now - it->second <= options_.node_grace_ms;
+    const bool ready = it != renewed.end() && it->second >= 0 && now - it->second <= grace[name];
     const bool unproven = options_.require_health_record && !has_record.count(name);
     if (cordoned || !ready || unproven || health_held.count(name)) unusable.insert(name);
     if (!ready) unusable.insert("!" + name);  // marks NotReady, for requeue
@@ -438,16 +443,15 @@ Result<CycleStats> Scheduler::RunOnce() {
     }
     if (have != want) {
       json next = n;
-      next["status"] = {
-          {"conditions",
-           {{{"type", "Ready"},
-             {"status", want},
-             {"reason",
-              ready ? "LeaseRenewed" : (it == renewed.end() ? "NoLease" : "LeaseExpired")},
-             {"message", ready ? "the node agent renews its lease"
-                               : "the node agent has not renewed its lease within " +
-                                     std::to_string(options_.node_grace_ms / 1000) + " s"},
-             {"lastTransitionTime", FormatTimestamp(now)}}}}};
+      next["status"] = {{"conditions",
+                         {{{"type", "Ready"},
+                           {"status", want},
+                           {"reason", ready ? "LeaseRenewed"
+                                            : (it == renewed.end() ? "NoLease" : "LeaseExpired")},
+                           {"message", ready ? "the node agent renews its lease"
+                                             : "the node agent has not renewed its lease within " +
+                                                   std::to_string(grace[name] / 1000) + " s"},
+                           {"lastTransitionTime", FormatTimestamp(now)}}}}};
       (void)store_.Put(kv.key, next.dump(), kv.mod_revision);  // a conflict retries next cycle
     }
   }

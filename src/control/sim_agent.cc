@@ -1,6 +1,7 @@
 #include "control/sim_agent.h"
 
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -248,10 +249,14 @@ Status SimulatedFleet::TickAgent(Agent& a) {
   }
   const int64_t now = clock_.NowMs();
   if (a.last_heartbeat_ms < 0 || now - a.last_heartbeat_ms >= heartbeat_ms_) {
+    // (One heartbeat's interval, in wall seconds as an agent counts them: the server's own
+    // timeout, longer, decides when a simulated node is dead.)
+    const int64_t lease_s = std::max<int64_t>(
+        1, std::llround(static_cast<double>(heartbeat_ms_) / 1000.0 / clock_.scale()));
     json lease = {{"apiVersion", "fabrica.dev/v1"},
                   {"kind", "Lease"},
                   {"metadata", {{"name", name}}},
-                  {"spec", {{"holderIdentity", name}, {"leaseDurationSeconds", 40}}}};
+                  {"spec", {{"holderIdentity", name}, {"leaseDurationSeconds", lease_s}}}};
     auto r = a.client->Do("PUT", base + "/leases/" + name, lease.dump());
     if (r.ok() && r->status == 404) r = a.client->Do("POST", base + "/leases", lease.dump());
     RETURN_IF_ERROR(check(r, "heartbeat"));

@@ -62,8 +62,9 @@ void NodeHealth::Record(HealthEvent e) {
   while (events_.size() > config_.max_events) events_.pop_front();
 }
 
-void NodeHealth::ObserveHeartbeat(int64_t now_ms) {
+void NodeHealth::ObserveHeartbeat(int64_t now_ms, int64_t lease_ms) {
   last_heartbeat_ms_ = std::max(last_heartbeat_ms_, now_ms);
+  lease_ms_ = std::max<int64_t>(0, lease_ms);
   Condition& ready = *ready_;
   if (!ready.status) {
     Set(ready, true, "HeartbeatResumed", "the node agent is reporting again", now_ms);
@@ -184,10 +185,11 @@ void NodeHealth::ObserveSample(int device, const DeviceSample& s, int64_t now_ms
 void NodeHealth::Evaluate(int64_t now_ms) {
   Condition& ready = *ready_;
   const int64_t age = now_ms - last_heartbeat_ms_;
-  if (ready.status && age > config_.heartbeat_timeout_ms) {
+  const int64_t timeout = std::max(config_.heartbeat_timeout_ms, lease_ms_);
+  if (ready.status && age > timeout) {
     Set(ready, false, "HeartbeatTimeout",
-        "no heartbeat for " + Seconds(age) + " (timeout " + Seconds(config_.heartbeat_timeout_ms) +
-            ")",
+        "no heartbeat for " + Seconds(age) + " (timeout " + Seconds(timeout) +
+            (timeout > config_.heartbeat_timeout_ms ? ", the node's lease" : "") + ")",
         now_ms);
   }
   if (problems_ == 0) return;

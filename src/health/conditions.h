@@ -98,7 +98,10 @@ class NodeHealth {
   int gpus() const { return gpus_; }
   const HealthConfig& config() const { return config_; }
 
-  void ObserveHeartbeat(int64_t now_ms);
+  // `lease_ms`, when positive: how long this heartbeat holds, as the node declares it (its
+  // lease's duration); the node is NotReady after the longer of that and the configured
+  // timeout.
+  void ObserveHeartbeat(int64_t now_ms, int64_t lease_ms = 0);
   // Records an XID on GPU `device` and returns the verdict used: the table's row, made fatal
   // (with an action of at least COMPONENT_RESET) when a warning code repeats past the limit.
   // REQUIRES: 0 <= device < gpus().
@@ -145,6 +148,7 @@ class NodeHealth {
   int gpus_;
   HealthConfig config_;
   int64_t last_heartbeat_ms_;
+  int64_t lease_ms_ = 0;  // the last heartbeat's declared duration (0: none)
   std::map<Key, Condition> conditions_;
   Condition* ready_ = nullptr;  // conditions_'s Ready entry (map nodes do not move)
   int problems_ = 0;            // conditions whose problem() is true

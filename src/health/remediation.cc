@@ -131,9 +131,10 @@ Status CheckGpu(const NodeHealth& h, const NodeId& node, int gpu) {
 
 }  // namespace
 
-Status RemediationController::ObserveHeartbeat(const NodeId& node, int64_t now_ms) {
+Status RemediationController::ObserveHeartbeat(const NodeId& node, int64_t now_ms,
+                                               int64_t lease_ms) {
   ASSIGN_OR_RETURN(Record * r, Find(node));
-  r->health.ObserveHeartbeat(now_ms);
+  r->health.ObserveHeartbeat(now_ms, lease_ms);
   return Status::Ok();
 }
 

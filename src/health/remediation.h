@@ -127,7 +127,8 @@ class RemediationController {
   Status AddNode(const Node& expected, NodeState initial, int64_t now_ms);
 
   // Signals. NotFound for an unknown node, InvalidArgument for a GPU index out of range.
-  Status ObserveHeartbeat(const NodeId& node, int64_t now_ms);
+  // `lease_ms`: as NodeHealth::ObserveHeartbeat.
+  Status ObserveHeartbeat(const NodeId& node, int64_t now_ms, int64_t lease_ms = 0);
   Result<XidInfo> ObserveXid(const NodeId& node, int gpu, int code, int64_t now_ms);
   Status ObserveSample(const NodeId& node, int gpu, const DeviceSample& sample, int64_t now_ms);
 

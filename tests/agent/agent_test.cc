@@ -376,6 +376,8 @@ class AgentFleetTest : public testing::Test {
                                      dir_.File("agent-" + node),
                                      "--heartbeat-seconds",
                                      "1",
+                                     "--lease-seconds",  // (a killed agent is noticed in 3 s)
+                                     "3",
                                      "--poll-seconds",
                                      "0.2",
                                      "--sample-seconds",
