@@ -1210,6 +1210,26 @@ TEST_F(FactoryTest, QueuesNameTheTenantsThatMayUseThem) {
   Cycle();
   EXPECT_EQ(Workloads()["team-a/a-pool"]["status"].value("phase", ""), "Running");
   EXPECT_EQ(CallJson("GET", path)["status"].value("usedGpus", ""), "0");
+
+  // A queue below team-b's own is team-b's too; with it, team-b's queue is no leaf, and work
+  // that names no queue waits in `unqueued`, which its message says (a user-style review found
+  // the move silent and the child refused).
+  CreateQueue("team-b", {{"parent", "org"}});
+  CreateQueue("team-b-sub", {{"parent", "team-b"}});
+  EXPECT_EQ(submit("team-b", "b-sub", "team-b-sub").status, 201);
+  EXPECT_EQ(submit("team-a", "a-sub", "team-b-sub").status, 403);
+  json plain = WholeGpuWorkload("team-b", "b-plain", 8, 100);  // (more than fits: it waits)
+  ASSERT_EQ(Call("POST", WorkloadPath("team-b"), plain.dump()).status, 201);
+  Cycle();
+  Cycle();
+  w = Workloads();
+  EXPECT_EQ(w["team-b/b-sub"]["status"].value("phase", ""), "Running") << Describe(w);
+  EXPECT_EQ(w["team-b/b-plain"]["status"].value("message", "").rfind(
+                "waits in queue unqueued: queue team-b has child queues (name one in "
+                "spec.queue); ",
+                0),
+            0u)
+      << Describe(w);
 }
 
 // Reclaim through the server picks the victim that loses the least work, counting from the

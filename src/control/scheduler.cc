@@ -1691,23 +1691,30 @@ Result<CycleStats> Scheduler::RunOnce() {
         with_queues ? WaitingQueue(leaves, sw.w().queue.str(), sw.w().tenant.str())
                     : (sw.w().queue.empty() ? sw.w().tenant.str() : sw.w().queue.str());
     pending_by_queue["queue=\"" + PromLabel(waits_in) + "\""] += 1;
+    // Naming no queue, it waits in its tenant's; where that queue has children of its own, in
+    // `unqueued`, which it says.
+    std::string message = d.message;
+    if (with_queues && sw.w().queue.empty() && waits_in == kUnqueuedQueue &&
+        queue_specs.count(sw.w().tenant.str()))
+      message = "waits in queue " + std::string(kUnqueuedQueue) + ": queue " + sw.w().tenant.str() +
+                " has child queues (name one in spec.queue); " + message;
     // A preemptor keeps its planned place in status.nomination while its victims stop, so the
     // next cycle's Admitter holds that room for it.
     json nomination = d.nomination.size() == sw.pods.size() && !d.nomination.empty()
                           ? AssignmentsJson(sw.w(), d.nomination, state, {}, sw.done)
                           : json();
     const json requeue_state = RequeueStateKept(sw);
-    if (Str(status, "message") != d.message || Str(status, "reason") != d.reason ||
+    if (Str(status, "message") != message || Str(status, "reason") != d.reason ||
         Field(status, "nomination") != nomination ||
         Field(status, "requeueState") != requeue_state) {
       next["status"] = {{"phase", "Pending"},
-                        {"message", d.message},
+                        {"message", message},
                         {"reason", d.reason},
                         {"conditions",
                          {{{"type", "Scheduled"},
                            {"status", "False"},
                            {"reason", d.reason},
-                           {"message", d.message},
+                           {"message", message},
                            {"lastTransitionTime", at}}}}};
       if (!nomination.is_null()) next["status"]["nomination"] = std::move(nomination);
       if (!requeue_state.is_null()) next["status"]["requeueState"] = requeue_state;

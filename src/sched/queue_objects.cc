@@ -128,13 +128,16 @@ Status TenantMayUse(const std::string& tenant, const std::string& leaf,
   if (leaf == tenant || leaf == kUnqueuedQueue || !find(leaf)) return Status();
   int depth = 0;  // a stored tree may have a cycle until the scheduler refuses it
   for (const QueueSpec* q = find(leaf); q && depth < 64; q = find(q->parent), ++depth) {
+    // (The queue named after the tenant is its own, and so is every queue below it.)
+    if (q->name == tenant) return Status();
     for (const std::string& t : q->tenants)
       if (t == tenant || t == "*") return Status();
     if (q->parent.empty()) break;
   }
   return Status(StatusCode::kPermissionDenied,
                 "tenant " + tenant + " may not use queue " + leaf +
-                    ": neither it nor a queue above it lists the tenant in spec.tenants");
+                    ": neither it nor a queue above it is named after the tenant or lists it in "
+                    "spec.tenants");
 }
 
 std::set<std::string> StoppedQueues(const AdmissionConfig& tree) {

@@ -46,10 +46,10 @@ std::string WaitingQueue(const std::set<std::string>& leaves, const std::string&
                          const std::string& tenant);
 
 // Who may wait in a queue: a tenant may use the leaf named after it, the built-in
-// kUnqueuedQueue, and any leaf on whose path (the leaf or an ancestor) a queue lists it, or
-// "*", in spec.tenants. `find` gives a queue's spec by name (nullptr: none); a queue that does
-// not exist is not refused here (admission says it is unknown). PermissionDenied names the
-// queue and the rule.
+// kUnqueuedQueue, and any leaf on whose path (the leaf or an ancestor) a queue is named after
+// it or lists it, or "*", in spec.tenants. `find` gives a queue's spec by name (nullptr: none); a
+// queue that does not exist is not refused here (admission says it is unknown). PermissionDenied
+// names the queue and the rule.
 Status TenantMayUse(const std::string& tenant, const std::string& leaf,
                     const std::function<const QueueSpec*(const std::string&)>& find);
 
