@@ -963,10 +963,12 @@ TEST_F(AdmissionTest, AVictimAdmittedThisCycleIsTakenBackNotEvicted) {
   EXPECT_NE(adm_->reason(x).find("admitted and taken back in the same cycle: preempted by h"),
             std::string::npos)
       << adm_->reason(x);
-  EXPECT_NE(adm_->reason(h).find("taking back 1 workload(s) admitted this cycle before they "
-                                 "started (for higher-priority work in queue a (at its quota)); "
-                                 "it starts next cycle"),
-            std::string::npos)
+  EXPECT_NE(
+      adm_->reason(h).find("taking back 1 workload(s) admitted this cycle before they "
+                           "started (for higher-priority work in queue a (at the quota of queue "
+                           "org)); "
+                           "it starts next cycle"),
+      std::string::npos)
       << adm_->reason(h);
   EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 0);  // x charges nothing
   EXPECT_EQ(adm_->state().allocated_gpu_milli(), 8000);    // the node is held for h

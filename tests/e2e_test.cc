@@ -1218,16 +1218,24 @@ TEST_F(FactoryTest, QueuesNameTheTenantsThatMayUseThem) {
   CreateQueue("team-b-sub", {{"parent", "team-b"}});
   EXPECT_EQ(submit("team-b", "b-sub", "team-b-sub").status, 201);
   EXPECT_EQ(submit("team-a", "a-sub", "team-b-sub").status, 403);
+  // Naming the inner queue itself is refused when written (as Kueue's LocalQueue must name a
+  // ClusterQueue that admits work), not left to wait nowhere.
+  ClientResponse inner = submit("team-b", "b-inner", "team-b");
+  EXPECT_EQ(inner.status, 422) << inner.body;
+  EXPECT_NE(inner.body.find("spec.queue: queue team-b has child queues (team-b-sub)"),
+            std::string::npos)
+      << inner.body;
   json plain = WholeGpuWorkload("team-b", "b-plain", 8, 100);  // (more than fits: it waits)
   ASSERT_EQ(Call("POST", WorkloadPath("team-b"), plain.dump()).status, 201);
   Cycle();
   Cycle();
   w = Workloads();
   EXPECT_EQ(w["team-b/b-sub"]["status"].value("phase", ""), "Running") << Describe(w);
-  EXPECT_EQ(w["team-b/b-plain"]["status"].value("message", "").rfind(
-                "waits in queue unqueued: queue team-b has child queues (name one in "
-                "spec.queue); ",
-                0),
+  EXPECT_EQ(w["team-b/b-plain"]["status"]
+                .value("message", "")
+                .rfind("waits in queue unqueued: queue team-b has child queues (name one in "
+                       "spec.queue); ",
+                       0),
             0u)
       << Describe(w);
 }

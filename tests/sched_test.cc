@@ -627,6 +627,28 @@ TEST(Placer, RespectsTheModelConstraint) {
   }
 }
 
+// Why a pod waits counts only nodes of a model it may use as lacking room; the others are named
+// apart (a user-style review saw a NotReady A100 node counted as "1 lack CPU" for an H100 pod).
+TEST(Placer, PendingReasonSetsOtherModelsApart) {
+  std::vector<Node> nodes = Nodes("h", 2, 8);
+  for (Node& n : Nodes("a", 1, 8, "A100")) nodes.push_back(n);
+  Fleet fleet = FleetOf(nodes);
+  ClusterState s(fleet);
+  auto policy = MustMakePolicy("bestfit");
+  Placer placer(*policy);
+  Rng rng(1);
+  for (int i = 0; i < 2; ++i)
+    ASSERT_EQ(PlaceAndApply(s, placer, Req(s, WithModels(Whole(8), {"H100"})), rng).outcome,
+              Outcome::kPlaced);
+  ASSERT_EQ(PlaceAndApply(s, placer, Req(s, CpuOnly(s.node(2).cpu.value())), rng).outcome,
+            Outcome::kPlaced);
+  const PodPlacement p = placer.Place(s, Req(s, WithModels(Whole(1), {"H100"})), rng);
+  EXPECT_EQ(p.outcome, Outcome::kPending);
+  EXPECT_NE(p.reason.find("0 lack CPU"), std::string::npos) << p.reason;
+  EXPECT_NE(p.reason.find("2 lack a free GPU"), std::string::npos) << p.reason;
+  EXPECT_NE(p.reason.find("(1 have no allowed GPU model)"), std::string::npos) << p.reason;
+}
+
 TEST(Placer, InfeasibleVersusPending) {
   Fleet fleet = FleetOf(Nodes("n", 2, 8));
   ClusterState s(fleet);

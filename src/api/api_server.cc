@@ -1230,6 +1230,12 @@ struct ApiServer::Impl {
     Status may = TenantMayUse(tenant, queue, find);
     if (!failed.ok()) return Status(failed.code(), "spec.queue: " + failed.message());
     if (!may.ok()) return Status(may.code(), "spec.queue: " + may.message());
+    // Work waits in leaves (as Kueue's in LocalQueues): an inner queue is refused now rather
+    // than waited in nowhere.
+    ASSIGN_OR_RETURN(std::string children, ChildrenOf(queue));
+    if (!children.empty())
+      return InvalidArgument("spec.queue: queue " + queue + " has child queues (" + children +
+                             "); work waits in a leaf queue");
     return Status::Ok();
   }
 

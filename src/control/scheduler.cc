@@ -1670,7 +1670,7 @@ Result<CycleStats> Scheduler::RunOnce() {
       if (!d.counts.empty()) {
         next["status"]["message"] = "admitted " + std::to_string(d.placed.size()) + " of " +
                                     std::to_string(sw.pods.size()) +
-                                    " pods (partial admission: all did not fit" +
+                                    " pods (partial admission: not all of them fit now" +
                                     (earlier.empty() ? "" : "; " + earlier) + ")";
       } else if (done > 0) {
         next["status"]["message"] = "admitted its " + std::to_string(d.placed.size()) +

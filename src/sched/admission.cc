@@ -1059,8 +1059,10 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
       }
       if (holdable) break;
       // (Each flavour it could use, with its limit.)
-      why += (why.empty() ? "asks for " + GpuAmount(e.gpu_milli) + " GPUs; " : "; ") + "of " +
-             flavor_name(f) + ", " + limit;
+      why += (why.empty() ? "asks for " + GpuAmount(e.gpu_milli) +
+                                (e.gpu_milli == kMilliPerGpu ? " GPU; " : " GPUs; ")
+                          : "; ") +
+             "of " + flavor_name(f) + ", " + limit;
     }
     if (!holdable && !why.empty()) {
       e.phase = Phase::kInfeasible;
@@ -1535,6 +1537,10 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
     // A workload within its queue's guarantee found no room: room freed from now on in this
     // cycle is kept for it, not lent to queues above their guarantee.
     if (hold_borrowing_ && WouldBorrow(id)) {
+      // (Said, not left at what it last heard: it may wait so for many cycles.)
+      entries_[id].reason =
+          "waiting: it would borrow, and room that frees now is kept for work within its queue's "
+          "guarantee";
       if (strict) hold_back();
       continue;
     }
@@ -2090,7 +2096,7 @@ bool Admitter::TryPartial(int id, uint64_t key, double now, CycleResult& out) {
   int started = 0, asked = 0;
   for (size_t i = 0; i < full.size(); ++i) started += e.counts[i], asked += full[i];
   e.reason = "admitted " + std::to_string(started) + " of " + std::to_string(asked) +
-             " pods (partial admission: all did not fit)";
+             " pods (partial admission: not all of them fit now)";
   return true;
 }
 
@@ -2948,12 +2954,13 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   // Reclaim takes back only what others borrow in the flavours it may reclaim.
   int quota_flavor = -1;
   bool quota_short = false;
+  int quota_blocker = -1;  // the queue whose limit it reaches
   uint64_t reclaim_flavors = 0;
   for (const PodRequest& p : pods) {
     if (p.kind == DeviceKind::kNone) continue;
     for (int f : CandidateFlavors(p)) {
       if (!(FlavorModels(f, p) & allowed_models)) continue;
-      if (!QuotaAllows(leaf, f, e.gpu_milli, nullptr)) {
+      if (!QuotaAllows(leaf, f, e.gpu_milli, nullptr, &quota_blocker)) {
         quota_short = true;
         quota_flavor = f;
       } else if (MayReclaim(leaf, f, e.gpu_milli) && f < 64) {
@@ -3423,7 +3430,11 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   if (own_only) {
     why =
         std::string(equal ? "for earlier work of the same priority" : "for higher-priority work") +
-        " in queue " + queues_[leaf].spec.name + (quota_short ? " (at its quota)" : "");
+        " in queue " + queues_[leaf].spec.name +
+        (!quota_short ? ""
+         : quota_blocker < 0 || quota_blocker == leaf
+             ? " (at its quota)"
+             : " (at the quota of queue " + queues_[quota_blocker].spec.name + ")");
   } else if (reclaim && reclaim_flavors == 0) {
     why = "queue " + queues_[leaf].spec.name + " reclaims its guarantee of " +
           (res_reclaim == 3 ? "cpu and memory" : ResourceName(res_reclaim == 1 ? 0 : 1));
