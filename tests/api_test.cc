@@ -1434,6 +1434,19 @@ TEST_F(ApiBadInputTest, PriorityClassNamesAreResolvedWhenAWorkloadIsWritten) {
             200);
   stored = Parse(w_.Get(Item("workloads", "team-a", "new")));
   EXPECT_EQ(stored["spec"].value("priority", -1), 100) << stored.dump();
+  // Nor does its deletion: the same manifest applied again (no priority, the class named)
+  // keeps the value taken (a user-style review found it refused); naming it anew is refused.
+  ASSERT_EQ(w_.Do("DELETE", Item("priorityclasses", "", "urgent"), kAdmin).status, 200);
+  json again = good;
+  again["metadata"]["resourceVersion"] = stored["metadata"]["resourceVersion"];
+  again["metadata"]["labels"] = {{"applied", "twice"}};
+  HttpResponse reapplied = w_.Do("PUT", Item("workloads", "team-a", "new"), kAlice, again.dump());
+  ASSERT_EQ(reapplied.status, 200) << reapplied.body;
+  EXPECT_EQ(Parse(reapplied)["spec"].value("priority", -1), 100) << reapplied.body;
+  json renamed = Parse(reapplied);
+  renamed["spec"]["priorityClassName"] = "gone";
+  renamed["spec"].erase("priority");
+  EXPECT_EQ(w_.Do("PUT", Item("workloads", "team-a", "new"), kAlice, renamed.dump()).status, 422);
 }
 
 TEST_F(ApiBadInputTest, UnknownFields) {

@@ -1527,7 +1527,14 @@ struct ApiServer::Impl {
       if (!valid.ok()) return ErrorFromStatus(valid.status());
       json& o = *valid;
       // A spec write that names another class (or gives a priority) is resolved again; status
-      // writes and untouched specs keep the value taken when the class was named.
+      // writes and untouched specs keep the value taken when the class was named (a manifest
+      // applied again, naming the same class and no priority, even once the class is gone).
+      if (!status_sub && std::string(info.kind) == "Workload" && o["spec"].is_object() &&
+          !o["spec"].contains("priority") &&
+          Field(o["spec"], "priorityClassName") ==
+              Field(Field(stored, "spec"), "priorityClassName") &&
+          !Field(Field(stored, "spec"), "priority").is_null())
+        o["spec"]["priority"] = stored["spec"]["priority"];
       if (!status_sub && std::string(info.kind) == "Workload" &&
           (Field(o["spec"], "priorityClassName") !=
                Field(Field(stored, "spec"), "priorityClassName") ||
