@@ -270,11 +270,20 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns)
       }
       char g[32];
       std::snprintf(g, sizeof(g), "%g", gpus);
-      rows.push_back({meta.value("namespace", ""), meta.value("name", ""),
-                      status.value("phase", ""),
-                      pods == asked ? std::to_string(pods)
-                                    : std::to_string(pods) + "/" + std::to_string(asked),
-                      g, nodes.empty() ? "-" : nodes, status.value("message", "")});
+      // Ended: how many of its pods completed (as a Job's COMPLETIONS), not the none it runs.
+      std::string phase = status.value("phase", "");
+      std::string pods_shown =
+          pods == asked ? std::to_string(pods) : std::to_string(pods) + "/" + std::to_string(asked);
+      if (phase == "Succeeded" || phase == "Failed") {
+        pods_shown = std::to_string(finished.is_object() ? finished.size() : 0) + "/" +
+                     std::to_string(asked) + " done";
+        std::snprintf(g, sizeof(g), "0");
+      } else if ((phase == "Running" || phase == "Scheduled") && status.contains("preemption") &&
+                 status["preemption"].is_object()) {
+        phase = "Evicting";  // (its grace period: it still runs, as a Terminating pod does)
+      }
+      rows.push_back({meta.value("namespace", ""), meta.value("name", ""), phase, pods_shown, g,
+                      nodes.empty() ? "-" : nodes, status.value("message", "")});
     } else if (kind == "Node") {
       const json devs = spec.value("devices", json::array());
       std::string ready = "Unknown";

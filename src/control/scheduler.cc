@@ -1529,6 +1529,7 @@ Result<CycleStats> Scheduler::RunOnce() {
     json next = sw.obj();
     const std::string deadline = FormatTimestamp(now + options_.preemption_grace_ms);
     next["status"]["preemption"] = {{"by", v.by}, {"reason", why}, {"deadline", deadline}};
+    next["status"]["message"] = why + "; stops at " + deadline;  // (not "running on ...")
     json conditions = json::array();
     for (const json& c : List(Field(sw.obj(), "status"), "conditions"))
       if (Str(c, "type") != "Preempted") conditions.push_back(c);

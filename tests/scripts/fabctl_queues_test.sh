@@ -192,6 +192,23 @@ grep -q "^Shrinking: *pod(s) main-3 stop at .*for higher-priority work" <<<"$des
   { grep -q "^Admitted: *3 pod(s)" <<<"$described" && ! grep -q "main-3" <<<"$described"; } ||
   fail "elastic not shrunk for urgent work: $described $("$FABCTL" describe workload urgent -n partner-x)"
 grep -q "^Preempted\|^Preemption" <<<"$described" && fail "elastic evicted whole: $described"
+# An ended workload shows how many of its pods completed (as a Job's COMPLETIONS) and no GPUs.
+cat >"$tmp/short.yaml" <<YAML
+apiVersion: fabrica.dev/v1
+kind: Workload
+metadata: {name: short, namespace: team-a}
+spec:
+  podSets: [{name: main, count: 2, cpu: "1", memory: 1Gi, devices: {gpus: 1}}]
+  run: {command: [eval], durationSeconds: 60}
+YAML
+"$FABCTL" apply -f "$tmp/short.yaml" >/dev/null || fail "apply short"
+for _ in $(seq 150); do
+  workloads=$("$FABCTL" get workloads -n team-a)
+  grep "^short " <<<"$workloads" | grep -q "Succeeded" && break
+  sleep 0.2
+done
+grep "^short " <<<"$workloads" | grep -q "Succeeded *2/2 done *0 " ||
+  fail "short's completed pods not shown: $workloads"
 described=$("$FABCTL" describe queue team-c)
 grep -A3 "^Status:" <<<"$described" | grep -q "flavors\|guaranteedGpus" ||
   fail "describe queue shows no status: $described"
