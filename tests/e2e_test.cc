@@ -1377,6 +1377,15 @@ TEST_F(FactoryTest, QueueUsageHistoryOutlivesCyclesAndRestarts) {
   EXPECT_GT(a, 0.4);
   EXPECT_LT(a, 0.48);
   EXPECT_EQ(history("team-b"), 0.0);
+  // Its weighted share (what fair share orders by) is in its status too: near its use of the
+  // fleet, team-b's none.
+  const auto share = [&](const std::string& q) {
+    return CallJson("GET", std::string(kApi) + "/queues/" + q)["status"].value("weightedShare",
+                                                                               -1.0);
+  };
+  EXPECT_GT(share("team-a"), 0.4);
+  EXPECT_LT(share("team-a"), 0.48);
+  EXPECT_EQ(share("team-b"), 0.0);
 
   scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);  // a restart
   Cycle(60'000);

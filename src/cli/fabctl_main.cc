@@ -215,8 +215,8 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns)
   } else if (kind == "Tenant") {
     rows.push_back({"NAME", "TRUST", "TRUST-DOMAIN", "CREATED"});
   } else if (kind == "Queue") {
-    rows.push_back(
-        {"NAME", "PARENT", "WEIGHT", "GUARANTEED", "USED", "PENDING", "ACTIVE", "CREATED"});
+    rows.push_back({"NAME", "PARENT", "WEIGHT", "GUARANTEED", "USED", "SHARE", "PENDING", "ACTIVE",
+                    "CREATED"});
   } else if (kind == "PriorityClass") {
     rows.push_back({"NAME", "VALUE", "DESCRIPTION", "CREATED"});
   } else if (kind == "ResourceFlavor") {
@@ -306,6 +306,7 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns)
                       Plain(spec.value("weight", json(1))),
                       Plain(status.value("guaranteedGpus", json("-"))),
                       Plain(status.value("usedGpus", json("-"))),
+                      Plain(status.value("weightedShare", json("-"))),
                       Plain(status.value("pendingWorkloads", json("-"))),
                       Plain(status.value("active", json("-"))), Age(o)});
     } else if (kind == "PriorityClass") {

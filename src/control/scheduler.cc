@@ -1369,12 +1369,14 @@ Result<CycleStats> Scheduler::RunOnce() {
         // History to three decimals, so that a queue's status is rewritten when its history
         // moves by a visible amount, not every cycle.
         const double history = std::round(admitter->usage_history(index) * 1000) / 1000;
-        json standing = {{"guaranteedGpus", GpuAmount(admitter->guaranteed_milli(index))},
-                         {"usedGpus", GpuAmount(admitter->usage_milli(index))},
-                         {"pendingWorkloads", admitter->pending_count(index) +
-                                                  unsubmitted[admitter->queue_name(index)]},
-                         {"usageHistory", history},
-                         {"active", !admitter->stopped(index)}};
+        json standing = {
+            {"guaranteedGpus", GpuAmount(admitter->guaranteed_milli(index))},
+            {"usedGpus", GpuAmount(admitter->usage_milli(index))},
+            {"pendingWorkloads",
+             admitter->pending_count(index) + unsubmitted[admitter->queue_name(index)]},
+            {"usageHistory", history},
+            {"weightedShare", std::round(admitter->weighted_share(index) * 1000) / 1000},
+            {"active", !admitter->stopped(index)}};
         // The pods' CPU and memory, where a quota names them.
         for (int r = 0; r < 2; ++r) {
           if (!admitter->resource_limited(index, r)) continue;

@@ -301,6 +301,9 @@ class Admitter {
   // Cycle decays it from `at` and blends in current usage.
   void RestoreHistory(const std::map<std::string, double>& by_queue, double at);
   double usage_history(int q) const { return queues_[q].history; }
+  // What fair share orders queue q's siblings by, lowest first: its dominant share blended with
+  // its usage history, over its weight (Kueue's weightedShare, as a fraction).
+  double weighted_share(int q) const { return Key(q); }
   // The reclaim hold (reclaim_hold_s) of queue q: when it (or a queue below it) last reclaimed
   // borrowed GPUs, CPU or memory (-1: never; any reclaim restarts the whole hold) and what its
   // reclaims since the hold began freed beyond their need (GPU milli by flavour, cpu in

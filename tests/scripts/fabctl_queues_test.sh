@@ -61,6 +61,7 @@ grep "big-6" <<<"$pending" | grep -q "to lend" || fail "big-6 does not say why i
 
 queues=$("$FABCTL" get queues)
 grep -q "ACTIVE" <<<"$queues" || fail "no ACTIVE column: $queues"
+grep -q "USED *SHARE *PENDING" <<<"$queues" || fail "no SHARE column: $queues"
 grep "^team-b " <<<"$queues" | grep -q "true" || fail "team-b not active: $queues"
 
 cat >"$tmp/other.yaml" <<YAML
