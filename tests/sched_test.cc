@@ -627,6 +627,51 @@ TEST(Placer, RespectsTheModelConstraint) {
   }
 }
 
+// PlaceAllIn keeps each like pod's scores from the one before and looks again only at the two
+// classes a placement changed: the result must be what placing the pods one by one gives, on a
+// fleet in many states, for like pods in a row (whole GPUs, shares) and an unlike one between.
+TEST(Placer, LikePodsInARowPlaceAsOneByOne) {
+  std::vector<Node> nodes = Nodes("h", 6, 8);
+  for (Node& n : Nodes("a", 4, 8, "A100")) nodes.push_back(n);
+  const Fleet fleet = FleetOf(nodes);
+  for (const char* name : {"fabrica", "bestfit", "fgd", "dotprod"}) {
+    SCOPED_TRACE(name);
+    ClusterState s(fleet);
+    auto policy = MustMakePolicy(name);
+    Placer placer(*policy);
+    Rng fill(11);
+    const int64_t shares[] = {250, 500, 700, 300};
+    for (int i = 0; i < 8; ++i)
+      ASSERT_EQ(PlaceAndApply(s, placer, Req(s, Fraction(shares[i % 4])), fill).outcome,
+                Outcome::kPlaced);
+    ASSERT_EQ(PlaceAndApply(s, placer, Req(s, Whole(3)), fill).outcome, Outcome::kPlaced);
+    std::vector<PodRequest> pods;
+    for (int i = 0; i < 4; ++i) pods.push_back(Req(s, Whole(2)));
+    pods.push_back(Req(s, Fraction(400)));
+    for (int i = 0; i < 6; ++i) pods.push_back(Req(s, Fraction(300)));
+    for (int i = 0; i < 2; ++i) pods.push_back(Req(s, WithModels(Whole(1), {"A100"})));
+    ClusterState one_by_one = s;
+    Rng r1(5), r2(5);
+    std::vector<PodPlacement> ref;
+    for (size_t i = 0; i < pods.size(); ++i) {
+      ref.push_back(placer.Place(one_by_one, pods[i], r2));
+      ASSERT_EQ(ref.back().outcome, Outcome::kPlaced) << i << ": " << ref.back().reason;
+      one_by_one.Apply(ref.back().assignment, pods[i]);
+    }
+    std::vector<Assignment> out;
+    ASSERT_TRUE(placer.PlaceAllIn(s, nullptr, pods, r1, out));
+    ASSERT_EQ(out.size(), pods.size());
+    for (size_t i = 0; i < pods.size(); ++i) {
+      const PodPlacement& p = ref[i];
+      EXPECT_EQ(p.assignment.node, out[i].node) << "pod " << i;
+      ASSERT_EQ(p.assignment.devices.size(), out[i].devices.size()) << i;
+      for (size_t d = 0; d < out[i].devices.size(); ++d)
+        EXPECT_EQ(p.assignment.devices[d].device, out[i].devices[d].device) << i;
+    }
+    EXPECT_EQ(s.allocated_gpu_milli(), one_by_one.allocated_gpu_milli());
+  }
+}
+
 // Why a pod waits counts only nodes of a model it may use as lacking room; the others are named
 // apart (a user-style review saw a NotReady A100 node counted as "1 lack CPU" for an H100 pod).
 TEST(Placer, PendingReasonSetsOtherModelsApart) {

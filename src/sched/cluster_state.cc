@@ -434,9 +434,11 @@ void ClusterState::Reclassify(int n) {
       active_classes_.pop_back();
       active_fit_.pop_back();
       class_by_key_.erase(old.key);
+      old.active_pos = -1;
       free_classes_.push_back(s.cls);
     } else {
       active_fit_[old.active_pos].front = old.nodes.front();
+      old.stamp = ++last_stamp_;
     }
   }
   auto it = class_by_key_.find(key);
@@ -463,6 +465,7 @@ void ClusterState::Reclassify(int n) {
   auto& list = classes_[c].nodes;
   list.insert(std::lower_bound(list.begin(), list.end(), n), n);
   active_fit_[classes_[c].active_pos].front = list.front();
+  classes_[c].stamp = ++last_stamp_;
 }
 
 }  // namespace fabrica

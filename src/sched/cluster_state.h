@@ -163,6 +163,14 @@ class ClusterState {
   }
   const std::vector<int>& class_nodes(int c) const { return classes_[c].nodes; }
   int node_class(int n) const { return nodes_[n].cls; }
+  // Class c as it is now: a stamp no other class, nor c before a change of its nodes, ever had
+  // (0: c is not active). Equal stamps mean the same nodes in the same state.
+  uint64_t class_stamp(int c) const {
+    return c >= 0 && c < static_cast<int>(classes_.size()) && classes_[c].active_pos >= 0
+               ? classes_[c].stamp
+               : 0;
+  }
+  const FitSummary& class_summary(int c) const { return active_fit_[classes_[c].active_pos]; }
 
   int32_t ShareKey(int tenant) const;
 
@@ -202,6 +210,7 @@ class ClusterState {
     std::string key;
     std::vector<int> nodes;
     int active_pos = -1;
+    uint64_t stamp = 0;  // see class_stamp()
   };
 
   static int Level(TopologyLevel l) { return static_cast<int>(l); }
@@ -230,6 +239,7 @@ class ClusterState {
   std::vector<std::string> domain_names_[4];
 
   std::vector<NodeClass> classes_;
+  uint64_t last_stamp_ = 0;
   std::vector<int> free_classes_;
   std::vector<int> active_classes_;
   std::vector<FitSummary> active_fit_;  // by active position

@@ -180,18 +180,83 @@ PodPlacement Placer::Best(const ClusterState& s, const PodRequest& req, Rng& rng
   return Finish(s, best_node, best, req, rng);
 }
 
+namespace {
+
+bool SameRequest(const PodRequest& a, const PodRequest& b) {
+  return a.cpu_milli == b.cpu_milli && a.memory_mib == b.memory_mib && a.kind == b.kind &&
+         a.num_gpu == b.num_gpu && a.gpu_milli == b.gpu_milli &&
+         a.gpu_memory_mib == b.gpu_memory_mib && a.mig_profile == b.mig_profile &&
+         a.model_mask == b.model_mask && a.tenant == b.tenant;
+}
+
+}  // namespace
+
+PodPlacement Placer::PlaceRemembering(const ClusterState& s, const PodRequest& req, Rng& rng,
+                                      Memo& memo, const std::vector<int>& touched) const {
+  if (policy_.uniform_random()) return Place(s, req, rng);
+  // A score depends on the request and on its node's state alone, which a class's stamp pins.
+  const auto scored = [&](int c) {
+    const int n = s.class_summary(c).front;
+    const std::optional<NodeChoice> choice = policy_.Score(s, n, req);
+    return Memo::Scored{c, s.class_stamp(c), n,
+                        choice ? std::optional<double>(choice->score) : std::nullopt};
+  };
+  if (memo.valid && SameRequest(memo.req, req)) {
+    std::vector<Memo::Scored> kept;
+    kept.reserve(memo.scored.size() + touched.size());
+    for (const Memo::Scored& e : memo.scored)
+      if (s.class_stamp(e.cls) == e.stamp) kept.push_back(e);
+    for (int c : touched) {
+      if (s.class_stamp(c) == 0) continue;  // gone
+      bool current = false;
+      for (const Memo::Scored& e : kept) current |= e.cls == c;
+      if (!current && ClusterState::MayFit(s.class_summary(c), req)) kept.push_back(scored(c));
+    }
+    memo.scored = std::move(kept);
+  } else {
+    memo.scored.clear();
+    const std::vector<int>& classes = s.active_classes();
+    const std::vector<ClusterState::FitSummary>& fit = s.active_summaries();
+    for (size_t i = 0; i < fit.size(); ++i)
+      if (ClusterState::MayFit(fit[i], req)) memo.scored.push_back(scored(classes[i]));
+    memo.req = req;
+    memo.valid = true;
+  }
+  // As Best: the highest score, ties to the lowest node index.
+  const Memo::Scored* best = nullptr;
+  for (const Memo::Scored& e : memo.scored) {
+    if (!e.score) continue;
+    if (!best || *e.score > *best->score || (*e.score == *best->score && e.node < best->node))
+      best = &e;
+  }
+  if (!best) {
+    if (explain_) return Explain(s, req);
+    PodPlacement p;
+    p.reason = "no node can take it now";
+    return p;
+  }
+  const std::optional<NodeChoice> choice = policy_.Score(s, best->node, req);
+  CHECK(choice.has_value());
+  return Finish(s, best->node, *choice, req, rng);
+}
+
 bool Placer::PlaceAllIn(ClusterState& s, const std::vector<int>* nodes,
                         const std::vector<PodRequest>& pods, Rng& rng,
                         std::vector<Assignment>& out) const {
   out.clear();
+  Memo memo;
+  std::vector<int> touched;
   for (const PodRequest& req : pods) {
-    PodPlacement p = nodes ? PlaceIn(s, *nodes, req, rng) : Place(s, req, rng);
+    PodPlacement p =
+        nodes ? PlaceIn(s, *nodes, req, rng) : PlaceRemembering(s, req, rng, memo, touched);
     if (p.outcome != Outcome::kPlaced) {
       for (size_t i = out.size(); i-- > 0;) s.Release(out[i], pods[i]);
       out.clear();
       return false;
     }
+    const int left = s.node_class(p.assignment.node);
     s.Apply(p.assignment, req);
+    touched = {left, s.node_class(p.assignment.node)};
     out.push_back(std::move(p.assignment));
   }
   return true;

@@ -6,6 +6,8 @@
 // each with a reason a user can read. Deterministic for a given state, request and generator.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,6 +60,23 @@ class Placer {
   PodPlacement Explain(const ClusterState& s, const PodRequest& req) const;
 
  private:
+  // The classes a request may fit, each scored on its front node, kept from one pod of
+  // PlaceAllIn to the next equal one: a placement changes one node, so only the two classes it
+  // left and joined are looked at again (a gang of like pods scans the fleet once, not per pod).
+  struct Memo {
+    bool valid = false;
+    PodRequest req;
+    struct Scored {
+      int cls = -1;
+      uint64_t stamp = 0;  // ClusterState::class_stamp when scored
+      int node = -1;       // its front
+      std::optional<double> score;
+    };
+    std::vector<Scored> scored;
+  };
+  // Place, through `memo`; `touched`: the classes changed since the memo's last use.
+  PodPlacement PlaceRemembering(const ClusterState& s, const PodRequest& req, Rng& rng, Memo& memo,
+                                const std::vector<int>& touched) const;
   PodPlacement Finish(const ClusterState& s, int node, const NodeChoice& choice,
                       const PodRequest& req, Rng& rng) const;
   template <typename NodeAt>
