@@ -2573,6 +2573,9 @@ TEST_F(FactoryTest, PreemptionIsCalledOffWhenThePreemptorGoes) {
   EXPECT_FALSE(st.contains("preemption")) << st.dump();
   for (const json& c : st.value("conditions", json::array()))
     EXPECT_NE(c.value("type", ""), "Preempted") << st.dump();
+  // Its message no longer says it stops (a user-style review found "preempted by ...; stops at"
+  // long past that time).
+  EXPECT_EQ(st.value("message", "").rfind("running on ", 0), 0u) << st.dump();
   Cycle(40'000);  // past the old deadline: still running
   EXPECT_EQ(Workloads()[victim]["status"].value("phase", ""), "Running");
 }

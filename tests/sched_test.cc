@@ -692,6 +692,20 @@ TEST(Placer, PendingReasonSetsOtherModelsApart) {
   EXPECT_NE(p.reason.find("0 lack CPU"), std::string::npos) << p.reason;
   EXPECT_NE(p.reason.find("2 lack a free GPU"), std::string::npos) << p.reason;
   EXPECT_NE(p.reason.find("(1 have no allowed GPU model)"), std::string::npos) << p.reason;
+  // A node held whole (as the scheduler holds a cordoned or NotReady one) is said to have no
+  // room at all, not to lack CPU.
+  Fleet three = FleetOf(Nodes("h", 3, 8));
+  ClusterState t(three);
+  for (int i = 0; i < 2; ++i)
+    ASSERT_EQ(PlaceAndApply(t, placer, Req(t, Whole(8)), rng).outcome, Outcome::kPlaced);
+  PodSet whole_node = CpuOnly(t.node(2).cpu.value());
+  whole_node.memory = t.node(2).memory;
+  Assignment held;
+  held.node = 2;
+  t.Apply(held, Req(t, whole_node));
+  const PodPlacement q = placer.Place(t, Req(t, Whole(1)), rng);
+  EXPECT_NE(q.reason.find("0 lack CPU"), std::string::npos) << q.reason;
+  EXPECT_NE(q.reason.find("1 have no room at all"), std::string::npos) << q.reason;
 }
 
 TEST(Placer, InfeasibleVersusPending) {

@@ -689,6 +689,15 @@ struct ApiServer::Impl {
           return InvalidArgument("spec." + k + ": unknown field");
         }
       }
+      // It keeps a silent node Ready as long: bounded, so that no agent keeps a dead node's
+      // work from being requeued for longer than an hour.
+      if (spec.contains("leaseDurationSeconds")) {
+        const json& d = spec["leaseDurationSeconds"];
+        if (!d.is_number_integer() || d.get<int64_t>() < 1 || d.get<int64_t>() > 3600)
+          return InvalidArgument(
+              "spec.leaseDurationSeconds: must be a whole number of seconds "
+              "from 1 to 3600");
+      }
       // Heartbeats are stamped on receipt, in the server's clock, never the sender's.
       obj["spec"]["renewTime"] = FormatTimestamp(clock.NowMs());
     } else if (std::string(info.kind) == "PriorityClass") {
@@ -1530,7 +1539,7 @@ struct ApiServer::Impl {
       // writes and untouched specs keep the value taken when the class was named (a manifest
       // applied again, naming the same class and no priority, even once the class is gone).
       if (!status_sub && std::string(info.kind) == "Workload" && o["spec"].is_object() &&
-          !o["spec"].contains("priority") &&
+          !o["spec"].contains("priority") && Field(o["spec"], "priorityClassName").is_string() &&
           Field(o["spec"], "priorityClassName") ==
               Field(Field(stored, "spec"), "priorityClassName") &&
           !Field(Field(stored, "spec"), "priority").is_null())
@@ -1563,6 +1572,11 @@ struct ApiServer::Impl {
           Field(o, "spec") != Field(stored, "spec"))
         if (Status s = CheckQueueTree(o); !s.ok()) return ErrorFromStatus(s);
       if (status_sub && !p.node.empty() && std::string(info.plural) == "workloads") {
+        // (Written from an older read, a difference below may be the scheduler's since: stale,
+        // not forbidden.)
+        if (expected != current->mod_revision)
+          return StatusResponse(409, "the object has been modified (resourceVersion " +
+                                         std::to_string(expected) + " is stale); read it again");
         // A node reports on the pods it runs (phase, messages, times, conditions); where they
         // run is the scheduler's decision.
         for (const char* owned : {"assignments", "isolation", "scheduledTime", "nomination",

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -48,6 +49,17 @@ int Run(AgentArgs args) {
     return 2;
   };
   if (args.node.empty()) return fail(InvalidArgument("--node: required"));
+  // A lease that runs out between two renewals would have the node taken for dead (and sent
+  // to repair) while its agent is fine; the server accepts leases up to an hour.
+  if (args.heartbeat_s <= 0) return fail(InvalidArgument("--heartbeat-seconds: must be positive"));
+  if (args.lease_s < 1 || args.lease_s > 3600)
+    return fail(InvalidArgument("--lease-seconds: must be from 1 to 3600"));
+  if (args.lease_s <= args.heartbeat_s) {
+    char heartbeat[32];
+    std::snprintf(heartbeat, sizeof(heartbeat), "%g", args.heartbeat_s);
+    return fail(InvalidArgument("--lease-seconds: " + std::to_string(args.lease_s) +
+                                " must be longer than --heartbeat-seconds " + heartbeat));
+  }
   if (!args.token_file.empty()) {
     std::ifstream in(args.token_file);
     if (!in) return fail(InvalidArgument("--token-file: cannot read '" + args.token_file + "'"));

@@ -6,6 +6,7 @@
 // tests and demos. ManualClock is advanced by hand in tests. Thread-safe.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -48,9 +49,11 @@ class ManualClock : public Clock {
 
 // How long a lease of `seconds` holds in this clock's milliseconds: its holder (a node agent)
 // counts wall seconds, so a clock `scale` times faster sees it last `scale` times longer.
+// (At most an hour: what the API accepts.)
 inline int64_t LeaseMs(int64_t seconds, const Clock& clock) {
-  return seconds <= 0 ? 0
-                      : static_cast<int64_t>(static_cast<double>(seconds) * 1000.0 * clock.scale());
+  if (seconds <= 0) return 0;
+  return static_cast<int64_t>(static_cast<double>(std::min<int64_t>(seconds, 3600)) * 1000.0 *
+                              clock.scale());
 }
 
 // RFC 3339 UTC with milliseconds, e.g. 2026-11-30T08:40:18.123Z.

@@ -10,6 +10,7 @@
 
 #include "api/json_fields.h"
 #include "api/metrics.h"
+#include "control/sim_agent.h"
 #include "core/fleet.h"
 #include "core/workload.h"
 #include "core/yaml_reader.h"
@@ -430,7 +431,7 @@ Result<CycleStats> Scheduler::RunOnce() {
     if (!parsed.ok()) continue;
     fleet.nodes.push_back(parsed->nodes.front());
     auto it = renewed.find(name);
-    const bool ready = it != renewed.end() && it->second >= 0 && now - it->second <= grace[name];
+    const bool ready = it != renewed.end() && it->second >= 0 && now - it->second <= grace.at(name);
     const bool unproven = options_.require_health_record && !has_record.count(name);
     if (cordoned || !ready || unproven || health_held.count(name)) unusable.insert(name);
     if (!ready) unusable.insert("!" + name);  // marks NotReady, for requeue
@@ -443,15 +444,19 @@ Result<CycleStats> Scheduler::RunOnce() {
     }
     if (have != want) {
       json next = n;
-      next["status"] = {{"conditions",
-                         {{{"type", "Ready"},
-                           {"status", want},
-                           {"reason", ready ? "LeaseRenewed"
-                                            : (it == renewed.end() ? "NoLease" : "LeaseExpired")},
-                           {"message", ready ? "the node agent renews its lease"
-                                             : "the node agent has not renewed its lease within " +
-                                                   std::to_string(grace[name] / 1000) + " s"},
-                           {"lastTransitionTime", FormatTimestamp(now)}}}}};
+      next["status"] = {
+          {"conditions",
+           {{{"type", "Ready"},
+             {"status", want},
+             {"reason",
+              ready ? "LeaseRenewed" : (it == renewed.end() ? "NoLease" : "LeaseExpired")},
+             {"message",
+              ready ? "the node agent renews its lease"
+                    : "the node agent has not renewed its lease within " +
+                          std::to_string(
+                              (grace.count(name) ? grace[name] : options_.node_grace_ms) / 1000) +
+                          " s"},
+             {"lastTransitionTime", FormatTimestamp(now)}}}}};
       (void)store_.Put(kv.key, next.dump(), kv.mod_revision);  // a conflict retries next cycle
     }
   }
@@ -967,6 +972,8 @@ Result<CycleStats> Scheduler::RunOnce() {
     for (const json& c : List(Field(b.sw.obj(), "status"), "conditions"))
       if (Str(c, "type") != "Preempted") conditions.push_back(c);
     next["status"]["conditions"] = conditions;
+    // (Its message said when it would stop: it runs on.)
+    next["status"]["message"] = RunningMessage(next["status"]);
     if (store_.Put(b.sw.kv.key, next.dump(), b.sw.kv.mod_revision).ok()) {
       b.evicting = false;
       victims_of.erase(by);
@@ -985,6 +992,7 @@ Result<CycleStats> Scheduler::RunOnce() {
     next["status"].erase("shrink");  // (the earlier build's one mark: now in b.marks)
     if (left.empty()) {
       next["status"].erase("shrinks");
+      next["status"]["message"] = RunningMessage(next["status"]);  // (as above)
     } else {
       next["status"]["shrinks"] = left;
     }
@@ -1275,8 +1283,14 @@ Result<CycleStats> Scheduler::RunOnce() {
         const std::vector<Assignment>& plan = pending[i].nomination;
         if (auto v = victims_of.find(key); v != victims_of.end()) {
           admitter->RestoreNomination(*id, v->second, plan);
+          // (Victims a disruption budget let go one batch at a time: what the preemption said
+          // of the rest stays said.)
+          const std::string said = Str(Field(pending[i].obj(), "status"), "message");
+          const size_t more = said.find(" more to go as the disruption budget");
+          const size_t from = more == std::string::npos ? more : said.rfind("; ", more);
           decisions[i] =
-              Waits("waiting for " + std::to_string(v->second) + " preempted workload(s) to stop",
+              Waits("waiting for " + std::to_string(v->second) + " preempted workload(s) to stop" +
+                        (from == std::string::npos ? "" : said.substr(from)),
                     "Preempting", plan);
           continue;
         }

@@ -357,24 +357,24 @@ Status SimulatedFleet::TickAgent(Agent& a) {
       // its own as it completes, as an agent does: the scheduler decides what follows (a
       // workload admitted with fewer pods than it asks for waits again for the rest).
       const int64_t duration_s = Int(Field(Field(w, "spec"), "run"), "durationSeconds");
-      const int64_t began = ParseTimestamp(Str(status, "startTime"));
       std::vector<std::string> done;
       for (const json& a : jsonf::List(status, "assignments")) {
         const std::string pod = Str(a, "pod", "0");
         if (Str(a, "node") != name || Field(status, "finishedPods").contains(pod)) continue;
+        // (A pod not reported started yet has not run: it is reported started first.)
         const std::string at = Str(Field(status, "startedPods"), pod.c_str());
         const int64_t from = at.empty() ? -1 : ParseTimestamp(at);
-        const int64_t pod_began = from >= 0 ? from : began;
-        if (duration_s > 0 && pod_began >= 0 && now - pod_began >= duration_s * 1000)
-          done.push_back(pod);
+        if (duration_s > 0 && from >= 0 && now - from >= duration_s * 1000) done.push_back(pod);
       }
-      if (!done.empty()) {
+      if (!done.empty() && started.empty()) {
         json report = w;
         RecordSucceededPods(report, done, name, now);
         // With the version read: a change since (another node's report, the scheduler's
         // decision) is a conflict, and the next round reads it again.
         auto r = a.client->Do("PUT", path, report.dump());
         if (!r.ok()) return r.status();
+        if (r->status >= 300 && r->status != 409)  // (409: changed meanwhile; next round)
+          return Internal("node " + name + ": report of completed pods refused: " + r->body);
         continue;
       }
     }

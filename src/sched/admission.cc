@@ -43,6 +43,13 @@ uint64_t AttemptKey(const Workload& w, int leaf, const std::vector<PodRequest>& 
 
 }  // namespace
 
+namespace {
+constexpr char kNextCycle[] = "waiting for the next admission cycle";
+constexpr char kHeldForGuarantees[] =
+    "waiting: it would borrow, and room that frees now is kept for work within its queue's "
+    "guarantee";
+}  // namespace
+
 std::string GpuAmount(int64_t milli) { return FormatMilliGpu(MilliGpu(milli)); }
 
 std::string ResourceAmount(int r, int64_t v) {
@@ -193,8 +200,10 @@ Status ValidateAdmissionConfig(const AdmissionConfig& config) {
         return InvalidArgument(qa + ".guaranteed: its children are guaranteed " +
                                QuotaAmount(flavor, sum) + ", more than its " +
                                QuotaAmount(flavor, quota.guaranteed_milli));
+      // (Only against a guarantee it sets: one that is its children's sum moves as children
+      // come and go, and a limit above it just lends all of it.)
       const int64_t g = guaranteed(i, flavor);
-      if (quota.lending_limit_milli && *quota.lending_limit_milli > g)
+      if (!quota.guaranteed_unset && quota.lending_limit_milli && *quota.lending_limit_milli > g)
         return InvalidArgument(qa + ".lendingLimit: above the guarantee (" +
                                QuotaAmount(flavor, *quota.lending_limit_milli) + " > " +
                                QuotaAmount(flavor, g) + ")");
@@ -1091,7 +1100,7 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
       return id;
     }
   }
-  e.reason = "waiting for the next admission cycle";
+  e.reason = kNextCycle;
   entries_.push_back(std::move(e));
   Enqueue(id);
   return id;
@@ -1537,10 +1546,10 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
     // A workload within its queue's guarantee found no room: room freed from now on in this
     // cycle is kept for it, not lent to queues above their guarantee.
     if (hold_borrowing_ && WouldBorrow(id)) {
-      // (Said, not left at what it last heard: it may wait so for many cycles.)
-      entries_[id].reason =
-          "waiting: it would borrow, and room that frees now is kept for work within its queue's "
-          "guarantee";
+      // (Said beside why it last waited, not instead: it may wait so for many cycles.)
+      std::string& why = entries_[id].reason;
+      if (why.find(kHeldForGuarantees) == std::string::npos)
+        why = why == kNextCycle ? kHeldForGuarantees : why + "; " + kHeldForGuarantees;
       if (strict) hold_back();
       continue;
     }
@@ -1892,7 +1901,11 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
     Admit(id, key, now, out);
     return true;
   }
-  // A retry keeps the full explanation computed the first time, nothing else.
+  // A retry keeps the full explanation computed the first time, nothing else (nor the hold it
+  // was under, which is over while it is tried).
+  if (const size_t held = e.reason.find(std::string("; ") + kHeldForGuarantees);
+      held != std::string::npos)
+    e.reason.erase(held);
   if (!e.explained || reason != "no node can take it now" ||
       e.reason.rfind("no node can take it now", 0) != 0)
     e.reason = reason;
@@ -2960,9 +2973,10 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     if (p.kind == DeviceKind::kNone) continue;
     for (int f : CandidateFlavors(p)) {
       if (!(FlavorModels(f, p) & allowed_models)) continue;
-      if (!QuotaAllows(leaf, f, e.gpu_milli, nullptr, &quota_blocker)) {
+      if (int blocker = -1; !QuotaAllows(leaf, f, e.gpu_milli, nullptr, &blocker)) {
         quota_short = true;
         quota_flavor = f;
+        quota_blocker = blocker;
       } else if (MayReclaim(leaf, f, e.gpu_milli) && f < 64) {
         reclaim_flavors |= uint64_t{1} << f;
       }

@@ -77,13 +77,15 @@ PodPlacement Placer::Explain(const ClusterState& s, const PodRequest& req) const
     p.reason = why;
     return p;
   }
-  int lack_cpu = 0, lack_mem = 0, lack_gpu = 0, other = 0, other_model = 0;
+  int lack_cpu = 0, lack_mem = 0, lack_gpu = 0, other = 0, other_model = 0, no_room = 0;
   for (int c : s.active_classes()) {
     const int n = s.class_nodes(c).front();
     const int count = static_cast<int>(s.class_nodes(c).size());
     // (A node of another GPU model never could: not counted as lacking room.)
     if (req.num_gpu > 0 && (s.node_model(n) < 0 || !(req.model_mask >> s.node_model(n) & 1)))
       other_model += count;
+    else if (s.free_cpu(n) <= 0 && s.free_memory(n) <= 0)
+      no_room += count;  // (full, or held whole: cordoned, not ready, out of service)
     else if (s.free_cpu(n) < req.cpu_milli)
       lack_cpu += count;
     else if (s.free_memory(n) < req.memory_mib)
@@ -98,6 +100,9 @@ PodPlacement Placer::Explain(const ClusterState& s, const PodRequest& req) const
              std::to_string(lack_mem) + " lack memory, " + std::to_string(lack_gpu) +
              " lack a free GPU of an allowed model or isolation allows no sharing";
   if (other) p.reason += ", " + std::to_string(other) + " refused by policy";
+  if (no_room)
+    p.reason += ", " + std::to_string(no_room) +
+                " have no room at all (full, cordoned, not ready or out of service)";
   if (other_model) p.reason += " (" + std::to_string(other_model) + " have no allowed GPU model)";
   return p;
 }
