@@ -1,12 +1,15 @@
 #include "cli/server_command.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -66,18 +69,25 @@ std::string RandomToken() {
 
 // Through a temporary file and a rename: a server killed mid-write leaves the old file whole
 // (the saved virtual clock is written each second).
+// (Created with `mode` from the start, so a secret is never readable by others meanwhile.)
 Status WriteFile(const std::string& path, const std::string& text, mode_t mode) {
   const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    if (!out) return InvalidArgument("cannot write '" + tmp + "'");
-    out << text;
-    out.close();
-    if (!out) return InvalidArgument("cannot write '" + tmp + "'");
+  ::unlink(tmp.c_str());  // (one left by a crash may have other permissions)
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+  if (fd < 0) return InvalidArgument("cannot write '" + tmp + "': " + std::strerror(errno));
+  bool ok = ::fchmod(fd, mode) == 0;
+  for (size_t done = 0; ok && done < text.size();) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    ok = n > 0;
+    if (ok) done += static_cast<size_t>(n);
   }
-  chmod(tmp.c_str(), mode);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+  ok = ::fsync(fd) == 0 && ok;
+  ok = ::close(fd) == 0 && ok;
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
     return InvalidArgument("cannot write '" + path + "'");
+  }
   return Status::Ok();
 }
 

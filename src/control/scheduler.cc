@@ -30,6 +30,13 @@ namespace {
 
 using json = nlohmann::json;
 
+// v to `digits` significant digits (0 and non-finite values as they are).
+double SignificantDigits(double v, int digits) {
+  if (v == 0 || !std::isfinite(v)) return v;
+  const double scale = std::pow(10.0, digits - 1 - std::floor(std::log10(std::fabs(v))));
+  return std::round(v * scale) / scale;
+}
+
 struct StoredWorkload {
   KeyValue kv;
   std::shared_ptr<const Scheduler::ParsedWorkload> parsed;  // shared with the parse cache
@@ -581,10 +588,8 @@ Result<CycleStats> Scheduler::RunOnce() {
           return true;
         };
         if (left > 0 && !out_of_time &&
-            requeue("PodsLeft", "its " + std::to_string(List(status, "assignments").size()) +
-                                    " admitted pods completed; " + std::to_string(left) +
-                                    " of its " + std::to_string(sw.w().pod_count()) +
-                                    " pods have not run"))
+            requeue("PodsLeft",
+                    PodsLeftMessage(List(status, "assignments").size(), left, sw.w().pod_count())))
           continue;
         // A preempted workload keeps its devices until its grace period ends; then it waits
         // in its queue again — or, marked `final` (past its maximum runtime), it has failed.
@@ -1383,14 +1388,14 @@ Result<CycleStats> Scheduler::RunOnce() {
         // History to three decimals, so that a queue's status is rewritten when its history
         // moves by a visible amount, not every cycle.
         const double history = std::round(admitter->usage_history(index) * 1000) / 1000;
-        json standing = {
-            {"guaranteedGpus", GpuAmount(admitter->guaranteed_milli(index))},
-            {"usedGpus", GpuAmount(admitter->usage_milli(index))},
-            {"pendingWorkloads",
-             admitter->pending_count(index) + unsubmitted[admitter->queue_name(index)]},
-            {"usageHistory", history},
-            {"weightedShare", std::round(admitter->weighted_share(index) * 1000) / 1000},
-            {"active", !admitter->stopped(index)}};
+        json standing = {{"guaranteedGpus", GpuAmount(admitter->guaranteed_milli(index))},
+                         {"usedGpus", GpuAmount(admitter->usage_milli(index))},
+                         {"pendingWorkloads", admitter->pending_count(index) +
+                                                  unsubmitted[admitter->queue_name(index)]},
+                         {"usageHistory", history},
+                         // (Three significant digits: rewritten when it moves visibly.)
+                         {"weightedShare", SignificantDigits(admitter->weighted_share(index), 3)},
+                         {"active", !admitter->stopped(index)}};
         // The pods' CPU and memory, where a quota names them.
         for (int r = 0; r < 2; ++r) {
           if (!admitter->resource_limited(index, r)) continue;
@@ -1690,8 +1695,10 @@ Result<CycleStats> Scheduler::RunOnce() {
                                     " pods (partial admission: not all of them fit now" +
                                     (earlier.empty() ? "" : "; " + earlier) + ")";
       } else if (done > 0) {
-        next["status"]["message"] = "admitted its " + std::to_string(d.placed.size()) +
-                                    " pods that have not completed (" + earlier + ")";
+        next["status"]["message"] =
+            d.placed.size() == 1 ? "admitted its pod that has not completed (" + earlier + ")"
+                                 : "admitted its " + std::to_string(d.placed.size()) +
+                                       " pods that have not completed (" + earlier + ")";
       }
       // (Kept in its Scheduled condition once its nodes report it running.)
       if (next["status"].contains("message"))

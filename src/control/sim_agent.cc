@@ -83,6 +83,13 @@ json StartedPodsReport(const json& status, const json& pods) {
           {"resizedTime", Field(status, "resizedTime")}};
 }
 
+std::string PodsLeftMessage(size_t admitted, size_t left, size_t asked) {
+  return (admitted == 1 ? std::string("its admitted pod completed; ")
+                        : "its " + std::to_string(admitted) + " admitted pods completed; ") +
+         std::to_string(left) + " of its " + std::to_string(asked) + " pods " +
+         (left == 1 ? "has" : "have") + " not run";
+}
+
 bool RecordSucceededPods(json& w, const std::vector<std::string>& pods, const std::string& node,
                          int64_t now_ms) {
   json& status = w["status"];
@@ -119,9 +126,7 @@ bool RecordSucceededPods(json& w, const std::vector<std::string>& pods, const st
     status["message"] = std::to_string(done) + " of " + std::to_string(bound) +
                         " pods completed; running on the others";
   } else if (left > 0 && Field(Field(w, "spec"), "gang") != true) {
-    status["message"] = "its " + std::to_string(bound) + " admitted pods completed; " +
-                        std::to_string(left) + " of its " + std::to_string(asked) +
-                        " pods have not run";
+    status["message"] = PodsLeftMessage(bound, left, asked);
   } else {
     status["phase"] = "Succeeded";
     status["completionTime"] = FormatTimestamp(now_ms);

@@ -44,6 +44,10 @@ nlohmann::json StartedPodsReport(const nlohmann::json& status, const nlohmann::j
 bool RecordSucceededPods(nlohmann::json& w, const std::vector<std::string>& pods,
                          const std::string& node, int64_t now_ms);
 
+// The message of a workload admitted with fewer pods than it asks for whose admitted pods all
+// completed ("its 3 admitted pods completed; 1 of its 4 pods has not run").
+std::string PodsLeftMessage(size_t admitted, size_t left, size_t asked);
+
 // The message of a workload that starts running: where its pods run ("running on n-0", or
 // "running on 4 nodes: n-0, n-1, n-2, ..."), from its status's assignments.
 std::string RunningMessage(const nlohmann::json& status);

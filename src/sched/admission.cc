@@ -856,10 +856,14 @@ bool Admitter::QuotaWalk(int leaf, int64_t amount, Used used_of, Guar guar, Borr
 
 std::string Admitter::KeptWhy(const QueueNode& q, bool held, const std::string& amount) const {
   if (!held) return q.spec.name + " keeps " + amount + " of its guarantee: its lending limit";
-  const auto secs = [](double s) { return std::to_string(std::llround(std::max(0.0, s))) + " s"; };
-  return q.spec.name + " keeps " + amount + " it reclaimed " + secs(now_ - q.reclaimed_at) +
-         " ago: its reclaim hold lasts " + secs(q.reclaimed_at + config_.reclaim_hold_s - now_) +
-         " more";
+  // (In whole minutes: a message that changes every cycle would be written every cycle.)
+  const auto ago = static_cast<int64_t>(std::floor(std::max(0.0, now_ - q.reclaimed_at) / 60));
+  const auto left = static_cast<int64_t>(
+      std::ceil(std::max(0.0, q.reclaimed_at + config_.reclaim_hold_s - now_) / 60));
+  return q.spec.name + " keeps " + amount + " it reclaimed " +
+         (ago == 0 ? "less than a minute ago" : std::to_string(ago) + " min ago") +
+         ": its reclaim hold lasts about " + std::to_string(std::max<int64_t>(1, left)) +
+         " min more";
 }
 
 bool Admitter::QuotaAllows(int leaf, int f, int64_t milli, std::string* why, int* blocker) const {
@@ -875,7 +879,9 @@ bool Admitter::QuotaAllows(int leaf, int f, int64_t milli, std::string* why, int
         // What a reclaim of a moment ago freed beyond its own need stays (reclaim_hold_s).
         const int64_t held = Holding(sib, now_) ? std::min(unused, sib.reclaim_room[f]) : 0;
         const int64_t kept = std::max(limited, held);
-        if (how && kept > 0) *how = KeptWhy(sib, held > limited, GpuAmount(kept) + " GPUs");
+        if (how && kept > 0)
+          *how = KeptWhy(sib, held > limited,
+                         GpuAmount(kept) + (kept == kMilliPerGpu ? " GPU" : " GPUs"));
         return kept;
       },
       flavor_name(f), GpuAmount, " GPUs", why, blocker);
