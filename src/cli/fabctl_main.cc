@@ -236,10 +236,9 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns)
       const json admitted = status.value("admittedCounts", json::array());
       const json sets = spec.value("podSets", json::array());
       const json finished = status.value("finishedPods", json::object());
-      std::map<std::string, int> completed;  // pod set -> its pods bound here that completed
-      for (const json& a : status.value("assignments", json::array()))
-        if (const std::string pod = a.value("pod", "");
-            finished.is_object() && finished.contains(pod))
+      std::map<std::string, int> completed;  // pod set -> its pods that completed
+      if (finished.is_object())
+        for (const auto& [pod, at] : finished.items())
           ++completed[pod.substr(0, pod.rfind('-'))];
       for (size_t i = 0; i < sets.size(); ++i) {
         const json& ps = sets[i];
