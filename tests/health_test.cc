@@ -228,8 +228,7 @@ TEST(Conditions, HeartbeatIsALevelSignal) {
   EXPECT_TRUE(h.ready());
   h.Evaluate(701 * kSec);
   EXPECT_FALSE(h.ready());
-  EXPECT_NE(h.Find(kReady, -1)->message.find("timeout 600s, the node's lease"),
-            std::string::npos)
+  EXPECT_NE(h.Find(kReady, -1)->message.find("timeout 600s, the node's lease"), std::string::npos)
       << h.Find(kReady, -1)->message;
   h.ObserveHeartbeat(800 * kSec, 10 * kSec);
   h.Evaluate(839 * kSec);

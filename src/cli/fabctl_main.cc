@@ -238,8 +238,7 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns)
       const json finished = status.value("finishedPods", json::object());
       std::map<std::string, int> completed;  // pod set -> its pods that completed
       if (finished.is_object())
-        for (const auto& [pod, at] : finished.items())
-          ++completed[pod.substr(0, pod.rfind('-'))];
+        for (const auto& [pod, at] : finished.items()) ++completed[pod.substr(0, pod.rfind('-'))];
       for (size_t i = 0; i < sets.size(); ++i) {
         const json& ps = sets[i];
         const int count =
