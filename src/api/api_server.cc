@@ -1593,11 +1593,7 @@ struct ApiServer::Impl {
           const json& had = Field(Field(stored, "status"), key);
           for (const auto& [pod, at] : had.items()) {
             if (Field(o["status"], key).contains(pod)) continue;
-            // (A write made from an older read lacks what other nodes reported since.)
-            if (expected != current->mod_revision)
-              return StatusResponse(409, "the object has been modified (resourceVersion " +
-                                             std::to_string(expected) +
-                                             " is stale); read it again");
+            // (A stale write was answered 409 above: this one removes what was there.)
             return StatusResponse(403, "node " + p.node + " may not remove status." + key + "." +
                                            pod + " (what a pod did stays done)");
           }
