@@ -2222,6 +2222,63 @@ TEST_F(AdmissionTest, DisruptionBudgetLimitsConcurrentEvictions) {
       << adm_->reason(blocked);
 }
 
+// Two preemptors go batch by batch under one disruption budget. When one's batch has stopped
+// and the other's next batch spent the budget first, the room the first batch freed stays held
+// for its preemptor (nominated, its plan kept), not taken by whatever waits behind it: that
+// batch's evictions would otherwise be wasted and have to be made again.
+TEST_F(AdmissionTest, BudgetSpentByAnotherPreemptorKeepsTheFreedRoomHeld) {
+  Make(Nodes(2, 4),
+       {Leaf("a", 0, std::nullopt, std::nullopt, /*budget=*/2), Leaf("b", 4), Leaf("c", 4)});
+  std::vector<int> older, newer;  // a's work on one node, and (newer, cheaper) on the other
+  for (int i = 0; i < 4; ++i) older.push_back(Submit(Gpus("a" + std::to_string(i), "a", 1), 1));
+  adm_->Cycle(1, 1000);
+  for (int i = 4; i < 8; ++i) newer.push_back(Submit(Gpus("a" + std::to_string(i), "a", 1), 2));
+  adm_->Cycle(2, 1000);
+  const int n_old = adm_->assignments(older[0])[0].node;
+  ASSERT_EQ(PlacedOn(older, n_old), 4);
+  ASSERT_EQ(PlacedOn(newer, 1 - n_old), 4);
+
+  const int b0 = Submit(Gpus("b0", "b", 4), 10);
+  CycleResult r = adm_->Cycle(11, 1000);
+  ASSERT_EQ(r.evicted.size(), 2u) << adm_->reason(b0);
+  std::vector<int> b_victims = {r.evicted[0].victim, r.evicted[1].victim};
+  const int c0 = Submit(Gpus("c0", "c", 4, /*priority=*/10), 20);
+  EXPECT_TRUE(adm_->Cycle(21, 1000).evicted.empty()) << "a's budget is spent on b0's victims";
+  adm_->Terminated(b_victims[0], 30);
+  r = adm_->Cycle(31, 1000);
+  ASSERT_EQ(r.evicted.size(), 1u) << adm_->reason(c0);  // c0's first batch, on the older node
+  const int c_victim = r.evicted[0].victim;
+  ASSERT_NE(std::find(older.begin(), older.end(), c_victim), older.end());
+  // Lower-priority work of c, which would fit the GPU c0's victim frees.
+  const int c1 = Submit(Gpus("c1", "c", 1), 50);
+  adm_->Terminated(b_victims[1], 60);
+  adm_->Terminated(c_victim, 60);
+  // b0 goes on first and its second batch spends the budget: c0 may evict nobody now.
+  r = adm_->Cycle(61, 1000);
+  ASSERT_EQ(r.evicted.size(), 2u);
+  for (const Eviction& v : r.evicted) EXPECT_EQ(v.preemptor, b0);
+  EXPECT_TRUE(adm_->nominated(c0)) << adm_->reason(c0);
+  EXPECT_TRUE(adm_->budget_blocked(c0));
+  EXPECT_NE(adm_->reason(c0).find("3 more to go as the disruption budget of queue a allows"),
+            std::string::npos)
+      << adm_->reason(c0);
+  EXPECT_EQ(adm_->plan(c0).size(), 1u);
+  EXPECT_EQ(adm_->phase(c1), Phase::kPending) << "the GPU c0's victim freed is held for c0";
+  for (const Eviction& v : r.evicted) adm_->Terminated(v.victim, 90);
+  r = adm_->Cycle(91, 1000);
+  EXPECT_EQ(adm_->phase(b0), Phase::kAdmitted) << adm_->reason(b0);
+  ASSERT_EQ(r.evicted.size(), 2u) << adm_->reason(c0);
+  for (const Eviction& v : r.evicted) EXPECT_EQ(v.preemptor, c0);
+  for (const Eviction& v : r.evicted) adm_->Terminated(v.victim, 120);
+  r = adm_->Cycle(121, 1000);
+  ASSERT_EQ(r.evicted.size(), 1u) << adm_->reason(c0);
+  adm_->Terminated(r.evicted[0].victim, 150);
+  adm_->Cycle(151, 1000);
+  // Four evictions for four GPUs: none made twice.
+  EXPECT_EQ(adm_->phase(c0), Phase::kAdmitted) << adm_->reason(c0);
+  EXPECT_EQ(adm_->assignments(c0)[0].node, n_old);
+}
+
 TEST_F(AdmissionTest, GangIsAllOrNothing) {
   Make(Nodes(2, 4), {Leaf("a", 8)});
   int too_big = Submit(Gpus("three", "a", 4, 0, /*pods=*/3, /*gang=*/true));

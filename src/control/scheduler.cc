@@ -1466,7 +1466,8 @@ Result<CycleStats> Scheduler::RunOnce() {
             d = Waits(admitter->reason(id),
                       admitter->reason(id).rfind("preempting", 0) == 0 ||
                               admitter->reason(id).rfind("consolidating", 0) == 0 ||
-                              admitter->reason(id).rfind("taking back", 0) == 0
+                              admitter->reason(id).rfind("taking back", 0) == 0 ||
+                              admitter->reason(id).rfind("holding the room", 0) == 0
                           ? "Preempting"
                           : "Queued",
                       admitter->plan(id));

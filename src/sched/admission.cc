@@ -1518,7 +1518,10 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
     ++out.attempts;
     // (`e` may not outlive TryAdmit: an elastic shrink adds entries.)
     const int leaf = e.leaf;
-    if (!TryAdmit(id, now, out, failed) && strict) held_by.push_back({leaf, id});
+    e.continuing = true;
+    const bool admitted = TryAdmit(id, now, out, failed);
+    entries_[id].continuing = false;
+    if (!admitted && strict) held_by.push_back({leaf, id});
   }
 
   for (QueueNode& q : queues_) q.active = 0;
@@ -3097,7 +3100,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     int in_min_runtime = 0;
     std::string budget_block;
     std::vector<Candidate> cands, later;  // later: within their minimum runtime
-    std::vector<Candidate> spare_only;
+    std::vector<Candidate> spare_only, spent;
     // Only queues that can give victims are scanned: its own (lower priority) and, for reclaim or
     // fair-share preemption, the others.
     std::vector<int> pool;
@@ -3153,14 +3156,19 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
       if (young) ++in_min_runtime;
       int budget = queues_[w.leaf].spec.disruption_budget;
       if (budget >= 0 && queues_[w.leaf].evicting >= budget) {
-        if (!young) budget_block = queues_[w.leaf].spec.name;
+        if (!young) {
+          budget_block = queues_[w.leaf].spec.name;
+          spent.push_back({v, LostIfEvicted(v, now)});
+        }
         continue;
       }
       (young ? later : cands).push_back({v, LostIfEvicted(v, now)});
     }
     std::sort(cands.begin(), cands.end(), cheaper);
     std::sort(spare_only.begin(), spare_only.end(), cheaper);
-    victim_cache_[cache_key] = VictimList{cands, in_min_runtime, budget_block, later, spare_only};
+    std::sort(spent.begin(), spent.end(), cheaper);
+    victim_cache_[cache_key] =
+        VictimList{cands, in_min_runtime, budget_block, later, spare_only, spent};
     cached = victim_cache_.find(cache_key);
   }
   int in_min_runtime = cached->second.in_min_runtime;
@@ -3411,9 +3419,19 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   // now, their room held for it, and the rest as the budgets free (it tries again first when
   // these have stopped), rather than none ever.
   int budget_later = 0;
-  if (!planned && budget_refused) {
+  // (One whose earlier batch has stopped also counts the victims of queues whose budget is
+  // spent now: the room that batch freed is its, and the rest follow as the budgets free.)
+  std::vector<Candidate> spent;
+  if (!planned && e.continuing)
+    for (const Candidate& c : cached->second.spent)
+      if (entries_[c.id].phase == Phase::kAdmitted && entries_[c.id].shrunk_at != now_)
+        spent.push_back(c);
+  if (!planned && (budget_refused || !spent.empty())) {
     ignore_budget = true;
-    if (plan(cands)) {
+    std::vector<Candidate> all = cands;
+    all.insert(all.end(), spent.begin(), spent.end());
+    std::sort(all.begin(), all.end(), cheaper);
+    if (plan(all)) {
       std::map<int, int> now_per_queue;
       std::vector<int> now_ones;
       for (int v : chosen) {
@@ -3429,6 +3447,19 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
       }
       planned = !now_ones.empty();
       if (planned) chosen = now_ones;
+      // A batch of its victims has stopped but the budget is spent (on other preemptors'
+      // victims): it keeps the room they freed, as it did while they stopped, and goes on
+      // as the budget frees, rather than let that room (and those evictions) go to others.
+      if (!planned && e.continuing) {
+        Nominate(id, 0, reclaim);
+        SetPlan(id, placed);
+        e.budget_blocked = true;
+        e.victims_ready_at = -1;
+        e.reason = "holding the room its stopped victims freed; " + std::to_string(budget_later) +
+                   " more to go as the disruption budget of queue " + budget_block + " allows";
+        ignore_budget = false;
+        return false;
+      }
     }
     ignore_budget = false;
   }

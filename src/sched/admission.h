@@ -430,6 +430,10 @@ class Admitter {
     bool ready = false;
     bool nominated = false;  // has victims that have not stopped yet
     int victims_left = 0;
+    // Tried this cycle as a preemptor whose victims have all stopped (it was nominated when the
+    // cycle began): a disruption budget that allows none of the rest it needs now keeps it
+    // nominated, the room its stopped victims freed held for it.
+    bool continuing = false;
     int64_t promised = 0;      // while nominated within its guarantee: GPUs its queue has promised
     int promised_flavor = -1;  // ... in this flavour
     // While nominated: its CPU ([0]) and memory ([1]) its queue has promised (within the
@@ -740,6 +744,9 @@ class Admitter {
     // Elastic workloads of other queues not eligible whole (their queue would drop below its
     // guarantee without them) whose pods beyond their minCount may be (elastic shrink).
     std::vector<Candidate> spare_only;
+    // Eligible but in a queue whose disruption budget is spent (for a preemptor that goes on
+    // batch by batch: see Entry::continuing).
+    std::vector<Candidate> spent;
   };
   // Who asks: leaf, priority, flavours taken back, CPU or memory taken back, quota short,
   // borrowing, size (fair-share preemption), arrival (LowerOrNewerEqualPriority).
