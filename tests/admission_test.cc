@@ -2279,6 +2279,36 @@ TEST_F(AdmissionTest, BudgetSpentByAnotherPreemptorKeepsTheFreedRoomHeld) {
   EXPECT_EQ(adm_->assignments(c0)[0].node, n_old);
 }
 
+// A preemptor short of quota whose victims go one at a time (disruption budget 1): the quota
+// each batch frees is its, not the next lower-priority workload's in its queue. Before, the
+// requeued victim took that quota back each time, and the preemptor evicted again, forever (a
+// user-style review watched it do so for an hour and a half of virtual time).
+TEST_F(AdmissionTest, QuotaFreedByABatchIsKeptForItsPreemptor) {
+  Make(Nodes(2, 4), {Leaf("b", 4, /*borrowing=*/0.0, std::nullopt, /*budget=*/1)});
+  std::vector<int> low;
+  for (int i = 0; i < 4; ++i) low.push_back(Submit(Gpus("v" + std::to_string(i), "b", 1), i));
+  adm_->Cycle(5, 1000);
+  ASSERT_EQ(CountPhase(low, Phase::kAdmitted), 4);
+  const int hot = Submit(Gpus("hot", "b", 2, /*priority=*/10), 10);
+  CycleResult r = adm_->Cycle(11, 1000);
+  ASSERT_EQ(r.evicted.size(), 1u) << adm_->reason(hot);
+  const int first = r.evicted[0].victim;
+  adm_->Terminated(first, 30);
+  r = adm_->Cycle(31, 1000);
+  ASSERT_EQ(r.evicted.size(), 1u) << adm_->reason(hot);
+  const int second = r.evicted[0].victim;
+  // The first victim, waiting again, would fit the quota its eviction freed; that is hot's.
+  EXPECT_EQ(adm_->phase(first), Phase::kPending);
+  EXPECT_NE(adm_->reason(first).find("2 of them for preemptors whose victims are stopping"),
+            std::string::npos)
+      << adm_->reason(first);
+  adm_->Terminated(second, 60);
+  r = adm_->Cycle(61, 1000);
+  EXPECT_TRUE(r.evicted.empty());
+  EXPECT_EQ(adm_->phase(hot), Phase::kAdmitted) << adm_->reason(hot);
+  EXPECT_EQ(CountPhase(low, Phase::kAdmitted), 2);
+}
+
 TEST_F(AdmissionTest, GangIsAllOrNothing) {
   Make(Nodes(2, 4), {Leaf("a", 8)});
   int too_big = Submit(Gpus("three", "a", 4, 0, /*pods=*/3, /*gang=*/true));

@@ -924,6 +924,37 @@ TEST_F(FactoryTest, StoppingAPreemptorsQueueSparesItsVictims) {
       << Describe(w);
 }
 
+// A preemptor short of its queue's quota, whose victims a disruption budget of 1 lets go one
+// at a time, keeps the quota each one frees: the victims, waiting again at lower priority, do
+// not take it back (a user-style review watched an 8-GPU preemptor evict one 4-GPU victim after
+// another for an hour and a half of virtual time, never starting).
+TEST_F(FactoryTest, QuotaAPreemptorsVictimsFreeIsKeptForIt) {
+  StartScheduler(5'000);
+  CreateQueue("team-b", {{"quotas", {{"gpu", {{"guaranteed", 16}, {"borrowingLimit", 0}}}}},
+                         {"disruptionBudget", 1}});
+  for (int i = 0; i < 4; ++i) {
+    CreateWorkload(WholeGpuWorkload("team-b", "v-" + std::to_string(i), 4));
+    Cycle();
+  }
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  json hot = WholeGpuWorkload("team-b", "hot", 8);
+  hot["spec"]["priority"] = 100;
+  CreateWorkload(hot);
+  int preempted = 0;
+  std::string phase;
+  for (int i = 0; i < 12 && phase != "Running"; ++i) {
+    preempted += Cycle(3'000).preempted;
+    phase = Workloads()["team-b/hot"]["status"].value("phase", "");
+  }
+  std::map<std::string, json> w = Workloads();
+  EXPECT_EQ(phase, "Running") << Describe(w);
+  EXPECT_EQ(preempted, 2) << Describe(w);
+  int running = 0;
+  for (int i = 0; i < 4; ++i)
+    running += w["team-b/v-" + std::to_string(i)]["status"].value("phase", "") == "Running";
+  EXPECT_EQ(running, 2) << Describe(w);
+}
+
 // GET .../queues/NAME/pendingworkloads lists what waits in a queue's subtree in the order
 // admission takes it in each leaf (priority, then creation), with places; a tenant member sees
 // its own tenant's workloads, placed among all.

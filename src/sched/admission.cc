@@ -266,6 +266,7 @@ Status Admitter::Build() {
     q.evicting_usage.assign(nf, 0);
     q.leaving_usage.assign(nf, 0);
     q.promised.assign(nf, 0);
+    q.reserved.assign(nf, 0);
     q.reclaim_room.assign(nf, 0);
     for (const std::string& name : spec.flavor_order) q.flavor_order.push_back(flavor_index[name]);
     queues_.push_back(std::move(q));
@@ -711,12 +712,30 @@ void Admitter::Nominate(int id, int victims, bool within_guarantee) {
   nominated_.push_back(id);
 }
 
-void Admitter::SetPlan(int id,
-                       const std::vector<std::pair<Assignment, const PodRequest*>>& placed) {
+void Admitter::SetPlan(int id, const std::vector<std::pair<Assignment, const PodRequest*>>& placed,
+                       bool reserve_quota) {
   Entry& e = entries_[id];
   e.plan.clear();
   for (const auto& [planned, pod] : placed) e.plan.push_back({planned, *pod});
   HoldPlan(id);
+  if (reserve_quota) ReserveQuota(id);
+}
+
+void Admitter::ReserveQuota(int id) {
+  Entry& e = entries_[id];
+  for (const auto& [f, milli] : e.quota_reserved)
+    for (int q = e.leaf; q >= 0; q = queues_[q].parent) queues_[q].reserved[f] -= milli;
+  e.quota_reserved.clear();
+  for (const auto& [planned, pod] : e.plan) {
+    const int f = FlavorOf(pod, state_.node_model(planned.node));
+    if (f < 0 || !managed_[f]) continue;
+    auto it = std::find_if(e.quota_reserved.begin(), e.quota_reserved.end(),
+                           [f](const auto& r) { return r.first == f; });
+    if (it == e.quota_reserved.end()) it = e.quota_reserved.insert(it, {f, 0});
+    it->second += pod.total_gpu_milli();
+  }
+  for (const auto& [f, milli] : e.quota_reserved)
+    for (int q = e.leaf; q >= 0; q = queues_[q].parent) queues_[q].reserved[f] += milli;
 }
 
 void Admitter::ReleaseHolds(Entry& e) {
@@ -770,6 +789,12 @@ void Admitter::Unnominate(int id) {
   for (const auto& held : e.reserved) freed_log_.push_back(held.first.node);
   ReleaseHolds(e);
   e.nominated = false;
+  if (!e.quota_reserved.empty()) {
+    for (const auto& [f, milli] : e.quota_reserved)
+      for (int q = e.leaf; q >= 0; q = queues_[q].parent) queues_[q].reserved[f] -= milli;
+    e.quota_reserved.clear();
+    wake_quota_ = true;  // what it kept may now let others in
+  }
   if (e.promised_flavor >= 0) queues_[e.leaf].promised[e.promised_flavor] -= e.promised;
   e.promised = 0;
   e.promised_flavor = -1;
@@ -807,6 +832,13 @@ void Admitter::RestoreNomination(int id, int victims, const std::vector<Assignme
     e.plan.push_back({plan[i], e.pods[i]});
   }
   HoldPlan(id);
+  // Short of quota while its victims stop (they are still charged): the quota they free is its.
+  for (const auto& [planned, pod] : e.plan) {
+    const int f = FlavorOf(pod, state_.node_model(planned.node));
+    if (f < 0 || !managed_[f] || QuotaAllows(e.leaf, f, e.gpu_milli, nullptr, nullptr)) continue;
+    ReserveQuota(id);
+    break;
+  }
 }
 
 std::vector<Assignment> Admitter::plan(int id) const {
@@ -868,12 +900,14 @@ std::string Admitter::KeptWhy(const QueueNode& q, bool held, const std::string& 
 
 bool Admitter::QuotaAllows(int leaf, int f, int64_t milli, std::string* why, int* blocker) const {
   if (!managed_[f]) return true;
-  return QuotaWalk(
-      leaf, milli, [f](const QueueNode& q) { return q.usage[f]; },
+  int at = -1;
+  const bool allows = QuotaWalk(
+      leaf, milli, [f](const QueueNode& q) { return q.usage[f] + q.reserved[f]; },
       [f](const QueueNode& q) { return q.guaranteed[f]; },
       [f](const QueueNode& q) { return q.borrow_limit[f]; },
       [&](const QueueNode& sib, std::string* how) {
-        const int64_t unused = std::max<int64_t>(0, sib.guaranteed[f] - sib.usage[f]);
+        const int64_t unused =
+            std::max<int64_t>(0, sib.guaranteed[f] - sib.usage[f] - sib.reserved[f]);
         const int64_t limited =
             sib.lend_limit[f] ? std::max<int64_t>(0, unused - *sib.lend_limit[f]) : 0;
         // What a reclaim of a moment ago freed beyond its own need stays (reclaim_hold_s).
@@ -884,7 +918,13 @@ bool Admitter::QuotaAllows(int leaf, int f, int64_t milli, std::string* why, int
                          GpuAmount(kept) + (kept == kMilliPerGpu ? " GPU" : " GPUs"));
         return kept;
       },
-      flavor_name(f), GpuAmount, " GPUs", why, blocker);
+      flavor_name(f), GpuAmount, " GPUs", why, &at);
+  if (blocker && at >= 0) *blocker = at;
+  // (What it counts as held includes what preemptors there will take once their victims stop.)
+  if (!allows && why && at >= 0 && queues_[at].reserved[f] > 0)
+    *why += " (" + GpuAmount(queues_[at].reserved[f]) + " of them for preemptors whose " +
+            "victims are stopping)";
+  return allows;
 }
 
 bool Admitter::ResourceAllows(int leaf, int r, int64_t amount, std::string* why,
@@ -3452,7 +3492,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
       // as the budget frees, rather than let that room (and those evictions) go to others.
       if (!planned && e.continuing) {
         Nominate(id, 0, reclaim);
-        SetPlan(id, placed);
+        SetPlan(id, placed, quota_short);
         e.budget_blocked = true;
         e.victims_ready_at = -1;
         e.reason = "holding the room its stopped victims freed; " + std::to_string(budget_later) +
@@ -3510,7 +3550,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   if (reclaim && !own_only) NoteReclaim(id, chosen, now, reclaim_flavors, res_reclaim);
   // (With every victim taken back it goes first next cycle, its room held meanwhile.)
   Nominate(id, stopping, reclaim);
-  SetPlan(id, placed);
+  SetPlan(id, placed, quota_short);
   if (stopping == 0) {
     e.reason = "taking back " + std::to_string(taken_back) +
                " workload(s) admitted this cycle before they started (" + why +

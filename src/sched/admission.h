@@ -436,6 +436,10 @@ class Admitter {
     bool continuing = false;
     int64_t promised = 0;      // while nominated within its guarantee: GPUs its queue has promised
     int promised_flavor = -1;  // ... in this flavour
+    // While nominated with a plan: the GPUs of its plan per flavour, counted as used by its
+    // queue and their ancestors (QueueNode::reserved), so that the quota its victims free as
+    // they stop is its, not the next workload's in line (ReserveQuota).
+    std::vector<std::pair<int, int64_t>> quota_reserved;
     // While nominated: its CPU ([0]) and memory ([1]) its queue has promised (within the
     // queue's guarantee of them, where its tree limits them).
     int64_t res_promised[2] = {0, 0};
@@ -500,6 +504,7 @@ class Admitter {
     std::vector<int64_t> evicting_usage;  // per flavour: GPUs of its workloads being evicted
     std::vector<int64_t> leaving_usage;   // per flavour: the part evicted for no preemptor
     std::vector<int64_t> promised;        // per flavour: GPUs of its nominated preemptors (leaves)
+    std::vector<int64_t> reserved;        // per flavour, whole subtree: Entry::quota_reserved
     double reclaimed_at = -1;             // its last reclaim (a leaf's, or a descendant's)
     // The strongest stopPolicy of the queue and its ancestors, and the queue that set it.
     StopPolicy stop = StopPolicy::kNone;
@@ -597,11 +602,16 @@ class Admitter {
   bool TakeSearch(int id);
   void Nominate(int id, int victims, bool within_guarantee);
   // Keeps `placed` as the nominated preemptor's plan and holds what is free of it (HoldPlan).
-  void SetPlan(int id, const std::vector<std::pair<Assignment, const PodRequest*>>& placed);
+  // With `reserve_quota` (a preemptor short of quota, whose victims give quota back), its
+  // planned GPUs count as its queues' (ReserveQuota) until it starts or gives the plan up.
+  void SetPlan(int id, const std::vector<std::pair<Assignment, const PodRequest*>>& placed,
+               bool reserve_quota = false);
   void HoldPlan(int id);
   void ReleaseHolds(Entry& e);
   void VictimStopped(int id);
   void Unnominate(int id);
+  // Counts a nominated preemptor's planned GPUs as used by its queues (Entry::quota_reserved).
+  void ReserveQuota(int id);
   // (`flavors`: the flavours reclaimed, bit f; flavours past 63 always count; `resources`: CPU
   // (bit 0) and memory (bit 1) reclaimed.)
   void NoteReclaim(int id, const std::vector<int>& victims, double now,
