@@ -2309,6 +2309,29 @@ TEST_F(AdmissionTest, QuotaFreedByABatchIsKeptForItsPreemptor) {
   EXPECT_EQ(CountPhase(low, Phase::kAdmitted), 2);
 }
 
+// Reclaim frees the node whose victims are of the lowest priority before the one whose
+// victims cost least: a newer node holding a priority-20 workload keeps it, and the older
+// priority-0 work goes (a user-style review saw the priority-20 victim, requeued, preempt a
+// third workload of its queue: three evictions where two would do).
+TEST_F(AdmissionTest, ReclaimFreesTheNodeOfTheLowestPriorityVictims) {
+  Make(Nodes(2, 4), {Leaf("a", 0), Leaf("b", 8)});
+  const int a0 = Submit(Gpus("a0", "a", 2), 1), a1 = Submit(Gpus("a1", "a", 2), 1);
+  adm_->Cycle(1, 1000);
+  const int a2 = Submit(Gpus("a2", "a", 2), 2), a3 = Submit(Gpus("a3", "a", 2, 20), 2);
+  adm_->Cycle(2, 1000);
+  ASSERT_EQ(CountPhase({a0, a1, a2, a3}, Phase::kAdmitted), 4);
+  ASSERT_EQ(adm_->assignments(a0)[0].node, adm_->assignments(a1)[0].node);
+  ASSERT_EQ(adm_->assignments(a2)[0].node, adm_->assignments(a3)[0].node);
+  ASSERT_NE(adm_->assignments(a0)[0].node, adm_->assignments(a2)[0].node);
+  const int b0 = Submit(Gpus("b0", "b", 4), 100);
+  CycleResult r = adm_->Cycle(101, 1000);
+  std::vector<int> victims;
+  for (const Eviction& v : r.evicted) victims.push_back(v.victim);
+  std::sort(victims.begin(), victims.end());
+  EXPECT_EQ(victims, (std::vector<int>{a0, a1})) << adm_->reason(b0);
+  EXPECT_EQ(adm_->phase(a3), Phase::kAdmitted);
+}
+
 TEST_F(AdmissionTest, GangIsAllOrNothing) {
   Make(Nodes(2, 4), {Leaf("a", 8)});
   int too_big = Submit(Gpus("three", "a", 4, 0, /*pods=*/3, /*gang=*/true));

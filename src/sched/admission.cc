@@ -3299,19 +3299,23 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
       }
     }
 
-    // Room: pod by pod, place where it fits now, or free the node whose victims cost least.
+    // Room: pod by pod, place where it fits now, or free the node whose victims are of the
+    // lowest priority (its highest-priority victim's), then cost least.
     bool ok = true;
     for (const PodRequest& pod : pods) {
       if (PlaceNow(pod, placed)) continue;
-      std::tuple<double, int, int> best{0, 0, -1};  // (cost, victims, node)
+      std::tuple<int, double, int, int> best{0, 0, 0, -1};  // (priority, cost, victims, node)
       std::vector<int> best_set;
       // Nodes worth a trial: those where the free room plus what the candidates there hold covers
       // the pod, cheapest candidates first, at most kMaxTrialNodes of them.
       std::map<int, std::tuple<double, int64_t, int64_t, int64_t>> room;  // cost, cpu, mem, gpu
+      std::map<int, int> lowest;  // per node: its lowest-priority candidate's priority
       for (const Candidate& c : cands) {
         if (std::find(chosen.begin(), chosen.end(), c.id) != chosen.end()) continue;
         const Entry& w = entries_[c.id];
         for (size_t i = 0; i < w.assign.size(); ++i) {
+          auto [at, added] = lowest.insert({w.assign[i].node, w.spec.priority});
+          if (!added) at->second = std::min(at->second, w.spec.priority);
           auto& r = room[w.assign[i].node];
           std::get<0>(r) += c.cost;
           std::get<1>(r) += w.pods[i].cpu_milli;
@@ -3319,7 +3323,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
           std::get<3>(r) += w.pods[i].total_gpu_milli();
         }
       }
-      std::vector<std::pair<double, int>> order;
+      std::vector<std::tuple<int, double, int>> order;  // (lowest priority there, cost, node)
       for (const auto& [n, r] : room) {
         if (no_eviction_[n]) continue;
         if (state_.free_cpu(n) + std::get<1>(r) < pod.cpu_milli) continue;
@@ -3328,12 +3332,12 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
         if (pod.kind != DeviceKind::kNone &&
             (state_.node_model(n) < 0 || !(pod.model_mask >> state_.node_model(n) & 1)))
           continue;
-        order.push_back({std::get<0>(r), n});
+        order.push_back({lowest[n], std::get<0>(r), n});
       }
       std::sort(order.begin(), order.end());
       constexpr size_t kMaxTrialNodes = 32;
       if (order.size() > kMaxTrialNodes) order.resize(kMaxTrialNodes);
-      for (auto [unused_cost, n] : order) {
+      for (auto [unused_priority, unused_cost, n] : order) {
         std::vector<int> here;
         for (int v : node_workloads_[n])
           if (rank(v) >= 0 && std::find(chosen.begin(), chosen.end(), v) == chosen.end())
@@ -3342,6 +3346,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
         std::sort(here.begin(), here.end(), [&](int a, int b) { return rank(a) < rank(b); });
         std::vector<int> taken;
         double cost = 0;
+        int top = std::numeric_limits<int>::min();  // the highest priority among `taken`
         bool fits = false;
         std::map<int, int> extra;
         std::map<std::pair<int, int>, int64_t> extra_milli;  // (queue, flavour)
@@ -3367,6 +3372,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
           TrialRelease(v);
           taken.push_back(v);
           cost += cands[rank(v)].cost;
+          top = std::max(top, entries_[v].spec.priority);
           if (NodeFits(state_, n, pod) && policy_.Score(state_, n, pod)) {
             fits = true;
             break;
@@ -3374,13 +3380,13 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
         }
         for (auto it = taken.rbegin(); it != taken.rend(); ++it) TrialReapply(*it);
         if (!fits) continue;
-        std::tuple<double, int, int> k{cost, static_cast<int>(taken.size()), n};
-        if (std::get<2>(best) < 0 || k < best) {
+        std::tuple<int, double, int, int> k{top, cost, static_cast<int>(taken.size()), n};
+        if (std::get<3>(best) < 0 || k < best) {
           best = k;
           best_set = taken;
         }
       }
-      if (std::get<2>(best) < 0) {
+      if (std::get<3>(best) < 0) {
         ok = false;
         break;
       }
@@ -3390,7 +3396,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
         ++chosen_per_queue[entries_[v].leaf];
         note_taken(chosen_milli, v);
       }
-      if (const std::vector<int> there{std::get<2>(best)}; !PlaceNow(pod, placed, &there)) {
+      if (const std::vector<int> there{std::get<3>(best)}; !PlaceNow(pod, placed, &there)) {
         ok = false;
         break;
       }
