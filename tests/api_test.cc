@@ -1375,6 +1375,15 @@ TEST_F(ApiBadInputTest, QueueWritesKeepTheTreeValidAndQueuesInUseStay) {
   lend["spec"]["quotas"] = {{"gpu", {{"guaranteed", 4}, {"lendingLimit", 10}}}};
   refused("POST", queues, lend, 422,
           "Queue 'lend': spec.quotas.gpu.lendingLimit: above the guarantee (10 > 4)");
+  // A budget past 32 bits was once narrowed to 0 (2^32) or called negative (2^31).
+  for (const int64_t budget : {int64_t{4294967296}, int64_t{2147483648}}) {
+    json wide = QueueObject("wide");
+    wide["spec"]["disruptionBudget"] = budget;
+    refused("POST", queues, wide, 422, "spec.disruptionBudget: must be at most 1000000");
+  }
+  json negative = QueueObject("negative");
+  negative["spec"]["disruptionBudget"] = -2;
+  refused("POST", queues, negative, 422, "spec.disruptionBudget: integer must not be negative");
   json orphan = QueueObject("orphan");
   orphan["spec"]["parent"] = "nowhere";
   refused("POST", queues, orphan, 422, "Queue 'orphan': spec.parent: unknown queue");

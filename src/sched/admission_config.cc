@@ -146,6 +146,8 @@ Result<QueueSpec> ParseQueueSpec(YamlMap& m) {
   if (q.weight <= 0) return m.Error("weight", "must be greater than zero");
   if (m.Has("disruptionBudget")) {
     ASSIGN_OR_RETURN(int64_t b, m.Int("disruptionBudget"));
+    // (Checked here, before it is narrowed: 2^32 would otherwise read as 0.)
+    if (b > 1'000'000) return m.Error("disruptionBudget", "must be at most 1000000");
     q.disruption_budget = static_cast<int>(b);
   }
   RETURN_IF_ERROR(ParseQueuePolicies(m, &q));

@@ -118,6 +118,8 @@ Result<TeamSpec> ParseTeam(YamlMap& m, bool synthetic) {
     return m.Error("checkpointInterval", "must be 0 (never) or at least 1 s");
   if (m.Has("disruptionBudget")) {
     ASSIGN_OR_RETURN(int64_t b, m.Int("disruptionBudget"));
+    // (Checked here, before it is narrowed: 2^32 would otherwise read as 0.)
+    if (b > 1'000'000) return m.Error("disruptionBudget", "must be at most 1000000");
     t.disruption_budget = static_cast<int>(b);
   }
   QueueSpec policies;
