@@ -474,6 +474,10 @@ std::string StringAt(const json& obj, const char* object, const char* key) {
   return v != o->end() && v->is_string() ? v->get<std::string>() : std::string();
 }
 
+// The annotation in which `fabctl apply` keeps the manifest it applied (kubectl's
+// last-applied-configuration).
+constexpr const char* kLastApplied = "fabrica.dev/last-applied-configuration";
+
 std::string NamespaceOf(const json& obj, const std::string& fallback) {
   if (std::string ns = StringAt(obj, "metadata", "namespace"); !ns.empty()) return ns;
   if (std::string ns = StringAt(obj, "metadata", "tenant"); !ns.empty()) return ns;
@@ -560,6 +564,17 @@ int Apply(Globals& g, HttpClient& http, const std::string& file) {
       continue;
     }
     const std::string path = CollectionPath(*r, ns);
+    // As kubectl's client-side apply: the manifest as applied is kept in an annotation, so that
+    // a later apply leaves alone the top-level spec fields it never set (one a controller or
+    // an admin set: spec.active after a gang's requeue limit, a queue's stopPolicy) and removes
+    // only those an earlier apply did.
+    json applied = obj;
+    if (applied["metadata"].contains("annotations") &&
+        applied["metadata"]["annotations"].is_object())
+      applied["metadata"]["annotations"].erase(kLastApplied);
+    if (!obj["metadata"].contains("annotations") || !obj["metadata"]["annotations"].is_object())
+      obj["metadata"]["annotations"] = json::object();
+    obj["metadata"]["annotations"][kLastApplied] = applied.dump();
     auto existing = http.Do("GET", path + "/" + name);
     fabrica::Result<fabrica::ClientResponse> resp = existing;
     std::string verb;
@@ -583,8 +598,20 @@ int Apply(Globals& g, HttpClient& http, const std::string& file) {
           }
         }
         json current = json::parse(existing->body);
-        obj["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"];
-        resp = http.Do("PUT", path + "/" + name, obj.dump());
+        json put = obj;
+        put["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"];
+        const json last = json::parse(
+            StringAt(current.value("metadata", json::object()), "annotations", kLastApplied),
+            nullptr, false);
+        if (current.contains("spec") && current["spec"].is_object() && put.contains("spec") &&
+            put["spec"].is_object())
+          for (const auto& [key, value] : current["spec"].items()) {
+            const bool applied_before = last.is_object() && last.contains("spec") &&
+                                        last["spec"].is_object() && last["spec"].contains(key);
+            if (!put["spec"].contains(key) && !applied_before) put["spec"][key] = value;
+          }
+        obj["metadata"]["resourceVersion"] = put["metadata"]["resourceVersion"];
+        resp = http.Do("PUT", path + "/" + name, put.dump());
         if (!resp.ok() || resp->status != 409) break;
       }
       // The server writes nothing, and keeps the version, when nothing changes.
