@@ -170,15 +170,17 @@ std::string CollectionPath(const Resource& r, const std::string& ns) {
 }
 
 // Prints the server's Status message for a failed call; returns the exit code.
-int Failed(const fabrica::Result<fabrica::ClientResponse>& r) {
+// `about`, where given, names the object the request was for (a file applies many).
+int Failed(const fabrica::Result<fabrica::ClientResponse>& r, const std::string& about = "") {
+  const std::string prefix = about.empty() ? "" : about + ": ";
   if (!r.ok()) {
-    std::cerr << "fabctl: " << r.status().message() << "\n";
+    std::cerr << "fabctl: " << prefix << r.status().message() << "\n";
     return 1;
   }
   json j = json::parse(r->body, nullptr, false);
   std::string msg =
       j.is_object() && j.contains("message") ? j["message"].get<std::string>() : r->body;
-  std::cerr << "Error from server (" << r->status << "): " << msg << "\n";
+  std::cerr << "Error from server (" << r->status << "): " << prefix << msg << "\n";
   return 1;
 }
 
@@ -624,7 +626,9 @@ int Apply(Globals& g, HttpClient& http, const std::string& file) {
       }
     }
     if (!resp.ok() || resp->status >= 300) {
-      rc = Failed(resp);
+      rc = Failed(resp, std::string(r->plural) + "/" + name + " (" + file + ")");
+      // (A wrong or expired token fails every later document the same way: once is enough.)
+      if (resp.ok() && resp->status == 401) break;
       continue;
     }
     std::printf("%s/%s %s\n", std::string(r->plural).c_str(), name.c_str(), verb.c_str());

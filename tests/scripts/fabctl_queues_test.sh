@@ -64,6 +64,24 @@ if "$FABCTL" get queue team-b -o yaml | grep -q "stopPolicy"; then
   fail "a field the last apply set and the file dropped stayed: $("$FABCTL" get queue team-b -o yaml)"
 fi
 
+# A file whose second document is refused names that document; the first is still applied.
+cat >"$tmp/typo.yaml" <<YAML
+apiVersion: fabrica.dev/v1
+kind: Queue
+metadata: {name: fine}
+spec: {weight: 1}
+---
+apiVersion: fabrica.dev/v1
+kind: Queue
+metadata: {name: typo}
+spec: {weigth: 1}
+YAML
+if "$FABCTL" apply -f "$tmp/typo.yaml" >"$tmp/typo.txt" 2>&1; then fail "a typo was applied"; fi
+grep -q "queues/fine created" "$tmp/typo.txt" || fail "the good document: $(cat "$tmp/typo.txt")"
+grep -q "(422): queues/typo ($tmp/typo.yaml): .*spec.weigth: unknown field" "$tmp/typo.txt" ||
+  fail "the refusal does not name the document: $(cat "$tmp/typo.txt")"
+"$FABCTL" delete queue fine >/dev/null || fail "delete fine"
+
 # team-b may hold what research lends it (40 GPUs): six 8-GPU workloads leave one or more waiting.
 for i in 1 2 3 4 5 6; do
   cat <<YAML
