@@ -189,25 +189,41 @@ std::string Plain(const json& v) { return v.is_string() ? v.get<std::string>() :
 
 std::string Age(const json& obj) { return obj["metadata"].value("creationTimestamp", ""); }
 
-// Columns padded to their widest cell; `skip_first` leaves the first column out.
-void PrintRows(const std::vector<std::vector<std::string>>& rows, bool skip_first = false) {
-  std::vector<size_t> width;
+// Columns padded to their widest cell; `skip_first` leaves the first column out. A watch
+// prints later rows under the first table: `width` keeps the columns' widths from one call to
+// the next, and `header` false leaves the first row (the header) out.
+void PrintRows(const std::vector<std::vector<std::string>>& rows, bool skip_first = false,
+               std::vector<size_t>* kept = nullptr, bool header = true) {
+  std::vector<size_t> width = kept ? *kept : std::vector<size_t>();
   for (const auto& row : rows) {
     for (size_t i = 0; i < row.size(); ++i) {
       if (width.size() <= i) width.push_back(0);
       width[i] = std::max(width[i], row[i].size());
     }
   }
-  for (const auto& row : rows) {
+  if (kept) *kept = width;
+  for (size_t r = header ? 0 : 1; r < rows.size(); ++r) {
+    const auto& row = rows[r];
     for (size_t i = 0; i < row.size(); ++i) {
       if (i == 0 && skip_first) continue;
-      std::printf("%-*s%s", static_cast<int>(width[i]), row[i].c_str(),
-                  i + 1 < row.size() ? "   " : "\n");
+      // (The last column unpadded: no trailing blanks.)
+      const bool last = i + 1 == row.size();
+      std::printf("%-*s%s", last ? 0 : static_cast<int>(width[i]), row[i].c_str(),
+                  last ? "\n" : "   ");
     }
   }
 }
 
-void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns) {
+// A watch's table (`fabctl get -w`): each row starts with the event that brought it (ADDED for
+// the first listing), later events print rows only, in the first table's columns.
+struct WatchTable {
+  std::string event;
+  bool header = true;
+  std::vector<size_t> width;
+};
+
+void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
+                WatchTable* watch = nullptr) {
   std::vector<std::vector<std::string>> rows;
   std::string kind = r.kind;
   if (kind == "Workload") {
@@ -326,7 +342,16 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns)
       rows.push_back({meta.value("name", ""), Age(o)});
     }
   }
-  PrintRows(rows, kind == "Workload" && !with_ns);
+  const bool skip_ns = kind == "Workload" && !with_ns;
+  if (!watch) {
+    PrintRows(rows, skip_ns);
+    return;
+  }
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (skip_ns) rows[i].erase(rows[i].begin());
+    rows[i].insert(rows[i].begin(), i == 0 ? "EVENT" : watch->event);
+  }
+  PrintRows(rows, false, &watch->width, watch->header);
 }
 
 void PrintObject(const json& o, const std::string& output) {
@@ -366,12 +391,14 @@ int Get(Globals& g, HttpClient& http, const std::string& what, const std::string
   if (!resp.ok() || resp->status != 200) return Failed(resp);
   json list = json::parse(resp->body);
   std::vector<json> items(list["items"].begin(), list["items"].end());
+  WatchTable table{"ADDED", true, {std::string("MODIFIED").size()}};
   if (g.output == "json" || g.output == "yaml") {
     PrintObject(list, g.output);
   } else {
-    PrintTable(*r, items, r->namespaced && ns.empty());
+    PrintTable(*r, items, r->namespaced && ns.empty(), g.watch ? &table : nullptr);
   }
   if (!g.watch) return 0;
+  table.header = false;
   const std::string rv = list["metadata"].value("resourceVersion", "0");
   auto status = http.Stream(
       path + (path.find('?') == std::string::npos ? "?" : "&") + "watch=true&resourceVersion=" + rv,
@@ -381,9 +408,8 @@ int Get(Globals& g, HttpClient& http, const std::string& what, const std::string
         if (g.output == "json") {
           std::cout << e.dump() << std::endl;
         } else {
-          std::printf("%-9s ", e.value("type", "").c_str());
-          std::fflush(stdout);
-          PrintTable(*r, {e["object"]}, r->namespaced && ns.empty());
+          table.event = e.value("type", "");
+          PrintTable(*r, {e["object"]}, r->namespaced && ns.empty(), &table);
         }
         std::fflush(stdout);
         return true;

@@ -94,6 +94,10 @@ spec:
 ---
 YAML
 done >"$tmp/big.yaml"
+# Watched as they are created and scheduled: one header (with an EVENT column), then rows.
+timeout 4 "$FABCTL" get workloads -A -w >"$tmp/watch.txt" 2>&1 &
+watch_pid=$!
+sleep 0.5
 "$FABCTL" apply -f "$tmp/big.yaml" >/dev/null || fail "apply workloads"
 
 pending=""
@@ -107,6 +111,11 @@ head -1 <<<"$pending" | grep -q "^POSITION *QUEUE *IN-QUEUE" || fail "no header:
 grep "big-6" <<<"$pending" | grep -q "team-b" || fail "big-6 not in team-b: $pending"
 grep "big-6" <<<"$pending" | grep -q "to lend" || fail "big-6 does not say why it waits: $pending"
 
+wait "$watch_pid" || true
+head -1 "$tmp/watch.txt" | grep -q "^EVENT *NAMESPACE *NAME *PHASE" || fail "watch header: $(cat "$tmp/watch.txt")"
+[ "$(grep -c "NAMESPACE" "$tmp/watch.txt")" = 1 ] || fail "watch repeats its header: $(cat "$tmp/watch.txt")"
+grep -q "^ADDED *team-b *big-1 *Pending" "$tmp/watch.txt" || fail "watch: no ADDED row: $(cat "$tmp/watch.txt")"
+grep -q "^MODIFIED *team-b *big-1 *Scheduled" "$tmp/watch.txt" || fail "watch: no MODIFIED row: $(cat "$tmp/watch.txt")"
 queues=$("$FABCTL" get queues)
 grep -q "ACTIVE" <<<"$queues" || fail "no ACTIVE column: $queues"
 grep -q "USED *SHARE *PENDING" <<<"$queues" || fail "no SHARE column: $queues"
