@@ -1009,6 +1009,29 @@ TEST(PlaceGang, RequiredLeafLandsInOneLeaf) {
   for (const Assignment& a : g2.pods) EXPECT_NE(s.domain_of(a.node, TopologyLevel::kLeaf), leaf);
 }
 
+// A gang that may use one model only is told of the free GPUs of that model, not of every
+// GPU of the domain (a user-style review read "needs 24; the largest free one has 34", the 34
+// counting H200s and L4s an H100 gang could not use).
+TEST(PlaceGang, RequiredDomainReasonCountsTheModelsItMayUse) {
+  std::vector<Node> nodes = Nodes("a", 2, 4, "H100", "leaf-a");
+  for (Node& n : Nodes("b", 4, 4, "L4", "leaf-a")) nodes.push_back(n);
+  for (Node& n : Nodes("c", 1, 4, "H100", "leaf-b")) nodes.push_back(n);
+  Fleet fleet = FleetOf(nodes);
+  ClusterState s(fleet);
+  auto policy = MustMakePolicy("bestfit");
+  Placer placer(*policy);
+  Rng rng(1);
+  s.Apply({0, {ShareOn(s, 0, 0, Req(s, Whole(1)))}}, Req(s, Whole(1)));
+  std::vector<PodRequest> gang(2, Req(s, WithModels(Whole(4), {"H100"})));
+  GangPlacement g = placer.PlaceGang(s, gang, {TopologyLevel::kLeaf, true}, rng);
+  EXPECT_EQ(g.outcome, Outcome::kPending);
+  EXPECT_NE(g.reason.find("needs 8 GPUs in one leaf domain; the most free in one, of the models "
+                          "it may use, is 7"),
+            std::string::npos)
+      << g.reason;
+  EXPECT_NE(g.reason.find("at most 1 of its 2 pods fit in one now"), std::string::npos) << g.reason;
+}
+
 TEST(PlaceGang, RequiredLeafWithoutRoomIsPendingAndPreferredSpans) {
   Fleet fleet = TwoLeaves();
   ClusterState s(fleet);
@@ -1031,7 +1054,12 @@ TEST(PlaceGang, RequiredLeafWithoutRoomIsPendingAndPreferredSpans) {
   EXPECT_EQ(required.outcome, Outcome::kPending);
   EXPECT_NE(required.reason.find("leaf"), std::string::npos) << required.reason;
   EXPECT_NE(required.reason.find("needs 6 GPUs"), std::string::npos) << required.reason;
-  EXPECT_NE(required.reason.find("largest free one has 5"), std::string::npos) << required.reason;
+  EXPECT_NE(required.reason.find("the most free in one, of the models it may use, is 5"),
+            std::string::npos)
+      << required.reason;
+  // (Five free GPUs, but one of them alone on its node: two of the 2-GPU pods fit.)
+  EXPECT_NE(required.reason.find("at most 2 of its 3 pods fit in one now"), std::string::npos)
+      << required.reason;
   EXPECT_EQ(Snapshot(s), before);
 
   GangPlacement preferred = placer.PlaceGang(s, gang, {TopologyLevel::kLeaf, false}, rng);

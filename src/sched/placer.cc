@@ -336,6 +336,14 @@ GangPlacement Placer::PlaceGang(ClusterState& s, const std::vector<PodRequest>& 
   };
 
   std::vector<Assignment> out;
+  // For the reason it waits: the most free GPUs in one domain of the required level on nodes
+  // of the models its pods may use (not every GPU there: an H100 gang cannot use L4s).
+  const PodRequest* gpu_pod = nullptr;
+  for (const PodRequest& req : pods)
+    if (req.kind != DeviceKind::kNone && !gpu_pod) gpu_pod = &req;
+  const auto usable = [&](int n) {
+    return !gpu_pod || (s.node_model(n) >= 0 && (gpu_pod->model_mask >> s.node_model(n) & 1));
+  };
   int64_t largest_free = 0;
   for (TopologyLevel level : levels) {
     if (level == TopologyLevel::kNone) {
@@ -347,9 +355,12 @@ GangPlacement Placer::PlaceGang(ClusterState& s, const std::vector<PodRequest>& 
     const auto& domains = s.domains(level);
     std::vector<std::pair<int64_t, int>> candidates;
     for (size_t d = 0; d < domains.size(); ++d) {
-      int64_t free = 0;
-      for (int n : domains[d]) free += s.node_free_milli(n);
-      largest_free = std::max(largest_free, free);
+      int64_t free = 0, usable_free = 0;
+      for (int n : domains[d]) {
+        free += s.node_free_milli(n);
+        if (usable(n)) usable_free += s.node_free_milli(n);
+      }
+      if (level == topology.level) largest_free = std::max(largest_free, usable_free);
       if (free >= need_milli) candidates.emplace_back(free, static_cast<int>(d));
     }
     std::sort(candidates.begin(), candidates.end());
@@ -362,9 +373,27 @@ GangPlacement Placer::PlaceGang(ClusterState& s, const std::vector<PodRequest>& 
   }
   g.outcome = Outcome::kPending;
   if (topology.level != TopologyLevel::kNone && topology.required) {
-    g.reason = "gang needs " + std::to_string(need_milli / kMilliPerGpu) + " GPUs in one " +
-               TopologyLevelName(topology.level) + " domain; the largest free one has " +
-               std::to_string(largest_free / kMilliPerGpu);
+    g.reason = "gang needs " + FormatMilliGpu(MilliGpu(need_milli)) + " GPUs in one " +
+               TopologyLevelName(topology.level) + " domain; the most free in one, of the " +
+               "models it may use, is " + FormatMilliGpu(MilliGpu(largest_free));
+    // Free GPUs enough but split among nodes that cannot take a pod each: how many fit.
+    if (explain_ && pods.size() > 1) {
+      size_t most = 0;
+      Rng trial = rng;  // (a copy: explaining draws nothing from the caller's sequence)
+      for (const std::vector<int>& domain : s.domains(topology.level)) {
+        std::vector<Assignment> fitted;
+        for (const PodRequest& req : pods) {
+          PodPlacement p = PlaceIn(s, domain, req, trial);
+          if (p.outcome != Outcome::kPlaced) break;
+          s.Apply(p.assignment, req);
+          fitted.push_back(std::move(p.assignment));
+        }
+        most = std::max(most, fitted.size());
+        for (size_t i = fitted.size(); i-- > 0;) s.Release(fitted[i], pods[i]);
+      }
+      g.reason += "; at most " + std::to_string(most) + " of its " + std::to_string(pods.size()) +
+                  " pods fit in one now";
+    }
   } else {
     g.reason = pods.size() == 1 ? "the fleet has no room for its pod now"
                                 : "the fleet has no room for all " + std::to_string(pods.size()) +
