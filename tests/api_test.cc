@@ -1414,6 +1414,37 @@ TEST_F(ApiBadInputTest, QueueWritesKeepTheTreeValidAndQueuesInUseStay) {
   EXPECT_EQ(w_.Do("DELETE", Item("queues", "", "org"), kAdmin).status, 200);
 }
 
+// Quota amounts are stored in one form, so that the same quota written another way (2, 2.0,
+// "2", "2000m") is no change: no new generation, no watch event, `fabctl apply` says
+// "unchanged" (a user-style review saw each of them counted a change, and "2.0" stored as a
+// string).
+TEST_F(ApiBadInputTest, QueueQuotasAreStoredInOneForm) {
+  const std::string queues = Collection("queues");
+  json q = QueueObject("canon");
+  q["spec"]["quotas"] = {{"gpu", {{"guaranteed", "2000m"}, {"borrowingLimit", 0.5}}},
+                         {"cpu", {{"guaranteed", "16000m"}, {"lendingLimit", "1500m"}}},
+                         {"memory", {{"guaranteed", "65536Mi"}}}};
+  json created = w_.MustCreate(queues, q);
+  const json& quotas = created["spec"]["quotas"];
+  EXPECT_EQ(quotas["gpu"]["guaranteed"], json(2)) << quotas.dump();
+  EXPECT_TRUE(quotas["gpu"]["guaranteed"].is_number_integer()) << quotas.dump();
+  EXPECT_EQ(quotas["gpu"]["borrowingLimit"], json(0.5)) << quotas.dump();
+  EXPECT_EQ(quotas["cpu"]["guaranteed"], json("16")) << quotas.dump();
+  EXPECT_EQ(quotas["cpu"]["lendingLimit"], json("1500m")) << quotas.dump();
+  EXPECT_EQ(quotas["memory"]["guaranteed"], json("64Gi")) << quotas.dump();
+  const std::string item = Item("queues", "", "canon");
+  for (const json& same : {json(2), json(2.0), json("2"), json("2000m")}) {
+    json again = Parse(w_.Get(item));
+    const std::string rv = again["metadata"].value("resourceVersion", "");
+    again["spec"]["quotas"]["gpu"]["guaranteed"] = same;
+    HttpResponse r = w_.Do("PUT", item, kAdmin, again.dump());
+    ASSERT_EQ(r.status, 200) << r.body;
+    json written = Parse(r);
+    EXPECT_EQ(written["metadata"].value("resourceVersion", ""), rv) << same.dump();
+    EXPECT_EQ(written["metadata"].value("generation", 0), 1) << same.dump();
+  }
+}
+
 // A workload that names a PriorityClass takes its value into spec.priority when it is stored;
 // a missing class or a disagreeing priority is refused, naming the field.
 TEST_F(ApiBadInputTest, PriorityClassNamesAreResolvedWhenAWorkloadIsWritten) {

@@ -412,6 +412,21 @@ std::string SpecPath(std::string message) {
   return message;
 }
 
+// A queue's quota amount as it is stored: GPUs a number (2, 0.5), CPU cores as Kubernetes
+// writes them ("16", "500m"), memory in the largest binary unit that divides it ("64Gi").
+json CanonicalQuantity(const std::string& resource, int64_t amount) {
+  if (resource == kCpuQuota)
+    return amount % 1000 == 0 ? std::to_string(amount / 1000) : std::to_string(amount) + "m";
+  if (resource == kMemoryQuota) {
+    if (amount != 0 && amount % (1024 * 1024) == 0)
+      return std::to_string(amount / (1024 * 1024)) + "Ti";
+    if (amount != 0 && amount % 1024 == 0) return std::to_string(amount / 1024) + "Gi";
+    return std::to_string(amount) + "Mi";
+  }
+  if (amount % 1000 == 0) return amount / 1000;
+  return static_cast<double>(amount) / 1000.0;
+}
+
 }  // namespace
 
 // One watch stream: replays events after its resourceVersion, then forwards live ones.
@@ -742,7 +757,18 @@ struct ApiServer::Impl {
       queue.erase("budget");
       queue["name"] = meta.value("name", "");
       YamlMap q(Doc::FromJson(queue), "spec", source);
-      RETURN_IF_ERROR(ParseQueueSpec(q).status());
+      ASSIGN_OR_RETURN(QueueSpec parsed, ParseQueueSpec(q));
+      // Quantities are stored in one canonical form (as Kubernetes stores "2000m" as "2"), so
+      // that 2, 2.0, "2" and "2000m" are the same spec: re-applying any of them changes nothing.
+      for (const auto& [flavor, quota] : parsed.quotas) {
+        json& stored = obj["spec"]["quotas"][flavor];
+        if (!quota.guaranteed_unset)
+          stored["guaranteed"] = CanonicalQuantity(flavor, quota.guaranteed_milli);
+        if (quota.borrowing_limit_milli)
+          stored["borrowingLimit"] = CanonicalQuantity(flavor, *quota.borrowing_limit_milli);
+        if (quota.lending_limit_milli)
+          stored["lendingLimit"] = CanonicalQuantity(flavor, *quota.lending_limit_milli);
+      }
     }
     Status valid_name = ValidateName(meta.value("name", ""));
     if (!valid_name.ok())
