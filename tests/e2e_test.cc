@@ -949,10 +949,21 @@ TEST_F(FactoryTest, QuotaAPreemptorsVictimsFreeIsKeptForIt) {
   std::map<std::string, json> w = Workloads();
   EXPECT_EQ(phase, "Running") << Describe(w);
   EXPECT_EQ(preempted, 2) << Describe(w);
-  int running = 0;
-  for (int i = 0; i < 4; ++i)
-    running += w["team-b/v-" + std::to_string(i)]["status"].value("phase", "") == "Running";
+  int running = 0, evicted = 0;
+  for (int i = 0; i < 4; ++i) {
+    const json& status = w["team-b/v-" + std::to_string(i)]["status"];
+    running += status.value("phase", "") == "Running";
+    // Each victim, waiting again, keeps the record of its eviction.
+    if (const json ev = status.value("evictions", json()); ev.is_object()) {
+      ++evicted;
+      EXPECT_EQ(ev.value("count", 0), 1) << ev.dump();
+      EXPECT_EQ(ev["last"].value("reason", ""), "Preempted") << ev.dump();
+      EXPECT_NE(ev["last"].value("message", "").find("preempted by hot ("), std::string::npos)
+          << ev.dump();
+    }
+  }
   EXPECT_EQ(running, 2) << Describe(w);
+  EXPECT_EQ(evicted, 2) << Describe(w);
 }
 
 // GET .../queues/NAME/pendingworkloads lists what waits in a queue's subtree in the order
@@ -2752,6 +2763,14 @@ TEST_F(FactoryTest, LostNodesWorkloadsAreRequeued) {
     for (const json& a : obj["status"]["assignments"]) {
       EXPECT_NE(a.value("node", ""), lost) << name << " is still on the lost node";
     }
+    // What happened to it stays in its status once it runs again (status.evictions).
+    const json evictions = obj["status"].value("evictions", json());
+    if (!victims.count(name)) {
+      EXPECT_TRUE(evictions.is_null()) << name << ": " << evictions.dump();
+      continue;
+    }
+    EXPECT_EQ(evictions.value("count", 0), 1) << name << ": " << evictions.dump();
+    EXPECT_EQ(evictions["last"].value("reason", ""), "NodeLost") << evictions.dump();
   }
 }
 

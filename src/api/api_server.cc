@@ -217,7 +217,8 @@ Status ValidateWorkloadStatus(const json& status) {
        {"nomination", K::kList},      {"admittedCounts", K::kList}, {"resizedTime", K::kString},
        {"startedPods", K::kObject},   {"finishedPods", K::kObject}, {"growthRetryTime", K::kString},
        {"shrinks", K::kList},         {"shrink", K::kObject},  // (an earlier build's one mark)
-       {"requeueState", K::kObject},  {"preemption", K::kObject},   {"conditions", K::kList}}));
+       {"requeueState", K::kObject},  {"preemption", K::kObject},   {"conditions", K::kList},
+       {"evictions", K::kObject}}));
   const std::string phase = Str(status, "phase", "Pending");
   if (phase != "Pending" && phase != "Scheduled" && phase != "Running" && phase != "Succeeded" &&
       phase != "Failed") {
@@ -237,6 +238,19 @@ Status ValidateWorkloadStatus(const json& status) {
     const json& count = Field(status["requeueState"], "count");
     if (count.is_number_integer() && (count < 0 || count > 1'000'000))
       return InvalidArgument("status.requeueState.count: must be between 0 and 1000000");
+  }
+  // How often it was stopped and put back in line, and the last time why.
+  if (status.contains("evictions")) {
+    const json& ev = status["evictions"];
+    RETURN_IF_ERROR(
+        CheckFields(ev, "status.evictions", {{"count", K::kInt}, {"last", K::kObject}}));
+    const json& count = Field(ev, "count");
+    if (count.is_number_integer() && (count < 0 || count > 1'000'000'000))
+      return InvalidArgument("status.evictions.count: must be between 0 and 1000000000");
+    if (ev.contains("last"))
+      RETURN_IF_ERROR(
+          CheckFields(ev["last"], "status.evictions.last",
+                      {{"reason", K::kString}, {"message", K::kString}, {"time", K::kString}}));
   }
   // The pods of its binding that have started, and those that completed, each with when
   // (nodes report them).
@@ -1607,7 +1621,7 @@ struct ApiServer::Impl {
         // run is the scheduler's decision.
         for (const char* owned : {"assignments", "isolation", "scheduledTime", "nomination",
                                   "preemption", "admittedCounts", "resizedTime", "growthRetryTime",
-                                  "shrinks", "shrink", "requeueState"}) {
+                                  "shrinks", "shrink", "requeueState", "evictions"}) {
           if (Field(o["status"], owned) != Field(Field(stored, "status"), owned)) {
             return StatusResponse(403, "node " + p.node + " may not change status." + owned +
                                            " (the scheduler's decision)");

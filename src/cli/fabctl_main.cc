@@ -828,6 +828,14 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
                   rs.contains("requeueAt") ? ("; next try at " + rs.value("requeueAt", "")).c_str()
                                            : "; deactivated at the limit");
     }
+    // Stopped and put back in line before (preempted, its node lost, its gang timed out).
+    if (const json ev = status.value("evictions", json::object());
+        ev.is_object() && ev.contains("count")) {
+      const json last = ev.value("last", json::object());
+      std::printf("Evicted:    %s time(s); last %s at %s: %s\n",
+                  Plain(ev.value("count", json(0))).c_str(), last.value("reason", "").c_str(),
+                  last.value("time", "").c_str(), last.value("message", "").c_str());
+    }
     // A victim's mark, and a waiting preemptor's planned place.
     if (status.contains("preemption")) {
       const json p = status["preemption"];

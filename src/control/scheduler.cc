@@ -156,6 +156,23 @@ void KeepFinished(const Workload& w, const json& from, json& to) {
   if (const json& finished = Field(from, "finishedPods");
       !w.gang && finished.is_object() && !finished.empty())
     to["finishedPods"] = finished;
+  // (And its history of being stopped and put back in line: status.evictions.)
+  if (const json& evictions = Field(from, "evictions"); evictions.is_object())
+    to["evictions"] = evictions;
+}
+
+// A running workload stopped and put back in line (preempted, its node lost, its gang timed
+// out): status.evictions counts it and keeps the last one, as Kueue's Evicted condition and
+// Slurm's restart count do, through every later rewrite of its status (KeepFinished).
+void NoteEviction(const json& from, json& to, const std::string& reason, const std::string& why,
+                  int64_t now) {
+  const json& before = Field(from, "evictions");
+  const int64_t count = before.is_object() && Field(before, "count").is_number_integer()
+                            ? Field(before, "count").get<int64_t>()
+                            : 0;
+  to["evictions"] = {
+      {"count", count + 1},
+      {"last", {{"reason", reason}, {"message", why}, {"time", FormatTimestamp(now)}}}};
 }
 
 // Its pods per pod set that have completed (status.finishedPods) while others run on, with the
@@ -583,6 +600,8 @@ Result<CycleStats> Scheduler::RunOnce() {
                                {"lastTransitionTime", FormatTimestamp(now)}}}}};
           if (!kept_state.is_null()) next["status"]["requeueState"] = kept_state;
           KeepFinished(sw.w(), status, next["status"]);
+          // (Pods left after others completed is no eviction: nothing of it was stopped.)
+          if (reason != "PodsLeft") NoteEviction(status, next["status"], reason, why, now);
           if (!store_.Put(kv.key, next.dump(), kv.mod_revision).ok()) return false;
           ++stats.requeued;
           return true;
@@ -840,6 +859,7 @@ Result<CycleStats> Scheduler::RunOnce() {
                  {"message", why},
                  {"lastTransitionTime", FormatTimestamp(now)}}}}};
           KeepFinished(sw.w(), status, next["status"]);
+          NoteEviction(status, next["status"], "GangTimeout", why, now);
           if (limit) {
             next["spec"]["active"] = false;
             next["status"]["requeueState"].erase("requeueAt");
@@ -893,6 +913,8 @@ Result<CycleStats> Scheduler::RunOnce() {
                              {"reason", "NodeLost"}};
           if (!kept_state.is_null()) patch["status"]["requeueState"] = kept_state;
           KeepFinished(sw.w(), current, patch["status"]);
+          NoteEviction(current, patch["status"], "NodeLost", "its node stopped renewing its lease",
+                       now);
           if (store_.Put(kv.key, patch.dump(), kv.mod_revision).ok()) ++stats.requeued;
           continue;
         }
