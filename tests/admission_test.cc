@@ -2299,7 +2299,7 @@ TEST_F(AdmissionTest, QuotaFreedByABatchIsKeptForItsPreemptor) {
   const int second = r.evicted[0].victim;
   // The first victim, waiting again, would fit the quota its eviction freed; that is hot's.
   EXPECT_EQ(adm_->phase(first), Phase::kPending);
-  EXPECT_NE(adm_->reason(first).find("2 of them for preemptors whose victims are stopping"),
+  EXPECT_NE(adm_->reason(first).find("1 of them for preemptors whose victims are stopping"),
             std::string::npos)
       << adm_->reason(first);
   adm_->Terminated(second, 60);
@@ -2330,6 +2330,23 @@ TEST_F(AdmissionTest, ReclaimFreesTheNodeOfTheLowestPriorityVictims) {
   std::sort(victims.begin(), victims.end());
   EXPECT_EQ(victims, (std::vector<int>{a0, a1})) << adm_->reason(b0);
   EXPECT_EQ(adm_->phase(a3), Phase::kAdmitted);
+}
+
+// The quota a preemptor keeps is its plan less what its victims still stopping hold: a second
+// preemptor of the queue evicts what it needs, not that again (a review: counting both made it
+// evict twice as many).
+TEST_F(AdmissionTest, QuotaKeptForAPreemptorIsNotCountedTwice) {
+  Make(Nodes(2, 8), {Leaf("b", 8, /*borrowing=*/0.0)});
+  std::vector<int> low;
+  for (int i = 0; i < 8; ++i) low.push_back(Submit(Gpus("v" + std::to_string(i), "b", 1), i));
+  adm_->Cycle(10, 1000);
+  ASSERT_EQ(CountPhase(low, Phase::kAdmitted), 8);
+  const int hot = Submit(Gpus("hot", "b", 2, /*priority=*/10), 20);
+  ASSERT_EQ(adm_->Cycle(21, 1000).evicted.size(), 2u) << adm_->reason(hot);
+  const int hot2 = Submit(Gpus("hot2", "b", 2, /*priority=*/10), 22);
+  CycleResult r = adm_->Cycle(23, 1000);
+  EXPECT_EQ(r.evicted.size(), 2u) << adm_->reason(hot2);
+  for (const Eviction& v : r.evicted) EXPECT_EQ(v.preemptor, hot2);
 }
 
 TEST_F(AdmissionTest, GangIsAllOrNothing) {

@@ -966,6 +966,24 @@ TEST_F(FactoryTest, QuotaAPreemptorsVictimsFreeIsKeptForIt) {
   EXPECT_EQ(evicted, 2) << Describe(w);
 }
 
+// The quota a preemptor keeps while its victims stop is its plan less what they still hold:
+// a second preemptor of the queue evicts only what it needs (the server links each victim to
+// its preemptor when it rebuilds the Admitter).
+TEST_F(FactoryTest, QuotaKeptForAPreemptorIsNotCountedTwice) {
+  StartScheduler(30'000);
+  CreateQueue("team-b", {{"quotas", {{"gpu", {{"guaranteed", 8}, {"borrowingLimit", 0}}}}}});
+  for (int i = 0; i < 8; ++i)
+    CreateWorkload(WholeGpuWorkload("team-b", "v-" + std::to_string(i), 1));
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  for (const char* name : {"hot", "hot2"}) {
+    json hot = WholeGpuWorkload("team-b", name, 2);
+    hot["spec"]["priority"] = 100;
+    CreateWorkload(hot);
+    EXPECT_EQ(Cycle().preempted, 2) << name << "\n" << Describe(Workloads());
+  }
+  EXPECT_EQ(Cycle().preempted, 0) << Describe(Workloads());
+}
+
 // GET .../queues/NAME/pendingworkloads lists what waits in a queue's subtree in the order
 // admission takes it in each leaf (priority, then creation), with places; a tenant member sees
 // its own tenant's workloads, placed among all.

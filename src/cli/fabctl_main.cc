@@ -407,6 +407,9 @@ int Get(Globals& g, HttpClient& http, const std::string& what, const std::string
         if (e.is_discarded()) return true;
         if (g.output == "json") {
           std::cout << e.dump() << std::endl;
+        } else if (g.output == "yaml") {
+          std::cout << "---\n";
+          PrintObject(e, "yaml");
         } else {
           table.event = e.value("type", "");
           PrintTable(*r, {e["object"]}, r->namespaced && ns.empty(), &table);
@@ -631,13 +634,26 @@ int Apply(Globals& g, HttpClient& http, const std::string& file) {
         const json last = json::parse(
             StringAt(current.value("metadata", json::object()), "annotations", kLastApplied),
             nullptr, false);
-        if (current.contains("spec") && current["spec"].is_object() && put.contains("spec") &&
-            put["spec"].is_object())
+        // (A manifest without a spec sets none of its fields.)
+        if (!put.contains("spec") || put["spec"].is_null()) put["spec"] = json::object();
+        std::vector<std::string> kept;
+        if (current.contains("spec") && current["spec"].is_object() && put["spec"].is_object())
           for (const auto& [key, value] : current["spec"].items()) {
             const bool applied_before = last.is_object() && last.contains("spec") &&
                                         last["spec"].is_object() && last["spec"].contains(key);
-            if (!put["spec"].contains(key) && !applied_before) put["spec"][key] = value;
+            if (put["spec"].contains(key) || applied_before) continue;
+            put["spec"][key] = value;
+            kept.push_back(key);
           }
+        // As kubectl warns: without the annotation nothing tells a field the file dropped from
+        // one another writer set.
+        if (!last.is_object() && !kept.empty() && attempt == 0) {
+          std::string list;
+          for (const std::string& k : kept) list += (list.empty() ? "spec." : ", spec.") + k;
+          std::cerr << "Warning: " << r->plural << "/" << name << " was not written by fabctl "
+                    << "apply (no " << kLastApplied << " annotation): kept " << list
+                    << ", which the file does not set\n";
+        }
         obj["metadata"]["resourceVersion"] = put["metadata"]["resourceVersion"];
         resp = http.Do("PUT", path + "/" + name, put.dump());
         if (!resp.ok() || resp->status != 409) break;

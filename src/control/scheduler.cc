@@ -503,6 +503,8 @@ Result<CycleStats> Scheduler::RunOnce() {
   std::map<std::string, double> allocated_by_tenant;
   std::map<std::string, double> pending_by_queue;
   std::map<std::string, int> victims_of;  // preemptor "ns/name" -> victims still stopping
+  // ... and those of them restored whole, by their ids in the Admitter (RestoreNomination).
+  std::map<std::string, std::vector<int>> victim_ids_of;
   for (const KeyValue& kv : workload_list.items) {
     // One workload's bad record costs that workload this cycle, never the scheduler thread.
     try {
@@ -1253,6 +1255,11 @@ Result<CycleStats> Scheduler::RunOnce() {
         }
         if (id.ok()) {
           bound_of[*id] = b;
+          if (bound[b].evicting)
+            if (const std::string by =
+                    Str(Field(Field(bound[b].sw.obj(), "status"), "preemption"), "by");
+                !by.empty())
+              victim_ids_of[by].push_back(*id);
         } else {
           // Never hand out what it holds, even if it cannot be charged to a queue.
           for (size_t i = 0; i < bound[b].assign.size(); ++i)
@@ -1309,7 +1316,7 @@ Result<CycleStats> Scheduler::RunOnce() {
         const std::string key = KeyName(pending[i].obj());
         const std::vector<Assignment>& plan = pending[i].nomination;
         if (auto v = victims_of.find(key); v != victims_of.end()) {
-          admitter->RestoreNomination(*id, v->second, plan);
+          admitter->RestoreNomination(*id, v->second, plan, victim_ids_of[key]);
           // (Victims a disruption budget let go one batch at a time: what the preemption said
           // of the rest stays said.)
           const std::string said = Str(Field(pending[i].obj(), "status"), "message");

@@ -671,6 +671,9 @@ bool Admitter::ReclaimEligible(int id) const {
 }
 
 bool Admitter::TakeSearch(int id) {
+  // One going on with its victims batch by batch searches again whatever the count: its
+  // stopped victims' room is held only by a search that finds the rest.
+  if (entries_[id].continuing) return true;
   const int leaf = entries_[id].leaf;
   if (preempt_tried_[leaf] < config_.preemption_searches_per_queue) {
     ++preempt_tried_[leaf];
@@ -718,24 +721,40 @@ void Admitter::SetPlan(int id, const std::vector<std::pair<Assignment, const Pod
   e.plan.clear();
   for (const auto& [planned, pod] : placed) e.plan.push_back({planned, *pod});
   HoldPlan(id);
-  if (reserve_quota) ReserveQuota(id);
+  e.reserves_quota = reserve_quota;
+  ReserveQuota(id);
+}
+
+void Admitter::UnreserveQuota(Entry& e) {
+  for (const auto& [q, f, milli] : e.quota_reserved) queues_[q].reserved[f] -= milli;
+  e.quota_reserved.clear();
 }
 
 void Admitter::ReserveQuota(int id) {
   Entry& e = entries_[id];
-  for (const auto& [f, milli] : e.quota_reserved)
-    for (int q = e.leaf; q >= 0; q = queues_[q].parent) queues_[q].reserved[f] -= milli;
-  e.quota_reserved.clear();
-  for (const auto& [planned, pod] : e.plan) {
-    const int f = FlavorOf(pod, state_.node_model(planned.node));
-    if (f < 0 || !managed_[f]) continue;
-    auto it = std::find_if(e.quota_reserved.begin(), e.quota_reserved.end(),
-                           [f](const auto& r) { return r.first == f; });
-    if (it == e.quota_reserved.end()) it = e.quota_reserved.insert(it, {f, 0});
-    it->second += pod.total_gpu_milli();
+  UnreserveQuota(e);
+  if (!e.reserves_quota) return;
+  std::map<int, int64_t> planned;  // flavour -> milli-GPUs
+  for (const auto& [at, pod] : e.plan) {
+    const int f = FlavorOf(pod, state_.node_model(at.node));
+    if (f >= 0 && managed_[f]) planned[f] += pod.total_gpu_milli();
   }
-  for (const auto& [f, milli] : e.quota_reserved)
-    for (int q = e.leaf; q >= 0; q = queues_[q].parent) queues_[q].reserved[f] += milli;
+  // What its victims still stopping hold, per queue (theirs and their ancestors) and flavour:
+  // charged there until they stop, it is not counted again.
+  std::map<std::pair<int, int>, int64_t> held;
+  for (const auto& [victim, by] : preemptor_) {
+    if (by != id) continue;
+    const Entry& w = entries_[victim];
+    for (const auto& [f, milli] : w.charged)
+      for (int q = w.leaf; q >= 0; q = queues_[q].parent) held[{q, f}] += milli;
+  }
+  for (const auto& [f, milli] : planned)
+    for (int q = e.leaf; q >= 0; q = queues_[q].parent) {
+      const int64_t amount = milli - held[{q, f}];
+      if (amount <= 0) continue;
+      queues_[q].reserved[f] += amount;
+      e.quota_reserved.push_back({q, f, amount});
+    }
 }
 
 void Admitter::ReleaseHolds(Entry& e) {
@@ -789,12 +808,9 @@ void Admitter::Unnominate(int id) {
   for (const auto& held : e.reserved) freed_log_.push_back(held.first.node);
   ReleaseHolds(e);
   e.nominated = false;
-  if (!e.quota_reserved.empty()) {
-    for (const auto& [f, milli] : e.quota_reserved)
-      for (int q = e.leaf; q >= 0; q = queues_[q].parent) queues_[q].reserved[f] -= milli;
-    e.quota_reserved.clear();
-    wake_quota_ = true;  // what it kept may now let others in
-  }
+  e.reserves_quota = false;
+  if (!e.quota_reserved.empty()) wake_quota_ = true;  // what it kept may now let others in
+  UnreserveQuota(e);
   if (e.promised_flavor >= 0) queues_[e.leaf].promised[e.promised_flavor] -= e.promised;
   e.promised = 0;
   e.promised_flavor = -1;
@@ -804,10 +820,14 @@ void Admitter::Unnominate(int id) {
   }
 }
 
-void Admitter::RestoreNomination(int id, int victims, const std::vector<Assignment>& plan) {
+void Admitter::RestoreNomination(int id, int victims, const std::vector<Assignment>& plan,
+                                 const std::vector<int>& victim_ids) {
   Entry& e = entries_[id];
   if (e.phase != Phase::kPending) return;
   Nominate(id, victims, ReclaimEligible(id));
+  for (int v : victim_ids)
+    if (v >= 0 && v < static_cast<int>(entries_.size()) && entries_[v].phase == Phase::kEvicting)
+      preemptor_[v] = id;
   e.plan.clear();
   // A plan that does not match the pods (the workload changed since) is dropped.
   if (plan.size() != e.pods.size()) return;
@@ -833,12 +853,16 @@ void Admitter::RestoreNomination(int id, int victims, const std::vector<Assignme
   }
   HoldPlan(id);
   // Short of quota while its victims stop (they are still charged): the quota they free is its.
+  // (Asked of its own plan, not of what preemptors restored before it keep.)
+  count_reserved_ = false;
   for (const auto& [planned, pod] : e.plan) {
     const int f = FlavorOf(pod, state_.node_model(planned.node));
     if (f < 0 || !managed_[f] || QuotaAllows(e.leaf, f, e.gpu_milli, nullptr, nullptr)) continue;
-    ReserveQuota(id);
+    e.reserves_quota = true;
     break;
   }
+  count_reserved_ = true;
+  ReserveQuota(id);
 }
 
 std::vector<Assignment> Admitter::plan(int id) const {
@@ -902,12 +926,13 @@ bool Admitter::QuotaAllows(int leaf, int f, int64_t milli, std::string* why, int
   if (!managed_[f]) return true;
   int at = -1;
   const bool allows = QuotaWalk(
-      leaf, milli, [f](const QueueNode& q) { return q.usage[f] + q.reserved[f]; },
+      leaf, milli,
+      [this, f](const QueueNode& q) { return q.usage[f] + (count_reserved_ ? q.reserved[f] : 0); },
       [f](const QueueNode& q) { return q.guaranteed[f]; },
       [f](const QueueNode& q) { return q.borrow_limit[f]; },
       [&](const QueueNode& sib, std::string* how) {
-        const int64_t unused =
-            std::max<int64_t>(0, sib.guaranteed[f] - sib.usage[f] - sib.reserved[f]);
+        const int64_t unused = std::max<int64_t>(
+            0, sib.guaranteed[f] - sib.usage[f] - (count_reserved_ ? sib.reserved[f] : 0));
         const int64_t limited =
             sib.lend_limit[f] ? std::max<int64_t>(0, unused - *sib.lend_limit[f]) : 0;
         // What a reclaim of a moment ago freed beyond its own need stays (reclaim_hold_s).
@@ -1931,7 +1956,8 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
     e.reason = same->second;
     if (!WouldBorrow(id) && Consolidate(id, pods, e.spec.topology, now, out)) return false;
     bool searched = false;
-    if (config_.preemption && MayReclaimAny(id) && MayPreempt(id) && TakeSearch(id)) {
+    if (config_.preemption && (MayReclaimAny(id) || e.continuing) && MayPreempt(id) &&
+        TakeSearch(id)) {
       if (Preempt(id, pods, allowed, now, out) ||
           (!WouldBorrow(id) && Consolidate(id, pods, e.spec.topology, now, out, true)))
         return false;
@@ -3198,7 +3224,8 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
       if (budget >= 0 && queues_[w.leaf].evicting >= budget) {
         if (!young) {
           budget_block = queues_[w.leaf].spec.name;
-          spent.push_back({v, LostIfEvicted(v, now)});
+          // (A budget of 0 never frees: nothing is held waiting for it.)
+          if (budget > 0) spent.push_back({v, LostIfEvicted(v, now)});
         }
         continue;
       }
@@ -3309,13 +3336,16 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
       // Nodes worth a trial: those where the free room plus what the candidates there hold covers
       // the pod, cheapest candidates first, at most kMaxTrialNodes of them.
       std::map<int, std::tuple<double, int64_t, int64_t, int64_t>> room;  // cost, cpu, mem, gpu
-      std::map<int, int> lowest;  // per node: its lowest-priority candidate's priority
+      // Per node, its candidates' (priority, cpu, memory, GPUs): the priority up to which they
+      // must go for the pod to fit there orders the nodes tried.
+      std::map<int, std::vector<std::tuple<int, int64_t, int64_t, int64_t>>> by_priority;
       for (const Candidate& c : cands) {
         if (std::find(chosen.begin(), chosen.end(), c.id) != chosen.end()) continue;
         const Entry& w = entries_[c.id];
         for (size_t i = 0; i < w.assign.size(); ++i) {
-          auto [at, added] = lowest.insert({w.assign[i].node, w.spec.priority});
-          if (!added) at->second = std::min(at->second, w.spec.priority);
+          by_priority[w.assign[i].node].push_back({w.spec.priority, w.pods[i].cpu_milli,
+                                                   w.pods[i].memory_mib,
+                                                   w.pods[i].total_gpu_milli()});
           auto& r = room[w.assign[i].node];
           std::get<0>(r) += c.cost;
           std::get<1>(r) += w.pods[i].cpu_milli;
@@ -3323,7 +3353,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
           std::get<3>(r) += w.pods[i].total_gpu_milli();
         }
       }
-      std::vector<std::tuple<int, double, int>> order;  // (lowest priority there, cost, node)
+      std::vector<std::tuple<int, double, int>> order;  // (priority it needs there, cost, node)
       for (const auto& [n, r] : room) {
         if (no_eviction_[n]) continue;
         if (state_.free_cpu(n) + std::get<1>(r) < pod.cpu_milli) continue;
@@ -3332,7 +3362,21 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
         if (pod.kind != DeviceKind::kNone &&
             (state_.node_model(n) < 0 || !(pod.model_mask >> state_.node_model(n) & 1)))
           continue;
-        order.push_back({lowest[n], std::get<0>(r), n});
+        std::vector<std::tuple<int, int64_t, int64_t, int64_t>>& there = by_priority[n];
+        std::sort(there.begin(), there.end());
+        int64_t cpu = state_.free_cpu(n), memory = state_.free_memory(n),
+                gpu = state_.node_free_milli(n);
+        int up_to = std::get<0>(there.back());
+        for (const auto& [priority, c, m, g] : there) {
+          cpu += c;
+          memory += m;
+          gpu += g;
+          if (cpu >= pod.cpu_milli && memory >= pod.memory_mib && gpu >= pod.total_gpu_milli()) {
+            up_to = priority;
+            break;
+          }
+        }
+        order.push_back({up_to, std::get<0>(r), n});
       }
       std::sort(order.begin(), order.end());
       constexpr size_t kMaxTrialNodes = 32;
@@ -3498,7 +3542,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
       // as the budget frees, rather than let that room (and those evictions) go to others.
       if (!planned && e.continuing) {
         Nominate(id, 0, reclaim);
-        SetPlan(id, placed, quota_short);
+        SetPlan(id, placed, quota_short && quota_flavor >= 0);
         e.budget_blocked = true;
         e.victims_ready_at = -1;
         e.reason = "holding the room its stopped victims freed; " + std::to_string(budget_later) +
@@ -3556,7 +3600,8 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   if (reclaim && !own_only) NoteReclaim(id, chosen, now, reclaim_flavors, res_reclaim);
   // (With every victim taken back it goes first next cycle, its room held meanwhile.)
   Nominate(id, stopping, reclaim);
-  SetPlan(id, placed, quota_short);
+  // (Short of GPU quota: that is kept for it. CPU and memory quota are not yet.)
+  SetPlan(id, placed, quota_short && quota_flavor >= 0);
   if (stopping == 0) {
     e.reason = "taking back " + std::to_string(taken_back) +
                " workload(s) admitted this cycle before they started (" + why +
@@ -3643,7 +3688,10 @@ void Admitter::VictimStopped(int id) {
   if (preemptor < 0) return;  // drained, for no one
   Entry& p = entries_[preemptor];
   --p.victims_left;
-  if (p.nominated && p.phase == Phase::kPending && !p.plan.empty()) HoldPlan(preemptor);
+  if (p.nominated && p.phase == Phase::kPending && !p.plan.empty()) {
+    HoldPlan(preemptor);
+    ReserveQuota(preemptor);  // what the victim held is its now
+  }
 }
 
 void Admitter::Terminated(int id, double now) {

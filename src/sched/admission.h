@@ -294,7 +294,10 @@ class Admitter {
   // `plan` is where it planned its pods (plan(id) when it was nominated, one per pod in pod-set
   // order; empty if unknown): what is free of it now is held for it, and once `victims` is 0 it
   // is tried first in the next Cycle, on the planned nodes first.
-  void RestoreNomination(int id, int victims, const std::vector<Assignment>& plan = {});
+  // `victim_ids`: its victims still stopping, where the caller knows them (what they hold is
+  // not counted twice in the quota it keeps: ReserveQuota).
+  void RestoreNomination(int id, int victims, const std::vector<Assignment>& plan = {},
+                         const std::vector<int>& victim_ids = {});
 
   // Decayed usage history for fair share, carried across Admitters that a caller rebuilds:
   // each queue's value (by name; unknown names are ignored) as it stood at time `at`. The next
@@ -436,10 +439,13 @@ class Admitter {
     bool continuing = false;
     int64_t promised = 0;      // while nominated within its guarantee: GPUs its queue has promised
     int promised_flavor = -1;  // ... in this flavour
-    // While nominated with a plan: the GPUs of its plan per flavour, counted as used by its
-    // queue and their ancestors (QueueNode::reserved), so that the quota its victims free as
-    // they stop is its, not the next workload's in line (ReserveQuota).
-    std::vector<std::pair<int, int64_t>> quota_reserved;
+    // While nominated with a plan and short of quota (`reserves_quota`): the GPUs of its plan
+    // per flavour that its victims still stopping do not hold, counted as used by its queue
+    // and their ancestors (QueueNode::reserved; (queue, flavour, milli-GPUs)), so that the
+    // quota its victims free as they stop is its, not the next workload's in line
+    // (ReserveQuota).
+    bool reserves_quota = false;
+    std::vector<std::tuple<int, int, int64_t>> quota_reserved;
     // While nominated: its CPU ([0]) and memory ([1]) its queue has promised (within the
     // queue's guarantee of them, where its tree limits them).
     int64_t res_promised[2] = {0, 0};
@@ -610,8 +616,10 @@ class Admitter {
   void ReleaseHolds(Entry& e);
   void VictimStopped(int id);
   void Unnominate(int id);
-  // Counts a nominated preemptor's planned GPUs as used by its queues (Entry::quota_reserved).
+  // Counts a nominated preemptor's planned GPUs as used by its queues (Entry::quota_reserved),
+  // less what its victims still stopping hold there; again each time one of them stops.
   void ReserveQuota(int id);
+  void UnreserveQuota(Entry& e);
   // (`flavors`: the flavours reclaimed, bit f; flavours past 63 always count; `resources`: CPU
   // (bit 0) and memory (bit 1) reclaimed.)
   void NoteReclaim(int id, const std::vector<int>& victims, double now,
@@ -746,6 +754,9 @@ class Admitter {
   std::unordered_map<uint64_t, ParkedShape> parked_shapes_;
   std::vector<int> quota_parked_;
   bool wake_quota_ = false;  // wake quota_parked_ in the next Wake
+  // Whether QuotaAllows counts what nominated preemptors keep (RestoreNomination asks whether
+  // a plan is short of quota on its own).
+  bool count_reserved_ = true;
   struct VictimList {
     std::vector<Candidate> cands;
     int in_min_runtime = 0;
