@@ -297,6 +297,18 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
       } else if ((phase == "Running" || phase == "Scheduled") && status.contains("preemption") &&
                  status["preemption"].is_object()) {
         phase = "Evicting";  // (its grace period: it still runs, as a Terminating pod does)
+      } else if (const json started = status.value("startedPods", json::object());
+                 phase == "Running" && started.is_object()) {
+        // Some of its pods run, others have not started (yet): as kubectl's READY 4/5.
+        size_t bound = 0, up = 0;
+        for (const json& a : status.value("assignments", json::array())) {
+          const std::string pod = a.value("pod", "");
+          ++bound;
+          up += started.contains(pod) || (finished.is_object() && finished.contains(pod));
+        }
+        if (up < bound) phase = "Starting";
+      } else if (phase == "Pending" && status.value("reason", "") == "Unschedulable") {
+        phase = "Unschedulable";  // (no fleet or quota could ever admit it as it asks)
       }
       rows.push_back({meta.value("namespace", ""), meta.value("name", ""), phase, pods_shown, g,
                       nodes.empty() ? "-" : nodes, status.value("message", "")});

@@ -121,6 +121,26 @@ grep -q "ACTIVE" <<<"$queues" || fail "no ACTIVE column: $queues"
 grep -q "USED *SHARE *PENDING" <<<"$queues" || fail "no SHARE column: $queues"
 grep "^team-b " <<<"$queues" | grep -q "true" || fail "team-b not active: $queues"
 
+# Work no quota could ever admit says so in the table, not just Pending: six 8-GPU pods at once
+# is more than team-b may ever hold (40 GPUs).
+cat >"$tmp/huge.yaml" <<YAML
+apiVersion: fabrica.dev/v1
+kind: Workload
+metadata: {name: huge, namespace: team-b}
+spec:
+  gang: true
+  podSets: [{name: main, count: 6, cpu: "8", memory: 32Gi, devices: {gpus: 8}}]
+YAML
+"$FABCTL" apply -f "$tmp/huge.yaml" >/dev/null || fail "apply huge"
+huge=""
+for _ in $(seq 100); do
+  huge=$("$FABCTL" get workloads -n team-b)
+  grep -q "^huge *Unschedulable" <<<"$huge" && break
+  sleep 0.2
+done
+grep -q "^huge *Unschedulable" <<<"$huge" || fail "huge not shown Unschedulable: $huge"
+"$FABCTL" delete workload huge -n team-b >/dev/null || fail "delete huge"
+
 cat >"$tmp/other.yaml" <<YAML
 apiVersion: fabrica.dev/v1
 kind: Workload
