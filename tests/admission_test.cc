@@ -2349,6 +2349,43 @@ TEST_F(AdmissionTest, QuotaKeptForAPreemptorIsNotCountedTwice) {
   for (const Eviction& v : r.evicted) EXPECT_EQ(v.preemptor, hot2);
 }
 
+// As for GPUs, the CPU quota a preemptor's victims free as they stop, one at a time under a
+// disruption budget of 1, is its: the first victim, waiting again, does not take it back.
+TEST_F(AdmissionTest, CpuQuotaFreedByABatchIsKeptForItsPreemptor) {
+  QueueSpec b;
+  b.name = "b";
+  b.parent = "org";
+  b.disruption_budget = 1;
+  QuotaSpec cpu;
+  cpu.guaranteed_milli = 4000;
+  cpu.borrowing_limit_milli = 0;
+  b.quotas["cpu"] = cpu;
+  Make(Nodes(2, 8), {b});
+  auto cpu_only = [](const std::string& name, int priority) {
+    Workload w = Gpus(name, "b", 1, priority);
+    w.pod_sets[0].device = {};
+    return w;
+  };
+  std::vector<int> low;
+  for (int i = 0; i < 4; ++i) low.push_back(Submit(cpu_only("v" + std::to_string(i), 0), i));
+  adm_->Cycle(5, 1000);
+  ASSERT_EQ(CountPhase(low, Phase::kAdmitted), 4);
+  Workload big = cpu_only("hot", 10);
+  big.pod_sets[0].cpu = MilliCpu(2000);
+  const int hot = Submit(big, 10);
+  CycleResult r = adm_->Cycle(11, 1000);
+  ASSERT_EQ(r.evicted.size(), 1u) << adm_->reason(hot);
+  const int first = r.evicted[0].victim;
+  adm_->Terminated(first, 30);
+  r = adm_->Cycle(31, 1000);
+  ASSERT_EQ(r.evicted.size(), 1u) << adm_->reason(hot);
+  EXPECT_EQ(adm_->phase(first), Phase::kPending) << adm_->reason(first);
+  adm_->Terminated(r.evicted[0].victim, 60);
+  r = adm_->Cycle(61, 1000);
+  EXPECT_TRUE(r.evicted.empty());
+  EXPECT_EQ(adm_->phase(hot), Phase::kAdmitted) << adm_->reason(hot);
+}
+
 TEST_F(AdmissionTest, GangIsAllOrNothing) {
   Make(Nodes(2, 4), {Leaf("a", 8)});
   int too_big = Submit(Gpus("three", "a", 4, 0, /*pods=*/3, /*gang=*/true));

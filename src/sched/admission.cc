@@ -1,6 +1,7 @@
 #include "sched/admission.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -716,23 +717,47 @@ void Admitter::Nominate(int id, int victims, bool within_guarantee) {
 }
 
 void Admitter::SetPlan(int id, const std::vector<std::pair<Assignment, const PodRequest*>>& placed,
-                       bool reserve_quota) {
+                       bool reserve_quota, bool reserve_resources) {
   Entry& e = entries_[id];
   e.plan.clear();
   for (const auto& [planned, pod] : placed) e.plan.push_back({planned, *pod});
   HoldPlan(id);
   e.reserves_quota = reserve_quota;
+  e.reserves_resources = reserve_resources;
   ReserveQuota(id);
 }
 
 void Admitter::UnreserveQuota(Entry& e) {
   for (const auto& [q, f, milli] : e.quota_reserved) queues_[q].reserved[f] -= milli;
   e.quota_reserved.clear();
+  for (const auto& [q, r, amount] : e.resources_reserved) queues_[q].res_reserved[r] -= amount;
+  e.resources_reserved.clear();
 }
 
 void Admitter::ReserveQuota(int id) {
   Entry& e = entries_[id];
   UnreserveQuota(e);
+  if (e.reserves_resources) {
+    // Its CPU and memory, less what its victims still stopping hold under each queue.
+    int64_t held[2] = {0, 0};
+    std::map<int, std::array<int64_t, 2>> under;  // queue -> victims' (CPU, memory)
+    for (const auto& [victim, by] : preemptor_) {
+      if (by != id) continue;
+      const Entry& w = entries_[victim];
+      for (int q = w.leaf; q >= 0; q = queues_[q].parent) {
+        under[q][0] += w.cpu_milli;
+        under[q][1] += w.memory_mib;
+      }
+    }
+    for (int q = e.leaf; q >= 0; q = queues_[q].parent)
+      for (int r = 0; r < 2; ++r) {
+        held[r] = under.count(q) ? under[q][r] : 0;
+        const int64_t amount = (r == 0 ? e.cpu_milli : e.memory_mib) - held[r];
+        if (amount <= 0) continue;
+        queues_[q].res_reserved[r] += amount;
+        e.resources_reserved.push_back({q, r, amount});
+      }
+  }
   if (!e.reserves_quota) return;
   std::map<int, int64_t> planned;  // flavour -> milli-GPUs
   for (const auto& [at, pod] : e.plan) {
@@ -809,7 +834,9 @@ void Admitter::Unnominate(int id) {
   ReleaseHolds(e);
   e.nominated = false;
   e.reserves_quota = false;
-  if (!e.quota_reserved.empty()) wake_quota_ = true;  // what it kept may now let others in
+  e.reserves_resources = false;
+  // What it kept may now let others in.
+  if (!e.quota_reserved.empty() || !e.resources_reserved.empty()) wake_quota_ = true;
   UnreserveQuota(e);
   if (e.promised_flavor >= 0) queues_[e.leaf].promised[e.promised_flavor] -= e.promised;
   e.promised = 0;
@@ -861,6 +888,8 @@ void Admitter::RestoreNomination(int id, int victims, const std::vector<Assignme
     e.reserves_quota = true;
     break;
   }
+  e.reserves_resources = !e.plan.empty() && (!ResourceAllows(e.leaf, 0, e.cpu_milli, nullptr) ||
+                                             !ResourceAllows(e.leaf, 1, e.memory_mib, nullptr));
   count_reserved_ = true;
   ReserveQuota(id);
 }
@@ -955,7 +984,9 @@ bool Admitter::QuotaAllows(int leaf, int f, int64_t milli, std::string* why, int
 bool Admitter::ResourceAllows(int leaf, int r, int64_t amount, std::string* why,
                               int* blocker) const {
   if (!queues_[leaf].res_limited[r] || amount == 0) return true;
-  const auto used = [r](const QueueNode& q) { return r == 0 ? q.cpu : q.memory; };
+  const auto used = [this, r](const QueueNode& q) {
+    return (r == 0 ? q.cpu : q.memory) + (count_reserved_ ? q.res_reserved[r] : 0);
+  };
   return QuotaWalk(
       leaf, amount, used, [r](const QueueNode& q) { return q.res_guaranteed[r]; },
       [r](const QueueNode& q) { return q.res_borrow[r]; },
@@ -3542,7 +3573,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
       // as the budget frees, rather than let that room (and those evictions) go to others.
       if (!planned && e.continuing) {
         Nominate(id, 0, reclaim);
-        SetPlan(id, placed, quota_short && quota_flavor >= 0);
+        SetPlan(id, placed, quota_short && quota_flavor >= 0, res_short);
         e.budget_blocked = true;
         e.victims_ready_at = -1;
         e.reason = "holding the room its stopped victims freed; " + std::to_string(budget_later) +
@@ -3600,8 +3631,8 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   if (reclaim && !own_only) NoteReclaim(id, chosen, now, reclaim_flavors, res_reclaim);
   // (With every victim taken back it goes first next cycle, its room held meanwhile.)
   Nominate(id, stopping, reclaim);
-  // (Short of GPU quota: that is kept for it. CPU and memory quota are not yet.)
-  SetPlan(id, placed, quota_short && quota_flavor >= 0);
+  // (Short of GPU, CPU or memory quota: what its victims free of it is kept for it.)
+  SetPlan(id, placed, quota_short && quota_flavor >= 0, res_short);
   if (stopping == 0) {
     e.reason = "taking back " + std::to_string(taken_back) +
                " workload(s) admitted this cycle before they started (" + why +

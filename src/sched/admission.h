@@ -446,6 +446,9 @@ class Admitter {
     // (ReserveQuota).
     bool reserves_quota = false;
     std::vector<std::tuple<int, int, int64_t>> quota_reserved;
+    // Likewise short of its queue's CPU or memory quota: (queue, 0 CPU / 1 memory, amount).
+    bool reserves_resources = false;
+    std::vector<std::tuple<int, int, int64_t>> resources_reserved;
     // While nominated: its CPU ([0]) and memory ([1]) its queue has promised (within the
     // queue's guarantee of them, where its tree limits them).
     int64_t res_promised[2] = {0, 0};
@@ -503,6 +506,8 @@ class Admitter {
     // Leaves: of its CPU and memory, what its workloads being evicted hold, the part evicted
     // for no preemptor, and what its nominated preemptors were promised (as for GPUs below).
     int64_t res_evicting[2] = {0, 0}, res_leaving[2] = {0, 0}, res_promised[2] = {0, 0};
+    // Whole subtree: the CPU and memory nominated preemptors keep (as `reserved` for GPUs).
+    int64_t res_reserved[2] = {0, 0};
     int root = -1;                  // the root of its tree (its cohort for CPU and memory)
     std::vector<int> flavor_order;  // spec.flavor_order, as flavour indices
     double history = 0;             // decayed dominant share
@@ -611,7 +616,7 @@ class Admitter {
   // With `reserve_quota` (a preemptor short of quota, whose victims give quota back), its
   // planned GPUs count as its queues' (ReserveQuota) until it starts or gives the plan up.
   void SetPlan(int id, const std::vector<std::pair<Assignment, const PodRequest*>>& placed,
-               bool reserve_quota = false);
+               bool reserve_quota = false, bool reserve_resources = false);
   void HoldPlan(int id);
   void ReleaseHolds(Entry& e);
   void VictimStopped(int id);
