@@ -1844,6 +1844,9 @@ TEST_F(AdmissionTest, MinimumRuntimeDelaysEviction) {
   CycleResult early = adm_->Cycle(11, 1000);
   EXPECT_TRUE(early.evicted.empty());
   EXPECT_NE(adm_->reason(high).find("minimum runtime"), std::string::npos) << adm_->reason(high);
+  // ... and says when (90 s from now, in whole minutes).
+  EXPECT_NE(adm_->reason(high).find("(the first may go in about 2 min)"), std::string::npos)
+      << adm_->reason(high);
   // The victim it needs may go when its minimum runtime ends (admitted at 1, 100 s).
   EXPECT_DOUBLE_EQ(adm_->victims_ready_at(high), 101);
   EXPECT_DOUBLE_EQ(adm_->victims_min_runtime(high), 100);

@@ -3279,9 +3279,23 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
       cands.push_back(c);
   auto waiting_reason = [&]() {
     std::string r = e.reason.substr(0, e.reason.find("; waiting:"));
-    if (in_min_runtime)
+    if (in_min_runtime) {
       r += "; waiting: " + std::to_string(in_min_runtime) +
            " possible victims are within their minimum runtime";
+      // When the first of them may go (in whole minutes: a message that changed every cycle
+      // would be written every cycle).
+      double first = -1;
+      for (const Candidate& c : cached->second.later) {
+        const Entry& w = entries_[c.id];
+        const double free_at = w.admitted_at + w.options.min_runtime_s;
+        if (first < 0 || free_at < first) first = free_at;
+      }
+      if (first >= 0)
+        r += " (the first may go in about " +
+             std::to_string(std::max<int64_t>(
+                 1, static_cast<int64_t>(std::ceil(std::max(0.0, first - now_) / 60)))) +
+             " min)";
+    }
     if (!budget_block.empty())
       r +=
           "; waiting: the disruption budget of queue " + budget_block + " allows no more evictions";
