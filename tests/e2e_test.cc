@@ -984,6 +984,44 @@ TEST_F(FactoryTest, QuotaKeptForAPreemptorIsNotCountedTwice) {
   EXPECT_EQ(Cycle().preempted, 0) << Describe(Workloads());
 }
 
+// A queue whose disruption budget an admin sets to 0 while one of its workloads is being
+// evicted keeps that workload: stopped, it would only start again, its preemptor unable to
+// evict the rest it needs (a user-style review saw it stopped and started again, its work
+// lost for nothing).
+TEST_F(FactoryTest, ABudgetSetToZeroSparesTheVictimsInTheirGracePeriod) {
+  StartScheduler(30'000);
+  CreateQueue("team-b", {{"quotas", {{"gpu", {{"guaranteed", 16}, {"borrowingLimit", 0}}}}},
+                         {"disruptionBudget", 1}});
+  for (int i = 0; i < 4; ++i) {
+    CreateWorkload(WholeGpuWorkload("team-b", "v-" + std::to_string(i), 4));
+    Cycle();
+  }
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  json hot = WholeGpuWorkload("team-b", "hot", 8);
+  hot["spec"]["priority"] = 100;
+  CreateWorkload(hot);
+  ASSERT_EQ(Cycle().preempted, 1) << Describe(Workloads());
+  ClientResponse r =
+      Call("PATCH", std::string(kApi) + "/queues/team-b",
+           json{{"spec", {{"disruptionBudget", 0}}}}.dump(), "application/merge-patch+json");
+  ASSERT_EQ(r.status, 200) << r.body;
+  Cycle();
+  Cycle(40'000);  // past the grace period
+  Cycle();
+  std::map<std::string, json> w = Workloads();
+  for (int i = 0; i < 4; ++i) {
+    const json& status = w["team-b/v-" + std::to_string(i)]["status"];
+    EXPECT_EQ(status.value("phase", ""), "Running") << Describe(w);
+    EXPECT_FALSE(status.contains("preemption")) << Describe(w);
+    EXPECT_FALSE(status.contains("evictions")) << Describe(w);
+  }
+  const json& waits = w["team-b/hot"]["status"];
+  EXPECT_EQ(waits.value("phase", ""), "Pending") << Describe(w);
+  EXPECT_NE(waits.value("message", "").find("disruption budget of queue team-b allows no more"),
+            std::string::npos)
+      << Describe(w);
+}
+
 // GET .../queues/NAME/pendingworkloads lists what waits in a queue's subtree in the order
 // admission takes it in each leaf (priority, then creation), with places; a tenant member sees
 // its own tenant's workloads, placed among all.

@@ -991,10 +991,15 @@ Result<CycleStats> Scheduler::RunOnce() {
     if (sw.w().active && !stopped.count(leaf) && allowed(sw.w(), leaf).ok())
       waiting_keys.insert(KeyName(sw.obj()));
   }
+  // Nor one whose queue's disruption budget is now 0 (an admin froze evictions there mid-way:
+  // stopped, it would only start again, its preemptor unable to evict the rest it needs).
   for (BoundWorkload& b : bound) {
     if (!b.evicting) continue;
     const std::string by = Str(Field(Field(b.sw.obj(), "status"), "preemption"), "by");
-    if (by.empty() || waiting_keys.count(by)) continue;  // empty: its queue drains
+    const auto spec =
+        queue_specs.find(WaitingQueue(leaves, b.sw.w().queue.str(), b.sw.w().tenant.str()));
+    const bool frozen = spec != queue_specs.end() && spec->second.disruption_budget == 0;
+    if (by.empty() || (waiting_keys.count(by) && !frozen)) continue;  // empty: its queue drains
     json next = b.sw.obj();
     next["status"].erase("preemption");
     json conditions = json::array();
@@ -1005,7 +1010,7 @@ Result<CycleStats> Scheduler::RunOnce() {
     next["status"]["message"] = RunningMessage(next["status"]);
     if (store_.Put(b.sw.kv.key, next.dump(), b.sw.kv.mod_revision).ok()) {
       b.evicting = false;
-      victims_of.erase(by);
+      if (--victims_of[by] <= 0) victims_of.erase(by);
     }
   }
   // Likewise pods an elastic shrink took for a preemptor that no longer waits: they stay. (The
