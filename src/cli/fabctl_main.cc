@@ -133,6 +133,7 @@ struct Globals {
   std::string server, token, ca, config, ns, output, selector;
   bool all_namespaces = false;
   bool watch = false;
+  int request_timeout = 30;  // seconds a request (or a quiet watch, before it reopens) waits
 };
 
 bool ReadConfig(Globals& g, ClientOptions& o) {
@@ -160,6 +161,7 @@ bool ReadConfig(Globals& g, ClientOptions& o) {
   if (!g.server.empty()) o.server = g.server;
   if (!g.token.empty()) o.token = g.token;
   if (!g.ca.empty()) o.ca_file = g.ca;
+  o.timeout_seconds = g.request_timeout;
   return true;
 }
 
@@ -411,29 +413,38 @@ int Get(Globals& g, HttpClient& http, const std::string& what, const std::string
   }
   if (!g.watch) return 0;
   table.header = false;
-  const std::string rv = list["metadata"].value("resourceVersion", "0");
-  auto status = http.Stream(
-      path + (path.find('?') == std::string::npos ? "?" : "&") + "watch=true&resourceVersion=" + rv,
-      [&](const std::string& line) {
-        json e = json::parse(line, nullptr, false);
-        if (e.is_discarded()) return true;
-        if (g.output == "json") {
-          std::cout << e.dump() << std::endl;
-        } else if (g.output == "yaml") {
-          std::cout << "---\n";
-          PrintObject(e, "yaml");
-        } else {
-          table.event = e.value("type", "");
-          PrintTable(*r, {e["object"]}, r->namespaced && ns.empty(), &table);
-        }
-        std::fflush(stdout);
-        return true;
-      });
-  if (!status.ok()) {
+  std::string rv = list["metadata"].value("resourceVersion", "0");
+  // A watch that hears nothing for the client's timeout is opened again from the last version
+  // it saw, so that it stays open as kubectl's does on a quiet fleet.
+  while (true) {
+    auto status =
+        http.Stream(path + (path.find('?') == std::string::npos ? "?" : "&") +
+                        "watch=true&resourceVersion=" + rv,
+                    [&](const std::string& line) {
+                      json e = json::parse(line, nullptr, false);
+                      if (e.is_discarded()) return true;
+                      if (const json o = e.value("object", json::object());
+                          o.is_object() && o.contains("metadata") && o["metadata"].is_object() &&
+                          o["metadata"].contains("resourceVersion") &&
+                          o["metadata"]["resourceVersion"].is_string())
+                        rv = o["metadata"]["resourceVersion"].get<std::string>();
+                      if (g.output == "json") {
+                        std::cout << e.dump() << std::endl;
+                      } else if (g.output == "yaml") {
+                        std::cout << "---\n";
+                        PrintObject(e, "yaml");
+                      } else {
+                        table.event = e.value("type", "");
+                        PrintTable(*r, {e["object"]}, r->namespaced && ns.empty(), &table);
+                      }
+                      std::fflush(stdout);
+                      return true;
+                    });
+    if (status.ok()) return 0;
+    if (status.status().message().find(": no data for ") != std::string::npos) continue;
     std::cerr << "fabctl: " << status.status().message() << "\n";
     return 1;
   }
-  return 0;
 }
 
 fabrica::Result<std::vector<json>> ReadManifestText(const std::string& file,
@@ -1124,6 +1135,9 @@ int main(int argc, char** argv) {
   app.add_option("--token", g.token, "bearer token");
   app.add_option("--ca", g.ca, "CA certificate (PEM) to verify the server");
   app.add_option("--config", g.config, "config file");
+  app.add_option("--request-timeout", g.request_timeout,
+                 "seconds to wait for a response (a watch reopens after this long without one)")
+      ->check(CLI::Range(1, 3600));
   std::string what, name, file;
   int rc = 0;
   auto client = [&]() -> std::unique_ptr<HttpClient> {

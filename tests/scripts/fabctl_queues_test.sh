@@ -116,6 +116,11 @@ head -1 "$tmp/watch.txt" | grep -q "^EVENT *NAMESPACE *NAME *PHASE" || fail "wat
 [ "$(grep -c "NAMESPACE" "$tmp/watch.txt")" = 1 ] || fail "watch repeats its header: $(cat "$tmp/watch.txt")"
 grep -q "^ADDED *team-b *big-1 *Pending" "$tmp/watch.txt" || fail "watch: no ADDED row: $(cat "$tmp/watch.txt")"
 grep -q "^MODIFIED *team-b *big-1 *Scheduled" "$tmp/watch.txt" || fail "watch: no MODIFIED row: $(cat "$tmp/watch.txt")"
+# A watch on a quiet tenant stays open past the client's timeout (it reopens from the last
+# version it saw) until it is stopped: `timeout` ends it (124), not an error of its own (1).
+rc=0
+timeout 5 "$FABCTL" --request-timeout 1 get workloads -n team-c -w >"$tmp/quiet.txt" 2>&1 || rc=$?
+[ "$rc" = 124 ] || fail "a quiet watch ended by itself (rc $rc): $(cat "$tmp/quiet.txt")"
 queues=$("$FABCTL" get queues)
 grep -q "ACTIVE" <<<"$queues" || fail "no ACTIVE column: $queues"
 grep -q "USED *SHARE *PENDING" <<<"$queues" || fail "no SHARE column: $queues"
