@@ -1424,7 +1424,9 @@ TEST_F(ApiBadInputTest, QueueQuotasAreStoredInOneForm) {
   q["spec"]["quotas"] = {{"gpu", {{"guaranteed", "2000m"}, {"borrowingLimit", 0.5}}},
                          {"cpu", {{"guaranteed", "16000m"}, {"lendingLimit", "1500m"}}},
                          {"memory", {{"guaranteed", "65536Mi"}}}};
+  q["spec"]["disruptionBudget"] = "3";
   json created = w_.MustCreate(queues, q);
+  EXPECT_EQ(created["spec"]["disruptionBudget"], json(3)) << created.dump();
   const json& quotas = created["spec"]["quotas"];
   EXPECT_EQ(quotas["gpu"]["guaranteed"], json(2)) << quotas.dump();
   EXPECT_TRUE(quotas["gpu"]["guaranteed"].is_number_integer()) << quotas.dump();

@@ -589,7 +589,8 @@ int Apply(Globals& g, HttpClient& http, const std::string& file) {
     }
     const Resource* r = ResourceByKind(obj.value("kind", ""));
     if (!r) {
-      std::cerr << "fabctl: " << file << ": unknown kind '" << obj.value("kind", "") << "'\n";
+      std::cerr << "fabctl: " << file << ": " << StringAt(obj, "metadata", "name")
+                << ": unknown kind '" << obj.value("kind", "") << "'\n";
       rc = 1;
       continue;
     }
