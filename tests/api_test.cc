@@ -685,6 +685,37 @@ TEST(ApiAuthTest, NodeCannotRewriteAssignments) {
   EXPECT_EQ(Parse(w.Get(wa))["status"]["assignments"][0].value("node", ""), "n1");
 }
 
+// A node's status write made from an older read is stale, not forbidden: 409, and nothing
+// changes (the scheduler may have rewritten the status since: its decision stands). Nor may a
+// node change status.evictions, the scheduler's record of its stops.
+TEST(ApiAuthTest, StaleNodeStatusWritesAreConflictsAndEvictionsAreTheSchedulers) {
+  World w;
+  w.Seed();
+  const std::string wa = Item("workloads", "team-a", "wa");
+  json read = Parse(w.Get(wa));
+  // The scheduler writes meanwhile.
+  json newer = read;
+  newer["status"]["message"] = "written by the scheduler";
+  ASSERT_EQ(w.Do("PUT", wa + "/status", kAdmin, newer.dump()).status, 200);
+  json report = read;
+  report["status"]["phase"] = "Running";
+  HttpResponse r = w.Do("PUT", wa + "/status", w.node_token, report.dump());
+  EXPECT_EQ(r.status, 409) << r.body;
+  EXPECT_NE(r.body.find("is stale); read it again"), std::string::npos) << r.body;
+  json now = Parse(w.Get(wa));
+  EXPECT_EQ(now["status"].value("message", ""), "written by the scheduler") << now.dump();
+  EXPECT_NE(now["status"].value("phase", ""), "Running") << now.dump();
+  // Read again, the same report goes through; one that rewrites its eviction record does not.
+  report = now;
+  report["status"]["evictions"] = {{"count", 0}};
+  r = w.Do("PUT", wa + "/status", w.node_token, report.dump());
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_NE(r.body.find("may not change status.evictions"), std::string::npos) << r.body;
+  report = now;
+  report["status"]["phase"] = "Running";
+  EXPECT_EQ(w.Do("PUT", wa + "/status", w.node_token, report.dump()).status, 200);
+}
+
 // A node reports the pods it started (status.startedPods): only pods assigned to it, stamped
 // with the server's time whatever the node sent, and none taken away once reported; the types
 // are checked whoever writes.

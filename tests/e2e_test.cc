@@ -1001,6 +1001,15 @@ TEST_F(FactoryTest, ABudgetSetToZeroSparesTheVictimsInTheirGracePeriod) {
   hot["spec"]["priority"] = 100;
   CreateWorkload(hot);
   ASSERT_EQ(Cycle().preempted, 1) << Describe(Workloads());
+  // What the budget leaves for later is said, and still said in the cycles while the first
+  // victim stops (the server carries it into "waiting for … to stop").
+  const std::string more = "; 1 more to go as the disruption budget of queue team-b allows";
+  EXPECT_NE(Workloads()["team-b/hot"]["status"].value("message", "").find(more), std::string::npos)
+      << Describe(Workloads());
+  Cycle();
+  EXPECT_EQ(Workloads()["team-b/hot"]["status"].value("message", ""),
+            "waiting for 1 preempted workload(s) to stop" + more)
+      << Describe(Workloads());
   ClientResponse r =
       Call("PATCH", std::string(kApi) + "/queues/team-b",
            json{{"spec", {{"disruptionBudget", 0}}}}.dump(), "application/merge-patch+json");
