@@ -243,6 +243,23 @@ class FactoryTest : public testing::Test {
     so.preemption_grace_ms = grace_ms;
     scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
   }
+  // Queue team-b, at most 16 GPUs (guaranteed, none borrowed) and a disruption budget of 1,
+  // runs four 4-GPU workloads v-0 … v-3; then team-b/hot (8 GPUs, priority 100) is created.
+  // False if the four did not start.
+  bool UrgentWorkNeedsTwoVictimsUnderABudgetOfOne(int64_t grace_ms) {
+    StartScheduler(grace_ms);
+    CreateQueue("team-b", {{"quotas", {{"gpu", {{"guaranteed", 16}, {"borrowingLimit", 0}}}}},
+                           {"disruptionBudget", 1}});
+    for (int i = 0; i < 4; ++i) {
+      CreateWorkload(WholeGpuWorkload("team-b", "v-" + std::to_string(i), 4));
+      Cycle();
+    }
+    if (!CycleUntilAll("Running")) return false;
+    json hot = WholeGpuWorkload("team-b", "hot", 8);
+    hot["spec"]["priority"] = 100;
+    CreateWorkload(hot);
+    return true;
+  }
   // A scheduler with `so` over agents that start nothing, queue team-a guaranteed 32 GPUs, and
   // a gang of two 8-GPU pods for it (not yet created).
   json GangThatNeverStarts(SchedulerOptions so) {
@@ -929,17 +946,7 @@ TEST_F(FactoryTest, StoppingAPreemptorsQueueSparesItsVictims) {
 // not take it back (a user-style review watched an 8-GPU preemptor evict one 4-GPU victim after
 // another for an hour and a half of virtual time, never starting).
 TEST_F(FactoryTest, QuotaAPreemptorsVictimsFreeIsKeptForIt) {
-  StartScheduler(5'000);
-  CreateQueue("team-b", {{"quotas", {{"gpu", {{"guaranteed", 16}, {"borrowingLimit", 0}}}}},
-                         {"disruptionBudget", 1}});
-  for (int i = 0; i < 4; ++i) {
-    CreateWorkload(WholeGpuWorkload("team-b", "v-" + std::to_string(i), 4));
-    Cycle();
-  }
-  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
-  json hot = WholeGpuWorkload("team-b", "hot", 8);
-  hot["spec"]["priority"] = 100;
-  CreateWorkload(hot);
+  ASSERT_TRUE(UrgentWorkNeedsTwoVictimsUnderABudgetOfOne(5'000));
   int preempted = 0;
   std::string phase;
   for (int i = 0; i < 12 && phase != "Running"; ++i) {
@@ -989,17 +996,7 @@ TEST_F(FactoryTest, QuotaKeptForAPreemptorIsNotCountedTwice) {
 // evict the rest it needs (a user-style review saw it stopped and started again, its work
 // lost for nothing).
 TEST_F(FactoryTest, ABudgetSetToZeroSparesTheVictimsInTheirGracePeriod) {
-  StartScheduler(30'000);
-  CreateQueue("team-b", {{"quotas", {{"gpu", {{"guaranteed", 16}, {"borrowingLimit", 0}}}}},
-                         {"disruptionBudget", 1}});
-  for (int i = 0; i < 4; ++i) {
-    CreateWorkload(WholeGpuWorkload("team-b", "v-" + std::to_string(i), 4));
-    Cycle();
-  }
-  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
-  json hot = WholeGpuWorkload("team-b", "hot", 8);
-  hot["spec"]["priority"] = 100;
-  CreateWorkload(hot);
+  ASSERT_TRUE(UrgentWorkNeedsTwoVictimsUnderABudgetOfOne(30'000));
   ASSERT_EQ(Cycle().preempted, 1) << Describe(Workloads());
   // What the budget leaves for later is said, and still said in the cycles while the first
   // victim stops (the server carries it into "waiting for … to stop").
