@@ -737,45 +737,37 @@ void Admitter::UnreserveQuota(Entry& e) {
 void Admitter::ReserveQuota(int id) {
   Entry& e = entries_[id];
   UnreserveQuota(e);
-  if (e.reserves_resources) {
-    // Its CPU and memory, less what its victims still stopping hold under each queue.
-    int64_t held[2] = {0, 0};
-    std::map<int, std::array<int64_t, 2>> under;  // queue -> victims' (CPU, memory)
-    for (const auto& [victim, by] : preemptor_) {
-      if (by != id) continue;
-      const Entry& w = entries_[victim];
-      for (int q = w.leaf; q >= 0; q = queues_[q].parent) {
-        under[q][0] += w.cpu_milli;
-        under[q][1] += w.memory_mib;
-      }
+  if (!e.reserves_quota && !e.reserves_resources) return;
+  // What its victims still stopping hold, per queue (theirs and their ancestors): charged there
+  // until they stop, it is not counted again. GPUs per flavour; CPU and memory.
+  std::map<std::pair<int, int>, int64_t> gpus;  // (queue, flavour) -> milli-GPUs
+  std::map<int, std::array<int64_t, 2>> pods;   // queue -> (milli-cores, MiB)
+  for (const auto& [victim, by] : preemptor_) {
+    if (by != id) continue;
+    const Entry& w = entries_[victim];
+    for (int q = w.leaf; q >= 0; q = queues_[q].parent) {
+      for (const auto& [f, milli] : w.charged) gpus[{q, f}] += milli;
+      pods[q][0] += w.cpu_milli;
+      pods[q][1] += w.memory_mib;
     }
+  }
+  if (e.reserves_resources)
     for (int q = e.leaf; q >= 0; q = queues_[q].parent)
       for (int r = 0; r < 2; ++r) {
-        held[r] = under.count(q) ? under[q][r] : 0;
-        const int64_t amount = (r == 0 ? e.cpu_milli : e.memory_mib) - held[r];
+        const int64_t amount = (r == 0 ? e.cpu_milli : e.memory_mib) - pods[q][r];
         if (amount <= 0) continue;
         queues_[q].res_reserved[r] += amount;
         e.resources_reserved.push_back({q, r, amount});
       }
-  }
   if (!e.reserves_quota) return;
   std::map<int, int64_t> planned;  // flavour -> milli-GPUs
   for (const auto& [at, pod] : e.plan) {
     const int f = FlavorOf(pod, state_.node_model(at.node));
     if (f >= 0 && managed_[f]) planned[f] += pod.total_gpu_milli();
   }
-  // What its victims still stopping hold, per queue (theirs and their ancestors) and flavour:
-  // charged there until they stop, it is not counted again.
-  std::map<std::pair<int, int>, int64_t> held;
-  for (const auto& [victim, by] : preemptor_) {
-    if (by != id) continue;
-    const Entry& w = entries_[victim];
-    for (const auto& [f, milli] : w.charged)
-      for (int q = w.leaf; q >= 0; q = queues_[q].parent) held[{q, f}] += milli;
-  }
   for (const auto& [f, milli] : planned)
     for (int q = e.leaf; q >= 0; q = queues_[q].parent) {
-      const int64_t amount = milli - held[{q, f}];
+      const int64_t amount = milli - gpus[{q, f}];
       if (amount <= 0) continue;
       queues_[q].reserved[f] += amount;
       e.quota_reserved.push_back({q, f, amount});
