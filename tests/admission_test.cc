@@ -1851,6 +1851,51 @@ TEST_F(AdmissionTest, HigherPriorityPreemptsLowerInItsQueueNewestFirst) {
   EXPECT_EQ(adm_->phase(peer), Phase::kPending);
 }
 
+// A workload just restarted after an eviction would lose little if evicted again, so by its
+// run alone it is the cheapest victim every time (it could be evicted over and over, never
+// finishing): what its earlier evictions lost counts toward its cost. Here low1 loses 529
+// GPU-seconds to high1 (low0 is within its minimum runtime); when high2 comes, low1 has run 699
+// s again and low0 1,100 s: low0 goes, its 1,100 less than low1's 699 + 529.
+TEST_F(AdmissionTest, AWorkloadRestartedAfterAnEvictionCountsWhatThatLost) {
+  Make(Nodes(1, 2), {Leaf("a", 2)});
+  int low1 = Submit(Gpus("low1", "a", 1, 0), 0);
+  int filler = Submit(Gpus("filler", "a", 1, 0), 0);
+  adm_->Cycle(1, 1000);
+  adm_->Finish(filler, 199);
+  SubmitOptions protect;
+  protect.min_runtime_s = 1000;
+  int low0 = Submit(Gpus("low0", "a", 1, 0), 199, protect);
+  adm_->Cycle(200, 1000);
+  ASSERT_EQ(adm_->phase(low0), Phase::kAdmitted);
+  int high1 = Submit(Gpus("high1", "a", 1, 10), 500);
+  CycleResult first = adm_->Cycle(500, 1000);
+  ASSERT_EQ(first.evicted.size(), 1u);
+  EXPECT_EQ(first.evicted[0].victim, low1) << "low0 is within its minimum runtime";
+  adm_->Terminated(low1, 530);  // its run since 1: 529 GPU-seconds lost
+  adm_->Cycle(531, 1000);
+  ASSERT_EQ(adm_->phase(high1), Phase::kAdmitted);
+  adm_->Finish(high1, 600);
+  adm_->Cycle(601, 1000);
+  ASSERT_EQ(adm_->phase(low1), Phase::kAdmitted);
+  EXPECT_DOUBLE_EQ(adm_->LostIfEvicted(low1, 1300), 699);
+  EXPECT_DOUBLE_EQ(adm_->EvictionCost(low1, 1300), 699 + 529);
+  EXPECT_DOUBLE_EQ(adm_->EvictionCost(low0, 1300), 1100);
+  Submit(Gpus("high2", "a", 1, 10), 1300);
+  CycleResult second = adm_->Cycle(1300, 1000);
+  ASSERT_EQ(second.evicted.size(), 1u);
+  EXPECT_EQ(second.evicted[0].victim, low0) << "low1 was evicted once already";
+  // The server restores that history (status.evictions.gpuSecondsLost) with the workload.
+  Make(Nodes(1, 2), {Leaf("a", 2)});
+  Assignment gpu0;
+  gpu0.node = 0;
+  gpu0.devices.push_back({0, 1000, 80 * 1024, -1});
+  SubmitOptions history;
+  history.lost_before_s = 529;
+  auto restored = adm_->Restore(Gpus("low1", "a", 1, 0), {gpu0}, 601, history);
+  ASSERT_TRUE(restored.ok()) << restored.status().message();
+  EXPECT_DOUBLE_EQ(adm_->EvictionCost(*restored, 1300), 699 + 529);
+}
+
 TEST_F(AdmissionTest, MinimumRuntimeDelaysEviction) {
   Make(Nodes(1, 4), {Leaf("a", 4)});
   SubmitOptions protect;
@@ -2794,9 +2839,17 @@ TEST(ReplayTest, UsefulUtilizationLeavesOutWorkEvictionsThrewAway) {
     const double capacity_s = 64.0 * r->window_s;
     if (r->preemptions == 0) {
       EXPECT_DOUBLE_EQ(r->useful_utilization_pct, r->utilization_pct);
+      EXPECT_EQ(r->workloads_evicted, 0);
+      EXPECT_EQ(r->evictions_max, 0);
       continue;
     }
     EXPECT_LT(r->useful_utilization_pct, r->utilization_pct);
+    // How the evictions spread over workloads: each one evicted is counted once.
+    EXPECT_GE(r->workloads_evicted, 1);
+    EXPECT_LE(r->workloads_evicted, r->preemptions);
+    EXPECT_GE(r->evictions_max * r->workloads_evicted, r->preemptions);
+    EXPECT_LE(r->workloads_evicted_3plus, r->workloads_evicted);
+    EXPECT_EQ(r->workloads_evicted_3plus > 0, r->evictions_max >= 3);
     double by_team = 0;
     for (const auto& t : r->teams) by_team += t.gpu_seconds_lost;
     EXPECT_NEAR(by_team, r->gpu_seconds_lost, 1e-6 * r->gpu_seconds_lost);
@@ -2864,6 +2917,8 @@ TEST(ReplayTest, CheckpointsLimitTheWorkAnEvictionLoses) {
     auto r = sim::RunReplay(*sc, "fabrica");
     ASSERT_TRUE(r.ok()) << r.status().message();
     ASSERT_EQ(r->preemptions, 1);
+    EXPECT_EQ(r->workloads_evicted, 1);
+    EXPECT_EQ(r->evictions_max, 1);
     by_interval[every] = *r;
   }
   const sim::ReplayResult &none = by_interval[0], &every = by_interval[100];

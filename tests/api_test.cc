@@ -714,6 +714,19 @@ TEST(ApiAuthTest, StaleNodeStatusWritesAreConflictsAndEvictionsAreTheSchedulers)
   report = now;
   report["status"]["phase"] = "Running";
   EXPECT_EQ(w.Do("PUT", wa + "/status", w.node_token, report.dump()).status, 200);
+  // The record itself is checked, field by field, whoever writes it.
+  for (const json& bad :
+       {json{{"count", 1}, {"gpuSecondsLost", -1}}, json{{"count", 1}, {"gpuSecondsLost", "lots"}},
+        json{{"count", 1}, {"gpuSeconds", 5}}}) {
+    json write = Parse(w.Get(wa));
+    write["status"]["evictions"] = bad;
+    r = w.Do("PUT", wa + "/status", kAdmin, write.dump());
+    EXPECT_EQ(r.status, 422) << bad.dump() << ": " << r.body;
+    EXPECT_NE(r.body.find("status.evictions"), std::string::npos) << r.body;
+  }
+  json good = Parse(w.Get(wa));
+  good["status"]["evictions"] = {{"count", 2}, {"gpuSecondsLost", 1200}};
+  EXPECT_EQ(w.Do("PUT", wa + "/status", kAdmin, good.dump()).status, 200);
 }
 
 // A node reports the pods it started (status.startedPods): only pods assigned to it, stamped

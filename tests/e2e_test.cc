@@ -967,10 +967,42 @@ TEST_F(FactoryTest, QuotaAPreemptorsVictimsFreeIsKeptForIt) {
       EXPECT_EQ(ev["last"].value("reason", ""), "Preempted") << ev.dump();
       EXPECT_NE(ev["last"].value("message", "").find("preempted by hot ("), std::string::npos)
           << ev.dump();
+      // ... and what its stopped run lost: 4 GPUs for at least the grace period (the clock
+      // moves in whole seconds).
+      const int64_t lost = ev.value("gpuSecondsLost", int64_t{-1});
+      EXPECT_GE(lost, 4 * 5) << ev.dump();
+      EXPECT_LE(lost, 4 * 120) << ev.dump();
+      EXPECT_EQ(lost % 4, 0) << ev.dump();
     }
   }
   EXPECT_EQ(running, 2) << Describe(w);
   EXPECT_EQ(evicted, 2) << Describe(w);
+}
+
+// A workload restarted after an eviction is not the cheapest victim again by its new run alone:
+// the server gives admission what its earlier evictions lost (status.evictions.gpuSecondsLost),
+// so an urgent workload evicts the one that has run 100 s rather than the one that has just
+// started again after losing 10,000 GPU-seconds.
+TEST_F(FactoryTest, AWorkloadEvictedBeforeCountsWhatItLostAsAVictim) {
+  StartScheduler(5'000);
+  CreateQueue("team-b", {{"quotas", {{"gpu", {{"guaranteed", 8}, {"borrowingLimit", 0}}}}}});
+  CreateWorkload(WholeGpuWorkload("team-b", "long", 4));
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  Cycle(100'000);
+  CreateWorkload(WholeGpuWorkload("team-b", "restarted", 4));
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  ClientResponse r =
+      Call("PATCH", WorkloadPath("team-b", "restarted") + "/status",
+           json{{"status", {{"evictions", {{"count", 1}, {"gpuSecondsLost", 10'000}}}}}}.dump(),
+           "application/merge-patch+json");
+  ASSERT_EQ(r.status, 200) << r.body;
+  json hot = WholeGpuWorkload("team-b", "hot", 4);
+  hot["spec"]["priority"] = 100;
+  CreateWorkload(hot);
+  ASSERT_EQ(Cycle().preempted, 1) << Describe(Workloads());
+  std::map<std::string, json> w = Workloads();
+  EXPECT_TRUE(w["team-b/long"]["status"].contains("preemption")) << Describe(w);
+  EXPECT_FALSE(w["team-b/restarted"]["status"].contains("preemption")) << Describe(w);
 }
 
 // The quota a preemptor keeps while its victims stop is its plan less what they still hold:

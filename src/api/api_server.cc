@@ -243,10 +243,15 @@ Status ValidateWorkloadStatus(const json& status) {
   if (status.contains("evictions")) {
     const json& ev = status["evictions"];
     RETURN_IF_ERROR(
-        CheckFields(ev, "status.evictions", {{"count", K::kInt}, {"last", K::kObject}}));
+        CheckFields(ev, "status.evictions",
+                    {{"count", K::kInt}, {"gpuSecondsLost", K::kInt}, {"last", K::kObject}}));
     const json& count = Field(ev, "count");
     if (count.is_number_integer() && (count < 0 || count > 1'000'000'000))
       return InvalidArgument("status.evictions.count: must be between 0 and 1000000000");
+    const json& lost = Field(ev, "gpuSecondsLost");
+    if (lost.is_number_integer() && (lost < 0 || lost > kMaxLostGpuSeconds))
+      return InvalidArgument("status.evictions.gpuSecondsLost: must be between 0 and " +
+                             std::to_string(kMaxLostGpuSeconds));
     if (ev.contains("last"))
       RETURN_IF_ERROR(
           CheckFields(ev["last"], "status.evictions.last",

@@ -872,9 +872,13 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
     if (const json ev = status.value("evictions", json::object());
         ev.is_object() && ev.contains("count")) {
       const json last = ev.value("last", json::object());
-      std::printf("Evicted:    %s time(s); last %s at %s: %s\n",
-                  Plain(ev.value("count", json(0))).c_str(), last.value("reason", "").c_str(),
-                  last.value("time", "").c_str(), last.value("message", "").c_str());
+      const std::string lost = ev.contains("gpuSecondsLost")
+                                   ? ", " + Plain(ev["gpuSecondsLost"]) + " GPU-seconds lost"
+                                   : "";
+      std::printf("Evicted:    %s time(s)%s; last %s at %s: %s\n",
+                  Plain(ev.value("count", json(0))).c_str(), lost.c_str(),
+                  last.value("reason", "").c_str(), last.value("time", "").c_str(),
+                  last.value("message", "").c_str());
     }
     // A victim's mark, and a waiting preemptor's planned place.
     if (status.contains("preemption")) {

@@ -163,15 +163,29 @@ void KeepFinished(const Workload& w, const json& from, json& to) {
 
 // A running workload stopped and put back in line (preempted, its node lost, its gang timed
 // out): status.evictions counts it and keeps the last one, as Kueue's Evicted condition and
-// Slurm's restart count do, through every later rewrite of its status (KeepFinished).
-void NoteEviction(const json& from, json& to, const std::string& reason, const std::string& why,
-                  int64_t now) {
+// Slurm's restart count do, through every later rewrite of its status (KeepFinished). It also
+// sums the GPU-seconds the stopped runs lost (the work since their last checkpoint), which
+// admission counts toward the cost of evicting it again (SubmitOptions::lost_before_s).
+void NoteEviction(const StoredWorkload& sw, const json& from, json& to, const std::string& reason,
+                  const std::string& why, int64_t now) {
   const json& before = Field(from, "evictions");
-  const int64_t count = before.is_object() && Field(before, "count").is_number_integer()
-                            ? Field(before, "count").get<int64_t>()
-                            : 0;
+  auto old = [&](const char* key) {
+    return before.is_object() && Field(before, key).is_number_integer()
+               ? Field(before, key).get<int64_t>()
+               : 0;
+  };
+  double lost = 0;
+  if (const int64_t began = ParseTimestamp(Str(from, "startTime")); began >= 0 && now > began) {
+    double ran = static_cast<double>(now - began) / 1000.0;
+    const double every = static_cast<double>(sw.w().checkpoint_interval_seconds);
+    if (every > 0) ran = std::fmod(ran, every);
+    for (const PodRequest& r : sw.pods)
+      lost += ran * static_cast<double>(r.total_gpu_milli()) / 1000.0;
+  }
   to["evictions"] = {
-      {"count", count + 1},
+      {"count", old("count") + 1},
+      {"gpuSecondsLost",
+       std::min<int64_t>(old("gpuSecondsLost") + std::llround(lost), kMaxLostGpuSeconds)},
       {"last", {{"reason", reason}, {"message", why}, {"time", FormatTimestamp(now)}}}};
 }
 
@@ -603,7 +617,7 @@ Result<CycleStats> Scheduler::RunOnce() {
           if (!kept_state.is_null()) next["status"]["requeueState"] = kept_state;
           KeepFinished(sw.w(), status, next["status"]);
           // (Pods left after others completed is no eviction: nothing of it was stopped.)
-          if (reason != "PodsLeft") NoteEviction(status, next["status"], reason, why, now);
+          if (reason != "PodsLeft") NoteEviction(sw, status, next["status"], reason, why, now);
           if (!store_.Put(kv.key, next.dump(), kv.mod_revision).ok()) return false;
           ++stats.requeued;
           return true;
@@ -861,7 +875,7 @@ Result<CycleStats> Scheduler::RunOnce() {
                  {"message", why},
                  {"lastTransitionTime", FormatTimestamp(now)}}}}};
           KeepFinished(sw.w(), status, next["status"]);
-          NoteEviction(status, next["status"], "GangTimeout", why, now);
+          NoteEviction(sw, status, next["status"], "GangTimeout", why, now);
           if (limit) {
             next["spec"]["active"] = false;
             next["status"]["requeueState"].erase("requeueAt");
@@ -915,8 +929,8 @@ Result<CycleStats> Scheduler::RunOnce() {
                              {"reason", "NodeLost"}};
           if (!kept_state.is_null()) patch["status"]["requeueState"] = kept_state;
           KeepFinished(sw.w(), current, patch["status"]);
-          NoteEviction(current, patch["status"], "NodeLost", "its node stopped renewing its lease",
-                       now);
+          NoteEviction(sw, current, patch["status"], "NodeLost",
+                       "its node stopped renewing its lease", now);
           if (store_.Put(kv.key, patch.dump(), kv.mod_revision).ok()) ++stats.requeued;
           continue;
         }
@@ -1181,6 +1195,10 @@ Result<CycleStats> Scheduler::RunOnce() {
         SubmitOptions options = options_of(spec);
         const int64_t began = ParseTimestamp(Str(Field(bound[b].sw.obj(), "status"), "startTime"));
         options.started_at = began >= 0 ? static_cast<double>(began) / 1000.0 : now_s;
+        const json& lost =
+            Field(Field(Field(bound[b].sw.obj(), "status"), "evictions"), "gpuSecondsLost");
+        if (lost.is_number_integer())
+          options.lost_before_s = static_cast<double>(lost.get<int64_t>());
         const int64_t created =
             ParseTimestamp(Str(Field(bound[b].sw.obj(), "metadata"), "creationTimestamp"));
         if (created >= 0) options.arrived_at = static_cast<double>(created) / 1000.0;

@@ -87,6 +87,10 @@ struct RunSpec {
   int64_t duration_seconds = 0;  // 0 = until deleted
 };
 
+// The most GPU-seconds a workload's status.evictions.gpuSecondsLost holds (what the runs its
+// evictions stopped lost, summed; the server caps the sum there).
+inline constexpr int64_t kMaxLostGpuSeconds = 1'000'000'000'000;
+
 struct Workload {
   WorkloadId name;
   TenantId tenant;  // the API's namespace

@@ -2447,6 +2447,10 @@ double Admitter::LostIfEvicted(int id, double at) const {
   return lost;
 }
 
+double Admitter::EvictionCost(int id, double at) const {
+  return LostIfEvicted(id, at) + entries_[id].options.lost_before_s;
+}
+
 // Takes a running workload off the state for a trial plan, and puts it back.
 void Admitter::TrialRelease(int v) {
   const Entry& w = entries_[v];
@@ -2547,7 +2551,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
         for (auto [f, milli] : w.charged) in_flavor |= f < 64 && (flavors >> f & 1) && milli > 0;
         for (const Assignment& a : w.assign) in_flavor &= !no_eviction_[a.node];
         if (in_flavor && usable_room(v) > 0)
-          cost.emplace_back(w.spec.priority, LostIfEvicted(v, now), v);
+          cost.emplace_back(w.spec.priority, EvictionCost(v, now), v);
       }
     }
     std::sort(cost.begin(), cost.end());
@@ -3248,11 +3252,11 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
         if (!young) {
           budget_block = queues_[w.leaf].spec.name;
           // (A budget of 0 never frees: nothing is held waiting for it.)
-          if (budget > 0) spent.push_back({v, LostIfEvicted(v, now)});
+          if (budget > 0) spent.push_back({v, EvictionCost(v, now)});
         }
         continue;
       }
-      (young ? later : cands).push_back({v, LostIfEvicted(v, now)});
+      (young ? later : cands).push_back({v, EvictionCost(v, now)});
     }
     std::sort(cands.begin(), cands.end(), cheaper);
     std::sort(spare_only.begin(), spare_only.end(), cheaper);
@@ -3732,9 +3736,9 @@ void Admitter::VictimStopped(int id) {
 }
 
 void Admitter::Terminated(int id, double now) {
-  (void)now;
   Entry& e = entries_[id];
   if (e.phase != Phase::kEvicting) return;
+  if (e.fragment_of < 0) e.options.lost_before_s += LostIfEvicted(id, now);
   Unhold(id);
   Charge(id, -1);
   CountEvicting(id, -1);

@@ -21,8 +21,9 @@
 //      are borrowing (reclaim), or, where fair-share preemption is on, of queues whose share
 //      stays above its own. Victims must have run their minimum runtime and their queue's
 //      disruption budget must allow one more eviction; among the eligible, the search frees one
-//      node at a time for each pod and keeps the node whose victims cost the fewest GPU-seconds
-//      (then lowest priority, then newest). Victims keep their devices until the caller reports
+//      node at a time for each pod and keeps the node whose victims are of the lowest priority,
+//      then cost the fewest GPU-seconds (what they would lose, plus what their earlier evictions
+//      lost), then are newest. Victims keep their devices until the caller reports
 //      them stopped (after its grace period). Each queue's `preemption` policy narrows or widens
 //      who may go: its own equal-priority newer work, no own work, reclaim only from lower
 //      priority or not at all, or, while borrowing, other queues' lower-priority borrowed work;
@@ -236,6 +237,11 @@ struct SubmitOptions {
   // reclaimablePods). They hold no devices and no quota: `assign` names only the others, and
   // it neither grows nor shrinks. Empty: none.
   std::vector<int> completed = {};
+  // GPU-seconds its earlier evictions lost (the server: status.evictions.gpuSecondsLost). They
+  // count toward the cost of evicting it again, so that a workload just restarted after an
+  // eviction, which would lose little, is not the cheapest victim every time (Admitter::
+  // EvictionCost).
+  double lost_before_s = 0;
 };
 
 // A victim is a whole workload, or the pods an elastic shrink takes from one: then `victim` is
@@ -371,6 +377,9 @@ class Admitter {
   // ranked by it at the time of the decision: the grace period adds the same time to each
   // (a checkpoint within it is not foreseen).
   double LostIfEvicted(int id, double at) const;
+  // What choosing it as a victim costs: what it would lose, plus what its earlier evictions
+  // lost (SubmitOptions::lost_before_s).
+  double EvictionCost(int id, double at) const;
   // Its place in its queue: pending workloads go in (-priority, arrival) order (a released
   // gang re-enters at the back).
   double arrival(int id) const { return entries_[id].arrival; }

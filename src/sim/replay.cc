@@ -643,6 +643,7 @@ struct WState {
   double wait_total = 0;
   int epoch = 0;
   bool evicting = false;
+  int evictions = 0;    // runs of it evictions stopped
   double progress = 0;  // seconds of its run saved by checkpoints before evictions
   // While it runs: the part of its pods admitted (partial admission: its run goes that much
   // slower) and the GPUs (milli) they hold.
@@ -1200,6 +1201,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
           }
           st.running = false;
           st.evicting = false;
+          ++st.evictions;
           ++st.epoch;
           stop_use(ev.w, ev.t);
           add_pending(ev.w, ev.t);
@@ -1454,6 +1456,11 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
     res.teams.push_back(t);
   }
   res.jain_index = nx > 0 && sxx > 0 ? sx * sx / (nx * sxx) : 1.0;
+  for (const WState& st : ws) {
+    res.workloads_evicted += st.evictions > 0;
+    res.workloads_evicted_3plus += st.evictions >= 3;
+    res.evictions_max = std::max<int64_t>(res.evictions_max, st.evictions);
+  }
   return res;
 }
 
@@ -1478,6 +1485,9 @@ void PrintReplayJson(const ReplayResult& r, std::ostream& out) {
   j["elastic_shrinks"] = r.elastic_shrinks;
   j["elastic_shrink_pods"] = r.elastic_shrink_pods;
   j["gpu_seconds_lost"] = r.gpu_seconds_lost;
+  j["workloads_evicted"] = r.workloads_evicted;
+  j["workloads_evicted_3plus"] = r.workloads_evicted_3plus;
+  j["evictions_max"] = r.evictions_max;
   j["cycles"] = r.cycles;
   j["cycle_mean_ms"] = r.cycles ? 1000 * r.cycle_seconds / r.cycles : 0.0;
   j["cycle_max_ms"] = 1000 * r.cycle_max_seconds;
@@ -1542,6 +1552,9 @@ void PrintReplayTable(const std::vector<ReplayResult>& results, std::ostream& ou
         << "% less work evictions threw away)  Jain " << std::setprecision(3) << r.jain_index
         << std::setprecision(1) << "  preemptions " << r.preemptions << "  GPU-seconds lost "
         << r.gpu_seconds_lost << "\n";
+    if (r.workloads_evicted)
+      out << "  evicted: " << r.workloads_evicted << " workloads, " << r.workloads_evicted_3plus
+          << " of them 3 times or more, at most " << r.evictions_max << " times\n";
     if (r.partial_admissions || r.elastic_growths || r.elastic_shrinks)
       out << "  elastic: " << r.partial_admissions << " started in part, " << r.elastic_growths
           << " growths, " << r.elastic_shrinks << " shrinks (" << r.elastic_shrink_pods

@@ -186,6 +186,11 @@ struct ReplayResult {
   int64_t elastic_shrinks = 0;
   int64_t elastic_shrink_pods = 0;
   double gpu_seconds_lost = 0;
+  // How evictions spread over workloads: how many were evicted at all, how many three times or
+  // more, and the most times one was (a workload evicted again and again may never finish).
+  int64_t workloads_evicted = 0;
+  int64_t workloads_evicted_3plus = 0;
+  int64_t evictions_max = 0;
   std::vector<TeamResult> teams;
   // Guarantee-wait bound, per workload: from the moment a pending workload fits in what its
   // team holds below its guarantee in its pool (guarantee - usage) until it is admitted, against

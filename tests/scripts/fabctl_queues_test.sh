@@ -292,6 +292,14 @@ for _ in $(seq 150); do
 done
 grep "^short " <<<"$workloads" | grep -q "Succeeded *2/2 done *0 " ||
   fail "short's completed pods not shown: $workloads"
+# `describe` shows a workload's record of evictions (status.evictions, the scheduler's): how
+# often, the GPU-seconds they threw away, and the last one.
+admin_patch /apis/fabrica.dev/v1/namespaces/team-a/workloads/short/status \
+  '{"status": {"evictions": {"count": 2, "gpuSecondsLost": 1200, "last": {"reason": "Preempted", "message": "preempted by hot (for higher-priority work)", "time": "2026-12-02T10:00:00Z"}}}}' ||
+  fail "admin patch of short's status"
+described=$("$FABCTL" describe workload short -n team-a)
+grep -q "^Evicted: *2 time(s), 1200 GPU-seconds lost; last Preempted at 2026-12-02T10:00:00Z: preempted by hot" <<<"$described" ||
+  fail "describe shows no eviction record: $described"
 described=$("$FABCTL" describe queue team-c)
 grep -A3 "^Status:" <<<"$described" | grep -q "flavors\|guaranteedGpus" ||
   fail "describe queue shows no status: $described"
