@@ -472,6 +472,14 @@ Status NodeAgent::Reconcile(int64_t now) {
   for (auto it = finished_.begin(); it != finished_.end();) {
     it = wanted.count(it->first) ? std::next(it) : finished_.erase(it);
   }
+  // The exits the launcher keeps until the server has them: a pod no longer wanted here under
+  // its binding (listed as completed, its workload failed, requeued or gone) is forgotten.
+  std::vector<std::string> reported;
+  for (const auto& [key, e] : launcher_->ended()) {
+    auto it = wanted.find(key);
+    if (it == wanted.end() || it->second.binding != e.binding) reported.push_back(key);
+  }
+  for (const std::string& key : reported) launcher_->Forget(key);
   for (auto it = outcomes_.begin(); it != outcomes_.end();) {
     const Outcome& o = it->second;
     const bool unsent = o.failed > 0 || o.succeeded.size() > o.reported;

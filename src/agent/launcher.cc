@@ -184,8 +184,18 @@ Status Launcher::Save() const {
                     {"startedMs", p.started_ms},
                     {"stopDeadlineMs", p.stop_deadline_ms}});
   }
+  json ended = json::array();
+  for (const auto& [key, e] : ended_) {
+    ended.push_back({{"key", e.key},
+                     {"binding", e.binding},
+                     {"exitCode", e.exit_code},
+                     {"signal", e.signal},
+                     {"stopped", e.stopped},
+                     {"lost", e.lost},
+                     {"log", e.log_path}});
+  }
   const std::string path = options_.state_dir + "/pods.json";
-  if (!WriteSmallFile(path + ".tmp", json{{"pods", pods}}.dump(1)) ||
+  if (!WriteSmallFile(path + ".tmp", json{{"pods", pods}, {"ended", ended}}.dump(1)) ||
       rename((path + ".tmp").c_str(), path.c_str()) != 0) {
     return Internal("cannot write " + path + ": " + strerror(errno));
   }
@@ -216,11 +226,29 @@ Status Launcher::Load() {
     if (ProcessStartTicks(p.pid) != p.start_ticks) p.pid = 0;
     pods_[p.key] = p;
   }
+  if (doc.contains("ended") && !doc["ended"].is_array())
+    return InvalidArgument(path + ": ended: expected a list");
+  for (const json& j : doc.value("ended", json::array())) {
+    if (!j.is_object()) continue;
+    PodExit e;
+    e.key = j.value("key", "");
+    e.binding = j.value("binding", "");
+    e.exit_code = j.value("exitCode", -1);
+    e.signal = j.value("signal", 0);
+    e.stopped = j.value("stopped", false);
+    e.lost = j.value("lost", false);
+    e.log_path = j.value("log", "");
+    if (e.key.empty() || pods_.count(e.key)) continue;
+    loaded_ended_.push_back(e.key);
+    ended_[e.key] = std::move(e);
+  }
   return Save();
 }
 
 Status Launcher::Launch(const LaunchSpec& spec, int64_t now_ms) {
   if (pods_.count(spec.key)) return FailedPrecondition("pod " + spec.key + " is already running");
+  // (An earlier run's exit is not this one's.)
+  if (ended_.erase(spec.key)) (void)Save();
   if (spec.argv.empty()) return InvalidArgument("pod " + spec.key + ": empty command");
   const auto path_it = spec.env.find("PATH");
   const std::string exe =
@@ -351,7 +379,11 @@ void Launcher::Stop(const std::string& key, int64_t grace_ms, int64_t now_ms) {
 
 std::vector<PodExit> Launcher::Poll(int64_t now_ms) {
   std::vector<PodExit> out;
+  for (const std::string& key : loaded_ended_)
+    if (auto it = ended_.find(key); it != ended_.end()) out.push_back(it->second);
+  loaded_ended_.clear();
   bool changed = false;
+  std::vector<std::string> exit_files;  // removed once the exits are in the state file
   for (auto it = pods_.begin(); it != pods_.end();) {
     PodProcess& p = it->second;
     if (p.pid > 0) {
@@ -390,13 +422,20 @@ std::vector<PodExit> Launcher::Poll(int64_t now_ms) {
       WriteSmallFile(p.cgroup + "/cgroup.kill", "1");
       rmdir(p.cgroup.c_str());
     }
-    unlink(p.exit_path.c_str());
+    exit_files.push_back(p.exit_path);
+    ended_[e.key] = e;
     out.push_back(e);
     it = pods_.erase(it);
     changed = true;
   }
-  if (changed) (void)Save();
+  // (Should the state not be written, the exit files stay, and a restarted agent reads them.)
+  if (changed && Save().ok())
+    for (const std::string& path : exit_files) unlink(path.c_str());
   return out;
+}
+
+void Launcher::Forget(const std::string& key) {
+  if (ended_.erase(key)) (void)Save();
 }
 
 }  // namespace fabrica

@@ -11,7 +11,10 @@
 //
 // State (one JSON file in the state directory) records each pod's monitor pid and its start
 // time in /proc, so that a restarted agent adopts exactly the processes it started and not a
-// stranger that reused a pid. Not thread-safe.
+// stranger that reused a pid. A pod that ended stays in it, with its exit, until the agent says
+// the server has it (Forget): an agent that dies after Poll read the exit but before its report
+// got through finds the exit again when it restarts (the first Poll returns it once more), rather
+// than forgetting the pod ran and starting it again. Not thread-safe.
 #pragma once
 
 #include <sys/types.h>
@@ -75,9 +78,13 @@ class Launcher {
   Status Launch(const LaunchSpec& spec, int64_t now_ms);
   // Starts stopping `key`: SIGTERM now, SIGKILL once `grace_ms` has passed (see Poll).
   void Stop(const std::string& key, int64_t grace_ms, int64_t now_ms);
-  // Reaps, sends due SIGKILLs, and returns the pods that ended since the last call.
+  // Reaps, sends due SIGKILLs, and returns the pods that ended since the last call (the first
+  // call after Load also those that ended before it and were never forgotten).
   std::vector<PodExit> Poll(int64_t now_ms);
-  const std::map<std::string, PodProcess>& pods() const { return pods_; }
+  // Drops the exit of pod `key` (it ended): the server has it, or no longer needs it.
+  void Forget(const std::string& key);
+  const std::map<std::string, PodProcess>& pods() const { return pods_; }  // running or stopping
+  const std::map<std::string, PodExit>& ended() const { return ended_; }   // not yet forgotten
   // Why limits are or are not enforced, for the agent's log and Node status.
   const std::string& cgroup_note() const { return cgroup_note_; }
   std::string LogPath(const std::string& key) const;
@@ -87,6 +94,8 @@ class Launcher {
 
   LauncherOptions options_;
   std::map<std::string, PodProcess> pods_;
+  std::map<std::string, PodExit> ended_;
+  std::vector<std::string> loaded_ended_;  // read by Load, returned by the next Poll
   std::string cgroup_note_;
   bool cgroup_cpu_ = false;
   bool cgroup_memory_ = false;

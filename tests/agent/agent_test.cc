@@ -194,6 +194,46 @@ TEST(LauncherTest, ARestartedLauncherAdoptsRunningPodsAndReadsExitsThatHappenedM
   EXPECT_NE(::kill(running_pid, 0), 0) << "the adopted pod was not stopped";
 }
 
+// An agent that read a pod's exit (Poll) and died before its report reached the server finds
+// the exit again when it restarts, rather than forgetting the pod ran (the agent would start it
+// again); once forgotten (the server has it) it is gone, and a new run of the pod replaces it.
+TEST(LauncherTest, AnExitNotYetForgottenIsReturnedAgainAfterARestart) {
+  TempDir dir;
+  {
+    Launcher first({dir.File("state"), ""});
+    ASSERT_TRUE(first.Launch(Shell("t/w/done", "exit 3"), NowMs()).ok());
+    PodExit e = WaitExit(first, "t/w/done", 10s);
+    ASSERT_EQ(e.exit_code, 3);
+    EXPECT_EQ(first.pods().count("t/w/done"), 0u);
+    EXPECT_EQ(first.ended().count("t/w/done"), 1u);
+    EXPECT_TRUE(first.Poll(NowMs()).empty()) << "an exit is returned once per launcher";
+  }  // the agent dies before its report gets through
+  Launcher second({dir.File("state"), ""});
+  ASSERT_TRUE(second.Load().ok());
+  EXPECT_TRUE(second.pods().empty());
+  std::vector<PodExit> again = second.Poll(NowMs());
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].key, "t/w/done");
+  EXPECT_EQ(again[0].binding, "b1");
+  EXPECT_EQ(again[0].exit_code, 3);
+  EXPECT_FALSE(again[0].stopped || again[0].lost);
+  EXPECT_TRUE(second.Poll(NowMs()).empty());
+  second.Forget("t/w/done");
+  EXPECT_TRUE(second.ended().empty());
+  {
+    Launcher third({dir.File("state"), ""});
+    ASSERT_TRUE(third.Load().ok());
+    EXPECT_TRUE(third.Poll(NowMs()).empty()) << "a forgotten exit came back";
+    // A new run of the pod drops an earlier run's exit.
+    ASSERT_TRUE(third.Launch(Shell("t/w/other", "exit 0"), NowMs()).ok());
+    ASSERT_EQ(WaitExit(third, "t/w/other", 10s).exit_code, 0);
+    ASSERT_TRUE(third.Launch(Shell("t/w/other", "sleep 30"), NowMs()).ok());
+    EXPECT_EQ(third.ended().count("t/w/other"), 0u);
+    third.Stop("t/w/other", 0, NowMs());
+    EXPECT_TRUE(WaitExit(third, "t/w/other", 10s).stopped);
+  }
+}
+
 TEST(LauncherTest, ARecordWhosePidWasReusedIsNeverSignalled) {
   TempDir dir;
   const std::string state = dir.File("state");
@@ -625,6 +665,17 @@ TEST_F(AgentFleetTest, ACompletedPodIsNotRunAgainAfterItsAgentRestarts) {
   ASSERT_TRUE(WaitFor([&] { return Phase("pair") == "Succeeded"; }, 30s)) << Logs();
   ASSERT_TRUE(WaitFor([&] { return !Log("pair", "main-0").empty(); }, 10s));
   EXPECT_EQ(Log("pair", "main-0"), "run main-0\n");  // once
+  // The exits each agent kept until the server had them are forgotten.
+  for (const json& a : bound["status"]["assignments"]) {
+    const std::string state = dir_.File("agent-" + a.value("node", "") + "/pods.json");
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          const json doc = json::parse(ReadFile(state), nullptr, false);
+          return doc.is_object() && doc.value("ended", json::array()).empty();
+        },
+        10s))
+        << ReadFile(state);
+  }
 }
 
 TEST_F(AgentFleetTest, BadTaskResultsAndLogWritesAreRefusedNamingWhatIsWrong) {
