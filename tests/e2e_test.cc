@@ -43,6 +43,7 @@
 #include "api/metrics.h"
 #include "client/http_client.h"
 #include "control/clock.h"
+#include "control/eviction_record.h"
 #include "control/meter_service.h"
 #include "control/scheduler.h"
 #include "control/sim_agent.h"
@@ -977,6 +978,52 @@ TEST_F(FactoryTest, QuotaAPreemptorsVictimsFreeIsKeptForIt) {
   }
   EXPECT_EQ(running, 2) << Describe(w);
   EXPECT_EQ(evicted, 2) << Describe(w);
+}
+
+// What a stopped run lost, read from its stored spec and status as admission reads a restored
+// workload: only the pods that still run, from the start of the run or its last checkpoint,
+// at its least size until it grew.
+TEST(EvictionRecordTest, TheWorkARunLosesIsReadAsAdmissionReadsIt) {
+  const int64_t t0 = ParseTimestamp("2026-12-02T10:00:00Z");
+  auto at = [&](int64_t s) { return FormatTimestamp(t0 + s * 1000); };
+  auto pod = [](const std::string& name, int gpus) {
+    json devices = json::array();
+    for (int d = 0; d < gpus; ++d) devices.push_back({{"index", d}, {"gpuMilli", 1000}});
+    return json{{"pod", name}, {"node", "n-" + name}, {"devices", devices}};
+  };
+  json spec = {{"podSets", {{{"count", 4}, {"minCount", 1}}}}};
+  json status = {{"startTime", at(0)},
+                 {"assignments", {pod("main-0", 2), pod("main-1", 2), pod("main-2", 2)}}};
+  EXPECT_DOUBLE_EQ(RunGpuSecondsLost(spec, status, t0 + 100'000), 6 * 100);
+  EXPECT_DOUBLE_EQ(RunGpuSecondsLost(spec, json{{"assignments", status["assignments"]}}, t0), 0)
+      << "not started: nothing lost";
+  // Grown at 1,000 s from its least (main-0: 2 GPUs) to 6 GPUs, stopped at 1,100 s.
+  json grown = status;
+  grown["resizedTime"] = at(1000);
+  EXPECT_DOUBLE_EQ(RunGpuSecondsLost(spec, grown, t0 + 1'100'000), 2 * 1000 + 6 * 100);
+  // A checkpoint every 1,050 s: only the 50 s since the last one, all at 6 GPUs.
+  json checkpoints = spec;
+  checkpoints["checkpointIntervalSeconds"] = 1050;
+  EXPECT_DOUBLE_EQ(RunGpuSecondsLost(checkpoints, grown, t0 + 1'100'000), 6 * 50);
+  // A completed pod, and the pods an elastic shrink takes, lose nothing (and with a pod
+  // completed the run counts at its size from its start, as admission restores it).
+  json partly = grown;
+  partly["finishedPods"] = {{"main-2", at(500)}};
+  EXPECT_DOUBLE_EQ(RunGpuSecondsLost(spec, partly, t0 + 1'100'000), 4 * 1100);
+  json shrinking = status;
+  shrinking["shrinks"] = {{{"by", "hot"}, {"pods", {"main-2"}}}};
+  EXPECT_DOUBLE_EQ(RunGpuSecondsLost(spec, shrinking, t0 + 100'000), 4 * 100);
+  // The record sums the losses, counts the evictions and keeps the last.
+  json next;
+  NoteEviction(json::object(), next, "Preempted", "preempted by hot", t0, 600.4);
+  json after;
+  NoteEviction(next, after, "NodeLost", "its node stopped renewing its lease", t0 + 5000, 99.6);
+  EXPECT_EQ(after["evictions"]["count"], 2);
+  EXPECT_EQ(after["evictions"]["gpuSecondsLost"], 700);
+  EXPECT_EQ(after["evictions"]["last"]["reason"], "NodeLost");
+  json huge;
+  NoteEviction(after, huge, "Preempted", "again", t0, 1e18);
+  EXPECT_EQ(huge["evictions"]["gpuSecondsLost"], kMaxLostGpuSeconds);
 }
 
 // A workload restarted after an eviction is not the cheapest victim again by its new run alone:

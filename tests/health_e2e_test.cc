@@ -420,6 +420,14 @@ TEST_F(HealthFactoryTest, Xid79DrainsTheNodeAndRequeuesItsGangOnce) {
   EXPECT_EQ(requeued_["gang"], 1);
   EXPECT_EQ(requeued_["small"], 0);
   EXPECT_EQ(NodesOf(Workloads()["gang"]).size(), 2u);
+  // Its record of evictions counts the drain, with the work its 16 GPUs lost (whole seconds
+  // of it: the clock moves in whole seconds), which later victim choices weigh.
+  const json evictions = Workloads()["gang"]["status"].value("evictions", json());
+  EXPECT_EQ(evictions.value("count", 0), 1) << evictions.dump();
+  EXPECT_EQ(evictions.value("last", json::object()).value("reason", ""), "Evicted")
+      << evictions.dump();
+  EXPECT_GE(evictions.value("gpuSecondsLost", int64_t{0}), 16) << evictions.dump();
+  EXPECT_EQ(evictions.value("gpuSecondsLost", int64_t{0}) % 16, 0) << evictions.dump();
   EXPECT_EQ(*NodesOf(Workloads()["small"]).begin(), small_node);
 
   // Reboot, burn-in, back in service, and uncordoned.

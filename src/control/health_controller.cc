@@ -5,6 +5,7 @@
 
 #include "api/json_fields.h"
 #include "api/metrics.h"
+#include "control/eviction_record.h"
 #include "control/replies.h"
 #include "health/burnin.h"
 #include "health/inspection.h"
@@ -606,6 +607,7 @@ void HealthController::RunEvictions(int64_t now) {
     // Pods that completed stay completed (not a gang's: it starts again whole).
     const json finished =
         Field(Field(w, "spec"), "gang") == true ? json() : Field(status, "finishedPods");
+    const json before = status;  // (`status` refers into w)
     w["status"] = {{"phase", "Pending"},
                    {"reason", "Evicted"},
                    {"message", "requeued: evicted: " + e.reason},
@@ -616,6 +618,9 @@ void HealthController::RunEvictions(int64_t now) {
                       {"message", e.reason},
                       {"lastTransitionTime", FormatTimestamp(now)}}}}};
     if (finished.is_object() && !finished.empty()) w["status"]["finishedPods"] = finished;
+    // Counted in its record of evictions, with the work the stopped run lost.
+    NoteEviction(before, w["status"], "Evicted", e.reason, now,
+                 RunGpuSecondsLost(Field(w, "spec"), before, now));
     if (store_.Put(kv->key, w.dump(), kv->mod_revision).ok()) {
       stats_.requeued += 1;
       it = evictions_.erase(it);

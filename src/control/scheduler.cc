@@ -10,6 +10,7 @@
 
 #include "api/json_fields.h"
 #include "api/metrics.h"
+#include "control/eviction_record.h"
 #include "control/sim_agent.h"
 #include "core/fleet.h"
 #include "core/workload.h"
@@ -159,34 +160,6 @@ void KeepFinished(const Workload& w, const json& from, json& to) {
   // (And its history of being stopped and put back in line: status.evictions.)
   if (const json& evictions = Field(from, "evictions"); evictions.is_object())
     to["evictions"] = evictions;
-}
-
-// A running workload stopped and put back in line (preempted, its node lost, its gang timed
-// out): status.evictions counts it and keeps the last one, as Kueue's Evicted condition and
-// Slurm's restart count do, through every later rewrite of its status (KeepFinished). It also
-// sums the GPU-seconds the stopped runs lost (the work since their last checkpoint), which
-// admission counts toward the cost of evicting it again (SubmitOptions::lost_before_s).
-void NoteEviction(const StoredWorkload& sw, const json& from, json& to, const std::string& reason,
-                  const std::string& why, int64_t now) {
-  const json& before = Field(from, "evictions");
-  auto old = [&](const char* key) {
-    return before.is_object() && Field(before, key).is_number_integer()
-               ? Field(before, key).get<int64_t>()
-               : 0;
-  };
-  double lost = 0;
-  if (const int64_t began = ParseTimestamp(Str(from, "startTime")); began >= 0 && now > began) {
-    double ran = static_cast<double>(now - began) / 1000.0;
-    const double every = static_cast<double>(sw.w().checkpoint_interval_seconds);
-    if (every > 0) ran = std::fmod(ran, every);
-    for (const PodRequest& r : sw.pods)
-      lost += ran * static_cast<double>(r.total_gpu_milli()) / 1000.0;
-  }
-  to["evictions"] = {
-      {"count", old("count") + 1},
-      {"gpuSecondsLost",
-       std::min<int64_t>(old("gpuSecondsLost") + std::llround(lost), kMaxLostGpuSeconds)},
-      {"last", {{"reason", reason}, {"message", why}, {"time", FormatTimestamp(now)}}}};
 }
 
 // Its pods per pod set that have completed (status.finishedPods) while others run on, with the
@@ -617,7 +590,9 @@ Result<CycleStats> Scheduler::RunOnce() {
           if (!kept_state.is_null()) next["status"]["requeueState"] = kept_state;
           KeepFinished(sw.w(), status, next["status"]);
           // (Pods left after others completed is no eviction: nothing of it was stopped.)
-          if (reason != "PodsLeft") NoteEviction(sw, status, next["status"], reason, why, now);
+          if (reason != "PodsLeft")
+            NoteEviction(status, next["status"], reason, why, now,
+                         RunGpuSecondsLost(Field(sw.obj(), "spec"), status, now));
           if (!store_.Put(kv.key, next.dump(), kv.mod_revision).ok()) return false;
           ++stats.requeued;
           return true;
@@ -875,7 +850,8 @@ Result<CycleStats> Scheduler::RunOnce() {
                  {"message", why},
                  {"lastTransitionTime", FormatTimestamp(now)}}}}};
           KeepFinished(sw.w(), status, next["status"]);
-          NoteEviction(sw, status, next["status"], "GangTimeout", why, now);
+          NoteEviction(status, next["status"], "GangTimeout", why, now,
+                       RunGpuSecondsLost(Field(sw.obj(), "spec"), status, now));
           if (limit) {
             next["spec"]["active"] = false;
             next["status"]["requeueState"].erase("requeueAt");
@@ -929,8 +905,8 @@ Result<CycleStats> Scheduler::RunOnce() {
                              {"reason", "NodeLost"}};
           if (!kept_state.is_null()) patch["status"]["requeueState"] = kept_state;
           KeepFinished(sw.w(), current, patch["status"]);
-          NoteEviction(sw, current, patch["status"], "NodeLost",
-                       "its node stopped renewing its lease", now);
+          NoteEviction(current, patch["status"], "NodeLost", "its node stopped renewing its lease",
+                       now, RunGpuSecondsLost(Field(sw.obj(), "spec"), current, now));
           if (store_.Put(kv.key, patch.dump(), kv.mod_revision).ok()) ++stats.requeued;
           continue;
         }

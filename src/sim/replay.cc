@@ -643,7 +643,7 @@ struct WState {
   double wait_total = 0;
   int epoch = 0;
   bool evicting = false;
-  int evictions = 0;    // runs of it evictions stopped
+  int evictions = 0;    // times it was chosen as a victim (as `preemptions` counts them)
   double progress = 0;  // seconds of its run saved by checkpoints before evictions
   // While it runs: the part of its pods admitted (partial admission: its run goes that much
   // slower) and the GPUs (milli) they hold.
@@ -1201,7 +1201,6 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
           }
           st.running = false;
           st.evicting = false;
-          ++st.evictions;
           ++st.epoch;
           stop_use(ev.w, ev.t);
           add_pending(ev.w, ev.t);
@@ -1303,6 +1302,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
           int v = by_handle[gi][e.victim], p = by_handle[gi][e.preemptor];
           WState& vs = ws[v];
           vs.evicting = true;
+          ++vs.evictions;
           ++res.preemptions;
           ++preempted[sc.workloads[v].team];
           ++preempted_by[sc.workloads[v].team][sc.teams[sc.workloads[p].team].name];
