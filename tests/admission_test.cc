@@ -1243,12 +1243,15 @@ TEST_F(AdmissionTest, FlavorOrderIsTriedInTurn) {
     EXPECT_EQ(PlacedOn(ids, 1), try_next ? 2 : 4);
   }
   // Elastic growth follows the order too: a's gang starts with 1 pod on the last free A100
-  // (b's work, which may not be evicted, holds the rest); when b's work ends, the 3 pods it
-  // adds go to the H100s its order puts first, not to the fuller A100 node packing prefers.
+  // (b's work, which may not be evicted and so holds only its own guarantee, holds the rest);
+  // when b's work ends, the 3 pods it adds go to the H100s its order puts first, not to the
+  // fuller A100 node packing prefers.
   {
     QueueSpec a = Plain("a"), b = Plain("b");
     a.quotas["h100"].guaranteed_milli = 4000;
     a.quotas["a100"].guaranteed_milli = 4000;
+    b.quotas["h100"].guaranteed_milli = 4000;
+    b.quotas["a100"].guaranteed_milli = 3000;
     a.flavor_order = {"h100", "a100"};
     Make(H100AndA100(), {a, b}, {}, PerModelFlavours());
     SubmitOptions fixed;
@@ -1896,6 +1899,44 @@ TEST_F(AdmissionTest, AWorkloadRestartedAfterAnEvictionCountsWhatThatLost) {
   EXPECT_DOUBLE_EQ(adm_->EvictionCost(*restored, 1300), 699 + 529);
 }
 
+// Non-preemptible work is never a victim, so it is admitted only within its queue's guarantee:
+// borrowed room it held could never be taken back (KAI's rule; a user-style review borrowed 8
+// GPUs on a guarantee of 2 with `preemptible: false`, and the lending queue's own work then
+// waited for ever). Preemptible work of the same queue still borrows.
+TEST_F(AdmissionTest, NonPreemptibleWorkDoesNotBorrow) {
+  Make(Nodes(1, 8), {Leaf("a", 2), Leaf("b", 6)});
+  SubmitOptions pinned;
+  pinned.preemptible = false;
+  std::vector<int> np;
+  for (int i = 0; i < 3; ++i)
+    np.push_back(Submit(Gpus("np" + std::to_string(i), "a", 1), i, pinned));
+  CycleResult r = adm_->Cycle(10, 1000);
+  EXPECT_EQ(adm_->phase(np[0]), Phase::kAdmitted);
+  EXPECT_EQ(adm_->phase(np[1]), Phase::kAdmitted);
+  EXPECT_EQ(adm_->phase(np[2]), Phase::kPending);
+  EXPECT_NE(adm_->reason(np[2]).find("queue a would hold 3/2 GPUs of gpu, past its guarantee: "
+                                     "non-preemptible work may not borrow"),
+            std::string::npos)
+      << adm_->reason(np[2]);
+  EXPECT_TRUE(r.evicted.empty());
+  int borrower = Submit(Gpus("borrower", "a", 2), 20);
+  adm_->Cycle(21, 1000);
+  EXPECT_EQ(adm_->phase(borrower), Phase::kAdmitted) << adm_->reason(borrower);
+  EXPECT_EQ(adm_->phase(np[2]), Phase::kPending) << "its queue borrows now: still not";
+  // b's own work reclaims what a borrowed: the preemptible borrower goes, never np*.
+  for (int i = 0; i < 6; ++i) Submit(Gpus("b" + std::to_string(i), "b", 1), 30 + i);
+  CycleResult reclaim = adm_->Cycle(40, 1000);
+  ASSERT_FALSE(reclaim.evicted.empty());
+  for (const Eviction& ev : reclaim.evicted) EXPECT_EQ(ev.victim, borrower);
+  adm_->Terminated(borrower, 70);
+  adm_->Cycle(71, 1000);
+  EXPECT_EQ(adm_->phase(np[2]), Phase::kPending) << adm_->reason(np[2]);
+  // Room within its queue's guarantee frees: it starts.
+  adm_->Finish(np[0], 80);
+  adm_->Cycle(81, 1000);
+  EXPECT_EQ(adm_->phase(np[2]), Phase::kAdmitted) << adm_->reason(np[2]);
+}
+
 TEST_F(AdmissionTest, MinimumRuntimeDelaysEviction) {
   Make(Nodes(1, 4), {Leaf("a", 4)});
   SubmitOptions protect;
@@ -2016,6 +2057,11 @@ TEST_F(AdmissionTest, WithinQueuePolicyDecidesWhichOwnWorkMayGo) {
     if (c.evicted == 1) {
       EXPECT_EQ(r.evicted[0].victim, *low);
     }
+    // Never: the wait names the policy.
+    EXPECT_EQ(adm_->reason(top).find("queue a's preemption.withinQueue is Never: its "
+                                     "lower-priority work is not preempted") != std::string::npos,
+              c.policy == Within::kNever)
+        << adm_->reason(top);
     // Taking the equal-priority peer says why.
     for (const Eviction& e : r.evicted)
       EXPECT_NE(e.reason.find(c.evicted == 2 ? "for earlier work of the same priority in queue a"
@@ -2087,6 +2133,12 @@ TEST_F(AdmissionTest, ReclaimWithinCohortPolicyNarrowsWhatIsTakenBack) {
     for (const Eviction& e : r.evicted)
       EXPECT_NE(e.reason.find("reclaims its guarantee"), std::string::npos) << e.reason;
     EXPECT_EQ(adm_->phase(mine), Phase::kPending);
+    // Never: the wait names the policy (a user-style review saw only "no node can take it").
+    EXPECT_EQ(adm_->reason(mine).find("queue b's preemption.reclaimWithinCohort is Never: the 4 "
+                                      "GPUs of gpu below its guarantee that queue a borrows are "
+                                      "not taken back") != std::string::npos,
+              c.policy == Reclaim::kNever)
+        << adm_->reason(mine);
   }
 }
 

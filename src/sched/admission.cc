@@ -1000,8 +1000,28 @@ bool Admitter::ResourceAllows(int leaf, int r, int64_t amount, std::string* why,
 }
 
 bool Admitter::ResourcesAllow(const Entry& e, std::string* why) const {
-  return ResourceAllows(e.leaf, 0, e.cpu_milli, why) &&
-         ResourceAllows(e.leaf, 1, e.memory_mib, why);
+  if (!ResourceAllows(e.leaf, 0, e.cpu_milli, why) || !ResourceAllows(e.leaf, 1, e.memory_mib, why))
+    return false;
+  if (e.options.preemptible) return true;
+  // Non-preemptible work does not borrow CPU or memory either.
+  const QueueNode& q = queues_[e.leaf];
+  for (int r = 0; r < 2; ++r) {
+    const int64_t amount = r == 0 ? e.cpu_milli : e.memory_mib;
+    const int64_t held =
+        (r == 0 ? q.cpu : q.memory) + (count_reserved_ ? q.res_reserved[r] : 0) + amount;
+    if (!q.res_limited[r] || amount == 0 || held <= q.res_guaranteed[r]) continue;
+    if (why)
+      *why = NonPreemptibleRefusal(q, ResourceAmount(r, held) + "/" +
+                                          ResourceAmount(r, q.res_guaranteed[r]) +
+                                          (r == 0 ? " cores" : " of memory"));
+    return false;
+  }
+  return true;
+}
+
+std::string Admitter::NonPreemptibleRefusal(const QueueNode& q, const std::string& held) {
+  return "queue " + q.spec.name + " would hold " + held +
+         ", past its guarantee: " + kNonPreemptibleBorrows;
 }
 
 double Admitter::Key(int q) const {
@@ -1902,7 +1922,9 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
         if (!e.history.empty()) e.reason += "; " + e.history;
         e.waits_on_time = false;
         bool searched = false;
-        if (config_.preemption && TakeSearch(id)) {
+        // (Refused only because it may not borrow: no eviction would change that.)
+        const bool may_not_borrow = first_why.find(kNonPreemptibleBorrows) != std::string::npos;
+        if (config_.preemption && !may_not_borrow && TakeSearch(id)) {
           // Lower-priority work of its own queue gives quota back, or, where its queue may
           // borrow within its cohort, others' lower-priority borrowed work.
           std::vector<PodRequest> masked = pods;
@@ -1912,6 +1934,7 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
           e.waits_on_time = e.reason.find("minimum runtime") != std::string::npos;
           searched = true;
         }
+        NotePolicyBlock(id);
         if (PartialInstead(id, searched, 0, now, out)) return true;
         Park(id, true, 0, pods);
         return false;
@@ -1930,7 +1953,8 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
     e.reason = why;
     if (!e.history.empty()) e.reason += "; " + e.history;
     e.waits_on_time = false;
-    if (config_.preemption && OwnMayGo(id) && TakeSearch(id)) {
+    if (config_.preemption && why.find(kNonPreemptibleBorrows) == std::string::npos &&
+        OwnMayGo(id) && TakeSearch(id)) {
       if (Preempt(id, pods, allowed, now, out)) return false;
       e.waits_on_time = e.reason.find("minimum runtime") != std::string::npos;
     }
@@ -2027,12 +2051,45 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
     searched = true;
   }
   e.waits_on_time = e.reason.find("minimum runtime") != std::string::npos;
+  NotePolicyBlock(id);
   if (PartialInstead(id, searched, key, now, out)) {
     hold_borrowing_ = held_before;  // it runs: nothing waits for room to be kept
     return true;
   }
   Park(id, false, key, pods);
   return false;
+}
+
+void Admitter::NotePolicyBlock(int id) {
+  Entry& e = entries_[id];
+  if (!config_.preemption) return;
+  if (const std::string blocked = PolicyBlock(id);
+      !blocked.empty() && e.reason.find(blocked) == std::string::npos)
+    e.reason += "; " + blocked;
+}
+
+std::string Admitter::PolicyBlock(int id) const {
+  const Entry& e = entries_[id];
+  const QueueNode& q = queues_[e.leaf];
+  const PreemptionPolicy& policy = q.spec.preemption;
+  const auto& own = q.running_priorities;
+  if (policy.within_queue == PreemptionPolicy::Within::kNever && !own.empty() &&
+      *own.begin() < e.spec.priority)
+    return "queue " + q.spec.name +
+           "'s preemption.withinQueue is Never: its lower-priority work is not preempted";
+  if (policy.reclaim_within_cohort != PreemptionPolicy::Reclaim::kNever) return "";
+  // Below its guarantee, with others borrowing in its tree: reclaim would take it back.
+  for (int f = 0; f < static_cast<int>(flavors_.size()); ++f) {
+    if (!managed_[f] || q.usage[f] + e.gpu_milli > q.guaranteed[f]) continue;
+    for (int o = 0; o < queue_count(); ++o)
+      if (o != e.leaf && is_leaf(o) && queues_[o].root == q.root &&
+          queues_[o].usage[f] - queues_[o].evicting_usage[f] > queues_[o].guaranteed[f])
+        return "queue " + q.spec.name + "'s preemption.reclaimWithinCohort is Never: the " +
+               GpuAmount(q.guaranteed[f] - q.usage[f]) + " GPUs of " + flavor_name(f) +
+               " below its guarantee that queue " + queues_[o].spec.name +
+               " borrows are not taken back";
+  }
+  return "";
 }
 
 // Admits workload id, placed (e.assign) with e.pods as applied: holds and charges it, and
@@ -2080,6 +2137,18 @@ uint64_t Admitter::QuotaModels(const Entry& e, const PodRequest& gpu_pod, std::s
   for (int f : CandidateFlavors(gpu_pod)) {
     std::string refused;
     if (QuotaAllows(e.leaf, f, e.gpu_milli, &refused)) {
+      // Non-preemptible work does not borrow: nobody could take the room back (KAI's rule).
+      if (const QueueNode& q = queues_[e.leaf];
+          !e.options.preemptible && managed_[f] &&
+          q.usage[f] + (count_reserved_ ? q.reserved[f] : 0) + e.gpu_milli > q.guaranteed[f]) {
+        if (why->empty()) {
+          *why = NonPreemptibleRefusal(
+              q, GpuAmount(q.usage[f] + (count_reserved_ ? q.reserved[f] : 0) + e.gpu_milli) + "/" +
+                     GpuAmount(q.guaranteed[f]) + " GPUs of " + flavor_name(f));
+          *blocked = f;
+        }
+        continue;
+      }
       allowed |= FlavorModels(f, gpu_pod);
     } else if (const bool h = queues_[e.leaf].usage[f] > 0; why->empty() || (h && !holds)) {
       // (Where its queue holds GPUs, its own lower-priority work may give quota back.)
@@ -3241,7 +3310,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
             now - w.admitted_at >= w.options.min_runtime_s) {
           const int budget = queues_[w.leaf].spec.disruption_budget;
           if (budget < 0 || queues_[w.leaf].evicting < budget)
-            spare_only.push_back({v, LostIfEvicted(v, now)});
+            spare_only.push_back({v, EvictionCost(v, now)});
         }
         continue;
       }

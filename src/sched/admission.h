@@ -207,6 +207,8 @@ const char* PhaseName(Phase p);
 
 struct SubmitOptions {
   double min_runtime_s = 0;  // not preempted before it has run this long
+  // Not preemptible: never a victim, and so admitted only within its queue's guarantee (in
+  // GPUs, and CPU and memory where its queue limits them): nobody could take borrowed room back.
   bool preemptible = true;
   // How often it saves its progress (0: never): evicting it loses only the work since its last
   // checkpoint (Admitter::LostIfEvicted), counted from the start of its run.
@@ -581,6 +583,15 @@ class Admitter {
                       int* blocker = nullptr) const;
   // Both, for e at its current size.
   bool ResourcesAllow(const Entry& e, std::string* why) const;
+  // Why non-preemptible work is refused where it would take its queue (`q`) past its
+  // guarantee (`held`: "9/8 GPUs of h100").
+  static std::string NonPreemptibleRefusal(const QueueNode& q, const std::string& held);
+  // When its queue's preemption policy (withinQueue or reclaimWithinCohort: Never) is what
+  // keeps anything from being evicted for workload `id`, which; "" otherwise.
+  std::string PolicyBlock(int id) const;
+  void NotePolicyBlock(int id);  // adds PolicyBlock(id) to its reason (preemption on)
+  static constexpr const char* kNonPreemptibleBorrows =
+      "non-preemptible work may not borrow (nobody could take the room back)";
   // The walk both take: `amount` more where queue q holds used(q), is guaranteed guar(q),
   // may borrow borrow(q) more (nullopt: no limit), and a sibling keeps kept(s, how) of its
   // unused guarantee (`how`, when given and it keeps some, says why: a lending limit or a
