@@ -905,8 +905,8 @@ TEST_F(ApiCrudTest, UpdateWithStaleResourceVersionConflicts) {
   const std::string item = Item("workloads", "team-a", "w1");
   json v1 = w_.MustCreate(Collection("workloads", "team-a"), WorkloadObject("team-a", "w1"));
   json v2 = v1;
-  v2["spec"]["priority"] = 5;
-  HttpResponse ok = w_.Do("PUT", item, kAlice, v2.dump());
+  v2["spec"]["priority"] = 5;  // (a priority without a class: the platform admin's to set)
+  HttpResponse ok = w_.Do("PUT", item, kAdmin, v2.dump());
   ASSERT_EQ(ok.status, 200) << ok.body;
   EXPECT_NE(Parse(ok)["metadata"].value("resourceVersion", ""),
             v1["metadata"].value("resourceVersion", ""));
@@ -915,7 +915,7 @@ TEST_F(ApiCrudTest, UpdateWithStaleResourceVersionConflicts) {
   const int64_t rev = w_.store().Revision();
   json stale = v1;
   stale["spec"]["priority"] = 7;
-  HttpResponse conflict = w_.Do("PUT", item, kAlice, stale.dump());
+  HttpResponse conflict = w_.Do("PUT", item, kAdmin, stale.dump());
   EXPECT_EQ(conflict.status, 409) << conflict.body;
   EXPECT_NE(Message(conflict).find("resourceVersion"), std::string::npos) << conflict.body;
   EXPECT_EQ(w_.store().Revision(), rev);
@@ -963,7 +963,7 @@ TEST_F(ApiCrudTest, MergePatchChangesOnlyTheGivenFields) {
   const std::string item = Item("workloads", "team-a", "w1");
   json before = w_.MustCreate(Collection("workloads", "team-a"),
                               WorkloadObject("team-a", "w1", {{"app", "chat"}, {"tier", "gold"}}));
-  HttpResponse r = w_.Do("PATCH", item, kAlice,
+  HttpResponse r = w_.Do("PATCH", item, kAdmin,
                          R"({"metadata":{"labels":{"tier":null,"owner":"alice"}},)"
                          R"("spec":{"priority":3}})",
                          kMergePatch);
@@ -1533,6 +1533,32 @@ TEST_F(ApiBadInputTest, PriorityClassNamesAreResolvedWhenAWorkloadIsWritten) {
   renamed["spec"]["priorityClassName"] = "gone";
   renamed["spec"].erase("priority");
   EXPECT_EQ(w_.Do("PUT", Item("workloads", "team-a", "new"), kAlice, renamed.dump()).status, 422);
+}
+
+// A tenant takes a priority from a class, not by number (a user-style review gave its work
+// priority 1000000, past every class, to preempt other queues' work): a raw spec.priority
+// other than 0 is a platform admin's to set, and a tenant's rewrite that keeps it passes.
+TEST_F(ApiBadInputTest, OnlyAPlatformAdminSetsAPriorityWithoutAClass) {
+  json raw = New();
+  raw["spec"]["priority"] = 1000000;
+  HttpResponse r = w_.Do("POST", Collection("workloads", "team-a"), kAlice, raw.dump());
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_NE(r.body.find("spec.priority: 1000000 set directly; only a platform admin sets a "
+                        "priority without a class"),
+            std::string::npos)
+      << r.body;
+  EXPECT_EQ(w_.Get(Item("workloads", "team-a", "new")).status, 404) << "stored anyway";
+  json zero = New();
+  zero["spec"]["priority"] = 0;
+  ASSERT_EQ(w_.Do("POST", Collection("workloads", "team-a"), kAlice, zero.dump()).status, 201);
+  const std::string item = Item("workloads", "team-a", "new");
+  EXPECT_EQ(w_.Do("PATCH", item, kAlice, R"({"spec":{"priority":50}})", kMergePatch).status, 403);
+  ASSERT_EQ(w_.Do("PATCH", item, kAdmin, R"({"spec":{"priority":50}})", kMergePatch).status, 200);
+  // The tenant's own later writes keep what the admin set.
+  HttpResponse relabel =
+      w_.Do("PATCH", item, kAlice, R"({"metadata":{"labels":{"x":"y"}}})", kMergePatch);
+  EXPECT_EQ(relabel.status, 200) << relabel.body;
+  EXPECT_EQ(Parse(w_.Get(item))["spec"].value("priority", -1), 50);
 }
 
 TEST_F(ApiBadInputTest, UnknownFields) {

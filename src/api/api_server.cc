@@ -1467,6 +1467,23 @@ struct ApiServer::Impl {
     return Status::Ok();
   }
 
+  // A workload's priority comes from a PriorityClass: only those who may create priority
+  // classes (platform admins) set spec.priority directly, as Kubernetes' Priority admission
+  // takes it from the class (a user-style review gave a tenant's work priority 1000000, past
+  // every class, to preempt other queues' work). 0, an unchanged value (`stored`'s) and a
+  // value its class gave pass.
+  Status CheckRawPriority(const json& obj, const json* stored, const Principal& p) const {
+    const json& spec = Field(obj, "spec");
+    const json& given = Field(spec, "priority");
+    if (spec.contains("priorityClassName") || given.is_null() || given == 0) return Status::Ok();
+    if (stored && Field(Field(*stored, "spec"), "priority") == given) return Status::Ok();
+    if (auth.Check(p, Verb::kCreate, "priorityclasses", "", "").ok()) return Status::Ok();
+    return Status(StatusCode::kPermissionDenied,
+                  "spec.priority: " + given.dump() + " set directly; only a platform admin " +
+                      "sets a priority without a class: name one in spec.priorityClassName " +
+                      "(fabctl get priorityclasses)");
+  }
+
   HttpResponse Create(const ResourceInfo& info, const std::string& ns, const HttpRequest& req,
                       const Principal& p) {
     std::unique_lock<std::mutex> refs(flavor_refs_mu, std::defer_lock);
@@ -1489,6 +1506,7 @@ struct ApiServer::Impl {
     json& o = *obj;
     if (std::string(info.kind) == "Workload") {
       if (Status s = ResolvePriorityClass(o); !s.ok()) return ErrorFromStatus(s);
+      if (Status s = CheckRawPriority(o, nullptr, p); !s.ok()) return ErrorFromStatus(s);
       if (Status s = CheckQueueAccess(o); !s.ok()) return ErrorFromStatus(s);
     }
     if (std::string(info.kind) == "Queue") {
@@ -1597,6 +1615,8 @@ struct ApiServer::Impl {
                Field(Field(stored, "spec"), "priorityClassName") ||
            Field(o["spec"], "priority") != Field(Field(stored, "spec"), "priority")))
         if (Status s = ResolvePriorityClass(o); !s.ok()) return ErrorFromStatus(s);
+      if (!status_sub && std::string(info.kind) == "Workload")
+        if (Status s = CheckRawPriority(o, &stored, p); !s.ok()) return ErrorFromStatus(s);
       if (!status_sub && std::string(info.kind) == "Workload") {
         // What it was admitted as stays while it holds devices (as Kueue keeps an admitted
         // workload's queue): the queue charged, what runs, and what protects it from eviction.
