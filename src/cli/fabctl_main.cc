@@ -224,6 +224,30 @@ struct WatchTable {
   std::vector<size_t> width;
 };
 
+// A workload's phase as `get` and `describe` show it: its status.phase, except Evicting in its
+// grace period (it still runs, as a Terminating pod does), Starting while some of its bound pods
+// have not started (as kubectl's READY 4/5), and Unschedulable when no fleet or quota could ever
+// admit it as it asks.
+std::string ShownPhase(const json& status) {
+  const std::string phase = status.value("phase", "");
+  const json finished = status.value("finishedPods", json::object());
+  if ((phase == "Running" || phase == "Scheduled") && status.contains("preemption") &&
+      status["preemption"].is_object())
+    return "Evicting";
+  if (const json started = status.value("startedPods", json::object());
+      phase == "Running" && started.is_object()) {
+    size_t bound = 0, up = 0;
+    for (const json& a : status.value("assignments", json::array())) {
+      const std::string pod = a.value("pod", "");
+      ++bound;
+      up += started.contains(pod) || (finished.is_object() && finished.contains(pod));
+    }
+    if (up < bound) return "Starting";
+  }
+  if (phase == "Pending" && status.value("reason", "") == "Unschedulable") return "Unschedulable";
+  return phase;
+}
+
 void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
                 WatchTable* watch = nullptr) {
   std::vector<std::vector<std::string>> rows;
@@ -296,21 +320,8 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
         pods_shown = std::to_string(finished.is_object() ? finished.size() : 0) + "/" +
                      std::to_string(asked) + " done";
         std::snprintf(g, sizeof(g), "0");
-      } else if ((phase == "Running" || phase == "Scheduled") && status.contains("preemption") &&
-                 status["preemption"].is_object()) {
-        phase = "Evicting";  // (its grace period: it still runs, as a Terminating pod does)
-      } else if (const json started = status.value("startedPods", json::object());
-                 phase == "Running" && started.is_object()) {
-        // Some of its pods run, others have not started (yet): as kubectl's READY 4/5.
-        size_t bound = 0, up = 0;
-        for (const json& a : status.value("assignments", json::array())) {
-          const std::string pod = a.value("pod", "");
-          ++bound;
-          up += started.contains(pod) || (finished.is_object() && finished.contains(pod));
-        }
-        if (up < bound) phase = "Starting";
-      } else if (phase == "Pending" && status.value("reason", "") == "Unschedulable") {
-        phase = "Unschedulable";  // (no fleet or quota could ever admit it as it asks)
+      } else {
+        phase = ShownPhase(status);
       }
       rows.push_back({meta.value("namespace", ""), meta.value("name", ""), phase, pods_shown, g,
                       nodes.empty() ? "-" : nodes, status.value("message", "")});
@@ -702,8 +713,10 @@ int Apply(Globals& g, HttpClient& http, const std::string& file) {
   return rc;
 }
 
-int Delete(Globals& g, HttpClient& http, const std::string& what, const std::string& name,
-           const std::string& file) {
+// Deletes the objects `file` lists, or those of resource `what` named in `names` (several
+// names at once, as kubectl takes them).
+int Delete(Globals& g, HttpClient& http, const std::string& what,
+           const std::vector<std::string>& names, const std::string& file) {
   std::vector<std::pair<const Resource*, std::pair<std::string, std::string>>> targets;
   if (!file.empty()) {
     auto docs = ReadManifests(file);
@@ -723,11 +736,11 @@ int Delete(Globals& g, HttpClient& http, const std::string& what, const std::str
     }
   } else {
     const Resource* r = ResourceByName(what);
-    if (!r || name.empty()) {
-      std::cerr << "fabctl: usage: fabctl delete RESOURCE NAME [-n TENANT] | -f FILE\n";
+    if (!r || names.empty()) {
+      std::cerr << "fabctl: usage: fabctl delete RESOURCE NAME... [-n TENANT] | -f FILE\n";
       return 2;
     }
-    targets.push_back({r, {g.ns, name}});
+    for (const std::string& name : names) targets.push_back({r, {g.ns, name}});
   }
   int rc = 0;
   for (const auto& [r, nn] : targets) {
@@ -810,7 +823,10 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
   if (r->namespaced) std::printf("Tenant:     %s\n", o["metadata"].value("namespace", "").c_str());
   std::printf("Created:    %s\n", Age(o).c_str());
   if (std::string(r->kind) == "Workload") {
-    std::printf("Phase:      %s\n", status.value("phase", "").c_str());
+    // (As `get` shows it; status.phase beside it where the two differ.)
+    const std::string shown = ShownPhase(status), stored = status.value("phase", "");
+    std::printf("Phase:      %s\n",
+                (shown == stored ? shown : shown + " (status.phase " + stored + ")").c_str());
     if (status.contains("message"))
       std::printf("Message:    %s\n", status.value("message", "").c_str());
     if (status.contains("reason"))
@@ -1144,6 +1160,7 @@ int main(int argc, char** argv) {
                  "seconds to wait for a response (a watch reopens after this long without one)")
       ->check(CLI::Range(1, 3600));
   std::string what, name, file;
+  std::vector<std::string> names;  // delete's
   int rc = 0;
   auto client = [&]() -> std::unique_ptr<HttpClient> {
     ClientOptions o;
@@ -1175,12 +1192,12 @@ int main(int argc, char** argv) {
   });
   CLI::App* del = app.add_subcommand("delete", "Delete resources");
   del->add_option("resource", what);
-  del->add_option("name", name);
+  del->add_option("name", names, "one or more names");
   del->add_option("-f,--filename", file);
   del->add_option("-n,--namespace,--tenant", g.ns, "tenant");
   del->callback([&] {
     auto h = client();
-    rc = h ? Delete(g, *h, what, name, file) : 2;
+    rc = h ? Delete(g, *h, what, names, file) : 2;
   });
   CLI::App* describe = app.add_subcommand("describe", "Show a resource, and why a workload waits");
   describe->add_option("resource", what)->required();

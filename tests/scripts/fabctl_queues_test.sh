@@ -144,6 +144,10 @@ for _ in $(seq 100); do
   sleep 0.2
 done
 grep -q "^huge *Unschedulable" <<<"$huge" || fail "huge not shown Unschedulable: $huge"
+# `describe` shows the phase as `get` does, with status.phase beside it.
+described=$("$FABCTL" describe workload huge -n team-b)
+grep -q "^Phase: *Unschedulable (status.phase Pending)$" <<<"$described" ||
+  fail "describe's phase differs from get's: $described"
 "$FABCTL" delete workload huge -n team-b >/dev/null || fail "delete huge"
 
 cat >"$tmp/other.yaml" <<YAML
@@ -180,7 +184,10 @@ fi
 grep -q "team-c" "$tmp/del.txt" || fail "refusal does not name the queue: $(cat "$tmp/del.txt")"
 # team-c's flavorOrder puts its work on the other GPUs before its H200s (packing alone picks
 # an H200 node here).
-for i in 1 2 3 4 5 6; do "$FABCTL" delete workload "big-$i" -n team-b >/dev/null || fail "delete big-$i"; done
+# (Several names at once, as kubectl takes them.)
+"$FABCTL" delete workload big-1 big-2 big-3 big-4 big-5 big-6 -n team-b >"$tmp/del6.txt" 2>&1 ||
+  fail "delete big-1 … big-6: $(cat "$tmp/del6.txt")"
+[ "$(grep -c "^workloads/big-[1-6] deleted$" "$tmp/del6.txt")" = 6 ] || fail "delete six: $(cat "$tmp/del6.txt")"
 for _ in $(seq 100); do
   "$FABCTL" get workloads -n team-b | grep -q "^big-" || break
   sleep 0.2
