@@ -1559,6 +1559,11 @@ TEST_F(ApiBadInputTest, OnlyAPlatformAdminSetsAPriorityWithoutAClass) {
       w_.Do("PATCH", item, kAlice, R"({"metadata":{"labels":{"x":"y"}}})", kMergePatch);
   EXPECT_EQ(relabel.status, 200) << relabel.body;
   EXPECT_EQ(Parse(w_.Get(item))["spec"].value("priority", -1), 50);
+  // Lowering its own work takes nothing from anyone: to 10, or below 0; not back up.
+  EXPECT_EQ(w_.Do("PATCH", item, kAlice, R"({"spec":{"priority":10}})", kMergePatch).status, 200);
+  EXPECT_EQ(w_.Do("PATCH", item, kAlice, R"({"spec":{"priority":-5}})", kMergePatch).status, 200);
+  EXPECT_EQ(w_.Do("PATCH", item, kAlice, R"({"spec":{"priority":10}})", kMergePatch).status, 403);
+  EXPECT_EQ(Parse(w_.Get(item))["spec"].value("priority", 0), -5);
 }
 
 TEST_F(ApiBadInputTest, UnknownFields) {

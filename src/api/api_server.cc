@@ -1470,13 +1470,18 @@ struct ApiServer::Impl {
   // A workload's priority comes from a PriorityClass: only those who may create priority
   // classes (platform admins) set spec.priority directly, as Kubernetes' Priority admission
   // takes it from the class (a user-style review gave a tenant's work priority 1000000, past
-  // every class, to preempt other queues' work). 0, an unchanged value (`stored`'s) and a
-  // value its class gave pass.
+  // every class, to preempt other queues' work). 0 or below, no more than it had (`stored`'s)
+  // and a value its class gave pass.
   Status CheckRawPriority(const json& obj, const json* stored, const Principal& p) const {
     const json& spec = Field(obj, "spec");
     const json& given = Field(spec, "priority");
-    if (spec.contains("priorityClassName") || given.is_null() || given == 0) return Status::Ok();
-    if (stored && Field(Field(*stored, "spec"), "priority") == given) return Status::Ok();
+    // (Lowering one's own work takes nothing from anyone: 0 or below, or below what it had.)
+    if (spec.contains("priorityClassName") || !given.is_number_integer() || given <= 0)
+      return Status::Ok();
+    if (stored)
+      if (const json& had = Field(Field(*stored, "spec"), "priority");
+          had.is_number_integer() && given <= had)
+        return Status::Ok();
     if (auth.Check(p, Verb::kCreate, "priorityclasses", "", "").ok()) return Status::Ok();
     return Status(StatusCode::kPermissionDenied,
                   "spec.priority: " + given.dump() + " set directly; only a platform admin " +
