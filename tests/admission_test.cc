@@ -926,7 +926,7 @@ TEST_F(AdmissionTest, ElasticShrinkTakesSparePodsBeforeEvictingWhole) {
     const auto all = where(before);
     EXPECT_EQ(where(adm_->assignments(f1)), decltype(all)(all.begin() + 7, all.end()));
     EXPECT_EQ(where(adm_->assignments(g)), decltype(all)(all.begin(), all.begin() + 7));
-    EXPECT_NE(adm_->reason(w1).find("preempting 1 pod(s) of 1 elastic workload(s) queue b "
+    EXPECT_NE(adm_->reason(w1).find("preempting 1 pod(s) of 1 elastic workload(s) as queue b "
                                     "reclaims its guarantee, 0 GPU-seconds lost"),
               std::string::npos)
         << adm_->reason(w1);
@@ -1914,8 +1914,8 @@ TEST_F(AdmissionTest, NonPreemptibleWorkDoesNotBorrow) {
   EXPECT_EQ(adm_->phase(np[0]), Phase::kAdmitted);
   EXPECT_EQ(adm_->phase(np[1]), Phase::kAdmitted);
   EXPECT_EQ(adm_->phase(np[2]), Phase::kPending);
-  EXPECT_NE(adm_->reason(np[2]).find("queue a would hold 3/2 GPUs of gpu, past its guarantee: "
-                                     "non-preemptible work may not borrow"),
+  EXPECT_NE(adm_->reason(np[2]).find("queue a's non-preemptible work would hold 3/2 GPUs of gpu, "
+                                     "past its guarantee: non-preemptible work may not borrow"),
             std::string::npos)
       << adm_->reason(np[2]);
   EXPECT_TRUE(r.evicted.empty());
@@ -1935,6 +1935,38 @@ TEST_F(AdmissionTest, NonPreemptibleWorkDoesNotBorrow) {
   adm_->Finish(np[0], 80);
   adm_->Cycle(81, 1000);
   EXPECT_EQ(adm_->phase(np[2]), Phase::kAdmitted) << adm_->reason(np[2]);
+}
+
+// Only non-preemptible work counts against the guarantee (KAI's rule): beside it its queue may
+// borrow with preemptible work, which a reclaim takes back — never the non-preemptible (a
+// user-style review saw urgent non-preemptible work refused because preemptible work of its
+// queue borrowed). Work that could never fit within the guarantee is refused at once.
+TEST_F(AdmissionTest, NonPreemptibleWorkBesideBorrowedWorkLeavesReclaimPossible) {
+  Make(Nodes(1, 8), {Leaf("a", 4), Leaf("b", 4)});
+  std::vector<int> low;
+  for (int i = 0; i < 4; ++i) low.push_back(Submit(Gpus("low" + std::to_string(i), "a", 1, 0), i));
+  adm_->Cycle(10, 1000);
+  ASSERT_EQ(CountPhase(low, Phase::kAdmitted), 4);
+  SubmitOptions pinned;
+  pinned.preemptible = false;
+  const int np = Submit(Gpus("np", "a", 2, 10), 20, pinned);
+  CycleResult r = adm_->Cycle(21, 1000);
+  EXPECT_TRUE(r.evicted.empty());
+  EXPECT_EQ(adm_->phase(np), Phase::kAdmitted) << adm_->reason(np);
+  EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 6000);  // 2 of them borrowed
+  // b takes back the 2 GPUs a borrows: from its preemptible work.
+  for (int i = 0; i < 4; ++i) Submit(Gpus("b" + std::to_string(i), "b", 1), 30 + i);
+  CycleResult reclaim = adm_->Cycle(40, 1000);
+  ASSERT_EQ(reclaim.evicted.size(), 2u);
+  for (const Eviction& ev : reclaim.evicted)
+    EXPECT_NE(std::find(low.begin(), low.end(), ev.victim), low.end()) << ev.victim;
+  // More than the guarantee could ever hold of non-preemptible work: refused now, not left
+  // waiting for ever (nor holding a StrictFIFO queue).
+  const int huge = Submit(Gpus("huge", "a", 5, 0), 50, pinned);
+  EXPECT_EQ(adm_->phase(huge), Phase::kInfeasible);
+  EXPECT_EQ(adm_->reason(huge),
+            "asks for 5 GPUs; of gpu, queue a's guarantee, 4, is the most its non-preemptible "
+            "work may hold");
 }
 
 TEST_F(AdmissionTest, MinimumRuntimeDelaysEviction) {
@@ -2133,11 +2165,17 @@ TEST_F(AdmissionTest, ReclaimWithinCohortPolicyNarrowsWhatIsTakenBack) {
     for (const Eviction& e : r.evicted)
       EXPECT_NE(e.reason.find("reclaims its guarantee"), std::string::npos) << e.reason;
     EXPECT_EQ(adm_->phase(mine), Phase::kPending);
-    // Never: the wait names the policy (a user-style review saw only "no node can take it").
-    EXPECT_EQ(adm_->reason(mine).find("queue b's preemption.reclaimWithinCohort is Never: the 4 "
-                                      "GPUs of gpu below its guarantee that queue a borrows are "
-                                      "not taken back") != std::string::npos,
-              c.policy == Reclaim::kNever)
+    // Where the policy is what keeps a's work, the wait names it (a user-style review saw only
+    // "no node can take it").
+    const std::string note =
+        c.evicted > 0 ? "preemption.reclaimWithinCohort"
+        : c.policy == Reclaim::kNever
+            ? "queue b's preemption.reclaimWithinCohort is Never: the 4 GPUs of gpu below its "
+              "guarantee that queue a borrows are not taken back"
+            : "queue b's preemption.reclaimWithinCohort is LowerPriority: the 4 GPUs of gpu below "
+              "its guarantee that queue a borrows are not taken back (the work it borrows them "
+              "with is not of lower priority)";
+    EXPECT_EQ(adm_->reason(mine).find(note) != std::string::npos, c.evicted == 0)
         << adm_->reason(mine);
   }
 }

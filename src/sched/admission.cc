@@ -264,6 +264,7 @@ Status Admitter::Build() {
     q.borrow_limit.assign(nf, std::nullopt);
     q.lend_limit.assign(nf, std::nullopt);
     q.usage.assign(nf, 0);
+    q.np_usage.assign(nf, 0);
     q.evicting_usage.assign(nf, 0);
     q.leaving_usage.assign(nf, 0);
     q.promised.assign(nf, 0);
@@ -1006,10 +1007,8 @@ bool Admitter::ResourcesAllow(const Entry& e, std::string* why) const {
   // Non-preemptible work does not borrow CPU or memory either.
   const QueueNode& q = queues_[e.leaf];
   for (int r = 0; r < 2; ++r) {
-    const int64_t amount = r == 0 ? e.cpu_milli : e.memory_mib;
-    const int64_t held =
-        (r == 0 ? q.cpu : q.memory) + (count_reserved_ ? q.res_reserved[r] : 0) + amount;
-    if (!q.res_limited[r] || amount == 0 || held <= q.res_guaranteed[r]) continue;
+    if (!NonPreemptibleOverResource(e, r)) continue;
+    const int64_t held = q.np_res[r] + (r == 0 ? e.cpu_milli : e.memory_mib);
     if (why)
       *why = NonPreemptibleRefusal(q, ResourceAmount(r, held) + "/" +
                                           ResourceAmount(r, q.res_guaranteed[r]) +
@@ -1019,8 +1018,19 @@ bool Admitter::ResourcesAllow(const Entry& e, std::string* why) const {
   return true;
 }
 
+bool Admitter::NonPreemptibleOver(const Entry& e, int f) const {
+  const QueueNode& q = queues_[e.leaf];
+  return managed_[f] && q.np_usage[f] + e.gpu_milli > q.guaranteed[f];
+}
+
+bool Admitter::NonPreemptibleOverResource(const Entry& e, int r) const {
+  const QueueNode& q = queues_[e.leaf];
+  const int64_t amount = r == 0 ? e.cpu_milli : e.memory_mib;
+  return q.res_limited[r] && amount > 0 && q.np_res[r] + amount > q.res_guaranteed[r];
+}
+
 std::string Admitter::NonPreemptibleRefusal(const QueueNode& q, const std::string& held) {
-  return "queue " + q.spec.name + " would hold " + held +
+  return "queue " + q.spec.name + "'s non-preemptible work would hold " + held +
          ", past its guarantee: " + kNonPreemptibleBorrows;
 }
 
@@ -1163,7 +1173,12 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
         break;
       }
       std::string limit;
-      for (int n = leaf; n >= 0; n = queues_[n].parent) {
+      // (Non-preemptible work never borrows: its queue's guarantee is all it may hold.)
+      if (!e.options.preemptible && e.gpu_milli > queues_[leaf].guaranteed[f])
+        limit = "queue " + queues_[leaf].spec.name + "'s guarantee, " +
+                GpuAmount(queues_[leaf].guaranteed[f]) +
+                ", is the most its non-preemptible work may hold";
+      for (int n = leaf; n >= 0 && limit.empty(); n = queues_[n].parent) {
         const QueueNode& q = queues_[n];
         if (e.gpu_milli <= q.guaranteed[f]) {
           holdable = true;
@@ -1201,6 +1216,16 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
     const int64_t amount = r == 0 ? e.cpu_milli : e.memory_mib;
     if (!queues_[leaf].res_limited[r] || amount == 0) continue;
     const auto fmt = [r](int64_t v) { return ResourceAmount(r, v) + (r == 0 ? " cores" : ""); };
+    if (const QueueNode& q = queues_[leaf];
+        !e.options.preemptible && amount > q.res_guaranteed[r]) {
+      e.phase = Phase::kInfeasible;
+      ++queues_[leaf].infeasible;
+      e.reason = "asks for " + fmt(amount) + " of " + ResourceName(r) + "; queue " + q.spec.name +
+                 "'s guarantee, " + fmt(q.res_guaranteed[r]) +
+                 ", is the most its non-preemptible work may hold";
+      entries_.push_back(std::move(e));
+      return id;
+    }
     for (int n = leaf; n >= 0; n = queues_[n].parent) {
       const QueueNode& q = queues_[n];
       if (amount <= q.res_guaranteed[r]) break;
@@ -1414,6 +1439,12 @@ void Admitter::Charge(int id, int sign) {
         it->second += e.pods[i].total_gpu_milli();
       }
     }
+  }
+  if (!e.options.preemptible) {  // (at its leaf: see NonPreemptibleOver)
+    QueueNode& n = queues_[e.leaf];
+    for (auto [f, milli] : e.charged) n.np_usage[f] += sign * milli;
+    n.np_res[0] += sign * e.cpu_milli;
+    n.np_res[1] += sign * e.memory_mib;
   }
   for (int q = e.leaf; q >= 0; q = queues_[q].parent) {
     QueueNode& n = queues_[q];
@@ -1922,7 +1953,8 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
         if (!e.history.empty()) e.reason += "; " + e.history;
         e.waits_on_time = false;
         bool searched = false;
-        // (Refused only because it may not borrow: no eviction would change that.)
+        // (Refused because its queue's non-preemptible work would pass the guarantee: no
+        // eviction changes that, as non-preemptible work is never a victim.)
         const bool may_not_borrow = first_why.find(kNonPreemptibleBorrows) != std::string::npos;
         if (config_.preemption && !may_not_borrow && TakeSearch(id)) {
           // Lower-priority work of its own queue gives quota back, or, where its queue may
@@ -2011,6 +2043,7 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
       searched = true;
     }
     e.waits_on_time = e.reason.find("minimum runtime") != std::string::npos;
+    NotePolicyBlock(id);
     if (PartialInstead(id, searched, key, now, out)) return true;
     Park(id, false, key, pods);
     return false;
@@ -2063,31 +2096,61 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
 void Admitter::NotePolicyBlock(int id) {
   Entry& e = entries_[id];
   if (!config_.preemption) return;
-  if (const std::string blocked = PolicyBlock(id);
-      !blocked.empty() && e.reason.find(blocked) == std::string::npos)
-    e.reason += "; " + blocked;
+  // (An earlier note, which may name other amounts, goes: one at a time.)
+  for (const char* policy :
+       {"'s preemption.withinQueue is Never", "'s preemption.reclaimWithinCohort is "})
+    if (const size_t at = e.reason.find(policy); at != std::string::npos)
+      if (const size_t from = e.reason.rfind("; queue ", at); from != std::string::npos) {
+        const size_t to = e.reason.find("; ", at);
+        e.reason.erase(from, to == std::string::npos ? std::string::npos : to - from);
+      }
+  if (const std::string blocked = PolicyBlock(id); !blocked.empty()) e.reason += "; " + blocked;
 }
 
 std::string Admitter::PolicyBlock(int id) const {
   const Entry& e = entries_[id];
   const QueueNode& q = queues_[e.leaf];
   const PreemptionPolicy& policy = q.spec.preemption;
-  const auto& own = q.running_priorities;
-  if (policy.within_queue == PreemptionPolicy::Within::kNever && !own.empty() &&
-      *own.begin() < e.spec.priority)
-    return "queue " + q.spec.name +
-           "'s preemption.withinQueue is Never: its lower-priority work is not preempted";
-  if (policy.reclaim_within_cohort != PreemptionPolicy::Reclaim::kNever) return "";
-  // Below its guarantee, with others borrowing in its tree: reclaim would take it back.
-  for (int f = 0; f < static_cast<int>(flavors_.size()); ++f) {
+  // Work a policy could let go: preemptible and past its minimum runtime (else that, not the
+  // policy, is what keeps it; a user-style review saw the policy blamed for non-preemptible
+  // victims).
+  const auto could_go = [&](int v) {
+    const Entry& w = entries_[v];
+    return w.phase == Phase::kAdmitted && w.options.preemptible &&
+           now_ - w.admitted_at >= w.options.min_runtime_s;
+  };
+  if (policy.within_queue == PreemptionPolicy::Within::kNever)
+    for (int v : q.running)
+      if (entries_[v].spec.priority < e.spec.priority && could_go(v))
+        return "queue " + q.spec.name +
+               "'s preemption.withinQueue is Never: its lower-priority work is not preempted";
+  if (policy.reclaim_within_cohort == PreemptionPolicy::Reclaim::kAny) return "";
+  const bool never = policy.reclaim_within_cohort == PreemptionPolicy::Reclaim::kNever;
+  // Below its guarantee in a flavour it may use, while another queue of its tree borrows
+  // there work a reclaim could take (under LowerPriority: only work at its priority or above).
+  const PodRequest* gpu_pod = FirstGpuPod(e.pods);
+  if (!gpu_pod) return "";
+  for (int f : CandidateFlavors(*gpu_pod)) {
     if (!managed_[f] || q.usage[f] + e.gpu_milli > q.guaranteed[f]) continue;
-    for (int o = 0; o < queue_count(); ++o)
-      if (o != e.leaf && is_leaf(o) && queues_[o].root == q.root &&
-          queues_[o].usage[f] - queues_[o].evicting_usage[f] > queues_[o].guaranteed[f])
-        return "queue " + q.spec.name + "'s preemption.reclaimWithinCohort is Never: the " +
-               GpuAmount(q.guaranteed[f] - q.usage[f]) + " GPUs of " + flavor_name(f) +
-               " below its guarantee that queue " + queues_[o].spec.name +
-               " borrows are not taken back";
+    for (int o = 0; o < queue_count(); ++o) {
+      const QueueNode& other = queues_[o];
+      if (o == e.leaf || !is_leaf(o) || other.root != q.root ||
+          other.usage[f] - other.evicting_usage[f] <= other.guaranteed[f])
+        continue;
+      bool takeable = false, lower = false;
+      for (int v : other.running) {
+        if (!could_go(v)) continue;
+        takeable = true;
+        lower |= entries_[v].spec.priority < e.spec.priority;
+      }
+      if (!takeable || (!never && lower)) continue;
+      const int64_t room = q.guaranteed[f] - q.usage[f];
+      return "queue " + q.spec.name + "'s preemption.reclaimWithinCohort is " +
+             (never ? "Never" : "LowerPriority") + ": the " + GpuAmount(room) +
+             (room == kMilliPerGpu ? " GPU" : " GPUs") + " of " + flavor_name(f) +
+             " below its guarantee that queue " + other.spec.name + " borrows are not taken back" +
+             (never ? "" : " (the work it borrows them with is not of lower priority)");
+    }
   }
   return "";
 }
@@ -2139,12 +2202,11 @@ uint64_t Admitter::QuotaModels(const Entry& e, const PodRequest& gpu_pod, std::s
     if (QuotaAllows(e.leaf, f, e.gpu_milli, &refused)) {
       // Non-preemptible work does not borrow: nobody could take the room back (KAI's rule).
       if (const QueueNode& q = queues_[e.leaf];
-          !e.options.preemptible && managed_[f] &&
-          q.usage[f] + (count_reserved_ ? q.reserved[f] : 0) + e.gpu_milli > q.guaranteed[f]) {
+          !e.options.preemptible && NonPreemptibleOver(e, f)) {
         if (why->empty()) {
-          *why = NonPreemptibleRefusal(
-              q, GpuAmount(q.usage[f] + (count_reserved_ ? q.reserved[f] : 0) + e.gpu_milli) + "/" +
-                     GpuAmount(q.guaranteed[f]) + " GPUs of " + flavor_name(f));
+          *why = NonPreemptibleRefusal(q, GpuAmount(q.np_usage[f] + e.gpu_milli) + "/" +
+                                              GpuAmount(q.guaranteed[f]) + " GPUs of " +
+                                              flavor_name(f));
           *blocked = f;
         }
         continue;
@@ -2325,6 +2387,7 @@ bool Admitter::Grow(int id, bool* probed) {
   Entry more;  // the pods it would add
   more.leaf = e.leaf;
   more.spec = e.spec;
+  more.options = e.options;  // (non-preemptible: grows within its queue's guarantee only)
   more.set_request = e.set_request;
   auto extra_for = [&](int step) {
     std::vector<int> x;
@@ -2350,6 +2413,7 @@ bool Admitter::Grow(int id, bool* probed) {
       int by_shrink = -1;  // else the first that allows it because a shrink could take it back
       for (int f : CandidateFlavors(*gpu_pod)) {
         if (!QuotaAllows(e.leaf, f, more.gpu_milli, nullptr)) continue;
+        if (!e.options.preemptible && NonPreemptibleOver(more, f)) continue;
         int64_t mine = 0;
         for (auto [g, milli] : e.charged)
           if (g == f) mine += milli;
@@ -2514,6 +2578,12 @@ double Admitter::LostIfEvicted(int id, double at) const {
     if (to > from) lost += (to - from) * static_cast<double>(w.sizes[k].second) / 1000.0;
   }
   return lost;
+}
+
+// A preemption's why after "preempting N workload(s) ": "for higher-priority work" as it is,
+// "queue b reclaims its guarantee" as "as queue b reclaims …".
+static std::string ForWhy(const std::string& why) {
+  return why.rfind("for ", 0) == 0 ? why : "as " + why;
 }
 
 double Admitter::EvictionCost(int id, double at) const {
@@ -2889,7 +2959,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
     e.reason = "consolidating: moving " + std::to_string(moved.size()) +
                " workload(s) to gather room scattered over the fleet";
   } else {
-    e.reason = "preempting " + std::to_string(reclaimed.size()) + " workload(s) queue " +
+    e.reason = "preempting " + std::to_string(reclaimed.size()) + " workload(s) as queue " +
                queues_[e.leaf].spec.name +
                " reclaims its guarantee, borrowed anywhere in the fleet";
     if (!moved.empty())
@@ -3124,7 +3194,7 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
   SetPlan(id, placed);
   entries_[id].victims_ready_at = -1;
   entries_[id].reason = "preempting " + std::to_string(taken_pods) + " pod(s) of " +
-                        std::to_string(fragments.size()) + " elastic workload(s) " + why +
+                        std::to_string(fragments.size()) + " elastic workload(s) " + ForWhy(why) +
                         ", 0 GPU-seconds lost (they run on with fewer pods)";
   return true;
 }
@@ -3717,7 +3787,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
                " workload(s) admitted this cycle before they started (" + why +
                "); it starts next cycle";
   } else {
-    e.reason = "preempting " + std::to_string(stopping) + " workload(s) " + why + ", " +
+    e.reason = "preempting " + std::to_string(stopping) + " workload(s) " + ForWhy(why) + ", " +
                std::to_string(static_cast<int64_t>(lost)) + " GPU-seconds lost" +
                (taken_back ? " (and taking back " + std::to_string(taken_back) +
                                  " admitted this cycle before it started)"

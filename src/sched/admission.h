@@ -207,8 +207,9 @@ const char* PhaseName(Phase p);
 
 struct SubmitOptions {
   double min_runtime_s = 0;  // not preempted before it has run this long
-  // Not preemptible: never a victim, and so admitted only within its queue's guarantee (in
-  // GPUs, and CPU and memory where its queue limits them): nobody could take borrowed room back.
+  // Not preemptible: never a victim, and so admitted only while its queue's non-preemptible
+  // work stays within the queue's guarantee (in GPUs, and CPU and memory where its queue limits
+  // them): nobody could take borrowed room from it back.
   bool preemptible = true;
   // How often it saves its progress (0: never): evicting it loses only the work since its last
   // checkpoint (Admitter::LostIfEvicted), counted from the start of its run.
@@ -506,8 +507,12 @@ class Admitter {
     std::vector<int64_t> guaranteed;  // per flavour; an inner queue without its own: the sum
     std::vector<std::optional<int64_t>> borrow_limit, lend_limit;
     std::vector<int64_t> usage;  // per flavour, whole subtree
-    int64_t gpu = 0, cpu = 0;    // whole subtree
-    int64_t memory = 0;          // whole subtree, MiB
+    // A leaf's non-preemptible workloads' GPUs per flavour, and CPU ([0]) and memory ([1]):
+    // within its guarantee (NonPreemptibleOver), so that what it borrows is always preemptible.
+    std::vector<int64_t> np_usage;
+    int64_t np_res[2] = {0, 0};
+    int64_t gpu = 0, cpu = 0;  // whole subtree
+    int64_t memory = 0;        // whole subtree, MiB
     // CPU ([0], milli-cores) and memory ([1], MiB) quotas; an inner queue without its own
     // guarantee: the sum of its children's.
     int64_t res_guaranteed[2] = {0, 0};
@@ -586,6 +591,12 @@ class Admitter {
   // Why non-preemptible work is refused where it would take its queue (`q`) past its
   // guarantee (`held`: "9/8 GPUs of h100").
   static std::string NonPreemptibleRefusal(const QueueNode& q, const std::string& held);
+  // Whether non-preemptible `e` would take its queue's non-preemptible work past the queue's
+  // guarantee of flavour f (of CPU, r = 0, or memory, r = 1, where its tree limits them). As in
+  // KAI, only non-preemptible work counts: beside it a queue may borrow, since what it holds
+  // past its guarantee is then always preemptible work that a reclaim can take back.
+  bool NonPreemptibleOver(const Entry& e, int f) const;
+  bool NonPreemptibleOverResource(const Entry& e, int r) const;
   // When its queue's preemption policy (withinQueue or reclaimWithinCohort: Never) is what
   // keeps anything from being evicted for workload `id`, which; "" otherwise.
   std::string PolicyBlock(int id) const;
