@@ -1935,6 +1935,16 @@ TEST_F(AdmissionTest, NonPreemptibleWorkDoesNotBorrow) {
   adm_->Finish(np[0], 80);
   adm_->Cycle(81, 1000);
   EXPECT_EQ(adm_->phase(np[2]), Phase::kAdmitted) << adm_->reason(np[2]);
+  // Refused by its queue's borrowing limit too, it is told of the limit that holds whatever
+  // else frees (a user-style review saw "over its borrowing limit", as if waiting would do).
+  Make(Nodes(1, 8), {Leaf("a", 2, /*borrowing=*/1), Leaf("b", 6)});
+  for (int i = 0; i < 2; ++i) Submit(Gpus("np" + std::to_string(i), "a", 1), i, pinned);
+  Submit(Gpus("borrower", "a", 1), 5);
+  const int third = Submit(Gpus("np2", "a", 1), 6, pinned);
+  adm_->Cycle(10, 1000);
+  EXPECT_EQ(adm_->phase(third), Phase::kPending);
+  EXPECT_EQ(adm_->reason(third).rfind("queue a's non-preemptible work would hold 3/2 GPUs", 0), 0u)
+      << adm_->reason(third);
 }
 
 // Only non-preemptible work counts against the guarantee (KAI's rule): beside it its queue may

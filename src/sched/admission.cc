@@ -1001,12 +1001,10 @@ bool Admitter::ResourceAllows(int leaf, int r, int64_t amount, std::string* why,
 }
 
 bool Admitter::ResourcesAllow(const Entry& e, std::string* why) const {
-  if (!ResourceAllows(e.leaf, 0, e.cpu_milli, why) || !ResourceAllows(e.leaf, 1, e.memory_mib, why))
-    return false;
-  if (e.options.preemptible) return true;
-  // Non-preemptible work does not borrow CPU or memory either.
+  // Non-preemptible work does not borrow CPU or memory either (said first: that limit holds
+  // whatever else frees).
   const QueueNode& q = queues_[e.leaf];
-  for (int r = 0; r < 2; ++r) {
+  for (int r = 0; r < 2 && !e.options.preemptible; ++r) {
     if (!NonPreemptibleOverResource(e, r)) continue;
     const int64_t held = q.np_res[r] + (r == 0 ? e.cpu_milli : e.memory_mib);
     if (why)
@@ -1015,7 +1013,8 @@ bool Admitter::ResourcesAllow(const Entry& e, std::string* why) const {
                                           (r == 0 ? " cores" : " of memory"));
     return false;
   }
-  return true;
+  return ResourceAllows(e.leaf, 0, e.cpu_milli, why) &&
+         ResourceAllows(e.leaf, 1, e.memory_mib, why);
 }
 
 bool Admitter::NonPreemptibleOver(const Entry& e, int f) const {
@@ -2196,23 +2195,26 @@ uint64_t Admitter::QuotaModels(const Entry& e, const PodRequest& gpu_pod, std::s
                                int* blocked) const {
   // Models no flavour is charged for are not limited.
   uint64_t allowed = UnchargedModels(gpu_pod);
-  bool holds = false;  // whether *blocked is a flavour its queue holds GPUs in
+  bool holds = false;   // whether *blocked is a flavour its queue holds GPUs in
+  bool pinned = false;  // *why says non-preemptible work may not borrow
   for (int f : CandidateFlavors(gpu_pod)) {
+    // Non-preemptible work does not borrow: nobody could take the room back (KAI's rule). That
+    // limit holds whatever else frees, so it is what a refusal names.
+    if (const QueueNode& q = queues_[e.leaf]; !e.options.preemptible && NonPreemptibleOver(e, f)) {
+      if (!pinned) {
+        *why =
+            NonPreemptibleRefusal(q, GpuAmount(q.np_usage[f] + e.gpu_milli) + "/" +
+                                         GpuAmount(q.guaranteed[f]) + " GPUs of " + flavor_name(f));
+        *blocked = f;
+        pinned = true;
+      }
+      continue;
+    }
     std::string refused;
     if (QuotaAllows(e.leaf, f, e.gpu_milli, &refused)) {
-      // Non-preemptible work does not borrow: nobody could take the room back (KAI's rule).
-      if (const QueueNode& q = queues_[e.leaf];
-          !e.options.preemptible && NonPreemptibleOver(e, f)) {
-        if (why->empty()) {
-          *why = NonPreemptibleRefusal(q, GpuAmount(q.np_usage[f] + e.gpu_milli) + "/" +
-                                              GpuAmount(q.guaranteed[f]) + " GPUs of " +
-                                              flavor_name(f));
-          *blocked = f;
-        }
-        continue;
-      }
       allowed |= FlavorModels(f, gpu_pod);
-    } else if (const bool h = queues_[e.leaf].usage[f] > 0; why->empty() || (h && !holds)) {
+    } else if (const bool h = queues_[e.leaf].usage[f] > 0;
+               !pinned && (why->empty() || (h && !holds))) {
       // (Where its queue holds GPUs, its own lower-priority work may give quota back.)
       *why = refused;
       *blocked = f;
