@@ -399,6 +399,11 @@ std::vector<PodExit> Launcher::Poll(int64_t now_ms) {
       ++it;
       continue;
     }
+    // (Ended between the reap above and the check: reaped now, so that no zombie of ours stays.)
+    if (p.pid > 0) {
+      int status;
+      waitpid(p.pid, &status, WNOHANG);
+    }
     PodExit e;
     e.key = p.key;
     e.binding = p.binding;
