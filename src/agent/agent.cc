@@ -479,7 +479,7 @@ Status NodeAgent::Reconcile(int64_t now) {
     auto it = wanted.find(key);
     if (it == wanted.end() || it->second.binding != e.binding) reported.push_back(key);
   }
-  for (const std::string& key : reported) launcher_->Forget(key);
+  launcher_->Forget(reported);
   for (auto it = outcomes_.begin(); it != outcomes_.end();) {
     const Outcome& o = it->second;
     const bool unsent = o.failed > 0 || o.succeeded.size() > o.reported;

@@ -171,6 +171,10 @@ std::string Launcher::LogPath(const std::string& key) const {
   return options_.state_dir + "/logs/" + PodFileId(key) + ".log";
 }
 
+std::string Launcher::ExitPath(const std::string& key) const {
+  return options_.state_dir + "/" + PodFileId(key) + ".exit";
+}
+
 Status Launcher::Save() const {
   json pods = json::array();
   for (const auto& [key, p] : pods_) {
@@ -257,7 +261,7 @@ Status Launcher::Launch(const LaunchSpec& spec, int64_t now_ms) {
   p.key = spec.key;
   p.binding = spec.binding;
   p.log_path = LogPath(spec.key);
-  p.exit_path = options_.state_dir + "/" + PodFileId(spec.key) + ".exit";
+  p.exit_path = ExitPath(spec.key);
   p.started_ms = now_ms;
   unlink(p.exit_path.c_str());
   if (!options_.cgroup_root.empty()) {
@@ -439,8 +443,13 @@ std::vector<PodExit> Launcher::Poll(int64_t now_ms) {
   return out;
 }
 
-void Launcher::Forget(const std::string& key) {
-  if (ended_.erase(key)) (void)Save();
+void Launcher::Forget(const std::vector<std::string>& keys) {
+  size_t dropped = 0;
+  for (const std::string& key : keys) dropped += ended_.erase(key);
+  if (dropped == 0 || !Save().ok()) return;
+  // (Left behind where the state could not be written when the exit was read.)
+  for (const std::string& key : keys)
+    if (!pods_.count(key)) unlink(ExitPath(key).c_str());
 }
 
 }  // namespace fabrica

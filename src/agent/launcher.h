@@ -81,13 +81,15 @@ class Launcher {
   // Reaps, sends due SIGKILLs, and returns the pods that ended since the last call (the first
   // call after Load also those that ended before it and were never forgotten).
   std::vector<PodExit> Poll(int64_t now_ms);
-  // Drops the exit of pod `key` (it ended): the server has it, or no longer needs it.
-  void Forget(const std::string& key);
+  // Drops the exits of pods `keys` (they ended): the server has them, or no longer needs
+  // them. One write of the state file, and any exit file left of them goes too.
+  void Forget(const std::vector<std::string>& keys);
   const std::map<std::string, PodProcess>& pods() const { return pods_; }  // running or stopping
   const std::map<std::string, PodExit>& ended() const { return ended_; }   // not yet forgotten
   // Why limits are or are not enforced, for the agent's log and Node status.
   const std::string& cgroup_note() const { return cgroup_note_; }
   std::string LogPath(const std::string& key) const;
+  std::string ExitPath(const std::string& key) const;  // where a pod's monitor writes its exit
 
  private:
   Status Save() const;

@@ -218,7 +218,7 @@ TEST(LauncherTest, AnExitNotYetForgottenIsReturnedAgainAfterARestart) {
   EXPECT_EQ(again[0].exit_code, 3);
   EXPECT_FALSE(again[0].stopped || again[0].lost);
   EXPECT_TRUE(second.Poll(NowMs()).empty());
-  second.Forget("t/w/done");
+  second.Forget({"t/w/done"});
   EXPECT_TRUE(second.ended().empty());
   {
     Launcher third({dir.File("state"), ""});
