@@ -1620,9 +1620,8 @@ struct ApiServer::Impl {
                Field(Field(stored, "spec"), "priorityClassName") ||
            Field(o["spec"], "priority") != Field(Field(stored, "spec"), "priority")))
         if (Status s = ResolvePriorityClass(o); !s.ok()) return ErrorFromStatus(s);
-      if (!status_sub && std::string(info.kind) == "Workload")
-        if (Status s = CheckRawPriority(o, &stored, p); !s.ok()) return ErrorFromStatus(s);
       if (!status_sub && std::string(info.kind) == "Workload") {
+        if (Status s = CheckRawPriority(o, &stored, p); !s.ok()) return ErrorFromStatus(s);
         // What it was admitted as stays while it holds devices (as Kueue keeps an admitted
         // workload's queue): the queue charged, what runs, and what protects it from eviction.
         const std::string phase = Str(Field(stored, "status"), "phase");
