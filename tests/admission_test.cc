@@ -2003,6 +2003,63 @@ TEST_F(AdmissionTest, MinimumRuntimeDelaysEviction) {
   EXPECT_EQ(later.evicted.size(), 1u);
 }
 
+// A user's minimum runtime shields borrowed GPUs from the queue that lent them only as long as
+// the administrator allows: reclaimMinRuntimeSeconds of the victim's queue (else its nearest
+// ancestor's, else the config's reclaim_min_runtime_s). Queue a borrows b's two GPUs with work
+// that asks for two hours; the config allows one hour, so b takes them back after an hour; with
+// a's own cap (or its parent's) at two hours, after two. Against its own queue's work the
+// workload's minimum runtime holds in full.
+TEST_F(AdmissionTest, ReclaimMinRuntimeCapsWhatAMinimumRuntimeShieldsFromOtherQueues) {
+  SubmitOptions two_hours;
+  two_hours.min_runtime_s = 7200;
+  struct Case {
+    const char* name;
+    double config_cap;
+    double a_cap, org_cap;  // -1: unset
+    double ready;           // when b's reclaim may evict
+  };
+  for (const Case& c :
+       {Case{"config's hour", 3600, -1, -1, 3601}, Case{"a's own two hours", 3600, 7200, -1, 7201},
+        Case{"its parent's two hours", 3600, -1, 7200, 7201},
+        Case{"a's own beats its parent's", 3600, 600, 7200, 601}}) {
+    SCOPED_TRACE(c.name);
+    AdmissionConfig config;
+    config.reclaim_min_runtime_s = c.config_cap;
+    QueueSpec a = Leaf("a", 2), b = Leaf("b", 2);
+    a.reclaim_min_runtime_s = c.a_cap;
+    fleet_ = Nodes(1, 4);
+    config.queues = {QueueSpec{"org", "", 1, {}, -1}, a, b};
+    config.queues[0].reclaim_min_runtime_s = c.org_cap;
+    auto policy = MakePolicy("bestfit");
+    ASSERT_TRUE(policy.ok());
+    policy_ = std::move(*policy);
+    auto made = Admitter::Create(fleet_, Tenants({"a", "b"}), config, *policy_);
+    ASSERT_TRUE(made.ok()) << made.status().message();
+    adm_ = std::move(*made);
+    for (int i = 0; i < 4; ++i) Submit(Gpus("a" + std::to_string(i), "a", 1), 0, two_hours);
+    adm_->Cycle(1, 1000);
+    const int mine = Submit(Gpus("b0", "b", 1), 10);
+    EXPECT_TRUE(adm_->Cycle(10, 1000).evicted.empty());
+    EXPECT_NE(adm_->reason(mine).find("within their minimum runtime"), std::string::npos)
+        << adm_->reason(mine);
+    EXPECT_DOUBLE_EQ(adm_->victims_ready_at(mine), c.ready);
+    EXPECT_DOUBLE_EQ(adm_->victims_min_runtime(mine), c.ready - 1);
+    EXPECT_TRUE(adm_->Cycle(c.ready - 1, 1000).evicted.empty());
+    EXPECT_EQ(adm_->Cycle(c.ready, 1000).evicted.size(), 1u) << adm_->reason(mine);
+  }
+  {  // Its own queue's higher-priority work waits out the full two hours.
+    AdmissionConfig config;
+    config.reclaim_min_runtime_s = 3600;
+    Make(Nodes(1, 4), {Leaf("a", 4)}, {}, config);
+    for (int i = 0; i < 4; ++i) Submit(Gpus("a" + std::to_string(i), "a", 1), 0, two_hours);
+    adm_->Cycle(1, 1000);
+    const int high = Submit(Gpus("high", "a", 1, 10), 10);
+    EXPECT_TRUE(adm_->Cycle(3601, 1000).evicted.empty()) << adm_->reason(high);
+    EXPECT_DOUBLE_EQ(adm_->victims_ready_at(high), 7201);
+    EXPECT_EQ(adm_->Cycle(7201, 1000).evicted.size(), 1u) << adm_->reason(high);
+  }
+}
+
 // Reclaim evicts the workload that loses the least work: one that checkpoints every 100 s and
 // has run 310 s loses 10 s, less than one without checkpoints that started 60 s before. Work
 // counts from the start of the run, which may come after the admission (the server:
@@ -3304,6 +3361,55 @@ teams:
   EXPECT_EQ(fab->bound_alone.exceptions.size(), 2u);
 }
 
+// A team's minimum runtime shields what it borrows for no longer than reclaimMinRuntime allows
+// (an hour by default): team b's one-GPU workload, arriving at 10 while team a's two-hour runs
+// fill the fleet, reclaims at 3,601 and starts once its victim's 30 s grace ends; the replay
+// wakes for that hour's end, and the guarantee bound counts the capped runtime. Without a cap
+// (a year) it waits the two hours, within the bound that the full runtime sets.
+TEST(ReplayTest, ReclaimMinRuntimeCapsTheWaitForBorrowedWork) {
+  for (const auto& [settings, start] :
+       {std::pair{std::string(""), 3601.0 + 30},
+        std::pair{std::string("admission: {reclaimMinRuntime: 31536000}\n"), 7201.0 + 30}}) {
+    SCOPED_TRACE(settings.empty() ? "default" : "no cap");
+    const std::string text = R"(
+kind: Scenario
+name: cap
+synthetic: {gpus: 8, migShare: 0, h200Share: 0, seed: 3, window: 3600}
+load: 0.5
+)" + settings + R"(teams:
+  - name: a
+    share: 50
+    guarantee: 4
+    minRuntime: 7200
+    workloads:
+      - {pods: 1, cpu: 4, memory: 16Gi, devices: {gpus: 1}, duration: 100-200}
+  - name: b
+    share: 50
+    guarantee: 4
+    workloads:
+      - {pods: 1, cpu: 4, memory: 16Gi, devices: {gpus: 1}, duration: 100-200}
+)";
+    auto sc = sim::ParseScenario(text, "cap.yaml", ".");
+    ASSERT_TRUE(sc.ok()) << sc.status().message();
+    sim::ReplayWorkload a_tpl, b_tpl;
+    for (const sim::ReplayWorkload& w : sc->workloads) (w.team == 0 ? a_tpl : b_tpl) = w;
+    ASSERT_DOUBLE_EQ(a_tpl.options.min_runtime_s, 7200);
+    std::vector<sim::ReplayWorkload> list;
+    for (int i = 0; i < 8; ++i)
+      list.push_back(Shaped(a_tpl, "a-" + std::to_string(i), 0, 20000, 1));
+    list.push_back(Shaped(b_tpl, "b-0", 10, 100, 1));
+    sc->workloads = list;
+    auto fab = sim::RunReplay(*sc, "fabrica");
+    ASSERT_TRUE(fab.ok()) << fab.status().message();
+    const sim::TeamResult& b = fab->teams.at(1);
+    ASSERT_EQ(b.name, "b");
+    EXPECT_NEAR(b.wait_mean_s, start - 10, 2);
+    EXPECT_EQ(fab->preemptions, 1);
+    EXPECT_GT(fab->bound.checked, 0);
+    EXPECT_TRUE(fab->bound.exceptions.empty()) << fab->bound.exceptions[0].cause;
+  }
+}
+
 TEST(ReplayTest, JsonSortsGuaranteeExceptionsByKind) {
   sim::ReplayResult r;
   r.bound.checked = 3;
@@ -3367,6 +3473,10 @@ TEST(ReplayTest, ScenarioErrorsNameTheField) {
             "admission.queues[1].stopPolicy", "a replayed queue cannot be stopped");
   ExpectBad(bad("trust: untrusted", "trust: untrusted\n    stopPolicy: Hold"),
             "teams[2].stopPolicy", "unknown");
+  ExpectBad(bad("trust: untrusted", "trust: untrusted\n    reclaimMinRuntimeSeconds: 40000000"),
+            "teams[2].reclaimMinRuntimeSeconds", "must be between 0 and 31536000 (a year)");
+  ExpectBad(bad("load: 1.0", "load: 1.0\nadmission: {reclaimMinRuntime: 4e7}"),
+            "admission.reclaimMinRuntime", "must be between 0 and 31536000");
   {
     std::string text = kSmallScenario;
     text.replace(text.find("load: 1.0"), 9, "load: 1.0\nadmission: {fairSharePreemption: true}");

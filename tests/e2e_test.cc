@@ -677,11 +677,18 @@ TEST_F(FactoryTest, QueuesEnforceQuotasAndReclaimBorrowedGpus) {
   refused = Call("POST", std::string(kApi) + "/queues", bad.dump());
   EXPECT_EQ(refused.status, 422) << refused.body;
   EXPECT_NE(refused.body.find("spec.queueingStrategy"), std::string::npos) << refused.body;
+  bad["spec"] = {{"reclaimMinRuntimeSeconds", 40'000'000}};
+  refused = Call("POST", std::string(kApi) + "/queues", bad.dump());
+  EXPECT_EQ(refused.status, 422) << refused.body;
+  EXPECT_NE(refused.body.find("spec.reclaimMinRuntimeSeconds: must be between 0 and 31536000"),
+            std::string::npos)
+      << refused.body;
 
   // Queues named after the tenants, so workloads that name no queue wait in them.
   CreateQueue("org", json::object());
   CreateQueue("team-a", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
   CreateQueue("team-b", {{"parent", "org"},
+                         {"reclaimMinRuntimeSeconds", 1800},
                          {"quotas", {{"gpu", {{"guaranteed", 16}, {"borrowingLimit", 8}}}}}});
 
   // team-b asks for all 32 whole GPUs: it gets its 16 and borrows 8, no more. b-0 may not be
@@ -712,6 +719,12 @@ TEST_F(FactoryTest, QueuesEnforceQuotasAndReclaimBorrowedGpus) {
   EXPECT_EQ(qb["status"].value("usedGpus", ""), "24") << qb.dump();
   EXPECT_EQ(qb["status"].value("guaranteedGpus", ""), "16") << qb.dump();
   EXPECT_EQ(qb["status"].value("pendingWorkloads", -1), 1) << qb.dump();
+  // How long a minimum runtime shields its work from other queues: its own 1,800 s; team-a's,
+  // the server's default hour.
+  EXPECT_EQ(qb["status"].value("reclaimMinRuntimeSeconds", -1), 1800) << qb.dump();
+  EXPECT_EQ(CallJson("GET", std::string(kApi) + "/queues/team-a")["status"].value(
+                "reclaimMinRuntimeSeconds", -1),
+            3600);
   const std::string rendered = metrics.Render();
   EXPECT_NE(rendered.find("fabrica_queue_used_gpus{queue=\"team-b\"} 24"), std::string::npos)
       << rendered;

@@ -51,6 +51,7 @@ struct ServerArgs {
   double preemption_grace_s = 30;
   double usage_half_life_s = 3600;
   double reclaim_hold_s = 300;
+  double reclaim_min_runtime_s = 3600;
   bool no_elastic_growth = false;
   bool no_elastic_shrink = false;
   double gang_timeout_s = 300;
@@ -290,6 +291,7 @@ int Run(ServerArgs args) {
   sched_options.preemption_grace_ms = static_cast<int64_t>(args.preemption_grace_s * 1000);
   sched_options.usage_half_life_s = args.usage_half_life_s;
   sched_options.reclaim_hold_s = args.reclaim_hold_s;
+  sched_options.reclaim_min_runtime_s = args.reclaim_min_runtime_s;
   sched_options.elastic_growth = !args.no_elastic_growth;
   sched_options.elastic_shrink = !args.no_elastic_shrink;
   sched_options.gang_timeout_s = args.gang_timeout_s;
@@ -406,6 +408,11 @@ void AddCommon(CLI::App* cmd, ServerArgs* a) {
                   "seconds that the room (GPUs, CPU, memory) a reclaim freed beyond its need stays "
                   "with the reclaiming queue (0: lent at once)")
       ->check(CLI::Range(0.0, 86400.0));
+  cmd->add_option("--reclaim-min-runtime", a->reclaim_min_runtime_s,
+                  "seconds at most that a workload's minRuntimeSeconds shields it from another "
+                  "queue taking its GPUs back, where its queue sets no reclaimMinRuntime (a "
+                  "year: no cap)")
+      ->check(CLI::Range(0.0, 365.0 * 86400));
   cmd->add_flag("--no-elastic-growth", a->no_elastic_growth,
                 "keep work admitted with fewer pods than asked (minCount) at that size; by "
                 "default it takes more pods as room frees and its queue's quota allows");

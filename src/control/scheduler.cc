@@ -1132,6 +1132,7 @@ Result<CycleStats> Scheduler::RunOnce() {
       config->gang_timeout_s = options_.gang_timeout_s;
       config->history_weight = options_.history_weight;
       config->reclaim_hold_s = options_.reclaim_hold_s;
+      config->reclaim_min_runtime_s = options_.reclaim_min_runtime_s;
       config->elastic_growth = options_.elastic_growth;
       config->elastic_shrink = options_.elastic_shrink;
       auto created =
@@ -1416,14 +1417,18 @@ Result<CycleStats> Scheduler::RunOnce() {
         // History to three decimals, so that a queue's status is rewritten when its history
         // moves by a visible amount, not every cycle.
         const double history = std::round(admitter->usage_history(index) * 1000) / 1000;
-        json standing = {{"guaranteedGpus", GpuAmount(admitter->guaranteed_milli(index))},
-                         {"usedGpus", GpuAmount(admitter->usage_milli(index))},
-                         {"pendingWorkloads", admitter->pending_count(index) +
-                                                  unsubmitted[admitter->queue_name(index)]},
-                         {"usageHistory", history},
-                         // (Three significant digits: rewritten when it moves visibly.)
-                         {"weightedShare", SignificantDigits(admitter->weighted_share(index), 3)},
-                         {"active", !admitter->stopped(index)}};
+        json standing = {
+            {"guaranteedGpus", GpuAmount(admitter->guaranteed_milli(index))},
+            {"usedGpus", GpuAmount(admitter->usage_milli(index))},
+            {"pendingWorkloads",
+             admitter->pending_count(index) + unsubmitted[admitter->queue_name(index)]},
+            {"usageHistory", history},
+            // (Three significant digits: rewritten when it moves visibly.)
+            {"weightedShare", SignificantDigits(admitter->weighted_share(index), 3)},
+            {"active", !admitter->stopped(index)},
+            // (Its own reclaimMinRuntimeSeconds, else its nearest ancestor's, else
+            // the server's --reclaim-min-runtime.)
+            {"reclaimMinRuntimeSeconds", std::llround(admitter->reclaim_min_runtime(index))}};
         // The pods' CPU and memory, where a quota names them.
         for (int r = 0; r < 2; ++r) {
           if (!admitter->resource_limited(index, r)) continue;

@@ -72,6 +72,9 @@ struct SchedulerOptions {
   // freed beyond their need is lent to no one (AdmissionConfig::reclaim_hold_s; 0: lent at once).
   // Kept in the queue's status (lastReclaimTime, reclaimedRoomMilli) across cycles and restarts.
   double reclaim_hold_s = 300;
+  // How long a workload's minRuntimeSeconds shields it from another queue's work, for queues
+  // whose spec sets no reclaimMinRuntime (AdmissionConfig::reclaim_min_runtime_s).
+  double reclaim_min_runtime_s = 3600;
   // Work admitted with fewer pods than asked takes more as room frees and its quota allows
   // (AdmissionConfig::elastic_growth); the new size is billed from status.resizedTime.
   bool elastic_growth = true;

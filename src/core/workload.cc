@@ -256,16 +256,16 @@ Result<Workload> ParseOneWorkload(YamlMap& m) {
   ASSIGN_OR_RETURN(w.preemptible, spec.Bool("preemptible", true));
   ASSIGN_OR_RETURN(w.active, spec.Bool("active", true));
   ASSIGN_OR_RETURN(w.min_runtime_seconds, spec.Int("minRuntimeSeconds", 0));
-  if (w.min_runtime_seconds > 365LL * 24 * 3600)
+  if (w.min_runtime_seconds > kMaxRunSeconds)
     return spec.Error("minRuntimeSeconds", "must be at most one year");
   ASSIGN_OR_RETURN(w.max_runtime_seconds, spec.Int("maxRuntimeSeconds", 0));
-  if (w.max_runtime_seconds > 365LL * 24 * 3600)
+  if (w.max_runtime_seconds > kMaxRunSeconds)
     return spec.Error("maxRuntimeSeconds", "must be at most one year");
   if (w.max_runtime_seconds > 0 && w.max_runtime_seconds < w.min_runtime_seconds)
     return spec.Error("maxRuntimeSeconds", "must not be below minRuntimeSeconds (" +
                                                std::to_string(w.min_runtime_seconds) + ")");
   ASSIGN_OR_RETURN(w.checkpoint_interval_seconds, spec.Int("checkpointIntervalSeconds", 0));
-  if (w.checkpoint_interval_seconds > 365LL * 24 * 3600)
+  if (w.checkpoint_interval_seconds > kMaxRunSeconds)
     return spec.Error("checkpointIntervalSeconds", "must be at most one year");
   if (spec.Has("run")) {
     YamlMap run(spec.Raw("run"), spec.Path("run"), m.source());

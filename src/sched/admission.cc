@@ -343,6 +343,12 @@ Status Admitter::Build() {
          a = queues_[a].parent)
       queues_[i].flavor_order = queues_[a].flavor_order;
     for (int r = 0; r < 2; ++r) queues_[i].res_limited[r] = queues_[root].res_limited[r];
+    queues_[i].reclaim_min_runtime = config_.reclaim_min_runtime_s;
+    for (int a = i; a >= 0; a = queues_[a].parent)
+      if (queues_[a].spec.reclaim_min_runtime_s >= 0) {
+        queues_[i].reclaim_min_runtime = queues_[a].spec.reclaim_min_runtime_s;
+        break;
+      }
   }
   cap_gpu_ = std::max<int64_t>(1, state_.total_gpu_milli());
   int64_t cpu = 0;
@@ -2116,7 +2122,7 @@ std::string Admitter::PolicyBlock(int id) const {
   const auto could_go = [&](int v) {
     const Entry& w = entries_[v];
     return w.phase == Phase::kAdmitted && w.options.preemptible &&
-           now_ - w.admitted_at >= w.options.min_runtime_s;
+           now_ - w.admitted_at >= MinRuntime(v, id);
   };
   if (policy.within_queue == PreemptionPolicy::Within::kNever)
     for (int v : q.running)
@@ -2592,6 +2598,12 @@ double Admitter::EvictionCost(int id, double at) const {
   return LostIfEvicted(id, at) + entries_[id].options.lost_before_s;
 }
 
+double Admitter::MinRuntime(int id, int by) const {
+  const Entry& w = entries_[id];
+  if (entries_[by].leaf == w.leaf) return w.options.min_runtime_s;
+  return std::min(w.options.min_runtime_s, queues_[w.leaf].reclaim_min_runtime);
+}
+
 // Takes a running workload off the state for a trial plan, and puts it back.
 void Admitter::TrialRelease(int v) {
   const Entry& w = entries_[v];
@@ -2681,7 +2693,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
       if (!is_leaf(q) || q == me.leaf) continue;
       for (int v : queues_[q].running) {
         const Entry& w = entries_[v];
-        if (!w.options.preemptible || now - w.admitted_at < w.options.min_runtime_s ||
+        if (!w.options.preemptible || now - w.admitted_at < MinRuntime(v, id) ||
             w.shrunk_at == now_)
           continue;
         if (queues_[me.leaf].spec.preemption.reclaim_within_cohort ==
@@ -2718,7 +2730,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
     const Entry& w = entries_[v];
     // (Not one started in part: moved, it would ask for all its pods again.)
     if (v == id || w.phase != Phase::kAdmitted || !w.options.preemptible || w.pods.size() != 1 ||
-        w.spec.gang || now - w.admitted_at < w.options.min_runtime_s || w.counts != w.full_counts)
+        w.spec.gang || now - w.admitted_at < MinRuntime(v, id) || w.counts != w.full_counts)
       return false;
     // Moved work waits to be placed again, which a stopped queue's never is.
     if (fate[v] != kStays || queues_[w.leaf].stop != StopPolicy::kNone) return false;
@@ -3379,14 +3391,14 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
         // Borrowing with its pods beyond its minCount only: those may go (elastic shrink).
         if (config_.elastic_shrink && w.leaf != leaf && reclaim_flavors != 0 && !quota_short &&
             priority_allows(w) && w.counts != w.min_counts &&
-            now - w.admitted_at >= w.options.min_runtime_s) {
+            now - w.admitted_at >= MinRuntime(v, id)) {
           const int budget = queues_[w.leaf].spec.disruption_budget;
           if (budget < 0 || queues_[w.leaf].evicting < budget)
             spare_only.push_back({v, EvictionCost(v, now)});
         }
         continue;
       }
-      const bool young = now - w.admitted_at < w.options.min_runtime_s;
+      const bool young = now - w.admitted_at < MinRuntime(v, id);
       if (young) ++in_min_runtime;
       int budget = queues_[w.leaf].spec.disruption_budget;
       if (budget >= 0 && queues_[w.leaf].evicting >= budget) {
@@ -3424,7 +3436,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
       double first = -1;
       for (const Candidate& c : cached->second.later) {
         const Entry& w = entries_[c.id];
-        const double free_at = w.admitted_at + w.options.min_runtime_s;
+        const double free_at = w.admitted_at + MinRuntime(c.id, id);
         if (first < 0 || free_at < first) first = free_at;
       }
       if (first >= 0)
@@ -3647,8 +3659,8 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     double ready = now, longest = 0;
     for (int v : chosen) {
       const Entry& w = entries_[v];
-      ready = std::max(ready, w.admitted_at + w.options.min_runtime_s);
-      longest = std::max(longest, w.options.min_runtime_s);
+      ready = std::max(ready, w.admitted_at + MinRuntime(v, id));
+      longest = std::max(longest, MinRuntime(v, id));
     }
     e.victims_ready_at = ready;
     e.victims_min_runtime = longest;

@@ -131,6 +131,13 @@ struct QueueSpec {
   // Tenants whose workloads may wait in this queue or a leaf below it ("*": every tenant),
   // beside the tenant a leaf is named after (sched/queue_objects.h, TenantMayUse).
   std::vector<std::string> tenants = {};
+  // reclaimMinRuntimeSeconds: the longest minimum runtime that shields a workload of this
+  // queue (or of a queue below it without one of its own) from eviction by another queue's
+  // work (a reclaim, fair-share or borrowWithinCohort preemption, a consolidation move); its
+  // own minRuntimeSeconds still holds in full against its own queue's work. An administrator's
+  // cap: a user cannot hold borrowed GPUs past it. -1: its parent's (at the top: the
+  // admission config's reclaim_min_runtime_s).
+  double reclaim_min_runtime_s = -1;
 };
 
 struct AdmissionConfig {
@@ -160,6 +167,9 @@ struct AdmissionConfig {
   // room its reclaims freed beyond their own need (up to its unused guarantee) is lent to no one
   // (0: all of it lent at once).
   double reclaim_hold_s = 300;
+  // reclaimMinRuntime: the queues' reclaimMinRuntimeSeconds where they set none (a year, the
+  // longest minimum runtime a workload may ask, leaves every one in force).
+  double reclaim_min_runtime_s = 3600;
   // Elastic growth: a workload admitted with fewer pods than asked (partial admission) takes
   // more as room frees and its quota allows, once nothing waits in its queue and no workload
   // within its guarantee went without room this cycle (up to `max_growths_per_cycle` tries a
@@ -193,12 +203,14 @@ Result<QueueSpec> ParseQueueSpec(YamlMap& map);
 Result<FlavorSpec> ParseFlavor(YamlMap& map);
 // The keys a queue and a scenario's team share: queueingStrategy (StrictFIFO | BestEffortFIFO),
 // preemption {withinQueue, reclaimWithinCohort, borrowWithinCohort {policy,
-// maxPriorityThreshold}} and flavorFungibility {whenCanBorrow: Borrow | TryNextFlavor}, into
-// `spec`'s strict_fifo, preemption and when_can_borrow.
+// maxPriorityThreshold}}, flavorFungibility {whenCanBorrow: Borrow | TryNextFlavor} and
+// reclaimMinRuntimeSeconds, into `spec`'s strict_fifo, preemption, when_can_borrow and
+// reclaim_min_runtime_s.
 Status ParseQueuePolicies(YamlMap& map, QueueSpec* spec);
 // Only the cycle's knobs (usageHalfLife, historyWeight, gangTimeout, preemption,
 // fairSharePreemption, preemptionSearchesPerQueue, reclaimSearchesPerQueue, consolidation,
-// consolidationMaxMoves, reclaimHold, elasticGrowth, elasticShrink), leaving other keys to the
+// consolidationMaxMoves, reclaimHold, reclaimMinRuntime, elasticGrowth, elasticShrink), leaving
+// other keys to the
 // caller.
 Status ParseAdmissionSettings(YamlMap& map, AdmissionConfig* config);
 
@@ -383,6 +395,11 @@ class Admitter {
   // What choosing it as a victim costs: what it would lose, plus what its earlier evictions
   // lost (SubmitOptions::lost_before_s).
   double EvictionCost(int id, double at) const;
+  // How long workload `id` runs before workload `by` may evict it: its own minimum runtime
+  // against work of its own queue, at most its queue's reclaimMinRuntime against another's.
+  double MinRuntime(int id, int by) const;
+  // Queue q's reclaimMinRuntime: its own, its nearest ancestor's or the config's.
+  double reclaim_min_runtime(int q) const { return queues_[q].reclaim_min_runtime; }
   // Its place in its queue: pending workloads go in (-priority, arrival) order (a released
   // gang re-enters at the back).
   double arrival(int id) const { return entries_[id].arrival; }
@@ -502,6 +519,8 @@ class Admitter {
   struct QueueNode {
     QueueSpec spec;
     int parent = -1;
+    // Its reclaimMinRuntime, or its nearest ancestor's, or the config's (MinRuntime).
+    double reclaim_min_runtime = 0;
     std::vector<int> children;
     int infeasible = 0;  // workloads waiting here that no fleet or quota could ever admit
     std::vector<int64_t> guaranteed;  // per flavour; an inner queue without its own: the sum

@@ -134,6 +134,13 @@ Status ParseQueuePolicies(YamlMap& m, QueueSpec* q) {
     q->when_can_borrow = static_cast<QueueSpec::WhenCanBorrow>(borrow);
     RETURN_IF_ERROR(f.Finish());
   }
+  if (m.Has("reclaimMinRuntimeSeconds")) {
+    ASSIGN_OR_RETURN(int64_t s, m.Int("reclaimMinRuntimeSeconds"));
+    if (s < 0 || s > kMaxRunSeconds)
+      return m.Error("reclaimMinRuntimeSeconds",
+                     "must be between 0 and " + std::to_string(kMaxRunSeconds) + " (a year)");
+    q->reclaim_min_runtime_s = static_cast<double>(s);
+  }
   return Status();
 }
 
@@ -205,6 +212,10 @@ Status ParseAdmissionSettings(YamlMap& m, AdmissionConfig* c) {
   c->consolidation_max_moves = static_cast<int>(moves);
   ASSIGN_OR_RETURN(c->reclaim_hold_s, m.Double("reclaimHold", 300.0));
   if (c->reclaim_hold_s < 0) return m.Error("reclaimHold", "must not be negative");
+  ASSIGN_OR_RETURN(c->reclaim_min_runtime_s, m.Double("reclaimMinRuntime", 3600.0));
+  if (c->reclaim_min_runtime_s < 0 || c->reclaim_min_runtime_s > kMaxRunSeconds)
+    return m.Error("reclaimMinRuntime",
+                   "must be between 0 and " + std::to_string(kMaxRunSeconds) + " seconds (a year)");
   ASSIGN_OR_RETURN(c->elastic_growth, m.Bool("elasticGrowth", true));
   ASSIGN_OR_RETURN(c->elastic_shrink, m.Bool("elasticShrink", true));
   return Status();

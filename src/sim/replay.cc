@@ -127,6 +127,7 @@ Result<TeamSpec> ParseTeam(YamlMap& m, bool synthetic) {
   t.strict_fifo = policies.strict_fifo;
   t.preemption = policies.preemption;
   t.when_can_borrow = policies.when_can_borrow;
+  t.reclaim_min_runtime_s = policies.reclaim_min_runtime_s;
   for (auto [key, field] : {std::pair{"guarantee", &t.guarantee_milli},
                             std::pair{"borrowingLimit", &t.borrowing_limit_milli},
                             std::pair{"lendingLimit", &t.lending_limit_milli}}) {
@@ -842,6 +843,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
         QueueSpec q{t.name,        "fleet",     t.weight, {}, t.disruption_budget,
                     t.strict_fifo, t.preemption};
         q.when_can_borrow = t.when_can_borrow;
+        q.reclaim_min_runtime_s = t.reclaim_min_runtime_s;
         q.quotas["gpu"] = QuotaSpec{t.guarantee_milli.value_or(0) - t.mig_guarantee_milli,
                                     t.borrowing_limit_milli, t.lending_limit_milli};
         if (sc.mig_pool) q.quotas["mig"] = QuotaSpec{t.mig_guarantee_milli, {}, {}};
@@ -1258,8 +1260,14 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
           ++st.epoch;
           push(tick + std::max(0.0, sc.workloads[w].duration_s - st.progress) / st.rate,
                EventType::kFinish, w, st.epoch);
-          double mr = sc.workloads[w].options.min_runtime_s;
-          if (mr > 0 && policy_name == "fabrica") push(tick + mr, EventType::kWake, w, 0);
+          // (Other queues may evict it once its queue's reclaimMinRuntime has passed, its own
+          // queue once its own minimum runtime has.)
+          const double mr = sc.workloads[w].options.min_runtime_s;
+          const double cap = adm.reclaim_min_runtime(adm.queue_of(h));
+          if (mr > 0 && policy_name == "fabrica") {
+            push(tick + mr, EventType::kWake, w, 0);
+            if (cap < mr) push(tick + cap, EventType::kWake, w, 0);
+          }
           changed = true;
         }
         // Elastic growth: from now on it runs (and finishes) at its new size.
@@ -1307,9 +1315,9 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
           ++preempted[sc.workloads[v].team];
           ++preempted_by[sc.workloads[v].team][sc.teams[sc.workloads[p].team].name];
           const int pu = unit_of(p);
-          // What was left of the victim's minimum runtime when the wait began (all of it for a
-          // victim that started later).
-          const double mr = sc.workloads[v].options.min_runtime_s;
+          // What was left of the victim's minimum runtime (as it held against the preemptor)
+          // when the wait began (all of it for a victim that started later).
+          const double mr = adm.MinRuntime(e.victim, e.preemptor);
           auto left_at = [&](double from) {
             return std::min(mr, std::max(0.0, vs.admit_t + mr - from));
           };

@@ -55,7 +55,9 @@ struct TeamSpec {
   bool strict_fifo = false;     // queueingStrategy: StrictFIFO (its generated queue)
   PreemptionPolicy preemption;  // its generated queue's `preemption`
   QueueSpec::WhenCanBorrow when_can_borrow =
-      QueueSpec::WhenCanBorrow::kBorrow;   // flavorFungibility
+      QueueSpec::WhenCanBorrow::kBorrow;  // flavorFungibility
+  double reclaim_min_runtime_s =
+      -1;  // reclaimMinRuntimeSeconds; -1: the settings' reclaimMinRuntime
   std::optional<int64_t> guarantee_milli;  // unset: proportional to the team's average demand
   // The part of guarantee_milli on MIG-partitioned GPUs, which only MIG requests can use: where
   // the fleet has them, a computed guarantee is split into the two pools by the team's demand
