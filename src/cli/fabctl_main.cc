@@ -295,8 +295,12 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
         const json dev = ps.value("devices", json::object());
         if (dev.contains("gpus") && dev["gpus"].is_number()) {
           gpus += running * dev["gpus"].get<double>();
-        } else if (dev.contains("mig")) {
-          gpus += 0;  // (a MIG slice is no whole GPU: shown as 0, as quotas count it apart)
+        } else if (dev.contains("mig") && dev["mig"].is_string()) {
+          // A MIG slice: its compute slices out of 7, as queues' quotas charge it.
+          fabrica::DeviceRequest mig;
+          mig.kind = fabrica::DeviceKind::kMig;
+          mig.mig_profile = dev["mig"].get<std::string>();
+          gpus += running * static_cast<double>(mig.TotalMilli().value()) / 1000.0;
         } else if (dev.contains("gpuMilli")) {
           // A share of a GPU ("250m", "0.25").
           const json& m = dev["gpuMilli"];

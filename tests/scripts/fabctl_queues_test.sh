@@ -192,6 +192,19 @@ for _ in $(seq 100); do
   "$FABCTL" get workloads -n team-b | grep -q "^big-" || break
   sleep 0.2
 done
+# GPUS counts a MIG slice as its compute slices out of 7, as quotas charge it: two 3g.40gb
+# pods are 2 x 0.428.
+cat >"$tmp/slices.yaml" <<YAML
+apiVersion: fabrica.dev/v1
+kind: Workload
+metadata: {name: slices, namespace: team-c}
+spec:
+  podSets: [{name: main, count: 2, cpu: "1", memory: 1Gi, devices: {mig: 3g.40gb}}]
+YAML
+"$FABCTL" apply -f "$tmp/slices.yaml" >/dev/null || fail "apply slices"
+slices=$("$FABCTL" get workload slices -n team-c)
+grep "^slices " <<<"$slices" | grep -q " 0.856 " || fail "GPUS of two 3g.40gb slices: $slices"
+"$FABCTL" delete workload slices -n team-c >/dev/null || fail "delete slices"
 cat >"$tmp/ordered.yaml" <<YAML
 apiVersion: fabrica.dev/v1
 kind: Workload
