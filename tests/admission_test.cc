@@ -1796,6 +1796,30 @@ TEST_F(AdmissionTest, ConsolidationMovesWorkToGatherScatteredGpus) {
   }
 }
 
+// A consolidation move is another queue's disruption too: a's work asking two hours of minimum
+// runtime may be moved for b once a's reclaimMinRuntime (the config's hour) has passed.
+TEST_F(AdmissionTest, ConsolidationMovesOtherQueuesWorkPastItsReclaimMinRuntime) {
+  AdmissionConfig config;
+  config.reclaim_min_runtime_s = 3600;
+  Make(Nodes(2, 4), {Leaf("a", 4), Leaf("b", 4)}, {}, config);
+  SubmitOptions two_hours;
+  two_hours.min_runtime_s = 7200;
+  for (int i = 0; i < 4; ++i) {
+    Assignment at;
+    at.node = i / 2;
+    at.devices.push_back({i % 2, 1000, 80 * 1024, -1});
+    auto r = adm_->Restore(Gpus("a" + std::to_string(i), "a", 1), {at}, 0, two_hours);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+  }
+  const int big = Submit(Gpus("b0", "b", 4), 10);
+  EXPECT_TRUE(adm_->Cycle(11, 1000).evicted.empty()) << adm_->reason(big);
+  EXPECT_TRUE(adm_->Cycle(3599, 1000).evicted.empty()) << adm_->reason(big);
+  CycleResult r = adm_->Cycle(3600, 1000);
+  ASSERT_EQ(r.evicted.size(), 2u) << adm_->reason(big);
+  for (const Eviction& e : r.evicted)
+    EXPECT_NE(e.reason.find("consolidation"), std::string::npos) << e.reason;
+}
+
 TEST_F(AdmissionTest, RoomFreedWhileAGuaranteeWaitsIsNotLentAway) {
   Make(Nodes(1, 4), {Leaf("a", 2), Leaf("b", 2)});
   std::vector<int> borrowed;
@@ -2007,7 +2031,8 @@ TEST_F(AdmissionTest, MinimumRuntimeDelaysEviction) {
 // the administrator allows: reclaimMinRuntimeSeconds of the victim's queue (else its nearest
 // ancestor's, else the config's reclaim_min_runtime_s). Queue a borrows b's two GPUs with work
 // that asks for two hours; the config allows one hour, so b takes them back after an hour; with
-// a's own cap (or its parent's) at two hours, after two. Against its own queue's work the
+// a's own cap (or its parent's) at two hours, after two: the nearest cap holds, stricter or
+// not, and the reclaiming queue's own cap does not count. Against its own queue's work the
 // workload's minimum runtime holds in full.
 TEST_F(AdmissionTest, ReclaimMinRuntimeCapsWhatAMinimumRuntimeShieldsFromOtherQueues) {
   SubmitOptions two_hours;
@@ -2015,18 +2040,22 @@ TEST_F(AdmissionTest, ReclaimMinRuntimeCapsWhatAMinimumRuntimeShieldsFromOtherQu
   struct Case {
     const char* name;
     double config_cap;
-    double a_cap, org_cap;  // -1: unset
-    double ready;           // when b's reclaim may evict
+    double a_cap, org_cap, b_cap;  // -1: unset
+    double ready;                  // when b's reclaim may evict
   };
   for (const Case& c :
-       {Case{"config's hour", 3600, -1, -1, 3601}, Case{"a's own two hours", 3600, 7200, -1, 7201},
-        Case{"its parent's two hours", 3600, -1, 7200, 7201},
-        Case{"a's own beats its parent's", 3600, 600, 7200, 601}}) {
+       {Case{"config's hour", 3600, -1, -1, -1, 3601},
+        Case{"a's own two hours", 3600, 7200, -1, -1, 7201},
+        Case{"its parent's two hours", 3600, -1, 7200, -1, 7201},
+        Case{"a's own beats its parent's", 3600, 600, 7200, -1, 601},
+        Case{"a's own beats its parent's stricter one", 3600, 7200, 600, -1, 7201},
+        Case{"the reclaiming queue's cap is not the victim's", 3600, -1, -1, 60, 3601}}) {
     SCOPED_TRACE(c.name);
     AdmissionConfig config;
     config.reclaim_min_runtime_s = c.config_cap;
     QueueSpec a = Leaf("a", 2), b = Leaf("b", 2);
     a.reclaim_min_runtime_s = c.a_cap;
+    b.reclaim_min_runtime_s = c.b_cap;
     fleet_ = Nodes(1, 4);
     config.queues = {QueueSpec{"org", "", 1, {}, -1}, a, b};
     config.queues[0].reclaim_min_runtime_s = c.org_cap;
@@ -3364,24 +3393,37 @@ teams:
 // A team's minimum runtime shields what it borrows for no longer than reclaimMinRuntime allows
 // (an hour by default): team b's one-GPU workload, arriving at 10 while team a's two-hour runs
 // fill the fleet, reclaims at 3,601 and starts once its victim's 30 s grace ends; the replay
-// wakes for that hour's end, and the guarantee bound counts the capped runtime. Without a cap
-// (a year) it waits the two hours, within the bound that the full runtime sets.
+// wakes for that hour's end. Without a cap (a year) it waits the two hours, within the bound
+// that the full runtime sets. The bound counts the capped runtime: when a's disruption budget
+// of 1 makes a two-GPU workload of b wait a second grace period, it is an exception against a
+// bound of interval + grace + the 3,590 s left of the cap (not of the two hours).
 TEST(ReplayTest, ReclaimMinRuntimeCapsTheWaitForBorrowedWork) {
-  for (const auto& [settings, start] :
-       {std::pair{std::string(""), 3601.0 + 30},
-        std::pair{std::string("admission: {reclaimMinRuntime: 31536000}\n"), 7201.0 + 30}}) {
-    SCOPED_TRACE(settings.empty() ? "default" : "no cap");
+  struct Case {
+    const char* name;
+    std::string settings;
+    int budget_gpus;  // b's GPUs; 2: a's disruption budget is 1
+    double start;     // when b starts
+    double bound;     // -1: no exception
+  };
+  for (const Case& c :
+       {Case{"default", "", 1, 3601 + 30, -1},
+        Case{"no cap", "admission: {reclaimMinRuntime: 31536000}\n", 1, 7201 + 30, -1},
+        Case{"default, budget", "", 2, 3601 + 30 + 31, 1 + 30 + 3590},
+        Case{"no cap, budget", "admission: {reclaimMinRuntime: 31536000}\n", 2, 7201 + 30 + 31,
+             1 + 30 + 7190}}) {
+    SCOPED_TRACE(c.name);
     const std::string text = R"(
 kind: Scenario
 name: cap
 synthetic: {gpus: 8, migShare: 0, h200Share: 0, seed: 3, window: 3600}
 load: 0.5
-)" + settings + R"(teams:
+)" + c.settings + R"(teams:
   - name: a
     share: 50
     guarantee: 4
     minRuntime: 7200
-    workloads:
+)" + (c.budget_gpus == 2 ? "    disruptionBudget: 1\n" : "") +
+                             R"(    workloads:
       - {pods: 1, cpu: 4, memory: 16Gi, devices: {gpus: 1}, duration: 100-200}
   - name: b
     share: 50
@@ -3397,16 +3439,22 @@ load: 0.5
     std::vector<sim::ReplayWorkload> list;
     for (int i = 0; i < 8; ++i)
       list.push_back(Shaped(a_tpl, "a-" + std::to_string(i), 0, 20000, 1));
-    list.push_back(Shaped(b_tpl, "b-0", 10, 100, 1));
+    list.push_back(Shaped(b_tpl, "b-0", 10, 100, c.budget_gpus));
     sc->workloads = list;
     auto fab = sim::RunReplay(*sc, "fabrica");
     ASSERT_TRUE(fab.ok()) << fab.status().message();
     const sim::TeamResult& b = fab->teams.at(1);
     ASSERT_EQ(b.name, "b");
-    EXPECT_NEAR(b.wait_mean_s, start - 10, 2);
-    EXPECT_EQ(fab->preemptions, 1);
+    EXPECT_NEAR(b.wait_mean_s, c.start - 10, 2);
+    EXPECT_EQ(fab->preemptions, c.budget_gpus);
     EXPECT_GT(fab->bound.checked, 0);
-    EXPECT_TRUE(fab->bound.exceptions.empty()) << fab->bound.exceptions[0].cause;
+    if (c.bound < 0) {
+      EXPECT_TRUE(fab->bound.exceptions.empty()) << fab->bound.exceptions[0].cause;
+    } else {
+      ASSERT_EQ(fab->bound.exceptions.size(), 1u);
+      EXPECT_EQ(fab->bound.exceptions[0].kind, "disruption budget");
+      EXPECT_NEAR(fab->bound.exceptions[0].bound_s, c.bound, 2);
+    }
   }
 }
 

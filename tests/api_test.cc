@@ -1469,8 +1469,10 @@ TEST_F(ApiBadInputTest, QueueQuotasAreStoredInOneForm) {
                          {"cpu", {{"guaranteed", "16000m"}, {"lendingLimit", "1500m"}}},
                          {"memory", {{"guaranteed", "65536Mi"}}}};
   q["spec"]["disruptionBudget"] = "3";
+  q["spec"]["reclaimMinRuntimeSeconds"] = "1800";
   json created = w_.MustCreate(queues, q);
   EXPECT_EQ(created["spec"]["disruptionBudget"], json(3)) << created.dump();
+  EXPECT_EQ(created["spec"]["reclaimMinRuntimeSeconds"], json(1800)) << created.dump();
   const json& quotas = created["spec"]["quotas"];
   EXPECT_EQ(quotas["gpu"]["guaranteed"], json(2)) << quotas.dump();
   EXPECT_TRUE(quotas["gpu"]["guaranteed"].is_number_integer()) << quotas.dump();

@@ -663,6 +663,7 @@ TEST_F(FactoryTest, EnforcedBudgetHoldsNewWork) {
 TEST_F(FactoryTest, QueuesEnforceQuotasAndReclaimBorrowedGpus) {
   SchedulerOptions so;
   so.preemption_grace_ms = 5'000;
+  so.reclaim_min_runtime_s = 1200;
   Metrics metrics;
   scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, &metrics);
   // A quota that does not parse is refused, naming the field; nothing is stored.
@@ -720,11 +721,11 @@ TEST_F(FactoryTest, QueuesEnforceQuotasAndReclaimBorrowedGpus) {
   EXPECT_EQ(qb["status"].value("guaranteedGpus", ""), "16") << qb.dump();
   EXPECT_EQ(qb["status"].value("pendingWorkloads", -1), 1) << qb.dump();
   // How long a minimum runtime shields its work from other queues: its own 1,800 s; team-a's,
-  // the server's default hour.
+  // the server's (--reclaim-min-runtime).
   EXPECT_EQ(qb["status"].value("reclaimMinRuntimeSeconds", -1), 1800) << qb.dump();
   EXPECT_EQ(CallJson("GET", std::string(kApi) + "/queues/team-a")["status"].value(
                 "reclaimMinRuntimeSeconds", -1),
-            3600);
+            1200);
   const std::string rendered = metrics.Render();
   EXPECT_NE(rendered.find("fabrica_queue_used_gpus{queue=\"team-b\"} 24"), std::string::npos)
       << rendered;

@@ -779,9 +779,12 @@ struct ApiServer::Impl {
       ASSIGN_OR_RETURN(QueueSpec parsed, ParseQueueSpec(q));
       // Quantities are stored in one canonical form (as Kubernetes stores "2000m" as "2"), so
       // that 2, 2.0, "2" and "2000m" are the same spec: re-applying any of them changes nothing.
-      // (Likewise the disruption budget: "3" is 3.)
+      // (Likewise the disruption budget and reclaimMinRuntimeSeconds: "3" is 3.)
       if (obj["spec"].contains("disruptionBudget"))
         obj["spec"]["disruptionBudget"] = parsed.disruption_budget;
+      if (obj["spec"].contains("reclaimMinRuntimeSeconds"))
+        obj["spec"]["reclaimMinRuntimeSeconds"] =
+            static_cast<int64_t>(parsed.reclaim_min_runtime_s);
       for (const auto& [flavor, quota] : parsed.quotas) {
         json& stored = obj["spec"]["quotas"][flavor];
         if (!quota.guaranteed_unset)

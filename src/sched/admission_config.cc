@@ -136,7 +136,7 @@ Status ParseQueuePolicies(YamlMap& m, QueueSpec* q) {
   }
   if (m.Has("reclaimMinRuntimeSeconds")) {
     ASSIGN_OR_RETURN(int64_t s, m.Int("reclaimMinRuntimeSeconds"));
-    if (s < 0 || s > kMaxRunSeconds)
+    if (s > kMaxRunSeconds)  // (Int refuses negatives)
       return m.Error("reclaimMinRuntimeSeconds",
                      "must be between 0 and " + std::to_string(kMaxRunSeconds) + " (a year)");
     q->reclaim_min_runtime_s = static_cast<double>(s);
@@ -215,7 +215,7 @@ Status ParseAdmissionSettings(YamlMap& m, AdmissionConfig* c) {
   ASSIGN_OR_RETURN(c->reclaim_min_runtime_s, m.Double("reclaimMinRuntime", 3600.0));
   if (c->reclaim_min_runtime_s < 0 || c->reclaim_min_runtime_s > kMaxRunSeconds)
     return m.Error("reclaimMinRuntime",
-                   "must be between 0 and " + std::to_string(kMaxRunSeconds) + " seconds (a year)");
+                   "must be between 0 and " + std::to_string(kMaxRunSeconds) + " (a year)");
   ASSIGN_OR_RETURN(c->elastic_growth, m.Bool("elasticGrowth", true));
   ASSIGN_OR_RETURN(c->elastic_shrink, m.Bool("elasticShrink", true));
   return Status();
