@@ -2282,6 +2282,69 @@ TEST_F(AdmissionTest, ReclaimWithinCohortPolicyNarrowsWhatIsTakenBack) {
 // or above its own priority, never above maxPriorityThreshold, and never so much that a drops
 // below its guarantee (a guaranteed 7 lends only 1: for quota when c guarantees nothing, for
 // room when c's idle guarantee leaves quota enough).
+// A queue may come to hold more than its quota allows without anyone reclaiming: b borrowed a's
+// unused guarantee (5 jobs of 8 GPUs on 16 of its own), then a started two jobs within its
+// guarantee on free nodes (c's, which idles), so b may hold only its 16 of the 40 it runs. Its
+// own higher-priority work then swaps places with its lower-priority work GPU for GPU: b holds
+// no more than before, so nobody is worse off, where evicting down to what the quota allows
+// now (three jobs for one) would only leave GPUs idle. With a disruption budget of 1 and 4-GPU
+// jobs the swap goes on batch by batch, still no further than it needs.
+TEST_F(AdmissionTest, OwnQueuePreemptionPastAShrunkQuotaSwapsGpuForGpu) {
+  for (const int size : {8, 4}) {
+    SCOPED_TRACE(size);
+    const int per_node = 8 / size;
+    AdmissionConfig config;
+    QueueSpec c = Leaf("c", 16);
+    c.parent = "";
+    config.queues = {QueueSpec{"org", "", 1, {}, -1}, Leaf("a", 24),
+                     Leaf("b", 16, std::nullopt, std::nullopt, size == 4 ? 1 : -1), c};
+    fleet_ = Nodes(7, 8);
+    auto policy = MakePolicy("bestfit");
+    ASSERT_TRUE(policy.ok());
+    policy_ = std::move(*policy);
+    auto made = Admitter::Create(fleet_, Tenants({"a", "b", "c"}), config, *policy_);
+    ASSERT_TRUE(made.ok()) << made.status().message();
+    adm_ = std::move(*made);
+    std::vector<int> fill;
+    for (int i = 0; i < 5 * per_node; ++i)
+      fill.push_back(Submit(Gpus("fill" + std::to_string(i), "b", size), 0));
+    adm_->Cycle(1, 1000);
+    ASSERT_EQ(CountPhase(fill, Phase::kAdmitted), 5 * per_node) << adm_->reason(fill.back());
+    const int a0 = Submit(Gpus("a0", "a", 8), 5), a1 = Submit(Gpus("a1", "a", 8), 5);
+    CycleResult back = adm_->Cycle(6, 1000);
+    ASSERT_EQ(CountPhase({a0, a1}, Phase::kAdmitted), 2) << adm_->reason(a1);
+    EXPECT_TRUE(back.evicted.empty());
+    const int org = adm_->QueueIndex("org"), b = adm_->QueueIndex("b");
+    ASSERT_EQ(adm_->usage_milli(org), 56000);
+    // Runs cycles until `w` starts, the victims stopping 20 s after each; returns the evictions.
+    double t = 10;
+    const auto swap_in = [&](int w) {
+      size_t evicted = 0;
+      for (int round = 0; round < 4 && adm_->phase(w) != Phase::kAdmitted; ++round, t += 30) {
+        CycleResult r = adm_->Cycle(t, 1000);
+        evicted += r.evicted.size();
+        for (const Eviction& e : r.evicted) {
+          EXPECT_EQ(adm_->queue_of(e.victim), b);
+          adm_->Terminated(e.victim, t + 20);
+        }
+      }
+      EXPECT_EQ(adm_->phase(w), Phase::kAdmitted) << adm_->reason(w);
+      return evicted;
+    };
+    const int urgent = Submit(Gpus("urgent", "b", 8, /*priority=*/100), t);
+    EXPECT_EQ(swap_in(urgent), static_cast<size_t>(per_node)) << adm_->reason(urgent);
+    EXPECT_EQ(adm_->usage_milli(b), 40000);
+    // A second one swaps in likewise; work of b's own priority that would add to what it holds
+    // does not start.
+    const int more = Submit(Gpus("more", "b", 8, /*priority=*/100), t);
+    EXPECT_EQ(swap_in(more), static_cast<size_t>(per_node)) << adm_->reason(more);
+    const int extra = Submit(Gpus("extra", "b", 8), t);
+    EXPECT_TRUE(adm_->Cycle(t, 1000).evicted.empty());
+    EXPECT_EQ(adm_->phase(extra), Phase::kPending);
+    EXPECT_EQ(adm_->usage_milli(b), 40000);
+  }
+}
+
 TEST_F(AdmissionTest, BorrowWithinCohortEvictsLowerPriorityBorrowedWork) {
   using Borrow = PreemptionPolicy::Borrow;
   struct Case {

@@ -797,6 +797,45 @@ TEST_F(FactoryTest, UnqueuedWorkBorrowsWhatTheQueuesLeaveIdle) {
   ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
 }
 
+// A queue past a quota that shrank under it (team-b borrowed team-a's unused guarantee; team-a
+// then started within its guarantee on a node left free by team-c's idle tree) gets urgent work
+// in by a swap: one of its jobs makes way, not the two that would bring it within its quota
+// now, which would only leave GPUs idle. The Admitter is rebuilt every cycle, so the swap is
+// kept in the preemptor's status (status.swap) while its victim stops.
+TEST_F(FactoryTest, UrgentWorkPastAShrunkQuotaSwapsInOneVictimAtATime) {
+  StartScheduler(5'000);
+  CreateQueue("org", json::object());
+  CreateQueue("team-a", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
+  CreateQueue("team-b", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 8}}}}}});
+  CreateQueue("team-c", {{"quotas", {{"gpu", {{"guaranteed", 8}}}}}});
+  for (int i = 0; i < 3; ++i)
+    CreateWorkload(WholeGpuWorkload("team-b", "fill-" + std::to_string(i), 8));
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  CreateWorkload(WholeGpuWorkload("team-a", "a-0", 8));
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  json urgent = WholeGpuWorkload("team-b", "urgent", 8);
+  urgent["spec"]["priority"] = 100;
+  CreateWorkload(urgent);
+  CycleStats stats = Cycle();
+  EXPECT_EQ(stats.preempted, 1) << Describe(Workloads());
+  std::map<std::string, json> w = Workloads();
+  const json& waiting = w["team-b/urgent"]["status"];
+  EXPECT_EQ(waiting.value("reason", ""), "Preempting") << waiting.dump();
+  EXPECT_EQ(waiting["swap"], (json{{"flavor", "gpu"}, {"ceilingMilli", 24000}})) << waiting.dump();
+  int preempted = stats.preempted;
+  for (int i = 0; i < 8 && w["team-b/urgent"]["status"].value("phase", "") != "Running"; ++i) {
+    preempted += Cycle(2'000).preempted;
+    w = Workloads();
+  }
+  EXPECT_EQ(w["team-b/urgent"]["status"].value("phase", ""), "Running") << Describe(w);
+  EXPECT_FALSE(w["team-b/urgent"]["status"].contains("swap")) << Describe(w);
+  EXPECT_EQ(preempted, 1) << Describe(w);
+  int running_b = 0;
+  for (const auto& [name, obj] : w)
+    if (name.rfind("team-b/", 0) == 0 && obj["status"].value("phase", "") == "Running") ++running_b;
+  EXPECT_EQ(running_b, 3) << Describe(w);
+}
+
 // Named priorities: a workload naming PriorityClass "urgent" (value 100) takes that value when
 // it is stored, so it preempts lower-priority work of its own queue; naming a class that does
 // not exist is refused at once.

@@ -45,6 +45,9 @@ struct StoredWorkload {
   Status request_error;
   // A pending preemptor's planned place (status.nomination), one per pod; empty if none.
   std::vector<Assignment> nomination;
+  // ... and, where its own queue's work makes way for it past a quota that shrank, the flavour
+  // and what its queue held there (status.swap; Admitter::swap).
+  std::optional<std::pair<std::string, int64_t>> swap;
   // Bound with fewer pods than asked (partial admission: status.admittedCounts), per pod set;
   // `pods` holds that many. Empty: all.
   std::vector<int> counts;
@@ -77,6 +80,7 @@ struct Decision {
   std::vector<int> counts;         // admitted with fewer pods: per pod set (empty: all)
   std::string message, reason;
   std::vector<Assignment> nomination;  // while it waits for its victims: its planned place
+  std::optional<std::pair<std::string, int64_t>> swap;  // and its swap (status.swap)
 };
 
 // A decision that it waits, with why.
@@ -948,6 +952,11 @@ Result<CycleStats> Scheduler::RunOnce() {
         // A plan on a node that is gone is no plan.
         auto plan = ParseAssignments(status, "nomination", state, node_index, unusable);
         if (plan && plan->size() == sw.pods.size()) sw.nomination = std::move(*plan);
+        if (const json& swap = Field(status, "swap"); swap.is_object()) {
+          const json& ceiling = Field(swap, "ceilingMilli");
+          if (ceiling.is_number_integer() && !Str(swap, "flavor").empty())
+            sw.swap = std::pair{Str(swap, "flavor"), ceiling.get<int64_t>()};
+        }
         pending.push_back(std::move(sw));
       }
     } catch (const std::exception&) {
@@ -1315,8 +1324,10 @@ Result<CycleStats> Scheduler::RunOnce() {
         // tried first, on the nodes it planned on first.
         const std::string key = KeyName(pending[i].obj());
         const std::vector<Assignment>& plan = pending[i].nomination;
+        const auto& swap = pending[i].swap;
         if (auto v = victims_of.find(key); v != victims_of.end()) {
           admitter->RestoreNomination(*id, v->second, plan, victim_ids_of[key]);
+          if (swap) admitter->RestoreSwap(*id, swap->first, swap->second);
           // (Victims a disruption budget let go one batch at a time: what the preemption said
           // of the rest stays said.)
           const std::string said = Str(Field(pending[i].obj(), "status"), "message");
@@ -1326,9 +1337,13 @@ Result<CycleStats> Scheduler::RunOnce() {
               Waits("waiting for " + std::to_string(v->second) + " preempted workload(s) to stop" +
                         (from == std::string::npos ? "" : said.substr(from)),
                     "Preempting", plan);
+          decisions[i].swap = swap;
           continue;
         }
-        if (!plan.empty()) admitter->RestoreNomination(*id, 0, plan);
+        if (!plan.empty()) {
+          admitter->RestoreNomination(*id, 0, plan);
+          if (swap) admitter->RestoreSwap(*id, swap->first, swap->second);
+        }
         pending_of[*id] = i;
       }
       // Usage history: this scheduler's own, else (after a restart) what the queues' status kept.
@@ -1504,6 +1519,7 @@ Result<CycleStats> Scheduler::RunOnce() {
                           ? "Preempting"
                           : "Queued",
                       admitter->plan(id));
+            d.swap = admitter->swap(id);
         }
       }
       for (int id : result.grown) {
@@ -1761,9 +1777,12 @@ Result<CycleStats> Scheduler::RunOnce() {
     json nomination = d.nomination.size() == sw.pods.size() && !d.nomination.empty()
                           ? AssignmentsJson(sw.w(), d.nomination, state, {}, sw.done)
                           : json();
+    const json swap = nomination.is_null() || !d.swap
+                          ? json()
+                          : json{{"flavor", d.swap->first}, {"ceilingMilli", d.swap->second}};
     const json requeue_state = RequeueStateKept(sw);
     if (Str(status, "message") != message || Str(status, "reason") != d.reason ||
-        Field(status, "nomination") != nomination ||
+        Field(status, "nomination") != nomination || Field(status, "swap") != swap ||
         Field(status, "requeueState") != requeue_state) {
       next["status"] = {{"phase", "Pending"},
                         {"message", message},
@@ -1775,6 +1794,7 @@ Result<CycleStats> Scheduler::RunOnce() {
                            {"message", message},
                            {"lastTransitionTime", at}}}}};
       if (!nomination.is_null()) next["status"]["nomination"] = std::move(nomination);
+      if (!swap.is_null()) next["status"]["swap"] = swap;
       if (!requeue_state.is_null()) next["status"]["requeueState"] = requeue_state;
       KeepFinished(sw.w(), status, next["status"]);
       write(sw.kv, next, nullptr);

@@ -846,6 +846,22 @@ void Admitter::Unnominate(int id) {
   }
 }
 
+std::optional<std::pair<std::string, int64_t>> Admitter::swap(int id) const {
+  const Entry& e = entries_[id];
+  if (e.phase != Phase::kPending || !e.nominated || e.swap_flavor < 0) return std::nullopt;
+  return std::pair{flavors_[e.swap_flavor].name, e.swap_ceiling};
+}
+
+void Admitter::RestoreSwap(int id, const std::string& flavor, int64_t ceiling_milli) {
+  Entry& e = entries_[id];
+  if (e.phase != Phase::kPending || !e.nominated) return;
+  for (int f = 0; f < static_cast<int>(flavors_.size()); ++f)
+    if (flavors_[f].name == flavor) {
+      e.swap_flavor = f;
+      e.swap_ceiling = ceiling_milli;
+    }
+}
+
 void Admitter::RestoreNomination(int id, int victims, const std::vector<Assignment>& plan,
                                  const std::vector<int>& victim_ids) {
   Entry& e = entries_[id];
@@ -2217,7 +2233,9 @@ uint64_t Admitter::QuotaModels(const Entry& e, const PodRequest& gpu_pod, std::s
       continue;
     }
     std::string refused;
-    if (QuotaAllows(e.leaf, f, e.gpu_milli, &refused)) {
+    // (A swap, once its victims have stopped: it is admitted where they were.)
+    if (QuotaAllows(e.leaf, f, e.gpu_milli, &refused) ||
+        (e.continuing && SwapAllows(e, f, e.gpu_milli))) {
       allowed |= FlavorModels(f, gpu_pod);
     } else if (const bool h = queues_[e.leaf].usage[f] > 0;
                !pinned && (why->empty() || (h && !holds))) {
@@ -3136,7 +3154,9 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
   if (const int f = scope.quota_flavor; f >= 0) {
     const auto allows = [&] {
       auto it = taken.find({e.leaf, f});
-      return QuotaAllows(e.leaf, f, e.gpu_milli - (it == taken.end() ? 0 : it->second), nullptr);
+      const int64_t freed = it == taken.end() ? 0 : it->second;
+      return QuotaAllows(e.leaf, f, e.gpu_milli - freed, nullptr) ||
+             SwapAllows(e, f, e.gpu_milli, freed);
     };
     for (size_t i = 0; i < elastic.size() && !allows(); ++i) {
       const Entry& w = entries_[elastic[i]];
@@ -3245,6 +3265,17 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   const bool memory_short = !ResourceAllows(leaf, 1, e.memory_mib, nullptr);
   const bool res_short = cpu_short || memory_short;
   if (res_short) quota_short = true;
+  // Short of GPU quota, its own queue's work may make way for it as a swap (SwapAllows); the
+  // ceiling is what its queue held when its preemption began (kept while it goes on after a
+  // batch of its victims stopped).
+  if (quota_short && quota_flavor >= 0) {
+    if (!e.continuing || e.swap_flavor != quota_flavor) {
+      e.swap_flavor = quota_flavor;
+      e.swap_ceiling = queues_[leaf].usage[quota_flavor];
+    }
+  } else {
+    e.swap_flavor = -1;
+  }
   // Past its guarantee of CPU or memory it reclaims nothing (ResourcesWithinGuarantee).
   if (!ResourcesWithinGuarantee(e)) reclaim_flavors = 0;
   if (quota_short) reclaim_flavors = 0;
@@ -3483,7 +3514,8 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     // the quota is tried, so that a lender's queue keeps its own guarantee.
     // (CPU and memory short too: then its own work only, which is under any blocker.)
     const auto quota_allows = [&](int* blocker) {
-      if (quota_flavor >= 0 && !QuotaAllows(leaf, quota_flavor, e.gpu_milli, nullptr, blocker))
+      if (quota_flavor >= 0 && !QuotaAllows(leaf, quota_flavor, e.gpu_milli, nullptr, blocker) &&
+          !SwapAllows(e, quota_flavor, e.gpu_milli))
         return false;
       return !res_short || ResourcesAllow(e, nullptr);
     };

@@ -319,6 +319,11 @@ class Admitter {
   // not counted twice in the quota it keeps: ReserveQuota).
   void RestoreNomination(int id, int victims, const std::vector<Assignment>& plan = {},
                          const std::vector<int>& victim_ids = {});
+  // A nominated preemptor's swap (SwapAllows): the flavour and what its queue held there when
+  // its preemption began, milli-GPUs; nullopt if it is none. A caller that rebuilds the
+  // Admitter keeps it for RestoreSwap, after RestoreNomination.
+  std::optional<std::pair<std::string, int64_t>> swap(int id) const;
+  void RestoreSwap(int id, const std::string& flavor, int64_t ceiling_milli);
 
   // Decayed usage history for fair share, carried across Admitters that a caller rebuilds:
   // each queue's value (by name; unknown names are ignored) as it stood at time `at`. The next
@@ -466,6 +471,11 @@ class Admitter {
     // cycle began): a disruption budget that allows none of the rest it needs now keeps it
     // nominated, the room its stopped victims freed held for it.
     bool continuing = false;
+    // A swap (SwapAllows): short of its queue's quota in flavour swap_flavor, it may take the
+    // place of its own queue's lower-priority work there as long as its queue then holds no
+    // more of it than swap_ceiling, what the queue held when the preemption began.
+    int swap_flavor = -1;
+    int64_t swap_ceiling = 0;
     int64_t promised = 0;      // while nominated within its guarantee: GPUs its queue has promised
     int promised_flavor = -1;  // ... in this flavour
     // While nominated with a plan and short of quota (`reserves_quota`): the GPUs of its plan
@@ -634,6 +644,15 @@ class Admitter {
   // `blocker`, when it does not: the queue whose guarantee or borrowing limit stops it.
   bool QuotaAllows(int leaf, int flavor, int64_t milli, std::string* why,
                    int* blocker = nullptr) const;
+  // Whether `e` may take `milli` of flavour f as a swap where the quota refuses it: its queue
+  // came to hold more than its quota allows now (a sibling took its guarantee from free room
+  // after this queue borrowed it, a limit was lowered), and its own lower-priority work that
+  // makes way for it frees as much as it takes, so the queue holds no more than before and
+  // nobody is worse off; evicting more, down to what the quota allows, would leave GPUs idle.
+  // `freed`: what victims still charged free of it.
+  bool SwapAllows(const Entry& e, int f, int64_t milli, int64_t freed = 0) const {
+    return e.swap_flavor == f && queues_[e.leaf].usage[f] - freed + milli <= e.swap_ceiling;
+  }
   bool WithinGuarantee(int leaf, int flavor, int64_t milli) const;
   // Why sibling q keeps `amount` of its unused guarantee, for a refusal: its reclaim hold (when
   // `held`: what it reclaimed moments ago stays with it) or its lending limit.
