@@ -2003,6 +2003,16 @@ TEST_F(AdmissionTest, NonPreemptibleWorkBesideBorrowedWorkLeavesReclaimPossible)
             "work may hold");
 }
 
+// Messages and a queue's status give GPUs in decimals, as a spec's quotas store a fraction.
+TEST(GpuAmountTest, IsDecimal) {
+  EXPECT_EQ(GpuAmount(48000), "48");
+  EXPECT_EQ(GpuAmount(66500), "66.5");
+  EXPECT_EQ(GpuAmount(142), "0.142");
+  EXPECT_EQ(GpuAmount(1050), "1.05");
+  EXPECT_EQ(GpuAmount(0), "0");
+  EXPECT_EQ(GpuAmount(-1500), "-1.5");
+}
+
 TEST_F(AdmissionTest, MinimumRuntimeDelaysEviction) {
   Make(Nodes(1, 4), {Leaf("a", 4)});
   SubmitOptions protect;
@@ -2025,6 +2035,19 @@ TEST_F(AdmissionTest, MinimumRuntimeDelaysEviction) {
   EXPECT_TRUE(still.evicted.empty());
   CycleResult later = adm_->Cycle(101, 1000);  // admitted at 1: 100 s of runtime by now
   EXPECT_EQ(later.evicted.size(), 1u);
+  {  // One victim, in hours and minutes: 4,990 s is about 1 h 24 min.
+    Make(Nodes(1, 1), {Leaf("a", 1)});
+    SubmitOptions long_run;
+    long_run.min_runtime_s = 5000;
+    Submit(Gpus("low", "a", 1), 0, long_run);
+    adm_->Cycle(0, 1000);
+    const int urgent = Submit(Gpus("urgent", "a", 1, 10), 10);
+    adm_->Cycle(10, 1000);
+    EXPECT_NE(adm_->reason(urgent).find("1 possible victim is within its minimum runtime (it may "
+                                        "go in about 1 h 24 min)"),
+              std::string::npos)
+        << adm_->reason(urgent);
+  }
 }
 
 // A user's minimum runtime shields borrowed GPUs from the queue that lent them only as long as
@@ -2069,12 +2092,22 @@ TEST_F(AdmissionTest, ReclaimMinRuntimeCapsWhatAMinimumRuntimeShieldsFromOtherQu
     adm_->Cycle(1, 1000);
     const int mine = Submit(Gpus("b0", "b", 1), 10);
     EXPECT_TRUE(adm_->Cycle(10, 1000).evicted.empty());
-    EXPECT_NE(adm_->reason(mine).find("within their minimum runtime"), std::string::npos)
+    EXPECT_NE(adm_->reason(mine).find("4 possible victims are within their minimum runtime (the "
+                                      "first may go in about "),
+              std::string::npos)
         << adm_->reason(mine);
     EXPECT_DOUBLE_EQ(adm_->victims_ready_at(mine), c.ready);
     EXPECT_DOUBLE_EQ(adm_->victims_min_runtime(mine), c.ready - 1);
     EXPECT_TRUE(adm_->Cycle(c.ready - 1, 1000).evicted.empty());
-    EXPECT_EQ(adm_->Cycle(c.ready, 1000).evicted.size(), 1u) << adm_->reason(mine);
+    const CycleResult r = adm_->Cycle(c.ready, 1000);
+    ASSERT_EQ(r.evicted.size(), 1u) << adm_->reason(mine);
+    // The victim hears that its two hours were cut short (unless its own cap is two hours).
+    const std::string note =
+        "; its minimum runtime of 7200 s counts for " +
+        std::to_string(static_cast<int>(c.ready - 1)) +
+        " s against another queue's work (reclaimMinRuntimeSeconds of its queue)";
+    EXPECT_EQ(r.evicted[0].reason.find(note) != std::string::npos, c.ready < 7201)
+        << r.evicted[0].reason;
   }
   {  // Its own queue's higher-priority work waits out the full two hours.
     AdmissionConfig config;
@@ -2084,6 +2117,10 @@ TEST_F(AdmissionTest, ReclaimMinRuntimeCapsWhatAMinimumRuntimeShieldsFromOtherQu
     adm_->Cycle(1, 1000);
     const int high = Submit(Gpus("high", "a", 1, 10), 10);
     EXPECT_TRUE(adm_->Cycle(3601, 1000).evicted.empty()) << adm_->reason(high);
+    EXPECT_NE(adm_->reason(high).find("4 possible victims are within their minimum runtime (the "
+                                      "first may go in about 1 h)"),
+              std::string::npos)
+        << adm_->reason(high);
     EXPECT_DOUBLE_EQ(adm_->victims_ready_at(high), 7201);
     EXPECT_EQ(adm_->Cycle(7201, 1000).evicted.size(), 1u) << adm_->reason(high);
   }
@@ -2276,18 +2313,13 @@ TEST_F(AdmissionTest, ReclaimWithinCohortPolicyNarrowsWhatIsTakenBack) {
   }
 }
 
-// preemption.borrowWithinCohort: b (guarantee 1) needs 2 GPUs, so it must borrow, and a
-// borrows all that its cohort has left (8 GPUs on a guarantee of 3); by default b0 only waits.
-// With LowerPriority it evicts two of a's borrowed workloads of lower priority — never work at
-// or above its own priority, never above maxPriorityThreshold, and never so much that a drops
-// below its guarantee (a guaranteed 7 lends only 1: for quota when c guarantees nothing, for
-// room when c's idle guarantee leaves quota enough).
 // A queue may come to hold more than its quota allows without anyone reclaiming: b borrowed a's
 // unused guarantee (5 jobs of 8 GPUs on 16 of its own), then a started two jobs within its
 // guarantee on free nodes (c's, which idles), so b may hold only its 16 of the 40 it runs. Its
 // own higher-priority work then swaps places with its lower-priority work GPU for GPU: b holds
 // no more than before, so nobody is worse off, where evicting down to what the quota allows
-// now (three jobs for one) would only leave GPUs idle. With a disruption budget of 1 and 4-GPU
+// now (three jobs for one) would only leave GPUs idle. A node stays free throughout, so what
+// holds other work back is the quota, not room. With a disruption budget of 1 and 4-GPU
 // jobs the swap goes on batch by batch, still no further than it needs.
 TEST_F(AdmissionTest, OwnQueuePreemptionPastAShrunkQuotaSwapsGpuForGpu) {
   for (const int size : {8, 4}) {
@@ -2298,7 +2330,7 @@ TEST_F(AdmissionTest, OwnQueuePreemptionPastAShrunkQuotaSwapsGpuForGpu) {
     c.parent = "";
     config.queues = {QueueSpec{"org", "", 1, {}, -1}, Leaf("a", 24),
                      Leaf("b", 16, std::nullopt, std::nullopt, size == 4 ? 1 : -1), c};
-    fleet_ = Nodes(7, 8);
+    fleet_ = Nodes(8, 8);
     auto policy = MakePolicy("bestfit");
     ASSERT_TRUE(policy.ok());
     policy_ = std::move(*policy);
@@ -2341,10 +2373,17 @@ TEST_F(AdmissionTest, OwnQueuePreemptionPastAShrunkQuotaSwapsGpuForGpu) {
     const int extra = Submit(Gpus("extra", "b", 8), t);
     EXPECT_TRUE(adm_->Cycle(t, 1000).evicted.empty());
     EXPECT_EQ(adm_->phase(extra), Phase::kPending);
+    EXPECT_NE(adm_->reason(extra).find("to lend"), std::string::npos) << adm_->reason(extra);
     EXPECT_EQ(adm_->usage_milli(b), 40000);
   }
 }
 
+// preemption.borrowWithinCohort: b (guarantee 1) needs 2 GPUs, so it must borrow, and a
+// borrows all that its cohort has left (8 GPUs on a guarantee of 3); by default b0 only waits.
+// With LowerPriority it evicts two of a's borrowed workloads of lower priority — never work at
+// or above its own priority, never above maxPriorityThreshold, and never so much that a drops
+// below its guarantee (a guaranteed 7 lends only 1: for quota when c guarantees nothing, for
+// room when c's idle guarantee leaves quota enough).
 TEST_F(AdmissionTest, BorrowWithinCohortEvictsLowerPriorityBorrowedWork) {
   using Borrow = PreemptionPolicy::Borrow;
   struct Case {

@@ -727,6 +727,25 @@ TEST(ApiAuthTest, StaleNodeStatusWritesAreConflictsAndEvictionsAreTheSchedulers)
   json good = Parse(w.Get(wa));
   good["status"]["evictions"] = {{"count", 2}, {"gpuSecondsLost", 1200}};
   EXPECT_EQ(w.Do("PUT", wa + "/status", kAdmin, good.dump()).status, 200);
+  // A preemptor's swap (status.swap) likewise; a node may not change it.
+  for (const json& bad : {json{{"flavor", "gpu"}, {"ceilingMilli", -1}},
+                          json{{"flavor", "gpu"}, {"ceilingMilli", "lots"}},
+                          json{{"flavor", 3}, {"ceilingMilli", 8000}},
+                          json{{"flavor", "gpu"}, {"ceilingMilli", 8000}, {"floor", 1}}}) {
+    json write = Parse(w.Get(wa));
+    write["status"]["swap"] = bad;
+    r = w.Do("PUT", wa + "/status", kAdmin, write.dump());
+    EXPECT_EQ(r.status, 422) << bad.dump() << ": " << r.body;
+    EXPECT_NE(r.body.find("status.swap"), std::string::npos) << r.body;
+  }
+  good = Parse(w.Get(wa));
+  good["status"]["swap"] = {{"flavor", "gpu"}, {"ceilingMilli", 24000}};
+  EXPECT_EQ(w.Do("PUT", wa + "/status", kAdmin, good.dump()).status, 200);
+  report = Parse(w.Get(wa));
+  report["status"].erase("swap");
+  r = w.Do("PUT", wa + "/status", w.node_token, report.dump());
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_NE(r.body.find("may not change status.swap"), std::string::npos) << r.body;
 }
 
 // A node reports the pods it started (status.startedPods): only pods assigned to it, stamped

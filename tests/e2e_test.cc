@@ -822,6 +822,11 @@ TEST_F(FactoryTest, UrgentWorkPastAShrunkQuotaSwapsInOneVictimAtATime) {
   const json& waiting = w["team-b/urgent"]["status"];
   EXPECT_EQ(waiting.value("reason", ""), "Preempting") << waiting.dump();
   EXPECT_EQ(waiting["swap"], (json{{"flavor", "gpu"}, {"ceilingMilli", 24000}})) << waiting.dump();
+  // The stored status does not stop its owner changing it meanwhile.
+  ClientResponse patched =
+      Call("PATCH", WorkloadPath("team-b") + "/urgent", json{{"spec", {{"priority", 90}}}}.dump(),
+           "application/merge-patch+json");
+  EXPECT_EQ(patched.status, 200) << patched.body;
   int preempted = stats.preempted;
   for (int i = 0; i < 8 && w["team-b/urgent"]["status"].value("phase", "") != "Running"; ++i) {
     preempted += Cycle(2'000).preempted;
@@ -1226,6 +1231,7 @@ TEST_F(FactoryTest, PendingWorkloadsShowTheirPlaceInTheQueue) {
   // is not queued.
   json b200 = WholeGpuWorkload("team-b", "b200", 8);
   b200["spec"]["podSets"][0]["devices"]["models"] = "B200";
+  b200["spec"]["priority"] = 10;
   CreateWorkload(b200);
   json idle = WholeGpuWorkload("team-b", "idle", 8);
   idle["spec"]["active"] = false;
@@ -1233,6 +1239,14 @@ TEST_F(FactoryTest, PendingWorkloadsShowTheirPlaceInTheQueue) {
   Cycle();
   const json listed = CallJson("GET", std::string(kApi) + "/queues/team-b/pendingworkloads");
   EXPECT_EQ(listed.value("total", 0), 2) << listed.dump();
+  // ... listed last, with no place in its queue, though of higher priority than b-2: it never
+  // starts as it is (Kueue keeps such work apart as inadmissible).
+  ASSERT_EQ(listed["items"].size(), 2u) << listed.dump();
+  EXPECT_EQ(listed["items"][0].value("name", ""), "b-2");
+  EXPECT_EQ(listed["items"][0].value("inadmissible", true), false);
+  EXPECT_EQ(listed["items"][1].value("name", ""), "b200");
+  EXPECT_EQ(listed["items"][1].value("inadmissible", false), true);
+  EXPECT_EQ(listed["items"][1].value("positionInQueue", 0), -1);
   const json team_b = CallJson("GET", std::string(kApi) + "/queues/team-b");
   EXPECT_EQ(team_b["status"].value("pendingWorkloads", -1), 2) << team_b.dump();
   EXPECT_EQ(
@@ -2553,7 +2567,8 @@ TEST_F(FactoryTest, CpuQuotaLimitsWhatAQueueRuns) {
     if (phase == "Pending") waiting = obj["status"].value("message", "");
   }
   EXPECT_EQ(running, 2) << Describe(w);
-  EXPECT_NE(waiting.find("queue team-a has no unused cpu to lend: it would hold 48/32 cores"),
+  EXPECT_NE(waiting.find("queue team-a is at its guarantee of cpu (at the top of its tree, it "
+                         "borrows from no one): it would hold 48/32 cores"),
             std::string::npos)
       << Describe(w);
   const json queue = CallJson("GET", std::string(kApi) + "/queues/team-a");

@@ -218,7 +218,7 @@ Status ValidateWorkloadStatus(const json& status) {
        {"startedPods", K::kObject},   {"finishedPods", K::kObject}, {"growthRetryTime", K::kString},
        {"shrinks", K::kList},         {"shrink", K::kObject},  // (an earlier build's one mark)
        {"requeueState", K::kObject},  {"preemption", K::kObject},   {"conditions", K::kList},
-       {"evictions", K::kObject}}));
+       {"evictions", K::kObject},     {"swap", K::kObject}}));
   const std::string phase = Str(status, "phase", "Pending");
   if (phase != "Pending" && phase != "Scheduled" && phase != "Running" && phase != "Succeeded" &&
       phase != "Failed") {
@@ -238,6 +238,18 @@ Status ValidateWorkloadStatus(const json& status) {
     const json& count = Field(status["requeueState"], "count");
     if (count.is_number_integer() && (count < 0 || count > 1'000'000))
       return InvalidArgument("status.requeueState.count: must be between 0 and 1000000");
+  }
+  // A preemptor's swap past its queue's quota (Admitter::swap): the flavour and what its queue
+  // held there when the preemption began.
+  if (status.contains("swap")) {
+    RETURN_IF_ERROR(CheckFields(status["swap"], "status.swap",
+                                {{"flavor", K::kString}, {"ceilingMilli", K::kInt}}));
+    const json& ceiling = Field(status["swap"], "ceilingMilli");
+    if (ceiling.is_number_integer() &&
+        (ceiling.is_number_unsigned() ? ceiling.get<uint64_t>() > kMaxSwapCeilingMilli
+                                      : ceiling.get<int64_t>() < 0))
+      return InvalidArgument("status.swap.ceilingMilli: must be between 0 and " +
+                             std::to_string(kMaxSwapCeilingMilli));
   }
   // How often it was stopped and put back in line, and the last time why.
   if (status.contains("evictions")) {
@@ -1045,7 +1057,8 @@ struct ApiServer::Impl {
   // the queue's subtree in the order admission takes them within each leaf — priority, then
   // creation — with their place in their leaf (`positionInQueue`) and in this list
   // (`position`), 0 first; `limit` (default 1000) and `offset` page it. A tenant sees its own
-  // workloads, placed among all.
+  // workloads, placed among all. Work the scheduler found it can never admit as it is comes
+  // last, `inadmissible`, with no place in its queue (positionInQueue -1).
   HttpResponse PendingWorkloads(const std::string& queue, const HttpRequest& req,
                                 const Principal& p) {
     int64_t limit = 1000, offset = 0;
@@ -1080,6 +1093,9 @@ struct ApiServer::Impl {
     auto workloads = ReadAll(Prefix(*FindResource("workloads"), ""));
     if (!workloads.ok()) return ErrorFromStatus(workloads.status());
     struct Waiting {
+      // Work the scheduler found it could never admit as it is (status.reason Unschedulable):
+      // listed last, with no place in its queue (Kueue keeps such work apart as inadmissible).
+      bool inadmissible;
       int64_t priority, created, revision;
       std::string leaf;
       json obj;
@@ -1104,13 +1120,14 @@ struct ApiServer::Impl {
       if (!TenantMayUse(jsonf::Str(meta, "namespace"), leaf, find).ok()) continue;
       if (jsonf::Field(spec, "active") == false) continue;  // deactivated: not in line
       const int64_t created = ParseTimestamp(jsonf::Str(meta, "creationTimestamp"));
-      waiting.push_back({jsonf::Int(spec, "priority"),
+      waiting.push_back({jsonf::Str(jsonf::Field(obj, "status"), "reason") == "Unschedulable",
+                         jsonf::Int(spec, "priority"),
                          created >= 0 ? created : std::numeric_limits<int64_t>::max(),
                          kv.create_revision, std::move(leaf), std::move(obj)});
     }
     std::sort(waiting.begin(), waiting.end(), [](const Waiting& a, const Waiting& b) {
-      return std::tuple(-a.priority, a.created, a.revision) <
-             std::tuple(-b.priority, b.created, b.revision);
+      return std::tuple(a.inadmissible, -a.priority, a.created, a.revision) <
+             std::tuple(b.inadmissible, -b.priority, b.created, b.revision);
     });
     bool all = false;
     const std::vector<std::string> tenants = auth.ReadableTenants(p, &all);
@@ -1119,7 +1136,7 @@ struct ApiServer::Impl {
     int64_t shown = 0;
     for (size_t i = 0; i < waiting.size(); ++i) {
       const Waiting& w = waiting[i];
-      const int64_t place = in_leaf[w.leaf]++;
+      const int64_t place = w.inadmissible ? -1 : in_leaf[w.leaf]++;
       const json& meta = jsonf::Field(w.obj, "metadata");
       const std::string ns = jsonf::Str(meta, "namespace");
       if (!all && std::find(tenants.begin(), tenants.end(), ns) == tenants.end()) continue;
@@ -1130,6 +1147,7 @@ struct ApiServer::Impl {
                        {"priority", w.priority},
                        {"position", static_cast<int64_t>(i)},
                        {"positionInQueue", place},
+                       {"inadmissible", w.inadmissible},
                        {"creationTimestamp", jsonf::Str(meta, "creationTimestamp")},
                        {"message", jsonf::Str(jsonf::Field(w.obj, "status"), "message")}});
     }
@@ -1656,7 +1674,7 @@ struct ApiServer::Impl {
         // run is the scheduler's decision.
         for (const char* owned : {"assignments", "isolation", "scheduledTime", "nomination",
                                   "preemption", "admittedCounts", "resizedTime", "growthRetryTime",
-                                  "shrinks", "shrink", "requeueState", "evictions"}) {
+                                  "shrinks", "shrink", "requeueState", "evictions", "swap"}) {
           if (Field(o["status"], owned) != Field(Field(stored, "status"), owned)) {
             return StatusResponse(403, "node " + p.node + " may not change status." + owned +
                                            " (the scheduler's decision)");

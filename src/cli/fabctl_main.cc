@@ -248,12 +248,15 @@ std::string ShownPhase(const json& status) {
   return phase;
 }
 
-void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
+// `wide` (-o wide): workloads add their QUEUE (spec.queue; "-": their tenant's), PRIORITY and
+// CREATED before the message.
+void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns, bool wide,
                 WatchTable* watch = nullptr) {
   std::vector<std::vector<std::string>> rows;
   std::string kind = r.kind;
   if (kind == "Workload") {
     rows.push_back({"NAMESPACE", "NAME", "PHASE", "PODS", "GPUS", "NODES", "MESSAGE"});
+    if (wide) rows.back().insert(rows.back().end() - 1, {"QUEUE", "PRIORITY", "CREATED"});
   } else if (kind == "Node") {
     rows.push_back({"NAME", "STATUS", "GPUS", "MODEL", "CPU", "MEMORY", "LEAF"});
   } else if (kind == "Tenant") {
@@ -329,6 +332,10 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
       }
       rows.push_back({meta.value("namespace", ""), meta.value("name", ""), phase, pods_shown, g,
                       nodes.empty() ? "-" : nodes, status.value("message", "")});
+      if (wide)
+        rows.back().insert(rows.back().end() - 1,
+                           {spec.value("queue", "").empty() ? "-" : spec.value("queue", ""),
+                            Plain(spec.value("priority", json(0))), Age(o)});
     } else if (kind == "Node") {
       const json devs = spec.value("devices", json::array());
       std::string ready = "Unknown";
@@ -346,12 +353,20 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
       rows.push_back({meta.value("name", ""), spec.value("trust", "standard"),
                       spec.value("trustDomain", meta.value("name", "")), Age(o)});
     } else if (kind == "Queue") {
+      // SHARE in three decimals (the status keeps three significant digits: 9.69e-05 reads
+      // as <0.001).
+      std::string share = Plain(status.value("weightedShare", json("-")));
+      if (const json& v = status.value("weightedShare", json()); v.is_number()) {
+        const double x = v.get<double>();
+        char buf[32];
+        std::snprintf(buf, sizeof(buf), "%.3f", x);
+        share = x > 0 && x < 0.0005 ? "<0.001" : x == 0 ? "0" : buf;
+      }
       // GPUs as the scheduler last wrote them (every flavour), "-" before its first cycle.
       rows.push_back({meta.value("name", ""), spec.value("parent", "-"),
                       Plain(spec.value("weight", json(1))),
                       Plain(status.value("guaranteedGpus", json("-"))),
-                      Plain(status.value("usedGpus", json("-"))),
-                      Plain(status.value("weightedShare", json("-"))),
+                      Plain(status.value("usedGpus", json("-"))), share,
                       Plain(status.value("pendingWorkloads", json("-"))),
                       Plain(status.value("active", json("-"))), Age(o)});
     } else if (kind == "PriorityClass") {
@@ -411,7 +426,7 @@ int Get(Globals& g, HttpClient& http, const std::string& what, const std::string
     if (g.output == "json" || g.output == "yaml")
       PrintObject(o, g.output);
     else
-      PrintTable(*r, {o}, r->namespaced && g.all_namespaces);
+      PrintTable(*r, {o}, r->namespaced && g.all_namespaces, g.output == "wide");
     return 0;
   }
   std::string path = CollectionPath(*r, ns);
@@ -424,7 +439,8 @@ int Get(Globals& g, HttpClient& http, const std::string& what, const std::string
   if (g.output == "json" || g.output == "yaml") {
     PrintObject(list, g.output);
   } else {
-    PrintTable(*r, items, r->namespaced && ns.empty(), g.watch ? &table : nullptr);
+    PrintTable(*r, items, r->namespaced && ns.empty(), g.output == "wide",
+               g.watch ? &table : nullptr);
   }
   if (!g.watch) return 0;
   table.header = false;
@@ -432,29 +448,29 @@ int Get(Globals& g, HttpClient& http, const std::string& what, const std::string
   // A watch that hears nothing for the client's timeout is opened again from the last version
   // it saw, so that it stays open as kubectl's does on a quiet fleet.
   while (true) {
-    auto status =
-        http.Stream(path + (path.find('?') == std::string::npos ? "?" : "&") +
-                        "watch=true&resourceVersion=" + rv,
-                    [&](const std::string& line) {
-                      json e = json::parse(line, nullptr, false);
-                      if (e.is_discarded()) return true;
-                      if (const json o = e.value("object", json::object());
-                          o.is_object() && o.contains("metadata") && o["metadata"].is_object() &&
-                          o["metadata"].contains("resourceVersion") &&
-                          o["metadata"]["resourceVersion"].is_string())
-                        rv = o["metadata"]["resourceVersion"].get<std::string>();
-                      if (g.output == "json") {
-                        std::cout << e.dump() << std::endl;
-                      } else if (g.output == "yaml") {
-                        std::cout << "---\n";
-                        PrintObject(e, "yaml");
-                      } else {
-                        table.event = e.value("type", "");
-                        PrintTable(*r, {e["object"]}, r->namespaced && ns.empty(), &table);
-                      }
-                      std::fflush(stdout);
-                      return true;
-                    });
+    auto status = http.Stream(
+        path + (path.find('?') == std::string::npos ? "?" : "&") +
+            "watch=true&resourceVersion=" + rv,
+        [&](const std::string& line) {
+          json e = json::parse(line, nullptr, false);
+          if (e.is_discarded()) return true;
+          if (const json o = e.value("object", json::object());
+              o.is_object() && o.contains("metadata") && o["metadata"].is_object() &&
+              o["metadata"].contains("resourceVersion") &&
+              o["metadata"]["resourceVersion"].is_string())
+            rv = o["metadata"]["resourceVersion"].get<std::string>();
+          if (g.output == "json") {
+            std::cout << e.dump() << std::endl;
+          } else if (g.output == "yaml") {
+            std::cout << "---\n";
+            PrintObject(e, "yaml");
+          } else {
+            table.event = e.value("type", "");
+            PrintTable(*r, {e["object"]}, r->namespaced && ns.empty(), g.output == "wide", &table);
+          }
+          std::fflush(stdout);
+          return true;
+        });
     if (status.ok()) return 0;
     if (status.status().message().find(": no data for ") != std::string::npos) continue;
     std::cerr << "fabctl: " << status.status().message() << "\n";
@@ -1005,9 +1021,12 @@ int Pending(Globals& g, HttpClient& http, const std::string& queue, int limit) {
       {"POSITION", "QUEUE", "IN-QUEUE", "NAMESPACE", "NAME", "PRIORITY", "CREATED", "MESSAGE"}};
   for (const json& w : list.value("items", json::array()))
     rows.push_back({Plain(w.value("position", json(0))), w.value("queue", ""),
-                    Plain(w.value("positionInQueue", json(0))), w.value("namespace", ""),
-                    w.value("name", ""), Plain(w.value("priority", json(0))),
-                    w.value("creationTimestamp", ""), w.value("message", "")});
+                    // (Inadmissible as it is: no place in its queue.)
+                    w.value("inadmissible", false) ? std::string("-")
+                                                   : Plain(w.value("positionInQueue", json(0))),
+                    w.value("namespace", ""), w.value("name", ""),
+                    Plain(w.value("priority", json(0))), w.value("creationTimestamp", ""),
+                    w.value("message", "")});
   PrintRows(rows);
   if (list.value("total", 0) > static_cast<int64_t>(rows.size() - 1))
     std::printf("(%d of %d shown; --limit N for more)\n", static_cast<int>(rows.size() - 1),

@@ -954,7 +954,8 @@ Result<CycleStats> Scheduler::RunOnce() {
         if (plan && plan->size() == sw.pods.size()) sw.nomination = std::move(*plan);
         if (const json& swap = Field(status, "swap"); swap.is_object()) {
           const json& ceiling = Field(swap, "ceilingMilli");
-          if (ceiling.is_number_integer() && !Str(swap, "flavor").empty())
+          if (ceiling.is_number_unsigned() && ceiling.get<uint64_t>() <= kMaxSwapCeilingMilli &&
+              !Str(swap, "flavor").empty())
             sw.swap = std::pair{Str(swap, "flavor"), ceiling.get<int64_t>()};
         }
         pending.push_back(std::move(sw));

@@ -90,6 +90,8 @@ struct RunSpec {
 // The most GPU-seconds a workload's status.evictions.gpuSecondsLost holds (what the runs its
 // evictions stopped lost, summed; the server caps the sum there).
 inline constexpr int64_t kMaxLostGpuSeconds = 1'000'000'000'000;
+// The most a workload's status.swap.ceilingMilli may hold (milli-GPUs its queue held).
+inline constexpr int64_t kMaxSwapCeilingMilli = 1'000'000'000'000;
 // The longest minimum runtime, maximum runtime or checkpoint interval a workload may ask: a year.
 inline constexpr int64_t kMaxRunSeconds = 365LL * 24 * 3600;
 

@@ -51,7 +51,13 @@ constexpr char kHeldForGuarantees[] =
     "guarantee";
 }  // namespace
 
-std::string GpuAmount(int64_t milli) { return FormatMilliGpu(MilliGpu(milli)); }
+std::string GpuAmount(int64_t milli) {
+  // In decimals, as a spec's quotas store a fraction (0.5, not 500m).
+  if (milli % kMilliPerGpu == 0) return std::to_string(milli / kMilliPerGpu);
+  std::string s = std::to_string(std::abs(milli) % kMilliPerGpu + kMilliPerGpu).substr(1);
+  while (s.back() == '0') s.pop_back();
+  return (milli < 0 ? "-" : "") + std::to_string(std::abs(milli) / kMilliPerGpu) + "." + s;
+}
 
 std::string ResourceAmount(int r, int64_t v) {
   return r == 0 ? FormatMilliCpu(MilliCpu(v)) : FormatMemoryMib(MemoryMib(v));
@@ -867,6 +873,7 @@ void Admitter::RestoreNomination(int id, int victims, const std::vector<Assignme
   Entry& e = entries_[id];
   if (e.phase != Phase::kPending) return;
   Nominate(id, victims, ReclaimEligible(id));
+  e.swap_flavor = -1;  // (RestoreSwap says if it is one)
   for (int v : victim_ids)
     if (v >= 0 && v < static_cast<int>(entries_.size()) && entries_[v].phase == Phase::kEvicting)
       preemptor_[v] = id;
@@ -936,9 +943,14 @@ bool Admitter::QuotaWalk(int leaf, int64_t amount, Used used_of, Guar guar, Borr
       return false;
     }
     if (q.parent < 0) {
+      // (A tree's top borrows from no other tree: its guarantee is the most its queues hold.)
       if (why)
-        *why = "queue " + q.spec.name + " has no unused " + what + " to lend: it would hold " +
-               fmt(used) + "/" + fmt(std::max<int64_t>(0, guar(q) - reserved)) + unit + kept_why;
+        *why = (n == leaf ? "queue " + q.spec.name + " is at its guarantee of " + what +
+                                " (at the top of its tree, it borrows from no one)"
+                          : "queue " + q.spec.name + " has no unused " + what +
+                                " to lend to the queues below it") +
+               ": it would hold " + fmt(used) + "/" +
+               fmt(std::max<int64_t>(0, guar(q) - reserved)) + unit + kept_why;
       return false;
     }
     reserved = 0;
@@ -2616,6 +2628,15 @@ double Admitter::EvictionCost(int id, double at) const {
   return LostIfEvicted(id, at) + entries_[id].options.lost_before_s;
 }
 
+std::string Admitter::CutShortNote(int id, int by, double now) const {
+  const Entry& w = entries_[id];
+  if (now - w.admitted_at >= w.options.min_runtime_s) return "";
+  const auto secs = [](double s) { return std::to_string(std::llround(s)) + " s"; };
+  return "; its minimum runtime of " + secs(w.options.min_runtime_s) + " counts for " +
+         secs(MinRuntime(id, by)) +
+         " against another queue's work (reclaimMinRuntimeSeconds of its queue)";
+}
+
 double Admitter::MinRuntime(int id, int by) const {
   const Entry& w = entries_[id];
   if (entries_[by].leaf == w.leaf) return w.options.min_runtime_s;
@@ -2977,15 +2998,18 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
     stopping += EvictOrTakeBack(
         v, id,
         "preempted by " + e.spec.name.str() + " (queue " + queues_[e.leaf].spec.name +
-            " reclaims its guarantee; work that stays is moved into the room)",
+            " reclaims its guarantee; work that stays is moved into the room)" +
+            CutShortNote(v, id, now),
         out);
   for (int v : moved)
     stopping += EvictOrTakeBack(v, id,
                                 "moved to make room for " + e.spec.name.str() +
                                     " (consolidation: it fits elsewhere and waits to be placed "
-                                    "again)",
+                                    "again)" +
+                                    CutShortNote(v, id, now),
                                 out);
   Nominate(id, stopping, ReclaimEligible(id));
+  e.swap_flavor = -1;  // (a consolidation is no swap: the quota allows it)
   SetPlan(id, mine);
   if (reclaimed.empty()) {
     e.reason = "consolidating: moving " + std::to_string(moved.size()) +
@@ -3225,7 +3249,8 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
   }
   if (scope.reclaim) NoteReclaim(id, fragments, now, reclaim_flavors, scope.res_reclaim);
   Nominate(id, static_cast<int>(fragments.size()), scope.reclaim);
-  SetPlan(id, placed);
+  // (Short of its queue's GPU quota: what the pods taken free of it is kept for it.)
+  SetPlan(id, placed, scope.quota_flavor >= 0);
   entries_[id].victims_ready_at = -1;
   entries_[id].reason = "preempting " + std::to_string(taken_pods) + " pod(s) of " +
                         std::to_string(fragments.size()) + " elastic workload(s) " + ForWhy(why) +
@@ -3461,7 +3486,8 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     std::string r = e.reason.substr(0, e.reason.find("; waiting:"));
     if (in_min_runtime) {
       r += "; waiting: " + std::to_string(in_min_runtime) +
-           " possible victims are within their minimum runtime";
+           (in_min_runtime == 1 ? " possible victim is within its minimum runtime"
+                                : " possible victims are within their minimum runtime");
       // When the first of them may go (in whole minutes: a message that changed every cycle
       // would be written every cycle).
       double first = -1;
@@ -3470,11 +3496,14 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
         const double free_at = w.admitted_at + MinRuntime(c.id, id);
         if (first < 0 || free_at < first) first = free_at;
       }
-      if (first >= 0)
-        r += " (the first may go in about " +
-             std::to_string(std::max<int64_t>(
-                 1, static_cast<int64_t>(std::ceil(std::max(0.0, first - now_) / 60)))) +
-             " min)";
+      if (first >= 0) {
+        const int64_t minutes =
+            std::max<int64_t>(1, static_cast<int64_t>(std::ceil(std::max(0.0, first - now_) / 60)));
+        std::string in = minutes % 60 ? std::to_string(minutes % 60) + " min" : "";
+        if (minutes >= 60) in = std::to_string(minutes / 60) + " h" + (in.empty() ? "" : " " + in);
+        r += std::string(in_min_runtime == 1 ? " (it" : " (the first") + " may go in about " + in +
+             ")";
+      }
     }
     if (!budget_block.empty())
       r +=
@@ -3816,7 +3845,10 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   int stopping = 0, taken_back = 0;
   for (int v : chosen) {
     const double loses = LostIfEvicted(v, now);
-    if (EvictOrTakeBack(v, id, "preempted by " + e.spec.name.str() + " (" + why + ")", out)) {
+    if (EvictOrTakeBack(
+            v, id,
+            "preempted by " + e.spec.name.str() + " (" + why + ")" + CutShortNote(v, id, now),
+            out)) {
       lost += loses;
       ++stopping;
     } else {

@@ -403,6 +403,9 @@ class Admitter {
   // How long workload `id` runs before workload `by` may evict it: its own minimum runtime
   // against work of its own queue, at most its queue's reclaimMinRuntime against another's.
   double MinRuntime(int id, int by) const;
+  // For a victim `id` of `by` still within its own minimum runtime (so cut short by its queue's
+  // reclaimMinRuntimeSeconds), a note saying so for its eviction message; else empty.
+  std::string CutShortNote(int id, int by, double now) const;
   // Queue q's reclaimMinRuntime: its own, its nearest ancestor's or the config's.
   double reclaim_min_runtime(int q) const { return queues_[q].reclaim_min_runtime; }
   // Its place in its queue: pending workloads go in (-priority, arrival) order (a released
