@@ -2105,7 +2105,7 @@ TEST_F(AdmissionTest, ReclaimMinRuntimeCapsWhatAMinimumRuntimeShieldsFromOtherQu
     const std::string note =
         "; its minimum runtime of 7200 s counts for " +
         std::to_string(static_cast<int>(c.ready - 1)) +
-        " s against another queue's work (reclaimMinRuntimeSeconds of its queue)";
+        " s against another queue's work (the reclaimMinRuntimeSeconds in force for its queue)";
     EXPECT_EQ(r.evicted[0].reason.find(note) != std::string::npos, c.ready < 7201)
         << r.evicted[0].reason;
   }

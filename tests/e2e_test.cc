@@ -873,6 +873,22 @@ TEST_F(FactoryTest, PriorityClassesNameTheValueAWorkloadRunsAt) {
   EXPECT_NE(w["team-a/urgent"]["status"].value("message", "").find("for higher-priority work"),
             std::string::npos)
       << Describe(w);
+  // Switched to another class by a patch that names only the class (as a re-applied manifest
+  // does, the old value carried along), it takes the new class's value.
+  pc["metadata"]["name"] = "high";
+  pc["spec"]["value"] = 50;
+  ASSERT_EQ(Call("POST", std::string(kApi) + "/priorityclasses", pc.dump()).status, 201);
+  ClientResponse switched =
+      Call("PATCH", WorkloadPath("team-a") + "/urgent",
+           json{{"spec", {{"priorityClassName", "high"}}}}.dump(), "application/merge-patch+json");
+  ASSERT_EQ(switched.status, 200) << switched.body;
+  EXPECT_EQ(json::parse(switched.body)["spec"].value("priority", -1), 50) << switched.body;
+  // A value that is not the class's, given with it, is still refused.
+  ClientResponse mismatch =
+      Call("PATCH", WorkloadPath("team-a") + "/urgent",
+           json{{"spec", {{"priorityClassName", "urgent"}, {"priority", 7}}}}.dump(),
+           "application/merge-patch+json");
+  EXPECT_EQ(mismatch.status, 422) << mismatch.body;
 }
 
 // A queue's preemption policy through the API: team-a runs all 32 GPUs at a negative priority

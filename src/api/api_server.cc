@@ -1636,6 +1636,15 @@ struct ApiServer::Impl {
               Field(Field(stored, "spec"), "priorityClassName") &&
           !Field(Field(stored, "spec"), "priority").is_null())
         o["spec"]["priority"] = stored["spec"]["priority"];
+      // A switch to another class with the old class's value carried along (a patch or a
+      // re-applied manifest that names only the class) takes the new class's value.
+      if (!status_sub && std::string(info.kind) == "Workload" && o["spec"].is_object() &&
+          Field(o["spec"], "priorityClassName").is_string() &&
+          Field(Field(stored, "spec"), "priorityClassName").is_string() &&
+          Field(o["spec"], "priorityClassName") !=
+              Field(Field(stored, "spec"), "priorityClassName") &&
+          Field(o["spec"], "priority") == Field(Field(stored, "spec"), "priority"))
+        o["spec"].erase("priority");
       if (!status_sub && std::string(info.kind) == "Workload" &&
           (Field(o["spec"], "priorityClassName") !=
                Field(Field(stored, "spec"), "priorityClassName") ||

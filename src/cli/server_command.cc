@@ -411,7 +411,7 @@ void AddCommon(CLI::App* cmd, ServerArgs* a) {
   cmd->add_option("--reclaim-min-runtime", a->reclaim_min_runtime_s,
                   "seconds at most that a workload's minRuntimeSeconds shields it from another "
                   "queue taking its GPUs back, where neither its queue nor one above it sets "
-                  "spec.reclaimMinRuntimeSeconds (31536000, a year: no cap)")
+                  "spec.reclaimMinRuntimeSeconds (default 3600; 31536000, a year, is no cap)")
       ->check(CLI::Range(0.0, 365.0 * 86400));
   cmd->add_flag("--no-elastic-growth", a->no_elastic_growth,
                 "keep work admitted with fewer pods than asked (minCount) at that size; by "

@@ -2634,7 +2634,7 @@ std::string Admitter::CutShortNote(int id, int by, double now) const {
   const auto secs = [](double s) { return std::to_string(std::llround(s)) + " s"; };
   return "; its minimum runtime of " + secs(w.options.min_runtime_s) + " counts for " +
          secs(MinRuntime(id, by)) +
-         " against another queue's work (reclaimMinRuntimeSeconds of its queue)";
+         " against another queue's work (the reclaimMinRuntimeSeconds in force for its queue)";
 }
 
 double Admitter::MinRuntime(int id, int by) const {
