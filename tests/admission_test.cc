@@ -182,13 +182,18 @@ class AdmissionTest : public ::testing::Test {
   }
   void Make(const Fleet& fleet, std::vector<QueueSpec> leaves,
             std::vector<std::string> tenants = {}, AdmissionConfig config = {}) {
-    fleet_ = fleet;
     config.queues = {QueueSpec{"org", "", 1, {}, -1}};
     for (QueueSpec& q : leaves) {
       config.queues.push_back(q);
       if (tenants.empty() || std::find(tenants.begin(), tenants.end(), q.name) == tenants.end())
         tenants.push_back(q.name);
     }
+    MakeTree(fleet, config, tenants);
+  }
+  // An Admitter over `config`'s whole tree as given (Make puts every leaf under one root).
+  void MakeTree(const Fleet& fleet, const AdmissionConfig& config,
+                const std::vector<std::string>& tenants) {
+    fleet_ = fleet;
     auto policy = MakePolicy("bestfit");
     ASSERT_TRUE(policy.ok());
     policy_ = std::move(*policy);
@@ -2003,6 +2008,29 @@ TEST_F(AdmissionTest, NonPreemptibleWorkBesideBorrowedWorkLeavesReclaimPossible)
             "work may hold");
 }
 
+// Guarantees past the fleet cannot all be met at once: each root guaranteed some is warned.
+TEST_F(AdmissionTest, GuaranteesPastTheFleetAreWarnedOf) {
+  for (const double b_gpus : {2.5, 2.0}) {
+    SCOPED_TRACE(b_gpus);
+    QueueSpec a = Leaf("a", 6), b = Leaf("b", b_gpus), idle = Leaf("idle", 0);
+    a.parent = b.parent = idle.parent = "";
+    AdmissionConfig config;
+    config.queues = {a, b, idle};
+    MakeTree(Nodes(1, 8), config, {"a", "b", "idle"});
+    const std::map<int, std::string> warnings = adm_->GuaranteeWarnings();
+    if (b_gpus == 2.0) {
+      EXPECT_TRUE(warnings.empty());
+      continue;
+    }
+    ASSERT_EQ(warnings.size(), 2u);
+    const std::string said =
+        "the queue trees' guarantees of gpu add up to 8.5 GPUs, past the fleet's 8: they cannot "
+        "all be met at once";
+    EXPECT_EQ(warnings.at(adm_->QueueIndex("a")), said);
+    EXPECT_EQ(warnings.at(adm_->QueueIndex("b")), said);
+  }
+}
+
 // Messages and a queue's status give GPUs in decimals, as a spec's quotas store a fraction.
 TEST(GpuAmountTest, IsDecimal) {
   EXPECT_EQ(GpuAmount(48000), "48");
@@ -2079,15 +2107,9 @@ TEST_F(AdmissionTest, ReclaimMinRuntimeCapsWhatAMinimumRuntimeShieldsFromOtherQu
     QueueSpec a = Leaf("a", 2), b = Leaf("b", 2);
     a.reclaim_min_runtime_s = c.a_cap;
     b.reclaim_min_runtime_s = c.b_cap;
-    fleet_ = Nodes(1, 4);
     config.queues = {QueueSpec{"org", "", 1, {}, -1}, a, b};
     config.queues[0].reclaim_min_runtime_s = c.org_cap;
-    auto policy = MakePolicy("bestfit");
-    ASSERT_TRUE(policy.ok());
-    policy_ = std::move(*policy);
-    auto made = Admitter::Create(fleet_, Tenants({"a", "b"}), config, *policy_);
-    ASSERT_TRUE(made.ok()) << made.status().message();
-    adm_ = std::move(*made);
+    MakeTree(Nodes(1, 4), config, {"a", "b"});
     for (int i = 0; i < 4; ++i) Submit(Gpus("a" + std::to_string(i), "a", 1), 0, two_hours);
     adm_->Cycle(1, 1000);
     const int mine = Submit(Gpus("b0", "b", 1), 10);
@@ -2330,13 +2352,7 @@ TEST_F(AdmissionTest, OwnQueuePreemptionPastAShrunkQuotaSwapsGpuForGpu) {
     c.parent = "";
     config.queues = {QueueSpec{"org", "", 1, {}, -1}, Leaf("a", 24),
                      Leaf("b", 16, std::nullopt, std::nullopt, size == 4 ? 1 : -1), c};
-    fleet_ = Nodes(8, 8);
-    auto policy = MakePolicy("bestfit");
-    ASSERT_TRUE(policy.ok());
-    policy_ = std::move(*policy);
-    auto made = Admitter::Create(fleet_, Tenants({"a", "b", "c"}), config, *policy_);
-    ASSERT_TRUE(made.ok()) << made.status().message();
-    adm_ = std::move(*made);
+    MakeTree(Nodes(8, 8), config, {"a", "b", "c"});
     std::vector<int> fill;
     for (int i = 0; i < 5 * per_node; ++i)
       fill.push_back(Submit(Gpus("fill" + std::to_string(i), "b", size), 0));

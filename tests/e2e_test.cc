@@ -839,6 +839,16 @@ TEST_F(FactoryTest, UrgentWorkPastAShrunkQuotaSwapsInOneVictimAtATime) {
   for (const auto& [name, obj] : w)
     if (name.rfind("team-b/", 0) == 0 && obj["status"].value("phase", "") == "Running") ++running_b;
   EXPECT_EQ(running_b, 3) << Describe(w);
+  // The trees' guarantees (24 + 8) fit the fleet's 34 GPUs; another root's 8 do not: each root
+  // guaranteed some says so in its status (fabctl get queues prints it as a warning).
+  EXPECT_FALSE(CallJson("GET", std::string(kApi) + "/queues/org")["status"].contains("warning"));
+  CreateQueue("team-d", {{"quotas", {{"gpu", {{"guaranteed", 8}}}}}});
+  Cycle();
+  const json org = CallJson("GET", std::string(kApi) + "/queues/org");
+  EXPECT_EQ(org["status"].value("warning", ""),
+            "the queue trees' guarantees of gpu add up to 40 GPUs, past the fleet's 34: they "
+            "cannot all be met at once")
+      << org.dump();
 }
 
 // Named priorities: a workload naming PriorityClass "urgent" (value 100) takes that value when

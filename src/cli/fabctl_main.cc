@@ -389,6 +389,13 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
   const bool skip_ns = kind == "Workload" && !with_ns;
   if (!watch) {
     PrintRows(rows, skip_ns);
+    // A queue's warning (its tree's guarantees past the fleet), as kubectl prints the server's.
+    if (kind == "Queue")
+      for (const json& o : items)
+        if (const json st = o.value("status", json::object());
+            st.is_object() && st.contains("warning") && st["warning"].is_string())
+          std::cerr << "Warning: queue " << o["metadata"].value("name", "") << ": "
+                    << st["warning"].get<std::string>() << "\n";
     return;
   }
   for (size_t i = 0; i < rows.size(); ++i) {

@@ -1421,7 +1421,9 @@ Result<CycleStats> Scheduler::RunOnce() {
           }
         }
       }
-      // Each queue's standing after the cycle, in its status (written when it changes).
+      // Each queue's standing after the cycle, in its status (written when it changes); a
+      // root whose tree's guarantees the fleet cannot all meet says so (status.warning).
+      const std::map<int, std::string> warnings = admitter->GuaranteeWarnings();
       for (const KeyValue& kv : queue_list.items) {
         json q = json::parse(kv.value, nullptr, false);
         if (!q.is_object()) continue;
@@ -1471,6 +1473,7 @@ Result<CycleStats> Scheduler::RunOnce() {
           }
           standing["flavors"] = std::move(by_flavor);
         }
+        if (auto it = warnings.find(index); it != warnings.end()) standing["warning"] = it->second;
         // The reclaim hold: when it last reclaimed and what that freed beyond its need.
         const Admitter::ReclaimRecord reclaim = admitter->reclaim_record(index);
         if (reclaim.at >= 0 && options_.reclaim_hold_s > 0) {

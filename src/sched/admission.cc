@@ -571,6 +571,26 @@ std::vector<int> Admitter::FlavorGpus() const {
   return gpus;
 }
 
+std::map<int, std::string> Admitter::GuaranteeWarnings() const {
+  std::map<int, std::string> out;
+  const std::vector<int> gpus = FlavorGpus();
+  for (int f = 0; f < flavor_count(); ++f) {
+    if (!managed_[f]) continue;
+    int64_t sum = 0;
+    for (const QueueNode& q : queues_)
+      if (q.parent < 0) sum += q.guaranteed[f];
+    const int64_t have = int64_t{gpus[f]} * kMilliPerGpu;
+    if (sum <= have) continue;
+    const std::string warning = "the queue trees' guarantees of " + flavor_name(f) + " add up to " +
+                                GpuAmount(sum) + " GPUs, past the fleet's " + GpuAmount(have) +
+                                ": they cannot all be met at once";
+    for (int q = 0; q < queue_count(); ++q)
+      if (queues_[q].parent < 0 && queues_[q].guaranteed[f] > 0)
+        out[q] += (out[q].empty() ? "" : "; ") + warning;
+  }
+  return out;
+}
+
 std::vector<int> Admitter::CandidateFlavors(const PodRequest& req) const {
   std::vector<int> out;
   if (req.kind == DeviceKind::kNone) return out;

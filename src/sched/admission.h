@@ -439,6 +439,10 @@ class Admitter {
   int64_t flavor_guaranteed_milli(int q, int f) const { return queues_[q].guaranteed[f]; }
   int64_t flavor_usage_milli(int q, int f) const { return queues_[q].usage[f]; }
   std::vector<int> FlavorGpus() const;  // by flavour; as if every flavour had a quota
+  // Where the trees' guarantees of a flavour add up to more GPUs than the fleet has of it (they
+  // cannot all be met at once: a reclaim may find nothing to take back), a warning for each
+  // root guaranteed some of it, by queue index; roots without one are left out.
+  std::map<int, std::string> GuaranteeWarnings() const;
   // The pods' CPU (r = 0, milli-cores) and memory (r = 1, MiB): whether a queue is limited in
   // it (a quota in its tree names it), and its guarantee and use of it (its subtree's).
   bool resource_limited(int q, int r) const { return queues_[q].res_limited[r]; }
