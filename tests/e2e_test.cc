@@ -849,6 +849,9 @@ TEST_F(FactoryTest, UrgentWorkPastAShrunkQuotaSwapsInOneVictimAtATime) {
             "the queue trees' guarantees of gpu add up to 40 GPUs, past the fleet's 34: they "
             "cannot all be met at once")
       << org.dump();
+  ASSERT_EQ(Call("DELETE", std::string(kApi) + "/queues/team-d").status, 200);
+  Cycle();
+  EXPECT_FALSE(CallJson("GET", std::string(kApi) + "/queues/org")["status"].contains("warning"));
 }
 
 // Named priorities: a workload naming PriorityClass "urgent" (value 100) takes that value when
@@ -893,7 +896,16 @@ TEST_F(FactoryTest, PriorityClassesNameTheValueAWorkloadRunsAt) {
            json{{"spec", {{"priorityClassName", "high"}}}}.dump(), "application/merge-patch+json");
   ASSERT_EQ(switched.status, 200) << switched.body;
   EXPECT_EQ(json::parse(switched.body)["spec"].value("priority", -1), 50) << switched.body;
-  // A value that is not the class's, given with it, is still refused.
+  // So does one that had a raw priority (an admin's) when it is given a class.
+  json raw = WholeGpuWorkload("team-a", "raw", 8);
+  raw["spec"]["priority"] = 5;
+  CreateWorkload(raw);
+  ClientResponse classed =
+      Call("PATCH", WorkloadPath("team-a") + "/raw",
+           json{{"spec", {{"priorityClassName", "high"}}}}.dump(), "application/merge-patch+json");
+  ASSERT_EQ(classed.status, 200) << classed.body;
+  EXPECT_EQ(json::parse(classed.body)["spec"].value("priority", -1), 50) << classed.body;
+  // A value that is neither the class's nor the one it had, given with it, is still refused.
   ClientResponse mismatch =
       Call("PATCH", WorkloadPath("team-a") + "/urgent",
            json{{"spec", {{"priorityClassName", "urgent"}, {"priority", 7}}}}.dump(),

@@ -246,8 +246,9 @@ Status ValidateWorkloadStatus(const json& status) {
                                 {{"flavor", K::kString}, {"ceilingMilli", K::kInt}}));
     const json& ceiling = Field(status["swap"], "ceilingMilli");
     if (ceiling.is_number_integer() &&
-        (ceiling.is_number_unsigned() ? ceiling.get<uint64_t>() > kMaxSwapCeilingMilli
-                                      : ceiling.get<int64_t>() < 0))
+        (ceiling.is_number_unsigned()
+             ? ceiling.get<uint64_t>() > kMaxSwapCeilingMilli
+             : ceiling.get<int64_t>() < 0 || ceiling.get<int64_t>() > kMaxSwapCeilingMilli))
       return InvalidArgument("status.swap.ceilingMilli: must be between 0 and " +
                              std::to_string(kMaxSwapCeilingMilli));
   }
@@ -1636,11 +1637,11 @@ struct ApiServer::Impl {
               Field(Field(stored, "spec"), "priorityClassName") &&
           !Field(Field(stored, "spec"), "priority").is_null())
         o["spec"]["priority"] = stored["spec"]["priority"];
-      // A switch to another class with the old class's value carried along (a patch or a
-      // re-applied manifest that names only the class) takes the new class's value.
+      // A switch to another class (or from a raw priority to a class) with the old value
+      // carried along (a patch or a re-applied manifest that names only the class) takes the
+      // new class's value. (A value equal to the old one cannot be told from one carried.)
       if (!status_sub && std::string(info.kind) == "Workload" && o["spec"].is_object() &&
           Field(o["spec"], "priorityClassName").is_string() &&
-          Field(Field(stored, "spec"), "priorityClassName").is_string() &&
           Field(o["spec"], "priorityClassName") !=
               Field(Field(stored, "spec"), "priorityClassName") &&
           Field(o["spec"], "priority") == Field(Field(stored, "spec"), "priority"))

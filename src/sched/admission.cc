@@ -573,6 +573,8 @@ std::vector<int> Admitter::FlavorGpus() const {
 
 std::map<int, std::string> Admitter::GuaranteeWarnings() const {
   std::map<int, std::string> out;
+  // (No GPUs at all: no node has registered yet, nothing to compare with.)
+  if (state_.total_gpu_milli() == 0) return out;
   const std::vector<int> gpus = FlavorGpus();
   for (int f = 0; f < flavor_count(); ++f) {
     if (!managed_[f]) continue;
