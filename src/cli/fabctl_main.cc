@@ -14,6 +14,7 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -248,10 +249,12 @@ std::string ShownPhase(const json& status) {
   return phase;
 }
 
-// `wide` (-o wide): workloads add their QUEUE (spec.queue; "-": their tenant's), PRIORITY and
-// CREATED before the message.
-void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns, bool wide,
-                WatchTable* watch = nullptr) {
+// -o wide (`leaves` given: the queue tree's leaves, empty without queues): workloads add the
+// QUEUE they wait or run in (spec.queue, else their tenant's when it is a leaf, else unqueued,
+// as the scheduler picks it; "-" without queues), PRIORITY and CREATED before the message.
+void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
+                const std::set<std::string>* leaves, WatchTable* watch = nullptr) {
+  const bool wide = leaves != nullptr;
   std::vector<std::vector<std::string>> rows;
   std::string kind = r.kind;
   if (kind == "Workload") {
@@ -332,10 +335,13 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
       }
       rows.push_back({meta.value("namespace", ""), meta.value("name", ""), phase, pods_shown, g,
                       nodes.empty() ? "-" : nodes, status.value("message", "")});
+      std::string queue = spec.value("queue", "");
+      if (wide && queue.empty() && !leaves->empty())
+        queue = leaves->count(meta.value("namespace", "")) ? meta.value("namespace", "")
+                                                           : std::string("unqueued");
       if (wide)
-        rows.back().insert(rows.back().end() - 1,
-                           {spec.value("queue", "").empty() ? "-" : spec.value("queue", ""),
-                            Plain(spec.value("priority", json(0))), Age(o)});
+        rows.back().insert(rows.back().end() - 1, {queue.empty() ? "-" : queue,
+                                                   Plain(spec.value("priority", json(0))), Age(o)});
     } else if (kind == "Node") {
       const json devs = spec.value("devices", json::array());
       std::string ready = "Unknown";
@@ -426,6 +432,23 @@ int Get(Globals& g, HttpClient& http, const std::string& what, const std::string
     std::cerr << "fabctl: a workload is named within its tenant: give -n TENANT\n";
     return 2;
   }
+  // -o wide: the queue tree's leaves, for the queue each workload waits in (none readable: as
+  // without queues).
+  std::optional<std::set<std::string>> leaves;
+  if (g.output == "wide" && std::string(r->kind) == "Workload") {
+    leaves.emplace();
+    if (auto q = http.Do("GET", "/apis/fabrica.dev/v1/queues"); q.ok() && q->status == 200) {
+      const json list = json::parse(q->body, nullptr, false);
+      std::set<std::string> parents;
+      for (const json& o : list.is_object() ? list.value("items", json::array()) : json::array())
+        if (o.is_object()) {
+          leaves->insert(o.value("metadata", json::object()).value("name", ""));
+          parents.insert(o.value("spec", json::object()).value("parent", ""));
+        }
+      for (const std::string& p : parents) leaves->erase(p);
+    }
+  }
+  const std::set<std::string>* wide = leaves ? &*leaves : nullptr;
   if (!name.empty()) {
     auto resp = http.Do("GET", CollectionPath(*r, ns) + "/" + name);
     if (!resp.ok() || resp->status != 200) return Failed(resp);
@@ -433,7 +456,7 @@ int Get(Globals& g, HttpClient& http, const std::string& what, const std::string
     if (g.output == "json" || g.output == "yaml")
       PrintObject(o, g.output);
     else
-      PrintTable(*r, {o}, r->namespaced && g.all_namespaces, g.output == "wide");
+      PrintTable(*r, {o}, r->namespaced && g.all_namespaces, wide);
     return 0;
   }
   std::string path = CollectionPath(*r, ns);
@@ -446,8 +469,7 @@ int Get(Globals& g, HttpClient& http, const std::string& what, const std::string
   if (g.output == "json" || g.output == "yaml") {
     PrintObject(list, g.output);
   } else {
-    PrintTable(*r, items, r->namespaced && ns.empty(), g.output == "wide",
-               g.watch ? &table : nullptr);
+    PrintTable(*r, items, r->namespaced && ns.empty(), wide, g.watch ? &table : nullptr);
   }
   if (!g.watch) return 0;
   table.header = false;
@@ -455,29 +477,29 @@ int Get(Globals& g, HttpClient& http, const std::string& what, const std::string
   // A watch that hears nothing for the client's timeout is opened again from the last version
   // it saw, so that it stays open as kubectl's does on a quiet fleet.
   while (true) {
-    auto status = http.Stream(
-        path + (path.find('?') == std::string::npos ? "?" : "&") +
-            "watch=true&resourceVersion=" + rv,
-        [&](const std::string& line) {
-          json e = json::parse(line, nullptr, false);
-          if (e.is_discarded()) return true;
-          if (const json o = e.value("object", json::object());
-              o.is_object() && o.contains("metadata") && o["metadata"].is_object() &&
-              o["metadata"].contains("resourceVersion") &&
-              o["metadata"]["resourceVersion"].is_string())
-            rv = o["metadata"]["resourceVersion"].get<std::string>();
-          if (g.output == "json") {
-            std::cout << e.dump() << std::endl;
-          } else if (g.output == "yaml") {
-            std::cout << "---\n";
-            PrintObject(e, "yaml");
-          } else {
-            table.event = e.value("type", "");
-            PrintTable(*r, {e["object"]}, r->namespaced && ns.empty(), g.output == "wide", &table);
-          }
-          std::fflush(stdout);
-          return true;
-        });
+    auto status =
+        http.Stream(path + (path.find('?') == std::string::npos ? "?" : "&") +
+                        "watch=true&resourceVersion=" + rv,
+                    [&](const std::string& line) {
+                      json e = json::parse(line, nullptr, false);
+                      if (e.is_discarded()) return true;
+                      if (const json o = e.value("object", json::object());
+                          o.is_object() && o.contains("metadata") && o["metadata"].is_object() &&
+                          o["metadata"].contains("resourceVersion") &&
+                          o["metadata"]["resourceVersion"].is_string())
+                        rv = o["metadata"]["resourceVersion"].get<std::string>();
+                      if (g.output == "json") {
+                        std::cout << e.dump() << std::endl;
+                      } else if (g.output == "yaml") {
+                        std::cout << "---\n";
+                        PrintObject(e, "yaml");
+                      } else {
+                        table.event = e.value("type", "");
+                        PrintTable(*r, {e["object"]}, r->namespaced && ns.empty(), wide, &table);
+                      }
+                      std::fflush(stdout);
+                      return true;
+                    });
     if (status.ok()) return 0;
     if (status.status().message().find(": no data for ") != std::string::npos) continue;
     std::cerr << "fabctl: " << status.status().message() << "\n";

@@ -204,11 +204,13 @@ YAML
 "$FABCTL" apply -f "$tmp/slices.yaml" >/dev/null || fail "apply slices"
 slices=$("$FABCTL" get workload slices -n team-c)
 grep "^slices " <<<"$slices" | grep -q " 0.856 " || fail "GPUS of two 3g.40gb slices: $slices"
-# -o wide adds its queue, priority and creation, as kubectl's wide output adds columns.
+# -o wide adds the queue it waits in, its priority and creation, as kubectl's wide output adds
+# columns.
 wide=$("$FABCTL" get workloads -n team-c -o wide)
 head -1 <<<"$wide" | grep -q "^NAME *PHASE *PODS *GPUS *NODES *QUEUE *PRIORITY *CREATED *MESSAGE" ||
   fail "wide header: $wide"
-grep "^slices " <<<"$wide" | grep -q " - *0 *20[0-9][0-9]-" || fail "wide row: $wide"
+# (slices names no queue: it waits in its tenant's, team-c.)
+grep "^slices " <<<"$wide" | grep -q " team-c *0 *20[0-9][0-9]-" || fail "wide row: $wide"
 "$FABCTL" delete workload slices -n team-c >/dev/null || fail "delete slices"
 cat >"$tmp/ordered.yaml" <<YAML
 apiVersion: fabrica.dev/v1
