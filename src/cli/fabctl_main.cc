@@ -21,6 +21,7 @@
 
 #include "client/http_client.h"
 #include "core/workload.h"
+#include "sched/queue_objects.h"
 #include "sim/openb.h"
 
 namespace {
@@ -335,10 +336,10 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
       }
       rows.push_back({meta.value("namespace", ""), meta.value("name", ""), phase, pods_shown, g,
                       nodes.empty() ? "-" : nodes, status.value("message", "")});
+      // (The scheduler's rule, where queues exist.)
       std::string queue = spec.value("queue", "");
-      if (wide && queue.empty() && !leaves->empty())
-        queue = leaves->count(meta.value("namespace", "")) ? meta.value("namespace", "")
-                                                           : std::string("unqueued");
+      if (wide && !leaves->empty())
+        queue = fabrica::WaitingQueue(*leaves, queue, meta.value("namespace", ""));
       if (wide)
         rows.back().insert(rows.back().end() - 1, {queue.empty() ? "-" : queue,
                                                    Plain(spec.value("priority", json(0))), Age(o)});

@@ -47,7 +47,7 @@ struct StoredWorkload {
   std::vector<Assignment> nomination;
   // ... and, where its own queue's work makes way for it past a quota that shrank, the flavour
   // and what its queue held there (status.swap; Admitter::swap).
-  std::optional<std::pair<std::string, int64_t>> swap;
+  std::optional<Admitter::Swap> swap;
   // Bound with fewer pods than asked (partial admission: status.admittedCounts), per pod set;
   // `pods` holds that many. Empty: all.
   std::vector<int> counts;
@@ -80,7 +80,7 @@ struct Decision {
   std::vector<int> counts;         // admitted with fewer pods: per pod set (empty: all)
   std::string message, reason;
   std::vector<Assignment> nomination;  // while it waits for its victims: its planned place
-  std::optional<std::pair<std::string, int64_t>> swap;  // and its swap (status.swap)
+  std::optional<Admitter::Swap> swap;  // and its swap (status.swap)
 };
 
 // A decision that it waits, with why.
@@ -1327,8 +1327,7 @@ Result<CycleStats> Scheduler::RunOnce() {
         const std::vector<Assignment>& plan = pending[i].nomination;
         const auto& swap = pending[i].swap;
         if (auto v = victims_of.find(key); v != victims_of.end()) {
-          admitter->RestoreNomination(*id, v->second, plan, victim_ids_of[key]);
-          if (swap) admitter->RestoreSwap(*id, swap->first, swap->second);
+          admitter->RestoreNomination(*id, v->second, plan, victim_ids_of[key], swap);
           // (Victims a disruption budget let go one batch at a time: what the preemption said
           // of the rest stays said.)
           const std::string said = Str(Field(pending[i].obj(), "status"), "message");
@@ -1341,10 +1340,7 @@ Result<CycleStats> Scheduler::RunOnce() {
           decisions[i].swap = swap;
           continue;
         }
-        if (!plan.empty()) {
-          admitter->RestoreNomination(*id, 0, plan);
-          if (swap) admitter->RestoreSwap(*id, swap->first, swap->second);
-        }
+        if (!plan.empty()) admitter->RestoreNomination(*id, 0, plan, {}, swap);
         pending_of[*id] = i;
       }
       // Usage history: this scheduler's own, else (after a restart) what the queues' status kept.

@@ -874,28 +874,24 @@ void Admitter::Unnominate(int id) {
   }
 }
 
-std::optional<std::pair<std::string, int64_t>> Admitter::swap(int id) const {
+std::optional<Admitter::Swap> Admitter::swap(int id) const {
   const Entry& e = entries_[id];
   if (e.phase != Phase::kPending || !e.nominated || e.swap_flavor < 0) return std::nullopt;
-  return std::pair{flavors_[e.swap_flavor].name, e.swap_ceiling};
-}
-
-void Admitter::RestoreSwap(int id, const std::string& flavor, int64_t ceiling_milli) {
-  Entry& e = entries_[id];
-  if (e.phase != Phase::kPending || !e.nominated) return;
-  for (int f = 0; f < static_cast<int>(flavors_.size()); ++f)
-    if (flavors_[f].name == flavor) {
-      e.swap_flavor = f;
-      e.swap_ceiling = ceiling_milli;
-    }
+  return Swap{flavors_[e.swap_flavor].name, e.swap_ceiling};
 }
 
 void Admitter::RestoreNomination(int id, int victims, const std::vector<Assignment>& plan,
-                                 const std::vector<int>& victim_ids) {
+                                 const std::vector<int>& victim_ids,
+                                 const std::optional<Swap>& swap) {
   Entry& e = entries_[id];
   if (e.phase != Phase::kPending) return;
   Nominate(id, victims, ReclaimEligible(id));
-  e.swap_flavor = -1;  // (RestoreSwap says if it is one)
+  e.swap_flavor = -1;
+  for (int f = 0; swap && f < flavor_count(); ++f)
+    if (flavors_[f].name == swap->first) {
+      e.swap_flavor = f;
+      e.swap_ceiling = swap->second;
+    }
   for (int v : victim_ids)
     if (v >= 0 && v < static_cast<int>(entries_.size()) && entries_[v].phase == Phase::kEvicting)
       preemptor_[v] = id;

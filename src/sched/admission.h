@@ -316,14 +316,16 @@ class Admitter {
   // order; empty if unknown): what is free of it now is held for it, and once `victims` is 0 it
   // is tried first in the next Cycle, on the planned nodes first.
   // `victim_ids`: its victims still stopping, where the caller knows them (what they hold is
-  // not counted twice in the quota it keeps: ReserveQuota).
+  // not counted twice in the quota it keeps: ReserveQuota). `swap`: its swap, as swap(id) gave
+  // it (an unknown flavour: none).
+  using Swap = std::pair<std::string, int64_t>;
   void RestoreNomination(int id, int victims, const std::vector<Assignment>& plan = {},
-                         const std::vector<int>& victim_ids = {});
+                         const std::vector<int>& victim_ids = {},
+                         const std::optional<Swap>& swap = std::nullopt);
   // A nominated preemptor's swap (SwapAllows): the flavour and what its queue held there when
   // its preemption began, milli-GPUs; nullopt if it is none. A caller that rebuilds the
-  // Admitter keeps it for RestoreSwap, after RestoreNomination.
-  std::optional<std::pair<std::string, int64_t>> swap(int id) const;
-  void RestoreSwap(int id, const std::string& flavor, int64_t ceiling_milli);
+  // Admitter keeps it for RestoreNomination.
+  std::optional<Swap> swap(int id) const;
 
   // Decayed usage history for fair share, carried across Admitters that a caller rebuilds:
   // each queue's value (by name; unknown names are ignored) as it stood at time `at`. The next
