@@ -2016,6 +2016,8 @@ TEST_F(AdmissionTest, GuaranteesPastTheFleetAreWarnedOf) {
     a.parent = b.parent = idle.parent = "";
     AdmissionConfig config;
     config.queues = {a, b, idle};
+    // (Trees that lend each other are warned of alike.)
+    config.lend_across_trees = b_gpus == 2.5;
     MakeTree(Nodes(1, 8), config, {"a", "b", "idle"});
     const std::map<int, std::string> warnings = adm_->GuaranteeWarnings();
     if (b_gpus == 2.0) {
@@ -2029,6 +2031,104 @@ TEST_F(AdmissionTest, GuaranteesPastTheFleetAreWarnedOf) {
     EXPECT_EQ(warnings.at(adm_->QueueIndex("a")), said);
     EXPECT_EQ(warnings.at(adm_->QueueIndex("b")), said);
   }
+}
+
+// Two trees (departments, each a root with a project below it) on 8 GPUs: dept-a is guaranteed
+// 4, dept-b 2; 2 GPUs are nobody's. With `across`, the trees lend each other through the fleet.
+AdmissionConfig TwoTrees(bool across, std::optional<double> a_borrowing = std::nullopt,
+                         std::optional<double> b_lending = std::nullopt) {
+  QueueSpec dept_a = Leaf("dept-a", 4, a_borrowing), dept_b = Leaf("dept-b", 2, {}, b_lending);
+  dept_a.parent = dept_b.parent = "";
+  QueueSpec a = Leaf("a", 4), b = Leaf("b", 2);
+  a.parent = "dept-a";
+  b.parent = "dept-b";
+  AdmissionConfig config;
+  config.queues = {dept_a, a, dept_b, b};
+  config.lend_across_trees = across;
+  return config;
+}
+
+TEST_F(AdmissionTest, TreesLendEachOtherOnlyWhenAsked) {
+  for (const bool across : {false, true}) {
+    SCOPED_TRACE(across);
+    MakeTree(Nodes(2, 4), TwoTrees(across), {"a", "b"});
+    std::vector<int> ids = SubmitEach("w", "a", 8, 0);
+    adm_->Cycle(1, 1000);
+    // Apart, a's tree holds its root's guarantee; lending, it takes the 2 GPUs nobody is
+    // guaranteed and dept-b's 2 idle ones.
+    EXPECT_EQ(CountPhase(ids, Phase::kAdmitted), across ? 8 : 4) << adm_->reason(ids.back());
+    if (!across)
+      EXPECT_NE(adm_->reason(ids.back())
+                    .find("queue dept-a has no unused gpu to lend to the queues below it: it "
+                          "would hold 5/4 GPUs"),
+                std::string::npos)
+          << adm_->reason(ids.back());
+    // The fleet's node is nobody's queue: the queues keep their indices.
+    EXPECT_EQ(adm_->QueueIndex("b"), 3);
+  }
+  // b comes back for its guarantee: two of a's borrowed GPUs are taken back.
+  const int mine = Submit(Gpus("b0", "b", 2), 10);
+  CycleResult r = adm_->Cycle(11, 1000);
+  ASSERT_EQ(r.evicted.size(), 2u) << adm_->reason(mine);
+  for (const Eviction& e : r.evicted) {
+    EXPECT_EQ(adm_->queue_name(adm_->queue_of(e.victim)), "a");
+    EXPECT_NE(e.reason.find("queue b reclaims its guarantee"), std::string::npos) << e.reason;
+    adm_->Terminated(e.victim, 40);
+  }
+  adm_->Cycle(41, 1000);
+  EXPECT_EQ(adm_->phase(mine), Phase::kAdmitted) << adm_->reason(mine);
+}
+
+TEST_F(AdmissionTest, TreesLendWithinTheirRootsLimits) {
+  // dept-a may borrow 1 GPU from the fleet.
+  MakeTree(Nodes(2, 4), TwoTrees(true, /*a_borrowing=*/1), {"a", "b"});
+  std::vector<int> ids = SubmitEach("w", "a", 8, 0);
+  adm_->Cycle(1, 1000);
+  EXPECT_EQ(CountPhase(ids, Phase::kAdmitted), 5);
+  EXPECT_NE(adm_->reason(ids.back()).find("queue dept-a over its borrowing limit for gpu: 6/5"),
+            std::string::npos)
+      << adm_->reason(ids.back());
+  // dept-b lends none of its guarantee: a takes only what nobody is guaranteed.
+  MakeTree(Nodes(2, 4), TwoTrees(true, std::nullopt, /*b_lending=*/0), {"a", "b"});
+  ids = SubmitEach("w", "a", 8, 0);
+  adm_->Cycle(1, 1000);
+  EXPECT_EQ(CountPhase(ids, Phase::kAdmitted), 6);
+  EXPECT_NE(adm_->reason(ids.back())
+                .find("the fleet has no unused gpu that its trees lend: they would hold 7/6 GPUs "
+                      "(dept-b keeps 2 GPUs of its guarantee: its lending limit)"),
+            std::string::npos)
+      << adm_->reason(ids.back());
+}
+
+TEST_F(AdmissionTest, AcrossTreesOnlyTheFleetBoundsAWorkload) {
+  // 6 GPUs in one workload: past dept-a's guarantee, so it can never start while the trees keep
+  // apart; lending, it can.
+  for (const bool across : {false, true}) {
+    SCOPED_TRACE(across);
+    MakeTree(Nodes(2, 4), TwoTrees(across), {"a", "b"});
+    const int id = Submit(Gpus("big", "a", 2, 0, 3, true));
+    adm_->Cycle(1, 1000);
+    EXPECT_EQ(adm_->phase(id), across ? Phase::kAdmitted : Phase::kInfeasible) << adm_->reason(id);
+    if (!across)
+      EXPECT_NE(adm_->reason(id).find(
+                    "of gpu, queue dept-a (its guarantee, the top of the tree) may hold at most 4"),
+                std::string::npos)
+          << adm_->reason(id);
+  }
+}
+
+TEST_F(AdmissionTest, CpuQuotasStayWithinTheirTree) {
+  AdmissionConfig config = TwoTrees(true);
+  config.queues[0].quotas[kCpuQuota] = QuotaSpec{4000, {}, {}};  // dept-a: 4 cores
+  config.queues[2].quotas[kCpuQuota] = QuotaSpec{4000, {}, {}};  // dept-b: 4 cores, idle
+  MakeTree(Nodes(2, 4), config, {"a", "b"});
+  // 1 core each: a's tree borrows GPUs from the fleet but not dept-b's cores.
+  std::vector<int> ids = SubmitEach("w", "a", 6, 0);
+  adm_->Cycle(1, 1000);
+  EXPECT_EQ(CountPhase(ids, Phase::kAdmitted), 4);
+  EXPECT_NE(adm_->reason(ids.back()).find("queue dept-a has no unused cpu to lend"),
+            std::string::npos)
+      << adm_->reason(ids.back());
 }
 
 // Messages and a queue's status give GPUs in decimals, as a spec's quotas store a fraction.

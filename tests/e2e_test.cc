@@ -789,6 +789,48 @@ TEST_F(FactoryTest, QueuesEnforceQuotasAndReclaimBorrowedGpus) {
   EXPECT_EQ(w[b_waiting]["status"].value("phase", ""), "Pending");
 }
 
+// Two root queues, as two departments: with the server's --lend-across-trees, one tree
+// borrows the GPUs the other leaves idle and what neither is guaranteed, and the other takes
+// its guarantee back by reclaim; without it, a root's guarantee is the most its tree holds.
+TEST_F(FactoryTest, QueueTreesLendEachOtherWithLendAcrossTrees) {
+  for (const bool across : {false, true}) {
+    SCOPED_TRACE(across);
+    SchedulerOptions so;
+    so.preemption_grace_ms = 5'000;
+    so.lend_across_trees = across;
+    scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
+    if (!across) {
+      CreateQueue("team-a", {{"quotas", {{"gpu", {{"guaranteed", 8}}}}}});
+      CreateQueue("team-b", {{"quotas", {{"gpu", {{"guaranteed", 8}}}}}});
+      for (int i = 0; i < 4; ++i)
+        CreateWorkload(WholeGpuWorkload("team-b", "b-" + std::to_string(i), 8));
+    }
+    Cycle();
+    Cycle();
+    std::map<std::string, json> w = Workloads();
+    int running = 0;
+    for (const auto& [name, obj] : w) running += obj["status"].value("phase", "") == "Running";
+    // (All 32 GPUs lending; team-b's own 8 apart.)
+    EXPECT_EQ(running, across ? 4 : 1) << Describe(w);
+  }
+  CreateWorkload(WholeGpuWorkload("team-a", "a-0", 8));
+  EXPECT_EQ(Cycle().preempted, 1);
+  std::map<std::string, json> w = Workloads();
+  std::string victim;
+  for (const auto& [name, obj] : w)
+    if (obj["status"].contains("preemption")) victim = name;
+  ASSERT_EQ(victim.rfind("team-b/", 0), 0u) << Describe(w);
+  EXPECT_NE(w[victim]["status"]["preemption"]
+                .value("reason", "")
+                .find("queue team-a reclaims its guarantee"),
+            std::string::npos)
+      << w[victim]["status"].dump();
+  Cycle(6'000);
+  Cycle();
+  EXPECT_EQ(Workloads()["team-a/a-0"]["status"].value("phase", ""), "Running")
+      << Describe(Workloads());
+}
+
 // A workload whose tenant has no queue waits in the built-in `unqueued`, which sits under the
 // tree's root: it borrows what the queues leave idle, and is the first reclaimed.
 TEST_F(FactoryTest, UnqueuedWorkBorrowsWhatTheQueuesLeaveIdle) {

@@ -52,6 +52,7 @@ struct ServerArgs {
   double usage_half_life_s = 3600;
   double reclaim_hold_s = 300;
   double reclaim_min_runtime_s = 3600;
+  bool lend_across_trees = false;
   bool no_elastic_growth = false;
   bool no_elastic_shrink = false;
   double gang_timeout_s = 300;
@@ -292,6 +293,7 @@ int Run(ServerArgs args) {
   sched_options.usage_half_life_s = args.usage_half_life_s;
   sched_options.reclaim_hold_s = args.reclaim_hold_s;
   sched_options.reclaim_min_runtime_s = args.reclaim_min_runtime_s;
+  sched_options.lend_across_trees = args.lend_across_trees;
   sched_options.elastic_growth = !args.no_elastic_growth;
   sched_options.elastic_shrink = !args.no_elastic_shrink;
   sched_options.gang_timeout_s = args.gang_timeout_s;
@@ -413,6 +415,11 @@ void AddCommon(CLI::App* cmd, ServerArgs* a) {
                   "queue taking its GPUs back, where neither its queue nor one above it sets "
                   "spec.reclaimMinRuntimeSeconds (default 3600; 31536000, a year, is no cap)")
       ->check(CLI::Range(0.0, 365.0 * 86400));
+  cmd->add_flag("--lend-across-trees", a->lend_across_trees,
+                "let queue trees (several root queues) lend each other the GPUs they leave "
+                "unused and borrow what no tree is guaranteed, within their roots' lending and "
+                "borrowing limits, taken back by reclaim (as KAI's departments); by default a "
+                "root's guarantee is the most its tree holds (as Kueue's cohorts)");
   cmd->add_flag("--no-elastic-growth", a->no_elastic_growth,
                 "keep work admitted with fewer pods than asked (minCount) at that size; by "
                 "default it takes more pods as room frees and its queue's quota allows");

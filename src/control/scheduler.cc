@@ -1143,6 +1143,7 @@ Result<CycleStats> Scheduler::RunOnce() {
       config->history_weight = options_.history_weight;
       config->reclaim_hold_s = options_.reclaim_hold_s;
       config->reclaim_min_runtime_s = options_.reclaim_min_runtime_s;
+      config->lend_across_trees = options_.lend_across_trees;
       config->elastic_growth = options_.elastic_growth;
       config->elastic_shrink = options_.elastic_shrink;
       auto created =

@@ -75,6 +75,9 @@ struct SchedulerOptions {
   // How long a workload's minRuntimeSeconds shields it from another queue's work, for queues
   // whose spec sets no reclaimMinRuntime (AdmissionConfig::reclaim_min_runtime_s).
   double reclaim_min_runtime_s = 3600;
+  // Several queue trees lend each other what they leave unused (AdmissionConfig::
+  // lend_across_trees).
+  bool lend_across_trees = false;
   // Work admitted with fewer pods than asked takes more as room frees and its quota allows
   // (AdmissionConfig::elastic_growth); the new size is billed from status.resizedTime.
   bool elastic_growth = true;

@@ -262,6 +262,18 @@ Status Admitter::Build() {
   for (int f = 0; f < nf; ++f) flavor_index[flavors_[f].name] = f;
   managed_.assign(nf, false);
 
+  // Trees that lend to each other hang under the fleet's node (last, so that the queues keep
+  // their indices).
+  if (config_.lend_across_trees) {
+    int trees = 0;
+    for (const QueueSpec& spec : config_.queues) trees += spec.parent.empty();
+    if (trees > 1) {
+      for (QueueSpec& spec : config_.queues)
+        if (spec.parent.empty()) spec.parent = kFleetQueue;
+      config_.queues.push_back(QueueSpec{.name = kFleetQueue});
+      fleet_queue_ = static_cast<int>(config_.queues.size()) - 1;
+    }
+  }
   for (const QueueSpec& spec : config_.queues) {
     queue_index_[spec.name] = static_cast<int>(queues_.size());
     QueueNode q;
@@ -321,14 +333,20 @@ Status Admitter::Build() {
     }
   }
   BuildChargeTables();
+  // The fleet is guaranteed its GPUs (or what its trees are, where that is more): what no tree
+  // is guaranteed is lent too.
+  if (fleet_queue_ >= 0) {
+    const std::vector<int> gpus = FlavorGpus();
+    for (int f = 0; f < nf; ++f)
+      queues_[fleet_queue_].guaranteed[f] =
+          std::max(queues_[fleet_queue_].guaranteed[f], int64_t{gpus[f]} * kMilliPerGpu);
+  }
   for (auto [neg_depth, i] : by_depth) {
     QueueNode& q = queues_[i];
     for (int r = 0; r < 2; ++r) {
       auto it = q.spec.quotas.find(ResourceName(r));
       if (it != q.spec.quotas.end()) {
-        int root = i;
-        while (queues_[root].parent >= 0) root = queues_[root].parent;
-        queues_[root].res_limited[r] = true;
+        queues_[TreeRoot(i)].res_limited[r] = true;
         q.res_borrow[r] = it->second.borrowing_limit_milli;
         q.res_lend[r] = it->second.lending_limit_milli;
       }
@@ -341,8 +359,7 @@ Status Admitter::Build() {
   }
   // A tree limits CPU or memory where one of its queues names it (other trees do not).
   for (int i = 0; i < static_cast<int>(queues_.size()); ++i) {
-    int root = i;
-    while (queues_[root].parent >= 0) root = queues_[root].parent;
+    const int root = TreeRoot(i);
     queues_[i].root = root;
     // A queue without a flavorOrder of its own follows its nearest ancestor's.
     for (int a = queues_[i].parent; a >= 0 && queues_[i].flavor_order.empty();
@@ -363,6 +380,15 @@ Status Admitter::Build() {
   node_workloads_.assign(state_.node_count(), {});
   no_eviction_.assign(state_.node_count(), false);
   return Status();
+}
+
+int Admitter::TreeRoot(int q) const {
+  while (queues_[q].parent >= 0 && queues_[q].parent != fleet_queue_) q = queues_[q].parent;
+  return q;
+}
+
+std::string Admitter::QueueLabel(int q) const {
+  return q == fleet_queue_ ? "the fleet" : "queue " + queues_[q].spec.name;
 }
 
 int Admitter::QueueIndex(const std::string& name) const {
@@ -579,15 +605,15 @@ std::map<int, std::string> Admitter::GuaranteeWarnings() const {
   for (int f = 0; f < flavor_count(); ++f) {
     if (!managed_[f]) continue;
     int64_t sum = 0;
-    for (const QueueNode& q : queues_)
-      if (q.parent < 0) sum += q.guaranteed[f];
+    for (int q = 0; q < queue_count(); ++q)
+      if (q != fleet_queue_ && TreeRoot(q) == q) sum += queues_[q].guaranteed[f];
     const int64_t have = int64_t{gpus[f]} * kMilliPerGpu;
     if (sum <= have) continue;
     const std::string warning = "the queue trees' guarantees of " + flavor_name(f) + " add up to " +
                                 GpuAmount(sum) + " GPUs, past the fleet's " + GpuAmount(have) +
                                 ": they cannot all be met at once";
     for (int q = 0; q < queue_count(); ++q)
-      if (queues_[q].parent < 0 && queues_[q].guaranteed[f] > 0)
+      if (q != fleet_queue_ && TreeRoot(q) == q && queues_[q].guaranteed[f] > 0)
         out[q] += (out[q].empty() ? "" : "; ") + warning;
   }
   return out;
@@ -945,7 +971,7 @@ std::vector<Assignment> Admitter::plan(int id) const {
 template <class Used, class Guar, class Borrow, class Kept, class Fmt>
 bool Admitter::QuotaWalk(int leaf, int64_t amount, Used used_of, Guar guar, Borrow borrow,
                          Kept kept, const std::string& what, Fmt fmt, const char* unit,
-                         std::string* why, int* blocker) const {
+                         bool in_tree, std::string* why, int* blocker) const {
   int n = leaf;
   int64_t reserved = 0;  // siblings' unused guarantee they do not lend
   std::string kept_why;  // (with `why`) which siblings keep it, and why
@@ -960,15 +986,21 @@ bool Admitter::QuotaWalk(int leaf, int64_t amount, Used used_of, Guar guar, Borr
                "/" + fmt(guar(q) + *limit) + unit;
       return false;
     }
-    if (q.parent < 0) {
-      // (A tree's top borrows from no other tree: its guarantee is the most its queues hold.)
+    if (q.parent < 0 || (in_tree && q.parent == fleet_queue_)) {
+      // (A tree's top borrows from no other tree, unless trees lend to each other: then the
+      // fleet is the top, lending what its trees leave. Its guarantee is the most its queues
+      // hold.)
       if (why)
-        *why = (n == leaf ? "queue " + q.spec.name + " is at its guarantee of " + what +
-                                " (at the top of its tree, it borrows from no one)"
-                          : "queue " + q.spec.name + " has no unused " + what +
-                                " to lend to the queues below it") +
-               ": it would hold " + fmt(used) + "/" +
-               fmt(std::max<int64_t>(0, guar(q) - reserved)) + unit + kept_why;
+        *why = (n == fleet_queue_
+                    ? "the fleet has no unused " + what + " that its trees lend: they would hold "
+                : n == leaf ? "queue " + q.spec.name + " is at its guarantee of " + what +
+                                  (fleet_queue_ >= 0
+                                       ? " (CPU and memory are not lent across trees)"
+                                       : " (at the top of its tree, it borrows from no one)") +
+                                  ": it would hold "
+                            : "queue " + q.spec.name + " has no unused " + what +
+                                  " to lend to the queues below it: it would hold ") +
+               fmt(used) + "/" + fmt(std::max<int64_t>(0, guar(q) - reserved)) + unit + kept_why;
       return false;
     }
     reserved = 0;
@@ -1017,7 +1049,7 @@ bool Admitter::QuotaAllows(int leaf, int f, int64_t milli, std::string* why, int
                          GpuAmount(kept) + (kept == kMilliPerGpu ? " GPU" : " GPUs"));
         return kept;
       },
-      flavor_name(f), GpuAmount, " GPUs", why, &at);
+      flavor_name(f), GpuAmount, " GPUs", false, why, &at);
   if (blocker && at >= 0) *blocker = at;
   // (What it counts as held includes what preemptors there will take once their victims stop.)
   if (!allows && why && at >= 0 && queues_[at].reserved[f] > 0)
@@ -1048,8 +1080,8 @@ bool Admitter::ResourceAllows(int leaf, int r, int64_t amount, std::string* why,
                          ResourceAmount(r, kept) + (r == 0 ? " cores" : " of memory"));
         return kept;
       },
-      ResourceName(r), [r](int64_t v) { return ResourceAmount(r, v); }, r == 0 ? " cores" : "", why,
-      blocker);
+      ResourceName(r), [r](int64_t v) { return ResourceAmount(r, v); }, r == 0 ? " cores" : "",
+      true, why, blocker);
 }
 
 bool Admitter::ResourcesAllow(const Entry& e, std::string* why) const {
@@ -1241,7 +1273,9 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
                   GpuAmount(q.guaranteed[f] + *q.borrow_limit[f]);
           break;
         }
-        if (q.parent < 0)
+        if (n == fleet_queue_)
+          limit = "the fleet has " + GpuAmount(q.guaranteed[f]);
+        else if (q.parent < 0)
           limit = "queue " + q.spec.name +
                   " (its guarantee, the top of the tree) may hold at most " +
                   GpuAmount(q.guaranteed[f]);
@@ -1281,7 +1315,7 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
       const QueueNode& q = queues_[n];
       if (amount <= q.res_guaranteed[r]) break;
       const bool capped = q.res_borrow[r] && amount - q.res_guaranteed[r] > *q.res_borrow[r];
-      if (!capped && q.parent >= 0) continue;
+      if (!capped && q.parent >= 0 && q.parent != fleet_queue_) continue;
       e.phase = Phase::kInfeasible;
       ++queues_[leaf].infeasible;
       e.reason = "asks for " + fmt(amount) + " of " + ResourceName(r) + "; queue " + q.spec.name +
@@ -2185,7 +2219,7 @@ std::string Admitter::PolicyBlock(int id) const {
     if (!managed_[f] || q.usage[f] + e.gpu_milli > q.guaranteed[f]) continue;
     for (int o = 0; o < queue_count(); ++o) {
       const QueueNode& other = queues_[o];
-      if (o == e.leaf || !is_leaf(o) || other.root != q.root ||
+      if (o == e.leaf || !is_leaf(o) || (fleet_queue_ < 0 && other.root != q.root) ||
           other.usage[f] - other.evicting_usage[f] <= other.guaranteed[f])
         continue;
       bool takeable = false, lower = false;
@@ -3848,7 +3882,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
         (!quota_short ? ""
          : quota_blocker < 0 || quota_blocker == leaf
              ? " (at its quota)"
-             : " (at the quota of queue " + queues_[quota_blocker].spec.name + ")");
+             : " (at the quota of " + QueueLabel(quota_blocker) + ")");
   } else if (reclaim && reclaim_flavors == 0) {
     why = "queue " + queues_[leaf].spec.name + " reclaims its guarantee of " +
           (res_reclaim == 3 ? "cpu and memory" : ResourceName(res_reclaim == 1 ? 0 : 1));

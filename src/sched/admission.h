@@ -181,7 +181,19 @@ struct AdmissionConfig {
   // running with fewer, before it evicts any workload whole (as KAI shrinks elastic jobs to
   // their minimum).
   bool elastic_shrink = true;
+  // Lending across trees (KAI's over-quota across departments): the roots of several trees
+  // become siblings under the fleet, which lends what no tree uses of its guarantee (within
+  // the roots' lendingLimits) and what no tree is guaranteed, to any tree within its root's
+  // borrowingLimit; a tree below its guarantee takes it back by reclaim. GPU flavours only:
+  // CPU and memory quotas stay within their tree. Off: a root's guarantee is the most its tree
+  // holds (Kueue's cohorts, which lend to no one outside).
+  bool lend_across_trees = false;
 };
+
+// The queue the fleet is in the tree when trees lend to each other (AdmissionConfig::
+// lend_across_trees): the parent of every root, guaranteed the fleet's GPUs. Not a name a
+// queue may take.
+inline constexpr const char* kFleetQueue = "(fleet)";
 
 // Names the bad field ("queues[2].parent: unknown queue \"x\"", "... cycle ...", negatives,
 // unknown flavours, children guaranteed more than their parent).
@@ -645,10 +657,16 @@ class Admitter {
   // may borrow borrow(q) more (nullopt: no limit), and a sibling keeps kept(s, how) of its
   // unused guarantee (`how`, when given and it keeps some, says why: a lending limit or a
   // reclaim hold); `what` names it, and `fmt` and `unit` write amounts in the refusal.
+  // GPU flavours walk up to the fleet when trees lend to each other; CPU and memory
+  // (`in_tree`) stop at their tree's root.
   template <class Used, class Guar, class Borrow, class Kept, class Fmt>
   bool QuotaWalk(int leaf, int64_t amount, Used used, Guar guar, Borrow borrow, Kept kept,
-                 const std::string& what, Fmt fmt, const char* unit, std::string* why,
+                 const std::string& what, Fmt fmt, const char* unit, bool in_tree, std::string* why,
                  int* blocker) const;
+  // "queue NAME", or "the fleet" for the fleet's node (kFleetQueue).
+  std::string QueueLabel(int q) const;
+  // The root of q's tree: its topmost queue below the fleet's node.
+  int TreeRoot(int q) const;
   // `milli` more of flavour `flavor` for queue `leaf`; `why` (when given) says why not, and
   // `blocker`, when it does not: the queue whose guarantee or borrowing limit stops it.
   bool QuotaAllows(int leaf, int flavor, int64_t milli, std::string* why,
@@ -823,6 +841,7 @@ class Admitter {
   std::vector<std::vector<uint64_t>> charge_models_;  // [row][flavour] -> models
   std::vector<QueueNode> queues_;
   std::vector<int> roots_;
+  int fleet_queue_ = -1;  // the fleet's node (kFleetQueue) when trees lend to each other, last
   std::map<std::string, int> queue_index_;
   std::vector<Entry> entries_;
   std::vector<std::vector<int>> node_workloads_;  // admitted/evicting workloads per node

@@ -218,6 +218,7 @@ Status ParseAdmissionSettings(YamlMap& m, AdmissionConfig* c) {
                    "must be between 0 and " + std::to_string(kMaxRunSeconds) + " (a year)");
   ASSIGN_OR_RETURN(c->elastic_growth, m.Bool("elasticGrowth", true));
   ASSIGN_OR_RETURN(c->elastic_shrink, m.Bool("elasticShrink", true));
+  ASSIGN_OR_RETURN(c->lend_across_trees, m.Bool("lendAcrossTrees", false));
   return Status();
 }
 
