@@ -2494,6 +2494,53 @@ TEST_F(AdmissionTest, OwnQueuePreemptionPastAShrunkQuotaSwapsGpuForGpu) {
   }
 }
 
+// A swap's ceiling leaves out what its queue holds that is already on its way out for no one
+// (a drain) or for another queue: b (past its quota at 40) has one job draining when its urgent
+// 16-GPU gang comes (b's disruption budget of 2 lets one of its own go now, the next later).
+// Once those stop and c's job ends, room for the gang is free, but b may hold only 32 with it
+// (its 40 less the 8 leaving), not refill the drained job's room: a second job of b's makes way.
+TEST_F(AdmissionTest, ASwapsCeilingLeavesOutWhatLeavesTheQueue) {
+  AdmissionConfig config;
+  QueueSpec c = Leaf("c", 16);
+  c.parent = "";
+  config.queues = {QueueSpec{"org", "", 1, {}, -1}, Leaf("a", 24),
+                   Leaf("b", 16, std::nullopt, std::nullopt, /*budget=*/2), c};
+  MakeTree(Nodes(8, 8), config, {"a", "b", "c"});
+  const auto restore = [&](const Workload& w, int node, bool leaving) {
+    SubmitOptions o;
+    o.leaving = leaving;
+    auto id = adm_->Restore(w, OnGpus(node, {0, 1, 2, 3, 4, 5, 6, 7}), 0, o, leaving);
+    EXPECT_TRUE(id.ok()) << id.status().message();
+    return id.ok() ? *id : -1;
+  };
+  std::vector<int> fill;
+  for (int i = 0; i < 5; ++i)
+    fill.push_back(restore(Gpus("fill" + std::to_string(i), "b", 8), i, i == 4));
+  restore(Gpus("a0", "a", 8), 5, false);
+  restore(Gpus("a1", "a", 8), 6, false);
+  const int c0 = restore(Gpus("c0", "c", 8), 7, false);
+  const int b = adm_->QueueIndex("b");
+  ASSERT_EQ(adm_->usage_milli(b), 40000);
+  const int urgent = Submit(Gpus("urgent", "b", 8, /*priority=*/100, /*pods=*/2, true), 10);
+  CycleResult r = adm_->Cycle(12, 1000);
+  ASSERT_EQ(r.evicted.size(), 1u) << adm_->reason(urgent);
+  ASSERT_EQ(r.evicted[0].preemptor, urgent);
+  adm_->Terminated(r.evicted[0].victim, 30);
+  adm_->Terminated(fill[4], 30);
+  adm_->Terminated(c0, 30);
+  int evicted_for_urgent = 1;
+  for (double t = 31; t < 200 && adm_->phase(urgent) != Phase::kAdmitted; t += 30) {
+    r = adm_->Cycle(t, 1000);
+    for (const Eviction& e : r.evicted) {
+      evicted_for_urgent += e.preemptor == urgent;
+      adm_->Terminated(e.victim, t + 20);
+    }
+  }
+  ASSERT_EQ(adm_->phase(urgent), Phase::kAdmitted) << adm_->reason(urgent);
+  EXPECT_EQ(evicted_for_urgent, 2);
+  EXPECT_EQ(adm_->usage_milli(b), 32000);
+}
+
 // preemption.borrowWithinCohort: b (guarantee 1) needs 2 GPUs, so it must borrow, and a
 // borrows all that its cohort has left (8 GPUs on a guarantee of 3); by default b0 only waits.
 // With LowerPriority it evicts two of a's borrowed workloads of lower priority — never work at

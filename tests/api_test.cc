@@ -746,6 +746,24 @@ TEST(ApiAuthTest, StaleNodeStatusWritesAreConflictsAndEvictionsAreTheSchedulers)
   r = w.Do("PUT", wa + "/status", w.node_token, report.dump());
   EXPECT_EQ(r.status, 403) << r.body;
   EXPECT_NE(r.body.find("may not change status.swap"), std::string::npos) << r.body;
+  // A waiting preemptor's plan and swap go with a change of its queue or pods (the swap's
+  // ceiling is its old queue's), not with another change of its spec.
+  const std::string wa2 = Item("workloads", "team-a", "wa2");
+  json waiting = Parse(w.Get(wa2));
+  waiting["status"] = {{"phase", "Pending"},
+                       {"nomination", {Assignment("n1")}},
+                       {"swap", {{"flavor", "gpu"}, {"ceilingMilli", 24000}}}};
+  ASSERT_EQ(w.Do("PUT", wa2 + "/status", kAdmin, waiting.dump()).status, 200);
+  r = w.Do("PATCH", wa2, kAdmin, R"({"spec":{"priority":5}})", "application/merge-patch+json");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_TRUE(Parse(r)["status"].contains("swap")) << r.body;
+  EXPECT_TRUE(Parse(r)["status"].contains("nomination")) << r.body;
+  r = w.Do("PATCH", wa2, kAdmin, R"({"spec":{"queue":"unqueued"}})",
+           "application/merge-patch+json");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_FALSE(Parse(r)["status"].contains("swap")) << r.body;
+  EXPECT_FALSE(Parse(r)["status"].contains("nomination")) << r.body;
+  EXPECT_EQ(Parse(r)["status"].value("phase", ""), "Pending") << r.body;
 }
 
 // A node reports the pods it started (status.startedPods): only pods assigned to it, stamped

@@ -1622,6 +1622,15 @@ struct ApiServer::Impl {
             (Field(Field(next, "spec"), "podSets") != Field(Field(stored, "spec"), "podSets") ||
              Field(Field(next, "spec"), "run") != Field(Field(stored, "spec"), "run")))
           next["status"].erase("finishedPods");
+        // A preemptor's plan and swap were made for its queue and pods as they were: moved to
+        // another queue (whose quota the swap's ceiling does not speak for) or reshaped, it
+        // waits for its victims without them and is placed afresh.
+        if (std::string(info.kind) == "Workload" && next["status"].is_object() &&
+            (Field(Field(next, "spec"), "queue") != Field(Field(stored, "spec"), "queue") ||
+             Field(Field(next, "spec"), "podSets") != Field(Field(stored, "spec"), "podSets"))) {
+          next["status"].erase("nomination");
+          next["status"].erase("swap");
+        }
       } else {
         next.erase("status");
       }

@@ -1257,8 +1257,15 @@ Result<CycleStats> Scheduler::RunOnce() {
         // (A fragment it cannot restore still holds its devices.) Its preemptor waits for it.
         for (size_t m = 0; id.ok() && m < mark_count; ++m) {
           if (fragments[m].empty()) continue;
-          if (admitter->RestoreFragment(*id, fragments[m]).ok()) {
-            if (marks.is_array() && m < marks.size()) ++victims_of[Str(marks[m], "by")];
+          if (const Result<int> fragment = admitter->RestoreFragment(*id, fragments[m]);
+              fragment.ok()) {
+            // (Linked to its preemptor as a whole victim is, so that the quota the preemptor
+            // keeps does not count the pods still stopping twice.)
+            if (marks.is_array() && m < marks.size()) {
+              const std::string by = Str(marks[m], "by");
+              ++victims_of[by];
+              victim_ids_of[by].push_back(*fragment);
+            }
           } else {
             for (size_t i : fragment_index[m])
               admitter->Reserve(bound[b].assign[i], bound[b].sw.pods[i]);

@@ -1028,6 +1028,20 @@ std::string Admitter::KeptWhy(const QueueNode& q, bool held, const std::string& 
          " min more";
 }
 
+int64_t Admitter::SwapCeiling(int leaf, int f) const {
+  // Less what it holds that is already on its way out for another queue's work or for no one
+  // (a lender's reclaim, a drain): that is not its to swap into. What stops for its own
+  // preemptors stays counted, as they take it back.
+  int64_t out = queues_[leaf].usage[f] - queues_[leaf].evicting_usage[f];
+  for (const auto& [victim, by] : preemptor_) {
+    const Entry& v = entries_[victim];
+    if (v.leaf != leaf || by < 0 || entries_[by].leaf != leaf) continue;
+    for (const auto& [flavor, milli] : v.charged)
+      if (flavor == f) out += milli;
+  }
+  return out;
+}
+
 bool Admitter::QuotaAllows(int leaf, int f, int64_t milli, std::string* why, int* blocker) const {
   if (!managed_[f]) return true;
   int at = -1;
@@ -3343,12 +3357,12 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   const bool res_short = cpu_short || memory_short;
   if (res_short) quota_short = true;
   // Short of GPU quota, its own queue's work may make way for it as a swap (SwapAllows); the
-  // ceiling is what its queue held when its preemption began (kept while it goes on after a
-  // batch of its victims stopped).
+  // ceiling is what its queue held when its preemption began (SwapCeiling; kept while it goes
+  // on after a batch of its victims stopped).
   if (quota_short && quota_flavor >= 0) {
     if (!e.continuing || e.swap_flavor != quota_flavor) {
       e.swap_flavor = quota_flavor;
-      e.swap_ceiling = queues_[leaf].usage[quota_flavor];
+      e.swap_ceiling = SwapCeiling(leaf, quota_flavor);
     }
   } else {
     e.swap_flavor = -1;

@@ -677,6 +677,8 @@ class Admitter {
   // makes way for it frees as much as it takes, so the queue holds no more than before and
   // nobody is worse off; evicting more, down to what the quota allows, would leave GPUs idle.
   // `freed`: what victims still charged free of it.
+  // The ceiling a swap of leaf's work in flavour f starts with: what the queue holds and keeps.
+  int64_t SwapCeiling(int leaf, int f) const;
   bool SwapAllows(const Entry& e, int f, int64_t milli, int64_t freed = 0) const {
     return e.swap_flavor == f && queues_[e.leaf].usage[f] - freed + milli <= e.swap_ceiling;
   }
