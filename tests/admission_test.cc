@@ -2541,6 +2541,37 @@ TEST_F(AdmissionTest, ASwapsCeilingLeavesOutWhatLeavesTheQueue) {
   EXPECT_EQ(adm_->usage_milli(b), 32000);
 }
 
+// Rebuilt while its victim (of its own queue) stops, a preemptor past its queue's quota whose
+// swap was not kept (its status write lost a race) swaps as before: once the victim stops it
+// takes its place, evicting no second job.
+TEST_F(AdmissionTest, ARestoredPreemptorWithoutItsSwapSwapsAgain) {
+  AdmissionConfig config;
+  QueueSpec c = Leaf("c", 16);
+  c.parent = "";
+  config.queues = {QueueSpec{"org", "", 1, {}, -1}, Leaf("a", 24), Leaf("b", 16), c};
+  MakeTree(Nodes(8, 8), config, {"a", "b", "c"});
+  std::vector<int> fill;
+  const auto restore = [&](const Workload& w, int node, bool evicting) {
+    auto id = adm_->Restore(w, OnGpus(node, {0, 1, 2, 3, 4, 5, 6, 7}), 0, {}, evicting);
+    EXPECT_TRUE(id.ok()) << id.status().message();
+    return id.ok() ? *id : -1;
+  };
+  for (int i = 0; i < 5; ++i)
+    fill.push_back(restore(Gpus("fill" + std::to_string(i), "b", 8), i, i == 0));
+  restore(Gpus("a0", "a", 8), 5, false);
+  restore(Gpus("a1", "a", 8), 6, false);
+  restore(Gpus("c0", "c", 8), 7, false);
+  const int urgent = Submit(Gpus("urgent", "b", 8, /*priority=*/100), 10);
+  adm_->RestoreNomination(urgent, 1, {}, {fill[0]});
+  ASSERT_TRUE(adm_->swap(urgent).has_value());
+  EXPECT_EQ(adm_->swap(urgent)->second, 40000);
+  adm_->Terminated(fill[0], 20);
+  CycleResult r = adm_->Cycle(21, 1000);
+  EXPECT_TRUE(r.evicted.empty()) << adm_->reason(urgent);
+  EXPECT_EQ(adm_->phase(urgent), Phase::kAdmitted) << adm_->reason(urgent);
+  EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("b")), 40000);
+}
+
 // preemption.borrowWithinCohort: b (guarantee 1) needs 2 GPUs, so it must borrow, and a
 // borrows all that its cohort has left (8 GPUs on a guarantee of 3); by default b0 only waits.
 // With LowerPriority it evicts two of a's borrowed workloads of lower priority — never work at

@@ -918,9 +918,23 @@ void Admitter::RestoreNomination(int id, int victims, const std::vector<Assignme
       e.swap_flavor = f;
       e.swap_ceiling = swap->second;
     }
+  bool own_victims = false;
   for (int v : victim_ids)
-    if (v >= 0 && v < static_cast<int>(entries_.size()) && entries_[v].phase == Phase::kEvicting)
+    if (v >= 0 && v < static_cast<int>(entries_.size()) && entries_[v].phase == Phase::kEvicting) {
       preemptor_[v] = id;
+      own_victims |= entries_[v].leaf == e.leaf;
+    }
+  // Its own queue's work stops for it while its quota refuses it, but no swap was kept (its
+  // status write lost a race with its owner's): the same swap again, from what its queue holds
+  // and keeps, so that it does not evict more once they have stopped.
+  if (!swap && own_victims)
+    if (const PodRequest* gpu_pod = FirstGpuPod(e.pods))
+      for (int f : CandidateFlavors(*gpu_pod))
+        if (managed_[f] && !QuotaAllows(e.leaf, f, e.gpu_milli, nullptr)) {
+          e.swap_flavor = f;
+          e.swap_ceiling = SwapCeiling(e.leaf, f);
+          break;
+        }
   e.plan.clear();
   // A plan that does not match the pods (the workload changed since) is dropped.
   if (plan.size() != e.pods.size()) return;
