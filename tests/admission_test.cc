@@ -2033,6 +2033,36 @@ TEST_F(AdmissionTest, GuaranteesPastTheFleetAreWarnedOf) {
   }
 }
 
+// A reclaim takes back only what a branch borrows from where the reclaiming queue's guarantee
+// comes from (Kueue's hierarchical cohorts): y1 reclaims its 8 from y2, which borrows them
+// within dept-y, not from x0, whose leaf has no guarantee of its own but whose department
+// holds just its own 8 — whether the departments share a root or are roots of their own.
+TEST_F(AdmissionTest, ReclaimTakesOnlyFromABranchThatBorrows) {
+  for (const bool one_root : {true, false}) {
+    SCOPED_TRACE(one_root);
+    QueueSpec dept_x = Leaf("dept-x", 8), dept_y = Leaf("dept-y", 16);
+    if (!one_root) dept_x.parent = dept_y.parent = "";
+    QueueSpec x0 = Plain("x0"), y1 = Leaf("y1", 8), y2 = Leaf("y2", 8);
+    x0.parent = "dept-x";
+    y1.parent = y2.parent = "dept-y";
+    AdmissionConfig config;
+    config.queues = {dept_x, x0, dept_y, y1, y2};
+    if (one_root) config.queues.insert(config.queues.begin(), QueueSpec{"org", "", 1, {}, -1});
+    MakeTree(Nodes(3, 8), config, {"x0", "y1", "y2"});
+    const std::vector<int> borrowed = SubmitEach("y", "y2", 2, 0, 8);
+    adm_->Cycle(1, 1000);
+    ASSERT_EQ(CountPhase(borrowed, Phase::kAdmitted), 2);
+    const int x = Submit(Gpus("x", "x0", 8), 1);
+    adm_->Cycle(2, 1000);
+    ASSERT_EQ(adm_->phase(x), Phase::kAdmitted) << adm_->reason(x);
+    const int mine = Submit(Gpus("mine", "y1", 8), 10);
+    CycleResult r = adm_->Cycle(11, 1000);
+    ASSERT_EQ(r.evicted.size(), 1u) << adm_->reason(mine);
+    EXPECT_EQ(adm_->queue_name(adm_->queue_of(r.evicted[0].victim)), "y2");
+    EXPECT_EQ(adm_->phase(x), Phase::kAdmitted);
+  }
+}
+
 // Two trees (departments, each a root with a project below it) on 8 GPUs: dept-a is guaranteed
 // 4, dept-b 2; 2 GPUs are nobody's. With `across`, the trees lend each other through the fleet.
 AdmissionConfig TwoTrees(bool across, std::optional<double> a_borrowing = std::nullopt,

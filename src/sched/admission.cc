@@ -284,6 +284,7 @@ Status Admitter::Build() {
     q.usage.assign(nf, 0);
     q.np_usage.assign(nf, 0);
     q.evicting_usage.assign(nf, 0);
+    q.evicting_below.assign(nf, 0);
     q.leaving_usage.assign(nf, 0);
     q.promised.assign(nf, 0);
     q.reserved.assign(nf, 0);
@@ -380,6 +381,26 @@ Status Admitter::Build() {
   node_workloads_.assign(state_.node_count(), {});
   no_eviction_.assign(state_.node_count(), false);
   return Status();
+}
+
+void Admitter::NoteTaken(TakenMap& taken, int leaf, int f, int64_t milli) const {
+  for (int q = leaf; q >= 0; q = queues_[q].parent) taken[{q, f}] += milli;
+}
+
+bool Admitter::BranchLends(int preemptor, int victim, int f, int64_t milli,
+                           const std::function<int64_t(int, int)>& taken) const {
+  const auto shared = [&](int q) {
+    for (int p = preemptor; p >= 0; p = queues_[p].parent)
+      if (p == q) return true;
+    return false;
+  };
+  for (int q = queues_[victim].parent; q >= 0 && !shared(q); q = queues_[q].parent) {
+    const QueueNode& n = queues_[q];
+    const int64_t held = n.usage[f] - n.evicting_below[f] - taken(q, f);
+    if (held - milli < n.guaranteed[f] && (milli <= n.guaranteed[f] || held <= n.guaranteed[f]))
+      return false;
+  }
+  return true;
 }
 
 int Admitter::TreeRoot(int q) const {
@@ -1575,6 +1596,8 @@ void Admitter::CountEvicting(int id, int sign) {
   for (auto [f, milli] : e.charged) {
     q.evicting_usage[f] += sign * milli;
     if (e.options.leaving) q.leaving_usage[f] += sign * milli;
+    for (int a = e.leaf; a >= 0; a = queues_[a].parent)
+      queues_[a].evicting_below[f] += sign * milli;
   }
   for (int r = 0; r < 2; ++r) {
     const int64_t amount = sign * (r == 0 ? e.cpu_milli : e.memory_mib);
@@ -2775,13 +2798,15 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
     const int budget = vq.spec.disruption_budget;
     const auto n = pq.find(w.leaf);
     if (budget >= 0 && vq.evicting + (n == pq.end() ? 0 : n->second) >= budget) return false;
-    for (auto [f, milli] : w.charged) {
-      const auto held = t.find({w.leaf, f});
+    const auto taken_in = [&t](int q, int f) {
+      const auto held = t.find({q, f});
+      return held == t.end() ? int64_t{0} : held->second;
+    };
+    for (auto [f, milli] : w.charged)
       if (f < 64 && (flavors >> f & 1) &&
-          vq.usage[f] - vq.evicting_usage[f] - (held == t.end() ? 0 : held->second) - milli <
-              vq.guaranteed[f])
+          (vq.usage[f] - vq.evicting_usage[f] - taken_in(w.leaf, f) - milli < vq.guaranteed[f] ||
+           !BranchLends(entries_[id].leaf, w.leaf, f, milli, taken_in)))
         return false;
-    }
     return true;
   };
   // Takes the cheapest candidates that may go, in order, into `t` and `pq` until `have` GPUs
@@ -2792,7 +2817,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
     for (int v : cands) {
       if (have >= need) break;
       if (!lends(v, t, pq)) continue;
-      for (auto [f, milli] : entries_[v].charged) t[{entries_[v].leaf, f}] += milli;
+      for (auto [f, milli] : entries_[v].charged) NoteTaken(t, entries_[v].leaf, f, milli);
       ++pq[entries_[v].leaf];
       have += usable_room(v);
       take(v);
@@ -3034,7 +3059,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
         TrialRelease(v);
         ++moving_per_queue[entries_[v].leaf];
         if (best_reclaims[k]) {
-          for (auto [f, milli] : entries_[v].charged) taken[{entries_[v].leaf, f}] += milli;
+          for (auto [f, milli] : entries_[v].charged) NoteTaken(taken, entries_[v].leaf, f, milli);
           reclaimed.push_back(v);
           fate[v] = kReclaimed;
         } else {
@@ -3184,6 +3209,12 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
         const bool reclaimed = f < 64 && (reclaim_flavors >> f & 1);
         if (must_lend && !reclaimed) return -1;  // (only what it borrows where reclaimed)
         const int64_t held = vq.usage[f] - vq.evicting_usage[f] - taken[{w.leaf, f}];
+        // (Above its queue too, only a branch that borrows gives back.)
+        if (reclaimed && !BranchLends(e.leaf, w.leaf, f, m, [&taken](int q, int g) {
+              const auto t = taken.find({q, g});
+              return t == taken.end() ? int64_t{0} : t->second;
+            }))
+          return -1;
         if (!reclaimed || held - m >= vq.guaranteed[f]) continue;
         // (As for a whole victim: one bigger than its queue's guarantee runs on borrowed GPUs,
         // and may go while its queue, but for what this victim already gave, borrows.)
@@ -3199,7 +3230,7 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
           return -1;
       }
     }
-    for (auto [f, m] : add) taken[{w.leaf, f}] += m;
+    for (auto [f, m] : add) NoteTaken(taken, w.leaf, f, m);
     if (untouched) ++victims_of_queue[w.leaf];
     for (int k = c[s]; k < to; ++k) {
       const int i = pod_index(w, s, k);
@@ -3434,6 +3465,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
       if (held - milli < vq.guaranteed[f] &&
           (borrow_preempt || milli <= vq.guaranteed[f] || held <= vq.guaranteed[f]))
         return 0;
+      if (!BranchLends(leaf, w.leaf, f, milli, taken)) return 0;
       gives += milli;
     }
     for (int r = 0; r < 2; ++r) {
@@ -3449,7 +3481,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   // Notes what victim v takes from its queue (for `taken` above).
   const auto note_taken = [&](std::map<std::pair<int, int>, int64_t>& taken, int v) {
     const Entry& w = entries_[v];
-    for (auto [f, milli] : w.charged) taken[{w.leaf, f}] += milli;
+    for (auto [f, milli] : w.charged) NoteTaken(taken, w.leaf, f, milli);
     taken[{w.leaf, kTakenResource}] += w.cpu_milli;
     taken[{w.leaf, kTakenResource + 1}] += w.memory_mib;
   };

@@ -579,6 +579,7 @@ class Admitter {
     double history = 0;             // decayed dominant share
     int evicting = 0;
     std::vector<int64_t> evicting_usage;  // per flavour: GPUs of its workloads being evicted
+    std::vector<int64_t> evicting_below;  // per flavour, whole subtree: the same
     std::vector<int64_t> leaving_usage;   // per flavour: the part evicted for no preemptor
     std::vector<int64_t> promised;        // per flavour: GPUs of its nominated preemptors (leaves)
     std::vector<int64_t> reserved;        // per flavour, whole subtree: Entry::quota_reserved
@@ -663,6 +664,19 @@ class Admitter {
   bool QuotaWalk(int leaf, int64_t amount, Used used, Guar guar, Borrow borrow, Kept kept,
                  const std::string& what, Fmt fmt, const char* unit, bool in_tree, std::string* why,
                  int* blocker) const;
+  // Victims' GPUs already chosen, by (queue, flavour): a leaf's own and, under each ancestor,
+  // its subtree's (NoteTaken).
+  using TakenMap = std::map<std::pair<int, int>, int64_t>;
+  void NoteTaken(TakenMap& taken, int leaf, int f, int64_t milli) const;
+  // Whether taking `milli` of flavour f from work of leaf `victim` for work of leaf
+  // `preemptor` leaves each queue above the victim's leaf and below the lowest one the two
+  // share (every one up to its root when they share none) at or above its guarantee, `taken`
+  // (of queue q, flavour f) already gone: only a branch that borrows from where the
+  // preemptor's guarantee comes from gives back (Kueue's hierarchical cohorts; the leaf's own
+  // guarantee is each caller's to check). One bigger than a queue's guarantee may go while
+  // that queue borrows.
+  bool BranchLends(int preemptor, int victim, int f, int64_t milli,
+                   const std::function<int64_t(int, int)>& taken) const;
   // "queue NAME", or "the fleet" for the fleet's node (kFleetQueue).
   std::string QueueLabel(int q) const;
   // The root of q's tree: its topmost queue below the fleet's node.
