@@ -1137,7 +1137,7 @@ bool Admitter::ResourcesAllow(const Entry& e, std::string* why) const {
   // Non-preemptible work does not borrow CPU or memory either (said first: that limit holds
   // whatever else frees).
   const QueueNode& q = queues_[e.leaf];
-  for (int r = 0; r < 2 && !e.options.preemptible; ++r) {
+  for (int r = 0; r < 2 && Pinned(e); ++r) {
     if (!NonPreemptibleOverResource(e, r)) continue;
     const int64_t held = q.np_res[r] + (r == 0 ? e.cpu_milli : e.memory_mib);
     if (why)
@@ -1161,8 +1161,14 @@ bool Admitter::NonPreemptibleOverResource(const Entry& e, int r) const {
   return q.res_limited[r] && amount > 0 && q.np_res[r] + amount > q.res_guaranteed[r];
 }
 
+std::string Admitter::PinnedWork(const QueueNode& q) {
+  return q.spec.disruption_budget == 0
+             ? "work (its disruptionBudget of 0 lets none of it be evicted)"
+             : "non-preemptible work";
+}
+
 std::string Admitter::NonPreemptibleRefusal(const QueueNode& q, const std::string& held) {
-  return "queue " + q.spec.name + "'s non-preemptible work would hold " + held +
+  return "queue " + q.spec.name + "'s " + PinnedWork(q) + " would hold " + held +
          ", past its guarantee: " + kNonPreemptibleBorrows;
 }
 
@@ -1306,10 +1312,10 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
       }
       std::string limit;
       // (Non-preemptible work never borrows: its queue's guarantee is all it may hold.)
-      if (!e.options.preemptible && e.gpu_milli > queues_[leaf].guaranteed[f])
+      if (Pinned(e) && e.gpu_milli > queues_[leaf].guaranteed[f])
         limit = "queue " + queues_[leaf].spec.name + "'s guarantee, " +
-                GpuAmount(queues_[leaf].guaranteed[f]) +
-                ", is the most its non-preemptible work may hold";
+                GpuAmount(queues_[leaf].guaranteed[f]) + ", is the most its " +
+                PinnedWork(queues_[leaf]) + " may hold";
       for (int n = leaf; n >= 0 && limit.empty(); n = queues_[n].parent) {
         const QueueNode& q = queues_[n];
         if (e.gpu_milli <= q.guaranteed[f]) {
@@ -1350,13 +1356,12 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
     const int64_t amount = r == 0 ? e.cpu_milli : e.memory_mib;
     if (!queues_[leaf].res_limited[r] || amount == 0) continue;
     const auto fmt = [r](int64_t v) { return ResourceAmount(r, v) + (r == 0 ? " cores" : ""); };
-    if (const QueueNode& q = queues_[leaf];
-        !e.options.preemptible && amount > q.res_guaranteed[r]) {
+    if (const QueueNode& q = queues_[leaf]; Pinned(e) && amount > q.res_guaranteed[r]) {
       e.phase = Phase::kInfeasible;
       ++queues_[leaf].infeasible;
       e.reason = "asks for " + fmt(amount) + " of " + ResourceName(r) + "; queue " + q.spec.name +
-                 "'s guarantee, " + fmt(q.res_guaranteed[r]) +
-                 ", is the most its non-preemptible work may hold";
+                 "'s guarantee, " + fmt(q.res_guaranteed[r]) + ", is the most its " +
+                 PinnedWork(q) + " may hold";
       entries_.push_back(std::move(e));
       return id;
     }
@@ -1574,7 +1579,7 @@ void Admitter::Charge(int id, int sign) {
       }
     }
   }
-  if (!e.options.preemptible) {  // (at its leaf: see NonPreemptibleOver)
+  if (Pinned(e)) {  // (at its leaf: see NonPreemptibleOver)
     QueueNode& n = queues_[e.leaf];
     for (auto [f, milli] : e.charged) n.np_usage[f] += sign * milli;
     n.np_res[0] += sign * e.cpu_milli;
@@ -2337,7 +2342,7 @@ uint64_t Admitter::QuotaModels(const Entry& e, const PodRequest& gpu_pod, std::s
   for (int f : CandidateFlavors(gpu_pod)) {
     // Non-preemptible work does not borrow: nobody could take the room back (KAI's rule). That
     // limit holds whatever else frees, so it is what a refusal names.
-    if (const QueueNode& q = queues_[e.leaf]; !e.options.preemptible && NonPreemptibleOver(e, f)) {
+    if (const QueueNode& q = queues_[e.leaf]; Pinned(e) && NonPreemptibleOver(e, f)) {
       if (!pinned) {
         *why =
             NonPreemptibleRefusal(q, GpuAmount(q.np_usage[f] + e.gpu_milli) + "/" +
@@ -2554,7 +2559,7 @@ bool Admitter::Grow(int id, bool* probed) {
       int by_shrink = -1;  // else the first that allows it because a shrink could take it back
       for (int f : CandidateFlavors(*gpu_pod)) {
         if (!QuotaAllows(e.leaf, f, more.gpu_milli, nullptr)) continue;
-        if (!e.options.preemptible && NonPreemptibleOver(more, f)) continue;
+        if (Pinned(e) && NonPreemptibleOver(more, f)) continue;
         int64_t mine = 0;
         for (auto [g, milli] : e.charged)
           if (g == f) mine += milli;

@@ -642,6 +642,14 @@ class Admitter {
   // Why non-preemptible work is refused where it would take its queue (`q`) past its
   // guarantee (`held`: "9/8 GPUs of h100").
   static std::string NonPreemptibleRefusal(const QueueNode& q, const std::string& held);
+  // Whether e's work may not borrow, as nothing could take the room back: it is not
+  // preemptible, or its queue's disruption budget of 0 lets none of its work be evicted (a
+  // lender would wait for ever). Such work counts as non-preemptible (np_usage, np_res).
+  bool Pinned(const Entry& e) const {
+    return !e.options.preemptible || queues_[e.leaf].spec.disruption_budget == 0;
+  }
+  // "non-preemptible work", or, in a queue with a disruption budget of 0, its work.
+  static std::string PinnedWork(const QueueNode& q);
   // Whether non-preemptible `e` would take its queue's non-preemptible work past the queue's
   // guarantee of flavour f (of CPU, r = 0, or memory, r = 1, where its tree limits them). As in
   // KAI, only non-preemptible work counts: beside it a queue may borrow, since what it holds
