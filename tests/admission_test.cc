@@ -2090,7 +2090,8 @@ TEST_F(AdmissionTest, TreesLendEachOtherOnlyWhenAsked) {
     if (!across)
       EXPECT_NE(adm_->reason(ids.back())
                     .find("queue dept-a has no unused gpu to lend to the queues below it: it "
-                          "would hold 5/4 GPUs"),
+                          "would hold 5/4 GPUs; queue trees do not lend each other "
+                          "(lend-across-trees is off)"),
                 std::string::npos)
           << adm_->reason(ids.back());
     // The fleet's node is nobody's queue: the queues keep their indices.

@@ -839,6 +839,50 @@ TEST_F(FactoryTest, UnqueuedWorkBorrowsWhatTheQueuesLeaveIdle) {
   ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
 }
 
+// Beside several trees (whether or not they lend each other), `unqueued` is a tree of its own
+// with no guarantee: work naming no queue runs on what is idle, and goes back when a tree's
+// work within its guarantee needs the room (a user-style review saw it Unschedulable, "may
+// hold at most 0", with most of the fleet idle).
+TEST_F(FactoryTest, UnqueuedWorkBesideSeveralTreesRunsOnIdleGpus) {
+  for (const bool across : {false, true}) {
+    SCOPED_TRACE(across);
+    SchedulerOptions so;
+    so.preemption_grace_ms = 5'000;
+    so.lend_across_trees = across;
+    scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
+    const std::string suffix = across ? "-x" : "";
+    if (!across) {
+      CreateQueue("team-a", {{"quotas", {{"gpu", {{"guaranteed", 8}}}}}});
+      CreateQueue("team-b", {{"quotas", {{"gpu", {{"guaranteed", 8}}}}}});
+      CreateWorkload(WholeGpuWorkload("team-b", "b-0", 8));
+    }
+    for (int i = 0; i < 3; ++i)
+      CreateWorkload(WholeGpuWorkload("team-c", "c-" + std::to_string(i) + suffix, 8));
+    Cycle();
+    Cycle();
+    std::map<std::string, json> w = Workloads();
+    for (int i = 0; i < 3; ++i)
+      EXPECT_EQ(w["team-c/c-" + std::to_string(i) + suffix]["status"].value("phase", ""), "Running")
+          << Describe(w);
+    // team-a comes for its guarantee: a job of unqueued's makes way.
+    CreateWorkload(WholeGpuWorkload("team-a", "a-0" + suffix, 8));
+    EXPECT_EQ(Cycle().preempted, 1) << Describe(Workloads());
+    Cycle(6'000);
+    Cycle();
+    w = Workloads();
+    EXPECT_EQ(w["team-a/a-0" + suffix]["status"].value("phase", ""), "Running") << Describe(w);
+    int c_running = 0;
+    for (const auto& [name, obj] : w)
+      c_running += name.rfind("team-c/", 0) == 0 && obj["status"].value("phase", "") == "Running";
+    EXPECT_EQ(c_running, 2) << Describe(w);
+    // (The next round starts from what this one left: team-c's evicted job waits again.)
+    for (const auto& [name, obj] : w)
+      if (name.rfind("team-c/", 0) == 0 || name.rfind("team-a/", 0) == 0)
+        Call("DELETE", WorkloadPath(name.substr(0, 6)) + "/" + name.substr(7));
+    Cycle();
+  }
+}
+
 // A queue past a quota that shrank under it (team-b borrowed team-a's unused guarantee; team-a
 // then started within its guarantee on a node left free by team-c's idle tree) gets urgent work
 // in by a swap: one of its jobs makes way, not the two that would bring it within its quota

@@ -1021,6 +1021,9 @@ bool Admitter::QuotaWalk(int leaf, int64_t amount, Used used_of, Guar guar, Borr
                "/" + fmt(guar(q) + *limit) + unit;
       return false;
     }
+    // (A best-effort tree of its own, the built-in unqueued beside several trees, takes what
+    // is idle: any tree's work within its guarantee reclaims it.)
+    if (q.parent < 0 && q.spec.best_effort) return true;
     if (q.parent < 0 || (in_tree && q.parent == fleet_queue_)) {
       // (A tree's top borrows from no other tree, unless trees lend to each other: then the
       // fleet is the top, lending what its trees leave. Its guarantee is the most its queues
@@ -1036,6 +1039,12 @@ bool Admitter::QuotaWalk(int leaf, int64_t amount, Used used_of, Guar guar, Borr
                             : "queue " + q.spec.name + " has no unused " + what +
                                   " to lend to the queues below it: it would hold ") +
                fmt(used) + "/" + fmt(std::max<int64_t>(0, guar(q) - reserved)) + unit + kept_why;
+      // (Where other trees could have lent it GPUs.)
+      if (why && !in_tree && fleet_queue_ < 0) {
+        int trees = 0;
+        for (int r : roots_) trees += !queues_[r].spec.best_effort;
+        if (trees > 1) *why += "; queue trees do not lend each other (lend-across-trees is off)";
+      }
       return false;
     }
     reserved = 0;
@@ -1326,6 +1335,10 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
           limit = "queue " + q.spec.name + " (guarantee " + GpuAmount(q.guaranteed[f]) +
                   " + borrowing limit " + GpuAmount(*q.borrow_limit[f]) + ") may hold at most " +
                   GpuAmount(q.guaranteed[f] + *q.borrow_limit[f]);
+          break;
+        }
+        if (q.parent < 0 && q.spec.best_effort) {
+          holdable = true;
           break;
         }
         if (n == fleet_queue_)

@@ -138,6 +138,10 @@ struct QueueSpec {
   // cap: a user cannot hold borrowed GPUs past it. -1: its parent's (at the top: the
   // admission config's reclaim_min_runtime_s).
   double reclaim_min_runtime_s = -1;
+  // A root that takes whatever GPUs, CPU and memory no one uses, beyond its guarantee, and is
+  // reclaimed by any tree's work within its guarantee: the built-in `unqueued` when there are
+  // several trees, so that work naming no queue still runs on idle capacity. Not a spec field.
+  bool best_effort = false;
 };
 
 struct AdmissionConfig {

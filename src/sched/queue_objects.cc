@@ -66,7 +66,7 @@ Result<AdmissionConfig> QueueTreeFromObjects(const std::vector<json>& queues,
     for (auto& [rank, names, name, spec] : order) doc["flavors"].push_back(std::move(spec));
     if (!has_default) doc["flavors"].push_back({{"name", kDefaultFlavor}});
   }
-  bool has_unqueued = false;
+  bool has_unqueued = false, best_effort = false;
   for (const json& q : queues) {
     if (!q.is_object()) continue;
     json spec = SpecWithName(q);
@@ -85,12 +85,19 @@ Result<AdmissionConfig> QueueTreeFromObjects(const std::vector<json>& queues,
       }
     }
     json unqueued = {{"name", kUnqueuedQueue}};
-    if (roots.size() == 1 && parents.count(*roots.begin())) unqueued["parent"] = *roots.begin();
+    const bool under_root = roots.size() == 1 && parents.count(*roots.begin());
+    if (under_root) unqueued["parent"] = *roots.begin();
     doc["queues"].push_back(unqueued);
+    // (Beside several trees it is one of its own, with no guarantee: it takes what is idle.)
+    best_effort = !under_root;
   }
   YamlMap m(Doc::FromJson(doc), "", "stored queues");
   Result<AdmissionConfig> tree = ParseAdmissionConfig(m);
-  if (tree.ok()) return tree;
+  if (tree.ok()) {
+    if (best_effort)
+      for (QueueSpec& q : tree->queues) q.best_effort = q.name == kUnqueuedQueue;
+    return tree;
+  }
   // Said of the stored objects: "queues[1].quotas..." is Queue 'name''s spec.quotas....
   std::string message = tree.status().message();
   static const std::regex kAt(R"(queues\[(\d+)\](\.?))");
