@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -420,6 +421,14 @@ void PrintObject(const json& o, const std::string& output) {
   }
 }
 
+// -o name: kind/name, the kind in lower case, as kubectl prints `clusterqueue.kueue.x-k8s.io/a`.
+void PrintName(const Resource& r, const json& o) {
+  std::string kind = r.kind;
+  for (char& c : kind) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const json meta = o.is_object() ? o.value("metadata", json::object()) : json::object();
+  std::cout << kind << "/" << (meta.is_object() ? meta.value("name", "") : "") << "\n";
+}
+
 int Get(Globals& g, HttpClient& http, const std::string& what, const std::string& name) {
   const Resource* r = ResourceByName(what);
   if (!r) {
@@ -456,6 +465,8 @@ int Get(Globals& g, HttpClient& http, const std::string& what, const std::string
     json o = json::parse(resp->body);
     if (g.output == "json" || g.output == "yaml")
       PrintObject(o, g.output);
+    else if (g.output == "name")
+      PrintName(*r, o);
     else
       PrintTable(*r, {o}, r->namespaced && g.all_namespaces, wide);
     return 0;
@@ -469,6 +480,8 @@ int Get(Globals& g, HttpClient& http, const std::string& what, const std::string
   WatchTable table{"ADDED", true, {std::string("MODIFIED").size()}};
   if (g.output == "json" || g.output == "yaml") {
     PrintObject(list, g.output);
+  } else if (g.output == "name") {
+    for (const json& o : items) PrintName(*r, o);
   } else {
     PrintTable(*r, items, r->namespaced && ns.empty(), wide, g.watch ? &table : nullptr);
   }
@@ -494,6 +507,9 @@ int Get(Globals& g, HttpClient& http, const std::string& what, const std::string
                       } else if (g.output == "yaml") {
                         std::cout << "---\n";
                         PrintObject(e, "yaml");
+                      } else if (g.output == "name") {
+                        PrintName(*r, e.value("object", json::object()));
+                        std::cout << std::flush;
                       } else {
                         table.event = e.value("type", "");
                         PrintTable(*r, {e["object"]}, r->namespaced && ns.empty(), wide, &table);
@@ -1225,7 +1241,8 @@ int main(int argc, char** argv) {
   get->add_option("name", name);
   get->add_option("-n,--namespace,--tenant", g.ns, "tenant");
   get->add_flag("-A,--all-namespaces", g.all_namespaces, "all tenants you may read");
-  get->add_option("-o,--output", g.output, "json|yaml|wide");
+  get->add_option("-o,--output", g.output, "json|yaml|wide|name")
+      ->check(CLI::IsMember({"json", "yaml", "wide", "name"}));
   get->add_option("-l,--selector", g.selector, "label selector");
   get->add_flag("-w,--watch", g.watch, "watch for changes");
   get->callback([&] {
@@ -1265,7 +1282,7 @@ int main(int argc, char** argv) {
   pending->add_option("queue", name)->required();
   int pending_limit = 100;
   pending->add_option("--limit", pending_limit, "at most this many (default 100)");
-  pending->add_option("-o,--output", g.output, "json|yaml");
+  pending->add_option("-o,--output", g.output, "json|yaml")->check(CLI::IsMember({"json", "yaml"}));
   pending->callback([&] {
     auto h = client();
     rc = h ? Pending(g, *h, name, pending_limit) : 2;
@@ -1364,7 +1381,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // (Help is 0; a usage error is 1, as kubectl's, whatever CLI11 numbers it.)
+    return app.exit(e) == 0 ? 0 : 1;
   }
   return rc;
 }

@@ -211,6 +211,14 @@ head -1 <<<"$wide" | grep -q "^NAME *PHASE *PODS *GPUS *NODES *QUEUE *PRIORITY *
   fail "wide header: $wide"
 # (slices names no queue: it waits in its tenant's, team-c.)
 grep "^slices " <<<"$wide" | grep -q " team-c *0 *20[0-9][0-9]-" || fail "wide row: $wide"
+# -o name prints kind/name, one a line, as kubectl's; an output format fabctl does not know is
+# a usage error (exit 1), not the table.
+[ "$("$FABCTL" get workloads -n team-c -o name)" = "workload/slices" ] ||
+  fail "-o name: $("$FABCTL" get workloads -n team-c -o name)"
+rc=0
+"$FABCTL" get queues -o jsonpath='{.items}' >"$tmp/badout.txt" 2>&1 || rc=$?
+[ "$rc" = 1 ] && grep -q "not in {json,yaml,wide,name}" "$tmp/badout.txt" ||
+  fail "an unknown -o gave rc $rc: $(cat "$tmp/badout.txt")"
 "$FABCTL" delete workload slices -n team-c >/dev/null || fail "delete slices"
 cat >"$tmp/ordered.yaml" <<YAML
 apiVersion: fabrica.dev/v1
