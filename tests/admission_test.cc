@@ -3263,7 +3263,7 @@ TEST(AdmissionConfigTest, ErrorsNameTheField) {
             "only with policy LowerPriority");
   ExpectBad(ParseQueues("fairSharePreemption: true\nqueues:\n  - {name: a, preemption: "
                         "{borrowWithinCohort: {policy: LowerPriority}}}\n"),
-            "queues[0].preemption.borrowWithinCohort", "not with fairSharePreemption");
+            "queues[0].preemption.borrowWithinCohort", "not with fair-share preemption");
   ExpectBad(ParseQueues("queues:\n  - {name: p, quotas: {gpu: {guaranteed: 4}}}\n"
                         "  - {name: c, parent: p, quotas: {gpu: {guaranteed: 6}}}\n"),
             "queues[0].quotas.gpu.guaranteed", "children are guaranteed 6");

@@ -839,6 +839,61 @@ TEST_F(FactoryTest, UnqueuedWorkBorrowsWhatTheQueuesLeaveIdle) {
   ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
 }
 
+// With the server's --fair-share-preemption, weights rebalance running work (KAI's over-quota
+// reclaim by weight): team-a, which took the whole of org's 32 GPUs while team-b had nothing to
+// run, gives one job back when team-b comes, though neither is guaranteed any; without it,
+// team-b waits for team-a's runs to end. With team-b's weight raised to 3, team-a gives back
+// until the two hold 3:1.
+TEST_F(FactoryTest, FairSharePreemptionRebalancesRunningWork) {
+  for (const bool fair : {false, true}) {
+    SCOPED_TRACE(fair);
+    SchedulerOptions so;
+    so.preemption_grace_ms = 5'000;
+    so.fair_share_preemption = fair;
+    scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
+    const std::string suffix = fair ? "-f" : "";
+    if (!fair) {
+      CreateQueue("org", {{"quotas", {{"gpu", {{"guaranteed", 32}}}}}});
+      CreateQueue("team-a", {{"parent", "org"}});
+      CreateQueue("team-b", {{"parent", "org"}});
+    }
+    for (int i = 0; i < 4; ++i)
+      CreateWorkload(WholeGpuWorkload("team-a", "a-" + std::to_string(i) + suffix, 8));
+    ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+    CreateWorkload(WholeGpuWorkload("team-b", "b0" + suffix, 8));
+    EXPECT_EQ(Cycle().preempted, fair ? 1 : 0) << Describe(Workloads());
+    Cycle(6'000);
+    Cycle();
+    std::map<std::string, json> w = Workloads();
+    EXPECT_EQ(w["team-b/b0" + suffix]["status"].value("phase", ""), fair ? "Running" : "Pending")
+        << Describe(w);
+    if (!fair) {
+      for (const auto& [name, obj] : w)
+        Call("DELETE", WorkloadPath(name.substr(0, 6)) + "/" + name.substr(7));
+      Cycle();
+      continue;
+    }
+    bool said = false;
+    for (const auto& [name, obj] : w)
+      said |= obj["status"].dump().find("for queue team-b's fair share") != std::string::npos;
+    EXPECT_TRUE(said) << Describe(w);
+    ClientResponse r = Call("PATCH", std::string(kApi) + "/queues/team-b",
+                            json{{"spec", {{"weight", 3}}}}.dump(), "application/merge-patch+json");
+    ASSERT_EQ(r.status, 200) << r.body;
+    for (int i = 1; i < 4; ++i)
+      CreateWorkload(WholeGpuWorkload("team-b", "b" + std::to_string(i) + suffix, 8));
+    for (int i = 0; i < 6; ++i) Cycle(3'000);
+    w = Workloads();
+    int a = 0, b = 0;
+    for (const auto& [name, obj] : w) {
+      if (obj["status"].value("phase", "") != "Running") continue;
+      (name.rfind("team-a/", 0) == 0 ? a : b) += 8;
+    }
+    EXPECT_EQ(a, 8) << Describe(w);
+    EXPECT_EQ(b, 24) << Describe(w);
+  }
+}
+
 // Beside several trees (whether or not they lend each other), `unqueued` is a tree of its own
 // with no guarantee: work naming no queue runs on what is idle, and goes back when a tree's
 // work within its guarantee needs the room (a user-style review saw it Unschedulable, "may

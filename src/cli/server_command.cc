@@ -53,6 +53,7 @@ struct ServerArgs {
   double reclaim_hold_s = 300;
   double reclaim_min_runtime_s = 3600;
   bool lend_across_trees = false;
+  bool fair_share_preemption = false;
   bool no_elastic_growth = false;
   bool no_elastic_shrink = false;
   double gang_timeout_s = 300;
@@ -294,6 +295,7 @@ int Run(ServerArgs args) {
   sched_options.reclaim_hold_s = args.reclaim_hold_s;
   sched_options.reclaim_min_runtime_s = args.reclaim_min_runtime_s;
   sched_options.lend_across_trees = args.lend_across_trees;
+  sched_options.fair_share_preemption = args.fair_share_preemption;
   sched_options.elastic_growth = !args.no_elastic_growth;
   sched_options.elastic_shrink = !args.no_elastic_shrink;
   sched_options.gang_timeout_s = args.gang_timeout_s;
@@ -420,6 +422,11 @@ void AddCommon(CLI::App* cmd, ServerArgs* a) {
                 "unused and borrow what no tree is guaranteed, within their roots' lending and "
                 "borrowing limits, taken back by reclaim (as KAI's departments); by default a "
                 "root's guarantee is the most its tree holds (as Kueue's cohorts)");
+  cmd->add_flag("--fair-share-preemption", a->fair_share_preemption,
+                "also preempt a queue's work for a sibling whose weighted share would stay "
+                "below its own after the eviction, so that weights rebalance running work (as "
+                "KAI's over-quota reclaim by weight, Kueue's fairSharing); not with a queue's "
+                "preemption.borrowWithinCohort");
   cmd->add_flag("--no-elastic-growth", a->no_elastic_growth,
                 "keep work admitted with fewer pods than asked (minCount) at that size; by "
                 "default it takes more pods as room frees and its queue's quota allows");

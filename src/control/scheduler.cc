@@ -1144,6 +1144,7 @@ Result<CycleStats> Scheduler::RunOnce() {
       config->reclaim_hold_s = options_.reclaim_hold_s;
       config->reclaim_min_runtime_s = options_.reclaim_min_runtime_s;
       config->lend_across_trees = options_.lend_across_trees;
+      config->fair_share_preemption = options_.fair_share_preemption;
       config->elastic_growth = options_.elastic_growth;
       config->elastic_shrink = options_.elastic_shrink;
       auto created =

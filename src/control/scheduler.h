@@ -78,6 +78,8 @@ struct SchedulerOptions {
   // Several queue trees lend each other what they leave unused (AdmissionConfig::
   // lend_across_trees).
   bool lend_across_trees = false;
+  // Preemption for fair share beside reclaim (AdmissionConfig::fair_share_preemption).
+  bool fair_share_preemption = false;
   // Work admitted with fewer pods than asked takes more as room frees and its quota allows
   // (AdmissionConfig::elastic_growth); the new size is billed from status.resizedTime.
   bool elastic_growth = true;

@@ -149,7 +149,9 @@ Status ValidateAdmissionConfig(const AdmissionConfig& config) {
     // Fair-share preemption has its own rule for taking from other queues (as Kueue's).
     if (q.preemption.borrow_within_cohort != PreemptionPolicy::Borrow::kNever &&
         config.fair_share_preemption)
-      return InvalidArgument(at + ".preemption.borrowWithinCohort: not with fairSharePreemption");
+      return InvalidArgument(at +
+                             ".preemption.borrowWithinCohort: not with fair-share preemption "
+                             "(fairSharePreemption, the server's --fair-share-preemption)");
     for (size_t k = 0; k < q.flavor_order.size(); ++k)
       if (!flavor_index.count(q.flavor_order[k]))
         return InvalidArgument(at + ".flavorOrder[" + std::to_string(k) + "]: unknown flavour \"" +
@@ -2680,7 +2682,8 @@ bool Admitter::MayPreempt(int id) const {
       if (MayReclaim(e.leaf, f, e.gpu_milli)) takes_borrowed = true;
   // And CPU or memory others of its tree hold beyond their guarantees.
   const unsigned resources = ResourceReclaims(id);
-  const double mine = dominant_share(e.leaf);
+  // (Shares weighted, as the order of admission weighs them.)
+  const double mine = dominant_share(e.leaf) / queues_[e.leaf].spec.weight;
   for (int q = 0; q < queue_count(); ++q) {
     if (q == e.leaf || !is_leaf(q)) continue;
     for (int r = 0; r < 2; ++r)
@@ -2691,7 +2694,7 @@ bool Admitter::MayPreempt(int id) const {
         if (managed_[f] &&
             queues_[q].usage[f] - queues_[q].evicting_usage[f] > queues_[q].guaranteed[f])
           return true;
-    if (config_.fair_share_preemption && dominant_share(q) > mine &&
+    if (config_.fair_share_preemption && dominant_share(q) / queues_[q].spec.weight > mine &&
         policy.reclaim_within_cohort != PreemptionPolicy::Reclaim::kNever)
       return true;
   }
@@ -3453,6 +3456,11 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     }
     borrow_preempt = reclaim_flavors != 0;
   }
+  // Fair-share preemption short of GPU quota: work of queues under the one whose limit stops it
+  // that stay above its share gives the quota back (else, with the tree's quota all lent out,
+  // weights would never move running work).
+  const bool fair_quota =
+      quota_short && !res_short && quota_flavor >= 0 && config_.fair_share_preemption;
   // CPU and memory its queue is guaranteed and others of its tree borrow (not while it borrows
   // GPUs, or is short of quota).
   const unsigned res_reclaim = quota_short || borrow_preempt ? 0 : ResourceReclaims(id);
@@ -3503,9 +3511,36 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     taken[{w.leaf, kTakenResource}] += w.cpu_milli;
     taken[{w.leaf, kTakenResource + 1}] += w.memory_mib;
   };
-  const double my_share =
-      dominant_share(leaf) + std::max(static_cast<double>(e.gpu_milli) / cap_gpu_,
-                                      static_cast<double>(e.cpu_milli) / cap_cpu_);
+  // Its queue's weighted dominant share once it and the queue's other nominated preemptors hold
+  // what they wait for (fair-share preemption takes from queues whose weighted share stays above
+  // it).
+  double my_share = 0;
+  if (config_.fair_share_preemption) {
+    int64_t gpu = queues_[leaf].gpu + e.gpu_milli, cpu = queues_[leaf].cpu + e.cpu_milli;
+    for (int n : nominated_)
+      if (n != id && entries_[n].nominated && entries_[n].leaf == leaf) {
+        gpu += entries_[n].gpu_milli;
+        cpu += entries_[n].cpu_milli;
+      }
+    my_share = std::max(static_cast<double>(gpu) / static_cast<double>(cap_gpu_),
+                        static_cast<double>(cpu) / static_cast<double>(cap_cpu_)) /
+               queues_[leaf].spec.weight;
+  }
+  // Fair-share preemption: whether victim v of another queue may go, its queue's weighted
+  // dominant share staying at or above my_share without it (Kueue's LessThanOrEqualToFinalShare:
+  // shares may end equal, never swapped), what is being evicted and what `taken` (as for
+  // lendable) says is already chosen counted as gone.
+  const auto fair_allows = [&](int v, const std::function<int64_t(int, int)>& taken) {
+    const Entry& w = entries_[v];
+    const QueueNode& vq = queues_[w.leaf];
+    int64_t gpu = vq.gpu - w.gpu_milli;
+    for (int f = 0; f < flavor_count(); ++f) gpu -= vq.evicting_usage[f] + taken(w.leaf, f);
+    const int64_t cpu = vq.cpu - vq.res_evicting[0] - taken(w.leaf, kTakenResource) - w.cpu_milli;
+    return std::max(static_cast<double>(gpu) / static_cast<double>(cap_gpu_),
+                    static_cast<double>(cpu) / static_cast<double>(cap_cpu_)) /
+               vq.spec.weight >=
+           my_share - 1e-12;
+  };
 
   // Eligible victims, cheapest first. They depend only on who asks (queue, priority, why) and
   // on the running set, which only shrinks during a cycle: computed once per cycle and key.
@@ -3515,7 +3550,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
       reclaim_flavors,
       res_reclaim,
       quota_short,
-      borrow_preempt,
+      borrow_preempt || fair_quota,  // (never both: ValidateAdmissionConfig)
       config_.fair_share_preemption ? my_share : 0.0,
       policy.within_queue == PreemptionPolicy::Within::kLowerOrNewerEqualPriority ? e.arrival : 0};
   // Lower priority first, then the fewest GPU-seconds lost, then the newest.
@@ -3543,7 +3578,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
         if (prios.empty() || policy.within_queue == PreemptionPolicy::Within::kNever ||
             *prios.begin() > e.spec.priority)
           continue;
-      } else if (quota_short ? !borrow_preempt
+      } else if (quota_short ? !borrow_preempt && !fair_quota
                              : !takes_borrowed && !config_.fair_share_preemption) {
         continue;
       } else if (!quota_short && reclaim_flavors == 0 && !config_.fair_share_preemption &&
@@ -3557,20 +3592,18 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
       if (v == id || !w.options.preemptible) continue;
       bool own = w.leaf == leaf && MayEvictOwn(e, w);
       bool other = false;
-      if (!own && w.leaf != leaf && (!quota_short || borrow_preempt)) {
+      if (!own && w.leaf != leaf && (!quota_short || borrow_preempt || fair_quota)) {
         if (takes_borrowed && priority_allows(w)) {
           // Only what it borrows: the victim's queue stays at or above its guarantee without it,
           // so two queues never take the same GPUs back and forth.
           // Workloads already being evicted count as gone.
           other = lendable(v, [](int, int) { return int64_t{0}; }) > 0;
         }
-        if (!other && config_.fair_share_preemption && !quota_short &&
+        if (!other && config_.fair_share_preemption && (!quota_short || fair_quota) &&
             policy.reclaim_within_cohort != PreemptionPolicy::Reclaim::kNever &&
             (policy.reclaim_within_cohort == PreemptionPolicy::Reclaim::kAny ||
              w.spec.priority < e.spec.priority)) {
-          double victim_share = std::max(static_cast<double>(w.gpu_milli) / cap_gpu_,
-                                         static_cast<double>(w.cpu_milli) / cap_cpu_);
-          other = dominant_share(w.leaf) - victim_share > my_share;
+          other = fair_allows(v, [](int, int) { return int64_t{0}; });
         }
       }
       if (!own && !other) {
@@ -3695,7 +3728,10 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
         if (cpu_short) milli += w.cpu_milli;
         if (memory_short) milli += w.memory_mib;
         if (milli == 0) continue;
-        if (w.leaf != leaf && lendable(c.id, [](int, int) { return int64_t{0}; }) == 0) continue;
+        // (Those chosen are uncharged already: their queues' shares are without them.)
+        const auto none = [](int, int) { return int64_t{0}; };
+        if (w.leaf != leaf && (fair_quota ? !fair_allows(c.id, none) : lendable(c.id, none) == 0))
+          continue;
         chosen.push_back(c.id);
         ++chosen_per_queue[w.leaf];
         note_taken(chosen_milli, c.id);
@@ -3793,9 +3829,13 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
             budget_refused = true;
             continue;
           }
-          if (q != leaf && takes_borrowed && !config_.fair_share_preemption &&
-              lendable(v, taken_so_far) == 0)
-            continue;  // would push the lender's queue below its own guarantee
+          // (Neither past the lender's guarantee nor, under fair-share preemption, its share
+          // below the preemptor's, with what is chosen so far.)
+          if (q != leaf && config_.fair_share_preemption
+                  ? !(takes_borrowed && lendable(v, taken_so_far) > 0) &&
+                        !fair_allows(v, taken_so_far)
+                  : q != leaf && takes_borrowed && lendable(v, taken_so_far) == 0)
+            continue;
           ++extra[q];
           note_taken(extra_milli, v);
           TrialRelease(v);
@@ -3968,6 +4008,8 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     why = "queue " + queues_[leaf].spec.name + " reclaims its guarantee";
   } else if (borrow_preempt) {
     why = "for higher-priority work borrowing in queue " + queues_[leaf].spec.name;
+  } else if (config_.fair_share_preemption) {
+    why = "for queue " + queues_[leaf].spec.name + "'s fair share";
   } else {
     why = "for higher-priority work";
   }
