@@ -51,7 +51,13 @@ const Resource* ResourceByName(const std::string& name) {
         p.ends_with("classes") ? p.substr(0, p.size() - 2) : p.substr(0, p.size() - 1);
     if (name == p || name == singular || name == r.kind) return &r;
   }
-  if (name == "wl") return &kResources[0];
+  // (Short names, as kubectl's `no` and `pc`.)
+  static const std::map<std::string, std::string> kShort = {{"wl", "workloads"},
+                                                            {"q", "queues"},
+                                                            {"no", "nodes"},
+                                                            {"pc", "priorityclasses"},
+                                                            {"rf", "resourceflavors"}};
+  if (auto s = kShort.find(name); s != kShort.end()) return ResourceByName(s->second);
   return nullptr;
 }
 const Resource* ResourceByKind(const std::string& kind) {
@@ -230,7 +236,8 @@ struct WatchTable {
 // A workload's phase as `get` and `describe` show it: its status.phase, except Evicting in its
 // grace period (it still runs, as a Terminating pod does), Starting while some of its bound pods
 // have not started (as kubectl's READY 4/5), and Unschedulable when no fleet or quota could ever
-// admit it as it asks.
+// admit it as it asks, and Inactive while spec.active is false (a gang past its requeue limit
+// too: it will not run until set true again).
 std::string ShownPhase(const json& status) {
   const std::string phase = status.value("phase", "");
   const json finished = status.value("finishedPods", json::object());
@@ -248,6 +255,7 @@ std::string ShownPhase(const json& status) {
     if (up < bound) return "Starting";
   }
   if (phase == "Pending" && status.value("reason", "") == "Unschedulable") return "Unschedulable";
+  if (phase == "Pending" && status.value("reason", "") == "Inactive") return "Inactive";
   return phase;
 }
 
@@ -1237,7 +1245,10 @@ int main(int argc, char** argv) {
     return std::make_unique<HttpClient>(o);
   };
   CLI::App* get = app.add_subcommand("get", "List or show resources");
-  get->add_option("resource", what)->required();
+  get->add_option("resource", what,
+                  "workloads (wl), queues (q), nodes (no), tenants, leases, priorityclasses "
+                  "(pc), resourceflavors (rf)")
+      ->required();
   get->add_option("name", name);
   get->add_option("-n,--namespace,--tenant", g.ns, "tenant");
   get->add_flag("-A,--all-namespaces", g.all_namespaces, "all tenants you may read");

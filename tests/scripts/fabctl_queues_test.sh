@@ -149,6 +149,26 @@ described=$("$FABCTL" describe workload huge -n team-b)
 grep -q "^Phase: *Unschedulable (status.phase Pending)$" <<<"$described" ||
   fail "describe's phase differs from get's: $described"
 "$FABCTL" delete workload huge -n team-b >/dev/null || fail "delete huge"
+# A workload set inactive shows so (as a gang past its requeue limit does), not as Pending; short
+# resource names work as kubectl's.
+cat >"$tmp/parked.yaml" <<YAML
+apiVersion: fabrica.dev/v1
+kind: Workload
+metadata: {name: parked, namespace: team-b}
+spec:
+  active: false
+  podSets: [{name: main, count: 1, cpu: "1", memory: 1Gi, devices: {gpus: 1}}]
+  run: {command: [train], durationSeconds: 60}
+YAML
+"$FABCTL" apply -f "$tmp/parked.yaml" >/dev/null || fail "apply parked"
+for _ in $(seq 50); do
+  parked=$("$FABCTL" get wl parked -n team-b)
+  grep -q "^parked *Inactive" <<<"$parked" && break
+  sleep 0.2
+done
+grep -q "^parked *Inactive" <<<"$parked" || fail "parked not shown Inactive: $parked"
+"$FABCTL" delete workload parked -n team-b >/dev/null || fail "delete parked"
+"$FABCTL" get q | head -1 | grep -q "^NAME" || fail "get q: $("$FABCTL" get q 2>&1)"
 
 cat >"$tmp/other.yaml" <<YAML
 apiVersion: fabrica.dev/v1
