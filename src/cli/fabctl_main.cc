@@ -277,6 +277,9 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
   } else if (kind == "Queue") {
     rows.push_back({"NAME", "PARENT", "WEIGHT", "GUARANTEED", "USED", "SHARE", "PENDING", "ACTIVE",
                     "CREATED"});
+    if (wide)
+      rows.back().insert(rows.back().begin() + 5,
+                         {"BORROWED", "BORROWING-LIMIT", "LENDING-LIMIT", "BUDGET"});
   } else if (kind == "PriorityClass") {
     rows.push_back({"NAME", "VALUE", "DESCRIPTION", "CREATED"});
   } else if (kind == "ResourceFlavor") {
@@ -385,6 +388,31 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
                       Plain(status.value("usedGpus", json("-"))), share,
                       Plain(status.value("pendingWorkloads", json("-"))),
                       Plain(status.value("active", json("-"))), Age(o)});
+      if (wide) {
+        // BORROWED: what it holds past its guarantee; the limits per GPU flavour its quotas name
+        // ("flavour:amount", "-" where none is set); BUDGET: its disruption budget.
+        std::string borrowed = "-";
+        try {
+          const double used = std::stod(Plain(status.value("usedGpus", json("-"))));
+          const double guaranteed = std::stod(Plain(status.value("guaranteedGpus", json("-"))));
+          char buf[32];
+          std::snprintf(buf, sizeof(buf), "%g", std::max(0.0, used - guaranteed));
+          borrowed = buf;
+        } catch (const std::exception&) {
+        }
+        const auto limits = [&](const char* key) {
+          std::string out;
+          json quotas = spec.value("quotas", json::object());
+          if (!quotas.is_object()) quotas = json::object();
+          for (const auto& [flavor, q] : quotas.items())
+            if (flavor != "cpu" && flavor != "memory" && q.is_object() && q.contains(key))
+              out += (out.empty() ? "" : ",") + flavor + ":" + Plain(q[key]);
+          return out.empty() ? std::string("-") : out;
+        };
+        rows.back().insert(rows.back().begin() + 5,
+                           {borrowed, limits("borrowingLimit"), limits("lendingLimit"),
+                            Plain(spec.value("disruptionBudget", json("-")))});
+      }
     } else if (kind == "PriorityClass") {
       rows.push_back({meta.value("name", ""), Plain(spec.value("value", json("-"))),
                       spec.value("description", ""), Age(o)});
@@ -453,6 +481,7 @@ int Get(Globals& g, HttpClient& http, const std::string& what, const std::string
   // -o wide: the queue tree's leaves, for the queue each workload waits in (none readable: as
   // without queues).
   std::optional<std::set<std::string>> leaves;
+  if (g.output == "wide" && std::string(r->kind) == "Queue") leaves.emplace();  // (wide)
   if (g.output == "wide" && std::string(r->kind) == "Workload") {
     leaves.emplace();
     if (auto q = http.Do("GET", "/apis/fabrica.dev/v1/queues"); q.ok() && q->status == 200) {
