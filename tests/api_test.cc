@@ -1474,8 +1474,8 @@ TEST_F(ApiBadInputTest, QueueWritesKeepTheTreeValidAndQueuesInUseStay) {
           "Queue 'team-a': spec.parent");
   refused("PATCH", Item("queues", "", "team-a"),
           {{"spec", {{"quotas", {{"gpu", {{"guaranteed", 10}}}}}}}}, 422,
-          "it would make the queue tree invalid: Queue 'org': spec.quotas.gpu.guaranteed: its "
-          "children are guaranteed 10, more than its 8");
+          "spec.quotas.gpu.guaranteed: with it, the children of queue 'org' are guaranteed 10, "
+          "more than org's 8");
   // In use: a parent, and a leaf whose workload holds devices.
   refused("DELETE", Item("queues", "", "org"), json::object(), 409,
           "Queue 'org' is in use: it is the parent of queue(s) team-a");

@@ -1655,6 +1655,9 @@ TEST_F(FactoryTest, QueuesNameTheTenantsThatMayUseThem) {
   EXPECT_NE(inner.body.find("spec.queue: queue team-b has child queues (team-b-sub)"),
             std::string::npos)
       << inner.body;
+  // Said so to another tenant too, before whether it may use the queue (no one waits there).
+  inner = submit("team-a", "a-inner", "team-b");
+  EXPECT_EQ(inner.status, 422) << inner.body;
   json plain = WholeGpuWorkload("team-b", "b-plain", 8, 100);  // (more than fits: it waits)
   ASSERT_EQ(Call("POST", WorkloadPath("team-b"), plain.dump()).status, 201);
   Cycle();

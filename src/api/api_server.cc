@@ -1306,15 +1306,15 @@ struct ApiServer::Impl {
       }
       return &(read[name] = std::move(*parsed));
     };
-    Status may = TenantMayUse(tenant, queue, find);
-    if (!failed.ok()) return Status(failed.code(), "spec.queue: " + failed.message());
-    if (!may.ok()) return Status(may.code(), "spec.queue: " + may.message());
     // Work waits in leaves (as Kueue's in LocalQueues): an inner queue is refused now rather
-    // than waited in nowhere.
+    // than waited in nowhere (said first: no tenant may wait there, whoever it is).
     ASSIGN_OR_RETURN(std::string children, ChildrenOf(queue));
     if (!children.empty())
       return InvalidArgument("spec.queue: queue " + queue + " has child queues (" + children +
                              "); work waits in a leaf queue");
+    Status may = TenantMayUse(tenant, queue, find);
+    if (!failed.ok()) return Status(failed.code(), "spec.queue: " + failed.message());
+    if (!may.ok()) return Status(may.code(), "spec.queue: " + may.message());
     return Status::Ok();
   }
 
@@ -1384,6 +1384,20 @@ struct ApiServer::Impl {
       const std::string parent = Str(Field(queue, "spec"), "parent");
       const bool parents = !parent.empty() && message.rfind("Queue '" + parent + "'", 0) == 0;
       if (!mine && !parents && !QueueTreeWith(json()).ok()) return Status::Ok();
+      // A child's guarantee that takes its siblings past the parent's is said of the child's
+      // field, which is the one written (a user-style review found the parent's named).
+      const std::string over = "': spec.quotas.";
+      const std::string children = ".guaranteed: its children are ";
+      if (const size_t at = message.find(over), is = message.find(children);
+          parents && at != std::string::npos && is != std::string::npos && is > at) {
+        std::string tail =
+            message.substr(is + children.size());  // "guaranteed 64, more than its 32"
+        if (const size_t its = tail.find("more than its "); its != std::string::npos)
+          tail.replace(its, std::string("more than its ").size(), "more than " + parent + "'s ");
+        return InvalidArgument(
+            "spec.quotas." + message.substr(at + over.size(), is - at - over.size()) +
+            ".guaranteed: with it, the children of queue '" + parent + "' are " + tail);
+      }
       return InvalidArgument(mine ? message : "it would make the queue tree invalid: " + message);
     }
     const std::string parent = Str(Field(queue, "spec"), "parent");
