@@ -2692,6 +2692,39 @@ TEST_F(AdmissionTest, FairSharePreemptionFollowsTheReclaimPolicy) {
   }
 }
 
+// Fair-share preemption takes only what a queue borrows: a, guaranteed 6 of org's 8 and
+// holding them, keeps them against b (guaranteed 2, holding 2), whose share would stay lower
+// (else b takes one, a reclaims it back, and so on for ever).
+TEST_F(AdmissionTest, FairSharePreemptionLeavesWorkWithinItsGuarantee) {
+  AdmissionConfig config;
+  config.fair_share_preemption = true;
+  QueueSpec org{"org", "", 1, {}, -1};
+  org.quotas["gpu"] = QuotaSpec{8000, {}, {}};
+  config.queues = {org, Leaf("a", 6), Leaf("b", 2)};
+  MakeTree(Nodes(1, 8), config, {"a", "b"});
+  const std::vector<int> a = SubmitEach("a", "a", 6, 0);
+  const std::vector<int> b = SubmitEach("b", "b", 2, 0);
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(CountPhase(a, Phase::kAdmitted) + CountPhase(b, Phase::kAdmitted), 8);
+  const int more = Submit(Gpus("more", "b", 1), 10);
+  EXPECT_TRUE(adm_->Cycle(11, 1000).evicted.empty()) << adm_->reason(more);
+}
+
+// Fair-share preemption counts what is already being evicted, whatever flavour (none here: no
+// quota names one) and whoever for: a holds the fleet's 16; b and c come for 8 each in one
+// cycle: b's eviction leaves a at 8, equal to b's, and then c may take nothing more from it.
+TEST_F(AdmissionTest, FairSharePreemptionCountsWhatIsAlreadyBeingEvicted) {
+  AdmissionConfig config;
+  config.fair_share_preemption = true;
+  Make(Nodes(2, 8), {Plain("a"), Plain("b"), Plain("c")}, {}, config);
+  const std::vector<int> a = SubmitEach("a", "a", 2, 0, 8);
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(CountPhase(a, Phase::kAdmitted), 2);
+  Submit(Gpus("b0", "b", 8), 10);
+  Submit(Gpus("c0", "c", 8), 10);
+  EXPECT_EQ(adm_->Cycle(11, 1000).evicted.size(), 1u);
+}
+
 // stopPolicy: Hold admits nothing more from the queue while what it runs keeps running;
 // HoldAndDrain also evicts that (for no preemptor); a stopped inner queue stops its subtree.
 TEST_F(AdmissionTest, StopPolicyHoldsAndDrainsAQueue) {

@@ -1337,6 +1337,8 @@ Result<CycleStats> Scheduler::RunOnce() {
         const auto& swap = pending[i].swap;
         if (auto v = victims_of.find(key); v != victims_of.end()) {
           admitter->RestoreNomination(*id, v->second, plan, victim_ids_of[key], swap);
+          // (A swap its stored status lost is derived again: kept from now on.)
+          const std::optional<Admitter::Swap> restored = admitter->swap(*id);
           // (Victims a disruption budget let go one batch at a time: what the preemption said
           // of the rest stays said.)
           const std::string said = Str(Field(pending[i].obj(), "status"), "message");
@@ -1346,7 +1348,7 @@ Result<CycleStats> Scheduler::RunOnce() {
               Waits("waiting for " + std::to_string(v->second) + " preempted workload(s) to stop" +
                         (from == std::string::npos ? "" : said.substr(from)),
                     "Preempting", plan);
-          decisions[i].swap = swap;
+          decisions[i].swap = restored;
           continue;
         }
         if (!plan.empty()) admitter->RestoreNomination(*id, 0, plan, {}, swap);
@@ -1786,7 +1788,8 @@ Result<CycleStats> Scheduler::RunOnce() {
     json nomination = d.nomination.size() == sw.pods.size() && !d.nomination.empty()
                           ? AssignmentsJson(sw.w(), d.nomination, state, {}, sw.done)
                           : json();
-    const json swap = nomination.is_null() || !d.swap
+    // (And its swap while it waits for victims, planned place or not.)
+    const json swap = (nomination.is_null() && d.reason != "Preempting") || !d.swap
                           ? json()
                           : json{{"flavor", d.swap->first}, {"ceilingMilli", d.swap->second}};
     const json requeue_state = RequeueStateKept(sw);

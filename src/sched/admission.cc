@@ -77,6 +77,7 @@ const PodRequest* FirstGpuPod(const std::vector<PodRequest>& pods) {
 // In a preemption search's per-(queue, flavour) tallies of what victims take, CPU (+ 0) and
 // memory (+ 1) after every flavour index.
 constexpr int kTakenResource = 1 << 20;
+constexpr int kTakenGpu = kTakenResource + 2;  // (taken maps: a leaf's GPUs, every flavour or none)
 
 // A quota's amount as its resource reads: GPUs, cores or bytes.
 std::string QuotaAmount(const std::string& resource, int64_t v) {
@@ -337,9 +338,10 @@ Status Admitter::Build() {
   }
   BuildChargeTables();
   // The fleet is guaranteed its GPUs (or what its trees are, where that is more): what no tree
-  // is guaranteed is lent too.
+  // is guaranteed is lent too. (As requests are charged: a flavour no quota names leaves its
+  // GPUs to those that limit them.)
   if (fleet_queue_ >= 0) {
-    const std::vector<int> gpus = FlavorGpus();
+    const std::vector<int> gpus = FlavorGpus(/*charged=*/true);
     for (int f = 0; f < nf; ++f)
       queues_[fleet_queue_].guaranteed[f] =
           std::max(queues_[fleet_queue_].guaranteed[f], int64_t{gpus[f]} * kMilliPerGpu);
@@ -596,7 +598,7 @@ uint64_t Admitter::UnchargedModels(const PodRequest& req) const {
   return req.model_mask & fleet_models & ~charged;
 }
 
-std::vector<int> Admitter::FlavorGpus() const {
+std::vector<int> Admitter::FlavorGpus(bool charged) const {
   std::vector<int> gpus(flavors_.size(), 0);
   for (int n = 0; n < state_.node_count(); ++n) {
     const int model = state_.node_model(n);
@@ -606,12 +608,12 @@ std::vector<int> Admitter::FlavorGpus() const {
       // any of its MIG slices), counted once per flavour.
       std::set<int> takes;
       if (!dev.mig_enabled()) {
-        takes.insert(SelectFlavor(DeviceKind::kWhole, -1, model, false));
-        takes.insert(SelectFlavor(DeviceKind::kFraction, -1, model, false));
+        takes.insert(SelectFlavor(DeviceKind::kWhole, -1, model, charged));
+        takes.insert(SelectFlavor(DeviceKind::kFraction, -1, model, charged));
       } else {
         for (int s = 0; s < static_cast<int>(dev.mig_slices.size()); ++s)
           takes.insert(
-              SelectFlavor(DeviceKind::kMig, state_.mig_slice_profile(n, d, s), model, false));
+              SelectFlavor(DeviceKind::kMig, state_.mig_slice_profile(n, d, s), model, charged));
       }
       for (int f : takes)
         if (f >= 0) ++gpus[f];
@@ -1613,6 +1615,7 @@ void Admitter::CountEvicting(int id, int sign) {
   const Entry& e = entries_[id];
   QueueNode& q = queues_[e.leaf];
   q.evicting += sign;
+  q.evicting_gpu += sign * e.gpu_milli;
   for (auto [f, milli] : e.charged) {
     q.evicting_usage[f] += sign * milli;
     if (e.options.leaving) q.leaving_usage[f] += sign * milli;
@@ -3038,7 +3041,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
           // Borrowed work is reclaimed (it need not fit elsewhere); other work moves.
           const bool take_back = reclaimable(v, taken_here, disrupted);
           if (take_back) {
-            for (auto [f, milli] : entries_[v].charged) taken_here[{q, f}] += milli;
+            for (auto [f, milli] : entries_[v].charged) NoteTaken(taken_here, q, f, milli);
           } else {
             if (static_cast<int>(moved.size()) + moves >= config_.consolidation_max_moves ||
                 !movable(v))
@@ -3508,6 +3511,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   const auto note_taken = [&](std::map<std::pair<int, int>, int64_t>& taken, int v) {
     const Entry& w = entries_[v];
     for (auto [f, milli] : w.charged) NoteTaken(taken, w.leaf, f, milli);
+    taken[{w.leaf, kTakenGpu}] += w.gpu_milli;
     taken[{w.leaf, kTakenResource}] += w.cpu_milli;
     taken[{w.leaf, kTakenResource + 1}] += w.memory_mib;
   };
@@ -3530,11 +3534,18 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   // dominant share staying at or above my_share without it (Kueue's LessThanOrEqualToFinalShare:
   // shares may end equal, never swapped), what is being evicted and what `taken` (as for
   // lendable) says is already chosen counted as gone.
+  // Only what it borrows goes (its queue and the branch above it, up to the queue they share,
+  // stay at their guarantees: as Kueue's fair sharing counts only borrowed quota), or two
+  // queues would evict each other's work within its guarantee in turn.
   const auto fair_allows = [&](int v, const std::function<int64_t(int, int)>& taken) {
     const Entry& w = entries_[v];
     const QueueNode& vq = queues_[w.leaf];
-    int64_t gpu = vq.gpu - w.gpu_milli;
-    for (int f = 0; f < flavor_count(); ++f) gpu -= vq.evicting_usage[f] + taken(w.leaf, f);
+    for (auto [f, milli] : w.charged)
+      if (managed_[f] &&
+          (vq.usage[f] - vq.evicting_usage[f] - taken(w.leaf, f) - milli < vq.guaranteed[f] ||
+           !BranchLends(leaf, w.leaf, f, milli, taken)))
+        return false;
+    const int64_t gpu = vq.gpu - vq.evicting_gpu - taken(w.leaf, kTakenGpu) - w.gpu_milli;
     const int64_t cpu = vq.cpu - vq.res_evicting[0] - taken(w.leaf, kTakenResource) - w.cpu_milli;
     return std::max(static_cast<double>(gpu) / static_cast<double>(cap_gpu_),
                     static_cast<double>(cpu) / static_cast<double>(cap_cpu_)) /

@@ -456,7 +456,8 @@ class Admitter {
   bool flavor_managed(int f) const { return managed_[f]; }
   int64_t flavor_guaranteed_milli(int q, int f) const { return queues_[q].guaranteed[f]; }
   int64_t flavor_usage_milli(int q, int f) const { return queues_[q].usage[f]; }
-  std::vector<int> FlavorGpus() const;  // by flavour; as if every flavour had a quota
+  // By flavour; as if every flavour had a quota, or (`charged`) as requests are charged now.
+  std::vector<int> FlavorGpus(bool charged = false) const;
   // Where the trees' guarantees of a flavour add up to more GPUs than the fleet has of it (they
   // cannot all be met at once: a reclaim may find nothing to take back), a warning for each
   // root guaranteed some of it, by queue index; roots without one are left out.
@@ -582,6 +583,7 @@ class Admitter {
     std::vector<int> flavor_order;  // spec.flavor_order, as flavour indices
     double history = 0;             // decayed dominant share
     int evicting = 0;
+    int64_t evicting_gpu = 0;  // milli-GPUs of its workloads being evicted, every flavour or none
     std::vector<int64_t> evicting_usage;  // per flavour: GPUs of its workloads being evicted
     std::vector<int64_t> evicting_below;  // per flavour, whole subtree: the same
     std::vector<int64_t> leaving_usage;   // per flavour: the part evicted for no preemptor
