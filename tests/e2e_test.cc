@@ -239,10 +239,20 @@ class FactoryTest : public testing::Test {
     EXPECT_EQ(r.status, 201) << r.body;
   }
   // The scheduler under test, with this eviction grace period.
-  void StartScheduler(int64_t grace_ms) {
+  // A scheduler with `grace_ms` of preemption grace and, as `set` leaves them, other options.
+  void StartScheduler(int64_t grace_ms,
+                      const std::function<void(SchedulerOptions&)>& set = nullptr) {
     SchedulerOptions so;
     so.preemption_grace_ms = grace_ms;
+    if (set) set(so);
     scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
+  }
+  // Deletes every workload whose "ns/name" key in `w` starts with one of `tenants`' "ns/".
+  void DeleteWorkloads(const std::map<std::string, json>& w, std::vector<std::string> tenants) {
+    for (const auto& [key, obj] : w)
+      for (const std::string& t : tenants)
+        if (key.rfind(t + "/", 0) == 0)
+          Call("DELETE", WorkloadPath(t) + "/" + key.substr(t.size() + 1));
   }
   // Queue team-b, at most 16 GPUs (guaranteed, none borrowed) and a disruption budget of 1,
   // runs four 4-GPU workloads v-0 … v-3; then team-b/hot (8 GPUs, priority 100) is created.
@@ -795,10 +805,7 @@ TEST_F(FactoryTest, QueuesEnforceQuotasAndReclaimBorrowedGpus) {
 TEST_F(FactoryTest, QueueTreesLendEachOtherWithLendAcrossTrees) {
   for (const bool across : {false, true}) {
     SCOPED_TRACE(across);
-    SchedulerOptions so;
-    so.preemption_grace_ms = 5'000;
-    so.lend_across_trees = across;
-    scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
+    StartScheduler(5'000, [&](SchedulerOptions& so) { so.lend_across_trees = across; });
     if (!across) {
       CreateQueue("team-a", {{"quotas", {{"gpu", {{"guaranteed", 8}}}}}});
       CreateQueue("team-b", {{"quotas", {{"gpu", {{"guaranteed", 8}}}}}});
@@ -847,10 +854,7 @@ TEST_F(FactoryTest, UnqueuedWorkBorrowsWhatTheQueuesLeaveIdle) {
 TEST_F(FactoryTest, FairSharePreemptionRebalancesRunningWork) {
   for (const bool fair : {false, true}) {
     SCOPED_TRACE(fair);
-    SchedulerOptions so;
-    so.preemption_grace_ms = 5'000;
-    so.fair_share_preemption = fair;
-    scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
+    StartScheduler(5'000, [&](SchedulerOptions& so) { so.fair_share_preemption = fair; });
     const std::string suffix = fair ? "-f" : "";
     if (!fair) {
       CreateQueue("org", {{"quotas", {{"gpu", {{"guaranteed", 32}}}}}});
@@ -868,8 +872,7 @@ TEST_F(FactoryTest, FairSharePreemptionRebalancesRunningWork) {
     EXPECT_EQ(w["team-b/b0" + suffix]["status"].value("phase", ""), fair ? "Running" : "Pending")
         << Describe(w);
     if (!fair) {
-      for (const auto& [name, obj] : w)
-        Call("DELETE", WorkloadPath(name.substr(0, 6)) + "/" + name.substr(7));
+      DeleteWorkloads(w, {"team-a", "team-b"});
       Cycle();
       continue;
     }
@@ -901,10 +904,7 @@ TEST_F(FactoryTest, FairSharePreemptionRebalancesRunningWork) {
 TEST_F(FactoryTest, UnqueuedWorkBesideSeveralTreesRunsOnIdleGpus) {
   for (const bool across : {false, true}) {
     SCOPED_TRACE(across);
-    SchedulerOptions so;
-    so.preemption_grace_ms = 5'000;
-    so.lend_across_trees = across;
-    scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
+    StartScheduler(5'000, [&](SchedulerOptions& so) { so.lend_across_trees = across; });
     const std::string suffix = across ? "-x" : "";
     if (!across) {
       CreateQueue("team-a", {{"quotas", {{"gpu", {{"guaranteed", 8}}}}}});
@@ -931,9 +931,7 @@ TEST_F(FactoryTest, UnqueuedWorkBesideSeveralTreesRunsOnIdleGpus) {
       c_running += name.rfind("team-c/", 0) == 0 && obj["status"].value("phase", "") == "Running";
     EXPECT_EQ(c_running, 2) << Describe(w);
     // (The next round starts from what this one left: team-c's evicted job waits again.)
-    for (const auto& [name, obj] : w)
-      if (name.rfind("team-c/", 0) == 0 || name.rfind("team-a/", 0) == 0)
-        Call("DELETE", WorkloadPath(name.substr(0, 6)) + "/" + name.substr(7));
+    DeleteWorkloads(w, {"team-a", "team-c"});
     Cycle();
   }
 }
