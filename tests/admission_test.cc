@@ -2725,6 +2725,29 @@ TEST_F(AdmissionTest, FairSharePreemptionCountsWhatIsAlreadyBeingEvicted) {
   EXPECT_EQ(adm_->Cycle(11, 1000).evicted.size(), 1u);
 }
 
+// Fair-share preemption's elastic shrink counts the pods it already took: a runs three elastic
+// 4-pod jobs (minCount 1), each of which alone a may give whole and keep its share at b's
+// (8 of 16); b's 8-pod gang would need pods of all three, taking a to 4, so nothing is taken.
+TEST_F(AdmissionTest, FairShareShrinkCountsThePodsItTook) {
+  AdmissionConfig config;
+  config.fair_share_preemption = true;
+  Make(Nodes(2, 8), {Plain("a"), Plain("b"), Plain("c")}, {}, config);
+  std::vector<int> a;
+  for (int i = 0; i < 3; ++i) {
+    Workload w = Gpus("a" + std::to_string(i), "a", 1, 0, 4, /*gang=*/true);
+    w.pod_sets[0].min_count = 1;
+    a.push_back(Submit(w, 0));
+  }
+  const int c = Submit(Gpus("c", "c", 1, 0, 4, true), 0);
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(CountPhase(a, Phase::kAdmitted), 3);
+  ASSERT_EQ(adm_->phase(c), Phase::kAdmitted);
+  for (int id : a) adm_->PodsReady(id);
+  const int b = Submit(Gpus("b", "b", 1, 0, 8, true), 10);
+  EXPECT_TRUE(adm_->Cycle(11, 1000).evicted.empty()) << adm_->reason(b);
+  EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 12000);
+}
+
 // stopPolicy: Hold admits nothing more from the queue while what it runs keeps running;
 // HoldAndDrain also evicts that (for no preemptor); a stopped inner queue stops its subtree.
 TEST_F(AdmissionTest, StopPolicyHoldsAndDrainsAQueue) {

@@ -3227,18 +3227,19 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
       const int f = FlavorOf(w.pods[i], state_.node_model(w.assign[i].node));
       if (f >= 0) add[f] += w.pods[i].total_gpu_milli();
     }
+    const auto taken_in = [&taken](int q, int g) {
+      const auto t = taken.find({q, g});
+      return t == taken.end() ? int64_t{0} : t->second;
+    };
     const bool must_lend = scope.must_lend.count(v) > 0;
-    if ((scope.check_lending || must_lend) && w.leaf != e.leaf) {
+    // (Whether its queue lends these pods for a reclaim: the checks below, as a yes or no.)
+    const auto lends = [&]() {
       for (auto [f, m] : add) {
         const bool reclaimed = f < 64 && (reclaim_flavors >> f & 1);
-        if (must_lend && !reclaimed) return -1;  // (only what it borrows where reclaimed)
+        if (must_lend && !reclaimed) return false;  // (only what it borrows where reclaimed)
         const int64_t held = vq.usage[f] - vq.evicting_usage[f] - taken[{w.leaf, f}];
         // (Above its queue too, only a branch that borrows gives back.)
-        if (reclaimed && !BranchLends(e.leaf, w.leaf, f, m, [&taken](int q, int g) {
-              const auto t = taken.find({q, g});
-              return t == taken.end() ? int64_t{0} : t->second;
-            }))
-          return -1;
+        if (reclaimed && !BranchLends(e.leaf, w.leaf, f, m, taken_in)) return false;
         if (!reclaimed || held - m >= vq.guaranteed[f]) continue;
         // (As for a whole victim: one bigger than its queue's guarantee runs on borrowed GPUs,
         // and may go while its queue, but for what this victim already gave, borrows.)
@@ -3251,10 +3252,37 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
               given += w.pods[i].total_gpu_milli();
           }
         if (!scope.big_may_go || whole <= vq.guaranteed[f] || held + given <= vq.guaranteed[f])
-          return -1;
+          return false;
+      }
+      return true;
+    };
+    // Under fair-share preemption: only what its queue borrows, its weighted share staying at
+    // or above the preemptor's with the pods taken so far (as Preempt's fair_allows).
+    int64_t cpu = 0;
+    for (int k = c[s]; k < to; ++k) cpu += w.pods[pod_index(w, s, k)].cpu_milli;
+    const auto fair = [&]() {
+      for (auto [f, m] : add)
+        if (managed_[f] &&
+            (vq.usage[f] - vq.evicting_usage[f] - taken_in(w.leaf, f) - m < vq.guaranteed[f] ||
+             !BranchLends(e.leaf, w.leaf, f, m, taken_in)))
+          return false;
+      const int64_t gpu = vq.gpu - vq.evicting_gpu - taken_in(w.leaf, kTakenGpu) - milli;
+      const int64_t held_cpu = vq.cpu - vq.res_evicting[0] - taken_in(w.leaf, kTakenResource) - cpu;
+      return std::max(static_cast<double>(gpu) / static_cast<double>(cap_gpu_),
+                      static_cast<double>(held_cpu) / static_cast<double>(cap_cpu_)) /
+                 vq.spec.weight >=
+             scope.fair_share - 1e-12;
+    };
+    if (w.leaf != e.leaf) {
+      if (scope.fair_share >= 0 && !must_lend) {
+        if (!(scope.takes_borrowed && lends()) && !fair()) return -1;
+      } else if ((scope.check_lending || must_lend) && !lends()) {
+        return -1;
       }
     }
     for (auto [f, m] : add) NoteTaken(taken, w.leaf, f, m);
+    taken[{w.leaf, kTakenGpu}] += milli;
+    taken[{w.leaf, kTakenResource}] += cpu;
     if (untouched) ++victims_of_queue[w.leaf];
     for (int k = c[s]; k < to; ++k) {
       const int i = pod_index(w, s, k);
@@ -3917,6 +3945,8 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     scope.reclaim_flavors = reclaim_flavors;
     scope.res_reclaim = res_reclaim;
     scope.check_lending = takes_borrowed && !config_.fair_share_preemption;
+    if (config_.fair_share_preemption) scope.fair_share = my_share;
+    scope.takes_borrowed = takes_borrowed;
     scope.big_may_go = !borrow_preempt;
     scope.reclaim = reclaim;
     if (borrow_preempt) {

@@ -809,6 +809,11 @@ class Admitter {
     // Whether a victim bigger than its queue's whole guarantee may take it below (a reclaim:
     // yes; work that borrows, preempting to borrow: no).
     bool big_may_go = true;
+    // Fair-share preemption: the preemptor's weighted share once admitted (Preempt's
+    // my_share), which another queue's pods may be taken down to (only what it borrows);
+    // -1: off. `takes_borrowed`: whether a reclaim's lending check may let them go instead.
+    double fair_share = -1;
+    bool takes_borrowed = false;
   };
   // Elastic shrink (AdmissionConfig::elastic_shrink) for Preempt: quota (scope.quota_flavor)
   // and room for `pods` from the last pods of the elastic victims among `cands` (eligible
