@@ -2192,6 +2192,9 @@ TEST_F(AdmissionTest, MinimumRuntimeDelaysEviction) {
   EXPECT_DOUBLE_EQ(adm_->victims_min_runtime(high), 100);
   CycleResult still = adm_->Cycle(50, 1000);
   EXPECT_TRUE(still.evicted.empty());
+  // 51 s left: under a minute, said so (not "about 1 min").
+  EXPECT_NE(adm_->reason(high).find("(the first may go in less than a minute)"), std::string::npos)
+      << adm_->reason(high);
   CycleResult later = adm_->Cycle(101, 1000);  // admitted at 1: 100 s of runtime by now
   EXPECT_EQ(later.evicted.size(), 1u);
   {  // One victim, in hours and minutes: 4,990 s is about 1 h 24 min.

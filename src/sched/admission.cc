@@ -3703,8 +3703,10 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
             std::max<int64_t>(1, static_cast<int64_t>(std::ceil(std::max(0.0, first - now_) / 60)));
         std::string in = minutes % 60 ? std::to_string(minutes % 60) + " min" : "";
         if (minutes >= 60) in = std::to_string(minutes / 60) + " h" + (in.empty() ? "" : " " + in);
-        r += std::string(in_min_runtime == 1 ? " (it" : " (the first") + " may go in about " + in +
-             ")";
+        // (Under a minute, said so: "about 1 min" read as a minute when 20 s were left.)
+        if (first - now_ < 60) in = "less than a minute";
+        r += std::string(in_min_runtime == 1 ? " (it" : " (the first") + " may go in " +
+             (first - now_ < 60 ? "" : "about ") + in + ")";
       }
     }
     if (!budget_block.empty())
