@@ -1984,9 +1984,13 @@ TEST_F(FactoryTest, ElasticWorkIsShrunkNotEvicted) {
   EXPECT_NE(waiting.value("message", "").find("preempting 1 pod(s) of 1 elastic workload(s)"),
             std::string::npos)
       << waiting.dump();
-  // While it stops the gang does not grow (nor, with no other preemptor, shrink again).
+  // While it stops the gang does not grow (nor, with no other preemptor, shrink again), and the
+  // preemptor waits for the pod taken, not for a preempted workload.
   step(2'000);
   EXPECT_EQ(gang()["shrinks"][0]["pods"], json::array({"main-3"}));
+  EXPECT_EQ(Workloads()["team-b/b-0"]["status"].value("message", ""),
+            "waiting for the pods taken from 1 workload(s) to stop")
+      << Describe(Workloads());
   // After the grace period: three pods, on their nodes, and b-0 starts where main-3 ran.
   step(4'000);
   step();

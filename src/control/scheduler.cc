@@ -88,6 +88,18 @@ Decision Waits(std::string message, std::string reason, std::vector<Assignment> 
   return {{}, {}, std::move(message), std::move(reason), std::move(nomination)};
 }
 
+// "waiting for 2 preempted workload(s) to stop", or, where `shrunk` of them give up only pods
+// beyond their minCount (an elastic shrink), "... for the pods taken from 1 workload(s) ...".
+std::string WaitingForVictims(int victims, int shrunk) {
+  const std::string whole = std::to_string(victims - shrunk) + " preempted workload(s)";
+  const std::string pods = "the pods taken from " + std::to_string(shrunk) + " workload(s)";
+  return "waiting for " +
+         (shrunk == 0         ? whole
+          : shrunk == victims ? pods
+                              : whole + " and " + pods) +
+         " to stop";
+}
+
 bool Bound(const std::string& phase) { return phase == "Scheduled" || phase == "Running"; }
 
 using jsonf::Field;
@@ -496,6 +508,7 @@ Result<CycleStats> Scheduler::RunOnce() {
   std::map<std::string, int> victims_of;  // preemptor "ns/name" -> victims still stopping
   // ... and those of them restored whole, by their ids in the Admitter (RestoreNomination).
   std::map<std::string, std::vector<int>> victim_ids_of;
+  std::map<std::string, int> shrunk_of;  // of victims_of: pods an elastic shrink takes
   for (const KeyValue& kv : workload_list.items) {
     // One workload's bad record costs that workload this cycle, never the scheduler thread.
     try {
@@ -1265,6 +1278,7 @@ Result<CycleStats> Scheduler::RunOnce() {
             if (marks.is_array() && m < marks.size()) {
               const std::string by = Str(marks[m], "by");
               ++victims_of[by];
+              ++shrunk_of[by];
               victim_ids_of[by].push_back(*fragment);
             }
           } else {
@@ -1344,10 +1358,9 @@ Result<CycleStats> Scheduler::RunOnce() {
           const std::string said = Str(Field(pending[i].obj(), "status"), "message");
           const size_t more = said.find(" more to go as the disruption budget");
           const size_t from = more == std::string::npos ? more : said.rfind("; ", more);
-          decisions[i] =
-              Waits("waiting for " + std::to_string(v->second) + " preempted workload(s) to stop" +
-                        (from == std::string::npos ? "" : said.substr(from)),
-                    "Preempting", plan);
+          decisions[i] = Waits(WaitingForVictims(v->second, shrunk_of[key]) +
+                                   (from == std::string::npos ? "" : said.substr(from)),
+                               "Preempting", plan);
           decisions[i].swap = restored;
           continue;
         }
