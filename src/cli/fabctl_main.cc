@@ -515,10 +515,19 @@ int Get(Globals& g, HttpClient& http, const std::string& what, const std::string
   json list = json::parse(resp->body);
   std::vector<json> items(list["items"].begin(), list["items"].end());
   WatchTable table{"ADDED", true, {std::string("MODIFIED").size()}};
-  if (g.output == "json" || g.output == "yaml") {
+  if (g.watch && g.output == "json") {
+    // A watch in JSON is one stream of events, one a line (jq reads it as it comes): what is
+    // there first as ADDED, as a watch from version 0 would say it.
+    for (const json& o : items)
+      std::cout << json{{"type", "ADDED"}, {"object", o}}.dump() << std::endl;
+  } else if (g.output == "json" || g.output == "yaml") {
     PrintObject(list, g.output);
   } else if (g.output == "name") {
     for (const json& o : items) PrintName(*r, o);
+  } else if (items.empty() && !g.watch) {
+    // (As kubectl: no header over nothing.)
+    std::cerr << "No resources found" << (r->namespaced && !ns.empty() ? " in tenant " + ns : "")
+              << ".\n";
   } else {
     PrintTable(*r, items, r->namespaced && ns.empty(), wide, g.watch ? &table : nullptr);
   }

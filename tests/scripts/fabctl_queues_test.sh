@@ -246,6 +246,14 @@ rc=0
 [ "$rc" = 1 ] && grep -q "not in {json,yaml,wide,name}" "$tmp/badout.txt" ||
   fail "an unknown -o gave rc $rc: $(cat "$tmp/badout.txt")"
 "$FABCTL" delete workload slices -n team-c >/dev/null || fail "delete slices"
+# Nothing to list: no header, and kubectl's "No resources found" on standard error.
+empty=$("$FABCTL" get workloads -n team-c 2>"$tmp/empty.err")
+[ -z "$empty" ] && grep -q "^No resources found in tenant team-c.$" "$tmp/empty.err" ||
+  fail "an empty list: '$empty' / $(cat "$tmp/empty.err")"
+# A watch in JSON is one event a line from the start (what is there first as ADDED).
+timeout 2 "$FABCTL" get queues -w -o json >"$tmp/watch.json" 2>/dev/null || true
+head -1 "$tmp/watch.json" | grep -q '^{"object":{.*"kind":"Queue".*},"type":"ADDED"}$' ||
+  fail "watch -o json's first line: $(head -c 300 "$tmp/watch.json")"
 cat >"$tmp/ordered.yaml" <<YAML
 apiVersion: fabrica.dev/v1
 kind: Workload
