@@ -1817,6 +1817,14 @@ TEST_F(FactoryTest, QueueUsageHistoryOutlivesCyclesAndRestarts) {
   EXPECT_GT(share("team-a"), 0.4);
   EXPECT_LT(share("team-a"), 0.48);
   EXPECT_EQ(share("team-b"), 0.0);
+  // A cycle that moves them by less than a visible step writes nothing (a watch would hear it).
+  const auto version = [&] {
+    return CallJson("GET", std::string(kApi) + "/queues/team-a")["metadata"].value(
+        "resourceVersion", "");
+  };
+  const std::string before = version();
+  Cycle(10'000);
+  EXPECT_EQ(version(), before);
 
   scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);  // a restart
   Cycle(60'000);

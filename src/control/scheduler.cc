@@ -1502,7 +1502,26 @@ Result<CycleStats> Scheduler::RunOnce() {
         }
         json was = Field(q, "status");
         if (was.is_object()) was.erase("usageHistoryTime");
-        if (was != standing) {
+        // Where only the drifting numbers moved (a decaying history, the share it weighs), by
+        // less than a visible step, nothing is written: a watch of queues on an idle fleet heard
+        // each queue every few seconds (a user-style review).
+        bool moved = was != standing;
+        if (moved && was.is_object()) {
+          json a = was, b = standing;
+          for (json* o : {&a, &b}) {
+            o->erase("usageHistory");
+            o->erase("weightedShare");
+          }
+          const json& h0 = Field(was, "usageHistory");
+          const json& s0 = Field(was, "weightedShare");
+          if (a == b && h0.is_number() && s0.is_number()) {
+            const double share = standing["weightedShare"].get<double>();
+            const double step = std::max(0.001, 0.02 * std::max(share, s0.get<double>()));
+            moved = std::abs(history - h0.get<double>()) >= 0.01 ||
+                    std::abs(share - s0.get<double>()) >= step;
+          }
+        }
+        if (moved) {
           standing["usageHistoryTime"] = FormatTimestamp(now);
           q["status"] = std::move(standing);
           queue_writes.push_back({kv.key, q.dump(), kv.mod_revision});
