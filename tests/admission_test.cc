@@ -2751,6 +2751,24 @@ TEST_F(AdmissionTest, FairShareShrinkCountsThePodsItTook) {
   EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 12000);
 }
 
+// Best-effort work (the built-in unqueued beside several trees) takes what is idle, no one's
+// fair share: under fair-share preemption it evicts nothing of a tree that borrows the fleet.
+TEST_F(AdmissionTest, BestEffortWorkTakesNoFairShare) {
+  AdmissionConfig config;
+  config.fair_share_preemption = true;
+  config.lend_across_trees = true;
+  QueueSpec dx = Leaf("dx", 4), u = Plain("unqueued");
+  dx.parent = u.parent = "";
+  u.best_effort = true;
+  config.queues = {dx, u};
+  MakeTree(Nodes(2, 8), config, {"dx", "unqueued"});
+  const std::vector<int> x = SubmitEach("x", "dx", 16, 0);
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(CountPhase(x, Phase::kAdmitted), 16);
+  const int mine = Submit(Gpus("u0", "unqueued", 1), 10);
+  EXPECT_TRUE(adm_->Cycle(11, 1000).evicted.empty()) << adm_->reason(mine);
+}
+
 // stopPolicy: Hold admits nothing more from the queue while what it runs keeps running;
 // HoldAndDrain also evicts that (for no preemptor); a stopped inner queue stops its subtree.
 TEST_F(AdmissionTest, StopPolicyHoldsAndDrainsAQueue) {

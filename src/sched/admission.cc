@@ -2697,7 +2697,8 @@ bool Admitter::MayPreempt(int id) const {
         if (managed_[f] &&
             queues_[q].usage[f] - queues_[q].evicting_usage[f] > queues_[q].guaranteed[f])
           return true;
-    if (config_.fair_share_preemption && dominant_share(q) / queues_[q].spec.weight > mine &&
+    if (config_.fair_share_preemption && !queues_[e.leaf].spec.best_effort &&
+        dominant_share(q) / queues_[q].spec.weight > mine &&
         policy.reclaim_within_cohort != PreemptionPolicy::Reclaim::kNever)
       return true;
   }
@@ -3490,8 +3491,9 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   // Fair-share preemption short of GPU quota: work of queues under the one whose limit stops it
   // that stay above its share gives the quota back (else, with the tree's quota all lent out,
   // weights would never move running work).
-  const bool fair_quota =
-      quota_short && !res_short && quota_flavor >= 0 && config_.fair_share_preemption;
+  // (Best-effort work — unqueued beside several trees — takes what is idle, no one's share.)
+  const bool fair_share = config_.fair_share_preemption && !queues_[leaf].spec.best_effort;
+  const bool fair_quota = quota_short && !res_short && quota_flavor >= 0 && fair_share;
   // CPU and memory its queue is guaranteed and others of its tree borrow (not while it borrows
   // GPUs, or is short of quota).
   const unsigned res_reclaim = quota_short || borrow_preempt ? 0 : ResourceReclaims(id);
@@ -3638,7 +3640,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
           // Workloads already being evicted count as gone.
           other = lendable(v, [](int, int) { return int64_t{0}; }) > 0;
         }
-        if (!other && config_.fair_share_preemption && (!quota_short || fair_quota) &&
+        if (!other && fair_share && (!quota_short || fair_quota) &&
             policy.reclaim_within_cohort != PreemptionPolicy::Reclaim::kNever &&
             (policy.reclaim_within_cohort == PreemptionPolicy::Reclaim::kAny ||
              w.spec.priority < e.spec.priority)) {
@@ -3872,7 +3874,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
           }
           // (Neither past the lender's guarantee nor, under fair-share preemption, its share
           // below the preemptor's, with what is chosen so far.)
-          if (q != leaf && config_.fair_share_preemption
+          if (q != leaf && fair_share
                   ? !(takes_borrowed && lendable(v, taken_so_far) > 0) &&
                         !fair_allows(v, taken_so_far)
                   : q != leaf && takes_borrowed && lendable(v, taken_so_far) == 0)
@@ -3946,8 +3948,8 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     if (quota_short) scope.quota_flavor = quota_flavor;
     scope.reclaim_flavors = reclaim_flavors;
     scope.res_reclaim = res_reclaim;
-    scope.check_lending = takes_borrowed && !config_.fair_share_preemption;
-    if (config_.fair_share_preemption) scope.fair_share = my_share;
+    scope.check_lending = takes_borrowed && !fair_share;
+    if (fair_share) scope.fair_share = my_share;
     scope.takes_borrowed = takes_borrowed;
     scope.big_may_go = !borrow_preempt;
     scope.reclaim = reclaim;
@@ -4051,7 +4053,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     why = "queue " + queues_[leaf].spec.name + " reclaims its guarantee";
   } else if (borrow_preempt) {
     why = "for higher-priority work borrowing in queue " + queues_[leaf].spec.name;
-  } else if (config_.fair_share_preemption) {
+  } else if (fair_share) {
     why = "for queue " + queues_[leaf].spec.name + "'s fair share";
   } else {
     why = "for higher-priority work";
