@@ -2063,6 +2063,35 @@ TEST_F(AdmissionTest, ReclaimTakesOnlyFromABranchThatBorrows) {
   }
 }
 
+// A reclaim takes back first what another department borrows from its department, then what
+// its own department's queues borrow from it (KAI reclaims between departments first): pa's
+// four GPUs come two from sb (rb-root, guaranteed 8, holds 10) and two from qa (pa's sibling
+// without a guarantee), leaving both departments at their 8 — not all four from qa, the
+// youngest, which would leave ra at 6 for good (qa cannot reclaim on its own).
+TEST_F(AdmissionTest, ReclaimTakesFromOtherDepartmentsFirst) {
+  QueueSpec ra = Leaf("ra", 8), rb = Leaf("rb-root", 8), pa = Leaf("pa", 8), qa = Plain("qa");
+  QueueSpec b = Leaf("rb", 4), sb = Leaf("sb", 4);
+  ra.parent = rb.parent = "top";
+  pa.parent = qa.parent = "ra";
+  b.parent = sb.parent = "rb-root";
+  QueueSpec top{"top", "", 1, {}, -1};
+  top.quotas["gpu"] = QuotaSpec{16000, {}, {}};
+  AdmissionConfig config;
+  config.queues = {top, ra, pa, qa, rb, b, sb};
+  MakeTree(Nodes(2, 8), config, {"pa", "qa", "rb", "sb"});
+  const std::vector<int> s = SubmitEach("s", "sb", 10, 0);
+  adm_->Cycle(1, 1000);
+  const std::vector<int> q = SubmitEach("q", "qa", 6, 2);
+  adm_->Cycle(3, 1000);
+  ASSERT_EQ(CountPhase(s, Phase::kAdmitted) + CountPhase(q, Phase::kAdmitted), 16);
+  SubmitEach("p", "pa", 4, 10);
+  CycleResult r = adm_->Cycle(11, 1000);
+  std::map<std::string, int> from;
+  for (const Eviction& e : r.evicted) ++from[adm_->queue_name(adm_->queue_of(e.victim))];
+  EXPECT_EQ(from["sb"], 2);
+  EXPECT_EQ(from["qa"], 2);
+}
+
 // Two trees (departments, each a root with a project below it) on 8 GPUs: dept-a is guaranteed
 // 4, dept-b 2; 2 GPUs are nobody's. With `across`, the trees lend each other through the fleet.
 AdmissionConfig TwoTrees(bool across, std::optional<double> a_borrowing = std::nullopt,

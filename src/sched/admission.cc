@@ -407,6 +407,19 @@ bool Admitter::BranchLends(int preemptor, int victim, int f, int64_t milli,
   return true;
 }
 
+int Admitter::VictimTier(int preemptor_leaf, int w_leaf) const {
+  if (w_leaf != preemptor_leaf && queues_[w_leaf].spec.best_effort) return -1;
+  for (int shared = w_leaf; shared >= 0; shared = queues_[shared].parent) {
+    bool on_path = false;
+    for (int p = preemptor_leaf; p >= 0 && !on_path; p = queues_[p].parent) on_path = p == shared;
+    if (!on_path) continue;
+    int depth = 1;  // (1: the top; 0: they share none)
+    for (int a = queues_[shared].parent; a >= 0; a = queues_[a].parent) ++depth;
+    return depth;
+  }
+  return 0;
+}
+
 int Admitter::TreeRoot(int q) const {
   while (queues_[q].parent >= 0 && queues_[q].parent != fleet_queue_) q = queues_[q].parent;
   return q;
@@ -3599,6 +3612,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     const Entry& x = entries_[a.id];
     const Entry& y = entries_[b.id];
     if (x.spec.priority != y.spec.priority) return x.spec.priority < y.spec.priority;
+    if (a.tier != b.tier) return a.tier < b.tier;
     if (a.cost != b.cost) return a.cost < b.cost;
     if (x.admitted_at != y.admitted_at) return x.admitted_at > y.admitted_at;
     return a.id < b.id;
@@ -3654,7 +3668,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
             now - w.admitted_at >= MinRuntime(v, id)) {
           const int budget = queues_[w.leaf].spec.disruption_budget;
           if (budget < 0 || queues_[w.leaf].evicting < budget)
-            spare_only.push_back({v, EvictionCost(v, now)});
+            spare_only.push_back({v, EvictionCost(v, now), VictimTier(leaf, w.leaf)});
         }
         continue;
       }
@@ -3665,11 +3679,11 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
         if (!young) {
           budget_block = queues_[w.leaf].spec.name;
           // (A budget of 0 never frees: nothing is held waiting for it.)
-          if (budget > 0) spent.push_back({v, EvictionCost(v, now)});
+          if (budget > 0) spent.push_back({v, EvictionCost(v, now), VictimTier(leaf, w.leaf)});
         }
         continue;
       }
-      (young ? later : cands).push_back({v, EvictionCost(v, now)});
+      (young ? later : cands).push_back({v, EvictionCost(v, now), VictimTier(leaf, w.leaf)});
     }
     std::sort(cands.begin(), cands.end(), cheaper);
     std::sort(spare_only.begin(), spare_only.end(), cheaper);

@@ -604,8 +604,17 @@ class Admitter {
   };
   struct Candidate {
     int id;
-    double cost;  // GPU-seconds lost
+    double cost;   // GPU-seconds lost
+    int tier = 0;  // Preempt's VictimTier: lower goes first among equal priorities
   };
+  // How far from the preemptor's leaf victim `w_leaf`'s work is, for the order victims go in
+  // (lower first): best-effort work (unqueued beside several trees) first; then by how high
+  // the queue the two share stands (none, another tree's, first; the preemptor's own queue
+  // last), so that a reclaim takes back first what other departments borrow from its
+  // department, and only then what its own department's queues borrow from it (KAI reclaims
+  // between departments before within one; a user-style review saw a department left below
+  // its guarantee).
+  int VictimTier(int preemptor_leaf, int w_leaf) const;
 
   Admitter(const Fleet& fleet, std::vector<Tenant> tenants, AdmissionConfig config,
            const Policy& policy, uint64_t seed);
