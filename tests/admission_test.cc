@@ -2919,6 +2919,21 @@ TEST_F(AdmissionTest, DisruptionBudgetLimitsConcurrentEvictions) {
       << adm_->reason(blocked);
 }
 
+// A queue set to a disruption budget of 0 after it borrowed keeps what it holds: its lender's
+// work is told that only an administrator can change that (not just "waiting").
+TEST_F(AdmissionTest, ALenderToAQueueWithABudgetOfZeroIsToldWhoMustRaiseIt) {
+  Make(Nodes(2, 4), {Leaf("a", 4, std::nullopt, std::nullopt, /*budget=*/0), Leaf("b", 4)});
+  for (int i = 0; i < 8; ++i)
+    ASSERT_TRUE(
+        adm_->Restore(Gpus("a" + std::to_string(i), "a", 1), OnGpus(i / 4, {i % 4}), 0).ok());
+  const int mine = Submit(Gpus("b0", "b", 1), 10);
+  EXPECT_TRUE(adm_->Cycle(11, 1000).evicted.empty());
+  EXPECT_NE(adm_->reason(mine).find("queue a's disruptionBudget is 0: none of its work is evicted "
+                                    "until an administrator raises it"),
+            std::string::npos)
+      << adm_->reason(mine);
+}
+
 // Two preemptors go batch by batch under one disruption budget. When one's batch has stopped
 // and the other's next batch spent the budget first, the room the first batch freed stays held
 // for its preemptor (nominated, its plan kept), not taken by whatever waits behind it: that

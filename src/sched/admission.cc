@@ -3725,9 +3725,16 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
              (first - now_ < 60 ? "" : "about ") + in + ")";
       }
     }
-    if (!budget_block.empty())
-      r +=
-          "; waiting: the disruption budget of queue " + budget_block + " allows no more evictions";
+    if (!budget_block.empty()) {
+      // (A budget of 0 frees nothing by itself: it says who must raise it.)
+      const int q = QueueIndex(budget_block);
+      r += q >= 0 && queues_[q].spec.disruption_budget == 0
+               ? "; waiting: queue " + budget_block +
+                     "'s disruptionBudget is 0: none of its work is evicted until an "
+                     "administrator raises it"
+               : "; waiting: the disruption budget of queue " + budget_block +
+                     " allows no more evictions";
+    }
     return r;
   };
   // One trial on the state, undone before it returns: the victims (`chosen`) that make room for
