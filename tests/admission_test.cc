@@ -2186,7 +2186,9 @@ TEST_F(AdmissionTest, CpuQuotasStayWithinTheirTree) {
   std::vector<int> ids = SubmitEach("w", "a", 6, 0);
   adm_->Cycle(1, 1000);
   EXPECT_EQ(CountPhase(ids, Phase::kAdmitted), 4);
-  EXPECT_NE(adm_->reason(ids.back()).find("queue dept-a has no unused cpu to lend"),
+  EXPECT_NE(adm_->reason(ids.back())
+                .find("queue dept-a has no unused cpu to lend to the queues below it: it would "
+                      "hold 5/4 cores; CPU and memory are not lent across trees"),
             std::string::npos)
       << adm_->reason(ids.back());
 }

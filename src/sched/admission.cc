@@ -1056,6 +1056,9 @@ bool Admitter::QuotaWalk(int leaf, int64_t amount, Used used_of, Guar guar, Borr
                             : "queue " + q.spec.name + " has no unused " + what +
                                   " to lend to the queues below it: it would hold ") +
                fmt(used) + "/" + fmt(std::max<int64_t>(0, guar(q) - reserved)) + unit + kept_why;
+      // (Where other trees lend it GPUs but not this.)
+      if (why && in_tree && n != leaf && q.parent == fleet_queue_)
+        *why += "; CPU and memory are not lent across trees";
       // (Where other trees could have lent it GPUs.)
       if (why && !in_tree && fleet_queue_ < 0) {
         int trees = 0;
