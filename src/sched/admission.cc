@@ -420,6 +420,23 @@ int Admitter::VictimTier(int preemptor_leaf, int w_leaf) const {
   return 0;
 }
 
+bool Admitter::FairShareKeeps(int preemptor, int victim, double share, int64_t gpu, int64_t cpu,
+                              const std::vector<std::pair<int, int64_t>>& by_flavour,
+                              const std::function<int64_t(int, int)>& taken) const {
+  const QueueNode& vq = queues_[victim];
+  for (auto [f, milli] : by_flavour)
+    if (managed_[f] &&
+        (vq.usage[f] - vq.evicting_usage[f] - taken(victim, f) - milli < vq.guaranteed[f] ||
+         !BranchLends(preemptor, victim, f, milli, taken)))
+      return false;
+  const int64_t held_gpu = vq.gpu - vq.evicting_gpu - taken(victim, kTakenGpu) - gpu;
+  const int64_t held_cpu = vq.cpu - vq.res_evicting[0] - taken(victim, kTakenResource) - cpu;
+  return std::max(static_cast<double>(held_gpu) / static_cast<double>(cap_gpu_),
+                  static_cast<double>(held_cpu) / static_cast<double>(cap_cpu_)) /
+             vq.spec.weight >=
+         share - 1e-12;
+}
+
 int Admitter::TreeRoot(int q) const {
   while (queues_[q].parent >= 0 && queues_[q].parent != fleet_queue_) q = queues_[q].parent;
   return q;
@@ -3278,17 +3295,8 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
     int64_t cpu = 0;
     for (int k = c[s]; k < to; ++k) cpu += w.pods[pod_index(w, s, k)].cpu_milli;
     const auto fair = [&]() {
-      for (auto [f, m] : add)
-        if (managed_[f] &&
-            (vq.usage[f] - vq.evicting_usage[f] - taken_in(w.leaf, f) - m < vq.guaranteed[f] ||
-             !BranchLends(e.leaf, w.leaf, f, m, taken_in)))
-          return false;
-      const int64_t gpu = vq.gpu - vq.evicting_gpu - taken_in(w.leaf, kTakenGpu) - milli;
-      const int64_t held_cpu = vq.cpu - vq.res_evicting[0] - taken_in(w.leaf, kTakenResource) - cpu;
-      return std::max(static_cast<double>(gpu) / static_cast<double>(cap_gpu_),
-                      static_cast<double>(held_cpu) / static_cast<double>(cap_cpu_)) /
-                 vq.spec.weight >=
-             scope.fair_share - 1e-12;
+      return FairShareKeeps(e.leaf, w.leaf, scope.fair_share, milli, cpu, {add.begin(), add.end()},
+                            taken_in);
     };
     if (w.leaf != e.leaf) {
       if (scope.fair_share >= 0 && !must_lend) {
@@ -3585,22 +3593,13 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   // queues would evict each other's work within its guarantee in turn.
   const auto fair_allows = [&](int v, const std::function<int64_t(int, int)>& taken) {
     const Entry& w = entries_[v];
-    const QueueNode& vq = queues_[w.leaf];
-    for (auto [f, milli] : w.charged)
-      if (managed_[f] &&
-          (vq.usage[f] - vq.evicting_usage[f] - taken(w.leaf, f) - milli < vq.guaranteed[f] ||
-           !BranchLends(leaf, w.leaf, f, milli, taken)))
-        return false;
-    const int64_t gpu = vq.gpu - vq.evicting_gpu - taken(w.leaf, kTakenGpu) - w.gpu_milli;
-    const int64_t cpu = vq.cpu - vq.res_evicting[0] - taken(w.leaf, kTakenResource) - w.cpu_milli;
-    return std::max(static_cast<double>(gpu) / static_cast<double>(cap_gpu_),
-                    static_cast<double>(cpu) / static_cast<double>(cap_cpu_)) /
-               vq.spec.weight >=
-           my_share - 1e-12;
+    return FairShareKeeps(leaf, w.leaf, my_share, w.gpu_milli, w.cpu_milli, w.charged, taken);
   };
 
-  // Eligible victims, cheapest first. They depend only on who asks (queue, priority, why) and
-  // on the running set, which only shrinks during a cycle: computed once per cycle and key.
+  // Eligible victims, cheapest first. They depend on who asks (queue, priority, why) and on the
+  // running set, which only shrinks during a cycle: computed once per cycle and key. (Whether
+  // a queue lends, or keeps its fair share, changes as evictions are chosen: every path that
+  // takes a cached victim asks again, with what is taken so far.)
   const VictimKey cache_key{
       leaf,
       e.spec.priority,

@@ -615,6 +615,14 @@ class Admitter {
   // between departments before within one; a user-style review saw a department left below
   // its guarantee).
   int VictimTier(int preemptor_leaf, int w_leaf) const;
+  // Fair-share preemption: whether taking `gpu` milli-GPUs (`by_flavour` of them charged per
+  // flavour) and `cpu` milli-cores of queue `victim`'s work for queue `preemptor`'s keeps the
+  // victim's queue at or above its guarantees (BranchLends above it too: only what it borrows
+  // goes) and its weighted dominant share at or above `share`, the preemptor's once admitted
+  // (Kueue's LessThanOrEqualToFinalShare), what is being evicted and `taken` counted as gone.
+  bool FairShareKeeps(int preemptor, int victim, double share, int64_t gpu, int64_t cpu,
+                      const std::vector<std::pair<int, int64_t>>& by_flavour,
+                      const std::function<int64_t(int, int)>& taken) const;
 
   Admitter(const Fleet& fleet, std::vector<Tenant> tenants, AdmissionConfig config,
            const Policy& policy, uint64_t seed);
