@@ -2160,6 +2160,42 @@ TEST_F(AdmissionTest, TreesLendWithinTheirRootsLimits) {
       << adm_->reason(ids.back());
 }
 
+TEST_F(AdmissionTest, TreesBorrowOnlyGpusInService) {
+  // dept-b lends none of its 2 GPUs; the 2 nobody is guaranteed are cordoned. Counted, they
+  // would let a take dept-b's.
+  MakeTree(Nodes(2, 4), TwoTrees(true, std::nullopt, /*b_lending=*/0), {"a", "b"});
+  adm_->TakeOutOfService(0, {0, 1});
+  adm_->Reserve(Assignment{.node = 0,
+                           .devices = {{.device = 0, .milli = 1000}, {.device = 1, .milli = 1000}}},
+                PodRequest{});
+  std::vector<int> ids = SubmitEach("w", "a", 8, 0);
+  adm_->Cycle(1, 1000);
+  EXPECT_EQ(CountPhase(ids, Phase::kAdmitted), 4);
+  EXPECT_NE(adm_->reason(ids.back())
+                .find("the fleet has no unused gpu that its trees lend: they would hold 5/4 GPUs "
+                      "(dept-b keeps 2 GPUs of its guarantee: its lending limit)"),
+            std::string::npos)
+      << adm_->reason(ids.back());
+  const int mine = Submit(Gpus("b0", "b", 2), 2);
+  adm_->Cycle(3, 1000);
+  EXPECT_EQ(adm_->phase(mine), Phase::kAdmitted) << adm_->reason(mine);
+  // A node out of service with its work running: what runs there still counts, what is free
+  // there does not.
+  MakeTree(Nodes(2, 4), TwoTrees(true), {"a", "b"});
+  ids = SubmitEach("x", "a", 6, 0);
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(CountPhase(ids, Phase::kAdmitted), 6);
+  const double share = adm_->dominant_share(adm_->QueueIndex("a"));
+  // (The 6 run on both nodes, one of them full: the other is taken out of service.)
+  std::vector<int> on(2, 0);
+  for (int id : ids) ++on[adm_->assignments(id)[0].node];
+  const int node = on[0] == 4 ? 1 : 0;
+  ASSERT_LT(on[node], 4);
+  adm_->TakeOutOfService(node);
+  EXPECT_NEAR(adm_->dominant_share(adm_->QueueIndex("a")), share * 8 / (8 - (4 - on[node])),
+              1e-9);
+}
+
 TEST_F(AdmissionTest, AcrossTreesOnlyTheFleetBoundsAWorkload) {
   // 6 GPUs in one workload: past dept-a's guarantee, so it can never start while the trees keep
   // apart; lending, it can.

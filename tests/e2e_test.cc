@@ -838,6 +838,33 @@ TEST_F(FactoryTest, QueueTreesLendEachOtherWithLendAcrossTrees) {
       << Describe(Workloads());
 }
 
+// Lending across trees, the GPUs of cordoned nodes are not lent: team-a lends none of its 8
+// GPUs, and the 16 nobody is guaranteed sit on the two cordoned nodes. Counted, they would let
+// team-b take team-a's 8.
+TEST_F(FactoryTest, CordonedGpusAreNotLentAcrossTrees) {
+  StartScheduler(5'000, [&](SchedulerOptions& so) { so.lend_across_trees = true; });
+  CreateQueue("team-a", {{"quotas", {{"gpu", {{"guaranteed", 8}, {"lendingLimit", 0}}}}}});
+  CreateQueue("team-b", {{"quotas", {{"gpu", {{"guaranteed", 8}}}}}});
+  for (const std::string name : {fleet_.nodes[0].name.str(), fleet_.nodes[1].name.str()}) {
+    ClientResponse r = Call("PATCH", std::string(kApi) + "/nodes/" + name,
+                            R"({"spec":{"unschedulable":true}})", "application/merge-patch+json");
+    ASSERT_EQ(r.status, 200) << r.body;
+  }
+  for (int i = 0; i < 2; ++i)
+    CreateWorkload(WholeGpuWorkload("team-b", "b-" + std::to_string(i), 8));
+  Cycle();
+  Cycle();
+  std::map<std::string, json> w = Workloads();
+  int running = 0;
+  for (const auto& [name, obj] : w) running += obj["status"].value("phase", "") == "Running";
+  EXPECT_EQ(running, 1) << Describe(w);
+  CreateWorkload(WholeGpuWorkload("team-a", "a-0", 8));
+  EXPECT_EQ(Cycle().preempted, 0);
+  Cycle();
+  EXPECT_EQ(Workloads()["team-a/a-0"]["status"].value("phase", ""), "Running")
+      << Describe(Workloads());
+}
+
 // A workload whose tenant has no queue waits in the built-in `unqueued`, which sits under the
 // tree's root: it borrows what the queues leave idle, and is the first reclaimed.
 TEST_F(FactoryTest, UnqueuedWorkBorrowsWhatTheQueuesLeaveIdle) {

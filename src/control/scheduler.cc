@@ -1299,6 +1299,16 @@ Result<CycleStats> Scheduler::RunOnce() {
             admitter->Reserve(bound[b].assign[i], bound[b].sw.pods[i]);
         }
       }
+      // What is free on nodes that take no new work, or on cordoned GPUs, is neither lent across
+      // trees nor counted in the capacity shares are measured against (before it is held).
+      for (int n = 0; n < state.node_count(); ++n) {
+        const std::string& name = state.node(n).name.str();
+        if (unusable.count(name)) {
+          admitter->TakeOutOfService(n);
+        } else if (auto it = cordoned_gpus.find(name); it != cordoned_gpus.end()) {
+          admitter->TakeOutOfService(n, it->second);
+        }
+      }
       for (auto& [a, req] : held) admitter->Reserve(a, req);
       // No eviction is planned to make room on nodes that take no new work (the room it would
       // free there is not placeable), nor on nodes with cordoned GPUs.

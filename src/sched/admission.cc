@@ -342,9 +342,11 @@ Status Admitter::Build() {
   // GPUs to those that limit them.)
   if (fleet_queue_ >= 0) {
     const std::vector<int> gpus = FlavorGpus(/*charged=*/true);
-    for (int f = 0; f < nf; ++f)
-      queues_[fleet_queue_].guaranteed[f] =
-          std::max(queues_[fleet_queue_].guaranteed[f], int64_t{gpus[f]} * kMilliPerGpu);
+    trees_guaranteed_ = queues_[fleet_queue_].guaranteed;
+    for (int f = 0; f < nf; ++f) {
+      in_service_milli_.push_back(int64_t{gpus[f]} * kMilliPerGpu);
+      queues_[fleet_queue_].guaranteed[f] = std::max(trees_guaranteed_[f], in_service_milli_[f]);
+    }
   }
   for (auto [neg_depth, i] : by_depth) {
     QueueNode& q = queues_[i];
@@ -628,28 +630,51 @@ uint64_t Admitter::UnchargedModels(const PodRequest& req) const {
   return req.model_mask & fleet_models & ~charged;
 }
 
+std::set<int> Admitter::DeviceFlavors(int n, int d, bool charged) const {
+  const int model = state_.node_model(n);
+  const Device& dev = fleet_.nodes[n].devices[d];
+  std::set<int> takes;
+  if (!dev.mig_enabled()) {
+    takes.insert(SelectFlavor(DeviceKind::kWhole, -1, model, charged));
+    takes.insert(SelectFlavor(DeviceKind::kFraction, -1, model, charged));
+  } else {
+    for (int s = 0; s < static_cast<int>(dev.mig_slices.size()); ++s)
+      takes.insert(
+          SelectFlavor(DeviceKind::kMig, state_.mig_slice_profile(n, d, s), model, charged));
+  }
+  takes.erase(-1);
+  return takes;
+}
+
 std::vector<int> Admitter::FlavorGpus(bool charged) const {
   std::vector<int> gpus(flavors_.size(), 0);
-  for (int n = 0; n < state_.node_count(); ++n) {
-    const int model = state_.node_model(n);
-    for (int d = 0; d < static_cast<int>(fleet_.nodes[n].devices.size()); ++d) {
-      const Device& dev = fleet_.nodes[n].devices[d];
-      // Each flavour a request for this device could be charged to (whole GPUs, a fraction,
-      // any of its MIG slices), counted once per flavour.
-      std::set<int> takes;
-      if (!dev.mig_enabled()) {
-        takes.insert(SelectFlavor(DeviceKind::kWhole, -1, model, charged));
-        takes.insert(SelectFlavor(DeviceKind::kFraction, -1, model, charged));
-      } else {
-        for (int s = 0; s < static_cast<int>(dev.mig_slices.size()); ++s)
-          takes.insert(
-              SelectFlavor(DeviceKind::kMig, state_.mig_slice_profile(n, d, s), model, charged));
-      }
-      for (int f : takes)
-        if (f >= 0) ++gpus[f];
+  for (int n = 0; n < state_.node_count(); ++n)
+    for (int d = 0; d < static_cast<int>(fleet_.nodes[n].devices.size()); ++d)
+      for (int f : DeviceFlavors(n, d, charged)) ++gpus[f];  // once per flavour
+  return gpus;
+}
+
+void Admitter::TakeOutOfService(int n, const std::vector<int>& devices) {
+  std::vector<int> all;
+  for (int d = 0; d < static_cast<int>(fleet_.nodes[n].devices.size()); ++d) all.push_back(d);
+  int64_t free_gpu = 0;
+  for (int d : devices.empty() ? all : devices) {
+    if (d < 0 || d >= static_cast<int>(all.size())) continue;
+    const DeviceState& dev = state_.devices(n)[d];
+    // A MIG device counts whole, as FlavorGpus counts it: free while no slice is taken.
+    const size_t slices = fleet_.nodes[n].devices[d].mig_slices.size();
+    const int64_t free = slices == 0
+                             ? dev.free_milli
+                             : (dev.mig_free == (uint32_t{1} << slices) - 1 ? kMilliPerGpu : 0);
+    free_gpu += free;
+    if (fleet_queue_ < 0) continue;
+    for (int f : DeviceFlavors(n, d, /*charged=*/true)) {
+      in_service_milli_[f] -= free;
+      queues_[fleet_queue_].guaranteed[f] = std::max(trees_guaranteed_[f], in_service_milli_[f]);
     }
   }
-  return gpus;
+  cap_gpu_ = std::max<int64_t>(1, cap_gpu_ - free_gpu);
+  if (devices.empty()) cap_cpu_ = std::max<int64_t>(1, cap_cpu_ - state_.free_cpu(n));
 }
 
 std::map<int, std::string> Admitter::GuaranteeWarnings() const {

@@ -325,6 +325,12 @@ class Admitter {
   // Preemption and consolidation plan no room on node n (it takes no new work, or only part of
   // it does): its workloads are neither victims nor movers for a pod to land there.
   void ExcludeFromEviction(int n) { no_eviction_[n] = true; }
+  // Node n takes no new work (cordoned, NotReady, out of service), or only its GPUs `devices` do
+  // not: what is free there now leaves the capacity that shares are measured against and, when
+  // trees lend to each other, the fleet's guarantee (no tree borrows GPUs no one can be placed
+  // on). What runs there still counts. Call once per node, after Reserve and Restore of the work
+  // that runs there and before Reserve of what is held free.
+  void TakeOutOfService(int n, const std::vector<int>& devices = {});
   // A pending workload (from Submit) that already waits for `victims` workloads to stop, as a
   // rebuilding caller finds it: it is not tried meanwhile, and the room it reclaims within its
   // queue's guarantee counts as promised, so no one else of its queue evicts for the same room.
@@ -458,6 +464,9 @@ class Admitter {
   int64_t flavor_usage_milli(int q, int f) const { return queues_[q].usage[f]; }
   // By flavour; as if every flavour had a quota, or (`charged`) as requests are charged now.
   std::vector<int> FlavorGpus(bool charged = false) const;
+  // The flavours a request for GPU d of node n could be charged to (its whole GPU, a fraction,
+  // any of its MIG slices), or (`charged`) as requests are charged now.
+  std::set<int> DeviceFlavors(int n, int d, bool charged) const;
   // Where the trees' guarantees of a flavour add up to more GPUs than the fleet has of it (they
   // cannot all be met at once: a reclaim may find nothing to take back), a warning for each
   // root guaranteed some of it, by queue index; roots without one are left out.
@@ -894,6 +903,9 @@ class Admitter {
   std::vector<QueueNode> queues_;
   std::vector<int> roots_;
   int fleet_queue_ = -1;  // the fleet's node (kFleetQueue) when trees lend to each other, last
+  // By flavour: the trees' guarantees added up, and the GPUs in service (TakeOutOfService), in
+  // milli-GPUs; the fleet's node is guaranteed the larger.
+  std::vector<int64_t> trees_guaranteed_, in_service_milli_;
   std::map<std::string, int> queue_index_;
   std::vector<Entry> entries_;
   std::vector<std::vector<int>> node_workloads_;  // admitted/evicting workloads per node
