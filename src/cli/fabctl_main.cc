@@ -921,6 +921,135 @@ void DescribeNodeHealth(HttpClient& http, const std::string& name) {
   }
 }
 
+// A queue as its admin reads it (`kubectl describe clusterqueue`'s facts, in words): where it
+// sits in the tree, its policies with their defaults, per resource its quota beside what it
+// holds and borrows, and its standing as the scheduler last wrote it.
+void DescribeQueue(HttpClient& http, const json& o) {
+  const json spec = o.value("spec", json::object());
+  const json status = o.value("status", json::object());
+  const std::string name = StringAt(o, "metadata", "name");
+  const std::string parent = spec.value("parent", "");
+  // The tree: its root and children, from the stored queues.
+  std::map<std::string, std::string> parent_of;
+  std::vector<std::string> children;
+  if (auto list = http.Do("GET", "/apis/fabrica.dev/v1/queues"); list.ok() && list->status == 200) {
+    const json all = json::parse(list->body, nullptr, false);
+    for (const json& q : all.is_object() ? all.value("items", json::array()) : json::array()) {
+      const std::string n = StringAt(q, "metadata", "name");
+      const json qs = q.value("spec", json::object());
+      const std::string p = qs.is_object() ? qs.value("parent", "") : "";
+      parent_of[n] = p;
+      if (!p.empty() && p == name) children.push_back(n);
+    }
+  }
+  std::string root = name;
+  for (int depth = 0; depth < 64 && !parent_of[root].empty(); ++depth) root = parent_of[root];
+  std::printf("Parent:     %s\n",
+              parent.empty() ? "(none: the root of its tree)"
+                             : (parent + (root != parent ? " (tree " + root + ")" : "")).c_str());
+  if (!children.empty()) {
+    std::string list;
+    for (const std::string& c : children) list += (list.empty() ? "" : ", ") + c;
+    std::printf("Children:   %s\n", list.c_str());
+  }
+  std::string tenants;
+  for (const json& t : spec.value("tenants", json::array()))
+    tenants += (tenants.empty() ? "" : ", ") + Plain(t);
+  // (Who may wait in it or below it: the tenant named after it, and those spec.tenants lists.)
+  std::printf("Tenants:    tenant %s (named after it)%s\n", name.c_str(),
+              tenants.empty() ? "" : ("; listed: " + tenants).c_str());
+  std::printf("Weight:     %s\n", Plain(spec.value("weight", json(1))).c_str());
+  std::printf("Strategy:   %s\n", spec.value("queueingStrategy", "BestEffortFIFO").c_str());
+  const json pre = spec.value("preemption", json::object());
+  const json borrow = pre.is_object() ? pre.value("borrowWithinCohort", json::object()) : json();
+  std::string borrow_text = borrow.is_object() ? borrow.value("policy", "Never") : "Never";
+  if (borrow.is_object() && borrow.contains("maxPriorityThreshold"))
+    borrow_text += " (priority at most " + Plain(borrow["maxPriorityThreshold"]) + ")";
+  std::printf("Preemption: withinQueue %s, reclaimWithinCohort %s, borrowWithinCohort %s\n",
+              pre.is_object() ? pre.value("withinQueue", "LowerPriority").c_str() : "LowerPriority",
+              pre.is_object() ? pre.value("reclaimWithinCohort", "Any").c_str() : "Any",
+              borrow_text.c_str());
+  std::printf("Disruption: %s\n", spec.contains("disruptionBudget")
+                                      ? ("at most " + Plain(spec["disruptionBudget"]) +
+                                         " of its workloads evicted at once")
+                                            .c_str()
+                                      : "no budget");
+  const std::string stop = spec.value("stopPolicy", "None");
+  std::printf("Active:     %s\n", (Plain(status.value("active", json("-"))) +
+                                   (stop == "None" ? "" : " (stopPolicy " + stop + ")"))
+                                      .c_str());
+  if (spec.contains("flavorOrder")) {
+    std::string order;
+    for (const json& f : spec["flavorOrder"]) order += (order.empty() ? "" : ", ") + Plain(f);
+    std::printf("Flavours:   tried in order %s\n", order.c_str());
+  }
+  // Per resource: the guarantee in force (its own, or its children's), the limits its spec
+  // sets, what it holds and what of that is past its guarantee (borrowed).
+  const json quotas = spec.value("quotas", json::object());
+  std::vector<std::vector<std::string>> rows = {
+      {"RESOURCE", "GUARANTEED", "BORROWING-LIMIT", "LENDING-LIMIT", "USED", "BORROWED"}};
+  const auto limit = [&](const std::string& resource, const char* key) {
+    return quotas.is_object() && quotas.contains(resource) && quotas[resource].is_object() &&
+                   quotas[resource].contains(key)
+               ? Plain(quotas[resource][key])
+               : std::string("-");
+  };
+  const auto borrowed = [](const json& used, const json& guaranteed) {
+    try {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%g",
+                    std::max(0.0, std::stod(Plain(used)) - std::stod(Plain(guaranteed))));
+      return std::string(buf);
+    } catch (const std::exception&) {
+      return std::string("-");  // (not a plain number, as 512Gi)
+    }
+  };
+  const json flavors = status.value("flavors", json::object());
+  if (flavors.is_object() && !flavors.empty()) {
+    for (const auto& [flavor, f] : flavors.items()) {
+      const json used = f.value("usedGpus", json("-")),
+                 guaranteed = f.value("guaranteedGpus", json("-"));
+      rows.push_back({flavor + " (GPUs)", Plain(guaranteed), limit(flavor, "borrowingLimit"),
+                      limit(flavor, "lendingLimit"), Plain(used), borrowed(used, guaranteed)});
+    }
+  } else if (status.contains("usedGpus")) {
+    const json used = status["usedGpus"], guaranteed = status.value("guaranteedGpus", json("-"));
+    rows.push_back({"gpu (GPUs)", Plain(guaranteed), limit("gpu", "borrowingLimit"),
+                    limit("gpu", "lendingLimit"), Plain(used), borrowed(used, guaranteed)});
+  }
+  for (const char* r : {"cpu", "memory"}) {
+    const json st = status.value(r, json::object());
+    if (!st.is_object() || st.empty()) continue;
+    const json used = st.value("used", json("-")), guaranteed = st.value("guaranteed", json("-"));
+    rows.push_back({std::string(r) + (std::string(r) == "cpu" ? " (cores)" : ""), Plain(guaranteed),
+                    limit(r, "borrowingLimit"), limit(r, "lendingLimit"), Plain(used),
+                    std::string(r) == "cpu" ? borrowed(used, guaranteed) : "-"});
+  }
+  if (rows.size() > 1) {
+    std::printf("Quotas:\n");
+    for (auto& row : rows) row.front() = "  " + row.front();
+    PrintRows(rows);
+  } else {
+    std::printf("Quotas:     (the scheduler has not written its standing yet)\n");
+  }
+  if (status.contains("pendingWorkloads"))
+    std::printf("Pending:    %s workload(s) (fabctl pending %s)\n",
+                Plain(status["pendingWorkloads"]).c_str(), name.c_str());
+  if (status.contains("weightedShare"))
+    std::printf("Fair share: weighted share %s, usage history %s\n",
+                Plain(status["weightedShare"]).c_str(),
+                Plain(status.value("usageHistory", json("-"))).c_str());
+  if (status.contains("reclaimMinRuntimeSeconds"))
+    std::printf(
+        "Reclaim:    a workload's minimum runtime keeps other queues from taking it for at "
+        "most %ss%s\n",
+        Plain(status["reclaimMinRuntimeSeconds"]).c_str(),
+        status.contains("lastReclaimTime")
+            ? ("; it last reclaimed at " + Plain(status["lastReclaimTime"])).c_str()
+            : "");
+  if (status.contains("warning")) std::printf("Warning:    %s\n", Plain(status["warning"]).c_str());
+}
+
 int Describe(Globals& g, HttpClient& http, const std::string& what, const std::string& name) {
   const Resource* r = ResourceByName(what);
   if (!r || name.empty()) {
@@ -1036,11 +1165,14 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
       }
     }
   }
+  if (std::string(r->kind) == "Queue") {
+    DescribeQueue(http, o);
+    return 0;
+  }
   std::printf("Spec:\n");
   PrintYaml(o.value("spec", json::object()), 2, std::cout);
-  // A queue's or flavour's standing as the scheduler last wrote it (GPUs per flavour, CPU and
-  // memory, pending work; a flavour's GPUs).
-  if (std::string(r->kind) == "Queue" || std::string(r->kind) == "ResourceFlavor") {
+  // A flavour's standing as the scheduler last wrote it (its GPUs).
+  if (std::string(r->kind) == "ResourceFlavor") {
     std::printf("Status:\n");
     PrintYaml(status, 2, std::cout);
   }
@@ -1123,6 +1255,50 @@ int Pending(Globals& g, HttpClient& http, const std::string& queue, int limit) {
   if (list.value("total", 0) > static_cast<int64_t>(rows.size() - 1))
     std::printf("(%d of %d shown; --limit N for more)\n", static_cast<int>(rows.size() - 1),
                 list.value("total", 0));
+  return 0;
+}
+
+// `fabctl patch RESOURCE NAME -p PATCH`: a JSON merge patch (RFC 7386; JSON or YAML, as
+// kubectl's --type merge takes it) of the object or (`--subresource status`) its status.
+int Patch(Globals& g, HttpClient& http, const std::string& what, const std::string& name,
+          const std::string& patch, const std::string& type, const std::string& subresource) {
+  const Resource* r = ResourceByName(what);
+  if (!r) {
+    std::cerr << "fabctl: unknown resource '" << what << "'\n";
+    return 1;
+  }
+  if (type != "merge") {
+    std::cerr << "fabctl: --type " << type
+              << " is not supported: Fabrica's objects take merge patches (--type merge)\n";
+    return 1;
+  }
+  json body = json::parse(patch, nullptr, false);
+  if (body.is_discarded()) {
+    try {
+      body = YamlToJson(YAML::Load(patch));
+    } catch (const YAML::Exception& e) {
+      std::cerr << "fabctl: the patch is neither JSON nor YAML: " << e.what() << "\n";
+      return 1;
+    }
+  }
+  if (!body.is_object()) {
+    std::cerr << "fabctl: the patch must be an object, as {\"spec\": {...}}\n";
+    return 1;
+  }
+  const std::string path =
+      CollectionPath(*r, g.ns) + "/" + name + (subresource.empty() ? "" : "/" + subresource);
+  // (Its version before and after: a patch that changes nothing says so, as kubectl's.)
+  auto before = http.Do("GET", CollectionPath(*r, g.ns) + "/" + name);
+  if (!before.ok() || before->status != 200) return Failed(before);
+  auto resp = http.Do("PATCH", path, body.dump(), "application/merge-patch+json");
+  if (!resp.ok() || resp->status >= 300) return Failed(resp);
+  const json old_obj = json::parse(before->body, nullptr, false);
+  const json new_obj = json::parse(resp->body, nullptr, false);
+  const auto version = [](const json& o) {
+    return o.is_object() ? StringAt(o, "metadata", "resourceVersion") : std::string();
+  };
+  const bool same = !version(new_obj).empty() && version(old_obj) == version(new_obj);
+  std::printf("%s/%s patched%s\n", r->plural, name.c_str(), same ? " (no change)" : "");
   return 0;
 }
 
@@ -1335,6 +1511,20 @@ int main(int argc, char** argv) {
   pending->callback([&] {
     auto h = client();
     rc = h ? Pending(g, *h, name, pending_limit) : 2;
+  });
+  CLI::App* patch = app.add_subcommand("patch", "Change fields of a resource (a merge patch)");
+  std::string patch_body, patch_type = "merge", subresource;
+  patch->add_option("resource", what)->required();
+  patch->add_option("name", name)->required();
+  patch->add_option("-p,--patch", patch_body, "the patch, JSON or YAML: {\"spec\": {...}}")
+      ->required();
+  patch->add_option("--type", patch_type, "merge (the only kind Fabrica's objects take)");
+  patch->add_option("--subresource", subresource, "status: patch the object's status (admins)")
+      ->check(CLI::IsMember({"status"}));
+  patch->add_option("-n,--namespace,--tenant", g.ns, "tenant");
+  patch->callback([&] {
+    auto h = client();
+    rc = h ? Patch(g, *h, what, name, patch_body, patch_type, subresource) : 2;
   });
   CLI::App* cordon = app.add_subcommand("cordon", "Stop new work landing on a node");
   cordon->add_option("node", name)->required();

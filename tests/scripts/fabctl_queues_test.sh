@@ -9,6 +9,8 @@
 # grows to all 4 when its queue may hold more, and gives one pod back for urgent work of its
 # queue; a queue's flavorOrder decides where its work goes first. Files list queues in any
 # order; a parent, and a bad name, are refused.
+# `fabctl patch` changes a queue (JSON or YAML, "(no change)" when it changes nothing, an
+# unknown field refused) and a workload's status; `fabctl describe queue` reads as a table.
 # Usage: fabctl_queues_test.sh FABRICA_BIN FABCTL_BIN SOURCE_DIR
 set -euo pipefail
 FABRICA=$1
@@ -37,19 +39,15 @@ grep -q "queues/team-a unchanged" "$tmp/apply3.txt" ||
 # As kubectl's apply, a re-apply leaves alone the spec fields it never set: an admin's
 # stopPolicy, written straight through the API (as `kubectl patch` would), stays; one an
 # earlier apply set and the file no longer has goes.
-admin_patch() {  # admin_patch PATH JSON: a merge patch with the config's token (and CA)
-  python3 - "$FABRICA_CONFIG" "$1" "$2" <<'PY'
-import json, ssl, sys, urllib.request
-cfg = dict(l.split(": ", 1) for l in open(sys.argv[1]).read().splitlines() if ": " in l)
-req = urllib.request.Request(cfg["server"] + sys.argv[2], data=sys.argv[3].encode(), method="PATCH",
-    headers={"Authorization": "Bearer " + cfg["token"],
-             "Content-Type": "application/merge-patch+json"})
-tls = ssl.create_default_context(cafile=cfg["ca"]) if "ca" in cfg else None
-urllib.request.urlopen(req, context=tls).read()
-PY
-}
-admin_patch /apis/fabrica.dev/v1/queues/team-b '{"spec": {"stopPolicy": "Hold"}}' ||
+patched=$("$FABCTL" patch queue team-b -p '{"spec": {"stopPolicy": "Hold"}}') ||
   fail "admin patch of team-b"
+[ "$patched" = "queues/team-b patched" ] || fail "patch said: $patched"
+patched=$("$FABCTL" patch queue team-b -p 'spec: {stopPolicy: Hold}') || fail "YAML patch"
+[ "$patched" = "queues/team-b patched (no change)" ] || fail "a patch that changes nothing: $patched"
+rc=0
+"$FABCTL" patch queue team-b -p '{"spec": {"stopPolicyy": "Hold"}}' >"$tmp/badpatch.txt" 2>&1 || rc=$?
+[ "$rc" = 1 ] && grep -q "spec.stopPolicyy: unknown field" "$tmp/badpatch.txt" ||
+  fail "a patch with an unknown field (rc $rc): $(cat "$tmp/badpatch.txt")"
 "$FABCTL" apply -f "$tmp/queues3.yaml" >"$tmp/apply4.txt" 2>&1 || fail "fourth apply: $(cat "$tmp/apply4.txt")"
 grep -q "queues/team-b unchanged" "$tmp/apply4.txt" ||
   fail "a re-apply changed team-b: $(cat "$tmp/apply4.txt")"
@@ -363,15 +361,22 @@ grep "^short " <<<"$workloads" | grep -q "Succeeded *2/2 done *0 " ||
   fail "short's completed pods not shown: $workloads"
 # `describe` shows a workload's record of evictions (status.evictions, the scheduler's): how
 # often, the GPU-seconds they threw away, and the last one.
-admin_patch /apis/fabrica.dev/v1/namespaces/team-a/workloads/short/status \
+"$FABCTL" patch workload short -n team-a --subresource status -p \
   '{"status": {"evictions": {"count": 2, "gpuSecondsLost": 1200, "last": {"reason": "Preempted", "message": "preempted by hot (for higher-priority work)", "time": "2026-12-02T10:00:00Z"}}}}' ||
   fail "admin patch of short's status"
 described=$("$FABCTL" describe workload short -n team-a)
 grep -q "^Evicted: *2 time(s), 1200 GPU-seconds lost; last Preempted at 2026-12-02T10:00:00Z: preempted by hot" <<<"$described" ||
   fail "describe shows no eviction record: $described"
+# `describe queue` reads as kubectl's describe does: its place in the tree, its policies, and
+# per resource its quota beside what it holds.
 described=$("$FABCTL" describe queue team-c)
-grep -A3 "^Status:" <<<"$described" | grep -q "flavors\|guaranteedGpus" ||
-  fail "describe queue shows no status: $described"
+grep -q "^Parent: *(none: the root of its tree)" <<<"$described" || fail "describe queue: $described"
+grep -q "^  gpu (GPUs) *12 *- *6 *[0-9.]* *[0-9.]*$" <<<"$described" ||
+  fail "describe queue shows no quota row: $described"
+described=$("$FABCTL" describe queue team-b)
+grep -q "^Parent: *research$" <<<"$described" && grep -q "^Disruption: *at most 3 " <<<"$described" &&
+  grep -q "borrowWithinCohort LowerPriority (priority at most 0)" <<<"$described" ||
+  fail "describe queue team-b: $described"
 # A file may list a queue before its parent: fabctl applies parents first (the server refuses
 # a queue whose parent does not exist) and deletes children first. A queue with a child, or a
 # name that is no valid name, is refused naming why.
