@@ -777,6 +777,8 @@ struct ApiServer::Impl {
       named["metadata"]["name"] = meta.value("name", "");
       RETURN_IF_ERROR(FlavorFromObject(named, source).status());
     } else if (std::string(info.kind) == "Queue") {
+      // (A queue with no spec, a cohort-style parent, is stored with an empty one.)
+      if (!obj.contains("spec") || obj["spec"].is_null()) obj["spec"] = json::object();
       json spec = obj.value("spec", json::object());
       if (!spec.is_object()) return InvalidArgument("spec: expected an object");
       if (spec.contains("budget")) {

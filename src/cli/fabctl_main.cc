@@ -198,6 +198,19 @@ int Failed(const fabrica::Result<fabrica::ClientResponse>& r, const std::string&
 // A scalar for a table cell: strings without quotes.
 std::string Plain(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
+// o[key] where o is an object and it is one (an array): else an empty one, so that a stored
+// `"spec": null` or an odd type reads as empty rather than throwing.
+json Obj(const json& o, const char* key) {
+  if (!o.is_object()) return json::object();
+  auto it = o.find(key);
+  return it != o.end() && it->is_object() ? *it : json::object();
+}
+json Arr(const json& o, const char* key) {
+  if (!o.is_object()) return json::array();
+  auto it = o.find(key);
+  return it != o.end() && it->is_array() ? *it : json::array();
+}
+
 std::string Age(const json& obj) { return obj["metadata"].value("creationTimestamp", ""); }
 
 // Columns padded to their widest cell; `skip_first` leaves the first column out. A watch
@@ -240,14 +253,13 @@ struct WatchTable {
 // too: it will not run until set true again).
 std::string ShownPhase(const json& status) {
   const std::string phase = status.value("phase", "");
-  const json finished = status.value("finishedPods", json::object());
+  const json finished = Obj(status, "finishedPods");
   if ((phase == "Running" || phase == "Scheduled") && status.contains("preemption") &&
       status["preemption"].is_object())
     return "Evicting";
-  if (const json started = status.value("startedPods", json::object());
-      phase == "Running" && started.is_object()) {
+  if (const json started = Obj(status, "startedPods"); phase == "Running" && started.is_object()) {
     size_t bound = 0, up = 0;
-    for (const json& a : status.value("assignments", json::array())) {
+    for (const json& a : Arr(status, "assignments")) {
       const std::string pod = a.value("pod", "");
       ++bound;
       up += started.contains(pod) || (finished.is_object() && finished.contains(pod));
@@ -288,17 +300,17 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
     rows.push_back({"NAME", "CREATED"});
   }
   for (const json& o : items) {
-    const json meta = o.value("metadata", json::object());
-    const json spec = o.value("spec", json::object());
-    const json status = o.value("status", json::object());
+    const json meta = Obj(o, "metadata");
+    const json spec = Obj(o, "spec");
+    const json status = Obj(o, "status");
     if (kind == "Workload") {
       // PODS and GPUS as admitted, less its pods that completed: "2/4" when it runs fewer pods
       // than it asks for.
       int pods = 0, asked = 0;
       double gpus = 0;
-      const json admitted = status.value("admittedCounts", json::array());
-      const json sets = spec.value("podSets", json::array());
-      const json finished = status.value("finishedPods", json::object());
+      const json admitted = Arr(status, "admittedCounts");
+      const json sets = Arr(spec, "podSets");
+      const json finished = Obj(status, "finishedPods");
       std::map<std::string, int> completed;  // pod set -> its pods that completed
       if (finished.is_object())
         for (const auto& [pod, at] : finished.items()) ++completed[pod.substr(0, pod.rfind('-'))];
@@ -311,7 +323,7 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
             completed[ps.value("name", "")];
         pods += running;
         asked += count;
-        const json dev = ps.value("devices", json::object());
+        const json dev = Obj(ps, "devices");
         if (dev.contains("gpus") && dev["gpus"].is_number()) {
           gpus += running * dev["gpus"].get<double>();
         } else if (dev.contains("mig") && dev["mig"].is_string()) {
@@ -328,7 +340,7 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
         }
       }
       std::string nodes;
-      for (const json& a : status.value("assignments", json::array())) {
+      for (const json& a : Arr(status, "assignments")) {
         const std::string n = a.value("node", "");
         if (!n.empty() && ("," + nodes + ",").find("," + n + ",") == std::string::npos)
           nodes += (nodes.empty() ? "" : ",") + n;
@@ -356,9 +368,9 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
         rows.back().insert(rows.back().end() - 1, {queue.empty() ? "-" : queue,
                                                    Plain(spec.value("priority", json(0))), Age(o)});
     } else if (kind == "Node") {
-      const json devs = spec.value("devices", json::array());
+      const json devs = Arr(spec, "devices");
       std::string ready = "Unknown";
-      for (const json& c : status.value("conditions", json::array())) {
+      for (const json& c : Arr(status, "conditions")) {
         if (c.value("type", "") == "Ready") {
           ready = c.value("status", "") == "True" ? "Ready" : "NotReady";
         }
@@ -402,7 +414,7 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
         }
         const auto limits = [&](const char* key) {
           std::string out;
-          json quotas = spec.value("quotas", json::object());
+          json quotas = Obj(spec, "quotas");
           if (!quotas.is_object()) quotas = json::object();
           for (const auto& [flavor, q] : quotas.items())
             if (flavor != "cpu" && flavor != "memory" && q.is_object() && q.contains(key))
@@ -436,7 +448,7 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
     // A queue's warning (its tree's guarantees past the fleet), as kubectl prints the server's.
     if (kind == "Queue")
       for (const json& o : items)
-        if (const json st = o.value("status", json::object());
+        if (const json st = Obj(o, "status");
             st.is_object() && st.contains("warning") && st["warning"].is_string())
           std::cerr << "Warning: queue " << o["metadata"].value("name", "") << ": "
                     << st["warning"].get<std::string>() << "\n";
@@ -461,7 +473,7 @@ void PrintObject(const json& o, const std::string& output) {
 void PrintName(const Resource& r, const json& o) {
   std::string kind = r.kind;
   for (char& c : kind) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  const json meta = o.is_object() ? o.value("metadata", json::object()) : json::object();
+  const json meta = o.is_object() ? Obj(o, "metadata") : json::object();
   std::cout << kind << "/" << (meta.is_object() ? meta.value("name", "") : "") << "\n";
 }
 
@@ -487,10 +499,10 @@ int Get(Globals& g, HttpClient& http, const std::string& what, const std::string
     if (auto q = http.Do("GET", "/apis/fabrica.dev/v1/queues"); q.ok() && q->status == 200) {
       const json list = json::parse(q->body, nullptr, false);
       std::set<std::string> parents;
-      for (const json& o : list.is_object() ? list.value("items", json::array()) : json::array())
+      for (const json& o : list.is_object() ? Arr(list, "items") : json::array())
         if (o.is_object()) {
-          leaves->insert(o.value("metadata", json::object()).value("name", ""));
-          parents.insert(o.value("spec", json::object()).value("parent", ""));
+          leaves->insert(Obj(o, "metadata").value("name", ""));
+          parents.insert(Obj(o, "spec").value("parent", ""));
         }
       for (const std::string& p : parents) leaves->erase(p);
     }
@@ -543,7 +555,7 @@ int Get(Globals& g, HttpClient& http, const std::string& what, const std::string
                     [&](const std::string& line) {
                       json e = json::parse(line, nullptr, false);
                       if (e.is_discarded()) return true;
-                      if (const json o = e.value("object", json::object());
+                      if (const json o = Obj(e, "object");
                           o.is_object() && o.contains("metadata") && o["metadata"].is_object() &&
                           o["metadata"].contains("resourceVersion") &&
                           o["metadata"]["resourceVersion"].is_string())
@@ -554,7 +566,7 @@ int Get(Globals& g, HttpClient& http, const std::string& what, const std::string
                         std::cout << "---\n";
                         PrintObject(e, "yaml");
                       } else if (g.output == "name") {
-                        PrintName(*r, e.value("object", json::object()));
+                        PrintName(*r, Obj(e, "object"));
                         std::cout << std::flush;
                       } else {
                         table.event = e.value("type", "");
@@ -779,8 +791,7 @@ int Apply(Globals& g, HttpClient& http, const std::string& file) {
         json put = obj;
         put["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"];
         const json last = json::parse(
-            StringAt(current.value("metadata", json::object()), "annotations", kLastApplied),
-            nullptr, false);
+            StringAt(Obj(current, "metadata"), "annotations", kLastApplied), nullptr, false);
         // (A manifest without a spec sets none of its fields.)
         if (!put.contains("spec") || put["spec"].is_null()) put["spec"] = json::object();
         std::vector<std::string> kept;
@@ -879,32 +890,32 @@ void DescribeNodeHealth(HttpClient& http, const std::string& name) {
   if (h.value("action", "NONE") != "NONE")
     std::printf("Action:     %s\n", h.value("action", "").c_str());
   std::printf("GPUs:\n");
-  for (const json& g : h.value("gpus", json::array())) {
+  for (const json& g : Arr(h, "gpus")) {
     std::printf("  gpu%-3d %s\n", g.value("index", -1), g.value("state", "").c_str());
   }
   std::printf("Conditions:\n  %-6s %-18s %-6s %-20s %-25s %s\n", "GPU", "TYPE", "STATUS", "REASON",
               "LAST TRANSITION", "MESSAGE");
-  for (const json& c : h.value("conditions", json::array())) {
+  for (const json& c : Arr(h, "conditions")) {
     const std::string gpu = c.contains("gpu") ? std::to_string(c.value("gpu", -1)) : "node";
     std::printf("  %-6s %-18s %-6s %-20s %-25s %s\n", gpu.c_str(), c.value("type", "").c_str(),
                 c.value("status", "").c_str(), c.value("reason", "").c_str(),
                 c.value("lastTransitionTime", "").c_str(), c.value("message", "").c_str());
   }
-  const json events = h.value("events", json::array());
+  const json events = Arr(h, "events");
   if (!events.empty()) std::printf("Events:\n");
   for (const json& e : events) {
     std::printf("  %s gpu%d XID %d %s %s: %s\n", e.value("time", "").c_str(), e.value("gpu", -1),
                 e.value("xid", 0), e.value("severity", "").c_str(), e.value("action", "").c_str(),
                 e.value("message", "").c_str());
   }
-  const json tasks = h.value("tasks", json::array());
+  const json tasks = Arr(h, "tasks");
   if (!tasks.empty()) std::printf("Tasks (for the node's agent; repair for people):\n");
   for (const json& t : tasks) {
     const std::string gpu = t.contains("gpu") ? " gpu" + std::to_string(t.value("gpu", -1)) : "";
     std::printf("  #%lld %s%s since %s\n", static_cast<long long>(t.value("id", int64_t{0})),
                 t.value("kind", "").c_str(), gpu.c_str(), t.value("since", "").c_str());
   }
-  const json burn_ins = h.value("burnIns", json::array());
+  const json burn_ins = Arr(h, "burnIns");
   if (!burn_ins.empty()) std::printf("Burn-in:\n");
   for (const json& b : burn_ins) {
     std::printf("  %s %s (%s): %s\n", b.value("time", "").c_str(),
@@ -912,7 +923,7 @@ void DescribeNodeHealth(HttpClient& http, const std::string& name) {
                 b.value("summary", "").c_str());
   }
   std::printf("History:\n");
-  for (const json& t : h.value("history", json::array())) {
+  for (const json& t : Arr(h, "history")) {
     const std::string what =
         t.contains("gpu") ? "gpu" + std::to_string(t.value("gpu", -1)) + " " : std::string();
     std::printf("  %s  %s%s -> %s: %s\n", t.value("time", "").c_str(), what.c_str(),
@@ -925,8 +936,8 @@ void DescribeNodeHealth(HttpClient& http, const std::string& name) {
 // sits in the tree, its policies with their defaults, per resource its quota beside what it
 // holds and borrows, and its standing as the scheduler last wrote it.
 void DescribeQueue(HttpClient& http, const json& o) {
-  const json spec = o.value("spec", json::object());
-  const json status = o.value("status", json::object());
+  const json spec = Obj(o, "spec");
+  const json status = Obj(o, "status");
   const std::string name = StringAt(o, "metadata", "name");
   const std::string parent = spec.value("parent", "");
   // The tree: its root and children, from the stored queues.
@@ -934,9 +945,9 @@ void DescribeQueue(HttpClient& http, const json& o) {
   std::vector<std::string> children;
   if (auto list = http.Do("GET", "/apis/fabrica.dev/v1/queues"); list.ok() && list->status == 200) {
     const json all = json::parse(list->body, nullptr, false);
-    for (const json& q : all.is_object() ? all.value("items", json::array()) : json::array()) {
+    for (const json& q : all.is_object() ? Arr(all, "items") : json::array()) {
       const std::string n = StringAt(q, "metadata", "name");
-      const json qs = q.value("spec", json::object());
+      const json qs = Obj(q, "spec");
       const std::string p = qs.is_object() ? qs.value("parent", "") : "";
       parent_of[n] = p;
       if (!p.empty() && p == name) children.push_back(n);
@@ -953,15 +964,14 @@ void DescribeQueue(HttpClient& http, const json& o) {
     std::printf("Children:   %s\n", list.c_str());
   }
   std::string tenants;
-  for (const json& t : spec.value("tenants", json::array()))
-    tenants += (tenants.empty() ? "" : ", ") + Plain(t);
+  for (const json& t : Arr(spec, "tenants")) tenants += (tenants.empty() ? "" : ", ") + Plain(t);
   // (Who may wait in it or below it: the tenant named after it, and those spec.tenants lists.)
   std::printf("Tenants:    tenant %s (named after it)%s\n", name.c_str(),
               tenants.empty() ? "" : ("; listed: " + tenants).c_str());
   std::printf("Weight:     %s\n", Plain(spec.value("weight", json(1))).c_str());
   std::printf("Strategy:   %s\n", spec.value("queueingStrategy", "BestEffortFIFO").c_str());
-  const json pre = spec.value("preemption", json::object());
-  const json borrow = pre.is_object() ? pre.value("borrowWithinCohort", json::object()) : json();
+  const json pre = Obj(spec, "preemption");
+  const json borrow = pre.is_object() ? Obj(pre, "borrowWithinCohort") : json();
   std::string borrow_text = borrow.is_object() ? borrow.value("policy", "Never") : "Never";
   if (borrow.is_object() && borrow.contains("maxPriorityThreshold"))
     borrow_text += " (priority at most " + Plain(borrow["maxPriorityThreshold"]) + ")";
@@ -985,7 +995,7 @@ void DescribeQueue(HttpClient& http, const json& o) {
   }
   // Per resource: the guarantee in force (its own, or its children's), the limits its spec
   // sets, what it holds and what of that is past its guarantee (borrowed).
-  const json quotas = spec.value("quotas", json::object());
+  const json quotas = Obj(spec, "quotas");
   std::vector<std::vector<std::string>> rows = {
       {"RESOURCE", "GUARANTEED", "BORROWING-LIMIT", "LENDING-LIMIT", "USED", "BORROWED"}};
   const auto limit = [&](const std::string& resource, const char* key) {
@@ -1004,7 +1014,7 @@ void DescribeQueue(HttpClient& http, const json& o) {
       return std::string("-");  // (not a plain number, as 512Gi)
     }
   };
-  const json flavors = status.value("flavors", json::object());
+  const json flavors = Obj(status, "flavors");
   if (flavors.is_object() && !flavors.empty()) {
     for (const auto& [flavor, f] : flavors.items()) {
       const json used = f.value("usedGpus", json("-")),
@@ -1059,7 +1069,7 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
   auto resp = http.Do("GET", CollectionPath(*r, g.ns) + "/" + name);
   if (!resp.ok() || resp->status != 200) return Failed(resp);
   json o = json::parse(resp->body);
-  const json status = o.value("status", json::object());
+  const json status = Obj(o, "status");
   std::printf("Name:       %s\n", o["metadata"].value("name", "").c_str());
   if (r->namespaced) std::printf("Tenant:     %s\n", o["metadata"].value("namespace", "").c_str());
   std::printf("Created:    %s\n", Age(o).c_str());
@@ -1076,7 +1086,7 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
       std::printf("Isolation:  %s\n", status.value("isolation", "").c_str());
     // Started with fewer pods than it asks for (partial admission), and its gang-timeout
     // releases.
-    if (const json counts = status.value("admittedCounts", json::array()); !counts.empty()) {
+    if (const json counts = Arr(status, "admittedCounts"); !counts.empty()) {
       std::string list;
       for (const json& c : counts) list += (list.empty() ? "" : ", ") + Plain(c);
       std::printf("Admitted:   %s pod(s) per pod set (partial admission)\n", list.c_str());
@@ -1085,10 +1095,10 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
     // it run (their devices are free for other work, but while pods an elastic shrink took
     // stop), or before it was requeued (listed with no node).
     {
-      const json started = status.value("startedPods", json::object());
-      const json finished = status.value("finishedPods", json::object());
+      const json started = Obj(status, "startedPods");
+      const json finished = Obj(status, "finishedPods");
       size_t pods = 0, up = 0, done = 0;
-      for (const json& a : status.value("assignments", json::array())) {
+      for (const json& a : Arr(status, "assignments")) {
         ++pods;
         const std::string pod = a.value("pod", "");
         if (finished.is_object() && finished.contains(pod)) {
@@ -1105,11 +1115,10 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
                         ? ""
                         : " (their devices are free for other work)");
     }
-    for (const json& shrink : status.value("shrinks", json::array())) {
+    for (const json& shrink : Arr(status, "shrinks")) {
       if (!shrink.is_object()) continue;
       std::string pods;
-      for (const json& p : shrink.value("pods", json::array()))
-        pods += (pods.empty() ? "" : ", ") + Plain(p);
+      for (const json& p : Arr(shrink, "pods")) pods += (pods.empty() ? "" : ", ") + Plain(p);
       std::printf("Shrinking:  pod(s) %s stop at %s (%s)\n", pods.c_str(),
                   shrink.value("deadline", "").c_str(), shrink.value("reason", "").c_str());
     }
@@ -1126,9 +1135,8 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
                                            : "; deactivated at the limit");
     }
     // Stopped and put back in line before (preempted, its node lost, its gang timed out).
-    if (const json ev = status.value("evictions", json::object());
-        ev.is_object() && ev.contains("count")) {
-      const json last = ev.value("last", json::object());
+    if (const json ev = Obj(status, "evictions"); ev.is_object() && ev.contains("count")) {
+      const json last = Obj(ev, "last");
       const std::string lost = ev.contains("gpuSecondsLost")
                                    ? ", " + Plain(ev["gpuSecondsLost"]) + " GPU-seconds lost"
                                    : "";
@@ -1156,7 +1164,7 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
           continue;
         }
         std::printf("  %-12s on %-10s", a.value("pod", "").c_str(), a.value("node", "").c_str());
-        for (const json& d : a.value("devices", json::array())) {
+        for (const json& d : Arr(a, "devices")) {
           std::printf(" gpu%d %s %dm%s%s", d.value("index", 0), d.value("uuid", "").c_str(),
                       d.value("gpuMilli", 0), d.contains("migProfile") ? " MIG " : "",
                       d.contains("migProfile") ? d.value("migProfile", "").c_str() : "");
@@ -1170,7 +1178,7 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
     return 0;
   }
   std::printf("Spec:\n");
-  PrintYaml(o.value("spec", json::object()), 2, std::cout);
+  PrintYaml(Obj(o, "spec"), 2, std::cout);
   // A flavour's standing as the scheduler last wrote it (its GPUs).
   if (std::string(r->kind) == "ResourceFlavor") {
     std::printf("Status:\n");
@@ -1188,7 +1196,7 @@ int NodeRepaired(HttpClient& http, const std::string& node, bool failed,
   if (!resp.ok() || resp->status != 200) return Failed(resp);
   json h = json::parse(resp->body, nullptr, false);
   int64_t id = 0;
-  for (const json& t : h.value("tasks", json::array())) {
+  for (const json& t : Arr(h, "tasks")) {
     if (t.value("kind", "") == "repair") id = t.value("id", int64_t{0});
   }
   if (id == 0) {
@@ -1243,7 +1251,7 @@ int Pending(Globals& g, HttpClient& http, const std::string& queue, int limit) {
   }
   std::vector<std::vector<std::string>> rows = {
       {"POSITION", "QUEUE", "IN-QUEUE", "NAMESPACE", "NAME", "PRIORITY", "CREATED", "MESSAGE"}};
-  for (const json& w : list.value("items", json::array()))
+  for (const json& w : Arr(list, "items"))
     rows.push_back({Plain(w.value("position", json(0))), w.value("queue", ""),
                     // (Inadmissible as it is: no place in its queue.)
                     w.value("inadmissible", false) ? std::string("-")
@@ -1367,14 +1375,14 @@ int TopNodes(HttpClient& http) {
   if (workloads.ok() && workloads->status == 200) {
     const json list = json::parse(workloads->body);
     for (const json& w : list["items"]) {
-      const json status = w.value("status", json::object());
+      const json status = Obj(w, "status");
       const std::string phase = status.value("phase", "");
       if (phase != "Scheduled" && phase != "Running") continue;
-      const json finished = status.value("finishedPods", json::object());
-      for (const json& a : status.value("assignments", json::array())) {
+      const json finished = Obj(status, "finishedPods");
+      for (const json& a : Arr(status, "assignments")) {
         // (A pod that completed gave its devices back.)
         if (finished.is_object() && finished.contains(a.value("pod", ""))) continue;
-        for (const json& d : a.value("devices", json::array())) {
+        for (const json& d : Arr(a, "devices")) {
           used[a.value("node", "")][d.value("index", 0)] += d.value("gpuMilli", 0);
         }
       }
@@ -1384,7 +1392,7 @@ int TopNodes(HttpClient& http) {
   const json node_list = json::parse(nodes->body);
   for (const json& n : node_list["items"]) {
     const std::string name = n["metadata"].value("name", "");
-    const size_t gpus = n.value("spec", json::object()).value("devices", json::array()).size();
+    const size_t gpus = Arr(Obj(n, "spec"), "devices").size();
     int total = 0;
     std::string per;
     for (size_t i = 0; i < gpus; ++i) {

@@ -389,9 +389,12 @@ spec: {parent: lab}
 apiVersion: fabrica.dev/v1
 kind: Queue
 metadata: {name: lab}
-spec: {}
 YAML
 "$FABCTL" apply -f "$tmp/tree.yaml" >"$tmp/tree.txt" 2>&1 || fail "apply child before parent: $(cat "$tmp/tree.txt")"
+# (lab has no spec, as a cohort-style parent: it is stored with an empty one, and listed.)
+"$FABCTL" get queues -o wide >"$tmp/q.txt" 2>&1 && grep -q "^lab " "$tmp/q.txt" ||
+  fail "get queues with a spec-less queue: $(cat "$tmp/q.txt")"
+"$FABCTL" get queue lab -o json | grep -q '"spec": {}' || fail "lab's spec: $("$FABCTL" get queue lab -o json)"
 if "$FABCTL" delete queue lab >"$tmp/del.txt" 2>&1; then fail "deleted a parent: $(cat "$tmp/del.txt")"; fi
 grep -q "is the parent of queue(s) lab-child" "$tmp/del.txt" || fail "delete parent: $(cat "$tmp/del.txt")"
 "$FABCTL" delete -f "$tmp/tree.yaml" >"$tmp/del.txt" 2>&1 || fail "delete -f: $(cat "$tmp/del.txt")"
