@@ -2192,8 +2192,46 @@ TEST_F(AdmissionTest, TreesBorrowOnlyGpusInService) {
   const int node = on[0] == 4 ? 1 : 0;
   ASSERT_LT(on[node], 4);
   adm_->TakeOutOfService(node);
-  EXPECT_NEAR(adm_->dominant_share(adm_->QueueIndex("a")), share * 8 / (8 - (4 - on[node])),
-              1e-9);
+  EXPECT_NEAR(adm_->dominant_share(adm_->QueueIndex("a")), share * 8 / (8 - (4 - on[node])), 1e-9);
+}
+
+// A lending limit holds above the lender's parent: what b keeps is kept from every queue that
+// borrows through org, also when org borrows from above it (a user-style review: across trees,
+// a took all 48 GPUs and b had to reclaim the 12 its lending limit keeps).
+TEST_F(AdmissionTest, ALendingLimitHoldsAboveTheLendersParent) {
+  QueueSpec org{.name = "org"};
+  QueueSpec c = Leaf("c", 16);
+  c.parent = "";
+  AdmissionConfig config;
+  config.queues = {org, Leaf("a", 16), Leaf("b", 16, std::nullopt, /*lending=*/4), c};
+  config.lend_across_trees = true;
+  MakeTree(Nodes(6, 8), config, {"a", "b", "c"});
+  std::vector<int> ids = SubmitEach("w", "a", 6, 0, 8);
+  adm_->Cycle(1, 1000);
+  // 16 of its own, b's 4, c's 16.
+  EXPECT_EQ(CountPhase(ids, Phase::kAdmitted), 4) << adm_->reason(ids.back());
+  EXPECT_NE(adm_->reason(ids.back())
+                .find("the fleet has no unused gpu that its trees lend: they would hold 40/36 GPUs "
+                      "(b keeps 12 GPUs of its guarantee: its lending limit)"),
+            std::string::npos)
+      << adm_->reason(ids.back());
+  // b's 12 are there for it without a reclaim.
+  const std::vector<int> mine = SubmitEach("b", "b", 3, 2, 4);
+  CycleResult r = adm_->Cycle(3, 1000);
+  EXPECT_TRUE(r.evicted.empty());
+  EXPECT_EQ(CountPhase(mine, Phase::kAdmitted), 3) << adm_->reason(mine.back());
+
+  // Within one tree, three levels deep: top (d1: a 10, b 10 lending none; d2 20) on 40 GPUs.
+  QueueSpec top{.name = "top"}, d1{.name = "d1", .parent = "top"};
+  QueueSpec a = Leaf("a", 10), b = Leaf("b", 10, std::nullopt, /*lending=*/0), d2 = Leaf("d2", 20);
+  a.parent = b.parent = "d1";
+  d2.parent = "top";
+  config = AdmissionConfig{};
+  config.queues = {top, d1, a, b, d2};
+  MakeTree(Nodes(5, 8), config, {"a", "b", "d2"});
+  ids = SubmitEach("x", "a", 40, 0);
+  adm_->Cycle(1, 1000);
+  EXPECT_EQ(CountPhase(ids, Phase::kAdmitted), 30) << adm_->reason(ids.back());
 }
 
 TEST_F(AdmissionTest, AcrossTreesOnlyTheFleetBoundsAWorkload) {

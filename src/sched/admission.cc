@@ -1067,7 +1067,10 @@ bool Admitter::QuotaWalk(int leaf, int64_t amount, Used used_of, Guar guar, Borr
                          Kept kept, const std::string& what, Fmt fmt, const char* unit,
                          bool in_tree, std::string* why, int* blocker) const {
   int n = leaf;
-  int64_t reserved = 0;  // siblings' unused guarantee they do not lend
+  // The unused guarantee that siblings of the queues on the way up do not lend: kept from every
+  // queue above them too (what a lender keeps at its parent, its parent cannot lend upward,
+  // nor take from above to hand on: it stays free for the lender).
+  int64_t reserved = 0;
   std::string kept_why;  // (with `why`) which siblings keep it, and why
   while (true) {
     const QueueNode& q = queues_[n];
@@ -1109,8 +1112,7 @@ bool Admitter::QuotaWalk(int leaf, int64_t amount, Used used_of, Guar guar, Borr
       }
       return false;
     }
-    reserved = 0;
-    kept_why.clear();
+    if (!kept_why.empty()) kept_why.pop_back();  // (reopened for more)
     for (int s : queues_[q.parent].children) {
       if (s == n) continue;
       std::string how;
