@@ -865,6 +865,38 @@ TEST_F(FactoryTest, CordonedGpusAreNotLentAcrossTrees) {
       << Describe(Workloads());
 }
 
+// A queue with work waiting in it is not deleted (its tenant's work would move to `unqueued`
+// and run there, past the queue's hold: a user-style review), and work naming a queue that does
+// not exist waits for it (reason QueueNotFound, not Unschedulable), then runs once it exists.
+TEST_F(FactoryTest, QueuesWithWaitingWorkStayAndWorkWaitsForItsQueue) {
+  CreateQueue("team-b", {{"quotas", {{"gpu", {{"guaranteed", 8}}}}}, {"stopPolicy", "Hold"}});
+  CreateWorkload(WholeGpuWorkload("team-b", "b-0", 8));
+  json lost = WholeGpuWorkload("team-a", "lost", 1);
+  lost["spec"]["queue"] = "later";
+  CreateWorkload(lost);
+  Cycle();
+  ClientResponse r = Call("DELETE", std::string(kApi) + "/queues/team-b");
+  EXPECT_EQ(r.status, 409) << r.body;
+  EXPECT_NE(r.body.find("Queue 'team-b' is in use: 1 pending workload(s) wait in it "
+                        "(team-b/b-0); delete them, or set their spec.queue to another queue, "
+                        "first"),
+            std::string::npos)
+      << r.body;
+  std::map<std::string, json> w = Workloads();
+  EXPECT_EQ(w["team-b/b-0"]["status"].value("phase", ""), "Pending") << Describe(w);
+  EXPECT_EQ(w["team-a/lost"]["status"].value("reason", ""), "QueueNotFound") << Describe(w);
+  EXPECT_NE(w["team-a/lost"]["status"]
+                .value("message", "")
+                .find("unknown queue \"later\"; it waits until the queue is created"),
+            std::string::npos)
+      << Describe(w);
+  CreateQueue("later", {{"tenants", {"team-a"}}, {"quotas", {{"gpu", {{"guaranteed", 1}}}}}});
+  Cycle();
+  Cycle();
+  EXPECT_EQ(Workloads()["team-a/lost"]["status"].value("phase", ""), "Running")
+      << Describe(Workloads());
+}
+
 // A workload whose tenant has no queue waits in the built-in `unqueued`, which sits under the
 // tree's root: it borrows what the queues leave idle, and is the first reclaimed.
 TEST_F(FactoryTest, UnqueuedWorkBorrowsWhatTheQueuesLeaveIdle) {

@@ -1431,21 +1431,23 @@ struct ApiServer::Impl {
   }
 
   // The work that holds devices charged to leaf `name` of `tree` (the first few, "N
-  // workload(s) ... hold devices"; empty: none).
-  Result<std::string> RunningIn(const std::string& name, const AdmissionConfig& tree) {
+  // workload(s) ... hold devices"; empty: none), or (`pending`) the work that waits in it.
+  Result<std::string> RunningIn(const std::string& name, const AdmissionConfig& tree,
+                                bool pending = false) {
     const std::set<std::string> leaves = LeafQueues(tree);
     ASSIGN_OR_RETURN(std::vector<KeyValue> workloads,
                      ReadAll(Prefix(*FindResource("workloads"), "")));
     std::string running;
     int count = 0;
     for (const KeyValue& kv : workloads) {
-      // (Most stored workloads are pending or have ended: skipped before parsing.)
-      if (kv.value.find("\"phase\":\"Running\"") == std::string::npos &&
-          kv.value.find("\"phase\":\"Scheduled\"") == std::string::npos)
+      // (Most stored workloads are of other phases: skipped before parsing.)
+      if (pending ? kv.value.find("\"phase\":\"Pending\"") == std::string::npos
+                  : kv.value.find("\"phase\":\"Running\"") == std::string::npos &&
+                        kv.value.find("\"phase\":\"Scheduled\"") == std::string::npos)
         continue;
       const json w = Materialize(kv);
       const std::string phase = Str(Field(w, "status"), "phase");
-      if (phase != "Running" && phase != "Scheduled") continue;
+      if (pending ? phase != "Pending" : phase != "Running" && phase != "Scheduled") continue;
       const json& meta = Field(w, "metadata");
       if (WaitingQueue(leaves, Str(Field(w, "spec"), "queue"), Str(meta, "namespace")) != name)
         continue;
@@ -1453,20 +1455,28 @@ struct ApiServer::Impl {
         running += (running.empty() ? "" : ", ") + Str(meta, "namespace") + "/" + Str(meta, "name");
     }
     if (count == 0) return std::string();
-    return std::to_string(count) + " workload(s) charged to it hold devices (" + running +
-           (count > 3 ? ", ..." : "") + ")";
+    return std::to_string(count) +
+           (pending ? " pending workload(s) wait in it ("
+                    : " workload(s) charged to it hold devices (") +
+           running + (count > 3 ? ", ..." : "") + ")";
   }
 
-  // Why a queue may not be deleted now (empty: it may): queues below it, or work running
-  // charged to it (it stays while they hold devices, as Kueue holds a ClusterQueue with a
-  // finalizer while it has admitted workloads).
+  // Why a queue may not be deleted now (empty: it may): queues below it, work running charged
+  // to it (it stays while they hold devices, as Kueue holds a ClusterQueue with a finalizer
+  // while it has admitted workloads), or work waiting in it: deleted, the queue's pending work
+  // would move to `unqueued` (its tenant's queue gone) and run there, past its quota and a
+  // stopPolicy's hold, or wait on a queue that does not exist.
   Result<std::string> QueueInUse(const std::string& name) {
     ASSIGN_OR_RETURN(std::string children, ChildrenOf(name));
     if (!children.empty()) return "it is the parent of queue(s) " + children;
     auto tree = QueueTreeWith(json());
     if (!tree.ok()) return std::string();  // (nothing runs through an invalid tree's queues)
     ASSIGN_OR_RETURN(std::string running, RunningIn(name, *tree));
-    return running.empty() ? running : running + "; delete them or let them finish first";
+    if (!running.empty()) return running + "; delete them or let them finish first";
+    ASSIGN_OR_RETURN(std::string waiting, RunningIn(name, *tree, /*pending=*/true));
+    if (!waiting.empty())
+      return waiting + "; delete them, or set their spec.queue to another queue, first";
+    return std::string();
   }
 
   // The queues whose quotas or flavorOrder name a flavour, for refusing its deletion.

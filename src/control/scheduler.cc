@@ -1348,6 +1348,13 @@ Result<CycleStats> Scheduler::RunOnce() {
         }
         auto id = admitter->Submit(w, created >= 0 ? static_cast<double>(created) / 1000.0 : now_s,
                                    options_of(pending[i].w()));
+        if (!id.ok() && id.status().code() == StatusCode::kNotFound) {
+          // (Not Unschedulable: it starts once an admin creates the queue, as Kueue's
+          // workloads wait on a LocalQueue that does not exist.)
+          decisions[i] = Waits(id.status().message() + "; it waits until the queue is created",
+                               "QueueNotFound");
+          continue;
+        }
         if (!id.ok()) {
           decisions[i] = Waits(id.status().message(), "Unschedulable");
           continue;

@@ -1293,8 +1293,7 @@ void Admitter::Dequeue(int id) {
 Result<int> Admitter::LeafFor(const Workload& spec) const {
   const int leaf = QueueIndex(spec.queue.str());
   if (leaf < 0)
-    return InvalidArgument("workload " + spec.name.str() + ": unknown queue \"" + spec.queue.str() +
-                           "\"");
+    return NotFound("workload " + spec.name.str() + ": unknown queue \"" + spec.queue.str() + "\"");
   if (!is_leaf(leaf))
     return InvalidArgument("workload " + spec.name.str() + ": queue \"" + spec.queue.str() +
                            "\" has child queues; workloads wait in leaf queues");
