@@ -884,6 +884,24 @@ TEST(Remediation, DeadNodeWorkloadsAreEvictedAtOnceEvenWithoutASlot) {
   EXPECT_EQ(f.State("n2"), NodeState::kCordoned);  // waits for a slot, its work already gone
 }
 
+// A node cordoned for a fatal GPU fault that must wait for a remediation slot keeps its work,
+// but for what runs on the failed GPU: that is evicted at once (a user-style review saw a gang
+// hold a GPU that fell off the bus, and its quota, for minutes).
+TEST(Remediation, WorkOnAFailedGpuIsEvictedWhileTheNodeWaitsForASlot) {
+  RemediationConfig cfg = Fixture3::DefaultConfig();
+  cfg.min_healthy_pct = 90;  // 5 nodes: 1 slot
+  Fixture3 f(5, cfg);
+  f.Bind("w2", "n2", {0});
+  f.Bind("w3", "n2", {1});
+  ASSERT_TRUE(f.ctl.ObserveXid(NodeId("n1"), 0, 79, 0).ok());  // n1 takes the only slot
+  f.Tick(kSec);
+  ASSERT_EQ(f.ctl.InRemediation(), 1);
+  ASSERT_TRUE(f.ctl.ObserveXid(NodeId("n2"), 0, 79, 2 * kSec).ok());
+  EXPECT_EQ(f.Tick(3 * kSec), (Kinds{"cordon-node n2", "evict n2/0 w2"}));
+  EXPECT_EQ(f.State("n2"), NodeState::kCordoned);
+  EXPECT_TRUE(f.Tick(4 * kSec).empty());  // w3, on a sound GPU, runs until the drain
+}
+
 TEST(Remediation, NodeThatRecoveredWhileWaitingStillPassesBurnIn) {
   RemediationConfig cfg = Fixture3::DefaultConfig();
   cfg.min_healthy_pct = 90;  // 5 nodes: 1 slot

@@ -573,6 +573,16 @@ void RemediationController::ReconcileNode(Record& r, int64_t now_ms, const Bindi
     }
     EvictFrom(r, -1, view, "node " + name.str() + " is draining", out);
   }
+  if (life.state() == NodeState::kCordoned) {
+    // Waiting for a remediation slot, the node keeps its work but for what runs on a GPU with a
+    // fatal fault (fallen off the bus, say): that cannot run, and would hold its quota.
+    for (int d = 0; d < life.gpus(); ++d)
+      if (r.health.DeviceFatal(d))
+        EvictFrom(r, d, view,
+                  "GPU " + std::to_string(d) + " of node " + name.str() +
+                      " failed; the node waits for a remediation slot: " + r.health.Summary(),
+                  out);
+  }
   if (life.state() == NodeState::kDraining && view.OnNode(name).empty()) {
     CHECK(life.Transition(NodeState::kRepair, "drained", now_ms).ok());
     const Action action = ChooseNodeAction(r);
