@@ -1315,6 +1315,21 @@ int Cordon(HttpClient& http, const std::string& node, bool cordon) {
   auto resp = http.Do("PATCH", "/apis/fabrica.dev/v1/nodes/" + node, patch.dump(),
                       "application/merge-patch+json");
   if (!resp.ok() || resp->status >= 300) return Failed(resp);
+  // The health controller cordons nodes too, and keeps them so through repair and burn-in: an
+  // uncordon then changes nothing, which is said (exit 1) rather than reported done.
+  if (!cordon) {
+    auto health = http.Do("GET", "/apis/fabrica.dev/v1/nodes/" + node + "/health");
+    const json h =
+        health.ok() && health->status == 200 ? json::parse(health->body, nullptr, false) : json();
+    if (h.is_object() && h.value("schedulable", true) == false) {
+      std::cerr << "fabctl: node/" << node << " stays cordoned: the health controller holds it ("
+                << h.value("state", "") << " since " << h.value("stateSince", "")
+                << "); it takes new work again once its repair and burn-in pass (fabctl "
+                   "describe node "
+                << node << ", fabctl nodes repaired " << node << ")\n";
+      return 1;
+    }
+  }
   std::printf("node/%s %s\n", node.c_str(), cordon ? "cordoned" : "uncordoned");
   return 0;
 }

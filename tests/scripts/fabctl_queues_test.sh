@@ -420,4 +420,15 @@ grep -q "queues/lab-child created" "$tmp/dir.txt" || fail "directory: $(cat "$tm
 "$FABCTL" delete -f - <"$tmp/tree.yaml" >"$tmp/del.txt" 2>&1 || fail "delete -f -: $(cat "$tmp/del.txt")"
 "$FABCTL" get queues >"$tmp/q.txt"
 if grep -q "^lab" "$tmp/q.txt"; then fail "delete -f - left: $(cat "$tmp/q.txt")"; fi
+# A node the health controller cordoned stays so through an admin's uncordon, which says so
+# (exit 1) instead of reporting it done.
+"$FABCTL" debug inject l4-1 --xid 79 --gpu 0 >/dev/null || fail "inject an XID"
+for _ in $(seq 100); do
+  "$FABCTL" get nodes | grep -q "^l4-1 .*SchedulingDisabled" && break
+  sleep 0.2
+done
+rc=0
+"$FABCTL" uncordon l4-1 >"$tmp/uncordon.txt" 2>&1 || rc=$?
+[ "$rc" = 1 ] && grep -q "node/l4-1 stays cordoned: the health controller holds it" "$tmp/uncordon.txt" ||
+  fail "uncordon of a node under repair (rc $rc): $(cat "$tmp/uncordon.txt")"
 echo "OK: queues applied twice, pending listed in order, a foreign queue refused, flavours counted, a gang admitted in part, grown and shrunk for urgent work, a flavour order kept, a tree applied child first, a directory and standard input applied"
