@@ -48,6 +48,7 @@
 #include "control/scheduler.h"
 #include "control/sim_agent.h"
 #include "core/fleet.h"
+#include "sched/queue_objects.h"
 #include "store/store.h"
 #include "test_net.h"
 #include "test_util.h"
@@ -903,6 +904,27 @@ TEST_F(FactoryTest, UnqueuedWorkBorrowsWhatTheQueuesLeaveIdle) {
   CreateTeamQueues(16, 16);
   CreateWorkload(WholeGpuWorkload("team-c", "c-0", 8));  // team-c has no queue
   ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  // It is listed and shown beside the stored queues, with its place and standing, and is not
+  // the API's to change or delete.
+  const json list = json::parse(Call("GET", std::string(kApi) + "/queues").body);
+  json builtin;
+  for (const json& q : list["items"])
+    if (q["metadata"]["name"] == "unqueued") builtin = q;
+  ASSERT_TRUE(builtin.is_object()) << list.dump();
+  EXPECT_EQ(builtin["spec"].value("parent", ""), "org") << builtin.dump();
+  EXPECT_EQ(builtin["status"].value("usedGpus", ""), "8") << builtin.dump();
+  EXPECT_EQ(json::parse(Call("GET", std::string(kApi) + "/queues/unqueued").body), builtin);
+  ClientResponse r = Call("DELETE", std::string(kApi) + "/queues/unqueued");
+  EXPECT_EQ(r.status, 405) << r.body;
+  EXPECT_NE(r.body.find("Queue 'unqueued' is built in"), std::string::npos) << r.body;
+  // Stored by an admin, it is theirs: the built-in's record goes.
+  CreateQueue("unqueued", {{"parent", "org"}});
+  Cycle();
+  int named = 0;
+  const json after = json::parse(Call("GET", std::string(kApi) + "/queues").body);
+  for (const json& q : after["items"]) named += q["metadata"]["name"] == "unqueued";
+  EXPECT_EQ(named, 1) << after.dump();
+  EXPECT_FALSE(store_->Get(kBuiltinQueueKey).ok());
 }
 
 // With the server's --fair-share-preemption, weights rebalance running work (KAI's over-quota

@@ -1029,6 +1029,10 @@ struct ApiServer::Impl {
   HttpResponse Get(const ResourceInfo& info, const std::string& ns, const std::string& name,
                    const Principal& p) {
     auto kv = store.Get(Key(info, ns, name));
+    // (The built-in unqueued, as the scheduler keeps it, where no queue of its name is stored.)
+    if (!kv.ok() && kv.status().code() == StatusCode::kNotFound &&
+        std::string(info.kind) == "Queue" && name == kUnqueuedQueue)
+      if (auto builtin = store.Get(kBuiltinQueueKey); builtin.ok()) kv = std::move(builtin);
     if (!kv.ok()) {
       if (kv.status().code() == StatusCode::kNotFound) {
         return StatusResponse(404, std::string(info.kind) + " '" + name + "' not found");
@@ -1247,6 +1251,13 @@ struct ApiServer::Impl {
       }
       if (!listed->more || listed->items.empty()) break;
     }
+    // The built-in unqueued, last on the last page, where the scheduler keeps it (no stored
+    // queue has its name).
+    if (std::string(info.kind) == "Queue" && !more)
+      if (auto builtin = store.Get(kBuiltinQueueKey); builtin.ok()) {
+        json obj = Materialize(*builtin);
+        if (MatchesSelector(obj, selector)) items.push_back(std::move(obj));
+      }
     json meta = {{"resourceVersion", std::to_string(revision)}};
     if (more) meta["continue"] = HexEncode(last_returned);
     return JsonResponse(200, {{"kind", std::string(info.kind) + "List"},
@@ -1606,6 +1617,8 @@ struct ApiServer::Impl {
     for (int attempt = 0; attempt < 5; ++attempt) {
       auto current = store.Get(key);
       if (!current.ok()) {
+        if (current.status().code() == StatusCode::kNotFound && BuiltinQueue(info, name))
+          return StatusResponse(405, kBuiltinQueueSays);
         if (current.status().code() == StatusCode::kNotFound) {
           return StatusResponse(404, std::string(info.kind) + " '" + name + "' not found");
         }
@@ -1793,6 +1806,16 @@ struct ApiServer::Impl {
     return StatusResponse(409, "too many concurrent changes; try again");
   }
 
+  // The built-in unqueued, shown while no queue of its name is stored (kBuiltinQueueKey), is
+  // the scheduler's: it is neither changed nor deleted through the API.
+  static constexpr const char* kBuiltinQueueSays =
+      "Queue 'unqueued' is built in: the scheduler keeps it; to set its place or quotas, create "
+      "a Queue named unqueued (fabctl apply -f)";
+  bool BuiltinQueue(const ResourceInfo& info, const std::string& name) {
+    return std::string(info.kind) == "Queue" && name == kUnqueuedQueue &&
+           store.Get(kBuiltinQueueKey).ok();
+  }
+
   HttpResponse Delete(const ResourceInfo& info, const std::string& ns, const std::string& name,
                       const HttpRequest& req) {
     std::unique_lock<std::mutex> refs(flavor_refs_mu, std::defer_lock);
@@ -1810,8 +1833,11 @@ struct ApiServer::Impl {
                                        "flavorOrder of queue(s) " + list + " name it");
       }
     }
+    if (std::string(info.kind) == "Queue" && !store.Get(Key(info, ns, name)).ok() &&
+        BuiltinQueue(info, name))
+      return StatusResponse(405, kBuiltinQueueSays);
     if (std::string(info.kind) == "Queue" &&
-        store.Get(Key(info, ns, name)).ok()) {  // (else: 404 below; `unqueued` is not stored)
+        store.Get(Key(info, ns, name)).ok()) {  // (else: 404 below)
       refs.lock();
       auto why = QueueInUse(name);
       if (!why.ok()) return ErrorFromStatus(why.status());

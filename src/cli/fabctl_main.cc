@@ -965,9 +965,16 @@ void DescribeQueue(HttpClient& http, const json& o) {
   }
   std::string tenants;
   for (const json& t : Arr(spec, "tenants")) tenants += (tenants.empty() ? "" : ", ") + Plain(t);
-  // (Who may wait in it or below it: the tenant named after it, and those spec.tenants lists.)
-  std::printf("Tenants:    tenant %s (named after it)%s\n", name.c_str(),
-              tenants.empty() ? "" : ("; listed: " + tenants).c_str());
+  // (Who may wait in it or below it: the tenant named after it, and those spec.tenants lists;
+  // the built-in unqueued takes everyone's work that names no queue.)
+  const json annotations = Obj(Obj(o, "metadata"), "annotations");
+  if (annotations.contains("fabrica.dev/built-in")) {
+    std::printf("Built in:   %s\n", Plain(annotations["fabrica.dev/built-in"]).c_str());
+    std::printf("Tenants:    every tenant (its work that names no queue)\n");
+  } else {
+    std::printf("Tenants:    tenant %s (named after it)%s\n", name.c_str(),
+                tenants.empty() ? "" : ("; listed: " + tenants).c_str());
+  }
   std::printf("Weight:     %s\n", Plain(spec.value("weight", json(1))).c_str());
   std::printf("Strategy:   %s\n", spec.value("queueingStrategy", "BestEffortFIFO").c_str());
   const json pre = Obj(spec, "preemption");

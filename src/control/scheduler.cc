@@ -991,6 +991,17 @@ Result<CycleStats> Scheduler::RunOnce() {
     leaves = LeafQueues(*config);
     for (const QueueSpec& q : config->queues) queue_specs[q.name] = q;
   }
+  // The built-in unqueued, where no stored queue has its name, is kept as an object of its own
+  // (kBuiltinQueueKey) for the API to show; with no queues, or a stored one, that goes.
+  bool builtin_unqueued = false;
+  if (with_queues && config.ok()) {
+    builtin_unqueued = true;
+    for (const KeyValue& kv : queue_list.items)
+      if (kv.key == std::string("/registry/queues/") + kUnqueuedQueue) builtin_unqueued = false;
+  }
+  Result<KeyValue> builtin_kv = store_.Get(kBuiltinQueueKey);
+  if (!builtin_unqueued && builtin_kv.ok())
+    (void)store_.Delete(kBuiltinQueueKey, builtin_kv->mod_revision);
   // Whether a workload's tenant may wait in the queue it names.
   const auto allowed = [&](const Workload& w, const std::string& leaf) {
     return TenantMayUse(w.tenant.str(), leaf, [&](const std::string& q) -> const QueueSpec* {
@@ -1461,7 +1472,32 @@ Result<CycleStats> Scheduler::RunOnce() {
       // Each queue's standing after the cycle, in its status (written when it changes); a
       // root whose tree's guarantees the fleet cannot all meet says so (status.warning).
       const std::map<int, std::string> warnings = admitter->GuaranteeWarnings();
-      for (const KeyValue& kv : queue_list.items) {
+      std::vector<KeyValue> standing_of = queue_list.items;
+      // (Its place: under the one tree's root, else a tree of its own.)
+      json builtin_spec = json::object();
+      if (const auto it = queue_specs.find(kUnqueuedQueue);
+          it != queue_specs.end() && !it->second.parent.empty())
+        builtin_spec["parent"] = it->second.parent;
+      if (builtin_unqueued) {
+        if (builtin_kv.ok()) {
+          standing_of.push_back(*builtin_kv);
+        } else {
+          const json builtin = {
+              {"apiVersion", "fabrica.dev/v1"},
+              {"kind", "Queue"},
+              {"metadata",
+               {{"name", kUnqueuedQueue},
+                {"creationTimestamp", FormatTimestamp(now)},
+                {"annotations",
+                 {{"fabrica.dev/built-in",
+                   "work that names no queue, of tenants without a queue of their name, waits "
+                   "here; create a Queue named unqueued to set its place and quotas"}}}}},
+              {"spec", builtin_spec}};
+          standing_of.push_back(KeyValue{
+              .key = kBuiltinQueueKey, .value = builtin.dump(), .mod_revision = kMustNotExist});
+        }
+      }
+      for (const KeyValue& kv : standing_of) {
         json q = json::parse(kv.value, nullptr, false);
         if (!q.is_object()) continue;
         const int index = admitter->QueueIndex(Str(Field(q, "metadata"), "name"));
@@ -1523,6 +1559,9 @@ Result<CycleStats> Scheduler::RunOnce() {
         // less than a visible step, nothing is written: a watch of queues on an idle fleet heard
         // each queue every few seconds (a user-style review).
         bool moved = was != standing;
+        // (The built-in's place follows the tree.)
+        const bool respec = kv.key == kBuiltinQueueKey && Field(q, "spec") != builtin_spec;
+        if (respec) q["spec"] = builtin_spec;
         if (moved && was.is_object()) {
           json a = was, b = standing;
           for (json* o : {&a, &b}) {
@@ -1538,7 +1577,7 @@ Result<CycleStats> Scheduler::RunOnce() {
                     std::abs(share - s0.get<double>()) >= step;
           }
         }
-        if (moved) {
+        if (moved || respec) {
           standing["usageHistoryTime"] = FormatTimestamp(now);
           q["status"] = std::move(standing);
           queue_writes.push_back({kv.key, q.dump(), kv.mod_revision});

@@ -17,6 +17,10 @@ namespace fabrica {
 // The built-in leaf for workloads that name no queue and whose tenant has no leaf queue of its
 // name: no guarantee, so what it holds is borrowed and the first to be reclaimed.
 inline constexpr const char* kUnqueuedQueue = "unqueued";
+// Where the scheduler keeps the built-in unqueued as a Queue object (its place in the tree and
+// its standing) while queues exist and none is stored by that name: the API lists and shows it
+// beside the stored queues.
+inline constexpr const char* kBuiltinQueueKey = "/registry/builtin/queues/unqueued";
 
 // The flavour every GPU request falls to when no other flavour takes it.
 inline constexpr const char* kDefaultFlavor = "gpu";

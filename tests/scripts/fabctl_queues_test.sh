@@ -373,6 +373,10 @@ described=$("$FABCTL" describe queue team-c)
 grep -q "^Parent: *(none: the root of its tree)" <<<"$described" || fail "describe queue: $described"
 grep -q "^  gpu (GPUs) *12 *- *6 *[0-9.]* *[0-9.]*$" <<<"$described" ||
   fail "describe queue shows no quota row: $described"
+# The built-in unqueued is listed and described beside the stored queues.
+"$FABCTL" get queues | grep -q "^unqueued " || fail "unqueued not listed: $("$FABCTL" get queues)"
+described=$("$FABCTL" describe queue unqueued)
+grep -q "^Built in: *work that names no queue" <<<"$described" || fail "describe unqueued: $described"
 described=$("$FABCTL" describe queue team-b)
 grep -q "^Parent: *research$" <<<"$described" && grep -q "^Disruption: *at most 3 " <<<"$described" &&
   grep -q "borrowWithinCohort LowerPriority (priority at most 0)" <<<"$described" ||
