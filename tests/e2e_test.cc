@@ -866,6 +866,34 @@ TEST_F(FactoryTest, CordonedGpusAreNotLentAcrossTrees) {
       << Describe(Workloads());
 }
 
+// The health controller stops the work it marks (evictor "health") itself at the deadline: the
+// scheduler leaves it, but for a mark the health controller lost (a restart), stopped a minute
+// past its deadline, as an eviction.
+TEST_F(FactoryTest, AHealthEvictionIsLeftToTheHealthControllerUnlessItLostIt) {
+  CreateWorkload(WholeGpuWorkload("team-a", "w", 8));
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  const std::string key = "/registry/workloads/team-a/w";
+  auto kv = store_->Get(key);
+  ASSERT_TRUE(kv.ok());
+  json obj = json::parse(kv->value);
+  obj["status"]["preemption"] = {{"by", ""},
+                                 {"reason", "node x is draining"},
+                                 {"deadline", FormatTimestamp(clock_.NowMs() + 1'000)},
+                                 {"evictor", "health"}};
+  ASSERT_TRUE(store_->Put(key, obj.dump(), kv->mod_revision).ok());
+  for (int i = 0; i < 5; ++i) Cycle(10'000);  // 49 s past its deadline
+  EXPECT_EQ(Workloads()["team-a/w"]["status"].value("phase", ""), "Running");
+  Cycle(15'000);
+  const json status = Workloads()["team-a/w"]["status"];
+  EXPECT_EQ(
+      status.value("evictions", json::object()).value("last", json::object()).value("reason", ""),
+      "Evicted")
+      << status.dump();
+  EXPECT_EQ(status.value("message", "").find("evicted: node x is draining"),
+            std::string("requeued: ").size())
+      << status.dump();
+}
+
 // A queue with work waiting in it is not deleted (its tenant's work would move to `unqueued`
 // and run there, past the queue's hold: a user-style review), and work naming a queue that does
 // not exist waits for it (reason QueueNotFound, not Unschedulable), then runs once it exists.

@@ -407,8 +407,15 @@ TEST_F(HealthFactoryTest, Xid79DrainsTheNodeAndRequeuesItsGangOnce) {
   Cycle(1000);
   EXPECT_TRUE(NodeUnschedulable(victim));
   EXPECT_EQ(State(victim), "draining") << History(Records()[victim]);
-  // Within the grace period the gang keeps running.
-  EXPECT_EQ(Workloads()["gang"]["status"].value("phase", ""), "Running");
+  // Within the grace period the gang keeps running, marked to stop (shown Evicting, with its
+  // deadline; the scheduler counts its devices as leaving).
+  const json marked = Workloads()["gang"]["status"];
+  EXPECT_EQ(marked.value("phase", ""), "Running");
+  EXPECT_EQ(marked.value("preemption", json::object()).value("evictor", ""), "health")
+      << marked.dump();
+  EXPECT_FALSE(marked.value("preemption", json::object()).value("deadline", "").empty());
+  EXPECT_EQ(marked.value("message", "").rfind("evicting: node " + victim + " is draining", 0), 0u)
+      << marked.dump();
 
   ASSERT_TRUE(CycleUntil(
       [&] {

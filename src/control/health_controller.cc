@@ -586,8 +586,8 @@ void HealthController::ReportBurnIn(const std::string& node, int gpu, const Burn
 
 void HealthController::RunEvictions(int64_t now) {
   for (auto it = evictions_.begin(); it != evictions_.end();) {
-    const Eviction& e = it->second;
-    if (e.due_ms > now) {
+    Eviction& e = it->second;
+    if (e.due_ms > now && e.marked) {
       ++it;
       continue;
     }
@@ -602,6 +602,23 @@ void HealthController::RunEvictions(int64_t now) {
       // Finished, or already requeued (its node's lease expired): requeued at most once.
       stats_.requeue_skipped += 1;
       it = evictions_.erase(it);
+      continue;
+    }
+    if (e.due_ms > now) {
+      // Marked now, stopped at the deadline. (A mark already there, a preemption's or a drain's,
+      // stays: this eviction still stops it at its own deadline.) On a conflict, again next round.
+      if (!status.contains("preemption")) {
+        const std::string deadline = FormatTimestamp(e.due_ms);
+        w["status"]["preemption"] = {
+            {"by", ""}, {"reason", e.reason}, {"deadline", deadline}, {"evictor", "health"}};
+        w["status"]["message"] = "evicting: " + e.reason + "; stops at " + deadline;
+        if (!store_.Put(kv->key, w.dump(), kv->mod_revision).ok()) {
+          ++it;
+          continue;
+        }
+      }
+      e.marked = true;
+      ++it;
       continue;
     }
     // Pods that completed stay completed (not a gang's: it starts again whole).

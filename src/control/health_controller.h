@@ -152,6 +152,9 @@ class HealthController {
     std::string scheduled_time;  // the binding it applies to
     int64_t due_ms = 0;
     std::string reason;
+    // Its status marked (status.preemption, evictor "health") so that users see it stopping
+    // (Evicting, with its deadline) and the scheduler counts its devices as leaving.
+    bool marked = false;
   };
 
   Result<int> GpuCount(const std::string& node) const;

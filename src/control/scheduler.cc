@@ -626,7 +626,11 @@ Result<CycleStats> Scheduler::RunOnce() {
         const int64_t started = ParseTimestamp(Str(status, "startTime"));
         const bool expired = limit_ms > 0 && started >= 0 && now - started >= limit_ms;
         if (preemption.is_object()) {
-          const int64_t deadline = ParseTimestamp(Str(preemption, "deadline"));
+          int64_t deadline = ParseTimestamp(Str(preemption, "deadline"));
+          // The health controller's evictions it stops itself at their deadline; a minute past
+          // it, one it lost (a restart) is stopped here.
+          const bool by_health = Str(preemption, "evictor") == "health";
+          if (by_health && deadline >= 0) deadline += 60'000;
           if (deadline < 0 || now >= deadline) {
             // (A run that passed its limit while marked for another reason fails too: being
             // deactivated, or preempted, must not restart its clock.)
@@ -645,7 +649,8 @@ Result<CycleStats> Scheduler::RunOnce() {
                 ++stats.timed_out;
                 continue;
               }
-            } else if (requeue("Preempted", Str(preemption, "reason"))) {
+            } else if (requeue(by_health ? "Evicted" : "Preempted",
+                               (by_health ? "evicted: " : "") + Str(preemption, "reason"))) {
               continue;
             }
           }
