@@ -274,6 +274,36 @@ std::string ShownPhase(const json& status) {
 // -o wide (`leaves` given: the queue tree's leaves, empty without queues): workloads add the
 // QUEUE they wait or run in (spec.queue, else their tenant's when it is a leaf, else unqueued,
 // as the scheduler picks it; "-" without queues), PRIORITY and CREATED before the message.
+// The nodes' health records (GET .../nodehealth) by node, for the node tables: a node under
+// repair, or GPUs out of service, are shown there. Empty without a health controller.
+std::map<std::string, json> node_health;
+void ReadNodeHealth(HttpClient& http) {
+  auto resp = http.Do("GET", "/apis/fabrica.dev/v1/nodehealth");
+  if (!resp.ok() || resp->status != 200) return;
+  const json list = json::parse(resp->body, nullptr, false);
+  for (const json& rec : Arr(list, "items"))
+    node_health[Obj(rec, "metadata").value("name", "")] = rec;
+}
+// ",GPU 3 out of service (repair)"-style words for a node's STATUS, and its lifecycle state
+// where the health controller holds it.
+std::string HealthWords(const std::string& node) {
+  auto it = node_health.find(node);
+  if (it == node_health.end()) return "";
+  std::string out;
+  const std::string state = it->second.value("state", "available");
+  if (state != "available") out += " (" + state + ")";
+  std::vector<std::string> gpus;
+  for (const json& g : Arr(it->second, "gpus"))
+    if (g.value("schedulable", true) == false)
+      gpus.push_back(std::to_string(g.value("index", -1)) + " " + g.value("state", ""));
+  if (!gpus.empty() && state == "available") {
+    std::string list;
+    for (const std::string& g : gpus) list += (list.empty() ? "" : ", ") + g;
+    out += ",GPU " + list;
+  }
+  return out;
+}
+
 void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
                 const std::set<std::string>* leaves, WatchTable* watch = nullptr) {
   const bool wide = leaves != nullptr;
@@ -376,6 +406,7 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
         }
       }
       if (spec.value("unschedulable", false)) ready += ",SchedulingDisabled";
+      ready += HealthWords(meta.value("name", ""));
       rows.push_back({meta.value("name", ""), ready, std::to_string(devs.size()),
                       devs.empty() ? "-" : devs[0].value("model", ""),
                       Plain(spec.value("cpu", json(""))), Plain(spec.value("memory", json(""))),
@@ -508,6 +539,7 @@ int Get(Globals& g, HttpClient& http, const std::string& what, const std::string
     }
   }
   const std::set<std::string>* wide = leaves ? &*leaves : nullptr;
+  if (std::string(r->kind) == "Node") ReadNodeHealth(http);
   if (!name.empty()) {
     auto resp = http.Do("GET", CollectionPath(*r, ns) + "/" + name);
     if (!resp.ok() || resp->status != 200) return Failed(resp);
@@ -1410,6 +1442,7 @@ int TopNodes(HttpClient& http) {
       }
     }
   }
+  ReadNodeHealth(http);
   std::printf("%-12s %-6s %-8s %s\n", "NODE", "GPUS", "ALLOC", "PER-GPU (milli-GPU used)");
   const json node_list = json::parse(nodes->body);
   for (const json& n : node_list["items"]) {
@@ -1417,10 +1450,17 @@ int TopNodes(HttpClient& http) {
     const size_t gpus = Arr(Obj(n, "spec"), "devices").size();
     int total = 0;
     std::string per;
+    // (A GPU out of service shows its state: repair, cordoned, burn-in.)
+    std::map<int, std::string> out;
+    if (auto h = node_health.find(name); h != node_health.end())
+      for (const json& g : Arr(h->second, "gpus"))
+        if (g.value("schedulable", true) == false) out[g.value("index", -1)] = g.value("state", "");
     for (size_t i = 0; i < gpus; ++i) {
       const int m = used[name][static_cast<int>(i)];
       total += m;
-      per += std::to_string(m) + (i + 1 < gpus ? " " : "");
+      auto o = out.find(static_cast<int>(i));
+      per += (o == out.end() ? std::to_string(m) : std::to_string(m) + "(" + o->second + ")") +
+             (i + 1 < gpus ? " " : "");
     }
     char alloc[32];
     std::snprintf(alloc, sizeof(alloc), "%.2f", total / 1000.0);

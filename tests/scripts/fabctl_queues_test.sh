@@ -435,4 +435,7 @@ rc=0
 "$FABCTL" uncordon l4-1 >"$tmp/uncordon.txt" 2>&1 || rc=$?
 [ "$rc" = 1 ] && grep -q "node/l4-1 stays cordoned: the health controller holds it" "$tmp/uncordon.txt" ||
   fail "uncordon of a node under repair (rc $rc): $(cat "$tmp/uncordon.txt")"
+# `get nodes` says where the health controller has it.
+"$FABCTL" get nodes | grep -Eq "^l4-1 +Ready,SchedulingDisabled \((cordoned|draining|repair|burn-in)\) " ||
+  fail "get nodes does not show l4-1's repair: $("$FABCTL" get nodes)"
 echo "OK: queues applied twice, pending listed in order, a foreign queue refused, flavours counted, a gang admitted in part, grown and shrunk for urgent work, a flavour order kept, a tree applied child first, a directory and standard input applied"
