@@ -1339,23 +1339,26 @@ int Patch(Globals& g, HttpClient& http, const std::string& what, const std::stri
   if (!before.ok() || before->status != 200) return Failed(before);
   auto resp = http.Do("PATCH", path, body.dump(), "application/merge-patch+json");
   if (!resp.ok() || resp->status >= 300) return Failed(resp);
-  const json old_obj = json::parse(before->body, nullptr, false);
-  const json new_obj = json::parse(resp->body, nullptr, false);
-  const auto version = [](const json& o) {
-    return o.is_object() ? StringAt(o, "metadata", "resourceVersion") : std::string();
+  // (What the patch addresses, before and after: the status the scheduler rewrites meanwhile,
+  // and the versions, do not count.)
+  const auto part = [&](const std::string& text) {
+    json o = json::parse(text, nullptr, false);
+    if (!o.is_object()) return json();
+    if (!subresource.empty()) return o.value(subresource, json());
+    o.erase("status");
+    if (o.contains("metadata") && o["metadata"].is_object())
+      for (const char* k : {"resourceVersion", "generation"}) o["metadata"].erase(k);
+    return o;
   };
-  const bool same = !version(new_obj).empty() && version(old_obj) == version(new_obj);
+  const bool same = part(before->body) == part(resp->body);
   std::printf("%s/%s patched%s\n", r->plural, name.c_str(), same ? " (no change)" : "");
   return 0;
 }
 
 int Cordon(HttpClient& http, const std::string& node, bool cordon) {
-  json patch = {{"spec", {{"unschedulable", cordon}}}};
-  auto resp = http.Do("PATCH", "/apis/fabrica.dev/v1/nodes/" + node, patch.dump(),
-                      "application/merge-patch+json");
-  if (!resp.ok() || resp->status >= 300) return Failed(resp);
   // The health controller cordons nodes too, and keeps them so through repair and burn-in: an
-  // uncordon then changes nothing, which is said (exit 1) rather than reported done.
+  // uncordon then would change nothing (or lift its cordon until it sets it again), which is
+  // said (exit 1) rather than done.
   if (!cordon) {
     auto health = http.Do("GET", "/apis/fabrica.dev/v1/nodes/" + node + "/health");
     const json h =
@@ -1369,6 +1372,10 @@ int Cordon(HttpClient& http, const std::string& node, bool cordon) {
       return 1;
     }
   }
+  json patch = {{"spec", {{"unschedulable", cordon}}}};
+  auto resp = http.Do("PATCH", "/apis/fabrica.dev/v1/nodes/" + node, patch.dump(),
+                      "application/merge-patch+json");
+  if (!resp.ok() || resp->status >= 300) return Failed(resp);
   std::printf("node/%s %s\n", node.c_str(), cordon ? "cordoned" : "uncordoned");
   return 0;
 }
