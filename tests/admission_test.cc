@@ -2192,6 +2192,7 @@ TEST_F(AdmissionTest, TreesBorrowOnlyGpusInService) {
   const int node = on[0] == 4 ? 1 : 0;
   ASSERT_LT(on[node], 4);
   adm_->TakeOutOfService(node);
+  adm_->TakeOutOfService(node, {0, 0});  // (counted once)
   EXPECT_NEAR(adm_->dominant_share(adm_->QueueIndex("a")), share * 8 / (8 - (4 - on[node])), 1e-9);
 }
 
@@ -2220,6 +2221,15 @@ TEST_F(AdmissionTest, ALendingLimitHoldsAboveTheLendersParent) {
   CycleResult r = adm_->Cycle(3, 1000);
   EXPECT_TRUE(r.evicted.empty());
   EXPECT_EQ(CountPhase(mine, Phase::kAdmitted), 3) << adm_->reason(mine.back());
+  // From the other side: c, in another tree, borrows org's unused GPUs but not the 12 b keeps
+  // (org itself has no lending limit: b's is kept through it).
+  MakeTree(Nodes(6, 8), config, {"a", "b", "c"});
+  ids = SubmitEach("c", "c", 6, 0, 8);
+  adm_->Cycle(1, 1000);
+  EXPECT_EQ(CountPhase(ids, Phase::kAdmitted), 4) << adm_->reason(ids.back());
+  EXPECT_NE(adm_->reason(ids.back()).find("(b keeps 12 GPUs of its guarantee: its lending limit)"),
+            std::string::npos)
+      << adm_->reason(ids.back());
 
   // Within one tree, three levels deep: top (d1: a 10, b 10 lending none; d2 20) on 40 GPUs.
   QueueSpec top{.name = "top"}, d1{.name = "d1", .parent = "top"};
@@ -2230,6 +2240,11 @@ TEST_F(AdmissionTest, ALendingLimitHoldsAboveTheLendersParent) {
   config.queues = {top, d1, a, b, d2};
   MakeTree(Nodes(5, 8), config, {"a", "b", "d2"});
   ids = SubmitEach("x", "a", 40, 0);
+  adm_->Cycle(1, 1000);
+  EXPECT_EQ(CountPhase(ids, Phase::kAdmitted), 30) << adm_->reason(ids.back());
+  // ... and d2, a cousin, borrows d1's unused 10 but not b's.
+  MakeTree(Nodes(5, 8), config, {"a", "b", "d2"});
+  ids = SubmitEach("y", "d2", 40, 0);
   adm_->Cycle(1, 1000);
   EXPECT_EQ(CountPhase(ids, Phase::kAdmitted), 30) << adm_->reason(ids.back());
 }

@@ -945,8 +945,28 @@ TEST_F(FactoryTest, UnqueuedWorkBorrowsWhatTheQueuesLeaveIdle) {
   ClientResponse r = Call("DELETE", std::string(kApi) + "/queues/unqueued");
   EXPECT_EQ(r.status, 405) << r.body;
   EXPECT_NE(r.body.find("Queue 'unqueued' is built in"), std::string::npos) << r.body;
-  // Stored by an admin, it is theirs: the built-in's record goes.
-  CreateQueue("unqueued", {{"parent", "org"}});
+  // A page of queues counts it (three stored queues fill a page of 3; the next has it).
+  const json page = json::parse(Call("GET", std::string(kApi) + "/queues?limit=3").body);
+  EXPECT_EQ(page["items"].size(), 3u) << page.dump();
+  const std::string token = page["metadata"].value("continue", "");
+  ASSERT_FALSE(token.empty()) << page.dump();
+  const json next =
+      json::parse(Call("GET", std::string(kApi) + "/queues?limit=3&continue=" + token).body);
+  ASSERT_EQ(next["items"].size(), 1u) << next.dump();
+  EXPECT_EQ(next["items"][0]["metadata"]["name"], "unqueued");
+  // Written back by an admin (a patch, or an apply of what `get` showed), it is theirs: a
+  // stored queue, no longer marked built in, and the built-in's record goes.
+  r = Call("PATCH", std::string(kApi) + "/queues/unqueued", R"({"spec": {"weight": 2}})",
+           "application/merge-patch+json");
+  EXPECT_EQ(r.status, 201) << r.body;
+  auto stored = store_->Get("/registry/queues/unqueued");
+  ASSERT_TRUE(stored.ok());
+  const json mine = json::parse(stored->value);
+  EXPECT_EQ(mine["spec"].value("weight", 0.0), 2.0) << mine.dump();
+  EXPECT_EQ(mine["spec"].value("parent", ""), "org") << mine.dump();
+  EXPECT_FALSE(
+      mine["metadata"].value("annotations", json::object()).contains("fabrica.dev/built-in"))
+      << mine.dump();
   Cycle();
   int named = 0;
   const json after = json::parse(Call("GET", std::string(kApi) + "/queues").body);

@@ -779,6 +779,10 @@ struct ApiServer::Impl {
     } else if (std::string(info.kind) == "Queue") {
       // (A queue with no spec, a cohort-style parent, is stored with an empty one.)
       if (!obj.contains("spec") || obj["spec"].is_null()) obj["spec"] = json::object();
+      // (Only the scheduler's built-in unqueued says it is built in.)
+      if (json& meta_w = obj["metadata"];
+          meta_w.is_object() && meta_w.contains("annotations") && meta_w["annotations"].is_object())
+        meta_w["annotations"].erase("fabrica.dev/built-in");
       json spec = obj.value("spec", json::object());
       if (!spec.is_object()) return InvalidArgument("spec: expected an object");
       if (spec.contains("budget")) {
@@ -1253,10 +1257,18 @@ struct ApiServer::Impl {
     }
     // The built-in unqueued, last on the last page, where the scheduler keeps it (no stored
     // queue has its name).
-    if (std::string(info.kind) == "Queue" && !more)
+    // (Not beside a stored one the scheduler has not yet seen; on a page already full, the
+    // next page, empty of stored queues, has it.)
+    if (std::string(info.kind) == "Queue" && !more &&
+        !store.Get(Key(info, "", kUnqueuedQueue)).ok())
       if (auto builtin = store.Get(kBuiltinQueueKey); builtin.ok()) {
         json obj = Materialize(*builtin);
-        if (MatchesSelector(obj, selector)) items.push_back(std::move(obj));
+        if (!MatchesSelector(obj, selector)) {
+        } else if (limit > 0 && items.size() >= static_cast<size_t>(limit)) {
+          more = !last_returned.empty();
+        } else {
+          items.push_back(std::move(obj));
+        }
       }
     json meta = {{"resourceVersion", std::to_string(revision)}};
     if (more) meta["continue"] = HexEncode(last_returned);
@@ -1617,8 +1629,30 @@ struct ApiServer::Impl {
     for (int attempt = 0; attempt < 5; ++attempt) {
       auto current = store.Get(key);
       if (!current.ok()) {
-        if (current.status().code() == StatusCode::kNotFound && BuiltinQueue(info, name))
-          return StatusResponse(405, kBuiltinQueueSays);
+        // The built-in unqueued, read and written back (`fabctl apply` of what `get` showed,
+        // or a patch of it): an admin's queue of that name is created from it, and the
+        // scheduler drops the built-in.
+        if (current.status().code() == StatusCode::kNotFound && BuiltinQueue(info, name)) {
+          auto builtin = store.Get(kBuiltinQueueKey);
+          if (status_sub || !builtin.ok()) return StatusResponse(405, kBuiltinQueueSays);
+          json next = patch ? Materialize(*builtin) : *body;
+          if (patch) next.merge_patch(*body);
+          if (!next.is_object()) return StatusResponse(400, "the body must be a JSON object");
+          next.erase("status");
+          if (next.contains("metadata") && next["metadata"].is_object()) {
+            json& meta = next["metadata"];
+            for (const char* k : {"resourceVersion", "uid", "creationTimestamp", "generation"})
+              meta.erase(k);
+            if (meta.contains("annotations") && meta["annotations"].is_object())
+              meta["annotations"].erase("fabrica.dev/built-in");
+          }
+          HttpRequest create = req;
+          create.method = "POST";
+          create.body = next.dump();
+          create.headers["content-type"] = "application/json";
+          if (refs.owns_lock()) refs.unlock();  // (Create takes it)
+          return Create(info, ns, create, p);
+        }
         if (current.status().code() == StatusCode::kNotFound) {
           return StatusResponse(404, std::string(info.kind) + " '" + name + "' not found");
         }

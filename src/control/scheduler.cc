@@ -998,12 +998,10 @@ Result<CycleStats> Scheduler::RunOnce() {
   }
   // The built-in unqueued, where no stored queue has its name, is kept as an object of its own
   // (kBuiltinQueueKey) for the API to show; with no queues, or a stored one, that goes.
-  bool builtin_unqueued = false;
-  if (with_queues && config.ok()) {
-    builtin_unqueued = true;
-    for (const KeyValue& kv : queue_list.items)
-      if (kv.key == std::string("/registry/queues/") + kUnqueuedQueue) builtin_unqueued = false;
-  }
+  // (A tree that does not parse keeps the record as it was, and writes none.)
+  bool builtin_unqueued = with_queues;
+  for (const KeyValue& kv : queue_list.items)
+    if (kv.key == std::string("/registry/queues/") + kUnqueuedQueue) builtin_unqueued = false;
   Result<KeyValue> builtin_kv = store_.Get(kBuiltinQueueKey);
   if (!builtin_unqueued && builtin_kv.ok())
     (void)store_.Delete(kBuiltinQueueKey, builtin_kv->mod_revision);

@@ -659,13 +659,19 @@ void Admitter::TakeOutOfService(int n, const std::vector<int>& devices) {
   for (int d = 0; d < static_cast<int>(fleet_.nodes[n].devices.size()); ++d) all.push_back(d);
   int64_t free_gpu = 0;
   for (int d : devices.empty() ? all : devices) {
-    if (d < 0 || d >= static_cast<int>(all.size())) continue;
+    // (Each device once, whatever the caller repeats.)
+    if (d < 0 || d >= static_cast<int>(all.size()) || !out_of_service_.insert({n, d}).second)
+      continue;
     const DeviceState& dev = state_.devices(n)[d];
-    // A MIG device counts whole, as FlavorGpus counts it: free while no slice is taken.
-    const size_t slices = fleet_.nodes[n].devices[d].mig_slices.size();
-    const int64_t free = slices == 0
-                             ? dev.free_milli
-                             : (dev.mig_free == (uint32_t{1} << slices) - 1 ? kMilliPerGpu : 0);
+    // A MIG device's free share: the whole GPU but its taken slices' compute, of 7, as quotas
+    // charge them.
+    const Device& spec = fleet_.nodes[n].devices[d];
+    int64_t free = spec.mig_slices.empty() ? dev.free_milli : kMilliPerGpu;
+    for (size_t sl = 0; sl < spec.mig_slices.size(); ++sl)
+      if (!(dev.mig_free >> sl & 1))
+        if (const MigProfile* mp = FindMigProfile(spec.model, spec.mig_slices[sl]))
+          free -= kMilliPerGpu * mp->compute_slices / 7;
+    free = std::max<int64_t>(free, 0);
     free_gpu += free;
     if (fleet_queue_ < 0) continue;
     for (int f : DeviceFlavors(n, d, /*charged=*/true)) {
@@ -674,7 +680,8 @@ void Admitter::TakeOutOfService(int n, const std::vector<int>& devices) {
     }
   }
   cap_gpu_ = std::max<int64_t>(1, cap_gpu_ - free_gpu);
-  if (devices.empty()) cap_cpu_ = std::max<int64_t>(1, cap_cpu_ - state_.free_cpu(n));
+  if (devices.empty() && out_of_service_.insert({n, -1}).second)
+    cap_cpu_ = std::max<int64_t>(1, cap_cpu_ - state_.free_cpu(n));
 }
 
 std::map<int, std::string> Admitter::GuaranteeWarnings() const {
@@ -1072,6 +1079,24 @@ bool Admitter::QuotaWalk(int leaf, int64_t amount, Used used_of, Guar guar, Borr
   // nor take from above to hand on: it stays free for the lender).
   int64_t reserved = 0;
   std::string kept_why;  // (with `why`) which siblings keep it, and why
+  // What queue s keeps of its unused guarantee from the queues outside it: its own (kept) or,
+  // where more, what the queues below it keep (they lend nothing outside s either), at most its
+  // unused guarantee.
+  const std::function<int64_t(int, std::string*)> subtree_kept = [&](int s, std::string* how) {
+    const QueueNode& sq = queues_[s];
+    const int64_t own = kept(sq, how);
+    int64_t below = 0;
+    std::string below_how;
+    for (int c : sq.children) {
+      std::string h;
+      below += subtree_kept(c, how ? &h : nullptr);
+      if (!h.empty()) below_how += (below_how.empty() ? "" : "; ") + h;
+    }
+    below = std::min(below, std::max<int64_t>(0, guar(sq) - used_of(sq)));
+    if (below <= own) return own;
+    if (how) *how = below_how;
+    return below;
+  };
   while (true) {
     const QueueNode& q = queues_[n];
     const int64_t used = used_of(q) + amount;
@@ -1116,7 +1141,7 @@ bool Admitter::QuotaWalk(int leaf, int64_t amount, Used used_of, Guar guar, Borr
     for (int s : queues_[q.parent].children) {
       if (s == n) continue;
       std::string how;
-      reserved += kept(queues_[s], why ? &how : nullptr);
+      reserved += subtree_kept(s, why ? &how : nullptr);
       if (!how.empty()) kept_why += (kept_why.empty() ? " (" : "; ") + how;
     }
     if (!kept_why.empty()) kept_why += ")";

@@ -906,6 +906,7 @@ class Admitter {
   // By flavour: the trees' guarantees added up, and the GPUs in service (TakeOutOfService), in
   // milli-GPUs; the fleet's node is guaranteed the larger.
   std::vector<int64_t> trees_guaranteed_, in_service_milli_;
+  std::set<std::pair<int, int>> out_of_service_;  // (node, device; -1: its CPU) taken out
   std::map<std::string, int> queue_index_;
   std::vector<Entry> entries_;
   std::vector<std::vector<int>> node_workloads_;  // admitted/evicting workloads per node

@@ -438,4 +438,10 @@ rc=0
 # `get nodes` says where the health controller has it.
 "$FABCTL" get nodes | grep -Eq "^l4-1 +Ready,SchedulingDisabled \((cordoned|draining|repair|burn-in)\) " ||
   fail "get nodes does not show l4-1's repair: $("$FABCTL" get nodes)"
+# The built-in unqueued, applied back as `get` shows it with a change, becomes an admin's queue.
+"$FABCTL" get queue unqueued -o yaml | sed 's/^spec: {}$/spec: {weight: 3}/' >"$tmp/unqueued.yaml"
+grep -q "weight: 3" "$tmp/unqueued.yaml" || fail "unqueued's yaml: $(cat "$tmp/unqueued.yaml")"
+"$FABCTL" apply -f "$tmp/unqueued.yaml" >"$tmp/apply-u.txt" 2>&1 || fail "apply unqueued: $(cat "$tmp/apply-u.txt")"
+"$FABCTL" get queue unqueued -o yaml | grep -q "weight: 3" || fail "unqueued not stored: $("$FABCTL" get queue unqueued -o yaml)"
+if "$FABCTL" describe queue unqueued | grep -q "^Built in"; then fail "an admin's unqueued described as built in"; fi
 echo "OK: queues applied twice, pending listed in order, a foreign queue refused, flavours counted, a gang admitted in part, grown and shrunk for urgent work, a flavour order kept, a tree applied child first, a directory and standard input applied"
