@@ -894,6 +894,22 @@ TEST_F(FactoryTest, AHealthEvictionIsLeftToTheHealthControllerUnlessItLostIt) {
       << status.dump();
 }
 
+// With fair-share preemption a queue's borrowWithinCohort is set aside with a warning in its
+// status, not the whole tree refused (a user-style review: examples/queues.yaml stopped every
+// queue's admission on a --fair-share-preemption server).
+TEST_F(FactoryTest, FairSharePreemptionSetsBorrowWithinCohortAside) {
+  StartScheduler(5'000, [&](SchedulerOptions& so) { so.fair_share_preemption = true; });
+  CreateQueue("team-b", {{"quotas", {{"gpu", {{"guaranteed", 8}}}}},
+                         {"preemption", {{"borrowWithinCohort", {{"policy", "LowerPriority"}}}}}});
+  CreateWorkload(WholeGpuWorkload("team-b", "b-0", 8));
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  const json q = json::parse(Call("GET", std::string(kApi) + "/queues/team-b").body);
+  EXPECT_NE(
+      q["status"].value("warning", "").find("spec.preemption.borrowWithinCohort is set aside"),
+      std::string::npos)
+      << q.dump();
+}
+
 // A queue with work waiting in it is not deleted (its tenant's work would move to `unqueued`
 // and run there, past the queue's hold: a user-style review), and work naming a queue that does
 // not exist waits for it (reason QueueNotFound, not Unschedulable), then runs once it exists.

@@ -1164,6 +1164,7 @@ Result<CycleStats> Scheduler::RunOnce() {
     // but for what this scheduler keeps between cycles (usage history, reclaim records), which
     // it also writes to the queues' status.
     std::unique_ptr<Admitter> admitter;
+    std::set<std::string> set_aside;  // queues whose borrowWithinCohort is set aside
     if (config.ok()) {
       config->usage_half_life_s = options_.usage_half_life_s;
       config->gang_timeout_s = options_.gang_timeout_s;
@@ -1172,6 +1173,16 @@ Result<CycleStats> Scheduler::RunOnce() {
       config->reclaim_min_runtime_s = options_.reclaim_min_runtime_s;
       config->lend_across_trees = options_.lend_across_trees;
       config->fair_share_preemption = options_.fair_share_preemption;
+      // Fair-share preemption has its own rule for taking from other queues (as Kueue's): a
+      // queue's borrowWithinCohort is set aside, with a warning in its status, rather than the
+      // whole tree refused (a user-style review: examples/queues.yaml stopped all admission).
+      if (config->fair_share_preemption)
+        for (QueueSpec& q : config->queues)
+          if (q.preemption.borrow_within_cohort != PreemptionPolicy::Borrow::kNever) {
+            q.preemption.borrow_within_cohort = PreemptionPolicy::Borrow::kNever;
+            q.preemption.borrow_max_priority.reset();
+            set_aside.insert(q.name);
+          }
       config->elastic_growth = options_.elastic_growth;
       config->elastic_shrink = options_.elastic_shrink;
       auto created =
@@ -1549,7 +1560,14 @@ Result<CycleStats> Scheduler::RunOnce() {
           }
           standing["flavors"] = std::move(by_flavor);
         }
-        if (auto it = warnings.find(index); it != warnings.end()) standing["warning"] = it->second;
+        std::string warning;
+        if (auto it = warnings.find(index); it != warnings.end()) warning = it->second;
+        if (set_aside.count(admitter->queue_name(index)))
+          warning += std::string(warning.empty() ? "" : "; ") +
+                     "spec.preemption.borrowWithinCohort is set aside: with fair-share preemption "
+                     "(the server's --fair-share-preemption) shares decide what is taken from "
+                     "other queues";
+        if (!warning.empty()) standing["warning"] = warning;
         // The reclaim hold: when it last reclaimed and what that freed beyond its need.
         const Admitter::ReclaimRecord reclaim = admitter->reclaim_record(index);
         if (reclaim.at >= 0 && options_.reclaim_hold_s > 0) {
