@@ -910,6 +910,25 @@ TEST_F(FactoryTest, FairSharePreemptionSetsBorrowWithinCohortAside) {
       << q.dump();
 }
 
+// With fair-share preemption the built-in unqueued takes only what is idle: it never evicts
+// the queues' running work for a share of its own (a user-style review saw team-a and team-b
+// evicted "for queue unqueued's fair share").
+TEST_F(FactoryTest, UnqueuedTakesNoFairShare) {
+  StartScheduler(5'000, [&](SchedulerOptions& so) { so.fair_share_preemption = true; });
+  CreateQueue("org", {{"quotas", {{"gpu", {{"guaranteed", 32}}}}}});
+  CreateQueue("team-a", {{"parent", "org"}});
+  CreateQueue("team-b", {{"parent", "org"}});
+  for (int i = 0; i < 2; ++i) {
+    CreateWorkload(WholeGpuWorkload("team-a", "a-" + std::to_string(i), 8));
+    CreateWorkload(WholeGpuWorkload("team-b", "b-" + std::to_string(i), 8));
+  }
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  CreateWorkload(WholeGpuWorkload("team-c", "c-0", 8));  // team-c has no queue
+  EXPECT_EQ(Cycle().preempted, 0) << Describe(Workloads());
+  EXPECT_EQ(Cycle().preempted, 0) << Describe(Workloads());
+  EXPECT_EQ(Workloads()["team-c/c-0"]["status"].value("phase", ""), "Pending");
+}
+
 // A queue with work waiting in it is not deleted (its tenant's work would move to `unqueued`
 // and run there, past the queue's hold: a user-style review), and work naming a queue that does
 // not exist waits for it (reason QueueNotFound, not Unschedulable), then runs once it exists.

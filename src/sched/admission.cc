@@ -2782,7 +2782,7 @@ bool Admitter::MayPreempt(int id) const {
             queues_[q].usage[f] - queues_[q].evicting_usage[f] > queues_[q].guaranteed[f])
           return true;
     if (config_.fair_share_preemption && !queues_[e.leaf].spec.best_effort &&
-        dominant_share(q) / queues_[q].spec.weight > mine &&
+        !queues_[e.leaf].spec.no_fair_share && dominant_share(q) / queues_[q].spec.weight > mine &&
         policy.reclaim_within_cohort != PreemptionPolicy::Reclaim::kNever)
       return true;
   }
@@ -3566,8 +3566,9 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   // Fair-share preemption short of GPU quota: work of queues under the one whose limit stops it
   // that stay above its share gives the quota back (else, with the tree's quota all lent out,
   // weights would never move running work).
-  // (Best-effort work — unqueued beside several trees — takes what is idle, no one's share.)
-  const bool fair_share = config_.fair_share_preemption && !queues_[leaf].spec.best_effort;
+  // (Best-effort work — the built-in unqueued — takes what is idle, no one's share.)
+  const bool fair_share = config_.fair_share_preemption && !queues_[leaf].spec.best_effort &&
+                          !queues_[leaf].spec.no_fair_share;
   const bool fair_quota = quota_short && !res_short && quota_flavor >= 0 && fair_share;
   // CPU and memory its queue is guaranteed and others of its tree borrow (not while it borrows
   // GPUs, or is short of quota).

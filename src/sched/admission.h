@@ -142,6 +142,9 @@ struct QueueSpec {
   // reclaimed by any tree's work within its guarantee: the built-in `unqueued` when there are
   // several trees, so that work naming no queue still runs on idle capacity. Not a spec field.
   bool best_effort = false;
+  // Never preempts for a fair share (the built-in `unqueued` wherever it sits: work naming no
+  // queue runs on what is idle). Not a spec field.
+  bool no_fair_share = false;
 };
 
 struct AdmissionConfig {

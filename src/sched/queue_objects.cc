@@ -94,8 +94,10 @@ Result<AdmissionConfig> QueueTreeFromObjects(const std::vector<json>& queues,
   YamlMap m(Doc::FromJson(doc), "", "stored queues");
   Result<AdmissionConfig> tree = ParseAdmissionConfig(m);
   if (tree.ok()) {
-    if (best_effort)
-      for (QueueSpec& q : tree->queues) q.best_effort = q.name == kUnqueuedQueue;
+    for (QueueSpec& q : tree->queues) {
+      if (best_effort) q.best_effort = q.name == kUnqueuedQueue;
+      if (!has_unqueued) q.no_fair_share = q.name == kUnqueuedQueue;
+    }
     return tree;
   }
   // Said of the stored objects: "queues[1].quotas..." is Queue 'name''s spec.quotas....
