@@ -708,7 +708,12 @@ struct ApiServer::Impl {
         return Status(StatusCode::kInvalidArgument, "metadata.namespace: " + valid_ns.message());
       meta["namespace"] = ns;
     }
-    const std::string source = "body";
+    // (Errors name the object, as "Queue 'team-b': spec.stopPolicy: ...".)
+    const json& named = meta.is_object() ? meta.value("name", json()) : json();
+    const std::string source =
+        std::string(info.kind) + (named.is_string() && !named.get<std::string>().empty()
+                                      ? " '" + named.get<std::string>() + "'"
+                                      : std::string());
     if (std::string(info.kind) == "Workload" || std::string(info.kind) == "Tenant") {
       json for_parse = obj;
       if (info.namespaced)
