@@ -47,8 +47,8 @@ uint64_t AttemptKey(const Workload& w, int leaf, const std::vector<PodRequest>& 
 namespace {
 constexpr char kNextCycle[] = "waiting for the next admission cycle";
 constexpr char kHeldForGuarantees[] =
-    "waiting: it would borrow, and room that frees now is kept for work within its queue's "
-    "guarantee";
+    "waiting: it would borrow, and work within its own queue's guarantee waits for room: what "
+    "frees goes to that first";
 }  // namespace
 
 std::string GpuAmount(int64_t milli) {
