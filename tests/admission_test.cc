@@ -2889,6 +2889,41 @@ TEST_F(AdmissionTest, BestEffortWorkTakesNoFairShare) {
   EXPECT_TRUE(adm_->Cycle(11, 1000).evicted.empty()) << adm_->reason(mine);
 }
 
+// A leaf with no guarantee of its own takes back its department's guarantee from best-effort
+// work only: a sibling that borrows within the department keeps what it borrows (that is fair
+// share's to move, not reclaim's).
+TEST_F(AdmissionTest, ADepartmentsGuaranteeIsReclaimedFromBestEffortWorkOnly) {
+  QueueSpec research = Leaf("research", 32), a = Plain("a"), b = Leaf("b", 8), ops = Leaf("ops", 8),
+            u = Plain("unqueued");
+  research.parent = ops.parent = u.parent = "";
+  a.parent = b.parent = "research";
+  u.best_effort = true;
+  AdmissionConfig config;
+  config.queues = {research, a, b, ops, u};
+  MakeTree(Nodes(5, 8), config, {"a", "b", "ops", "unqueued"});
+  const std::vector<int> bs = SubmitEach("b", "b", 2, 0, 8);  // 8 its own, 8 research's
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(CountPhase(bs, Phase::kAdmitted), 2);
+  const std::vector<int> us = SubmitEach("u", "unqueued", 3, 2, 8);  // the other 24 GPUs
+  adm_->Cycle(3, 1000);
+  ASSERT_EQ(CountPhase(us, Phase::kAdmitted), 3);
+  const int mine = Submit(Gpus("a0", "a", 8), 4);
+  CycleResult r = adm_->Cycle(5, 1000);
+  ASSERT_EQ(r.evicted.size(), 1u) << adm_->reason(mine);
+  EXPECT_EQ(adm_->queue_name(adm_->queue_of(r.evicted[0].victim)), "unqueued");
+  EXPECT_NE(r.evicted[0].reason.find("queue a reclaims queue research's guarantee (it has none "
+                                     "of its own)"),
+            std::string::npos)
+      << r.evicted[0].reason;
+  // With research's guarantee in use (b borrowing the rest of it), a reclaims nothing.
+  MakeTree(Nodes(5, 8), config, {"a", "b", "ops", "unqueued"});
+  SubmitEach("b", "b", 4, 0, 8);
+  SubmitEach("u", "unqueued", 1, 0, 8);
+  adm_->Cycle(1, 1000);
+  const int late = Submit(Gpus("a1", "a", 8), 2);
+  EXPECT_TRUE(adm_->Cycle(3, 1000).evicted.empty()) << adm_->reason(late);
+}
+
 // stopPolicy: Hold admits nothing more from the queue while what it runs keeps running;
 // HoldAndDrain also evicts that (for no preemptor); a stopped inner queue stops its subtree.
 TEST_F(AdmissionTest, StopPolicyHoldsAndDrainsAQueue) {

@@ -929,6 +929,35 @@ TEST_F(FactoryTest, UnqueuedTakesNoFairShare) {
   EXPECT_EQ(Workloads()["team-c/c-0"]["status"].value("phase", ""), "Pending");
 }
 
+// A leaf with no guarantee of its own, under a department that has one, takes back from
+// best-effort work (unqueued beside several trees) what its department is guaranteed (a
+// user-style review: team-a waited for good while unqueued held 48 GPUs and research used 8 of
+// its 48).
+TEST_F(FactoryTest, ALeafWithoutAGuaranteeReclaimsItsDepartmentsFromBestEffortWork) {
+  StartScheduler(5'000);
+  CreateQueue("research", {{"quotas", {{"gpu", {{"guaranteed", 24}}}}}});
+  CreateQueue("team-a", {{"parent", "research"}});
+  CreateQueue("team-b", {{"parent", "research"}, {"quotas", {{"gpu", {{"guaranteed", 8}}}}}});
+  CreateQueue("ops", {{"quotas", {{"gpu", {{"guaranteed", 8}}}}}});
+  for (int i = 0; i < 4; ++i)
+    CreateWorkload(WholeGpuWorkload("team-c", "c-" + std::to_string(i), 8));  // no queue
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  CreateWorkload(WholeGpuWorkload("team-a", "a-0", 8));
+  EXPECT_EQ(Cycle().preempted, 1) << Describe(Workloads());
+  std::string reason;
+  for (const auto& [name, obj] : Workloads())
+    if (obj["status"].contains("preemption"))
+      reason = obj["status"]["preemption"].value("reason", "");
+  EXPECT_NE(
+      reason.find("queue team-a reclaims queue research's guarantee (it has none of its own)"),
+      std::string::npos)
+      << reason;
+  Cycle(6'000);
+  Cycle();
+  EXPECT_EQ(Workloads()["team-a/a-0"]["status"].value("phase", ""), "Running")
+      << Describe(Workloads());
+}
+
 // A queue with work waiting in it is not deleted (its tenant's work would move to `unqueued`
 // and run there, past the queue's hold: a user-style review), and work naming a queue that does
 // not exist waits for it (reason QueueNotFound, not Unschedulable), then runs once it exists.

@@ -746,9 +746,29 @@ bool Admitter::MayReclaim(int leaf, int f, int64_t milli) const {
   // Its own work being evicted counts as gone: the preemptor it makes room for has promised it.
   // Work leaving for no one (a drain, its maximum runtime) does not: its room is the queue's
   // own in a moment, so reclaiming from others for it would evict for room that then idles.
-  return managed_[f] &&
-         q.usage[f] - (q.evicting_usage[f] - q.leaving_usage[f]) + q.promised[f] + milli <=
-             q.guaranteed[f];
+  if (!managed_[f]) return false;
+  if (!DepartmentReclaimOnly(leaf, f))
+    return q.usage[f] - (q.evicting_usage[f] - q.leaving_usage[f]) + q.promised[f] + milli <=
+           q.guaranteed[f];
+  // No guarantee of its own: its department's, from best-effort work only (the built-in
+  // unqueued beside several trees, "reclaimed by any tree's work within its guarantee").
+  bool best_effort_holds = false;
+  for (const QueueNode& b : queues_)
+    best_effort_holds |= b.spec.best_effort && b.usage[f] - b.evicting_usage[f] > 0;
+  if (!best_effort_holds) return false;
+  for (int a = q.parent; a >= 0 && a != fleet_queue_; a = queues_[a].parent) {
+    if (queues_[a].guaranteed[f] == 0) continue;
+    // (What its leaves' nominated preemptors were promised counts as held.)
+    int64_t promised = 0;
+    for (int l = 0; l < queue_count(); ++l)
+      for (int up = queues_[l].parent; up >= 0 && is_leaf(l); up = queues_[up].parent)
+        if (up == a) {
+          promised += queues_[l].promised[f];
+          break;
+        }
+    return queues_[a].usage[f] + promised + milli <= queues_[a].guaranteed[f];
+  }
+  return false;
 }
 
 bool Admitter::MayReclaimResource(int leaf, int r, int64_t amount) const {
@@ -2914,6 +2934,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
     for (auto [f, milli] : w.charged)
       if (f < 64 && (flavors >> f & 1) &&
           (vq.usage[f] - vq.evicting_usage[f] - taken_in(w.leaf, f) - milli < vq.guaranteed[f] ||
+           (DepartmentReclaimOnly(entries_[id].leaf, f) && !vq.spec.best_effort) ||
            !BranchLends(entries_[id].leaf, w.leaf, f, milli, taken_in)))
         return false;
     return true;
@@ -3323,8 +3344,12 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
         const bool reclaimed = f < 64 && (reclaim_flavors >> f & 1);
         if (must_lend && !reclaimed) return false;  // (only what it borrows where reclaimed)
         const int64_t held = vq.usage[f] - vq.evicting_usage[f] - taken[{w.leaf, f}];
-        // (Above its queue too, only a branch that borrows gives back.)
-        if (reclaimed && !BranchLends(e.leaf, w.leaf, f, m, taken_in)) return false;
+        // (Above its queue too, only a branch that borrows gives back; for a department's
+        // guarantee, only best-effort work.)
+        if (reclaimed &&
+            (!BranchLends(e.leaf, w.leaf, f, m, taken_in) ||
+             (scope.big_may_go && DepartmentReclaimOnly(e.leaf, f) && !vq.spec.best_effort)))
+          return false;
         if (!reclaimed || held - m >= vq.guaranteed[f]) continue;
         // (As for a whole victim: one bigger than its queue's guarantee runs on borrowed GPUs,
         // and may go while its queue, but for what this victim already gave, borrows.)
@@ -3596,6 +3621,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
       // (A workload bigger than its queue's whole guarantee only ever runs on borrowed GPUs:
       // while its queue borrows, a reclaim may take it even if its queue is then below its
       // guarantee; not work that preempts to borrow, or two queues could take it in turns.)
+      if (!borrow_preempt && DepartmentReclaimOnly(leaf, f) && !vq.spec.best_effort) return 0;
       const int64_t held = vq.usage[f] - vq.evicting_usage[f] - taken(w.leaf, f);
       if (held - milli < vq.guaranteed[f] &&
           (borrow_preempt || milli <= vq.guaranteed[f] || held <= vq.guaranteed[f]))
@@ -4125,7 +4151,17 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     why = "queue " + queues_[leaf].spec.name + " reclaims its guarantee of " +
           (res_reclaim == 3 ? "cpu and memory" : ResourceName(res_reclaim == 1 ? 0 : 1));
   } else if (reclaim) {
-    why = "queue " + queues_[leaf].spec.name + " reclaims its guarantee";
+    // (A leaf with no guarantee of its own takes back its department's, from best-effort work.)
+    int dept = -1;
+    if (quota_flavor < 0)
+      for (int f = 0; f < flavor_count() && f < 64 && dept < 0; ++f)
+        if ((reclaim_flavors >> f & 1) && DepartmentReclaimOnly(leaf, f))
+          for (int a = queues_[leaf].parent; a >= 0 && a != fleet_queue_ && dept < 0;
+               a = queues_[a].parent)
+            if (queues_[a].guaranteed[f] > 0) dept = a;
+    why = "queue " + queues_[leaf].spec.name + " reclaims " +
+          (dept < 0 ? std::string("its guarantee")
+                    : "queue " + queues_[dept].spec.name + "'s guarantee (it has none of its own)");
   } else if (borrow_preempt) {
     why = "for higher-priority work borrowing in queue " + queues_[leaf].spec.name;
   } else if (fair_share) {

@@ -743,8 +743,16 @@ class Admitter {
   // Why sibling q keeps `amount` of its unused guarantee, for a refusal: its reclaim hold (when
   // `held`: what it reclaimed moments ago stays with it) or its lending limit.
   std::string KeptWhy(const QueueNode& q, bool held, const std::string& amount) const;
-  // Within the guarantee once what is promised to the queue's nominated preemptors is counted.
+  // Within the guarantee once what is promised to the queue's nominated preemptors is counted;
+  // or, for a leaf with no guarantee of its own in the flavour, within an ancestor's (its
+  // department's) while best-effort work holds some of it: that work is given back
+  // (DepartmentReclaimOnly).
   bool MayReclaim(int leaf, int flavor, int64_t milli) const;
+  // Whether a reclaim by leaf `preemptor` in `flavor` may take only best-effort work (its
+  // department's guarantee, not its own, is what it reclaims).
+  bool DepartmentReclaimOnly(int preemptor, int flavor) const {
+    return queues_[preemptor].guaranteed[flavor] == 0;
+  }
   // The same for CPU (r = 0) or memory (r = 1), where the queue's tree limits it.
   bool MayReclaimResource(int leaf, int r, int64_t amount) const;
   // Whether admitting e keeps its queue within its guarantee of every CPU and memory quota
