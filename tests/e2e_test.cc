@@ -365,6 +365,13 @@ class FactoryTest : public testing::Test {
     EXPECT_EQ(r.status, 201) << w["metadata"].value("name", "") << ": " << r.body;
   }
 
+  // How many workloads are Running.
+  int CountRunning() {
+    int running = 0;
+    for (const auto& [name, obj] : Workloads())
+      running += obj["status"].value("phase", "") == "Running";
+    return running;
+  }
   // Every workload, keyed "ns/name".
   std::map<std::string, json> Workloads() {
     std::map<std::string, json> out;
@@ -815,11 +822,8 @@ TEST_F(FactoryTest, QueueTreesLendEachOtherWithLendAcrossTrees) {
     }
     Cycle();
     Cycle();
-    std::map<std::string, json> w = Workloads();
-    int running = 0;
-    for (const auto& [name, obj] : w) running += obj["status"].value("phase", "") == "Running";
     // (All 32 GPUs lending; team-b's own 8 apart.)
-    EXPECT_EQ(running, across ? 4 : 1) << Describe(w);
+    EXPECT_EQ(CountRunning(), across ? 4 : 1) << Describe(Workloads());
   }
   CreateWorkload(WholeGpuWorkload("team-a", "a-0", 8));
   EXPECT_EQ(Cycle().preempted, 1);
@@ -855,10 +859,7 @@ TEST_F(FactoryTest, CordonedGpusAreNotLentAcrossTrees) {
     CreateWorkload(WholeGpuWorkload("team-b", "b-" + std::to_string(i), 8));
   Cycle();
   Cycle();
-  std::map<std::string, json> w = Workloads();
-  int running = 0;
-  for (const auto& [name, obj] : w) running += obj["status"].value("phase", "") == "Running";
-  EXPECT_EQ(running, 1) << Describe(w);
+  EXPECT_EQ(CountRunning(), 1) << Describe(Workloads());
   CreateWorkload(WholeGpuWorkload("team-a", "a-0", 8));
   EXPECT_EQ(Cycle().preempted, 0);
   Cycle();
