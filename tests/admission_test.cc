@@ -2033,6 +2033,24 @@ TEST_F(AdmissionTest, GuaranteesPastTheFleetAreWarnedOf) {
   }
 }
 
+// A GPU in the reach of two flavours (a fraction of an H100 is the catch-all's, a whole one
+// h100's) meets one guarantee at a time: each flavour within its reach, all of them past the
+// fleet's GPUs, is warned of too.
+TEST_F(AdmissionTest, GuaranteesOfAllFlavoursPastTheFleetAreWarnedOf) {
+  QueueSpec a = Leaf("a", 6), b = Plain("b");
+  a.parent = b.parent = "";
+  b.quotas["h100"] = QuotaSpec{4000, {}, {}};
+  AdmissionConfig config;
+  config.flavors = {FlavorSpec{"h100", DeviceKind::kWhole, {}, {}}, FlavorSpec{"gpu", {}, {}, {}}};
+  config.queues = {a, b};
+  MakeTree(Nodes(1, 8), config, {"a", "b"});
+  const std::map<int, std::string> warnings = adm_->GuaranteeWarnings();
+  ASSERT_EQ(warnings.size(), 2u);
+  EXPECT_EQ(warnings.at(adm_->QueueIndex("b")),
+            "the queue trees' guarantees of all GPU flavours add up to 10 GPUs, past the fleet's "
+            "8: they cannot all be met at once");
+}
+
 // A reclaim takes back only what a branch borrows from where the reclaiming queue's guarantee
 // comes from (Kueue's hierarchical cohorts): y1 reclaims its 8 from y2, which borrows them
 // within dept-y, not from x0, whose leaf has no guarantee of its own but whose department

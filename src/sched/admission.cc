@@ -703,6 +703,26 @@ std::map<int, std::string> Admitter::GuaranteeWarnings() const {
       if (q != fleet_queue_ && TreeRoot(q) == q && queues_[q].guaranteed[f] > 0)
         out[q] += (out[q].empty() ? "" : "; ") + warning;
   }
+  // All flavours together: one GPU may be in the reach of several (a fraction of an H200 is
+  // the catch-all's, a whole one its model's), but it meets one guarantee at a time.
+  if (out.empty()) {
+    int64_t sum = 0;
+    std::vector<bool> guaranteed(queue_count(), false);
+    for (int f = 0; f < flavor_count(); ++f)
+      for (int q = 0; q < queue_count() && managed_[f]; ++q)
+        if (q != fleet_queue_ && TreeRoot(q) == q && queues_[q].guaranteed[f] > 0) {
+          sum += queues_[q].guaranteed[f];
+          guaranteed[q] = true;
+        }
+    int64_t devices = 0;
+    for (const Node& n : fleet_.nodes) devices += static_cast<int64_t>(n.devices.size());
+    if (sum > devices * kMilliPerGpu)
+      for (int q = 0; q < queue_count(); ++q)
+        if (guaranteed[q])
+          out[q] = "the queue trees' guarantees of all GPU flavours add up to " + GpuAmount(sum) +
+                   " GPUs, past the fleet's " + GpuAmount(devices * kMilliPerGpu) +
+                   ": they cannot all be met at once";
+  }
   return out;
 }
 
