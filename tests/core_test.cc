@@ -47,6 +47,8 @@ TEST(ParseMilliGpu, RejectsNegativesExcessPrecisionAndGarbage) {
   // 0.0001 GPU is a tenth of a milli-GPU: rounding it would silently change the request.
   ExpectInvalid(ParseMilliGpu("0.0001"), {"precision", "'0.0001'"});
   ExpectInvalid(ParseMilliGpu("0.5m"), {"precision"});
+  // (How a large JSON number arrives: said so, not only "not a number".)
+  ExpectInvalid(ParseMilliGpu("1e+16"), {"'1e+16'", "exponent notation is not taken"});
   for (const char* bad : {"abc", "1x", "1.2.3", " 1", "1 ", "m", "", ".", "1e3", "0x10"}) {
     EXPECT_FALSE(ParseMilliGpu(bad).ok()) << "'" << bad << "' was accepted";
   }

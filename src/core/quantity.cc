@@ -19,7 +19,12 @@ Result<int64_t> ParseScaledDecimal(std::string_view text, int scale_digits, cons
   bool any_digit = false;
   for (; i < text.size() && text[i] != '.'; ++i) {
     if (text[i] < '0' || text[i] > '9') {
-      return InvalidArgument(std::string("not a number for ") + what + ": '" + shown + "'");
+      // (A JSON number as large as 1e16 reaches here written so.)
+      const bool exponent = (text[i] == 'e' || text[i] == 'E') && any_digit;
+      return InvalidArgument(std::string("not a number for ") + what + ": '" + shown + "'" +
+                             (exponent ? " (exponent notation is not taken: write the number "
+                                         "out, as 10000)"
+                                       : ""));
     }
     // Exact check: every int64 must parse, and nothing beyond it may wrap around.
     const int digit = text[i] - '0';
