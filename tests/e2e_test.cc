@@ -959,6 +959,34 @@ TEST_F(FactoryTest, ALeafWithoutAGuaranteeReclaimsItsDepartmentsFromBestEffortWo
       << Describe(Workloads());
 }
 
+// A victim whose preemptor planned to land on a node that is cordoned meanwhile is not
+// evicted after all (its room there could not be used: a user-style review saw the eviction
+// wasted); the preemptor plans again elsewhere.
+TEST_F(FactoryTest, ACordonOnThePlannedNodeReleasesItsVictims) {
+  StartScheduler(5'000);
+  CreateTeamQueues(16, 16);
+  for (int i = 0; i < 4; ++i)
+    CreateWorkload(WholeGpuWorkload("team-a", "a-" + std::to_string(i), 8));
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  CreateWorkload(WholeGpuWorkload("team-b", "b-0", 8));
+  ASSERT_EQ(Cycle().preempted, 1) << Describe(Workloads());
+  std::string victim, node;
+  for (const auto& [name, obj] : Workloads())
+    if (obj["status"].contains("preemption")) {
+      victim = name;
+      node = obj["status"]["assignments"][0].value("node", "");
+    }
+  ASSERT_FALSE(node.empty());
+  ASSERT_EQ(Workloads()["team-b/b-0"]["status"]["nomination"][0].value("node", ""), node);
+  ClientResponse r = Call("PATCH", std::string(kApi) + "/nodes/" + node,
+                          R"({"spec":{"unschedulable":true}})", "application/merge-patch+json");
+  ASSERT_EQ(r.status, 200) << r.body;
+  Cycle();
+  const json released = Workloads()[victim]["status"];
+  EXPECT_FALSE(released.contains("preemption")) << released.dump();
+  EXPECT_EQ(released.value("phase", ""), "Running");
+}
+
 // A queue with work waiting in it is not deleted (its tenant's work would move to `unqueued`
 // and run there, past the queue's hold: a user-style review), and work naming a queue that does
 // not exist waits for it (reason QueueNotFound, not Unschedulable), then runs once it exists.

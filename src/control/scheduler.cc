@@ -1015,7 +1015,12 @@ Result<CycleStats> Scheduler::RunOnce() {
   std::set<std::string> waiting_keys;
   for (const StoredWorkload& sw : pending) {
     const std::string leaf = WaitingQueue(leaves, sw.w().queue.str(), sw.w().tenant.str());
-    if (sw.w().active && !stopped.count(leaf) && allowed(sw.w(), leaf).ok())
+    // (A plan on a node that now takes no new work is void: its victims need not stop for it,
+    // and it plans again.)
+    bool void_plan = false;
+    for (const Assignment& a : sw.nomination)
+      void_plan |= unusable.count(state.node(a.node).name.str()) > 0;
+    if (sw.w().active && !stopped.count(leaf) && allowed(sw.w(), leaf).ok() && !void_plan)
       waiting_keys.insert(KeyName(sw.obj()));
   }
   // Nor one whose queue's disruption budget is now 0 (an admin froze evictions there mid-way:
