@@ -365,6 +365,17 @@ class FactoryTest : public testing::Test {
     EXPECT_EQ(r.status, 201) << w["metadata"].value("name", "") << ": " << r.body;
   }
 
+  // team-a runs four 8-GPU workloads, 16 of them borrowed from team-b (16 each guaranteed),
+  // then team-b/b-0 (8 GPUs) reclaims: true if that marked one victim (grace 5 s).
+  bool TeamBReclaimsFromTeamA() {
+    StartScheduler(5'000);
+    CreateTeamQueues(16, 16);
+    for (int i = 0; i < 4; ++i)
+      CreateWorkload(WholeGpuWorkload("team-a", "a-" + std::to_string(i), 8));
+    if (!CycleUntilAll("Running")) return false;
+    CreateWorkload(WholeGpuWorkload("team-b", "b-0", 8));
+    return Cycle().preempted == 1;
+  }
   // How many workloads are Running.
   int CountRunning() {
     int running = 0;
@@ -963,13 +974,7 @@ TEST_F(FactoryTest, ALeafWithoutAGuaranteeReclaimsItsDepartmentsFromBestEffortWo
 // evicted after all (its room there could not be used: a user-style review saw the eviction
 // wasted); the preemptor plans again elsewhere.
 TEST_F(FactoryTest, ACordonOnThePlannedNodeReleasesItsVictims) {
-  StartScheduler(5'000);
-  CreateTeamQueues(16, 16);
-  for (int i = 0; i < 4; ++i)
-    CreateWorkload(WholeGpuWorkload("team-a", "a-" + std::to_string(i), 8));
-  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
-  CreateWorkload(WholeGpuWorkload("team-b", "b-0", 8));
-  ASSERT_EQ(Cycle().preempted, 1) << Describe(Workloads());
+  ASSERT_TRUE(TeamBReclaimsFromTeamA()) << Describe(Workloads());
   std::string victim, node;
   for (const auto& [name, obj] : Workloads())
     if (obj["status"].contains("preemption")) {
@@ -1374,13 +1379,7 @@ TEST_F(FactoryTest, StopPolicyDrainsAQueueUntilItIsResumed) {
 // A preemptor whose queue is stopped while its victims stop no longer waits to start, so the
 // mark on its victim is taken off and the victim keeps running.
 TEST_F(FactoryTest, StoppingAPreemptorsQueueSparesItsVictims) {
-  StartScheduler(5'000);
-  CreateTeamQueues(16, 16);
-  for (int i = 0; i < 4; ++i)
-    CreateWorkload(WholeGpuWorkload("team-a", "a-" + std::to_string(i), 8));
-  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
-  CreateWorkload(WholeGpuWorkload("team-b", "b-0", 8));
-  ASSERT_EQ(Cycle().preempted, 1) << Describe(Workloads());
+  ASSERT_TRUE(TeamBReclaimsFromTeamA()) << Describe(Workloads());
 
   const std::string path = std::string(kApi) + "/queues/team-b";
   json queue = CallJson("GET", path);
