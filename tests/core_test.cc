@@ -49,6 +49,7 @@ TEST(ParseMilliGpu, RejectsNegativesExcessPrecisionAndGarbage) {
   ExpectInvalid(ParseMilliGpu("0.5m"), {"precision"});
   // (How a large JSON number arrives: said so, not only "not a number".)
   ExpectInvalid(ParseMilliGpu("1e+16"), {"'1e+16'", "exponent notation is not taken"});
+  ExpectInvalid(ParseMilliGpu("1.5e+16"), {"exponent notation is not taken"});
   for (const char* bad : {"abc", "1x", "1.2.3", " 1", "1 ", "m", "", ".", "1e3", "0x10"}) {
     EXPECT_FALSE(ParseMilliGpu(bad).ok()) << "'" << bad << "' was accepted";
   }

@@ -973,7 +973,8 @@ TEST_F(FactoryTest, ALeafWithoutAGuaranteeReclaimsItsDepartmentsFromBestEffortWo
 // A victim whose preemptor planned to land on a node that is cordoned meanwhile is not
 // evicted after all (its room there could not be used: a user-style review saw the eviction
 // wasted); the preemptor plans again elsewhere.
-TEST_F(FactoryTest, ACordonOnThePlannedNodeReleasesItsVictims) {
+class PlanCordonTest : public FactoryTest, public testing::WithParamInterface<bool> {};
+TEST_P(PlanCordonTest, ACordonOnThePlannedNodeReleasesItsVictims) {
   ASSERT_TRUE(TeamBReclaimsFromTeamA()) << Describe(Workloads());
   std::string victim, node;
   for (const auto& [name, obj] : Workloads())
@@ -983,14 +984,25 @@ TEST_F(FactoryTest, ACordonOnThePlannedNodeReleasesItsVictims) {
     }
   ASSERT_FALSE(node.empty());
   ASSERT_EQ(Workloads()["team-b/b-0"]["status"]["nomination"][0].value("node", ""), node);
-  ClientResponse r = Call("PATCH", std::string(kApi) + "/nodes/" + node,
-                          R"({"spec":{"unschedulable":true}})", "application/merge-patch+json");
-  ASSERT_EQ(r.status, 200) << r.body;
+  // (With the parameter, only one GPU of the plan is cordoned, as the health controller records it.)
+  if (GetParam()) {
+    const int gpu = Workloads()["team-b/b-0"]["status"]["nomination"][0]["devices"][0].value(
+        "index", -1);
+    const json record = {{"metadata", {{"name", node}}},
+                         {"schedulable", true},
+                         {"gpus", {{{"index", gpu}, {"schedulable", false}}}}};
+    ASSERT_TRUE(store_->Put("/registry/nodehealth/" + node, record.dump(), kAnyRevision).ok());
+  } else {
+    ClientResponse r = Call("PATCH", std::string(kApi) + "/nodes/" + node,
+                            R"({"spec":{"unschedulable":true}})", "application/merge-patch+json");
+    ASSERT_EQ(r.status, 200) << r.body;
+  }
   Cycle();
   const json released = Workloads()[victim]["status"];
   EXPECT_FALSE(released.contains("preemption")) << released.dump();
   EXPECT_EQ(released.value("phase", ""), "Running");
 }
+INSTANTIATE_TEST_SUITE_P(NodeOrGpu, PlanCordonTest, testing::Bool());
 
 // A queue with work waiting in it is not deleted (its tenant's work would move to `unqueued`
 // and run there, past the queue's hold: a user-style review), and work naming a queue that does

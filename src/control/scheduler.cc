@@ -1018,8 +1018,14 @@ Result<CycleStats> Scheduler::RunOnce() {
     // (A plan on a node that now takes no new work is void: its victims need not stop for it,
     // and it plans again.)
     bool void_plan = false;
-    for (const Assignment& a : sw.nomination)
-      void_plan |= unusable.count(state.node(a.node).name.str()) > 0;
+    for (const Assignment& a : sw.nomination) {
+      const std::string& node = state.node(a.node).name.str();
+      void_plan |= unusable.count(node) > 0;
+      if (auto it = cordoned_gpus.find(node); it != cordoned_gpus.end())
+        for (const DeviceShare& d : a.devices)
+          void_plan |=
+              std::find(it->second.begin(), it->second.end(), d.device) != it->second.end();
+    }
     if (sw.w().active && !stopped.count(leaf) && allowed(sw.w(), leaf).ok() && !void_plan)
       waiting_keys.insert(KeyName(sw.obj()));
   }
@@ -1040,7 +1046,10 @@ Result<CycleStats> Scheduler::RunOnce() {
     next["status"]["conditions"] = conditions;
     // (Its message said when it would stop: it runs on.)
     next["status"]["message"] = RunningMessage(next["status"]);
-    if (store_.Put(b.sw.kv.key, next.dump(), b.sw.kv.mod_revision).ok()) {
+    if (auto rev = store_.Put(b.sw.kv.key, next.dump(), b.sw.kv.mod_revision); rev.ok()) {
+      // (Its revision now: a victim spared may be chosen again this cycle, by a preemptor that
+      // plans anew.)
+      b.sw.kv.mod_revision = *rev;
       b.evicting = false;
       if (--victims_of[by] <= 0) victims_of.erase(by);
     }

@@ -6,6 +6,16 @@
 namespace fabrica {
 namespace {
 
+// `shown` is no number: `at`, the first character that is not a digit, after digits (`digits`)
+// as an 'e' is exponent notation (how a JSON number as large as 1e16 arrives), said so.
+Status NotANumber(const char* what, const std::string& shown, char at, bool digits) {
+  const bool exponent = (at == 'e' || at == 'E') && digits;
+  return InvalidArgument(std::string("not a number for ") + what + ": '" + shown + "'" +
+                         (exponent ? " (exponent notation is not taken: write the number out, "
+                                     "as 10000)"
+                                   : ""));
+}
+
 // Parses "<int>[.<frac>]" scaled by 10^scale_digits; the fraction may have at most that many
 // digits so that nothing is rounded away.
 Result<int64_t> ParseScaledDecimal(std::string_view text, int scale_digits, const char* what) {
@@ -18,14 +28,7 @@ Result<int64_t> ParseScaledDecimal(std::string_view text, int scale_digits, cons
   size_t i = 0;
   bool any_digit = false;
   for (; i < text.size() && text[i] != '.'; ++i) {
-    if (text[i] < '0' || text[i] > '9') {
-      // (A JSON number as large as 1e16 reaches here written so.)
-      const bool exponent = (text[i] == 'e' || text[i] == 'E') && any_digit;
-      return InvalidArgument(std::string("not a number for ") + what + ": '" + shown + "'" +
-                             (exponent ? " (exponent notation is not taken: write the number "
-                                         "out, as 10000)"
-                                       : ""));
-    }
+    if (text[i] < '0' || text[i] > '9') return NotANumber(what, shown, text[i], any_digit);
     // Exact check: every int64 must parse, and nothing beyond it may wrap around.
     const int digit = text[i] - '0';
     if (whole > (kMax - digit) / 10) {
@@ -39,9 +42,7 @@ Result<int64_t> ParseScaledDecimal(std::string_view text, int scale_digits, cons
   if (i < text.size()) {
     ++i;  // '.'
     for (; i < text.size(); ++i) {
-      if (text[i] < '0' || text[i] > '9') {
-        return InvalidArgument(std::string("not a number for ") + what + ": '" + shown + "'");
-      }
+      if (text[i] < '0' || text[i] > '9') return NotANumber(what, shown, text[i], any_digit);
       if (++frac_digits > scale_digits) {
         return InvalidArgument(std::string(what) + " has more precision than its unit allows: '" +
                                shown + "'");

@@ -705,23 +705,28 @@ std::map<int, std::string> Admitter::GuaranteeWarnings() const {
   }
   // All flavours together: one GPU may be in the reach of several (a fraction of an H200 is
   // the catch-all's, a whole one its model's), but it meets one guarantee at a time.
-  if (out.empty()) {
+  {
     int64_t sum = 0;
+    int flavours = 0;  // (one alone: its own warning says it)
     std::vector<bool> guaranteed(queue_count(), false);
-    for (int f = 0; f < flavor_count(); ++f)
+    for (int f = 0; f < flavor_count(); ++f) {
+      bool any = false;
       for (int q = 0; q < queue_count() && managed_[f]; ++q)
         if (q != fleet_queue_ && TreeRoot(q) == q && queues_[q].guaranteed[f] > 0) {
           sum += queues_[q].guaranteed[f];
-          guaranteed[q] = true;
+          guaranteed[q] = any = true;
         }
+      flavours += any;
+    }
     int64_t devices = 0;
     for (const Node& n : fleet_.nodes) devices += static_cast<int64_t>(n.devices.size());
-    if (sum > devices * kMilliPerGpu)
+    if (flavours > 1 && sum > devices * kMilliPerGpu)
       for (int q = 0; q < queue_count(); ++q)
         if (guaranteed[q])
-          out[q] = "the queue trees' guarantees of all GPU flavours add up to " + GpuAmount(sum) +
-                   " GPUs, past the fleet's " + GpuAmount(devices * kMilliPerGpu) +
-                   ": they cannot all be met at once";
+          out[q] += std::string(out[q].empty() ? "" : "; ") +
+                    "the queue trees' guarantees of all GPU flavours add up to " + GpuAmount(sum) +
+                    " GPUs, past the fleet's " + GpuAmount(devices * kMilliPerGpu) +
+                    ": they cannot all be met at once";
   }
   return out;
 }
@@ -772,9 +777,9 @@ bool Admitter::MayReclaim(int leaf, int f, int64_t milli) const {
            q.guaranteed[f];
   // No guarantee of its own: its department's, from best-effort work only (the built-in
   // unqueued beside several trees, "reclaimed by any tree's work within its guarantee").
+  // (Its evicting work counted too: the reclaim that marked it still holds its promise.)
   bool best_effort_holds = false;
-  for (const QueueNode& b : queues_)
-    best_effort_holds |= b.spec.best_effort && b.usage[f] - b.evicting_usage[f] > 0;
+  for (const QueueNode& b : queues_) best_effort_holds |= b.spec.best_effort && b.usage[f] > 0;
   if (!best_effort_holds) return false;
   for (int a = q.parent; a >= 0 && a != fleet_queue_; a = queues_[a].parent) {
     if (queues_[a].guaranteed[f] == 0) continue;
