@@ -984,10 +984,11 @@ TEST_P(PlanCordonTest, ACordonOnThePlannedNodeReleasesItsVictims) {
     }
   ASSERT_FALSE(node.empty());
   ASSERT_EQ(Workloads()["team-b/b-0"]["status"]["nomination"][0].value("node", ""), node);
-  // (With the parameter, only one GPU of the plan is cordoned, as the health controller records it.)
+  // (With the parameter, only one GPU of the plan is cordoned, as the health controller records
+  // it.)
   if (GetParam()) {
-    const int gpu = Workloads()["team-b/b-0"]["status"]["nomination"][0]["devices"][0].value(
-        "index", -1);
+    const int gpu =
+        Workloads()["team-b/b-0"]["status"]["nomination"][0]["devices"][0].value("index", -1);
     const json record = {{"metadata", {{"name", node}}},
                          {"schedulable", true},
                          {"gpus", {{{"index", gpu}, {"schedulable", false}}}}};
