@@ -2609,7 +2609,8 @@ TEST_F(AdmissionTest, ReclaimWithinCohortPolicyNarrowsWhatIsTakenBack) {
 
 // A queue may come to hold more than its quota allows without anyone reclaiming: b borrowed a's
 // unused guarantee (5 jobs of 8 GPUs on 16 of its own), then a started two jobs within its
-// guarantee on free nodes (c's, which idles), so b may hold only its 16 of the 40 it runs. Its
+// guarantee on free nodes that no tree is guaranteed (c, the other tree, is guaranteed 8 of the
+// 24 GPUs left), so b may hold only its 16 of the 40 it runs. Its
 // own higher-priority work then swaps places with its lower-priority work GPU for GPU: b holds
 // no more than before, so nobody is worse off, where evicting down to what the quota allows
 // now (three jobs for one) would only leave GPUs idle. A node stays free throughout, so what
@@ -2620,7 +2621,7 @@ TEST_F(AdmissionTest, OwnQueuePreemptionPastAShrunkQuotaSwapsGpuForGpu) {
     SCOPED_TRACE(size);
     const int per_node = 8 / size;
     AdmissionConfig config;
-    QueueSpec c = Leaf("c", 16);
+    QueueSpec c = Leaf("c", 8);
     c.parent = "";
     config.queues = {QueueSpec{"org", "", 1, {}, -1}, Leaf("a", 24),
                      Leaf("b", 16, std::nullopt, std::nullopt, size == 4 ? 1 : -1), c};
@@ -2664,6 +2665,140 @@ TEST_F(AdmissionTest, OwnQueuePreemptionPastAShrunkQuotaSwapsGpuForGpu) {
     EXPECT_NE(adm_->reason(extra).find("to lend"), std::string::npos) << adm_->reason(extra);
     EXPECT_EQ(adm_->usage_milli(b), 40000);
   }
+}
+
+// Where trees do not lend each other, a queue coming back for the guarantee its sibling borrowed
+// takes it back from the sibling, not from the other tree's idle GPUs: org (a and b, 4 each)
+// and c (a tree of its own, 8) on 16 GPUs; b borrows a's 4, then a asks for its 4. Before, a's
+// work started on c's idle GPUs, org held 12 of its 8 and c, coming back, had to reclaim them.
+// Where the fleet has GPUs no tree is guaranteed (c guaranteed 4), a takes those at once.
+TEST_F(AdmissionTest, AQueueWithinItsGuaranteeTakesNoneOfAnotherTreesGuarantee) {
+  for (const double c_guaranteed : {8.0, 4.0}) {
+    SCOPED_TRACE(c_guaranteed);
+    AdmissionConfig config;
+    QueueSpec c = Leaf("c", c_guaranteed);
+    c.parent = "";
+    config.queues = {QueueSpec{"org", "", 1, {}, -1}, Leaf("a", 4), Leaf("b", 4), c};
+    MakeTree(Nodes(4, 4), config, {"a", "b", "c"});
+    const std::vector<int> borrowed = AdmitEach("b", "b", 8);
+    ASSERT_FALSE(borrowed.empty());
+    const std::vector<int> mine = SubmitEach("a", "a", 4, 10);
+    CycleResult r = adm_->Cycle(11, 1000);
+    const int org = adm_->QueueIndex("org");
+    if (c_guaranteed == 4) {
+      EXPECT_EQ(CountPhase(mine, Phase::kAdmitted), 4) << adm_->reason(mine[0]);
+      EXPECT_TRUE(r.evicted.empty());
+      EXPECT_EQ(adm_->usage_milli(org), 12000);
+      continue;
+    }
+    ASSERT_EQ(r.evicted.size(), 4u) << adm_->reason(mine[0]);
+    for (const Eviction& e : r.evicted) {
+      EXPECT_EQ(adm_->queue_name(adm_->queue_of(e.victim)), "b");
+      EXPECT_NE(e.reason.find("queue a reclaims its guarantee"), std::string::npos) << e.reason;
+    }
+    EXPECT_EQ(CountPhase(mine, Phase::kAdmitted), 0);
+    // c's GPUs stay free for c: its work starts at once, evicting no one.
+    const std::vector<int> theirs = SubmitEach("c", "c", 8, 12);
+    CycleResult c_back = adm_->Cycle(13, 1000);
+    EXPECT_EQ(CountPhase(theirs, Phase::kAdmitted), 8) << adm_->reason(theirs[0]);
+    EXPECT_TRUE(c_back.evicted.empty());
+    for (const Eviction& e : r.evicted) adm_->Terminated(e.victim, 40);
+    adm_->Cycle(41, 1000);
+    EXPECT_EQ(CountPhase(mine, Phase::kAdmitted), 4) << adm_->reason(mine[0]);
+    EXPECT_EQ(adm_->usage_milli(org), 8000);
+  }
+}
+
+// In one tree too, a queue within its guarantee takes no queue above it past its limits: d1 may
+// not borrow (borrowingLimit 0), its b borrows a's unused 4 within d1, then a asks for them. a
+// takes them back from b; before, a started on d2's idle GPUs and d1 held 12 of its 8.
+TEST_F(AdmissionTest, AQueueWithinItsGuaranteeTakesNoDepartmentPastItsBorrowingLimit) {
+  AdmissionConfig config;
+  QueueSpec d1 = Leaf("d1", 8, 0), d2 = Leaf("d2", 8), a = Leaf("a", 4), b = Leaf("b", 4);
+  a.parent = b.parent = "d1";
+  config.queues = {QueueSpec{"org", "", 1, {}, -1}, d1, d2, a, b};
+  MakeTree(Nodes(4, 4), config, {"a", "b", "d2"});
+  const std::vector<int> borrowed = AdmitEach("b", "b", 8);
+  ASSERT_FALSE(borrowed.empty());
+  const std::vector<int> mine = SubmitEach("a", "a", 4, 10);
+  CycleResult r = adm_->Cycle(11, 1000);
+  ASSERT_EQ(r.evicted.size(), 4u) << adm_->reason(mine[0]);
+  for (const Eviction& e : r.evicted) EXPECT_EQ(adm_->queue_name(adm_->queue_of(e.victim)), "b");
+  EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("d1")), 8000);
+  for (const Eviction& e : r.evicted) adm_->Terminated(e.victim, 40);
+  adm_->Cycle(41, 1000);
+  EXPECT_EQ(CountPhase(mine, Phase::kAdmitted), 4) << adm_->reason(mine[0]);
+  EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("d1")), 8000);
+}
+
+// What a lender keeps (its lending limit) stays free for it when a queue within its own
+// guarantee comes back for what a borrower took, in one tree or across trees that lend: that
+// queue takes it back from the borrower. In one tree: a, b, c guaranteed 4 each, c lends none;
+// b borrows a's 4, a asks for them. Across trees (--lend-across-trees, a user-style review's
+// case): ta 8, tb 8 lending 4, tc 0; tc borrows 12, ta asks for its 8. Before, a (ta) started
+// on the GPUs c (tb) kept, and c (tb) then had to reclaim them, waiting out a grace period.
+TEST_F(AdmissionTest, AQueueWithinItsGuaranteeLeavesWhatALenderKeeps) {
+  for (const bool across : {false, true}) {
+    SCOPED_TRACE(across);
+    AdmissionConfig config;
+    std::string mine_q = "a", borrower = "b", keeper = "c";
+    if (!across) {
+      config.queues = {QueueSpec{"org", "", 1, {}, -1}, Leaf("a", 4), Leaf("b", 4),
+                       Leaf("c", 4, std::nullopt, /*lending=*/0)};
+      MakeTree(Nodes(3, 4), config, {"a", "b", "c"});
+      ASSERT_FALSE(AdmitEach("b", "b", 8).empty());
+    } else {
+      mine_q = "ta", borrower = "tc", keeper = "tb";
+      QueueSpec ta = Leaf("ta", 8), tb = Leaf("tb", 8, std::nullopt, /*lending=*/4),
+                tc = Leaf("tc", 0);
+      ta.parent = tb.parent = tc.parent = "";
+      config.queues = {ta, tb, tc};
+      config.lend_across_trees = true;
+      MakeTree(Nodes(4, 4), config, {"ta", "tb", "tc"});
+      ASSERT_FALSE(AdmitEach("c", "tc", 12).empty());
+    }
+    const std::vector<int> mine = SubmitEach(mine_q, mine_q, across ? 8 : 4, 10);
+    CycleResult r = adm_->Cycle(11, 1000);
+    ASSERT_EQ(r.evicted.size(), across ? 8u : 4u) << adm_->reason(mine[0]);
+    for (const Eviction& e : r.evicted)
+      EXPECT_EQ(adm_->queue_name(adm_->queue_of(e.victim)), borrower);
+    // What the keeper keeps is there for it at once.
+    const std::vector<int> kept = SubmitEach(keeper, keeper, 4, 12);
+    CycleResult back = adm_->Cycle(13, 1000);
+    EXPECT_EQ(CountPhase(kept, Phase::kAdmitted), 4) << adm_->reason(kept[0]);
+    EXPECT_TRUE(back.evicted.empty());
+    for (const Eviction& e : r.evicted) adm_->Terminated(e.victim, 40);
+    adm_->Cycle(41, 1000);
+    EXPECT_EQ(CountPhase(mine, Phase::kAdmitted), static_cast<int>(mine.size()))
+        << adm_->reason(mine[0]);
+  }
+}
+
+// While the sibling's borrowed work may not go yet (its minimum runtime), the queue coming back
+// waits, and says why: its tree is at its top's guarantee.
+TEST_F(AdmissionTest, AQueueWaitingForItsSiblingsBorrowedGpusSaysWhy) {
+  AdmissionConfig config;
+  QueueSpec c = Leaf("c", 8);
+  c.parent = "";
+  config.queues = {QueueSpec{"org", "", 1, {}, -1}, Leaf("a", 4), Leaf("b", 4), c};
+  MakeTree(Nodes(4, 4), config, {"a", "b", "c"});
+  SubmitOptions young;
+  young.min_runtime_s = 600;
+  std::vector<int> borrowed;
+  for (int i = 0; i < 8; ++i)
+    borrowed.push_back(Submit(Gpus("b" + std::to_string(i), "b", 1), 0, young));
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(CountPhase(borrowed, Phase::kAdmitted), 8);
+  const int mine = Submit(Gpus("a0", "a", 1), 10);
+  CycleResult r = adm_->Cycle(11, 1000);
+  EXPECT_TRUE(r.evicted.empty());
+  EXPECT_EQ(adm_->phase(mine), Phase::kPending);
+  EXPECT_NE(adm_->reason(mine).find("queue a is within its guarantee of gpu, but its tree (queue "
+                                    "org) would hold 9/8 GPUs"),
+            std::string::npos)
+      << adm_->reason(mine);
+  EXPECT_NE(adm_->reason(mine).find("within their minimum runtime"), std::string::npos)
+      << adm_->reason(mine);
 }
 
 // A swap's ceiling leaves out what its queue holds that is already on its way out for no one

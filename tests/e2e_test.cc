@@ -1177,7 +1177,8 @@ TEST_F(FactoryTest, UnqueuedWorkBesideSeveralTreesRunsOnIdleGpus) {
 }
 
 // A queue past a quota that shrank under it (team-b borrowed team-a's unused guarantee; team-a
-// then started within its guarantee on a node left free by team-c's idle tree) gets urgent work
+// then started within its guarantee on a node no tree is guaranteed: team-c's tree is guaranteed
+// 2 of the 10 GPUs that team-a's tree is not) gets urgent work
 // in by a swap: one of its jobs makes way, not the two that would bring it within its quota
 // now, which would only leave GPUs idle. The Admitter is rebuilt every cycle, so the swap is
 // kept in the preemptor's status (status.swap) while its victim stops.
@@ -1186,7 +1187,7 @@ TEST_F(FactoryTest, UrgentWorkPastAShrunkQuotaSwapsInOneVictimAtATime) {
   CreateQueue("org", json::object());
   CreateQueue("team-a", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
   CreateQueue("team-b", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 8}}}}}});
-  CreateQueue("team-c", {{"quotas", {{"gpu", {{"guaranteed", 8}}}}}});
+  CreateQueue("team-c", {{"quotas", {{"gpu", {{"guaranteed", 2}}}}}});
   for (int i = 0; i < 3; ++i)
     CreateWorkload(WholeGpuWorkload("team-b", "fill-" + std::to_string(i), 8));
   ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
@@ -1218,10 +1219,10 @@ TEST_F(FactoryTest, UrgentWorkPastAShrunkQuotaSwapsInOneVictimAtATime) {
   for (const auto& [name, obj] : w)
     if (name.rfind("team-b/", 0) == 0 && obj["status"].value("phase", "") == "Running") ++running_b;
   EXPECT_EQ(running_b, 3) << Describe(w);
-  // The trees' guarantees (24 + 8) fit the fleet's 34 GPUs; another root's 8 do not: each root
+  // The trees' guarantees (24 + 2) fit the fleet's 34 GPUs; another root's 14 do not: each root
   // guaranteed some says so in its status (fabctl get queues prints it as a warning).
   EXPECT_FALSE(CallJson("GET", std::string(kApi) + "/queues/org")["status"].contains("warning"));
-  CreateQueue("team-d", {{"quotas", {{"gpu", {{"guaranteed", 8}}}}}});
+  CreateQueue("team-d", {{"quotas", {{"gpu", {{"guaranteed", 14}}}}}});
   Cycle();
   const json org = CallJson("GET", std::string(kApi) + "/queues/org");
   EXPECT_EQ(org["status"].value("warning", ""),
@@ -1231,6 +1232,37 @@ TEST_F(FactoryTest, UrgentWorkPastAShrunkQuotaSwapsInOneVictimAtATime) {
   ASSERT_EQ(Call("DELETE", std::string(kApi) + "/queues/team-d").status, 200);
   Cycle();
   EXPECT_FALSE(CallJson("GET", std::string(kApi) + "/queues/org")["status"].contains("warning"));
+}
+
+// Where trees do not lend each other, team-a coming back for the guarantee its sibling team-b
+// borrowed takes it back from team-b, not from team-c's idle tree: team-c's work then starts at
+// once. (Before, a-0 started on team-c's GPUs, org held 24 of its 16, and team-c reclaimed.)
+TEST_F(FactoryTest, ATreeTakesBackWhatItLentBeforeAnotherTreesIdleGpus) {
+  StartScheduler(5'000);
+  CreateQueue("org", json::object());
+  CreateQueue("team-a", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 8}}}}}});
+  CreateQueue("team-b", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 8}}}}}});
+  CreateQueue("team-c", {{"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
+  for (int i = 0; i < 2; ++i)
+    CreateWorkload(WholeGpuWorkload("team-b", "fill-" + std::to_string(i), 8));
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  CreateWorkload(WholeGpuWorkload("team-a", "a-0", 8));
+  int preempted = Cycle().preempted;
+  std::map<std::string, json> w = Workloads();
+  EXPECT_EQ(preempted, 1) << Describe(w);
+  EXPECT_EQ(w["team-a/a-0"]["status"].value("reason", ""), "Preempting") << Describe(w);
+  for (int i = 0; i < 8 && w["team-a/a-0"]["status"].value("phase", "") != "Running"; ++i) {
+    preempted += Cycle(2'000).preempted;
+    w = Workloads();
+  }
+  EXPECT_EQ(w["team-a/a-0"]["status"].value("phase", ""), "Running") << Describe(w);
+  EXPECT_EQ(preempted, 1) << Describe(w);
+  for (int i = 0; i < 2; ++i)
+    CreateWorkload(WholeGpuWorkload("team-c", "c-" + std::to_string(i), 8));
+  EXPECT_EQ(Cycle().preempted, 0);
+  w = Workloads();
+  for (const char* c : {"team-c/c-0", "team-c/c-1"})
+    EXPECT_EQ(w[c]["status"].value("phase", ""), "Running") << Describe(w);
 }
 
 // Named priorities: a workload naming PriorityClass "urgent" (value 100) takes that value when

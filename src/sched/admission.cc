@@ -340,13 +340,14 @@ Status Admitter::Build() {
   // The fleet is guaranteed its GPUs (or what its trees are, where that is more): what no tree
   // is guaranteed is lent too. (As requests are charged: a flavour no quota names leaves its
   // GPUs to those that limit them.)
-  if (fleet_queue_ >= 0) {
+  {
     const std::vector<int> gpus = FlavorGpus(/*charged=*/true);
+    for (int f = 0; f < nf; ++f) in_service_milli_.push_back(int64_t{gpus[f]} * kMilliPerGpu);
+  }
+  if (fleet_queue_ >= 0) {
     trees_guaranteed_ = queues_[fleet_queue_].guaranteed;
-    for (int f = 0; f < nf; ++f) {
-      in_service_milli_.push_back(int64_t{gpus[f]} * kMilliPerGpu);
+    for (int f = 0; f < nf; ++f)
       queues_[fleet_queue_].guaranteed[f] = std::max(trees_guaranteed_[f], in_service_milli_[f]);
-    }
   }
   for (auto [neg_depth, i] : by_depth) {
     QueueNode& q = queues_[i];
@@ -363,6 +364,12 @@ Status Admitter::Build() {
         for (int c : q.children) q.res_guaranteed[r] += queues_[c].res_guaranteed[r];
       }
     }
+  }
+  for (int i = 0; i < static_cast<int>(queues_.size()); ++i) {
+    const QueueNode& q = queues_[i];
+    bool limits = q.res_lend[0].has_value() || q.res_lend[1].has_value();
+    for (const std::optional<int64_t>& l : q.lend_limit) limits |= l.has_value();
+    if (limits) MarkMayKeep(i);
   }
   // A tree limits CPU or memory where one of its queues names it (other trees do not).
   for (int i = 0; i < static_cast<int>(queues_.size()); ++i) {
@@ -673,10 +680,10 @@ void Admitter::TakeOutOfService(int n, const std::vector<int>& devices) {
           free -= kMilliPerGpu * mp->compute_slices / 7;
     free = std::max<int64_t>(free, 0);
     free_gpu += free;
-    if (fleet_queue_ < 0) continue;
     for (int f : DeviceFlavors(n, d, /*charged=*/true)) {
       in_service_milli_[f] -= free;
-      queues_[fleet_queue_].guaranteed[f] = std::max(trees_guaranteed_[f], in_service_milli_[f]);
+      if (fleet_queue_ >= 0)
+        queues_[fleet_queue_].guaranteed[f] = std::max(trees_guaranteed_[f], in_service_milli_[f]);
     }
   }
   cap_gpu_ = std::max<int64_t>(1, cap_gpu_ - free_gpu);
@@ -1117,8 +1124,12 @@ std::vector<Assignment> Admitter::plan(int id) const {
 template <class Used, class Guar, class Borrow, class Kept, class Fmt>
 bool Admitter::QuotaWalk(int leaf, int64_t amount, Used used_of, Guar guar, Borrow borrow,
                          Kept kept, const std::string& what, Fmt fmt, const char* unit,
-                         bool in_tree, std::string* why, int* blocker) const {
+                         bool in_tree, std::string* why, int* blocker, int flavor) const {
   int n = leaf;
+  // (Within its own guarantee, where trees do not lend each other: its tree's top is still
+  // checked, against TopRoom.)
+  const bool within = flavor >= 0 && queues_[leaf].parent >= 0 &&
+                      used_of(queues_[leaf]) + amount <= guar(queues_[leaf]);
   // The unused guarantee that siblings of the queues on the way up do not lend: kept from every
   // queue above them too (what a lender keeps at its parent, its parent cannot lend upward,
   // nor take from above to hand on: it stays free for the lender).
@@ -1132,7 +1143,7 @@ bool Admitter::QuotaWalk(int leaf, int64_t amount, Used used_of, Guar guar, Borr
     const int64_t own = kept(sq, how);
     int64_t below = 0;
     std::string below_how;
-    for (int c : sq.children) {
+    for (int c : sq.keepers) {
       std::string h;
       below += subtree_kept(c, how ? &h : nullptr);
       if (!h.empty()) below_how += (below_how.empty() ? "" : "; ") + h;
@@ -1145,8 +1156,32 @@ bool Admitter::QuotaWalk(int leaf, int64_t amount, Used used_of, Guar guar, Borr
   while (true) {
     const QueueNode& q = queues_[n];
     const int64_t used = used_of(q) + amount;
-    if (used <= guar(q) - reserved) return true;
+    if (used <= guar(q) - reserved && !within) return true;
+    // Within its guarantee a queue's work is its own; but where trees do not lend each other,
+    // no queue above it passes its limits for it, nor its tree another tree's guarantee
+    // (TopRoom): on up, borrowing nothing where there is room.
+    if (within && q.parent >= 0 && used <= guar(q) - reserved) {
+      for (int s : queues_[q.parent].keepers)
+        if (s != n) reserved += subtree_kept(s, nullptr);
+      n = q.parent;
+      continue;
+    }
+    if (within && q.parent < 0 &&
+        (used <= guar(q) - reserved ||
+         // (Past the GPUs in service it fits nowhere: placement refuses it, and reclaims room.)
+         (n == fleet_queue_ ? used > in_service_milli_[flavor]
+                            : TopRoom(n, flavor, used, reserved))))
+      return true;
     if (blocker) *blocker = n;
+    if (within && q.parent < 0 && n != fleet_queue_) {
+      if (why)
+        *why = "queue " + queues_[leaf].spec.name + " is within its guarantee of " + what +
+               ", but its tree (queue " + q.spec.name + ") would hold " + fmt(used) + "/" +
+               fmt(std::max<int64_t>(0, guar(q) - reserved)) + unit +
+               " and other queue trees are guaranteed the rest (lend-across-trees is off): what "
+               "its tree's queues borrow of their guarantees is theirs to take back first";
+      return false;
+    }
     if (const std::optional<int64_t> limit = borrow(q); limit && used - guar(q) > *limit) {
       if (why)
         *why = "queue " + q.spec.name + " over its borrowing limit for " + what + ": " + fmt(used) +
@@ -1183,7 +1218,7 @@ bool Admitter::QuotaWalk(int leaf, int64_t amount, Used used_of, Guar guar, Borr
       return false;
     }
     if (!kept_why.empty()) kept_why.pop_back();  // (reopened for more)
-    for (int s : queues_[q.parent].children) {
+    for (int s : queues_[q.parent].keepers) {
       if (s == n) continue;
       std::string how;
       reserved += subtree_kept(s, why ? &how : nullptr);
@@ -1192,6 +1227,27 @@ bool Admitter::QuotaWalk(int leaf, int64_t amount, Used used_of, Guar guar, Borr
     if (!kept_why.empty()) kept_why += ")";
     n = q.parent;
   }
+}
+
+void Admitter::MarkMayKeep(int q) {
+  for (; q >= 0 && !queues_[q].may_keep; q = queues_[q].parent) {
+    queues_[q].may_keep = true;
+    if (queues_[q].parent >= 0) queues_[queues_[q].parent].keepers.push_back(q);
+  }
+}
+
+bool Admitter::TopRoom(int root, int f, int64_t used, int64_t reserved) const {
+  int64_t owned = 0, held = 0;
+  for (int r : roots_) {
+    const QueueNode& t = queues_[r];
+    // (Best-effort work, the built-in unqueued's, is anyone's to reclaim: it owns nothing.)
+    if (r == root || t.spec.best_effort) continue;
+    const int64_t holds = t.usage[f] + (count_reserved_ ? t.reserved[f] : 0);
+    owned += std::max(t.guaranteed[f], holds);
+    held += holds;
+  }
+  // Past what is in service it fits nowhere: placement says so, and reclaims for room.
+  return used + reserved <= in_service_milli_[f] - owned || used > in_service_milli_[f] - held;
 }
 
 std::string Admitter::KeptWhy(const QueueNode& q, bool held, const std::string& amount) const {
@@ -1241,7 +1297,7 @@ bool Admitter::QuotaAllows(int leaf, int f, int64_t milli, std::string* why, int
                          GpuAmount(kept) + (kept == kMilliPerGpu ? " GPU" : " GPUs"));
         return kept;
       },
-      flavor_name(f), GpuAmount, " GPUs", false, why, &at);
+      flavor_name(f), GpuAmount, " GPUs", false, why, &at, f);
   if (blocker && at >= 0) *blocker = at;
   // (What it counts as held includes what preemptors there will take once their victims stop.)
   if (!allows && why && at >= 0 && queues_[at].reserved[f] > 0)
@@ -1816,6 +1872,7 @@ void Admitter::RestoreReclaims(const std::map<std::string, ReclaimRecord>& by_qu
     // A time ahead of now (a clock that ran fast, a record written by hand) counts as now, so a
     // hold never outlasts its length.
     queues_[q].reclaimed_at = std::min(record.at, now);
+    MarkMayKeep(q);
     for (int f = 0; f < static_cast<int>(flavors_.size()); ++f) {
       auto it = record.room_milli.find(flavor_name(f));
       queues_[q].reclaim_room[f] =
@@ -1875,6 +1932,7 @@ void Admitter::NoteReclaim(int id, const std::vector<int>& victims, double now, 
       n.res_reclaim_room[r] = carried + std::max<int64_t>(0, res_excess[r]);
     }
     n.reclaimed_at = now;
+    MarkMayKeep(q);
   }
 }
 
@@ -3597,8 +3655,14 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   // borrowWithinCohort: beyond its guarantee it may evict other queues' borrowed work of lower
   // priority, for quota (what they borrow is what its cohort has no more of) and for room.
   bool borrow_preempt = false;
-  if (quota_short && !res_short && quota_flavor >= 0 && quota_flavor < 64 &&
-      policy.borrow_within_cohort == PreemptionPolicy::Borrow::kLowerPriority) {
+  // Within its guarantee but its tree at its top's (trees do not lend each other): what others
+  // of its tree borrow is reclaimed for quota, as for room.
+  const bool quota_reclaim = quota_short && !res_short && quota_flavor >= 0 && quota_flavor < 64 &&
+                             quota_blocker != leaf && MayReclaim(leaf, quota_flavor, e.gpu_milli);
+  if (quota_reclaim) {
+    reclaim_flavors = uint64_t{1} << quota_flavor;
+  } else if (quota_short && !res_short && quota_flavor >= 0 && quota_flavor < 64 &&
+             policy.borrow_within_cohort == PreemptionPolicy::Borrow::kLowerPriority) {
     reclaim_flavors = uint64_t{1} << quota_flavor;
     borrow_preempt = true;
   } else if (!quota_short && reclaim_flavors == 0 &&
@@ -3738,7 +3802,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
         if (prios.empty() || policy.within_queue == PreemptionPolicy::Within::kNever ||
             *prios.begin() > e.spec.priority)
           continue;
-      } else if (quota_short ? !borrow_preempt && !fair_quota
+      } else if (quota_short ? !borrow_preempt && !fair_quota && !quota_reclaim
                              : !takes_borrowed && !config_.fair_share_preemption) {
         continue;
       } else if (!quota_short && reclaim_flavors == 0 && !config_.fair_share_preemption &&
@@ -3752,7 +3816,8 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
       if (v == id || !w.options.preemptible) continue;
       bool own = w.leaf == leaf && MayEvictOwn(e, w);
       bool other = false;
-      if (!own && w.leaf != leaf && (!quota_short || borrow_preempt || fair_quota)) {
+      if (!own && w.leaf != leaf &&
+          (!quota_short || borrow_preempt || fair_quota || quota_reclaim)) {
         if (takes_borrowed && priority_allows(w)) {
           // Only what it borrows: the victim's queue stays at or above its guarantee without it,
           // so two queues never take the same GPUs back and forth.

@@ -602,6 +602,11 @@ class Admitter {
     std::vector<int64_t> promised;        // per flavour: GPUs of its nominated preemptors (leaves)
     std::vector<int64_t> reserved;        // per flavour, whole subtree: Entry::quota_reserved
     double reclaimed_at = -1;             // its last reclaim (a leaf's, or a descendant's)
+    // Whether a queue of its subtree may keep some of its unused guarantee from others (a
+    // lending limit, a reclaim: MarkMayKeep), and the children of which that is so: the quota
+    // walk asks only those what they keep.
+    bool may_keep = false;
+    std::vector<int> keepers;
     // The strongest stopPolicy of the queue and its ancestors, and the queue that set it.
     StopPolicy stop = StopPolicy::kNone;
     int stopped_by = -1;
@@ -706,7 +711,14 @@ class Admitter {
   template <class Used, class Guar, class Borrow, class Kept, class Fmt>
   bool QuotaWalk(int leaf, int64_t amount, Used used, Guar guar, Borrow borrow, Kept kept,
                  const std::string& what, Fmt fmt, const char* unit, bool in_tree, std::string* why,
-                 int* blocker) const;
+                 int* blocker, int flavor = -1) const;
+  // Whether tree `root` may hold `used` of GPU flavour f, past its top's guarantee less what
+  // its queues keep (`reserved`), where trees do not lend each other: a queue within its own
+  // guarantee may take its tree into what no other tree is guaranteed or holds (best-effort
+  // trees own nothing), never into another tree's unused guarantee. (Past what is in service,
+  // quota allows it: placement refuses it, and reclaims for room.)
+  bool TopRoom(int root, int f, int64_t used, int64_t reserved) const;
+  void MarkMayKeep(int q);  // queue q may keep unused guarantee from now on
   // Victims' GPUs already chosen, by (queue, flavour): a leaf's own and, under each ancestor,
   // its subtree's (NoteTaken).
   using TakenMap = std::map<std::pair<int, int>, int64_t>;
@@ -914,8 +926,8 @@ class Admitter {
   std::vector<QueueNode> queues_;
   std::vector<int> roots_;
   int fleet_queue_ = -1;  // the fleet's node (kFleetQueue) when trees lend to each other, last
-  // By flavour: the trees' guarantees added up, and the GPUs in service (TakeOutOfService), in
-  // milli-GPUs; the fleet's node is guaranteed the larger.
+  // By flavour: the trees' guarantees added up (trees lending each other), and the GPUs in
+  // service (TakeOutOfService), in milli-GPUs; the fleet's node is guaranteed the larger.
   std::vector<int64_t> trees_guaranteed_, in_service_milli_;
   std::set<std::pair<int, int>> out_of_service_;  // (node, device; -1: its CPU) taken out
   std::map<std::string, int> queue_index_;
