@@ -310,6 +310,25 @@ TEST_F(AdmissionTest, MoreThanTheQueueMayEverHoldIsInfeasible) {
       << adm_->reason(six);
 }
 
+// A gang that no domain of the level it requires could hold, even on an empty fleet, is refused
+// at once, as one too big for the fleet is: waiting, it would hold a StrictFIFO queue forever
+// (a user-style review's case). Preferred, it waits and runs across domains.
+TEST_F(AdmissionTest, AGangNoRequiredDomainCouldHoldIsInfeasible) {
+  Make(Nodes(2, 8), {Leaf("a", 16)});
+  Workload gang = Gpus("big", "a", 8, 0, /*pods=*/2);
+  gang.gang = true;
+  gang.topology = {TopologyLevel::kNvlinkDomain, /*required=*/true};
+  const int big = Submit(gang);
+  EXPECT_EQ(adm_->phase(big), Phase::kInfeasible);
+  EXPECT_EQ(adm_->reason(big),
+            "gang needs 16 GPUs in one nvlink domain; the largest has 8 GPUs in all");
+  gang.name = WorkloadId("spread");
+  gang.topology.required = false;
+  const int spread = Submit(gang);
+  adm_->Cycle(1, 1000);
+  EXPECT_EQ(adm_->phase(spread), Phase::kAdmitted) << adm_->reason(spread);
+}
+
 // What a queue may hold is decided as admission decides it: a leaf guaranteed 8 under an inner
 // queue without quotas of its own (guaranteed the sum of its children) may hold 8 — within its
 // own guarantee, admission looks no further up. A root guaranteed less than that sum (4) is

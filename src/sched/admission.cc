@@ -1493,6 +1493,19 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
       }
     }
   }
+  // A gang (or pods placed together) that no domain of the level it requires could hold even
+  // empty: it would wait forever (a user-style review saw one hold a StrictFIFO queue).
+  if (e.spec.gang || e.pods.size() > 1) {
+    int64_t need = 0;
+    for (const PodRequest& p : e.pods) need += p.total_gpu_milli();
+    if (std::string why; !SomeDomainHolds(state_, need, e.spec.topology, &why)) {
+      e.phase = Phase::kInfeasible;
+      ++queues_[leaf].infeasible;
+      e.reason = why;
+      entries_.push_back(std::move(e));
+      return id;
+    }
+  }
   // More GPUs than its queue may ever hold in every flavour it could be charged to: it would
   // wait forever (and, in a StrictFIFO queue, hold everything behind it). What a queue may
   // hold is decided as QuotaAllows decides it with nothing else running: up the chain, within

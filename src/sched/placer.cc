@@ -267,6 +267,24 @@ bool Placer::PlaceAllIn(ClusterState& s, const std::vector<int>* nodes,
   return true;
 }
 
+bool SomeDomainHolds(const ClusterState& s, int64_t need_milli, const TopologyConstraint& topology,
+                     std::string* why) {
+  if (!topology.required || topology.level == TopologyLevel::kNone) return true;
+  // Counting every GPU of the domain keeps a "no" a sure "never".
+  int64_t largest_milli = 0;
+  for (const std::vector<int>& domain : s.domains(topology.level)) {
+    int64_t milli = 0;
+    for (int n : domain) milli += int64_t{s.node(n).gpu_count()} * kMilliPerGpu;
+    largest_milli = std::max(largest_milli, milli);
+  }
+  if (largest_milli >= need_milli) return true;
+  if (why)
+    *why = "gang needs " + FormatMilliGpu(MilliGpu(need_milli)) + " GPUs in one " +
+           TopologyLevelName(topology.level) + " domain; the largest has " +
+           FormatMilliGpu(MilliGpu(largest_milli)) + " GPUs in all";
+  return false;
+}
+
 GangPlacement Placer::PlaceGang(ClusterState& s, const std::vector<PodRequest>& pods,
                                 const TopologyConstraint& topology, Rng& rng) const {
   GangPlacement g;
@@ -280,22 +298,9 @@ GangPlacement Placer::PlaceGang(ClusterState& s, const std::vector<PodRequest>& 
   }
   int64_t need_milli = 0;
   for (const PodRequest& req : pods) need_milli += req.total_gpu_milli();
-  if (topology.required && topology.level != TopologyLevel::kNone) {
-    // A required domain that could not hold the gang even when empty never will: Infeasible,
-    // not Pending. Counting every GPU of the domain keeps this a sure "never".
-    int64_t largest_milli = 0;
-    for (const std::vector<int>& domain : s.domains(topology.level)) {
-      int64_t milli = 0;
-      for (int n : domain) milli += int64_t{s.node(n).gpu_count()} * kMilliPerGpu;
-      largest_milli = std::max(largest_milli, milli);
-    }
-    if (largest_milli < need_milli) {
-      g.outcome = Outcome::kInfeasible;
-      g.reason = "gang needs " + FormatMilliGpu(MilliGpu(need_milli)) + " GPUs in one " +
-                 TopologyLevelName(topology.level) + " domain; the largest has " +
-                 FormatMilliGpu(MilliGpu(largest_milli)) + " GPUs in all";
-      return g;
-    }
+  if (!SomeDomainHolds(s, need_milli, topology, &g.reason)) {
+    g.outcome = Outcome::kInfeasible;
+    return g;
   }
 
   // Levels to try, tightest first. A preferred constraint widens step by step to the levels whose
