@@ -1037,6 +1037,37 @@ TEST_F(FactoryTest, QueuesWithWaitingWorkStayAndWorkWaitsForItsQueue) {
       << Describe(Workloads());
 }
 
+// With no queue at all, work naming one waits for it too (before, it ran at once, past the
+// limits its queue would set, and moved to unqueued once any queue existed: a user-style
+// review); a name no queue could take is refused, naming spec.queue.
+TEST_F(FactoryTest, WithNoQueuesWorkNamingAQueueWaitsForIt) {
+  json later = WholeGpuWorkload("team-a", "later-0", 1);
+  later["spec"]["queue"] = "later";
+  CreateWorkload(later);
+  CreateWorkload(WholeGpuWorkload("team-a", "plain", 1));
+  json bad = WholeGpuWorkload("team-a", "bad", 1);
+  bad["spec"]["queue"] = "Bad_Name!";
+  ClientResponse r = Call("POST", WorkloadPath("team-a"), bad.dump());
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_NE(r.body.find("spec.queue"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("'Bad_Name!' is not a valid name"), std::string::npos) << r.body;
+  Cycle();
+  std::map<std::string, json> w = Workloads();
+  EXPECT_EQ(w.count("team-a/bad"), 0u);
+  EXPECT_EQ(w["team-a/plain"]["status"].value("phase", ""), "Running") << Describe(w);
+  EXPECT_EQ(w["team-a/later-0"]["status"].value("reason", ""), "QueueNotFound") << Describe(w);
+  EXPECT_NE(w["team-a/later-0"]["status"]
+                .value("message", "")
+                .find("unknown queue \"later\"; it waits until the queue is created"),
+            std::string::npos)
+      << Describe(w);
+  CreateQueue("later", {{"tenants", {"team-a"}}, {"quotas", {{"gpu", {{"guaranteed", 1}}}}}});
+  Cycle();
+  Cycle();
+  EXPECT_EQ(Workloads()["team-a/later-0"]["status"].value("phase", ""), "Running")
+      << Describe(Workloads());
+}
+
 // A workload whose tenant has no queue waits in the built-in `unqueued`, which sits under the
 // tree's root: it borrows what the queues leave idle, and is the first reclaimed.
 TEST_F(FactoryTest, UnqueuedWorkBorrowsWhatTheQueuesLeaveIdle) {

@@ -1690,6 +1690,14 @@ Result<CycleStats> Scheduler::RunOnce() {
     for (size_t i = 0; i < pending.size(); ++i) {
       if (decided[i]) continue;
       StoredWorkload& sw = pending[i];
+      // Naming a queue, it waits for it, as it would beside other queues (before, it ran at once
+      // without its queue's limits, and was charged to unqueued once any queue existed).
+      if (!sw.w().queue.empty()) {
+        decisions[i] = Waits("workload " + sw.w().name.str() + ": unknown queue \"" +
+                                 sw.w().queue.str() + "\"; it waits until the queue is created",
+                             "QueueNotFound");
+        continue;
+      }
       GangPlacement g;
       if (usable_nodes.size() == static_cast<size_t>(state.node_count())) {
         g = placer.PlaceGang(state, sw.pods, sw.w().topology, rng);

@@ -246,6 +246,9 @@ Result<Workload> ParseOneWorkload(YamlMap& m) {
   YamlMap spec(spec_node, m.Path("spec"), m.source());
   RETURN_IF_ERROR(spec.CheckIsMap());
   ASSIGN_OR_RETURN(std::string queue, spec.String("queue", ""));
+  // (A name no queue may take would wait for it forever.)
+  if (!queue.empty())
+    if (Status s = ValidateName(queue); !s.ok()) return spec.Error("queue", s.message());
   w.queue = QueueId(queue);
   ASSIGN_OR_RETURN(w.priority, spec.Priority("priority", 0));
   ASSIGN_OR_RETURN(w.priority_class, spec.String("priorityClassName", ""));
