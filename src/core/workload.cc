@@ -112,11 +112,22 @@ Status ValidateDeviceRequest(const DeviceRequest& r) {
         return InvalidArgument("a GPU fraction needs gpuMilli or gpuMemory");
       }
       return Status::Ok();
-    case DeviceKind::kMig:
-      if (r.mig_profile.size() < 3 || r.mig_profile[1] != 'g') {
-        return InvalidArgument("mig profile must look like '3g.40gb', got '" + r.mig_profile + "'");
-      }
+    case DeviceKind::kMig: {
+      // "<compute slices>g.<memory>gb", optionally "+me"; a GPU has 7 compute slices, and
+      // MIG profiles take 1, 2, 3, 4 or all 7 of them.
+      const std::string& p = r.mig_profile;
+      size_t digits = 0;
+      for (size_t i = 3; i < p.size() && p[i] >= '0' && p[i] <= '9'; ++i) ++digits;
+      const std::string rest = p.size() >= 3 + digits ? p.substr(3 + digits) : "";
+      if (p.size() < 3 || p[1] != 'g' || p[2] != '.' || digits == 0 ||
+          (rest != "gb" && rest != "gb+me"))
+        return InvalidArgument("mig profile must look like '3g.40gb', got '" + p + "'");
+      if (std::string("12347").find(p[0]) == std::string::npos)
+        return InvalidArgument("mig profile '" + p +
+                               "' takes 1, 2, 3, 4 or 7 of a GPU's 7 compute slices, not " +
+                               p.substr(0, 1));
       return Status::Ok();
+    }
   }
   return Status::Ok();
 }
