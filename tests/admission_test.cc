@@ -2793,6 +2793,89 @@ TEST_F(AdmissionTest, AQueueWithinItsGuaranteeLeavesWhatALenderKeeps) {
   }
 }
 
+// The same where the queue with room is a department, not the leaf (a code review's case): x
+// borrows d1's unused 4, then a in d1 asks for 4 (2 its own, 2 borrowed from b). d1 has room,
+// but its room is lent out: a does not start on c's idle GPUs (it would borrow, so it reclaims
+// nothing and waits); b, within its guarantee, takes back from x.
+TEST_F(AdmissionTest, RoomADepartmentLentOutIsNotTakenFromAnotherTree) {
+  AdmissionConfig config;
+  QueueSpec d1 = Leaf("d1", 4), d2 = Leaf("d2", 4), a = Leaf("a", 2), b = Leaf("b", 2),
+            x = Leaf("x", 4), c = Leaf("c", 8);
+  a.parent = b.parent = "d1";
+  x.parent = "d2";
+  c.parent = "";
+  config.queues = {QueueSpec{"org", "", 1, {}, -1}, d1, d2, a, b, x, c};
+  MakeTree(Nodes(4, 4), config, {"a", "b", "x", "c"});
+  const std::vector<int> borrowed = AdmitEach("x", "x", 8);
+  ASSERT_FALSE(borrowed.empty());
+  const int mine = Submit(Gpus("a0", "a", 4), 10);
+  CycleResult r = adm_->Cycle(11, 1000);
+  EXPECT_EQ(adm_->phase(mine), Phase::kPending);
+  EXPECT_TRUE(r.evicted.empty());
+  EXPECT_NE(adm_->reason(mine).find("its tree (queue org) would hold 12/8 GPUs of gpu and other "
+                                    "queue trees are guaranteed the rest"),
+            std::string::npos)
+      << adm_->reason(mine);
+  const std::vector<int> theirs = SubmitEach("b", "b", 2, 12);
+  r = adm_->Cycle(13, 1000);
+  EXPECT_EQ(r.evicted.size(), 2u) << adm_->reason(theirs[0]);
+  for (const Eviction& e : r.evicted) EXPECT_EQ(adm_->queue_name(adm_->queue_of(e.victim)), "x");
+  EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("org")), 8000);
+}
+
+// Taking back its guarantee for higher-priority work, a queue takes what others borrow of it
+// before its own lower-priority work (a code review's case): b runs 2 GPUs of its 4 at priority
+// 0 while a borrows the other 2 at priority 5; b's urgent 2 take them back from a.
+TEST_F(AdmissionTest, AReclaimForQuotaTakesBorrowedWorkBeforeItsOwn) {
+  AdmissionConfig config;
+  QueueSpec c = Leaf("c", 8);
+  c.parent = "";
+  config.queues = {QueueSpec{"org", "", 1, {}, -1}, Leaf("a", 4), Leaf("b", 4), c};
+  MakeTree(Nodes(4, 4), config, {"a", "b", "c"});
+  std::vector<int> borrowed;  // (of a higher priority than b's own work)
+  for (int i = 0; i < 6; ++i) borrowed.push_back(Submit(Gpus("a" + std::to_string(i), "a", 1, 5)));
+  const std::vector<int> low = SubmitEach("low", "b", 2, 0);
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(CountPhase(borrowed, Phase::kAdmitted) + CountPhase(low, Phase::kAdmitted), 8);
+  std::vector<int> urgent;
+  for (int i = 0; i < 2; ++i)
+    urgent.push_back(Submit(Gpus("u" + std::to_string(i), "b", 1, 10), 10));
+  CycleResult r = adm_->Cycle(11, 1000);
+  ASSERT_EQ(r.evicted.size(), 2u) << adm_->reason(urgent[0]);
+  for (const Eviction& e : r.evicted) EXPECT_EQ(adm_->queue_name(adm_->queue_of(e.victim)), "a");
+  EXPECT_EQ(CountPhase(low, Phase::kAdmitted), 2);
+}
+
+// With several flavours the queue may be charged to, the reclaim is tried in the one where it is
+// within its guarantee (a code review's case): flavours a100 then h100; a is guaranteed 2 H100s
+// and no A100, b borrowed a's 2 H100s, the other tree c is guaranteed the other 2 H100s and the
+// A100s. a's pod may run on either model: it takes back an H100 from b.
+TEST_F(AdmissionTest, AQueueReclaimsInTheFlavourItIsGuaranteed) {
+  AdmissionConfig config = PerModelFlavours();
+  std::swap(config.flavors[0], config.flavors[1]);
+  QueueSpec a = Plain("a"), b = Plain("b"), c = Plain("c");
+  a.quotas["h100"] = QuotaSpec{2000, {}, {}};
+  a.quotas["a100"] = QuotaSpec{0, {}, {}};
+  b.quotas["h100"] = QuotaSpec{0, {}, {}};
+  c.parent = "";
+  c.quotas["h100"] = QuotaSpec{2000, {}, {}};
+  c.quotas["a100"] = QuotaSpec{4000, {}, {}};
+  config.queues = {QueueSpec{"org", "", 1, {}, -1}, a, b, c};
+  MakeTree(H100AndA100(), config, {"a", "b", "c"});
+  std::vector<int> borrowed;
+  for (int i = 0; i < 2; ++i) {
+    Workload w = Gpus("b" + std::to_string(i), "b", 1);
+    w.pod_sets[0].device.models = {"H100"};
+    borrowed.push_back(Submit(w, 0));
+  }
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(CountPhase(borrowed, Phase::kAdmitted), 2) << adm_->reason(borrowed[0]);
+  const int mine = Submit(Gpus("a0", "a", 1), 10);
+  CycleResult r = adm_->Cycle(11, 1000);
+  ASSERT_EQ(r.evicted.size(), 1u) << adm_->reason(mine);
+  EXPECT_EQ(adm_->queue_name(adm_->queue_of(r.evicted[0].victim)), "b");
+}
+
 // While the sibling's borrowed work may not go yet (its minimum runtime), the queue coming back
 // waits, and says why: its tree is at its top's guarantee.
 TEST_F(AdmissionTest, AQueueWaitingForItsSiblingsBorrowedGpusSaysWhy) {

@@ -365,12 +365,7 @@ Status Admitter::Build() {
       }
     }
   }
-  for (int i = 0; i < static_cast<int>(queues_.size()); ++i) {
-    const QueueNode& q = queues_[i];
-    bool limits = q.res_lend[0].has_value() || q.res_lend[1].has_value();
-    for (const std::optional<int64_t>& l : q.lend_limit) limits |= l.has_value();
-    if (limits) MarkMayKeep(i);
-  }
+  RebuildKeepers(0);
   // A tree limits CPU or memory where one of its queues names it (other trees do not).
   for (int i = 0; i < static_cast<int>(queues_.size()); ++i) {
     const int root = TreeRoot(i);
@@ -803,6 +798,12 @@ bool Admitter::MayReclaim(int leaf, int f, int64_t milli) const {
   return false;
 }
 
+bool Admitter::QuotaReclaims(int leaf, int f, int64_t milli) const {
+  // (Not a department's guarantee: that is reclaimed from best-effort work only, which is not
+  // under the queue whose quota refuses it.)
+  return f < 64 && managed_[f] && !DepartmentReclaimOnly(leaf, f) && MayReclaim(leaf, f, milli);
+}
+
 bool Admitter::MayReclaimResource(int leaf, int r, int64_t amount) const {
   const QueueNode& q = queues_[leaf];
   if (!q.res_limited[r] || amount == 0 ||
@@ -1126,10 +1127,13 @@ bool Admitter::QuotaWalk(int leaf, int64_t amount, Used used_of, Guar guar, Borr
                          Kept kept, const std::string& what, Fmt fmt, const char* unit,
                          bool in_tree, std::string* why, int* blocker, int flavor) const {
   int n = leaf;
-  // (Within its own guarantee, where trees do not lend each other: its tree's top is still
-  // checked, against TopRoom.)
-  const bool within = flavor >= 0 && queues_[leaf].parent >= 0 &&
-                      used_of(queues_[leaf]) + amount <= guar(queues_[leaf]);
+  // Where a queue on the way has room, what is asked for is that queue's own (its guarantee, or
+  // what it lends below); but that guarantee may be lent above it meanwhile (a sibling borrowed
+  // it): so GPU flavours walk on to the top, where no queue may pass its limits for it, nor
+  // what a lender keeps, nor (trees lending nothing) its tree another tree's guarantee
+  // (TopRoom). CPU and memory stop at the first queue with room.
+  const bool walk_on = flavor >= 0;
+  bool owned = false;  // a queue on the way had room
   // The unused guarantee that siblings of the queues on the way up do not lend: kept from every
   // queue above them too (what a lender keeps at its parent, its parent cannot lend upward,
   // nor take from above to hand on: it stays free for the lender).
@@ -1156,30 +1160,49 @@ bool Admitter::QuotaWalk(int leaf, int64_t amount, Used used_of, Guar guar, Borr
   while (true) {
     const QueueNode& q = queues_[n];
     const int64_t used = used_of(q) + amount;
-    if (used <= guar(q) - reserved && !within) return true;
-    // Within its guarantee a queue's work is its own; but where trees do not lend each other,
-    // no queue above it passes its limits for it, nor its tree another tree's guarantee
-    // (TopRoom): on up, borrowing nothing where there is room.
-    if (within && q.parent >= 0 && used <= guar(q) - reserved) {
-      for (int s : queues_[q.parent].keepers)
-        if (s != n) reserved += subtree_kept(s, nullptr);
+    const bool room = used <= guar(q) - reserved;
+    if (room && (!walk_on || q.parent < 0)) return true;
+    if (!room && owned && q.parent < 0 &&
+        // (Past the GPUs in service it fits nowhere: placement refuses it, and reclaims room.)
+        (n == fleet_queue_ ? used > in_service_milli_[flavor] : TopRoom(n, flavor, used, reserved)))
+      return true;
+    // On up: what n's siblings keep is kept from the queues above too.
+    const auto on_up = [&] {
+      if (!kept_why.empty()) kept_why.pop_back();  // (reopened for more)
+      for (int s : queues_[q.parent].keepers) {
+        if (s == n) continue;
+        std::string how;
+        reserved += subtree_kept(s, why ? &how : nullptr);
+        if (!how.empty()) kept_why += (kept_why.empty() ? " (" : "; ") + how;
+      }
+      if (!kept_why.empty()) kept_why += ")";
       n = q.parent;
+    };
+    if (room) {
+      owned = true;
+      on_up();
       continue;
     }
-    if (within && q.parent < 0 &&
-        (used <= guar(q) - reserved ||
-         // (Past the GPUs in service it fits nowhere: placement refuses it, and reclaims room.)
-         (n == fleet_queue_ ? used > in_service_milli_[flavor]
-                            : TopRoom(n, flavor, used, reserved))))
-      return true;
     if (blocker) *blocker = n;
-    if (within && q.parent < 0 && n != fleet_queue_) {
-      if (why)
-        *why = "queue " + queues_[leaf].spec.name + " is within its guarantee of " + what +
-               ", but its tree (queue " + q.spec.name + ") would hold " + fmt(used) + "/" +
-               fmt(std::max<int64_t>(0, guar(q) - reserved)) + unit +
-               " and other queue trees are guaranteed the rest (lend-across-trees is off): what "
-               "its tree's queues borrow of their guarantees is theirs to take back first";
+    if (owned && q.parent < 0 && n != fleet_queue_) {
+      if (why) {
+        bool others = false;  // other trees are guaranteed, or hold, some of the rest
+        for (int r : roots_)
+          others |= r != n && !queues_[r].spec.best_effort &&
+                    (queues_[r].guaranteed[flavor] > 0 || queues_[r].usage[flavor] > 0);
+        const QueueNode& l = queues_[leaf];
+        const std::string holds =
+            fmt(used) + "/" + fmt(std::max<int64_t>(0, guar(q) - reserved)) + unit + " of " + what;
+        *why = (used_of(l) + amount <= guar(l)
+                    ? "queue " + l.spec.name + " is within its guarantee of " + what +
+                          ", but its tree (queue " + q.spec.name + ") would hold " + holds
+                    : "its tree (queue " + q.spec.name + ") would hold " + holds) +
+               kept_why +
+               (others ? " and other queue trees are guaranteed the rest (lend-across-trees is "
+                         "off)"
+                       : "") +
+               ": what its queues borrow of one another's guarantees is theirs to take back first";
+      }
       return false;
     }
     if (const std::optional<int64_t> limit = borrow(q); limit && used - guar(q) > *limit) {
@@ -1217,15 +1240,20 @@ bool Admitter::QuotaWalk(int leaf, int64_t amount, Used used_of, Guar guar, Borr
       }
       return false;
     }
-    if (!kept_why.empty()) kept_why.pop_back();  // (reopened for more)
-    for (int s : queues_[q.parent].keepers) {
-      if (s == n) continue;
-      std::string how;
-      reserved += subtree_kept(s, why ? &how : nullptr);
-      if (!how.empty()) kept_why += (kept_why.empty() ? " (" : "; ") + how;
-    }
-    if (!kept_why.empty()) kept_why += ")";
-    n = q.parent;
+    on_up();
+  }
+}
+
+void Admitter::RebuildKeepers(double now) {
+  for (QueueNode& q : queues_) {
+    q.may_keep = false;
+    q.keepers.clear();
+  }
+  for (int i = 0; i < static_cast<int>(queues_.size()); ++i) {
+    const QueueNode& q = queues_[i];
+    bool keeps = q.res_lend[0].has_value() || q.res_lend[1].has_value() || Holding(q, now);
+    for (const std::optional<int64_t>& l : q.lend_limit) keeps |= l.has_value();
+    if (keeps) MarkMayKeep(i);
   }
 }
 
@@ -1885,7 +1913,7 @@ void Admitter::RestoreReclaims(const std::map<std::string, ReclaimRecord>& by_qu
     // A time ahead of now (a clock that ran fast, a record written by hand) counts as now, so a
     // hold never outlasts its length.
     queues_[q].reclaimed_at = std::min(record.at, now);
-    MarkMayKeep(q);
+    if (Holding(queues_[q], now)) MarkMayKeep(q);
     for (int f = 0; f < static_cast<int>(flavors_.size()); ++f) {
       auto it = record.room_milli.find(flavor_name(f));
       queues_[q].reclaim_room[f] =
@@ -1945,7 +1973,7 @@ void Admitter::NoteReclaim(int id, const std::vector<int>& victims, double now, 
       n.res_reclaim_room[r] = carried + std::max<int64_t>(0, res_excess[r]);
     }
     n.reclaimed_at = now;
-    MarkMayKeep(q);
+    if (Holding(n, now)) MarkMayKeep(q);
   }
 }
 
@@ -1956,6 +1984,8 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
   for (const QueueNode& q : queues_)
     if (Holding(q, now_) && !Holding(q, now)) wake_quota_ = true;
   now_ = now;
+  // (Holds that ended keep nothing: the quota walk no longer asks those queues.)
+  RebuildKeepers(now);
 
   // Gangs whose pods did not all start in time give their devices back and wait again.
   for (int id : std::vector<int>(unready_.begin(), unready_.end())) {
@@ -2555,8 +2585,9 @@ uint64_t Admitter::QuotaModels(const Entry& e, const PodRequest& gpu_pod, std::s
                                int* blocked) const {
   // Models no flavour is charged for are not limited.
   uint64_t allowed = UnchargedModels(gpu_pod);
-  bool holds = false;   // whether *blocked is a flavour its queue holds GPUs in
-  bool pinned = false;  // *why says non-preemptible work may not borrow
+  bool holds = false;     // whether *blocked is a flavour its queue holds GPUs in
+  bool reclaims = false;  // ... one it may reclaim quota in (QuotaReclaims)
+  bool pinned = false;    // *why says non-preemptible work may not borrow
   for (int f : CandidateFlavors(gpu_pod)) {
     // Non-preemptible work does not borrow: nobody could take the room back (KAI's rule). That
     // limit holds whatever else frees, so it is what a refusal names.
@@ -2575,12 +2606,15 @@ uint64_t Admitter::QuotaModels(const Entry& e, const PodRequest& gpu_pod, std::s
     if (QuotaAllows(e.leaf, f, e.gpu_milli, &refused) ||
         (e.continuing && SwapAllows(e, f, e.gpu_milli))) {
       allowed |= FlavorModels(f, gpu_pod);
-    } else if (const bool h = queues_[e.leaf].usage[f] > 0;
-               !pinned && (why->empty() || (h && !holds))) {
-      // (Where its queue holds GPUs, its own lower-priority work may give quota back.)
+    } else if (const bool h = queues_[e.leaf].usage[f] > 0,
+               r = QuotaReclaims(e.leaf, f, e.gpu_milli);
+               !pinned && (why->empty() || (r && !reclaims) || (!reclaims && h && !holds))) {
+      // (Where it may take back what others borrow of its guarantee, that; else, where its
+      // queue holds GPUs, its own lower-priority work may give quota back.)
       *why = refused;
       *blocked = f;
       holds = h;
+      reclaims = r;
     }
   }
   return allowed;
@@ -3671,7 +3705,8 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   // Within its guarantee but its tree at its top's (trees do not lend each other): what others
   // of its tree borrow is reclaimed for quota, as for room.
   const bool quota_reclaim = quota_short && !res_short && quota_flavor >= 0 && quota_flavor < 64 &&
-                             quota_blocker != leaf && MayReclaim(leaf, quota_flavor, e.gpu_milli);
+                             quota_blocker != leaf &&
+                             QuotaReclaims(leaf, quota_flavor, e.gpu_milli);
   if (quota_reclaim) {
     reclaim_flavors = uint64_t{1} << quota_flavor;
   } else if (quota_short && !res_short && quota_flavor >= 0 && quota_flavor < 64 &&
@@ -3959,7 +3994,17 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
       return !res_short || ResourcesAllow(e, nullptr);
     };
     if (quota_short) {
-      for (const Candidate& c : cands) {
+      // (Taking back its guarantee, what others borrow of it goes before its own work, as a
+      // reclaim for room takes it.)
+      const std::vector<Candidate>* in_order = &cands;
+      std::vector<Candidate> others_first;
+      if (quota_reclaim) {
+        others_first = cands;
+        std::stable_partition(others_first.begin(), others_first.end(),
+                              [&](const Candidate& c) { return entries_[c.id].leaf != leaf; });
+        in_order = &others_first;
+      }
+      for (const Candidate& c : *in_order) {
         int blocker = -1;
         if (quota_allows(&blocker)) break;
         if (!budget_ok(c.id)) continue;
@@ -4147,7 +4192,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   // Elastic victims' spare pods first: taking them loses no work (they run on with fewer).
   // (Short of its queue's GPU quota, of its own queue's pods: they free quota as they go.)
   if (config_.elastic_shrink &&
-      (!quota_short || (!res_short && !borrow_preempt && quota_flavor >= 0))) {
+      (!quota_short || (!res_short && !borrow_preempt && !quota_reclaim && quota_flavor >= 0))) {
     ShrinkScope scope;
     if (quota_short) scope.quota_flavor = quota_flavor;
     scope.reclaim_flavors = reclaim_flavors;

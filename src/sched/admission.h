@@ -719,6 +719,11 @@ class Admitter {
   // quota allows it: placement refuses it, and reclaims for room.)
   bool TopRoom(int root, int f, int64_t used, int64_t reserved) const;
   void MarkMayKeep(int q);  // queue q may keep unused guarantee from now on
+  // Keepers anew: the queues with a lending limit, or a reclaim hold at `now`.
+  void RebuildKeepers(double now);
+  // Whether a refusal of quota in flavour f may be met by taking back what others borrow of
+  // leaf's own guarantee (Preempt's quota_reclaim).
+  bool QuotaReclaims(int leaf, int f, int64_t milli) const;
   // Victims' GPUs already chosen, by (queue, flavour): a leaf's own and, under each ancestor,
   // its subtree's (NoteTaken).
   using TakenMap = std::map<std::pair<int, int>, int64_t>;
