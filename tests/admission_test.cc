@@ -2876,6 +2876,22 @@ TEST_F(AdmissionTest, AQueueReclaimsInTheFlavourItIsGuaranteed) {
   EXPECT_EQ(adm_->queue_name(adm_->queue_of(r.evicted[0].victim)), "b");
 }
 
+// Work that would borrow while another queue's work within its guarantee waits for room says
+// which queue that is (a user-style review read "its own queue's" as the borrower's).
+TEST_F(AdmissionTest, ABorrowerHeldBackNamesTheQueueItWaitsFor) {
+  Make(Nodes(1, 4), {Leaf("a", 2), Leaf("b", 2), Leaf("c", 0)});
+  ASSERT_FALSE(AdmitEach("c", "c", 4).empty());
+  const std::vector<int> mine = SubmitEach("a", "a", 2, 10);
+  ASSERT_EQ(adm_->Cycle(11, 1000).evicted.size(), 2u) << adm_->reason(mine[0]);
+  const int more = Submit(Gpus("c-more", "c", 1), 11.5);
+  adm_->Cycle(12, 1000);
+  EXPECT_EQ(adm_->phase(more), Phase::kPending);
+  EXPECT_NE(adm_->reason(more).find("waiting: it would borrow, and work of queue a within its "
+                                    "guarantee waits for room: what frees goes to that first"),
+            std::string::npos)
+      << adm_->reason(more);
+}
+
 // While the sibling's borrowed work may not go yet (its minimum runtime), the queue coming back
 // waits, and says why: its tree is at its top's guarantee.
 TEST_F(AdmissionTest, AQueueWaitingForItsSiblingsBorrowedGpusSaysWhy) {
@@ -3313,6 +3329,10 @@ TEST_F(AdmissionTest, ALenderToAQueueWithABudgetOfZeroIsToldWhoMustRaiseIt) {
                                     "until an administrator raises it"),
             std::string::npos)
       << adm_->reason(mine);
+  // The queue itself says so too (its status' warning): what it borrowed stays.
+  EXPECT_EQ(adm_->GuaranteeWarnings()[adm_->QueueIndex("a")],
+            "its disruptionBudget of 0 keeps the 4 GPUs of gpu it holds past its guarantee from a "
+            "reclaim: they stay until its work ends");
 }
 
 // Two preemptors go batch by batch under one disruption budget. When one's batch has stopped

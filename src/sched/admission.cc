@@ -46,9 +46,8 @@ uint64_t AttemptKey(const Workload& w, int leaf, const std::vector<PodRequest>& 
 
 namespace {
 constexpr char kNextCycle[] = "waiting for the next admission cycle";
-constexpr char kHeldForGuarantees[] =
-    "waiting: it would borrow, and work within its own queue's guarantee waits for room: what "
-    "frees goes to that first";
+// (What follows names the queue whose work waits: HeldForGuarantees.)
+constexpr char kHeldForGuarantees[] = "waiting: it would borrow, and ";
 }  // namespace
 
 std::string GpuAmount(int64_t milli) {
@@ -729,6 +728,18 @@ std::map<int, std::string> Admitter::GuaranteeWarnings() const {
                     "the queue trees' guarantees of all GPU flavours add up to " + GpuAmount(sum) +
                     " GPUs, past the fleet's " + GpuAmount(devices * kMilliPerGpu) +
                     ": they cannot all be met at once";
+  }
+  // A disruption budget of 0 set while the queue borrowed: what it borrowed stays until it
+  // ends, and a lender below its guarantee waits for it (a user-style review: "the guarantee is
+  // broken until a person intervenes", with nothing on the queue to say so).
+  for (int q = 0; q < queue_count(); ++q) {
+    const QueueNode& n = queues_[q];
+    if (n.spec.disruption_budget != 0 || !is_leaf(q)) continue;
+    for (int f = 0; f < flavor_count(); ++f)
+      if (managed_[f] && n.usage[f] > n.guaranteed[f])
+        out[q] += std::string(out[q].empty() ? "" : "; ") + "its disruptionBudget of 0 keeps the " +
+                  GpuAmount(n.usage[f] - n.guaranteed[f]) + " GPUs of " + flavor_name(f) +
+                  " it holds past its guarantee from a reclaim: they stay until its work ends";
   }
   return out;
 }
@@ -2039,7 +2050,10 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
       nominated_.push_back(id);
       // Its victims are still stopping: GPU room that frees meanwhile is not lent away either
       // (none is needed by a preemptor without GPUs, one that evicts for CPU or memory).
-      if (e.victims_left > 0 && e.gpu_milli > 0 && !WouldBorrow(id)) hold_borrowing_ = true;
+      if (e.victims_left > 0 && e.gpu_milli > 0 && !WouldBorrow(id) && !hold_borrowing_) {
+        hold_borrowing_ = true;
+        held_for_ = e.leaf;
+      }
       continue;
     }
     Unnominate(id);
@@ -2085,8 +2099,14 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
     if (hold_borrowing_ && WouldBorrow(id)) {
       // (Said beside why it last waited, not instead: it may wait so for many cycles.)
       std::string& why = entries_[id].reason;
-      if (why.find(kHeldForGuarantees) == std::string::npos)
-        why = why == kNextCycle ? kHeldForGuarantees : why + "; " + kHeldForGuarantees;
+      // (One note, of the queue that holds it now.)
+      if (const size_t at = why.find(kHeldForGuarantees); at != std::string::npos)
+        why.erase(at >= 2 ? at - 2 : at);
+      const std::string held =
+          kHeldForGuarantees + std::string("work of ") +
+          (held_for_ == entries_[id].leaf ? "its own queue" : QueueLabel(held_for_)) +
+          " within its guarantee waits for room: what frees goes to that first";
+      why = why.empty() || why == kNextCycle ? held : why + "; " + held;
       if (strict) hold_back();
       continue;
     }
@@ -2459,7 +2479,11 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
   failed[key] = e.reason;
   const bool borrowing = WouldBorrow(id);
   const bool held_before = hold_borrowing_;
-  if (!borrowing && !probe) hold_borrowing_ = true;
+  const int held_for_before = held_for_;
+  if (!borrowing && !probe && !hold_borrowing_) {
+    hold_borrowing_ = true;
+    held_for_ = e.leaf;
+  }
   // Scattered free room is gathered by moving work before anyone loses their place.
   if (!borrowing && Consolidate(id, pods, e.spec.topology, now, out)) return false;
   // A few preemption searches per queue and cycle, in queue order; more for reclaim.
@@ -2476,6 +2500,7 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
   NotePolicyBlock(id);
   if (PartialInstead(id, searched, key, now, out)) {
     hold_borrowing_ = held_before;  // it runs: nothing waits for room to be kept
+    held_for_ = held_for_before;
     return true;
   }
   Park(id, false, key, pods);

@@ -472,7 +472,8 @@ class Admitter {
   std::set<int> DeviceFlavors(int n, int d, bool charged) const;
   // Where the trees' guarantees of a flavour add up to more GPUs than the fleet has of it (they
   // cannot all be met at once: a reclaim may find nothing to take back), a warning for each
-  // root guaranteed some of it, by queue index; roots without one are left out.
+  // root guaranteed some of it, by queue index; roots without one are left out. And for a leaf
+  // whose disruption budget of 0 keeps what it borrowed from a reclaim, that.
   std::map<int, std::string> GuaranteeWarnings() const;
   // The pods' CPU (r = 0, milli-cores) and memory (r = 1, MiB): whether a queue is limited in
   // it (a quota in its tree names it), and its guarantee and use of it (its subtree's).
@@ -973,6 +974,7 @@ class Admitter {
   int consolidations_left_ = 0;                     // this cycle
   int consolidation_turn_ = 0;   // the queue Wake looks at first for consolidation
   bool hold_borrowing_ = false;  // this cycle: a within-guarantee workload found no room
+  int held_for_ = -1;            // ... its queue (the first), which the waiting borrowers name
   int64_t cap_gpu_ = 1, cap_cpu_ = 1;
 };
 
