@@ -1037,6 +1037,71 @@ TEST_F(FactoryTest, QueuesWithWaitingWorkStayAndWorkWaitsForItsQueue) {
       << Describe(Workloads());
 }
 
+// What happened to a workload is kept as events, as Kubernetes keeps them (a user-style review:
+// `describe` showed only the last eviction, and there were no events to debug with): team-b's
+// reclaim shows on the victim as Created, Started, Preempted and its eviction, and on b-0 as
+// Preempting, then Started. A tenant reads its own events only.
+TEST_F(FactoryTest, EventsTellWhatHappenedToAWorkload) {
+  ASSERT_TRUE(TeamBReclaimsFromTeamA()) << Describe(Workloads());
+  std::string victim;
+  for (const auto& [name, obj] : Workloads())
+    if (obj["status"].contains("preemption")) victim = obj["metadata"].value("name", "");
+  ASSERT_FALSE(victim.empty());
+  for (int i = 0; i < 8 && Workloads()["team-b/b-0"]["status"].value("phase", "") != "Running"; ++i)
+    Cycle(2'000);
+  const auto reasons = [&](const std::string& ns, const std::string& name) {
+    std::vector<std::string> out;
+    const json list = CallJson("GET", std::string(kApi) + "/namespaces/" + ns +
+                                          "/events?fieldSelector=involvedObject.name%3D" + name);
+    for (const json& e : list.value("items", json::array())) {
+      EXPECT_EQ(e["involvedObject"].value("name", ""), name) << e.dump();
+      out.push_back(e.value("type", "") + " " + e.value("reason", "") + ": " +
+                    e.value("message", ""));
+    }
+    return out;
+  };
+  const std::vector<std::string> mine = reasons("team-a", victim);
+  const auto has = [](const std::vector<std::string>& events, const std::string& what) {
+    return std::any_of(events.begin(), events.end(),
+                       [&](const std::string& e) { return e.find(what) != std::string::npos; });
+  };
+  std::string all;
+  for (const std::string& e : mine) all += e + "\n";
+  EXPECT_TRUE(has(mine, "Normal Created")) << all;
+  EXPECT_TRUE(has(mine, "Normal Started")) << all;
+  EXPECT_TRUE(has(mine, "Normal Admitted: placed on hgx-")) << all;
+  EXPECT_TRUE(has(mine,
+                  "Warning Evicting: preempted by b-0 (queue team-b reclaims its "
+                  "guarantee); stops at "))
+      << all;
+  EXPECT_TRUE(has(mine,
+                  "Warning Preempted: preempted by b-0 (queue team-b reclaims its "
+                  "guarantee); stopped and put back in line (eviction 1)"))
+      << all;
+  const std::vector<std::string> theirs = reasons("team-b", "b-0");
+  all.clear();
+  for (const std::string& e : theirs) all += e + "\n";
+  EXPECT_TRUE(has(theirs, "Normal Preempting")) << all;
+  EXPECT_TRUE(has(theirs, "Normal Started")) << all;
+  // All namespaces: both; a tenant's member: its own only.
+  const json every = CallJson("GET", std::string(kApi) + "/events");
+  std::set<std::string> namespaces;
+  for (const json& e : every.value("items", json::array()))
+    namespaces.insert(e["involvedObject"].value("namespace", ""));
+  EXPECT_TRUE(namespaces.count("team-a") && namespaces.count("team-b")) << every.dump();
+  ClientOptions alice = client_options_;
+  alice.token = "alice-token-e2e-0123456789";
+  HttpClient alice_client(alice);
+  auto own = alice_client.Do("GET", std::string(kApi) + "/events");
+  ASSERT_TRUE(own.ok());
+  for (const json& e : json::parse(own->body).value("items", json::array()))
+    EXPECT_EQ(e["involvedObject"].value("namespace", ""), "team-a") << own->body;
+  auto other = alice_client.Do("GET", std::string(kApi) + "/namespaces/team-b/events");
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(other->status, 403) << other->body;
+  EXPECT_EQ(Call("DELETE", std::string(kApi) + "/namespaces/team-a/events").status, 405);
+}
+
 // With no queue at all, work naming one waits for it too (before, it ran at once, past the
 // limits its queue would set, and moved to unqueued once any queue existed: a user-style
 // review); a name no queue could take is refused, naming spec.queue.

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <limits>
 #include <list>
 #include <map>
@@ -10,6 +12,7 @@
 #include <optional>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "api/json_fields.h"
 #include "api/metrics.h"
@@ -595,6 +598,248 @@ class Watcher : public StreamSource, public std::enable_shared_from_this<Watcher
   std::set<std::string> unknown_;  // keys whose state at after_ is unknown (changed since)
 };
 
+// Events about workloads, as Kubernetes records them (what happened, when, why; a count where
+// the same thing happens again), derived from each workload's stored status as it changes: the
+// scheduler, the health controller and the nodes write the status, and whatever wrote it, the
+// change is seen here once. Kept in memory, the newest kMaxEvents (kPerWorkload of one), as
+// Kubernetes keeps its events an hour: a history to debug with, not a record of truth (the
+// status and the metering are that). The store's committer hands the writes over and goes
+// on; a worker of its own reads them (a list reads what is left first, so it sees every
+// write committed before it).
+class EventRecorder {
+ public:
+  static constexpr size_t kMaxEvents = 5000;
+  static constexpr size_t kPerWorkload = 50;
+
+  EventRecorder() : worker_([this] { Work(); }) {}
+  ~EventRecorder() {
+    {
+      std::lock_guard<std::mutex> lock(pending_mu_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    worker_.join();
+  }
+
+  // What each stored workload is now, so that only changes from here on are events.
+  void Seed(const std::vector<KeyValue>& workloads) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const KeyValue& kv : workloads) {
+      json obj = json::parse(kv.value, nullptr, false);
+      if (obj.is_object()) last_[kv.key] = Summarize(obj);
+    }
+  }
+
+  // (On the store's committer thread: only a copy of the workloads' writes, for the worker.)
+  void Observe(const std::vector<WatchEvent>& events, int64_t now_ms) {
+    std::vector<Write> writes;
+    for (const WatchEvent& e : events)
+      if (e.kv.key.rfind(kPrefix, 0) == 0)
+        writes.push_back({e.type == WatchEvent::Type::kDelete, e.kv.key,
+                          e.type == WatchEvent::Type::kDelete ? "" : e.kv.value, now_ms});
+    if (writes.empty()) return;
+    {
+      std::lock_guard<std::mutex> lock(pending_mu_);
+      for (Write& w : writes) pending_.push_back(std::move(w));
+    }
+    wake_.notify_one();
+  }
+
+  // Events in namespace `ns` ("": every one `visible` lets through), of workload `name` ("":
+  // all), oldest first.
+  json List(const std::string& ns, const std::string& name,
+            const std::function<bool(const std::string&)>& visible) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Drain();
+    json items = json::array();
+    std::map<std::string, bool> seen;  // visible, by namespace
+    const auto add = [&](const Event& e) {
+      if (!ns.empty() && e.ns != ns) return;
+      auto v = seen.find(e.ns);
+      if (v == seen.end()) v = seen.emplace(e.ns, visible(e.ns)).first;
+      if (v->second) items.push_back(ToJson(e));
+    };
+    if (!name.empty() && !ns.empty()) {
+      if (auto it = by_workload_.find(ns + "/" + name); it != by_workload_.end())
+        for (const auto& e : it->second) add(*e);
+    } else {
+      for (const Event& e : events_)
+        if (name.empty() || e.name == name) add(e);
+    }
+    return items;
+  }
+
+ private:
+  static constexpr const char* kPrefix = "/registry/workloads/";
+  struct Write {
+    bool deleted = false;
+    std::string key, value;
+    int64_t at_ms = 0;
+  };
+  struct Summary {
+    std::string phase, reason, resized;
+    int64_t evictions = 0;
+    bool marked = false;  // status.preemption: a victim stopping
+  };
+  struct Event {
+    std::string ns, name, type, reason, message, first, last;
+    int64_t count = 1;
+    uint64_t sequence = 0;
+  };
+  using Events = std::list<Event>;
+
+  void Work() {
+    std::unique_lock<std::mutex> wait(pending_mu_);
+    while (true) {
+      wake_.wait(wait, [this] { return stop_ || !pending_.empty(); });
+      if (stop_) return;
+      wait.unlock();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        Drain();
+      }
+      wait.lock();
+    }
+  }
+  // (Under mu_: the writes handed over so far, in order.)
+  void Drain() {
+    std::vector<Write> writes;
+    {
+      std::lock_guard<std::mutex> lock(pending_mu_);
+      writes.swap(pending_);
+    }
+    for (const Write& w : writes) Note(w);
+  }
+
+  static Summary Summarize(const json& obj) {
+    const json& status = jsonf::Field(obj, "status");
+    Summary s;
+    s.phase = jsonf::Str(status, "phase");
+    s.reason = jsonf::Str(status, "reason");
+    s.resized = jsonf::Str(status, "resizedTime");
+    const json& ev = jsonf::Field(status, "evictions");
+    if (const json& count = jsonf::Field(ev, "count"); count.is_number_integer())
+      s.evictions = count.get<int64_t>();
+    s.marked = jsonf::Field(status, "preemption").is_object();
+    return s;
+  }
+
+  void Note(const Write& w) {
+    if (w.deleted) {
+      last_.erase(w.key);
+      return;
+    }
+    json obj = json::parse(w.value, nullptr, false);
+    if (!obj.is_object()) return;
+    const Summary now = Summarize(obj);
+    auto it = last_.find(w.key);
+    const bool known = it != last_.end();
+    const Summary before = known ? it->second : Summary{};
+    last_[w.key] = now;
+    const json& meta = jsonf::Field(obj, "metadata");
+    const std::string ns = jsonf::Str(meta, "namespace"), name = jsonf::Str(meta, "name");
+    const json& status = jsonf::Field(obj, "status");
+    const auto record = [&](const char* type, const std::string& reason,
+                            const std::string& message) {
+      Record(ns, name, type, reason, message, w.at_ms);
+    };
+    if (!known && (now.phase.empty() || (now.phase == "Pending" && now.reason.empty()))) {
+      record("Normal", "Created", jsonf::Str(status, "message", "created"));
+      return;
+    }
+    if (now.marked && !before.marked) {
+      // (A victim keeps its devices until the deadline; preempted, or a drain's.)
+      const json& p = jsonf::Field(status, "preemption");
+      const std::string reason = jsonf::Str(p, "reason");
+      record("Warning", "Evicting",
+             (reason.empty() ? "by " + jsonf::Str(p, "by", "?") : reason) + "; stops at " +
+                 jsonf::Str(p, "deadline"));
+    }
+    if (now.evictions > before.evictions) {
+      const json& last = jsonf::Field(jsonf::Field(status, "evictions"), "last");
+      record("Warning", jsonf::Str(last, "reason", "Evicted"),
+             jsonf::Str(last, "message") + "; stopped and put back in line (eviction " +
+                 std::to_string(now.evictions) + ")");
+    }
+    if (now.resized != before.resized && !now.resized.empty())
+      record("Normal", "Resized", jsonf::Str(status, "message"));
+    if (now.phase != before.phase || (now.phase == "Pending" && now.reason != before.reason)) {
+      const std::string& phase = now.phase;
+      std::string reason = phase == "Pending"     ? now.reason
+                           : phase == "Scheduled" ? "Admitted"
+                           : phase == "Running"   ? "Started"
+                           : phase == "Succeeded" ? "Completed"
+                                                  : phase;
+      if (reason.empty()) reason = phase;
+      const bool warning = phase == "Failed" || reason == "Unschedulable" ||
+                           reason == "QueueNotFound" || reason == "QueueNotAllowed" ||
+                           reason == "QueueConfigInvalid" || reason == "Backoff" ||
+                           reason == "Deactivated";
+      std::string message = jsonf::Str(status, "message");
+      if (message.empty() && phase == "Scheduled") {
+        std::set<std::string> nodes;
+        for (const json& a : jsonf::Field(status, "assignments"))
+          if (const std::string node = jsonf::Str(a, "node"); !node.empty()) nodes.insert(node);
+        message = "placed";
+        for (const std::string& node : nodes)
+          message += (node == *nodes.begin() ? " on " : ", ") + node;
+      }
+      record(warning ? "Warning" : "Normal", reason, message);
+    }
+  }
+
+  void Record(const std::string& ns, const std::string& name, const std::string& type,
+              const std::string& reason, const std::string& message, int64_t at_ms) {
+    const std::string at = FormatTimestamp(at_ms);
+    std::deque<Events::iterator>& mine = by_workload_[ns + "/" + name];
+    // The same again as its last: counted, as Kubernetes does.
+    if (!mine.empty() && mine.back()->reason == reason && mine.back()->message == message) {
+      ++mine.back()->count;
+      mine.back()->last = at;
+      return;
+    }
+    events_.push_back(Event{ns, name, type, reason, message, at, at, 1, ++sequence_});
+    mine.push_back(std::prev(events_.end()));
+    if (mine.size() > kPerWorkload) {
+      events_.erase(mine.front());
+      mine.pop_front();
+    }
+    while (events_.size() > kMaxEvents) {
+      const std::string key = events_.front().ns + "/" + events_.front().name;
+      auto& theirs = by_workload_[key];
+      theirs.pop_front();  // (the oldest of all is the oldest of its workload)
+      if (theirs.empty()) by_workload_.erase(key);
+      events_.pop_front();
+    }
+  }
+
+  static json ToJson(const Event& e) {
+    return {
+        {"apiVersion", kGroupVersion},
+        {"kind", "Event"},
+        {"metadata", {{"name", e.name + "." + std::to_string(e.sequence)}, {"namespace", e.ns}}},
+        {"involvedObject", {{"kind", "Workload"}, {"namespace", e.ns}, {"name", e.name}}},
+        {"type", e.type},
+        {"reason", e.reason},
+        {"message", e.message},
+        {"count", e.count},
+        {"firstTimestamp", e.first},
+        {"lastTimestamp", e.last},
+        {"source", {{"component", "fabrica"}}}};
+  }
+
+  std::mutex mu_;                        // what follows, and Drain's order
+  std::map<std::string, Summary> last_;  // by store key
+  Events events_;
+  std::map<std::string, std::deque<Events::iterator>> by_workload_;  // "ns/name"
+  uint64_t sequence_ = 0;
+  std::mutex pending_mu_;
+  std::condition_variable wake_;
+  std::vector<Write> pending_;
+  bool stop_ = false;
+  std::thread worker_;  // (last: it starts once the rest is built)
+};
+
 struct ApiServer::Impl {
   Store& store;
   Authorizer& auth;
@@ -602,6 +847,9 @@ struct ApiServer::Impl {
   Metrics* metrics;
   std::mutex watchers_mu;
   std::set<std::shared_ptr<Watcher>> watchers;
+  // What happened to the workloads (GET .../events). (Before the subscription that feeds it,
+  // which therefore ends first.)
+  EventRecorder events;
   std::unique_ptr<Store::Subscription> subscription;
   std::mutex tokens_mu;
   std::map<std::string, std::string> node_tokens;  // token -> node
@@ -619,7 +867,10 @@ struct ApiServer::Impl {
         node_tokens[kv.value] = kv.key.substr(std::string("/registry/nodetokens/").size());
       }
     }
+    if (auto stored = store.List("/registry/workloads/", "", 0); stored.ok())
+      this->events.Seed(stored->items);
     subscription = store.Subscribe([this](const std::vector<WatchEvent>& events) {
+      this->events.Observe(events, clock.NowMs());
       std::vector<std::shared_ptr<Watcher>> copy;
       {
         std::lock_guard<std::mutex> lock(watchers_mu);
@@ -943,6 +1194,8 @@ struct ApiServer::Impl {
              {"namespaced", r.namespaced},
              {"verbs", {"create", "delete", "get", "list", "patch", "update", "watch"}}});
       }
+      list.push_back(
+          {{"name", "events"}, {"kind", "Event"}, {"namespaced", true}, {"verbs", {"list"}}});
       return JsonResponse(200, {{"kind", "APIResourceList"},
                                 {"apiVersion", "v1"},
                                 {"groupVersion", kGroupVersion},
@@ -953,6 +1206,16 @@ struct ApiServer::Impl {
       if (parts.size() < 3) return StatusResponse(404, "expected /namespaces/<tenant>/<resource>");
       ns = parts[1];
       parts.erase(parts.begin(), parts.begin() + 2);
+    }
+    if (parts[0] == "events") {
+      *resource_label = "events";
+      *verb_label = "list";
+      if (req.method != "GET" || parts.size() > 1 ||
+          (req.query.count("watch") && req.query.at("watch") != "false"))
+        return StatusResponse(405,
+                              "events are read as a list: GET .../events"
+                              "[?fieldSelector=involvedObject.name=NAME]");
+      return Events(ns, req, *principal);
     }
     const ResourceInfo* info = FindResource(parts[0]);
     if (!info) return StatusResponse(404, "unknown resource '" + parts[0] + "'");
@@ -1172,6 +1435,28 @@ struct ApiServer::Impl {
                               {"queue", queue},
                               {"total", shown},
                               {"items", items}});
+  }
+
+  // The events about workloads that `p` may read (those of namespaces whose workloads it may
+  // list), in namespace `ns` ("": all), of one workload where a fieldSelector names it.
+  HttpResponse Events(const std::string& ns, const HttpRequest& req, const Principal& p) {
+    std::string name;
+    if (auto it = req.query.find("fieldSelector"); it != req.query.end() && !it->second.empty()) {
+      const std::string by_name = "involvedObject.name=";
+      if (it->second.rfind(by_name, 0) != 0)
+        return StatusResponse(400, "fieldSelector: only involvedObject.name=NAME is supported");
+      name = it->second.substr(by_name.size());
+    }
+    const auto visible = [&](const std::string& in) {
+      return auth.Check(p, Verb::kList, "workloads", in, "", false).ok();
+    };
+    if (!ns.empty())
+      if (Status allowed = auth.Check(p, Verb::kList, "workloads", ns, "", false); !allowed.ok())
+        return ErrorFromStatus(allowed);
+    return JsonResponse(200, {{"kind", "EventList"},
+                              {"apiVersion", kGroupVersion},
+                              {"metadata", json::object()},
+                              {"items", events.List(ns, name, visible)}});
   }
 
   // Whether principal `p` may see this object in a list or watch.

@@ -508,12 +508,65 @@ void PrintName(const Resource& r, const json& o) {
   std::cout << kind << "/" << (meta.is_object() ? meta.value("name", "") : "") << "\n";
 }
 
+// Events about workloads (what happened to them, when, why), oldest first, as kubectl get
+// events prints them; of one workload where `name` is given.
+fabrica::Result<json> FetchEvents(HttpClient& http, const std::string& ns,
+                                  const std::string& name) {
+  std::string path =
+      std::string("/apis/fabrica.dev/v1") + (ns.empty() ? "" : "/namespaces/" + ns) + "/events";
+  if (!name.empty()) path += "?fieldSelector=involvedObject.name%3D" + name;
+  auto resp = http.Do("GET", path);
+  if (!resp.ok()) return resp.status();
+  if (resp->status != 200)
+    return fabrica::Status(fabrica::StatusCode::kUnavailable,
+                           "HTTP " + std::to_string(resp->status) + ": " + resp->body);
+  json list = json::parse(resp->body, nullptr, false);
+  if (!list.is_object())
+    return fabrica::Status(fabrica::StatusCode::kUnavailable, "events: not a JSON object");
+  return list;
+}
+
+std::string EventMessage(const json& e) {
+  const int64_t count = e.value("count", int64_t{1});
+  return e.value("message", "") + (count > 1 ? " (x" + std::to_string(count) + " since " +
+                                                   e.value("firstTimestamp", "") + ")"
+                                             : "");
+}
+
+int GetEvents(Globals& g, HttpClient& http, const std::string& name) {
+  const std::string ns = g.all_namespaces ? "" : g.ns;
+  fabrica::Result<json> list = FetchEvents(http, ns, name);
+  if (!list.ok()) {
+    std::cerr << "fabctl: " << list.status().message() << "\n";
+    return 1;
+  }
+  if (g.output == "json" || g.output == "yaml") {
+    PrintObject(*list, g.output);
+    return 0;
+  }
+  const json items = Arr(*list, "items");
+  if (items.empty()) {
+    std::cerr << "No events found.\n";
+    return 0;
+  }
+  std::vector<std::vector<std::string>> rows;
+  rows.push_back({"NAMESPACE", "LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"});
+  for (const json& e : items) {
+    const json about = Obj(e, "involvedObject");
+    rows.push_back({about.value("namespace", ""), e.value("lastTimestamp", ""), e.value("type", ""),
+                    e.value("reason", ""), "workload/" + about.value("name", ""), EventMessage(e)});
+  }
+  PrintRows(rows, /*skip_first=*/!ns.empty());
+  return 0;
+}
+
 int Get(Globals& g, HttpClient& http, const std::string& what, const std::string& name) {
+  if (what == "events" || what == "event" || what == "ev") return GetEvents(g, http, name);
   const Resource* r = ResourceByName(what);
   if (!r) {
     std::cerr << "fabctl: unknown resource type '" << what
               << "' (workloads, tenants, nodes, queues, leases, priorityclasses, "
-                 "resourceflavors)\n";
+                 "resourceflavors, events)\n";
     return 2;
   }
   const std::string ns = g.all_namespaces ? "" : g.ns;
@@ -1128,7 +1181,10 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
     if (const json counts = Arr(status, "admittedCounts"); !counts.empty()) {
       std::string list;
       for (const json& c : counts) list += (list.empty() ? "" : ", ") + Plain(c);
-      std::printf("Admitted:   %s pod(s) per pod set (partial admission)\n", list.c_str());
+      // (Resized: grown as room freed, or shrunk for others' work, since it started.)
+      std::printf("Admitted:   %s pod(s) per pod set (%s)\n", list.c_str(),
+                  status.contains("resizedTime") ? "elastic: resized since it started"
+                                                 : "partial admission");
     }
     // Pods its nodes report started, while some have not; pods that completed while others of
     // it run (their devices are free for other work, but while pods an elastic shrink took
@@ -1224,6 +1280,19 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
     PrintYaml(status, 2, std::cout);
   }
   if (std::string(r->kind) == "Node") DescribeNodeHealth(http, name);
+  if (std::string(r->kind) == "Workload") {
+    // What happened to it, oldest first (as kubectl describe ends with its events).
+    if (fabrica::Result<json> events = FetchEvents(http, g.ns, name); events.ok()) {
+      const json items = Arr(*events, "items");
+      std::printf("Events:%s\n", items.empty() ? "     <none>" : "");
+      std::vector<std::vector<std::string>> rows;
+      if (!items.empty()) rows.push_back({"  TYPE", "REASON", "LAST SEEN", "MESSAGE"});
+      for (const json& e : items)
+        rows.push_back({"  " + e.value("type", ""), e.value("reason", ""),
+                        e.value("lastTimestamp", ""), EventMessage(e)});
+      PrintRows(rows);
+    }
+  }
   return 0;
 }
 
@@ -1538,7 +1607,7 @@ int main(int argc, char** argv) {
   CLI::App* get = app.add_subcommand("get", "List or show resources");
   get->add_option("resource", what,
                   "workloads (wl), queues (q), nodes (no), tenants, leases, priorityclasses "
-                  "(pc), resourceflavors (rf)")
+                  "(pc), resourceflavors (rf), events (ev)")
       ->required();
   get->add_option("name", name);
   get->add_option("-n,--namespace,--tenant", g.ns, "tenant");

@@ -152,6 +152,13 @@ grep -q "^huge *Unschedulable" <<<"$huge" || fail "huge not shown Unschedulable:
 described=$("$FABCTL" describe workload huge -n team-b)
 grep -q "^Phase: *Unschedulable (status.phase Pending)$" <<<"$described" ||
   fail "describe's phase differs from get's: $described"
+# What happened to it: its events, in `describe` and `get events`.
+grep -q "^Events:" <<<"$described" && grep -Eq "^ +Warning +Unschedulable " <<<"$described" ||
+  fail "describe shows no events: $described"
+events=$("$FABCTL" get events huge -n team-b)
+grep -Eq "^LAST SEEN +TYPE +REASON +OBJECT +MESSAGE" <<<"$events" &&
+  grep -Eq " Normal +Created +workload/huge " <<<"$events" ||
+  fail "get events: $events"
 "$FABCTL" delete workload huge -n team-b >/dev/null || fail "delete huge"
 # A workload set inactive shows so (as a gang past its requeue limit does), not as Pending; short
 # resource names work as kubectl's.
@@ -298,7 +305,8 @@ done
 tr -d ' \n' <<<"$queue" | grep -q '"cpu":{"guaranteed":"64","used":"8"}' ||
   fail "partner-x's CPU not in its status: $queue"
 described=$("$FABCTL" describe workload elastic -n partner-x)
-grep -q "^Admitted: *2 pod(s) per pod set" <<<"$described" || fail "describe: $described"
+grep -q "^Admitted: *2 pod(s) per pod set (partial admission)" <<<"$described" ||
+  fail "describe: $described"
 # partner-x may hold 16 GPUs now: the elastic gang takes its other two pods (elastic growth).
 cat >"$tmp/partner.yaml" <<YAML
 apiVersion: fabrica.dev/v1
@@ -339,7 +347,8 @@ for _ in $(seq 100); do
   sleep 0.2
 done
 grep -q "^Shrinking: *pod(s) main-3 stop at .*for higher-priority work" <<<"$described" ||
-  { grep -q "^Admitted: *3 pod(s)" <<<"$described" && ! grep -q "main-3" <<<"$described"; } ||
+  { grep -q "^Admitted: *3 pod(s) per pod set (elastic: resized since it started)" <<<"$described" &&
+    ! grep -q "main-3" <<<"$described"; } ||
   fail "elastic not shrunk for urgent work: $described $("$FABCTL" describe workload urgent -n partner-x)"
 grep -q "^Preempted\|^Preemption" <<<"$described" && fail "elastic evicted whole: $described"
 # An ended workload shows how many of its pods completed (as a Job's COMPLETIONS) and no GPUs.
