@@ -329,6 +329,30 @@ TEST_F(AdmissionTest, AGangNoRequiredDomainCouldHoldIsInfeasible) {
   EXPECT_EQ(adm_->phase(spread), Phase::kAdmitted) << adm_->reason(spread);
 }
 
+// Flavours are the fleet's: a fraction goes to the most specific flavour any queue names, in
+// every tree. When only another tree names it, the refusal says so, and who does (a user-style
+// review: one team's new `frac` quota left every other tree's fractional work Unschedulable,
+// "may hold at most 0", with nothing to say why).
+TEST_F(AdmissionTest, AFlavourOnlyAnotherTreeNamesIsSaidSo) {
+  AdmissionConfig config;
+  config.flavors = {FlavorSpec{"gpu", std::nullopt, {}, {}},
+                    FlavorSpec{"frac", DeviceKind::kFraction, {}, {}}};
+  QueueSpec shared = Plain("shared");
+  shared.parent = "";
+  shared.quotas["frac"] = QuotaSpec{1000, {}, {}};
+  QueueSpec a = Leaf("a", 4);
+  config.queues = {QueueSpec{"org", "", 1, {}, -1}, a, shared};
+  MakeTree(Nodes(2, 4), config, {"a", "shared"});
+  const int half = Submit(Fraction("half", "a", 500, "a"));
+  EXPECT_EQ(adm_->phase(half), Phase::kInfeasible);
+  EXPECT_NE(adm_->reason(half).find("queue org (its guarantee, the top of the tree) may hold at "
+                                    "most 0 (no queue of its tree has a quota of frac; queue "
+                                    "shared's has, and such work is charged to frac in every "
+                                    "tree: give this tree a quota of it)"),
+            std::string::npos)
+      << adm_->reason(half);
+}
+
 // What a queue may hold is decided as admission decides it: a leaf guaranteed 8 under an inner
 // queue without quotas of its own (guaranteed the sum of its children) may hold 8 — within its
 // own guarantee, admission looks no further up. A root guaranteed less than that sum (4) is

@@ -756,6 +756,24 @@ bool Admitter::WithinGuarantee(int leaf, int f, int64_t milli) const {
   return !managed_[f] || queues_[leaf].usage[f] + milli <= queues_[leaf].guaranteed[f];
 }
 
+std::string Admitter::FlavourNamedElsewhere(int root, int f) const {
+  // (Flavours are the fleet's: a request goes to the most specific one any queue names, in
+  // every tree. A tree none of whose queues names it holds none of it: said, with who names it,
+  // as one team's new quota can leave another's work with nowhere to go.)
+  if (queues_[root].guaranteed[f] > 0) return "";
+  const std::string& name = flavors_[f].name;
+  int other = -1;
+  for (int q = 0; q < queue_count(); ++q) {
+    if (!queues_[q].spec.quotas.count(name)) continue;
+    if (TreeRoot(q) == root) return "";
+    if (other < 0) other = q;
+  }
+  if (other < 0) return "";
+  return " (no queue of its tree has a quota of " + name + "; queue " + queues_[other].spec.name +
+         "'s has, and such work is charged to " + name +
+         " in every tree: give this tree a quota of it)";
+}
+
 int64_t Admitter::promised_milli(int q) const {
   int64_t sum = 0;
   for (int64_t v : queues_[q].promised) sum += v;
@@ -1587,7 +1605,7 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
         else if (q.parent < 0)
           limit = "queue " + q.spec.name +
                   " (its guarantee, the top of the tree) may hold at most " +
-                  GpuAmount(q.guaranteed[f]);
+                  GpuAmount(q.guaranteed[f]) + FlavourNamedElsewhere(n, f);
       }
       if (holdable) break;
       // (Each flavour it could use, with its limit.)

@@ -725,6 +725,9 @@ class Admitter {
   // Whether a refusal of quota in flavour f may be met by taking back what others borrow of
   // leaf's own guarantee (Preempt's quota_reclaim).
   bool QuotaReclaims(int leaf, int f, int64_t milli) const;
+  // Where tree `root` is guaranteed none of flavour f and none of its queues names it while
+  // another tree's does: a note saying so, for a refusal ("" otherwise).
+  std::string FlavourNamedElsewhere(int root, int f) const;
   // Victims' GPUs already chosen, by (queue, flavour): a leaf's own and, under each ancestor,
   // its subtree's (NoteTaken).
   using TakenMap = std::map<std::pair<int, int>, int64_t>;
