@@ -1794,6 +1794,13 @@ TEST(ApiPathTest, UnknownPathsAndMethods) {
   EXPECT_EQ(w.Do("POST", Item("workloads", "team-a", "wa"), kAdmin, "{}").status, 405);
   EXPECT_EQ(w.Do("DELETE", Collection("workloads", "team-a"), kAdmin).status, 405);
   EXPECT_EQ(w.Do("OPTIONS", Collection("nodes"), kAdmin).status, 405);
+  // Events: a list, read by those who may list a namespace's workloads; not by nodes (a node
+  // reads the workloads assigned to it, not other tenants' histories).
+  EXPECT_EQ(w.Get(std::string(kApi) + "/events").status, 200);
+  EXPECT_EQ(w.Get(std::string(kApi) + "/namespaces/team-a/events", w.node_token).status, 403);
+  EXPECT_EQ(w.Get(std::string(kApi) + "/events", w.node_token).status, 403);
+  EXPECT_EQ(w.Do("POST", std::string(kApi) + "/namespaces/team-a/events", kAdmin, "{}").status,
+            405);
   HttpResponse discovery = w.Get(kApi);
   EXPECT_EQ(discovery.status, 200);
   EXPECT_EQ(Parse(discovery)["resources"].size(), 8u);  // (events: list only)

@@ -1078,6 +1078,21 @@ TEST_F(FactoryTest, EventsTellWhatHappenedToAWorkload) {
                   "Warning Preempted: preempted by b-0 (queue team-b reclaims its "
                   "guarantee); stopped and put back in line (eviction 1)"))
       << all;
+  // The eviction is said once (not again as the phase it was put back in).
+  EXPECT_EQ(
+      std::count_if(mine.begin(), mine.end(),
+                    [](const std::string& e) { return e.find("Preempted") != std::string::npos; }),
+      1)
+      << all;
+  // kubectl's form of the selector; a field it cannot select by is refused.
+  EXPECT_EQ(
+      CallJson("GET", std::string(kApi) + "/namespaces/team-a/events?fieldSelector=" +
+                          "involvedObject.name%3D" + victim + "%2CinvolvedObject.kind%3DWorkload")
+          .value("items", json::array())
+          .size(),
+      mine.size());
+  EXPECT_EQ(Call("GET", std::string(kApi) + "/events?fieldSelector=reason%3DPreempted").status,
+            400);
   const std::vector<std::string> theirs = reasons("team-b", "b-0");
   all.clear();
   for (const std::string& e : theirs) all += e + "\n";
@@ -1100,6 +1115,10 @@ TEST_F(FactoryTest, EventsTellWhatHappenedToAWorkload) {
   ASSERT_TRUE(other.ok());
   EXPECT_EQ(other->status, 403) << other->body;
   EXPECT_EQ(Call("DELETE", std::string(kApi) + "/namespaces/team-a/events").status, 405);
+  // Deleted, its history goes with it: one created again by its name starts afresh.
+  ASSERT_EQ(Call("DELETE", WorkloadPath("team-a", victim)).status, 200);
+  Cycle();
+  EXPECT_TRUE(reasons("team-a", victim).empty());
 }
 
 // With no queue at all, work naming one waits for it too (before, it ran at once, past the
@@ -1110,16 +1129,28 @@ TEST_F(FactoryTest, WithNoQueuesWorkNamingAQueueWaitsForIt) {
   later["spec"]["queue"] = "later";
   CreateWorkload(later);
   CreateWorkload(WholeGpuWorkload("team-a", "plain", 1));
+  json builtin = WholeGpuWorkload("team-a", "builtin", 1);
+  builtin["spec"]["queue"] = "unqueued";  // (the built-in, which every tenant may name)
+  CreateWorkload(builtin);
   json bad = WholeGpuWorkload("team-a", "bad", 1);
   bad["spec"]["queue"] = "Bad_Name!";
   ClientResponse r = Call("POST", WorkloadPath("team-a"), bad.dump());
   EXPECT_EQ(r.status, 422) << r.body;
   EXPECT_NE(r.body.find("spec.queue"), std::string::npos) << r.body;
   EXPECT_NE(r.body.find("'Bad_Name!' is not a valid name"), std::string::npos) << r.body;
+  // A MIG profile no GPU has, likewise.
+  json mig = WholeGpuWorkload("team-a", "mig", 1);
+  mig["spec"]["podSets"][0]["devices"] = {{"mig", "9g.99gb"}};
+  r = Call("POST", WorkloadPath("team-a"), mig.dump());
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_NE(r.body.find("spec.podSets[0].devices.mig: mig profile '9g.99gb' takes 1, 2, 3, 4 or 7"),
+            std::string::npos)
+      << r.body;
   Cycle();
   std::map<std::string, json> w = Workloads();
   EXPECT_EQ(w.count("team-a/bad"), 0u);
   EXPECT_EQ(w["team-a/plain"]["status"].value("phase", ""), "Running") << Describe(w);
+  EXPECT_EQ(w["team-a/builtin"]["status"].value("phase", ""), "Running") << Describe(w);
   EXPECT_EQ(w["team-a/later-0"]["status"].value("reason", ""), "QueueNotFound") << Describe(w);
   EXPECT_NE(w["team-a/later-0"]["status"]
                 .value("message", "")

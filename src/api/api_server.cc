@@ -727,6 +727,16 @@ class EventRecorder {
   void Note(const Write& w) {
     if (w.deleted) {
       last_.erase(w.key);
+      // (Its events go with it: one created again by its name starts a history of its own.)
+      const std::string& key = w.key;
+      const size_t slash = key.find('/', std::string(kPrefix).size());
+      if (slash != std::string::npos) {
+        const std::string ns_name = key.substr(std::string(kPrefix).size());
+        if (auto it = by_workload_.find(ns_name); it != by_workload_.end()) {
+          for (const auto& e : it->second) events_.erase(e);
+          by_workload_.erase(it);
+        }
+      }
       return;
     }
     json obj = json::parse(w.value, nullptr, false);
@@ -755,7 +765,8 @@ class EventRecorder {
              (reason.empty() ? "by " + jsonf::Str(p, "by", "?") : reason) + "; stops at " +
                  jsonf::Str(p, "deadline"));
     }
-    if (now.evictions > before.evictions) {
+    const bool evicted = now.evictions > before.evictions;
+    if (evicted) {
       const json& last = jsonf::Field(jsonf::Field(status, "evictions"), "last");
       record("Warning", jsonf::Str(last, "reason", "Evicted"),
              jsonf::Str(last, "message") + "; stopped and put back in line (eviction " +
@@ -763,18 +774,21 @@ class EventRecorder {
     }
     if (now.resized != before.resized && !now.resized.empty())
       record("Normal", "Resized", jsonf::Str(status, "message"));
-    if (now.phase != before.phase || (now.phase == "Pending" && now.reason != before.reason)) {
+    // (Put back in line by an eviction: said once, above.)
+    if ((now.phase != before.phase || (now.phase == "Pending" && now.reason != before.reason)) &&
+        !(evicted && now.phase == "Pending")) {
       const std::string& phase = now.phase;
       std::string reason = phase == "Pending"     ? now.reason
                            : phase == "Scheduled" ? "Admitted"
                            : phase == "Running"   ? "Started"
                            : phase == "Succeeded" ? "Completed"
-                                                  : phase;
+                           : now.reason.empty()   ? phase
+                                                  : now.reason;  // (MaxRuntimeExceeded …)
       if (reason.empty()) reason = phase;
       const bool warning = phase == "Failed" || reason == "Unschedulable" ||
                            reason == "QueueNotFound" || reason == "QueueNotAllowed" ||
                            reason == "QueueConfigInvalid" || reason == "Backoff" ||
-                           reason == "Deactivated";
+                           reason == "RequeuingLimitExceeded" || reason == "BudgetExceeded";
       std::string message = jsonf::Str(status, "message");
       if (message.empty() && phase == "Scheduled") {
         std::set<std::string> nodes;
@@ -1440,23 +1454,47 @@ struct ApiServer::Impl {
   // The events about workloads that `p` may read (those of namespaces whose workloads it may
   // list), in namespace `ns` ("": all), of one workload where a fieldSelector names it.
   HttpResponse Events(const std::string& ns, const HttpRequest& req, const Principal& p) {
-    std::string name;
+    // (A node reads the workloads assigned to it, not others' histories.)
+    if (!p.node.empty()) return StatusResponse(403, "nodes do not read events");
+    std::string name, in_ns = ns;
     if (auto it = req.query.find("fieldSelector"); it != req.query.end() && !it->second.empty()) {
-      const std::string by_name = "involvedObject.name=";
-      if (it->second.rfind(by_name, 0) != 0)
-        return StatusResponse(400, "fieldSelector: only involvedObject.name=NAME is supported");
-      name = it->second.substr(by_name.size());
+      // As kubectl writes it: terms joined by ',' (involvedObject.name, .namespace, .kind).
+      std::string terms = it->second;
+      for (size_t start = 0; start <= terms.size();) {
+        const size_t comma = std::min(terms.find(',', start), terms.size());
+        const std::string term = terms.substr(start, comma - start);
+        const size_t eq = term.find('=');
+        const std::string field = term.substr(0, eq),
+                          value = eq == std::string::npos ? "" : term.substr(eq + 1);
+        if (eq == std::string::npos || value.empty() ||
+            (field != "involvedObject.name" && field != "involvedObject.namespace" &&
+             !(field == "involvedObject.kind" && value == "Workload")))
+          return StatusResponse(400,
+                                "fieldSelector: '" + term +
+                                    "' is not one of involvedObject.name=NAME, "
+                                    "involvedObject.namespace=NS, involvedObject.kind=Workload");
+        if (field == "involvedObject.name") name = value;
+        if (field == "involvedObject.namespace") {
+          if (!in_ns.empty() && in_ns != value)
+            return JsonResponse(200, {{"kind", "EventList"},
+                                      {"apiVersion", kGroupVersion},
+                                      {"metadata", json::object()},
+                                      {"items", json::array()}});
+          in_ns = value;
+        }
+        start = comma + 1;
+      }
     }
     const auto visible = [&](const std::string& in) {
       return auth.Check(p, Verb::kList, "workloads", in, "", false).ok();
     };
-    if (!ns.empty())
-      if (Status allowed = auth.Check(p, Verb::kList, "workloads", ns, "", false); !allowed.ok())
+    if (!in_ns.empty())
+      if (Status allowed = auth.Check(p, Verb::kList, "workloads", in_ns, "", false); !allowed.ok())
         return ErrorFromStatus(allowed);
     return JsonResponse(200, {{"kind", "EventList"},
                               {"apiVersion", kGroupVersion},
                               {"metadata", json::object()},
-                              {"items", events.List(ns, name, visible)}});
+                              {"items", events.List(in_ns, name, visible)}});
   }
 
   // Whether principal `p` may see this object in a list or watch.
@@ -1596,6 +1634,28 @@ struct ApiServer::Impl {
   // must exist, and a priority given beside it must be the class's.
   // A workload naming a queue its tenant may not use (the queues' spec.tenants) is refused
   // when written; the scheduler checks again each cycle, as queues change.
+  // What a workload's spec names new (`stored`: what it was, or null for a create): a queue name
+  // no queue could take would be waited for forever, and a MIG profile past a GPU's 7 compute
+  // slices could never be placed. (Asked of new specs only: a workload stored by an older
+  // server still parses, and its status can still be written.)
+  static Status CheckNewSpec(const json& obj, const json* stored) {
+    const json& spec = Field(obj, "spec");
+    const json* was = stored ? &Field(*stored, "spec") : nullptr;
+    if (const std::string queue = Str(spec, "queue");
+        !queue.empty() && (!was || Field(*was, "queue") != Field(spec, "queue")))
+      if (Status s = ValidateName(queue); !s.ok())
+        return Status(StatusCode::kInvalidArgument, "spec.queue: " + s.message());
+    if (!was || Field(*was, "podSets") != Field(spec, "podSets")) {
+      const json& sets = Field(spec, "podSets");
+      for (size_t i = 0; sets.is_array() && i < sets.size(); ++i)
+        if (const std::string mig = Str(Field(sets[i], "devices"), "mig"); !mig.empty())
+          if (Status s = ValidateMigProfileName(mig); !s.ok())
+            return Status(StatusCode::kInvalidArgument,
+                          "spec.podSets[" + std::to_string(i) + "].devices.mig: " + s.message());
+    }
+    return Status::Ok();
+  }
+
   Status CheckQueueAccess(const json& obj) {
     const std::string queue = jsonf::Str(jsonf::Field(obj, "spec"), "queue");
     const std::string tenant = jsonf::Str(jsonf::Field(obj, "metadata"), "namespace");
@@ -1873,6 +1933,7 @@ struct ApiServer::Impl {
     if (std::string(info.kind) == "Workload") {
       if (Status s = ResolvePriorityClass(o); !s.ok()) return ErrorFromStatus(s);
       if (Status s = CheckRawPriority(o, nullptr, p); !s.ok()) return ErrorFromStatus(s);
+      if (Status s = CheckNewSpec(o, nullptr); !s.ok()) return ErrorFromStatus(s);
       if (Status s = CheckQueueAccess(o); !s.ok()) return ErrorFromStatus(s);
     }
     if (std::string(info.kind) == "Queue") {
@@ -2036,6 +2097,7 @@ struct ApiServer::Impl {
                                     "spec." + std::string(key) + ": may not change while the " +
                                         "workload is " + phase + " (delete it and create it again)",
                                     "spec." + std::string(key));
+        if (Status s = CheckNewSpec(o, &stored); !s.ok()) return ErrorFromStatus(s);
         if (Field(o["spec"], "queue") != Field(Field(stored, "spec"), "queue"))
           if (Status s = CheckQueueAccess(o); !s.ok()) return ErrorFromStatus(s);
       }

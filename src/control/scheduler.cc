@@ -1692,7 +1692,7 @@ Result<CycleStats> Scheduler::RunOnce() {
       StoredWorkload& sw = pending[i];
       // Naming a queue, it waits for it, as it would beside other queues (before, it ran at once
       // without its queue's limits, and was charged to unqueued once any queue existed).
-      if (!sw.w().queue.empty()) {
+      if (!sw.w().queue.empty() && sw.w().queue.str() != kUnqueuedQueue) {
         decisions[i] = Waits("workload " + sw.w().name.str() + ": unknown queue \"" +
                                  sw.w().queue.str() + "\"; it waits until the queue is created",
                              "QueueNotFound");

@@ -63,6 +63,22 @@ int Workload::pod_count() const {
   return n;
 }
 
+Status ValidateMigProfileName(const std::string& p) {
+  // "<compute slices>g.<memory>gb", and what a driver adds after it ("+me", "-me", "+gfx", …);
+  // a GPU has 7 compute slices, and MIG profiles take 1, 2, 3, 4 or all 7 of them.
+  size_t digits = 0;
+  for (size_t i = 3; i < p.size() && p[i] >= '0' && p[i] <= '9'; ++i) ++digits;
+  const std::string rest = p.size() >= 3 + digits ? p.substr(3 + digits) : "";
+  if (p.size() < 3 || p[1] != 'g' || p[2] != '.' || digits == 0 || rest.rfind("gb", 0) != 0 ||
+      (rest.size() > 2 && rest[2] != '+' && rest[2] != '-'))
+    return InvalidArgument("mig profile must look like '3g.40gb', got '" + p + "'");
+  if (std::string("12347").find(p[0]) == std::string::npos)
+    return InvalidArgument("mig profile '" + p +
+                           "' takes 1, 2, 3, 4 or 7 of a GPU's 7 compute slices, not " +
+                           p.substr(0, 1));
+  return Status::Ok();
+}
+
 Status ValidateName(const std::string& name) {
   auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
   if (name.empty() || name.size() > 63)
@@ -112,22 +128,11 @@ Status ValidateDeviceRequest(const DeviceRequest& r) {
         return InvalidArgument("a GPU fraction needs gpuMilli or gpuMemory");
       }
       return Status::Ok();
-    case DeviceKind::kMig: {
-      // "<compute slices>g.<memory>gb", optionally "+me"; a GPU has 7 compute slices, and
-      // MIG profiles take 1, 2, 3, 4 or all 7 of them.
-      const std::string& p = r.mig_profile;
-      size_t digits = 0;
-      for (size_t i = 3; i < p.size() && p[i] >= '0' && p[i] <= '9'; ++i) ++digits;
-      const std::string rest = p.size() >= 3 + digits ? p.substr(3 + digits) : "";
-      if (p.size() < 3 || p[1] != 'g' || p[2] != '.' || digits == 0 ||
-          (rest != "gb" && rest != "gb+me"))
-        return InvalidArgument("mig profile must look like '3g.40gb', got '" + p + "'");
-      if (std::string("12347").find(p[0]) == std::string::npos)
-        return InvalidArgument("mig profile '" + p +
-                               "' takes 1, 2, 3, 4 or 7 of a GPU's 7 compute slices, not " +
-                               p.substr(0, 1));
+    case DeviceKind::kMig:
+      if (r.mig_profile.size() < 3 || r.mig_profile[1] != 'g') {
+        return InvalidArgument("mig profile must look like '3g.40gb', got '" + r.mig_profile + "'");
+      }
       return Status::Ok();
-    }
   }
   return Status::Ok();
 }
@@ -257,9 +262,6 @@ Result<Workload> ParseOneWorkload(YamlMap& m) {
   YamlMap spec(spec_node, m.Path("spec"), m.source());
   RETURN_IF_ERROR(spec.CheckIsMap());
   ASSIGN_OR_RETURN(std::string queue, spec.String("queue", ""));
-  // (A name no queue may take would wait for it forever.)
-  if (!queue.empty())
-    if (Status s = ValidateName(queue); !s.ok()) return spec.Error("queue", s.message());
   w.queue = QueueId(queue);
   ASSIGN_OR_RETURN(w.priority, spec.Priority("priority", 0));
   ASSIGN_OR_RETURN(w.priority_class, spec.String("priorityClassName", ""));

@@ -154,6 +154,9 @@ Result<Manifest> ParseManifestJson(const nlohmann::json& doc, const std::string&
 
 // Kubernetes object names: 1-63 characters of [a-z0-9-], starting and ending alphanumeric.
 Status ValidateName(const std::string& name);
+// A MIG profile a GPU could have: "<1|2|3|4|7>g.<N>gb", what a driver adds after it allowed
+// ("+me"). The API asks it of what is written new (a stored workload parses as before).
+Status ValidateMigProfileName(const std::string& profile);
 
 // Splits "A|B|C" into models, rejecting empty parts.
 Result<std::vector<std::string>> ParseModelList(const std::string& spec);
