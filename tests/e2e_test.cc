@@ -376,6 +376,21 @@ class FactoryTest : public testing::Test {
     CreateWorkload(WholeGpuWorkload("team-b", "b-0", 8));
     return Cycle().preempted == 1;
   }
+  // Workload `key` ("ns/name") waits for queue "later" (QueueNotFound), and runs once an admin
+  // creates it.
+  void WaitsForQueueLaterThenRuns(const std::string& key) {
+    std::map<std::string, json> w = Workloads();
+    EXPECT_EQ(w[key]["status"].value("reason", ""), "QueueNotFound") << Describe(w);
+    EXPECT_NE(w[key]["status"]
+                  .value("message", "")
+                  .find("unknown queue \"later\"; it waits until the queue is created"),
+              std::string::npos)
+        << Describe(w);
+    CreateQueue("later", {{"tenants", {"team-a"}}, {"quotas", {{"gpu", {{"guaranteed", 1}}}}}});
+    Cycle();
+    Cycle();
+    EXPECT_EQ(Workloads()[key]["status"].value("phase", ""), "Running") << Describe(Workloads());
+  }
   // How many workloads are Running.
   int CountRunning() {
     int running = 0;
@@ -1024,17 +1039,7 @@ TEST_F(FactoryTest, QueuesWithWaitingWorkStayAndWorkWaitsForItsQueue) {
       << r.body;
   std::map<std::string, json> w = Workloads();
   EXPECT_EQ(w["team-b/b-0"]["status"].value("phase", ""), "Pending") << Describe(w);
-  EXPECT_EQ(w["team-a/lost"]["status"].value("reason", ""), "QueueNotFound") << Describe(w);
-  EXPECT_NE(w["team-a/lost"]["status"]
-                .value("message", "")
-                .find("unknown queue \"later\"; it waits until the queue is created"),
-            std::string::npos)
-      << Describe(w);
-  CreateQueue("later", {{"tenants", {"team-a"}}, {"quotas", {{"gpu", {{"guaranteed", 1}}}}}});
-  Cycle();
-  Cycle();
-  EXPECT_EQ(Workloads()["team-a/lost"]["status"].value("phase", ""), "Running")
-      << Describe(Workloads());
+  WaitsForQueueLaterThenRuns("team-a/lost");
 }
 
 // What happened to a workload is kept as events, as Kubernetes keeps them (a user-style review:
@@ -1091,12 +1096,19 @@ TEST_F(FactoryTest, EventsTellWhatHappenedToAWorkload) {
           .value("items", json::array())
           .size(),
       mine.size());
-  EXPECT_EQ(Call("GET", std::string(kApi) + "/events?fieldSelector=reason%3DPreempted").status,
-            400);
+  EXPECT_EQ(Call("GET", std::string(kApi) + "/events?fieldSelector=source%3Dx").status, 400);
+  EXPECT_EQ(CallJson("GET", std::string(kApi) + "/namespaces/team-a/events?fieldSelector=" +
+                                "involvedObject.name%3D%3D" + victim + "%2Creason%3DEvicting")
+                .value("items", json::array())
+                .size(),
+            1u);
   const std::vector<std::string> theirs = reasons("team-b", "b-0");
   all.clear();
   for (const std::string& e : theirs) all += e + "\n";
   EXPECT_TRUE(has(theirs, "Normal Preempting")) << all;
+  // Waiting, each change of what it waits for: its victim chosen, then stopping.
+  EXPECT_TRUE(has(theirs, "Normal Preempting: preempting 1 workload(s)")) << all;
+  EXPECT_TRUE(has(theirs, "Normal Preempting: waiting for 1 preempted workload(s) to stop")) << all;
   EXPECT_TRUE(has(theirs, "Normal Started")) << all;
   // All namespaces: both; a tenant's member: its own only.
   const json every = CallJson("GET", std::string(kApi) + "/events");
@@ -1151,17 +1163,7 @@ TEST_F(FactoryTest, WithNoQueuesWorkNamingAQueueWaitsForIt) {
   EXPECT_EQ(w.count("team-a/bad"), 0u);
   EXPECT_EQ(w["team-a/plain"]["status"].value("phase", ""), "Running") << Describe(w);
   EXPECT_EQ(w["team-a/builtin"]["status"].value("phase", ""), "Running") << Describe(w);
-  EXPECT_EQ(w["team-a/later-0"]["status"].value("reason", ""), "QueueNotFound") << Describe(w);
-  EXPECT_NE(w["team-a/later-0"]["status"]
-                .value("message", "")
-                .find("unknown queue \"later\"; it waits until the queue is created"),
-            std::string::npos)
-      << Describe(w);
-  CreateQueue("later", {{"tenants", {"team-a"}}, {"quotas", {{"gpu", {{"guaranteed", 1}}}}}});
-  Cycle();
-  Cycle();
-  EXPECT_EQ(Workloads()["team-a/later-0"]["status"].value("phase", ""), "Running")
-      << Describe(Workloads());
+  WaitsForQueueLaterThenRuns("team-a/later-0");
 }
 
 // A workload whose tenant has no queue waits in the built-in `unqueued`, which sits under the
@@ -3100,13 +3102,15 @@ TEST_F(FactoryTest, GrowthWaitsForItsNewPodsAndIsUndoneWhenTheyDoNotStart) {
 
 // A gang counts as started only when all its pods have: one whose pods start on some of its
 // nodes but not on another (an agent that runs nothing) is released at the gang timeout, as
-// Kueue's waitForPodsReady does, though it was already Running.
-TEST_F(FactoryTest, GangWhosePodsDoNotAllStartIsReleased) {
+// Kueue's waitForPodsReady does, though it was already Running. With queues or without (the
+// parameter; before, without any queue no gang was ever released: a user-style review).
+class GangTimeoutTest : public FactoryTest, public testing::WithParamInterface<bool> {};
+TEST_P(GangTimeoutTest, GangWhosePodsDoNotAllStartIsReleased) {
   SchedulerOptions so;
   so.gang_timeout_s = 20;
   so.node_grace_ms = 3'600'000;
   scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
-  CreateQueue("team-a", {{"quotas", {{"gpu", {{"guaranteed", 32}}}}}});
+  if (GetParam()) CreateQueue("team-a", {{"quotas", {{"gpu", {{"guaranteed", 32}}}}}});
   json gang = WholeGpuWorkload("team-a", "gang", 8, 2);
   gang["spec"]["gang"] = true;
   CreateWorkload(gang);
@@ -3130,6 +3134,7 @@ TEST_F(FactoryTest, GangWhosePodsDoNotAllStartIsReleased) {
   EXPECT_EQ(st["requeueState"].value("count", 0), 1) << st.dump();
   EXPECT_FALSE(st.contains("startedPods")) << st.dump();
 }
+INSTANTIATE_TEST_SUITE_P(WithQueuesOrNone, GangTimeoutTest, testing::Bool());
 
 // CPU quotas through the API: team-a may hold 32 cores, so of three 16-core workloads two run
 // and the third waits, saying why; the queue's status shows the cores guaranteed and used.

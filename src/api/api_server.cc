@@ -677,7 +677,7 @@ class EventRecorder {
     int64_t at_ms = 0;
   };
   struct Summary {
-    std::string phase, reason, resized;
+    std::string phase, reason, message, resized;
     int64_t evictions = 0;
     bool marked = false;  // status.preemption: a victim stopping
   };
@@ -716,6 +716,7 @@ class EventRecorder {
     Summary s;
     s.phase = jsonf::Str(status, "phase");
     s.reason = jsonf::Str(status, "reason");
+    s.message = jsonf::Str(status, "message");
     s.resized = jsonf::Str(status, "resizedTime");
     const json& ev = jsonf::Field(status, "evictions");
     if (const json& count = jsonf::Field(ev, "count"); count.is_number_integer())
@@ -775,7 +776,10 @@ class EventRecorder {
     if (now.resized != before.resized && !now.resized.empty())
       record("Normal", "Resized", jsonf::Str(status, "message"));
     // (Put back in line by an eviction: said once, above.)
-    if ((now.phase != before.phase || (now.phase == "Pending" && now.reason != before.reason)) &&
+    // (Why it waits, each time that changes: the reason, or what its message says.)
+    if ((now.phase != before.phase ||
+         (now.phase == "Pending" &&
+          (now.reason != before.reason || now.message != before.message))) &&
         !(evicted && now.phase == "Pending")) {
       const std::string& phase = now.phase;
       std::string reason = phase == "Pending"     ? now.reason
@@ -1457,6 +1461,7 @@ struct ApiServer::Impl {
     // (A node reads the workloads assigned to it, not others' histories.)
     if (!p.node.empty()) return StatusResponse(403, "nodes do not read events");
     std::string name, in_ns = ns;
+    std::map<std::string, std::string> only;  // reason, type: what the events must have
     if (auto it = req.query.find("fieldSelector"); it != req.query.end() && !it->second.empty()) {
       // As kubectl writes it: terms joined by ',' (involvedObject.name, .namespace, .kind).
       std::string terms = it->second;
@@ -1464,15 +1469,20 @@ struct ApiServer::Impl {
         const size_t comma = std::min(terms.find(',', start), terms.size());
         const std::string term = terms.substr(start, comma - start);
         const size_t eq = term.find('=');
+        // ("a==b" is "a=b", as Kubernetes reads it.)
+        const size_t value_at =
+            eq == std::string::npos ? eq : eq + (term.compare(eq, 2, "==") == 0 ? 2 : 1);
         const std::string field = term.substr(0, eq),
-                          value = eq == std::string::npos ? "" : term.substr(eq + 1);
+                          value = eq == std::string::npos ? "" : term.substr(value_at);
         if (eq == std::string::npos || value.empty() ||
             (field != "involvedObject.name" && field != "involvedObject.namespace" &&
+             field != "reason" && field != "type" &&
              !(field == "involvedObject.kind" && value == "Workload")))
-          return StatusResponse(400,
-                                "fieldSelector: '" + term +
-                                    "' is not one of involvedObject.name=NAME, "
-                                    "involvedObject.namespace=NS, involvedObject.kind=Workload");
+          return StatusResponse(400, "fieldSelector: '" + term +
+                                         "' is not one of involvedObject.name=NAME, "
+                                         "involvedObject.namespace=NS, "
+                                         "involvedObject.kind=Workload, reason=R, type=T");
+        if (field == "reason" || field == "type") only[field] = value;
         if (field == "involvedObject.name") name = value;
         if (field == "involvedObject.namespace") {
           if (!in_ns.empty() && in_ns != value)
@@ -1491,10 +1501,20 @@ struct ApiServer::Impl {
     if (!in_ns.empty())
       if (Status allowed = auth.Check(p, Verb::kList, "workloads", in_ns, "", false); !allowed.ok())
         return ErrorFromStatus(allowed);
+    json items = events.List(in_ns, name, visible);
+    if (!only.empty()) {
+      json kept = json::array();
+      for (json& e : items) {
+        bool all = true;
+        for (const auto& [field, value] : only) all &= Str(e, field.c_str()) == value;
+        if (all) kept.push_back(std::move(e));
+      }
+      items = std::move(kept);
+    }
     return JsonResponse(200, {{"kind", "EventList"},
                               {"apiVersion", kGroupVersion},
                               {"metadata", json::object()},
-                              {"items", events.List(in_ns, name, visible)}});
+                              {"items", std::move(items)}});
   }
 
   // Whether principal `p` may see this object in a list or watch.

@@ -267,7 +267,10 @@ std::string ShownPhase(const json& status) {
     if (up < bound) return "Starting";
   }
   if (phase == "Pending" && status.value("reason", "") == "Unschedulable") return "Unschedulable";
-  if (phase == "Pending" && status.value("reason", "") == "Inactive") return "Inactive";
+  // (Set inactive by hand, or by the gang timeout's requeue limit.)
+  if (phase == "Pending" && (status.value("reason", "") == "Inactive" ||
+                             status.value("reason", "") == "RequeuingLimitExceeded"))
+    return "Inactive";
   return phase;
 }
 

@@ -829,8 +829,8 @@ Result<CycleStats> Scheduler::RunOnce() {
           }
         }
         // (Not one marked to stop: a victim, or past its maximum runtime, stops as marked.)
-        if (undone.is_null() && with_queues && Bound(phase) && !preemption.is_object() &&
-            !expiring && !shrinking && (sw.pods.size() > 1 || sw.w().gang) && scheduled >= 0 &&
+        if (undone.is_null() && Bound(phase) && !preemption.is_object() && !expiring &&
+            !shrinking && (sw.pods.size() > 1 || sw.w().gang) && scheduled >= 0 &&
             !AllPodsStarted(status) &&
             now - (grew ? resized : scheduled) >=
                 static_cast<int64_t>(options_.gang_timeout_s * 1000)) {
