@@ -1643,6 +1643,15 @@ TEST(EvictionRecordTest, TheWorkARunLosesIsReadAsAdmissionReadsIt) {
   json shrinking = status;
   shrinking["shrinks"] = {{{"by", "hot"}, {"pods", {"main-2"}}}};
   EXPECT_DOUBLE_EQ(RunGpuSecondsLost(spec, shrinking, t0 + 100'000), 4 * 100);
+  // A gang with a pod its node never reported started did no work as a gang: nothing lost;
+  // once all have started, its run counts.
+  json gang = spec;
+  gang["gang"] = true;
+  json waiting = status;
+  waiting["startedPods"] = {{"main-0", at(0)}, {"main-1", at(0)}};
+  EXPECT_DOUBLE_EQ(RunGpuSecondsLost(gang, waiting, t0 + 100'000), 0);
+  waiting["startedPods"]["main-2"] = at(10);
+  EXPECT_DOUBLE_EQ(RunGpuSecondsLost(gang, waiting, t0 + 100'000), 6 * 100);
   // The record sums the losses, counts the evictions and keeps the last.
   json next;
   NoteEviction(json::object(), next, "Preempted", "preempted by hot", t0, 600.4);

@@ -16,7 +16,7 @@ namespace fabrica {
 // an elastic shrink is taking), times the time since status.startTime or, with
 // spec.checkpointIntervalSeconds, since its last checkpoint; grown since it started
 // (status.resizedTime) and with no pod completed, its minCount pods' GPUs until then. 0 when
-// it has not started.
+// it has not started, nor, for a gang, until every pod has (and it has not grown since).
 double RunGpuSecondsLost(const nlohmann::json& spec, const nlohmann::json& status, int64_t now_ms);
 
 // Writes into `to` (the status replacing `from`) status.evictions: the count one more, the
