@@ -17,22 +17,28 @@ using jsonf::Int;
 using jsonf::List;
 using jsonf::Str;
 
+// (Pods that ended before their start was reported have started too.)
+bool AllPodsStarted(const json& status) {
+  const json& started = Field(status, "startedPods");
+  const json& finished = Field(status, "finishedPods");
+  if (!started.is_object()) return Str(status, "phase") == "Running";
+  for (const json& a : List(status, "assignments"))
+    if (!started.contains(Str(a, "pod", "0")) &&
+        !(finished.is_object() && finished.contains(Str(a, "pod", "0"))))
+      return false;
+  return true;
+}
+
 double RunGpuSecondsLost(const json& spec, const json& status, int64_t now_ms) {
   const int64_t began = ParseTimestamp(Str(status, "startTime"));
   if (began < 0 || now_ms <= began) return 0;
   // A gang some of whose pods its nodes never reported started did no work as a gang (its
   // pods wait for one another): nothing to lose (a user-style review saw 618 GPU-seconds
   // "lost" by a gang whose last pod sat on a dead node). Grown since, its run before counts.
-  if (const json& gang = Field(spec, "gang");
-      gang.is_boolean() && gang.get<bool>() && Str(status, "resizedTime").empty()) {
-    const json& started = Field(status, "startedPods");
-    const json& finished = Field(status, "finishedPods");
-    if (started.is_object())
-      for (const json& a : List(status, "assignments"))
-        if (!started.contains(Str(a, "pod", "0")) &&
-            !(finished.is_object() && finished.contains(Str(a, "pod", "0"))))
-          return 0;
-  }
+  if (const json& gang = Field(spec, "gang"); gang.is_boolean() && gang.get<bool>() &&
+                                              Str(status, "resizedTime").empty() &&
+                                              !AllPodsStarted(status))
+    return 0;
   // Pods that no longer run: completed, or taken by an elastic shrink (which loses no work).
   const json& finished = Field(status, "finishedPods");
   std::set<std::string> gone;

@@ -18,6 +18,11 @@ namespace fabrica {
 // (status.resizedTime) and with no pod completed, its minCount pods' GPUs until then. 0 when
 // it has not started, nor, for a gang, until every pod has (and it has not grown since).
 double RunGpuSecondsLost(const nlohmann::json& spec, const nlohmann::json& status, int64_t now_ms);
+// Whether every pod of its binding has started, as its nodes reported them (status.startedPods,
+// Kueue's PodsReady). Running with no such report counts as started: bound before nodes made
+// them, or run by agents that do not make them (a growth lists the pods then running, so that
+// its new pods are waited for).
+bool AllPodsStarted(const nlohmann::json& status);
 
 // Writes into `to` (the status replacing `from`) status.evictions: the count one more, the
 // GPU-seconds lost summed (`lost` added; capped at kMaxLostGpuSeconds) and this eviction as

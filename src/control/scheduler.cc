@@ -107,22 +107,6 @@ using jsonf::Int;
 using jsonf::List;
 using jsonf::Str;
 
-// Whether every pod of its binding has started, as its nodes reported them (status.startedPods,
-// Kueue's PodsReady). Running with no such report counts as started: bound before nodes made
-// them, or run by agents that do not make them (a growth lists the pods then running, so that
-// its new pods are waited for).
-bool AllPodsStarted(const json& status) {
-  const json& started = Field(status, "startedPods");
-  const json& finished = Field(status, "finishedPods");
-  if (!started.is_object()) return Str(status, "phase") == "Running";
-  // (A pod that ended before its start was reported has started too.)
-  for (const json& a : List(status, "assignments"))
-    if (!started.contains(Str(a, "pod", "0")) &&
-        !(finished.is_object() && finished.contains(Str(a, "pod", "0"))))
-      return false;
-  return true;
-}
-
 // Whether every pod of a bound workload's binding has completed (status.finishedPods).
 bool AllPodsFinished(const json& status) {
   const json& finished = Field(status, "finishedPods");
