@@ -996,6 +996,61 @@ TEST_F(ApiCrudTest, AnUpdateThatChangesNothingWritesNothing) {
   EXPECT_EQ(w_.Do("PUT", item, kAlice, v1.dump()).status, 409);
 }
 
+TEST_F(ApiCrudTest, ADryRunChecksAndAnswersAsTheWriteWouldAndWritesNothing) {
+  // kubectl's --dry-run=server: ?dryRun=All.
+  const std::string path = Collection("workloads", "team-a");
+  const std::string item = Item("workloads", "team-a", "w1");
+  const int64_t empty = w_.store().Revision();
+  HttpResponse created =
+      w_.Do("POST", path + "?dryRun=All", kAlice, WorkloadObject("team-a", "w1").dump());
+  ASSERT_EQ(created.status, 201) << created.body;
+  EXPECT_EQ(Parse(created)["status"].value("phase", ""), "Pending");
+  EXPECT_EQ(Parse(created)["metadata"].value("generation", 0), 1);
+  EXPECT_EQ(w_.store().Revision(), empty);
+  EXPECT_EQ(w_.Get(item, kAlice).status, 404);
+  // What the write would refuse, it refuses.
+  json bad = WorkloadObject("team-a", "w1");
+  bad["spec"]["bogus"] = 1;
+  HttpResponse refused = w_.Do("POST", path + "?dryRun=All", kAlice, bad.dump());
+  EXPECT_EQ(refused.status, 422) << refused.body;
+  EXPECT_NE(Message(refused).find("spec.bogus"), std::string::npos) << refused.body;
+  EXPECT_EQ(w_.Do("DELETE", item + "?dryRun=All", kAlice).status, 404);
+  EXPECT_EQ(w_.Do("POST", Collection("workloads", "team-z") + "?dryRun=All", kAdmin,
+                  WorkloadObject("team-z", "w1").dump())
+                .status,
+            422);
+
+  json v1 = w_.MustCreate(path, WorkloadObject("team-a", "w1"));
+  const int64_t rev = w_.store().Revision();
+  EXPECT_EQ(
+      w_.Do("POST", path + "?dryRun=All", kAlice, WorkloadObject("team-a", "w1").dump()).status,
+      409);
+  json v2 = v1;
+  v2["metadata"]["labels"] = {{"app", "chat"}};
+  HttpResponse updated = w_.Do("PUT", item + "?dryRun=All", kAlice, v2.dump());
+  ASSERT_EQ(updated.status, 200) << updated.body;
+  EXPECT_EQ(Parse(updated)["metadata"]["labels"].value("app", ""), "chat");
+  HttpResponse patched = w_.Do("PATCH", item + "?dryRun=All", kAlice,
+                               R"({"spec":{"run":{"durationSeconds":7}}})", kMergePatch);
+  ASSERT_EQ(patched.status, 200) << patched.body;
+  EXPECT_EQ(Parse(patched)["spec"]["run"].value("durationSeconds", 0), 7);
+  EXPECT_EQ(Parse(patched)["metadata"].value("generation", 0), 2);
+  HttpResponse deleted = w_.Do("DELETE", item + "?dryRun=All", kAlice);
+  EXPECT_EQ(deleted.status, 200) << deleted.body;
+  EXPECT_NE(Message(deleted).find("dry run"), std::string::npos) << deleted.body;
+  EXPECT_EQ(w_.store().Revision(), rev);
+  EXPECT_EQ(Parse(w_.Get(item)), v1);
+  // A stale version is a conflict in a dry run too; a mode other than All is refused.
+  v1["metadata"]["resourceVersion"] = std::to_string(rev - 1);
+  EXPECT_EQ(w_.Do("PUT", item + "?dryRun=All", kAlice, v1.dump()).status, 409);
+  HttpResponse mode = w_.Do("DELETE", item + "?dryRun=true", kAlice);
+  EXPECT_EQ(mode.status, 400) << mode.body;
+  EXPECT_NE(Message(mode).find("dryRun"), std::string::npos) << mode.body;
+  EXPECT_EQ(w_.store().Revision(), rev);
+  // And it asks the same permission as the write.
+  EXPECT_EQ(w_.Do("DELETE", item + "?dryRun=All", kBob).status, 403);
+}
+
 TEST_F(ApiCrudTest, MergePatchChangesOnlyTheGivenFields) {
   const std::string item = Item("workloads", "team-a", "w1");
   json before = w_.MustCreate(Collection("workloads", "team-a"),

@@ -1299,6 +1299,11 @@ struct ApiServer::Impl {
                    "/namespaces/<tenant>/workloads");
     }
 
+    // A dry run (kubectl's --dry-run=server) checks and answers as the write would, and
+    // writes nothing.
+    if (auto dry = req.query.find("dryRun"); dry != req.query.end() && dry->second != "All")
+      return StatusResponse(400, "dryRun: '" + dry->second +
+                                     "' is not a dry run mode (the only one is All: ?dryRun=All)");
     switch (verb) {
       case Verb::kGet:
         return Get(*info, ns, name, *principal);
@@ -1973,6 +1978,11 @@ struct ApiServer::Impl {
     o["metadata"]["creationTimestamp"] = FormatTimestamp(clock.NowMs());
     o["metadata"]["generation"] = 1;
     o["metadata"].erase("resourceVersion");
+    if (DryRun(req)) {
+      if (store.Get(Key(info, ns, name)).ok())
+        return StatusResponse(409, std::string(info.kind) + " '" + name + "' already exists");
+      return JsonResponse(201, o);
+    }
     KeyValue stored{Key(info, ns, name), o.dump(), 0, 0};
     auto rev = store.Put(stored.key, stored.value, kMustNotExist);
     if (!rev.ok()) {
@@ -2196,6 +2206,13 @@ struct ApiServer::Impl {
         o["metadata"]["resourceVersion"] = std::to_string(current->mod_revision);
         return JsonResponse(200, o);
       }
+      if (DryRun(req)) {
+        // (As the write would answer, but for the version, which no write moved on.)
+        if (expected != current->mod_revision)
+          return StatusResponse(409, "the object has been modified (resourceVersion " +
+                                         std::to_string(expected) + " is stale); read it again");
+        return JsonResponse(200, o);
+      }
       auto rev = store.Put(key, o.dump(), expected);
       if (!rev.ok()) {
         if (rev.status().code() == StatusCode::kFailedPrecondition && patch) continue;  // retry
@@ -2217,6 +2234,8 @@ struct ApiServer::Impl {
   static constexpr const char* kBuiltinQueueSays =
       "Queue 'unqueued' is built in: the scheduler keeps it; to set its place or quotas, create "
       "a Queue named unqueued (fabctl apply -f)";
+  static bool DryRun(const HttpRequest& req) { return req.query.count("dryRun") > 0; }
+
   bool BuiltinQueue(const ResourceInfo& info, const std::string& name) {
     return std::string(info.kind) == "Queue" && name == kUnqueuedQueue &&
            store.Get(kBuiltinQueueKey).ok();
@@ -2248,6 +2267,11 @@ struct ApiServer::Impl {
       auto why = QueueInUse(name);
       if (!why.ok()) return ErrorFromStatus(why.status());
       if (!why->empty()) return StatusResponse(409, "Queue '" + name + "' is in use: " + *why);
+    }
+    if (DryRun(req)) {
+      if (!store.Get(Key(info, ns, name)).ok())
+        return StatusResponse(404, std::string(info.kind) + " '" + name + "' not found");
+      return StatusResponse(200, std::string(info.kind) + " '" + name + "' deleted (dry run)");
     }
     auto rev = store.Delete(Key(info, ns, name), kAnyRevision);
     if (std::string(info.plural) == "nodes") max_node_gpus = -1;

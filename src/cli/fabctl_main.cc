@@ -142,6 +142,9 @@ struct Globals {
   std::string server, token, ca, config, ns, output, selector;
   bool all_namespaces = false;
   bool watch = false;
+  // apply and delete: "none", "client" (say what would be written, write nothing) or "server"
+  // (the server checks it all and writes nothing: ?dryRun=All), as kubectl's --dry-run.
+  std::string dry_run = "none";
   int request_timeout = 30;  // seconds a request (or a quiet watch, before it reopens) waits
 };
 
@@ -856,9 +859,19 @@ int Apply(Globals& g, HttpClient& http, const std::string& file) {
     auto existing = http.Do("GET", path + "/" + name);
     fabrica::Result<fabrica::ClientResponse> resp = existing;
     std::string verb;
+    const std::string dry = g.dry_run == "server" ? "?dryRun=All" : "";
+    if (g.dry_run == "client") {
+      if (!existing.ok() || (existing->status != 200 && existing->status != 404)) {
+        rc = Failed(existing, std::string(r->plural) + "/" + name + " (" + file + ")");
+        continue;
+      }
+      std::printf("%s/%s %s (dry run)\n", std::string(r->plural).c_str(), name.c_str(),
+                  existing->status == 200 ? "configured" : "created");
+      continue;
+    }
     // (Not found, or not readable by this user: a create says what it may not do.)
     if (existing.ok() && (existing->status == 404 || existing->status == 403)) {
-      resp = http.Do("POST", path, obj.dump());
+      resp = http.Do("POST", path + dry, obj.dump());
       verb = "created";
       // (It exists and this user may not read it: the read's refusal says more.)
       if (resp.ok() && resp->status == 409 && existing->status == 403 &&
@@ -901,16 +914,24 @@ int Apply(Globals& g, HttpClient& http, const std::string& file) {
                     << ", which the file does not set\n";
         }
         obj["metadata"]["resourceVersion"] = put["metadata"]["resourceVersion"];
-        resp = http.Do("PUT", path + "/" + name, put.dump());
+        resp = http.Do("PUT", path + "/" + name + dry, put.dump());
         if (!resp.ok() || resp->status != 409) break;
       }
-      // The server writes nothing, and keeps the version, when nothing changes.
+      // The server writes nothing, and keeps the version, when nothing changes. (A dry run
+      // keeps it either way: what it would write is compared with what is stored.)
       verb = "configured";
       if (resp.ok() && resp->status == 200) {
         json written = json::parse(resp->body, nullptr, false);
-        if (written.is_object() && written["metadata"].value("resourceVersion", "") ==
-                                       obj["metadata"].value("resourceVersion", "-"))
+        if (written.is_object() && dry.empty() &&
+            written["metadata"].value("resourceVersion", "") ==
+                obj["metadata"].value("resourceVersion", "-"))
           verb = "unchanged";
+        if (json current = json::parse(existing->body, nullptr, false);
+            written.is_object() && !dry.empty() && current.is_object()) {
+          written["metadata"].erase("resourceVersion");
+          current["metadata"].erase("resourceVersion");
+          if (written == current) verb = "unchanged";
+        }
       }
     }
     if (!resp.ok() || resp->status >= 300) {
@@ -919,7 +940,8 @@ int Apply(Globals& g, HttpClient& http, const std::string& file) {
       if (resp.ok() && resp->status == 401) break;
       continue;
     }
-    std::printf("%s/%s %s\n", std::string(r->plural).c_str(), name.c_str(), verb.c_str());
+    std::printf("%s/%s %s%s\n", std::string(r->plural).c_str(), name.c_str(), verb.c_str(),
+                dry.empty() ? "" : " (server dry run)");
   }
   return rc;
 }
@@ -955,12 +977,18 @@ int Delete(Globals& g, HttpClient& http, const std::string& what,
   }
   int rc = 0;
   for (const auto& [r, nn] : targets) {
-    auto resp = http.Do("DELETE", CollectionPath(*r, nn.first) + "/" + nn.second);
+    const std::string path = CollectionPath(*r, nn.first) + "/" + nn.second;
+    auto resp = g.dry_run == "client"   ? http.Do("GET", path)
+                : g.dry_run == "server" ? http.Do("DELETE", path + "?dryRun=All")
+                                        : http.Do("DELETE", path);
     if (!resp.ok() || resp->status >= 300) {
       rc = Failed(resp);
       continue;
     }
-    std::printf("%s/%s deleted\n", r->plural, nn.second.c_str());
+    std::printf("%s/%s deleted%s\n", r->plural, nn.second.c_str(),
+                g.dry_run == "client"   ? " (dry run)"
+                : g.dry_run == "server" ? " (server dry run)"
+                                        : "");
   }
   return rc;
 }
@@ -1630,6 +1658,13 @@ int main(int argc, char** argv) {
                    ".json files), or - for standard input")
       ->required();
   apply->add_option("-n,--namespace,--tenant", g.ns, "tenant for workloads without one");
+  const auto dry_run_option = [&](CLI::App* cmd) {
+    cmd->add_option("--dry-run", g.dry_run,
+                    "none (default); client: say what would change, change nothing; server: the "
+                    "server checks each object as it would write it, and writes nothing")
+        ->check(CLI::IsMember({"none", "client", "server"}));
+  };
+  dry_run_option(apply);
   apply->callback([&] {
     auto h = client();
     rc = h ? Apply(g, *h, file) : 2;
@@ -1639,6 +1674,7 @@ int main(int argc, char** argv) {
   del->add_option("name", names, "one or more names");
   del->add_option("-f,--filename", file);
   del->add_option("-n,--namespace,--tenant", g.ns, "tenant");
+  dry_run_option(del);
   del->callback([&] {
     auto h = client();
     rc = h ? Delete(g, *h, what, names, file) : 2;

@@ -62,6 +62,24 @@ if "$FABCTL" get queue team-b -o yaml | grep -q "stopPolicy"; then
   fail "a field the last apply set and the file dropped stayed: $("$FABCTL" get queue team-b -o yaml)"
 fi
 
+# A dry run (kubectl's --dry-run=server) says what the server would do and writes nothing;
+# what it would refuse it refuses; --dry-run=client asks the server nothing but what is there.
+sed 's/disruptionBudget: 3 /disruptionBudget: 4 /' "$tmp/queues3.yaml" >"$tmp/queues-dry.yaml"
+"$FABCTL" apply -f "$tmp/queues-dry.yaml" --dry-run=server >"$tmp/dry.txt" 2>&1 || fail "dry run: $(cat "$tmp/dry.txt")"
+grep -q "queues/team-b configured (server dry run)" "$tmp/dry.txt" || fail "dry run: $(cat "$tmp/dry.txt")"
+grep -q "queues/team-a unchanged (server dry run)" "$tmp/dry.txt" || fail "dry run: $(cat "$tmp/dry.txt")"
+"$FABCTL" get queue team-b -o yaml | grep -q "disruptionBudget: 3" || fail "a dry run wrote team-b"
+"$FABCTL" apply -f "$tmp/queues-dry.yaml" --dry-run=client >"$tmp/dry.txt" 2>&1 || fail "client dry run"
+grep -q "queues/team-b configured (dry run)" "$tmp/dry.txt" || fail "client dry run: $(cat "$tmp/dry.txt")"
+sed 's/disruptionBudget: 3 /disruptionBudget: -4 /' "$tmp/queues3.yaml" >"$tmp/queues-dry.yaml"
+if "$FABCTL" apply -f "$tmp/queues-dry.yaml" --dry-run=server >"$tmp/dry.txt" 2>&1; then
+  fail "a dry run passed what the server refuses: $(cat "$tmp/dry.txt")"
+fi
+grep -q "(422): queues/team-b .*disruptionBudget" "$tmp/dry.txt" || fail "dry run refusal: $(cat "$tmp/dry.txt")"
+"$FABCTL" delete queue team-c --dry-run=server >"$tmp/dry.txt" 2>&1 || fail "dry delete: $(cat "$tmp/dry.txt")"
+grep -q "queues/team-c deleted (server dry run)" "$tmp/dry.txt" || fail "dry delete: $(cat "$tmp/dry.txt")"
+"$FABCTL" get queue team-c >/dev/null 2>&1 || fail "a dry run deleted team-c"
+
 # A file whose second document is refused names that document; the first is still applied.
 cat >"$tmp/typo.yaml" <<YAML
 apiVersion: fabrica.dev/v1
