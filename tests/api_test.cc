@@ -1426,6 +1426,15 @@ TEST_F(ApiBadInputTest, PriorityClassesNeedAnIntegerValueAndNothingElse) {
   json extra = PriorityClassObject("bad");
   extra["spec"]["preemptionPolicy"] = "Never";
   refused(extra, "spec.preemptionPolicy: unknown field");
+  json tenants = PriorityClassObject("bad");
+  tenants["spec"]["tenants"] = "team-a";
+  refused(tenants, "spec.tenants: expected a list");
+  tenants["spec"]["tenants"] = json::array({"team-a", 3});
+  refused(tenants, "spec.tenants[1]: expected a tenant's name");
+  tenants["spec"]["tenants"] = json::array({"team-a", "Team B"});
+  refused(tenants, "spec.tenants[1]:");
+  tenants["spec"]["tenants"] = json::array({"team-a", "team-a"});
+  refused(tenants, "spec.tenants[1]: 'team-a' is named twice");
   // Nothing was stored; a good one is.
   EXPECT_EQ(w_.Get(Item("priorityclasses", "", "bad")).status, 404);
   EXPECT_EQ(
@@ -1627,6 +1636,52 @@ TEST_F(ApiBadInputTest, PriorityClassNamesAreResolvedWhenAWorkloadIsWritten) {
   renamed["spec"]["priorityClassName"] = "gone";
   renamed["spec"].erase("priority");
   EXPECT_EQ(w_.Do("PUT", Item("workloads", "team-a", "new"), kAlice, renamed.dump()).status, 422);
+}
+
+// A class that names its tenants is theirs to use alone (as a Slurm QOS is allowed per
+// account): another tenant's workload naming it is refused, at creation and when a workload
+// switches to it; what already took its value keeps it.
+TEST_F(ApiBadInputTest, APriorityClassThatNamesItsTenantsIsTheirsAlone) {
+  json oncall = PriorityClassObject("on-call", 1000);
+  oncall["spec"]["tenants"] = json::array({"team-b"});
+  ASSERT_EQ(w_.Do("POST", Collection("priorityclasses"), kAdmin, oncall.dump()).status, 201);
+  json mine = New();
+  mine["spec"]["priorityClassName"] = "on-call";
+  ExpectCreateRejected(mine, 403,
+                       "spec.priorityClassName: tenant team-a may not use priority class "
+                       "'on-call' (its spec.tenants: team-b)");
+  // Not even by a platform admin's hand: the class speaks for the tenant's work.
+  HttpResponse admin = w_.Do("POST", Collection("workloads", "team-a"), kAdmin, mine.dump());
+  EXPECT_EQ(admin.status, 403) << admin.body;
+  // Switching to it is refused too.
+  json existing = Parse(w_.Get(Item("workloads", "team-a", "existing")));
+  existing["spec"]["priorityClassName"] = "on-call";
+  HttpResponse moved =
+      w_.Do("PUT", Item("workloads", "team-a", "existing"), kAlice, existing.dump());
+  EXPECT_EQ(moved.status, 403) << moved.body;
+  EXPECT_EQ(Parse(w_.Get(Item("workloads", "team-a", "existing")))["spec"].value("priority", 0), 0);
+  // Once team-a is named, it may.
+  oncall["spec"]["tenants"] = json::array({"team-b", "team-a"});
+  ASSERT_EQ(w_.Do("PUT", Item("priorityclasses", "", "on-call"), kAdmin, oncall.dump()).status,
+            200);
+  HttpResponse ok = w_.Do("POST", Collection("workloads", "team-a"), kAlice, mine.dump());
+  ASSERT_EQ(ok.status, 201) << ok.body;
+  EXPECT_EQ(Parse(ok)["spec"].value("priority", 0), 1000);
+  // A class taken from it later leaves the work that took its value alone, but a rewrite
+  // naming it again (the same manifest re-applied) keeps that value too.
+  oncall["spec"]["tenants"] = json::array();
+  ASSERT_EQ(w_.Do("PUT", Item("priorityclasses", "", "on-call"), kAdmin, oncall.dump()).status,
+            200);
+  json again = Parse(w_.Get(Item("workloads", "team-a", "new")));
+  again["metadata"]["labels"] = {{"applied", "twice"}};
+  HttpResponse reapplied = w_.Do("PUT", Item("workloads", "team-a", "new"), kAlice, again.dump());
+  EXPECT_EQ(reapplied.status, 200) << reapplied.body;
+  json other = New();
+  other["metadata"]["name"] = "other";
+  other["spec"]["priorityClassName"] = "on-call";
+  HttpResponse none = w_.Do("POST", Collection("workloads", "team-a"), kAlice, other.dump());
+  EXPECT_EQ(none.status, 403) << none.body;
+  EXPECT_NE(none.body.find("(its spec.tenants: none)"), std::string::npos) << none.body;
 }
 
 // A tenant takes a priority from a class, not by number (a user-style review gave its work

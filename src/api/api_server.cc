@@ -1033,8 +1033,22 @@ struct ApiServer::Impl {
       for (const auto& [k, v] : spec.items()) {
         if (k == "description" && !v.is_string())
           return InvalidArgument("spec.description: expected a string");
-        if (k != "value" && k != "description")
+        if (k == "tenants") {
+          // Who may name it (as a Slurm QOS is allowed per account, or a Kubernetes
+          // ResourceQuota scopes a PriorityClass to namespaces); absent: every tenant.
+          if (!v.is_array()) return InvalidArgument("spec.tenants: expected a list of tenants");
+          std::set<std::string> seen;
+          for (size_t i = 0; i < v.size(); ++i) {
+            const std::string at = "spec.tenants[" + std::to_string(i) + "]";
+            if (!v[i].is_string()) return InvalidArgument(at + ": expected a tenant's name");
+            if (Status st = ValidateName(v[i].get<std::string>()); !st.ok())
+              return InvalidArgument(at + ": " + st.message());
+            if (!seen.insert(v[i].get<std::string>()).second)
+              return InvalidArgument(at + ": '" + v[i].get<std::string>() + "' is named twice");
+          }
+        } else if (k != "value" && k != "description") {
           return InvalidArgument("spec." + k + ": unknown field");
+        }
       }
     } else if (std::string(info.kind) == "ResourceFlavor") {
       // The GPUs a queue's quota names (Kueue's ResourceFlavor): a device kind, models, MIG
@@ -1905,6 +1919,16 @@ struct ApiServer::Impl {
     const json& value = Field(Field(cls, "spec"), "value");
     if (!value.is_number_integer())
       return Status(StatusCode::kInternal, "priority class " + name + " has no value");
+    if (const json& allowed = Field(Field(cls, "spec"), "tenants"); allowed.is_array()) {
+      const std::string tenant = Str(Field(obj, "metadata"), "namespace");
+      if (std::find(allowed.begin(), allowed.end(), tenant) == allowed.end()) {
+        std::string list;
+        for (const json& t : allowed) list += (list.empty() ? "" : ", ") + t.get<std::string>();
+        return Status(StatusCode::kPermissionDenied,
+                      "spec.priorityClassName: tenant " + tenant + " may not use priority class '" +
+                          name + "' (its spec.tenants: " + (list.empty() ? "none" : list) + ")");
+      }
+    }
     const json& given = Field(spec, "priority");
     if (!given.is_null() && given != value)
       return InvalidArgument("spec.priority: " + given.dump() + " differs from priority class '" +

@@ -329,7 +329,7 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
       rows.back().insert(rows.back().begin() + 5,
                          {"BORROWED", "BORROWING-LIMIT", "LENDING-LIMIT", "BUDGET"});
   } else if (kind == "PriorityClass") {
-    rows.push_back({"NAME", "VALUE", "DESCRIPTION", "CREATED"});
+    rows.push_back({"NAME", "VALUE", "TENANTS", "DESCRIPTION", "CREATED"});
   } else if (kind == "ResourceFlavor") {
     rows.push_back({"NAME", "KIND", "MODELS", "MIG-PROFILES", "GPUS", "CREATED"});
   } else {
@@ -463,8 +463,12 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
                             Plain(spec.value("disruptionBudget", json("-")))});
       }
     } else if (kind == "PriorityClass") {
+      // TENANTS: those who may name it; * every tenant.
+      std::string tenants = spec.contains("tenants") ? "" : "*";
+      for (const json& t : Arr(spec, "tenants"))
+        if (t.is_string()) tenants += (tenants.empty() ? "" : ",") + t.get<std::string>();
       rows.push_back({meta.value("name", ""), Plain(spec.value("value", json("-"))),
-                      spec.value("description", ""), Age(o)});
+                      tenants.empty() ? "<none>" : tenants, spec.value("description", ""), Age(o)});
     } else if (kind == "ResourceFlavor") {
       const auto joined = [&](const char* key) {
         std::string out;

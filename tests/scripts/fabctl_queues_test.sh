@@ -62,6 +62,22 @@ if "$FABCTL" get queue team-b -o yaml | grep -q "stopPolicy"; then
   fail "a field the last apply set and the file dropped stayed: $("$FABCTL" get queue team-b -o yaml)"
 fi
 
+# A class that lists its tenants is theirs alone: team-b naming team-a's is refused, naming it.
+"$FABCTL" get pc >"$tmp/pc.txt" 2>&1 || fail "get pc: $(cat "$tmp/pc.txt")"
+grep -q "^serving-critical *1000 *team-a " "$tmp/pc.txt" || fail "get pc: $(cat "$tmp/pc.txt")"
+grep -q "^urgent *100 *\* " "$tmp/pc.txt" || fail "get pc: $(cat "$tmp/pc.txt")"
+cat >"$tmp/critical.yaml" <<YAML
+apiVersion: fabrica.dev/v1
+kind: Workload
+metadata: {name: sneaky, namespace: team-b}
+spec:
+  priorityClassName: serving-critical
+  podSets: [{name: main, count: 1, devices: {gpus: 1}}]
+YAML
+if "$FABCTL" apply -f "$tmp/critical.yaml" >"$tmp/critical.txt" 2>&1; then fail "team-b used team-a's class"; fi
+grep -q "(403): .*tenant team-b may not use priority class 'serving-critical' (its spec.tenants: team-a)" \
+  "$tmp/critical.txt" || fail "the refusal: $(cat "$tmp/critical.txt")"
+
 # A dry run (kubectl's --dry-run=server) says what the server would do and writes nothing;
 # what it would refuse it refuses; --dry-run=client asks the server nothing but what is there.
 sed 's/disruptionBudget: 3 /disruptionBudget: 4 /' "$tmp/queues3.yaml" >"$tmp/queues-dry.yaml"
