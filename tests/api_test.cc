@@ -1891,6 +1891,71 @@ TEST_F(ApiBadInputTest, WorkloadsNeedAValidNamespace) {
   EXPECT_EQ(w_.store().Revision(), rev);
 }
 
+// Events: why a workload waits, said again with other numbers (a countdown, how many nodes
+// lack what) or back and forth, is one event counted, its message the latest (a review: a
+// preemptor's countdown, rewritten each minute, pushed its other events out); what differs
+// in words is an event of its own; a field selector's terms must all hold.
+TEST(ApiEventsTest, AWaitSaidAgainWithOtherNumbersIsOneEventCounted) {
+  World w;
+  w.Seed();
+  const std::string item = Item("workloads", "team-a", "wa2");
+  const auto wait = [&](const std::string& reason, const std::string& message) {
+    w.MustSetStatus(item, {{"phase", "Pending"}, {"reason", reason}, {"message", message}});
+  };
+  for (int minutes = 60; minutes >= 1; --minutes)
+    wait("Preempting", "waiting for 1 preempted workload(s) to stop (it may go in about " +
+                           std::to_string(minutes) + " min)");
+  wait("Queued", "no node can take it now: 3 lack CPU");
+  wait("Preempting", "waiting for 1 preempted workload(s) to stop (it may go in about 1 min)");
+  wait("Queued", "no node can take it now: 4 lack CPU");
+  wait("Preempting", "preempting 2 workload(s)");
+  const json list = Parse(
+      w.Get(std::string(kApi) + "/namespaces/team-a/events?fieldSelector=involvedObject.name=wa2"));
+  std::vector<std::string> seen;
+  for (const json& e : list["items"])
+    seen.push_back(e.value("reason", "") + " x" + std::to_string(e.value("count", 0)) + ": " +
+                   e.value("message", ""));
+  EXPECT_EQ(seen, (std::vector<std::string>{
+                      "Created x1: waiting for the scheduler",
+                      "Preempting x61: waiting for 1 preempted workload(s) to stop (it may go "
+                      "in about 1 min)",
+                      "Queued x2: no node can take it now: 4 lack CPU",
+                      "Preempting x1: preempting 2 workload(s)"}))
+      << list.dump();
+  // A gang put back at its requeue limit is deactivated, not put back in line: its eviction
+  // says it stopped, and RequeuingLimitExceeded follows (a review found neither).
+  w.MustSetStatus(item, {{"phase", "Pending"},
+                         {"reason", "RequeuingLimitExceeded"},
+                         {"message", "deactivated: its gang timed out 3 times"},
+                         {"evictions",
+                          {{"count", 3},
+                           {"gpuSecondsLost", 0},
+                           {"last",
+                            {{"reason", "GangTimeout"},
+                             {"message", "not all pods were ready"},
+                             {"time", "2026-12-01T00:00:00Z"}}}}}});
+  const json after = Parse(
+      w.Get(std::string(kApi) + "/namespaces/team-a/events?fieldSelector=involvedObject.name=wa2"));
+  ASSERT_GE(after["items"].size(), 2u) << after.dump();
+  const json& evicted = after["items"][after["items"].size() - 2];
+  const json& limit = after["items"].back();
+  EXPECT_EQ(evicted.value("message", ""), "not all pods were ready; stopped (eviction 3)")
+      << after.dump();
+  EXPECT_EQ(limit.value("reason", ""), "RequeuingLimitExceeded") << after.dump();
+  EXPECT_EQ(limit.value("type", ""), "Warning") << after.dump();
+  // Every term of a selector holds: a field asked two values selects nothing.
+  const auto count = [&](const std::string& selector) {
+    return Parse(w.Get(std::string(kApi) + "/namespaces/team-a/events?fieldSelector=" + selector))
+        .value("items", json::array())
+        .size();
+  };
+  EXPECT_EQ(count("reason=Queued"), 1u);
+  EXPECT_EQ(count("reason=RequeuingLimitExceeded"), 1u);
+  EXPECT_EQ(count("reason=Queued,reason=Preempting"), 0u);
+  EXPECT_EQ(count("reason=Queued,reason=Queued"), 1u);
+  EXPECT_EQ(count("involvedObject.name=wa2,involvedObject.name=wa"), 0u);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Paths and methods.
 

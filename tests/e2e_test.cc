@@ -3142,8 +3142,47 @@ TEST_P(GangTimeoutTest, GangWhosePodsDoNotAllStartIsReleased) {
       << st.dump();
   EXPECT_EQ(st["requeueState"].value("count", 0), 1) << st.dump();
   EXPECT_FALSE(st.contains("startedPods")) << st.dump();
+  // As a gang, it did no work: none lost (its one started pod ran 20 s on 8 GPUs).
+  EXPECT_EQ(st["evictions"].value("gpuSecondsLost", -1), 0) << st.dump();
 }
 INSTANTIATE_TEST_SUITE_P(WithQueuesOrNone, GangTimeoutTest, testing::Bool());
+
+// A gang waiting for its last pods to start (within its gang timeout) has done no work as a
+// gang, so preempting it loses none: it goes before running work that would lose some (a
+// review: it was costed as if it had run since its first pod started, and the running job,
+// younger and as large, was evicted instead).
+TEST_F(FactoryTest, AGangWaitingForItsPodsIsTheCheapestVictim) {
+  SchedulerOptions so;
+  so.gang_timeout_s = 600;
+  so.node_grace_ms = 3'600'000;
+  so.preemption_grace_ms = 5'000;
+  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
+  CreateQueue("team-a", {{"quotas", {{"gpu", {{"guaranteed", 34}}}}}});
+  json gang = WholeGpuWorkload("team-a", "gang", 8, 2);
+  gang["spec"]["gang"] = true;
+  CreateWorkload(gang);
+  ASSERT_TRUE(scheduler_->RunOnce().ok());
+  json st = Workloads()["team-a/gang"]["status"];
+  ASSERT_EQ(st["assignments"].size(), 2u) << st.dump();
+  sim_->StopNode(st["assignments"][1].value("node", ""));
+  Cycle(5'000);
+  CreateWorkload(WholeGpuWorkload("team-a", "job", 8, 2));
+  Cycle(10'000);
+  std::map<std::string, json> w = Workloads();
+  ASSERT_EQ(w["team-a/gang"]["status"].value("phase", ""), "Running") << Describe(w);
+  ASSERT_EQ(w["team-a/gang"]["status"]["startedPods"].size(), 1u) << Describe(w);
+  ASSERT_EQ(w["team-a/job"]["status"].value("phase", ""), "Running") << Describe(w);
+  json urgent = WholeGpuWorkload("team-a", "urgent", 8);
+  urgent["spec"]["priority"] = 100;
+  CreateWorkload(urgent);
+  Cycle();
+  w = Workloads();
+  EXPECT_TRUE(w["team-a/gang"]["status"].contains("preemption")) << Describe(w);
+  EXPECT_FALSE(w["team-a/job"]["status"].contains("preemption")) << Describe(w);
+  EXPECT_NE(w["team-a/urgent"]["status"].value("message", "").find("0 GPU-seconds lost"),
+            std::string::npos)
+      << Describe(w);
+}
 
 // CPU quotas through the API: team-a may hold 32 cores, so of three 16-core workloads two run
 // and the third waits, saying why; the queue's status shows the cores guaranteed and used.

@@ -610,6 +610,7 @@ class EventRecorder {
  public:
   static constexpr size_t kMaxEvents = 5000;
   static constexpr size_t kPerWorkload = 50;
+  static constexpr size_t kAlikeWithin = 4;  // a workload's last events a new one may join
 
   EventRecorder() : worker_([this] { Work(); }) {}
   ~EventRecorder() {
@@ -752,7 +753,7 @@ class EventRecorder {
     const json& status = jsonf::Field(obj, "status");
     const auto record = [&](const char* type, const std::string& reason,
                             const std::string& message) {
-      Record(ns, name, type, reason, message, w.at_ms);
+      Record(ns, name, type, reason, message, w.at_ms, /*similar=*/false);
     };
     if (!known && (now.phase.empty() || (now.phase == "Pending" && now.reason.empty()))) {
       record("Normal", "Created", jsonf::Str(status, "message", "created"));
@@ -770,17 +771,20 @@ class EventRecorder {
     if (evicted) {
       const json& last = jsonf::Field(jsonf::Field(status, "evictions"), "last");
       record("Warning", jsonf::Str(last, "reason", "Evicted"),
-             jsonf::Str(last, "message") + "; stopped and put back in line (eviction " +
+             jsonf::Str(last, "message") +
+                 (now.reason == "RequeuingLimitExceeded" ? "; stopped (eviction "
+                                                         : "; stopped and put back in line "
+                                                           "(eviction ") +
                  std::to_string(now.evictions) + ")");
     }
     if (now.resized != before.resized && !now.resized.empty())
       record("Normal", "Resized", jsonf::Str(status, "message"));
-    // (Put back in line by an eviction: said once, above.)
+    // (Put back in line by an eviction: said once, above; deactivated by it, said next.)
     // (Why it waits, each time that changes: the reason, or what its message says.)
     if ((now.phase != before.phase ||
          (now.phase == "Pending" &&
           (now.reason != before.reason || now.message != before.message))) &&
-        !(evicted && now.phase == "Pending")) {
+        !(evicted && now.phase == "Pending" && now.reason != "RequeuingLimitExceeded")) {
       const std::string& phase = now.phase;
       std::string reason = phase == "Pending"     ? now.reason
                            : phase == "Scheduled" ? "Admitted"
@@ -802,12 +806,26 @@ class EventRecorder {
         for (const std::string& node : nodes)
           message += (node == *nodes.begin() ? " on " : ", ") + node;
       }
-      record(warning ? "Warning" : "Normal", reason, message);
+      // (Why it waits says it again with other numbers — a countdown, how many nodes lack
+      // what — or goes back and forth: one event, counted, its message the latest.)
+      Record(ns, name, warning ? "Warning" : "Normal", reason, message, w.at_ms,
+             /*similar=*/phase == "Pending");
     }
   }
 
+  // The message with each run of digits as one '#' ("it may go in about 4 min" and "… 3 min"
+  // are alike).
+  static std::string Shape(const std::string& message) {
+    std::string out;
+    for (char c : message) {
+      const bool digit = c >= '0' && c <= '9';
+      if (!digit || out.empty() || out.back() != '#') out += digit ? '#' : c;
+    }
+    return out;
+  }
+
   void Record(const std::string& ns, const std::string& name, const std::string& type,
-              const std::string& reason, const std::string& message, int64_t at_ms) {
+              const std::string& reason, const std::string& message, int64_t at_ms, bool similar) {
     const std::string at = FormatTimestamp(at_ms);
     std::deque<Events::iterator>& mine = by_workload_[ns + "/" + name];
     // The same again as its last: counted, as Kubernetes does.
@@ -815,6 +833,18 @@ class EventRecorder {
       ++mine.back()->count;
       mine.back()->last = at;
       return;
+    }
+    // Alike one of its last few (`similar`): that one, counted, says it as it is now.
+    if (similar) {
+      const std::string shape = Shape(message);
+      for (size_t back = 1; back <= std::min<size_t>(mine.size(), kAlikeWithin); ++back) {
+        Event& e = *mine[mine.size() - back];
+        if (e.reason != reason || Shape(e.message) != shape) continue;
+        ++e.count;
+        e.last = at;
+        e.message = message;
+        return;
+      }
     }
     events_.push_back(Event{ns, name, type, reason, message, at, at, 1, ++sequence_});
     mine.push_back(std::prev(events_.end()));
@@ -1480,7 +1510,9 @@ struct ApiServer::Impl {
     // (A node reads the workloads assigned to it, not others' histories.)
     if (!p.node.empty()) return StatusResponse(403, "nodes do not read events");
     std::string name, in_ns = ns;
-    std::map<std::string, std::string> only;  // reason, type: what the events must have
+    std::map<std::string, std::string> only;   // reason, type: what the events must have
+    std::map<std::string, std::string> asked;  // every term's field and value
+    bool contradicts = false;
     if (auto it = req.query.find("fieldSelector"); it != req.query.end() && !it->second.empty()) {
       // As kubectl writes it: terms joined by ',' (involvedObject.name, .namespace, .kind).
       std::string terms = it->second;
@@ -1501,6 +1533,10 @@ struct ApiServer::Impl {
                                          "' is not one of involvedObject.name=NAME, "
                                          "involvedObject.namespace=NS, "
                                          "involvedObject.kind=Workload, reason=R, type=T");
+        // (Every term must hold, as Kubernetes reads them: one field asked two values of
+        // selects nothing.)
+        if (auto [at, fresh] = asked.emplace(field, value); !fresh && at->second != value)
+          contradicts = true;
         if (field == "reason" || field == "type") only[field] = value;
         if (field == "involvedObject.name") name = value;
         if (field == "involvedObject.namespace") {
@@ -1520,7 +1556,7 @@ struct ApiServer::Impl {
     if (!in_ns.empty())
       if (Status allowed = auth.Check(p, Verb::kList, "workloads", in_ns, "", false); !allowed.ok())
         return ErrorFromStatus(allowed);
-    json items = events.List(in_ns, name, visible);
+    json items = contradicts ? json::array() : events.List(in_ns, name, visible);
     if (!only.empty()) {
       json kept = json::array();
       for (json& e : items) {

@@ -298,7 +298,9 @@ int Run(ServerArgs args) {
   sched_options.fair_share_preemption = args.fair_share_preemption;
   sched_options.elastic_growth = !args.no_elastic_growth;
   sched_options.elastic_shrink = !args.no_elastic_shrink;
-  sched_options.gang_timeout_s = args.gang_timeout_s;
+  // (In wall time too, as heartbeats: at a high time scale a gang's agents need a few wall
+  // seconds to report its pods started, however few virtual seconds the timeout is.)
+  sched_options.gang_timeout_s = std::max(args.gang_timeout_s, 3 * args.time_scale);
   sched_options.gang_requeue_backoff_s = args.gang_requeue_backoff_s;
   sched_options.gang_requeue_limit = args.gang_requeue_limit;
   sched_options.admission_hold = [m = meter->get()](const std::string& tenant,

@@ -782,8 +782,8 @@ Result<CycleStats> Scheduler::RunOnce() {
             marks_left = left;
           }
         }
-        if (undone.is_null() && with_queues && Bound(phase) &&
-            (sw.pods.size() > 1 || sw.w().gang) && scheduled >= 0 && !AllPodsStarted(status) &&
+        if (undone.is_null() && Bound(phase) && (sw.pods.size() > 1 || sw.w().gang) &&
+            scheduled >= 0 && !AllPodsStarted(status) &&
             now - (grew ? resized : scheduled) >=
                 static_cast<int64_t>(options_.gang_timeout_s * 1000)) {
           // (Only when the kept pods' nodes are all usable: else it is released whole, as
@@ -1213,13 +1213,17 @@ Result<CycleStats> Scheduler::RunOnce() {
       std::map<int, size_t> bound_of;  // admitter id -> bound index
       for (size_t b = 0; b < bound.size(); ++b) {
         const int64_t at = ParseTimestamp(Str(Field(bound[b].sw.obj(), "status"), "scheduledTime"));
-        // Gang timeouts were applied above, so what is restored counts as started.
         const Workload& spec = bound[b].sw.w();
-        // Its run began at status.startTime (set when it started running); not yet: no work
-        // to lose.
+        // Its run began at status.startTime (set when it started running); not yet, or a gang
+        // some of whose pods have not started (within its gang timeout): no work to lose, as
+        // its eviction would record.
         SubmitOptions options = options_of(spec);
-        const int64_t began = ParseTimestamp(Str(Field(bound[b].sw.obj(), "status"), "startTime"));
-        options.started_at = began >= 0 ? static_cast<double>(began) / 1000.0 : now_s;
+        const json& status = Field(bound[b].sw.obj(), "status");
+        const int64_t began = ParseTimestamp(Str(status, "startTime"));
+        const bool gang_waits =
+            spec.gang && Str(status, "resizedTime").empty() && !AllPodsStarted(status);
+        options.started_at =
+            began >= 0 && !gang_waits ? static_cast<double>(began) / 1000.0 : now_s;
         const json& lost =
             Field(Field(Field(bound[b].sw.obj(), "status"), "evictions"), "gpuSecondsLost");
         if (lost.is_number_integer())
