@@ -1926,6 +1926,41 @@ TEST_F(AdmissionTest, HigherPriorityPreemptsLowerInItsQueueNewestFirst) {
   EXPECT_EQ(adm_->phase(peer), Phase::kPending);
 }
 
+// Victims are picked cheapest first, then those the rest make room and quota without are let
+// go (as Kueue keeps its preemption targets minimal): a user-style review saw a cheap small
+// workload evicted beside the one whose GPUs were needed, and admitted again a second later.
+TEST_F(AdmissionTest, APreemptionForQuotaEvictsNoVictimItDoesNotNeed) {
+  // Quota: queue a is guaranteed 4 GPUs and holds 3.2; `high` needs 2, so 1.2 must go: the
+  // 0.2 share (the cheapest) alone is too little, the 2-GPU job alone enough.
+  Make(Nodes(2, 4), {Leaf("a", 4, /*borrowing=*/0.0)});
+  const int job = Submit(Gpus("job", "a", 2), 0);
+  const int keep = Submit(Gpus("keep", "a", 1, 10), 0);
+  adm_->Cycle(1, 1000);
+  const int share = Submit(Fraction("share", "a", 200, "a"), 50);
+  adm_->Cycle(51, 1000);
+  ASSERT_EQ(CountPhase({job, keep, share}, Phase::kAdmitted), 3);
+  Submit(Gpus("high", "a", 2, 10), 100);
+  CycleResult r = adm_->Cycle(101, 1000);
+  ASSERT_EQ(r.evicted.size(), 1u) << r.evicted.size() << " victims";
+  EXPECT_EQ(r.evicted[0].victim, job);
+}
+
+TEST_F(AdmissionTest, APreemptionForRoomEvictsNoVictimItDoesNotNeed) {
+  // Room: one node of 4 GPUs, full: `older` (2 GPUs), `newer` (1, cheaper: it ran less) and
+  // `keep` (1, above the preemptor); `hot` needs 2 on the node: `older` alone makes them.
+  Make(Nodes(1, 4), {Leaf("a", 8)});
+  const int older = Submit(Gpus("older", "a", 2), 0);
+  const int top = Submit(Gpus("keep", "a", 1, 10), 0);
+  adm_->Cycle(1, 1000);
+  const int newer = Submit(Gpus("newer", "a", 1), 80);
+  adm_->Cycle(81, 1000);
+  ASSERT_EQ(CountPhase({older, top, newer}, Phase::kAdmitted), 3);
+  Submit(Gpus("hot", "a", 2, 5), 100);
+  CycleResult r = adm_->Cycle(101, 1000);
+  ASSERT_EQ(r.evicted.size(), 1u) << r.evicted.size() << " victims";
+  EXPECT_EQ(r.evicted[0].victim, older);
+}
+
 // A workload just restarted after an eviction would lose little if evicted again, so by its
 // run alone it is the cheapest victim every time (it could be evicted over and over, never
 // finishing): what its earlier evictions lost counts toward its cost. Here low1 loses 529

@@ -4266,7 +4266,33 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     std::sort(spare.begin(), spare.end(), cheaper);
     if (!spare.empty() && Shrink(id, pods, spare, scope, now, out)) return true;
   }
+  // The plan's victims, each tried without (the last chosen, the dearest, first): one the
+  // others make room and quota without stays, as Kueue keeps its preemption targets minimal
+  // (a user-style review: a cheap MIG slice went with the job whose GPUs were the room, and
+  // came back on the same slice a second later). On a plan that succeeded.
+  auto prune = [&](const std::vector<Candidate>& from) {
+    if (chosen.size() < 2) return;
+    std::vector<int> keep = chosen;
+    auto keep_placed = placed;
+    const bool refused = budget_refused;
+    const std::vector<int> tries(chosen.rbegin(), chosen.rend());  // (plan rewrites chosen)
+    for (int drop : tries) {
+      if (keep.size() < 2 || std::find(keep.begin(), keep.end(), drop) == keep.end()) continue;
+      std::vector<Candidate> without;
+      for (const Candidate& c : from)
+        if (c.id != drop && std::find(keep.begin(), keep.end(), c.id) != keep.end())
+          without.push_back(c);
+      if (plan(without)) {
+        keep = chosen;
+        keep_placed = placed;
+      }
+    }
+    chosen = keep;
+    placed = keep_placed;
+    budget_refused = refused;
+  };
   bool planned = !cands.empty() && plan(cands);
+  if (planned) prune(cands);
   // Disruption budgets alone forbid the victims it needs at once: those the budgets allow go
   // now, their room held for it, and the rest as the budgets free (it tries again first when
   // these have stopped), rather than none ever.
@@ -4284,6 +4310,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     all.insert(all.end(), spent.begin(), spent.end());
     std::sort(all.begin(), all.end(), cheaper);
     if (plan(all)) {
+      prune(all);
       std::map<int, int> now_per_queue;
       std::vector<int> now_ones;
       for (int v : chosen) {
