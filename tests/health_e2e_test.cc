@@ -239,7 +239,14 @@ class HealthFactoryTest : public testing::Test {
     int in_remediation = 0;
     for (const auto& [name, r] : records) {
       const std::string state = r.value("state", "");
-      if (state == "draining" || state == "repair" || state == "burn-in") ++in_remediation;
+      // (A burn-in after an inspection is an enrollment's, not a repair's.)
+      std::string into_burn_in;
+      for (const json& h : r.value("history", json::array()))
+        if (h.value("to", "") == "burn-in" && !h.contains("gpu"))
+          into_burn_in = h.value("from", "");
+      if (state == "draining" || state == "repair" ||
+          (state == "burn-in" && into_burn_in != "inspecting"))
+        ++in_remediation;
     }
     EXPECT_LE(in_remediation, 1) << "more nodes in remediation than the limit";
     max_in_remediation_ = std::max(max_in_remediation_, in_remediation);
@@ -483,6 +490,83 @@ TEST_F(HealthFactoryTest, KilledAgentGoesNotReadyAndItsWorkIsRequeued) {
   EXPECT_TRUE(Records()[victim].value("ready", false));
   for (int i = 0; i < 5; ++i) Cycle(5000);
   EXPECT_EQ(requeued_["job"], 1) << "requeued more than once";
+}
+
+// An administrator's cordon stays until an administrator lifts it, even one set while the
+// health controller held the node (a user-style review saw the end of the repair lift it).
+TEST_F(HealthFactoryTest, AnAdministratorsCordonOutlastsTheRepair) {
+  const std::string node = "hgx-a-0";
+  ASSERT_EQ(Inject(node, {{"xid", 79}, {"gpu", 0}}).status, 202);
+  Cycle(1000);
+  Cycle(1000);
+  ASSERT_TRUE(NodeUnschedulable(node));
+  const auto cordon = [&](bool on) {
+    auto r =
+        admin_->Do("PATCH", std::string(kApi) + "/nodes/" + node,
+                   json{{"spec", {{"unschedulable", on}}}}.dump(), "application/merge-patch+json");
+    ASSERT_TRUE(r.ok() && r->status == 200) << (r.ok() ? r->body : r.status().message());
+  };
+  cordon(true);
+  const auto annotations = [&] {
+    const json n =
+        json::parse(Call("GET", std::string(kApi) + "/nodes/" + node).body, nullptr, false);
+    return n["metadata"].value("annotations", json::object());
+  };
+  EXPECT_EQ(annotations().value(kCordonedByAnnotation, ""), "admin");
+  ASSERT_TRUE(CycleUntil([&] { return State(node) == "available"; }, 120))
+      << History(Records()[node]);
+  for (int i = 0; i < 3; ++i) Cycle(5000);
+  EXPECT_TRUE(NodeUnschedulable(node)) << "the repair lifted the administrator's cordon";
+  cordon(false);
+  EXPECT_FALSE(NodeUnschedulable(node));
+  EXPECT_FALSE(annotations().contains(kCordonedByAnnotation));
+  // The controller's own cordon, with no one else's, is lifted at the end of its repair.
+  ASSERT_EQ(Inject(node, {{"xid", 79}, {"gpu", 1}}).status, 202);
+  Cycle(1000);
+  Cycle(1000);
+  ASSERT_TRUE(NodeUnschedulable(node));
+  ASSERT_TRUE(CycleUntil([&] { return State(node) == "available"; }, 120))
+      << History(Records()[node]);
+  EXPECT_FALSE(NodeUnschedulable(node));
+}
+
+// A node out of service when the server stopped (here: it stopped renewing its lease while
+// another node held the one remediation slot) is inspected and burnt in again when the server
+// starts, and its cordon lifted then, rather than adopted in service unproven with the cordon
+// left behind (a user-style review).
+TEST_F(HealthFactoryTest, ANodeOutOfServiceWhenTheServerStoppedIsInspectedAgain) {
+  ASSERT_EQ(Inject("hgx-a-0", {{"xid", 79}, {"gpu", 1}}).status, 202);
+  Cycle(1000);
+  const std::string node = "hgx-b-1";
+  ASSERT_EQ(Inject(node, {{"kill", true}}).status, 202);
+  ASSERT_TRUE(CycleUntil([&] { return State(node) == "cordoned"; }, 20))
+      << History(Records()[node]);
+  ASSERT_TRUE(NodeUnschedulable(node));
+  // The server stops; its machines come back with it.
+  sim_->Repaired(node, -1);
+  HealthControllerOptions ho;
+  ho.remediation.eviction_grace_ms = 30'000;
+  ho.sim_reset_ms = 60'000;
+  ho.sim_reboot_ms = 120'000;
+  ho.sim_burn_in_ms = 120'000;
+  health_ = std::make_unique<HealthController>(*store_, clock_, *auth_, ho, nullptr);
+  api_->SetExtension(health_->Routes());
+  HealthController::Simulation simulation;
+  simulation.simulates = [this](const std::string& n) { return sim_->Simulates(n); };
+  simulation.inject = [this](const FaultInjection& f) { return sim_->Inject(f); };
+  simulation.repaired = [this](const std::string& n, int gpu) { sim_->Repaired(n, gpu); };
+  health_->SetSimulation(simulation);
+  Cycle(1000);
+  EXPECT_NE(State(node), "available") << History(Records()[node]);
+  EXPECT_TRUE(NodeUnschedulable(node));
+  ASSERT_TRUE(CycleUntil([&] { return State(node) == "available"; }, 200))
+      << History(Records()[node]);
+  for (int i = 0; i < 2; ++i) Cycle(5000);
+  EXPECT_FALSE(NodeUnschedulable(node)) << History(Records()[node]);
+  const std::string history = History(Records()[node]);
+  EXPECT_NE(history.find("cordoned when the server stopped: inspected again"), std::string::npos)
+      << history;
+  EXPECT_NE(history.find("burn-in -> available"), std::string::npos) << history;
 }
 
 TEST_F(HealthFactoryTest, NeverMoreNodesInRemediationThanTheLimit) {

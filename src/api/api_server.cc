@@ -2191,6 +2191,20 @@ struct ApiServer::Impl {
         if (Field(o["spec"], "queue") != Field(Field(stored, "spec"), "queue"))
           if (Status s = CheckQueueAccess(o); !s.ok()) return ErrorFromStatus(s);
       }
+      // A person's cordon (or uncordon) is stamped with who set it, even over the health
+      // controller's cordon, so that the end of a repair does not lift it.
+      if (!status_sub && std::string(info.kind) == "Node" && p.node.empty() &&
+          Field(*body, "spec").is_object() && body->at("spec").contains("unschedulable")) {
+        json& meta = o["metadata"];
+        if (Field(body->at("spec"), "unschedulable") == true) {
+          if (!meta.contains("annotations") || !meta["annotations"].is_object())
+            meta["annotations"] = json::object();
+          meta["annotations"][kCordonedByAnnotation] = p.user.empty() ? "?" : p.user;
+        } else if (meta.contains("annotations") && meta["annotations"].is_object()) {
+          meta["annotations"].erase(kCordonedByAnnotation);
+          if (meta["annotations"].empty()) meta.erase("annotations");
+        }
+      }
       if (!status_sub && std::string(info.kind) == "Queue" &&
           (Field(o["spec"], "quotas") != Field(Field(stored, "spec"), "quotas") ||
            Field(o["spec"], "flavorOrder") != Field(Field(stored, "spec"), "flavorOrder")))

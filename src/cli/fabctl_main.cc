@@ -21,6 +21,8 @@
 #include <thread>
 
 #include "client/http_client.h"
+#include "core/fleet.h"
+#include "core/quantity.h"
 #include "core/workload.h"
 #include "sched/queue_objects.h"
 #include "sim/openb.h"
@@ -997,6 +999,41 @@ int Delete(Globals& g, HttpClient& http, const std::string& what,
   return rc;
 }
 
+// The work on a node and what it holds of the node's `gpus` GPUs, as kubectl describe node's
+// pods and allocated resources (nothing for one who may not list every tenant's workloads).
+void DescribeNodeWorkloads(HttpClient& http, const std::string& node, size_t gpus) {
+  auto resp = http.Do("GET", "/apis/fabrica.dev/v1/workloads");
+  if (!resp.ok() || resp->status != 200) return;
+  const json list = json::parse(resp->body, nullptr, false);
+  std::vector<std::vector<std::string>> rows = {{"  TENANT", "NAME", "PHASE", "PODS", "GPUS"}};
+  int64_t total = 0;
+  for (const json& w : Arr(list, "items")) {
+    const json status = Obj(w, "status");
+    const std::string phase = status.value("phase", "");
+    if (phase != "Scheduled" && phase != "Running") continue;
+    const json finished = Obj(status, "finishedPods");
+    int pods = 0;
+    int64_t milli = 0;
+    for (const json& a : Arr(status, "assignments")) {
+      // (A pod that completed gave its devices back.)
+      if (a.value("node", "") != node ||
+          (finished.is_object() && finished.contains(a.value("pod", ""))))
+        continue;
+      ++pods;
+      for (const json& d : Arr(a, "devices")) milli += d.value("gpuMilli", int64_t{0});
+    }
+    if (pods == 0) continue;
+    total += milli;
+    const json meta = Obj(w, "metadata");
+    rows.push_back({"  " + meta.value("namespace", ""), meta.value("name", ""), ShownPhase(status),
+                    std::to_string(pods), fabrica::FormatMilliGpu(fabrica::MilliGpu(milli))});
+  }
+  std::printf("Workloads:%s\n", rows.size() == 1 ? "  <none>" : "");
+  if (rows.size() > 1) PrintRows(rows);
+  std::printf("Allocated:  %s of %zu GPUs\n",
+              fabrica::FormatMilliGpu(fabrica::MilliGpu(total)).c_str(), gpus);
+}
+
 // The node's health record (lifecycle state, conditions per node and GPU, transitions), printed
 // after its spec; nothing when the server has no health controller.
 void DescribeNodeHealth(HttpClient& http, const std::string& name) {
@@ -1200,6 +1237,16 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
   std::printf("Name:       %s\n", o["metadata"].value("name", "").c_str());
   if (r->namespaced) std::printf("Tenant:     %s\n", o["metadata"].value("namespace", "").c_str());
   std::printf("Created:    %s\n", Age(o).c_str());
+  // Who keeps new work off it: a person (the API stamps kubectl's or fabctl's cordon), or the
+  // health controller through a repair.
+  if (std::string(r->kind) == "Node" && Obj(o, "spec").value("unschedulable", false)) {
+    const json by =
+        Obj(Obj(o, "metadata"), "annotations").value(fabrica::kCordonedByAnnotation, json());
+    std::printf("Cordoned:   %s\n",
+                by.is_string()
+                    ? ("by " + by.get<std::string>() + " (fabctl uncordon " + name + ")").c_str()
+                    : "by the health controller (until its repair and burn-in pass)");
+  }
   if (std::string(r->kind) == "Workload") {
     // (As `get` shows it; status.phase beside it where the two differ.)
     const std::string shown = ShownPhase(status), stored = status.value("phase", "");
@@ -1314,7 +1361,10 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
     std::printf("Status:\n");
     PrintYaml(status, 2, std::cout);
   }
-  if (std::string(r->kind) == "Node") DescribeNodeHealth(http, name);
+  if (std::string(r->kind) == "Node") {
+    DescribeNodeHealth(http, name);
+    DescribeNodeWorkloads(http, name, Arr(Obj(o, "spec"), "devices").size());
+  }
   if (std::string(r->kind) == "Workload") {
     // What happened to it, oldest first (as kubectl describe ends with its events).
     if (fabrica::Result<json> events = FetchEvents(http, g.ns, name); events.ok()) {

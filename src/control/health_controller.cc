@@ -204,16 +204,25 @@ Status HealthController::Sync() {
     if (ctl_.lifecycle(NodeId(name))) continue;
     auto node = NodeFromObject(n, kv.key);
     if (!node.ok()) continue;
-    // Nodes in service when the controller starts are adopted; later ones enroll.
-    const NodeState initial = first_sync_ ? NodeState::kAvailable : NodeState::kEnroll;
-    if (!ctl_.AddNode(*node, initial, now).ok()) continue;
-    expected_[name] = *node;
+    // Nodes in service when the controller starts are adopted; later ones enroll, and so do
+    // those out of service when it stopped (cordoned for a fault, draining, in repair or
+    // burn-in: a user-style review saw a node that had stopped renewing its lease adopted,
+    // unproven, and its cordon left behind): inspected and burnt in again.
     auto stored = store_.Get(kHealthPrefix + name);
+    const json rec = stored.ok() ? json::parse(stored->value, nullptr, false) : json();
+    const std::string was = Str(rec, "state");
+    const bool out_of_service = first_sync_ && !was.empty() && was != "available";
+    const NodeState initial =
+        first_sync_ && !out_of_service ? NodeState::kAvailable : NodeState::kEnroll;
+    if (!ctl_.AddNode(*node, initial, now,
+                      out_of_service ? was + " when the server stopped: inspected again" : "")
+             .ok())
+      continue;
+    expected_[name] = *node;
     if (!stored.ok()) continue;
     // A record from before this process: keep its history, and raise again the event
     // problems it had, so that a node caught mid-remediation is remediated again rather than
     // returned to service unproven.
-    json rec = json::parse(stored->value, nullptr, false);
     for (const json& h : List(rec, "history")) earlier_history_[name].push_back(h.dump());
     if (Field(rec, "cordonedByHealth") == true) cordoned_by_health_.insert(name);
     for (const json& c : List(rec, "conditions")) {
@@ -288,13 +297,16 @@ Status HealthController::Sync() {
   }
   for (const ControllerAction& a : ctl_.Reconcile(now, pods)) Perform(a, now, bindings);
 
-  // Cordons the controller asked for that did not reach the store (a conflict) are retried.
+  // Cordons the controller asked for, or lifted, that did not reach the store (a conflict) are
+  // tried again; one an administrator also set is theirs to lift.
   for (const NodeId& node : ctl_.Nodes()) {
     const std::string name = node.str();
+    if (!cordoned_by_health_.count(name)) continue;
     const NodeState state = ctl_.lifecycle(node)->state();
-    const bool want = state != NodeState::kAvailable;
-    if (want && !unschedulable[name] && cordoned_by_health_.count(name)) {
-      SetUnschedulable(name, true);
+    if (state != NodeState::kAvailable) {
+      if (!unschedulable[name]) SetUnschedulable(name, true);
+    } else {
+      Uncordon(name);
     }
   }
 
@@ -355,7 +367,7 @@ void HealthController::Perform(
       return;
     }
     case ActionKind::kUncordonNode:
-      if (cordoned_by_health_.erase(node)) SetUnschedulable(node, false);
+      if (cordoned_by_health_.count(node)) Uncordon(node);
       return;
     case ActionKind::kCordonGpu:
     case ActionKind::kUncordonGpu:
@@ -393,18 +405,35 @@ void HealthController::Perform(
   }
 }
 
-void HealthController::SetUnschedulable(const std::string& node, bool cordon) {
+bool HealthController::SetUnschedulable(const std::string& node, bool cordon) {
   // A conditional write; on a conflict the next Sync tries again.
   auto kv = store_.Get(kNodesPrefix + node);
-  if (!kv.ok()) return;
+  if (!kv.ok()) return false;
   json n = json::parse(kv->value, nullptr, false);
-  if (!n.is_object() || !Field(n, "spec").is_object()) return;
+  if (!n.is_object() || !Field(n, "spec").is_object()) return false;
+  if ((Field(n["spec"], "unschedulable") == true) == cordon) return true;
   if (cordon) {
     n["spec"]["unschedulable"] = true;
   } else {
     n["spec"].erase("unschedulable");
   }
-  (void)store_.Put(kv->key, n.dump(), kv->mod_revision);
+  return store_.Put(kv->key, n.dump(), kv->mod_revision).ok();
+}
+
+void HealthController::Uncordon(const std::string& node) {
+  // An administrator's cordon (the API stamps it, kubectl's cordon or fabctl's, even over
+  // ours) stays when ours ends, as in Kubernetes a cordon stays until someone uncordons (a
+  // user-style review saw a node an admin had cordoned for investigation returned to service
+  // by the end of its repair).
+  auto kv = store_.Get(kNodesPrefix + node);
+  if (kv.ok()) {
+    const json n = json::parse(kv->value, nullptr, false);
+    if (Field(Field(Field(n, "metadata"), "annotations"), kCordonedByAnnotation).is_string()) {
+      cordoned_by_health_.erase(node);
+      return;
+    }
+  }
+  if (SetUnschedulable(node, false)) cordoned_by_health_.erase(node);
 }
 
 void HealthController::FinishSimOps(int64_t now) {

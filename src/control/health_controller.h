@@ -160,7 +160,10 @@ class HealthController {
   Result<int> GpuCount(const std::string& node) const;
   void Perform(const health::ControllerAction& a, int64_t now,
                const std::map<std::string, std::pair<std::string, std::string>>& bindings);
-  void SetUnschedulable(const std::string& node, bool cordon);
+  // Sets spec.unschedulable; whether the store now says so (false: a conflict, tried again).
+  bool SetUnschedulable(const std::string& node, bool cordon);
+  // Lifts the controller's cordon, unless an administrator cordoned the node too.
+  void Uncordon(const std::string& node);
   void FinishSimOps(int64_t now);
   void RunEvictions(int64_t now);
   void WriteRecords(int64_t now);

@@ -106,6 +106,11 @@ PodLocality LocalityOf(const Node& node, const std::vector<int>& gpu_indexes,
 inline constexpr int kMaxGpusPerNode = 64;
 inline constexpr int kMaxGpuModels = 64;
 
+// The Node annotation naming who cordoned it through the API (spec.unschedulable set by a
+// person: kubectl's or fabctl's cordon): the health controller, which cordons nodes too,
+// leaves such a cordon in place when its own ends.
+inline constexpr const char* kCordonedByAnnotation = "fabrica.dev/cordoned-by";
+
 // Checks cross-field invariants: unique names, at most kMaxGpusPerNode GPUs per node and
 // kMaxGpuModels models per fleet, NUMA indexes in range, peers in range, MIG geometry that fits
 // the model. Messages name the node and field. ParseFleetYaml reports most of these earlier, with

@@ -93,7 +93,8 @@ bool PodListView::Bound(const WorkloadId& workload) const { return bound_.count(
 RemediationController::RemediationController(RemediationConfig config)
     : config_(std::move(config)) {}
 
-Status RemediationController::AddNode(const Node& expected, NodeState initial, int64_t now_ms) {
+Status RemediationController::AddNode(const Node& expected, NodeState initial, int64_t now_ms,
+                                      const std::string& why) {
   if (initial != NodeState::kEnroll && initial != NodeState::kAvailable) {
     return InvalidArgument("node " + expected.name.str() +
                            ": a node starts in enroll or available, not " + NodeStateName(initial));
@@ -101,8 +102,10 @@ Status RemediationController::AddNode(const Node& expected, NodeState initial, i
   if (nodes_.count(expected.name)) {
     return Status(StatusCode::kAlreadyExists, "node " + expected.name.str() + " is already known");
   }
-  const std::string reason =
-      initial == NodeState::kEnroll ? "registered" : "adopted in service without inspection";
+  const std::string reason = !why.empty() ? why
+                             : initial == NodeState::kEnroll
+                                 ? "registered"
+                                 : "adopted in service without inspection";
   auto [it, inserted] =
       nodes_.emplace(expected.name, Record(expected, initial, reason, config_.health, now_ms));
   index_[expected.name.str()] = &it->second;

@@ -124,7 +124,9 @@ class RemediationController {
   // Registers a node with its expected inventory. A new node starts in `enroll` (the controller
   // then asks for an inspection); one already in service is adopted as `available`.
   // InvalidArgument for another initial state, AlreadyExists for a known name.
-  Status AddNode(const Node& expected, NodeState initial, int64_t now_ms);
+  // `why`: the reason its first state is in (default: registered, or adopted in service).
+  Status AddNode(const Node& expected, NodeState initial, int64_t now_ms,
+                 const std::string& why = "");
 
   // Signals. NotFound for an unknown node, InvalidArgument for a GPU index out of range.
   // `lease_ms`: as NodeHealth::ObserveHeartbeat.

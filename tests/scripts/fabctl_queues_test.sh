@@ -481,6 +481,15 @@ rc=0
 # `get nodes` says where the health controller has it.
 "$FABCTL" get nodes | grep -Eq "^l4-1 +Ready,SchedulingDisabled \((cordoned|draining|repair|burn-in)\) " ||
   fail "get nodes does not show l4-1's repair: $("$FABCTL" get nodes)"
+# Cordoned by the health controller, and by an admin too: describe says who keeps it, and
+# lists the work on a node with what it holds.
+"$FABCTL" describe node l4-1 | grep -q "^Cordoned:   by the health controller" ||
+  fail "describe l4-1: $("$FABCTL" describe node l4-1 | grep -v '^  ')"
+"$FABCTL" cordon l4-1 >/dev/null || fail "cordon l4-1"
+"$FABCTL" describe node l4-1 | grep -q "^Cordoned:   by admin (fabctl uncordon l4-1)" ||
+  fail "describe l4-1 after an admin's cordon: $("$FABCTL" describe node l4-1 | grep -v '^  ')"
+"$FABCTL" describe node l4-1 | grep -q "^Allocated:  .* of [0-9]* GPUs" ||
+  fail "describe l4-1 allocated: $("$FABCTL" describe node l4-1 | grep -v '^  ')"
 # The built-in unqueued, applied back as `get` shows it with a change, becomes an admin's queue.
 "$FABCTL" get queue unqueued -o yaml | sed 's/^spec: {}$/spec: {weight: 3}/' >"$tmp/unqueued.yaml"
 grep -q "weight: 3" "$tmp/unqueued.yaml" || fail "unqueued's yaml: $(cat "$tmp/unqueued.yaml")"
