@@ -3394,6 +3394,22 @@ TEST_F(AdmissionTest, ALenderToAQueueWithABudgetOfZeroIsToldWhoMustRaiseIt) {
             "reclaim: they stay until its work ends");
 }
 
+// A borrowing limit lowered below what a queue holds evicts nothing (as Kueue's): its new work
+// waits, and the queue says why (a user-style review found no word of it anywhere).
+TEST_F(AdmissionTest, AQueueOverALoweredBorrowingLimitSaysSoAndEvictsNothing) {
+  Make(Nodes(2, 4), {Leaf("a", 4, /*borrowing=*/2), Leaf("b", 4)});
+  for (int i = 0; i < 7; ++i)
+    ASSERT_TRUE(
+        adm_->Restore(Gpus("a" + std::to_string(i), "a", 1), OnGpus(i / 4, {i % 4}), 0).ok());
+  const int more = Submit(Gpus("a-more", "a", 1), 10);
+  EXPECT_TRUE(adm_->Cycle(11, 1000).evicted.empty());
+  EXPECT_EQ(adm_->phase(more), Phase::kPending) << adm_->reason(more);
+  EXPECT_EQ(adm_->GuaranteeWarnings()[adm_->QueueIndex("a")],
+            "over its borrowing limit of gpu: holds 7 GPUs, past its 4 guaranteed + 2 borrowed; "
+            "nothing is evicted for it, its new work waits until it is within");
+  EXPECT_EQ(adm_->GuaranteeWarnings().count(adm_->QueueIndex("b")), 0u);
+}
+
 // Two preemptors go batch by batch under one disruption budget. When one's batch has stopped
 // and the other's next batch spent the budget first, the room the first batch freed stays held
 // for its preemptor (nominated, its plan kept), not taken by whatever waits behind it: that
@@ -3808,6 +3824,19 @@ TEST(AdmissionConfigTest, ErrorsNameTheField) {
             "queues[0].parent", "cycle");
   ExpectBad(ParseQueues("queues:\n  - {name: a, quotas: {gpu: {guaranteed: -4}}}\n"),
             "queues[0].quotas.gpu.guaranteed", "");
+  // Past any fleet: refused, before the tree's sums could overflow (a user-style review's
+  // 9223372036854775 GPUs wrapped below its parent's).
+  ExpectBad(ParseQueues("queues:\n  - {name: a, quotas: {gpu: {guaranteed: 9223372036854775}}}\n"),
+            "queues[0].quotas.gpu.guaranteed", "at most 10000000 GPUs");
+  ExpectBad(ParseQueues("queues:\n  - {name: a, quotas: {gpu: {borrowingLimit: 20000000}}}\n"),
+            "queues[0].quotas.gpu.borrowingLimit", "at most 10000000 GPUs");
+  ExpectBad(ParseQueues("queues:\n  - {name: a, quotas: {cpu: {guaranteed: 2000000000}}}\n"),
+            "queues[0].quotas.cpu.guaranteed", "at most 1000000000 cores");
+  ExpectBad(ParseQueues("queues:\n  - {name: a, quotas: {memory: {lendingLimit: 2048Pi}}}\n"),
+            "queues[0].quotas.memory.lendingLimit", "");
+  ExpectBad(ParseQueues("queues:\n  - {name: a, quotas: {memory: {guaranteed: 2000000Ti}}}\n"),
+            "queues[0].quotas.memory.guaranteed", "at most 1Ei");
+  EXPECT_TRUE(ParseQueues("queues:\n  - {name: a, quotas: {gpu: {guaranteed: 10000000}}}\n").ok());
   ExpectBad(ParseQueues("queues:\n  - {name: a, quotas: {tpu: {guaranteed: 4}}}\n"),
             "queues[0].quotas.tpu", "unknown flavour");
   ExpectBad(ParseQueues("queues:\n  - {name: a, wieght: 2}\n"), "queues[0].wieght", "unknown");

@@ -741,6 +741,18 @@ std::map<int, std::string> Admitter::GuaranteeWarnings() const {
                   GpuAmount(n.usage[f] - n.guaranteed[f]) + " GPUs of " + flavor_name(f) +
                   " it holds past its guarantee from a reclaim: they stay until its work ends";
   }
+  // A borrowing limit lowered below what the queue holds (as Kueue, nothing is evicted for it:
+  // its new work waits until it is back within; a user-style review found nothing said so).
+  for (int q = 0; q < queue_count(); ++q) {
+    const QueueNode& n = queues_[q];
+    if (q == fleet_queue_) continue;
+    for (int f = 0; f < flavor_count(); ++f)
+      if (managed_[f] && n.borrow_limit[f] && n.usage[f] > n.guaranteed[f] + *n.borrow_limit[f])
+        out[q] += std::string(out[q].empty() ? "" : "; ") + "over its borrowing limit of " +
+                  flavor_name(f) + ": holds " + GpuAmount(n.usage[f]) + " GPUs, past its " +
+                  GpuAmount(n.guaranteed[f]) + " guaranteed + " + GpuAmount(*n.borrow_limit[f]) +
+                  " borrowed; nothing is evicted for it, its new work waits until it is within";
+  }
   return out;
 }
 

@@ -43,16 +43,23 @@ namespace {
 // (`memory`: "4Ti"), in milli-GPUs, milli-cores or MiB.
 Result<QuotaSpec> ParseQuota(YamlMap& m, const std::string& resource) {
   RETURN_IF_ERROR(m.CheckIsMap());
+  // (Bounded far past any fleet, so that the tree's sums cannot overflow: a user-style review
+  // passed 9223372036854775 GPUs, whose sum wrapped below its parent's.)
   auto amount = [&](const std::string& key) -> Result<int64_t> {
     if (resource == kCpuQuota) {
       ASSIGN_OR_RETURN(MilliCpu c, m.Cpu(key));
+      if (c.value() > int64_t{1'000'000'000} * 1000)
+        return m.Error(key, "at most 1000000000 cores");
       return c.value();
     }
     if (resource == kMemoryQuota) {
       ASSIGN_OR_RETURN(MemoryMib b, m.Memory(key));
+      if (b.value() > int64_t{1} << 40) return m.Error(key, "at most 1Ei of memory");
       return b.value();
     }
     ASSIGN_OR_RETURN(MilliGpu g, m.Gpu(key));
+    if (g.value() > int64_t{10'000'000} * kMilliPerGpu)
+      return m.Error(key, "at most 10000000 GPUs");
     return g.value();
   };
   QuotaSpec q;
