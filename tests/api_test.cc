@@ -1540,13 +1540,30 @@ TEST_F(ApiBadInputTest, QueueWritesKeepTheTreeValidAndQueuesInUseStay) {
           {{"spec", {{"quotas", {{"gpu", {{"guaranteed", 10}}}}}}}}, 422,
           "spec.quotas.gpu.guaranteed: with it, the children of queue 'org' are guaranteed 10, "
           "more than org's 8");
+  // Moved under a parent too small for it: the move is what is refused (a user-style review
+  // found its guarantee named).
+  json solo = QueueObject("solo");
+  solo["spec"]["quotas"] = {{"gpu", {{"guaranteed", 4}}}};
+  w_.MustCreate(queues, solo);
+  refused("PATCH", Item("queues", "", "solo"), {{"spec", {{"parent", "org"}}}}, 422,
+          "spec.parent: moved under queue 'org', its children would be guaranteed 10, more than "
+          "org's 8");
+  EXPECT_EQ(w_.Do("DELETE", Item("queues", "", "solo"), kAdmin).status, 200);
   // In use: a parent, and a leaf whose workload holds devices.
   refused("DELETE", Item("queues", "", "org"), json::object(), 409,
           "Queue 'org' is in use: it is the parent of queue(s) team-a");
   w_.MustSetStatus(Item("workloads", "team-a", "existing"),
                    {{"phase", "Running"}, {"assignments", {Assignment("big")}}});
   refused("DELETE", Item("queues", "", "team-a"), json::object(), 409,
-          "1 workload(s) charged to it hold devices (team-a/existing)");
+          "1 workload(s) charged to it hold devices (team-a/existing); delete them");
+  // What waits there is said with what runs (a user-style review was told of one, then the
+  // other).
+  w_.MustCreate(Collection("workloads", "team-a"), WorkloadObject("team-a", "waiting"));
+  w_.MustSetStatus(Item("workloads", "team-a", "waiting"), {{"phase", "Pending"}});
+  refused("DELETE", Item("queues", "", "team-a"), json::object(), 409,
+          "1 workload(s) charged to it hold devices (team-a/existing), and 1 pending workload(s) "
+          "wait in it (team-a/waiting); let the first finish");
+  EXPECT_EQ(w_.Do("DELETE", Item("workloads", "team-a", "waiting"), kAdmin).status, 200);
   // Nor may a leaf with work running take children (its work would be charged to no queue).
   json child = QueueObject("team-a-sub");
   child["spec"]["parent"] = "team-a";

@@ -1865,6 +1865,24 @@ TEST_F(FactoryTest, InactiveWorkloadsWaitUntilActivated) {
              "application/merge-patch+json");
     EXPECT_EQ(r.status, 200) << r.body;
   };
+  // Made inactive and active again within its grace period, it runs on (kubectl's drain
+  // cancelled before the pod stopped).
+  set_active("a-run", false);
+  Cycle();
+  EXPECT_EQ(Workloads()["team-a/a-run"]["status"]["preemption"].value("reason", ""),
+            "deactivated (spec.active is false)");
+  set_active("a-run", true);
+  Cycle();
+  Cycle(5'000);
+  w = Workloads();
+  EXPECT_EQ(w["team-a/a-run"]["status"].value("phase", ""), "Running") << Describe(w);
+  EXPECT_FALSE(w["team-a/a-run"]["status"].contains("preemption")) << Describe(w);
+  EXPECT_EQ(w["team-a/a-run"]["status"]
+                .value("message", "")
+                .rfind("eviction cancelled: active again (spec.active is true); running on ", 0),
+            0u)
+      << Describe(w);
+
   set_active("a-run", false);
   Cycle();
   w = Workloads();
@@ -1873,10 +1891,26 @@ TEST_F(FactoryTest, InactiveWorkloadsWaitUntilActivated) {
             "deactivated (spec.active is false)")
       << Describe(w);
   Cycle(5'000);
+  w = Workloads();
+  // Stopped as its owner asked: no preemption, no eviction counted (a user-style review saw
+  // "Preempted … put back in line" and an eviction for it).
+  EXPECT_EQ(w["team-a/a-run"]["status"].value("phase", ""), "Pending") << Describe(w);
+  EXPECT_EQ(w["team-a/a-run"]["status"].value("reason", ""), "Deactivated") << Describe(w);
+  EXPECT_FALSE(w["team-a/a-run"]["status"].contains("evictions")) << Describe(w);
   Cycle();
   w = Workloads();
   EXPECT_EQ(w["team-a/a-run"]["status"].value("phase", ""), "Pending") << Describe(w);
   EXPECT_EQ(w["team-a/a-run"]["status"].value("reason", ""), "Inactive") << Describe(w);
+  std::vector<std::string> said;
+  const json events =
+      CallJson("GET", std::string(kApi) +
+                          "/namespaces/team-a/events?fieldSelector=involvedObject.name%3Da-run");
+  for (const json& e : events.value("items", json::array()))
+    said.push_back(e.value("type", "") + " " + e.value("reason", ""));
+  const std::vector<std::string> expected = {
+      "Normal Created",           "Normal Admitted", "Normal Started",     "Normal Stopping",
+      "Normal EvictionCancelled", "Normal Stopping", "Normal Deactivated", "Normal Inactive"};
+  EXPECT_EQ(said, expected);
 
   set_active("a-run", true);
   set_active("a-parked", true);
@@ -3464,8 +3498,22 @@ TEST_F(FactoryTest, PreemptionIsCalledOffWhenThePreemptorGoes) {
   for (const json& c : st.value("conditions", json::array()))
     EXPECT_NE(c.value("type", ""), "Preempted") << st.dump();
   // Its message no longer says it stops (a user-style review found "preempted by ...; stops at"
-  // long past that time).
-  EXPECT_EQ(st.value("message", "").rfind("running on ", 0), 0u) << st.dump();
+  // long past that time), but why it runs on; and its events say so (a user-style review: the
+  // last event said Evicting while it ran on).
+  EXPECT_EQ(st.value("message", ""),
+            "eviction cancelled: its preemptor team-a/a-0 no longer waits for it; running on " +
+                st["assignments"][0].value("node", ""))
+      << st.dump();
+  const size_t slash = victim.find('/');
+  const json events = CallJson("GET", std::string(kApi) + "/namespaces/" + victim.substr(0, slash) +
+                                          "/events?fieldSelector=involvedObject.name%3D" +
+                                          victim.substr(slash + 1));
+  ASSERT_FALSE(events.value("items", json::array()).empty()) << events.dump();
+  const json& last = events["items"].back();
+  EXPECT_EQ(last.value("reason", ""), "EvictionCancelled") << events.dump();
+  EXPECT_EQ(last.value("type", ""), "Normal") << events.dump();
+  EXPECT_EQ(last.value("message", "").rfind("its preemptor team-a/a-0 no longer waits", 0), 0u)
+      << events.dump();
   Cycle(40'000);  // past the old deadline: still running
   EXPECT_EQ(Workloads()[victim]["status"].value("phase", ""), "Running");
 }

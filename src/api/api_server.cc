@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <limits>
 #include <list>
@@ -763,10 +764,15 @@ class EventRecorder {
       // (A victim keeps its devices until the deadline; preempted, or a drain's.)
       const json& p = jsonf::Field(status, "preemption");
       const std::string reason = jsonf::Str(p, "reason");
-      record("Warning", "Evicting",
+      // (Its owner's stop is no eviction.)
+      const bool own = reason == kDeactivatedWhy && jsonf::Str(p, "by").empty();
+      record(own ? "Normal" : "Warning", own ? "Stopping" : "Evicting",
              (reason.empty() ? "by " + jsonf::Str(p, "by", "?") : reason) + "; stops at " +
                  jsonf::Str(p, "deadline"));
     }
+    // Its mark lifted before its deadline, and it runs on.
+    if (before.marked && !now.marked && now.message.rfind(kEvictionCancelled, 0) == 0)
+      record("Normal", "EvictionCancelled", now.message.substr(std::strlen(kEvictionCancelled)));
     const bool evicted = now.evictions > before.evictions;
     if (evicted) {
       const json& last = jsonf::Field(jsonf::Field(status, "evictions"), "last");
@@ -1844,6 +1850,13 @@ struct ApiServer::Impl {
             message.substr(is + children.size());  // "guaranteed 64, more than its 32"
         if (const size_t its = tail.find("more than its "); its != std::string::npos)
           tail.replace(its, std::string("more than its ").size(), "more than " + parent + "'s ");
+        // (Moved there from another parent, the move is what is refused.)
+        if (auto stored = store.Get(Key(*FindResource("queues"), "", name)); stored.ok()) {
+          const json was = json::parse(stored->value, nullptr, false);
+          if (Str(Field(was, "spec"), "parent") != parent)
+            return InvalidArgument("spec.parent: moved under queue '" + parent +
+                                   "', its children would be " + tail);
+        }
         return InvalidArgument(
             "spec.quotas." + message.substr(at + over.size(), is - at - over.size()) +
             ".guaranteed: with it, the children of queue '" + parent + "' are " + tail);
@@ -1919,9 +1932,13 @@ struct ApiServer::Impl {
     if (!children.empty()) return "it is the parent of queue(s) " + children;
     auto tree = QueueTreeWith(json());
     if (!tree.ok()) return std::string();  // (nothing runs through an invalid tree's queues)
+    // (Both said, so that one answer lists all that holds it.)
     ASSIGN_OR_RETURN(std::string running, RunningIn(name, *tree));
-    if (!running.empty()) return running + "; delete them or let them finish first";
     ASSIGN_OR_RETURN(std::string waiting, RunningIn(name, *tree, /*pending=*/true));
+    if (!running.empty() && !waiting.empty())
+      return running + ", and " + waiting +
+             "; let the first finish or delete them, and move or delete the others, first";
+    if (!running.empty()) return running + "; delete them or let them finish first";
     if (!waiting.empty())
       return waiting + "; delete them, or set their spec.queue to another queue, first";
     return std::string();

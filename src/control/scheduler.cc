@@ -590,8 +590,9 @@ Result<CycleStats> Scheduler::RunOnce() {
                                {"lastTransitionTime", FormatTimestamp(now)}}}}};
           if (!kept_state.is_null()) next["status"]["requeueState"] = kept_state;
           KeepFinished(sw.w(), status, next["status"]);
-          // (Pods left after others completed is no eviction: nothing of it was stopped.)
-          if (reason != "PodsLeft")
+          // (Pods left after others completed is no eviction: nothing of it was stopped; nor
+          // is a stop its owner asked for, deactivating it.)
+          if (reason != "PodsLeft" && reason != "Deactivated")
             NoteEviction(status, next["status"], reason, why, now,
                          RunGpuSecondsLost(Field(sw.obj(), "spec"), status, now));
           if (!store_.Put(kv.key, next.dump(), kv.mod_revision).ok()) return false;
@@ -604,11 +605,27 @@ Result<CycleStats> Scheduler::RunOnce() {
           continue;
         // A preempted workload keeps its devices until its grace period ends; then it waits
         // in its queue again — or, marked `final` (past its maximum runtime), it has failed.
-        const json& preemption = Field(status, "preemption");
+        json preemption = Field(status, "preemption");
         // Past its maximum runtime, counted from the start of this run.
         const int64_t limit_ms = sw.w().max_runtime_seconds * 1000;
         const int64_t started = ParseTimestamp(Str(status, "startTime"));
         const bool expired = limit_ms > 0 && started >= 0 && now - started >= limit_ms;
+        // Stopping because it was deactivated (no preemptor, not past its limit).
+        const bool deactivating = preemption.is_object() && Str(preemption, "by").empty() &&
+                                  Field(preemption, "final") != true &&
+                                  Str(preemption, "reason") == kDeactivatedWhy;
+        if (deactivating && sw.w().active && !expired) {
+          // Active again before its grace period ended: it runs on (kubectl's cancelled drain).
+          json next = sw.obj();
+          next["status"].erase("preemption");
+          next["status"]["message"] = std::string(kEvictionCancelled) +
+                                      "active again (spec.active is true); " +
+                                      RunningMessage(next["status"]);
+          if (auto rev = store_.Put(kv.key, next.dump(), kv.mod_revision); rev.ok()) {
+            sw.kv.mod_revision = *rev;
+            preemption = json();
+          }
+        }
         if (preemption.is_object()) {
           int64_t deadline = ParseTimestamp(Str(preemption, "deadline"));
           // The health controller's evictions it stops itself at their deadline; a minute past
@@ -633,7 +650,9 @@ Result<CycleStats> Scheduler::RunOnce() {
                 ++stats.timed_out;
                 continue;
               }
-            } else if (requeue(by_health ? "Evicted" : "Preempted",
+            } else if (requeue(by_health      ? "Evicted"
+                               : deactivating ? "Deactivated"
+                                              : "Preempted",
                                (by_health ? "evicted: " : "") + Str(preemption, "reason"))) {
               continue;
             }
@@ -648,7 +667,7 @@ Result<CycleStats> Scheduler::RunOnce() {
           const std::string deadline = FormatTimestamp(now + options_.preemption_grace_ms);
           const std::string why = expired ? "ran past its maximum runtime of " +
                                                 std::to_string(sw.w().max_runtime_seconds) + " s"
-                                          : "deactivated (spec.active is false)";
+                                          : std::string(kDeactivatedWhy);
           next["status"]["preemption"] = {{"by", ""}, {"reason", why}, {"deadline", deadline}};
           if (expired) next["status"]["preemption"]["final"] = true;
           next["status"]["message"] = why + "; stops at " + deadline;
@@ -1028,8 +1047,11 @@ Result<CycleStats> Scheduler::RunOnce() {
     for (const json& c : List(Field(b.sw.obj(), "status"), "conditions"))
       if (Str(c, "type") != "Preempted") conditions.push_back(c);
     next["status"]["conditions"] = conditions;
-    // (Its message said when it would stop: it runs on.)
-    next["status"]["message"] = RunningMessage(next["status"]);
+    // (Its message said when it would stop: it runs on, and says why.)
+    next["status"]["message"] = std::string(kEvictionCancelled) +
+                                (frozen ? "its queue's disruption budget is now 0"
+                                        : "its preemptor " + by + " no longer waits for it") +
+                                "; " + RunningMessage(next["status"]);
     if (auto rev = store_.Put(b.sw.kv.key, next.dump(), b.sw.kv.mod_revision); rev.ok()) {
       // (Its revision now: a victim spared may be chosen again this cycle, by a preemptor that
       // plans anew.)

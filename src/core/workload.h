@@ -94,6 +94,14 @@ inline constexpr int64_t kMaxLostGpuSeconds = 1'000'000'000'000;
 inline constexpr int64_t kMaxSwapCeilingMilli = 1'000'000'000'000;
 // The longest minimum runtime, maximum runtime or checkpoint interval a workload may ask: a year.
 inline constexpr int64_t kMaxRunSeconds = 365LL * 24 * 3600;
+// Why a run deactivated by its owner (spec.active false) stops: its status.preemption.reason.
+// Its stop is no eviction (not counted in status.evictions), and is cancelled if it is made
+// active again before its grace period ends.
+inline constexpr const char* kDeactivatedWhy = "deactivated (spec.active is false)";
+// A run marked to stop whose mark was lifted before its deadline (its preemptor no longer
+// waits, its queue froze evictions, it was made active again): its status.message begins with
+// this, and its events say EvictionCancelled.
+inline constexpr const char* kEvictionCancelled = "eviction cancelled: ";
 
 struct Workload {
   WorkloadId name;
