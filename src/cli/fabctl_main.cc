@@ -1434,10 +1434,31 @@ int ExportNodes(HttpClient& http, const std::string& format) {
 
 // What waits in a queue (and below it), in the order admission takes it in each leaf.
 int Pending(Globals& g, HttpClient& http, const std::string& queue, int limit) {
-  auto resp = http.Do("GET", "/apis/fabrica.dev/v1/queues/" + queue +
-                                 "/pendingworkloads?limit=" + std::to_string(limit));
-  if (!resp.ok() || resp->status != 200) return Failed(resp);
-  const json list = json::parse(resp->body);
+  // No queue named: every tree's, root by root (positions are within a tree).
+  std::vector<std::string> roots = {queue};
+  if (queue.empty()) {
+    auto all = http.Do("GET", "/apis/fabrica.dev/v1/queues");
+    if (!all.ok() || all->status != 200) return Failed(all);
+    roots.clear();
+    for (const json& q : Arr(json::parse(all->body, nullptr, false), "items")) {
+      const json spec = Obj(q, "spec"), meta = Obj(q, "metadata");
+      const bool root = !spec.contains("parent") || spec["parent"] == "";
+      if (root && meta.contains("name") && meta["name"].is_string()) roots.push_back(meta["name"]);
+    }
+  }
+  json list = {{"kind", "PendingWorkloadList"}, {"items", json::array()}, {"total", 0}};
+  for (const std::string& root : roots) {
+    auto resp = http.Do("GET", "/apis/fabrica.dev/v1/queues/" + root +
+                                   "/pendingworkloads?limit=" + std::to_string(limit));
+    if (!resp.ok() || resp->status != 200) return Failed(resp);
+    const json one = json::parse(resp->body, nullptr, false);
+    if (roots.size() == 1) {
+      list = one;
+      break;
+    }
+    for (const json& w : Arr(one, "items")) list["items"].push_back(w);
+    list["total"] = list["total"].get<int64_t>() + one.value("total", int64_t{0});
+  }
   if (g.output == "json" || g.output == "yaml") {
     PrintObject(list, g.output);
     return 0;
@@ -1673,6 +1694,8 @@ int Usage(HttpClient& http, const std::string& window, const std::string& by,
 int main(int argc, char** argv) {
   CLI::App app{"fabctl: the client of a Fabrica control plane"};
   app.require_subcommand(1);
+  // (--server, --token … also after the subcommand, as kubectl takes them.)
+  app.fallthrough();
   Globals g;
   app.add_option("--server", g.server, "https://host:port");
   app.add_option("--token", g.token, "bearer token");
@@ -1743,7 +1766,7 @@ int main(int argc, char** argv) {
   });
   CLI::App* pending = app.add_subcommand(
       "pending", "What waits in a queue and its subtree, in admission order, with positions");
-  pending->add_option("queue", name)->required();
+  pending->add_option("queue", name, "a queue (default: every queue tree, root by root)");
   int pending_limit = 100;
   pending->add_option("--limit", pending_limit, "at most this many (default 100)");
   pending->add_option("-o,--output", g.output, "json|yaml")->check(CLI::IsMember({"json", "yaml"}));

@@ -142,6 +142,12 @@ grep -q "big-6" <<<"$pending" || fail "big-6 not listed as pending: $pending"
 head -1 <<<"$pending" | grep -q "^POSITION *QUEUE *IN-QUEUE" || fail "no header: $pending"
 grep "big-6" <<<"$pending" | grep -q "team-b" || fail "big-6 not in team-b: $pending"
 grep "big-6" <<<"$pending" | grep -q "to lend" || fail "big-6 does not say why it waits: $pending"
+# With no queue named: every tree's.
+every=$("$FABCTL" pending 2>&1) || fail "pending with no queue: $every"
+grep "big-6" <<<"$every" | grep -q "team-b" || fail "pending with no queue lacks big-6: $every"
+# Global flags after the subcommand, as kubectl takes them: this token is the one sent.
+wrong=$("$FABCTL" get nodes --token not-a-token 2>&1) && fail "a wrong token after the subcommand was not sent: $wrong"
+grep -q "(401)" <<<"$wrong" || fail "a token after the subcommand: $wrong"
 
 wait "$watch_pid" || true
 head -1 "$tmp/watch.txt" | grep -q "^EVENT *NAMESPACE *NAME *PHASE" || fail "watch header: $(cat "$tmp/watch.txt")"
