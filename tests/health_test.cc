@@ -1061,6 +1061,38 @@ TEST(Remediation, EnrolmentInspectsThenBurnsIn) {
   EXPECT_TRUE(ctl.Schedulable(NodeId("new")));
 }
 
+// A node out of service when an earlier controller stopped goes on from there (a review found
+// every such node re-enrolled: a retired one returned to service, a cordoned one burnt in
+// under its running work): retired stays retired; cordoned waits for its slot, drains its
+// work, and is burnt in before it serves again.
+TEST(Remediation, ANodeOutOfServiceAtAStartGoesOnFromThere) {
+  RemediationConfig config = Fixture3::DefaultConfig();
+  RemediationController ctl(config);
+  ASSERT_TRUE(ctl.AddNode(HgxNode("old"), NodeState::kRetired, 0, "retired before").ok());
+  ASSERT_TRUE(ctl.AddNode(HgxNode("busy"), NodeState::kCordoned, 0, "cordoned before").ok());
+  EXPECT_EQ(ctl.lifecycle(NodeId("old"))->state(), NodeState::kRetired);
+  EXPECT_FALSE(ctl.Schedulable(NodeId("old")));
+  EXPECT_FALSE(ctl.Schedulable(NodeId("busy")));
+  const std::vector<BoundPod> running = {{WorkloadId("job"), NodeId("busy"), {0, 1}}};
+  auto actions = ctl.Reconcile(kSec, running);
+  int cordons = 0, evictions = 0, burn_ins = 0;
+  for (const auto& a : actions) {
+    cordons += a.kind == ActionKind::kCordonNode;
+    evictions += a.kind == ActionKind::kEvict && a.workload == WorkloadId("job");
+    burn_ins += a.kind == ActionKind::kBurnIn;
+  }
+  EXPECT_EQ(cordons, 2);    // both cordons said again
+  EXPECT_EQ(evictions, 1);  // its work drained first
+  EXPECT_EQ(burn_ins, 0);   // not burnt in under it
+  EXPECT_EQ(ctl.lifecycle(NodeId("busy"))->state(), NodeState::kDraining);
+  actions = ctl.Reconcile(2 * kSec, std::vector<BoundPod>{});
+  EXPECT_EQ(ctl.lifecycle(NodeId("busy"))->state(), NodeState::kBurnIn);
+  ASSERT_TRUE(
+      ctl.ReportBurnIn(NodeId("busy"), -1, SimulatedBurnIn(HgxNode("busy"), {}), 3 * kSec).ok());
+  EXPECT_TRUE(ctl.Schedulable(NodeId("busy")));
+  EXPECT_EQ(ctl.lifecycle(NodeId("old"))->state(), NodeState::kRetired);
+}
+
 TEST(Remediation, MalformedBurnInReportChangesNothing) {
   Fixture3 f(5);
   ASSERT_TRUE(f.ctl.ObserveXid(NodeId("n1"), 0, 79, kSec).ok());

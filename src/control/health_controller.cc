@@ -204,20 +204,31 @@ Status HealthController::Sync() {
     if (ctl_.lifecycle(NodeId(name))) continue;
     auto node = NodeFromObject(n, kv.key);
     if (!node.ok()) continue;
-    // Nodes in service when the controller starts are adopted; later ones enroll, and so do
-    // those out of service when it stopped (cordoned for a fault, draining, in repair or
-    // burn-in: a user-style review saw a node that had stopped renewing its lease adopted,
-    // unproven, and its cordon left behind): inspected and burnt in again.
+    // Nodes in service when the controller starts are adopted; later ones enroll. One out of
+    // service when it stopped (a user-style review saw a node that had stopped renewing its
+    // lease adopted, unproven, and its cordon left behind) goes on from where it was, by the
+    // same rules: cordoned, draining, in repair or burn-in, it starts cordoned (drained in its
+    // turn under the remediation limit — work may still run there — then repaired as its
+    // faults say, or burnt in); still enrolling, it enrolls again; retired, it stays retired.
     auto stored = store_.Get(kHealthPrefix + name);
     const json rec = stored.ok() ? json::parse(stored->value, nullptr, false) : json();
     const std::string was = Str(rec, "state");
     const bool out_of_service = first_sync_ && !was.empty() && was != "available";
-    const NodeState initial =
-        first_sync_ && !out_of_service ? NodeState::kAvailable : NodeState::kEnroll;
-    if (!ctl_.AddNode(*node, initial, now,
-                      out_of_service ? was + " when the server stopped: inspected again" : "")
-             .ok())
-      continue;
+    NodeState initial = first_sync_ ? NodeState::kAvailable : NodeState::kEnroll;
+    std::string why;
+    if (out_of_service) {
+      if (was == "retired") {
+        initial = NodeState::kRetired;
+        why = "retired when the server stopped: stays retired";
+      } else if (was == "enroll" || was == "inspecting" || was == "inspect failed") {
+        initial = NodeState::kEnroll;
+        why = was + " when the server stopped: enrolls again";
+      } else {
+        initial = NodeState::kCordoned;
+        why = was + " when the server stopped: drained and proven again";
+      }
+    }
+    if (!ctl_.AddNode(*node, initial, now, why).ok()) continue;
     expected_[name] = *node;
     if (!stored.ok()) continue;
     // A record from before this process: keep its history, and raise again the event
@@ -412,6 +423,14 @@ bool HealthController::SetUnschedulable(const std::string& node, bool cordon) {
   json n = json::parse(kv->value, nullptr, false);
   if (!n.is_object() || !Field(n, "spec").is_object()) return false;
   if ((Field(n["spec"], "unschedulable") == true) == cordon) return true;
+  // An administrator's cordon (the API stamps it, kubectl's cordon or fabctl's, even over
+  // ours) stays when ours ends, as in Kubernetes a cordon stays until someone uncordons (a
+  // user-style review saw a node an admin had cordoned for investigation returned to service
+  // by the end of its repair). Read in the same version the write is conditional on, so that
+  // a cordon that lands meanwhile is not lifted.
+  if (!cordon &&
+      Field(Field(Field(n, "metadata"), "annotations"), kCordonedByAnnotation).is_string())
+    return true;
   if (cordon) {
     n["spec"]["unschedulable"] = true;
   } else {
@@ -421,18 +440,7 @@ bool HealthController::SetUnschedulable(const std::string& node, bool cordon) {
 }
 
 void HealthController::Uncordon(const std::string& node) {
-  // An administrator's cordon (the API stamps it, kubectl's cordon or fabctl's, even over
-  // ours) stays when ours ends, as in Kubernetes a cordon stays until someone uncordons (a
-  // user-style review saw a node an admin had cordoned for investigation returned to service
-  // by the end of its repair).
-  auto kv = store_.Get(kNodesPrefix + node);
-  if (kv.ok()) {
-    const json n = json::parse(kv->value, nullptr, false);
-    if (Field(Field(Field(n, "metadata"), "annotations"), kCordonedByAnnotation).is_string()) {
-      cordoned_by_health_.erase(node);
-      return;
-    }
-  }
+  // (An administrator's cordon it leaves in place: SetUnschedulable.)
   if (SetUnschedulable(node, false)) cordoned_by_health_.erase(node);
 }
 

@@ -161,6 +161,7 @@ class HealthController {
   void Perform(const health::ControllerAction& a, int64_t now,
                const std::map<std::string, std::pair<std::string, std::string>>& bindings);
   // Sets spec.unschedulable; whether the store now says so (false: a conflict, tried again).
+  // Lifting it leaves a cordon an administrator set (kCordonedByAnnotation) and says true.
   bool SetUnschedulable(const std::string& node, bool cordon);
   // Lifts the controller's cordon, unless an administrator cordoned the node too.
   void Uncordon(const std::string& node);

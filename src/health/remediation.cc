@@ -95,9 +95,11 @@ RemediationController::RemediationController(RemediationConfig config)
 
 Status RemediationController::AddNode(const Node& expected, NodeState initial, int64_t now_ms,
                                       const std::string& why) {
-  if (initial != NodeState::kEnroll && initial != NodeState::kAvailable) {
+  if (initial != NodeState::kEnroll && initial != NodeState::kAvailable &&
+      initial != NodeState::kCordoned && initial != NodeState::kRetired) {
     return InvalidArgument("node " + expected.name.str() +
-                           ": a node starts in enroll or available, not " + NodeStateName(initial));
+                           ": a node starts in enroll, available, cordoned or retired, not " +
+                           NodeStateName(initial));
   }
   if (nodes_.count(expected.name)) {
     return Status(StatusCode::kAlreadyExists, "node " + expected.name.str() + " is already known");
@@ -109,6 +111,11 @@ Status RemediationController::AddNode(const Node& expected, NodeState initial, i
   auto [it, inserted] =
       nodes_.emplace(expected.name, Record(expected, initial, reason, config_.health, now_ms));
   index_[expected.name.str()] = &it->second;
+  // (Out of service when a controller before this one stopped: kept out, its cordon said
+  // again; a cordoned one drains, in its turn, and is burnt in before it serves again.)
+  if (initial == NodeState::kRetired) retired_ += 1;
+  if (initial == NodeState::kCordoned || initial == NodeState::kRetired)
+    Emit(ActionKind::kCordonNode, it->second, -1, reason, pending_);
   return Status::Ok();
 }
 

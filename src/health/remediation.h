@@ -122,7 +122,9 @@ class RemediationController {
   explicit RemediationController(RemediationConfig config);
 
   // Registers a node with its expected inventory. A new node starts in `enroll` (the controller
-  // then asks for an inspection); one already in service is adopted as `available`.
+  // then asks for an inspection); one already in service is adopted as `available`; one out of
+  // service when an earlier controller stopped starts `cordoned` (it drains when a remediation
+  // slot frees, then is repaired as its faults say, or burnt in) or stays `retired`.
   // InvalidArgument for another initial state, AlreadyExists for a known name.
   // `why`: the reason its first state is in (default: registered, or adopted in service).
   Status AddNode(const Node& expected, NodeState initial, int64_t now_ms,
