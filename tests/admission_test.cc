@@ -3827,16 +3827,17 @@ TEST(AdmissionConfigTest, ErrorsNameTheField) {
   // Past any fleet: refused, before the tree's sums could overflow (a user-style review's
   // 9223372036854775 GPUs wrapped below its parent's).
   ExpectBad(ParseQueues("queues:\n  - {name: a, quotas: {gpu: {guaranteed: 9223372036854775}}}\n"),
-            "queues[0].quotas.gpu.guaranteed", "at most 10000000 GPUs");
-  ExpectBad(ParseQueues("queues:\n  - {name: a, quotas: {gpu: {borrowingLimit: 20000000}}}\n"),
-            "queues[0].quotas.gpu.borrowingLimit", "at most 10000000 GPUs");
+            "queues[0].quotas.gpu.guaranteed", "at most 1000000000 GPUs");
+  ExpectBad(ParseQueues("queues:\n  - {name: a, quotas: {gpu: {borrowingLimit: 2000000000}}}\n"),
+            "queues[0].quotas.gpu.borrowingLimit", "at most 1000000000 GPUs");
   ExpectBad(ParseQueues("queues:\n  - {name: a, quotas: {cpu: {guaranteed: 2000000000}}}\n"),
             "queues[0].quotas.cpu.guaranteed", "at most 1000000000 cores");
   ExpectBad(ParseQueues("queues:\n  - {name: a, quotas: {memory: {lendingLimit: 2048Pi}}}\n"),
             "queues[0].quotas.memory.lendingLimit", "");
   ExpectBad(ParseQueues("queues:\n  - {name: a, quotas: {memory: {guaranteed: 2000000Ti}}}\n"),
             "queues[0].quotas.memory.guaranteed", "at most 1Ei");
-  EXPECT_TRUE(ParseQueues("queues:\n  - {name: a, quotas: {gpu: {guaranteed: 10000000}}}\n").ok());
+  EXPECT_TRUE(
+      ParseQueues("queues:\n  - {name: a, quotas: {gpu: {borrowingLimit: 1000000000}}}\n").ok());
   ExpectBad(ParseQueues("queues:\n  - {name: a, quotas: {tpu: {guaranteed: 4}}}\n"),
             "queues[0].quotas.tpu", "unknown flavour");
   ExpectBad(ParseQueues("queues:\n  - {name: a, wieght: 2}\n"), "queues[0].wieght", "unknown");

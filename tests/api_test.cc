@@ -1960,16 +1960,28 @@ TEST(ApiEventsTest, AWaitSaidAgainWithOtherNumbersIsOneEventCounted) {
       << after.dump();
   EXPECT_EQ(limit.value("reason", ""), "RequeuingLimitExceeded") << after.dump();
   EXPECT_EQ(limit.value("type", ""), "Warning") << after.dump();
+  // A wait after it ran again is said after that, not merged into one before it (a review:
+  // the history read Queued ×2, Admitted, Started, Preempted, with nothing to say it waits).
+  w.MustSetStatus(item, {{"phase", "Running"}});
+  wait("Queued", "no node can take it now: 5 lack CPU");
+  const json again = Parse(
+      w.Get(std::string(kApi) + "/namespaces/team-a/events?fieldSelector=involvedObject.name=wa2"));
+  ASSERT_GE(again["items"].size(), 2u) << again.dump();
+  EXPECT_EQ(again["items"].back().value("message", ""), "no node can take it now: 5 lack CPU")
+      << again.dump();
+  EXPECT_EQ(again["items"].back().value("count", 0), 1) << again.dump();
+  EXPECT_EQ(again["items"][2].value("message", ""), "no node can take it now: 4 lack CPU")
+      << again.dump();
   // Every term of a selector holds: a field asked two values selects nothing.
   const auto count = [&](const std::string& selector) {
     return Parse(w.Get(std::string(kApi) + "/namespaces/team-a/events?fieldSelector=" + selector))
         .value("items", json::array())
         .size();
   };
-  EXPECT_EQ(count("reason=Queued"), 1u);
+  EXPECT_EQ(count("reason=Queued"), 2u);
   EXPECT_EQ(count("reason=RequeuingLimitExceeded"), 1u);
   EXPECT_EQ(count("reason=Queued,reason=Preempting"), 0u);
-  EXPECT_EQ(count("reason=Queued,reason=Queued"), 1u);
+  EXPECT_EQ(count("reason=Queued,reason=Queued"), 2u);
   EXPECT_EQ(count("involvedObject.name=wa2,involvedObject.name=wa"), 0u);
 }
 

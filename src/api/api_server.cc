@@ -687,6 +687,7 @@ class EventRecorder {
     std::string ns, name, type, reason, message, first, last;
     int64_t count = 1;
     uint64_t sequence = 0;
+    bool waiting = false;  // why a pending workload waits (alike ones merge: Record)
   };
   using Events = std::list<Event>;
 
@@ -845,6 +846,8 @@ class EventRecorder {
       const std::string shape = Shape(message);
       for (size_t back = 1; back <= std::min<size_t>(mine.size(), kAlikeWithin); ++back) {
         Event& e = *mine[mine.size() - back];
+        // (Not past what happened since, as an admission: the wait now is said after it.)
+        if (!e.waiting) break;
         if (e.reason != reason || Shape(e.message) != shape) continue;
         ++e.count;
         e.last = at;
@@ -852,7 +855,7 @@ class EventRecorder {
         return;
       }
     }
-    events_.push_back(Event{ns, name, type, reason, message, at, at, 1, ++sequence_});
+    events_.push_back(Event{ns, name, type, reason, message, at, at, 1, ++sequence_, similar});
     mine.push_back(std::prev(events_.end()));
     if (mine.size() > kPerWorkload) {
       events_.erase(mine.front());
@@ -1218,7 +1221,9 @@ struct ApiServer::Impl {
       if (metrics_extra) r.body += metrics_extra();
       return r;
     }
-    if (extension) {
+    // (The extension's routes — node tokens, fault injection, repairs — take no dry runs: a
+    // dry-run write is not handed to them, so it writes nothing and is answered below.)
+    if (extension && !(req.method != "GET" && req.query.count("dryRun"))) {
       bool all = false;
       std::vector<std::string> tenants;
       if (principal.ok()) tenants = auth.ReadableTenants(*principal, &all);
@@ -1301,8 +1306,14 @@ struct ApiServer::Impl {
       return PendingWorkloads(name, req, *principal);
     }
     const bool status_sub = parts.size() > 2 && parts[2] == "status";
-    if (parts.size() > 3 || (parts.size() == 3 && !status_sub))
+    if (parts.size() > 3 || (parts.size() == 3 && !status_sub)) {
+      // (An action on an object, as a fault injection, was not handed on for a dry run.)
+      if (req.method != "GET" && req.query.count("dryRun"))
+        return StatusResponse(400, "dryRun: " + req.method + " " + req.path +
+                                       " takes no dry run (only an object's create, update, "
+                                       "patch or delete do)");
       return StatusResponse(404, "no such path: " + req.path);
+    }
     if (info->namespaced && !name.empty() && ns.empty()) {
       return StatusResponse(404,
                             "workloads are addressed as /namespaces/<tenant>/workloads/<name>");
@@ -2208,19 +2219,29 @@ struct ApiServer::Impl {
         if (Field(o["spec"], "queue") != Field(Field(stored, "spec"), "queue"))
           if (Status s = CheckQueueAccess(o); !s.ok()) return ErrorFromStatus(s);
       }
-      // A person's cordon (or uncordon) is stamped with who set it, even over the health
-      // controller's cordon, so that the end of a repair does not lift it.
-      if (!status_sub && std::string(info.kind) == "Node" && p.node.empty() &&
-          Field(*body, "spec").is_object() && body->at("spec").contains("unschedulable")) {
+      // A person's cordon is stamped with who set it, even over the health controller's
+      // cordon, so that the end of a repair does not lift it: a node made unschedulable, or a
+      // patch that says so of one already (`fabctl cordon`). A whole object written back
+      // (apply, with the controller's cordon in it) keeps the stored stamp, or none; an
+      // uncordon removes it. (Decided from before and after, not from what the body names.)
+      if (!status_sub && std::string(info.kind) == "Node" && p.node.empty()) {
+        const bool now_off = Field(Field(o, "spec"), "unschedulable") == true;
+        const bool was_off = Field(Field(stored, "spec"), "unschedulable") == true;
+        const bool said = patch && Field(*body, "spec").is_object() &&
+                          Field(body->at("spec"), "unschedulable") == true;
+        const json& had =
+            Field(Field(Field(stored, "metadata"), "annotations"), kCordonedByAnnotation);
         json& meta = o["metadata"];
-        if (Field(body->at("spec"), "unschedulable") == true) {
-          if (!meta.contains("annotations") || !meta["annotations"].is_object())
-            meta["annotations"] = json::object();
+        if (!meta.contains("annotations") || !meta["annotations"].is_object())
+          meta["annotations"] = json::object();
+        if (now_off && (!was_off || said)) {
           meta["annotations"][kCordonedByAnnotation] = p.user.empty() ? "?" : p.user;
-        } else if (meta.contains("annotations") && meta["annotations"].is_object()) {
+        } else if (now_off && had.is_string()) {
+          meta["annotations"][kCordonedByAnnotation] = had;
+        } else {
           meta["annotations"].erase(kCordonedByAnnotation);
-          if (meta["annotations"].empty()) meta.erase("annotations");
         }
+        if (meta["annotations"].empty()) meta.erase("annotations");
       }
       if (!status_sub && std::string(info.kind) == "Queue" &&
           (Field(o["spec"], "quotas") != Field(Field(stored, "spec"), "quotas") ||

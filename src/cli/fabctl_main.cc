@@ -215,6 +215,13 @@ json Arr(const json& o, const char* key) {
   auto it = o.find(key);
   return it != o.end() && it->is_array() ? *it : json::array();
 }
+// A Node spec's GPUs: its devices, or the shorthand's `gpus: {count: N}`.
+size_t NodeGpus(const json& spec) {
+  if (const json devices = Arr(spec, "devices"); !devices.empty()) return devices.size();
+  const json gpus = Obj(spec, "gpus");
+  const auto count = gpus.find("count");
+  return count != gpus.end() && count->is_number_unsigned() ? count->get<size_t>() : 0;
+}
 
 std::string Age(const json& obj) { return obj["metadata"].value("creationTimestamp", ""); }
 
@@ -1363,7 +1370,7 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
   }
   if (std::string(r->kind) == "Node") {
     DescribeNodeHealth(http, name);
-    DescribeNodeWorkloads(http, name, Arr(Obj(o, "spec"), "devices").size());
+    DescribeNodeWorkloads(http, name, NodeGpus(Obj(o, "spec")));
   }
   if (std::string(r->kind) == "Workload") {
     // What happened to it, oldest first (as kubectl describe ends with its events).
@@ -1456,7 +1463,8 @@ int Pending(Globals& g, HttpClient& http, const std::string& queue, int limit) {
       list = one;
       break;
     }
-    for (const json& w : Arr(one, "items")) list["items"].push_back(w);
+    for (const json& w : Arr(one, "items"))
+      if (static_cast<int>(list["items"].size()) < limit) list["items"].push_back(w);
     list["total"] = list["total"].get<int64_t>() + one.value("total", int64_t{0});
   }
   if (g.output == "json" || g.output == "yaml") {
@@ -1629,7 +1637,7 @@ int TopNodes(HttpClient& http) {
   const json node_list = json::parse(nodes->body);
   for (const json& n : node_list["items"]) {
     const std::string name = n["metadata"].value("name", "");
-    const size_t gpus = Arr(Obj(n, "spec"), "devices").size();
+    const size_t gpus = NodeGpus(Obj(n, "spec"));
     int total = 0;
     std::string per;
     // (A GPU out of service shows its state: repair, cordoned, burn-in.)

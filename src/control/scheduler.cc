@@ -621,10 +621,9 @@ Result<CycleStats> Scheduler::RunOnce() {
           next["status"]["message"] = std::string(kEvictionCancelled) +
                                       "active again (spec.active is true); " +
                                       RunningMessage(next["status"]);
-          if (auto rev = store_.Put(kv.key, next.dump(), kv.mod_revision); rev.ok()) {
-            sw.kv.mod_revision = *rev;
-            preemption = json();
-          }
+          // (Its revision in this cycle stays the one read, as for the writes below: one made
+          // later this cycle from the object read, with its old mark, fails and is made again.)
+          if (store_.Put(kv.key, next.dump(), kv.mod_revision).ok()) preemption = json();
         }
         if (preemption.is_object()) {
           int64_t deadline = ParseTimestamp(Str(preemption, "deadline"));
@@ -673,10 +672,9 @@ Result<CycleStats> Scheduler::RunOnce() {
           next["status"]["message"] = why + "; stops at " + deadline;
           expiring = store_.Put(kv.key, next.dump(), kv.mod_revision).ok();
         }
-        // Through queues, a gang whose pods have not all started within the gang timeout
-        // gives its devices back and waits again (counted from when it was bound, or from its
-        // last growth). One that grew goes back to the pods that started instead, and grows
-        // again only after the backoff.
+        // A gang whose pods have not all started within the gang timeout gives its devices back and
+        // waits again (counted from when it was bound, or from its last growth). One that grew goes
+        // back to the pods that started instead, and grows again only after the backoff.
         const int64_t scheduled = ParseTimestamp(Str(status, "scheduledTime"));
         const int64_t resized = ParseTimestamp(Str(status, "resizedTime"));
         const bool grew = scheduled >= 0 && resized >= scheduled;
@@ -1073,7 +1071,9 @@ Result<CycleStats> Scheduler::RunOnce() {
     next["status"].erase("shrink");  // (the earlier build's one mark: now in b.marks)
     if (left.empty()) {
       next["status"].erase("shrinks");
-      next["status"]["message"] = RunningMessage(next["status"]);  // (as above)
+      next["status"]["message"] = std::string(kEvictionCancelled) +
+                                  "the preemptor its shrink was for no longer waits; " +
+                                  RunningMessage(next["status"]);
     } else {
       next["status"]["shrinks"] = left;
     }

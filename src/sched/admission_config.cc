@@ -44,7 +44,9 @@ namespace {
 Result<QuotaSpec> ParseQuota(YamlMap& m, const std::string& resource) {
   RETURN_IF_ERROR(m.CheckIsMap());
   // (Bounded far past any fleet, so that the tree's sums cannot overflow: a user-style review
-  // passed 9223372036854775 GPUs, whose sum wrapped below its parent's.)
+  // passed 9223372036854775 GPUs, whose sum wrapped below its parent's. Each bound is about
+  // 10^12 milli-GPUs, milli-cores or MiB, so a million queues' sum still fits; a billion GPUs,
+  // a sentinel for "unlimited" a stored queue may hold, is still taken.)
   auto amount = [&](const std::string& key) -> Result<int64_t> {
     if (resource == kCpuQuota) {
       ASSIGN_OR_RETURN(MilliCpu c, m.Cpu(key));
@@ -58,8 +60,8 @@ Result<QuotaSpec> ParseQuota(YamlMap& m, const std::string& resource) {
       return b.value();
     }
     ASSIGN_OR_RETURN(MilliGpu g, m.Gpu(key));
-    if (g.value() > int64_t{10'000'000} * kMilliPerGpu)
-      return m.Error(key, "at most 10000000 GPUs");
+    if (g.value() > int64_t{1'000'000'000} * kMilliPerGpu)
+      return m.Error(key, "at most 1000000000 GPUs");
     return g.value();
   };
   QuotaSpec q;
