@@ -267,8 +267,13 @@ std::string ShownPhase(const json& status) {
   const std::string phase = status.value("phase", "");
   const json finished = Obj(status, "finishedPods");
   if ((phase == "Running" || phase == "Scheduled") && status.contains("preemption") &&
-      status["preemption"].is_object())
-    return "Evicting";
+      status["preemption"].is_object()) {
+    // (Its owner's stop, deactivating it, is no eviction.)
+    const json& p = status["preemption"];
+    const bool own =
+        p.value("by", json("")) == "" && p.value("reason", json("")) == fabrica::kDeactivatedWhy;
+    return own ? "Stopping" : "Evicting";
+  }
   if (const json started = Obj(status, "startedPods"); phase == "Running" && started.is_object()) {
     size_t bound = 0, up = 0;
     for (const json& a : Arr(status, "assignments")) {
@@ -280,8 +285,9 @@ std::string ShownPhase(const json& status) {
   }
   if (phase == "Pending" && status.value("reason", "") == "Unschedulable") return "Unschedulable";
   // (Set inactive by hand, or by the gang timeout's requeue limit.)
-  if (phase == "Pending" && (status.value("reason", "") == "Inactive" ||
-                             status.value("reason", "") == "RequeuingLimitExceeded"))
+  if (phase == "Pending" &&
+      (status.value("reason", "") == "Inactive" || status.value("reason", "") == "Deactivated" ||
+       status.value("reason", "") == "RequeuingLimitExceeded"))
     return "Inactive";
   return phase;
 }

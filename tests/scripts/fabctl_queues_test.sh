@@ -502,4 +502,26 @@ grep -q "weight: 3" "$tmp/unqueued.yaml" || fail "unqueued's yaml: $(cat "$tmp/u
 "$FABCTL" apply -f "$tmp/unqueued.yaml" >"$tmp/apply-u.txt" 2>&1 || fail "apply unqueued: $(cat "$tmp/apply-u.txt")"
 "$FABCTL" get queue unqueued -o yaml | grep -q "weight: 3" || fail "unqueued not stored: $("$FABCTL" get queue unqueued -o yaml)"
 if "$FABCTL" describe queue unqueued | grep -q "^Built in"; then fail "an admin's unqueued described as built in"; fi
+# A running workload made inactive stops as its owner asked: no eviction said or counted (the
+# grace period is half a wall second here, too short to watch it Stopping; e2e_test has it).
+read -r ns running < <("$FABCTL" get workloads -A | awk '$3 == "Running" {print $1, $2; exit}')
+[ -n "$running" ] || fail "no running workload: $("$FABCTL" get workloads -A)"
+evictions() {
+  "$FABCTL" get workload "$running" -n "$ns" -o json | tr -d ' \n' | grep -o '"evictions":{"count":[0-9]*' || true
+}
+before=$(evictions)
+"$FABCTL" patch workload "$running" -n "$ns" -p '{"spec": {"active": false}}' >/dev/null || fail "deactivate"
+for _ in $(seq 100); do
+  "$FABCTL" get workloads -n "$ns" | grep -q "^$running  *Inactive" && break
+  sleep 0.2
+done
+"$FABCTL" get workloads -n "$ns" | grep -q "^$running  *Inactive" ||
+  fail "a deactivated run: $("$FABCTL" get workloads -n "$ns")"
+events=$("$FABCTL" get events "$running" -n "$ns")
+grep -q "Stopping" <<<"$events" && grep -q "Deactivated" <<<"$events" ||
+  fail "a deactivated run's events: $events"
+if sed -n '/Stopping/,$p' <<<"$events" | grep -Eq "Evicting|Preempted"; then
+  fail "a deactivation said as an eviction: $events"
+fi
+[ "$(evictions)" = "$before" ] || fail "a deactivation counted as an eviction: $before -> $(evictions)"
 echo "OK: queues applied twice, pending listed in order, a foreign queue refused, flavours counted, a gang admitted in part, grown and shrunk for urgent work, a flavour order kept, a tree applied child first, a directory and standard input applied"
