@@ -1912,6 +1912,65 @@ TEST_F(ApiBadInputTest, WorkloadsNeedAValidNamespace) {
 // lack what) or back and forth, is one event counted, its message the latest (a review: a
 // preemptor's countdown, rewritten each minute, pushed its other events out); what differs
 // in words is an event of its own; a field selector's terms must all hold.
+// POST .../workloads/W/eviction (kubectl's pods/eviction; fabctl drain uses it): a running
+// workload is marked to stop after its grace period, saying who and why; its queue's
+// disruption budget is respected (429, as a PodDisruptionBudget answers); bad input, work that
+// holds nothing and another tenant's work are refused, and nothing is written for them.
+TEST(ApiEvictionTest, AnEvictionMarksRunningWorkWithinItsQueuesBudget) {
+  World w;
+  w.Seed();
+  json budgeted = QueueObject("team-a");
+  budgeted["spec"]["disruptionBudget"] = 1;
+  w.MustCreate(Collection("queues"), budgeted);
+  w.MustCreate(Collection("workloads", "team-a"), WorkloadObject("team-a", "wa3"));
+  w.MustSetStatus(Item("workloads", "team-a", "wa3"),
+                  {{"phase", "Running"}, {"assignments", {Assignment("n2")}}});
+  const auto evict = [&](const std::string& ns, const std::string& name, const std::string& token,
+                         const std::string& body = "") {
+    return w.Do("POST", Item("workloads", ns, name) + "/eviction", token, body);
+  };
+  const auto marked = [&](const std::string& ns, const std::string& name) {
+    return Parse(w.Get(Item("workloads", ns, name)))["status"].contains("preemption");
+  };
+  HttpResponse r = evict("team-a", "wa", kAdmin, "{bad");
+  EXPECT_EQ(r.status, 400) << r.body;
+  r = evict("team-a", "wa", kAdmin, R"({"gracePeriod": 5})");
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_NE(r.body.find("eviction.gracePeriod: unknown field"), std::string::npos) << r.body;
+  r = evict("team-a", "wa", kAdmin, R"({"gracePeriodSeconds": -1})");
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_NE(r.body.find("eviction.gracePeriodSeconds"), std::string::npos) << r.body;
+  EXPECT_EQ(w.Do("GET", Item("workloads", "team-a", "wa") + "/eviction", kAdmin).status, 405);
+  r = evict("team-a", "wa2", kAdmin);
+  EXPECT_EQ(r.status, 409) << r.body;
+  EXPECT_NE(r.body.find("it holds no devices, nothing to evict"), std::string::npos) << r.body;
+  EXPECT_EQ(evict("team-a", "nope", kAdmin).status, 404);
+  EXPECT_EQ(evict("team-b", "wb", kAlice).status, 403);
+  for (const char* name : {"wa", "wa2"}) EXPECT_FALSE(marked("team-a", name)) << name;
+  EXPECT_FALSE(marked("team-b", "wb"));
+
+  r = evict("team-a", "wa", kAdmin, R"({"gracePeriodSeconds": 10, "reason": "maintenance"})");
+  EXPECT_EQ(r.status, 201) << r.body;
+  const json st = Parse(w.Get(Item("workloads", "team-a", "wa")))["status"];
+  EXPECT_EQ(st["preemption"].value("reason", ""), "evicted by admin: maintenance") << st.dump();
+  EXPECT_EQ(st["preemption"].value("deadline", ""), FormatTimestamp(w.clock().NowMs() + 10'000));
+  EXPECT_EQ(st["preemption"].value("evictor", ""), "api") << st.dump();
+  EXPECT_EQ(st.value("phase", ""), "Scheduled") << st.dump();  // (it keeps its devices till then)
+  r = evict("team-a", "wa", kAdmin);
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body.find("already stopping"), std::string::npos) << r.body;
+  // Queue team-a's budget of 1 is spent while wa stops: wa3 waits, unmarked.
+  r = evict("team-a", "wa3", kAdmin);
+  EXPECT_EQ(r.status, 429) << r.body;
+  EXPECT_NE(r.body.find("queue team-a's disruptionBudget of 1 allows no more evictions now"),
+            std::string::npos)
+      << r.body;
+  EXPECT_FALSE(marked("team-a", "wa3"));
+  // Another queue's work (no budget) goes.
+  EXPECT_EQ(evict("team-b", "wb", kAdmin).status, 201);
+  EXPECT_TRUE(marked("team-b", "wb"));
+}
+
 TEST(ApiEventsTest, AWaitSaidAgainWithOtherNumbersIsOneEventCounted) {
   World w;
   w.Seed();

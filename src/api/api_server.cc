@@ -310,7 +310,8 @@ Status ValidateWorkloadStatus(const json& status) {
                                 {{"by", K::kString},
                                  {"reason", K::kString},
                                  {"deadline", K::kString},
-                                 {"final", K::kBool}}));
+                                 {"final", K::kBool},
+                                 {"evictor", K::kString}}));
   }
   // Where it runs, and where a waiting preemptor plans to (the same shape).
   for (const char* key : {"assignments", "nomination"}) {
@@ -915,6 +916,8 @@ struct ApiServer::Impl {
   std::mutex flavor_refs_mu;
   ApiServer::Extension extension;
   std::function<std::string()> metrics_extra;
+  int64_t eviction_grace_ms = 30'000;  // an eviction's default grace period
+  std::mutex eviction_mu;              // evictions one at a time (their budget check and write)
 
   Impl(Store& s, Authorizer& a, const Clock& c, Metrics* m)
       : store(s), auth(a), clock(c), metrics(m) {
@@ -1305,6 +1308,17 @@ struct ApiServer::Impl {
       if (!allowed.ok()) return ErrorFromStatus(allowed);
       return PendingWorkloads(name, req, *principal);
     }
+    if (std::string(info->plural) == "workloads" && parts.size() == 3 && parts[2] == "eviction") {
+      *verb_label = "create";
+      if (req.method != "POST") return StatusResponse(405, "eviction: use POST");
+      if (ns.empty())
+        return StatusResponse(404, "a workload is evicted in its tenant's namespace: POST " +
+                                       std::string(kApiPrefix) +
+                                       "/namespaces/<tenant>/workloads/<name>/eviction");
+      Status allowed = auth.Check(*principal, Verb::kUpdate, info->plural, ns, name, false);
+      if (!allowed.ok()) return ErrorFromStatus(allowed);
+      return Evict(*info, ns, name, req, *principal);
+    }
     const bool status_sub = parts.size() > 2 && parts[2] == "status";
     if (parts.size() > 3 || (parts.size() == 3 && !status_sub)) {
       // (An action on an object, as a fault injection, was not handed on for a dry run.)
@@ -1422,6 +1436,98 @@ struct ApiServer::Impl {
   // (`position`), 0 first; `limit` (default 1000) and `offset` page it. A tenant sees its own
   // workloads, placed among all. Work the scheduler found it can never admit as it is comes
   // last, `inadmissible`, with no place in its queue (positionInQueue -1).
+  // POST .../namespaces/T/workloads/W/eviction (kubectl's pods/eviction, which `fabctl drain`
+  // uses): marks a running workload to stop after a grace period, keeping its devices until
+  // then, and puts it back in line (reason Evicted), as a preemption does — unless its queue's
+  // disruption budget allows no more evictions now: 429, try again, as a PodDisruptionBudget
+  // answers. Body (optional): {"gracePeriodSeconds": N, "reason": "..."}.
+  HttpResponse Evict(const ResourceInfo& info, const std::string& ns, const std::string& name,
+                     const HttpRequest& req, const Principal& p) {
+    json body = json::object();
+    if (!req.body.empty()) {
+      body = json::parse(req.body, nullptr, false);
+      if (body.is_discarded() || !body.is_object())
+        return StatusResponse(400,
+                              "eviction: the body must be a JSON object, as "
+                              "{\"gracePeriodSeconds\": 30, \"reason\": \"...\"}");
+      body.erase("apiVersion");
+      body.erase("kind");
+      body.erase("metadata");
+      if (Status s =
+              CheckFields(body, "eviction",
+                          {{"gracePeriodSeconds", JsonKind::kInt}, {"reason", JsonKind::kString}});
+          !s.ok())
+        return ErrorFromStatus(s);
+    }
+    const int64_t grace_s = Int(body, "gracePeriodSeconds", eviction_grace_ms / 1000);
+    if (grace_s < 0 || grace_s > kMaxRunSeconds)
+      return StatusResponse(422, "eviction.gracePeriodSeconds: must be between 0 and " +
+                                     std::to_string(kMaxRunSeconds));
+    // (One at a time, so that two evictions cannot both pass a budget that has room for one.)
+    std::lock_guard<std::mutex> lock(eviction_mu);
+    auto kv = store.Get(Key(info, ns, name));
+    if (!kv.ok()) {
+      if (kv.status().code() == StatusCode::kNotFound)
+        return StatusResponse(404, "Workload '" + name + "' not found in " + ns);
+      return ErrorFromStatus(kv.status());
+    }
+    json w = json::parse(kv->value, nullptr, false);
+    if (!w.is_object())
+      return StatusResponse(500, "stored workload " + ns + "/" + name + " is unreadable");
+    const json& status = Field(w, "status");
+    const std::string phase = Str(status, "phase");
+    if (phase != "Running" && phase != "Scheduled")
+      return StatusResponse(409, "workload " + ns + "/" + name + " is " +
+                                     (phase.empty() ? "Pending" : phase) +
+                                     ": it holds no devices, nothing to evict");
+    if (const json& mark = Field(status, "preemption"); mark.is_object())
+      return StatusResponse(200, "workload " + ns + "/" + name + " is already stopping (" +
+                                     Str(mark, "reason") + "), at " + Str(mark, "deadline"));
+    // Its queue's disruption budget: how many of the queue's workloads may be stopping at once.
+    auto tree = QueueTreeWith(json());
+    if (tree.ok()) {
+      const std::set<std::string> leaves = LeafQueues(*tree);
+      const std::string leaf = WaitingQueue(leaves, Str(Field(w, "spec"), "queue"), ns);
+      for (const QueueSpec& q : tree->queues) {
+        if (q.name != leaf || q.disruption_budget < 0) continue;
+        auto all = ReadAll(Prefix(info, ""));
+        if (!all.ok()) return ErrorFromStatus(all.status());
+        int stopping = 0;
+        for (const KeyValue& other : *all) {
+          if (other.value.find("\"preemption\"") == std::string::npos) continue;
+          const json o = json::parse(other.value, nullptr, false);
+          const json& st = Field(o, "status");
+          const std::string ph = Str(st, "phase");
+          if ((ph == "Running" || ph == "Scheduled") && Field(st, "preemption").is_object() &&
+              WaitingQueue(leaves, Str(Field(o, "spec"), "queue"),
+                           Str(Field(o, "metadata"), "namespace")) == leaf)
+            ++stopping;
+        }
+        if (stopping >= q.disruption_budget)
+          return StatusResponse(
+              429, "Cannot evict workload " + ns + "/" + name + ": queue " + leaf +
+                       "'s disruptionBudget of " + std::to_string(q.disruption_budget) +
+                       " allows no more evictions now (" + std::to_string(stopping) +
+                       " of its workloads stopping); try again when they have stopped");
+      }
+    }
+    const std::string deadline = FormatTimestamp(clock.NowMs() + grace_s * 1000);
+    std::string why = "evicted by " + (p.user.empty() ? std::string("?") : p.user);
+    if (const std::string given = Str(body, "reason"); !given.empty()) why += ": " + given;
+    w["status"]["preemption"] = {
+        {"by", ""}, {"reason", why}, {"deadline", deadline}, {"evictor", "api"}};
+    w["status"]["message"] = why + "; stops at " + deadline;
+    auto put = store.Put(kv->key, w.dump(), kv->mod_revision);
+    if (!put.ok()) {
+      if (put.status().code() == StatusCode::kFailedPrecondition)
+        return StatusResponse(
+            409, "workload " + ns + "/" + name + " changed while it was evicted; try again");
+      return ErrorFromStatus(put.status());
+    }
+    return StatusResponse(201,
+                          "workload " + ns + "/" + name + " " + why + "; stops at " + deadline);
+  }
+
   HttpResponse PendingWorkloads(const std::string& queue, const HttpRequest& req,
                                 const Principal& p) {
     int64_t limit = 1000, offset = 0;
@@ -2425,6 +2531,8 @@ void ApiServer::SetExtension(Extension extension) { impl_->extension = std::move
 void ApiServer::SetMetricsExtra(std::function<std::string()> extra) {
   impl_->metrics_extra = std::move(extra);
 }
+
+void ApiServer::SetEvictionGrace(int64_t ms) { impl_->eviction_grace_ms = ms; }
 
 Result<std::string> ApiServer::IssueNodeToken(const std::string& node) {
   RETURN_IF_ERROR(ValidateName(node));

@@ -53,6 +53,9 @@ class ApiServer {
   void SetExtension(Extension extension);
   // More Prometheus text appended to /metrics. Set before serving.
   void SetMetricsExtra(std::function<std::string()> extra);
+  // The grace period of an eviction (POST .../workloads/W/eviction) that names none: the
+  // scheduler's preemption grace. Set before serving.
+  void SetEvictionGrace(int64_t ms);
 
   // A new bearer token whose holder acts as node `node` (and only as it). Persisted in the
   // store, so agents keep working across server restarts.

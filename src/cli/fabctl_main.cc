@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -1569,6 +1570,73 @@ int Cordon(HttpClient& http, const std::string& node, bool cordon) {
   return 0;
 }
 
+// `fabctl drain NODE`, as kubectl's: cordons the node, evicts each workload that holds devices
+// there (POST .../eviction: it keeps them through its grace period, then waits in its queue
+// again), retrying those whose queue's disruption budget allows no eviction now (429), and waits
+// until nothing runs there. `timeout_s` 0: no limit; `grace_s` < 0: the server's grace period.
+int Drain(HttpClient& http, const std::string& node, int64_t grace_s, int64_t timeout_s,
+          const std::string& reason) {
+  if (int rc = Cordon(http, node, true); rc != 0) return rc;
+  const auto start = std::chrono::steady_clock::now();
+  const auto out_of_time = [&] {
+    return timeout_s > 0 &&
+           std::chrono::steady_clock::now() - start > std::chrono::seconds(timeout_s);
+  };
+  std::set<std::string> evicted, told;  // "tenant/name"
+  while (true) {
+    auto list = http.Do("GET", "/apis/fabrica.dev/v1/workloads");
+    if (!list.ok() || list->status != 200) return Failed(list);
+    std::vector<std::pair<std::string, std::string>> here;  // (tenant, name) holding devices
+    for (const json& w : Arr(json::parse(list->body, nullptr, false), "items")) {
+      const json status = Obj(w, "status");
+      const std::string phase =
+          status.value("phase", json("")).is_string() ? status.value("phase", "") : std::string();
+      if (phase != "Running" && phase != "Scheduled") continue;
+      bool on = false;
+      for (const json& a : Arr(status, "assignments"))
+        on |= a.is_object() && a.value("node", json("")) == node;
+      if (!on) continue;
+      const json meta = Obj(w, "metadata");
+      here.push_back({meta.value("namespace", ""), meta.value("name", "")});
+    }
+    if (here.empty()) break;
+    bool waiting_on_budget = false;
+    for (const auto& [ns, name] : here) {
+      const std::string id = ns + "/" + name;
+      if (evicted.count(id)) continue;
+      json body = {{"reason", reason.empty() ? "drain of node " + node : reason}};
+      if (grace_s >= 0) body["gracePeriodSeconds"] = grace_s;
+      auto resp = http.Do(
+          "POST", "/apis/fabrica.dev/v1/namespaces/" + ns + "/workloads/" + name + "/eviction",
+          body.dump());
+      if (!resp.ok()) return Failed(resp);
+      if (resp->status == 429) {
+        // (Said once per workload: the budget frees as others stop.)
+        if (told.insert(id).second) {
+          const json j = json::parse(resp->body, nullptr, false);
+          std::printf("workload/%s waits: %s\n", id.c_str(),
+                      j.is_object() ? j.value("message", "").c_str() : resp->body.c_str());
+        }
+        waiting_on_budget = true;
+        continue;
+      }
+      if (resp->status == 404 || resp->status == 409) continue;  // gone or stopped meanwhile
+      if (resp->status >= 300) return Failed(resp);
+      evicted.insert(id);
+      std::printf("evicting workload/%s\n", id.c_str());
+    }
+    if (out_of_time()) {
+      std::cerr << "fabctl: drain of node/" << node << " timed out: " << here.size()
+                << " workload(s) still there" << (waiting_on_budget ? " (disruption budgets)" : "")
+                << "\n";
+      return 1;
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(waiting_on_budget ? 5 : 1));
+  }
+  std::printf("node/%s drained\n", node.c_str());
+  return 0;
+}
+
 // POST .../nodes/N/token: a bearer token for node N's agent (platform admins).
 int NodeToken(HttpClient& http, const std::string& node) {
   auto resp = http.Do("POST", "/apis/fabrica.dev/v1/nodes/" + node + "/token", "{}");
@@ -1813,6 +1881,25 @@ int main(int argc, char** argv) {
   uncordon->callback([&] {
     auto h = client();
     rc = h ? Cordon(*h, name, false) : 2;
+  });
+  CLI::App* drain = app.add_subcommand(
+      "drain",
+      "Cordon a node and evict its work (each keeps it through a grace period, then "
+      "waits in its queue again), respecting disruption budgets");
+  drain->add_option("node", name)->required();
+  int64_t drain_grace = -1, drain_timeout = 0;
+  std::string drain_reason;
+  drain
+      ->add_option("--grace-period", drain_grace,
+                   "seconds each workload keeps its devices (default: the server's grace "
+                   "period)")
+      ->check(CLI::Range(int64_t{-1}, int64_t{365} * 24 * 3600));
+  drain->add_option("--timeout", drain_timeout, "give up after this many seconds (0: never)")
+      ->check(CLI::Range(int64_t{0}, int64_t{365} * 24 * 3600));
+  drain->add_option("--reason", drain_reason, "why, as the workloads' events say it");
+  drain->callback([&] {
+    auto h = client();
+    rc = h ? Drain(*h, name, drain_grace, drain_timeout, drain_reason) : 2;
   });
   CLI::App* debug = app.add_subcommand("debug", "Debugging aids for simulated factories");
   debug->require_subcommand(1);

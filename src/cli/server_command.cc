@@ -208,6 +208,7 @@ int Run(ServerArgs args) {
   api.SetExtension(ChainExtensions(ChainExtensions(health.Routes(), (*meter)->Routes()),
                                    agent_service.Routes()));
   api.SetMetricsExtra([m = meter->get()] { return m->MetricsText(); });
+  api.SetEvictionGrace(static_cast<int64_t>(args.preemption_grace_s * 1000));
   HttpServerOptions options;
   options.listen = args.listen;
   options.tls = !args.plain_http;

@@ -649,9 +649,9 @@ Result<CycleStats> Scheduler::RunOnce() {
                 ++stats.timed_out;
                 continue;
               }
-            } else if (requeue(by_health      ? "Evicted"
-                               : deactivating ? "Deactivated"
-                                              : "Preempted",
+            } else if (requeue(by_health || Str(preemption, "evictor") == "api" ? "Evicted"
+                               : deactivating                                   ? "Deactivated"
+                                                                                : "Preempted",
                                (by_health ? "evicted: " : "") + Str(preemption, "reason"))) {
               continue;
             }

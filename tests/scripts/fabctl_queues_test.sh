@@ -524,4 +524,17 @@ if sed -n '/Stopping/,$p' <<<"$events" | grep -Eq "Evicting|Preempted"; then
   fail "a deactivation said as an eviction: $events"
 fi
 [ "$(evictions)" = "$before" ] || fail "a deactivation counted as an eviction: $before -> $(evictions)"
+# fabctl drain, as kubectl's: the node cordoned, its work evicted (each keeps its devices
+# through the grace period, then waits again) and the command returns once nothing runs there.
+read -r dns dname dnode < <("$FABCTL" get workloads -A | awk '$3 == "Running" && $6 !~ /,/ {print $1, $2, $6; exit}')
+[ -n "$dnode" ] || fail "no running workload on one node: $("$FABCTL" get workloads -A)"
+"$FABCTL" drain "$dnode" --timeout 120 >"$tmp/drain.txt" 2>&1 || fail "drain $dnode: $(cat "$tmp/drain.txt")"
+grep -q "^node/$dnode cordoned" "$tmp/drain.txt" && grep -q "^evicting workload/$dns/$dname" "$tmp/drain.txt" &&
+  grep -q "^node/$dnode drained" "$tmp/drain.txt" || fail "drain output: $(cat "$tmp/drain.txt")"
+if "$FABCTL" get workloads -A | awk -v n="$dnode" '$3 == "Running" && $6 ~ n' | grep -q .; then
+  fail "work still on the drained $dnode: $("$FABCTL" get workloads -A)"
+fi
+"$FABCTL" get events "$dname" -n "$dns" | grep -q "Evicted .*evicted by admin: drain of node $dnode" ||
+  fail "no eviction event for the drain: $("$FABCTL" get events "$dname" -n "$dns")"
+"$FABCTL" uncordon "$dnode" >/dev/null || fail "uncordon $dnode"
 echo "OK: queues applied twice, pending listed in order, a foreign queue refused, flavours counted, a gang admitted in part, grown and shrunk for urgent work, a flavour order kept, a tree applied child first, a directory and standard input applied"
