@@ -2951,6 +2951,30 @@ TEST_F(AdmissionTest, ABorrowerHeldBackNamesTheQueueItWaitsFor) {
       << adm_->reason(more);
 }
 
+// Work within its guarantee that finds no room holds back borrowing only where the borrower
+// would go past its tree's guarantee: another tree's queue borrowing within its own tree takes
+// nothing of the waiting tree's share (a user-style review saw one unplaceable gang keep a
+// separate tree from its own guarantee, indefinitely).
+TEST_F(AdmissionTest, WorkWaitingForRoomHoldsNoOtherTreeWithinItsOwnGuarantee) {
+  AdmissionConfig config;
+  config.consolidation = false;  // (the waiting pod finds no room by moving work either)
+  QueueSpec lab = Leaf("lab", 4);
+  lab.parent = "";
+  QueueSpec x = Leaf("x", 1), y = Leaf("y", 3);
+  x.parent = y.parent = "lab";
+  config.queues = {QueueSpec{"org", "", 1, {}, -1}, Leaf("a", 4), lab, x, y};
+  MakeTree(Nodes(2, 4), config, {"a", "x", "y"});
+  ASSERT_TRUE(adm_->Restore(Gpus("x0", "x", 1), OnGpus(0, {0}), 0).ok());
+  ASSERT_TRUE(adm_->Restore(Gpus("x1", "x", 1), OnGpus(1, {0}), 0).ok());
+  // a's 4 GPUs on one node: 3 free on each, and nothing of a's tree to take back.
+  const int waiting = Submit(Gpus("a0", "a", 4), 10);
+  adm_->Cycle(11, 1000);
+  ASSERT_EQ(adm_->phase(waiting), Phase::kPending) << adm_->reason(waiting);
+  const int more = Submit(Gpus("x2", "x", 1), 11.5);
+  adm_->Cycle(12, 1000);
+  EXPECT_EQ(adm_->phase(more), Phase::kAdmitted) << adm_->reason(more);
+}
+
 // While the sibling's borrowed work may not go yet (its minimum runtime), the queue coming back
 // waits, and says why: its tree is at its top's guarantee.
 TEST_F(AdmissionTest, AQueueWaitingForItsSiblingsBorrowedGpusSaysWhy) {
@@ -3405,8 +3429,8 @@ TEST_F(AdmissionTest, AQueueOverALoweredBorrowingLimitSaysSoAndEvictsNothing) {
   EXPECT_TRUE(adm_->Cycle(11, 1000).evicted.empty());
   EXPECT_EQ(adm_->phase(more), Phase::kPending) << adm_->reason(more);
   EXPECT_EQ(adm_->GuaranteeWarnings()[adm_->QueueIndex("a")],
-            "over its borrowing limit of gpu: holds 7 GPUs, past its 4 guaranteed + 2 borrowed; "
-            "nothing is evicted for it, its new work waits until it is within");
+            "over its borrowing limit of gpu: holds 7 GPUs, past its 4 guaranteed + borrowing "
+            "limit 2; nothing is evicted for it, its new work waits until it is within");
   EXPECT_EQ(adm_->GuaranteeWarnings().count(adm_->QueueIndex("b")), 0u);
 }
 

@@ -343,7 +343,7 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
                     "CREATED"});
     if (wide)
       rows.back().insert(rows.back().begin() + 5,
-                         {"BORROWED", "BORROWING-LIMIT", "LENDING-LIMIT", "BUDGET"});
+                         {"BORROWED", "BORROWING-LIMIT", "LENDING-LIMIT", "DISRUPTION-BUDGET"});
   } else if (kind == "PriorityClass") {
     rows.push_back({"NAME", "VALUE", "TENANTS", "DESCRIPTION", "CREATED"});
   } else if (kind == "ResourceFlavor") {
@@ -543,9 +543,15 @@ fabrica::Result<json> FetchEvents(HttpClient& http, const std::string& ns,
   if (!name.empty()) path += "?fieldSelector=involvedObject.name%3D" + name;
   auto resp = http.Do("GET", path);
   if (!resp.ok()) return resp.status();
-  if (resp->status != 200)
+  if (resp->status != 200) {
+    // (Said as every other command says a server's refusal.)
+    const json j = json::parse(resp->body, nullptr, false);
+    const std::string message = j.is_object() && j.contains("message") && j["message"].is_string()
+                                    ? j["message"].get<std::string>()
+                                    : resp->body;
     return fabrica::Status(fabrica::StatusCode::kUnavailable,
-                           "HTTP " + std::to_string(resp->status) + ": " + resp->body);
+                           "Error from server (" + std::to_string(resp->status) + "): " + message);
+  }
   json list = json::parse(resp->body, nullptr, false);
   if (!list.is_object())
     return fabrica::Status(fabrica::StatusCode::kUnavailable, "events: not a JSON object");
@@ -563,7 +569,8 @@ int GetEvents(Globals& g, HttpClient& http, const std::string& name) {
   const std::string ns = g.all_namespaces ? "" : g.ns;
   fabrica::Result<json> list = FetchEvents(http, ns, name);
   if (!list.ok()) {
-    std::cerr << "fabctl: " << list.status().message() << "\n";
+    const std::string& m = list.status().message();
+    std::cerr << (m.rfind("Error from server", 0) == 0 ? "" : "fabctl: ") << m << "\n";
     return 1;
   }
   if (g.output == "json" || g.output == "yaml") {

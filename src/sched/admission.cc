@@ -750,8 +750,9 @@ std::map<int, std::string> Admitter::GuaranteeWarnings() const {
       if (managed_[f] && n.borrow_limit[f] && n.usage[f] > n.guaranteed[f] + *n.borrow_limit[f])
         out[q] += std::string(out[q].empty() ? "" : "; ") + "over its borrowing limit of " +
                   flavor_name(f) + ": holds " + GpuAmount(n.usage[f]) + " GPUs, past its " +
-                  GpuAmount(n.guaranteed[f]) + " guaranteed + " + GpuAmount(*n.borrow_limit[f]) +
-                  " borrowed; nothing is evicted for it, its new work waits until it is within";
+                  GpuAmount(n.guaranteed[f]) + " guaranteed + borrowing limit " +
+                  GpuAmount(*n.borrow_limit[f]) +
+                  "; nothing is evicted for it, its new work waits until it is within";
   }
   return out;
 }
@@ -2126,7 +2127,7 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
     }
     // A workload within its queue's guarantee found no room: room freed from now on in this
     // cycle is kept for it, not lent to queues above their guarantee.
-    if (hold_borrowing_ && WouldBorrow(id)) {
+    if (hold_borrowing_ && WouldBorrow(id) && !WithinOtherTree(id)) {
       // (Said beside why it last waited, not instead: it may wait so for many cycles.)
       std::string& why = entries_[id].reason;
       // (One note, of the queue that holds it now.)
@@ -2949,6 +2950,19 @@ bool Admitter::WouldBorrow(int id) const {
     return false;
   }
   return false;
+}
+
+bool Admitter::WithinOtherTree(int id) const {
+  const Entry& e = entries_[id];
+  const int root = TreeRoot(e.leaf);
+  if (held_for_ < 0 || TreeRoot(held_for_) == root) return false;
+  for (const PodRequest& p : e.pods) {
+    if (p.kind == DeviceKind::kNone) continue;
+    for (int f : CandidateFlavors(p))
+      if (managed_[f] && !WithinGuarantee(root, f, e.gpu_milli)) return false;
+    return true;
+  }
+  return true;
 }
 
 // A cheap necessary condition for Preempt to find any victim.

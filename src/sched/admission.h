@@ -821,6 +821,10 @@ class Admitter {
   bool MayPreempt(int id) const;
   // Whether its queue runs work of its own that its withinQueue policy lets it evict.
   bool OwnMayGo(int id) const;
+  // Whether the work that holds borrowing back (held_for_) is of another tree, and workload
+  // `id` keeps its own tree within the tree's guarantee: it takes nothing of the waiting
+  // tree's share, so it is not held back.
+  bool WithinOtherTree(int id) const;
   bool WouldBorrow(int id) const;
   void Park(int id, bool quota, uint64_t key, const std::vector<PodRequest>& pods);
   void Unpark(int id);

@@ -580,9 +580,9 @@ TEST_F(AgentFleetTest, PodsRunAsProcessesAndTheirExitAndOutputAreReported) {
   const std::string node = NodeOf("hello");
   json n = Call("GET", std::string(kApi) + "/nodes/" + node).second;
   const std::string uuid = n["spec"]["devices"][0].value("uuid", "?");
-  ASSERT_TRUE(WaitFor([&] { return !Log("hello").empty(); }, 10s)) << Logs();
+  ASSERT_TRUE(WaitFor([&] { return !Log("hello").empty(); }, 30s)) << Logs();
   EXPECT_EQ(Log("hello"), "hello from " + node + " on " + uuid + "\n");
-  ASSERT_TRUE(WaitFor([&] { return !Log("broken").empty(); }, 10s));
+  ASSERT_TRUE(WaitFor([&] { return !Log("broken").empty(); }, 30s));
   EXPECT_EQ(Log("broken"), "about to fail\n");
   // Another tenant's member may not read it; the pod's tenant may.
   ClientOptions alice = Options(test::TestToken("alice", "agent"));
@@ -663,7 +663,7 @@ TEST_F(AgentFleetTest, ACompletedPodIsNotRunAgainAfterItsAgentRestarts) {
   agents_[first].Kill(SIGKILL);
   StartAgent(first);
   ASSERT_TRUE(WaitFor([&] { return Phase("pair") == "Succeeded"; }, 30s)) << Logs();
-  ASSERT_TRUE(WaitFor([&] { return !Log("pair", "main-0").empty(); }, 10s));
+  ASSERT_TRUE(WaitFor([&] { return !Log("pair", "main-0").empty(); }, 30s));
   EXPECT_EQ(Log("pair", "main-0"), "run main-0\n");  // once
   // The exits each agent kept until the server had them are forgotten.
   for (const json& a : bound["status"]["assignments"]) {
@@ -910,7 +910,7 @@ TEST_F(AgentFleetTest, APodGetsItsGpusNumaNodeCpusAndNic) {
   ASSERT_GE(numa, 0) << a.dump();
   const std::string nic = "mlx5_" + std::to_string(numa);
   EXPECT_EQ(a.value("nic", ""), nic) << a.dump();
-  ASSERT_TRUE(WaitFor([&] { return !Log("second").empty(); }, 10s));
+  ASSERT_TRUE(WaitFor([&] { return !Log("second").empty(); }, 30s));
   // The simulated GPUs of NUMA node k are close to CPUs 8k..8k+7 of this 16-CPU node; the pod
   // is pinned to those of them this machine has (none: not pinned).
   const std::string log = Log("second");
