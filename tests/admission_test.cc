@@ -1117,6 +1117,28 @@ TEST_F(AdmissionTest, ElasticShrinkMayTakeFromOneWorkloadTwiceInACycle) {
 }
 
 // Elastic shrink keeps lenders at their guarantee, and restores as the server rebuilds it.
+// A tree's root with a borrowing limit holds the tree to it even for a queue within its own
+// guarantee (a session-25 reading: org at 20 of its 16 + 0, its borrower left running): the
+// queue takes its guarantee back from the sibling that borrowed it instead.
+TEST_F(AdmissionTest, ARootsBorrowingLimitHoldsItsTreeAndTheGuaranteeIsReclaimed) {
+  AdmissionConfig config;
+  QueueSpec org{"org", "", 1, {}, -1};
+  org.quotas["gpu"] = QuotaSpec{16'000, int64_t{0}, {}};
+  config.queues = {org, Leaf("a", 8), Leaf("b", 8)};
+  MakeTree(Nodes(8, 4), config, {"a", "b"});
+  const std::vector<int> bs = SubmitEach("b", "b", 6, 0, 2);
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(CountPhase(bs, Phase::kAdmitted), 6);
+  const std::vector<int> as = SubmitEach("a", "a", 2, 5, 4);
+  CycleResult cr = adm_->Cycle(10, 1000);
+  EXPECT_EQ(CountPhase(as, Phase::kAdmitted), 1) << adm_->reason(as[1]);
+  EXPECT_EQ(cr.evicted.size(), 2u) << adm_->reason(as[1]);
+  EXPECT_LE(adm_->usage_milli(adm_->QueueIndex("org")), 16'000);
+  for (const auto& e : cr.evicted) EXPECT_EQ(adm_->queue_name(adm_->queue_of(e.victim)), "b");
+  EXPECT_NE(adm_->reason(as[1]).find("reclaims its guarantee"), std::string::npos)
+      << adm_->reason(as[1]);
+}
+
 // Nodes of 4, 4 and 1 GPUs (the last with too few cores for any pod); a, guaranteed 5, runs
 // gang g on the two 4-GPU nodes (8 pods, two needed), lending b (guaranteed 4) 3: b's 3-GPU
 // pod shrinks g by three. Its 4-GPU pod takes a to 4, below its guarantee: g, bigger than a's

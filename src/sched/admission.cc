@@ -1204,7 +1204,8 @@ bool Admitter::QuotaWalk(int leaf, int64_t amount, Used used_of, Guar guar, Borr
     const int64_t used = used_of(q) + amount;
     const bool room = used <= guar(q) - reserved;
     if (room && (!walk_on || q.parent < 0)) return true;
-    if (!room && owned && q.parent < 0 &&
+    // (Nor past the root's own borrowing limit: an administrator's cap on the whole tree.)
+    if (!room && owned && q.parent < 0 && (!borrow(q) || used <= guar(q) + *borrow(q) - reserved) &&
         // (Past the GPUs in service it fits nowhere: placement refuses it, and reclaims room.)
         (n == fleet_queue_ ? used > in_service_milli_[flavor] : TopRoom(n, flavor, used, reserved)))
       return true;
