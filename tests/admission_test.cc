@@ -1139,6 +1139,39 @@ TEST_F(AdmissionTest, ARootsBorrowingLimitHoldsItsTreeAndTheGuaranteeIsReclaimed
       << adm_->reason(as[1]);
 }
 
+// A reclaim for quota (the tree is at its root's limit, though the fleet has room) takes an
+// elastic borrower's spare pods too, rather than evicting it whole (a user-style review saw a
+// 6-pod elastic gang evicted whole, its queue taken below its guarantee, for 8 GPUs); only
+// what its queue borrows.
+TEST_F(AdmissionTest, ElasticShrinkServesAReclaimForQuota) {
+  AdmissionConfig config;
+  QueueSpec org{"org", "", 1, {}, -1};
+  org.quotas["gpu"] = QuotaSpec{16'000, int64_t{0}, {}};
+  config.queues = {org, Leaf("a", 8), Leaf("b", 8)};
+  MakeTree(Nodes(8, 4), config, {"a", "b"});
+  ASSERT_TRUE(adm_->Restore(Gpus("a0", "a", 4), OnGpus(0, {0, 1, 2, 3}), 0).ok());
+  Workload gang = Gpus("g", "b", 2, 0, 6, /*gang=*/true);
+  gang.pod_sets[0].min_count = 2;
+  const int g = Submit(gang, 0);
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(adm_->pod_counts(g), std::vector<int>{6}) << adm_->reason(g);
+  adm_->PodsReady(g);
+  const int w = Submit(Gpus("a1", "a", 4), 10);
+  CycleResult cr = adm_->Cycle(10, 1000);
+  ASSERT_EQ(cr.evicted.size(), 1u) << adm_->reason(w);
+  EXPECT_EQ(adm_->fragment_of(cr.evicted[0].victim), g) << adm_->reason(w);
+  EXPECT_EQ(adm_->pod_counts(g), std::vector<int>{4}) << adm_->reason(g);
+  EXPECT_EQ(adm_->phase(g), Phase::kAdmitted);
+  adm_->Terminated(cr.evicted[0].victim, 40);
+  adm_->Cycle(40, 1000);
+  EXPECT_EQ(adm_->phase(w), Phase::kAdmitted) << adm_->reason(w);
+  // More than b borrows: b keeps its guarantee (4 pods = 8 GPUs), a waits.
+  const int more = Submit(Gpus("a2", "a", 2), 50);
+  cr = adm_->Cycle(50, 1000);
+  EXPECT_TRUE(cr.evicted.empty()) << adm_->reason(more);
+  EXPECT_EQ(adm_->pod_counts(g), std::vector<int>{4});
+}
+
 // Nodes of 4, 4 and 1 GPUs (the last with too few cores for any pod); a, guaranteed 5, runs
 // gang g on the two 4-GPU nodes (8 pods, two needed), lending b (guaranteed 4) 3: b's 3-GPU
 // pod shrinks g by three. Its 4-GPU pod takes a to 4, below its guarantee: g, bigger than a's

@@ -3639,22 +3639,30 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
   bool ok = true;
   // Short of its queue's quota: its own queue's pods first (the last of each set, cheapest
   // victim first) until what they free lets the quota take it.
+  // Reclaiming its guarantee for quota (its tree at its top's limit): the pods of what other
+  // queues of its tree borrow first (each victim's queue kept at its guarantee, as `take`
+  // checks), counted as freed at the top, where the quota is short.
   if (const int f = scope.quota_flavor; f >= 0) {
+    const int at = scope.quota_reclaim ? TreeRoot(e.leaf) : e.leaf;
     const auto allows = [&] {
-      auto it = taken.find({e.leaf, f});
+      auto it = taken.find({at, f});
       const int64_t freed = it == taken.end() ? 0 : it->second;
       return QuotaAllows(e.leaf, f, e.gpu_milli - freed, nullptr) ||
-             SwapAllows(e, f, e.gpu_milli, freed);
+             (!scope.quota_reclaim && SwapAllows(e, f, e.gpu_milli, freed));
     };
-    for (size_t i = 0; i < elastic.size() && !allows(); ++i) {
-      const Entry& w = entries_[elastic[i]];
-      if (w.leaf != e.leaf) continue;
+    std::vector<int> order = elastic;
+    if (scope.quota_reclaim)
+      std::stable_partition(order.begin(), order.end(),
+                            [&](int v) { return entries_[v].leaf != e.leaf; });
+    for (size_t i = 0; i < order.size() && !allows(); ++i) {
+      const Entry& w = entries_[order[i]];
+      if (w.leaf != e.leaf && !scope.quota_reclaim) continue;
       // (Only pods charged to that flavour give it back.)
       for (size_t s = 0; s < w.counts.size() && !allows(); ++s)
         for (int k = 0; k < w.counts[s] - w.min_counts[s] && !allows(); ++k) {
           const int p = pod_index(w, s, k);
           if (FlavorOf(w.pods[p], state_.node_model(w.assign[p].node)) != f ||
-              take(elastic[i], s, k + 1) < 0)
+              take(order[i], s, k + 1) < 0)
             break;
         }
     }
@@ -4260,11 +4268,13 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     chosen.clear();
   };
   // Elastic victims' spare pods first: taking them loses no work (they run on with fewer).
-  // (Short of its queue's GPU quota, of its own queue's pods: they free quota as they go.)
+  // (Short of its queue's GPU quota, of its own queue's pods: they free quota as they go; short
+  // of its tree's, reclaiming its guarantee, first of what the tree's other queues borrow.)
   if (config_.elastic_shrink &&
-      (!quota_short || (!res_short && !borrow_preempt && !quota_reclaim && quota_flavor >= 0))) {
+      (!quota_short || (!res_short && !borrow_preempt && quota_flavor >= 0))) {
     ShrinkScope scope;
     if (quota_short) scope.quota_flavor = quota_flavor;
+    scope.quota_reclaim = quota_reclaim;
     scope.reclaim_flavors = reclaim_flavors;
     scope.res_reclaim = res_reclaim;
     scope.check_lending = takes_borrowed && !fair_share;

@@ -868,6 +868,9 @@ class Admitter {
     // Short of its own queue's GPU quota in this flavour (-1: not): pods of its own queue's
     // elastic victims go first until the quota allows it.
     int quota_flavor = -1;
+    // ... and that quota is its tree's, at its top (Preempt's quota_reclaim): other queues'
+    // borrowed pods there first, what they free counted at the top.
+    bool quota_reclaim = false;
     // Whether a victim bigger than its queue's whole guarantee may take it below (a reclaim:
     // yes; work that borrows, preempting to borrow: no).
     bool big_may_go = true;
