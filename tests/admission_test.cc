@@ -191,6 +191,15 @@ class AdmissionTest : public ::testing::Test {
     MakeTree(fleet, config, tenants);
   }
   // An Admitter over `config`'s whole tree as given (Make puts every leaf under one root).
+  // Queues a and b, guaranteed 8 GPUs each, under org, whose tree may hold no more than their
+  // 16 (borrowingLimit 0), on a fleet of 32.
+  void MakeCappedTree() {
+    AdmissionConfig config;
+    QueueSpec org{"org", "", 1, {}, -1};
+    org.quotas["gpu"] = QuotaSpec{16'000, int64_t{0}, {}};
+    config.queues = {org, Leaf("a", 8), Leaf("b", 8)};
+    MakeTree(Nodes(8, 4), config, {"a", "b"});
+  }
   void MakeTree(const Fleet& fleet, const AdmissionConfig& config,
                 const std::vector<std::string>& tenants) {
     fleet_ = fleet;
@@ -1116,16 +1125,11 @@ TEST_F(AdmissionTest, ElasticShrinkMayTakeFromOneWorkloadTwiceInACycle) {
   EXPECT_EQ(adm_->pod_counts(g), std::vector<int>{2});
 }
 
-// Elastic shrink keeps lenders at their guarantee, and restores as the server rebuilds it.
 // A tree's root with a borrowing limit holds the tree to it even for a queue within its own
 // guarantee (a session-25 reading: org at 20 of its 16 + 0, its borrower left running): the
 // queue takes its guarantee back from the sibling that borrowed it instead.
 TEST_F(AdmissionTest, ARootsBorrowingLimitHoldsItsTreeAndTheGuaranteeIsReclaimed) {
-  AdmissionConfig config;
-  QueueSpec org{"org", "", 1, {}, -1};
-  org.quotas["gpu"] = QuotaSpec{16'000, int64_t{0}, {}};
-  config.queues = {org, Leaf("a", 8), Leaf("b", 8)};
-  MakeTree(Nodes(8, 4), config, {"a", "b"});
+  MakeCappedTree();
   const std::vector<int> bs = SubmitEach("b", "b", 6, 0, 2);
   adm_->Cycle(1, 1000);
   ASSERT_EQ(CountPhase(bs, Phase::kAdmitted), 6);
@@ -1144,11 +1148,7 @@ TEST_F(AdmissionTest, ARootsBorrowingLimitHoldsItsTreeAndTheGuaranteeIsReclaimed
 // 6-pod elastic gang evicted whole, its queue taken below its guarantee, for 8 GPUs); only
 // what its queue borrows.
 TEST_F(AdmissionTest, ElasticShrinkServesAReclaimForQuota) {
-  AdmissionConfig config;
-  QueueSpec org{"org", "", 1, {}, -1};
-  org.quotas["gpu"] = QuotaSpec{16'000, int64_t{0}, {}};
-  config.queues = {org, Leaf("a", 8), Leaf("b", 8)};
-  MakeTree(Nodes(8, 4), config, {"a", "b"});
+  MakeCappedTree();
   ASSERT_TRUE(adm_->Restore(Gpus("a0", "a", 4), OnGpus(0, {0, 1, 2, 3}), 0).ok());
   Workload gang = Gpus("g", "b", 2, 0, 6, /*gang=*/true);
   gang.pod_sets[0].min_count = 2;
@@ -1172,6 +1172,7 @@ TEST_F(AdmissionTest, ElasticShrinkServesAReclaimForQuota) {
   EXPECT_EQ(adm_->pod_counts(g), std::vector<int>{4});
 }
 
+// Elastic shrink keeps lenders at their guarantee, and restores as the server rebuilds it.
 // Nodes of 4, 4 and 1 GPUs (the last with too few cores for any pod); a, guaranteed 5, runs
 // gang g on the two 4-GPU nodes (8 pods, two needed), lending b (guaranteed 4) 3: b's 3-GPU
 // pod shrinks g by three. Its 4-GPU pod takes a to 4, below its guarantee: g, bigger than a's
