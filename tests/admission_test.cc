@@ -3031,6 +3031,32 @@ TEST_F(AdmissionTest, WorkWaitingForRoomHoldsNoOtherTreeWithinItsOwnGuarantee) {
   EXPECT_EQ(adm_->phase(more), Phase::kAdmitted) << adm_->reason(more);
 }
 
+// ... but every tree whose work waits so holds its own borrowers back, not only the first
+// tree's (a review: the second waiting tree's borrower took the room its own work waited for).
+TEST_F(AdmissionTest, EveryTreeWithWorkWaitingForRoomHoldsItsOwnBorrowers) {
+  AdmissionConfig config;
+  config.consolidation = false;
+  config.preemption = false;  // (they wait for room, reclaiming nothing)
+  QueueSpec r1 = Leaf("r1", 4), r2 = Leaf("r2", 8);
+  r1.parent = r2.parent = "";
+  QueueSpec a = Leaf("a", 4), x = Leaf("x", 2), y = Leaf("y", 6);
+  a.parent = "r1";
+  x.parent = y.parent = "r2";
+  config.queues = {r1, r2, a, x, y};
+  MakeTree(Nodes(3, 4), config, {"a", "x", "y"});
+  for (int n = 0; n < 3; ++n)
+    ASSERT_TRUE(adm_->Restore(Gpus("x" + std::to_string(n), "x", 1), OnGpus(n, {0}), 0).ok());
+  const int a0 = Submit(Gpus("a0", "a", 4), 10);
+  const int y0 = Submit(Gpus("y0", "y", 4), 10);
+  const int x3 = Submit(Gpus("x3", "x", 1), 10);
+  adm_->Cycle(11, 1000);
+  ASSERT_EQ(adm_->phase(a0), Phase::kPending) << adm_->reason(a0);
+  ASSERT_EQ(adm_->phase(y0), Phase::kPending) << adm_->reason(y0);
+  EXPECT_EQ(adm_->phase(x3), Phase::kPending) << adm_->reason(x3);
+  EXPECT_NE(adm_->reason(x3).find("within its guarantee waits for room"), std::string::npos)
+      << adm_->reason(x3);
+}
+
 // While the sibling's borrowed work may not go yet (its minimum runtime), the queue coming back
 // waits, and says why: its tree is at its top's guarantee.
 TEST_F(AdmissionTest, AQueueWaitingForItsSiblingsBorrowedGpusSaysWhy) {

@@ -1949,6 +1949,16 @@ TEST(ApiEvictionTest, AnEvictionMarksRunningWorkWithinItsQueuesBudget) {
   for (const char* name : {"wa", "wa2"}) EXPECT_FALSE(marked("team-a", name)) << name;
   EXPECT_FALSE(marked("team-b", "wb"));
 
+  // A dry run answers and writes nothing; a tenant may not give a grace period past the
+  // server's (its marked work would be no one's victim meanwhile).
+  r = w.Do("POST", Item("workloads", "team-a", "wa") + "/eviction?dryRun=All", kAdmin);
+  EXPECT_EQ(r.status, 201) << r.body;
+  EXPECT_NE(r.body.find("(dry run)"), std::string::npos) << r.body;
+  EXPECT_FALSE(marked("team-a", "wa"));
+  r = evict("team-a", "wa", kAlice, R"({"gracePeriodSeconds": 86400})");
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_NE(r.body.find("longer: admins"), std::string::npos) << r.body;
+  EXPECT_FALSE(marked("team-a", "wa"));
   r = evict("team-a", "wa", kAdmin, R"({"gracePeriodSeconds": 10, "reason": "maintenance"})");
   EXPECT_EQ(r.status, 201) << r.body;
   const json st = Parse(w.Get(Item("workloads", "team-a", "wa")))["status"];
@@ -1956,9 +1966,15 @@ TEST(ApiEvictionTest, AnEvictionMarksRunningWorkWithinItsQueuesBudget) {
   EXPECT_EQ(st["preemption"].value("deadline", ""), FormatTimestamp(w.clock().NowMs() + 10'000));
   EXPECT_EQ(st["preemption"].value("evictor", ""), "api") << st.dump();
   EXPECT_EQ(st.value("phase", ""), "Scheduled") << st.dump();  // (it keeps its devices till then)
-  r = evict("team-a", "wa", kAdmin);
+  r = evict("team-a", "wa", kAdmin, R"({"gracePeriodSeconds": 20})");
   EXPECT_EQ(r.status, 200) << r.body;
   EXPECT_NE(r.body.find("already stopping"), std::string::npos) << r.body;
+  // A shorter grace brings the stop forward.
+  r = evict("team-a", "wa", kAdmin, R"({"gracePeriodSeconds": 2})");
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Parse(w.Get(Item("workloads", "team-a", "wa")))["status"]["preemption"].value(
+                "deadline", ""),
+            FormatTimestamp(w.clock().NowMs() + 2'000));
   // Queue team-a's budget of 1 is spent while wa stops: wa3 waits, unmarked.
   r = evict("team-a", "wa3", kAdmin);
   EXPECT_EQ(r.status, 429) << r.body;

@@ -1459,10 +1459,23 @@ struct ApiServer::Impl {
           !s.ok())
         return ErrorFromStatus(s);
     }
-    const int64_t grace_s = Int(body, "gracePeriodSeconds", eviction_grace_ms / 1000);
-    if (grace_s < 0 || grace_s > kMaxRunSeconds)
+    // (In milliseconds: the server's grace period may be a fraction of a second.) Longer than
+    // the server's only for a platform admin: a marked workload is no victim for anyone, so a
+    // tenant's long grace would shield it from reclaim.
+    const bool admin =
+        auth.Check(p, Verb::kUpdate, "queues", "", "", /*status_subresource=*/false).ok();
+    const int64_t grace_ms = body.contains("gracePeriodSeconds")
+                                 ? Int(body, "gracePeriodSeconds") * 1000
+                                 : eviction_grace_ms;
+    const int64_t most_ms = admin ? kMaxRunSeconds * 1000 : eviction_grace_ms;
+    if (grace_ms < 0 || grace_ms > most_ms)
       return StatusResponse(422, "eviction.gracePeriodSeconds: must be between 0 and " +
-                                     std::to_string(kMaxRunSeconds));
+                                     std::to_string(most_ms / 1000) +
+                                     (admin ? "" : " (the server's grace period; longer: admins)"));
+    if (auto dry = req.query.find("dryRun"); dry != req.query.end() && dry->second != "All")
+      return StatusResponse(400, "dryRun: '" + dry->second +
+                                     "' is not a dry run mode (the only one is All: ?dryRun=All)");
+    const bool dry_run = req.query.count("dryRun") > 0;
     // (One at a time, so that two evictions cannot both pass a budget that has room for one.)
     std::lock_guard<std::mutex> lock(eviction_mu);
     auto kv = store.Get(Key(info, ns, name));
@@ -1480,11 +1493,28 @@ struct ApiServer::Impl {
       return StatusResponse(409, "workload " + ns + "/" + name + " is " +
                                      (phase.empty() ? "Pending" : phase) +
                                      ": it holds no devices, nothing to evict");
-    if (const json& mark = Field(status, "preemption"); mark.is_object())
+    const std::string deadline = FormatTimestamp(clock.NowMs() + grace_ms);
+    if (const json& mark = Field(status, "preemption"); mark.is_object()) {
+      // (A shorter grace brings its stop forward, as a second kubectl eviction may.)
+      const int64_t at = ParseTimestamp(Str(mark, "deadline"));
+      if (at >= 0 && clock.NowMs() + grace_ms < at && !dry_run) {
+        w["status"]["preemption"]["deadline"] = deadline;
+        w["status"]["message"] = Str(mark, "reason") + "; stops at " + deadline;
+        if (auto put = store.Put(kv->key, w.dump(), kv->mod_revision); !put.ok())
+          return StatusResponse(
+              409, "workload " + ns + "/" + name + " changed while it was evicted; try again");
+        return StatusResponse(200, "workload " + ns + "/" + name + " is already stopping (" +
+                                       Str(mark, "reason") + "), now at " + deadline);
+      }
       return StatusResponse(200, "workload " + ns + "/" + name + " is already stopping (" +
                                      Str(mark, "reason") + "), at " + Str(mark, "deadline"));
-    // Its queue's disruption budget: how many of the queue's workloads may be stopping at once.
+    }
+    // Its queue's disruption budget: how many of the queue's workloads may be stopping at once
+    // (each elastic shrink's pods count as one, as the scheduler counts them). (The scheduler's
+    // own victims written meanwhile are not seen: a budget may be passed by one for a cycle.)
     auto tree = QueueTreeWith(json());
+    if (!tree.ok() && tree.status().code() != StatusCode::kInvalidArgument)
+      return ErrorFromStatus(tree.status());
     if (tree.ok()) {
       const std::set<std::string> leaves = LeafQueues(*tree);
       const std::string leaf = WaitingQueue(leaves, Str(Field(w, "spec"), "queue"), ns);
@@ -1494,14 +1524,18 @@ struct ApiServer::Impl {
         if (!all.ok()) return ErrorFromStatus(all.status());
         int stopping = 0;
         for (const KeyValue& other : *all) {
-          if (other.value.find("\"preemption\"") == std::string::npos) continue;
+          if (other.value.find("\"preemption\"") == std::string::npos &&
+              other.value.find("\"shrinks\"") == std::string::npos)
+            continue;
           const json o = json::parse(other.value, nullptr, false);
           const json& st = Field(o, "status");
           const std::string ph = Str(st, "phase");
-          if ((ph == "Running" || ph == "Scheduled") && Field(st, "preemption").is_object() &&
+          if ((ph != "Running" && ph != "Scheduled") ||
               WaitingQueue(leaves, Str(Field(o, "spec"), "queue"),
-                           Str(Field(o, "metadata"), "namespace")) == leaf)
-            ++stopping;
+                           Str(Field(o, "metadata"), "namespace")) != leaf)
+            continue;
+          stopping += Field(st, "preemption").is_object() ? 1 : 0;
+          stopping += static_cast<int>(jsonf::List(st, "shrinks").size());
         }
         if (stopping >= q.disruption_budget)
           return StatusResponse(
@@ -1511,12 +1545,14 @@ struct ApiServer::Impl {
                        " of its workloads stopping); try again when they have stopped");
       }
     }
-    const std::string deadline = FormatTimestamp(clock.NowMs() + grace_s * 1000);
     std::string why = "evicted by " + (p.user.empty() ? std::string("?") : p.user);
     if (const std::string given = Str(body, "reason"); !given.empty()) why += ": " + given;
     w["status"]["preemption"] = {
         {"by", ""}, {"reason", why}, {"deadline", deadline}, {"evictor", "api"}};
     w["status"]["message"] = why + "; stops at " + deadline;
+    if (dry_run)
+      return StatusResponse(
+          201, "workload " + ns + "/" + name + " " + why + "; stops at " + deadline + " (dry run)");
     auto put = store.Put(kv->key, w.dump(), kv->mod_revision);
     if (!put.ok()) {
       if (put.status().code() == StatusCode::kFailedPrecondition)

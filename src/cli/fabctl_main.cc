@@ -1590,11 +1590,23 @@ int Drain(HttpClient& http, const std::string& node, int64_t grace_s, int64_t ti
            std::chrono::steady_clock::now() - start > std::chrono::seconds(timeout_s);
   };
   std::set<std::string> evicted, told;  // "tenant/name"
+  // (A failure the server or the network may get over is retried until the timeout.)
+  const auto transient = [](const auto& resp) {
+    return !resp.ok() || resp->status >= 500 || resp->status == 409;
+  };
   while (true) {
     auto list = http.Do("GET", "/apis/fabrica.dev/v1/workloads");
-    if (!list.ok() || list->status != 200) return Failed(list);
+    const json listed =
+        list.ok() && list->status == 200 ? json::parse(list->body, nullptr, false) : json();
+    if (!listed.is_object()) {
+      if (!transient(list) && list.ok() && list->status != 200) return Failed(list);
+      if (out_of_time()) return Failed(list);
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      continue;
+    }
     std::vector<std::pair<std::string, std::string>> here;  // (tenant, name) holding devices
-    for (const json& w : Arr(json::parse(list->body, nullptr, false), "items")) {
+    std::set<std::string> stopping;                         // of those, the ones marked to stop
+    for (const json& w : Arr(listed, "items")) {
       const json status = Obj(w, "status");
       const std::string phase =
           status.value("phase", json("")).is_string() ? status.value("phase", "") : std::string();
@@ -1605,18 +1617,22 @@ int Drain(HttpClient& http, const std::string& node, int64_t grace_s, int64_t ti
       if (!on) continue;
       const json meta = Obj(w, "metadata");
       here.push_back({meta.value("namespace", ""), meta.value("name", "")});
+      if (status.contains("preemption") && status["preemption"].is_object())
+        stopping.insert(meta.value("namespace", "") + "/" + meta.value("name", ""));
     }
     if (here.empty()) break;
     bool waiting_on_budget = false;
     for (const auto& [ns, name] : here) {
       const std::string id = ns + "/" + name;
-      if (evicted.count(id)) continue;
+      // (Marked already, its stop is under way; one whose mark was lifted since, a preemption
+      // called off, is evicted again.)
+      if (stopping.count(id)) continue;
       json body = {{"reason", reason.empty() ? "drain of node " + node : reason}};
       if (grace_s >= 0) body["gracePeriodSeconds"] = grace_s;
       auto resp = http.Do(
           "POST", "/apis/fabrica.dev/v1/namespaces/" + ns + "/workloads/" + name + "/eviction",
           body.dump());
-      if (!resp.ok()) return Failed(resp);
+      if (transient(resp)) continue;  // (tried again next round)
       if (resp->status == 429) {
         // (Said once per workload: the budget frees as others stop.)
         if (told.insert(id).second) {
@@ -1629,8 +1645,7 @@ int Drain(HttpClient& http, const std::string& node, int64_t grace_s, int64_t ti
       }
       if (resp->status == 404 || resp->status == 409) continue;  // gone or stopped meanwhile
       if (resp->status >= 300) return Failed(resp);
-      evicted.insert(id);
-      std::printf("evicting workload/%s\n", id.c_str());
+      if (evicted.insert(id).second) std::printf("evicting workload/%s\n", id.c_str());
     }
     if (out_of_time()) {
       std::cerr << "fabctl: drain of node/" << node << " timed out: " << here.size()

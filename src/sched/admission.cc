@@ -2060,6 +2060,7 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
   consolidations_left_ = config_.consolidation ? config_.consolidation_searches_per_cycle : 0;
   victim_cache_.clear();
   hold_borrowing_ = false;
+  held_roots_.clear();
   partial_failed_.clear();
 
   // Preemptors whose victims have all stopped go first — in a StrictFIFO queue only its head
@@ -2086,6 +2087,8 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
         hold_borrowing_ = true;
         held_for_ = e.leaf;
       }
+      if (e.victims_left > 0 && e.gpu_milli > 0 && !WouldBorrow(id))
+        held_roots_.insert(TreeRoot(e.leaf));
       continue;
     }
     Unnominate(id);
@@ -2516,6 +2519,8 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
     hold_borrowing_ = true;
     held_for_ = e.leaf;
   }
+  const bool root_held_before = held_roots_.count(TreeRoot(e.leaf)) > 0;
+  if (!borrowing && !probe) held_roots_.insert(TreeRoot(e.leaf));
   // Scattered free room is gathered by moving work before anyone loses their place.
   if (!borrowing && Consolidate(id, pods, e.spec.topology, now, out)) return false;
   // A few preemption searches per queue and cycle, in queue order; more for reclaim.
@@ -2533,6 +2538,7 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
   if (PartialInstead(id, searched, key, now, out)) {
     hold_borrowing_ = held_before;  // it runs: nothing waits for room to be kept
     held_for_ = held_for_before;
+    if (!root_held_before) held_roots_.erase(TreeRoot(entries_[id].leaf));
     return true;
   }
   Park(id, false, key, pods);
@@ -2956,7 +2962,7 @@ bool Admitter::WouldBorrow(int id) const {
 bool Admitter::WithinOtherTree(int id) const {
   const Entry& e = entries_[id];
   const int root = TreeRoot(e.leaf);
-  if (held_for_ < 0 || TreeRoot(held_for_) == root) return false;
+  if (held_for_ < 0 || held_roots_.count(root)) return false;
   for (const PodRequest& p : e.pods) {
     if (p.kind == DeviceKind::kNone) continue;
     for (int f : CandidateFlavors(p))
@@ -3643,7 +3649,13 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
   // queues of its tree borrow first (each victim's queue kept at its guarantee, as `take`
   // checks), counted as freed at the top, where the quota is short.
   if (const int f = scope.quota_flavor; f >= 0) {
-    const int at = scope.quota_reclaim ? TreeRoot(e.leaf) : e.leaf;
+    const int at = scope.quota_reclaim ? scope.quota_blocker : e.leaf;
+    // (Only work under the queue whose limit stops it gives that quota back.)
+    const auto under = [&](int q) {
+      for (; q >= 0; q = queues_[q].parent)
+        if (q == at) return true;
+      return false;
+    };
     const auto allows = [&] {
       auto it = taken.find({at, f});
       const int64_t freed = it == taken.end() ? 0 : it->second;
@@ -3656,7 +3668,7 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
                             [&](int v) { return entries_[v].leaf != e.leaf; });
     for (size_t i = 0; i < order.size() && !allows(); ++i) {
       const Entry& w = entries_[order[i]];
-      if (w.leaf != e.leaf && !scope.quota_reclaim) continue;
+      if (w.leaf != e.leaf && (!scope.quota_reclaim || !under(w.leaf))) continue;
       // (Only pods charged to that flavour give it back.)
       for (size_t s = 0; s < w.counts.size() && !allows(); ++s)
         for (int k = 0; k < w.counts[s] - w.min_counts[s] && !allows(); ++k) {
@@ -4270,11 +4282,16 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   // Elastic victims' spare pods first: taking them loses no work (they run on with fewer).
   // (Short of its queue's GPU quota, of its own queue's pods: they free quota as they go; short
   // of its tree's, reclaiming its guarantee, first of what the tree's other queues borrow.)
+  // (Not where the fleet is what stops it, trees lending each other: what another tree's
+  // pods free is not counted there; whole victims only.)
   if (config_.elastic_shrink &&
-      (!quota_short || (!res_short && !borrow_preempt && quota_flavor >= 0))) {
+      (!quota_short ||
+       (!res_short && !borrow_preempt && quota_flavor >= 0 &&
+        !(quota_reclaim && (quota_blocker < 0 || quota_blocker == fleet_queue_))))) {
     ShrinkScope scope;
     if (quota_short) scope.quota_flavor = quota_flavor;
     scope.quota_reclaim = quota_reclaim;
+    scope.quota_blocker = quota_blocker;
     scope.reclaim_flavors = reclaim_flavors;
     scope.res_reclaim = res_reclaim;
     scope.check_lending = takes_borrowed && !fair_share;

@@ -821,9 +821,9 @@ class Admitter {
   bool MayPreempt(int id) const;
   // Whether its queue runs work of its own that its withinQueue policy lets it evict.
   bool OwnMayGo(int id) const;
-  // Whether the work that holds borrowing back (held_for_) is of another tree, and workload
-  // `id` keeps its own tree within the tree's guarantee: it takes nothing of the waiting
-  // tree's share, so it is not held back.
+  // Whether no work held for this cycle is of workload `id`'s tree (held_roots_), and `id`
+  // keeps its tree within the tree's guarantee: it takes nothing of a waiting tree's share, so
+  // it is not held back.
   bool WithinOtherTree(int id) const;
   bool WouldBorrow(int id) const;
   void Park(int id, bool quota, uint64_t key, const std::vector<PodRequest>& pods);
@@ -871,6 +871,7 @@ class Admitter {
     // ... and that quota is its tree's, at its top (Preempt's quota_reclaim): other queues'
     // borrowed pods there first, what they free counted at the top.
     bool quota_reclaim = false;
+    int quota_blocker = -1;  // ... the queue whose limit stops it (Preempt's quota_blocker)
     // Whether a victim bigger than its queue's whole guarantee may take it below (a reclaim:
     // yes; work that borrows, preempting to borrow: no).
     bool big_may_go = true;
@@ -985,6 +986,7 @@ class Admitter {
   int consolidation_turn_ = 0;   // the queue Wake looks at first for consolidation
   bool hold_borrowing_ = false;  // this cycle: a within-guarantee workload found no room
   int held_for_ = -1;            // ... its queue (the first), which the waiting borrowers name
+  std::set<int> held_roots_;     // the trees of all work held for this cycle (WithinOtherTree)
   int64_t cap_gpu_ = 1, cap_cpu_ = 1;
 };
 
