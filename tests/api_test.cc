@@ -1972,9 +1972,9 @@ TEST(ApiEvictionTest, AnEvictionMarksRunningWorkWithinItsQueuesBudget) {
   // A shorter grace brings the stop forward.
   r = evict("team-a", "wa", kAdmin, R"({"gracePeriodSeconds": 2})");
   EXPECT_EQ(r.status, 200) << r.body;
-  EXPECT_EQ(Parse(w.Get(Item("workloads", "team-a", "wa")))["status"]["preemption"].value(
-                "deadline", ""),
-            FormatTimestamp(w.clock().NowMs() + 2'000));
+  EXPECT_EQ(
+      Parse(w.Get(Item("workloads", "team-a", "wa")))["status"]["preemption"].value("deadline", ""),
+      FormatTimestamp(w.clock().NowMs() + 2'000));
   // Queue team-a's budget of 1 is spent while wa stops: wa3 waits, unmarked.
   r = evict("team-a", "wa3", kAdmin);
   EXPECT_EQ(r.status, 429) << r.body;
