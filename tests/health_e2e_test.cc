@@ -109,13 +109,7 @@ class HealthFactoryTest : public testing::Test {
     auth_ = std::make_unique<Authorizer>(std::move(*auth));
     api_ = std::make_unique<ApiServer>(*store_, *auth_, clock_, nullptr);
 
-    HealthControllerOptions ho;
-    ho.remediation.eviction_grace_ms = 30'000;
-    ho.sim_reset_ms = 60'000;
-    ho.sim_reboot_ms = 120'000;
-    ho.sim_burn_in_ms = 120'000;
-    health_ = std::make_unique<HealthController>(*store_, clock_, *auth_, ho, nullptr);
-    api_->SetExtension(health_->Routes());
+    StartHealthController();
 
     HttpServerOptions options;
     options.listen = "127.0.0.1:0";
@@ -141,11 +135,7 @@ class HealthFactoryTest : public testing::Test {
       node_tokens_[n.name.str()] = *token;
     }
     sim_ = std::make_unique<SimulatedFleet>(fleet_, client_options_, node_tokens_, clock_);
-    HealthController::Simulation simulation;
-    simulation.simulates = [this](const std::string& node) { return sim_->Simulates(node); };
-    simulation.inject = [this](const FaultInjection& f) { return sim_->Inject(f); };
-    simulation.repaired = [this](const std::string& node, int gpu) { sim_->Repaired(node, gpu); };
-    health_->SetSimulation(simulation);
+    health_->SetSimulation(SimulationHooks());
     scheduler_ = std::make_unique<Scheduler>(*store_, clock_, SchedulerOptions{}, nullptr);
 
     json t = {{"apiVersion", "fabrica.dev/v1"},
@@ -174,6 +164,26 @@ class HealthFactoryTest : public testing::Test {
     auto r = admin_->Do(method, path, body);
     EXPECT_TRUE(r.ok()) << method << " " << path << ": " << r.status().message();
     return r.ok() ? *r : ClientResponse{};
+  }
+
+  // A health controller over the store (a new one: as a restarted server starts it), its
+  // routes served by the API.
+  void StartHealthController() {
+    HealthControllerOptions ho;
+    ho.remediation.eviction_grace_ms = 30'000;
+    ho.sim_reset_ms = 60'000;
+    ho.sim_reboot_ms = 120'000;
+    ho.sim_burn_in_ms = 120'000;
+    health_ = std::make_unique<HealthController>(*store_, clock_, *auth_, ho, nullptr);
+    api_->SetExtension(health_->Routes());
+  }
+  // The simulated fleet's side of the controller's actions.
+  HealthController::Simulation SimulationHooks() {
+    HealthController::Simulation simulation;
+    simulation.simulates = [this](const std::string& node) { return sim_->Simulates(node); };
+    simulation.inject = [this](const FaultInjection& f) { return sim_->Inject(f); };
+    simulation.repaired = [this](const std::string& node, int gpu) { sim_->Repaired(node, gpu); };
+    return simulation;
   }
 
   ClientResponse Inject(const std::string& node, const json& body) {
@@ -546,18 +556,8 @@ TEST_F(HealthFactoryTest, ANodeOutOfServiceWhenTheServerStoppedIsInspectedAgain)
   ASSERT_TRUE(NodeUnschedulable(node));
   // The server stops; its machines come back with it.
   sim_->Repaired(node, -1);
-  HealthControllerOptions ho;
-  ho.remediation.eviction_grace_ms = 30'000;
-  ho.sim_reset_ms = 60'000;
-  ho.sim_reboot_ms = 120'000;
-  ho.sim_burn_in_ms = 120'000;
-  health_ = std::make_unique<HealthController>(*store_, clock_, *auth_, ho, nullptr);
-  api_->SetExtension(health_->Routes());
-  HealthController::Simulation simulation;
-  simulation.simulates = [this](const std::string& n) { return sim_->Simulates(n); };
-  simulation.inject = [this](const FaultInjection& f) { return sim_->Inject(f); };
-  simulation.repaired = [this](const std::string& n, int gpu) { sim_->Repaired(n, gpu); };
-  health_->SetSimulation(simulation);
+  StartHealthController();
+  health_->SetSimulation(SimulationHooks());
   Cycle(1000);
   EXPECT_NE(State(node), "available") << History(Records()[node]);
   EXPECT_TRUE(NodeUnschedulable(node));
