@@ -581,7 +581,7 @@ TEST_F(FactoryTest, AllocationMatchesTheWorkloadsGpuHoursAndCosts) {
     int64_t milli = 0;
     for (const json& a : status["assignments"]) {
       for (const json& d : a["devices"]) {
-        milli += d.contains("migSlice") ? (1000 + 3) / 7 : d.value("gpuMilli", 1000);
+        milli += d.contains("migSlice") ? 1000 / 7 : d.value("gpuMilli", 1000);
       }
     }
     want[w["metadata"].value("namespace", "")] += milli * std::max<int64_t>(0, to - from);
@@ -4087,8 +4087,7 @@ TEST(FactoryProcessTest, UpMetersAnHourOfTheDemo) {
         }
       }
       for (const json& d : a["devices"]) {
-        const int64_t milli =
-            d.contains("migSlice") ? (1000 * 1 + 3) / 7 : d.value("gpuMilli", 1000);
+        const int64_t milli = d.contains("migSlice") ? 1000 / 7 : d.value("gpuMilli", 1000);
         const std::string model =
             model_of[a.value("node", "") + "/" + std::to_string(d.value("index", 0))];
         held[w["metadata"].value("namespace", "")][model] +=

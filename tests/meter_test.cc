@@ -555,18 +555,18 @@ TEST(Meter, AttributesADcgmExporterPage) {
 
   Meter m;
   ASSERT_TRUE(m.AddDevice({gi7, "dgx-h100-mig-03", "H100", 0, kOpenEnd,
-                           "GPU-1a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d", 143})
+                           "GPU-1a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d", 142})
                   .ok());
   ASSERT_TRUE(m.AddDevice({gi1, "dgx-h100-mig-03", "H100", 0, kOpenEnd,
-                           "GPU-c3d4e5f6-0718-4293-a4b5-c6d7e8f90a1b", 429})
+                           "GPU-c3d4e5f6-0718-4293-a4b5-c6d7e8f90a1b", 428})
                   .ok());
   // Lines without their own timestamp are stamped with the scrape time.
   const int64_t start = t - 60'000;
   ASSERT_TRUE(
-      m.Bind({"b7", "team-b/tok", "team-b", "qb", start, {{"n", gi7, "H100", 143, "1g.10gb"}}})
+      m.Bind({"b7", "team-b/tok", "team-b", "qb", start, {{"n", gi7, "H100", 142, "1g.10gb"}}})
           .ok());
   ASSERT_TRUE(
-      m.Bind({"b1", "team-a/bert", "team-a", "qa", start, {{"n", gi1, "H100", 429, "3g.40gb"}}})
+      m.Bind({"b1", "team-a/bert", "team-a", "qa", start, {{"n", gi1, "H100", 428, "3g.40gb"}}})
           .ok());
   m.Ingest(*first);
   auto second = ParseDcgmExposition(page.str(), t + 30'000, "fallback");
@@ -576,12 +576,12 @@ TEST(Meter, AttributesADcgmExporterPage) {
   std::map<std::string, IntervalUsage> by;
   for (const IntervalUsage& u : m.Usage(start, t + 60'000)) by[u.interval->workload] = u;
   // gi7 has no line timestamps: samples at t and t+30 s hold 30 s each; before t it is unknown.
-  EXPECT_EQ(by["team-b/tok"].used, int64_t{permille[gi7]} * 143 * 60'000 / 1000);
-  EXPECT_EQ(by["team-b/tok"].unknown, 143LL * 60'000);
+  EXPECT_EQ(by["team-b/tok"].used, int64_t{permille[gi7]} * 142 * 60'000 / 1000);
+  EXPECT_EQ(by["team-b/tok"].unknown, 142LL * 60'000);
   // gi1's lines carry their own timestamp (the same in both scrapes, 31 s after the start): one
   // sample, held its 60 s; the rest of the window is unknown.
-  EXPECT_EQ(by["team-a/bert"].used, int64_t{permille[gi1]} * 429 * 60'000 / 1000);
-  EXPECT_EQ(by["team-a/bert"].unknown, 429LL * (120'000 - 60'000));
+  EXPECT_EQ(by["team-a/bert"].used, int64_t{permille[gi1]} * 428 * 60'000 / 1000);
+  EXPECT_EQ(by["team-a/bert"].unknown, 428LL * (120'000 - 60'000));
   EXPECT_GT(m.stats().samples_duplicate, 0);
 }
 

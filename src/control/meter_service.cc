@@ -140,7 +140,7 @@ Status MeterService::Sync() {
       for (size_t i = 0; i < slices.size(); ++i) {
         const MigProfile* p =
             FindMigProfile(model, slices[i].is_string() ? slices[i].get<std::string>() : "");
-        const int32_t milli = p ? static_cast<int32_t>((1000 * p->compute_slices + 3) / 7) : 1000;
+        const int32_t milli = p ? MigSliceMilli(p->compute_slices) : 1000;
         (void)meter_.AddDevice(
             {uuid + "/" + std::to_string(i), name, model, since, kOpenEnd, uuid, milli});
       }
@@ -261,7 +261,7 @@ Status MeterService::Sync() {
           if (slice >= 0) {
             bd.uuid += "/" + std::to_string(slice);
             const MigProfile* p = FindMigProfile(bd.model, bd.mig_profile);
-            bd.gpu_milli = p ? static_cast<int32_t>((1000 * p->compute_slices + 3) / 7) : 1000;
+            bd.gpu_milli = p ? MigSliceMilli(p->compute_slices) : 1000;
             if (bd.mig_profile.empty()) bd.mig_profile = "mig";
           } else {
             const int64_t milli = Int(d, "gpuMilli", 1000);

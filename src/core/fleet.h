@@ -29,6 +29,12 @@ struct MigProfile {
 const std::vector<MigProfile>& MigProfilesFor(const std::string& model);
 const MigProfile* FindMigProfile(const std::string& model, const std::string& profile);
 
+// The share of a GPU a MIG slice of `compute_slices` (of 7) counts as, in milli-GPU: rounded
+// down, so that the slices of one GPU never add up to more than the GPU (7 × 1g = 994). Quota,
+// admission and metering all charge a slice this, so a team's metered GPU·s held and its quota
+// charge agree.
+inline int32_t MigSliceMilli(int compute_slices) { return compute_slices * 1000 / 7; }
+
 struct Device {
   std::string uuid;
   std::string model;  // e.g. "H100", "H200", "GB200", "V100M32"

@@ -51,7 +51,7 @@ MilliGpu DeviceRequest::TotalMilli() const {
     case DeviceKind::kMig: {
       // Every MIG profile is named "<compute slices>g.<memory>"; a GPU has 7 compute slices.
       const int slices = mig_profile.empty() ? 0 : mig_profile[0] - '0';
-      return MilliGpu(slices * kMilliPerGpu / 7);
+      return MilliGpu(MigSliceMilli(slices));
     }
   }
   return MilliGpu(0);

@@ -671,7 +671,7 @@ void Admitter::TakeOutOfService(int n, const std::vector<int>& devices) {
     for (size_t sl = 0; sl < spec.mig_slices.size(); ++sl)
       if (!(dev.mig_free >> sl & 1))
         if (const MigProfile* mp = FindMigProfile(spec.model, spec.mig_slices[sl]))
-          free -= kMilliPerGpu * mp->compute_slices / 7;
+          free -= MigSliceMilli(mp->compute_slices);
     free = std::max<int64_t>(free, 0);
     free_gpu += free;
     for (int f : DeviceFlavors(n, d, /*charged=*/true)) {
