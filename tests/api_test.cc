@@ -1426,6 +1426,10 @@ TEST_F(ApiBadInputTest, PriorityClassesNeedAnIntegerValueAndNothingElse) {
   json extra = PriorityClassObject("bad");
   extra["spec"]["preemptionPolicy"] = "Never";
   refused(extra, "spec.preemptionPolicy: unknown field");
+  json misspelt = PriorityClassObject("bad");
+  misspelt["descripton"] = "x";
+  misspelt["metadata"]["lables"] = json::object();
+  refused(misspelt, "descripton: unknown field; metadata.lables: unknown field");
   json tenants = PriorityClassObject("bad");
   tenants["spec"]["tenants"] = "team-a";
   refused(tenants, "spec.tenants: expected a list");
@@ -1739,6 +1743,10 @@ TEST_F(ApiBadInputTest, UnknownFields) {
   json meta = New();
   meta["metadata"]["lables"] = {{"a", "b"}};
   ExpectCreateRejected(meta, 422, "metadata.lables");
+  meta["metadata"]["anotations"] = json::object();
+  ExpectCreateRejected(meta, 422,
+                       "Workload 'new': metadata.anotations: unknown field; metadata.lables: "
+                       "unknown field");
   json spec = New();
   spec["spec"]["podSets"][0]["devices"]["gpuz"] = 1;
   ExpectCreateRejected(spec, 422, "spec.podSets[0].devices.gpuz");

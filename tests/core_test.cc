@@ -791,6 +791,15 @@ TEST(WorkloadYaml, UnknownFieldIsRejected) {
   ExpectInvalid(ParseWorkloadYaml(text, "w.yaml"), {"w.yaml:3", "spec.priorty", "unknown field"});
   ExpectInvalid(WorkloadWithDevices("{gpu: 1}"),
                 {"w.yaml:5", "spec.podSets[0].devices.gpu", "unknown field"});
+  // Every unknown field of a map is named at once, each with its line.
+  const char* two =
+      "metadata: {name: w}\n"
+      "spec:\n"
+      "  priorty: 3\n"
+      "  podSets: [{cpu: 1}]\n"
+      "  queu: q\n";
+  ExpectInvalid(ParseWorkloadYaml(two, "w.yaml"),
+                {"w.yaml:3: spec.priorty: unknown field; w.yaml:5: spec.queu: unknown field"});
 }
 
 TEST(WorkloadYaml, MultipleDocumentsAndTheirPaths) {

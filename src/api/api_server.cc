@@ -182,16 +182,30 @@ bool AssignedTo(const json& workload, const std::string& node) {
 
 enum class JsonKind { kString, kInt, kBool, kObject, kList };
 
+// "a: unknown field; b: unknown field": every unknown field at once, as strict decoding names
+// them.
+Status UnknownFields(const std::vector<std::string>& paths) {
+  std::string msg;
+  for (const std::string& p : paths) msg += (msg.empty() ? "" : "; ") + p + ": unknown field";
+  return InvalidArgument(msg);
+}
+
 // Checks that `j`, found at `path`, is an object whose fields are among `fields`, each of its
 // kind.
 Status CheckFields(const json& j, const std::string& path,
                    std::initializer_list<std::pair<const char*, JsonKind>> fields) {
   if (!j.is_object()) return InvalidArgument(path + ": expected an object");
+  std::vector<std::string> unknown;
   for (const auto& [key, v] : j.items()) {
     const std::string& k = key;  // clang 14 cannot capture a structured binding
+    if (std::none_of(fields.begin(), fields.end(), [&k](const auto& f) { return k == f.first; }))
+      unknown.push_back(path + "." + k);
+  }
+  if (!unknown.empty()) return UnknownFields(unknown);
+  for (const auto& [key, v] : j.items()) {
+    const std::string& k = key;
     auto f =
         std::find_if(fields.begin(), fields.end(), [&k](const auto& f) { return k == f.first; });
-    if (f == fields.end()) return InvalidArgument(path + "." + k + ": unknown field");
     const bool ok = f->second == JsonKind::kString ? v.is_string()
                     : f->second == JsonKind::kInt  ? v.is_number_integer()
                     : f->second == JsonKind::kBool ? v.is_boolean()
@@ -1147,22 +1161,24 @@ struct ApiServer::Impl {
     Status valid_name = ValidateName(meta.value("name", ""));
     if (!valid_name.ok())
       return Status(StatusCode::kInvalidArgument, "metadata.name: " + valid_name.message());
-    for (const auto& [k, v] : meta.items()) {
-      static const std::set<std::string> known = {"name",
-                                                  "namespace",
-                                                  "labels",
-                                                  "annotations",
-                                                  "uid",
-                                                  "resourceVersion",
-                                                  "creationTimestamp",
-                                                  "generation"};
-      if (!known.count(k)) return InvalidArgument("metadata." + k + ": unknown field");
-    }
+    static const std::set<std::string> known_meta = {"name",
+                                                     "namespace",
+                                                     "labels",
+                                                     "annotations",
+                                                     "uid",
+                                                     "resourceVersion",
+                                                     "creationTimestamp",
+                                                     "generation"};
+    static const std::set<std::string> known_top = {"kind", "apiVersion", "metadata", "spec",
+                                                    "status"};
+    std::vector<std::string> unknown;
     for (const auto& [k, v] : obj.items()) {
-      if (k != "kind" && k != "apiVersion" && k != "metadata" && k != "spec" && k != "status") {
-        return InvalidArgument(k + ": unknown field");
-      }
+      if (!known_top.count(k)) unknown.push_back(k);
     }
+    for (const auto& [k, v] : meta.items()) {
+      if (!known_meta.count(k)) unknown.push_back("metadata." + k);
+    }
+    if (!unknown.empty()) return UnknownFields(unknown);
     return obj;
   }
 

@@ -158,13 +158,25 @@ Result<std::map<std::string, std::string>> YamlMap::StringMap(const std::string&
 }
 
 Status YamlMap::Finish() const {
+  // Every unknown field of the map, as strict Kubernetes decoding names them all: a file with
+  // two misspelt keys is mended in one round, not two.
+  // Each with its line ("w.yaml:3: spec.a: unknown field; w.yaml:5: spec.b: unknown field"); a
+  // JSON body has no lines, so its source is said once.
+  std::vector<std::pair<std::string, std::string>> unknown;  // where, path
+  bool one_place = true;
   for (const auto& kv : node_.entries()) {
     const std::string key = kv.first.Scalar();
-    if (!read_.count(key)) {
-      return InvalidArgument(Where(kv.first) + ": " + Path(key) + ": unknown field");
-    }
+    if (read_.count(key)) continue;
+    unknown.emplace_back(Where(kv.first), Path(key));
+    one_place = one_place && unknown.back().first == unknown.front().first;
   }
-  return Status::Ok();
+  if (unknown.empty()) return Status::Ok();
+  std::string msg = one_place ? unknown.front().first + ": " : "";
+  for (size_t i = 0; i < unknown.size(); ++i) {
+    msg += (i ? "; " : "") + (one_place ? "" : unknown[i].first + ": ") + unknown[i].second +
+           ": unknown field";
+  }
+  return InvalidArgument(msg);
 }
 
 namespace {
