@@ -565,6 +565,16 @@ std::string EventMessage(const json& e) {
                                              : "");
 }
 
+// Events by when they were last seen, oldest first (kubectl events' order); ties keep the
+// server's order. RFC 3339 times in UTC compare as strings.
+json ByLastSeen(json items) {
+  if (!items.is_array()) return json::array();
+  std::stable_sort(items.begin(), items.end(), [](const json& a, const json& b) {
+    return a.value("lastTimestamp", "") < b.value("lastTimestamp", "");
+  });
+  return items;
+}
+
 int GetEvents(Globals& g, HttpClient& http, const std::string& name) {
   const std::string ns = g.all_namespaces ? "" : g.ns;
   fabrica::Result<json> list = FetchEvents(http, ns, name);
@@ -584,7 +594,7 @@ int GetEvents(Globals& g, HttpClient& http, const std::string& name) {
   }
   std::vector<std::vector<std::string>> rows;
   rows.push_back({"NAMESPACE", "LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"});
-  for (const json& e : items) {
+  for (const json& e : ByLastSeen(items)) {
     const json about = Obj(e, "involvedObject");
     rows.push_back({about.value("namespace", ""), e.value("lastTimestamp", ""), e.value("type", ""),
                     e.value("reason", ""), "workload/" + about.value("name", ""), EventMessage(e)});
@@ -791,6 +801,15 @@ std::string NamespaceOf(const json& obj, const std::string& fallback) {
   return fallback;
 }
 
+// What kubectl says when -n names one tenant and a file's object another: nothing is written to
+// a tenant the command did not name. "" when they agree or either is unsaid.
+std::string NamespaceMismatch(const json& obj, const std::string& flag) {
+  const std::string own = NamespaceOf(obj, "");
+  if (flag.empty() || own.empty() || own == flag) return "";
+  return StringAt(obj, "metadata", "name") + ": the tenant of the object, '" + own +
+         "', is not the tenant -n names, '" + flag + "'; pass -n " + own + " (or leave -n out)";
+}
+
 // The order a file's objects are applied in: ResourceFlavors first (queues' quotas name
 // them), then Queues, each after the parent the file also holds (the server refuses a queue
 // whose parent does not exist yet), then the rest; otherwise as written. Delete -f reverses it.
@@ -844,6 +863,11 @@ int Apply(Globals& g, HttpClient& http, const std::string& file) {
     if (!r) {
       std::cerr << "fabctl: " << file << ": " << StringAt(obj, "metadata", "name")
                 << ": unknown kind '" << obj.value("kind", "") << "'\n";
+      rc = 1;
+      continue;
+    }
+    if (std::string m = r->namespaced ? NamespaceMismatch(obj, g.ns) : ""; !m.empty()) {
+      std::cerr << "fabctl: " << file << ": " << m << "\n";
       rc = 1;
       continue;
     }
@@ -991,6 +1015,10 @@ int Delete(Globals& g, HttpClient& http, const std::string& what,
       if (!obj.is_object() || !obj.contains("metadata") || !obj["metadata"].is_object()) continue;
       const Resource* r = ResourceByKind(obj.value("kind", ""));
       if (!r) continue;
+      if (std::string m = r->namespaced ? NamespaceMismatch(obj, g.ns) : ""; !m.empty()) {
+        std::cerr << "fabctl: " << file << ": " << m << "\n";
+        return 1;
+      }
       targets.push_back(
           {r, {r->namespaced ? NamespaceOf(obj, g.ns) : "", StringAt(obj, "metadata", "name")}});
     }
@@ -1387,9 +1415,10 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
     DescribeNodeWorkloads(http, name, NodeGpus(Obj(o, "spec")));
   }
   if (std::string(r->kind) == "Workload") {
-    // What happened to it, oldest first (as kubectl describe ends with its events).
+    // What happened to it, by when it was last seen (as kubectl describe ends with its events):
+    // a wait repeated since is counted into its first event and listed where it now stands.
     if (fabrica::Result<json> events = FetchEvents(http, g.ns, name); events.ok()) {
-      const json items = Arr(*events, "items");
+      const json items = ByLastSeen(Arr(*events, "items"));
       std::printf("Events:%s\n", items.empty() ? "     <none>" : "");
       std::vector<std::vector<std::string>> rows;
       if (!items.empty()) rows.push_back({"  TYPE", "REASON", "LAST SEEN", "MESSAGE"});

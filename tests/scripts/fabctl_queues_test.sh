@@ -234,6 +234,15 @@ if "$FABCTL" apply -f "$tmp/other.yaml" >"$tmp/other.txt" 2>&1; then
 fi
 grep -q "403" "$tmp/other.txt" && grep -q "may not use queue team-b" "$tmp/other.txt" ||
   fail "refusal does not say why: $(cat "$tmp/other.txt")"
+# -n naming another tenant than the file's object writes nothing (kubectl refuses it too).
+if "$FABCTL" apply -f "$tmp/other.yaml" -n team-b >"$tmp/other.txt" 2>&1; then
+  fail "apply -n team-b of a team-c object: $(cat "$tmp/other.txt")"
+fi
+grep -q "sneaky: the tenant of the object, 'team-c', is not the tenant -n names, 'team-b'" \
+  "$tmp/other.txt" || fail "the -n mismatch is not named: $(cat "$tmp/other.txt")"
+if "$FABCTL" delete -f "$tmp/other.yaml" -n team-b >"$tmp/other.txt" 2>&1; then
+  fail "delete -f -n team-b of a team-c object: $(cat "$tmp/other.txt")"
+fi
 # Flavours: the H200s counted apart for team-c; the scheduler writes each flavour's GPUs.
 "$FABCTL" apply -f "$SRC/examples/flavors.yaml" >"$tmp/flavors.txt" 2>&1 ||
   fail "apply flavors: $(cat "$tmp/flavors.txt")"
@@ -520,6 +529,9 @@ done
 events=$("$FABCTL" get events "$running" -n "$ns")
 grep -q "Stopping" <<<"$events" && grep -q "Deactivated" <<<"$events" ||
   fail "a deactivated run's events: $events"
+# Listed by when each was last seen, oldest first (a wait repeated since stands last).
+awk 'NR > 1 {print $1}' <<<"$events" | LC_ALL=C sort -c 2>/dev/null ||
+  fail "events not in the order last seen: $events"
 if sed -n '/Stopping/,$p' <<<"$events" | grep -Eq "Evicting|Preempted"; then
   fail "a deactivation said as an eviction: $events"
 fi
