@@ -4192,6 +4192,16 @@ TEST(ReplayTest, ElasticGangsStartSmallAndRunLonger) {
   EXPECT_EQ(r->partial_admissions, 1);
   EXPECT_LT(r->teams[1].wait_mean_s, 5);
   EXPECT_NEAR(r->teams[0].wait_mean_s, 60.0 / 3, 3);  // a-next waits ~60 s of a's 3 waits
+  // By size: the two 8-GPU workloads wait 0 and ~60 s, the 1-GPU one not at all.
+  const auto& sizes = r->teams[0].waits_by_size;
+  ASSERT_EQ(sizes.size(), 2u);
+  EXPECT_EQ(sizes[0].gpus, "1");
+  EXPECT_EQ(sizes[0].workloads, 1);
+  EXPECT_LT(sizes[0].wait_p95_s, 2);
+  EXPECT_EQ(sizes[1].gpus, "2-8");
+  EXPECT_EQ(sizes[1].workloads, 2);
+  EXPECT_NEAR(sizes[1].wait_mean_s, 60.0 / 2, 3);
+  EXPECT_NEAR(sizes[1].wait_p95_s, 60, 5);
   // 8 GPUs for 1,000 s, 8 for 200 s (half the gang, twice as long), 8 for 100 s and 1 for 10 s
   // over 2,000 s of 16 GPUs.
   EXPECT_NEAR(r->utilization_pct, 100.0 * (8000 + 1600 + 800 + 10) / (16 * 2000), 0.2);

@@ -1425,13 +1425,32 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
   res.utilization_pct = 100.0 * alloc_int / (cap_gpu * (w1 - w0));
   res.useful_utilization_pct = 100.0 * (alloc_int - lost_int) / (cap_gpu * (w1 - w0));
   std::vector<std::vector<double>> waits(nteams);
+  static constexpr const char* kSizes[] = {"<1", "1", "2-8", "9-32", "33+"};
+  std::vector<std::array<std::vector<double>, 5>> size_waits(nteams);
   for (int w = 0; w < nw; ++w) {
     WState& st = ws[w];
     int team = sc.workloads[w].team;
     double wait = st.wait_total;
     if (st.pending_since >= 0) wait += end - st.pending_since;
     waits[team].push_back(wait);
+    int64_t milli = 0;
+    for (const PodSet& ps : sc.workloads[w].spec.pod_sets)
+      milli += ps.device.TotalMilli().value() * ps.count;
+    const int size = milli < kMilliPerGpu         ? 0
+                     : milli == kMilliPerGpu      ? 1
+                     : milli <= 8 * kMilliPerGpu  ? 2
+                     : milli <= 32 * kMilliPerGpu ? 3
+                                                  : 4;
+    size_waits[team][size].push_back(wait);
   }
+  const auto mean_p95 = [](std::vector<double>& v) {
+    double sum = 0;
+    for (double x : v) sum += x;
+    std::sort(v.begin(), v.end());
+    return std::make_pair(
+        sum / v.size(),
+        v[std::min(v.size() - 1, static_cast<size_t>(std::ceil(0.95 * v.size())) - 1)]);
+  };
   double sx = 0, sxx = 0;
   int nx = 0;
   for (int i = 0; i < nteams; ++i) {
@@ -1442,12 +1461,13 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
       if (sc.workloads[w].team == i && !ws[w].ever_admitted) ++t.never_admitted;
     t.guarantee_gpus = guarantee[i] / kMilliPerGpu;
     std::vector<double>& v = waits[i];
-    if (!v.empty()) {
-      double sum = 0;
-      for (double x : v) sum += x;
-      t.wait_mean_s = sum / v.size();
-      std::sort(v.begin(), v.end());
-      t.wait_p95_s = v[std::min(v.size() - 1, static_cast<size_t>(std::ceil(0.95 * v.size())) - 1)];
+    if (!v.empty()) std::tie(t.wait_mean_s, t.wait_p95_s) = mean_p95(v);
+    for (int b = 0; b < 5; ++b) {
+      std::vector<double>& sv = size_waits[i][b];
+      if (sv.empty()) continue;
+      TeamResult::SizeWaits sw{kSizes[b], static_cast<int64_t>(sv.size())};
+      std::tie(sw.wait_mean_s, sw.wait_p95_s) = mean_p95(sv);
+      t.waits_by_size.push_back(sw);
     }
     t.below_guarantee_pending_s = below_int[i];
     t.avg_share = share_int[i] / (w1 - w0);
@@ -1513,6 +1533,13 @@ void PrintReplayJson(const ReplayResult& r, std::ostream& out) {
                      {"preempted", t.preempted},
                      {"preempted_by", t.preempted_by},
                      {"gpu_seconds_lost", t.gpu_seconds_lost}});
+    nlohmann::json sizes = nlohmann::json::array();
+    for (const TeamResult::SizeWaits& sw : t.waits_by_size)
+      sizes.push_back({{"gpus", sw.gpus},
+                       {"workloads", sw.workloads},
+                       {"wait_mean_s", sw.wait_mean_s},
+                       {"wait_p95_s", sw.wait_p95_s}});
+    teams.back()["waits_by_size"] = sizes;
   }
   j["teams"] = teams;
   auto by_kind = [](const ReplayResult::BoundCheck& b) {
@@ -1594,6 +1621,14 @@ void PrintReplayTable(const std::vector<ReplayResult>& results, std::ostream& ou
           << std::setw(12) << t.wait_p95_s << std::setw(14) << t.below_guarantee_pending_s
           << std::setprecision(3) << std::setw(8) << t.avg_share << std::setw(8) << t.avg_fair_share
           << std::setprecision(1) << std::setw(10) << t.preempted << "\n";
+    }
+    out << "  waits by the GPUs a workload asks for (workloads, mean / p95 s):\n";
+    for (const TeamResult& t : r.teams) {
+      out << "    " << std::left << std::setw(12) << t.name << std::right;
+      for (const TeamResult::SizeWaits& sw : t.waits_by_size)
+        out << "  " << sw.gpus << ": " << sw.workloads << ", " << std::setprecision(0)
+            << sw.wait_mean_s << " / " << sw.wait_p95_s << std::setprecision(1);
+      out << "\n";
     }
     out << "\n";
   }
