@@ -2068,6 +2068,78 @@ TEST(ApiEventsTest, AWaitSaidAgainWithOtherNumbersIsOneEventCounted) {
   EXPECT_EQ(count("involvedObject.name=wa2,involvedObject.name=wa"), 0u);
 }
 
+// A watch of the events (kubectl get events -w) from a list's resourceVersion sends what is
+// recorded or counted after it, once each and in order, only to those who may read it.
+TEST(ApiEventsTest, AWatchFromAListsVersionSendsEachChangeOnce) {
+  World w;
+  w.Seed();
+  const std::string item = Item("workloads", "team-a", "wa2");
+  const auto wait = [&](const std::string& reason, const std::string& message) {
+    w.MustSetStatus(item, {{"phase", "Pending"}, {"reason", reason}, {"message", message}});
+  };
+  const std::string events = std::string(kApi) + "/namespaces/team-a/events";
+  const std::string of_wa2 = "fieldSelector=involvedObject.name=wa2";
+  const auto preempting = [&](int minutes) {
+    wait("Preempting", "waiting for 1 preempted workload(s) to stop (it may go in about " +
+                           std::to_string(minutes) + " min)");
+  };
+  preempting(3);
+  // (Recorded apart from the write: a list waits for what was written before it.)
+  const json list = Parse(w.Get(events + "?" + of_wa2));
+  const std::string version = list["metadata"].value("resourceVersion", "");
+  ASSERT_FALSE(version.empty()) << list.dump();
+  ASSERT_EQ(list["items"].size(), 2u) << list.dump();  // Created, Preempting
+  const std::string counted = list["items"][1]["metadata"].value("name", "");
+
+  HttpResponse alice =
+      w.Do("GET", events + "?watch=true&resourceVersion=" + version + "&" + of_wa2, kAlice);
+  ASSERT_EQ(alice.status, 200) << alice.body;
+  WatchDriver seen(alice.stream);
+  HttpResponse bob = w.Do("GET", std::string(kApi) + "/events?watch=true", kBob);
+  ASSERT_EQ(bob.status, 200) << bob.body;
+  WatchDriver bobs(bob.stream);
+  EXPECT_TRUE(seen.Events().empty()) << "nothing changed after the list";
+
+  preempting(2);                                  // the same wait again: counted
+  w.MustSetStatus(item, {{"phase", "Running"}});  // new
+  w.MustSetStatus(Item("workloads", "team-a", "wa"),
+                  {{"phase", "Pending"}, {"reason", "Queued"}, {"message", "not this one's"}});
+  for (int i = 0; i < 500 && seen.Events().size() < 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const std::vector<json> got = seen.Events();
+  ASSERT_GE(got.size(), 2u) << json(got).dump();
+  EXPECT_EQ(got[0].value("type", ""), "MODIFIED");
+  EXPECT_EQ(got[0]["object"]["metadata"].value("name", ""), counted);
+  EXPECT_EQ(got[0]["object"].value("count", 0), 2);
+  EXPECT_NE(got[0]["object"].value("message", "").find("about 2 min"), std::string::npos);
+  const auto rv = [](const json& e) {
+    return std::stoull(e["object"]["metadata"].value("resourceVersion", "0"));
+  };
+  EXPECT_LT(std::stoull(version), rv(got[0]));
+  for (size_t i = 1; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].value("type", ""), "ADDED") << got[i].dump();
+    EXPECT_EQ(got[i]["object"]["involvedObject"].value("name", ""), "wa2") << got[i].dump();
+    EXPECT_LT(rv(got[i - 1]), rv(got[i]));
+  }
+  // bob (team-b) sees none of team-a's.
+  for (const json& e : bobs.Events())
+    EXPECT_NE(e["object"]["involvedObject"].value("namespace", ""), "team-a") << e.dump();
+
+  // From the last version seen, nothing again; from 0, every event there is, as ADDED.
+  HttpResponse again =
+      w.Do("GET",
+           events + "?watch=true&resourceVersion=" + std::to_string(rv(got.back())) + "&" + of_wa2,
+           kAlice);
+  WatchDriver none(again.stream);
+  EXPECT_TRUE(none.Events().empty()) << json(none.Events()).dump();
+  HttpResponse all = w.Do("GET", events + "?watch=true&resourceVersion=0&" + of_wa2, kAlice);
+  WatchDriver from_zero(all.stream);
+  const std::vector<json> replay = from_zero.Events();
+  ASSERT_EQ(replay.size(), 1 + got.size()) << json(replay).dump();  // Created and the rest
+  for (const json& e : replay) EXPECT_EQ(e.value("type", ""), "ADDED") << e.dump();
+  EXPECT_EQ(w.Get(events + "?watch=true&resourceVersion=x").status, 400);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Paths and methods.
 
@@ -2090,7 +2162,7 @@ TEST(ApiPathTest, UnknownPathsAndMethods) {
             405);
   HttpResponse discovery = w.Get(kApi);
   EXPECT_EQ(discovery.status, 200);
-  EXPECT_EQ(Parse(discovery)["resources"].size(), 8u);  // (events: list only)
+  EXPECT_EQ(Parse(discovery)["resources"].size(), 8u);  // (events: list and watch)
 }
 
 }  // namespace

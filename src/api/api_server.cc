@@ -662,12 +662,49 @@ class EventRecorder {
     wake_.notify_one();
   }
 
-  // Events in namespace `ns` ("": every one `visible` lets through), of workload `name` ("":
-  // all), oldest first.
-  json List(const std::string& ns, const std::string& name,
-            const std::function<bool(const std::string&)>& visible) {
+  // One watch of the events (GET .../events?watch=true): told of each event recorded (ADDED)
+  // or counted again (MODIFIED) that it selects, as a line of the stream.
+  class Subscriber {
+   public:
+    virtual ~Subscriber() = default;
+    // Whether the event (as ToJson) is one this watch shows.
+    virtual bool Selects(const json& event) = 0;
+    virtual void Send(const char* type, const json& event) = 0;
+  };
+
+  // Starts `s`: first the events recorded or counted after `after` (a version an earlier list or
+  // watch reported), oldest change first, then each as it happens; what was recorded before and
+  // not counted since is not sent again, so a list and a watch from its version miss nothing
+  // and say nothing twice. An `after` ahead of the recorder (a restarted server's) is read as 0.
+  void Subscribe(const std::shared_ptr<Subscriber>& s, uint64_t after) {
     std::lock_guard<std::mutex> lock(mu_);
     Drain();
+    if (after > version_) after = 0;
+    std::vector<const Event*> changed;
+    for (const Event& e : events_)
+      if (e.version > after) changed.push_back(&e);
+    std::sort(changed.begin(), changed.end(),
+              [](const Event* a, const Event* b) { return a->version < b->version; });
+    for (const Event* e : changed) {
+      const json j = ToJson(*e);
+      if (s->Selects(j)) s->Send(e->created > after ? "ADDED" : "MODIFIED", j);
+    }
+    subscribers_.push_back(s);
+  }
+  void Unsubscribe(const Subscriber* s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    subscribers_.erase(std::remove_if(subscribers_.begin(), subscribers_.end(),
+                                      [s](const auto& p) { return p.get() == s; }),
+                       subscribers_.end());
+  }
+
+  // Events in namespace `ns` ("": every one `visible` lets through), of workload `name` ("":
+  // all), oldest first; `version` (if given) is set to the recorder's version they are as of.
+  json List(const std::string& ns, const std::string& name,
+            const std::function<bool(const std::string&)>& visible, uint64_t* version = nullptr) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Drain();
+    if (version) *version = version_;
     json items = json::array();
     std::map<std::string, bool> seen;  // visible, by namespace
     const auto add = [&](const Event& e) {
@@ -703,6 +740,8 @@ class EventRecorder {
     int64_t count = 1;
     uint64_t sequence = 0;
     bool waiting = false;  // why a pending workload waits (alike ones merge: Record)
+    uint64_t version = 0;  // the recorder's version when it was last recorded or counted
+    uint64_t created = 0;  // ... when it was first recorded
   };
   using Events = std::list<Event>;
 
@@ -854,6 +893,7 @@ class EventRecorder {
     if (!mine.empty() && mine.back()->reason == reason && mine.back()->message == message) {
       ++mine.back()->count;
       mine.back()->last = at;
+      Changed(*mine.back(), "MODIFIED");
       return;
     }
     // Alike one of its last few (`similar`): that one, counted, says it as it is now.
@@ -867,11 +907,13 @@ class EventRecorder {
         ++e.count;
         e.last = at;
         e.message = message;
+        Changed(e, "MODIFIED");
         return;
       }
     }
     events_.push_back(Event{ns, name, type, reason, message, at, at, 1, ++sequence_, similar});
     mine.push_back(std::prev(events_.end()));
+    Changed(events_.back(), "ADDED");
     if (mine.size() > kPerWorkload) {
       events_.erase(mine.front());
       mine.pop_front();
@@ -885,19 +927,31 @@ class EventRecorder {
     }
   }
 
+  // (Under mu_.) A new version for `e`, and each watch that selects it told.
+  void Changed(Event& e, const char* type) {
+    e.version = ++version_;
+    if (e.created == 0) e.created = e.version;
+    if (subscribers_.empty()) return;
+    const json j = ToJson(e);
+    for (const auto& s : subscribers_)
+      if (s->Selects(j)) s->Send(type, j);
+  }
+
   static json ToJson(const Event& e) {
-    return {
-        {"apiVersion", kGroupVersion},
-        {"kind", "Event"},
-        {"metadata", {{"name", e.name + "." + std::to_string(e.sequence)}, {"namespace", e.ns}}},
-        {"involvedObject", {{"kind", "Workload"}, {"namespace", e.ns}, {"name", e.name}}},
-        {"type", e.type},
-        {"reason", e.reason},
-        {"message", e.message},
-        {"count", e.count},
-        {"firstTimestamp", e.first},
-        {"lastTimestamp", e.last},
-        {"source", {{"component", "fabrica"}}}};
+    return {{"apiVersion", kGroupVersion},
+            {"kind", "Event"},
+            {"metadata",
+             {{"name", e.name + "." + std::to_string(e.sequence)},
+              {"namespace", e.ns},
+              {"resourceVersion", std::to_string(e.version)}}},
+            {"involvedObject", {{"kind", "Workload"}, {"namespace", e.ns}, {"name", e.name}}},
+            {"type", e.type},
+            {"reason", e.reason},
+            {"message", e.message},
+            {"count", e.count},
+            {"firstTimestamp", e.first},
+            {"lastTimestamp", e.last},
+            {"source", {{"component", "fabrica"}}}};
   }
 
   std::mutex mu_;                        // what follows, and Drain's order
@@ -905,11 +959,63 @@ class EventRecorder {
   Events events_;
   std::map<std::string, std::deque<Events::iterator>> by_workload_;  // "ns/name"
   uint64_t sequence_ = 0;
+  uint64_t version_ = 0;  // counts every event recorded or counted again (Changed)
+  std::vector<std::shared_ptr<Subscriber>> subscribers_;
   std::mutex pending_mu_;
   std::condition_variable wake_;
   std::vector<Write> pending_;
   bool stop_ = false;
   std::thread worker_;  // (last: it starts once the rest is built)
+};
+
+// One watch of the events (GET .../events?watch=true), as a stream of {"type", "object"} lines.
+class EventWatch : public StreamSource,
+                   public EventRecorder::Subscriber,
+                   public std::enable_shared_from_this<EventWatch> {
+ public:
+  EventWatch(EventRecorder& recorder, uint64_t after, std::function<bool(const json&)> selects)
+      : recorder_(recorder), after_(after), selects_(std::move(selects)) {}
+
+  void Start(std::function<bool(std::string)> write, std::function<void()> finish) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      write_ = std::move(write);
+      finish_ = std::move(finish);
+    }
+    recorder_.Subscribe(shared_from_this(), after_);
+  }
+  void Cancel() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (cancelled_) return;
+      cancelled_ = true;
+      write_ = nullptr;
+      finish_ = nullptr;
+    }
+    recorder_.Unsubscribe(this);
+  }
+  // (Both under the recorder's lock, so one at a time.)
+  bool Selects(const json& event) override {
+    try {
+      return selects_(event);
+    } catch (const std::exception&) {
+      return false;
+    }
+  }
+  void Send(const char* type, const json& event) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!write_) return;
+    if (!write_(json{{"type", type}, {"object", event}}.dump() + "\n")) write_ = nullptr;
+  }
+
+ private:
+  EventRecorder& recorder_;
+  const uint64_t after_;
+  std::function<bool(const json&)> selects_;
+  std::mutex mu_;
+  std::function<bool(std::string)> write_;
+  std::function<void()> finish_;
+  bool cancelled_ = false;
 };
 
 struct ApiServer::Impl {
@@ -1286,8 +1392,10 @@ struct ApiServer::Impl {
              {"namespaced", r.namespaced},
              {"verbs", {"create", "delete", "get", "list", "patch", "update", "watch"}}});
       }
-      list.push_back(
-          {{"name", "events"}, {"kind", "Event"}, {"namespaced", true}, {"verbs", {"list"}}});
+      list.push_back({{"name", "events"},
+                      {"kind", "Event"},
+                      {"namespaced", true},
+                      {"verbs", {"list", "watch"}}});
       return JsonResponse(200, {{"kind", "APIResourceList"},
                                 {"apiVersion", "v1"},
                                 {"groupVersion", kGroupVersion},
@@ -1302,12 +1410,13 @@ struct ApiServer::Impl {
     if (parts[0] == "events") {
       *resource_label = "events";
       *verb_label = "list";
-      if (req.method != "GET" || parts.size() > 1 ||
-          (req.query.count("watch") && req.query.at("watch") != "false"))
+      const bool watch = req.query.count("watch") && req.query.at("watch") != "false";
+      if (watch) *verb_label = "watch";
+      if (req.method != "GET" || parts.size() > 1)
         return StatusResponse(405,
-                              "events are read as a list: GET .../events"
-                              "[?fieldSelector=involvedObject.name=NAME]");
-      return Events(ns, req, *principal);
+                              "events are read as a list or a watch: GET .../events"
+                              "[?fieldSelector=involvedObject.name=NAME][&watch=true]");
+      return Events(ns, req, *principal, watch);
     }
     const ResourceInfo* info = FindResource(parts[0]);
     if (!info) return StatusResponse(404, "unknown resource '" + parts[0] + "'");
@@ -1681,7 +1790,8 @@ struct ApiServer::Impl {
 
   // The events about workloads that `p` may read (those of namespaces whose workloads it may
   // list), in namespace `ns` ("": all), of one workload where a fieldSelector names it.
-  HttpResponse Events(const std::string& ns, const HttpRequest& req, const Principal& p) {
+  HttpResponse Events(const std::string& ns, const HttpRequest& req, const Principal& p,
+                      bool watch) {
     // (A node reads the workloads assigned to it, not others' histories.)
     if (!p.node.empty()) return StatusResponse(403, "nodes do not read events");
     std::string name, in_ns = ns;
@@ -1715,12 +1825,9 @@ struct ApiServer::Impl {
         if (field == "reason" || field == "type") only[field] = value;
         if (field == "involvedObject.name") name = value;
         if (field == "involvedObject.namespace") {
-          if (!in_ns.empty() && in_ns != value)
-            return JsonResponse(200, {{"kind", "EventList"},
-                                      {"apiVersion", kGroupVersion},
-                                      {"metadata", json::object()},
-                                      {"items", json::array()}});
-          in_ns = value;
+          // (Another tenant than the path's: nothing is selected.)
+          if (!in_ns.empty() && in_ns != value) contradicts = true;
+          if (in_ns.empty()) in_ns = value;
         }
         start = comma + 1;
       }
@@ -1731,7 +1838,36 @@ struct ApiServer::Impl {
     if (!in_ns.empty())
       if (Status allowed = auth.Check(p, Verb::kList, "workloads", in_ns, "", false); !allowed.ok())
         return ErrorFromStatus(allowed);
-    json items = contradicts ? json::array() : events.List(in_ns, name, visible);
+    if (watch) {
+      uint64_t after = 0;
+      if (auto rv = req.query.find("resourceVersion");
+          rv != req.query.end() && !rv->second.empty()) {
+        auto v = ParseNonNegativeInt(rv->second);
+        if (!v.ok()) return StatusResponse(400, "resourceVersion: " + v.status().message());
+        after = static_cast<uint64_t>(*v);
+      }
+      // (Called under the recorder's lock only: the cache needs no lock of its own.)
+      auto seen = std::make_shared<std::map<std::string, bool>>();
+      auto selects = [this, p, in_ns, name, only, contradicts, seen](const json& e) {
+        if (contradicts) return false;
+        const json& about = e["involvedObject"];
+        const std::string e_ns = Str(about, "namespace");
+        if ((!in_ns.empty() && e_ns != in_ns) || (!name.empty() && Str(about, "name") != name))
+          return false;
+        for (const auto& [field, value] : only)
+          if (Str(e, field.c_str()) != value) return false;
+        auto v = seen->find(e_ns);
+        if (v == seen->end())
+          v = seen->emplace(e_ns, auth.Check(p, Verb::kList, "workloads", e_ns, "", false).ok())
+                  .first;
+        return v->second;
+      };
+      HttpResponse r;
+      r.stream = std::make_shared<EventWatch>(events, after, selects);
+      return r;
+    }
+    uint64_t version = 0;
+    json items = contradicts ? json::array() : events.List(in_ns, name, visible, &version);
     if (!only.empty()) {
       json kept = json::array();
       for (json& e : items) {
@@ -1743,7 +1879,7 @@ struct ApiServer::Impl {
     }
     return JsonResponse(200, {{"kind", "EventList"},
                               {"apiVersion", kGroupVersion},
-                              {"metadata", json::object()},
+                              {"metadata", {{"resourceVersion", std::to_string(version)}}},
                               {"items", std::move(items)}});
   }
 

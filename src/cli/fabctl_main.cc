@@ -583,24 +583,67 @@ int GetEvents(Globals& g, HttpClient& http, const std::string& name) {
     std::cerr << (m.rfind("Error from server", 0) == 0 ? "" : "fabctl: ") << m << "\n";
     return 1;
   }
-  if (g.output == "json" || g.output == "yaml") {
+  const json items = ByLastSeen(Arr(*list, "items"));
+  if (g.watch && g.output == "json") {
+    // (One event a line, what is there first as ADDED: as `get -w -o json` of other kinds.)
+    for (const json& e : items)
+      std::cout << json{{"type", "ADDED"}, {"object", e}}.dump() << std::endl;
+  } else if (g.output == "json" || g.output == "yaml") {
     PrintObject(*list, g.output);
-    return 0;
-  }
-  const json items = Arr(*list, "items");
-  if (items.empty()) {
+    if (!g.watch) return 0;
+  } else if (items.empty() && !g.watch) {
     std::cerr << "No events found.\n";
     return 0;
   }
+  const auto row = [](const json& e) {
+    const json about = Obj(e, "involvedObject");
+    return std::vector<std::string>{
+        about.value("namespace", ""), e.value("lastTimestamp", ""),          e.value("type", ""),
+        e.value("reason", ""),        "workload/" + about.value("name", ""), EventMessage(e)};
+  };
   std::vector<std::vector<std::string>> rows;
   rows.push_back({"NAMESPACE", "LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"});
-  for (const json& e : ByLastSeen(items)) {
-    const json about = Obj(e, "involvedObject");
-    rows.push_back({about.value("namespace", ""), e.value("lastTimestamp", ""), e.value("type", ""),
-                    e.value("reason", ""), "workload/" + about.value("name", ""), EventMessage(e)});
+  for (const json& e : items) rows.push_back(row(e));
+  std::vector<size_t> width;
+  if (g.output != "json" && g.output != "yaml") PrintRows(rows, /*skip_first=*/!ns.empty(), &width);
+  if (!g.watch) return 0;
+  // `get events -w` (kubectl's): each event recorded or counted again after the list, as it
+  // happens; a watch quiet for the client's timeout opens again from the last version it saw.
+  std::fflush(stdout);
+  std::string rv = Obj(*list, "metadata").value("resourceVersion", "0");
+  std::string path =
+      std::string("/apis/fabrica.dev/v1") + (ns.empty() ? "" : "/namespaces/" + ns) + "/events";
+  path += "?watch=true" + (name.empty() ? "" : "&fieldSelector=involvedObject.name%3D" + name);
+  while (true) {
+    auto status = http.Stream(path + "&resourceVersion=" + rv, [&](const std::string& line) {
+      json e = json::parse(line, nullptr, false);
+      if (!e.is_object() || !e.contains("object") || !e["object"].is_object()) return true;
+      const json& o = e["object"];
+      if (e.value("type", "") == "ERROR") {
+        std::cerr << "fabctl: " << o.value("message", line) << "\n";
+        return false;
+      }
+      rv = Obj(o, "metadata").value("resourceVersion", rv);
+      if (g.output == "json") {
+        std::cout << e.dump() << std::endl;
+      } else if (g.output == "yaml") {
+        std::cout << "---\n";
+        PrintObject(e, "yaml");
+      } else {
+        PrintRows({rows.front(), row(o)}, !ns.empty(), &width, /*header=*/false);
+      }
+      std::fflush(stdout);
+      return true;
+    });
+    if (status.ok() && *status == 200) return 0;
+    if (!status.ok() && status.status().message().find(": no data for ") != std::string::npos)
+      continue;
+    std::cerr << "fabctl: "
+              << (status.ok() ? "the watch ended: HTTP " + std::to_string(*status)
+                              : status.status().message())
+              << "\n";
+    return 1;
   }
-  PrintRows(rows, /*skip_first=*/!ns.empty());
-  return 0;
 }
 
 int Get(Globals& g, HttpClient& http, const std::string& what, const std::string& name) {

@@ -519,6 +519,10 @@ evictions() {
   "$FABCTL" get workload "$running" -n "$ns" -o json | tr -d ' \n' | grep -o '"evictions":{"count":[0-9]*' || true
 }
 before=$(evictions)
+# Its events watched (kubectl get events -w): the history first, then each event as it comes.
+timeout 8 "$FABCTL" get events "$running" -n "$ns" -w >"$tmp/events-watch.txt" 2>&1 &
+events_watch=$!
+sleep 1
 "$FABCTL" patch workload "$running" -n "$ns" -p '{"spec": {"active": false}}' >/dev/null || fail "deactivate"
 for _ in $(seq 100); do
   "$FABCTL" get workloads -n "$ns" | grep -q "^$running  *Inactive" && break
@@ -529,6 +533,11 @@ done
 events=$("$FABCTL" get events "$running" -n "$ns")
 grep -q "Stopping" <<<"$events" && grep -q "Deactivated" <<<"$events" ||
   fail "a deactivated run's events: $events"
+wait "$events_watch" || true  # (timeout ends it: 124)
+[ "$(grep -c "LAST SEEN" "$tmp/events-watch.txt")" = 1 ] && grep -q "Stopping" "$tmp/events-watch.txt" &&
+  grep -q "Deactivated" "$tmp/events-watch.txt" || fail "get events -w: $(cat "$tmp/events-watch.txt")"
+[ "$(grep -c "Stopping" "$tmp/events-watch.txt")" = 1 ] ||
+  fail "get events -w said an event twice: $(cat "$tmp/events-watch.txt")"
 # Listed by when each was last seen, oldest first (a wait repeated since stands last).
 awk 'NR > 1 {print $1}' <<<"$events" | LC_ALL=C sort -c 2>/dev/null ||
   fail "events not in the order last seen: $events"
