@@ -1426,6 +1426,8 @@ TEST_F(ApiBadInputTest, PriorityClassesNeedAnIntegerValueAndNothingElse) {
   json extra = PriorityClassObject("bad");
   extra["spec"]["preemptionPolicy"] = "Never";
   refused(extra, "spec.preemptionPolicy: unknown field");
+  extra["spec"]["globalDefault"] = true;
+  refused(extra, "spec.globalDefault: unknown field; spec.preemptionPolicy: unknown field");
   json misspelt = PriorityClassObject("bad");
   misspelt["descripton"] = "x";
   misspelt["metadata"]["lables"] = json::object();
@@ -2138,6 +2140,32 @@ TEST(ApiEventsTest, AWatchFromAListsVersionSendsEachChangeOnce) {
   ASSERT_EQ(replay.size(), 1 + got.size()) << json(replay).dump();  // Created and the rest
   for (const json& e : replay) EXPECT_EQ(e.value("type", ""), "ADDED") << e.dump();
   EXPECT_EQ(w.Get(events + "?watch=true&resourceVersion=x").status, 400);
+  // A version this server never gave (one from before a restart) is refused on the stream with
+  // Kubernetes' 410, so that the client lists again instead of missing what changed.
+  HttpResponse foreign = w.Do("GET", events + "?watch=true&resourceVersion=5", kAlice);
+  WatchDriver refused(foreign.stream);
+  const std::vector<json> said = refused.Events();
+  ASSERT_EQ(said.size(), 1u) << json(said).dump();
+  EXPECT_EQ(said[0].value("type", ""), "ERROR");
+  EXPECT_EQ(said[0]["object"].value("code", 0), 410) << said[0].dump();
+  EXPECT_TRUE(refused.finished());
+  // The workload deleted: its events go, and a watch is told (DELETED), as is one that starts
+  // from a version before that.
+  ASSERT_EQ(w.Do("DELETE", item, kAdmin).status, 200);
+  for (int i = 0; i < 500 && from_zero.Events().size() < replay.size() * 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const std::vector<json> after = from_zero.Events();
+  ASSERT_EQ(after.size(), replay.size() * 2) << json(after).dump();
+  for (size_t i = replay.size(); i < after.size(); ++i)
+    EXPECT_EQ(after[i].value("type", ""), "DELETED") << after[i].dump();
+  HttpResponse later =
+      w.Do("GET",
+           events + "?watch=true&" + of_wa2 + "&resourceVersion=" + std::to_string(rv(got.back())),
+           kAlice);
+  WatchDriver told(later.stream);
+  const std::vector<json> gone = told.Events();
+  ASSERT_EQ(gone.size(), replay.size()) << json(gone).dump();
+  for (const json& e : gone) EXPECT_EQ(e.value("type", ""), "DELETED") << e.dump();
 }
 
 // ---------------------------------------------------------------------------------------------

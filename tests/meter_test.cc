@@ -583,6 +583,17 @@ TEST(Meter, AttributesADcgmExporterPage) {
   EXPECT_EQ(by["team-a/bert"].used, int64_t{permille[gi1]} * 428 * 60'000 / 1000);
   EXPECT_EQ(by["team-a/bert"].unknown, 428LL * (120'000 - 60'000));
   EXPECT_GT(m.stats().samples_duplicate, 0);
+  // A slice registered again with another share (a journal of a build that counted a 1g slice
+  // 143 milli) takes the share the server gives now; a whole GPU's is not changed so.
+  ASSERT_TRUE(m.AddDevice({gi7, "dgx-h100-mig-03", "H100", 0, kOpenEnd,
+                           "GPU-1a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d", 143})
+                  .ok());
+  ASSERT_TRUE(m.AddDevice({"GPU-whole", "n", "H100", 0, kOpenEnd, "", 1000}).ok());
+  ASSERT_TRUE(m.AddDevice({"GPU-whole", "n", "H100", 0, kOpenEnd, "", 500}).ok());
+  for (const FleetDevice& d : m.devices()) {
+    if (d.uuid == gi7) EXPECT_EQ(d.capacity_milli, 143);
+    if (d.uuid == "GPU-whole") EXPECT_EQ(d.capacity_milli, 1000);
+  }
 }
 
 // CPU and memory held by a binding's pods, priced per core-hour and GiB-hour, survive a restart

@@ -626,7 +626,8 @@ class EventRecorder {
  public:
   static constexpr size_t kMaxEvents = 5000;
   static constexpr size_t kPerWorkload = 50;
-  static constexpr size_t kAlikeWithin = 4;  // a workload's last events a new one may join
+  static constexpr size_t kAlikeWithin = 4;    // a workload's last events a new one may join
+  static constexpr size_t kTombstones = 2000;  // drops a watch from an earlier version is told of
 
   EventRecorder() : worker_([this] { Work(); }) {}
   ~EventRecorder() {
@@ -669,27 +670,50 @@ class EventRecorder {
     virtual ~Subscriber() = default;
     // Whether the event (as ToJson) is one this watch shows.
     virtual bool Selects(const json& event) = 0;
-    virtual void Send(const char* type, const json& event) = 0;
+    // One line of the stream ({"type", "object"} and a newline).
+    virtual void Send(const std::string& line) = 0;
   };
 
+  // Versions begin at `base` (a new server's clock in ms × 1000), so that they keep rising
+  // across restarts and a version an earlier server gave is told apart (Subscribe). Before Seed.
+  void SetVersionBase(uint64_t base) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (version_ == 0) version_ = base_ = base;
+  }
+
   // Starts `s`: first the events recorded or counted after `after` (a version an earlier list or
-  // watch reported), oldest change first, then each as it happens; what was recorded before and
-  // not counted since is not sent again, so a list and a watch from its version miss nothing
-  // and say nothing twice. An `after` ahead of the recorder (a restarted server's) is read as 0.
-  void Subscribe(const std::shared_ptr<Subscriber>& s, uint64_t after) {
+  // watch reported; 0: all there are), oldest change first, then each as it happens (DELETED as
+  // one is dropped: the oldest past the limits, or its workload's deleted); what was recorded
+  // before and not counted since is not sent again, so a list and a watch from its version miss
+  // nothing and say nothing twice. Where that cannot be kept — `after` is another server's (one
+  // before a restart), or an event changed since was dropped meanwhile — the error Kubernetes
+  // gives a watch from a version too old (410: list again) is returned, and `s` is not started.
+  Status Subscribe(const std::shared_ptr<Subscriber>& s, uint64_t after) {
     std::lock_guard<std::mutex> lock(mu_);
     Drain();
-    if (after > version_) after = 0;
-    std::vector<const Event*> changed;
-    for (const Event& e : events_)
-      if (e.version > after) changed.push_back(&e);
-    std::sort(changed.begin(), changed.end(),
-              [](const Event* a, const Event* b) { return a->version < b->version; });
-    for (const Event* e : changed) {
-      const json j = ToJson(*e);
-      if (s->Selects(j)) s->Send(e->created > after ? "ADDED" : "MODIFIED", j);
+    if (after != 0 && (after < base_ || after > version_))
+      return Status(StatusCode::kFailedPrecondition,
+                    "resourceVersion " + std::to_string(after) +
+                        " is not one of this server's (it restarted since?): list again");
+    if (after != 0 && after < forgotten_through_)
+      return Status(StatusCode::kFailedPrecondition,
+                    "too old resource version: " + std::to_string(after) +
+                        " (events dropped since are no longer remembered): list again");
+    // What changed since: events, and the drops of those it may have seen (DELETED).
+    std::vector<std::pair<uint64_t, std::string>> changed;  // version, line
+    for (const Event& e : events_) {
+      if (e.version <= after) continue;
+      const json j = ToJson(e);
+      if (s->Selects(j))
+        changed.push_back({e.version, Line(e.created > after ? "ADDED" : "MODIFIED", j)});
     }
+    for (const Tombstone& t : tombstones_)
+      if (t.version > after && t.created <= after && s->Selects(t.event))
+        changed.push_back({t.version, Line("DELETED", t.event)});
+    std::sort(changed.begin(), changed.end());
+    for (const auto& [version, line] : changed) s->Send(line);
     subscribers_.push_back(s);
+    return Status::Ok();
   }
   void Unsubscribe(const Subscriber* s) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -791,7 +815,7 @@ class EventRecorder {
       if (slash != std::string::npos) {
         const std::string ns_name = key.substr(std::string(kPrefix).size());
         if (auto it = by_workload_.find(ns_name); it != by_workload_.end()) {
-          for (const auto& e : it->second) events_.erase(e);
+          for (const auto& e : it->second) Drop(e);
           by_workload_.erase(it);
         }
       }
@@ -915,7 +939,7 @@ class EventRecorder {
     mine.push_back(std::prev(events_.end()));
     Changed(events_.back(), "ADDED");
     if (mine.size() > kPerWorkload) {
-      events_.erase(mine.front());
+      Drop(mine.front());
       mine.pop_front();
     }
     while (events_.size() > kMaxEvents) {
@@ -923,7 +947,7 @@ class EventRecorder {
       auto& theirs = by_workload_[key];
       theirs.pop_front();  // (the oldest of all is the oldest of its workload)
       if (theirs.empty()) by_workload_.erase(key);
-      events_.pop_front();
+      Drop(events_.begin());
     }
   }
 
@@ -931,10 +955,33 @@ class EventRecorder {
   void Changed(Event& e, const char* type) {
     e.version = ++version_;
     if (e.created == 0) e.created = e.version;
+    Tell(type, ToJson(e));
+  }
+  // (Under mu_.) Forgets the event at `it`; watches that select it are told DELETED, and so
+  // are those that start from an earlier version, while its tombstone is remembered.
+  void Drop(Events::iterator it) {
+    json j = ToJson(*it);
+    j["metadata"]["resourceVersion"] = std::to_string(++version_);
+    Tell("DELETED", j);
+    tombstones_.push_back({version_, it->created, std::move(j)});
+    if (tombstones_.size() > kTombstones) {
+      forgotten_through_ = tombstones_.front().version;
+      tombstones_.pop_front();
+    }
+    events_.erase(it);
+  }
+  void Tell(const char* type, const json& event) {
     if (subscribers_.empty()) return;
-    const json j = ToJson(e);
-    for (const auto& s : subscribers_)
-      if (s->Selects(j)) s->Send(type, j);
+    // (On the recorder's worker, or a request's thread: bad data costs a line, not the server.)
+    try {
+      std::string line;
+      for (const auto& s : subscribers_)
+        if (s->Selects(event)) s->Send(line.empty() ? line = Line(type, event) : line);
+    } catch (const std::exception&) {
+    }
+  }
+  static std::string Line(const char* type, const json& event) {
+    return json{{"type", type}, {"object", event}}.dump() + "\n";
   }
 
   static json ToJson(const Event& e) {
@@ -959,7 +1006,14 @@ class EventRecorder {
   Events events_;
   std::map<std::string, std::deque<Events::iterator>> by_workload_;  // "ns/name"
   uint64_t sequence_ = 0;
-  uint64_t version_ = 0;  // counts every event recorded or counted again (Changed)
+  uint64_t version_ = 0;  // counts every event recorded, counted again or dropped
+  uint64_t base_ = 0;     // the first version of this server (SetVersionBase)
+  struct Tombstone {
+    uint64_t version = 0, created = 0;
+    json event;
+  };
+  std::deque<Tombstone> tombstones_;  // the latest drops, kTombstones of them
+  uint64_t forgotten_through_ = 0;    // the version of the latest drop no longer remembered
   std::vector<std::shared_ptr<Subscriber>> subscribers_;
   std::mutex pending_mu_;
   std::condition_variable wake_;
@@ -982,7 +1036,19 @@ class EventWatch : public StreamSource,
       write_ = std::move(write);
       finish_ = std::move(finish);
     }
-    recorder_.Subscribe(shared_from_this(), after_);
+    if (Status st = recorder_.Subscribe(shared_from_this(), after_); !st.ok()) {
+      // (As the store's watch says a version it no longer has: a 410 on the stream, then its end.)
+      std::lock_guard<std::mutex> lock(mu_);
+      if (write_)
+        write_(
+            json{{"type", "ERROR"}, {"object", json::parse(StatusResponse(410, st.message()).body)}}
+                .dump() +
+            "\n");
+      if (finish_) finish_();
+      write_ = nullptr;
+      finish_ = nullptr;
+      cancelled_ = true;
+    }
   }
   void Cancel() override {
     {
@@ -1002,10 +1068,9 @@ class EventWatch : public StreamSource,
       return false;
     }
   }
-  void Send(const char* type, const json& event) override {
+  void Send(const std::string& line) override {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!write_) return;
-    if (!write_(json{{"type", type}, {"object", event}}.dump() + "\n")) write_ = nullptr;
+    if (write_ && !write_(line)) write_ = nullptr;
   }
 
  private:
@@ -1047,6 +1112,8 @@ struct ApiServer::Impl {
         node_tokens[kv.value] = kv.key.substr(std::string("/registry/nodetokens/").size());
       }
     }
+    // (Versions from this start's clock on, so that they rise across restarts.)
+    this->events.SetVersionBase(static_cast<uint64_t>(std::max<int64_t>(1, clock.NowMs())) * 1000);
     if (auto stored = store.List("/registry/workloads/", "", 0); stored.ok())
       this->events.Seed(stored->items);
     subscription = store.Subscribe([this](const std::vector<WatchEvent>& events) {
@@ -1167,11 +1234,12 @@ struct ApiServer::Impl {
     } else if (std::string(info.kind) == "Lease") {
       json spec = obj.value("spec", json::object());
       if (!spec.is_object()) return InvalidArgument("spec: expected an object");
+      std::vector<std::string> unknown;
       for (const auto& [k, v] : spec.items()) {
-        if (k != "holderIdentity" && k != "renewTime" && k != "leaseDurationSeconds") {
-          return InvalidArgument("spec." + k + ": unknown field");
-        }
+        if (k != "holderIdentity" && k != "renewTime" && k != "leaseDurationSeconds")
+          unknown.push_back("spec." + k);
       }
+      if (!unknown.empty()) return UnknownFields(unknown);
       // It keeps a silent node Ready as long: bounded, so that no agent keeps a dead node's
       // work from being requeued for longer than an hour.
       if (spec.contains("leaseDurationSeconds")) {
@@ -1192,6 +1260,10 @@ struct ApiServer::Impl {
       const json& value = spec["value"];
       if (!value.is_number_integer() || value < -1'000'000'000 || value > 1'000'000'000)
         return InvalidArgument("spec.value: must be an integer between -1000000000 and 1000000000");
+      std::vector<std::string> unknown;
+      for (const auto& [k, v] : spec.items())
+        if (k != "value" && k != "description" && k != "tenants") unknown.push_back("spec." + k);
+      if (!unknown.empty()) return UnknownFields(unknown);
       for (const auto& [k, v] : spec.items()) {
         if (k == "description" && !v.is_string())
           return InvalidArgument("spec.description: expected a string");
@@ -1208,8 +1280,6 @@ struct ApiServer::Impl {
             if (!seen.insert(v[i].get<std::string>()).second)
               return InvalidArgument(at + ": '" + v[i].get<std::string>() + "' is named twice");
           }
-        } else if (k != "value" && k != "description") {
-          return InvalidArgument("spec." + k + ": unknown field");
         }
       }
     } else if (std::string(info.kind) == "ResourceFlavor") {

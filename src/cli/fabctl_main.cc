@@ -614,33 +614,64 @@ int GetEvents(Globals& g, HttpClient& http, const std::string& name) {
   std::string path =
       std::string("/apis/fabrica.dev/v1") + (ns.empty() ? "" : "/namespaces/" + ns) + "/events";
   path += "?watch=true" + (name.empty() ? "" : "&fieldSelector=involvedObject.name%3D" + name);
+  const auto show = [&](const json& e) {
+    if (g.output == "json") {
+      std::cout << e.dump() << std::endl;
+    } else if (g.output == "yaml") {
+      std::cout << "---\n";
+      PrintObject(e, "yaml");
+    } else {
+      PrintRows({rows.front(), row(e["object"])}, !ns.empty(), &width, /*header=*/false);
+    }
+    std::fflush(stdout);
+  };
+  const auto version_of = [](const json& o) {
+    const std::string v = Obj(o, "metadata").value("resourceVersion", "0");
+    return v.find_first_not_of("0123456789") == std::string::npos && !v.empty() && v.size() < 20
+               ? std::stoull(v)
+               : 0ULL;
+  };
   while (true) {
+    bool gone = false;  // the server no longer has what changed since `rv` (410)
+    std::string error;  // an ERROR line's message, or a refusal's
     auto status = http.Stream(path + "&resourceVersion=" + rv, [&](const std::string& line) {
       json e = json::parse(line, nullptr, false);
-      if (!e.is_object() || !e.contains("object") || !e["object"].is_object()) return true;
+      if (!e.is_object()) return true;
+      if (e.value("kind", "") == "Status") {  // (a refused watch's body)
+        error = e.value("message", line);
+        return true;
+      }
+      if (!e.contains("object") || !e["object"].is_object()) return true;
       const json& o = e["object"];
       if (e.value("type", "") == "ERROR") {
-        std::cerr << "fabctl: " << o.value("message", line) << "\n";
+        gone = o.value("code", 0) == 410;
+        error = o.value("message", line);
         return false;
       }
       rv = Obj(o, "metadata").value("resourceVersion", rv);
-      if (g.output == "json") {
-        std::cout << e.dump() << std::endl;
-      } else if (g.output == "yaml") {
-        std::cout << "---\n";
-        PrintObject(e, "yaml");
-      } else {
-        PrintRows({rows.front(), row(o)}, !ns.empty(), &width, /*header=*/false);
-      }
-      std::fflush(stdout);
+      show(e);
       return true;
     });
-    if (status.ok() && *status == 200) return 0;
+    if (gone) {
+      // As a reflector does: list again, and show what changed since the last version seen.
+      fabrica::Result<json> again = FetchEvents(http, ns, name);
+      if (!again.ok()) {
+        std::cerr << "fabctl: " << again.status().message() << "\n";
+        return 1;
+      }
+      const uint64_t seen = version_of({{"metadata", {{"resourceVersion", rv}}}});
+      for (const json& e : ByLastSeen(Arr(*again, "items")))
+        if (version_of(e) > seen)
+          show({{"type", e.value("count", 1) > 1 ? "MODIFIED" : "ADDED"}, {"object", e}});
+      rv = Obj(*again, "metadata").value("resourceVersion", "0");
+      continue;
+    }
+    if (status.ok() && *status == 200 && error.empty()) return 0;
     if (!status.ok() && status.status().message().find(": no data for ") != std::string::npos)
       continue;
-    std::cerr << "fabctl: "
-              << (status.ok() ? "the watch ended: HTTP " + std::to_string(*status)
-                              : status.status().message())
+    std::cerr << (status.ok() && *status != 200
+                      ? "Error from server (" + std::to_string(*status) + "): " + error
+                      : "fabctl: " + (error.empty() ? status.status().message() : error))
               << "\n";
     return 1;
   }

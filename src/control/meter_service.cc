@@ -705,12 +705,13 @@ ApiServer::Extension MeterService::Routes() {
           const json& s = list[i];
           const std::string path = "samples[" + std::to_string(i) + "]";
           if (!s.is_object()) return ErrorReply(400, path + ": expected an object");
+          std::string unknown;  // (every one at once)
           for (const auto& [k, v] : s.items()) {
             if (k != "node" && k != "uuid" && k != "time" && k != "utilPermille" &&
-                k != "achievedPermille") {
-              return ErrorReply(400, path + "." + k + ": unknown field");
-            }
+                k != "achievedPermille")
+              unknown += (unknown.empty() ? "" : "; ") + path + "." + k + ": unknown field";
           }
+          if (!unknown.empty()) return ErrorReply(400, unknown);
           DeviceSample d;
           d.node = Str(s, "node", principal->node);
           d.device_uuid = Str(s, "uuid");

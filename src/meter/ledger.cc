@@ -180,6 +180,15 @@ Status Meter::AddDevice(const FleetDevice& device) {
       known.until_ms = kOpenEnd;  // back in the fleet (the gap stays uncounted only if recorded)
       devices_changed_ = true;
     }
+    // A MIG slice's share as the server now counts it (a journal from a build that rounded a
+    // 1g slice to 143 milli, where quota charges 142: MigSliceMilli).
+    if (!known.parent_uuid.empty() && device.parent_uuid == known.parent_uuid &&
+        device.capacity_milli > 0 && device.capacity_milli <= 1000 &&
+        device.capacity_milli != known.capacity_milli) {
+      known.capacity_milli = device.capacity_milli;
+      capacity_milli_[known.uuid] = device.capacity_milli;
+      devices_changed_ = true;
+    }
     return Status::Ok();
   }
   if (device.capacity_milli <= 0 || device.capacity_milli > 1000) {

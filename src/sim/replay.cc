@@ -1436,6 +1436,8 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
     int64_t milli = 0;
     for (const PodSet& ps : sc.workloads[w].spec.pod_sets)
       milli += ps.device.TotalMilli().value() * ps.count;
+    if (milli == 0) continue;  // (no GPU: in no bucket)
+    // (By the GPUs rounded up: 1.5 is in "2-8".)
     const int size = milli < kMilliPerGpu         ? 0
                      : milli == kMilliPerGpu      ? 1
                      : milli <= 8 * kMilliPerGpu  ? 2

@@ -151,8 +151,9 @@ struct TeamResult {
   int64_t preempted = 0;
   std::map<std::string, int64_t> preempted_by;  // preemptor's team → evictions of this team
   double gpu_seconds_lost = 0;                  // work of this team that evictions threw away
-  // Waits by the GPUs a workload asks for in all ("<1": a fraction or a MIG slice; "1", "2-8",
-  // "9-32", "33+"), so that large gangs waiting behind small work show: each bucket's count,
+  // Waits by the GPUs a workload asks for in all, rounded up ("<1": a fraction or a MIG slice;
+  // "1", "2-8", "9-32", "33+"; none: in no bucket), so that large gangs waiting behind small work
+  // show: each bucket's count,
   // mean and p95 wait, in size order, buckets with no workload left out.
   struct SizeWaits {
     std::string gpus;
