@@ -2618,6 +2618,76 @@ TEST_F(AdmissionTest, StrictFifoHeadBlocksTheRestOfItsQueue) {
   }
 }
 
+// Reservations (reserveAfter): a 4-GPU workload waits behind a stream of 1-GPU ones that take
+// each GPU as it frees (BestEffortFIFO lets what fits go first). Without a reservation it
+// never starts; with one, once it has waited reserveAfter, the node closest to free is held for
+// it as its work ends, the small work goes to the other node, and it starts when its node has
+// emptied. Admitted, it holds nothing more.
+TEST_F(AdmissionTest, AReservationKeepsFreedRoomForWorkThatWaitedLong) {
+  for (const double reserve_after : {0.0, 10.0}) {
+    SCOPED_TRACE(reserve_after);
+    AdmissionConfig config;
+    config.reserve_after_s = reserve_after;
+    Make(Nodes(2, 4), {Leaf("a", 16)}, {}, config);  // (quota never the limit)
+    SubmitOptions o;
+    o.preemptible = false;  // (no preemption: only what frees counts)
+    std::deque<int> running;
+    for (int n = 0; n < 2; ++n)
+      for (int d = 0; d < 4; ++d) {
+        auto id =
+            adm_->Restore(Gpus("s" + std::to_string(n * 4 + d), "a", 1), OnGpus(n, {d}), 0, o);
+        ASSERT_TRUE(id.ok());
+        running.push_back(*id);
+      }
+    const int big = Submit(Gpus("big", "a", 4), 1, o);
+    double started = -1;
+    std::string reserved_reason;
+    for (int t = 2; t <= 60; ++t) {
+      // One small workload ends (the oldest) and another arrives, each second.
+      adm_->Finish(running.front(), t);
+      running.pop_front();
+      const int next = Submit(Gpus("next-" + std::to_string(t), "a", 1), t, o);
+      CycleResult r = adm_->Cycle(t + 0.5, 1000);
+      for (int id : r.admitted)
+        if (id != big) running.push_back(id);
+      if (adm_->reason(big).rfind("reserving room", 0) == 0) reserved_reason = adm_->reason(big);
+      if (adm_->phase(big) == Phase::kAdmitted) {
+        started = t;
+        break;
+      }
+      (void)next;
+    }
+    if (reserve_after == 0) {
+      EXPECT_EQ(started, -1) << "without a reservation the small work takes every freed GPU";
+      EXPECT_EQ(reserved_reason, "");
+      continue;
+    }
+    ASSERT_GT(started, 0) << adm_->reason(big);
+    // It reserved once it had waited 10 s (at 11 or 12), on the node whose work is oldest
+    // (n0's: it ends first), and started when the 4 GPUs there had freed.
+    EXPECT_LE(started, 20);
+    EXPECT_NE(reserved_reason.find("reserving room on n0 (it has waited 1"), std::string::npos)
+        << reserved_reason;
+    EXPECT_NE(reserved_reason.find("past reserveAfter 10 s"), std::string::npos);
+    EXPECT_EQ(adm_->assignments(big).size(), 1u);
+    EXPECT_EQ(adm_->assignments(big)[0].node, 0);
+    // Nothing stays held: every GPU that frees from now on goes to waiting small work at once
+    // (a backlog waited while the node was held), so the fleet stays full, and once big ends
+    // its node takes small work again.
+    for (int t = static_cast<int>(started) + 1; t <= static_cast<int>(started) + 12; ++t) {
+      const bool big_ends = t == static_cast<int>(started) + 4;
+      if (big_ends) adm_->Finish(big, t);
+      adm_->Finish(running.front(), t);
+      running.pop_front();
+      Submit(Gpus("after-" + std::to_string(t), "a", 1), t, o);
+      CycleResult r = adm_->Cycle(t + 0.5, 1000);
+      for (int id : r.admitted) running.push_back(id);
+      const size_t busy = running.size() + (adm_->phase(big) == Phase::kAdmitted ? 4 : 0);
+      EXPECT_EQ(busy, 8u) << "at " << t << " GPUs idle while work waits";
+    }
+  }
+}
+
 // preemption.withinQueue: which of its own queue's workloads a pending one may evict. a-top
 // (priority 5) waits on a full 4-GPU node held by a-low (priority 0, older) and a-peer
 // (priority 5, arrived after a-top). Needing 2 GPUs, it may take a-low unless the policy is

@@ -1838,6 +1838,46 @@ TEST_F(FactoryTest, PendingWorkloadsShowTheirPlaceInTheQueue) {
 
 // spec.active: false stops a running workload after the grace period and keeps it (and a
 // pending one) from starting, without deleting it; true again, it runs.
+// A reservation through the server (--reserve-after): an 8-GPU workload waits while 1-GPU work
+// fills the fleet and more keeps coming; once it has waited 20 s the scheduler reserves a node
+// for it (status reason Reserved, the node in status.nomination), keeps that node across
+// cycles (each cycle's Admitter is rebuilt from the store), holds what frees there, and starts
+// it there.
+TEST_F(FactoryTest, AReservationHoldsANodeUntilTheWorkThatWaitedFits) {
+  StartScheduler(5'000, [](SchedulerOptions& so) { so.reserve_after_s = 20; });
+  CreateQueue("team-a", {{"quotas", {{"gpu", {{"guaranteed", 64}}}}}});
+  const auto small = [&](const std::string& name, int seconds) {
+    json w = WholeGpuWorkload("team-a", name, 1);
+    w["spec"]["run"]["durationSeconds"] = seconds;
+    CreateWorkload(w);
+  };
+  for (int i = 0; i < 32; ++i) small("s-" + std::to_string(i), 40 + (i % 8) * 10);
+  ASSERT_TRUE(CycleUntilAll("Running"));
+  CreateWorkload(WholeGpuWorkload("team-a", "big", 8));
+  std::string reserved_on;
+  bool moved = false;
+  std::string ran_on;
+  for (int t = 0; t < 200 && ran_on.empty(); ++t) {
+    small("more-" + std::to_string(t), 60);  // smaller work keeps coming
+    Cycle();
+    const json status = Workloads()["team-a/big"].value("status", json::object());
+    if (status.value("phase", "") == "Running") {
+      ran_on = status["assignments"][0].value("node", "");
+      break;
+    }
+    if (status.value("reason", "") != "Reserved") continue;
+    EXPECT_EQ(status.value("message", "").rfind("reserving room on ", 0), 0u) << status.dump();
+    const json plan = status.value("nomination", json::array());
+    ASSERT_FALSE(plan.empty()) << status.dump();
+    const std::string node = plan[0].value("node", "");
+    if (!reserved_on.empty() && node != reserved_on) moved = true;
+    reserved_on = node;
+  }
+  ASSERT_FALSE(reserved_on.empty()) << Describe(Workloads());
+  EXPECT_FALSE(moved) << "a reservation stays on the node it chose";
+  EXPECT_EQ(ran_on, reserved_on) << Describe(Workloads());
+}
+
 TEST_F(FactoryTest, InactiveWorkloadsWaitUntilActivated) {
   StartScheduler(5'000);
   CreateTeamQueues(16, 16);

@@ -53,6 +53,8 @@ struct ServerArgs {
   double reclaim_hold_s = 300;
   double reclaim_min_runtime_s = 3600;
   bool lend_across_trees = false;
+  double reserve_after_s = 0;
+  int max_reservations = 4;
   bool fair_share_preemption = false;
   bool no_elastic_growth = false;
   bool no_elastic_shrink = false;
@@ -296,6 +298,8 @@ int Run(ServerArgs args) {
   sched_options.reclaim_hold_s = args.reclaim_hold_s;
   sched_options.reclaim_min_runtime_s = args.reclaim_min_runtime_s;
   sched_options.lend_across_trees = args.lend_across_trees;
+  sched_options.reserve_after_s = args.reserve_after_s;
+  sched_options.max_reservations = args.max_reservations;
   sched_options.fair_share_preemption = args.fair_share_preemption;
   sched_options.elastic_growth = !args.no_elastic_growth;
   sched_options.elastic_shrink = !args.no_elastic_shrink;
@@ -415,6 +419,14 @@ void AddCommon(CLI::App* cmd, ServerArgs* a) {
                   "seconds that the room (GPUs, CPU, memory) a reclaim freed beyond its need stays "
                   "with the reclaiming queue (0: lent at once)")
       ->check(CLI::Range(0.0, 86400.0));
+  cmd->add_option("--reserve-after", a->reserve_after_s,
+                  "seconds a workload of whole GPUs waits without room before nodes are reserved "
+                  "for it: what frees there is held until it fits (Slurm's backfill "
+                  "reservation; 0: none)")
+      ->check(CLI::Range(0.0, 365.0 * 86400));
+  cmd->add_option("--max-reservations", a->max_reservations,
+                  "reservations (--reserve-after) held at a time")
+      ->check(CLI::Range(1, 1000));
   cmd->add_option("--reclaim-min-runtime", a->reclaim_min_runtime_s,
                   "seconds at most that a workload's minRuntimeSeconds shields it from another "
                   "queue taking its GPUs back, where neither its queue nor one above it sets "

@@ -1192,6 +1192,8 @@ Result<CycleStats> Scheduler::RunOnce() {
       config->reclaim_hold_s = options_.reclaim_hold_s;
       config->reclaim_min_runtime_s = options_.reclaim_min_runtime_s;
       config->lend_across_trees = options_.lend_across_trees;
+      config->reserve_after_s = options_.reserve_after_s;
+      config->max_reservations = options_.max_reservations;
       config->fair_share_preemption = options_.fair_share_preemption;
       // Fair-share preemption has its own rule for taking from other queues (as Kueue's): a
       // queue's borrowWithinCohort is set aside, with a warning in its status, rather than the
@@ -1661,7 +1663,8 @@ Result<CycleStats> Scheduler::RunOnce() {
                               admitter->reason(id).rfind("taking back", 0) == 0 ||
                               admitter->reason(id).rfind("holding the room", 0) == 0
                           ? "Preempting"
-                          : "Queued",
+                      : admitter->reason(id).rfind("reserving room", 0) == 0 ? "Reserved"
+                                                                             : "Queued",
                       admitter->plan(id));
             d.swap = admitter->swap(id);
         }

@@ -78,6 +78,11 @@ struct SchedulerOptions {
   // Several queue trees lend each other what they leave unused (AdmissionConfig::
   // lend_across_trees).
   bool lend_across_trees = false;
+  // Reservations for whole-GPU work that waited this long without room (AdmissionConfig::
+  // reserve_after_s; 0: none), at most max_reservations at a time. The plan is kept in the
+  // workload's status.nomination across cycles (reason Reserved).
+  double reserve_after_s = 0;
+  int max_reservations = 4;
   // Preemption for fair share beside reclaim (AdmissionConfig::fair_share_preemption).
   bool fair_share_preemption = false;
   // Work admitted with fewer pods than asked takes more as room frees and its quota allows

@@ -48,6 +48,8 @@ namespace {
 constexpr char kNextCycle[] = "waiting for the next admission cycle";
 // (What follows names the queue whose work waits: HeldForGuarantees.)
 constexpr char kHeldForGuarantees[] = "waiting: it would borrow, and ";
+// How a reservation's reason begins (Reserve; the server's reason for it: Reserved).
+constexpr char kReservingRoom[] = "reserving room";
 }  // namespace
 
 std::string GpuAmount(int64_t milli) {
@@ -1063,9 +1065,111 @@ void Admitter::HoldPlan(int id) {
   }
 }
 
-void Admitter::Unnominate(int id) {
+bool Admitter::Reserve(int id, const std::vector<PodRequest>& pods, const std::vector<int>& prefer,
+                       double now) {
   Entry& e = entries_[id];
-  for (const auto& held : e.reserved) freed_log_.push_back(held.first.node);
+  if (config_.reserve_after_s <= 0 || now - e.arrival < config_.reserve_after_s || e.nominated ||
+      e.phase != Phase::kPending || pods.empty())
+    return false;
+  // Work within its queue's guarantee only: room promised ahead to a borrower would be room
+  // the lenders' own work cannot take back (a hold is no victim). Whole GPUs only, and no
+  // required topology domain (the plan picks nodes one by one).
+  if (WouldBorrow(id)) return false;
+  if (e.spec.topology.required && e.spec.topology.level != TopologyLevel::kNone) return false;
+  int gpus = 0;
+  for (const PodRequest& p : pods) {
+    if (p.kind != DeviceKind::kWhole) return false;
+    gpus += p.num_gpu;
+  }
+  // Large work only: one GPU fits wherever any frees, so it is not starved by smaller work.
+  if (gpus < 2) return false;
+  // Others' reservations: how many, and their nodes (a restored plan of a nominee without
+  // victims is one too).
+  std::set<int> taken;
+  int count = 0;
+  for (int other : nominated_) {
+    const Entry& o = entries_[other];
+    if (other == id || !o.nominated || o.phase != Phase::kPending || o.victims_left > 0 ||
+        o.plan.empty())
+      continue;
+    ++count;
+    for (const auto& [a, unused] : o.plan) taken.insert(a.node);
+  }
+  if (count >= config_.max_reservations) return false;
+  const std::set<int> preferred(prefer.begin(), prefer.end());
+  std::vector<std::pair<Assignment, PodRequest>> plan;
+  for (const PodRequest& pod : pods) {
+    int best = -1;
+    std::tuple<int, int, int64_t> best_key;
+    std::vector<int> best_devices;
+    for (int n = 0; n < state_.node_count(); ++n) {
+      if (taken.count(n) || out_of_service_.count({n, -1})) continue;
+      const Node& node = fleet_.nodes[n];
+      const int model = state_.node_model(n);
+      if (model < 0 || !(pod.model_mask >> model & 1) || node.cpu.value() < pod.cpu_milli ||
+          node.memory.value() < pod.memory_mib)
+        continue;
+      if (state_.exclusive_owner(n) >= 0 && state_.exclusive_owner(n) != pod.tenant) continue;
+      // Its GPUs that could be the pod's once their work ends: free ones first, then the
+      // emptiest.
+      std::vector<int> devices;
+      int free_now = 0;
+      int64_t free_milli = 0;
+      for (int d = 0; d < static_cast<int>(node.devices.size()); ++d) {
+        if (!node.devices[d].mig_slices.empty() || out_of_service_.count({n, d})) continue;
+        devices.push_back(d);
+      }
+      if (static_cast<int>(devices.size()) < pod.num_gpu) continue;
+      const auto& ds = state_.devices(n);
+      std::stable_sort(devices.begin(), devices.end(), [&](int a, int b) {
+        return std::make_pair(ds[a].users != 0, -ds[a].free_milli) <
+               std::make_pair(ds[b].users != 0, -ds[b].free_milli);
+      });
+      devices.resize(pod.num_gpu);
+      for (int d : devices) {
+        free_now += ds[d].users == 0;
+        free_milli += ds[d].free_milli;
+      }
+      // Where it planned before, then the most of its GPUs free, then the most free share.
+      const std::tuple<int, int, int64_t> key{preferred.count(n) ? 0 : 1, -free_now, -free_milli};
+      if (best < 0 || key < best_key) {
+        best = n;
+        best_key = key;
+        best_devices = devices;
+      }
+    }
+    if (best < 0) return false;
+    Assignment a;
+    a.node = best;
+    for (int d : best_devices)
+      a.devices.push_back({d, pod.gpu_milli, fleet_.nodes[best].devices[d].memory.value(), -1});
+    plan.push_back({std::move(a), pod});
+    taken.insert(best);  // (one pod a node: a gang's pods spread as whole-node pods would)
+  }
+  std::string nodes;
+  for (const auto& [a, unused] : plan) {
+    const std::string name = fleet_.nodes[a.node].name.str();
+    if (nodes.find(name) == std::string::npos) nodes += (nodes.empty() ? "" : ", ") + name;
+  }
+  e.plan = std::move(plan);
+  e.nominated = true;
+  e.victims_left = 0;
+  e.reserving = true;
+  nominated_.push_back(id);
+  HoldPlan(id);
+  const std::string why = e.reason;
+  e.reason = std::string(kReservingRoom) + " on " + nodes + " (it has waited " +
+             std::to_string(static_cast<int64_t>(now - e.arrival)) + " s, past reserveAfter " +
+             std::to_string(static_cast<int64_t>(config_.reserve_after_s)) +
+             " s): what frees there is held for it until it fits" + (why.empty() ? "" : "; " + why);
+  return true;
+}
+
+void Admitter::Unnominate(int id, bool log_freed) {
+  Entry& e = entries_[id];
+  if (log_freed)
+    for (const auto& held : e.reserved) freed_log_.push_back(held.first.node);
+  e.reserving = false;
   ReleaseHolds(e);
   e.nominated = false;
   e.reserves_quota = false;
@@ -2068,6 +2172,10 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
   // does not start holds its queue back for the cycle.
   std::vector<int> nominated;
   nominated.swap(nominated_);
+  // A reservation holds, from now, what freed of its plan since the last cycle.
+  for (int id : nominated)
+    if (entries_[id].reserving && entries_[id].nominated && entries_[id].phase == Phase::kPending)
+      HoldPlan(id);
   std::vector<std::pair<int, int>> held_by;  // (StrictFIFO leaf, the head that held it back)
   for (int id : nominated) {
     Entry& e = entries_[id];
@@ -2091,16 +2199,40 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
         held_roots_.insert(TreeRoot(e.leaf));
       continue;
     }
-    Unnominate(id);
+    // A reservation tried again: its room is not freed news unless the reservation ends here
+    // (logged each cycle, it woke every parked workload each cycle).
+    std::vector<int> reserved_nodes;
+    if (e.reserving)
+      for (const auto& held : e.reserved) reserved_nodes.push_back(held.first.node);
+    Unnominate(id, /*log_freed=*/!e.reserving);
     ++out.attempts;
     // (`e` may not outlive TryAdmit: an elastic shrink adds entries.)
     const int leaf = e.leaf;
     e.continuing = true;
     const bool admitted = TryAdmit(id, now, out, failed);
     entries_[id].continuing = false;
+    if (!admitted && !entries_[id].reserving)
+      freed_log_.insert(freed_log_.end(), reserved_nodes.begin(), reserved_nodes.end());
     if (!admitted && strict) held_by.push_back({leaf, id});
   }
 
+  // Work parked for room that has waited past reserveAfter reserves (Reserve): the first such
+  // of each leaf, in queue order, while reservations are left.
+  if (config_.reserve_after_s > 0) {
+    for (int q = 0; q < queue_count(); ++q) {
+      if (!is_leaf(q) || queues_[q].stop != StopPolicy::kNone) continue;
+      for (const auto& k : queues_[q].parked) {
+        const int id = std::get<2>(k);
+        const Entry& e = entries_[id];
+        if (e.parked != 1 || now - e.arrival < config_.reserve_after_s ||
+            e.gpu_milli < 2 * kMilliPerGpu)
+          continue;
+        // (Back in its queue's line, nominated: tried first from the next cycle.)
+        if (const std::vector<PodRequest> pods = e.pods; Reserve(id, pods, {}, now)) Unpark(id);
+        break;
+      }
+    }
+  }
   for (QueueNode& q : queues_) q.active = 0;
   for (int q = 0; q < queue_count(); ++q) {
     if (!is_leaf(q) || queues_[q].pending.empty() || queues_[q].stop != StopPolicy::kNone) continue;
@@ -2489,6 +2621,7 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
     e.waits_on_time = e.reason.find("minimum runtime") != std::string::npos;
     NotePolicyBlock(id);
     if (PartialInstead(id, searched, key, now, out)) return true;
+    if (!probe && Reserve(id, pods, planned, now)) return false;
     Park(id, false, key, pods);
     return false;
   }
@@ -2541,6 +2674,7 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
     if (!root_held_before) held_roots_.erase(TreeRoot(entries_[id].leaf));
     return true;
   }
+  if (!probe && Reserve(id, pods, planned, now)) return false;
   Park(id, false, key, pods);
   return false;
 }

@@ -195,6 +195,14 @@ struct AdmissionConfig {
   // CPU and memory quotas stay within their tree. Off: a root's guarantee is the most its tree
   // holds (Kueue's cohorts, which lend to no one outside).
   bool lend_across_trees = false;
+  // Reservations (Slurm's backfill reservation for its top jobs, Volcano's sla waiting time):
+  // a workload of whole GPUs within its queue's guarantee that has waited this long and still
+  // finds no room has nodes chosen for it — those closest to free, the ones it planned on before
+  // first — and what frees there is held for it until it fits, so that smaller work arriving
+  // behind it no longer takes each GPU as it frees. At most `max_reservations` at a time, on
+  // nodes no other reservation holds. 0: none (the default).
+  double reserve_after_s = 0;
+  int max_reservations = 4;
 };
 
 // The queue the fleet is in the tree when trees lend to each other (AdmissionConfig::
@@ -559,7 +567,8 @@ class Admitter {
     // and `assign` are those pods only.
     int fragment_of = -1;
     std::vector<std::pair<int, int>> fragment_pods;  // (set, index), see fragment_pods()
-    double shrunk_at = -1;  // when a shrink last took pods from it (it does not grow then)
+    double shrunk_at = -1;   // when a shrink last took pods from it (it does not grow then)
+    bool reserving = false;  // nominated with a reservation (Reserve): its plan held each cycle
   };
   struct ParkedShape {
     std::vector<PodRequest> pods;
@@ -802,9 +811,14 @@ class Admitter {
   void SetPlan(int id, const std::vector<std::pair<Assignment, const PodRequest*>>& placed,
                bool reserve_quota = false, bool reserve_resources = false);
   void HoldPlan(int id);
+  // Past config_.reserve_after_s without room: nominates `id` with a plan on the nodes closest to
+  // free (`prefer`, where it planned before, first) and holds what is free of it (see
+  // AdmissionConfig::reserve_after_s). False where it reserves nothing.
+  bool Reserve(int id, const std::vector<PodRequest>& pods, const std::vector<int>& prefer,
+               double now);
   void ReleaseHolds(Entry& e);
   void VictimStopped(int id);
-  void Unnominate(int id);
+  void Unnominate(int id, bool log_freed = true);
   // Counts a nominated preemptor's planned GPUs as used by its queues (Entry::quota_reserved),
   // less what its victims still stopping hold there; again each time one of them stops.
   void ReserveQuota(int id);

@@ -228,6 +228,14 @@ Status ParseAdmissionSettings(YamlMap& m, AdmissionConfig* c) {
   ASSIGN_OR_RETURN(c->elastic_growth, m.Bool("elasticGrowth", true));
   ASSIGN_OR_RETURN(c->elastic_shrink, m.Bool("elasticShrink", true));
   ASSIGN_OR_RETURN(c->lend_across_trees, m.Bool("lendAcrossTrees", false));
+  ASSIGN_OR_RETURN(c->reserve_after_s, m.Double("reserveAfter", 0.0));
+  if (c->reserve_after_s > kMaxRunSeconds)
+    return m.Error("reserveAfter", "must be between 0 and " + std::to_string(kMaxRunSeconds) +
+                                       " (a year); 0: no reservations");
+  ASSIGN_OR_RETURN(int64_t reservations, m.Int("maxReservations", 4));
+  if (reservations < 1 || reservations > 1000)
+    return m.Error("maxReservations", "must be between 1 and 1000");
+  c->max_reservations = static_cast<int>(reservations);
   return Status();
 }
 
