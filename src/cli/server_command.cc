@@ -420,9 +420,9 @@ void AddCommon(CLI::App* cmd, ServerArgs* a) {
                   "with the reclaiming queue (0: lent at once)")
       ->check(CLI::Range(0.0, 86400.0));
   cmd->add_option("--reserve-after", a->reserve_after_s,
-                  "seconds a workload of whole GPUs waits without room before nodes are reserved "
-                  "for it: what frees there is held until it fits (Slurm's backfill "
-                  "reservation; 0: none)")
+                  "seconds a workload of two or more whole GPUs, within its queue's guarantee, "
+                  "waits without room before nodes are reserved for it: what frees there is "
+                  "held until it fits (Slurm's backfill reservation; 0: none)")
       ->check(CLI::Range(0.0, 365.0 * 86400));
   cmd->add_option("--max-reservations", a->max_reservations,
                   "reservations (--reserve-after) held at a time")

@@ -1432,7 +1432,10 @@ Result<CycleStats> Scheduler::RunOnce() {
           decisions[i].swap = restored;
           continue;
         }
-        if (!plan.empty()) admitter->RestoreNomination(*id, 0, plan, {}, swap);
+        if (!plan.empty())
+          admitter->RestoreNomination(
+              *id, 0, plan, {}, swap,
+              Str(Field(pending[i].obj(), "status"), "reason") == "Reserved");
         pending_of[*id] = i;
       }
       // Usage history: this scheduler's own, else (after a restart) what the queues' status kept.

@@ -1083,15 +1083,12 @@ bool Admitter::Reserve(int id, const std::vector<PodRequest>& pods, const std::v
   }
   // Large work only: one GPU fits wherever any frees, so it is not starved by smaller work.
   if (gpus < 2) return false;
-  // Others' reservations: how many, and their nodes (a restored plan of a nominee without
-  // victims is one too).
+  // Others' reservations: how many, and their nodes.
   std::set<int> taken;
   int count = 0;
-  for (int other : nominated_) {
+  for (int other : reservations_) {
     const Entry& o = entries_[other];
-    if (other == id || !o.nominated || o.phase != Phase::kPending || o.victims_left > 0 ||
-        o.plan.empty())
-      continue;
+    if (other == id || !o.reserving) continue;
     ++count;
     for (const auto& [a, unused] : o.plan) taken.insert(a.node);
   }
@@ -1155,11 +1152,15 @@ bool Admitter::Reserve(int id, const std::vector<PodRequest>& pods, const std::v
   e.nominated = true;
   e.victims_left = 0;
   e.reserving = true;
+  e.swap_flavor = -1;  // (no swap: it evicts nothing)
+  reservations_.insert(id);
+  if (!e.ever_reserved) ++workloads_reserved_;
+  e.ever_reserved = true;
   nominated_.push_back(id);
   HoldPlan(id);
   const std::string why = e.reason;
-  e.reason = std::string(kReservingRoom) + " on " + nodes + " (it has waited " +
-             std::to_string(static_cast<int64_t>(now - e.arrival)) + " s, past reserveAfter " +
+  // (No count of seconds: the server writes a status whose message changes.)
+  e.reason = std::string(kReservingRoom) + " on " + nodes + " (it has waited past reserveAfter " +
              std::to_string(static_cast<int64_t>(config_.reserve_after_s)) +
              " s): what frees there is held for it until it fits" + (why.empty() ? "" : "; " + why);
   return true;
@@ -1169,6 +1170,7 @@ void Admitter::Unnominate(int id, bool log_freed) {
   Entry& e = entries_[id];
   if (log_freed)
     for (const auto& held : e.reserved) freed_log_.push_back(held.first.node);
+  if (e.reserving) reservations_.erase(id);
   e.reserving = false;
   ReleaseHolds(e);
   e.nominated = false;
@@ -1194,10 +1196,11 @@ std::optional<Admitter::Swap> Admitter::swap(int id) const {
 
 void Admitter::RestoreNomination(int id, int victims, const std::vector<Assignment>& plan,
                                  const std::vector<int>& victim_ids,
-                                 const std::optional<Swap>& swap) {
+                                 const std::optional<Swap>& swap, bool reservation) {
   Entry& e = entries_[id];
   if (e.phase != Phase::kPending) return;
-  Nominate(id, victims, ReclaimEligible(id));
+  reservation = reservation && victims == 0 && !plan.empty();
+  Nominate(id, victims, !reservation && ReclaimEligible(id));
   e.swap_flavor = -1;
   for (int f = 0; swap && f < flavor_count(); ++f)
     if (flavors_[f].name == swap->first) {
@@ -1245,6 +1248,12 @@ void Admitter::RestoreNomination(int id, int victims, const std::vector<Assignme
     e.plan.push_back({plan[i], e.pods[i]});
   }
   HoldPlan(id);
+  if (reservation) {  // (its quota allowed it: nothing of it is kept)
+    e.reserving = true;
+    e.swap_flavor = -1;
+    reservations_.insert(id);
+    return;
+  }
   // Short of quota while its victims stop (they are still charged): the quota they free is its.
   // (Asked of its own plan, not of what preemptors restored before it keep.)
   count_reserved_ = false;
@@ -2154,6 +2163,11 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
     for (int v : std::vector<int>(queues_[q].running.begin(), queues_[q].running.end()))
       MarkEvicting(v, -1, why, out);
   }
+  // A reservation holds, from now, what freed of its plan since the last cycle (before Wake:
+  // that room is not news to parked work).
+  for (int id : reservations_)
+    if (entries_[id].reserving && entries_[id].nominated && entries_[id].phase == Phase::kPending)
+      HoldPlan(id);
   Wake();
 
   int budget =
@@ -2172,10 +2186,6 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
   // does not start holds its queue back for the cycle.
   std::vector<int> nominated;
   nominated.swap(nominated_);
-  // A reservation holds, from now, what freed of its plan since the last cycle.
-  for (int id : nominated)
-    if (entries_[id].reserving && entries_[id].nominated && entries_[id].phase == Phase::kPending)
-      HoldPlan(id);
   std::vector<std::pair<int, int>> held_by;  // (StrictFIFO leaf, the head that held it back)
   for (int id : nominated) {
     Entry& e = entries_[id];
@@ -2199,37 +2209,60 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
         held_roots_.insert(TreeRoot(e.leaf));
       continue;
     }
-    // A reservation tried again: its room is not freed news unless the reservation ends here
-    // (logged each cycle, it woke every parked workload each cycle).
-    std::vector<int> reserved_nodes;
-    if (e.reserving)
-      for (const auto& held : e.reserved) reserved_nodes.push_back(held.first.node);
-    Unnominate(id, /*log_freed=*/!e.reserving);
+    // A reservation tried again: its room is not freed news unless the reservation leaves it
+    // (logged each cycle, it woke every parked workload each cycle); and, finding no room again,
+    // it holds no borrower back (what it needs is held on its own nodes).
+    const bool was_reserving = e.reserving;
+    std::set<int> reserved_nodes;
+    if (was_reserving)
+      for (const auto& [a, unused] : e.plan) reserved_nodes.insert(a.node);
+    const bool hold_before = hold_borrowing_;
+    const int held_for_before = held_for_;
+    const std::set<int> held_roots_before = held_roots_;
+    Unnominate(id, /*log_freed=*/!was_reserving);
     ++out.attempts;
     // (`e` may not outlive TryAdmit: an elastic shrink adds entries.)
     const int leaf = e.leaf;
-    e.continuing = true;
+    e.continuing = !was_reserving;  // (a preemptor whose victims stopped; not a reservation)
     const bool admitted = TryAdmit(id, now, out, failed);
     entries_[id].continuing = false;
-    if (!admitted && !entries_[id].reserving)
-      freed_log_.insert(freed_log_.end(), reserved_nodes.begin(), reserved_nodes.end());
+    if (was_reserving) {
+      const Entry& after = entries_[id];
+      if (!admitted && after.reserving) {
+        hold_borrowing_ = hold_before;
+        held_for_ = held_for_before;
+        held_roots_ = held_roots_before;
+      }
+      // What it no longer holds nor runs on is freed news.
+      std::set<int> kept;
+      for (const auto& [a, unused] : after.plan) kept.insert(a.node);
+      if (admitted)
+        for (const Assignment& a : after.assign) kept.insert(a.node);
+      for (int n : reserved_nodes)
+        if (!kept.count(n)) freed_log_.push_back(n);
+    }
     if (!admitted && strict) held_by.push_back({leaf, id});
   }
 
   // Work parked for room that has waited past reserveAfter reserves (Reserve): the first such
   // of each leaf, in queue order, while reservations are left.
+  // (Two plans searched a leaf and cycle at most; none once every reservation is taken.)
   if (config_.reserve_after_s > 0) {
     for (int q = 0; q < queue_count(); ++q) {
+      if (static_cast<int>(reservations_.size()) >= config_.max_reservations) break;
       if (!is_leaf(q) || queues_[q].stop != StopPolicy::kNone) continue;
+      int searched = 0;
       for (const auto& k : queues_[q].parked) {
+        if (now - std::get<1>(k) < config_.reserve_after_s) continue;  // (its arrival)
         const int id = std::get<2>(k);
         const Entry& e = entries_[id];
-        if (e.parked != 1 || now - e.arrival < config_.reserve_after_s ||
-            e.gpu_milli < 2 * kMilliPerGpu)
-          continue;
+        if (e.parked != 1 || e.gpu_milli < 2 * kMilliPerGpu) continue;
         // (Back in its queue's line, nominated: tried first from the next cycle.)
-        if (const std::vector<PodRequest> pods = e.pods; Reserve(id, pods, {}, now)) Unpark(id);
-        break;
+        if (const std::vector<PodRequest> pods = e.pods; Reserve(id, pods, {}, now)) {
+          Unpark(id);
+          break;
+        }
+        if (++searched == 2) break;
       }
     }
   }

@@ -352,9 +352,11 @@ class Admitter {
   // not counted twice in the quota it keeps: ReserveQuota). `swap`: its swap, as swap(id) gave
   // it (an unknown flavour: none).
   using Swap = std::pair<std::string, int64_t>;
+  // `reservation`: it is a reservation (Reserve; the server's reason Reserved): its plan is held
+  // as one, promising no quota.
   void RestoreNomination(int id, int victims, const std::vector<Assignment>& plan = {},
                          const std::vector<int>& victim_ids = {},
-                         const std::optional<Swap>& swap = std::nullopt);
+                         const std::optional<Swap>& swap = std::nullopt, bool reservation = false);
   // A nominated preemptor's swap (SwapAllows): the flavour and what its queue held there when
   // its preemption began, milli-GPUs; nullopt if it is none. A caller that rebuilds the
   // Admitter keeps it for RestoreNomination.
@@ -407,6 +409,8 @@ class Admitter {
   // A pending preemptor's planned place (one per pod, in pod-set order) while its victims stop;
   // empty otherwise. A caller that rebuilds the Admitter keeps it for RestoreNomination.
   std::vector<Assignment> plan(int id) const;
+  // How many workloads have reserved room (AdmissionConfig::reserve_after_s) in this Admitter.
+  int64_t workloads_reserved() const { return workloads_reserved_; }
   double admitted_at(int id) const { return entries_[id].admitted_at; }
   // A pending workload whose last preemption search needed victims still within their minimum
   // runtime: when the last of them may be evicted (else -1), and the longest of those runtimes.
@@ -569,6 +573,7 @@ class Admitter {
     std::vector<std::pair<int, int>> fragment_pods;  // (set, index), see fragment_pods()
     double shrunk_at = -1;   // when a shrink last took pods from it (it does not grow then)
     bool reserving = false;  // nominated with a reservation (Reserve): its plan held each cycle
+    bool ever_reserved = false;
   };
   struct ParkedShape {
     std::vector<PodRequest> pods;
@@ -997,10 +1002,12 @@ class Admitter {
   std::vector<int> preempt_tried_, reclaim_tried_;  // searches per queue, this cycle
   std::vector<bool> no_eviction_;                   // by node, see ExcludeFromEviction
   int consolidations_left_ = 0;                     // this cycle
-  int consolidation_turn_ = 0;   // the queue Wake looks at first for consolidation
-  bool hold_borrowing_ = false;  // this cycle: a within-guarantee workload found no room
-  int held_for_ = -1;            // ... its queue (the first), which the waiting borrowers name
-  std::set<int> held_roots_;     // the trees of all work held for this cycle (WithinOtherTree)
+  int consolidation_turn_ = 0;      // the queue Wake looks at first for consolidation
+  bool hold_borrowing_ = false;     // this cycle: a within-guarantee workload found no room
+  int held_for_ = -1;               // ... its queue (the first), which the waiting borrowers name
+  std::set<int> held_roots_;        // the trees of all work held for this cycle (WithinOtherTree)
+  std::set<int> reservations_;      // entries reserving (Entry::reserving)
+  int64_t workloads_reserved_ = 0;  // workloads that ever reserved (workloads_reserved())
   int64_t cap_gpu_ = 1, cap_cpu_ = 1;
 };
 

@@ -1422,6 +1422,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
       if (ws[w].fits_since[view] >= 0 && ws[w].pending_since >= 0)
         check_wait(w, view, end, "never admitted: ");
 
+  for (const Group& g : groups) res.workloads_reserved += g.admitter->workloads_reserved();
   res.utilization_pct = 100.0 * alloc_int / (cap_gpu * (w1 - w0));
   res.useful_utilization_pct = 100.0 * (alloc_int - lost_int) / (cap_gpu * (w1 - w0));
   std::vector<std::vector<double>> waits(nteams);
@@ -1511,6 +1512,7 @@ void PrintReplayJson(const ReplayResult& r, std::ostream& out) {
   j["jain_index"] = r.jain_index;
   j["preemptions"] = r.preemptions;
   j["partial_admissions"] = r.partial_admissions;
+  j["workloads_reserved"] = r.workloads_reserved;
   j["elastic_growths"] = r.elastic_growths;
   j["elastic_shrinks"] = r.elastic_shrinks;
   j["elastic_shrink_pods"] = r.elastic_shrink_pods;

@@ -192,6 +192,7 @@ struct ReplayResult {
   double jain_index = 0;
   int64_t preemptions = 0;
   int64_t partial_admissions = 0;  // admissions with fewer pods than asked (minPods)
+  int64_t workloads_reserved = 0;  // workloads that reserved room (admission.reserveAfter)
   int64_t elastic_growths = 0;     // runs started in part that took more pods later
   // Preemptions that took an elastic run's pods beyond its minimum and left it running with the
   // rest (elastic shrink; not counted in `preemptions`, and no work is lost), and the pods taken.
