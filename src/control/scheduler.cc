@@ -1666,8 +1666,8 @@ Result<CycleStats> Scheduler::RunOnce() {
                               admitter->reason(id).rfind("taking back", 0) == 0 ||
                               admitter->reason(id).rfind("holding the room", 0) == 0
                           ? "Preempting"
-                      : admitter->reason(id).rfind("reserving room", 0) == 0 ? "Reserved"
-                                                                             : "Queued",
+                      : admitter->reason(id).rfind(kReservingRoom, 0) == 0 ? "Reserved"
+                                                                           : "Queued",
                       admitter->plan(id));
             d.swap = admitter->swap(id);
         }

@@ -48,8 +48,6 @@ namespace {
 constexpr char kNextCycle[] = "waiting for the next admission cycle";
 // (What follows names the queue whose work waits: HeldForGuarantees.)
 constexpr char kHeldForGuarantees[] = "waiting: it would borrow, and ";
-// How a reservation's reason begins (Reserve; the server's reason for it: Reserved).
-constexpr char kReservingRoom[] = "reserving room";
 }  // namespace
 
 std::string GpuAmount(int64_t milli) {
@@ -1065,8 +1063,8 @@ void Admitter::HoldPlan(int id) {
   }
 }
 
-bool Admitter::Reserve(int id, const std::vector<PodRequest>& pods, const std::vector<int>& prefer,
-                       double now) {
+bool Admitter::ReserveRoom(int id, const std::vector<PodRequest>& pods,
+                           const std::vector<int>& prefer, double now) {
   Entry& e = entries_[id];
   if (config_.reserve_after_s <= 0 || now - e.arrival < config_.reserve_after_s || e.nominated ||
       e.phase != Phase::kPending || pods.empty())
@@ -2244,9 +2242,9 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
     if (!admitted && strict) held_by.push_back({leaf, id});
   }
 
-  // Work parked for room that has waited past reserveAfter reserves (Reserve): the first such
-  // of each leaf, in queue order, while reservations are left.
-  // (Two plans searched a leaf and cycle at most; none once every reservation is taken.)
+  // Work parked for room that has waited past reserveAfter reserves (ReserveRoom): the first of
+  // each leaf whose plan is found, in queue order, while reservations are left (two plans
+  // searched a leaf and cycle at most; none once every reservation is taken).
   if (config_.reserve_after_s > 0) {
     for (int q = 0; q < queue_count(); ++q) {
       if (static_cast<int>(reservations_.size()) >= config_.max_reservations) break;
@@ -2258,7 +2256,7 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
         const Entry& e = entries_[id];
         if (e.parked != 1 || e.gpu_milli < 2 * kMilliPerGpu) continue;
         // (Back in its queue's line, nominated: tried first from the next cycle.)
-        if (const std::vector<PodRequest> pods = e.pods; Reserve(id, pods, {}, now)) {
+        if (const std::vector<PodRequest> pods = e.pods; ReserveRoom(id, pods, {}, now)) {
           Unpark(id);
           break;
         }
@@ -2654,7 +2652,7 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
     e.waits_on_time = e.reason.find("minimum runtime") != std::string::npos;
     NotePolicyBlock(id);
     if (PartialInstead(id, searched, key, now, out)) return true;
-    if (!probe && Reserve(id, pods, planned, now)) return false;
+    if (!probe && ReserveRoom(id, pods, planned, now)) return false;
     Park(id, false, key, pods);
     return false;
   }
@@ -2707,7 +2705,7 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
     if (!root_held_before) held_roots_.erase(TreeRoot(entries_[id].leaf));
     return true;
   }
-  if (!probe && Reserve(id, pods, planned, now)) return false;
+  if (!probe && ReserveRoom(id, pods, planned, now)) return false;
   Park(id, false, key, pods);
   return false;
 }

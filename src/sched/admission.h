@@ -210,6 +210,10 @@ struct AdmissionConfig {
 // queue may take.
 inline constexpr const char* kFleetQueue = "(fleet)";
 
+// How the reason of a workload holding a reservation begins (AdmissionConfig::reserve_after_s):
+// "reserving room on N …"; the server's status reason for it is Reserved.
+inline constexpr char kReservingRoom[] = "reserving room";
+
 // Names the bad field ("queues[2].parent: unknown queue \"x\"", "... cycle ...", negatives,
 // unknown flavours, children guaranteed more than their parent).
 Status ValidateAdmissionConfig(const AdmissionConfig& config);
@@ -352,8 +356,8 @@ class Admitter {
   // not counted twice in the quota it keeps: ReserveQuota). `swap`: its swap, as swap(id) gave
   // it (an unknown flavour: none).
   using Swap = std::pair<std::string, int64_t>;
-  // `reservation`: it is a reservation (Reserve; the server's reason Reserved): its plan is held
-  // as one, promising no quota.
+  // `reservation`: it is a reservation (ReserveRoom; the server's reason Reserved): its plan is
+  // held as one, promising no quota.
   void RestoreNomination(int id, int victims, const std::vector<Assignment>& plan = {},
                          const std::vector<int>& victim_ids = {},
                          const std::optional<Swap>& swap = std::nullopt, bool reservation = false);
@@ -572,7 +576,7 @@ class Admitter {
     int fragment_of = -1;
     std::vector<std::pair<int, int>> fragment_pods;  // (set, index), see fragment_pods()
     double shrunk_at = -1;   // when a shrink last took pods from it (it does not grow then)
-    bool reserving = false;  // nominated with a reservation (Reserve): its plan held each cycle
+    bool reserving = false;  // nominated with a reservation (ReserveRoom): its plan held each cycle
     bool ever_reserved = false;
   };
   struct ParkedShape {
@@ -819,8 +823,8 @@ class Admitter {
   // Past config_.reserve_after_s without room: nominates `id` with a plan on the nodes closest to
   // free (`prefer`, where it planned before, first) and holds what is free of it (see
   // AdmissionConfig::reserve_after_s). False where it reserves nothing.
-  bool Reserve(int id, const std::vector<PodRequest>& pods, const std::vector<int>& prefer,
-               double now);
+  bool ReserveRoom(int id, const std::vector<PodRequest>& pods, const std::vector<int>& prefer,
+                   double now);
   void ReleaseHolds(Entry& e);
   void VictimStopped(int id);
   void Unnominate(int id, bool log_freed = true);
