@@ -722,20 +722,16 @@ class EventRecorder {
                        subscribers_.end());
   }
 
-  // Events in namespace `ns` ("": every one `visible` lets through), of workload `name` ("":
-  // all), oldest first; `version` (if given) is set to the recorder's version they are as of.
-  json List(const std::string& ns, const std::string& name,
-            const std::function<bool(const std::string&)>& visible, uint64_t* version = nullptr) {
+  // Events in namespace `ns` ("": all), of workload `name` ("": all), oldest first; `version`
+  // (if given) is set to the recorder's version they are as of. Who may read which the caller
+  // decides.
+  json List(const std::string& ns, const std::string& name, uint64_t* version = nullptr) {
     std::lock_guard<std::mutex> lock(mu_);
     Drain();
     if (version) *version = version_;
     json items = json::array();
-    std::map<std::string, bool> seen;  // visible, by namespace
     const auto add = [&](const Event& e) {
-      if (!ns.empty() && e.ns != ns) return;
-      auto v = seen.find(e.ns);
-      if (v == seen.end()) v = seen.emplace(e.ns, visible(e.ns)).first;
-      if (v->second) items.push_back(ToJson(e));
+      if (ns.empty() || e.ns == ns) items.push_back(ToJson(e));
     };
     if (!name.empty() && !ns.empty()) {
       if (auto it = by_workload_.find(ns + "/" + name); it != by_workload_.end())
@@ -1902,12 +1898,26 @@ struct ApiServer::Impl {
         start = comma + 1;
       }
     }
-    const auto visible = [&](const std::string& in) {
-      return auth.Check(p, Verb::kList, "workloads", in, "", false).ok();
-    };
     if (!in_ns.empty())
       if (Status allowed = auth.Check(p, Verb::kList, "workloads", in_ns, "", false); !allowed.ok())
         return ErrorFromStatus(allowed);
+    // What the list or the watch shows: every term of the selector, in namespaces `p` may read.
+    // (A watch calls it under the recorder's lock only: the cache needs no lock of its own.)
+    auto seen = std::make_shared<std::map<std::string, bool>>();
+    auto selects = [this, p, in_ns, name, only, contradicts, seen](const json& e) {
+      if (contradicts) return false;
+      const json& about = e["involvedObject"];
+      const std::string e_ns = Str(about, "namespace");
+      if ((!in_ns.empty() && e_ns != in_ns) || (!name.empty() && Str(about, "name") != name))
+        return false;
+      for (const auto& [field, value] : only)
+        if (Str(e, field.c_str()) != value) return false;
+      auto v = seen->find(e_ns);
+      if (v == seen->end())
+        v = seen->emplace(e_ns, auth.Check(p, Verb::kList, "workloads", e_ns, "", false).ok())
+                .first;
+      return v->second;
+    };
     if (watch) {
       uint64_t after = 0;
       if (auto rv = req.query.find("resourceVersion");
@@ -1916,37 +1926,15 @@ struct ApiServer::Impl {
         if (!v.ok()) return StatusResponse(400, "resourceVersion: " + v.status().message());
         after = static_cast<uint64_t>(*v);
       }
-      // (Called under the recorder's lock only: the cache needs no lock of its own.)
-      auto seen = std::make_shared<std::map<std::string, bool>>();
-      auto selects = [this, p, in_ns, name, only, contradicts, seen](const json& e) {
-        if (contradicts) return false;
-        const json& about = e["involvedObject"];
-        const std::string e_ns = Str(about, "namespace");
-        if ((!in_ns.empty() && e_ns != in_ns) || (!name.empty() && Str(about, "name") != name))
-          return false;
-        for (const auto& [field, value] : only)
-          if (Str(e, field.c_str()) != value) return false;
-        auto v = seen->find(e_ns);
-        if (v == seen->end())
-          v = seen->emplace(e_ns, auth.Check(p, Verb::kList, "workloads", e_ns, "", false).ok())
-                  .first;
-        return v->second;
-      };
       HttpResponse r;
       r.stream = std::make_shared<EventWatch>(events, after, selects);
       return r;
     }
     uint64_t version = 0;
-    json items = contradicts ? json::array() : events.List(in_ns, name, visible, &version);
-    if (!only.empty()) {
-      json kept = json::array();
-      for (json& e : items) {
-        bool all = true;
-        for (const auto& [field, value] : only) all &= Str(e, field.c_str()) == value;
-        if (all) kept.push_back(std::move(e));
-      }
-      items = std::move(kept);
-    }
+    json items = json::array();
+    if (!contradicts)
+      for (json& e : events.List(in_ns, name, &version))
+        if (selects(e)) items.push_back(std::move(e));
     return JsonResponse(200, {{"kind", "EventList"},
                               {"apiVersion", kGroupVersion},
                               {"metadata", {{"resourceVersion", std::to_string(version)}}},
