@@ -1535,6 +1535,14 @@ TEST_F(ApiBadInputTest, QueueWritesKeepTheTreeValidAndQueuesInUseStay) {
   json negative = QueueObject("negative");
   negative["spec"]["disruptionBudget"] = -2;
   refused("POST", queues, negative, 422, "spec.disruptionBudget: integer must not be negative");
+  // Misspellings in the budget, a quota and the spec are named together.
+  json misspelt = QueueObject("misspelt");
+  misspelt["spec"]["budget"] = {{"amount", "100"}, {"perod", "day"}};
+  misspelt["spec"]["quotas"] = {{"gpu", {{"guarantee", 4}}}};
+  misspelt["spec"]["wieght"] = 2;
+  refused("POST", queues, misspelt, 422,
+          "spec.budget.perod: unknown field; spec.quotas.gpu.guarantee: unknown field; "
+          "spec.wieght: unknown field");
   json orphan = QueueObject("orphan");
   orphan["spec"]["parent"] = "nowhere";
   refused("POST", queues, orphan, 422, "Queue 'orphan': spec.parent: unknown queue");

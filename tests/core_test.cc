@@ -331,6 +331,18 @@ TEST(FleetYaml, UnknownFieldIsRejectedWithFileLineAndPath) {
   ExpectInvalid(
       ParseFleetYaml(OneNodeFleet("    cpu: 8\n    memory: 1Gi\n    cpus: 8\n"), "f.yaml"),
       {"f.yaml:5", "nodes[0].cpus", "unknown field"});
+  // A node entry with a count reads its gpus once per node, but a misspelling there is named
+  // once, beside the entry's own.
+  const auto unknown =
+      ParseFleetYaml(OneNodeFleet("    count: 3\n"
+                                  "    cpu: 8\n"
+                                  "    memory: 64Gi\n"
+                                  "    gpus: {count: 2, model: H100, modle: H100}\n"
+                                  "    cpus: 8\n"),
+                     "f.yaml");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().message(),
+            "f.yaml:6: nodes[0].gpus.modle: unknown field; f.yaml:7: nodes[0].cpus: unknown field");
 }
 
 TEST(FleetYaml, MisspeltRequiredFieldIsReportedAsMissing) {
@@ -800,6 +812,23 @@ TEST(WorkloadYaml, UnknownFieldIsRejected) {
       "  queu: q\n";
   ExpectInvalid(ParseWorkloadYaml(two, "w.yaml"),
                 {"w.yaml:3: spec.priorty: unknown field; w.yaml:5: spec.queu: unknown field"});
+  // And so is every one of the nested maps, in file order: the run, each pod set and its
+  // devices, the document itself.
+  const char* nested =
+      "metadata: {name: w, lable: x}\n"
+      "spec:\n"
+      "  run: {comand: [sleep]}\n"
+      "  podSets:\n"
+      "  - {name: a, devices: {gpus: 1, modle: H100}}\n"
+      "  - {name: b, cnt: 2}\n"
+      "  queu: q\n"
+      "stauts: {}\n";
+  ExpectInvalid(
+      ParseWorkloadYaml(nested, "w.yaml"),
+      {"w.yaml:1: metadata.lable: unknown field; w.yaml:3: spec.run.comand: unknown "
+       "field; w.yaml:5: spec.podSets[0].devices.modle: unknown field; w.yaml:6: "
+       "spec.podSets[1].cnt: unknown field; w.yaml:7: spec.queu: unknown field; w.yaml:8: "
+       "stauts: unknown field"});
 }
 
 TEST(WorkloadYaml, MultipleDocumentsAndTheirPaths) {

@@ -1301,16 +1301,17 @@ struct ApiServer::Impl {
         meta_w["annotations"].erase("fabrica.dev/built-in");
       json spec = obj.value("spec", json::object());
       if (!spec.is_object()) return InvalidArgument("spec: expected an object");
-      if (spec.contains("budget")) {
-        YamlMap b(Doc::FromJson(spec["budget"]), "spec.budget", source);
-        RETURN_IF_ERROR(ParseBudget(b).status());
-      }
-      // The rest is the queue's place in the tree and its quotas, as in a scenario's
-      // admission.queues (the tree as a whole is checked by the scheduler every cycle).
+      // The budget, and the rest: the queue's place in the tree and its quotas, as in a
+      // scenario's admission.queues (the tree as a whole is checked by the scheduler every
+      // cycle). Unknown fields of both are named together.
       json queue = spec;
       queue.erase("budget");
       queue["name"] = meta.value("name", "");
       YamlMap q(Doc::FromJson(queue), "spec", source);
+      if (spec.contains("budget")) {
+        YamlMap b = q.Child(Doc::FromJson(spec["budget"]), "spec.budget");
+        RETURN_IF_ERROR(ParseBudget(b).status());
+      }
       ASSIGN_OR_RETURN(QueueSpec parsed, ParseQueueSpec(q));
       // Quantities are stored in one canonical form (as Kubernetes stores "2000m" as "2"), so
       // that 2, 2.0, "2" and "2000m" are the same spec: re-applying any of them changes nothing.

@@ -35,7 +35,7 @@ Result<Authorizer> Authorizer::Parse(const std::string& yaml, const std::string&
   if (tokens && !tokens.IsNull()) {
     if (!tokens.IsSequence()) return top.Error("tokens", "expected a list");
     for (size_t i = 0; i < tokens.size(); ++i) {
-      YamlMap t(tokens[i], "tokens[" + std::to_string(i) + "]", source);
+      YamlMap t = top.Child(tokens[i], "tokens[" + std::to_string(i) + "]");
       RETURN_IF_ERROR(t.CheckIsMap());
       ASSIGN_OR_RETURN(std::string token, t.String("token"));
       if (token.size() < 16) return t.Error("token", "a token needs at least 16 characters");
@@ -51,7 +51,7 @@ Result<Authorizer> Authorizer::Parse(const std::string& yaml, const std::string&
   if (bindings && !bindings.IsNull()) {
     if (!bindings.IsSequence()) return top.Error("bindings", "expected a list");
     for (size_t i = 0; i < bindings.size(); ++i) {
-      YamlMap b(bindings[i], "bindings[" + std::to_string(i) + "]", source);
+      YamlMap b = top.Child(bindings[i], "bindings[" + std::to_string(i) + "]");
       RETURN_IF_ERROR(b.CheckIsMap());
       RoleBinding rb;
       ASSIGN_OR_RETURN(rb.role, b.String("role"));
@@ -72,7 +72,7 @@ Result<Authorizer> Authorizer::Parse(const std::string& yaml, const std::string&
     }
   }
   if (top.Has("oidc")) {
-    YamlMap o(top.Raw("oidc"), "oidc", source);
+    YamlMap o = top.Child("oidc");
     RETURN_IF_ERROR(o.CheckIsMap());
     OidcConfig config;
     ASSIGN_OR_RETURN(config.issuer, o.String("issuer"));

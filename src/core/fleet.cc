@@ -257,7 +257,7 @@ Result<std::vector<Node>> ParseNodeEntry(YamlMap& m) {
   if (nics && !nics.IsNull()) {
     if (!nics.IsSequence()) return m.Error("nics", "expected a list");
     for (size_t i = 0; i < nics.size(); ++i) {
-      YamlMap nm(nics[i], m.Path("nics") + "[" + std::to_string(i) + "]", m.source());
+      YamlMap nm = m.Child(nics[i], m.Path("nics") + "[" + std::to_string(i) + "]");
       RETURN_IF_ERROR(nm.CheckIsMap());
       Nic nic;
       ASSIGN_OR_RETURN(nic.name, nm.String("name"));
@@ -282,7 +282,7 @@ Result<std::vector<Node>> ParseNodeEntry(YamlMap& m) {
     copy.name = NodeId(count == 1 ? name : name + "-" + std::to_string(r));
     if (copy.nvlink_domain.empty()) copy.nvlink_domain = copy.name.str();
     if (has_gpus) {
-      YamlMap gm(m.Raw("gpus"), m.Path("gpus"), m.source());
+      YamlMap gm = m.Child("gpus");
       RETURN_IF_ERROR(gm.CheckIsMap());
       RETURN_IF_ERROR(ParseGpuShorthand(gm, copy));
     } else if (has_devices) {
@@ -294,7 +294,7 @@ Result<std::vector<Node>> ParseNodeEntry(YamlMap& m) {
       }
       const int device_count = static_cast<int>(devs.size());
       for (int i = 0; i < device_count; ++i) {
-        YamlMap dm(devs[i], m.Path("devices") + "[" + std::to_string(i) + "]", m.source());
+        YamlMap dm = m.Child(devs[i], m.Path("devices") + "[" + std::to_string(i) + "]");
         RETURN_IF_ERROR(dm.CheckIsMap());
         ASSIGN_OR_RETURN(Device d, ParseDevice(dm, copy, i, device_count));
         if (d.uuid.empty()) d.uuid = "GPU-" + copy.name.str() + "-" + std::to_string(i);
@@ -365,7 +365,7 @@ Result<Fleet> ParseFleetYaml(const std::string& text, const std::string& source)
   Fleet fleet;
   std::set<std::string> names;
   for (size_t i = 0; i < nodes.size(); ++i) {
-    YamlMap m(nodes[i], "nodes[" + std::to_string(i) + "]", source);
+    YamlMap m = top.Child(nodes[i], "nodes[" + std::to_string(i) + "]");
     RETURN_IF_ERROR(m.CheckIsMap());
     ASSIGN_OR_RETURN(std::vector<Node> expanded, ParseNodeEntry(m));
     // Checked here, not only in ValidateFleet, so that the error points at the entry's line.
@@ -380,7 +380,7 @@ Result<Fleet> ParseFleetYaml(const std::string& text, const std::string& source)
   if (faults && !faults.IsNull()) {
     if (!faults.IsSequence()) return top.Error("faults", "expected a list of faults");
     for (size_t i = 0; i < faults.size(); ++i) {
-      YamlMap fm(faults[i], "faults[" + std::to_string(i) + "]", source);
+      YamlMap fm = top.Child(faults[i], "faults[" + std::to_string(i) + "]");
       ASSIGN_OR_RETURN(FaultInjection f, ParseFault(fm, "", true));
       const Node* n = fleet.Find(f.node);
       if (!n) return fm.Error("node", "no node " + f.node.str() + " in this fleet");

@@ -245,7 +245,7 @@ Result<Workload> ParseOneWorkload(YamlMap& m) {
   }
   ASSIGN_OR_RETURN(std::string api, m.String("apiVersion", "fabrica.dev/v1"));
   if (api != "fabrica.dev/v1") return m.Error("apiVersion", "expected fabrica.dev/v1");
-  YamlMap meta(m.Raw("metadata"), m.Path("metadata"), m.source());
+  YamlMap meta = m.Child("metadata");
   RETURN_IF_ERROR(meta.CheckIsMap());
   ASSIGN_OR_RETURN(std::string name, ReadObjectMeta(meta, &w.labels));
   ASSIGN_OR_RETURN(std::string tenant, meta.String("tenant", ""));
@@ -259,7 +259,7 @@ Result<Workload> ParseOneWorkload(YamlMap& m) {
   m.Raw("status");  // written by the server; accepted and ignored on input
 
   const Doc spec_node = m.Raw("spec");
-  YamlMap spec(spec_node, m.Path("spec"), m.source());
+  YamlMap spec = m.Child(spec_node, m.Path("spec"));
   RETURN_IF_ERROR(spec.CheckIsMap());
   ASSIGN_OR_RETURN(std::string queue, spec.String("queue", ""));
   w.queue = QueueId(queue);
@@ -284,14 +284,14 @@ Result<Workload> ParseOneWorkload(YamlMap& m) {
   if (w.checkpoint_interval_seconds > kMaxRunSeconds)
     return spec.Error("checkpointIntervalSeconds", "must be at most one year");
   if (spec.Has("run")) {
-    YamlMap run(spec.Raw("run"), spec.Path("run"), m.source());
+    YamlMap run = spec.Child("run");
     RETURN_IF_ERROR(run.CheckIsMap());
     ASSIGN_OR_RETURN(w.run.command, run.StringList("command"));
     ASSIGN_OR_RETURN(w.run.duration_seconds, run.Int("durationSeconds", 0));
     RETURN_IF_ERROR(run.Finish());
   }
   if (spec.Has("topology")) {
-    YamlMap t(spec.Raw("topology"), spec.Path("topology"), m.source());
+    YamlMap t = spec.Child("topology");
     ASSIGN_OR_RETURN(w.topology, ParseTopologyConstraint(t));
   }
   Doc sets = spec.Raw("podSets");
@@ -308,7 +308,7 @@ Result<Workload> ParseOneWorkload(YamlMap& m) {
     return spec.Error("podSets", "expected a non-empty list of pod sets");
   }
   for (size_t i = 0; i < sets.size(); ++i) {
-    YamlMap ps(sets[i], spec.Path("podSets") + "[" + std::to_string(i) + "]", m.source());
+    YamlMap ps = spec.Child(sets[i], spec.Path("podSets") + "[" + std::to_string(i) + "]");
     RETURN_IF_ERROR(ps.CheckIsMap());
     PodSet set;
     ASSIGN_OR_RETURN(set.name, ps.String("name", "main"));
@@ -330,7 +330,7 @@ Result<Workload> ParseOneWorkload(YamlMap& m) {
     ASSIGN_OR_RETURN(set.cpu, ps.Cpu("cpu", MilliCpu(0)));
     ASSIGN_OR_RETURN(set.memory, ps.Memory("memory", MemoryMib(0)));
     if (ps.Has("devices")) {
-      YamlMap dm(ps.Raw("devices"), ps.Path("devices"), m.source());
+      YamlMap dm = ps.Child("devices");
       RETURN_IF_ERROR(dm.CheckIsMap());
       ASSIGN_OR_RETURN(set.device, ParseDeviceRequest(dm));
     }
@@ -350,7 +350,7 @@ Status ParseWorkloadList(YamlMap& m, std::vector<Workload>& out) {
   Doc items = m.Raw("items");
   if (!items || !items.IsSequence()) return m.Error("items", "expected a list of workloads");
   for (size_t i = 0; i < items.size(); ++i) {
-    YamlMap item(items[i], m.Path("items") + "[" + std::to_string(i) + "]", m.source());
+    YamlMap item = m.Child(items[i], m.Path("items") + "[" + std::to_string(i) + "]");
     RETURN_IF_ERROR(item.CheckIsMap());
     ASSIGN_OR_RETURN(Workload w, ParseOneWorkload(item));
     out.push_back(std::move(w));
@@ -394,7 +394,7 @@ namespace {
 Result<Tenant> ParseTenant(YamlMap& m) {
   ASSIGN_OR_RETURN(std::string api, m.String("apiVersion", "fabrica.dev/v1"));
   if (api != "fabrica.dev/v1") return m.Error("apiVersion", "expected fabrica.dev/v1");
-  YamlMap meta(m.Raw("metadata"), m.Path("metadata"), m.source());
+  YamlMap meta = m.Child("metadata");
   RETURN_IF_ERROR(meta.CheckIsMap());
   Tenant t;
   std::map<std::string, std::string> labels;
@@ -402,7 +402,7 @@ Result<Tenant> ParseTenant(YamlMap& m) {
   t.name = TenantId(name);
   RETURN_IF_ERROR(meta.Finish());
   m.Raw("status");
-  YamlMap spec(m.Raw("spec"), m.Path("spec"), m.source());
+  YamlMap spec = m.Child("spec");
   RETURN_IF_ERROR(spec.CheckIsMap());
   ASSIGN_OR_RETURN(std::string trust, spec.String("trust", "standard"));
   auto level = ParseTrustLevel(trust);
@@ -414,7 +414,7 @@ Result<Tenant> ParseTenant(YamlMap& m) {
     return spec.Error("exclusiveNodes", "only an untrusted tenant may ask for nodes of its own");
   }
   if (spec.Has("budget")) {
-    YamlMap b(spec.Raw("budget"), spec.Path("budget"), spec.source());
+    YamlMap b = spec.Child("budget");
     ASSIGN_OR_RETURN(Budget budget, ParseBudget(b));
     t.budget = budget;
   }

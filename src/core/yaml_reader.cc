@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -157,23 +158,42 @@ Result<std::map<std::string, std::string>> YamlMap::StringMap(const std::string&
   return out;
 }
 
+YamlMap YamlMap::Child(const std::string& key) { return Child(Raw(key), Path(key)); }
+
+YamlMap YamlMap::Child(Doc node, std::string path) const {
+  YamlMap child(std::move(node), std::move(path), source_);
+  child.unknown_ = unknown_;
+  child.outermost_ = false;
+  return child;
+}
+
 Status YamlMap::Finish() const {
-  // Every unknown field of the map, as strict Kubernetes decoding names them all: a file with
-  // two misspelt keys is mended in one round, not two.
-  // Each with its line ("w.yaml:3: spec.a: unknown field; w.yaml:5: spec.b: unknown field"); a
-  // JSON body has no lines, so its source is said once.
-  std::vector<std::pair<std::string, std::string>> unknown;  // where, path
-  bool one_place = true;
+  // Every unknown field, as strict Kubernetes decoding names them all: a file with two misspelt
+  // keys is mended in one round, not two, even when they sit in different nested maps.
   for (const auto& kv : node_.entries()) {
     const std::string key = kv.first.Scalar();
-    if (read_.count(key)) continue;
-    unknown.emplace_back(Where(kv.first), Path(key));
-    one_place = one_place && unknown.back().first == unknown.front().first;
+    if (!read_.count(key)) unknown_->push_back({kv.first.line(), Where(kv.first), Path(key)});
   }
-  if (unknown.empty()) return Status::Ok();
-  std::string msg = one_place ? unknown.front().first + ": " : "";
+  if (!outermost_ || unknown_->empty()) return Status::Ok();
+  // In file order (a JSON body has no lines: its order is kept), each with its line
+  // ("w.yaml:3: spec.a: unknown field; w.yaml:5: spec.b: unknown field"); a JSON body's source
+  // is said once.
+  std::vector<Unknown> unknown = std::move(*unknown_);
+  unknown_->clear();
+  std::stable_sort(unknown.begin(), unknown.end(),
+                   [](const Unknown& a, const Unknown& b) { return a.line < b.line; });
+  // (A map read once per copy, as a node entry's gpus for each of its `count` nodes, says it
+  // once.)
+  unknown.erase(std::unique(unknown.begin(), unknown.end(),
+                            [](const Unknown& a, const Unknown& b) {
+                              return a.where == b.where && a.path == b.path;
+                            }),
+                unknown.end());
+  bool one_place = true;
+  for (const Unknown& u : unknown) one_place = one_place && u.where == unknown.front().where;
+  std::string msg = one_place ? unknown.front().where + ": " : "";
   for (size_t i = 0; i < unknown.size(); ++i) {
-    msg += (i ? "; " : "") + (one_place ? "" : unknown[i].first + ": ") + unknown[i].second +
+    msg += (i ? "; " : "") + (one_place ? "" : unknown[i].where + ": ") + unknown[i].path +
            ": unknown field";
   }
   return InvalidArgument(msg);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -44,7 +45,14 @@ class YamlMap {
   Result<std::vector<std::string>> StringList(const std::string& key);
   Result<std::map<std::string, std::string>> StringMap(const std::string& key);
 
-  // Rejects keys that were never read.
+  // A mapping inside this one: the value of `key`, or any node found under it (an item of a
+  // list, a value of a map) with its path. A child's Finish() keeps its unknown fields for the
+  // outermost map's Finish(), so that misspellings in two nested maps are named in one round.
+  YamlMap Child(const std::string& key);
+  YamlMap Child(Doc node, std::string path) const;
+
+  // Rejects keys that were never read: this map's and, for the outermost map, its children's
+  // (a child's are kept until then).
   Status Finish() const;
 
   const std::string& path() const { return path_; }
@@ -54,10 +62,19 @@ class YamlMap {
   Result<std::string> Scalar(const std::string& key, bool* present);
   std::string Where(const Doc& n) const;
 
+  struct Unknown {
+    int line;
+    std::string where, path;
+  };
+
   Doc node_;
   std::string path_;
   std::string source_;
   std::set<std::string> read_;
+  // The unknown fields children have found, shared by a map and every map below it; only the
+  // outermost map (the one not made by Child) reports them.
+  std::shared_ptr<std::vector<Unknown>> unknown_ = std::make_shared<std::vector<Unknown>>();
+  bool outermost_ = true;
 };
 
 // Parses a YAML document, turning yaml-cpp's exceptions into a Status naming file and line.

@@ -107,7 +107,7 @@ Result<PreemptionPolicy> ParsePreemption(YamlMap& m) {
                                static_cast<int>(p.reclaim_within_cohort)));
   p.reclaim_within_cohort = static_cast<P::Reclaim>(reclaim);
   if (m.Has("borrowWithinCohort")) {
-    YamlMap b(m.Raw("borrowWithinCohort"), m.Path("borrowWithinCohort"), m.source());
+    YamlMap b = m.Child("borrowWithinCohort");
     RETURN_IF_ERROR(b.CheckIsMap());
     ASSIGN_OR_RETURN(int borrow, ParseChoice(b, "policy", {"Never", "LowerPriority"}, 0));
     p.borrow_within_cohort = static_cast<P::Borrow>(borrow);
@@ -133,11 +133,11 @@ Status ParseQueuePolicies(YamlMap& m, QueueSpec* q) {
                    ParseChoice(m, "queueingStrategy", {"BestEffortFIFO", "StrictFIFO"}, 0));
   q->strict_fifo = strict == 1;
   if (m.Has("preemption")) {
-    YamlMap p(m.Raw("preemption"), m.Path("preemption"), m.source());
+    YamlMap p = m.Child("preemption");
     ASSIGN_OR_RETURN(q->preemption, ParsePreemption(p));
   }
   if (m.Has("flavorFungibility")) {
-    YamlMap f(m.Raw("flavorFungibility"), m.Path("flavorFungibility"), m.source());
+    YamlMap f = m.Child("flavorFungibility");
     RETURN_IF_ERROR(f.CheckIsMap());
     ASSIGN_OR_RETURN(int borrow, ParseChoice(f, "whenCanBorrow", {"Borrow", "TryNextFlavor"}, 0));
     q->when_can_borrow = static_cast<QueueSpec::WhenCanBorrow>(borrow);
@@ -188,7 +188,7 @@ Result<QueueSpec> ParseQueueSpec(YamlMap& m) {
     if (!quotas.IsMap()) return m.Error("quotas", "expected a map from flavour to quota");
     for (const Doc::Entry& entry : quotas.entries()) {
       const std::string& flavor = entry.first.Scalar();
-      YamlMap qm(entry.second, m.Path("quotas") + "." + flavor, m.source());
+      YamlMap qm = m.Child(entry.second, m.Path("quotas") + "." + flavor);
       ASSIGN_OR_RETURN(QuotaSpec spec, ParseQuota(qm, flavor));
       q.quotas[flavor] = spec;
     }
@@ -246,7 +246,7 @@ Result<AdmissionConfig> ParseAdmissionConfig(YamlMap& m) {
     Doc fl = m.Raw("flavors");
     if (!fl.IsSequence()) return m.Error("flavors", "expected a list");
     for (size_t i = 0; i < fl.size(); ++i) {
-      YamlMap fm(fl[i], m.Path("flavors") + "[" + std::to_string(i) + "]", m.source());
+      YamlMap fm = m.Child(fl[i], m.Path("flavors") + "[" + std::to_string(i) + "]");
       ASSIGN_OR_RETURN(FlavorSpec f, ParseFlavor(fm));
       c.flavors.push_back(std::move(f));
     }
@@ -254,7 +254,7 @@ Result<AdmissionConfig> ParseAdmissionConfig(YamlMap& m) {
   Doc qs = m.Raw("queues");
   if (!qs || !qs.IsSequence()) return m.Error("queues", "expected a list of queues");
   for (size_t i = 0; i < qs.size(); ++i) {
-    YamlMap qm(qs[i], m.Path("queues") + "[" + std::to_string(i) + "]", m.source());
+    YamlMap qm = m.Child(qs[i], m.Path("queues") + "[" + std::to_string(i) + "]");
     ASSIGN_OR_RETURN(QueueSpec q, ParseQueueSpec(qm));
     c.queues.push_back(std::move(q));
   }

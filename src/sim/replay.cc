@@ -64,13 +64,13 @@ Result<TeamSpec::Template> ParseTemplate(YamlMap& m) {
   ASSIGN_OR_RETURN(t.pod.cpu, m.Cpu("cpu", MilliCpu(1000)));
   ASSIGN_OR_RETURN(t.pod.memory, m.Memory("memory", MemoryMib(4096)));
   if (m.Has("devices")) {
-    YamlMap dm(m.Raw("devices"), m.Path("devices"), m.source());
+    YamlMap dm = m.Child("devices");
     RETURN_IF_ERROR(dm.CheckIsMap());
     ASSIGN_OR_RETURN(t.pod.device, ParseDeviceRequest(dm));
   }
   ASSIGN_OR_RETURN(t.gang, m.Bool("gang", false));
   if (m.Has("topology")) {
-    YamlMap tm(m.Raw("topology"), m.Path("topology"), m.source());
+    YamlMap tm = m.Child("topology");
     ASSIGN_OR_RETURN(t.topology, ParseTopologyConstraint(tm));
   }
   ASSIGN_OR_RETURN(auto dur, ParseRange(m, "duration", 60, 3600));
@@ -145,7 +145,7 @@ Result<TeamSpec> ParseTeam(YamlMap& m, bool synthetic) {
     if (!ws || !ws.IsSequence() || ws.size() == 0)
       return m.Error("workloads", "a synthetic team needs a non-empty list of workload templates");
     for (size_t i = 0; i < ws.size(); ++i) {
-      YamlMap wm(ws[i], m.Path("workloads") + "[" + std::to_string(i) + "]", m.source());
+      YamlMap wm = m.Child(ws[i], m.Path("workloads") + "[" + std::to_string(i) + "]");
       ASSIGN_OR_RETURN(TeamSpec::Template tpl, ParseTemplate(wm));
       t.templates.push_back(std::move(tpl));
     }
@@ -488,7 +488,7 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
   double share_sum = 0;
   std::set<std::string> names;
   for (size_t i = 0; i < teams.size(); ++i) {
-    YamlMap tm(teams[i], "teams[" + std::to_string(i) + "]", source);
+    YamlMap tm = top.Child(teams[i], "teams[" + std::to_string(i) + "]");
     ASSIGN_OR_RETURN(TeamSpec t, ParseTeam(tm, has_synth));
     if (!names.insert(t.name).second) return tm.Error("name", "duplicate team '" + t.name + "'");
     share_sum += t.share;
@@ -499,7 +499,7 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
                      "team shares must sum to 100, they sum to " + std::to_string(share_sum));
 
   if (top.Has("admission")) {
-    YamlMap am(top.Raw("admission"), "admission", source);
+    YamlMap am = top.Child("admission");
     RETURN_IF_ERROR(am.CheckIsMap());
     if (am.Has("queues")) {
       if (sc.cpu_guarantees)
@@ -552,7 +552,7 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
                              "].preemption.borrowWithinCohort: not with fairSharePreemption");
 
   if (has_trace) {
-    YamlMap tm(top.Raw("trace"), "trace", source);
+    YamlMap tm = top.Child("trace");
     RETURN_IF_ERROR(tm.CheckIsMap());
     ASSIGN_OR_RETURN(std::string dir, tm.String("dir"));
     ASSIGN_OR_RETURN(std::string nodes, tm.String("nodes"));
@@ -575,7 +575,7 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
         BuildOpenb(sc, dir + "/" + nodes, dir + "/" + pods, static_cast<int>(team_block)));
     TileTrace(sc, sc.window_s, max_gap);
   } else {
-    YamlMap sm(top.Raw("synthetic"), "synthetic", source);
+    YamlMap sm = top.Child("synthetic");
     RETURN_IF_ERROR(sm.CheckIsMap());
     SyntheticSource src;
     ASSIGN_OR_RETURN(int64_t gpus, sm.Int("gpus", 1024));
