@@ -224,6 +224,12 @@ class World {
   Store& store() { return *store_; }
   ManualClock& clock() { return clock_; }
   ApiServer& api() { return *api_; }
+  // The API server stops and a new one starts on the same store, a minute later.
+  void Restart() {
+    api_.reset();
+    clock_.AdvanceMs(60'000);
+    api_ = std::make_unique<ApiServer>(*store_, *auth_, clock_, nullptr);
+  }
 
   std::string node_token;
 
@@ -2076,6 +2082,63 @@ TEST(ApiEventsTest, AWaitSaidAgainWithOtherNumbersIsOneEventCounted) {
   EXPECT_EQ(count("reason=Queued,reason=Preempting"), 0u);
   EXPECT_EQ(count("reason=Queued,reason=Queued"), 2u);
   EXPECT_EQ(count("involvedObject.name=wa2,involvedObject.name=wa"), 0u);
+}
+
+// Events are kept in the store too, each workload's as one object, so that a restarted server
+// lists what happened before it, counts on where it left off, and keeps nothing of a workload
+// deleted.
+TEST(ApiEventsTest, EventsOutliveARestartAndGoWithTheirWorkload) {
+  World w;
+  w.Seed();
+  const std::string item = Item("workloads", "team-a", "wa2");
+  const auto wait = [&](int minutes) {
+    w.MustSetStatus(item, {{"phase", "Pending"},
+                           {"reason", "Preempting"},
+                           {"message",
+                            "waiting for 1 preempted workload(s) to stop (it may go in "
+                            "about " +
+                                std::to_string(minutes) + " min)"}});
+  };
+  wait(3);
+  wait(2);
+  w.MustSetStatus(Item("workloads", "team-a", "wa"), {{"phase", "Running"}});
+  const std::string events = std::string(kApi) + "/namespaces/team-a/events";
+  // What a list shows, but its versions (this server's own).
+  const auto shown = [&] {
+    json items = Parse(w.Get(events)).value("items", json::array());
+    for (json& e : items) e["metadata"].erase("resourceVersion");
+    return items;
+  };
+  const json before = shown();
+  ASSERT_EQ(before.size(), 5u) << before.dump();  // wa: Created, Admitted, Started; wa2: 2
+  ASSERT_EQ(w.Do("DELETE", Item("workloads", "team-b", "wb2"), kAdmin).status, 200);
+  w.Restart();
+  EXPECT_EQ(shown(), before);
+  // Counted on: the same wait again is the event before it, counted.
+  wait(1);
+  const json after = shown();
+  ASSERT_EQ(after.size(), before.size()) << after.dump();
+  const auto preempting = [](const json& items) {
+    for (const json& e : items)
+      if (e.value("reason", "") == "Preempting") return e;
+    return json();
+  };
+  EXPECT_EQ(preempting(after)["metadata"], preempting(before)["metadata"]);
+  EXPECT_EQ(preempting(before).value("count", 0), 2) << before.dump();
+  EXPECT_EQ(preempting(after).value("count", 0), 3) << after.dump();
+  EXPECT_NE(preempting(after).value("message", "").find("about 1 min"), std::string::npos);
+  // A new event is named apart from those before the restart.
+  w.MustSetStatus(item, {{"phase", "Running"}});
+  std::set<std::string> names;
+  for (const json& e : shown()) names.insert(e["metadata"].value("name", ""));
+  EXPECT_EQ(names.size(), before.size() + 1);
+  // A workload deleted (before the restart, or while it runs) leaves nothing behind.
+  EXPECT_FALSE(w.store().Get("/registry/events/team-b/wb2").ok());
+  ASSERT_TRUE(w.store().Get("/registry/events/team-a/wa2").ok());
+  ASSERT_EQ(w.Do("DELETE", item, kAdmin).status, 200);
+  w.Restart();
+  EXPECT_FALSE(w.store().Get("/registry/events/team-a/wa2").ok());
+  for (const json& e : shown()) EXPECT_EQ(e["involvedObject"].value("name", ""), "wa") << e.dump();
 }
 
 // A watch of the events (kubectl get events -w) from a list's resourceVersion sends what is

@@ -617,17 +617,21 @@ class Watcher : public StreamSource, public std::enable_shared_from_this<Watcher
 // Events about workloads, as Kubernetes records them (what happened, when, why; a count where
 // the same thing happens again), derived from each workload's stored status as it changes: the
 // scheduler, the health controller and the nodes write the status, and whatever wrote it, the
-// change is seen here once. Kept in memory, the newest kMaxEvents (kPerWorkload of one), as
-// Kubernetes keeps its events an hour: a history to debug with, not a record of truth (the
-// status and the metering are that). The store's committer hands the writes over and goes
-// on; a worker of its own reads them (a list reads what is left first, so it sees every
-// write committed before it).
+// change is seen here once. The newest kMaxEvents (kPerWorkload of one), as Kubernetes keeps
+// its events an hour: a history to debug with, not a record of truth (the status and the
+// metering are that). The store's committer hands the writes over and goes on; a worker of its
+// own reads them (a list reads what is left first, so it sees every write committed before
+// it). With a store (Persist), each workload's events are kept there too, as one object under
+// /registry/events/NS/NAME written at most once a second, so that a restarted server lists
+// what happened before it.
 class EventRecorder {
  public:
   static constexpr size_t kMaxEvents = 5000;
   static constexpr size_t kPerWorkload = 50;
   static constexpr size_t kAlikeWithin = 4;    // a workload's last events a new one may join
   static constexpr size_t kTombstones = 2000;  // drops a watch from an earlier version is told of
+  static constexpr std::chrono::milliseconds kFlushEvery{1000};
+  static constexpr const char* kStorePrefix = "/registry/events/";
 
   EventRecorder() : worker_([this] { Work(); }) {}
   ~EventRecorder() {
@@ -639,12 +643,77 @@ class EventRecorder {
     worker_.join();
   }
 
-  // What each stored workload is now, so that only changes from here on are events.
+  // Keeps the events in `store` from now on, and reads those an earlier server kept there
+  // (after SetVersionBase, before Seed): they are listed as before, counted on as before, with
+  // versions of this server's (its first).
+  void Persist(Store* store) {
+    std::vector<Event> loaded;
+    if (auto stored = store->List(kStorePrefix, "", 0); stored.ok())
+      for (const KeyValue& kv : stored->items) {
+        const std::string ns_name = kv.key.substr(std::strlen(kStorePrefix));
+        const size_t slash = ns_name.find('/');
+        const json obj = json::parse(kv.value, nullptr, false);
+        if (slash == std::string::npos || !obj.is_object()) continue;
+        for (const json& j : jsonf::Field(obj, "events")) {
+          if (!j.is_object()) continue;
+          Event e;
+          e.ns = ns_name.substr(0, slash);
+          e.name = ns_name.substr(slash + 1);
+          e.type = jsonf::Str(j, "type");
+          e.reason = jsonf::Str(j, "reason");
+          e.message = jsonf::Str(j, "message");
+          e.first = jsonf::Str(j, "firstTimestamp");
+          e.last = jsonf::Str(j, "lastTimestamp");
+          if (const json& c = jsonf::Field(j, "count"); c.is_number_integer())
+            e.count = std::max<int64_t>(1, c.get<int64_t>());
+          if (const json& q = jsonf::Field(j, "sequence"); q.is_number_unsigned())
+            e.sequence = q.get<uint64_t>();
+          e.waiting = jsonf::Field(j, "waiting") == true;
+          if (e.sequence > 0 && !e.reason.empty()) loaded.push_back(std::move(e));
+        }
+      }
+    // In the order they were recorded, the newest kMaxEvents.
+    std::sort(loaded.begin(), loaded.end(),
+              [](const Event& a, const Event& b) { return a.sequence < b.sequence; });
+    if (loaded.size() > kMaxEvents)
+      loaded.erase(loaded.begin(), loaded.end() - static_cast<std::ptrdiff_t>(kMaxEvents));
+    std::lock_guard<std::mutex> lock(mu_);
+    store_ = store;
+    for (Event& e : loaded) {
+      e.version = e.created = version_;
+      sequence_ = std::max(sequence_, e.sequence);
+      events_.push_back(std::move(e));
+      std::deque<Events::iterator>& mine =
+          by_workload_[events_.back().ns + "/" + events_.back().name];
+      mine.push_back(std::prev(events_.end()));
+      if (mine.size() > kPerWorkload) {
+        events_.erase(mine.front());
+        mine.pop_front();
+        MarkDirty(events_.back());
+      }
+    }
+  }
+
+  // What each stored workload is now, so that only changes from here on are events. (Events
+  // kept of a workload no longer stored go.)
   void Seed(const std::vector<KeyValue>& workloads) {
     std::lock_guard<std::mutex> lock(mu_);
+    std::set<std::string> stored;
     for (const KeyValue& kv : workloads) {
       json obj = json::parse(kv.value, nullptr, false);
       if (obj.is_object()) last_[kv.key] = Summarize(obj);
+      stored.insert(kv.key.substr(std::strlen(kPrefix)));
+    }
+    for (auto it = by_workload_.begin(); it != by_workload_.end();) {
+      if (stored.count(it->first)) {
+        ++it;
+        continue;
+      }
+      for (const auto& e : it->second) {
+        MarkDirty(*e);
+        events_.erase(e);
+      }
+      it = by_workload_.erase(it);
     }
   }
 
@@ -767,16 +836,64 @@ class EventRecorder {
 
   void Work() {
     std::unique_lock<std::mutex> wait(pending_mu_);
+    // Events to keep (Persist) are written at `due`, once a second at most. (Awake then even
+    // with no writes handed over: a list may have read some, leaving events to keep.)
+    auto due = std::chrono::steady_clock::now() + kFlushEvery;
     while (true) {
-      wake_.wait(wait, [this] { return stop_ || !pending_.empty(); });
-      if (stop_) return;
+      wake_.wait_until(wait, due, [this] { return stop_ || !pending_.empty(); });
+      const bool stop = stop_;
       wait.unlock();
+      bool unflushed;
       {
         std::lock_guard<std::mutex> lock(mu_);
         Drain();
+        unflushed = unflushed_;
       }
+      const auto now = std::chrono::steady_clock::now();
+      if (stop || (unflushed && now >= due)) Flush();
+      if (now >= due) due = now + kFlushEvery;
+      if (stop) return;
       wait.lock();
     }
+  }
+  // Writes each workload's events that changed since the last flush (all of them as one
+  // object; none left: the object deleted). On the worker only, so writes never cross.
+  void Flush() {
+    std::vector<Store::Write> puts;
+    std::vector<std::string> deletes;
+    Store* store;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      store = store_;
+      if (!store) {
+        dirty_.clear();
+        unflushed_ = false;
+        return;
+      }
+      for (const std::string& ns_name : dirty_) {
+        auto it = by_workload_.find(ns_name);
+        if (it == by_workload_.end() || it->second.empty()) {
+          deletes.push_back(kStorePrefix + ns_name);
+          continue;
+        }
+        json events = json::array();
+        for (const auto& e : it->second)
+          events.push_back({{"sequence", e->sequence},
+                            {"type", e->type},
+                            {"reason", e->reason},
+                            {"message", e->message},
+                            {"count", e->count},
+                            {"firstTimestamp", e->first},
+                            {"lastTimestamp", e->last},
+                            {"waiting", e->waiting}});
+        puts.push_back({kStorePrefix + ns_name, json{{"events", events}}.dump(), kAnyRevision});
+      }
+      dirty_.clear();
+      unflushed_ = false;
+    }
+    // (A history to debug with: a write that fails costs that history, not the server.)
+    if (!puts.empty()) store->PutAll(puts);
+    for (const std::string& key : deletes) (void)store->Delete(key, kAnyRevision);
   }
   // (Under mu_: the writes handed over so far, in order.)
   void Drain() {
@@ -949,6 +1066,7 @@ class EventRecorder {
 
   // (Under mu_.) A new version for `e`, and each watch that selects it told.
   void Changed(Event& e, const char* type) {
+    MarkDirty(e);
     e.version = ++version_;
     if (e.created == 0) e.created = e.version;
     Tell(type, ToJson(e));
@@ -956,6 +1074,7 @@ class EventRecorder {
   // (Under mu_.) Forgets the event at `it`; watches that select it are told DELETED, and so
   // are those that start from an earlier version, while its tombstone is remembered.
   void Drop(Events::iterator it) {
+    MarkDirty(*it);
     json j = ToJson(*it);
     j["metadata"]["resourceVersion"] = std::to_string(++version_);
     Tell("DELETED", j);
@@ -965,6 +1084,12 @@ class EventRecorder {
       tombstones_.pop_front();
     }
     events_.erase(it);
+  }
+  // (Under mu_.) Its workload's events are to be written again (Flush).
+  void MarkDirty(const Event& e) {
+    if (!store_) return;
+    dirty_.insert(e.ns + "/" + e.name);
+    unflushed_ = true;
   }
   void Tell(const char* type, const json& event) {
     if (subscribers_.empty()) return;
@@ -1011,6 +1136,9 @@ class EventRecorder {
   std::deque<Tombstone> tombstones_;  // the latest drops, kTombstones of them
   uint64_t forgotten_through_ = 0;    // the version of the latest drop no longer remembered
   std::vector<std::shared_ptr<Subscriber>> subscribers_;
+  Store* store_ = nullptr;       // where events are kept too (Persist)
+  std::set<std::string> dirty_;  // "ns/name": workloads whose events changed since Flush
+  bool unflushed_ = false;       // dirty_ is not empty
   std::mutex pending_mu_;
   std::condition_variable wake_;
   std::vector<Write> pending_;
@@ -1110,6 +1238,7 @@ struct ApiServer::Impl {
     }
     // (Versions from this start's clock on, so that they rise across restarts.)
     this->events.SetVersionBase(static_cast<uint64_t>(std::max<int64_t>(1, clock.NowMs())) * 1000);
+    this->events.Persist(&store);
     if (auto stored = store.List("/registry/workloads/", "", 0); stored.ok())
       this->events.Seed(stored->items);
     subscription = store.Subscribe([this](const std::vector<WatchEvent>& events) {
