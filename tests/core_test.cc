@@ -343,6 +343,15 @@ TEST(FleetYaml, UnknownFieldIsRejectedWithFileLineAndPath) {
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.status().message(),
             "f.yaml:6: nodes[0].gpus.modle: unknown field; f.yaml:7: nodes[0].cpus: unknown field");
+  // A misspelling is said before what it leads to (here gpu is "required" as it is misspelt).
+  const auto fault = ParseFleetYaml(OneNodeFleet("    cpu: 8\n"
+                                                 "    memory: 64Gi\n"
+                                                 "    gpus: {count: 2, model: H100}\n"
+                                                 "faults:\n"
+                                                 "  - {node: a, atSeconds: 6, xid: 79, gpuu: 1}\n"),
+                                    "f.yaml");
+  ASSERT_FALSE(fault.ok());
+  EXPECT_EQ(fault.status().message(), "f.yaml:7: faults[0].gpuu: unknown field");
 }
 
 TEST(FleetYaml, MisspeltRequiredFieldIsReportedAsMissing) {

@@ -648,9 +648,11 @@ class EventRecorder {
   // versions of this server's (its first).
   void Persist(Store* store) {
     std::vector<Event> loaded;
+    std::vector<std::string> listed;  // "ns/name" of each object kept
     if (auto stored = store->List(kStorePrefix, "", 0); stored.ok())
       for (const KeyValue& kv : stored->items) {
         const std::string ns_name = kv.key.substr(std::strlen(kStorePrefix));
+        listed.push_back(ns_name);
         const size_t slash = ns_name.find('/');
         const json obj = json::parse(kv.value, nullptr, false);
         if (slash == std::string::npos || !obj.is_object()) continue;
@@ -692,6 +694,9 @@ class EventRecorder {
         MarkDirty(events_.back());
       }
     }
+    // (An object none of whose events is left — past the limits, or unreadable — goes.)
+    for (const std::string& ns_name : listed)
+      if (!by_workload_.count(ns_name)) MarkDirty(ns_name);
   }
 
   // What each stored workload is now, so that only changes from here on are events. (Events
@@ -745,9 +750,11 @@ class EventRecorder {
 
   // Versions begin at `base` (a new server's clock in ms × 1000), so that they keep rising
   // across restarts and a version an earlier server gave is told apart (Subscribe). Before Seed.
+  // Events are named after their workload and a sequence number that starts there too, so
+  // that a name is not given again after a restart (even to an event that was never kept).
   void SetVersionBase(uint64_t base) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (version_ == 0) version_ = base_ = base;
+    if (version_ == 0) version_ = base_ = sequence_ = base;
   }
 
   // Starts `s`: first the events recorded or counted after `after` (a version an earlier list or
@@ -886,7 +893,11 @@ class EventRecorder {
                             {"firstTimestamp", e->first},
                             {"lastTimestamp", e->last},
                             {"waiting", e->waiting}});
-        puts.push_back({kStorePrefix + ns_name, json{{"events", events}}.dump(), kAnyRevision});
+        // (Text that is not UTF-8 is replaced, not thrown on: this is the worker's thread.)
+        puts.push_back(
+            {kStorePrefix + ns_name,
+             json{{"events", events}}.dump(-1, ' ', false, json::error_handler_t::replace),
+             kAnyRevision});
       }
       dirty_.clear();
       unflushed_ = false;
@@ -931,6 +942,8 @@ class EventRecorder {
           for (const auto& e : it->second) Drop(e);
           by_workload_.erase(it);
         }
+        // (Kept events of it go too, even where none is left here: dropped for the limits.)
+        MarkDirty(ns_name);
       }
       return;
     }
@@ -1086,9 +1099,10 @@ class EventRecorder {
     events_.erase(it);
   }
   // (Under mu_.) Its workload's events are to be written again (Flush).
-  void MarkDirty(const Event& e) {
+  void MarkDirty(const Event& e) { MarkDirty(e.ns + "/" + e.name); }
+  void MarkDirty(const std::string& ns_name) {
     if (!store_) return;
-    dirty_.insert(e.ns + "/" + e.name);
+    dirty_.insert(ns_name);
     unflushed_ = true;
   }
   void Tell(const char* type, const json& event) {

@@ -84,6 +84,7 @@ Result<Authorizer> Authorizer::Parse(const std::string& yaml, const std::string&
     ASSIGN_OR_RETURN(config.username_prefix, o.String("usernamePrefix", ""));
     ASSIGN_OR_RETURN(config.groups_claim, o.String("groupsClaim", "groups"));
     RETURN_IF_ERROR(o.Finish());
+    RETURN_IF_ERROR(o.Unknowns());  // (before keys are fetched with what was read)
     auto relative = [&](std::string path) {
       if (!path.empty() && path[0] != '/' && source.find('/') != std::string::npos) {
         path = source.substr(0, source.rfind('/') + 1) + path;

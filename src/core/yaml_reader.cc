@@ -22,6 +22,9 @@ std::string YamlMap::Path(const std::string& key) const {
 }
 
 Status YamlMap::Error(const std::string& key, const std::string& message) const {
+  // A misspelt field of a map read before is said instead: an error here is often its
+  // consequence (a field "missing" that was misspelt).
+  if (!unknown_->empty()) return Unknowns();
   Doc value = node_[key];
   const Doc& n = value ? value : node_;
   return InvalidArgument(Where(n) + ": " + Path(key) + ": " + message);
@@ -174,21 +177,21 @@ Status YamlMap::Finish() const {
     const std::string key = kv.first.Scalar();
     if (!read_.count(key)) unknown_->push_back({kv.first.line(), Where(kv.first), Path(key)});
   }
-  if (!outermost_ || unknown_->empty()) return Status::Ok();
-  // In file order (a JSON body has no lines: its order is kept), each with its line
-  // ("w.yaml:3: spec.a: unknown field; w.yaml:5: spec.b: unknown field"); a JSON body's source
-  // is said once.
-  std::vector<Unknown> unknown = std::move(*unknown_);
-  unknown_->clear();
+  return outermost_ ? Unknowns() : Status::Ok();
+}
+
+Status YamlMap::Unknowns() const {
+  if (unknown_->empty()) return Status::Ok();
+  // In file order (a JSON body has no lines: inner maps first, as they were read), each once
+  // (a map read once per copy, as a node entry's gpus for each of its `count` nodes, says it
+  // once) and with its line ("w.yaml:3: spec.a: unknown field; w.yaml:5: spec.b: unknown
+  // field"); a JSON body's source is said once.
+  std::vector<Unknown> unknown;
+  std::set<std::pair<std::string, std::string>> said;
+  for (const Unknown& u : *unknown_)
+    if (said.insert({u.where, u.path}).second) unknown.push_back(u);
   std::stable_sort(unknown.begin(), unknown.end(),
                    [](const Unknown& a, const Unknown& b) { return a.line < b.line; });
-  // (A map read once per copy, as a node entry's gpus for each of its `count` nodes, says it
-  // once.)
-  unknown.erase(std::unique(unknown.begin(), unknown.end(),
-                            [](const Unknown& a, const Unknown& b) {
-                              return a.where == b.where && a.path == b.path;
-                            }),
-                unknown.end());
   bool one_place = true;
   for (const Unknown& u : unknown) one_place = one_place && u.where == unknown.front().where;
   std::string msg = one_place ? unknown.front().where + ": " : "";

@@ -29,6 +29,8 @@ class YamlMap {
   bool Has(const std::string& key) const;
   Doc Raw(const std::string& key);
   std::string Path(const std::string& key) const;
+  // "FILE:LINE: PATH.KEY: message"; or, where a child of the same outermost map found unknown
+  // fields before (Unknowns), those.
   Status Error(const std::string& key, const std::string& message) const;
 
   Result<std::string> String(const std::string& key, std::optional<std::string> fallback = {});
@@ -54,6 +56,10 @@ class YamlMap {
   // Rejects keys that were never read: this map's and, for the outermost map, its children's
   // (a child's are kept until then).
   Status Finish() const;
+  // The unknown fields the children of this map's outermost one have found so far (their
+  // Finish), as Finish would report them: for a caller about to check what they read against
+  // something else, or to act on it. (Error says them too, instead of its own message.)
+  Status Unknowns() const;
 
   const std::string& path() const { return path_; }
   const std::string& source() const { return source_; }

@@ -507,6 +507,7 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
                          "only for generated queues: with admission.queues, give the queues "
                          "cpu quotas");
       ASSIGN_OR_RETURN(sc.admission, ParseAdmissionConfig(am));
+      RETURN_IF_ERROR(top.Unknowns());  // (before the teams are checked against the queues)
       AdmissionConfig& c = sc.admission;
       std::map<std::string, int> index;
       for (size_t i = 0; i < c.queues.size(); ++i) {
