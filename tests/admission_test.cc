@@ -2691,6 +2691,67 @@ TEST_F(AdmissionTest, AReservationKeepsFreedRoomForWorkThatWaitedLong) {
   }
 }
 
+// Slurm's backfill: work with a time limit starts in a reservation's held room when it ends
+// before the reservation could start (by the time limits of what runs on its devices); work
+// that might run past then, or has no limit, waits. Where something on the reserved devices
+// has no limit, the reservation could start never, and nothing gets in.
+TEST_F(AdmissionTest, AReservationLetsInWorkThatEndsBeforeItCouldStart) {
+  for (const bool all_limited : {true, false}) {
+    SCOPED_TRACE(all_limited);
+    AdmissionConfig config;
+    config.reserve_after_s = 10;
+    Make(Nodes(1, 4), {Leaf("a", 16)}, {}, config);
+    SubmitOptions o;
+    o.preemptible = false;
+    std::vector<int> running;
+    for (int d = 0; d < 4; ++d) {
+      Workload w = Gpus("s" + std::to_string(d), "a", 1);
+      w.max_runtime_seconds = d < 3 || all_limited ? 100 : 0;  // (from 0: each ends by 100)
+      auto id = adm_->Restore(w, OnGpus(0, {d}), 0, o);
+      ASSERT_TRUE(id.ok());
+      running.push_back(*id);
+    }
+    const int big = Submit(Gpus("big", "a", 4), 1, o);
+    adm_->Cycle(1.5, 1000);
+    adm_->Cycle(12, 1000);
+    ASSERT_EQ(adm_->reason(big).rfind("reserving room on n0", 0), 0u) << adm_->reason(big);
+    adm_->Finish(running[0], 13);  // its GPU is held for big from the next cycle
+    Workload slow = Gpus("slow", "a", 1);
+    slow.max_runtime_seconds = 200;  // might run to 213
+    const int slow_id = Submit(slow, 13, o);
+    const int open_id = Submit(Gpus("open", "a", 1), 13, o);  // no limit
+    adm_->Cycle(13.5, 1000);
+    EXPECT_EQ(adm_->phase(slow_id), Phase::kPending);
+    EXPECT_EQ(adm_->phase(open_id), Phase::kPending);
+    Workload quick = Gpus("quick", "a", 1);
+    quick.max_runtime_seconds = 30;  // ends by 44
+    const int quick_id = Submit(quick, 14, o);
+    adm_->Cycle(14.5, 1000);
+    EXPECT_EQ(adm_->phase(slow_id), Phase::kPending);
+    EXPECT_EQ(adm_->phase(open_id), Phase::kPending);
+    EXPECT_EQ(adm_->phase(big), Phase::kPending);
+    if (!all_limited) {
+      EXPECT_EQ(adm_->phase(quick_id), Phase::kPending) << "s3 may run forever: big may never "
+                                                           "start, so nothing is sure to end "
+                                                           "before it";
+      EXPECT_EQ(adm_->workloads_backfilled(), 0);
+      continue;
+    }
+    ASSERT_EQ(adm_->phase(quick_id), Phase::kAdmitted) << adm_->reason(quick_id);
+    EXPECT_EQ(adm_->assignments(quick_id)[0].devices[0].device, 0);
+    EXPECT_EQ(adm_->workloads_backfilled(), 1);
+    // The reservation stands: quick's GPU is held for big again once quick ends, and big starts
+    // when the rest end, at 100, as it would have without quick.
+    adm_->Finish(quick_id, 44);
+    adm_->Cycle(44.5, 1000);
+    EXPECT_EQ(adm_->phase(slow_id), Phase::kPending);
+    EXPECT_EQ(adm_->phase(open_id), Phase::kPending);
+    for (int k = 1; k < 4; ++k) adm_->Finish(running[k], 100);
+    adm_->Cycle(100.5, 1000);
+    EXPECT_EQ(adm_->phase(big), Phase::kAdmitted) << adm_->reason(big);
+  }
+}
+
 // preemption.withinQueue: which of its own queue's workloads a pending one may evict. a-top
 // (priority 5) waits on a full 4-GPU node held by a-low (priority 0, older) and a-peer
 // (priority 5, arrived after a-top). Needing 2 GPUs, it may take a-low unless the policy is

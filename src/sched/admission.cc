@@ -1164,6 +1164,60 @@ bool Admitter::ReserveRoom(int id, const std::vector<PodRequest>& pods,
   return true;
 }
 
+double Admitter::ReservationStart(int id, double now) {
+  if (auto it = reservation_start_.find(id); it != reservation_start_.end()) return it->second;
+  // (Computed once a cycle: within it, what lands on the plan is backfill ending before this.)
+  constexpr double kNever = std::numeric_limits<double>::infinity();
+  const Entry& r = entries_[id];
+  std::set<std::pair<int, int>> planned;  // (node, device)
+  for (const auto& [a, unused] : r.plan)
+    for (const DeviceShare& d : a.devices) planned.insert({a.node, d.device});
+  double start = now;
+  for (int q = 0; q < queue_count() && start < kNever; ++q) {
+    if (!is_leaf(q)) continue;
+    for (int other : queues_[q].running) {
+      const Entry& o = entries_[other];
+      bool there = false;
+      for (const Assignment& a : o.assign)
+        for (const DeviceShare& d : a.devices) there = there || planned.count({a.node, d.device});
+      if (!there) continue;
+      const double limit = static_cast<double>(o.spec.max_runtime_seconds);
+      start = o.phase != Phase::kAdmitted || limit <= 0 || o.admitted_at < 0
+                  ? kNever
+                  : std::max(start, o.admitted_at + limit);
+      if (start == kNever) break;
+    }
+  }
+  reservation_start_[id] = start;
+  return start;
+}
+
+bool Admitter::Backfill(int id, const std::vector<PodRequest>& pods, double now) {
+  Entry& e = entries_[id];
+  if (reservations_.empty() || e.spec.max_runtime_seconds <= 0 || e.reserving ||
+      backfills_left_ <= 0)
+    return false;
+  const double ends = now + static_cast<double>(e.spec.max_runtime_seconds);
+  std::vector<int> lifted;
+  for (int r : reservations_) {
+    const Entry& o = entries_[r];
+    if (r == id || !o.reserving || !o.nominated || o.phase != Phase::kPending || o.reserved.empty())
+      continue;
+    // (Not one that could start never: what runs there without a limit may end any time.)
+    if (const double start = ReservationStart(r, now);
+        start >= ends && start < std::numeric_limits<double>::infinity())
+      lifted.push_back(r);
+  }
+  if (lifted.empty()) return false;
+  --backfills_left_;
+  for (int r : lifted) ReleaseHolds(entries_[r]);
+  placer_.set_explain(false);
+  const bool placed = PlaceAll(e, pods, &e.assign, nullptr);
+  for (int r : lifted) HoldPlan(r);
+  if (placed) ++workloads_backfilled_;
+  return placed;
+}
+
 void Admitter::Unnominate(int id, bool log_freed) {
   Entry& e = entries_[id];
   if (log_freed)
@@ -2174,6 +2228,8 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
   preempt_tried_.assign(queues_.size(), 0);
   reclaim_tried_.assign(queues_.size(), 0);
   consolidations_left_ = config_.consolidation ? config_.consolidation_searches_per_cycle : 0;
+  reservation_start_.clear();
+  backfills_left_ = 16;
   victim_cache_.clear();
   hold_borrowing_ = false;
   held_roots_.clear();
@@ -2636,9 +2692,15 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
       break;
     }
   }
+  // The same shape failed this cycle, and the fleet has only filled up since; but a time limit
+  // may let it into a reservation's held room.
+  if (!placed && !probe && failed.count(key) && Backfill(id, pods, now)) {
+    e.pods = pods;
+    Admit(id, key, now, out);
+    return true;
+  }
   if (auto same = failed.find(key); !placed && same != failed.end()) {
-    // The same shape failed this cycle, and the fleet has only filled up since; but it may
-    // still reclaim what is left of its queue's guarantee.
+    // ... and it may still reclaim what is left of its queue's guarantee.
     e.reason = same->second;
     if (!WouldBorrow(id) && Consolidate(id, pods, e.spec.topology, now, out)) return false;
     bool searched = false;
@@ -2659,6 +2721,8 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
   // Explain in full the first time only; later failures keep that reason.
   placer_.set_explain(!e.explained);
   if (!placed) placed = PlaceAll(e, pods, &e.assign, &reason);
+  // No room as the fleet stands: a time limit may let it into a reservation's held room.
+  if (!placed && !probe) placed = Backfill(id, pods, now);
   if (placed) {
     e.pods = pods;  // the narrowed masks are what was applied
     Admit(id, key, now, out);

@@ -201,6 +201,11 @@ struct AdmissionConfig {
   // first — and what frees there is held for it until it fits, so that smaller work arriving
   // behind it no longer takes each GPU as it frees. At most `max_reservations` at a time, on
   // nodes no other reservation holds. 0: none (the default).
+  // Work with a time limit (spec.maxRuntimeSeconds) backfills into a reservation's held room
+  // when it ends before the reservation could start: before every device of the plan is free,
+  // by the time limits of what runs there (as Slurm's backfill, which needs every job's limit;
+  // work without one may run forever, so a reservation with such work on its devices lets none
+  // in).
   double reserve_after_s = 0;
   int max_reservations = 4;
 };
@@ -415,6 +420,8 @@ class Admitter {
   std::vector<Assignment> plan(int id) const;
   // How many workloads have reserved room (AdmissionConfig::reserve_after_s) in this Admitter.
   int64_t workloads_reserved() const { return workloads_reserved_; }
+  // How many workloads started in room held for a reservation, ending before it could start.
+  int64_t workloads_backfilled() const { return workloads_backfilled_; }
   double admitted_at(int id) const { return entries_[id].admitted_at; }
   // A pending workload whose last preemption search needed victims still within their minimum
   // runtime: when the last of them may be evicted (else -1), and the longest of those runtimes.
@@ -823,6 +830,15 @@ class Admitter {
   // Past config_.reserve_after_s without room: nominates `id` with a plan on the nodes closest to
   // free (`prefer`, where it planned before, first) and holds what is free of it (see
   // AdmissionConfig::reserve_after_s). False where it reserves nothing.
+  // Placement failed for `id` (as the fleet stands, holds applied): places it in the room held
+  // for the reservations that could not start before its time limit runs out (their holds
+  // lifted for the try, and held again after), if it has a limit. True if placed (`e.assign`
+  // set and applied; the caller admits it).
+  bool Backfill(int id, const std::vector<PodRequest>& pods, double now);
+  // When reservation `id` could start at the earliest: when the last of the work running on
+  // the devices of its plan ends by its time limit (now if none runs there; infinity where one
+  // has no limit, or is stopping). Computed once a cycle.
+  double ReservationStart(int id, double now);
   bool ReserveRoom(int id, const std::vector<PodRequest>& pods, const std::vector<int>& prefer,
                    double now);
   void ReleaseHolds(Entry& e);
@@ -1006,12 +1022,15 @@ class Admitter {
   std::vector<int> preempt_tried_, reclaim_tried_;  // searches per queue, this cycle
   std::vector<bool> no_eviction_;                   // by node, see ExcludeFromEviction
   int consolidations_left_ = 0;                     // this cycle
-  int consolidation_turn_ = 0;      // the queue Wake looks at first for consolidation
-  bool hold_borrowing_ = false;     // this cycle: a within-guarantee workload found no room
-  int held_for_ = -1;               // ... its queue (the first), which the waiting borrowers name
-  std::set<int> held_roots_;        // the trees of all work held for this cycle (WithinOtherTree)
-  std::set<int> reservations_;      // entries reserving (Entry::reserving)
-  int64_t workloads_reserved_ = 0;  // workloads that ever reserved (workloads_reserved())
+  int consolidation_turn_ = 0;        // the queue Wake looks at first for consolidation
+  bool hold_borrowing_ = false;       // this cycle: a within-guarantee workload found no room
+  int held_for_ = -1;                 // ... its queue (the first), which the waiting borrowers name
+  std::set<int> held_roots_;          // the trees of all work held for this cycle (WithinOtherTree)
+  std::set<int> reservations_;        // entries reserving (Entry::reserving)
+  int64_t workloads_reserved_ = 0;    // workloads that ever reserved (workloads_reserved())
+  int64_t workloads_backfilled_ = 0;  // see workloads_backfilled()
+  std::map<int, double> reservation_start_;  // this cycle: ReservationStart by reservation
+  int backfills_left_ = 0;                   // this cycle: tries of Backfill
   int64_t cap_gpu_ = 1, cap_cpu_ = 1;
 };
 
