@@ -4726,6 +4726,17 @@ TEST(ReplayTest, ScenarioErrorsNameTheField) {
             "teams[2].reclaimMinRuntimeSeconds", "must be between 0 and 31536000 (a year)");
   ExpectBad(bad("load: 1.0", "load: 1.0\nadmission: {reclaimMinRuntime: 4e7}"),
             "admission.reclaimMinRuntime", "must be between 0 and 31536000");
+  ExpectBad(bad("load: 1.0", "load: 1.0\ntimeLimitFactor: 0.5"), "timeLimitFactor",
+            "must be 0 (no time limits) or from 1 to 1000");
+  {  // Misspellings of a team and of the admission settings, named together.
+    std::string text = kSmallScenario;
+    text.replace(text.find("load: 1.0"), 9, "load: 1.0\nadmission: {reserveAfer: 5}");
+    text.replace(text.find("trust: untrusted"), 16, "trust: untrusted\n    shre: 1");
+    ExpectBad(sim::ParseScenario(text, "tiny.yaml", ".").status(),
+              "tiny.yaml:6: admission.reserveAfer: unknown field; tiny.yaml:20: teams[2].shre: "
+              "unknown field",
+              "");
+  }
   {
     std::string text = kSmallScenario;
     text.replace(text.find("load: 1.0"), 9, "load: 1.0\nadmission: {fairSharePreemption: true}");

@@ -478,6 +478,9 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
   if (sc.guarantee_share <= 0 || sc.guarantee_share > 1)
     return top.Error("guaranteeShare", "must be in (0, 1]");
   ASSIGN_OR_RETURN(sc.cpu_guarantees, top.Bool("cpuGuarantees", false));
+  ASSIGN_OR_RETURN(sc.time_limit_factor, top.Double("timeLimitFactor", 0.0));
+  if (sc.time_limit_factor != 0 && (sc.time_limit_factor < 1 || sc.time_limit_factor > 1000))
+    return top.Error("timeLimitFactor", "must be 0 (no time limits) or from 1 to 1000");
 
   const bool has_trace = top.Has("trace"), has_synth = top.Has("synthetic");
   if (has_trace == has_synth) return top.Error("trace", "give exactly one of trace or synthetic");
@@ -1168,6 +1171,9 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
           Admitter& a = *groups[st.group].admitter;
           Workload spec = rw.spec;
           spec.queue = QueueId(queue_for(rw.team));
+          if (sc.time_limit_factor > 0)
+            spec.max_runtime_seconds = std::max<int64_t>(
+                1, static_cast<int64_t>(std::ceil(rw.duration_s * sc.time_limit_factor)));
           ASSIGN_OR_RETURN(st.id, a.Submit(spec, ev.t, rw.options));
           if (static_cast<int>(by_handle[st.group].size()) <= st.id)
             by_handle[st.group].resize(st.id + 1, -1);
@@ -1423,7 +1429,10 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
       if (ws[w].fits_since[view] >= 0 && ws[w].pending_since >= 0)
         check_wait(w, view, end, "never admitted: ");
 
-  for (const Group& g : groups) res.workloads_reserved += g.admitter->workloads_reserved();
+  for (const Group& g : groups) {
+    res.workloads_reserved += g.admitter->workloads_reserved();
+    res.workloads_backfilled += g.admitter->workloads_backfilled();
+  }
   res.utilization_pct = 100.0 * alloc_int / (cap_gpu * (w1 - w0));
   res.useful_utilization_pct = 100.0 * (alloc_int - lost_int) / (cap_gpu * (w1 - w0));
   std::vector<std::vector<double>> waits(nteams);
@@ -1514,6 +1523,7 @@ void PrintReplayJson(const ReplayResult& r, std::ostream& out) {
   j["preemptions"] = r.preemptions;
   j["partial_admissions"] = r.partial_admissions;
   j["workloads_reserved"] = r.workloads_reserved;
+  j["workloads_backfilled"] = r.workloads_backfilled;
   j["elastic_growths"] = r.elastic_growths;
   j["elastic_shrinks"] = r.elastic_shrinks;
   j["elastic_shrink_pods"] = r.elastic_shrink_pods;

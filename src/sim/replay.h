@@ -108,6 +108,10 @@ struct Scenario {
   // share of guaranteeShare of the fleet's cores (TeamSpec::cpu_guarantee_milli), so that a
   // team within its CPU guarantee reclaims cores others borrow (fabrica only).
   bool cpu_guarantees = false;
+  // timeLimitFactor: each workload's time limit (spec.maxRuntimeSeconds) is its run time this
+  // many times over, rounded up (as users overestimate the limits Slurm's backfill reads);
+  // 0: none. Only a reservation's backfill reads it (admission.reserveAfter).
+  double time_limit_factor = 0;
   std::vector<TeamSpec> teams;
   // Settings, and the queue tree when the scenario gives one (`admission.queues`); otherwise one
   // root `fleet` with a leaf per team is generated from the teams' guarantees and limits.
@@ -191,9 +195,10 @@ struct ReplayResult {
   double useful_utilization_pct = 0;
   double jain_index = 0;
   int64_t preemptions = 0;
-  int64_t partial_admissions = 0;  // admissions with fewer pods than asked (minPods)
-  int64_t workloads_reserved = 0;  // workloads that reserved room (admission.reserveAfter)
-  int64_t elastic_growths = 0;     // runs started in part that took more pods later
+  int64_t partial_admissions = 0;    // admissions with fewer pods than asked (minPods)
+  int64_t workloads_reserved = 0;    // workloads that reserved room (admission.reserveAfter)
+  int64_t workloads_backfilled = 0;  // started in held room, ending before (timeLimitFactor)
+  int64_t elastic_growths = 0;       // runs started in part that took more pods later
   // Preemptions that took an elastic run's pods beyond its minimum and left it running with the
   // rest (elastic shrink; not counted in `preemptions`, and no work is lost), and the pods taken.
   int64_t elastic_shrinks = 0;
