@@ -2715,7 +2715,8 @@ TEST_F(AdmissionTest, AReservationLetsInWorkThatEndsBeforeItCouldStart) {
     adm_->Cycle(1.5, 1000);
     adm_->Cycle(12, 1000);
     ASSERT_EQ(adm_->reason(big).rfind("reserving room on n0", 0), 0u) << adm_->reason(big);
-    adm_->Finish(running[0], 13);  // its GPU is held for big from the next cycle
+    adm_->Finish(running[0], 13);  // their GPUs are held for big from the next cycle
+    adm_->Finish(running[1], 13);
     Workload slow = Gpus("slow", "a", 1);
     slow.max_runtime_seconds = 200;  // might run to 213
     const int slow_id = Submit(slow, 13, o);
@@ -2723,10 +2724,16 @@ TEST_F(AdmissionTest, AReservationLetsInWorkThatEndsBeforeItCouldStart) {
     adm_->Cycle(13.5, 1000);
     EXPECT_EQ(adm_->phase(slow_id), Phase::kPending);
     EXPECT_EQ(adm_->phase(open_id), Phase::kPending);
+    // (One more of slow's shape first: quick, of the same shape, is tried after it failed.)
+    slow.name = WorkloadId("slow-2");
+    const int slow2_id = Submit(slow, 14, o);
     Workload quick = Gpus("quick", "a", 1);
     quick.max_runtime_seconds = 30;  // ends by 44
     const int quick_id = Submit(quick, 14, o);
+    quick.name = WorkloadId("quick-2");  // (the same shape: tried once its first has failed)
+    const int quick2_id = Submit(quick, 14, o);
     adm_->Cycle(14.5, 1000);
+    EXPECT_EQ(adm_->phase(slow2_id), Phase::kPending);
     EXPECT_EQ(adm_->phase(slow_id), Phase::kPending);
     EXPECT_EQ(adm_->phase(open_id), Phase::kPending);
     EXPECT_EQ(adm_->phase(big), Phase::kPending);
@@ -2734,19 +2741,22 @@ TEST_F(AdmissionTest, AReservationLetsInWorkThatEndsBeforeItCouldStart) {
       EXPECT_EQ(adm_->phase(quick_id), Phase::kPending) << "s3 may run forever: big may never "
                                                            "start, so nothing is sure to end "
                                                            "before it";
+      EXPECT_EQ(adm_->phase(quick2_id), Phase::kPending);
       EXPECT_EQ(adm_->workloads_backfilled(), 0);
       continue;
     }
     ASSERT_EQ(adm_->phase(quick_id), Phase::kAdmitted) << adm_->reason(quick_id);
-    EXPECT_EQ(adm_->assignments(quick_id)[0].devices[0].device, 0);
-    EXPECT_EQ(adm_->workloads_backfilled(), 1);
-    // The reservation stands: quick's GPU is held for big again once quick ends, and big starts
-    // when the rest end, at 100, as it would have without quick.
+    ASSERT_EQ(adm_->phase(quick2_id), Phase::kAdmitted) << adm_->reason(quick2_id);
+    EXPECT_EQ(adm_->assignments(quick_id)[0].node, 0);
+    EXPECT_EQ(adm_->workloads_backfilled(), 2);
+    // The reservation stands: quick's GPUs are held for big again once they end, and big starts
+    // when the rest end, at 100, as it would have without them.
     adm_->Finish(quick_id, 44);
+    adm_->Finish(quick2_id, 44);
     adm_->Cycle(44.5, 1000);
     EXPECT_EQ(adm_->phase(slow_id), Phase::kPending);
     EXPECT_EQ(adm_->phase(open_id), Phase::kPending);
-    for (int k = 1; k < 4; ++k) adm_->Finish(running[k], 100);
+    for (int k = 2; k < 4; ++k) adm_->Finish(running[k], 100);
     adm_->Cycle(100.5, 1000);
     EXPECT_EQ(adm_->phase(big), Phase::kAdmitted) << adm_->reason(big);
   }

@@ -1310,14 +1310,13 @@ Result<CycleStats> Scheduler::RunOnce() {
           options.pod_counts = kept;
           options.may_grow = false;
         }
-        auto id =
-            admitter->Restore(charged, assign, at >= 0 ? static_cast<double>(at) / 1000.0 : now_s,
-                              options, bound[b].evicting);
+        const double admitted_s = at >= 0 ? static_cast<double>(at) / 1000.0 : now_s;
+        auto id = admitter->Restore(charged, assign, admitted_s, options, bound[b].evicting);
         if (!id.ok()) {
           // Its queue is gone: it keeps running, charged to the built-in queue.
           Workload w = bound[b].sw.w();
           w.queue = QueueId(kUnqueuedQueue);
-          id = admitter->Restore(w, assign, now_s, options, bound[b].evicting);
+          id = admitter->Restore(w, assign, admitted_s, options, bound[b].evicting);
         }
         // (A fragment it cannot restore still holds its devices.) Its preemptor waits for it.
         for (size_t m = 0; id.ok() && m < mark_count; ++m) {

@@ -46,6 +46,9 @@ uint64_t AttemptKey(const Workload& w, int leaf, const std::vector<PodRequest>& 
 
 namespace {
 constexpr char kNextCycle[] = "waiting for the next admission cycle";
+// Placement tries in reservations' held room a cycle (Admitter::Backfill): each is one more
+// placement of work that found no room.
+constexpr int kBackfillTriesPerCycle = 16;
 // (What follows names the queue whose work waits: HeldForGuarantees.)
 constexpr char kHeldForGuarantees[] = "waiting: it would borrow, and ";
 }  // namespace
@@ -1092,6 +1095,7 @@ bool Admitter::ReserveRoom(int id, const std::vector<PodRequest>& pods,
   }
   if (count >= config_.max_reservations) return false;
   const std::set<int> preferred(prefer.begin(), prefer.end());
+  reservation_start_.erase(id);  // (a new plan: its start is estimated anew)
   std::vector<std::pair<Assignment, PodRequest>> plan;
   for (const PodRequest& pod : pods) {
     int best = -1;
@@ -1173,26 +1177,29 @@ double Admitter::ReservationStart(int id, double now) {
   for (const auto& [a, unused] : r.plan)
     for (const DeviceShare& d : a.devices) planned.insert({a.node, d.device});
   double start = now;
-  for (int q = 0; q < queue_count() && start < kNever; ++q) {
-    if (!is_leaf(q)) continue;
-    for (int other : queues_[q].running) {
+  // What runs (or stops: a victim, a shrink's fragment) on the planned nodes.
+  for (auto it = planned.begin(); it != planned.end() && start < kNever;) {
+    const int n = it->first;
+    for (int other : node_workloads_[n]) {
       const Entry& o = entries_[other];
       bool there = false;
       for (const Assignment& a : o.assign)
-        for (const DeviceShare& d : a.devices) there = there || planned.count({a.node, d.device});
+        if (a.node == n)
+          for (const DeviceShare& d : a.devices) there = there || planned.count({n, d.device});
       if (!there) continue;
       const double limit = static_cast<double>(o.spec.max_runtime_seconds);
-      start = o.phase != Phase::kAdmitted || limit <= 0 || o.admitted_at < 0
+      start = o.phase != Phase::kAdmitted || o.fragment_of >= 0 || limit <= 0 || o.admitted_at < 0
                   ? kNever
                   : std::max(start, o.admitted_at + limit);
       if (start == kNever) break;
     }
+    it = planned.lower_bound({n + 1, -1});
   }
   reservation_start_[id] = start;
   return start;
 }
 
-bool Admitter::Backfill(int id, const std::vector<PodRequest>& pods, double now) {
+bool Admitter::Backfill(int id, uint64_t key, const std::vector<PodRequest>& pods, double now) {
   Entry& e = entries_[id];
   if (reservations_.empty() || e.spec.max_runtime_seconds <= 0 || e.reserving ||
       backfills_left_ <= 0)
@@ -1208,18 +1215,22 @@ bool Admitter::Backfill(int id, const std::vector<PodRequest>& pods, double now)
         start >= ends && start < std::numeric_limits<double>::infinity())
       lifted.push_back(r);
   }
-  if (lifted.empty()) return false;
+  if (lifted.empty() || backfill_failed_.count({key, lifted})) return false;
   --backfills_left_;
   for (int r : lifted) ReleaseHolds(entries_[r]);
   placer_.set_explain(false);
   const bool placed = PlaceAll(e, pods, &e.assign, nullptr);
   for (int r : lifted) HoldPlan(r);
-  if (placed) ++workloads_backfilled_;
+  if (placed)
+    ++workloads_backfilled_;
+  else
+    backfill_failed_.insert({key, lifted});
   return placed;
 }
 
 void Admitter::Unnominate(int id, bool log_freed) {
   Entry& e = entries_[id];
+  reservation_start_.erase(id);  // (its plan goes: a new one is estimated anew)
   if (log_freed)
     for (const auto& held : e.reserved) freed_log_.push_back(held.first.node);
   if (e.reserving) reservations_.erase(id);
@@ -2229,7 +2240,8 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
   reclaim_tried_.assign(queues_.size(), 0);
   consolidations_left_ = config_.consolidation ? config_.consolidation_searches_per_cycle : 0;
   reservation_start_.clear();
-  backfills_left_ = 16;
+  backfill_failed_.clear();
+  backfills_left_ = kBackfillTriesPerCycle;
   victim_cache_.clear();
   hold_borrowing_ = false;
   held_roots_.clear();
@@ -2694,7 +2706,7 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
   }
   // The same shape failed this cycle, and the fleet has only filled up since; but a time limit
   // may let it into a reservation's held room.
-  if (!placed && !probe && failed.count(key) && Backfill(id, pods, now)) {
+  if (!placed && !probe && failed.count(key) && Backfill(id, key, pods, now)) {
     e.pods = pods;
     Admit(id, key, now, out);
     return true;
@@ -2722,7 +2734,7 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
   placer_.set_explain(!e.explained);
   if (!placed) placed = PlaceAll(e, pods, &e.assign, &reason);
   // No room as the fleet stands: a time limit may let it into a reservation's held room.
-  if (!placed && !probe) placed = Backfill(id, pods, now);
+  if (!placed && !probe) placed = Backfill(id, key, pods, now);
   if (placed) {
     e.pods = pods;  // the narrowed masks are what was applied
     Admit(id, key, now, out);

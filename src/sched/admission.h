@@ -830,17 +830,18 @@ class Admitter {
   // Past config_.reserve_after_s without room: nominates `id` with a plan on the nodes closest to
   // free (`prefer`, where it planned before, first) and holds what is free of it (see
   // AdmissionConfig::reserve_after_s). False where it reserves nothing.
+  bool ReserveRoom(int id, const std::vector<PodRequest>& pods, const std::vector<int>& prefer,
+                   double now);
   // Placement failed for `id` (as the fleet stands, holds applied): places it in the room held
   // for the reservations that could not start before its time limit runs out (their holds
   // lifted for the try, and held again after), if it has a limit. True if placed (`e.assign`
-  // set and applied; the caller admits it).
-  bool Backfill(int id, const std::vector<PodRequest>& pods, double now);
-  // When reservation `id` could start at the earliest: when the last of the work running on
-  // the devices of its plan ends by its time limit (now if none runs there; infinity where one
-  // has no limit, or is stopping). Computed once a cycle.
+  // set and applied; the caller admits it). `key`: its shape's (AttemptKey); a shape that
+  // failed with the same reservations lifted is not tried again in the cycle.
+  bool Backfill(int id, uint64_t key, const std::vector<PodRequest>& pods, double now);
+  // When reservation `id` could start at the earliest: when the last of the work on the devices
+  // of its plan ends by its time limit (now if none runs there; infinity where one has no
+  // limit, or is stopping). Kept for the cycle while its plan stands.
   double ReservationStart(int id, double now);
-  bool ReserveRoom(int id, const std::vector<PodRequest>& pods, const std::vector<int>& prefer,
-                   double now);
   void ReleaseHolds(Entry& e);
   void VictimStopped(int id);
   void Unnominate(int id, bool log_freed = true);
@@ -1031,6 +1032,7 @@ class Admitter {
   int64_t workloads_backfilled_ = 0;  // see workloads_backfilled()
   std::map<int, double> reservation_start_;  // this cycle: ReservationStart by reservation
   int backfills_left_ = 0;                   // this cycle: tries of Backfill
+  std::set<std::pair<uint64_t, std::vector<int>>> backfill_failed_;  // this cycle: (key, lifted)
   int64_t cap_gpu_ = 1, cap_cpu_ = 1;
 };
 
