@@ -2762,6 +2762,35 @@ TEST_F(AdmissionTest, AReservationLetsInWorkThatEndsBeforeItCouldStart) {
   }
 }
 
+// With time limits a reservation plans on the nodes free soonest by them, which need not be
+// those with the most GPUs free now; without, on those (the first of equals).
+TEST_F(AdmissionTest, AReservationPlansWhereTheLimitsSayRoomFreesFirst) {
+  for (const bool limited : {true, false}) {
+    SCOPED_TRACE(limited);
+    AdmissionConfig config;
+    config.reserve_after_s = 10;
+    Make(Nodes(3, 4), {Leaf("a", 16)}, {}, config);
+    SubmitOptions o;
+    o.preemptible = false;
+    // n0: one GPU free, the rest held until 1000; n1 and n2 full until 50 and 80.
+    const std::vector<std::pair<int, int>> ends = {{0, 1000}, {1, 50}, {2, 80}};
+    for (const auto& [n, end] : ends)
+      for (int d = n == 0 ? 1 : 0; d < 4; ++d) {
+        Workload w = Gpus("s" + std::to_string(n) + std::to_string(d), "a", 1);
+        w.max_runtime_seconds = limited ? end : 0;
+        ASSERT_TRUE(adm_->Restore(w, OnGpus(n, {d}), 0, o).ok());
+      }
+    const int big = Submit(Gpus("big", "a", 4), 1, o);
+    Workload filler = Gpus("filler", "a", 1);  // (takes n0's free GPU: big fits nowhere)
+    Submit(filler, 1, o);
+    adm_->Cycle(1.5, 1000);
+    adm_->Cycle(12, 1000);
+    EXPECT_EQ(adm_->reason(big).rfind(limited ? "reserving room on n1" : "reserving room on n0", 0),
+              0u)
+        << adm_->reason(big);
+  }
+}
+
 // preemption.withinQueue: which of its own queue's workloads a pending one may evict. a-top
 // (priority 5) waits on a full 4-GPU node held by a-low (priority 0, older) and a-peer
 // (priority 5, arrived after a-top). Needing 2 GPUs, it may take a-low unless the policy is

@@ -1099,7 +1099,7 @@ bool Admitter::ReserveRoom(int id, const std::vector<PodRequest>& pods,
   std::vector<std::pair<Assignment, PodRequest>> plan;
   for (const PodRequest& pod : pods) {
     int best = -1;
-    std::tuple<int, int, int64_t> best_key;
+    std::tuple<int, double, int, int64_t> best_key;
     std::vector<int> best_devices;
     for (int n = 0; n < state_.node_count(); ++n) {
       if (taken.count(n) || out_of_service_.count({n, -1})) continue;
@@ -1109,8 +1109,9 @@ bool Admitter::ReserveRoom(int id, const std::vector<PodRequest>& pods,
           node.memory.value() < pod.memory_mib)
         continue;
       if (state_.exclusive_owner(n) >= 0 && state_.exclusive_owner(n) != pod.tenant) continue;
-      // Its GPUs that could be the pod's once their work ends: free ones first, then the
-      // emptiest.
+      // Its GPUs that could be the pod's once their work ends: those free soonest by the time
+      // limits of their work (EndsBy; where limits are not known, none sooner), then free ones,
+      // then the emptiest.
       std::vector<int> devices;
       int free_now = 0;
       int64_t free_milli = 0;
@@ -1120,17 +1121,34 @@ bool Admitter::ReserveRoom(int id, const std::vector<PodRequest>& pods,
       }
       if (static_cast<int>(devices.size()) < pod.num_gpu) continue;
       const auto& ds = state_.devices(n);
+      // (A device in use by no workload is held: for a preemptor, free never as far as this
+      // knows.)
+      std::vector<double> free_at(node.devices.size(), now);
+      std::vector<int> workloads(node.devices.size(), 0);
+      for (int other : node_workloads_[n])
+        for (const Assignment& a : entries_[other].assign)
+          if (a.node == n)
+            for (const DeviceShare& d : a.devices) {
+              free_at[d.device] = std::max(free_at[d.device], EndsBy(entries_[other]));
+              ++workloads[d.device];
+            }
+      for (int d : devices)
+        if (ds[d].users > workloads[d]) free_at[d] = std::numeric_limits<double>::infinity();
       std::stable_sort(devices.begin(), devices.end(), [&](int a, int b) {
-        return std::make_pair(ds[a].users != 0, -ds[a].free_milli) <
-               std::make_pair(ds[b].users != 0, -ds[b].free_milli);
+        return std::make_tuple(free_at[a], ds[a].users != 0, -ds[a].free_milli) <
+               std::make_tuple(free_at[b], ds[b].users != 0, -ds[b].free_milli);
       });
       devices.resize(pod.num_gpu);
+      double starts = now;  // when all of them are free, by the limits
       for (int d : devices) {
         free_now += ds[d].users == 0;
         free_milli += ds[d].free_milli;
+        starts = std::max(starts, free_at[d]);
       }
-      // Where it planned before, then the most of its GPUs free, then the most free share.
-      const std::tuple<int, int, int64_t> key{preferred.count(n) ? 0 : 1, -free_now, -free_milli};
+      // Where it planned before, then the soonest free by the limits, then the most of its GPUs
+      // free, then the most free share.
+      const std::tuple<int, double, int, int64_t> key{preferred.count(n) ? 0 : 1, starts, -free_now,
+                                                      -free_milli};
       if (best < 0 || key < best_key) {
         best = n;
         best_key = key;
@@ -1168,6 +1186,13 @@ bool Admitter::ReserveRoom(int id, const std::vector<PodRequest>& pods,
   return true;
 }
 
+double Admitter::EndsBy(const Entry& e) const {
+  const double limit = static_cast<double>(e.spec.max_runtime_seconds);
+  if (e.phase != Phase::kAdmitted || e.fragment_of >= 0 || limit <= 0 || e.admitted_at < 0)
+    return std::numeric_limits<double>::infinity();
+  return e.admitted_at + limit;
+}
+
 double Admitter::ReservationStart(int id, double now) {
   if (auto it = reservation_start_.find(id); it != reservation_start_.end()) return it->second;
   // (Computed once a cycle: within it, what lands on the plan is backfill ending before this.)
@@ -1186,12 +1211,7 @@ double Admitter::ReservationStart(int id, double now) {
       for (const Assignment& a : o.assign)
         if (a.node == n)
           for (const DeviceShare& d : a.devices) there = there || planned.count({n, d.device});
-      if (!there) continue;
-      const double limit = static_cast<double>(o.spec.max_runtime_seconds);
-      start = o.phase != Phase::kAdmitted || o.fragment_of >= 0 || limit <= 0 || o.admitted_at < 0
-                  ? kNever
-                  : std::max(start, o.admitted_at + limit);
-      if (start == kNever) break;
+      if (there) start = std::max(start, EndsBy(o));
     }
     it = planned.lower_bound({n + 1, -1});
   }

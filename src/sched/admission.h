@@ -842,6 +842,9 @@ class Admitter {
   // of its plan ends by its time limit (now if none runs there; infinity where one has no
   // limit, or is stopping). Kept for the cycle while its plan stands.
   double ReservationStart(int id, double now);
+  // When admitted workload e ends at the latest, by its time limit (spec.maxRuntimeSeconds from
+  // its admission); infinity without one, or while it stops (a victim, a shrink's fragment).
+  double EndsBy(const Entry& e) const;
   void ReleaseHolds(Entry& e);
   void VictimStopped(int id);
   void Unnominate(int id, bool log_freed = true);
