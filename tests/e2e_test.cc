@@ -1898,6 +1898,55 @@ TEST_F(FactoryTest, AReservationHoldsANodeUntilTheWorkThatWaitedFits) {
   EXPECT_TRUE(ran_on == reserved_on || ran_on == freer) << ran_on << "\n" << Describe(Workloads());
 }
 
+// Through the store: work with a time limit starts in a reservation's held room when it ends
+// before the reservation could start by the limits of the work on its node (Slurm's backfill),
+// while work without a limit never does; the reservation stays.
+TEST_F(FactoryTest, WorkWithATimeLimitBackfillsIntoAReservationsRoom) {
+  StartScheduler(5'000, [](SchedulerOptions& so) { so.reserve_after_s = 20; });
+  CreateQueue("team-a", {{"quotas", {{"gpu", {{"guaranteed", 64}}}}}});
+  const auto one_gpu = [&](const std::string& name, int seconds, int limit) {
+    json w = WholeGpuWorkload("team-a", name, 1);
+    w["spec"]["run"]["durationSeconds"] = seconds;
+    if (limit > 0) w["spec"]["maxRuntimeSeconds"] = limit;
+    CreateWorkload(w);
+  };
+  for (int i = 0; i < 32; ++i) one_gpu("s-" + std::to_string(i), 30 + (i % 8) * 10, 600);
+  ASSERT_TRUE(CycleUntilAll("Running"));
+  CreateWorkload(WholeGpuWorkload("team-a", "big", 8));
+  std::string reserved_on;
+  bool quick_created = false;
+  for (int t = 0; t < 120; ++t) {
+    one_gpu("open-" + std::to_string(t), 3600, 0);  // work without a limit keeps coming
+    Cycle();
+    std::map<std::string, json> w = Workloads();
+    const json big = w["team-a/big"].value("status", json::object());
+    if (quick_created) {
+      const json quick = w["team-a/quick"].value("status", json::object());
+      if (quick.value("phase", "") != "Running") continue;
+      EXPECT_EQ(quick["assignments"][0].value("node", ""), reserved_on) << Describe(w);
+      EXPECT_EQ(big.value("reason", ""), "Reserved") << Describe(w);
+      for (const auto& [key, obj] : w)
+        if (key.rfind("team-a/open-", 0) == 0 && obj["status"].contains("assignments"))
+          EXPECT_NE(obj["status"]["assignments"][0].value("node", ""), reserved_on)
+              << key << " has no limit: it may run past when big could start";
+      return;
+    }
+    if (big.value("reason", "") != "Reserved") continue;
+    reserved_on = big["nomination"][0].value("node", "");
+    int running_there = 0;
+    for (const auto& [key, obj] : w)
+      if (obj["status"].value("phase", "") == "Running" &&
+          obj["status"]["assignments"][0].value("node", "") == reserved_on)
+        ++running_there;
+    if (running_there < 8) {  // room held there: a short workload with a limit arrives
+      one_gpu("quick", 20, 120);
+      quick_created = true;
+    }
+  }
+  FAIL() << (quick_created ? "quick never started" : "no room was held") << "\n"
+         << Describe(Workloads());
+}
+
 TEST_F(FactoryTest, InactiveWorkloadsWaitUntilActivated) {
   StartScheduler(5'000);
   CreateTeamQueues(16, 16);
