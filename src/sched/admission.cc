@@ -2338,8 +2338,17 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
       if (static_cast<int>(reservations_.size()) >= config_.max_reservations) break;
       if (!is_leaf(q) || queues_[q].stop != StopPolicy::kNone) continue;
       int searched = 0;
-      for (const auto& k : queues_[q].parked) {
-        if (now - std::get<1>(k) < config_.reserve_after_s) continue;  // (its arrival)
+      const auto& parked = queues_[q].parked;
+      for (auto it = parked.begin(); it != parked.end(); ++it) {
+        const auto& k = *it;
+        if (now - std::get<1>(k) < config_.reserve_after_s) {  // (its arrival)
+          // (The rest of its priority arrived later still: on to the next priority.)
+          it = parked.lower_bound({std::get<0>(k) + 1, -std::numeric_limits<double>::infinity(),
+                                   std::numeric_limits<int>::min()});
+          if (it == parked.end()) break;
+          --it;
+          continue;
+        }
         const int id = std::get<2>(k);
         const Entry& e = entries_[id];
         if (e.parked != 1 || e.gpu_milli < 2 * kMilliPerGpu) continue;
