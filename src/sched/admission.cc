@@ -49,6 +49,9 @@ constexpr char kNextCycle[] = "waiting for the next admission cycle";
 // Placement tries in reservations' held room a cycle (Admitter::Backfill): each is one more
 // placement of work that found no room.
 constexpr int kBackfillTriesPerCycle = 16;
+// Parked workloads looked at a cycle for one whose time limit may let it into held room
+// (Admitter::WakeForBackfill).
+constexpr int kBackfillScanPerCycle = 4096;
 // (What follows names the queue whose work waits: HeldForGuarantees.)
 constexpr char kHeldForGuarantees[] = "waiting: it would borrow, and ";
 }  // namespace
@@ -1219,6 +1222,36 @@ double Admitter::ReservationStart(int id, double now) {
   return start;
 }
 
+void Admitter::WakeForBackfill(double now) {
+  if (reservations_.empty()) return;
+  double latest = now;  // the latest start of a reservation that holds room
+  for (int r : reservations_) {
+    const Entry& o = entries_[r];
+    if (!o.reserving || !o.nominated || o.phase != Phase::kPending || o.reserved.empty()) continue;
+    if (const double start = ReservationStart(r, now);
+        start < std::numeric_limits<double>::infinity())
+      latest = std::max(latest, start);
+  }
+  if (latest <= now) return;
+  std::vector<int> wake;
+  int scanned = 0;
+  for (int q = 0; q < queue_count() && static_cast<int>(wake.size()) < kBackfillTriesPerCycle &&
+                  scanned < kBackfillScanPerCycle;
+       ++q) {
+    if (!is_leaf(q) || queues_[q].stop != StopPolicy::kNone) continue;
+    for (const auto& k : queues_[q].parked) {
+      if (static_cast<int>(wake.size()) >= kBackfillTriesPerCycle ||
+          ++scanned > kBackfillScanPerCycle)
+        break;
+      const Entry& e = entries_[std::get<2>(k)];
+      if (e.parked == 1 && e.spec.max_runtime_seconds > 0 &&
+          now + static_cast<double>(e.spec.max_runtime_seconds) <= latest)
+        wake.push_back(std::get<2>(k));
+    }
+  }
+  for (int id : wake) Unpark(id);
+}
+
 bool Admitter::Backfill(int id, uint64_t key, const std::vector<PodRequest>& pods, double now) {
   Entry& e = entries_[id];
   if (reservations_.empty() || e.spec.max_runtime_seconds <= 0 || e.reserving ||
@@ -2361,6 +2394,7 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
       }
     }
   }
+  WakeForBackfill(now);
   for (QueueNode& q : queues_) q.active = 0;
   for (int q = 0; q < queue_count(); ++q) {
     if (!is_leaf(q) || queues_[q].pending.empty() || queues_[q].stop != StopPolicy::kNone) continue;

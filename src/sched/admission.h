@@ -838,6 +838,10 @@ class Admitter {
   // set and applied; the caller admits it). `key`: its shape's (AttemptKey); a shape that
   // failed with the same reservations lifted is not tried again in the cycle.
   bool Backfill(int id, uint64_t key, const std::vector<PodRequest>& pods, double now);
+  // Held room is no freed news to parked work (nothing wakes it there): parked work with a time
+  // limit that ends before the latest start of a reservation holding room comes back to be
+  // tried (and Backfill), as many as a cycle's backfill tries, looking at a bounded number.
+  void WakeForBackfill(double now);
   // When reservation `id` could start at the earliest: when the last of the work on the devices
   // of its plan ends by its time limit (now if none runs there; infinity where one has no
   // limit, or is stopping). Kept for the cycle while its plan stands.
