@@ -1222,12 +1222,16 @@ double Admitter::ReservationStart(int id, double now) {
   return start;
 }
 
+bool Admitter::HoldsRoom(int r) const {
+  const Entry& o = entries_[r];
+  return o.reserving && o.nominated && o.phase == Phase::kPending && !o.reserved.empty();
+}
+
 void Admitter::WakeForBackfill(double now) {
   if (reservations_.empty()) return;
   double latest = now;  // the latest start of a reservation that holds room
   for (int r : reservations_) {
-    const Entry& o = entries_[r];
-    if (!o.reserving || !o.nominated || o.phase != Phase::kPending || o.reserved.empty()) continue;
+    if (!HoldsRoom(r)) continue;
     if (const double start = ReservationStart(r, now);
         start < std::numeric_limits<double>::infinity())
       latest = std::max(latest, start);
@@ -1260,9 +1264,7 @@ bool Admitter::Backfill(int id, uint64_t key, const std::vector<PodRequest>& pod
   const double ends = now + static_cast<double>(e.spec.max_runtime_seconds);
   std::vector<int> lifted;
   for (int r : reservations_) {
-    const Entry& o = entries_[r];
-    if (r == id || !o.reserving || !o.nominated || o.phase != Phase::kPending || o.reserved.empty())
-      continue;
+    if (r == id || !HoldsRoom(r)) continue;
     // (Not one that could start never: what runs there without a limit may end any time.)
     if (const double start = ReservationStart(r, now);
         start >= ends && start < std::numeric_limits<double>::infinity())

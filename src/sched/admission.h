@@ -842,6 +842,8 @@ class Admitter {
   // limit that ends before the latest start of a reservation holding room comes back to be
   // tried (and Backfill), as many as a cycle's backfill tries, looking at a bounded number.
   void WakeForBackfill(double now);
+  // Reservation r waits and holds some room now (what Backfill may lift).
+  bool HoldsRoom(int r) const;
   // When reservation `id` could start at the earliest: when the last of the work on the devices
   // of its plan ends by its time limit (now if none runs there; infinity where one has no
   // limit, or is stopping). Kept for the cycle while its plan stands.
