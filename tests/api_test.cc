@@ -8,12 +8,14 @@
 // answers come from the role descriptions in auth.h, not from the implementation.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "api/api_server.h"
@@ -2139,6 +2141,82 @@ TEST(ApiEventsTest, EventsOutliveARestartAndGoWithTheirWorkload) {
   w.Restart();
   EXPECT_FALSE(w.store().Get("/registry/events/team-a/wa2").ok());
   for (const json& e : shown()) EXPECT_EQ(e["involvedObject"].value("name", ""), "wa") << e.dump();
+}
+
+// What the store keeps of events is written within seconds, with the workload's uid; a
+// restarted server leaves out what is not its workload's (an object of another uid, of a
+// workload not stored, one it cannot read) and names new events after what it kept, and a
+// message is cut at 1 KiB.
+TEST(ApiEventsTest, StoredEventsThatAreNotTheWorkloadsAreLeftOut) {
+  World w;
+  w.Seed();
+  const std::string wa2 = Item("workloads", "team-a", "wa2");
+  w.MustSetStatus(wa2, {{"phase", "Pending"}, {"reason", "Preempting"}, {"message", "waiting"}});
+  // Kept without a restart, once a second.
+  Result<KeyValue> kept = NotFound("not yet");
+  for (int i = 0; i < 100 && !kept.ok(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    kept = w.store().Get("/registry/events/team-a/wa2");
+  }
+  ASSERT_TRUE(kept.ok()) << "the events of wa2 were not written within 10 s";
+  const std::string uid = Parse(w.Get(wa2))["metadata"].value("uid", "");
+  ASSERT_FALSE(uid.empty());
+  EXPECT_EQ(json::parse(kept->value).value("uid", ""), uid) << kept->value;
+  // What an earlier server, or a hand, left behind.
+  const json stray_event = {{"sequence", 18446744073709551615ull},
+                            {"type", "Normal"},
+                            {"reason", "Stray"},
+                            {"message", "not ours"},
+                            {"count", 1},
+                            {"firstTimestamp", "2026-01-01T00:00:00Z"},
+                            {"lastTimestamp", "2026-01-01T00:00:00Z"}};
+  ASSERT_TRUE(w.store()
+                  .Put("/registry/events/team-a/ghost", json{{"events", {stray_event}}}.dump(),
+                       kAnyRevision)
+                  .ok());
+  json other = stray_event;
+  other["sequence"] = 5;
+  ASSERT_TRUE(w.store()
+                  .Put("/registry/events/team-a/wa",
+                       json{{"uid", "another"}, {"events", {other}}}.dump(), kAnyRevision)
+                  .ok());
+  ASSERT_TRUE(
+      w.store()
+          .Put("/registry/events/team-b/wb", R"({"events":{"a":{"sequence":5}}})", kAnyRevision)
+          .ok());
+  w.Restart();
+  // (Removed at the first flush, within a second or two.)
+  for (const char* gone : {"team-a/ghost", "team-a/wa", "team-b/wb"}) {
+    const std::string key = std::string("/registry/events/") + gone;
+    for (int i = 0; i < 100 && w.store().Get(key).ok(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_FALSE(w.store().Get(key).ok()) << gone;
+  }
+  const auto names = [&](const std::string& ns) {
+    std::vector<std::string> out;
+    for (const json& e : Parse(w.Get(std::string(kApi) + "/namespaces/" + ns + "/events"))
+                             .value("items", json::array())) {
+      EXPECT_NE(e.value("reason", ""), "Stray") << e.dump();
+      out.push_back(e["metadata"].value("name", ""));
+    }
+    return out;
+  };
+  const std::vector<std::string> before = names("team-a");
+  ASSERT_EQ(before.size(), 2u);  // wa2: Created, Preempting
+  const auto sequence = [](const std::string& name) {
+    return std::stoull(name.substr(name.rfind('.') + 1));
+  };
+  w.MustSetStatus(
+      wa2,
+      {{"phase", "Pending"}, {"reason", "QuotaReserved"}, {"message", std::string(3000, 'x')}});
+  const json items =
+      Parse(w.Get(std::string(kApi) + "/namespaces/team-a/events")).value("items", json::array());
+  ASSERT_EQ(items.size(), 3u) << items.dump();
+  const std::string latest = items[2]["metadata"].value("name", "");
+  EXPECT_GT(sequence(latest), sequence(before[1]));
+  EXPECT_LT(sequence(latest), uint64_t{1} << 53);
+  EXPECT_LE(items[2].value("message", "").size(), 1024u);
+  EXPECT_EQ(items[2].value("message", "").substr(0, 4), "xxxx");
 }
 
 // A watch of the events (kubectl get events -w) from a list's resourceVersion sends what is

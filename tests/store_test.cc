@@ -183,6 +183,27 @@ TEST_P(StoreTest, PutAllDecidesEachWriteOnItsOwn) {
   ExpectError(again.Get("/c"), StatusCode::kNotFound, "'/c'");
 }
 
+// A write marked `remove` is a Delete, decided on its own beside the Puts.
+TEST_P(StoreTest, PutAllDeletesTheWritesMarkedRemove) {
+  Store& store = Open();
+  ASSERT_TRUE(store.Put("/a", "one", kMustNotExist).ok());                            // revision 1
+  ASSERT_TRUE(store.Put("/b", "two", kMustNotExist).ok());                            // revision 2
+  std::vector<Store::Write> writes = {{"/a", "", kAnyRevision, /*remove=*/true},      // ok
+                                      {"/b", "", 1, /*remove=*/true},                 // mismatch
+                                      {"/c", "new", kMustNotExist},                   // ok
+                                      {"/none", "", kAnyRevision, /*remove=*/true}};  // absent
+  std::vector<Result<int64_t>> out = store.PutAll(writes);
+  ASSERT_EQ(out.size(), writes.size());
+  ASSERT_TRUE(out[0].ok()) << out[0].status().ToString();
+  ExpectError(out[1], StatusCode::kFailedPrecondition, "'/b'");
+  ASSERT_TRUE(out[2].ok()) << out[2].status().ToString();
+  ExpectError(out[3], StatusCode::kNotFound, "'/none'");
+  Store& again = GetParam() == Kind::kSqlite ? Open() : store;
+  ExpectError(again.Get("/a"), StatusCode::kNotFound, "'/a'");
+  EXPECT_EQ(again.Get("/b")->value, "two");
+  EXPECT_EQ(again.Get("/c")->value, "new");
+}
+
 TEST_P(StoreTest, DeleteWithRevision) {
   Store& store = Open();
   ASSERT_TRUE(store.Put("/a", "v", kMustNotExist).ok());  // 1

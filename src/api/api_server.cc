@@ -632,6 +632,8 @@ class EventRecorder {
   static constexpr size_t kTombstones = 2000;  // drops a watch from an earlier version is told of
   static constexpr std::chrono::milliseconds kFlushEvery{1000};
   static constexpr const char* kStorePrefix = "/registry/events/";
+  static constexpr uint64_t kMaxSequence = uint64_t{1} << 53;  // (exact in any JSON reader)
+  static constexpr size_t kMaxMessage = 1024;                  // bytes, as Kubernetes cuts them
 
   EventRecorder() : worker_([this] { Work(); }) {}
   ~EventRecorder() {
@@ -645,45 +647,60 @@ class EventRecorder {
 
   // Keeps the events in `store` from now on, and reads those an earlier server kept there
   // (after SetVersionBase, before Seed): they are listed as before, counted on as before, with
-  // versions of this server's (its first).
+  // versions of this server's (its first). An object that cannot be read, or none of whose
+  // events can (a list of event objects, each with a sequence, type, reason and timestamps),
+  // goes, and the log says so.
   void Persist(Store* store) {
     std::vector<Event> loaded;
     std::vector<std::string> listed;  // "ns/name" of each object kept
+    std::map<std::string, std::string> uids;
+    size_t unreadable = 0;
     if (auto stored = store->List(kStorePrefix, "", 0); stored.ok())
       for (const KeyValue& kv : stored->items) {
         const std::string ns_name = kv.key.substr(std::strlen(kStorePrefix));
         listed.push_back(ns_name);
         const size_t slash = ns_name.find('/');
         const json obj = json::parse(kv.value, nullptr, false);
-        if (slash == std::string::npos || !obj.is_object()) continue;
-        for (const json& j : jsonf::Field(obj, "events")) {
-          if (!j.is_object()) continue;
-          Event e;
-          e.ns = ns_name.substr(0, slash);
-          e.name = ns_name.substr(slash + 1);
-          e.type = jsonf::Str(j, "type");
-          e.reason = jsonf::Str(j, "reason");
-          e.message = jsonf::Str(j, "message");
-          e.first = jsonf::Str(j, "firstTimestamp");
-          e.last = jsonf::Str(j, "lastTimestamp");
-          if (const json& c = jsonf::Field(j, "count"); c.is_number_integer())
-            e.count = std::max<int64_t>(1, c.get<int64_t>());
-          if (const json& q = jsonf::Field(j, "sequence"); q.is_number_unsigned())
-            e.sequence = q.get<uint64_t>();
-          e.waiting = jsonf::Field(j, "waiting") == true;
-          if (e.sequence > 0 && !e.reason.empty()) loaded.push_back(std::move(e));
+        const size_t before = loaded.size();
+        if (slash != std::string::npos && obj.is_object())
+          for (const json& j : jsonf::List(obj, "events")) {
+            Event e;
+            e.ns = ns_name.substr(0, slash);
+            e.name = ns_name.substr(slash + 1);
+            e.type = jsonf::Str(j, "type");
+            e.reason = jsonf::Str(j, "reason");
+            e.message = Clip(jsonf::Str(j, "message"));
+            e.first = jsonf::Str(j, "firstTimestamp");
+            e.last = jsonf::Str(j, "lastTimestamp");
+            if (const json& c = jsonf::Field(j, "count"); c.is_number_integer())
+              e.count = std::max<int64_t>(1, c.get<int64_t>());
+            if (const json& q = jsonf::Field(j, "sequence"); q.is_number_unsigned())
+              e.sequence = q.get<uint64_t>();
+            e.waiting = jsonf::Field(j, "waiting") == true;
+            // (A sequence past what a clock gives is no event of ours: names go on from it.)
+            if (e.sequence > 0 && e.sequence <= kMaxSequence && !e.reason.empty() &&
+                (e.type == "Normal" || e.type == "Warning") && !e.first.empty() && !e.last.empty())
+              loaded.push_back(std::move(e));
+          }
+        if (loaded.size() == before) {
+          ++unreadable;
+        } else if (std::string uid = jsonf::Str(obj, "uid"); !uid.empty()) {
+          uids[ns_name] = std::move(uid);
         }
       }
-    // In the order they were recorded, the newest kMaxEvents.
+    if (unreadable > 0)
+      std::fprintf(stderr, "fabrica: %zu stored event object(s) under %s unreadable; removed\n",
+                   unreadable, kStorePrefix);
+    // In the order they were recorded (the newest kMaxEvents are kept once Seed has dropped
+    // those of workloads no longer stored).
     std::sort(loaded.begin(), loaded.end(),
               [](const Event& a, const Event& b) { return a.sequence < b.sequence; });
-    if (loaded.size() > kMaxEvents)
-      loaded.erase(loaded.begin(), loaded.end() - static_cast<std::ptrdiff_t>(kMaxEvents));
     std::lock_guard<std::mutex> lock(mu_);
     store_ = store;
+    stored_.insert(listed.begin(), listed.end());
+    uids_ = std::move(uids);
     for (Event& e : loaded) {
       e.version = e.created = version_;
-      sequence_ = std::max(sequence_, e.sequence);
       events_.push_back(std::move(e));
       std::deque<Events::iterator>& mine =
           by_workload_[events_.back().ns + "/" + events_.back().name];
@@ -699,18 +716,24 @@ class EventRecorder {
       if (!by_workload_.count(ns_name)) MarkDirty(ns_name);
   }
 
-  // What each stored workload is now, so that only changes from here on are events. (Events
-  // kept of a workload no longer stored go.)
-  void Seed(const std::vector<KeyValue>& workloads) {
+  // What each stored workload is now, so that only changes from here on are events. Events
+  // kept of a workload no longer stored go, and so do those of one deleted and created again
+  // by its name (another uid); then the newest kMaxEvents are kept. `complete`: `workloads`
+  // is every one stored (else nothing is dropped: a failed list is no deletion).
+  void Seed(const std::vector<KeyValue>& workloads, bool complete = true) {
     std::lock_guard<std::mutex> lock(mu_);
-    std::set<std::string> stored;
+    std::map<std::string, std::string> stored;  // "ns/name" -> uid
     for (const KeyValue& kv : workloads) {
       json obj = json::parse(kv.value, nullptr, false);
       if (obj.is_object()) last_[kv.key] = Summarize(obj);
-      stored.insert(kv.key.substr(std::strlen(kPrefix)));
+      stored[kv.key.substr(std::strlen(kPrefix))] =
+          jsonf::Str(jsonf::Field(obj, "metadata"), "uid");
     }
-    for (auto it = by_workload_.begin(); it != by_workload_.end();) {
-      if (stored.count(it->first)) {
+    for (auto it = by_workload_.begin(); complete && it != by_workload_.end();) {
+      const auto now = stored.find(it->first);
+      const auto kept = uids_.find(it->first);
+      if (now != stored.end() &&
+          (kept == uids_.end() || now->second.empty() || kept->second == now->second)) {
         ++it;
         continue;
       }
@@ -718,8 +741,18 @@ class EventRecorder {
         MarkDirty(*e);
         events_.erase(e);
       }
+      uids_.erase(it->first);
       it = by_workload_.erase(it);
     }
+    while (events_.size() > kMaxEvents) {
+      const std::string key = events_.front().ns + "/" + events_.front().name;
+      auto& theirs = by_workload_[key];
+      theirs.pop_front();  // (the oldest of all is the oldest of its workload)
+      if (theirs.empty()) by_workload_.erase(key);
+      MarkDirty(key);
+      events_.pop_front();
+    }
+    for (const Event& e : events_) sequence_ = std::max(sequence_, e.sequence);
   }
 
   // (On the store's committer thread: only a copy of the workloads' writes, for the worker.)
@@ -864,10 +897,12 @@ class EventRecorder {
     }
   }
   // Writes each workload's events that changed since the last flush (all of them as one
-  // object; none left: the object deleted). On the worker only, so writes never cross.
+  // object with its workload's uid; none left: the object deleted), under one group commit.
+  // What fails to be written is tried again at the next flush. On the worker only, so writes
+  // never cross.
   void Flush() {
-    std::vector<Store::Write> puts;
-    std::vector<std::string> deletes;
+    std::vector<Store::Write> writes;
+    std::vector<std::string> names;  // "ns/name" of each write
     Store* store;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -880,7 +915,11 @@ class EventRecorder {
       for (const std::string& ns_name : dirty_) {
         auto it = by_workload_.find(ns_name);
         if (it == by_workload_.end() || it->second.empty()) {
-          deletes.push_back(kStorePrefix + ns_name);
+          // (None kept, none to delete: a workload deleted that had no events stored.)
+          if (stored_.count(ns_name)) {
+            writes.push_back({kStorePrefix + ns_name, "", kAnyRevision, /*remove=*/true});
+            names.push_back(ns_name);
+          }
           continue;
         }
         json events = json::array();
@@ -893,18 +932,43 @@ class EventRecorder {
                             {"firstTimestamp", e->first},
                             {"lastTimestamp", e->last},
                             {"waiting", e->waiting}});
+        json obj{{"events", std::move(events)}};
+        if (auto uid = uids_.find(ns_name); uid != uids_.end()) obj["uid"] = uid->second;
         // (Text that is not UTF-8 is replaced, not thrown on: this is the worker's thread.)
-        puts.push_back(
-            {kStorePrefix + ns_name,
-             json{{"events", events}}.dump(-1, ' ', false, json::error_handler_t::replace),
-             kAnyRevision});
+        writes.push_back({kStorePrefix + ns_name,
+                          obj.dump(-1, ' ', false, json::error_handler_t::replace), kAnyRevision});
+        names.push_back(ns_name);
       }
       dirty_.clear();
       unflushed_ = false;
     }
-    // (A history to debug with: a write that fails costs that history, not the server.)
-    if (!puts.empty()) store->PutAll(puts);
-    for (const std::string& key : deletes) (void)store->Delete(key, kAnyRevision);
+    if (writes.empty()) return;
+    const std::vector<Result<int64_t>> done = store->PutAll(writes);
+    std::lock_guard<std::mutex> lock(mu_);
+    size_t failed = 0;
+    for (size_t i = 0; i < writes.size(); ++i) {
+      const bool gone =
+          writes[i].remove && !done[i].ok() && done[i].status().code() == StatusCode::kNotFound;
+      if (done[i].ok() || gone) {
+        if (writes[i].remove) {
+          stored_.erase(names[i]);
+        } else {
+          stored_.insert(names[i]);
+        }
+      } else if (!dirty_.count(names[i])) {
+        // (Written again from what is kept then: a history to debug with, not worth a crash.)
+        ++failed;
+        MarkDirty(names[i]);
+      }
+    }
+    if (failed > 0 && !failing_)
+      for (const Result<int64_t>& r : done)
+        if (!r.ok()) {
+          std::fprintf(stderr, "fabrica: %zu event object(s) not stored (%s); tried again\n",
+                       failed, r.status().ToString().c_str());
+          break;
+        }
+    failing_ = failed > 0;
   }
   // (Under mu_: the writes handed over so far, in order.)
   void Drain() {
@@ -944,6 +1008,7 @@ class EventRecorder {
         }
         // (Kept events of it go too, even where none is left here: dropped for the limits.)
         MarkDirty(ns_name);
+        uids_.erase(ns_name);
       }
       return;
     }
@@ -956,6 +1021,8 @@ class EventRecorder {
     last_[w.key] = now;
     const json& meta = jsonf::Field(obj, "metadata");
     const std::string ns = jsonf::Str(meta, "namespace"), name = jsonf::Str(meta, "name");
+    if (std::string uid = jsonf::Str(meta, "uid"); !uid.empty() && store_)
+      uids_[ns + "/" + name] = std::move(uid);
     const json& status = jsonf::Field(obj, "status");
     const auto record = [&](const char* type, const std::string& reason,
                             const std::string& message) {
@@ -1024,6 +1091,15 @@ class EventRecorder {
     }
   }
 
+  // At most kMaxMessage bytes of `message`, cut before a character, not inside one.
+  static std::string Clip(std::string message) {
+    if (message.size() <= kMaxMessage) return message;
+    size_t cut = kMaxMessage - std::strlen("...");
+    while (cut > 0 && (static_cast<unsigned char>(message[cut]) & 0xC0) == 0x80) --cut;
+    message.resize(cut);
+    return message + "...";
+  }
+
   // The message with each run of digits as one '#' ("it may go in about 4 min" and "… 3 min"
   // are alike).
   static std::string Shape(const std::string& message) {
@@ -1036,8 +1112,10 @@ class EventRecorder {
   }
 
   void Record(const std::string& ns, const std::string& name, const std::string& type,
-              const std::string& reason, const std::string& message, int64_t at_ms, bool similar) {
+              const std::string& reason, const std::string& full_message, int64_t at_ms,
+              bool similar) {
     const std::string at = FormatTimestamp(at_ms);
+    const std::string message = Clip(full_message);
     std::deque<Events::iterator>& mine = by_workload_[ns + "/" + name];
     // The same again as its last: counted, as Kubernetes does.
     if (!mine.empty() && mine.back()->reason == reason && mine.back()->message == message) {
@@ -1150,9 +1228,12 @@ class EventRecorder {
   std::deque<Tombstone> tombstones_;  // the latest drops, kTombstones of them
   uint64_t forgotten_through_ = 0;    // the version of the latest drop no longer remembered
   std::vector<std::shared_ptr<Subscriber>> subscribers_;
-  Store* store_ = nullptr;       // where events are kept too (Persist)
-  std::set<std::string> dirty_;  // "ns/name": workloads whose events changed since Flush
-  bool unflushed_ = false;       // dirty_ is not empty
+  Store* store_ = nullptr;        // where events are kept too (Persist)
+  std::set<std::string> dirty_;   // "ns/name": workloads whose events changed since Flush
+  bool unflushed_ = false;        // dirty_ is not empty
+  std::set<std::string> stored_;  // "ns/name": objects in the store, as last known
+  std::map<std::string, std::string> uids_;  // "ns/name" -> its workload's metadata.uid
+  bool failing_ = false;                     // the last flush failed to write some (logged)
   std::mutex pending_mu_;
   std::condition_variable wake_;
   std::vector<Write> pending_;
@@ -1253,8 +1334,8 @@ struct ApiServer::Impl {
     // (Versions from this start's clock on, so that they rise across restarts.)
     this->events.SetVersionBase(static_cast<uint64_t>(std::max<int64_t>(1, clock.NowMs())) * 1000);
     this->events.Persist(&store);
-    if (auto stored = store.List("/registry/workloads/", "", 0); stored.ok())
-      this->events.Seed(stored->items);
+    auto stored = store.List("/registry/workloads/", "", 0);
+    this->events.Seed(stored.ok() ? stored->items : std::vector<KeyValue>{}, stored.ok());
     subscription = store.Subscribe([this](const std::vector<WatchEvent>& events) {
       this->events.Observe(events, clock.NowMs());
       std::vector<std::shared_ptr<Watcher>> copy;

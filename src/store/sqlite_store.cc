@@ -387,14 +387,14 @@ class SqliteStore final : public Store {
     std::vector<size_t> index;
     for (size_t i = 0; i < writes.size(); ++i) {
       const Write& w = writes[i];
-      if (Status valid = ValidateWrite(w.key, w.expected_revision, /*is_delete=*/false);
+      if (Status valid = ValidateWrite(w.key, w.expected_revision, /*is_delete=*/w.remove);
           !valid.ok()) {
         out[i] = valid;
         continue;
       }
       PendingWrite& p = pending.emplace_back();
       p.key = &w.key;
-      p.value = &w.value;
+      p.value = w.remove ? nullptr : &w.value;
       p.expected_revision = w.expected_revision;
       index.push_back(i);
     }

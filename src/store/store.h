@@ -65,18 +65,22 @@ class Store {
   virtual Result<int64_t> Put(const std::string& key, const std::string& value,
                               int64_t expected_revision) = 0;
 
-  // Several independent conditional Puts, submitted together so that a store with group commit
-  // makes them durable with one sync: each succeeds or fails on its own, as Put would, and the
-  // results come back in order once every one is decided. Not atomic as a whole.
+  // Several independent conditional Puts (Deletes, those with `remove`), submitted together so
+  // that a store with group commit makes them durable with one sync: each succeeds or fails on
+  // its own, as Put or Delete would, and the results come back in order once every one is
+  // decided. Not atomic as a whole.
   struct Write {
     std::string key;
     std::string value;
     int64_t expected_revision = kAnyRevision;
+    bool remove = false;  // a Delete (value unused)
   };
   virtual std::vector<Result<int64_t>> PutAll(const std::vector<Write>& writes) {
     std::vector<Result<int64_t>> out;
     out.reserve(writes.size());
-    for (const Write& w : writes) out.push_back(Put(w.key, w.value, w.expected_revision));
+    for (const Write& w : writes)
+      out.push_back(w.remove ? Delete(w.key, w.expected_revision)
+                             : Put(w.key, w.value, w.expected_revision));
     return out;
   }
 
