@@ -180,6 +180,35 @@ class AdmissionTest : public ::testing::Test {
       for (const Assignment& as : adm_->assignments(id)) on += as.node == n;
     return on;
   }
+  // One node of 4 GPUs (queue a, guaranteed `guarantee`, reserveAfter 10 s), each GPU running
+  // a 1-GPU workload (not preemptible) restored at 0 with the limit of `limits[d]` (0: none;
+  // -1: held by something the admitter knows no end of), and "big", asking for all 4 since 1,
+  // reserving room on the node from the cycle at 12. Returns big; `running` gets the others.
+  int BigReservesBehind(const std::vector<int64_t>& limits, std::vector<int>* running,
+                        double guarantee = 16) {
+    AdmissionConfig config;
+    config.reserve_after_s = 10;
+    Make(Nodes(1, 4), {Leaf("a", guarantee)}, {}, config);
+    SubmitOptions o;
+    o.preemptible = false;
+    for (int d = 0; d < 4; ++d) {
+      if (limits[d] < 0) {
+        adm_->Reserve(Assignment{.node = 0, .devices = {{.device = d, .milli = 1000}}},
+                      PodRequest{});
+        continue;
+      }
+      Workload w = Gpus("s" + std::to_string(d), "a", 1);
+      w.max_runtime_seconds = limits[d];
+      auto id = adm_->Restore(w, OnGpus(0, {d}), 0, o);
+      EXPECT_TRUE(id.ok());
+      if (id.ok()) running->push_back(*id);
+    }
+    const int big = Submit(Gpus("big", "a", 4), 1, o);
+    adm_->Cycle(1.5, 1000);
+    adm_->Cycle(12, 1000);
+    EXPECT_EQ(adm_->reason(big).rfind("reserving room on n0", 0), 0u) << adm_->reason(big);
+    return big;
+  }
   void Make(const Fleet& fleet, std::vector<QueueSpec> leaves,
             std::vector<std::string> tenants = {}, AdmissionConfig config = {}) {
     config.queues = {QueueSpec{"org", "", 1, {}, -1}};
@@ -2698,23 +2727,12 @@ TEST_F(AdmissionTest, AReservationKeepsFreedRoomForWorkThatWaitedLong) {
 TEST_F(AdmissionTest, AReservationLetsInWorkThatEndsBeforeItCouldStart) {
   for (const bool all_limited : {true, false}) {
     SCOPED_TRACE(all_limited);
-    AdmissionConfig config;
-    config.reserve_after_s = 10;
-    Make(Nodes(1, 4), {Leaf("a", 16)}, {}, config);
     SubmitOptions o;
     o.preemptible = false;
     std::vector<int> running;
-    for (int d = 0; d < 4; ++d) {
-      Workload w = Gpus("s" + std::to_string(d), "a", 1);
-      w.max_runtime_seconds = d < 3 || all_limited ? 100 : 0;  // (from 0: each ends by 100)
-      auto id = adm_->Restore(w, OnGpus(0, {d}), 0, o);
-      ASSERT_TRUE(id.ok());
-      running.push_back(*id);
-    }
-    const int big = Submit(Gpus("big", "a", 4), 1, o);
-    adm_->Cycle(1.5, 1000);
-    adm_->Cycle(12, 1000);
-    ASSERT_EQ(adm_->reason(big).rfind("reserving room on n0", 0), 0u) << adm_->reason(big);
+    // (From 0: each ends by 100; or the last has no limit.)
+    const int big = BigReservesBehind({100, 100, 100, all_limited ? 100 : 0}, &running);
+    ASSERT_EQ(running.size(), 4u);
     // Work with a limit that found no room at all is parked: held room, no news to parked
     // work, does not wake it, but a reservation's wake for backfill does.
     Workload early = Gpus("early", "a", 1);
@@ -2771,6 +2789,55 @@ TEST_F(AdmissionTest, AReservationLetsInWorkThatEndsBeforeItCouldStart) {
     adm_->Cycle(100.5, 1000);
     EXPECT_EQ(adm_->phase(big), Phase::kAdmitted) << adm_->reason(big);
   }
+}
+
+// A planned device held by something the admitter knows no end of (the server's hold for work
+// it could not restore, another's hold) frees never, as far as it knows: no work is let into
+// that reservation's room by its limits.
+TEST_F(AdmissionTest, NoBackfillWhereAPlannedDeviceHasAnUnknownUser) {
+  for (const bool unknown : {false, true}) {
+    SCOPED_TRACE(unknown);
+    SubmitOptions o;
+    o.preemptible = false;
+    std::vector<int> running;
+    BigReservesBehind({100, 100, 100, unknown ? -1 : 100}, &running);
+    ASSERT_GE(running.size(), 3u);
+    adm_->Finish(running[0], 13);
+    adm_->Cycle(13.5, 1000);
+    Workload quick = Gpus("quick", "a", 1);
+    quick.max_runtime_seconds = 30;
+    const int quick_id = Submit(quick, 14, o);
+    adm_->Cycle(14.5, 1000);
+    EXPECT_EQ(adm_->phase(quick_id), unknown ? Phase::kPending : Phase::kAdmitted)
+        << adm_->reason(quick_id);
+  }
+}
+
+// Parked work woken to backfill is looked at round the queue from where the last cycle's look
+// ended: the first few, failing each cycle, do not keep the rest from being tried.
+TEST_F(AdmissionTest, BackfillWakesParkedWorkInTurn) {
+  SubmitOptions o;
+  o.preemptible = false;
+  std::vector<int> running;
+  BigReservesBehind({100, 100, 100, 100}, &running, /*guarantee=*/64);
+  ASSERT_EQ(running.size(), 4u);
+  // 20 workloads of two GPUs, then one of one, all with limits that end before big could
+  // start; none finds room, and all are parked.
+  std::vector<int> wide;
+  for (int k = 0; k < 20; ++k) {
+    Workload w = Gpus("wide-" + std::to_string(k), "a", 2);
+    w.max_runtime_seconds = 30;
+    wide.push_back(Submit(w, 12, o));
+  }
+  Workload narrow = Gpus("narrow", "a", 1);
+  narrow.max_runtime_seconds = 30;
+  const int narrow_id = Submit(narrow, 12, o);
+  adm_->Cycle(12.5, 1000);
+  ASSERT_EQ(adm_->phase(narrow_id), Phase::kPending);
+  adm_->Finish(running[0], 13);  // one GPU, held for big: room for narrow alone
+  for (double t = 13.5; t < 16; t += 1) adm_->Cycle(t, 1000);
+  EXPECT_EQ(adm_->phase(narrow_id), Phase::kAdmitted) << adm_->reason(narrow_id);
+  for (int id : wide) EXPECT_EQ(adm_->phase(id), Phase::kPending);
 }
 
 // With time limits a reservation plans on the nodes free soonest by them, which need not be

@@ -2086,6 +2086,48 @@ TEST_F(FactoryTest, MaxRuntimeStopsARunForGood) {
   EXPECT_EQ(next_phase(), "Running") << Describe(Workloads());
 }
 
+// A time limit counts from the admission (scheduledTime), as Slurm's from the allocation and
+// Kueue's from the admission, so that work whose pods never start is stopped at it too (the
+// admitter lets work into a reservation's room by these limits); while it holds devices it
+// may be lowered, not raised or lifted.
+TEST_F(FactoryTest, ATimeLimitCountsFromTheAdmissionAndMayOnlyBeLowered) {
+  SchedulerOptions so;
+  so.node_grace_ms = 3'600'000;  // the stopped agents' nodes stay Ready for the test
+  so.preemption_grace_ms = 5'000;
+  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
+  for (const Node& n : fleet_.nodes) sim_->StopNode(n.name.str());
+  json slow = WholeGpuWorkload("team-a", "slow", 8);
+  slow["spec"]["maxRuntimeSeconds"] = 60;
+  CreateWorkload(slow);
+  Cycle();
+  EXPECT_EQ(Workloads()["team-a/slow"]["status"].value("phase", ""), "Scheduled");
+  const auto limit = [&](const json& value) {
+    return Call("PATCH", WorkloadPath("team-a", "slow"),
+                json{{"spec", {{"maxRuntimeSeconds", value}}}}.dump(),
+                "application/merge-patch+json");
+  };
+  for (const json& more : {json(120), json(0), json(nullptr)}) {
+    ClientResponse r = limit(more);
+    EXPECT_EQ(r.status, 422) << more << ": " << r.body;
+    EXPECT_NE(r.body.find("spec.maxRuntimeSeconds: may only be lowered while the workload is "
+                          "Scheduled (it is 60)"),
+              std::string::npos)
+        << r.body;
+  }
+  ClientResponse lowered = limit(30);
+  EXPECT_EQ(lowered.status, 200) << lowered.body;
+  Cycle(30'000);
+  std::map<std::string, json> w = Workloads();
+  EXPECT_EQ(w["team-a/slow"]["status"].value("phase", ""), "Scheduled") << Describe(w);
+  EXPECT_EQ(w["team-a/slow"]["status"]["preemption"].value("reason", ""),
+            "ran past its maximum runtime of 30 s")
+      << Describe(w);
+  Cycle(6'000);
+  w = Workloads();
+  EXPECT_EQ(w["team-a/slow"]["status"].value("phase", ""), "Failed") << Describe(w);
+  EXPECT_EQ(w["team-a/slow"]["status"].value("reason", ""), "MaxRuntimeExceeded");
+}
+
 // examples/queues.yaml, as fabctl apply sends it, is accepted whole and the scheduler admits
 // through its tree (the README's first step with queues).
 TEST_F(FactoryTest, ExampleQueuesApplyAndAdmit) {

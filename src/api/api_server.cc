@@ -2792,6 +2792,19 @@ struct ApiServer::Impl {
                                     "spec." + std::string(key) + ": may not change while the " +
                                         "workload is " + phase + " (delete it and create it again)",
                                     "spec." + std::string(key));
+        // Its time limit may be lowered, not raised or lifted (as Slurm lets users do): the
+        // admitter lets work into held room by the limits of what runs there.
+        if (phase == "Scheduled" || phase == "Running") {
+          const int64_t was = Int(Field(stored, "spec"), "maxRuntimeSeconds", 0);
+          const json& now = Field(o["spec"], "maxRuntimeSeconds");
+          if (was > 0 &&
+              (!now.is_number_integer() || now.get<int64_t>() <= 0 || now.get<int64_t>() > was))
+            return StatusResponse(422,
+                                  "spec.maxRuntimeSeconds: may only be lowered while the "
+                                  "workload is " +
+                                      phase + " (it is " + std::to_string(was) + ")",
+                                  "spec.maxRuntimeSeconds");
+        }
         if (Status s = CheckNewSpec(o, &stored); !s.ok()) return ErrorFromStatus(s);
         if (Field(o["spec"], "queue") != Field(Field(stored, "spec"), "queue"))
           if (Status s = CheckQueueAccess(o); !s.ok()) return ErrorFromStatus(s);

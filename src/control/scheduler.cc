@@ -102,6 +102,15 @@ std::string WaitingForVictims(int victims, int shrunk) {
 
 bool Bound(const std::string& phase) { return phase == "Scheduled" || phase == "Running"; }
 
+// When this run began, for its maximum runtime: its admission (status.scheduledTime), as Slurm
+// counts a time limit from the allocation and Kueue from the admission, so that a limit is a
+// promise the admitter can plan on (backfill), however long the pods take to start; an object
+// written without one counts from its start. -1: neither.
+int64_t RunBegan(const json& status) {
+  const int64_t scheduled = ParseTimestamp(jsonf::Str(status, "scheduledTime"));
+  return scheduled >= 0 ? scheduled : ParseTimestamp(jsonf::Str(status, "startTime"));
+}
+
 using jsonf::Field;
 using jsonf::Int;
 using jsonf::List;
@@ -550,7 +559,8 @@ Result<CycleStats> Scheduler::RunOnce() {
             for (int k = 0; k < ps.count; ++k)
               left += accounted.count(ps.name + "-" + std::to_string(k)) ? 0 : 1;
         }
-        const int64_t begun = ParseTimestamp(Str(status, "startTime"));
+        // (The limit counts from this run's admission: RunBegan.)
+        const int64_t begun = RunBegan(status);
         const bool out_of_time = Field(Field(status, "preemption"), "final") == true ||
                                  (sw.w().max_runtime_seconds > 0 && begun >= 0 &&
                                   now - begun >= sw.w().max_runtime_seconds * 1000);
@@ -606,10 +616,9 @@ Result<CycleStats> Scheduler::RunOnce() {
         // A preempted workload keeps its devices until its grace period ends; then it waits
         // in its queue again — or, marked `final` (past its maximum runtime), it has failed.
         json preemption = Field(status, "preemption");
-        // Past its maximum runtime, counted from the start of this run.
+        // Past its maximum runtime, counted from this run's admission.
         const int64_t limit_ms = sw.w().max_runtime_seconds * 1000;
-        const int64_t started = ParseTimestamp(Str(status, "startTime"));
-        const bool expired = limit_ms > 0 && started >= 0 && now - started >= limit_ms;
+        const bool expired = limit_ms > 0 && begun >= 0 && now - begun >= limit_ms;
         // Stopping because it was deactivated (no preemptor, not past its limit).
         const bool deactivating = preemption.is_object() && Str(preemption, "by").empty() &&
                                   Field(preemption, "final") != true &&

@@ -1204,6 +1204,12 @@ double Admitter::ReservationStart(int id, double now) {
   std::set<std::pair<int, int>> planned;  // (node, device)
   for (const auto& [a, unused] : r.plan)
     for (const DeviceShare& d : a.devices) planned.insert({a.node, d.device});
+  // Users of each planned device that are known: its own holds, and the workloads below. (One
+  // more — another's hold, what the server could not restore — frees never, as far as this
+  // knows, as ReserveRoom reads it.)
+  std::map<std::pair<int, int>, int> known;
+  for (const auto& [hold, unused] : r.reserved)
+    for (const DeviceShare& d : hold.devices) ++known[{hold.node, d.device}];
   double start = now;
   // What runs (or stops: a victim, a shrink's fragment) on the planned nodes.
   for (auto it = planned.begin(); it != planned.end() && start < kNever;) {
@@ -1213,10 +1219,15 @@ double Admitter::ReservationStart(int id, double now) {
       bool there = false;
       for (const Assignment& a : o.assign)
         if (a.node == n)
-          for (const DeviceShare& d : a.devices) there = there || planned.count({n, d.device});
+          for (const DeviceShare& d : a.devices)
+            if (planned.count({n, d.device})) {
+              there = true;
+              ++known[{n, d.device}];
+            }
       if (there) start = std::max(start, EndsBy(o));
     }
-    it = planned.lower_bound({n + 1, -1});
+    for (; it != planned.end() && it->first == n; ++it)
+      if (state_.devices(n)[it->second].users > known[*it]) start = kNever;
   }
   reservation_start_[id] = start;
   return start;
@@ -1237,20 +1248,35 @@ void Admitter::WakeForBackfill(double now) {
       latest = std::max(latest, start);
   }
   if (latest <= now) return;
+  // From where the last cycle's look ended, round the leaves, so that the same first few,
+  // failing each cycle, do not keep the rest from being tried.
   std::vector<int> wake;
   int scanned = 0;
-  for (int q = 0; q < queue_count() && static_cast<int>(wake.size()) < kBackfillTriesPerCycle &&
-                  scanned < kBackfillScanPerCycle;
-       ++q) {
+  const int nq = queue_count();
+  const auto full = [&] {
+    return static_cast<int>(wake.size()) >= kBackfillTriesPerCycle ||
+           scanned >= kBackfillScanPerCycle;
+  };
+  if (wake_cursor_.first >= nq)
+    wake_cursor_ = {0,
+                    {std::numeric_limits<int>::min(), -std::numeric_limits<double>::infinity(),
+                     std::numeric_limits<int>::min()}};
+  const int first = wake_cursor_.first;
+  const auto from = wake_cursor_.second;
+  for (int step = 0; step <= nq && !full(); ++step) {
+    const int q = (first + step) % nq;
     if (!is_leaf(q) || queues_[q].stop != StopPolicy::kNone) continue;
-    for (const auto& k : queues_[q].parked) {
-      if (static_cast<int>(wake.size()) >= kBackfillTriesPerCycle ||
-          ++scanned > kBackfillScanPerCycle)
-        break;
-      const Entry& e = entries_[std::get<2>(k)];
+    const auto& parked = queues_[q].parked;
+    // (The first leaf from past the cursor; at the end of the round, up to it.)
+    auto it = step == 0 ? parked.upper_bound(from) : parked.begin();
+    const auto end = step == nq ? parked.upper_bound(from) : parked.end();
+    for (; it != end && !full(); ++it) {
+      ++scanned;
+      wake_cursor_ = {q, *it};
+      const Entry& e = entries_[std::get<2>(*it)];
       if (e.parked == 1 && e.spec.max_runtime_seconds > 0 &&
           now + static_cast<double>(e.spec.max_runtime_seconds) <= latest)
-        wake.push_back(std::get<2>(k));
+        wake.push_back(std::get<2>(*it));
     }
   }
   for (int id : wake) Unpark(id);
@@ -2369,7 +2395,8 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
   // each leaf whose plan is found, in queue order, while reservations are left (two plans
   // searched a leaf and cycle at most; none once every reservation is taken).
   if (config_.reserve_after_s > 0) {
-    for (int q = 0; q < queue_count(); ++q) {
+    int looked_at = 0;  // (of every leaf: kBackfillScanPerCycle at most)
+    for (int q = 0; q < queue_count() && looked_at < kBackfillScanPerCycle; ++q) {
       if (static_cast<int>(reservations_.size()) >= config_.max_reservations) break;
       if (!is_leaf(q) || queues_[q].stop != StopPolicy::kNone) continue;
       int searched = 0;
@@ -2384,6 +2411,7 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
           --it;
           continue;
         }
+        if (++looked_at > kBackfillScanPerCycle) break;
         const int id = std::get<2>(k);
         const Entry& e = entries_[id];
         if (e.parked != 1 || e.gpu_milli < 2 * kMilliPerGpu) continue;

@@ -34,6 +34,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -1042,6 +1043,11 @@ class Admitter {
   std::map<int, double> reservation_start_;  // this cycle: ReservationStart by reservation
   int backfills_left_ = 0;                   // this cycle: tries of Backfill
   std::set<std::pair<uint64_t, std::vector<int>>> backfill_failed_;  // this cycle: (key, lifted)
+  // The last parked workload WakeForBackfill looked at: (leaf, its parked key).
+  std::pair<int, std::tuple<int, double, int>> wake_cursor_{
+      0,
+      {std::numeric_limits<int>::min(), -std::numeric_limits<double>::infinity(),
+       std::numeric_limits<int>::min()}};
   int64_t cap_gpu_ = 1, cap_cpu_ = 1;
 };
 
