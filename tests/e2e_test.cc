@@ -1925,6 +1925,19 @@ TEST_F(FactoryTest, WorkWithATimeLimitBackfillsIntoAReservationsRoom) {
       if (quick.value("phase", "") != "Running") continue;
       EXPECT_EQ(quick["assignments"][0].value("node", ""), reserved_on) << Describe(w);
       EXPECT_EQ(big.value("reason", ""), "Reserved") << Describe(w);
+      // It says when it starts by the limits: 600 s after the last of the s- work still on
+      // its node was admitted (quick ends before that).
+      int64_t last_admitted = -1;
+      for (const auto& [key, obj] : w)
+        if (key.rfind("team-a/s-", 0) == 0 && obj["status"].contains("assignments") &&
+            obj["status"]["assignments"][0].value("node", "") == reserved_on &&
+            (obj["status"].value("phase", "") == "Running" ||
+             obj["status"].value("phase", "") == "Scheduled"))
+          last_admitted =
+              std::max(last_admitted, ParseTimestamp(obj["status"].value("scheduledTime", "")));
+      EXPECT_GE(last_admitted, 0) << Describe(w);
+      EXPECT_EQ(ParseTimestamp(big.value("expectedStartTime", "")), last_admitted + 600'000)
+          << Describe(w);
       for (const auto& [key, obj] : w)
         if (key.rfind("team-a/open-", 0) == 0 && obj["status"].contains("assignments"))
           EXPECT_NE(obj["status"]["assignments"][0].value("node", ""), reserved_on)

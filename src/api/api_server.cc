@@ -227,16 +227,30 @@ Status CheckFields(const json& j, const std::string& path,
 // with typed accessors: every write must keep it to these types, whoever writes it.
 Status ValidateWorkloadStatus(const json& status) {
   using K = JsonKind;
-  RETURN_IF_ERROR(CheckFields(
-      status, "status",
-      {{"phase", K::kString},         {"message", K::kString},      {"reason", K::kString},
-       {"isolation", K::kString},     {"startTime", K::kString},    {"completionTime", K::kString},
-       {"scheduledTime", K::kString}, {"exitCode", K::kInt},        {"assignments", K::kList},
-       {"nomination", K::kList},      {"admittedCounts", K::kList}, {"resizedTime", K::kString},
-       {"startedPods", K::kObject},   {"finishedPods", K::kObject}, {"growthRetryTime", K::kString},
-       {"shrinks", K::kList},         {"shrink", K::kObject},  // (an earlier build's one mark)
-       {"requeueState", K::kObject},  {"preemption", K::kObject},   {"conditions", K::kList},
-       {"evictions", K::kObject},     {"swap", K::kObject}}));
+  RETURN_IF_ERROR(
+      CheckFields(status, "status", {{"phase", K::kString},
+                                     {"message", K::kString},
+                                     {"reason", K::kString},
+                                     {"isolation", K::kString},
+                                     {"startTime", K::kString},
+                                     {"completionTime", K::kString},
+                                     {"scheduledTime", K::kString},
+                                     {"exitCode", K::kInt},
+                                     {"assignments", K::kList},
+                                     {"nomination", K::kList},
+                                     {"admittedCounts", K::kList},
+                                     {"resizedTime", K::kString},
+                                     {"startedPods", K::kObject},
+                                     {"finishedPods", K::kObject},
+                                     {"growthRetryTime", K::kString},
+                                     {"shrinks", K::kList},
+                                     {"shrink", K::kObject},  // (an earlier build's one mark)
+                                     {"requeueState", K::kObject},
+                                     {"preemption", K::kObject},
+                                     {"conditions", K::kList},
+                                     {"evictions", K::kObject},
+                                     {"swap", K::kObject},
+                                     {"expectedStartTime", K::kString}}));
   const std::string phase = Str(status, "phase", "Pending");
   if (phase != "Pending" && phase != "Scheduled" && phase != "Running" && phase != "Succeeded" &&
       phase != "Failed") {
@@ -655,7 +669,11 @@ class EventRecorder {
     std::vector<std::string> listed;  // "ns/name" of each object kept
     std::map<std::string, std::string> uids;
     size_t unreadable = 0;
-    if (auto stored = store->List(kStorePrefix, "", 0); stored.ok())
+    auto stored = store->List(kStorePrefix, "", 0);
+    if (!stored.ok())
+      std::fprintf(stderr, "fabrica: events kept in the store not read (%s)\n",
+                   stored.status().ToString().c_str());
+    if (stored.ok())
       for (const KeyValue& kv : stored->items) {
         const std::string ns_name = kv.key.substr(std::strlen(kStorePrefix));
         listed.push_back(ns_name);
@@ -677,6 +695,7 @@ class EventRecorder {
             if (const json& q = jsonf::Field(j, "sequence"); q.is_number_unsigned())
               e.sequence = q.get<uint64_t>();
             e.waiting = jsonf::Field(j, "waiting") == true;
+            e.shape = Shape(e.message);
             // (A sequence past what a clock gives is no event of ours: names go on from it.)
             if (e.sequence > 0 && e.sequence <= kMaxSequence && !e.reason.empty() &&
                 (e.type == "Normal" || e.type == "Warning") && !e.first.empty() && !e.last.empty())
@@ -698,6 +717,7 @@ class EventRecorder {
     std::lock_guard<std::mutex> lock(mu_);
     store_ = store;
     stored_.insert(listed.begin(), listed.end());
+    stored_known_ = stored.ok();
     uids_ = std::move(uids);
     for (Event& e : loaded) {
       e.version = e.created = version_;
@@ -734,6 +754,11 @@ class EventRecorder {
       const auto kept = uids_.find(it->first);
       if (now != stored.end() &&
           (kept == uids_.end() || now->second.empty() || kept->second == now->second)) {
+        // (An object an earlier build wrote without its uid gets it.)
+        if (kept == uids_.end() && !now->second.empty()) {
+          uids_[it->first] = now->second;
+          MarkDirty(it->first);
+        }
         ++it;
         continue;
       }
@@ -871,6 +896,7 @@ class EventRecorder {
     bool waiting = false;  // why a pending workload waits (alike ones merge: Record)
     uint64_t version = 0;  // the recorder's version when it was last recorded or counted
     uint64_t created = 0;  // ... when it was first recorded
+    std::string shape;     // Shape of its message before Clip (of the message kept, if loaded)
   };
   using Events = std::list<Event>;
 
@@ -916,7 +942,7 @@ class EventRecorder {
         auto it = by_workload_.find(ns_name);
         if (it == by_workload_.end() || it->second.empty()) {
           // (None kept, none to delete: a workload deleted that had no events stored.)
-          if (stored_.count(ns_name)) {
+          if (stored_.count(ns_name) || !stored_known_) {
             writes.push_back({kStorePrefix + ns_name, "", kAnyRevision, /*remove=*/true});
             names.push_back(ns_name);
           }
@@ -1125,13 +1151,14 @@ class EventRecorder {
       return;
     }
     // Alike one of its last few (`similar`): that one, counted, says it as it is now.
+    // (Shaped before it is cut: a number that grows a digit moves where a long one is cut.)
+    const std::string shape = Shape(full_message);
     if (similar) {
-      const std::string shape = Shape(message);
       for (size_t back = 1; back <= std::min<size_t>(mine.size(), kAlikeWithin); ++back) {
         Event& e = *mine[mine.size() - back];
         // (Not past what happened since, as an admission: the wait now is said after it.)
         if (!e.waiting) break;
-        if (e.reason != reason || Shape(e.message) != shape) continue;
+        if (e.reason != reason || e.shape != shape) continue;
         ++e.count;
         e.last = at;
         e.message = message;
@@ -1140,6 +1167,7 @@ class EventRecorder {
       }
     }
     events_.push_back(Event{ns, name, type, reason, message, at, at, 1, ++sequence_, similar});
+    events_.back().shape = shape;
     mine.push_back(std::prev(events_.end()));
     Changed(events_.back(), "ADDED");
     if (mine.size() > kPerWorkload) {
@@ -1232,6 +1260,7 @@ class EventRecorder {
   std::set<std::string> dirty_;   // "ns/name": workloads whose events changed since Flush
   bool unflushed_ = false;        // dirty_ is not empty
   std::set<std::string> stored_;  // "ns/name": objects in the store, as last known
+  bool stored_known_ = false;     // stored_ was listed (else every delete is tried)
   std::map<std::string, std::string> uids_;  // "ns/name" -> its workload's metadata.uid
   bool failing_ = false;                     // the last flush failed to write some (logged)
   std::mutex pending_mu_;

@@ -1381,6 +1381,10 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
       std::printf("Reason:     %s\n", status.value("reason", "").c_str());
     if (status.contains("isolation"))
       std::printf("Isolation:  %s\n", status.value("isolation", "").c_str());
+    // Reserving room: when it frees by the time limits of the work there.
+    if (status.contains("expectedStartTime"))
+      std::printf("Starts by:  %s (by the time limits of the work on its planned nodes)\n",
+                  status.value("expectedStartTime", "").c_str());
     // Started with fewer pods than it asks for (partial admission), and its gang-timeout
     // releases.
     if (const json counts = Arr(status, "admittedCounts"); !counts.empty()) {

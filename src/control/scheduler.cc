@@ -81,6 +81,7 @@ struct Decision {
   std::string message, reason;
   std::vector<Assignment> nomination;  // while it waits for its victims: its planned place
   std::optional<Admitter::Swap> swap;  // and its swap (status.swap)
+  int64_t expected_start_ms = -1;      // reserving room: when it frees by the limits (or -1)
 };
 
 // A decision that it waits, with why.
@@ -1678,6 +1679,9 @@ Result<CycleStats> Scheduler::RunOnce() {
                                                                            : "Queued",
                       admitter->plan(id));
             d.swap = admitter->swap(id);
+            if (const double start = admitter->ExpectedStart(id, now_s);
+                d.reason == "Reserved" && std::isfinite(start))
+              d.expected_start_ms = std::llround(start * 1000.0);
         }
       }
       for (int id : result.grown) {
@@ -1948,9 +1952,14 @@ Result<CycleStats> Scheduler::RunOnce() {
                           ? json()
                           : json{{"flavor", d.swap->first}, {"ceilingMilli", d.swap->second}};
     const json requeue_state = RequeueStateKept(sw);
+    // Reserving room: when it frees by the time limits of the work there (Slurm's start
+    // estimate of a pending job).
+    const json expected =
+        d.expected_start_ms >= 0 ? json(FormatTimestamp(d.expected_start_ms)) : json();
     if (Str(status, "message") != message || Str(status, "reason") != d.reason ||
         Field(status, "nomination") != nomination || Field(status, "swap") != swap ||
-        Field(status, "requeueState") != requeue_state) {
+        Field(status, "requeueState") != requeue_state ||
+        Field(status, "expectedStartTime") != expected) {
       next["status"] = {{"phase", "Pending"},
                         {"message", message},
                         {"reason", d.reason},
@@ -1963,6 +1972,7 @@ Result<CycleStats> Scheduler::RunOnce() {
       if (!nomination.is_null()) next["status"]["nomination"] = std::move(nomination);
       if (!swap.is_null()) next["status"]["swap"] = swap;
       if (!requeue_state.is_null()) next["status"]["requeueState"] = requeue_state;
+      if (!expected.is_null()) next["status"]["expectedStartTime"] = expected;
       KeepFinished(sw.w(), status, next["status"]);
       write(sw.kv, next, nullptr);
     }

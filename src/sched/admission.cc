@@ -1233,6 +1233,13 @@ double Admitter::ReservationStart(int id, double now) {
   return start;
 }
 
+double Admitter::ExpectedStart(int id, double now) {
+  const Entry& e = entries_[id];
+  if (!e.reserving || !e.nominated || e.phase != Phase::kPending)
+    return std::numeric_limits<double>::infinity();
+  return ReservationStart(id, now);
+}
+
 bool Admitter::HoldsRoom(int r) const {
   const Entry& o = entries_[r];
   return o.reserving && o.nominated && o.phase == Phase::kPending && !o.reserved.empty();
@@ -2395,8 +2402,7 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
   // each leaf whose plan is found, in queue order, while reservations are left (two plans
   // searched a leaf and cycle at most; none once every reservation is taken).
   if (config_.reserve_after_s > 0) {
-    int looked_at = 0;  // (of every leaf: kBackfillScanPerCycle at most)
-    for (int q = 0; q < queue_count() && looked_at < kBackfillScanPerCycle; ++q) {
+    for (int q = 0; q < queue_count(); ++q) {
       if (static_cast<int>(reservations_.size()) >= config_.max_reservations) break;
       if (!is_leaf(q) || queues_[q].stop != StopPolicy::kNone) continue;
       int searched = 0;
@@ -2411,7 +2417,6 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
           --it;
           continue;
         }
-        if (++looked_at > kBackfillScanPerCycle) break;
         const int id = std::get<2>(k);
         const Entry& e = entries_[id];
         if (e.parked != 1 || e.gpu_milli < 2 * kMilliPerGpu) continue;

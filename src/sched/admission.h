@@ -404,6 +404,10 @@ class Admitter {
   // Queries.
   Phase phase(int id) const { return entries_[id].phase; }
   const std::string& reason(int id) const { return entries_[id].reason; }
+  // For a workload reserving room: when its planned devices are all free by the time limits of
+  // the work on them (`now` if they are), as Slurm estimates a pending job's start; infinity
+  // when some of that work has no limit (or it reserves nothing).
+  double ExpectedStart(int id, double now);
   const std::vector<Assignment>& assignments(int id) const { return entries_[id].assign; }
   // Its pods per pod set as admitted (fewer than asked under partial admission), and whether
   // that is fewer.
