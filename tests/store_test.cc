@@ -664,6 +664,26 @@ TEST(SqliteStore, OpenErrorsNameTheFile) {
               "keep_events -1");
 }
 
+// One store per file: a second one (a second server on the same data directory) is refused,
+// naming the process that holds it, and nothing the first wrote is touched; once the first is
+// closed the file opens again.
+TEST(SqliteStore, ASecondStoreOfTheSameFileIsRefused) {
+  TempDir dir;
+  const std::string path = dir.path() + "/store.db";
+  Result<std::unique_ptr<Store>> first = OpenSqliteStore(path);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_TRUE((*first)->Put("/a", "one", kMustNotExist).ok());
+  ExpectError(OpenSqliteStore(path), StatusCode::kFailedPrecondition,
+              "cannot open store '" + path + "': in use by another store (process " +
+                  std::to_string(getpid()) + "): one server per data directory");
+  ASSERT_TRUE((*first)->Put("/a", "two", 1).ok());
+  first->reset();
+  Result<std::unique_ptr<Store>> again = OpenSqliteStore(path);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ((*again)->Get("/a")->value, "two");
+  EXPECT_EQ((*again)->Revision(), 2);
+}
+
 // The child writes from four threads as fast as it can and reports each acknowledged key on a
 // pipe. Never returns.
 [[noreturn]] void CrashChild(const std::string& path, int ack_fd) {

@@ -22,10 +22,15 @@
 //     events up to compact_revision are gone.
 // The committer trims the log inside a batch's transaction once it holds keep_events/16 more
 // events than keep_events, so trimming costs one DELETE per keep_events/16 writes.
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <mutex>
 #include <optional>
@@ -343,6 +348,7 @@ class SqliteStore final : public Store {
 
   // Opens the file, sets up the schema, and starts the committer.
   Status Init() {
+    RETURN_IF_ERROR(lock_.Take(path_));
     ASSIGN_OR_RETURN(db_, OpenConnection(path_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE));
     ASSIGN_OR_RETURN(std::string mode, QueryOne(db_.get(), "PRAGMA journal_mode=WAL"));
     if (mode != "wal") return Internal("cannot use WAL mode (journal mode is '" + mode + "')");
@@ -745,8 +751,51 @@ class SqliteStore final : public Store {
         .Exec("record revision " + std::to_string(*revision));
   }
 
+  // One store per file: an exclusive flock(2) on PATH.lock, holding the pid of its process,
+  // for the store's life (the kernel drops it when the process dies). A second store — a
+  // second server on the same data, in this process or another — is refused, since each
+  // keeps the revision and a cache of the file in memory and would overwrite the other's.
+  class FileLock {
+   public:
+    FileLock() = default;
+    FileLock(const FileLock&) = delete;
+    FileLock& operator=(const FileLock&) = delete;
+    ~FileLock() {
+      if (fd_ >= 0) ::close(fd_);
+    }
+    Status Take(const std::string& db_path) {
+      const std::string path = db_path + ".lock";
+      fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+      if (fd_ < 0) return Internal("cannot open '" + path + "': " + std::strerror(errno));
+      if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) {
+        const std::string pid = std::to_string(::getpid()) + "\n";
+        if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) < 0) {
+          // (The pid is for the message a second store gives; the lock holds without it.)
+        }
+        return Status::Ok();
+      }
+      const int error = errno;
+      char held_by[32] = {};
+      const ssize_t n = ::pread(fd_, held_by, sizeof(held_by) - 1, 0);
+      std::string pid(held_by, n > 0 ? static_cast<size_t>(n) : 0);
+      while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
+      ::close(fd_);
+      fd_ = -1;
+      if (error != EWOULDBLOCK)
+        return Internal("cannot lock '" + path + "': " + std::strerror(error));
+      return Status(StatusCode::kFailedPrecondition,
+                    "in use by another store" +
+                        (pid.empty() ? std::string() : " (process " + pid + ")") +
+                        ": one server per data directory; stop that one first");
+    }
+
+   private:
+    int fd_ = -1;
+  };
+
   const std::string path_;
   const int64_t keep_events_;
+  FileLock lock_;  // (Destroyed after every connection below is closed.)
   const std::shared_ptr<EventHub> hub_ = std::make_shared<EventHub>();
 
   // The write connection and its statements: used by Init, then only by the committer.

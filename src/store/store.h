@@ -116,8 +116,9 @@ class Store {
 };
 
 // SQLite in WAL mode with synchronous=FULL and group commit. Creates the file if needed; keeps
-// the last `keep_events` events for EventsSince. One store per file: two stores (or processes)
-// writing the same file at once are not supported.
+// the last `keep_events` events for EventsSince. One store per file: while it is open, another
+// store of the same file, in this process or another, is refused (kFailedPrecondition naming
+// the process that holds it; a lock on PATH.lock).
 Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path,
                                                int64_t keep_events = 100000);
 
