@@ -1418,6 +1418,16 @@ TEST_F(ApiBadInputTest, MalformedJson) {
   ExpectRejected("PUT", Item("workloads", "team-a", "existing"), "{not json", "application/json",
                  400, "JSON");
   ExpectRejected("PATCH", Item("workloads", "team-a", "existing"), "{", kMergePatch, 400, "JSON");
+  // A key twice in one object (the last would win silently), at any depth.
+  const std::string spec = WorkloadObject("team-a", "new")["spec"].dump();
+  ExpectRejected("POST", Collection("workloads", "team-a"),
+                 R"({"apiVersion": "fabrica.dev/v1", "kind": "Workload", "metadata": {"name": "new",
+                     "namespace": "team-a"}, "spec": )" +
+                     spec + R"(, "spec": {}})",
+                 "application/json", 400, "key \"spec\" is given twice in one object");
+  ExpectRejected("PATCH", Item("workloads", "team-a", "existing"),
+                 R"({"spec": {"maxRuntimeSeconds": 100, "maxRuntimeSeconds": 5000}})", kMergePatch,
+                 400, "key \"maxRuntimeSeconds\" is given twice");
 }
 
 TEST_F(ApiBadInputTest, PriorityClassesNeedAnIntegerValueAndNothingElse) {

@@ -478,6 +478,10 @@ TEST(FleetYaml, MalformedYamlNamesFileAndLine) {
       "    cpu: [8\n";
   Result<Fleet> r = ParseFleetYaml(text, "broken.yaml");
   ExpectInvalid(r, {"broken.yaml:", "malformed YAML"});
+  // A key twice in one mapping (two documents with no "---" between them, say): refused, not
+  // the last read.
+  ExpectInvalid(ParseFleetYaml("nodes:\n  - name: a\n    gpus: 8\n    gpus: 4\n", "twice.yaml"),
+                {"twice.yaml:4: malformed YAML: mapping key \"gpus\" is given twice"});
 }
 
 TEST(FleetYaml, OtherStructuralErrors) {

@@ -2316,8 +2316,28 @@ struct ApiServer::Impl {
       return Status(StatusCode::kInvalidArgument,
                     "415:unsupported media type '" + type + "': send application/json");
     }
-    json j = json::parse(req.body, nullptr, false);
+    // (A key given twice in one object is refused, as the Kubernetes API's strict field
+    // validation refuses it: the last would win silently.)
+    std::vector<std::set<std::string>> keys;  // of each object open, innermost last
+    std::string twice;
+    json j = json::parse(
+        req.body,
+        [&keys, &twice](int, json::parse_event_t event, json& parsed) {
+          if (event == json::parse_event_t::object_start) {
+            keys.emplace_back();
+          } else if (event == json::parse_event_t::object_end) {
+            if (!keys.empty()) keys.pop_back();
+          } else if (event == json::parse_event_t::key && !keys.empty() && parsed.is_string() &&
+                     !keys.back().insert(parsed.get<std::string>()).second && twice.empty()) {
+            twice = parsed.get<std::string>();
+          }
+          return true;
+        },
+        false);
     if (j.is_discarded()) return Status(StatusCode::kInvalidArgument, "400:malformed JSON body");
+    if (!twice.empty())
+      return Status(StatusCode::kInvalidArgument,
+                    "400:malformed JSON body: key \"" + twice + "\" is given twice in one object");
     return j;
   }
 

@@ -70,12 +70,22 @@ const Resource* ResourceByKind(const std::string& kind) {
   return nullptr;
 }
 
-// YAML to JSON, typing plain scalars as numbers, booleans or null where they read as such.
+// YAML to JSON, typing plain scalars as numbers, booleans or null where they read as such. A
+// key given twice in one mapping is an error (YAML forbids it; yaml-cpp keeps both and the last
+// would win silently — two manifests with no "---" between them, say), as kubectl refuses it.
 json YamlToJson(const YAML::Node& n) {
   switch (n.Type()) {
     case YAML::NodeType::Map: {
       json j = json::object();
-      for (const auto& kv : n) j[kv.first.Scalar()] = YamlToJson(kv.second);
+      for (const auto& kv : n) {
+        const std::string& key = kv.first.Scalar();
+        if (j.contains(key))
+          throw YAML::ParserException(kv.first.Mark(),
+                                      "mapping key \"" + key +
+                                          "\" is given twice (a missing \"---\" between two "
+                                          "documents?)");
+        j[key] = YamlToJson(kv.second);
+      }
       return j;
     }
     case YAML::NodeType::Sequence: {

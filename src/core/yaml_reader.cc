@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <set>
 
 namespace fabrica {
 
@@ -211,7 +212,15 @@ Doc ToDoc(const YAML::Node& n) {
     case YAML::NodeType::Map: {
       std::vector<Doc::Entry> entries;
       entries.reserve(n.size());
+      std::set<std::string> keys;
       for (const auto& kv : n) {
+        // (YAML forbids a key twice in one mapping; yaml-cpp keeps both, and the last read would
+        // win silently.)
+        if (!keys.insert(kv.first.Scalar()).second)
+          throw YAML::ParserException(kv.first.Mark(),
+                                      "mapping key \"" + kv.first.Scalar() +
+                                          "\" is given twice (a missing \"---\" between two "
+                                          "documents?)");
         entries.emplace_back(Doc::MakeScalar(kv.first.Scalar(), kv.first.Mark().line),
                              ToDoc(kv.second));
       }
