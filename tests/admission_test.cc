@@ -2813,6 +2813,43 @@ TEST_F(AdmissionTest, NoBackfillWhereAPlannedDeviceHasAnUnknownUser) {
   }
 }
 
+// A workload holding a reservation waits for its room: it moves no other work to gather room
+// elsewhere (a user-style review saw one move 7 workloads off a second node seconds before its
+// own node freed, and the room it held then went to work without a limit).
+TEST_F(AdmissionTest, AReservationMovesNoWorkToStartElsewhere) {
+  AdmissionConfig config;
+  config.reserve_after_s = 10;
+  Make(Nodes(2, 4), {Leaf("a", 16)}, {}, config);
+  SubmitOptions fixed;
+  fixed.preemptible = false;
+  std::vector<int> on_n0, on_n1;
+  for (int d = 0; d < 4; ++d) {
+    Workload w = Gpus("s" + std::to_string(d), "a", 1);
+    w.max_runtime_seconds = 100;
+    auto id = adm_->Restore(w, OnGpus(0, {d}), 0, fixed);
+    ASSERT_TRUE(id.ok());
+    on_n0.push_back(*id);
+  }
+  for (int d = 0; d < 3; ++d) {  // movable, with no limit: n1 frees never by the limits
+    auto id = adm_->Restore(Gpus("m" + std::to_string(d), "a", 1), OnGpus(1, {d}), 0, {});
+    ASSERT_TRUE(id.ok());
+    on_n1.push_back(*id);
+  }
+  const int big = Submit(Gpus("big", "a", 4), 1, fixed);
+  adm_->Cycle(1.5, 1000);
+  adm_->Cycle(12, 1000);
+  ASSERT_EQ(adm_->reason(big).rfind("reserving room on n0", 0), 0u) << adm_->reason(big);
+  for (int k = 0; k < 3; ++k) adm_->Finish(on_n0[k], 13);
+  adm_->Cycle(13.5, 1000);
+  adm_->Cycle(14.5, 1000);
+  for (int id : on_n1) EXPECT_EQ(adm_->phase(id), Phase::kAdmitted) << adm_->reason(big);
+  EXPECT_EQ(adm_->reason(big).rfind("reserving room on n0", 0), 0u) << adm_->reason(big);
+  adm_->Finish(on_n0[3], 100);
+  adm_->Cycle(100.5, 1000);
+  ASSERT_EQ(adm_->phase(big), Phase::kAdmitted) << adm_->reason(big);
+  EXPECT_EQ(adm_->assignments(big)[0].node, 0);
+}
+
 // Parked work woken to backfill is looked at round the queue from where the last cycle's look
 // ended: the first few, failing each cycle, do not keep the rest from being tried.
 TEST_F(AdmissionTest, BackfillWakesParkedWorkInTurn) {

@@ -2378,8 +2378,10 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
     // (`e` may not outlive TryAdmit: an elastic shrink adds entries.)
     const int leaf = e.leaf;
     e.continuing = !was_reserving;  // (a preemptor whose victims stopped; not a reservation)
+    e.was_reserving = was_reserving;
     const bool admitted = TryAdmit(id, now, out, failed);
     entries_[id].continuing = false;
+    entries_[id].was_reserving = false;
     if (was_reserving) {
       const Entry& after = entries_[id];
       if (!admitted && after.reserving) {
@@ -3436,6 +3438,11 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
                            bool reclaim) {
   if (consolidations_left_ <= 0) return false;
   if (topology.required && topology.level != TopologyLevel::kNone) return false;
+  // A workload holding a reservation waits for its room, which its plan says frees: moving
+  // others' work to gather room elsewhere would throw their work away to start a little sooner,
+  // and give the room it held to others. (Reclaim, with moves, takes back only what others
+  // borrow.)
+  if (!reclaim && (entries_[id].reserving || entries_[id].was_reserving)) return false;
   const PodRequest* gpu_pod = nullptr;
   int64_t need = 0;
   for (const PodRequest& p : pods) {

@@ -538,6 +538,9 @@ class Admitter {
     // cycle began): a disruption budget that allows none of the rest it needs now keeps it
     // nominated, the room its stopped victims freed held for it.
     bool continuing = false;
+    // Being tried again, this cycle, while it held a reservation (Consolidate moves no work for
+    // it: it waits for its room).
+    bool was_reserving = false;
     // A swap (SwapAllows): short of its queue's quota in flavour swap_flavor, it may take the
     // place of its own queue's lower-priority work there as long as its queue then holds no
     // more of it than swap_ceiling, what the queue held when the preemption began.
