@@ -2114,19 +2114,29 @@ TEST_F(FactoryTest, ATimeLimitCountsFromTheAdmissionAndMayOnlyBeLowered) {
   CreateWorkload(slow);
   Cycle();
   EXPECT_EQ(Workloads()["team-a/slow"]["status"].value("phase", ""), "Scheduled");
+  ClientOptions alice = client_options_;  // (a member of team-a, not a platform admin)
+  alice.token = "alice-token-e2e-0123456789";
+  HttpClient alice_client(alice);
   const auto limit = [&](const json& value) {
-    return Call("PATCH", WorkloadPath("team-a", "slow"),
-                json{{"spec", {{"maxRuntimeSeconds", value}}}}.dump(),
-                "application/merge-patch+json");
+    auto r = alice_client.Do("PATCH", WorkloadPath("team-a", "slow"),
+                             json{{"spec", {{"maxRuntimeSeconds", value}}}}.dump(),
+                             "application/merge-patch+json");
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : ClientResponse{};
   };
   for (const json& more : {json(120), json(0), json(nullptr)}) {
     ClientResponse r = limit(more);
     EXPECT_EQ(r.status, 422) << more << ": " << r.body;
     EXPECT_NE(r.body.find("spec.maxRuntimeSeconds: may only be lowered while the workload is "
-                          "Scheduled (it is 60)"),
+                          "Scheduled (it is 60; a platform admin may raise it)"),
               std::string::npos)
         << r.body;
   }
+  // (A platform admin may raise it, as a Slurm operator may.)
+  ClientResponse raised =
+      Call("PATCH", WorkloadPath("team-a", "slow"),
+           json{{"spec", {{"maxRuntimeSeconds", 90}}}}.dump(), "application/merge-patch+json");
+  EXPECT_EQ(raised.status, 200) << raised.body;
   ClientResponse lowered = limit(30);
   EXPECT_EQ(lowered.status, 200) << lowered.body;
   Cycle(30'000);

@@ -2632,6 +2632,11 @@ struct ApiServer::Impl {
   // takes it from the class (a user-style review gave a tenant's work priority 1000000, past
   // every class, to preempt other queues' work). 0 or below, no more than it had (`stored`'s)
   // and a value its class gave pass.
+  // Whether `p` administers the platform (may create PriorityClasses).
+  bool PlatformAdmin(const Principal& p) const {
+    return auth.Check(p, Verb::kCreate, "priorityclasses", "", "").ok();
+  }
+
   Status CheckRawPriority(const json& obj, const json* stored, const Principal& p) const {
     const json& spec = Field(obj, "spec");
     const json& given = Field(spec, "priority");
@@ -2642,7 +2647,7 @@ struct ApiServer::Impl {
       if (const json& had = Field(Field(*stored, "spec"), "priority");
           had.is_number_integer() && given <= had)
         return Status::Ok();
-    if (auth.Check(p, Verb::kCreate, "priorityclasses", "", "").ok()) return Status::Ok();
+    if (PlatformAdmin(p)) return Status::Ok();
     return Status(StatusCode::kPermissionDenied,
                   "spec.priority: " + given.dump() + " set directly; only a platform admin " +
                       "sets a priority without a class: name one in spec.priorityClassName " +
@@ -2841,9 +2846,10 @@ struct ApiServer::Impl {
                                     "spec." + std::string(key) + ": may not change while the " +
                                         "workload is " + phase + " (delete it and create it again)",
                                     "spec." + std::string(key));
-        // Its time limit may be lowered, not raised or lifted (as Slurm lets users do): the
-        // admitter lets work into held room by the limits of what runs there.
-        if (phase == "Scheduled" || phase == "Running") {
+        // Its time limit may be lowered, not raised or lifted, but by a platform admin (as Slurm
+        // lets users lower theirs and operators raise them): the admitter lets work into held
+        // room by the limits of what runs there.
+        if ((phase == "Scheduled" || phase == "Running") && !PlatformAdmin(p)) {
           const int64_t was = Int(Field(stored, "spec"), "maxRuntimeSeconds", 0);
           const json& now = Field(o["spec"], "maxRuntimeSeconds");
           if (was > 0 &&
@@ -2851,7 +2857,8 @@ struct ApiServer::Impl {
             return StatusResponse(422,
                                   "spec.maxRuntimeSeconds: may only be lowered while the "
                                   "workload is " +
-                                      phase + " (it is " + std::to_string(was) + ")",
+                                      phase + " (it is " + std::to_string(was) +
+                                      "; a platform admin may raise it)",
                                   "spec.maxRuntimeSeconds");
         }
         if (Status s = CheckNewSpec(o, &stored); !s.ok()) return ErrorFromStatus(s);
