@@ -2196,6 +2196,24 @@ TEST_F(AdmissionTest, GuaranteesPastTheFleetAreWarnedOf) {
   }
 }
 
+// GPUs in MIG mode take MIG slices only: guarantees past the rest are warned of, as whole-GPU
+// work cannot have them all (a user-style review's queues guaranteed 60 of 66 GPUs, 8 of them
+// in MIG mode, and a 2-GPU job within its guarantee waited with no word why).
+TEST_F(AdmissionTest, GuaranteesPastTheGpusNotInMigModeAreWarnedOf) {
+  Fleet fleet = Nodes(2, 4);
+  for (Device& d : fleet.nodes[1].devices) d.mig_slices = {"3g.40gb", "3g.40gb"};
+  QueueSpec a = Leaf("a", 4), b = Leaf("b", 2.5);
+  a.parent = b.parent = "";
+  AdmissionConfig config;
+  config.queues = {a, b};
+  MakeTree(fleet, config, {"a", "b"});
+  const std::map<int, std::string> warnings = adm_->GuaranteeWarnings();
+  ASSERT_EQ(warnings.size(), 2u);
+  EXPECT_EQ(warnings.at(adm_->QueueIndex("a")),
+            "the queue trees' guarantees of gpu add up to 6.5 GPUs, past the fleet's 4 not in "
+            "MIG mode (4 take MIG slices only): whole-GPU work cannot have them all at once");
+}
+
 // A GPU in the reach of two flavours (a fraction of an H100 is the catch-all's, a whole one
 // h100's) meets one guarantee at a time: each flavour within its reach, all of them past the
 // fleet's GPUs, is warned of too.

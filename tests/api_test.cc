@@ -1970,6 +1970,10 @@ TEST(ApiEvictionTest, AnEvictionMarksRunningWorkWithinItsQueuesBudget) {
   };
   HttpResponse r = evict("team-a", "wa", kAdmin, "{bad");
   EXPECT_EQ(r.status, 400) << r.body;
+  r = evict("team-a", "wa", kAdmin, R"({"reason": "a", "reason": "b"})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(Parse(r).value("message", ""), "eviction: key \"reason\" is given twice") << r.body;
+  EXPECT_FALSE(marked("team-a", "wa"));
   r = evict("team-a", "wa", kAdmin, R"({"gracePeriod": 5})");
   EXPECT_EQ(r.status, 422) << r.body;
   EXPECT_NE(r.body.find("eviction.gracePeriod: unknown field"), std::string::npos) << r.body;

@@ -1890,11 +1890,14 @@ struct ApiServer::Impl {
                      const HttpRequest& req, const Principal& p) {
     json body = json::object();
     if (!req.body.empty()) {
-      body = json::parse(req.body, nullptr, false);
+      std::string twice;
+      body = jsonf::ParseNoDuplicateKeys(req.body, &twice);
       if (body.is_discarded() || !body.is_object())
         return StatusResponse(400,
                               "eviction: the body must be a JSON object, as "
                               "{\"gracePeriodSeconds\": 30, \"reason\": \"...\"}");
+      if (!twice.empty())
+        return StatusResponse(400, "eviction: key \"" + twice + "\" is given twice");
       body.erase("apiVersion");
       body.erase("kind");
       body.erase("metadata");
@@ -2318,22 +2321,8 @@ struct ApiServer::Impl {
     }
     // (A key given twice in one object is refused, as the Kubernetes API's strict field
     // validation refuses it: the last would win silently.)
-    std::vector<std::set<std::string>> keys;  // of each object open, innermost last
     std::string twice;
-    json j = json::parse(
-        req.body,
-        [&keys, &twice](int, json::parse_event_t event, json& parsed) {
-          if (event == json::parse_event_t::object_start) {
-            keys.emplace_back();
-          } else if (event == json::parse_event_t::object_end) {
-            if (!keys.empty()) keys.pop_back();
-          } else if (event == json::parse_event_t::key && !keys.empty() && parsed.is_string() &&
-                     !keys.back().insert(parsed.get<std::string>()).second && twice.empty()) {
-            twice = parsed.get<std::string>();
-          }
-          return true;
-        },
-        false);
+    json j = jsonf::ParseNoDuplicateKeys(req.body, &twice);
     if (j.is_discarded()) return Status(StatusCode::kInvalidArgument, "400:malformed JSON body");
     if (!twice.empty())
       return Status(StatusCode::kInvalidArgument,

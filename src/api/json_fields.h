@@ -7,7 +7,9 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
+#include <vector>
 
 namespace fabrica::jsonf {
 
@@ -30,6 +32,29 @@ inline const nlohmann::json& List(const nlohmann::json& j, const char* key) {
   static const nlohmann::json kEmpty = nlohmann::json::array();
   const nlohmann::json& v = Field(j, key);
   return v.is_array() ? v : kEmpty;
+}
+
+// `text` parsed (discarded if it is not JSON), and in `*twice` the first key given twice in one
+// object ("" if none): the last would win silently, so callers refuse it, as the Kubernetes
+// API's strict field validation does.
+inline nlohmann::json ParseNoDuplicateKeys(const std::string& text, std::string* twice) {
+  std::vector<std::set<std::string>> keys;  // of each object open, innermost last
+  twice->clear();
+  return nlohmann::json::parse(
+      text,
+      [&keys, twice](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+        using Event = nlohmann::json::parse_event_t;
+        if (event == Event::object_start) {
+          keys.emplace_back();
+        } else if (event == Event::object_end) {
+          if (!keys.empty()) keys.pop_back();
+        } else if (event == Event::key && !keys.empty() && parsed.is_string() &&
+                   !keys.back().insert(parsed.get<std::string>()).second && twice->empty()) {
+          *twice = parsed.get<std::string>();
+        }
+        return true;
+      },
+      false);
 }
 
 }  // namespace fabrica::jsonf

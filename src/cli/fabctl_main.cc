@@ -21,6 +21,7 @@
 #include <sstream>
 #include <thread>
 
+#include "api/json_fields.h"
 #include "client/http_client.h"
 #include "core/fleet.h"
 #include "core/quantity.h"
@@ -1633,7 +1634,12 @@ int Patch(Globals& g, HttpClient& http, const std::string& what, const std::stri
               << " is not supported: Fabrica's objects take merge patches (--type merge)\n";
     return 1;
   }
-  json body = json::parse(patch, nullptr, false);
+  std::string twice;
+  json body = fabrica::jsonf::ParseNoDuplicateKeys(patch, &twice);
+  if (!twice.empty()) {
+    std::cerr << "fabctl: the patch gives key \"" << twice << "\" twice\n";
+    return 1;
+  }
   if (body.is_discarded()) {
     try {
       body = YamlToJson(YAML::Load(patch));

@@ -702,10 +702,25 @@ std::map<int, std::string> Admitter::GuaranteeWarnings() const {
     for (int q = 0; q < queue_count(); ++q)
       if (q != fleet_queue_ && TreeRoot(q) == q) sum += queues_[q].guaranteed[f];
     const int64_t have = int64_t{gpus[f]} * kMilliPerGpu;
-    if (sum <= have) continue;
-    const std::string warning = "the queue trees' guarantees of " + flavor_name(f) + " add up to " +
-                                GpuAmount(sum) + " GPUs, past the fleet's " + GpuAmount(have) +
-                                ": they cannot all be met at once";
+    // (Its GPUs in MIG mode take MIG slices only: whole-GPU work of its queues has the rest.)
+    int64_t whole = 0;
+    for (int n = 0; n < state_.node_count(); ++n)
+      for (int d = 0; d < static_cast<int>(fleet_.nodes[n].devices.size()); ++d)
+        if (!fleet_.nodes[n].devices[d].mig_enabled() && DeviceFlavors(n, d, false).count(f))
+          whole += kMilliPerGpu;
+    std::string warning;
+    if (sum > have) {
+      warning = "the queue trees' guarantees of " + flavor_name(f) + " add up to " +
+                GpuAmount(sum) + " GPUs, past the fleet's " + GpuAmount(have) +
+                ": they cannot all be met at once";
+    } else if (sum > whole) {
+      warning = "the queue trees' guarantees of " + flavor_name(f) + " add up to " +
+                GpuAmount(sum) + " GPUs, past the fleet's " + GpuAmount(whole) +
+                " not in MIG mode (" + GpuAmount(have - whole) +
+                " take MIG slices only): whole-GPU work cannot have them all at once";
+    } else {
+      continue;
+    }
     for (int q = 0; q < queue_count(); ++q)
       if (q != fleet_queue_ && TreeRoot(q) == q && queues_[q].guaranteed[f] > 0)
         out[q] += (out[q].empty() ? "" : "; ") + warning;

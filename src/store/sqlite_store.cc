@@ -766,6 +766,8 @@ class SqliteStore final : public Store {
     Status Take(const std::string& db_path) {
       const std::string path = db_path + ".lock";
       fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+      // (Left by another user who shares the data directory: locked read-only, without a pid.)
+      if (fd_ < 0 && errno == EACCES) fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
       if (fd_ < 0) return Internal("cannot open '" + path + "': " + std::strerror(errno));
       if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) {
         const std::string pid = std::to_string(::getpid()) + "\n";

@@ -118,7 +118,8 @@ class Store {
 // SQLite in WAL mode with synchronous=FULL and group commit. Creates the file if needed; keeps
 // the last `keep_events` events for EventsSince. One store per file: while it is open, another
 // store of the same file, in this process or another, is refused (kFailedPrecondition naming
-// the process that holds it; a lock on PATH.lock).
+// the process that holds it; a flock on PATH.lock — on NFS, where Linux makes flock a lock of
+// the whole process, only another process is refused).
 Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path,
                                                int64_t keep_events = 100000);
 
