@@ -513,13 +513,27 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
   const bool skip_ns = kind == "Workload" && !with_ns;
   if (!watch) {
     PrintRows(rows, skip_ns);
-    // A queue's warning (its tree's guarantees past the fleet), as kubectl prints the server's.
-    if (kind == "Queue")
+    // A queue's warning (its tree's guarantees past the fleet), as kubectl prints the server's;
+    // one the roots share (the trees' guarantees together), once, naming them.
+    if (kind == "Queue") {
+      std::vector<std::pair<std::string, std::string>> said;  // (warning, queues), in order
       for (const json& o : items)
         if (const json st = Obj(o, "status");
-            st.is_object() && st.contains("warning") && st["warning"].is_string())
-          std::cerr << "Warning: queue " << o["metadata"].value("name", "") << ": "
-                    << st["warning"].get<std::string>() << "\n";
+            st.is_object() && st.contains("warning") && st["warning"].is_string()) {
+          const std::string warning = st["warning"].get<std::string>();
+          const std::string name = o["metadata"].value("name", "");
+          auto same = std::find_if(said.begin(), said.end(),
+                                   [&](const auto& w) { return w.first == warning; });
+          if (same == said.end()) {
+            said.push_back({warning, name});
+          } else {
+            same->second += ", " + name;
+          }
+        }
+      for (const auto& [warning, queues] : said)
+        std::cerr << "Warning: queue" << (queues.find(',') == std::string::npos ? " " : "s ")
+                  << queues << ": " << warning << "\n";
+    }
     return;
   }
   for (size_t i = 0; i < rows.size(); ++i) {
