@@ -1631,6 +1631,16 @@ int Pending(Globals& g, HttpClient& http, const std::string& queue, int limit) {
   if (list.value("total", 0) > static_cast<int64_t>(rows.size() - 1))
     std::printf("(%d of %d shown; --limit N for more)\n", static_cast<int>(rows.size() - 1),
                 list.value("total", 0));
+  // No queue named: work that names a queue no tree has waits in none; said after them (as far
+  // as the caller may list workloads).
+  if (queue.empty())
+    if (auto all = http.Do("GET", "/apis/fabrica.dev/v1/workloads"); all.ok() && all->status == 200)
+      for (const json& w : Arr(json::parse(all->body, nullptr, false), "items"))
+        if (const json st = Obj(w, "status"); st.value("reason", json("")) == "QueueNotFound")
+          std::printf("waits for queue %s, which does not exist: %s/%s\n",
+                      Plain(Obj(w, "spec").value("queue", json(""))).c_str(),
+                      Plain(Obj(w, "metadata").value("namespace", json(""))).c_str(),
+                      Plain(Obj(w, "metadata").value("name", json(""))).c_str());
   return 0;
 }
 
