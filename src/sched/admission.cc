@@ -696,27 +696,27 @@ std::map<int, std::string> Admitter::GuaranteeWarnings() const {
   // (No GPUs at all: no node has registered yet, nothing to compare with.)
   if (state_.total_gpu_milli() == 0) return out;
   const std::vector<int> gpus = FlavorGpus();
+  // (Of those, GPUs not in MIG mode: whole-GPU work of a flavour's queues has only these.)
+  std::vector<int64_t> whole(flavors_.size(), 0);
+  for (int n = 0; n < state_.node_count(); ++n)
+    for (int d = 0; d < static_cast<int>(fleet_.nodes[n].devices.size()); ++d)
+      if (!fleet_.nodes[n].devices[d].mig_enabled())
+        for (int f : DeviceFlavors(n, d, false)) whole[f] += kMilliPerGpu;
   for (int f = 0; f < flavor_count(); ++f) {
     if (!managed_[f]) continue;
     int64_t sum = 0;
     for (int q = 0; q < queue_count(); ++q)
       if (q != fleet_queue_ && TreeRoot(q) == q) sum += queues_[q].guaranteed[f];
     const int64_t have = int64_t{gpus[f]} * kMilliPerGpu;
-    // (Its GPUs in MIG mode take MIG slices only: whole-GPU work of its queues has the rest.)
-    int64_t whole = 0;
-    for (int n = 0; n < state_.node_count(); ++n)
-      for (int d = 0; d < static_cast<int>(fleet_.nodes[n].devices.size()); ++d)
-        if (!fleet_.nodes[n].devices[d].mig_enabled() && DeviceFlavors(n, d, false).count(f))
-          whole += kMilliPerGpu;
     std::string warning;
     if (sum > have) {
       warning = "the queue trees' guarantees of " + flavor_name(f) + " add up to " +
                 GpuAmount(sum) + " GPUs, past the fleet's " + GpuAmount(have) +
                 ": they cannot all be met at once";
-    } else if (sum > whole) {
+    } else if (sum > whole[f]) {
       warning = "the queue trees' guarantees of " + flavor_name(f) + " add up to " +
-                GpuAmount(sum) + " GPUs, past the fleet's " + GpuAmount(whole) +
-                " not in MIG mode (" + GpuAmount(have - whole) +
+                GpuAmount(sum) + " GPUs, past the fleet's " + GpuAmount(whole[f]) +
+                " not in MIG mode (" + GpuAmount(have - whole[f]) +
                 " take MIG slices only): whole-GPU work cannot have them all at once";
     } else {
       continue;
