@@ -482,6 +482,8 @@ TEST(FleetYaml, MalformedYamlNamesFileAndLine) {
   // the last read.
   ExpectInvalid(ParseFleetYaml("nodes:\n  - name: a\n    gpus: 8\n    gpus: 4\n", "twice.yaml"),
                 {"twice.yaml:4: malformed YAML: mapping key \"gpus\" is given twice"});
+  ExpectInvalid(ParseFleetYaml("nodes:\n  - name: a\n    ? [gpus]\n    : 8\n", "key.yaml"),
+                {"key.yaml:3: malformed YAML: a mapping key must be a plain value"});
 }
 
 TEST(FleetYaml, OtherStructuralErrors) {

@@ -79,6 +79,9 @@ json YamlToJson(const YAML::Node& n) {
     case YAML::NodeType::Map: {
       json j = json::object();
       for (const auto& kv : n) {
+        if (!kv.first.IsScalar())
+          throw YAML::ParserException(kv.first.Mark(),
+                                      "a mapping key must be a plain value, not a list or a map");
         const std::string& key = kv.first.Scalar();
         if (j.contains(key))
           throw YAML::ParserException(kv.first.Mark(),

@@ -214,6 +214,9 @@ Doc ToDoc(const YAML::Node& n) {
       entries.reserve(n.size());
       std::set<std::string> keys;
       for (const auto& kv : n) {
+        if (!kv.first.IsScalar())
+          throw YAML::ParserException(kv.first.Mark(),
+                                      "a mapping key must be a plain value, not a list or a map");
         // (YAML forbids a key twice in one mapping; yaml-cpp keeps both, and the last read would
         // win silently.)
         if (!keys.insert(kv.first.Scalar()).second)
