@@ -1862,11 +1862,37 @@ int TopNodes(HttpClient& http) {
   if (!nodes.ok() || nodes->status != 200) return Failed(nodes);
   auto workloads = http.Do("GET", "/apis/fabrica.dev/v1/workloads");
   std::map<std::string, std::map<int, int>> used;  // node -> gpu -> milli
+  // Room held for pending work (status.nomination): a preemptor's while its victims stop, a
+  // reservation's while what runs there ends. Nothing else may start in it.
+  std::map<std::string, std::map<int, int>> held;
+  std::vector<std::string> holders;  // a line for each pending workload that holds room
   if (workloads.ok() && workloads->status == 200) {
     const json list = json::parse(workloads->body);
     for (const json& w : list["items"]) {
       const json status = Obj(w, "status");
       const std::string phase = status.value("phase", "");
+      if (phase == "Pending" && !Arr(status, "nomination").empty()) {
+        std::map<std::string, std::set<int>> gpus;  // node -> its devices held
+        for (const json& a : Arr(status, "nomination"))
+          for (const json& d : Arr(a, "devices")) {
+            held[a.value("node", "")][d.value("index", 0)] += d.value("gpuMilli", 0);
+            gpus[a.value("node", "")].insert(d.value("index", 0));
+          }
+        const json meta = Obj(w, "metadata");
+        std::string line = "  " + meta.value("namespace", "") + "/" + meta.value("name", "") +
+                           " (" + status.value("reason", "") +
+                           (status.contains("expectedStartTime")
+                                ? ", starts by " + status.value("expectedStartTime", "")
+                                : "") +
+                           "):";
+        for (const auto& [node, devices] : gpus) {
+          std::string list;
+          for (int d : devices) list += (list.empty() ? "" : ",") + std::to_string(d);
+          line += " " + node + " GPU " + list;
+        }
+        holders.push_back(std::move(line));
+        continue;
+      }
       if (phase != "Scheduled" && phase != "Running") continue;
       const json finished = Obj(status, "finishedPods");
       for (const json& a : Arr(status, "assignments")) {
@@ -1879,12 +1905,13 @@ int TopNodes(HttpClient& http) {
     }
   }
   ReadNodeHealth(http);
-  std::printf("%-12s %-6s %-8s %s\n", "NODE", "GPUS", "ALLOC", "PER-GPU (milli-GPU used)");
+  std::printf("%-12s %-6s %-8s %-8s %s\n", "NODE", "GPUS", "ALLOC", "HELD",
+              "PER-GPU (milli-GPU used, +held for pending work)");
   const json node_list = json::parse(nodes->body);
   for (const json& n : node_list["items"]) {
     const std::string name = n["metadata"].value("name", "");
     const size_t gpus = NodeGpus(Obj(n, "spec"));
-    int total = 0;
+    int total = 0, total_held = 0;
     std::string per;
     // (A GPU out of service shows its state: repair, cordoned, burn-in.)
     std::map<int, std::string> out;
@@ -1893,14 +1920,21 @@ int TopNodes(HttpClient& http) {
         if (g.value("schedulable", true) == false) out[g.value("index", -1)] = g.value("state", "");
     for (size_t i = 0; i < gpus; ++i) {
       const int m = used[name][static_cast<int>(i)];
+      const int h = held[name][static_cast<int>(i)];
       total += m;
+      total_held += h;
       auto o = out.find(static_cast<int>(i));
-      per += (o == out.end() ? std::to_string(m) : std::to_string(m) + "(" + o->second + ")") +
-             (i + 1 < gpus ? " " : "");
+      per += std::to_string(m) + (h > 0 ? "+" + std::to_string(h) : "") +
+             (o == out.end() ? "" : "(" + o->second + ")") + (i + 1 < gpus ? " " : "");
     }
-    char alloc[32];
+    char alloc[32], held_gpus[32];
     std::snprintf(alloc, sizeof(alloc), "%.2f", total / 1000.0);
-    std::printf("%-12s %-6zu %-8s %s\n", name.c_str(), gpus, alloc, per.c_str());
+    std::snprintf(held_gpus, sizeof(held_gpus), "%.2f", total_held / 1000.0);
+    std::printf("%-12s %-6zu %-8s %-8s %s\n", name.c_str(), gpus, alloc, held_gpus, per.c_str());
+  }
+  if (!holders.empty()) {
+    std::printf("\nHeld for pending work (fabctl describe workload says why):\n");
+    for (const std::string& line : holders) std::printf("%s\n", line.c_str());
   }
   return 0;
 }

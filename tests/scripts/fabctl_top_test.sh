@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# `fabctl top nodes` shows the room held for pending work: a workload of 8 GPUs that waited past
+# --reserve-after holds a node (Slurm's backfill reservation), and top shows that node's GPUs
+# as used + held, its HELD total, and which workload holds them, with when it starts by the
+# time limits of the work there.
+# Usage: fabctl_top_test.sh FABRICA_BIN FABCTL_BIN SOURCE_DIR
+set -euo pipefail
+FABRICA=$1
+FABCTL=$2
+source "$(dirname "$0")/factory_lib.sh"
+fail() { echo "FAIL: $*"; tail -5 "$tmp/up.log"; exit 1; }
+start_factory --reserve-after 5
+export FABRICA_CONFIG="$tmp/data/fabctl.yaml"
+[ -s "$FABRICA_CONFIG" ] || fail "no fabctl config from fabrica up"
+
+cat >"$tmp/queue.yaml" <<YAML
+apiVersion: fabrica.dev/v1
+kind: Queue
+metadata: {name: team-a}
+spec:
+  quotas:
+    gpu: {guaranteed: 58}
+YAML
+"$FABCTL" apply -f "$tmp/queue.yaml" >/dev/null || fail "apply queue"
+# Every whole H100 of the factory busy (5 nodes of 8), for hours of virtual time, with limits.
+for i in $(seq 0 39); do
+  cat <<YAML
+---
+apiVersion: fabrica.dev/v1
+kind: Workload
+metadata: {name: small-$i, namespace: team-a}
+spec:
+  podSets: [{name: main, count: 1, cpu: "1", memory: 1Gi, devices: {gpus: 1, models: H100}}]
+  run: {command: [train], durationSeconds: $((36000 + i * 60))}
+  maxRuntimeSeconds: 72000
+YAML
+done >"$tmp/small.yaml"
+"$FABCTL" apply -f "$tmp/small.yaml" >/dev/null || fail "apply small"
+running=0
+for _ in $(seq 100); do
+  running=$("$FABCTL" get workloads -n team-a | grep -c " Running " || true)
+  [ "$running" = 40 ] && break
+  sleep 0.2
+done
+[ "$running" = 40 ] || fail "$running of 40 small workloads running: $("$FABCTL" get workloads -n team-a)"
+top=$("$FABCTL" top nodes)
+grep -q "^NODE *GPUS *ALLOC *HELD " <<<"$top" || fail "no HELD column: $top"
+grep -q "Held for pending work" <<<"$top" && fail "room held with nothing pending: $top"
+
+cat >"$tmp/big.yaml" <<YAML
+apiVersion: fabrica.dev/v1
+kind: Workload
+metadata: {name: big, namespace: team-a}
+spec:
+  podSets: [{name: main, count: 1, cpu: "8", memory: 8Gi, devices: {gpus: 8, models: H100}}]
+  run: {command: [train], durationSeconds: 600}
+YAML
+"$FABCTL" apply -f "$tmp/big.yaml" >/dev/null || fail "apply big"
+for _ in $(seq 100); do
+  "$FABCTL" get workload big -n team-a -o yaml | grep -q "reason: Reserved" && break
+  sleep 0.2
+done
+big=$("$FABCTL" get workload big -n team-a -o json)
+grep -q '"reason": "Reserved"' <<<"$big" || fail "big reserved nothing: $big"
+node=$(grep -o '"node": "[^"]*"' <<<"$big" | head -1 | cut -d'"' -f4)
+[ -n "$node" ] || fail "no node in big's nomination: $big"
+top=$("$FABCTL" top nodes)
+# Its node: 8 GPUs in use, all 8 held for big (used+held on each GPU).
+grep -q "^$node *8 *8.00 *8.00 *1000+1000 1000+1000 1000+1000 1000+1000 1000+1000 1000+1000 1000+1000 1000+1000$" <<<"$top" ||
+  fail "$node's held room not shown: $top"
+[ "$(grep -c '[0-9]+[0-9]' <<<"$top")" = 1 ] || fail "room held on other nodes too: $top"
+grep -q "^  team-a/big (Reserved, starts by 20[0-9-]*T[0-9:.]*Z): $node GPU 0,1,2,3,4,5,6,7$" <<<"$top" ||
+  fail "the holder not named: $top"
+echo "OK: top nodes shows the room held for a reservation, and whose"
