@@ -2809,6 +2809,49 @@ TEST_F(AdmissionTest, AReservationLetsInWorkThatEndsBeforeItCouldStart) {
   }
 }
 
+// Work that finds no room because free GPUs are held for a reservation is told so (how many, on
+// how many nodes, for how many workloads), and no more once the reservation has started.
+TEST_F(AdmissionTest, WorkKeptOutOfHeldRoomIsToldSo) {
+  SubmitOptions o;
+  o.preemptible = false;
+  std::vector<int> running;
+  const int big = BigReservesBehind({0, 0, 0, 0}, &running);
+  ASSERT_EQ(running.size(), 4u);
+  const int first = Submit(Gpus("first", "a", 1), 12, o);
+  adm_->Cycle(12.5, 1000);
+  ASSERT_EQ(adm_->phase(first), Phase::kPending);
+  EXPECT_EQ(adm_->reason(first).find("held for"), std::string::npos)
+      << "nothing free is held yet: " << adm_->reason(first);
+  adm_->Finish(running[0], 13);
+  adm_->Finish(running[1], 13);
+  adm_->Cycle(13.5, 1000);
+  const int open = Submit(Gpus("open", "a", 1), 14, o);
+  adm_->Cycle(14.5, 1000);
+  // (first, parked before any room was held, is not tried again for it: its reason stays.)
+  ASSERT_EQ(adm_->phase(open), Phase::kPending);
+  EXPECT_NE(adm_->reason(open).find(
+                "2 GPU(s) free on 1 node(s) are held for 1 workload(s) that wait ahead of it"),
+            std::string::npos)
+      << adm_->reason(open);
+  // More freed on the reserved node: parked, open is told of the room held now.
+  adm_->Finish(running[2], 16);
+  adm_->Cycle(16.5, 1000);
+  ASSERT_EQ(adm_->phase(open), Phase::kPending);
+  EXPECT_NE(adm_->reason(open).find(
+                "3 GPU(s) free on 1 node(s) are held for 1 workload(s) that wait ahead of it"),
+            std::string::npos)
+      << adm_->reason(open);
+  adm_->Finish(running[3], 20);
+  adm_->Cycle(20.5, 1000);
+  ASSERT_EQ(adm_->phase(big), Phase::kAdmitted) << adm_->reason(big);
+  const int late = Submit(Gpus("late", "a", 1), 21, o);
+  adm_->Cycle(21.5, 1000);
+  for (int id : {first, open, late}) {
+    ASSERT_EQ(adm_->phase(id), Phase::kPending);
+    EXPECT_EQ(adm_->reason(id).find("held for"), std::string::npos) << adm_->reason(id);
+  }
+}
+
 // A planned device held by something the admitter knows no end of (the server's hold for work
 // it could not restore, another's hold) frees never, as far as it knows: no work is let into
 // that reservation's room by its limits.

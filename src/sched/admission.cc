@@ -54,6 +54,8 @@ constexpr int kBackfillTriesPerCycle = 16;
 constexpr int kBackfillScanPerCycle = 4096;
 // (What follows names the queue whose work waits: HeldForGuarantees.)
 constexpr char kHeldForGuarantees[] = "waiting: it would borrow, and ";
+// How the part of a reason begins that says room is held for work that waits ahead.
+constexpr char kHeldAhead[] = "of its GPU models, ";
 }  // namespace
 
 std::string GpuAmount(int64_t milli) {
@@ -1042,6 +1044,66 @@ void Admitter::ReleaseHolds(Entry& e) {
   for (auto it = e.reserved.rbegin(); it != e.reserved.rend(); ++it)
     state_.Release(it->first, it->second);
   e.reserved.clear();
+}
+
+size_t Admitter::EraseHeldAhead(std::string& reason) {
+  const size_t at = reason.find(std::string("; ") + kHeldAhead);
+  if (at == std::string::npos) return at;
+  const size_t to = reason.find("; ", at + 2);
+  reason.erase(at, to == std::string::npos ? std::string::npos : to - at);
+  return at;
+}
+
+void Admitter::RefreshHeldAhead() {
+  for (auto it = held_noted_.begin(); it != held_noted_.end();) {
+    Entry& e = entries_[*it];
+    const size_t at = e.phase == Phase::kPending ? EraseHeldAhead(e.reason) : std::string::npos;
+    if (at == std::string::npos) {
+      it = held_noted_.erase(it);
+      continue;
+    }
+    const std::string ahead = HeldAheadNote(*it, e.pods);
+    if (ahead.empty()) {
+      it = held_noted_.erase(it);
+      continue;
+    }
+    e.reason.insert(at, "; " + ahead);
+    ++it;
+  }
+}
+
+std::string Admitter::HeldAheadNote(int id, const std::vector<PodRequest>& pods) const {
+  uint64_t models = 0;  // the GPU models its pods may use
+  for (const PodRequest& p : pods)
+    if (p.num_gpu > 0 || p.gpu_milli > 0 || p.kind == DeviceKind::kMig) models |= p.model_mask;
+  if (models == 0) return "";
+  int64_t milli = 0;
+  std::set<int> nodes;
+  std::set<int> holders;
+  for (int other : nominated_) {
+    const Entry& o = entries_[other];
+    if (other == id || !o.nominated) continue;
+    for (const auto& [hold, unused] : o.reserved) {
+      const int model = state_.node_model(hold.node);
+      if (model < 0 || !(models >> model & 1)) continue;
+      for (const DeviceShare& d : hold.devices) {
+        // (A MIG slice counts as its share of the GPU's compute, as quotas charge it.)
+        const int64_t m = d.mig_slice >= 0 ? d.milli : std::min<int64_t>(d.milli, kMilliPerGpu);
+        if (m <= 0) continue;
+        milli += m;
+        nodes.insert(hold.node);
+        holders.insert(other);
+      }
+    }
+  }
+  if (milli == 0) return "";
+  char gpus[32];
+  std::snprintf(gpus, sizeof gpus, milli % kMilliPerGpu == 0 ? "%.0f" : "%.2f",
+                static_cast<double>(milli) / kMilliPerGpu);
+  return std::string(kHeldAhead) + gpus + " GPU(s) free on " + std::to_string(nodes.size()) +
+         " node(s) are held for " + std::to_string(holders.size()) +
+         " workload(s) that wait ahead of it (reserved room, or a preemptor's while its victims "
+         "stop: fabctl top nodes)";
 }
 
 void Admitter::HoldPlan(int id) {
@@ -2516,6 +2578,8 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
     for (const auto& k : queues_[leaf].pending)
       if (std::get<2>(k) != head) entries_[std::get<2>(k)].reason = why;
   }
+  // Work parked with room held ahead of it is told how much is held now.
+  RefreshHeldAhead();
   return out;
 }
 
@@ -2860,10 +2924,17 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
   if (const size_t held = e.reason.find(std::string("; ") + kHeldForGuarantees);
       held != std::string::npos)
     e.reason.erase(held);
+  // (Nor what was held ahead of it then: said again as it is now.)
+  EraseHeldAhead(e.reason);
   if (!e.explained || reason != "no node can take it now" ||
       e.reason.rfind("no node can take it now", 0) != 0)
     e.reason = reason;
   e.explained = true;
+  if (e.reason.rfind("no node can take it now", 0) == 0)
+    if (std::string ahead = HeldAheadNote(id, pods); !ahead.empty()) {
+      e.reason += "; " + ahead;
+      held_noted_.insert(id);
+    }
   if (!e.history.empty() && e.reason.find(e.history) == std::string::npos)
     e.reason += "; " + e.history;
   failed[key] = e.reason;

@@ -884,6 +884,15 @@ class Admitter {
   bool WithinOtherTree(int id) const;
   bool WouldBorrow(int id) const;
   void Park(int id, bool quota, uint64_t key, const std::vector<PodRequest>& pods);
+  // Where room held for other workloads that wait ahead (nominated: reservations, preemptors
+  // whose victims stop) is on nodes of a GPU model `pods` may use: how much, for its reason
+  // ("" where none is).
+  std::string HeldAheadNote(int id, const std::vector<PodRequest>& pods) const;
+  // Takes HeldAheadNote's part out of `reason`; where it was (npos: it had none).
+  static size_t EraseHeldAhead(std::string& reason);
+  // HeldAheadNote again for each workload whose reason has one (held_noted_), as held room
+  // changed in the cycle: parked work is not tried again for it. At the end of a cycle.
+  void RefreshHeldAhead();
   void Unpark(int id);
   void Wake();
   int WakeShape(uint64_t key, int count);
@@ -1008,6 +1017,7 @@ class Admitter {
   std::vector<Entry> entries_;
   std::vector<std::vector<int>> node_workloads_;  // admitted/evicting workloads per node
   std::vector<int> nominated_;
+  std::set<int> held_noted_;      // pending workloads whose reason has a HeldAheadNote
   double now_ = 0;                // of the current Cycle
   std::map<int, int> preemptor_;  // evicting workload → the workload it makes room for
   std::set<int> unready_;         // admitted, pods not all ready yet
