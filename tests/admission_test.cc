@@ -367,6 +367,30 @@ TEST_F(AdmissionTest, AGangNoRequiredDomainCouldHoldIsInfeasible) {
   EXPECT_EQ(adm_->phase(spread), Phase::kAdmitted) << adm_->reason(spread);
 }
 
+// Only the GPUs a gang's pods could use count: a leaf of 4 H100s and 4 A100s never holds a gang
+// of 8 H100s, though the fleet has 8 (a user-style trial saw one shown first in line, forever),
+// but holds one of 8 of either model.
+TEST_F(AdmissionTest, AGangCountsOnlyTheGpuModelsItMayUseInItsDomain) {
+  Fleet fleet = H100AndA100();
+  for (Node& n : fleet.nodes) n.leaf = "leaf-1";
+  fleet.nodes.push_back(GpuNode("n1", 4));  // (in a leaf of its own: 8 H100s in the fleet)
+  Make(fleet, {Leaf("a", 16)});
+  Workload gang = Gpus("h100s", "a", 4, 0, /*pods=*/2);
+  gang.gang = true;
+  gang.topology = {TopologyLevel::kLeaf, /*required=*/true};
+  gang.pod_sets[0].device.models = {"H100"};
+  const int h100s = Submit(gang);
+  EXPECT_EQ(adm_->phase(h100s), Phase::kInfeasible);
+  EXPECT_EQ(adm_->reason(h100s),
+            "gang needs 8 GPUs in one leaf domain; the largest has 4 GPUs in all of the models "
+            "its pods may use (a MIG-partitioned GPU only for a slice)");
+  gang.name = WorkloadId("any");
+  gang.pod_sets[0].device.models.clear();
+  const int any = Submit(gang);
+  adm_->Cycle(1, 1000);
+  EXPECT_EQ(adm_->phase(any), Phase::kAdmitted) << adm_->reason(any);
+}
+
 // Flavours are the fleet's: a fraction goes to the most specific flavour any queue names, in
 // every tree. When only another tree names it, the refusal says so, and who does (a user-style
 // review: one team's new `frac` quota left every other tree's fractional work Unschedulable,

@@ -1888,7 +1888,9 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
         if (req->kind == DeviceKind::kWhole) {
           int model = state_.node_model(n);
           if (model < 0 || !(req->model_mask >> model & 1)) continue;
-          int64_t by_gpu = node.gpu_count() / std::max(1, req->num_gpu);
+          int whole = 0;  // (a MIG-partitioned GPU takes no whole-GPU pod)
+          for (const Device& d : node.devices) whole += d.mig_enabled() ? 0 : 1;
+          int64_t by_gpu = whole / std::max(1, req->num_gpu);
           int64_t by_cpu = req->cpu_milli ? node.cpu.value() / req->cpu_milli : by_gpu;
           places += std::min(by_gpu, by_cpu);
         } else {
@@ -1908,9 +1910,7 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
   // A gang (or pods placed together) that no domain of the level it requires could hold even
   // empty: it would wait forever (a user-style review saw one hold a StrictFIFO queue).
   if (e.spec.gang || e.pods.size() > 1) {
-    int64_t need = 0;
-    for (const PodRequest& p : e.pods) need += p.total_gpu_milli();
-    if (std::string why; !SomeDomainHolds(state_, need, e.spec.topology, &why)) {
+    if (std::string why; !SomeDomainHolds(state_, e.pods, e.spec.topology, &why)) {
       e.phase = Phase::kInfeasible;
       ++queues_[leaf].infeasible;
       e.reason = why;

@@ -267,21 +267,39 @@ bool Placer::PlaceAllIn(ClusterState& s, const std::vector<int>* nodes,
   return true;
 }
 
-bool SomeDomainHolds(const ClusterState& s, int64_t need_milli, const TopologyConstraint& topology,
-                     std::string* why) {
+bool SomeDomainHolds(const ClusterState& s, const std::vector<PodRequest>& pods,
+                     const TopologyConstraint& topology, std::string* why) {
   if (!topology.required || topology.level == TopologyLevel::kNone) return true;
-  // Counting every GPU of the domain keeps a "no" a sure "never".
+  int64_t need_milli = 0;
+  uint64_t models = 0;  // the models some pod may use
+  bool mig = false;     // some pod takes a MIG slice
+  for (const PodRequest& p : pods) {
+    need_milli += p.total_gpu_milli();
+    if (p.kind == DeviceKind::kNone) continue;
+    models |= p.model_mask;
+    mig |= p.kind == DeviceKind::kMig;
+  }
+  // Counting every GPU of the domain some pod could use keeps a "no" a sure "never".
   int64_t largest_milli = 0;
+  bool narrowed = false;  // some domain has GPUs no pod could use
   for (const std::vector<int>& domain : s.domains(topology.level)) {
     int64_t milli = 0;
-    for (int n : domain) milli += int64_t{s.node(n).gpu_count()} * kMilliPerGpu;
+    for (int n : domain)
+      for (const Device& d : s.node(n).devices) {
+        const bool usable =
+            s.node_model(n) >= 0 && (models >> s.node_model(n) & 1) && (mig || !d.mig_enabled());
+        milli += usable ? kMilliPerGpu : 0;
+        narrowed |= !usable;
+      }
     largest_milli = std::max(largest_milli, milli);
   }
   if (largest_milli >= need_milli) return true;
   if (why)
     *why = "gang needs " + FormatMilliGpu(MilliGpu(need_milli)) + " GPUs in one " +
            TopologyLevelName(topology.level) + " domain; the largest has " +
-           FormatMilliGpu(MilliGpu(largest_milli)) + " GPUs in all";
+           FormatMilliGpu(MilliGpu(largest_milli)) + " GPUs in all" +
+           (narrowed ? " of the models its pods may use (a MIG-partitioned GPU only for a slice)"
+                     : "");
   return false;
 }
 
@@ -298,7 +316,7 @@ GangPlacement Placer::PlaceGang(ClusterState& s, const std::vector<PodRequest>& 
   }
   int64_t need_milli = 0;
   for (const PodRequest& req : pods) need_milli += req.total_gpu_milli();
-  if (!SomeDomainHolds(s, need_milli, topology, &g.reason)) {
+  if (!SomeDomainHolds(s, pods, topology, &g.reason)) {
     g.outcome = Outcome::kInfeasible;
     return g;
   }

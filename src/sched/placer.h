@@ -89,10 +89,12 @@ class Placer {
 
 // Whether some node of the fleet could hold the pod if the fleet were empty.
 bool FitsSomeEmptyNode(const ClusterState& s, const PodRequest& req, std::string* why);
-// Whether a domain of the level `topology` requires could hold `need_milli` GPUs were it empty
-// (always, when it requires none); `why` says which it needs and the largest there is. A
-// required domain that could not hold a gang even empty never will: Infeasible, not Pending.
-bool SomeDomainHolds(const ClusterState& s, int64_t need_milli, const TopologyConstraint& topology,
-                     std::string* why);
+// Whether a domain of the level `topology` requires could hold the GPUs of `pods` were it
+// empty (always, when it requires none), counting only the GPUs some pod could use (of a model
+// it allows; a MIG-partitioned GPU only for a MIG slice); `why` says which it needs and the
+// largest there is. A required domain that could not hold a gang even empty never will:
+// Infeasible, not Pending.
+bool SomeDomainHolds(const ClusterState& s, const std::vector<PodRequest>& pods,
+                     const TopologyConstraint& topology, std::string* why);
 
 }  // namespace fabrica
