@@ -4972,8 +4972,8 @@ TEST(ReplayTest, ScenarioErrorsNameTheField) {
     text.replace(text.find("load: 1.0"), 9, "load: 1.0\nadmission: {reserveAfer: 5}");
     text.replace(text.find("trust: untrusted"), 16, "trust: untrusted\n    shre: 1");
     ExpectBad(sim::ParseScenario(text, "tiny.yaml", ".").status(),
-              "tiny.yaml:6: admission.reserveAfer: unknown field; tiny.yaml:20: teams[2].shre: "
-              "unknown field",
+              "tiny.yaml:6: admission.reserveAfer: unknown field (did you mean reserveAfter?); "
+              "tiny.yaml:20: teams[2].shre: unknown field (did you mean share?)",
               "");
   }
   {

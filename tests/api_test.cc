@@ -1559,8 +1559,9 @@ TEST_F(ApiBadInputTest, QueueWritesKeepTheTreeValidAndQueuesInUseStay) {
   misspelt["spec"]["quotas"] = {{"gpu", {{"guarantee", 4}}}};
   misspelt["spec"]["wieght"] = 2;
   refused("POST", queues, misspelt, 422,
-          "spec.budget.perod: unknown field; spec.quotas.gpu.guarantee: unknown field; "
-          "spec.wieght: unknown field");
+          "spec.budget.perod: unknown field (did you mean period?); spec.quotas.gpu.guarantee: "
+          "unknown field (did you mean guaranteed?); spec.wieght: unknown field (did you mean "
+          "weight?)");
   json orphan = QueueObject("orphan");
   orphan["spec"]["parent"] = "nowhere";
   refused("POST", queues, orphan, 422, "Queue 'orphan': spec.parent: unknown queue");
@@ -1658,7 +1659,8 @@ TEST_F(ApiBadInputTest, PriorityClassNamesAreResolvedWhenAWorkloadIsWritten) {
   disagrees["spec"]["priorityClassName"] = "urgent";
   disagrees["spec"]["priority"] = 5;
   ExpectCreateRejected(disagrees, 422,
-                       "spec.priority: 5 differs from priority class 'urgent' (100)");
+                       "spec.priority: 5 differs from priority class 'urgent' (100): set "
+                       "spec.priorityClassName to null with it to lower a priority");
   json good = New();
   good["spec"]["priorityClassName"] = "urgent";
   ASSERT_EQ(w_.Do("POST", Collection("workloads", "team-a"), kAlice, good.dump()).status, 201);
@@ -1773,8 +1775,8 @@ TEST_F(ApiBadInputTest, UnknownFields) {
   ExpectCreateRejected(meta, 422, "metadata.lables");
   meta["metadata"]["anotations"] = json::object();
   ExpectCreateRejected(meta, 422,
-                       "Workload 'new': metadata.anotations: unknown field; metadata.lables: "
-                       "unknown field");
+                       "Workload 'new': metadata.anotations: unknown field (did you mean "
+                       "annotations?); metadata.lables: unknown field (did you mean labels?)");
   json spec = New();
   spec["spec"]["podSets"][0]["devices"]["gpuz"] = 1;
   ExpectCreateRejected(spec, 422, "spec.podSets[0].devices.gpuz");

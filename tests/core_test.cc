@@ -342,7 +342,8 @@ TEST(FleetYaml, UnknownFieldIsRejectedWithFileLineAndPath) {
                      "f.yaml");
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.status().message(),
-            "f.yaml:6: nodes[0].gpus.modle: unknown field; f.yaml:7: nodes[0].cpus: unknown field");
+            "f.yaml:6: nodes[0].gpus.modle: unknown field (did you mean model?); f.yaml:7: "
+            "nodes[0].cpus: unknown field");  // (cpu or gpus: no guess)
   // A misspelling is said before what it leads to (here gpu is "required" as it is misspelt).
   const auto fault = ParseFleetYaml(OneNodeFleet("    cpu: 8\n"
                                                  "    memory: 64Gi\n"
@@ -351,7 +352,8 @@ TEST(FleetYaml, UnknownFieldIsRejectedWithFileLineAndPath) {
                                                  "  - {node: a, atSeconds: 6, xid: 79, gpuu: 1}\n"),
                                     "f.yaml");
   ASSERT_FALSE(fault.ok());
-  EXPECT_EQ(fault.status().message(), "f.yaml:7: faults[0].gpuu: unknown field");
+  EXPECT_EQ(fault.status().message(),
+            "f.yaml:7: faults[0].gpuu: unknown field (did you mean gpu?)");
 }
 
 TEST(FleetYaml, MisspeltRequiredFieldIsReportedAsMissing) {
@@ -826,7 +828,8 @@ TEST(WorkloadYaml, UnknownFieldIsRejected) {
       "  podSets: [{cpu: 1}]\n"
       "  queu: q\n";
   ExpectInvalid(ParseWorkloadYaml(two, "w.yaml"),
-                {"w.yaml:3: spec.priorty: unknown field; w.yaml:5: spec.queu: unknown field"});
+                {"w.yaml:3: spec.priorty: unknown field (did you mean priority?); w.yaml:5: "
+                 "spec.queu: unknown field (did you mean queue?)"});
   // And so is every one of the nested maps, in file order: the run, each pod set and its
   // devices, the document itself.
   const char* nested =
@@ -841,9 +844,9 @@ TEST(WorkloadYaml, UnknownFieldIsRejected) {
   ExpectInvalid(
       ParseWorkloadYaml(nested, "w.yaml"),
       {"w.yaml:1: metadata.lable: unknown field; w.yaml:3: spec.run.comand: unknown "
-       "field; w.yaml:5: spec.podSets[0].devices.modle: unknown field; w.yaml:6: "
-       "spec.podSets[1].cnt: unknown field; w.yaml:7: spec.queu: unknown field; w.yaml:8: "
-       "stauts: unknown field"});
+       "field (did you mean command?); w.yaml:5: spec.podSets[0].devices.modle: unknown field; "
+       "w.yaml:6: spec.podSets[1].cnt: unknown field; w.yaml:7: spec.queu: unknown field (did "
+       "you mean queue?); w.yaml:8: stauts: unknown field (did you mean status?)"});
 }
 
 TEST(WorkloadYaml, MultipleDocumentsAndTheirPaths) {

@@ -2126,9 +2126,9 @@ TEST_F(FactoryTest, ATimeLimitCountsFromTheAdmissionAndMayOnlyBeLowered) {
   };
   for (const json& more : {json(120), json(0), json(nullptr)}) {
     ClientResponse r = limit(more);
-    EXPECT_EQ(r.status, 422) << more << ": " << r.body;
-    EXPECT_NE(r.body.find("spec.maxRuntimeSeconds: may only be lowered while the workload is "
-                          "Scheduled (it is 60; a platform admin may raise it)"),
+    EXPECT_EQ(r.status, 403) << more << ": " << r.body;
+    EXPECT_NE(r.body.find("spec.maxRuntimeSeconds: only a platform admin may raise or lift the "
+                          "time limit of a Scheduled workload (it is 60 s; it may be lowered)"),
               std::string::npos)
         << r.body;
   }

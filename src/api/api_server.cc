@@ -184,9 +184,14 @@ enum class JsonKind { kString, kInt, kBool, kObject, kList };
 
 // "a: unknown field; b: unknown field": every unknown field at once, as strict decoding names
 // them.
-Status UnknownFields(const std::vector<std::string>& paths) {
+// `known`: the fields of the map(s) they were found in, for a guess at what each misspells.
+Status UnknownFields(const std::vector<std::string>& paths,
+                     const std::vector<std::string>& known = {}) {
   std::string msg;
-  for (const std::string& p : paths) msg += (msg.empty() ? "" : "; ") + p + ": unknown field";
+  for (const std::string& p : paths)
+    msg += (msg.empty() ? "" : "; ") + p + ": " +
+           UnknownFieldMessage(p.substr(p.rfind('.') == std::string::npos ? 0 : p.rfind('.') + 1),
+                               known);
   return InvalidArgument(msg);
 }
 
@@ -201,7 +206,11 @@ Status CheckFields(const json& j, const std::string& path,
     if (std::none_of(fields.begin(), fields.end(), [&k](const auto& f) { return k == f.first; }))
       unknown.push_back(path + "." + k);
   }
-  if (!unknown.empty()) return UnknownFields(unknown);
+  if (!unknown.empty()) {
+    std::vector<std::string> known;
+    for (const auto& f : fields) known.push_back(f.first);
+    return UnknownFields(unknown, known);
+  }
   for (const auto& [key, v] : j.items()) {
     const std::string& k = key;
     auto f =
@@ -1488,7 +1497,8 @@ struct ApiServer::Impl {
         if (k != "holderIdentity" && k != "renewTime" && k != "leaseDurationSeconds")
           unknown.push_back("spec." + k);
       }
-      if (!unknown.empty()) return UnknownFields(unknown);
+      if (!unknown.empty())
+        return UnknownFields(unknown, {"holderIdentity", "renewTime", "leaseDurationSeconds"});
       // It keeps a silent node Ready as long: bounded, so that no agent keeps a dead node's
       // work from being requeued for longer than an hour.
       if (spec.contains("leaseDurationSeconds")) {
@@ -1512,7 +1522,7 @@ struct ApiServer::Impl {
       std::vector<std::string> unknown;
       for (const auto& [k, v] : spec.items())
         if (k != "value" && k != "description" && k != "tenants") unknown.push_back("spec." + k);
-      if (!unknown.empty()) return UnknownFields(unknown);
+      if (!unknown.empty()) return UnknownFields(unknown, {"value", "description", "tenants"});
       for (const auto& [k, v] : spec.items()) {
         if (k == "description" && !v.is_string())
           return InvalidArgument("spec.description: expected a string");
@@ -1604,7 +1614,11 @@ struct ApiServer::Impl {
     for (const auto& [k, v] : meta.items()) {
       if (!known_meta.count(k)) unknown.push_back("metadata." + k);
     }
-    if (!unknown.empty()) return UnknownFields(unknown);
+    if (!unknown.empty()) {
+      std::vector<std::string> known(known_top.begin(), known_top.end());
+      known.insert(known.end(), known_meta.begin(), known_meta.end());
+      return UnknownFields(unknown, known);
+    }
     return obj;
   }
 
@@ -2611,7 +2625,9 @@ struct ApiServer::Impl {
     const json& given = Field(spec, "priority");
     if (!given.is_null() && given != value)
       return InvalidArgument("spec.priority: " + given.dump() + " differs from priority class '" +
-                             name + "' (" + value.dump() + ")");
+                             name + "' (" + value.dump() +
+                             "): set spec.priorityClassName to null with it to lower a priority "
+                             "without a class");
     spec["priority"] = value;
     return Status::Ok();
   }
@@ -2843,11 +2859,11 @@ struct ApiServer::Impl {
           const json& now = Field(o["spec"], "maxRuntimeSeconds");
           if (was > 0 &&
               (!now.is_number_integer() || now.get<int64_t>() <= 0 || now.get<int64_t>() > was))
-            return StatusResponse(422,
-                                  "spec.maxRuntimeSeconds: may only be lowered while the "
-                                  "workload is " +
-                                      phase + " (it is " + std::to_string(was) +
-                                      "; a platform admin may raise it)",
+            return StatusResponse(403,
+                                  "spec.maxRuntimeSeconds: only a platform admin may raise or "
+                                  "lift the time limit of a " +
+                                      phase + " workload (it is " + std::to_string(was) +
+                                      " s; it may be lowered)",
                                   "spec.maxRuntimeSeconds");
         }
         if (Status s = CheckNewSpec(o, &stored); !s.ok()) return ErrorFromStatus(s);

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -236,6 +237,28 @@ size_t NodeGpus(const json& spec) {
   const json gpus = Obj(spec, "gpus");
   const auto count = gpus.find("count");
   return count != gpus.end() && count->is_number_unsigned() ? count->get<size_t>() : 0;
+}
+
+// A timestamp as the server writes them ("2026-12-03T17:04:57.169Z") `seconds` later, in the
+// same form; "" where it cannot be read.
+std::string AddSeconds(const std::string& at, int64_t seconds) {
+  std::tm tm{};
+  int ms = 0;
+  char zone = 0;
+  if (std::sscanf(at.c_str(), "%d-%d-%dT%d:%d:%d.%3dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms) != 7 &&
+      std::sscanf(at.c_str(), "%d-%d-%dT%d:%d:%d%c", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &zone) != 7)
+    return "";
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  const std::time_t t = timegm(&tm) + static_cast<std::time_t>(seconds);
+  std::tm out{};
+  gmtime_r(&t, &out);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", out.tm_year + 1900,
+                out.tm_mon + 1, out.tm_mday, out.tm_hour, out.tm_min, out.tm_sec, ms);
+  return buf;
 }
 
 std::string Age(const json& obj) { return obj["metadata"].value("creationTimestamp", ""); }
@@ -853,6 +876,43 @@ fabrica::Result<std::vector<json>> ReadManifests(const std::string& file) {
 fabrica::Result<std::vector<json>> ReadManifestText(const std::string& file,
                                                     const std::string& text) {
   std::vector<json> out;
+  // A JSON document is read as JSON, so that an error in it is told as one, where it is (YAML's
+  // reader would call it malformed YAML, at another line). A flow-style YAML map that is not
+  // JSON is read as YAML.
+  std::string json_error;
+  if (const size_t first = text.find_first_not_of(" \t\r\n");
+      first != std::string::npos && (text[first] == '{' || text[first] == '[')) {
+    std::string twice;
+    json j = fabrica::jsonf::ParseNoDuplicateKeys(text, &twice);
+    if (!twice.empty())
+      return fabrica::InvalidArgument(file + ": key \"" + twice +
+                                      "\" is given twice in one JSON object");
+    if (!j.is_discarded()) {
+      if (!j.is_object())
+        return fabrica::InvalidArgument(file +
+                                        ": a document must be an object (apiVersion, kind, "
+                                        "metadata, spec)");
+      if (!j.contains("kind") || !j["kind"].is_string()) j["kind"] = "";
+      if (j["kind"] != "WorkloadList" && j["kind"] != "List") return std::vector<json>{j};
+      for (json item : j.contains("items") && j["items"].is_array() ? j["items"] : json::array()) {
+        if (!item.is_object())
+          return fabrica::InvalidArgument(file +
+                                          ": items: each must be an object (apiVersion, "
+                                          "kind, metadata, spec)");
+        if (!item.contains("kind") || !item["kind"].is_string()) item["kind"] = "";
+        out.push_back(std::move(item));
+      }
+      return out;
+    }
+    try {
+      const json again = json::parse(text);  // (throws: it was discarded)
+      (void)again;
+    } catch (const json::parse_error& e) {
+      const std::string what = e.what();
+      const size_t at = what.find("parse error");
+      json_error = file + ": malformed JSON: " + (at == std::string::npos ? what : what.substr(at));
+    }
+  }
   try {
     for (const YAML::Node& doc : YAML::LoadAll(text)) {
       if (doc.IsNull()) continue;
@@ -877,6 +937,7 @@ fabrica::Result<std::vector<json>> ReadManifestText(const std::string& file,
       }
     }
   } catch (const YAML::Exception& e) {
+    if (!json_error.empty()) return fabrica::InvalidArgument(json_error);
     return fabrica::InvalidArgument(file + ":" + std::to_string(e.mark.line + 1) +
                                     ": malformed YAML: " + e.msg);
   }
@@ -1413,6 +1474,14 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
     if (status.contains("expectedStartTime"))
       std::printf("Starts by:  %s (by the time limits of the work on its planned nodes)\n",
                   status.value("expectedStartTime", "").c_str());
+    // Admitted with a time limit: when it reaches it (squeue's end time), counted from its
+    // admission.
+    if (const int64_t limit = Obj(o, "spec").value("maxRuntimeSeconds", int64_t{0});
+        limit > 0 && (stored == "Scheduled" || stored == "Running"))
+      if (const std::string ends = AddSeconds(status.value("scheduledTime", ""), limit);
+          !ends.empty())
+        std::printf("Ends by:    %s (its time limit, %lld s from its admission)\n", ends.c_str(),
+                    static_cast<long long>(limit));
     // Started with fewer pods than it asks for (partial admission), and its gang-timeout
     // releases.
     if (const json counts = Arr(status, "admittedCounts"); !counts.empty()) {

@@ -37,7 +37,10 @@ Status YamlMap::CheckIsMap() const {
                          ": expected a mapping");
 }
 
-bool YamlMap::Has(const std::string& key) const { return node_[key].IsDefined(); }
+bool YamlMap::Has(const std::string& key) const {
+  asked_.insert(key);
+  return node_[key].IsDefined();
+}
 
 Doc YamlMap::Raw(const std::string& key) {
   read_.insert(key);
@@ -171,12 +174,56 @@ YamlMap YamlMap::Child(Doc node, std::string path) const {
   return child;
 }
 
+std::string Misspelt(const std::string& key, const std::vector<std::string>& known) {
+  const auto lower = [](std::string s) {
+    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+  };
+  const std::string k = lower(key);
+  const size_t most = std::max<size_t>(1, k.size() / 4);
+  std::string best;
+  size_t best_d = most + 1;
+  bool tie = false;
+  for (const std::string& name : known) {
+    const std::string n = lower(name);
+    if (n.size() > k.size() + most || k.size() > n.size() + most) continue;
+    // Edit distance, two letters swapped counting as one edit ("wieght").
+    std::vector<std::vector<size_t>> d(k.size() + 1, std::vector<size_t>(n.size() + 1));
+    for (size_t i = 0; i <= k.size(); ++i) d[i][0] = i;
+    for (size_t j = 0; j <= n.size(); ++j) d[0][j] = j;
+    for (size_t i = 1; i <= k.size(); ++i)
+      for (size_t j = 1; j <= n.size(); ++j) {
+        d[i][j] = std::min(
+            {d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (k[i - 1] == n[j - 1] ? 0 : 1)});
+        if (i > 1 && j > 1 && k[i - 1] == n[j - 2] && k[i - 2] == n[j - 1])
+          d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    const size_t dist = d[k.size()][n.size()];
+    if (dist < best_d) {
+      best_d = dist;
+      best = name;
+      tie = false;
+    } else if (dist == best_d && name != best) {
+      tie = true;
+    }
+  }
+  return best_d <= most && !tie ? best : "";
+}
+
+std::string UnknownFieldMessage(const std::string& key, const std::vector<std::string>& known) {
+  const std::string guess = Misspelt(key, known);
+  return guess.empty() ? "unknown field" : "unknown field (did you mean " + guess + "?)";
+}
+
 Status YamlMap::Finish() const {
   // Every unknown field, as strict Kubernetes decoding names them all: a file with two misspelt
   // keys is mended in one round, not two, even when they sit in different nested maps.
   for (const auto& kv : node_.entries()) {
     const std::string key = kv.first.Scalar();
-    if (!read_.count(key)) unknown_->push_back({kv.first.line(), Where(kv.first), Path(key)});
+    if (read_.count(key)) continue;
+    std::vector<std::string> known(read_.begin(), read_.end());
+    known.insert(known.end(), asked_.begin(), asked_.end());
+    unknown_->push_back({kv.first.line(), Where(kv.first), Path(key), Misspelt(key, known)});
   }
   return outermost_ ? Unknowns() : Status::Ok();
 }
@@ -198,7 +245,8 @@ Status YamlMap::Unknowns() const {
   std::string msg = one_place ? unknown.front().where + ": " : "";
   for (size_t i = 0; i < unknown.size(); ++i) {
     msg += (i ? "; " : "") + (one_place ? "" : unknown[i].where + ": ") + unknown[i].path +
-           ": unknown field";
+           ": unknown field" +
+           (unknown[i].guess.empty() ? "" : " (did you mean " + unknown[i].guess + "?)");
   }
   return InvalidArgument(msg);
 }

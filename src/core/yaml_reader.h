@@ -71,17 +71,26 @@ class YamlMap {
   struct Unknown {
     int line;
     std::string where, path;
+    std::string guess;  // the field it may misspell (Misspelt), or ""
   };
 
   Doc node_;
   std::string path_;
   std::string source_;
   std::set<std::string> read_;
+  mutable std::set<std::string> asked_;  // keys Has was asked of: known, if absent
   // The unknown fields children have found, shared by a map and every map below it; only the
   // outermost map (the one not made by Child) reports them.
   std::shared_ptr<std::vector<Unknown>> unknown_ = std::make_shared<std::vector<Unknown>>();
   bool outermost_ = true;
 };
+
+// The one of `known` that `key` most likely misspells (case aside, a few letters added,
+// dropped or changed: at most a quarter of its length, and at least one), "" where none is close
+// or two are equally close. For "unknown field (did you mean …?)".
+std::string Misspelt(const std::string& key, const std::vector<std::string>& known);
+// "unknown field", with Misspelt's guess where it has one.
+std::string UnknownFieldMessage(const std::string& key, const std::vector<std::string>& known);
 
 // Parses a YAML document, turning yaml-cpp's exceptions into a Status naming file and line.
 Result<Doc> LoadYaml(const std::string& text, const std::string& source);

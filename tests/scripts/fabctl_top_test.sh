@@ -2,7 +2,8 @@
 # `fabctl top nodes` shows the room held for pending work: a workload of 8 GPUs that waited past
 # --reserve-after holds a node (Slurm's backfill reservation), and top shows that node's GPUs
 # as used + held, its HELD total, and which workload holds them, with when it starts by the
-# time limits of the work there.
+# time limits of the work there. A running workload's describe says when it reaches its time
+# limit.
 # Usage: fabctl_top_test.sh FABRICA_BIN FABCTL_BIN SOURCE_DIR
 set -euo pipefail
 FABRICA=$1
@@ -43,6 +44,13 @@ for _ in $(seq 100); do
   sleep 0.2
 done
 [ "$running" = 40 ] || fail "$running of 40 small workloads running: $("$FABCTL" get workloads -n team-a)"
+# A running workload with a time limit says when it reaches it (squeue's end time).
+described=$("$FABCTL" describe workload small-7 -n team-a)
+admitted=$("$FABCTL" get workload small-7 -n team-a -o json | grep -o '"scheduledTime": "[^"]*"' | cut -d'"' -f4)
+[ -n "$admitted" ] || fail "small-7 has no scheduledTime"
+ends=$(date -u -d "$(sed 's/\.\([0-9]*\)Z$/ UTC/' <<<"$admitted") + 72000 seconds" +%Y-%m-%dT%H:%M:%S)
+grep -q "^Ends by: *$ends\.[0-9]*Z (its time limit, 72000 s from its admission)$" <<<"$described" ||
+  fail "no end by the limit ($ends, admitted $admitted): $described"
 top=$("$FABCTL" top nodes)
 grep -q "^NODE *GPUS *ALLOC *HELD " <<<"$top" || fail "no HELD column: $top"
 grep -q "Held for pending work" <<<"$top" && fail "room held with nothing pending: $top"
@@ -71,4 +79,15 @@ grep -q "^$node *8 *8.00 *8.00 *1000+1000 1000+1000 1000+1000 1000+1000 1000+100
 [ "$(grep -c '[0-9]+[0-9]' <<<"$top")" = 1 ] || fail "room held on other nodes too: $top"
 grep -q "^  team-a/big (Reserved, starts by 20[0-9-]*T[0-9:.]*Z): $node GPU 0,1,2,3,4,5,6,7$" <<<"$top" ||
   fail "the holder not named: $top"
-echo "OK: top nodes shows the room held for a reservation, and whose"
+# A JSON manifest with an error is told as malformed JSON, where it is; a misspelt field is
+# refused with a guess at what it misspells.
+printf '{"apiVersion": "fabrica.dev/v1", "kind": "Workload"\n "metadata": {}}\n' >"$tmp/bad.json"
+out=$("$FABCTL" apply -f "$tmp/bad.json" 2>&1) && fail "bad.json applied: $out"
+grep -q "bad.json: malformed JSON: parse error at line 2, column 11" <<<"$out" ||
+  fail "bad.json's error: $out"
+sed 's/maxRuntimeSeconds: 72000/maxRuntimeSecond: 72000/; s/name: small-0,/name: typo,/' "$tmp/small.yaml" |
+  awk '/^---$/ && n++ {exit} {print}' >"$tmp/typo.yaml"  # (the first document)
+out=$("$FABCTL" apply -f "$tmp/typo.yaml" 2>&1) && fail "typo.yaml applied: $out"
+grep -q "spec.maxRuntimeSecond: unknown field (did you mean maxRuntimeSeconds?)" <<<"$out" ||
+  fail "typo.yaml's error: $out"
+echo "OK: top nodes shows the room held for a reservation, and whose; describe says when a limit ends a run; malformed JSON and a misspelt field are named"
