@@ -1163,7 +1163,7 @@ int Apply(Globals& g, HttpClient& http, const std::string& file) {
 // Deletes the objects `file` lists, or those of resource `what` named in `names` (several
 // names at once, as kubectl takes them).
 int Delete(Globals& g, HttpClient& http, const std::string& what,
-           const std::vector<std::string>& names, const std::string& file) {
+           const std::vector<std::string>& names, const std::string& file, bool all) {
   std::vector<std::pair<const Resource*, std::pair<std::string, std::string>>> targets;
   if (!file.empty()) {
     auto docs = ReadManifests(file);
@@ -1187,9 +1187,26 @@ int Delete(Globals& g, HttpClient& http, const std::string& what,
     }
   } else {
     const Resource* r = ResourceByName(what);
-    if (!r || names.empty()) {
-      std::cerr << "fabctl: usage: fabctl delete RESOURCE NAME... [-n TENANT] | -f FILE\n";
+    if (!r || names.empty() == !all) {
+      std::cerr
+          << "fabctl: usage: fabctl delete RESOURCE (NAME... | --all) [-n TENANT] | -f FILE\n";
       return 2;
+    }
+    if (all) {
+      // Every one of the tenant's (as kubectl's --all in a namespace; a tenant must be named, so
+      // that no one deletes every tenant's work by leaving it out).
+      if (r->namespaced && g.ns.empty()) {
+        std::cerr << "fabctl: delete " << r->plural << " --all: name the tenant (-n TENANT)\n";
+        return 2;
+      }
+      auto list = http.Do("GET", CollectionPath(*r, g.ns));
+      if (!list.ok() || list->status != 200) return Failed(list);
+      for (const json& item : Arr(json::parse(list->body, nullptr, false), "items"))
+        targets.push_back({r, {g.ns, Obj(item, "metadata").value("name", "")}});
+      if (targets.empty()) {
+        std::cerr << "No resources found" << (r->namespaced ? " in tenant " + g.ns : "") << ".\n";
+        return 0;
+      }
     }
     for (const std::string& name : names) targets.push_back({r, {g.ns, name}});
   }
@@ -2108,10 +2125,12 @@ int main(int argc, char** argv) {
   del->add_option("name", names, "one or more names");
   del->add_option("-f,--filename", file);
   del->add_option("-n,--namespace,--tenant", g.ns, "tenant");
+  bool delete_all = false;
+  del->add_flag("--all", delete_all, "every one of the resource (in the tenant -n names)");
   dry_run_option(del);
   del->callback([&] {
     auto h = client();
-    rc = h ? Delete(g, *h, what, names, file) : 2;
+    rc = h ? Delete(g, *h, what, names, file, delete_all) : 2;
   });
   CLI::App* describe = app.add_subcommand("describe", "Show a resource, and why a workload waits");
   describe->add_option("resource", what)->required();

@@ -90,4 +90,12 @@ sed 's/maxRuntimeSeconds: 72000/maxRuntimeSecond: 72000/; s/name: small-0,/name:
 out=$("$FABCTL" apply -f "$tmp/typo.yaml" 2>&1) && fail "typo.yaml applied: $out"
 grep -q "spec.maxRuntimeSecond: unknown field (did you mean maxRuntimeSeconds?)" <<<"$out" ||
   fail "typo.yaml's error: $out"
-echo "OK: top nodes shows the room held for a reservation, and whose; describe says when a limit ends a run; malformed JSON and a misspelt field are named"
+# delete --all, as kubectl's: every workload of the tenant named, and only with a tenant named.
+rc=0
+out=$("$FABCTL" delete workloads --all 2>&1) || rc=$?
+[ "$rc" = 2 ] && grep -q "name the tenant (-n TENANT)" <<<"$out" || fail "delete --all with no tenant (rc $rc): $out"
+out=$("$FABCTL" delete workloads --all -n team-a) || fail "delete --all: $out"
+[ "$(grep -c "^workloads/.* deleted$" <<<"$out")" = 41 ] || fail "delete --all deleted: $out"
+left=$("$FABCTL" get workloads -n team-a 2>&1)
+grep -q "No resources found" <<<"$left" || fail "left after delete --all: $left"
+echo "OK: top nodes shows the room held for a reservation, and whose; describe says when a limit ends a run; malformed JSON and a misspelt field are named; delete --all"
