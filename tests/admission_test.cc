@@ -4830,6 +4830,89 @@ teams:
   EXPECT_EQ(fab->bound_alone.exceptions.size(), 2u);
 }
 
+// Time below guarantee: team a (guaranteed 4 of 8 GPUs) holds nothing from 0 while b's eight
+// 1,000 s runs fill the fleet (fifo: nothing is reclaimed). Its 6-GPU workload waits from 20,
+// its 1-GPU one from 500, both until 1,000: below its guarantee with work pending that fits the
+// difference from 500 (the 6 GPUs never fit in 4), with any work pending from 20.
+TEST(ReplayTest, TimeBelowGuaranteeCountsPendingWorkThatFitsAndAnyPendingWork) {
+  const std::string text = R"(
+kind: Scenario
+name: below
+synthetic: {gpus: 8, migShare: 0, h200Share: 0, seed: 3, window: 3600}
+load: 0.5
+teams:
+  - name: a
+    share: 50
+    guarantee: 4
+    workloads:
+      - {pods: 1, cpu: 4, memory: 16Gi, devices: {gpus: 4}, duration: 100-200}
+  - name: b
+    share: 50
+    guarantee: 0
+    workloads:
+      - {pods: 1, cpu: 4, memory: 16Gi, devices: {gpus: 1}, duration: 100-200}
+)";
+  auto sc = sim::ParseScenario(text, "below.yaml", ".");
+  ASSERT_TRUE(sc.ok()) << sc.status().message();
+  ASSERT_EQ(sc->fleet.total_gpus(), 8);
+  sim::ReplayWorkload a_tpl, b_tpl;
+  for (const sim::ReplayWorkload& w : sc->workloads) (w.team == 0 ? a_tpl : b_tpl) = w;
+  std::vector<sim::ReplayWorkload> list;
+  for (int i = 0; i < 8; ++i) list.push_back(Shaped(b_tpl, "b-" + std::to_string(i), 0, 1000, 1));
+  list.push_back(Shaped(a_tpl, "a-huge", 20, 100, 6));
+  list.push_back(Shaped(a_tpl, "a-one", 500, 100, 1));
+  list.push_back(Shaped(b_tpl, "b-late", 2000, 10, 1));  // (the window ends at the last arrival)
+  sc->workloads = list;
+  auto fifo = sim::RunReplay(*sc, "fifo");
+  ASSERT_TRUE(fifo.ok()) << fifo.status().message();
+  const sim::TeamResult& a = fifo->teams.at(0);
+  EXPECT_NEAR(a.below_guarantee_pending_s, 500, 2);
+  EXPECT_NEAR(a.below_guarantee_any_pending_s, 980, 2);
+  const sim::TeamResult& b = fifo->teams.at(1);  // (guaranteed nothing: never below it)
+  EXPECT_EQ(b.below_guarantee_pending_s, 0);
+  EXPECT_EQ(b.below_guarantee_any_pending_s, 0);
+}
+
+// A team's share is its dominant one, as DRF's: of GPUs, CPU and memory, the largest. Team a's
+// one-GPU workload holding half the fleet's memory all window has a share of a half (not the
+// eighth its GPU is); b's one GPU with little memory has its eighth.
+TEST(ReplayTest, AShareIsTheDominantOneOfGpusCpuAndMemory) {
+  const std::string text = R"(
+kind: Scenario
+name: drf
+synthetic: {gpus: 8, migShare: 0, h200Share: 0, seed: 3, window: 3600}
+load: 0.5
+teams:
+  - name: a
+    share: 50
+    workloads:
+      - {pods: 1, cpu: 1, memory: 1Gi, devices: {gpus: 1}, duration: 100-200}
+  - name: b
+    share: 50
+    workloads:
+      - {pods: 1, cpu: 1, memory: 1Gi, devices: {gpus: 1}, duration: 100-200}
+)";
+  auto sc = sim::ParseScenario(text, "drf.yaml", ".");
+  ASSERT_TRUE(sc.ok()) << sc.status().message();
+  ASSERT_EQ(sc->fleet.total_gpus(), 8);
+  int64_t memory = 0, largest = 0;
+  for (const Node& n : sc->fleet.nodes) {
+    memory += n.memory.value();
+    largest = std::max(largest, n.memory.value());
+  }
+  sim::ReplayWorkload a_tpl, b_tpl;
+  for (const sim::ReplayWorkload& w : sc->workloads) (w.team == 0 ? a_tpl : b_tpl) = w;
+  sim::ReplayWorkload heavy = Shaped(a_tpl, "a-heavy", 0, 5000, 1);
+  heavy.spec.pod_sets.at(0).memory = MemoryMib(std::min(largest, memory / 2));
+  const double heavy_share = static_cast<double>(std::min(largest, memory / 2)) / memory;
+  ASSERT_GT(heavy_share, 0.25);  // (well past its GPU's eighth)
+  sc->workloads = {heavy, Shaped(b_tpl, "b-one", 0, 5000, 1), Shaped(b_tpl, "b-late", 1000, 1, 1)};
+  auto fifo = sim::RunReplay(*sc, "fifo");
+  ASSERT_TRUE(fifo.ok()) << fifo.status().message();
+  EXPECT_NEAR(fifo->teams.at(0).avg_share, heavy_share, 0.01);
+  EXPECT_NEAR(fifo->teams.at(1).avg_share, 1.0 / 8, 0.01);
+}
+
 // A team's minimum runtime shields what it borrows for no longer than reclaimMinRuntime allows
 // (an hour by default): team b's one-GPU workload, arriving at 10 while team a's two-hour runs
 // fill the fleet, reclaims at 3,601 and starts once its victim's 30 s grace ends; the replay

@@ -299,6 +299,11 @@ double WorkloadCpu(const Workload& w) {
   for (const PodSet& ps : w.pod_sets) m += static_cast<double>(ps.cpu.value()) * ps.count;
   return m;
 }
+double WorkloadMemory(const Workload& w) {
+  double m = 0;
+  for (const PodSet& ps : w.pod_sets) m += static_cast<double>(ps.memory.value()) * ps.count;
+  return m;
+}
 
 // The GPU-seconds requested inside [0, window): each workload from its arrival for its
 // duration, cut at the window's end.
@@ -735,6 +740,9 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
   double cap_cpu = 0;
   for (const Node& n : sc.fleet.nodes) cap_cpu += static_cast<double>(n.cpu.value());
   cap_cpu = std::max(1.0, cap_cpu);
+  double cap_memory = 0;
+  for (const Node& n : sc.fleet.nodes) cap_memory += static_cast<double>(n.memory.value());
+  cap_memory = std::max(1.0, cap_memory);
 
   // Guarantees per team (GPU milli) as the policy sees them.
   std::vector<double> guarantee(nteams);
@@ -884,9 +892,10 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
   const double w0 = first, w1 = std::max(first + 1, last);
 
   // Per-team live quantities.
-  std::vector<double> use_gpu(nteams, 0), use_cpu(nteams, 0), pend_gpu(nteams, 0),
-      pend_cpu(nteams, 0);
-  std::vector<double> share_int(nteams, 0), fair_int(nteams, 0), below_int(nteams, 0);
+  std::vector<double> use_gpu(nteams, 0), use_cpu(nteams, 0), use_memory(nteams, 0),
+      pend_gpu(nteams, 0), pend_cpu(nteams, 0), pend_memory(nteams, 0);
+  std::vector<double> share_int(nteams, 0), fair_int(nteams, 0), below_int(nteams, 0),
+      below_any_int(nteams, 0);
   // The guarantee is checked per team and pool (unit u = 2 x team + pool): GPUs held, guarantee,
   // and pending workloads by size (size, workload).
   const int nunits = 2 * nteams;
@@ -1066,11 +1075,21 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
       alloc_int += alloc_now * dt;
       std::vector<double> demand(nteams);
       for (int i = 0; i < nteams; ++i) {
-        double s = std::max(use_gpu[i] / cap_gpu, use_cpu[i] / cap_cpu);
+        // (Dominant: the largest of its shares of GPUs, CPU and memory, as DRF's.)
+        double s =
+            std::max({use_gpu[i] / cap_gpu, use_cpu[i] / cap_cpu, use_memory[i] / cap_memory});
         share_int[i] += s * dt;
-        demand[i] = std::min(1.0, std::max((use_gpu[i] + pend_gpu[i]) / cap_gpu,
-                                           (use_cpu[i] + pend_cpu[i]) / cap_cpu));
+        demand[i] = std::min(1.0, std::max({(use_gpu[i] + pend_gpu[i]) / cap_gpu,
+                                            (use_cpu[i] + pend_cpu[i]) / cap_cpu,
+                                            (use_memory[i] + pend_memory[i]) / cap_memory}));
         if (below_guarantee(2 * i) || below_guarantee(2 * i + 1)) below_int[i] += dt;
+        // (The words taken literally: below it with any work pending, even work too
+        // large for the difference.)
+        for (int u : {2 * i, 2 * i + 1})
+          if (unit_use[u] < unit_guar[u] - 1e-9 && !pend_by_size[u].empty()) {
+            below_any_int[i] += dt;
+            break;
+          }
       }
       std::vector<double> fair = WaterFill(demand, weights, 1.0);
       for (int i = 0; i < nteams; ++i) fair_int[i] += fair[i] * dt;
@@ -1082,6 +1101,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
     double g = WorkloadMilli(rw.spec), c = WorkloadCpu(rw.spec);
     pend_gpu[rw.team] += g;
     pend_cpu[rw.team] += c;
+    pend_memory[rw.team] += WorkloadMemory(rw.spec);
     ws[w].pending_since = t;
     const int u = unit_of(w);
     pend_by_size[u].insert({g, w});
@@ -1095,6 +1115,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
     double g = WorkloadMilli(rw.spec), c = WorkloadCpu(rw.spec);
     pend_gpu[rw.team] -= g;
     pend_cpu[rw.team] -= c;
+    pend_memory[rw.team] -= WorkloadMemory(rw.spec);
     ws[w].wait_total += t - ws[w].pending_since;
     ws[w].pending_since = -1;
     const int u = unit_of(w);
@@ -1109,6 +1130,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
     const double g = sign * ws[w].run_milli;
     use_gpu[rw.team] += g;
     use_cpu[rw.team] += sign * WorkloadCpu(rw.spec) * ws[w].rate;
+    use_memory[rw.team] += sign * WorkloadMemory(rw.spec) * ws[w].rate;
     alloc_now += g;
     unit_use[unit_of(w)] += g;
     changed_unit(unit_of(w), t);
@@ -1137,6 +1159,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
     const double pods = static_cast<double>(a.assignments(h).size());
     use_gpu[rw.team] += g;
     use_cpu[rw.team] += sign * WorkloadCpu(rw.spec) * pods / rw.spec.pod_count();
+    use_memory[rw.team] += sign * WorkloadMemory(rw.spec) * pods / rw.spec.pod_count();
     alloc_now += g;
     unit_use[unit_of(w)] += g;
     changed_unit(unit_of(w), t);
@@ -1483,6 +1506,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
       t.waits_by_size.push_back(sw);
     }
     t.below_guarantee_pending_s = below_int[i];
+    t.below_guarantee_any_pending_s = below_any_int[i];
     t.avg_share = share_int[i] / (w1 - w0);
     t.avg_fair_share = fair_int[i] / (w1 - w0);
     t.preempted = preempted[i];
@@ -1543,6 +1567,7 @@ void PrintReplayJson(const ReplayResult& r, std::ostream& out) {
                      {"wait_mean_s", t.wait_mean_s},
                      {"wait_p95_s", t.wait_p95_s},
                      {"below_guarantee_pending_s", t.below_guarantee_pending_s},
+                     {"below_guarantee_any_pending_s", t.below_guarantee_any_pending_s},
                      {"avg_share", t.avg_share},
                      {"avg_fair_share", t.avg_fair_share},
                      {"preempted", t.preempted},

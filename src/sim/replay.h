@@ -150,7 +150,8 @@ struct TeamResult {
   int64_t never_admitted = 0;
   double guarantee_gpus = 0;
   double wait_mean_s = 0, wait_p95_s = 0;
-  double below_guarantee_pending_s = 0;
+  double below_guarantee_pending_s = 0;      // ... with pending work that fits the difference
+  double below_guarantee_any_pending_s = 0;  // ... with any work pending
   double avg_share = 0, avg_fair_share = 0;
   int64_t preempted = 0;
   std::map<std::string, int64_t> preempted_by;  // preemptor's team → evictions of this team
