@@ -1073,7 +1073,8 @@ void Admitter::RefreshHeldAhead() {
 }
 
 std::string Admitter::HeldAheadNote(int id, const std::vector<PodRequest>& pods) const {
-  uint64_t models = 0;  // the GPU models its pods may use
+  if (nominated_.empty()) return "";  // (nothing held: the common case, on every failure)
+  uint64_t models = 0;                // the GPU models its pods may use
   for (const PodRequest& p : pods)
     if (p.num_gpu > 0 || p.gpu_milli > 0 || p.kind == DeviceKind::kMig) models |= p.model_mask;
   if (models == 0) return "";
