@@ -2330,6 +2330,29 @@ AdmissionConfig TwoTrees(bool across, std::optional<double> a_borrowing = std::n
   return config;
 }
 
+// A tree already past its guarantee (a guarantee lowered under running work, as a user-style
+// trial did with fabctl patch) says what it holds, or "would hold 16/8" reads as a riddle.
+TEST_F(AdmissionTest, ATreePastItsGuaranteeSaysWhatItHolds) {
+  AdmissionConfig config;
+  QueueSpec org{"org", "", 1, {}, -1};
+  org.quotas["gpu"] = QuotaSpec{8'000, {}, {}};
+  config.queues = {org, Leaf("a", 8), Leaf("b", 0)};
+  MakeTree(Nodes(4, 4), config, {"a", "b"});
+  SubmitOptions o;
+  o.preemptible = false;
+  for (int n = 0; n < 3; ++n)
+    ASSERT_TRUE(
+        adm_->Restore(Gpus("a" + std::to_string(n), "a", 4), OnGpus(n, {0, 1, 2, 3}), 0, o).ok());
+  const int b = Submit(Gpus("b", "b", 4), 1);  // (preemptible: it may borrow)
+  adm_->Cycle(1.5, 1000);
+  ASSERT_EQ(adm_->phase(b), Phase::kPending) << adm_->reason(b);
+  EXPECT_NE(adm_->reason(b).find("queue org has no unused gpu to lend to the queues below it: it "
+                                 "would hold 16/8 GPUs (it holds 12 GPUs already: past its "
+                                 "guarantee, it lends nothing more)"),
+            std::string::npos)
+      << adm_->reason(b);
+}
+
 TEST_F(AdmissionTest, TreesLendEachOtherOnlyWhenAsked) {
   for (const bool across : {false, true}) {
     SCOPED_TRACE(across);
@@ -2850,7 +2873,13 @@ TEST_F(AdmissionTest, WorkKeptOutOfHeldRoomIsToldSo) {
   adm_->Finish(running[1], 13);
   adm_->Cycle(13.5, 1000);
   const int open = Submit(Gpus("open", "a", 1), 14, o);
+  // (Of open's shape: tried after it failed, it takes open's reason, and the note is its own.)
+  const int open2 = Submit(Gpus("open-2", "a", 1), 14, o);
   adm_->Cycle(14.5, 1000);
+  ASSERT_EQ(adm_->phase(open2), Phase::kPending);
+  EXPECT_NE(adm_->reason(open2).find("2 GPU(s) free on 1 node(s) are held for 1 workload(s)"),
+            std::string::npos)
+      << adm_->reason(open2);
   // (first, parked before any room was held, is not tried again for it: its reason stays.)
   ASSERT_EQ(adm_->phase(open), Phase::kPending);
   EXPECT_NE(adm_->reason(open).find(
@@ -2870,7 +2899,7 @@ TEST_F(AdmissionTest, WorkKeptOutOfHeldRoomIsToldSo) {
   ASSERT_EQ(adm_->phase(big), Phase::kAdmitted) << adm_->reason(big);
   const int late = Submit(Gpus("late", "a", 1), 21, o);
   adm_->Cycle(21.5, 1000);
-  for (int id : {first, open, late}) {
+  for (int id : {first, open, open2, late}) {
     ASSERT_EQ(adm_->phase(id), Phase::kPending);
     EXPECT_EQ(adm_->reason(id).find("held for"), std::string::npos) << adm_->reason(id);
   }

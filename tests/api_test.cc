@@ -1562,6 +1562,13 @@ TEST_F(ApiBadInputTest, QueueWritesKeepTheTreeValidAndQueuesInUseStay) {
           "spec.budget.perod: unknown field (did you mean period?); spec.quotas.gpu.guarantee: "
           "unknown field (did you mean guaranteed?); spec.wieght: unknown field (did you mean "
           "weight?)");
+  // A field of the other map is said to belong there, not guessed at.
+  json misplaced = QueueObject("misplaced");
+  misplaced["labels"] = {{"a", "b"}};
+  misplaced["metadata"]["spec"] = json::object();
+  refused("POST", queues, misplaced, 422,
+          "labels: unknown field (it belongs in metadata); metadata.spec: unknown field (it "
+          "belongs at the top level)");
   json orphan = QueueObject("orphan");
   orphan["spec"]["parent"] = "nowhere";
   refused("POST", queues, orphan, 422, "Queue 'orphan': spec.parent: unknown queue");
@@ -1769,7 +1776,7 @@ TEST_F(ApiBadInputTest, OnlyAPlatformAdminSetsAPriorityWithoutAClass) {
 TEST_F(ApiBadInputTest, UnknownFields) {
   json top = New();
   top["spek"] = json::object();
-  ExpectCreateRejected(top, 422, "spek");
+  ExpectCreateRejected(top, 422, "spek: unknown field (did you mean spec?)");
   json meta = New();
   meta["metadata"]["lables"] = {{"a", "b"}};
   ExpectCreateRejected(meta, 422, "metadata.lables");

@@ -2132,6 +2132,12 @@ TEST_F(FactoryTest, ATimeLimitCountsFromTheAdmissionAndMayOnlyBeLowered) {
               std::string::npos)
         << r.body;
   }
+  // (A value no one may give is the validation's to refuse, for a tenant as for an admin.)
+  for (const json& bad : {json(-5), json("120")}) {
+    ClientResponse r = limit(bad);
+    EXPECT_EQ(r.status, 422) << bad << ": " << r.body;
+    EXPECT_NE(r.body.find("spec.maxRuntimeSeconds"), std::string::npos) << r.body;
+  }
   // (A platform admin may raise it, as a Slurm operator may.)
   ClientResponse raised =
       Call("PATCH", WorkloadPath("team-a", "slow"),

@@ -1607,18 +1607,21 @@ struct ApiServer::Impl {
                                                      "generation"};
     static const std::set<std::string> known_top = {"kind", "apiVersion", "metadata", "spec",
                                                     "status"};
-    std::vector<std::string> unknown;
-    for (const auto& [k, v] : obj.items()) {
-      if (!known_top.count(k)) unknown.push_back(k);
-    }
-    for (const auto& [k, v] : meta.items()) {
-      if (!known_meta.count(k)) unknown.push_back("metadata." + k);
-    }
-    if (!unknown.empty()) {
-      std::vector<std::string> known(known_top.begin(), known_top.end());
-      known.insert(known.end(), known_meta.begin(), known_meta.end());
-      return UnknownFields(unknown, known);
-    }
+    // Each named, with a guess from its own map's fields, or where it belongs when it is the
+    // other map's ("labels" at the top, "spec" under metadata).
+    std::string unknown;
+    const auto say = [&unknown](const std::string& path, const std::string& key,
+                                const std::set<std::string>& known,
+                                const std::set<std::string>& other, const char* belongs) {
+      unknown += (unknown.empty() ? "" : "; ") + path + ": " +
+                 (other.count(key) ? std::string("unknown field (it belongs ") + belongs + ")"
+                                   : UnknownFieldMessage(key, {known.begin(), known.end()}));
+    };
+    for (const auto& [k, v] : obj.items())
+      if (!known_top.count(k)) say(k, k, known_top, known_meta, "in metadata");
+    for (const auto& [k, v] : meta.items())
+      if (!known_meta.count(k)) say("metadata." + k, k, known_meta, known_top, "at the top level");
+    if (!unknown.empty()) return InvalidArgument(unknown);
     return obj;
   }
 
@@ -2857,8 +2860,10 @@ struct ApiServer::Impl {
         if ((phase == "Scheduled" || phase == "Running") && !PlatformAdmin(p)) {
           const int64_t was = Int(Field(stored, "spec"), "maxRuntimeSeconds", 0);
           const json& now = Field(o["spec"], "maxRuntimeSeconds");
-          if (was > 0 &&
-              (!now.is_number_integer() || now.get<int64_t>() <= 0 || now.get<int64_t>() > was))
+          // (Raised, or lifted — removed or 0; a value of another kind or below 0 is the
+          // validation's to refuse, 422, as for anyone.)
+          if (was > 0 && (now.is_null() || (now.is_number_integer() &&
+                                            (now.get<int64_t>() == 0 || now.get<int64_t>() > was))))
             return StatusResponse(403,
                                   "spec.maxRuntimeSeconds: only a platform admin may raise or "
                                   "lift the time limit of a " +

@@ -904,9 +904,13 @@ fabrica::Result<std::vector<json>> ReadManifestText(const std::string& file,
       }
       return out;
     }
+    // (Only where it is one document: in a YAML stream the error may be in another.)
+    const bool one_document = text.rfind("---", 0) != 0 && text.find("\n---") == std::string::npos;
     try {
-      const json again = json::parse(text);  // (throws: it was discarded)
-      (void)again;
+      if (one_document) {
+        const json again = json::parse(text);  // (throws: it was discarded)
+        (void)again;
+      }
     } catch (const json::parse_error& e) {
       const std::string what = e.what();
       const size_t at = what.find("parse error");
@@ -1165,6 +1169,10 @@ int Apply(Globals& g, HttpClient& http, const std::string& file) {
 int Delete(Globals& g, HttpClient& http, const std::string& what,
            const std::vector<std::string>& names, const std::string& file, bool all) {
   std::vector<std::pair<const Resource*, std::pair<std::string, std::string>>> targets;
+  if (all && !file.empty()) {
+    std::cerr << "fabctl: delete: --all and -f are either-or\n";
+    return 2;
+  }
   if (!file.empty()) {
     auto docs = ReadManifests(file);
     if (!docs.ok()) {
@@ -1201,8 +1209,20 @@ int Delete(Globals& g, HttpClient& http, const std::string& what,
       }
       auto list = http.Do("GET", CollectionPath(*r, g.ns));
       if (!list.ok() || list->status != 200) return Failed(list);
-      for (const json& item : Arr(json::parse(list->body, nullptr, false), "items"))
-        targets.push_back({r, {g.ns, Obj(item, "metadata").value("name", "")}});
+      // (Queues below others first: a queue with children is refused.)
+      std::map<std::string, std::string> parent;
+      const json items = Arr(json::parse(list->body, nullptr, false), "items");
+      for (const json& item : items)
+        parent[Obj(item, "metadata").value("name", "")] = Obj(item, "spec").value("parent", "");
+      const auto depth = [&parent](std::string q) {
+        int d = 0;
+        for (; d < 64 && parent.count(q) && !parent[q].empty(); ++d) q = parent[q];
+        return d;
+      };
+      std::vector<std::pair<int, std::string>> names_by_depth;
+      for (const auto& [name, unused] : parent) names_by_depth.push_back({-depth(name), name});
+      std::stable_sort(names_by_depth.begin(), names_by_depth.end());
+      for (const auto& [unused, name] : names_by_depth) targets.push_back({r, {g.ns, name}});
       if (targets.empty()) {
         std::cerr << "No resources found" << (r->namespaced ? " in tenant " + g.ns : "") << ".\n";
         return 0;
@@ -1216,6 +1236,11 @@ int Delete(Globals& g, HttpClient& http, const std::string& what,
     auto resp = g.dry_run == "client"   ? http.Do("GET", path)
                 : g.dry_run == "server" ? http.Do("DELETE", path + "?dryRun=All")
                                         : http.Do("DELETE", path);
+    // (--all leaves what is built in, the unqueued queue: the server keeps it, 405.)
+    if (all && resp.ok() && resp->status == 405) {
+      std::printf("%s/%s kept (built in)\n", r->plural, nn.second.c_str());
+      continue;
+    }
     if (!resp.ok() || resp->status >= 300) {
       rc = Failed(resp);
       continue;
@@ -1948,8 +1973,10 @@ int TopNodes(HttpClient& http) {
   if (!nodes.ok() || nodes->status != 200) return Failed(nodes);
   auto workloads = http.Do("GET", "/apis/fabrica.dev/v1/workloads");
   std::map<std::string, std::map<int, int>> used;  // node -> gpu -> milli
-  // Room held for pending work (status.nomination): a preemptor's while its victims stop, a
-  // reservation's while what runs there ends. Nothing else may start in it.
+  // Room planned for pending work (status.nomination): a preemptor's while its victims stop, a
+  // reservation's while what runs there ends. What of it is free is held (shown as +held): no
+  // other work starts there, but work with a time limit that ends before a reservation could
+  // start (backfill).
   std::map<std::string, std::map<int, int>> held;
   std::vector<std::string> holders;  // a line for each pending workload that holds room
   if (workloads.ok() && workloads->status == 200) {
@@ -1976,7 +2003,7 @@ int TopNodes(HttpClient& http) {
           for (int d : devices) list += (list.empty() ? "" : ",") + std::to_string(d);
           line += " " + node + " GPU " + list;
         }
-        holders.push_back(std::move(line));
+        holders.push_back(std::move(line) + " (held as they free)");
         continue;
       }
       if (phase != "Scheduled" && phase != "Running") continue;
@@ -1992,7 +2019,7 @@ int TopNodes(HttpClient& http) {
   }
   ReadNodeHealth(http);
   std::printf("%-12s %-6s %-8s %-8s %s\n", "NODE", "GPUS", "ALLOC", "HELD",
-              "PER-GPU (milli-GPU used, +held for pending work)");
+              "PER-GPU (milli-GPU used, +free room held for pending work)");
   const json node_list = json::parse(nodes->body);
   for (const json& n : node_list["items"]) {
     const std::string name = n["metadata"].value("name", "");
@@ -2006,7 +2033,8 @@ int TopNodes(HttpClient& http) {
         if (g.value("schedulable", true) == false) out[g.value("index", -1)] = g.value("state", "");
     for (size_t i = 0; i < gpus; ++i) {
       const int m = used[name][static_cast<int>(i)];
-      const int h = held[name][static_cast<int>(i)];
+      // (What of the planned share is free now: the rest is in use until it frees.)
+      const int h = std::min(held[name][static_cast<int>(i)], std::max(0, 1000 - m));
       total += m;
       total_held += h;
       auto o = out.find(static_cast<int>(i));

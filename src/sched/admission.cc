@@ -1055,14 +1055,23 @@ size_t Admitter::EraseHeldAhead(std::string& reason) {
 }
 
 void Admitter::RefreshHeldAhead() {
+  // (One note a set of models: only a workload that holds room itself is left out of its own.)
+  std::map<uint64_t, std::string> notes;
   for (auto it = held_noted_.begin(); it != held_noted_.end();) {
-    Entry& e = entries_[*it];
+    Entry& e = entries_[it->first];
     const size_t at = e.phase == Phase::kPending ? EraseHeldAhead(e.reason) : std::string::npos;
     if (at == std::string::npos) {
       it = held_noted_.erase(it);
       continue;
     }
-    const std::string ahead = HeldAheadNote(*it, e.pods);
+    std::string ahead;
+    if (e.nominated) {
+      ahead = HeldAheadNote(it->first, it->second);
+    } else {
+      auto [note, fresh] = notes.try_emplace(it->second);
+      if (fresh) note->second = HeldAheadNote(-1, it->second);
+      ahead = note->second;
+    }
     if (ahead.empty()) {
       it = held_noted_.erase(it);
       continue;
@@ -1072,12 +1081,25 @@ void Admitter::RefreshHeldAhead() {
   }
 }
 
-std::string Admitter::HeldAheadNote(int id, const std::vector<PodRequest>& pods) const {
-  if (nominated_.empty()) return "";  // (nothing held: the common case, on every failure)
-  uint64_t models = 0;                // the GPU models its pods may use
+uint64_t Admitter::GpuModels(const std::vector<PodRequest>& pods) {
+  uint64_t models = 0;
   for (const PodRequest& p : pods)
     if (p.num_gpu > 0 || p.gpu_milli > 0 || p.kind == DeviceKind::kMig) models |= p.model_mask;
-  if (models == 0) return "";
+  return models;
+}
+
+void Admitter::NoteHeldAhead(int id, const std::vector<PodRequest>& pods) {
+  Entry& e = entries_[id];
+  if (e.reason.rfind("no node can take it now", 0) != 0) return;
+  const uint64_t models = GpuModels(pods);
+  if (std::string ahead = HeldAheadNote(id, models); !ahead.empty()) {
+    e.reason += "; " + ahead;
+    held_noted_[id] = models;
+  }
+}
+
+std::string Admitter::HeldAheadNote(int id, uint64_t models) const {
+  if (nominated_.empty() || models == 0) return "";  // (nothing held: the common case)
   int64_t milli = 0;
   std::set<int> nodes;
   std::set<int> holders;
@@ -1088,10 +1110,8 @@ std::string Admitter::HeldAheadNote(int id, const std::vector<PodRequest>& pods)
       const int model = state_.node_model(hold.node);
       if (model < 0 || !(models >> model & 1)) continue;
       for (const DeviceShare& d : hold.devices) {
-        // (A MIG slice counts as its share of the GPU's compute, as quotas charge it.)
-        const int64_t m = d.mig_slice >= 0 ? d.milli : std::min<int64_t>(d.milli, kMilliPerGpu);
-        if (m <= 0) continue;
-        milli += m;
+        if (d.milli <= 0) continue;
+        milli += d.milli;
         nodes.insert(hold.node);
         holders.insert(other);
       }
@@ -1614,6 +1634,11 @@ bool Admitter::QuotaWalk(int leaf, int64_t amount, Used used_of, Guar guar, Borr
                             : "queue " + q.spec.name + " has no unused " + what +
                                   " to lend to the queues below it: it would hold ") +
                fmt(used) + "/" + fmt(std::max<int64_t>(0, guar(q) - reserved)) + unit + kept_why;
+      // (Past its guarantee already — GPUs no tree is guaranteed, taken by work within its
+      // queues' guarantees, or a guarantee lowered since —: said, or "48/24" reads as a riddle.)
+      if (why && used_of(q) > std::max<int64_t>(0, guar(q) - reserved))
+        *why += " (it holds " + fmt(used_of(q)) + unit +
+                " already: past its guarantee, it lends nothing more)";
       // (Where other trees lend it GPUs but not this.)
       if (why && in_tree && n != leaf && q.parent == fleet_queue_)
         *why += "; CPU and memory are not lent across trees";
@@ -2892,8 +2917,16 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
     return true;
   }
   if (auto same = failed.find(key); !placed && same != failed.end()) {
-    // ... and it may still reclaim what is left of its queue's guarantee.
+    // ... and it may still reclaim what is left of its queue's guarantee. (What is held ahead
+    // of it is its own to say: the first one's note leaves out what that one held itself.)
     e.reason = same->second;
+    if (const size_t at = EraseHeldAhead(e.reason); at != std::string::npos) {
+      const uint64_t models = GpuModels(pods);
+      if (std::string ahead = HeldAheadNote(id, models); !ahead.empty()) {
+        e.reason.insert(at, "; " + ahead);
+        held_noted_[id] = models;
+      }
+    }
     if (!WouldBorrow(id) && Consolidate(id, pods, e.spec.topology, now, out)) return false;
     bool searched = false;
     if (config_.preemption && (MayReclaimAny(id) || e.continuing) && MayPreempt(id) &&
@@ -2931,11 +2964,7 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
       e.reason.rfind("no node can take it now", 0) != 0)
     e.reason = reason;
   e.explained = true;
-  if (e.reason.rfind("no node can take it now", 0) == 0)
-    if (std::string ahead = HeldAheadNote(id, pods); !ahead.empty()) {
-      e.reason += "; " + ahead;
-      held_noted_.insert(id);
-    }
+  NoteHeldAhead(id, pods);
   if (!e.history.empty() && e.reason.find(e.history) == std::string::npos)
     e.reason += "; " + e.history;
   failed[key] = e.reason;

@@ -885,9 +885,15 @@ class Admitter {
   bool WouldBorrow(int id) const;
   void Park(int id, bool quota, uint64_t key, const std::vector<PodRequest>& pods);
   // Where room held for other workloads that wait ahead (nominated: reservations, preemptors
-  // whose victims stop) is on nodes of a GPU model `pods` may use: how much, for its reason
-  // ("" where none is).
-  std::string HeldAheadNote(int id, const std::vector<PodRequest>& pods) const;
+  // whose victims stop) is on nodes of one of `models` (GpuModels of its pods as they were
+  // narrowed by quota when it failed): how much, for its reason ("" where none is). `id` -1:
+  // no workload's own holds are left out.
+  std::string HeldAheadNote(int id, uint64_t models) const;
+  // The GPU models some pod of `pods` may use (0: none asks for a GPU).
+  static uint64_t GpuModels(const std::vector<PodRequest>& pods);
+  // Adds HeldAheadNote to `id`'s reason where no node can take it now (and notes it in
+  // held_noted_).
+  void NoteHeldAhead(int id, const std::vector<PodRequest>& pods);
   // Takes HeldAheadNote's part out of `reason`; where it was (npos: it had none).
   static size_t EraseHeldAhead(std::string& reason);
   // HeldAheadNote again for each workload whose reason has one (held_noted_), as held room
@@ -1017,7 +1023,8 @@ class Admitter {
   std::vector<Entry> entries_;
   std::vector<std::vector<int>> node_workloads_;  // admitted/evicting workloads per node
   std::vector<int> nominated_;
-  std::set<int> held_noted_;      // pending workloads whose reason has a HeldAheadNote
+  // Pending workloads whose reason has a HeldAheadNote, with the GPU models it counted.
+  std::map<int, uint64_t> held_noted_;
   double now_ = 0;                // of the current Cycle
   std::map<int, int> preemptor_;  // evicting workload → the workload it makes room for
   std::set<int> unready_;         // admitted, pods not all ready yet

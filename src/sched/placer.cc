@@ -268,7 +268,7 @@ bool Placer::PlaceAllIn(ClusterState& s, const std::vector<int>* nodes,
 }
 
 bool SomeDomainHolds(const ClusterState& s, const std::vector<PodRequest>& pods,
-                     const TopologyConstraint& topology, std::string* why) {
+                     const TopologyConstraint& topology, std::string* why, bool by_model) {
   if (!topology.required || topology.level == TopologyLevel::kNone) return true;
   int64_t need_milli = 0;
   uint64_t models = 0;  // the models some pod may use
@@ -284,13 +284,19 @@ bool SomeDomainHolds(const ClusterState& s, const std::vector<PodRequest>& pods,
   bool narrowed = false;  // some domain has GPUs no pod could use
   for (const std::vector<int>& domain : s.domains(topology.level)) {
     int64_t milli = 0;
-    for (int n : domain)
-      for (const Device& d : s.node(n).devices) {
-        const bool usable =
-            s.node_model(n) >= 0 && (models >> s.node_model(n) & 1) && (mig || !d.mig_enabled());
+    for (int n : domain) {
+      const Node& node = s.node(n);
+      if (!by_model) {
+        milli += int64_t{node.gpu_count()} * kMilliPerGpu;
+        continue;
+      }
+      const bool model = s.node_model(n) >= 0 && (models >> s.node_model(n) & 1);
+      for (const Device& d : node.devices) {
+        const bool usable = model && (mig || !d.mig_enabled());
         milli += usable ? kMilliPerGpu : 0;
         narrowed |= !usable;
       }
+    }
     largest_milli = std::max(largest_milli, milli);
   }
   if (largest_milli >= need_milli) return true;
@@ -316,7 +322,9 @@ GangPlacement Placer::PlaceGang(ClusterState& s, const std::vector<PodRequest>& 
   }
   int64_t need_milli = 0;
   for (const PodRequest& req : pods) need_milli += req.total_gpu_milli();
-  if (!SomeDomainHolds(s, pods, topology, &g.reason)) {
+  // (Its pods' models may be narrowed by quota for now: every GPU counts here, the models only
+  // when it is submitted.)
+  if (!SomeDomainHolds(s, pods, topology, &g.reason, /*by_model=*/false)) {
     g.outcome = Outcome::kInfeasible;
     return g;
   }

@@ -93,8 +93,9 @@ bool FitsSomeEmptyNode(const ClusterState& s, const PodRequest& req, std::string
 // empty (always, when it requires none), counting only the GPUs some pod could use (of a model
 // it allows; a MIG-partitioned GPU only for a MIG slice); `why` says which it needs and the
 // largest there is. A required domain that could not hold a gang even empty never will:
-// Infeasible, not Pending.
+// Infeasible, not Pending. `by_model` false: every GPU counts (for pods whose models a quota
+// narrowed for now, where a "no" would not be a "never").
 bool SomeDomainHolds(const ClusterState& s, const std::vector<PodRequest>& pods,
-                     const TopologyConstraint& topology, std::string* why);
+                     const TopologyConstraint& topology, std::string* why, bool by_model = true);
 
 }  // namespace fabrica

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `fabctl top nodes` shows the room held for pending work: a workload of 8 GPUs that waited past
-# --reserve-after holds a node (Slurm's backfill reservation), and top shows that node's GPUs
-# as used + held, its HELD total, and which workload holds them, with when it starts by the
-# time limits of the work there. A running workload's describe says when it reaches its time
+# --reserve-after plans on a node (Slurm's backfill reservation), and top shows which workload
+# plans there, with when it starts by the time limits of the work there, and each of that node's
+# GPUs that frees as used+held (0+1000), with the node's HELD total. A running workload's describe says when it reaches its time
 # limit.
 # Usage: fabctl_top_test.sh FABRICA_BIN FABCTL_BIN SOURCE_DIR
 set -euo pipefail
@@ -73,18 +73,34 @@ grep -q '"reason": "Reserved"' <<<"$big" || fail "big reserved nothing: $big"
 node=$(grep -o '"node": "[^"]*"' <<<"$big" | head -1 | cut -d'"' -f4)
 [ -n "$node" ] || fail "no node in big's nomination: $big"
 top=$("$FABCTL" top nodes)
-# Its node: 8 GPUs in use, all 8 held for big (used+held on each GPU).
-grep -q "^$node *8 *8.00 *8.00 *1000+1000 1000+1000 1000+1000 1000+1000 1000+1000 1000+1000 1000+1000 1000+1000$" <<<"$top" ||
-  fail "$node's held room not shown: $top"
-[ "$(grep -c '[0-9]+[0-9]' <<<"$top")" = 1 ] || fail "room held on other nodes too: $top"
-grep -q "^  team-a/big (Reserved, starts by 20[0-9-]*T[0-9:.]*Z): $node GPU 0,1,2,3,4,5,6,7$" <<<"$top" ||
+# Its node: 8 GPUs in use, none free to hold yet; the holder named, with its planned GPUs.
+grep -q "^$node *8 *8.00 *0.00 *1000 1000 1000 1000 1000 1000 1000 1000$" <<<"$top" ||
+  fail "$node before any GPU frees: $top"
+grep -q "^  team-a/big (Reserved, starts by 20[0-9-]*T[0-9:.]*Z): $node GPU 0,1,2,3,4,5,6,7 (held as they free)$" <<<"$top" ||
   fail "the holder not named: $top"
+# Two of the work there deleted: their GPUs are free, and held for big (0+1000), and on no
+# other node.
+for victim in $("$FABCTL" get workloads -n team-a | awk -v n="$node" '$2 == "Running" && $5 == n {print $1}' | head -2); do
+  "$FABCTL" delete workload "$victim" -n team-a >/dev/null || fail "delete $victim"
+done
+for _ in $(seq 100); do
+  top=$("$FABCTL" top nodes)
+  grep -q "^$node *8 *6.00 *2.00 " <<<"$top" && break
+  sleep 0.2
+done
+grep -q "^$node *8 *6.00 *2.00 " <<<"$top" || fail "$node's freed GPUs not held: $top"
+[ "$(grep -o '0+1000' <<<"$top" | wc -l)" = 2 ] || fail "held GPUs shown: $top"
+[ "$(grep -c '[0-9]+[0-9]' <<<"$top")" = 1 ] || fail "room held on other nodes too: $top"
 # A JSON manifest with an error is told as malformed JSON, where it is; a misspelt field is
 # refused with a guess at what it misspells.
 printf '{"apiVersion": "fabrica.dev/v1", "kind": "Workload"\n "metadata": {}}\n' >"$tmp/bad.json"
 out=$("$FABCTL" apply -f "$tmp/bad.json" 2>&1) && fail "bad.json applied: $out"
 grep -q "bad.json: malformed JSON: parse error at line 2, column 11" <<<"$out" ||
   fail "bad.json's error: $out"
+# (In a YAML stream whose first document is a flow map, an error in a later one is YAML's.)
+printf '{apiVersion: fabrica.dev/v1, kind: Queue, metadata: {name: q1}}\n---\nkind: Queue\nmetadata: {name: q2\n' >"$tmp/multi.yaml"
+out=$("$FABCTL" apply -f "$tmp/multi.yaml" 2>&1) && fail "multi.yaml applied: $out"
+grep -q "multi.yaml:[0-9]*: malformed YAML" <<<"$out" || fail "multi.yaml's error: $out"
 sed 's/maxRuntimeSeconds: 72000/maxRuntimeSecond: 72000/; s/name: small-0,/name: typo,/' "$tmp/small.yaml" |
   awk '/^---$/ && n++ {exit} {print}' >"$tmp/typo.yaml"  # (the first document)
 out=$("$FABCTL" apply -f "$tmp/typo.yaml" 2>&1) && fail "typo.yaml applied: $out"
@@ -95,7 +111,15 @@ rc=0
 out=$("$FABCTL" delete workloads --all 2>&1) || rc=$?
 [ "$rc" = 2 ] && grep -q "name the tenant (-n TENANT)" <<<"$out" || fail "delete --all with no tenant (rc $rc): $out"
 out=$("$FABCTL" delete workloads --all -n team-a) || fail "delete --all: $out"
-[ "$(grep -c "^workloads/.* deleted$" <<<"$out")" = 41 ] || fail "delete --all deleted: $out"
+[ "$(grep -c "^workloads/.* deleted$" <<<"$out")" = 39 ] || fail "delete --all deleted: $out"
 left=$("$FABCTL" get workloads -n team-a 2>&1)
 grep -q "No resources found" <<<"$left" || fail "left after delete --all: $left"
+# delete queues --all: children before their parents, the built-in unqueued kept.
+printf 'apiVersion: fabrica.dev/v1\nkind: Queue\nmetadata: {name: dept}\n---\napiVersion: fabrica.dev/v1\nkind: Queue\nmetadata: {name: dept-x}\nspec: {parent: dept}\n' >"$tmp/tree.yaml"
+"$FABCTL" apply -f "$tmp/tree.yaml" >/dev/null || fail "apply tree.yaml"
+out=$("$FABCTL" delete queues --all 2>&1) || fail "delete queues --all: $out"
+grep -q "^queues/dept-x deleted" <<<"$out" && grep -q "^queues/dept deleted" <<<"$out" &&
+  grep -q "^queues/team-a deleted" <<<"$out" && grep -q "^queues/unqueued kept (built in)" <<<"$out" ||
+  fail "delete queues --all: $out"
+[ "$(grep -n "dept" <<<"$out" | head -1 | grep -c "dept-x")" = 1 ] || fail "a parent before its child: $out"
 echo "OK: top nodes shows the room held for a reservation, and whose; describe says when a limit ends a run; malformed JSON and a misspelt field are named; delete --all"
