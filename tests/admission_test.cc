@@ -4902,6 +4902,32 @@ teams:
   EXPECT_EQ(b.below_guarantee_any_pending_s, 0);
 }
 
+// Work no fleet could ever run (a 16-GPU pod on 8-GPU nodes) is counted and said, not left
+// out without a word (a user-style trial saw a team get nothing at Jain 1.000).
+TEST(ReplayTest, WorkThatCanNeverRunIsCountedAndSaid) {
+  auto sc = sim::ParseScenario(kSmallScenario, "tiny.yaml", ".");
+  ASSERT_TRUE(sc.ok()) << sc.status().message();
+  sim::ReplayWorkload tpl;
+  for (const sim::ReplayWorkload& w : sc->workloads)
+    if (w.team == 2) tpl = w;
+  std::vector<sim::ReplayWorkload> list = {Shaped(tpl, "huge-1", 0, 100, 16),
+                                           Shaped(tpl, "huge-2", 10, 100, 16),
+                                           Shaped(tpl, "fits", 20, 100, 1)};
+  list.back().team = 1;
+  sc->workloads = list;
+  auto fifo = sim::RunReplay(*sc, "fifo");
+  ASSERT_TRUE(fifo.ok()) << fifo.status().message();
+  EXPECT_EQ(fifo->teams.at(2).infeasible, 2);
+  EXPECT_EQ(fifo->teams.at(2).never_admitted, 2);
+  EXPECT_NE(fifo->teams.at(2).infeasible_reason.find("16 GPUs"), std::string::npos)
+      << fifo->teams.at(2).infeasible_reason;
+  EXPECT_EQ(fifo->teams.at(1).infeasible, 0);
+  std::ostringstream table;
+  sim::PrintReplayTable({*fifo}, table);
+  EXPECT_NE(table.str().find("ext: 2 workload(s) can never run as they ask"), std::string::npos)
+      << table.str();
+}
+
 // A team's share is its dominant one, as DRF's: of GPUs, CPU and memory, the largest. Team a's
 // one-GPU workload holding half the fleet's memory all window has a share of a half (not the
 // eighth its GPU is); b's one GPU with little memory has its eighth.
@@ -5037,6 +5063,27 @@ TEST(ReplayTest, ScenarioErrorsNameTheField) {
     return sim::ParseScenario(text, "tiny.yaml", ".").status();
   };
   ExpectBad(bad("load: 1.0", "load: -1"), "load", "");
+  // (Found by a user-style trial: each had been taken without a word, or named no line.)
+  ExpectBad(bad("migShare: 0,", "migShare: 1.5,"), "tiny.yaml:4: synthetic.migShare",
+            "must be between 0 and 1");
+  ExpectBad(bad("share: 20\n", "share: 20\n    guarantee: 100\n"), "tiny.yaml:7: teams",
+            "the teams' guarantees add up to");
+  ExpectBad(bad("load: 1.0", "---\nkind: Scenario\n---\nkind: Scenario"), "tiny.yaml: 3 documents",
+            "a scenario file holds one");
+  ExpectBad(sim::ParseScenario(kSmallScenario, "tiny.yaml", ".", "", 11).status(), "--load",
+            "must be in (0, 10]");
+  {
+    // A team's queue setting beside admission.queues would be ignored: refused instead.
+    std::string text = kSmallScenario;
+    text.replace(text.find("load: 1.0"), 9,
+                 "load: 1.0\nadmission:\n  queues:\n    - {name: org}\n"
+                 "    - {name: train, parent: org}\n    - {name: infer, parent: org}\n"
+                 "    - {name: ext, parent: org}\n");
+    ASSERT_TRUE(sim::ParseScenario(text, "tiny.yaml", ".").ok());
+    text.replace(text.find("share: 20\n"), 10, "share: 20\n    weight: 3\n");
+    ExpectBad(sim::ParseScenario(text, "tiny.yaml", ".").status(), "teams[2].weight",
+              "not with admission.queues: set it on the team's queue");
+  }
   ExpectBad(bad("share: 20", "share: 25"), "teams", "sum to 100");
   ExpectBad(bad("trust: untrusted", "trust: sometimes"), "teams[2].trust", "");
   ExpectBad(bad("trust: untrusted", "trust: untrusted\n    queueingStrategy: LIFO"),

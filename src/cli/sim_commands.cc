@@ -237,6 +237,7 @@ int RunSyntheticCommand(const SyntheticArgs& args) {
 struct ReplayArgs {
   std::string scenario, policy = "all", trace_dir, placement = "fabrica";
   double load = 0;
+  bool load_given = false;  // --load on the command line (then 0 is no "none")
   bool json = false;
 };
 
@@ -254,6 +255,11 @@ int RunReplayCommand(const ReplayArgs& args) {
     return fail(InvalidArgument("--policy: expected dedicated, fifo, fabrica or all, got '" +
                                 args.policy + "'"));
   }
+  if (args.load_given && !(args.load > 0 && args.load <= 10)) {
+    std::ostringstream given;
+    given << args.load;
+    return fail(InvalidArgument("--load: must be in (0, 10], got " + given.str()));
+  }
   auto text = sim::ReadFile(args.scenario);
   if (!text.ok()) return fail(text.status());
   std::string base = ".";
@@ -267,6 +273,14 @@ int RunReplayCommand(const ReplayArgs& args) {
     if (!r.ok()) return fail(r.status());
     results.push_back(*r);
   }
+  // (Work that can never run is left out of the measures: said here too, for --json.)
+  for (const sim::ReplayResult& r : results)
+    for (const sim::TeamResult& t : r.teams)
+      if (t.infeasible > 0)
+        std::cerr << "fabrica sim replay: warning: policy " << r.policy << ", team " << t.name
+                  << ": " << t.infeasible
+                  << " workload(s) can never run as they ask (last: " << t.infeasible_reason
+                  << ")\n";
   if (args.json) {
     if (results.size() == 1) {
       sim::PrintReplayJson(results[0], std::cout);
@@ -360,11 +374,15 @@ void AddSimCommands(CLI::App& app, int* exit_code) {
   replay->add_option("--scenario", rep->scenario, "scenario YAML (see scenarios/README.md)")
       ->required();
   replay->add_option("--policy", rep->policy, "dedicated|fifo|fabrica|all (default all)");
-  replay->add_option("--load", rep->load, "override the scenario's offered load");
+  CLI::Option* load_option =
+      replay->add_option("--load", rep->load, "override the scenario's offered load, in (0, 10]");
   replay->add_option("--trace-dir", rep->trace_dir, "directory of the trace CSVs");
   replay->add_option("--placement", rep->placement, "placement policy (default fabrica)");
   replay->add_flag("--json", rep->json, "print JSON");
-  replay->callback([rep, exit_code] { *exit_code = RunReplayCommand(*rep); });
+  replay->callback([rep, exit_code, load_option] {
+    rep->load_given = load_option->count() > 0;
+    *exit_code = RunReplayCommand(*rep);
+  });
 
   auto faults = std::make_shared<FaultArgs>();
   CLI::App* fault = sim->add_subcommand(

@@ -463,7 +463,14 @@ int TeamOfPod(const std::string& pod_name, const std::vector<TeamSpec>& teams, i
 Result<Scenario> ParseScenario(const std::string& text, const std::string& source,
                                const std::string& base_dir, const std::string& trace_dir,
                                double load_override) {
-  ASSIGN_OR_RETURN(Doc doc, LoadYaml(text, source));
+  // One scenario a file: a second document would be dropped without a word.
+  ASSIGN_OR_RETURN(std::vector<Doc> docs, LoadAllYaml(text, source));
+  docs.erase(std::remove_if(docs.begin(), docs.end(), [](const Doc& d) { return !d; }), docs.end());
+  if (docs.size() > 1)
+    return InvalidArgument(source + ": " + std::to_string(docs.size()) +
+                           " documents; a scenario file holds one");
+  if (docs.empty()) return InvalidArgument(source + ": empty; a scenario file holds one Scenario");
+  const Doc doc = docs.front();
   YamlMap top(doc, "", source);
   RETURN_IF_ERROR(top.CheckIsMap());
   Scenario sc;
@@ -474,8 +481,13 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
   ASSIGN_OR_RETURN(std::string description, top.String("description", ""));
   (void)description;
   ASSIGN_OR_RETURN(sc.load, top.Double("load", 1.0));
-  if (load_override > 0) sc.load = load_override;
-  if (sc.load <= 0 || sc.load > 10) return top.Error("load", "must be in (0, 10]");
+  // (0: none given. One given on the command line is checked as its own.)
+  if (load_override != 0) {
+    if (!(load_override > 0 && load_override <= 10))
+      return InvalidArgument("--load: must be in (0, 10], got " + std::to_string(load_override));
+    sc.load = load_override;
+  }
+  if (!(sc.load > 0 && sc.load <= 10)) return top.Error("load", "must be in (0, 10]");
   ASSIGN_OR_RETURN(sc.interval_s, top.Double("interval", 1.0));
   if (sc.interval_s <= 0) return top.Error("interval", "must be positive");
   ASSIGN_OR_RETURN(sc.grace_s, top.Double("grace", 30.0));
@@ -510,6 +522,16 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
     YamlMap am = top.Child("admission");
     RETURN_IF_ERROR(am.CheckIsMap());
     if (am.Has("queues")) {
+      // A team's queue settings are its queue's there: given on the team too, they would be
+      // ignored without a word (the weight would move only the fairness measure).
+      for (size_t i = 0; i < teams.size(); ++i) {
+        YamlMap tm = top.Child(teams[i], "teams[" + std::to_string(i) + "]");
+        for (const char* key :
+             {"guarantee", "borrowingLimit", "lendingLimit", "disruptionBudget", "weight",
+              "preemption", "queueingStrategy", "flavorFungibility", "reclaimMinRuntimeSeconds"})
+          if (tm.Has(key))
+            return tm.Error(key, "not with admission.queues: set it on the team's queue");
+      }
       if (sc.cpu_guarantees)
         return top.Error("cpuGuarantees",
                          "only for generated queues: with admission.queues, give the queues "
@@ -593,6 +615,10 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
     ASSIGN_OR_RETURN(src.fleet.gb200_share, sm.Double("gb200Share", 0.0));
     ASSIGN_OR_RETURN(src.fleet.mig_share, sm.Double("migShare", 0.1));
     ASSIGN_OR_RETURN(src.fleet.h200_share, sm.Double("h200Share", 1.0 / 3.0));
+    for (const auto& [key, share] :
+         {std::pair{"gb200Share", src.fleet.gb200_share},
+          std::pair{"migShare", src.fleet.mig_share}, std::pair{"h200Share", src.fleet.h200_share}})
+      if (!(share >= 0 && share <= 1)) return sm.Error(key, "must be between 0 and 1");
     ASSIGN_OR_RETURN(int64_t seed, sm.Int("seed", 1));
     src.seed = static_cast<uint64_t>(seed);
     ASSIGN_OR_RETURN(src.window_s, sm.Double("window", 86400.0));
@@ -603,6 +629,17 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
     RETURN_IF_ERROR(BuildSynthetic(sc, src));
   }
   Calibrate(sc, sc.window_s);
+  // Guarantees past the fleet: every policy is refused them alike (fabrica's generated tree
+  // would be, naming a queue the file does not have; the others would run on).
+  if (sc.admission.queues.empty()) {
+    int64_t sum = 0;
+    for (const TeamSpec& t : sc.teams) sum += t.guarantee_milli.value_or(0);
+    const int64_t cap = int64_t{sc.fleet.total_gpus()} * kMilliPerGpu;
+    if (sum > cap)
+      return top.Error("teams", "the teams' guarantees add up to " + FormatMilliGpu(MilliGpu(sum)) +
+                                    " GPUs, more than the fleet's " +
+                                    FormatMilliGpu(MilliGpu(cap)));
+  }
   return sc;
 }
 
@@ -648,6 +685,7 @@ struct WState {
   int id = -1;  // in its group's admitter
   bool running = false;
   bool ever_admitted = false;
+  bool infeasible = false;  // no fleet or quota could ever admit it (Phase::kInfeasible)
   double admit_t = -1;
   double pending_since = -1;
   double wait_total = 0;
@@ -917,6 +955,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
   std::vector<int64_t> preempted(nteams, 0);
   std::vector<std::map<std::string, int64_t>> preempted_by(nteams);
   std::vector<double> team_lost(nteams, 0);
+  std::vector<std::string> infeasible_why(nteams);  // the last infeasible workload's reason
   double alloc_int = 0, alloc_now = 0;
   double lost_int = 0;  // milli-GPU·s inside the window of runs that evictions threw away
   double clock = w0;
@@ -1203,6 +1242,8 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
           by_handle[st.group][st.id] = ev.w;
           if (a.phase(st.id) == Phase::kInfeasible) {
             st.pending_since = ev.t;  // never admitted: waits until the replay ends
+            st.infeasible = true;
+            infeasible_why[rw.team] = a.reason(st.id);
             break;
           }
           add_pending(ev.w, ev.t);
@@ -1494,7 +1535,11 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
     t.name = sc.teams[i].name;
     t.workloads = static_cast<int64_t>(waits[i].size());
     for (int w = 0; w < nw; ++w)
-      if (sc.workloads[w].team == i && !ws[w].ever_admitted) ++t.never_admitted;
+      if (sc.workloads[w].team == i) {
+        t.never_admitted += !ws[w].ever_admitted;
+        t.infeasible += ws[w].infeasible;
+      }
+    t.infeasible_reason = infeasible_why[i];
     t.guarantee_gpus = guarantee[i] / kMilliPerGpu;
     std::vector<double>& v = waits[i];
     if (!v.empty()) std::tie(t.wait_mean_s, t.wait_p95_s) = mean_p95(v);
@@ -1563,6 +1608,8 @@ void PrintReplayJson(const ReplayResult& r, std::ostream& out) {
     teams.push_back({{"name", t.name},
                      {"workloads", t.workloads},
                      {"never_admitted", t.never_admitted},
+                     {"infeasible", t.infeasible},
+                     {"infeasible_reason", t.infeasible_reason},
                      {"guarantee_gpus", t.guarantee_gpus},
                      {"wait_mean_s", t.wait_mean_s},
                      {"wait_p95_s", t.wait_p95_s},
@@ -1617,9 +1664,9 @@ void PrintReplayJson(const ReplayResult& r, std::ostream& out) {
 void PrintReplayTable(const std::vector<ReplayResult>& results, std::ostream& out) {
   for (const ReplayResult& r : results) {
     out << std::fixed << std::setprecision(1);
-    out << r.scenario << "  policy " << r.policy << "  load " << r.load << "  window " << r.window_s
-        << " s  workloads " << r.workloads << " (" << r.left_out
-        << " trace pods never started, left out)\n";
+    out << r.scenario << "  policy " << r.policy << "  load " << std::setprecision(3) << r.load
+        << std::setprecision(1) << "  window " << r.window_s << " s  workloads " << r.workloads
+        << " (" << r.left_out << " trace pods never started, left out)\n";
     out << "  offered load " << std::setprecision(3) << r.offered_load << " (whole durations "
         << r.offered_load_unclipped << "), trace copies " << r.copies << ", arrivals compressed "
         << std::setprecision(1) << r.compression << "x\n";
@@ -1637,7 +1684,7 @@ void PrintReplayTable(const std::vector<ReplayResult>& results, std::ostream& ou
     for (const ReplayResult::BoundCheck* b : {&r.bound, &r.bound_alone}) {
       out << (b == &r.bound ? "  guarantee bound (team's pending work in queue order): "
                             : "  guarantee bound (each workload alone): ")
-          << b->checked << " waits within guarantee, worst excess " << b->worst_excess_s << " s, "
+          << b->checked << " waits checked, worst excess " << b->worst_excess_s << " s, "
           << b->exceptions.size() << " exceptions\n";
       std::map<std::string, std::pair<int, double>> kinds;  // kind -> (count, worst excess)
       for (const BoundException& e : b->exceptions) {
@@ -1652,16 +1699,26 @@ void PrintReplayTable(const std::vector<ReplayResult>& results, std::ostream& ou
         << " s\n";
     out << "  " << std::left << std::setw(14) << "team" << std::right << std::setw(10)
         << "workloads" << std::setw(10) << "guar.GPU" << std::setw(12) << "wait mean"
-        << std::setw(12) << "wait p95" << std::setw(14) << "below-guar s" << std::setw(8) << "share"
-        << std::setw(8) << "fair" << std::setw(10) << "preempted"
+        << std::setw(12) << "wait p95" << std::setw(14) << "below-guar s" << std::setw(14)
+        << "(any pend.)" << std::setw(8) << "share" << std::setw(8) << "fair" << std::setw(10)
+        << "preempted"
         << "\n";
     for (const TeamResult& t : r.teams) {
       out << "  " << std::left << std::setw(14) << t.name << std::right << std::setw(10)
           << t.workloads << std::setw(10) << t.guarantee_gpus << std::setw(12) << t.wait_mean_s
           << std::setw(12) << t.wait_p95_s << std::setw(14) << t.below_guarantee_pending_s
-          << std::setprecision(3) << std::setw(8) << t.avg_share << std::setw(8) << t.avg_fair_share
-          << std::setprecision(1) << std::setw(10) << t.preempted << "\n";
+          << std::setw(14) << t.below_guarantee_any_pending_s << std::setprecision(3)
+          << std::setw(8) << t.avg_share << std::setw(8) << t.avg_fair_share << std::setprecision(1)
+          << std::setw(10) << t.preempted << "\n";
     }
+    // (Work no fleet or quota could ever admit is left out of the shares and the guarantee's
+    // measures: said, so that a team that got nothing does not read as treated fairly.)
+    for (const TeamResult& t : r.teams)
+      if (t.infeasible > 0)
+        out << "  " << t.name << ": " << t.infeasible
+            << " workload(s) can never run as they ask, left out of shares and guarantee "
+               "measures (last: "
+            << t.infeasible_reason << ")\n";
     out << "  waits by the GPUs a workload asks for (workloads, mean / p95 s):\n";
     for (const TeamResult& t : r.teams) {
       out << "    " << std::left << std::setw(12) << t.name << std::right;

@@ -148,6 +148,10 @@ struct TeamResult {
   std::string name;
   int64_t workloads = 0;
   int64_t never_admitted = 0;
+  // Of them, those no fleet or quota could ever admit as they ask (left out of the shares and
+  // the guarantee's measures, as no scheduler could start them), and why the last one could not.
+  int64_t infeasible = 0;
+  std::string infeasible_reason;
   double guarantee_gpus = 0;
   double wait_mean_s = 0, wait_p95_s = 0;
   double below_guarantee_pending_s = 0;      // ... with pending work that fits the difference
