@@ -2031,6 +2031,17 @@ TEST(ApiEvictionTest, AnEvictionMarksRunningWorkWithinItsQueuesBudget) {
             std::string::npos)
       << r.body;
   EXPECT_FALSE(marked("team-a", "wa3"));
+  // A budget of 0 frees never: not "try again" (a user-style trial's drain said so).
+  ASSERT_EQ(w.Do("PATCH", Item("queues", "", "team-a"), kAdmin,
+                 R"({"spec":{"disruptionBudget":0}})", kMergePatch)
+                .status,
+            200);
+  r = evict("team-a", "wa3", kAdmin);
+  EXPECT_EQ(r.status, 429) << r.body;
+  EXPECT_NE(r.body.find("queue team-a's disruptionBudget of 0 allows no evictions until an "
+                        "administrator raises it"),
+            std::string::npos)
+      << r.body;
   // Another queue's work (no budget) goes.
   EXPECT_EQ(evict("team-b", "wb", kAdmin).status, 201);
   EXPECT_TRUE(marked("team-b", "wb"));

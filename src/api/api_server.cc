@@ -2002,12 +2002,16 @@ struct ApiServer::Impl {
           stopping += Field(st, "preemption").is_object() ? 1 : 0;
           stopping += static_cast<int>(jsonf::List(st, "shrinks").size());
         }
+        // (A budget of 0 never frees: waiting for stops would wait forever.)
         if (stopping >= q.disruption_budget)
           return StatusResponse(
               429, "Cannot evict workload " + ns + "/" + name + ": queue " + leaf +
                        "'s disruptionBudget of " + std::to_string(q.disruption_budget) +
-                       " allows no more evictions now (" + std::to_string(stopping) +
-                       " of its workloads stopping); try again when they have stopped");
+                       (q.disruption_budget == 0
+                            ? " allows no evictions until an administrator raises it"
+                            : " allows no more evictions now (" + std::to_string(stopping) +
+                                  " of its workloads stopping); try again when they have "
+                                  "stopped"));
       }
     }
     std::string why = "evicted by " + (p.user.empty() ? std::string("?") : p.user);
