@@ -2123,6 +2123,35 @@ TEST(ApiEventsTest, AWaitSaidAgainWithOtherNumbersIsOneEventCounted) {
 // Events are kept in the store too, each workload's as one object, so that a restarted server
 // lists what happened before it, counts on where it left off, and keeps nothing of a workload
 // deleted.
+// A gang running with some pods not started yet is Starting (how many are up), and Started once
+// the last is up (a user-style trial saw "Started … on 4 nodes" for a gang whose fourth pod
+// never started).
+TEST(ApiEventsTest, AGangIsStartedOnceAllItsPodsAre) {
+  World w;
+  w.Seed();
+  const std::string item = Item("workloads", "team-a", "wa2");
+  const json assignments = {{{"pod", "main-0"}, {"node", "n0"}, {"devices", json::array()}},
+                            {{"pod", "main-1"}, {"node", "n1"}, {"devices", json::array()}}};
+  const auto running = [&](const json& started) {
+    w.MustSetStatus(item, {{"phase", "Running"},
+                           {"message", "running on 2 nodes: n0, n1"},
+                           {"assignments", assignments},
+                           {"startedPods", started}});
+  };
+  running({{"main-0", "2026-12-01T00:00:00Z"}});
+  running({{"main-0", "2026-12-01T00:00:00Z"}, {"main-1", "2026-12-01T00:00:05Z"}});
+  const json list = Parse(
+      w.Get(std::string(kApi) + "/namespaces/team-a/events?fieldSelector=involvedObject.name=wa2"));
+  std::vector<std::string> seen;
+  for (const json& e : list["items"])
+    seen.push_back(e.value("reason", "") + ": " + e.value("message", ""));
+  EXPECT_EQ(seen, (std::vector<std::string>{
+                      "Created: waiting for the scheduler",
+                      "Starting: 1 of 2 pods started; the rest wait for their nodes",
+                      "Started: running on 2 nodes: n0, n1"}))
+      << list.dump();
+}
+
 TEST(ApiEventsTest, EventsOutliveARestartAndGoWithTheirWorkload) {
   World w;
   w.Seed();

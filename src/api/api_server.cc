@@ -897,6 +897,10 @@ class EventRecorder {
     std::string phase, reason, message, resized;
     int64_t evictions = 0;
     bool marked = false;  // status.preemption: a victim stopping
+    // Running with some pods not started yet (status.startedPods, as fabctl's "Starting"):
+    // how many of how many are up.
+    bool starting = false;
+    int64_t up = 0, bound = 0;
   };
   struct Event {
     std::string ns, name, type, reason, message, first, last;
@@ -1026,6 +1030,16 @@ class EventRecorder {
     if (const json& count = jsonf::Field(ev, "count"); count.is_number_integer())
       s.evictions = count.get<int64_t>();
     s.marked = jsonf::Field(status, "preemption").is_object();
+    if (const json& started = jsonf::Field(status, "startedPods");
+        s.phase == "Running" && started.is_object()) {
+      const json& finished = jsonf::Field(status, "finishedPods");
+      for (const json& a : jsonf::List(status, "assignments")) {
+        const std::string pod = jsonf::Str(a, "pod");
+        ++s.bound;
+        s.up += started.contains(pod) || (finished.is_object() && finished.contains(pod));
+      }
+      s.starting = s.up < s.bound;
+    }
     return s;
   }
 
@@ -1094,14 +1108,19 @@ class EventRecorder {
       record("Normal", "Resized", jsonf::Str(status, "message"));
     // (Put back in line by an eviction: said once, above; deactivated by it, said next.)
     // (Why it waits, each time that changes: the reason, or what its message says.)
-    if ((now.phase != before.phase ||
+    // (A gang with pods not all started is Starting: Started once the last one is up, as
+    // Kueue's PodsReady; a user-style trial saw "Started … on 4 nodes" for a gang whose fourth
+    // pod never started.)
+    const bool all_up =
+        now.phase == "Running" && before.phase == "Running" && before.starting && !now.starting;
+    if ((now.phase != before.phase || all_up ||
          (now.phase == "Pending" &&
           (now.reason != before.reason || now.message != before.message))) &&
         !(evicted && now.phase == "Pending" && now.reason != "RequeuingLimitExceeded")) {
       const std::string& phase = now.phase;
       std::string reason = phase == "Pending"     ? now.reason
                            : phase == "Scheduled" ? "Admitted"
-                           : phase == "Running"   ? "Started"
+                           : phase == "Running"   ? (now.starting ? "Starting" : "Started")
                            : phase == "Succeeded" ? "Completed"
                            : now.reason.empty()   ? phase
                                                   : now.reason;  // (MaxRuntimeExceeded …)
@@ -1111,6 +1130,9 @@ class EventRecorder {
                            reason == "QueueConfigInvalid" || reason == "Backoff" ||
                            reason == "RequeuingLimitExceeded" || reason == "BudgetExceeded";
       std::string message = jsonf::Str(status, "message");
+      if (now.starting)
+        message = std::to_string(now.up) + " of " + std::to_string(now.bound) +
+                  " pods started; the rest wait for their nodes";
       if (message.empty() && phase == "Scheduled") {
         std::set<std::string> nodes;
         for (const json& a : jsonf::Field(status, "assignments"))
