@@ -14,6 +14,27 @@ start_factory --reserve-after 5
 export FABRICA_CONFIG="$tmp/data/fabctl.yaml"
 [ -s "$FABRICA_CONFIG" ] || fail "no fabctl config from fabrica up"
 
+# With no queue at all, fabctl pending says so and lists what waits (an unplaceable gang here).
+out=$("$FABCTL" pending) || fail "pending with no queues: $out"
+grep -q "^No queues exist" <<<"$out" && grep -q "^Nothing waits" <<<"$out" || fail "pending, nothing: $out"
+cat >"$tmp/huge.yaml" <<YAML
+apiVersion: fabrica.dev/v1
+kind: Workload
+metadata: {name: huge, namespace: team-a}
+spec:
+  gang: true
+  podSets: [{name: main, count: 6, cpu: "1", memory: 1Gi, devices: {gpus: 8, models: H100}}]
+  run: {command: [train], durationSeconds: 60}
+YAML
+"$FABCTL" apply -f "$tmp/huge.yaml" >/dev/null || fail "apply huge"
+for _ in $(seq 50); do
+  out=$("$FABCTL" pending)
+  grep -q "^team-a *huge .*room for" <<<"$out" && break
+  sleep 0.2
+done
+grep -q "^team-a *huge *0 .*room for" <<<"$out" || fail "pending with no queues: $out"
+"$FABCTL" delete workload huge -n team-a >/dev/null || fail "delete huge"
+
 cat >"$tmp/queue.yaml" <<YAML
 apiVersion: fabrica.dev/v1
 kind: Queue
