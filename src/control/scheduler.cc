@@ -1726,6 +1726,11 @@ Result<CycleStats> Scheduler::RunOnce() {
                              "QueueNotFound");
         continue;
       }
+      // (Pods the fleet could never hold all of, even empty: Unschedulable, as with queues.)
+      if (std::string why; sw.pods.size() > 1 && !FleetHoldsPods(state, sw.pods, &why)) {
+        decisions[i] = Waits(why, "Unschedulable");
+        continue;
+      }
       GangPlacement g;
       if (usable_nodes.size() == static_cast<size_t>(state.node_count())) {
         g = placer.PlaceGang(state, sw.pods, sw.w().topology, rng);

@@ -1897,41 +1897,12 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
   // admission); Enqueue asks for all of them.
   SetCounts(e, e.min_counts);
   // A workload of several pods can never fit if the fleet has fewer places for them than pods.
-  if (e.pods.size() > 1) {
-    std::map<std::tuple<int64_t, int64_t, int, int, int64_t, uint64_t>, int> shapes;
-    for (const PodRequest& p : e.pods)
-      ++shapes[{p.cpu_milli, p.memory_mib, static_cast<int>(p.kind), p.num_gpu, p.gpu_milli,
-                p.model_mask}];
-    for (const auto& [shape, count] : shapes) {
-      const PodRequest* req = nullptr;
-      for (const PodRequest& p : e.pods)
-        if (std::tuple{p.cpu_milli, p.memory_mib, static_cast<int>(p.kind), p.num_gpu, p.gpu_milli,
-                       p.model_mask} == shape)
-          req = &p;
-      int64_t places = 0;
-      for (int n = 0; n < state_.node_count() && places < count; ++n) {
-        const Node& node = fleet_.nodes[n];
-        if (req->kind == DeviceKind::kWhole) {
-          int model = state_.node_model(n);
-          if (model < 0 || !(req->model_mask >> model & 1)) continue;
-          int whole = 0;  // (a MIG-partitioned GPU takes no whole-GPU pod)
-          for (const Device& d : node.devices) whole += d.mig_enabled() ? 0 : 1;
-          int64_t by_gpu = whole / std::max(1, req->num_gpu);
-          int64_t by_cpu = req->cpu_milli ? node.cpu.value() / req->cpu_milli : by_gpu;
-          places += std::min(by_gpu, by_cpu);
-        } else {
-          places = count;  // fractions and slices: not worth a bound here
-        }
-      }
-      if (places < count) {
-        e.phase = Phase::kInfeasible;
-        ++queues_[leaf].infeasible;
-        e.reason = "needs " + std::to_string(count) + " pods of " + std::to_string(req->num_gpu) +
-                   " GPUs; the whole fleet has room for " + std::to_string(places);
-        entries_.push_back(std::move(e));
-        return id;
-      }
-    }
+  if (std::string why; e.pods.size() > 1 && !FleetHoldsPods(state_, e.pods, &why)) {
+    e.phase = Phase::kInfeasible;
+    ++queues_[leaf].infeasible;
+    e.reason = why;
+    entries_.push_back(std::move(e));
+    return id;
   }
   // A gang (or pods placed together) that no domain of the level it requires could hold even
   // empty: it would wait forever (a user-style review saw one hold a StrictFIFO queue).

@@ -267,6 +267,42 @@ bool Placer::PlaceAllIn(ClusterState& s, const std::vector<int>* nodes,
   return true;
 }
 
+bool FleetHoldsPods(const ClusterState& s, const std::vector<PodRequest>& pods, std::string* why) {
+  using Shape = std::tuple<int64_t, int64_t, int, int, int64_t, uint64_t>;
+  const auto shape_of = [](const PodRequest& p) {
+    return Shape{p.cpu_milli, p.memory_mib, static_cast<int>(p.kind),
+                 p.num_gpu,   p.gpu_milli,  p.model_mask};
+  };
+  std::map<Shape, std::pair<int, const PodRequest*>> shapes;  // shape -> (count, a pod of it)
+  for (const PodRequest& p : pods) {
+    auto& [count, req] = shapes[shape_of(p)];
+    ++count;
+    req = &p;
+  }
+  for (const auto& [shape, entry] : shapes) {
+    const auto [count, req] = entry;
+    if (req->kind != DeviceKind::kWhole) continue;  // (fractions and slices: no bound here)
+    int64_t places = 0;
+    for (int n = 0; n < s.node_count() && places < count; ++n) {
+      const Node& node = s.node(n);
+      const int model = s.node_model(n);
+      if (model < 0 || !(req->model_mask >> model & 1)) continue;
+      int whole = 0;  // (a MIG-partitioned GPU takes no whole-GPU pod)
+      for (const Device& d : node.devices) whole += d.mig_enabled() ? 0 : 1;
+      const int64_t by_gpu = whole / std::max(1, req->num_gpu);
+      const int64_t by_cpu = req->cpu_milli ? node.cpu.value() / req->cpu_milli : by_gpu;
+      places += std::min(by_gpu, by_cpu);
+    }
+    if (places < count) {
+      if (why)
+        *why = "needs " + std::to_string(count) + " pods of " + std::to_string(req->num_gpu) +
+               " GPUs; the whole fleet has room for " + std::to_string(places);
+      return false;
+    }
+  }
+  return true;
+}
+
 bool SomeDomainHolds(const ClusterState& s, const std::vector<PodRequest>& pods,
                      const TopologyConstraint& topology, std::string* why, bool by_model) {
   if (!topology.required || topology.level == TopologyLevel::kNone) return true;

@@ -89,6 +89,11 @@ class Placer {
 
 // Whether some node of the fleet could hold the pod if the fleet were empty.
 bool FitsSomeEmptyNode(const ClusterState& s, const PodRequest& req, std::string* why);
+// Whether the fleet, were it empty, has a place for each of `pods`: whole-GPU pods counted by
+// shape, a node taking as many of one shape as its GPUs not in MIG mode (of a model the pod
+// allows) and its CPU allow (fractions and slices are not bounded here); `why` says which
+// shape has too few. A workload that fails it never fits: Infeasible, not Pending.
+bool FleetHoldsPods(const ClusterState& s, const std::vector<PodRequest>& pods, std::string* why);
 // Whether a domain of the level `topology` requires could hold the GPUs of `pods` were it
 // empty (always, when it requires none), counting only the GPUs some pod could use (of a model
 // it allows; a MIG-partitioned GPU only for a MIG slice); `why` says which it needs and the

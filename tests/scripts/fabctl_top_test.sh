@@ -29,10 +29,14 @@ YAML
 "$FABCTL" apply -f "$tmp/huge.yaml" >/dev/null || fail "apply huge"
 for _ in $(seq 50); do
   out=$("$FABCTL" pending)
-  grep -q "^team-a *huge .*room for" <<<"$out" && break
+  grep -q "^team-a *huge .*the whole fleet has room for 5" <<<"$out" && break
   sleep 0.2
 done
-grep -q "^team-a *huge *0 .*room for" <<<"$out" || fail "pending with no queues: $out"
+# (Never placeable, even with no queue: 6 pods of 8 H100s, and 5 nodes of whole H100s.)
+grep -q "^team-a *huge *0 .*needs 6 pods of 8 GPUs; the whole fleet has room for 5" <<<"$out" ||
+  fail "pending with no queues: $out"
+"$FABCTL" get workloads -n team-a | grep -q "^huge *Unschedulable " ||
+  fail "huge not Unschedulable: $("$FABCTL" get workloads -n team-a)"
 "$FABCTL" delete workload huge -n team-a >/dev/null || fail "delete huge"
 
 cat >"$tmp/queue.yaml" <<YAML
