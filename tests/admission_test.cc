@@ -4507,11 +4507,14 @@ TEST(ReplayTest, UsefulUtilizationLeavesOutWorkEvictionsThrewAway) {
 
 // A scenario on `gpus` GPUs of two teams: a, guaranteed 8 GPUs, drawing 8-GPU workloads, and
 // b, whose settings and workloads `b` gives (YAML indented as a team's keys).
-Result<sim::Scenario> TwoTeamScenario(const std::string& name, int gpus, const std::string& b) {
+Result<sim::Scenario> TwoTeamScenario(const std::string& name, int gpus, const std::string& b,
+                                      int a_guarantee = 8) {
   const std::string text =
       "kind: Scenario\nname: " + name + "\nsynthetic: {gpus: " + std::to_string(gpus) +
       ", migShare: 0, h200Share: 0, seed: 3, window: 3600}\nload: 0.5\nteams:\n"
-      "  - name: a\n    share: 50\n    guarantee: 8\n    workloads:\n"
+      "  - name: a\n    share: 50\n    guarantee: " +
+      std::to_string(a_guarantee) +
+      "\n    workloads:\n"
       "      - {pods: 1, cpu: 4, memory: 16Gi, devices: {gpus: 8}, duration: 100-200}\n"
       "  - name: b\n    share: 50" +
       b;
@@ -4864,28 +4867,14 @@ teams:
 // its 1-GPU one from 500, both until 1,000: below its guarantee with work pending that fits the
 // difference from 500 (the 6 GPUs never fit in 4), with any work pending from 20.
 TEST(ReplayTest, TimeBelowGuaranteeCountsPendingWorkThatFitsAndAnyPendingWork) {
-  const std::string text = R"(
-kind: Scenario
-name: below
-synthetic: {gpus: 8, migShare: 0, h200Share: 0, seed: 3, window: 3600}
-load: 0.5
-teams:
-  - name: a
-    share: 50
-    guarantee: 4
-    workloads:
-      - {pods: 1, cpu: 4, memory: 16Gi, devices: {gpus: 4}, duration: 100-200}
-  - name: b
-    share: 50
+  auto sc = TwoTeamScenario("below", 8, R"(
     guarantee: 0
     workloads:
       - {pods: 1, cpu: 4, memory: 16Gi, devices: {gpus: 1}, duration: 100-200}
-)";
-  auto sc = sim::ParseScenario(text, "below.yaml", ".");
+)",
+                            /*a_guarantee=*/4);
   ASSERT_TRUE(sc.ok()) << sc.status().message();
-  ASSERT_EQ(sc->fleet.total_gpus(), 8);
-  sim::ReplayWorkload a_tpl, b_tpl;
-  for (const sim::ReplayWorkload& w : sc->workloads) (w.team == 0 ? a_tpl : b_tpl) = w;
+  const auto [a_tpl, b_tpl] = TeamTemplates(*sc);
   std::vector<sim::ReplayWorkload> list;
   for (int i = 0; i < 8; ++i) list.push_back(Shaped(b_tpl, "b-" + std::to_string(i), 0, 1000, 1));
   list.push_back(Shaped(a_tpl, "a-huge", 20, 100, 6));
@@ -4932,31 +4921,17 @@ TEST(ReplayTest, WorkThatCanNeverRunIsCountedAndSaid) {
 // one-GPU workload holding half the fleet's memory all window has a share of a half (not the
 // eighth its GPU is); b's one GPU with little memory has its eighth.
 TEST(ReplayTest, AShareIsTheDominantOneOfGpusCpuAndMemory) {
-  const std::string text = R"(
-kind: Scenario
-name: drf
-synthetic: {gpus: 8, migShare: 0, h200Share: 0, seed: 3, window: 3600}
-load: 0.5
-teams:
-  - name: a
-    share: 50
+  auto sc = TwoTeamScenario("drf", 8, R"(
     workloads:
       - {pods: 1, cpu: 1, memory: 1Gi, devices: {gpus: 1}, duration: 100-200}
-  - name: b
-    share: 50
-    workloads:
-      - {pods: 1, cpu: 1, memory: 1Gi, devices: {gpus: 1}, duration: 100-200}
-)";
-  auto sc = sim::ParseScenario(text, "drf.yaml", ".");
+)");
   ASSERT_TRUE(sc.ok()) << sc.status().message();
-  ASSERT_EQ(sc->fleet.total_gpus(), 8);
   int64_t memory = 0, largest = 0;
   for (const Node& n : sc->fleet.nodes) {
     memory += n.memory.value();
     largest = std::max(largest, n.memory.value());
   }
-  sim::ReplayWorkload a_tpl, b_tpl;
-  for (const sim::ReplayWorkload& w : sc->workloads) (w.team == 0 ? a_tpl : b_tpl) = w;
+  const auto [a_tpl, b_tpl] = TeamTemplates(*sc);
   sim::ReplayWorkload heavy = Shaped(a_tpl, "a-heavy", 0, 5000, 1);
   heavy.spec.pod_sets.at(0).memory = MemoryMib(std::min(largest, memory / 2));
   const double heavy_share = static_cast<double>(std::min(largest, memory / 2)) / memory;
