@@ -1241,6 +1241,11 @@ int Delete(Globals& g, HttpClient& http, const std::string& what,
       std::printf("%s/%s kept (built in)\n", r->plural, nn.second.c_str());
       continue;
     }
+    // (Listed, then gone before its turn: the built-in unqueued goes with the last queue.)
+    if (all && resp.ok() && resp->status == 404) {
+      std::printf("%s/%s already gone\n", r->plural, nn.second.c_str());
+      continue;
+    }
     if (!resp.ok() || resp->status >= 300) {
       rc = Failed(resp);
       continue;
