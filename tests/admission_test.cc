@@ -4123,6 +4123,29 @@ TEST_F(AdmissionTest, TrustIsolationHoldsThroughAdmission) {
   EXPECT_EQ(adm_->phase(a2), Phase::kAdmitted);
 }
 
+// A fraction holds the larger of its compute and its memory share of quota: 10m of compute with
+// 41Gi of an 80Gi GPU keeps half the GPU from everyone else, so it takes half a GPU of quota
+// (a review: it was charged 0.01, and a queue guaranteed one GPU held four).
+TEST_F(AdmissionTest, AFractionIsChargedByItsMemoryWhereThatIsTheLargerShare) {
+  Make(Nodes(1, 4), {Leaf("a", 1, /*borrowing=*/0), Leaf("b", 3)});
+  std::vector<int> ids;
+  for (int i = 0; i < 4; ++i) {
+    Workload w = Fraction("f" + std::to_string(i), "a", 10, "a");
+    w.pod_sets[0].device.gpu_memory = MemoryMib(41 * 1024);
+    ids.push_back(Submit(w));
+  }
+  adm_->Cycle(1, 1000);
+  EXPECT_EQ(CountPhase(ids, Phase::kAdmitted), 1);
+  EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 513);
+  EXPECT_EQ(adm_->gpu_milli(ids[0]), 513);
+  EXPECT_EQ(adm_->state().allocated_gpu_milli(), 10);  // (the device's compute, as asked)
+  EXPECT_NE(adm_->reason(ids[1]).find(
+                "queue a over its borrowing limit for gpu: 1.026/1 GPUs (it counts as 0.513 "
+                "GPUs of quota for the 0.01 of compute it asks"),
+            std::string::npos)
+      << adm_->reason(ids[1]);
+}
+
 TEST_F(AdmissionTest, FairShareFavoursTheLighterQueueAndWeights) {
   Make(Nodes(1, 4), {Plain("a"), Plain("b")});
   // a already runs two; both queue more: the free two go to b first.

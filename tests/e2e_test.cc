@@ -550,6 +550,32 @@ TEST_F(FactoryTest, DemoRunsIsolatedAndFreesItsGpus) {
 // cycle; /allocation?aggregate=namespace must give each tenant the GPU-hours and cost that the
 // workloads' own status (scheduledTime..completionTime × share) says, and the journal must
 // restore the same numbers after a restart.
+// A fraction whose memory takes more of its GPU than its compute is billed that larger share,
+// as admission charges it: 10m of compute with 41Gi of an 80Gi H100 held for an hour is 0.5125
+// GPU-hours (512.5 rounded up to 513 milli), not 0.01.
+TEST_F(FactoryTest, AFractionIsBilledTheLargerOfItsComputeAndMemoryShares) {
+  auto meter = OpenMeter();
+  ASSERT_TRUE(meter.ok()) << meter.status().message();
+  const int64_t t0 = clock_.NowMs() / 1000 * 1000;
+  json w = WholeGpuWorkload("team-a", "small-compute", 1);
+  w["spec"]["podSets"][0]["devices"] = {{"gpuMilli", "10m"}, {"gpuMemory", "41Gi"}};
+  CreateWorkload(w);
+  for (int i = 0; i < 60; ++i) {  // an hour, one cycle a minute
+    Cycle(60'000);
+    ASSERT_TRUE((*meter)->Sync().ok());
+  }
+  const json status = Workloads()["team-a/small-compute"]["status"];
+  ASSERT_EQ(status["assignments"].size(), 1u) << status.dump();
+  EXPECT_EQ(status["assignments"][0]["devices"][0].value("gpuMilli", 0), 10) << status.dump();
+  const int64_t from = ParseTimestamp(status.value("scheduledTime", ""));
+  const int64_t t1 = t0 + 3'600'000;
+  const json alloc = CallJson("GET", "/allocation?window=" + std::to_string(t0 / 1000) + "," +
+                                         std::to_string(t1 / 1000) + "&aggregate=namespace");
+  ASSERT_EQ(alloc.value("code", 0), 200) << alloc.dump();
+  EXPECT_NEAR(alloc["data"][0]["team-a"].value("gpuHours", 0.0), 513.0 * (t1 - from) / 3.6e9, 1e-9)
+      << alloc.dump();
+}
+
 TEST_F(FactoryTest, AllocationMatchesTheWorkloadsGpuHoursAndCosts) {
   MeterServiceOptions mo;
   mo.journal_path = dir_.File("meter.db");

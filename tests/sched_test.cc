@@ -271,6 +271,41 @@ TEST(ClusterState, MakeRequestFlattensPodSets) {
   EXPECT_NE(no_profile.status().message().find("1g.10gb"), std::string::npos);
 }
 
+// Quotas count a fraction by the larger of its compute and its memory share (of the smallest GPU
+// it may land on: one its memory fits on), as HAMi and KAI do; an untrusted tenant's by the
+// device over how many such pods fit on one, since no one else may use the rest.
+TEST(ClusterState, AFractionIsChargedTheLargerOfItsComputeAndMemoryShares) {
+  Fleet fleet = FleetOf({GpuNode("a", 2, "H100"), GpuNode("b", 2, "T4")});
+  ClusterState s(fleet, {MakeTenant("acme", TrustLevel::kStandard),
+                         MakeTenant("guest", TrustLevel::kUntrusted)});
+  const auto with_memory = [](int64_t milli, int64_t gib) {
+    PodSet ps = Fraction(milli);
+    ps.device.gpu_memory = MemoryMib(gib * 1024);
+    return ps;
+  };
+  // 10m with 41Gi: no 16Gi T4 holds it, so half of an 80Gi H100 (512.5, rounded up).
+  PodRequest big_memory = Req(s, with_memory(10, 41), "acme");
+  EXPECT_EQ(big_memory.gpu_milli, 10);  // placement still packs by what it asked
+  EXPECT_EQ(big_memory.total_gpu_milli(), 10);
+  EXPECT_EQ(big_memory.total_charge_milli(), 513);
+  // On T4s, 8Gi is half of one; 300m of compute with 4Gi is its compute.
+  EXPECT_EQ(Req(s, WithModels(with_memory(100, 8), {"T4"}), "acme").total_charge_milli(), 500);
+  EXPECT_EQ(Req(s, WithModels(with_memory(300, 4), {"T4"}), "acme").total_charge_milli(), 300);
+  // A memory-only share holds what its memory is of the smallest GPU that holds it.
+  PodRequest mem_only = Req(s, with_memory(0, 20), "acme");
+  EXPECT_EQ(mem_only.gpu_milli, 250);
+  EXPECT_EQ(mem_only.total_charge_milli(), 250);
+  // Without memory, a standard tenant's is its compute; whole GPUs and slices as placed.
+  EXPECT_EQ(Req(s, Fraction(600), "acme").total_charge_milli(), 600);
+  EXPECT_EQ(Req(s, Whole(2), "acme").total_charge_milli(), 2000);
+  // An untrusted tenant: one 600m pod per GPU (the whole GPU), three of 300m (a third each,
+  // rounded up), two of 250m with 30Gi of an H100 (memory fits two: half each).
+  EXPECT_EQ(Req(s, Fraction(600), "guest").total_charge_milli(), 1000);
+  EXPECT_EQ(Req(s, Fraction(300), "guest").total_charge_milli(), 334);
+  EXPECT_EQ(Req(s, WithModels(with_memory(250, 30), {"H100"}), "guest").total_charge_milli(), 500);
+  EXPECT_EQ(Req(s, Fraction(250), "guest").total_charge_milli(), 250);
+}
+
 TEST(ClusterState, ModelListWithOneAbsentModelStillMatchesThePresentOne) {
   Fleet fleet = FleetOf({GpuNode("a", 2, "V100M16")});
   ClusterState s(fleet);

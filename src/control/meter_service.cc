@@ -121,7 +121,11 @@ Status MeterService::Sync() {
   std::lock_guard<std::mutex> lock(mu_);
 
   // The fleet's devices, and each node's devices by index for the bindings below.
-  std::map<std::string, std::vector<std::pair<std::string, std::string>>> node_devices;
+  struct NodeDevice {
+    std::string uuid, model;
+    int64_t memory_mib = 0;  // 0: not given
+  };
+  std::map<std::string, std::vector<NodeDevice>> node_devices;
   std::set<std::string> present;
   for (const KeyValue& kv : nodes.items) {
     json n = json::parse(kv.value, nullptr, false);
@@ -132,7 +136,8 @@ Status MeterService::Sync() {
     for (const json& d : List(Field(n, "spec"), "devices")) {
       const std::string uuid = Str(d, "uuid");
       const std::string model = Str(d, "model");
-      devs.push_back({uuid, model});
+      auto memory = ParseMemoryMib(Str(d, "memory"));
+      devs.push_back({uuid, model, memory.ok() ? memory->value() : 0});
       if (uuid.empty()) continue;
       present.insert(uuid);
       (void)meter_.AddDevice({uuid, name, model, since, kOpenEnd, "", 1000});
@@ -252,9 +257,12 @@ Status MeterService::Sync() {
           BoundDevice bd;
           bd.node = node;
           bd.uuid = Str(d, "uuid");
+          int64_t device_memory = 0;
           if (index >= 0 && index < static_cast<int64_t>(devs.size())) {
-            if (bd.uuid.empty()) bd.uuid = devs[static_cast<size_t>(index)].first;
-            bd.model = devs[static_cast<size_t>(index)].second;
+            const NodeDevice& dev = devs[static_cast<size_t>(index)];
+            if (bd.uuid.empty()) bd.uuid = dev.uuid;
+            bd.model = dev.model;
+            device_memory = dev.memory_mib;
           }
           const int64_t slice = Int(d, "migSlice", -1);
           bd.mig_profile = Str(d, "migProfile");
@@ -264,7 +272,12 @@ Status MeterService::Sync() {
             bd.gpu_milli = p ? MigSliceMilli(p->compute_slices) : 1000;
             if (bd.mig_profile.empty()) bd.mig_profile = "mig";
           } else {
-            const int64_t milli = Int(d, "gpuMilli", 1000);
+            // A fraction holds the larger of its compute and its memory share of the GPU, as
+            // admission charges it (what its memory takes, no one else may use).
+            int64_t milli = Int(d, "gpuMilli", 1000);
+            const int64_t memory = Int(d, "memoryMiB", 0);
+            if (memory > 0 && device_memory > 0)
+              milli = std::max(milli, (memory * 1000 + device_memory - 1) / device_memory);
             bd.gpu_milli = static_cast<int32_t>(std::clamp<int64_t>(milli, 1, 1000));
           }
           b.devices.push_back(bd);

@@ -34,6 +34,7 @@ uint64_t AttemptKey(const Workload& w, int leaf, const std::vector<PodRequest>& 
     mix(static_cast<int>(p.kind));
     mix(p.num_gpu);
     mix(p.gpu_milli);
+    mix(p.charge_milli);
     mix(p.gpu_memory_mib);
     mix(p.mig_profile);
     mix(static_cast<int64_t>(p.model_mask));
@@ -1029,7 +1030,7 @@ void Admitter::ReserveQuota(int id) {
   std::map<int, int64_t> planned;  // flavour -> milli-GPUs
   for (const auto& [at, pod] : e.plan) {
     const int f = FlavorOf(pod, state_.node_model(at.node));
-    if (f >= 0 && managed_[f]) planned[f] += pod.total_gpu_milli();
+    if (f >= 0 && managed_[f]) planned[f] += pod.total_charge_milli();
   }
   for (const auto& [f, milli] : planned)
     for (int q = e.leaf; q >= 0; q = queues_[q].parent) {
@@ -2081,7 +2082,7 @@ Result<int> Admitter::Restore(const Workload& spec, const std::vector<Assignment
   if (options.resized_at > began && options.completed.empty()) {
     int64_t least = 0;
     for (size_t i = 0; i < r.set_request.size(); ++i)
-      least += r.min_counts[i] * r.set_request[i].total_gpu_milli();
+      least += r.min_counts[i] * r.set_request[i].total_charge_milli();
     r.sizes = {{began, least}, {options.resized_at, r.gpu_milli}};
   }
   return id;
@@ -2109,7 +2110,7 @@ Result<int> Admitter::RestoreFragment(int parent,
     }
   }
   for (const PodRequest& p : f.pods) {
-    f.gpu_milli += p.total_gpu_milli();
+    f.gpu_milli += p.total_charge_milli();
     f.cpu_milli += p.cpu_milli;
     f.memory_mib += p.memory_mib;
   }
@@ -2176,7 +2177,7 @@ int Admitter::Split(int v, const std::vector<int>& cut) {
     partial_running_.insert(v);
   }
   for (const PodRequest& p : f.pods) {
-    f.gpu_milli += p.total_gpu_milli();
+    f.gpu_milli += p.total_charge_milli();
     f.cpu_milli += p.cpu_milli;
     f.memory_mib += p.memory_mib;
   }
@@ -2197,9 +2198,9 @@ void Admitter::Charge(int id, int sign) {
       auto it = std::find_if(e.charged.begin(), e.charged.end(),
                              [f](const auto& c) { return c.first == f; });
       if (it == e.charged.end()) {
-        e.charged.push_back({f, e.pods[i].total_gpu_milli()});
+        e.charged.push_back({f, e.pods[i].total_charge_milli()});
       } else {
-        it->second += e.pods[i].total_gpu_milli();
+        it->second += e.pods[i].total_charge_milli();
       }
     }
   }
@@ -3108,7 +3109,18 @@ uint64_t Admitter::QuotaModels(const Entry& e, const PodRequest& gpu_pod, std::s
       reclaims = r;
     }
   }
+  if (allowed == 0 && !why->empty()) *why += ChargeNote(e);
   return allowed;
+}
+
+std::string Admitter::ChargeNote(const Entry& e) const {
+  int64_t compute = 0;
+  for (const PodRequest& p : e.pods) compute += p.total_gpu_milli();
+  if (e.gpu_milli <= compute) return "";
+  return " (it counts as " + GpuAmount(e.gpu_milli) + " GPUs of quota for the " +
+         GpuAmount(compute) +
+         " of compute it asks: a fraction holds the larger of its compute and GPU memory "
+         "share, and an untrusted tenant's GPU what no other pod may use)";
 }
 
 bool Admitter::PlaceAll(const Entry& e, const std::vector<PodRequest>& pods,
@@ -3140,7 +3152,7 @@ void Admitter::SetCounts(Entry& e, const std::vector<int>& counts) {
   for (size_t i = 0; i < counts.size(); ++i)
     for (int k = 0; k < counts[i]; ++k) {
       e.pods.push_back(e.set_request[i]);
-      e.gpu_milli += e.set_request[i].total_gpu_milli();
+      e.gpu_milli += e.set_request[i].total_charge_milli();
       e.cpu_milli += e.set_request[i].cpu_milli;
       e.memory_mib += e.set_request[i].memory_mib;
     }
@@ -3310,7 +3322,7 @@ bool Admitter::Grow(int id, bool* probed) {
         // each while its queue stays at its guarantee: so it may also grow past the guarantee
         // where those pods cover exactly what it would borrow — one pod set, held within the
         // guarantee a whole number of pods short of it — if it may be preempted at all.)
-        const int64_t pod = e.set_request.size() == 1 ? e.set_request[0].total_gpu_milli() : 0;
+        const int64_t pod = e.set_request.size() == 1 ? e.set_request[0].total_charge_milli() : 0;
         // (What is being evicted counts as gone, as a shrink counts it.)
         const int64_t held = q.usage[f] - q.evicting_usage[f];
         const bool reclaimable_by_shrink =
@@ -3968,9 +3980,9 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
     int64_t milli = 0;
     for (int k = c[s]; k < to; ++k) {
       const int i = pod_index(w, s, k);
-      milli += w.pods[i].total_gpu_milli();
+      milli += w.pods[i].total_charge_milli();
       const int f = FlavorOf(w.pods[i], state_.node_model(w.assign[i].node));
-      if (f >= 0) add[f] += w.pods[i].total_gpu_milli();
+      if (f >= 0) add[f] += w.pods[i].total_charge_milli();
     }
     const auto taken_in = [&taken](int q, int g) {
       const auto t = taken.find({q, g});
@@ -3998,7 +4010,7 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
           for (int k = 0; k < c[s2]; ++k) {
             const int i = pod_index(w, s2, k);
             if (FlavorOf(w.pods[i], state_.node_model(w.assign[i].node)) == f)
-              given += w.pods[i].total_gpu_milli();
+              given += w.pods[i].total_charge_milli();
           }
         if (!scope.big_may_go || whole <= vq.guaranteed[f] || held + given <= vq.guaranteed[f])
           return false;

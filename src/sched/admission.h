@@ -685,6 +685,9 @@ class Admitter {
   // FlavorOf and FlavorModels by table: a row per request kind (whole, fraction, then MIG by
   // profile), built once the quotas are known.
   int ChargeRow(const PodRequest& req) const;  // -1: not in the table
+  // Where e is charged more quota than the compute it asks (ClusterState::MakeRequest), a
+  // note saying so for a refusal; else empty.
+  std::string ChargeNote(const Entry& e) const;
   // The models of `req` whose most specific flavour is f, whether or not a quota names it (a
   // queue's flavorOrder).
   uint64_t OrderModels(int f, const PodRequest& req) const;

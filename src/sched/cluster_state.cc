@@ -154,20 +154,47 @@ Result<PodRequest> ClusterState::MakeRequest(const PodSet& ps, const TenantId& t
       r.num_gpu = 1;
       r.gpu_milli = ps.device.gpu_milli.value();
       r.gpu_memory_mib = ps.device.gpu_memory.value();
-      if (r.gpu_milli == 0) {
-        // A memory-only share is charged the compute share its memory is of the smallest GPU
-        // it may land on, so that accounting and packing still see it.
-        int64_t smallest = 0;
-        for (const Node& node : fleet_->nodes) {
+      // The memory of the smallest GPU it may land on (one that holds its memory: a fraction
+      // takes part of one GPU); failing any, the smallest of all (it can then never start).
+      int64_t smallest = 0, smallest_any = 0;
+      if (r.gpu_memory_mib > 0) {
+        for (int n : type_representatives_) {  // (one node of each kind: they alone differ)
+          const Node& node = fleet_->nodes[n];
           if (node.devices.empty()) continue;
           int m = ModelIndex(node.gpu_model());
           if (!(r.model_mask >> m & 1)) continue;
-          int64_t mem = node.devices.front().memory.value();
-          if (mem > 0 && (smallest == 0 || mem < smallest)) smallest = mem;
+          for (const Device& dev : node.devices) {
+            const int64_t mem = dev.memory.value();
+            if (dev.mig_enabled() || mem <= 0) continue;
+            if (smallest_any == 0 || mem < smallest_any) smallest_any = mem;
+            if (mem >= r.gpu_memory_mib && (smallest == 0 || mem < smallest)) smallest = mem;
+          }
         }
+        if (smallest == 0) smallest = smallest_any;
+      }
+      // Its memory's share of that GPU, in milli.
+      const int64_t memory_share =
+          smallest == 0
+              ? 0
+              : std::min<int64_t>(kMilliPerGpu,
+                                  (r.gpu_memory_mib * kMilliPerGpu + smallest - 1) / smallest);
+      if (r.gpu_milli == 0) {
+        // A memory-only share takes the compute share its memory is of that GPU, so that
+        // accounting and packing still see it.
         if (smallest == 0) return InvalidArgument("gpuMemory given but no allowed GPU has memory");
-        r.gpu_milli = std::min<int64_t>(
-            kMilliPerGpu - 1, (r.gpu_memory_mib * kMilliPerGpu + smallest - 1) / smallest);
+        r.gpu_milli = std::min<int64_t>(kMilliPerGpu - 1, memory_share);
+      }
+      // Quotas and shares count the larger of its compute and its memory share (HAMi's and
+      // KAI's measure): 10m of compute with 41Gi of an 80Gi GPU holds half the GPU.
+      r.charge_milli = std::max(r.gpu_milli, memory_share);
+      if (r.tenant >= 0 && tenants_[r.tenant].trust == TrustLevel::kUntrusted) {
+        // An untrusted tenant's device is its alone: charged the device over the number of
+        // such pods it holds, so that a device it fills with them is one whole GPU and what
+        // no such pod fits in is its too (a 600m pod: the whole GPU).
+        int64_t fit = kMilliPerGpu / r.gpu_milli;
+        if (r.gpu_memory_mib > 0 && smallest > 0) fit = std::min(fit, smallest / r.gpu_memory_mib);
+        fit = std::max<int64_t>(fit, 1);
+        r.charge_milli = std::max(r.charge_milli, (kMilliPerGpu + fit - 1) / fit);
       }
       break;
     }

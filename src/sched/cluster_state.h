@@ -32,8 +32,16 @@ struct PodRequest {
   int mig_profile = -1;                // interned profile name
   uint64_t model_mask = ~uint64_t{0};  // bit i = model i of the state's model table allowed
   int tenant = -1;                     // index in the state's tenant table; -1 = anonymous (traces)
+  // Per device, what quotas and shares count it as holding; 0 = gpu_milli. A fraction is
+  // charged the larger of its compute and its memory share (of the smallest GPU it may land
+  // on), and an untrusted tenant's the device over how many such pods one device holds: no one
+  // else may use the rest (MakeRequest).
+  int64_t charge_milli = 0;
 
   int64_t total_gpu_milli() const { return num_gpu * gpu_milli; }
+  int64_t total_charge_milli() const {
+    return num_gpu * (charge_milli > 0 ? charge_milli : gpu_milli);
+  }
 };
 
 struct DeviceShare {
