@@ -3709,6 +3709,36 @@ TEST_F(AdmissionTest, FairShareShrinkCountsThePodsItTook) {
   EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 12000);
 }
 
+// Fair-share preemption shrinks an elastic workload its queue could not give whole: a holds all
+// 8 GPUs with one 8-pod job (minCount 1, gang or not), b asks for four; a gives its last four
+// pods, one shrink per cycle as b's work comes, and keeps the rest (equal shares). A user-style
+// trial saw the job keep all 8 against a fair share of 4: only a reclaim took spare pods.
+TEST_F(AdmissionTest, FairSharePreemptionShrinksElasticWork) {
+  for (bool gang : {true, false}) {
+    SCOPED_TRACE(gang ? "gang" : "not a gang");
+    AdmissionConfig config;
+    config.fair_share_preemption = true;
+    Make(Nodes(2, 4), {Plain("a"), Plain("b")}, {}, config);
+    Workload w = Gpus("elastic", "a", 1, 0, 8, gang);
+    w.pod_sets[0].min_count = 1;
+    const int elastic = Submit(w, 0);
+    adm_->Cycle(1, 1000);
+    adm_->PodsReady(elastic);
+    const std::vector<int> b = SubmitEach("b", "b", 5, 10);
+    int evictions = 0;
+    for (int t = 11; t < 200; t += 10) {
+      for (const auto& ev : adm_->Cycle(t, 1000).evicted) {
+        adm_->Terminated(ev.victim, t + 1);
+        ++evictions;
+      }
+    }
+    EXPECT_EQ(CountPhase(b, Phase::kAdmitted), 4) << adm_->reason(b[0]);
+    EXPECT_EQ(adm_->pod_counts(elastic), std::vector<int>{4});
+    EXPECT_EQ(adm_->phase(elastic), Phase::kAdmitted);
+    EXPECT_GT(evictions, 0);
+  }
+}
+
 // Best-effort work (the built-in unqueued beside several trees) takes what is idle, no one's
 // fair share: under fair-share preemption it evicts nothing of a tree that borrows the fleet.
 TEST_F(AdmissionTest, BestEffortWorkTakesNoFairShare) {

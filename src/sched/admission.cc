@@ -4374,7 +4374,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     int in_min_runtime = 0;
     std::string budget_block;
     std::vector<Candidate> cands, later;  // later: within their minimum runtime
-    std::vector<Candidate> spare_only, spent;
+    std::vector<Candidate> spare_only, spare_fair, spent;
     // Only queues that can give victims are scanned: its own (lower priority) and, for reclaim or
     // fair-share preemption, the others.
     std::vector<int> pool;
@@ -4415,13 +4415,22 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
         }
       }
       if (!own && !other) {
+        const int budget = queues_[w.leaf].spec.disruption_budget;
+        const bool spare = config_.elastic_shrink && w.leaf != leaf && w.counts != w.min_counts &&
+                           now - w.admitted_at >= MinRuntime(v, id) &&
+                           (budget < 0 || queues_[w.leaf].evicting < budget);
         // Borrowing with its pods beyond its minCount only: those may go (elastic shrink).
-        if (config_.elastic_shrink && w.leaf != leaf && reclaim_flavors != 0 && !quota_short &&
-            priority_allows(w) && w.counts != w.min_counts &&
-            now - w.admitted_at >= MinRuntime(v, id)) {
-          const int budget = queues_[w.leaf].spec.disruption_budget;
-          if (budget < 0 || queues_[w.leaf].evicting < budget)
-            spare_only.push_back({v, EvictionCost(v, now), VictimTier(leaf, w.leaf)});
+        if (spare && reclaim_flavors != 0 && !quota_short && priority_allows(w)) {
+          spare_only.push_back({v, EvictionCost(v, now), VictimTier(leaf, w.leaf)});
+        } else if (spare && fair_share && (!quota_short || fair_quota) &&
+                   policy.reclaim_within_cohort != PreemptionPolicy::Reclaim::kNever &&
+                   (policy.reclaim_within_cohort == PreemptionPolicy::Reclaim::kAny ||
+                    w.spec.priority < e.spec.priority)) {
+          // Under fair-share preemption, one whose queue would fall below the preemptor's
+          // share without it may still give the pods beyond its minCount that keep it at or
+          // above (a user-style trial: an 8-pod elastic job kept its queue at 8 of 8 GPUs
+          // against a fair share of 4).
+          spare_fair.push_back({v, EvictionCost(v, now), VictimTier(leaf, w.leaf)});
         }
         continue;
       }
@@ -4442,7 +4451,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     std::sort(spare_only.begin(), spare_only.end(), cheaper);
     std::sort(spent.begin(), spent.end(), cheaper);
     victim_cache_[cache_key] =
-        VictimList{cands, in_min_runtime, budget_block, later, spare_only, spent};
+        VictimList{cands, in_min_runtime, budget_block, later, spare_only, spent, spare_fair};
     cached = victim_cache_.find(cache_key);
   }
   int in_min_runtime = cached->second.in_min_runtime;
@@ -4762,6 +4771,8 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
       spare.push_back(c);
       scope.must_lend.insert(c.id);
     }
+    for (const Candidate& c : cached->second.spare_fair)
+      if (entries_[c.id].phase == Phase::kAdmitted) spare.push_back(c);
     std::sort(spare.begin(), spare.end(), cheaper);
     if (!spare.empty() && Shrink(id, pods, spare, scope, now, out)) return true;
   }

@@ -1052,6 +1052,10 @@ class Admitter {
     // Eligible but in a queue whose disruption budget is spent (for a preemptor that goes on
     // batch by batch: see Entry::continuing).
     std::vector<Candidate> spent;
+    // Under fair-share preemption, elastic workloads of other queues not eligible whole (their
+    // queue's share would fall below the preemptor's) whose pods beyond their minCount may be,
+    // as many as keep it at or above (Shrink's fair-share check, pod by pod).
+    std::vector<Candidate> spare_fair;
   };
   // Who asks: leaf, priority, flavours taken back, CPU or memory taken back, quota short,
   // borrowing, size (fair-share preemption), arrival (LowerOrNewerEqualPriority).
