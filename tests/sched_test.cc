@@ -743,6 +743,33 @@ TEST(Placer, PendingReasonSetsOtherModelsApart) {
   EXPECT_NE(q.reason.find("1 have no room at all"), std::string::npos) << q.reason;
 }
 
+// Why a pod of whole GPUs finds no node: unused GPUs scattered over nodes, each with too few, and
+// nodes an exclusiveNodes tenant holds or that run others' pods, each said as such.
+TEST(Placer, ExplainNamesScatteredGpusAndExclusiveNodes) {
+  Fleet fleet = FleetOf(Nodes("h", 2, 8));
+  ClusterState s(fleet, {MakeTenant("acme", TrustLevel::kStandard),
+                         MakeTenant("guest", TrustLevel::kUntrusted, "", true)});
+  auto policy = MustMakePolicy("bestfit");
+  Placer placer(*policy);
+  Rng rng(1);
+  ASSERT_EQ(PlaceAndApply(s, placer, Req(s, Whole(1), "acme"), rng).outcome, Outcome::kPlaced);
+  ASSERT_EQ(PlaceAndApply(s, placer, Req(s, Whole(1), "guest"), rng).outcome, Outcome::kPlaced);
+  // Each node has 7 unused GPUs: acme's 8-GPU pod fits neither (one is guest's own).
+  const PodPlacement acme = placer.Explain(s, Req(s, Whole(8), "acme"));
+  EXPECT_EQ(acme.outcome, Outcome::kPending);
+  EXPECT_NE(acme.reason.find("0 lack a free GPU"), std::string::npos) << acme.reason;
+  EXPECT_NE(acme.reason.find("1 have 7 unused GPUs between them but fewer than the 8 it needs "
+                             "on one node"),
+            std::string::npos)
+      << acme.reason;
+  EXPECT_NE(acme.reason.find("1 are held by another tenant's exclusiveNodes"), std::string::npos)
+      << acme.reason;
+  const PodPlacement guest = placer.Explain(s, Req(s, Whole(8), "guest"));
+  EXPECT_NE(guest.reason.find("1 run other tenants' pods (its tenant asks for nodes of its own"),
+            std::string::npos)
+      << guest.reason;
+}
+
 TEST(Placer, InfeasibleVersusPending) {
   Fleet fleet = FleetOf(Nodes("n", 2, 8));
   ClusterState s(fleet);

@@ -95,6 +95,7 @@ class ClusterState {
   int node_type(int n) const { return nodes_[n].type; }
   int exclusive_owner(int n) const { return nodes_[n].exclusive_owner; }
   int64_t node_free_milli(int n) const { return nodes_[n].free_milli; }
+  int node_whole_free(int n) const { return nodes_[n].whole_free; }  // unused GPUs, MIG off
   int node_pods(int n) const { return nodes_[n].pods; }
   // (tag, pods) of the GPU pods on node n: tag 0 = a fractional pod, k = a pod of k whole GPUs.
   // GpuClustering co-locates pods of one tag.

@@ -78,6 +78,9 @@ PodPlacement Placer::Explain(const ClusterState& s, const PodRequest& req) const
     return p;
   }
   int lack_cpu = 0, lack_mem = 0, lack_gpu = 0, other = 0, other_model = 0, no_room = 0;
+  // Nodes another tenant's exclusivity keeps it off; nodes with some unused GPUs but fewer than
+  // a pod of whole GPUs needs, and those GPUs (free GPUs scattered over nodes).
+  int exclusive = 0, scattered = 0, scattered_gpus = 0;
   for (int c : s.active_classes()) {
     const int n = s.class_nodes(c).front();
     const int count = static_cast<int>(s.class_nodes(c).size());
@@ -90,15 +93,33 @@ PodPlacement Placer::Explain(const ClusterState& s, const PodRequest& req) const
       lack_cpu += count;
     else if (s.free_memory(n) < req.memory_mib)
       lack_mem += count;
-    else if (!NodeFits(s, n, req))
-      lack_gpu += count;
-    else
+    else if (NodeFits(s, n, req))
       other += count;
+    else if (!s.NodeUsable(n, req))  // (room and model are there: exclusivity is not)
+      exclusive += count;
+    else if (req.kind == DeviceKind::kWhole && s.node_whole_free(n) > 0 &&
+             s.node_whole_free(n) < req.num_gpu) {
+      scattered += count;
+      scattered_gpus += count * s.node_whole_free(n);
+    } else {
+      lack_gpu += count;
+    }
   }
   p.outcome = Outcome::kPending;
   p.reason = "no node can take it now: " + std::to_string(lack_cpu) + " lack CPU, " +
              std::to_string(lack_mem) + " lack memory, " + std::to_string(lack_gpu) +
              " lack a free GPU of an allowed model or isolation allows no sharing";
+  if (scattered)
+    p.reason += ", " + std::to_string(scattered) + " have " + std::to_string(scattered_gpus) +
+                " unused GPUs between them but fewer than the " + std::to_string(req.num_gpu) +
+                " it needs on one node";
+  if (exclusive) {
+    const bool own = req.tenant >= 0 && s.tenant(req.tenant).exclusive_nodes;
+    p.reason += ", " + std::to_string(exclusive) +
+                (own ? " run other tenants' pods (its tenant asks for nodes of its own: "
+                       "exclusiveNodes)"
+                     : " are held by another tenant's exclusiveNodes");
+  }
   if (other) p.reason += ", " + std::to_string(other) + " refused by policy";
   if (no_room)
     p.reason += ", " + std::to_string(no_room) +
