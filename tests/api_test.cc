@@ -2197,13 +2197,38 @@ TEST(ApiEventsTest, EventsOutliveARestartAndGoWithTheirWorkload) {
   std::set<std::string> names;
   for (const json& e : shown()) names.insert(e["metadata"].value("name", ""));
   EXPECT_EQ(names.size(), before.size() + 1);
-  // A workload deleted (before the restart, or while it runs) leaves nothing behind.
-  EXPECT_FALSE(w.store().Get("/registry/events/team-b/wb2").ok());
-  ASSERT_TRUE(w.store().Get("/registry/events/team-a/wa2").ok());
+  // A workload deleted (before the restart, or while it runs) keeps its events for an hour, as
+  // Kubernetes keeps a deleted pod's, the last saying it was deleted; across a restart too.
+  EXPECT_TRUE(w.store().Get("/registry/events/team-b/wb2").ok());
   ASSERT_EQ(w.Do("DELETE", item, kAdmin).status, 200);
   w.Restart();
-  EXPECT_FALSE(w.store().Get("/registry/events/team-a/wa2").ok());
-  for (const json& e : shown()) EXPECT_EQ(e["involvedObject"].value("name", ""), "wa") << e.dump();
+  const auto of_wa2 = [&] {
+    return Parse(w.Get(events + "?fieldSelector=involvedObject.name=wa2"))
+        .value("items", json::array());
+  };
+  const json kept = of_wa2();
+  ASSERT_GE(kept.size(), 3u) << kept.dump();  // Created, Preempting, Started, Deleted
+  EXPECT_EQ(kept.back().value("reason", ""), "Deleted") << kept.dump();
+  EXPECT_EQ(kept.front().value("reason", ""), "Created") << kept.dump();
+  // Created again by its name, it starts a history of its own.
+  w.MustCreate(Collection("workloads", "team-a"), WorkloadObject("team-a", "wa2"));
+  const json fresh = of_wa2();
+  ASSERT_EQ(fresh.size(), 1u) << fresh.dump();
+  EXPECT_EQ(fresh[0].value("reason", ""), "Created");
+  // An hour after its deletion, the next write forgets wb2's, here and in the store.
+  const auto of_wb2 = [&] {
+    return Parse(w.Get(std::string(kApi) +
+                       "/namespaces/team-b/events?fieldSelector=involvedObject.name=wb2"))
+        .value("items", json::array());
+  };
+  ASSERT_FALSE(of_wb2().empty());
+  w.clock().AdvanceMs(3'600'000);
+  w.MustSetStatus(Item("workloads", "team-a", "wa"), {{"phase", "Running"}, {"message", "on"}});
+  EXPECT_TRUE(of_wb2().empty()) << of_wb2().dump();
+  w.Restart();
+  EXPECT_FALSE(w.store().Get("/registry/events/team-b/wb2").ok());
+  EXPECT_TRUE(of_wb2().empty());
+  EXPECT_EQ(of_wa2().size(), 1u);
 }
 
 // What the store keeps of events is written within seconds, with the workload's uid; a
@@ -2365,14 +2390,22 @@ TEST(ApiEventsTest, AWatchFromAListsVersionSendsEachChangeOnce) {
   EXPECT_EQ(said[0].value("type", ""), "ERROR");
   EXPECT_EQ(said[0]["object"].value("code", 0), 410) << said[0].dump();
   EXPECT_TRUE(refused.finished());
-  // The workload deleted: its events go, and a watch is told (DELETED), as is one that starts
-  // from a version before that.
+  // The workload deleted: a watch is told it was (Deleted, ADDED); an hour later its events
+  // go with the next write, and the watch is told (DELETED), as is one that starts from a
+  // version before that (of those it may have seen).
   ASSERT_EQ(w.Do("DELETE", item, kAdmin).status, 200);
-  for (int i = 0; i < 500 && from_zero.Events().size() < replay.size() * 2; ++i)
+  const size_t deleted = replay.size() + 1;
+  for (int i = 0; i < 500 && from_zero.Events().size() < deleted; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(from_zero.Events().size(), deleted) << json(from_zero.Events()).dump();
+  EXPECT_EQ(from_zero.Events().back()["object"].value("reason", ""), "Deleted");
+  w.clock().AdvanceMs(3'600'000);
+  w.MustSetStatus(Item("workloads", "team-a", "wa"), {{"phase", "Running"}});
+  for (int i = 0; i < 500 && from_zero.Events().size() < deleted * 2; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   const std::vector<json> after = from_zero.Events();
-  ASSERT_EQ(after.size(), replay.size() * 2) << json(after).dump();
-  for (size_t i = replay.size(); i < after.size(); ++i)
+  ASSERT_EQ(after.size(), deleted * 2) << json(after).dump();
+  for (size_t i = deleted; i < after.size(); ++i)
     EXPECT_EQ(after[i].value("type", ""), "DELETED") << after[i].dump();
   HttpResponse later =
       w.Do("GET",

@@ -1153,10 +1153,17 @@ TEST_F(FactoryTest, EventsTellWhatHappenedToAWorkload) {
   ASSERT_TRUE(other.ok());
   EXPECT_EQ(other->status, 403) << other->body;
   EXPECT_EQ(Call("DELETE", std::string(kApi) + "/namespaces/team-a/events").status, 405);
-  // Deleted, its history goes with it: one created again by its name starts afresh.
+  // Deleted, its history stays (for an hour), saying so; one created again by its name starts
+  // afresh.
   ASSERT_EQ(Call("DELETE", WorkloadPath("team-a", victim)).status, 200);
   Cycle();
-  EXPECT_TRUE(reasons("team-a", victim).empty());
+  ASSERT_FALSE(reasons("team-a", victim).empty());
+  EXPECT_EQ(reasons("team-a", victim).back().rfind("Normal Deleted: deleted", 0), 0u)
+      << reasons("team-a", victim).back();
+  CreateWorkload(WholeGpuWorkload("team-a", victim, 1));
+  const std::vector<std::string> anew = reasons("team-a", victim);
+  ASSERT_EQ(anew.size(), 1u) << anew.back();
+  EXPECT_EQ(anew[0].rfind("Normal Created", 0), 0u) << anew[0];
 }
 
 // With no queue at all, work naming one waits for it too (before, it ran at once, past the

@@ -657,6 +657,8 @@ class EventRecorder {
   static constexpr const char* kStorePrefix = "/registry/events/";
   static constexpr uint64_t kMaxSequence = uint64_t{1} << 53;  // (exact in any JSON reader)
   static constexpr size_t kMaxMessage = 1024;                  // bytes, as Kubernetes cuts them
+  // How long a deleted workload's events are kept (kube-apiserver's --event-ttl default).
+  static constexpr int64_t kDeletedTtlMs = 3'600'000;
 
   EventRecorder() : worker_([this] { Work(); }) {}
   ~EventRecorder() {
@@ -677,6 +679,7 @@ class EventRecorder {
     std::vector<Event> loaded;
     std::vector<std::string> listed;  // "ns/name" of each object kept
     std::map<std::string, std::string> uids;
+    std::map<std::string, int64_t> deleted;  // "ns/name" -> deletedAt
     size_t unreadable = 0;
     auto stored = store->List(kStorePrefix, "", 0);
     if (!stored.ok())
@@ -712,9 +715,11 @@ class EventRecorder {
           }
         if (loaded.size() == before) {
           ++unreadable;
-        } else if (std::string uid = jsonf::Str(obj, "uid"); !uid.empty()) {
-          uids[ns_name] = std::move(uid);
+          continue;
         }
+        if (std::string uid = jsonf::Str(obj, "uid"); !uid.empty()) uids[ns_name] = std::move(uid);
+        if (const json& at = jsonf::Field(obj, "deletedAt"); at.is_number_integer())
+          deleted[ns_name] = at.get<int64_t>();
       }
     if (unreadable > 0)
       std::fprintf(stderr, "fabrica: %zu stored event object(s) under %s unreadable; removed\n",
@@ -728,6 +733,7 @@ class EventRecorder {
     stored_.insert(listed.begin(), listed.end());
     stored_known_ = stored.ok();
     uids_ = std::move(uids);
+    deleted_at_ = std::move(deleted);
     for (Event& e : loaded) {
       e.version = e.created = version_;
       events_.push_back(std::move(e));
@@ -761,6 +767,11 @@ class EventRecorder {
     for (auto it = by_workload_.begin(); complete && it != by_workload_.end();) {
       const auto now = stored.find(it->first);
       const auto kept = uids_.find(it->first);
+      // (Deleted while this server ran before: kept for their time, Expire's.)
+      if (now == stored.end() && deleted_at_.count(it->first)) {
+        ++it;
+        continue;
+      }
       if (now != stored.end() &&
           (kept == uids_.end() || now->second.empty() || kept->second == now->second)) {
         // (An object an earlier build wrote without its uid gets it.)
@@ -776,6 +787,7 @@ class EventRecorder {
         events_.erase(e);
       }
       uids_.erase(it->first);
+      deleted_at_.erase(it->first);
       it = by_workload_.erase(it);
     }
     while (events_.size() > kMaxEvents) {
@@ -791,6 +803,7 @@ class EventRecorder {
 
   // (On the store's committer thread: only a copy of the workloads' writes, for the worker.)
   void Observe(const std::vector<WatchEvent>& events, int64_t now_ms) {
+    latest_ms_.store(now_ms, std::memory_order_relaxed);  // (Expire's clock: any write)
     std::vector<Write> writes;
     for (const WatchEvent& e : events)
       if (e.kv.key.rfind(kPrefix, 0) == 0)
@@ -973,6 +986,8 @@ class EventRecorder {
                             {"waiting", e->waiting}});
         json obj{{"events", std::move(events)}};
         if (auto uid = uids_.find(ns_name); uid != uids_.end()) obj["uid"] = uid->second;
+        if (auto at = deleted_at_.find(ns_name); at != deleted_at_.end())
+          obj["deletedAt"] = at->second;
         // (Text that is not UTF-8 is replaced, not thrown on: this is the worker's thread.)
         writes.push_back({kStorePrefix + ns_name,
                           obj.dump(-1, ' ', false, json::error_handler_t::replace), kAnyRevision});
@@ -1017,6 +1032,31 @@ class EventRecorder {
       writes.swap(pending_);
     }
     for (const Write& w : writes) Note(w);
+    Expire(latest_ms_.load(std::memory_order_relaxed));
+  }
+
+  // (Under mu_.) Forgets the events of workloads deleted kDeletedTtlMs or more before now_ms.
+  void Expire(int64_t now_ms) {
+    for (auto it = deleted_at_.begin(); it != deleted_at_.end();) {
+      if (now_ms - it->second < kDeletedTtlMs) {
+        ++it;
+        continue;
+      }
+      const std::string ns_name = it->first;
+      it = deleted_at_.erase(it);
+      Forget(ns_name);
+    }
+  }
+  // (Under mu_.) Forgets workload ns_name's events (watches told), here and in the store.
+  void Forget(const std::string& ns_name) {
+    if (auto it = by_workload_.find(ns_name); it != by_workload_.end()) {
+      for (const auto& e : it->second) Drop(e);
+      by_workload_.erase(it);
+    }
+    // (Kept events of it go too, even where none is left here: dropped for the limits.)
+    MarkDirty(ns_name);
+    uids_.erase(ns_name);
+    deleted_at_.erase(ns_name);
   }
 
   static Summary Summarize(const json& obj) {
@@ -1046,18 +1086,17 @@ class EventRecorder {
   void Note(const Write& w) {
     if (w.deleted) {
       last_.erase(w.key);
-      // (Its events go with it: one created again by its name starts a history of its own.)
+      // Its events stay for kDeletedTtlMs (as Kubernetes keeps a deleted pod's), the last
+      // saying it was deleted; one created again by its name starts a history of its own.
       const std::string& key = w.key;
       const size_t slash = key.find('/', std::string(kPrefix).size());
       if (slash != std::string::npos) {
         const std::string ns_name = key.substr(std::string(kPrefix).size());
-        if (auto it = by_workload_.find(ns_name); it != by_workload_.end()) {
-          for (const auto& e : it->second) Drop(e);
-          by_workload_.erase(it);
-        }
-        // (Kept events of it go too, even where none is left here: dropped for the limits.)
+        Record(key.substr(std::string(kPrefix).size(), slash - std::string(kPrefix).size()),
+               key.substr(slash + 1), "Normal", "Deleted", "deleted; its events are kept for 1 h",
+               w.at_ms, /*similar=*/false);
+        deleted_at_[ns_name] = w.at_ms;
         MarkDirty(ns_name);
-        uids_.erase(ns_name);
       }
       return;
     }
@@ -1070,6 +1109,8 @@ class EventRecorder {
     last_[w.key] = now;
     const json& meta = jsonf::Field(obj, "metadata");
     const std::string ns = jsonf::Str(meta, "namespace"), name = jsonf::Str(meta, "name");
+    // Created again after a deletion: the old one's events go.
+    if (!known && deleted_at_.count(ns + "/" + name)) Forget(ns + "/" + name);
     if (std::string uid = jsonf::Str(meta, "uid"); !uid.empty() && store_)
       uids_[ns + "/" + name] = std::move(uid);
     const json& status = jsonf::Field(obj, "status");
@@ -1292,8 +1333,10 @@ class EventRecorder {
   bool unflushed_ = false;        // dirty_ is not empty
   std::set<std::string> stored_;  // "ns/name": objects in the store, as last known
   bool stored_known_ = false;     // stored_ was listed (else every delete is tried)
-  std::map<std::string, std::string> uids_;  // "ns/name" -> its workload's metadata.uid
-  bool failing_ = false;                     // the last flush failed to write some (logged)
+  std::map<std::string, std::string> uids_;    // "ns/name" -> its workload's metadata.uid
+  std::map<std::string, int64_t> deleted_at_;  // "ns/name" of a deleted workload -> when (ms)
+  std::atomic<int64_t> latest_ms_{0};          // the newest store write's time (Observe)
+  bool failing_ = false;                       // the last flush failed to write some (logged)
   std::mutex pending_mu_;
   std::condition_variable wake_;
   std::vector<Write> pending_;
