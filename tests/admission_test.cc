@@ -3728,14 +3728,47 @@ TEST_F(AdmissionTest, FairSharePreemptionShrinksElasticWork) {
     int evictions = 0;
     for (int t = 11; t < 200; t += 10) {
       for (const auto& ev : adm_->Cycle(t, 1000).evicted) {
+        // (Said to be for b's fair share: both are of priority 0.)
+        if (evictions++ == 0)
+          EXPECT_NE(adm_->reason(elastic).find("for queue b's fair share"), std::string::npos)
+              << adm_->reason(elastic);
         adm_->Terminated(ev.victim, t + 1);
-        ++evictions;
       }
     }
     EXPECT_EQ(CountPhase(b, Phase::kAdmitted), 4) << adm_->reason(b[0]);
     EXPECT_EQ(adm_->pod_counts(elastic), std::vector<int>{4});
     EXPECT_EQ(adm_->phase(elastic), Phase::kAdmitted);
     EXPECT_GT(evictions, 0);
+  }
+}
+
+// The same where the tree's quota, not room, is what is short: a tree guaranteed 16 of 32 GPUs,
+// all held by queue a's 8-pod elastic job (2 GPUs a pod, minCount 2); b's four 2-GPU pods
+// take four of its pods' quota back, and the job runs on with four (a user-style trial: it
+// kept all 8 while b waited, "would hold 24/16").
+TEST_F(AdmissionTest, FairSharePreemptionShrinksElasticWorkForTheTreesQuota) {
+  for (bool gang : {true, false}) {
+    SCOPED_TRACE(gang ? "gang" : "not a gang");
+    AdmissionConfig config;
+    config.fair_share_preemption = true;
+    QueueSpec org{"org", "", 1, {}, -1};
+    org.quotas["gpu"] = QuotaSpec{16'000, {}, {}};
+    config.queues = {org, Leaf("a", 0), Leaf("b", 0)};
+    MakeTree(Nodes(4, 8), config, {"a", "b"});
+    Workload w = Gpus("elastic", "a", 2, 0, 8, gang);
+    w.pod_sets[0].min_count = 2;
+    const int elastic = Submit(w, 0);
+    adm_->Cycle(1, 1000);
+    ASSERT_EQ(adm_->pod_counts(elastic), std::vector<int>{8});
+    adm_->PodsReady(elastic);
+    const int b = Submit(Gpus("b", "b", 2, 0, 4), 10);
+    for (const auto& ev : adm_->Cycle(11, 1000).evicted) adm_->Terminated(ev.victim, 12);
+    EXPECT_NE(adm_->reason(elastic).find("for queue b's fair share"), std::string::npos)
+        << adm_->reason(elastic);
+    for (int t = 21; t < 200; t += 10)
+      for (const auto& ev : adm_->Cycle(t, 1000).evicted) adm_->Terminated(ev.victim, t + 1);
+    EXPECT_EQ(adm_->phase(b), Phase::kAdmitted) << adm_->reason(b);
+    EXPECT_EQ(adm_->pod_counts(elastic), std::vector<int>{4}) << adm_->reason(elastic);
   }
 }
 
@@ -4174,6 +4207,35 @@ TEST_F(AdmissionTest, AFractionIsChargedByItsMemoryWhereThatIsTheLargerShare) {
                 "GPUs of quota for the 0.01 of compute it asks"),
             std::string::npos)
       << adm_->reason(ids[1]);
+}
+
+// Placed, a fraction is charged as on the GPU it got: 41Gi waits charged as on an 80Gi H100 (the
+// smallest GPU that holds it), and on a 141Gi H200 holds 0.291 of it, as the meter bills it.
+TEST_F(AdmissionTest, APlacedFractionIsChargedAsOnTheGpuItGot) {
+  Fleet fleet = Nodes(1, 4);
+  Node h200 = GpuNode("m0", 4);
+  for (Device& d : h200.devices) {
+    d.model = "H200";
+    d.memory = MemoryMib(141 * 1024);
+  }
+  fleet.nodes.push_back(h200);
+  ASSERT_TRUE(ValidateFleet(fleet).ok());
+  AdmissionConfig config;
+  config.queues = {QueueSpec{"org", "", 1, {}, -1}, Leaf("a", 8)};
+  MakeTree(fleet, config, {"a"});
+  Workload full = Gpus("full", "a", 4);
+  full.pod_sets[0].device.models = {"H100"};
+  const int h100 = Submit(full);
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(adm_->phase(h100), Phase::kAdmitted);
+  Workload w = Fraction("f", "a", 10, "a");
+  w.pod_sets[0].device.gpu_memory = MemoryMib(41 * 1024);
+  const int f = Submit(w, 2);
+  EXPECT_EQ(adm_->gpu_milli(f), 513);  // (waiting: as on the H100)
+  adm_->Cycle(3, 1000);
+  ASSERT_EQ(adm_->phase(f), Phase::kAdmitted) << adm_->reason(f);
+  EXPECT_EQ(adm_->gpu_milli(f), 291);
+  EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 4291);
 }
 
 TEST_F(AdmissionTest, FairShareFavoursTheLighterQueueAndWeights) {

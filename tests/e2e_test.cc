@@ -3125,23 +3125,36 @@ TEST_F(FactoryTest, APendingSweepAsksOnlyForThePodsThatDidNotComplete) {
   EXPECT_FALSE(patch({{"podSets", sets}}).contains("finishedPods"));
 }
 
-// Work that is no gang is not shrunk: its pods are pieces of work, not ranks of one run, and a
-// pod taken would have to run again; a reclaim evicts it whole.
-TEST_F(FactoryTest, WorkThatIsNoGangIsNotShrunk) {
+// Work that is no gang is shrunk too, where a pod costs less than evicting it whole: its pods
+// are pieces of work, so a pod taken runs again later (PodsLeft), and the GPU-seconds its run
+// loses are said (a user-style trial saw a sweep evicted whole, all its pods' runs lost, where
+// one pod would do).
+TEST_F(FactoryTest, WorkThatIsNoGangIsShrunkAndItsPodTakenRunsAgain) {
   StartScheduler(5'000);
   CreateTeamQueues(0, 32);
   json sweep = WholeGpuWorkload("team-a", "sweep", 8, 4);
   sweep["spec"]["podSets"][0]["minCount"] = 1;
+  sweep["spec"]["run"]["durationSeconds"] = 60;
   CreateWorkload(sweep);
   ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
   Cycle();
   CreateWorkload(WholeGpuWorkload("team-b", "b-0", 8));
   const CycleStats stats = Cycle();
-  EXPECT_EQ(stats.shrinks, 0);
-  EXPECT_EQ(stats.preempted, 1);
+  EXPECT_EQ(stats.shrinks, 1);
+  EXPECT_EQ(stats.preempted, 0);
   const json marked = Workloads()["team-a/sweep"]["status"];
-  EXPECT_FALSE(marked.contains("shrinks")) << marked.dump();
-  EXPECT_TRUE(marked.contains("preemption")) << marked.dump();
+  ASSERT_TRUE(marked.contains("shrinks")) << marked.dump();
+  EXPECT_FALSE(marked.contains("preemption")) << marked.dump();
+  EXPECT_NE(marked.value("message", "").find("they run again later"), std::string::npos)
+      << marked.dump();
+  // The three pods it kept complete; the one taken has not run, and it waits to run it.
+  for (int i = 0; i < 12 && Workloads()["team-a/sweep"]["status"].value("reason", "") != "PodsLeft";
+       ++i)
+    Cycle(10'000);
+  const json left = Workloads()["team-a/sweep"]["status"];
+  EXPECT_EQ(left.value("reason", ""), "PodsLeft") << left.dump();
+  EXPECT_NE(left.value("message", "").find("1 of its 4 pods has not run"), std::string::npos)
+      << left.dump();
 }
 
 // The simulated nodes of `fabrica up` report each pod as it completes, as agents do: a sweep

@@ -299,9 +299,10 @@ TEST(ClusterState, AFractionIsChargedTheLargerOfItsComputeAndMemoryShares) {
   EXPECT_EQ(Req(s, Fraction(600), "acme").total_charge_milli(), 600);
   EXPECT_EQ(Req(s, Whole(2), "acme").total_charge_milli(), 2000);
   // An untrusted tenant: one 600m pod per GPU (the whole GPU), three of 300m (a third each,
-  // rounded up), two of 250m with 30Gi of an H100 (memory fits two: half each).
+  // rounded down: three on one GPU are no more than one GPU), two of 250m with 30Gi of an H100
+  // (memory fits two: half each).
   EXPECT_EQ(Req(s, Fraction(600), "guest").total_charge_milli(), 1000);
-  EXPECT_EQ(Req(s, Fraction(300), "guest").total_charge_milli(), 334);
+  EXPECT_EQ(Req(s, Fraction(300), "guest").total_charge_milli(), 333);
   EXPECT_EQ(Req(s, WithModels(with_memory(250, 30), {"H100"}), "guest").total_charge_milli(), 500);
   EXPECT_EQ(Req(s, Fraction(250), "guest").total_charge_milli(), 250);
 }

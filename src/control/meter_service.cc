@@ -11,6 +11,7 @@
 #include "core/workload.h"
 #include "core/yaml_reader.h"
 #include "meter/dcgm.h"
+#include "sched/cluster_state.h"
 
 namespace fabrica {
 
@@ -157,6 +158,14 @@ Status MeterService::Sync() {
     }
   }
 
+  // Untrusted tenants: a GPU their fractions use is theirs alone (FractionCharge).
+  std::set<std::string> untrusted;
+  for (const KeyValue& kv : tenants.items) {
+    auto m = ParseManifestYaml(kv.value, kv.key);
+    if (m.ok() && !m->tenants.empty() && m->tenants.front().trust == TrustLevel::kUntrusted)
+      untrusted.insert(m->tenants.front().name.str());
+  }
+
   // Bindings.
   std::map<std::string, std::string> tenant_queue;  // default queue name per tenant
   std::set<std::string> seen;
@@ -272,12 +281,13 @@ Status MeterService::Sync() {
             bd.gpu_milli = p ? MigSliceMilli(p->compute_slices) : 1000;
             if (bd.mig_profile.empty()) bd.mig_profile = "mig";
           } else {
-            // A fraction holds the larger of its compute and its memory share of the GPU, as
-            // admission charges it (what its memory takes, no one else may use).
+            // A fraction holds what admission charges it on its GPU: the larger of its compute
+            // and memory shares (what its memory takes, no one else may use), an untrusted
+            // tenant's at least the GPU over how many such shares it holds.
             int64_t milli = Int(d, "gpuMilli", 1000);
-            const int64_t memory = Int(d, "memoryMiB", 0);
-            if (memory > 0 && device_memory > 0)
-              milli = std::max(milli, (memory * 1000 + device_memory - 1) / device_memory);
+            if (milli < 1000)
+              milli = FractionCharge(milli, Int(d, "memoryMiB", 0), device_memory,
+                                     untrusted.count(ns) > 0);
             bd.gpu_milli = static_cast<int32_t>(std::clamp<int64_t>(milli, 1, 1000));
           }
           b.devices.push_back(bd);

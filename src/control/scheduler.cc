@@ -1281,11 +1281,13 @@ Result<CycleStats> Scheduler::RunOnce() {
         options.may_grow = !bound[b].sw.counts.empty() && Str(bound_status, "phase") == "Running" &&
                            AllPodsStarted(bound_status) && (retry < 0 || now >= retry) &&
                            charged.queue == leaf_of(spec).queue && !hold_of(bound[b].sw);
-        // It shrinks, too, only once all its pods run (a shrink restarts no gang timeout), and
-        // only a gang: its pods are ranks of one run that goes on with fewer, where a pod of
-        // other work is a piece of it that would have to run again (PodsLeft).
+        // It shrinks, too, only once all its pods run (a shrink restarts no gang timeout). A
+        // gang's pods are ranks of one run that goes on with fewer; a pod taken from other work
+        // is a piece of it that runs again later (PodsLeft), which still loses less than an
+        // eviction of all of it (the Admitter takes such pods only while one costs no more
+        // than the cheapest whole victim).
         options.may_shrink =
-            spec.gang && Str(bound_status, "phase") == "Running" && AllPodsStarted(bound_status);
+            Str(bound_status, "phase") == "Running" && AllPodsStarted(bound_status);
         options.completed = bound[b].completed;
         const int64_t resized = ParseTimestamp(Str(bound_status, "resizedTime"));
         if (resized >= 0) options.resized_at = static_cast<double>(resized) / 1000.0;

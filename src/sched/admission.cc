@@ -1970,7 +1970,7 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
     if (!holdable && !why.empty()) {
       e.phase = Phase::kInfeasible;
       ++queues_[leaf].infeasible;
-      e.reason = why;
+      e.reason = why + ChargeNote(e);
       entries_.push_back(std::move(e));
       return id;
     }
@@ -2191,6 +2191,23 @@ int Admitter::Split(int v, const std::vector<int>& cut) {
 void Admitter::Charge(int id, int sign) {
   Entry& e = entries_[id];
   if (sign > 0) {
+    // A fraction placed is charged as on the GPU it got (it waited charged as on the smallest
+    // it could get: never less), so that quotas, shares and the meter agree.
+    int64_t total = 0;
+    for (size_t i = 0; i < e.pods.size(); ++i) {
+      PodRequest& p = e.pods[i];
+      if (p.kind == DeviceKind::kFraction && i < e.assign.size() && e.assign[i].node >= 0 &&
+          e.assign[i].devices.size() == 1) {
+        const Node& node = state_.node(e.assign[i].node);
+        const int d = e.assign[i].devices[0].device;
+        if (d >= 0 && d < node.gpu_count())
+          p.charge_milli = FractionCharge(
+              p.gpu_milli, p.gpu_memory_mib, node.devices[d].memory.value(),
+              p.tenant >= 0 && state_.tenant(p.tenant).trust == TrustLevel::kUntrusted);
+      }
+      total += p.total_charge_milli();
+    }
+    if (!e.pods.empty()) e.gpu_milli = total;
     e.charged.clear();
     for (size_t i = 0; i < e.pods.size(); ++i) {
       int f = FlavorOf(e.pods[i], state_.node_model(e.assign[i].node));
@@ -3926,7 +3943,6 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
                       const std::vector<Candidate>& cands, const ShrinkScope& scope, double now,
                       CycleResult& out) {
   const uint64_t reclaim_flavors = scope.reclaim_flavors;
-  const std::string& why = scope.why;
   // (Entries are added below: `e` is not used once the first is.)
   const Entry& e = entries_[id];
   const std::string name = e.spec.name.str();
@@ -4094,7 +4110,8 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
   // queues of its tree borrow first (each victim's queue kept at its guarantee, as `take`
   // checks), counted as freed at the top, where the quota is short.
   if (const int f = scope.quota_flavor; f >= 0) {
-    const int at = scope.quota_reclaim ? scope.quota_blocker : e.leaf;
+    const bool others = scope.quota_reclaim || (scope.fair_quota && scope.quota_blocker >= 0);
+    const int at = others ? scope.quota_blocker : e.leaf;
     // (Only work under the queue whose limit stops it gives that quota back.)
     const auto under = [&](int q) {
       for (; q >= 0; q = queues_[q].parent)
@@ -4113,7 +4130,7 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
                             [&](int v) { return entries_[v].leaf != e.leaf; });
     for (size_t i = 0; i < order.size() && !allows(); ++i) {
       const Entry& w = entries_[order[i]];
-      if (w.leaf != e.leaf && (!scope.quota_reclaim || !under(w.leaf))) continue;
+      if (w.leaf != e.leaf && (!others || !under(w.leaf))) continue;
       // (Only pods charged to that flavour give it back.)
       for (size_t s = 0; s < w.counts.size() && !allows(); ++s)
         for (int k = 0; k < w.counts[s] - w.min_counts[s] && !allows(); ++k) {
@@ -4163,15 +4180,30 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
   undo_to(0, {}, {});
   if (!ok || chosen.empty()) return false;
 
+  // Under fair-share preemption, pods taken from other queues' work only are its fair share's
+  // (a user-style trial saw them said to be for higher-priority work of equal priority).
+  std::string why = scope.why;
+  if (scope.fair_share >= 0 && !scope.reclaim && (scope.quota_flavor < 0 || scope.fair_quota) &&
+      std::all_of(chosen.begin(), chosen.end(),
+                  [&](const auto& c) { return entries_[c.first].leaf != e.leaf; }))
+    why = "for queue " + queues_[e.leaf].spec.name + "'s fair share";
   std::vector<int> fragments;
   int taken_pods = 0;
+  double lost = 0;  // the runs of pods taken from work that is not a gang
   for (const auto& [v, c] : chosen) {
     int n = 0;
     for (int k : c) n += k;
     taken_pods += n;
+    const bool gang = entries_[v].spec.gang;
     const int f = Split(v, c);
-    const std::string reason =
+    // (A fragment is admitted when its workload was: what its pods ran is lost.)
+    const double loses = gang ? 0 : LostIfEvicted(f, now);
+    lost += loses;
+    std::string reason =
         "shrunk by " + std::to_string(n) + " pod(s) for " + name + " (" + why + ")";
+    if (!gang)
+      reason +=
+          "; they run again later, " + std::to_string(std::llround(loses)) + " GPU-seconds lost";
     entries_[v].reason = reason;
     MarkEvicting(f, id, reason, out);
     fragments.push_back(f);
@@ -4183,7 +4215,10 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
   entries_[id].victims_ready_at = -1;
   entries_[id].reason = "preempting " + std::to_string(taken_pods) + " pod(s) of " +
                         std::to_string(fragments.size()) + " elastic workload(s) " + ForWhy(why) +
-                        ", 0 GPU-seconds lost (they run on with fewer pods)";
+                        (lost > 0 ? ", " + std::to_string(std::llround(lost)) +
+                                        " GPU-seconds lost (they run on with fewer pods; the "
+                                        "pods taken run again later)"
+                                  : ", 0 GPU-seconds lost (they run on with fewer pods)");
   return true;
 }
 
@@ -4745,6 +4780,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     ShrinkScope scope;
     if (quota_short) scope.quota_flavor = quota_flavor;
     scope.quota_reclaim = quota_reclaim;
+    scope.fair_quota = fair_quota;
     scope.quota_blocker = quota_blocker;
     scope.reclaim_flavors = reclaim_flavors;
     scope.res_reclaim = res_reclaim;
@@ -4773,6 +4809,19 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     }
     for (const Candidate& c : cached->second.spare_fair)
       if (entries_[c.id].phase == Phase::kAdmitted) spare.push_back(c);
+    // A pod taken from work that is not a gang loses its run (it runs again later), where a
+    // gang's ranks run on: such work gives pods only while one of them costs no more than the
+    // cheapest whole victim (fewer GPU-seconds lost than evicting it whole, in any case).
+    double cheapest_whole = std::numeric_limits<double>::infinity();
+    for (const Candidate& c : cands) cheapest_whole = std::min(cheapest_whole, c.cost);
+    spare.erase(std::remove_if(spare.begin(), spare.end(),
+                               [&](const Candidate& c) {
+                                 const Entry& w = entries_[c.id];
+                                 return !w.spec.gang && !w.pods.empty() &&
+                                        c.cost / static_cast<double>(w.pods.size()) >
+                                            cheapest_whole;
+                               }),
+                spare.end());
     std::sort(spare.begin(), spare.end(), cheaper);
     if (!spare.empty() && Shrink(id, pods, spare, scope, now, out)) return true;
   }

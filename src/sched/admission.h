@@ -946,6 +946,10 @@ class Admitter {
     // ... and that quota is its tree's, at its top (Preempt's quota_reclaim): other queues'
     // borrowed pods there first, what they free counted at the top.
     bool quota_reclaim = false;
+    // ... or it is short of that quota under fair-share preemption (Preempt's fair_quota):
+    // other queues' pods under the queue whose limit stops it give it back, each victim's
+    // queue kept at or above its share.
+    bool fair_quota = false;
     int quota_blocker = -1;  // ... the queue whose limit stops it (Preempt's quota_blocker)
     // Whether a victim bigger than its queue's whole guarantee may take it below (a reclaim:
     // yes; work that borrows, preempting to borrow: no).

@@ -120,6 +120,23 @@ int32_t ClusterState::ShareKey(int tenant) const {
   return tenant + 1;
 }
 
+int64_t FractionCharge(int64_t milli, int64_t memory_mib, int64_t device_memory_mib,
+                       bool untrusted) {
+  const bool memory = memory_mib > 0 && device_memory_mib > 0;
+  int64_t charge = milli;
+  if (memory)
+    charge = std::max(
+        charge,
+        std::min<int64_t>(kMilliPerGpu,
+                          (memory_mib * kMilliPerGpu + device_memory_mib - 1) / device_memory_mib));
+  if (untrusted && milli > 0) {
+    int64_t fit = kMilliPerGpu / milli;
+    if (memory) fit = std::min(fit, device_memory_mib / memory_mib);
+    charge = std::max(charge, kMilliPerGpu / std::max<int64_t>(fit, 1));
+  }
+  return charge;
+}
+
 Result<PodRequest> ClusterState::MakeRequest(const PodSet& ps, const TenantId& tenant) const {
   PodRequest r;
   r.cpu_milli = ps.cpu.value();
@@ -172,30 +189,18 @@ Result<PodRequest> ClusterState::MakeRequest(const PodSet& ps, const TenantId& t
         }
         if (smallest == 0) smallest = smallest_any;
       }
-      // Its memory's share of that GPU, in milli.
-      const int64_t memory_share =
-          smallest == 0
-              ? 0
-              : std::min<int64_t>(kMilliPerGpu,
-                                  (r.gpu_memory_mib * kMilliPerGpu + smallest - 1) / smallest);
       if (r.gpu_milli == 0) {
         // A memory-only share takes the compute share its memory is of that GPU, so that
         // accounting and packing still see it.
         if (smallest == 0) return InvalidArgument("gpuMemory given but no allowed GPU has memory");
-        r.gpu_milli = std::min<int64_t>(kMilliPerGpu - 1, memory_share);
+        r.gpu_milli = std::min<int64_t>(
+            kMilliPerGpu - 1, (r.gpu_memory_mib * kMilliPerGpu + smallest - 1) / smallest);
       }
-      // Quotas and shares count the larger of its compute and its memory share (HAMi's and
-      // KAI's measure): 10m of compute with 41Gi of an 80Gi GPU holds half the GPU.
-      r.charge_milli = std::max(r.gpu_milli, memory_share);
-      if (r.tenant >= 0 && tenants_[r.tenant].trust == TrustLevel::kUntrusted) {
-        // An untrusted tenant's device is its alone: charged the device over the number of
-        // such pods it holds, so that a device it fills with them is one whole GPU and what
-        // no such pod fits in is its too (a 600m pod: the whole GPU).
-        int64_t fit = kMilliPerGpu / r.gpu_milli;
-        if (r.gpu_memory_mib > 0 && smallest > 0) fit = std::min(fit, smallest / r.gpu_memory_mib);
-        fit = std::max<int64_t>(fit, 1);
-        r.charge_milli = std::max(r.charge_milli, (kMilliPerGpu + fit - 1) / fit);
-      }
+      // Charged as on that GPU until it is placed (Admitter::Charge then counts the GPU it
+      // has): never less than it will be.
+      r.charge_milli =
+          FractionCharge(r.gpu_milli, r.gpu_memory_mib, smallest,
+                         r.tenant >= 0 && tenants_[r.tenant].trust == TrustLevel::kUntrusted);
       break;
     }
     case DeviceKind::kMig:

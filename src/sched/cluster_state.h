@@ -44,6 +44,14 @@ struct PodRequest {
   }
 };
 
+// What quotas and shares count a fractional share of `milli` compute and `memory_mib` memory
+// (0: none asked) as holding of a GPU of `device_memory_mib` (0: not known): the larger of its
+// compute and memory shares (HAMi's and KAI's measure: 10m with 41Gi of an 80Gi GPU holds half
+// of it); for an untrusted tenant, whose GPU is its alone, at least the GPU over how many such
+// shares one holds (rounded down: a GPU it fills with one shape is one GPU, no more).
+int64_t FractionCharge(int64_t milli, int64_t memory_mib, int64_t device_memory_mib,
+                       bool untrusted);
+
 struct DeviceShare {
   int device = 0;
   int64_t milli = 0;
