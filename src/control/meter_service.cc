@@ -158,12 +158,16 @@ Status MeterService::Sync() {
     }
   }
 
-  // Untrusted tenants: a GPU their fractions use is theirs alone (FractionCharge).
+  // The tenants, read once: untrusted ones (a GPU their fractions use is theirs alone:
+  // FractionCharge) for the bindings, budgets below.
+  std::vector<std::pair<const KeyValue*, Tenant>> tenant_specs;
   std::set<std::string> untrusted;
   for (const KeyValue& kv : tenants.items) {
     auto m = ParseManifestYaml(kv.value, kv.key);
-    if (m.ok() && !m->tenants.empty() && m->tenants.front().trust == TrustLevel::kUntrusted)
+    if (!m.ok() || m->tenants.empty()) continue;
+    if (m->tenants.front().trust == TrustLevel::kUntrusted)
       untrusted.insert(m->tenants.front().name.str());
+    tenant_specs.push_back({&kv, std::move(m->tenants.front())});
   }
 
   // Bindings.
@@ -332,12 +336,11 @@ Status MeterService::Sync() {
   // status conditions (written only when they change).
   budgets_.clear();
   std::map<std::string, const KeyValue*> owners;  // "tenant/x" or "queue/y" -> stored object
-  for (const KeyValue& kv : tenants.items) {
-    auto m = ParseManifestYaml(kv.value, kv.key);
-    if (!m.ok() || m->tenants.empty() || !m->tenants.front().budget) continue;
-    const std::string key = "tenant/" + m->tenants.front().name.str();
-    budgets_[key] = *m->tenants.front().budget;
-    owners[key] = &kv;
+  for (const auto& [kv, tenant] : tenant_specs) {
+    if (!tenant.budget) continue;
+    const std::string key = "tenant/" + tenant.name.str();
+    budgets_[key] = *tenant.budget;
+    owners[key] = kv;
   }
   ASSIGN_OR_RETURN(ListResult queues, store_.List("/registry/queues/", "", 0));
   for (const KeyValue& kv : queues.items) {

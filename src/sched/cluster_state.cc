@@ -194,7 +194,7 @@ Result<PodRequest> ClusterState::MakeRequest(const PodSet& ps, const TenantId& t
         // accounting and packing still see it.
         if (smallest == 0) return InvalidArgument("gpuMemory given but no allowed GPU has memory");
         r.gpu_milli = std::min<int64_t>(
-            kMilliPerGpu - 1, (r.gpu_memory_mib * kMilliPerGpu + smallest - 1) / smallest);
+            kMilliPerGpu - 1, FractionCharge(0, r.gpu_memory_mib, smallest, /*untrusted=*/false));
       }
       // Charged as on that GPU until it is placed (Admitter::Charge then counts the GPU it
       // has): never less than it will be.
