@@ -33,7 +33,7 @@ grep -q "queues/team-b configured" "$tmp/apply3.txt" ||
   fail "an apply that changes team-b did not update it: $(cat "$tmp/apply3.txt")"
 grep -q "queues/team-a unchanged" "$tmp/apply3.txt" ||
   fail "team-a changed by an apply that does not touch it: $(cat "$tmp/apply3.txt")"
-"$FABCTL" get queue team-b -o yaml | grep -q "disruptionBudget: 3" ||
+"$FABCTL" get queue team-b -o yaml | contains "disruptionBudget: 3" ||
   fail "team-b's new budget not stored: $("$FABCTL" get queue team-b -o yaml)"
 
 # As kubectl's apply, a re-apply leaves alone the spec fields it never set: an admin's
@@ -51,14 +51,14 @@ rc=0
 "$FABCTL" apply -f "$tmp/queues3.yaml" >"$tmp/apply4.txt" 2>&1 || fail "fourth apply: $(cat "$tmp/apply4.txt")"
 grep -q "queues/team-b unchanged" "$tmp/apply4.txt" ||
   fail "a re-apply changed team-b: $(cat "$tmp/apply4.txt")"
-"$FABCTL" get queue team-b -o yaml | grep -q "stopPolicy: Hold" ||
+"$FABCTL" get queue team-b -o yaml | contains "stopPolicy: Hold" ||
   fail "a re-apply undid the admin's stopPolicy: $("$FABCTL" get queue team-b -o yaml)"
 sed 's/^  disruptionBudget: 3 .*/&\n  stopPolicy: HoldAndDrain/' "$tmp/queues3.yaml" >"$tmp/queues5.yaml"
 grep -q "stopPolicy: HoldAndDrain" "$tmp/queues5.yaml" || fail "queues5.yaml: $(cat "$tmp/queues5.yaml")"
 "$FABCTL" apply -f "$tmp/queues5.yaml" >/dev/null 2>&1 || fail "fifth apply"
-"$FABCTL" get queue team-b -o yaml | grep -q "stopPolicy: HoldAndDrain" || fail "stopPolicy not applied"
+"$FABCTL" get queue team-b -o yaml | contains "stopPolicy: HoldAndDrain" || fail "stopPolicy not applied"
 "$FABCTL" apply -f "$tmp/queues3.yaml" >/dev/null 2>&1 || fail "sixth apply"
-if "$FABCTL" get queue team-b -o yaml | grep -q "stopPolicy"; then
+if "$FABCTL" get queue team-b -o yaml | contains "stopPolicy"; then
   fail "a field the last apply set and the file dropped stayed: $("$FABCTL" get queue team-b -o yaml)"
 fi
 
@@ -84,7 +84,7 @@ sed 's/disruptionBudget: 3 /disruptionBudget: 4 /' "$tmp/queues3.yaml" >"$tmp/qu
 "$FABCTL" apply -f "$tmp/queues-dry.yaml" --dry-run=server >"$tmp/dry.txt" 2>&1 || fail "dry run: $(cat "$tmp/dry.txt")"
 grep -q "queues/team-b configured (server dry run)" "$tmp/dry.txt" || fail "dry run: $(cat "$tmp/dry.txt")"
 grep -q "queues/team-a unchanged (server dry run)" "$tmp/dry.txt" || fail "dry run: $(cat "$tmp/dry.txt")"
-"$FABCTL" get queue team-b -o yaml | grep -q "disruptionBudget: 3" || fail "a dry run wrote team-b"
+"$FABCTL" get queue team-b -o yaml | contains "disruptionBudget: 3" || fail "a dry run wrote team-b"
 "$FABCTL" apply -f "$tmp/queues-dry.yaml" --dry-run=client >"$tmp/dry.txt" 2>&1 || fail "client dry run"
 grep -q "queues/team-b configured (dry run)" "$tmp/dry.txt" || fail "client dry run: $(cat "$tmp/dry.txt")"
 sed 's/disruptionBudget: 3 /disruptionBudget: -4 /' "$tmp/queues3.yaml" >"$tmp/queues-dry.yaml"
@@ -219,7 +219,7 @@ for _ in $(seq 50); do
 done
 grep -q "^parked *Inactive" <<<"$parked" || fail "parked not shown Inactive: $parked"
 "$FABCTL" delete workload parked -n team-b >/dev/null || fail "delete parked"
-"$FABCTL" get q | head -1 | grep -q "^NAME" || fail "get q: $("$FABCTL" get q 2>&1)"
+"$FABCTL" get q | sed -n 1p | contains "^NAME" || fail "get q: $("$FABCTL" get q 2>&1)"
 
 cat >"$tmp/other.yaml" <<YAML
 apiVersion: fabrica.dev/v1
@@ -269,7 +269,7 @@ grep -q "team-c" "$tmp/del.txt" || fail "refusal does not name the queue: $(cat 
   fail "delete big-1 … big-6: $(cat "$tmp/del6.txt")"
 [ "$(grep -c "^workloads/big-[1-6] deleted$" "$tmp/del6.txt")" = 6 ] || fail "delete six: $(cat "$tmp/del6.txt")"
 for _ in $(seq 100); do
-  "$FABCTL" get workloads -n team-b | grep -q "^big-" || break
+  "$FABCTL" get workloads -n team-b | contains "^big-" || break
   sleep 0.2
 done
 # GPUS counts a MIG slice as its compute slices out of 7, as quotas charge it: two 3g.40gb
@@ -432,7 +432,7 @@ grep -q "^Parent: *(none: the root of its tree)" <<<"$described" || fail "descri
 grep -q "^  gpu (GPUs) *12 *- *6 *[0-9.]* *[0-9.]*$" <<<"$described" ||
   fail "describe queue shows no quota row: $described"
 # The built-in unqueued is listed and described beside the stored queues.
-"$FABCTL" get queues | grep -q "^unqueued " || fail "unqueued not listed: $("$FABCTL" get queues)"
+"$FABCTL" get queues | contains "^unqueued " || fail "unqueued not listed: $("$FABCTL" get queues)"
 described=$("$FABCTL" describe queue unqueued)
 grep -q "^Built in: *work that names no queue" <<<"$described" || fail "describe unqueued: $described"
 described=$("$FABCTL" describe queue team-b)
@@ -456,7 +456,7 @@ YAML
 # (lab has no spec, as a cohort-style parent: it is stored with an empty one, and listed.)
 "$FABCTL" get queues -o wide >"$tmp/q.txt" 2>&1 && grep -q "^lab " "$tmp/q.txt" ||
   fail "get queues with a spec-less queue: $(cat "$tmp/q.txt")"
-"$FABCTL" get queue lab -o json | grep -q '"spec": {}' || fail "lab's spec: $("$FABCTL" get queue lab -o json)"
+"$FABCTL" get queue lab -o json | contains '"spec": {}' || fail "lab's spec: $("$FABCTL" get queue lab -o json)"
 if "$FABCTL" delete queue lab >"$tmp/del.txt" 2>&1; then fail "deleted a parent: $(cat "$tmp/del.txt")"; fi
 grep -q "is the parent of queue(s) lab-child" "$tmp/del.txt" || fail "delete parent: $(cat "$tmp/del.txt")"
 "$FABCTL" delete -f "$tmp/tree.yaml" >"$tmp/del.txt" 2>&1 || fail "delete -f: $(cat "$tmp/del.txt")"
@@ -486,7 +486,7 @@ if grep -q "^lab" "$tmp/q.txt"; then fail "delete -f - left: $(cat "$tmp/q.txt")
 # (exit 1) instead of reporting it done.
 "$FABCTL" debug inject l4-1 --xid 79 --gpu 0 >/dev/null || fail "inject an XID"
 for _ in $(seq 100); do
-  "$FABCTL" get nodes | grep -q "^l4-1 .*SchedulingDisabled" && break
+  "$FABCTL" get nodes | contains "^l4-1 .*SchedulingDisabled" && break
   sleep 0.2
 done
 rc=0
@@ -498,19 +498,19 @@ rc=0
   fail "get nodes does not show l4-1's repair: $("$FABCTL" get nodes)"
 # Cordoned by the health controller, and by an admin too: describe says who keeps it, and
 # lists the work on a node with what it holds.
-"$FABCTL" describe node l4-1 | grep -q "^Cordoned:   by the health controller" ||
+"$FABCTL" describe node l4-1 | contains "^Cordoned:   by the health controller" ||
   fail "describe l4-1: $("$FABCTL" describe node l4-1 | grep -v '^  ')"
 "$FABCTL" cordon l4-1 >/dev/null || fail "cordon l4-1"
-"$FABCTL" describe node l4-1 | grep -q "^Cordoned:   by admin (fabctl uncordon l4-1)" ||
+"$FABCTL" describe node l4-1 | contains "^Cordoned:   by admin (fabctl uncordon l4-1)" ||
   fail "describe l4-1 after an admin's cordon: $("$FABCTL" describe node l4-1 | grep -v '^  ')"
-"$FABCTL" describe node l4-1 | grep -q "^Allocated:  .* of [0-9]* GPUs" ||
+"$FABCTL" describe node l4-1 | contains "^Allocated:  .* of [0-9]* GPUs" ||
   fail "describe l4-1 allocated: $("$FABCTL" describe node l4-1 | grep -v '^  ')"
 # The built-in unqueued, applied back as `get` shows it with a change, becomes an admin's queue.
 "$FABCTL" get queue unqueued -o yaml | sed 's/^spec: {}$/spec: {weight: 3}/' >"$tmp/unqueued.yaml"
 grep -q "weight: 3" "$tmp/unqueued.yaml" || fail "unqueued's yaml: $(cat "$tmp/unqueued.yaml")"
 "$FABCTL" apply -f "$tmp/unqueued.yaml" >"$tmp/apply-u.txt" 2>&1 || fail "apply unqueued: $(cat "$tmp/apply-u.txt")"
-"$FABCTL" get queue unqueued -o yaml | grep -q "weight: 3" || fail "unqueued not stored: $("$FABCTL" get queue unqueued -o yaml)"
-if "$FABCTL" describe queue unqueued | grep -q "^Built in"; then fail "an admin's unqueued described as built in"; fi
+"$FABCTL" get queue unqueued -o yaml | contains "weight: 3" || fail "unqueued not stored: $("$FABCTL" get queue unqueued -o yaml)"
+if "$FABCTL" describe queue unqueued | contains "^Built in"; then fail "an admin's unqueued described as built in"; fi
 # A running workload made inactive stops as its owner asked: no eviction said or counted (the
 # grace period is half a wall second here, too short to watch it Stopping; e2e_test has it).
 read -r ns running < <("$FABCTL" get workloads -A | awk '$3 == "Running" {print $1, $2; exit}')
@@ -525,10 +525,10 @@ events_watch=$!
 sleep 1
 "$FABCTL" patch workload "$running" -n "$ns" -p '{"spec": {"active": false}}' >/dev/null || fail "deactivate"
 for _ in $(seq 100); do
-  "$FABCTL" get workloads -n "$ns" | grep -q "^$running  *Inactive" && break
+  "$FABCTL" get workloads -n "$ns" | contains "^$running  *Inactive" && break
   sleep 0.2
 done
-"$FABCTL" get workloads -n "$ns" | grep -q "^$running  *Inactive" ||
+"$FABCTL" get workloads -n "$ns" | contains "^$running  *Inactive" ||
   fail "a deactivated run: $("$FABCTL" get workloads -n "$ns")"
 events=$("$FABCTL" get events "$running" -n "$ns")
 grep -q "Stopping" <<<"$events" && grep -q "Deactivated" <<<"$events" ||
@@ -552,10 +552,10 @@ read -r dns dname dnode < <("$FABCTL" get workloads -A | awk '$3 == "Running" &&
 "$FABCTL" drain "$dnode" --timeout 120 >"$tmp/drain.txt" 2>&1 || fail "drain $dnode: $(cat "$tmp/drain.txt")"
 grep -q "^node/$dnode cordoned" "$tmp/drain.txt" && grep -q "^evicting workload/$dns/$dname" "$tmp/drain.txt" &&
   grep -q "^node/$dnode drained" "$tmp/drain.txt" || fail "drain output: $(cat "$tmp/drain.txt")"
-if "$FABCTL" get workloads -A | awk -v n="$dnode" '$3 == "Running" && $6 ~ n' | grep -q .; then
+if "$FABCTL" get workloads -A | awk -v n="$dnode" '$3 == "Running" && $6 ~ n' | contains .; then
   fail "work still on the drained $dnode: $("$FABCTL" get workloads -A)"
 fi
-"$FABCTL" get events "$dname" -n "$dns" | grep -q "Evicted .*evicted by admin: drain of node $dnode" ||
+"$FABCTL" get events "$dname" -n "$dns" | contains "Evicted .*evicted by admin: drain of node $dnode" ||
   fail "no eviction event for the drain: $("$FABCTL" get events "$dname" -n "$dns")"
 "$FABCTL" uncordon "$dnode" >/dev/null || fail "uncordon $dnode"
 echo "OK: queues applied twice, pending listed in order, a foreign queue refused, flavours counted, a gang admitted in part, grown and shrunk for urgent work, a flavour order kept, a tree applied child first, a directory and standard input applied"

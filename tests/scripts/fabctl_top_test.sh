@@ -35,7 +35,7 @@ done
 # (Never placeable, even with no queue: 6 pods of 8 H100s, and 5 nodes of whole H100s.)
 grep -q "^team-a *huge *0 .*needs 6 pods of 8 GPUs; the whole fleet has room for 5" <<<"$out" ||
   fail "pending with no queues: $out"
-"$FABCTL" get workloads -n team-a | grep -q "^huge *Unschedulable " ||
+"$FABCTL" get workloads -n team-a | contains "^huge *Unschedulable " ||
   fail "huge not Unschedulable: $("$FABCTL" get workloads -n team-a)"
 "$FABCTL" delete workload huge -n team-a >/dev/null || fail "delete huge"
 
@@ -90,7 +90,7 @@ spec:
 YAML
 "$FABCTL" apply -f "$tmp/big.yaml" >/dev/null || fail "apply big"
 for _ in $(seq 100); do
-  "$FABCTL" get workload big -n team-a -o yaml | grep -q "reason: Reserved" && break
+  "$FABCTL" get workload big -n team-a -o yaml | contains "reason: Reserved" && break
   sleep 0.2
 done
 big=$("$FABCTL" get workload big -n team-a -o json)
@@ -126,8 +126,9 @@ grep -q "bad.json: malformed JSON: parse error at line 2, column 11" <<<"$out" |
 printf '{apiVersion: fabrica.dev/v1, kind: Queue, metadata: {name: q1}}\n---\nkind: Queue\nmetadata: {name: q2\n' >"$tmp/multi.yaml"
 out=$("$FABCTL" apply -f "$tmp/multi.yaml" 2>&1) && fail "multi.yaml applied: $out"
 grep -q "multi.yaml:[0-9]*: malformed YAML" <<<"$out" || fail "multi.yaml's error: $out"
+# (The first document only; awk reads all of sed's output, so sed never writes to a closed pipe.)
 sed 's/maxRuntimeSeconds: 72000/maxRuntimeSecond: 72000/; s/name: small-0,/name: typo,/' "$tmp/small.yaml" |
-  awk '/^---$/ && n++ {exit} {print}' >"$tmp/typo.yaml"  # (the first document)
+  awk '/^---$/ && n++ {done = 1} !done {print}' >"$tmp/typo.yaml"
 out=$("$FABCTL" apply -f "$tmp/typo.yaml" 2>&1) && fail "typo.yaml applied: $out"
 grep -q "spec.maxRuntimeSecond: unknown field (did you mean maxRuntimeSeconds?)" <<<"$out" ||
   fail "typo.yaml's error: $out"

@@ -15,3 +15,6 @@ start_factory() {
   "$FABRICA" up --data "$tmp/data" --listen "127.0.0.1:$port" --plain-http "$@" >"$tmp/up.log" 2>&1 &
   for _ in $(seq 100); do [ -s "$tmp/data/fabctl.yaml" ] && break; sleep 0.2; done
 }
+# `CMD | contains PATTERN`: grep -q that reads all its input. (grep -q stops at its first match,
+# and a fabctl still writing then dies of SIGPIPE, which pipefail makes the pipeline's failure.)
+contains() { grep "$@" >/dev/null; }
