@@ -4236,6 +4236,16 @@ TEST_F(AdmissionTest, APlacedFractionIsChargedAsOnTheGpuItGot) {
   ASSERT_EQ(adm_->phase(f), Phase::kAdmitted) << adm_->reason(f);
   EXPECT_EQ(adm_->gpu_milli(f), 291);
   EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 4291);
+  // A memory-only share of the same: it waits as on the H100 and takes 291m of the H200, not
+  // the 513m of an H100 (ClusterState::FractionMilli).
+  Workload m = Fraction("m", "a", 0, "a");
+  m.pod_sets[0].device.gpu_memory = MemoryMib(41 * 1024);
+  const int mem = Submit(m, 4);
+  EXPECT_EQ(adm_->gpu_milli(mem), 513);
+  adm_->Cycle(5, 1000);
+  ASSERT_EQ(adm_->phase(mem), Phase::kAdmitted) << adm_->reason(mem);
+  EXPECT_EQ(adm_->gpu_milli(mem), 291);
+  EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 4582);
 }
 
 TEST_F(AdmissionTest, FairShareFavoursTheLighterQueueAndWeights) {

@@ -771,6 +771,37 @@ TEST(Placer, ExplainNamesScatteredGpusAndExclusiveNodes) {
       << guest.reason;
 }
 
+// A memory-only share takes, of each GPU, the share its memory is of that GPU: 8Gi is half a
+// 16Gi T4 but a tenth of an 80Gi H100, so it still fits an H100 with 150m of compute left (a
+// user-style trial saw 10Gi take 417m of an H200, as of the smallest GPU that held it).
+TEST(Placer, AMemoryOnlyShareTakesItsMemorysShareOfTheGpuItLandsOn) {
+  Fleet fleet = FleetOf({GpuNode("a", 1, "H100"), GpuNode("b", 1, "T4")});
+  ClusterState s(fleet, {MakeTenant("acme", TrustLevel::kStandard)});
+  auto policy = MustMakePolicy("bestfit");
+  Placer placer(*policy);
+  Rng rng(1);
+  PodSet mem_only = Fraction(0);
+  mem_only.device.gpu_memory = MemoryMib(8 * 1024);
+  const PodRequest req = Req(s, mem_only, "acme");
+  EXPECT_EQ(req.gpu_milli, 500);  // (the most it takes: of the T4)
+  EXPECT_EQ(s.FractionMilli(0, 0, req), 100);
+  EXPECT_EQ(s.FractionMilli(1, 0, req), 500);
+  ASSERT_EQ(
+      PlaceAndApply(s, placer, Req(s, WithModels(Fraction(850), {"H100"}), "acme"), rng).outcome,
+      Outcome::kPlaced);
+  ASSERT_EQ(PlaceAndApply(s, placer, Req(s, Whole(1), "acme"), rng).outcome, Outcome::kPlaced);
+  const PodPlacement p = PlaceAndApply(s, placer, req, rng);
+  ASSERT_EQ(p.outcome, Outcome::kPlaced) << p.reason;
+  EXPECT_EQ(p.assignment.node, 0);
+  ASSERT_EQ(p.assignment.devices.size(), 1u);
+  EXPECT_EQ(p.assignment.devices[0].milli, 100);
+  EXPECT_EQ(s.allocated_gpu_milli(), 850 + 1000 + 100);
+  // Another does not fit the H100's 50m left.
+  EXPECT_NE(PlaceAndApply(s, placer, req, rng).outcome, Outcome::kPlaced);
+  s.Release(p.assignment, req);
+  EXPECT_EQ(s.allocated_gpu_milli(), 1850);
+}
+
 TEST(Placer, InfeasibleVersusPending) {
   Fleet fleet = FleetOf(Nodes("n", 2, 8));
   ClusterState s(fleet);

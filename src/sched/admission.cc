@@ -2202,7 +2202,7 @@ void Admitter::Charge(int id, int sign) {
         const int d = e.assign[i].devices[0].device;
         if (d >= 0 && d < node.gpu_count())
           p.charge_milli = FractionCharge(
-              p.gpu_milli, p.gpu_memory_mib, node.devices[d].memory.value(),
+              e.assign[i].devices[0].milli, p.gpu_memory_mib, node.devices[d].memory.value(),
               p.tenant >= 0 && state_.tenant(p.tenant).trust == TrustLevel::kUntrusted);
       }
       total += p.total_charge_milli();

@@ -195,6 +195,7 @@ Result<PodRequest> ClusterState::MakeRequest(const PodSet& ps, const TenantId& t
         if (smallest == 0) return InvalidArgument("gpuMemory given but no allowed GPU has memory");
         r.gpu_milli = std::min<int64_t>(
             kMilliPerGpu - 1, FractionCharge(0, r.gpu_memory_mib, smallest, /*untrusted=*/false));
+        r.compute_from_memory = true;  // (on a larger GPU, less: FractionMilli)
       }
       // Charged as on that GPU until it is placed (Admitter::Charge then counts the GPU it
       // has): never less than it will be.
@@ -238,6 +239,14 @@ int64_t ClusterState::FractionMemoryMib(int n, int d, const PodRequest& req) con
   return req.gpu_memory_mib > 0 ? req.gpu_memory_mib : cap * req.gpu_milli / kMilliPerGpu;
 }
 
+int64_t ClusterState::FractionMilli(int n, int d, const PodRequest& req) const {
+  if (!req.compute_from_memory) return req.gpu_milli;
+  const int64_t cap = fleet_->nodes[n].devices[d].memory.value();
+  if (cap <= 0) return req.gpu_milli;
+  return std::min<int64_t>(kMilliPerGpu - 1,
+                           FractionCharge(0, req.gpu_memory_mib, cap, /*untrusted=*/false));
+}
+
 bool ClusterState::DeviceUsable(int n, int d, const PodRequest& req) const {
   const DeviceState& ds = nodes_[n].devices[d];
   switch (req.kind) {
@@ -247,7 +256,7 @@ bool ClusterState::DeviceUsable(int n, int d, const PodRequest& req) const {
       return ds.users == 0 && nodes_[n].mig_slices[d].empty();
     case DeviceKind::kFraction:
       if (!nodes_[n].mig_slices[d].empty()) return false;
-      if (ds.free_milli < req.gpu_milli) return false;
+      if (ds.free_milli < FractionMilli(n, d, req)) return false;
       // The memory ShareOn will charge, explicit or proportional, so that it never goes negative.
       if (ds.free_memory_mib < FractionMemoryMib(n, d, req)) return false;
       return ds.share_key < 0 || ds.share_key == ShareKey(req.tenant);

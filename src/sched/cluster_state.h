@@ -37,6 +37,10 @@ struct PodRequest {
   // on), and an untrusted tenant's the device over how many such pods one device holds: no one
   // else may use the rest (MakeRequest).
   int64_t charge_milli = 0;
+  // A fraction that asked for memory alone: its compute on each GPU is the share its memory is
+  // of that GPU (ClusterState::FractionMilli), and gpu_milli that share of the smallest GPU it
+  // may land on (the most it takes anywhere).
+  bool compute_from_memory = false;
 
   int64_t total_gpu_milli() const { return num_gpu * gpu_milli; }
   int64_t total_charge_milli() const {
@@ -141,6 +145,9 @@ class ClusterState {
   // Device memory a fractional `req` takes on device d of node n: its gpuMemory, or else its
   // share of the device's memory; 0 where the device's memory is not tracked.
   int64_t FractionMemoryMib(int n, int d, const PodRequest& req) const;
+  // The compute a fractional pod takes of GPU d of node n: what it asked, or for a memory-only
+  // share the share its memory is of that GPU (10Gi: 417m of a 24Gi L4, 71m of a 141Gi H200).
+  int64_t FractionMilli(int n, int d, const PodRequest& req) const;
 
   // REQUIRES: the assignment was produced for `req` against this state.
   void Apply(const Assignment& a, const PodRequest& req);
@@ -171,7 +178,9 @@ class ClusterState {
       case DeviceKind::kWhole:
         return f.whole_free >= req.num_gpu && (req.model_mask >> f.model & 1);
       case DeviceKind::kFraction:
-        return f.max_free_milli >= req.gpu_milli && (req.model_mask >> f.model & 1);
+        // (A memory-only share takes less of a larger GPU: DeviceUsable checks it exactly.)
+        return f.max_free_milli >= (req.compute_from_memory ? 1 : req.gpu_milli) &&
+               (req.model_mask >> f.model & 1);
       case DeviceKind::kMig:
         return req.mig_profile < 64 && (f.mig_profiles_free >> req.mig_profile & 1) &&
                (req.model_mask >> f.model & 1);

@@ -289,10 +289,10 @@ bool Placer::PlaceAllIn(ClusterState& s, const std::vector<int>* nodes,
 }
 
 bool FleetHoldsPods(const ClusterState& s, const std::vector<PodRequest>& pods, std::string* why) {
-  using Shape = std::tuple<int64_t, int64_t, int, int, int64_t, uint64_t>;
+  using Shape = std::tuple<int64_t, int64_t, int, int, int64_t, int64_t, uint64_t>;
   const auto shape_of = [](const PodRequest& p) {
-    return Shape{p.cpu_milli, p.memory_mib, static_cast<int>(p.kind),
-                 p.num_gpu,   p.gpu_milli,  p.model_mask};
+    return Shape{p.cpu_milli,      p.memory_mib, static_cast<int>(p.kind), p.num_gpu, p.gpu_milli,
+                 p.gpu_memory_mib, p.model_mask};
   };
   std::map<Shape, std::pair<int, const PodRequest*>> shapes;  // shape -> (count, a pod of it)
   for (const PodRequest& p : pods) {

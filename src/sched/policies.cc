@@ -26,6 +26,7 @@ DeviceShare ShareOn(const ClusterState& s, int n, int d, const PodRequest& req) 
   share.device = d;
   share.milli = req.gpu_milli;
   if (req.kind == DeviceKind::kFraction) {
+    share.milli = s.FractionMilli(n, d, req);
     share.memory_mib = s.FractionMemoryMib(n, d, req);
   } else if (req.kind == DeviceKind::kWhole) {
     share.memory_mib = s.devices(n)[d].free_memory_mib;
@@ -174,7 +175,7 @@ class PackingPolicy : public Policy {
       int64_t r = 0;
       for (int d : order) {
         if (taken == req.num_gpu) break;
-        if (devs[d].free_milli < req.gpu_milli) continue;
+        if (devs[d].free_milli < s.FractionMilli(n, d, req)) continue;
         ++taken;
         if (devs[d].free_milli == kMilliPerGpu) ++untouched;
         r += devs[d].free_milli * 100 / kMilliPerGpu;
@@ -228,9 +229,10 @@ class FgdPolicy : public Policy {
       double best_score = -1;
       for (int d = 0; d < gpus; ++d) {
         if (!s.DeviceUsable(n, d, req)) continue;
-        free[d] -= req.gpu_milli;
+        const int64_t milli = s.FractionMilli(n, d, req);
+        free[d] -= milli;
         const double sc = score_of(frag_.Fragment(model, cpu_after, free, gpus));
-        free[d] += req.gpu_milli;
+        free[d] += milli;
         if (sc > best_score) {
           best_score = sc;
           best = d;
