@@ -4248,6 +4248,34 @@ TEST_F(AdmissionTest, APlacedFractionIsChargedAsOnTheGpuItGot) {
   EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 4582);
 }
 
+// A tenant with exclusiveNodes is charged the nodes it keeps others off: five 1-GPU pods that
+// each fill a node's memory count as the five nodes' 40 GPUs, past its queue's 8, and are
+// refused saying so (a user-style trial: they kept 35 GPUs idle under a quota of 8).
+TEST_F(AdmissionTest, ATenantWithExclusiveNodesIsChargedTheNodesItKeepsOthersOff) {
+  fleet_ = Nodes(6, 8);
+  AdmissionConfig config;
+  config.queues = {QueueSpec{"org", "", 1, {}, -1}, Leaf("x", 8, /*borrowing=*/0)};
+  std::vector<Tenant> tenants = Tenants({"x"}, TrustLevel::kUntrusted);
+  tenants[0].exclusive_nodes = true;
+  auto policy = MakePolicy("bestfit");
+  ASSERT_TRUE(policy.ok());
+  policy_ = std::move(*policy);
+  auto a = Admitter::Create(fleet_, tenants, config, *policy_);
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  adm_ = std::move(*a);
+  Workload hog = Gpus("hog", "x", 1, 0, 5);
+  hog.pod_sets[0].memory = MemoryMib(400 * 1024);
+  const int h = Submit(hog);
+  EXPECT_EQ(adm_->phase(h), Phase::kInfeasible);
+  EXPECT_NE(adm_->reason(h).find("it counts as 40 GPUs of quota for the 5 of compute"),
+            std::string::npos)
+      << adm_->reason(h);
+  const int small = Submit(Gpus("small", "x", 1));
+  adm_->Cycle(1, 1000);
+  EXPECT_EQ(adm_->phase(small), Phase::kAdmitted) << adm_->reason(small);
+  EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("x")), 1000);
+}
+
 TEST_F(AdmissionTest, FairShareFavoursTheLighterQueueAndWeights) {
   Make(Nodes(1, 4), {Plain("a"), Plain("b")});
   // a already runs two; both queue more: the free two go to b first.

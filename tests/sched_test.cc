@@ -307,6 +307,24 @@ TEST(ClusterState, AFractionIsChargedTheLargerOfItsComputeAndMemoryShares) {
   EXPECT_EQ(Req(s, Fraction(250), "guest").total_charge_milli(), 250);
 }
 
+// A tenant with exclusiveNodes keeps every other tenant off the nodes its pods run on: each pod
+// is charged the node's GPUs over how many such pods one node holds (by GPUs, CPU, memory).
+TEST(ClusterState, ATenantWithExclusiveNodesIsChargedTheNodesItHolds) {
+  Fleet fleet = FleetOf({GpuNode("a", 8, "H100"), GpuNode("b", 8, "H100")});  // 512Gi each
+  ClusterState s(fleet, {MakeTenant("guest", TrustLevel::kUntrusted, "", true),
+                         MakeTenant("acme", TrustLevel::kStandard)});
+  PodSet small = Whole(1);
+  EXPECT_EQ(Req(s, small, "guest").total_charge_milli(), 1000);  // eight to a node
+  PodSet hog = Whole(1);
+  hog.memory = MemoryMib(300 * 1024);  // one to a node: the node's 8 GPUs
+  EXPECT_EQ(Req(s, hog, "guest").total_charge_milli(), 8000);
+  EXPECT_EQ(Req(s, hog, "acme").total_charge_milli(), 1000);  // (others: what they ask)
+  PodSet pair = Whole(2);
+  pair.memory = MemoryMib(200 * 1024);  // two to a node: half of it each
+  EXPECT_EQ(Req(s, pair, "guest").total_charge_milli(), 4000);
+  EXPECT_EQ(s.ExclusiveCharge(Req(s, hog, "guest"), 1), 8000);
+}
+
 TEST(ClusterState, ModelListWithOneAbsentModelStillMatchesThePresentOne) {
   Fleet fleet = FleetOf({GpuNode("a", 2, "V100M16")});
   ClusterState s(fleet);
@@ -769,6 +787,15 @@ TEST(Placer, ExplainNamesScatteredGpusAndExclusiveNodes) {
   EXPECT_NE(guest.reason.find("1 run other tenants' pods (its tenant asks for nodes of its own"),
             std::string::npos)
       << guest.reason;
+  // A workload of several pods is told how many fit and why the next does not.
+  const PodRequest four = Req(s, Whole(4), "acme");
+  const GangPlacement two = placer.PlaceGang(s, {four, four, four}, TopologyConstraint{}, rng);
+  EXPECT_EQ(two.outcome, Outcome::kPending);
+  EXPECT_NE(two.reason.find("the fleet has no room for all 3 pods at once (1 fit; for the next, "),
+            std::string::npos)
+      << two.reason;
+  EXPECT_NE(two.reason.find("1 are held by another tenant's exclusiveNodes"), std::string::npos)
+      << two.reason;
 }
 
 // A memory-only share takes, of each GPU, the share its memory is of that GPU: 8Gi is half a

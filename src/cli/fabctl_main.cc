@@ -1388,8 +1388,16 @@ void DescribeQueue(HttpClient& http, const json& o) {
     std::printf("Built in:   %s\n", Plain(annotations["fabrica.dev/built-in"]).c_str());
     std::printf("Tenants:    every tenant (its work that names no queue)\n");
   } else {
-    std::printf("Tenants:    tenant %s (named after it)%s\n", name.c_str(),
-                tenants.empty() ? "" : ("; listed: " + tenants).c_str());
+    // (The tenant named after it only where one exists: a trial read of a tenant there was
+    // none of.)
+    auto named = http.Do("GET", "/apis/fabrica.dev/v1/tenants/" + name);
+    // (Not known, as to one who may not read tenants: said as before.)
+    const bool exists = !named.ok() || named->status != 404;
+    std::string who = exists ? "tenant " + name + " (named after it)" : "";
+    if (!tenants.empty()) who += (who.empty() ? "listed: " : "; listed: ") + tenants;
+    std::printf("Tenants:    %s\n",
+                who.empty() ? ("none (no tenant is named " + name + ", none is listed)").c_str()
+                            : who.c_str());
   }
   std::printf("Weight:     %s\n", Plain(spec.value("weight", json(1))).c_str());
   std::printf("Strategy:   %s\n", spec.value("queueingStrategy", "BestEffortFIFO").c_str());

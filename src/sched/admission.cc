@@ -2205,6 +2205,13 @@ void Admitter::Charge(int id, int sign) {
               e.assign[i].devices[0].milli, p.gpu_memory_mib, node.devices[d].memory.value(),
               p.tenant >= 0 && state_.tenant(p.tenant).trust == TrustLevel::kUntrusted);
       }
+      // A tenant with exclusiveNodes: as on the node it got (ClusterState::ExclusiveCharge).
+      if (p.num_gpu > 0 && p.tenant >= 0 && state_.tenant(p.tenant).exclusive_nodes &&
+          i < e.assign.size() && e.assign[i].node >= 0) {
+        const int64_t base = p.kind == DeviceKind::kFraction ? p.charge_milli : p.gpu_milli;
+        p.charge_milli = std::max(base > 0 ? base : p.gpu_milli,
+                                  state_.ExclusiveCharge(p, e.assign[i].node) / p.num_gpu);
+      }
       total += p.total_charge_milli();
     }
     if (!e.pods.empty()) e.gpu_milli = total;

@@ -1,6 +1,7 @@
 #include "sched/cluster_state.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <tuple>
 
@@ -137,6 +138,34 @@ int64_t FractionCharge(int64_t milli, int64_t memory_mib, int64_t device_memory_
   return charge;
 }
 
+int64_t ClusterState::ExclusiveCharge(const PodRequest& req, int n) const {
+  const Node& node = fleet_->nodes[n];
+  if (req.num_gpu <= 0 || node.gpu_count() == 0) return 0;
+  int64_t fit = std::numeric_limits<int64_t>::max();
+  if (req.cpu_milli > 0) fit = std::min(fit, node.cpu.value() / req.cpu_milli);
+  if (req.memory_mib > 0) fit = std::min(fit, node.memory.value() / req.memory_mib);
+  int64_t by_gpu = 0;
+  for (int i = 0; i < node.gpu_count(); ++i) {
+    const Device& d = node.devices[i];
+    if (req.kind == DeviceKind::kMig) {
+      for (const std::string& slice : d.mig_slices)
+        by_gpu += req.mig_profile >= 0 && slice == mig_profiles_[req.mig_profile];
+    } else if (!d.mig_enabled()) {
+      if (req.kind == DeviceKind::kWhole) {
+        ++by_gpu;
+      } else {
+        const int64_t milli = FractionMilli(n, i, req);
+        int64_t k = milli > 0 ? kMilliPerGpu / milli : 1;
+        if (req.gpu_memory_mib > 0) k = std::min(k, d.memory.value() / req.gpu_memory_mib);
+        by_gpu += k;
+      }
+    }
+  }
+  if (req.kind == DeviceKind::kWhole) by_gpu /= req.num_gpu;
+  fit = std::min(fit, by_gpu);
+  return fit <= 0 ? 0 : int64_t{node.gpu_count()} * kMilliPerGpu / fit;
+}
+
 Result<PodRequest> ClusterState::MakeRequest(const PodSet& ps, const TenantId& tenant) const {
   PodRequest r;
   r.cpu_milli = ps.cpu.value();
@@ -213,6 +242,16 @@ Result<PodRequest> ClusterState::MakeRequest(const PodSet& ps, const TenantId& t
       }
       r.gpu_milli = ps.device.TotalMilli().value();
       break;
+  }
+  if (r.num_gpu > 0 && r.tenant >= 0 && tenants_[r.tenant].exclusive_nodes) {
+    // Its nodes are its alone: charged, until placed (Admitter::Charge then counts the node
+    // it got), as on the node of the models it may use that holds fewest such pods.
+    int64_t most = 0;
+    for (int n : type_representatives_) {
+      const int m = nodes_[n].model;
+      if (m >= 0 && (r.model_mask >> m & 1)) most = std::max(most, ExclusiveCharge(r, n));
+    }
+    r.charge_milli = std::max(r.charge_milli > 0 ? r.charge_milli : r.gpu_milli, most / r.num_gpu);
   }
   return r;
 }

@@ -125,6 +125,10 @@ class ClusterState {
 
   // Converts one pod of a pod set into a PodRequest, or names what no node can satisfy.
   Result<PodRequest> MakeRequest(const PodSet& ps, const TenantId& tenant) const;
+  // What a GPU pod of a tenant with exclusiveNodes is charged on node n, in milli-GPUs for the
+  // pod: the node's GPUs over how many such pods the node holds (by GPUs, CPU and memory),
+  // since no other tenant may use what they leave; 0 if the node cannot hold one.
+  int64_t ExclusiveCharge(const PodRequest& req, int n) const;
 
   // Capacity totals.
   int64_t total_gpu_milli() const { return total_gpu_milli_; }

@@ -1,6 +1,7 @@
 #include "sched/placer.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace fabrica {
 
@@ -267,8 +268,8 @@ PodPlacement Placer::PlaceRemembering(const ClusterState& s, const PodRequest& r
 }
 
 bool Placer::PlaceAllIn(ClusterState& s, const std::vector<int>* nodes,
-                        const std::vector<PodRequest>& pods, Rng& rng,
-                        std::vector<Assignment>& out) const {
+                        const std::vector<PodRequest>& pods, Rng& rng, std::vector<Assignment>& out,
+                        std::pair<size_t, std::string>* failed) const {
   out.clear();
   Memo memo;
   std::vector<int> touched;
@@ -276,6 +277,7 @@ bool Placer::PlaceAllIn(ClusterState& s, const std::vector<int>* nodes,
     PodPlacement p =
         nodes ? PlaceIn(s, *nodes, req, rng) : PlaceRemembering(s, req, rng, memo, touched);
     if (p.outcome != Outcome::kPlaced) {
+      if (failed) *failed = {out.size(), p.reason};
       for (size_t i = out.size(); i-- > 0;) s.Release(out[i], pods[i]);
       out.clear();
       return false;
@@ -433,9 +435,10 @@ GangPlacement Placer::PlaceGang(ClusterState& s, const std::vector<PodRequest>& 
     return !gpu_pod || (s.node_model(n) >= 0 && (gpu_pod->model_mask >> s.node_model(n) & 1));
   };
   int64_t largest_free = 0;
+  std::pair<size_t, std::string> failed{0, ""};  // the fleet-wide try's (see the reason below)
   for (TopologyLevel level : levels) {
     if (level == TopologyLevel::kNone) {
-      if (PlaceAllIn(s, nullptr, pods, rng, out)) return finish(std::move(out));
+      if (PlaceAllIn(s, nullptr, pods, rng, out, &failed)) return finish(std::move(out));
       continue;
     }
     // Candidate domains with enough free GPU capacity, the tightest first so that large
@@ -486,6 +489,17 @@ GangPlacement Placer::PlaceGang(ClusterState& s, const std::vector<PodRequest>& 
     g.reason = pods.size() == 1 ? "the fleet has no room for its pod now"
                                 : "the fleet has no room for all " + std::to_string(pods.size()) +
                                       " pods at once";
+    // Explained: how many fitted before one did not, and why that one did not (a user-style
+    // trial saw only the line above, where a pod alone was told of scattered GPUs and nodes
+    // another tenant holds).
+    constexpr const char* kNoNode = "no node can take it now: ";
+    if (explain_ && failed.second.rfind(kNoNode, 0) == 0) {
+      if (pods.size() > 1)
+        g.reason += " (" + std::to_string(failed.first) + " fit; for the next, " +
+                    failed.second.substr(std::strlen(kNoNode)) + ")";
+      else
+        g.reason += ": " + failed.second.substr(std::strlen(kNoNode));
+    }
   }
   return g;
 }

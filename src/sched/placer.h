@@ -47,10 +47,11 @@ class Placer {
                           const TopologyConstraint& topology, Rng& rng) const;
 
   // Places every pod, one after another, on `nodes` (all nodes when null), or none; applied to
-  // `s` on success, `s` unchanged on failure. No topology: for plans made the same way.
+  // `s` on success, `s` unchanged on failure. No topology: for plans made the same way. On
+  // failure `failed` (if given) gets how many pods fitted before one did not, and its reason.
   bool PlaceAllIn(ClusterState& s, const std::vector<int>* nodes,
-                  const std::vector<PodRequest>& pods, Rng& rng,
-                  std::vector<Assignment>& out) const;
+                  const std::vector<PodRequest>& pods, Rng& rng, std::vector<Assignment>& out,
+                  std::pair<size_t, std::string>* failed = nullptr) const;
 
   // When off, a pod that fits nowhere gets a short reason instead of a scan of every class
   // (callers that retry often, like admission, explain once and then skip the cost).

@@ -439,6 +439,11 @@ described=$("$FABCTL" describe queue team-b)
 grep -q "^Parent: *research$" <<<"$described" && grep -q "^Disruption: *at most 3 " <<<"$described" &&
   grep -q "borrowWithinCohort LowerPriority (priority at most 0)" <<<"$described" ||
   fail "describe queue team-b: $described"
+grep -q "^Tenants: *tenant team-b (named after it)" <<<"$described" || fail "team-b's tenant: $described"
+# research is named after no tenant and lists none: no tenant's work may name it.
+described=$("$FABCTL" describe queue research)
+grep -q "^Tenants: *none (no tenant is named research, none is listed)$" <<<"$described" ||
+  fail "describe queue research: $described"
 # A file may list a queue before its parent: fabctl applies parents first (the server refuses
 # a queue whose parent does not exist) and deletes children first. A queue with a child, or a
 # name that is no valid name, is refused naming why.
