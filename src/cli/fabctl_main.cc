@@ -397,6 +397,7 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
       // than it asks for.
       int pods = 0, asked = 0;
       double gpus = 0;
+      std::string memory_only;  // waiting memory-only shares: the memory they ask
       const json admitted = Arr(status, "admittedCounts");
       const json sets = Arr(spec, "podSets");
       const json finished = Obj(status, "finishedPods");
@@ -426,8 +427,22 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
           const json& m = dev["gpuMilli"];
           auto milli = fabrica::ParseMilliGpu(m.is_string() ? m.get<std::string>() : m.dump());
           if (milli.ok()) gpus += running * static_cast<double>(milli->value()) / 1000.0;
+        } else if (dev.contains("gpuMemory") && running > 0) {
+          memory_only = Plain(dev["gpuMemory"]);  // (its compute depends on the GPU it gets)
         }
       }
+      // Placed: the compute its running pods hold (a memory-only share's is that of the GPU it
+      // got; a trial read 0 for one).
+      double held = 0;
+      bool placed = false;
+      for (const json& a : Arr(status, "assignments")) {
+        if (a.value("node", "").empty()) continue;
+        placed = true;
+        for (const json& d : Arr(a, "devices"))
+          if (d.contains("gpuMilli") && d["gpuMilli"].is_number())
+            held += d["gpuMilli"].get<double>() / 1000.0;
+      }
+      if (placed) gpus = held, memory_only.clear();
       std::string nodes;
       for (const json& a : Arr(status, "assignments")) {
         const std::string n = a.value("node", "");
@@ -435,7 +450,11 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
           nodes += (nodes.empty() ? "" : ",") + n;
       }
       char g[32];
-      std::snprintf(g, sizeof(g), "%g", gpus);
+      if (!memory_only.empty() && gpus == 0) {
+        std::snprintf(g, sizeof(g), "%s/GPU", memory_only.c_str());
+      } else {
+        std::snprintf(g, sizeof(g), "%g", gpus);
+      }
       // Ended: how many of its pods completed (as a Job's COMPLETIONS), not the none it runs.
       std::string phase = status.value("phase", "");
       std::string pods_shown =

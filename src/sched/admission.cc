@@ -3403,9 +3403,12 @@ bool Admitter::Grow(int id, bool* probed) {
   int started = 0, asked = 0, added = 0;
   for (size_t i = 0; i < counts.size(); ++i)
     started += counts[i], asked += e.full_counts[i], added += extra[i];
-  e.reason = "admitted " + std::to_string(started) + " of " + std::to_string(asked) + " pods (" +
-             std::to_string(added) + " added as room freed" +
-             (started == asked ? ")" : "; partial admission)");
+  // ("admitted 8 of 8 pods" read as if some were missing: a trial.)
+  e.reason = started == asked ? "all " + std::to_string(asked) + " pods admitted (" +
+                                    std::to_string(added) + " added as room freed)"
+                              : "admitted " + std::to_string(started) + " of " +
+                                    std::to_string(asked) + " pods (" + std::to_string(added) +
+                                    " added as room freed; partial admission)";
   return true;
 }
 

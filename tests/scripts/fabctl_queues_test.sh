@@ -372,7 +372,7 @@ for _ in $(seq 100); do
   grep "^elastic " <<<"$workloads" | grep -q "Running *4 *16 " && break
   sleep 0.2
 done
-grep "^elastic " <<<"$workloads" | grep -q "Running *4 *16 .*2 added as room freed" ||
+grep "^elastic " <<<"$workloads" | grep -q "Running *4 *16 .*all 4 pods admitted (2 added as room freed)" ||
   fail "elastic did not grow to 4 pods: $workloads"
 described=$("$FABCTL" describe workload elastic -n partner-x)
 grep -q "^Resized: *at " <<<"$described" || fail "describe shows no growth: $described"

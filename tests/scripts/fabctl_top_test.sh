@@ -149,4 +149,23 @@ grep -q "^queues/dept-x deleted" <<<"$out" && grep -q "^queues/dept deleted" <<<
   grep -q "^queues/team-a deleted" <<<"$out" && grep -q "^queues/unqueued \(kept (built in)\|already gone\)" <<<"$out" ||
   fail "delete queues --all: $out"
 [ "$(grep -n "dept" <<<"$out" | head -1 | grep -c "dept-x")" = 1 ] || fail "a parent before its child: $out"
-echo "OK: top nodes shows the room held for a reservation, and whose; describe says when a limit ends a run; malformed JSON and a misspelt field are named; delete --all"
+# A memory-only share takes the compute its memory is of the GPU it gets (12Gi of a 141Gi H200:
+# 86m), and get workloads shows that; waiting, the memory it asks.
+cat >"$tmp/kv.yaml" <<YAML
+apiVersion: fabrica.dev/v1
+kind: Workload
+metadata: {name: kv, namespace: team-a}
+spec:
+  podSets: [{name: main, count: 1, cpu: "1", memory: 1Gi, devices: {gpuMemory: 12Gi, models: H200}}]
+  run: {command: [serve], durationSeconds: 600}
+YAML
+"$FABCTL" apply -f "$tmp/kv.yaml" >/dev/null || fail "apply kv"
+for _ in $(seq 50); do
+  out=$("$FABCTL" get workloads -n team-a)
+  grep -q "^kv *Running " <<<"$out" && break
+  sleep 0.2
+done
+grep -q "^kv *Running *1 *0.086 " <<<"$out" || fail "kv's GPUS: $out"
+"$FABCTL" get workload kv -n team-a -o json | tr -d ' \n' | contains '"gpuMilli":86,' ||
+  fail "kv's share: $("$FABCTL" get workload kv -n team-a -o json)"
+echo "OK: top nodes shows the room held for a reservation, and whose; describe says when a limit ends a run; malformed JSON and a misspelt field are named; delete --all; a memory-only share's GPUS"
