@@ -4199,11 +4199,11 @@ TEST_F(AdmissionTest, AFractionIsChargedByItsMemoryWhereThatIsTheLargerShare) {
   }
   adm_->Cycle(1, 1000);
   EXPECT_EQ(CountPhase(ids, Phase::kAdmitted), 1);
-  EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 513);
-  EXPECT_EQ(adm_->gpu_milli(ids[0]), 513);
+  EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 512);
+  EXPECT_EQ(adm_->gpu_milli(ids[0]), 512);
   EXPECT_EQ(adm_->state().allocated_gpu_milli(), 10);  // (the device's compute, as asked)
   EXPECT_NE(adm_->reason(ids[1]).find(
-                "queue a over its borrowing limit for gpu: 1.026/1 GPUs (it counts as 0.513 "
+                "queue a over its borrowing limit for gpu: 1.024/1 GPUs (it counts as 0.512 "
                 "GPUs of quota for the 0.01 of compute it asks"),
             std::string::npos)
       << adm_->reason(ids[1]);
@@ -4231,21 +4231,21 @@ TEST_F(AdmissionTest, APlacedFractionIsChargedAsOnTheGpuItGot) {
   Workload w = Fraction("f", "a", 10, "a");
   w.pod_sets[0].device.gpu_memory = MemoryMib(41 * 1024);
   const int f = Submit(w, 2);
-  EXPECT_EQ(adm_->gpu_milli(f), 513);  // (waiting: as on the H100)
+  EXPECT_EQ(adm_->gpu_milli(f), 512);  // (waiting: as on the H100)
   adm_->Cycle(3, 1000);
   ASSERT_EQ(adm_->phase(f), Phase::kAdmitted) << adm_->reason(f);
-  EXPECT_EQ(adm_->gpu_milli(f), 291);
-  EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 4291);
-  // A memory-only share of the same: it waits as on the H100 and takes 291m of the H200, not
-  // the 513m of an H100 (ClusterState::FractionMilli).
+  EXPECT_EQ(adm_->gpu_milli(f), 290);
+  EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 4290);
+  // A memory-only share of the same: it waits as on the H100 and takes 290m of the H200, not
+  // the 512m of an H100 (ClusterState::FractionMilli).
   Workload m = Fraction("m", "a", 0, "a");
   m.pod_sets[0].device.gpu_memory = MemoryMib(41 * 1024);
   const int mem = Submit(m, 4);
-  EXPECT_EQ(adm_->gpu_milli(mem), 513);
+  EXPECT_EQ(adm_->gpu_milli(mem), 512);
   adm_->Cycle(5, 1000);
   ASSERT_EQ(adm_->phase(mem), Phase::kAdmitted) << adm_->reason(mem);
-  EXPECT_EQ(adm_->gpu_milli(mem), 291);
-  EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 4582);
+  EXPECT_EQ(adm_->gpu_milli(mem), 290);
+  EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 4580);
 }
 
 // A tenant with exclusiveNodes is charged the nodes it keeps others off: five 1-GPU pods that

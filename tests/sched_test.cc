@@ -32,7 +32,7 @@ namespace {
 // Fleet, tenant and request helpers
 
 int64_t GpuMemoryMib(const std::string& model) {
-  return (model == "H100" ? 80 : model == "A100" ? 40 : 16) * int64_t{1024};
+  return (model == "H100" ? 80 : model == "A100" ? 40 : model == "L4" ? 24 : 16) * int64_t{1024};
 }
 
 Node GpuNode(const std::string& name, int gpus, const std::string& model = "H100",
@@ -283,11 +283,12 @@ TEST(ClusterState, AFractionIsChargedTheLargerOfItsComputeAndMemoryShares) {
     ps.device.gpu_memory = MemoryMib(gib * 1024);
     return ps;
   };
-  // 10m with 41Gi: no 16Gi T4 holds it, so half of an 80Gi H100 (512.5, rounded up).
+  // 10m with 41Gi: no 16Gi T4 holds it, so half of an 80Gi H100 (512.5, rounded down: shares
+  // whose memory fills a GPU are one GPU between them).
   PodRequest big_memory = Req(s, with_memory(10, 41), "acme");
   EXPECT_EQ(big_memory.gpu_milli, 10);  // placement still packs by what it asked
   EXPECT_EQ(big_memory.total_gpu_milli(), 10);
-  EXPECT_EQ(big_memory.total_charge_milli(), 513);
+  EXPECT_EQ(big_memory.total_charge_milli(), 512);
   // On T4s, 8Gi is half of one; 300m of compute with 4Gi is its compute.
   EXPECT_EQ(Req(s, WithModels(with_memory(100, 8), {"T4"}), "acme").total_charge_milli(), 500);
   EXPECT_EQ(Req(s, WithModels(with_memory(300, 4), {"T4"}), "acme").total_charge_milli(), 300);
@@ -827,6 +828,28 @@ TEST(Placer, AMemoryOnlyShareTakesItsMemorysShareOfTheGpuItLandsOn) {
   EXPECT_NE(PlaceAndApply(s, placer, req, rng).outcome, Outcome::kPlaced);
   s.Release(p.assignment, req);
   EXPECT_EQ(s.allocated_gpu_milli(), 1850);
+}
+
+// As many memory-only shares fit on a GPU as its memory holds: three of 8Gi on a 24Gi GPU
+// (333m each; rounded up to 334m, a trial's six fitted two GPUs four times, not six, and the
+// workload waited for ever).
+TEST(Placer, AsManyMemoryOnlySharesFitAsTheGpusMemoryHolds) {
+  Fleet fleet = FleetOf({GpuNode("l", 2, "L4")});
+  ASSERT_EQ(fleet.nodes[0].devices[0].memory.value(), 24 * 1024);
+  ClusterState s(fleet, {MakeTenant("acme", TrustLevel::kStandard)});
+  auto policy = MustMakePolicy("bestfit");
+  Placer placer(*policy);
+  Rng rng(1);
+  PodSet share = Fraction(0);
+  share.device.gpu_memory = MemoryMib(8 * 1024);
+  const PodRequest req = Req(s, share, "acme");
+  EXPECT_EQ(req.gpu_milli, 333);
+  EXPECT_EQ(req.total_charge_milli(), 333);
+  const GangPlacement six =
+      placer.PlaceGang(s, std::vector<PodRequest>(6, req), TopologyConstraint{}, rng);
+  EXPECT_EQ(six.outcome, Outcome::kPlaced) << six.reason;
+  // (A seventh finds no memory left.)
+  EXPECT_NE(placer.Place(s, req, rng).outcome, Outcome::kPlaced);
 }
 
 TEST(Placer, InfeasibleVersusPending) {

@@ -259,7 +259,8 @@ Status ValidateWorkloadStatus(const json& status) {
                                      {"conditions", K::kList},
                                      {"evictions", K::kObject},
                                      {"swap", K::kObject},
-                                     {"expectedStartTime", K::kString}}));
+                                     {"expectedStartTime", K::kString},
+                                     {"resourceUsage", K::kObject}}));
   const std::string phase = Str(status, "phase", "Pending");
   if (phase != "Pending" && phase != "Scheduled" && phase != "Running" && phase != "Succeeded" &&
       phase != "Failed") {
@@ -2983,9 +2984,10 @@ struct ApiServer::Impl {
                                          std::to_string(expected) + " is stale); read it again");
         // A node reports on the pods it runs (phase, messages, times, conditions); where they
         // run is the scheduler's decision.
-        for (const char* owned : {"assignments", "isolation", "scheduledTime", "nomination",
-                                  "preemption", "admittedCounts", "resizedTime", "growthRetryTime",
-                                  "shrinks", "shrink", "requeueState", "evictions", "swap"}) {
+        for (const char* owned :
+             {"assignments", "isolation", "scheduledTime", "nomination", "preemption",
+              "admittedCounts", "resizedTime", "growthRetryTime", "shrinks", "shrink",
+              "requeueState", "evictions", "swap", "resourceUsage"}) {
           if (Field(o["status"], owned) != Field(Field(stored, "status"), owned)) {
             return StatusResponse(403, "node " + p.node + " may not change status." + owned +
                                            " (the scheduler's decision)");

@@ -241,6 +241,13 @@ size_t NodeGpus(const json& spec) {
 
 // A timestamp as the server writes them ("2026-12-03T17:04:57.169Z") `seconds` later, in the
 // same form; "" where it cannot be read.
+// Milli-GPUs as GPUs: 513 -> "0.513", 2000 -> "2".
+std::string GpusOfMilli(int64_t milli) {
+  char g[32];
+  std::snprintf(g, sizeof(g), "%g", static_cast<double>(milli) / 1000.0);
+  return g;
+}
+
 std::string AddSeconds(const std::string& at, int64_t seconds) {
   std::tm tm{};
   int ms = 0;
@@ -1544,6 +1551,28 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
       std::printf("Reason:     %s\n", status.value("reason", "").c_str());
     if (status.contains("isolation"))
       std::printf("Isolation:  %s\n", status.value("isolation", "").c_str());
+    // Admitted: what its queue is charged for its GPUs (status.resourceUsage), beside the
+    // compute its pods hold where the two differ.
+    if (const json usage = Obj(status, "resourceUsage").value("gpu", json());
+        usage.is_string() && (stored == "Scheduled" || stored == "Running")) {
+      if (auto charge = fabrica::ParseMilliGpu(usage.get<std::string>()); charge.ok()) {
+        int64_t held = 0;
+        for (const json& a : Arr(status, "assignments"))
+          for (const json& d : Arr(a, "devices"))
+            if (!a.value("node", "").empty() && d.contains("gpuMilli") &&
+                d["gpuMilli"].is_number_integer())
+              held += d["gpuMilli"].get<int64_t>();
+        const std::string why =
+            charge->value() > held
+                ? " (its pods hold " + GpusOfMilli(held) +
+                      " of compute: a fraction counts its memory's share of its GPU where that "
+                      "is larger, an untrusted tenant's the GPU no one else may share, a tenant "
+                      "with exclusiveNodes the nodes it keeps others off)"
+                : "";
+        std::printf("Charged:    %s GPUs of its queue's quota%s\n",
+                    GpusOfMilli(charge->value()).c_str(), why.c_str());
+      }
+    }
     // Reserving room: when it frees by the time limits of the work there.
     if (status.contains("expectedStartTime"))
       std::printf("Starts by:  %s (by the time limits of the work on its planned nodes)\n",

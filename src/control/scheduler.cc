@@ -72,6 +72,9 @@ struct BoundWorkload {
   // Its pods per set that completed while others run on: `assign` and sw.pods name only the
   // others. Empty: none.
   std::vector<int> completed;
+  // What its queue is charged for its GPUs as restored this cycle (with the pods its shrinks
+  // still stop), in milli-GPUs; -1: not charged to a queue (status.resourceUsage).
+  int64_t charge_milli = -1;
 };
 
 // What one cycle decided for one pending workload.
@@ -82,7 +85,13 @@ struct Decision {
   std::vector<Assignment> nomination;  // while it waits for its victims: its planned place
   std::optional<Admitter::Swap> swap;  // and its swap (status.swap)
   int64_t expected_start_ms = -1;      // reserving room: when it frees by the limits (or -1)
+  int64_t charge_milli = -1;           // admitted: what its queue is charged for its GPUs
 };
+
+// status.resourceUsage: what its queue is charged (as Kueue's podSetAssignments' resourceUsage):
+// for its GPUs, a quantity in milli-GPUs ("513m": a fraction's memory share, a tenant's
+// exclusive nodes, ... may charge more than the compute it asks).
+json ResourceUsage(int64_t charge_milli) { return {{"gpu", std::to_string(charge_milli) + "m"}}; }
 
 // A decision that it waits, with why.
 Decision Waits(std::string message, std::string reason, std::vector<Assignment> nomination = {}) {
@@ -1181,6 +1190,7 @@ Result<CycleStats> Scheduler::RunOnce() {
     std::vector<Assignment> placed;
     std::vector<int> counts;
     std::string message;
+    int64_t charge_milli = -1;  // its queue's charge for its GPUs now
   };
   std::vector<Growth> growths;
   std::vector<Store::Write> queue_writes;
@@ -1331,10 +1341,12 @@ Result<CycleStats> Scheduler::RunOnce() {
           id = admitter->Restore(w, assign, admitted_s, options, bound[b].evicting);
         }
         // (A fragment it cannot restore still holds its devices.) Its preemptor waits for it.
+        int64_t fragment_charge = 0;
         for (size_t m = 0; id.ok() && m < mark_count; ++m) {
           if (fragments[m].empty()) continue;
           if (const Result<int> fragment = admitter->RestoreFragment(*id, fragments[m]);
               fragment.ok()) {
+            fragment_charge += admitter->gpu_milli(*fragment);
             // (Linked to its preemptor as a whole victim is, so that the quota the preemptor
             // keeps does not count the pods still stopping twice.)
             if (marks.is_array() && m < marks.size()) {
@@ -1350,6 +1362,7 @@ Result<CycleStats> Scheduler::RunOnce() {
         }
         if (id.ok()) {
           bound_of[*id] = b;
+          bound[b].charge_milli = admitter->gpu_milli(*id) + fragment_charge;
           if (bound[b].evicting)
             if (const std::string by =
                     Str(Field(Field(bound[b].sw.obj(), "status"), "preemption"), "by");
@@ -1665,6 +1678,7 @@ Result<CycleStats> Scheduler::RunOnce() {
         switch (admitter->phase(id)) {
           case Phase::kAdmitted:
             d.placed = admitter->assignments(id);
+            d.charge_milli = admitter->gpu_milli(id);
             if (admitter->partially_admitted(id)) d.counts = admitter->pod_counts(id);
             break;
           case Phase::kInfeasible:
@@ -1689,8 +1703,8 @@ Result<CycleStats> Scheduler::RunOnce() {
       for (int id : result.grown) {
         auto b = bound_of.find(id);
         if (b == bound_of.end()) continue;
-        growths.push_back(
-            {b->second, admitter->assignments(id), admitter->pod_counts(id), admitter->reason(id)});
+        growths.push_back({b->second, admitter->assignments(id), admitter->pod_counts(id),
+                           admitter->reason(id), admitter->gpu_milli(id)});
       }
       for (const Eviction& e : result.evicted) {
         auto p = pending_of.find(e.preemptor);
@@ -1832,6 +1846,7 @@ Result<CycleStats> Scheduler::RunOnce() {
     }
     next["status"]["resizedTime"] = FormatTimestamp(now);
     next["status"]["message"] = g.message;
+    if (g.charge_milli >= 0) next["status"]["resourceUsage"] = ResourceUsage(g.charge_milli);
     next["status"].erase("growthRetryTime");
     // Its new pods are waited for: the pods running now are the started ones, where its
     // nodes do not report pods (AllPodsStarted).
@@ -1914,6 +1929,7 @@ Result<CycleStats> Scheduler::RunOnce() {
         next["status"]["requeueState"] = kept;
       KeepFinished(sw.w(), status, next["status"]);
       if (!admitted.empty()) next["status"]["admittedCounts"] = admitted;
+      if (d.charge_milli >= 0) next["status"]["resourceUsage"] = ResourceUsage(d.charge_milli);
       const std::string earlier =
           done > 0 ? std::to_string(done) + " completed before it was requeued" : "";
       if (!d.counts.empty()) {
@@ -1982,6 +1998,20 @@ Result<CycleStats> Scheduler::RunOnce() {
       if (!expected.is_null()) next["status"]["expectedStartTime"] = expected;
       KeepFinished(sw.w(), status, next["status"]);
       write(sw.kv, next, nullptr);
+    }
+  }
+  // Running work whose charge changed (first seen by this build, a shrink done, a growth
+  // undone, a queue gone): status.resourceUsage follows, where nothing else writes it now.
+  {
+    std::set<std::string> keys;
+    for (const Store::Write& w : writes) keys.insert(w.key);
+    for (const BoundWorkload& b : bound) {
+      if (b.charge_milli < 0 || keys.count(b.sw.kv.key)) continue;
+      const json usage = ResourceUsage(b.charge_milli);
+      if (Field(Field(b.sw.obj(), "status"), "resourceUsage") == usage) continue;
+      json next = b.sw.obj();
+      next["status"]["resourceUsage"] = usage;
+      write(b.sw.kv, next, nullptr);
     }
   }
   std::vector<Result<int64_t>> written = store_.PutAll(writes);

@@ -3141,10 +3141,23 @@ std::string Admitter::ChargeNote(const Entry& e) const {
   int64_t compute = 0;
   for (const PodRequest& p : e.pods) compute += p.total_gpu_milli();
   if (e.gpu_milli <= compute) return "";
+  // Why, by what it asks: a trial read a fraction's reason for an exclusiveNodes charge.
+  bool exclusive = false, fraction = false;
+  for (const PodRequest& p : e.pods) {
+    exclusive |= p.num_gpu > 0 && p.tenant >= 0 && state_.tenant(p.tenant).exclusive_nodes;
+    fraction |= p.kind == DeviceKind::kFraction;
+  }
+  std::string why;
+  if (exclusive)
+    why =
+        "its tenant has exclusiveNodes, so each pod counts the GPUs of its node over how many "
+        "such pods one node holds (by GPUs, CPU and memory): no other tenant may use the rest";
+  if (fraction)
+    why += std::string(why.empty() ? "" : "; ") +
+           "a fraction holds the larger of its compute and GPU memory share, and an untrusted "
+           "tenant's GPU what no other pod may use";
   return " (it counts as " + GpuAmount(e.gpu_milli) + " GPUs of quota for the " +
-         GpuAmount(compute) +
-         " of compute it asks: a fraction holds the larger of its compute and GPU memory "
-         "share, and an untrusted tenant's GPU what no other pod may use)";
+         GpuAmount(compute) + " of compute it asks: " + why + ")";
 }
 
 bool Admitter::PlaceAll(const Entry& e, const std::vector<PodRequest>& pods,

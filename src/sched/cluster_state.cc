@@ -125,11 +125,12 @@ int64_t FractionCharge(int64_t milli, int64_t memory_mib, int64_t device_memory_
                        bool untrusted) {
   const bool memory = memory_mib > 0 && device_memory_mib > 0;
   int64_t charge = milli;
+  // (Rounded down, at least 1m: shares whose memory fills a GPU are one GPU between them, and
+  // as many fit by compute as by memory; rounded up, three 8Gi shares of a 24Gi GPU took 1002m
+  // and only two fitted.)
   if (memory)
-    charge = std::max(
-        charge,
-        std::min<int64_t>(kMilliPerGpu,
-                          (memory_mib * kMilliPerGpu + device_memory_mib - 1) / device_memory_mib));
+    charge = std::max(charge, std::clamp<int64_t>(memory_mib * kMilliPerGpu / device_memory_mib, 1,
+                                                  kMilliPerGpu));
   if (untrusted && milli > 0) {
     int64_t fit = kMilliPerGpu / milli;
     if (memory) fit = std::min(fit, device_memory_mib / memory_mib);

@@ -495,8 +495,10 @@ GangPlacement Placer::PlaceGang(ClusterState& s, const std::vector<PodRequest>& 
     constexpr const char* kNoNode = "no node can take it now: ";
     if (explain_ && failed.second.rfind(kNoNode, 0) == 0) {
       if (pods.size() > 1)
-        g.reason += " (" + std::to_string(failed.first) + " fit; for the next, " +
-                    failed.second.substr(std::strlen(kNoNode)) + ")";
+        g.reason +=
+            (failed.first == 0 ? std::string(" (none fits: ")
+                               : " (" + std::to_string(failed.first) + " fit; for the next, ") +
+            failed.second.substr(std::strlen(kNoNode)) + ")";
       else
         g.reason += ": " + failed.second.substr(std::strlen(kNoNode));
     }

@@ -150,7 +150,7 @@ grep -q "^queues/dept-x deleted" <<<"$out" && grep -q "^queues/dept deleted" <<<
   fail "delete queues --all: $out"
 [ "$(grep -n "dept" <<<"$out" | head -1 | grep -c "dept-x")" = 1 ] || fail "a parent before its child: $out"
 # A memory-only share takes the compute its memory is of the GPU it gets (12Gi of a 141Gi H200:
-# 86m), and get workloads shows that; waiting, the memory it asks.
+# 85m), and get workloads shows that; waiting, the memory it asks.
 cat >"$tmp/kv.yaml" <<YAML
 apiVersion: fabrica.dev/v1
 kind: Workload
@@ -165,7 +165,7 @@ for _ in $(seq 50); do
   grep -q "^kv *Running " <<<"$out" && break
   sleep 0.2
 done
-grep -q "^kv *Running *1 *0.086 " <<<"$out" || fail "kv's GPUS: $out"
-"$FABCTL" get workload kv -n team-a -o json | tr -d ' \n' | contains '"gpuMilli":86,' ||
+grep -q "^kv *Running *1 *0.085 " <<<"$out" || fail "kv's GPUS: $out"
+"$FABCTL" get workload kv -n team-a -o json | tr -d ' \n' | contains '"gpuMilli":85,' ||
   fail "kv's share: $("$FABCTL" get workload kv -n team-a -o json)"
 echo "OK: top nodes shows the room held for a reservation, and whose; describe says when a limit ends a run; malformed JSON and a misspelt field are named; delete --all; a memory-only share's GPUS"
