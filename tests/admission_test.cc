@@ -4248,6 +4248,41 @@ TEST_F(AdmissionTest, APlacedFractionIsChargedAsOnTheGpuItGot) {
   EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 4580);
 }
 
+// A memory share is charged less on a larger GPU: where its quota refuses it as on the
+// smallest GPU that holds it, it is admitted on one where it costs what the quota allows, and
+// only what it could not be admitted on any is Unschedulable (a trial's three 10Gi shares were
+// refused "asks for 1.251 GPUs" under a quota of 1, though on an H100 they cost 0.375).
+TEST_F(AdmissionTest, AMemoryShareIsAdmittedWhereItCostsWhatItsQuotaAllows) {
+  Fleet fleet = Nodes(1, 4);  // H100s, 80Gi
+  Node l4 = GpuNode("l0", 4);
+  for (Device& d : l4.devices) {
+    d.model = "L4";
+    d.memory = MemoryMib(24 * 1024);
+  }
+  fleet.nodes.push_back(l4);
+  ASSERT_TRUE(ValidateFleet(fleet).ok());
+  AdmissionConfig config;
+  config.queues = {QueueSpec{"org", "", 1, {}, -1}, Leaf("a", 1, /*borrowing=*/0)};
+  MakeTree(fleet, config, {"a"});
+  Workload w = Fraction("kv", "a", 0, "a");
+  w.pod_sets[0].count = 3;
+  w.pod_sets[0].device.gpu_memory = MemoryMib(10 * 1024);
+  const int kv = Submit(w);
+  EXPECT_EQ(adm_->gpu_milli(kv), 3 * 416);  // (waiting: as on the L4)
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(adm_->phase(kv), Phase::kAdmitted) << adm_->reason(kv);
+  EXPECT_EQ(adm_->gpu_milli(kv), 3 * 125);
+  for (const Assignment& a : adm_->assignments(kv)) EXPECT_EQ(a.node, 0);
+  EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 375);
+  // Three of 30Gi fit no L4 and cost 3 × 375m on an H100: never within 1 GPU.
+  Workload big = Fraction("big", "a", 0, "a");
+  big.pod_sets[0].count = 3;
+  big.pod_sets[0].device.gpu_memory = MemoryMib(30 * 1024);
+  const int b = Submit(big, 2);
+  EXPECT_EQ(adm_->phase(b), Phase::kInfeasible);
+  EXPECT_NE(adm_->reason(b).find("asks for 1.125 GPUs"), std::string::npos) << adm_->reason(b);
+}
+
 // A tenant with exclusiveNodes is charged the nodes it keeps others off: five 1-GPU pods that
 // each fill a node's memory count as the five nodes' 40 GPUs, past its queue's 8, and are
 // refused saying so (a user-style trial: they kept 35 GPUs idle under a quota of 8).

@@ -852,6 +852,27 @@ TEST(Placer, AsManyMemoryOnlySharesFitAsTheGpusMemoryHolds) {
   EXPECT_NE(placer.Place(s, req, rng).outcome, Outcome::kPlaced);
 }
 
+// A tenant with exclusiveNodes fills the nodes it holds before it takes another: each node it
+// touches is kept from every other tenant (a trial saw two pods that fit one node hold two).
+TEST(Placer, ATenantWithExclusiveNodesFillsTheNodesItHoldsFirst) {
+  Fleet fleet = FleetOf(Nodes("n", 4, 8));
+  ClusterState s(fleet, {MakeTenant("guest", TrustLevel::kUntrusted, "", true),
+                         MakeTenant("acme", TrustLevel::kStandard)});
+  auto policy = MustMakePolicy("random");  // (any node equally likely, but for this rule)
+  Placer placer(*policy);
+  Rng rng(7);
+  std::set<int> nodes;
+  for (int i = 0; i < 8; ++i) {
+    const PodPlacement p = PlaceAndApply(s, placer, Req(s, Whole(1), "guest"), rng);
+    ASSERT_EQ(p.outcome, Outcome::kPlaced) << p.reason;
+    nodes.insert(p.assignment.node);
+  }
+  EXPECT_EQ(nodes.size(), 1u);
+  // The ninth takes a second node; another tenant's work is placed as before.
+  EXPECT_EQ(PlaceAndApply(s, placer, Req(s, Whole(1), "guest"), rng).outcome, Outcome::kPlaced);
+  EXPECT_EQ(PlaceAndApply(s, placer, Req(s, Whole(1), "acme"), rng).outcome, Outcome::kPlaced);
+}
+
 TEST(Placer, InfeasibleVersusPending) {
   Fleet fleet = FleetOf(Nodes("n", 2, 8));
   ClusterState s(fleet);

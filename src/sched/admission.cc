@@ -1921,6 +1921,8 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
   // hold is decided as QuotaAllows decides it with nothing else running: up the chain, within
   // some queue's guarantee, never past a borrowing limit, and no further than the root's
   // guarantee.
+  // (By the least it could be charged: a memory share on the largest GPU it may use.)
+  const int64_t need = LeastCharge(e);
   for (const PodRequest& p : e.pods) {
     if (p.kind == DeviceKind::kNone) continue;
     std::string why;
@@ -1933,17 +1935,17 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
       }
       std::string limit;
       // (Non-preemptible work never borrows: its queue's guarantee is all it may hold.)
-      if (Pinned(e) && e.gpu_milli > queues_[leaf].guaranteed[f])
+      if (Pinned(e) && need > queues_[leaf].guaranteed[f])
         limit = "queue " + queues_[leaf].spec.name + "'s guarantee, " +
                 GpuAmount(queues_[leaf].guaranteed[f]) + ", is the most its " +
                 PinnedWork(queues_[leaf]) + " may hold";
       for (int n = leaf; n >= 0 && limit.empty(); n = queues_[n].parent) {
         const QueueNode& q = queues_[n];
-        if (e.gpu_milli <= q.guaranteed[f]) {
+        if (need <= q.guaranteed[f]) {
           holdable = true;
           break;
         }
-        if (q.borrow_limit[f] && e.gpu_milli - q.guaranteed[f] > *q.borrow_limit[f]) {
+        if (q.borrow_limit[f] && need - q.guaranteed[f] > *q.borrow_limit[f]) {
           limit = "queue " + q.spec.name + " (guarantee " + GpuAmount(q.guaranteed[f]) +
                   " + borrowing limit " + GpuAmount(*q.borrow_limit[f]) + ") may hold at most " +
                   GpuAmount(q.guaranteed[f] + *q.borrow_limit[f]);
@@ -1962,9 +1964,9 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
       }
       if (holdable) break;
       // (Each flavour it could use, with its limit.)
-      why += (why.empty() ? "asks for " + GpuAmount(e.gpu_milli) +
-                                (e.gpu_milli == kMilliPerGpu ? " GPU; " : " GPUs; ")
-                          : "; ") +
+      why += (why.empty()
+                  ? "asks for " + GpuAmount(need) + (need == kMilliPerGpu ? " GPU; " : " GPUs; ")
+                  : "; ") +
              "of " + flavor_name(f) + ", " + limit;
     }
     if (!holdable && !why.empty()) {
@@ -3104,6 +3106,7 @@ uint64_t Admitter::QuotaModels(const Entry& e, const PodRequest& gpu_pod, std::s
   bool holds = false;     // whether *blocked is a flavour its queue holds GPUs in
   bool reclaims = false;  // ... one it may reclaim quota in (QuotaReclaims)
   bool pinned = false;    // *why says non-preemptible work may not borrow
+  const bool varies = ChargeVaries(e);
   for (int f : CandidateFlavors(gpu_pod)) {
     // Non-preemptible work does not borrow: nobody could take the room back (KAI's rule). That
     // limit holds whatever else frees, so it is what a refusal names.
@@ -3118,10 +3121,23 @@ uint64_t Admitter::QuotaModels(const Entry& e, const PodRequest& gpu_pod, std::s
       continue;
     }
     std::string refused;
+    // Charged less on some models (a memory share of a larger GPU, a node that holds more of
+    // an exclusiveNodes tenant's pods): those, where the quota allows what it costs there.
+    uint64_t cheaper = 0;
+    const bool fits = QuotaAllows(e.leaf, f, e.gpu_milli, &refused);
+    if (!fits && varies) {
+      const uint64_t models = FlavorModels(f, gpu_pod);
+      for (int m = 0; m < 64; ++m)
+        if (models >> m & 1)
+          if (const int64_t c = ChargeOn(e, m);
+              c >= 0 && c < e.gpu_milli && QuotaAllows(e.leaf, f, c, nullptr))
+            cheaper |= uint64_t{1} << m;
+    }
     // (A swap, once its victims have stopped: it is admitted where they were.)
-    if (QuotaAllows(e.leaf, f, e.gpu_milli, &refused) ||
-        (e.continuing && SwapAllows(e, f, e.gpu_milli))) {
+    if (fits || (e.continuing && SwapAllows(e, f, e.gpu_milli))) {
       allowed |= FlavorModels(f, gpu_pod);
+    } else if (cheaper != 0) {
+      allowed |= cheaper;
     } else if (const bool h = queues_[e.leaf].usage[f] > 0,
                r = QuotaReclaims(e.leaf, f, e.gpu_milli);
                !pinned && (why->empty() || (r && !reclaims) || (!reclaims && h && !holds))) {
@@ -3135,6 +3151,30 @@ uint64_t Admitter::QuotaModels(const Entry& e, const PodRequest& gpu_pod, std::s
   }
   if (allowed == 0 && !why->empty()) *why += ChargeNote(e);
   return allowed;
+}
+
+bool Admitter::ChargeVaries(const Entry& e) const {
+  for (const PodRequest& p : e.pods)
+    if (state_.ChargeVaries(p)) return true;
+  return false;
+}
+
+int64_t Admitter::ChargeOn(const Entry& e, int m) const {
+  int64_t total = 0;
+  for (const PodRequest& p : e.pods) {
+    const int64_t c = state_.ChargeOnModel(p, m);
+    if (c < 0) return -1;
+    total += c;
+  }
+  return total;
+}
+
+int64_t Admitter::LeastCharge(const Entry& e) const {
+  if (!ChargeVaries(e)) return e.gpu_milli;
+  int64_t least = -1;
+  for (int m = 0; m < static_cast<int>(state_.models().size()) && m < 64; ++m)
+    if (const int64_t c = ChargeOn(e, m); c >= 0 && (least < 0 || c < least)) least = c;
+  return least < 0 ? e.gpu_milli : std::min(least, e.gpu_milli);
 }
 
 std::string Admitter::ChargeNote(const Entry& e) const {

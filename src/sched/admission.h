@@ -688,6 +688,13 @@ class Admitter {
   // Where e is charged more quota than the compute it asks (ClusterState::MakeRequest), a
   // note saying so for a refusal; else empty.
   std::string ChargeNote(const Entry& e) const;
+  // What e would be charged with its GPU pods on GPUs of model m (ClusterState::ChargeOnModel;
+  // -1: not there), and the least of that over the models it may use (e.gpu_milli where its
+  // charge does not depend on the GPU). A refusal by quota asks, model by model, where it
+  // would be charged less (QuotaModels); what can never be admitted is judged by the least.
+  int64_t ChargeOn(const Entry& e, int m) const;
+  int64_t LeastCharge(const Entry& e) const;
+  bool ChargeVaries(const Entry& e) const;
   // The models of `req` whose most specific flavour is f, whether or not a quota names it (a
   // queue's flavorOrder).
   uint64_t OrderModels(int f, const PodRequest& req) const;

@@ -167,6 +167,47 @@ int64_t ClusterState::ExclusiveCharge(const PodRequest& req, int n) const {
   return fit <= 0 ? 0 : int64_t{node.gpu_count()} * kMilliPerGpu / fit;
 }
 
+bool ClusterState::ChargeVaries(const PodRequest& req) const {
+  if (req.num_gpu <= 0) return false;
+  return (req.kind == DeviceKind::kFraction && req.gpu_memory_mib > 0) ||
+         (req.tenant >= 0 && tenants_[req.tenant].exclusive_nodes);
+}
+
+int64_t ClusterState::ChargeOnModel(const PodRequest& req, int model) const {
+  if (req.num_gpu <= 0) return 0;
+  if (model < 0 || !(req.model_mask >> model & 1)) return -1;
+  if (!ChargeVaries(req)) return req.total_charge_milli();
+  const bool untrusted = req.tenant >= 0 && tenants_[req.tenant].trust == TrustLevel::kUntrusted;
+  const bool exclusive = req.tenant >= 0 && tenants_[req.tenant].exclusive_nodes;
+  int64_t most = -1;
+  for (int n : type_representatives_) {
+    if (nodes_[n].model != model) continue;
+    const Node& node = fleet_->nodes[n];
+    int64_t per_gpu = -1;  // the most one of its GPUs is charged on this node, -1: none holds it
+    if (req.kind == DeviceKind::kFraction) {
+      for (int d = 0; d < node.gpu_count(); ++d) {
+        const int64_t mem = node.devices[d].memory.value();
+        if (node.devices[d].mig_enabled() || mem < req.gpu_memory_mib) continue;
+        per_gpu = std::max(per_gpu, req.gpu_memory_mib > 0
+                                        ? FractionCharge(FractionMilli(n, d, req),
+                                                         req.gpu_memory_mib, mem, untrusted)
+                                    : req.charge_milli > 0 ? req.charge_milli
+                                                           : req.gpu_milli);
+      }
+    } else {
+      per_gpu = req.gpu_milli;
+    }
+    if (per_gpu < 0) continue;
+    if (exclusive) {
+      const int64_t node_charge = ExclusiveCharge(req, n);
+      if (node_charge <= 0) continue;  // (it cannot hold one)
+      per_gpu = std::max(per_gpu, node_charge / req.num_gpu);
+    }
+    most = std::max(most, per_gpu * req.num_gpu);
+  }
+  return most;
+}
+
 Result<PodRequest> ClusterState::MakeRequest(const PodSet& ps, const TenantId& tenant) const {
   PodRequest r;
   r.cpu_milli = ps.cpu.value();

@@ -129,6 +129,12 @@ class ClusterState {
   // pod: the node's GPUs over how many such pods the node holds (by GPUs, CPU and memory),
   // since no other tenant may use what they leave; 0 if the node cannot hold one.
   int64_t ExclusiveCharge(const PodRequest& req, int n) const;
+  // Whether what a pod is charged depends on the GPU it gets: a fraction that asks memory, a
+  // pod of a tenant with exclusiveNodes.
+  bool ChargeVaries(const PodRequest& req) const;
+  // What the pod is charged (all its GPUs) on a node of GPU model `model` (the most, where
+  // nodes of that model differ); -1 where no node of that model can hold it.
+  int64_t ChargeOnModel(const PodRequest& req, int model) const;
 
   // Capacity totals.
   int64_t total_gpu_milli() const { return total_gpu_milli_; }

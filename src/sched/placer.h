@@ -82,7 +82,10 @@ class Placer {
                       const PodRequest& req, Rng& rng) const;
   template <typename NodeAt>
   PodPlacement Best(const ClusterState& s, const PodRequest& req, Rng& rng, size_t count,
-                    NodeAt node_at) const;
+                    NodeAt node_at, bool explain = true) const;
+  // An exclusiveNodes tenant's pod on a node its tenant already holds, where one has room.
+  bool PlaceOnHeldNode(const ClusterState& s, const PodRequest& req, Rng& rng,
+                       PodPlacement* out) const;
 
   const Policy& policy_;
   bool explain_ = true;
