@@ -83,6 +83,18 @@ Workload Fraction(const std::string& name, const std::string& queue, int64_t mil
   return w;
 }
 
+// `fleet` and one more node of `gpus` GPUs of `model` with `gib` GiB of memory each.
+Fleet WithNodeOf(Fleet fleet, const std::string& name, int gpus, const std::string& model,
+                 int64_t gib) {
+  Node node = GpuNode(name, gpus);
+  for (Device& d : node.devices) {
+    d.model = model;
+    d.memory = MemoryMib(gib * 1024);
+  }
+  fleet.nodes.push_back(node);
+  return fleet;
+}
+
 // One pod's assignment: whole GPUs `gpus` of node `node`.
 std::vector<Assignment> OnGpus(int node, std::vector<int> gpus) {
   Assignment a;
@@ -4212,13 +4224,7 @@ TEST_F(AdmissionTest, AFractionIsChargedByItsMemoryWhereThatIsTheLargerShare) {
 // Placed, a fraction is charged as on the GPU it got: 41Gi waits charged as on an 80Gi H100 (the
 // smallest GPU that holds it), and on a 141Gi H200 holds 0.291 of it, as the meter bills it.
 TEST_F(AdmissionTest, APlacedFractionIsChargedAsOnTheGpuItGot) {
-  Fleet fleet = Nodes(1, 4);
-  Node h200 = GpuNode("m0", 4);
-  for (Device& d : h200.devices) {
-    d.model = "H200";
-    d.memory = MemoryMib(141 * 1024);
-  }
-  fleet.nodes.push_back(h200);
+  Fleet fleet = WithNodeOf(Nodes(1, 4), "m0", 4, "H200", 141);
   ASSERT_TRUE(ValidateFleet(fleet).ok());
   AdmissionConfig config;
   config.queues = {QueueSpec{"org", "", 1, {}, -1}, Leaf("a", 8)};
@@ -4253,13 +4259,7 @@ TEST_F(AdmissionTest, APlacedFractionIsChargedAsOnTheGpuItGot) {
 // only what it could not be admitted on any is Unschedulable (a trial's three 10Gi shares were
 // refused "asks for 1.251 GPUs" under a quota of 1, though on an H100 they cost 0.375).
 TEST_F(AdmissionTest, AMemoryShareIsAdmittedWhereItCostsWhatItsQuotaAllows) {
-  Fleet fleet = Nodes(1, 4);  // H100s, 80Gi
-  Node l4 = GpuNode("l0", 4);
-  for (Device& d : l4.devices) {
-    d.model = "L4";
-    d.memory = MemoryMib(24 * 1024);
-  }
-  fleet.nodes.push_back(l4);
+  Fleet fleet = WithNodeOf(Nodes(1, 4), "l0", 4, "L4", 24);  // (and an 80Gi H100 node)
   ASSERT_TRUE(ValidateFleet(fleet).ok());
   AdmissionConfig config;
   config.queues = {QueueSpec{"org", "", 1, {}, -1}, Leaf("a", 1, /*borrowing=*/0)};
