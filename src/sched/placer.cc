@@ -109,7 +109,13 @@ PodPlacement Placer::Explain(const ClusterState& s, const PodRequest& req) const
   p.outcome = Outcome::kPending;
   p.reason = "no node can take it now: " + std::to_string(lack_cpu) + " lack CPU, " +
              std::to_string(lack_mem) + " lack memory, " + std::to_string(lack_gpu) +
-             " lack a free GPU of an allowed model or isolation allows no sharing";
+             // (What a device lacks, by what it asks: a trial read of isolation for whole GPUs.)
+             (req.kind == DeviceKind::kFraction
+                  ? " lack a free GPU, or a shared one with its compute and memory left that "
+                    "isolation lets it share"
+              : req.kind == DeviceKind::kMig
+                  ? " lack a free " + s.mig_profile_name(req.mig_profile) + " slice it may use"
+                  : " lack a free GPU of an allowed model");
   if (scattered)
     p.reason += ", " + std::to_string(scattered) + " have " + std::to_string(scattered_gpus) +
                 " unused GPUs between them but fewer than the " + std::to_string(req.num_gpu) +
