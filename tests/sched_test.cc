@@ -826,6 +826,14 @@ TEST(Placer, AMemoryOnlyShareTakesItsMemorysShareOfTheGpuItLandsOn) {
   EXPECT_EQ(s.allocated_gpu_milli(), 850 + 1000 + 100);
   // Another does not fit the H100's 50m left.
   EXPECT_NE(PlaceAndApply(s, placer, req, rng).outcome, Outcome::kPlaced);
+  // A 20Gi share is told that the T4's GPUs are too small, not that they are in use.
+  PodSet big = Fraction(0);
+  big.device.gpu_memory = MemoryMib(20 * 1024);
+  const PodPlacement waits = placer.Explain(s, Req(s, big, "acme"));
+  EXPECT_NE(waits.reason.find("1 lack a free GPU, or a shared one"), std::string::npos)
+      << waits.reason;
+  EXPECT_NE(waits.reason.find("1 have GPUs with less than its 20Gi of memory"), std::string::npos)
+      << waits.reason;
   s.Release(p.assignment, req);
   EXPECT_EQ(s.allocated_gpu_milli(), 1850);
 }

@@ -1037,6 +1037,33 @@ std::vector<json> ApplyOrder(const std::vector<json>& docs) {
   return out;
 }
 
+// A tenant given exclusiveNodes while its pods already run beside other tenants' pods: those
+// stay (nothing running is moved), which a user would not guess from the flag (a trial).
+// Nothing where its caller may not list every tenant's workloads.
+void WarnSharedNodes(HttpClient& http, const std::string& tenant) {
+  auto resp = http.Do("GET", "/apis/fabrica.dev/v1/workloads");
+  if (!resp.ok() || resp->status != 200) return;
+  const json list = json::parse(resp->body, nullptr, false);
+  std::map<std::string, std::pair<bool, bool>> nodes;  // node -> (its pods, others')
+  for (const json& w : Arr(list, "items")) {
+    const std::string phase = Obj(w, "status").value("phase", "");
+    if (phase != "Scheduled" && phase != "Running") continue;
+    const bool own = Obj(w, "metadata").value("namespace", "") == tenant;
+    for (const json& a : Arr(Obj(w, "status"), "assignments"))
+      if (const std::string n = a.value("node", ""); !n.empty())
+        (own ? nodes[n].first : nodes[n].second) = true;
+  }
+  std::string shared;
+  int count = 0;
+  for (const auto& [n, who] : nodes)
+    if (who.first && who.second && count++ < 5) shared += (shared.empty() ? "" : ", ") + n;
+  if (count == 0) return;
+  std::cerr << "Warning: tenant " << tenant << "'s pods already run beside other tenants' on "
+            << count << " node(s) (" << shared << (count > 5 ? ", ..." : "")
+            << "): exclusiveNodes keeps others off the nodes its pods land on from now on; "
+               "nothing running is moved\n";
+}
+
 int Apply(Globals& g, HttpClient& http, const std::string& file) {
   auto docs = ReadManifests(file);
   if (!docs.ok()) {
@@ -1186,6 +1213,9 @@ int Apply(Globals& g, HttpClient& http, const std::string& file) {
     }
     std::printf("%s/%s %s%s\n", std::string(r->plural).c_str(), name.c_str(), verb.c_str(),
                 dry.empty() ? "" : " (server dry run)");
+    if (std::string(r->kind) == "Tenant" && verb != "unchanged" &&
+        Obj(obj, "spec").value("exclusiveNodes", false) == true)
+      WarnSharedNodes(http, name);
   }
   return rc;
 }
@@ -1562,13 +1592,44 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
             if (!a.value("node", "").empty() && d.contains("gpuMilli") &&
                 d["gpuMilli"].is_number_integer())
               held += d["gpuMilli"].get<int64_t>();
-        const std::string why =
-            charge->value() > held
-                ? " (its pods hold " + GpusOfMilli(held) +
-                      " of compute: a fraction counts its memory's share of its GPU where that "
-                      "is larger, an untrusted tenant's the GPU no one else may share, a tenant "
-                      "with exclusiveNodes the nodes it keeps others off)"
-                : "";
+        std::string why;
+        if (charge->value() > held) {
+          // The rules that apply: by what its pods ask and what its tenant is.
+          bool memory = false, share = false;
+          for (const json& ps : Arr(Obj(o, "spec"), "podSets")) {
+            const json dev = Obj(ps, "devices");
+            memory |= dev.contains("gpuMemory");
+            share |= dev.contains("gpuMemory") || dev.contains("gpuMilli");
+          }
+          bool untrusted = false, exclusive = false;
+          if (auto t = http.Do("GET", "/apis/fabrica.dev/v1/tenants/" +
+                                          Obj(o, "metadata").value("namespace", ""));
+              t.ok() && t->status == 200) {
+            const json spec = Obj(json::parse(t->body, nullptr, false), "spec");
+            untrusted = spec.value("trust", "") == "untrusted";
+            exclusive = spec.value("exclusiveNodes", false) == true;
+          }
+          std::vector<std::string> rules;
+          if (exclusive)
+            rules.push_back(
+                "its tenant has exclusiveNodes: a pod counts its node's GPUs over how many such "
+                "pods one node holds");
+          if (memory)
+            rules.push_back(
+                "a share counts its GPU memory's share of its GPU where that is larger");
+          if (untrusted && share)
+            rules.push_back(
+                "an untrusted tenant's share counts the GPU over how many such "
+                "shares fit on one");
+          if (rules.empty())
+            rules.push_back(
+                "a share counts its GPU memory's share where larger, an untrusted "
+                "tenant's the GPU no one else may share, a tenant with exclusiveNodes "
+                "the nodes it keeps others off");
+          why = " (its pods hold " + GpusOfMilli(held) + " of compute: ";
+          for (size_t i = 0; i < rules.size(); ++i) why += (i ? "; " : "") + rules[i];
+          why += ")";
+        }
         std::printf("Charged:    %s GPUs of its queue's quota%s\n",
                     GpusOfMilli(charge->value()).c_str(), why.c_str());
       }

@@ -3401,10 +3401,21 @@ bool Admitter::Grow(int id, bool* probed) {
         // guarantee a whole number of pods short of it — if it may be preempted at all.)
         const int64_t pod = e.set_request.size() == 1 ? e.set_request[0].total_charge_milli() : 0;
         // (What is being evicted counts as gone, as a shrink counts it.)
+        // The queue's other work within the guarantee, the gap to it a whole number of pods,
+        // and what it would borrow no more than its pods beyond minCount: those a reclaim's
+        // shrink takes back. (Before, it had to hold no more than the guarantee to grow past
+        // it: a trial saw one shrunk for fair share stay at 4 of 12 beside idle GPUs for good,
+        // though growing back to 12 would borrow only pods a shrink takes again.)
         const int64_t held = q.usage[f] - q.evicting_usage[f];
+        const int64_t others = held - mine;
+        const int64_t beyond_least =
+            e.min_counts.size() == 1
+                ? int64_t{e.counts[0] + extra_for(step)[0] - e.min_counts[0]} * pod
+                : 0;
         const bool reclaimable_by_shrink =
             config_.elastic_shrink && e.options.preemptible && e.options.may_shrink && pod > 0 &&
-            held <= q.guaranteed[f] && (q.guaranteed[f] - held) % pod == 0;
+            others <= q.guaranteed[f] && (q.guaranteed[f] - others) % pod == 0 &&
+            held + more.gpu_milli - q.guaranteed[f] <= beyond_least;
         if (managed_[f] && !within_or_beyond(q.usage[f], mine, q.guaranteed[f], more.gpu_milli)) {
           // (Only where no other flavour would do, and then in this one alone: a shrink takes
           // back only pods of the flavour lent.)

@@ -82,12 +82,21 @@ PodPlacement Placer::Explain(const ClusterState& s, const PodRequest& req) const
   // Nodes another tenant's exclusivity keeps it off; nodes with some unused GPUs but fewer than
   // a pod of whole GPUs needs, and those GPUs (free GPUs scattered over nodes).
   int exclusive = 0, scattered = 0, scattered_gpus = 0;
+  int small = 0;  // nodes whose GPUs all have less memory than the share asks
+  const auto too_small = [&](int n) {
+    if (req.kind != DeviceKind::kFraction || req.gpu_memory_mib <= 0) return false;
+    for (const Device& d : s.node(n).devices)
+      if (!d.mig_enabled() && d.memory.value() >= req.gpu_memory_mib) return false;
+    return true;
+  };
   for (int c : s.active_classes()) {
     const int n = s.class_nodes(c).front();
     const int count = static_cast<int>(s.class_nodes(c).size());
     // (A node of another GPU model never could: not counted as lacking room.)
     if (req.num_gpu > 0 && (s.node_model(n) < 0 || !(req.model_mask >> s.node_model(n) & 1)))
       other_model += count;
+    else if (too_small(n))
+      small += count;  // (never, however free: a trial read "lack a free GPU" of idle L4s)
     else if (s.free_cpu(n) <= 0 && s.free_memory(n) <= 0)
       no_room += count;  // (full, or held whole: cordoned, not ready, out of service)
     else if (s.free_cpu(n) < req.cpu_milli)
@@ -128,6 +137,9 @@ PodPlacement Placer::Explain(const ClusterState& s, const PodRequest& req) const
                      : " are held by another tenant's exclusiveNodes");
   }
   if (other) p.reason += ", " + std::to_string(other) + " refused by policy";
+  if (small)
+    p.reason += ", " + std::to_string(small) + " have GPUs with less than its " +
+                FormatMemoryMib(MemoryMib(req.gpu_memory_mib)) + " of memory";
   if (no_room)
     p.reason += ", " + std::to_string(no_room) +
                 " have no room at all (full, cordoned, not ready or out of service)";

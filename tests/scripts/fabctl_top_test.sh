@@ -168,4 +168,28 @@ done
 grep -q "^kv *Running *1 *0.085 " <<<"$out" || fail "kv's GPUS: $out"
 "$FABCTL" get workload kv -n team-a -o json | tr -d ' \n' | contains '"gpuMilli":85,' ||
   fail "kv's share: $("$FABCTL" get workload kv -n team-a -o json)"
-echo "OK: top nodes shows the room held for a reservation, and whose; describe says when a limit ends a run; malformed JSON and a misspelt field are named; delete --all; a memory-only share's GPUS"
+# A tenant given exclusiveNodes while its pods share a node with another tenant's is warned that
+# nothing running moves.
+cat >"$tmp/beside.yaml" <<YAML
+apiVersion: fabrica.dev/v1
+kind: Workload
+metadata: {name: beside, namespace: partner-x}
+spec:
+  podSets: [{name: main, count: 1, cpu: "1", memory: 1Gi, devices: {gpus: 1, models: H200}}]
+  run: {command: [train], durationSeconds: 600}
+YAML
+"$FABCTL" apply -f "$tmp/beside.yaml" >/dev/null || fail "apply beside"
+for _ in $(seq 50); do
+  out=$("$FABCTL" get workloads -A)
+  grep -q "^partner-x *beside *\(Scheduled\|Running\) " <<<"$out" && break
+  sleep 0.2
+done
+kv_node=$(awk '$2 == "kv" {print $6}' <<<"$out")
+beside_node=$(awk '$2 == "beside" {print $6}' <<<"$out")
+[ -n "$kv_node" ] && [ "$kv_node" = "$beside_node" ] || fail "kv and beside not on one node: $out"
+printf 'apiVersion: fabrica.dev/v1\nkind: Tenant\nmetadata: {name: partner-x}\nspec: {trust: untrusted, exclusiveNodes: true}\n' >"$tmp/excl.yaml"
+out=$("$FABCTL" apply -f "$tmp/excl.yaml" 2>&1) || fail "apply excl.yaml: $out"
+grep -q "^tenants/partner-x configured" <<<"$out" &&
+  grep -q "^Warning: tenant partner-x's pods already run beside other tenants' on 1 node(s) ($kv_node): exclusiveNodes keeps others off the nodes its pods land on from now on; nothing running is moved$" <<<"$out" ||
+  fail "no warning for exclusiveNodes on a shared node: $out"
+echo "OK: top nodes shows the room held for a reservation, and whose; describe says when a limit ends a run; malformed JSON and a misspelt field are named; delete --all; a memory-only share's GPUS; exclusiveNodes on a shared node warned"
