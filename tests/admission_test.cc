@@ -4308,6 +4308,37 @@ TEST_F(AdmissionTest, AMemoryShareIsAdmittedWhereItCostsWhatItsQuotaAllows) {
   EXPECT_NE(adm_->reason(b).find("asks for 1.125 GPUs"), std::string::npos) << adm_->reason(b);
 }
 
+// Narrowed by its quota to the GPUs it costs less on, a memory share takes back what another
+// queue borrows there as it would at that cost (a trial's, held to H200s, waited behind
+// borrowed work: reclaim weighed it as on an H100, past its guarantee).
+TEST_F(AdmissionTest, AMemoryShareHeldToCheaperGpusReclaimsThere) {
+  Fleet fleet = WithNodeOf(Nodes(1, 4), "m0", 4, "H200", 141);
+  ASSERT_TRUE(ValidateFleet(fleet).ok());
+  AdmissionConfig config;
+  QueueSpec org{"org", "", 1, {}, -1};
+  org.quotas["gpu"] = QuotaSpec{8000, std::nullopt, std::nullopt};  // (b borrows the rest)
+  config.queues = {org, Leaf("a", 0.3, /*borrowing=*/0), Leaf("b", 0)};
+  MakeTree(fleet, config, {"a", "b"});
+  Workload fill = Gpus("fill", "b", 4, 0, 2, /*gang=*/false, "b");
+  const int b = Submit(fill, 0);
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(adm_->phase(b), Phase::kAdmitted) << adm_->reason(b);
+  Workload w = Fraction("kv", "a", 0, "a");
+  w.pod_sets[0].count = 3;
+  w.pod_sets[0].device.gpu_memory = MemoryMib(10 * 1024);
+  const int kv = Submit(w, 100);
+  EXPECT_EQ(adm_->gpu_milli(kv), 3 * 125);  // (waiting: as on an H100, past a's 0.3)
+  CycleResult cr = adm_->Cycle(101, 1000);
+  ASSERT_EQ(cr.evicted.size(), 1u) << adm_->reason(kv);
+  EXPECT_EQ(cr.evicted[0].victim, b);
+  EXPECT_EQ(adm_->gpu_milli(kv), 3 * 125) << "waiting, charged as before";
+  adm_->Terminated(b, 131);
+  adm_->Cycle(131, 1000);
+  ASSERT_EQ(adm_->phase(kv), Phase::kAdmitted) << adm_->reason(kv);
+  EXPECT_EQ(adm_->gpu_milli(kv), 3 * 70);
+  for (const Assignment& a : adm_->assignments(kv)) EXPECT_EQ(a.node, 1);
+}
+
 // A tenant with exclusiveNodes is charged the nodes it keeps others off: five 1-GPU pods that
 // each fill a node's memory count as the five nodes' 40 GPUs, past its queue's 8, and are
 // refused saying so (a user-style trial: they kept 35 GPUs idle under a quota of 8).

@@ -2802,6 +2802,19 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
                         std::map<uint64_t, std::string>& failed) {
   Entry& e = entries_[id];
   std::vector<PodRequest> pods = e.pods;
+  // Narrowed by its quota to the models it costs less on (QuotaModels), it is charged for this
+  // attempt the most it costs there, so that reclaim and preemption weigh that (a trial's
+  // memory share, held to H200s, took nothing back from best-effort work there); unless it is
+  // admitted (then charged as placed), its charge is what it was after.
+  struct KeepCharge {
+    Admitter* a;
+    int id;
+    int64_t charge = -1;
+    ~KeepCharge() {
+      if (charge >= 0 && a->entries_[id].phase != Phase::kAdmitted)
+        a->entries_[id].gpu_milli = charge;
+    }
+  } keep_charge{this, id};
   // Woken only to see whether moving work helps (Wake): if it does not, nothing is held for it.
   const bool probe = e.probe;
   e.probe = false;
@@ -2826,6 +2839,15 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
     if (!cands.empty()) {
       std::string first_why;
       allowed = QuotaModels(e, *gpu_pod, &first_why, &quota_blocked);
+      if (allowed != 0 && ChargeVaries(e)) {
+        int64_t most = -1;
+        for (int m = 0; m < static_cast<int>(state_.models().size()) && m < 64; ++m)
+          if (allowed >> m & 1) most = std::max(most, ChargeOn(e, m));
+        if (most >= 0 && most < e.gpu_milli) {
+          keep_charge.charge = e.gpu_milli;
+          e.gpu_milli = most;
+        }
+      }
       if (allowed == 0) {
         e.reason = first_why;
         if (!e.history.empty()) e.reason += "; " + e.history;
