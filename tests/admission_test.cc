@@ -4365,6 +4365,22 @@ TEST_F(AdmissionTest, ATenantWithExclusiveNodesIsChargedTheNodesItKeepsOthersOff
   adm_->Cycle(1, 1000);
   EXPECT_EQ(adm_->phase(small), Phase::kAdmitted) << adm_->reason(small);
   EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("x")), 1000);
+  // One that fills a node holds the queue's 8; the next is refused, saying why 1 GPU in use
+  // counts as 8.
+  adm_->Finish(small, 2);
+  Workload one = Gpus("one", "x", 1);
+  one.pod_sets[0].memory = MemoryMib(400 * 1024);
+  const int o = Submit(one, 3);
+  adm_->Cycle(3, 1000);
+  ASSERT_EQ(adm_->phase(o), Phase::kAdmitted) << adm_->reason(o);
+  EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("x")), 8000);
+  const int next = Submit(Gpus("next", "x", 1), 4);
+  adm_->Cycle(4, 1000);
+  EXPECT_EQ(adm_->phase(next), Phase::kPending);
+  EXPECT_NE(adm_->reason(next).find("9/8 GPUs (tenant x's running work counts 8 GPUs of quota "
+                                    "for the 1 its pods use: with exclusiveNodes"),
+            std::string::npos)
+      << adm_->reason(next);
 }
 
 TEST_F(AdmissionTest, FairShareFavoursTheLighterQueueAndWeights) {

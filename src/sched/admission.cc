@@ -3171,8 +3171,27 @@ uint64_t Admitter::QuotaModels(const Entry& e, const PodRequest& gpu_pod, std::s
       reclaims = r;
     }
   }
-  if (allowed == 0 && !why->empty()) *why += ChargeNote(e);
+  if (allowed == 0 && !why->empty()) *why += ChargeNote(e) + ExclusiveUsageNote(e);
   return allowed;
+}
+
+std::string Admitter::ExclusiveUsageNote(const Entry& e) const {
+  const PodRequest* gpu_pod = FirstGpuPod(e.pods);
+  if (!gpu_pod || gpu_pod->tenant < 0 || !state_.tenant(gpu_pod->tenant).exclusive_nodes) return "";
+  // (A scan of every workload: only for such tenants, which are few.)
+  int64_t charged = 0, compute = 0;
+  for (const Entry& w : entries_) {
+    if (w.phase != Phase::kAdmitted && w.phase != Phase::kEvicting) continue;
+    const PodRequest* p = FirstGpuPod(w.pods);
+    if (!p || p->tenant != gpu_pod->tenant) continue;
+    charged += w.gpu_milli;
+    for (const PodRequest& q : w.pods) compute += q.total_gpu_milli();
+  }
+  if (charged <= compute) return "";
+  return " (tenant " + state_.tenant(gpu_pod->tenant).name.str() + "'s running work counts " +
+         GpuAmount(charged) + " GPUs of quota for the " + GpuAmount(compute) +
+         " its pods use: with exclusiveNodes each pod counts its node's GPUs over how many such "
+         "pods one node holds)";
 }
 
 bool Admitter::ChargeVaries(const Entry& e) const {

@@ -688,6 +688,10 @@ class Admitter {
   // Where e is charged more quota than the compute it asks (ClusterState::MakeRequest), a
   // note saying so for a refusal; else empty.
   std::string ChargeNote(const Entry& e) const;
+  // For a tenant with exclusiveNodes, where its running work is charged more than the compute
+  // it uses, a note saying so for a quota refusal (a trial read "10/8 GPUs" of 2 running and 2
+  // asked); else empty.
+  std::string ExclusiveUsageNote(const Entry& e) const;
   // What e would be charged with its GPU pods on GPUs of model m (ClusterState::ChargeOnModel;
   // -1: not there), and the least of that over the models it may use (e.gpu_milli where its
   // charge does not depend on the GPU). A refusal by quota asks, model by model, where it
