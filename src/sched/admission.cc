@@ -2838,8 +2838,9 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
     std::vector<int> cands = CandidateFlavors(*gpu_pod);
     if (!cands.empty()) {
       std::string first_why;
-      allowed = QuotaModels(e, *gpu_pod, &first_why, &quota_blocked);
-      if (allowed != 0 && ChargeVaries(e)) {
+      bool by_cost = false;
+      allowed = QuotaModels(e, *gpu_pod, &first_why, &quota_blocked, &by_cost);
+      if (allowed != 0 && by_cost) {
         int64_t most = -1;
         for (int m = 0; m < static_cast<int>(state_.models().size()) && m < 64; ++m)
           if (allowed >> m & 1) most = std::max(most, ChargeOn(e, m));
@@ -3122,13 +3123,13 @@ void Admitter::Admit(int id, uint64_t key, double now, CycleResult& out) {
 }
 
 uint64_t Admitter::QuotaModels(const Entry& e, const PodRequest& gpu_pod, std::string* why,
-                               int* blocked) const {
+                               int* blocked, bool* by_cost) const {
   // Models no flavour is charged for are not limited.
   uint64_t allowed = UnchargedModels(gpu_pod);
   bool holds = false;     // whether *blocked is a flavour its queue holds GPUs in
   bool reclaims = false;  // ... one it may reclaim quota in (QuotaReclaims)
   bool pinned = false;    // *why says non-preemptible work may not borrow
-  const bool varies = ChargeVaries(e);
+  int varies = -1;        // whether e's charge depends on its GPU: asked once a flavour refuses it
   for (int f : CandidateFlavors(gpu_pod)) {
     // Non-preemptible work does not borrow: nobody could take the room back (KAI's rule). That
     // limit holds whatever else frees, so it is what a refusal names.
@@ -3147,7 +3148,8 @@ uint64_t Admitter::QuotaModels(const Entry& e, const PodRequest& gpu_pod, std::s
     // an exclusiveNodes tenant's pods): those, where the quota allows what it costs there.
     uint64_t cheaper = 0;
     const bool fits = QuotaAllows(e.leaf, f, e.gpu_milli, &refused);
-    if (!fits && varies) {
+    if (!fits && varies < 0) varies = ChargeVaries(e) ? 1 : 0;
+    if (!fits && varies == 1) {
       const uint64_t models = FlavorModels(f, gpu_pod);
       for (int m = 0; m < 64; ++m)
         if (models >> m & 1)
@@ -3160,6 +3162,7 @@ uint64_t Admitter::QuotaModels(const Entry& e, const PodRequest& gpu_pod, std::s
       allowed |= FlavorModels(f, gpu_pod);
     } else if (cheaper != 0) {
       allowed |= cheaper;
+      if (by_cost) *by_cost = true;
     } else if (const bool h = queues_[e.leaf].usage[f] > 0,
                r = QuotaReclaims(e.leaf, f, e.gpu_milli);
                !pinned && (why->empty() || (r && !reclaims) || (!reclaims && h && !holds))) {

@@ -998,8 +998,8 @@ class Admitter {
   // The models e may use as its quota stands now (0: none; `why`, `blocked`: the refusal that
   // its queue's own work could undo, the first flavour in which the queue holds GPUs, else the
   // first refusal).
-  uint64_t QuotaModels(const Entry& e, const PodRequest& gpu_pod, std::string* why,
-                       int* blocked) const;
+  uint64_t QuotaModels(const Entry& e, const PodRequest& gpu_pod, std::string* why, int* blocked,
+                       bool* by_cost = nullptr) const;
   void SetCounts(Entry& e, const std::vector<int>& counts);
   // Places all of `pods` (one pod alone, or a gang with e's topology) and applies them to the
   // state; on failure nothing is applied and `reason` (when given) says why.
