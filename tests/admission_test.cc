@@ -1513,6 +1513,21 @@ TEST_F(AdmissionTest, ReleasedWorkAsksForEveryModelAgain) {
 // Partial admission (pod-set minCount): an elastic gang that cannot start whole starts with the
 // most pods that fit now — room or quota — and never fewer than its minCount; released, it
 // asks for all of them again.
+// Started in part, it says why no more started: here the room, its quota to spare.
+TEST_F(AdmissionTest, PartialAdmissionSaysWhetherRoomOrQuotaStoppedMore) {
+  Make(Nodes(2, 4), {Leaf("a", 16)});
+  ASSERT_FALSE(AdmitEach("g", "a", 5).empty());
+  Workload w = Gpus("roomy", "a", 1, 0, 4, /*gang=*/true);
+  w.pod_sets[0].min_count = 2;
+  const int roomy = Submit(w, 4);
+  adm_->Cycle(5, 1000);
+  ASSERT_EQ(adm_->pod_counts(roomy), std::vector<int>{3}) << adm_->reason(roomy);
+  EXPECT_EQ(adm_->partial_why(roomy), "the fleet has room for no more now");
+  EXPECT_NE(adm_->reason(roomy).find("(partial admission: the fleet has room for no more now)"),
+            std::string::npos)
+      << adm_->reason(roomy);
+}
+
 TEST_F(AdmissionTest, PartialAdmissionStartsWithTheMostPodsThatFit) {
   auto elastic = [](const std::string& name, const std::string& queue, int pods, int least) {
     Workload w = Gpus(name, queue, 1, 0, pods, /*gang=*/true);
@@ -1537,6 +1552,8 @@ TEST_F(AdmissionTest, PartialAdmissionStartsWithTheMostPodsThatFit) {
   EXPECT_EQ(adm_->gpu_milli(fits), 3000);
   EXPECT_NE(adm_->reason(fits).find("admitted 3 of 4 pods"), std::string::npos)
       << adm_->reason(fits);
+  // (Its queue's 8 are the fleet's 8: the quota is asked first.)
+  EXPECT_EQ(adm_->partial_why(fits), "its queue's quota holds no more now");
   // Not all its pods start within the gang timeout: released, it asks for all 4 again, and
   // with the fillers gone the same cycle admits all 4.
   for (int f : fillers) adm_->Finish(f, 10);
@@ -1663,6 +1680,7 @@ TEST_F(AdmissionTest, CpuAndMemoryQuotasLimitAdmission) {
     adm_->Cycle(5, 1000);
     ASSERT_EQ(adm_->phase(e), Phase::kAdmitted) << adm_->reason(e);
     EXPECT_EQ(adm_->pod_counts(e), std::vector<int>{1});
+    EXPECT_EQ(adm_->partial_why(e), "its queue's quota holds no more now");
   }
   // Priority within the queue holds for CPU as for GPUs: a's quota is full with priority-0
   // work, and a priority-5 arrival evicts one of them (the cheapest) rather than wait.
@@ -4306,6 +4324,28 @@ TEST_F(AdmissionTest, AMemoryShareIsAdmittedWhereItCostsWhatItsQuotaAllows) {
   const int b = Submit(big, 2);
   EXPECT_EQ(adm_->phase(b), Phase::kInfeasible);
   EXPECT_NE(adm_->reason(b).find("asks for 1.125 GPUs"), std::string::npos) << adm_->reason(b);
+}
+
+// Whether it could ever be admitted is asked flavour by flavour at what it costs on that
+// flavour's GPUs: 10Gi costs 0.416 of an L4, past the L4 flavour's 0.3, and 0.125 of an H100,
+// whose flavour this queue has none of: Unschedulable (a review: judged by its least cost on
+// any GPU, 0.125 fitted the L4 quota and it waited for ever).
+TEST_F(AdmissionTest, AMemoryShareIsJudgedByItsCostOnEachFlavoursGpus) {
+  Fleet fleet = WithNodeOf(Nodes(1, 4), "l0", 4, "L4", 24);
+  ASSERT_TRUE(ValidateFleet(fleet).ok());
+  AdmissionConfig config;
+  config.flavors = {FlavorSpec{"l4", DeviceKind::kFraction, {"L4"}, {}},
+                    FlavorSpec{"big", DeviceKind::kFraction, {"H100"}, {}}};
+  QueueSpec a = Plain("a");
+  a.quotas["l4"] = QuotaSpec{300, 0, {}};
+  a.quotas["big"] = QuotaSpec{0, 0, {}};
+  Make(fleet, {a}, {}, config);
+  Workload w = Fraction("kv", "a", 0, "a");
+  w.pod_sets[0].device.gpu_memory = MemoryMib(10 * 1024);
+  const int kv = Submit(w);
+  EXPECT_EQ(adm_->phase(kv), Phase::kInfeasible) << adm_->reason(kv);
+  EXPECT_NE(adm_->reason(kv).find("asks for 0.416 GPUs; of l4, "), std::string::npos)
+      << adm_->reason(kv);
 }
 
 // Narrowed by its quota to the GPUs it costs less on, a memory share takes back what another

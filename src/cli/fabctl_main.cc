@@ -443,7 +443,8 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
       double held = 0;
       bool placed = false;
       for (const json& a : Arr(status, "assignments")) {
-        if (a.value("node", "").empty()) continue;
+        // (Its pods that completed keep their assignments while the others run on.)
+        if (a.value("node", "").empty() || finished.contains(a.value("pod", ""))) continue;
         placed = true;
         for (const json& d : Arr(a, "devices"))
           if (d.contains("gpuMilli") && d["gpuMilli"].is_number())
@@ -1587,10 +1588,11 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
         usage.is_string() && (stored == "Scheduled" || stored == "Running")) {
       if (auto charge = fabrica::ParseMilliGpu(usage.get<std::string>()); charge.ok()) {
         int64_t held = 0;
+        const json finished = Obj(status, "finishedPods");
         for (const json& a : Arr(status, "assignments"))
           for (const json& d : Arr(a, "devices"))
-            if (!a.value("node", "").empty() && d.contains("gpuMilli") &&
-                d["gpuMilli"].is_number_integer())
+            if (!a.value("node", "").empty() && !finished.contains(a.value("pod", "")) &&
+                d.contains("gpuMilli") && d["gpuMilli"].is_number_integer())
               held += d["gpuMilli"].get<int64_t>();
         std::string why;
         if (charge->value() > held) {

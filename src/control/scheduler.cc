@@ -86,6 +86,7 @@ struct Decision {
   std::optional<Admitter::Swap> swap;  // and its swap (status.swap)
   int64_t expected_start_ms = -1;      // reserving room: when it frees by the limits (or -1)
   int64_t charge_milli = -1;           // admitted: what its queue is charged for its GPUs
+  std::string partial_why;             // admitted in part: why no more (empty: not known)
 };
 
 // status.resourceUsage: what its queue is charged (as Kueue's podSetAssignments' resourceUsage):
@@ -1679,7 +1680,10 @@ Result<CycleStats> Scheduler::RunOnce() {
           case Phase::kAdmitted:
             d.placed = admitter->assignments(id);
             d.charge_milli = admitter->gpu_milli(id);
-            if (admitter->partially_admitted(id)) d.counts = admitter->pod_counts(id);
+            if (admitter->partially_admitted(id)) {
+              d.counts = admitter->pod_counts(id);
+              d.partial_why = admitter->partial_why(id);
+            }
             break;
           case Phase::kInfeasible:
             d = Waits(admitter->reason(id), "Unschedulable");
@@ -1933,10 +1937,11 @@ Result<CycleStats> Scheduler::RunOnce() {
       const std::string earlier =
           done > 0 ? std::to_string(done) + " completed before it was requeued" : "";
       if (!d.counts.empty()) {
-        next["status"]["message"] = "admitted " + std::to_string(d.placed.size()) + " of " +
-                                    std::to_string(sw.pods.size()) +
-                                    " pods (partial admission: not all of them fit now" +
-                                    (earlier.empty() ? "" : "; " + earlier) + ")";
+        next["status"]["message"] =
+            "admitted " + std::to_string(d.placed.size()) + " of " +
+            std::to_string(sw.pods.size()) + " pods (partial admission: " +
+            (d.partial_why.empty() ? "not all of them fit now" : d.partial_why) +
+            (earlier.empty() ? "" : "; " + earlier) + ")";
       } else if (done > 0) {
         next["status"]["message"] =
             d.placed.size() == 1 ? "admitted its pod that has not completed (" + earlier + ")"

@@ -36,6 +36,7 @@ uint64_t AttemptKey(const Workload& w, int leaf, const std::vector<PodRequest>& 
     mix(p.gpu_milli);
     mix(p.charge_milli);
     mix(p.gpu_memory_mib);
+    mix(p.compute_from_memory);
     mix(p.mig_profile);
     mix(static_cast<int64_t>(p.model_mask));
     mix(p.tenant);
@@ -1922,13 +1923,14 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
   // some queue's guarantee, never past a borrowing limit, and no further than the root's
   // guarantee.
   // (By the least it could be charged: a memory share on the largest GPU it may use.)
-  const int64_t need = LeastCharge(e);
   for (const PodRequest& p : e.pods) {
     if (p.kind == DeviceKind::kNone) continue;
     std::string why;
     bool holdable = UnchargedModels(p) != 0;  // no quota limits it there
     for (int f : CandidateFlavors(p)) {
       if (holdable) break;
+      // (The least it costs on this flavour's models: a flavour is charged only for those.)
+      const int64_t need = LeastCharge(e, FlavorModels(f, p));
       if (!managed_[f]) {
         holdable = true;
         break;
@@ -3213,11 +3215,13 @@ int64_t Admitter::ChargeOn(const Entry& e, int m) const {
   return total;
 }
 
-int64_t Admitter::LeastCharge(const Entry& e) const {
+int64_t Admitter::LeastCharge(const Entry& e, uint64_t models) const {
   if (!ChargeVaries(e)) return e.gpu_milli;
   int64_t least = -1;
   for (int m = 0; m < static_cast<int>(state_.models().size()) && m < 64; ++m)
-    if (const int64_t c = ChargeOn(e, m); c >= 0 && (least < 0 || c < least)) least = c;
+    if (const int64_t c = (models >> m & 1) ? ChargeOn(e, m) : -1;
+        c >= 0 && (least < 0 || c < least))
+      least = c;
   return least < 0 ? e.gpu_milli : std::min(least, e.gpu_milli);
 }
 
@@ -3318,10 +3322,13 @@ bool Admitter::TryPartial(int id, uint64_t key, double now, CycleResult& out) {
     return c;
   };
   // Places e at `cut` and undoes it: the assignments and the pods (masked) that fit, or none.
+  // Refused, whether by quota (else by room), per cut.
+  std::map<int, bool> by_quota;
   auto probe = [&](int cut, std::vector<Assignment>* assign, std::vector<PodRequest>* pods) {
     SetCounts(e, counts_for(cut));
     *pods = e.pods;
     assign->clear();
+    by_quota[cut] = true;
     if (std::string why; !ResourcesAllow(e, &why)) return false;
     const PodRequest* gpu_pod = FirstGpuPod(*pods);
     uint64_t allowed = ~uint64_t{0};
@@ -3331,6 +3338,7 @@ bool Admitter::TryPartial(int id, uint64_t key, double now, CycleResult& out) {
       allowed = QuotaModels(e, *gpu_pod, &why, &blocked);
       if (allowed == 0) return false;
     }
+    by_quota[cut] = false;
     return TrialPlace(e, pods, allowed, assign);
   };
   std::vector<Assignment> assign, best_assign;
@@ -3351,6 +3359,10 @@ bool Admitter::TryPartial(int id, uint64_t key, double now, CycleResult& out) {
       lo = mid + 1;
     }
   }
+  // Why one pod set more did not start: the size just above, tried here if it was not.
+  if (!by_quota.count(hi - 1)) probe(hi - 1, &assign, &pods);
+  e.partial_why = by_quota[hi - 1] ? "its queue's quota holds no more now"
+                                   : "the fleet has room for no more now";
   SetCounts(e, counts_for(hi));
   for (size_t k = 0; k < best_assign.size(); ++k) state_.Apply(best_assign[k], best_pods[k]);
   e.pods = std::move(best_pods);
@@ -3360,7 +3372,7 @@ bool Admitter::TryPartial(int id, uint64_t key, double now, CycleResult& out) {
   int started = 0, asked = 0;
   for (size_t i = 0; i < full.size(); ++i) started += e.counts[i], asked += full[i];
   e.reason = "admitted " + std::to_string(started) + " of " + std::to_string(asked) +
-             " pods (partial admission: not all of them fit now)";
+             " pods (partial admission: " + e.partial_why + ")";
   return true;
 }
 

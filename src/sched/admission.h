@@ -413,6 +413,9 @@ class Admitter {
   // that is fewer.
   const std::vector<int>& pod_counts(int id) const { return entries_[id].counts; }
   bool partially_admitted(int id) const { return entries_[id].counts != entries_[id].full_counts; }
+  // Admitted in part: why no more of its pods started ("its queue's quota holds no more now",
+  // "the fleet has room for no more now").
+  const std::string& partial_why(int id) const { return entries_[id].partial_why; }
   // The workload a fragment's pods were taken from (an elastic shrink), or -1.
   int fragment_of(int id) const { return entries_[id].fragment_of; }
   // A fragment Split made: its pods as (pod set, index in the set) of its workload as it stood
@@ -589,6 +592,7 @@ class Admitter {
     // A fragment: pods an elastic shrink took from workload `fragment_of`, stopping; `pods`
     // and `assign` are those pods only.
     int fragment_of = -1;
+    std::string partial_why;                         // admitted in part: why no more (TryPartial)
     std::vector<std::pair<int, int>> fragment_pods;  // (set, index), see fragment_pods()
     double shrunk_at = -1;   // when a shrink last took pods from it (it does not grow then)
     bool reserving = false;  // nominated with a reservation (ReserveRoom): its plan held each cycle
@@ -693,11 +697,11 @@ class Admitter {
   // asked); else empty.
   std::string ExclusiveUsageNote(const Entry& e) const;
   // What e would be charged with its GPU pods on GPUs of model m (ClusterState::ChargeOnModel;
-  // -1: not there), and the least of that over the models it may use (e.gpu_milli where its
+  // -1: not there), and the least of that over `models` (e.gpu_milli where its
   // charge does not depend on the GPU). A refusal by quota asks, model by model, where it
   // would be charged less (QuotaModels); what can never be admitted is judged by the least.
   int64_t ChargeOn(const Entry& e, int m) const;
-  int64_t LeastCharge(const Entry& e) const;
+  int64_t LeastCharge(const Entry& e, uint64_t models) const;
   bool ChargeVaries(const Entry& e) const;
   // The models of `req` whose most specific flavour is f, whether or not a quota names it (a
   // queue's flavorOrder).

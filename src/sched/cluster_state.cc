@@ -188,11 +188,10 @@ int64_t ClusterState::ChargeOnModel(const PodRequest& req, int model) const {
       for (int d = 0; d < node.gpu_count(); ++d) {
         const int64_t mem = node.devices[d].memory.value();
         if (node.devices[d].mig_enabled() || mem < req.gpu_memory_mib) continue;
-        per_gpu = std::max(per_gpu, req.gpu_memory_mib > 0
-                                        ? FractionCharge(FractionMilli(n, d, req),
-                                                         req.gpu_memory_mib, mem, untrusted)
-                                    : req.charge_milli > 0 ? req.charge_milli
-                                                           : req.gpu_milli);
+        // (Its own share on this GPU, before the exclusive rule below: charge_milli may hold
+        // the most that rule charges on any node.)
+        per_gpu = std::max(
+            per_gpu, FractionCharge(FractionMilli(n, d, req), req.gpu_memory_mib, mem, untrusted));
       }
     } else {
       per_gpu = req.gpu_milli;

@@ -76,10 +76,12 @@ class FabricaPolicy : public Policy {
       double best_gain = 0;
       for (int d = 0; d < gpus; ++d) {
         if (!s.DeviceUsable(n, d, req)) continue;
-        const double fill = fill_waste_[free[d]] - fill_waste_[free[d] - req.gpu_milli];
-        free[d] -= req.gpu_milli;
+        // (A memory-only share takes less of a larger GPU: FractionMilli.)
+        const int64_t milli = s.FractionMilli(n, d, req);
+        const double fill = fill_waste_[free[d]] - fill_waste_[free[d] - milli];
+        free[d] -= milli;
         const double g = gain() + kFillWeight * fill;
-        free[d] += req.gpu_milli;
+        free[d] += milli;
         if (best < 0 || g > best_gain) {
           best = d;
           best_gain = g;
