@@ -4765,22 +4765,34 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
         if (std::find(chosen.begin(), chosen.end(), c.id) != chosen.end()) continue;
         const Entry& w = entries_[c.id];
         for (size_t i = 0; i < w.assign.size(); ++i) {
-          by_priority[w.assign[i].node].push_back({w.spec.priority, w.pods[i].cpu_milli,
-                                                   w.pods[i].memory_mib,
-                                                   w.pods[i].total_gpu_milli()});
+          // (What it holds as placed: a memory-only share's compute is its GPU's.)
+          int64_t held = 0;
+          for (const DeviceShare& d : w.assign[i].devices) held += d.milli;
+          by_priority[w.assign[i].node].push_back(
+              {w.spec.priority, w.pods[i].cpu_milli, w.pods[i].memory_mib, held});
           auto& r = room[w.assign[i].node];
           std::get<0>(r) += c.cost;
           std::get<1>(r) += w.pods[i].cpu_milli;
           std::get<2>(r) += w.pods[i].memory_mib;
-          std::get<3>(r) += w.pods[i].total_gpu_milli();
+          std::get<3>(r) += held;
         }
       }
+      // The compute the pod needs on node n: a memory-only share's is, at least, its memory's
+      // share of the node's largest GPU (FractionMilli), not of the smallest it may land on.
+      const auto need_on = [&](int n) {
+        if (!pod.compute_from_memory) return pod.total_gpu_milli();
+        int64_t least = pod.total_gpu_milli();
+        for (int d = 0; d < state_.node(n).gpu_count(); ++d)
+          least = std::min(least, state_.FractionMilli(n, d, pod));
+        return least;
+      };
       std::vector<std::tuple<int, double, int>> order;  // (priority it needs there, cost, node)
       for (const auto& [n, r] : room) {
         if (no_eviction_[n]) continue;
         if (state_.free_cpu(n) + std::get<1>(r) < pod.cpu_milli) continue;
         if (state_.free_memory(n) + std::get<2>(r) < pod.memory_mib) continue;
-        if (state_.node_free_milli(n) + std::get<3>(r) < pod.total_gpu_milli()) continue;
+        const int64_t need = need_on(n);
+        if (state_.node_free_milli(n) + std::get<3>(r) < need) continue;
         if (pod.kind != DeviceKind::kNone &&
             (state_.node_model(n) < 0 || !(pod.model_mask >> state_.node_model(n) & 1)))
           continue;
@@ -4793,7 +4805,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
           cpu += c;
           memory += m;
           gpu += g;
-          if (cpu >= pod.cpu_milli && memory >= pod.memory_mib && gpu >= pod.total_gpu_milli()) {
+          if (cpu >= pod.cpu_milli && memory >= pod.memory_mib && gpu >= need) {
             up_to = priority;
             break;
           }
