@@ -2090,6 +2090,42 @@ TEST_F(AdmissionTest, HigherPriorityPreemptsLowerInItsQueueNewestFirst) {
   EXPECT_EQ(adm_->phase(peer), Phase::kPending);
 }
 
+// A memory-only share needs on a node the compute its memory is of that node's GPUs: 20Gi is
+// 0.833 of an L4 but 0.141 of an H200, so the 0.2 a lower-priority share holds on a full H200
+// makes its room (a review: the search's node pre-filter asked 0.833 there and passed the
+// H200 over, so it waited behind work it outranks).
+TEST_F(AdmissionTest, AMemoryShareOutranksTheShareWhoseRoomItNeedsOnALargerGpu) {
+  Fleet fleet = WithNodeOf(WithNodeOf(Nodes(1, 1), "l0", 1, "L4", 24), "m0", 1, "H200", 141);
+  ASSERT_TRUE(ValidateFleet(fleet).ok());
+  Make(fleet, {Leaf("a", 8)});
+  const auto pinned = [](Workload w, const std::string& model) {
+    w.pod_sets[0].device.models = {model};
+    return w;
+  };
+  std::vector<int> held = {Submit(pinned(Gpus("h100", "a", 1, 10), "H100")),
+                           Submit(pinned(Gpus("l4", "a", 1, 10), "L4")), -1};
+  Workload top = pinned(Fraction("top", "a", 800, "a"), "H200");
+  top.priority = 10;
+  held[2] = Submit(top);
+  const int l = Submit(pinned(Fraction("low", "a", 200, "a"), "H200"));
+  adm_->Cycle(1, 1000);
+  for (int id : held) ASSERT_EQ(adm_->phase(id), Phase::kAdmitted) << adm_->reason(id);
+  ASSERT_EQ(adm_->phase(l), Phase::kAdmitted) << adm_->reason(l);
+  Workload kv = Fraction("kv", "a", 0, "a");
+  kv.priority = 5;
+  kv.pod_sets[0].device.gpu_memory = MemoryMib(20 * 1024);
+  const int k = Submit(kv, 100);
+  EXPECT_EQ(adm_->gpu_milli(k), 833);  // (waiting: as on the L4)
+  CycleResult r = adm_->Cycle(101, 1000);
+  ASSERT_EQ(r.evicted.size(), 1u) << adm_->reason(k);
+  EXPECT_EQ(r.evicted[0].victim, l);
+  adm_->Terminated(l, 131);
+  adm_->Cycle(131, 1000);
+  ASSERT_EQ(adm_->phase(k), Phase::kAdmitted) << adm_->reason(k);
+  EXPECT_EQ(adm_->gpu_milli(k), 141);
+  for (const Assignment& a : adm_->assignments(k)) EXPECT_EQ(a.node, 2);
+}
+
 // Victims are picked cheapest first, then those the rest make room and quota without are let
 // go (as Kueue keeps its preemption targets minimal): a user-style review saw a cheap small
 // workload evicted beside the one whose GPUs were needed, and admitted again a second later.
