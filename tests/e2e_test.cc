@@ -570,6 +570,7 @@ TEST_F(FactoryTest, AFractionIsBilledTheLargerOfItsComputeAndMemoryShares) {
   EXPECT_EQ(status["assignments"][0]["devices"][0].value("gpuMilli", 0), 10) << status.dump();
   // Its status says what its queue is charged (as Kueue's resourceUsage).
   EXPECT_EQ(status["resourceUsage"].value("gpu", ""), "512m") << status.dump();
+  EXPECT_EQ(status["resourceUsage"].value("queue", ""), "team-a") << status.dump();
   const int64_t from = ParseTimestamp(status.value("scheduledTime", ""));
   const int64_t t1 = t0 + 3'600'000;
   const json alloc = CallJson("GET", "/allocation?window=" + std::to_string(t0 / 1000) + "," +
@@ -1164,7 +1165,13 @@ TEST_F(FactoryTest, EventsTellWhatHappenedToAWorkload) {
   EXPECT_EQ(reasons("team-a", victim).back().rfind("Normal Deleted: deleted", 0), 0u)
       << reasons("team-a", victim).back();
   CreateWorkload(WholeGpuWorkload("team-a", victim, 1));
-  const std::vector<std::string> anew = reasons("team-a", victim);
+  // (Events follow the store's writes a moment after they commit, as Kubernetes' do: under
+  // load the creation may not be noted yet when the POST returns.)
+  std::vector<std::string> anew = reasons("team-a", victim);
+  for (int i = 0; i < 100 && anew.size() != 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    anew = reasons("team-a", victim);
+  }
   ASSERT_EQ(anew.size(), 1u) << anew.back();
   EXPECT_EQ(anew[0].rfind("Normal Created", 0), 0u) << anew[0];
 }
@@ -2259,6 +2266,7 @@ TEST_F(FactoryTest, QueuesNameTheTenantsThatMayUseThem) {
   EXPECT_EQ(w["team-b/b-pool"]["status"].value("reason", ""), "QueueNotAllowed") << Describe(w);
   EXPECT_EQ(w["team-a/a-pool"]["status"].value("phase", ""), "Running") << Describe(w);
   EXPECT_EQ(w["team-c/c-a"]["status"].value("phase", ""), "Running") << Describe(w);
+  EXPECT_EQ(w["team-a/a-pool"]["status"]["resourceUsage"].value("queue", ""), "pool");
   EXPECT_EQ(CallJson("GET", path)["status"].value("usedGpus", ""), "1");
   EXPECT_EQ(CallJson("GET", path)["status"].value("pendingWorkloads", -1), 0);
 
@@ -2292,6 +2300,9 @@ TEST_F(FactoryTest, QueuesNameTheTenantsThatMayUseThem) {
   Cycle();
   EXPECT_EQ(Workloads()["team-a/a-pool"]["status"].value("phase", ""), "Running");
   EXPECT_EQ(CallJson("GET", path)["status"].value("usedGpus", ""), "0");
+  // (Its status says so: the queue charged is no longer the one it names.)
+  EXPECT_EQ(Workloads()["team-a/a-pool"]["status"]["resourceUsage"],
+            json({{"gpu", "1000m"}, {"queue", "unqueued"}}));
 
   // A queue below team-b's own is team-b's too; with it, team-b's queue is no leaf, and work
   // that names no queue waits in `unqueued`, which its message says (a user-style review found
@@ -2745,6 +2756,10 @@ TEST_F(FactoryTest, TwoReclaimsInOneCycleBothShrink) {
   EXPECT_EQ(after["admittedCounts"], json::array({2})) << after.dump();
   for (const char* b : {"team-b/b-0", "team-b/b-1"})
     EXPECT_EQ(Workloads()[b]["status"].value("phase", ""), "Running") << b;
+  // Its message, and so its Resized event, gives both marks' reasons, not the last one's alone.
+  for (const json& mark : marked["shrinks"])
+    EXPECT_NE(after.value("message", "").find(mark.value("reason", "?")), std::string::npos)
+        << after.dump();
 }
 
 TEST_F(FactoryTest, ElasticShrinkOffEvictsWhole) {

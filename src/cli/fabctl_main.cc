@@ -1632,8 +1632,22 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
           for (size_t i = 0; i < rules.size(); ++i) why += (i ? "; " : "") + rules[i];
           why += ")";
         }
-        std::printf("Charged:    %s GPUs of its queue's quota%s\n",
-                    GpusOfMilli(charge->value()).c_str(), why.c_str());
+        // Which queue: the one it names, unless its tenant may no longer use that one (or it
+        // is gone): then the built-in unqueued, where what it holds is borrowed.
+        const json spec = Obj(o, "spec");
+        const std::string queue = Obj(status, "resourceUsage").value("queue", ""),
+                          named = spec.value("queue", "");
+        std::string whose = queue.empty() ? "its queue's" : "queue " + queue + "'s";
+        if (queue == "unqueued" && !named.empty() && named != queue) {
+          auto q = http.Do("GET", "/apis/fabrica.dev/v1/queues/" + named);
+          whose += q.ok() && q->status == 404
+                       ? " (queue " + named + " is gone"
+                       : " (tenant " + Obj(o, "metadata").value("namespace", "") +
+                             " may no longer use queue " + named;
+          whose += ": it runs on as unqueued work, what it holds borrowed and reclaimable)";
+        }
+        std::printf("Charged:    %s GPUs of %s quota%s\n", GpusOfMilli(charge->value()).c_str(),
+                    whose.c_str(), why.c_str());
       }
     }
     // Reserving room: when it frees by the time limits of the work there.

@@ -75,6 +75,7 @@ struct BoundWorkload {
   // What its queue is charged for its GPUs as restored this cycle (with the pods its shrinks
   // still stop), in milli-GPUs; -1: not charged to a queue (status.resourceUsage).
   int64_t charge_milli = -1;
+  std::string charge_queue;  // ... and the queue charged
 };
 
 // What one cycle decided for one pending workload.
@@ -86,13 +87,18 @@ struct Decision {
   std::optional<Admitter::Swap> swap;  // and its swap (status.swap)
   int64_t expected_start_ms = -1;      // reserving room: when it frees by the limits (or -1)
   int64_t charge_milli = -1;           // admitted: what its queue is charged for its GPUs
+  std::string charge_queue;            // ... and which queue that is
   std::string partial_why;             // admitted in part: why no more (empty: not known)
 };
 
 // status.resourceUsage: what its queue is charged (as Kueue's podSetAssignments' resourceUsage):
 // for its GPUs, a quantity in milli-GPUs ("513m": a fraction's memory share, a tenant's
-// exclusive nodes, ... may charge more than the compute it asks).
-json ResourceUsage(int64_t charge_milli) { return {{"gpu", std::to_string(charge_milli) + "m"}}; }
+// exclusive nodes, ... may charge more than the compute it asks), and the leaf queue charged (as
+// Kueue's admission.clusterQueue): its tenant's when it names none, the built-in unqueued once
+// its tenant may no longer use the queue it names.
+json ResourceUsage(int64_t charge_milli, const std::string& queue) {
+  return {{"gpu", std::to_string(charge_milli) + "m"}, {"queue", queue}};
+}
 
 // A decision that it waits, with why.
 Decision Waits(std::string message, std::string reason, std::vector<Assignment> nomination = {}) {
@@ -804,9 +810,16 @@ Result<CycleStats> Scheduler::RunOnce() {
                        } else {
                          st["shrinks"] = left;
                        }
+                       // (Every mark done now: two reclaims in one cycle are two reasons.)
+                       std::vector<std::string> reasons;
+                       for (const json& m : done)
+                         if (std::find(reasons.begin(), reasons.end(), Str(m, "reason")) ==
+                             reasons.end())
+                           reasons.push_back(Str(m, "reason"));
+                       std::string why;
+                       for (const std::string& r : reasons) why += (why.empty() ? "" : "; ") + r;
                        st["message"] = "shrunk to " + std::to_string(n) + " of " +
-                                       std::to_string(sw.w().pod_count()) + " pods (" +
-                                       Str(done.back(), "reason") + ")";
+                                       std::to_string(sw.w().pod_count()) + " pods (" + why + ")";
                        if (lost)
                          st["message"] = st["message"].get<std::string>() +
                                          "; the pods it gave up were on a node that stopped "
@@ -1192,6 +1205,7 @@ Result<CycleStats> Scheduler::RunOnce() {
     std::vector<int> counts;
     std::string message;
     int64_t charge_milli = -1;  // its queue's charge for its GPUs now
+    std::string charge_queue;
   };
   std::vector<Growth> growths;
   std::vector<Store::Write> queue_writes;
@@ -1364,6 +1378,7 @@ Result<CycleStats> Scheduler::RunOnce() {
         if (id.ok()) {
           bound_of[*id] = b;
           bound[b].charge_milli = admitter->gpu_milli(*id) + fragment_charge;
+          bound[b].charge_queue = admitter->queue_name(admitter->queue_of(*id));
           if (bound[b].evicting)
             if (const std::string by =
                     Str(Field(Field(bound[b].sw.obj(), "status"), "preemption"), "by");
@@ -1680,6 +1695,7 @@ Result<CycleStats> Scheduler::RunOnce() {
           case Phase::kAdmitted:
             d.placed = admitter->assignments(id);
             d.charge_milli = admitter->gpu_milli(id);
+            d.charge_queue = admitter->queue_name(admitter->queue_of(id));
             if (admitter->partially_admitted(id)) {
               d.counts = admitter->pod_counts(id);
               d.partial_why = admitter->partial_why(id);
@@ -1708,7 +1724,8 @@ Result<CycleStats> Scheduler::RunOnce() {
         auto b = bound_of.find(id);
         if (b == bound_of.end()) continue;
         growths.push_back({b->second, admitter->assignments(id), admitter->pod_counts(id),
-                           admitter->reason(id), admitter->gpu_milli(id)});
+                           admitter->reason(id), admitter->gpu_milli(id),
+                           admitter->queue_name(admitter->queue_of(id))});
       }
       for (const Eviction& e : result.evicted) {
         auto p = pending_of.find(e.preemptor);
@@ -1850,7 +1867,8 @@ Result<CycleStats> Scheduler::RunOnce() {
     }
     next["status"]["resizedTime"] = FormatTimestamp(now);
     next["status"]["message"] = g.message;
-    if (g.charge_milli >= 0) next["status"]["resourceUsage"] = ResourceUsage(g.charge_milli);
+    if (g.charge_milli >= 0)
+      next["status"]["resourceUsage"] = ResourceUsage(g.charge_milli, g.charge_queue);
     next["status"].erase("growthRetryTime");
     // Its new pods are waited for: the pods running now are the started ones, where its
     // nodes do not report pods (AllPodsStarted).
@@ -1933,7 +1951,8 @@ Result<CycleStats> Scheduler::RunOnce() {
         next["status"]["requeueState"] = kept;
       KeepFinished(sw.w(), status, next["status"]);
       if (!admitted.empty()) next["status"]["admittedCounts"] = admitted;
-      if (d.charge_milli >= 0) next["status"]["resourceUsage"] = ResourceUsage(d.charge_milli);
+      if (d.charge_milli >= 0)
+        next["status"]["resourceUsage"] = ResourceUsage(d.charge_milli, d.charge_queue);
       const std::string earlier =
           done > 0 ? std::to_string(done) + " completed before it was requeued" : "";
       if (!d.counts.empty()) {
@@ -2012,7 +2031,7 @@ Result<CycleStats> Scheduler::RunOnce() {
     for (const Store::Write& w : writes) keys.insert(w.key);
     for (const BoundWorkload& b : bound) {
       if (b.charge_milli < 0 || keys.count(b.sw.kv.key)) continue;
-      const json usage = ResourceUsage(b.charge_milli);
+      const json usage = ResourceUsage(b.charge_milli, b.charge_queue);
       if (Field(Field(b.sw.obj(), "status"), "resourceUsage") == usage) continue;
       json next = b.sw.obj();
       next["status"]["resourceUsage"] = usage;
