@@ -238,6 +238,45 @@ size_t NodeGpus(const json& spec) {
   const auto count = gpus.find("count");
   return count != gpus.end() && count->is_number_unsigned() ? count->get<size_t>() : 0;
 }
+// A Node spec's GPU memory in all, in MiB (0 where its GPUs' memory is not given).
+int64_t NodeGpuMemoryMib(const json& spec) {
+  const auto mib = [](const json& o) -> int64_t {
+    const json m = o.value("memory", json());
+    if (!m.is_string()) return 0;
+    auto parsed = fabrica::ParseMemoryMib(m.get<std::string>());
+    return parsed.ok() ? parsed->value() : 0;
+  };
+  if (const json devices = Arr(spec, "devices"); !devices.empty()) {
+    int64_t sum = 0;
+    for (const json& d : devices) sum += d.is_object() ? mib(d) : 0;
+    return sum;
+  }
+  return static_cast<int64_t>(NodeGpus(spec)) * mib(Obj(spec, "gpus"));
+}
+// The GPU memory one assigned device holds, in MiB: its memoryMiB (a whole GPU's, a share's),
+// or a MIG slice's by its profile's name ("3g.40gb": 40 GiB).
+int64_t HeldGpuMemoryMib(const json& device) {
+  if (const json m = device.value("memoryMiB", json()); m.is_number_integer())
+    return std::max<int64_t>(0, m.get<int64_t>());
+  const std::string profile = device.value("migProfile", "");
+  const size_t dot = profile.find('.'), gb = profile.rfind("gb");
+  if (dot == std::string::npos || gb == std::string::npos || gb <= dot + 1) return 0;
+  const std::string n = profile.substr(dot + 1, gb - dot - 1);
+  if (n.empty() || !std::all_of(n.begin(), n.end(), ::isdigit) || n.size() > 6) return 0;
+  return std::stoll(n) * 1024;
+}
+// GPU memory as a person reads it: "41Gi", "20.5Gi", "512Mi".
+std::string GpuMemory(int64_t mib) {
+  char out[32];
+  if (mib < 1024 && mib > 0) {
+    std::snprintf(out, sizeof(out), "%lldMi", static_cast<long long>(mib));
+  } else if (mib % 1024 == 0) {
+    std::snprintf(out, sizeof(out), "%lldGi", static_cast<long long>(mib / 1024));
+  } else {
+    std::snprintf(out, sizeof(out), "%.1fGi", static_cast<double>(mib) / 1024.0);
+  }
+  return out;
+}
 
 // A timestamp as the server writes them ("2026-12-03T17:04:57.169Z") `seconds` later, in the
 // same form; "" where it cannot be read.
@@ -1315,39 +1354,50 @@ int Delete(Globals& g, HttpClient& http, const std::string& what,
   return rc;
 }
 
-// The work on a node and what it holds of the node's `gpus` GPUs, as kubectl describe node's
-// pods and allocated resources (nothing for one who may not list every tenant's workloads).
-void DescribeNodeWorkloads(HttpClient& http, const std::string& node, size_t gpus) {
+// The work on a node and what it holds of the node's `gpus` GPUs and their memory, as kubectl
+// describe node's pods and allocated resources (nothing for one who may not list every tenant's
+// workloads).
+void DescribeNodeWorkloads(HttpClient& http, const std::string& node, size_t gpus,
+                           int64_t gpu_memory_mib) {
   auto resp = http.Do("GET", "/apis/fabrica.dev/v1/workloads");
   if (!resp.ok() || resp->status != 200) return;
   const json list = json::parse(resp->body, nullptr, false);
-  std::vector<std::vector<std::string>> rows = {{"  TENANT", "NAME", "PHASE", "PODS", "GPUS"}};
-  int64_t total = 0;
+  std::vector<std::vector<std::string>> rows = {
+      {"  TENANT", "NAME", "PHASE", "PODS", "GPUS", "GPU-MEMORY"}};
+  int64_t total = 0, total_memory = 0;
   for (const json& w : Arr(list, "items")) {
     const json status = Obj(w, "status");
     const std::string phase = status.value("phase", "");
     if (phase != "Scheduled" && phase != "Running") continue;
     const json finished = Obj(status, "finishedPods");
     int pods = 0;
-    int64_t milli = 0;
+    int64_t milli = 0, memory = 0;
     for (const json& a : Arr(status, "assignments")) {
       // (A pod that completed gave its devices back.)
       if (a.value("node", "") != node ||
           (finished.is_object() && finished.contains(a.value("pod", ""))))
         continue;
       ++pods;
-      for (const json& d : Arr(a, "devices")) milli += d.value("gpuMilli", int64_t{0});
+      for (const json& d : Arr(a, "devices")) {
+        milli += d.value("gpuMilli", int64_t{0});
+        memory += HeldGpuMemoryMib(d);
+      }
     }
     if (pods == 0) continue;
     total += milli;
+    total_memory += memory;
     const json meta = Obj(w, "metadata");
     rows.push_back({"  " + meta.value("namespace", ""), meta.value("name", ""), ShownPhase(status),
-                    std::to_string(pods), fabrica::FormatMilliGpu(fabrica::MilliGpu(milli))});
+                    std::to_string(pods), GpusOfMilli(milli),
+                    memory > 0 ? GpuMemory(memory) : "-"});
   }
   std::printf("Workloads:%s\n", rows.size() == 1 ? "  <none>" : "");
   if (rows.size() > 1) PrintRows(rows);
-  std::printf("Allocated:  %s of %zu GPUs\n",
-              fabrica::FormatMilliGpu(fabrica::MilliGpu(total)).c_str(), gpus);
+  std::printf("Allocated:  %s of %zu GPUs", GpusOfMilli(total).c_str(), gpus);
+  if (gpu_memory_mib > 0)
+    std::printf(", %s of %s of GPU memory", GpuMemory(total_memory).c_str(),
+                GpuMemory(gpu_memory_mib).c_str());
+  std::printf("\n");
 }
 
 // The node's health record (lifecycle state, conditions per node and GPU, transitions), printed
@@ -1637,17 +1687,18 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
         const json spec = Obj(o, "spec");
         const std::string queue = Obj(status, "resourceUsage").value("queue", ""),
                           named = spec.value("queue", "");
-        std::string whose = queue.empty() ? "its queue's" : "queue " + queue + "'s";
+        const std::string whose = queue.empty() ? "its queue's" : "queue " + queue + "'s";
+        std::string moved;
         if (queue == "unqueued" && !named.empty() && named != queue) {
           auto q = http.Do("GET", "/apis/fabrica.dev/v1/queues/" + named);
-          whose += q.ok() && q->status == 404
-                       ? " (queue " + named + " is gone"
-                       : " (tenant " + Obj(o, "metadata").value("namespace", "") +
-                             " may no longer use queue " + named;
-          whose += ": it runs on as unqueued work, what it holds borrowed and reclaimable)";
+          moved = q.ok() && q->status == 404
+                      ? " (queue " + named + " is gone"
+                      : " (tenant " + Obj(o, "metadata").value("namespace", "") +
+                            " may no longer use queue " + named;
+          moved += ": it runs on as unqueued work, what it holds borrowed and reclaimable)";
         }
-        std::printf("Charged:    %s GPUs of %s quota%s\n", GpusOfMilli(charge->value()).c_str(),
-                    whose.c_str(), why.c_str());
+        std::printf("Charged:    %s GPUs of %s quota%s%s\n", GpusOfMilli(charge->value()).c_str(),
+                    whose.c_str(), moved.c_str(), why.c_str());
       }
     }
     // Reserving room: when it frees by the time limits of the work there.
@@ -1767,7 +1818,7 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
   }
   if (std::string(r->kind) == "Node") {
     DescribeNodeHealth(http, name);
-    DescribeNodeWorkloads(http, name, NodeGpus(Obj(o, "spec")));
+    DescribeNodeWorkloads(http, name, NodeGpus(Obj(o, "spec")), NodeGpuMemoryMib(Obj(o, "spec")));
   }
   if (std::string(r->kind) == "Workload") {
     // What happened to it, by when it was last seen (as kubectl describe ends with its events):
@@ -2149,6 +2200,7 @@ int TopNodes(HttpClient& http) {
   if (!nodes.ok() || nodes->status != 200) return Failed(nodes);
   auto workloads = http.Do("GET", "/apis/fabrica.dev/v1/workloads");
   std::map<std::string, std::map<int, int>> used;  // node -> gpu -> milli
+  std::map<std::string, int64_t> used_memory;      // node -> GPU memory held, MiB
   // Room planned for pending work (status.nomination): a preemptor's while its victims stop, a
   // reservation's while what runs there ends. What of it is free is held (shown as +held): no
   // other work starts there, but work with a time limit that ends before a reservation could
@@ -2189,12 +2241,13 @@ int TopNodes(HttpClient& http) {
         if (finished.is_object() && finished.contains(a.value("pod", ""))) continue;
         for (const json& d : Arr(a, "devices")) {
           used[a.value("node", "")][d.value("index", 0)] += d.value("gpuMilli", 0);
+          used_memory[a.value("node", "")] += HeldGpuMemoryMib(d);
         }
       }
     }
   }
   ReadNodeHealth(http);
-  std::printf("%-12s %-6s %-8s %-8s %s\n", "NODE", "GPUS", "ALLOC", "HELD",
+  std::printf("%-12s %-6s %-8s %-8s %-14s %s\n", "NODE", "GPUS", "ALLOC", "HELD", "GPU-MEMORY",
               "PER-GPU (milli-GPU used, +free room held for pending work)");
   const json node_list = json::parse(nodes->body);
   for (const json& n : node_list["items"]) {
@@ -2220,7 +2273,13 @@ int TopNodes(HttpClient& http) {
     char alloc[32], held_gpus[32];
     std::snprintf(alloc, sizeof(alloc), "%.2f", total / 1000.0);
     std::snprintf(held_gpus, sizeof(held_gpus), "%.2f", total_held / 1000.0);
-    std::printf("%-12s %-6zu %-8s %-8s %s\n", name.c_str(), gpus, alloc, held_gpus, per.c_str());
+    // GPU memory held of the node's: a share's own (12Gi of an H200 is little compute but
+    // what others cannot use), a whole GPU's all of it.
+    const int64_t memory = NodeGpuMemoryMib(Obj(n, "spec"));
+    const std::string mem =
+        memory > 0 ? GpuMemory(used_memory[name]) + "/" + GpuMemory(memory) : "-";
+    std::printf("%-12s %-6zu %-8s %-8s %-14s %s\n", name.c_str(), gpus, alloc, held_gpus,
+                mem.c_str(), per.c_str());
   }
   if (!holders.empty()) {
     std::printf("\nHeld for pending work (fabctl describe workload says why):\n");

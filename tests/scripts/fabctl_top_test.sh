@@ -98,8 +98,9 @@ grep -q '"reason": "Reserved"' <<<"$big" || fail "big reserved nothing: $big"
 node=$(grep -o '"node": "[^"]*"' <<<"$big" | head -1 | cut -d'"' -f4)
 [ -n "$node" ] || fail "no node in big's nomination: $big"
 top=$("$FABCTL" top nodes)
-# Its node: 8 GPUs in use, none free to hold yet; the holder named, with its planned GPUs.
-grep -q "^$node *8 *8.00 *0.00 *1000 1000 1000 1000 1000 1000 1000 1000$" <<<"$top" ||
+# Its node: 8 GPUs in use (all their memory too), none free to hold yet; the holder named,
+# with its planned GPUs.
+grep -q "^$node *8 *8.00 *0.00 *\([0-9]*Gi\)/\1 *1000 1000 1000 1000 1000 1000 1000 1000$" <<<"$top" ||
   fail "$node before any GPU frees: $top"
 grep -q "^  team-a/big (Reserved, starts by 20[0-9-]*T[0-9:.]*Z): $node GPU 0,1,2,3,4,5,6,7 (held as they free)$" <<<"$top" ||
   fail "the holder not named: $top"
@@ -187,9 +188,44 @@ done
 kv_node=$(awk '$2 == "kv" {print $6}' <<<"$out")
 beside_node=$(awk '$2 == "beside" {print $6}' <<<"$out")
 [ -n "$kv_node" ] && [ "$kv_node" = "$beside_node" ] || fail "kv and beside not on one node: $out"
+# The GPU memory they hold there: top's GPU-MEMORY counts kv's 12Gi and beside's whole 141Gi
+# of the node's eight 141Gi GPUs, and describe node lists each.
+"$FABCTL" top nodes | contains "^$kv_node .* [0-9.]*Gi/1128Gi " || fail "top's GPU memory: $("$FABCTL" top nodes)"
+described=$("$FABCTL" describe node "$kv_node")
+grep -q "^  team-a  *kv  *Running  *1  *0.085  *12Gi$" <<<"$described" &&
+  grep -q "^  partner-x  *beside  *[A-Za-z]*  *1  *1  *141Gi$" <<<"$described" &&
+  grep -q "^Allocated:  .* of 8 GPUs, [0-9.]*Gi of 1128Gi of GPU memory$" <<<"$described" ||
+  fail "describe node's GPU memory: $described"
 printf 'apiVersion: fabrica.dev/v1\nkind: Tenant\nmetadata: {name: partner-x}\nspec: {trust: untrusted, exclusiveNodes: true}\n' >"$tmp/excl.yaml"
 out=$("$FABCTL" apply -f "$tmp/excl.yaml" 2>&1) || fail "apply excl.yaml: $out"
 grep -q "^tenants/partner-x configured" <<<"$out" &&
   grep -q "^Warning: tenant partner-x's pods already run beside other tenants' on 1 node(s) ($kv_node): exclusiveNodes keeps others off the nodes its pods land on from now on; nothing running is moved$" <<<"$out" ||
   fail "no warning for exclusiveNodes on a shared node: $out"
-echo "OK: top nodes shows the room held for a reservation, and whose; describe says when a limit ends a run; malformed JSON and a misspelt field are named; delete --all; a memory-only share's GPUS; exclusiveNodes on a shared node warned"
+# A queue that drops a tenant while its work runs there: the work runs on, charged to unqueued,
+# and describe says which queue it is charged to and why (before, it named the old queue).
+printf 'apiVersion: fabrica.dev/v1\nkind: Queue\nmetadata: {name: pool}\nspec: {tenants: [team-c], quotas: {gpu: {guaranteed: 2}}}\n' >"$tmp/pool.yaml"
+"$FABCTL" apply -f "$tmp/pool.yaml" >/dev/null || fail "apply pool.yaml"
+cat >"$tmp/pooled.yaml" <<YAML
+apiVersion: fabrica.dev/v1
+kind: Workload
+metadata: {name: pooled, namespace: team-c}
+spec:
+  queue: pool
+  podSets: [{name: main, count: 1, cpu: "1", memory: 1Gi, devices: {gpus: 1, models: L4}}]
+  run: {command: [train], durationSeconds: 360000}
+YAML
+"$FABCTL" apply -f "$tmp/pooled.yaml" >/dev/null || fail "apply pooled"
+for _ in $(seq 50); do
+  "$FABCTL" describe workload pooled -n team-c | contains "^Charged:    1 GPUs of queue pool's quota$" && break
+  sleep 0.2
+done
+"$FABCTL" describe workload pooled -n team-c | contains "^Charged:    1 GPUs of queue pool's quota$" ||
+  fail "pooled's charge: $("$FABCTL" describe workload pooled -n team-c)"
+"$FABCTL" patch queue pool -p '{"spec": {"tenants": ["team-b"]}}' >/dev/null || fail "patch pool"
+for _ in $(seq 50); do
+  "$FABCTL" describe workload pooled -n team-c | contains "^Charged:    1 GPUs of queue unqueued's quota (tenant team-c may no longer use queue pool: it runs on as unqueued work" && break
+  sleep 0.2
+done
+"$FABCTL" describe workload pooled -n team-c | contains "^Charged:    1 GPUs of queue unqueued's quota (tenant team-c may no longer use queue pool: it runs on as unqueued work, what it holds borrowed and reclaimable)$" ||
+  fail "pooled's charge once team-c left pool: $("$FABCTL" describe workload pooled -n team-c)"
+echo "OK: top nodes shows the room held for a reservation, and whose; describe says when a limit ends a run; malformed JSON and a misspelt field are named; delete --all; a memory-only share's GPUS and GPU memory on its node; exclusiveNodes on a shared node warned; a running workload whose tenant its queue dropped says it is charged to unqueued"
