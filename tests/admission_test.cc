@@ -1006,6 +1006,30 @@ TEST_F(AdmissionTest, ElasticGrowthAddsPodsAsRoomFrees) {
   }
 }
 
+// The pods a shrink takes from work that is no gang lose what they ran, from when the workload
+// last grew to its size (the last pods are the ones growth added), not from its start (a trial
+// saw 8 pods grown back at 06:33 said to lose their run since 06:05).
+TEST_F(AdmissionTest, AShrinksLossCountsFromWhenThePodsTakenJoined) {
+  Make(Nodes(2, 4), {Leaf("a", 0), Leaf("b", 8)});
+  Workload w = Gpus("w", "a", 1, 0, 8);
+  w.pod_sets[0].min_count = 2;
+  std::vector<Assignment> on;
+  for (int i = 0; i < 8; ++i) on.push_back(OnGpus(i / 4, {i % 4})[0]);
+  SubmitOptions options;
+  options.started_at = 0;
+  options.resized_at = 1000;  // (admitted with 2 pods at 0, grown to 8 at 1000)
+  auto id = adm_->Restore(w, on, 0, options);
+  ASSERT_TRUE(id.ok()) << id.status().message();
+  const int b = Submit(Gpus("b0", "b", 1), 1990);
+  CycleResult cr = adm_->Cycle(2000, 1000);
+  ASSERT_EQ(cr.evicted.size(), 1u) << adm_->reason(b);
+  EXPECT_EQ(adm_->fragment_of(cr.evicted[0].victim), *id);
+  EXPECT_NE(adm_->reason(b).find("1000 GPU-seconds lost"), std::string::npos) << adm_->reason(b);
+  EXPECT_NE(adm_->reason(*id).find("they run again later, 1000 GPU-seconds lost"),
+            std::string::npos)
+      << adm_->reason(*id);
+}
+
 // Elastic shrink: a reclaim takes an elastic victim's pods beyond its minCount, the last ones,
 // and leaves it running with the rest, before it evicts any workload whole; the pods taken keep
 // their GPUs until they stop (Terminated), then are gone. Queue a (no guarantee) borrows the
@@ -4434,6 +4458,9 @@ TEST_F(AdmissionTest, ATenantWithExclusiveNodesIsChargedTheNodesItKeepsOthersOff
   hog.pod_sets[0].memory = MemoryMib(400 * 1024);
   const int h = Submit(hog);
   EXPECT_EQ(adm_->phase(h), Phase::kInfeasible);
+  EXPECT_EQ(adm_->reason(h).rfind("asks for 5 GPUs of compute, which count as 40 of quota; ", 0),
+            0u)
+      << adm_->reason(h);
   EXPECT_NE(adm_->reason(h).find("it counts as 40 GPUs of quota for the 5 of compute"),
             std::string::npos)
       << adm_->reason(h);

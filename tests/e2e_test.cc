@@ -1258,6 +1258,52 @@ TEST_F(FactoryTest, UnqueuedWorkBorrowsWhatTheQueuesLeaveIdle) {
   EXPECT_FALSE(store_->Get(kBuiltinQueueKey).ok());
 }
 
+// Under the one tree's root, unqueued is best effort too: work there goes after its siblings'
+// for room they both wait for, and a sibling with no guarantee of its own takes back the room
+// it holds of the root's guarantee (a user-style trial: unqueued work, its share the lower, took
+// the GPUs a queue waited for, and that queue waited on "queue ml has no unused gpu").
+TEST_F(FactoryTest, UnqueuedWorkUnderTheOneRootGoesLastAndIsReclaimedFirst) {
+  StartScheduler(5'000);
+  CreateQueue("ml", {{"quotas", {{"gpu", {{"guaranteed", 8}}}}}});
+  CreateQueue("qa", {{"parent", "ml"}, {"weight", 3}, {"tenants", {"team-a"}}});
+  CreateQueue("qb", {{"parent", "ml"}, {"weight", 1}, {"tenants", {"team-b"}}});
+  const auto in = [](json w, const std::string& queue) {
+    w["spec"]["queue"] = queue;
+    return w;
+  };
+  CreateWorkload(in(WholeGpuWorkload("team-a", "a-0", 4), "qa"));
+  CreateWorkload(in(WholeGpuWorkload("team-b", "b-0", 4), "qb"));
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  // Both wait for the root's room: qa's takes it when b-0 ends (best-effort queues are tried
+  // last in a cycle, and a sibling reclaims from them).
+  CreateWorkload(in(WholeGpuWorkload("team-a", "a-1", 4), "qa"));
+  Cycle();
+  CreateWorkload(WholeGpuWorkload("team-c", "c-0", 4));  // (team-c has no queue: unqueued)
+  Cycle();
+  ASSERT_EQ(Call("DELETE", WorkloadPath("team-b", "b-0")).status, 200);
+  Cycle();
+  Cycle();
+  std::map<std::string, json> w = Workloads();
+  EXPECT_EQ(w["team-a/a-1"]["status"].value("phase", ""), "Running") << Describe(w);
+  EXPECT_EQ(w["team-c/c-0"]["status"].value("phase", ""), "Pending") << Describe(w);
+  // (Never admitted to be taken back at once.)
+  EXPECT_FALSE(w["team-c/c-0"]["status"].contains("preemption")) << Describe(w);
+  EXPECT_FALSE(w["team-c/c-0"]["status"].contains("evictions")) << Describe(w);
+  // Room for unqueued alone: it runs; then qa's next takes it back for the root's guarantee.
+  ASSERT_EQ(Call("DELETE", WorkloadPath("team-a", "a-1")).status, 200);
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  CreateWorkload(in(WholeGpuWorkload("team-a", "a-2", 4), "qa"));
+  EXPECT_EQ(Cycle().preempted, 1) << Describe(Workloads());
+  const json marked = Workloads()["team-c/c-0"]["status"];
+  EXPECT_NE(marked.value("preemption", json::object()).value("reason", "").find("preempted by a-2"),
+            std::string::npos)
+      << marked.dump();
+  for (int i = 0; i < 4; ++i) Cycle(2'000);
+  w = Workloads();
+  EXPECT_EQ(w["team-a/a-2"]["status"].value("phase", ""), "Running") << Describe(w);
+  EXPECT_EQ(w["team-c/c-0"]["status"].value("phase", ""), "Pending") << Describe(w);
+}
+
 // With the server's --fair-share-preemption, weights rebalance running work (KAI's over-quota
 // reclaim by weight): team-a, which took the whole of org's 32 GPUs while team-b had nothing to
 // run, gives one job back when team-b comes, though neither is guaranteed any; without it,

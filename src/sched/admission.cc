@@ -860,15 +860,36 @@ bool Admitter::MayReclaim(int leaf, int f, int64_t milli) const {
           promised += queues_[l].promised[f];
           break;
         }
-    return queues_[a].usage[f] + promised + milli <= queues_[a].guaranteed[f];
+    // (Best-effort work below it, the built-in unqueued under the one tree's root, holds none
+    // of it: it is what is reclaimed.)
+    return queues_[a].usage[f] - BestEffortUnder(a, f) + promised + milli <=
+           queues_[a].guaranteed[f];
   }
   return false;
 }
 
+int64_t Admitter::BestEffortUnder(int a, int f) const {
+  int64_t held = 0;
+  for (int l = 0; l < queue_count(); ++l)
+    if (is_leaf(l) && queues_[l].spec.best_effort)
+      for (int up = queues_[l].parent; up >= 0; up = queues_[up].parent)
+        if (up == a) {
+          held += queues_[l].usage[f];
+          break;
+        }
+  return held;
+}
+
 bool Admitter::QuotaReclaims(int leaf, int f, int64_t milli) const {
-  // (Not a department's guarantee: that is reclaimed from best-effort work only, which is not
-  // under the queue whose quota refuses it.)
-  return f < 64 && managed_[f] && !DepartmentReclaimOnly(leaf, f) && MayReclaim(leaf, f, milli);
+  if (f >= 64 || !managed_[f]) return false;
+  if (!DepartmentReclaimOnly(leaf, f)) return MayReclaim(leaf, f, milli);
+  // A department's guarantee is reclaimed from best-effort work only: for quota, only where
+  // that work is below the department, whose quota counts it (the built-in unqueued under the
+  // one tree's root; beside several trees it is a tree of its own).
+  for (int a = queues_[leaf].parent; a >= 0 && a != fleet_queue_; a = queues_[a].parent)
+    if (queues_[a].guaranteed[f] > 0)
+      return BestEffortUnder(a, f) > 0 && MayReclaim(leaf, f, milli);
+  return false;
 }
 
 bool Admitter::MayReclaimResource(int leaf, int r, int64_t amount) const {
@@ -1824,7 +1845,8 @@ int Admitter::PickLeaf() const {
     std::tuple<int, double, int> best_key;
     for (int c : *level) {
       if (queues_[c].active <= 0) continue;
-      int tier = queues_[c].gpu < guaranteed_milli(c) ? 0 : 1;
+      // (Below its guarantee first; best-effort work, which any other queue reclaims, last.)
+      int tier = queues_[c].spec.best_effort ? 2 : queues_[c].gpu < guaranteed_milli(c) ? 0 : 1;
       std::tuple<int, double, int> k{tier, Key(c), c};
       if (best < 0 || k < best_key) best = c, best_key = k;
     }
@@ -1966,10 +1988,21 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
       }
       if (holdable) break;
       // (Each flavour it could use, with its limit.)
-      why += (why.empty()
-                  ? "asks for " + GpuAmount(need) + (need == kMilliPerGpu ? " GPU; " : " GPUs; ")
-                  : "; ") +
-             "of " + flavor_name(f) + ", " + limit;
+      // (Where it counts for more than the compute it asks, both: a trial read "asks for 16
+      // GPUs" of two 1-GPU pods of a tenant with exclusiveNodes.)
+      int64_t compute = 0;
+      for (const PodRequest& q : e.pods) compute += q.total_gpu_milli();
+      const auto gpus = [](int64_t m) {
+        return GpuAmount(m) + (m == kMilliPerGpu ? " GPU" : " GPUs");
+      };
+      if (why.empty())
+        why = "asks for " + (need > compute ? gpus(compute) + " of compute, which count" +
+                                                  (compute == kMilliPerGpu ? "s" : "") + " as " +
+                                                  GpuAmount(need) + " of quota; "
+                                            : gpus(need) + "; ");
+      else
+        why += "; ";
+      why += "of " + flavor_name(f) + ", " + limit;
     }
     if (!holdable && !why.empty()) {
       e.phase = Phase::kInfeasible;
@@ -2175,6 +2208,15 @@ int Admitter::Split(int v, const std::vector<int>& cut) {
         if (leaves) f.fragment_pods.push_back({static_cast<int>(s), k});
       }
       counts[s] -= cut[s];
+    }
+    // The pods taken ran since the workload last reached its size now (the last pods are the
+    // ones growth added): what they lose counts from then, not from its start (a trial saw a
+    // shrink of pods grown back two hours in said to lose a quarter more than they ran).
+    if (!w.sizes.empty()) {
+      double since = w.sizes.back().first;
+      for (size_t k = w.sizes.size(); k-- > 0 && w.sizes[k].second >= w.gpu_milli;)
+        since = w.sizes[k].first;
+      f.options.started_at = std::max(f.options.started_at, since);
     }
     Resize(v, counts, std::move(kept_pods), std::move(kept_assign));
     w.shrunk_at = now_;

@@ -776,6 +776,8 @@ class Admitter {
   // Whether a refusal of quota in flavour f may be met by taking back what others borrow of
   // leaf's own guarantee (Preempt's quota_reclaim).
   bool QuotaReclaims(int leaf, int f, int64_t milli) const;
+  // What best-effort leaves below queue a hold of flavour f.
+  int64_t BestEffortUnder(int a, int f) const;
   // Where tree `root` is guaranteed none of flavour f and none of its queues names it while
   // another tree's does: a note saying so, for a refusal ("" otherwise).
   std::string FlavourNamedElsewhere(int root, int f) const;

@@ -88,8 +88,11 @@ Result<AdmissionConfig> QueueTreeFromObjects(const std::vector<json>& queues,
     const bool under_root = roots.size() == 1 && parents.count(*roots.begin());
     if (under_root) unqueued["parent"] = *roots.begin();
     doc["queues"].push_back(unqueued);
-    // (Beside several trees it is one of its own, with no guarantee: it takes what is idle.)
-    best_effort = !under_root;
+    // Best effort: beside several trees a tree of its own, with no guarantee, taking what is
+    // idle; under the one tree's root, a leaf whose work goes after its siblings' and is the
+    // first reclaimed, by a sibling without a guarantee of its own too, for the root's (a
+    // trial saw it take GPUs a sibling waited for and keep them).
+    best_effort = true;
   }
   YamlMap m(Doc::FromJson(doc), "", "stored queues");
   Result<AdmissionConfig> tree = ParseAdmissionConfig(m);
