@@ -1330,6 +1330,15 @@ TEST_F(FactoryTest, FairSharePreemptionRebalancesRunningWork) {
     EXPECT_EQ(w["team-b/b0" + suffix]["status"].value("phase", ""), fair ? "Running" : "Pending")
         << Describe(w);
     if (!fair) {
+      // Its wait says how fair share orders it, and that nothing running moves for it.
+      EXPECT_NE(
+          w["team-b/b0"]["status"]
+              .value("message", "")
+              .find("; as room frees in queue org, its queues' work goes by weighted share, "
+                    "lowest first (now team-b and team-a); fair-share preemption is off: running "
+                    "work is not moved for it"),
+          std::string::npos)
+          << Describe(w);
       DeleteWorkloads(w, {"team-a", "team-b"});
       Cycle();
       continue;
@@ -1352,6 +1361,16 @@ TEST_F(FactoryTest, FairSharePreemptionRebalancesRunningWork) {
     }
     EXPECT_EQ(a, 8) << Describe(w);
     EXPECT_EQ(b, 24) << Describe(w);
+    // The one left waiting is told why fair share takes nothing more back for it.
+    int told = 0;
+    for (const auto& [name, obj] : w)
+      if (name.rfind("team-b/", 0) == 0 && obj["status"].value("phase", "") == "Pending")
+        told += obj["status"]
+                    .value("message", "")
+                    .find(
+                        "fair-share preemption takes nothing back for it: with it admitted, queue "
+                        "team-b's weighted share would pass every sibling's") != std::string::npos;
+    EXPECT_EQ(told, 1) << Describe(w);
   }
 }
 
@@ -2667,6 +2686,25 @@ TEST_F(FactoryTest, ElasticGangGrowsWhenItsQuotaRises) {
             "32");
   for (int i = 0; i < 10; ++i) step(60'000);
   ExpectGpuHoursAcrossResize("team-a", bound, resized, 16, 32);
+  // Its events: Resized with the growth's message, then Started once its new pods are up,
+  // saying that (a trial saw Started repeat the growth's message).
+  std::string said;
+  for (int i = 0; i < 100; ++i) {
+    said.clear();
+    const json events = CallJson("GET", std::string(kApi) +
+                                            "/namespaces/team-a/events?fieldSelector="
+                                            "involvedObject.name%3Delastic");
+    for (const json& e : events.value("items", json::array()))
+      said += e.value("reason", "") + ": " + e.value("message", "") + "\n";
+    if (said.find("Resized: all 4 pods admitted") != std::string::npos &&
+        said.find("Started: all 4 pods started") != std::string::npos)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_NE(said.find("Resized: all 4 pods admitted (2 added as room freed)\nStarted: all 4 pods "
+                      "started\n"),
+            std::string::npos)
+      << said;
 }
 
 // Elastic shrink through the server: team-a (no guarantee) runs an elastic gang of four 8-GPU

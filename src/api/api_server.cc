@@ -1175,6 +1175,10 @@ class EventRecorder {
       if (now.starting)
         message = std::to_string(now.up) + " of " + std::to_string(now.bound) +
                   " pods started; the rest wait for their nodes";
+      // (Its last pods up after a growth: said so, not the growth's message again, which its
+      // Resized event gave.)
+      if (all_up && message.rfind("running on", 0) != 0)
+        message = "all " + std::to_string(now.bound) + " pods started";
       if (message.empty() && phase == "Scheduled") {
         std::set<std::string> nodes;
         for (const json& a : jsonf::Field(status, "assignments"))

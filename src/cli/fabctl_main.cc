@@ -21,6 +21,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "api/json_fields.h"
 #include "client/http_client.h"
@@ -1393,7 +1394,8 @@ void DescribeNodeWorkloads(HttpClient& http, const std::string& node, size_t gpu
   }
   std::printf("Workloads:%s\n", rows.size() == 1 ? "  <none>" : "");
   if (rows.size() > 1) PrintRows(rows);
-  std::printf("Allocated:  %s of %zu GPUs", GpusOfMilli(total).c_str(), gpus);
+  std::printf("Allocated:  %s of %zu GPU%s", GpusOfMilli(total).c_str(), gpus,
+              gpus == 1 ? "" : "s");
   if (gpu_memory_mib > 0)
     std::printf(", %s of %s of GPU memory", GpuMemory(total_memory).c_str(),
                 GpuMemory(gpu_memory_mib).c_str());
@@ -1583,10 +1585,26 @@ void DescribeQueue(HttpClient& http, const json& o) {
   if (status.contains("pendingWorkloads"))
     std::printf("Pending:    %s workload(s) (fabctl pending %s)\n",
                 Plain(status["pendingWorkloads"]).c_str(), name.c_str());
-  if (status.contains("weightedShare"))
+  if (status.contains("weightedShare")) {
     std::printf("Fair share: weighted share %s, usage history %s\n",
                 Plain(status["weightedShare"]).c_str(),
                 Plain(status.value("usageHistory", json("-"))).c_str());
+    // How it is made, where the scheduler says (a trial could not check 0.05 from what it saw).
+    if (const json beta = status.value("historyWeight", json()),
+        share = status.value("dominantShare", json());
+        beta.is_number() && share.is_number()) {
+      const double b = beta.get<double>();
+      char blend[32];
+      std::snprintf(blend, sizeof(blend), "%g", 1 - b);
+      const std::string made = b > 0 ? "(" + std::string(blend) + " × share now " + Plain(share) +
+                                           " + " + Plain(beta) + " × usage history) / weight "
+                                     : "share now " + Plain(share) + " / weight ";
+      std::printf(
+          "            = %s%s (its share now: the larger of its GPUs' and CPU's share of "
+          "the fleet); among its siblings the lowest goes first\n",
+          made.c_str(), Plain(Obj(o, "spec").value("weight", json(1))).c_str());
+    }
+  }
   if (status.contains("reclaimMinRuntimeSeconds"))
     std::printf(
         "Reclaim:    a workload's minimum runtime keeps other queues from taking it for at "
@@ -2540,6 +2558,19 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    // A first word that is no command is named, as kubectl's `unknown command "foo"` (CLI11
+    // says only that a subcommand is required).
+    if (e.get_exit_code() != 0 && argc > 1 && argv[1][0] != '-') {
+      bool known = false;
+      for (const CLI::App* sub :
+           std::as_const(app).get_subcommands(std::function<bool(const CLI::App*)>()))
+        known |= sub->check_name(argv[1]);
+      if (!known) {
+        std::fprintf(stderr, "fabctl: unknown command \"%s\" (fabctl --help lists the commands)\n",
+                     argv[1]);
+        return 1;
+      }
+    }
     // (Help is 0; a usage error is 1, as kubectl's, whatever CLI11 numbers it.)
     return app.exit(e) == 0 ? 0 : 1;
   }

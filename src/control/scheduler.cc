@@ -1599,6 +1599,10 @@ Result<CycleStats> Scheduler::RunOnce() {
             {"usageHistory", history},
             // (Three significant digits: rewritten when it moves visibly.)
             {"weightedShare", SignificantDigits(admitter->weighted_share(index), 3)},
+            // (What it is made of: its dominant share of the fleet now, and how much the
+            // history weighs beside it, so that describe can show the sum.)
+            {"dominantShare", SignificantDigits(admitter->dominant_share(index), 3)},
+            {"historyWeight", options_.usage_half_life_s > 0 ? options_.history_weight : 0.0},
             {"active", !admitter->stopped(index)},
             // (Its own reclaimMinRuntimeSeconds, else its nearest ancestor's, else
             // the server's --reclaim-min-runtime.)
@@ -1705,7 +1709,7 @@ Result<CycleStats> Scheduler::RunOnce() {
             d = Waits(admitter->reason(id), "Unschedulable");
             break;
           default:
-            d = Waits(admitter->reason(id),
+            d = Waits(admitter->reason(id) + admitter->FairShareNote(id),
                       admitter->reason(id).rfind("preempting", 0) == 0 ||
                               admitter->reason(id).rfind("consolidating", 0) == 0 ||
                               admitter->reason(id).rfind("taking back", 0) == 0 ||

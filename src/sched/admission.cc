@@ -484,6 +484,42 @@ int Admitter::pending_count(int q) const {
   return n;
 }
 
+std::string Admitter::FairShareNote(int id) const {
+  const Entry& e = entries_[id];
+  if (e.phase != Phase::kPending || e.leaf < 0 ||
+      e.reason.find(" to lend to the queues below it") == std::string::npos)
+    return "";
+  const int parent = queues_[e.leaf].parent;
+  if (parent < 0 || queues_[e.leaf].spec.best_effort) return "";
+  // Its siblings with work, running or waiting, by the weighted share the cycle orders them by.
+  std::vector<std::pair<double, int>> order;
+  for (int c : queues_[parent].children)
+    if (!queues_[c].spec.best_effort && (c == e.leaf || pending_count(c) > 0 || usage_milli(c) > 0))
+      order.push_back({Key(c), c});
+  if (order.size() < 2) return "";
+  std::sort(order.begin(), order.end());
+  std::string names;
+  for (size_t i = 0; i < order.size(); ++i)
+    names += (i == 0                  ? ""
+              : i + 1 == order.size() ? " and "
+                                      : ", ") +
+             queues_[order[i].second].spec.name;
+  std::string note = "; as room frees in queue " + queues_[parent].spec.name +
+                     ", its queues' work goes by weighted share, lowest first (now " + names + ")";
+  if (!config_.fair_share_preemption)
+    return note + "; fair-share preemption is off: running work is not moved for it";
+  // (As Preempt weighs it: its queue's share with it admitted against each sibling's now.)
+  const QueueNode& q = queues_[e.leaf];
+  const double mine =
+      std::max(static_cast<double>(q.gpu + e.gpu_milli) / static_cast<double>(cap_gpu_),
+               static_cast<double>(q.cpu + e.cpu_milli) / static_cast<double>(cap_cpu_)) /
+      q.spec.weight;
+  for (auto [unused, c] : order)
+    if (c != e.leaf && dominant_share(c) / queues_[c].spec.weight > mine) return note;
+  return note + "; fair-share preemption takes nothing back for it: with it admitted, queue " +
+         q.spec.name + "'s weighted share would pass every sibling's";
+}
+
 // A request is charged, per model, to a flavour that names its kind when one matches it there,
 // else to one that names no kind: MIG slices then never use a whole-GPU flavour's quota, and a
 // kind-named flavour for some models leaves the others to the kind-less flavours. With

@@ -484,6 +484,10 @@ class Admitter {
   // Waiting in the subtree, those that could never be admitted too (as Kueue counts
   // inadmissible workloads).
   int pending_count(int q) const;
+  // For work waiting because its tree has no GPU to lend it (""otherwise): how fair share
+  // orders it among its siblings as room frees, and why fair-share preemption moves nothing for
+  // it. Names only, no shares: a message that changed each cycle would be written each cycle.
+  std::string FairShareNote(int id) const;
   // The flavours, in the order a request is charged to the first that takes it; whether any
   // queue has a quota in one (unmanaged: not limited); a queue's guarantee and use in one
   // (milli, its subtree's); and how many of the fleet's GPUs it selects: those on which a

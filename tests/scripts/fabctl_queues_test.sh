@@ -440,6 +440,9 @@ grep -q "^Parent: *research$" <<<"$described" && grep -q "^Disruption: *at most 
   grep -q "borrowWithinCohort LowerPriority (priority at most 0)" <<<"$described" ||
   fail "describe queue team-b: $described"
 grep -q "^Tenants: *tenant team-b (named after it)" <<<"$described" || fail "team-b's tenant: $described"
+# Its fair share says what its weighted share is made of.
+grep -q "^            = (0.5 × share now [0-9.e-]* + 0.5 × usage history) / weight [0-9.]* (its share now: " <<<"$described" ||
+  fail "team-b's weighted share unexplained: $described"
 # research is named after no tenant and lists none: no tenant's work may name it.
 described=$("$FABCTL" describe queue research)
 grep -q "^Tenants: *none (no tenant is named research, none is listed)$" <<<"$described" ||
@@ -508,7 +511,7 @@ rc=0
 "$FABCTL" cordon l4-1 >/dev/null || fail "cordon l4-1"
 "$FABCTL" describe node l4-1 | contains "^Cordoned:   by admin (fabctl uncordon l4-1)" ||
   fail "describe l4-1 after an admin's cordon: $("$FABCTL" describe node l4-1 | grep -v '^  ')"
-"$FABCTL" describe node l4-1 | contains "^Allocated:  .* of [0-9]* GPUs" ||
+"$FABCTL" describe node l4-1 | contains "^Allocated:  .* of [0-9]* GPUs\?" ||
   fail "describe l4-1 allocated: $("$FABCTL" describe node l4-1 | grep -v '^  ')"
 # The built-in unqueued, applied back as `get` shows it with a change, becomes an admin's queue.
 "$FABCTL" get queue unqueued -o yaml | sed 's/^spec: {}$/spec: {weight: 3}/' >"$tmp/unqueued.yaml"

@@ -133,6 +133,11 @@ sed 's/maxRuntimeSeconds: 72000/maxRuntimeSecond: 72000/; s/name: small-0,/name:
 out=$("$FABCTL" apply -f "$tmp/typo.yaml" 2>&1) && fail "typo.yaml applied: $out"
 grep -q "spec.maxRuntimeSecond: unknown field (did you mean maxRuntimeSeconds?)" <<<"$out" ||
   fail "typo.yaml's error: $out"
+# A word that is no command is named, as kubectl's "unknown command" (rc 1).
+rc=0
+out=$("$FABCTL" foo 2>&1) || rc=$?
+[ "$rc" = 1 ] && grep -q '^fabctl: unknown command "foo" (fabctl --help lists the commands)$' <<<"$out" ||
+  fail "an unknown command (rc $rc): $out"
 # delete --all, as kubectl's: every workload of the tenant named, and only with a tenant named.
 rc=0
 out=$("$FABCTL" delete workloads --all 2>&1) || rc=$?
