@@ -2333,7 +2333,14 @@ TEST_F(FactoryTest, QueuesNameTheTenantsThatMayUseThem) {
   EXPECT_EQ(w["team-c/c-a"]["status"].value("phase", ""), "Running") << Describe(w);
   EXPECT_EQ(w["team-a/a-pool"]["status"]["resourceUsage"].value("queue", ""), "pool");
   EXPECT_EQ(CallJson("GET", path)["status"].value("usedGpus", ""), "1");
-  EXPECT_EQ(CallJson("GET", path)["status"].value("pendingWorkloads", -1), 0);
+  // It is counted, and listed last with no place, as inadmissible work is (a trial saw it vanish
+  // from every pending view while it waited).
+  EXPECT_EQ(CallJson("GET", path)["status"].value("pendingWorkloads", -1), 1);
+  const json listed = CallJson("GET", path + "/pendingworkloads");
+  ASSERT_EQ(listed["items"].size(), 1u) << listed.dump();
+  EXPECT_EQ(listed["items"][0].value("name", ""), "b-pool") << listed.dump();
+  EXPECT_EQ(listed["items"][0].value("positionInQueue", 0), -1) << listed.dump();
+  EXPECT_EQ(listed["items"][0].value("inadmissible", false), true) << listed.dump();
 
   // Renaming the queue is checked as creating it is; a running workload keeps its queue.
   const auto patch = [&](const std::string& tenant, const std::string& name, const json& spec) {
@@ -2365,9 +2372,21 @@ TEST_F(FactoryTest, QueuesNameTheTenantsThatMayUseThem) {
   Cycle();
   EXPECT_EQ(Workloads()["team-a/a-pool"]["status"].value("phase", ""), "Running");
   EXPECT_EQ(CallJson("GET", path)["status"].value("usedGpus", ""), "0");
-  // (Its status says so: the queue charged is no longer the one it names.)
+  // (Its status says so: the queue charged is no longer the one it names; and an event.)
   EXPECT_EQ(Workloads()["team-a/a-pool"]["status"]["resourceUsage"],
             json({{"gpu", "1000m"}, {"queue", "unqueued"}}));
+  std::string said;
+  for (int i = 0; i < 100 && said.find("QueueChanged") == std::string::npos; ++i) {
+    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    said =
+        CallJson("GET", std::string(kApi) +
+                            "/namespaces/team-a/events?fieldSelector=involvedObject.name%3Da-pool")
+            .dump();
+  }
+  EXPECT_NE(said.find("now charged to queue unqueued (was pool): its tenant may no longer use "
+                      "queue pool, or it is gone; what it holds is borrowed there, reclaimable"),
+            std::string::npos)
+      << said;
 
   // A queue below team-b's own is team-b's too; with it, team-b's queue is no leaf, and work
   // that names no queue waits in `unqueued`, which its message says (a user-style review found

@@ -909,6 +909,7 @@ class EventRecorder {
   };
   struct Summary {
     std::string phase, reason, message, resized;
+    std::string charged;  // the queue charged (status.resourceUsage.queue)
     int64_t evictions = 0;
     bool marked = false;  // status.preemption: a victim stopping
     // Running with some pods not started yet (status.startedPods, as fabctl's "Starting"):
@@ -1067,6 +1068,7 @@ class EventRecorder {
     s.reason = jsonf::Str(status, "reason");
     s.message = jsonf::Str(status, "message");
     s.resized = jsonf::Str(status, "resizedTime");
+    s.charged = jsonf::Str(jsonf::Field(status, "resourceUsage"), "queue");
     const json& ev = jsonf::Field(status, "evictions");
     if (const json& count = jsonf::Field(ev, "count"); count.is_number_integer())
       s.evictions = count.get<int64_t>();
@@ -1148,6 +1150,16 @@ class EventRecorder {
     }
     if (now.resized != before.resized && !now.resized.empty())
       record("Normal", "Resized", jsonf::Str(status, "message"));
+    // Running on, charged to another queue (its tenant dropped from the queue it names, the
+    // queue deleted, or back again): said, as nothing else says it.
+    if (known && !before.charged.empty() && !now.charged.empty() && now.charged != before.charged &&
+        (now.phase == "Running" || now.phase == "Scheduled") && now.phase == before.phase)
+      record(now.charged == kUnqueuedQueue ? "Warning" : "Normal", "QueueChanged",
+             "now charged to queue " + now.charged + " (was " + before.charged + ")" +
+                 (now.charged == kUnqueuedQueue
+                      ? ": its tenant may no longer use queue " + before.charged +
+                            ", or it is gone; what it holds is borrowed there, reclaimable"
+                      : ""));
     // (Put back in line by an eviction: said once, above; deactivated by it, said next.)
     // (Why it waits, each time that changes: the reason, or what its message says.)
     // (A gang with pods not all started is Starting: Started once the last one is up, as
@@ -2158,16 +2170,18 @@ struct ApiServer::Impl {
       const json& meta = jsonf::Field(obj, "metadata");
       std::string leaf =
           WaitingQueue(leaves, jsonf::Str(spec, "queue"), jsonf::Str(meta, "namespace"));
-      // Only leaves hold work: a workload naming an inner queue waits nowhere, nor one whose
-      // tenant may not use the queue it names.
+      // Only leaves hold work: a workload naming an inner queue waits nowhere. One whose tenant
+      // may not use the queue it names (any longer) is listed with no place, as inadmissible
+      // work is, until the tenant is let back (its message says why).
       if (!in.count(leaf) || !leaves.count(leaf)) continue;
-      if (!TenantMayUse(jsonf::Str(meta, "namespace"), leaf, find).ok()) continue;
+      const bool not_allowed = !TenantMayUse(jsonf::Str(meta, "namespace"), leaf, find).ok();
       if (jsonf::Field(spec, "active") == false) continue;  // deactivated: not in line
       const int64_t created = ParseTimestamp(jsonf::Str(meta, "creationTimestamp"));
-      waiting.push_back({jsonf::Str(jsonf::Field(obj, "status"), "reason") == "Unschedulable",
-                         jsonf::Int(spec, "priority"),
-                         created >= 0 ? created : std::numeric_limits<int64_t>::max(),
-                         kv.create_revision, std::move(leaf), std::move(obj)});
+      waiting.push_back(
+          {not_allowed || jsonf::Str(jsonf::Field(obj, "status"), "reason") == "Unschedulable",
+           jsonf::Int(spec, "priority"),
+           created >= 0 ? created : std::numeric_limits<int64_t>::max(), kv.create_revision,
+           std::move(leaf), std::move(obj)});
     }
     std::sort(waiting.begin(), waiting.end(), [](const Waiting& a, const Waiting& b) {
       return std::tuple(a.inadmissible, -a.priority, a.created, a.revision) <

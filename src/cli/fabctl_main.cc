@@ -520,6 +520,13 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
       std::string queue = spec.value("queue", "");
       if (wide && !leaves->empty())
         queue = fabrica::WaitingQueue(*leaves, queue, meta.value("namespace", ""));
+      // Admitted: the queue charged, as the scheduler wrote it (unqueued once its tenant may
+      // no longer use the one it names: "unqueued (was qb)").
+      const std::string stored = status.value("phase", "");
+      if (const std::string charged = Obj(status, "resourceUsage").value("queue", "");
+          wide && !charged.empty() && charged != queue &&
+          (stored == "Scheduled" || stored == "Running"))
+        queue = charged + (queue.empty() ? "" : " (was " + queue + ")");
       if (wide)
         rows.back().insert(rows.back().end() - 1, {queue.empty() ? "-" : queue,
                                                    Plain(spec.value("priority", json(0))), Age(o)});
@@ -2422,7 +2429,7 @@ int main(int argc, char** argv) {
     rc = h ? Describe(g, *h, what, name) : 2;
   });
   CLI::App* pending = app.add_subcommand(
-      "pending", "What waits in a queue and its subtree, in admission order, with positions");
+      "pending", "What waits in a queue and its subtree, with each one's place in its own queue");
   pending->add_option("queue", name, "a queue (default: every queue tree, root by root)");
   int pending_limit = 100;
   pending->add_option("--limit", pending_limit, "at most this many (default 100)");

@@ -246,7 +246,10 @@ Status MeterService::Sync() {
       b.id = id;
       b.workload = workload;
       b.tenant = ns;
-      b.queue = Str(Field(w, "spec"), "queue", ns);
+      // (The queue charged, as the scheduler wrote it: the tenant's, unqueued, ... where the
+      // workload names none or may no longer use the one it names; else the one it names.)
+      b.queue = Str(Field(Field(w, "status"), "resourceUsage"), "queue",
+                    Str(Field(w, "spec"), "queue", ns));
       b.start_ms = from;
       // CPU and memory per pod, from the pod set the assignment's pod name ("<set>-<i>") names.
       std::map<std::string, std::pair<int64_t, int64_t>> per_set;

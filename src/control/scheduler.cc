@@ -1537,13 +1537,11 @@ Result<CycleStats> Scheduler::RunOnce() {
       std::map<std::string, int> unsubmitted;
       {
         for (size_t i = 0; i < pending.size(); ++i) {
-          // (Inactive work is not queued, nor work of a tenant the queue no longer takes.)
+          // (Inactive work is not queued. Work of a tenant the queue no longer takes is
+          // counted, as the pending list shows it: inadmissible until the tenant is let back.)
           if (submitted[i] || !pending[i].w().active) continue;
           std::string q =
               WaitingQueue(leaves, pending[i].w().queue.str(), pending[i].w().tenant.str());
-          Workload in = pending[i].w();
-          in.queue = QueueId(q);
-          if (!allowed(in, q).ok()) continue;
           for (int depth = 0; !q.empty() && depth < 64; ++depth) {
             ++unsubmitted[q];
             auto it = queue_specs.find(q);

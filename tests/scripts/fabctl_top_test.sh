@@ -233,4 +233,6 @@ for _ in $(seq 50); do
 done
 "$FABCTL" describe workload pooled -n team-c | contains "^Charged:    1 GPUs of queue unqueued's quota (tenant team-c may no longer use queue pool: it runs on as unqueued work, what it holds borrowed and reclaimable)$" ||
   fail "pooled's charge once team-c left pool: $("$FABCTL" describe workload pooled -n team-c)"
+"$FABCTL" get workloads -n team-c -o wide | contains "^pooled .* unqueued (was pool) " ||
+  fail "get -o wide's QUEUE for pooled: $("$FABCTL" get workloads -n team-c -o wide)"
 echo "OK: top nodes shows the room held for a reservation, and whose; describe says when a limit ends a run; malformed JSON and a misspelt field are named; delete --all; a memory-only share's GPUS and GPU memory on its node; exclusiveNodes on a shared node warned; a running workload whose tenant its queue dropped says it is charged to unqueued"
