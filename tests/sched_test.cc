@@ -844,6 +844,35 @@ TEST(Placer, AMemoryOnlyShareTakesItsMemorysShareOfTheGpuItLandsOn) {
   }
 }
 
+// A share that waits for GPU memory, where a GPU has the compute it needs, is told so, with the
+// most memory free on one GPU (a trial read "lack a free GPU" of an L4 with 2Gi free for a 3Gi
+// share: the why was only in the workloads' JSON).
+TEST(Placer, AShareWaitingForGpuMemorySaysHowMuchIsFree) {
+  Fleet fleet = FleetOf({GpuNode("l", 1, "L4")});
+  ClusterState s(fleet, {MakeTenant("acme", TrustLevel::kStandard)});
+  auto policy = MustMakePolicy("bestfit");
+  Placer placer(*policy);
+  Rng rng(1);
+  PodSet hog = Fraction(100);
+  hog.device.gpu_memory = MemoryMib(22 * 1024);
+  ASSERT_EQ(PlaceAndApply(s, placer, Req(s, hog, "acme"), rng).outcome, Outcome::kPlaced);
+  PodSet kv = Fraction(0);
+  kv.device.gpu_memory = MemoryMib(3 * 1024);
+  const PodPlacement waits = placer.Explain(s, Req(s, kv, "acme"));
+  EXPECT_EQ(waits.outcome, Outcome::kPending);
+  EXPECT_NE(waits.reason.find("0 lack a free GPU, or a shared one"), std::string::npos)
+      << waits.reason;
+  EXPECT_NE(waits.reason.find(", 1 have the compute but no GPU with its 3Gi of memory free (at "
+                              "most 2Gi on one)"),
+            std::string::npos)
+      << waits.reason;
+  // Short of compute too, it is a lack of a GPU as before.
+  PodSet big = Fraction(950);
+  big.device.gpu_memory = MemoryMib(3 * 1024);
+  EXPECT_NE(placer.Explain(s, Req(s, big, "acme")).reason.find("1 lack a free GPU, or a shared"),
+            std::string::npos);
+}
+
 // As many memory-only shares fit on a GPU as its memory holds: three of 8Gi on a 24Gi GPU
 // (333m each; rounded up to 334m, a trial's six fitted two GPUs four times, not six, and the
 // workload waited for ever).
