@@ -924,7 +924,7 @@ bool Admitter::QuotaReclaims(int leaf, int f, int64_t milli) const {
   // one tree's root; beside several trees it is a tree of its own).
   for (int a = queues_[leaf].parent; a >= 0 && a != fleet_queue_; a = queues_[a].parent)
     if (queues_[a].guaranteed[f] > 0)
-      return BestEffortUnder(a, f) > 0 && MayReclaim(leaf, f, milli);
+      return MayReclaim(leaf, f, milli) && BestEffortUnder(a, f) > 0;
   return false;
 }
 
