@@ -1010,24 +1010,53 @@ TEST_F(AdmissionTest, ElasticGrowthAddsPodsAsRoomFrees) {
 // last grew to its size (the last pods are the ones growth added), not from its start (a trial
 // saw 8 pods grown back at 06:33 said to lose their run since 06:05).
 TEST_F(AdmissionTest, AShrinksLossCountsFromWhenThePodsTakenJoined) {
-  Make(Nodes(2, 4), {Leaf("a", 0), Leaf("b", 8)});
-  Workload w = Gpus("w", "a", 1, 0, 8);
-  w.pod_sets[0].min_count = 2;
-  std::vector<Assignment> on;
-  for (int i = 0; i < 8; ++i) on.push_back(OnGpus(i / 4, {i % 4})[0]);
-  SubmitOptions options;
-  options.started_at = 0;
-  options.resized_at = 1000;  // (admitted with 2 pods at 0, grown to 8 at 1000)
-  auto id = adm_->Restore(w, on, 0, options);
-  ASSERT_TRUE(id.ok()) << id.status().message();
-  const int b = Submit(Gpus("b0", "b", 1), 1990);
-  CycleResult cr = adm_->Cycle(2000, 1000);
-  ASSERT_EQ(cr.evicted.size(), 1u) << adm_->reason(b);
-  EXPECT_EQ(adm_->fragment_of(cr.evicted[0].victim), *id);
-  EXPECT_NE(adm_->reason(b).find("1000 GPU-seconds lost"), std::string::npos) << adm_->reason(b);
-  EXPECT_NE(adm_->reason(*id).find("they run again later, 1000 GPU-seconds lost"),
-            std::string::npos)
-      << adm_->reason(*id);
+  // (1) Restored as the server does, its pods' start times known: grown to 8 at 1000, the pod
+  // taken lost its run since then. (2) Its last resize a shrink (at 1500), every pod running
+  // since 0: the pod taken lost its run since 0, not since the shrink (a review: a restored
+  // workload's last resize is no growth). (3) One Admitter, no start times: by its sizes.
+  for (int variant = 1; variant <= 3; ++variant) {
+    SCOPED_TRACE(variant);
+    Make(Nodes(2, 4), {Leaf("a", 2), Leaf("b", 8)});
+    Workload w = Gpus("w", "a", 1, 0, 8);
+    w.pod_sets[0].min_count = 2;
+    std::vector<Assignment> on;
+    for (int i = 0; i < 8; ++i) on.push_back(OnGpus(i / 4, {i % 4})[0]);
+    int id = -1;
+    double expected = 0;
+    if (variant < 3) {
+      SubmitOptions options;
+      options.started_at = 0;
+      options.resized_at = variant == 1 ? 1000 : 1500;
+      for (int i = 0; i < 8; ++i)
+        options.pod_started["main-" + std::to_string(i)] = variant == 1 && i >= 2 ? 1000 : 0;
+      auto restored = adm_->Restore(w, on, 0, options);
+      ASSERT_TRUE(restored.ok()) << restored.status().message();
+      id = *restored;
+      expected = variant == 1 ? 1000 : 2000;
+    } else {
+      // Admitted with 2 of its 8 pods at 0 (the rest of the fleet held), grown at 1000.
+      Workload fill = Gpus("fill", "b", 1, 0, 6);
+      const int hold = Submit(fill, 0);
+      adm_->Cycle(0, 1000);
+      ASSERT_EQ(adm_->phase(hold), Phase::kAdmitted) << adm_->reason(hold);
+      id = Submit(w, 0);
+      adm_->Cycle(0, 1000);
+      ASSERT_EQ(adm_->phase(id), Phase::kAdmitted) << adm_->reason(id);
+      adm_->PodsReady(id);
+      adm_->Finish(hold, 1000);
+      adm_->Cycle(1000, 1000);
+      ASSERT_EQ(adm_->pod_counts(id), std::vector<int>{8}) << adm_->reason(id);
+      expected = 1000;
+    }
+    const int b = Submit(Gpus("b0", "b", 1), 1990);
+    CycleResult cr = adm_->Cycle(2000, 1000);
+    ASSERT_EQ(cr.evicted.size(), 1u) << adm_->reason(b);
+    EXPECT_EQ(adm_->fragment_of(cr.evicted[0].victim), id);
+    const std::string lost = std::to_string(static_cast<int>(expected)) + " GPU-seconds lost";
+    EXPECT_NE(adm_->reason(b).find(lost), std::string::npos) << adm_->reason(b);
+    EXPECT_NE(adm_->reason(id).find("they run again later, " + lost), std::string::npos)
+        << adm_->reason(id);
+  }
 }
 
 // Elastic shrink: a reclaim takes an elastic victim's pods beyond its minCount, the last ones,

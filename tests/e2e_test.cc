@@ -1334,9 +1334,10 @@ TEST_F(FactoryTest, FairSharePreemptionRebalancesRunningWork) {
       EXPECT_NE(
           w["team-b/b0"]["status"]
               .value("message", "")
-              .find("; as room frees in queue org, its queues' work goes by weighted share, "
-                    "lowest first (now team-b and team-a); fair-share preemption is off: running "
-                    "work is not moved for it"),
+              .find("; as room frees, its siblings' work goes first where their queue is below "
+                    "its guarantee, then by weighted share, lowest first (fabctl describe queue "
+                    "shows each one's); fair-share preemption is off: running work is not moved "
+                    "for it"),
           std::string::npos)
           << Describe(w);
       DeleteWorkloads(w, {"team-a", "team-b"});
@@ -1361,15 +1362,15 @@ TEST_F(FactoryTest, FairSharePreemptionRebalancesRunningWork) {
     }
     EXPECT_EQ(a, 8) << Describe(w);
     EXPECT_EQ(b, 24) << Describe(w);
-    // The one left waiting is told why fair share takes nothing more back for it.
+    // The one left waiting is told what fair-share preemption would move for it.
     int told = 0;
     for (const auto& [name, obj] : w)
       if (name.rfind("team-b/", 0) == 0 && obj["status"].value("phase", "") == "Pending")
         told += obj["status"]
                     .value("message", "")
                     .find(
-                        "fair-share preemption takes nothing back for it: with it admitted, queue "
-                        "team-b's weighted share would pass every sibling's") != std::string::npos;
+                        "; fair-share preemption moves running work for it only from a queue "
+                        "whose weighted share would stay above its own") != std::string::npos;
     EXPECT_EQ(told, 1) << Describe(w);
   }
 }
@@ -2384,7 +2385,7 @@ TEST_F(FactoryTest, QueuesNameTheTenantsThatMayUseThem) {
             .dump();
   }
   EXPECT_NE(said.find("now charged to queue unqueued (was pool): its tenant may no longer use "
-                      "queue pool, or it is gone; what it holds is borrowed there, reclaimable"),
+                      "queue pool, or it is gone"),
             std::string::npos)
       << said;
 

@@ -1157,8 +1157,7 @@ class EventRecorder {
       record(now.charged == kUnqueuedQueue ? "Warning" : "Normal", "QueueChanged",
              "now charged to queue " + now.charged + " (was " + before.charged + ")" +
                  (now.charged == kUnqueuedQueue
-                      ? ": its tenant may no longer use queue " + before.charged +
-                            ", or it is gone; what it holds is borrowed there, reclaimable"
+                      ? ": its tenant may no longer use queue " + before.charged + ", or it is gone"
                       : ""));
     // (Put back in line by an eviction: said once, above; deactivated by it, said next.)
     // (Why it waits, each time that changes: the reason, or what its message says.)

@@ -521,12 +521,12 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
       if (wide && !leaves->empty())
         queue = fabrica::WaitingQueue(*leaves, queue, meta.value("namespace", ""));
       // Admitted: the queue charged, as the scheduler wrote it (unqueued once its tenant may
-      // no longer use the one it names: "unqueued (was qb)").
+      // no longer use the one it names: "unqueued(was:qb)", one word for scripts' columns).
       const std::string stored = status.value("phase", "");
       if (const std::string charged = Obj(status, "resourceUsage").value("queue", "");
           wide && !charged.empty() && charged != queue &&
           (stored == "Scheduled" || stored == "Running"))
-        queue = charged + (queue.empty() ? "" : " (was " + queue + ")");
+        queue = charged + (queue.empty() ? "" : "(was:" + queue + ")");
       if (wide)
         rows.back().insert(rows.back().end() - 1, {queue.empty() ? "-" : queue,
                                                    Plain(spec.value("priority", json(0))), Age(o)});
@@ -1584,8 +1584,20 @@ void DescribeQueue(HttpClient& http, const json& o) {
   }
   if (rows.size() > 1) {
     std::printf("Quotas:\n");
+    // A root that borrows GPUs has no lender above it: they are GPUs no tree is guaranteed,
+    // taken by a queue within its own guarantee rather than reclaim (a trial read "BORROWED 8"
+    // of a root as a contradiction).
+    bool root_borrows = false;
+    for (size_t i = 1; i < rows.size(); ++i)
+      root_borrows |=
+          rows[i][0].find("GPUs") != std::string::npos && rows[i][5] != "-" && rows[i][5] != "0";
+    root_borrows &= spec.value("parent", "").empty();
     for (auto& row : rows) row.front() = "  " + row.front();
     PrintRows(rows);
+    if (root_borrows)
+      std::printf(
+          "  (a root borrows from no queue above it: these are GPUs no tree is guaranteed, "
+          "or, with --lend-across-trees, that other trees leave unused)\n");
   } else {
     std::printf("Quotas:     (the scheduler has not written its standing yet)\n");
   }
@@ -1716,11 +1728,13 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
         std::string moved;
         if (queue == "unqueued" && !named.empty() && named != queue) {
           auto q = http.Do("GET", "/apis/fabrica.dev/v1/queues/" + named);
-          moved = q.ok() && q->status == 404
-                      ? " (queue " + named + " is gone"
-                      : " (tenant " + Obj(o, "metadata").value("namespace", "") +
-                            " may no longer use queue " + named;
-          moved += ": it runs on as unqueued work, what it holds borrowed and reclaimable)";
+          const std::string tenant = Obj(o, "metadata").value("namespace", "");
+          moved =
+              !q.ok() || (q->status != 200 && q->status != 404)
+                  ? " (tenant " + tenant + " may no longer use queue " + named + ", or it is gone"
+              : q->status == 404 ? " (queue " + named + " is gone"
+                                 : " (tenant " + tenant + " may no longer use queue " + named;
+          moved += ": it runs on in unqueued)";
         }
         std::printf("Charged:    %s GPUs of %s quota%s%s\n", GpusOfMilli(charge->value()).c_str(),
                     whose.c_str(), moved.c_str(), why.c_str());

@@ -1287,6 +1287,12 @@ Result<CycleStats> Scheduler::RunOnce() {
             Field(Field(Field(bound[b].sw.obj(), "status"), "evictions"), "gpuSecondsLost");
         if (lost.is_number_integer())
           options.lost_before_s = static_cast<double>(lost.get<int64_t>());
+        // When its pods started, as its nodes reported (what a shrink's pods lose counts from).
+        if (const json& started = Field(status, "startedPods"); started.is_object())
+          for (const auto& [pod, at] : started.items())
+            if (const int64_t t = at.is_string() ? ParseTimestamp(at.get<std::string>()) : -1;
+                t >= 0)
+              options.pod_started[pod] = static_cast<double>(t) / 1000.0;
         const int64_t created =
             ParseTimestamp(Str(Field(bound[b].sw.obj(), "metadata"), "creationTimestamp"));
         if (created >= 0) options.arrived_at = static_cast<double>(created) / 1000.0;

@@ -490,34 +490,18 @@ std::string Admitter::FairShareNote(int id) const {
       e.reason.find(" to lend to the queues below it") == std::string::npos)
     return "";
   const int parent = queues_[e.leaf].parent;
-  if (parent < 0 || queues_[e.leaf].spec.best_effort) return "";
-  // Its siblings with work, running or waiting, by the weighted share the cycle orders them by.
-  std::vector<std::pair<double, int>> order;
-  for (int c : queues_[parent].children)
-    if (!queues_[c].spec.best_effort && (c == e.leaf || pending_count(c) > 0 || usage_milli(c) > 0))
-      order.push_back({Key(c), c});
-  if (order.size() < 2) return "";
-  std::sort(order.begin(), order.end());
-  std::string names;
-  for (size_t i = 0; i < order.size(); ++i)
-    names += (i == 0                  ? ""
-              : i + 1 == order.size() ? " and "
-                                      : ", ") +
-             queues_[order[i].second].spec.name;
-  std::string note = "; as room frees in queue " + queues_[parent].spec.name +
-                     ", its queues' work goes by weighted share, lowest first (now " + names + ")";
-  if (!config_.fair_share_preemption)
-    return note + "; fair-share preemption is off: running work is not moved for it";
-  // (As Preempt weighs it: its queue's share with it admitted against each sibling's now.)
-  const QueueNode& q = queues_[e.leaf];
-  const double mine =
-      std::max(static_cast<double>(q.gpu + e.gpu_milli) / static_cast<double>(cap_gpu_),
-               static_cast<double>(q.cpu + e.cpu_milli) / static_cast<double>(cap_cpu_)) /
-      q.spec.weight;
-  for (auto [unused, c] : order)
-    if (c != e.leaf && dominant_share(c) / queues_[c].spec.weight > mine) return note;
-  return note + "; fair-share preemption takes nothing back for it: with it admitted, queue " +
-         q.spec.name + "'s weighted share would pass every sibling's";
+  if (parent < 0 || queues_[e.leaf].spec.best_effort || queues_[parent].children.size() < 2)
+    return "";
+  // The rule, not the order now: the order moves with usage history every cycle, and a message
+  // that changed would be written every cycle (a review of a first version that named it).
+  return std::string(
+             "; as room frees, its siblings' work goes first where their queue is below its "
+             "guarantee, then by weighted share, lowest first (fabctl describe queue shows "
+             "each one's)") +
+         (config_.fair_share_preemption
+              ? "; fair-share preemption moves running work for it only from a queue whose "
+                "weighted share would stay above its own"
+              : "; fair-share preemption is off: running work is not moved for it");
 }
 
 // A request is charged, per model, to a flavour that names its kind when one matches it there,
@@ -873,6 +857,10 @@ int64_t Admitter::room_below_guarantee(int id, const std::string& flavor) const 
 bool Admitter::MayReclaim(int leaf, int f, int64_t milli) const {
   const QueueNode& q = queues_[leaf];
   if (q.spec.preemption.reclaim_within_cohort == PreemptionPolicy::Reclaim::kNever) return false;
+  // (Best-effort work reclaims nothing: it is what is reclaimed. Under the one tree's root, its
+  // no guarantee would otherwise read as a claim on the root's, and its promises as held
+  // there, a review found.)
+  if (q.spec.best_effort) return false;
   // Its own work being evicted counts as gone: the preemptor it makes room for has promised it.
   // Work leaving for no one (a drain, its maximum runtime) does not: its room is the queue's
   // own in a moment, so reclaiming from others for it would evict for room that then idles.
@@ -888,18 +876,18 @@ bool Admitter::MayReclaim(int leaf, int f, int64_t milli) const {
   if (!best_effort_holds) return false;
   for (int a = q.parent; a >= 0 && a != fleet_queue_; a = queues_[a].parent) {
     if (queues_[a].guaranteed[f] == 0) continue;
-    // (What its leaves' nominated preemptors were promised counts as held.)
-    int64_t promised = 0;
+    // (What its leaves' nominated preemptors were promised counts as held; best-effort work
+    // below it, the built-in unqueued under the one tree's root, holds none of it: it is what
+    // is reclaimed. One walk for both.)
+    int64_t promised = 0, best_effort = 0;
     for (int l = 0; l < queue_count(); ++l)
       for (int up = queues_[l].parent; up >= 0 && is_leaf(l); up = queues_[up].parent)
         if (up == a) {
           promised += queues_[l].promised[f];
+          if (queues_[l].spec.best_effort) best_effort += queues_[l].usage[f];
           break;
         }
-    // (Best-effort work below it, the built-in unqueued under the one tree's root, holds none
-    // of it: it is what is reclaimed.)
-    return queues_[a].usage[f] - BestEffortUnder(a, f) + promised + milli <=
-           queues_[a].guaranteed[f];
+    return queues_[a].usage[f] - best_effort + promised + milli <= queues_[a].guaranteed[f];
   }
   return false;
 }
@@ -1984,6 +1972,7 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
   for (const PodRequest& p : e.pods) {
     if (p.kind == DeviceKind::kNone) continue;
     std::string why;
+    int64_t first_need = -1;  // (what the refusal's first flavour says it counts as)
     bool holdable = UnchargedModels(p) != 0;  // no quota limits it there
     for (int f : CandidateFlavors(p)) {
       if (holdable) break;
@@ -2031,6 +2020,7 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
       const auto gpus = [](int64_t m) {
         return GpuAmount(m) + (m == kMilliPerGpu ? " GPU" : " GPUs");
       };
+      if (why.empty()) first_need = need;
       if (why.empty())
         why = "asks for " + (need > compute ? gpus(compute) + " of compute, which count" +
                                                   (compute == kMilliPerGpu ? "s" : "") + " as " +
@@ -2043,7 +2033,7 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
     if (!holdable && !why.empty()) {
       e.phase = Phase::kInfeasible;
       ++queues_[leaf].infeasible;
-      e.reason = why + ChargeNote(e);
+      e.reason = why + ChargeNote(e, first_need);
       entries_.push_back(std::move(e));
       return id;
     }
@@ -2245,15 +2235,31 @@ int Admitter::Split(int v, const std::vector<int>& cut) {
       }
       counts[s] -= cut[s];
     }
-    // The pods taken ran since the workload last reached its size now (the last pods are the
-    // ones growth added): what they lose counts from then, not from its start (a trial saw a
-    // shrink of pods grown back two hours in said to lose a quarter more than they ran).
-    if (!w.sizes.empty()) {
-      double since = w.sizes.back().first;
-      for (size_t k = w.sizes.size(); k-- > 0 && w.sizes[k].second >= w.gpu_milli;)
-        since = w.sizes[k].first;
-      f.options.started_at = std::max(f.options.started_at, since);
+    // What the pods taken lose counts from when they joined, not from the workload's start (a
+    // trial saw a shrink of pods grown back two hours in said to lose a quarter more than they
+    // ran): when they started, where that is known (the server's startedPods), else when the
+    // workload last reached its size now (in one Admitter's memory, its sizes: the last pods
+    // are the ones growth added; a restored one's sizes name its last resize, a shrink's too,
+    // so they are not read for it).
+    double joined = -1;
+    bool known = !w.options.pod_started.empty();
+    for (auto [set, k] : f.fragment_pods) {
+      const auto it =
+          w.options.pod_started.find(w.spec.pod_sets[set].name + "-" + std::to_string(k));
+      if (it == w.options.pod_started.end()) {
+        known = false;
+        break;
+      }
+      joined = joined < 0 ? it->second : std::min(joined, it->second);
     }
+    if (!known && w.options.pod_started.empty() && w.options.resized_at < 0 && !w.sizes.empty()) {
+      joined = w.sizes.back().first;
+      for (size_t k = w.sizes.size(); k-- > 0 && w.sizes[k].second >= w.gpu_milli;)
+        joined = w.sizes[k].first;
+    } else if (!known) {
+      joined = -1;
+    }
+    f.joined_at = joined;
     Resize(v, counts, std::move(kept_pods), std::move(kept_assign));
     w.shrunk_at = now_;
     partial_running_.insert(v);
@@ -3303,10 +3309,11 @@ int64_t Admitter::LeastCharge(const Entry& e, uint64_t models) const {
   return least < 0 ? e.gpu_milli : std::min(least, e.gpu_milli);
 }
 
-std::string Admitter::ChargeNote(const Entry& e) const {
+std::string Admitter::ChargeNote(const Entry& e, int64_t charge) const {
   int64_t compute = 0;
   for (const PodRequest& p : e.pods) compute += p.total_gpu_milli();
-  if (e.gpu_milli <= compute) return "";
+  if (charge < 0) charge = e.gpu_milli;
+  if (charge <= compute) return "";
   // Why, by what it asks: a trial read a fraction's reason for an exclusiveNodes charge.
   bool exclusive = false, fraction = false;
   for (const PodRequest& p : e.pods) {
@@ -3322,8 +3329,8 @@ std::string Admitter::ChargeNote(const Entry& e) const {
     why += std::string(why.empty() ? "" : "; ") +
            "a fraction holds the larger of its compute and GPU memory share, and an untrusted "
            "tenant's GPU what no other pod may use";
-  return " (it counts as " + GpuAmount(e.gpu_milli) + " GPUs of quota for the " +
-         GpuAmount(compute) + " of compute it asks: " + why + ")";
+  return " (it counts as " + GpuAmount(charge) + " GPUs of quota for the " + GpuAmount(compute) +
+         " of compute it asks: " + why + ")";
 }
 
 bool Admitter::PlaceAll(const Entry& e, const std::vector<PodRequest>& pods,
@@ -3710,6 +3717,8 @@ double Admitter::LostIfEvicted(int id, double at) const {
   double ran = std::max(0.0, at - began);
   const double every = w.options.checkpoint_interval_s;
   if (every > 0) ran = std::clamp(std::fmod(ran, every), 0.0, ran);
+  // (A shrink's pods: no more than since they joined; checkpoints kept their phase.)
+  if (w.joined_at >= 0) ran = std::min(ran, std::max(0.0, at - w.joined_at));
   if (w.sizes.empty()) return ran * static_cast<double>(w.gpu_milli) / 1000.0;
   // Grown: each size over the part of [at - ran, at] it held.
   double lost = 0;

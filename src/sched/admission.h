@@ -294,6 +294,9 @@ struct SubmitOptions {
   // eviction, which would lose little, is not the cheapest victim every time (Admitter::
   // EvictionCost).
   double lost_before_s = 0;
+  // Restore: when each of its pods started, by name ("main-3"; the server: status.startedPods).
+  // What a shrink's pods lose counts from when they started (Admitter::Split). Empty: unknown.
+  std::map<std::string, double> pod_started = {};
 };
 
 // A victim is a whole workload, or the pods an elastic shrink takes from one: then `victim` is
@@ -484,9 +487,10 @@ class Admitter {
   // Waiting in the subtree, those that could never be admitted too (as Kueue counts
   // inadmissible workloads).
   int pending_count(int q) const;
-  // For work waiting because its tree has no GPU to lend it (""otherwise): how fair share
-  // orders it among its siblings as room frees, and why fair-share preemption moves nothing for
-  // it. Names only, no shares: a message that changed each cycle would be written each cycle.
+  // For work waiting because its tree has no GPU to lend it ("" otherwise): how fair share
+  // orders its queue among its siblings as room frees, and what fair-share preemption would
+  // move for it. The rule, no names or shares: a message that changed each cycle would be
+  // written each cycle.
   std::string FairShareNote(int id) const;
   // The flavours, in the order a request is charged to the first that takes it; whether any
   // queue has a quota in one (unmanaged: not limited); a queue's guarantee and use in one
@@ -598,7 +602,10 @@ class Admitter {
     int fragment_of = -1;
     std::string partial_why;                         // admitted in part: why no more (TryPartial)
     std::vector<std::pair<int, int>> fragment_pods;  // (set, index), see fragment_pods()
-    double shrunk_at = -1;   // when a shrink last took pods from it (it does not grow then)
+    double shrunk_at = -1;  // when a shrink last took pods from it (it does not grow then)
+    // A shrink's fragment: when its pods joined (what they lose counts from then; -1: its
+    // workload's start).
+    double joined_at = -1;
     bool reserving = false;  // nominated with a reservation (ReserveRoom): its plan held each cycle
     bool ever_reserved = false;
   };
@@ -695,7 +702,8 @@ class Admitter {
   int ChargeRow(const PodRequest& req) const;  // -1: not in the table
   // Where e is charged more quota than the compute it asks (ClusterState::MakeRequest), a
   // note saying so for a refusal; else empty.
-  std::string ChargeNote(const Entry& e) const;
+  // (`charge`: the amount to say, where not e's charge now: an Unschedulable refusal's least.)
+  std::string ChargeNote(const Entry& e, int64_t charge = -1) const;
   // For a tenant with exclusiveNodes, where its running work is charged more than the compute
   // it uses, a note saying so for a quota refusal (a trial read "10/8 GPUs" of 2 running and 2
   // asked); else empty.

@@ -96,7 +96,8 @@ PodPlacement Placer::Explain(const ClusterState& s, const PodRequest& req) const
       const DeviceState& ds = s.devices(n)[d];
       if (s.node(n).devices[d].mig_enabled() || s.node(n).devices[d].memory.value() <= 0) continue;
       if (ds.free_memory_mib >= s.FractionMemoryMib(n, d, req)) return false;
-      compute |= ds.free_milli >= s.FractionMilli(n, d, req);
+      if (ds.free_milli < s.FractionMilli(n, d, req)) continue;
+      compute = true;
       most = std::max(most, ds.free_memory_mib);
     }
     if (compute) most_free_memory = std::max(most_free_memory, most);
@@ -161,7 +162,9 @@ PodPlacement Placer::Explain(const ClusterState& s, const PodRequest& req) const
   if (short_memory)
     p.reason += ", " + std::to_string(short_memory) + " have the compute but no GPU with its " +
                 FormatMemoryMib(MemoryMib(req.gpu_memory_mib)) + " of memory free (at most " +
-                FormatMemoryMib(MemoryMib(most_free_memory)) + " on one)";
+                // (In whole GiB, rounded down: a wait's message that moved with every share
+                // that came or went would be written each time.)
+                FormatMemoryMib(MemoryMib(most_free_memory / 1024 * 1024)) + " on one)";
   if (small)
     p.reason += ", " + std::to_string(small) + " have GPUs with less than its " +
                 FormatMemoryMib(MemoryMib(req.gpu_memory_mib)) + " of memory";
