@@ -235,4 +235,42 @@ done
   fail "pooled's charge once team-c left pool: $("$FABCTL" describe workload pooled -n team-c)"
 "$FABCTL" get workloads -n team-c -o wide | contains "^pooled .* unqueued(was:pool) " ||
   fail "get -o wide's QUEUE for pooled: $("$FABCTL" get workloads -n team-c -o wide)"
-echo "OK: top nodes shows the room held for a reservation, and whose; describe says when a limit ends a run; malformed JSON and a misspelt field are named; delete --all; a memory-only share's GPUS and GPU memory on its node; exclusiveNodes on a shared node warned; a running workload whose tenant its queue dropped says it is charged to unqueued"
+# A root that holds GPUs past its guarantee (a queue within its own guarantee took GPUs no tree
+# is guaranteed rather than reclaim what its sibling borrows) says where they come from.
+cat >"$tmp/root.yaml" <<YAML
+apiVersion: fabrica.dev/v1
+kind: Queue
+metadata: {name: rr}
+spec: {quotas: {gpu: {guaranteed: 0.2}}}
+---
+apiVersion: fabrica.dev/v1
+kind: Queue
+metadata: {name: rx}
+spec: {parent: rr, tenants: [team-c], quotas: {gpu: {guaranteed: 0.1}}}
+---
+apiVersion: fabrica.dev/v1
+kind: Queue
+metadata: {name: ry}
+spec: {parent: rr, tenants: [team-c], quotas: {gpu: {guaranteed: 0.1}}}
+YAML
+"$FABCTL" apply -f "$tmp/root.yaml" >/dev/null || fail "apply root.yaml"
+# (Shares: the gpu flavour's, wherever they land; the h200 flavour takes whole H200s only.)
+for w in "y-0 ry 200m" "x-0 rx 100m"; do
+  read -r wname wqueue wgpus <<<"$w"
+  printf 'apiVersion: fabrica.dev/v1\nkind: Workload\nmetadata: {name: %s, namespace: team-c}\nspec:\n  queue: %s\n  podSets: [{name: main, count: 1, cpu: "1", memory: 1Gi, devices: {gpuMilli: %s}}]\n  run: {command: [train], durationSeconds: 360000}\n' \
+    "$wname" "$wqueue" "$wgpus" >"$tmp/$wname.yaml"
+  "$FABCTL" apply -f "$tmp/$wname.yaml" >/dev/null || fail "apply $wname"
+  for _ in $(seq 100); do
+    "$FABCTL" get workloads -n team-c | contains "^$wname  *Running" && break
+    sleep 0.2
+  done
+  "$FABCTL" get workloads -n team-c | contains "^$wname  *Running" ||
+    fail "$wname not running: $("$FABCTL" describe workload "$wname" -n team-c | head -8)"
+done
+for _ in $(seq 50); do
+  "$FABCTL" describe queue rr | contains "^  (a root borrows from no queue above it" && break
+  sleep 0.2
+done
+"$FABCTL" describe queue rr | contains "^  (a root borrows from no queue above it: these are GPUs no tree is guaranteed" ||
+  fail "a root's borrowed GPUs unexplained: $("$FABCTL" describe queue rr; "$FABCTL" get workloads -n team-c)"
+echo "OK: top nodes shows the room held for a reservation, and whose; describe says when a limit ends a run; malformed JSON and a misspelt field are named; delete --all; a memory-only share's GPUS and GPU memory on its node; exclusiveNodes on a shared node warned; a running workload whose tenant its queue dropped says it is charged to unqueued; a root holding GPUs no tree is guaranteed says so"
