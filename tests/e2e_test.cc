@@ -2727,6 +2727,29 @@ TEST_F(FactoryTest, ElasticGangGrowsWhenItsQuotaRises) {
       << said;
 }
 
+// An elastic workload whose tenant its queue drops runs on in unqueued, and grows there as room
+// frees, as any work there takes what is idle (a trial saw one shrunk to 4 of 8 pods stay so
+// beside an idle node until its tenant was let back).
+TEST_F(FactoryTest, AnElasticWorkloadMovedToUnqueuedGrowsThere) {
+  CreateQueue("pool", {{"tenants", {"team-a"}}, {"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
+  json elastic = ElasticGang();
+  elastic["spec"]["queue"] = "pool";
+  CreateWorkload(elastic);
+  for (int i = 0; i < 3; ++i) Cycle(1'000);
+  json st = Workloads()["team-a/elastic"]["status"];
+  ASSERT_EQ(st.value("phase", ""), "Running") << st.dump();
+  ASSERT_EQ(st["admittedCounts"], json::array({2})) << st.dump();
+  ClientResponse r =
+      Call("PATCH", std::string(kApi) + "/queues/pool",
+           json{{"spec", {{"tenants", json::array()}}}}.dump(), "application/merge-patch+json");
+  ASSERT_EQ(r.status, 200) << r.body;
+  for (int i = 0; i < 4; ++i) Cycle(1'000);
+  st = Workloads()["team-a/elastic"]["status"];
+  EXPECT_EQ(st.value("phase", ""), "Running") << st.dump();
+  EXPECT_FALSE(st.contains("admittedCounts")) << st.dump();  // all four pods
+  EXPECT_EQ(st["resourceUsage"], json({{"gpu", "32000m"}, {"queue", "unqueued"}})) << st.dump();
+}
+
 // Elastic shrink through the server: team-a (no guarantee) runs an elastic gang of four 8-GPU
 // pods on the fleet's 32 whole GPUs; team-b, guaranteed them all, asks for 8. The gang's last
 // pod is marked (status.shrinks) and stops after the grace period while the other three run on;

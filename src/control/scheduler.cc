@@ -1309,9 +1309,13 @@ Result<CycleStats> Scheduler::RunOnce() {
         const json& bound_status = Field(bound[b].sw.obj(), "status");
         // (Its pods all started, and not within the backoff after a growth it undid.)
         const int64_t retry = ParseTimestamp(Str(bound_status, "growthRetryTime"));
-        options.may_grow = !bound[b].sw.counts.empty() && Str(bound_status, "phase") == "Running" &&
-                           AllPodsStarted(bound_status) && (retry < 0 || now >= retry) &&
-                           charged.queue == leaf_of(spec).queue && !hold_of(bound[b].sw);
+        options.may_grow =
+            !bound[b].sw.counts.empty() && Str(bound_status, "phase") == "Running" &&
+            AllPodsStarted(bound_status) && (retry < 0 || now >= retry) &&
+            // (On unqueued too, once its tenant may no longer use its queue:
+            // work there takes what is idle, and is the first reclaimed.)
+            (charged.queue == leaf_of(spec).queue || charged.queue.str() == kUnqueuedQueue) &&
+            !hold_of(bound[b].sw);
         // It shrinks, too, only once all its pods run (a shrink restarts no gang timeout). A
         // gang's pods are ranks of one run that goes on with fewer; a pod taken from other work
         // is a piece of it that runs again later (PodsLeft), which still loses less than an
