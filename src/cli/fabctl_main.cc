@@ -1736,8 +1736,11 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
                                  : " (tenant " + tenant + " may no longer use queue " + named;
           moved += ": it runs on in unqueued)";
         }
-        std::printf("Charged:    %s GPUs of %s quota%s%s\n", GpusOfMilli(charge->value()).c_str(),
-                    whose.c_str(), moved.c_str(), why.c_str());
+        // (Since when, where the queue charged changed while it ran: each is billed its part.)
+        const std::string since = Obj(status, "resourceUsage").value("since", "");
+        std::printf("Charged:    %s GPUs of %s quota%s%s%s\n", GpusOfMilli(charge->value()).c_str(),
+                    whose.c_str(), since.empty() ? "" : (" since " + since).c_str(), moved.c_str(),
+                    why.c_str());
       }
     }
     // Reserving room: when it frees by the time limits of the work there.

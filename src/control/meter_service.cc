@@ -204,25 +204,36 @@ Status MeterService::Sync() {
       }
     }
     const int64_t bound_at = grown ? resized : scheduled;
-    const int64_t start = completed.empty() ? bound_at : std::max(bound_at, completed_at);
+    // Charged to another queue since it was bound (status.resourceUsage.since: its tenant
+    // dropped from the queue it names, or let back): a binding of its own from then, billed to
+    // the queue it has now.
+    const int64_t moved = ParseTimestamp(Str(Field(status, "resourceUsage"), "since"));
+    const bool charge_moved = scheduled >= 0 && moved > bound_at && moved <= now;
+    int64_t start = completed.empty() ? bound_at : std::max(bound_at, completed_at);
+    if (charge_moved) start = std::max(start, moved);
     const std::string binding = workload + "@" + Str(meta, "uid") + "@" + std::to_string(scheduled);
     std::string whole;  // the binding of all its pods
     if (!assignments.empty() && scheduled >= 0) {
-      whole = binding + (grown ? "@" + std::to_string(resized) : "");
+      whole = binding + (grown ? "@" + std::to_string(resized) : "") +
+              (charge_moved ? "~" + std::to_string(moved) : "");
       current = whole + (completed.empty() ? "" : "#" + std::to_string(completed.size()));
     }
     auto open = open_binding_.find(workload);
     // (This binding was metered: one of its sizes is open.)
-    const bool metered = open != open_binding_.end() &&
-                         (open->second == binding || open->second.rfind(binding + "@", 0) == 0 ||
-                          open->second.rfind(binding + "#", 0) == 0);
+    const bool metered =
+        open != open_binding_.end() &&
+        (open->second == binding || open->second.rfind(binding + "@", 0) == 0 ||
+         open->second.rfind(binding + "#", 0) == 0 || open->second.rfind(binding + "~", 0) == 0);
     // (Ended, it closes the binding of its pods still running, if that is the one open.)
     if (open != open_binding_.end() && terminal && !whole.empty() &&
         open->second.rfind(whole + "#", 0) == 0)
       current = open->second;
     if (open != open_binding_.end() && open->second != current) {
-      const bool resize = (grown || !completed.empty()) && !current.empty() && metered;
-      const std::string why = resize ? (completed.empty() ? "resized" : "pods-completed")
+      const bool resize =
+          (grown || !completed.empty() || charge_moved) && !current.empty() && metered;
+      const std::string why = resize ? (charge_moved && start == moved ? "queue-changed"
+                                        : completed.empty()            ? "resized"
+                                                                       : "pods-completed")
                               : phase == "Pending" ? "requeued"
                                                    : "rebound";
       // (A resize time before the open binding's start, from a status edited by hand: now.)

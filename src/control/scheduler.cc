@@ -100,6 +100,22 @@ json ResourceUsage(int64_t charge_milli, const std::string& queue) {
   return {{"gpu", std::to_string(charge_milli) + "m"}, {"queue", queue}};
 }
 
+// ... for running work, after `status` (as stored): a change of the queue charged is dated
+// (`since`), kept until the next one, so that its meter bills the time before it to the queue it
+// had and the time after to the one it has now.
+json ResourceUsage(int64_t charge_milli, const std::string& queue, const json& status,
+                   int64_t now_ms) {
+  json usage = ResourceUsage(charge_milli, queue);
+  const json& old = jsonf::Field(status, "resourceUsage");
+  const std::string was = jsonf::Str(old, "queue");
+  if (!was.empty() && was != queue) {
+    usage["since"] = FormatTimestamp(now_ms);
+  } else if (const std::string since = jsonf::Str(old, "since"); !since.empty()) {
+    usage["since"] = since;
+  }
+  return usage;
+}
+
 // A decision that it waits, with why.
 Decision Waits(std::string message, std::string reason, std::vector<Assignment> nomination = {}) {
   return {{}, {}, std::move(message), std::move(reason), std::move(nomination)};
@@ -1880,7 +1896,8 @@ Result<CycleStats> Scheduler::RunOnce() {
     next["status"]["resizedTime"] = FormatTimestamp(now);
     next["status"]["message"] = g.message;
     if (g.charge_milli >= 0)
-      next["status"]["resourceUsage"] = ResourceUsage(g.charge_milli, g.charge_queue);
+      next["status"]["resourceUsage"] =
+          ResourceUsage(g.charge_milli, g.charge_queue, Field(sw.obj(), "status"), now);
     next["status"].erase("growthRetryTime");
     // Its new pods are waited for: the pods running now are the started ones, where its
     // nodes do not report pods (AllPodsStarted).
@@ -2043,7 +2060,8 @@ Result<CycleStats> Scheduler::RunOnce() {
     for (const Store::Write& w : writes) keys.insert(w.key);
     for (const BoundWorkload& b : bound) {
       if (b.charge_milli < 0 || keys.count(b.sw.kv.key)) continue;
-      const json usage = ResourceUsage(b.charge_milli, b.charge_queue);
+      const json usage =
+          ResourceUsage(b.charge_milli, b.charge_queue, Field(b.sw.obj(), "status"), now);
       if (Field(Field(b.sw.obj(), "status"), "resourceUsage") == usage) continue;
       json next = b.sw.obj();
       next["status"]["resourceUsage"] = usage;

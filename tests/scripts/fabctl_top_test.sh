@@ -228,10 +228,10 @@ done
   fail "pooled's charge: $("$FABCTL" describe workload pooled -n team-c)"
 "$FABCTL" patch queue pool -p '{"spec": {"tenants": ["team-b"]}}' >/dev/null || fail "patch pool"
 for _ in $(seq 50); do
-  "$FABCTL" describe workload pooled -n team-c | contains "^Charged:    1 GPUs of queue unqueued's quota (tenant team-c may no longer use queue pool: it runs on in unqueued)$" && break
+  "$FABCTL" describe workload pooled -n team-c | contains "^Charged:    1 GPUs of queue unqueued's quota since [0-9T:.Z-]* (tenant team-c may no longer use queue pool: it runs on in unqueued)$" && break
   sleep 0.2
 done
-"$FABCTL" describe workload pooled -n team-c | contains "^Charged:    1 GPUs of queue unqueued's quota (tenant team-c may no longer use queue pool: it runs on in unqueued)$" ||
+"$FABCTL" describe workload pooled -n team-c | contains "^Charged:    1 GPUs of queue unqueued's quota since [0-9T:.Z-]* (tenant team-c may no longer use queue pool: it runs on in unqueued)$" ||
   fail "pooled's charge once team-c left pool: $("$FABCTL" describe workload pooled -n team-c)"
 "$FABCTL" get workloads -n team-c -o wide | contains "^pooled .* unqueued(was:pool) " ||
   fail "get -o wide's QUEUE for pooled: $("$FABCTL" get workloads -n team-c -o wide)"
