@@ -2497,6 +2497,33 @@ TEST_F(AdmissionTest, ATreePastItsGuaranteeSaysWhatItHolds) {
       << adm_->reason(b);
 }
 
+// A queue below its guarantee, beside a sibling that borrows, takes back nothing for work that
+// would pass its guarantee, and says so (a trial read "queue org has no unused gpu" beside a
+// queue at 0 of its 8 as reclaim switched off); for work within it, it reclaims.
+TEST_F(AdmissionTest, WorkPastItsQueuesGuaranteeSaysWhyNothingIsTakenBack) {
+  AdmissionConfig config;
+  QueueSpec org{"org", "", 1, {}, -1};
+  org.quotas["gpu"] = QuotaSpec{16'000, {}, {}};
+  config.queues = {org, Leaf("a", 8), Leaf("b", 8)};
+  MakeTree(Nodes(4, 4), config, {"a", "b"});
+  for (int n = 0; n < 4; ++n)
+    ASSERT_TRUE(
+        adm_->Restore(Gpus("b" + std::to_string(n), "b", 4), OnGpus(n, {0, 1, 2, 3}), 0).ok());
+  const int big = Submit(Gpus("big", "a", 4, 0, 3), 1);  // 12 GPUs: past a's 8
+  adm_->Cycle(1.5, 1000);
+  ASSERT_EQ(adm_->phase(big), Phase::kPending) << adm_->reason(big);
+  EXPECT_NE(adm_->reason(big).find("queue a would hold 12/8 GPUs, past its guarantee, so nothing "
+                                   "is taken back for it (reclaim makes room only for work that "
+                                   "fits within its queue's guarantee)"),
+            std::string::npos)
+      << adm_->reason(big);
+  // Within it, the same queue reclaims what b borrows, and the note is not given.
+  const int fits = Submit(Gpus("fits", "a", 4, 0, 2), 2);  // 8 GPUs
+  CycleResult r = adm_->Cycle(2.5, 1000);
+  EXPECT_EQ(r.evicted.size(), 2u) << adm_->reason(fits);
+  EXPECT_EQ(adm_->reason(fits).find("past its guarantee"), std::string::npos) << adm_->reason(fits);
+}
+
 TEST_F(AdmissionTest, TreesLendEachOtherOnlyWhenAsked) {
   for (const bool across : {false, true}) {
     SCOPED_TRACE(across);
@@ -5458,6 +5485,10 @@ TEST(ReplayTest, ScenarioErrorsNameTheField) {
   ExpectBad(
       bad("trust: untrusted", "trust: untrusted\n    preemption: {reclaimWithinCohort: Sometimes}"),
       "teams[2].preemption.reclaimWithinCohort", "must be Never, LowerPriority or Any");
+  ExpectBad(bad("trust: untrusted", "trust: untrusted\n    weight: -2"), "teams[2].weight",
+            "must be greater than zero, got -2");
+  ExpectBad(bad("trust: untrusted", "trust: untrusted\n    weight: 0"), "teams[2].weight",
+            "must be greater than zero, got 0");
   ExpectBad(bad("trust: untrusted", "trust: untrusted\n    checkpointInterval: -60"),
             "teams[2].checkpointInterval", "must not be negative");
   ExpectBad(bad("duration: 60-900}", "duration: 60-900, checkpointInterval: -1}"),

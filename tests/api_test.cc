@@ -1553,6 +1553,14 @@ TEST_F(ApiBadInputTest, QueueWritesKeepTheTreeValidAndQueuesInUseStay) {
   json negative = QueueObject("negative");
   negative["spec"]["disruptionBudget"] = -2;
   refused("POST", queues, negative, 422, "spec.disruptionBudget: integer must not be negative");
+  // A weight of 0 and one below it are refused alike (a trial read "must not be negative" for
+  // -1 as saying 0 would do).
+  for (const int weight : {0, -1}) {
+    json weightless = QueueObject("weightless");
+    weightless["spec"]["weight"] = weight;
+    refused("POST", queues, weightless, 422,
+            "spec.weight: must be greater than zero, got " + std::to_string(weight));
+  }
   // Misspellings in the budget, a quota and the spec are named together.
   json misspelt = QueueObject("misspelt");
   misspelt["spec"]["budget"] = {{"amount", "100"}, {"perod", "day"}};

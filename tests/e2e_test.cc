@@ -1370,7 +1370,7 @@ TEST_F(FactoryTest, FairSharePreemptionRebalancesRunningWork) {
                     .value("message", "")
                     .find(
                         "; fair-share preemption moves running work for it only from a queue "
-                        "whose weighted share would stay above its own") != std::string::npos;
+                        "whose weighted share would stay at or above its own") != std::string::npos;
     EXPECT_EQ(told, 1) << Describe(w);
   }
 }

@@ -110,6 +110,15 @@ Result<double> YamlMap::Double(const std::string& key, std::optional<double> fal
   return v;
 }
 
+Result<double> YamlMap::PositiveDouble(const std::string& key, std::optional<double> fallback) {
+  if (!Has(key) && fallback) return *fallback;
+  ASSIGN_OR_RETURN(std::string s, String(key));
+  if (!s.empty() && s[0] == '-') return Error(key, "must be greater than zero, got " + s);
+  ASSIGN_OR_RETURN(double v, Double(key));
+  if (v <= 0) return Error(key, "must be greater than zero, got " + s);
+  return v;
+}
+
 Result<bool> YamlMap::Bool(const std::string& key, std::optional<bool> fallback) {
   bool present;
   ASSIGN_OR_RETURN(std::string s, Scalar(key, &present));

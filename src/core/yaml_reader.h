@@ -40,6 +40,8 @@ class YamlMap {
   Result<int> Priority(const std::string& key, std::optional<int> fallback = {});
   // A finite number >= 0 ("0.5", "3", "1e3").
   Result<double> Double(const std::string& key, std::optional<double> fallback = {});
+  // A finite number > 0 (a weight: 0 and below are refused alike).
+  Result<double> PositiveDouble(const std::string& key, std::optional<double> fallback = {});
   Result<bool> Bool(const std::string& key, std::optional<bool> fallback = {});
   Result<MilliCpu> Cpu(const std::string& key, std::optional<MilliCpu> fallback = {});
   Result<MemoryMib> Memory(const std::string& key, std::optional<MemoryMib> fallback = {});

@@ -500,7 +500,7 @@ std::string Admitter::FairShareNote(int id) const {
              "each one's)") +
          (config_.fair_share_preemption
               ? "; fair-share preemption moves running work for it only from a queue whose "
-                "weighted share would stay above its own"
+                "weighted share would stay at or above its own"
               : "; fair-share preemption is off: running work is not moved for it");
 }
 
@@ -1686,6 +1686,14 @@ bool Admitter::QuotaWalk(int leaf, int64_t amount, Used used_of, Guar guar, Borr
       if (why && used_of(q) > std::max<int64_t>(0, guar(q) - reserved))
         *why += " (it holds " + fmt(used_of(q)) + unit +
                 " already: past its guarantee, it lends nothing more)";
+      // (Its own queue below its guarantee, beside siblings that borrow, takes nothing back for
+      // work that would pass the guarantee: said, or a queue at 0 of its guarantee reads as
+      // one whose reclaim is off, a trial found.)
+      if (const QueueNode& l = queues_[leaf];
+          why && flavor >= 0 && n != leaf && used_of(l) < guar(l) && used_of(l) + amount > guar(l))
+        *why += "; queue " + l.spec.name + " would hold " + fmt(used_of(l) + amount) + "/" +
+                fmt(guar(l)) + unit + ", past its guarantee, so nothing is taken back for it " +
+                "(reclaim makes room only for work that fits within its queue's guarantee)";
       // (Where other trees lend it GPUs but not this.)
       if (why && in_tree && n != leaf && q.parent == fleet_queue_)
         *why += "; CPU and memory are not lent across trees";
@@ -5200,7 +5208,8 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
                "); it starts next cycle";
   } else {
     e.reason = "preempting " + std::to_string(stopping) + " workload(s) " + ForWhy(why) + ", " +
-               std::to_string(static_cast<int64_t>(lost)) + " GPU-seconds lost" +
+               std::to_string(static_cast<int64_t>(lost)) +
+               " GPU-seconds lost so far (what they run until they stop is lost too)" +
                (taken_back ? " (and taking back " + std::to_string(taken_back) +
                                  " admitted this cycle before it started)"
                            : "");

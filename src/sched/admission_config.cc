@@ -158,8 +158,7 @@ Result<QueueSpec> ParseQueueSpec(YamlMap& m) {
   QueueSpec q;
   ASSIGN_OR_RETURN(q.name, m.String("name"));
   ASSIGN_OR_RETURN(q.parent, m.String("parent", ""));
-  ASSIGN_OR_RETURN(q.weight, m.Double("weight", 1.0));
-  if (q.weight <= 0) return m.Error("weight", "must be greater than zero");
+  ASSIGN_OR_RETURN(q.weight, m.PositiveDouble("weight", 1.0));
   if (m.Has("disruptionBudget")) {
     ASSIGN_OR_RETURN(int64_t b, m.Int("disruptionBudget"));
     // (Checked here, before it is narrowed: 2^32 would otherwise read as 0.)

@@ -108,8 +108,7 @@ Result<TeamSpec> ParseTeam(YamlMap& m, bool synthetic) {
   t.trust = *level;
   ASSIGN_OR_RETURN(t.trust_domain, m.String("trustDomain", t.name));
   if (m.Has("weight")) {
-    ASSIGN_OR_RETURN(t.weight, m.Double("weight"));
-    if (t.weight <= 0) return m.Error("weight", "must be greater than zero");
+    ASSIGN_OR_RETURN(t.weight, m.PositiveDouble("weight"));
   }
   ASSIGN_OR_RETURN(t.priority, m.Priority("priority", 0));
   ASSIGN_OR_RETURN(t.min_runtime_s, m.Double("minRuntime", 0.0));
