@@ -3599,6 +3599,15 @@ TEST_P(GangTimeoutTest, GangWhosePodsDoNotAllStartIsReleased) {
   st = Workloads()["team-a/gang"]["status"];
   EXPECT_EQ(st.value("phase", ""), "Running") << st.dump();
   EXPECT_EQ(st["startedPods"].size(), 1u) << st.dump();
+  // Its message says which pod it waits for and when it is released (a trial read "running on
+  // 2 nodes" while one had not started).
+  const std::string released =
+      FormatTimestamp(ParseTimestamp(st.value("scheduledTime", "")) + 20'000);
+  EXPECT_EQ(st.value("message", ""), "1 of 2 pods started; waiting for main-1 on " + stopped +
+                                         " (released to wait again at " + released +
+                                         " if not all have started: the pods-ready timeout of "
+                                         "20 s)")
+      << st.dump();
   Cycle(10'000);
   EXPECT_EQ(Workloads()["team-a/gang"]["status"].value("phase", ""), "Running");
   Cycle(10'000);
@@ -3613,6 +3622,53 @@ TEST_P(GangTimeoutTest, GangWhosePodsDoNotAllStartIsReleased) {
   EXPECT_EQ(st["evictions"].value("gpuSecondsLost", -1), 0) << st.dump();
 }
 INSTANTIATE_TEST_SUITE_P(WithQueuesOrNone, GangTimeoutTest, testing::Bool());
+
+// Any workload, not only a gang: one pod bound to a node whose agent never starts it holds its
+// GPUs and quota until the pods-ready timeout releases it (a trial's sat Scheduled for good,
+// with no message); meanwhile it says what it waits for. With its pod started, the nodes'
+// message again.
+TEST_F(FactoryTest, APodThatNeverStartsIsReleasedByThePodsReadyTimeout) {
+  SchedulerOptions so;
+  so.gang_timeout_s = 20;
+  so.node_grace_ms = 3'600'000;
+  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
+  CreateQueue("team-a", {{"quotas", {{"gpu", {{"guaranteed", 32}}}}}});
+  CreateWorkload(WholeGpuWorkload("team-a", "one", 8));
+  CreateWorkload(WholeGpuWorkload("team-a", "fine", 8));
+  ASSERT_TRUE(scheduler_->RunOnce().ok());
+  json st = Workloads()["team-a/one"]["status"];
+  ASSERT_EQ(st.value("phase", ""), "Scheduled") << st.dump();
+  const std::string stopped = st["assignments"][0].value("node", "");
+  ASSERT_NE(Workloads()["team-a/fine"]["status"]["assignments"][0].value("node", ""), stopped);
+  sim_->StopNode(stopped);
+  Cycle();
+  st = Workloads()["team-a/one"]["status"];
+  EXPECT_EQ(st.value("phase", ""), "Scheduled") << st.dump();
+  const std::string released =
+      FormatTimestamp(ParseTimestamp(st.value("scheduledTime", "")) + 20'000);
+  EXPECT_EQ(st.value("message", ""),
+            "waiting for its pod to start: main-0 on " + stopped + " (released to wait again at " +
+                released + " if not all have started: the pods-ready timeout of 20 s)")
+      << st.dump();
+  // The one whose pod started says where it runs, as its node wrote.
+  EXPECT_EQ(Workloads()["team-a/fine"]["status"].value("message", "").rfind("running on ", 0), 0u)
+      << Describe(Workloads());
+  Cycle(10'000);
+  EXPECT_EQ(Workloads()["team-a/one"]["status"].value("phase", ""), "Scheduled");
+  Cycle(10'000);
+  st = Workloads()["team-a/one"]["status"];
+  EXPECT_EQ(st.value("phase", ""), "Pending") << st.dump();
+  EXPECT_EQ(st.value("reason", ""), "PodsReadyTimeout") << st.dump();
+  EXPECT_NE(st.value("message", "")
+                .find("requeued: its pod did not start within the pods-ready "
+                      "timeout of 20 s (--gang-timeout) (not started: main-0 "
+                      "on " +
+                      stopped + ")"),
+            std::string::npos)
+      << st.dump();
+  EXPECT_EQ(st["requeueState"].value("count", 0), 1) << st.dump();
+  EXPECT_EQ(Workloads()["team-a/fine"]["status"].value("phase", ""), "Running");
+}
 
 // A gang waiting for its last pods to start (within its gang timeout) has done no work as a
 // gang, so preempting it loses none: it goes before running work that would lose some (a

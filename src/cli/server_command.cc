@@ -449,8 +449,9 @@ void AddCommon(CLI::App* cmd, ServerArgs* a) {
                 "evict elastic work whole; by default a preemption or reclaim first takes its "
                 "pods beyond its minCount and leaves it running with the rest");
   cmd->add_option("--gang-timeout", a->gang_timeout_s,
-                  "seconds an admitted gang may take to start all its pods before it gives its "
-                  "GPUs back and waits again (at least 3 wall seconds: 3 x --time-scale)")
+                  "seconds an admitted workload (a gang, or any other: Kueue's waitForPodsReady) "
+                  "may take to start all its pods before it gives its GPUs back and waits again "
+                  "(at least 3 wall seconds: 3 x --time-scale)")
       ->check(CLI::Range(1.0, 86400.0));
   cmd->add_option("--gang-requeue-backoff", a->gang_requeue_backoff_s,
                   "seconds a gang released by the timeout waits before it tries again, doubled "

@@ -29,6 +29,11 @@ struct Scheduler::ParsedWorkload {
 
 namespace {
 
+using jsonf::Field;
+using jsonf::Int;
+using jsonf::List;
+using jsonf::Str;
+
 using json = nlohmann::json;
 
 // v to `digits` significant digits (0 and non-finite values as they are).
@@ -106,14 +111,61 @@ json ResourceUsage(int64_t charge_milli, const std::string& queue) {
 json ResourceUsage(int64_t charge_milli, const std::string& queue, const json& status,
                    int64_t now_ms) {
   json usage = ResourceUsage(charge_milli, queue);
-  const json& old = jsonf::Field(status, "resourceUsage");
-  const std::string was = jsonf::Str(old, "queue");
+  const json& old = Field(status, "resourceUsage");
+  const std::string was = Str(old, "queue");
   if (!was.empty() && was != queue) {
     usage["since"] = FormatTimestamp(now_ms);
-  } else if (const std::string since = jsonf::Str(old, "since"); !since.empty()) {
+  } else if (const std::string since = Str(old, "since"); !since.empty()) {
     usage["since"] = since;
   }
   return usage;
+}
+
+// The message of bound work whose pods have not all started ("2 of 3 pods started; waiting for
+// main-2 on n-3, released at T if it has not started (the pods-ready timeout of 300 s)"), or,
+// once all have, what the nodes say (RunningMessage) in place of it; empty where its message
+// is another's to write (a partial admission's, a shrink's, ...) or stays as it is.
+std::string PodsStartingMessage(const json& status, double timeout_s) {
+  const std::string phase = Str(status, "phase");
+  if (phase != "Scheduled" && phase != "Running") return "";
+  const std::string stored = Str(status, "message");
+  const bool ours = stored.empty() || stored.rfind("running", 0) == 0 ||
+                    stored.find(" pods started; waiting for ") != std::string::npos ||
+                    stored.rfind("waiting for its pod", 0) == 0;
+  if (!ours) return "";
+  const int64_t scheduled = ParseTimestamp(Str(status, "scheduledTime"));
+  const int64_t resized = ParseTimestamp(Str(status, "resizedTime"));
+  if (scheduled < 0) return "";
+  if (AllPodsStarted(status)) {
+    // (Its own text, once all started: what the nodes say; a message of theirs stays.)
+    return stored.rfind("running", 0) == 0 ? "" : RunningMessage(status);
+  }
+  const json& started = Field(status, "startedPods");
+  const json& finished = Field(status, "finishedPods");
+  int pods = 0, up = 0, shown = 0;
+  std::string missing;
+  for (const json& a : List(status, "assignments")) {
+    const std::string pod = Str(a, "pod", "0");
+    if (Str(a, "node").empty()) continue;  // (completed before it was requeued)
+    ++pods;
+    if (started.contains(pod) || (finished.is_object() && finished.contains(pod))) {
+      ++up;
+    } else if (++shown <= 3) {
+      missing += (missing.empty() ? "" : ", ") + pod + " on " + Str(a, "node");
+    }
+  }
+  if (shown > 3) missing += " and " + std::to_string(shown - 3) + " more";
+  const bool grew = resized >= scheduled;
+  const std::string deadline =
+      FormatTimestamp((grew ? resized : scheduled) + static_cast<int64_t>(timeout_s * 1000));
+  const std::string timeout = std::to_string(static_cast<int64_t>(timeout_s)) + " s";
+  const std::string head = pods == 1 ? "waiting for its pod to start: " + missing
+                                     : std::to_string(up) + " of " + std::to_string(pods) +
+                                           " pods started; waiting for " + missing;
+  return head +
+         (grew ? " (pods added by its growth; taken back at " + deadline
+               : " (released to wait again at " + deadline) +
+         " if not all have started: the pods-ready timeout of " + timeout + ")";
 }
 
 // A decision that it waits, with why.
@@ -143,11 +195,6 @@ int64_t RunBegan(const json& status) {
   const int64_t scheduled = ParseTimestamp(jsonf::Str(status, "scheduledTime"));
   return scheduled >= 0 ? scheduled : ParseTimestamp(jsonf::Str(status, "startTime"));
 }
-
-using jsonf::Field;
-using jsonf::Int;
-using jsonf::List;
-using jsonf::Str;
 
 // Whether every pod of a bound workload's binding has completed (status.finishedPods).
 bool AllPodsFinished(const json& status) {
@@ -848,8 +895,7 @@ Result<CycleStats> Scheduler::RunOnce() {
             marks_left = left;
           }
         }
-        if (undone.is_null() && Bound(phase) && (sw.pods.size() > 1 || sw.w().gang) &&
-            scheduled >= 0 && !AllPodsStarted(status) &&
+        if (undone.is_null() && Bound(phase) && scheduled >= 0 && !AllPodsStarted(status) &&
             now - (grew ? resized : scheduled) >=
                 static_cast<int64_t>(options_.gang_timeout_s * 1000)) {
           // (Only when the kept pods' nodes are all usable: else it is released whole, as
@@ -880,8 +926,7 @@ Result<CycleStats> Scheduler::RunOnce() {
         }
         // (Not one marked to stop: a victim, or past its maximum runtime, stops as marked.)
         if (undone.is_null() && Bound(phase) && !preemption.is_object() && !expiring &&
-            !shrinking && (sw.pods.size() > 1 || sw.w().gang) && scheduled >= 0 &&
-            !AllPodsStarted(status) &&
+            !shrinking && scheduled >= 0 && !AllPodsStarted(status) &&
             now - (grew ? resized : scheduled) >=
                 static_cast<int64_t>(options_.gang_timeout_s * 1000)) {
           // It backs off before the next try, longer each time; past the limit it is
@@ -899,9 +944,18 @@ Result<CycleStats> Scheduler::RunOnce() {
               missing +=
                   (missing.empty() ? "" : ", ") + Str(a, "pod", "0") + " on " + Str(a, "node");
           if (not_started > 3) missing += " and " + std::to_string(not_started - 3) + " more";
-          const std::string why = "not all pods were ready within the gang timeout of " +
-                                  std::to_string(static_cast<int64_t>(options_.gang_timeout_s)) +
-                                  " s" + (missing.empty() ? "" : " (not started: " + missing + ")");
+          // (Any workload, as Kueue's waitForPodsReady: one pod on a node whose agent never
+          // starts it would otherwise hold its GPUs and quota for ever, a trial found.)
+          const bool gang = sw.w().gang;
+          const std::string timeout =
+              std::to_string(static_cast<int64_t>(options_.gang_timeout_s)) + " s";
+          const std::string why =
+              (gang ? "not all pods were ready within the gang timeout of " + timeout
+                    : std::string(sw.pods.size() > 1 ? "not all its pods started"
+                                                     : "its pod did not start") +
+                          " within the pods-ready timeout of " + timeout + " (--gang-timeout)") +
+              (missing.empty() ? "" : " (not started: " + missing + ")");
+          const std::string reason = gang ? "GangTimeout" : "PodsReadyTimeout";
           json next = sw.obj();
           const bool limit = options_.gang_requeue_limit > 0 && count > options_.gang_requeue_limit;
           const double backoff = std::min(
@@ -910,19 +964,22 @@ Result<CycleStats> Scheduler::RunOnce() {
           const int64_t at = now + static_cast<int64_t>(backoff * 1000);
           next["status"] = {
               {"phase", "Pending"},
-              {"reason", limit ? "RequeuingLimitExceeded" : "GangTimeout"},
-              {"message", limit ? "deactivated: its gang timed out " + std::to_string(count) +
+              {"reason", limit ? "RequeuingLimitExceeded" : reason},
+              {"message", limit ? "deactivated: " +
+                                      std::string(gang ? "its gang timed out "
+                                                       : "its pods did not start in time ") +
+                                      std::to_string(count) +
                                       " times, past the limit; set spec.active to true to try again"
                                 : "requeued: " + why + "; tries again at " + FormatTimestamp(at)},
               {"requeueState", {{"count", count}, {"requeueAt", FormatTimestamp(at)}}},
               {"conditions",
                {{{"type", "Scheduled"},
                  {"status", "False"},
-                 {"reason", "GangTimeout"},
+                 {"reason", reason},
                  {"message", why},
                  {"lastTransitionTime", FormatTimestamp(now)}}}}};
           KeepFinished(sw.w(), status, next["status"]);
-          NoteEviction(status, next["status"], "GangTimeout", why, now,
+          NoteEviction(status, next["status"], reason, why, now,
                        RunGpuSecondsLost(Field(sw.obj(), "spec"), status, now));
           if (limit) {
             next["spec"]["active"] = false;
@@ -2054,18 +2111,31 @@ Result<CycleStats> Scheduler::RunOnce() {
     }
   }
   // Running work whose charge changed (first seen by this build, a shrink done, a growth
-  // undone, a queue gone): status.resourceUsage follows, where nothing else writes it now.
+  // undone, a queue gone): status.resourceUsage follows; and bound work whose pods have not all
+  // started says which it waits for (PodsStartingMessage). Where nothing else writes it now.
   {
     std::set<std::string> keys;
     for (const Store::Write& w : writes) keys.insert(w.key);
     for (const BoundWorkload& b : bound) {
-      if (b.charge_milli < 0 || keys.count(b.sw.kv.key)) continue;
-      const json usage =
-          ResourceUsage(b.charge_milli, b.charge_queue, Field(b.sw.obj(), "status"), now);
-      if (Field(Field(b.sw.obj(), "status"), "resourceUsage") == usage) continue;
+      if (keys.count(b.sw.kv.key)) continue;
+      const json& status = Field(b.sw.obj(), "status");
       json next = b.sw.obj();
-      next["status"]["resourceUsage"] = usage;
-      write(b.sw.kv, next, nullptr);
+      bool changed = false;
+      if (b.charge_milli >= 0) {
+        const json usage = ResourceUsage(b.charge_milli, b.charge_queue, status, now);
+        if (Field(status, "resourceUsage") != usage) {
+          next["status"]["resourceUsage"] = usage;
+          changed = true;
+        }
+      }
+      if (!b.evicting && b.marks.is_null()) {
+        const std::string message = PodsStartingMessage(status, options_.gang_timeout_s);
+        if (!message.empty() && Str(status, "message") != message) {
+          next["status"]["message"] = message;
+          changed = true;
+        }
+      }
+      if (changed) write(b.sw.kv, next, nullptr);
     }
   }
   std::vector<Result<int64_t>> written = store_.PutAll(writes);
