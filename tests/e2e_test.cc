@@ -3668,6 +3668,38 @@ TEST_F(FactoryTest, APodThatNeverStartsIsReleasedByThePodsReadyTimeout) {
       << st.dump();
   EXPECT_EQ(st["requeueState"].value("count", 0), 1) << st.dump();
   EXPECT_EQ(Workloads()["team-a/fine"]["status"].value("phase", ""), "Running");
+  // Its node, which renewed its lease but started nothing, takes no new work for a while
+  // (unstarted_node_hold_s, 30 min by default): tried again, it starts elsewhere (a trial's
+  // gang went back to the same node three times while 16 GPUs idled).
+  const int64_t hold_until = clock_.NowMs() + 1'800'000 - 1'000;  // (this cycle's now)
+  EXPECT_NE(
+      st.value("message", "")
+          .find("; node(s) " + stopped + " take no new work until a pod starts there, or until "),
+      std::string::npos)
+      << st.dump();
+  Cycle();  // (the Node's condition is written with the nodes', at the start of a cycle)
+  const json node = CallJson("GET", std::string(kApi) + "/nodes/" + stopped);
+  json held = json::object();
+  for (const json& c : node["status"]["conditions"])
+    if (c.value("type", "") == "PodsStarting") held = c;
+  EXPECT_EQ(held.value("status", ""), "False") << node.dump();
+  EXPECT_EQ(held.value("reason", ""), "PodsNotStarted") << node.dump();
+  EXPECT_NE(held.value("message", "").find("pods of team-a/one (main-0) did not start here"),
+            std::string::npos)
+      << node.dump();
+  Cycle(60'000);  // past its backoff
+  Cycle();
+  st = Workloads()["team-a/one"]["status"];
+  EXPECT_EQ(st.value("phase", ""), "Running") << st.dump();
+  ASSERT_EQ(st["assignments"].size(), 1u) << st.dump();
+  EXPECT_NE(st["assignments"][0].value("node", ""), stopped) << st.dump();
+  // The hold ends at its time: the condition goes.
+  Cycle(hold_until - clock_.NowMs() + 1'000);
+  bool still = false;
+  for (const json& c :
+       CallJson("GET", std::string(kApi) + "/nodes/" + stopped)["status"]["conditions"])
+    still |= c.value("type", "") == "PodsStarting";
+  EXPECT_FALSE(still);
 }
 
 // A gang waiting for its last pods to start (within its gang timeout) has done no work as a

@@ -539,6 +539,10 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
         }
       }
       if (spec.value("unschedulable", false)) ready += ",SchedulingDisabled";
+      // (Held by the scheduler: pods did not start there; describe node says until when.)
+      for (const json& c : Arr(status, "conditions"))
+        if (c.value("type", "") == "PodsStarting" && c.value("status", "") == "False")
+          ready += ",PodsNotStarting";
       ready += HealthWords(meta.value("name", ""));
       rows.push_back({meta.value("name", ""), ready, std::to_string(devs.size()),
                       devs.empty() ? "-" : devs[0].value("model", ""),
@@ -1658,6 +1662,12 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
                     ? ("by " + by.get<std::string>() + " (fabctl uncordon " + name + ")").c_str()
                     : "by the health controller (until its repair and burn-in pass)");
   }
+  // Held by the scheduler: pods did not start there (status.conditions PodsStarting).
+  if (std::string(r->kind) == "Node")
+    for (const json& c : Arr(status, "conditions"))
+      if (c.value("type", "") == "PodsStarting" && c.value("status", "") == "False")
+        std::printf("Held:       %s (since %s)\n", c.value("message", "").c_str(),
+                    c.value("lastTransitionTime", "").c_str());
   if (std::string(r->kind) == "Workload") {
     // (As `get` shows it; status.phase beside it where the two differ.)
     const std::string shown = ShownPhase(status), stored = status.value("phase", "");

@@ -61,6 +61,7 @@ struct ServerArgs {
   double gang_timeout_s = 300;
   double gang_requeue_backoff_s = 60;
   int gang_requeue_limit = 0;
+  double unstarted_node_hold_s = 1800;
   bool up = false;
 };
 
@@ -308,6 +309,7 @@ int Run(ServerArgs args) {
   sched_options.gang_timeout_s = std::max(args.gang_timeout_s, 3 * args.time_scale);
   sched_options.gang_requeue_backoff_s = args.gang_requeue_backoff_s;
   sched_options.gang_requeue_limit = args.gang_requeue_limit;
+  sched_options.unstarted_node_hold_s = args.unstarted_node_hold_s;
   sched_options.admission_hold = [m = meter->get()](const std::string& tenant,
                                                     const std::string& queue) {
     return m->AdmissionHold(tenant, queue);
@@ -460,6 +462,11 @@ void AddCommon(CLI::App* cmd, ServerArgs* a) {
   cmd->add_option("--gang-requeue-limit", a->gang_requeue_limit,
                   "releases after which a gang is deactivated (spec.active false; 0: no limit)")
       ->check(CLI::Range(0, 1000000));
+  cmd->add_option("--unstarted-node-hold", a->unstarted_node_hold_s,
+                  "seconds a node where pods the pods-ready timeout gave up on did not start, "
+                  "while it renewed its lease, takes no new work, unless a pod starts there "
+                  "first (condition PodsStarting False; 0: none held)")
+      ->check(CLI::Range(0.0, 86400.0));
 }
 
 }  // namespace

@@ -533,30 +533,54 @@ Result<CycleStats> Scheduler::RunOnce() {
     auto it = renewed.find(name);
     const bool ready = it != renewed.end() && it->second >= 0 && now - it->second <= grace.at(name);
     const bool unproven = options_.require_health_record && !has_record.count(name);
-    if (cordoned || !ready || unproven || health_held.count(name)) unusable.insert(name);
+    // (Held for pods that did not start here: until its time is up, or a pod starts here, or
+    // its lease lapses, when the lost-node path takes over.)
+    std::string start_hold;
+    if (auto h = start_holds_.find(name); h != start_holds_.end()) {
+      if (now >= h->second.until_ms || !ready) {
+        start_holds_.erase(h);
+      } else {
+        start_hold = h->second.message;
+      }
+    }
+    if (cordoned || !ready || unproven || health_held.count(name) || !start_hold.empty())
+      unusable.insert(name);
     if (!ready) unusable.insert("!" + name);  // marks NotReady, for requeue
     // The Node's Ready condition follows its lease; written only when it changes, so that a
     // healthy fleet costs no writes.
     const std::string want = ready ? "True" : "False";
-    std::string have;
+    std::string have, have_hold;
+    json ready_condition;
     for (const json& cond : List(Field(n, "status"), "conditions")) {
-      if (Str(cond, "type") == "Ready") have = Str(cond, "status");
+      if (Str(cond, "type") == "Ready") {
+        have = Str(cond, "status");
+        ready_condition = cond;
+      }
+      if (Str(cond, "type") == "PodsStarting") have_hold = Str(cond, "message");
     }
-    if (have != want) {
+    if (have != want || have_hold != start_hold) {
+      if (have != want)
+        ready_condition = {
+            {"type", "Ready"},
+            {"status", want},
+            {"reason", ready ? "LeaseRenewed" : (it == renewed.end() ? "NoLease" : "LeaseExpired")},
+            {"message",
+             ready ? "the node agent renews its lease"
+                   : "the node agent has not renewed its lease within " +
+                         std::to_string((grace.count(name) ? grace[name] : options_.node_grace_ms) /
+                                        1000) +
+                         " s"},
+            {"lastTransitionTime", FormatTimestamp(now)}};
+      json conditions = json::array({ready_condition});
+      if (!start_hold.empty())
+        conditions.push_back(
+            {{"type", "PodsStarting"},
+             {"status", "False"},
+             {"reason", "PodsNotStarted"},
+             {"message", start_hold},
+             {"lastTransitionTime", FormatTimestamp(start_holds_[name].since_ms)}});
       json next = n;
-      next["status"] = {
-          {"conditions",
-           {{{"type", "Ready"},
-             {"status", want},
-             {"reason",
-              ready ? "LeaseRenewed" : (it == renewed.end() ? "NoLease" : "LeaseExpired")},
-             {"message",
-              ready ? "the node agent renews its lease"
-                    : "the node agent has not renewed its lease within " +
-                          std::to_string(
-                              (grace.count(name) ? grace[name] : options_.node_grace_ms) / 1000) +
-                          " s"},
-             {"lastTransitionTime", FormatTimestamp(now)}}}}};
+      next["status"] = {{"conditions", conditions}};
       (void)store_.Put(kv.key, next.dump(), kv.mod_revision);  // a conflict retries next cycle
     }
   }
@@ -621,6 +645,21 @@ Result<CycleStats> Scheduler::RunOnce() {
           }
           sw.pods = std::move(pods);
           sw.counts = std::move(counts);
+        }
+      }
+      // When each node last started a pod; one held for pods that did not start there that
+      // starts one again is no longer held.
+      if (Bound(phase)) {
+        const json& started = Field(status, "startedPods");
+        for (const json& a : List(status, "assignments")) {
+          if (!started.is_object()) break;
+          const int64_t at = ParseTimestamp(Str(started, Str(a, "pod", "0").c_str()));
+          if (at < 0) continue;
+          const std::string node = Str(a, "node");
+          int64_t& last = last_start_ms_[node];
+          last = std::max(last, at);
+          if (auto h = start_holds_.find(node); h != start_holds_.end() && at >= h->second.since_ms)
+            start_holds_.erase(h);
         }
       }
       if (Bound(phase)) {
@@ -956,6 +995,54 @@ Result<CycleStats> Scheduler::RunOnce() {
                           " within the pods-ready timeout of " + timeout + " (--gang-timeout)") +
               (missing.empty() ? "" : " (not started: " + missing + ")");
           const std::string reason = gang ? "GangTimeout" : "PodsReadyTimeout";
+          // The nodes that started none of its pods while their agents renewed their leases
+          // take no new work for a while (unstarted_node_hold_s): placed again, it would go
+          // back to the same node, as a trial's gang did three times while 16 GPUs idled.
+          std::string held_note;
+          // (Only where other nodes started pods meanwhile: a fleet where none starts any has
+          // some other trouble, and holding every node would stop it all.)
+          const int64_t bound_at = grew ? resized : scheduled;
+          const auto started_since = [&](const std::string& node) {
+            auto it = last_start_ms_.find(node);
+            return it != last_start_ms_.end() && it->second >= bound_at;
+          };
+          bool others_started = false;
+          for (const auto& [node, at] : last_start_ms_) others_started |= at >= bound_at;
+          if (options_.unstarted_node_hold_s > 0 && others_started) {
+            std::map<std::string, std::pair<bool, std::string>> by_node;  // started any, pods
+            for (const json& a : List(status, "assignments")) {
+              const std::string node = Str(a, "node"), pod = Str(a, "pod", "0");
+              if (node.empty()) continue;
+              auto& [any, pods] = by_node[node];
+              if (Field(status, "startedPods").contains(pod) ||
+                  Field(status, "finishedPods").contains(pod)) {
+                any = true;
+              } else {
+                pods += (pods.empty() ? "" : ", ") + pod;
+              }
+            }
+            const int64_t until = now + static_cast<int64_t>(options_.unstarted_node_hold_s * 1000);
+            std::string nodes;
+            for (const auto& [node, seen] : by_node) {
+              if (seen.first || started_since(node) || unusable.count("!" + node) ||
+                  !node_index.count(node))
+                continue;
+              StartHold& h = start_holds_[node];
+              if (h.until_ms <= now) h.since_ms = now;
+              h.until_ms = until;
+              h.message = "pods of " + sw.w().tenant.str() + "/" + sw.w().name.str() + " (" +
+                          seen.second + ") did not start here within the pods-ready timeout of " +
+                          timeout +
+                          " while the node renewed its lease: it takes no new work until a pod "
+                          "starts here, or until " +
+                          FormatTimestamp(until);
+              nodes += (nodes.empty() ? "" : ", ") + node;
+            }
+            if (!nodes.empty())
+              held_note = "; node(s) " + nodes +
+                          " take no new work until a pod starts there, or until " +
+                          FormatTimestamp(until);
+          }
           json next = sw.obj();
           const bool limit = options_.gang_requeue_limit > 0 && count > options_.gang_requeue_limit;
           const double backoff = std::min(
@@ -965,12 +1052,13 @@ Result<CycleStats> Scheduler::RunOnce() {
           next["status"] = {
               {"phase", "Pending"},
               {"reason", limit ? "RequeuingLimitExceeded" : reason},
-              {"message", limit ? "deactivated: " +
-                                      std::string(gang ? "its gang timed out "
-                                                       : "its pods did not start in time ") +
-                                      std::to_string(count) +
-                                      " times, past the limit; set spec.active to true to try again"
-                                : "requeued: " + why + "; tries again at " + FormatTimestamp(at)},
+              {"message",
+               limit ? "deactivated: " +
+                           std::string(gang ? "its gang timed out "
+                                            : "its pods did not start in time ") +
+                           std::to_string(count) +
+                           " times, past the limit; set spec.active to true to try again"
+                     : "requeued: " + why + held_note + "; tries again at " + FormatTimestamp(at)},
               {"requeueState", {{"count", count}, {"requeueAt", FormatTimestamp(at)}}},
               {"conditions",
                {{{"type", "Scheduled"},

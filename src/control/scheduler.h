@@ -66,6 +66,12 @@ struct SchedulerOptions {
   double gang_requeue_backoff_s = 60;
   double gang_requeue_backoff_max_s = 3600;
   int gang_requeue_limit = 0;
+  // A node where pods the pods-ready timeout gave up on did not start while its agent renewed
+  // its lease, and other nodes started pods meanwhile, takes no new work for this long (0: none
+  // held), or until a pod starts there, as
+  // Slurm drains a node that fails to launch a job: the Node's condition PodsStarting False
+  // says so. Held in the scheduler's memory (a restarted scheduler forgets it).
+  double unstarted_node_hold_s = 1800;
   double usage_half_life_s = 3600;
   double history_weight = 0.5;
   // For this long after a queue reclaims borrowed GPUs, CPU or memory, the room its reclaims
@@ -144,6 +150,15 @@ class Scheduler {
     std::map<std::string, int64_t> room_milli;
   };
   std::map<std::string, Reclaim> reclaims_;
+  // Nodes held for pods that did not start there (unstarted_node_hold_s), by name.
+  struct StartHold {
+    int64_t since_ms = 0;
+    int64_t until_ms = 0;
+    std::string message;  // the condition's
+  };
+  std::map<std::string, StartHold> start_holds_;
+  // When a pod was last reported started on each node (status.startedPods), as seen so far.
+  std::map<std::string, int64_t> last_start_ms_;
 };
 
 }  // namespace fabrica
