@@ -1561,6 +1561,10 @@ TEST_F(ApiBadInputTest, QueueWritesKeepTheTreeValidAndQueuesInUseStay) {
     refused("POST", queues, weightless, 422,
             "spec.weight: must be greater than zero, got " + std::to_string(weight));
   }
+  // A weight given as null is the default (1), as before.
+  json null_weight = QueueObject("null-weight");
+  null_weight["spec"]["weight"] = nullptr;
+  w_.MustCreate(queues, null_weight);
   // Misspellings in the budget, a quota and the spec are named together.
   json misspelt = QueueObject("misspelt");
   misspelt["spec"]["budget"] = {{"amount", "100"}, {"perod", "day"}};

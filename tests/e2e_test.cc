@@ -3641,6 +3641,16 @@ TEST_F(FactoryTest, APodThatNeverStartsIsReleasedByThePodsReadyTimeout) {
   const std::string stopped = st["assignments"][0].value("node", "");
   ASSERT_NE(Workloads()["team-a/fine"]["status"]["assignments"][0].value("node", ""), stopped);
   sim_->StopNode(stopped);
+  // (A condition someone else wrote on the node outlives the scheduler's own.)
+  ClientResponse other =
+      Call("PATCH", std::string(kApi) + "/nodes/" + stopped + "/status",
+           json{{"status",
+                 {{"conditions",
+                   {{{"type", "Ready"}, {"status", "True"}, {"reason", "LeaseRenewed"}},
+                    {{"type", "DiskPressure"}, {"status", "False"}, {"reason", "Checked"}}}}}}}
+               .dump(),
+           "application/merge-patch+json");
+  ASSERT_EQ(other.status, 200) << other.body;
   Cycle();
   // (Not said at once: pods mostly start within seconds.)
   EXPECT_EQ(Workloads()["team-a/one"]["status"].value("message", ""), "");
@@ -3690,6 +3700,9 @@ TEST_F(FactoryTest, APodThatNeverStartsIsReleasedByThePodsReadyTimeout) {
   EXPECT_NE(held.value("message", "").find("pods of team-a/one (main-0) did not start here"),
             std::string::npos)
       << node.dump();
+  bool kept = false;
+  for (const json& c : node["status"]["conditions"]) kept |= c.value("type", "") == "DiskPressure";
+  EXPECT_TRUE(kept) << node.dump();
   Cycle(60'000);  // past its backoff
   Cycle();
   st = Workloads()["team-a/one"]["status"];

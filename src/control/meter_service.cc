@@ -321,7 +321,14 @@ Status MeterService::Sync() {
         if (!all.devices.empty() && meter_.Bind(all).ok())
           (void)meter_.End({whole, start, "pods-completed"});
       }
-      const BindEvent b = bind_event(current, start, completed);
+      // (Charged to another queue since it was bound, and first seen now — the meter missed
+      // its binding before the change —: billed from when it was bound, to the queue it has,
+      // rather than not at all.)
+      const std::string before_move = binding + (grown ? "@" + std::to_string(resized) : "");
+      const int64_t from = charge_moved && !metered && !meter_.HasBinding(before_move)
+                               ? (completed.empty() ? bound_at : std::max(bound_at, completed_at))
+                               : start;
+      const BindEvent b = bind_event(current, from, completed);
       if (b.devices.empty()) {
         // (All its pods completed: nothing is held until its phase says it ended.)
         if (!completed.empty() && completed.size() == assignments.size())

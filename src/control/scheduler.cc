@@ -141,12 +141,11 @@ std::string PodsStartingMessage(const json& status, double timeout_s, int64_t no
     // (Its own text, once all started: what the nodes say; a message of theirs stays.)
     return stored.rfind("running", 0) == 0 ? "" : RunningMessage(status);
   }
-  const bool grew = resized >= scheduled;
+  // (Grown work's added pods: its growth's message stays, and the growth is undone in time.)
+  if (resized >= scheduled) return "";
   // (Not at once: pods mostly start within seconds, and a write of every workload just bound
   // cost the server's admission benchmark a tenth of its rate.)
-  if (now_ms - (grew ? resized : scheduled) <
-      static_cast<int64_t>(std::min(10.0, timeout_s / 10) * 1000))
-    return "";
+  if (now_ms - scheduled < static_cast<int64_t>(std::min(10.0, timeout_s / 10) * 1000)) return "";
   const json& started = Field(status, "startedPods");
   const json& finished = Field(status, "finishedPods");
   int pods = 0, up = 0, shown = 0;
@@ -162,15 +161,12 @@ std::string PodsStartingMessage(const json& status, double timeout_s, int64_t no
     }
   }
   if (shown > 3) missing += " and " + std::to_string(shown - 3) + " more";
-  const std::string deadline =
-      FormatTimestamp((grew ? resized : scheduled) + static_cast<int64_t>(timeout_s * 1000));
+  const std::string deadline = FormatTimestamp(scheduled + static_cast<int64_t>(timeout_s * 1000));
   const std::string timeout = std::to_string(static_cast<int64_t>(timeout_s)) + " s";
   const std::string head = pods == 1 ? "waiting for its pod to start: " + missing
                                      : std::to_string(up) + " of " + std::to_string(pods) +
                                            " pods started; waiting for " + missing;
-  return head +
-         (grew ? " (pods added by its growth; taken back at " + deadline
-               : " (released to wait again at " + deadline) +
+  return head + " (released to wait again at " + deadline +
          " if not all have started: the pods-ready timeout of " + timeout + ")";
 }
 
@@ -577,7 +573,11 @@ Result<CycleStats> Scheduler::RunOnce() {
                                         1000) +
                          " s"},
             {"lastTransitionTime", FormatTimestamp(now)}};
+      // (Other conditions, and the rest of its status, are others' to write: kept.)
       json conditions = json::array({ready_condition});
+      for (const json& cond : List(Field(n, "status"), "conditions"))
+        if (Str(cond, "type") != "Ready" && Str(cond, "type") != "PodsStarting")
+          conditions.push_back(cond);
       if (!start_hold.empty())
         conditions.push_back(
             {{"type", "PodsStarting"},
@@ -586,7 +586,8 @@ Result<CycleStats> Scheduler::RunOnce() {
              {"message", start_hold},
              {"lastTransitionTime", FormatTimestamp(start_holds_[name].since_ms)}});
       json next = n;
-      next["status"] = {{"conditions", conditions}};
+      if (!next["status"].is_object()) next["status"] = json::object();
+      next["status"]["conditions"] = conditions;
       (void)store_.Put(kv.key, next.dump(), kv.mod_revision);  // a conflict retries next cycle
     }
   }
@@ -612,6 +613,27 @@ Result<CycleStats> Scheduler::RunOnce() {
   // ... and those of them restored whole, by their ids in the Admitter (RestoreNomination).
   std::map<std::string, std::vector<int>> victim_ids_of;
   std::map<std::string, int> shrunk_of;  // of victims_of: pods an elastic shrink takes
+  // When each node last started a pod, before any release below asks it (a start seen after
+  // one would hold its node for nothing); a node held for pods that did not start there that
+  // has started one since the work it was held for was bound is no longer held.
+  if (!start_holds_.empty() || options_.unstarted_node_hold_s > 0) {
+    for (const KeyValue& kv : workload_list.items) {
+      const std::shared_ptr<const ParsedWorkload> parsed = Parse(kv);
+      if (!parsed) continue;
+      const json& status = Field(parsed->obj, "status");
+      const json& started = Field(status, "startedPods");
+      if (!started.is_object() || !Bound(Str(status, "phase"))) continue;
+      for (const json& a : List(status, "assignments")) {
+        const int64_t at = ParseTimestamp(Str(started, Str(a, "pod", "0").c_str()));
+        if (at < 0) continue;
+        const std::string node = Str(a, "node");
+        int64_t& last = last_start_ms_[node];
+        last = std::max(last, at);
+        if (auto h = start_holds_.find(node); h != start_holds_.end() && at >= h->second.bound_ms)
+          start_holds_.erase(h);
+      }
+    }
+  }
   for (const KeyValue& kv : workload_list.items) {
     // One workload's bad record costs that workload this cycle, never the scheduler thread.
     try {
@@ -651,21 +673,6 @@ Result<CycleStats> Scheduler::RunOnce() {
           }
           sw.pods = std::move(pods);
           sw.counts = std::move(counts);
-        }
-      }
-      // When each node last started a pod; one held for pods that did not start there that
-      // starts one again is no longer held.
-      if (Bound(phase)) {
-        const json& started = Field(status, "startedPods");
-        for (const json& a : List(status, "assignments")) {
-          if (!started.is_object()) break;
-          const int64_t at = ParseTimestamp(Str(started, Str(a, "pod", "0").c_str()));
-          if (at < 0) continue;
-          const std::string node = Str(a, "node");
-          int64_t& last = last_start_ms_[node];
-          last = std::max(last, at);
-          if (auto h = start_holds_.find(node); h != start_holds_.end() && at >= h->second.since_ms)
-            start_holds_.erase(h);
         }
       }
       if (Bound(phase)) {
@@ -1034,7 +1041,11 @@ Result<CycleStats> Scheduler::RunOnce() {
                   !node_index.count(node))
                 continue;
               StartHold& h = start_holds_[node];
-              if (h.until_ms <= now) h.since_ms = now;
+              if (h.until_ms <= now) {
+                h.since_ms = now;
+                h.bound_ms = bound_at;
+              }
+              h.bound_ms = std::max(h.bound_ms, bound_at);
               h.until_ms = until;
               h.message = "pods of " + sw.w().tenant.str() + "/" + sw.w().name.str() + " (" +
                           seen.second + ") did not start here within the pods-ready timeout of " +

@@ -153,6 +153,7 @@ class Scheduler {
   // Nodes held for pods that did not start there (unstarted_node_hold_s), by name.
   struct StartHold {
     int64_t since_ms = 0;
+    int64_t bound_ms = 0;  // when the work it is held for was bound: a start since lifts it
     int64_t until_ms = 0;
     std::string message;  // the condition's
   };

@@ -111,8 +111,9 @@ Result<double> YamlMap::Double(const std::string& key, std::optional<double> fal
 }
 
 Result<double> YamlMap::PositiveDouble(const std::string& key, std::optional<double> fallback) {
-  if (!Has(key) && fallback) return *fallback;
-  ASSIGN_OR_RETURN(std::string s, String(key));
+  bool present;
+  ASSIGN_OR_RETURN(std::string s, Scalar(key, &present));
+  if (!present && fallback) return *fallback;
   if (!s.empty() && s[0] == '-') return Error(key, "must be greater than zero, got " + s);
   ASSIGN_OR_RETURN(double v, Double(key));
   if (v <= 0) return Error(key, "must be greater than zero, got " + s);

@@ -1689,8 +1689,13 @@ bool Admitter::QuotaWalk(int leaf, int64_t amount, Used used_of, Guar guar, Borr
       // (Its own queue below its guarantee, beside siblings that borrow, takes nothing back for
       // work that would pass the guarantee: said, or a queue at 0 of its guarantee reads as
       // one whose reclaim is off, a trial found.)
+      // (Not where fair-share preemption or its queue's borrowWithinCohort may move borrowed
+      // work for it: then something may be.)
       if (const QueueNode& l = queues_[leaf];
-          why && flavor >= 0 && n != leaf && used_of(l) < guar(l) && used_of(l) + amount > guar(l))
+          why && flavor >= 0 && n != leaf && used_of(l) < guar(l) &&
+          used_of(l) + amount > guar(l) &&
+          (!config_.fair_share_preemption || l.spec.no_fair_share) &&
+          l.spec.preemption.borrow_within_cohort == PreemptionPolicy::Borrow::kNever)
         *why += "; queue " + l.spec.name + " would hold " + fmt(used_of(l) + amount) + "/" +
                 fmt(guar(l)) + unit + ", past its guarantee, so nothing is taken back for it " +
                 "(reclaim makes room only for work that fits within its queue's guarantee)";
