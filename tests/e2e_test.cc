@@ -3712,8 +3712,8 @@ TEST_F(FactoryTest, APodThatNeverStartsIsReleasedByThePodsReadyTimeout) {
   // The hold ends at its time: the condition goes.
   Cycle(hold_until - clock_.NowMs() + 1'000);
   bool still = false;
-  for (const json& c :
-       CallJson("GET", std::string(kApi) + "/nodes/" + stopped)["status"]["conditions"])
+  const json after = CallJson("GET", std::string(kApi) + "/nodes/" + stopped);
+  for (const json& c : after["status"]["conditions"])
     still |= c.value("type", "") == "PodsStarting";
   EXPECT_FALSE(still);
 }
