@@ -392,6 +392,14 @@ void ReadNodeHealth(HttpClient& http) {
 }
 // ",GPU 3 out of service (repair)"-style words for a node's STATUS, and its lifecycle state
 // where the health controller holds it.
+// A Node's condition PodsStarting False, where the scheduler holds it from new work (pods did
+// not start there), else null.
+json StartHold(const json& status) {
+  for (const json& c : Arr(status, "conditions"))
+    if (c.value("type", "") == "PodsStarting" && c.value("status", "") == "False") return c;
+  return json();
+}
+
 std::string HealthWords(const std::string& node) {
   auto it = node_health.find(node);
   if (it == node_health.end()) return "";
@@ -540,9 +548,7 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
       }
       if (spec.value("unschedulable", false)) ready += ",SchedulingDisabled";
       // (Held by the scheduler: pods did not start there; describe node says until when.)
-      for (const json& c : Arr(status, "conditions"))
-        if (c.value("type", "") == "PodsStarting" && c.value("status", "") == "False")
-          ready += ",PodsNotStarting";
+      if (!StartHold(status).is_null()) ready += ",PodsNotStarting";
       ready += HealthWords(meta.value("name", ""));
       rows.push_back({meta.value("name", ""), ready, std::to_string(devs.size()),
                       devs.empty() ? "-" : devs[0].value("model", ""),
@@ -1663,11 +1669,9 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
                     : "by the health controller (until its repair and burn-in pass)");
   }
   // Held by the scheduler: pods did not start there (status.conditions PodsStarting).
-  if (std::string(r->kind) == "Node")
-    for (const json& c : Arr(status, "conditions"))
-      if (c.value("type", "") == "PodsStarting" && c.value("status", "") == "False")
-        std::printf("Held:       %s (since %s)\n", c.value("message", "").c_str(),
-                    c.value("lastTransitionTime", "").c_str());
+  if (const json c = StartHold(status); std::string(r->kind) == "Node" && !c.is_null())
+    std::printf("Held:       %s (since %s)\n", c.value("message", "").c_str(),
+                c.value("lastTransitionTime", "").c_str());
   if (std::string(r->kind) == "Workload") {
     // (As `get` shows it; status.phase beside it where the two differ.)
     const std::string shown = ShownPhase(status), stored = status.value("phase", "");

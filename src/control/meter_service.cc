@@ -212,10 +212,11 @@ Status MeterService::Sync() {
     int64_t start = completed.empty() ? bound_at : std::max(bound_at, completed_at);
     if (charge_moved) start = std::max(start, moved);
     const std::string binding = workload + "@" + Str(meta, "uid") + "@" + std::to_string(scheduled);
+    // (The binding of its current size, before any change of the queue charged.)
+    const std::string sized = binding + (grown ? "@" + std::to_string(resized) : "");
     std::string whole;  // the binding of all its pods
     if (!assignments.empty() && scheduled >= 0) {
-      whole = binding + (grown ? "@" + std::to_string(resized) : "") +
-              (charge_moved ? "~" + std::to_string(moved) : "");
+      whole = sized + (charge_moved ? "~" + std::to_string(moved) : "");
       current = whole + (completed.empty() ? "" : "#" + std::to_string(completed.size()));
     }
     auto open = open_binding_.find(workload);
@@ -324,8 +325,7 @@ Status MeterService::Sync() {
       // (Charged to another queue since it was bound, and first seen now — the meter missed
       // its binding before the change —: billed from when it was bound, to the queue it has,
       // rather than not at all.)
-      const std::string before_move = binding + (grown ? "@" + std::to_string(resized) : "");
-      const int64_t from = charge_moved && !metered && !meter_.HasBinding(before_move)
+      const int64_t from = charge_moved && !metered && !meter_.HasBinding(sized)
                                ? (completed.empty() ? bound_at : std::max(bound_at, completed_at))
                                : start;
       const BindEvent b = bind_event(current, from, completed);

@@ -473,6 +473,51 @@ std::shared_ptr<const Scheduler::ParsedWorkload> Scheduler::Parse(const KeyValue
   return parsed;
 }
 
+std::string Scheduler::HoldUnstartedNodes(const std::string& workload, const json& status,
+                                          int64_t bound_at, int64_t now,
+                                          const std::set<std::string>& unusable,
+                                          const std::map<std::string, int>& node_index) {
+  if (options_.unstarted_node_hold_s <= 0) return "";
+  // (Only where other nodes started pods meanwhile: a fleet where none starts any has some
+  // other trouble, and holding every node would stop it all.)
+  bool others_started = false;
+  for (const auto& [node, at] : last_start_ms_) others_started |= at >= bound_at;
+  if (!others_started) return "";
+  std::map<std::string, std::pair<bool, std::string>> by_node;  // started any, pods not started
+  for (const json& a : List(status, "assignments")) {
+    const std::string node = Str(a, "node"), pod = Str(a, "pod", "0");
+    if (node.empty()) continue;
+    auto& [any, pods] = by_node[node];
+    if (Field(status, "startedPods").contains(pod) || Field(status, "finishedPods").contains(pod)) {
+      any = true;
+    } else {
+      pods += (pods.empty() ? "" : ", ") + pod;
+    }
+  }
+  const int64_t until = now + static_cast<int64_t>(options_.unstarted_node_hold_s * 1000);
+  const std::string timeout = std::to_string(static_cast<int64_t>(options_.gang_timeout_s)) + " s";
+  std::string nodes;
+  for (const auto& [node, seen] : by_node) {
+    const auto last = last_start_ms_.find(node);
+    if (seen.first || (last != last_start_ms_.end() && last->second >= bound_at) ||
+        unusable.count("!" + node) || !node_index.count(node))
+      continue;
+    StartHold& h = start_holds_[node];
+    if (h.until_ms <= now) h.since_ms = now;
+    h.bound_ms = std::max(h.until_ms <= now ? 0 : h.bound_ms, bound_at);
+    h.until_ms = until;
+    h.message = "pods of " + workload + " (" + seen.second +
+                ") did not start here within the pods-ready timeout of " + timeout +
+                " while the node renewed its lease: it takes no new work until a pod starts "
+                "here, or until " +
+                FormatTimestamp(until);
+    nodes += (nodes.empty() ? "" : ", ") + node;
+  }
+  if (nodes.empty()) return "";
+  return "; node(s) " + nodes + " take no new work until a pod starts there, or until " +
+         FormatTimestamp(until);
+}
+
 Result<CycleStats> Scheduler::RunOnce() {
   const auto start = std::chrono::steady_clock::now();
   const int64_t now = clock_.NowMs();
@@ -1009,57 +1054,11 @@ Result<CycleStats> Scheduler::RunOnce() {
               (missing.empty() ? "" : " (not started: " + missing + ")");
           const std::string reason = gang ? "GangTimeout" : "PodsReadyTimeout";
           // The nodes that started none of its pods while their agents renewed their leases
-          // take no new work for a while (unstarted_node_hold_s): placed again, it would go
-          // back to the same node, as a trial's gang did three times while 16 GPUs idled.
-          std::string held_note;
-          // (Only where other nodes started pods meanwhile: a fleet where none starts any has
-          // some other trouble, and holding every node would stop it all.)
-          const int64_t bound_at = grew ? resized : scheduled;
-          const auto started_since = [&](const std::string& node) {
-            auto it = last_start_ms_.find(node);
-            return it != last_start_ms_.end() && it->second >= bound_at;
-          };
-          bool others_started = false;
-          for (const auto& [node, at] : last_start_ms_) others_started |= at >= bound_at;
-          if (options_.unstarted_node_hold_s > 0 && others_started) {
-            std::map<std::string, std::pair<bool, std::string>> by_node;  // started any, pods
-            for (const json& a : List(status, "assignments")) {
-              const std::string node = Str(a, "node"), pod = Str(a, "pod", "0");
-              if (node.empty()) continue;
-              auto& [any, pods] = by_node[node];
-              if (Field(status, "startedPods").contains(pod) ||
-                  Field(status, "finishedPods").contains(pod)) {
-                any = true;
-              } else {
-                pods += (pods.empty() ? "" : ", ") + pod;
-              }
-            }
-            const int64_t until = now + static_cast<int64_t>(options_.unstarted_node_hold_s * 1000);
-            std::string nodes;
-            for (const auto& [node, seen] : by_node) {
-              if (seen.first || started_since(node) || unusable.count("!" + node) ||
-                  !node_index.count(node))
-                continue;
-              StartHold& h = start_holds_[node];
-              if (h.until_ms <= now) {
-                h.since_ms = now;
-                h.bound_ms = bound_at;
-              }
-              h.bound_ms = std::max(h.bound_ms, bound_at);
-              h.until_ms = until;
-              h.message = "pods of " + sw.w().tenant.str() + "/" + sw.w().name.str() + " (" +
-                          seen.second + ") did not start here within the pods-ready timeout of " +
-                          timeout +
-                          " while the node renewed its lease: it takes no new work until a pod "
-                          "starts here, or until " +
-                          FormatTimestamp(until);
-              nodes += (nodes.empty() ? "" : ", ") + node;
-            }
-            if (!nodes.empty())
-              held_note = "; node(s) " + nodes +
-                          " take no new work until a pod starts there, or until " +
-                          FormatTimestamp(until);
-          }
+          // take no new work for a while: placed again, it would go back to the same node, as
+          // a trial's gang did three times while 16 GPUs idled.
+          const std::string held_note =
+              HoldUnstartedNodes(sw.w().tenant.str() + "/" + sw.w().name.str(), status,
+                                 grew ? resized : scheduled, now, unusable, node_index);
           json next = sw.obj();
           const bool limit = options_.gang_requeue_limit > 0 && count > options_.gang_requeue_limit;
           const double backoff = std::min(
@@ -2224,23 +2223,21 @@ Result<CycleStats> Scheduler::RunOnce() {
     for (const BoundWorkload& b : bound) {
       if (keys.count(b.sw.kv.key)) continue;
       const json& status = Field(b.sw.obj(), "status");
-      json next = b.sw.obj();
-      bool changed = false;
+      json usage;
       if (b.charge_milli >= 0) {
-        const json usage = ResourceUsage(b.charge_milli, b.charge_queue, status, now);
-        if (Field(status, "resourceUsage") != usage) {
-          next["status"]["resourceUsage"] = usage;
-          changed = true;
-        }
+        usage = ResourceUsage(b.charge_milli, b.charge_queue, status, now);
+        if (Field(status, "resourceUsage") == usage) usage = json();
       }
+      std::string message;
       if (!b.evicting && b.marks.is_null()) {
-        const std::string message = PodsStartingMessage(status, options_.gang_timeout_s, now);
-        if (!message.empty() && Str(status, "message") != message) {
-          next["status"]["message"] = message;
-          changed = true;
-        }
+        message = PodsStartingMessage(status, options_.gang_timeout_s, now);
+        if (Str(status, "message") == message) message.clear();
       }
-      if (changed) write(b.sw.kv, next, nullptr);
+      if (usage.is_null() && message.empty()) continue;  // (no copy of each one, each cycle)
+      json next = b.sw.obj();
+      if (!usage.is_null()) next["status"]["resourceUsage"] = std::move(usage);
+      if (!message.empty()) next["status"]["message"] = message;
+      write(b.sw.kv, next, nullptr);
     }
   }
   std::vector<Result<int64_t>> written = store_.PutAll(writes);

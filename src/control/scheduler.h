@@ -28,7 +28,9 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -125,6 +127,13 @@ class Scheduler {
   // The decoded workload of `kv`, from the cache while its revision is unchanged; null when it
   // does not decode (it is skipped, as before the cache).
   std::shared_ptr<const ParsedWorkload> Parse(const KeyValue& kv);
+  // Holds the nodes where none of `workload`'s pods (bound at `bound_at`) started while their
+  // agents renewed their leases (unstarted_node_hold_s), and says which for its message ("" if
+  // none).
+  std::string HoldUnstartedNodes(const std::string& workload, const nlohmann::json& status,
+                                 int64_t bound_at, int64_t now,
+                                 const std::set<std::string>& unusable,
+                                 const std::map<std::string, int>& node_index);
 
   Store& store_;
   const Clock& clock_;
