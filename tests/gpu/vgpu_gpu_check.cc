@@ -7,10 +7,21 @@
 //   vgpu_gpu_check nvml                  the NVML inventory: name, UUID, memory per GPU
 //   vgpu_gpu_check mem CAP_BYTES         cuMemGetInfo reports CAP; allocating past it fails
 //   vgpu_gpu_check bench N               median cuMemAlloc / cuMemFree / cuLaunchKernel times
-//   vgpu_gpu_check share MS KERNEL_US    launch KERNEL_US kernels back to back for MS ms of GPU
-//                                        time; busy time from events around each kernel
+//   vgpu_gpu_check procutil MS           NVML's per-process SM utilisation samples over the next
+//                                        MS ms: their mean per pid
+//   vgpu_gpu_check calibrate KERNEL_US  how many iterations of the work kernel take KERNEL_US on
+//                                        a GPU no one else uses: "iterations=N alone_us=T"
+//   vgpu_gpu_check share MS N T          launch work kernels of N iterations (T us each, alone)
+//                                        back to back, a few in flight, for MS ms; the share as
+//                                        busy time from events around each kernel, and as work
+//                                        done (kernels x T / elapsed)
+//
+// Two shares, because they part on a real GPU: processes without MPS take turns on it by time
+// slices, and an event pair around a kernel then also spans the slices other processes ran
+// while that kernel was resident. Work done is the share of the GPU's throughput received.
 #include <dlfcn.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -44,6 +55,40 @@ $L_spin:
   sub.s64 %rd4, %rd3, %rd2;
   setp.lt.u64 %p1, %rd4, %rd1;
   @%p1 bra $L_spin;
+  ret;
+}
+
+// A fixed amount of work: as many xorshift steps as its first parameter, stored where the second
+// points when that is not null (so the loop cannot be left out). The fake driver runs any such
+// function for as many nanoseconds as its first parameter.
+.visible .entry work(
+  .param .u64 work_param_0,
+  .param .u64 work_param_1
+)
+{
+  .reg .pred %p<3>;
+  .reg .b64 %rd<7>;
+
+  ld.param.u64 %rd1, [work_param_0];
+  ld.param.u64 %rd5, [work_param_1];
+  mov.u64 %rd2, 0;
+  mov.u64 %rd3, 88172645463325252;
+$L_work:
+  setp.ge.u64 %p1, %rd2, %rd1;
+  @%p1 bra $L_store;
+  shl.b64 %rd4, %rd3, 13;
+  xor.b64 %rd3, %rd3, %rd4;
+  shr.b64 %rd4, %rd3, 7;
+  xor.b64 %rd3, %rd3, %rd4;
+  shl.b64 %rd4, %rd3, 17;
+  xor.b64 %rd3, %rd3, %rd4;
+  add.u64 %rd2, %rd2, 1;
+  bra $L_work;
+$L_store:
+  setp.eq.u64 %p2, %rd5, 0;
+  @%p2 bra $L_done;
+  st.global.u64 [%rd5], %rd3;
+$L_done:
   ret;
 }
 )";
@@ -98,6 +143,7 @@ struct Cuda {
   CUresult (*EventSynchronize)(CUevent);
   CUresult (*EventElapsedTime)(float*, CUevent, CUevent);
   CUfunction spin = nullptr;
+  CUfunction work = nullptr;
 
   // Loads the driver and makes device 0's primary context current.
   bool Open() {
@@ -132,11 +178,36 @@ struct Cuda {
     CUmodule module = nullptr;
     CHECK_CU(ModuleLoadData(&module, kSpinPtx));
     CHECK_CU(ModuleGetFunction(&spin, module, "spin"));
+    CHECK_CU(ModuleGetFunction(&work, module, "work"));
   }
 
   CUresult Spin(uint64_t ns) {
     void* params[] = {&ns};
     return LaunchKernel(spin, 1, 1, 1, 32, 1, 1, 0, nullptr, params, nullptr);
+  }
+
+  CUresult Work(uint64_t iterations) {
+    uint64_t out = 0;
+    void* params[] = {&iterations, &out};
+    return LaunchKernel(work, 1, 1, 1, 32, 1, 1, 0, nullptr, params, nullptr);
+  }
+
+  // The median time of `n` work kernels of `iterations`, one at a time, in microseconds.
+  double TimeWork(uint64_t iterations, int n) {
+    CUevent start = nullptr, end = nullptr;
+    CHECK_CU(EventCreate(&start, CU_EVENT_DEFAULT));
+    CHECK_CU(EventCreate(&end, CU_EVENT_DEFAULT));
+    std::vector<int64_t> ns;
+    for (int i = 0; i < n; ++i) {
+      CHECK_CU(EventRecord(start, nullptr));
+      CHECK_CU(Work(iterations));
+      CHECK_CU(EventRecord(end, nullptr));
+      CHECK_CU(EventSynchronize(end));
+      float ms = 0;
+      CHECK_CU(EventElapsedTime(&ms, start, end));
+      ns.push_back(static_cast<int64_t>(ms * 1e6));
+    }
+    return static_cast<double>(Median(ns)) / 1000;
   }
 };
 
@@ -173,6 +244,63 @@ int Nvml() {
     std::printf("gpu %u: %s %s memory total=%llu used=%llu free=%llu\n", i, device_name,
                 device_uuid, m.total, m.used, m.free);
   }
+  return 0;
+}
+
+// nvml.h's nvmlProcessUtilizationSample_t.
+struct ProcessSample {
+  unsigned pid;
+  unsigned long long time_stamp;  // microseconds since the epoch
+  unsigned sm_util, mem_util, enc_util, dec_util;
+};
+
+// What NVML says each process used of GPU 0 over the next `ms` milliseconds: whether the driver
+// attributes SM time per process on this machine, which a share enforced from outside the
+// processes (by the node agent) would need.
+int ProcUtil(int64_t ms) {
+  void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+  auto init = lib ? reinterpret_cast<nvmlReturn_t (*)()>(dlsym(lib, "nvmlInit_v2")) : nullptr;
+  auto handle = lib ? reinterpret_cast<nvmlReturn_t (*)(unsigned, nvmlDevice_t*)>(
+                          dlsym(lib, "nvmlDeviceGetHandleByIndex_v2"))
+                    : nullptr;
+  using Fn = nvmlReturn_t (*)(nvmlDevice_t, ProcessSample*, unsigned*, unsigned long long);
+  auto samples_of =
+      lib ? reinterpret_cast<Fn>(dlsym(lib, "nvmlDeviceGetProcessUtilization")) : nullptr;
+  nvmlDevice_t device = nullptr;
+  if (!init || !handle || !samples_of || init() != NVML_SUCCESS ||
+      handle(0, &device) != NVML_SUCCESS) {
+    std::printf("procutil: NVML or nvmlDeviceGetProcessUtilization not available\n");
+    return 1;
+  }
+  timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  const unsigned long long since = now.tv_sec * 1000000ull + now.tv_nsec / 1000;
+  timespec pause = {static_cast<time_t>(ms / 1000), static_cast<long>(ms % 1000) * 1000000};
+  nanosleep(&pause, nullptr);
+  unsigned count = 0;
+  nvmlReturn_t r = samples_of(device, nullptr, &count, since);
+  std::vector<ProcessSample> samples(count + 16);
+  count = static_cast<unsigned>(samples.size());
+  r = samples_of(device, samples.data(), &count, since);
+  if (r != NVML_SUCCESS) {
+    std::printf("procutil: nvmlDeviceGetProcessUtilization returned %d\n", r);
+    return 1;
+  }
+  std::vector<unsigned> pids;
+  for (unsigned i = 0; i < count; ++i) pids.push_back(samples[i].pid);
+  std::sort(pids.begin(), pids.end());
+  pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
+  for (unsigned pid : pids) {
+    int n = 0;
+    double sum = 0;
+    for (unsigned i = 0; i < count; ++i) {
+      if (samples[i].pid != pid) continue;
+      ++n;
+      sum += samples[i].sm_util;
+    }
+    std::printf("procutil: pid=%u samples=%d sm_util_mean=%.1f%%\n", pid, n, sum / n);
+  }
+  if (pids.empty()) std::printf("procutil: no samples\n");
   return 0;
 }
 
@@ -229,29 +357,56 @@ int Bench(Cuda& cuda, int n) {
   return 0;
 }
 
-int Share(Cuda& cuda, int64_t ms, int64_t kernel_us) {
+int Calibrate(Cuda& cuda, int64_t kernel_us) {
   cuda.LoadSpin();
-  CUevent first = nullptr, start = nullptr, end = nullptr;
+  uint64_t iterations = 1000;
+  double us = cuda.TimeWork(iterations, 5);
+  // Grow the trial until it is long enough to time well, then scale to the target.
+  while (us < 200 && iterations < (1ull << 40)) {
+    iterations *= 4;
+    us = cuda.TimeWork(iterations, 5);
+  }
+  iterations = std::max<uint64_t>(1, static_cast<uint64_t>(iterations * (kernel_us / us)));
+  us = cuda.TimeWork(iterations, 21);
+  std::printf("calibrate: iterations=%llu alone_us=%.1f\n",
+              static_cast<unsigned long long>(iterations), us);
+  return 0;
+}
+
+int Share(Cuda& cuda, int64_t ms, uint64_t iterations, double alone_us) {
+  cuda.LoadSpin();
+  constexpr int kInFlight = 4;
+  CUevent first = nullptr, start[kInFlight] = {}, end[kInFlight] = {};
   CHECK_CU(cuda.EventCreate(&first, CU_EVENT_DEFAULT));
-  CHECK_CU(cuda.EventCreate(&start, CU_EVENT_DEFAULT));
-  CHECK_CU(cuda.EventCreate(&end, CU_EVENT_DEFAULT));
+  for (int i = 0; i < kInFlight; ++i) {
+    CHECK_CU(cuda.EventCreate(&start[i], CU_EVENT_DEFAULT));
+    CHECK_CU(cuda.EventCreate(&end[i], CU_EVENT_DEFAULT));
+  }
   CHECK_CU(cuda.EventRecord(first, nullptr));
   double busy_ms = 0, elapsed_ms = 0;
-  int kernels = 0;
-  while (elapsed_ms < ms) {
-    CHECK_CU(cuda.EventRecord(start, nullptr));
-    CHECK_CU(cuda.Spin(static_cast<uint64_t>(kernel_us) * 1000));
-    CHECK_CU(cuda.EventRecord(end, nullptr));
-    CHECK_CU(cuda.EventSynchronize(end));
+  int launched = 0, kernels = 0;
+  // Keeps kInFlight kernels queued; each finished one is timed, and the next is launched.
+  auto finish = [&](int slot) {
+    CHECK_CU(cuda.EventSynchronize(end[slot]));
     float kernel_ms = 0, total_ms = 0;
-    CHECK_CU(cuda.EventElapsedTime(&kernel_ms, start, end));
-    CHECK_CU(cuda.EventElapsedTime(&total_ms, first, end));
+    CHECK_CU(cuda.EventElapsedTime(&kernel_ms, start[slot], end[slot]));
+    CHECK_CU(cuda.EventElapsedTime(&total_ms, first, end[slot]));
     busy_ms += kernel_ms;
     elapsed_ms = total_ms;
     ++kernels;
+  };
+  while (elapsed_ms < ms) {
+    const int slot = launched % kInFlight;
+    if (launched >= kInFlight) finish(slot);
+    CHECK_CU(cuda.EventRecord(start[slot], nullptr));
+    CHECK_CU(cuda.Work(iterations));
+    CHECK_CU(cuda.EventRecord(end[slot], nullptr));
+    ++launched;
   }
-  std::printf("share: kernels=%d busy_ms=%.1f elapsed_ms=%.1f fraction=%.3f\n", kernels, busy_ms,
-              elapsed_ms, busy_ms / elapsed_ms);
+  for (int i = kernels; i < launched; ++i) finish(i % kInFlight);
+  std::printf("share: pid=%d kernels=%d busy_ms=%.1f elapsed_ms=%.1f fraction=%.3f work=%.3f\n",
+              static_cast<int>(getpid()), kernels, busy_ms, elapsed_ms, busy_ms / elapsed_ms,
+              kernels * alone_us / 1000 / elapsed_ms);
   return 0;
 }
 
@@ -260,6 +415,7 @@ int Share(Cuda& cuda, int64_t ms, int64_t kernel_us) {
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "nvml") return Nvml();
+  if (mode == "procutil" && argc == 3) return ProcUtil(std::atoll(argv[2]));
   Cuda cuda;
   if (!cuda.Open()) {
     std::printf("%s: no CUDA driver (libcuda.so.1 not loadable or cuInit failed)\n", mode.c_str());
@@ -268,7 +424,13 @@ int main(int argc, char** argv) {
   if (mode == "probe") return 0;
   if (mode == "mem" && argc == 3) return Mem(cuda, std::strtoull(argv[2], nullptr, 10));
   if (mode == "bench" && argc == 3) return Bench(cuda, std::atoi(argv[2]));
-  if (mode == "share" && argc == 4) return Share(cuda, std::atoll(argv[2]), std::atoll(argv[3]));
-  std::fprintf(stderr, "usage: vgpu_gpu_check probe|nvml|mem CAP|bench N|share MS KERNEL_US\n");
+  if (mode == "calibrate" && argc == 3) return Calibrate(cuda, std::atoll(argv[2]));
+  if (mode == "share" && argc == 5) {
+    return Share(cuda, std::atoll(argv[2]), std::strtoull(argv[3], nullptr, 10),
+                 std::atof(argv[4]));
+  }
+  std::fprintf(stderr,
+               "usage: vgpu_gpu_check probe|nvml|procutil MS|mem CAP|bench N|calibrate "
+               "KERNEL_US|share MS N T\n");
   return 2;
 }
