@@ -3718,6 +3718,86 @@ TEST_F(FactoryTest, APodThatNeverStartsIsReleasedByThePodsReadyTimeout) {
   EXPECT_FALSE(still);
 }
 
+// A node held for pods that did not start there (unstarted_node_hold_s), with a second
+// workload bound there after the held-for one and not started either.
+class StartHoldTest : public FactoryTest {
+ protected:
+  // Holds a node and returns its name; "team-a/two" is bound there, not started.
+  std::string HoldANode() {
+    SchedulerOptions so;
+    so.gang_timeout_s = 30;
+    so.node_grace_ms = 3'600'000;
+    scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
+    CreateQueue("team-a", {{"quotas", {{"gpu", {{"guaranteed", 40}}}}}});
+    CreateWorkload(WholeGpuWorkload("team-a", "one", 4));
+    CreateWorkload(WholeGpuWorkload("team-a", "fine", 8));
+    EXPECT_TRUE(scheduler_->RunOnce().ok());
+    const std::string node =
+        Workloads()["team-a/one"]["status"]["assignments"][0].value("node", "");
+    sim_->StopNode(node);
+    Cycle(5'000);
+    CreateWorkload(WholeGpuWorkload("team-a", "two", 4));
+    Cycle();
+    EXPECT_EQ(Workloads()["team-a/two"]["status"]["assignments"][0].value("node", ""), node)
+        << Describe(Workloads());
+    Cycle(25'000);  // "one" released at 30 s
+    EXPECT_EQ(Workloads()["team-a/one"]["status"].value("reason", ""), "PodsReadyTimeout")
+        << Describe(Workloads());
+    Cycle();  // (the condition is written with the nodes', at the start of a cycle)
+    EXPECT_FALSE(Hold(node).empty()) << node;
+    return node;
+  }
+
+  // The node's PodsStarting condition, or null.
+  json Hold(const std::string& node) {
+    const json n = CallJson("GET", std::string(kApi) + "/nodes/" + node);
+    for (const json& c : n["status"]["conditions"])
+      if (c.value("type", "") == "PodsStarting") return c;
+    return json();
+  }
+};
+
+// The hold is the scheduler's memory, saved in the Node's status: a restart keeps it (it was
+// lost), and an uncordon lifts it (it could not be lifted by hand).
+TEST_F(StartHoldTest, AHoldOutlivesARestartAndAnUncordonLiftsIt) {
+  const std::string node = HoldANode();
+  const json saved = CallJson("GET", std::string(kApi) + "/nodes/" + node)["status"]["startHold"];
+  ASSERT_TRUE(saved.is_object()) << node;
+  EXPECT_NE(saved.value("message", "").find("pods of team-a/one (main-0) did not start here"),
+            std::string::npos)
+      << saved.dump();
+  SchedulerOptions so;
+  so.gang_timeout_s = 30;
+  so.node_grace_ms = 3'600'000;
+  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
+  Cycle();
+  Cycle();
+  EXPECT_EQ(Hold(node).value("status", ""), "False") << node;
+  EXPECT_EQ(CallJson("GET", std::string(kApi) + "/nodes/" + node)["status"]["startHold"], saved);
+  // (An uncordon of a node that is not cordoned: fabctl uncordon's patch.)
+  ClientResponse r =
+      Call("PATCH", std::string(kApi) + "/nodes/" + node,
+           json{{"spec", {{"unschedulable", false}}}}.dump(), "application/merge-patch+json");
+  ASSERT_EQ(r.status, 200) << r.body;
+  Cycle();
+  const json after = CallJson("GET", std::string(kApi) + "/nodes/" + node);
+  EXPECT_TRUE(Hold(node).is_null()) << after.dump();
+  EXPECT_FALSE(after["status"].contains("startHold")) << after.dump();
+  EXPECT_TRUE(after["metadata"]["annotations"].contains(kUncordonedAtAnnotation)) << after.dump();
+}
+
+// A pod that starts on the held node, of work bound there after the held-for work, lifts the
+// hold: the node has shown it starts pods.
+TEST_F(StartHoldTest, APodStartingOnTheNodeLiftsItsHold) {
+  const std::string node = HoldANode();
+  sim_->Repaired(node, -1);  // (its agent back)
+  Cycle();
+  Cycle();
+  EXPECT_TRUE(Hold(node).is_null()) << node;
+  const json st = Workloads()["team-a/two"]["status"];
+  EXPECT_EQ(st.value("phase", ""), "Running") << st.dump();
+}
+
 // A gang waiting for its last pods to start (within its gang timeout) has done no work as a
 // gang, so preempting it loses none: it goes before running work that would lose some (a
 // review: it was costed as if it had run since its first pod started, and the running job,

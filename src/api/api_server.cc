@@ -2984,6 +2984,13 @@ struct ApiServer::Impl {
         } else {
           meta["annotations"].erase(kCordonedByAnnotation);
         }
+        // An uncordon (a patch that says unschedulable: false, or null as kubectl's does) is
+        // dated, cordoned or not: it lifts the scheduler's hold on a node whose pods did not
+        // start (kUncordonedAtAnnotation).
+        if (const json& spec_said = Field(*body, "spec");
+            patch && spec_said.is_object() && spec_said.contains("unschedulable") &&
+            (spec_said["unschedulable"] == false || spec_said["unschedulable"].is_null()))
+          meta["annotations"][kUncordonedAtAnnotation] = FormatTimestamp(clock.NowMs());
         if (meta["annotations"].empty()) meta.erase("annotations");
       }
       if (!status_sub && std::string(info.kind) == "Queue" &&

@@ -1670,8 +1670,9 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
   }
   // Held by the scheduler: pods did not start there (status.conditions PodsStarting).
   if (const json c = StartHold(status); std::string(r->kind) == "Node" && !c.is_null())
-    std::printf("Held:       %s (since %s)\n", c.value("message", "").c_str(),
-                c.value("lastTransitionTime", "").c_str());
+    std::printf("Held:       %s (since %s; fabctl uncordon %s lifts it)\n",
+                c.value("message", "").c_str(), c.value("lastTransitionTime", "").c_str(),
+                name.c_str());
   if (std::string(r->kind) == "Workload") {
     // (As `get` shows it; status.phase beside it where the two differ.)
     const std::string shown = ShownPhase(status), stored = status.value("phase", "");
@@ -2117,7 +2118,12 @@ int Cordon(HttpClient& http, const std::string& node, bool cordon) {
   auto resp = http.Do("PATCH", "/apis/fabrica.dev/v1/nodes/" + node, patch.dump(),
                       "application/merge-patch+json");
   if (!resp.ok() || resp->status >= 300) return Failed(resp);
-  std::printf("node/%s %s\n", node.c_str(), cordon ? "cordoned" : "uncordoned");
+  // (The scheduler lifts its hold for pods that did not start there at an uncordon.)
+  const json after = json::parse(resp->body, nullptr, false);
+  const bool held = !cordon && after.is_object() && !StartHold(Obj(after, "status")).is_null();
+  std::printf("node/%s %s%s\n", node.c_str(), cordon ? "cordoned" : "uncordoned",
+              held ? " (the scheduler's hold for pods that did not start there ends with it)" : "");
+
   return 0;
 }
 

@@ -583,8 +583,18 @@ Result<CycleStats> Scheduler::RunOnce() {
     // (Held for pods that did not start here: until its time is up, or a pod starts here, or
     // its lease lapses, when the lost-node path takes over.)
     std::string start_hold;
+    const json& saved = Field(Field(n, "status"), "startHold");
+    if (!holds_restored_ && saved.is_object() && !start_holds_.count(name)) {
+      // (A hold outlives a restart of the scheduler: read back once, from the Node's status.)
+      StartHold h{ParseTimestamp(Str(saved, "since")), ParseTimestamp(Str(saved, "workBoundAt")),
+                  ParseTimestamp(Str(saved, "until")), Str(saved, "message")};
+      if (h.since_ms >= 0 && h.bound_ms >= 0 && h.until_ms > now && !h.message.empty())
+        start_holds_[name] = h;
+    }
     if (auto h = start_holds_.find(name); h != start_holds_.end()) {
-      if (now >= h->second.until_ms || !ready) {
+      const int64_t uncordoned =
+          ParseTimestamp(Str(Field(Field(n, "metadata"), "annotations"), kUncordonedAtAnnotation));
+      if (now >= h->second.until_ms || !ready || uncordoned >= h->second.since_ms) {
         start_holds_.erase(h);
       } else {
         start_hold = h->second.message;
@@ -633,9 +643,18 @@ Result<CycleStats> Scheduler::RunOnce() {
       json next = n;
       if (!next["status"].is_object()) next["status"] = json::object();
       next["status"]["conditions"] = conditions;
+      next["status"].erase("startHold");
+      if (!start_hold.empty()) {
+        const StartHold& h = start_holds_[name];
+        next["status"]["startHold"] = {{"since", FormatTimestamp(h.since_ms)},
+                                       {"workBoundAt", FormatTimestamp(h.bound_ms)},
+                                       {"until", FormatTimestamp(h.until_ms)},
+                                       {"message", h.message}};
+      }
       (void)store_.Put(kv.key, next.dump(), kv.mod_revision);  // a conflict retries next cycle
     }
   }
+  holds_restored_ = true;
   ClusterState state(fleet, tenants);
   std::map<std::string, int> node_index;
   for (int i = 0; i < state.node_count(); ++i) node_index[state.node(i).name.str()] = i;

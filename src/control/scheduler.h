@@ -167,6 +167,9 @@ class Scheduler {
     std::string message;  // the condition's
   };
   std::map<std::string, StartHold> start_holds_;
+  // Whether the holds saved in the Nodes' status (status.startHold) have been read back: once,
+  // at this scheduler's first cycle, so that a restart keeps them.
+  bool holds_restored_ = false;
   // When a pod was last reported started on each node (status.startedPods), as seen so far.
   std::map<std::string, int64_t> last_start_ms_;
 };

@@ -116,6 +116,10 @@ inline constexpr int kMaxGpuModels = 64;
 // person: kubectl's or fabctl's cordon): the health controller, which cordons nodes too,
 // leaves such a cordon in place when its own ends.
 inline constexpr const char* kCordonedByAnnotation = "fabrica.dev/cordoned-by";
+// The Node annotation saying when a person last uncordoned it through the API (a patch that sets
+// spec.unschedulable to false, cordoned or not): the scheduler lifts a hold it put on the node
+// before then (pods that did not start there), as it is the person's word that the node is fine.
+inline constexpr const char* kUncordonedAtAnnotation = "fabrica.dev/uncordoned-at";
 
 // Checks cross-field invariants: unique names, at most kMaxGpusPerNode GPUs per node and
 // kMaxGpuModels models per fleet, NUMA indexes in range, peers in range, MIG geometry that fits
