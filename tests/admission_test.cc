@@ -3783,6 +3783,75 @@ TEST_F(AdmissionTest, BorrowWithinCohortEvictsLowerPriorityBorrowedWork) {
   }
 }
 
+// A workload bigger than its queue's whole guarantee only ever runs on borrowed GPUs, so
+// borrowWithinCohort may take it, as a reclaim may, even though its queue is then below its
+// guarantee (trial #9: b's one 6-GPU job on a guarantee of 2 kept a's urgent work waiting, where
+// Kueue evicts it: b was borrowing). It does not come back for its GPUs: reclaim makes room only
+// for work within a guarantee, and a's work is of higher priority.
+TEST_F(AdmissionTest, BorrowWithinCohortMayTakeWorkBiggerThanItsQueuesGuarantee) {
+  for (const int b_priority : {0, 10}) {
+    SCOPED_TRACE(b_priority);
+    QueueSpec a = Leaf("a", 2);
+    a.preemption.borrow_within_cohort = PreemptionPolicy::Borrow::kLowerPriority;
+    Make(Nodes(1, 8), {a, Leaf("b", 2), Leaf("c", 4)});
+    Submit(Gpus("a-base", "a", 2, 10), 0);
+    const int big = Submit(Gpus("b-big", "b", 6, b_priority), 0);
+    adm_->Cycle(1, 1000);
+    ASSERT_EQ(adm_->phase(big), Phase::kAdmitted);
+    const int mine = Submit(Gpus("a-urgent", "a", 2, 10), 10);
+    CycleResult r = adm_->Cycle(11, 1000);
+    if (b_priority >= 10) {
+      EXPECT_TRUE(r.evicted.empty()) << adm_->reason(mine);
+      continue;
+    }
+    ASSERT_EQ(r.evicted.size(), 1u) << adm_->reason(mine);
+    EXPECT_EQ(r.evicted[0].victim, big);
+    adm_->Terminated(big, 40);
+    adm_->Cycle(41, 1000);
+    EXPECT_EQ(adm_->phase(mine), Phase::kAdmitted) << adm_->reason(mine);
+    for (int t = 42; t < 45; ++t) EXPECT_TRUE(adm_->Cycle(t, 1000).evicted.empty());
+    EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 4000);
+  }
+}
+
+// Where borrowWithinCohort takes nothing from a queue that borrows with lower-priority work, the
+// wait says why: that work is above the threshold, or taking any of it would leave its queue
+// below its guarantee (trial #9's wait said nothing of the policy).
+TEST_F(AdmissionTest, BorrowWithinCohortSaysWhyItTakesNothing) {
+  struct Case {
+    std::vector<double> b_jobs;
+    std::optional<int> threshold;
+    std::string says;
+  };
+  for (const Case& c :
+       {Case{{3, 2},
+             {},
+             "queue b borrows 1 GPU of gpu, but taking any of its lower-priority work "
+             "there would leave it below its guarantee of 4 GPUs (borrowing "
+             "preemption takes only what a queue borrows)"},
+        Case{{2, 2, 2},
+             -1,
+             "queue b borrows 2 GPUs of gpu, but its lower-priority work there is above "
+             "maxPriorityThreshold -1"}}) {
+    SCOPED_TRACE(c.b_jobs.size());
+    QueueSpec a = Leaf("a", 2);
+    a.preemption.borrow_within_cohort = PreemptionPolicy::Borrow::kLowerPriority;
+    a.preemption.borrow_max_priority = c.threshold;
+    Make(Nodes(1, 8), {a, Leaf("b", 4), Leaf("c", 2)});
+    Submit(Gpus("a-base", "a", 2, 10), 0);
+    for (size_t i = 0; i < c.b_jobs.size(); ++i)
+      Submit(Gpus("b" + std::to_string(i), "b", c.b_jobs[i], 0), 0);
+    adm_->Cycle(1, 1000);
+    const int mine = Submit(Gpus("a-urgent", "a", 2, 10), 10);
+    EXPECT_TRUE(adm_->Cycle(11, 1000).evicted.empty()) << adm_->reason(mine);
+    EXPECT_NE(adm_->reason(mine).find("; queue a's preemption.borrowWithinCohort is "
+                                      "LowerPriority: " +
+                                      c.says),
+              std::string::npos)
+        << adm_->reason(mine);
+  }
+}
+
 // Borrowing within its cohort evicts others' work only where that gives the quota back: a is
 // at its own borrowing limit (4 + 2), so only its own lower-priority work can make room for
 // a-new, however cheap b's borrowed work is.

@@ -501,6 +501,11 @@ std::string Admitter::FairShareNote(int id) const {
          (config_.fair_share_preemption
               ? "; fair-share preemption moves running work for it only from a queue whose "
                 "weighted share would stay at or above its own"
+          : queues_[e.leaf].spec.preemption.borrow_within_cohort ==
+                  PreemptionPolicy::Borrow::kLowerPriority
+              ? "; fair-share preemption is off: running work is not moved for its share "
+                "(preemption.borrowWithinCohort still takes lower-priority work that other "
+                "queues borrow with)"
               : "; fair-share preemption is off: running work is not moved for it");
 }
 
@@ -3127,7 +3132,8 @@ void Admitter::NotePolicyBlock(int id) {
   if (!config_.preemption) return;
   // (An earlier note, which may name other amounts, goes: one at a time.)
   for (const char* policy :
-       {"'s preemption.withinQueue is Never", "'s preemption.reclaimWithinCohort is "})
+       {"'s preemption.withinQueue is Never", "'s preemption.reclaimWithinCohort is ",
+        "'s preemption.borrowWithinCohort is "})
     if (const size_t at = e.reason.find(policy); at != std::string::npos)
       if (const size_t from = e.reason.rfind("; queue ", at); from != std::string::npos) {
         const size_t to = e.reason.find("; ", at);
@@ -3153,12 +3159,53 @@ std::string Admitter::PolicyBlock(int id) const {
       if (entries_[v].spec.priority < e.spec.priority && could_go(v))
         return "queue " + q.spec.name +
                "'s preemption.withinQueue is Never: its lower-priority work is not preempted";
+  const PodRequest* gpu_pod = FirstGpuPod(e.pods);
+  if (!gpu_pod) return "";
+  const auto gpus = [](int64_t milli) {
+    return GpuAmount(milli) + (milli == kMilliPerGpu ? " GPU" : " GPUs");
+  };
+  // Past its guarantee under borrowWithinCohort, while another queue it may borrow from
+  // borrows with lower-priority work that could go: why none of it went (trial #9: the wait
+  // said nothing).
+  if (policy.borrow_within_cohort == PreemptionPolicy::Borrow::kLowerPriority) {
+    for (int f : CandidateFlavors(*gpu_pod)) {
+      if (!managed_[f] || q.usage[f] + e.gpu_milli <= q.guaranteed[f]) continue;
+      for (int o = 0; o < queue_count(); ++o) {
+        const QueueNode& other = queues_[o];
+        const int64_t held = other.usage[f] - other.evicting_usage[f];
+        if (o == e.leaf || !is_leaf(o) || (fleet_queue_ < 0 && other.root != q.root) ||
+            held <= other.guaranteed[f])
+          continue;
+        bool lower = false, under_threshold = false, may_go = false;
+        for (int v : other.running) {
+          const Entry& w = entries_[v];
+          if (!could_go(v) || w.spec.priority >= e.spec.priority) continue;
+          lower = true;
+          if (policy.borrow_max_priority && w.spec.priority > *policy.borrow_max_priority) continue;
+          under_threshold = true;
+          int64_t milli = 0;
+          for (auto [cf, cm] : w.charged) milli += cf == f ? cm : 0;
+          may_go |=
+              milli > 0 && (held - milli >= other.guaranteed[f] || milli > other.guaranteed[f]);
+        }
+        if (!lower || may_go) continue;
+        const std::string head = "queue " + q.spec.name +
+                                 "'s preemption.borrowWithinCohort is LowerPriority: queue " +
+                                 other.spec.name + " borrows " + gpus(held - other.guaranteed[f]) +
+                                 " of " + flavor_name(f);
+        if (!under_threshold)
+          return head + ", but its lower-priority work there is above maxPriorityThreshold " +
+                 std::to_string(*policy.borrow_max_priority);
+        return head + ", but taking any of its lower-priority work there would leave it below " +
+               "its guarantee of " + gpus(other.guaranteed[f]) +
+               " (borrowing preemption takes only what a queue borrows)";
+      }
+    }
+  }
   if (policy.reclaim_within_cohort == PreemptionPolicy::Reclaim::kAny) return "";
   const bool never = policy.reclaim_within_cohort == PreemptionPolicy::Reclaim::kNever;
   // Below its guarantee in a flavour it may use, while another queue of its tree borrows
   // there work a reclaim could take (under LowerPriority: only work at its priority or above).
-  const PodRequest* gpu_pod = FirstGpuPod(e.pods);
-  if (!gpu_pod) return "";
   for (int f : CandidateFlavors(*gpu_pod)) {
     if (!managed_[f] || q.usage[f] + e.gpu_milli > q.guaranteed[f]) continue;
     for (int o = 0; o < queue_count(); ++o) {
@@ -3175,8 +3222,7 @@ std::string Admitter::PolicyBlock(int id) const {
       if (!takeable || (!never && lower)) continue;
       const int64_t room = q.guaranteed[f] - q.usage[f];
       return "queue " + q.spec.name + "'s preemption.reclaimWithinCohort is " +
-             (never ? "Never" : "LowerPriority") + ": the " + GpuAmount(room) +
-             (room == kMilliPerGpu ? " GPU" : " GPUs") + " of " + flavor_name(f) +
+             (never ? "Never" : "LowerPriority") + ": the " + gpus(room) + " of " + flavor_name(f) +
              " below its guarantee that queue " + other.spec.name + " borrows are not taken back" +
              (never ? "" : " (the work it borrows them with is not of lower priority)");
     }
@@ -4556,12 +4602,14 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     for (auto [f, milli] : w.charged) {
       if (f >= 64 || !(reclaim_flavors >> f & 1)) continue;
       // (A workload bigger than its queue's whole guarantee only ever runs on borrowed GPUs:
-      // while its queue borrows, a reclaim may take it even if its queue is then below its
-      // guarantee; not work that preempts to borrow, or two queues could take it in turns.)
+      // while its queue borrows, a reclaim, or work of higher priority that preempts to borrow,
+      // may take it even if its queue is then below its guarantee, as Kueue takes work of a
+      // queue that borrows. Neither comes back for it: reclaim makes room only for work within
+      // a guarantee, and borrowing preemption takes only lower priority.)
       if (!borrow_preempt && DepartmentReclaimOnly(leaf, f) && !vq.spec.best_effort) return 0;
       const int64_t held = vq.usage[f] - vq.evicting_usage[f] - taken(w.leaf, f);
       if (held - milli < vq.guaranteed[f] &&
-          (borrow_preempt || milli <= vq.guaranteed[f] || held <= vq.guaranteed[f]))
+          (milli <= vq.guaranteed[f] || held <= vq.guaranteed[f]))
         return 0;
       if (!BranchLends(leaf, w.leaf, f, milli, taken)) return 0;
       gives += milli;
