@@ -3630,7 +3630,6 @@ INSTANTIATE_TEST_SUITE_P(WithQueuesOrNone, GangTimeoutTest, testing::Bool());
 TEST_F(FactoryTest, APodThatNeverStartsIsReleasedByThePodsReadyTimeout) {
   SchedulerOptions so;
   so.gang_timeout_s = 20;
-  so.node_grace_ms = 3'600'000;
   scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
   CreateQueue("team-a", {{"quotas", {{"gpu", {{"guaranteed", 32}}}}}});
   CreateWorkload(WholeGpuWorkload("team-a", "one", 8));
@@ -3640,7 +3639,7 @@ TEST_F(FactoryTest, APodThatNeverStartsIsReleasedByThePodsReadyTimeout) {
   ASSERT_EQ(st.value("phase", ""), "Scheduled") << st.dump();
   const std::string stopped = st["assignments"][0].value("node", "");
   ASSERT_NE(Workloads()["team-a/fine"]["status"]["assignments"][0].value("node", ""), stopped);
-  sim_->StopNode(stopped);
+  sim_->StallNode(stopped);  // (its lease renewed, no pod started)
   // (A condition someone else wrote on the node outlives the scheduler's own.)
   ClientResponse other =
       Call("PATCH", std::string(kApi) + "/nodes/" + stopped + "/status",
@@ -3726,7 +3725,6 @@ class StartHoldTest : public FactoryTest {
   std::string HoldANode() {
     SchedulerOptions so;
     so.gang_timeout_s = 30;
-    so.node_grace_ms = 3'600'000;
     scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
     CreateQueue("team-a", {{"quotas", {{"gpu", {{"guaranteed", 40}}}}}});
     CreateWorkload(WholeGpuWorkload("team-a", "one", 4));
@@ -3734,7 +3732,7 @@ class StartHoldTest : public FactoryTest {
     EXPECT_TRUE(scheduler_->RunOnce().ok());
     const std::string node =
         Workloads()["team-a/one"]["status"]["assignments"][0].value("node", "");
-    sim_->StopNode(node);
+    sim_->StallNode(node);  // (its lease renewed, no pod started)
     Cycle(5'000);
     CreateWorkload(WholeGpuWorkload("team-a", "two", 4));
     Cycle();
@@ -3768,7 +3766,6 @@ TEST_F(StartHoldTest, AHoldOutlivesARestartAndAnUncordonLiftsIt) {
       << saved.dump();
   SchedulerOptions so;
   so.gang_timeout_s = 30;
-  so.node_grace_ms = 3'600'000;
   scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
   Cycle();
   Cycle();

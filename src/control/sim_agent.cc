@@ -158,6 +158,11 @@ void SimulatedFleet::StopNode(const std::string& node) {
   stopped_.insert(node);
 }
 
+void SimulatedFleet::StallNode(const std::string& node) {
+  std::lock_guard<std::mutex> lock(mu_);
+  stalled_.insert(node);
+}
+
 bool SimulatedFleet::Simulates(const std::string& node) const {
   return fleet_.Find(NodeId(node)) != nullptr;
 }
@@ -200,6 +205,7 @@ void SimulatedFleet::Repaired(const std::string& node, int gpu) {
     a->xids.clear();
     ++a->repairs;
     if (gpu < 0 && stopped_.erase(node)) a->last_heartbeat_ms = -1;  // back from the dead
+    if (gpu < 0) stalled_.erase(node);
   }
 }
 
@@ -300,6 +306,10 @@ Status SimulatedFleet::TickAgent(Agent& a) {
         }
       }
     }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stalled_.count(name)) return Status::Ok();  // (alive, but runs nothing)
   }
   // Workloads assigned to this node: the server lists only those for a node identity.
   auto list = a.client->Do("GET", base + "/workloads");

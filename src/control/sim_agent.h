@@ -67,6 +67,9 @@ class SimulatedFleet {
   void Stop();
   // A stopped node no longer heartbeats nor runs workloads (a crash, for tests).
   void StopNode(const std::string& node);
+  // A stalled node's agent renews its lease and reports health but starts no pod (a wedged
+  // container runtime, for tests); Repaired(node, -1) restarts it.
+  void StallNode(const std::string& node);
   // Injects a fault now (its at_ms is ignored). NotFound for a node this fleet does not
   // simulate, InvalidArgument for a GPU it does not have. Thread-safe.
   Status Inject(const FaultInjection& fault);
@@ -85,6 +88,7 @@ class SimulatedFleet {
   std::vector<std::unique_ptr<Agent>> agents_;
   std::mutex mu_;
   std::set<std::string> stopped_;
+  std::set<std::string> stalled_;  // renew their lease, start nothing
   int64_t start_ms_;
   size_t next_fault_ = 0;  // fleet_.faults before this one were injected
   std::atomic<bool> running_{false};
