@@ -590,6 +590,17 @@ TEST_F(HealthFactoryTest, NeverMoreNodesInRemediationThanTheLimit) {
   EXPECT_EQ(health_->stats().max_in_remediation_seen, 1);
 }
 
+// A stalled node (its agent renews its lease but starts no pod) is no health fault: it stays
+// in service, Ready, for the scheduler's pods-ready timeout and node hold to deal with.
+TEST_F(HealthFactoryTest, AStalledNodeStaysInService) {
+  ClientResponse r = Inject("hgx-a-0", {{"stall", true}});
+  ASSERT_EQ(r.status, 202) << r.body;
+  EXPECT_NE(r.body.find("\"stall\":true"), std::string::npos) << r.body;
+  for (int i = 0; i < 5; ++i) Cycle(30'000);
+  EXPECT_EQ(State("hgx-a-0"), "available") << History(Records()["hgx-a-0"]);
+  EXPECT_FALSE(NodeUnschedulable("hgx-a-0"));
+}
+
 TEST_F(HealthFactoryTest, MalformedInjectionsAndReportsChangeNothing) {
   struct Case {
     json body;
@@ -602,6 +613,9 @@ TEST_F(HealthFactoryTest, MalformedInjectionsAndReportsChangeNothing) {
       {{{"xid", 79}, {"gpu", 1}, {"colour", "red"}}, "colour: unknown field"},
       {{{"xid", 79}, {"gpu", 1}, {"kill", true}}, "exactly one"},
       {{{"kill", true}, {"gpu", 1}}, "gpu"},
+      {{{"stall", true}, {"gpu", 1}}, "a stall takes the whole node"},
+      {{{"stall", "yes"}}, "stall: expected true or false"},
+      {{{"kill", true}, {"stall", true}}, "exactly one"},
   };
   for (const Case& c : cases) {
     ClientResponse r = Inject("hgx-a-0", c.body);

@@ -1920,13 +1920,14 @@ int NodeRepaired(HttpClient& http, const std::string& node, bool failed,
 }
 
 // POST .../nodes/N/inject: a fault for a simulated node (platform admins).
-int DebugInject(HttpClient& http, const std::string& node, int xid, int gpu, int64_t ecc,
-                bool kill) {
+int DebugInject(HttpClient& http, const std::string& node, int xid, int gpu, int64_t ecc, bool kill,
+                bool stall) {
   json body = json::object();
   if (xid > 0) body["xid"] = xid;
   if (gpu >= 0) body["gpu"] = gpu;
   if (ecc >= 0) body["eccDoubleBit"] = ecc;
   if (kill) body["kill"] = true;
+  if (stall) body["stall"] = true;
   auto resp = http.Do("POST", "/apis/fabrica.dev/v1/nodes/" + node + "/inject", body.dump());
   if (!resp.ok() || resp->status >= 300) return Failed(resp);
   std::printf("injected into %s: %s\n", node.c_str(), body.dump().c_str());
@@ -2525,15 +2526,19 @@ int main(int argc, char** argv) {
   CLI::App* inject = debug->add_subcommand("inject", "Inject a fault into a simulated node");
   int inject_xid = 0, inject_gpu = -1;
   int64_t inject_ecc = -1;
-  bool inject_kill = false;
+  bool inject_kill = false, inject_stall = false;
   inject->add_option("node", name)->required();
   inject->add_option("--xid", inject_xid, "an XID on --gpu");
   inject->add_option("--gpu", inject_gpu, "GPU index");
   inject->add_option("--ecc", inject_ecc, "double-bit ECC count to report on --gpu");
   inject->add_flag("--kill", inject_kill, "stop the node's agent (a crash)");
+  inject->add_flag("--stall", inject_stall,
+                   "the node's agent renews its lease but starts no pod (a wedged runtime, "
+                   "until a reboot repairs it)");
   inject->callback([&] {
     auto h = client();
-    rc = h ? DebugInject(*h, name, inject_xid, inject_gpu, inject_ecc, inject_kill) : 2;
+    rc = h ? DebugInject(*h, name, inject_xid, inject_gpu, inject_ecc, inject_kill, inject_stall)
+           : 2;
   });
   CLI::App* nodes = app.add_subcommand("nodes", "Fleet inventory");
   nodes->require_subcommand(1);

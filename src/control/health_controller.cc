@@ -745,6 +745,7 @@ void HealthController::WriteRecords(int64_t now) {
       if (t.inject && t.fault.xid > 0) j["xid"] = t.fault.xid;
       if (t.inject && t.fault.ecc_double_bit >= 0) j["eccDoubleBit"] = t.fault.ecc_double_bit;
       if (t.inject && t.fault.kill) j["kill"] = true;
+      if (t.inject && t.fault.stall) j["stall"] = true;
       if (!t.workload.empty()) j["workload"] = t.workload;
       tasks.push_back(j);
     }
@@ -875,8 +876,11 @@ ApiServer::Extension HealthController::Routes() {
                             std::string(key) + ": expected an integer, got " + body[key].dump());
         }
       }
-      if (body.contains("kill") && !body["kill"].is_boolean()) {
-        return ErrorReply(400, "kill: expected true or false, got " + body["kill"].dump());
+      for (const char* key : {"kill", "stall"}) {
+        if (body.contains(key) && !body[key].is_boolean()) {
+          return ErrorReply(400,
+                            std::string(key) + ": expected true or false, got " + body[key].dump());
+        }
       }
     }
     auto fault = ParseFaultInjection(req.body, "inject", node);
@@ -884,7 +888,7 @@ ApiServer::Extension HealthController::Routes() {
     if (fault->node.str() != node) {
       return ErrorReply(400, "node: the body names " + fault->node.str() + ", the path " + node);
     }
-    if (!fault->kill && fault->gpu >= *gpus) {
+    if (!fault->kill && !fault->stall && fault->gpu >= *gpus) {
       return ErrorReply(400, "gpu: node " + node + " has " + std::to_string(*gpus) +
                                  " GPUs, no GPU " + std::to_string(fault->gpu));
     }
@@ -894,6 +898,12 @@ ApiServer::Extension HealthController::Routes() {
       sim = sim_;
     }
     json out = {{"node", node}};
+    if (fault->stall && (!sim.inject || !sim.simulates || !sim.simulates(node))) {
+      return ErrorReply(400,
+                        "stall: only a node of the simulated fleet (fabrica up) can be "
+                        "stalled; node " +
+                            node + " runs its own agent");
+    }
     if (!sim.inject || !sim.simulates || !sim.simulates(node)) {
       // A node with its own agent: the fault is a task for that agent, which injects it into
       // its simulated devices (an agent on real GPUs refuses it).
@@ -909,6 +919,7 @@ ApiServer::Extension HealthController::Routes() {
       if (!st.ok()) return ErrorReply(st);
     }
     if (fault->kill) out["kill"] = true;
+    if (fault->stall) out["stall"] = true;
     if (fault->xid > 0) out["xid"] = fault->xid;
     if (fault->gpu >= 0) out["gpu"] = fault->gpu;
     if (fault->ecc_double_bit >= 0) out["eccDoubleBit"] = fault->ecc_double_bit;

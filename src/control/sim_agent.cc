@@ -170,7 +170,7 @@ bool SimulatedFleet::Simulates(const std::string& node) const {
 Status SimulatedFleet::Inject(const FaultInjection& fault) {
   const Node* node = fleet_.Find(fault.node);
   if (!node) return NotFound("node " + fault.node.str() + " is not simulated here");
-  if (!fault.kill && (fault.gpu < 0 || fault.gpu >= node->gpu_count())) {
+  if (!fault.kill && !fault.stall && (fault.gpu < 0 || fault.gpu >= node->gpu_count())) {
     return InvalidArgument("gpu: node " + fault.node.str() + " has " +
                            std::to_string(node->gpu_count()) + " GPUs, no GPU " +
                            std::to_string(fault.gpu));
@@ -178,6 +178,10 @@ Status SimulatedFleet::Inject(const FaultInjection& fault) {
   std::lock_guard<std::mutex> lock(mu_);
   if (fault.kill) {
     stopped_.insert(fault.node.str());
+    return Status::Ok();
+  }
+  if (fault.stall) {
+    stalled_.insert(fault.node.str());
     return Status::Ok();
   }
   for (auto& a : agents_) {

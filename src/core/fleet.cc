@@ -330,16 +330,20 @@ Result<FaultInjection> ParseFault(YamlMap& m, const std::string& default_node, b
     return m.Error("eccDoubleBit", "must be a count, 0 or more");
   }
   ASSIGN_OR_RETURN(f.kill, m.Bool("kill", false));
+  ASSIGN_OR_RETURN(f.stall, m.Bool("stall", false));
   RETURN_IF_ERROR(m.Finish());
-  const int kinds = (f.xid > 0) + (f.ecc_double_bit >= 0) + (f.kill ? 1 : 0);
+  const int kinds = (f.xid > 0) + (f.ecc_double_bit >= 0) + (f.kill ? 1 : 0) + (f.stall ? 1 : 0);
   if (kinds != 1) {
     return m.Error(m.Has("xid")            ? "xid"
                    : m.Has("eccDoubleBit") ? "eccDoubleBit"
-                                           : "kill",
-                   "give exactly one of xid, eccDoubleBit or kill: true");
+                   : m.Has("kill")         ? "kill"
+                                           : "stall",
+                   "give exactly one of xid, eccDoubleBit, kill: true or stall: true");
   }
-  if (f.kill && m.Has("gpu")) return m.Error("gpu", "a kill takes the whole node, not a GPU");
-  if (!f.kill && f.gpu < 0) return m.Error("gpu", "required with xid and eccDoubleBit");
+  if ((f.kill || f.stall) && m.Has("gpu"))
+    return m.Error("gpu", std::string("a ") + (f.kill ? "kill" : "stall") +
+                              " takes the whole node, not a GPU");
+  if (!f.kill && !f.stall && f.gpu < 0) return m.Error("gpu", "required with xid and eccDoubleBit");
   return f;
 }
 

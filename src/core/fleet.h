@@ -76,7 +76,8 @@ struct Node {
 };
 
 // A fault to inject into a simulated node (fleet file `faults:`, or `POST .../nodes/N/inject`):
-// exactly one of an XID on GPU `gpu`, a double-bit ECC count on GPU `gpu`, or the agent's death.
+// exactly one of an XID on GPU `gpu`, a double-bit ECC count on GPU `gpu`, the agent's death, or
+// a stall (its agent alive, its container runtime wedged).
 struct FaultInjection {
   NodeId node;
   int64_t at_ms = 0;  // after the fleet starts (scheduled faults only)
@@ -84,6 +85,7 @@ struct FaultInjection {
   int gpu = -1;
   int64_t ecc_double_bit = -1;  // -1: none; otherwise the volatile double-bit counter to report
   bool kill = false;            // the agent stops heartbeating, as a crashed node would
+  bool stall = false;           // the agent renews its lease but starts no pod
 };
 
 struct Fleet {
