@@ -17,7 +17,8 @@ strip -o "$OUT/fabrica" "$BUILD/src/cli/fabrica"
 strip -o "$OUT/libfabrica-vgpu.so" "$BUILD/src/shim/libfabrica-vgpu.so"
 strip -o "$OUT/vgpu_gpu_check" "$BUILD/tests/gpu/vgpu_gpu_check"
 ldd "$BUILD/src/cli/fabrica" | awk '$3 ~ /^\// { print $3 }' |
-  grep -Ev '/(libc|libm|libstdc\+\+|libgcc_s|libz)\.so' | while read -r lib; do
+  { grep -Ev '/(libc|libm|libstdc\+\+|libgcc_s|libz|libpthread|libdl|librt|ld-linux[^/]*)\.so' || true; } |
+  while read -r lib; do
   cp -L "$lib" "$OUT/lib/"
 done
 du -sh "$OUT"

@@ -3852,6 +3852,22 @@ TEST_F(AdmissionTest, BorrowWithinCohortSaysWhyItTakesNothing) {
   }
 }
 
+// The note names lower-priority work only where it holds GPUs of the flavour: b borrows with
+// work of a's priority, and its lower-priority work is CPU-only, so the policy is not why a
+// waits, and nothing is said of it (a review: the note blamed the CPU-only job).
+TEST_F(AdmissionTest, BorrowWithinCohortSaysNothingOfWorkWithoutTheGpus) {
+  QueueSpec a = Leaf("a", 2);
+  a.preemption.borrow_within_cohort = PreemptionPolicy::Borrow::kLowerPriority;
+  Make(Nodes(1, 8), {a, Leaf("b", 4), Leaf("c", 2)});
+  Submit(Gpus("a-base", "a", 2, 10), 0);
+  for (int i = 0; i < 3; ++i) Submit(Gpus("b" + std::to_string(i), "b", 2, 10), 0);
+  Submit(Gpus("b-cpu", "b", 0, 0), 0);
+  adm_->Cycle(1, 1000);
+  const int mine = Submit(Gpus("a-urgent", "a", 2, 10), 10);
+  EXPECT_TRUE(adm_->Cycle(11, 1000).evicted.empty()) << adm_->reason(mine);
+  EXPECT_EQ(adm_->reason(mine).find("borrowWithinCohort"), std::string::npos) << adm_->reason(mine);
+}
+
 // Borrowing within its cohort evicts others' work only where that gives the quota back: a is
 // at its own borrowing limit (4 + 2), so only its own lower-priority work can make room for
 // a-new, however cheap b's borrowed work is.

@@ -3767,6 +3767,11 @@ TEST_F(StartHoldTest, AHoldOutlivesARestartAndAnUncordonLiftsIt) {
   SchedulerOptions so;
   so.gang_timeout_s = 30;
   scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
+  // (Down for two minutes, past every lease: the node's lapsed lease, which no one could renew
+  // meanwhile, does not end the hold before its agent has had a grace to renew it.)
+  clock_.AdvanceMs(120'000);
+  ASSERT_TRUE(scheduler_->RunOnce().ok());
+  EXPECT_EQ(Hold(node).value("status", ""), "False") << node;
   Cycle();
   Cycle();
   EXPECT_EQ(Hold(node).value("status", ""), "False") << node;

@@ -584,17 +584,22 @@ Result<CycleStats> Scheduler::RunOnce() {
     // its lease lapses, when the lost-node path takes over.)
     std::string start_hold;
     const json& saved = Field(Field(n, "status"), "startHold");
-    if (!holds_restored_ && saved.is_object() && !start_holds_.count(name)) {
-      // (A hold outlives a restart of the scheduler: read back once, from the Node's status.)
+    if (!holds_restored_ && options_.unstarted_node_hold_s > 0 && saved.is_object() &&
+        !start_holds_.count(name)) {
+      // (A hold outlives a restart of the scheduler: read back once, from the Node's status;
+      // its node's lease, which may have lapsed while no one read it, gets a grace period to be
+      // renewed before it ends the hold.)
       StartHold h{ParseTimestamp(Str(saved, "since")), ParseTimestamp(Str(saved, "workBoundAt")),
-                  ParseTimestamp(Str(saved, "until")), Str(saved, "message")};
+                  ParseTimestamp(Str(saved, "until")), Str(saved, "message"), now + grace.at(name)};
       if (h.since_ms >= 0 && h.bound_ms >= 0 && h.until_ms > now && !h.message.empty())
         start_holds_[name] = h;
     }
     if (auto h = start_holds_.find(name); h != start_holds_.end()) {
+      // (An uncordon dated later than now is no one's word yet: not counted.)
       const int64_t uncordoned =
           ParseTimestamp(Str(Field(Field(n, "metadata"), "annotations"), kUncordonedAtAnnotation));
-      if (now >= h->second.until_ms || !ready || uncordoned >= h->second.since_ms) {
+      if (now >= h->second.until_ms || (!ready && now >= h->second.unready_from_ms) ||
+          (uncordoned >= h->second.since_ms && uncordoned <= now)) {
         start_holds_.erase(h);
       } else {
         start_hold = h->second.message;

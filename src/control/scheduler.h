@@ -164,7 +164,8 @@ class Scheduler {
     int64_t since_ms = 0;
     int64_t bound_ms = 0;  // when the work it is held for was bound: a start since lifts it
     int64_t until_ms = 0;
-    std::string message;  // the condition's
+    std::string message;          // the condition's
+    int64_t unready_from_ms = 0;  // a lapsed lease ends it only from then (read back: a grace)
   };
   std::map<std::string, StartHold> start_holds_;
   // Whether the holds saved in the Nodes' status (status.startHold) have been read back: once,

@@ -3164,12 +3164,17 @@ std::string Admitter::PolicyBlock(int id) const {
   const auto gpus = [](int64_t milli) {
     return GpuAmount(milli) + (milli == kMilliPerGpu ? " GPU" : " GPUs");
   };
-  // Past its guarantee under borrowWithinCohort, while another queue it may borrow from
-  // borrows with lower-priority work that could go: why none of it went (trial #9: the wait
-  // said nothing).
+  // Past its guarantee under borrowWithinCohort (and within its borrowing limit), while another
+  // queue it may borrow from borrows with lower-priority work that could go: why none of it
+  // went (trial #9: the wait said nothing). Said only where no such queue has work that could
+  // go: where one has, the policy is not what keeps it waiting.
   if (policy.borrow_within_cohort == PreemptionPolicy::Borrow::kLowerPriority) {
+    std::string note;
     for (int f : CandidateFlavors(*gpu_pod)) {
       if (!managed_[f] || q.usage[f] + e.gpu_milli <= q.guaranteed[f]) continue;
+      if (const auto& limit = q.borrow_limit[f];
+          limit && q.usage[f] + e.gpu_milli > q.guaranteed[f] + *limit)
+        continue;
       for (int o = 0; o < queue_count(); ++o) {
         const QueueNode& other = queues_[o];
         const int64_t held = other.usage[f] - other.evicting_usage[f];
@@ -3179,28 +3184,29 @@ std::string Admitter::PolicyBlock(int id) const {
         bool lower = false, under_threshold = false, may_go = false;
         for (int v : other.running) {
           const Entry& w = entries_[v];
-          if (!could_go(v) || w.spec.priority >= e.spec.priority) continue;
+          int64_t milli = 0;
+          for (auto [cf, cm] : w.charged) milli += cf == f ? cm : 0;
+          if (milli == 0 || w.spec.priority >= e.spec.priority || !could_go(v)) continue;
           lower = true;
           if (policy.borrow_max_priority && w.spec.priority > *policy.borrow_max_priority) continue;
           under_threshold = true;
-          int64_t milli = 0;
-          for (auto [cf, cm] : w.charged) milli += cf == f ? cm : 0;
-          may_go |=
-              milli > 0 && (held - milli >= other.guaranteed[f] || milli > other.guaranteed[f]);
+          may_go |= held - milli >= other.guaranteed[f] || milli > other.guaranteed[f];
         }
-        if (!lower || may_go) continue;
-        const std::string head = "queue " + q.spec.name +
-                                 "'s preemption.borrowWithinCohort is LowerPriority: queue " +
-                                 other.spec.name + " borrows " + gpus(held - other.guaranteed[f]) +
-                                 " of " + flavor_name(f);
-        if (!under_threshold)
-          return head + ", but its lower-priority work there is above maxPriorityThreshold " +
-                 std::to_string(*policy.borrow_max_priority);
-        return head + ", but taking any of its lower-priority work there would leave it below " +
-               "its guarantee of " + gpus(other.guaranteed[f]) +
-               " (borrowing preemption takes only what a queue borrows)";
+        if (may_go) return "";
+        if (!lower || !note.empty()) continue;
+        note = "queue " + q.spec.name +
+               "'s preemption.borrowWithinCohort is LowerPriority: queue " + other.spec.name +
+               " borrows " + gpus(held - other.guaranteed[f]) + " of " + flavor_name(f);
+        note += !under_threshold
+                    ? ", but its lower-priority work there is above maxPriorityThreshold " +
+                          std::to_string(*policy.borrow_max_priority)
+                    : ", but taking any of its lower-priority work there would leave it below "
+                      "its guarantee of " +
+                          gpus(other.guaranteed[f]) +
+                          " (borrowing preemption takes only what a queue borrows)";
       }
     }
+    if (!note.empty()) return note;
   }
   if (policy.reclaim_within_cohort == PreemptionPolicy::Reclaim::kAny) return "";
   const bool never = policy.reclaim_within_cohort == PreemptionPolicy::Reclaim::kNever;

@@ -82,9 +82,12 @@ flow() {
     # What the GPU gives two processes with no cap, and what one capped process takes alone.
     say "gpu: two containers with no cap, launching flat out (5 s)"
     share free-a 1000 5000 &
+    local free_a=$!
     share free-b 1000 5000 &
+    local free_b=$!
     "$PROG" procutil 4500 || true
-    wait
+    wait $free_a
+    wait $free_b
     echo "container 1: $(cat "$WORK/free-a.out")"
     echo "container 2: $(cat "$WORK/free-b.out")"
     say "gpu: one container capped at 30%, alone (5 s)"
@@ -94,15 +97,19 @@ flow() {
 
   say "$label: two containers capped at 30% and 70% of compute, launching flat out"
   share a 300 &
+  local a=$!
   share b 700 &
+  local b=$!
   [[ $label == gpu ]] && { "$PROG" procutil $((ms - 500)) || true; }
-  wait
+  wait $a
+  wait $b
   echo "30% container: $(cat "$WORK/a.out")"
   echo "70% container: $(cat "$WORK/b.out")"
   if [[ $label == cpu ]]; then
     # On the virtual clock the shares are exact enough to check.
-    awk -F'work=' '{ if ($2 < 0.27 || $2 > 0.33) exit 1 }' "$WORK/a.out"
-    awk -F'work=' '{ if ($2 < 0.63 || $2 > 0.77) exit 1 }' "$WORK/b.out"
+    # (A container that printed nothing fails too.)
+    awk -F'work=' '{ n++; if ($2 < 0.27 || $2 > 0.33) exit 1 } END { if (!n) exit 1 }' "$WORK/a.out"
+    awk -F'work=' '{ n++; if ($2 < 0.63 || $2 > 0.77) exit 1 } END { if (!n) exit 1 }' "$WORK/b.out"
   fi
 }
 
