@@ -438,7 +438,9 @@ void AddCommon(CLI::App* cmd, ServerArgs* a) {
                 "let queue trees (several root queues) lend each other the GPUs they leave "
                 "unused and borrow what no tree is guaranteed, within their roots' lending and "
                 "borrowing limits, taken back by reclaim (as KAI's departments); by default a "
-                "root's guarantee is the most its tree holds (as Kueue's cohorts)");
+                "tree borrows nothing from another (as Kueue's cohorts), and holds more than "
+                "its root's guarantee only where a queue within its own guarantee runs on GPUs "
+                "no tree is guaranteed rather than evict the sibling that borrows its room");
   cmd->add_flag("--fair-share-preemption", a->fair_share_preemption,
                 "also preempt a queue's work for a sibling whose weighted share would stay "
                 "below its own after the eviction, so that weights rebalance running work (as "
