@@ -1046,6 +1046,25 @@ std::string StringAt(const json& obj, const char* object, const char* key) {
 // last-applied-configuration).
 constexpr const char* kLastApplied = "fabrica.dev/last-applied-configuration";
 
+// As kubectl's apply, at any depth of an object: a field of `current` that the manifest `put`
+// lacks stays where the last apply (`last`, its part at this depth; null where it set nothing
+// here) did not set it either, as another writer did (an admin's patched lendingLimit under
+// quotas.gpu, which a trial saw a re-apply of the tree's file drop). Lists are replaced whole.
+// The paths kept go to `kept`.
+void KeepUnapplied(const json& current, const json& last, const std::string& path, json& put,
+                   std::vector<std::string>& kept) {
+  for (const auto& [key, value] : current.items()) {
+    const bool applied_before = last.is_object() && last.contains(key);
+    if (!put.contains(key)) {
+      if (applied_before) continue;  // (the file dropped it: it goes)
+      put[key] = value;
+      kept.push_back(path + "." + key);
+    } else if (put[key].is_object() && value.is_object()) {
+      KeepUnapplied(value, applied_before ? last[key] : json(), path + "." + key, put[key], kept);
+    }
+  }
+}
+
 std::string NamespaceOf(const json& obj, const std::string& fallback) {
   if (std::string ns = StringAt(obj, "metadata", "namespace"); !ns.empty()) return ns;
   if (std::string ns = StringAt(obj, "metadata", "tenant"); !ns.empty()) return ns;
@@ -1226,18 +1245,13 @@ int Apply(Globals& g, HttpClient& http, const std::string& file) {
         if (!put.contains("spec") || put["spec"].is_null()) put["spec"] = json::object();
         std::vector<std::string> kept;
         if (current.contains("spec") && current["spec"].is_object() && put["spec"].is_object())
-          for (const auto& [key, value] : current["spec"].items()) {
-            const bool applied_before = last.is_object() && last.contains("spec") &&
-                                        last["spec"].is_object() && last["spec"].contains(key);
-            if (put["spec"].contains(key) || applied_before) continue;
-            put["spec"][key] = value;
-            kept.push_back(key);
-          }
+          KeepUnapplied(current["spec"], last.is_object() ? Obj(last, "spec") : json(), "spec",
+                        put["spec"], kept);
         // As kubectl warns: without the annotation nothing tells a field the file dropped from
         // one another writer set.
         if (!last.is_object() && !kept.empty() && attempt == 0) {
           std::string list;
-          for (const std::string& k : kept) list += (list.empty() ? "spec." : ", spec.") + k;
+          for (const std::string& k : kept) list += (list.empty() ? "" : ", ") + k;
           std::cerr << "Warning: " << r->plural << "/" << name << " was not written by fabctl "
                     << "apply (no " << kLastApplied << " annotation): kept " << list
                     << ", which the file does not set\n";

@@ -61,6 +61,23 @@ grep -q "stopPolicy: HoldAndDrain" "$tmp/queues5.yaml" || fail "queues5.yaml: $(
 if "$FABCTL" get queue team-b -o yaml | contains "stopPolicy"; then
   fail "a field the last apply set and the file dropped stayed: $("$FABCTL" get queue team-b -o yaml)"
 fi
+# ... at any depth: an admin's lendingLimit patched under quotas.gpu stays through a re-apply of
+# the file (a trial's emergency limit vanished), and one an apply set goes once the file drops it.
+"$FABCTL" patch queue team-b -p '{"spec": {"quotas": {"gpu": {"lendingLimit": 4}}}}' >/dev/null ||
+  fail "admin patch of team-b's lendingLimit"
+"$FABCTL" apply -f "$tmp/queues3.yaml" >"$tmp/apply7.txt" 2>&1 || fail "seventh apply: $(cat "$tmp/apply7.txt")"
+grep -q "queues/team-b unchanged" "$tmp/apply7.txt" ||
+  fail "a re-apply changed team-b's quotas: $(cat "$tmp/apply7.txt")"
+"$FABCTL" get queue team-b -o yaml | contains "lendingLimit: 4" ||
+  fail "a re-apply undid the admin's lendingLimit: $("$FABCTL" get queue team-b -o yaml)"
+sed 's/quotas: {gpu: {guaranteed: 16}}/quotas: {gpu: {guaranteed: 16, lendingLimit: 8}}/' \
+  "$tmp/queues3.yaml" >"$tmp/queues8.yaml"
+"$FABCTL" apply -f "$tmp/queues8.yaml" >/dev/null 2>&1 || fail "eighth apply"
+"$FABCTL" get queue team-b -o yaml | contains "lendingLimit: 8" || fail "lendingLimit not applied"
+"$FABCTL" apply -f "$tmp/queues3.yaml" >/dev/null 2>&1 || fail "ninth apply"
+if "$FABCTL" get queue team-b -o yaml | contains "lendingLimit"; then
+  fail "a nested field the last apply set and the file dropped stayed: $("$FABCTL" get queue team-b -o yaml)"
+fi
 
 # A class that lists its tenants is theirs alone: team-b naming team-a's is refused, naming it.
 "$FABCTL" get pc >"$tmp/pc.txt" 2>&1 || fail "get pc: $(cat "$tmp/pc.txt")"
