@@ -1682,11 +1682,16 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
                     ? ("by " + by.get<std::string>() + " (fabctl uncordon " + name + ")").c_str()
                     : "by the health controller (until its repair and burn-in pass)");
   }
-  // Held by the scheduler: pods did not start there (status.conditions PodsStarting).
-  if (const json c = StartHold(status); std::string(r->kind) == "Node" && !c.is_null())
-    std::printf("Held:       %s (since %s; fabctl uncordon %s lifts it)\n",
-                c.value("message", "").c_str(), c.value("lastTransitionTime", "").c_str(),
-                name.c_str());
+  // Held by the scheduler: pods did not start there (status.conditions PodsStarting). (An
+  // uncordon lifts it, but not while the health controller's cordon refuses the uncordon.)
+  if (const json c = StartHold(status); std::string(r->kind) == "Node" && !c.is_null()) {
+    const bool health_cordon =
+        Obj(o, "spec").value("unschedulable", false) &&
+        !Obj(Obj(o, "metadata"), "annotations").contains(fabrica::kCordonedByAnnotation);
+    std::printf("Held:       %s (since %s%s)\n", c.value("message", "").c_str(),
+                c.value("lastTransitionTime", "").c_str(),
+                health_cordon ? "" : ("; fabctl uncordon " + name + " lifts it").c_str());
+  }
   if (std::string(r->kind) == "Workload") {
     // (As `get` shows it; status.phase beside it where the two differ.)
     const std::string shown = ShownPhase(status), stored = status.value("phase", "");
