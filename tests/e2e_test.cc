@@ -3689,7 +3689,6 @@ TEST_F(FactoryTest, APodThatNeverStartsIsReleasedByThePodsReadyTimeout) {
           .find("; node(s) " + stopped + " take no new work until a pod starts there, or until "),
       std::string::npos)
       << st.dump();
-  Cycle();  // (the Node's condition is written with the nodes', at the start of a cycle)
   const json node = CallJson("GET", std::string(kApi) + "/nodes/" + stopped);
   json held = json::object();
   for (const json& c : node["status"]["conditions"])
@@ -3741,7 +3740,7 @@ class StartHoldTest : public FactoryTest {
     Cycle(25'000);  // "one" released at 30 s
     EXPECT_EQ(Workloads()["team-a/one"]["status"].value("reason", ""), "PodsReadyTimeout")
         << Describe(Workloads());
-    Cycle();  // (the condition is written with the nodes', at the start of a cycle)
+    // (Saved in the cycle that set it: a restart right after finds it.)
     EXPECT_FALSE(Hold(node).empty()) << node;
     return node;
   }

@@ -473,6 +473,24 @@ std::shared_ptr<const Scheduler::ParsedWorkload> Scheduler::Parse(const KeyValue
   return parsed;
 }
 
+// Puts hold `h` in a Node's status: the condition PodsStarting False (in place of any), and
+// status.startHold, from which a restarted scheduler reads it back.
+void Scheduler::WriteStartHold(const StartHold& h, json& status) {
+  json conditions = json::array();
+  for (const json& cond : List(status, "conditions"))
+    if (Str(cond, "type") != "PodsStarting") conditions.push_back(cond);
+  conditions.push_back({{"type", "PodsStarting"},
+                        {"status", "False"},
+                        {"reason", "PodsNotStarted"},
+                        {"message", h.message},
+                        {"lastTransitionTime", FormatTimestamp(h.since_ms)}});
+  status["conditions"] = conditions;
+  status["startHold"] = {{"since", FormatTimestamp(h.since_ms)},
+                         {"workBoundAt", FormatTimestamp(h.bound_ms)},
+                         {"until", FormatTimestamp(h.until_ms)},
+                         {"message", h.message}};
+}
+
 std::string Scheduler::HoldUnstartedNodes(const std::string& workload, const json& status,
                                           int64_t bound_at, int64_t now,
                                           const std::set<std::string>& unusable,
@@ -511,6 +529,16 @@ std::string Scheduler::HoldUnstartedNodes(const std::string& workload, const jso
                 " while the node renewed its lease: it takes no new work until a pod starts "
                 "here, or until " +
                 FormatTimestamp(until);
+    // (Saved now, not with the nodes' next cycle: the work it is held for is released in this
+    // one, and a restart in between would not find the hold again.)
+    if (auto kv = store_.Get("/registry/nodes/" + node); kv.ok()) {
+      json n = json::parse(kv->value, nullptr, false);
+      if (n.is_object()) {
+        if (!n["status"].is_object()) n["status"] = json::object();
+        WriteStartHold(h, n["status"]);
+        (void)store_.Put(kv->key, n.dump(), kv->mod_revision);  // (else the next cycle writes it)
+      }
+    }
     nodes += (nodes.empty() ? "" : ", ") + node;
   }
   if (nodes.empty()) return "";
@@ -638,24 +666,11 @@ Result<CycleStats> Scheduler::RunOnce() {
       for (const json& cond : List(Field(n, "status"), "conditions"))
         if (Str(cond, "type") != "Ready" && Str(cond, "type") != "PodsStarting")
           conditions.push_back(cond);
-      if (!start_hold.empty())
-        conditions.push_back(
-            {{"type", "PodsStarting"},
-             {"status", "False"},
-             {"reason", "PodsNotStarted"},
-             {"message", start_hold},
-             {"lastTransitionTime", FormatTimestamp(start_holds_[name].since_ms)}});
       json next = n;
       if (!next["status"].is_object()) next["status"] = json::object();
       next["status"]["conditions"] = conditions;
       next["status"].erase("startHold");
-      if (!start_hold.empty()) {
-        const StartHold& h = start_holds_[name];
-        next["status"]["startHold"] = {{"since", FormatTimestamp(h.since_ms)},
-                                       {"workBoundAt", FormatTimestamp(h.bound_ms)},
-                                       {"until", FormatTimestamp(h.until_ms)},
-                                       {"message", h.message}};
-      }
+      if (!start_hold.empty()) WriteStartHold(start_holds_[name], next["status"]);
       (void)store_.Put(kv.key, next.dump(), kv.mod_revision);  // a conflict retries next cycle
     }
   }

@@ -168,6 +168,7 @@ class Scheduler {
     int64_t unready_from_ms = 0;  // a lapsed lease ends it only from then (read back: a grace)
   };
   std::map<std::string, StartHold> start_holds_;
+  static void WriteStartHold(const StartHold& h, nlohmann::json& status);
   // Whether the holds saved in the Nodes' status (status.startHold) have been read back: once,
   // at this scheduler's first cycle, so that a restart keeps them.
   bool holds_restored_ = false;
