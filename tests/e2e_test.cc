@@ -3799,6 +3799,24 @@ TEST_F(StartHoldTest, APodStartingOnTheNodeLiftsItsHold) {
   EXPECT_EQ(st.value("phase", ""), "Running") << st.dump();
 }
 
+// Without queues, a workload no usable node takes counts the nodes that take no new work
+// (cordoned here) as having no room, not as "refused by policy" (a trial's held node read so).
+TEST_F(FactoryTest, NodesThatTakeNoNewWorkAreSaidToHaveNoRoom) {
+  for (const char* node : {"hgx-a-0", "hgx-a-1", "hgx-b-0", "hgx-b-1"}) {
+    ClientResponse r =
+        Call("PATCH", std::string(kApi) + "/nodes/" + node,
+             json{{"spec", {{"unschedulable", true}}}}.dump(), "application/merge-patch+json");
+    ASSERT_EQ(r.status, 200) << r.body;
+  }
+  CreateWorkload(WholeGpuWorkload("team-a", "big", 8));
+  Cycle();
+  const std::string why = Workloads()["team-a/big"]["status"].value("message", "");
+  EXPECT_NE(why.find("4 have no room at all (full, cordoned, held, not ready or out of service)"),
+            std::string::npos)
+      << why;
+  EXPECT_EQ(why.find("refused by policy"), std::string::npos) << why;
+}
+
 // A gang waiting for its last pods to start (within its gang timeout) has done no work as a
 // gang, so preempting it loses none: it goes before running work that would lose some (a
 // review: it was costed as if it had run since its first pod started, and the running job,

@@ -2004,6 +2004,10 @@ Result<CycleStats> Scheduler::RunOnce() {
         g.outcome = Outcome::kPlaced;
         for (const PodRequest& r : sw.pods) {
           PodPlacement p = placer.PlaceIn(state, usable_nodes, r, rng);
+          // (Said with the nodes that take no new work as having no room: explained over the
+          // whole fleet, a trial read nodes held or cordoned as "refused by policy".)
+          if (p.outcome == Outcome::kPending)
+            p.reason = placer.Explain(state, r, &usable_nodes).reason;
           if (p.outcome != Outcome::kPlaced) {
             for (size_t k = g.pods.size(); k-- > 0;) state.Release(g.pods[k], sw.pods[k]);
             g.pods.clear();

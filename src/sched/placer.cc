@@ -70,7 +70,8 @@ bool FitsSomeEmptyNode(const ClusterState& s, const PodRequest& req, std::string
   return false;
 }
 
-PodPlacement Placer::Explain(const ClusterState& s, const PodRequest& req) const {
+PodPlacement Placer::Explain(const ClusterState& s, const PodRequest& req,
+                             const std::vector<int>* only) const {
   PodPlacement p;
   std::string why;
   if (!FitsSomeEmptyNode(s, req, &why)) {
@@ -109,9 +110,21 @@ PodPlacement Placer::Explain(const ClusterState& s, const PodRequest& req) const
       if (!d.mig_enabled() && d.memory.value() >= req.gpu_memory_mib) return false;
     return true;
   };
+  std::vector<char> usable;
+  if (only) {
+    usable.assign(s.node_count(), 0);
+    for (int n : *only) usable[n] = 1;
+  }
   for (int c : s.active_classes()) {
     const int n = s.class_nodes(c).front();
-    const int count = static_cast<int>(s.class_nodes(c).size());
+    int count = static_cast<int>(s.class_nodes(c).size());
+    if (only) {
+      const int in = static_cast<int>(std::count_if(
+          s.class_nodes(c).begin(), s.class_nodes(c).end(), [&](int m) { return usable[m] != 0; }));
+      no_room += count - in;  // (take no new work)
+      count = in;
+      if (count == 0) continue;
+    }
     // (A node of another GPU model never could: not counted as lacking room.)
     if (req.num_gpu > 0 && (s.node_model(n) < 0 || !(req.model_mask >> s.node_model(n) & 1)))
       other_model += count;
@@ -170,7 +183,7 @@ PodPlacement Placer::Explain(const ClusterState& s, const PodRequest& req) const
                 FormatMemoryMib(MemoryMib(req.gpu_memory_mib)) + " of memory";
   if (no_room)
     p.reason += ", " + std::to_string(no_room) +
-                " have no room at all (full, cordoned, not ready or out of service)";
+                " have no room at all (full, cordoned, held, not ready or out of service)";
   if (other_model) p.reason += " (" + std::to_string(other_model) + " have no allowed GPU model)";
   return p;
 }

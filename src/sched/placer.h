@@ -57,8 +57,10 @@ class Placer {
   // (callers that retry often, like admission, explain once and then skip the cost).
   void set_explain(bool on) { explain_ = on; }
 
-  // Why no node takes `req` now, or that none ever could (Infeasible).
-  PodPlacement Explain(const ClusterState& s, const PodRequest& req) const;
+  // Why no node takes `req` now, or that none ever could (Infeasible). With `only`, the nodes
+  // outside it count as having no room (they take no new work: cordoned, held, not ready).
+  PodPlacement Explain(const ClusterState& s, const PodRequest& req,
+                       const std::vector<int>* only = nullptr) const;
 
  private:
   // The classes a request may fit, each scored on its front node, kept from one pod of
