@@ -1663,6 +1663,49 @@ TEST_F(ApiBadInputTest, QueueQuotasAreStoredInOneForm) {
   }
 }
 
+// A queue edit that leaves it holding more than its new quotas is accepted (nothing running is
+// evicted for it) with a warning that says so, in a Warning header as Kubernetes sends one; an
+// edit of anything else, or one its use is within, says nothing.
+TEST_F(ApiBadInputTest, AQueueEditBelowWhatItHoldsIsAcceptedWithAWarning) {
+  json q = QueueObject("busy");
+  q["spec"]["quotas"] = {{"gpu", {{"guaranteed", 8}}}};
+  w_.MustCreate(Collection("queues"), q);
+  const std::string item = Item("queues", "", "busy");
+  // (The scheduler's standing, as it writes it each cycle.)
+  w_.MustSetStatus(item, {{"usedGpus", "6.5"}, {"guaranteedGpus", "8"}});
+  const auto patch = [&](const json& body, const std::string& query = "") {
+    HttpResponse r = w_.Do("PATCH", item + query, kAdmin, body.dump(), kMergePatch);
+    EXPECT_EQ(r.status, 200) << r.body;
+    std::vector<std::string> warnings;
+    for (const auto& [name, value] : r.headers)
+      if (name == "Warning") warnings.push_back(value);
+    return warnings;
+  };
+  EXPECT_TRUE(patch({{"spec", {{"quotas", {{"gpu", {{"guaranteed", 7}}}}}}}}).empty());
+  EXPECT_TRUE(patch({{"spec", {{"weight", 2}}}}).empty());
+  std::vector<std::string> said =
+      patch({{"spec", {{"quotas", {{"gpu", {{"guaranteed", 4}}}}}}}}, "?dryRun=All");
+  ASSERT_EQ(said.size(), 1u);
+  EXPECT_EQ(said[0],
+            "299 - \"queue busy holds 6.5 GPUs of gpu, past its new guarantee of 4: the 2.5 "
+            "past it count as borrowed from now on, and a queue below its guarantee may reclaim "
+            "them\"");
+  EXPECT_EQ(Parse(w_.Get(item))["spec"]["quotas"]["gpu"]["guaranteed"], json(7));  // (dry run)
+  said = patch({{"spec", {{"quotas", {{"gpu", {{"guaranteed", 4}, {"borrowingLimit", 2}}}}}}}});
+  ASSERT_EQ(said.size(), 1u);
+  EXPECT_NE(said[0].find("holds 6.5 GPUs of gpu, past its new guaranteed 4 + borrowingLimit 2: "
+                         "nothing running is evicted for it"),
+            std::string::npos)
+      << said[0];
+  EXPECT_EQ(Parse(w_.Get(item))["spec"]["quotas"]["gpu"]["borrowingLimit"], json(2));
+  // By flavour where the status counts by flavour.
+  w_.MustSetStatus(item,
+                   {{"usedGpus", "6.5"},
+                    {"flavors", {{"gpu", {{"usedGpus", "1"}}}, {"h100", {{"usedGpus", "3"}}}}}});
+  said = patch({{"spec", {{"quotas", {{"gpu", {{"guaranteed", 1}, {"borrowingLimit", 0}}}}}}}});
+  EXPECT_TRUE(said.empty()) << said[0];  // (1 of gpu, within 1 + 0)
+}
+
 // A workload that names a PriorityClass takes its value into spec.priority when it is stored;
 // a missing class or a disagreeing priority is refused, naming the field.
 TEST_F(ApiBadInputTest, PriorityClassNamesAreResolvedWhenAWorkloadIsWritten) {

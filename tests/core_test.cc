@@ -43,7 +43,7 @@ TEST(ParseMilliGpu, AcceptsGpusFractionsAndMilli) {
 
 TEST(ParseMilliGpu, RejectsNegativesExcessPrecisionAndGarbage) {
   ExpectInvalid(ParseMilliGpu("-1"), {"negative", "'-1'"});
-  ExpectInvalid(ParseMilliGpu("-250m"), {"negative"});
+  ExpectInvalid(ParseMilliGpu("-250m"), {"negative", "'-250m'"});
   // 0.0001 GPU is a tenth of a milli-GPU: rounding it would silently change the request.
   ExpectInvalid(ParseMilliGpu("0.0001"), {"precision", "'0.0001'"});
   ExpectInvalid(ParseMilliGpu("0.5m"), {"precision"});
@@ -72,7 +72,7 @@ TEST(ParseMemoryMib, AcceptsBinarySuffixesAndBareMib) {
   EXPECT_EQ(ParseMemoryMib("1Ti")->value(), 1024 * 1024);
   EXPECT_EQ(ParseMemoryMib("2048")->value(), 2048);
   EXPECT_EQ(ParseMemoryMib("0")->value(), 0);
-  ExpectInvalid(ParseMemoryMib("-1Gi"), {"negative"});
+  ExpectInvalid(ParseMemoryMib("-1Gi"), {"negative", "'-1Gi'"});  // the unit kept
   // Decimal suffixes are not the binary ones; accepting "80G" as 80Gi would over-count by 7%.
   for (const char* bad : {"80G", "80GB", "Gi", "1.5Gi", "12x", ""}) {
     EXPECT_FALSE(ParseMemoryMib(bad).ok()) << "'" << bad << "' was accepted";

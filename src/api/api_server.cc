@@ -144,6 +144,64 @@ using jsonf::Field;
 using jsonf::Int;
 using jsonf::Str;
 
+// A GPU amount as a queue's quota or status holds it (8, "8", "500m"), in milli-GPUs; nullopt
+// where it is absent or not one.
+std::optional<int64_t> GpuMilliOf(const json& v) {
+  if (v.is_null()) return std::nullopt;
+  auto parsed = ParseMilliGpu(v.is_string() ? v.get<std::string>() : v.dump());
+  if (!parsed.ok()) return std::nullopt;
+  return parsed->value();
+}
+
+// What a queue's new GPU quotas leave of the work it holds, by the scheduler's last count in
+// the stored status: nothing running is evicted for an edit, which a user would not guess from
+// an accepted write (a trial; the scheduler's status says so only a cycle later). Said as
+// Kubernetes says an admission warning, in Warning headers, which kubectl and fabctl print.
+std::vector<std::string> QueueEditWarnings(const json& stored, const json& updated) {
+  std::vector<std::string> out;
+  const json& status = Field(stored, "status");
+  const json& quotas = Field(Field(updated, "spec"), "quotas");
+  const json& had = Field(Field(stored, "spec"), "quotas");
+  const std::string name = Str(Field(updated, "metadata"), "name");
+  // (Per flavour where the status counts by flavour; else the GPUs of the default one.)
+  std::vector<std::pair<std::string, json>> used;
+  if (const json& flavors = Field(status, "flavors"); flavors.is_object() && !flavors.empty()) {
+    for (const auto& [flavor, f] : flavors.items()) used.push_back({flavor, Field(f, "usedGpus")});
+  } else if (status.contains("usedGpus")) {
+    used.push_back({"gpu", status["usedGpus"]});
+  }
+  for (const auto& [flavor, amount] : used) {
+    const json& now = Field(quotas, flavor.c_str());
+    if (now == Field(had, flavor.c_str())) continue;  // (not this edit's doing)
+    const std::optional<int64_t> holds = GpuMilliOf(amount);
+    if (!holds || *holds <= 0) continue;
+    const int64_t guaranteed = GpuMilliOf(Field(now, "guaranteed")).value_or(0);
+    const std::optional<int64_t> borrow = GpuMilliOf(Field(now, "borrowingLimit"));
+    const std::string head =
+        "queue " + name + " holds " + GpuAmount(*holds) + " GPUs of " + flavor + ", past its new ";
+    if (borrow && *holds > guaranteed + *borrow) {
+      out.push_back(head + "guaranteed " + GpuAmount(guaranteed) + " + borrowingLimit " +
+                    GpuAmount(*borrow) +
+                    ": nothing running is evicted for it; its new work there waits until it is "
+                    "within");
+    } else if (*holds > guaranteed) {
+      out.push_back(head + "guarantee of " + GpuAmount(guaranteed) + ": the " +
+                    GpuAmount(*holds - guaranteed) +
+                    " past it count as borrowed from now on, and a queue below its guarantee "
+                    "may reclaim them");
+    }
+  }
+  return out;
+}
+
+// `warnings` in `r` as Kubernetes sends them (RFC 7234's code 299), one header each.
+void AddWarnings(HttpResponse& r, const std::vector<std::string>& warnings) {
+  for (std::string w : warnings) {
+    std::replace(w.begin(), w.end(), '"', '\'');
+    r.headers.push_back({"Warning", "299 - \"" + w + "\""});
+  }
+}
+
 // label selector: "a=b,c!=d,e" (equality, inequality, existence).
 bool MatchesSelector(const json& obj, const std::string& selector) {
   if (selector.empty()) return true;
@@ -3069,12 +3127,16 @@ struct ApiServer::Impl {
         o["metadata"]["resourceVersion"] = std::to_string(current->mod_revision);
         return JsonResponse(200, o);
       }
+      std::vector<std::string> warnings;
+      if (!status_sub && std::string(info.kind) == "Queue") warnings = QueueEditWarnings(stored, o);
       if (DryRun(req)) {
         // (As the write would answer, but for the version, which no write moved on.)
         if (expected != current->mod_revision)
           return StatusResponse(409, "the object has been modified (resourceVersion " +
                                          std::to_string(expected) + " is stale); read it again");
-        return JsonResponse(200, o);
+        HttpResponse r = JsonResponse(200, o);
+        AddWarnings(r, warnings);
+        return r;
       }
       auto rev = store.Put(key, o.dump(), expected);
       if (!rev.ok()) {
@@ -3087,7 +3149,9 @@ struct ApiServer::Impl {
       }
       if (std::string(info.plural) == "nodes") max_node_gpus = -1;
       o["metadata"]["resourceVersion"] = std::to_string(*rev);
-      return JsonResponse(200, o);
+      HttpResponse r = JsonResponse(200, o);
+      AddWarnings(r, warnings);
+      return r;
     }
     return StatusResponse(409, "too many concurrent changes; try again");
   }

@@ -1114,6 +1114,12 @@ std::vector<json> ApplyOrder(const std::vector<json>& docs) {
   return out;
 }
 
+// The server's warnings about a write it accepted, as kubectl prints them.
+void PrintWarnings(const fabrica::ClientResponse& resp) {
+  std::fflush(stdout);  // (after the line that says what was written)
+  for (const std::string& w : resp.warnings) std::cerr << "Warning: " << w << "\n";
+}
+
 // A tenant given exclusiveNodes while its pods already run beside other tenants' pods: those
 // stay (nothing running is moved), which a user would not guess from the flag (a trial).
 // Nothing where its caller may not list every tenant's workloads.
@@ -1285,6 +1291,7 @@ int Apply(Globals& g, HttpClient& http, const std::string& file) {
     }
     std::printf("%s/%s %s%s\n", std::string(r->plural).c_str(), name.c_str(), verb.c_str(),
                 dry.empty() ? "" : " (server dry run)");
+    PrintWarnings(*resp);
     if (std::string(r->kind) == "Tenant" && verb != "unchanged" &&
         Obj(obj, "spec").value("exclusiveNodes", false) == true)
       WarnSharedNodes(http, name);
@@ -2114,6 +2121,7 @@ int Patch(Globals& g, HttpClient& http, const std::string& what, const std::stri
   };
   const bool same = part(before->body) == part(resp->body);
   std::printf("%s/%s patched%s\n", r->plural, name.c_str(), same ? " (no change)" : "");
+  PrintWarnings(*resp);
   return 0;
 }
 

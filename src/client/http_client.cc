@@ -305,6 +305,14 @@ Result<ClientResponse> HttpClient::Do(const std::string& method, const std::stri
   out.status = res.result_int();
   out.content_type = std::string(res[http::field::content_type]);
   out.body = std::move(res.body());
+  for (auto [it, end] = res.equal_range(http::field::warning); it != end; ++it) {
+    // 299 - "text" (RFC 7234 §5.5): the text between the quotes, or all of it.
+    const std::string value(it->value());
+    const size_t open = value.find('"'), close = value.rfind('"');
+    out.warnings.push_back(open != std::string::npos && close > open
+                               ? value.substr(open + 1, close - open - 1)
+                               : value);
+  }
   return out;
 }
 

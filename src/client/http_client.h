@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 
@@ -23,6 +24,9 @@ struct ClientResponse {
   int status = 0;
   std::string content_type;
   std::string body;
+  // The server's warnings (Warning headers of code 299, as Kubernetes sends admission
+  // warnings), their text only; a client prints each as "Warning: TEXT", as kubectl does.
+  std::vector<std::string> warnings;
 };
 
 class HttpClient {

@@ -17,9 +17,11 @@ Status NotANumber(const char* what, const std::string& shown, char at, bool digi
 }
 
 // Parses "<int>[.<frac>]" scaled by 10^scale_digits; the fraction may have at most that many
-// digits so that nothing is rounded away.
-Result<int64_t> ParseScaledDecimal(std::string_view text, int scale_digits, const char* what) {
-  const std::string shown(text);
+// digits so that nothing is rounded away. `unit` is the suffix the caller took off `text`: an
+// error shows the value as written ('-5Gi', not '-5').
+Result<int64_t> ParseScaledDecimal(std::string_view text, int scale_digits, const char* what,
+                                   std::string_view unit = "") {
+  const std::string shown = std::string(text) + std::string(unit);
   if (text.empty()) return InvalidArgument(std::string("empty ") + what);
   if (text[0] == '-')
     return InvalidArgument(std::string(what) + " must not be negative: '" + shown + "'");
@@ -75,7 +77,7 @@ Result<int64_t> ParseNonNegativeInt(std::string_view text) {
 Result<MilliGpu> ParseMilliGpu(std::string_view text) {
   if (EndsWith(text, "m")) {
     ASSIGN_OR_RETURN(int64_t v,
-                     ParseScaledDecimal(text.substr(0, text.size() - 1), 0, "milli-GPU"));
+                     ParseScaledDecimal(text.substr(0, text.size() - 1), 0, "milli-GPU", "m"));
     return MilliGpu(v);
   }
   ASSIGN_OR_RETURN(int64_t v, ParseScaledDecimal(text, 3, "GPU quantity"));
@@ -85,7 +87,7 @@ Result<MilliGpu> ParseMilliGpu(std::string_view text) {
 Result<MilliCpu> ParseMilliCpu(std::string_view text) {
   if (EndsWith(text, "m")) {
     ASSIGN_OR_RETURN(int64_t v,
-                     ParseScaledDecimal(text.substr(0, text.size() - 1), 0, "milli-CPU"));
+                     ParseScaledDecimal(text.substr(0, text.size() - 1), 0, "milli-CPU", "m"));
     return MilliCpu(v);
   }
   ASSIGN_OR_RETURN(int64_t v, ParseScaledDecimal(text, 3, "CPU quantity"));
@@ -100,7 +102,8 @@ Result<MemoryMib> ParseMemoryMib(std::string_view text) {
   static constexpr Unit kUnits[] = {{"Ti", 1024 * 1024}, {"Gi", 1024}, {"Mi", 1}};
   for (const Unit& u : kUnits) {
     if (EndsWith(text, u.suffix)) {
-      ASSIGN_OR_RETURN(int64_t v, ParseScaledDecimal(text.substr(0, text.size() - 2), 0, "memory"));
+      ASSIGN_OR_RETURN(int64_t v,
+                       ParseScaledDecimal(text.substr(0, text.size() - 2), 0, "memory", u.suffix));
       if (v > std::numeric_limits<int64_t>::max() / u.mib) {
         return InvalidArgument("memory too large: '" + std::string(text) + "'");
       }
