@@ -502,6 +502,63 @@ TEST_F(AdmissionTest, QueueBelowGuaranteeReclaimsBorrowedCapacity) {
   EXPECT_EQ(after.admitted.size(), 1u);
 }
 
+// A workload's nodeSelector and excludeNodes keep its pods to the nodes they leave, and its
+// wait says how many it may not use; one no node matches never starts.
+TEST_F(AdmissionTest, ANodeSelectorKeepsAWorkloadToItsNodes) {
+  Fleet fleet = Nodes(3, 4);
+  fleet.nodes[1].labels["zone"] = "b";
+  Make(fleet, {Leaf("a", 12)});
+  std::vector<int> pinned;
+  for (int i = 0; i < 3; ++i) {
+    Workload w = Gpus("pinned" + std::to_string(i), "a", 2);
+    w.pod_sets[0].nodes.labels["zone"] = "b";
+    pinned.push_back(Submit(w, i));
+  }
+  Workload avoid = Gpus("avoid", "a", 1);
+  avoid.pod_sets[0].nodes.exclude = {"n0"};
+  const int avoiding = Submit(avoid, 3);
+  Workload host = Gpus("host", "a", 1);
+  host.pod_sets[0].nodes.labels[kHostnameLabel] = "n0";
+  const int on_n0 = Submit(host, 4);
+  Workload nowhere = Gpus("nowhere", "a", 1);
+  nowhere.pod_sets[0].nodes.labels["zone"] = "c";
+  const int never = Submit(nowhere, 5);
+  adm_->Cycle(6, 1000);
+  EXPECT_EQ(PlacedOn({pinned[0], pinned[1]}, 1), 2);
+  EXPECT_EQ(adm_->phase(pinned[2]), Phase::kPending);
+  EXPECT_NE(adm_->reason(pinned[2]).find("(2 more do not match its nodeSelector zone=b)"),
+            std::string::npos)
+      << adm_->reason(pinned[2]);
+  ASSERT_EQ(adm_->assignments(avoiding).size(), 1u);
+  EXPECT_EQ(adm_->assignments(avoiding)[0].node, 2);  // (n0, n1 first by index: n1 is full)
+  ASSERT_EQ(adm_->assignments(on_n0).size(), 1u);
+  EXPECT_EQ(adm_->assignments(on_n0)[0].node, 0);
+  EXPECT_EQ(adm_->phase(never), Phase::kInfeasible);
+  EXPECT_EQ(adm_->reason(never),
+            "pod set main: no node of the fleet matches its nodeSelector zone=c");
+}
+
+// A queue below its guarantee reclaims for a workload with a nodeSelector only from the nodes it
+// may use: evicting elsewhere would free room it cannot take. (Left to itself, it takes n0's.)
+TEST_F(AdmissionTest, ReclaimForASelectiveWorkloadTakesFromItsNodesOnly) {
+  Make(Nodes(2, 4), {Leaf("a", 4), Leaf("b", 4)});
+  const std::vector<int> borrowed = AdmitEach("a", "a", 8);
+  ASSERT_FALSE(borrowed.empty());
+  Workload w = Gpus("b0", "b", 2);
+  w.pod_sets[0].nodes.labels[kHostnameLabel] = "n1";
+  const int mine = Submit(w, 10);
+  CycleResult r = adm_->Cycle(11, 1000);
+  ASSERT_EQ(r.evicted.size(), 2u);
+  for (const Eviction& e : r.evicted) {
+    ASSERT_EQ(adm_->assignments(e.victim).size(), 1u);
+    EXPECT_EQ(adm_->assignments(e.victim)[0].node, 1) << e.victim;
+  }
+  for (const Eviction& e : r.evicted) adm_->Terminated(e.victim, 40);
+  adm_->Cycle(41, 1000);
+  ASSERT_EQ(adm_->phase(mine), Phase::kAdmitted);
+  EXPECT_EQ(adm_->assignments(mine)[0].node, 1);
+}
+
 // Several workloads of a queue below its guarantee reclaim in the same cycle, but never more
 // than the guarantee: what is already being reclaimed for its waiting workloads counts, so the
 // fourth and fifth 1-GPU workloads of b (guarantee 3) do not evict anyone, in this cycle or the

@@ -613,6 +613,42 @@ TEST(WorkloadYaml, TopologyDefaultsToPreferred) {
   EXPECT_TRUE(r->front().tenant.empty());
 }
 
+// spec.nodeSelector and spec.excludeNodes reach every pod set (the excluded names sorted, once
+// each); a Node matches by its labels and the well-known ones every node has.
+TEST(WorkloadYaml, NodeSelectorAndExcludedNodes) {
+  Result<std::vector<Workload>> r = ParseWorkloadYaml(
+      "metadata: {name: w}\nspec:\n  nodeSelector: {zone: b, fabrica.dev/gpu-model: H100}\n"
+      "  excludeNodes: [n9, n2, n9]\n  podSets: [{cpu: 1}, {name: two, cpu: 1}]\n",
+      "w.yaml");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  for (const PodSet& ps : r->front().pod_sets) {
+    EXPECT_EQ(ps.nodes.labels.size(), 2u);
+    EXPECT_EQ(ps.nodes.exclude, (std::vector<std::string>{"n2", "n9"}));
+  }
+  const NodeSelector& sel = r->front().pod_sets[0].nodes;
+  EXPECT_EQ(sel.Describe(), "nodeSelector fabrica.dev/gpu-model=H100,zone=b, excludeNodes n2,n9");
+  Node node;
+  node.name = NodeId("n1");
+  node.devices.push_back(Device{});
+  node.devices[0].model = "H100";
+  EXPECT_FALSE(sel.Matches(node));  // (no zone)
+  node.labels["zone"] = "b";
+  EXPECT_TRUE(sel.Matches(node));
+  node.name = NodeId("n2");
+  EXPECT_FALSE(sel.Matches(node));  // (excluded)
+  NodeSelector host;
+  host.labels[kHostnameLabel] = "n2";
+  EXPECT_TRUE(host.Matches(node));
+  ExpectInvalid(ParseWorkloadYaml("metadata: {name: w}\nspec:\n  nodeSelector: [zone]\n"
+                                  "  podSets: [{cpu: 1}]\n",
+                                  "w.yaml"),
+                {"spec.nodeSelector"});
+  ExpectInvalid(ParseWorkloadYaml("metadata: {name: w}\nspec:\n  excludeNodes: n1\n"
+                                  "  podSets: [{cpu: 1}]\n",
+                                  "w.yaml"),
+                {"spec.excludeNodes"});
+}
+
 TEST(WorkloadYaml, PriorityClassName) {
   Result<std::vector<Workload>> r = ParseWorkloadYaml(
       "metadata: {name: w}\nspec:\n  priorityClassName: urgent\n  podSets: [{cpu: 1}]\n", "w.yaml");

@@ -3817,6 +3817,51 @@ TEST_F(FactoryTest, NodesThatTakeNoNewWorkAreSaidToHaveNoRoom) {
   EXPECT_EQ(why.find("refused by policy"), std::string::npos) << why;
 }
 
+// A label an admin sets on a Node object (metadata.labels, as `kubectl label node`) is what a
+// workload's nodeSelector matches, beside the well-known kubernetes.io/hostname; excludeNodes
+// keeps work off the nodes it names. With and without queues.
+TEST_F(FactoryTest, ANodeSelectorPlacesWorkOnTheLabelledNode) {
+  for (bool queues : {false, true}) {
+    SCOPED_TRACE(queues ? "with queues" : "without queues");
+    const std::string suffix = queues ? "-q" : "";
+    if (queues) CreateQueue("team-a", {{"quotas", {{"gpu", {{"guaranteed", 32}}}}}});
+    ClientResponse r = Call("PATCH", std::string(kApi) + "/nodes/hgx-b-1",
+                            json{{"metadata", {{"labels", {{"zone", "b"}}}}}}.dump(),
+                            "application/merge-patch+json");
+    ASSERT_EQ(r.status, 200) << r.body;
+    json pinned = WholeGpuWorkload("team-a", "pinned" + suffix, 2);
+    pinned["spec"]["nodeSelector"] = {{"zone", "b"}};
+    CreateWorkload(pinned);
+    json host = WholeGpuWorkload("team-a", "host" + suffix, 1);
+    host["spec"]["nodeSelector"] = {{"kubernetes.io/hostname", "hgx-a-1"}};
+    CreateWorkload(host);
+    json avoid = WholeGpuWorkload("team-a", "avoid" + suffix, 1);
+    avoid["spec"]["excludeNodes"] = {"hgx-a-0", "hgx-a-1", "hgx-b-0"};
+    CreateWorkload(avoid);
+    json nowhere = WholeGpuWorkload("team-a", "nowhere" + suffix, 1);
+    nowhere["spec"]["nodeSelector"] = {{"zone", "z"}};
+    CreateWorkload(nowhere);
+    Cycle();
+    std::map<std::string, json> w = Workloads();
+    const auto node_of = [&](const std::string& name) {
+      const json& st = w["team-a/" + name + suffix]["status"];
+      return st.contains("assignments") && st["assignments"].size() == 1
+                 ? st["assignments"][0].value("node", "")
+                 : "(" + st.value("message", "") + ")";
+    };
+    EXPECT_EQ(node_of("pinned"), "hgx-b-1") << Describe(w);
+    EXPECT_EQ(node_of("host"), "hgx-a-1") << Describe(w);
+    EXPECT_EQ(node_of("avoid"), "hgx-b-1") << Describe(w);
+    EXPECT_EQ(node_of("nowhere"), "(no node of the fleet matches its nodeSelector zone=z)")
+        << Describe(w);
+    for (const char* name : {"pinned", "host", "avoid", "nowhere"})
+      ASSERT_EQ(Call("DELETE", std::string(kApi) + "/namespaces/team-a/workloads/" + name + suffix)
+                    .status,
+                200);
+    Cycle();
+  }
+}
+
 // A gang waiting for its last pods to start (within its gang timeout) has done no work as a
 // gang, so preempting it loses none: it goes before running work that would lose some (a
 // review: it was costed as if it had run since its first pod started, and the running job,

@@ -602,6 +602,13 @@ Result<CycleStats> Scheduler::RunOnce() {
     const bool cordoned = Field(spec, "unschedulable") == true;
     spec.erase("unschedulable");
     spec["name"] = name;
+    // What a node selector matches: the labels its agent registered (spec.labels), and those an
+    // admin set on the object (metadata.labels, as `kubectl label node`), which win.
+    if (const json& set = Field(Field(n, "metadata"), "labels"); set.is_object() && !set.empty()) {
+      if (!spec.contains("labels") || !spec["labels"].is_object()) spec["labels"] = json::object();
+      for (const auto& [k, v] : set.items())
+        if (v.is_string()) spec["labels"][k] = v;
+    }
     auto parsed = ParseFleetYaml(json{{"nodes", json::array({spec})}}.dump(), kv.key);
     if (!parsed.ok()) continue;
     fleet.nodes.push_back(parsed->nodes.front());

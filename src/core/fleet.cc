@@ -48,6 +48,13 @@ const std::string& Node::gpu_model() const {
   return devices.empty() ? kNone : devices.front().model;
 }
 
+const std::string* Node::Label(const std::string& key) const {
+  if (auto it = labels.find(key); it != labels.end()) return &it->second;
+  if (key == kHostnameLabel) return &name.str();
+  if (key == kGpuModelLabel && !devices.empty()) return &devices.front().model;
+  return nullptr;
+}
+
 int64_t Fleet::total_gpus() const {
   int64_t n = 0;
   for (const Node& node : nodes) n += node.gpu_count();

@@ -73,7 +73,15 @@ struct Node {
   int gpu_count() const { return static_cast<int>(devices.size()); }
   // The model of its GPUs ("" for a CPU-only node); fleets are homogeneous within a node.
   const std::string& gpu_model() const;
+  // The value of label `key` as a node selector reads it: its own labels, and failing those the
+  // well-known ones every node has (kHostnameLabel: its name; kGpuModelLabel: its GPU model,
+  // where it has GPUs); nullptr where it has none.
+  const std::string* Label(const std::string& key) const;
 };
+
+// Labels every node answers to, as Kubernetes' nodes carry kubernetes.io/hostname.
+inline constexpr const char* kHostnameLabel = "kubernetes.io/hostname";
+inline constexpr const char* kGpuModelLabel = "fabrica.dev/gpu-model";
 
 // A fault to inject into a simulated node (fleet file `faults:`, or `POST .../nodes/N/inject`):
 // exactly one of an XID on GPU `gpu`, a double-bit ECC count on GPU `gpu`, the agent's death, or

@@ -1,5 +1,6 @@
 #include "core/workload.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include "core/fleet.h"
@@ -216,6 +217,32 @@ Result<DeviceRequest> ParseDeviceRequest(YamlMap& m) {
   return r;
 }
 
+bool NodeSelector::Matches(const Node& node) const {
+  for (const auto& [key, value] : labels) {
+    const std::string* has = node.Label(key);
+    if (!has || *has != value) return false;
+  }
+  return !std::binary_search(exclude.begin(), exclude.end(), node.name.str());
+}
+
+std::string NodeSelector::Describe() const {
+  std::string out;
+  if (!labels.empty()) {
+    out = "nodeSelector ";
+    bool first = true;
+    for (const auto& [k, v] : labels) {
+      out += (first ? "" : ",") + k + "=" + v;
+      first = false;
+    }
+  }
+  if (!exclude.empty()) {
+    out += std::string(out.empty() ? "" : ", ") + "excludeNodes ";
+    for (size_t i = 0; i < exclude.size() && i < 5; ++i) out += (i ? "," : "") + exclude[i];
+    if (exclude.size() > 5) out += ",...";
+  }
+  return out;
+}
+
 namespace {
 
 // Reads the common metadata: the name (validated), labels, and the fields the server sets
@@ -294,6 +321,21 @@ Result<Workload> ParseOneWorkload(YamlMap& m) {
     YamlMap t = spec.Child("topology");
     ASSIGN_OR_RETURN(w.topology, ParseTopologyConstraint(t));
   }
+  NodeSelector nodes;
+  ASSIGN_OR_RETURN(nodes.labels, spec.StringMap("nodeSelector"));
+  for (const auto& [k, v] : nodes.labels)
+    if (k.empty() || k.size() > 253 || v.size() > 63)
+      return spec.Error("nodeSelector", "label '" + k + "' is empty or too long");
+  if (spec.Has("excludeNodes")) {
+    ASSIGN_OR_RETURN(nodes.exclude, spec.StringList("excludeNodes"));
+    if (nodes.exclude.size() > 1000) return spec.Error("excludeNodes", "at most 1000 nodes");
+    for (const std::string& n : nodes.exclude)
+      if (n.empty() || n.size() > 253)
+        return spec.Error("excludeNodes", "'" + n + "' is not a node name");
+    std::sort(nodes.exclude.begin(), nodes.exclude.end());
+    nodes.exclude.erase(std::unique(nodes.exclude.begin(), nodes.exclude.end()),
+                        nodes.exclude.end());
+  }
   Doc sets = spec.Raw("podSets");
   if (!sets || !sets.IsSequence() || sets.size() == 0) {
     // (A misspelt key names itself: "podsets" is not a field.)
@@ -335,6 +377,7 @@ Result<Workload> ParseOneWorkload(YamlMap& m) {
       ASSIGN_OR_RETURN(set.device, ParseDeviceRequest(dm));
     }
     RETURN_IF_ERROR(ps.Finish());
+    set.nodes = nodes;
     w.pod_sets.push_back(std::move(set));
   }
   RETURN_IF_ERROR(spec.Finish());

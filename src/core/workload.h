@@ -68,6 +68,27 @@ struct TopologyConstraint {
   bool required = false;  // false: preferred
 };
 
+struct Node;
+
+// Which nodes a pod may run on, beside what its devices ask: nodes with every label of
+// `labels` (Kubernetes' nodeSelector; Node::Label, so kubernetes.io/hostname names one node),
+// none of those named in `exclude` (Slurm's --exclude). Empty: any node.
+struct NodeSelector {
+  std::map<std::string, std::string> labels;
+  std::vector<std::string> exclude;  // sorted, no repeats
+
+  bool empty() const { return labels.empty() && exclude.empty(); }
+  bool Matches(const Node& node) const;
+  // "nodeSelector a=b,c=d, excludeNodes n1,n2": what a message about it quotes.
+  std::string Describe() const;
+  bool operator==(const NodeSelector& o) const {
+    return labels == o.labels && exclude == o.exclude;
+  }
+  bool operator<(const NodeSelector& o) const {
+    return labels != o.labels ? labels < o.labels : exclude < o.exclude;
+  }
+};
+
 struct PodSet {
   std::string name;
   int count = 1;
@@ -78,6 +99,7 @@ struct PodSet {
   MilliCpu cpu;
   MemoryMib memory;
   DeviceRequest device;
+  NodeSelector nodes;  // the workload's spec.nodeSelector and spec.excludeNodes
 };
 
 // What a workload's pods run. The simulated agents only honour the duration; a real agent also

@@ -2100,7 +2100,15 @@ Result<int> Admitter::Restore(const Workload& spec, const std::vector<Assignment
   e.admitted_at = admitted_at;
   e.options = options;
   for (const PodSet& ps : spec.pod_sets) {
-    ASSIGN_OR_RETURN(PodRequest r, state_.MakeRequest(ps, spec.tenant));
+    Result<PodRequest> made = state_.MakeRequest(ps, spec.tenant);
+    if (!made.ok() && !ps.nodes.empty()) {
+      // (Its nodes were relabelled, or left, since it was placed: what it runs stays where it
+      // is; what it adds later goes anywhere.)
+      PodSet anywhere = ps;
+      anywhere.nodes = NodeSelector();
+      made = state_.MakeRequest(anywhere, spec.tenant);
+    }
+    ASSIGN_OR_RETURN(PodRequest r, std::move(made));
     e.set_request.push_back(r);
     e.full_counts.push_back(ps.count);
     e.min_counts.push_back(ps.least());

@@ -230,6 +230,19 @@ Result<PodRequest> ClusterState::MakeRequest(const PodSet& ps, const TenantId& t
       return InvalidArgument("no node of the fleet has any of the GPU models '" + names + "'");
     }
   }
+  if (!ps.nodes.empty()) {
+    r.nodes = NodesFor(ps.nodes);
+    if (r.nodes->list.empty())
+      return InvalidArgument("no node of the fleet matches its " + r.nodes->said);
+    // (Its GPUs can only be of the models its nodes have: what flavour it is charged to.)
+    if (ps.device.kind != DeviceKind::kNone) {
+      if ((r.model_mask & r.nodes->models) == 0)
+        return InvalidArgument("no node that matches its " + r.nodes->said +
+                               " has GPUs of a model it allows");
+      r.model_mask &= r.nodes->models;
+    }
+  }
+  const std::vector<int>& types = r.nodes ? r.nodes->types : type_representatives_;
   switch (ps.device.kind) {
     case DeviceKind::kNone:
       break;
@@ -245,7 +258,7 @@ Result<PodRequest> ClusterState::MakeRequest(const PodSet& ps, const TenantId& t
       // takes part of one GPU); failing any, the smallest of all (it can then never start).
       int64_t smallest = 0, smallest_any = 0;
       if (r.gpu_memory_mib > 0) {
-        for (int n : type_representatives_) {  // (one node of each kind: they alone differ)
+        for (int n : types) {  // (one node of each kind: they alone differ)
           const Node& node = fleet_->nodes[n];
           if (node.devices.empty()) continue;
           int m = ModelIndex(node.gpu_model());
@@ -288,7 +301,7 @@ Result<PodRequest> ClusterState::MakeRequest(const PodSet& ps, const TenantId& t
     // Its nodes are its alone: charged, until placed (Admitter::Charge then counts the node
     // it got), as on the node of the models it may use that holds fewest such pods.
     int64_t most = 0;
-    for (int n : type_representatives_) {
+    for (int n : types) {
       const int m = nodes_[n].model;
       if (m >= 0 && (r.model_mask >> m & 1)) most = std::max(most, ExclusiveCharge(r, n));
     }
@@ -297,8 +310,31 @@ Result<PodRequest> ClusterState::MakeRequest(const PodSet& ps, const TenantId& t
   return r;
 }
 
+std::shared_ptr<const NodeSet> ClusterState::NodesFor(const NodeSelector& selector) const {
+  if (auto it = node_sets_.find(selector); it != node_sets_.end()) return it->second;
+  auto set = std::make_shared<NodeSet>();
+  set->in.assign(nodes_.size(), 0);
+  std::vector<char> type_seen;
+  for (size_t n = 0; n < nodes_.size(); ++n) {
+    if (!selector.Matches(fleet_->nodes[n])) continue;
+    set->in[n] = 1;
+    set->list.push_back(static_cast<int>(n));
+    const NodeState& s = nodes_[n];
+    if (s.model >= 0) set->models |= uint64_t{1} << s.model;
+    if (s.type >= static_cast<int>(type_seen.size())) type_seen.resize(s.type + 1, 0);
+    if (!type_seen[s.type]) {
+      type_seen[s.type] = 1;
+      set->types.push_back(static_cast<int>(n));
+    }
+  }
+  set->said = selector.Describe();
+  node_sets_.emplace(selector, set);
+  return set;
+}
+
 bool ClusterState::NodeUsable(int n, const PodRequest& req) const {
   const NodeState& s = nodes_[n];
+  if (req.nodes && !req.nodes->in[n]) return false;
   if (s.free_cpu < req.cpu_milli || s.free_memory < req.memory_mib) return false;
   if (req.num_gpu > 0 && (s.model < 0 || !(req.model_mask >> s.model & 1))) return false;
   if (s.exclusive_owner >= 0 && s.exclusive_owner != req.tenant) return false;

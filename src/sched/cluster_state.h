@@ -12,6 +12,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -20,6 +22,17 @@
 #include "core/workload.h"
 
 namespace fabrica {
+
+// The nodes a NodeSelector lets a pod use, worked out once per selector and state (a
+// ClusterState keeps them): by node index, as a list, and one node of each hardware type
+// among them (what "could it ever fit" looks at).
+struct NodeSet {
+  std::vector<char> in;
+  std::vector<int> list;
+  std::vector<int> types;
+  uint64_t models = 0;  // bit i: some node of it has GPU model i of the state's table
+  std::string said;     // NodeSelector::Describe()
+};
 
 // A pod as placement sees it: interned and flattened, cheap to copy.
 struct PodRequest {
@@ -41,6 +54,9 @@ struct PodRequest {
   // of that GPU (ClusterState::FractionMilli), and gpu_milli that share of the smallest GPU it
   // may land on (the most it takes anywhere).
   bool compute_from_memory = false;
+  // The nodes its nodeSelector and excludeNodes leave it (shared by the requests of one
+  // selector); null: any node.
+  std::shared_ptr<const NodeSet> nodes;
 
   int64_t total_gpu_milli() const { return num_gpu * gpu_milli; }
   int64_t total_charge_milli() const {
@@ -135,6 +151,10 @@ class ClusterState {
   // What the pod is charged (all its GPUs) on a node of GPU model `model` (the most, where
   // nodes of that model differ); -1 where no node of that model can hold it.
   int64_t ChargeOnModel(const PodRequest& req, int model) const;
+
+  // The nodes `selector` leaves a pod (never null), kept per selector: the same selector gets
+  // the same set for the life of the state.
+  std::shared_ptr<const NodeSet> NodesFor(const NodeSelector& selector) const;
 
   // Capacity totals.
   int64_t total_gpu_milli() const { return total_gpu_milli_; }
@@ -280,6 +300,8 @@ class ClusterState {
   std::vector<int> active_classes_;
   std::vector<FitSummary> active_fit_;  // by active position
   std::unordered_map<std::string, int> class_by_key_;
+  // NodesFor's answers (a cache: which nodes match a selector never changes with the state).
+  mutable std::map<NodeSelector, std::shared_ptr<const NodeSet>> node_sets_;
 };
 
 }  // namespace fabrica

@@ -19,7 +19,8 @@ const char* OutcomeName(Outcome o) {
 
 bool FitsSomeEmptyNode(const ClusterState& s, const PodRequest& req, std::string* why) {
   int cpu_ok = 0, mem_ok = 0, model_ok = 0, gpus_ok = 0;
-  for (int n : s.type_representatives()) {  // capacity is all that matters: one node per type
+  // (Capacity is all that matters: one node per type, of the nodes its selector leaves it.)
+  for (int n : req.nodes ? req.nodes->types : s.type_representatives()) {
     const Node& node = s.node(n);
     if (node.cpu.value() < req.cpu_milli) continue;
     ++cpu_ok;
@@ -51,20 +52,23 @@ bool FitsSomeEmptyNode(const ClusterState& s, const PodRequest& req, std::string
     }
   }
   if (why) {
+    // (Of the nodes its selector leaves, said so: "no node has 16 CPU cores" would be false.)
+    const std::string node = req.nodes ? "no node that matches its " + req.nodes->said : "no node";
     if (cpu_ok == 0)
-      *why = "no node has " + FormatMilliCpu(MilliCpu(req.cpu_milli)) +
+      *why = node + " has " + FormatMilliCpu(MilliCpu(req.cpu_milli)) +
              (req.cpu_milli % 1000 == 0 ? " CPU cores" : " CPU");
     else if (mem_ok == 0)
-      *why = "no node has " + std::to_string(req.memory_mib) + "Mi memory";
+      *why = node + " has " + std::to_string(req.memory_mib) + "Mi memory";
     else if (model_ok == 0)
-      *why = "no node with enough CPU and memory has an allowed GPU model";
+      *why =
+          node + (req.nodes ? " and" : "") + " with enough CPU and memory has an allowed GPU model";
     else if (req.kind == DeviceKind::kMig)
-      *why = "no node offers the MIG profile " + s.mig_profile_name(req.mig_profile);
+      *why = node + " offers the MIG profile " + s.mig_profile_name(req.mig_profile);
     else if (gpus_ok == 0) {
-      *why = "no node has " + std::to_string(req.num_gpu) + " GPUs of an allowed model";
+      *why = node + " has " + std::to_string(req.num_gpu) + " GPUs of an allowed model";
     } else {
-      *why = "no GPU of an allowed model has " + FormatMemoryMib(MemoryMib(req.gpu_memory_mib)) +
-             " of memory";
+      *why = std::string(req.nodes ? "no GPU there" : "no GPU") + " of an allowed model has " +
+             FormatMemoryMib(MemoryMib(req.gpu_memory_mib)) + " of memory";
     }
   }
   return false;
@@ -115,12 +119,30 @@ PodPlacement Placer::Explain(const ClusterState& s, const PodRequest& req,
     usable.assign(s.node_count(), 0);
     for (int n : *only) usable[n] = 1;
   }
+  int unselected = 0;  // nodes its nodeSelector or excludeNodes leaves out
   for (int c : s.active_classes()) {
-    const int n = s.class_nodes(c).front();
+    // (The class's nodes are alike in state: its front speaks for them, but NodeUsable would
+    // refuse it for its labels alone; one of the nodes the selector leaves speaks instead.)
+    int n = s.class_nodes(c).front();
+    if (req.nodes)
+      for (int m : s.class_nodes(c))
+        if (req.nodes->in[m]) {
+          n = m;
+          break;
+        }
     int count = static_cast<int>(s.class_nodes(c).size());
+    if (req.nodes) {
+      const int in =
+          static_cast<int>(std::count_if(s.class_nodes(c).begin(), s.class_nodes(c).end(),
+                                         [&](int m) { return req.nodes->in[m] != 0; }));
+      unselected += count - in;
+      count = in;
+      if (count == 0) continue;
+    }
     if (only) {
       const int in = static_cast<int>(std::count_if(
-          s.class_nodes(c).begin(), s.class_nodes(c).end(), [&](int m) { return usable[m] != 0; }));
+          s.class_nodes(c).begin(), s.class_nodes(c).end(),
+          [&](int m) { return usable[m] != 0 && (!req.nodes || req.nodes->in[m] != 0); }));
       no_room += count - in;  // (take no new work)
       count = in;
       if (count == 0) continue;
@@ -138,7 +160,7 @@ PodPlacement Placer::Explain(const ClusterState& s, const PodRequest& req,
       lack_mem += count;
     else if (NodeFits(s, n, req))
       other += count;
-    else if (!s.NodeUsable(n, req))  // (room and model are there: exclusivity is not)
+    else if (!s.NodeUsable(n, req))  // (room, model and labels are there: exclusivity is not)
       exclusive += count;
     else if (req.kind == DeviceKind::kWhole && s.node_whole_free(n) > 0 &&
              s.node_whole_free(n) < req.num_gpu) {
@@ -185,6 +207,9 @@ PodPlacement Placer::Explain(const ClusterState& s, const PodRequest& req,
     p.reason += ", " + std::to_string(no_room) +
                 " have no room at all (full, cordoned, held, not ready or out of service)";
   if (other_model) p.reason += " (" + std::to_string(other_model) + " have no allowed GPU model)";
+  if (unselected)
+    p.reason +=
+        " (" + std::to_string(unselected) + " more do not match its " + req.nodes->said + ")";
   return p;
 }
 
@@ -218,6 +243,7 @@ bool Placer::PlaceOnHeldNode(const ClusterState& s, const PodRequest& req, Rng& 
 
 PodPlacement Placer::Place(const ClusterState& s, const PodRequest& req, Rng& rng) const {
   if (PodPlacement held; PlaceOnHeldNode(s, req, rng, &held)) return held;
+  if (req.nodes) return PlaceSelected(s, req, rng);
   const std::vector<int>& classes = s.active_classes();
   if (policy_.uniform_random()) {
     // Random-fit: every feasible node equally likely.
@@ -252,6 +278,26 @@ PodPlacement Placer::Place(const ClusterState& s, const PodRequest& req, Rng& rn
   std::vector<int> candidates;
   for (const ClusterState::FitSummary& f : fit)
     if (ClusterState::MayFit(f, req)) candidates.push_back(f.front);
+  return Best(s, req, rng, candidates.size(), [&](size_t i) { return candidates[i]; });
+}
+
+// A pod whose selector leaves it some nodes: those, each on its own (a class's nodes are alike in
+// state, not in labels). As Place otherwise: random-fit draws among those that fit.
+PodPlacement Placer::PlaceSelected(const ClusterState& s, const PodRequest& req, Rng& rng) const {
+  std::vector<int> candidates;
+  for (int n : req.nodes->list)
+    if (s.MayFit(n, req)) candidates.push_back(n);
+  if (policy_.uniform_random()) {
+    std::vector<int> feasible;
+    for (int n : candidates)
+      if (NodeFits(s, n, req)) feasible.push_back(n);
+    if (!feasible.empty()) {
+      const int n = feasible[rng.Uniform(static_cast<int64_t>(feasible.size()))];
+      auto choice = policy_.Score(s, n, req);
+      CHECK(choice.has_value());
+      return Finish(s, n, *choice, req, rng);
+    }
+  }
   return Best(s, req, rng, candidates.size(), [&](size_t i) { return candidates[i]; });
 }
 
@@ -291,14 +337,14 @@ bool SameRequest(const PodRequest& a, const PodRequest& b) {
   return a.cpu_milli == b.cpu_milli && a.memory_mib == b.memory_mib && a.kind == b.kind &&
          a.num_gpu == b.num_gpu && a.gpu_milli == b.gpu_milli &&
          a.gpu_memory_mib == b.gpu_memory_mib && a.mig_profile == b.mig_profile &&
-         a.model_mask == b.model_mask && a.tenant == b.tenant;
+         a.model_mask == b.model_mask && a.tenant == b.tenant && a.nodes == b.nodes;
 }
 
 }  // namespace
 
 PodPlacement Placer::PlaceRemembering(const ClusterState& s, const PodRequest& req, Rng& rng,
                                       Memo& memo, const std::vector<int>& touched) const {
-  if (policy_.uniform_random()) return Place(s, req, rng);
+  if (policy_.uniform_random() || req.nodes) return Place(s, req, rng);
   if (PodPlacement held; PlaceOnHeldNode(s, req, rng, &held)) return held;
   // A score depends on the request and on its node's state alone, which a class's stamp pins.
   const auto scored = [&](int c) {
@@ -370,10 +416,11 @@ bool Placer::PlaceAllIn(ClusterState& s, const std::vector<int>* nodes,
 }
 
 bool FleetHoldsPods(const ClusterState& s, const std::vector<PodRequest>& pods, std::string* why) {
-  using Shape = std::tuple<int64_t, int64_t, int, int, int64_t, int64_t, uint64_t>;
+  using Shape = std::tuple<int64_t, int64_t, int, int, int64_t, int64_t, uint64_t, const NodeSet*>;
   const auto shape_of = [](const PodRequest& p) {
-    return Shape{p.cpu_milli,      p.memory_mib, static_cast<int>(p.kind), p.num_gpu, p.gpu_milli,
-                 p.gpu_memory_mib, p.model_mask};
+    return Shape{p.cpu_milli,  p.memory_mib, static_cast<int>(p.kind),
+                 p.num_gpu,    p.gpu_milli,  p.gpu_memory_mib,
+                 p.model_mask, p.nodes.get()};
   };
   std::map<Shape, std::pair<int, const PodRequest*>> shapes;  // shape -> (count, a pod of it)
   for (const PodRequest& p : pods) {
@@ -389,6 +436,7 @@ bool FleetHoldsPods(const ClusterState& s, const std::vector<PodRequest>& pods, 
       const Node& node = s.node(n);
       const int model = s.node_model(n);
       if (model < 0 || !(req->model_mask >> model & 1)) continue;
+      if (req->nodes && !req->nodes->in[n]) continue;
       int whole = 0;  // (a MIG-partitioned GPU takes no whole-GPU pod)
       for (const Device& d : node.devices) whole += d.mig_enabled() ? 0 : 1;
       const int64_t by_gpu = whole / std::max(1, req->num_gpu);
@@ -398,7 +446,10 @@ bool FleetHoldsPods(const ClusterState& s, const std::vector<PodRequest>& pods, 
     if (places < count) {
       if (why)
         *why = "needs " + std::to_string(count) + " pods of " + std::to_string(req->num_gpu) +
-               " GPUs; the whole fleet has room for " + std::to_string(places);
+               " GPUs; " +
+               (req->nodes ? "the nodes that match its " + req->nodes->said + " have"
+                           : std::string("the whole fleet has")) +
+               " room for " + std::to_string(places);
       return false;
     }
   }
@@ -411,6 +462,21 @@ bool SomeDomainHolds(const ClusterState& s, const std::vector<PodRequest>& pods,
   int64_t need_milli = 0;
   uint64_t models = 0;  // the models some pod may use
   bool mig = false;     // some pod takes a MIG slice
+  // The nodes some pod's selector leaves it (every node where one has none).
+  bool anywhere = false;
+  std::vector<const NodeSet*> sets;
+  for (const PodRequest& p : pods) {
+    if (p.nodes)
+      sets.push_back(p.nodes.get());
+    else
+      anywhere = true;
+  }
+  const auto selected = [&](int n) {
+    if (anywhere) return true;
+    for (const NodeSet* set : sets)
+      if (set->in[n]) return true;
+    return false;
+  };
   for (const PodRequest& p : pods) {
     need_milli += p.total_gpu_milli();
     if (p.kind == DeviceKind::kNone) continue;
@@ -419,11 +485,16 @@ bool SomeDomainHolds(const ClusterState& s, const std::vector<PodRequest>& pods,
   }
   // Counting every GPU of the domain some pod could use keeps a "no" a sure "never".
   int64_t largest_milli = 0;
-  bool narrowed = false;  // some domain has GPUs no pod could use
+  bool narrowed = false;   // some domain has GPUs no pod could use
+  bool off_nodes = false;  // ... or nodes no pod's selector leaves it
   for (const std::vector<int>& domain : s.domains(topology.level)) {
     int64_t milli = 0;
     for (int n : domain) {
       const Node& node = s.node(n);
+      if (!selected(n)) {
+        off_nodes = true;
+        continue;
+      }
       if (!by_model) {
         milli += int64_t{node.gpu_count()} * kMilliPerGpu;
         continue;
@@ -443,7 +514,8 @@ bool SomeDomainHolds(const ClusterState& s, const std::vector<PodRequest>& pods,
            TopologyLevelName(topology.level) + " domain; the largest has " +
            FormatMilliGpu(MilliGpu(largest_milli)) + " GPUs in all" +
            (narrowed ? " of the models its pods may use (a MIG-partitioned GPU only for a slice)"
-                     : "");
+                     : "") +
+           (off_nodes ? std::string(" on the nodes its pods' node selectors leave them") : "");
   return false;
 }
 

@@ -85,6 +85,8 @@ class Placer {
   template <typename NodeAt>
   PodPlacement Best(const ClusterState& s, const PodRequest& req, Rng& rng, size_t count,
                     NodeAt node_at, bool explain = true) const;
+  // Place for a pod with a node selector: over the nodes it leaves, one by one.
+  PodPlacement PlaceSelected(const ClusterState& s, const PodRequest& req, Rng& rng) const;
   // An exclusiveNodes tenant's pod on a node its tenant already holds, where one has room.
   bool PlaceOnHeldNode(const ClusterState& s, const PodRequest& req, Rng& rng,
                        PodPlacement* out) const;
