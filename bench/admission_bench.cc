@@ -13,7 +13,9 @@
 //            workloads finished and 1,000 new ones arrived since: what a cycle meets in service.
 // Each runs once with the one built-in flavour and once (`flavoured`) with four: MIG slices,
 // GB200, H200 and the catch-all `gpu`, each project guaranteed its share of each, so every
-// request is charged through the flavour tables.
+// request is charged through the flavour tables; and once (`selective`) with the one flavour,
+// the nodes labelled zone=z0..z9 in turn and every tenth waiting workload asking one zone by
+// spec.nodeSelector (those are placed over their own nodes one by one, not by state class).
 // Counters: admitted (workloads admitted by the cycle), attempts (placement attempts), and
 // fleet_pct (allocated GPUs before the cycle).
 #include <benchmark/benchmark.h>
@@ -75,13 +77,19 @@ std::string LeafName(int i) {
          std::to_string(i % 10);
 }
 
-const Prepared& Prepare(bool flavoured) {
-  static Prepared* prepared[2] = {nullptr, nullptr};
-  Prepared*& p = prepared[flavoured];
+enum Variant { kPlain, kFlavoured, kSelective };
+
+const Prepared& Prepare(Variant variant) {
+  static Prepared* prepared[3] = {nullptr, nullptr, nullptr};
+  Prepared*& p = prepared[variant];
   if (p) return *p;
-  p = [flavoured] {
+  p = [variant] {
+    const bool flavoured = variant == kFlavoured;
     auto* out = new Prepared;
     out->fleet = *sim::MakeSyntheticFleet(sim::SyntheticFleetOptions{});
+    if (variant == kSelective)
+      for (size_t n = 0; n < out->fleet.nodes.size(); ++n)
+        out->fleet.nodes[n].labels["zone"] = "z" + std::to_string(n % 10);
     std::vector<Tenant> tenants = sim::SyntheticTenants();
     // Running work to 80% of the GPUs, then 50,000 more to wait.
     std::vector<Workload> running = sim::MakeSyntheticWorkloads(out->fleet, 0.8, 1);
@@ -91,6 +99,10 @@ const Prepared& Prepare(bool flavoured) {
       waiting.insert(waiting.end(), more.begin(), more.end());
     }
     waiting.resize(51000);
+    if (variant == kSelective)
+      for (size_t k = 0; k < waiting.size(); k += 10)
+        for (PodSet& ps : waiting[k].pod_sets)
+          ps.nodes.labels["zone"] = "z" + std::to_string(k / 10 % 10);
     ClusterState probe(out->fleet, tenants);
     std::vector<PodRequest> reqs;
     for (const Workload& w : running)
@@ -145,8 +157,8 @@ const Prepared& Prepare(bool flavoured) {
   return *p;
 }
 
-void BM_AdmissionCycle(benchmark::State& state, bool steady, bool flavoured) {
-  const Prepared& p = Prepare(flavoured);
+void BM_AdmissionCycle(benchmark::State& state, bool steady, Variant variant) {
+  const Prepared& p = Prepare(variant);
   const Admitter& base = steady ? *p.steady : *p.cold;
   int64_t admitted = 0, attempts = 0, cycles = 0;
   for (auto _ : state) {
@@ -169,16 +181,22 @@ void BM_AdmissionCycle(benchmark::State& state, bool steady, bool flavoured) {
   state.counters["nodes"] = static_cast<double>(p.fleet.nodes.size());
 }
 
-BENCHMARK_CAPTURE(BM_AdmissionCycle, cold, false, false)
+BENCHMARK_CAPTURE(BM_AdmissionCycle, cold, false, kPlain)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(5);
-BENCHMARK_CAPTURE(BM_AdmissionCycle, steady, true, false)
+BENCHMARK_CAPTURE(BM_AdmissionCycle, steady, true, kPlain)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(5);
-BENCHMARK_CAPTURE(BM_AdmissionCycle, cold_flavoured, false, true)
+BENCHMARK_CAPTURE(BM_AdmissionCycle, cold_flavoured, false, kFlavoured)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(5);
-BENCHMARK_CAPTURE(BM_AdmissionCycle, steady_flavoured, true, true)
+BENCHMARK_CAPTURE(BM_AdmissionCycle, steady_flavoured, true, kFlavoured)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(5);
+BENCHMARK_CAPTURE(BM_AdmissionCycle, cold_selective, false, kSelective)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(5);
+BENCHMARK_CAPTURE(BM_AdmissionCycle, steady_selective, true, kSelective)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(5);
 

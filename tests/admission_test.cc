@@ -526,7 +526,7 @@ TEST_F(AdmissionTest, ANodeSelectorKeepsAWorkloadToItsNodes) {
   adm_->Cycle(6, 1000);
   EXPECT_EQ(PlacedOn({pinned[0], pinned[1]}, 1), 2);
   EXPECT_EQ(adm_->phase(pinned[2]), Phase::kPending);
-  EXPECT_NE(adm_->reason(pinned[2]).find("(2 more do not match its nodeSelector zone=b)"),
+  EXPECT_NE(adm_->reason(pinned[2]).find("(2 more are left out by its nodeSelector zone=b)"),
             std::string::npos)
       << adm_->reason(pinned[2]);
   ASSERT_EQ(adm_->assignments(avoiding).size(), 1u);
@@ -535,7 +535,29 @@ TEST_F(AdmissionTest, ANodeSelectorKeepsAWorkloadToItsNodes) {
   EXPECT_EQ(adm_->assignments(on_n0)[0].node, 0);
   EXPECT_EQ(adm_->phase(never), Phase::kInfeasible);
   EXPECT_EQ(adm_->reason(never),
-            "pod set main: no node of the fleet matches its nodeSelector zone=c");
+            "pod set main: its nodeSelector zone=c leaves it no node of the fleet");
+}
+
+// A workload that cannot start on the nodes its selector leaves does not stop one of the same
+// shape without a selector (the cycle skips attempts like one that failed: the selector is part
+// of what makes them alike).
+TEST_F(AdmissionTest, AWaitingSelectiveWorkloadDoesNotHoldBackOneWithoutASelector) {
+  Fleet fleet = Nodes(2, 4);
+  fleet.nodes[1].labels["zone"] = "b";
+  Make(fleet, {Leaf("a", 8)});
+  Workload full = Gpus("full", "a", 4);
+  full.pod_sets[0].nodes.labels["zone"] = "b";
+  const int filled = Submit(full, 0);
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(adm_->phase(filled), Phase::kAdmitted);
+  Workload pinned = Gpus("pinned", "a", 2);
+  pinned.pod_sets[0].nodes.labels["zone"] = "b";
+  const int waits = Submit(pinned, 2);
+  const int plain = Submit(Gpus("plain", "a", 2), 3);
+  adm_->Cycle(4, 1000);
+  EXPECT_EQ(adm_->phase(waits), Phase::kPending);
+  ASSERT_EQ(adm_->phase(plain), Phase::kAdmitted) << adm_->reason(plain);
+  EXPECT_EQ(adm_->assignments(plain)[0].node, 0);
 }
 
 // A queue below its guarantee reclaims for a workload with a nodeSelector only from the nodes it

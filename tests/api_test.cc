@@ -1668,42 +1668,107 @@ TEST_F(ApiBadInputTest, QueueQuotasAreStoredInOneForm) {
 // edit of anything else, or one its use is within, says nothing.
 TEST_F(ApiBadInputTest, AQueueEditBelowWhatItHoldsIsAcceptedWithAWarning) {
   json q = QueueObject("busy");
-  q["spec"]["quotas"] = {{"gpu", {{"guaranteed", 8}}}};
+  q["spec"]["quotas"] = {{"gpu", {{"guaranteed", 8}}}, {"cpu", {{"guaranteed", 64}}}};
   w_.MustCreate(Collection("queues"), q);
   const std::string item = Item("queues", "", "busy");
   // (The scheduler's standing, as it writes it each cycle.)
-  w_.MustSetStatus(item, {{"usedGpus", "6.5"}, {"guaranteedGpus", "8"}});
-  const auto patch = [&](const json& body, const std::string& query = "") {
-    HttpResponse r = w_.Do("PATCH", item + query, kAdmin, body.dump(), kMergePatch);
+  w_.MustSetStatus(item, {{"usedGpus", "6.5"},
+                          {"guaranteedGpus", "8"},
+                          {"cpu", {{"used", "48"}, {"guaranteed", "64"}}}});
+  const auto patch = [&](const json& gpu, const std::string& query = "") {
+    HttpResponse r = w_.Do("PATCH", item + query, kAdmin,
+                           json{{"spec", {{"quotas", {{"gpu", gpu}}}}}}.dump(), kMergePatch);
     EXPECT_EQ(r.status, 200) << r.body;
     std::vector<std::string> warnings;
     for (const auto& [name, value] : r.headers)
       if (name == "Warning") warnings.push_back(value);
     return warnings;
   };
-  EXPECT_TRUE(patch({{"spec", {{"quotas", {{"gpu", {{"guaranteed", 7}}}}}}}}).empty());
-  EXPECT_TRUE(patch({{"spec", {{"weight", 2}}}}).empty());
-  std::vector<std::string> said =
-      patch({{"spec", {{"quotas", {{"gpu", {{"guaranteed", 4}}}}}}}}, "?dryRun=All");
+  EXPECT_TRUE(patch({{"guaranteed", 7}}).empty());  // (still within)
+  std::vector<std::string> said = patch({{"guaranteed", 4}}, "?dryRun=All");
   ASSERT_EQ(said.size(), 1u);
   EXPECT_EQ(said[0],
-            "299 - \"queue busy holds 6.5 GPUs of gpu, past its new guarantee of 4: the 2.5 "
-            "past it count as borrowed from now on, and a queue below its guarantee may reclaim "
-            "them\"");
+            "299 - \"queue busy holds 6.5 GPUs of gpu, past its new guarantee of 4 GPUs (was 7 "
+            "GPUs): 2.5 GPUs more of it count as borrowed from now on, and a queue below its "
+            "guarantee may reclaim them\"");
   EXPECT_EQ(Parse(w_.Get(item))["spec"]["quotas"]["gpu"]["guaranteed"], json(7));  // (dry run)
-  said = patch({{"spec", {{"quotas", {{"gpu", {{"guaranteed", 4}, {"borrowingLimit", 2}}}}}}}});
+  said = patch({{"guaranteed", 4}, {"borrowingLimit", 2}});
   ASSERT_EQ(said.size(), 1u);
-  EXPECT_NE(said[0].find("holds 6.5 GPUs of gpu, past its new guaranteed 4 + borrowingLimit 2: "
-                         "nothing running is evicted for it"),
+  EXPECT_NE(said[0].find("holds 6.5 GPUs of gpu, past its new guaranteed 4 GPUs + borrowingLimit "
+                         "2 GPUs: nothing running is evicted for it"),
             std::string::npos)
       << said[0];
   EXPECT_EQ(Parse(w_.Get(item))["spec"]["quotas"]["gpu"]["borrowingLimit"], json(2));
+  // An edit that lowers nothing says nothing, however far past its guarantee the queue is.
+  EXPECT_TRUE(patch({{"guaranteed", 5}}).empty());            // (raised: 5 + 2 hold 6.5)
+  EXPECT_TRUE(patch({{"lendingLimit", 1}}).empty());          // (no limit of its own lowered)
+  EXPECT_TRUE(patch({{"borrowingLimit", nullptr}}).empty());  // (lifted)
+  said = patch({{"borrowingLimit", 1}});                      // (5 + 1, below the 6.5 it holds)
+  ASSERT_EQ(said.size(), 1u) << said.size();
+  // CPU too, in its own unit.
+  HttpResponse r =
+      w_.Do("PATCH", item, kAdmin,
+            json{{"spec", {{"quotas", {{"cpu", {{"guaranteed", 30}}}}}}}}.dump(), kMergePatch);
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_EQ(r.headers.size(), 1u);
+  EXPECT_NE(r.headers[0].second.find("queue busy holds 48 CPU of cpu, past its new guarantee of 30 "
+                                     "CPU (was 64 CPU): 18 CPU more of it count as borrowed"),
+            std::string::npos)
+      << r.headers[0].second;
   // By flavour where the status counts by flavour.
   w_.MustSetStatus(item,
                    {{"usedGpus", "6.5"},
                     {"flavors", {{"gpu", {{"usedGpus", "1"}}}, {"h100", {{"usedGpus", "3"}}}}}});
-  said = patch({{"spec", {{"quotas", {{"gpu", {{"guaranteed", 1}, {"borrowingLimit", 0}}}}}}}});
+  said = patch({{"guaranteed", 1}, {"borrowingLimit", 0}});
   EXPECT_TRUE(said.empty()) << said[0];  // (1 of gpu, within 1 + 0)
+  said = patch({{"guaranteed", 0}, {"borrowingLimit", 0}, {"lendingLimit", nullptr}});
+  ASSERT_EQ(said.size(), 1u);
+  EXPECT_NE(said[0].find("holds 1 GPU of gpu"), std::string::npos) << said[0];
+}
+
+// Labels are maps of strings in the Kubernetes syntax; a node's kubernetes.io/hostname and
+// fabrica.dev/gpu-model are its own; a workload's nodeSelector holds strings. A label selector
+// over nodes sees what a nodeSelector matches: registered labels, set ones, the well-known two.
+TEST_F(ApiBadInputTest, LabelsAndNodeSelectorsAreCheckedAndNodesListedByThem) {
+  const std::string node = Item("nodes", "", "big");
+  const auto patch = [&](const std::string& target, const json& body) {
+    return w_.Do("PATCH", target, kAdmin, body.dump(), kMergePatch);
+  };
+  for (const auto& [labels, names] : std::vector<std::pair<json, std::string>>{
+           {json("zone=b"), "metadata.labels: expected a map"},
+           {json::array({"zone"}), "metadata.labels: expected a map"},
+           {json{{"", "x"}}, "metadata.labels.: label key ''"},
+           {json{{"bad key!", "x"}}, "label key 'bad key!'"},
+           {json{{"zone", "no spaces"}}, "label value 'no spaces'"},
+           {json{{"kubernetes.io/hostname", "other"}}, "set by Fabrica on every node"},
+           {json{{"fabrica.dev/gpu-model", "H200"}}, "set by Fabrica on every node"}}) {
+    HttpResponse r = patch(node, {{"metadata", {{"labels", labels}}}});
+    EXPECT_EQ(r.status, 422) << labels.dump() << ": " << r.body;
+    EXPECT_NE(r.body.find(names), std::string::npos) << names << " not in " << r.body;
+  }
+  json spec = Parse(w_.Get(node))["spec"];
+  spec["labels"] = {{"pool", "training"}};
+  ASSERT_EQ(patch(node, {{"spec", spec}, {"metadata", {{"labels", {{"zone", "b"}}}}}}).status, 200);
+  const auto listed = [&](const std::string& selector) {
+    std::set<std::string> out;
+    const json list = Parse(w_.Get(Collection("nodes") + "?labelSelector=" + selector));
+    for (const json& n : list["items"]) out.insert(n["metadata"].value("name", ""));
+    return out;
+  };
+  const std::set<std::string> big = {"big"};
+  EXPECT_EQ(listed("pool=training"), big);
+  EXPECT_EQ(listed("zone=b"), big);
+  EXPECT_EQ(listed("kubernetes.io/hostname=big"), big);
+  EXPECT_EQ(listed("fabrica.dev/gpu-model=H100"), big);
+  EXPECT_TRUE(listed("fabrica.dev/gpu-model=H200").empty());
+  json w = WorkloadObject("team-a", "new");
+  w["spec"]["nodeSelector"] = {{"zone", 5}};
+  ExpectCreateRejected(w, 422, "spec.nodeSelector.zone: expected a string, got 5");
+  w["spec"]["nodeSelector"] = {{"zone!", "b"}};
+  ExpectCreateRejected(w, 422, "spec.nodeSelector: label key 'zone!'");
+  w["spec"].erase("nodeSelector");
+  w["spec"]["excludeNodes"] = {"n1", 2};
+  ExpectCreateRejected(w, 422, "spec.excludeNodes[1]: expected a node name, got 2");
 }
 
 // A workload that names a PriorityClass takes its value into spec.priority when it is stored;

@@ -3836,7 +3836,8 @@ TEST_F(FactoryTest, ANodeSelectorPlacesWorkOnTheLabelledNode) {
     host["spec"]["nodeSelector"] = {{"kubernetes.io/hostname", "hgx-a-1"}};
     CreateWorkload(host);
     json avoid = WholeGpuWorkload("team-a", "avoid" + suffix, 1);
-    avoid["spec"]["excludeNodes"] = {"hgx-a-0", "hgx-a-1", "hgx-b-0"};
+    // (Left to itself, a packing policy puts it beside pinned or host.)
+    avoid["spec"]["excludeNodes"] = {"hgx-a-0", "hgx-a-1", "hgx-b-1"};
     CreateWorkload(avoid);
     json nowhere = WholeGpuWorkload("team-a", "nowhere" + suffix, 1);
     nowhere["spec"]["nodeSelector"] = {{"zone", "z"}};
@@ -3851,9 +3852,26 @@ TEST_F(FactoryTest, ANodeSelectorPlacesWorkOnTheLabelledNode) {
     };
     EXPECT_EQ(node_of("pinned"), "hgx-b-1") << Describe(w);
     EXPECT_EQ(node_of("host"), "hgx-a-1") << Describe(w);
-    EXPECT_EQ(node_of("avoid"), "hgx-b-1") << Describe(w);
-    EXPECT_EQ(node_of("nowhere"), "(no node of the fleet matches its nodeSelector zone=z)")
+    EXPECT_EQ(node_of("avoid"), "hgx-b-0") << Describe(w);
+    EXPECT_EQ(node_of("nowhere"), "(its nodeSelector zone=z leaves it no node of the fleet)")
         << Describe(w);
+    // What runs stays where it runs: its selector may not change meanwhile, and a node
+    // relabelled under it moves nothing.
+    r = Call("PATCH", std::string(kApi) + "/namespaces/team-a/workloads/pinned" + suffix,
+             json{{"spec", {{"nodeSelector", {{"zone", "c"}}}}}}.dump(),
+             "application/merge-patch+json");
+    EXPECT_EQ(r.status, 422) << r.body;
+    EXPECT_NE(r.body.find("spec.nodeSelector: may not change while the workload is"),
+              std::string::npos)
+        << r.body;
+    r = Call("PATCH", std::string(kApi) + "/nodes/hgx-b-1",
+             json{{"metadata", {{"labels", {{"zone", nullptr}}}}}}.dump(),
+             "application/merge-patch+json");
+    ASSERT_EQ(r.status, 200) << r.body;
+    Cycle();
+    w = Workloads();
+    EXPECT_EQ(node_of("pinned"), "hgx-b-1") << Describe(w);
+    EXPECT_EQ(w["team-a/pinned" + suffix]["status"].value("phase", ""), "Running") << Describe(w);
     for (const char* name : {"pinned", "host", "avoid", "nowhere"})
       ASSERT_EQ(Call("DELETE", std::string(kApi) + "/namespaces/team-a/workloads/" + name + suffix)
                     .status,

@@ -144,50 +144,78 @@ using jsonf::Field;
 using jsonf::Int;
 using jsonf::Str;
 
-// A GPU amount as a queue's quota or status holds it (8, "8", "500m"), in milli-GPUs; nullopt
-// where it is absent or not one.
-std::optional<int64_t> GpuMilliOf(const json& v) {
+// An amount of resource `r` (gpu, cpu or memory) as a queue's quota or status holds it (8, "8",
+// "500m", "64Gi"), in its unit (milli-GPUs, milli-CPUs, MiB); nullopt where absent or not one.
+std::optional<int64_t> AmountOf(const std::string& r, const json& v) {
   if (v.is_null()) return std::nullopt;
-  auto parsed = ParseMilliGpu(v.is_string() ? v.get<std::string>() : v.dump());
-  if (!parsed.ok()) return std::nullopt;
-  return parsed->value();
+  const std::string text = v.is_string() ? v.get<std::string>() : v.dump();
+  if (r == "cpu") {
+    auto parsed = ParseMilliCpu(text);
+    return parsed.ok() ? std::optional<int64_t>(parsed->value()) : std::nullopt;
+  }
+  if (r == "memory") {
+    auto parsed = ParseMemoryMib(text);
+    return parsed.ok() ? std::optional<int64_t>(parsed->value()) : std::nullopt;
+  }
+  auto parsed = ParseMilliGpu(text);
+  return parsed.ok() ? std::optional<int64_t>(parsed->value()) : std::nullopt;
 }
 
-// What a queue's new GPU quotas leave of the work it holds, by the scheduler's last count in
-// the stored status: nothing running is evicted for an edit, which a user would not guess from
-// an accepted write (a trial; the scheduler's status says so only a cycle later). Said as
-// Kubernetes says an admission warning, in Warning headers, which kubectl and fabctl print.
+std::string AmountText(const std::string& r, int64_t v) {
+  if (r == "cpu") return FormatMilliCpu(MilliCpu(v)) + " CPU";
+  if (r == "memory") return FormatMemoryMib(MemoryMib(v)) + " of memory";
+  return GpuAmount(v) + (v == kMilliPerGpu ? " GPU" : " GPUs");
+}
+
+// What a leaf queue's lowered quotas leave of the work it holds, by the scheduler's last count
+// in the stored status: nothing running is evicted for an edit, which a user would not guess
+// from an accepted write (a trial; the scheduler's status says so only a cycle later). Said only
+// where the edit lowers a guarantee, or a guarantee + borrowing limit, below what the queue
+// holds. As Kubernetes says an admission warning: in Warning headers, which kubectl and fabctl
+// print. (Its caller leaves out queues with children: their guarantee is what their children's
+// add up to, and they hold no work of their own.)
 std::vector<std::string> QueueEditWarnings(const json& stored, const json& updated) {
   std::vector<std::string> out;
   const json& status = Field(stored, "status");
   const json& quotas = Field(Field(updated, "spec"), "quotas");
   const json& had = Field(Field(stored, "spec"), "quotas");
   const std::string name = Str(Field(updated, "metadata"), "name");
-  // (Per flavour where the status counts by flavour; else the GPUs of the default one.)
-  std::vector<std::pair<std::string, json>> used;
+  // (Quota key, its unit, what the queue holds: per GPU flavour where the status counts by
+  // flavour, else the default one's GPUs; then CPU and memory where a quota names them.)
+  std::vector<std::tuple<std::string, std::string, json>> used;
   if (const json& flavors = Field(status, "flavors"); flavors.is_object() && !flavors.empty()) {
-    for (const auto& [flavor, f] : flavors.items()) used.push_back({flavor, Field(f, "usedGpus")});
+    for (const auto& [flavor, f] : flavors.items())
+      used.push_back({flavor, "gpu", Field(f, "usedGpus")});
   } else if (status.contains("usedGpus")) {
-    used.push_back({"gpu", status["usedGpus"]});
+    used.push_back({"gpu", "gpu", status["usedGpus"]});
   }
-  for (const auto& [flavor, amount] : used) {
-    const json& now = Field(quotas, flavor.c_str());
-    if (now == Field(had, flavor.c_str())) continue;  // (not this edit's doing)
-    const std::optional<int64_t> holds = GpuMilliOf(amount);
+  for (const char* r : {"cpu", "memory"})
+    if (const json& st = Field(status, r); st.is_object())
+      used.push_back({r, r, Field(st, "used")});
+  for (const auto& [key, unit, amount] : used) {
+    const json& now = Field(quotas, key.c_str());
+    const json& was = Field(had, key.c_str());
+    // (A quota removed moves its flavour's work to another flavour: not said here.)
+    if (!now.is_object() || now == was) continue;
+    const std::optional<int64_t> holds = AmountOf(unit, amount);
     if (!holds || *holds <= 0) continue;
-    const int64_t guaranteed = GpuMilliOf(Field(now, "guaranteed")).value_or(0);
-    const std::optional<int64_t> borrow = GpuMilliOf(Field(now, "borrowingLimit"));
+    const int64_t guaranteed = AmountOf(unit, Field(now, "guaranteed")).value_or(0);
+    const int64_t guaranteed_was = AmountOf(unit, Field(was, "guaranteed")).value_or(0);
+    const std::optional<int64_t> borrow = AmountOf(unit, Field(now, "borrowingLimit"));
+    const std::optional<int64_t> borrow_was = AmountOf(unit, Field(was, "borrowingLimit"));
     const std::string head =
-        "queue " + name + " holds " + GpuAmount(*holds) + " GPUs of " + flavor + ", past its new ";
-    if (borrow && *holds > guaranteed + *borrow) {
-      out.push_back(head + "guaranteed " + GpuAmount(guaranteed) + " + borrowingLimit " +
-                    GpuAmount(*borrow) +
+        "queue " + name + " holds " + AmountText(unit, *holds) + " of " + key + ", past its new ";
+    if (borrow && *holds > guaranteed + *borrow &&
+        (!borrow_was || guaranteed + *borrow < guaranteed_was + *borrow_was)) {
+      out.push_back(head + "guaranteed " + AmountText(unit, guaranteed) + " + borrowingLimit " +
+                    AmountText(unit, *borrow) +
                     ": nothing running is evicted for it; its new work there waits until it is "
                     "within");
-    } else if (*holds > guaranteed) {
-      out.push_back(head + "guarantee of " + GpuAmount(guaranteed) + ": the " +
-                    GpuAmount(*holds - guaranteed) +
-                    " past it count as borrowed from now on, and a queue below its guarantee "
+    } else if (*holds > guaranteed && guaranteed < guaranteed_was) {
+      out.push_back(head + "guarantee of " + AmountText(unit, guaranteed) + " (was " +
+                    AmountText(unit, guaranteed_was) +
+                    "): " + AmountText(unit, std::min(*holds, guaranteed_was) - guaranteed) +
+                    " more of it count as borrowed from now on, and a queue below its guarantee "
                     "may reclaim them");
     }
   }
@@ -202,10 +230,34 @@ void AddWarnings(HttpResponse& r, const std::vector<std::string>& warnings) {
   }
 }
 
-// label selector: "a=b,c!=d,e" (equality, inequality, existence).
+// A node's labels as a workload's nodeSelector reads them (Node::Label): those its agent
+// registered (spec.labels), those set on the object, which win, and the well-known ones.
+json NodeLabels(const json& node) {
+  json labels = json::object();
+  for (const json* from :
+       {&Field(Field(node, "spec"), "labels"), &Field(Field(node, "metadata"), "labels")})
+    if (from->is_object())
+      for (const auto& [k, v] : from->items())
+        if (v.is_string()) labels[k] = v;
+  labels[kHostnameLabel] = Str(Field(node, "metadata"), "name");
+  labels.erase(kGpuModelLabel);
+  // (Its GPUs listed one by one, or as a count of one model.)
+  const json& spec = Field(node, "spec");
+  if (const json& devices = Field(spec, "devices");
+      devices.is_array() && !devices.empty() && Field(devices[0], "model").is_string())
+    labels[kGpuModelLabel] = devices[0]["model"];
+  else if (const json& gpus = Field(spec, "gpus"); Field(gpus, "model").is_string())
+    labels[kGpuModelLabel] = gpus["model"];
+  return labels;
+}
+
+// label selector: "a=b,c!=d,e" (equality, inequality, existence). A Node's labels are those a
+// nodeSelector matches (NodeLabels).
 bool MatchesSelector(const json& obj, const std::string& selector) {
   if (selector.empty()) return true;
-  const json& labels = Field(Field(obj, "metadata"), "labels");
+  const json node_labels = Str(obj, "kind") == "Node" ? NodeLabels(obj) : json();
+  const json& labels =
+      node_labels.is_object() ? node_labels : Field(Field(obj, "metadata"), "labels");
   size_t start = 0;
   while (start <= selector.size()) {
     size_t comma = selector.find(',', start);
@@ -1572,10 +1624,34 @@ struct ApiServer::Impl {
                                meta[key].dump());
       }
     }
-    if (meta.contains("labels") && meta["labels"].is_object()) {
+    if (meta.contains("labels") && !meta["labels"].is_null()) {
+      if (!meta["labels"].is_object())
+        return InvalidArgument("metadata.labels: expected a map of label to value, got " +
+                               meta["labels"].dump());
       for (const auto& [k, v] : meta["labels"].items()) {
         if (!v.is_string()) return InvalidArgument("metadata.labels." + k + ": expected a string");
+        if (Status s = ValidateLabel(k, v.get<std::string>()); !s.ok())
+          return InvalidArgument("metadata.labels." + k + ": " + s.message());
+        // (What every node answers to is the node's own: a label that said otherwise would
+        // send work pinned to one node, or one GPU model, to another.)
+        if (std::string(info.kind) == "Node" && (k == kHostnameLabel || k == kGpuModelLabel))
+          return InvalidArgument("metadata.labels." + k +
+                                 ": set by Fabrica on every node (its name, its GPU model)");
       }
+    }
+    // A workload's nodeSelector and excludeNodes hold strings (as Kubernetes' do): a number
+    // would be matched as its text, 1.5e3 as "1500.0".
+    if (std::string(info.kind) == "Workload" && obj.contains("spec") && obj["spec"].is_object()) {
+      if (const json& sel = Field(obj["spec"], "nodeSelector"); sel.is_object())
+        for (const auto& [k, v] : sel.items())
+          if (!v.is_string())
+            return InvalidArgument("spec.nodeSelector." + k + ": expected a string, got " +
+                                   v.dump());
+      if (const json& ex = Field(obj["spec"], "excludeNodes"); ex.is_array())
+        for (size_t i = 0; i < ex.size(); ++i)
+          if (!ex[i].is_string())
+            return InvalidArgument("spec.excludeNodes[" + std::to_string(i) +
+                                   "]: expected a node name, got " + ex[i].dump());
     }
     for (const TypedField& f : kTypedFields) {
       if (f.kind == std::string(info.kind)) RETURN_IF_ERROR(CheckTyped(obj, f.path, "", f.boolean));
@@ -2953,7 +3029,11 @@ struct ApiServer::Impl {
         // waits for its victims without them and is placed afresh.
         if (std::string(info.kind) == "Workload" && next["status"].is_object() &&
             (Field(Field(next, "spec"), "queue") != Field(Field(stored, "spec"), "queue") ||
-             Field(Field(next, "spec"), "podSets") != Field(Field(stored, "spec"), "podSets"))) {
+             Field(Field(next, "spec"), "podSets") != Field(Field(stored, "spec"), "podSets") ||
+             Field(Field(next, "spec"), "nodeSelector") !=
+                 Field(Field(stored, "spec"), "nodeSelector") ||
+             Field(Field(next, "spec"), "excludeNodes") !=
+                 Field(Field(stored, "spec"), "excludeNodes"))) {
           next["status"].erase("nomination");
           next["status"].erase("swap");
         }
@@ -2992,8 +3072,8 @@ struct ApiServer::Impl {
         // workload's queue): the queue charged, what runs, and what protects it from eviction.
         const std::string phase = Str(Field(stored, "status"), "phase");
         if (phase == "Scheduled" || phase == "Running")
-          for (const char* key :
-               {"queue", "podSets", "gang", "topology", "preemptible", "minRuntimeSeconds"})
+          for (const char* key : {"queue", "podSets", "gang", "topology", "preemptible",
+                                  "minRuntimeSeconds", "nodeSelector", "excludeNodes"})
             if (Field(o["spec"], key) != Field(Field(stored, "spec"), key))
               return StatusResponse(422,
                                     "spec." + std::string(key) + ": may not change while the " +
@@ -3128,7 +3208,9 @@ struct ApiServer::Impl {
         return JsonResponse(200, o);
       }
       std::vector<std::string> warnings;
-      if (!status_sub && std::string(info.kind) == "Queue") warnings = QueueEditWarnings(stored, o);
+      if (!status_sub && std::string(info.kind) == "Queue")
+        if (auto children = ChildrenOf(name); children.ok() && children->empty())
+          warnings = QueueEditWarnings(stored, o);
       if (DryRun(req)) {
         // (As the write would answer, but for the version, which no write moved on.)
         if (expected != current->mod_revision)

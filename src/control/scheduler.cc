@@ -732,16 +732,24 @@ Result<CycleStats> Scheduler::RunOnce() {
       sw.kv = kv;
       sw.parsed = Parse(kv);
       if (!sw.parsed) continue;
+      const json& status = Field(sw.obj(), "status");
+      const std::string phase = Str(status, "phase", "Pending");
       for (const PodSet& ps : sw.w().pod_sets) {
         auto r = state.MakeRequest(ps, sw.w().tenant);
+        if (!r.ok() && !ps.nodes.empty() && Bound(phase)) {
+          // Its nodes were relabelled since it was placed: what runs stays (as Restore keeps
+          // it), on no node it may add to.
+          PodSet anywhere = ps;
+          anywhere.nodes = NodeSelector();
+          r = state.MakeRequest(anywhere, sw.w().tenant);
+          if (r.ok()) r->nodes = state.NodesFor(ps.nodes);
+        }
         if (!r.ok()) {
           sw.request_error = r.status();
           break;
         }
         for (int i = 0; i < ps.count; ++i) sw.pods.push_back(*r);
       }
-      const json& status = Field(sw.obj(), "status");
-      const std::string phase = Str(status, "phase", "Pending");
       // Bound with fewer pods (partial admission): as many pods as it runs. Counts that do not
       // fit its pod sets leave it asking for all, so its assignments do not match below.
       if (const json& admitted = Field(status, "admittedCounts");

@@ -49,9 +49,10 @@ const std::string& Node::gpu_model() const {
 }
 
 const std::string* Node::Label(const std::string& key) const {
-  if (auto it = labels.find(key); it != labels.end()) return &it->second;
+  // (The well-known ones are the node's own, whatever a label of that key says.)
   if (key == kHostnameLabel) return &name.str();
-  if (key == kGpuModelLabel && !devices.empty()) return &devices.front().model;
+  if (key == kGpuModelLabel) return devices.empty() ? nullptr : &devices.front().model;
+  if (auto it = labels.find(key); it != labels.end()) return &it->second;
   return nullptr;
 }
 

@@ -73,9 +73,9 @@ struct Node {
   int gpu_count() const { return static_cast<int>(devices.size()); }
   // The model of its GPUs ("" for a CPU-only node); fleets are homogeneous within a node.
   const std::string& gpu_model() const;
-  // The value of label `key` as a node selector reads it: its own labels, and failing those the
-  // well-known ones every node has (kHostnameLabel: its name; kGpuModelLabel: its GPU model,
-  // where it has GPUs); nullptr where it has none.
+  // The value of label `key` as a node selector reads it: the well-known ones every node has
+  // (kHostnameLabel: its name; kGpuModelLabel: its GPU model, where it has GPUs), whatever its
+  // labels say, else its own labels; nullptr where it has none.
   const std::string* Label(const std::string& key) const;
 };
 

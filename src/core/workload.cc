@@ -80,6 +80,43 @@ Status ValidateMigProfileName(const std::string& p) {
   return Status::Ok();
 }
 
+namespace {
+
+bool LabelName(const std::string& s) {
+  const auto alnum = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; };
+  if (s.empty() || s.size() > 63 || !alnum(s.front()) || !alnum(s.back())) return false;
+  for (char c : s)
+    if (!alnum(c) && c != '-' && c != '_' && c != '.') return false;
+  return true;
+}
+
+}  // namespace
+
+Status ValidateLabel(const std::string& key, const std::string& value) {
+  const size_t slash = key.rfind('/');
+  const std::string name = slash == std::string::npos ? key : key.substr(slash + 1);
+  if (slash != std::string::npos) {
+    const std::string prefix = key.substr(0, slash);
+    bool ok = !prefix.empty() && prefix.size() <= 253;
+    for (char c : prefix)
+      ok = ok && (std::islower(static_cast<unsigned char>(c)) ||
+                  std::isdigit(static_cast<unsigned char>(c)) || c == '-' || c == '.');
+    if (!ok)
+      return InvalidArgument("label key '" + key +
+                             "': its prefix must be a DNS subdomain (lower-case letters, digits, "
+                             "'-' and '.', at most 253)");
+  }
+  if (!LabelName(name))
+    return InvalidArgument("label key '" + key +
+                           "': the name must be 1-63 characters of letters, digits, '-', '_' "
+                           "and '.', starting and ending with a letter or digit");
+  if (!value.empty() && !LabelName(value))
+    return InvalidArgument("label value '" + value +
+                           "': must be empty or 1-63 characters of letters, digits, '-', '_' "
+                           "and '.', starting and ending with a letter or digit");
+  return Status::Ok();
+}
+
 Status ValidateName(const std::string& name) {
   auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
   if (name.empty() || name.size() > 63)
@@ -324,8 +361,7 @@ Result<Workload> ParseOneWorkload(YamlMap& m) {
   NodeSelector nodes;
   ASSIGN_OR_RETURN(nodes.labels, spec.StringMap("nodeSelector"));
   for (const auto& [k, v] : nodes.labels)
-    if (k.empty() || k.size() > 253 || v.size() > 63)
-      return spec.Error("nodeSelector", "label '" + k + "' is empty or too long");
+    if (Status s = ValidateLabel(k, v); !s.ok()) return spec.Error("nodeSelector", s.message());
   if (spec.Has("excludeNodes")) {
     ASSIGN_OR_RETURN(nodes.exclude, spec.StringList("excludeNodes"));
     if (nodes.exclude.size() > 1000) return spec.Error("excludeNodes", "at most 1000 nodes");

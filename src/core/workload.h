@@ -184,6 +184,9 @@ Result<Manifest> ParseManifestJson(const nlohmann::json& doc, const std::string&
 
 // Kubernetes object names: 1-63 characters of [a-z0-9-], starting and ending alphanumeric.
 Status ValidateName(const std::string& name);
+// A Kubernetes label: the key an optional DNS-subdomain prefix and '/', then a name of 1-63
+// characters of [A-Za-z0-9-_.] that starts and ends alphanumeric; the value empty or such a name.
+Status ValidateLabel(const std::string& key, const std::string& value);
 // A MIG profile a GPU could have: "<1|2|3|4|7>g.<N>gb", what a driver adds after it allowed
 // ("+me"). The API asks it of what is written new (a stored workload parses as before).
 Status ValidateMigProfileName(const std::string& profile);

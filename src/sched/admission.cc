@@ -40,6 +40,8 @@ uint64_t AttemptKey(const Workload& w, int leaf, const std::vector<PodRequest>& 
     mix(p.mig_profile);
     mix(static_cast<int64_t>(p.model_mask));
     mix(p.tenant);
+    // (The nodes its selector leaves: one set per selector in a state, so its address.)
+    mix(static_cast<int64_t>(reinterpret_cast<uintptr_t>(p.nodes.get())));
   }
   return h;
 }
@@ -1256,6 +1258,7 @@ bool Admitter::ReserveRoom(int id, const std::vector<PodRequest>& pods,
     std::vector<int> best_devices;
     for (int n = 0; n < state_.node_count(); ++n) {
       if (taken.count(n) || out_of_service_.count({n, -1})) continue;
+      if (pod.nodes && !pod.nodes->in[n]) continue;  // (its selector leaves it out)
       const Node& node = fleet_.nodes[n];
       const int model = state_.node_model(n);
       if (model < 0 || !(pod.model_mask >> model & 1) || node.cpu.value() < pod.cpu_milli ||
@@ -2103,10 +2106,12 @@ Result<int> Admitter::Restore(const Workload& spec, const std::vector<Assignment
     Result<PodRequest> made = state_.MakeRequest(ps, spec.tenant);
     if (!made.ok() && !ps.nodes.empty()) {
       // (Its nodes were relabelled, or left, since it was placed: what it runs stays where it
-      // is; what it adds later goes anywhere.)
+      // is, and it adds nothing, as its selector leaves it no node.)
       PodSet anywhere = ps;
       anywhere.nodes = NodeSelector();
       made = state_.MakeRequest(anywhere, spec.tenant);
+      // (... nowhere: the nodes it may use are none, not every one.)
+      if (made.ok()) made->nodes = state_.NodesFor(ps.nodes);
     }
     ASSIGN_OR_RETURN(PodRequest r, std::move(made));
     e.set_request.push_back(r);
@@ -3856,10 +3861,11 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
     if (!gpu_pod && p.kind != DeviceKind::kNone) gpu_pod = &p;
   }
   if (!gpu_pod) return false;
-  // Fragmentation only: the free GPUs of the models it may use add up to enough.
+  // Fragmentation only: the free GPUs of the models it may use, on the nodes its selector
+  // leaves it (a workload's pod sets share one), add up to enough.
   const auto model_ok = [&](int n) {
     const int m = state_.node_model(n);
-    return m >= 0 && (gpu_pod->model_mask >> m & 1);
+    return m >= 0 && (gpu_pod->model_mask >> m & 1) && (!gpu_pod->nodes || gpu_pod->nodes->in[n]);
   };
   const auto usable_room = [&](int v) {  // the GPUs v holds on nodes of those models
     int64_t room = 0;
@@ -4951,6 +4957,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
       std::vector<std::tuple<int, double, int>> order;  // (priority it needs there, cost, node)
       for (const auto& [n, r] : room) {
         if (no_eviction_[n]) continue;
+        if (pod.nodes && !pod.nodes->in[n]) continue;  // (its selector leaves it out)
         if (state_.free_cpu(n) + std::get<1>(r) < pod.cpu_milli) continue;
         if (state_.free_memory(n) + std::get<2>(r) < pod.memory_mib) continue;
         const int64_t need = need_on(n);

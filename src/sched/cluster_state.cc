@@ -233,11 +233,11 @@ Result<PodRequest> ClusterState::MakeRequest(const PodSet& ps, const TenantId& t
   if (!ps.nodes.empty()) {
     r.nodes = NodesFor(ps.nodes);
     if (r.nodes->list.empty())
-      return InvalidArgument("no node of the fleet matches its " + r.nodes->said);
+      return InvalidArgument("its " + r.nodes->said + " leaves it no node of the fleet");
     // (Its GPUs can only be of the models its nodes have: what flavour it is charged to.)
     if (ps.device.kind != DeviceKind::kNone) {
       if ((r.model_mask & r.nodes->models) == 0)
-        return InvalidArgument("no node that matches its " + r.nodes->said +
+        return InvalidArgument("no node its " + r.nodes->said + " leaves it" +
                                " has GPUs of a model it allows");
       r.model_mask &= r.nodes->models;
     }

@@ -53,7 +53,8 @@ bool FitsSomeEmptyNode(const ClusterState& s, const PodRequest& req, std::string
   }
   if (why) {
     // (Of the nodes its selector leaves, said so: "no node has 16 CPU cores" would be false.)
-    const std::string node = req.nodes ? "no node that matches its " + req.nodes->said : "no node";
+    const std::string node =
+        req.nodes ? "no node its " + req.nodes->said + " leaves it" : "no node";
     if (cpu_ok == 0)
       *why = node + " has " + FormatMilliCpu(MilliCpu(req.cpu_milli)) +
              (req.cpu_milli % 1000 == 0 ? " CPU cores" : " CPU");
@@ -209,7 +210,7 @@ PodPlacement Placer::Explain(const ClusterState& s, const PodRequest& req,
   if (other_model) p.reason += " (" + std::to_string(other_model) + " have no allowed GPU model)";
   if (unselected)
     p.reason +=
-        " (" + std::to_string(unselected) + " more do not match its " + req.nodes->said + ")";
+        " (" + std::to_string(unselected) + " more are left out by its " + req.nodes->said + ")";
   return p;
 }
 
@@ -284,19 +285,28 @@ PodPlacement Placer::Place(const ClusterState& s, const PodRequest& req, Rng& rn
 // A pod whose selector leaves it some nodes: those, each on its own (a class's nodes are alike in
 // state, not in labels). As Place otherwise: random-fit draws among those that fit.
 PodPlacement Placer::PlaceSelected(const ClusterState& s, const PodRequest& req, Rng& rng) const {
-  std::vector<int> candidates;
-  for (int n : req.nodes->list)
-    if (s.MayFit(n, req)) candidates.push_back(n);
   if (policy_.uniform_random()) {
     std::vector<int> feasible;
-    for (int n : candidates)
-      if (NodeFits(s, n, req)) feasible.push_back(n);
+    for (int n : req.nodes->list)
+      if (s.MayFit(n, req) && NodeFits(s, n, req)) feasible.push_back(n);
     if (!feasible.empty()) {
       const int n = feasible[rng.Uniform(static_cast<int64_t>(feasible.size()))];
       auto choice = policy_.Score(s, n, req);
       CHECK(choice.has_value());
       return Finish(s, n, *choice, req, rng);
     }
+  }
+  // Nodes of one class score alike and ties go to the lowest index: of each class only its
+  // first node in the (sorted) list is scored, as Place scores a class's front.
+  std::vector<int> candidates;
+  std::vector<char> seen;
+  for (int n : req.nodes->list) {
+    if (!s.MayFit(n, req)) continue;
+    const int c = s.node_class(n);
+    if (c >= static_cast<int>(seen.size())) seen.resize(static_cast<size_t>(c) + 1, 0);
+    if (seen[c]) continue;
+    seen[c] = 1;
+    candidates.push_back(n);
   }
   return Best(s, req, rng, candidates.size(), [&](size_t i) { return candidates[i]; });
 }
@@ -447,7 +457,7 @@ bool FleetHoldsPods(const ClusterState& s, const std::vector<PodRequest>& pods, 
       if (why)
         *why = "needs " + std::to_string(count) + " pods of " + std::to_string(req->num_gpu) +
                " GPUs; " +
-               (req->nodes ? "the nodes that match its " + req->nodes->said + " have"
+               (req->nodes ? "the nodes its " + req->nodes->said + " leaves it have"
                            : std::string("the whole fleet has")) +
                " room for " + std::to_string(places);
       return false;
@@ -466,10 +476,10 @@ bool SomeDomainHolds(const ClusterState& s, const std::vector<PodRequest>& pods,
   bool anywhere = false;
   std::vector<const NodeSet*> sets;
   for (const PodRequest& p : pods) {
-    if (p.nodes)
-      sets.push_back(p.nodes.get());
-    else
+    if (!p.nodes)
       anywhere = true;
+    else if (std::find(sets.begin(), sets.end(), p.nodes.get()) == sets.end())
+      sets.push_back(p.nodes.get());
   }
   const auto selected = [&](int n) {
     if (anywhere) return true;
@@ -582,8 +592,11 @@ GangPlacement Placer::PlaceGang(ClusterState& s, const std::vector<PodRequest>& 
   const PodRequest* gpu_pod = nullptr;
   for (const PodRequest& req : pods)
     if (req.kind != DeviceKind::kNone && !gpu_pod) gpu_pod = &req;
+  // (A workload's pod sets share one selector: its first GPU pod's nodes are its nodes.)
+  const auto selected = [&](int n) { return !gpu_pod || !gpu_pod->nodes || gpu_pod->nodes->in[n]; };
   const auto usable = [&](int n) {
-    return !gpu_pod || (s.node_model(n) >= 0 && (gpu_pod->model_mask >> s.node_model(n) & 1));
+    return !gpu_pod ||
+           (s.node_model(n) >= 0 && (gpu_pod->model_mask >> s.node_model(n) & 1) && selected(n));
   };
   int64_t largest_free = 0;
   std::pair<size_t, std::string> failed{0, ""};  // the fleet-wide try's (see the reason below)
@@ -599,7 +612,7 @@ GangPlacement Placer::PlaceGang(ClusterState& s, const std::vector<PodRequest>& 
     for (size_t d = 0; d < domains.size(); ++d) {
       int64_t free = 0, usable_free = 0;
       for (int n : domains[d]) {
-        free += s.node_free_milli(n);
+        if (selected(n)) free += s.node_free_milli(n);
         if (usable(n)) usable_free += s.node_free_milli(n);
       }
       if (level == topology.level) largest_free = std::max(largest_free, usable_free);

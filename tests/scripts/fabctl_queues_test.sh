@@ -395,13 +395,14 @@ described=$("$FABCTL" describe workload elastic -n partner-x)
 grep -q "^Resized: *at " <<<"$described" || fail "describe shows no growth: $described"
 # An edit that would leave partner-x holding more than its quotas is accepted with the server's
 # warning (nothing running is evicted for it), printed as kubectl prints one; a dry run here.
-for _ in $(seq 100); do
+for i in $(seq 100); do
   "$FABCTL" get queues | awk '$1 == "partner-x" && $5 == "16" {f = 1} END {exit !f}' && break
+  [ "$i" = 100 ] && fail "partner-x's status never showed 16 GPUs used: $("$FABCTL" get queues)"
   sleep 0.2
 done
 sed 's/guaranteed: 16, borrowingLimit: 0/guaranteed: 12, borrowingLimit: 0/' "$tmp/partner.yaml" >"$tmp/partner12.yaml"
 "$FABCTL" apply -f "$tmp/partner12.yaml" --dry-run=server >"$tmp/lowered.txt" 2>&1 || fail "dry-run apply at 12"
-grep -q "^Warning: queue partner-x holds 16 GPUs of gpu, past its new guaranteed 12 + borrowingLimit 0: nothing running is evicted for it" "$tmp/lowered.txt" ||
+grep -q "^Warning: queue partner-x holds 16 GPUs of gpu, past its new guaranteed 12 GPUs + borrowingLimit 0 GPUs: nothing running is evicted for it" "$tmp/lowered.txt" ||
   fail "no warning for a quota under what the queue holds: $(cat "$tmp/lowered.txt")"
 # Urgent work in partner-x, now at its quota: the elastic gang gives one pod for it (elastic
 # shrink) rather than being evicted whole, and `fabctl describe` says which pod stops when.
