@@ -1711,8 +1711,9 @@ TEST_F(ApiBadInputTest, AQueueEditBelowWhatItHoldsIsAcceptedWithAWarning) {
             json{{"spec", {{"quotas", {{"cpu", {{"guaranteed", 30}}}}}}}}.dump(), kMergePatch);
   ASSERT_EQ(r.status, 200) << r.body;
   ASSERT_EQ(r.headers.size(), 1u);
-  EXPECT_NE(r.headers[0].second.find("queue busy holds 48 CPU of cpu, past its new guarantee of 30 "
-                                     "CPU (was 64 CPU): 18 CPU more of it count as borrowed"),
+  EXPECT_NE(r.headers[0].second.find("queue busy holds 48 CPU cores, past its new guarantee of 30 "
+                                     "CPU cores (was 64 CPU cores): 18 CPU cores more of it count "
+                                     "as borrowed"),
             std::string::npos)
       << r.headers[0].second;
   // By flavour where the status counts by flavour.
@@ -1761,6 +1762,27 @@ TEST_F(ApiBadInputTest, LabelsAndNodeSelectorsAreCheckedAndNodesListedByThem) {
   EXPECT_EQ(listed("kubernetes.io/hostname=big"), big);
   EXPECT_EQ(listed("fabrica.dev/gpu-model=H100"), big);
   EXPECT_TRUE(listed("fabrica.dev/gpu-model=H200").empty());
+  // Set-based requirements, as Kubernetes'.
+  EXPECT_EQ(listed("pool in (training,other)"), big);
+  EXPECT_TRUE(listed("pool notin (training)").empty());
+  EXPECT_TRUE(listed("!pool").empty());
+  EXPECT_EQ(listed("!nothing,zone"), big);
+  HttpResponse bad = w_.Get(Collection("nodes") + "?labelSelector=pool in training");
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  EXPECT_NE(bad.body.find("expected KEY=VALUE, KEY!=VALUE, KEY, !KEY, KEY in (V1,V2)"),
+            std::string::npos)
+      << bad.body;
+  // A node's registered labels: strings, in the syntax, not the two every node has.
+  for (const auto& [labels, names] : std::vector<std::pair<json, std::string>>{
+           {json{{"zone", 5}}, "spec.labels.zone: expected a string, got 5"},
+           {json{{"kubernetes.io/hostname", "x"}}, "is set by Fabrica on every node"},
+           {json{{"bad key!", "x"}}, "label key 'bad key!'"}}) {
+    json changed = spec;
+    changed["labels"] = labels;
+    HttpResponse r = patch(node, {{"spec", changed}});
+    EXPECT_EQ(r.status, 422) << labels.dump() << ": " << r.body;
+    EXPECT_NE(r.body.find(names), std::string::npos) << names << " not in " << r.body;
+  }
   json w = WorkloadObject("team-a", "new");
   w["spec"]["nodeSelector"] = {{"zone", 5}};
   ExpectCreateRejected(w, 422, "spec.nodeSelector.zone: expected a string, got 5");

@@ -162,8 +162,8 @@ std::optional<int64_t> AmountOf(const std::string& r, const json& v) {
 }
 
 std::string AmountText(const std::string& r, int64_t v) {
-  if (r == "cpu") return FormatMilliCpu(MilliCpu(v)) + " CPU";
-  if (r == "memory") return FormatMemoryMib(MemoryMib(v)) + " of memory";
+  if (r == "cpu") return GpuAmount(v) + (v == 1000 ? " CPU core" : " CPU cores");
+  if (r == "memory") return FormatMemoryMib(MemoryMib(v));
   return GpuAmount(v) + (v == kMilliPerGpu ? " GPU" : " GPUs");
 }
 
@@ -203,8 +203,9 @@ std::vector<std::string> QueueEditWarnings(const json& stored, const json& updat
     const int64_t guaranteed_was = AmountOf(unit, Field(was, "guaranteed")).value_or(0);
     const std::optional<int64_t> borrow = AmountOf(unit, Field(now, "borrowingLimit"));
     const std::optional<int64_t> borrow_was = AmountOf(unit, Field(was, "borrowingLimit"));
-    const std::string head =
-        "queue " + name + " holds " + AmountText(unit, *holds) + " of " + key + ", past its new ";
+    // ("of cpu" after "48 CPU cores" says it twice: the flavour is said of GPUs alone.)
+    const std::string head = "queue " + name + " holds " + AmountText(unit, *holds) +
+                             (unit == "gpu" ? " of " + key : std::string()) + ", past its new ";
     if (borrow && *holds > guaranteed + *borrow &&
         (!borrow_was || guaranteed + *borrow < guaranteed_was + *borrow_was)) {
       out.push_back(head + "guaranteed " + AmountText(unit, guaranteed) + " + borrowingLimit " +
@@ -251,32 +252,105 @@ json NodeLabels(const json& node) {
   return labels;
 }
 
-// label selector: "a=b,c!=d,e" (equality, inequality, existence). A Node's labels are those a
-// nodeSelector matches (NodeLabels).
-bool MatchesSelector(const json& obj, const std::string& selector) {
+// A label selector as Kubernetes writes one: requirements joined by commas, each "k=v", "k==v",
+// "k!=v", "k" (exists), "!k" (does not), "k in (a,b)" or "k notin (a,b)".
+struct LabelRequirement {
+  enum Op { kEq, kNe, kExists, kAbsent, kIn, kNotIn } op = kExists;
+  std::string key;
+  std::vector<std::string> values;
+};
+
+std::string Trimmed(const std::string& s) {
+  const size_t a = s.find_first_not_of(' '), b = s.find_last_not_of(' ');
+  return a == std::string::npos ? "" : s.substr(a, b - a + 1);
+}
+
+Result<std::vector<LabelRequirement>> ParseSelector(const std::string& selector) {
+  std::vector<LabelRequirement> out;
+  // (Split on the commas outside parentheses.)
+  std::vector<std::string> terms(1);
+  int depth = 0;
+  for (char c : selector) {
+    depth += c == '(' ? 1 : c == ')' ? -1 : 0;
+    if (depth < 0 || depth > 1) return InvalidArgument("labelSelector: unbalanced parentheses");
+    if (c == ',' && depth == 0) {
+      terms.emplace_back();
+    } else {
+      terms.back() += c;
+    }
+  }
+  if (depth != 0) return InvalidArgument("labelSelector: unbalanced parentheses");
+  for (const std::string& raw : terms) {
+    const std::string term = Trimmed(raw);
+    if (term.empty()) continue;
+    LabelRequirement r;
+    if (const size_t open = term.find('('); open != std::string::npos) {
+      const std::string head = Trimmed(term.substr(0, open));
+      const size_t space = head.rfind(' ');
+      const std::string op = space == std::string::npos ? "" : head.substr(space + 1);
+      if ((op != "in" && op != "notin") || term.back() != ')')
+        return InvalidArgument("labelSelector: '" + term +
+                               "': expected KEY in (V1,V2) or KEY notin (V1,V2)");
+      r.op = op == "in" ? LabelRequirement::kIn : LabelRequirement::kNotIn;
+      r.key = Trimmed(head.substr(0, space));
+      std::string inside = term.substr(open + 1, term.size() - open - 2);
+      for (size_t at = 0; at <= inside.size();) {
+        const size_t comma = inside.find(',', at);
+        r.values.push_back(Trimmed(
+            inside.substr(at, comma == std::string::npos ? std::string::npos : comma - at)));
+        if (comma == std::string::npos) break;
+        at = comma + 1;
+      }
+    } else if (term[0] == '!') {
+      r.op = LabelRequirement::kAbsent;
+      r.key = Trimmed(term.substr(1));
+    } else if (const size_t ne = term.find("!="); ne != std::string::npos) {
+      r.op = LabelRequirement::kNe;
+      r.key = Trimmed(term.substr(0, ne));
+      r.values = {Trimmed(term.substr(ne + 2))};
+    } else if (const size_t eq = term.find('='); eq != std::string::npos) {
+      r.op = LabelRequirement::kEq;
+      r.key = Trimmed(term.substr(0, eq));
+      r.values = {Trimmed(term.substr(eq + (eq + 1 < term.size() && term[eq + 1] == '=' ? 2 : 1)))};
+    } else {
+      r.key = term;
+    }
+    if (r.key.empty() || r.key.find(' ') != std::string::npos)
+      return InvalidArgument("labelSelector: '" + term +
+                             "': expected KEY=VALUE, KEY!=VALUE, KEY, !KEY, KEY in (V1,V2) or "
+                             "KEY notin (V1,V2)");
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+// A Node's labels are those a nodeSelector matches (NodeLabels).
+bool MatchesSelector(const json& obj, const std::vector<LabelRequirement>& selector) {
   if (selector.empty()) return true;
   const json node_labels = Str(obj, "kind") == "Node" ? NodeLabels(obj) : json();
   const json& labels =
       node_labels.is_object() ? node_labels : Field(Field(obj, "metadata"), "labels");
-  size_t start = 0;
-  while (start <= selector.size()) {
-    size_t comma = selector.find(',', start);
-    std::string term =
-        selector.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (!term.empty()) {
-      size_t ne = term.find("!="), eq = term.find('=');
-      if (ne != std::string::npos) {
-        std::string k = term.substr(0, ne), v = term.substr(ne + 2);
-        if (labels.contains(k) && labels[k] == v) return false;
-      } else if (eq != std::string::npos) {
-        std::string k = term.substr(0, eq), v = term.substr(eq + (term[eq + 1] == '=' ? 2 : 1));
-        if (!labels.contains(k) || labels[k] != v) return false;
-      } else if (!labels.contains(term)) {
-        return false;
-      }
+  for (const LabelRequirement& r : selector) {
+    const json& v = Field(labels, r.key.c_str());
+    const bool has = v.is_string();
+    const bool listed =
+        has && std::find(r.values.begin(), r.values.end(), v.get<std::string>()) != r.values.end();
+    switch (r.op) {
+      case LabelRequirement::kEq:
+      case LabelRequirement::kIn:
+        if (!listed) return false;
+        break;
+      case LabelRequirement::kNe:
+      case LabelRequirement::kNotIn:
+        if (listed) return false;
+        break;
+      case LabelRequirement::kExists:
+        if (!has) return false;
+        break;
+      case LabelRequirement::kAbsent:
+        if (has) return false;
+        break;
     }
-    if (comma == std::string::npos) break;
-    start = comma + 1;
   }
   return true;
 }
@@ -1639,6 +1713,12 @@ struct ApiServer::Impl {
                                  ": set by Fabrica on every node (its name, its GPU model)");
       }
     }
+    // A node's registered labels are strings too (the fleet parser checks their syntax).
+    if (std::string(info.kind) == "Node" && obj.contains("spec") && obj["spec"].is_object())
+      if (const json& labels = Field(obj["spec"], "labels"); labels.is_object())
+        for (const auto& [k, v] : labels.items())
+          if (!v.is_string())
+            return InvalidArgument("spec.labels." + k + ": expected a string, got " + v.dump());
     // A workload's nodeSelector and excludeNodes hold strings (as Kubernetes' do): a number
     // would be matched as its text, 1.5e3 as "1500.0".
     if (std::string(info.kind) == "Workload" && obj.contains("spec") && obj["spec"].is_object()) {
@@ -2448,8 +2528,10 @@ struct ApiServer::Impl {
 
   HttpResponse List(const ResourceInfo& info, const std::string& ns, const HttpRequest& req,
                     const Principal& p, bool watch) {
-    const std::string selector =
-        req.query.count("labelSelector") ? req.query.at("labelSelector") : "";
+    auto parsed_selector =
+        ParseSelector(req.query.count("labelSelector") ? req.query.at("labelSelector") : "");
+    if (!parsed_selector.ok()) return StatusResponse(400, parsed_selector.status().message());
+    const std::vector<LabelRequirement> selector = std::move(*parsed_selector);
     bool all = false;
     std::vector<std::string> tenants = auth.ReadableTenants(p, &all);
     if (!ns.empty()) {
@@ -3073,12 +3155,18 @@ struct ApiServer::Impl {
         const std::string phase = Str(Field(stored, "status"), "phase");
         if (phase == "Scheduled" || phase == "Running")
           for (const char* key : {"queue", "podSets", "gang", "topology", "preemptible",
-                                  "minRuntimeSeconds", "nodeSelector", "excludeNodes"})
-            if (Field(o["spec"], key) != Field(Field(stored, "spec"), key))
+                                  "minRuntimeSeconds", "nodeSelector", "excludeNodes"}) {
+            // (An empty selector or list says what an absent one does.)
+            const auto said = [&](const json& spec) {
+              const json& v = Field(spec, key);
+              return v.empty() && (v.is_object() || v.is_array()) ? json() : v;
+            };
+            if (said(o["spec"]) != said(Field(stored, "spec")))
               return StatusResponse(422,
                                     "spec." + std::string(key) + ": may not change while the " +
                                         "workload is " + phase + " (delete it and create it again)",
                                     "spec." + std::string(key));
+          }
         // Its time limit may be lowered, not raised or lifted, but by a platform admin (as Slurm
         // lets users lower theirs and operators raise them): the admitter lets work into held
         // room by the limits of what runs there.

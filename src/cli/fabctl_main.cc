@@ -653,6 +653,22 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
   PrintRows(rows, false, &watch->width, watch->header);
 }
 
+// `s` as a URL's query value: everything but unreserved characters percent-encoded (a
+// selector's spaces, parentheses, '!' and '=' travel intact).
+std::string QueryEscape(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == '/') {
+      out += static_cast<char>(c);
+    } else {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", c);
+      out += buf;
+    }
+  }
+  return out;
+}
+
 void PrintObject(const json& o, const std::string& output) {
   if (output == "json") {
     std::cout << o.dump(2) << "\n";
@@ -858,7 +874,7 @@ int Get(Globals& g, HttpClient& http, const std::string& what, const std::string
     return 0;
   }
   std::string path = CollectionPath(*r, ns);
-  if (!g.selector.empty()) path += "?labelSelector=" + g.selector;
+  if (!g.selector.empty()) path += "?labelSelector=" + QueryEscape(g.selector);
   auto resp = http.Do("GET", path);
   if (!resp.ok() || resp->status != 200) return Failed(resp);
   json list = json::parse(resp->body);

@@ -1994,6 +1994,8 @@ Result<CycleStats> Scheduler::RunOnce() {
     // No queues: every pending workload in priority order, then oldest first. Work may not
     // land on cordoned or NotReady nodes: then placement is restricted to the usable ones.
     Placer placer(*policy);
+    Placer quiet(*policy);  // (explains nothing: what fails is explained once, below)
+    quiet.set_explain(false);
     Rng rng(static_cast<uint64_t>(now));
     for (size_t i = 0; i < pending.size(); ++i) {
       if (decided[i]) continue;
@@ -2018,11 +2020,14 @@ Result<CycleStats> Scheduler::RunOnce() {
         // Restricting to usable nodes: place pod by pod among them (all or nothing).
         g.outcome = Outcome::kPlaced;
         for (const PodRequest& r : sw.pods) {
-          PodPlacement p = placer.PlaceIn(state, usable_nodes, r, rng);
-          // (Said with the nodes that take no new work as having no room: explained over the
-          // whole fleet, a trial read nodes held or cordoned as "refused by policy".)
-          if (p.outcome == Outcome::kPending)
-            p.reason = placer.Explain(state, r, &usable_nodes).reason;
+          PodPlacement p = quiet.PlaceIn(state, usable_nodes, r, rng);
+          // (Said with the nodes that take no new work as having no room, once: explained over
+          // the whole fleet, a trial read nodes held or cordoned as "refused by policy".)
+          if (p.outcome == Outcome::kPending) {
+            PodPlacement why = placer.Explain(state, r, &usable_nodes);
+            p.outcome = why.outcome;
+            p.reason = why.reason;
+          }
           if (p.outcome != Outcome::kPlaced) {
             for (size_t k = g.pods.size(); k-- > 0;) state.Release(g.pods[k], sw.pods[k]);
             g.pods.clear();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "core/workload.h"
 #include "core/yaml_reader.h"
 
 namespace fabrica {
@@ -260,6 +261,14 @@ Result<std::vector<Node>> ParseNodeEntry(YamlMap& m) {
   if (numa < 1 || numa > 64) return m.Error("numaNodes", "must be between 1 and 64");
   node.numa_nodes = static_cast<int>(numa);
   ASSIGN_OR_RETURN(node.labels, m.StringMap("labels"));
+  for (const auto& [k, v] : node.labels) {
+    if (Status valid = ValidateLabel(k, v); !valid.ok()) return m.Error("labels", valid.message());
+    // (Every node answers to these with its own name and model: Node::Label.)
+    if (k == kHostnameLabel || k == kGpuModelLabel)
+      return m.Error("labels", "'" + k +
+                                   "' is set by Fabrica on every node (its name, its GPU "
+                                   "model)");
+  }
 
   Doc nics = m.Raw("nics");
   if (nics && !nics.IsNull()) {

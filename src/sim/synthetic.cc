@@ -65,7 +65,7 @@ Node MakeNode(const MachineSpec& spec, const std::string& name, const std::strin
   node.nvlink_domain = nvlink_domain;
   node.numa_nodes = 2;
   node.labels["fabrica.dev/system"] = spec.system;
-  node.labels["fabrica.dev/gpu-model"] = spec.model;
+  // (fabrica.dev/gpu-model needs no label: every node answers to it, Node::Label.)
   if (mig) node.labels["fabrica.dev/mig"] = "mixed";
   for (int d = 0; d < spec.gpus; ++d) {
     Device dev;
