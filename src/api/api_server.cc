@@ -231,27 +231,6 @@ void AddWarnings(HttpResponse& r, const std::vector<std::string>& warnings) {
   }
 }
 
-// A node's labels as a workload's nodeSelector reads them (Node::Label): those its agent
-// registered (spec.labels), those set on the object, which win, and the well-known ones.
-json NodeLabels(const json& node) {
-  json labels = json::object();
-  for (const json* from :
-       {&Field(Field(node, "spec"), "labels"), &Field(Field(node, "metadata"), "labels")})
-    if (from->is_object())
-      for (const auto& [k, v] : from->items())
-        if (v.is_string()) labels[k] = v;
-  labels[kHostnameLabel] = Str(Field(node, "metadata"), "name");
-  labels.erase(kGpuModelLabel);
-  // (Its GPUs listed one by one, or as a count of one model.)
-  const json& spec = Field(node, "spec");
-  if (const json& devices = Field(spec, "devices");
-      devices.is_array() && !devices.empty() && Field(devices[0], "model").is_string())
-    labels[kGpuModelLabel] = devices[0]["model"];
-  else if (const json& gpus = Field(spec, "gpus"); Field(gpus, "model").is_string())
-    labels[kGpuModelLabel] = gpus["model"];
-  return labels;
-}
-
 // A label selector as Kubernetes writes one: requirements joined by commas, each "k=v", "k==v",
 // "k!=v", "k" (exists), "!k" (does not), "k in (a,b)" or "k notin (a,b)".
 struct LabelRequirement {
@@ -324,10 +303,10 @@ Result<std::vector<LabelRequirement>> ParseSelector(const std::string& selector)
   return out;
 }
 
-// A Node's labels are those a nodeSelector matches (NodeLabels).
+// A Node's labels are those a nodeSelector matches (jsonf::NodeLabels).
 bool MatchesSelector(const json& obj, const std::vector<LabelRequirement>& selector) {
   if (selector.empty()) return true;
-  const json node_labels = Str(obj, "kind") == "Node" ? NodeLabels(obj) : json();
+  const json node_labels = Str(obj, "kind") == "Node" ? jsonf::NodeLabels(obj) : json();
   const json& labels =
       node_labels.is_object() ? node_labels : Field(Field(obj, "metadata"), "labels");
   for (const LabelRequirement& r : selector) {

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "core/fleet.h"
+
 namespace fabrica::jsonf {
 
 inline const nlohmann::json& Field(const nlohmann::json& j, const char* key) {
@@ -55,6 +57,29 @@ inline nlohmann::json ParseNoDuplicateKeys(const std::string& text, std::string*
         return true;
       },
       false);
+}
+
+// A Node object's labels as a workload's nodeSelector reads them (Node::Label): those its agent
+// registered (spec.labels), those set on the object, which win, and the two every node has
+// (kHostnameLabel, kGpuModelLabel), whatever a label says. For the API's label selectors and
+// fabctl's describe alike.
+inline nlohmann::json NodeLabels(const nlohmann::json& node) {
+  nlohmann::json labels = nlohmann::json::object();
+  for (const nlohmann::json* from :
+       {&Field(Field(node, "spec"), "labels"), &Field(Field(node, "metadata"), "labels")})
+    if (from->is_object())
+      for (const auto& [k, v] : from->items())
+        if (v.is_string()) labels[k] = v;
+  labels[kHostnameLabel] = Str(Field(node, "metadata"), "name");
+  labels.erase(kGpuModelLabel);
+  // (Its GPUs listed one by one, or as a count of one model.)
+  const nlohmann::json& spec = Field(node, "spec");
+  if (const nlohmann::json& devices = Field(spec, "devices");
+      devices.is_array() && !devices.empty() && Field(devices[0], "model").is_string())
+    labels[kGpuModelLabel] = devices[0]["model"];
+  else if (const nlohmann::json& gpus = Field(spec, "gpus"); Field(gpus, "model").is_string())
+    labels[kGpuModelLabel] = gpus["model"];
+  return labels;
 }
 
 }  // namespace fabrica::jsonf

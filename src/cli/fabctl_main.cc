@@ -1695,26 +1695,12 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
   std::printf("Name:       %s\n", o["metadata"].value("name", "").c_str());
   if (r->namespaced) std::printf("Tenant:     %s\n", o["metadata"].value("namespace", "").c_str());
   std::printf("Created:    %s\n", Age(o).c_str());
-  // A node's labels, as a workload's nodeSelector matches them: those its agent registered,
-  // those an admin set (which win), and the two every node has.
+  // A node's labels, as a workload's nodeSelector matches them (jsonf::NodeLabels).
   if (std::string(r->kind) == "Node") {
-    std::map<std::string, std::string> labels;
-    for (const json& from : {Obj(Obj(o, "spec"), "labels"), Obj(Obj(o, "metadata"), "labels")})
-      if (from.is_object())
-        for (const auto& [k, v] : from.items())
-          if (v.is_string()) labels[k] = v.get<std::string>();
-    labels[fabrica::kHostnameLabel] = name;
-    labels.erase(fabrica::kGpuModelLabel);
-    // (Its GPUs listed one by one, or as a count of one model.)
-    if (const json devices = Obj(o, "spec").value("devices", json::array());
-        devices.is_array() && !devices.empty() && devices[0].is_object() &&
-        devices[0].value("model", json()).is_string())
-      labels[fabrica::kGpuModelLabel] = devices[0]["model"].get<std::string>();
-    else if (const json gpus = Obj(Obj(o, "spec"), "gpus");
-             gpus.is_object() && gpus.value("model", json()).is_string())
-      labels[fabrica::kGpuModelLabel] = gpus["model"].get<std::string>();
+    const json labels = fabrica::jsonf::NodeLabels(o);
     std::string line;
-    for (const auto& [k, v] : labels) line += (line.empty() ? "" : ",") + k + "=" + v;
+    for (const auto& [k, v] : labels.items())
+      line += (line.empty() ? "" : ",") + k + "=" + v.get<std::string>();
     std::printf("Labels:     %s\n", line.c_str());
   }
   // Who keeps new work off it: a person (the API stamps kubectl's or fabctl's cordon), or the
