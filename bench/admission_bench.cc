@@ -15,7 +15,9 @@
 // GB200, H200 and the catch-all `gpu`, each project guaranteed its share of each, so every
 // request is charged through the flavour tables; and once (`selective`) with the one flavour,
 // the nodes labelled zone=z0..z9 in turn and every tenth waiting workload asking one zone by
-// spec.nodeSelector (those are placed over their own nodes one by one, not by state class).
+// spec.nodeSelector (those are placed over their own nodes one by one, not by state class); and
+// once (`tainted`) with every hundredth node tainted NoSchedule and no workload tolerating it,
+// so that every request may use only the other 99% (a NodeSet each, placed over the classes).
 // Counters: admitted (workloads admitted by the cycle), attempts (placement attempts), and
 // fleet_pct (allocated GPUs before the cycle).
 #include <benchmark/benchmark.h>
@@ -77,10 +79,10 @@ std::string LeafName(int i) {
          std::to_string(i % 10);
 }
 
-enum Variant { kPlain, kFlavoured, kSelective };
+enum Variant { kPlain, kFlavoured, kSelective, kTainted };
 
 const Prepared& Prepare(Variant variant) {
-  static Prepared* prepared[3] = {nullptr, nullptr, nullptr};
+  static Prepared* prepared[4] = {nullptr, nullptr, nullptr, nullptr};
   Prepared*& p = prepared[variant];
   if (p) return *p;
   p = [variant] {
@@ -90,6 +92,9 @@ const Prepared& Prepare(Variant variant) {
     if (variant == kSelective)
       for (size_t n = 0; n < out->fleet.nodes.size(); ++n)
         out->fleet.nodes[n].labels["zone"] = "z" + std::to_string(n % 10);
+    if (variant == kTainted)
+      for (size_t n = 0; n < out->fleet.nodes.size(); n += 100)
+        out->fleet.nodes[n].taints.push_back({"reserved", "ops", TaintEffect::kNoSchedule, ""});
     std::vector<Tenant> tenants = sim::SyntheticTenants();
     // Running work to 80% of the GPUs, then 50,000 more to wait.
     std::vector<Workload> running = sim::MakeSyntheticWorkloads(out->fleet, 0.8, 1);
@@ -197,6 +202,12 @@ BENCHMARK_CAPTURE(BM_AdmissionCycle, cold_selective, false, kSelective)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(5);
 BENCHMARK_CAPTURE(BM_AdmissionCycle, steady_selective, true, kSelective)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(5);
+BENCHMARK_CAPTURE(BM_AdmissionCycle, cold_tainted, false, kTainted)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(5);
+BENCHMARK_CAPTURE(BM_AdmissionCycle, steady_tainted, true, kTainted)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(5);
 

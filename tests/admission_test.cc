@@ -538,6 +538,54 @@ TEST_F(AdmissionTest, ANodeSelectorKeepsAWorkloadToItsNodes) {
             "pod set main: its nodeSelector zone=c leaves it no node of the fleet");
 }
 
+// A node's NoSchedule and NoExecute taints keep off work that does not tolerate them; work
+// that tolerates them may use it (and the nodes without taints); a pod set that runs on a node
+// tainted since keeps running there (Restore), and adds nothing to it.
+TEST_F(AdmissionTest, TaintsKeepOffWorkThatDoesNotTolerateThem) {
+  Fleet fleet = Nodes(3, 4);
+  fleet.nodes[1].taints.push_back({"dedicated", "team-b", TaintEffect::kNoSchedule, ""});
+  fleet.nodes[2].taints.push_back({"gpu", "suspect", TaintEffect::kNoExecute, ""});
+  Make(fleet, {Leaf("a", 12)});
+  std::vector<int> plain;
+  for (int i = 0; i < 2; ++i) plain.push_back(Submit(Gpus("plain" + std::to_string(i), "a", 3), i));
+  Workload tolerant = Gpus("tolerant", "a", 4);
+  tolerant.pod_sets[0].nodes.tolerations = {
+      Toleration{.key = "dedicated", .value = "team-b", .effect = 0}};
+  const int dedicated = Submit(tolerant, 2);
+  Workload any = Gpus("any", "a", 4);
+  any.pod_sets[0].nodes.tolerations = {Toleration{.exists = true}};
+  const int everywhere = Submit(any, 3);
+  adm_->Cycle(4, 1000);
+  ASSERT_EQ(adm_->assignments(plain[0]).size(), 1u);
+  EXPECT_EQ(adm_->assignments(plain[0])[0].node, 0);
+  EXPECT_EQ(adm_->phase(plain[1]), Phase::kPending);
+  const std::string why = adm_->reason(plain[1]);
+  EXPECT_NE(why.find("(2 more are left out by its want of a toleration for taints "
+                     "dedicated=team-b:NoSchedule (1 node), gpu=suspect:NoExecute (1 node))"),
+            std::string::npos)
+      << why;
+  ASSERT_EQ(adm_->assignments(dedicated).size(), 1u);
+  EXPECT_EQ(adm_->assignments(dedicated)[0].node, 1);
+  ASSERT_EQ(adm_->assignments(everywhere).size(), 1u);
+  EXPECT_EQ(adm_->assignments(everywhere)[0].node, 2);
+
+  // Every node tainted: work that tolerates nothing can never start, and says why.
+  Fleet all = Nodes(1, 4);
+  all.nodes[0].taints.push_back({"maintenance", "", TaintEffect::kNoSchedule, ""});
+  Make(all, {Leaf("a", 4)});
+  const int never = Submit(Gpus("never", "a", 1), 0);
+  adm_->Cycle(1, 1000);
+  EXPECT_EQ(adm_->phase(never), Phase::kInfeasible);
+  EXPECT_EQ(adm_->reason(never),
+            "pod set main: its want of a toleration for taint maintenance:NoSchedule (1 node) "
+            "leaves it no node of the fleet");
+  // ... but one placed before the taint was set runs on, where it is.
+  const Workload was = Gpus("was", "a", 2);
+  auto restored = adm_->Restore(was, OnGpus(0, {0, 1}), 0, SubmitOptions{});
+  ASSERT_TRUE(restored.ok()) << restored.status().message();
+  EXPECT_EQ(adm_->phase(*restored), Phase::kAdmitted);
+}
+
 // A workload that cannot start on the nodes its selector leaves does not stop one of the same
 // shape without a selector (the cycle skips attempts like one that failed: the selector is part
 // of what makes them alike).

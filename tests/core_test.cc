@@ -649,6 +649,67 @@ TEST(WorkloadYaml, NodeSelectorAndExcludedNodes) {
                 {"spec.excludeNodes"});
 }
 
+// Tolerations read as Kubernetes' (Equal and Exists, an empty key with Exists for every taint,
+// an effect or all, seconds for NoExecute alone); taints in a fleet entry, one per key and
+// effect; a selector matches a node only where its tolerations cover every taint there.
+TEST(WorkloadYaml, TolerationsAndTaints) {
+  Result<std::vector<Workload>> r = ParseWorkloadYaml(
+      "metadata: {name: w}\nspec:\n  tolerations:\n"
+      "  - {key: dedicated, value: team-b, effect: NoSchedule}\n"
+      "  - {key: gpu, operator: Exists, effect: NoExecute, tolerationSeconds: 300}\n"
+      "  podSets: [{cpu: 1}, {name: two, cpu: 1}]\n",
+      "w.yaml");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const NodeSelector& sel = r->front().pod_sets[1].nodes;
+  ASSERT_EQ(sel.tolerations.size(), 2u);
+  EXPECT_TRUE(sel.empty());  // (tolerations alone restrict nothing)
+  Result<Fleet> f = ParseFleetYaml(
+      "nodes:\n- name: n\n  cpu: 8\n  memory: 8Gi\n  taints:\n"
+      "  - {key: dedicated, value: team-b, effect: NoSchedule}\n",
+      "f.yaml");
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  Node node = f->nodes[0];
+  ASSERT_EQ(node.taints.size(), 1u);
+  EXPECT_EQ(node.taints[0].ToString(), "dedicated=team-b:NoSchedule");
+  EXPECT_TRUE(sel.Matches(node));
+  EXPECT_FALSE(NodeSelector().Matches(node));
+  EXPECT_EQ(NodeSelector().Untolerated(node), &node.taints[0]);
+  node.taints[0].value = "team-c";  // (Equal: another value is another taint)
+  EXPECT_FALSE(sel.Matches(node));
+  node.taints[0] = {"gpu", "xid-79", TaintEffect::kNoExecute, ""};
+  EXPECT_TRUE(sel.Matches(node));  // (Exists: any value)
+  node.taints[0].effect = TaintEffect::kNoSchedule;
+  EXPECT_FALSE(sel.Matches(node));  // (its toleration is of NoExecute alone)
+  EXPECT_TRUE(Toleration{.exists = true}.Tolerates(node.taints[0]));
+  EXPECT_TRUE((Toleration{.key = "gpu", .exists = true}.Tolerates(node.taints[0])));
+  EXPECT_EQ(sel.tolerations[1].ToString(), "gpu:NoExecute for 300 s");
+
+  const auto workload = [](const std::string& tolerations) {
+    return ParseWorkloadYaml(
+        "metadata: {name: w}\nspec:\n  tolerations: [" + tolerations + "]\n  podSets: [{cpu: 1}]\n",
+        "w.yaml");
+  };
+  ExpectInvalid(workload("{key: a, effect: NoSchedule, tolerationSeconds: 5}"),
+                {"tolerations[0].tolerationSeconds", "only a NoExecute toleration"});
+  ExpectInvalid(workload("{key: a, effect: PreferNoSchedule}"),
+                {"tolerations[0].effect", "PreferNoSchedule is not supported"});
+  ExpectInvalid(workload("{key: a, operator: Exists, value: b}"),
+                {"tolerations[0].value", "must be empty"});
+  ExpectInvalid(workload("{operator: Equal, value: b}"), {"tolerations[0].operator"});
+  ExpectInvalid(workload("{key: a, operator: In}"), {"tolerations[0].operator", "'In'"});
+  ExpectInvalid(workload("{key: 'a b'}"), {"tolerations[0].key", "label key 'a b'"});
+  ExpectInvalid(workload("{key: a, efect: NoSchedule}"), {"tolerations[0].efect", "unknown"});
+  const auto fleet = [](const std::string& taints) {
+    return ParseFleetYaml(
+        "nodes:\n- name: n\n  cpu: 8\n  memory: 8Gi\n  taints: [" + taints + "]\n", "f.yaml");
+  };
+  ExpectInvalid(fleet("{key: a}"), {"taints[0]", "effect"});
+  ExpectInvalid(fleet("{key: a, effect: Sometimes}"), {"taints[0].effect", "'Sometimes'"});
+  ExpectInvalid(fleet("{key: a, effect: NoSchedule}, {key: a, value: b, effect: NoSchedule}"),
+                {"taints[1].key", "a second 'a' taint"});
+  EXPECT_TRUE(fleet("{key: a, effect: NoSchedule}, {key: a, effect: NoExecute}").ok());
+}
+
 TEST(WorkloadYaml, PriorityClassName) {
   Result<std::vector<Workload>> r = ParseWorkloadYaml(
       "metadata: {name: w}\nspec:\n  priorityClassName: urgent\n  podSets: [{cpu: 1}]\n", "w.yaml");

@@ -3808,7 +3808,8 @@ TEST_F(FactoryTest, NodesThatTakeNoNewWorkAreSaidToHaveNoRoom) {
              json{{"spec", {{"unschedulable", true}}}}.dump(), "application/merge-patch+json");
     ASSERT_EQ(r.status, 200) << r.body;
   }
-  CreateWorkload(WholeGpuWorkload("team-a", "big", 8));
+  // (Left to itself, a packing policy puts it beside the three, in the five GPUs left there.)
+  CreateWorkload(WholeGpuWorkload("team-a", "big", 5));
   Cycle();
   const std::string why = Workloads()["team-a/big"]["status"].value("message", "");
   EXPECT_NE(why.find("4 have no room at all (full, cordoned, held, not ready or out of service)"),
@@ -3878,6 +3879,131 @@ TEST_F(FactoryTest, ANodeSelectorPlacesWorkOnTheLabelledNode) {
                 200);
     Cycle();
   }
+}
+
+// Taints through the API: a NoSchedule taint keeps new work that does not tolerate it off its
+// node, what runs there stays; a NoExecute one also evicts what runs there without tolerating it
+// (after the grace period; at once for none of its seconds, after them for a toleration with
+// tolerationSeconds, counted from the taint's timeAdded, which the API stamps); untainted, the
+// node takes work again.
+TEST_F(FactoryTest, TaintsKeepWorkOffANodeAndNoExecuteEvictsIt) {
+  StartScheduler(5'000);
+  const std::string node = std::string(kApi) + "/nodes/hgx-a-0";
+  const auto taint = [&](const json& taints) {
+    return Call("PATCH", node, json{{"spec", {{"taints", taints}}}}.dump(),
+                "application/merge-patch+json");
+  };
+  const auto on_a0 = [&](const std::string& name, const json& tolerations) {
+    json w = WholeGpuWorkload("team-a", name, 1);
+    w["spec"]["nodeSelector"] = {{"kubernetes.io/hostname", "hgx-a-0"}};
+    if (!tolerations.is_null()) w["spec"]["tolerations"] = tolerations;
+    CreateWorkload(w);
+  };
+  on_a0("stay", json());
+  on_a0("brief", json::array({{{"key", "gpu"},
+                               {"operator", "Exists"},
+                               {"effect", "NoExecute"},
+                               {"tolerationSeconds", 30}}}));
+  on_a0("keep", json::array({{{"operator", "Exists"}}}));
+  ASSERT_TRUE(CycleUntilAll("Running"));
+
+  // NoSchedule: what runs stays; new work without a toleration goes elsewhere, or waits.
+  ClientResponse r =
+      taint(json::array({{{"key", "gpu"}, {"value", "suspect"}, {"effect", "NoSchedule"}}}));
+  ASSERT_EQ(r.status, 200) << r.body;
+  on_a0("new", json());
+  // (Left to itself, a packing policy puts it beside the three, in the five GPUs left there.)
+  CreateWorkload(WholeGpuWorkload("team-a", "big", 5));
+  Cycle();
+  std::map<std::string, json> w = Workloads();
+  const auto status = [&](const std::string& name) { return w["team-a/" + name]["status"]; };
+  for (const char* name : {"stay", "brief", "keep"})
+    EXPECT_EQ(status(name).value("phase", ""), "Running") << name << ": " << Describe(w);
+  EXPECT_EQ(status("new").value("message", ""),
+            "its nodeSelector kubernetes.io/hostname=hgx-a-0 and want of a toleration for taint "
+            "gpu=suspect:NoSchedule (1 node) leaves it no node of the fleet")
+      << Describe(w);
+  ASSERT_EQ(status("big").value("assignments", json::array()).size(), 1u) << Describe(w);
+  EXPECT_NE(status("big")["assignments"][0].value("node", ""), "hgx-a-0");
+
+  // NoExecute: "stay" is marked at once, "brief" once its 30 s have passed, "keep" never.
+  r = taint(json::array({{{"key", "gpu"}, {"value", "xid-79"}, {"effect", "NoExecute"}}}));
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json stored = json::parse(r.body);
+  ASSERT_TRUE(stored["spec"]["taints"][0].contains("timeAdded")) << r.body;
+  Cycle();
+  w = Workloads();
+  EXPECT_EQ(status("stay")["preemption"].value("reason", ""),
+            "its node hgx-a-0 has taint gpu=xid-79:NoExecute, which it does not tolerate")
+      << Describe(w);
+  EXPECT_FALSE(status("brief").contains("preemption")) << Describe(w);
+  Cycle(5'000);
+  w = Workloads();
+  EXPECT_EQ(status("stay").value("phase", ""), "Pending") << Describe(w);
+  EXPECT_EQ(status("stay").value("reason", ""), "Evicted") << Describe(w);
+  EXPECT_EQ(status("brief").value("phase", ""), "Running") << Describe(w);
+  // (A patch that keeps the taint keeps its date: the 30 s still count from the first.)
+  r = taint(json::array({{{"key", "gpu"}, {"value", "xid-79"}, {"effect", "NoExecute"}}}));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body)["spec"]["taints"][0]["timeAdded"],
+            stored["spec"]["taints"][0]["timeAdded"]);
+  Cycle(25'000);
+  w = Workloads();
+  EXPECT_EQ(status("brief")["preemption"].value("reason", ""),
+            "its node hgx-a-0 has taint gpu=xid-79:NoExecute, which it tolerates for 30 s only")
+      << Describe(w);
+  // Evicted, it may start there again (it tolerates the taint), and stays its 30 s again,
+  // counted from its new start.
+  Cycle(5'000);
+  w = Workloads();
+  EXPECT_EQ(status("brief")["evictions"].value("count", 0), 1) << status("brief").dump();
+  EXPECT_EQ(status("brief").value("reason", ""), "Evicted") << status("brief").dump();
+  Cycle();
+  Cycle(20'000);
+  w = Workloads();
+  EXPECT_EQ(status("brief").value("phase", ""), "Running") << status("brief").dump();
+  EXPECT_FALSE(status("brief").contains("preemption")) << status("brief").dump();
+  EXPECT_EQ(status("keep").value("phase", ""), "Running") << Describe(w);
+  EXPECT_FALSE(status("keep").contains("preemption")) << Describe(w);
+
+  // Untainted: the work that waited for it starts there again.
+  r = taint(nullptr);
+  ASSERT_EQ(r.status, 200) << r.body;
+  Cycle();
+  Cycle();
+  w = Workloads();
+  for (const char* name : {"stay", "new"}) {
+    ASSERT_EQ(status(name).value("assignments", json::array()).size(), 1u)
+        << name << ": " << Describe(w);
+    EXPECT_EQ(status(name)["assignments"][0].value("node", ""), "hgx-a-0");
+  }
+
+  // Bad taints and tolerations are refused, naming the field; nothing is stored.
+  r = taint(json::array({{{"key", "gpu"}, {"effect", "PreferNoSchedule"}}}));
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_NE(r.body.find("spec.taints[0].effect: PreferNoSchedule is not supported"),
+            std::string::npos)
+      << r.body;
+  r = taint(json::array({{{"key", "gpu"}, {"value", 79}, {"effect", "NoSchedule"}}}));
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_NE(r.body.find("spec.taints[0].value: expected a string, got 79"), std::string::npos)
+      << r.body;
+  json bad = WholeGpuWorkload("team-a", "bad", 1);
+  bad["spec"]["tolerations"] = json::array({{{"key", "gpu"}, {"tolerationSeconds", 5}}});
+  r = Call("POST", std::string(kApi) + "/namespaces/team-a/workloads", bad.dump());
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_NE(r.body.find("tolerations[0].tolerationSeconds: only a NoExecute toleration has "
+                        "seconds"),
+            std::string::npos)
+      << r.body;
+  // ... and a running workload's tolerations may not change.
+  r = Call("PATCH", WorkloadPath("team-a", "keep"),
+           json{{"spec", {{"tolerations", nullptr}}}}.dump(), "application/merge-patch+json");
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_NE(r.body.find("spec.tolerations: may not change while the workload is"),
+            std::string::npos)
+      << r.body;
+  EXPECT_TRUE(CallJson("GET", node)["spec"].value("taints", json()).is_null());
 }
 
 // A gang waiting for its last pods to start (within its gang timeout) has done no work as a

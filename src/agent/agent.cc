@@ -134,9 +134,10 @@ Status NodeAgent::Register() {
   auto r = client_->Do("POST", std::string(kApi) + "/nodes", node.dump());
   if (r.ok() && r->status == 409) {
     // Registered before: bring the stored inventory up to date, keeping what admins set
-    // (labels, unschedulable) — a merge patch of the discovered fields only.
+    // (labels, taints, unschedulable) — a merge patch of the discovered fields only.
     json spec = json::parse(NodeSpecJson(inventory_.node));
     spec.erase("labels");
+    spec.erase("taints");
     r = client_->Do("PATCH", std::string(kApi) + "/nodes/" + options_.node,
                     json{{"spec", spec}}.dump(), "application/merge-patch+json");
   }

@@ -1712,6 +1712,26 @@ struct ApiServer::Impl {
             return InvalidArgument("spec.excludeNodes[" + std::to_string(i) +
                                    "]: expected a node name, got " + ex[i].dump());
     }
+    // So do a workload's tolerations and a node's taints (but tolerationSeconds, a number).
+    const char* taint_list = std::string(info.kind) == "Workload" ? "tolerations"
+                             : std::string(info.kind) == "Node"   ? "taints"
+                                                                  : nullptr;
+    if (taint_list && obj.contains("spec") && obj["spec"].is_object()) {
+      const json& list = Field(obj["spec"], taint_list);
+      for (size_t i = 0; list.is_array() && i < list.size(); ++i)
+        if (list[i].is_object())
+          for (const auto& [k, v] : list[i].items())
+            if (k != "tolerationSeconds" && !v.is_string())
+              return InvalidArgument("spec." + std::string(taint_list) + "[" + std::to_string(i) +
+                                     "]." + k + ": expected a string, got " + v.dump());
+    }
+    // A NoExecute taint is dated when set (timeAdded), for the tolerations that let work stay
+    // a while (tolerationSeconds); an update keeps the date of a taint it keeps (ApplyUpdate).
+    if (std::string(info.kind) == "Node" && obj.contains("spec") && obj["spec"].is_object() &&
+        obj["spec"].contains("taints") && obj["spec"]["taints"].is_array())
+      for (json& t : obj["spec"]["taints"])
+        if (t.is_object() && t.value("effect", json()) == "NoExecute" && !t.contains("timeAdded"))
+          t["timeAdded"] = FormatTimestamp(clock.NowMs());
     for (const TypedField& f : kTypedFields) {
       if (f.kind == std::string(info.kind)) RETURN_IF_ERROR(CheckTyped(obj, f.path, "", f.boolean));
     }
@@ -3071,6 +3091,14 @@ struct ApiServer::Impl {
           expected = *parsed;
         }
       }
+      // A NoExecute taint kept keeps the date it was set (Validate dates new ones).
+      if (std::string(info.kind) == "Node" && Field(Field(next, "spec"), "taints").is_array())
+        for (json& t : next["spec"]["taints"])
+          for (const json& was : jsonf::List(Field(stored, "spec"), "taints"))
+            if (t.is_object() && !t.contains("timeAdded") && Str(was, "key") == Str(t, "key") &&
+                Str(was, "value") == Str(t, "value") && Str(was, "effect") == Str(t, "effect") &&
+                was.contains("timeAdded"))
+              t["timeAdded"] = was["timeAdded"];
       // The subresource decides what may change: /status only the status, the main resource
       // only the rest.
       if (status_sub) {
@@ -3094,7 +3122,9 @@ struct ApiServer::Impl {
              Field(Field(next, "spec"), "nodeSelector") !=
                  Field(Field(stored, "spec"), "nodeSelector") ||
              Field(Field(next, "spec"), "excludeNodes") !=
-                 Field(Field(stored, "spec"), "excludeNodes"))) {
+                 Field(Field(stored, "spec"), "excludeNodes") ||
+             Field(Field(next, "spec"), "tolerations") !=
+                 Field(Field(stored, "spec"), "tolerations"))) {
           next["status"].erase("nomination");
           next["status"].erase("swap");
         }
@@ -3133,8 +3163,9 @@ struct ApiServer::Impl {
         // workload's queue): the queue charged, what runs, and what protects it from eviction.
         const std::string phase = Str(Field(stored, "status"), "phase");
         if (phase == "Scheduled" || phase == "Running")
-          for (const char* key : {"queue", "podSets", "gang", "topology", "preemptible",
-                                  "minRuntimeSeconds", "nodeSelector", "excludeNodes"}) {
+          for (const char* key :
+               {"queue", "podSets", "gang", "topology", "preemptible", "minRuntimeSeconds",
+                "nodeSelector", "excludeNodes", "tolerations"}) {
             // (An empty selector or list says what an absent one does.)
             const auto said = [&](const json& spec) {
               const json& v = Field(spec, key);

@@ -1702,6 +1702,14 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
     for (const auto& [k, v] : labels.items())
       line += (line.empty() ? "" : ",") + k + "=" + v.get<std::string>();
     std::printf("Labels:     %s\n", line.c_str());
+    line.clear();
+    for (const json& t : fabrica::jsonf::List(fabrica::jsonf::Field(o, "spec"), "taints")) {
+      line += std::string(line.empty() ? "" : ", ") + t.value("key", "") +
+              (t.value("value", "").empty() ? "" : "=" + t.value("value", "")) + ":" +
+              t.value("effect", "");
+      if (t.contains("timeAdded")) line += " (since " + t.value("timeAdded", "") + ")";
+    }
+    std::printf("Taints:     %s\n", line.empty() ? "<none>" : line.c_str());
   }
   // Who keeps new work off it: a person (the API stamps kubectl's or fabctl's cordon), or the
   // health controller through a repair.
@@ -2179,6 +2187,79 @@ int Cordon(HttpClient& http, const std::string& node, bool cordon) {
   return 0;
 }
 
+// `fabctl taint node NODE key[=value]:Effect ... [key[:Effect]-]`, as kubectl's: adds taints
+// (one of the same key and effect only with --overwrite) and removes those ending in '-' (of
+// one effect, or of every effect without one). A read-modify-write on the Node's revision.
+int Taint(HttpClient& http, const std::string& what, const std::string& node,
+          const std::vector<std::string>& specs, bool overwrite) {
+  if (what != "node" && what != "nodes") {
+    std::cerr << "fabctl: taint works on nodes: fabctl taint node NAME key=value:NoSchedule\n";
+    return 2;
+  }
+  const std::string path = "/apis/fabrica.dev/v1/nodes/" + node;
+  auto resp = http.Do("GET", path);
+  if (!resp.ok() || resp->status != 200) return Failed(resp);
+  json o = json::parse(resp->body, nullptr, false);
+  if (!o.is_object() || !o["spec"].is_object()) {
+    std::cerr << "fabctl: node/" << node << " has no spec to taint\n";
+    return 1;
+  }
+  json taints = fabrica::jsonf::List(o["spec"], "taints");
+  std::vector<std::string> done;
+  for (const std::string& spec : specs) {
+    const bool remove = !spec.empty() && spec.back() == '-';
+    const std::string body = remove ? spec.substr(0, spec.size() - 1) : spec;
+    const size_t colon = body.rfind(':');
+    const std::string kv = colon == std::string::npos ? body : body.substr(0, colon);
+    const std::string effect = colon == std::string::npos ? "" : body.substr(colon + 1);
+    const size_t eq = kv.find('=');
+    const std::string key = kv.substr(0, eq);
+    const std::string value = eq == std::string::npos ? "" : kv.substr(eq + 1);
+    if (key.empty() || (!remove && effect.empty())) {
+      std::cerr << "fabctl: '" << spec
+                << "' is not KEY[=VALUE]:EFFECT (EFFECT NoSchedule or NoExecute) or "
+                   "KEY[:EFFECT]- to remove\n";
+      return 2;
+    }
+    json kept = json::array();
+    bool found = false;
+    for (const json& t : taints) {
+      const bool same =
+          t.value("key", "") == key && (effect.empty() || t.value("effect", "") == effect);
+      if (!same) {
+        kept.push_back(t);
+        continue;
+      }
+      found = true;
+      if (!remove && !overwrite) {
+        std::cerr << "fabctl: node/" << node << " already has a taint " << key << ":" << effect
+                  << " (--overwrite replaces it)\n";
+        return 1;
+      }
+    }
+    if (remove && !found) {
+      std::cerr << "fabctl: node/" << node << " has no taint " << body << " to remove\n";
+      return 1;
+    }
+    if (!remove) {
+      json t = {{"key", key}, {"effect", effect}};
+      if (!value.empty()) t["value"] = value;
+      kept.push_back(t);
+    }
+    taints = kept;
+  }
+  o["spec"]["taints"] = taints;
+  if (taints.empty()) o["spec"].erase("taints");
+  auto put = http.Do("PUT", path, o.dump());
+  if (!put.ok() || put->status >= 300) return Failed(put);
+  std::printf("node/%s %s\n", node.c_str(),
+              std::all_of(specs.begin(), specs.end(),
+                          [](const std::string& x) { return !x.empty() && x.back() == '-'; })
+                  ? "untainted"
+                  : "tainted");
+  return 0;
+}
+
 // `fabctl drain NODE`, as kubectl's: cordons the node, evicts each workload that holds devices
 // there (POST .../eviction: it keeps them through its grace period, then waits in its queue
 // again), retrying those whose queue's disruption budget allows no eviction now (429), and waits
@@ -2552,6 +2633,21 @@ int main(int argc, char** argv) {
   uncordon->callback([&] {
     auto h = client();
     rc = h ? Cordon(*h, name, false) : 2;
+  });
+  std::vector<std::string> taint_specs;
+  bool overwrite = false;
+  CLI::App* taint = app.add_subcommand(
+      "taint",
+      "Taint a node (KEY[=VALUE]:NoSchedule keeps off work that does not tolerate it; "
+      ":NoExecute also evicts it), or remove a taint (KEY[:EFFECT]-)");
+  taint->add_option("kind", what, "node")->required();
+  taint->add_option("node", name)->required();
+  taint->add_option("taints", taint_specs, "KEY[=VALUE]:EFFECT, or KEY[:EFFECT]- to remove")
+      ->required();
+  taint->add_flag("--overwrite", overwrite, "Replace a taint of the same key and effect");
+  taint->callback([&] {
+    auto h = client();
+    rc = h ? Taint(*h, what, name, taint_specs, overwrite) : 2;
   });
   CLI::App* drain = app.add_subcommand(
       "drain",

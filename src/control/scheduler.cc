@@ -361,6 +361,40 @@ Assignment FreeCapacity(const ClusterState& s, int n, const std::vector<int>& gp
   return a;
 }
 
+// Why a run on the nodes of `status`'s assignments must stop for a NoExecute taint there that
+// `tolerations` do not tolerate, or tolerate for seconds since passed (counted, as Kubernetes'
+// taint manager counts them, from when the run first met the taint: the later of the taint's
+// timeAdded, which the API stamps, and the run's start, so work placed on a node it tolerates
+// for a while gets that while); "" where none does.
+std::string NoExecuteEviction(const std::vector<Toleration>& tolerations, const json& status,
+                              const Fleet& fleet, const std::map<std::string, int>& node_index,
+                              int64_t now) {
+  for (const json& a : List(status, "assignments")) {
+    auto it = node_index.find(Str(a, "node"));
+    if (it == node_index.end()) continue;
+    const Node& node = fleet.nodes[it->second];
+    for (const Taint& taint : node.taints) {
+      if (taint.effect != TaintEffect::kNoExecute) continue;
+      int64_t seconds = -2;  // -2: no toleration; -1: tolerated for good
+      for (const Toleration& t : tolerations) {
+        if (!t.Tolerates(taint)) continue;
+        if (t.seconds < 0) {
+          seconds = -1;
+          break;
+        }
+        seconds = seconds == -2 ? t.seconds : std::min(seconds, t.seconds);
+      }
+      if (seconds == -1) continue;
+      const std::string on = "its node " + node.name.str() + " has taint " + taint.ToString();
+      if (seconds == -2) return on + ", which it does not tolerate";
+      const int64_t met = std::max(ParseTimestamp(taint.time_added), RunBegan(status));
+      if (met >= 0 && now < met + seconds * 1000) continue;
+      return on + ", which it tolerates for " + std::to_string(seconds) + " s only";
+    }
+  }
+  return "";
+}
+
 // Assignments as status.assignments (and status.nomination) store them, checked against the
 // fleet: nullopt when one names a node the fleet lacks (or one in `gone`, prefixed "!") or
 // devices its node does not have.
@@ -735,15 +769,10 @@ Result<CycleStats> Scheduler::RunOnce() {
       const json& status = Field(sw.obj(), "status");
       const std::string phase = Str(status, "phase", "Pending");
       for (const PodSet& ps : sw.w().pod_sets) {
-        auto r = state.MakeRequest(ps, sw.w().tenant);
-        if (!r.ok() && !ps.nodes.empty() && Bound(phase)) {
-          // Its nodes were relabelled since it was placed: what runs stays (as Restore keeps
-          // it), on no node it may add to.
-          PodSet anywhere = ps;
-          anywhere.nodes = NodeSelector();
-          r = state.MakeRequest(anywhere, sw.w().tenant);
-          if (r.ok()) r->nodes = state.NodesFor(ps.nodes);
-        }
+        // (One that runs stays where it runs though its nodes were relabelled or tainted since,
+        // as Restore keeps it, on no node it may add to.)
+        auto r = Bound(phase) ? state.MakeBoundRequest(ps, sw.w().tenant)
+                              : state.MakeRequest(ps, sw.w().tenant);
         if (!r.ok()) {
           sw.request_error = r.status();
           break;
@@ -889,9 +918,11 @@ Result<CycleStats> Scheduler::RunOnce() {
                 ++stats.timed_out;
                 continue;
               }
-            } else if (requeue(by_health || Str(preemption, "evictor") == "api" ? "Evicted"
-                               : deactivating                                   ? "Deactivated"
-                                                                                : "Preempted",
+            } else if (requeue(by_health || Str(preemption, "evictor") == "api" ||
+                                       Str(preemption, "evictor") == "taint"
+                                   ? "Evicted"
+                               : deactivating ? "Deactivated"
+                                              : "Preempted",
                                (by_health ? "evicted: " : "") + Str(preemption, "reason"))) {
               continue;
             }
@@ -911,6 +942,21 @@ Result<CycleStats> Scheduler::RunOnce() {
           if (expired) next["status"]["preemption"]["final"] = true;
           next["status"]["message"] = why + "; stops at " + deadline;
           expiring = store_.Put(kv.key, next.dump(), kv.mod_revision).ok();
+        }
+        // On a node with a NoExecute taint it does not tolerate (or tolerates for seconds that
+        // have passed since the taint was set): evicted, as Kubernetes' taint manager evicts,
+        // after the grace period; it waits again for nodes it may use.
+        if (!preemption.is_object() && !expiring && !sw.w().pod_sets.empty()) {
+          const std::string why = NoExecuteEviction(sw.w().pod_sets.front().nodes.tolerations,
+                                                    status, fleet, node_index, now);
+          if (!why.empty()) {
+            json next = sw.obj();
+            const std::string deadline = FormatTimestamp(now + options_.preemption_grace_ms);
+            next["status"]["preemption"] = {
+                {"by", ""}, {"reason", why}, {"deadline", deadline}, {"evictor", "taint"}};
+            next["status"]["message"] = why + "; stops at " + deadline;
+            expiring = store_.Put(kv.key, next.dump(), kv.mod_revision).ok();
+          }
         }
         // A gang whose pods have not all started within the gang timeout gives its devices back and
         // waits again (counted from when it was bound, or from its last growth). One that grew goes

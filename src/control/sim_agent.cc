@@ -27,6 +27,12 @@ std::string NodeSpecJson(const Node& node) {
   if (!node.leaf.empty()) spec["leaf"] = node.leaf;
   if (!node.nvlink_domain.empty()) spec["nvlinkDomain"] = node.nvlink_domain;
   if (!node.labels.empty()) spec["labels"] = node.labels;
+  for (const Taint& t : node.taints) {
+    json tj = {{"key", t.key}, {"effect", TaintEffectName(t.effect)}};
+    if (!t.value.empty()) tj["value"] = t.value;
+    if (!t.time_added.empty()) tj["timeAdded"] = t.time_added;
+    spec["taints"].push_back(tj);
+  }
   json devices = json::array();
   for (const Device& d : node.devices) {
     json dj = {{"model", d.model}, {"uuid", d.uuid}, {"numa", d.numa_node}, {"ecc", d.ecc_enabled}};

@@ -44,6 +44,24 @@ const MigProfile* FindMigProfile(const std::string& model, const std::string& pr
   return nullptr;
 }
 
+const char* TaintEffectName(TaintEffect e) {
+  return e == TaintEffect::kNoExecute ? "NoExecute" : "NoSchedule";
+}
+
+Result<TaintEffect> ParseTaintEffect(const std::string& name) {
+  if (name == "NoSchedule") return TaintEffect::kNoSchedule;
+  if (name == "NoExecute") return TaintEffect::kNoExecute;
+  if (name == "PreferNoSchedule")
+    return InvalidArgument(
+        "PreferNoSchedule is not supported: a taint keeps work off (NoSchedule) or off and "
+        "away (NoExecute)");
+  return InvalidArgument("'" + name + "' is not NoSchedule or NoExecute");
+}
+
+std::string Taint::ToString() const {
+  return key + (value.empty() ? "" : "=" + value) + ":" + TaintEffectName(effect);
+}
+
 const std::string& Node::gpu_model() const {
   static const std::string kNone;
   return devices.empty() ? kNone : devices.front().model;
@@ -268,6 +286,32 @@ Result<std::vector<Node>> ParseNodeEntry(YamlMap& m) {
       return m.Error("labels", "'" + k +
                                    "' is set by Fabrica on every node (its name, its GPU "
                                    "model)");
+  }
+
+  Doc taints = m.Raw("taints");
+  if (taints && !taints.IsNull()) {
+    if (!taints.IsSequence()) return m.Error("taints", "expected a list");
+    if (taints.size() > 100) return m.Error("taints", "at most 100 taints");
+    for (size_t i = 0; i < taints.size(); ++i) {
+      YamlMap tm = m.Child(taints[i], m.Path("taints") + "[" + std::to_string(i) + "]");
+      RETURN_IF_ERROR(tm.CheckIsMap());
+      Taint t;
+      ASSIGN_OR_RETURN(t.key, tm.String("key"));
+      ASSIGN_OR_RETURN(t.value, tm.String("value", ""));
+      ASSIGN_OR_RETURN(std::string effect, tm.String("effect"));
+      ASSIGN_OR_RETURN(t.time_added, tm.String("timeAdded", ""));
+      RETURN_IF_ERROR(tm.Finish());
+      if (Status valid = ValidateLabel(t.key, t.value); !valid.ok())
+        return tm.Error("key", valid.message());
+      Result<TaintEffect> e = ParseTaintEffect(effect);
+      if (!e.ok()) return tm.Error("effect", e.status().message());
+      t.effect = *e;
+      // (Kubernetes' rule: one taint per key and effect.)
+      for (const Taint& other : node.taints)
+        if (other.key == t.key && other.effect == t.effect)
+          return tm.Error("key", "a second '" + t.key + "' taint of effect " + effect);
+      node.taints.push_back(t);
+    }
   }
 
   Doc nics = m.Raw("nics");

@@ -58,11 +58,34 @@ struct Nic {
   int gbps = 400;
 };
 
+// A taint on a node (Kubernetes' node.spec.taints, `kubectl taint`): work that does not
+// tolerate it (a Toleration of its workload) is not placed there (NoSchedule), and, for
+// NoExecute, what runs there without tolerating it is evicted (after the toleration's
+// seconds, for work that tolerates it for a while). Set by an admin on the Node object, or by
+// the fleet file for the node's first registration.
+enum class TaintEffect { kNoSchedule, kNoExecute };
+const char* TaintEffectName(TaintEffect e);
+// "NoSchedule" or "NoExecute"; PreferNoSchedule (a soft preference) is refused, named.
+Result<TaintEffect> ParseTaintEffect(const std::string& name);
+struct Taint {
+  std::string key;
+  std::string value;  // may be empty
+  TaintEffect effect = TaintEffect::kNoSchedule;
+  std::string time_added;  // RFC 3339; NoExecute: when it was set (the API stamps it)
+
+  // "key=value:Effect" (kubectl's form; "key:Effect" without a value).
+  std::string ToString() const;
+  bool operator==(const Taint& o) const {
+    return key == o.key && value == o.value && effect == o.effect;
+  }
+};
+
 struct Node {
   NodeId name;
   MilliCpu cpu;
   MemoryMib memory;
   std::map<std::string, std::string> labels;
+  std::vector<Taint> taints;
   std::string rack;
   std::string leaf;           // InfiniBand leaf switch
   std::string nvlink_domain;  // defaults to the node's name (HGX); shared across a GB200 rack

@@ -254,12 +254,41 @@ Result<DeviceRequest> ParseDeviceRequest(YamlMap& m) {
   return r;
 }
 
-bool NodeSelector::Matches(const Node& node) const {
+bool Toleration::Tolerates(const Taint& taint) const {
+  if (effect >= 0 && effect != static_cast<int>(taint.effect)) return false;
+  if (key.empty()) return exists;  // (an empty key with Exists: every taint)
+  return key == taint.key && (exists || value == taint.value);
+}
+
+std::string Toleration::ToString() const {
+  std::string out = key.empty() ? "every taint" : key + (exists ? "" : "=" + value);
+  if (effect >= 0) out += ":" + std::string(TaintEffectName(static_cast<TaintEffect>(effect)));
+  if (seconds >= 0) out += " for " + std::to_string(seconds) + " s";
+  return out;
+}
+
+bool Tolerated(const std::vector<Toleration>& tolerations, const Taint& taint) {
+  for (const Toleration& t : tolerations)
+    if (t.Tolerates(taint)) return true;
+  return false;
+}
+
+bool NodeSelector::MatchesLabels(const Node& node) const {
   for (const auto& [key, value] : labels) {
     const std::string* has = node.Label(key);
     if (!has || *has != value) return false;
   }
   return !std::binary_search(exclude.begin(), exclude.end(), node.name.str());
+}
+
+const Taint* NodeSelector::Untolerated(const Node& node) const {
+  for (const Taint& t : node.taints)
+    if (!Tolerated(tolerations, t)) return &t;
+  return nullptr;
+}
+
+bool NodeSelector::Matches(const Node& node) const {
+  return MatchesLabels(node) && !Untolerated(node);
 }
 
 std::string NodeSelector::Describe() const {
@@ -299,6 +328,52 @@ Result<std::string> ReadObjectMeta(YamlMap& meta, std::map<std::string, std::str
     meta.Raw(server_set);
   }
   return name;
+}
+
+// spec.tolerations: a list of {key, operator, value, effect, tolerationSeconds}, as a
+// Kubernetes pod's; checked as Kubernetes checks them, and sorted (a selector's identity).
+Result<std::vector<Toleration>> ParseTolerations(YamlMap& spec) {
+  Doc list = spec.Raw("tolerations");
+  std::vector<Toleration> out;
+  if (!list || list.IsNull()) return out;
+  if (!list.IsSequence()) return spec.Error("tolerations", "expected a list");
+  if (list.size() > 100) return spec.Error("tolerations", "at most 100 tolerations");
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string path = spec.Path("tolerations") + "[" + std::to_string(i) + "]";
+    YamlMap t = spec.Child(list[i], path);
+    RETURN_IF_ERROR(t.CheckIsMap());
+    Toleration tol;
+    ASSIGN_OR_RETURN(tol.key, t.String("key", ""));
+    ASSIGN_OR_RETURN(std::string op, t.String("operator", "Equal"));
+    ASSIGN_OR_RETURN(tol.value, t.String("value", ""));
+    ASSIGN_OR_RETURN(std::string effect, t.String("effect", ""));
+    ASSIGN_OR_RETURN(tol.seconds, t.Int("tolerationSeconds", -1));
+    RETURN_IF_ERROR(t.Finish());
+    if (op != "Equal" && op != "Exists")
+      return t.Error("operator", "'" + op + "' is not Equal or Exists");
+    tol.exists = op == "Exists";
+    if (!tol.key.empty())
+      if (Status s = ValidateLabel(tol.key, tol.value); !s.ok()) return t.Error("key", s.message());
+    if (tol.key.empty() && !tol.exists)
+      return t.Error("operator", "must be Exists when key is empty (it tolerates every taint)");
+    if (tol.exists && !tol.value.empty())
+      return t.Error("value", "must be empty when operator is Exists");
+    if (!effect.empty()) {
+      Result<TaintEffect> e = ParseTaintEffect(effect);
+      if (!e.ok()) return t.Error("effect", e.status().message());
+      tol.effect = static_cast<int>(*e);
+    }
+    if (tol.seconds != -1) {
+      if (tol.effect != static_cast<int>(TaintEffect::kNoExecute))
+        return t.Error("tolerationSeconds", "only a NoExecute toleration has seconds");
+      if (tol.seconds < 0 || tol.seconds > kMaxRunSeconds)
+        return t.Error("tolerationSeconds", "must be 0 to one year");
+    }
+    out.push_back(tol);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
 }
 
 Result<Workload> ParseOneWorkload(YamlMap& m) {
@@ -371,6 +446,9 @@ Result<Workload> ParseOneWorkload(YamlMap& m) {
     std::sort(nodes.exclude.begin(), nodes.exclude.end());
     nodes.exclude.erase(std::unique(nodes.exclude.begin(), nodes.exclude.end()),
                         nodes.exclude.end());
+  }
+  if (spec.Has("tolerations")) {
+    ASSIGN_OR_RETURN(nodes.tolerations, ParseTolerations(spec));
   }
   Doc sets = spec.Raw("podSets");
   if (!sets || !sets.IsSequence() || sets.size() == 0) {

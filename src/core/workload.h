@@ -69,25 +69,48 @@ struct TopologyConstraint {
 };
 
 struct Node;
+struct Taint;
+
+// A workload's leave to run on nodes with a taint (Kubernetes' pod toleration): of taints with
+// `key` (empty with `exists`: every key), of value `value` (any, with `exists`), of `effect`
+// (none: every effect). For NoExecute taints, `seconds` >= 0 is how long what runs may stay
+// once the taint is set (tolerationSeconds); -1: for good.
+struct Toleration {
+  std::string key;
+  bool exists = false;  // operator Exists; false: Equal
+  std::string value;
+  int effect = -1;  // a TaintEffect, or -1: all
+  int64_t seconds = -1;
+
+  bool Tolerates(const Taint& taint) const;
+  // "key=value:Effect", "key:NoExecute for 300 s", "every taint": as messages quote it.
+  std::string ToString() const;
+  auto operator<=>(const Toleration&) const = default;
+};
 
 // Which nodes a pod may run on, beside what its devices ask: nodes with every label of
 // `labels` (Kubernetes' nodeSelector; Node::Label, so kubernetes.io/hostname names one node),
-// none of those named in `exclude` (Slurm's --exclude). Empty: any node.
+// none of those named in `exclude` (Slurm's --exclude), whose NoSchedule and NoExecute taints
+// `tolerations` all tolerate. Empty: any node but tainted ones.
 struct NodeSelector {
   std::map<std::string, std::string> labels;
   std::vector<std::string> exclude;  // sorted, no repeats
+  std::vector<Toleration> tolerations;
 
+  // No labels asked and no node excluded (tolerations alone restrict nothing: they allow).
   bool empty() const { return labels.empty() && exclude.empty(); }
   bool Matches(const Node& node) const;
+  // Its labels and exclusions alone, taints aside.
+  bool MatchesLabels(const Node& node) const;
+  // The first NoSchedule or NoExecute taint of `node` its tolerations do not tolerate; null.
+  const Taint* Untolerated(const Node& node) const;
   // "nodeSelector a=b,c=d, excludeNodes n1,n2": what a message about it quotes.
   std::string Describe() const;
-  bool operator==(const NodeSelector& o) const {
-    return labels == o.labels && exclude == o.exclude;
-  }
-  bool operator<(const NodeSelector& o) const {
-    return labels != o.labels ? labels < o.labels : exclude < o.exclude;
-  }
+  auto operator<=>(const NodeSelector&) const = default;
 };
+
+// Whether `tolerations` tolerate `taint`.
+bool Tolerated(const std::vector<Toleration>& tolerations, const Taint& taint);
 
 struct PodSet {
   std::string name;

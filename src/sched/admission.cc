@@ -2103,17 +2103,7 @@ Result<int> Admitter::Restore(const Workload& spec, const std::vector<Assignment
   e.admitted_at = admitted_at;
   e.options = options;
   for (const PodSet& ps : spec.pod_sets) {
-    Result<PodRequest> made = state_.MakeRequest(ps, spec.tenant);
-    if (!made.ok() && !ps.nodes.empty()) {
-      // (Its nodes were relabelled, or left, since it was placed: what it runs stays where it
-      // is, and it adds nothing, as its selector leaves it no node.)
-      PodSet anywhere = ps;
-      anywhere.nodes = NodeSelector();
-      made = state_.MakeRequest(anywhere, spec.tenant);
-      // (... nowhere: the nodes it may use are none, not every one.)
-      if (made.ok()) made->nodes = state_.NodesFor(ps.nodes);
-    }
-    ASSIGN_OR_RETURN(PodRequest r, std::move(made));
+    ASSIGN_OR_RETURN(PodRequest r, state_.MakeBoundRequest(ps, spec.tenant));
     e.set_request.push_back(r);
     e.full_counts.push_back(ps.count);
     e.min_counts.push_back(ps.least());

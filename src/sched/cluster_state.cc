@@ -32,6 +32,7 @@ ClusterState::ClusterState(const Fleet& fleet, const std::vector<Tenant>& tenant
   for (size_t n = 0; n < fleet.nodes.size(); ++n) {
     const Node& node = fleet.nodes[n];
     CHECK(node.gpu_count() <= kMaxGpusPerNode);
+    tainted_ = tainted_ || !node.taints.empty();
     NodeState& s = nodes_[n];
     s.free_cpu = node.cpu.value();
     s.free_memory = node.memory.value();
@@ -230,8 +231,10 @@ Result<PodRequest> ClusterState::MakeRequest(const PodSet& ps, const TenantId& t
       return InvalidArgument("no node of the fleet has any of the GPU models '" + names + "'");
     }
   }
-  if (!ps.nodes.empty()) {
-    r.nodes = NodesFor(ps.nodes);
+  // (Where no node is tainted, a pod without a selector may use every node: no set.)
+  if (!ps.nodes.empty() || tainted_) r.nodes = NodesFor(ps.nodes);
+  if (r.nodes && r.nodes->list.size() == nodes_.size()) r.nodes = nullptr;  // (every node)
+  if (r.nodes) {
     if (r.nodes->list.empty())
       return InvalidArgument("its " + r.nodes->said + " leaves it no node of the fleet");
     // (Its GPUs can only be of the models its nodes have: what flavour it is charged to.)
@@ -315,8 +318,13 @@ std::shared_ptr<const NodeSet> ClusterState::NodesFor(const NodeSelector& select
   auto set = std::make_shared<NodeSet>();
   set->in.assign(nodes_.size(), 0);
   std::vector<char> type_seen;
+  std::map<std::string, int> untolerated;  // taint -> nodes it alone keeps from the pod
   for (size_t n = 0; n < nodes_.size(); ++n) {
-    if (!selector.Matches(fleet_->nodes[n])) continue;
+    if (!selector.MatchesLabels(fleet_->nodes[n])) continue;
+    if (const Taint* t = selector.Untolerated(fleet_->nodes[n])) {
+      ++untolerated[t->ToString()];
+      continue;
+    }
     set->in[n] = 1;
     set->list.push_back(static_cast<int>(n));
     const NodeState& s = nodes_[n];
@@ -328,8 +336,39 @@ std::shared_ptr<const NodeSet> ClusterState::NodesFor(const NodeSelector& select
     }
   }
   set->said = selector.Describe();
+  if (!untolerated.empty()) {
+    // "want of a toleration for taint gpu=reserved:NoSchedule (4 nodes)": the subject of
+    // "its ... leaves it no node", as the selector is.
+    std::string taints;
+    int shown = 0;
+    for (const auto& [taint, count] : untolerated) {
+      if (++shown > 3) {
+        taints += ", ...";
+        break;
+      }
+      taints += (taints.empty() ? "" : ", ") + taint + " (" + std::to_string(count) +
+                (count == 1 ? " node)" : " nodes)");
+    }
+    set->said += std::string(set->said.empty() ? "" : " and ") + "want of a toleration for " +
+                 (untolerated.size() == 1 ? "taint " : "taints ") + taints;
+  }
   node_sets_.emplace(selector, set);
   return set;
+}
+
+Result<PodRequest> ClusterState::MakeBoundRequest(const PodSet& ps, const TenantId& tenant) const {
+  Result<PodRequest> made = MakeRequest(ps, tenant);
+  if (made.ok()) return made;
+  // (Its nodes were relabelled or tainted, or left, since it was placed: what it runs stays
+  // where it is, and it adds nothing, as its selector and tolerations leave it no node.)
+  PodSet anywhere = ps;
+  anywhere.nodes = NodeSelector();
+  anywhere.nodes.tolerations = {Toleration{.exists = true}};  // (every taint)
+  Result<PodRequest> again = MakeRequest(anywhere, tenant);
+  if (!again.ok()) return made;
+  // (... nowhere: the nodes it may use are none, not every one.)
+  again->nodes = NodesFor(ps.nodes);
+  return again;
 }
 
 bool ClusterState::NodeUsable(int n, const PodRequest& req) const {

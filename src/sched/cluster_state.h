@@ -23,9 +23,9 @@
 
 namespace fabrica {
 
-// The nodes a NodeSelector lets a pod use, worked out once per selector and state (a
-// ClusterState keeps them): by node index, as a list, and one node of each hardware type
-// among them (what "could it ever fit" looks at).
+// The nodes a NodeSelector (and its tolerations, against the nodes' taints) lets a pod use,
+// worked out once per selector and state (a ClusterState keeps them): by node index, as a list, and
+// one node of each hardware type among them (what "could it ever fit" looks at).
 struct NodeSet {
   std::vector<char> in;
   std::vector<int> list;
@@ -54,8 +54,8 @@ struct PodRequest {
   // of that GPU (ClusterState::FractionMilli), and gpu_milli that share of the smallest GPU it
   // may land on (the most it takes anywhere).
   bool compute_from_memory = false;
-  // The nodes its nodeSelector and excludeNodes leave it (shared by the requests of one
-  // selector); null: any node.
+  // The nodes its nodeSelector, excludeNodes and tolerations leave it (shared by the requests
+  // of one selector); null: any node.
   std::shared_ptr<const NodeSet> nodes;
 
   int64_t total_gpu_milli() const { return num_gpu * gpu_milli; }
@@ -141,6 +141,11 @@ class ClusterState {
 
   // Converts one pod of a pod set into a PodRequest, or names what no node can satisfy.
   Result<PodRequest> MakeRequest(const PodSet& ps, const TenantId& tenant) const;
+  // The same for a pod set that runs: where its nodeSelector or tolerations now leave it no
+  // node (its nodes relabelled or tainted since), a request for its shape that may use no node.
+  Result<PodRequest> MakeBoundRequest(const PodSet& ps, const TenantId& tenant) const;
+  // Whether some node has a taint (then a pod without a selector may not use every node).
+  bool tainted() const { return tainted_; }
   // What a GPU pod of a tenant with exclusiveNodes is charged on node n, in milli-GPUs for the
   // pod: the node's GPUs over how many such pods the node holds (by GPUs, CPU and memory),
   // since no other tenant may use what they leave; 0 if the node cannot hold one.
@@ -302,6 +307,7 @@ class ClusterState {
   std::unordered_map<std::string, int> class_by_key_;
   // NodesFor's answers (a cache: which nodes match a selector never changes with the state).
   mutable std::map<NodeSelector, std::shared_ptr<const NodeSet>> node_sets_;
+  bool tainted_ = false;
 };
 
 }  // namespace fabrica

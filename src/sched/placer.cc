@@ -5,6 +5,23 @@
 
 namespace fabrica {
 
+namespace {
+
+// Whether the nodes a request may use are most of the fleet (those a taint leaves): placed
+// by class, as the whole fleet is, rather than node by node.
+bool MostNodes(const ClusterState& s, const PodRequest& req) {
+  return req.nodes && req.nodes->list.size() * 2 > static_cast<size_t>(s.node_count());
+}
+
+// The first node of class c that the request may use (any, without a selector); -1: none.
+int FirstIn(const ClusterState& s, int c, const PodRequest& req) {
+  for (int n : s.class_nodes(c))
+    if (!req.nodes || req.nodes->in[n]) return n;
+  return -1;
+}
+
+}  // namespace
+
 const char* OutcomeName(Outcome o) {
   switch (o) {
     case Outcome::kPlaced:
@@ -297,8 +314,18 @@ PodPlacement Placer::PlaceSelected(const ClusterState& s, const PodRequest& req,
     }
   }
   // Nodes of one class score alike and ties go to the lowest index: of each class only its
-  // first node in the (sorted) list is scored, as Place scores a class's front.
+  // first node in the set is scored, as Place scores a class's front. A set of most nodes (one
+  // that leaves out tainted nodes) is walked by class, as Place walks them, the summaries
+  // rejecting most; a smaller one node by node.
   std::vector<int> candidates;
+  if (MostNodes(s, req)) {
+    const std::vector<int>& classes = s.active_classes();
+    const std::vector<ClusterState::FitSummary>& fit = s.active_summaries();
+    for (size_t i = 0; i < classes.size(); ++i)
+      if (ClusterState::MayFit(fit[i], req))
+        if (const int n = FirstIn(s, classes[i], req); n >= 0) candidates.push_back(n);
+    return Best(s, req, rng, candidates.size(), [&](size_t i) { return candidates[i]; });
+  }
   std::vector<char> seen;
   for (int n : req.nodes->list) {
     if (!s.MayFit(n, req)) continue;
@@ -354,11 +381,15 @@ bool SameRequest(const PodRequest& a, const PodRequest& b) {
 
 PodPlacement Placer::PlaceRemembering(const ClusterState& s, const PodRequest& req, Rng& rng,
                                       Memo& memo, const std::vector<int>& touched) const {
-  if (policy_.uniform_random() || req.nodes) return Place(s, req, rng);
+  // (A set of most nodes, one that leaves out tainted ones, is remembered by class as the
+  // fleet is: a class's first node in the set speaks for it. Smaller ones are placed afresh.)
+  if (policy_.uniform_random() || (req.nodes && !MostNodes(s, req))) return Place(s, req, rng);
   if (PodPlacement held; PlaceOnHeldNode(s, req, rng, &held)) return held;
-  // A score depends on the request and on its node's state alone, which a class's stamp pins.
+  // A score depends on the request and on its node's state alone, which a class's stamp pins
+  // (and the class's nodes: a node that joins or leaves it changes the stamp).
   const auto scored = [&](int c) {
-    const int n = s.class_summary(c).front;
+    const int n = FirstIn(s, c, req);
+    if (n < 0) return Memo::Scored{c, s.class_stamp(c), s.class_summary(c).front, std::nullopt};
     const std::optional<NodeChoice> choice = policy_.Score(s, n, req);
     return Memo::Scored{c, s.class_stamp(c), n,
                         choice ? std::optional<double>(choice->score) : std::nullopt};

@@ -273,4 +273,31 @@ for _ in $(seq 50); do
 done
 "$FABCTL" describe queue rr | contains "^  (a root borrows from no queue above it: these are GPUs no tree is guaranteed" ||
   fail "a root's borrowed GPUs unexplained: $("$FABCTL" describe queue rr; "$FABCTL" get workloads -n team-c)"
-echo "OK: top nodes shows the room held for a reservation, and whose; describe says when a limit ends a run; malformed JSON and a misspelt field are named; delete --all; a memory-only share's GPUS and GPU memory on its node; exclusiveNodes on a shared node warned; a running workload whose tenant its queue dropped says it is charged to unqueued; a root holding GPUs no tree is guaranteed says so"
+# `fabctl taint`, as kubectl's: a taint is added, shown by describe node, refused twice without
+# --overwrite, removed with KEY-; work that does not tolerate it waits, naming it.
+node=$("$FABCTL" get nodes | awk 'NR==2 {print $1}')
+"$FABCTL" taint node "$node" dedicated=ops:NoSchedule | contains "node/$node tainted" || fail "taint $node"
+"$FABCTL" describe node "$node" | contains "^Taints: *dedicated=ops:NoSchedule$" ||
+  fail "describe node shows no taint: $("$FABCTL" describe node "$node" | head -6)"
+rc=0
+"$FABCTL" taint node "$node" dedicated=other:NoSchedule >"$tmp/taint2.txt" 2>&1 || rc=$?
+[ "$rc" = 1 ] && contains "already has a taint dedicated:NoSchedule (--overwrite replaces it)" "$tmp/taint2.txt" ||
+  fail "a second taint of the same key and effect (rc $rc): $(cat "$tmp/taint2.txt")"
+printf 'apiVersion: fabrica.dev/v1\nkind: Workload\nmetadata: {name: pinned, namespace: team-a}\nspec:\n  nodeSelector: {kubernetes.io/hostname: %s}\n  podSets: [{name: main, count: 1, cpu: "1", memory: 1Gi, devices: {gpus: 1}}]\n  run: {command: [train], durationSeconds: 360000}\n' \
+  "$node" >"$tmp/pinned.yaml"
+"$FABCTL" apply -f "$tmp/pinned.yaml" >/dev/null || fail "apply pinned"
+for _ in $(seq 50); do
+  "$FABCTL" get workloads -n team-a | contains "^pinned .*want of a toleration for taint dedicated=ops:NoSchedule" && break
+  sleep 0.2
+done
+"$FABCTL" get workloads -n team-a | contains "^pinned .*want of a toleration for taint dedicated=ops:NoSchedule (1 node)" ||
+  fail "a workload kept off by a taint does not say so: $("$FABCTL" get workloads -n team-a)"
+"$FABCTL" taint node "$node" dedicated- | contains "node/$node untainted" || fail "untaint $node"
+"$FABCTL" describe node "$node" | contains "^Taints: *<none>$" || fail "taint not removed"
+for _ in $(seq 50); do
+  "$FABCTL" get workloads -n team-a | contains "^pinned  *Running" && break
+  sleep 0.2
+done
+"$FABCTL" get workloads -n team-a | contains "^pinned  *Running" ||
+  fail "pinned did not start once untainted: $("$FABCTL" get workloads -n team-a)"
+echo "OK: top nodes shows the room held for a reservation, and whose; describe says when a limit ends a run; malformed JSON and a misspelt field are named; delete --all; a memory-only share's GPUS and GPU memory on its node; exclusiveNodes on a shared node warned; a running workload whose tenant its queue dropped says it is charged to unqueued; a root holding GPUs no tree is guaranteed says so; fabctl taint adds, shows and removes a taint, and work it keeps off says so"
