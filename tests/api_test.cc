@@ -1791,6 +1791,20 @@ TEST_F(ApiBadInputTest, LabelsAndNodeSelectorsAreCheckedAndNodesListedByThem) {
   w["spec"].erase("nodeSelector");
   w["spec"]["excludeNodes"] = {"n1", 2};
   ExpectCreateRejected(w, 422, "spec.excludeNodes[1]: expected a node name, got 2");
+  // Names no node has are accepted with a warning (a typo would exclude nothing); once stored,
+  // an update that leaves them be says nothing again.
+  w["spec"]["excludeNodes"] = {"big", "bgi"};
+  HttpResponse r = w_.Do("POST", Collection("workloads", "team-a"), kAdmin, w.dump());
+  ASSERT_EQ(r.status, 201) << r.body;
+  std::vector<std::string> warnings;
+  for (const auto& [name, value] : r.headers)
+    if (name == "Warning") warnings.push_back(value);
+  EXPECT_EQ(warnings, (std::vector<std::string>{
+                          "299 - \"spec.excludeNodes names no node of the fleet: 'bgi' (accepted: "
+                          "a node of that name is kept off should it join)\""}));
+  r = patch(Item("workloads", "team-a", "new"), {{"spec", {{"priority", -1}}}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  for (const auto& [name, value] : r.headers) EXPECT_NE(name, "Warning") << value;
 }
 
 // A workload that names a PriorityClass takes its value into spec.priority when it is stored;

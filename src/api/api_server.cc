@@ -2964,6 +2964,24 @@ struct ApiServer::Impl {
                       "(fabctl get priorityclasses)");
   }
 
+  // What a workload write is warned of: names in spec.excludeNodes that no node has (a typo
+  // would exclude nothing; accepted, as nodes come and go). Looked up for the first 20 names.
+  std::vector<std::string> WorkloadWarnings(const json& o, const json& was) {
+    const json& ex = Field(Field(o, "spec"), "excludeNodes");
+    if (!ex.is_array() || ex.empty() || ex == Field(Field(was, "spec"), "excludeNodes")) return {};
+    std::vector<std::string> unknown;
+    for (size_t i = 0; i < ex.size() && i < 20; ++i)
+      if (ex[i].is_string() &&
+          store.Get(Key(*FindResource("nodes"), "", ex[i].get<std::string>())).status().code() ==
+              StatusCode::kNotFound)
+        unknown.push_back("'" + ex[i].get<std::string>() + "'");
+    if (unknown.empty()) return {};
+    std::string names;
+    for (const std::string& n : unknown) names += (names.empty() ? "" : ", ") + n;
+    return {"spec.excludeNodes names no node of the fleet: " + names +
+            " (accepted: a node of that name is kept off should it join)"};
+  }
+
   HttpResponse Create(const ResourceInfo& info, const std::string& ns, const HttpRequest& req,
                       const Principal& p) {
     std::unique_lock<std::mutex> refs(flavor_refs_mu, std::defer_lock);
@@ -3007,10 +3025,15 @@ struct ApiServer::Impl {
     o["metadata"]["creationTimestamp"] = FormatTimestamp(clock.NowMs());
     o["metadata"]["generation"] = 1;
     o["metadata"].erase("resourceVersion");
+    const std::vector<std::string> warnings = std::string(info.kind) == "Workload"
+                                                  ? WorkloadWarnings(o, json())
+                                                  : std::vector<std::string>();
     if (DryRun(req)) {
       if (store.Get(Key(info, ns, name)).ok())
         return StatusResponse(409, std::string(info.kind) + " '" + name + "' already exists");
-      return JsonResponse(201, o);
+      HttpResponse r = JsonResponse(201, o);
+      AddWarnings(r, warnings);
+      return r;
     }
     KeyValue stored{Key(info, ns, name), o.dump(), 0, 0};
     auto rev = store.Put(stored.key, stored.value, kMustNotExist);
@@ -3025,6 +3048,7 @@ struct ApiServer::Impl {
     HttpResponse created;
     created.status = 201;
     created.body = MaterializeText(stored);
+    AddWarnings(created, warnings);
     return created;
   }
 
@@ -3309,6 +3333,8 @@ struct ApiServer::Impl {
       if (!status_sub && std::string(info.kind) == "Queue")
         if (auto children = ChildrenOf(name); children.ok() && children->empty())
           warnings = QueueEditWarnings(stored, o);
+      if (!status_sub && std::string(info.kind) == "Workload")
+        warnings = WorkloadWarnings(o, stored);
       if (DryRun(req)) {
         // (As the write would answer, but for the version, which no write moved on.)
         if (expected != current->mod_revision)
