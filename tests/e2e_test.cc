@@ -3808,8 +3808,7 @@ TEST_F(FactoryTest, NodesThatTakeNoNewWorkAreSaidToHaveNoRoom) {
              json{{"spec", {{"unschedulable", true}}}}.dump(), "application/merge-patch+json");
     ASSERT_EQ(r.status, 200) << r.body;
   }
-  // (Left to itself, a packing policy puts it beside the three, in the five GPUs left there.)
-  CreateWorkload(WholeGpuWorkload("team-a", "big", 5));
+  CreateWorkload(WholeGpuWorkload("team-a", "big", 8));
   Cycle();
   const std::string why = Workloads()["team-a/big"]["status"].value("message", "");
   EXPECT_NE(why.find("4 have no room at all (full, cordoned, held, not ready or out of service)"),
@@ -3905,7 +3904,9 @@ TEST_F(FactoryTest, TaintsKeepWorkOffANodeAndNoExecuteEvictsIt) {
                                {"effect", "NoExecute"},
                                {"tolerationSeconds", 30}}}));
   on_a0("keep", json::array({{{"operator", "Exists"}}}));
+  on_a0("saved", json());
   ASSERT_TRUE(CycleUntilAll("Running"));
+  Cycle(60'000);  // (a minute before the taint: brief's 30 s count from the taint, not its start)
 
   // NoSchedule: what runs stays; new work without a toleration goes elsewhere, or waits.
   ClientResponse r =
@@ -3917,7 +3918,7 @@ TEST_F(FactoryTest, TaintsKeepWorkOffANodeAndNoExecuteEvictsIt) {
   Cycle();
   std::map<std::string, json> w = Workloads();
   const auto status = [&](const std::string& name) { return w["team-a/" + name]["status"]; };
-  for (const char* name : {"stay", "brief", "keep"})
+  for (const char* name : {"stay", "brief", "keep", "saved"})
     EXPECT_EQ(status(name).value("phase", ""), "Running") << name << ": " << Describe(w);
   EXPECT_EQ(status("new").value("message", ""),
             "its nodeSelector kubernetes.io/hostname=hgx-a-0 and want of a toleration for taint "
@@ -3937,11 +3938,30 @@ TEST_F(FactoryTest, TaintsKeepWorkOffANodeAndNoExecuteEvictsIt) {
             "its node hgx-a-0 has taint gpu=xid-79:NoExecute, which it does not tolerate")
       << Describe(w);
   EXPECT_FALSE(status("brief").contains("preemption")) << Describe(w);
-  Cycle(5'000);
+  EXPECT_TRUE(status("saved").contains("preemption")) << Describe(w);
+  // A toleration added to a running workload (as Kubernetes allows) cancels its eviction; one
+  // taken away is refused.
+  r = Call(
+      "PATCH", WorkloadPath("team-a", "saved"),
+      json{{"spec", {{"tolerations", json::array({{{"key", "gpu"}, {"operator", "Exists"}}})}}}}
+          .dump(),
+      "application/merge-patch+json");
+  ASSERT_EQ(r.status, 200) << r.body;
+  Cycle();
+  w = Workloads();
+  EXPECT_FALSE(status("saved").contains("preemption")) << status("saved").dump();
+  EXPECT_EQ(
+      status("saved")
+          .value("message", "")
+          .rfind("eviction cancelled: the NoExecute taint is gone or tolerated; running on", 0),
+      0u)
+      << status("saved").dump();
+  Cycle(4'000);
   w = Workloads();
   EXPECT_EQ(status("stay").value("phase", ""), "Pending") << Describe(w);
   EXPECT_EQ(status("stay").value("reason", ""), "Evicted") << Describe(w);
   EXPECT_EQ(status("brief").value("phase", ""), "Running") << Describe(w);
+  EXPECT_EQ(status("saved").value("phase", ""), "Running") << Describe(w);
   // (A patch that keeps the taint keeps its date: the 30 s still count from the first.)
   r = taint(json::array({{{"key", "gpu"}, {"value", "xid-79"}, {"effect", "NoExecute"}}}));
   ASSERT_EQ(r.status, 200) << r.body;
@@ -4000,9 +4020,24 @@ TEST_F(FactoryTest, TaintsKeepWorkOffANodeAndNoExecuteEvictsIt) {
   r = Call("PATCH", WorkloadPath("team-a", "keep"),
            json{{"spec", {{"tolerations", nullptr}}}}.dump(), "application/merge-patch+json");
   EXPECT_EQ(r.status, 422) << r.body;
-  EXPECT_NE(r.body.find("spec.tolerations: may not change while the workload is"),
+  EXPECT_NE(r.body.find("spec.tolerations: may only be added to while the workload is"),
             std::string::npos)
       << r.body;
+  r = taint(json::array({{{"key", "gpu"}, {"effect", "NoExecute"}, {"timeAdded", "yesterday"}}}));
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_NE(r.body.find("spec.taints[0].timeAdded: expected a time"), std::string::npos) << r.body;
+  // A node's own agent may not lift what an admin set on it.
+  ClientOptions as_node = client_options_;
+  as_node.token = node_tokens_["hgx-a-0"];
+  HttpClient agent(as_node);
+  auto lifted = agent.Do(
+      "PATCH", node,
+      json{{"spec", {{"taints", json::array({{{"key", "a"}, {"effect", "NoSchedule"}}})}}}}.dump(),
+      "application/merge-patch+json");
+  ASSERT_TRUE(lifted.ok());
+  EXPECT_EQ(lifted->status, 403) << lifted->body;
+  EXPECT_NE(lifted->body.find("may not change its own spec.taints"), std::string::npos)
+      << lifted->body;
   EXPECT_TRUE(CallJson("GET", node)["spec"].value("taints", json()).is_null());
 }
 

@@ -1732,6 +1732,13 @@ struct ApiServer::Impl {
       for (json& t : obj["spec"]["taints"])
         if (t.is_object() && t.value("effect", json()) == "NoExecute" && !t.contains("timeAdded"))
           t["timeAdded"] = FormatTimestamp(clock.NowMs());
+    if (std::string(info.kind) == "Node")
+      for (size_t i = 0; i < jsonf::List(Field(obj, "spec"), "taints").size(); ++i)
+        if (const json& at = Field(obj["spec"]["taints"][i], "timeAdded");
+            !at.is_null() && (!at.is_string() || ParseTimestamp(at.get<std::string>()) < 0))
+          return InvalidArgument("spec.taints[" + std::to_string(i) +
+                                 "].timeAdded: expected a time as 2026-01-31T12:00:00.000Z, got " +
+                                 at.dump());
     for (const TypedField& f : kTypedFields) {
       if (f.kind == std::string(info.kind)) RETURN_IF_ERROR(CheckTyped(obj, f.path, "", f.boolean));
     }
@@ -3195,6 +3202,20 @@ struct ApiServer::Impl {
               const json& v = Field(spec, key);
               return v.empty() && (v.is_object() || v.is_array()) ? json() : v;
             };
+            // Tolerations may be added, as Kubernetes lets a running pod's be (to keep it
+            // where a NoExecute taint would evict it); none taken away or changed.
+            if (std::string(key) == "tolerations") {
+              const json& now = Field(o["spec"], key);
+              bool kept = true;
+              for (const json& t : jsonf::List(Field(stored, "spec"), key))
+                kept = kept && now.is_array() && std::find(now.begin(), now.end(), t) != now.end();
+              if (kept) continue;
+              return StatusResponse(422,
+                                    "spec.tolerations: may only be added to while the workload "
+                                    "is " +
+                                        phase + " (delete it and create it again)",
+                                    "spec.tolerations");
+            }
             if (said(o["spec"]) != said(Field(stored, "spec")))
               return StatusResponse(422,
                                     "spec." + std::string(key) + ": may not change while the " +
@@ -3227,6 +3248,13 @@ struct ApiServer::Impl {
       // patch that says so of one already (`fabctl cordon`). A whole object written back
       // (apply, with the controller's cordon in it) keeps the stored stamp, or none; an
       // uncordon removes it. (Decided from before and after, not from what the body names.)
+      // What keeps work off a node is an admin's: its own agent may not lift it (as
+      // Kubernetes' NodeRestriction keeps a kubelet from changing its node's taints).
+      if (!status_sub && std::string(info.kind) == "Node" && !p.node.empty())
+        for (const char* key : {"taints", "unschedulable"})
+          if (Field(Field(o, "spec"), key) != Field(Field(stored, "spec"), key))
+            return StatusResponse(403, "node " + p.node + " may not change its own spec." + key +
+                                           " (an admin's: fabctl taint, fabctl cordon)");
       if (!status_sub && std::string(info.kind) == "Node" && p.node.empty()) {
         const bool now_off = Field(Field(o, "spec"), "unschedulable") == true;
         const bool was_off = Field(Field(stored, "spec"), "unschedulable") == true;

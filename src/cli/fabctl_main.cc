@@ -2197,67 +2197,72 @@ int Taint(HttpClient& http, const std::string& what, const std::string& node,
     return 2;
   }
   const std::string path = "/apis/fabrica.dev/v1/nodes/" + node;
-  auto resp = http.Do("GET", path);
-  if (!resp.ok() || resp->status != 200) return Failed(resp);
-  json o = json::parse(resp->body, nullptr, false);
-  if (!o.is_object() || !o["spec"].is_object()) {
-    std::cerr << "fabctl: node/" << node << " has no spec to taint\n";
-    return 1;
-  }
-  json taints = fabrica::jsonf::List(o["spec"], "taints");
-  std::vector<std::string> done;
-  for (const std::string& spec : specs) {
-    const bool remove = !spec.empty() && spec.back() == '-';
-    const std::string body = remove ? spec.substr(0, spec.size() - 1) : spec;
-    const size_t colon = body.rfind(':');
-    const std::string kv = colon == std::string::npos ? body : body.substr(0, colon);
-    const std::string effect = colon == std::string::npos ? "" : body.substr(colon + 1);
-    const size_t eq = kv.find('=');
-    const std::string key = kv.substr(0, eq);
-    const std::string value = eq == std::string::npos ? "" : kv.substr(eq + 1);
-    if (key.empty() || (!remove && effect.empty())) {
-      std::cerr << "fabctl: '" << spec
-                << "' is not KEY[=VALUE]:EFFECT (EFFECT NoSchedule or NoExecute) or "
-                   "KEY[:EFFECT]- to remove\n";
-      return 2;
-    }
-    json kept = json::array();
-    bool found = false;
-    for (const json& t : taints) {
-      const bool same =
-          t.value("key", "") == key && (effect.empty() || t.value("effect", "") == effect);
-      if (!same) {
-        kept.push_back(t);
-        continue;
-      }
-      found = true;
-      if (!remove && !overwrite) {
-        std::cerr << "fabctl: node/" << node << " already has a taint " << key << ":" << effect
-                  << " (--overwrite replaces it)\n";
-        return 1;
-      }
-    }
-    if (remove && !found) {
-      std::cerr << "fabctl: node/" << node << " has no taint " << body << " to remove\n";
+  // (A write of the node's status between the read and the write, the scheduler's or its
+  // agent's, is a conflict: read it again and redo the change, a few times.)
+  for (int attempt = 0;; ++attempt) {
+    auto resp = http.Do("GET", path);
+    if (!resp.ok() || resp->status != 200) return Failed(resp);
+    json o = json::parse(resp->body, nullptr, false);
+    if (!o.is_object() || !o["spec"].is_object()) {
+      std::cerr << "fabctl: node/" << node << " has no spec to taint\n";
       return 1;
     }
-    if (!remove) {
-      json t = {{"key", key}, {"effect", effect}};
-      if (!value.empty()) t["value"] = value;
-      kept.push_back(t);
+    json taints = fabrica::jsonf::List(o["spec"], "taints");
+    std::vector<std::string> done;
+    for (const std::string& spec : specs) {
+      const bool remove = !spec.empty() && spec.back() == '-';
+      const std::string body = remove ? spec.substr(0, spec.size() - 1) : spec;
+      const size_t colon = body.rfind(':');
+      const std::string kv = colon == std::string::npos ? body : body.substr(0, colon);
+      const std::string effect = colon == std::string::npos ? "" : body.substr(colon + 1);
+      const size_t eq = kv.find('=');
+      const std::string key = kv.substr(0, eq);
+      const std::string value = eq == std::string::npos ? "" : kv.substr(eq + 1);
+      if (key.empty() || (!remove && effect.empty())) {
+        std::cerr << "fabctl: '" << spec
+                  << "' is not KEY[=VALUE]:EFFECT (EFFECT NoSchedule or NoExecute) or "
+                     "KEY[:EFFECT]- to remove\n";
+        return 2;
+      }
+      json kept = json::array();
+      bool found = false;
+      for (const json& t : taints) {
+        const bool same =
+            t.value("key", "") == key && (effect.empty() || t.value("effect", "") == effect);
+        if (!same) {
+          kept.push_back(t);
+          continue;
+        }
+        found = true;
+        if (!remove && !overwrite) {
+          std::cerr << "fabctl: node/" << node << " already has a taint " << key << ":" << effect
+                    << " (--overwrite replaces it)\n";
+          return 1;
+        }
+      }
+      if (remove && !found) {
+        std::cerr << "fabctl: node/" << node << " has no taint " << body << " to remove\n";
+        return 1;
+      }
+      if (!remove) {
+        json t = {{"key", key}, {"effect", effect}};
+        if (!value.empty()) t["value"] = value;
+        kept.push_back(t);
+      }
+      taints = kept;
     }
-    taints = kept;
+    o["spec"]["taints"] = taints;
+    if (taints.empty()) o["spec"].erase("taints");
+    auto put = http.Do("PUT", path, o.dump());
+    if (put.ok() && put->status == 409 && attempt < 4) continue;
+    if (!put.ok() || put->status >= 300) return Failed(put);
+    std::printf("node/%s %s\n", node.c_str(),
+                std::all_of(specs.begin(), specs.end(),
+                            [](const std::string& x) { return !x.empty() && x.back() == '-'; })
+                    ? "untainted"
+                    : "tainted");
+    return 0;
   }
-  o["spec"]["taints"] = taints;
-  if (taints.empty()) o["spec"].erase("taints");
-  auto put = http.Do("PUT", path, o.dump());
-  if (!put.ok() || put->status >= 300) return Failed(put);
-  std::printf("node/%s %s\n", node.c_str(),
-              std::all_of(specs.begin(), specs.end(),
-                          [](const std::string& x) { return !x.empty() && x.back() == '-'; })
-                  ? "untainted"
-                  : "tainted");
-  return 0;
 }
 
 // `fabctl drain NODE`, as kubectl's: cordons the node, evicts each workload that holds devices

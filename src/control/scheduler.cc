@@ -362,35 +362,51 @@ Assignment FreeCapacity(const ClusterState& s, int n, const std::vector<int>& gp
 }
 
 // Why a run on the nodes of `status`'s assignments must stop for a NoExecute taint there that
-// `tolerations` do not tolerate, or tolerate for seconds since passed (counted, as Kubernetes'
-// taint manager counts them, from when the run first met the taint: the later of the taint's
-// timeAdded, which the API stamps, and the run's start, so work placed on a node it tolerates
-// for a while gets that while); "" where none does.
+// `tolerations` do not tolerate, or tolerate for seconds since passed; "" where none does. As
+// Kubernetes' taint manager: each taint is tolerated by the first toleration that matches it,
+// in the workload's order; the fewest seconds among those (none: for good; 0 or less: not at
+// all) count from when the pod first met the taint, the later of the taint's timeAdded (which
+// the API stamps) and the pod's start (or its placement, not started yet), so work placed on a
+// node it tolerates for a while gets that while. Pods that have completed stop for nothing.
 std::string NoExecuteEviction(const std::vector<Toleration>& tolerations, const json& status,
                               const Fleet& fleet, const std::map<std::string, int>& node_index,
                               int64_t now) {
+  const json& finished = Field(status, "finishedPods");
+  const json& started = Field(status, "startedPods");
+  const int64_t placed = std::max(RunBegan(status), ParseTimestamp(Str(status, "resizedTime")));
   for (const json& a : List(status, "assignments")) {
+    const std::string pod = Str(a, "pod", "0");
+    if (finished.is_object() && finished.contains(pod)) continue;
     auto it = node_index.find(Str(a, "node"));
     if (it == node_index.end()) continue;
     const Node& node = fleet.nodes[it->second];
+    int64_t seconds = -1;  // -1: for good
+    int64_t met = -1;
+    std::string what;
     for (const Taint& taint : node.taints) {
       if (taint.effect != TaintEffect::kNoExecute) continue;
-      int64_t seconds = -2;  // -2: no toleration; -1: tolerated for good
-      for (const Toleration& t : tolerations) {
-        if (!t.Tolerates(taint)) continue;
-        if (t.seconds < 0) {
-          seconds = -1;
+      const Toleration* used = nullptr;
+      for (const Toleration& t : tolerations)
+        if (t.Tolerates(taint)) {
+          used = &t;
           break;
         }
-        seconds = seconds == -2 ? t.seconds : std::min(seconds, t.seconds);
-      }
-      if (seconds == -1) continue;
       const std::string on = "its node " + node.name.str() + " has taint " + taint.ToString();
-      if (seconds == -2) return on + ", which it does not tolerate";
-      const int64_t met = std::max(ParseTimestamp(taint.time_added), RunBegan(status));
-      if (met >= 0 && now < met + seconds * 1000) continue;
-      return on + ", which it tolerates for " + std::to_string(seconds) + " s only";
+      if (!used) return on + ", which it does not tolerate";
+      if (used->seconds < 0) continue;
+      if (seconds < 0 || used->seconds < seconds) {
+        seconds = used->seconds;
+        what = on;
+        met = ParseTimestamp(taint.time_added);
+      }
     }
+    if (seconds < 0) continue;
+    const int64_t began = started.is_object() && started.contains(pod)
+                              ? ParseTimestamp(Str(started, pod.c_str()))
+                              : placed;
+    met = std::max(met, began);
+    if (seconds > 0 && met >= 0 && now < met + seconds * 1000) continue;
+    return what + ", which it tolerates for " + std::to_string(seconds) + " s only";
   }
   return "";
 }
@@ -894,6 +910,20 @@ Result<CycleStats> Scheduler::RunOnce() {
           // later this cycle from the object read, with its old mark, fails and is made again.)
           if (store_.Put(kv.key, next.dump(), kv.mod_revision).ok()) preemption = json();
         }
+        // Marked for a NoExecute taint that is gone since, or that it now tolerates (a
+        // toleration added): it runs on, as Kubernetes' taint manager cancels an eviction.
+        if (preemption.is_object() && Str(preemption, "evictor") == "taint" && !expired &&
+            !sw.w().pod_sets.empty() &&
+            NoExecuteEviction(sw.w().pod_sets.front().nodes.tolerations, status, fleet, node_index,
+                              now)
+                .empty()) {
+          json next = sw.obj();
+          next["status"].erase("preemption");
+          next["status"]["message"] = std::string(kEvictionCancelled) +
+                                      "the NoExecute taint is gone or tolerated; " +
+                                      RunningMessage(next["status"]);
+          if (store_.Put(kv.key, next.dump(), kv.mod_revision).ok()) preemption = json();
+        }
         if (preemption.is_object()) {
           int64_t deadline = ParseTimestamp(Str(preemption, "deadline"));
           // The health controller's evictions it stops itself at their deadline; a minute past
@@ -1278,9 +1308,15 @@ Result<CycleStats> Scheduler::RunOnce() {
           }
           sw.pods = std::move(rest);
         }
-        // A plan on a node that is gone is no plan.
+        // A plan on a node that is gone, or that its pod may no longer use (tainted or
+        // relabelled since), is no plan.
         auto plan = ParseAssignments(status, "nomination", state, node_index, unusable);
-        if (plan && plan->size() == sw.pods.size()) sw.nomination = std::move(*plan);
+        if (plan && plan->size() == sw.pods.size()) {
+          bool usable = true;
+          for (size_t i = 0; i < plan->size(); ++i)
+            usable = usable && (!sw.pods[i].nodes || sw.pods[i].nodes->in[(*plan)[i].node]);
+          if (usable) sw.nomination = std::move(*plan);
+        }
         if (const json& swap = Field(status, "swap"); swap.is_object()) {
           const json& ceiling = Field(swap, "ceilingMilli");
           if (ceiling.is_number_unsigned() && ceiling.get<uint64_t>() <= kMaxSwapCeilingMilli &&

@@ -331,7 +331,7 @@ Result<std::string> ReadObjectMeta(YamlMap& meta, std::map<std::string, std::str
 }
 
 // spec.tolerations: a list of {key, operator, value, effect, tolerationSeconds}, as a
-// Kubernetes pod's; checked as Kubernetes checks them, and sorted (a selector's identity).
+// Kubernetes pod's; checked as Kubernetes checks them.
 Result<std::vector<Toleration>> ParseTolerations(YamlMap& spec) {
   Doc list = spec.Raw("tolerations");
   std::vector<Toleration> out;
@@ -347,6 +347,7 @@ Result<std::vector<Toleration>> ParseTolerations(YamlMap& spec) {
     ASSIGN_OR_RETURN(std::string op, t.String("operator", "Equal"));
     ASSIGN_OR_RETURN(tol.value, t.String("value", ""));
     ASSIGN_OR_RETURN(std::string effect, t.String("effect", ""));
+    const bool timed = t.Has("tolerationSeconds");
     ASSIGN_OR_RETURN(tol.seconds, t.Int("tolerationSeconds", -1));
     RETURN_IF_ERROR(t.Finish());
     if (op != "Equal" && op != "Exists")
@@ -363,16 +364,16 @@ Result<std::vector<Toleration>> ParseTolerations(YamlMap& spec) {
       if (!e.ok()) return t.Error("effect", e.status().message());
       tol.effect = static_cast<int>(*e);
     }
-    if (tol.seconds != -1) {
+    if (timed) {
       if (tol.effect != static_cast<int>(TaintEffect::kNoExecute))
         return t.Error("tolerationSeconds", "only a NoExecute toleration has seconds");
+      // (Kubernetes reads 0 and below as "evict at once": 0 says so.)
       if (tol.seconds < 0 || tol.seconds > kMaxRunSeconds)
-        return t.Error("tolerationSeconds", "must be 0 to one year");
+        return t.Error("tolerationSeconds", "must be 0 to one year (0: evicted at once)");
     }
     out.push_back(tol);
   }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
+  // (In their order: a taint is tolerated by the first that matches it, whose seconds count.)
   return out;
 }
 
