@@ -1725,6 +1725,28 @@ TEST_F(ApiBadInputTest, AQueueEditBelowWhatItHoldsIsAcceptedWithAWarning) {
   said = patch({{"guaranteed", 0}, {"borrowingLimit", 0}, {"lendingLimit", nullptr}});
   ASSERT_EQ(said.size(), 1u);
   EXPECT_NE(said[0].find("holds 1 GPU of gpu"), std::string::npos) << said[0];
+  // A first memory quota, which the status does not count yet: what the queue's bound
+  // workloads ask is summed (two pods of 16Gi running; one pending, not counted).
+  json q2 = QueueObject("fresh");
+  q2["spec"]["tenants"] = {"team-a"};
+  w_.MustCreate(Collection("queues"), q2);
+  for (const char* name : {"run", "wait"}) {
+    json w = WorkloadObject("team-a", std::string("fresh-") + name);
+    w["spec"]["queue"] = "fresh";
+    w["spec"]["podSets"][0]["count"] = 2;
+    w_.MustCreate(Collection("workloads", "team-a"), w);
+  }
+  w_.MustSetStatus(Item("workloads", "team-a", "fresh-run"),
+                   {{"phase", "Running"}, {"assignments", {Assignment("n1"), Assignment("n2")}}});
+  r = w_.Do("PATCH", Item("queues", "", "fresh"), kAdmin,
+            json{{"spec", {{"quotas", {{"memory", {{"guaranteed", "20Gi"}}}}}}}}.dump(),
+            kMergePatch);
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_EQ(r.headers.size(), 1u) << r.body;
+  EXPECT_NE(r.headers[0].second.find("queue fresh holds 32Gi, past its new guarantee of 20Gi (it "
+                                     "had no memory quota): 12Gi more of it count as borrowed"),
+            std::string::npos)
+      << r.headers[0].second;
 }
 
 // Labels are maps of strings in the Kubernetes syntax; a node's kubernetes.io/hostname and

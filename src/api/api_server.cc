@@ -200,7 +200,10 @@ std::vector<std::string> QueueEditWarnings(const json& stored, const json& updat
     const std::optional<int64_t> holds = AmountOf(unit, amount);
     if (!holds || *holds <= 0) continue;
     const int64_t guaranteed = AmountOf(unit, Field(now, "guaranteed")).value_or(0);
-    const int64_t guaranteed_was = AmountOf(unit, Field(was, "guaranteed")).value_or(0);
+    // (No CPU or memory quota before: those were not limited, so any is lower.)
+    const bool first = !was.is_object() && unit != "gpu";
+    const int64_t guaranteed_was = first ? std::numeric_limits<int64_t>::max()
+                                         : AmountOf(unit, Field(was, "guaranteed")).value_or(0);
     const std::optional<int64_t> borrow = AmountOf(unit, Field(now, "borrowingLimit"));
     const std::optional<int64_t> borrow_was = AmountOf(unit, Field(was, "borrowingLimit"));
     // ("of cpu" after "48 CPU cores" says it twice: the flavour is said of GPUs alone.)
@@ -213,9 +216,10 @@ std::vector<std::string> QueueEditWarnings(const json& stored, const json& updat
                     ": nothing running is evicted for it; its new work there waits until it is "
                     "within");
     } else if (*holds > guaranteed && guaranteed < guaranteed_was) {
-      out.push_back(head + "guarantee of " + AmountText(unit, guaranteed) + " (was " +
-                    AmountText(unit, guaranteed_was) +
-                    "): " + AmountText(unit, std::min(*holds, guaranteed_was) - guaranteed) +
+      out.push_back(head + "guarantee of " + AmountText(unit, guaranteed) +
+                    (first ? " (it had no " + unit + " quota)"
+                           : " (was " + AmountText(unit, guaranteed_was) + ")") +
+                    ": " + AmountText(unit, std::min(*holds, guaranteed_was) - guaranteed) +
                     " more of it count as borrowed from now on, and a queue below its guarantee "
                     "may reclaim them");
     }
@@ -2971,6 +2975,43 @@ struct ApiServer::Impl {
                       "(fabctl get priorityclasses)");
   }
 
+  // `stored` with the CPU and memory the queue's bound workloads hold in its status, where a
+  // quota of `updated` names them and the status does not count them yet (the scheduler counts
+  // them once a quota names them: a first CPU quota set below what runs is warned of too).
+  json WithCpuAndMemoryHeld(const json& stored, const json& updated) {
+    const json& quotas = Field(Field(updated, "spec"), "quotas");
+    std::vector<std::string> missing;
+    for (const char* r : {"cpu", "memory"})
+      if (Field(quotas, r).is_object() && !Field(Field(stored, "status"), r).is_object())
+        missing.push_back(r);
+    if (missing.empty()) return stored;
+    auto list = store.List("/registry/workloads/", "", 0);
+    if (!list.ok()) return stored;
+    const std::string name = Str(Field(stored, "metadata"), "name");
+    std::map<std::string, int64_t> held;
+    for (const KeyValue& kv : list->items) {
+      const json w = json::parse(kv.value, nullptr, false);
+      const std::string phase = Str(Field(w, "status"), "phase");
+      if (Str(Field(w, "spec"), "queue") != name || (phase != "Scheduled" && phase != "Running"))
+        continue;
+      const json& counts = Field(Field(w, "status"), "admittedCounts");
+      const json& sets = jsonf::List(Field(w, "spec"), "podSets");
+      for (size_t i = 0; i < sets.size(); ++i) {
+        const int64_t pods = counts.is_array() && i < counts.size() && counts[i].is_number()
+                                 ? counts[i].get<int64_t>()
+                                 : Int(sets[i], "count", 1);
+        for (const std::string& r : missing)
+          held[r] += pods * AmountOf(r, Field(sets[i], r.c_str())).value_or(0);
+      }
+    }
+    json out = stored;
+    if (!out["status"].is_object()) out["status"] = json::object();
+    for (const auto& [r, amount] : held)
+      out["status"][r] = {{"used", r == "cpu" ? FormatMilliCpu(MilliCpu(amount))
+                                              : FormatMemoryMib(MemoryMib(amount))}};
+    return out;
+  }
+
   // What a workload write is warned of: names in spec.excludeNodes that no node has (a typo
   // would exclude nothing; accepted, as nodes come and go). Looked up for the first 20 names.
   std::vector<std::string> WorkloadWarnings(const json& o, const json& was) {
@@ -3360,7 +3401,7 @@ struct ApiServer::Impl {
       std::vector<std::string> warnings;
       if (!status_sub && std::string(info.kind) == "Queue")
         if (auto children = ChildrenOf(name); children.ok() && children->empty())
-          warnings = QueueEditWarnings(stored, o);
+          warnings = QueueEditWarnings(WithCpuAndMemoryHeld(stored, o), o);
       if (!status_sub && std::string(info.kind) == "Workload")
         warnings = WorkloadWarnings(o, stored);
       if (DryRun(req)) {
