@@ -581,8 +581,8 @@ TEST_F(AdmissionTest, TaintsKeepOffWorkThatDoesNotTolerateThem) {
   adm_->Cycle(1, 1000);
   EXPECT_EQ(adm_->phase(never), Phase::kInfeasible);
   EXPECT_EQ(adm_->reason(never),
-            "pod set main: its want of a toleration for taint maintenance:NoSchedule (1 node) "
-            "leaves it no node of the fleet");
+            "pod set main: its want of a toleration for taint maintenance:NoSchedule leaves it "
+            "no node of the fleet");
   // ... but one placed before the taint was set runs on, where it is.
   const Workload was = Gpus("was", "a", 2);
   auto restored = adm_->Restore(was, OnGpus(0, {0, 1}), 0, SubmitOptions{});

@@ -698,6 +698,11 @@ TEST(WorkloadYaml, TolerationsAndTaints) {
   ExpectInvalid(workload("{operator: Equal, value: b}"), {"tolerations[0].operator"});
   ExpectInvalid(workload("{key: a, operator: In}"), {"tolerations[0].operator", "'In'"});
   ExpectInvalid(workload("{key: 'a b'}"), {"tolerations[0].key", "label key 'a b'"});
+  ExpectInvalid(workload("{key: a, value: 'b@d'}"), {"tolerations[0].value", "label value 'b@d'"});
+  Result<std::vector<Workload>> forever =
+      workload("{key: a, effect: NoExecute, tolerationSeconds: null}");
+  ASSERT_TRUE(forever.ok()) << forever.status().ToString();
+  EXPECT_EQ(forever->front().pod_sets[0].nodes.tolerations[0].seconds, -1);  // (for good)
   ExpectInvalid(workload("{key: a, efect: NoSchedule}"), {"tolerations[0].efect", "unknown"});
   const auto fleet = [](const std::string& taints) {
     return ParseFleetYaml(

@@ -3922,7 +3922,7 @@ TEST_F(FactoryTest, TaintsKeepWorkOffANodeAndNoExecuteEvictsIt) {
     EXPECT_EQ(status(name).value("phase", ""), "Running") << name << ": " << Describe(w);
   EXPECT_EQ(status("new").value("message", ""),
             "its nodeSelector kubernetes.io/hostname=hgx-a-0 and want of a toleration for taint "
-            "gpu=suspect:NoSchedule (1 node) leaves it no node of the fleet")
+            "gpu=suspect:NoSchedule leaves it no node of the fleet")
       << Describe(w);
   ASSERT_EQ(status("big").value("assignments", json::array()).size(), 1u) << Describe(w);
   EXPECT_NE(status("big")["assignments"][0].value("node", ""), "hgx-a-0");
@@ -4026,6 +4026,13 @@ TEST_F(FactoryTest, TaintsKeepWorkOffANodeAndNoExecuteEvictsIt) {
   r = taint(json::array({{{"key", "gpu"}, {"effect", "NoExecute"}, {"timeAdded", "yesterday"}}}));
   EXPECT_EQ(r.status, 422) << r.body;
   EXPECT_NE(r.body.find("spec.taints[0].timeAdded: expected a time"), std::string::npos) << r.body;
+  // The date is the server's: one a client gives (that would keep tolerating work for good) is
+  // not taken.
+  r = taint(json::array(
+      {{{"key", "late"}, {"effect", "NoExecute"}, {"timeAdded", "2099-01-01T00:00:00.000Z"}}}));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body)["spec"]["taints"][0]["timeAdded"], FormatTimestamp(clock_.NowMs()));
+  ASSERT_EQ(taint(nullptr).status, 200);
   // A node's own agent may not lift what an admin set on it.
   ClientOptions as_node = client_options_;
   as_node.token = node_tokens_["hgx-a-0"];

@@ -1716,33 +1716,42 @@ struct ApiServer::Impl {
             return InvalidArgument("spec.excludeNodes[" + std::to_string(i) +
                                    "]: expected a node name, got " + ex[i].dump());
     }
-    // So do a workload's tolerations and a node's taints (but tolerationSeconds, a number).
+    // So do a workload's tolerations and a node's taints (but tolerationSeconds, a whole
+    // number; fields the parser does not know it names itself).
     const char* taint_list = std::string(info.kind) == "Workload" ? "tolerations"
                              : std::string(info.kind) == "Node"   ? "taints"
                                                                   : nullptr;
     if (taint_list && obj.contains("spec") && obj["spec"].is_object()) {
       const json& list = Field(obj["spec"], taint_list);
-      for (size_t i = 0; list.is_array() && i < list.size(); ++i)
-        if (list[i].is_object())
-          for (const auto& [k, v] : list[i].items())
-            if (k != "tolerationSeconds" && !v.is_string())
-              return InvalidArgument("spec." + std::string(taint_list) + "[" + std::to_string(i) +
-                                     "]." + k + ": expected a string, got " + v.dump());
+      for (size_t i = 0; list.is_array() && i < list.size(); ++i) {
+        if (!list[i].is_object()) continue;
+        const std::string at = "spec." + std::string(taint_list) + "[" + std::to_string(i) + "].";
+        for (const char* k : {"key", "value", "effect", "operator", "timeAdded"})
+          if (const json& v = Field(list[i], k); !v.is_null() && !v.is_string())
+            return InvalidArgument(at + k + ": expected a string, got " + v.dump());
+        if (const json& v = Field(list[i], "tolerationSeconds");
+            !v.is_null() && !v.is_number_integer())
+          return InvalidArgument(
+              at + "tolerationSeconds: expected a whole number of seconds, got " + v.dump());
+      }
     }
-    // A NoExecute taint is dated when set (timeAdded), for the tolerations that let work stay
-    // a while (tolerationSeconds); an update keeps the date of a taint it keeps (ApplyUpdate).
+    // A NoExecute taint is dated by the server when set (timeAdded: what tolerationSeconds
+    // count from), whatever a client says; an update keeps the date of a taint it keeps
+    // (Update, after this). A date that does not read as one is refused all the same.
     if (std::string(info.kind) == "Node" && obj.contains("spec") && obj["spec"].is_object() &&
         obj["spec"].contains("taints") && obj["spec"]["taints"].is_array())
-      for (json& t : obj["spec"]["taints"])
-        if (t.is_object() && t.value("effect", json()) == "NoExecute" && !t.contains("timeAdded"))
-          t["timeAdded"] = FormatTimestamp(clock.NowMs());
-    if (std::string(info.kind) == "Node")
-      for (size_t i = 0; i < jsonf::List(Field(obj, "spec"), "taints").size(); ++i)
-        if (const json& at = Field(obj["spec"]["taints"][i], "timeAdded");
-            !at.is_null() && (!at.is_string() || ParseTimestamp(at.get<std::string>()) < 0))
+      for (size_t i = 0; i < obj["spec"]["taints"].size(); ++i) {
+        json& t = obj["spec"]["taints"][i];
+        if (!t.is_object()) continue;
+        if (const json& at = Field(t, "timeAdded");
+            !at.is_null() && ParseTimestamp(at.get<std::string>()) < 0)
           return InvalidArgument("spec.taints[" + std::to_string(i) +
                                  "].timeAdded: expected a time as 2026-01-31T12:00:00.000Z, got " +
                                  at.dump());
+        t.erase("timeAdded");
+        if (t.value("effect", json()) == "NoExecute")
+          t["timeAdded"] = FormatTimestamp(clock.NowMs());
+      }
     for (const TypedField& f : kTypedFields) {
       if (f.kind == std::string(info.kind)) RETURN_IF_ERROR(CheckTyped(obj, f.path, "", f.boolean));
     }
@@ -3163,14 +3172,6 @@ struct ApiServer::Impl {
           expected = *parsed;
         }
       }
-      // A NoExecute taint kept keeps the date it was set (Validate dates new ones).
-      if (std::string(info.kind) == "Node" && Field(Field(next, "spec"), "taints").is_array())
-        for (json& t : next["spec"]["taints"])
-          for (const json& was : jsonf::List(Field(stored, "spec"), "taints"))
-            if (t.is_object() && !t.contains("timeAdded") && Str(was, "key") == Str(t, "key") &&
-                Str(was, "value") == Str(t, "value") && Str(was, "effect") == Str(t, "effect") &&
-                was.contains("timeAdded"))
-              t["timeAdded"] = was["timeAdded"];
       // The subresource decides what may change: /status only the status, the main resource
       // only the rest.
       if (status_sub) {
@@ -3206,6 +3207,14 @@ struct ApiServer::Impl {
       auto valid = Validate(info, next, ns, name);
       if (!valid.ok()) return ErrorFromStatus(valid.status());
       json& o = *valid;
+      // A NoExecute taint kept keeps the date it was set (Validate dates it now).
+      if (std::string(info.kind) == "Node" && Field(Field(o, "spec"), "taints").is_array())
+        for (json& t : o["spec"]["taints"])
+          for (const json& was : jsonf::List(Field(stored, "spec"), "taints"))
+            if (t.is_object() && t.contains("timeAdded") && Str(was, "key") == Str(t, "key") &&
+                Str(was, "value") == Str(t, "value") && Str(was, "effect") == Str(t, "effect") &&
+                was.contains("timeAdded"))
+              t["timeAdded"] = was["timeAdded"];
       // A spec write that names another class (or gives a priority) is resolved again; status
       // writes and untouched specs keep the value taken when the class was named (a manifest
       // applied again, naming the same class and no priority, even once the class is gone).

@@ -2218,7 +2218,8 @@ int Taint(HttpClient& http, const std::string& what, const std::string& node,
       const size_t eq = kv.find('=');
       const std::string key = kv.substr(0, eq);
       const std::string value = eq == std::string::npos ? "" : kv.substr(eq + 1);
-      if (key.empty() || (!remove && effect.empty())) {
+      if (key.empty() || (!remove && effect.empty()) || value.find('=') != std::string::npos ||
+          key.find(':') != std::string::npos) {
         std::cerr << "fabctl: '" << spec
                   << "' is not KEY[=VALUE]:EFFECT (EFFECT NoSchedule or NoExecute) or "
                      "KEY[:EFFECT]- to remove\n";
@@ -2234,6 +2235,10 @@ int Taint(HttpClient& http, const std::string& what, const std::string& node,
           continue;
         }
         found = true;
+        if (!remove && std::find(done.begin(), done.end(), key + ":" + effect) != done.end()) {
+          std::cerr << "fabctl: the taint " << key << ":" << effect << " is given twice\n";
+          return 2;
+        }
         if (!remove && !overwrite) {
           std::cerr << "fabctl: node/" << node << " already has a taint " << key << ":" << effect
                     << " (--overwrite replaces it)\n";
@@ -2248,6 +2253,7 @@ int Taint(HttpClient& http, const std::string& what, const std::string& node,
         json t = {{"key", key}, {"effect", effect}};
         if (!value.empty()) t["value"] = value;
         kept.push_back(t);
+        done.push_back(key + ":" + effect);
       }
       taints = kept;
     }

@@ -302,7 +302,8 @@ Result<std::vector<Node>> ParseNodeEntry(YamlMap& m) {
       ASSIGN_OR_RETURN(t.time_added, tm.String("timeAdded", ""));
       RETURN_IF_ERROR(tm.Finish());
       if (Status valid = ValidateLabel(t.key, t.value); !valid.ok())
-        return tm.Error("key", valid.message());
+        return tm.Error(valid.message().rfind("label value", 0) == 0 ? "value" : "key",
+                        valid.message());
       Result<TaintEffect> e = ParseTaintEffect(effect);
       if (!e.ok()) return tm.Error("effect", e.status().message());
       t.effect = *e;

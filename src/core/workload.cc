@@ -347,14 +347,19 @@ Result<std::vector<Toleration>> ParseTolerations(YamlMap& spec) {
     ASSIGN_OR_RETURN(std::string op, t.String("operator", "Equal"));
     ASSIGN_OR_RETURN(tol.value, t.String("value", ""));
     ASSIGN_OR_RETURN(std::string effect, t.String("effect", ""));
-    const bool timed = t.Has("tolerationSeconds");
-    ASSIGN_OR_RETURN(tol.seconds, t.Int("tolerationSeconds", -1));
+    // (null, as absent: for good.)
+    const Doc secs = t.Raw("tolerationSeconds");
+    const bool timed = secs && !secs.IsNull();
+    if (timed) {
+      ASSIGN_OR_RETURN(tol.seconds, t.Int("tolerationSeconds"));
+    }
     RETURN_IF_ERROR(t.Finish());
     if (op != "Equal" && op != "Exists")
       return t.Error("operator", "'" + op + "' is not Equal or Exists");
     tol.exists = op == "Exists";
     if (!tol.key.empty())
-      if (Status s = ValidateLabel(tol.key, tol.value); !s.ok()) return t.Error("key", s.message());
+      if (Status s = ValidateLabel(tol.key, tol.value); !s.ok())
+        return t.Error(s.message().rfind("label value", 0) == 0 ? "value" : "key", s.message());
     if (tol.key.empty() && !tol.exists)
       return t.Error("operator", "must be Exists when key is empty (it tolerates every taint)");
     if (tol.exists && !tol.value.empty())

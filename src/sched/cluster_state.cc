@@ -337,7 +337,7 @@ std::shared_ptr<const NodeSet> ClusterState::NodesFor(const NodeSelector& select
   }
   set->said = selector.Describe();
   if (!untolerated.empty()) {
-    // "want of a toleration for taint gpu=reserved:NoSchedule (4 nodes)": the subject of
+    // "want of a toleration for taint gpu=reserved:NoSchedule": the subject of
     // "its ... leaves it no node", as the selector is.
     std::string taints;
     int shown = 0;
@@ -346,8 +346,10 @@ std::shared_ptr<const NodeSet> ClusterState::NodesFor(const NodeSelector& select
         taints += ", ...";
         break;
       }
-      taints += (taints.empty() ? "" : ", ") + taint + " (" + std::to_string(count) +
-                (count == 1 ? " node)" : " nodes)");
+      // (How many nodes each keeps off, where there are several to tell apart.)
+      taints += (taints.empty() ? "" : ", ") + taint;
+      if (untolerated.size() > 1)
+        taints += " (" + std::to_string(count) + (count == 1 ? " node)" : " nodes)");
     }
     set->said += std::string(set->said.empty() ? "" : " and ") + "want of a toleration for " +
                  (untolerated.size() == 1 ? "taint " : "taints ") + taints;
