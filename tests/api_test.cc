@@ -1829,6 +1829,69 @@ TEST_F(ApiBadInputTest, LabelsAndNodeSelectorsAreCheckedAndNodesListedByThem) {
   for (const auto& [name, value] : r.headers) EXPECT_NE(name, "Warning") << value;
 }
 
+// A tenant's tolerations are given to each workload it creates (after its own); where it has
+// allowedTolerations, a workload may carry no other (given or its own, at create and update),
+// as Kubernetes' namespace toleration defaults and whitelist; the tenant's own defaults must be
+// allowed.
+TEST_F(ApiBadInputTest, ATenantGivesItsWorkloadsTolerationsAndLimitsThem) {
+  json t = TenantObject("team-p");
+  t["spec"]["tolerations"] = json::array({{{"key", "dedicated"}, {"value", "team-p"}}});
+  t["spec"]["allowedTolerations"] = json::array({{{"key", "dedicated"}, {"value", "team-p"}},
+                                                 {{"key", "gpu"},
+                                                  {"operator", "Exists"},
+                                                  {"effect", "NoExecute"},
+                                                  {"tolerationSeconds", 300}}});
+  w_.MustCreate(Collection("tenants"), t);
+  json w = WorkloadObject("team-p", "mine");
+  w["spec"]["tolerations"] = json::array({{{"key", "gpu"},
+                                           {"operator", "Exists"},
+                                           {"effect", "NoExecute"},
+                                           {"tolerationSeconds", 60}}});
+  HttpResponse r = w_.Do("POST", Collection("workloads", "team-p"), kAdmin, w.dump());
+  ASSERT_EQ(r.status, 201) << r.body;
+  const json stored = Parse(w_.Get(Item("workloads", "team-p", "mine")));
+  ASSERT_EQ(stored["spec"]["tolerations"].size(), 2u) << stored.dump();
+  EXPECT_EQ(stored["spec"]["tolerations"][1], (json{{"key", "dedicated"}, {"value", "team-p"}}));
+  // Longer than allowed, or another key: refused, naming it.
+  for (const json& bad :
+       {json{{"key", "gpu"},
+             {"operator", "Exists"},
+             {"effect", "NoExecute"},
+             {"tolerationSeconds", 600}},
+        json{{"key", "gpu"}, {"operator", "Exists"}, {"effect", "NoExecute"}},
+        json{{"operator", "Exists"}}, json{{"key", "dedicated"}, {"value", "team-q"}}}) {
+    json other = WorkloadObject("team-p", "other");
+    other["spec"]["tolerations"] = json::array({bad});
+    r = w_.Do("POST", Collection("workloads", "team-p"), kAdmin, other.dump());
+    EXPECT_EQ(r.status, 403) << bad.dump() << ": " << r.body;
+    EXPECT_NE(r.body.find("spec.tolerations[0]: tenant team-p may not tolerate"), std::string::npos)
+        << r.body;
+  }
+  EXPECT_EQ(w_.Get(Item("workloads", "team-p", "other")).status, 404);
+  r = w_.Do("PATCH", Item("workloads", "team-p", "mine"), kAdmin,
+            json{{"spec", {{"tolerations", json::array({{{"operator", "Exists"}}})}}}}.dump(),
+            kMergePatch);
+  EXPECT_EQ(r.status, 403) << r.body;
+  // Allowing fewer later refuses no status write of work stored before (the scheduler's).
+  ASSERT_EQ(w_.Do("PATCH", Item("tenants", "", "team-p"), kAdmin,
+                  json{{"spec", {{"tolerations", nullptr}, {"allowedTolerations", json::array()}}}}
+                      .dump(),
+                  kMergePatch)
+                .status,
+            200);
+  w_.MustSetStatus(Item("workloads", "team-p", "mine"), {{"phase", "Scheduled"}});
+  // A tenant whose given tolerations it does not allow is refused, naming the field.
+  json wrong = TenantObject("team-w");
+  wrong["spec"]["tolerations"] = json::array({{{"key", "a"}, {"operator", "Exists"}}});
+  wrong["spec"]["allowedTolerations"] = json::array({{{"key", "b"}, {"operator", "Exists"}}});
+  r = w_.Do("POST", Collection("tenants"), kAdmin, wrong.dump());
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_NE(r.body.find("spec.tolerations: tolerations[0] (a) is not among its "
+                        "allowedTolerations"),
+            std::string::npos)
+      << r.body;
+}
+
 // A workload that names a PriorityClass takes its value into spec.priority when it is stored;
 // a missing class or a disagreeing priority is refused, naming the field.
 TEST_F(ApiBadInputTest, PriorityClassNamesAreResolvedWhenAWorkloadIsWritten) {

@@ -1718,10 +1718,12 @@ struct ApiServer::Impl {
     }
     // So do a workload's tolerations and a node's taints (but tolerationSeconds, a whole
     // number; fields the parser does not know it names itself).
-    const char* taint_list = std::string(info.kind) == "Workload" ? "tolerations"
-                             : std::string(info.kind) == "Node"   ? "taints"
-                                                                  : nullptr;
-    if (taint_list && obj.contains("spec") && obj["spec"].is_object()) {
+    std::vector<const char*> taint_lists;
+    if (std::string(info.kind) == "Workload") taint_lists = {"tolerations"};
+    if (std::string(info.kind) == "Tenant") taint_lists = {"tolerations", "allowedTolerations"};
+    if (std::string(info.kind) == "Node") taint_lists = {"taints"};
+    for (const char* taint_list : taint_lists) {
+      if (!obj.contains("spec") || !obj["spec"].is_object()) break;
       const json& list = Field(obj["spec"], taint_list);
       for (size_t i = 0; list.is_array() && i < list.size(); ++i) {
         if (!list[i].is_object()) continue;
@@ -1944,6 +1946,44 @@ struct ApiServer::Impl {
   // revision of the node prefix is not tracked, so any write through the API to a node marks it
   // stale; nodes are written only through the API).
   std::atomic<int64_t> max_node_gpus{-1};
+
+  // A workload's tolerations, its own and those its tenant gave it, must be among its tenant's
+  // allowedTolerations where the tenant has them (a taint that keeps nodes for one tenant must
+  // not be tolerated by another's work at will).
+  // Asked of spec writes alone (a create, or an update that changes them), never of the status
+  // writes of work a tenant's later allowedTolerations would not admit.
+  Status CheckTolerationsAllowed(const json& workload, const std::string& ns) {
+    const json& list = Field(Field(workload, "spec"), "tolerations");
+    if (!list.is_array() || list.empty()) return Status::Ok();
+    const std::optional<Tenant> tenant = StoredTenant(ns);
+    if (!tenant || !tenant->allowed_tolerations) return Status::Ok();
+    // (Read as a tenant's are: the workload's were checked as such already.)
+    auto read = ParseManifestJson(json{{"apiVersion", "fabrica.dev/v1"},
+                                       {"kind", "Tenant"},
+                                       {"metadata", {{"name", ns}}},
+                                       {"spec", {{"tolerations", list}}}},
+                                  "Workload");
+    if (!read.ok() || read->tenants.empty()) return Status::Ok();
+    const std::vector<Toleration>& tolerations = read->tenants.front().tolerations;
+    for (size_t i = 0; i < tolerations.size(); ++i)
+      if (!ToleratesAllowed(*tenant->allowed_tolerations, tolerations[i]))
+        return Status(StatusCode::kPermissionDenied,
+                      "spec.tolerations[" + std::to_string(i) + "]: tenant " + ns +
+                          " may not tolerate " + tolerations[i].ToString() +
+                          " (not among its spec.allowedTolerations)");
+    return Status::Ok();
+  }
+
+  // The stored Tenant `ns`, parsed; nullopt where there is none (or it does not parse).
+  std::optional<Tenant> StoredTenant(const std::string& ns) {
+    auto kv = store.Get(Key(*FindResource("tenants"), "", ns));
+    if (!kv.ok()) return std::nullopt;
+    const json t = json::parse(kv->value, nullptr, false);
+    if (!t.is_object()) return std::nullopt;
+    auto m = ParseManifestJson(t, "Tenant '" + ns + "'");
+    if (!m.ok() || m->tenants.empty()) return std::nullopt;
+    return m->tenants.front();
+  }
 
   Status CheckPossible(const Workload& w) {
     int64_t max_gpus = max_node_gpus.load();
@@ -3050,6 +3090,18 @@ struct ApiServer::Impl {
       json& b = *body;
       if (std::string(info.kind) == "Workload") {
         b["status"] = {{"phase", "Pending"}, {"message", "waiting for the scheduler"}};
+        // Its tenant's tolerations are given it as it is created (a namespace's default
+        // tolerations, in Kubernetes), after its own.
+        if (b.contains("spec") && b["spec"].is_object())
+          if (auto t = store.Get(Key(*FindResource("tenants"), "", ns)); t.ok()) {
+            const json tenant = json::parse(t->value, nullptr, false);
+            for (const json& given : jsonf::List(Field(tenant, "spec"), "tolerations")) {
+              json& own = b["spec"]["tolerations"];
+              if (!own.is_array() && !own.is_null()) break;  // (the validation's to refuse)
+              if (own.is_null() || std::find(own.begin(), own.end(), given) == own.end())
+                own.push_back(given);
+            }
+          }
       } else if (std::string(info.kind) == "Node" && !p.node.empty()) {
         // An agent registers its node; status (conditions) is its to report.
       } else {
@@ -3057,6 +3109,9 @@ struct ApiServer::Impl {
       }
     }
     auto obj = Validate(info, std::move(*body), ns, "");
+    if (obj.ok() && std::string(info.kind) == "Workload")
+      if (Status allowed = CheckTolerationsAllowed(*obj, ns); !allowed.ok())
+        return ErrorFromStatus(allowed);
     if (!obj.ok()) return ErrorFromStatus(obj.status());
     json& o = *obj;
     if (std::string(info.kind) == "Workload") {
@@ -3207,6 +3262,10 @@ struct ApiServer::Impl {
       auto valid = Validate(info, next, ns, name);
       if (!valid.ok()) return ErrorFromStatus(valid.status());
       json& o = *valid;
+      if (!status_sub && std::string(info.kind) == "Workload" &&
+          Field(Field(o, "spec"), "tolerations") != Field(Field(stored, "spec"), "tolerations"))
+        if (Status allowed = CheckTolerationsAllowed(o, ns); !allowed.ok())
+          return ErrorFromStatus(allowed);
       // A NoExecute taint kept keeps the date it was set (Validate dates it now).
       if (std::string(info.kind) == "Node" && Field(Field(o, "spec"), "taints").is_array())
         for (json& t : o["spec"]["taints"])

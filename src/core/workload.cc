@@ -260,11 +260,26 @@ bool Toleration::Tolerates(const Taint& taint) const {
   return key == taint.key && (exists || value == taint.value);
 }
 
+bool Toleration::Covers(const Toleration& t) const {
+  if (effect >= 0 && effect != t.effect) return false;
+  if (!key.empty() && key != t.key) return false;
+  if (key.empty() && !exists) return false;
+  if (!exists && (t.exists || value != t.value)) return false;
+  // (A toleration for a while is covered by one for as long or longer, or for good.)
+  return seconds < 0 || (t.seconds >= 0 && t.seconds <= seconds);
+}
+
 std::string Toleration::ToString() const {
   std::string out = key.empty() ? "every taint" : key + (exists ? "" : "=" + value);
   if (effect >= 0) out += ":" + std::string(TaintEffectName(static_cast<TaintEffect>(effect)));
   if (seconds >= 0) out += " for " + std::to_string(seconds) + " s";
   return out;
+}
+
+bool ToleratesAllowed(const std::vector<Toleration>& allowed, const Toleration& t) {
+  for (const Toleration& a : allowed)
+    if (a.Covers(t)) return true;
+  return false;
 }
 
 bool Tolerated(const std::vector<Toleration>& tolerations, const Taint& taint) {
@@ -332,14 +347,15 @@ Result<std::string> ReadObjectMeta(YamlMap& meta, std::map<std::string, std::str
 
 // spec.tolerations: a list of {key, operator, value, effect, tolerationSeconds}, as a
 // Kubernetes pod's; checked as Kubernetes checks them.
-Result<std::vector<Toleration>> ParseTolerations(YamlMap& spec) {
-  Doc list = spec.Raw("tolerations");
+Result<std::vector<Toleration>> ParseTolerations(YamlMap& spec,
+                                                 const std::string& field = "tolerations") {
+  Doc list = spec.Raw(field);
   std::vector<Toleration> out;
   if (!list || list.IsNull()) return out;
-  if (!list.IsSequence()) return spec.Error("tolerations", "expected a list");
-  if (list.size() > 100) return spec.Error("tolerations", "at most 100 tolerations");
+  if (!list.IsSequence()) return spec.Error(field, "expected a list");
+  if (list.size() > 100) return spec.Error(field, "at most 100 tolerations");
   for (size_t i = 0; i < list.size(); ++i) {
-    const std::string path = spec.Path("tolerations") + "[" + std::to_string(i) + "]";
+    const std::string path = spec.Path(field) + "[" + std::to_string(i) + "]";
     YamlMap t = spec.Child(list[i], path);
     RETURN_IF_ERROR(t.CheckIsMap());
     Toleration tol;
@@ -580,6 +596,16 @@ Result<Tenant> ParseTenant(YamlMap& m) {
     YamlMap b = spec.Child("budget");
     ASSIGN_OR_RETURN(Budget budget, ParseBudget(b));
     t.budget = budget;
+  }
+  ASSIGN_OR_RETURN(t.tolerations, ParseTolerations(spec, "tolerations"));
+  if (spec.Has("allowedTolerations")) {
+    ASSIGN_OR_RETURN(t.allowed_tolerations, ParseTolerations(spec, "allowedTolerations"));
+    // (Its own workloads' given tolerations must be allowed too, or none of them could start.)
+    for (size_t i = 0; i < t.tolerations.size(); ++i)
+      if (!ToleratesAllowed(*t.allowed_tolerations, t.tolerations[i]))
+        return spec.Error("tolerations", "tolerations[" + std::to_string(i) + "] (" +
+                                             t.tolerations[i].ToString() +
+                                             ") is not among its allowedTolerations");
   }
   RETURN_IF_ERROR(spec.Finish());
   RETURN_IF_ERROR(m.Finish());

@@ -37,12 +37,40 @@ class YamlMap;
 // Parses {amount: "500.00", period: month, alertPercent: [50, 80, 100], enforce: true}.
 Result<Budget> ParseBudget(YamlMap& m);
 
+struct Taint;
+
+// A workload's leave to run on nodes with a taint (Kubernetes' pod toleration): of taints with
+// `key` (empty with `exists`: every key), of value `value` (any, with `exists`), of `effect`
+// (none: every effect). For NoExecute taints, `seconds` >= 0 is how long what runs may stay
+// once the taint is set (tolerationSeconds); -1: for good.
+struct Toleration {
+  std::string key;
+  bool exists = false;  // operator Exists; false: Equal
+  std::string value;
+  int effect = -1;  // a TaintEffect, or -1: all
+  int64_t seconds = -1;
+
+  bool Tolerates(const Taint& taint) const;
+  // Whether every taint `t` tolerates, for as long, this one tolerates too (a tenant's
+  // allowedTolerations entry admitting a workload's toleration, as Kubernetes' namespace
+  // toleration whitelist does).
+  bool Covers(const Toleration& t) const;
+  // "key=value:Effect", "key:NoExecute for 300 s", "every taint": as messages quote it.
+  std::string ToString() const;
+  auto operator<=>(const Toleration&) const = default;
+};
+
 struct Tenant {
   TenantId name;
   std::optional<Budget> budget;
   TrustLevel trust = TrustLevel::kStandard;
   std::string trust_domain;      // defaults to the tenant's own name
   bool exclusive_nodes = false;  // an untrusted tenant may ask for nodes of its own
+  // Tolerations every workload of the tenant is given when it is created (nodes kept for it
+  // by a taint it alone tolerates), and, where set, the only tolerations its workloads may
+  // carry, given or their own (Kubernetes' PodTolerationRestriction, per namespace).
+  std::vector<Toleration> tolerations;
+  std::optional<std::vector<Toleration>> allowed_tolerations;
 };
 
 enum class DeviceKind { kNone, kWhole, kFraction, kMig };
@@ -69,24 +97,6 @@ struct TopologyConstraint {
 };
 
 struct Node;
-struct Taint;
-
-// A workload's leave to run on nodes with a taint (Kubernetes' pod toleration): of taints with
-// `key` (empty with `exists`: every key), of value `value` (any, with `exists`), of `effect`
-// (none: every effect). For NoExecute taints, `seconds` >= 0 is how long what runs may stay
-// once the taint is set (tolerationSeconds); -1: for good.
-struct Toleration {
-  std::string key;
-  bool exists = false;  // operator Exists; false: Equal
-  std::string value;
-  int effect = -1;  // a TaintEffect, or -1: all
-  int64_t seconds = -1;
-
-  bool Tolerates(const Taint& taint) const;
-  // "key=value:Effect", "key:NoExecute for 300 s", "every taint": as messages quote it.
-  std::string ToString() const;
-  auto operator<=>(const Toleration&) const = default;
-};
 
 // Which nodes a pod may run on, beside what its devices ask: nodes with every label of
 // `labels` (Kubernetes' nodeSelector; Node::Label, so kubernetes.io/hostname names one node),
@@ -109,6 +119,8 @@ struct NodeSelector {
   auto operator<=>(const NodeSelector&) const = default;
 };
 
+// Whether some entry of `allowed` covers `t` (Toleration::Covers).
+bool ToleratesAllowed(const std::vector<Toleration>& allowed, const Toleration& t);
 // Whether `tolerations` tolerate `taint`.
 bool Tolerated(const std::vector<Toleration>& tolerations, const Taint& taint);
 

@@ -365,7 +365,9 @@ Result<PodRequest> ClusterState::MakeBoundRequest(const PodSet& ps, const Tenant
   // where it is, and it adds nothing, as its selector and tolerations leave it no node.)
   PodSet anywhere = ps;
   anywhere.nodes = NodeSelector();
-  anywhere.nodes.tolerations = {Toleration{.exists = true}};  // (every taint)
+  Toleration every;  // (an empty key with Exists: every taint)
+  every.exists = true;
+  anywhere.nodes.tolerations = {every};
   Result<PodRequest> again = MakeRequest(anywhere, tenant);
   if (!again.ok()) return made;
   // (... nowhere: the nodes it may use are none, not every one.)
