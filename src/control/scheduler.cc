@@ -899,31 +899,29 @@ Result<CycleStats> Scheduler::RunOnce() {
         const bool deactivating = preemption.is_object() && Str(preemption, "by").empty() &&
                                   Field(preemption, "final") != true &&
                                   Str(preemption, "reason") == kDeactivatedWhy;
-        if (deactivating && sw.w().active && !expired) {
-          // Active again before its grace period ended: it runs on (kubectl's cancelled drain).
+        // Its mark to stop lifted, `why`: it runs on.
+        // (Its revision in this cycle stays the one read, as for the writes below: one made
+        // later this cycle from the object read, with its old mark, fails and is made again.)
+        const auto cancel_mark = [&](const std::string& why) {
           json next = sw.obj();
           next["status"].erase("preemption");
-          next["status"]["message"] = std::string(kEvictionCancelled) +
-                                      "active again (spec.active is true); " +
-                                      RunningMessage(next["status"]);
-          // (Its revision in this cycle stays the one read, as for the writes below: one made
-          // later this cycle from the object read, with its old mark, fails and is made again.)
+          next["status"]["message"] =
+              std::string(kEvictionCancelled) + why + "; " + RunningMessage(next["status"]);
           if (store_.Put(kv.key, next.dump(), kv.mod_revision).ok()) preemption = json();
-        }
+        };
+        // Why a NoExecute taint on its nodes evicts it ("" where none does).
+        const std::string tainted =
+            sw.w().pod_sets.empty() ? std::string()
+                                    : NoExecuteEviction(sw.w().pod_sets.front().nodes.tolerations,
+                                                        status, fleet, node_index, now);
+        // Active again before its grace period ended: it runs on (kubectl's cancelled drain).
+        if (deactivating && sw.w().active && !expired)
+          cancel_mark("active again (spec.active is true)");
         // Marked for a NoExecute taint that is gone since, or that it now tolerates (a
         // toleration added): it runs on, as Kubernetes' taint manager cancels an eviction.
         if (preemption.is_object() && Str(preemption, "evictor") == "taint" && !expired &&
-            !sw.w().pod_sets.empty() &&
-            NoExecuteEviction(sw.w().pod_sets.front().nodes.tolerations, status, fleet, node_index,
-                              now)
-                .empty()) {
-          json next = sw.obj();
-          next["status"].erase("preemption");
-          next["status"]["message"] = std::string(kEvictionCancelled) +
-                                      "the NoExecute taint is gone or tolerated; " +
-                                      RunningMessage(next["status"]);
-          if (store_.Put(kv.key, next.dump(), kv.mod_revision).ok()) preemption = json();
-        }
+            tainted.empty())
+          cancel_mark("the NoExecute taint is gone or tolerated");
         if (preemption.is_object()) {
           int64_t deadline = ParseTimestamp(Str(preemption, "deadline"));
           // The health controller's evictions it stops itself at their deadline; a minute past
@@ -961,33 +959,26 @@ Result<CycleStats> Scheduler::RunOnce() {
         // Past its maximum runtime, counted from the start of this run, or deactivated
         // (spec.active false): marked to stop when the grace period ends — for good, or to
         // wait again — keeping its devices until then, like a victim.
-        bool expiring = false;
-        if (!preemption.is_object() && (expired || !sw.w().active)) {
+        // Marked to stop, `why`, when the grace period ends (`extra` in its mark).
+        const auto mark_to_stop = [&](const std::string& why, const json& extra) {
           json next = sw.obj();
           const std::string deadline = FormatTimestamp(now + options_.preemption_grace_ms);
-          const std::string why = expired ? "ran past its maximum runtime of " +
-                                                std::to_string(sw.w().max_runtime_seconds) + " s"
-                                          : std::string(kDeactivatedWhy);
           next["status"]["preemption"] = {{"by", ""}, {"reason", why}, {"deadline", deadline}};
-          if (expired) next["status"]["preemption"]["final"] = true;
+          next["status"]["preemption"].update(extra);
           next["status"]["message"] = why + "; stops at " + deadline;
-          expiring = store_.Put(kv.key, next.dump(), kv.mod_revision).ok();
-        }
+          return store_.Put(kv.key, next.dump(), kv.mod_revision).ok();
+        };
+        bool expiring = false;
+        if (!preemption.is_object() && (expired || !sw.w().active))
+          expiring = mark_to_stop(expired ? "ran past its maximum runtime of " +
+                                                std::to_string(sw.w().max_runtime_seconds) + " s"
+                                          : std::string(kDeactivatedWhy),
+                                  expired ? json{{"final", true}} : json::object());
         // On a node with a NoExecute taint it does not tolerate (or tolerates for seconds that
-        // have passed since the taint was set): evicted, as Kubernetes' taint manager evicts,
+        // have passed since it met the taint): evicted, as Kubernetes' taint manager evicts,
         // after the grace period; it waits again for nodes it may use.
-        if (!preemption.is_object() && !expiring && !sw.w().pod_sets.empty()) {
-          const std::string why = NoExecuteEviction(sw.w().pod_sets.front().nodes.tolerations,
-                                                    status, fleet, node_index, now);
-          if (!why.empty()) {
-            json next = sw.obj();
-            const std::string deadline = FormatTimestamp(now + options_.preemption_grace_ms);
-            next["status"]["preemption"] = {
-                {"by", ""}, {"reason", why}, {"deadline", deadline}, {"evictor", "taint"}};
-            next["status"]["message"] = why + "; stops at " + deadline;
-            expiring = store_.Put(kv.key, next.dump(), kv.mod_revision).ok();
-          }
-        }
+        if (!preemption.is_object() && !expiring && !tainted.empty())
+          expiring = mark_to_stop(tainted, {{"evictor", "taint"}});
         // A gang whose pods have not all started within the gang timeout gives its devices back and
         // waits again (counted from when it was bound, or from its last growth). One that grew goes
         // back to the pods that started instead, and grows again only after the backoff.

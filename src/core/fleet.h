@@ -75,9 +75,6 @@ struct Taint {
 
   // "key=value:Effect" (kubectl's form; "key:Effect" without a value).
   std::string ToString() const;
-  bool operator==(const Taint& o) const {
-    return key == o.key && value == o.value && effect == o.effect;
-  }
 };
 
 struct Node {
