@@ -590,6 +590,72 @@ TEST_F(AdmissionTest, TaintsKeepOffWorkThatDoesNotTolerateThem) {
   EXPECT_EQ(adm_->phase(*restored), Phase::kAdmitted);
 }
 
+// Required node affinity keeps work to the nodes one of its terms matches; preferred terms send
+// it to the nodes they weigh most first, then the next best, then any it may use.
+TEST_F(AdmissionTest, NodeAffinityRequiresAndPrefers) {
+  Fleet fleet = Nodes(4, 4);
+  fleet.nodes[0].labels["zone"] = "a";
+  fleet.nodes[1].labels["zone"] = "b";
+  fleet.nodes[2].labels["zone"] = "b";
+  fleet.nodes[2].labels["fast"] = "yes";
+  fleet.nodes[3].labels["zone"] = "c";
+  Make(fleet, {Leaf("a", 16)});
+  NodeSelector sel;
+  sel.required = {NodeTerm{{NodeRequirement{"zone", SelectorOp::kIn, {"b", "c"}}}}};
+  sel.preferred = {PreferredTerm{50, NodeTerm{{NodeRequirement{"fast", SelectorOp::kExists}}}},
+                   PreferredTerm{10, NodeTerm{{NodeRequirement{"zone", SelectorOp::kIn, {"c"}}}}}};
+  const auto with = [&](Workload w, const NodeSelector& s) {
+    for (PodSet& ps : w.pod_sets) ps.nodes = s;
+    return w;
+  };
+  // A gang of two whole nodes: the fast node alone cannot hold it, so the next tier (fast or
+  // zone c) does.
+  Workload gang = Gpus("gang", "a", 4, 0, 2);
+  gang.gang = true;
+  const int both = Submit(with(gang, sel), 0);
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(adm_->assignments(both).size(), 2u) << adm_->reason(both);
+  std::set<int> on;
+  for (const Assignment& a : adm_->assignments(both)) on.insert(a.node);
+  EXPECT_EQ(on, (std::set<int>{2, 3}));
+  // Then the last node its required term leaves it; then none (n0 is zone a).
+  const int third = Submit(with(Gpus("third", "a", 4), sel), 2);
+  const int fourth = Submit(with(Gpus("fourth", "a", 4), sel), 3);
+  adm_->Cycle(4, 1000);
+  ASSERT_EQ(adm_->assignments(third).size(), 1u) << adm_->reason(third);
+  EXPECT_EQ(adm_->assignments(third)[0].node, 1);
+  EXPECT_EQ(adm_->phase(fourth), Phase::kPending);
+  EXPECT_NE(adm_->reason(fourth).find("(1 more are left out by its nodeAffinity (zone In (b,c)))"),
+            std::string::npos)
+      << adm_->reason(fourth);
+
+  // One pod alone goes to the most preferred node with room, before the node packing would
+  // choose (n0, the first): the preference outweighs it.
+  Make(fleet, {Leaf("a", 16)});
+  const int plain = Submit(Gpus("plain", "a", 1), 0);
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(adm_->assignments(plain).size(), 1u);
+  EXPECT_EQ(adm_->assignments(plain)[0].node, 0);
+  Make(fleet, {Leaf("a", 16)});
+  NodeSelector prefers;
+  prefers.preferred = sel.preferred;
+  const int one = Submit(with(Gpus("one", "a", 1), prefers), 0);
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(adm_->assignments(one).size(), 1u);
+  EXPECT_EQ(adm_->assignments(one)[0].node, 2);
+
+  // No node meets its required terms: it can never start, and says why.
+  NodeSelector nowhere;
+  nowhere.required = {NodeTerm{{NodeRequirement{"zone", SelectorOp::kIn, {"d"}}}},
+                      NodeTerm{{NodeRequirement{"zone", SelectorOp::kDoesNotExist}}}};
+  const int never = Submit(with(Gpus("never", "a", 1), nowhere), 3);
+  adm_->Cycle(4, 1000);
+  EXPECT_EQ(adm_->phase(never), Phase::kInfeasible);
+  EXPECT_EQ(adm_->reason(never),
+            "pod set main: its nodeAffinity (zone In (d)) or (zone DoesNotExist) leaves it no "
+            "node of the fleet");
+}
+
 // A workload that cannot start on the nodes its selector leaves does not stop one of the same
 // shape without a selector (the cycle skips attempts like one that failed: the selector is part
 // of what makes them alike).

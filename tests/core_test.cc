@@ -715,6 +715,92 @@ TEST(WorkloadYaml, TolerationsAndTaints) {
   EXPECT_TRUE(fleet("{key: a, effect: NoSchedule}, {key: a, effect: NoExecute}").ok());
 }
 
+TEST(WorkloadYaml, NodeAffinity) {
+  Result<std::vector<Workload>> r = ParseWorkloadYaml(
+      "metadata: {name: w}\nspec:\n  affinity:\n    nodeAffinity:\n"
+      "      requiredDuringSchedulingIgnoredDuringExecution:\n        nodeSelectorTerms:\n"
+      "        - matchExpressions:\n"
+      "          - {key: zone, operator: In, values: [b, a, a]}\n"
+      "          - {key: gpus, operator: Gt, values: ['4']}\n"
+      "        - matchFields: [{key: metadata.name, operator: In, values: [spare]}]\n"
+      "      preferredDuringSchedulingIgnoredDuringExecution:\n"
+      "      - {weight: 30, preference: {matchExpressions: [{key: fast, operator: Exists}]}}\n"
+      "      - weight: 5\n        preference:\n"
+      "          matchExpressions: [{key: zone, operator: NotIn, values: [a]}]\n"
+      "  podSets: [{cpu: 1}]\n",
+      "w.yaml");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const NodeSelector& sel = r->front().pod_sets[0].nodes;
+  ASSERT_EQ(sel.required.size(), 2u);
+  ASSERT_EQ(sel.preferred.size(), 2u);
+  EXPECT_FALSE(sel.empty());
+  EXPECT_EQ(sel.Describe(),
+            "nodeAffinity (zone In (a,b), gpus Gt 4) or (metadata.name In (spare))");
+  Node node;
+  node.name = NodeId("n1");
+  node.labels = {{"zone", "a"}, {"gpus", "8"}};
+  EXPECT_TRUE(sel.Matches(node));
+  EXPECT_EQ(sel.Preference(node), 0);
+  node.labels["fast"] = "";
+  EXPECT_EQ(sel.Preference(node), 30);  // (Exists: any value, the empty one too)
+  node.labels["zone"] = "c";
+  EXPECT_FALSE(sel.Matches(node));      // (c is not In (a,b))
+  EXPECT_EQ(sel.Preference(node), 35);  // (... and NotIn (a))
+  node.labels = {{"zone", "b"}, {"gpus", "4"}};
+  EXPECT_FALSE(sel.Matches(node));  // (4 is not Gt 4)
+  node.labels["gpus"] = "x8";
+  EXPECT_FALSE(sel.Matches(node));  // (Gt never matches a label that is no number)
+  node.name = NodeId("spare");
+  EXPECT_TRUE(sel.Matches(node));  // (the second term: ORed)
+  node.labels.clear();
+  EXPECT_EQ(sel.Preference(node), 5);  // (NotIn matches a node without the label)
+  NodeSelector preferring;
+  preferring.preferred = sel.preferred;
+  EXPECT_TRUE(preferring.empty());  // (preferences alone restrict nothing)
+
+  const auto workload = [](const std::string& affinity) {
+    return ParseWorkloadYaml(
+        "metadata: {name: w}\nspec:\n  affinity: " + affinity + "\n  podSets: [{cpu: 1}]\n",
+        "w.yaml");
+  };
+  const auto required = [&](const std::string& exprs) {
+    return workload(
+        "{nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: "
+        "[{matchExpressions: [" +
+        exprs + "]}]}}}");
+  };
+  ExpectInvalid(required("{key: a, operator: Near, values: [b]}"),
+                {"matchExpressions[0].operator", "'Near'"});
+  ExpectInvalid(required("{key: a, operator: In}"), {"values", "In and NotIn need 1"});
+  ExpectInvalid(required("{key: a, operator: Exists, values: [b]}"),
+                {"values", "must be empty for Exists"});
+  ExpectInvalid(required("{key: a, operator: Gt, values: ['1', '2']}"),
+                {"values", "Gt needs exactly one value, a whole number"});
+  ExpectInvalid(required("{key: a, operator: Lt, values: [x]}"), {"values", "whole number"});
+  ExpectInvalid(required("{key: 'a b', operator: Exists}"), {"matchExpressions[0].key", "'a b'"});
+  ExpectInvalid(required("{key: a, operator: In, values: ['b c']}"), {"values", "'b c'"});
+  ExpectInvalid(required("{key: a, operator: Exists, valuse: []}"), {"valuse", "unknown"});
+  ExpectInvalid(workload("{nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: "
+                         "{nodeSelectorTerms: []}}}"),
+                {"nodeSelectorTerms", "1 to 100 terms"});
+  ExpectInvalid(workload("{nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: "
+                         "{nodeSelectorTerms: [{}]}}}"),
+                {"nodeSelectorTerms[0].matchExpressions", "at least one requirement"});
+  ExpectInvalid(workload("{nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: "
+                         "{nodeSelectorTerms: [{matchFields: [{key: spec.unschedulable, "
+                         "operator: In, values: ['true']}]}]}}}"),
+                {"matchFields[0].key", "metadata.name"});
+  ExpectInvalid(workload("{nodeAffinity: {preferredDuringSchedulingIgnoredDuringExecution: "
+                         "[{weight: 0, preference: {matchExpressions: [{key: a, operator: "
+                         "Exists}]}}]}}"),
+                {"[0].weight", "between 1 and 100"});
+  ExpectInvalid(workload("{nodeAffinity: {preferredDuringSchedulingIgnoredDuringExecution: "
+                         "[{weight: 1}]}}"),
+                {"[0].preference", "required"});
+  ExpectInvalid(workload("{podAntiAffinity: {}}"), {"affinity.podAntiAffinity", "not supported"});
+  ExpectInvalid(workload("{nodeAfinity: {}}"), {"nodeAfinity", "unknown"});
+}
+
 TEST(WorkloadYaml, PriorityClassName) {
   Result<std::vector<Workload>> r = ParseWorkloadYaml(
       "metadata: {name: w}\nspec:\n  priorityClassName: urgent\n  podSets: [{cpu: 1}]\n", "w.yaml");

@@ -438,6 +438,14 @@ class FactoryTest : public testing::Test {
     return false;
   }
 
+  // The one node workload `key` ("tenant/name") was placed on, or "(its status message)".
+  static std::string OnlyNodeOf(std::map<std::string, json>& workloads, const std::string& key) {
+    const json& st = workloads[key]["status"];
+    return st.contains("assignments") && st["assignments"].size() == 1
+               ? st["assignments"][0].value("node", "")
+               : "(" + st.value("message", "") + ")";
+  }
+
   static std::string Describe(const std::map<std::string, json>& workloads) {
     std::string out;
     for (const auto& [name, w] : workloads)
@@ -3845,10 +3853,7 @@ TEST_F(FactoryTest, ANodeSelectorPlacesWorkOnTheLabelledNode) {
     Cycle();
     std::map<std::string, json> w = Workloads();
     const auto node_of = [&](const std::string& name) {
-      const json& st = w["team-a/" + name + suffix]["status"];
-      return st.contains("assignments") && st["assignments"].size() == 1
-                 ? st["assignments"][0].value("node", "")
-                 : "(" + st.value("message", "") + ")";
+      return OnlyNodeOf(w, "team-a/" + name + suffix);
     };
     EXPECT_EQ(node_of("pinned"), "hgx-b-1") << Describe(w);
     EXPECT_EQ(node_of("host"), "hgx-a-1") << Describe(w);
@@ -3873,6 +3878,98 @@ TEST_F(FactoryTest, ANodeSelectorPlacesWorkOnTheLabelledNode) {
     EXPECT_EQ(node_of("pinned"), "hgx-b-1") << Describe(w);
     EXPECT_EQ(w["team-a/pinned" + suffix]["status"].value("phase", ""), "Running") << Describe(w);
     for (const char* name : {"pinned", "host", "avoid", "nowhere"})
+      ASSERT_EQ(Call("DELETE", std::string(kApi) + "/namespaces/team-a/workloads/" + name + suffix)
+                    .status,
+                200);
+    Cycle();
+  }
+}
+
+// Node affinity through the API, as a Kubernetes pod's spec.affinity.nodeAffinity: required
+// terms keep work to the nodes one of them matches; preferred terms send it to the nodes they
+// weigh most that have room. With and without queues.
+TEST_F(FactoryTest, NodeAffinityRequiresAndPrefersNodes) {
+  for (const auto& [node, tier] : {std::pair{"hgx-b-1", "gold"}, {"hgx-a-1", "silver"}}) {
+    ClientResponse r = Call("PATCH", std::string(kApi) + "/nodes/" + node,
+                            json{{"metadata", {{"labels", {{"tier", tier}}}}}}.dump(),
+                            "application/merge-patch+json");
+    ASSERT_EQ(r.status, 200) << r.body;
+  }
+  const auto expr = [](const std::string& key, const std::string& op, const json& values) {
+    json e = {{"key", key}, {"operator", op}};
+    if (!values.is_null()) e["values"] = values;
+    return e;
+  };
+  const auto required = [](const json& terms) {
+    return json{
+        {"nodeAffinity",
+         {{"requiredDuringSchedulingIgnoredDuringExecution", {{"nodeSelectorTerms", terms}}}}}};
+  };
+  for (bool queues : {false, true}) {
+    SCOPED_TRACE(queues ? "with queues" : "without queues");
+    const std::string suffix = queues ? "-q" : "";
+    if (queues) CreateQueue("team-a", {{"quotas", {{"gpu", {{"guaranteed", 32}}}}}});
+    json prefers = WholeGpuWorkload("team-a", "prefers" + suffix, 1);
+    prefers["spec"]["affinity"] = {
+        {"nodeAffinity",
+         {{"preferredDuringSchedulingIgnoredDuringExecution",
+           {{{"weight", 80},
+             {"preference", {{"matchExpressions", {expr("tier", "In", {"gold"})}}}}},
+            {{"weight", 20},
+             {"preference", {{"matchExpressions", {expr("tier", "In", {"silver"})}}}}}}}}}};
+    CreateWorkload(prefers);
+    Cycle();
+    json kept = WholeGpuWorkload("team-a", "kept" + suffix, 2);
+    // (Left to itself, a packing policy puts it beside prefers.)
+    kept["spec"]["affinity"] = required(
+        {{{"matchExpressions",
+           {expr("tier", "DoesNotExist", nullptr), expr("fabrica.dev/gpu-model", "In", {"H100"})}},
+          {"matchFields", {expr("metadata.name", "NotIn", {"hgx-a-0"})}}}});
+    CreateWorkload(kept);
+    json nowhere = WholeGpuWorkload("team-a", "nowhere" + suffix, 1);
+    nowhere["spec"]["affinity"] =
+        required({{{"matchExpressions", {expr("tier", "In", {"bronze"})}}},
+                  {{"matchExpressions", {expr("tier", "Gt", {"3"})}}}});
+    CreateWorkload(nowhere);
+    Cycle();
+    std::map<std::string, json> w = Workloads();
+    const auto node_of = [&](const std::string& name) {
+      return OnlyNodeOf(w, "team-a/" + name + suffix);
+    };
+    EXPECT_EQ(node_of("prefers"), "hgx-b-1") << Describe(w);
+    EXPECT_EQ(node_of("kept"), "hgx-b-0") << Describe(w);
+    EXPECT_EQ(node_of("nowhere"),
+              "(its nodeAffinity (tier In (bronze)) or (tier Gt 3) leaves it no node of the "
+              "fleet)")
+        << Describe(w);
+    // What runs keeps its affinity; a value that is not a string, or an unknown operator, is
+    // refused by name.
+    ClientResponse r = Call(
+        "PATCH", std::string(kApi) + "/namespaces/team-a/workloads/kept" + suffix,
+        json{
+            {"spec",
+             {{"affinity", required({{{"matchExpressions", {expr("tier", "Exists", nullptr)}}}})}}}}
+            .dump(),
+        "application/merge-patch+json");
+    EXPECT_EQ(r.status, 422) << r.body;
+    EXPECT_NE(r.body.find("spec.affinity: may not change while the workload is"), std::string::npos)
+        << r.body;
+    json bad = WholeGpuWorkload("team-a", "bad" + suffix, 1);
+    bad["spec"]["affinity"] = required({{{"matchExpressions", {expr("tier", "Gt", {3})}}}});
+    r = Call("POST", std::string(kApi) + "/namespaces/team-a/workloads", bad.dump());
+    EXPECT_EQ(r.status, 422) << r.body;
+    EXPECT_NE(r.body.find("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuring"
+                          "Execution.nodeSelectorTerms[0].matchExpressions[0].values[0]: "
+                          "expected a string, got 3"),
+              std::string::npos)
+        << r.body;
+    bad["spec"]["affinity"] = required({{{"matchExpressions", {expr("tier", "Near", {"3"})}}}});
+    r = Call("POST", std::string(kApi) + "/namespaces/team-a/workloads", bad.dump());
+    EXPECT_EQ(r.status, 422) << r.body;
+    EXPECT_NE(r.body.find("matchExpressions[0].operator: 'Near' is not In, NotIn"),
+              std::string::npos)
+        << r.body;
+    for (const char* name : {"prefers", "kept", "nowhere"})
       ASSERT_EQ(Call("DELETE", std::string(kApi) + "/namespaces/team-a/workloads/" + name + suffix)
                     .status,
                 200);

@@ -1715,6 +1715,44 @@ struct ApiServer::Impl {
           if (!ex[i].is_string())
             return InvalidArgument("spec.excludeNodes[" + std::to_string(i) +
                                    "]: expected a node name, got " + ex[i].dump());
+      // ... and its node affinity's keys, operators and values (a weight is a whole number).
+      const json& na = Field(Field(obj["spec"], "affinity"), "nodeAffinity");
+      const auto check_term = [](const json& term, const std::string& at) -> Status {
+        for (const char* list : {"matchExpressions", "matchFields"}) {
+          const json& reqs = Field(term, list);
+          for (size_t i = 0; reqs.is_array() && i < reqs.size(); ++i) {
+            const std::string here = at + "." + list + "[" + std::to_string(i) + "]";
+            for (const char* f : {"key", "operator"})
+              if (const json& v = Field(reqs[i], f); !v.is_null() && !v.is_string())
+                return InvalidArgument(here + "." + f + ": expected a string, got " + v.dump());
+            const json& values = Field(reqs[i], "values");
+            for (size_t k = 0; values.is_array() && k < values.size(); ++k)
+              if (!values[k].is_string())
+                return InvalidArgument(here + ".values[" + std::to_string(k) +
+                                       "]: expected a string, got " + values[k].dump());
+          }
+        }
+        return Status::Ok();
+      };
+      const std::string na_at = "spec.affinity.nodeAffinity.";
+      const json& terms =
+          Field(Field(na, "requiredDuringSchedulingIgnoredDuringExecution"), "nodeSelectorTerms");
+      for (size_t i = 0; terms.is_array() && i < terms.size(); ++i)
+        if (Status s = check_term(terms[i], na_at +
+                                                "requiredDuringSchedulingIgnoredDuringExecution."
+                                                "nodeSelectorTerms[" +
+                                                std::to_string(i) + "]");
+            !s.ok())
+          return s;
+      const json& prefs = Field(na, "preferredDuringSchedulingIgnoredDuringExecution");
+      for (size_t i = 0; prefs.is_array() && i < prefs.size(); ++i) {
+        const std::string at =
+            na_at + "preferredDuringSchedulingIgnoredDuringExecution[" + std::to_string(i) + "]";
+        if (const json& w = Field(prefs[i], "weight"); !w.is_null() && !w.is_number_integer())
+          return InvalidArgument(at + ".weight: expected a whole number, got " + w.dump());
+        if (Status s = check_term(Field(prefs[i], "preference"), at + ".preference"); !s.ok())
+          return s;
+      }
     }
     // So do a workload's tolerations and a node's taints (but tolerationSeconds, a whole
     // number; fields the parser does not know it names itself).
@@ -3251,6 +3289,7 @@ struct ApiServer::Impl {
                  Field(Field(stored, "spec"), "nodeSelector") ||
              Field(Field(next, "spec"), "excludeNodes") !=
                  Field(Field(stored, "spec"), "excludeNodes") ||
+             Field(Field(next, "spec"), "affinity") != Field(Field(stored, "spec"), "affinity") ||
              Field(Field(next, "spec"), "tolerations") !=
                  Field(Field(stored, "spec"), "tolerations"))) {
           next["status"].erase("nomination");
@@ -3305,7 +3344,7 @@ struct ApiServer::Impl {
         if (phase == "Scheduled" || phase == "Running")
           for (const char* key :
                {"queue", "podSets", "gang", "topology", "preemptible", "minRuntimeSeconds",
-                "nodeSelector", "excludeNodes", "tolerations"}) {
+                "nodeSelector", "excludeNodes", "affinity", "tolerations"}) {
             // (An empty selector or list says what an absent one does.)
             const auto said = [&](const json& spec) {
               const json& v = Field(spec, key);

@@ -2086,23 +2086,23 @@ Result<CycleStats> Scheduler::RunOnce() {
         decisions[i] = Waits(why, "Unschedulable");
         continue;
       }
-      GangPlacement g;
-      if (usable_nodes.size() == static_cast<size_t>(state.node_count())) {
-        g = placer.PlaceGang(state, sw.pods, sw.w().topology, rng);
-      } else {
+      const auto attempt = [&](const std::vector<PodRequest>& pods, bool explain) {
+        GangPlacement g;
+        if (usable_nodes.size() == static_cast<size_t>(state.node_count()))
+          return (explain ? placer : quiet).PlaceGang(state, pods, sw.w().topology, rng);
         // Restricting to usable nodes: place pod by pod among them (all or nothing).
         g.outcome = Outcome::kPlaced;
-        for (const PodRequest& r : sw.pods) {
+        for (const PodRequest& r : pods) {
           PodPlacement p = quiet.PlaceIn(state, usable_nodes, r, rng);
           // (Said with the nodes that take no new work as having no room, once: explained over
           // the whole fleet, a trial read nodes held or cordoned as "refused by policy".)
-          if (p.outcome == Outcome::kPending) {
+          if (p.outcome == Outcome::kPending && explain) {
             PodPlacement why = placer.Explain(state, r, &usable_nodes);
             p.outcome = why.outcome;
             p.reason = why.reason;
           }
           if (p.outcome != Outcome::kPlaced) {
-            for (size_t k = g.pods.size(); k-- > 0;) state.Release(g.pods[k], sw.pods[k]);
+            for (size_t k = g.pods.size(); k-- > 0;) state.Release(g.pods[k], pods[k]);
             g.pods.clear();
             g.outcome = p.outcome;
             g.reason = p.reason;
@@ -2111,7 +2111,18 @@ Result<CycleStats> Scheduler::RunOnce() {
           state.Apply(p.assignment, r);
           g.pods.push_back(p.assignment);
         }
+        return g;
+      };
+      // The nodes its nodeAffinity prefers most first, then the next best (Admitter::PlaceAll).
+      GangPlacement g;
+      const auto& tiers = sw.pods.empty() ? nullptr : sw.pods[0].preferred;
+      for (size_t t = 0; tiers && t < tiers->size() && g.outcome != Outcome::kPlaced; ++t) {
+        std::vector<PodRequest> narrowed = sw.pods;
+        for (PodRequest& r : narrowed)
+          if (r.preferred && t < r.preferred->size()) r.nodes = (*r.preferred)[t];
+        g = attempt(narrowed, false);
       }
+      if (g.outcome != Outcome::kPlaced) g = attempt(sw.pods, true);
       if (g.outcome == Outcome::kPlaced) {
         decisions[i].placed = std::move(g.pods);
       } else {

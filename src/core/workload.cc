@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 
 #include "core/fleet.h"
 #include "core/yaml_reader.h"
@@ -288,12 +289,101 @@ bool Tolerated(const std::vector<Toleration>& tolerations, const Taint& taint) {
   return false;
 }
 
+const char* SelectorOpName(SelectorOp op) {
+  switch (op) {
+    case SelectorOp::kIn:
+      return "In";
+    case SelectorOp::kNotIn:
+      return "NotIn";
+    case SelectorOp::kExists:
+      return "Exists";
+    case SelectorOp::kDoesNotExist:
+      return "DoesNotExist";
+    case SelectorOp::kGt:
+      return "Gt";
+    case SelectorOp::kLt:
+      return "Lt";
+  }
+  return "?";
+}
+
+namespace {
+
+// `text` as a whole number (Kubernetes' Gt and Lt read a label so), or nothing.
+std::optional<int64_t> WholeNumber(const std::string& text) {
+  int64_t v = 0;
+  const char* end = text.data() + text.size();
+  auto [at, ec] = std::from_chars(text.data(), end, v);
+  if (ec != std::errc() || at != end || text.empty()) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+bool NodeRequirement::Matches(const Node& node) const {
+  const std::string* has = field ? &node.name.str() : node.Label(key);
+  const auto in = [&] { return has && std::binary_search(values.begin(), values.end(), *has); };
+  switch (op) {
+    case SelectorOp::kIn:
+      return in();
+    case SelectorOp::kNotIn:
+      return !in();
+    case SelectorOp::kExists:
+      return has != nullptr;
+    case SelectorOp::kDoesNotExist:
+      return has == nullptr;
+    case SelectorOp::kGt:
+    case SelectorOp::kLt: {
+      const std::optional<int64_t> label = has ? WholeNumber(*has) : std::nullopt;
+      const std::optional<int64_t> bound =
+          values.size() == 1 ? WholeNumber(values[0]) : std::nullopt;
+      if (!label || !bound) return false;
+      return op == SelectorOp::kGt ? *label > *bound : *label < *bound;
+    }
+  }
+  return false;
+}
+
+std::string NodeRequirement::ToString() const {
+  std::string out = key + " " + SelectorOpName(op);
+  if (op == SelectorOp::kGt || op == SelectorOp::kLt) return out + " " + values.at(0);
+  if (op == SelectorOp::kIn || op == SelectorOp::kNotIn) {
+    out += " (";
+    for (size_t i = 0; i < values.size(); ++i) out += (i ? "," : "") + values[i];
+    out += ")";
+  }
+  return out;
+}
+
+bool NodeTerm::Matches(const Node& node) const {
+  for (const NodeRequirement& r : requirements)
+    if (!r.Matches(node)) return false;
+  return !requirements.empty();  // (an empty term matches no node, as Kubernetes')
+}
+
+std::string NodeTerm::ToString() const {
+  std::string out;
+  for (const NodeRequirement& r : requirements) out += (out.empty() ? "" : ", ") + r.ToString();
+  return out;
+}
+
+int NodeSelector::Preference(const Node& node) const {
+  int sum = 0;
+  for (const PreferredTerm& p : preferred)
+    if (p.term.Matches(node)) sum += p.weight;
+  return sum;
+}
+
 bool NodeSelector::MatchesLabels(const Node& node) const {
   for (const auto& [key, value] : labels) {
     const std::string* has = node.Label(key);
     if (!has || *has != value) return false;
   }
-  return !std::binary_search(exclude.begin(), exclude.end(), node.name.str());
+  if (std::binary_search(exclude.begin(), exclude.end(), node.name.str())) return false;
+  if (required.empty()) return true;
+  for (const NodeTerm& t : required)
+    if (t.Matches(node)) return true;
+  return false;
 }
 
 const Taint* NodeSelector::Untolerated(const Node& node) const {
@@ -320,6 +410,12 @@ std::string NodeSelector::Describe() const {
     out += std::string(out.empty() ? "" : ", ") + "excludeNodes ";
     for (size_t i = 0; i < exclude.size() && i < 5; ++i) out += (i ? "," : "") + exclude[i];
     if (exclude.size() > 5) out += ",...";
+  }
+  if (!required.empty()) {
+    out += std::string(out.empty() ? "" : ", ") + "nodeAffinity ";
+    for (size_t i = 0; i < required.size() && i < 3; ++i)
+      out += (i ? " or (" : "(") + required[i].ToString() + ")";
+    if (required.size() > 3) out += " or ...";
   }
   return out;
 }
@@ -398,6 +494,133 @@ Result<std::vector<Toleration>> ParseTolerations(YamlMap& spec,
   return out;
 }
 
+// A node selector term's matchExpressions and matchFields (`t`, at least one requirement).
+Result<NodeTerm> ParseNodeTerm(YamlMap& t) {
+  RETURN_IF_ERROR(t.CheckIsMap());
+  NodeTerm term;
+  for (const char* list_name : {"matchExpressions", "matchFields"}) {
+    const bool field = std::string(list_name) == "matchFields";
+    Doc list = t.Raw(list_name);
+    if (!list || list.IsNull()) continue;
+    if (!list.IsSequence()) return t.Error(list_name, "expected a list");
+    if (list.size() > 100) return t.Error(list_name, "at most 100 requirements");
+    for (size_t i = 0; i < list.size(); ++i) {
+      YamlMap e = t.Child(list[i], t.Path(list_name) + "[" + std::to_string(i) + "]");
+      RETURN_IF_ERROR(e.CheckIsMap());
+      NodeRequirement r;
+      r.field = field;
+      ASSIGN_OR_RETURN(r.key, e.String("key"));
+      ASSIGN_OR_RETURN(std::string op, e.String("operator"));
+      ASSIGN_OR_RETURN(r.values, e.StringList("values"));
+      RETURN_IF_ERROR(e.Finish());
+      static const SelectorOp kOps[] = {SelectorOp::kIn,     SelectorOp::kNotIn,
+                                        SelectorOp::kExists, SelectorOp::kDoesNotExist,
+                                        SelectorOp::kGt,     SelectorOp::kLt};
+      bool known = false;
+      for (SelectorOp o : kOps)
+        if (op == SelectorOpName(o)) {
+          r.op = o;
+          known = true;
+        }
+      if (!known)
+        return e.Error("operator", "'" + op + "' is not In, NotIn, Exists, DoesNotExist, Gt or Lt");
+      if (field) {
+        // (Kubernetes' matchFields: the node's name, In or NotIn a list of names.)
+        if (r.key != "metadata.name")
+          return e.Error("key",
+                         "'" + r.key + "' is not a field a node is matched by (metadata.name)");
+        if (r.op != SelectorOp::kIn && r.op != SelectorOp::kNotIn)
+          return e.Error("operator", "a matchFields entry is In or NotIn");
+      } else if (Status s = ValidateLabel(r.key, ""); !s.ok()) {
+        return e.Error("key", s.message());
+      }
+      switch (r.op) {
+        case SelectorOp::kIn:
+        case SelectorOp::kNotIn:
+          if (r.values.empty() || r.values.size() > 1000)
+            return e.Error("values", "In and NotIn need 1 to 1000 values");
+          for (const std::string& v : r.values) {
+            const Status s = field ? (v.empty() || v.size() > 253
+                                          ? InvalidArgument("'" + v + "' is not a node name")
+                                          : Status::Ok())
+                                   : ValidateLabel(r.key, v);
+            if (!s.ok()) return e.Error("values", s.message());
+          }
+          break;
+        case SelectorOp::kExists:
+        case SelectorOp::kDoesNotExist:
+          if (!r.values.empty())
+            return e.Error("values", std::string("must be empty for ") + SelectorOpName(r.op));
+          break;
+        case SelectorOp::kGt:
+        case SelectorOp::kLt:
+          if (r.values.size() != 1 || !WholeNumber(r.values[0]))
+            return e.Error("values", std::string(SelectorOpName(r.op)) +
+                                         " needs exactly one value, a whole number");
+          break;
+      }
+      std::sort(r.values.begin(), r.values.end());
+      r.values.erase(std::unique(r.values.begin(), r.values.end()), r.values.end());
+      term.requirements.push_back(std::move(r));
+    }
+  }
+  RETURN_IF_ERROR(t.Finish());
+  if (term.requirements.empty())
+    return t.Error("matchExpressions",
+                   "a term needs at least one requirement (an empty term matches no node)");
+  return term;
+}
+
+// spec.affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution:
+// {nodeSelectorTerms: [...]}, preferredDuringSchedulingIgnoredDuringExecution: [{weight,
+// preference}]}}, as a Kubernetes pod's.
+Status ParseAffinity(YamlMap& spec, NodeSelector* nodes) {
+  YamlMap affinity = spec.Child("affinity");
+  RETURN_IF_ERROR(affinity.CheckIsMap());
+  for (const char* pod : {"podAffinity", "podAntiAffinity"})
+    if (affinity.Has(pod))
+      return affinity.Error(pod, "not supported: Fabrica places by node affinity only");
+  if (!affinity.Has("nodeAffinity")) return affinity.Finish();
+  YamlMap na = affinity.Child("nodeAffinity");
+  RETURN_IF_ERROR(na.CheckIsMap());
+  const char* kRequired = "requiredDuringSchedulingIgnoredDuringExecution";
+  const char* kPreferred = "preferredDuringSchedulingIgnoredDuringExecution";
+  if (na.Has(kRequired)) {
+    YamlMap req = na.Child(kRequired);
+    RETURN_IF_ERROR(req.CheckIsMap());
+    Doc terms = req.Raw("nodeSelectorTerms");
+    if (!terms || !terms.IsSequence() || terms.size() == 0 || terms.size() > 100)
+      return req.Error("nodeSelectorTerms", "expected a list of 1 to 100 terms (any may match)");
+    for (size_t i = 0; i < terms.size(); ++i) {
+      YamlMap t =
+          req.Child(terms[i], req.Path("nodeSelectorTerms") + "[" + std::to_string(i) + "]");
+      ASSIGN_OR_RETURN(NodeTerm term, ParseNodeTerm(t));
+      nodes->required.push_back(std::move(term));
+    }
+    RETURN_IF_ERROR(req.Finish());
+  }
+  Doc prefs = na.Raw(kPreferred);
+  if (prefs && !prefs.IsNull()) {
+    if (!prefs.IsSequence() || prefs.size() > 100)
+      return na.Error(kPreferred, "expected a list of at most 100 weighted terms");
+    for (size_t i = 0; i < prefs.size(); ++i) {
+      YamlMap p = na.Child(prefs[i], na.Path(kPreferred) + "[" + std::to_string(i) + "]");
+      RETURN_IF_ERROR(p.CheckIsMap());
+      PreferredTerm pref;
+      ASSIGN_OR_RETURN(int64_t weight, p.Int("weight"));
+      if (weight < 1 || weight > 100) return p.Error("weight", "must be between 1 and 100");
+      pref.weight = static_cast<int>(weight);
+      if (!p.Has("preference")) return p.Error("preference", "required (the term it prefers)");
+      YamlMap t = p.Child("preference");
+      ASSIGN_OR_RETURN(pref.term, ParseNodeTerm(t));
+      RETURN_IF_ERROR(p.Finish());
+      nodes->preferred.push_back(std::move(pref));
+    }
+  }
+  RETURN_IF_ERROR(na.Finish());
+  return affinity.Finish();
+}
+
 Result<Workload> ParseOneWorkload(YamlMap& m) {
   Workload w;
   ASSIGN_OR_RETURN(std::string kind, m.String("kind", "Workload"));
@@ -472,6 +695,7 @@ Result<Workload> ParseOneWorkload(YamlMap& m) {
   if (spec.Has("tolerations")) {
     ASSIGN_OR_RETURN(nodes.tolerations, ParseTolerations(spec));
   }
+  if (spec.Has("affinity")) RETURN_IF_ERROR(ParseAffinity(spec, &nodes));
   Doc sets = spec.Raw("podSets");
   if (!sets || !sets.IsSequence() || sets.size() == 0) {
     // (A misspelt key names itself: "podsets" is not a field.)

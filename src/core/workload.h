@@ -98,23 +98,67 @@ struct TopologyConstraint {
 
 struct Node;
 
+// One requirement of a node selector term (Kubernetes' NodeSelectorRequirement): the node's
+// label `key` (or, for a matchFields entry, its name: key metadata.name) is In / NotIn
+// `values`, Exists / DoesNotExist, or, read as a whole number, Gt / Lt its one value. NotIn and
+// DoesNotExist match a node without the label; Gt and Lt never match one whose label is no
+// whole number.
+enum class SelectorOp { kIn, kNotIn, kExists, kDoesNotExist, kGt, kLt };
+const char* SelectorOpName(SelectorOp op);
+
+struct NodeRequirement {
+  std::string key;
+  SelectorOp op = SelectorOp::kIn;
+  std::vector<std::string> values;  // sorted, no repeats (Gt / Lt: the one number)
+  bool field = false;               // a matchFields entry: the node's name
+
+  bool Matches(const Node& node) const;
+  // "zone In (a,b)", "gpu.count Gt 4", "metadata.name NotIn (n1)".
+  std::string ToString() const;
+  auto operator<=>(const NodeRequirement&) const = default;
+};
+
+// Requirements all of which a node must meet (Kubernetes' NodeSelectorTerm; never empty).
+struct NodeTerm {
+  std::vector<NodeRequirement> requirements;
+  bool Matches(const Node& node) const;
+  std::string ToString() const;  // "zone In (a,b), gpu.count Gt 4"
+  auto operator<=>(const NodeTerm&) const = default;
+};
+
+// A term nodes that meet it are preferred by (Kubernetes' PreferredSchedulingTerm): a node's
+// preference is the weights of the terms it meets, summed.
+struct PreferredTerm {
+  int weight = 1;  // 1..100
+  NodeTerm term;
+  auto operator<=>(const PreferredTerm&) const = default;
+};
+
 // Which nodes a pod may run on, beside what its devices ask: nodes with every label of
 // `labels` (Kubernetes' nodeSelector; Node::Label, so kubernetes.io/hostname names one node),
 // none of those named in `exclude` (Slurm's --exclude), whose NoSchedule and NoExecute taints
-// `tolerations` all tolerate. Empty: any node but tainted ones.
+// `tolerations` all tolerate, and that meet one of the `required` terms where there are any
+// (Kubernetes' required node affinity: the terms are ORed). Empty: any node but tainted ones.
+// The `preferred` terms restrict nothing: placement tries the nodes they favour most first.
 struct NodeSelector {
   std::map<std::string, std::string> labels;
   std::vector<std::string> exclude;  // sorted, no repeats
   std::vector<Toleration> tolerations;
+  std::vector<NodeTerm> required;
+  std::vector<PreferredTerm> preferred;
 
-  // No labels asked and no node excluded (tolerations alone restrict nothing: they allow).
-  bool empty() const { return labels.empty() && exclude.empty(); }
+  // No labels asked, no node excluded, no required term (tolerations and preferences alone
+  // restrict nothing).
+  bool empty() const { return labels.empty() && exclude.empty() && required.empty(); }
+  // The summed weight of the preferred terms `node` meets.
+  int Preference(const Node& node) const;
   bool Matches(const Node& node) const;
   // Its labels and exclusions alone, taints aside.
   bool MatchesLabels(const Node& node) const;
   // The first NoSchedule or NoExecute taint of `node` its tolerations do not tolerate; null.
   const Taint* Untolerated(const Node& node) const;
-  // "nodeSelector a=b,c=d, excludeNodes n1,n2": what a message about it quotes.
+  // "nodeSelector a=b,c=d, excludeNodes n1,n2, nodeAffinity (zone In (a,b)) or (...)": what a
+  // message about it quotes.
   std::string Describe() const;
   auto operator<=>(const NodeSelector&) const = default;
 };

@@ -1020,9 +1020,13 @@ class Admitter {
                        bool* by_cost = nullptr) const;
   void SetCounts(Entry& e, const std::vector<int>& counts);
   // Places all of `pods` (one pod alone, or a gang with e's topology) and applies them to the
-  // state; on failure nothing is applied and `reason` (when given) says why.
+  // state; on failure nothing is applied and `reason` (when given) says why. Nodes its
+  // nodeAffinity prefers are tried first (PodRequest::preferred), best first.
   bool PlaceAll(const Entry& e, const std::vector<PodRequest>& pods,
                 std::vector<Assignment>* assign, std::string* reason);
+  // The same, on the nodes the requests name alone.
+  bool PlaceAllOnce(const Entry& e, const std::vector<PodRequest>& pods,
+                    std::vector<Assignment>* assign, std::string* reason);
   // Partial admission of id with fewer pods; true if admitted. `key`: its full shape's.
   bool TryPartial(int id, uint64_t key, double now, CycleResult& out);
   // Elastic growth (AdmissionConfig::elastic_growth): each running workload admitted in part

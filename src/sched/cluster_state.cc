@@ -1,6 +1,7 @@
 #include "sched/cluster_state.h"
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <map>
 #include <tuple>
@@ -234,6 +235,7 @@ Result<PodRequest> ClusterState::MakeRequest(const PodSet& ps, const TenantId& t
   // (Where no node is tainted, a pod without a selector may use every node: no set.)
   if (!ps.nodes.empty() || tainted_) r.nodes = NodesFor(ps.nodes);
   if (r.nodes && r.nodes->list.size() == nodes_.size()) r.nodes = nullptr;  // (every node)
+  r.preferred = PreferredFor(ps.nodes);
   if (r.nodes) {
     if (r.nodes->list.empty())
       return InvalidArgument("its " + r.nodes->said + " leaves it no node of the fleet");
@@ -313,7 +315,57 @@ Result<PodRequest> ClusterState::MakeRequest(const PodSet& ps, const TenantId& t
   return r;
 }
 
+void ClusterState::AddToSet(NodeSet& set, int n, std::vector<char>& type_seen) const {
+  set.in[n] = 1;
+  set.list.push_back(n);
+  const NodeState& s = nodes_[n];
+  if (s.model >= 0) set.models |= uint64_t{1} << s.model;
+  if (s.type >= static_cast<int>(type_seen.size())) type_seen.resize(s.type + 1, 0);
+  if (!type_seen[s.type]) {
+    type_seen[s.type] = 1;
+    set.types.push_back(n);
+  }
+}
+
+std::shared_ptr<const std::vector<std::shared_ptr<const NodeSet>>> ClusterState::PreferredFor(
+    const NodeSelector& selector) const {
+  if (selector.preferred.empty()) return nullptr;
+  if (auto it = preferred_sets_.find(selector); it != preferred_sets_.end()) return it->second;
+  const std::shared_ptr<const NodeSet> base = NodesFor(selector);
+  std::vector<int> score(nodes_.size(), 0);
+  std::vector<int> values;
+  for (int n : base->list) {
+    score[n] = selector.Preference(fleet_->nodes[n]);
+    if (score[n] > 0) values.push_back(score[n]);
+  }
+  std::sort(values.begin(), values.end(), std::greater<>());
+  values.erase(std::unique(values.begin(), values.end()), values.end());
+  auto tiers = std::make_shared<std::vector<std::shared_ptr<const NodeSet>>>();
+  for (int least : values) {
+    if (static_cast<int>(tiers->size()) == kPreferenceTiers) break;
+    auto set = std::make_shared<NodeSet>();
+    set->in.assign(nodes_.size(), 0);
+    std::vector<char> type_seen;
+    for (int n : base->list)
+      if (score[n] >= least) AddToSet(*set, n, type_seen);
+    if (set->list.size() == base->list.size()) break;  // (all it may use: the usual attempt)
+    set->said = base->said + (base->said.empty() ? "" : " and ") +
+                "preferred nodeAffinity (weight " + std::to_string(least) + " or more)";
+    tiers->push_back(std::move(set));
+  }
+  std::shared_ptr<const std::vector<std::shared_ptr<const NodeSet>>> out;
+  if (!tiers->empty()) out = std::move(tiers);
+  preferred_sets_.emplace(selector, out);
+  return out;
+}
+
 std::shared_ptr<const NodeSet> ClusterState::NodesFor(const NodeSelector& selector) const {
+  if (!selector.preferred.empty()) {
+    // (Preferences restrict nothing: one set for every preference of one selector.)
+    NodeSelector plain = selector;
+    plain.preferred.clear();
+    return NodesFor(plain);
+  }
   if (auto it = node_sets_.find(selector); it != node_sets_.end()) return it->second;
   auto set = std::make_shared<NodeSet>();
   set->in.assign(nodes_.size(), 0);
@@ -325,15 +377,7 @@ std::shared_ptr<const NodeSet> ClusterState::NodesFor(const NodeSelector& select
       ++untolerated[t->ToString()];
       continue;
     }
-    set->in[n] = 1;
-    set->list.push_back(static_cast<int>(n));
-    const NodeState& s = nodes_[n];
-    if (s.model >= 0) set->models |= uint64_t{1} << s.model;
-    if (s.type >= static_cast<int>(type_seen.size())) type_seen.resize(s.type + 1, 0);
-    if (!type_seen[s.type]) {
-      type_seen[s.type] = 1;
-      set->types.push_back(static_cast<int>(n));
-    }
+    AddToSet(*set, static_cast<int>(n), type_seen);
   }
   set->said = selector.Describe();
   if (!untolerated.empty()) {

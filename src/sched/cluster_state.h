@@ -57,6 +57,11 @@ struct PodRequest {
   // The nodes its nodeSelector, excludeNodes and tolerations leave it (shared by the requests
   // of one selector); null: any node.
   std::shared_ptr<const NodeSet> nodes;
+  // Where its nodeAffinity prefers some nodes: the nodes it may use whose preference (the
+  // weights of the preferred terms they meet) is at least each of the highest few values, best
+  // first, each a subset of `nodes` and smaller than it; placement tries them in turn before
+  // `nodes` (ClusterState::PreferredFor). Null: no preference.
+  std::shared_ptr<const std::vector<std::shared_ptr<const NodeSet>>> preferred;
 
   int64_t total_gpu_milli() const { return num_gpu * gpu_milli; }
   int64_t total_charge_milli() const {
@@ -160,6 +165,11 @@ class ClusterState {
   // The nodes `selector` leaves a pod (never null), kept per selector: the same selector gets
   // the same set for the life of the state.
   std::shared_ptr<const NodeSet> NodesFor(const NodeSelector& selector) const;
+  // The preferred tiers of `selector` (PodRequest::preferred): at most kPreferenceTiers, none
+  // empty, none the whole of what NodesFor leaves; null when there are none. Kept per selector.
+  static constexpr int kPreferenceTiers = 3;
+  std::shared_ptr<const std::vector<std::shared_ptr<const NodeSet>>> PreferredFor(
+      const NodeSelector& selector) const;
 
   // Capacity totals.
   int64_t total_gpu_milli() const { return total_gpu_milli_; }
@@ -307,6 +317,10 @@ class ClusterState {
   std::unordered_map<std::string, int> class_by_key_;
   // NodesFor's answers (a cache: which nodes match a selector never changes with the state).
   mutable std::map<NodeSelector, std::shared_ptr<const NodeSet>> node_sets_;
+  mutable std::map<NodeSelector, std::shared_ptr<const std::vector<std::shared_ptr<const NodeSet>>>>
+      preferred_sets_;
+  // Adds node n to `set` (its list, its bit, its models, the first node of its type).
+  void AddToSet(NodeSet& set, int n, std::vector<char>& type_seen) const;
   bool tainted_ = false;
 };
 
