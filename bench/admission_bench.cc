@@ -17,7 +17,10 @@
 // the nodes labelled zone=z0..z9 in turn and every tenth waiting workload asking one zone by
 // spec.nodeSelector (those are placed over their own nodes one by one, not by state class); and
 // once (`tainted`) with every hundredth node tainted NoSchedule and no workload tolerating it,
-// so that every request may use only the other 99% (a NodeSet each, placed over the classes).
+// so that every request may use only the other 99% (a NodeSet each, placed over the classes);
+// and once (`preferring`) with the zones of `selective` and every tenth waiting workload
+// preferring, by node affinity, one zone (weight 50) and the next (weight 10): it is tried on
+// its zone, then on the two, then anywhere (the preferred tiers are placed node by node).
 // Counters: admitted (workloads admitted by the cycle), attempts (placement attempts), and
 // fleet_pct (allocated GPUs before the cycle).
 #include <benchmark/benchmark.h>
@@ -79,17 +82,17 @@ std::string LeafName(int i) {
          std::to_string(i % 10);
 }
 
-enum Variant { kPlain, kFlavoured, kSelective, kTainted };
+enum Variant { kPlain, kFlavoured, kSelective, kTainted, kPreferring };
 
 const Prepared& Prepare(Variant variant) {
-  static Prepared* prepared[4] = {nullptr, nullptr, nullptr, nullptr};
+  static Prepared* prepared[5] = {nullptr, nullptr, nullptr, nullptr, nullptr};
   Prepared*& p = prepared[variant];
   if (p) return *p;
   p = [variant] {
     const bool flavoured = variant == kFlavoured;
     auto* out = new Prepared;
     out->fleet = *sim::MakeSyntheticFleet(sim::SyntheticFleetOptions{});
-    if (variant == kSelective)
+    if (variant == kSelective || variant == kPreferring)
       for (size_t n = 0; n < out->fleet.nodes.size(); ++n)
         out->fleet.nodes[n].labels["zone"] = "z" + std::to_string(n % 10);
     if (variant == kTainted)
@@ -108,6 +111,13 @@ const Prepared& Prepare(Variant variant) {
       for (size_t k = 0; k < waiting.size(); k += 10)
         for (PodSet& ps : waiting[k].pod_sets)
           ps.nodes.labels["zone"] = "z" + std::to_string(k / 10 % 10);
+    if (variant == kPreferring)
+      for (size_t k = 0; k < waiting.size(); k += 10)
+        for (PodSet& ps : waiting[k].pod_sets)
+          for (auto [weight, zone] : {std::pair{50, k / 10 % 10}, {10, (k / 10 + 1) % 10}})
+            ps.nodes.preferred.push_back(PreferredTerm{
+                weight, NodeTerm{{NodeRequirement{
+                            "zone", SelectorOp::kIn, {"z" + std::to_string(zone)}}}}});
     ClusterState probe(out->fleet, tenants);
     std::vector<PodRequest> reqs;
     for (const Workload& w : running)
@@ -208,6 +218,12 @@ BENCHMARK_CAPTURE(BM_AdmissionCycle, cold_tainted, false, kTainted)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(5);
 BENCHMARK_CAPTURE(BM_AdmissionCycle, steady_tainted, true, kTainted)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(5);
+BENCHMARK_CAPTURE(BM_AdmissionCycle, cold_preferring, false, kPreferring)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(5);
+BENCHMARK_CAPTURE(BM_AdmissionCycle, steady_preferring, true, kPreferring)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(5);
 

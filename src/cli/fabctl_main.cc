@@ -400,6 +400,19 @@ json StartHold(const json& status) {
   return json();
 }
 
+// A node's taints, "key=value:Effect" each, with `since` when each NoExecute one was added;
+// "-" for none.
+std::string TaintList(const json& spec, bool since) {
+  std::string out;
+  for (const json& t : fabrica::jsonf::List(spec, "taints")) {
+    out += std::string(out.empty() ? "" : since ? ", " : ",") + t.value("key", "") +
+           (t.value("value", "").empty() ? "" : "=" + t.value("value", "")) + ":" +
+           t.value("effect", "");
+    if (since && t.contains("timeAdded")) out += " (since " + t.value("timeAdded", "") + ")";
+  }
+  return out.empty() ? "-" : out;
+}
+
 std::string HealthWords(const std::string& node) {
   auto it = node_health.find(node);
   if (it == node_health.end()) return "";
@@ -428,6 +441,7 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
     if (wide) rows.back().insert(rows.back().end() - 1, {"QUEUE", "PRIORITY", "CREATED"});
   } else if (kind == "Node") {
     rows.push_back({"NAME", "STATUS", "GPUS", "MODEL", "CPU", "MEMORY", "LEAF"});
+    if (wide) rows.back().push_back("TAINTS");
   } else if (kind == "Tenant") {
     rows.push_back({"NAME", "TRUST", "TRUST-DOMAIN", "CREATED"});
   } else if (kind == "Queue") {
@@ -554,6 +568,7 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
                       devs.empty() ? "-" : devs[0].value("model", ""),
                       Plain(spec.value("cpu", json(""))), Plain(spec.value("memory", json(""))),
                       spec.value("leaf", "")});
+      if (wide) rows.back().push_back(TaintList(spec, false));
     } else if (kind == "Tenant") {
       rows.push_back({meta.value("name", ""), spec.value("trust", "standard"),
                       spec.value("trustDomain", meta.value("name", "")), Age(o)});
@@ -845,7 +860,8 @@ int Get(Globals& g, HttpClient& http, const std::string& what, const std::string
   // -o wide: the queue tree's leaves, for the queue each workload waits in (none readable: as
   // without queues).
   std::optional<std::set<std::string>> leaves;
-  if (g.output == "wide" && std::string(r->kind) == "Queue") leaves.emplace();  // (wide)
+  if (g.output == "wide" && (std::string(r->kind) == "Queue" || std::string(r->kind) == "Node"))
+    leaves.emplace();  // (wide)
   if (g.output == "wide" && std::string(r->kind) == "Workload") {
     leaves.emplace();
     if (auto q = http.Do("GET", "/apis/fabrica.dev/v1/queues"); q.ok() && q->status == 200) {
@@ -1702,14 +1718,8 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
     for (const auto& [k, v] : labels.items())
       line += (line.empty() ? "" : ",") + k + "=" + v.get<std::string>();
     std::printf("Labels:     %s\n", line.c_str());
-    line.clear();
-    for (const json& t : fabrica::jsonf::List(fabrica::jsonf::Field(o, "spec"), "taints")) {
-      line += std::string(line.empty() ? "" : ", ") + t.value("key", "") +
-              (t.value("value", "").empty() ? "" : "=" + t.value("value", "")) + ":" +
-              t.value("effect", "");
-      if (t.contains("timeAdded")) line += " (since " + t.value("timeAdded", "") + ")";
-    }
-    std::printf("Taints:     %s\n", line.empty() ? "<none>" : line.c_str());
+    line = TaintList(Obj(o, "spec"), true);
+    std::printf("Taints:     %s\n", line == "-" ? "<none>" : line.c_str());
   }
   // Who keeps new work off it: a person (the API stamps kubectl's or fabctl's cordon), or the
   // health controller through a repair.

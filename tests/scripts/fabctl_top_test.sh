@@ -279,6 +279,8 @@ node=$("$FABCTL" get nodes | awk 'NR==2 {print $1}')
 "$FABCTL" taint node "$node" dedicated=ops:NoSchedule | contains "node/$node tainted" || fail "taint $node"
 "$FABCTL" describe node "$node" | contains "^Taints: *dedicated=ops:NoSchedule$" ||
   fail "describe node shows no taint: $("$FABCTL" describe node "$node" | head -6)"
+"$FABCTL" get nodes -o wide | contains "^$node .* dedicated=ops:NoSchedule$" ||
+  fail "get nodes -o wide shows no taint: $("$FABCTL" get nodes -o wide | head -3)"
 rc=0
 "$FABCTL" taint node "$node" dedicated=other:NoSchedule >"$tmp/taint2.txt" 2>&1 || rc=$?
 [ "$rc" = 1 ] && contains "already has a taint dedicated:NoSchedule (--overwrite replaces it)" "$tmp/taint2.txt" ||
@@ -300,4 +302,4 @@ for _ in $(seq 50); do
 done
 "$FABCTL" get workloads -n team-a | contains "^pinned  *Running" ||
   fail "pinned did not start once untainted: $("$FABCTL" get workloads -n team-a)"
-echo "OK: top nodes shows the room held for a reservation, and whose; describe says when a limit ends a run; malformed JSON and a misspelt field are named; delete --all; a memory-only share's GPUS and GPU memory on its node; exclusiveNodes on a shared node warned; a running workload whose tenant its queue dropped says it is charged to unqueued; a root holding GPUs no tree is guaranteed says so; fabctl taint adds, shows and removes a taint, and work it keeps off says so"
+echo "OK: top nodes shows the room held for a reservation, and whose; describe says when a limit ends a run; malformed JSON and a misspelt field are named; delete --all; a memory-only share's GPUS and GPU memory on its node; exclusiveNodes on a shared node warned; a running workload whose tenant its queue dropped says it is charged to unqueued; a root holding GPUs no tree is guaranteed says so; fabctl taint adds, shows (describe, get -o wide) and removes a taint, and work it keeps off says so"
