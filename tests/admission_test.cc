@@ -656,6 +656,70 @@ TEST_F(AdmissionTest, NodeAffinityRequiresAndPrefers) {
             "node of the fleet");
 }
 
+// Preferences rank nodes by their summed weights, in at most three steps; selectors differing
+// in their preferences alone are told apart; a preferred gang topology outweighs them.
+TEST_F(AdmissionTest, NodePreferencesRankNodesAndYieldToAPreferredTopology) {
+  Fleet fleet = Nodes(5, 4);
+  for (int n = 0; n < 5; ++n) fleet.nodes[n].labels["rank"] = std::to_string(n);
+  Make(fleet, {Leaf("a", 20)});
+  const auto prefer = [](std::vector<std::pair<int, std::string>> ranks) {
+    NodeSelector s;
+    for (const auto& [weight, rank] : ranks)
+      s.preferred.push_back(
+          PreferredTerm{weight, NodeTerm{{NodeRequirement{"rank", SelectorOp::kIn, {rank}}}}});
+    return s;
+  };
+  const NodeSelector up = prefer({{10, "1"}, {20, "2"}, {30, "3"}, {40, "4"}});
+  // Four values, three steps: {n4}, {n3,n4}, {n2,n3,n4}; n1 counts for no more than n0.
+  const auto tiers = adm_->state().PreferredFor(up);
+  ASSERT_TRUE(tiers);
+  ASSERT_EQ(tiers->size(), 3u);
+  EXPECT_EQ((*tiers)[0]->list, (std::vector<int>{4}));
+  EXPECT_EQ((*tiers)[2]->list, (std::vector<int>{2, 3, 4}));
+  const auto with = [](Workload w, const NodeSelector& s) {
+    for (PodSet& ps : w.pod_sets) ps.nodes = s;
+    return w;
+  };
+  // Whole nodes one by one: best first. Another selector differing in its preferences alone
+  // (rank 1, below the cap above) gets its own steps in the same state.
+  const int first = Submit(with(Gpus("first", "a", 4), up), 0);
+  const int low = Submit(with(Gpus("low", "a", 4), prefer({{5, "1"}})), 1);
+  adm_->Cycle(2, 1000);
+  const int second = Submit(with(Gpus("second", "a", 4), up), 3);
+  adm_->Cycle(4, 1000);
+  // Lt: a required rank below 4 and the preference above leave it n2 (n3 and n4 preferred but
+  // not allowed, n1 taken).
+  NodeSelector below = up;
+  below.required = {NodeTerm{{NodeRequirement{"rank", SelectorOp::kLt, {"4"}}}}};
+  const int third = Submit(with(Gpus("third", "a", 4), below), 5);
+  adm_->Cycle(6, 1000);
+  std::vector<int> on;
+  for (int id : {first, low, second, third}) {
+    ASSERT_EQ(adm_->assignments(id).size(), 1u) << adm_->reason(id);
+    on.push_back(adm_->assignments(id)[0].node);
+  }
+  EXPECT_EQ(on, (std::vector<int>{4, 1, 3, 2}));
+
+  // A gang that prefers its leaf: two nodes it prefers lie in two leaves, so it goes whole to
+  // one leaf instead.
+  Fleet leaves = Nodes(4, 4);
+  for (int n = 0; n < 4; ++n) leaves.nodes[n].leaf = n < 2 ? "leaf-a" : "leaf-b";
+  leaves.nodes[1].labels["fast"] = "yes";
+  leaves.nodes[2].labels["fast"] = "yes";
+  Make(leaves, {Leaf("a", 16)});
+  Workload gang = Gpus("gang", "a", 4, 0, 2);
+  gang.gang = true;
+  gang.topology = TopologyConstraint{TopologyLevel::kLeaf, false};
+  NodeSelector fast;
+  fast.preferred = {
+      PreferredTerm{50, NodeTerm{{NodeRequirement{"fast", SelectorOp::kIn, {"yes"}}}}}};
+  const int compact = Submit(with(gang, fast), 0);
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(adm_->assignments(compact).size(), 2u) << adm_->reason(compact);
+  EXPECT_EQ(adm_->state().node(adm_->assignments(compact)[0].node).leaf,
+            adm_->state().node(adm_->assignments(compact)[1].node).leaf);
+}
+
 // A workload that cannot start on the nodes its selector leaves does not stop one of the same
 // shape without a selector (the cycle skips attempts like one that failed: the selector is part
 // of what makes them alike).

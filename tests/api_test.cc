@@ -1771,7 +1771,10 @@ TEST_F(ApiBadInputTest, LabelsAndNodeSelectorsAreCheckedAndNodesListedByThem) {
   }
   json spec = Parse(w_.Get(node))["spec"];
   spec["labels"] = {{"pool", "training"}};
-  ASSERT_EQ(patch(node, {{"spec", spec}, {"metadata", {{"labels", {{"zone", "b"}}}}}}).status, 200);
+  ASSERT_EQ(
+      patch(node, {{"spec", spec}, {"metadata", {{"labels", {{"zone", "b"}, {"rank", "5"}}}}}})
+          .status,
+      200);
   const auto listed = [&](const std::string& selector) {
     std::set<std::string> out;
     const json list = Parse(w_.Get(Collection("nodes") + "?labelSelector=" + selector));
@@ -1789,6 +1792,17 @@ TEST_F(ApiBadInputTest, LabelsAndNodeSelectorsAreCheckedAndNodesListedByThem) {
   EXPECT_TRUE(listed("pool notin (training)").empty());
   EXPECT_TRUE(listed("!pool").empty());
   EXPECT_EQ(listed("!nothing,zone"), big);
+  EXPECT_EQ(listed("rank>4"), big);  // (Gt and Lt read the label as a whole number)
+  EXPECT_TRUE(listed("rank<5").empty());
+  EXPECT_TRUE(listed("zone>4").empty());
+  for (const auto& [selector, says] : std::vector<std::pair<std::string, std::string>>{
+           {"rank>=4", "compares with a whole number N (there is no >= or <=)"},
+           {"rank>x", "compares with a whole number"},
+           {"-a.com/x", "its prefix must be a DNS subdomain"}}) {
+    HttpResponse r = w_.Get(Collection("nodes") + "?labelSelector=" + selector);
+    EXPECT_EQ(r.status, 400) << selector << ": " << r.body;
+    EXPECT_NE(r.body.find(says), std::string::npos) << says << " not in " << r.body;
+  }
   HttpResponse bad = w_.Get(Collection("nodes") + "?labelSelector=pool in training");
   EXPECT_EQ(bad.status, 400) << bad.body;
   EXPECT_NE(bad.body.find("expected KEY=VALUE, KEY!=VALUE, KEY, !KEY, KEY in (V1,V2)"),
@@ -1827,6 +1841,25 @@ TEST_F(ApiBadInputTest, LabelsAndNodeSelectorsAreCheckedAndNodesListedByThem) {
   r = patch(Item("workloads", "team-a", "new"), {{"spec", {{"priority", -1}}}});
   ASSERT_EQ(r.status, 200) << r.body;
   for (const auto& [name, value] : r.headers) EXPECT_NE(name, "Warning") << value;
+  // So are node names in its node affinity, by name or by hostname label.
+  const json ghost = {{"key", "metadata.name"}, {"operator", "In"}, {"values", {"big", "ghost"}}};
+  const json host = {
+      {"key", "kubernetes.io/hostname"}, {"operator", "NotIn"}, {"values", {"gohst"}}};
+  r = patch(Item("workloads", "team-a", "new"),
+            {{"spec",
+              {{"affinity",
+                {{"nodeAffinity",
+                  {{"requiredDuringSchedulingIgnoredDuringExecution",
+                    {{"nodeSelectorTerms", {{{"matchFields", {ghost}}}}}}},
+                   {"preferredDuringSchedulingIgnoredDuringExecution",
+                    {{{"weight", 1}, {"preference", {{"matchExpressions", {host}}}}}}}}}}}}}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  warnings.clear();
+  for (const auto& [name, value] : r.headers)
+    if (name == "Warning") warnings.push_back(value);
+  EXPECT_EQ(warnings, (std::vector<std::string>{
+                          "299 - \"spec.affinity names no node of the fleet: 'ghost', 'gohst' "
+                          "(accepted: it matches a node of that name should it join)\""}));
 }
 
 // A tenant's tolerations are given to each workload it creates (after its own); where it has

@@ -795,6 +795,22 @@ TEST(WorkloadYaml, NodeAffinity) {
                          "Exists}]}}]}}"),
                 {"[0].weight", "between 1 and 100"});
   ExpectInvalid(workload("{nodeAffinity: {preferredDuringSchedulingIgnoredDuringExecution: "
+                         "[{wieght: 5, preference: {}}]}}"),
+                {"wieght", "did you mean weight"});
+  ExpectInvalid(workload("{nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: "
+                         "{nodeSelectorTerm: []}}}"),
+                {"nodeSelectorTerm", "did you mean nodeSelectorTerms"});
+  // Null is absent, and an empty preference is skipped, as in Kubernetes.
+  Result<std::vector<Workload>> nulls = workload(
+      "{podAffinity: null, nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: null, "
+      "preferredDuringSchedulingIgnoredDuringExecution: [{weight: 5, preference: {}}]}}");
+  ASSERT_TRUE(nulls.ok()) << nulls.status().ToString();
+  EXPECT_TRUE(nulls->front().pod_sets[0].nodes.required.empty());
+  EXPECT_TRUE(nulls->front().pod_sets[0].nodes.preferred.empty());
+  Result<std::vector<Workload>> plus =
+      required("{key: a, operator: Gt, values: ['+5']}");  // (as Go's ParseInt)
+  ASSERT_TRUE(plus.ok()) << plus.status().ToString();
+  ExpectInvalid(workload("{nodeAffinity: {preferredDuringSchedulingIgnoredDuringExecution: "
                          "[{weight: 1}]}}"),
                 {"[0].preference", "required"});
   ExpectInvalid(workload("{podAntiAffinity: {}}"), {"affinity.podAntiAffinity", "not supported"});

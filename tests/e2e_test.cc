@@ -3954,6 +3954,16 @@ TEST_F(FactoryTest, NodeAffinityRequiresAndPrefersNodes) {
     EXPECT_EQ(r.status, 422) << r.body;
     EXPECT_NE(r.body.find("spec.affinity: may not change while the workload is"), std::string::npos)
         << r.body;
+    // (An empty list says what an absent one does: no change.)
+    r = Call("PATCH", std::string(kApi) + "/namespaces/team-a/workloads/kept" + suffix,
+             json{{"spec",
+                   {{"affinity",
+                     {{"podAffinity", nullptr},
+                      {"nodeAffinity",
+                       {{"preferredDuringSchedulingIgnoredDuringExecution", json::array()}}}}}}}}
+                 .dump(),
+             "application/merge-patch+json");
+    EXPECT_EQ(r.status, 200) << r.body;
     json bad = WholeGpuWorkload("team-a", "bad" + suffix, 1);
     bad["spec"]["affinity"] = required({{{"matchExpressions", {expr("tier", "Gt", {3})}}}});
     r = Call("POST", std::string(kApi) + "/namespaces/team-a/workloads", bad.dump());

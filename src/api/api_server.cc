@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -235,10 +236,28 @@ void AddWarnings(HttpResponse& r, const std::vector<std::string>& warnings) {
   }
 }
 
+// `v` without the nulls, empty lists and empty maps in its maps, at any depth (what they say
+// is what an absent field says); null where nothing is left.
+json Pruned(const json& v) {
+  if (v.is_object()) {
+    json out = json::object();
+    for (const auto& [k, item] : v.items())
+      if (json kept = Pruned(item); !kept.is_null()) out[k] = std::move(kept);
+    return out.empty() ? json() : out;
+  }
+  if (v.is_array()) {
+    json out = json::array();
+    for (const json& item : v) out.push_back(Pruned(item));
+    return out.empty() ? json() : out;
+  }
+  return v;
+}
+
 // A label selector as Kubernetes writes one: requirements joined by commas, each "k=v", "k==v",
-// "k!=v", "k" (exists), "!k" (does not), "k in (a,b)" or "k notin (a,b)".
+// "k!=v", "k" (exists), "!k" (does not), "k in (a,b)", "k notin (a,b)", "k>5" or "k<5" (the
+// label read as a whole number).
 struct LabelRequirement {
-  enum Op { kEq, kNe, kExists, kAbsent, kIn, kNotIn } op = kExists;
+  enum Op { kEq, kNe, kExists, kAbsent, kIn, kNotIn, kGt, kLt } op = kExists;
   std::string key;
   std::vector<std::string> values;
 };
@@ -291,6 +310,16 @@ Result<std::vector<LabelRequirement>> ParseSelector(const std::string& selector)
       r.op = LabelRequirement::kNe;
       r.key = Trimmed(term.substr(0, ne));
       r.values = {Trimmed(term.substr(ne + 2))};
+    } else if (const size_t cmp = term.find_first_of("<>"); cmp != std::string::npos) {
+      r.op = term[cmp] == '>' ? LabelRequirement::kGt : LabelRequirement::kLt;
+      r.key = Trimmed(term.substr(0, cmp));
+      r.values = {Trimmed(term.substr(cmp + 1))};
+      int64_t bound = 0;
+      const std::string& v = r.values[0];
+      if (auto [at, ec] = std::from_chars(v.data(), v.data() + v.size(), bound);
+          v.empty() || ec != std::errc() || at != v.data() + v.size())
+        return InvalidArgument("labelSelector: '" + term + "': KEY" + term[cmp] +
+                               "N compares with a whole number N (there is no >= or <=)");
     } else if (const size_t eq = term.find('='); eq != std::string::npos) {
       r.op = LabelRequirement::kEq;
       r.key = Trimmed(term.substr(0, eq));
@@ -300,8 +329,10 @@ Result<std::vector<LabelRequirement>> ParseSelector(const std::string& selector)
     }
     if (r.key.empty() || r.key.find(' ') != std::string::npos)
       return InvalidArgument("labelSelector: '" + term +
-                             "': expected KEY=VALUE, KEY!=VALUE, KEY, !KEY, KEY in (V1,V2) or "
-                             "KEY notin (V1,V2)");
+                             "': expected KEY=VALUE, KEY!=VALUE, KEY, !KEY, KEY in (V1,V2), "
+                             "KEY notin (V1,V2), KEY>N or KEY<N");
+    if (Status s = ValidateLabel(r.key, ""); !s.ok())
+      return InvalidArgument("labelSelector: '" + term + "': " + s.message());
     out.push_back(std::move(r));
   }
   return out;
@@ -333,6 +364,17 @@ bool MatchesSelector(const json& obj, const std::vector<LabelRequirement>& selec
       case LabelRequirement::kAbsent:
         if (has) return false;
         break;
+      case LabelRequirement::kGt:
+      case LabelRequirement::kLt: {
+        if (!has) return false;
+        const std::string text = v.get<std::string>();
+        int64_t label = 0;
+        auto [at, ec] = std::from_chars(text.data(), text.data() + text.size(), label);
+        if (text.empty() || ec != std::errc() || at != text.data() + text.size()) return false;
+        const int64_t bound = std::stoll(r.values[0]);
+        if (r.op == LabelRequirement::kGt ? label <= bound : label >= bound) return false;
+        break;
+      }
     }
   }
   return true;
@@ -3099,22 +3141,49 @@ struct ApiServer::Impl {
     return out;
   }
 
-  // What a workload write is warned of: names in spec.excludeNodes that no node has (a typo
-  // would exclude nothing; accepted, as nodes come and go). Looked up for the first 20 names.
+  // What a workload write is warned of: node names no node has, in spec.excludeNodes and in
+  // its node affinity (matchFields metadata.name, or kubernetes.io/hostname): a typo would
+  // exclude or ask for nothing; accepted, as nodes come and go. Looked up for the first 20 names
+  // of each field, and only where the field changed.
   std::vector<std::string> WorkloadWarnings(const json& o, const json& was) {
+    std::vector<std::string> out;
+    const auto unknown_of = [&](const json& names) {
+      std::string unknown;
+      for (size_t i = 0; names.is_array() && i < names.size() && i < 20; ++i)
+        if (names[i].is_string() &&
+            store.Get(Key(*FindResource("nodes"), "", names[i].get<std::string>()))
+                    .status()
+                    .code() == StatusCode::kNotFound)
+          unknown += (unknown.empty() ? "'" : ", '") + names[i].get<std::string>() + "'";
+      return unknown;
+    };
     const json& ex = Field(Field(o, "spec"), "excludeNodes");
-    if (!ex.is_array() || ex.empty() || ex == Field(Field(was, "spec"), "excludeNodes")) return {};
-    std::vector<std::string> unknown;
-    for (size_t i = 0; i < ex.size() && i < 20; ++i)
-      if (ex[i].is_string() &&
-          store.Get(Key(*FindResource("nodes"), "", ex[i].get<std::string>())).status().code() ==
-              StatusCode::kNotFound)
-        unknown.push_back("'" + ex[i].get<std::string>() + "'");
-    if (unknown.empty()) return {};
-    std::string names;
-    for (const std::string& n : unknown) names += (names.empty() ? "" : ", ") + n;
-    return {"spec.excludeNodes names no node of the fleet: " + names +
-            " (accepted: a node of that name is kept off should it join)"};
+    if (ex != Field(Field(was, "spec"), "excludeNodes"))
+      if (std::string names = unknown_of(ex); !names.empty())
+        out.push_back("spec.excludeNodes names no node of the fleet: " + names +
+                      " (accepted: a node of that name is kept off should it join)");
+    const json& affinity = Field(Field(Field(o, "spec"), "affinity"), "nodeAffinity");
+    if (affinity.is_null() ||
+        affinity == Field(Field(Field(was, "spec"), "affinity"), "nodeAffinity"))
+      return out;
+    std::vector<const json*> terms;
+    for (const json& t :
+         jsonf::List(Field(affinity, "requiredDuringSchedulingIgnoredDuringExecution"),
+                     "nodeSelectorTerms"))
+      terms.push_back(&t);
+    for (const json& p : jsonf::List(affinity, "preferredDuringSchedulingIgnoredDuringExecution"))
+      terms.push_back(&Field(p, "preference"));
+    json names = json::array();
+    for (const json* t : terms)
+      for (const char* list : {"matchFields", "matchExpressions"})
+        for (const json& r : jsonf::List(*t, list))
+          if (Str(r, "key") ==
+              (std::string(list) == "matchFields" ? "metadata.name" : kHostnameLabel))
+            for (const json& n : jsonf::List(r, "values")) names.push_back(n);
+    if (std::string unknown = unknown_of(names); !unknown.empty())
+      out.push_back("spec.affinity names no node of the fleet: " + unknown +
+                    " (accepted: it matches a node of that name should it join)");
+    return out;
   }
 
   HttpResponse Create(const ResourceInfo& info, const std::string& ns, const HttpRequest& req,
@@ -3345,9 +3414,11 @@ struct ApiServer::Impl {
           for (const char* key :
                {"queue", "podSets", "gang", "topology", "preemptible", "minRuntimeSeconds",
                 "nodeSelector", "excludeNodes", "affinity", "tolerations"}) {
-            // (An empty selector or list says what an absent one does.)
+            // (An empty selector or list says what an absent one does; in an affinity, at
+            // any depth.)
             const auto said = [&](const json& spec) {
               const json& v = Field(spec, key);
+              if (std::string(key) == "affinity") return Pruned(v);
               return v.empty() && (v.is_object() || v.is_array()) ? json() : v;
             };
             // Tolerations may be added, as Kubernetes lets a running pod's be (to keep it

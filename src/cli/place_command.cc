@@ -96,15 +96,31 @@ int Run(const PlaceArgs& args) {
     std::vector<Assignment> placed;
     Outcome outcome = Outcome::kPlaced;
     std::string reason;
+    // (The nodes a nodeAffinity prefers first, as the server places: PlacePreferring.)
     if (wl.gang || wl.topology.level != TopologyLevel::kNone) {
-      GangPlacement g = placer.PlaceGang(state, requests[w], wl.topology, rng);
-      outcome = g.outcome;
-      reason = g.reason;
-      placed = std::move(g.pods);
+      PlacePreferring(
+          requests[w], wl.topology,
+          [&](const std::vector<PodRequest>& pods, const TopologyConstraint& t, bool last) {
+            placer.set_explain(last);
+            GangPlacement g = placer.PlaceGang(state, pods, t, rng);
+            outcome = g.outcome;
+            reason = g.reason;
+            placed = std::move(g.pods);
+            return outcome == Outcome::kPlaced;
+          });
+      placer.set_explain(true);
     } else {
       // Independent pods: each is placed on its own; the workload is Placed when all are.
       for (const PodRequest& r : requests[w]) {
-        PodPlacement p = placer.Place(state, r, rng);
+        PodPlacement p;
+        PlacePreferring(
+            {r}, wl.topology,
+            [&](const std::vector<PodRequest>& one, const TopologyConstraint&, bool last) {
+              placer.set_explain(last);
+              p = placer.Place(state, one[0], rng);
+              return p.outcome == Outcome::kPlaced;
+            });
+        placer.set_explain(true);
         if (p.outcome != Outcome::kPlaced) {
           outcome = p.outcome;
           reason = p.reason;

@@ -2086,10 +2086,15 @@ Result<CycleStats> Scheduler::RunOnce() {
         decisions[i] = Waits(why, "Unschedulable");
         continue;
       }
-      const auto attempt = [&](const std::vector<PodRequest>& pods, bool explain) {
-        GangPlacement g;
-        if (usable_nodes.size() == static_cast<size_t>(state.node_count()))
-          return (explain ? placer : quiet).PlaceGang(state, pods, sw.w().topology, rng);
+      // (A tier's failure is not told: only the last attempt's, over every node it may use.)
+      GangPlacement g;
+      const auto attempt = [&](const std::vector<PodRequest>& pods,
+                               const TopologyConstraint& topology, bool explain) {
+        if (usable_nodes.size() == static_cast<size_t>(state.node_count())) {
+          g = (explain ? placer : quiet).PlaceGang(state, pods, topology, rng);
+          return g.outcome == Outcome::kPlaced;
+        }
+        g = GangPlacement();
         // Restricting to usable nodes: place pod by pod among them (all or nothing).
         g.outcome = Outcome::kPlaced;
         for (const PodRequest& r : pods) {
@@ -2106,23 +2111,14 @@ Result<CycleStats> Scheduler::RunOnce() {
             g.pods.clear();
             g.outcome = p.outcome;
             g.reason = p.reason;
-            break;
+            return false;
           }
           state.Apply(p.assignment, r);
           g.pods.push_back(p.assignment);
         }
-        return g;
+        return true;
       };
-      // The nodes its nodeAffinity prefers most first, then the next best (Admitter::PlaceAll).
-      GangPlacement g;
-      const auto& tiers = sw.pods.empty() ? nullptr : sw.pods[0].preferred;
-      for (size_t t = 0; tiers && t < tiers->size() && g.outcome != Outcome::kPlaced; ++t) {
-        std::vector<PodRequest> narrowed = sw.pods;
-        for (PodRequest& r : narrowed)
-          if (r.preferred && t < r.preferred->size()) r.nodes = (*r.preferred)[t];
-        g = attempt(narrowed, false);
-      }
-      if (g.outcome != Outcome::kPlaced) g = attempt(sw.pods, true);
+      PlacePreferring(sw.pods, sw.w().topology, attempt);
       if (g.outcome == Outcome::kPlaced) {
         decisions[i].placed = std::move(g.pods);
       } else {

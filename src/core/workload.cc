@@ -99,13 +99,22 @@ Status ValidateLabel(const std::string& key, const std::string& value) {
   if (slash != std::string::npos) {
     const std::string prefix = key.substr(0, slash);
     bool ok = !prefix.empty() && prefix.size() <= 253;
-    for (char c : prefix)
-      ok = ok && (std::islower(static_cast<unsigned char>(c)) ||
-                  std::isdigit(static_cast<unsigned char>(c)) || c == '-' || c == '.');
+    const auto alnum = [](char c) {
+      return std::islower(static_cast<unsigned char>(c)) ||
+             std::isdigit(static_cast<unsigned char>(c));
+    };
+    // (Each of its dot-separated parts starts and ends with a letter or digit.)
+    for (size_t i = 0; i < prefix.size(); ++i) {
+      const char c = prefix[i];
+      const bool edge =
+          i == 0 || i + 1 == prefix.size() || prefix[i - 1] == '.' || prefix[i + 1] == '.';
+      ok = ok && (alnum(c) || (!edge && (c == '-' || c == '.')));
+    }
     if (!ok)
       return InvalidArgument("label key '" + key +
                              "': its prefix must be a DNS subdomain (lower-case letters, digits, "
-                             "'-' and '.', at most 253)");
+                             "'-' and '.', each part starting and ending with a letter or digit, "
+                             "at most 253)");
   }
   if (!LabelName(name))
     return InvalidArgument("label key '" + key +
@@ -312,8 +321,9 @@ namespace {
 // `text` as a whole number (Kubernetes' Gt and Lt read a label so), or nothing.
 std::optional<int64_t> WholeNumber(const std::string& text) {
   int64_t v = 0;
+  const char* begin = text.data() + (text.size() > 1 && text[0] == '+' ? 1 : 0);  // (Go's too)
   const char* end = text.data() + text.size();
-  auto [at, ec] = std::from_chars(text.data(), end, v);
+  auto [at, ec] = std::from_chars(begin, end, v);
   if (ec != std::errc() || at != end || text.empty()) return std::nullopt;
   return v;
 }
@@ -349,8 +359,8 @@ std::string NodeRequirement::ToString() const {
   if (op == SelectorOp::kGt || op == SelectorOp::kLt) return out + " " + values.at(0);
   if (op == SelectorOp::kIn || op == SelectorOp::kNotIn) {
     out += " (";
-    for (size_t i = 0; i < values.size(); ++i) out += (i ? "," : "") + values[i];
-    out += ")";
+    for (size_t i = 0; i < values.size() && i < 5; ++i) out += (i ? "," : "") + values[i];
+    out += values.size() > 5 ? ",...)" : ")";
   }
   return out;
 }
@@ -363,8 +373,9 @@ bool NodeTerm::Matches(const Node& node) const {
 
 std::string NodeTerm::ToString() const {
   std::string out;
-  for (const NodeRequirement& r : requirements) out += (out.empty() ? "" : ", ") + r.ToString();
-  return out;
+  for (size_t i = 0; i < requirements.size() && i < 5; ++i)
+    out += (i ? ", " : "") + requirements[i].ToString();
+  return out + (requirements.size() > 5 ? ", ..." : "");
 }
 
 int NodeSelector::Preference(const Node& node) const {
@@ -494,8 +505,9 @@ Result<std::vector<Toleration>> ParseTolerations(YamlMap& spec,
   return out;
 }
 
-// A node selector term's matchExpressions and matchFields (`t`, at least one requirement).
-Result<NodeTerm> ParseNodeTerm(YamlMap& t) {
+// A node selector term's matchExpressions and matchFields (`t`): at least one requirement,
+// unless `may_be_empty` (a preferred term's, which Kubernetes skips when empty).
+Result<NodeTerm> ParseNodeTerm(YamlMap& t, bool may_be_empty = false) {
   RETURN_IF_ERROR(t.CheckIsMap());
   NodeTerm term;
   for (const char* list_name : {"matchExpressions", "matchFields"}) {
@@ -565,7 +577,7 @@ Result<NodeTerm> ParseNodeTerm(YamlMap& t) {
     }
   }
   RETURN_IF_ERROR(t.Finish());
-  if (term.requirements.empty())
+  if (term.requirements.empty() && !may_be_empty)
     return t.Error("matchExpressions",
                    "a term needs at least one requirement (an empty term matches no node)");
   return term;
@@ -577,20 +589,23 @@ Result<NodeTerm> ParseNodeTerm(YamlMap& t) {
 Status ParseAffinity(YamlMap& spec, NodeSelector* nodes) {
   YamlMap affinity = spec.Child("affinity");
   RETURN_IF_ERROR(affinity.CheckIsMap());
+  // (A null field is an absent one, as in Kubernetes.)
   for (const char* pod : {"podAffinity", "podAntiAffinity"})
-    if (affinity.Has(pod))
+    if (Doc d = affinity.Raw(pod); d && !d.IsNull())
       return affinity.Error(pod, "not supported: Fabrica places by node affinity only");
   if (!affinity.Has("nodeAffinity")) return affinity.Finish();
   YamlMap na = affinity.Child("nodeAffinity");
   RETURN_IF_ERROR(na.CheckIsMap());
   const char* kRequired = "requiredDuringSchedulingIgnoredDuringExecution";
   const char* kPreferred = "preferredDuringSchedulingIgnoredDuringExecution";
-  if (na.Has(kRequired)) {
+  if (Doc d = na.Raw(kRequired); d && !d.IsNull()) {
     YamlMap req = na.Child(kRequired);
     RETURN_IF_ERROR(req.CheckIsMap());
     Doc terms = req.Raw("nodeSelectorTerms");
-    if (!terms || !terms.IsSequence() || terms.size() == 0 || terms.size() > 100)
+    if (!terms || !terms.IsSequence() || terms.size() == 0 || terms.size() > 100) {
+      RETURN_IF_ERROR(req.Finish());  // (a misspelt nodeSelectorTerms is named as one)
       return req.Error("nodeSelectorTerms", "expected a list of 1 to 100 terms (any may match)");
+    }
     for (size_t i = 0; i < terms.size(); ++i) {
       YamlMap t =
           req.Child(terms[i], req.Path("nodeSelectorTerms") + "[" + std::to_string(i) + "]");
@@ -607,14 +622,20 @@ Status ParseAffinity(YamlMap& spec, NodeSelector* nodes) {
       YamlMap p = na.Child(prefs[i], na.Path(kPreferred) + "[" + std::to_string(i) + "]");
       RETURN_IF_ERROR(p.CheckIsMap());
       PreferredTerm pref;
-      ASSIGN_OR_RETURN(int64_t weight, p.Int("weight"));
-      if (weight < 1 || weight > 100) return p.Error("weight", "must be between 1 and 100");
-      pref.weight = static_cast<int>(weight);
-      if (!p.Has("preference")) return p.Error("preference", "required (the term it prefers)");
+      // (Both are needed; read first, so that a misspelt one is named as one.)
+      ASSIGN_OR_RETURN(int64_t weight, p.Int("weight", 0));
+      const bool has_preference = p.Has("preference");
       YamlMap t = p.Child("preference");
-      ASSIGN_OR_RETURN(pref.term, ParseNodeTerm(t));
+      if (has_preference) {
+        ASSIGN_OR_RETURN(pref.term, ParseNodeTerm(t, /*may_be_empty=*/true));
+      }
       RETURN_IF_ERROR(p.Finish());
-      nodes->preferred.push_back(std::move(pref));
+      if (weight < 1 || weight > 100)
+        return p.Error("weight", "a whole number between 1 and 100 is needed");
+      pref.weight = static_cast<int>(weight);
+      if (!has_preference) return p.Error("preference", "required (the term it prefers)");
+      // (An empty preference prefers no node: Kubernetes skips it.)
+      if (!pref.term.requirements.empty()) nodes->preferred.push_back(std::move(pref));
     }
   }
   RETURN_IF_ERROR(na.Finish());

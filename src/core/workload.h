@@ -153,7 +153,7 @@ struct NodeSelector {
   // The summed weight of the preferred terms `node` meets.
   int Preference(const Node& node) const;
   bool Matches(const Node& node) const;
-  // Its labels and exclusions alone, taints aside.
+  // Its labels, exclusions and required affinity alone, taints aside.
   bool MatchesLabels(const Node& node) const;
   // The first NoSchedule or NoExecute taint of `node` its tolerations do not tolerate; null.
   const Taint* Untolerated(const Node& node) const;

@@ -3403,22 +3403,21 @@ std::string Admitter::ChargeNote(const Entry& e, int64_t charge) const {
 
 bool Admitter::PlaceAll(const Entry& e, const std::vector<PodRequest>& pods,
                         std::vector<Assignment>* assign, std::string* reason) {
-  // The nodes its nodeAffinity prefers most first, then the next best (its pods share one
-  // selector, so one set of tiers); failing there, every node it may use.
-  const PodRequest* preferring = nullptr;
-  for (const PodRequest& p : pods)
-    if (p.preferred) preferring = &p;
-  for (size_t t = 0; preferring && t < preferring->preferred->size(); ++t) {
-    std::vector<PodRequest> tier = pods;
-    for (PodRequest& p : tier)
-      if (p.preferred && t < p.preferred->size()) p.nodes = (*p.preferred)[t];
-    if (PlaceAllOnce(e, tier, assign, nullptr)) return true;
-  }
-  return PlaceAllOnce(e, pods, assign, reason);
+  // (A tier's failure is not told: only the last attempt's, over every node it may use.)
+  const bool explain = placer_.explain();
+  const bool placed = PlacePreferring(
+      pods, e.spec.topology,
+      [&](const std::vector<PodRequest>& some, const TopologyConstraint& topology, bool last) {
+        placer_.set_explain(explain && last);
+        return PlaceAllOnce(e, some, topology, assign, last ? reason : nullptr);
+      });
+  placer_.set_explain(explain);
+  return placed;
 }
 
 bool Admitter::PlaceAllOnce(const Entry& e, const std::vector<PodRequest>& pods,
-                            std::vector<Assignment>* assign, std::string* reason) {
+                            const TopologyConstraint& topology, std::vector<Assignment>* assign,
+                            std::string* reason) {
   if (pods.size() == 1 && !e.spec.gang) {
     PodPlacement p = placer_.Place(state_, pods[0], rng_);
     if (p.outcome != Outcome::kPlaced) {
@@ -3429,7 +3428,7 @@ bool Admitter::PlaceAllOnce(const Entry& e, const std::vector<PodRequest>& pods,
     *assign = {p.assignment};
     return true;
   }
-  GangPlacement g = placer_.PlaceGang(state_, pods, e.spec.topology, rng_);
+  GangPlacement g = placer_.PlaceGang(state_, pods, topology, rng_);
   if (g.outcome != Outcome::kPlaced) {
     if (reason) *reason = g.reason;
     return false;

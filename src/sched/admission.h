@@ -1024,9 +1024,10 @@ class Admitter {
   // nodeAffinity prefers are tried first (PodRequest::preferred), best first.
   bool PlaceAll(const Entry& e, const std::vector<PodRequest>& pods,
                 std::vector<Assignment>* assign, std::string* reason);
-  // The same, on the nodes the requests name alone.
+  // The same, on the nodes the requests name alone, with `topology` for e's.
   bool PlaceAllOnce(const Entry& e, const std::vector<PodRequest>& pods,
-                    std::vector<Assignment>* assign, std::string* reason);
+                    const TopologyConstraint& topology, std::vector<Assignment>* assign,
+                    std::string* reason);
   // Partial admission of id with fewer pods; true if admitted. `key`: its full shape's.
   bool TryPartial(int id, uint64_t key, double now, CycleResult& out);
   // Elastic growth (AdmissionConfig::elastic_growth): each running workload admitted in part

@@ -54,8 +54,8 @@ struct PodRequest {
   // of that GPU (ClusterState::FractionMilli), and gpu_milli that share of the smallest GPU it
   // may land on (the most it takes anywhere).
   bool compute_from_memory = false;
-  // The nodes its nodeSelector, excludeNodes and tolerations leave it (shared by the requests
-  // of one selector); null: any node.
+  // The nodes its nodeSelector, excludeNodes, required nodeAffinity and tolerations leave it
+  // (shared by the requests of one selector); null: any node.
   std::shared_ptr<const NodeSet> nodes;
   // Where its nodeAffinity prefers some nodes: the nodes it may use whose preference (the
   // weights of the preferred terms they meet) is at least each of the highest few values, best

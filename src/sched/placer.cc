@@ -137,7 +137,7 @@ PodPlacement Placer::Explain(const ClusterState& s, const PodRequest& req,
     usable.assign(s.node_count(), 0);
     for (int n : *only) usable[n] = 1;
   }
-  int unselected = 0;  // nodes its nodeSelector or excludeNodes leaves out
+  int unselected = 0;  // nodes its nodeSelector, excludeNodes or nodeAffinity leaves out
   for (int c : s.active_classes()) {
     // (The class's nodes are alike in state: its front speaks for them, but NodeUsable would
     // refuse it for its labels alone; one of the nodes the selector leaves speaks instead.)

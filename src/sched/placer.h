@@ -56,6 +56,7 @@ class Placer {
   // When off, a pod that fits nowhere gets a short reason instead of a scan of every class
   // (callers that retry often, like admission, explain once and then skip the cost).
   void set_explain(bool on) { explain_ = on; }
+  bool explain() const { return explain_; }
 
   // Why no node takes `req` now, or that none ever could (Infeasible). With `only`, the nodes
   // outside it count as having no room (they take no new work: cordoned, held, not ready).
@@ -94,6 +95,31 @@ class Placer {
   const Policy& policy_;
   bool explain_ = true;
 };
+
+// Places `pods` (which share one selector) on the nodes their nodeAffinity prefers most first
+// (PodRequest::preferred: each tier in turn), then on every node they may use. On a tier a
+// preferred topology is asked as a required one: a compact placement on any allowed nodes beats
+// one scattered over preferred nodes. `attempt(pods, topology, last)` places them and says
+// whether it did, leaving the state as it was when not; `last` marks the attempt on every
+// allowed node, the one whose failure is explained.
+template <class Attempt>
+bool PlacePreferring(const std::vector<PodRequest>& pods, const TopologyConstraint& topology,
+                     Attempt&& attempt) {
+  const PodRequest* preferring = nullptr;
+  for (const PodRequest& p : pods)
+    if (p.preferred) preferring = &p;
+  if (preferring) {
+    TopologyConstraint strict = topology;
+    if (strict.level != TopologyLevel::kNone) strict.required = true;
+    for (size_t t = 0; t < preferring->preferred->size(); ++t) {
+      std::vector<PodRequest> tier = pods;
+      for (PodRequest& p : tier)
+        if (p.preferred && t < p.preferred->size()) p.nodes = (*p.preferred)[t];
+      if (attempt(tier, strict, false)) return true;
+    }
+  }
+  return attempt(pods, topology, true);
+}
 
 // Whether some node of the fleet could hold the pod if the fleet were empty.
 bool FitsSomeEmptyNode(const ClusterState& s, const PodRequest& req, std::string* why);
