@@ -1925,6 +1925,53 @@ TEST_F(ApiBadInputTest, ATenantGivesItsWorkloadsTolerationsAndLimitsThem) {
       << r.body;
 }
 
+// A tenant's nodeSelector keeps each of its workloads to its nodes (Kubernetes' PodNodeSelector):
+// merged in at create and at every spec write, so an update cannot drop it; a workload asking
+// another value of one of its keys is refused, naming it; status writes are left alone.
+TEST_F(ApiBadInputTest, ATenantKeepsItsWorkloadsToItsNodes) {
+  json t = TenantObject("team-n");
+  t["spec"]["nodeSelector"] = {{"pool", "team-n"}};
+  w_.MustCreate(Collection("tenants"), t);
+  json w = WorkloadObject("team-n", "mine");
+  w["spec"]["nodeSelector"] = {{"zone", "b"}};
+  HttpResponse r = w_.Do("POST", Collection("workloads", "team-n"), kAdmin, w.dump());
+  ASSERT_EQ(r.status, 201) << r.body;
+  const auto selector = [&] {
+    return Parse(w_.Get(Item("workloads", "team-n", "mine")))["spec"]["nodeSelector"];
+  };
+  EXPECT_EQ(selector(), (json{{"pool", "team-n"}, {"zone", "b"}}));
+  // Dropped by an update: given back.
+  r = w_.Do("PATCH", Item("workloads", "team-n", "mine"), kAdmin,
+            json{{"spec", {{"nodeSelector", nullptr}}}}.dump(), kMergePatch);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(selector(), (json{{"pool", "team-n"}}));
+  // Another value: refused, at create and update.
+  r = w_.Do("PATCH", Item("workloads", "team-n", "mine"), kAdmin,
+            json{{"spec", {{"nodeSelector", {{"pool", "shared"}}}}}}.dump(), kMergePatch);
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_NE(r.body.find("spec.nodeSelector.pool: tenant team-n keeps its work on nodes with "
+                        "pool=team-n (its spec.nodeSelector); the workload asks 'shared'"),
+            std::string::npos)
+      << r.body;
+  json other = WorkloadObject("team-n", "other");
+  other["spec"]["nodeSelector"] = {{"pool", "shared"}};
+  EXPECT_EQ(w_.Do("POST", Collection("workloads", "team-n"), kAdmin, other.dump()).status, 403);
+  EXPECT_EQ(selector(), (json{{"pool", "team-n"}}));
+  // The scheduler's status writes are never refused for it.
+  w_.MustSetStatus(Item("workloads", "team-n", "mine"), {{"phase", "Scheduled"}});
+  // A tenant's selector is checked as a workload's.
+  json bad = TenantObject("team-x");
+  bad["spec"]["nodeSelector"] = {{"pool", 5}};
+  r = w_.Do("POST", Collection("tenants"), kAdmin, bad.dump());
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_NE(r.body.find("spec.nodeSelector.pool: expected a string, got 5"), std::string::npos)
+      << r.body;
+  bad["spec"]["nodeSelector"] = {{"pool!", "a"}};
+  r = w_.Do("POST", Collection("tenants"), kAdmin, bad.dump());
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_NE(r.body.find("label key 'pool!'"), std::string::npos) << r.body;
+}
+
 // A workload that names a PriorityClass takes its value into spec.priority when it is stored;
 // a missing class or a disagreeing priority is refused, naming the field.
 TEST_F(ApiBadInputTest, PriorityClassNamesAreResolvedWhenAWorkloadIsWritten) {

@@ -1744,8 +1744,14 @@ struct ApiServer::Impl {
         for (const auto& [k, v] : labels.items())
           if (!v.is_string())
             return InvalidArgument("spec.labels." + k + ": expected a string, got " + v.dump());
-    // A workload's nodeSelector and excludeNodes hold strings (as Kubernetes' do): a number
-    // would be matched as its text, 1.5e3 as "1500.0".
+    // A workload's (and a tenant's) nodeSelector and excludeNodes hold strings (as
+    // Kubernetes' do): a number would be matched as its text, 1.5e3 as "1500.0".
+    if (std::string(info.kind) == "Tenant" && obj.contains("spec") && obj["spec"].is_object())
+      if (const json& sel = Field(obj["spec"], "nodeSelector"); sel.is_object())
+        for (const auto& [k, v] : sel.items())
+          if (!v.is_string())
+            return InvalidArgument("spec.nodeSelector." + k + ": expected a string, got " +
+                                   v.dump());
     if (std::string(info.kind) == "Workload" && obj.contains("spec") && obj["spec"].is_object()) {
       if (const json& sel = Field(obj["spec"], "nodeSelector"); sel.is_object())
         for (const auto& [k, v] : sel.items())
@@ -2051,6 +2057,32 @@ struct ApiServer::Impl {
                       "spec.tolerations[" + std::to_string(i) + "]: tenant " + ns +
                           " may not tolerate " + tolerations[i].ToString() +
                           " (not among its spec.allowedTolerations)");
+    return Status::Ok();
+  }
+
+  // A tenant's nodeSelector (Kubernetes' PodNodeSelector) merged into a workload's spec as it
+  // is written: the pairs it lacks are added; one it gives another value is refused (403), so
+  // that a tenant kept to its nodes cannot leave them by a workload's selector.
+  Status GiveTenantNodeSelector(json& workload, const std::string& ns) {
+    if (!workload.is_object() || !workload.contains("spec") || !workload["spec"].is_object())
+      return Status::Ok();
+    const std::optional<Tenant> tenant = StoredTenant(ns);
+    if (!tenant || tenant->node_selector.empty()) return Status::Ok();
+    json& sel = workload["spec"]["nodeSelector"];
+    if (sel.is_null()) sel = json::object();
+    if (!sel.is_object()) return Status::Ok();  // (the validation's to refuse)
+    for (const auto& [key, value] : tenant->node_selector) {
+      const json& has = Field(sel, key.c_str());
+      if (has.is_null()) {
+        sel[key] = value;
+      } else if (has != value) {
+        return Status(StatusCode::kPermissionDenied,
+                      "spec.nodeSelector." + key + ": tenant " + ns +
+                          " keeps its work on nodes with " + key + "=" + value +
+                          " (its spec.nodeSelector); the workload asks " +
+                          (has.is_string() ? "'" + has.get<std::string>() + "'" : has.dump()));
+      }
+    }
     return Status::Ok();
   }
 
@@ -3209,6 +3241,8 @@ struct ApiServer::Impl {
                 own.push_back(given);
             }
           }
+        // ... and kept to the nodes its tenant's nodeSelector names.
+        if (Status s = GiveTenantNodeSelector(b, ns); !s.ok()) return ErrorFromStatus(s);
       } else if (std::string(info.kind) == "Node" && !p.node.empty()) {
         // An agent registers its node; status (conditions) is its to report.
       } else {
@@ -3334,6 +3368,9 @@ struct ApiServer::Impl {
           expected = *parsed;
         }
       }
+      // (A spec write keeps its tenant's nodeSelector, or is refused.)
+      if (!status_sub && std::string(info.kind) == "Workload")
+        if (Status s = GiveTenantNodeSelector(next, ns); !s.ok()) return ErrorFromStatus(s);
       // The subresource decides what may change: /status only the status, the main resource
       // only the rest.
       if (status_sub) {

@@ -842,6 +842,9 @@ Result<Tenant> ParseTenant(YamlMap& m) {
     ASSIGN_OR_RETURN(Budget budget, ParseBudget(b));
     t.budget = budget;
   }
+  ASSIGN_OR_RETURN(t.node_selector, spec.StringMap("nodeSelector"));
+  for (const auto& [k, v] : t.node_selector)
+    if (Status s = ValidateLabel(k, v); !s.ok()) return spec.Error("nodeSelector", s.message());
   ASSIGN_OR_RETURN(t.tolerations, ParseTolerations(spec, "tolerations"));
   if (spec.Has("allowedTolerations")) {
     ASSIGN_OR_RETURN(t.allowed_tolerations, ParseTolerations(spec, "allowedTolerations"));

@@ -71,6 +71,10 @@ struct Tenant {
   // carry, given or their own (Kubernetes' PodTolerationRestriction, per namespace).
   std::vector<Toleration> tolerations;
   std::optional<std::vector<Toleration>> allowed_tolerations;
+  // Labels every workload of the tenant is kept to (Kubernetes' PodNodeSelector, per
+  // namespace): merged into each workload's nodeSelector when it is written; a workload that
+  // asks another value of one of these keys is refused.
+  std::map<std::string, std::string> node_selector;
 };
 
 enum class DeviceKind { kNone, kWhole, kFraction, kMig };
