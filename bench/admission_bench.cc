@@ -20,7 +20,9 @@
 // so that every request may use only the other 99% (a NodeSet each, placed over the classes);
 // and once (`preferring`) with the zones of `selective` and every tenth waiting workload
 // preferring, by node affinity, one zone (weight 50) and the next (weight 10): it is tried on
-// its zone, then on the two, then anywhere (the preferred tiers are placed node by node).
+// its zone, then on the two, then anywhere (the preferred tiers are placed node by node); and
+// once (`soft_tainted`) with every hundredth node tainted PreferNoSchedule, so that every
+// request tries the other 99% first (one preferred tier each, placed over the classes).
 // Counters: admitted (workloads admitted by the cycle), attempts (placement attempts), and
 // fleet_pct (allocated GPUs before the cycle).
 #include <benchmark/benchmark.h>
@@ -82,10 +84,10 @@ std::string LeafName(int i) {
          std::to_string(i % 10);
 }
 
-enum Variant { kPlain, kFlavoured, kSelective, kTainted, kPreferring };
+enum Variant { kPlain, kFlavoured, kSelective, kTainted, kPreferring, kSoftTainted };
 
 const Prepared& Prepare(Variant variant) {
-  static Prepared* prepared[5] = {nullptr, nullptr, nullptr, nullptr, nullptr};
+  static Prepared* prepared[6] = {};
   Prepared*& p = prepared[variant];
   if (p) return *p;
   p = [variant] {
@@ -98,6 +100,9 @@ const Prepared& Prepare(Variant variant) {
     if (variant == kTainted)
       for (size_t n = 0; n < out->fleet.nodes.size(); n += 100)
         out->fleet.nodes[n].taints.push_back({"reserved", "ops", TaintEffect::kNoSchedule, ""});
+    if (variant == kSoftTainted)
+      for (size_t n = 0; n < out->fleet.nodes.size(); n += 100)
+        out->fleet.nodes[n].taints.push_back({"spot", "", TaintEffect::kPreferNoSchedule, ""});
     std::vector<Tenant> tenants = sim::SyntheticTenants();
     // Running work to 80% of the GPUs, then 50,000 more to wait.
     std::vector<Workload> running = sim::MakeSyntheticWorkloads(out->fleet, 0.8, 1);
@@ -224,6 +229,12 @@ BENCHMARK_CAPTURE(BM_AdmissionCycle, cold_preferring, false, kPreferring)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(5);
 BENCHMARK_CAPTURE(BM_AdmissionCycle, steady_preferring, true, kPreferring)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(5);
+BENCHMARK_CAPTURE(BM_AdmissionCycle, cold_soft_tainted, false, kSoftTainted)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(5);
+BENCHMARK_CAPTURE(BM_AdmissionCycle, steady_soft_tainted, true, kSoftTainted)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(5);
 

@@ -718,6 +718,54 @@ TEST_F(AdmissionTest, NodePreferencesRankNodesAndYieldToAPreferredTopology) {
   ASSERT_EQ(adm_->assignments(compact).size(), 2u) << adm_->reason(compact);
   EXPECT_EQ(adm_->state().node(adm_->assignments(compact)[0].node).leaf,
             adm_->state().node(adm_->assignments(compact)[1].node).leaf);
+  // ... and where the nodes it prefers hold it in one leaf, there (left to itself, it takes
+  // the first leaf).
+  leaves.nodes[3].labels["fast"] = "yes";
+  Make(leaves, {Leaf("a", 16)});
+  const int preferred = Submit(with(gang, fast), 0);
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(adm_->assignments(preferred).size(), 2u) << adm_->reason(preferred);
+  std::set<int> on_nodes;
+  for (const Assignment& a : adm_->assignments(preferred)) on_nodes.insert(a.node);
+  EXPECT_EQ(on_nodes, (std::set<int>{2, 3}));
+  Make(leaves, {Leaf("a", 16)});
+  const int plain = Submit(gang, 0);
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(adm_->assignments(plain).size(), 2u) << adm_->reason(plain);
+  EXPECT_EQ(adm_->state().node(adm_->assignments(plain)[0].node).leaf, "leaf-a");
+}
+
+// A PreferNoSchedule taint keeps nothing off: work that does not tolerate it goes to other
+// nodes while they have room (before any node its affinity prefers), then there.
+TEST_F(AdmissionTest, PreferNoScheduleTaintsRankANodeLast) {
+  Fleet fleet = Nodes(3, 4);
+  fleet.nodes[0].taints.push_back({"spot", "", TaintEffect::kPreferNoSchedule, ""});
+  fleet.nodes[0].labels["fast"] = "yes";
+  Make(fleet, {Leaf("a", 12)});
+  NodeSelector fast;
+  fast.preferred = {PreferredTerm{100, NodeTerm{{NodeRequirement{"fast", SelectorOp::kExists}}}}};
+  Workload first = Gpus("first", "a", 4);
+  first.pod_sets[0].nodes = fast;
+  std::vector<int> ids = {Submit(first, 0)};
+  adm_->Cycle(1, 1000);
+  ids.push_back(Submit(Gpus("second", "a", 4), 2));
+  adm_->Cycle(3, 1000);
+  ids.push_back(Submit(Gpus("third", "a", 4), 4));
+  adm_->Cycle(5, 1000);
+  std::vector<int> on;
+  for (int id : ids) {
+    ASSERT_EQ(adm_->assignments(id).size(), 1u) << adm_->reason(id);
+    on.push_back(adm_->assignments(id)[0].node);
+  }
+  EXPECT_EQ(on, (std::vector<int>{1, 2, 0}));
+  // Tolerated, it is a node like the others (packing takes the first).
+  Make(fleet, {Leaf("a", 12)});
+  Workload tolerant = Gpus("tolerant", "a", 4);
+  tolerant.pod_sets[0].nodes.tolerations = {Toleration{.key = "spot", .exists = true}};
+  const int t = Submit(tolerant, 0);
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(adm_->assignments(t).size(), 1u);
+  EXPECT_EQ(adm_->assignments(t)[0].node, 0);
 }
 
 // A workload that cannot start on the nodes its selector leaves does not stop one of the same

@@ -1793,12 +1793,15 @@ TEST_F(ApiBadInputTest, LabelsAndNodeSelectorsAreCheckedAndNodesListedByThem) {
   EXPECT_TRUE(listed("!pool").empty());
   EXPECT_EQ(listed("!nothing,zone"), big);
   EXPECT_EQ(listed("rank>4"), big);  // (Gt and Lt read the label as a whole number)
+  EXPECT_EQ(listed("rank<6"), big);
+  EXPECT_EQ(listed("rank>+4"), big);
+  EXPECT_TRUE(listed("rank>5").empty());
   EXPECT_TRUE(listed("rank<5").empty());
   EXPECT_TRUE(listed("zone>4").empty());
   for (const auto& [selector, says] : std::vector<std::pair<std::string, std::string>>{
            {"rank>=4", "compares with a whole number N (there is no >= or <=)"},
            {"rank>x", "compares with a whole number"},
-           {"-a.com/x", "its prefix must be a DNS subdomain"}}) {
+           {"a_b.com/x", "its prefix must be a DNS subdomain"}}) {
     HttpResponse r = w_.Get(Collection("nodes") + "?labelSelector=" + selector);
     EXPECT_EQ(r.status, 400) << selector << ": " << r.body;
     EXPECT_NE(r.body.find(says), std::string::npos) << says << " not in " << r.body;
@@ -1859,7 +1862,8 @@ TEST_F(ApiBadInputTest, LabelsAndNodeSelectorsAreCheckedAndNodesListedByThem) {
     if (name == "Warning") warnings.push_back(value);
   EXPECT_EQ(warnings, (std::vector<std::string>{
                           "299 - \"spec.affinity names no node of the fleet: 'ghost', 'gohst' "
-                          "(accepted: it matches a node of that name should it join)\""}));
+                          "(accepted, as nodes come and go: a node of that name is matched "
+                          "should it join)\""}));
 }
 
 // A tenant's tolerations are given to each workload it creates (after its own); where it has
@@ -1950,15 +1954,37 @@ TEST_F(ApiBadInputTest, ATenantKeepsItsWorkloadsToItsNodes) {
             json{{"spec", {{"nodeSelector", {{"pool", "shared"}}}}}}.dump(), kMergePatch);
   EXPECT_EQ(r.status, 403) << r.body;
   EXPECT_NE(r.body.find("spec.nodeSelector.pool: tenant team-n keeps its work on nodes with "
-                        "pool=team-n (its spec.nodeSelector); the workload asks 'shared'"),
+                        "pool=team-n (its spec.nodeSelector); the workload has pool=shared (set "
+                        "it to team-n, or drop it to be given it)"),
             std::string::npos)
       << r.body;
   json other = WorkloadObject("team-n", "other");
   other["spec"]["nodeSelector"] = {{"pool", "shared"}};
   EXPECT_EQ(w_.Do("POST", Collection("workloads", "team-n"), kAdmin, other.dump()).status, 403);
   EXPECT_EQ(selector(), (json{{"pool", "team-n"}}));
-  // The scheduler's status writes are never refused for it.
-  w_.MustSetStatus(Item("workloads", "team-n", "mine"), {{"phase", "Scheduled"}});
+  // Once the tenant's selector has changed: a write that leaves the selector be is not refused
+  // (work stored before may still be stopped), nor is the scheduler's status write, nor a
+  // running workload's update; a pending one's selector change must take the new value.
+  ASSERT_EQ(w_.Do("PATCH", Item("tenants", "", "team-n"), kAdmin,
+                  json{{"spec", {{"nodeSelector", {{"pool", "moved"}}}}}}.dump(), kMergePatch)
+                .status,
+            200);
+  r = w_.Do("PATCH", Item("workloads", "team-n", "mine"), kAdmin,
+            json{{"spec", {{"active", false}, {"nodeSelector", json::object()}}}}.dump(),
+            kMergePatch);
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(selector(), (json{{"pool", "team-n"}}));
+  r = w_.Do("PATCH", Item("workloads", "team-n", "mine"), kAdmin,
+            json{{"spec", {{"nodeSelector", {{"zone", "c"}}}}}}.dump(), kMergePatch);
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_NE(r.body.find("the workload has pool=team-n (set it to moved"), std::string::npos)
+      << r.body;
+  w_.MustSetStatus(Item("workloads", "team-n", "mine"), {{"phase", "Running"}});
+  json put = Parse(w_.Get(Item("workloads", "team-n", "mine")));
+  put["spec"]["priority"] = 5;
+  r = w_.Do("PUT", Item("workloads", "team-n", "mine"), kAdmin, put.dump());
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(selector(), (json{{"pool", "team-n"}}));
   // A tenant's selector is checked as a workload's.
   json bad = TenantObject("team-x");
   bad["spec"]["nodeSelector"] = {{"pool", 5}};

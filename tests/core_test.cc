@@ -691,8 +691,17 @@ TEST(WorkloadYaml, TolerationsAndTaints) {
   };
   ExpectInvalid(workload("{key: a, effect: NoSchedule, tolerationSeconds: 5}"),
                 {"tolerations[0].tolerationSeconds", "only a NoExecute toleration"});
-  ExpectInvalid(workload("{key: a, effect: PreferNoSchedule}"),
-                {"tolerations[0].effect", "PreferNoSchedule is not supported"});
+  ExpectInvalid(workload("{key: a, effect: Sometimes}"),
+                {"tolerations[0].effect", "'Sometimes' is not NoSchedule, PreferNoSchedule"});
+  // PreferNoSchedule keeps nothing off: it is counted apart.
+  Node soft = node;
+  soft.taints = {{"spot", "", TaintEffect::kPreferNoSchedule, ""}};
+  EXPECT_TRUE(NodeSelector().Matches(soft));
+  EXPECT_EQ(NodeSelector().SoftUntolerated(soft), 1);
+  EXPECT_EQ(sel.SoftUntolerated(soft), 1);  // (its tolerations are of other keys)
+  Result<std::vector<Workload>> prefers = workload("{key: spot, effect: PreferNoSchedule}");
+  ASSERT_TRUE(prefers.ok()) << prefers.status().ToString();
+  EXPECT_EQ(prefers->front().pod_sets[0].nodes.SoftUntolerated(soft), 0);
   ExpectInvalid(workload("{key: a, operator: Exists, value: b}"),
                 {"tolerations[0].value", "must be empty"});
   ExpectInvalid(workload("{operator: Equal, value: b}"), {"tolerations[0].operator"});

@@ -4104,11 +4104,27 @@ TEST_F(FactoryTest, TaintsKeepWorkOffANodeAndNoExecuteEvictsIt) {
         << name << ": " << Describe(w);
     EXPECT_EQ(status(name)["assignments"][0].value("node", ""), "hgx-a-0");
   }
+  // Packing puts the next one beside them; with a PreferNoSchedule taint there, work that does
+  // not tolerate it goes elsewhere while it can.
+  CreateWorkload(WholeGpuWorkload("team-a", "packed", 1));
+  Cycle();
+  w = Workloads();
+  ASSERT_EQ(status("packed").value("assignments", json::array()).size(), 1u) << Describe(w);
+  EXPECT_EQ(status("packed")["assignments"][0].value("node", ""), "hgx-a-0");
+  r = taint(json::array({{{"key", "gpu"}, {"effect", "PreferNoSchedule"}}}));
+  ASSERT_EQ(r.status, 200) << r.body;
+  CreateWorkload(WholeGpuWorkload("team-a", "soft", 1));
+  Cycle();
+  w = Workloads();
+  ASSERT_EQ(status("soft").value("assignments", json::array()).size(), 1u) << Describe(w);
+  EXPECT_NE(status("soft")["assignments"][0].value("node", ""), "hgx-a-0");
+  EXPECT_EQ(status("packed").value("phase", ""), "Running") << Describe(w);  // (it stays)
 
   // Bad taints and tolerations are refused, naming the field; nothing is stored.
-  r = taint(json::array({{{"key", "gpu"}, {"effect", "PreferNoSchedule"}}}));
+  r = taint(json::array({{{"key", "gpu"}, {"effect", "Sometimes"}}}));
   EXPECT_EQ(r.status, 422) << r.body;
-  EXPECT_NE(r.body.find("spec.taints[0].effect: PreferNoSchedule is not supported"),
+  EXPECT_NE(r.body.find("spec.taints[0].effect: 'Sometimes' is not NoSchedule, PreferNoSchedule "
+                        "or NoExecute"),
             std::string::npos)
       << r.body;
   r = taint(json::array({{{"key", "gpu"}, {"value", 79}, {"effect", "NoSchedule"}}}));

@@ -314,10 +314,7 @@ Result<std::vector<LabelRequirement>> ParseSelector(const std::string& selector)
       r.op = term[cmp] == '>' ? LabelRequirement::kGt : LabelRequirement::kLt;
       r.key = Trimmed(term.substr(0, cmp));
       r.values = {Trimmed(term.substr(cmp + 1))};
-      int64_t bound = 0;
-      const std::string& v = r.values[0];
-      if (auto [at, ec] = std::from_chars(v.data(), v.data() + v.size(), bound);
-          v.empty() || ec != std::errc() || at != v.data() + v.size())
+      if (!WholeNumber(r.values[0]))
         return InvalidArgument("labelSelector: '" + term + "': KEY" + term[cmp] +
                                "N compares with a whole number N (there is no >= or <=)");
     } else if (const size_t eq = term.find('='); eq != std::string::npos) {
@@ -366,13 +363,10 @@ bool MatchesSelector(const json& obj, const std::vector<LabelRequirement>& selec
         break;
       case LabelRequirement::kGt:
       case LabelRequirement::kLt: {
-        if (!has) return false;
-        const std::string text = v.get<std::string>();
-        int64_t label = 0;
-        auto [at, ec] = std::from_chars(text.data(), text.data() + text.size(), label);
-        if (text.empty() || ec != std::errc() || at != text.data() + text.size()) return false;
-        const int64_t bound = std::stoll(r.values[0]);
-        if (r.op == LabelRequirement::kGt ? label <= bound : label >= bound) return false;
+        const std::optional<int64_t> label = has ? WholeNumber(v.get<std::string>()) : std::nullopt;
+        const std::optional<int64_t> bound = WholeNumber(r.values[0]);
+        if (!label || !bound) return false;
+        if (r.op == LabelRequirement::kGt ? *label <= *bound : *label >= *bound) return false;
         break;
       }
     }
@@ -2075,12 +2069,12 @@ struct ApiServer::Impl {
       const json& has = Field(sel, key.c_str());
       if (has.is_null()) {
         sel[key] = value;
-      } else if (has != value) {
-        return Status(StatusCode::kPermissionDenied,
-                      "spec.nodeSelector." + key + ": tenant " + ns +
-                          " keeps its work on nodes with " + key + "=" + value +
-                          " (its spec.nodeSelector); the workload asks " +
-                          (has.is_string() ? "'" + has.get<std::string>() + "'" : has.dump()));
+      } else if (has.is_string() && has != value) {  // (another type: the validation's)
+        return Status(
+            StatusCode::kPermissionDenied,
+            "spec.nodeSelector." + key + ": tenant " + ns + " keeps its work on nodes with " + key +
+                "=" + value + " (its spec.nodeSelector); the workload has " + key + "=" +
+                has.get<std::string>() + " (set it to " + value + ", or drop it to be given it)");
       }
     }
     return Status::Ok();
@@ -3214,7 +3208,8 @@ struct ApiServer::Impl {
             for (const json& n : jsonf::List(r, "values")) names.push_back(n);
     if (std::string unknown = unknown_of(names); !unknown.empty())
       out.push_back("spec.affinity names no node of the fleet: " + unknown +
-                    " (accepted: it matches a node of that name should it join)");
+                    " (accepted, as nodes come and go: a node of that name is matched should it "
+                    "join)");
     return out;
   }
 
@@ -3368,8 +3363,14 @@ struct ApiServer::Impl {
           expected = *parsed;
         }
       }
-      // (A spec write keeps its tenant's nodeSelector, or is refused.)
-      if (!status_sub && std::string(info.kind) == "Workload")
+      // (A spec write that changes the nodeSelector of work not yet bound keeps its tenant's in
+      // it, or is refused; one that leaves it be is not checked, so that work stored before the
+      // tenant's selector changed can still be stopped or reprioritised.)
+      if (!status_sub && std::string(info.kind) == "Workload" &&
+          Str(Field(stored, "status"), "phase") != "Scheduled" &&
+          Str(Field(stored, "status"), "phase") != "Running" &&
+          Pruned(Field(Field(next, "spec"), "nodeSelector")) !=
+              Pruned(Field(Field(stored, "spec"), "nodeSelector")))
         if (Status s = GiveTenantNodeSelector(next, ns); !s.ok()) return ErrorFromStatus(s);
       // The subresource decides what may change: /status only the status, the main resource
       // only the rest.
@@ -3395,7 +3396,8 @@ struct ApiServer::Impl {
                  Field(Field(stored, "spec"), "nodeSelector") ||
              Field(Field(next, "spec"), "excludeNodes") !=
                  Field(Field(stored, "spec"), "excludeNodes") ||
-             Field(Field(next, "spec"), "affinity") != Field(Field(stored, "spec"), "affinity") ||
+             Pruned(Field(Field(next, "spec"), "affinity")) !=
+                 Pruned(Field(Field(stored, "spec"), "affinity")) ||
              Field(Field(next, "spec"), "tolerations") !=
                  Field(Field(stored, "spec"), "tolerations"))) {
           next["status"].erase("nomination");

@@ -405,9 +405,11 @@ json StartHold(const json& status) {
 std::string TaintList(const json& spec, bool since) {
   std::string out;
   for (const json& t : fabrica::jsonf::List(spec, "taints")) {
-    out += std::string(out.empty() ? "" : since ? ", " : ",") + t.value("key", "") +
-           (t.value("value", "").empty() ? "" : "=" + t.value("value", "")) + ":" +
-           t.value("effect", "");
+    out += std::string(out.empty() ? ""
+                       : since     ? ", "
+                                   : ",") +
+           t.value("key", "") + (t.value("value", "").empty() ? "" : "=" + t.value("value", "")) +
+           ":" + t.value("effect", "");
     if (since && t.contains("timeAdded")) out += " (since " + t.value("timeAdded", "") + ")";
   }
   return out.empty() ? "-" : out;
@@ -2230,9 +2232,10 @@ int Taint(HttpClient& http, const std::string& what, const std::string& node,
       const std::string value = eq == std::string::npos ? "" : kv.substr(eq + 1);
       if (key.empty() || (!remove && effect.empty()) || value.find('=') != std::string::npos ||
           key.find(':') != std::string::npos) {
-        std::cerr << "fabctl: '" << spec
-                  << "' is not KEY[=VALUE]:EFFECT (EFFECT NoSchedule or NoExecute) or "
-                     "KEY[:EFFECT]- to remove\n";
+        std::cerr
+            << "fabctl: '" << spec
+            << "' is not KEY[=VALUE]:EFFECT (EFFECT NoSchedule, PreferNoSchedule or NoExecute) or "
+               "KEY[:EFFECT]- to remove\n";
         return 2;
       }
       json kept = json::array();

@@ -45,17 +45,22 @@ const MigProfile* FindMigProfile(const std::string& model, const std::string& pr
 }
 
 const char* TaintEffectName(TaintEffect e) {
-  return e == TaintEffect::kNoExecute ? "NoExecute" : "NoSchedule";
+  switch (e) {
+    case TaintEffect::kNoSchedule:
+      return "NoSchedule";
+    case TaintEffect::kNoExecute:
+      return "NoExecute";
+    case TaintEffect::kPreferNoSchedule:
+      return "PreferNoSchedule";
+  }
+  return "?";
 }
 
 Result<TaintEffect> ParseTaintEffect(const std::string& name) {
   if (name == "NoSchedule") return TaintEffect::kNoSchedule;
   if (name == "NoExecute") return TaintEffect::kNoExecute;
-  if (name == "PreferNoSchedule")
-    return InvalidArgument(
-        "PreferNoSchedule is not supported: a taint keeps work off (NoSchedule) or off and "
-        "away (NoExecute)");
-  return InvalidArgument("'" + name + "' is not NoSchedule or NoExecute");
+  if (name == "PreferNoSchedule") return TaintEffect::kPreferNoSchedule;
+  return InvalidArgument("'" + name + "' is not NoSchedule, PreferNoSchedule or NoExecute");
 }
 
 std::string Taint::ToString() const {

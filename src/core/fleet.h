@@ -63,7 +63,9 @@ struct Nic {
 // NoExecute, what runs there without tolerating it is evicted (after the toleration's
 // seconds, for work that tolerates it for a while). Set by an admin on the Node object, or by
 // the fleet file for the node's first registration.
-enum class TaintEffect { kNoSchedule, kNoExecute };
+// NoSchedule keeps off work that does not tolerate it, NoExecute also evicts what runs there,
+// PreferNoSchedule only ranks the node after those work may use without it.
+enum class TaintEffect { kNoSchedule, kNoExecute, kPreferNoSchedule };
 const char* TaintEffectName(TaintEffect e);
 // "NoSchedule" or "NoExecute"; PreferNoSchedule (a soft preference) is refused, named.
 Result<TaintEffect> ParseTaintEffect(const std::string& name);

@@ -99,22 +99,13 @@ Status ValidateLabel(const std::string& key, const std::string& value) {
   if (slash != std::string::npos) {
     const std::string prefix = key.substr(0, slash);
     bool ok = !prefix.empty() && prefix.size() <= 253;
-    const auto alnum = [](char c) {
-      return std::islower(static_cast<unsigned char>(c)) ||
-             std::isdigit(static_cast<unsigned char>(c));
-    };
-    // (Each of its dot-separated parts starts and ends with a letter or digit.)
-    for (size_t i = 0; i < prefix.size(); ++i) {
-      const char c = prefix[i];
-      const bool edge =
-          i == 0 || i + 1 == prefix.size() || prefix[i - 1] == '.' || prefix[i + 1] == '.';
-      ok = ok && (alnum(c) || (!edge && (c == '-' || c == '.')));
-    }
+    for (char c : prefix)
+      ok = ok && (std::islower(static_cast<unsigned char>(c)) ||
+                  std::isdigit(static_cast<unsigned char>(c)) || c == '-' || c == '.');
     if (!ok)
       return InvalidArgument("label key '" + key +
                              "': its prefix must be a DNS subdomain (lower-case letters, digits, "
-                             "'-' and '.', each part starting and ending with a letter or digit, "
-                             "at most 253)");
+                             "'-' and '.', at most 253)");
   }
   if (!LabelName(name))
     return InvalidArgument("label key '" + key +
@@ -316,19 +307,16 @@ const char* SelectorOpName(SelectorOp op) {
   return "?";
 }
 
-namespace {
-
-// `text` as a whole number (Kubernetes' Gt and Lt read a label so), or nothing.
 std::optional<int64_t> WholeNumber(const std::string& text) {
   int64_t v = 0;
-  const char* begin = text.data() + (text.size() > 1 && text[0] == '+' ? 1 : 0);  // (Go's too)
+  // (A sign '+' before a digit, as Go's ParseInt takes it.)
+  const bool plus =
+      text.size() > 1 && text[0] == '+' && std::isdigit(static_cast<unsigned char>(text[1]));
   const char* end = text.data() + text.size();
-  auto [at, ec] = std::from_chars(begin, end, v);
+  auto [at, ec] = std::from_chars(text.data() + (plus ? 1 : 0), end, v);
   if (ec != std::errc() || at != end || text.empty()) return std::nullopt;
   return v;
 }
-
-}  // namespace
 
 bool NodeRequirement::Matches(const Node& node) const {
   const std::string* has = field ? &node.name.str() : node.Label(key);
@@ -399,8 +387,15 @@ bool NodeSelector::MatchesLabels(const Node& node) const {
 
 const Taint* NodeSelector::Untolerated(const Node& node) const {
   for (const Taint& t : node.taints)
-    if (!Tolerated(tolerations, t)) return &t;
+    if (t.effect != TaintEffect::kPreferNoSchedule && !Tolerated(tolerations, t)) return &t;
   return nullptr;
+}
+
+int NodeSelector::SoftUntolerated(const Node& node) const {
+  int count = 0;
+  for (const Taint& t : node.taints)
+    count += t.effect == TaintEffect::kPreferNoSchedule && !Tolerated(tolerations, t);
+  return count;
 }
 
 bool NodeSelector::Matches(const Node& node) const {

@@ -108,6 +108,9 @@ struct Node;
 // DoesNotExist match a node without the label; Gt and Lt never match one whose label is no
 // whole number.
 enum class SelectorOp { kIn, kNotIn, kExists, kDoesNotExist, kGt, kLt };
+// `text` as a whole number, as Kubernetes' Gt and Lt read a label (Go's ParseInt: "+5" is 5),
+// or nothing.
+std::optional<int64_t> WholeNumber(const std::string& text);
 const char* SelectorOpName(SelectorOp op);
 
 struct NodeRequirement {
@@ -161,6 +164,8 @@ struct NodeSelector {
   bool MatchesLabels(const Node& node) const;
   // The first NoSchedule or NoExecute taint of `node` its tolerations do not tolerate; null.
   const Taint* Untolerated(const Node& node) const;
+  // How many PreferNoSchedule taints of `node` its tolerations do not tolerate.
+  int SoftUntolerated(const Node& node) const;
   // "nodeSelector a=b,c=d, excludeNodes n1,n2, nodeAffinity (zone In (a,b)) or (...)": what a
   // message about it quotes.
   std::string Describe() const;

@@ -33,7 +33,8 @@ ClusterState::ClusterState(const Fleet& fleet, const std::vector<Tenant>& tenant
   for (size_t n = 0; n < fleet.nodes.size(); ++n) {
     const Node& node = fleet.nodes[n];
     CHECK(node.gpu_count() <= kMaxGpusPerNode);
-    tainted_ = tainted_ || !node.taints.empty();
+    for (const Taint& t : node.taints)
+      (t.effect == TaintEffect::kPreferNoSchedule ? soft_tainted_ : tainted_) = true;
     NodeState& s = nodes_[n];
     s.free_cpu = node.cpu.value();
     s.free_memory = node.memory.value();
@@ -329,14 +330,19 @@ void ClusterState::AddToSet(NodeSet& set, int n, std::vector<char>& type_seen) c
 
 std::shared_ptr<const std::vector<std::shared_ptr<const NodeSet>>> ClusterState::PreferredFor(
     const NodeSelector& selector) const {
-  if (selector.preferred.empty()) return nullptr;
+  if (selector.preferred.empty() && !soft_tainted_) return nullptr;
   if (auto it = preferred_sets_.find(selector); it != preferred_sets_.end()) return it->second;
   const std::shared_ptr<const NodeSet> base = NodesFor(selector);
+  // A node's rank: the weights of the preferred terms it meets, less a weight no sum of them
+  // reaches (100 terms of 100) for each PreferNoSchedule taint it does not tolerate, so that
+  // such nodes come after every other, as Kubernetes avoids them.
+  constexpr int kSoftTaint = 100 * 100 + 1;
   std::vector<int> score(nodes_.size(), 0);
   std::vector<int> values;
   for (int n : base->list) {
-    score[n] = selector.Preference(fleet_->nodes[n]);
-    if (score[n] > 0) values.push_back(score[n]);
+    score[n] = selector.Preference(fleet_->nodes[n]) -
+               (soft_tainted_ ? kSoftTaint * selector.SoftUntolerated(fleet_->nodes[n]) : 0);
+    values.push_back(score[n]);
   }
   std::sort(values.begin(), values.end(), std::greater<>());
   values.erase(std::unique(values.begin(), values.end()), values.end());
@@ -349,8 +355,8 @@ std::shared_ptr<const std::vector<std::shared_ptr<const NodeSet>>> ClusterState:
     for (int n : base->list)
       if (score[n] >= least) AddToSet(*set, n, type_seen);
     if (set->list.size() == base->list.size()) break;  // (all it may use: the usual attempt)
-    set->said = base->said + (base->said.empty() ? "" : " and ") +
-                "preferred nodeAffinity (weight " + std::to_string(least) + " or more)";
+    set->said = base->said + (base->said.empty() ? "" : " and ") + "preferred nodes (rank " +
+                std::to_string(least) + " or more)";
     tiers->push_back(std::move(set));
   }
   std::shared_ptr<const std::vector<std::shared_ptr<const NodeSet>>> out;

@@ -57,8 +57,9 @@ struct PodRequest {
   // The nodes its nodeSelector, excludeNodes, required nodeAffinity and tolerations leave it
   // (shared by the requests of one selector); null: any node.
   std::shared_ptr<const NodeSet> nodes;
-  // Where its nodeAffinity prefers some nodes: the nodes it may use whose preference (the
-  // weights of the preferred terms they meet) is at least each of the highest few values, best
+  // Where its nodeAffinity prefers some nodes, or a PreferNoSchedule taint it does not tolerate
+  // ranks some last: the nodes it may use whose rank (the weights of the preferred terms they
+  // meet, less much for each such taint) is at least each of the highest few values, best
   // first, each a subset of `nodes` and smaller than it; placement tries them in turn before
   // `nodes` (ClusterState::PreferredFor). Null: no preference.
   std::shared_ptr<const std::vector<std::shared_ptr<const NodeSet>>> preferred;
@@ -167,6 +168,7 @@ class ClusterState {
   std::shared_ptr<const NodeSet> NodesFor(const NodeSelector& selector) const;
   // The preferred tiers of `selector` (PodRequest::preferred): at most kPreferenceTiers, none
   // empty, none the whole of what NodesFor leaves; null when there are none. Kept per selector.
+  // Nodes with a PreferNoSchedule taint it does not tolerate come after all others.
   static constexpr int kPreferenceTiers = 3;
   std::shared_ptr<const std::vector<std::shared_ptr<const NodeSet>>> PreferredFor(
       const NodeSelector& selector) const;
@@ -321,7 +323,8 @@ class ClusterState {
       preferred_sets_;
   // Adds node n to `set` (its list, its bit, its models, the first node of its type).
   void AddToSet(NodeSet& set, int n, std::vector<char>& type_seen) const;
-  bool tainted_ = false;
+  bool tainted_ = false;       // some node has a NoSchedule or NoExecute taint
+  bool soft_tainted_ = false;  // ... a PreferNoSchedule one
 };
 
 }  // namespace fabrica
