@@ -758,6 +758,33 @@ TEST_F(AdmissionTest, PreferNoScheduleTaintsRankANodeLast) {
     on.push_back(adm_->assignments(id)[0].node);
   }
   EXPECT_EQ(on, (std::vector<int>{1, 2, 0}));
+  // Pods of one workload more than the untainted nodes hold: those that fit there go there,
+  // the rest elsewhere (as Kubernetes ranks each pod), a gang's too.
+  for (bool gang : {false, true}) {
+    Fleet two = Nodes(3, 4);
+    two.nodes[0].taints.push_back({"spot", "", TaintEffect::kPreferNoSchedule, ""});
+    two.nodes[1].taints.push_back({"spot", "", TaintEffect::kPreferNoSchedule, ""});
+    Make(two, {Leaf("a", 12)});
+    const int pair = Submit(Gpus("pair", "a", 4, 0, 2, gang), 0);
+    adm_->Cycle(1, 1000);
+    ASSERT_EQ(adm_->assignments(pair).size(), 2u) << adm_->reason(pair);
+    std::set<int> nodes;
+    for (const Assignment& a : adm_->assignments(pair)) nodes.insert(a.node);
+    EXPECT_TRUE(nodes.count(2)) << (gang ? "gang" : "pods");
+  }
+  // Past three preference steps the untainted nodes still come before the tainted one.
+  Fleet five = Nodes(5, 4);
+  five.nodes[0].taints.push_back({"spot", "", TaintEffect::kPreferNoSchedule, ""});
+  for (int n = 2; n < 5; ++n) five.nodes[n].labels["rank"] = std::to_string(n);
+  Make(five, {Leaf("a", 20)});
+  NodeSelector ranked;
+  for (int n = 2; n < 5; ++n)
+    ranked.preferred.push_back(PreferredTerm{
+        10 * n, NodeTerm{{NodeRequirement{"rank", SelectorOp::kIn, {std::to_string(n)}}}}});
+  const auto steps = adm_->state().PreferredFor(ranked);
+  ASSERT_TRUE(steps);
+  ASSERT_EQ(steps->size(), 4u);
+  EXPECT_EQ(steps->back()->list, (std::vector<int>{1, 2, 3, 4}));
   // Tolerated, it is a node like the others (packing takes the first).
   Make(fleet, {Leaf("a", 12)});
   Workload tolerant = Gpus("tolerant", "a", 4);

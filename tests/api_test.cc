@@ -1985,6 +1985,12 @@ TEST_F(ApiBadInputTest, ATenantKeepsItsWorkloadsToItsNodes) {
   r = w_.Do("PUT", Item("workloads", "team-n", "mine"), kAdmin, put.dump());
   EXPECT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(selector(), (json{{"pool", "team-n"}}));
+  // ... a replace that leaves out what the tenant gave it too (a manifest's own spec).
+  put = Parse(w_.Get(Item("workloads", "team-n", "mine")));
+  put["spec"].erase("nodeSelector");
+  r = w_.Do("PUT", Item("workloads", "team-n", "mine"), kAdmin, put.dump());
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(selector(), (json{{"pool", "team-n"}}));
   // A tenant's selector is checked as a workload's.
   json bad = TenantObject("team-x");
   bad["spec"]["nodeSelector"] = {{"pool", 5}};

@@ -4118,7 +4118,8 @@ TEST_F(FactoryTest, TaintsKeepWorkOffANodeAndNoExecuteEvictsIt) {
   w = Workloads();
   ASSERT_EQ(status("soft").value("assignments", json::array()).size(), 1u) << Describe(w);
   EXPECT_NE(status("soft")["assignments"][0].value("node", ""), "hgx-a-0");
-  EXPECT_EQ(status("packed").value("phase", ""), "Running") << Describe(w);  // (it stays)
+  EXPECT_EQ(status("packed").value("phase", ""), "Running") << Describe(w);  // (it stays,
+  EXPECT_FALSE(status("packed").contains("preemption")) << Describe(w);      // unmarked)
 
   // Bad taints and tolerations are refused, naming the field; nothing is stored.
   r = taint(json::array({{{"key", "gpu"}, {"effect", "Sometimes"}}}));

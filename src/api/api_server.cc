@@ -3366,12 +3366,23 @@ struct ApiServer::Impl {
       // (A spec write that changes the nodeSelector of work not yet bound keeps its tenant's in
       // it, or is refused; one that leaves it be is not checked, so that work stored before the
       // tenant's selector changed can still be stopped or reprioritised.)
-      if (!status_sub && std::string(info.kind) == "Workload" &&
-          Str(Field(stored, "status"), "phase") != "Scheduled" &&
-          Str(Field(stored, "status"), "phase") != "Running" &&
+      const bool bound = Str(Field(stored, "status"), "phase") == "Scheduled" ||
+                         Str(Field(stored, "status"), "phase") == "Running";
+      if (!status_sub && std::string(info.kind) == "Workload" && !bound &&
           Pruned(Field(Field(next, "spec"), "nodeSelector")) !=
               Pruned(Field(Field(stored, "spec"), "nodeSelector")))
         if (Status s = GiveTenantNodeSelector(next, ns); !s.ok()) return ErrorFromStatus(s);
+      // (Bound work whose write leaves out what its tenant gave it, a replace from a manifest,
+      // keeps what is stored: its selector may not change while it holds devices.)
+      if (!status_sub && std::string(info.kind) == "Workload" && bound &&
+          Field(next, "spec").is_object())
+        if (const std::optional<Tenant> tenant = StoredTenant(ns))
+          for (const auto& [key, value] : tenant->node_selector) {
+            const json& was = Field(Field(Field(stored, "spec"), "nodeSelector"), key.c_str());
+            const json& now = Field(next["spec"], "nodeSelector");
+            if (was.is_null() || !(now.is_null() || now.is_object()) || now.contains(key)) continue;
+            next["spec"]["nodeSelector"][key] = was;
+          }
       // The subresource decides what may change: /status only the status, the main resource
       // only the rest.
       if (status_sub) {

@@ -2663,7 +2663,8 @@ int main(int argc, char** argv) {
   CLI::App* taint = app.add_subcommand(
       "taint",
       "Taint a node (KEY[=VALUE]:NoSchedule keeps off work that does not tolerate it; "
-      ":NoExecute also evicts it), or remove a taint (KEY[:EFFECT]-)");
+      ":NoExecute also evicts it; :PreferNoSchedule sends it elsewhere while it can), or remove "
+      "a taint (KEY[:EFFECT]-)");
   taint->add_option("kind", what, "node")->required();
   taint->add_option("node", name)->required();
   taint->add_option("taints", taint_specs, "KEY[=VALUE]:EFFECT, or KEY[:EFFECT]- to remove")

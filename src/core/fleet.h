@@ -67,7 +67,7 @@ struct Nic {
 // PreferNoSchedule only ranks the node after those work may use without it.
 enum class TaintEffect { kNoSchedule, kNoExecute, kPreferNoSchedule };
 const char* TaintEffectName(TaintEffect e);
-// "NoSchedule" or "NoExecute"; PreferNoSchedule (a soft preference) is refused, named.
+// "NoSchedule", "NoExecute" or "PreferNoSchedule"; anything else is refused, named.
 Result<TaintEffect> ParseTaintEffect(const std::string& name);
 struct Taint {
   std::string key;

@@ -4,6 +4,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <set>
 #include <tuple>
 
 namespace fabrica {
@@ -333,28 +334,32 @@ std::shared_ptr<const std::vector<std::shared_ptr<const NodeSet>>> ClusterState:
   if (selector.preferred.empty() && !soft_tainted_) return nullptr;
   if (auto it = preferred_sets_.find(selector); it != preferred_sets_.end()) return it->second;
   const std::shared_ptr<const NodeSet> base = NodesFor(selector);
-  // A node's rank: the weights of the preferred terms it meets, less a weight no sum of them
-  // reaches (100 terms of 100) for each PreferNoSchedule taint it does not tolerate, so that
-  // such nodes come after every other, as Kubernetes avoids them.
-  constexpr int kSoftTaint = 100 * 100 + 1;
+  // A node's rank: the weights of the preferred terms it meets, or -1 where it has a
+  // PreferNoSchedule taint it does not tolerate (such nodes come after every other, as
+  // Kubernetes avoids them). The steps: the three highest positive ranks, then every node
+  // without such a taint (so the cap on preferences never drops it), then all.
   std::vector<int> score(nodes_.size(), 0);
-  std::vector<int> values;
+  std::set<int, std::greater<>> ranks;
+  bool soft = false;
   for (int n : base->list) {
-    score[n] = selector.Preference(fleet_->nodes[n]) -
-               (soft_tainted_ ? kSoftTaint * selector.SoftUntolerated(fleet_->nodes[n]) : 0);
-    values.push_back(score[n]);
+    const bool avoided = soft_tainted_ && selector.SoftUntolerated(fleet_->nodes[n]) > 0;
+    score[n] = avoided ? -1 : selector.Preference(fleet_->nodes[n]);
+    soft |= avoided;
+    if (score[n] > 0) ranks.insert(score[n]);
   }
-  std::sort(values.begin(), values.end(), std::greater<>());
-  values.erase(std::unique(values.begin(), values.end()), values.end());
+  std::vector<int> values;
+  for (int r : ranks)
+    if (static_cast<int>(values.size()) < kPreferenceTiers) values.push_back(r);
+  if (soft) values.push_back(0);
   auto tiers = std::make_shared<std::vector<std::shared_ptr<const NodeSet>>>();
   for (int least : values) {
-    if (static_cast<int>(tiers->size()) == kPreferenceTiers) break;
     auto set = std::make_shared<NodeSet>();
     set->in.assign(nodes_.size(), 0);
     std::vector<char> type_seen;
     for (int n : base->list)
       if (score[n] >= least) AddToSet(*set, n, type_seen);
     if (set->list.size() == base->list.size()) break;  // (all it may use: the usual attempt)
+    if (set->list.empty()) continue;                   // (no node without such a taint)
     set->said = base->said + (base->said.empty() ? "" : " and ") + "preferred nodes (rank " +
                 std::to_string(least) + " or more)";
     tiers->push_back(std::move(set));

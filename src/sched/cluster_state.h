@@ -151,7 +151,7 @@ class ClusterState {
   // node (its nodes relabelled or tainted since), a request for its shape that may use no node.
   Result<PodRequest> MakeBoundRequest(const PodSet& ps, const TenantId& tenant) const;
   // Whether some node has a taint (then a pod without a selector may not use every node).
-  bool tainted() const { return tainted_; }
+  bool tainted() const { return tainted_; }  // (NoSchedule or NoExecute taints; not soft ones)
   // What a GPU pod of a tenant with exclusiveNodes is charged on node n, in milli-GPUs for the
   // pod: the node's GPUs over how many such pods the node holds (by GPUs, CPU and memory),
   // since no other tenant may use what they leave; 0 if the node cannot hold one.
@@ -166,9 +166,10 @@ class ClusterState {
   // The nodes `selector` leaves a pod (never null), kept per selector: the same selector gets
   // the same set for the life of the state.
   std::shared_ptr<const NodeSet> NodesFor(const NodeSelector& selector) const;
-  // The preferred tiers of `selector` (PodRequest::preferred): at most kPreferenceTiers, none
-  // empty, none the whole of what NodesFor leaves; null when there are none. Kept per selector.
-  // Nodes with a PreferNoSchedule taint it does not tolerate come after all others.
+  // The preferred tiers of `selector` (PodRequest::preferred): at most kPreferenceTiers by
+  // preference, then, where some node has a PreferNoSchedule taint it does not tolerate, every
+  // node without one; none empty, none the whole of what NodesFor leaves; null when there are
+  // none. Kept per selector.
   static constexpr int kPreferenceTiers = 3;
   std::shared_ptr<const std::vector<std::shared_ptr<const NodeSet>>> PreferredFor(
       const NodeSelector& selector) const;

@@ -440,8 +440,24 @@ bool Placer::PlaceAllIn(ClusterState& s, const std::vector<int>* nodes,
   Memo memo;
   std::vector<int> touched;
   for (const PodRequest& req : pods) {
-    PodPlacement p =
-        nodes ? PlaceIn(s, *nodes, req, rng) : PlaceRemembering(s, req, rng, memo, touched);
+    // Over the fleet, each pod on the nodes it prefers most that have room for it, then
+    // anywhere it may run (a workload whose pods did not all fit on the preferred ones: the
+    // rest go where they can, as Kubernetes ranks each pod).
+    PodPlacement p;
+    if (!nodes && req.preferred) {
+      const bool explain = explain_;
+      explain_ = false;  // (a tier's failure is not told)
+      for (const std::shared_ptr<const NodeSet>& tier : *req.preferred) {
+        PodRequest narrowed = req;
+        narrowed.nodes = tier;
+        narrowed.preferred = nullptr;
+        p = Place(s, narrowed, rng);
+        if (p.outcome == Outcome::kPlaced) break;
+      }
+      explain_ = explain;
+    }
+    if (p.outcome != Outcome::kPlaced)
+      p = nodes ? PlaceIn(s, *nodes, req, rng) : PlaceRemembering(s, req, rng, memo, touched);
     if (p.outcome != Outcome::kPlaced) {
       if (failed) *failed = {out.size(), p.reason};
       for (size_t i = out.size(); i-- > 0;) s.Release(out[i], pods[i]);

@@ -93,12 +93,13 @@ class Placer {
                        PodPlacement* out) const;
 
   const Policy& policy_;
-  bool explain_ = true;
+  mutable bool explain_ = true;  // (PlaceAllIn turns it off for its preferred tiers' tries)
 };
 
 // Places `pods` (which share one selector) on the nodes their nodeAffinity prefers most first
-// (PodRequest::preferred: each tier in turn), then on every node they may use. On a tier a
-// preferred topology is asked as a required one: a compact placement on any allowed nodes beats
+// (PodRequest::preferred: each tier in turn, all of them there), then on every node they may
+// use (where pods placed one by one over the fleet each try the tiers again: PlaceAllIn). On a tier
+// a preferred topology is asked as a required one: a compact placement on any allowed nodes beats
 // one scattered over preferred nodes. `attempt(pods, topology, last)` places them and says
 // whether it did, leaving the state as it was when not; `last` marks the attempt on every
 // allowed node, the one whose failure is explained.
@@ -113,8 +114,10 @@ bool PlacePreferring(const std::vector<PodRequest>& pods, const TopologyConstrai
     if (strict.level != TopologyLevel::kNone) strict.required = true;
     for (size_t t = 0; t < preferring->preferred->size(); ++t) {
       std::vector<PodRequest> tier = pods;
-      for (PodRequest& p : tier)
+      for (PodRequest& p : tier) {
         if (p.preferred && t < p.preferred->size()) p.nodes = (*p.preferred)[t];
+        p.preferred = nullptr;  // (on this tier alone)
+      }
       if (attempt(tier, strict, false)) return true;
     }
   }
