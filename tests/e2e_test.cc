@@ -2084,11 +2084,18 @@ TEST_F(FactoryTest, InactiveWorkloadsWaitUntilActivated) {
   json parked = WholeGpuWorkload("team-a", "a-parked", 8);
   parked["spec"]["active"] = false;
   CreateWorkload(parked);
+  // (Stopped, it is Inactive, not Unschedulable, though no node matches its selector.)
+  json nowhere = WholeGpuWorkload("team-a", "a-nowhere", 1);
+  nowhere["spec"]["active"] = false;
+  nowhere["spec"]["nodeSelector"] = {{"zone", "none"}};
+  CreateWorkload(nowhere);
   for (int i = 0; i < 3; ++i) Cycle();
   std::map<std::string, json> w = Workloads();
   EXPECT_EQ(w["team-a/a-run"]["status"].value("phase", ""), "Running") << Describe(w);
   EXPECT_EQ(w["team-a/a-parked"]["status"].value("phase", ""), "Pending") << Describe(w);
   EXPECT_EQ(w["team-a/a-parked"]["status"].value("reason", ""), "Inactive") << Describe(w);
+  EXPECT_EQ(w["team-a/a-nowhere"]["status"].value("reason", ""), "Inactive") << Describe(w);
+  ASSERT_EQ(Call("DELETE", WorkloadPath("team-a", "a-nowhere")).status, 200);
   EXPECT_TRUE(
       CallJson("GET", std::string(kApi) + "/queues/team-a/pendingworkloads")["items"].empty());
   // A string is not a boolean, even one that reads like one.

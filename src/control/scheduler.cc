@@ -1461,7 +1461,8 @@ Result<CycleStats> Scheduler::RunOnce() {
                                    sw.w().queue.empty() ? sw.w().tenant.str() : sw.w().queue.str());
   };
   for (size_t i = 0; i < pending.size(); ++i) {
-    if (!pending[i].request_error.ok()) {
+    // (Inactive first: what a stopped workload could not use is not why it waits.)
+    if (!pending[i].request_error.ok() && pending[i].w().active) {
       decisions[i] = Waits(pending[i].request_error.message(), "Unschedulable");
       decided[i] = true;
     } else if (!pending[i].w().active) {
