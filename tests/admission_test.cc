@@ -583,6 +583,23 @@ TEST_F(AdmissionTest, TaintsKeepOffWorkThatDoesNotTolerateThem) {
   EXPECT_EQ(adm_->reason(never),
             "pod set main: its want of a toleration for taint maintenance:NoSchedule leaves it "
             "no node of the fleet");
+  // A node with two taints: the wait names both (a toleration for one leaves it kept off).
+  Fleet twice = Nodes(1, 4);
+  twice.nodes[0].taints.push_back({"maintenance", "", TaintEffect::kNoSchedule, ""});
+  twice.nodes[0].taints.push_back({"gpu", "bad", TaintEffect::kNoExecute, ""});
+  Make(twice, {Leaf("a", 4)});
+  Workload half = Gpus("half", "a", 1);
+  half.pod_sets[0].nodes.tolerations = {Toleration{.key = "maintenance", .exists = true}};
+  const int still = Submit(half, 0);
+  const int neither = Submit(Gpus("neither", "a", 1), 0);
+  adm_->Cycle(1, 1000);
+  EXPECT_EQ(adm_->reason(still),
+            "pod set main: its want of a toleration for taint gpu=bad:NoExecute leaves it no "
+            "node of the fleet");
+  EXPECT_EQ(adm_->reason(neither),
+            "pod set main: its want of a toleration for taints gpu=bad:NoExecute (1 node), "
+            "maintenance:NoSchedule (1 node) leaves it no node of the fleet");
+  Make(all, {Leaf("a", 4)});
   // ... but one placed before the taint was set runs on, where it is.
   const Workload was = Gpus("was", "a", 2);
   auto restored = adm_->Restore(was, OnGpus(0, {0, 1}), 0, SubmitOptions{});
@@ -785,6 +802,20 @@ TEST_F(AdmissionTest, PreferNoScheduleTaintsRankANodeLast) {
   ASSERT_TRUE(steps);
   ASSERT_EQ(steps->size(), 4u);
   EXPECT_EQ(steps->back()->list, (std::vector<int>{1, 2, 3, 4}));
+  // Nodes with such taints: fewest first (Kubernetes' TaintToleration score counts them).
+  Fleet counted = Nodes(3, 4);
+  counted.nodes[0].taints.push_back({"spot", "", TaintEffect::kPreferNoSchedule, ""});
+  counted.nodes[0].taints.push_back({"old", "", TaintEffect::kPreferNoSchedule, ""});
+  counted.nodes[1].taints.push_back({"spot", "", TaintEffect::kPreferNoSchedule, ""});
+  Make(counted, {Leaf("a", 12)});
+  std::vector<int> order;
+  for (int i = 0; i < 3; ++i) {
+    const int id = Submit(Gpus("w" + std::to_string(i), "a", 4), 2 * i);
+    adm_->Cycle(2 * i + 1, 1000);
+    ASSERT_EQ(adm_->assignments(id).size(), 1u) << adm_->reason(id);
+    order.push_back(adm_->assignments(id)[0].node);
+  }
+  EXPECT_EQ(order, (std::vector<int>{2, 1, 0}));
   // Tolerated, it is a node like the others (packing takes the first).
   Make(fleet, {Leaf("a", 12)});
   Workload tolerant = Gpus("tolerant", "a", 4);

@@ -1,5 +1,6 @@
 #include "cli/place_command.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -19,6 +20,33 @@ struct PlaceArgs {
   std::string fleet, manifest, policy = "fabrica";
   bool json = false;
 };
+
+// What the server does as it stores a workload of `tenant`: the tenant's tolerations and
+// nodeSelector are given to each pod set, a selector value other than the tenant's is refused,
+// and every toleration must be among the tenant's allowedTolerations where it has them.
+Status GiveTenantRules(const Tenant& tenant, Workload& wl) {
+  for (PodSet& ps : wl.pod_sets) {
+    for (const Toleration& t : tenant.tolerations)
+      if (std::find(ps.nodes.tolerations.begin(), ps.nodes.tolerations.end(), t) ==
+          ps.nodes.tolerations.end())
+        ps.nodes.tolerations.push_back(t);
+    for (const auto& [key, value] : tenant.node_selector) {
+      auto [it, added] = ps.nodes.labels.emplace(key, value);
+      if (!added && it->second != value)
+        return Status(StatusCode::kPermissionDenied,
+                      "nodeSelector." + key + ": tenant " + tenant.name.str() +
+                          " keeps its work on nodes with " + key + "=" + value +
+                          " (its spec.nodeSelector); the workload has " + key + "=" + it->second);
+    }
+    if (tenant.allowed_tolerations)
+      for (const Toleration& t : ps.nodes.tolerations)
+        if (!ToleratesAllowed(*tenant.allowed_tolerations, t))
+          return Status(StatusCode::kPermissionDenied,
+                        "tolerations: tenant " + tenant.name.str() + " may not tolerate " +
+                            t.ToString() + " (not among its spec.allowedTolerations)");
+  }
+  return Status::Ok();
+}
 
 // What keeps this pod apart from other tenants' work on its devices, as the API reports it.
 std::string Isolation(const ClusterState& s, const PodRequest& r) {
@@ -62,7 +90,10 @@ int Run(const PlaceArgs& args) {
   std::vector<std::vector<PodRequest>> requests(manifest->workloads.size());
   std::vector<Status> errors(manifest->workloads.size());
   for (size_t w = 0; w < manifest->workloads.size(); ++w) {
-    const Workload& wl = manifest->workloads[w];
+    Workload& wl = manifest->workloads[w];
+    for (const Tenant& t : manifest->tenants)
+      if (t.name == wl.tenant) errors[w] = GiveTenantRules(t, wl);
+    if (!errors[w].ok()) continue;
     for (const PodSet& ps : wl.pod_sets) {
       auto r = state.MakeRequest(ps, wl.tenant);
       if (!r.ok()) {

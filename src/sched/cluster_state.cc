@@ -334,23 +334,28 @@ std::shared_ptr<const std::vector<std::shared_ptr<const NodeSet>>> ClusterState:
   if (selector.preferred.empty() && !soft_tainted_) return nullptr;
   if (auto it = preferred_sets_.find(selector); it != preferred_sets_.end()) return it->second;
   const std::shared_ptr<const NodeSet> base = NodesFor(selector);
-  // A node's rank: the weights of the preferred terms it meets, or -1 where it has a
-  // PreferNoSchedule taint it does not tolerate (such nodes come after every other, as
-  // Kubernetes avoids them). The steps: the three highest positive ranks, then every node
-  // without such a taint (so the cap on preferences never drops it), then all.
+  // A node's rank: the weights of the preferred terms it meets, or minus the number of
+  // PreferNoSchedule taints it has that the request does not tolerate (such nodes come after
+  // every other, fewest such taints first, as Kubernetes' TaintToleration score orders them).
+  // The steps: the three highest positive ranks, then every node without such a taint (so the
+  // cap on preferences never drops it), then those with at most one, two ... (kSoftTaintTiers
+  // of them), then all.
   std::vector<int> score(nodes_.size(), 0);
   std::set<int, std::greater<>> ranks;
-  bool soft = false;
+  std::set<int, std::greater<>> avoided_ranks;
   for (int n : base->list) {
-    const bool avoided = soft_tainted_ && selector.SoftUntolerated(fleet_->nodes[n]) > 0;
-    score[n] = avoided ? -1 : selector.Preference(fleet_->nodes[n]);
-    soft |= avoided;
+    const int soft = soft_tainted_ ? selector.SoftUntolerated(fleet_->nodes[n]) : 0;
+    score[n] = soft > 0 ? -soft : selector.Preference(fleet_->nodes[n]);
     if (score[n] > 0) ranks.insert(score[n]);
+    if (score[n] < 0) avoided_ranks.insert(score[n]);
   }
   std::vector<int> values;
   for (int r : ranks)
     if (static_cast<int>(values.size()) < kPreferenceTiers) values.push_back(r);
-  if (soft) values.push_back(0);
+  if (!avoided_ranks.empty()) values.push_back(0);
+  int soft_steps = 0;
+  for (int r : avoided_ranks)
+    if (soft_steps++ < kSoftTaintTiers) values.push_back(r);
   auto tiers = std::make_shared<std::vector<std::shared_ptr<const NodeSet>>>();
   for (int least : values) {
     auto set = std::make_shared<NodeSet>();
@@ -360,8 +365,10 @@ std::shared_ptr<const std::vector<std::shared_ptr<const NodeSet>>> ClusterState:
       if (score[n] >= least) AddToSet(*set, n, type_seen);
     if (set->list.size() == base->list.size()) break;  // (all it may use: the usual attempt)
     if (set->list.empty()) continue;                   // (no node without such a taint)
-    set->said = base->said + (base->said.empty() ? "" : " and ") + "preferred nodes (rank " +
-                std::to_string(least) + " or more)";
+    set->said = base->said + (base->said.empty() ? "" : " and ") +
+                (least >= 0 ? "preferred nodes (rank " + std::to_string(least) + " or more)"
+                            : "nodes with at most " + std::to_string(-least) +
+                                  " PreferNoSchedule taint(s) it does not tolerate");
     tiers->push_back(std::move(set));
   }
   std::shared_ptr<const std::vector<std::shared_ptr<const NodeSet>>> out;
@@ -381,11 +388,14 @@ std::shared_ptr<const NodeSet> ClusterState::NodesFor(const NodeSelector& select
   auto set = std::make_shared<NodeSet>();
   set->in.assign(nodes_.size(), 0);
   std::vector<char> type_seen;
-  std::map<std::string, int> untolerated;  // taint -> nodes it alone keeps from the pod
+  std::map<std::string, int> untolerated;  // taint -> nodes it keeps from the pod
   for (size_t n = 0; n < nodes_.size(); ++n) {
     if (!selector.MatchesLabels(fleet_->nodes[n])) continue;
-    if (const Taint* t = selector.Untolerated(fleet_->nodes[n])) {
-      ++untolerated[t->ToString()];
+    if (selector.Untolerated(fleet_->nodes[n])) {
+      // (Every such taint of the node: a toleration for one of two leaves it kept off.)
+      for (const Taint& t : fleet_->nodes[n].taints)
+        if (t.effect != TaintEffect::kPreferNoSchedule && !Tolerated(selector.tolerations, t))
+          ++untolerated[t.ToString()];
       continue;
     }
     AddToSet(*set, static_cast<int>(n), type_seen);

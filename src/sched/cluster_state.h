@@ -171,6 +171,9 @@ class ClusterState {
   // node without one; none empty, none the whole of what NodesFor leaves; null when there are
   // none. Kept per selector.
   static constexpr int kPreferenceTiers = 3;
+  // ... and at most this many steps among nodes with PreferNoSchedule taints it does not
+  // tolerate, by how many (fewest first).
+  static constexpr int kSoftTaintTiers = 2;
   std::shared_ptr<const std::vector<std::shared_ptr<const NodeSet>>> PreferredFor(
       const NodeSelector& selector) const;
 
