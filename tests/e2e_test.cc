@@ -740,6 +740,27 @@ TEST_F(FactoryTest, EnforcedBudgetHoldsNewWork) {
       << metrics;
 }
 
+// A tenant holding workloads may not be deleted (their work would be stopped as if its node
+// were lost and left in the store with no tenant); once they are gone, it may.
+TEST_F(FactoryTest, ATenantWithWorkloadsIsNotDeleted) {
+  const std::string tenant_path = std::string(kApi) + "/tenants/team-c";
+  CreateWorkload(WholeGpuWorkload("team-c", "first", 1));
+  Cycle(1000);
+  ClientResponse refused = Call("DELETE", tenant_path);
+  EXPECT_EQ(refused.status, 409) << refused.body;
+  EXPECT_NE(refused.body.find("Tenant 'team-c' is in use: it holds 1 workload(s) (first); "
+                              "delete them first"),
+            std::string::npos)
+      << refused.body;
+  EXPECT_EQ(Call("DELETE", tenant_path + "?dryRun=All").status, 409);
+  EXPECT_EQ(Call("GET", tenant_path).status, 200);
+  EXPECT_EQ(Workloads()["team-c/first"]["status"].value("phase", ""), "Running");
+  ASSERT_EQ(Call("DELETE", std::string(kApi) + "/namespaces/team-c/workloads/first").status, 200);
+  ClientResponse deleted = Call("DELETE", tenant_path);
+  EXPECT_EQ(deleted.status, 200) << deleted.body;
+  EXPECT_EQ(Call("GET", tenant_path).status, 404);
+}
+
 // Queues through the API: guarantees, a borrowing limit, and reclaim by preemption with a
 // grace period, decided by the server's scheduler in one pass with placement.
 TEST_F(FactoryTest, QueuesEnforceQuotasAndReclaimBorrowedGpus) {

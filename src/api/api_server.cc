@@ -3055,6 +3055,28 @@ struct ApiServer::Impl {
     return std::string();
   }
 
+  // Why Tenant `name` may not be deleted: the workloads it holds ("" if none). Its work would
+  // be left in the store with no tenant to charge or isolate it by (stopped by the scheduler,
+  // and started again should a tenant of that name come back), so, as a queue in use, it
+  // stays until they are gone (Kubernetes deletes a namespace's objects with it; Fabrica asks
+  // for that to be done first, so no one loses work by deleting a tenant object).
+  Result<std::string> TenantInUse(const std::string& name) {
+    ASSIGN_OR_RETURN(ListResult work, store.List(Prefix(*FindResource("workloads"), name), "", 0));
+    if (work.items.empty()) return std::string();
+    std::string list;
+    int shown = 0;
+    for (const KeyValue& kv : work.items) {
+      if (++shown > 5) {
+        list += ", ...";
+        break;
+      }
+      const json w = json::parse(kv.value, nullptr, false);
+      list += (list.empty() ? "" : ", ") + Str(Field(w, "metadata"), "name");
+    }
+    return "it holds " + std::to_string(work.items.size()) + " workload(s) (" + list +
+           "); delete them first (fabctl delete workloads --all -n " + name + ")";
+  }
+
   // The queues whose quotas or flavorOrder name a flavour, for refusing its deletion.
   Result<std::vector<std::string>> QueuesNaming(const std::string& flavor) {
     ASSIGN_OR_RETURN(ListResult queues, store.List(Prefix(*FindResource("queues"), ""), "", 0));
@@ -3697,6 +3719,11 @@ struct ApiServer::Impl {
       auto why = QueueInUse(name);
       if (!why.ok()) return ErrorFromStatus(why.status());
       if (!why->empty()) return StatusResponse(409, "Queue '" + name + "' is in use: " + *why);
+    }
+    if (std::string(info.kind) == "Tenant" && store.Get(Key(info, ns, name)).ok()) {
+      auto why = TenantInUse(name);
+      if (!why.ok()) return ErrorFromStatus(why.status());
+      if (!why->empty()) return StatusResponse(409, "Tenant '" + name + "' is in use: " + *why);
     }
     if (DryRun(req)) {
       if (!store.Get(Key(info, ns, name)).ok())

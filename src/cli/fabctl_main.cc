@@ -594,12 +594,24 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
       if (wide) {
         // BORROWED: what it holds past its guarantee; the limits per GPU flavour its quotas name
         // ("flavour:amount", "-" where none is set); BUDGET: its disruption budget.
+        // Summed per flavour where the status has them: a queue within its total guarantee
+        // may still borrow in one flavour (8 H200s past an h200 guarantee of 0).
         std::string borrowed = "-";
+        const auto past = [](const json& used, const json& guaranteed) {
+          return std::max(0.0, std::stod(Plain(used)) - std::stod(Plain(guaranteed)));
+        };
         try {
-          const double used = std::stod(Plain(status.value("usedGpus", json("-"))));
-          const double guaranteed = std::stod(Plain(status.value("guaranteedGpus", json("-"))));
+          double sum = 0;
+          const json flavors = Obj(status, "flavors");
+          if (flavors.is_object() && !flavors.empty()) {
+            for (const auto& [flavor, f] : flavors.items())
+              sum += past(f.value("usedGpus", json("-")), f.value("guaranteedGpus", json("-")));
+          } else {
+            sum = past(status.value("usedGpus", json("-")),
+                       status.value("guaranteedGpus", json("-")));
+          }
           char buf[32];
-          std::snprintf(buf, sizeof(buf), "%g", std::max(0.0, used - guaranteed));
+          std::snprintf(buf, sizeof(buf), "%g", sum);
           borrowed = buf;
         } catch (const std::exception&) {
         }
@@ -845,8 +857,16 @@ int GetEvents(Globals& g, HttpClient& http, const std::string& name) {
   }
 }
 
-int Get(Globals& g, HttpClient& http, const std::string& what, const std::string& name) {
-  if (what == "events" || what == "event" || what == "ev") return GetEvents(g, http, name);
+int Get(Globals& g, HttpClient& http, const std::string& what,
+        const std::vector<std::string>& names) {
+  const std::string name = names.empty() ? "" : names.front();
+  if (what == "events" || what == "event" || what == "ev") {
+    if (names.size() > 1) {
+      std::cerr << "fabctl: get events takes one workload's name or none\n";
+      return 2;
+    }
+    return GetEvents(g, http, name);
+  }
   const Resource* r = ResourceByName(what);
   if (!r) {
     std::cerr << "fabctl: unknown resource type '" << what
@@ -879,17 +899,35 @@ int Get(Globals& g, HttpClient& http, const std::string& what, const std::string
   }
   const std::set<std::string>* wide = leaves ? &*leaves : nullptr;
   if (std::string(r->kind) == "Node") ReadNodeHealth(http);
+  if (names.size() > 1 && g.watch) {
+    std::cerr << "fabctl: -w watches one object or all of them: give one name or none\n";
+    return 2;
+  }
   if (!name.empty()) {
-    auto resp = http.Do("GET", CollectionPath(*r, ns) + "/" + name);
-    if (!resp.ok() || resp->status != 200) return Failed(resp);
-    json o = json::parse(resp->body);
-    if (g.output == "json" || g.output == "yaml")
-      PrintObject(o, g.output);
-    else if (g.output == "name")
-      PrintName(*r, o);
-    else
-      PrintTable(*r, {o}, r->namespaced && g.all_namespaces, wide);
-    return 0;
+    // Several names, as kubectl takes them: those found are shown (in one table, or a List
+    // in JSON or YAML), each one not found is an error, and the exit status is 1 if any was.
+    std::vector<json> found;
+    int rc = 0;
+    for (const std::string& n : names) {
+      auto resp = http.Do("GET", CollectionPath(*r, ns) + "/" + n);
+      if (!resp.ok() || resp->status != 200) {
+        rc = Failed(resp);
+        continue;
+      }
+      found.push_back(json::parse(resp->body));
+    }
+    if (found.empty()) return rc;
+    if (g.output == "json" || g.output == "yaml") {
+      if (names.size() == 1)
+        PrintObject(found.front(), g.output);
+      else
+        PrintObject({{"apiVersion", "v1"}, {"kind", "List"}, {"items", found}}, g.output);
+    } else if (g.output == "name") {
+      for (const json& o : found) PrintName(*r, o);
+    } else {
+      PrintTable(*r, found, r->namespaced && g.all_namespaces, wide);
+    }
+    return rc;
   }
   std::string path = CollectionPath(*r, ns);
   if (!g.selector.empty()) path += "?labelSelector=" + QueryEscape(g.selector);
@@ -1116,13 +1154,21 @@ std::string NamespaceMismatch(const json& obj, const std::string& flag) {
 
 // The order a file's objects are applied in: ResourceFlavors first (queues' quotas name
 // them), then Queues, each after the parent the file also holds (the server refuses a queue
-// whose parent does not exist yet), then the rest; otherwise as written. Delete -f reverses it.
+// whose parent does not exist yet), then Tenants, then the rest; otherwise as written. Delete
+// -f reverses it.
 std::vector<json> ApplyOrder(const std::vector<json>& docs) {
-  std::vector<json> flavors, queues, rest;
+  std::vector<json> flavors, queues, tenants, rest;
   for (const json& d : docs) {
     const std::string kind = d.is_object() ? d.value("kind", "") : "";
-    (kind == "ResourceFlavor" ? flavors : kind == "Queue" ? queues : rest).push_back(d);
+    (kind == "ResourceFlavor" ? flavors
+     : kind == "Queue"        ? queues
+     : kind == "Tenant"       ? tenants
+                              : rest)
+        .push_back(d);
   }
+  // (Tenants before their workloads: delete -f takes the workloads first, as the server
+  // refuses to delete a tenant that holds any.)
+  rest.insert(rest.begin(), tenants.begin(), tenants.end());
   const auto name_of = [](const json& q) { return StringAt(q, "metadata", "name"); };
   const auto parent_of = [](const json& q) { return StringAt(q, "spec", "parent"); };
   std::set<std::string> in_file, placed;
@@ -1234,9 +1280,9 @@ int Apply(Globals& g, HttpClient& http, const std::string& file) {
     }
     const std::string path = CollectionPath(*r, ns);
     // As kubectl's client-side apply: the manifest as applied is kept in an annotation, so that
-    // a later apply leaves alone the top-level spec fields it never set (one a controller or
-    // an admin set: spec.active after a gang's requeue limit, a queue's stopPolicy) and removes
-    // only those an earlier apply did.
+    // a later apply leaves alone the spec fields, labels and annotations it never set (one a
+    // controller or an admin set: spec.active after a gang's requeue limit, a queue's
+    // stopPolicy, a label added by patch) and removes only those an earlier apply did.
     json applied = obj;
     if (applied["metadata"].contains("annotations") &&
         applied["metadata"]["annotations"].is_object())
@@ -1287,6 +1333,18 @@ int Apply(Globals& g, HttpClient& http, const std::string& file) {
         if (current.contains("spec") && current["spec"].is_object() && put["spec"].is_object())
           KeepUnapplied(current["spec"], last.is_object() ? Obj(last, "spec") : json(), "spec",
                         put["spec"], kept);
+        // Labels and annotations alike: one another writer added (fabctl patch, an admin's
+        // tool) stays; one an earlier apply set and the file dropped goes.
+        for (const char* map : {"labels", "annotations"}) {
+          const json now = Obj(Obj(current, "metadata"), map);
+          if (!now.is_object() || now.empty()) continue;
+          json& mine = put["metadata"][map];
+          if (mine.is_null()) mine = json::object();
+          if (!mine.is_object()) continue;  // (the server's to refuse)
+          KeepUnapplied(now, last.is_object() ? Obj(Obj(last, "metadata"), map) : json(),
+                        std::string("metadata.") + map, mine, kept);
+          if (mine.empty()) put["metadata"].erase(map);
+        }
         // As kubectl warns: without the annotation nothing tells a field the file dropped from
         // one another writer set.
         if (!last.is_object() && !kept.empty() && attempt == 0) {
@@ -2561,7 +2619,7 @@ int main(int argc, char** argv) {
                  "seconds to wait for a response (a watch reopens after this long without one)")
       ->check(CLI::Range(1, 3600));
   std::string what, name, file;
-  std::vector<std::string> names;  // delete's
+  std::vector<std::string> names;  // get's and delete's
   int rc = 0;
   auto client = [&]() -> std::unique_ptr<HttpClient> {
     ClientOptions o;
@@ -2573,7 +2631,7 @@ int main(int argc, char** argv) {
                   "workloads (wl), queues (q), nodes (no), tenants, leases, priorityclasses "
                   "(pc), resourceflavors (rf), events (ev)")
       ->required();
-  get->add_option("name", name);
+  get->add_option("name", names, "one or more names (none: all)");
   get->add_option("-n,--namespace,--tenant", g.ns, "tenant");
   get->add_flag("-A,--all-namespaces", g.all_namespaces, "all tenants you may read");
   get->add_option("-o,--output", g.output, "json|yaml|wide|name")
@@ -2582,7 +2640,7 @@ int main(int argc, char** argv) {
   get->add_flag("-w,--watch", g.watch, "watch for changes");
   get->callback([&] {
     auto h = client();
-    rc = h ? Get(g, *h, what, name) : 2;
+    rc = h ? Get(g, *h, what, names) : 2;
   });
   CLI::App* apply = app.add_subcommand("apply", "Create or update resources from a file");
   apply

@@ -78,6 +78,19 @@ sed 's/quotas: {gpu: {guaranteed: 16}}/quotas: {gpu: {guaranteed: 16, lendingLim
 if "$FABCTL" get queue team-b -o yaml | contains "lendingLimit"; then
   fail "a nested field the last apply set and the file dropped stayed: $("$FABCTL" get queue team-b -o yaml)"
 fi
+# Labels and annotations too: one added by patch stays through a re-apply (a trial saw it
+# dropped), one an apply set goes once the file drops it.
+"$FABCTL" patch queue team-b -p '{"metadata": {"labels": {"owner": "ops"}, "annotations": {"note": "keep"}}}' >/dev/null ||
+  fail "patch team-b's labels"
+sed 's/^metadata: {name: team-b}$/metadata: {name: team-b, labels: {tier: gold}}/' \
+  "$tmp/queues3.yaml" >"$tmp/queues10.yaml"
+grep -q "tier: gold" "$tmp/queues10.yaml" || fail "queues10.yaml: $(cat "$tmp/queues10.yaml")"
+"$FABCTL" apply -f "$tmp/queues10.yaml" >/dev/null 2>&1 || fail "tenth apply"
+"$FABCTL" apply -f "$tmp/queues3.yaml" >/dev/null 2>&1 || fail "eleventh apply"
+labels=$("$FABCTL" get queue team-b -o json)
+contains '"owner": "ops"' <<<"$labels" && contains '"note": "keep"' <<<"$labels" ||
+  fail "a re-apply dropped a label or annotation added by patch: $labels"
+if contains '"tier"' <<<"$labels"; then fail "a label the file dropped stayed: $labels"; fi
 
 # A class that lists its tenants is theirs alone: team-b naming team-a's is refused, naming it.
 "$FABCTL" get pc >"$tmp/pc.txt" 2>&1 || fail "get pc: $(cat "$tmp/pc.txt")"
@@ -186,6 +199,17 @@ head -1 <<<"$wide" | grep -q "USED *BORROWED *BORROWING-LIMIT *LENDING-LIMIT *DI
   fail "queues' wide header: $wide"
 grep "^team-a " <<<"$wide" | grep -q " gpu:16 *- *- " || fail "team-a's limits: $wide"
 grep "^team-c " <<<"$wide" | grep -q " - *gpu:6 *- " || fail "team-c's limits: $wide"
+# Several names, as kubectl takes them: one table; one not found is an error (exit 1), the
+# others still shown.
+two=$("$FABCTL" get queues team-a team-c) || fail "get two queues: $two"
+[ "$(grep -c "^team-[ac] " <<<"$two")" = 2 ] && [ "$(grep -c "^NAME" <<<"$two")" = 1 ] ||
+  fail "get two queues: $two"
+rc=0
+some=$("$FABCTL" get queues team-a no-such 2>&1) || rc=$?
+[ "$rc" = 1 ] && grep -q "^team-a " <<<"$some" && grep -q "no-such" <<<"$some" ||
+  fail "get a queue and a missing one (rc $rc): $some"
+[ "$("$FABCTL" get queues team-a team-c -o json | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["kind"], len(d["items"]))')" = "List 2" ] ||
+  fail "get two queues -o json is not a List of 2"
 
 # Work no quota could ever admit says so in the table, not just Pending: six 8-GPU pods at once
 # is more than team-b may ever hold (40 GPUs).
