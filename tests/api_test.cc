@@ -505,7 +505,10 @@ TEST(ApiAuthTest, EveryVerbOnEveryResourceForEveryPrincipal) {
       const int code = runner.Run(p.who, verb, t, &body);
       const std::string what =
           p.who + " " + verb + " " + t.resource + " " + (t.ns.empty() ? "" : t.ns + "/") + t.name;
-      if (want == Want::kAllow) {
+      if (want == Want::kAllow && verb == "delete" && t.resource == "tenants") {
+        // (Authorised; the seeded tenants hold workloads, so the deletion is refused.)
+        EXPECT_EQ(code, 409) << what << ": " << body;
+      } else if (want == Want::kAllow) {
         EXPECT_EQ(code, verb == "create" ? 201 : 200) << what << ": " << body;
       } else {
         EXPECT_EQ(code, 403) << what << ": " << body;
