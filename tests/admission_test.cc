@@ -1234,6 +1234,26 @@ TEST_F(AdmissionTest, QuotaPreemptionLooksWhereItsQueueHoldsGpus) {
   }
 }
 
+// Refused in every flavour, a wait names the flavour its queue is guaranteed GPUs in, not one
+// it has no quota in that happens to be tried first (a trial read "no unused h200 to lend" of
+// work that may use any GPU, in a queue guaranteed only `gpu`).
+TEST_F(AdmissionTest, AQuotaRefusalNamesTheFlavourItsQueueIsGuaranteed) {
+  AdmissionConfig config;
+  config.flavors = {FlavorSpec{"h100", DeviceKind::kWhole, {"H100"}, {}},
+                    FlavorSpec{"gpu", std::nullopt, {}, {}}};
+  QueueSpec a = Leaf("a", 2, /*borrowing=*/0);
+  QueueSpec b = Plain("b");
+  b.quotas["h100"] = QuotaSpec{4000, 0, 0};  // (lends none of it)
+  Make(H100AndA100(), {a, b}, {}, config);
+  const int big = Submit(Gpus("big", "a", 3), 0);
+  adm_->Cycle(1, 1000);
+  EXPECT_NE(adm_->phase(big), Phase::kAdmitted);
+  const std::string why = adm_->reason(big);
+  EXPECT_NE(why.find(" gpu"), std::string::npos) << why;
+  EXPECT_EQ(why.find("h100"), std::string::npos) << why;
+  EXPECT_NE(why.find("borrowing limit for gpu: 3/2 GPUs"), std::string::npos) << why;
+}
+
 // FlavorGpus: the fleet's GPUs each flavour selects, as a flavour's status shows them — whole
 // GPUs and fractions alike (a `fraction` flavour is not empty), a misspelt model none.
 TEST_F(AdmissionTest, FlavourGpusCountWhatEachSelects) {

@@ -3283,6 +3283,7 @@ uint64_t Admitter::QuotaModels(const Entry& e, const PodRequest& gpu_pod, std::s
   bool holds = false;     // whether *blocked is a flavour its queue holds GPUs in
   bool reclaims = false;  // ... one it may reclaim quota in (QuotaReclaims)
   bool pinned = false;    // *why says non-preemptible work may not borrow
+  bool owed = false;      // ... one its queue is guaranteed GPUs in
   int varies = -1;        // whether e's charge depends on its GPU: asked once a flavour refuses it
   for (int f : CandidateFlavors(gpu_pod)) {
     // Non-preemptible work does not borrow: nobody could take the room back (KAI's rule). That
@@ -3318,14 +3319,17 @@ uint64_t Admitter::QuotaModels(const Entry& e, const PodRequest& gpu_pod, std::s
       allowed |= cheaper;
       if (by_cost) *by_cost = true;
     } else if (const bool h = queues_[e.leaf].usage[f] > 0,
-               r = QuotaReclaims(e.leaf, f, e.gpu_milli);
-               !pinned && (why->empty() || (r && !reclaims) || (!reclaims && h && !holds))) {
+               r = QuotaReclaims(e.leaf, f, e.gpu_milli), g = queues_[e.leaf].guaranteed[f] > 0;
+               !pinned && (why->empty() || (r && !reclaims) || (!reclaims && h && !holds) ||
+                           (!reclaims && !holds && !h && g && !owed))) {
       // (Where it may take back what others borrow of its guarantee, that; else, where its
-      // queue holds GPUs, its own lower-priority work may give quota back.)
+      // queue holds GPUs, its own lower-priority work may give quota back; else a flavour its
+      // queue is guaranteed, rather than one it has no quota in that is merely tried first.)
       *why = refused;
       *blocked = f;
       holds = h;
       reclaims = r;
+      owed = g;
     }
   }
   if (allowed == 0 && !why->empty()) *why += ChargeNote(e) + ExclusiveUsageNote(e);
