@@ -1666,6 +1666,29 @@ TEST_F(ApiBadInputTest, QueueQuotasAreStoredInOneForm) {
   }
 }
 
+// A queue's spec.tenants naming a tenant that does not exist is written and warned of (a typo
+// would keep the tenant's work out of it without a word); "*" and existing tenants say nothing.
+TEST_F(ApiBadInputTest, AQueueNamingAnUnknownTenantIsWarnedOf) {
+  const auto warnings = [](const HttpResponse& r) {
+    std::vector<std::string> out;
+    for (const auto& [name, value] : r.headers)
+      if (name == "Warning") out.push_back(value);
+    return out;
+  };
+  json q = QueueObject("named");
+  q["spec"]["tenants"] = {"team-a", "tema-b", "*"};
+  HttpResponse created = w_.Do("POST", Collection("queues"), kAdmin, q.dump());
+  ASSERT_EQ(created.status, 201) << created.body;
+  EXPECT_EQ(warnings(created),
+            (std::vector<std::string>{"299 - \"spec.tenants: tenant 'tema-b' does not exist; no "
+                                      "work reaches this queue through it until it does\""}));
+  const std::string item = Item("queues", "", "named");
+  HttpResponse fixed =
+      w_.Do("PATCH", item, kAdmin, R"({"spec": {"tenants": ["team-a"]}})", kMergePatch);
+  ASSERT_EQ(fixed.status, 200) << fixed.body;
+  EXPECT_TRUE(warnings(fixed).empty());
+}
+
 // A queue edit that leaves it holding more than its new quotas is accepted (nothing running is
 // evicted for it) with a warning that says so, in a Warning header as Kubernetes sends one; an
 // edit of anything else, or one its use is within, says nothing.

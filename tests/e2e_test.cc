@@ -836,6 +836,9 @@ TEST_F(FactoryTest, QueuesEnforceQuotasAndReclaimBorrowedGpus) {
       << rendered;
   EXPECT_NE(rendered.find("fabrica_pending_workloads{queue=\"team-b\"} 1"), std::string::npos)
       << rendered;
+  // (A leaf with nothing waiting has its series, at 0.)
+  EXPECT_NE(rendered.find("fabrica_pending_workloads{queue=\"team-a\"} 0"), std::string::npos)
+      << rendered;
   json org = CallJson("GET", std::string(kApi) + "/queues/org");
   EXPECT_EQ(org["status"].value("usedGpus", ""), "24") << org.dump();
   EXPECT_EQ(org["status"].value("pendingWorkloads", -1), 1) << org.dump();

@@ -2080,6 +2080,21 @@ struct ApiServer::Impl {
     return Status::Ok();
   }
 
+  // A queue's spec.tenants naming a tenant that does not exist (a misspelling, or one not
+  // created yet): written, as Kubernetes writes a reference to what is not there yet, and
+  // warned of.
+  std::vector<std::string> QueueTenantWarnings(const json& queue) {
+    std::vector<std::string> out;
+    for (const json& t : jsonf::List(Field(queue, "spec"), "tenants")) {
+      if (!t.is_string() || t == "*") continue;
+      auto kv = store.Get(Key(*FindResource("tenants"), "", t.get<std::string>()));
+      if (!kv.ok() && kv.status().code() == StatusCode::kNotFound)
+        out.push_back("spec.tenants: tenant '" + t.get<std::string>() +
+                      "' does not exist; no work reaches this queue through it until it does");
+    }
+    return out;
+  }
+
   // The stored Tenant `ns`, parsed; nullopt where there is none (or it does not parse).
   std::optional<Tenant> StoredTenant(const std::string& ns) {
     auto kv = store.Get(Key(*FindResource("tenants"), "", ns));
@@ -3295,9 +3310,10 @@ struct ApiServer::Impl {
     o["metadata"]["creationTimestamp"] = FormatTimestamp(clock.NowMs());
     o["metadata"]["generation"] = 1;
     o["metadata"].erase("resourceVersion");
-    const std::vector<std::string> warnings = std::string(info.kind) == "Workload"
-                                                  ? WorkloadWarnings(o, json())
-                                                  : std::vector<std::string>();
+    const std::vector<std::string> warnings =
+        std::string(info.kind) == "Workload" ? WorkloadWarnings(o, json())
+        : std::string(info.kind) == "Queue"  ? QueueTenantWarnings(o)
+                                             : std::vector<std::string>();
     if (DryRun(req)) {
       if (store.Get(Key(info, ns, name)).ok())
         return StatusResponse(409, std::string(info.kind) + " '" + name + "' already exists");
@@ -3649,9 +3665,12 @@ struct ApiServer::Impl {
         return JsonResponse(200, o);
       }
       std::vector<std::string> warnings;
-      if (!status_sub && std::string(info.kind) == "Queue")
+      if (!status_sub && std::string(info.kind) == "Queue") {
         if (auto children = ChildrenOf(name); children.ok() && children->empty())
           warnings = QueueEditWarnings(WithCpuAndMemoryHeld(stored, o), o);
+        if (Field(Field(o, "spec"), "tenants") != Field(Field(stored, "spec"), "tenants"))
+          for (std::string& w : QueueTenantWarnings(o)) warnings.push_back(std::move(w));
+      }
       if (!status_sub && std::string(info.kind) == "Workload")
         warnings = WorkloadWarnings(o, stored);
       if (DryRun(req)) {

@@ -1655,9 +1655,23 @@ void DescribeQueue(HttpClient& http, const json& o) {
                                             .c_str()
                                       : "no budget");
   const std::string stop = spec.value("stopPolicy", "None");
-  std::printf("Active:     %s\n", (Plain(status.value("active", json("-"))) +
-                                   (stop == "None" ? "" : " (stopPolicy " + stop + ")"))
-                                      .c_str());
+  std::string why_stopped = stop == "None" ? "" : " (stopPolicy " + stop + ")";
+  if (stop == "None" && status.value("active", json()) == json(false)) {
+    // Stopped by an ancestor's stopPolicy: which one (a trial saw "false" and no reason).
+    std::string parent = spec.value("parent", "");
+    for (int depth = 0; !parent.empty() && depth < 32; ++depth) {
+      auto up = http.Do("GET", "/apis/fabrica.dev/v1/queues/" + parent);
+      if (!up.ok() || up->status != 200) break;
+      const json q = json::parse(up->body, nullptr, false);
+      const std::string its = Obj(q, "spec").value("stopPolicy", "None");
+      if (its != "None") {
+        why_stopped = " (its ancestor " + parent + "'s stopPolicy " + its + ")";
+        break;
+      }
+      parent = Obj(q, "spec").value("parent", "");
+    }
+  }
+  std::printf("Active:     %s\n", (Plain(status.value("active", json("-"))) + why_stopped).c_str());
   if (spec.contains("flavorOrder")) {
     std::string order;
     for (const json& f : spec["flavorOrder"]) order += (order.empty() ? "" : ", ") + Plain(f);

@@ -2392,8 +2392,12 @@ Result<CycleStats> Scheduler::RunOnce() {
   if (metrics_) {
     metrics_->SetGauge("fabrica_scheduler_cycle_seconds", "Duration of the last scheduling cycle.",
                        "", stats.seconds);
-    metrics_->ReplaceGauge("fabrica_pending_workloads", "Pending workloads by queue.",
-                           pending_by_queue);
+    // Every leaf queue has its series, 0 while nothing waits in it (a trial found a queue's
+    // series missing until work waited, which alerts and rates read as "no data").
+    for (const std::string& leaf : leaves)
+      pending_by_queue.emplace("queue=\"" + PromLabel(leaf) + "\"", 0);
+    metrics_->ReplaceGauge("fabrica_pending_workloads",
+                           "Pending workloads by the leaf queue they wait in.", pending_by_queue);
     std::map<std::string, double> by_tenant;
     for (const auto& [t, g] : allocated_by_tenant) by_tenant["tenant=\"" + PromLabel(t) + "\""] = g;
     metrics_->ReplaceGauge("fabrica_gpus_allocated", "GPUs allocated by tenant.", by_tenant);

@@ -618,4 +618,16 @@ fi
 "$FABCTL" get events "$dname" -n "$dns" | contains "Evicted .*evicted by admin: drain of node $dnode" ||
   fail "no eviction event for the drain: $("$FABCTL" get events "$dname" -n "$dns")"
 "$FABCTL" uncordon "$dnode" >/dev/null || fail "uncordon $dnode"
+# A queue stopped by its parent's stopPolicy says which ancestor stopped it (a trial saw
+# "Active: false" with no reason).
+"$FABCTL" patch queue research -p '{"spec": {"stopPolicy": "Hold"}}' >/dev/null || fail "hold research"
+described=""
+for _ in $(seq 100); do
+  described=$("$FABCTL" describe queue team-a)
+  grep -q "^Active: *false" <<<"$described" && break
+  sleep 0.2
+done
+grep -q "^Active: *false (its ancestor research's stopPolicy Hold)$" <<<"$described" ||
+  fail "a queue held by its parent: $described"
+"$FABCTL" patch queue research -p '{"spec": {"stopPolicy": "None"}}' >/dev/null || fail "release research"
 echo "OK: queues applied twice, pending listed in order, a foreign queue refused, flavours counted, a gang admitted in part, grown and shrunk for urgent work, a flavour order kept, a tree applied child first, a directory and standard input applied"
