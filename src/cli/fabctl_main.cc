@@ -313,8 +313,12 @@ std::string Age(const json& obj) { return obj["metadata"].value("creationTimesta
 // Columns padded to their widest cell; `skip_first` leaves the first column out. A watch
 // prints later rows under the first table: `width` keeps the columns' widths from one call to
 // the next, and `header` false leaves the first row (the header) out.
+// `get --no-headers` (kubectl's): tables print their rows without the header line, for scripts.
+bool g_no_headers = false;
+
 void PrintRows(const std::vector<std::vector<std::string>>& rows, bool skip_first = false,
                std::vector<size_t>* kept = nullptr, bool header = true) {
+  header &= !g_no_headers;
   std::vector<size_t> width = kept ? *kept : std::vector<size_t>();
   for (const auto& row : rows) {
     for (size_t i = 0; i < row.size(); ++i) {
@@ -2652,6 +2656,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"json", "yaml", "wide", "name"}));
   get->add_option("-l,--selector", g.selector, "label selector");
   get->add_flag("-w,--watch", g.watch, "watch for changes");
+  get->add_flag("--no-headers", g_no_headers, "print tables without their header line");
   get->callback([&] {
     auto h = client();
     rc = h ? Get(g, *h, what, names) : 2;

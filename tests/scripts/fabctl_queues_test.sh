@@ -208,6 +208,8 @@ rc=0
 some=$("$FABCTL" get queues team-a no-such 2>&1) || rc=$?
 [ "$rc" = 1 ] && grep -q "^team-a " <<<"$some" && grep -q "no-such" <<<"$some" ||
   fail "get a queue and a missing one (rc $rc): $some"
+bare=$("$FABCTL" get queues --no-headers) || fail "get --no-headers: $bare"
+grep -q "^team-a " <<<"$bare" && ! grep -q "NAME" <<<"$bare" || fail "get --no-headers: $bare"
 [ "$("$FABCTL" get queues team-a team-c -o json | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["kind"], len(d["items"]))')" = "List 2" ] ||
   fail "get two queues -o json is not a List of 2"
 
