@@ -1666,9 +1666,10 @@ TEST_F(ApiBadInputTest, QueueQuotasAreStoredInOneForm) {
   }
 }
 
-// A queue's spec.tenants naming a tenant that does not exist is written and warned of (a typo
-// would keep the tenant's work out of it without a word); "*" and existing tenants say nothing.
-TEST_F(ApiBadInputTest, AQueueNamingAnUnknownTenantIsWarnedOf) {
+// A queue's spec.tenants naming a tenant that does not exist, or a workload's spec.queue a queue,
+// is written and warned of (a typo would keep the work out of it without a word); "*" and
+// existing tenants and queues say nothing.
+TEST_F(ApiBadInputTest, NamingATenantOrQueueThatDoesNotExistIsWarnedOf) {
   const auto warnings = [](const HttpResponse& r) {
     std::vector<std::string> out;
     for (const auto& [name, value] : r.headers)
@@ -1687,6 +1688,20 @@ TEST_F(ApiBadInputTest, AQueueNamingAnUnknownTenantIsWarnedOf) {
       w_.Do("PATCH", item, kAdmin, R"({"spec": {"tenants": ["team-a"]}})", kMergePatch);
   ASSERT_EQ(fixed.status, 200) << fixed.body;
   EXPECT_TRUE(warnings(fixed).empty());
+  // A workload naming a queue that does not exist, likewise; one naming a stored queue says
+  // nothing.
+  json w = WorkloadObject("team-a", "typo");
+  w["spec"]["queue"] = "nmaed";
+  HttpResponse typo = w_.Do("POST", Collection("workloads", "team-a"), kAdmin, w.dump());
+  ASSERT_EQ(typo.status, 201) << typo.body;
+  EXPECT_EQ(warnings(typo), (std::vector<std::string>{
+                                "299 - \"spec.queue: queue 'nmaed' does not exist; the workload "
+                                "waits until it does\""}));
+  w["metadata"]["name"] = "right";
+  w["spec"]["queue"] = "named";
+  HttpResponse right = w_.Do("POST", Collection("workloads", "team-a"), kAdmin, w.dump());
+  ASSERT_EQ(right.status, 201) << right.body;
+  EXPECT_TRUE(warnings(right).empty());
 }
 
 // A queue edit that leaves it holding more than its new quotas is accepted (nothing running is

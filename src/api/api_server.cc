@@ -3220,6 +3220,16 @@ struct ApiServer::Impl {
           unknown += (unknown.empty() ? "'" : ", '") + names[i].get<std::string>() + "'";
       return unknown;
     };
+    // A queue that does not exist (a typo): the work is written and waits (QueueNotFound)
+    // until one of that name is created; said at once rather than only in its status.
+    if (const json& queue = Field(Field(o, "spec"), "queue");
+        queue.is_string() && !queue.get<std::string>().empty() &&
+        queue != Field(Field(was, "spec"), "queue") &&
+        store.Get(Key(*FindResource("queues"), "", queue.get<std::string>())).status().code() ==
+            StatusCode::kNotFound &&
+        !(queue == kUnqueuedQueue && store.Get(kBuiltinQueueKey).ok()))
+      out.push_back("spec.queue: queue '" + queue.get<std::string>() +
+                    "' does not exist; the workload waits until it does");
     const json& ex = Field(Field(o, "spec"), "excludeNodes");
     if (ex != Field(Field(was, "spec"), "excludeNodes"))
       if (std::string names = unknown_of(ex); !names.empty())

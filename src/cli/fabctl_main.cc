@@ -861,6 +861,30 @@ int GetEvents(Globals& g, HttpClient& http, const std::string& name) {
   }
 }
 
+// A workload named without -n: the tenant of the one workload of that name among those the
+// user may read (a trial's tenant user could list its work but not name one; kubectl takes its
+// context's namespace). False, with the usage error said, where none or several have it.
+bool TakeTenantOf(Globals& g, HttpClient& http, const std::string& name) {
+  if (!g.ns.empty() || g.all_namespaces || name.empty()) return true;
+  std::set<std::string> in;
+  auto all = http.Do("GET", "/apis/fabrica.dev/v1/workloads");
+  if (all.ok() && all->status == 200) {
+    const json list = json::parse(all->body, nullptr, false);
+    for (const json& w : list.is_object() ? Arr(list, "items") : json::array())
+      if (const json meta = Obj(w, "metadata"); meta.value("name", "") == name)
+        in.insert(meta.value("namespace", ""));
+  }
+  if (in.size() == 1 && !in.begin()->empty()) {
+    g.ns = *in.begin();
+    return true;
+  }
+  std::string where;
+  for (const std::string& t : in) where += (where.empty() ? "" : ", ") + t;
+  std::cerr << "fabctl: a workload is named within its tenant: give -n TENANT"
+            << (in.size() > 1 ? " (" + name + " is in " + where + ")" : "") << "\n";
+  return false;
+}
+
 int Get(Globals& g, HttpClient& http, const std::string& what,
         const std::vector<std::string>& names) {
   const std::string name = names.empty() ? "" : names.front();
@@ -878,11 +902,8 @@ int Get(Globals& g, HttpClient& http, const std::string& what,
                  "resourceflavors, events)\n";
     return 2;
   }
+  if (r->namespaced && !name.empty() && !TakeTenantOf(g, http, name)) return 2;
   const std::string ns = g.all_namespaces ? "" : g.ns;
-  if (r->namespaced && ns.empty() && !g.all_namespaces && !name.empty()) {
-    std::cerr << "fabctl: a workload is named within its tenant: give -n TENANT\n";
-    return 2;
-  }
   // -o wide: the queue tree's leaves, for the queue each workload waits in (none readable: as
   // without queues).
   std::optional<std::set<std::string>> leaves;
@@ -945,6 +966,13 @@ int Get(Globals& g, HttpClient& http, const std::string& what,
     // there first as ADDED, as a watch from version 0 would say it.
     for (const json& o : items)
       std::cout << json{{"type", "ADDED"}, {"object", o}}.dump() << std::endl;
+  } else if (g.watch && g.output == "yaml") {
+    // ... and in YAML one document an event from the start, as the later ones (a trial saw a
+    // WorkloadList first, then {object, type} documents).
+    for (const json& o : items) {
+      std::cout << "---\n";
+      PrintObject(json{{"type", "ADDED"}, {"object", o}}, "yaml");
+    }
   } else if (g.output == "json" || g.output == "yaml") {
     PrintObject(list, g.output);
   } else if (g.output == "name") {
@@ -957,6 +985,10 @@ int Get(Globals& g, HttpClient& http, const std::string& what,
     PrintTable(*r, items, r->namespaced && ns.empty(), wide, g.watch ? &table : nullptr);
   }
   if (!g.watch) return 0;
+  // (What is there now goes out at once, to a pipe or file too, not with the first change: a
+  // trial's `get wl -w | grep` stayed silent on a quiet fleet.)
+  std::cout << std::flush;
+  std::fflush(stdout);
   table.header = false;
   std::string rv = list["metadata"].value("resourceVersion", "0");
   // A watch that hears nothing for the client's timeout is opened again from the last version
@@ -1782,6 +1814,7 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
     std::cerr << "fabctl: usage: fabctl describe RESOURCE NAME [-n TENANT]\n";
     return 2;
   }
+  if (r->namespaced && !TakeTenantOf(g, http, name)) return 2;
   auto resp = http.Do("GET", CollectionPath(*r, g.ns) + "/" + name);
   if (!resp.ok() || resp->status != 200) return Failed(resp);
   json o = json::parse(resp->body);
@@ -2455,10 +2488,7 @@ int NodeToken(HttpClient& http, const std::string& node) {
 // from the offset it has printed up to, until interrupted or the workload has ended.
 int Logs(Globals& g, HttpClient& http, const std::string& name, const std::string& pod,
          int64_t tail, bool follow) {
-  if (g.ns.empty()) {
-    std::cerr << "fabctl: logs: -n TENANT is required\n";
-    return 2;
-  }
+  if (!TakeTenantOf(g, http, name)) return 2;
   const std::string base = "/apis/fabrica.dev/v1/namespaces/" + g.ns + "/workloads/" + name;
   const std::string pod_query = pod.empty() ? "" : "&pod=" + pod;
   int64_t offset = 0;

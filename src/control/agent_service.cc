@@ -195,6 +195,31 @@ std::optional<HttpResponse> AgentService::Serve(const HttpRequest& req,
   }
   auto tail = QueryInt(req, "tailLines", -1);
   if (!tail.ok()) return ErrorReply(tail.status());
+  if (req.query.count("pod")) {
+    // A pod the workload does not have (by its pod sets: NAME-0 ... NAME-(count-1), or one it
+    // was placed with) is not found, as kubectl says of a container it lacks; a trial's typo
+    // printed nothing and succeeded.
+    std::vector<std::string> pods;
+    for (const json& ps : List(Field(w, "spec"), "podSets")) {
+      const json& count = Field(ps, "count");
+      const int64_t n = count.is_number_integer() ? count.get<int64_t>() : 1;
+      for (int64_t i = 0; i < n && i < 1000; ++i)
+        pods.push_back(Str(ps, "name", "main") + "-" + std::to_string(i));
+    }
+    for (const json& a : assignments)
+      if (std::find(pods.begin(), pods.end(), Str(a, "pod", "0")) == pods.end())
+        pods.push_back(Str(a, "pod", "0"));
+    if (std::find(pods.begin(), pods.end(), pod) == pods.end()) {
+      std::string list;
+      for (size_t i = 0; i < pods.size() && i < 8; ++i)
+        list += (list.empty() ? "" : ", ") + pods[i];
+      if (pods.size() > 8) list += ", ...";
+      std::lock_guard<std::mutex> lock(mu_);
+      if (FileSize(file) <= 0)
+        return ErrorReply(404, "workload " + ns + "/" + name + " has no pod " + pod +
+                                   (list.empty() ? "" : " (its pods: " + list + ")"));
+    }
+  }
   std::string text;
   {
     std::lock_guard<std::mutex> lock(mu_);

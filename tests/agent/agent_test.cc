@@ -722,6 +722,14 @@ TEST_F(AgentFleetTest, BadTaskResultsAndLogWritesAreRefusedNamingWhatIsWrong) {
   r = runner.Do("POST", std::string(kApi) + log + "&offset=0", "one\n", "text/plain");
   EXPECT_EQ(r->status, 200) << r->body;
   EXPECT_EQ(Log("talk"), "one\n");
+  // A pod it does not have is not found, naming those it has (a typo printed nothing).
+  r = admin_->Do("GET", std::string(kApi) + "/namespaces/team-a/workloads/talk/log?pod=main-7");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 404) << r->body;
+  EXPECT_NE(r->body.find("workload team-a/talk has no pod main-7 (its pods: main-0"),
+            std::string::npos)
+      << r->body;
+  EXPECT_EQ(Log("talk", "main-0"), "one\n");
 }
 
 TEST_F(AgentFleetTest, AFractionalShareWithoutTheShimIsRefusedNotRunUncapped) {

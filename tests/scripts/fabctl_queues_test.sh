@@ -208,6 +208,17 @@ rc=0
 some=$("$FABCTL" get queues team-a no-such 2>&1) || rc=$?
 [ "$rc" = 1 ] && grep -q "^team-a " <<<"$some" && grep -q "no-such" <<<"$some" ||
   fail "get a queue and a missing one (rc $rc): $some"
+# A workload named without -n: the tenant of the one of that name the user may read is taken
+# (get, describe); a name none has asks for -n.
+bob=$(grep "token: .*user: bob}" "$tmp/data/auth.yaml" | sed 's/.*token: \([0-9a-f]*\),.*/\1/')
+[ -n "$bob" ] || fail "no token for bob: $(cat "$tmp/data/auth.yaml")"
+"$FABCTL" --token "$bob" get workload big-1 --no-headers | grep -q "^big-1 " ||
+  fail "bob's get without -n: $("$FABCTL" --token "$bob" get workload big-1 2>&1)"
+"$FABCTL" --token "$bob" describe workload big-1 | grep -q "^Tenant: *team-b" ||
+  fail "bob's describe without -n: $("$FABCTL" --token "$bob" describe workload big-1 2>&1)"
+rc=0
+asked=$("$FABCTL" get workload no-such 2>&1) || rc=$?
+[ "$rc" = 2 ] && grep -q "give -n TENANT" <<<"$asked" || fail "get of no workload without -n (rc $rc): $asked"
 bare=$("$FABCTL" get queues --no-headers) || fail "get --no-headers: $bare"
 grep -q "^team-a " <<<"$bare" && ! grep -q "NAME" <<<"$bare" || fail "get --no-headers: $bare"
 [ "$("$FABCTL" get queues team-a team-c -o json | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["kind"], len(d["items"]))')" = "List 2" ] ||
