@@ -3967,6 +3967,36 @@ TEST_F(AdmissionTest, ABorrowerHeldBackNamesTheQueueItWaitsFor) {
       << adm_->reason(more);
 }
 
+// Work its quota refuses whatever frees says so while another tree's work within its guarantee
+// waits for room, not that it waits behind that work (a trial saw a full tree's work told, cycle
+// after cycle, that another tree's gang was ahead of it).
+TEST_F(AdmissionTest, WorkItsQuotaRefusesIsNotToldItWaitsBehindAHold) {
+  Fleet fleet = Nodes(2, 4);
+  fleet.nodes[0].labels["zone"] = "x";
+  AdmissionConfig config;
+  QueueSpec a = Leaf("a", 2), b = Leaf("b", 2), c = Leaf("c", 4);
+  a.parent = b.parent = "r";
+  c.parent = "";
+  config.queues = {QueueSpec{"r", "", 1, {}, -1}, a, b, c};
+  MakeTree(fleet, config, {"a", "b", "c"});
+  const std::vector<int> first = {Submit(Gpus("a0", "a", 2), 0), Submit(Gpus("b0", "b", 2), 0)};
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(CountPhase(first, Phase::kAdmitted), 2) << adm_->reason(first[1]);
+  ASSERT_EQ(adm_->assignments(first[0])[0].node, 0);
+  ASSERT_EQ(adm_->assignments(first[1])[0].node, 0);
+  // c's pod, within its guarantee, may only use the full node: room is held for it.
+  Workload pinned = Gpus("c0", "c", 2);
+  pinned.pod_sets[0].nodes.labels["zone"] = "x";
+  const int held = Submit(pinned, 2);
+  const int more = Submit(Gpus("a1", "a", 1), 3);
+  adm_->Cycle(4, 1000);
+  ASSERT_EQ(adm_->phase(held), Phase::kPending);
+  EXPECT_EQ(adm_->phase(more), Phase::kPending);
+  const std::string why = adm_->reason(more);
+  EXPECT_EQ(why.find("waiting: it would borrow"), std::string::npos) << why;
+  EXPECT_NE(why.find("queue r has no unused gpu to lend"), std::string::npos) << why;
+}
+
 // Work within its guarantee that finds no room holds back borrowing only where the borrower
 // would go past its tree's guarantee: another tree's queue borrowing within its own tree takes
 // nothing of the waiting tree's share (a user-style review saw one unplaceable gang keep a

@@ -2671,6 +2671,21 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
     // A workload within its queue's guarantee found no room: room freed from now on in this
     // cycle is kept for it, not lent to queues above their guarantee.
     if (hold_borrowing_ && WouldBorrow(id) && !WithinOtherTree(id)) {
+      // Held for another tree's work while its own tree's quota refuses it: that is why it
+      // waits, not the hold (a trial saw work of a full tree told, cycle after cycle, that
+      // another tree's gang was ahead of it). (Within one tree the hold is the news: the
+      // quota it would borrow is what the waiting queue is owed.)
+      if (const PodRequest* gpu_pod = FirstGpuPod(entries_[id].pods);
+          gpu_pod && TreeRoot(held_for_) != TreeRoot(entries_[id].leaf) &&
+          !CandidateFlavors(*gpu_pod).empty()) {
+        std::string quota_why;
+        int blocked = -1;
+        if (QuotaModels(entries_[id], *gpu_pod, &quota_why, &blocked) == 0 && !quota_why.empty()) {
+          entries_[id].reason = quota_why;
+          if (strict) hold_back();
+          continue;
+        }
+      }
       // (Said beside why it last waited, not instead: it may wait so for many cycles.)
       std::string& why = entries_[id].reason;
       // (One note, of the queue that holds it now.)
