@@ -1043,6 +1043,17 @@ TEST(WorkloadYaml, UnknownFieldIsRejected) {
   ExpectInvalid(ParseWorkloadYaml(two, "w.yaml"),
                 {"w.yaml:3: spec.priorty: unknown field (did you mean priority?); w.yaml:5: "
                  "spec.queu: unknown field (did you mean queue?)"});
+  // Other systems' names for a field are pointed to Fabrica's (a trial's `replicas:` and
+  // `gpus:` got no hint), where that map has it.
+  const char* others =
+      "metadata: {name: w}\n"
+      "spec:\n"
+      "  queueName: q\n"
+      "  podSets: [{replicas: 2, gpus: 1, cpu: 1}]\n";
+  ExpectInvalid(ParseWorkloadYaml(others, "w.yaml"),
+                {"spec.queueName: unknown field (did you mean queue?)",
+                 "spec.podSets[0].replicas: unknown field (did you mean count?)",
+                 "spec.podSets[0].gpus: unknown field (did you mean devices?)"});
   // And so is every one of the nested maps, in file order: the run, each pod set and its
   // devices, the document itself.
   const char* nested =

@@ -2205,8 +2205,18 @@ int Pending(Globals& g, HttpClient& http, const std::string& queue, int limit) {
                     w.value("namespace", ""), w.value("name", ""),
                     Plain(w.value("priority", json(0))), w.value("creationTimestamp", ""),
                     w.value("message", "")});
-  PrintRows(rows);
-  if (list.value("total", 0) > static_cast<int64_t>(rows.size() - 1))
+  if (rows.size() == 1) {
+    // (As kubectl says of an empty list, no header over nothing; a trial saw a bare header
+    // for another team's queue, whose work it may not read.)
+    const int64_t total = list.value("total", int64_t{0});
+    std::cerr << (total > 0 ? std::to_string(total) +
+                                  " workload(s) wait, none of a tenant you may read.\n"
+                            : std::string("Nothing waits") +
+                                  (queue.empty() ? "" : " in queue " + queue) + ".\n");
+  } else {
+    PrintRows(rows);
+  }
+  if (rows.size() > 1 && list.value("total", 0) > static_cast<int64_t>(rows.size() - 1))
     std::printf("(%d of %d shown; --limit N for more)\n", static_cast<int>(rows.size() - 1),
                 list.value("total", 0));
   // No queue named: work that names a queue no tree has waits in none; said after them (as far

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <map>
 #include <set>
 
 namespace fabrica {
@@ -190,6 +191,27 @@ std::string Misspelt(const std::string& key, const std::vector<std::string>& kno
     return s;
   };
   const std::string k = lower(key);
+  // What users of Kubernetes, Volcano and Slurm call a field Fabrica names otherwise (a trial
+  // wrote `replicas:` and `gpus:`, with no hint), where the manifest's map has that field.
+  static const std::map<std::string, std::string> kOtherNames = {
+      {"replicas", "count"},
+      {"parallelism", "count"},
+      {"gpus", "devices"},
+      {"gpu", "devices"},
+      {"resources", "devices"},
+      {"nvidia.com/gpu", "devices"},
+      {"minavailable", "minCount"},
+      {"minmember", "minCount"},
+      {"queuename", "queue"},
+      {"priorityclass", "priorityClassName"},
+      {"activedeadlineseconds", "maxRuntimeSeconds"},
+      {"timelimit", "maxRuntimeSeconds"},
+      {"nodeaffinity", "affinity"},
+  };
+  if (auto other = kOtherNames.find(k);
+      other != kOtherNames.end() &&
+      std::find(known.begin(), known.end(), other->second) != known.end())
+    return other->second;
   const size_t most = std::max<size_t>(1, k.size() / 4);
   std::string best;
   size_t best_d = most + 1;

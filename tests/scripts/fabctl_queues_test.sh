@@ -172,6 +172,9 @@ grep -q "big-6" <<<"$pending" || fail "big-6 not listed as pending: $pending"
 head -1 <<<"$pending" | grep -q "^POSITION *QUEUE *IN-QUEUE" || fail "no header: $pending"
 grep "big-6" <<<"$pending" | grep -q "team-b" || fail "big-6 not in team-b: $pending"
 grep "big-6" <<<"$pending" | grep -q "to lend" || fail "big-6 does not say why it waits: $pending"
+# A queue where nothing waits says so, not a bare header.
+quiet=$("$FABCTL" pending partner-x 2>&1) || fail "pending partner-x: $quiet"
+[ "$quiet" = "Nothing waits in queue partner-x." ] || fail "pending of a quiet queue: $quiet"
 # With no queue named: every tree's.
 every=$("$FABCTL" pending 2>&1) || fail "pending with no queue: $every"
 grep "big-6" <<<"$every" | grep -q "team-b" || fail "pending with no queue lacks big-6: $every"
@@ -311,7 +314,8 @@ grep "^h200 " <<<"$flavors" | grep -q "whole *H200 .* 16 " || fail "h200 not 16 
 grep "^mig " <<<"$flavors" | grep -q " 8 " || fail "mig not the 8 MIG GPUs: $flavors"
 # The pending list still reads the tree once quotas name stored flavours.
 pending=$("$FABCTL" pending research 2>&1) || fail "pending fails with flavours: $pending"
-head -1 <<<"$pending" | grep -q "^POSITION" || fail "pending with flavours: $pending"
+head -1 <<<"$pending" | grep -Eq "^POSITION|^Nothing waits in queue research" ||
+  fail "pending with flavours: $pending"
 if "$FABCTL" delete resourceflavor h200 >"$tmp/del.txt" 2>&1; then
   fail "a flavour in use was deleted"
 fi
