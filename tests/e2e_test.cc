@@ -955,6 +955,34 @@ TEST_F(FactoryTest, CordonedGpusAreNotLentAcrossTrees) {
       << Describe(Workloads());
 }
 
+// Work waiting for room is told which nodes take no new work, where its message does not say
+// (a trial read "the most free in one leaf is 8" beside a node that looked empty but was held).
+TEST_F(FactoryTest, WorkWaitingForRoomIsToldWhichNodesTakeNoWork) {
+  StartScheduler(5'000);
+  CreateQueue("team-a", {{"quotas", {{"gpu", {{"guaranteed", 40}}}}}});
+  const std::string off = fleet_.nodes[1].name.str();  // hgx-a-1
+  ClientResponse r = Call("PATCH", std::string(kApi) + "/nodes/" + off,
+                          R"({"spec":{"unschedulable":true}})", "application/merge-patch+json");
+  ASSERT_EQ(r.status, 200) << r.body;
+  json filler = WholeGpuWorkload("team-a", "filler", 8);
+  filler["spec"]["nodeSelector"] = {{"kubernetes.io/hostname", fleet_.nodes[2].name.str()}};
+  CreateWorkload(filler);
+  Cycle();
+  json gang = WholeGpuWorkload("team-a", "gang", 8, 2);
+  gang["spec"]["gang"] = true;
+  gang["spec"]["topology"] = {{"level", "leaf"}, {"mode", "required"}};
+  CreateWorkload(gang);
+  Cycle();
+  Cycle();
+  const json st = Workloads()["team-a/gang"]["status"];
+  EXPECT_EQ(st.value("phase", ""), "Pending") << st.dump();
+  EXPECT_NE(st.value("message", "")
+                .find("nodes that take no new work now are not counted: " + off +
+                      " (cordoned, in repair or not inspected)"),
+            std::string::npos)
+      << st.dump();
+}
+
 // The health controller stops the work it marks (evictor "health") itself at the deadline: the
 // scheduler leaves it, but for a mark the health controller lost (a restart), stopped a minute
 // past its deadline, as an eviction.
@@ -2881,6 +2909,20 @@ TEST_F(FactoryTest, ElasticWorkIsShrunkNotEvicted) {
   EXPECT_FALSE(marked.contains("preemption"));
   EXPECT_EQ(marked["assignments"].size(), 4u);  // it keeps the pod through the grace period
   EXPECT_NE(metrics.Render().find("fabrica_scheduler_elastic_shrinks 1"), std::string::npos);
+  // Its event says so as the grace period starts, not only once the pod stopped.
+  std::string said;
+  for (int i = 0; i < 100 && said.find("Shrinking") == std::string::npos; ++i) {
+    said.clear();
+    const json events = CallJson("GET", std::string(kApi) +
+                                            "/namespaces/team-a/events?fieldSelector="
+                                            "involvedObject.name%3Delastic");
+    for (const json& e : events.value("items", json::array()))
+      said +=
+          e.value("type", "") + " " + e.value("reason", "") + ": " + e.value("message", "") + "\n";
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_NE(said.find("Warning Shrinking: pod(s) main-3 taken"), std::string::npos) << said;
+  EXPECT_NE(said.find("the rest run on"), std::string::npos) << said;
   const json waiting = Workloads()["team-b/b-0"]["status"];
   EXPECT_NE(waiting.value("message", "").find("preempting 1 pod(s) of 1 elastic workload(s)"),
             std::string::npos)

@@ -1115,6 +1115,9 @@ class EventRecorder {
     std::string charged;  // the queue charged (status.resourceUsage.queue)
     int64_t evictions = 0;
     bool marked = false;  // status.preemption: a victim stopping
+    // status.shrinks: an elastic shrink's marks (pods taken, the rest run on), as the event
+    // each new one gets says them.
+    std::map<std::string, std::string> shrinks;  // identity -> message
     // Running with some pods not started yet (status.startedPods, as fabctl's "Starting"):
     // how many of how many are up.
     bool starting = false;
@@ -1276,6 +1279,16 @@ class EventRecorder {
     if (const json& count = jsonf::Field(ev, "count"); count.is_number_integer())
       s.evictions = count.get<int64_t>();
     s.marked = jsonf::Field(status, "preemption").is_object();
+    for (const json& m : jsonf::List(status, "shrinks")) {
+      std::string pods;
+      for (const json& p : jsonf::List(m, "pods"))
+        if (p.is_string()) pods += (pods.empty() ? "" : ", ") + p.get<std::string>();
+      const std::string reason = jsonf::Str(m, "reason");
+      s.shrinks[jsonf::Str(m, "by") + "|" + jsonf::Str(m, "deadline") + "|" + pods] =
+          "pod(s) " + pods + " taken" +
+          (reason.empty() ? " by " + jsonf::Str(m, "by", "?") : ": " + reason) + "; they stop at " +
+          jsonf::Str(m, "deadline") + ", the rest run on";
+    }
     if (const json& started = jsonf::Field(status, "startedPods");
         s.phase == "Running" && started.is_object()) {
       const json& finished = jsonf::Field(status, "finishedPods");
@@ -1338,6 +1351,10 @@ class EventRecorder {
              (reason.empty() ? "by " + jsonf::Str(p, "by", "?") : reason) + "; stops at " +
                  jsonf::Str(p, "deadline"));
     }
+    // An elastic shrink begins: said as its grace period starts, as an eviction's is (a trial
+    // saw only "Resized" once the pod had stopped).
+    for (const auto& [mark, message] : now.shrinks)
+      if (!before.shrinks.count(mark)) record("Warning", "Shrinking", message);
     // Its mark lifted before its deadline, and it runs on.
     if (before.marked && !now.marked && now.message.rfind(kEvictionCancelled, 0) == 0)
       record("Normal", "EvictionCancelled", now.message.substr(std::strlen(kEvictionCancelled)));
