@@ -955,34 +955,6 @@ TEST_F(FactoryTest, CordonedGpusAreNotLentAcrossTrees) {
       << Describe(Workloads());
 }
 
-// Work waiting for room is told which nodes take no new work, where its message does not say
-// (a trial read "the most free in one leaf is 8" beside a node that looked empty but was held).
-TEST_F(FactoryTest, WorkWaitingForRoomIsToldWhichNodesTakeNoWork) {
-  StartScheduler(5'000);
-  CreateQueue("team-a", {{"quotas", {{"gpu", {{"guaranteed", 40}}}}}});
-  const std::string off = fleet_.nodes[1].name.str();  // hgx-a-1
-  ClientResponse r = Call("PATCH", std::string(kApi) + "/nodes/" + off,
-                          R"({"spec":{"unschedulable":true}})", "application/merge-patch+json");
-  ASSERT_EQ(r.status, 200) << r.body;
-  json filler = WholeGpuWorkload("team-a", "filler", 8);
-  filler["spec"]["nodeSelector"] = {{"kubernetes.io/hostname", fleet_.nodes[2].name.str()}};
-  CreateWorkload(filler);
-  Cycle();
-  json gang = WholeGpuWorkload("team-a", "gang", 8, 2);
-  gang["spec"]["gang"] = true;
-  gang["spec"]["topology"] = {{"level", "leaf"}, {"mode", "required"}};
-  CreateWorkload(gang);
-  Cycle();
-  Cycle();
-  const json st = Workloads()["team-a/gang"]["status"];
-  EXPECT_EQ(st.value("phase", ""), "Pending") << st.dump();
-  EXPECT_NE(st.value("message", "")
-                .find("nodes that take no new work now are not counted: " + off +
-                      " (cordoned, in repair or not inspected)"),
-            std::string::npos)
-      << st.dump();
-}
-
 // The health controller stops the work it marks (evictor "health") itself at the deadline: the
 // scheduler leaves it, but for a mark the health controller lost (a restart), stopped a minute
 // past its deadline, as an eviction.

@@ -14,6 +14,7 @@
 #include <optional>
 #include <random>
 #include <set>
+#include <shared_mutex>
 #include <thread>
 
 #include "api/json_fields.h"
@@ -1657,6 +1658,8 @@ struct ApiServer::Impl {
   // Held across a Queue write's flavour check and its write, and a ResourceFlavor deletion's
   // check and delete, so that neither slips between the other's check and write.
   std::mutex flavor_refs_mu;
+  // Workload creates (shared) against a tenant's deletion (alone): TenantInUse.
+  std::shared_mutex tenant_refs_mu;
   ApiServer::Extension extension;
   std::function<std::string()> metrics_extra;
   int64_t eviction_grace_ms = 30'000;  // an eviction's default grace period
@@ -3242,9 +3245,9 @@ struct ApiServer::Impl {
     if (const json& queue = Field(Field(o, "spec"), "queue");
         queue.is_string() && !queue.get<std::string>().empty() &&
         queue != Field(Field(was, "spec"), "queue") &&
+        queue != kUnqueuedQueue &&  // (built in, whether or not a queue of its name is stored)
         store.Get(Key(*FindResource("queues"), "", queue.get<std::string>())).status().code() ==
-            StatusCode::kNotFound &&
-        !(queue == kUnqueuedQueue && store.Get(kBuiltinQueueKey).ok()))
+            StatusCode::kNotFound)
       out.push_back("spec.queue: queue '" + queue.get<std::string>() +
                     "' does not exist; the workload waits until it does");
     const json& ex = Field(Field(o, "spec"), "excludeNodes");
@@ -3325,7 +3328,11 @@ struct ApiServer::Impl {
       if (Status s = CheckQueueTree(o); !s.ok()) return ErrorFromStatus(s);
     }
     const std::string name = o["metadata"]["name"];
+    // (Held shared from the tenant's check to the write, so that a tenant's deletion, which
+    // holds it alone, never passes between them and leaves work with no tenant.)
+    std::shared_lock<std::shared_mutex> tenant_ref(tenant_refs_mu, std::defer_lock);
     if (info.namespaced) {
+      tenant_ref.lock();
       auto tenant = store.Get(Key(*FindResource("tenants"), "", ns));
       if (!tenant.ok() && tenant.status().code() == StatusCode::kNotFound) {
         return StatusResponse(422, "metadata.namespace: tenant '" + ns + "' does not exist",
@@ -3766,7 +3773,9 @@ struct ApiServer::Impl {
       if (!why.ok()) return ErrorFromStatus(why.status());
       if (!why->empty()) return StatusResponse(409, "Queue '" + name + "' is in use: " + *why);
     }
+    std::unique_lock<std::shared_mutex> tenant_alone(tenant_refs_mu, std::defer_lock);
     if (std::string(info.kind) == "Tenant" && store.Get(Key(info, ns, name)).ok()) {
+      tenant_alone.lock();  // (held through the deletion below)
       auto why = TenantInUse(name);
       if (!why.ok()) return ErrorFromStatus(why.status());
       if (!why->empty()) return StatusResponse(409, "Tenant '" + name + "' is in use: " + *why);

@@ -861,28 +861,42 @@ int GetEvents(Globals& g, HttpClient& http, const std::string& name) {
   }
 }
 
-// A workload named without -n: the tenant of the one workload of that name among those the
-// user may read (a trial's tenant user could list its work but not name one; kubectl takes its
-// context's namespace). False, with the usage error said, where none or several have it.
-bool TakeTenantOf(Globals& g, HttpClient& http, const std::string& name) {
-  if (!g.ns.empty() || g.all_namespaces || name.empty()) return true;
-  std::set<std::string> in;
+// Workloads named without -n: the tenant of the one workload of each name among those the
+// user may read, where that is one tenant for them all (a trial's tenant user could list its
+// work but not name one; kubectl takes its context's namespace). False, with the usage error
+// said, where a name is in no tenant or several, or the names are in different tenants.
+bool TakeTenantOf(Globals& g, HttpClient& http, const std::vector<std::string>& names) {
+  if (!g.ns.empty() || g.all_namespaces || names.empty()) return true;
+  std::map<std::string, std::set<std::string>> in;  // name -> tenants with one of that name
   auto all = http.Do("GET", "/apis/fabrica.dev/v1/workloads");
   if (all.ok() && all->status == 200) {
     const json list = json::parse(all->body, nullptr, false);
-    for (const json& w : list.is_object() ? Arr(list, "items") : json::array())
-      if (const json meta = Obj(w, "metadata"); meta.value("name", "") == name)
-        in.insert(meta.value("namespace", ""));
+    for (const json& w : list.is_object() ? Arr(list, "items") : json::array()) {
+      const json meta = Obj(w, "metadata");
+      const std::string name = meta.value("name", "");
+      if (std::find(names.begin(), names.end(), name) != names.end())
+        in[name].insert(meta.value("namespace", ""));
+    }
   }
-  if (in.size() == 1 && !in.begin()->empty()) {
-    g.ns = *in.begin();
+  std::set<std::string> tenants;
+  std::string several;
+  for (const std::string& name : names) {
+    for (const std::string& t : in[name]) tenants.insert(t);
+    if (in[name].size() > 1) {
+      several = name + " is in";
+      for (const std::string& t : in[name]) several += " " + t;
+    }
+  }
+  if (tenants.size() == 1 && several.empty() && !tenants.begin()->empty()) {
+    g.ns = *tenants.begin();
     return true;
   }
-  std::string where;
-  for (const std::string& t : in) where += (where.empty() ? "" : ", ") + t;
   std::cerr << "fabctl: a workload is named within its tenant: give -n TENANT"
-            << (in.size() > 1 ? " (" + name + " is in " + where + ")" : "") << "\n";
+            << (several.empty() ? "" : " (" + several + ")") << "\n";
   return false;
+}
+bool TakeTenantOf(Globals& g, HttpClient& http, const std::string& name) {
+  return TakeTenantOf(g, http, std::vector<std::string>{name});
 }
 
 int Get(Globals& g, HttpClient& http, const std::string& what,
@@ -902,7 +916,7 @@ int Get(Globals& g, HttpClient& http, const std::string& what,
                  "resourceflavors, events)\n";
     return 2;
   }
-  if (r->namespaced && !name.empty() && !TakeTenantOf(g, http, name)) return 2;
+  if (r->namespaced && !name.empty() && !TakeTenantOf(g, http, names)) return 2;
   const std::string ns = g.all_namespaces ? "" : g.ns;
   // -o wide: the queue tree's leaves, for the queue each workload waits in (none readable: as
   // without queues).
@@ -925,7 +939,7 @@ int Get(Globals& g, HttpClient& http, const std::string& what,
   const std::set<std::string>* wide = leaves ? &*leaves : nullptr;
   if (std::string(r->kind) == "Node") ReadNodeHealth(http);
   if (names.size() > 1 && g.watch) {
-    std::cerr << "fabctl: -w watches one object or all of them: give one name or none\n";
+    std::cerr << "fabctl: -w watches a list: give no name (or -l to narrow it)\n";
     return 2;
   }
   if (!name.empty()) {
@@ -1189,9 +1203,9 @@ std::string NamespaceMismatch(const json& obj, const std::string& flag) {
 }
 
 // The order a file's objects are applied in: ResourceFlavors first (queues' quotas name
-// them), then Queues, each after the parent the file also holds (the server refuses a queue
-// whose parent does not exist yet), then Tenants, then the rest; otherwise as written. Delete
-// -f reverses it.
+// them), then Tenants, then Queues, each after the parent the file also holds (the server
+// refuses a queue whose parent does not exist yet), then the rest; otherwise as written.
+// Delete -f reverses it.
 std::vector<json> ApplyOrder(const std::vector<json>& docs) {
   std::vector<json> flavors, queues, tenants, rest;
   for (const json& d : docs) {
@@ -1202,14 +1216,15 @@ std::vector<json> ApplyOrder(const std::vector<json>& docs) {
                               : rest)
         .push_back(d);
   }
-  // (Tenants before their workloads: delete -f takes the workloads first, as the server
-  // refuses to delete a tenant that holds any.)
-  rest.insert(rest.begin(), tenants.begin(), tenants.end());
+
   const auto name_of = [](const json& q) { return StringAt(q, "metadata", "name"); };
   const auto parent_of = [](const json& q) { return StringAt(q, "spec", "parent"); };
   std::set<std::string> in_file, placed;
   for (const json& q : queues) in_file.insert(name_of(q));
+  // Tenants next (queues' spec.tenants name them, and their workloads need them: delete -f
+  // takes the workloads first, as the server refuses to delete a tenant that holds any).
   std::vector<json> out = flavors;
+  out.insert(out.end(), tenants.begin(), tenants.end());
   // (Each pass places the queues whose parent is placed or not in the file; a cycle is left
   // for the server to refuse, in file order.)
   for (bool progress = true; progress;) {
@@ -1861,6 +1876,34 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
       std::printf("Message:    %s\n", status.value("message", "").c_str());
     if (status.contains("reason"))
       std::printf("Reason:     %s\n", status.value("reason", "").c_str());
+    // Waiting for room: the nodes that take no new work now, which its message does not count
+    // (a trial read "the most free in one leaf is 8" beside a node that looked empty, held as
+    // pods had not started there). Said here rather than in the status, which every waiting
+    // workload would have rewritten whenever a node came or went.
+    if (const std::string message = status.value("message", "");
+        stored == "Pending" && (message.find("most free in one") != std::string::npos ||
+                                message.find("lack a free") != std::string::npos ||
+                                message.find("room for") != std::string::npos ||
+                                message.find("no node can take it") != std::string::npos)) {
+      if (auto nodes = http.Do("GET", "/apis/fabrica.dev/v1/nodes");
+          nodes.ok() && nodes->status == 200) {
+        std::string off;
+        for (const json& n : Arr(json::parse(nodes->body, nullptr, false), "items")) {
+          const json spec = Obj(n, "spec"), st = Obj(n, "status");
+          std::string why;
+          for (const json& c : Arr(st, "conditions"))
+            if (c.value("type", "") == "Ready" && c.value("status", "") != "True")
+              why = "not ready";
+          if (why.empty() && !StartHold(st).is_null()) why = "held: pods did not start there";
+          if (why.empty() && spec.value("unschedulable", false)) why = "cordoned";
+          if (!why.empty())
+            off +=
+                (off.empty() ? "" : ", ") + Obj(n, "metadata").value("name", "") + " (" + why + ")";
+        }
+        if (!off.empty())
+          std::printf("Not counted: %s — nodes that take no new work now\n", off.c_str());
+      }
+    }
     if (status.contains("isolation"))
       std::printf("Isolation:  %s\n", status.value("isolation", "").c_str());
     // Admitted: what its queue is charged for its GPUs (status.resourceUsage), beside the
@@ -2211,8 +2254,8 @@ int Pending(Globals& g, HttpClient& http, const std::string& queue, int limit) {
     const int64_t total = list.value("total", int64_t{0});
     std::cerr << (total > 0 ? std::to_string(total) +
                                   " workload(s) wait, none of a tenant you may read.\n"
-                            : std::string("Nothing waits") +
-                                  (queue.empty() ? "" : " in queue " + queue) + ".\n");
+                            : std::string("Nothing waits in ") +
+                                  (queue.empty() ? "any queue tree" : "queue " + queue) + ".\n");
   } else {
     PrintRows(rows);
   }
@@ -2743,7 +2786,8 @@ int main(int argc, char** argv) {
       "pending", "What waits in a queue and its subtree, with each one's place in its own queue");
   pending->add_option("queue", name, "a queue (default: every queue tree, root by root)");
   int pending_limit = 100;
-  pending->add_option("--limit", pending_limit, "at most this many (default 100)");
+  pending->add_option("--limit", pending_limit, "at most this many (default 100)")
+      ->check(CLI::Range(1, 100000));
   pending->add_option("-o,--output", g.output, "json|yaml")->check(CLI::IsMember({"json", "yaml"}));
   pending->callback([&] {
     auto h = client();

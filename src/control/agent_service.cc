@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -195,30 +196,37 @@ std::optional<HttpResponse> AgentService::Serve(const HttpRequest& req,
   }
   auto tail = QueryInt(req, "tailLines", -1);
   if (!tail.ok()) return ErrorReply(tail.status());
-  if (req.query.count("pod")) {
-    // A pod the workload does not have (by its pod sets: NAME-0 ... NAME-(count-1), or one it
-    // was placed with) is not found, as kubectl says of a container it lacks; a trial's typo
-    // printed nothing and succeeded.
-    std::vector<std::string> pods;
+  if (req.query.count("pod") && !req.query.at("pod").empty()) {
+    // A pod the workload does not have — by its pod sets NAME-0 ... NAME-(count-1), or one it
+    // was placed with — is not found, as kubectl says of a container it lacks (a trial's typo
+    // printed nothing and succeeded).
+    bool has = false;
+    std::string list;
     for (const json& ps : List(Field(w, "spec"), "podSets")) {
+      const std::string set = Str(ps, "name", "main");
       const json& count = Field(ps, "count");
-      const int64_t n = count.is_number_integer() ? count.get<int64_t>() : 1;
-      for (int64_t i = 0; i < n && i < 1000; ++i)
-        pods.push_back(Str(ps, "name", "main") + "-" + std::to_string(i));
+      int64_t n = 1;
+      if (count.is_number_integer()) n = count.get<int64_t>();
+      if (count.is_string())
+        std::from_chars(
+            count.get_ref<const std::string&>().data(),
+            count.get_ref<const std::string&>().data() + count.get_ref<const std::string&>().size(),
+            n);
+      list += (list.empty() ? "" : ", ") + set + "-0" +
+              (n > 1 ? ".." + set + "-" + std::to_string(n - 1) : "");
+      if (pod.rfind(set + "-", 0) != 0) continue;
+      int64_t index = -1;
+      const char* first = pod.data() + set.size() + 1;
+      const char* last = pod.data() + pod.size();
+      if (auto [end, ec] = std::from_chars(first, last, index);
+          ec == std::errc() && end == last && first != last && index >= 0 && index < n)
+        has = true;
     }
-    for (const json& a : assignments)
-      if (std::find(pods.begin(), pods.end(), Str(a, "pod", "0")) == pods.end())
-        pods.push_back(Str(a, "pod", "0"));
-    if (std::find(pods.begin(), pods.end(), pod) == pods.end()) {
-      std::string list;
-      for (size_t i = 0; i < pods.size() && i < 8; ++i)
-        list += (list.empty() ? "" : ", ") + pods[i];
-      if (pods.size() > 8) list += ", ...";
-      std::lock_guard<std::mutex> lock(mu_);
-      if (FileSize(file) <= 0)
-        return ErrorReply(404, "workload " + ns + "/" + name + " has no pod " + pod +
-                                   (list.empty() ? "" : " (its pods: " + list + ")"));
-    }
+    for (const json& a : assignments) has |= Str(a, "pod", "0") == pod;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!has && FileSize(file) <= 0)
+      return ErrorReply(404, "workload " + ns + "/" + name + " has no pod " + pod +
+                                 (list.empty() ? "" : " (its pods: " + list + ")"));
   }
   std::string text;
   {

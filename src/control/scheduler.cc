@@ -750,8 +750,6 @@ Result<CycleStats> Scheduler::RunOnce() {
   std::vector<BoundWorkload> bound;
   std::map<std::string, double> allocated_by_tenant;
   std::map<std::string, double> pending_by_queue;
-  // What waits for room is told which nodes take no new work (built once, on first need).
-  std::optional<std::string> unusable_note;
   std::map<std::string, int> victims_of;  // preemptor "ns/name" -> victims still stopping
   // ... and those of them restored whole, by their ids in the Admitter (RestoreNomination).
   std::map<std::string, std::vector<int>> victim_ids_of;
@@ -2321,34 +2319,6 @@ Result<CycleStats> Scheduler::RunOnce() {
     // Naming no queue, it waits in its tenant's; where that queue has children of its own, in
     // `unqueued`, which it says.
     std::string message = d.message;
-    // Waiting for room while nodes take no new work: which, and why, where the message does
-    // not say (a trial read "the most free in one leaf is 8" beside a node that looked empty,
-    // held as its pods had not started there).
-    const bool for_room = d.reason == "Queued" &&
-                          (message.find("most free in one") != std::string::npos ||
-                           message.find("lack a free") != std::string::npos ||
-                           message.find("room for") != std::string::npos ||
-                           message.find("no node can take it") != std::string::npos) &&
-                          message.find("not ready or out of service") == std::string::npos;
-    if (!unusable_note && for_room) {
-      unusable_note.emplace();
-      int shown = 0, more = 0;
-      for (const std::string& name : unusable) {
-        if (name.empty() || name[0] == '!') continue;
-        if (++shown > 3) {
-          ++more;
-          continue;
-        }
-        const char* why = start_holds_.count(name)         ? "held: pods did not start there"
-                          : unusable.count("!" + name) > 0 ? "not ready"
-                                                           : "cordoned, in repair or not inspected";
-        *unusable_note += (unusable_note->empty() ? "" : ", ") + name + " (" + why + ")";
-      }
-      if (more > 0) *unusable_note += " and " + std::to_string(more) + " more";
-      if (!unusable_note->empty())
-        *unusable_note = "; nodes that take no new work now are not counted: " + *unusable_note;
-    }
-    if (for_room && !unusable_note->empty()) message += *unusable_note;
     if (with_queues && sw.w().queue.empty() && waits_in == kUnqueuedQueue &&
         queue_specs.count(sw.w().tenant.str()))
       message = "waits in queue " + std::string(kUnqueuedQueue) + ": queue " + sw.w().tenant.str() +

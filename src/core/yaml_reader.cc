@@ -208,10 +208,6 @@ std::string Misspelt(const std::string& key, const std::vector<std::string>& kno
       {"timelimit", "maxRuntimeSeconds"},
       {"nodeaffinity", "affinity"},
   };
-  if (auto other = kOtherNames.find(k);
-      other != kOtherNames.end() &&
-      std::find(known.begin(), known.end(), other->second) != known.end())
-    return other->second;
   const size_t most = std::max<size_t>(1, k.size() / 4);
   std::string best;
   size_t best_d = most + 1;
@@ -239,7 +235,13 @@ std::string Misspelt(const std::string& key, const std::vector<std::string>& kno
       tie = true;
     }
   }
-  return best_d <= most && !tie ? best : "";
+  if (best_d <= most && !tie) return best;
+  // (A near spelling first: `gpu` where `gpus` is known is that, not `devices`.)
+  if (auto other = kOtherNames.find(k);
+      other != kOtherNames.end() &&
+      std::find(known.begin(), known.end(), other->second) != known.end())
+    return other->second;
+  return "";
 }
 
 std::string UnknownFieldMessage(const std::string& key, const std::vector<std::string>& known) {

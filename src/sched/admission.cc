@@ -2647,6 +2647,8 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
   }
   for (const auto& [leaf, head] : held_by) Deactivate(leaf);
   std::vector<std::optional<std::tuple<int, double, int>>> cursor(queues_.size());
+  // Held-back borrowers' quota refusals this cycle, by queue, charge and request shape.
+  std::map<std::tuple<int, int64_t, uint64_t, int, int>, std::string> quota_refusals;
   while (static_cast<int>(out.admitted.size()) < max_admissions && out.attempts < budget) {
     int leaf = PickLeaf();
     if (leaf < 0) break;
@@ -2673,17 +2675,35 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
     if (hold_borrowing_ && WouldBorrow(id) && !WithinOtherTree(id)) {
       // Held for another tree's work while its own tree's quota refuses it: that is why it
       // waits, not the hold (a trial saw work of a full tree told, cycle after cycle, that
-      // another tree's gang was ahead of it). (Within one tree the hold is the news: the
-      // quota it would borrow is what the waiting queue is owed.)
+      // another tree's gang was ahead of it). (Where work of its own tree waits for room the
+      // hold is the news: the quota it would borrow is what that queue is owed.) Cheap first:
+      // a flavour or an uncharged model that takes it means no refusal; the refusal's words
+      // are built once per queue, charge and shape in the cycle.
       if (const PodRequest* gpu_pod = FirstGpuPod(entries_[id].pods);
-          gpu_pod && TreeRoot(held_for_) != TreeRoot(entries_[id].leaf) &&
-          !CandidateFlavors(*gpu_pod).empty()) {
-        std::string quota_why;
-        int blocked = -1;
-        if (QuotaModels(entries_[id], *gpu_pod, &quota_why, &blocked) == 0 && !quota_why.empty()) {
-          entries_[id].reason = quota_why;
-          if (strict) hold_back();
-          continue;
+          gpu_pod && !held_roots_.count(TreeRoot(entries_[id].leaf)) &&
+          UnchargedModels(*gpu_pod) == 0 && !CandidateFlavors(*gpu_pod).empty()) {
+        const Entry& e = entries_[id];
+        bool refused = true;
+        for (int f : CandidateFlavors(*gpu_pod))
+          if (QuotaAllows(e.leaf, f, e.gpu_milli, nullptr)) {
+            refused = false;
+            break;
+          }
+        if (refused) {
+          const auto key = std::make_tuple(e.leaf, e.gpu_milli, gpu_pod->model_mask,
+                                           static_cast<int>(gpu_pod->kind), gpu_pod->tenant);
+          auto said = quota_refusals.find(key);
+          if (said == quota_refusals.end()) {
+            std::string quota_why;
+            int blocked = -1;
+            if (QuotaModels(e, *gpu_pod, &quota_why, &blocked) != 0) quota_why.clear();
+            said = quota_refusals.emplace(key, std::move(quota_why)).first;
+          }
+          if (!said->second.empty()) {
+            entries_[id].reason = said->second;
+            if (strict) hold_back();
+            continue;
+          }
         }
       }
       // (Said beside why it last waited, not instead: it may wait so for many cycles.)

@@ -37,6 +37,12 @@ grep -q "^team-a *huge *0 .*needs 6 pods of 8 GPUs; the whole fleet has room for
   fail "pending with no queues: $out"
 "$FABCTL" get workloads -n team-a | contains "^huge *Unschedulable " ||
   fail "huge not Unschedulable: $("$FABCTL" get workloads -n team-a)"
+# describe names the nodes that take no new work, which its wait for room does not count.
+first=$("$FABCTL" get nodes --no-headers | awk 'NR == 1 {print $1}')
+"$FABCTL" cordon "$first" >/dev/null || fail "cordon $first"
+"$FABCTL" describe workload huge -n team-a | contains "^Not counted: $first (cordoned) — nodes that take no new work now$" ||
+  fail "describe of huge with $first cordoned: $("$FABCTL" describe workload huge -n team-a)"
+"$FABCTL" uncordon "$first" >/dev/null || fail "uncordon $first"
 "$FABCTL" delete workload huge -n team-a >/dev/null || fail "delete huge"
 
 cat >"$tmp/queue.yaml" <<YAML
