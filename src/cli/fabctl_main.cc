@@ -939,10 +939,13 @@ int Get(Globals& g, HttpClient& http, const std::string& what,
   const std::set<std::string>* wide = leaves ? &*leaves : nullptr;
   if (std::string(r->kind) == "Node") ReadNodeHealth(http);
   if (names.size() > 1 && g.watch) {
-    std::cerr << "fabctl: -w watches a list: give no name (or -l to narrow it)\n";
+    std::cerr << "fabctl: -w watches one object or a list: give one name or none\n";
     return 2;
   }
-  if (!name.empty()) {
+  // One name with -w: its tenant's list watched, its events alone shown (as kubectl's `get
+  // pod NAME -w`; before, it printed the object once and returned).
+  const std::string only = g.watch ? name : "";
+  if (!name.empty() && only.empty()) {
     // Several names, as kubectl takes them: those found are shown (in one table, or a List
     // in JSON or YAML), each one not found is an error, and the exit status is 1 if any was.
     std::vector<json> found;
@@ -973,7 +976,16 @@ int Get(Globals& g, HttpClient& http, const std::string& what,
   auto resp = http.Do("GET", path);
   if (!resp.ok() || resp->status != 200) return Failed(resp);
   json list = json::parse(resp->body);
-  std::vector<json> items(list["items"].begin(), list["items"].end());
+  const auto named = [&](const json& o) {
+    return only.empty() || Obj(o, "metadata").value("name", "") == only;
+  };
+  std::vector<json> items;
+  for (const json& o : list["items"])
+    if (named(o)) items.push_back(o);
+  if (!only.empty() && items.empty()) {
+    std::cerr << "Error from server (404): " << r->kind << " '" << only << "' not found\n";
+    return 1;
+  }
   WatchTable table{"ADDED", true, {std::string("MODIFIED").size()}};
   if (g.watch && g.output == "json") {
     // A watch in JSON is one stream of events, one a line (jq reads it as it comes): what is
@@ -1019,6 +1031,7 @@ int Get(Globals& g, HttpClient& http, const std::string& what,
                           o["metadata"].contains("resourceVersion") &&
                           o["metadata"]["resourceVersion"].is_string())
                         rv = o["metadata"]["resourceVersion"].get<std::string>();
+                      if (!named(Obj(e, "object"))) return true;  // (another object's)
                       if (g.output == "json") {
                         std::cout << e.dump() << std::endl;
                       } else if (g.output == "yaml") {

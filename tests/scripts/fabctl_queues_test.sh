@@ -192,6 +192,12 @@ grep -q "^MODIFIED *team-b *big-1 *Scheduled" "$tmp/watch.txt" || fail "watch: n
 rc=0
 timeout 5 "$FABCTL" --request-timeout 1 get workloads -n team-c -w >"$tmp/quiet.txt" 2>&1 || rc=$?
 [ "$rc" = 124 ] || fail "a quiet watch ended by itself (rc $rc): $(cat "$tmp/quiet.txt")"
+# One name with -w watches that workload alone (it printed it once and returned), and what is
+# there goes out at once, into a file too.
+rc=0
+timeout 3 "$FABCTL" get workload big-1 -n team-b -w >"$tmp/one.txt" 2>&1 || rc=$?
+[ "$rc" = 124 ] && grep -q "^ADDED *big-1 " "$tmp/one.txt" && ! grep -q "big-2" "$tmp/one.txt" ||
+  fail "a watch of one workload (rc $rc): $(cat "$tmp/one.txt")"
 queues=$("$FABCTL" get queues)
 grep -q "ACTIVE" <<<"$queues" || fail "no ACTIVE column: $queues"
 grep -q "USED *SHARE *PENDING" <<<"$queues" || fail "no SHARE column: $queues"
@@ -635,6 +641,24 @@ fi
 "$FABCTL" get events "$dname" -n "$dns" | contains "Evicted .*evicted by admin: drain of node $dnode" ||
   fail "no eviction event for the drain: $("$FABCTL" get events "$dname" -n "$dns")"
 "$FABCTL" uncordon "$dnode" >/dev/null || fail "uncordon $dnode"
+# A file with a queue and the tenant it names, in that order: the tenant is applied first, so
+# no "does not exist" warning; a queue naming a tenant no one has is warned of.
+cat >"$tmp/newteam.yaml" <<YAML
+apiVersion: fabrica.dev/v1
+kind: Queue
+metadata: {name: team-n}
+spec: {parent: research, tenants: [team-n]}
+---
+apiVersion: fabrica.dev/v1
+kind: Tenant
+metadata: {name: team-n}
+YAML
+said=$("$FABCTL" apply -f "$tmp/newteam.yaml" 2>&1) || fail "apply team-n: $said"
+grep -q "^tenants/team-n created" <<<"$said" && grep -q "^queues/team-n created" <<<"$said" &&
+  ! grep -q "does not exist" <<<"$said" || fail "apply of a queue and its tenant: $said"
+said=$("$FABCTL" patch queue team-n -p '{"spec": {"tenants": ["team-nn"]}}' 2>&1) || fail "patch team-n: $said"
+grep -q "Warning: spec.tenants: tenant 'team-nn' does not exist" <<<"$said" || fail "no warning: $said"
+"$FABCTL" delete -f "$tmp/newteam.yaml" >/dev/null 2>&1 || fail "delete team-n"
 # A queue stopped by its parent's stopPolicy says which ancestor stopped it (a trial saw
 # "Active: false" with no reason).
 "$FABCTL" patch queue research -p '{"spec": {"stopPolicy": "Hold"}}' >/dev/null || fail "hold research"
