@@ -1677,6 +1677,38 @@ TEST_F(AdmissionTest, ElasticShrinkServesAReclaimForQuota) {
   EXPECT_EQ(adm_->pod_counts(g), std::vector<int>{4});
 }
 
+// A gang that prefers one leaf, planned pod by pod where a shrink for quota freed room (the
+// plan knows no topology), goes compact on one leaf once the pods taken stop, where a leaf has
+// room for it all (a researcher trial saw it split over two leaves, one pod on the node the
+// shrink freed).
+TEST_F(AdmissionTest, AGangPlannedForQuotaGoesCompactWhereItCan) {
+  AdmissionConfig config;
+  QueueSpec org{"org", "", 1, {}, -1};
+  org.quotas["gpu"] = QuotaSpec{16'000, int64_t{0}, {}};
+  config.queues = {org, Leaf("a", 8), Leaf("b", 8)};
+  Fleet fleet = Nodes(8, 4);
+  for (int n = 0; n < 8; ++n) fleet.nodes[n].leaf = n < 3 ? "leaf-1" : "leaf-2";
+  MakeTree(fleet, config, {"a", "b"});
+  Workload elastic = Gpus("g", "b", 2, 0, 6, /*gang=*/true);
+  elastic.pod_sets[0].min_count = 2;
+  const int g = Submit(elastic, 0);
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(adm_->pod_counts(g), std::vector<int>{6}) << adm_->reason(g);
+  adm_->PodsReady(g);
+  Workload pair = Gpus("pair", "a", 4, 0, 2, /*gang=*/true);
+  pair.topology = TopologyConstraint{TopologyLevel::kLeaf, false};
+  const int w = Submit(pair, 10);
+  CycleResult cr = adm_->Cycle(10, 1000);
+  ASSERT_EQ(cr.evicted.size(), 1u) << adm_->reason(w);
+  EXPECT_EQ(adm_->fragment_of(cr.evicted[0].victim), g);
+  adm_->Terminated(cr.evicted[0].victim, 40);
+  adm_->Cycle(40, 1000);
+  ASSERT_EQ(adm_->phase(w), Phase::kAdmitted) << adm_->reason(w);
+  std::set<std::string> leaves;
+  for (const Assignment& a : adm_->assignments(w)) leaves.insert(fleet.nodes[a.node].leaf);
+  EXPECT_EQ(leaves.size(), 1u) << *leaves.begin() << " and " << *leaves.rbegin();
+}
+
 // Elastic shrink keeps lenders at their guarantee, and restores as the server rebuilds it.
 // Nodes of 4, 4 and 1 GPUs (the last with too few cores for any pod); a, guaranteed 5, runs
 // gang g on the two 4-GPU nodes (8 pods, two needed), lending b (guaranteed 4) 3: b's 3-GPU

@@ -3043,14 +3043,29 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
   e.waits_on_time = false;
   bool placed = false;
   std::string reason;
-  if (!planned.empty() && pods.size() == 1 && !e.spec.gang) {
+  // A gang that prefers a topology goes compact where it can before its plan's nodes: a plan
+  // made pod by pod (for quota, or by a shrink) knows no topology, and placing on its nodes
+  // first scattered a gang over two leaves while one had room for it all (a researcher
+  // trial).
+  if (!planned.empty() && e.spec.gang && pods.size() > 1 &&
+      e.spec.topology.level != TopologyLevel::kNone && !e.spec.topology.required) {
+    TopologyConstraint compact = e.spec.topology;
+    compact.required = true;
+    placer_.set_explain(false);
+    std::vector<Assignment> all;
+    if (PlaceAllOnce(e, pods, compact, &all, nullptr)) {
+      e.assign = std::move(all);
+      placed = true;
+    }
+  }
+  if (!placed && !planned.empty() && pods.size() == 1 && !e.spec.gang) {
     PodPlacement p = placer_.PlaceIn(state_, planned, pods[0], rng_);
     if (p.outcome == Outcome::kPlaced) {
       state_.Apply(p.assignment, pods[0]);
       e.assign = {p.assignment};
       placed = true;
     }
-  } else if (!planned.empty() &&
+  } else if (!placed && !planned.empty() &&
              !(e.spec.topology.required && e.spec.topology.level != TopologyLevel::kNone)) {
     // A gang's plan placed its pods one by one on these nodes, all or none.
     std::vector<Assignment> all;
