@@ -2000,6 +2000,56 @@ TEST_F(AdmissionTest, PartialAdmissionSaysWhetherRoomOrQuotaStoppedMore) {
       << adm_->reason(roomy);
 }
 
+// Partial admission reclaims, as Kueue's searches with preemption: a workload whose full size
+// is past its queue's guarantee, while another queue borrows that guarantee, takes back the
+// guarantee for the pods it holds and starts with those, rather than wait for the borrower's
+// work to end. The room and the cut are kept while the victims stop.
+TEST_F(AdmissionTest, PartialAdmissionReclaimsForThePodsItsGuaranteeHolds) {
+  Make(Nodes(2, 4), {Leaf("a", 4), Leaf("b", 0), Leaf("c", 4)});
+  const std::vector<int> borrowed = AdmitEach("b", "b", 8);
+  ASSERT_FALSE(borrowed.empty());
+  Workload w = Gpus("big", "a", 1, 0, 8, /*gang=*/true);
+  w.pod_sets[0].min_count = 2;
+  const int big = Submit(w, 2);
+  CycleResult r = adm_->Cycle(3, 1000);
+  ASSERT_EQ(adm_->phase(big), Phase::kPending) << adm_->reason(big);
+  EXPECT_EQ(r.evicted.size(), 4u) << adm_->reason(big);  // its guarantee's 4, not all 8
+  EXPECT_EQ(adm_->pod_counts(big), std::vector<int>{4});
+  EXPECT_EQ(adm_->plan(big).size(), 4u);
+  EXPECT_NE(adm_->reason(big).find("4 of its 8 pods"), std::string::npos) << adm_->reason(big);
+  // A cycle while they stop keeps the cut and its room.
+  r = adm_->Cycle(4, 1000);
+  EXPECT_TRUE(r.evicted.empty());
+  EXPECT_EQ(adm_->pod_counts(big), std::vector<int>{4});
+  for (int v : borrowed)
+    if (adm_->phase(v) == Phase::kEvicting) adm_->Terminated(v, 30);
+  adm_->Cycle(31, 1000);
+  ASSERT_EQ(adm_->phase(big), Phase::kAdmitted) << adm_->reason(big);
+  EXPECT_EQ(adm_->pod_counts(big), std::vector<int>{4});
+  EXPECT_TRUE(adm_->partially_admitted(big));
+  EXPECT_NE(adm_->reason(big).find("admitted 4 of 8 pods"), std::string::npos) << adm_->reason(big);
+  EXPECT_EQ(CountPhase(borrowed, Phase::kAdmitted), 4);
+
+  // With room free for more pods than its guarantee holds, it starts there and evicts nothing.
+  Make(Nodes(2, 4), {Leaf("a", 2), Leaf("b", 0), Leaf("c", 6)});
+  const std::vector<int> some = AdmitEach("b", "b", 4);
+  ASSERT_FALSE(some.empty());
+  const int roomy = Submit(w, 2);
+  r = adm_->Cycle(3, 1000);
+  ASSERT_EQ(adm_->phase(roomy), Phase::kAdmitted) << adm_->reason(roomy);
+  EXPECT_TRUE(r.evicted.empty());
+  EXPECT_EQ(adm_->pod_counts(roomy), std::vector<int>{4});
+
+  // Not even its minCount fits the guarantee: nothing is reclaimed.
+  Make(Nodes(2, 4), {Leaf("a", 1), Leaf("b", 0), Leaf("c", 7)});
+  ASSERT_FALSE(AdmitEach("b", "b", 8).empty());
+  const int past = Submit(w, 2);
+  r = adm_->Cycle(3, 1000);
+  EXPECT_EQ(adm_->phase(past), Phase::kPending);
+  EXPECT_TRUE(r.evicted.empty());
+  EXPECT_EQ(adm_->pod_counts(past), std::vector<int>{8});
+}
+
 TEST_F(AdmissionTest, PartialAdmissionStartsWithTheMostPodsThatFit) {
   auto elastic = [](const std::string& name, const std::string& queue, int pods, int least) {
     Workload w = Gpus(name, queue, 1, 0, pods, /*gang=*/true);

@@ -2699,6 +2699,41 @@ TEST_F(FactoryTest, ElasticGangStartsWithThePodsItsQuotaAllows) {
   EXPECT_EQ(queue["status"].value("usedGpus", json()), "16") << queue.dump();
 }
 
+// Partial admission reclaims through the server: team-b borrows all of team-a's 16 GPUs;
+// team-a's elastic gang asks for 32 (past its guarantee) and may start with one pod. It takes
+// back its 16 for two pods, keeps that cut (status.nominatedCounts) while the victims stop, as
+// the scheduler rebuilds its Admitter every cycle, and starts with those two.
+TEST_F(FactoryTest, PartialAdmissionReclaimsTheGuaranteeForTheCut) {
+  StartScheduler(5'000);
+  CreateTeamQueues(16, 16);
+  for (int i = 0; i < 4; ++i)
+    CreateWorkload(WholeGpuWorkload("team-b", "b-" + std::to_string(i), 8));
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  CreateWorkload(ElasticGang());
+  EXPECT_EQ(Cycle().preempted, 2) << Describe(Workloads());
+  for (int i = 0; i < 2; ++i) {  // (the second within the grace period: the cut is kept)
+    const json st = Workloads()["team-a/elastic"]["status"];
+    EXPECT_EQ(st.value("reason", ""), "Preempting") << st.dump();
+    EXPECT_EQ(st["nominatedCounts"], json::array({2})) << st.dump();
+    EXPECT_EQ(st["nomination"].size(), 2u) << st.dump();
+    EXPECT_NE(st.value("message", "").find("for 2 of its 4 pods (partial admission"),
+              std::string::npos)
+        << st.dump();
+    if (i == 0) EXPECT_EQ(Cycle().preempted, 0);
+  }
+  Cycle(6'000);
+  json st = json::object();
+  for (int i = 0; i < 5 && st.value("phase", "") != "Running"; ++i) {
+    Cycle();
+    st = Workloads()["team-a/elastic"]["status"];
+  }
+  ASSERT_EQ(st.value("phase", ""), "Running") << Describe(Workloads());
+  EXPECT_EQ(st["admittedCounts"], json::array({2})) << st.dump();
+  EXPECT_EQ(st["assignments"].size(), 2u) << st.dump();
+  EXPECT_FALSE(st.contains("nominatedCounts")) << st.dump();
+  EXPECT_EQ(CountRunning(), 3) << Describe(Workloads());  // two of team-b's still run
+}
+
 // Elastic growth through the server: the elastic gang runs with 2 of its 4 pods while team-a
 // may hold 16 GPUs; raised to 32, the next cycle adds the other two (the two running keep
 // their names and nodes), and metering bills 16 GPUs until then and 32 after.

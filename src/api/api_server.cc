@@ -440,31 +440,21 @@ Status CheckFields(const json& j, const std::string& path,
 // with typed accessors: every write must keep it to these types, whoever writes it.
 Status ValidateWorkloadStatus(const json& status) {
   using K = JsonKind;
-  RETURN_IF_ERROR(
-      CheckFields(status, "status", {{"phase", K::kString},
-                                     {"message", K::kString},
-                                     {"reason", K::kString},
-                                     {"isolation", K::kString},
-                                     {"startTime", K::kString},
-                                     {"completionTime", K::kString},
-                                     {"scheduledTime", K::kString},
-                                     {"exitCode", K::kInt},
-                                     {"assignments", K::kList},
-                                     {"nomination", K::kList},
-                                     {"admittedCounts", K::kList},
-                                     {"resizedTime", K::kString},
-                                     {"startedPods", K::kObject},
-                                     {"finishedPods", K::kObject},
-                                     {"growthRetryTime", K::kString},
-                                     {"shrinks", K::kList},
-                                     {"shrink", K::kObject},  // (an earlier build's one mark)
-                                     {"requeueState", K::kObject},
-                                     {"preemption", K::kObject},
-                                     {"conditions", K::kList},
-                                     {"evictions", K::kObject},
-                                     {"swap", K::kObject},
-                                     {"expectedStartTime", K::kString},
-                                     {"resourceUsage", K::kObject}}));
+  RETURN_IF_ERROR(CheckFields(
+      status, "status",
+      {{"phase", K::kString},         {"message", K::kString},
+       {"reason", K::kString},        {"isolation", K::kString},
+       {"startTime", K::kString},     {"completionTime", K::kString},
+       {"scheduledTime", K::kString}, {"exitCode", K::kInt},
+       {"assignments", K::kList},     {"nomination", K::kList},
+       {"nominatedCounts", K::kList}, {"admittedCounts", K::kList},
+       {"resizedTime", K::kString},   {"startedPods", K::kObject},
+       {"finishedPods", K::kObject},  {"growthRetryTime", K::kString},
+       {"shrinks", K::kList},         {"shrink", K::kObject},  // (an earlier build's one mark)
+       {"requeueState", K::kObject},  {"preemption", K::kObject},
+       {"conditions", K::kList},      {"evictions", K::kObject},
+       {"swap", K::kObject},          {"expectedStartTime", K::kString},
+       {"resourceUsage", K::kObject}}));
   const std::string phase = Str(status, "phase", "Pending");
   if (phase != "Pending" && phase != "Scheduled" && phase != "Running" && phase != "Succeeded" &&
       phase != "Failed") {
@@ -523,12 +513,14 @@ Status ValidateWorkloadStatus(const json& status) {
       if (!at.is_string())
         return InvalidArgument("status." + std::string(key) + "." + pod +
                                ": expected a string, got " + at.dump());
-  // Partial admission: the pods it was admitted with, per pod set.
-  const json& counts = Field(status, "admittedCounts");
-  for (size_t i = 0; i < counts.size(); ++i)
-    if (!counts[i].is_number_integer() || counts[i] < 1)
-      return InvalidArgument("status.admittedCounts[" + std::to_string(i) +
-                             "]: expected a positive integer");
+  // Partial admission: the pods it was admitted with, or nominated for, per pod set.
+  for (const char* key : {"admittedCounts", "nominatedCounts"}) {
+    const json& counts = Field(status, key);
+    for (size_t i = 0; i < counts.size(); ++i)
+      if (!counts[i].is_number_integer() || counts[i] < 1)
+        return InvalidArgument("status." + std::string(key) + "[" + std::to_string(i) +
+                               "]: expected a positive integer");
+  }
   // Elastic shrinks' marks (the scheduler's), oldest first: who takes which of its pods, why,
   // and when they stop (it runs on with the rest).
   const json& shrinks = Field(status, "shrinks");
@@ -3484,6 +3476,7 @@ struct ApiServer::Impl {
              Field(Field(next, "spec"), "tolerations") !=
                  Field(Field(stored, "spec"), "tolerations"))) {
           next["status"].erase("nomination");
+          next["status"].erase("nominatedCounts");
           next["status"].erase("swap");
         }
       } else {
@@ -3638,8 +3631,8 @@ struct ApiServer::Impl {
         // A node reports on the pods it runs (phase, messages, times, conditions); where they
         // run is the scheduler's decision.
         for (const char* owned :
-             {"assignments", "isolation", "scheduledTime", "nomination", "preemption",
-              "admittedCounts", "resizedTime", "growthRetryTime", "shrinks", "shrink",
+             {"assignments", "isolation", "scheduledTime", "nomination", "nominatedCounts",
+              "preemption", "admittedCounts", "resizedTime", "growthRetryTime", "shrinks", "shrink",
               "requeueState", "evictions", "swap", "resourceUsage"}) {
           if (Field(o["status"], owned) != Field(Field(stored, "status"), owned)) {
             return StatusResponse(403, "node " + p.node + " may not change status." + owned +

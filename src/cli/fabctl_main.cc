@@ -2079,8 +2079,14 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
     }
     for (const char* key : {"assignments", "nomination"}) {
       const json as = status.value(key, json::array());
+      // (Nominated for fewer pods than it asks for: a reclaim for what its guarantee holds.)
+      const json cut = Arr(status, "nominatedCounts");
       if (!as.empty())
-        std::printf("%s\n", std::string(key) == "assignments" ? "Assignments:" : "Nominated:");
+        std::printf("%s\n", std::string(key) == "assignments" ? "Assignments:"
+                            : cut.empty()                     ? "Nominated:"
+                                          : ("Nominated (" + std::to_string(as.size()) +
+                                             " pods, partial admission):")
+                                                .c_str());
       for (const json& a : as) {
         // (A pod that completed before a requeue is listed with no node: it is not run again.)
         if (a.value("node", "").empty()) {

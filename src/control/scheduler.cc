@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <set>
 
 #include "api/json_fields.h"
@@ -50,6 +51,9 @@ struct StoredWorkload {
   Status request_error;
   // A pending preemptor's planned place (status.nomination), one per pod; empty if none.
   std::vector<Assignment> nomination;
+  // ... nominated for fewer pods than all (status.nominatedCounts: a reclaim for the pods its
+  // queue's guarantee holds), per pod set; `nomination` holds that many. Empty: all.
+  std::vector<int> nomination_counts;
   // ... and, where its own queue's work makes way for it past a quota that shrank, the flavour
   // and what its queue held there (status.swap; Admitter::swap).
   std::optional<Admitter::Swap> swap;
@@ -89,6 +93,7 @@ struct Decision {
   std::vector<int> counts;         // admitted with fewer pods: per pod set (empty: all)
   std::string message, reason;
   std::vector<Assignment> nomination;  // while it waits for its victims: its planned place
+  std::vector<int> nomination_counts;  // ... for these pods per set (empty: all of them)
   std::optional<Admitter::Swap> swap;  // and its swap (status.swap)
   int64_t expected_start_ms = -1;      // reserving room: when it frees by the limits (or -1)
   int64_t charge_milli = -1;           // admitted: what its queue is charged for its GPUs
@@ -1301,11 +1306,36 @@ Result<CycleStats> Scheduler::RunOnce() {
         }
         // A plan on a node that is gone, or that its pod may no longer use (tainted or
         // relabelled since), is no plan.
+        // Nominated for fewer pods (status.nominatedCounts, none completed): the first of
+        // each pod set, so many.
+        std::vector<int> pod_of;  // the plan's pods, by their index in sw.pods
+        if (const json& cut = Field(status, "nominatedCounts");
+            cut.is_array() && sw.done.empty() && sw.request_error.ok() &&
+            cut.size() == sw.w().pod_sets.size()) {
+          std::vector<int> counts;
+          for (size_t set = 0, first = 0; set < cut.size(); ++set) {
+            const PodSet& ps = sw.w().pod_sets[set];
+            if (!cut[set].is_number_integer() || cut[set] < ps.least() || cut[set] > ps.count)
+              break;
+            counts.push_back(cut[set].get<int>());
+            for (int k = 0; k < counts.back(); ++k) pod_of.push_back(static_cast<int>(first) + k);
+            first += ps.count;
+          }
+          if (counts.size() == cut.size()) {
+            sw.nomination_counts = std::move(counts);
+          } else {
+            pod_of.clear();
+          }
+        }
+        if (sw.nomination_counts.empty())
+          for (size_t i = 0; i < sw.pods.size(); ++i) pod_of.push_back(static_cast<int>(i));
         auto plan = ParseAssignments(status, "nomination", state, node_index, unusable);
-        if (plan && plan->size() == sw.pods.size()) {
+        if (plan && plan->size() == pod_of.size()) {
           bool usable = true;
-          for (size_t i = 0; i < plan->size(); ++i)
-            usable = usable && (!sw.pods[i].nodes || sw.pods[i].nodes->in[(*plan)[i].node]);
+          for (size_t i = 0; i < plan->size(); ++i) {
+            const PodRequest& pod = sw.pods[pod_of[i]];
+            usable = usable && (!pod.nodes || pod.nodes->in[(*plan)[i].node]);
+          }
           if (usable) sw.nomination = std::move(*plan);
         }
         if (const json& swap = Field(status, "swap"); swap.is_object()) {
@@ -1772,8 +1802,10 @@ Result<CycleStats> Scheduler::RunOnce() {
         const std::string key = KeyName(pending[i].obj());
         const std::vector<Assignment>& plan = pending[i].nomination;
         const auto& swap = pending[i].swap;
+        const std::vector<int>& cut = pending[i].nomination_counts;
         if (auto v = victims_of.find(key); v != victims_of.end()) {
-          admitter->RestoreNomination(*id, v->second, plan, victim_ids_of[key], swap);
+          admitter->RestoreNomination(*id, v->second, plan, victim_ids_of[key], swap,
+                                      /*reservation=*/false, cut);
           // (A swap its stored status lost is derived again: kept from now on.)
           const std::optional<Admitter::Swap> restored = admitter->swap(*id);
           // (Victims a disruption budget let go one batch at a time: what the preemption said
@@ -1781,16 +1813,23 @@ Result<CycleStats> Scheduler::RunOnce() {
           const std::string said = Str(Field(pending[i].obj(), "status"), "message");
           const size_t more = said.find(" more to go as the disruption budget");
           const size_t from = more == std::string::npos ? more : said.rfind("; ", more);
-          decisions[i] = Waits(WaitingForVictims(v->second, shrunk_of[key]) +
+          // (Nominated for fewer pods than all: so many, as it was told.)
+          std::string cut_note;
+          if (!cut.empty())
+            cut_note = "; for " + std::to_string(std::accumulate(cut.begin(), cut.end(), 0)) +
+                       " of its " + std::to_string(pending[i].w().pod_count()) +
+                       " pods (partial admission: its queue's guarantee holds no more)";
+          decisions[i] = Waits(WaitingForVictims(v->second, shrunk_of[key]) + cut_note +
                                    (from == std::string::npos ? "" : said.substr(from)),
                                "Preempting", plan);
+          decisions[i].nomination_counts = admitter->pod_counts(*id);
           decisions[i].swap = restored;
           continue;
         }
         if (!plan.empty())
           admitter->RestoreNomination(
               *id, 0, plan, {}, swap,
-              Str(Field(pending[i].obj(), "status"), "reason") == "Reserved");
+              Str(Field(pending[i].obj(), "status"), "reason") == "Reserved", cut);
         pending_of[*id] = i;
       }
       // Usage history: this scheduler's own, else (after a restart) what the queues' status kept.
@@ -2031,6 +2070,7 @@ Result<CycleStats> Scheduler::RunOnce() {
                       : admitter->reason(id).rfind(kReservingRoom, 0) == 0 ? "Reserved"
                                                                            : "Queued",
                       admitter->plan(id));
+            if (admitter->partially_admitted(id)) d.nomination_counts = admitter->pod_counts(id);
             d.swap = admitter->swap(id);
             if (const double start = admitter->ExpectedStart(id, now_s);
                 d.reason == "Reserved" && std::isfinite(start))
@@ -2325,9 +2365,16 @@ Result<CycleStats> Scheduler::RunOnce() {
                 " has child queues (name one in spec.queue); " + message;
     // A preemptor keeps its planned place in status.nomination while its victims stop, so the
     // next cycle's Admitter holds that room for it.
-    json nomination = d.nomination.size() == sw.pods.size() && !d.nomination.empty()
-                          ? AssignmentsJson(sw.w(), d.nomination, state, {}, sw.done)
+    // (Nominated for fewer pods than all, none completed: as many, and status.nominatedCounts.)
+    const bool cut = !d.nomination_counts.empty() && sw.done.empty();
+    const size_t planned =
+        cut ? std::accumulate(d.nomination_counts.begin(), d.nomination_counts.end(), size_t{0})
+            : sw.pods.size();
+    json nomination = d.nomination.size() == planned && !d.nomination.empty()
+                          ? AssignmentsJson(sw.w(), d.nomination, state,
+                                            cut ? d.nomination_counts : std::vector<int>{}, sw.done)
                           : json();
+    const json nominated_counts = cut && !nomination.is_null() ? json(d.nomination_counts) : json();
     // (And its swap while it waits for victims, planned place or not.)
     const json swap = (nomination.is_null() && d.reason != "Preempting") || !d.swap
                           ? json()
@@ -2338,7 +2385,8 @@ Result<CycleStats> Scheduler::RunOnce() {
     const json expected =
         d.expected_start_ms >= 0 ? json(FormatTimestamp(d.expected_start_ms)) : json();
     if (Str(status, "message") != message || Str(status, "reason") != d.reason ||
-        Field(status, "nomination") != nomination || Field(status, "swap") != swap ||
+        Field(status, "nomination") != nomination ||
+        Field(status, "nominatedCounts") != nominated_counts || Field(status, "swap") != swap ||
         Field(status, "requeueState") != requeue_state ||
         Field(status, "expectedStartTime") != expected) {
       next["status"] = {{"phase", "Pending"},
@@ -2351,6 +2399,7 @@ Result<CycleStats> Scheduler::RunOnce() {
                            {"message", message},
                            {"lastTransitionTime", at}}}}};
       if (!nomination.is_null()) next["status"]["nomination"] = std::move(nomination);
+      if (!nominated_counts.is_null()) next["status"]["nominatedCounts"] = nominated_counts;
       if (!swap.is_null()) next["status"]["swap"] = swap;
       if (!requeue_state.is_null()) next["status"]["requeueState"] = requeue_state;
       if (!expected.is_null()) next["status"]["expectedStartTime"] = expected;

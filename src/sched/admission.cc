@@ -1500,10 +1500,18 @@ std::optional<Admitter::Swap> Admitter::swap(int id) const {
 
 void Admitter::RestoreNomination(int id, int victims, const std::vector<Assignment>& plan,
                                  const std::vector<int>& victim_ids,
-                                 const std::optional<Swap>& swap, bool reservation) {
+                                 const std::optional<Swap>& swap, bool reservation,
+                                 const std::vector<int>& counts) {
   Entry& e = entries_[id];
   if (e.phase != Phase::kPending) return;
   reservation = reservation && victims == 0 && !plan.empty();
+  bool counts_fit = !reservation && counts.size() == e.full_counts.size();
+  for (size_t i = 0; counts_fit && i < counts.size(); ++i)
+    counts_fit = counts[i] >= e.min_counts[i] && counts[i] <= e.full_counts[i];
+  if (counts_fit && counts != e.counts) {
+    SetCounts(e, counts);
+    e.partial_why = "its queue's guarantee holds no more";
+  }
   Nominate(id, victims, !reservation && ReclaimEligible(id));
   e.swap_flavor = -1;
   for (int f = 0; swap && f < flavor_count(); ++f)
@@ -2943,20 +2951,26 @@ void Admitter::Wake() {
 bool Admitter::TryAdmit(int id, double now, CycleResult& out,
                         std::map<uint64_t, std::string>& failed) {
   Entry& e = entries_[id];
+  // Nominated for fewer pods than all (a reclaim for a cut: ReclaimForCut), it goes on with
+  // that cut once its victims have stopped; tried afresh, it asks for all of them again.
+  if (!e.continuing && e.counts != e.full_counts) SetCounts(e, e.full_counts);
   std::vector<PodRequest> pods = e.pods;
   // Narrowed by its quota to the models it costs less on (QuotaModels), it is charged for this
   // attempt the most it costs there, so that reclaim and preemption weigh that (a trial's
   // memory share, held to H200s, took nothing back from best-effort work there); unless it is
   // admitted (then charged as placed), its charge is what it was after.
+  // (Nor where it now asks for fewer pods: ReclaimForCut.)
   struct KeepCharge {
     Admitter* a;
     int id;
+    std::vector<int> counts;
     int64_t charge = -1;
     ~KeepCharge() {
-      if (charge >= 0 && a->entries_[id].phase != Phase::kAdmitted)
+      const Entry& after = a->entries_[id];
+      if (charge >= 0 && after.phase != Phase::kAdmitted && after.counts == counts)
         a->entries_[id].gpu_milli = charge;
     }
-  } keep_charge{this, id};
+  } keep_charge{this, id, e.counts};
   // Woken only to see whether moving work helps (Wake): if it does not, nothing is held for it.
   const bool probe = e.probe;
   e.probe = false;
@@ -3010,7 +3024,9 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
           searched = true;
         }
         NotePolicyBlock(id);
-        if (PartialInstead(id, searched, 0, now, out)) return true;
+        if (const CutOutcome cut = PartialInstead(id, searched, 0, now, out);
+            cut != CutOutcome::kNone)
+          return cut == CutOutcome::kAdmitted;
         Park(id, true, 0, pods);
         return false;
       }
@@ -3033,7 +3049,9 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
       if (Preempt(id, pods, allowed, now, out)) return false;
       e.waits_on_time = e.reason.find("minimum runtime") != std::string::npos;
     }
-    if (PartialInstead(id, /*searched=*/true, 0, now, out)) return true;
+    if (const CutOutcome cut = PartialInstead(id, /*searched=*/true, 0, now, out);
+        cut != CutOutcome::kNone)
+      return cut == CutOutcome::kAdmitted;
     Park(id, true, 0, pods);
     if (entries_[id].parked == 2) entries_[id].parked = 3;  // (on CPU or memory)
     return false;
@@ -3116,7 +3134,9 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
     }
     e.waits_on_time = e.reason.find("minimum runtime") != std::string::npos;
     NotePolicyBlock(id);
-    if (PartialInstead(id, searched, key, now, out)) return true;
+    if (const CutOutcome cut = PartialInstead(id, searched, key, now, out);
+        cut != CutOutcome::kNone)
+      return cut == CutOutcome::kAdmitted;
     if (!probe && ReserveRoom(id, pods, planned, now)) return false;
     Park(id, false, key, pods);
     return false;
@@ -3169,12 +3189,14 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
   }
   e.waits_on_time = e.reason.find("minimum runtime") != std::string::npos;
   NotePolicyBlock(id);
-  if (PartialInstead(id, searched, key, now, out)) {
+  const CutOutcome cut = PartialInstead(id, searched, key, now, out);
+  if (cut == CutOutcome::kAdmitted) {
     hold_borrowing_ = held_before;  // it runs: nothing waits for room to be kept
     held_for_ = held_for_before;
     if (!root_held_before) held_roots_.erase(TreeRoot(entries_[id].leaf));
     return true;
   }
+  if (cut == CutOutcome::kPreempting) return false;
   if (!probe && ReserveRoom(id, pods, planned, now)) return false;
   Park(id, false, key, pods);
   return false;
@@ -3305,6 +3327,13 @@ void Admitter::Admit(int id, uint64_t key, double now, CycleResult& out) {
   if (!e.ready) unready_.insert(id);
   Unnominate(id);
   e.reason = "admitted";
+  if (e.counts != e.full_counts) {
+    int started = 0, asked = 0;
+    for (size_t i = 0; i < e.counts.size(); ++i) started += e.counts[i], asked += e.full_counts[i];
+    e.reason += " " + std::to_string(started) + " of " + std::to_string(asked) +
+                " pods (partial admission" + (e.partial_why.empty() ? "" : ": " + e.partial_why) +
+                ")";
+  }
   e.history.clear();
   out.admitted.push_back(id);
   if (e.counts != e.full_counts) partial_running_.insert(id);
@@ -3510,39 +3539,115 @@ void Admitter::SetCounts(Entry& e, const std::vector<int>& counts) {
 // can start now, quota and placement alike — every such pod set cut by the same number of
 // pods, none below its minCount — found by binary search over the cut (more cut never needs
 // more room). Each probe places for real and is undone; the best is applied again.
-bool Admitter::PartialInstead(int id, bool searched, uint64_t key, double now, CycleResult& out) {
+Admitter::CutOutcome Admitter::PartialInstead(int id, bool searched, uint64_t key, double now,
+                                              CycleResult& out) {
   // A workload that may still take its guarantee back waits for that (a partial start grows
   // only as room frees), unless this cycle's search found nothing to take.
   const Entry& e = entries_[id];
-  if (e.counts != e.full_counts || e.min_counts == e.full_counts) return false;  // no cut
+  if (e.counts != e.full_counts || e.min_counts == e.full_counts) return CutOutcome::kNone;
   // (A search that could not find anything counts as one that found nothing.) Nor while the
   // victims its guarantee may take are within their minimum runtime or a disruption budget:
   // started in part, it would give that claim up.
   if (config_.preemption && MayReclaimAny(id) &&
       ((!searched && MayPreempt(id)) || e.waits_on_time || e.budget_blocked))
-    return false;
+    return CutOutcome::kNone;
   // The same shape with the same least failed to start in part this cycle: so does this one.
   uint64_t partial_key = key ^ 0x9e3779b97f4a7c15ULL;
   for (size_t i = 0; i < e.min_counts.size(); ++i)
     partial_key = (partial_key ^ static_cast<uint64_t>(e.min_counts[i])) * 0x100000001b3ULL;
-  if (key != 0 && partial_failed_.count(partial_key)) return false;
-  if (TryPartial(id, key, now, out)) return true;
+  if (key != 0 && partial_failed_.count(partial_key)) return CutOutcome::kNone;
+  // Its full size is past its queue's guarantee, but fewer pods are within it: those take it
+  // back, unless free room starts as many now (a start with fewer only grows as room frees,
+  // and its queue would stay short of its guarantee meanwhile).
+  if (config_.preemption && !MayReclaimAny(id)) {
+    if (const int cut = ReclaimCut(id); cut > 0) {
+      if (TryPartial(id, key, now, out, cut)) return CutOutcome::kAdmitted;
+      if (ReclaimForCut(id, cut, now, out)) return CutOutcome::kPreempting;
+    }
+  }
+  if (TryPartial(id, key, now, out)) return CutOutcome::kAdmitted;
   if (key != 0) partial_failed_.insert(partial_key);
-  return false;
+  return CutOutcome::kNone;
 }
 
-bool Admitter::TryPartial(int id, uint64_t key, double now, CycleResult& out) {
+std::vector<int> Admitter::CountsAt(const Entry& e, int cut) {
+  std::vector<int> c;
+  for (size_t i = 0; i < e.full_counts.size(); ++i)
+    c.push_back(std::max(e.min_counts[i], e.full_counts[i] - cut));
+  return c;
+}
+
+int Admitter::ReclaimCut(int id) {
   Entry& e = entries_[id];
   int max_cut = 0;
   for (size_t i = 0; i < e.full_counts.size(); ++i)
     max_cut = std::max(max_cut, e.full_counts[i] - e.min_counts[i]);
+  if (max_cut == 0) return 0;
+  const std::vector<int> full = e.full_counts;
+  // (Fewer pods never ask more of the guarantee: the least cut within it, by binary search.)
+  const auto reclaims_at = [&](int cut) {
+    SetCounts(e, CountsAt(e, cut));
+    return MayReclaimAny(id);
+  };
+  int hi = max_cut;
+  if (!reclaims_at(hi)) hi = 0;
+  for (int lo = 1; hi > 0 && lo < hi;) {
+    const int mid = lo + (hi - lo) / 2;
+    if (reclaims_at(mid)) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  SetCounts(e, full);
+  return hi;
+}
+
+bool Admitter::ReclaimForCut(int id, int cut, double now, CycleResult& out) {
+  Entry& e = entries_[id];
+  const std::vector<int> full = e.full_counts;
+  const std::string said = e.reason;
+  SetCounts(e, CountsAt(e, cut));
+  // Its pods on the models its quota takes them on now, else on those of the flavour that
+  // refuses them (as TryAdmit's search for quota).
+  std::vector<PodRequest> pods = e.pods;
+  uint64_t allowed = ~uint64_t{0};
+  if (const PodRequest* gpu_pod = FirstGpuPod(pods);
+      gpu_pod && !CandidateFlavors(*gpu_pod).empty()) {
+    std::string why;
+    int blocked = -1;
+    allowed = QuotaModels(e, *gpu_pod, &why, &blocked);
+    if (allowed == 0 && blocked >= 0) allowed = FlavorModels(blocked, *gpu_pod);
+    for (PodRequest& p : pods)
+      if (p.kind != DeviceKind::kNone) p.model_mask &= allowed;
+  }
+  // (A search of its queue's for reclaim, at the cut: the whole asked for none.)
+  if (allowed != 0 && TakeSearch(id) && Preempt(id, pods, allowed, now, out)) {
+    Entry& after = entries_[id];  // (a shrink adds entries)
+    int nominated = 0, asked = 0;
+    for (size_t i = 0; i < full.size(); ++i) nominated += after.counts[i], asked += full[i];
+    after.partial_why = "its queue's guarantee holds no more";
+    after.reason += "; for " + std::to_string(nominated) + " of its " + std::to_string(asked) +
+                    " pods (partial admission: its queue's guarantee holds no more)";
+    return true;
+  }
+  // (What kept the cut's victims, time or a budget, keeps it trying as it would the whole.)
+  Entry& after = entries_[id];
+  after.waits_on_time |= after.reason.find("minimum runtime") != std::string::npos;
+  after.reason = said;
+  SetCounts(after, full);
+  return false;
+}
+
+bool Admitter::TryPartial(int id, uint64_t key, double now, CycleResult& out, int most_cut) {
+  Entry& e = entries_[id];
+  int max_cut = 0;
+  for (size_t i = 0; i < e.full_counts.size(); ++i)
+    max_cut = std::max(max_cut, e.full_counts[i] - e.min_counts[i]);
+  if (most_cut >= 0) max_cut = std::min(max_cut, most_cut);
   if (max_cut == 0 || e.counts != e.full_counts) return false;
   const std::vector<int> full = e.full_counts;
-  auto counts_for = [&](int cut) {
-    std::vector<int> c;
-    for (size_t i = 0; i < full.size(); ++i) c.push_back(std::max(e.min_counts[i], full[i] - cut));
-    return c;
-  };
+  auto counts_for = [&](int cut) { return CountsAt(e, cut); };
   // Places e at `cut` and undoes it: the assignments and the pods (masked) that fit, or none.
   // Refused, whether by quota (else by room), per cut.
   std::map<int, bool> by_quota;
@@ -3591,10 +3696,6 @@ bool Admitter::TryPartial(int id, uint64_t key, double now, CycleResult& out) {
   e.assign = std::move(best_assign);
   placer_.set_explain(!e.explained);
   Admit(id, key, now, out);  // (what waits parked under its full shape may try again)
-  int started = 0, asked = 0;
-  for (size_t i = 0; i < full.size(); ++i) started += e.counts[i], asked += full[i];
-  e.reason = "admitted " + std::to_string(started) + " of " + std::to_string(asked) +
-             " pods (partial admission: " + e.partial_why + ")";
   return true;
 }
 

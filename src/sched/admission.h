@@ -367,9 +367,13 @@ class Admitter {
   using Swap = std::pair<std::string, int64_t>;
   // `reservation`: it is a reservation (ReserveRoom; the server's reason Reserved): its plan is
   // held as one, promising no quota.
+  // `counts`: its pods per pod set where it was nominated for fewer than all (pod_counts(id)
+  // then: a reclaim for the pods its queue's guarantee holds); empty, or outside its pod sets'
+  // minCount..count: all.
   void RestoreNomination(int id, int victims, const std::vector<Assignment>& plan = {},
                          const std::vector<int>& victim_ids = {},
-                         const std::optional<Swap>& swap = std::nullopt, bool reservation = false);
+                         const std::optional<Swap>& swap = std::nullopt, bool reservation = false,
+                         const std::vector<int>& counts = {});
   // A nominated preemptor's swap (SwapAllows): the flavour and what its queue held there when
   // its preemption began, milli-GPUs; nullopt if it is none. A caller that rebuilds the
   // Admitter keeps it for RestoreNomination.
@@ -1029,7 +1033,16 @@ class Admitter {
                     const TopologyConstraint& topology, std::vector<Assignment>* assign,
                     std::string* reason);
   // Partial admission of id with fewer pods; true if admitted. `key`: its full shape's.
-  bool TryPartial(int id, uint64_t key, double now, CycleResult& out);
+  // `most_cut`: the most pods any pod set may be cut by (-1: down to its minCount).
+  bool TryPartial(int id, uint64_t key, double now, CycleResult& out, int most_cut = -1);
+  // The pods per pod set at `cut` pods fewer in each (none below its minCount).
+  static std::vector<int> CountsAt(const Entry& e, int cut);
+  // The least cut at which its queue may reclaim its guarantee for it (MayReclaimAny), or 0
+  // where none may (or it may whole). e is left asking for all its pods.
+  int ReclaimCut(int id);
+  // Reclaim for the pods of `cut` (Preempt on them): true if it preempts, nominated with that
+  // cut until it starts or tries again; else it asks for all its pods again, its reason kept.
+  bool ReclaimForCut(int id, int cut, double now, CycleResult& out);
   // Elastic growth (AdmissionConfig::elastic_growth): each running workload admitted in part
   // tries to add pods (GrowPartial), the most that fit, by the same number per pod set (Grow):
   // within its queue's guarantee, or past it where the queue's other work fills the guarantee.
@@ -1038,8 +1051,11 @@ class Admitter {
   bool Grow(int id, bool* probed);
   std::set<int> partial_running_;  // admitted in part (may hold stale ids: checked on use)
   // Before it waits: a partial start, unless it may reclaim its guarantee and this cycle's
-  // search (`searched`) has not come up empty.
-  bool PartialInstead(int id, bool searched, uint64_t key, double now, CycleResult& out);
+  // search (`searched`) has not come up empty. Where only fewer pods than all are within its
+  // queue's guarantee, those reclaim it (as Kueue's partial admission searches with
+  // preemption), unless free room starts as many. kPreempting: nominated with that cut.
+  enum class CutOutcome { kNone, kAdmitted, kPreempting };
+  CutOutcome PartialInstead(int id, bool searched, uint64_t key, double now, CycleResult& out);
   std::set<uint64_t> partial_failed_;  // shapes that failed to start in part this cycle
 
   const Fleet& fleet_;
