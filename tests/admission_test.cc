@@ -1701,6 +1701,10 @@ TEST_F(AdmissionTest, AGangPlannedForQuotaGoesCompactWhereItCan) {
   CycleResult cr = adm_->Cycle(10, 1000);
   ASSERT_EQ(cr.evicted.size(), 1u) << adm_->reason(w);
   EXPECT_EQ(adm_->fragment_of(cr.evicted[0].victim), g);
+  // Its plan, the room held (and shown) while the pod stops, is in one leaf too.
+  std::set<std::string> planned;
+  for (const Assignment& a : adm_->plan(w)) planned.insert(fleet.nodes[a.node].leaf);
+  EXPECT_EQ(planned.size(), 1u) << *planned.begin() << " and " << *planned.rbegin();
   adm_->Terminated(cr.evicted[0].victim, 40);
   adm_->Cycle(40, 1000);
   ASSERT_EQ(adm_->phase(w), Phase::kAdmitted) << adm_->reason(w);

@@ -4384,6 +4384,20 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
   return true;
 }
 
+bool Admitter::PlaceGangNow(const Entry& e, const std::vector<PodRequest>& pods,
+                            std::vector<std::pair<Assignment, const PodRequest*>>& placed) {
+  if (!e.spec.gang || pods.size() < 2 || e.spec.topology.level == TopologyLevel::kNone)
+    return false;
+  const bool explain = placer_.explain();
+  placer_.set_explain(false);
+  std::vector<Assignment> all;
+  const bool fits = PlaceAllOnce(e, pods, e.spec.topology, &all, nullptr);
+  placer_.set_explain(explain);
+  if (!fits) return false;
+  for (size_t i = 0; i < all.size(); ++i) placed.push_back({all[i], &pods[i]});
+  return true;
+}
+
 bool Admitter::PlaceNow(const PodRequest& pod,
                         std::vector<std::pair<Assignment, const PodRequest*>>& placed,
                         const std::vector<int>* only) {
@@ -4598,8 +4612,10 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
     }
     ok = allows();
   }
+  // (A gang that prefers a topology and fits the room its quota's pods free: as a gang.)
+  const bool as_gang = ok && PlaceGangNow(e, pods, placed);
   for (const PodRequest& pod : pods) {
-    if (!ok) break;
+    if (!ok || as_gang) break;
     if (PlaceNow(pod, placed)) continue;
     std::set<int> nodes;  // where victims have pods to spare
     for (int v : elastic) {
@@ -5077,9 +5093,12 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     }
 
     // Room: pod by pod, place where it fits now, or free the node whose victims are of the
-    // lowest priority (its highest-priority victim's), then cost least.
+    // lowest priority (its highest-priority victim's), then cost least. (A gang that prefers a
+    // topology and fits the room free once its quota's victims go is placed as a gang.)
     bool ok = true;
+    const bool as_gang = PlaceGangNow(e, pods, placed);
     for (const PodRequest& pod : pods) {
+      if (as_gang) break;
       if (PlaceNow(pod, placed)) continue;
       std::tuple<int, double, int, int> best{0, 0, 0, -1};  // (priority, cost, victims, node)
       std::vector<int> best_set;

@@ -957,6 +957,12 @@ class Admitter {
   bool EvictOrTakeBack(int victim, int preemptor, const std::string& reason, CycleResult& out);
   void TrialRelease(int v);
   void TrialReapply(int v);
+  // A gang that prefers (or needs) a topology, placed as a gang where the room is free now (a
+  // preemption's trial, its quota's victims released), applied and added to `placed`: its plan
+  // — the room held and shown while its victims stop — compact where it can be, not scattered
+  // pod by pod. False, nothing placed, for other work or where it does not fit.
+  bool PlaceGangNow(const Entry& e, const std::vector<PodRequest>& pods,
+                    std::vector<std::pair<Assignment, const PodRequest*>>& placed);
   // Places `pod` where it fits now (a preemption's trial; on the nodes `only` where given),
   // applied and added to `placed`.
   bool PlaceNow(const PodRequest& pod,
