@@ -2054,6 +2054,32 @@ TEST_F(AdmissionTest, PartialAdmissionReclaimsForThePodsItsGuaranteeHolds) {
   EXPECT_EQ(adm_->pod_counts(past), std::vector<int>{8});
 }
 
+// The cut's victims are within their minimum runtime: it waits to take them back, saying so,
+// rather than start with the one pod free room holds and give its claim up (a review found it
+// started small); once they may go, it reclaims for the cut.
+TEST_F(AdmissionTest, PartialAdmissionWaitsForTheCutsVictimsRatherThanStartSmaller) {
+  Make(Nodes(2, 4), {Leaf("a", 4), Leaf("b", 0), Leaf("c", 4)});
+  SubmitOptions young;
+  young.min_runtime_s = 100;
+  std::vector<int> borrowed;
+  for (int i = 0; i < 7; ++i)
+    borrowed.push_back(Submit(Gpus("b" + std::to_string(i), "b", 1), 0, young));
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(CountPhase(borrowed, Phase::kAdmitted), 7);
+  Workload w = Gpus("big", "a", 1, 0, 8, /*gang=*/true);
+  w.pod_sets[0].min_count = 1;
+  const int big = Submit(w, 2);
+  CycleResult r = adm_->Cycle(3, 1000);
+  EXPECT_EQ(adm_->phase(big), Phase::kPending) << adm_->reason(big);
+  EXPECT_TRUE(r.evicted.empty());
+  EXPECT_EQ(adm_->pod_counts(big), std::vector<int>{8});
+  EXPECT_NE(adm_->reason(big).find("minimum runtime"), std::string::npos) << adm_->reason(big);
+  EXPECT_NE(adm_->reason(big).find("for 4 of its 8 pods"), std::string::npos) << adm_->reason(big);
+  r = adm_->Cycle(102, 1000);
+  ASSERT_EQ(r.evicted.size(), 3u) << adm_->reason(big);  // (and the one free GPU)
+  EXPECT_EQ(adm_->pod_counts(big), std::vector<int>{4});
+}
+
 TEST_F(AdmissionTest, PartialAdmissionStartsWithTheMostPodsThatFit) {
   auto elastic = [](const std::string& name, const std::string& queue, int pods, int least) {
     Workload w = Gpus(name, queue, 1, 0, pods, /*gang=*/true);

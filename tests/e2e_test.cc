@@ -2734,6 +2734,19 @@ TEST_F(FactoryTest, PartialAdmissionReclaimsTheGuaranteeForTheCut) {
   EXPECT_EQ(CountRunning(), 3) << Describe(Workloads());  // two of team-b's still run
 }
 
+// A preemptor for all its pods is no partial admission, however many cycles its victims take
+// (a review: the scheduler wrote every waiting preemptor's full counts as nominatedCounts).
+TEST_F(FactoryTest, APreemptorForAllItsPodsHasNoNominatedCounts) {
+  ASSERT_TRUE(TeamBReclaimsFromTeamA()) << Describe(Workloads());
+  for (int i = 0; i < 3; ++i) {
+    Cycle();
+    const json st = Workloads()["team-b/b-0"]["status"];
+    ASSERT_EQ(st.value("reason", ""), "Preempting") << st.dump();
+    EXPECT_FALSE(st.contains("nominatedCounts")) << st.dump();
+    EXPECT_EQ(st.value("message", "").find("partial admission"), std::string::npos) << st.dump();
+  }
+}
+
 // Elastic growth through the server: the elastic gang runs with 2 of its 4 pods while team-a
 // may hold 16 GPUs; raised to 32, the next cycle adds the other two (the two running keep
 // their names and nodes), and metering bills 16 GPUs until then and 32 after.

@@ -1815,14 +1815,17 @@ Result<CycleStats> Scheduler::RunOnce() {
           const size_t from = more == std::string::npos ? more : said.rfind("; ", more);
           // (Nominated for fewer pods than all: so many, as it was told.)
           std::string cut_note;
-          if (!cut.empty())
-            cut_note = "; for " + std::to_string(std::accumulate(cut.begin(), cut.end(), 0)) +
+          const bool at_cut = admitter->partially_admitted(*id);
+          if (at_cut) {
+            const std::vector<int>& counts = admitter->pod_counts(*id);
+            cut_note = "; for " + std::to_string(std::accumulate(counts.begin(), counts.end(), 0)) +
                        " of its " + std::to_string(pending[i].w().pod_count()) +
                        " pods (partial admission: its queue's guarantee holds no more)";
+          }
           decisions[i] = Waits(WaitingForVictims(v->second, shrunk_of[key]) + cut_note +
                                    (from == std::string::npos ? "" : said.substr(from)),
                                "Preempting", plan);
-          decisions[i].nomination_counts = admitter->pod_counts(*id);
+          if (at_cut) decisions[i].nomination_counts = admitter->pod_counts(*id);
           decisions[i].swap = restored;
           continue;
         }

@@ -1505,7 +1505,7 @@ void Admitter::RestoreNomination(int id, int victims, const std::vector<Assignme
   Entry& e = entries_[id];
   if (e.phase != Phase::kPending) return;
   reservation = reservation && victims == 0 && !plan.empty();
-  bool counts_fit = !reservation && counts.size() == e.full_counts.size();
+  bool counts_fit = counts.size() == e.full_counts.size();
   for (size_t i = 0; counts_fit && i < counts.size(); ++i)
     counts_fit = counts[i] >= e.min_counts[i] && counts[i] <= e.full_counts[i];
   if (counts_fit && counts != e.counts) {
@@ -2939,9 +2939,18 @@ void Admitter::Wake() {
       int id = std::get<2>(k);
       // (Waiting on CPU or memory quota, which only its own queue's work gives back: above.)
       if (entries_[id].parked == 3) continue;
-      if (entries_[id].gpu_milli <= left || any_size) {
+      // (Work that may start with fewer pods reclaims for as many as its guarantee holds:
+      // woken for its least.)
+      const Entry& p = entries_[id];
+      int64_t least = p.gpu_milli;
+      if (p.min_counts != p.full_counts && p.counts == p.full_counts) {
+        least = 0;
+        for (size_t i = 0; i < p.set_request.size(); ++i)
+          least += p.min_counts[i] * p.set_request[i].total_charge_milli();
+      }
+      if (least <= left || any_size) {
         wake.push_back(id);
-        left -= entries_[id].gpu_milli;
+        left -= least;
       }
     }
     for (int id : wake) Unpark(id);
@@ -2953,7 +2962,8 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
   Entry& e = entries_[id];
   // Nominated for fewer pods than all (a reclaim for a cut: ReclaimForCut), it goes on with
   // that cut once its victims have stopped; tried afresh, it asks for all of them again.
-  if (!e.continuing && e.counts != e.full_counts) SetCounts(e, e.full_counts);
+  // (A reservation made at the cut, tried again, keeps it too.)
+  if (!e.continuing && !e.was_reserving && e.counts != e.full_counts) SetCounts(e, e.full_counts);
   std::vector<PodRequest> pods = e.pods;
   // Narrowed by its quota to the models it costs less on (QuotaModels), it is charged for this
   // attempt the most it costs there, so that reclaim and preemption weigh that (a trial's
@@ -3559,10 +3569,18 @@ Admitter::CutOutcome Admitter::PartialInstead(int id, bool searched, uint64_t ke
   // Its full size is past its queue's guarantee, but fewer pods are within it: those take it
   // back, unless free room starts as many now (a start with fewer only grows as room frees,
   // and its queue would stay short of its guarantee meanwhile).
-  if (config_.preemption && !MayReclaimAny(id)) {
+  // (Not for one going on with victims it chose for all its pods: it holds their room.)
+  if (config_.preemption && !e.continuing && !e.nominated && !MayReclaimAny(id)) {
     if (const int cut = ReclaimCut(id); cut > 0) {
       if (TryPartial(id, key, now, out, cut)) return CutOutcome::kAdmitted;
-      if (ReclaimForCut(id, cut, now, out)) return CutOutcome::kPreempting;
+      switch (ReclaimForCut(id, cut, now, out)) {
+        case CutReclaim::kPreempting:
+          return CutOutcome::kPreempting;
+        case CutReclaim::kLater:  // (started smaller now, it would give that claim up)
+          return CutOutcome::kNone;
+        case CutReclaim::kNothing:
+          break;
+      }
     }
   }
   if (TryPartial(id, key, now, out)) return CutOutcome::kAdmitted;
@@ -3603,40 +3621,73 @@ int Admitter::ReclaimCut(int id) {
   return hi;
 }
 
-bool Admitter::ReclaimForCut(int id, int cut, double now, CycleResult& out) {
+Admitter::CutReclaim Admitter::ReclaimForCut(int id, int cut, double now, CycleResult& out) {
   Entry& e = entries_[id];
   const std::vector<int> full = e.full_counts;
   const std::string said = e.reason;
   SetCounts(e, CountsAt(e, cut));
+  int nominated = 0, asked = 0;
+  for (size_t i = 0; i < full.size(); ++i) nominated += e.counts[i], asked += full[i];
+  const std::string note = "for " + std::to_string(nominated) + " of its " + std::to_string(asked) +
+                           " pods (partial admission: its queue's guarantee holds no more)";
   // Its pods on the models its quota takes them on now, else on those of the flavour that
   // refuses them (as TryAdmit's search for quota).
   std::vector<PodRequest> pods = e.pods;
   uint64_t allowed = ~uint64_t{0};
+  bool quota_allows = true;
   if (const PodRequest* gpu_pod = FirstGpuPod(pods);
       gpu_pod && !CandidateFlavors(*gpu_pod).empty()) {
     std::string why;
     int blocked = -1;
     allowed = QuotaModels(e, *gpu_pod, &why, &blocked);
+    quota_allows = allowed != 0;
     if (allowed == 0 && blocked >= 0) allowed = FlavorModels(blocked, *gpu_pod);
     for (PodRequest& p : pods)
       if (p.kind != DeviceKind::kNone) p.model_mask &= allowed;
   }
-  // (A search of its queue's for reclaim, at the cut: the whole asked for none.)
-  if (allowed != 0 && TakeSearch(id) && Preempt(id, pods, allowed, now, out)) {
+  // Where its quota takes the cut and only scattered room stops it, moving work goes first, as
+  // for any work within its guarantee; then one of its queue's searches takes the guarantee
+  // back, and with it, moving work into the room it leaves.
+  bool no_search = false;  // (its queue's searches are spent this cycle)
+  const auto preempts = [&]() {
+    if (allowed == 0) return false;
+    if (quota_allows && Consolidate(id, pods, e.spec.topology, now, out)) return true;
+    if (!TakeSearch(id)) {
+      no_search = true;
+      return false;
+    }
+    return Preempt(id, pods, allowed, now, out) ||
+           (quota_allows && Consolidate(id, pods, entries_[id].spec.topology, now, out,
+                                        /*reclaim=*/true));
+  };
+  // (What kept the whole from its victims stays said of it: the cut's is added.)
+  const bool on_time = e.waits_on_time, budget = e.budget_blocked;
+  if (preempts()) {
     Entry& after = entries_[id];  // (a shrink adds entries)
-    int nominated = 0, asked = 0;
-    for (size_t i = 0; i < full.size(); ++i) nominated += after.counts[i], asked += full[i];
     after.partial_why = "its queue's guarantee holds no more";
-    after.reason += "; for " + std::to_string(nominated) + " of its " + std::to_string(asked) +
-                    " pods (partial admission: its queue's guarantee holds no more)";
-    return true;
+    // (Before what a disruption budget leaves for later.)
+    size_t at = after.reason.find(" more to go as the disruption budget");
+    at = at == std::string::npos ? std::string::npos : after.reason.rfind("; ", at);
+    after.reason.insert(at == std::string::npos ? after.reason.size() : at, "; " + note);
+    return CutReclaim::kPreempting;
   }
-  // (What kept the cut's victims, time or a budget, keeps it trying as it would the whole.)
   Entry& after = entries_[id];
-  after.waits_on_time |= after.reason.find("minimum runtime") != std::string::npos;
-  after.reason = said;
+  // (A search that held its stopped victims' room nominates it without preempting: none runs
+  // here, but nothing of a nomination is kept at a size it no longer asks for.)
+  if (after.nominated) Unnominate(id);
+  // Its victims within their minimum runtime, or past a disruption budget: it waits to take
+  // them, saying so, rather than start smaller and give that claim up.
+  const bool young = after.reason.find("minimum runtime") != std::string::npos;
+  const bool later = allowed != 0 && (young || after.budget_blocked || no_search);
+  if (later && !no_search) {
+    after.reason += " (" + note + ")";
+  } else {
+    after.reason = said;
+  }
+  after.waits_on_time = on_time || young;
+  after.budget_blocked = budget || after.budget_blocked;
   SetCounts(after, full);
-  return false;
+  return later ? CutReclaim::kLater : CutReclaim::kNothing;
 }
 
 bool Admitter::TryPartial(int id, uint64_t key, double now, CycleResult& out, int most_cut) {

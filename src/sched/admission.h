@@ -1046,9 +1046,12 @@ class Admitter {
   // The least cut at which its queue may reclaim its guarantee for it (MayReclaimAny), or 0
   // where none may (or it may whole). e is left asking for all its pods.
   int ReclaimCut(int id);
-  // Reclaim for the pods of `cut` (Preempt on them): true if it preempts, nominated with that
-  // cut until it starts or tries again; else it asks for all its pods again, its reason kept.
-  bool ReclaimForCut(int id, int cut, double now, CycleResult& out);
+  // Reclaim for the pods of `cut` (Consolidate, then Preempt, on them). kPreempting: nominated
+  // with that cut until it starts or tries again. Else it asks for all its pods again: kLater
+  // where the cut's victims are within their minimum runtime or past a disruption budget (it
+  // says so), kNothing where nothing is there to take (its reason kept).
+  enum class CutReclaim { kPreempting, kLater, kNothing };
+  CutReclaim ReclaimForCut(int id, int cut, double now, CycleResult& out);
   // Elastic growth (AdmissionConfig::elastic_growth): each running workload admitted in part
   // tries to add pods (GrowPartial), the most that fit, by the same number per pod set (Grow):
   // within its queue's guarantee, or past it where the queue's other work fills the guarantee.
