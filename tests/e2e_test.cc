@@ -2734,6 +2734,18 @@ TEST_F(FactoryTest, PartialAdmissionReclaimsTheGuaranteeForTheCut) {
   EXPECT_EQ(CountRunning(), 3) << Describe(Workloads());  // two of team-b's still run
 }
 
+// A launcher without GPUs beside GPU workers: its isolation is the workers' (a trial saw
+// "no GPU" for a workload holding 20 GPUs, from its first pod set).
+TEST_F(FactoryTest, AWorkloadsIsolationIsItsGpuPods) {
+  json w = WholeGpuWorkload("team-a", "mpi", 8, 2);
+  w["spec"]["podSets"].insert(
+      w["spec"]["podSets"].begin(),
+      json{{"name", "launcher"}, {"count", 1}, {"cpu", "1"}, {"memory", "1Gi"}});
+  CreateWorkload(w);
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  EXPECT_EQ(Workloads()["team-a/mpi"]["status"].value("isolation", ""), "whole GPUs");
+}
+
 // A preemptor for all its pods is no partial admission, however many cycles its victims take
 // (a review: the scheduler wrote every waiting preemptor's full counts as nominatedCounts).
 TEST_F(FactoryTest, APreemptorForAllItsPodsHasNoNominatedCounts) {
@@ -2793,6 +2805,14 @@ TEST_F(FactoryTest, ElasticGangGrowsWhenItsQuotaRises) {
             "32");
   for (int i = 0; i < 10; ++i) step(60'000);
   ExpectGpuHoursAcrossResize("team-a", bound, resized, 16, 32);
+  // Cycles later the per-cycle gauge is 0 again; the counter keeps the growth for rate().
+  const std::string later = metrics.Render();
+  EXPECT_NE(later.find("fabrica_scheduler_elastic_growths 0"), std::string::npos) << later;
+  EXPECT_NE(later.find("# TYPE fabrica_scheduler_elastic_growths_total counter\n"
+                       "fabrica_scheduler_elastic_growths_total 1\n"),
+            std::string::npos)
+      << later;
+  EXPECT_NE(later.find("fabrica_scheduler_admissions_total 1\n"), std::string::npos) << later;
   // Its events: Resized with the growth's message, then Started once its new pods are up,
   // saying that (a trial saw Started repeat the growth's message).
   std::string said;
@@ -2980,6 +3000,22 @@ TEST_F(FactoryTest, ElasticWorkIsShrunkNotEvicted) {
   step(6'000);
   EXPECT_FALSE(gang().contains("shrinks")) << gang().dump();
   EXPECT_EQ(gang()["assignments"].size(), 3u);
+  // ... and its events say so, as a whole victim's do (a trial saw "Shrinking" last).
+  std::string last_event;
+  for (int i = 0; i < 100 && last_event.rfind("EvictionCancelled", 0) != 0; ++i) {
+    const json events = CallJson("GET", std::string(kApi) +
+                                            "/namespaces/team-a/events?fieldSelector="
+                                            "involvedObject.name%3Delastic");
+    const json items = events.value("items", json::array());
+    if (!items.empty())
+      last_event = items.back().value("reason", "") + ": " + items.back().value("message", "");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(last_event.rfind("EvictionCancelled: the preemptor its shrink was for no longer "
+                             "waits; running on ",
+                             0),
+            0u)
+      << last_event;
   // Metering bills 32 GPUs until the shrink was done (resizedTime), 24 from then.
   for (int i = 0; i < 5; ++i) step(60'000);
   const int64_t bound = ParseTimestamp(before.value("scheduledTime", ""));

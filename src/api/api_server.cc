@@ -1349,7 +1349,12 @@ class EventRecorder {
     for (const auto& [mark, message] : now.shrinks)
       if (!before.shrinks.count(mark)) record("Warning", "Shrinking", message);
     // Its mark lifted before its deadline, and it runs on.
-    if (before.marked && !now.marked && now.message.rfind(kEvictionCancelled, 0) == 0)
+    // (Or a shrink's marks lifted, its pods running on: a trial saw only "Shrinking".)
+    const bool cancelled = now.message.rfind(kEvictionCancelled, 0) == 0;
+    if (before.marked && !now.marked && cancelled)
+      record("Normal", "EvictionCancelled", now.message.substr(std::strlen(kEvictionCancelled)));
+    else if (now.shrinks.size() < before.shrinks.size() && cancelled &&
+             now.message != before.message)
       record("Normal", "EvictionCancelled", now.message.substr(std::strlen(kEvictionCancelled)));
     const bool evicted = now.evictions > before.evictions;
     if (evicted) {

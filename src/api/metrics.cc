@@ -52,6 +52,24 @@ void Metrics::ReplaceGauge(const std::string& name, const std::string& help,
   g.series = values;
 }
 
+void Metrics::AddCounter(const std::string& name, const std::string& help,
+                         const std::string& labels, double delta) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Gauge& g = gauges_[name];
+  g.help = help;
+  g.counter = true;
+  g.series[labels] += delta > 0 ? delta : 0;
+}
+
+void Metrics::SetCounter(const std::string& name, const std::string& help,
+                         const std::string& labels, double total) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Gauge& g = gauges_[name];
+  g.help = help;
+  g.counter = true;
+  g.series[labels] = total;
+}
+
 std::string Metrics::Render() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::string out;
@@ -77,9 +95,11 @@ std::string Metrics::Render() const {
            "\n";
   }
   for (const auto& [name, g] : gauges_) {
-    out += "# HELP " + name + " " + g.help + "\n# TYPE " + name + " gauge\n";
+    out += "# HELP " + name + " " + g.help + "\n# TYPE " + name +
+           (g.counter ? " counter\n" : " gauge\n");
     for (const auto& [labels, v] : g.series) {
-      std::snprintf(num, sizeof(num), "%.6g", v);
+      // (A counter in full: %.6g would round a count past a million.)
+      std::snprintf(num, sizeof(num), g.counter ? "%.17g" : "%.6g", v);
       out += name + (labels.empty() ? "" : "{" + labels + "}") + " " + num + "\n";
     }
   }

@@ -20,6 +20,13 @@ class Metrics {
                 double value);
   void ReplaceGauge(const std::string& name, const std::string& help,
                     const std::map<std::string, double>& values);
+  // Adds `delta` (at least 0) to counter `name` with `labels`: Prometheus type counter, from 0
+  // at the process's start, so that rate() and increase() see what happens between scrapes.
+  void AddCounter(const std::string& name, const std::string& help, const std::string& labels,
+                  double delta);
+  // Sets counter `name` to `total`, a count its caller keeps that only grows.
+  void SetCounter(const std::string& name, const std::string& help, const std::string& labels,
+                  double total);
   std::string Render() const;
 
  private:
@@ -31,6 +38,7 @@ class Metrics {
   struct Gauge {
     std::string help;
     std::map<std::string, double> series;
+    bool counter = false;  // rendered as a counter
   };
   mutable std::mutex mu_;
   std::map<std::string, uint64_t> requests_;    // labels -> count

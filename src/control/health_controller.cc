@@ -330,9 +330,9 @@ Status HealthController::Sync() {
     metrics_->SetGauge("fabrica_nodes_in_remediation",
                        "Nodes draining, in repair or in burn-in after a repair.", "",
                        stats_.in_remediation);
-    metrics_->SetGauge("fabrica_workloads_requeued_by_health_total",
-                       "Workloads the health controller evicted and requeued.", "",
-                       static_cast<double>(stats_.requeued));
+    metrics_->SetCounter("fabrica_workloads_requeued_by_health_total",
+                         "Workloads the health controller evicted and requeued.", "",
+                         static_cast<double>(stats_.requeued));
   }
   return Status::Ok();
 }

@@ -1443,6 +1443,10 @@ Result<CycleStats> Scheduler::RunOnce() {
                                   RunningMessage(next["status"]);
     } else {
       next["status"]["shrinks"] = left;
+      next["status"]["message"] =
+          std::string(kEvictionCancelled) + "the preemptor of " +
+          std::to_string(b.marks.size() - left.size()) + " of its shrinks no longer waits; " +
+          std::to_string(left.size()) + " still stop; " + RunningMessage(next["status"]);
     }
     if (!store_.Put(b.sw.kv.key, next.dump(), b.sw.kv.mod_revision).ok()) continue;
     const std::set<std::string> leaving = ShrinkPods(left);
@@ -2298,21 +2302,19 @@ Result<CycleStats> Scheduler::RunOnce() {
         if (all) admitted.clear();
       }
       const json assignments = AssignmentsJson(sw.w(), d.placed, state, counts, sw.done, true);
-      std::string isolation = "none";
-      switch (sw.pods.front().kind) {
-        case DeviceKind::kNone:
-          isolation = "no GPU";
-          break;
-        case DeviceKind::kWhole:
-          isolation = "whole GPUs";
-          break;
-        case DeviceKind::kMig:
-          isolation = "MIG slice";
-          break;
-        case DeviceKind::kFraction:
-          isolation = "fractional share within one trust domain";
-          break;
+      // Its GPU pods' isolation, each kind once in pod-set order ("no GPU" only where no pod
+      // has one: a trial saw a launcher without GPUs label a gang of 20 GPUs so).
+      std::string isolation;
+      for (const PodRequest& pod : sw.pods) {
+        const char* kind = pod.kind == DeviceKind::kWhole ? "whole GPUs"
+                           : pod.kind == DeviceKind::kMig ? "MIG slice"
+                           : pod.kind == DeviceKind::kFraction
+                               ? "fractional share within one trust domain"
+                               : nullptr;
+        if (kind && isolation.find(kind) == std::string::npos)
+          isolation += (isolation.empty() ? "" : "; ") + std::string(kind);
       }
+      if (isolation.empty()) isolation = "no GPU";
       next["status"] = {
           {"phase", "Scheduled"},
           {"assignments", assignments},
@@ -2485,6 +2487,24 @@ Result<CycleStats> Scheduler::RunOnce() {
                        "Grown workloads whose new pods did not start within the gang timeout, "
                        "taken back to the pods that did, in the last cycle.",
                        "", stats.growths_undone);
+    // The same as counters, which a scrape every 15 s does not miss (the gauges above read 0
+    // at almost every scrape: a trial), as Kueue's *_total.
+    metrics_->AddCounter("fabrica_scheduler_admissions_total",
+                         "Workloads the scheduler bound to nodes.", "", stats.scheduled);
+    metrics_->AddCounter("fabrica_scheduler_preemptions_total",
+                         "Workloads chosen for eviction (preemption, reclaim, consolidation).", "",
+                         stats.preempted);
+    metrics_->AddCounter("fabrica_scheduler_elastic_growths_total",
+                         "Running workloads admitted in part that took more pods.", "",
+                         stats.grown);
+    metrics_->AddCounter("fabrica_scheduler_elastic_shrinks_total",
+                         "Running elastic workloads whose pods beyond their minimum a preemption "
+                         "or reclaim took.",
+                         "", stats.shrinks);
+    metrics_->AddCounter("fabrica_scheduler_requeued_total",
+                         "Workloads put back to wait (evicted, released by the gang timeout, "
+                         "their node lost).",
+                         "", stats.requeued);
   }
   return stats;
 }
