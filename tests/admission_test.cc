@@ -2052,6 +2052,11 @@ TEST_F(AdmissionTest, PartialAdmissionReclaimsForThePodsItsGuaranteeHolds) {
   EXPECT_EQ(adm_->phase(past), Phase::kPending);
   EXPECT_TRUE(r.evicted.empty());
   EXPECT_EQ(adm_->pod_counts(past), std::vector<int>{8});
+  // ... and it is told so of its least, not only of all its pods.
+  EXPECT_NE(adm_->reason(past).find("its minCount alone (2 pods, 2 GPUs) is past the guarantee "
+                                    "too, so it starts only where room is free"),
+            std::string::npos)
+      << adm_->reason(past);
 }
 
 // The cut's victims are within their minimum runtime: it waits to take them back, saying so,

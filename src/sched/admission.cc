@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <limits>
 #include <map>
@@ -3571,7 +3572,24 @@ Admitter::CutOutcome Admitter::PartialInstead(int id, bool searched, uint64_t ke
   // and its queue would stay short of its guarantee meanwhile).
   // (Not for one going on with victims it chose for all its pods: it holds their room.)
   if (config_.preemption && !e.continuing && !e.nominated && !MayReclaimAny(id)) {
-    if (const int cut = ReclaimCut(id); cut > 0) {
+    const int cut = ReclaimCut(id);
+    // (None may: where it is told nothing is taken back for it, that its least is past the
+    // guarantee too, or a trial's minCount of 7 read as if all 10 pods were the trouble.)
+    if (Entry& w = entries_[id];
+        cut == 0 && w.reason.find("so nothing is taken back for it") != std::string::npos &&
+        w.reason.find("at its minCount") == std::string::npos) {
+      int pods = 0;
+      int64_t least = 0;
+      for (size_t i = 0; i < w.min_counts.size(); ++i) {
+        pods += w.min_counts[i];
+        least += w.min_counts[i] * w.set_request[i].total_charge_milli();
+      }
+      char gpus[32];
+      std::snprintf(gpus, sizeof(gpus), "%g", static_cast<double>(least) / kMilliPerGpu);
+      w.reason += "; its minCount alone (" + std::to_string(pods) + " pods, " + gpus +
+                  " GPUs) is past the guarantee too, so it starts only where room is free";
+    }
+    if (cut > 0) {
       if (TryPartial(id, key, now, out, cut)) return CutOutcome::kAdmitted;
       switch (ReclaimForCut(id, cut, now, out)) {
         case CutReclaim::kPreempting:
