@@ -2059,6 +2059,26 @@ TEST_F(AdmissionTest, PartialAdmissionReclaimsForThePodsItsGuaranteeHolds) {
       << adm_->reason(past);
 }
 
+// Several pod sets: from the one cut, each pod set in turn takes back what is left of the
+// guarantee (a trial's workers and servers, both cut by 2, reclaimed 20 of 24 GPUs). Workers of
+// 2 GPUs and servers of 1, four of each, one needed of each; guaranteed 7: the cut by 2 holds
+// 6, and one server more fills the 7.
+TEST_F(AdmissionTest, PartialAdmissionReclaimsTheWholeGuaranteeOverPodSets) {
+  Make(Nodes(2, 8), {Leaf("a", 7), Leaf("b", 0), Leaf("c", 9)});
+  ASSERT_FALSE(AdmitEach("b", "b", 16).empty());
+  Workload w = Gpus("mixed", "a", 2, 0, 4, /*gang=*/true);
+  w.pod_sets[0].min_count = 1;
+  PodSet servers = Gpus("s", "a", 1, 0, 4).pod_sets[0];
+  servers.name = "ps";
+  servers.min_count = 1;
+  w.pod_sets.push_back(servers);
+  const int mixed = Submit(w, 2);
+  CycleResult r = adm_->Cycle(3, 1000);
+  ASSERT_EQ(adm_->phase(mixed), Phase::kPending) << adm_->reason(mixed);
+  EXPECT_EQ(adm_->pod_counts(mixed), (std::vector<int>{2, 3})) << adm_->reason(mixed);
+  EXPECT_EQ(r.evicted.size(), 7u) << adm_->reason(mixed);
+}
+
 // The cut's victims are within their minimum runtime: it waits to take them back, saying so,
 // rather than start with the one pod free room holds and give its claim up (a review found it
 // started small); once they may go, it reclaims for the cut.

@@ -1045,13 +1045,15 @@ class Admitter {
   static std::vector<int> CountsAt(const Entry& e, int cut);
   // The least cut at which its queue may reclaim its guarantee for it (MayReclaimAny), or 0
   // where none may (or it may whole). e is left asking for all its pods.
-  int ReclaimCut(int id);
-  // Reclaim for the pods of `cut` (Consolidate, then Preempt, on them). kPreempting: nominated
-  // with that cut until it starts or tries again. Else it asks for all its pods again: kLater
-  // where the cut's victims are within their minimum runtime or past a disruption budget (it
+  // `counts` (if given): the pods per pod set it reclaims for, from that cut, each pod set in
+  // turn adding the most pods that stay within the guarantee.
+  int ReclaimCut(int id, std::vector<int>* counts = nullptr);
+  // Reclaim for `counts` pods per pod set (Consolidate, then Preempt, on them). kPreempting:
+  // nominated with those until it starts or tries again. Else it asks for all its pods again:
+  // kLater where the cut's victims are within their minimum runtime or past a disruption budget (it
   // says so), kNothing where nothing is there to take (its reason kept).
   enum class CutReclaim { kPreempting, kLater, kNothing };
-  CutReclaim ReclaimForCut(int id, int cut, double now, CycleResult& out);
+  CutReclaim ReclaimForCut(int id, const std::vector<int>& counts, double now, CycleResult& out);
   // Elastic growth (AdmissionConfig::elastic_growth): each running workload admitted in part
   // tries to add pods (GrowPartial), the most that fit, by the same number per pod set (Grow):
   // within its queue's guarantee, or past it where the queue's other work fills the guarantee.
