@@ -2057,6 +2057,11 @@ TEST_F(AdmissionTest, PartialAdmissionReclaimsForThePodsItsGuaranteeHolds) {
                                     "too, so it starts only where room is free"),
             std::string::npos)
       << adm_->reason(past);
+  // (Said once, however many cycles it waits.)
+  adm_->Cycle(4, 1000);
+  adm_->Cycle(5, 1000);
+  const std::string said = adm_->reason(past);
+  EXPECT_EQ(said.find("its minCount alone"), said.rfind("its minCount alone")) << said;
 }
 
 // Several pod sets: from the one cut, each pod set in turn takes back what is left of the

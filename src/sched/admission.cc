@@ -7,6 +7,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <set>
 
 namespace fabrica {
@@ -2943,12 +2944,8 @@ void Admitter::Wake() {
       // (Work that may start with fewer pods reclaims for as many as its guarantee holds:
       // woken for its least.)
       const Entry& p = entries_[id];
-      int64_t least = p.gpu_milli;
-      if (p.min_counts != p.full_counts && p.counts == p.full_counts) {
-        least = 0;
-        for (size_t i = 0; i < p.set_request.size(); ++i)
-          least += p.min_counts[i] * p.set_request[i].total_charge_milli();
-      }
+      const int64_t least =
+          p.min_counts != p.full_counts && p.counts == p.full_counts ? LeastCharge(p) : p.gpu_milli;
       if (least <= left || any_size) {
         wake.push_back(id);
         left -= least;
@@ -3578,15 +3575,10 @@ Admitter::CutOutcome Admitter::PartialInstead(int id, bool searched, uint64_t ke
     // guarantee too, or a trial's minCount of 7 read as if all 10 pods were the trouble.)
     if (Entry& w = entries_[id];
         cut == 0 && w.reason.find("so nothing is taken back for it") != std::string::npos &&
-        w.reason.find("at its minCount") == std::string::npos) {
-      int pods = 0;
-      int64_t least = 0;
-      for (size_t i = 0; i < w.min_counts.size(); ++i) {
-        pods += w.min_counts[i];
-        least += w.min_counts[i] * w.set_request[i].total_charge_milli();
-      }
+        w.reason.find("its minCount alone") == std::string::npos) {
+      const int pods = std::accumulate(w.min_counts.begin(), w.min_counts.end(), 0);
       char gpus[32];
-      std::snprintf(gpus, sizeof(gpus), "%g", static_cast<double>(least) / kMilliPerGpu);
+      std::snprintf(gpus, sizeof(gpus), "%g", static_cast<double>(LeastCharge(w)) / kMilliPerGpu);
       w.reason += "; its minCount alone (" + std::to_string(pods) + " pods, " + gpus +
                   " GPUs) is past the guarantee too, so it starts only where room is free";
     }
@@ -3605,6 +3597,13 @@ Admitter::CutOutcome Admitter::PartialInstead(int id, bool searched, uint64_t ke
   if (TryPartial(id, key, now, out)) return CutOutcome::kAdmitted;
   if (key != 0) partial_failed_.insert(partial_key);
   return CutOutcome::kNone;
+}
+
+int64_t Admitter::LeastCharge(const Entry& e) {
+  int64_t least = 0;
+  for (size_t i = 0; i < e.set_request.size(); ++i)
+    least += e.min_counts[i] * e.set_request[i].total_charge_milli();
+  return least;
 }
 
 std::vector<int> Admitter::CountsAt(const Entry& e, int cut) {

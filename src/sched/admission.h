@@ -1043,6 +1043,8 @@ class Admitter {
   bool TryPartial(int id, uint64_t key, double now, CycleResult& out, int most_cut = -1);
   // The pods per pod set at `cut` pods fewer in each (none below its minCount).
   static std::vector<int> CountsAt(const Entry& e, int cut);
+  // The GPUs (milli) it is charged at its pod sets' minCount.
+  static int64_t LeastCharge(const Entry& e);
   // The least cut at which its queue may reclaim its guarantee for it (MayReclaimAny), or 0
   // where none may (or it may whole). e is left asking for all its pods.
   // `counts` (if given): the pods per pod set it reclaims for, from that cut, each pod set in
