@@ -52,22 +52,24 @@ void Metrics::ReplaceGauge(const std::string& name, const std::string& help,
   g.series = values;
 }
 
-void Metrics::AddCounter(const std::string& name, const std::string& help,
-                         const std::string& labels, double delta) {
-  std::lock_guard<std::mutex> lock(mu_);
+double& Metrics::CounterLocked(const std::string& name, const std::string& help,
+                               const std::string& labels) {
   Gauge& g = gauges_[name];
   g.help = help;
   g.counter = true;
-  g.series[labels] += delta > 0 ? delta : 0;
+  return g.series[labels];
+}
+
+void Metrics::AddCounter(const std::string& name, const std::string& help,
+                         const std::string& labels, double delta) {
+  std::lock_guard<std::mutex> lock(mu_);
+  CounterLocked(name, help, labels) += delta > 0 ? delta : 0;
 }
 
 void Metrics::SetCounter(const std::string& name, const std::string& help,
                          const std::string& labels, double total) {
   std::lock_guard<std::mutex> lock(mu_);
-  Gauge& g = gauges_[name];
-  g.help = help;
-  g.counter = true;
-  g.series[labels] = total;
+  CounterLocked(name, help, labels) = total;
 }
 
 std::string Metrics::Render() const {

@@ -40,6 +40,9 @@ class Metrics {
     std::map<std::string, double> series;
     bool counter = false;  // rendered as a counter
   };
+  // The series of counter `name` (created, typed a counter); mu_ held.
+  double& CounterLocked(const std::string& name, const std::string& help,
+                        const std::string& labels);
   mutable std::mutex mu_;
   std::map<std::string, uint64_t> requests_;    // labels -> count
   std::map<std::string, Histogram> latencies_;  // labels (verb, resource) -> histogram

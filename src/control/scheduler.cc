@@ -1304,8 +1304,6 @@ Result<CycleStats> Scheduler::RunOnce() {
           }
           sw.pods = std::move(rest);
         }
-        // A plan on a node that is gone, or that its pod may no longer use (tainted or
-        // relabelled since), is no plan.
         // Nominated for fewer pods (status.nominatedCounts, none completed): the first of
         // each pod set, so many.
         std::vector<int> pod_of;  // the plan's pods, by their index in sw.pods
@@ -1329,6 +1327,8 @@ Result<CycleStats> Scheduler::RunOnce() {
         }
         if (sw.nomination_counts.empty())
           for (size_t i = 0; i < sw.pods.size(); ++i) pod_of.push_back(static_cast<int>(i));
+        // A plan on a node that is gone, or that its pod may no longer use (tainted or
+        // relabelled since), is no plan.
         auto plan = ParseAssignments(status, "nomination", state, node_index, unusable);
         if (plan && plan->size() == pod_of.size()) {
           bool usable = true;
@@ -1824,7 +1824,7 @@ Result<CycleStats> Scheduler::RunOnce() {
             const std::vector<int>& counts = admitter->pod_counts(*id);
             cut_note = "; for " + std::to_string(std::accumulate(counts.begin(), counts.end(), 0)) +
                        " of its " + std::to_string(pending[i].w().pod_count()) +
-                       " pods (partial admission: its queue's guarantee holds no more)";
+                       " pods (partial admission: " + Admitter::kCutWhy + ")";
           }
           decisions[i] = Waits(WaitingForVictims(v->second, shrunk_of[key]) + cut_note +
                                    (from == std::string::npos ? "" : said.substr(from)),

@@ -1512,7 +1512,7 @@ void Admitter::RestoreNomination(int id, int victims, const std::vector<Assignme
     counts_fit = counts[i] >= e.min_counts[i] && counts[i] <= e.full_counts[i];
   if (counts_fit && counts != e.counts) {
     SetCounts(e, counts);
-    e.partial_why = "its queue's guarantee holds no more";
+    e.partial_why = kCutWhy;
   }
   Nominate(id, victims, !reservation && ReclaimEligible(id));
   e.swap_flavor = -1;
@@ -3669,7 +3669,7 @@ Admitter::CutReclaim Admitter::ReclaimForCut(int id, const std::vector<int>& cou
   int nominated = 0, asked = 0;
   for (size_t i = 0; i < full.size(); ++i) nominated += e.counts[i], asked += full[i];
   const std::string note = "for " + std::to_string(nominated) + " of its " + std::to_string(asked) +
-                           " pods (partial admission: its queue's guarantee holds no more)";
+                           " pods (partial admission: " + kCutWhy + ")";
   // Its pods on the models its quota takes them on now, else on those of the flavour that
   // refuses them (as TryAdmit's search for quota).
   std::vector<PodRequest> pods = e.pods;
@@ -3704,7 +3704,7 @@ Admitter::CutReclaim Admitter::ReclaimForCut(int id, const std::vector<int>& cou
   const bool on_time = e.waits_on_time, budget = e.budget_blocked;
   if (preempts()) {
     Entry& after = entries_[id];  // (a shrink adds entries)
-    after.partial_why = "its queue's guarantee holds no more";
+    after.partial_why = kCutWhy;
     // (Before what a disruption budget leaves for later.)
     size_t at = after.reason.find(" more to go as the disruption budget");
     at = at == std::string::npos ? std::string::npos : after.reason.rfind("; ", at);

@@ -423,6 +423,9 @@ class Admitter {
   // Admitted in part: why no more of its pods started ("its queue's quota holds no more now",
   // "the fleet has room for no more now").
   const std::string& partial_why(int id) const { return entries_[id].partial_why; }
+  // The partial_why of one nominated for, or admitted with, the pods its queue's guarantee
+  // holds (a reclaim for a cut); the server says it too.
+  static constexpr const char* kCutWhy = "its queue's guarantee holds no more";
   // The workload a fragment's pods were taken from (an elastic shrink), or -1.
   int fragment_of(int id) const { return entries_[id].fragment_of; }
   // A fragment Split made: its pods as (pod set, index in the set) of its workload as it stood
