@@ -1215,6 +1215,70 @@ TEST_F(ApiCrudTest, ListWithLabelSelectorAndPagination) {
   EXPECT_EQ(w_.api().Handle(bad).status, 400);
 }
 
+// kubectl's --field-selector: a list or watch filtered by the fields a kind is selected by, and
+// any other field, or a value its field can never have, refused by name (before, the selector
+// was ignored and the whole list came back, as if it were the answer).
+TEST_F(ApiCrudTest, ListAndWatchWithFieldSelector) {
+  const std::string path = Collection("workloads", "team-a");
+  json queued = WorkloadObject("team-a", "a1");
+  queued["spec"]["queue"] = "research";
+  w_.MustCreate(path, queued);
+  w_.MustCreate(path, WorkloadObject("team-a", "a2"));
+  w_.MustCreate(path, WorkloadObject("team-a", "a3"));
+  w_.MustCreate(Collection("tenants"), TenantObject("team-b"));
+  w_.MustCreate(Collection("workloads", "team-b"), WorkloadObject("team-b", "wb"));
+  w_.MustCreate(Collection("nodes"), NodeObject("n1"));
+  w_.MustSetStatus(Item("workloads", "team-a", "a2"),
+                   {{"phase", "Running"}, {"assignments", {Assignment("n1")}}});
+  auto names = [&](const std::string& query) {
+    HttpResponse r = w_.Get(path + query, kAlice);
+    EXPECT_EQ(r.status, 200) << query << ": " << r.body;
+    return ItemNames(r);
+  };
+  EXPECT_EQ(names("?fieldSelector=status.phase=Pending"),
+            (std::set<std::string>{"team-a/a1", "team-a/a3"}));
+  EXPECT_EQ(names("?fieldSelector=status.phase!=Pending"), (std::set<std::string>{"team-a/a2"}));
+  EXPECT_EQ(names("?fieldSelector=status.assignments.node==n1"),
+            (std::set<std::string>{"team-a/a2"}));
+  EXPECT_EQ(names("?fieldSelector=status.assignments.node="),
+            (std::set<std::string>{"team-a/a1", "team-a/a3"}));
+  EXPECT_EQ(names("?fieldSelector=spec.queue=research,metadata.name=a1"),
+            (std::set<std::string>{"team-a/a1"}));
+  EXPECT_EQ(names("?fieldSelector=spec.queue=research,metadata.name=a3").size(), 0u);
+  EXPECT_EQ(names("?fieldSelector=metadata.namespace=team-a&labelSelector=app").size(), 0u);
+  // (Across tenants, another tenant's workloads stay unseen whatever the selector says.)
+  EXPECT_EQ(
+      ItemNames(w_.Get(Collection("workloads") + "?fieldSelector=metadata.namespace!=x", kAlice)),
+      (std::set<std::string>{"team-a/a1", "team-a/a2", "team-a/a3"}));
+  EXPECT_EQ(ItemNames(w_.Get(Collection("workloads") + "?fieldSelector=metadata.namespace=team-b"))
+                .size(),
+            1u);
+
+  for (const auto& [query, words] : std::vector<std::pair<std::string, std::string>>{
+           {"spec.gpus=1", "not selected by 'spec.gpus'"},
+           {"status.phase=running", "status.phase is one of Pending"},
+           {"status.phase", "expected FIELD=VALUE"}}) {
+    HttpResponse r = w_.Get(path + "?fieldSelector=" + query, kAlice);
+    EXPECT_EQ(r.status, 400) << query;
+    EXPECT_NE(r.body.find(words), std::string::npos) << query << ": " << r.body;
+  }
+  HttpResponse nodes = w_.Get(Collection("nodes") + "?fieldSelector=spec.unschedulable=false");
+  EXPECT_EQ(nodes.status, 200) << nodes.body;
+  EXPECT_FALSE(ItemNames(nodes).empty());
+  EXPECT_EQ(w_.Get(Collection("nodes") + "?fieldSelector=status.phase=Running").status, 400);
+
+  // A watch shows what enters the selection and reports what leaves it.
+  HttpResponse watch = w_.Get(path + "?watch=true&fieldSelector=status.phase=Running", kAlice);
+  ASSERT_EQ(watch.status, 200) << watch.body;
+  WatchDriver d(watch.stream);
+  w_.MustSetStatus(Item("workloads", "team-a", "a3"),
+                   {{"phase", "Running"}, {"assignments", {Assignment("n2")}}});
+  w_.MustSetStatus(Item("workloads", "team-a", "a3"), {{"phase", "Succeeded"}});
+  w_.MustSetStatus(Item("workloads", "team-a", "a1"), {{"phase", "Failed"}});
+  EXPECT_EQ(Summaries(d.Events()),
+            (std::vector<std::string>{"ADDED team-a/a3", "DELETED team-a/a3"}));
+}
+
 // A tenant user's list across tenants pages through every tenant's keys; the continue token must
 // not name another tenant's workload ("workloads of other tenants are never readable").
 TEST(ApiListTest, ContinueTokensDoNotLeakOtherTenantsNames) {

@@ -1,5 +1,6 @@
 // Tests for src/api/http_server and src/client/http_client: TLS with generated certificates,
-// plain HTTP, request decoding, limits, keep-alive, streaming, disconnects, Stop and concurrency.
+// plain HTTP, request decoding, limits, keep-alive, streaming, disconnects, Stop and concurrency;
+// and for src/client/jsonpath, the templates fabctl's -o jsonpath and --sort-by read.
 //
 // Every server listens on 127.0.0.1 port 0. Raw POSIX sockets stand in for misbehaving clients
 // (garbage bytes, vanishing mid-stream), so this file needs no Beast of its own.
@@ -25,6 +26,7 @@
 
 #include "api/http_server.h"
 #include "client/http_client.h"
+#include "client/jsonpath.h"
 #include "test_util.h"
 
 namespace fabrica {
@@ -764,4 +766,61 @@ TEST(HttpTest, OffloadedHandlersDoNotBlockTheIoThread) {
 }
 
 }  // namespace
+// ---------------------------------------------------------------------------------------------
+// JSONPath templates, as kubectl's -o jsonpath reads them.
+
+nlohmann::json JsonPathList() {
+  return nlohmann::json::parse(R"({"kind": "List", "items": [
+    {"metadata": {"name": "a", "labels": {"app.kubernetes.io/name": "chat"}},
+     "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"},
+                                                   {"type": "Evicted", "status": "False"}]},
+     "spec": {"podSets": [{"count": 2}, {"count": 1}]}},
+    {"metadata": {"name": "b"}, "status": {"phase": "Pending"},
+     "spec": {"podSets": [{"count": 4}]}}]})");
+}
+
+std::string Rendered(const std::string& tmpl, const nlohmann::json& doc = JsonPathList()) {
+  auto r = jsonpath::Render(tmpl, doc);
+  EXPECT_TRUE(r.ok()) << tmpl << ": " << r.status().message();
+  return r.ok() ? *r : "";
+}
+
+TEST(JsonPathTest, TemplatesPrintWhatTheirPathsSelect) {
+  EXPECT_EQ(Rendered("{.items[*].metadata.name}"), "a b");
+  EXPECT_EQ(Rendered("{.items[0].metadata.name}/{.items[-1].metadata.name}"), "a/b");
+  EXPECT_EQ(Rendered("{range .items[*]}{.metadata.name}={.status.phase}{\"\\n\"}{end}"),
+            "a=Running\nb=Pending\n");
+  EXPECT_EQ(Rendered("{.items[?(@.status.phase==\"Pending\")].metadata.name}"), "b");
+  EXPECT_EQ(Rendered("{.items[0].status.conditions[?(@.type=='Ready')].status}"), "True");
+  EXPECT_EQ(Rendered("{.items[*].spec.podSets[?(@.count>1)].count}"), "2 4");
+  EXPECT_EQ(Rendered("{.items[0].metadata.labels.app\\.kubernetes\\.io/name}"), "chat");
+  EXPECT_EQ(Rendered("{.items[0].metadata.labels['app.kubernetes.io/name']}"), "chat");
+  EXPECT_EQ(Rendered("{..phase}"), "Running Pending");
+  EXPECT_EQ(Rendered("{.items[0:1].metadata.name}"), "a");
+  EXPECT_EQ(Rendered("{.items[1].spec}"), R"({"podSets":[{"count":4}]})");
+  // Within a range a path is the element's; $ is the document's.
+  EXPECT_EQ(Rendered("{range .items[*]}{.metadata.name}:{$.kind} {end}"), "a:List b:List ");
+  // Nothing selected prints nothing (kubectl's --allow-missing-template-keys, on by default).
+  EXPECT_EQ(Rendered("[{.items[5].metadata.name}{.nothing}]"), "[]");
+  EXPECT_FALSE(jsonpath::Select(JsonPathList(), "{.items[0].name").ok());
+  auto sorted = jsonpath::Select(JsonPathList()["items"][1], "status.phase");
+  ASSERT_TRUE(sorted.ok());
+  EXPECT_EQ(*sorted, std::vector<nlohmann::json>{"Pending"});
+}
+
+TEST(JsonPathTest, MalformedTemplatesAreNamed) {
+  for (const auto& [tmpl, words] : std::vector<std::pair<std::string, std::string>>{
+           {"{.items[0].name", "is not closed"},
+           {"{range .items[*]}{.name}", "has no {end}"},
+           {"{.a}{end}", "no {range} open"},
+           {"{.items[x]}", "expected [N]"},
+           {"{.items[?(@.a==[1])]}", "not a value to compare with"},
+           {"{.items[0}", "is not closed"}}) {
+    auto r = jsonpath::Render(tmpl, JsonPathList());
+    ASSERT_FALSE(r.ok()) << tmpl;
+    EXPECT_NE(r.status().message().find(words), std::string::npos)
+        << tmpl << ": " << r.status().message();
+  }
+}
+
 }  // namespace fabrica

@@ -375,6 +375,98 @@ bool MatchesSelector(const json& obj, const std::vector<LabelRequirement>& selec
   return true;
 }
 
+// A field selector as Kubernetes writes one: terms joined by commas, each FIELD=VALUE,
+// FIELD==VALUE or FIELD!=VALUE, every one to hold. As in Kubernetes, a kind is selected by a few
+// fields only (a pod by metadata.name, spec.nodeName, status.phase …), and any other is refused
+// rather than quietly ignored: a list that ignored the filter would look like its answer.
+struct FieldRequirement {
+  std::string field, value;
+  bool equal = true;
+};
+
+std::vector<std::string> SelectableFields(const ResourceInfo& info) {
+  const std::string plural = info.plural;
+  std::vector<std::string> fields = {"metadata.name"};
+  if (info.namespaced) fields.push_back("metadata.namespace");
+  if (plural == "workloads")
+    fields.insert(fields.end(), {"spec.queue", "spec.priorityClassName", "status.phase",
+                                 "status.reason", "status.assignments.node"});
+  if (plural == "nodes") fields.push_back("spec.unschedulable");
+  if (plural == "queues") fields.push_back("spec.parent");
+  if (plural == "tenants") fields.push_back("spec.trust");
+  return fields;
+}
+
+// The values `field` has in `obj`: one, or a workload's nodes (any one of them selects it, none
+// of them for !=). A field not set reads as its default (a workload's phase Pending, a node
+// schedulable, a tenant standard), or as "" as Kubernetes reads it: `status.assignments.node=`
+// selects the workloads placed nowhere.
+std::vector<std::string> FieldValues(const json& obj, const std::string& field) {
+  if (field == "status.assignments.node") {
+    std::vector<std::string> nodes;
+    for (const json& a : jsonf::List(Field(obj, "status"), "assignments"))
+      nodes.push_back(Str(a, "node"));
+    if (nodes.empty()) nodes.push_back("");
+    return nodes;
+  }
+  const size_t dot = field.find('.');
+  const json& v = Field(Field(obj, field.substr(0, dot).c_str()), field.substr(dot + 1).c_str());
+  if (v.is_string()) return {v.get<std::string>()};
+  if (v.is_boolean()) return {v.get<bool>() ? "true" : "false"};
+  if (field == "status.phase") return {"Pending"};
+  if (field == "spec.unschedulable") return {"false"};
+  if (field == "spec.trust") return {"standard"};
+  return {""};
+}
+
+Result<std::vector<FieldRequirement>> ParseFieldSelector(const ResourceInfo& info,
+                                                         const std::string& selector) {
+  const std::vector<std::string> known = SelectableFields(info);
+  std::vector<FieldRequirement> out;
+  for (size_t start = 0; start <= selector.size();) {
+    const size_t comma = std::min(selector.find(',', start), selector.size());
+    const std::string term = Trimmed(selector.substr(start, comma - start));
+    start = comma + 1;
+    if (term.empty()) continue;
+    FieldRequirement r;
+    const size_t ne = term.find("!="), eq = term.find('=');
+    if (eq == std::string::npos)
+      return InvalidArgument("fieldSelector: '" + term +
+                             "': expected FIELD=VALUE, FIELD==VALUE or FIELD!=VALUE");
+    const size_t op = ne != std::string::npos && ne < eq ? ne : eq;
+    r.equal = op == eq;
+    r.field = Trimmed(term.substr(0, op));
+    const size_t value_at = op + (!r.equal || term.compare(op, 2, "==") == 0 ? 2 : 1);
+    r.value = Trimmed(term.substr(value_at));
+    if (std::find(known.begin(), known.end(), r.field) == known.end()) {
+      std::string list;
+      for (const std::string& f : known) list += (list.empty() ? "" : ", ") + f;
+      return InvalidArgument("fieldSelector: '" + term + "': " + info.plural +
+                             " are not selected by '" + r.field + "' (field label not supported; " +
+                             "they are by " + list + ")");
+    }
+    // (A value the field can never have is a mistake, not a filter that selects nothing: a trial
+    // of kubectl habits writes status.phase=running.)
+    if (r.field == "status.phase" && r.value != "Pending" && r.value != "Scheduled" &&
+        r.value != "Running" && r.value != "Succeeded" && r.value != "Failed")
+      return InvalidArgument("fieldSelector: '" + term + "': status.phase is one of Pending, " +
+                             "Scheduled, Running, Succeeded, Failed");
+    if (r.field == "spec.unschedulable" && r.value != "true" && r.value != "false")
+      return InvalidArgument("fieldSelector: '" + term + "': spec.unschedulable is true or false");
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+bool MatchesFields(const json& obj, const std::vector<FieldRequirement>& selector) {
+  for (const FieldRequirement& r : selector) {
+    const std::vector<std::string> values = FieldValues(obj, r.field);
+    const bool any = std::find(values.begin(), values.end(), r.value) != values.end();
+    if (any != r.equal) return false;
+  }
+  return true;
+}
+
 bool AssignedTo(const json& workload, const std::string& node) {
   const json& assignments = Field(Field(workload, "status"), "assignments");
   if (!assignments.is_array()) return false;
@@ -2729,6 +2821,10 @@ struct ApiServer::Impl {
         ParseSelector(req.query.count("labelSelector") ? req.query.at("labelSelector") : "");
     if (!parsed_selector.ok()) return StatusResponse(400, parsed_selector.status().message());
     const std::vector<LabelRequirement> selector = std::move(*parsed_selector);
+    auto parsed_fields = ParseFieldSelector(
+        info, req.query.count("fieldSelector") ? req.query.at("fieldSelector") : "");
+    if (!parsed_fields.ok()) return StatusResponse(400, parsed_fields.status().message());
+    const std::vector<FieldRequirement> fields = std::move(*parsed_fields);
     bool all = false;
     std::vector<std::string> tenants = auth.ReadableTenants(p, &all);
     if (!ns.empty()) {
@@ -2743,9 +2839,11 @@ struct ApiServer::Impl {
         if (!rv.ok()) return StatusResponse(400, "resourceVersion: " + rv.status().message());
         after = *rv;
       }
-      auto filter = [this, info, p, tenants, all, selector](const WatchEvent& e, json* obj) {
+      auto filter = [this, info, p, tenants, all, selector, fields](const WatchEvent& e,
+                                                                    json* obj) {
         *obj = Materialize(e.kv);
-        return Visible(info, *obj, p, tenants, all) && MatchesSelector(*obj, selector);
+        return Visible(info, *obj, p, tenants, all) && MatchesSelector(*obj, selector) &&
+               MatchesFields(*obj, fields);
       };
       auto w = std::make_shared<Watcher>(store, prefix, after, filter, [this](Watcher* self) {
         std::lock_guard<std::mutex> lock(watchers_mu);
@@ -2793,7 +2891,9 @@ struct ApiServer::Impl {
         const KeyValue& kv = listed->items[i];
         after = kv.key;
         json obj = Materialize(kv);
-        if (!Visible(info, obj, p, tenants, all) || !MatchesSelector(obj, selector)) continue;
+        if (!Visible(info, obj, p, tenants, all) || !MatchesSelector(obj, selector) ||
+            !MatchesFields(obj, fields))
+          continue;
         items.push_back(std::move(obj));
         last_returned = kv.key;
         full = limit > 0 && items.size() == static_cast<size_t>(limit);

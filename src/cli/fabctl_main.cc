@@ -25,6 +25,7 @@
 
 #include "api/json_fields.h"
 #include "client/http_client.h"
+#include "client/jsonpath.h"
 #include "core/fleet.h"
 #include "core/quantity.h"
 #include "core/workload.h"
@@ -159,6 +160,8 @@ void PrintYaml(const json& j, int indent, std::ostream& out) {
 
 struct Globals {
   std::string server, token, ca, config, ns, output, selector;
+  std::string field_selector;  // -- field-selector: sent to the server, which checks it
+  std::string sort_by;         // --sort-by: a JSONPath the items are ordered by
   bool all_namespaces = false;
   bool watch = false;
   // apply and delete: "none", "client" (say what would be written, write nothing) or "server"
@@ -718,13 +721,132 @@ void PrintName(const Resource& r, const json& o) {
   std::cout << kind << "/" << (meta.is_object() ? meta.value("name", "") : "") << "\n";
 }
 
+// kubectl's templated outputs: -o jsonpath=TEMPLATE (the template applied to the list, or to
+// the one object named) and -o custom-columns=HEADER:PATH,... (a column a path, each item a row;
+// <none> where the path selects nothing).
+bool Templated(const std::string& output) {
+  return output.rfind("jsonpath=", 0) == 0 || output.rfind("custom-columns=", 0) == 0;
+}
+
+fabrica::Result<std::vector<std::pair<std::string, std::string>>> Columns(
+    const std::string& output) {
+  std::vector<std::pair<std::string, std::string>> columns;
+  const std::string spec = output.substr(std::string("custom-columns=").size());
+  for (size_t at = 0; at <= spec.size();) {
+    const size_t comma = std::min(spec.find(',', at), spec.size());
+    const std::string column = spec.substr(at, comma - at);
+    at = comma + 1;
+    const size_t colon = column.find(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == column.size())
+      return fabrica::InvalidArgument("custom-columns: '" + column +
+                                      "': expected HEADER:PATH, as NAME:.metadata.name");
+    RETURN_IF_ERROR(fabrica::jsonpath::Select(json::object(), column.substr(colon + 1)).status());
+    columns.emplace_back(column.substr(0, colon), column.substr(colon + 1));
+  }
+  return columns;
+}
+
+// What -o and --sort-by say, read before anything is fetched: one that cannot be read is a
+// usage error that names what is wrong in it.
+bool OutputReadable(const Globals& g) {
+  fabrica::Status bad;
+  std::string which = "-o";
+  if (g.output.rfind("jsonpath=", 0) == 0)
+    bad = fabrica::jsonpath::Render(g.output.substr(9), json::object()).status();
+  if (g.output.rfind("custom-columns=", 0) == 0) bad = Columns(g.output).status();
+  if (bad.ok() && !g.sort_by.empty()) {
+    bad = fabrica::jsonpath::Select(json::object(), g.sort_by).status();
+    which = "--sort-by";
+  }
+  if (bad.ok()) return true;
+  std::cerr << "fabctl: " << which << ": " << bad.message() << "\n";
+  return false;
+}
+
+// `doc` (a list, or the one object named) printed by -o jsonpath=, or `items` by
+// -o custom-columns= (`header`: with its header line; `width`: the columns' widths, kept from one
+// call to the next as a watch prints its rows under the first).
+void PrintTemplated(const Globals& g, const json& doc, const std::vector<json>& items,
+                    bool header = true, std::vector<size_t>* width = nullptr) {
+  if (g.output.rfind("jsonpath=", 0) == 0) {
+    auto text = fabrica::jsonpath::Render(g.output.substr(9), doc);
+    std::cout << (text.ok() ? *text : "");
+    return;
+  }
+  auto columns = Columns(g.output);
+  if (!columns.ok()) return;
+  std::vector<std::vector<std::string>> rows(1);
+  for (const auto& [head, path] : *columns) rows.front().push_back(head);
+  for (const json& o : items) {
+    rows.emplace_back();
+    for (const auto& [head, path] : *columns) {
+      auto found = fabrica::jsonpath::Select(o, path);
+      std::string cell;
+      for (const json& v : found.ok() ? *found : std::vector<json>()) {
+        if (!cell.empty()) cell += ',';
+        cell += fabrica::jsonpath::Text(v);
+      }
+      rows.back().push_back(found.ok() && !found->empty() ? cell : "<none>");
+    }
+  }
+  PrintRows(rows, false, width, header);
+}
+
+// --sort-by: items in the order of the value the path selects in each (the first, where it
+// selects several): numbers as numbers, quantities by their amount as kubectl sorts them ("32"
+// before "224" cores, "80Gi" before "141Gi"), the rest as their text (RFC 3339 times sort by
+// it); items where it selects nothing first, as kubectl puts them. A stable sort: ties keep the
+// server's order.
+void SortItems(const Globals& g, std::vector<json>& items) {
+  if (g.sort_by.empty()) return;
+  struct Key {
+    int rank = 0;  // 0: nothing selected; 1: a number or count of cores; 2: memory; 3: text
+    double amount = 0;
+    std::string text;
+    bool operator<(const Key& o) const {
+      if (rank != o.rank) return rank < o.rank;
+      return rank == 3 ? text < o.text : amount < o.amount;
+    }
+  };
+  std::vector<std::pair<Key, json>> keyed;
+  for (json& o : items) {
+    Key k;
+    auto found = fabrica::jsonpath::Select(o, g.sort_by);
+    if (found.ok() && !found->empty()) {
+      const json& v = found->front();
+      k.text = fabrica::jsonpath::Text(v);
+      if (v.is_number()) {
+        k = {1, v.get<double>(), k.text};
+      } else if (auto cpu = fabrica::ParseMilliCpu(k.text); v.is_string() && cpu.ok()) {
+        k = {1, static_cast<double>(cpu->value()) / 1000.0, k.text};
+      } else if (auto mib = fabrica::ParseMemoryMib(k.text); v.is_string() && mib.ok()) {
+        k = {2, static_cast<double>(mib->value()), k.text};
+      } else {
+        k.rank = 3;
+      }
+    }
+    keyed.emplace_back(std::move(k), std::move(o));
+  }
+  std::stable_sort(keyed.begin(), keyed.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (size_t i = 0; i < items.size(); ++i) items[i] = std::move(keyed[i].second);
+}
+
 // Events about workloads (what happened to them, when, why), oldest first, as kubectl get
 // events prints them; of one workload where `name` is given.
-fabrica::Result<json> FetchEvents(HttpClient& http, const std::string& ns,
+// The events' field selector: one workload's (`name`), and --field-selector's terms.
+std::string EventSelector(const Globals& g, const std::string& name) {
+  std::string terms = name.empty() ? "" : "involvedObject.name=" + name;
+  if (!g.field_selector.empty()) terms += (terms.empty() ? "" : ",") + g.field_selector;
+  return terms.empty() ? "" : "fieldSelector=" + QueryEscape(terms);
+}
+
+fabrica::Result<json> FetchEvents(const Globals& g, HttpClient& http, const std::string& ns,
                                   const std::string& name) {
   std::string path =
       std::string("/apis/fabrica.dev/v1") + (ns.empty() ? "" : "/namespaces/" + ns) + "/events";
-  if (!name.empty()) path += "?fieldSelector=involvedObject.name%3D" + name;
+  if (const std::string selector = EventSelector(g, name); !selector.empty())
+    path += "?" + selector;
   auto resp = http.Do("GET", path);
   if (!resp.ok()) return resp.status();
   if (resp->status != 200) {
@@ -761,14 +883,34 @@ json ByLastSeen(json items) {
 
 int GetEvents(Globals& g, HttpClient& http, const std::string& name) {
   const std::string ns = g.all_namespaces ? "" : g.ns;
-  fabrica::Result<json> list = FetchEvents(http, ns, name);
+  if (!OutputReadable(g)) return 1;
+  fabrica::Result<json> list = FetchEvents(g, http, ns, name);
   if (!list.ok()) {
     const std::string& m = list.status().message();
     std::cerr << (m.rfind("Error from server", 0) == 0 ? "" : "fabctl: ") << m << "\n";
     return 1;
   }
-  const json items = ByLastSeen(Arr(*list, "items"));
-  if (g.watch && g.output == "json") {
+  json items = ByLastSeen(Arr(*list, "items"));
+  std::vector<size_t> width;  // the table's columns, kept for a watch's later rows
+  if (!g.sort_by.empty()) {
+    std::vector<json> sorted(items.begin(), items.end());
+    SortItems(g, sorted);
+    items = sorted;
+  }
+  if (Templated(g.output)) {
+    // (A watch's: each event's object as it comes, the custom columns' header once.)
+    json doc = *list;
+    doc["items"] = items;
+    if (!g.watch) {
+      PrintTemplated(g, doc, items);
+      return 0;
+    }
+    if (g.output.rfind("custom-columns=", 0) == 0) {
+      PrintTemplated(g, doc, {items.begin(), items.end()}, true, &width);
+    } else {
+      for (const json& e : items) PrintTemplated(g, e, {e});
+    }
+  } else if (g.watch && g.output == "json") {
     // (One event a line, what is there first as ADDED: as `get -w -o json` of other kinds.)
     for (const json& e : items)
       std::cout << json{{"type", "ADDED"}, {"object", e}}.dump() << std::endl;
@@ -788,8 +930,8 @@ int GetEvents(Globals& g, HttpClient& http, const std::string& name) {
   std::vector<std::vector<std::string>> rows;
   rows.push_back({"NAMESPACE", "LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"});
   for (const json& e : items) rows.push_back(row(e));
-  std::vector<size_t> width;
-  if (g.output != "json" && g.output != "yaml") PrintRows(rows, /*skip_first=*/!ns.empty(), &width);
+  if (g.output != "json" && g.output != "yaml" && !Templated(g.output))
+    PrintRows(rows, /*skip_first=*/!ns.empty(), &width);
   if (!g.watch) return 0;
   // `get events -w` (kubectl's): each event recorded or counted again after the list, as it
   // happens; a watch quiet for the client's timeout opens again from the last version it saw.
@@ -797,9 +939,13 @@ int GetEvents(Globals& g, HttpClient& http, const std::string& name) {
   std::string rv = Obj(*list, "metadata").value("resourceVersion", "0");
   std::string path =
       std::string("/apis/fabrica.dev/v1") + (ns.empty() ? "" : "/namespaces/" + ns) + "/events";
-  path += "?watch=true" + (name.empty() ? "" : "&fieldSelector=involvedObject.name%3D" + name);
+  path += "?watch=true";
+  if (const std::string selector = EventSelector(g, name); !selector.empty())
+    path += "&" + selector;
   const auto show = [&](const json& e) {
-    if (g.output == "json") {
+    if (Templated(g.output)) {
+      PrintTemplated(g, e["object"], {e["object"]}, false, &width);
+    } else if (g.output == "json") {
       std::cout << e.dump() << std::endl;
     } else if (g.output == "yaml") {
       std::cout << "---\n";
@@ -838,7 +984,7 @@ int GetEvents(Globals& g, HttpClient& http, const std::string& name) {
     });
     if (gone) {
       // As a reflector does: list again, and show what changed since the last version seen.
-      fabrica::Result<json> again = FetchEvents(http, ns, name);
+      fabrica::Result<json> again = FetchEvents(g, http, ns, name);
       if (!again.ok()) {
         std::cerr << "fabctl: " << again.status().message() << "\n";
         return 1;
@@ -909,6 +1055,12 @@ int Get(Globals& g, HttpClient& http, const std::string& what,
     }
     return GetEvents(g, http, name);
   }
+  if (!OutputReadable(g)) return 1;
+  if (!name.empty() && !g.watch && (!g.selector.empty() || !g.field_selector.empty())) {
+    // (As kubectl: a selector picks from a list; names pick for themselves.)
+    std::cerr << "fabctl: -l and --field-selector select from a list: give no name with them\n";
+    return 2;
+  }
   const Resource* r = ResourceByName(what);
   if (!r) {
     std::cerr << "fabctl: unknown resource type '" << what
@@ -959,7 +1111,14 @@ int Get(Globals& g, HttpClient& http, const std::string& what,
       found.push_back(json::parse(resp->body));
     }
     if (found.empty()) return rc;
-    if (g.output == "json" || g.output == "yaml") {
+    SortItems(g, found);
+    if (Templated(g.output)) {
+      PrintTemplated(g,
+                     names.size() == 1
+                         ? found.front()
+                         : json{{"apiVersion", "v1"}, {"kind", "List"}, {"items", found}},
+                     found);
+    } else if (g.output == "json" || g.output == "yaml") {
       if (names.size() == 1)
         PrintObject(found.front(), g.output);
       else
@@ -973,6 +1132,9 @@ int Get(Globals& g, HttpClient& http, const std::string& what,
   }
   std::string path = CollectionPath(*r, ns);
   if (!g.selector.empty()) path += "?labelSelector=" + QueryEscape(g.selector);
+  if (!g.field_selector.empty())
+    path += std::string(path.find('?') == std::string::npos ? "?" : "&") +
+            "fieldSelector=" + QueryEscape(g.field_selector);
   auto resp = http.Do("GET", path);
   if (!resp.ok() || resp->status != 200) return Failed(resp);
   json list = json::parse(resp->body);
@@ -982,12 +1144,24 @@ int Get(Globals& g, HttpClient& http, const std::string& what,
   std::vector<json> items;
   for (const json& o : list["items"])
     if (named(o)) items.push_back(o);
+  SortItems(g, items);
+  if (!g.sort_by.empty() && only.empty()) list["items"] = items;
   if (!only.empty() && items.empty()) {
     std::cerr << "Error from server (404): " << r->kind << " '" << only << "' not found\n";
     return 1;
   }
   WatchTable table{"ADDED", true, {std::string("MODIFIED").size()}};
-  if (g.watch && g.output == "json") {
+  std::vector<size_t> columns;  // -o custom-columns' widths, kept for a watch's later rows
+  if (Templated(g.output) && !g.watch) {
+    PrintTemplated(g, list, items);
+  } else if (Templated(g.output)) {
+    // (A watch's: each object as it comes, the custom columns' header once.)
+    if (g.output.rfind("custom-columns=", 0) == 0) {
+      PrintTemplated(g, list, items, true, &columns);
+    } else {
+      for (const json& o : items) PrintTemplated(g, o, {o});
+    }
+  } else if (g.watch && g.output == "json") {
     // A watch in JSON is one stream of events, one a line (jq reads it as it comes): what is
     // there first as ADDED, as a watch from version 0 would say it.
     for (const json& o : items)
@@ -1032,7 +1206,9 @@ int Get(Globals& g, HttpClient& http, const std::string& what,
                           o["metadata"]["resourceVersion"].is_string())
                         rv = o["metadata"]["resourceVersion"].get<std::string>();
                       if (!named(Obj(e, "object"))) return true;  // (another object's)
-                      if (g.output == "json") {
+                      if (Templated(g.output)) {
+                        PrintTemplated(g, e["object"], {e["object"]}, false, &columns);
+                      } else if (g.output == "json") {
                         std::cout << e.dump() << std::endl;
                       } else if (g.output == "yaml") {
                         std::cout << "---\n";
@@ -2121,7 +2297,7 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
   if (std::string(r->kind) == "Workload") {
     // What happened to it, by when it was last seen (as kubectl describe ends with its events):
     // a wait repeated since is counted into its first event and listed where it now stands.
-    if (fabrica::Result<json> events = FetchEvents(http, g.ns, name); events.ok()) {
+    if (fabrica::Result<json> events = FetchEvents(g, http, g.ns, name); events.ok()) {
       const json items = ByLastSeen(Arr(*events, "items"));
       std::printf("Events:%s\n", items.empty() ? "     <none>" : "");
       std::vector<std::vector<std::string>> rows;
@@ -2754,9 +2930,24 @@ int main(int argc, char** argv) {
   get->add_option("name", names, "one or more names (none: all)");
   get->add_option("-n,--namespace,--tenant", g.ns, "tenant");
   get->add_flag("-A,--all-namespaces", g.all_namespaces, "all tenants you may read");
-  get->add_option("-o,--output", g.output, "json|yaml|wide|name")
-      ->check(CLI::IsMember({"json", "yaml", "wide", "name"}));
+  get->add_option("-o,--output", g.output,
+                  "json|yaml|wide|name|jsonpath=TEMPLATE|custom-columns=HEADER:PATH,...")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            return v == "json" || v == "yaml" || v == "wide" || v == "name" || Templated(v)
+                       ? std::string()
+                       : "'" + v +
+                             "' is not one of json, yaml, wide, name, jsonpath=TEMPLATE, "
+                             "custom-columns=HEADER:PATH,...";
+          },
+          "OUTPUT"));
   get->add_option("-l,--selector", g.selector, "label selector");
+  get->add_option("--field-selector", g.field_selector,
+                  "field selector, e.g. status.phase=Pending,spec.queue=research (the server "
+                  "names the fields each kind is selected by)");
+  get->add_option("--sort-by", g.sort_by,
+                  "JSONPath to order the items by, e.g. "
+                  ".metadata.creationTimestamp");
   get->add_flag("-w,--watch", g.watch, "watch for changes");
   get->add_flag("--no-headers", g_no_headers, "print tables without their header line");
   get->callback([&] {

@@ -42,6 +42,31 @@ first=$("$FABCTL" get nodes --no-headers | awk 'NR == 1 {print $1}')
 "$FABCTL" cordon "$first" >/dev/null || fail "cordon $first"
 "$FABCTL" describe workload huge -n team-a | contains "^Not counted: $first (cordoned) — nodes that take no new work now$" ||
   fail "describe of huge with $first cordoned: $("$FABCTL" describe workload huge -n team-a)"
+# kubectl's selection and output: --field-selector (checked by the server: a field a kind is not
+# selected by, or a value its field never has, is refused by name), -o jsonpath, -o
+# custom-columns, --sort-by (cores as numbers: "32" before "224").
+out=$("$FABCTL" get nodes --field-selector spec.unschedulable=true -o name) || fail "cordoned: $out"
+[ "$out" = "node/$first" ] || fail "nodes selected as cordoned: $out"
+out=$("$FABCTL" get workloads -A --field-selector status.phase=Pending \
+  -o jsonpath='{range .items[*]}{.metadata.namespace}/{.metadata.name}{"\n"}{end}') ||
+  fail "pending by field: $out"
+[ "$out" = "team-a/huge" ] || fail "workloads selected as Pending: $out"
+out=$("$FABCTL" get workloads -A --field-selector status.phase=Running,metadata.namespace=team-a \
+  -o jsonpath='{.items[*].metadata.name}') || fail "running by field: $out"
+[ -z "$out" ] || fail "workloads selected as Running: $out"
+out=$("$FABCTL" get workloads -A --field-selector status.phase=pending 2>&1) &&
+  fail "a phase in lower case was taken: $out"
+grep -q "status.phase is one of Pending, Scheduled, Running" <<<"$out" || fail "lower case: $out"
+out=$("$FABCTL" get workloads -A --field-selector spec.gpus=8 2>&1) && fail "spec.gpus taken: $out"
+grep -q "not selected by 'spec.gpus'.*status.assignments.node" <<<"$out" || fail "spec.gpus: $out"
+out=$("$FABCTL" get nodes --sort-by .spec.cpu --no-headers \
+  -o custom-columns=NODE:.metadata.name,CPU:.spec.cpu,OFF:.spec.unschedulable) ||
+  fail "custom columns: $out"
+[ "$(sort -s -n -k2,2 <<<"$out")" = "$out" ] || fail "not sorted by cores: $out"
+[ "$(awk '{print $2}' <<<"$out" | sort -u | wc -l)" -gt 1 ] || fail "one core count only: $out"
+contains "^$first  *[0-9]*  *true$" <<<"$out" || fail "cordoned node's row: $out"
+out=$("$FABCTL" get nodes -o 'jsonpath={.items[0].metadata.name' 2>&1) && fail "bad template: $out"
+grep -q "is not closed" <<<"$out" || fail "bad template: $out"
 "$FABCTL" uncordon "$first" >/dev/null || fail "uncordon $first"
 "$FABCTL" delete workload huge -n team-a >/dev/null || fail "delete huge"
 
