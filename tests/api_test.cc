@@ -1220,7 +1220,7 @@ TEST_F(ApiCrudTest, ListWithLabelSelectorAndPagination) {
 // was ignored and the whole list came back, as if it were the answer).
 TEST_F(ApiCrudTest, ListAndWatchWithFieldSelector) {
   const std::string path = Collection("workloads", "team-a");
-  json queued = WorkloadObject("team-a", "a1");
+  json queued = WorkloadObject("team-a", "a1", {{"app", "x"}});
   queued["spec"]["queue"] = "research";
   w_.MustCreate(path, queued);
   w_.MustCreate(path, WorkloadObject("team-a", "a2"));
@@ -1245,7 +1245,10 @@ TEST_F(ApiCrudTest, ListAndWatchWithFieldSelector) {
   EXPECT_EQ(names("?fieldSelector=spec.queue=research,metadata.name=a1"),
             (std::set<std::string>{"team-a/a1"}));
   EXPECT_EQ(names("?fieldSelector=spec.queue=research,metadata.name=a3").size(), 0u);
-  EXPECT_EQ(names("?fieldSelector=metadata.namespace=team-a&labelSelector=app").size(), 0u);
+  // (Both selectors hold at once.)
+  EXPECT_EQ(names("?fieldSelector=status.phase=Pending&labelSelector=app"),
+            (std::set<std::string>{"team-a/a1"}));
+  EXPECT_EQ(names("?fieldSelector=status.phase=Running&labelSelector=app").size(), 0u);
   // (Across tenants, another tenant's workloads stay unseen whatever the selector says.)
   EXPECT_EQ(
       ItemNames(w_.Get(Collection("workloads") + "?fieldSelector=metadata.namespace!=x", kAlice)),
@@ -1277,6 +1280,53 @@ TEST_F(ApiCrudTest, ListAndWatchWithFieldSelector) {
   w_.MustSetStatus(Item("workloads", "team-a", "a1"), {{"phase", "Failed"}});
   EXPECT_EQ(Summaries(d.Events()),
             (std::vector<std::string>{"ADDED team-a/a3", "DELETED team-a/a3"}));
+
+  // A watch from a list's version reports what left the selection between the list and the
+  // watch (a reflector's list, then watch; a watch opened again).
+  w_.MustCreate(path, WorkloadObject("team-a", "a4"));
+  HttpResponse listed = w_.Get(path + "?fieldSelector=status.phase=Pending", kAlice);
+  ASSERT_EQ(ItemNames(listed), (std::set<std::string>{"team-a/a4"}));
+  const std::string version = Parse(listed)["metadata"].value("resourceVersion", "");
+  w_.MustSetStatus(Item("workloads", "team-a", "a4"), {{"phase", "Running"}});
+  HttpResponse rewatch = w_.Get(
+      path + "?watch=true&fieldSelector=status.phase=Pending&resourceVersion=" + version, kAlice);
+  ASSERT_EQ(rewatch.status, 200) << rewatch.body;
+  EXPECT_EQ(Summaries(WatchDriver(rewatch.stream).Events()),
+            (std::vector<std::string>{"DELETED team-a/a4"}));
+}
+
+// A node's load, whoever's work it is: a tenant reads the GPUs others' work holds on a shared
+// node as a sum, never their workloads (a trial's tenant read a busy node as idle); room planned
+// for pending work is counted apart.
+TEST(ApiListTest, NodeAllocationsSumEveryonesWorkAndNameNone) {
+  World w;
+  w.Seed();  // team-a/wa and team-b/wb on n1's GPU 0
+  json waiting = Parse(w.Get(Item("workloads", "team-b", "wb2")));
+  waiting["status"] = {{"phase", "Pending"}, {"nomination", {Assignment("n2")}}};
+  ASSERT_EQ(
+      w.Do("PUT", Item("workloads", "team-b", "wb2") + "/status", kAdmin, waiting.dump()).status,
+      200);
+  HttpResponse r = w.Get(Collection("nodeallocations"), kAlice);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json list = Parse(r);
+  ASSERT_EQ(list["items"].size(), 2u) << r.body;
+  const json& n1 = list["items"][0];
+  EXPECT_EQ(n1["metadata"].value("name", ""), "n1");
+  EXPECT_EQ(n1["gpus"][0].value("gpuMilli", 0), 2000);  // (both tenants' pods on GPU 0)
+  EXPECT_EQ(n1.value("unreadGpuMilli", 0), 1000);       // team-b's, which alice cannot read
+  const json& n2 = list["items"][1];
+  EXPECT_EQ(n2["gpus"][0].value("gpuMilli", 0), 0);
+  EXPECT_EQ(n2["gpus"][0].value("heldMilli", 0), 1000);
+  EXPECT_EQ(r.body.find("wb"), std::string::npos) << "a workload named: " << r.body;
+  // An admin reads it all; one node alone; only GET.
+  EXPECT_EQ(
+      Parse(w.Get(Collection("nodeallocations"), kAdmin))["items"][0].value("unreadGpuMilli", -1),
+      0);
+  const json one = Parse(w.Get(Collection("nodeallocations") + "/n2", kAlice));
+  ASSERT_EQ(one["items"].size(), 1u);
+  EXPECT_EQ(one["items"][0]["metadata"].value("name", ""), "n2");
+  EXPECT_EQ(w.Do("DELETE", Collection("nodeallocations") + "/n1", kAdmin).status, 405);
+  EXPECT_EQ(w.Get(Collection("nodeallocations"), "no-such-token").status, 401);
 }
 
 // A tenant user's list across tenants pages through every tenant's keys; the continue token must
@@ -2576,6 +2626,10 @@ TEST(ApiEventsTest, AWaitSaidAgainWithOtherNumbersIsOneEventCounted) {
   EXPECT_EQ(count("reason=Queued,reason=Preempting"), 0u);
   EXPECT_EQ(count("reason=Queued,reason=Queued"), 2u);
   EXPECT_EQ(count("involvedObject.name=wa2,involvedObject.name=wa"), 0u);
+  // kubectl's other forms: !=, and blanks after the commas.
+  EXPECT_EQ(count("reason!=Queued,reason=RequeuingLimitExceeded"), 1u);
+  EXPECT_EQ(count("involvedObject.name=wa2, reason=Queued"), 2u);
+  EXPECT_EQ(count("involvedObject.name!=wa2,reason=Queued"), 0u);
 }
 
 // Events are kept in the store too, each workload's as one object, so that a restarted server
@@ -2897,7 +2951,7 @@ TEST(ApiPathTest, UnknownPathsAndMethods) {
             405);
   HttpResponse discovery = w.Get(kApi);
   EXPECT_EQ(discovery.status, 200);
-  EXPECT_EQ(Parse(discovery)["resources"].size(), 8u);  // (events: list and watch)
+  EXPECT_EQ(Parse(discovery)["resources"].size(), 9u);  // (events: list and watch; nodeallocations)
 }
 
 }  // namespace

@@ -797,6 +797,9 @@ TEST(JsonPathTest, TemplatesPrintWhatTheirPathsSelect) {
   EXPECT_EQ(Rendered("{.items[0].metadata.labels['app.kubernetes.io/name']}"), "chat");
   EXPECT_EQ(Rendered("{..phase}"), "Running Pending");
   EXPECT_EQ(Rendered("{.items[0:1].metadata.name}"), "a");
+  EXPECT_EQ(Rendered("{.items[0:2:2].metadata.name} {.items[1,0].metadata.name}"), "a b a");
+  EXPECT_EQ(Rendered("{.items[0].metadata['name','nothing']}"), "a");
+  EXPECT_EQ(Rendered("{.items[0:5:9223372036854775807].metadata.name}"), "a");
   EXPECT_EQ(Rendered("{.items[1].spec}"), R"({"podSets":[{"count":4}]})");
   // Within a range a path is the element's; $ is the document's.
   EXPECT_EQ(Rendered("{range .items[*]}{.metadata.name}:{$.kind} {end}"), "a:List b:List ");
@@ -815,7 +818,11 @@ TEST(JsonPathTest, MalformedTemplatesAreNamed) {
            {"{.a}{end}", "no {range} open"},
            {"{.items[x]}", "expected [N]"},
            {"{.items[?(@.a==[1])]}", "not a value to compare with"},
-           {"{.items[0}", "is not closed"}}) {
+           {"{.items[0}", "is not closed"},
+           {"{.items[99999999999999999999]}", "expected [N]"},
+           {"{.items[1:99999999999999999999]}", "expected [A:B]"},
+           {"{.items[0:2:0]}", "a STEP of 1 or more"},
+           {"{.items[0,*]}", "a union lists indexes or quoted fields"}}) {
     auto r = jsonpath::Render(tmpl, JsonPathList());
     ASSERT_FALSE(r.ok()) << tmpl;
     EXPECT_NE(r.status().message().find(words), std::string::npos)

@@ -410,7 +410,9 @@ std::vector<std::string> FieldValues(const json& obj, const std::string& field) 
     return nodes;
   }
   const size_t dot = field.find('.');
-  const json& v = Field(Field(obj, field.substr(0, dot).c_str()), field.substr(dot + 1).c_str());
+  const json& v = dot == std::string::npos ? Field(obj, field.c_str())
+                                           : Field(Field(obj, field.substr(0, dot).c_str()),
+                                                   field.substr(dot + 1).c_str());
   if (v.is_string()) return {v.get<std::string>()};
   if (v.is_boolean()) return {v.get<bool>() ? "true" : "false"};
   if (field == "status.phase") return {"Pending"};
@@ -419,9 +421,10 @@ std::vector<std::string> FieldValues(const json& obj, const std::string& field) 
   return {""};
 }
 
-Result<std::vector<FieldRequirement>> ParseFieldSelector(const ResourceInfo& info,
-                                                         const std::string& selector) {
-  const std::vector<std::string> known = SelectableFields(info);
+// The terms of `selector`, each of a field among `known` (those `what` are selected by).
+Result<std::vector<FieldRequirement>> ParseFieldTerms(const std::string& selector,
+                                                      const std::vector<std::string>& known,
+                                                      const std::string& what) {
   std::vector<FieldRequirement> out;
   for (size_t start = 0; start <= selector.size();) {
     const size_t comma = std::min(selector.find(',', start), selector.size());
@@ -441,9 +444,8 @@ Result<std::vector<FieldRequirement>> ParseFieldSelector(const ResourceInfo& inf
     if (std::find(known.begin(), known.end(), r.field) == known.end()) {
       std::string list;
       for (const std::string& f : known) list += (list.empty() ? "" : ", ") + f;
-      return InvalidArgument("fieldSelector: '" + term + "': " + info.plural +
-                             " are not selected by '" + r.field + "' (field label not supported; " +
-                             "they are by " + list + ")");
+      return InvalidArgument("fieldSelector: '" + term + "': " + what + " are not selected by '" +
+                             r.field + "' (field label not supported; they are by " + list + ")");
     }
     // (A value the field can never have is a mistake, not a filter that selects nothing: a trial
     // of kubectl habits writes status.phase=running.)
@@ -456,6 +458,11 @@ Result<std::vector<FieldRequirement>> ParseFieldSelector(const ResourceInfo& inf
     out.push_back(std::move(r));
   }
   return out;
+}
+
+Result<std::vector<FieldRequirement>> ParseFieldSelector(const ResourceInfo& info,
+                                                         const std::string& selector) {
+  return ParseFieldTerms(selector, SelectableFields(info), info.plural);
 }
 
 bool MatchesFields(const json& obj, const std::vector<FieldRequirement>& selector) {
@@ -795,7 +802,10 @@ json CanonicalQuantity(const std::string& resource, int64_t amount) {
 // One watch stream: replays events after its resourceVersion, then forwards live ones.
 class Watcher : public StreamSource, public std::enable_shared_from_this<Watcher> {
  public:
-  using Filter = std::function<bool(const WatchEvent&, json* object)>;
+  // What a watcher makes of an object: not its principal's to read, readable but outside its
+  // selectors, or selected.
+  enum class Seen { kHidden, kUnselected, kSelected };
+  using Filter = std::function<Seen(const WatchEvent&, json* object)>;
   Watcher(Store& store, std::string prefix, int64_t after, Filter filter,
           std::function<void(Watcher*)> on_end)
       : store_(store),
@@ -828,7 +838,8 @@ class Watcher : public StreamSource, public std::enable_shared_from_this<Watcher
     }
     for (const KeyValue& kv : listed->items) {
       json obj;
-      if (kv.mod_revision <= after_ && Passes(WatchEvent{WatchEvent::Type::kPut, kv}, &obj)) {
+      if (kv.mod_revision <= after_ &&
+          Passes(WatchEvent{WatchEvent::Type::kPut, kv}, &obj) == Seen::kSelected) {
         shown_[kv.key] = obj.dump();
       }
     }
@@ -867,12 +878,12 @@ class Watcher : public StreamSource, public std::enable_shared_from_this<Watcher
   }
 
  private:
-  // Whether the object of `e` passes the filter; an object the filter cannot read does not.
-  bool Passes(const WatchEvent& e, json* obj) {
+  // What the filter makes of the object of `e`; one it cannot read is hidden.
+  Seen Passes(const WatchEvent& e, json* obj) {
     try {
       return filter_(e, obj);
     } catch (const std::exception&) {
-      return false;
+      return Seen::kHidden;
     }
   }
 
@@ -882,12 +893,19 @@ class Watcher : public StreamSource, public std::enable_shared_from_this<Watcher
     // This runs on the store's committer thread: bad data must cost an event, not the process.
     try {
       json obj;
-      const bool visible = Passes(e, &obj);
+      const Seen seen = Passes(e, &obj);
+      const bool visible = seen == Seen::kSelected;
       auto shown = shown_.find(e.kv.key);
       const bool was_shown = shown != shown_.end();
       const bool unknown = unknown_.erase(e.kv.key) > 0;
       const char* type;
-      if (!visible) {
+      if (!visible && !was_shown && unknown && seen == Seen::kUnselected &&
+          e.type == WatchEvent::Type::kPut) {
+        // Outside the selection now, and maybe shown as of `after_` (the watch began, or opened
+        // again, after the list it follows): said deleted, as its principal may read it, and a
+        // client that never had it ignores the deletion.
+        type = "DELETED";
+      } else if (!visible) {
         if (!was_shown) return;
         // It left this watcher's selection (a label removed, a workload taken off this node):
         // as in Kubernetes the watcher sees a deletion, of the last state it was allowed to see.
@@ -2317,6 +2335,10 @@ struct ApiServer::Impl {
                       {"kind", "Event"},
                       {"namespaced", true},
                       {"verbs", {"list", "watch"}}});
+      list.push_back({{"name", "nodeallocations"},
+                      {"kind", "NodeAllocation"},
+                      {"namespaced", false},
+                      {"verbs", {"get", "list"}}});
       return JsonResponse(200, {{"kind", "APIResourceList"},
                                 {"apiVersion", "v1"},
                                 {"groupVersion", kGroupVersion},
@@ -2338,6 +2360,15 @@ struct ApiServer::Impl {
                               "events are read as a list or a watch: GET .../events"
                               "[?fieldSelector=involvedObject.name=NAME][&watch=true]");
       return Events(ns, req, *principal, watch);
+    }
+    if (parts[0] == "nodeallocations") {
+      *resource_label = "nodeallocations";
+      *verb_label = parts.size() > 1 ? "get" : "list";
+      if (req.method != "GET" || parts.size() > 2 || !ns.empty())
+        return StatusResponse(405, "node allocations are read: GET .../nodeallocations[/NODE]");
+      Status allowed = auth.Check(*principal, Verb::kList, "nodes", "", "", false);
+      if (!allowed.ok()) return ErrorFromStatus(allowed);
+      return NodeAllocations(parts.size() > 1 ? parts[1] : "", *principal);
     }
     const ResourceInfo* info = FindResource(parts[0]);
     if (!info) return StatusResponse(404, "unknown resource '" + parts[0] + "'");
@@ -2617,6 +2648,63 @@ struct ApiServer::Impl {
                           "workload " + ns + "/" + name + " " + why + "; stops at " + deadline);
   }
 
+  // GET .../nodeallocations[/NODE]: what the work placed on each node holds of its GPUs, and the
+  // room planned there for pending work (a preemptor's while its victims stop, a reservation's),
+  // with no workload named. Anyone who may list nodes reads it, as Kubernetes' node metrics, so
+  // a tenant sees how loaded a node is though not others' work (a trial's tenant read a node
+  // with 4 GPUs busy as idle); `unreadGpuMilli` is the part held by work the caller cannot read.
+  HttpResponse NodeAllocations(const std::string& only, const Principal& p) {
+    auto listed = store.List(Prefix(*FindResource("workloads"), ""), "", 0);
+    if (!listed.ok()) return ErrorFromStatus(listed.status());
+    bool all = false;
+    const std::vector<std::string> tenants = auth.ReadableTenants(p, &all);
+    struct Gpu {
+      int64_t used = 0, held = 0;
+    };
+    struct Node {
+      std::map<int64_t, Gpu> gpus;
+      int64_t memory_mib = 0, unread = 0;
+    };
+    std::map<std::string, Node> nodes;
+    for (const KeyValue& kv : listed->items) {
+      const json w = json::parse(kv.value, nullptr, false);
+      const json& status = Field(w, "status");
+      const std::string phase = Str(status, "phase", "Pending");
+      const bool pending = phase == "Pending";
+      if (!pending && phase != "Scheduled" && phase != "Running") continue;
+      const bool readable = Visible(*FindResource("workloads"), w, p, tenants, all);
+      const json& finished = Field(status, "finishedPods");
+      for (const json& a : jsonf::List(status, pending ? "nomination" : "assignments")) {
+        // (A pod that completed gave its devices back.)
+        if (!pending && finished.is_object() && finished.contains(Str(a, "pod"))) continue;
+        const std::string node = Str(a, "node");
+        if (node.empty() || (!only.empty() && node != only)) continue;
+        for (const json& d : jsonf::List(a, "devices")) {
+          const int64_t milli = Int(d, "gpuMilli");
+          Gpu& gpu = nodes[node].gpus[Int(d, "index")];
+          (pending ? gpu.held : gpu.used) += milli;
+          if (pending) continue;
+          nodes[node].memory_mib += jsonf::HeldGpuMemoryMib(d);
+          if (!readable) nodes[node].unread += milli;
+        }
+      }
+    }
+    json items = json::array();
+    for (const auto& [name, n] : nodes) {
+      json gpus = json::array();
+      for (const auto& [index, g] : n.gpus)
+        gpus.push_back({{"index", index}, {"gpuMilli", g.used}, {"heldMilli", g.held}});
+      items.push_back({{"metadata", {{"name", name}}},
+                       {"gpus", std::move(gpus)},
+                       {"gpuMemoryMiB", n.memory_mib},
+                       {"unreadGpuMilli", n.unread}});
+    }
+    return JsonResponse(200, {{"kind", "NodeAllocationList"},
+                              {"apiVersion", kGroupVersion},
+                              {"metadata", {{"resourceVersion", std::to_string(listed->revision)}}},
+                              {"items", std::move(items)}});
+  }
+
   HttpResponse PendingWorkloads(const std::string& queue, const HttpRequest& req,
                                 const Principal& p) {
     int64_t limit = 1000, offset = 0;
@@ -2725,41 +2813,28 @@ struct ApiServer::Impl {
     // (A node reads the workloads assigned to it, not others' histories.)
     if (!p.node.empty()) return StatusResponse(403, "nodes do not read events");
     std::string name, in_ns = ns;
-    std::map<std::string, std::string> only;   // reason, type: what the events must have
-    std::map<std::string, std::string> asked;  // every term's field and value
+    std::vector<FieldRequirement> terms;
     bool contradicts = false;
     if (auto it = req.query.find("fieldSelector"); it != req.query.end() && !it->second.empty()) {
-      // As kubectl writes it: terms joined by ',' (involvedObject.name, .namespace, .kind).
-      std::string terms = it->second;
-      for (size_t start = 0; start <= terms.size();) {
-        const size_t comma = std::min(terms.find(',', start), terms.size());
-        const std::string term = terms.substr(start, comma - start);
-        const size_t eq = term.find('=');
-        // ("a==b" is "a=b", as Kubernetes reads it.)
-        const size_t value_at =
-            eq == std::string::npos ? eq : eq + (term.compare(eq, 2, "==") == 0 ? 2 : 1);
-        const std::string field = term.substr(0, eq),
-                          value = eq == std::string::npos ? "" : term.substr(value_at);
-        if (eq == std::string::npos || value.empty() ||
-            (field != "involvedObject.name" && field != "involvedObject.namespace" &&
-             field != "reason" && field != "type" &&
-             !(field == "involvedObject.kind" && value == "Workload")))
-          return StatusResponse(400, "fieldSelector: '" + term +
-                                         "' is not one of involvedObject.name=NAME, "
-                                         "involvedObject.namespace=NS, "
-                                         "involvedObject.kind=Workload, reason=R, type=T");
-        // (Every term must hold, as Kubernetes reads them: one field asked two values of
-        // selects nothing.)
-        if (auto [at, fresh] = asked.emplace(field, value); !fresh && at->second != value)
-          contradicts = true;
-        if (field == "reason" || field == "type") only[field] = value;
-        if (field == "involvedObject.name") name = value;
-        if (field == "involvedObject.namespace") {
-          // (Another tenant than the path's: nothing is selected.)
-          if (!in_ns.empty() && in_ns != value) contradicts = true;
-          if (in_ns.empty()) in_ns = value;
+      // As kubectl writes it; every term must hold.
+      auto parsed = ParseFieldTerms(it->second,
+                                    {"involvedObject.name", "involvedObject.namespace",
+                                     "involvedObject.kind", "reason", "type"},
+                                    "events");
+      if (!parsed.ok()) return StatusResponse(400, parsed.status().message());
+      terms = std::move(*parsed);
+      // (One workload's, or one namespace's, are read as such; another namespace than the
+      // path's selects nothing.)
+      for (const FieldRequirement& t : terms) {
+        if (!t.equal) continue;
+        if (t.field == "involvedObject.name") {
+          if (!name.empty() && name != t.value) contradicts = true;
+          name = t.value;
         }
-        start = comma + 1;
+        if (t.field == "involvedObject.namespace") {
+          if (!in_ns.empty() && in_ns != t.value) contradicts = true;
+          if (in_ns.empty()) in_ns = t.value;
+        }
       }
     }
     if (!in_ns.empty())
@@ -2768,14 +2843,11 @@ struct ApiServer::Impl {
     // What the list or the watch shows: every term of the selector, in namespaces `p` may read.
     // (A watch calls it under the recorder's lock only: the cache needs no lock of its own.)
     auto seen = std::make_shared<std::map<std::string, bool>>();
-    auto selects = [this, p, in_ns, name, only, contradicts, seen](const json& e) {
+    auto selects = [this, p, in_ns, terms, contradicts, seen](const json& e) {
       if (contradicts) return false;
       const json& about = e["involvedObject"];
       const std::string e_ns = Str(about, "namespace");
-      if ((!in_ns.empty() && e_ns != in_ns) || (!name.empty() && Str(about, "name") != name))
-        return false;
-      for (const auto& [field, value] : only)
-        if (Str(e, field.c_str()) != value) return false;
+      if ((!in_ns.empty() && e_ns != in_ns) || !MatchesFields(e, terms)) return false;
       auto v = seen->find(e_ns);
       if (v == seen->end())
         v = seen->emplace(e_ns, auth.Check(p, Verb::kList, "workloads", e_ns, "", false).ok())
@@ -2842,8 +2914,10 @@ struct ApiServer::Impl {
       auto filter = [this, info, p, tenants, all, selector, fields](const WatchEvent& e,
                                                                     json* obj) {
         *obj = Materialize(e.kv);
-        return Visible(info, *obj, p, tenants, all) && MatchesSelector(*obj, selector) &&
-               MatchesFields(*obj, fields);
+        if (!Visible(info, *obj, p, tenants, all)) return Watcher::Seen::kHidden;
+        return MatchesSelector(*obj, selector) && MatchesFields(*obj, fields)
+                   ? Watcher::Seen::kSelected
+                   : Watcher::Seen::kUnselected;
       };
       auto w = std::make_shared<Watcher>(store, prefix, after, filter, [this](Watcher* self) {
         std::lock_guard<std::mutex> lock(watchers_mu);

@@ -38,10 +38,12 @@ class ApiServer {
   HttpResponse Handle(const HttpRequest& req);
   // Whether Handle may block on `req` for longer than a read takes: writes wait for their
   // group commit. For HttpServerOptions::offload.
-  // So do reads that go through every workload (a queue's pending workloads).
+  // So do reads that go through every workload (a queue's pending workloads, the nodes'
+  // allocations).
   static bool MayBlock(const HttpRequest& req) {
     return (req.method != "GET" && req.method != "HEAD") ||
-           req.path.find("/pendingworkloads") != std::string::npos;
+           req.path.find("/pendingworkloads") != std::string::npos ||
+           req.path.find("/nodeallocations") != std::string::npos;
   }
 
   // Routes served by another component (metering): called for every request outside /healthz

@@ -5,6 +5,7 @@
 // use nlohmann/json.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -34,6 +35,21 @@ inline const nlohmann::json& List(const nlohmann::json& j, const char* key) {
   static const nlohmann::json kEmpty = nlohmann::json::array();
   const nlohmann::json& v = Field(j, key);
   return v.is_array() ? v : kEmpty;
+}
+
+// The GPU memory one assigned device holds, in MiB: its memoryMiB (a whole GPU's, a share's),
+// or a MIG slice's by its profile's name ("3g.40gb": 40 GiB).
+inline int64_t HeldGpuMemoryMib(const nlohmann::json& device) {
+  if (const nlohmann::json& m = Field(device, "memoryMiB"); m.is_number_integer())
+    return std::max<int64_t>(0, m.get<int64_t>());
+  const std::string profile = Str(device, "migProfile");
+  const size_t dot = profile.find('.'), gb = profile.rfind("gb");
+  if (dot == std::string::npos || gb == std::string::npos || gb <= dot + 1) return 0;
+  const std::string n = profile.substr(dot + 1, gb - dot - 1);
+  if (n.empty() || n.size() > 6 ||
+      !std::all_of(n.begin(), n.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return 0;
+  return std::stoll(n) * 1024;
 }
 
 // `text` parsed (discarded if it is not JSON), and in `*twice` the first key given twice in one

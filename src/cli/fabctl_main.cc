@@ -257,18 +257,6 @@ int64_t NodeGpuMemoryMib(const json& spec) {
   }
   return static_cast<int64_t>(NodeGpus(spec)) * mib(Obj(spec, "gpus"));
 }
-// The GPU memory one assigned device holds, in MiB: its memoryMiB (a whole GPU's, a share's),
-// or a MIG slice's by its profile's name ("3g.40gb": 40 GiB).
-int64_t HeldGpuMemoryMib(const json& device) {
-  if (const json m = device.value("memoryMiB", json()); m.is_number_integer())
-    return std::max<int64_t>(0, m.get<int64_t>());
-  const std::string profile = device.value("migProfile", "");
-  const size_t dot = profile.find('.'), gb = profile.rfind("gb");
-  if (dot == std::string::npos || gb == std::string::npos || gb <= dot + 1) return 0;
-  const std::string n = profile.substr(dot + 1, gb - dot - 1);
-  if (n.empty() || !std::all_of(n.begin(), n.end(), ::isdigit) || n.size() > 6) return 0;
-  return std::stoll(n) * 1024;
-}
 // GPU memory as a person reads it: "41Gi", "20.5Gi", "512Mi".
 std::string GpuMemory(int64_t mib) {
   char out[32];
@@ -751,7 +739,11 @@ fabrica::Result<std::vector<std::pair<std::string, std::string>>> Columns(
 bool OutputReadable(const Globals& g) {
   fabrica::Status bad;
   std::string which = "-o";
-  if (g.output.rfind("jsonpath=", 0) == 0)
+  if (g.output == "jsonpath=")
+    bad = fabrica::InvalidArgument(
+        "jsonpath= is given no template, as jsonpath='{.items[*]"
+        ".metadata.name}'");
+  if (g.output.rfind("jsonpath=", 0) == 0 && bad.ok())
     bad = fabrica::jsonpath::Render(g.output.substr(9), json::object()).status();
   if (g.output.rfind("custom-columns=", 0) == 0) bad = Columns(g.output).status();
   if (bad.ok() && !g.sort_by.empty()) {
@@ -796,9 +788,11 @@ void PrintTemplated(const Globals& g, const json& doc, const std::vector<json>& 
 // selects several): numbers as numbers, quantities by their amount as kubectl sorts them ("32"
 // before "224" cores, "80Gi" before "141Gi"), the rest as their text (RFC 3339 times sort by
 // it); items where it selects nothing first, as kubectl puts them. A stable sort: ties keep the
-// server's order.
-void SortItems(const Globals& g, std::vector<json>& items) {
-  if (g.sort_by.empty()) return;
+// server's order. False, said, where it selects nothing in any item: a misspelt path, as kubectl
+// refuses it, not the server's order passed off as sorted.
+bool SortItems(const Globals& g, std::vector<json>& items) {
+  if (g.sort_by.empty()) return true;
+  bool any = items.empty();
   struct Key {
     int rank = 0;  // 0: nothing selected; 1: a number or count of cores; 2: memory; 3: text
     double amount = 0;
@@ -813,6 +807,7 @@ void SortItems(const Globals& g, std::vector<json>& items) {
     Key k;
     auto found = fabrica::jsonpath::Select(o, g.sort_by);
     if (found.ok() && !found->empty()) {
+      any = true;
       const json& v = found->front();
       k.text = fabrica::jsonpath::Text(v);
       if (v.is_number()) {
@@ -830,6 +825,10 @@ void SortItems(const Globals& g, std::vector<json>& items) {
   std::stable_sort(keyed.begin(), keyed.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   for (size_t i = 0; i < items.size(); ++i) items[i] = std::move(keyed[i].second);
+  if (!any)
+    std::cerr << "fabctl: --sort-by: no item has a value at " << g.sort_by
+              << " (fabctl get -o json shows the fields there are)\n";
+  return any;
 }
 
 // Events about workloads (what happened to them, when, why), oldest first, as kubectl get
@@ -894,7 +893,7 @@ int GetEvents(Globals& g, HttpClient& http, const std::string& name) {
   std::vector<size_t> width;  // the table's columns, kept for a watch's later rows
   if (!g.sort_by.empty()) {
     std::vector<json> sorted(items.begin(), items.end());
-    SortItems(g, sorted);
+    if (!SortItems(g, sorted)) return 1;
     items = sorted;
   }
   if (Templated(g.output)) {
@@ -1056,7 +1055,7 @@ int Get(Globals& g, HttpClient& http, const std::string& what,
     return GetEvents(g, http, name);
   }
   if (!OutputReadable(g)) return 1;
-  if (!name.empty() && !g.watch && (!g.selector.empty() || !g.field_selector.empty())) {
+  if (!name.empty() && (!g.selector.empty() || !g.field_selector.empty())) {
     // (As kubectl: a selector picks from a list; names pick for themselves.)
     std::cerr << "fabctl: -l and --field-selector select from a list: give no name with them\n";
     return 2;
@@ -1111,7 +1110,7 @@ int Get(Globals& g, HttpClient& http, const std::string& what,
       found.push_back(json::parse(resp->body));
     }
     if (found.empty()) return rc;
-    SortItems(g, found);
+    if (!SortItems(g, found)) return 1;
     if (Templated(g.output)) {
       PrintTemplated(g,
                      names.size() == 1
@@ -1144,7 +1143,7 @@ int Get(Globals& g, HttpClient& http, const std::string& what,
   std::vector<json> items;
   for (const json& o : list["items"])
     if (named(o)) items.push_back(o);
-  SortItems(g, items);
+  if (!SortItems(g, items)) return 1;
   if (!g.sort_by.empty() && only.empty()) list["items"] = items;
   if (!only.empty() && items.empty()) {
     std::cerr << "Error from server (404): " << r->kind << " '" << only << "' not found\n";
@@ -1751,7 +1750,7 @@ void DescribeNodeWorkloads(HttpClient& http, const std::string& node, size_t gpu
       ++pods;
       for (const json& d : Arr(a, "devices")) {
         milli += d.value("gpuMilli", int64_t{0});
-        memory += HeldGpuMemoryMib(d);
+        memory += fabrica::jsonf::HeldGpuMemoryMib(d);
       }
     }
     if (pods == 0) continue;
@@ -1761,6 +1760,22 @@ void DescribeNodeWorkloads(HttpClient& http, const std::string& node, size_t gpu
     rows.push_back({"  " + meta.value("namespace", ""), meta.value("name", ""), ShownPhase(status),
                     std::to_string(pods), GpusOfMilli(milli),
                     memory > 0 ? GpuMemory(memory) : "-"});
+  }
+  // (The node's load whoever's work it is: a tenant reads other tenants' as one line.)
+  if (auto a = http.Do("GET", "/apis/fabrica.dev/v1/nodeallocations/" + node);
+      a.ok() && a->status == 200) {
+    const json items = Arr(json::parse(a->body, nullptr, false), "items");
+    if (!items.empty() && items[0].value("unreadGpuMilli", int64_t{0}) > 0) {
+      const json& n = items[0];
+      int64_t all = 0;
+      for (const json& g : Arr(n, "gpus")) all += g.value("gpuMilli", int64_t{0});
+      const int64_t others = n.value("unreadGpuMilli", int64_t{0});
+      const int64_t others_memory = n.value("gpuMemoryMiB", int64_t{0}) - total_memory;
+      rows.push_back({"  (others)", "(not yours to read)", "", "", GpusOfMilli(others),
+                      others_memory > 0 ? GpuMemory(others_memory) : "-"});
+      total = all;
+      total_memory = n.value("gpuMemoryMiB", int64_t{0});
+    }
   }
   std::printf("Workloads:%s\n", rows.size() == 1 ? "  <none>" : "");
   if (rows.size() > 1) PrintRows(rows);
@@ -2771,14 +2786,26 @@ int Logs(Globals& g, HttpClient& http, const std::string& name, const std::strin
 int TopNodes(HttpClient& http) {
   auto nodes = http.Do("GET", "/apis/fabrica.dev/v1/nodes");
   if (!nodes.ok() || nodes->status != 200) return Failed(nodes);
+  // What each node's GPUs hold, whoever's work holds it (the server's sum: a tenant reads the
+  // load of a node shared with others, though not their work), and the room planned there for
+  // pending work (status.nomination): a preemptor's while its victims stop, a reservation's while
+  // what runs there ends. What of it is free is held (shown as +held): no other work starts
+  // there, but work with a time limit that ends before a reservation could start (backfill).
+  auto allocations = http.Do("GET", "/apis/fabrica.dev/v1/nodeallocations");
+  if (!allocations.ok() || allocations->status != 200) return Failed(allocations);
+  std::map<std::string, std::map<int, int>> used, held;  // node -> gpu -> milli
+  std::map<std::string, int64_t> used_memory;            // node -> GPU memory held, MiB
+  int64_t unread = 0;  // milli-GPUs held by work the user cannot read
+  for (const json& n : Arr(json::parse(allocations->body, nullptr, false), "items")) {
+    const std::string name = Obj(n, "metadata").value("name", "");
+    for (const json& g : Arr(n, "gpus")) {
+      used[name][g.value("index", 0)] += g.value("gpuMilli", 0);
+      held[name][g.value("index", 0)] += g.value("heldMilli", 0);
+    }
+    used_memory[name] = n.value("gpuMemoryMiB", int64_t{0});
+    unread += n.value("unreadGpuMilli", int64_t{0});
+  }
   auto workloads = http.Do("GET", "/apis/fabrica.dev/v1/workloads");
-  std::map<std::string, std::map<int, int>> used;  // node -> gpu -> milli
-  std::map<std::string, int64_t> used_memory;      // node -> GPU memory held, MiB
-  // Room planned for pending work (status.nomination): a preemptor's while its victims stop, a
-  // reservation's while what runs there ends. What of it is free is held (shown as +held): no
-  // other work starts there, but work with a time limit that ends before a reservation could
-  // start (backfill).
-  std::map<std::string, std::map<int, int>> held;
   std::vector<std::string> holders;  // a line for each pending workload that holds room
   if (workloads.ok() && workloads->status == 200) {
     const json list = json::parse(workloads->body);
@@ -2788,10 +2815,8 @@ int TopNodes(HttpClient& http) {
       if (phase == "Pending" && !Arr(status, "nomination").empty()) {
         std::map<std::string, std::set<int>> gpus;  // node -> its devices held
         for (const json& a : Arr(status, "nomination"))
-          for (const json& d : Arr(a, "devices")) {
-            held[a.value("node", "")][d.value("index", 0)] += d.value("gpuMilli", 0);
+          for (const json& d : Arr(a, "devices"))
             gpus[a.value("node", "")].insert(d.value("index", 0));
-          }
         const json meta = Obj(w, "metadata");
         std::string line = "  " + meta.value("namespace", "") + "/" + meta.value("name", "") +
                            " (" + status.value("reason", "") +
@@ -2805,17 +2830,6 @@ int TopNodes(HttpClient& http) {
           line += " " + node + " GPU " + list;
         }
         holders.push_back(std::move(line) + " (held as they free)");
-        continue;
-      }
-      if (phase != "Scheduled" && phase != "Running") continue;
-      const json finished = Obj(status, "finishedPods");
-      for (const json& a : Arr(status, "assignments")) {
-        // (A pod that completed gave its devices back.)
-        if (finished.is_object() && finished.contains(a.value("pod", ""))) continue;
-        for (const json& d : Arr(a, "devices")) {
-          used[a.value("node", "")][d.value("index", 0)] += d.value("gpuMilli", 0);
-          used_memory[a.value("node", "")] += HeldGpuMemoryMib(d);
-        }
       }
     }
   }
@@ -2858,6 +2872,11 @@ int TopNodes(HttpClient& http) {
     std::printf("\nHeld for pending work (fabctl describe workload says why):\n");
     for (const std::string& line : holders) std::printf("%s\n", line.c_str());
   }
+  if (unread > 0)
+    std::printf(
+        "\nOther tenants' work, which you cannot read, holds %s GPUs of these (counted, "
+        "not named).\n",
+        GpusOfMilli(unread).c_str());
   return 0;
 }
 

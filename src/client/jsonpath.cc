@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <memory>
 #include <optional>
 
@@ -12,10 +13,12 @@ using json = nlohmann::json;
 
 // One step of a path: what it takes from each value the steps before it selected.
 struct Step {
-  enum Kind { kField, kDescendant, kAll, kIndex, kSlice, kFilter } kind = kField;
+  enum Kind { kField, kDescendant, kAll, kIndex, kSlice, kFilter, kUnion } kind = kField;
   std::string name;                 // kField, kDescendant ("*": every descendant)
   int64_t index = 0;                // kIndex
   std::optional<int64_t> from, to;  // kSlice
+  int64_t step = 1;                 // kSlice
+  std::vector<Step> parts;          // kUnion: [0,2] or ['a','b'], each a field or an index
   std::vector<Step> filter;         // kFilter: the path from @
   std::string op;                   // kFilter: "" (the path is set), ==, !=, <, <=, >, >=
   json value;                       // kFilter: what the op compares with
@@ -71,14 +74,34 @@ std::string Trim(const std::string& s) {
   return a == std::string::npos ? "" : s.substr(a, b - a + 1);
 }
 
+// A whole number, none where the text is not one or is past int64's range.
 std::optional<int64_t> Integer(const std::string& s) {
   const std::string t = Trim(s);
-  if (t.empty()) return std::nullopt;
-  size_t i = t[0] == '-' ? 1 : 0;
-  if (i == t.size()) return std::nullopt;
-  for (size_t j = i; j < t.size(); ++j)
-    if (!std::isdigit(static_cast<unsigned char>(t[j]))) return std::nullopt;
-  return std::stoll(t);
+  int64_t v = 0;
+  const auto [end, error] = std::from_chars(t.data(), t.data() + t.size(), v);
+  if (t.empty() || error != std::errc() || end != t.data() + t.size()) return std::nullopt;
+  return v;
+}
+
+// `text` split at its commas outside quotes.
+std::vector<std::string> SplitOutsideQuotes(const std::string& text) {
+  std::vector<std::string> parts(1);
+  char quote = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quote && c == '\\' && i + 1 < text.size()) {
+      parts.back() += c;
+      parts.back() += text[++i];
+      continue;
+    }
+    if (quote ? c == quote : c == '\'' || c == '"') quote = quote ? 0 : c;
+    if (c == ',' && !quote) {
+      parts.emplace_back();
+    } else {
+      parts.back() += c;
+    }
+  }
+  return parts;
 }
 
 // A filter's VALUE: 'text', "text", a number, true, false or null.
@@ -96,7 +119,16 @@ Result<Path> Compile(const std::string& text);
 Result<Step> Bracket(const std::string& path, const std::string& inside) {
   Step s;
   const std::string in = Trim(inside);
-  if (in == "*") {
+  if (const std::vector<std::string> parts = SplitOutsideQuotes(in);
+      parts.size() > 1 && in.rfind("?(", 0) != 0) {
+    s.kind = Step::kUnion;
+    for (const std::string& part : parts) {
+      ASSIGN_OR_RETURN(Step one, Bracket(path, part));
+      if (one.kind != Step::kField && one.kind != Step::kIndex)
+        return Malformed(path, "[" + in + "]: a union lists indexes or quoted fields");
+      s.parts.push_back(std::move(one));
+    }
+  } else if (in == "*") {
     s.kind = Step::kAll;
   } else if (in.size() >= 2 && (in[0] == '\'' || in[0] == '"') && in.back() == in[0]) {
     s.name = in.substr(1, in.size() - 2);
@@ -127,9 +159,20 @@ Result<Step> Bracket(const std::string& path, const std::string& inside) {
     }
   } else if (const size_t colon = in.find(':'); colon != std::string::npos) {
     s.kind = Step::kSlice;
-    const std::string a = Trim(in.substr(0, colon)), b = Trim(in.substr(colon + 1));
-    if (!a.empty() && !(s.from = Integer(a))) return Malformed(path, "[" + in + "]: not a slice");
-    if (!b.empty() && !(s.to = Integer(b))) return Malformed(path, "[" + in + "]: not a slice");
+    const size_t second = in.find(':', colon + 1);
+    const std::string a = Trim(in.substr(0, colon)),
+                      b = Trim(in.substr(colon + 1, second == std::string::npos
+                                                        ? std::string::npos
+                                                        : second - colon - 1)),
+                      c = second == std::string::npos ? "" : Trim(in.substr(second + 1));
+    const std::string slice = "[" + in + "]: expected [A:B] or [A:B:STEP], whole numbers";
+    if (!a.empty() && !(s.from = Integer(a))) return Malformed(path, slice);
+    if (!b.empty() && !(s.to = Integer(b))) return Malformed(path, slice);
+    if (!c.empty()) {
+      const std::optional<int64_t> step = Integer(c);
+      if (!step || *step <= 0) return Malformed(path, slice + " (a STEP of 1 or more)");
+      s.step = *step;
+    }
   } else if (std::optional<int64_t> i = Integer(in)) {
     s.kind = Step::kIndex;
     s.index = *i;
@@ -244,8 +287,15 @@ std::vector<json> Apply(const std::vector<Step>& steps, std::vector<json> values
               const int64_t x = b ? (*b < 0 ? n + *b : *b) : fallback;
               return std::clamp<int64_t>(x, 0, n);
             };
-            for (int64_t i = bound(s.from, 0); i < bound(s.to, n); ++i)
+            const int64_t end = bound(s.to, n);
+            for (int64_t i = bound(s.from, 0); i < end; i = s.step >= end - i ? end : i + s.step)
               next.push_back(v[static_cast<size_t>(i)]);
+          }
+          break;
+        case Step::kUnion:
+          for (const Step& part : s.parts) {
+            std::vector<json> one = Apply({part}, {v});
+            next.insert(next.end(), one.begin(), one.end());
           }
           break;
         case Step::kFilter:

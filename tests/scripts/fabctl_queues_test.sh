@@ -360,8 +360,8 @@ grep "^slices " <<<"$wide" | grep -q " team-c *0 *20[0-9][0-9]-" || fail "wide r
 [ "$("$FABCTL" get workloads -n team-c -o name)" = "workload/slices" ] ||
   fail "-o name: $("$FABCTL" get workloads -n team-c -o name)"
 rc=0
-"$FABCTL" get queues -o jsonpath='{.items}' >"$tmp/badout.txt" 2>&1 || rc=$?
-[ "$rc" = 1 ] && grep -q "not in {json,yaml,wide,name}" "$tmp/badout.txt" ||
+"$FABCTL" get queues -o 'go-template={{.items}}' >"$tmp/badout.txt" 2>&1 || rc=$?
+[ "$rc" = 1 ] && grep -q "is not one of json, yaml, wide, name, jsonpath=" "$tmp/badout.txt" ||
   fail "an unknown -o gave rc $rc: $(cat "$tmp/badout.txt")"
 "$FABCTL" delete workload slices -n team-c >/dev/null || fail "delete slices"
 # Nothing to list: no header, and kubectl's "No resources found" on standard error.

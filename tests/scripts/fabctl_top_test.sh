@@ -148,6 +148,18 @@ done
 grep -q "^$node *8 *6.00 *2.00 " <<<"$top" || fail "$node's freed GPUs not held: $top"
 [ "$(grep -o '0+1000' <<<"$top" | wc -l)" = 2 ] || fail "held GPUs shown: $top"
 [ "$(grep -c '[0-9]+[0-9]' <<<"$top")" = 1 ] || fail "room held on other nodes too: $top"
+# Another tenant reads the same load (a sum, from the server), not team-a's work: a node busy
+# with others' work is not shown idle to it.
+bob=$(grep -o 'token: [0-9a-f]*, user: bob}' "$tmp/data/auth.yaml" | cut -d' ' -f2 | tr -d ,)
+[ -n "$bob" ] || fail "no token for bob in auth.yaml"
+top=$("$FABCTL" --token "$bob" top nodes) || fail "bob's top nodes: $top"
+grep -q "^$node *8 *6.00 *2.00 " <<<"$top" || fail "$node as bob reads it: $top"
+grep -q "^Other tenants' work, which you cannot read, holds [0-9.]* GPUs of these" <<<"$top" ||
+  fail "bob's top does not say others' work is counted: $top"
+! grep -q "team-a/" <<<"$top" || fail "bob's top names team-a's work: $top"
+out=$("$FABCTL" --token "$bob" describe node "$node") || fail "bob's describe node: $out"
+grep -q "^  (others) *(not yours to read) *6 " <<<"$out" && grep -q "^Allocated:  6 of 8 GPUs" <<<"$out" ||
+  fail "bob's describe node $node: $out"
 # A JSON manifest with an error is told as malformed JSON, where it is; a misspelt field is
 # refused with a guess at what it misspells.
 printf '{"apiVersion": "fabrica.dev/v1", "kind": "Workload"\n "metadata": {}}\n' >"$tmp/bad.json"
