@@ -1944,6 +1944,9 @@ TEST_F(FactoryTest, PendingWorkloadsShowTheirPlaceInTheQueue) {
   ASSERT_EQ(mine_json["items"].size(), 3u) << mine->body;
   EXPECT_EQ(mine_json["items"][2].value("name", ""), "a-4");
   EXPECT_EQ(mine_json["items"][2].value("position", 0), 3);
+  // (The gap in alice's positions is said: one waits there that is not hers to read.)
+  EXPECT_EQ(mine_json.value("unreadTotal", -1), 1) << mine->body;
+  EXPECT_EQ(all.value("unreadTotal", -1), 0) << all.dump();
 
   EXPECT_EQ(Call("GET", std::string(kApi) + "/queues/ghost/pendingworkloads").status, 404);
   EXPECT_EQ(Call("POST", std::string(kApi) + "/queues/org/pendingworkloads", "{}").status, 405);

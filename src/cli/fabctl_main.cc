@@ -2443,6 +2443,8 @@ int Pending(Globals& g, HttpClient& http, const std::string& queue, int limit) {
     for (const json& w : Arr(one, "items"))
       if (static_cast<int>(list["items"].size()) < limit) list["items"].push_back(w);
     list["total"] = list["total"].get<int64_t>() + one.value("total", int64_t{0});
+    list["unreadTotal"] =
+        list.value("unreadTotal", int64_t{0}) + one.value("unreadTotal", int64_t{0});
   }
   if (g.output == "json" || g.output == "yaml") {
     PrintObject(list, g.output);
@@ -2461,13 +2463,18 @@ int Pending(Globals& g, HttpClient& http, const std::string& queue, int limit) {
   if (rows.size() == 1) {
     // (As kubectl says of an empty list, no header over nothing; a trial saw a bare header
     // for another team's queue, whose work it may not read.)
-    const int64_t total = list.value("total", int64_t{0});
-    std::cerr << (total > 0 ? std::to_string(total) +
-                                  " workload(s) wait, none of a tenant you may read.\n"
-                            : std::string("Nothing waits in ") +
-                                  (queue.empty() ? "any queue tree" : "queue " + queue) + ".\n");
+    const int64_t unread = list.value("unreadTotal", int64_t{0});
+    std::cerr << (unread > 0 ? std::to_string(unread) +
+                                   " workload(s) wait, none of a tenant you may read.\n"
+                             : std::string("Nothing waits in ") +
+                                   (queue.empty() ? "any queue tree" : "queue " + queue) + ".\n");
   } else {
     PrintRows(rows);
+    if (const int64_t unread = list.value("unreadTotal", int64_t{0}); unread > 0)
+      std::printf(
+          "(and %lld waiting of tenants you may not read: POSITION and IN-QUEUE count "
+          "them)\n",
+          static_cast<long long>(unread));
   }
   if (rows.size() > 1 && list.value("total", 0) > static_cast<int64_t>(rows.size() - 1))
     std::printf("(%d of %d shown; --limit N for more)\n", static_cast<int>(rows.size() - 1),

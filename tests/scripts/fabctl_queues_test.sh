@@ -225,6 +225,15 @@ bob=$(grep "token: .*user: bob}" "$tmp/data/auth.yaml" | sed 's/.*token: \([0-9a
   fail "bob's get without -n: $("$FABCTL" --token "$bob" get workload big-1 2>&1)"
 "$FABCTL" --token "$bob" describe workload big-1 | grep -q "^Tenant: *team-b" ||
   fail "bob's describe without -n: $("$FABCTL" --token "$bob" describe workload big-1 2>&1)"
+# Another tenant's view of the queue says what waits there that it may not read.
+alice=$(grep "token: .*user: alice}" "$tmp/data/auth.yaml" | sed 's/.*token: \([0-9a-f]*\),.*/\1/')
+for _ in $(seq 20); do
+  n=$("$FABCTL" pending research 2>/dev/null | grep -c " team-b " || true)
+  mine=$("$FABCTL" --token "$alice" pending research 2>&1) || fail "alice's pending: $mine"
+  [ "$n" -gt 0 ] && [ "$mine" = "$n workload(s) wait, none of a tenant you may read." ] && break
+done
+[ "$mine" = "$n workload(s) wait, none of a tenant you may read." ] ||
+  fail "alice's pending research ($n of team-b's waiting): $mine"
 rc=0
 asked=$("$FABCTL" get workload no-such 2>&1) || rc=$?
 [ "$rc" = 2 ] && grep -q "give -n TENANT" <<<"$asked" || fail "get of no workload without -n (rc $rc): $asked"
