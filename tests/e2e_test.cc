@@ -2835,6 +2835,36 @@ TEST_F(FactoryTest, ElasticGangGrowsWhenItsQuotaRises) {
                       "started\n"),
             std::string::npos)
       << said;
+  // ... and its message, once they are, says where it runs, not how it grew.
+  std::string message;
+  for (int i = 0; i < 50 && message.rfind("running on ", 0) != 0; ++i) {
+    step(1'000);
+    message = Workloads()["team-a/elastic"]["status"].value("message", "");
+  }
+  EXPECT_EQ(message.rfind("running on ", 0), 0u) << message;
+}
+
+// A partial admission grown, but not to all its pods, says so until its new pod starts, then
+// keeps its size beside where it runs.
+TEST_F(FactoryTest, APartlyGrownWorkloadSaysItsSizeOnceItsNewPodsRun) {
+  CreateElasticGang();  // 2 of 4 pods within 16 GPUs
+  for (int i = 0; i < 3; ++i) Cycle(1'000);
+  ASSERT_EQ(Workloads()["team-a/elastic"]["status"]["admittedCounts"], json::array({2}));
+  SetGpuGuarantee("team-a", 24);
+  Cycle(1'000);
+  json st = Workloads()["team-a/elastic"]["status"];
+  ASSERT_EQ(st["admittedCounts"], json::array({3})) << st.dump();
+  EXPECT_EQ(st.value("message", ""),
+            "admitted 3 of 4 pods (1 added as room freed; partial "
+            "admission)");
+  for (int i = 0; i < 50; ++i) {
+    Cycle(1'000);
+    st = Workloads()["team-a/elastic"]["status"];
+    if (st.value("message", "").find("running on") != std::string::npos) break;
+  }
+  EXPECT_EQ(
+      st.value("message", "").rfind("admitted 3 of 4 pods (partial admission); running on ", 0), 0u)
+      << st.dump();
 }
 
 // An elastic workload whose tenant its queue drops runs on in unqueued, and grows there as room

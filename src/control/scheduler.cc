@@ -129,13 +129,15 @@ json ResourceUsage(int64_t charge_milli, const std::string& queue, const json& s
 // The message of bound work whose pods have not all started, from a tenth of the pods-ready
 // timeout after it was bound (at most 10 s) ("2 of 3 pods started; waiting for main-2 on n-3
 // (released to wait again at T if not all have started: the pods-ready timeout of 300 s)"), or,
-// once all have, what the nodes say (RunningMessage) in place of it; empty where its message
-// is another's to write (a partial admission's, a shrink's, ...) or stays as it is.
+// once all have, what the nodes say (RunningMessage) in place of it, or of a growth's message
+// ("all 4 pods admitted (2 added as room freed)" stayed on for good: a trial); empty where its
+// message is another's to write (a partial admission's, a shrink's, ...) or stays as it is.
 std::string PodsStartingMessage(const json& status, double timeout_s, int64_t now_ms) {
   const std::string phase = Str(status, "phase");
   if (phase != "Scheduled" && phase != "Running") return "";
   const std::string stored = Str(status, "message");
-  const bool ours = stored.empty() || stored.rfind("running", 0) == 0 ||
+  const bool grown = stored.find(" added as room freed") != std::string::npos;
+  const bool ours = stored.empty() || stored.rfind("running", 0) == 0 || grown ||
                     stored.find(" pods started; waiting for ") != std::string::npos ||
                     stored.rfind("waiting for its pod", 0) == 0;
   if (!ours) return "";
@@ -143,7 +145,11 @@ std::string PodsStartingMessage(const json& status, double timeout_s, int64_t no
   const int64_t resized = ParseTimestamp(Str(status, "resizedTime"));
   if (scheduled < 0) return "";
   if (AllPodsStarted(status)) {
-    // (Its own text, once all started: what the nodes say; a message of theirs stays.)
+    // (Its own text, once all started: what the nodes say; a message of theirs stays. A grown
+    // partial admission keeps its size: "admitted 3 of 4 pods (partial admission); running …".)
+    if (grown && stored.rfind("admitted ", 0) == 0)
+      return stored.substr(0, stored.find(" (")) + " (partial admission); " +
+             RunningMessage(status);
     return stored.rfind("running", 0) == 0 ? "" : RunningMessage(status);
   }
   // (Grown work's added pods: its growth's message stays, and the growth is undone in time.)
