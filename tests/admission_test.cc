@@ -1345,6 +1345,11 @@ TEST_F(AdmissionTest, ElasticGrowthAddsPodsAsRoomFrees) {
     ASSERT_EQ(adm_->phase(g), Phase::kAdmitted) << adm_->reason(g);
     adm_->PodsReady(g);
     ASSERT_EQ(adm_->pod_counts(g), std::vector<int>{2});
+    // Not grown, it says why: a's 10 GPUs are all held.
+    adm_->Cycle(4, 1000);
+    if (grow)
+      EXPECT_EQ(adm_->growth_why(g).rfind("its queue's GPU quota holds no more", 0), 0u)
+          << adm_->growth_why(g);
     // Two fillers end: the gang takes their room, up to a's 10 GPUs, and no further.
     adm_->Finish(fillers[0], 4);
     adm_->Finish(fillers[1], 4);
@@ -1361,6 +1366,8 @@ TEST_F(AdmissionTest, ElasticGrowthAddsPodsAsRoomFrees) {
     cr = adm_->Cycle(7, 1000);
     EXPECT_EQ(adm_->phase(w), Phase::kAdmitted) << adm_->reason(w);
     EXPECT_TRUE(cr.grown.empty());
+    EXPECT_EQ(adm_->growth_why(g).rfind("its queue's GPU quota holds no more", 0), 0u)
+        << adm_->growth_why(g);
     // It ends: the gang grows by 2 to its six pods.
     adm_->Finish(w, 8);
     cr = adm_->Cycle(9, 1000);

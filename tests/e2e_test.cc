@@ -2865,6 +2865,16 @@ TEST_F(FactoryTest, APartlyGrownWorkloadSaysItsSizeOnceItsNewPodsRun) {
   EXPECT_EQ(
       st.value("message", "").rfind("admitted 3 of 4 pods (partial admission); running on ", 0), 0u)
       << st.dump();
+  // Why it grows no more is said (describe's Growth line), and goes once it runs whole.
+  EXPECT_EQ(st.value("growthBlocked", "").rfind("its queue's GPU quota holds no more", 0), 0u)
+      << st.dump();
+  SetGpuGuarantee("team-a", 32);
+  for (int i = 0; i < 20 && st.contains("admittedCounts"); ++i) {
+    Cycle(1'000);
+    st = Workloads()["team-a/elastic"]["status"];
+  }
+  EXPECT_FALSE(st.contains("admittedCounts")) << st.dump();
+  EXPECT_FALSE(st.contains("growthBlocked")) << st.dump();
 }
 
 // An elastic workload whose tenant its queue drops runs on in unqueued, and grows there as room

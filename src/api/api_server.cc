@@ -553,7 +553,7 @@ Status ValidateWorkloadStatus(const json& status) {
        {"requeueState", K::kObject},  {"preemption", K::kObject},
        {"conditions", K::kList},      {"evictions", K::kObject},
        {"swap", K::kObject},          {"expectedStartTime", K::kString},
-       {"resourceUsage", K::kObject}}));
+       {"resourceUsage", K::kObject}, {"growthBlocked", K::kString}}));
   const std::string phase = Str(status, "phase", "Pending");
   if (phase != "Pending" && phase != "Scheduled" && phase != "Running" && phase != "Succeeded" &&
       phase != "Failed") {
@@ -3816,7 +3816,7 @@ struct ApiServer::Impl {
         for (const char* owned :
              {"assignments", "isolation", "scheduledTime", "nomination", "nominatedCounts",
               "preemption", "admittedCounts", "resizedTime", "growthRetryTime", "shrinks", "shrink",
-              "requeueState", "evictions", "swap", "resourceUsage"}) {
+              "requeueState", "evictions", "swap", "resourceUsage", "growthBlocked"}) {
           if (Field(o["status"], owned) != Field(Field(stored, "status"), owned)) {
             return StatusResponse(403, "node " + p.node + " may not change status." + owned +
                                            " (the scheduler's decision)");

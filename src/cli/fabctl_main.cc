@@ -2237,6 +2237,8 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
       std::printf("Shrinking:  pod(s) %s stop at %s (%s)\n", pods.c_str(),
                   shrink.value("deadline", "").c_str(), shrink.value("reason", "").c_str());
     }
+    if (status.contains("growthBlocked") && status.contains("admittedCounts"))
+      std::printf("Growth:     not now: %s\n", status.value("growthBlocked", "").c_str());
     if (status.contains("growthRetryTime"))
       std::printf("Growth:     undone (new pods did not start in time); may grow again at %s\n",
                   status.value("growthRetryTime", "").c_str());

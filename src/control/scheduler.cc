@@ -85,6 +85,8 @@ struct BoundWorkload {
   // still stop), in milli-GPUs; -1: not charged to a queue (status.resourceUsage).
   int64_t charge_milli = -1;
   std::string charge_queue;  // ... and the queue charged
+  // Running in part and not grown this cycle: why not (status.growthBlocked); empty: not known.
+  std::string growth_why;
 };
 
 // What one cycle decided for one pending workload.
@@ -2097,6 +2099,8 @@ Result<CycleStats> Scheduler::RunOnce() {
                            admitter->reason(id), admitter->gpu_milli(id),
                            admitter->queue_name(admitter->queue_of(id))});
       }
+      for (const auto& [id, b] : bound_of)
+        if (admitter->partially_admitted(id)) bound[b].growth_why = admitter->growth_why(id);
       for (const Eviction& e : result.evicted) {
         auto p = pending_of.find(e.preemptor);
         // Elastic shrink: the pods the fragment took (the last of their sets then; pods are
@@ -2253,6 +2257,7 @@ Result<CycleStats> Scheduler::RunOnce() {
     }
     next["status"]["resizedTime"] = FormatTimestamp(now);
     next["status"]["message"] = g.message;
+    next["status"].erase("growthBlocked");
     if (g.charge_milli >= 0)
       next["status"]["resourceUsage"] =
           ResourceUsage(g.charge_milli, g.charge_queue, Field(sw.obj(), "status"), now);
@@ -2437,10 +2442,21 @@ Result<CycleStats> Scheduler::RunOnce() {
         message = PodsStartingMessage(status, options_.gang_timeout_s, now);
         if (Str(status, "message") == message) message.clear();
       }
-      if (usage.is_null() && message.empty()) continue;  // (no copy of each one, each cycle)
+      // (Why an elastic workload running in part grows not, as it changes; gone once whole.)
+      std::string growth = b.growth_why;
+      if (Str(status, "growthBlocked") == growth ||
+          (growth.empty() &&
+           (status.contains("admittedCounts") || !status.contains("growthBlocked"))))
+        growth.clear();
+      const bool unblocked =
+          growth.empty() && status.contains("growthBlocked") && !status.contains("admittedCounts");
+      if (usage.is_null() && message.empty() && growth.empty() && !unblocked)
+        continue;  // (no copy of each one, each cycle)
       json next = b.sw.obj();
       if (!usage.is_null()) next["status"]["resourceUsage"] = std::move(usage);
       if (!message.empty()) next["status"]["message"] = message;
+      if (!growth.empty()) next["status"]["growthBlocked"] = growth;
+      if (unblocked) next["status"].erase("growthBlocked");
       write(b.sw.kv, next, nullptr);
     }
   }

@@ -3791,24 +3791,32 @@ bool Admitter::TryPartial(int id, uint64_t key, double now, CycleResult& out, in
 }
 
 void Admitter::GrowPartial(CycleResult& out) {
-  // Room a workload within its guarantee found too little of is not taken for growth.
-  if (!config_.elastic_growth || hold_borrowing_) return;
+  if (!config_.elastic_growth) return;
   int tries = 0;  // placement probes (quota refusals are cheap and not counted)
   for (auto it = partial_running_.begin();
        it != partial_running_.end() && tries < config_.max_growths_per_cycle;) {
     const int id = *it;
-    const Entry& e = entries_[id];
+    Entry& e = entries_[id];
     if (e.phase != Phase::kAdmitted || e.counts == e.full_counts) {
       it = partial_running_.erase(it);
       continue;
     }
     ++it;
-    if (!e.ready || !e.options.may_grow) continue;  // (pods not all started, held, ...)
-    if (e.shrunk_at == now_) continue;              // (it just gave pods up)
+    if (!e.options.may_grow) continue;  // (held back by its caller)
     const QueueNode& q = queues_[e.leaf];
-    // What waits in its queue goes first; a required topology domain is not grown across.
-    if (!q.pending.empty() || !q.parked.empty() || q.stop != StopPolicy::kNone) continue;
-    if (e.spec.topology.required && e.spec.topology.level != TopologyLevel::kNone) continue;
+    // Each reason it does not grow now, said where it runs (describe's Growth line). Room a
+    // workload within its guarantee found too little of is not taken for growth; what waits in
+    // its queue goes first; a required topology domain is not grown across.
+    e.growth_why = hold_borrowing_       ? "room is held for work waiting within its guarantee"
+                   : !e.ready            ? "its pods have not all started"
+                   : e.shrunk_at == now_ ? "it just gave pods up"
+                   : !q.pending.empty() || !q.parked.empty()
+                       ? "work waiting in its queue goes first"
+                   : q.stop != StopPolicy::kNone ? "its queue admits nothing now (stopPolicy)"
+                   : e.spec.topology.required && e.spec.topology.level != TopologyLevel::kNone
+                       ? "its required topology keeps it to the domain it runs in"
+                       : "";
+    if (!e.growth_why.empty()) continue;
     bool probed = false;
     if (Grow(id, &probed)) out.grown.push_back(id);
     tries += probed;
@@ -3843,16 +3851,22 @@ bool Admitter::Grow(int id, bool* probed) {
       x.push_back(std::min(e.full_counts[i], e.counts[i] + step) - e.counts[i]);
     return x;
   };
+  // (Why the first probe, one more pod per set, failed: what describe says.)
+  std::string why;
   auto probe = [&](int step, std::vector<Assignment>* assign, std::vector<PodRequest>* pods) {
     SetCounts(more, extra_for(step));
     *pods = more.pods;
     assign->clear();
+    why = "its queue's CPU or memory quota holds no more of its pods";
     if (!ResourcesAllow(more, nullptr)) return false;
     for (int r = 0; r < 2; ++r)
       if (q.res_limited[r] &&
           !within_or_beyond(r == 0 ? q.cpu : q.memory, r == 0 ? e.cpu_milli : e.memory_mib,
                             q.res_guaranteed[r], r == 0 ? more.cpu_milli : more.memory_mib))
         return false;
+    why =
+        "its queue's GPU quota holds no more of its pods (or they would be part guaranteed, "
+        "part borrowed)";
     const PodRequest* gpu_pod = FirstGpuPod(*pods);
     uint64_t allowed = ~uint64_t{0};
     if (gpu_pod) {
@@ -3899,11 +3913,16 @@ bool Admitter::Grow(int id, bool* probed) {
       if (allowed == 0) return false;
     }
     *probed = true;
+    why = "no node has room for another of its pods now";
     return TrialPlace(more, pods, allowed, assign);
   };
   std::vector<Assignment> assign, best_assign;
   std::vector<PodRequest> pods, best_pods;
-  if (!probe(1, &best_assign, &best_pods)) return false;
+  if (!probe(1, &best_assign, &best_pods)) {
+    e.growth_why = why;
+    return false;
+  }
+  e.growth_why.clear();
   int best = 1;
   for (int lo = 2, hi = most; lo <= hi;) {
     const int mid = lo + (hi - lo) / 2;

@@ -423,6 +423,9 @@ class Admitter {
   // Admitted in part: why no more of its pods started ("its queue's quota holds no more now",
   // "the fleet has room for no more now").
   const std::string& partial_why(int id) const { return entries_[id].partial_why; }
+  // Running in part and not grown this cycle: why not ("work waiting in its queue goes first",
+  // "no node has room for another of its pods now"); empty where growth was not looked at.
+  const std::string& growth_why(int id) const { return entries_[id].growth_why; }
   // The partial_why of one nominated for, or admitted with, the pods its queue's guarantee
   // holds (a reclaim for a cut); the server says it too.
   static constexpr const char* kCutWhy = "its queue's guarantee holds no more";
@@ -608,6 +611,7 @@ class Admitter {
     // and `assign` are those pods only.
     int fragment_of = -1;
     std::string partial_why;                         // admitted in part: why no more (TryPartial)
+    std::string growth_why;                          // running in part: why it grew not (Grow)
     std::vector<std::pair<int, int>> fragment_pods;  // (set, index), see fragment_pods()
     double shrunk_at = -1;  // when a shrink last took pods from it (it does not grow then)
     // A shrink's fragment: when its pods joined (what they lose counts from then; -1: its

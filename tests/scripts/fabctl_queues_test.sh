@@ -426,9 +426,16 @@ for _ in $(seq 100); do
 done
 tr -d ' \n' <<<"$queue" | grep -q '"cpu":{"guaranteed":"64","used":"8"}' ||
   fail "partner-x's CPU not in its status: $queue"
-described=$("$FABCTL" describe workload elastic -n partner-x)
+# ... and, once its pods run, why it grows no more.
+for _ in $(seq 100); do
+  described=$("$FABCTL" describe workload elastic -n partner-x)
+  grep -q "^Growth: " <<<"$described" && break
+  sleep 0.2
+done
 grep -q "^Admitted: *2 pod(s) per pod set (partial admission)" <<<"$described" ||
   fail "describe: $described"
+grep -q "^Growth: *not now: its queue's GPU quota holds no more of its pods" <<<"$described" ||
+  fail "describe says not why elastic grows not: $described"
 # partner-x may hold 16 GPUs now: the elastic gang takes its other two pods (elastic growth).
 cat >"$tmp/partner.yaml" <<YAML
 apiVersion: fabrica.dev/v1
