@@ -1326,6 +1326,9 @@ TEST(ApiListTest, NodeAllocationsSumEveryonesWorkAndNameNone) {
   ASSERT_EQ(one["items"].size(), 1u);
   EXPECT_EQ(one["items"][0]["metadata"].value("name", ""), "n2");
   EXPECT_EQ(w.Do("DELETE", Collection("nodeallocations") + "/n1", kAdmin).status, 405);
+  EXPECT_EQ(w.Get(Collection("nodeallocations") + "/nosuch", kAlice).status, 404);
+  EXPECT_EQ(w.Get(Collection("nodeallocations") + "/n1/x", kAlice).status, 404);
+  EXPECT_EQ(w.Get(Collection("nodeallocations") + "?watch=true", kAlice).status, 400);
   EXPECT_EQ(w.Get(Collection("nodeallocations"), "no-such-token").status, 401);
 }
 
@@ -2630,6 +2633,10 @@ TEST(ApiEventsTest, AWaitSaidAgainWithOtherNumbersIsOneEventCounted) {
   EXPECT_EQ(count("reason!=Queued,reason=RequeuingLimitExceeded"), 1u);
   EXPECT_EQ(count("involvedObject.name=wa2, reason=Queued"), 2u);
   EXPECT_EQ(count("involvedObject.name!=wa2,reason=Queued"), 0u);
+  EXPECT_EQ(
+      w.Get(std::string(kApi) + "/namespaces/team-a/events?fieldSelector=involvedObject.kind=Pod")
+          .status,
+      400);
 }
 
 // Events are kept in the store too, each workload's as one object, so that a restarted server

@@ -2737,6 +2737,28 @@ TEST_F(FactoryTest, PartialAdmissionReclaimsTheGuaranteeForTheCut) {
   EXPECT_EQ(CountRunning(), 3) << Describe(Workloads());  // two of team-b's still run
 }
 
+// A preemptor admitted where it was nominated keeps each pod on the node planned for it: the
+// places of a set move between its names (a trial saw main-0 planned on n1 start on n2, and
+// main-1 planned on n2 start on n1); pods that completed, and the other sets, keep theirs.
+TEST(KeepNominatedNodesTest, PodsKeepTheirPlannedNodes) {
+  const auto pod = [](const std::string& name, const std::string& node, int gpu) {
+    return json{{"pod", name}, {"node", node}, {"devices", {{{"index", gpu}, {"gpuMilli", 1000}}}}};
+  };
+  const json placed = {pod("main-0", "n2", 3), pod("main-1", "n1", 0), pod("main-2", "", 0),
+                       pod("main-3", "n3", 1), pod("launcher-0", "n9", 0)};
+  const json planned = {pod("main-0", "n1", 5), pod("main-1", "n2", 6), pod("main-3", "n4", 0),
+                        pod("launcher-0", "n8", 0)};
+  const json kept = KeepNominatedNodes(placed, planned);
+  ASSERT_EQ(kept.size(), placed.size());
+  std::vector<std::string> got;
+  for (const json& a : kept)
+    got.push_back(a.value("pod", "") + "@" + a.value("node", "") + "/" +
+                  std::to_string(a["devices"][0].value("index", -1)));
+  EXPECT_EQ(got, (std::vector<std::string>{"main-0@n1/0", "main-1@n2/3", "main-2@/0", "main-3@n3/1",
+                                           "launcher-0@n9/0"}));
+  EXPECT_EQ(KeepNominatedNodes(placed, json::array()), placed);
+}
+
 // A launcher without GPUs beside GPU workers: its isolation is the workers' (a trial saw
 // "no GPU" for a workload holding 20 GPUs, from its first pod set).
 TEST_F(FactoryTest, AWorkloadsIsolationIsItsGpuPods) {
@@ -3014,6 +3036,8 @@ TEST_F(FactoryTest, ElasticWorkIsShrunkNotEvicted) {
   // preemptor waits for the pod taken, not for a preempted workload.
   step(2'000);
   EXPECT_EQ(gang()["shrinks"][0]["pods"], json::array({"main-3"}));
+  EXPECT_EQ(gang().value("growthBlocked", ""), "pods it gave up are still stopping")
+      << gang().dump();
   EXPECT_EQ(Workloads()["team-b/b-0"]["status"].value("message", ""),
             "waiting for the pods taken from 1 workload(s) to stop")
       << Describe(Workloads());

@@ -2364,10 +2364,17 @@ struct ApiServer::Impl {
     if (parts[0] == "nodeallocations") {
       *resource_label = "nodeallocations";
       *verb_label = parts.size() > 1 ? "get" : "list";
-      if (req.method != "GET" || parts.size() > 2 || !ns.empty())
+      if (parts.size() > 2 || !ns.empty())
+        return StatusResponse(404, "no such path: " + req.path +
+                                       " (node allocations are at .../nodeallocations[/NODE])");
+      if (req.method != "GET")
         return StatusResponse(405, "node allocations are read: GET .../nodeallocations[/NODE]");
+      if (req.query.count("watch") && req.query.at("watch") != "false")
+        return StatusResponse(400, "node allocations are read as a list, not watched");
       Status allowed = auth.Check(*principal, Verb::kList, "nodes", "", "", false);
       if (!allowed.ok()) return ErrorFromStatus(allowed);
+      if (parts.size() > 1 && !store.Get(Key(*FindResource("nodes"), "", parts[1])).ok())
+        return StatusResponse(404, "Node '" + parts[1] + "' not found");
       return NodeAllocations(parts.size() > 1 ? parts[1] : "", *principal);
     }
     const ResourceInfo* info = FindResource(parts[0]);
@@ -2830,6 +2837,9 @@ struct ApiServer::Impl {
       // (One workload's, or one namespace's, are read as such; another namespace than the
       // path's selects nothing.)
       for (const FieldRequirement& t : terms) {
+        if (t.field == "involvedObject.kind" && t.value != "Workload")
+          return StatusResponse(400, "fieldSelector: '" + t.field + (t.equal ? "=" : "!=") +
+                                         t.value + "': events are about Workloads alone");
         if (!t.equal) continue;
         if (t.field == "involvedObject.name") {
           if (!name.empty() && name != t.value) contradicts = true;

@@ -1151,6 +1151,15 @@ int Get(Globals& g, HttpClient& http, const std::string& what,
   }
   WatchTable table{"ADDED", true, {std::string("MODIFIED").size()}};
   std::vector<size_t> columns;  // -o custom-columns' widths, kept for a watch's later rows
+  // What the watch has shown (tenant/name), as an informer keeps it: a DELETED for anything else
+  // is none of its business (the server says so of what left the selection while the watch was
+  // reopened, not knowing whether it was shown).
+  std::set<std::string> shown;
+  const auto key_of = [](const json& o) {
+    const json meta = Obj(o, "metadata");
+    return meta.value("namespace", "") + "/" + meta.value("name", "");
+  };
+  for (const json& o : items) shown.insert(key_of(o));
   if (Templated(g.output) && !g.watch) {
     PrintTemplated(g, list, items);
   } else if (Templated(g.output)) {
@@ -1205,6 +1214,11 @@ int Get(Globals& g, HttpClient& http, const std::string& what,
                           o["metadata"]["resourceVersion"].is_string())
                         rv = o["metadata"]["resourceVersion"].get<std::string>();
                       if (!named(Obj(e, "object"))) return true;  // (another object's)
+                      if (e.value("type", "") == "DELETED") {
+                        if (!shown.erase(key_of(Obj(e, "object")))) return true;
+                      } else {
+                        shown.insert(key_of(Obj(e, "object")));
+                      }
                       if (Templated(g.output)) {
                         PrintTemplated(g, e["object"], {e["object"]}, false, &columns);
                       } else if (g.output == "json") {
@@ -2237,7 +2251,8 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
       std::printf("Shrinking:  pod(s) %s stop at %s (%s)\n", pods.c_str(),
                   shrink.value("deadline", "").c_str(), shrink.value("reason", "").c_str());
     }
-    if (status.contains("growthBlocked") && status.contains("admittedCounts"))
+    if (status.contains("growthBlocked") && status.contains("admittedCounts") &&
+        status.value("phase", "") == "Running")
       std::printf("Growth:     not now: %s\n", status.value("growthBlocked", "").c_str());
     if (status.contains("growthRetryTime"))
       std::printf("Growth:     undone (new pods did not start in time); may grow again at %s\n",
@@ -2473,10 +2488,8 @@ int Pending(Globals& g, HttpClient& http, const std::string& queue, int limit) {
   } else {
     PrintRows(rows);
     if (const int64_t unread = list.value("unreadTotal", int64_t{0}); unread > 0)
-      std::printf(
-          "(and %lld waiting of tenants you may not read: POSITION and IN-QUEUE count "
-          "them)\n",
-          static_cast<long long>(unread));
+      std::printf("(and %lld waiting of tenants you may not read: POSITION counts them)\n",
+                  static_cast<long long>(unread));
   }
   if (rows.size() > 1 && list.value("total", 0) > static_cast<int64_t>(rows.size() - 1))
     std::printf("(%d of %d shown; --limit N for more)\n", static_cast<int>(rows.size() - 1),

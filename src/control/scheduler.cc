@@ -514,6 +514,41 @@ json AssignmentsJson(const Workload& w, const std::vector<Assignment>& placed,
 
 }  // namespace
 
+// (A trial saw main-0 planned on one node start on another, and main-1 on the first.)
+json KeepNominatedNodes(const json& assignments, const json& nomination) {
+  const auto set_of = [](const std::string& pod) { return pod.substr(0, pod.rfind('-')); };
+  std::map<std::string, std::string> planned;  // pod -> node
+  for (const json& a : nomination) planned[Str(a, "pod")] = Str(a, "node");
+  std::map<std::string, std::vector<size_t>> by_set;  // set -> its placed entries, in order
+  for (size_t i = 0; i < assignments.size(); ++i)
+    if (!Str(assignments[i], "node").empty())
+      by_set[set_of(Str(assignments[i], "pod"))].push_back(i);
+  json out = assignments;
+  for (const auto& [set, entries] : by_set) {
+    std::vector<bool> taken(entries.size(), false);
+    std::vector<int> chosen(entries.size(), -1);  // position j -> the entry it gets
+    for (size_t j = 0; j < entries.size(); ++j) {
+      const auto plan = planned.find(Str(assignments[entries[j]], "pod"));
+      for (size_t k = 0; plan != planned.end() && k < entries.size() && chosen[j] < 0; ++k)
+        if (!taken[k] && Str(assignments[entries[k]], "node") == plan->second) {
+          taken[k] = true;
+          chosen[j] = static_cast<int>(k);
+        }
+    }
+    for (size_t j = 0, k = 0; j < entries.size(); ++j) {
+      if (chosen[j] < 0) {
+        while (taken[k]) ++k;
+        taken[k] = true;
+        chosen[j] = static_cast<int>(k);
+      }
+      json moved = assignments[entries[static_cast<size_t>(chosen[j])]];
+      moved["pod"] = assignments[entries[j]]["pod"];
+      out[entries[j]] = std::move(moved);
+    }
+  }
+  return out;
+}
+
 Scheduler::Scheduler(Store& store, const Clock& clock, SchedulerOptions options, Metrics* metrics)
     : store_(store), clock_(clock), options_(std::move(options)), metrics_(metrics) {}
 
@@ -1656,13 +1691,24 @@ Result<CycleStats> Scheduler::RunOnce() {
         const json& bound_status = Field(bound[b].sw.obj(), "status");
         // (Its pods all started, and not within the backoff after a growth it undid.)
         const int64_t retry = ParseTimestamp(Str(bound_status, "growthRetryTime"));
+        const std::optional<std::string> hold = hold_of(bound[b].sw);
         options.may_grow =
             !bound[b].sw.counts.empty() && Str(bound_status, "phase") == "Running" &&
             AllPodsStarted(bound_status) && (retry < 0 || now >= retry) &&
             // (On unqueued too, once its tenant may no longer use its queue:
             // work there takes what is idle, and is the first reclaimed.)
             (charged.queue == leaf_of(spec).queue || charged.queue.str() == kUnqueuedQueue) &&
-            !hold_of(bound[b].sw);
+            !hold;
+        // (Why not, where this says so rather than the Admitter: status.growthBlocked.)
+        if (!bound[b].sw.counts.empty() && !options.may_grow)
+          bound[b].growth_why =
+              hold ? *hold
+              : Str(bound_status, "phase") != "Running" || !AllPodsStarted(bound_status)
+                  ? "its pods have not all started"
+              : retry >= 0 && now < retry
+                  ? "its last growth was undone; it may grow again at " +
+                        Str(bound_status, "growthRetryTime")
+                  : "it runs charged to queue " + charged.queue.str() + ", not its own";
         // It shrinks, too, only once all its pods run (a shrink restarts no gang timeout). A
         // gang's pods are ranks of one run that goes on with fewer; a pod taken from other work
         // is a piece of it that runs again later (PodsLeft), which still loses less than an
@@ -1703,6 +1749,7 @@ Result<CycleStats> Scheduler::RunOnce() {
           }
           options.pod_counts = kept;
           options.may_grow = false;
+          bound[b].growth_why = "pods it gave up are still stopping";
         }
         const double admitted_s = at >= 0 ? static_cast<double>(at) / 1000.0 : now_s;
         auto id = admitter->Restore(charged, assign, admitted_s, options, bound[b].evicting);
@@ -2100,7 +2147,8 @@ Result<CycleStats> Scheduler::RunOnce() {
                            admitter->queue_name(admitter->queue_of(id))});
       }
       for (const auto& [id, b] : bound_of)
-        if (admitter->partially_admitted(id)) bound[b].growth_why = admitter->growth_why(id);
+        if (admitter->partially_admitted(id) && !admitter->growth_why(id).empty())
+          bound[b].growth_why = admitter->growth_why(id);
       for (const Eviction& e : result.evicted) {
         auto p = pending_of.find(e.preemptor);
         // Elastic shrink: the pods the fragment took (the last of their sets then; pods are
@@ -2312,7 +2360,9 @@ Result<CycleStats> Scheduler::RunOnce() {
         }
         if (all) admitted.clear();
       }
-      const json assignments = AssignmentsJson(sw.w(), d.placed, state, counts, sw.done, true);
+      const json assignments =
+          KeepNominatedNodes(AssignmentsJson(sw.w(), d.placed, state, counts, sw.done, true),
+                             List(Field(sw.obj(), "status"), "nomination"));
       // Its GPU pods' isolation, each kind once in pod-set order ("no GPU" only where no pod
       // has one: a trial saw a launcher without GPUs label a gang of 20 GPUs so).
       std::string isolation;

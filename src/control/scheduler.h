@@ -176,4 +176,10 @@ class Scheduler {
   std::map<std::string, int64_t> last_start_ms_;
 };
 
+// A workload's status.assignments as it is admitted, each pod on the node its status.nomination
+// planned for it where a pod of its set was placed there: the pods of a set ask alike, so places
+// move between their names, and each name keeps its place in the list (pods are named by it).
+nlohmann::json KeepNominatedNodes(const nlohmann::json& assignments,
+                                  const nlohmann::json& nomination);
+
 }  // namespace fabrica
