@@ -1323,8 +1323,9 @@ TEST(ApiListTest, NodeAllocationsSumEveryonesWorkAndNameNone) {
       Parse(w.Get(Collection("nodeallocations"), kAdmin))["items"][0].value("unreadGpuMilli", -1),
       0);
   const json one = Parse(w.Get(Collection("nodeallocations") + "/n2", kAlice));
-  ASSERT_EQ(one["items"].size(), 1u);
-  EXPECT_EQ(one["items"][0]["metadata"].value("name", ""), "n2");
+  EXPECT_EQ(one.value("kind", ""), "NodeAllocation");
+  EXPECT_EQ(one["metadata"].value("name", ""), "n2");
+  EXPECT_EQ(one["gpus"][0].value("heldMilli", 0), 1000);
   EXPECT_EQ(w.Do("DELETE", Collection("nodeallocations") + "/n1", kAdmin).status, 405);
   EXPECT_EQ(w.Get(Collection("nodeallocations") + "/nosuch", kAlice).status, 404);
   EXPECT_EQ(w.Get(Collection("nodeallocations") + "/n1/x", kAlice).status, 404);

@@ -455,6 +455,12 @@ Result<std::vector<FieldRequirement>> ParseFieldTerms(const std::string& selecto
                              "Scheduled, Running, Succeeded, Failed");
     if (r.field == "spec.unschedulable" && r.value != "true" && r.value != "false")
       return InvalidArgument("fieldSelector: '" + term + "': spec.unschedulable is true or false");
+    if (r.field == "spec.trust" && r.value != "trusted" && r.value != "standard" &&
+        r.value != "untrusted")
+      return InvalidArgument("fieldSelector: '" + term +
+                             "': spec.trust is one of trusted, standard, untrusted");
+    if (r.field == "type" && r.value != "Normal" && r.value != "Warning")
+      return InvalidArgument("fieldSelector: '" + term + "': type is Normal or Warning");
     out.push_back(std::move(r));
   }
   return out;
@@ -2701,11 +2707,22 @@ struct ApiServer::Impl {
       json gpus = json::array();
       for (const auto& [index, g] : n.gpus)
         gpus.push_back({{"index", index}, {"gpuMilli", g.used}, {"heldMilli", g.held}});
-      items.push_back({{"metadata", {{"name", name}}},
+      items.push_back({{"kind", "NodeAllocation"},
+                       {"apiVersion", kGroupVersion},
+                       {"metadata", {{"name", name}}},
                        {"gpus", std::move(gpus)},
                        {"gpuMemoryMiB", n.memory_mib},
                        {"unreadGpuMilli", n.unread}});
     }
+    // (One node's, as a get of one object: nothing held there is all zeros.)
+    if (!only.empty())
+      return JsonResponse(200, items.empty() ? json{{"kind", "NodeAllocation"},
+                                                    {"apiVersion", kGroupVersion},
+                                                    {"metadata", {{"name", only}}},
+                                                    {"gpus", json::array()},
+                                                    {"gpuMemoryMiB", 0},
+                                                    {"unreadGpuMilli", 0}}
+                                             : items[0]);
     return JsonResponse(200, {{"kind", "NodeAllocationList"},
                               {"apiVersion", kGroupVersion},
                               {"metadata", {{"resourceVersion", std::to_string(listed->revision)}}},
@@ -2997,7 +3014,7 @@ struct ApiServer::Impl {
         !store.Get(Key(info, "", kUnqueuedQueue)).ok())
       if (auto builtin = store.Get(kBuiltinQueueKey); builtin.ok()) {
         json obj = Materialize(*builtin);
-        if (!MatchesSelector(obj, selector)) {
+        if (!MatchesSelector(obj, selector) || !MatchesFields(obj, fields)) {
         } else if (limit > 0 && items.size() >= static_cast<size_t>(limit)) {
           more = !last_returned.empty();
         } else {

@@ -809,6 +809,12 @@ bool SortItems(const Globals& g, std::vector<json>& items) {
     if (found.ok() && !found->empty()) {
       any = true;
       const json& v = found->front();
+      if (v.is_object() || v.is_array()) {
+        // (As kubectl's "unsortable type": a list or an object has no order of its own.)
+        std::cerr << "fabctl: --sort-by: " << g.sort_by
+                  << " selects a list or an object, which does not sort: name a field in it\n";
+        return false;
+      }
       k.text = fabrica::jsonpath::Text(v);
       if (v.is_number()) {
         k = {1, v.get<double>(), k.text};
@@ -1778,9 +1784,8 @@ void DescribeNodeWorkloads(HttpClient& http, const std::string& node, size_t gpu
   // (The node's load whoever's work it is: a tenant reads other tenants' as one line.)
   if (auto a = http.Do("GET", "/apis/fabrica.dev/v1/nodeallocations/" + node);
       a.ok() && a->status == 200) {
-    const json items = Arr(json::parse(a->body, nullptr, false), "items");
-    if (!items.empty() && items[0].value("unreadGpuMilli", int64_t{0}) > 0) {
-      const json& n = items[0];
+    const json n = json::parse(a->body, nullptr, false);
+    if (n.is_object() && n.value("unreadGpuMilli", int64_t{0}) > 0) {
       int64_t all = 0;
       for (const json& g : Arr(n, "gpus")) all += g.value("gpuMilli", int64_t{0});
       const int64_t others = n.value("unreadGpuMilli", int64_t{0});

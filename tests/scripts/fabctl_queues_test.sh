@@ -237,6 +237,16 @@ done
 rc=0
 asked=$("$FABCTL" get workload no-such 2>&1) || rc=$?
 [ "$rc" = 2 ] && grep -q "give -n TENANT" <<<"$asked" || fail "get of no workload without -n (rc $rc): $asked"
+# Queues by their parent: research's children, not the built-in unqueued (a trial saw it in
+# every selection).
+kids=$("$FABCTL" get queues --field-selector spec.parent=research -o name) || fail "by parent: $kids"
+[ "$kids" = "$(printf 'queue/team-a\nqueue/team-b')" ] || fail "research's children: $kids"
+out=$("$FABCTL" get queues --field-selector metadata.name=nope -o name) || fail "no queue: $out"
+[ -z "$out" ] || fail "a selection of no queue: $out"
+out=$("$FABCTL" get tenants --field-selector spec.trust=bogus 2>&1) && fail "spec.trust=bogus: $out"
+grep -q "spec.trust is one of trusted, standard, untrusted" <<<"$out" || fail "bogus trust: $out"
+out=$("$FABCTL" get queues --sort-by .spec.quotas 2>&1) && fail "sorted by an object: $out"
+grep -q "selects a list or an object, which does not sort" <<<"$out" || fail "unsortable: $out"
 bare=$("$FABCTL" get queues --no-headers) || fail "get --no-headers: $bare"
 grep -q "^team-a " <<<"$bare" && ! grep -q "NAME" <<<"$bare" || fail "get --no-headers: $bare"
 [ "$("$FABCTL" get queues team-a team-c -o json | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["kind"], len(d["items"]))')" = "List 2" ] ||
