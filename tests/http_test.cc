@@ -804,7 +804,7 @@ TEST(JsonPathTest, TemplatesPrintWhatTheirPathsSelect) {
   // Within a range a path is the element's; $ is the document's.
   EXPECT_EQ(Rendered("{range .items[*]}{.metadata.name}:{$.kind} {end}"), "a:List b:List ");
   // Nothing selected prints nothing (kubectl's --allow-missing-template-keys, on by default).
-  EXPECT_EQ(Rendered("[{.items[5].metadata.name}{.nothing}]"), "[]");
+  EXPECT_EQ(Rendered("[{.nothing}{.items[0].nothing}]"), "[]");
   EXPECT_FALSE(jsonpath::Select(JsonPathList(), "{.items[0].name").ok());
   auto sorted = jsonpath::Select(JsonPathList()["items"][1], "status.phase");
   ASSERT_TRUE(sorted.ok());
@@ -822,7 +822,8 @@ TEST(JsonPathTest, MalformedTemplatesAreNamed) {
            {"{.items[99999999999999999999]}", "expected [N]"},
            {"{.items[1:99999999999999999999]}", "expected [A:B]"},
            {"{.items[0:2:0]}", "a STEP of 1 or more"},
-           {"{.items[0,*]}", "a union lists indexes or quoted fields"}}) {
+           {"{.items[0,*]}", "a union lists indexes or quoted fields"},
+           {"{.items[5].metadata.name}", "array index out of bounds: index 5, length 2"}}) {
     auto r = jsonpath::Render(tmpl, JsonPathList());
     ASSERT_FALSE(r.ok()) << tmpl;
     EXPECT_NE(r.status().message().find(words), std::string::npos)

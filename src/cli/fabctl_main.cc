@@ -757,16 +757,22 @@ bool OutputReadable(const Globals& g) {
 
 // `doc` (a list, or the one object named) printed by -o jsonpath=, or `items` by
 // -o custom-columns= (`header`: with its header line; `width`: the columns' widths, kept from one
-// call to the next as a watch prints its rows under the first).
-void PrintTemplated(const Globals& g, const json& doc, const std::vector<json>& items,
+// call to the next as a watch prints its rows under the first). False, said, where the template
+// fails on `doc` (an index past an array's end, as kubectl's).
+bool PrintTemplated(const Globals& g, const json& doc, const std::vector<json>& items,
                     bool header = true, std::vector<size_t>* width = nullptr) {
   if (g.output.rfind("jsonpath=", 0) == 0) {
     auto text = fabrica::jsonpath::Render(g.output.substr(9), doc);
-    std::cout << (text.ok() ? *text : "");
-    return;
+    if (!text.ok()) {
+      std::cout << std::flush;
+      std::cerr << "fabctl: -o: " << text.status().message() << "\n";
+      return false;
+    }
+    std::cout << *text;
+    return true;
   }
   auto columns = Columns(g.output);
-  if (!columns.ok()) return;
+  if (!columns.ok()) return false;
   std::vector<std::vector<std::string>> rows(1);
   for (const auto& [head, path] : *columns) rows.front().push_back(head);
   for (const json& o : items) {
@@ -782,6 +788,7 @@ void PrintTemplated(const Globals& g, const json& doc, const std::vector<json>& 
     }
   }
   PrintRows(rows, false, width, header);
+  return true;
 }
 
 // --sort-by: items in the order of the value the path selects in each (the first, where it
@@ -906,10 +913,7 @@ int GetEvents(Globals& g, HttpClient& http, const std::string& name) {
     // (A watch's: each event's object as it comes, the custom columns' header once.)
     json doc = *list;
     doc["items"] = items;
-    if (!g.watch) {
-      PrintTemplated(g, doc, items);
-      return 0;
-    }
+    if (!g.watch) return PrintTemplated(g, doc, items) ? 0 : 1;
     if (g.output.rfind("custom-columns=", 0) == 0) {
       PrintTemplated(g, doc, {items.begin(), items.end()}, true, &width);
     } else {
@@ -1118,11 +1122,12 @@ int Get(Globals& g, HttpClient& http, const std::string& what,
     if (found.empty()) return rc;
     if (!SortItems(g, found)) return 1;
     if (Templated(g.output)) {
-      PrintTemplated(g,
-                     names.size() == 1
-                         ? found.front()
-                         : json{{"apiVersion", "v1"}, {"kind", "List"}, {"items", found}},
-                     found);
+      if (!PrintTemplated(g,
+                          names.size() == 1
+                              ? found.front()
+                              : json{{"apiVersion", "v1"}, {"kind", "List"}, {"items", found}},
+                          found))
+        return 1;
     } else if (g.output == "json" || g.output == "yaml") {
       if (names.size() == 1)
         PrintObject(found.front(), g.output);
@@ -1167,7 +1172,7 @@ int Get(Globals& g, HttpClient& http, const std::string& what,
   };
   for (const json& o : items) shown.insert(key_of(o));
   if (Templated(g.output) && !g.watch) {
-    PrintTemplated(g, list, items);
+    if (!PrintTemplated(g, list, items)) return 1;
   } else if (Templated(g.output)) {
     // (A watch's: each object as it comes, the custom columns' header once.)
     if (g.output.rfind("custom-columns=", 0) == 0) {
@@ -2810,7 +2815,9 @@ int Logs(Globals& g, HttpClient& http, const std::string& name, const std::strin
   }
 }
 
-int TopNodes(HttpClient& http) {
+int TopNodes(HttpClient& http, const std::vector<std::string>& names) {
+  const std::set<std::string> only(names.begin(), names.end());  // (none: every node)
+  const auto shown = [&only](const std::string& node) { return only.empty() || only.count(node); };
   auto nodes = http.Do("GET", "/apis/fabrica.dev/v1/nodes");
   if (!nodes.ok() || nodes->status != 200) return Failed(nodes);
   // What each node's GPUs hold, whoever's work holds it (the server's sum: a tenant reads the
@@ -2822,9 +2829,10 @@ int TopNodes(HttpClient& http) {
   if (!allocations.ok() || allocations->status != 200) return Failed(allocations);
   std::map<std::string, std::map<int, int>> used, held;  // node -> gpu -> milli
   std::map<std::string, int64_t> used_memory;            // node -> GPU memory held, MiB
-  int64_t unread = 0;  // milli-GPUs held by work the user cannot read
+  int64_t unread = 0;  // milli-GPUs held by work the user cannot read, on the nodes shown
   for (const json& n : Arr(json::parse(allocations->body, nullptr, false), "items")) {
     const std::string name = Obj(n, "metadata").value("name", "");
+    if (!shown(name)) continue;
     for (const json& g : Arr(n, "gpus")) {
       used[name][g.value("index", 0)] += g.value("gpuMilli", 0);
       held[name][g.value("index", 0)] += g.value("heldMilli", 0);
@@ -2833,7 +2841,7 @@ int TopNodes(HttpClient& http) {
     unread += n.value("unreadGpuMilli", int64_t{0});
   }
   auto workloads = http.Do("GET", "/apis/fabrica.dev/v1/workloads");
-  std::vector<std::string> holders;  // a line for each pending workload that holds room
+  std::vector<std::string> holders;  // a line for each pending workload that holds room there
   if (workloads.ok() && workloads->status == 200) {
     const json list = json::parse(workloads->body);
     for (const json& w : list["items"]) {
@@ -2843,7 +2851,8 @@ int TopNodes(HttpClient& http) {
         std::map<std::string, std::set<int>> gpus;  // node -> its devices held
         for (const json& a : Arr(status, "nomination"))
           for (const json& d : Arr(a, "devices"))
-            gpus[a.value("node", "")].insert(d.value("index", 0));
+            if (shown(a.value("node", ""))) gpus[a.value("node", "")].insert(d.value("index", 0));
+        if (gpus.empty()) continue;
         const json meta = Obj(w, "metadata");
         std::string line = "  " + meta.value("namespace", "") + "/" + meta.value("name", "") +
                            " (" + status.value("reason", "") +
@@ -2861,11 +2870,19 @@ int TopNodes(HttpClient& http) {
     }
   }
   ReadNodeHealth(http);
-  std::printf("%-12s %-6s %-8s %-8s %-14s %s\n", "NODE", "GPUS", "ALLOC", "HELD", "GPU-MEMORY",
-              "PER-GPU (milli-GPU used, +free room held for pending work)");
   const json node_list = json::parse(nodes->body);
+  // (Nodes named that do not exist are errors, as kubectl's; the others are shown.)
+  std::set<std::string> missing = only;
+  for (const json& n : node_list["items"]) missing.erase(n["metadata"].value("name", ""));
+  for (const std::string& name : missing)
+    std::cerr << "Error from server (404): Node '" << name << "' not found\n";
+  if (!missing.empty() && missing.size() == only.size()) return 1;
+  if (!g_no_headers)
+    std::printf("%-12s %-6s %-8s %-8s %-14s %s\n", "NODE", "GPUS", "ALLOC", "HELD", "GPU-MEMORY",
+                "PER-GPU (milli-GPU used, +free room held for pending work)");
   for (const json& n : node_list["items"]) {
     const std::string name = n["metadata"].value("name", "");
+    if (!shown(name)) continue;
     const size_t gpus = NodeGpus(Obj(n, "spec"));
     int total = 0, total_held = 0;
     std::string per;
@@ -2904,7 +2921,7 @@ int TopNodes(HttpClient& http) {
         "\nOther tenants' work, which you cannot read, holds %s GPUs of these (counted, "
         "not named).\n",
         GpusOfMilli(unread).c_str());
-  return 0;
+  return missing.empty() ? 0 : 1;
 }
 
 // `fabctl usage --window 7d --by tenant`: GPU-hours held and used, efficiency and cost per row,
@@ -3158,15 +3175,18 @@ int main(int argc, char** argv) {
     rc = h ? NodeToken(*h, token_node) : 2;
   });
   CLI::App* top = app.add_subcommand("top", "Allocation per node and GPU");
+  std::vector<std::string> top_names;
   top->add_option("what", what)->required();
+  top->add_option("name", top_names, "nodes to show (none: all)");
+  top->add_flag("--no-headers", g_no_headers, "print the table without its header line");
   top->callback([&] {
-    if (what != "nodes" && what != "node") {
+    if (what != "nodes" && what != "node" && what != "no") {
       std::cerr << "fabctl: only `top nodes` exists\n";
       rc = 2;
       return;
     }
     auto h = client();
-    rc = h ? TopNodes(*h) : 2;
+    rc = h ? TopNodes(*h, top_names) : 2;
   });
   CLI::App* usage = app.add_subcommand("usage", "GPU-hours held and used, and their cost");
   std::string window = "7d", by = "tenant", step;

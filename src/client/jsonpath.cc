@@ -239,7 +239,10 @@ void Descendants(const json& v, const std::string& name, std::vector<json>& out)
     for (const json& child : v) Descendants(child, name, out);
 }
 
-std::vector<json> Apply(const std::vector<Step>& steps, std::vector<json> values);
+// `bounds`, where given, says the first index past the end of an array ("" if none): a
+// template's error, as kubectl's, where a filter or a sort key just selects nothing.
+std::vector<json> Apply(const std::vector<Step>& steps, std::vector<json> values,
+                        std::string* bounds = nullptr);
 
 bool Holds(const Step& s, const json& element) {
   const std::vector<json> found = Apply(s.filter, {element});
@@ -258,7 +261,8 @@ bool Holds(const Step& s, const json& element) {
   return v >= s.value;
 }
 
-std::vector<json> Apply(const std::vector<Step>& steps, std::vector<json> values) {
+std::vector<json> Apply(const std::vector<Step>& steps, std::vector<json> values,
+                        std::string* bounds) {
   for (const Step& s : steps) {
     std::vector<json> next;
     for (const json& v : values) {
@@ -277,7 +281,12 @@ std::vector<json> Apply(const std::vector<Step>& steps, std::vector<json> values
           if (v.is_array()) {
             const int64_t n = static_cast<int64_t>(v.size());
             const int64_t i = s.index < 0 ? n + s.index : s.index;
-            if (i >= 0 && i < n) next.push_back(v[static_cast<size_t>(i)]);
+            if (i >= 0 && i < n) {
+              next.push_back(v[static_cast<size_t>(i)]);
+            } else if (bounds && bounds->empty()) {
+              *bounds = "array index out of bounds: index " + std::to_string(s.index) +
+                        ", length " + std::to_string(n);
+            }
           }
           break;
         case Step::kSlice:
@@ -294,7 +303,7 @@ std::vector<json> Apply(const std::vector<Step>& steps, std::vector<json> values
           break;
         case Step::kUnion:
           for (const Step& part : s.parts) {
-            std::vector<json> one = Apply({part}, {v});
+            std::vector<json> one = Apply({part}, {v}, bounds);
             next.insert(next.end(), one.begin(), one.end());
           }
           break;
@@ -381,15 +390,16 @@ Status Parse(const std::string& tmpl, size_t& at, std::vector<Piece>& out, bool 
   return Status::Ok();
 }
 
-void Write(const std::vector<Piece>& pieces, const json& root, const json& here, std::string& out) {
+void Write(const std::vector<Piece>& pieces, const json& root, const json& here, std::string& out,
+           std::string* bounds) {
   for (const Piece& p : pieces) {
     if (p.kind == Piece::kText) {
       out += p.text;
       continue;
     }
-    const std::vector<json> found = Apply(p.path.steps, {p.path.from_root ? root : here});
+    const std::vector<json> found = Apply(p.path.steps, {p.path.from_root ? root : here}, bounds);
     if (p.kind == Piece::kRange) {
-      for (const json& v : found) Write(p.body, root, v, out);
+      for (const json& v : found) Write(p.body, root, v, out, bounds);
       continue;
     }
     for (size_t i = 0; i < found.size(); ++i) {
@@ -414,8 +424,9 @@ Result<std::string> Render(const std::string& tmpl, const json& doc) {
   std::vector<Piece> pieces;
   size_t at = 0;
   RETURN_IF_ERROR(Parse(tmpl, at, pieces, false));
-  std::string out;
-  Write(pieces, doc, doc, out);
+  std::string out, bounds;
+  Write(pieces, doc, doc, out, &bounds);
+  if (!bounds.empty()) return InvalidArgument("jsonpath: " + bounds);
   return out;
 }
 

@@ -4,11 +4,13 @@
 // Paths: .field (a \. escapes a dot in it), ['field'], [N] and [-N], [A:B], [*] and .* (every
 // element or value), ..field (the field at any depth), [?(@.path OP VALUE)] with OP one of ==,
 // !=, <, <=, >, >= and VALUE a quoted string, a number, true or false ([?(@.path)]: where it is
-// set). A path starts at the element a {range} is on, or at the document with $.
+// set), [A,B] (a union of indexes or quoted fields). A path starts at the element a {range} is
+// on, or at the document with $.
 // Templates: {PATH} prints what the path selects, several values joined by spaces (a string as
 // it is, anything else as compact JSON; nothing where it selects nothing, as kubectl's default
 // --allow-missing-template-keys); {range PATH}…{end} repeats its body for each value selected;
-// {"text"} prints text, with \n, \t, \" and \\ read as in C.
+// {"text"} prints text, with \n, \t, \" and \\ read as in C. An index past an array's end is an
+// error in a template, as kubectl's, and selects nothing in a path alone.
 #pragma once
 
 #include <nlohmann/json.hpp>

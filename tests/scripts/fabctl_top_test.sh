@@ -54,6 +54,12 @@ out=$("$FABCTL" get workloads -A --field-selector status.phase=Pending \
 out=$("$FABCTL" get workloads -A --field-selector status.phase=Running,metadata.namespace=team-a \
   -o jsonpath='{.items[*].metadata.name}') || fail "running by field: $out"
 [ -z "$out" ] || fail "workloads selected as Running: $out"
+# (An index past the end is an error, as kubectl's, not an empty answer.)
+rc=0
+out=$("$FABCTL" get workloads -A --field-selector status.phase=Running \
+  -o jsonpath='{.items[0].metadata.name}' 2>&1) || rc=$?
+[ "$rc" = 1 ] && grep -q "array index out of bounds: index 0, length 0" <<<"$out" ||
+  fail "items[0] of none (rc $rc): $out"
 out=$("$FABCTL" get workloads -A --field-selector status.phase=pending 2>&1) &&
   fail "a phase in lower case was taken: $out"
 grep -q "status.phase is one of Pending, Scheduled, Running" <<<"$out" || fail "lower case: $out"
@@ -167,6 +173,13 @@ grep -q "^$node *8 *6.00 *2.00 " <<<"$top" || fail "$node as bob reads it: $top"
 grep -q "^Other tenants' work, which you cannot read, holds [0-9.]* GPUs of these" <<<"$top" ||
   fail "bob's top does not say others' work is counted: $top"
 ! grep -q "team-a/" <<<"$top" || fail "bob's top names team-a's work: $top"
+# One node named, as kubectl's `top node NAME`; a node that does not exist is an error.
+out=$("$FABCTL" top nodes "$node" --no-headers) || fail "top nodes $node: $out"
+[ "$(grep -v '^ \|^$\|^Held for\|^Other tenants' <<<"$out" | awk '{print $1}')" = "$node" ] ||
+  fail "top nodes $node: $out"
+rc=0
+out=$("$FABCTL" top nodes nosuch 2>&1) || rc=$?
+[ "$rc" = 1 ] && grep -q "Node 'nosuch' not found" <<<"$out" || fail "top nodes nosuch (rc $rc): $out"
 out=$("$FABCTL" --token "$bob" describe node "$node") || fail "bob's describe node: $out"
 grep -q "^  (others) *(not yours to read) *6 " <<<"$out" && grep -q "^Allocated:  6 of 8 GPUs" <<<"$out" ||
   fail "bob's describe node $node: $out"
