@@ -3038,6 +3038,9 @@ TEST_F(FactoryTest, ElasticWorkIsShrunkNotEvicted) {
   EXPECT_EQ(gang()["shrinks"][0]["pods"], json::array({"main-3"}));
   EXPECT_EQ(gang().value("growthBlocked", ""), "pods it gave up are still stopping")
       << gang().dump();
+  // (Said once, not taken away and said again each other cycle while the pod stops.)
+  step(500);
+  EXPECT_EQ(gang().value("growthBlocked", ""), "pods it gave up are still stopping");
   EXPECT_EQ(Workloads()["team-b/b-0"]["status"].value("message", ""),
             "waiting for the pods taken from 1 workload(s) to stop")
       << Describe(Workloads());

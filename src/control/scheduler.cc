@@ -2493,20 +2493,18 @@ Result<CycleStats> Scheduler::RunOnce() {
         if (Str(status, "message") == message) message.clear();
       }
       // (Why an elastic workload running in part grows not, as it changes; gone once whole.)
-      std::string growth = b.growth_why;
-      if (Str(status, "growthBlocked") == growth ||
-          (growth.empty() &&
-           (status.contains("admittedCounts") || !status.contains("growthBlocked"))))
-        growth.clear();
-      const bool unblocked =
-          growth.empty() && status.contains("growthBlocked") && !status.contains("admittedCounts");
-      if (usage.is_null() && message.empty() && growth.empty() && !unblocked)
+      // (A reason not known this cycle leaves the one said; a whole workload has none. A
+      // reason kept while a whole workload's shrink stops is not taken away each other cycle.)
+      const bool say = !b.growth_why.empty() && Str(status, "growthBlocked") != b.growth_why;
+      const bool unsay = b.growth_why.empty() && status.contains("growthBlocked") &&
+                         !status.contains("admittedCounts");
+      if (usage.is_null() && message.empty() && !say && !unsay)
         continue;  // (no copy of each one, each cycle)
       json next = b.sw.obj();
       if (!usage.is_null()) next["status"]["resourceUsage"] = std::move(usage);
       if (!message.empty()) next["status"]["message"] = message;
-      if (!growth.empty()) next["status"]["growthBlocked"] = growth;
-      if (unblocked) next["status"].erase("growthBlocked");
+      if (say) next["status"]["growthBlocked"] = b.growth_why;
+      if (unsay) next["status"].erase("growthBlocked");
       write(b.sw.kv, next, nullptr);
     }
   }
