@@ -3851,8 +3851,9 @@ bool Admitter::Grow(int id, bool* probed) {
       x.push_back(std::min(e.full_counts[i], e.counts[i] + step) - e.counts[i]);
     return x;
   };
-  // (Why the first probe, one more pod per set, failed: what describe says.)
-  std::string why;
+  // (Why the first probe, one more pod per set, failed: what describe says. A literal: probes
+  // run each cycle, and most say nothing.)
+  const char* why = "";
   auto probe = [&](int step, std::vector<Assignment>* assign, std::vector<PodRequest>* pods) {
     SetCounts(more, extra_for(step));
     *pods = more.pods;
