@@ -1398,6 +1398,34 @@ TEST_F(AdmissionTest, ElasticGrowthAddsPodsAsRoomFrees) {
     EXPECT_EQ(cr.grown.size(), may ? 1u : 0u);
     EXPECT_EQ(adm_->pod_counts(*id), std::vector<int>{may ? 4 : 2});
   }
+  // Grown to its queue's guarantee of 3 with room beside it, it says why it grows no further:
+  // with no borrowing allowed, the quota; with borrowing, that it would hold part guaranteed
+  // and part borrowed (a trial read both at once under a borrowing limit of 0).
+  for (bool may_borrow : {false, true}) {
+    SCOPED_TRACE(may_borrow ? "may borrow" : "borrowingLimit 0");
+    AdmissionConfig config;
+    config.elastic_growth = true;
+    config.elastic_shrink = false;  // (with it, it may grow by pods a shrink takes back)
+    Make(Nodes(1, 8),
+         {Leaf("a", 3, may_borrow ? std::nullopt : std::optional<double>(0)), Leaf("b", 5)}, {},
+         config);
+    Workload gang = Gpus("r", "a", 1, 0, 6, /*gang=*/true);
+    gang.pod_sets[0].min_count = 1;
+    SubmitOptions options;
+    options.pod_counts = {2};
+    std::vector<Assignment> two = OnGpus(0, {0});
+    two.push_back(OnGpus(0, {1})[0]);
+    auto id = adm_->Restore(gang, two, 0, options);
+    ASSERT_TRUE(id.ok()) << id.status().message();
+    adm_->Cycle(1, 1000);
+    ASSERT_EQ(adm_->pod_counts(*id), std::vector<int>{3});
+    adm_->Cycle(2, 1000);
+    EXPECT_EQ(adm_->pod_counts(*id), std::vector<int>{3});
+    EXPECT_EQ(adm_->growth_why(*id),
+              may_borrow ? "it would hold part of its queue's guarantee and borrow the rest (a "
+                           "reclaim could not take the borrowed part back alone)"
+                         : "its queue's GPU quota holds no more of its pods");
+  }
 }
 
 // The pods a shrink takes from work that is no gang lose what they ran, from when the workload

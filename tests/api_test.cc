@@ -2634,6 +2634,13 @@ TEST(ApiEventsTest, AWaitSaidAgainWithOtherNumbersIsOneEventCounted) {
   EXPECT_EQ(count("reason!=Queued,reason=RequeuingLimitExceeded"), 1u);
   EXPECT_EQ(count("involvedObject.name=wa2, reason=Queued"), 2u);
   EXPECT_EQ(count("involvedObject.name!=wa2,reason=Queued"), 0u);
+  // kubectl's fields every kind has: an event's own name and namespace (a trial's
+  // `--field-selector metadata.name=…` was refused).
+  const json first = Parse(w.Get(std::string(kApi) + "/namespaces/team-a/events"))["items"][0];
+  EXPECT_EQ(count("metadata.name=" + first["metadata"].value("name", "")), 1u) << first.dump();
+  EXPECT_EQ(count("metadata.name=nothing.1"), 0u);
+  EXPECT_EQ(count("metadata.namespace=team-a,reason=Queued"), 2u);
+  EXPECT_EQ(count("metadata.namespace=team-b"), 0u);
   EXPECT_EQ(
       w.Get(std::string(kApi) + "/namespaces/team-a/events?fieldSelector=involvedObject.kind=Pod")
           .status,
@@ -2955,6 +2962,11 @@ TEST(ApiPathTest, UnknownPathsAndMethods) {
   EXPECT_EQ(w.Get(std::string(kApi) + "/events").status, 200);
   EXPECT_EQ(w.Get(std::string(kApi) + "/namespaces/team-a/events", w.node_token).status, 403);
   EXPECT_EQ(w.Get(std::string(kApi) + "/events", w.node_token).status, 403);
+  // A tenant's events denied say events, not workloads (what was asked for).
+  HttpResponse others = w.Do("GET", std::string(kApi) + "/namespaces/team-b/events", kAlice);
+  EXPECT_EQ(others.status, 403);
+  EXPECT_NE(others.body.find("may not list events in tenant team-b"), std::string::npos)
+      << others.body;
   EXPECT_EQ(w.Do("POST", std::string(kApi) + "/namespaces/team-a/events", kAdmin, "{}").status,
             405);
   HttpResponse discovery = w.Get(kApi);

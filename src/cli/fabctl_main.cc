@@ -2815,7 +2815,12 @@ int Logs(Globals& g, HttpClient& http, const std::string& name, const std::strin
   }
 }
 
-int TopNodes(HttpClient& http, const std::vector<std::string>& names) {
+int TopNodes(HttpClient& http, const std::vector<std::string>& names, const std::string& sort_by) {
+  // As kubectl top's --sort-by (cpu, memory): the most held first; `free`, the most room first.
+  if (!sort_by.empty() && sort_by != "gpu" && sort_by != "memory" && sort_by != "free") {
+    std::cerr << "fabctl: --sort-by '" << sort_by << "' is not one of gpu, memory, free\n";
+    return 2;
+  }
   const std::set<std::string> only(names.begin(), names.end());  // (none: every node)
   const auto shown = [&only](const std::string& node) { return only.empty() || only.count(node); };
   auto nodes = http.Do("GET", "/apis/fabrica.dev/v1/nodes");
@@ -2880,6 +2885,11 @@ int TopNodes(HttpClient& http, const std::vector<std::string>& names) {
   if (!g_no_headers)
     std::printf("%-12s %-6s %-8s %-8s %-14s %s\n", "NODE", "GPUS", "ALLOC", "HELD", "GPU-MEMORY",
                 "PER-GPU (milli-GPU used, +free room held for pending work)");
+  struct Row {
+    int64_t key = 0;  // what --sort-by orders by, the most first
+    std::string line;
+  };
+  std::vector<Row> rows;
   for (const json& n : node_list["items"]) {
     const std::string name = n["metadata"].value("name", "");
     if (!shown(name)) continue;
@@ -2909,9 +2919,18 @@ int TopNodes(HttpClient& http, const std::vector<std::string>& names) {
     const int64_t memory = NodeGpuMemoryMib(Obj(n, "spec"));
     const std::string mem =
         memory > 0 ? GpuMemory(used_memory[name]) + "/" + GpuMemory(memory) : "-";
-    std::printf("%-12s %-6zu %-8s %-8s %-14s %s\n", name.c_str(), gpus, alloc, held_gpus,
-                mem.c_str(), per.c_str());
+    char line[512];
+    std::snprintf(line, sizeof(line), "%-12s %-6zu %-8s %-8s %-14s ", name.c_str(), gpus, alloc,
+                  held_gpus, mem.c_str());
+    const int64_t key = sort_by == "gpu"      ? total
+                        : sort_by == "memory" ? used_memory[name]
+                        : sort_by == "free" ? static_cast<int64_t>(gpus) * 1000 - total - total_held
+                                            : 0;
+    rows.push_back({key, line + per});
   }
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const Row& a, const Row& b) { return a.key > b.key; });
+  for (const Row& r : rows) std::printf("%s\n", r.line.c_str());
   if (!holders.empty()) {
     std::printf("\nHeld for pending work (fabctl describe workload says why):\n");
     for (const std::string& line : holders) std::printf("%s\n", line.c_str());
@@ -3179,6 +3198,10 @@ int main(int argc, char** argv) {
   top->add_option("what", what)->required();
   top->add_option("name", top_names, "nodes to show (none: all)");
   top->add_flag("--no-headers", g_no_headers, "print the table without its header line");
+  std::string top_sort;
+  top->add_option("--sort-by", top_sort,
+                  "gpu (GPUs allocated), memory (GPU memory held) or free (GPUs free, not held): "
+                  "the most first");
   top->callback([&] {
     if (what != "nodes" && what != "node" && what != "no") {
       std::cerr << "fabctl: only `top nodes` exists\n";
@@ -3186,7 +3209,7 @@ int main(int argc, char** argv) {
       return;
     }
     auto h = client();
-    rc = h ? TopNodes(*h, top_names) : 2;
+    rc = h ? TopNodes(*h, top_names, top_sort) : 2;
   });
   CLI::App* usage = app.add_subcommand("usage", "GPU-hours held and used, and their cost");
   std::string window = "7d", by = "tenant", step;

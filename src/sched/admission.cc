@@ -3865,9 +3865,7 @@ bool Admitter::Grow(int id, bool* probed) {
           !within_or_beyond(r == 0 ? q.cpu : q.memory, r == 0 ? e.cpu_milli : e.memory_mib,
                             q.res_guaranteed[r], r == 0 ? more.cpu_milli : more.memory_mib))
         return false;
-    why =
-        "its queue's GPU quota holds no more of its pods (or they would be part guaranteed, "
-        "part borrowed)";
+    why = "its queue's GPU quota holds no more of its pods";
     const PodRequest* gpu_pod = FirstGpuPod(*pods);
     uint64_t allowed = ~uint64_t{0};
     if (gpu_pod) {
@@ -3905,6 +3903,11 @@ bool Admitter::Grow(int id, bool* probed) {
           // (Only where no other flavour would do, and then in this one alone: a shrink takes
           // back only pods of the flavour lent.)
           if (reclaimable_by_shrink && by_shrink < 0) by_shrink = f;
+          // (Said so, apart from a quota that holds no more: a trial read "or part borrowed"
+          // under a borrowing limit of 0.)
+          why =
+              "it would hold part of its queue's guarantee and borrow the rest (a reclaim could "
+              "not take the borrowed part back alone)";
           continue;
         }
         allowed |= FlavorModels(f, *gpu_pod);

@@ -180,6 +180,18 @@ out=$("$FABCTL" top nodes "$node" --no-headers) || fail "top nodes $node: $out"
 rc=0
 out=$("$FABCTL" top nodes nosuch 2>&1) || rc=$?
 [ "$rc" = 1 ] && grep -q "Node 'nosuch' not found" <<<"$out" || fail "top nodes nosuch (rc $rc): $out"
+# --sort-by, as kubectl top's: the most GPUs allocated first (the node above, 6 of 8, before
+# any node with fewer), the most free first (an idle node before it); anything else is refused.
+out=$("$FABCTL" top nodes --no-headers --sort-by gpu) || fail "top --sort-by gpu: $out"
+allocs=$(awk '/^[^ ]/ && NF >= 4 && $3 ~ /^[0-9.]+$/ {print $3}' <<<"$out")
+[ -n "$allocs" ] && [ "$allocs" = "$(sort -rn <<<"$allocs")" ] || fail "top --sort-by gpu not by ALLOC: $out"
+[ "$(head -1 <<<"$out" | awk '{print $3}')" = "$(sort -rn <<<"$allocs" | head -1)" ] || fail "top --sort-by gpu: $out"
+out=$("$FABCTL" top nodes --no-headers --sort-by free) || fail "top --sort-by free: $out"
+free=$(awk '/^[^ ]/ && NF >= 4 && $3 ~ /^[0-9.]+$/ {printf "%.2f\n", $2 - $3 - $4}' <<<"$out")
+[ "$free" = "$(sort -rn <<<"$free")" ] || fail "top --sort-by free not by free GPUs: $out"
+rc=0
+out=$("$FABCTL" top nodes --sort-by cpu 2>&1) || rc=$?
+[ "$rc" = 2 ] && grep -q "'cpu' is not one of gpu, memory, free" <<<"$out" || fail "top --sort-by cpu (rc $rc): $out"
 out=$("$FABCTL" --token "$bob" describe node "$node") || fail "bob's describe node: $out"
 grep -q "^  (others) *(not yours to read) *6 " <<<"$out" && grep -q "^Allocated:  6 of 8 GPUs" <<<"$out" ||
   fail "bob's describe node $node: $out"
