@@ -1946,6 +1946,27 @@ TEST_F(ApiBadInputTest, LabelsAndNodeSelectorsAreCheckedAndNodesListedByThem) {
   EXPECT_EQ(listed("kubernetes.io/hostname=big"), big);
   EXPECT_EQ(listed("fabrica.dev/gpu-model=H100"), big);
   EXPECT_TRUE(listed("fabrica.dev/gpu-model=H200").empty());
+  // A read shows the two in its metadata.labels, as a Kubernetes node shows kubelet's (a trial's
+  // jsonpath found no hostname there); they are not stored, and what a read showed is taken
+  // back as it is (kubectl's get, edit, replace).
+  const json read = Parse(w_.Get(node));
+  EXPECT_EQ(read["metadata"]["labels"], json({{"kubernetes.io/hostname", "big"},
+                                              {"fabrica.dev/gpu-model", "H100"},
+                                              {"zone", "b"},
+                                              {"rank", "5"}}))
+      << read.dump();
+  EXPECT_EQ(Parse(w_.Get(Collection("nodes")))["items"][0]["metadata"]["labels"].value(
+                "kubernetes.io/hostname", ""),
+            Parse(w_.Get(Collection("nodes")))["items"][0]["metadata"].value("name", "?"));
+  HttpResponse put = w_.Do("PUT", node, kAdmin, read.dump());
+  ASSERT_EQ(put.status, 200) << put.body;
+  EXPECT_EQ(Parse(put)["metadata"]["labels"], read["metadata"]["labels"]) << put.body;
+  EXPECT_EQ(patch(node, {{"metadata", {{"labels", {{"kubernetes.io/hostname", "big"}}}}}}).status,
+            200);
+  const std::string stored = w_.store().Get("/registry/nodes/big")->value;
+  EXPECT_EQ(stored.find("kubernetes.io/hostname"), std::string::npos) << stored;
+  EXPECT_EQ(stored.find("fabrica.dev/gpu-model"), std::string::npos) << stored;
+  EXPECT_NE(stored.find("\"zone\":\"b\""), std::string::npos) << stored;
   // Set-based requirements, as Kubernetes'.
   EXPECT_EQ(listed("pool in (training,other)"), big);
   EXPECT_TRUE(listed("pool notin (training)").empty());

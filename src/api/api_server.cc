@@ -121,10 +121,36 @@ HttpResponse JsonResponse(int code, const json& j) {
 }
 
 // The stored object with its resourceVersion filled in.
+constexpr char kNodesPrefix[] = "/registry/nodes/";
+
+// The labels Fabrica sets on every node (its name, its GPU model), as a node's metadata.labels
+// shows them: kubelet's kubernetes.io/hostname is in a Kubernetes node's labels, where
+// `-o jsonpath`, `--show-labels` and scripts read them. (Not stored: they follow the node.)
+json BuiltinNodeLabels(const json& node) {
+  json out = json::object();
+  const json all = jsonf::NodeLabels(node);
+  for (const char* k : {kHostnameLabel, kGpuModelLabel})
+    if (all.contains(k)) out[k] = all[k];
+  return out;
+}
+
+// A node as it is shown (its built-in labels in), other objects as they are.
+json Shown(json obj) {
+  if (jsonf::Str(obj, "kind") == "Node" && obj["metadata"].is_object()) {
+    const json builtin = BuiltinNodeLabels(obj);
+    for (const auto& [k, v] : builtin.items()) obj["metadata"]["labels"][k] = v;
+  }
+  return obj;
+}
+
 json Materialize(const KeyValue& kv) {
   json j = json::parse(kv.value, nullptr, false);
   if (j.is_discarded()) j = json::object();
   j["metadata"]["resourceVersion"] = std::to_string(kv.mod_revision);
+  if (kv.key.rfind(kNodesPrefix, 0) == 0) {
+    const json builtin = BuiltinNodeLabels(j);
+    for (const auto& [k, v] : builtin.items()) j["metadata"]["labels"][k] = v;
+  }
   return j;
 }
 
@@ -133,6 +159,7 @@ json Materialize(const KeyValue& kv) {
 // (apiVersion and kind, which sort before it, are validated constants).
 std::string MaterializeText(const KeyValue& kv) {
   static const std::string kMeta = "\"metadata\":{";
+  if (kv.key.rfind(kNodesPrefix, 0) == 0) return Materialize(kv).dump();  // (its labels)
   std::string out = kv.value;
   const size_t pos = out.find(kMeta);
   if (pos == std::string::npos) return Materialize(kv).dump();
@@ -1859,10 +1886,22 @@ struct ApiServer::Impl {
         if (Status s = ValidateLabel(k, v.get<std::string>()); !s.ok())
           return InvalidArgument("metadata.labels." + k + ": " + s.message());
         // (What every node answers to is the node's own: a label that said otherwise would
-        // send work pinned to one node, or one GPU model, to another.)
-        if (std::string(info.kind) == "Node" && (k == kHostnameLabel || k == kGpuModelLabel))
-          return InvalidArgument("metadata.labels." + k +
-                                 ": set by Fabrica on every node (its name, its GPU model)");
+        // send work pinned to one node, or one GPU model, to another. What a read showed is
+        // taken back as it is: `get -o yaml`, edited and applied, carries them.)
+        if (std::string(info.kind) == "Node" && (k == kHostnameLabel || k == kGpuModelLabel)) {
+          json named = obj;
+          if (!name.empty()) named["metadata"]["name"] = name;
+          if (Field(BuiltinNodeLabels(named), k.c_str()) != v)
+            return InvalidArgument("metadata.labels." + k + ": " + v.dump() +
+                                   " is not this node's: set by Fabrica on every node (its "
+                                   "name, its GPU model)");
+        }
+      }
+      // (Not stored: they follow the node's name and GPUs.)
+      if (std::string(info.kind) == "Node") {
+        meta["labels"].erase(kHostnameLabel);
+        meta["labels"].erase(kGpuModelLabel);
+        if (meta["labels"].empty()) meta.erase("labels");
       }
     }
     // A node's registered labels are strings too (the fleet parser checks their syntax).
@@ -3558,7 +3597,7 @@ struct ApiServer::Impl {
     if (DryRun(req)) {
       if (store.Get(Key(info, ns, name)).ok())
         return StatusResponse(409, std::string(info.kind) + " '" + name + "' already exists");
-      HttpResponse r = JsonResponse(201, o);
+      HttpResponse r = JsonResponse(201, Shown(std::move(o)));
       AddWarnings(r, warnings);
       return r;
     }
@@ -3904,7 +3943,7 @@ struct ApiServer::Impl {
         // Nothing changes: nothing is written, and the version stays (as Kubernetes does), so
         // watchers see no event and `fabctl apply` can say "unchanged".
         o["metadata"]["resourceVersion"] = std::to_string(current->mod_revision);
-        return JsonResponse(200, o);
+        return JsonResponse(200, Shown(std::move(o)));
       }
       std::vector<std::string> warnings;
       if (!status_sub && std::string(info.kind) == "Queue") {
@@ -3920,7 +3959,7 @@ struct ApiServer::Impl {
         if (expected != current->mod_revision)
           return StatusResponse(409, "the object has been modified (resourceVersion " +
                                          std::to_string(expected) + " is stale); read it again");
-        HttpResponse r = JsonResponse(200, o);
+        HttpResponse r = JsonResponse(200, Shown(std::move(o)));
         AddWarnings(r, warnings);
         return r;
       }
@@ -3935,7 +3974,7 @@ struct ApiServer::Impl {
       }
       if (std::string(info.plural) == "nodes") max_node_gpus = -1;
       o["metadata"]["resourceVersion"] = std::to_string(*rev);
-      HttpResponse r = JsonResponse(200, o);
+      HttpResponse r = JsonResponse(200, Shown(std::move(o)));
       AddWarnings(r, warnings);
       return r;
     }
