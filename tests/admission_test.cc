@@ -1070,6 +1070,48 @@ TEST_F(AdmissionTest, ReclaimClearsWholeNodesForAGang) {
 
 // Reclaim is per flavour: a queue that borrows H100s while it holds less than its guarantee in
 // total (its A100 guarantee lies unused) still gives the H100s back to a queue guaranteed them.
+// Reclaim takes only what a queue borrows: where the borrowed room is inside work whose
+// eviction would leave its queue, or one above it, below its guarantee, nothing goes, and the
+// waiting workload says so (a user-style trial read only "no node can take it now").
+// team-a (8: a-train 6, a-serve 2) runs a-serve's 3-GPU s1, 1 GPU borrowed; team-c runs 7 of its
+// 8. Taking s1 for team-c's 1 GPU would leave team-a at 6 of 8.
+TEST_F(AdmissionTest, ReclaimSaysWhenTheBorrowedRoomIsInWorkItMayNotTake) {
+  // (With a-serve's 3 GPUs as three 1-GPU workloads instead, one goes: it keeps a-serve and
+  // team-a at their guarantees.)
+  for (bool one : {true, false}) {
+    SCOPED_TRACE(one ? "one 3-GPU workload" : "three 1-GPU workloads");
+    QueueSpec team_a = Leaf("team-a", 8), train = Leaf("a-train", 6), serve = Leaf("a-serve", 2);
+    train.parent = serve.parent = "team-a";
+    Make(Nodes(4, 4), {team_a, train, serve, Leaf("team-c", 8)});
+    ASSERT_EQ(AdmitEach("t", "a-train", 6).size(), 6u);
+    if (one) {
+      const int s1 = Submit(Gpus("s1", "a-serve", 3), 1);
+      adm_->Cycle(2, 1000);
+      ASSERT_EQ(adm_->phase(s1), Phase::kAdmitted) << adm_->reason(s1);
+    } else {
+      ASSERT_EQ(AdmitEach("s", "a-serve", 3).size(), 3u);
+    }
+    ASSERT_EQ(AdmitEach("c", "team-c", 7).size(), 7u);
+    const int c6 = Submit(Gpus("c6", "team-c", 1), 3);
+    CycleResult cr = adm_->Cycle(4, 1000);
+    EXPECT_EQ(cr.evicted.size(), one ? 0u : 1u);
+    const std::string says =
+        "queue a-serve borrows 1 GPU of gpu, but no work of it can go for this: the least that "
+        "could, of 3 GPUs, would leave queue team-a at 6 of its guarantee of 8 GPUs (reclaim "
+        "takes only what a queue borrows: this waits for borrowed work to end)";
+    if (!one) {
+      EXPECT_EQ(adm_->reason(c6).find("no work of it can go"), std::string::npos)
+          << adm_->reason(c6);
+      continue;
+    }
+    EXPECT_EQ(adm_->phase(c6), Phase::kPending);
+    EXPECT_NE(adm_->reason(c6).find(says), std::string::npos) << adm_->reason(c6);
+    adm_->Cycle(5, 1000);
+    EXPECT_NE(adm_->reason(c6).find(says), std::string::npos) << adm_->reason(c6);
+    EXPECT_EQ(adm_->reason(c6).find(says), adm_->reason(c6).rfind(says)) << "said once";
+  }
+}
+
 TEST_F(AdmissionTest, ReclaimIsPerFlavour) {
   const Fleet fleet = H100AndA100();
   AdmissionConfig config = PerModelFlavours();

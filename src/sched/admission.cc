@@ -2552,6 +2552,7 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
   hold_borrowing_ = false;
   held_roots_.clear();
   partial_failed_.clear();
+  out_of_reach_.clear();
 
   // Preemptors whose victims have all stopped go first — in a StrictFIFO queue only its head
   // (work put back ahead of it, an evicted older workload, goes before it), and a head that
@@ -3216,7 +3217,7 @@ void Admitter::NotePolicyBlock(int id) {
   // (An earlier note, which may name other amounts, goes: one at a time.)
   for (const char* policy :
        {"'s preemption.withinQueue is Never", "'s preemption.reclaimWithinCohort is ",
-        "'s preemption.borrowWithinCohort is "})
+        "'s preemption.borrowWithinCohort is ", kBorrowedOutOfReach})
     if (const size_t at = e.reason.find(policy); at != std::string::npos)
       if (const size_t from = e.reason.rfind("; queue ", at); from != std::string::npos) {
         const size_t to = e.reason.find("; ", at);
@@ -3291,7 +3292,8 @@ std::string Admitter::PolicyBlock(int id) const {
     }
     if (!note.empty()) return note;
   }
-  if (policy.reclaim_within_cohort == PreemptionPolicy::Reclaim::kAny) return "";
+  if (policy.reclaim_within_cohort == PreemptionPolicy::Reclaim::kAny)
+    return BorrowedOutOfReach(id);
   const bool never = policy.reclaim_within_cohort == PreemptionPolicy::Reclaim::kNever;
   // Below its guarantee in a flavour it may use, while another queue of its tree borrows
   // there work a reclaim could take (under LowerPriority: only work at its priority or above).
@@ -3317,6 +3319,91 @@ std::string Admitter::PolicyBlock(int id) const {
     }
   }
   return "";
+}
+
+std::string Admitter::BorrowedOutOfReach(int id) const {
+  const Entry& e = entries_[id];
+  const QueueNode& q = queues_[e.leaf];
+  const PodRequest* gpu_pod = FirstGpuPod(e.pods);
+  if (!gpu_pod) return "";
+  const auto gpus = [](int64_t milli) {
+    return GpuAmount(milli) + (milli == kMilliPerGpu ? " GPU" : " GPUs");
+  };
+  const auto could_go = [&](int v) {
+    const Entry& w = entries_[v];
+    return w.phase == Phase::kAdmitted && w.options.preemptible &&
+           now_ - w.admitted_at >= MinRuntime(v, id);
+  };
+  const auto none = [](int, int) { return int64_t{0}; };
+  std::string note;
+  for (int f : CandidateFlavors(*gpu_pod)) {
+    // (Only where its queue is owed room: within its guarantee, and reclaim may take other
+    // queues' work for it at all.)
+    if (!managed_[f] || q.usage[f] + e.gpu_milli > q.guaranteed[f] ||
+        DepartmentReclaimOnly(e.leaf, f))
+      continue;
+    // (Once per queue and flavour a cycle: every failed attempt asks, and the answer is the
+    // same for the queue's work.)
+    auto [cached, fresh] = out_of_reach_.try_emplace({e.leaf, f});
+    if (!fresh) {
+      if (cached->second == kTakeable) return "";
+      if (note.empty()) note = cached->second;
+      continue;
+    }
+    std::string& said = cached->second;
+    for (int o = 0; o < queue_count() && said != kTakeable; ++o) {
+      const QueueNode& other = queues_[o];
+      const int64_t held = other.usage[f] - other.evicting_usage[f];
+      if (o == e.leaf || !is_leaf(o) || (fleet_queue_ < 0 && other.root != q.root) ||
+          held <= other.guaranteed[f])
+        continue;
+      if (other.spec.best_effort) {  // (its work is taken whatever it holds)
+        said = kTakeable;
+        break;
+      }
+      // Its least work that could go, and the queue (it, or one above it) that taking it
+      // would leave below its guarantee.
+      int64_t least = 0;
+      int blocker = -1;
+      for (int v : other.running) {
+        if (!could_go(v)) continue;
+        int64_t milli = 0;
+        for (auto [cf, cm] : entries_[v].charged) milli += cf == f ? cm : 0;
+        if (milli == 0) continue;
+        const bool leaf_keeps = held - milli < other.guaranteed[f] &&
+                                (milli <= other.guaranteed[f] || held <= other.guaranteed[f]);
+        if (!leaf_keeps && BranchLends(e.leaf, o, f, milli, none)) {
+          said = kTakeable;
+          break;
+        }
+        if (least != 0 && milli >= least) continue;
+        least = milli;
+        blocker = o;
+        if (!leaf_keeps)
+          for (int a = other.parent; a >= 0; a = queues_[a].parent) {
+            const QueueNode& n = queues_[a];
+            const int64_t n_held = n.usage[f] - n.evicting_below[f];
+            if (n_held - milli < n.guaranteed[f] &&
+                (milli <= n.guaranteed[f] || n_held <= n.guaranteed[f])) {
+              blocker = a;
+              break;
+            }
+          }
+      }
+      if (blocker < 0 || said == kTakeable || !said.empty()) continue;
+      const QueueNode& b = queues_[blocker];
+      const int64_t b_held = blocker == o ? held : b.usage[f] - b.evicting_below[f];
+      said = "queue " + other.spec.name + " borrows " + gpus(held - other.guaranteed[f]) + " of " +
+             flavor_name(f) + kBorrowedOutOfReach + gpus(least) + ", would leave queue " +
+             b.spec.name + " at " + GpuAmount(b_held - least) + " of its guarantee of " +
+             gpus(b.guaranteed[f]) +
+             " (reclaim takes only what a queue borrows: this waits for "
+             "borrowed work to end)";
+    }
+    if (said == kTakeable) return "";
+    if (note.empty()) note = said;
+  }
+  return note;
 }
 
 // Admits workload id, placed (e.assign) with e.pods as applied: holds and charges it, and
