@@ -1653,6 +1653,15 @@ TEST_F(ApiBadInputTest, QueueWritesKeepTheTreeValidAndQueuesInUseStay) {
                            int code, const std::string& fragment) {
     ExpectAdminRefused(method, target, obj, code, fragment);
   };
+  // A queue made as the admin: its Warning headers, one string.
+  const auto warned = [&](const json& queue) {
+    HttpResponse made = w_.Do("POST", Collection("queues"), kAdmin, queue.dump());
+    EXPECT_EQ(made.status, 201) << made.body;
+    std::string said;
+    for (const auto& [k, v] : made.headers)
+      if (k == "Warning") said += v;
+    return said;
+  };
   const std::string queues = Collection("queues");
   json org = QueueObject("org");
   org["spec"]["quotas"] = {{"gpu", {{"guaranteed", 8}}}};
@@ -1737,16 +1746,44 @@ TEST_F(ApiBadInputTest, QueueWritesKeepTheTreeValidAndQueuesInUseStay) {
           "1 workload(s) charged to it hold devices (team-a/existing), and 1 pending workload(s) "
           "wait in it (team-a/waiting); let the first finish");
   EXPECT_EQ(w_.Do("DELETE", Item("workloads", "team-a", "waiting"), kAdmin).status, 200);
-  // Nor may a leaf with work running take children (its work would be charged to no queue).
+  // A leaf that runs work only as its tenant's queue (the work names no queue) may take a
+  // child: that work goes back to unqueued, and the write says so (a trial's hierarchy file,
+  // applied parents first, made team-c a leaf that took its tenant's running work, then could
+  // neither give it a child nor delete it).
   json child = QueueObject("team-a-sub");
   child["spec"]["parent"] = "team-a";
+  std::string said = warned(child);
+  EXPECT_NE(said.find("queue team-a is no longer a leaf: tenant team-a's work that names no "
+                      "queue, charged to it until now (1 workload(s) charged to it hold devices "
+                      "(team-a/existing)), is charged to unqueued from now on"),
+            std::string::npos)
+      << said;
+  EXPECT_EQ(w_.Do("DELETE", Item("queues", "", "team-a-sub"), kAdmin).status, 200);
+  // Nor may a leaf with work running that names it take children (its work would be charged
+  // to no queue).
+  json named = WorkloadObject("team-a", "named");
+  named["spec"]["queue"] = "team-a";
+  w_.MustCreate(Collection("workloads", "team-a"), named);
+  w_.MustSetStatus(Item("workloads", "team-a", "named"),
+                   {{"phase", "Running"}, {"assignments", {Assignment("big")}}});
   refused("POST", queues, child, 409,
           "spec.parent: queue 'team-a' is a leaf with work: 1 workload(s) charged to it hold "
-          "devices (team-a/existing)");
+          "devices (team-a/named)");
+  w_.MustSetStatus(Item("workloads", "team-a", "named"), {{"phase", "Succeeded"}});
   EXPECT_EQ(w_.Do("DELETE", Item("queues", "", "unqueued"), kAdmin).status, 404);
   w_.MustSetStatus(Item("workloads", "team-a", "existing"), {{"phase", "Succeeded"}});
   EXPECT_EQ(w_.Do("DELETE", Item("queues", "", "team-a"), kAdmin).status, 200);
   EXPECT_EQ(w_.Do("DELETE", Item("queues", "", "org"), kAdmin).status, 200);
+  // A leaf made with its tenant's name takes that tenant's running work that names no queue
+  // from unqueued: the write says so.
+  w_.MustSetStatus(Item("workloads", "team-a", "existing"),
+                   {{"phase", "Running"}, {"assignments", {Assignment("big")}}});
+  said = warned(QueueObject("team-a"));
+  EXPECT_NE(said.find("tenant team-a's work that names no queue is charged to this queue from "
+                      "now on, its tenant's leaf: 1 workload(s) charged to it hold devices "
+                      "(team-a/existing); until now it ran in unqueued"),
+            std::string::npos)
+      << said;
 }
 
 // Quota amounts are stored in one form, so that the same quota written another way (2, 2.0,

@@ -2255,6 +2255,42 @@ struct ApiServer::Impl {
   // A queue's spec.tenants naming a tenant that does not exist (a misspelling, or one not
   // created yet): written, as Kubernetes writes a reference to what is not there yet, and
   // warned of.
+  // What a queue written changes for work that names no queue: its tenant's leaf made (that
+  // work leaves unqueued for it), or that leaf given its first child (the work goes back to
+  // unqueued). `stored`: the queue as it was (null: new).
+  std::vector<std::string> QueueRoutingWarnings(const json& queue, const json& stored) {
+    std::vector<std::string> out;
+    const std::string name = Str(Field(queue, "metadata"), "name");
+    const std::string parent = Str(Field(queue, "spec"), "parent");
+    auto before = QueueTreeWith(json());
+    if (!before.ok()) return out;
+    const std::set<std::string> leaves = LeafQueues(*before);
+    if (stored.is_null() && !leaves.count(name)) {
+      if (auto tenant = store.Get(Key(*FindResource("tenants"), "", name)); tenant.ok()) {
+        auto after = QueueTreeWith(queue);
+        auto running = after.ok() ? RunningIn(name, *after) : Result<std::string>(std::string());
+        if (running.ok() && !running->empty())
+          out.push_back("tenant " + name +
+                        "'s work that names no queue is charged to this queue from now on, its "
+                        "tenant's leaf: " +
+                        *running + "; until now it ran in unqueued");
+      }
+    }
+    if (!parent.empty() && parent != Str(Field(stored, "spec"), "parent") && leaves.count(parent)) {
+      auto running = RunningIn(parent, *before);
+      auto waiting = RunningIn(parent, *before, /*pending=*/true);
+      std::string what;
+      if (running.ok() && !running->empty()) what = *running;
+      if (waiting.ok() && !waiting->empty()) what += (what.empty() ? "" : ", and ") + *waiting;
+      if (!what.empty())
+        out.push_back("queue " + parent + " is no longer a leaf: tenant " + parent +
+                      "'s work that names no queue, charged to it until now (" + what +
+                      "), is charged to unqueued from now on; name one of its leaves in their "
+                      "spec.queue to keep them in its tree");
+    }
+    return out;
+  }
+
   std::vector<std::string> QueueTenantWarnings(const json& queue) {
     std::vector<std::string> out;
     for (const json& t : jsonf::List(Field(queue, "spec"), "tenants")) {
@@ -3259,7 +3295,11 @@ struct ApiServer::Impl {
     if (parent.empty()) return Status::Ok();
     auto before = QueueTreeWith(json());
     if (!before.ok() || !LeafQueues(*before).count(parent)) return Status::Ok();
-    ASSIGN_OR_RETURN(std::string running, RunningIn(parent, *before));
+    // (Work there only because its tenant is named so goes back to unqueued, where it ran
+    // before that queue was made: a trial's hierarchy file, applied parents first, made its
+    // tenant's queue a leaf that took its running work, and could then neither give it a child
+    // nor be deleted. QueueParentWarnings says so.)
+    ASSIGN_OR_RETURN(std::string running, RunningIn(parent, *before, false, /*named=*/true));
     if (running.empty()) return Status::Ok();
     return FailedPrecondition("spec.parent: queue '" + parent + "' is a leaf with work: " +
                               running + " (a queue with children holds no work of its own)");
@@ -3285,8 +3325,10 @@ struct ApiServer::Impl {
 
   // The work that holds devices charged to leaf `name` of `tree` (the first few, "N
   // workload(s) ... hold devices"; empty: none), or (`pending`) the work that waits in it.
+  // `named`: only work whose spec.queue names it (not work there because its tenant has
+  // that name and it names no queue).
   Result<std::string> RunningIn(const std::string& name, const AdmissionConfig& tree,
-                                bool pending = false) {
+                                bool pending = false, bool named = false) {
     const std::set<std::string> leaves = LeafQueues(tree);
     ASSIGN_OR_RETURN(std::vector<KeyValue> workloads,
                      ReadAll(Prefix(*FindResource("workloads"), "")));
@@ -3302,7 +3344,8 @@ struct ApiServer::Impl {
       const std::string phase = Str(Field(w, "status"), "phase");
       if (pending ? phase != "Pending" : phase != "Running" && phase != "Scheduled") continue;
       const json& meta = Field(w, "metadata");
-      if (WaitingQueue(leaves, Str(Field(w, "spec"), "queue"), Str(meta, "namespace")) != name)
+      if (WaitingQueue(leaves, Str(Field(w, "spec"), "queue"), Str(meta, "namespace")) != name ||
+          (named && Str(Field(w, "spec"), "queue") != name))
         continue;
       if (++count <= 3)
         running += (running.empty() ? "" : ", ") + Str(meta, "namespace") + "/" + Str(meta, "name");
@@ -3590,10 +3633,12 @@ struct ApiServer::Impl {
     o["metadata"]["creationTimestamp"] = FormatTimestamp(clock.NowMs());
     o["metadata"]["generation"] = 1;
     o["metadata"].erase("resourceVersion");
-    const std::vector<std::string> warnings =
+    std::vector<std::string> warnings =
         std::string(info.kind) == "Workload" ? WorkloadWarnings(o, json())
         : std::string(info.kind) == "Queue"  ? QueueTenantWarnings(o)
                                              : std::vector<std::string>();
+    if (std::string(info.kind) == "Queue")
+      for (std::string& w : QueueRoutingWarnings(o, json())) warnings.push_back(std::move(w));
     if (DryRun(req)) {
       if (store.Get(Key(info, ns, name)).ok())
         return StatusResponse(409, std::string(info.kind) + " '" + name + "' already exists");
@@ -3951,6 +3996,7 @@ struct ApiServer::Impl {
           warnings = QueueEditWarnings(WithCpuAndMemoryHeld(stored, o), o);
         if (Field(Field(o, "spec"), "tenants") != Field(Field(stored, "spec"), "tenants"))
           for (std::string& w : QueueTenantWarnings(o)) warnings.push_back(std::move(w));
+        for (std::string& w : QueueRoutingWarnings(o, stored)) warnings.push_back(std::move(w));
       }
       if (!status_sub && std::string(info.kind) == "Workload")
         warnings = WorkloadWarnings(o, stored);
