@@ -1506,6 +1506,15 @@ int Apply(Globals& g, HttpClient& http, const std::string& file) {
       rc = 1;
       continue;
     }
+    // (As kubectl's validation: a manifest says what it is; a trial's file without apiVersion
+    // was created.)
+    for (const char* field : {"apiVersion", "kind"})
+      if (!obj.contains(field)) {
+        std::cerr << "fabctl: " << file << ": " << StringAt(obj, "metadata", "name") << ": "
+                  << field << " not set\n";
+        rc = 1;
+      }
+    if (!obj.contains("apiVersion") || !obj.contains("kind")) continue;
     const Resource* r = ResourceByKind(obj.value("kind", ""));
     if (!r) {
       std::cerr << "fabctl: " << file << ": " << StringAt(obj, "metadata", "name")
@@ -1876,6 +1885,7 @@ void DescribeQueue(HttpClient& http, const json& o) {
   const std::string parent = spec.value("parent", "");
   // The tree: its root and children, from the stored queues.
   std::map<std::string, std::string> parent_of;
+  std::map<std::string, std::string> listed_of;  // queue -> its spec.tenants, as words
   std::vector<std::string> children;
   if (auto list = http.Do("GET", "/apis/fabrica.dev/v1/queues"); list.ok() && list->status == 200) {
     const json all = json::parse(list->body, nullptr, false);
@@ -1884,6 +1894,8 @@ void DescribeQueue(HttpClient& http, const json& o) {
       const json qs = Obj(q, "spec");
       const std::string p = qs.is_object() ? qs.value("parent", "") : "";
       parent_of[n] = p;
+      for (const json& t : Arr(qs, "tenants"))
+        listed_of[n] += (listed_of[n].empty() ? "" : ", ") + Plain(t);
       if (!p.empty() && p == name) children.push_back(n);
     }
   }
@@ -1913,6 +1925,18 @@ void DescribeQueue(HttpClient& http, const json& o) {
     const bool exists = !named.ok() || named->status != 404;
     std::string who = exists ? "tenant " + name + " (named after it)" : "";
     if (!tenants.empty()) who += (who.empty() ? "listed: " : "; listed: ") + tenants;
+    // (And those of the queues above it: a tenant may use any leaf below its queue, or below
+    // one that lists it. A trial read "none" of a leaf its tenant's work ran in.)
+    int depth = 0;  // (a cycle, as a store written by hand may hold, ends it)
+    for (std::string a = parent_of[name]; !a.empty() && a != name && depth < 64;
+         a = parent_of[a], ++depth) {
+      auto above = http.Do("GET", "/apis/fabrica.dev/v1/tenants/" + a);
+      if (above.ok() && above->status == 200)
+        who +=
+            (who.empty() ? "" : "; ") + ("tenant " + a + " (named after queue " + a + " above it)");
+      if (!listed_of[a].empty())
+        who += (who.empty() ? "" : "; ") + ("listed by queue " + a + ": " + listed_of[a]);
+    }
     std::printf("Tenants:    %s\n",
                 who.empty() ? ("none (no tenant is named " + name + ", none is listed)").c_str()
                             : who.c_str());

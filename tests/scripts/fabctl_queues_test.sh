@@ -551,6 +551,13 @@ grep -q "^            = (0.5 × share now [0-9.e-]* + 0.5 × usage history) / we
 described=$("$FABCTL" describe queue research)
 grep -q "^Tenants: *none (no tenant is named research, none is listed)$" <<<"$described" ||
   fail "describe queue research: $described"
+# A leaf says who may use it through the queues above it too (a trial read "none" of a leaf
+# below its tenant's queue): research listing team-c lets team-c wait in team-b.
+"$FABCTL" patch queue research -p '{"spec": {"tenants": ["team-c"]}}' >/dev/null || fail "patch research"
+described=$("$FABCTL" describe queue team-b)
+grep -q "^Tenants: *tenant team-b (named after it); listed by queue research: team-c$" <<<"$described" ||
+  fail "team-b's tenants through research: $described"
+"$FABCTL" patch queue research -p '{"spec": {"tenants": null}}' >/dev/null || fail "unpatch research"
 # A file may list a queue before its parent: fabctl applies parents first (the server refuses
 # a queue whose parent does not exist) and deletes children first. A queue with a child, or a
 # name that is no valid name, is refused naming why.

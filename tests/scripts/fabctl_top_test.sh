@@ -201,6 +201,13 @@ printf '{"apiVersion": "fabrica.dev/v1", "kind": "Workload"\n "metadata": {}}\n'
 out=$("$FABCTL" apply -f "$tmp/bad.json" 2>&1) && fail "bad.json applied: $out"
 grep -q "bad.json: malformed JSON: parse error at line 2, column 11" <<<"$out" ||
   fail "bad.json's error: $out"
+# A document that does not say its apiVersion is refused, as kubectl's validation refuses it.
+printf 'kind: Queue\nmetadata: {name: noversion}\nspec: {}\n' >"$tmp/noversion.yaml"
+rc=0
+out=$("$FABCTL" apply -f "$tmp/noversion.yaml" 2>&1) || rc=$?
+[ "$rc" = 1 ] && grep -q "noversion.yaml: noversion: apiVersion not set" <<<"$out" ||
+  fail "noversion.yaml (rc $rc): $out"
+"$FABCTL" get queue noversion >/dev/null 2>&1 && fail "noversion was created"
 # (In a YAML stream whose first document is a flow map, an error in a later one is YAML's.)
 printf '{apiVersion: fabrica.dev/v1, kind: Queue, metadata: {name: q1}}\n---\nkind: Queue\nmetadata: {name: q2\n' >"$tmp/multi.yaml"
 out=$("$FABCTL" apply -f "$tmp/multi.yaml" 2>&1) && fail "multi.yaml applied: $out"
