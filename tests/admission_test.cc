@@ -2984,8 +2984,23 @@ TEST_F(AdmissionTest, GuaranteesPastTheGpusNotInMigModeAreWarnedOf) {
   const std::map<int, std::string> warnings = adm_->GuaranteeWarnings();
   ASSERT_EQ(warnings.size(), 2u);
   EXPECT_EQ(warnings.at(adm_->QueueIndex("a")),
-            "the queue trees' guarantees of gpu add up to 6.5 GPUs, past the fleet's 4 not in "
-            "MIG mode (4 take MIG slices only): whole-GPU work cannot have them all at once");
+            "the queue trees' guarantees of gpu add up to 6.5 GPUs, past the fleet's 4 that "
+            "whole-GPU work is charged to gpu on (the other 4 take only its MIG slices or "
+            "fractions): whole-GPU work cannot have them all at once");
+  // A flavour that takes a model's whole GPUs leaves the catch-all only their fractions: its
+  // guarantees past the rest are warned of too (a trial's `h200` flavour of whole GPUs left the
+  // catch-all 42 GPUs for whole-GPU work, its guarantees 58, unwarned).
+  Fleet mixed = Nodes(2, 4);
+  for (Device& d : mixed.nodes[1].devices) d.model = "H200";
+  config.flavors = {FlavorSpec{"h200", DeviceKind::kWhole, {"H200"}, {}},
+                    FlavorSpec{"gpu", {}, {}, {}}};
+  config.queues[1].quotas["gpu"].guaranteed_milli = 1000;
+  config.queues[1].quotas["h200"].guaranteed_milli = 2000;
+  MakeTree(mixed, config, {"a", "b"});
+  EXPECT_EQ(adm_->GuaranteeWarnings().at(adm_->QueueIndex("a")),
+            "the queue trees' guarantees of gpu add up to 5 GPUs, past the fleet's 4 that "
+            "whole-GPU work is charged to gpu on (the other 4 take only its MIG slices or "
+            "fractions): whole-GPU work cannot have them all at once");
 }
 
 // A GPU in the reach of two flavours (a fraction of an H100 is the catch-all's, a whole one

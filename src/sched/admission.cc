@@ -729,12 +729,15 @@ std::map<int, std::string> Admitter::GuaranteeWarnings() const {
   // (No GPUs at all: no node has registered yet, nothing to compare with.)
   if (state_.total_gpu_milli() == 0) return out;
   const std::vector<int> gpus = FlavorGpus();
-  // (Of those, GPUs not in MIG mode: whole-GPU work of a flavour's queues has only these.)
+  // (Of those, the GPUs a whole-GPU request is charged to the flavour on: not in MIG mode,
+  // and not of a model another flavour takes whole — a trial's catch-all lost its H200s to an
+  // `h200` flavour of whole GPUs, unwarned, as fractions of them were still its own.)
   std::vector<int64_t> whole(flavors_.size(), 0);
   for (int n = 0; n < state_.node_count(); ++n)
     for (int d = 0; d < static_cast<int>(fleet_.nodes[n].devices.size()); ++d)
       if (!fleet_.nodes[n].devices[d].mig_enabled())
-        for (int f : DeviceFlavors(n, d, false)) whole[f] += kMilliPerGpu;
+        if (const int f = SelectFlavor(DeviceKind::kWhole, -1, state_.node_model(n), true); f >= 0)
+          whole[f] += kMilliPerGpu;
   for (int f = 0; f < flavor_count(); ++f) {
     if (!managed_[f]) continue;
     int64_t sum = 0;
@@ -749,8 +752,9 @@ std::map<int, std::string> Admitter::GuaranteeWarnings() const {
     } else if (sum > whole[f]) {
       warning = "the queue trees' guarantees of " + flavor_name(f) + " add up to " +
                 GpuAmount(sum) + " GPUs, past the fleet's " + GpuAmount(whole[f]) +
-                " not in MIG mode (" + GpuAmount(have - whole[f]) +
-                " take MIG slices only): whole-GPU work cannot have them all at once";
+                " that whole-GPU work is charged to " + flavor_name(f) + " on (the other " +
+                GpuAmount(have - whole[f]) + " take only its MIG slices or fractions): whole-GPU " +
+                "work cannot have them all at once";
     } else {
       continue;
     }
