@@ -3118,6 +3118,32 @@ TEST_F(AdmissionTest, ATreePastItsGuaranteeSaysWhatItHolds) {
       << adm_->reason(b);
 }
 
+// Within its guarantee but past what its queues' lending limits leave it to lend (a limit set
+// after a borrowed), a tree says what is kept, not that it is past its guarantee (a trial read
+// "past its guarantee" of a queue at 21 of 24).
+TEST_F(AdmissionTest, ATreeAtWhatItLendsSaysWhatIsKept) {
+  AdmissionConfig config;
+  QueueSpec org{"org", "", 1, {}, -1};
+  org.quotas["gpu"] = QuotaSpec{16'000, {}, {}};
+  config.queues = {org, Leaf("a", 8), Leaf("b", 8, std::nullopt, /*lending=*/2)};
+  MakeTree(Nodes(4, 4), config, {"a", "b"});
+  SubmitOptions o;
+  o.preemptible = false;
+  for (int n = 0; n < 3; ++n)
+    ASSERT_TRUE(
+        adm_->Restore(Gpus("a" + std::to_string(n), "a", 4), OnGpus(n, {0, 1, 2, 3}), 0, o).ok());
+  const int more = Submit(Gpus("more", "a", 1), 1);
+  adm_->Cycle(1.5, 1000);
+  ASSERT_EQ(adm_->phase(more), Phase::kPending) << adm_->reason(more);
+  EXPECT_NE(adm_->reason(more).find("(b keeps 6 GPUs of its guarantee: its lending limit) (it "
+                                    "holds 12 GPUs already, of its guarantee of 16: what is "
+                                    "kept is not lent)"),
+            std::string::npos)
+      << adm_->reason(more);
+  EXPECT_EQ(adm_->reason(more).find("past its guarantee, it lends"), std::string::npos)
+      << adm_->reason(more);
+}
+
 // A queue below its guarantee, beside a sibling that borrows, takes back nothing for work that
 // would pass its guarantee, and says so (a trial read "queue org has no unused gpu" beside a
 // queue at 0 of its 8 as reclaim switched off); for work within it, it reclaims.

@@ -1705,9 +1705,14 @@ bool Admitter::QuotaWalk(int leaf, int64_t amount, Used used_of, Guar guar, Borr
                fmt(used) + "/" + fmt(std::max<int64_t>(0, guar(q) - reserved)) + unit + kept_why;
       // (Past its guarantee already — GPUs no tree is guaranteed, taken by work within its
       // queues' guarantees, or a guarantee lowered since —: said, or "48/24" reads as a riddle.)
-      if (why && used_of(q) > std::max<int64_t>(0, guar(q) - reserved))
+      // (Within its guarantee but past what its queues' lending limits leave to lend, it says
+      // that: a trial read "past its guarantee" of a queue at 21 of 24, 6 of them kept.)
+      if (why && used_of(q) > guar(q))
         *why += " (it holds " + fmt(used_of(q)) + unit +
                 " already: past its guarantee, it lends nothing more)";
+      else if (why && used_of(q) > std::max<int64_t>(0, guar(q) - reserved))
+        *why += " (it holds " + fmt(used_of(q)) + unit + " already, of its guarantee of " +
+                fmt(guar(q)) + ": what is kept is not lent)";
       // (Its own queue below its guarantee, beside siblings that borrow, takes nothing back for
       // work that would pass the guarantee: said, or a queue at 0 of its guarantee reads as
       // one whose reclaim is off, a trial found.)
