@@ -3097,51 +3097,37 @@ AdmissionConfig TwoTrees(bool across, std::optional<double> a_borrowing = std::n
 
 // A tree already past its guarantee (a guarantee lowered under running work, as a user-style
 // trial did with fabctl patch) says what it holds, or "would hold 16/8" reads as a riddle.
-TEST_F(AdmissionTest, ATreePastItsGuaranteeSaysWhatItHolds) {
-  AdmissionConfig config;
-  QueueSpec org{"org", "", 1, {}, -1};
-  org.quotas["gpu"] = QuotaSpec{8'000, {}, {}};
-  config.queues = {org, Leaf("a", 8), Leaf("b", 0)};
-  MakeTree(Nodes(4, 4), config, {"a", "b"});
-  SubmitOptions o;
-  o.preemptible = false;
-  for (int n = 0; n < 3; ++n)
-    ASSERT_TRUE(
-        adm_->Restore(Gpus("a" + std::to_string(n), "a", 4), OnGpus(n, {0, 1, 2, 3}), 0, o).ok());
-  const int b = Submit(Gpus("b", "b", 4), 1);  // (preemptible: it may borrow)
-  adm_->Cycle(1.5, 1000);
-  ASSERT_EQ(adm_->phase(b), Phase::kPending) << adm_->reason(b);
-  EXPECT_NE(adm_->reason(b).find("queue org has no unused gpu to lend to the queues below it: it "
-                                 "would hold 16/8 GPUs (it holds 12 GPUs already: past its "
-                                 "guarantee, it lends nothing more)"),
-            std::string::npos)
-      << adm_->reason(b);
-}
-
 // Within its guarantee but past what its queues' lending limits leave it to lend (a limit set
-// after a borrowed), a tree says what is kept, not that it is past its guarantee (a trial read
+// after a borrowed), it says what is kept, not that it is past its guarantee (a trial read
 // "past its guarantee" of a queue at 21 of 24).
-TEST_F(AdmissionTest, ATreeAtWhatItLendsSaysWhatIsKept) {
-  AdmissionConfig config;
-  QueueSpec org{"org", "", 1, {}, -1};
-  org.quotas["gpu"] = QuotaSpec{16'000, {}, {}};
-  config.queues = {org, Leaf("a", 8), Leaf("b", 8, std::nullopt, /*lending=*/2)};
-  MakeTree(Nodes(4, 4), config, {"a", "b"});
-  SubmitOptions o;
-  o.preemptible = false;
-  for (int n = 0; n < 3; ++n)
-    ASSERT_TRUE(
-        adm_->Restore(Gpus("a" + std::to_string(n), "a", 4), OnGpus(n, {0, 1, 2, 3}), 0, o).ok());
-  const int more = Submit(Gpus("more", "a", 1), 1);
-  adm_->Cycle(1.5, 1000);
-  ASSERT_EQ(adm_->phase(more), Phase::kPending) << adm_->reason(more);
-  EXPECT_NE(adm_->reason(more).find("(b keeps 6 GPUs of its guarantee: its lending limit) (it "
-                                    "holds 12 GPUs already, of its guarantee of 16: what is "
-                                    "kept is not lent)"),
-            std::string::npos)
-      << adm_->reason(more);
-  EXPECT_EQ(adm_->reason(more).find("past its guarantee, it lends"), std::string::npos)
-      << adm_->reason(more);
+TEST_F(AdmissionTest, ATreePastItsGuaranteeSaysWhatItHolds) {
+  for (bool kept : {false, true}) {
+    SCOPED_TRACE(kept ? "past what it lends" : "past its guarantee");
+    AdmissionConfig config;
+    QueueSpec org{"org", "", 1, {}, -1};
+    org.quotas["gpu"] = QuotaSpec{kept ? 16'000 : 8'000, {}, {}};
+    config.queues = {org, Leaf("a", 8),
+                     kept ? Leaf("b", 8, std::nullopt, /*lending=*/2) : Leaf("b", 0)};
+    MakeTree(Nodes(4, 4), config, {"a", "b"});
+    SubmitOptions o;
+    o.preemptible = false;
+    for (int n = 0; n < 3; ++n)
+      ASSERT_TRUE(
+          adm_->Restore(Gpus("a" + std::to_string(n), "a", 4), OnGpus(n, {0, 1, 2, 3}), 0, o).ok());
+    // (Preemptible: it may borrow.)
+    const int w = kept ? Submit(Gpus("more", "a", 1), 1) : Submit(Gpus("b", "b", 4), 1);
+    adm_->Cycle(1.5, 1000);
+    ASSERT_EQ(adm_->phase(w), Phase::kPending) << adm_->reason(w);
+    const std::string says =
+        kept ? "(b keeps 6 GPUs of its guarantee: its lending limit) (it holds 12 GPUs already, "
+               "of its guarantee of 16: what is kept is not lent)"
+             : "queue org has no unused gpu to lend to the queues below it: it would hold 16/8 "
+               "GPUs (it holds 12 GPUs already: past its guarantee, it lends nothing more)";
+    EXPECT_NE(adm_->reason(w).find(says), std::string::npos) << adm_->reason(w);
+    if (kept)
+      EXPECT_EQ(adm_->reason(w).find("past its guarantee, it lends"), std::string::npos)
+          << adm_->reason(w);
+  }
 }
 
 // A queue below its guarantee, beside a sibling that borrows, takes back nothing for work that
