@@ -1096,11 +1096,11 @@ TEST_F(AdmissionTest, ReclaimSaysWhenTheBorrowedRoomIsInWorkItMayNotTake) {
     CycleResult cr = adm_->Cycle(4, 1000);
     EXPECT_EQ(cr.evicted.size(), one ? 0u : 1u);
     const std::string says =
-        "queue a-serve borrows 1 GPU of gpu, but no work of it can go for this: the least that "
-        "could, of 3 GPUs, would leave queue team-a at 6 of its guarantee of 8 GPUs (reclaim "
-        "takes only what a queue borrows: this waits for borrowed work to end)";
+        "queue a-serve borrows 1 GPU of gpu, but none of its work can go for this without "
+        "leaving queue team-a below its guarantee of 8 GPUs (reclaim takes only what a queue "
+        "borrows: this waits for borrowed work to end)";
     if (!one) {
-      EXPECT_EQ(adm_->reason(c6).find("no work of it can go"), std::string::npos)
+      EXPECT_EQ(adm_->reason(c6).find("none of its work can go"), std::string::npos)
           << adm_->reason(c6);
       continue;
     }

@@ -1769,6 +1769,11 @@ TEST_F(ApiBadInputTest, QueueWritesKeepTheTreeValidAndQueuesInUseStay) {
   refused("POST", queues, child, 409,
           "spec.parent: queue 'team-a' is a leaf with work: 1 workload(s) charged to it hold "
           "devices (team-a/named)");
+  // Nor one that work waiting names (it would wait on a queue with children for good).
+  w_.MustSetStatus(Item("workloads", "team-a", "named"), {{"phase", "Pending"}});
+  refused("POST", queues, child, 409,
+          "spec.parent: queue 'team-a' is a leaf with work: 1 pending workload(s) wait in it "
+          "(team-a/named) and name it");
   w_.MustSetStatus(Item("workloads", "team-a", "named"), {{"phase", "Succeeded"}});
   EXPECT_EQ(w_.Do("DELETE", Item("queues", "", "unqueued"), kAdmin).status, 404);
   w_.MustSetStatus(Item("workloads", "team-a", "existing"), {{"phase", "Succeeded"}});
@@ -2004,6 +2009,29 @@ TEST_F(ApiBadInputTest, LabelsAndNodeSelectorsAreCheckedAndNodesListedByThem) {
   EXPECT_EQ(stored.find("kubernetes.io/hostname"), std::string::npos) << stored;
   EXPECT_EQ(stored.find("fabrica.dev/gpu-model"), std::string::npos) << stored;
   EXPECT_NE(stored.find("\"zone\":\"b\""), std::string::npos) << stored;
+  {
+    // Its GPUs changed in what a read showed (an edit, `fabctl apply`): the old model's label
+    // it carries is no change, and the new model's is shown.
+    json edited = Parse(w_.Get(node));
+    edited["spec"]["gpus"]["model"] = "H200";
+    HttpResponse r = w_.Do("PUT", node, kAdmin, edited.dump());
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(Parse(r)["metadata"]["labels"].value("fabrica.dev/gpu-model", ""), "H200") << r.body;
+    edited = Parse(r);
+    edited["spec"]["gpus"]["model"] = "H100";
+    ASSERT_EQ(w_.Do("PUT", node, kAdmin, edited.dump()).status, 200);
+    // A node whose labels were all taken away, written back as read, is no change.
+    ASSERT_EQ(
+        patch(node, {{"metadata", {{"labels", {{"zone", nullptr}, {"rank", nullptr}}}}}}).status,
+        200);
+    const json bare = Parse(w_.Get(node));
+    HttpResponse same = w_.Do("PUT", node, kAdmin, bare.dump());
+    ASSERT_EQ(same.status, 200) << same.body;
+    EXPECT_EQ(Parse(same)["metadata"]["resourceVersion"], bare["metadata"]["resourceVersion"])
+        << w_.store().Get("/registry/nodes/big")->value;
+    ASSERT_EQ(patch(node, {{"metadata", {{"labels", {{"zone", "b"}, {"rank", "5"}}}}}}).status,
+              200);
+  }
   // Set-based requirements, as Kubernetes'.
   EXPECT_EQ(listed("pool in (training,other)"), big);
   EXPECT_TRUE(listed("pool notin (training)").empty());
@@ -2678,10 +2706,11 @@ TEST(ApiEventsTest, AWaitSaidAgainWithOtherNumbersIsOneEventCounted) {
   EXPECT_EQ(again["items"][2].value("message", ""), "no node can take it now: 4 lack CPU")
       << again.dump();
   // Every term of a selector holds: a field asked two values selects nothing.
-  const auto count = [&](const std::string& selector) {
-    return Parse(w.Get(std::string(kApi) + "/namespaces/team-a/events?fieldSelector=" + selector))
-        .value("items", json::array())
-        .size();
+  const auto count = [&](const std::string& selector,
+                         const std::string& in = "/namespaces/team-a") {
+    HttpResponse r = w.Get(std::string(kApi) + in + "/events?fieldSelector=" + selector);
+    EXPECT_EQ(r.status, 200) << selector << ": " << r.body;
+    return Parse(r).value("items", json::array()).size();
   };
   EXPECT_EQ(count("reason=Queued"), 2u);
   EXPECT_EQ(count("reason=RequeuingLimitExceeded"), 1u);
@@ -2699,6 +2728,12 @@ TEST(ApiEventsTest, AWaitSaidAgainWithOtherNumbersIsOneEventCounted) {
   EXPECT_EQ(count("metadata.name=nothing.1"), 0u);
   EXPECT_EQ(count("metadata.namespace=team-a,reason=Queued"), 2u);
   EXPECT_EQ(count("metadata.namespace=team-b"), 0u);
+  // Across namespaces it selects one (team-a's, none of team-b's).
+  const size_t all = count("", ""), team_a = count("");
+  EXPECT_GT(team_a, 0u);
+  EXPECT_GT(all, team_a);
+  EXPECT_EQ(count("metadata.namespace=team-a", ""), team_a);
+  EXPECT_EQ(count("metadata.namespace!=team-a", ""), all - team_a);
   EXPECT_EQ(
       w.Get(std::string(kApi) + "/namespaces/team-a/events?fieldSelector=involvedObject.kind=Pod")
           .status,

@@ -2277,8 +2277,8 @@ struct ApiServer::Impl {
       }
     }
     if (!parent.empty() && parent != Str(Field(stored, "spec"), "parent") && leaves.count(parent)) {
-      auto running = RunningIn(parent, *before);
-      auto waiting = RunningIn(parent, *before, /*pending=*/true);
+      auto running = RunningIn(parent, *before, false, Named::kByTenant);
+      auto waiting = RunningIn(parent, *before, /*pending=*/true, Named::kByTenant);
       std::string what;
       if (running.ok() && !running->empty()) what = *running;
       if (waiting.ok() && !waiting->empty()) what += (what.empty() ? "" : ", and ") + *waiting;
@@ -3299,7 +3299,14 @@ struct ApiServer::Impl {
     // before that queue was made: a trial's hierarchy file, applied parents first, made its
     // tenant's queue a leaf that took its running work, and could then neither give it a child
     // nor be deleted. QueueParentWarnings says so.)
-    ASSIGN_OR_RETURN(std::string running, RunningIn(parent, *before, false, /*named=*/true));
+    ASSIGN_OR_RETURN(std::string running, RunningIn(parent, *before, false, Named::kNamed));
+    // (Nor work waiting that names it: it would wait on a queue with children for good.)
+    ASSIGN_OR_RETURN(std::string waiting, RunningIn(parent, *before, true, Named::kNamed));
+    if (running.empty() && !waiting.empty())
+      return FailedPrecondition("spec.parent: queue '" + parent +
+                                "' is a leaf with work: " + waiting +
+                                " and name it (a queue with children holds no work of its own); "
+                                "set their spec.queue to another queue, or delete them, first");
     if (running.empty()) return Status::Ok();
     return FailedPrecondition("spec.parent: queue '" + parent + "' is a leaf with work: " +
                               running + " (a queue with children holds no work of its own)");
@@ -3325,10 +3332,11 @@ struct ApiServer::Impl {
 
   // The work that holds devices charged to leaf `name` of `tree` (the first few, "N
   // workload(s) ... hold devices"; empty: none), or (`pending`) the work that waits in it.
-  // `named`: only work whose spec.queue names it (not work there because its tenant has
-  // that name and it names no queue).
+  // `named`: only work whose spec.queue names it (kNamed), or only work there because its
+  // tenant has that name and it names no queue (kByTenant).
+  enum class Named { kAny, kNamed, kByTenant };
   Result<std::string> RunningIn(const std::string& name, const AdmissionConfig& tree,
-                                bool pending = false, bool named = false) {
+                                bool pending = false, Named named = Named::kAny) {
     const std::set<std::string> leaves = LeafQueues(tree);
     ASSIGN_OR_RETURN(std::vector<KeyValue> workloads,
                      ReadAll(Prefix(*FindResource("workloads"), "")));
@@ -3344,8 +3352,10 @@ struct ApiServer::Impl {
       const std::string phase = Str(Field(w, "status"), "phase");
       if (pending ? phase != "Pending" : phase != "Running" && phase != "Scheduled") continue;
       const json& meta = Field(w, "metadata");
-      if (WaitingQueue(leaves, Str(Field(w, "spec"), "queue"), Str(meta, "namespace")) != name ||
-          (named && Str(Field(w, "spec"), "queue") != name))
+      const std::string queue = Str(Field(w, "spec"), "queue");
+      if (WaitingQueue(leaves, queue, Str(meta, "namespace")) != name ||
+          (named == Named::kNamed && queue != name) ||
+          (named == Named::kByTenant && !queue.empty()))
         continue;
       if (++count <= 3)
         running += (running.empty() ? "" : ", ") + Str(meta, "namespace") + "/" + Str(meta, "name");
@@ -3781,9 +3791,30 @@ struct ApiServer::Impl {
       } else {
         next.erase("status");
       }
+      // A node's built-in labels as a read of the stored node showed them are no change,
+      // whatever the body's spec now says (a spec's GPUs changed through `fabctl apply`, or an
+      // edit of what `get -o yaml` showed, carries the old model's label back).
+      if (std::string(info.kind) == "Node" &&
+          Field(Field(next, "metadata"), "labels").is_object()) {
+        json& labels = next["metadata"]["labels"];
+        const json shown = BuiltinNodeLabels(stored);
+        for (const char* k : {kHostnameLabel, kGpuModelLabel})
+          if (labels.contains(k) && labels[k] == Field(shown, k)) labels.erase(k);
+      }
       auto valid = Validate(info, next, ns, name);
       if (!valid.ok()) return ErrorFromStatus(valid.status());
       json& o = *valid;
+      // (Labels absent, null or empty are one: a node written back as read is no change.)
+      if (std::string(info.kind) == "Node") {
+        const auto none = [](const json& l) { return l.is_null() || (l.is_object() && l.empty()); };
+        if (none(Field(Field(o, "metadata"), "labels")) &&
+            none(Field(Field(stored, "metadata"), "labels"))) {
+          if (Field(stored, "metadata").contains("labels"))
+            o["metadata"]["labels"] = stored["metadata"]["labels"];
+          else
+            o["metadata"].erase("labels");
+        }
+      }
       if (!status_sub && std::string(info.kind) == "Workload" &&
           Field(Field(o, "spec"), "tolerations") != Field(Field(stored, "spec"), "tolerations"))
         if (Status allowed = CheckTolerationsAllowed(o, ns); !allowed.ok())

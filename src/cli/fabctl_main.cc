@@ -1508,13 +1508,15 @@ int Apply(Globals& g, HttpClient& http, const std::string& file) {
     }
     // (As kubectl's validation: a manifest says what it is; a trial's file without apiVersion
     // was created.)
-    for (const char* field : {"apiVersion", "kind"})
-      if (!obj.contains(field)) {
+    // (ReadManifests gives every document a kind, empty where it has none.)
+    const bool versioned = obj.contains("apiVersion"), kinded = !obj.value("kind", "").empty();
+    for (const auto& [field, set] : {std::pair{"apiVersion", versioned}, {"kind", kinded}})
+      if (!set) {
         std::cerr << "fabctl: " << file << ": " << StringAt(obj, "metadata", "name") << ": "
                   << field << " not set\n";
         rc = 1;
       }
-    if (!obj.contains("apiVersion") || !obj.contains("kind")) continue;
+    if (!versioned || !kinded) continue;
     const Resource* r = ResourceByKind(obj.value("kind", ""));
     if (!r) {
       std::cerr << "fabctl: " << file << ": " << StringAt(obj, "metadata", "name")
@@ -1609,7 +1611,12 @@ int Apply(Globals& g, HttpClient& http, const std::string& file) {
         // Labels and annotations alike: one another writer added (fabctl patch, an admin's
         // tool) stays; one an earlier apply set and the file dropped goes.
         for (const char* map : {"labels", "annotations"}) {
-          const json now = Obj(Obj(current, "metadata"), map);
+          json now = Obj(Obj(current, "metadata"), map);
+          // (A node's built-in labels, which every read shows, are Fabrica's, not another
+          // writer's: kept, a changed GPU model would carry its old label back.)
+          if (r->kind == std::string("Node") && std::string(map) == "labels" && now.is_object())
+            for (const char* builtin : {"kubernetes.io/hostname", "fabrica.dev/gpu-model"})
+              now.erase(builtin);
           if (!now.is_object() || now.empty()) continue;
           json& mine = put["metadata"][map];
           if (mine.is_null()) mine = json::object();
@@ -2919,6 +2926,8 @@ int TopNodes(HttpClient& http, const std::vector<std::string>& names, const std:
     if (!shown(name)) continue;
     const size_t gpus = NodeGpus(Obj(n, "spec"));
     int total = 0, total_held = 0;
+    int64_t free_milli = 0;  // (--sort-by free: of GPUs in service on a node taking work)
+    const bool cordoned = Obj(n, "spec").value("unschedulable", false) == true;
     std::string per;
     // (A GPU out of service shows its state: repair, cordoned, burn-in.)
     std::map<int, std::string> out;
@@ -2932,6 +2941,7 @@ int TopNodes(HttpClient& http, const std::vector<std::string>& names, const std:
       total += m;
       total_held += h;
       auto o = out.find(static_cast<int>(i));
+      if (!cordoned && o == out.end()) free_milli += std::max(0, 1000 - m - h);
       per += std::to_string(m) + (h > 0 ? "+" + std::to_string(h) : "") +
              (o == out.end() ? "" : "(" + o->second + ")") + (i + 1 < gpus ? " " : "");
     }
@@ -2948,8 +2958,8 @@ int TopNodes(HttpClient& http, const std::vector<std::string>& names, const std:
                   held_gpus, mem.c_str());
     const int64_t key = sort_by == "gpu"      ? total
                         : sort_by == "memory" ? used_memory[name]
-                        : sort_by == "free" ? static_cast<int64_t>(gpus) * 1000 - total - total_held
-                                            : 0;
+                        : sort_by == "free"   ? free_milli
+                                              : 0;
     rows.push_back({key, line + per});
   }
   std::stable_sort(rows.begin(), rows.end(),
@@ -3224,8 +3234,8 @@ int main(int argc, char** argv) {
   top->add_flag("--no-headers", g_no_headers, "print the table without its header line");
   std::string top_sort;
   top->add_option("--sort-by", top_sort,
-                  "gpu (GPUs allocated), memory (GPU memory held) or free (GPUs free, not held): "
-                  "the most first");
+                  "gpu (GPUs allocated), memory (GPU memory held) or free (GPUs free, not held, "
+                  "in service, on a node taking work): the most first");
   top->callback([&] {
     if (what != "nodes" && what != "node" && what != "no") {
       std::cerr << "fabctl: only `top nodes` exists\n";

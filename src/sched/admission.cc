@@ -2562,6 +2562,7 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
   held_roots_.clear();
   partial_failed_.clear();
   out_of_reach_.clear();
+  lenders_.clear();
 
   // Preemptors whose victims have all stopped go first — in a StrictFIFO queue only its head
   // (work put back ahead of it, an evicted older workload, goes before it), and a head that
@@ -3330,6 +3331,8 @@ std::string Admitter::PolicyBlock(int id) const {
   return "";
 }
 
+const std::vector<Admitter::Lender> Admitter::kNoLenders;
+
 std::string Admitter::BorrowedOutOfReach(int id) const {
   const Entry& e = entries_[id];
   const QueueNode& q = queues_[e.leaf];
@@ -3338,12 +3341,45 @@ std::string Admitter::BorrowedOutOfReach(int id) const {
   const auto gpus = [](int64_t milli) {
     return GpuAmount(milli) + (milli == kMilliPerGpu ? " GPU" : " GPUs");
   };
-  const auto could_go = [&](int v) {
-    const Entry& w = entries_[v];
-    return w.phase == Phase::kAdmitted && w.options.preemptible &&
-           now_ - w.admitted_at >= MinRuntime(v, id);
-  };
   const auto none = [](int, int) { return int64_t{0}; };
+  // What each leaf that borrows flavour f could give, once a cycle: the least and the most of
+  // its work, whole, that keeps it at its guarantee (or is bigger than all of it), and whether
+  // anything could go at all, or be shrunk. (A minimum runtime against another queue's work
+  // does not depend on which queue asks.)
+  const auto lenders = [&](int f) -> const std::vector<Lender>& {
+    auto [it, fresh] = lenders_.try_emplace(f);
+    if (!fresh) return it->second;
+    for (int o = 0; o < queue_count(); ++o) {
+      const QueueNode& other = queues_[o];
+      const int64_t held = other.usage[f] - other.evicting_usage[f];
+      if (!is_leaf(o) || held <= other.guaranteed[f]) continue;
+      Lender l;
+      l.queue = o;
+      l.takeable = other.spec.best_effort;  // (its work is taken whatever it holds)
+      for (int v : other.running) {
+        const Entry& w = entries_[v];
+        if (l.takeable) break;
+        if (w.phase != Phase::kAdmitted || !w.options.preemptible ||
+            now_ - w.admitted_at < MinRuntime(v, id))
+          continue;
+        int64_t milli = 0;
+        for (auto [cf, cm] : w.charged) milli += cf == f ? cm : 0;
+        if (milli == 0) continue;
+        l.any = true;
+        // (Elastic work may give pods beyond its minCount where it may not go whole.)
+        if (config_.elastic_shrink && w.options.may_shrink)
+          for (size_t i = 0; i < w.min_counts.size() && i < w.counts.size(); ++i)
+            l.takeable |= w.counts[i] > w.min_counts[i];
+        if (held - milli < other.guaranteed[f] &&
+            (milli <= other.guaranteed[f] || held <= other.guaranteed[f]))
+          continue;
+        l.least = l.least == 0 ? milli : std::min(l.least, milli);
+        l.most = std::max(l.most, milli);
+      }
+      it->second.push_back(l);
+    }
+    return it->second;
+  };
   std::string note;
   for (int f : CandidateFlavors(*gpu_pod)) {
     // (Only where its queue is owed room: within its guarantee, and reclaim may take other
@@ -3354,60 +3390,36 @@ std::string Admitter::BorrowedOutOfReach(int id) const {
     // (Once per queue and flavour a cycle: every failed attempt asks, and the answer is the
     // same for the queue's work.)
     auto [cached, fresh] = out_of_reach_.try_emplace({e.leaf, f});
-    if (!fresh) {
-      if (cached->second == kTakeable) return "";
-      if (note.empty()) note = cached->second;
-      continue;
-    }
     std::string& said = cached->second;
-    for (int o = 0; o < queue_count() && said != kTakeable; ++o) {
-      const QueueNode& other = queues_[o];
-      const int64_t held = other.usage[f] - other.evicting_usage[f];
-      if (o == e.leaf || !is_leaf(o) || (fleet_queue_ < 0 && other.root != q.root) ||
-          held <= other.guaranteed[f])
-        continue;
-      if (other.spec.best_effort) {  // (its work is taken whatever it holds)
+    for (const Lender& l : fresh ? lenders(f) : kNoLenders) {
+      const QueueNode& other = queues_[l.queue];
+      if (l.queue == e.leaf || (fleet_queue_ < 0 && other.root != q.root) || !l.any) continue;
+      if (l.takeable || (l.least > 0 && (BranchLends(e.leaf, l.queue, f, l.least, none) ||
+                                         BranchLends(e.leaf, l.queue, f, l.most, none)))) {
         said = kTakeable;
         break;
       }
-      // Its least work that could go, and the queue (it, or one above it) that taking it
-      // would leave below its guarantee.
-      int64_t least = 0;
-      int blocker = -1;
-      for (int v : other.running) {
-        if (!could_go(v)) continue;
-        int64_t milli = 0;
-        for (auto [cf, cm] : entries_[v].charged) milli += cf == f ? cm : 0;
-        if (milli == 0) continue;
-        const bool leaf_keeps = held - milli < other.guaranteed[f] &&
-                                (milli <= other.guaranteed[f] || held <= other.guaranteed[f]);
-        if (!leaf_keeps && BranchLends(e.leaf, o, f, milli, none)) {
-          said = kTakeable;
-          break;
-        }
-        if (least != 0 && milli >= least) continue;
-        least = milli;
-        blocker = o;
-        if (!leaf_keeps)
-          for (int a = other.parent; a >= 0; a = queues_[a].parent) {
-            const QueueNode& n = queues_[a];
-            const int64_t n_held = n.usage[f] - n.evicting_below[f];
-            if (n_held - milli < n.guaranteed[f] &&
-                (milli <= n.guaranteed[f] || n_held <= n.guaranteed[f])) {
-              blocker = a;
-              break;
-            }
+      if (!said.empty()) continue;
+      // The queue that keeps it: the leaf, or the first above it that its least work would
+      // leave below its guarantee. (Queues' use and guarantees are anyone's to read; the
+      // sizes of another tenant's work are not said.)
+      int blocker = l.queue;
+      if (l.least > 0)
+        for (int a = other.parent; a >= 0; a = queues_[a].parent) {
+          const QueueNode& n = queues_[a];
+          const int64_t n_held = n.usage[f] - n.evicting_below[f];
+          if (n_held - l.least < n.guaranteed[f] &&
+              (l.least <= n.guaranteed[f] || n_held <= n.guaranteed[f])) {
+            blocker = a;
+            break;
           }
-      }
-      if (blocker < 0 || said == kTakeable || !said.empty()) continue;
-      const QueueNode& b = queues_[blocker];
-      const int64_t b_held = blocker == o ? held : b.usage[f] - b.evicting_below[f];
-      said = "queue " + other.spec.name + " borrows " + gpus(held - other.guaranteed[f]) + " of " +
-             flavor_name(f) + kBorrowedOutOfReach + gpus(least) + ", would leave queue " +
-             b.spec.name + " at " + GpuAmount(b_held - least) + " of its guarantee of " +
-             gpus(b.guaranteed[f]) +
-             " (reclaim takes only what a queue borrows: this waits for "
-             "borrowed work to end)";
+        }
+      said = "queue " + other.spec.name + " borrows " +
+             gpus(other.usage[f] - other.evicting_usage[f] - other.guaranteed[f]) + " of " +
+             flavor_name(f) + kBorrowedOutOfReach +
+             (blocker == l.queue ? std::string("it") : "queue " + queues_[blocker].spec.name) +
+             " below its guarantee of " + gpus(queues_[blocker].guaranteed[f]) +
+             " (reclaim takes only what a queue borrows: this waits for borrowed work to end)";
     }
     if (said == kTakeable) return "";
     if (note.empty()) note = said;

@@ -774,17 +774,24 @@ class Admitter {
   // When its queue's preemption policy (withinQueue or reclaimWithinCohort: Never) is what
   // keeps anything from being evicted for workload `id`, which; "" otherwise.
   std::string PolicyBlock(int id) const;
-  void NotePolicyBlock(int id);
+  void NotePolicyBlock(int id);  // adds PolicyBlock(id) to its reason (preemption on)
   // Why reclaim found nothing for id, within its queue's guarantee, where another queue borrows:
   // the borrowed room is inside work whose queue (or one above it) taking it would leave below
   // its guarantee, which reclaim never does ("": not so, or something could go).
   std::string BorrowedOutOfReach(int id) const;
   static constexpr const char* kBorrowedOutOfReach =
-      ", but no work of it can go for this: the least that could, of ";
+      ", but none of its work can go for this without leaving ";
   static constexpr const char* kTakeable = "\x01";  // (out_of_reach_: something could go)
-  mutable std::map<std::pair<int, int>, std::string>
-      out_of_reach_;  // (leaf, flavour), a cycle  // adds PolicyBlock(id) to its reason (preemption
-                      // on)
+  // (leaf, flavour) -> what BorrowedOutOfReach said, this cycle.
+  mutable std::map<std::pair<int, int>, std::string> out_of_reach_;
+  struct Lender {  // a leaf that borrows a flavour, as BorrowedOutOfReach reads it
+    int queue = -1;
+    bool any = false;       // some of its work could go (preemptible, past its minimum runtime)
+    bool takeable = false;  // best-effort, or elastic work it may shrink
+    int64_t least = 0, most = 0;  // its work whole that keeps it at its guarantee (0: none)
+  };
+  mutable std::map<int, std::vector<Lender>> lenders_;  // by flavour, this cycle
+  static const std::vector<Lender> kNoLenders;
   static constexpr const char* kNonPreemptibleBorrows =
       "non-preemptible work may not borrow (nobody could take the room back)";
   // The walk both take: `amount` more where queue q holds used(q), is guaranteed guar(q),

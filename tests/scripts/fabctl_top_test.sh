@@ -186,9 +186,15 @@ out=$("$FABCTL" top nodes --no-headers --sort-by gpu) || fail "top --sort-by gpu
 allocs=$(awk '/^[^ ]/ && NF >= 4 && $3 ~ /^[0-9.]+$/ {print $3}' <<<"$out")
 [ -n "$allocs" ] && [ "$allocs" = "$(sort -rn <<<"$allocs")" ] || fail "top --sort-by gpu not by ALLOC: $out"
 [ "$(head -1 <<<"$out" | awk '{print $3}')" = "$(sort -rn <<<"$allocs" | head -1)" ] || fail "top --sort-by gpu: $out"
+# (Free counts GPUs in service on nodes taking work: an idle node cordoned is not the most free.)
+idle=$("$FABCTL" top nodes --no-headers | awk '/^[^ ]/ && NF >= 4 && $3 == "0.00" && $4 == "0.00" {print $1}' | head -1)
+[ -n "$idle" ] || fail "no idle node: $("$FABCTL" top nodes)"
+"$FABCTL" cordon "$idle" >/dev/null || fail "cordon $idle"
 out=$("$FABCTL" top nodes --no-headers --sort-by free) || fail "top --sort-by free: $out"
-free=$(awk '/^[^ ]/ && NF >= 4 && $3 ~ /^[0-9.]+$/ {printf "%.2f\n", $2 - $3 - $4}' <<<"$out")
+"$FABCTL" uncordon "$idle" >/dev/null || fail "uncordon $idle"
+free=$(awk -v idle="$idle" '/^[^ ]/ && NF >= 4 && $3 ~ /^[0-9.]+$/ && $1 != idle {printf "%.2f\n", $2 - $3 - $4}' <<<"$out")
 [ "$free" = "$(sort -rn <<<"$free")" ] || fail "top --sort-by free not by free GPUs: $out"
+[ "$(awk '/^[^ ]/ {print $1}' <<<"$out" | head -1)" != "$idle" ] || fail "cordoned $idle sorted most free: $out"
 rc=0
 out=$("$FABCTL" top nodes --sort-by cpu 2>&1) || rc=$?
 [ "$rc" = 2 ] && grep -q "'cpu' is not one of gpu, memory, free" <<<"$out" || fail "top --sort-by cpu (rc $rc): $out"
@@ -358,6 +364,17 @@ for _ in $(seq 50); do
 done
 "$FABCTL" describe queue rr | contains "^  (a root borrows from no queue above it: these are GPUs no tree is guaranteed" ||
   fail "a root's borrowed GPUs unexplained: $("$FABCTL" describe queue rr; "$FABCTL" get workloads -n team-c)"
+# A node's manifest applied over the registered node: the built-in labels a read shows are not
+# kept as another writer's (no warning), and a node read and applied back is unchanged.
+node=$("$FABCTL" get nodes | awk 'NR==2 {print $1}')
+"$FABCTL" get node "$node" -o json | python3 -c '
+import json, sys
+n = json.load(sys.stdin)
+labels = {k: v for k, v in n["metadata"].get("labels", {}).items() if "/" not in k}
+print(json.dumps({"apiVersion": n["apiVersion"], "kind": "Node", "metadata": {"name": n["metadata"]["name"], "labels": labels}, "spec": n["spec"]}))' >"$tmp/node.json"
+out=$("$FABCTL" apply -f "$tmp/node.json" 2>&1) || fail "apply node $node: $out"
+! grep -q "kubernetes.io/hostname\|fabrica.dev/gpu-model" <<<"$out" || fail "apply node kept the built-in labels: $out"
+"$FABCTL" get node "$node" -o json | contains '"fabrica.dev/gpu-model": "' || fail "node $node shows no GPU model label"
 # `fabctl taint`, as kubectl's: a taint is added, shown by describe node, refused twice without
 # --overwrite, removed with KEY-; work that does not tolerate it waits, naming it.
 node=$("$FABCTL" get nodes | awk 'NR==2 {print $1}')
