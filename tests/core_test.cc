@@ -953,6 +953,13 @@ TEST(WorkloadYaml, FractionWholeMigAndModels) {
   EXPECT_EQ(w.kind, DeviceKind::kWhole);
   EXPECT_EQ(w.gpus, 2);
   EXPECT_EQ(w.models, (std::vector<std::string>{"V100M16", "V100M32"}));
+  // A YAML list of models is the same (a trial's `models: [L4]` was refused).
+  Result<std::vector<Workload>> listed =
+      WorkloadWithDevices("{gpus: 2, models: [V100M16, V100M32]}");
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  EXPECT_EQ(listed->front().pod_sets[0].device.models,
+            (std::vector<std::string>{"V100M16", "V100M32"}));
+  ExpectInvalid(WorkloadWithDevices("{gpus: 1, models: []}"), {"devices.models", "an empty list"});
 
   Result<std::vector<Workload>> mig = WorkloadWithDevices("{mig: 3g.40gb}");
   ASSERT_TRUE(mig.ok()) << mig.status().ToString();

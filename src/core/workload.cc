@@ -230,7 +230,16 @@ Result<DeviceRequest> ParseDeviceRequest(YamlMap& m) {
   ASSIGN_OR_RETURN(r.gpu_milli, m.Gpu("gpuMilli", MilliGpu(0)));
   ASSIGN_OR_RETURN(r.gpu_memory, m.Memory("gpuMemory", MemoryMib(0)));
   ASSIGN_OR_RETURN(r.mig_profile, m.String("mig", ""));
-  ASSIGN_OR_RETURN(std::string models, m.String("models", ""));
+  // (A list with bars, or a YAML list: `models: [H100, H200]` reads as H100|H200, as a
+  // ResourceFlavor's does; a trial's was refused as "expected a single value".)
+  std::string models;
+  if (m.Has("models") && m.Raw("models").IsSequence()) {
+    ASSIGN_OR_RETURN(std::vector<std::string> each, m.StringList("models"));
+    for (const std::string& one : each) models += (models.empty() ? "" : "|") + one;
+    if (each.empty()) return m.Error("models", "an empty list: name a model, or leave it out");
+  } else {
+    ASSIGN_OR_RETURN(models, m.String("models", ""));
+  }
   auto list = ParseModelList(models);
   if (!list.ok()) return m.Error("models", list.status().message());
   r.models = *list;
