@@ -1260,6 +1260,7 @@ TEST_F(ApiCrudTest, ListAndWatchWithFieldSelector) {
   for (const auto& [query, words] : std::vector<std::pair<std::string, std::string>>{
            {"spec.gpus=1", "not selected by 'spec.gpus'"},
            {"status.phase=running", "status.phase is one of Pending"},
+           {"status.phase=Unschedulable", "(Unschedulable is status.reason=Unschedulable)"},
            {"status.phase", "expected FIELD=VALUE"}}) {
     HttpResponse r = w_.Get(path + "?fieldSelector=" + query, kAlice);
     EXPECT_EQ(r.status, 400) << query;

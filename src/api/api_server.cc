@@ -477,9 +477,18 @@ Result<std::vector<FieldRequirement>> ParseFieldTerms(const std::string& selecto
     // (A value the field can never have is a mistake, not a filter that selects nothing: a trial
     // of kubectl habits writes status.phase=running.)
     if (r.field == "status.phase" && r.value != "Pending" && r.value != "Scheduled" &&
-        r.value != "Running" && r.value != "Succeeded" && r.value != "Failed")
+        r.value != "Running" && r.value != "Succeeded" && r.value != "Failed") {
+      // (fabctl's STATUS column shows some phases with their reasons: a trial selected by
+      // what it read there.)
+      const std::string hint =
+          r.value == "Unschedulable" ? " (Unschedulable is status.reason=Unschedulable)"
+          : r.value == "Inactive"    ? " (Inactive is status.reason=Inactive or Deactivated)"
+          : r.value == "Evicting" || r.value == "Starting" || r.value == "Stopping"
+              ? " (" + r.value + " is a Running workload as fabctl shows it)"
+              : "";
       return InvalidArgument("fieldSelector: '" + term + "': status.phase is one of Pending, " +
-                             "Scheduled, Running, Succeeded, Failed");
+                             "Scheduled, Running, Succeeded, Failed" + hint);
+    }
     if (r.field == "spec.unschedulable" && r.value != "true" && r.value != "false")
       return InvalidArgument("fieldSelector: '" + term + "': spec.unschedulable is true or false");
     if (r.field == "spec.trust" && r.value != "trusted" && r.value != "standard" &&
