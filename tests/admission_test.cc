@@ -403,6 +403,33 @@ TEST_F(AdmissionTest, AGangCountsOnlyTheGpuModelsItMayUseInItsDomain) {
   EXPECT_EQ(adm_->phase(any), Phase::kAdmitted) << adm_->reason(any);
 }
 
+// A gang whose topology is required evicts only where its victims make room for all its pods
+// in one domain (a trial's gang of 3 nodes in one leaf evicted work in a leaf of 2 nodes,
+// gaining nothing, then held that room from borrowers). leaf-1: n0-n2, its own queue's work on
+// n0 and n2 (not its to take); leaf-2: n3, n4 (and n5), b's borrowed 4 GPUs on n3.
+TEST_F(AdmissionTest, ARequiredTopologyGangEvictsOnlyForRoomInOneDomain) {
+  for (int leaf2 : {2, 3}) {
+    SCOPED_TRACE(std::to_string(leaf2) + " nodes in leaf-2");
+    Fleet fleet = Nodes(3 + leaf2, 8);
+    for (int n = 0; n < 3 + leaf2; ++n) fleet.nodes[n].leaf = n < 3 ? "leaf-1" : "leaf-2";
+    Make(fleet, {Leaf("a", 8 * (3 + leaf2) - 8), Leaf("b", 0)});
+    SubmitOptions pinned;
+    pinned.preemptible = false;
+    ASSERT_TRUE(adm_->Restore(Gpus("a0", "a", 2), OnGpus(0, {0, 1}), 0, pinned).ok());
+    ASSERT_TRUE(adm_->Restore(Gpus("a2", "a", 4), OnGpus(2, {0, 1, 2, 3}), 0, pinned).ok());
+    auto b = adm_->Restore(Gpus("b", "b", 4), OnGpus(3, {0, 1, 2, 3}), 0);
+    ASSERT_TRUE(b.ok());
+    Workload gang = Gpus("g", "a", 8, 0, /*pods=*/3, /*gang=*/true);
+    gang.topology = {TopologyLevel::kLeaf, /*required=*/true};
+    const int g = Submit(gang, 10);
+    CycleResult r = adm_->Cycle(11, 1000);
+    EXPECT_EQ(adm_->phase(g), Phase::kPending) << adm_->reason(g);
+    std::vector<int> evicted;
+    for (const Eviction& v : r.evicted) evicted.push_back(v.victim);
+    EXPECT_EQ(evicted, leaf2 == 3 ? std::vector<int>{*b} : std::vector<int>{}) << adm_->reason(g);
+  }
+}
+
 // Flavours are the fleet's: a fraction goes to the most specific flavour any queue names, in
 // every tree. When only another tree names it, the refusal says so, and who does (a user-style
 // review: one team's new `frac` quota left every other tree's fractional work Unschedulable,

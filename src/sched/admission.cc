@@ -5237,7 +5237,13 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   bool budget_refused = false, ignore_budget = false;
   std::vector<int> chosen;
   std::vector<std::pair<Assignment, const PodRequest*>> placed;
-  auto plan = [&](const std::vector<Candidate>& cands) -> bool {
+  // A required topology is planned in one domain at a time (`domain`, an index of the level's
+  // domains; -1: anywhere): pod by pod across the fleet, victims could be taken in a domain the
+  // pods never fit in together.
+  const bool one_domain =
+      e.spec.topology.required && e.spec.topology.level != TopologyLevel::kNone && pods.size() >= 2;
+  int domain = -1;
+  auto plan_in = [&](const std::vector<Candidate>& cands) -> bool {
     chosen.clear();
     placed.clear();
     std::unordered_map<int, int> rank_of;
@@ -5319,9 +5325,11 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     // topology and fits the room free once its quota's victims go is placed as a gang.)
     bool ok = true;
     const bool as_gang = PlaceGangNow(e, pods, placed);
+    const std::vector<int>* in_domain =
+        domain >= 0 ? &state_.domains(e.spec.topology.level)[domain] : nullptr;
     for (const PodRequest& pod : pods) {
       if (as_gang) break;
-      if (PlaceNow(pod, placed)) continue;
+      if (PlaceNow(pod, placed, in_domain)) continue;
       std::tuple<int, double, int, int> best{0, 0, 0, -1};  // (priority, cost, victims, node)
       std::vector<int> best_set;
       // Nodes worth a trial: those where the free room plus what the candidates there hold covers
@@ -5359,6 +5367,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
       for (const auto& [n, r] : room) {
         if (no_eviction_[n]) continue;
         if (pod.nodes && !pod.nodes->in[n]) continue;  // (its selector leaves it out)
+        if (domain >= 0 && state_.domain_of(n, e.spec.topology.level) != domain) continue;
         if (state_.free_cpu(n) + std::get<1>(r) < pod.cpu_milli) continue;
         if (state_.free_memory(n) + std::get<2>(r) < pod.memory_mib) continue;
         const int64_t need = need_on(n);
@@ -5453,11 +5462,52 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
         break;
       }
     }
+    // A required topology holds the pods as a whole: planned pod by pod, where its victims
+    // leave room, they may land in several domains. So once they are chosen, the gang is placed
+    // again as a gang, in one domain, or the plan fails (a trial saw a gang that needs 3 nodes
+    // in one leaf evict work in a leaf of 2, gaining nothing).
+    if (ok && !as_gang && !chosen.empty() && e.spec.topology.required &&
+        e.spec.topology.level != TopologyLevel::kNone && pods.size() >= 2) {
+      for (auto it = placed.rbegin(); it != placed.rend(); ++it)
+        state_.Release(it->first, *it->second);
+      placed.clear();
+      const bool explain = placer_.explain();
+      placer_.set_explain(false);
+      std::vector<Assignment> all;
+      ok = PlaceAllOnce(e, pods, e.spec.topology, &all, nullptr);
+      placer_.set_explain(explain);
+      for (size_t i = 0; ok && i < all.size(); ++i) placed.push_back({all[i], &pods[i]});
+    }
     // Undo the trial: the victims keep their devices until they stop.
     for (auto it = placed.rbegin(); it != placed.rend(); ++it)
       state_.Release(it->first, *it->second);
     for (auto it = chosen.rbegin(); it != chosen.rend(); ++it) TrialReapply(*it);
     return ok && !chosen.empty();
+  };
+  // The domains tried, most room first (free GPUs and what candidates hold there), those that
+  // could hold it at all, a few: the first plan that works is taken.
+  auto plan = [&](const std::vector<Candidate>& cands) -> bool {
+    if (!one_domain) return plan_in(cands);
+    const TopologyLevel level = e.spec.topology.level;
+    std::vector<int64_t> reach(state_.domains(level).size(), 0);
+    for (int n = 0; n < state_.node_count(); ++n)
+      reach[state_.domain_of(n, level)] += state_.node_free_milli(n);
+    for (const Candidate& c : cands)
+      for (const Assignment& a : entries_[c.id].assign)
+        for (const DeviceShare& d : a.devices) reach[state_.domain_of(a.node, level)] += d.milli;
+    std::vector<int> order;
+    for (int d = 0; d < static_cast<int>(reach.size()); ++d)
+      if (reach[d] >= e.gpu_milli) order.push_back(d);
+    std::sort(order.begin(), order.end(), [&](int a, int b) { return reach[a] > reach[b]; });
+    constexpr size_t kMaxDomains = 8;
+    if (order.size() > kMaxDomains) order.resize(kMaxDomains);
+    bool found = false;
+    for (int d : order) {
+      domain = d;
+      if ((found = plan_in(cands))) break;
+    }
+    domain = -1;
+    return found;
   };
   // It would fit once victims within their minimum runtime may go: when that is (for the
   // caller's guarantee bound) — the victims it needs, not every young one.
