@@ -1589,6 +1589,13 @@ int Apply(Globals& g, HttpClient& http, const std::string& file) {
     } else if (existing.ok() && existing->status == 200) {
       // Against the version just read; a controller's status write in between (the scheduler
       // rewrites queues' and workloads' status every cycle) makes it stale: read it again.
+      // A manifest that gives its resourceVersion (`get -o yaml`, edited) is written against
+      // that one, as kubectl's apply: stale, it is refused (409), not applied over what changed
+      // since (a trial's second edit of an old copy undid the first).
+      const json& given_rv = Obj(obj, "metadata").contains("resourceVersion")
+                                 ? obj["metadata"]["resourceVersion"]
+                                 : json();
+      const bool pinned = given_rv.is_string() && !given_rv.get<std::string>().empty();
       for (int attempt = 0; attempt < 5; ++attempt) {
         if (attempt > 0) {
           existing = http.Do("GET", path + "/" + name);
@@ -1599,7 +1606,7 @@ int Apply(Globals& g, HttpClient& http, const std::string& file) {
         }
         json current = json::parse(existing->body);
         json put = obj;
-        put["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"];
+        if (!pinned) put["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"];
         const json last = json::parse(
             StringAt(Obj(current, "metadata"), "annotations", kLastApplied), nullptr, false);
         // (A manifest without a spec sets none of its fields.)
@@ -1636,7 +1643,7 @@ int Apply(Globals& g, HttpClient& http, const std::string& file) {
         }
         obj["metadata"]["resourceVersion"] = put["metadata"]["resourceVersion"];
         resp = http.Do("PUT", path + "/" + name + dry, put.dump());
-        if (!resp.ok() || resp->status != 409) break;
+        if (!resp.ok() || resp->status != 409 || pinned) break;
       }
       // The server writes nothing, and keeps the version, when nothing changes. (A dry run
       // keeps it either way: what it would write is compared with what is stored.)

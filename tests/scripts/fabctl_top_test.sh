@@ -375,6 +375,17 @@ print(json.dumps({"apiVersion": n["apiVersion"], "kind": "Node", "metadata": {"n
 out=$("$FABCTL" apply -f "$tmp/node.json" 2>&1) || fail "apply node $node: $out"
 ! grep -q "kubernetes.io/hostname\|fabrica.dev/gpu-model" <<<"$out" || fail "apply node kept the built-in labels: $out"
 "$FABCTL" get node "$node" -o json | contains '"fabrica.dev/gpu-model": "' || fail "node $node shows no GPU model label"
+# A manifest that gives its resourceVersion is applied against it, as kubectl's apply: an old
+# copy applied after another change is refused (409), not applied over it.
+"$FABCTL" get tenant team-a -o yaml >"$tmp/tenant-old.yaml" || fail "get tenant team-a"
+grep -q "resourceVersion:" "$tmp/tenant-old.yaml" || fail "no resourceVersion: $(cat "$tmp/tenant-old.yaml")"
+"$FABCTL" patch tenant team-a -p '{"metadata": {"labels": {"edited": "first"}}}' >/dev/null || fail "patch tenant"
+rc=0
+out=$("$FABCTL" apply -f "$tmp/tenant-old.yaml" 2>&1) || rc=$?
+[ "$rc" = 1 ] && grep -q "409" <<<"$out" || fail "stale apply (rc $rc): $out"
+"$FABCTL" get tenant team-a -o yaml | contains "edited: first" || fail "the stale apply undid the patch"
+sed -i '/resourceVersion:/d' "$tmp/tenant-old.yaml"
+"$FABCTL" apply -f "$tmp/tenant-old.yaml" >/dev/null 2>&1 || fail "apply without a resourceVersion"
 # `fabctl taint`, as kubectl's: a taint is added, shown by describe node, refused twice without
 # --overwrite, removed with KEY-; work that does not tolerate it waits, naming it.
 node=$("$FABCTL" get nodes | awk 'NR==2 {print $1}')
