@@ -2967,7 +2967,8 @@ int TopNodes(HttpClient& http, const std::vector<std::string>& names, const std:
                         : sort_by == "memory" ? used_memory[name]
                         : sort_by == "free"   ? free_milli
                                               : 0;
-    rows.push_back({key, line + per});
+    // (A node taking no work says so: idle, it would read as room.)
+    rows.push_back({key, line + per + (cordoned ? " (cordoned)" : "")});
   }
   std::stable_sort(rows.begin(), rows.end(),
                    [](const Row& a, const Row& b) { return a.key > b.key; });

@@ -195,6 +195,7 @@ out=$("$FABCTL" top nodes --no-headers --sort-by free) || fail "top --sort-by fr
 free=$(awk -v idle="$idle" '/^[^ ]/ && NF >= 4 && $3 ~ /^[0-9.]+$/ && $1 != idle {printf "%.2f\n", $2 - $3 - $4}' <<<"$out")
 [ "$free" = "$(sort -rn <<<"$free")" ] || fail "top --sort-by free not by free GPUs: $out"
 [ "$(awk '/^[^ ]/ {print $1}' <<<"$out" | head -1)" != "$idle" ] || fail "cordoned $idle sorted most free: $out"
+grep -q "^$idle .* (cordoned)$" <<<"$out" || fail "cordoned $idle not said so: $out"
 rc=0
 out=$("$FABCTL" top nodes --sort-by cpu 2>&1) || rc=$?
 [ "$rc" = 2 ] && grep -q "'cpu' is not one of gpu, memory, free" <<<"$out" || fail "top --sort-by cpu (rc $rc): $out"
