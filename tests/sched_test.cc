@@ -1234,10 +1234,12 @@ TEST(PlaceGang, RequiredDomainReasonCountsTheModelsItMayUse) {
   GangPlacement g = placer.PlaceGang(s, gang, {TopologyLevel::kLeaf, true}, rng);
   EXPECT_EQ(g.outcome, Outcome::kPending);
   EXPECT_NE(g.reason.find("needs 8 GPUs in one leaf domain; the most free in one, of the models "
-                          "it may use, is 7"),
+                          "it may use, is 7 (leaf-a)"),
             std::string::npos)
       << g.reason;
-  EXPECT_NE(g.reason.find("at most 1 of its 2 pods fit in one now"), std::string::npos) << g.reason;
+  // (Each number names its domain: a trial read two domains' numbers as one's.)
+  EXPECT_NE(g.reason.find("at most 1 of its 2 pods fit in one now (leaf-a)"), std::string::npos)
+      << g.reason;
 }
 
 TEST(PlaceGang, RequiredLeafWithoutRoomIsPendingAndPreferredSpans) {
@@ -1262,11 +1264,12 @@ TEST(PlaceGang, RequiredLeafWithoutRoomIsPendingAndPreferredSpans) {
   EXPECT_EQ(required.outcome, Outcome::kPending);
   EXPECT_NE(required.reason.find("leaf"), std::string::npos) << required.reason;
   EXPECT_NE(required.reason.find("needs 6 GPUs"), std::string::npos) << required.reason;
-  EXPECT_NE(required.reason.find("the most free in one, of the models it may use, is 5"),
+  EXPECT_NE(required.reason.find("the most free in one, of the models it may use, is 5 (leaf-a)"),
             std::string::npos)
       << required.reason;
   // (Five free GPUs, but one of them alone on its node: two of the 2-GPU pods fit.)
-  EXPECT_NE(required.reason.find("at most 2 of its 3 pods fit in one now"), std::string::npos)
+  EXPECT_NE(required.reason.find("at most 2 of its 3 pods fit in one now (leaf-a)"),
+            std::string::npos)
       << required.reason;
   EXPECT_EQ(Snapshot(s), before);
 

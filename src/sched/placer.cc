@@ -646,6 +646,7 @@ GangPlacement Placer::PlaceGang(ClusterState& s, const std::vector<PodRequest>& 
            (s.node_model(n) >= 0 && (gpu_pod->model_mask >> s.node_model(n) & 1) && selected(n));
   };
   int64_t largest_free = 0;
+  int largest_domain = -1;  // (named in the reason: a trial read two domains' numbers as one's)
   std::pair<size_t, std::string> failed{0, ""};  // the fleet-wide try's (see the reason below)
   for (TopologyLevel level : levels) {
     if (level == TopologyLevel::kNone) {
@@ -662,7 +663,10 @@ GangPlacement Placer::PlaceGang(ClusterState& s, const std::vector<PodRequest>& 
         if (selected(n)) free += s.node_free_milli(n);
         if (usable(n)) usable_free += s.node_free_milli(n);
       }
-      if (level == topology.level) largest_free = std::max(largest_free, usable_free);
+      if (level == topology.level && (largest_domain < 0 || usable_free > largest_free)) {
+        largest_free = usable_free;
+        largest_domain = static_cast<int>(d);
+      }
       if (free >= need_milli) candidates.emplace_back(free, static_cast<int>(d));
     }
     std::sort(candidates.begin(), candidates.end());
@@ -677,12 +681,18 @@ GangPlacement Placer::PlaceGang(ClusterState& s, const std::vector<PodRequest>& 
   if (topology.level != TopologyLevel::kNone && topology.required) {
     g.reason = "gang needs " + FormatMilliGpu(MilliGpu(need_milli)) + " GPUs in one " +
                TopologyLevelName(topology.level) + " domain; the most free in one, of the " +
-               "models it may use, is " + FormatMilliGpu(MilliGpu(largest_free));
+               "models it may use, is " + FormatMilliGpu(MilliGpu(largest_free)) +
+               (largest_domain >= 0 && largest_free > 0
+                    ? " (" + s.domain_name(topology.level, largest_domain) + ")"
+                    : "");
     // Free GPUs enough but split among nodes that cannot take a pod each: how many fit.
     if (explain_ && pods.size() > 1) {
       size_t most = 0;
+      int most_in = -1;
       Rng trial = rng;  // (a copy: explaining draws nothing from the caller's sequence)
-      for (const std::vector<int>& domain : s.domains(topology.level)) {
+      const auto& all = s.domains(topology.level);
+      for (size_t d = 0; d < all.size(); ++d) {
+        const std::vector<int>& domain = all[d];
         std::vector<Assignment> fitted;
         for (const PodRequest& req : pods) {
           PodPlacement p = PlaceIn(s, domain, req, trial);
@@ -690,11 +700,15 @@ GangPlacement Placer::PlaceGang(ClusterState& s, const std::vector<PodRequest>& 
           s.Apply(p.assignment, req);
           fitted.push_back(std::move(p.assignment));
         }
-        most = std::max(most, fitted.size());
+        if (fitted.size() > most) {
+          most = fitted.size();
+          most_in = static_cast<int>(d);
+        }
         for (size_t i = fitted.size(); i-- > 0;) s.Release(fitted[i], pods[i]);
       }
       g.reason += "; at most " + std::to_string(most) + " of its " + std::to_string(pods.size()) +
-                  " pods fit in one now";
+                  " pods fit in one now" +
+                  (most_in >= 0 ? " (" + s.domain_name(topology.level, most_in) + ")" : "");
     }
   } else {
     g.reason = pods.size() == 1 ? "the fleet has no room for its pod now"
