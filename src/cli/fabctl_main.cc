@@ -1562,6 +1562,11 @@ int Apply(Globals& g, HttpClient& http, const std::string& file) {
     if (applied["metadata"].contains("annotations") &&
         applied["metadata"]["annotations"].is_object())
       applied["metadata"]["annotations"].erase(kLastApplied);
+    // (Not what the server owns, where the file is a `get -o yaml`: a trial found a version,
+    // a uid and a whole status kept as if the user had set them.)
+    applied.erase("status");
+    for (const char* owned : {"resourceVersion", "uid", "creationTimestamp", "generation"})
+      applied["metadata"].erase(owned);
     if (!obj["metadata"].contains("annotations") || !obj["metadata"]["annotations"].is_object())
       obj["metadata"]["annotations"] = json::object();
     obj["metadata"]["annotations"][kLastApplied] = applied.dump();

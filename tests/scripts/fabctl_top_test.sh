@@ -387,6 +387,13 @@ out=$("$FABCTL" apply -f "$tmp/tenant-old.yaml" 2>&1) || rc=$?
 "$FABCTL" get tenant team-a -o yaml | contains "edited: first" || fail "the stale apply undid the patch"
 sed -i '/resourceVersion:/d' "$tmp/tenant-old.yaml"
 "$FABCTL" apply -f "$tmp/tenant-old.yaml" >/dev/null 2>&1 || fail "apply without a resourceVersion"
+# (What it keeps as applied leaves out what the server owns, which `get -o yaml` carries.)
+kept=$("$FABCTL" get tenant team-a -o json | python3 -c '
+import json, sys
+t = json.load(sys.stdin)
+print(t["metadata"]["annotations"]["fabrica.dev/last-applied-configuration"])')
+grep -q '"name":"team-a"' <<<"$kept" && ! grep -q 'uid\|creationTimestamp\|"status"' <<<"$kept" ||
+  fail "last-applied keeps server fields: $kept"
 # `fabctl taint`, as kubectl's: a taint is added, shown by describe node, refused twice without
 # --overwrite, removed with KEY-; work that does not tolerate it waits, naming it.
 node=$("$FABCTL" get nodes | awk 'NR==2 {print $1}')
