@@ -2032,6 +2032,28 @@ TEST_F(ApiBadInputTest, LabelsAndNodeSelectorsAreCheckedAndNodesListedByThem) {
         << w_.store().Get("/registry/nodes/big")->value;
     ASSERT_EQ(patch(node, {{"metadata", {{"labels", {{"zone", "b"}, {"rank", "5"}}}}}}).status,
               200);
+    // Moved to a leaf none of its NICs is cabled to: written, and warned of (a trial moved one
+    // so, unwarned); its NICs moved too, nothing is said.
+    const auto warned = [&](const json& spec) {
+      HttpResponse r = w_.Do("PATCH", node, kAdmin, json{{"spec", spec}}.dump(), kMergePatch);
+      EXPECT_EQ(r.status, 200) << r.body;
+      std::string said;
+      for (const auto& [k, v] : r.headers)
+        if (k == "Warning") said += v;
+      return said;
+    };
+    json cabled = Parse(w_.Get(node))["spec"];
+    cabled["nics"] = {{{"name", "ib0"}, {"leaf", "leaf-1"}}};
+    EXPECT_EQ(warned(cabled), "");
+    cabled["leaf"] = "leaf-2";
+    EXPECT_NE(warned(cabled).find("spec.leaf: leaf-2, but no NIC of the node is cabled to it "
+                                  "(spec.nics[].leaf: leaf-1)"),
+              std::string::npos);
+    cabled["nics"][0]["leaf"] = "leaf-2";
+    EXPECT_EQ(warned(cabled), "");
+    cabled["leaf"] = "leaf-1";
+    cabled["nics"] = nullptr;
+    EXPECT_EQ(warned(cabled), "");
   }
   // Set-based requirements, as Kubernetes'.
   EXPECT_EQ(listed("pool in (training,other)"), big);

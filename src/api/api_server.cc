@@ -2300,6 +2300,22 @@ struct ApiServer::Impl {
     return out;
   }
 
+  // A node whose NICs are all cabled to leaves other than its own (a leaf changed in an edit,
+  // its NICs' left as they were): placement takes it as in its spec.leaf, its links say
+  // otherwise (a trial moved one so, unwarned).
+  static std::vector<std::string> NodeWarnings(const json& node) {
+    const json& spec = Field(node, "spec");
+    const std::string leaf = Str(spec, "leaf");
+    std::set<std::string> cabled;
+    for (const json& nic : jsonf::List(spec, "nics"))
+      cabled.insert(Str(nic, "leaf").empty() ? leaf : Str(nic, "leaf"));
+    if (leaf.empty() || cabled.empty() || cabled.count(leaf)) return {};
+    std::string list;
+    for (const std::string& l : cabled) list += (list.empty() ? "" : ", ") + l;
+    return {"spec.leaf: " + leaf + ", but no NIC of the node is cabled to it (spec.nics[].leaf: " +
+            list + "): gangs that need one leaf take it as in " + leaf};
+  }
+
   std::vector<std::string> QueueTenantWarnings(const json& queue) {
     std::vector<std::string> out;
     for (const json& t : jsonf::List(Field(queue, "spec"), "tenants")) {
@@ -3658,6 +3674,7 @@ struct ApiServer::Impl {
                                              : std::vector<std::string>();
     if (std::string(info.kind) == "Queue")
       for (std::string& w : QueueRoutingWarnings(o, json())) warnings.push_back(std::move(w));
+    if (std::string(info.kind) == "Node") warnings = NodeWarnings(o);
     if (DryRun(req)) {
       if (store.Get(Key(info, ns, name)).ok())
         return StatusResponse(409, std::string(info.kind) + " '" + name + "' already exists");
@@ -4040,6 +4057,10 @@ struct ApiServer::Impl {
       }
       if (!status_sub && std::string(info.kind) == "Workload")
         warnings = WorkloadWarnings(o, stored);
+      if (!status_sub && std::string(info.kind) == "Node" &&
+          (Field(Field(o, "spec"), "leaf") != Field(Field(stored, "spec"), "leaf") ||
+           Field(Field(o, "spec"), "nics") != Field(Field(stored, "spec"), "nics")))
+        warnings = NodeWarnings(o);
       if (DryRun(req)) {
         // (As the write would answer, but for the version, which no write moved on.)
         if (expected != current->mod_revision)
