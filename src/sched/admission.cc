@@ -5466,8 +5466,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     // leave room, they may land in several domains. So once they are chosen, the gang is placed
     // again as a gang, in one domain, or the plan fails (a trial saw a gang that needs 3 nodes
     // in one leaf evict work in a leaf of 2, gaining nothing).
-    if (ok && !as_gang && !chosen.empty() && e.spec.topology.required &&
-        e.spec.topology.level != TopologyLevel::kNone && pods.size() >= 2) {
+    if (ok && !as_gang && !chosen.empty() && one_domain) {
       for (auto it = placed.rbegin(); it != placed.rend(); ++it)
         state_.Release(it->first, *it->second);
       placed.clear();
