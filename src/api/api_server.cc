@@ -147,10 +147,7 @@ json Materialize(const KeyValue& kv) {
   json j = json::parse(kv.value, nullptr, false);
   if (j.is_discarded()) j = json::object();
   j["metadata"]["resourceVersion"] = std::to_string(kv.mod_revision);
-  if (kv.key.rfind(kNodesPrefix, 0) == 0) {
-    const json builtin = BuiltinNodeLabels(j);
-    for (const auto& [k, v] : builtin.items()) j["metadata"]["labels"][k] = v;
-  }
+  if (kv.key.rfind(kNodesPrefix, 0) == 0) j = Shown(std::move(j));
   return j;
 }
 
