@@ -231,6 +231,22 @@ class AdmissionTest : public ::testing::Test {
     }
     MakeTree(fleet, config, tenants);
   }
+  // Queues a (guaranteed 32) and b (0) on leaf-1, n0-n2, and leaf-2, n3 and n4 (8 GPUs each,
+  // labelled leaf=1 or 2), a's pinned work on 2 GPUs of n0; no consolidation.
+  void MakeTwoLeaves(bool elastic_growth = false) {
+    Fleet fleet = Nodes(5, 8);
+    for (int n = 0; n < 5; ++n) {
+      fleet.nodes[n].leaf = n < 3 ? "leaf-1" : "leaf-2";
+      fleet.nodes[n].labels["leaf"] = n < 3 ? "1" : "2";
+    }
+    AdmissionConfig config;
+    config.consolidation = false;
+    config.elastic_growth = elastic_growth;
+    Make(fleet, {Leaf("a", 32), Leaf("b", 0)}, {}, config);
+    SubmitOptions pinned;
+    pinned.preemptible = false;
+    ASSERT_TRUE(adm_->Restore(Gpus("a0", "a", 2), OnGpus(0, {0, 1}), 0, pinned).ok());
+  }
   // An Admitter over `config`'s whole tree as given (Make puts every leaf under one root).
   // Queues a and b, guaranteed 8 GPUs each, under org, whose tree may hold no more than their
   // 16 (borrowingLimit 0), on a fleet of 32.
@@ -428,6 +444,93 @@ TEST_F(AdmissionTest, ARequiredTopologyGangEvictsOnlyForRoomInOneDomain) {
     for (const Eviction& v : r.evicted) evicted.push_back(v.victim);
     EXPECT_EQ(evicted, leaf2 == 3 ? std::vector<int>{*b} : std::vector<int>{}) << adm_->reason(g);
   }
+}
+
+// The hold on borrowing keeps to where the work it is for could run (a trial's borrower waited
+// 17 virtual minutes beside idle GPUs for a gang that needs one leaf of three 8-GPU nodes):
+// leaf-1 is n0-n2 (a's pinned work on n0), leaf-2 is n3, n4, too small for the gang. A borrower
+// that could use either starts in leaf-2, though best fit would pick n0; one whose selector
+// leaves it only leaf-1 waits for the gang. With the gang gone, best fit picks n0 again.
+TEST_F(AdmissionTest, TheHoldForAGangThatNeedsOneLeafKeepsToTheLeavesThatCouldHoldIt) {
+  for (bool gang : {true, false}) {
+    SCOPED_TRACE(gang ? "a gang waits" : "no gang waits");
+    MakeTwoLeaves();
+    int g = -1;
+    if (gang) {
+      Workload w = Gpus("g", "a", 8, 0, /*pods=*/3, /*gang=*/true);
+      w.topology = {TopologyLevel::kLeaf, /*required=*/true};
+      g = Submit(w, 10);
+    }
+    const int anywhere = Submit(Gpus("b-any", "b", 1), 10);
+    Workload only_leaf1 = Gpus("b-leaf1", "b", 1);
+    only_leaf1.pod_sets[0].nodes.labels["leaf"] = "1";
+    const int leaf1 = Submit(only_leaf1, 10);
+    adm_->Cycle(11, 1000);
+    ASSERT_EQ(adm_->phase(anywhere), Phase::kAdmitted) << adm_->reason(anywhere);
+    if (!gang) {
+      EXPECT_EQ(adm_->assignments(anywhere)[0].node, 0);
+      EXPECT_EQ(adm_->phase(leaf1), Phase::kAdmitted) << adm_->reason(leaf1);
+      continue;
+    }
+    EXPECT_EQ(adm_->phase(g), Phase::kPending) << adm_->reason(g);
+    EXPECT_GE(adm_->assignments(anywhere)[0].node, 3);
+    EXPECT_EQ(adm_->phase(leaf1), Phase::kPending);
+    EXPECT_NE(adm_->reason(leaf1).find("waiting: it would borrow, and work of queue a within its "
+                                       "guarantee waits for room"),
+              std::string::npos)
+        << adm_->reason(leaf1);
+  }
+}
+
+// ... and to the GPU models that work may use: with a's H100-only work waiting for the H100s,
+// b borrows an A100, and work that may use either model borrows only an A100; work that needs
+// an H100 waits.
+TEST_F(AdmissionTest, TheHoldKeepsToTheModelsTheWaitingWorkMayUse) {
+  Make(H100AndA100(), {Leaf("a", 8), Leaf("b", 0)});
+  SubmitOptions pinned;
+  pinned.preemptible = false;
+  ASSERT_TRUE(adm_->Restore(Gpus("a0", "a", 2), OnGpus(0, {0, 1}), 0, pinned).ok());
+  auto on = [](Workload w, const std::string& model) {
+    if (!model.empty()) w.pod_sets[0].device.models = {model};
+    return w;
+  };
+  const int waiting = Submit(on(Gpus("a-h100", "a", 4), "H100"), 10);
+  const int a100 = Submit(on(Gpus("b-a100", "b", 1), "A100"), 10);
+  const int either = Submit(on(Gpus("b-either", "b", 1), ""), 10);
+  const int h100 = Submit(on(Gpus("b-h100", "b", 1), "H100"), 10);
+  adm_->Cycle(11, 1000);
+  ASSERT_EQ(adm_->phase(waiting), Phase::kPending) << adm_->reason(waiting);
+  EXPECT_EQ(adm_->phase(a100), Phase::kAdmitted) << adm_->reason(a100);
+  ASSERT_EQ(adm_->phase(either), Phase::kAdmitted) << adm_->reason(either);
+  EXPECT_EQ(adm_->assignments(either)[0].node, 1);
+  EXPECT_EQ(adm_->phase(h100), Phase::kPending);
+  EXPECT_NE(adm_->reason(h100).find("waiting: it would borrow"), std::string::npos)
+      << adm_->reason(h100);
+}
+
+// ... and elastic work grows past that hold where none of its pods could run in the room held:
+// b's elastic workload, kept to leaf-2, takes the 4 GPUs that free there while the gang waits.
+TEST_F(AdmissionTest, ElasticWorkGrowsWhereTheHoldForAGangCannotReach) {
+  MakeTwoLeaves(/*elastic_growth=*/true);
+  ASSERT_TRUE(adm_->Restore(Gpus("b0", "b", 8), OnGpus(3, {0, 1, 2, 3, 4, 5, 6, 7}), 0).ok());
+  auto b1 = adm_->Restore(Gpus("b1", "b", 4), OnGpus(4, {0, 1, 2, 3}), 0);
+  ASSERT_TRUE(b1.ok());
+  Workload elastic = Gpus("b-elastic", "b", 1, 0, /*pods=*/8, /*gang=*/true);
+  elastic.pod_sets[0].min_count = 2;
+  elastic.pod_sets[0].nodes.labels["leaf"] = "2";
+  const int el = Submit(elastic, 1);
+  adm_->Cycle(2, 1000);
+  ASSERT_EQ(adm_->phase(el), Phase::kAdmitted) << adm_->reason(el);
+  adm_->PodsReady(el);
+  ASSERT_EQ(adm_->pod_counts(el), std::vector<int>{4});
+  Workload w = Gpus("g", "a", 8, 0, /*pods=*/3, /*gang=*/true);
+  w.topology = {TopologyLevel::kLeaf, /*required=*/true};
+  const int g = Submit(w, 10);
+  adm_->Finish(*b1, 10);
+  const CycleResult r = adm_->Cycle(11, 1000);
+  EXPECT_EQ(adm_->phase(g), Phase::kPending) << adm_->reason(g);
+  EXPECT_EQ(r.grown, std::vector<int>{el}) << adm_->growth_why(el);
+  EXPECT_EQ(adm_->pod_counts(el), std::vector<int>{8});
 }
 
 // Flavours are the fleet's: a fraction goes to the most specific flavour any queue names, in

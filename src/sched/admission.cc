@@ -2560,6 +2560,14 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
   victim_cache_.clear();
   hold_borrowing_ = false;
   held_roots_.clear();
+  region_of_.clear();
+  held_regions_.clear();
+  held_nodes_.assign(state_.node_count(), 0);
+  held_nodes_of_ = 0;
+  held_everywhere_ = false;
+  reach_of_.clear();
+  off_held_nodes_.clear();
+  off_held_tiers_.clear();
   partial_failed_.clear();
   out_of_reach_.clear();
   lenders_.clear();
@@ -2588,8 +2596,10 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
         hold_borrowing_ = true;
         held_for_ = e.leaf;
       }
-      if (e.victims_left > 0 && e.gpu_milli > 0 && !WouldBorrow(id))
+      if (e.victims_left > 0 && e.gpu_milli > 0 && !WouldBorrow(id)) {
         held_roots_.insert(TreeRoot(e.leaf));
+        HoldRegion(e.spec, e.pods);
+      }
       continue;
     }
     // A reservation tried again: its room is not freed news unless the reservation leaves it
@@ -2602,6 +2612,7 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
     const bool hold_before = hold_borrowing_;
     const int held_for_before = held_for_;
     const std::set<int> held_roots_before = held_roots_;
+    const size_t held_regions_before = held_regions_.size();
     Unnominate(id, /*log_freed=*/!was_reserving);
     ++out.attempts;
     // (`e` may not outlive TryAdmit: an elastic shrink adds entries.)
@@ -2617,6 +2628,7 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
         hold_borrowing_ = hold_before;
         held_for_ = held_for_before;
         held_roots_ = held_roots_before;
+        held_regions_.resize(held_regions_before);
       }
       // What it no longer holds nor runs on is freed news.
       std::set<int> kept;
@@ -2693,7 +2705,11 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
     }
     // A workload within its queue's guarantee found no room: room freed from now on in this
     // cycle is kept for it, not lent to queues above their guarantee.
-    if (hold_borrowing_ && WouldBorrow(id) && !WithinOtherTree(id)) {
+    // (Not where its pods could use none of the nodes the hold is for: HeldReach.)
+    const Reach reach = hold_borrowing_ && WouldBorrow(id) && !WithinOtherTree(id)
+                            ? HeldReach(id)
+                            : Reach::kOutside;
+    if (reach != Reach::kOutside) {
       // Held for another tree's work while its own tree's quota refuses it: that is why it
       // waits, not the hold (a trial saw work of a full tree told, cycle after cycle, that
       // another tree's gang was ahead of it). (Where work of its own tree waits for room the
@@ -2725,6 +2741,18 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
             if (strict) hold_back();
             continue;
           }
+        }
+      }
+      // Some of the nodes it could use are not held: it may start there.
+      if (reach == Reach::kPartly) {
+        ++out.attempts;
+        off_held_ = true;
+        held_off_ = false;
+        const bool admitted = TryAdmit(id, now, out, failed);
+        off_held_ = false;
+        if (!held_off_) {  // (it started, or waits for a reason of its own)
+          if (!admitted && strict) hold_back();
+          continue;
         }
       }
       // (Said beside why it last waited, not instead: it may wait so for many cycles.)
@@ -3024,6 +3052,10 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
           e.gpu_milli = most;
         }
       }
+      if (allowed == 0 && off_held_) {  // (the hold is the news: HeldReach's caller)
+        held_off_ = true;
+        return false;
+      }
       if (allowed == 0) {
         e.reason = first_why;
         if (!e.history.empty()) e.reason += "; " + e.history;
@@ -3060,6 +3092,10 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
   // queue gives them back (its withinQueue policy), as it does GPU quota; else it waits,
   // unless fewer pods would do.
   if (std::string why; !ResourcesAllow(e, &why)) {
+    if (off_held_) {
+      held_off_ = true;
+      return false;
+    }
     e.reason = why;
     if (!e.history.empty()) e.reason += "; " + e.history;
     e.waits_on_time = false;
@@ -3079,6 +3115,34 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
   const uint64_t key = AttemptKey(e.spec, e.leaf, pods);
   e.waits_on_time = false;
   bool placed = false;
+  // A borrower held back where the hold's work could run, tried on the other nodes only (its
+  // preferred models first, as below): placed, it starts; else the hold is why it waits. (No
+  // search for victims, moves or reservations for it: those are for work not held back.)
+  if (off_held_) {
+    const uint64_t off_key = key ^ 0x9e3779b97f4a7c15ull;
+    if (failed.count(key) || failed.count(off_key)) {
+      held_off_ = true;
+      return false;
+    }
+    std::vector<PodRequest> off = pods;
+    KeepOffHeld(off);
+    placer_.set_explain(false);
+    tiers.push_back(~uint64_t{0});
+    for (uint64_t models : tiers) {
+      std::vector<PodRequest> tier = off;
+      for (PodRequest& p : tier)
+        if (p.kind != DeviceKind::kNone) p.model_mask &= models;
+      if (!PlaceAll(e, tier, &e.assign, nullptr)) continue;
+      // (The narrowed masks are what was applied; its own selectors stay its.)
+      for (size_t i = 0; i < pods.size(); ++i) pods[i].model_mask = tier[i].model_mask;
+      e.pods = pods;
+      Admit(id, key, now, out);
+      return true;
+    }
+    failed[off_key] = e.reason;
+    held_off_ = true;
+    return false;
+  }
   std::string reason;
   // A gang that prefers a topology goes compact where it can before its plan's nodes: a plan
   // made pod by pod (for quota, or by a shrink) knows no topology, and placing on its nodes
@@ -3193,7 +3257,11 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
     held_for_ = e.leaf;
   }
   const bool root_held_before = held_roots_.count(TreeRoot(e.leaf)) > 0;
-  if (!borrowing && !probe) held_roots_.insert(TreeRoot(e.leaf));
+  const size_t held_regions_before = held_regions_.size();
+  if (!borrowing && !probe) {
+    held_roots_.insert(TreeRoot(e.leaf));
+    HoldRegion(e.spec, pods);
+  }
   // Scattered free room is gathered by moving work before anyone loses their place.
   if (!borrowing && Consolidate(id, pods, e.spec.topology, now, out)) return false;
   // A few preemption searches per queue and cycle, in queue order; more for reclaim.
@@ -3213,6 +3281,7 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
     hold_borrowing_ = held_before;  // it runs: nothing waits for room to be kept
     held_for_ = held_for_before;
     if (!root_held_before) held_roots_.erase(TreeRoot(entries_[id].leaf));
+    held_regions_.resize(held_regions_before);
     return true;
   }
   if (cut == CutOutcome::kPreempting) return false;
@@ -3914,8 +3983,10 @@ void Admitter::GrowPartial(CycleResult& out) {
     const QueueNode& q = queues_[e.leaf];
     // Each reason it does not grow now, said where it runs (describe's Growth line). Room a
     // workload within its guarantee found too little of is not taken for growth; what waits in
-    // its queue goes first; a required topology domain is not grown across.
-    e.growth_why = hold_borrowing_       ? "room is held for work waiting within its guarantee"
+    // its queue goes first; a required topology domain is not grown across. (Room held is kept
+    // to where that work could run: HeldReach.)
+    const bool held = hold_borrowing_ && HeldReach(id) != Reach::kOutside;
+    e.growth_why = held                  ? "room is held for work waiting within its guarantee"
                    : !e.ready            ? "its pods have not all started"
                    : e.shrunk_at == now_ ? "it just gave pods up"
                    : !q.pending.empty() || !q.parked.empty()
@@ -4089,6 +4160,143 @@ bool Admitter::WouldBorrow(int id) const {
     return false;
   }
   return false;
+}
+
+bool Admitter::CouldUse(const PodRequest& p, int n) const {
+  if (p.nodes && !p.nodes->in[n]) return false;
+  const Node& node = state_.node(n);
+  if (node.cpu.value() < p.cpu_milli || node.memory.value() < p.memory_mib) return false;
+  if (p.kind == DeviceKind::kNone) return true;
+  const int model = state_.node_model(n);
+  if (model < 0 || model >= 64 || !(p.model_mask >> model & 1)) return false;
+  for (const Device& d : node.devices)
+    if (d.mig_enabled() == (p.kind == DeviceKind::kMig)) return true;
+  return false;
+}
+
+namespace {
+
+// `pods` once for each difference CouldUse sees.
+std::vector<const PodRequest*> PlacesOf(const std::vector<PodRequest>& pods) {
+  std::vector<const PodRequest*> shapes;
+  for (const PodRequest& p : pods)
+    if (std::none_of(shapes.begin(), shapes.end(), [&](const PodRequest* q) {
+          return q->kind == p.kind && q->model_mask == p.model_mask && q->nodes == p.nodes &&
+                 q->cpu_milli == p.cpu_milli && q->memory_mib == p.memory_mib;
+        }))
+      shapes.push_back(&p);
+  return shapes;
+}
+
+}  // namespace
+
+void Admitter::HoldRegion(const Workload& spec, const std::vector<PodRequest>& pods) {
+  const bool domains = spec.topology.required && spec.topology.level != TopologyLevel::kNone;
+  auto [it, made] = region_of_.try_emplace(AttemptKey(spec, 0, pods));
+  std::vector<char>& region = it->second;
+  if (made) {
+    const std::vector<const PodRequest*> shapes = PlacesOf(pods);
+    region.assign(state_.node_count(), 0);
+    for (int n = 0; n < state_.node_count(); ++n)
+      for (const PodRequest* p : shapes)
+        if (CouldUse(*p, n)) {
+          region[n] = 1;
+          break;
+        }
+    if (domains) {
+      // Only the domains whose GPUs some pod could use add up to all it needs: a gang that
+      // must run in one leaf waits for nothing in a leaf too small for it.
+      int64_t need = 0;
+      for (const PodRequest& p : pods) need += p.total_gpu_milli();
+      std::vector<char> kept(state_.node_count(), 0);
+      for (const std::vector<int>& domain : state_.domains(spec.topology.level)) {
+        int64_t milli = 0;
+        for (int n : domain) {
+          if (!region[n]) continue;
+          for (const Device& d : state_.node(n).devices)
+            for (const PodRequest* p : shapes)
+              if (p->kind != DeviceKind::kNone && CouldUse(*p, n) &&
+                  d.mig_enabled() == (p->kind == DeviceKind::kMig)) {
+                milli += kMilliPerGpu;
+                break;
+              }
+        }
+        if (milli < need) continue;
+        for (int n : domain) kept[n] = region[n];
+      }
+      region = std::move(kept);
+    }
+  }
+  if (std::find(held_regions_.begin(), held_regions_.end(), &region) == held_regions_.end())
+    held_regions_.push_back(&region);
+}
+
+const std::vector<char>& Admitter::HeldNodes() {
+  if (held_nodes_of_ > held_regions_.size()) {  // (gone back to a snapshot: counted afresh)
+    held_nodes_.assign(state_.node_count(), 0);
+    held_nodes_of_ = 0;
+    held_everywhere_ = false;
+    ++held_version_;
+  }
+  bool grew = false;
+  for (; held_nodes_of_ < held_regions_.size(); ++held_nodes_of_) {
+    if (held_everywhere_) continue;
+    const std::vector<char>& region = *held_regions_[held_nodes_of_];
+    for (int n = 0; n < state_.node_count(); ++n)
+      if (region[n] && !held_nodes_[n]) held_nodes_[n] = grew = true;
+  }
+  if (grew) {
+    ++held_version_;
+    held_everywhere_ =
+        std::all_of(held_nodes_.begin(), held_nodes_.end(), [](char held) { return held != 0; });
+  }
+  return held_nodes_;
+}
+
+Admitter::Reach Admitter::HeldReach(int id) {
+  const std::vector<char>& held = HeldNodes();
+  const Entry& e = entries_[id];
+  if (held_everywhere_) return Reach::kInside;
+  const uint64_t key = AttemptKey(e.spec, 0, e.pods);
+  if (auto it = reach_of_.find(key); it != reach_of_.end() && it->second.first == held_version_)
+    return it->second.second;
+  bool in = false, out = false;
+  const std::vector<const PodRequest*> shapes = PlacesOf(e.pods);
+  for (int n = 0; n < state_.node_count() && !(in && out); ++n) {
+    bool could = false;
+    for (const PodRequest* p : shapes)
+      if (CouldUse(*p, n)) {
+        could = true;
+        break;
+      }
+    if (could) (held[n] ? in : out) = true;
+  }
+  // (Where it could run nowhere, it is not held back: its own attempt says why.)
+  const Reach reach = !in ? Reach::kOutside : out ? Reach::kPartly : Reach::kInside;
+  reach_of_[key] = {held_version_, reach};
+  return reach;
+}
+
+void Admitter::KeepOffHeld(std::vector<PodRequest>& pods) {
+  const std::vector<char>& held = HeldNodes();
+  for (PodRequest& p : pods) {
+    std::shared_ptr<const NodeSet>& nodes = off_held_nodes_[{p.nodes.get(), held_version_}];
+    if (!nodes) nodes = state_.Without(p.nodes.get(), held);
+    if (p.preferred) {
+      std::shared_ptr<const Tiers>& tiers = off_held_tiers_[{p.preferred.get(), held_version_}];
+      if (!tiers) {
+        auto narrowed = std::make_shared<Tiers>();
+        for (const std::shared_ptr<const NodeSet>& tier : *p.preferred) {
+          std::shared_ptr<const NodeSet>& off = off_held_nodes_[{tier.get(), held_version_}];
+          if (!off) off = state_.Without(tier.get(), held);
+          if (!off->list.empty()) narrowed->push_back(off);
+        }
+        tiers = std::move(narrowed);
+      }
+      p.preferred = tiers->empty() ? nullptr : tiers;
+    }
+    p.nodes = nodes;
+  }
 }
 
 bool Admitter::WithinOtherTree(int id) const {

@@ -943,6 +943,21 @@ class Admitter {
   // it is not held back.
   bool WithinOtherTree(int id) const;
   bool WouldBorrow(int id) const;
+  // The hold on borrowing (hold_borrowing_) keeps to where the work it is for could run: the
+  // nodes one of `pods` could use (a model it allows, a GPU it could take: in MIG mode for a
+  // slice, not for the rest; its selector), and for a required topology only the domains that
+  // could hold all its GPUs were they empty. HoldRegion adds `pods`' to this cycle's hold.
+  void HoldRegion(const Workload& spec, const std::vector<PodRequest>& pods);
+  // Where a held-back borrower's pods could run, against the nodes held: none of them held
+  // (kOutside: it is not held back), some (kPartly: it may start on the others), all (kInside).
+  enum class Reach { kOutside, kPartly, kInside };
+  Reach HeldReach(int id);
+  // The nodes held this cycle (the union of the regions), brought up to date.
+  const std::vector<char>& HeldNodes();
+  // Whether pod `p` could run on node `n` were it empty (HoldRegion's test).
+  bool CouldUse(const PodRequest& p, int n) const;
+  // `pods` kept off the nodes held (their selectors' and preferred tiers' sets narrowed).
+  void KeepOffHeld(std::vector<PodRequest>& pods);
   void Park(int id, bool quota, uint64_t key, const std::vector<PodRequest>& pods);
   // Where room held for other workloads that wait ahead (nominated: reservations, preemptors
   // whose victims stop) is on nodes of one of `models` (GpuModels of its pods as they were
@@ -1155,13 +1170,30 @@ class Admitter {
   std::vector<int> preempt_tried_, reclaim_tried_;  // searches per queue, this cycle
   std::vector<bool> no_eviction_;                   // by node, see ExcludeFromEviction
   int consolidations_left_ = 0;                     // this cycle
-  int consolidation_turn_ = 0;        // the queue Wake looks at first for consolidation
-  bool hold_borrowing_ = false;       // this cycle: a within-guarantee workload found no room
-  int held_for_ = -1;                 // ... its queue (the first), which the waiting borrowers name
-  std::set<int> held_roots_;          // the trees of all work held for this cycle (WithinOtherTree)
-  std::set<int> reservations_;        // entries reserving (Entry::reserving)
-  int64_t workloads_reserved_ = 0;    // workloads that ever reserved (workloads_reserved())
-  int64_t workloads_backfilled_ = 0;  // see workloads_backfilled()
+  int consolidation_turn_ = 0;   // the queue Wake looks at first for consolidation
+  bool hold_borrowing_ = false;  // this cycle: a within-guarantee workload found no room
+  int held_for_ = -1;            // ... its queue (the first), which the waiting borrowers name
+  std::set<int> held_roots_;     // the trees of all work held for this cycle (WithinOtherTree)
+  // This cycle: the regions of the hold (HoldRegion) by their work's shape, the ones held in
+  // the order they were (a size is a snapshot to go back to), their union with how many of
+  // them it counts and a version bumped as it changes, borrowers' reach by shape and version,
+  // and the narrowed node sets by the set they narrow (kept for the cycle: AttemptKey reads
+  // their addresses).
+  std::map<uint64_t, std::vector<char>> region_of_;
+  std::vector<const std::vector<char>*> held_regions_;
+  std::vector<char> held_nodes_;
+  size_t held_nodes_of_ = 0;
+  int held_version_ = 0;
+  bool held_everywhere_ = false;
+  std::map<uint64_t, std::pair<int, Reach>> reach_of_;
+  using Tiers = std::vector<std::shared_ptr<const NodeSet>>;
+  std::map<std::pair<const NodeSet*, int>, std::shared_ptr<const NodeSet>> off_held_nodes_;
+  std::map<std::pair<const Tiers*, int>, std::shared_ptr<const Tiers>> off_held_tiers_;
+  bool off_held_ = false;           // TryAdmit: the attempt keeps off the held nodes (KeepOffHeld)
+  bool held_off_ = false;           // ... and found no room elsewhere (or its quota refused it)
+  std::set<int> reservations_;      // entries reserving (Entry::reserving)
+  int64_t workloads_reserved_ = 0;  // workloads that ever reserved (workloads_reserved())
+  int64_t workloads_backfilled_ = 0;         // see workloads_backfilled()
   std::map<int, double> reservation_start_;  // this cycle: ReservationStart by reservation
   int backfills_left_ = 0;                   // this cycle: tries of Backfill
   std::set<std::pair<uint64_t, std::vector<int>>> backfill_failed_;  // this cycle: (key, lifted)

@@ -377,6 +377,17 @@ std::shared_ptr<const std::vector<std::shared_ptr<const NodeSet>>> ClusterState:
   return out;
 }
 
+std::shared_ptr<const NodeSet> ClusterState::Without(const NodeSet* base,
+                                                     const std::vector<char>& drop) const {
+  auto set = std::make_shared<NodeSet>();
+  set->in.assign(nodes_.size(), 0);
+  std::vector<char> type_seen;
+  for (int n = 0; n < node_count(); ++n)
+    if ((!base || base->in[n]) && !drop[n]) AddToSet(*set, n, type_seen);
+  if (base) set->said = base->said;
+  return set;
+}
+
 std::shared_ptr<const NodeSet> ClusterState::NodesFor(const NodeSelector& selector) const {
   if (!selector.preferred.empty()) {
     // (Preferences restrict nothing: one set for every preference of one selector.)

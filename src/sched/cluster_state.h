@@ -166,6 +166,10 @@ class ClusterState {
   // The nodes `selector` leaves a pod (never null), kept per selector: the same selector gets
   // the same set for the life of the state.
   std::shared_ptr<const NodeSet> NodesFor(const NodeSelector& selector) const;
+  // The nodes of `base` (every node when null) that `drop` leaves out, as a new set (its
+  // `said` is base's): for an attempt kept off some nodes for now (Admitter's hold on
+  // borrowing).
+  std::shared_ptr<const NodeSet> Without(const NodeSet* base, const std::vector<char>& drop) const;
   // The preferred tiers of `selector` (PodRequest::preferred): at most kPreferenceTiers by
   // preference, then, where some node has a PreferNoSchedule taint it does not tolerate, every
   // node without one; none empty, none the whole of what NodesFor leaves; null when there are
