@@ -1705,6 +1705,23 @@ TEST_F(ApiBadInputTest, QueueWritesKeepTheTreeValidAndQueuesInUseStay) {
           "spec.budget.perod: unknown field (did you mean period?); spec.quotas.gpu.guarantee: "
           "unknown field (did you mean guaranteed?); spec.wieght: unknown field (did you mean "
           "weight?)");
+  // Bad values are named together too, after any unknown field, and nothing is stored.
+  json bad = QueueObject("bad-values");
+  bad["spec"]["weight"] = -1;
+  bad["spec"]["disruptionBudget"] = "x";
+  bad["spec"]["preemption"] = {{"withinQueue", "Sometimes"}};
+  bad["spec"]["quotas"] = {{"gpu", {{"guaranteed", "lots"}, {"lendingLimit", -2}}}};
+  refused("POST", queues, bad, 422,
+          "Queue 'bad-values': spec.weight: must be greater than zero, got -1; "
+          "spec.disruptionBudget: not a number for integer: 'x'; spec.preemption.withinQueue: "
+          "must be Never, LowerPriority or LowerOrNewerEqualPriority, got 'Sometimes'; "
+          "spec.quotas.gpu.guaranteed: not a number for GPU quantity: 'lots'; "
+          "spec.quotas.gpu.lendingLimit: GPU quantity must not be negative: '-2'");
+  bad["spec"]["wieght"] = 2;
+  refused("POST", queues, bad, 422,
+          "spec.wieght: unknown field (did you mean weight?); spec.weight: must be greater than "
+          "zero");
+  EXPECT_EQ(w_.Do("GET", Item("queues", "", "bad-values"), kAdmin, "").status, 404);
   // A field of the other map is said to belong there, not guessed at.
   json misplaced = QueueObject("misplaced");
   misplaced["labels"] = {{"a", "b"}};

@@ -181,6 +181,7 @@ YamlMap YamlMap::Child(const std::string& key) { return Child(Raw(key), Path(key
 YamlMap YamlMap::Child(Doc node, std::string path) const {
   YamlMap child(std::move(node), std::move(path), source_);
   child.unknown_ = unknown_;
+  child.kept_ = kept_;
   child.outermost_ = false;
   return child;
 }
@@ -262,8 +263,26 @@ Status YamlMap::Finish() const {
   return outermost_ ? Unknowns() : Status::Ok();
 }
 
+bool YamlMap::Keep(const Status& s) {
+  if (s.ok()) return true;
+  // (An error Error replaced by the unknown fields is said by them.)
+  if (!unknown_->empty() && s.message() == Unknowns().message()) return false;
+  if (std::find(kept_->begin(), kept_->end(), s.message()) == kept_->end())
+    kept_->push_back(s.message());
+  return false;
+}
+
 Status YamlMap::Unknowns() const {
-  if (unknown_->empty()) return Status::Ok();
+  if (unknown_->empty() && kept_->empty()) return Status::Ok();
+  // Kept errors after the unknown fields; where each starts with the same source and no line
+  // (a JSON body), that is said once.
+  std::string kept;
+  const std::string body = source_ + ": ";
+  bool one_body = true;
+  for (const std::string& k : *kept_) one_body = one_body && k.rfind(body, 0) == 0;
+  for (const std::string& k : *kept_)
+    kept += (kept.empty() ? "" : "; ") + (one_body ? k.substr(body.size()) : k);
+  if (unknown_->empty()) return InvalidArgument((one_body ? body : "") + kept);
   // In file order (a JSON body has no lines: inner maps first, as they were read), each once
   // (a map read once per copy, as a node entry's gpus for each of its `count` nodes, says it
   // once) and with its line ("w.yaml:3: spec.a: unknown field; w.yaml:5: spec.b: unknown
@@ -282,6 +301,8 @@ Status YamlMap::Unknowns() const {
            ": unknown field" +
            (unknown[i].guess.empty() ? "" : " (did you mean " + unknown[i].guess + "?)");
   }
+  if (!kept.empty())
+    msg += "; " + (one_body && !(one_place && unknown.front().where == source_) ? body : "") + kept;
   return InvalidArgument(msg);
 }
 

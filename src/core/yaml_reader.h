@@ -55,12 +55,25 @@ class YamlMap {
   YamlMap Child(const std::string& key);
   YamlMap Child(Doc node, std::string path) const;
 
+  // A bad value's error kept for the outermost map's Finish, which says it after the unknown
+  // fields and beside every other kept one, instead of returned at once: a spec with three bad
+  // values is mended in one round, as strict Kubernetes validation lists every field error.
+  // True where `r` holds a value (then moved to *out); Keep(Status) is false on an error.
+  template <typename T>
+  bool Keep(Result<T> r, T* out) {
+    if (!r.ok()) return Keep(r.status());
+    *out = std::move(*r);
+    return true;
+  }
+  bool Keep(const Status& s);
+
   // Rejects keys that were never read: this map's and, for the outermost map, its children's
-  // (a child's are kept until then).
+  // (a child's are kept until then), with every kept error (Keep).
   Status Finish() const;
   // The unknown fields the children of this map's outermost one have found so far (their
-  // Finish), as Finish would report them: for a caller about to check what they read against
-  // something else, or to act on it. (Error says them too, instead of its own message.)
+  // Finish), and the errors kept so far, as Finish would report them: for a caller about to
+  // check what they read against something else, or to act on it. (Error says them too,
+  // instead of its own message, where there are unknown fields.)
   Status Unknowns() const;
 
   const std::string& path() const { return path_; }
@@ -84,6 +97,8 @@ class YamlMap {
   // The unknown fields children have found, shared by a map and every map below it; only the
   // outermost map (the one not made by Child) reports them.
   std::shared_ptr<std::vector<Unknown>> unknown_ = std::make_shared<std::vector<Unknown>>();
+  // The errors Keep kept, shared as unknown_ is.
+  std::shared_ptr<std::vector<std::string>> kept_ = std::make_shared<std::vector<std::string>>();
   bool outermost_ = true;
 };
 

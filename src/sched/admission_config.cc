@@ -64,18 +64,18 @@ Result<QuotaSpec> ParseQuota(YamlMap& m, const std::string& resource) {
       return m.Error(key, "at most 1000000000 GPUs");
     return g.value();
   };
+  // (Every bad amount is said at once: Keep.)
   QuotaSpec q;
   if (m.Has("guaranteed")) {
-    ASSIGN_OR_RETURN(q.guaranteed_milli, amount("guaranteed"));
+    m.Keep(amount("guaranteed"), &q.guaranteed_milli);
   } else {
     q.guaranteed_unset = true;
   }
-  if (m.Has("borrowingLimit")) {
-    ASSIGN_OR_RETURN(q.borrowing_limit_milli, amount("borrowingLimit"));
-  }
-  if (m.Has("lendingLimit")) {
-    ASSIGN_OR_RETURN(q.lending_limit_milli, amount("lendingLimit"));
-  }
+  int64_t limit = 0;
+  if (m.Has("borrowingLimit") && m.Keep(amount("borrowingLimit"), &limit))
+    q.borrowing_limit_milli = limit;
+  if (m.Has("lendingLimit") && m.Keep(amount("lendingLimit"), &limit))
+    q.lending_limit_milli = limit;
   RETURN_IF_ERROR(m.Finish());
   return q;
 }
@@ -97,27 +97,35 @@ Result<PreemptionPolicy> ParsePreemption(YamlMap& m) {
   RETURN_IF_ERROR(m.CheckIsMap());
   using P = PreemptionPolicy;
   P p;
-  // The lists are in enum order.
-  ASSIGN_OR_RETURN(int within, ParseChoice(m, "withinQueue",
-                                           {"Never", "LowerPriority", "LowerOrNewerEqualPriority"},
-                                           static_cast<int>(p.within_queue)));
+  // The lists are in enum order. (Every bad value is said at once: Keep; the policy as a
+  // whole is checked only where each value was good.)
+  bool good = true;
+  int within = static_cast<int>(p.within_queue);
+  good &= m.Keep(ParseChoice(m, "withinQueue",
+                             {"Never", "LowerPriority", "LowerOrNewerEqualPriority"}, within),
+                 &within);
   p.within_queue = static_cast<P::Within>(within);
-  ASSIGN_OR_RETURN(int reclaim,
-                   ParseChoice(m, "reclaimWithinCohort", {"Never", "LowerPriority", "Any"},
-                               static_cast<int>(p.reclaim_within_cohort)));
+  int reclaim = static_cast<int>(p.reclaim_within_cohort);
+  good &= m.Keep(ParseChoice(m, "reclaimWithinCohort", {"Never", "LowerPriority", "Any"}, reclaim),
+                 &reclaim);
   p.reclaim_within_cohort = static_cast<P::Reclaim>(reclaim);
   if (m.Has("borrowWithinCohort")) {
     YamlMap b = m.Child("borrowWithinCohort");
     RETURN_IF_ERROR(b.CheckIsMap());
-    ASSIGN_OR_RETURN(int borrow, ParseChoice(b, "policy", {"Never", "LowerPriority"}, 0));
+    int borrow = 0;
+    good &= b.Keep(ParseChoice(b, "policy", {"Never", "LowerPriority"}, 0), &borrow);
     p.borrow_within_cohort = static_cast<P::Borrow>(borrow);
+    int t = 0;
     if (b.Has("maxPriorityThreshold")) {
-      ASSIGN_OR_RETURN(int t, b.Priority("maxPriorityThreshold"));
-      p.borrow_max_priority = t;
+      if (b.Keep(b.Priority("maxPriorityThreshold"), &t))
+        p.borrow_max_priority = t;
+      else
+        good = false;
     }
     RETURN_IF_ERROR(b.Finish());
   }
   RETURN_IF_ERROR(m.Finish());
+  if (!good) return p;
   if (Status s = ValidatePreemptionPolicy(p); !s.ok()) {
     const std::string& msg = s.message();
     const size_t colon = msg.find(": ");
@@ -129,67 +137,73 @@ Result<PreemptionPolicy> ParsePreemption(YamlMap& m) {
 }  // namespace
 
 Status ParseQueuePolicies(YamlMap& m, QueueSpec* q) {
-  ASSIGN_OR_RETURN(int strict,
-                   ParseChoice(m, "queueingStrategy", {"BestEffortFIFO", "StrictFIFO"}, 0));
+  // (Every bad value is said at once: Keep, then the caller's Finish.)
+  int strict = 0;
+  m.Keep(ParseChoice(m, "queueingStrategy", {"BestEffortFIFO", "StrictFIFO"}, 0), &strict);
   q->strict_fifo = strict == 1;
   if (m.Has("preemption")) {
     YamlMap p = m.Child("preemption");
-    ASSIGN_OR_RETURN(q->preemption, ParsePreemption(p));
+    m.Keep(ParsePreemption(p), &q->preemption);
   }
   if (m.Has("flavorFungibility")) {
     YamlMap f = m.Child("flavorFungibility");
     RETURN_IF_ERROR(f.CheckIsMap());
-    ASSIGN_OR_RETURN(int borrow, ParseChoice(f, "whenCanBorrow", {"Borrow", "TryNextFlavor"}, 0));
+    int borrow = 0;
+    f.Keep(ParseChoice(f, "whenCanBorrow", {"Borrow", "TryNextFlavor"}, 0), &borrow);
     q->when_can_borrow = static_cast<QueueSpec::WhenCanBorrow>(borrow);
     RETURN_IF_ERROR(f.Finish());
   }
-  if (m.Has("reclaimMinRuntimeSeconds")) {
-    ASSIGN_OR_RETURN(int64_t s, m.Int("reclaimMinRuntimeSeconds"));
+  int64_t s = 0;
+  if (m.Has("reclaimMinRuntimeSeconds") && m.Keep(m.Int("reclaimMinRuntimeSeconds"), &s)) {
     if (s > kMaxRunSeconds)  // (Int refuses negatives)
-      return m.Error("reclaimMinRuntimeSeconds",
-                     "must be between 0 and " + std::to_string(kMaxRunSeconds) + " (a year)");
-    q->reclaim_min_runtime_s = static_cast<double>(s);
+      m.Keep(m.Error("reclaimMinRuntimeSeconds",
+                     "must be between 0 and " + std::to_string(kMaxRunSeconds) + " (a year)"));
+    else
+      q->reclaim_min_runtime_s = static_cast<double>(s);
   }
   return Status();
 }
 
 Result<QueueSpec> ParseQueueSpec(YamlMap& m) {
   RETURN_IF_ERROR(m.CheckIsMap());
+  // Every bad value is said at once, after any unknown field (Keep, then Finish): a queue
+  // with three mistakes is mended in one round.
   QueueSpec q;
-  ASSIGN_OR_RETURN(q.name, m.String("name"));
-  ASSIGN_OR_RETURN(q.parent, m.String("parent", ""));
-  ASSIGN_OR_RETURN(q.weight, m.PositiveDouble("weight", 1.0));
-  if (m.Has("disruptionBudget")) {
-    ASSIGN_OR_RETURN(int64_t b, m.Int("disruptionBudget"));
+  m.Keep(m.String("name"), &q.name);
+  m.Keep(m.String("parent", ""), &q.parent);
+  m.Keep(m.PositiveDouble("weight", 1.0), &q.weight);
+  int64_t budget = 0;
+  if (m.Has("disruptionBudget") && m.Keep(m.Int("disruptionBudget"), &budget)) {
     // (Checked here, before it is narrowed: 2^32 would otherwise read as 0.)
-    if (b > 1'000'000) return m.Error("disruptionBudget", "must be at most 1000000");
-    q.disruption_budget = static_cast<int>(b);
+    if (budget > 1'000'000)
+      m.Keep(m.Error("disruptionBudget", "must be at most 1000000"));
+    else
+      q.disruption_budget = static_cast<int>(budget);
   }
   RETURN_IF_ERROR(ParseQueuePolicies(m, &q));
-  if (m.Has("flavorOrder")) {
-    ASSIGN_OR_RETURN(q.flavor_order, m.StringList("flavorOrder"));
+  if (m.Has("flavorOrder") && m.Keep(m.StringList("flavorOrder"), &q.flavor_order))
     for (size_t i = 0; i < q.flavor_order.size(); ++i)
       for (size_t j = 0; j < i; ++j)
         if (q.flavor_order[i] == q.flavor_order[j])
-          return m.Error("flavorOrder", "'" + q.flavor_order[i] + "' is listed twice");
-  }
-  ASSIGN_OR_RETURN(int stop, ParseChoice(m, "stopPolicy", {"None", "Hold", "HoldAndDrain"}, 0));
+          m.Keep(m.Error("flavorOrder", "'" + q.flavor_order[i] + "' is listed twice"));
+  int stop = 0;
+  m.Keep(ParseChoice(m, "stopPolicy", {"None", "Hold", "HoldAndDrain"}, 0), &stop);
   q.stop_policy = static_cast<StopPolicy>(stop);
-  if (m.Has("tenants")) {
-    ASSIGN_OR_RETURN(q.tenants, m.StringList("tenants"));
+  if (m.Has("tenants") && m.Keep(m.StringList("tenants"), &q.tenants))
     for (const std::string& t : q.tenants)
       if (t != "*")
         if (Status s = ValidateName(t); !s.ok())
-          return m.Error("tenants", "'" + t + "': " + s.message());
-  }
+          m.Keep(m.Error("tenants", "'" + t + "': " + s.message()));
   if (m.Has("quotas")) {
     Doc quotas = m.Raw("quotas");
-    if (!quotas.IsMap()) return m.Error("quotas", "expected a map from flavour to quota");
-    for (const Doc::Entry& entry : quotas.entries()) {
-      const std::string& flavor = entry.first.Scalar();
-      YamlMap qm = m.Child(entry.second, m.Path("quotas") + "." + flavor);
-      ASSIGN_OR_RETURN(QuotaSpec spec, ParseQuota(qm, flavor));
-      q.quotas[flavor] = spec;
+    if (!quotas.IsMap()) {
+      m.Keep(m.Error("quotas", "expected a map from flavour to quota"));
+    } else {
+      for (const Doc::Entry& entry : quotas.entries()) {
+        const std::string& flavor = entry.first.Scalar();
+        YamlMap qm = m.Child(entry.second, m.Path("quotas") + "." + flavor);
+        m.Keep(ParseQuota(qm, flavor), &q.quotas[flavor]);
+      }
     }
   }
   RETURN_IF_ERROR(m.Finish());
@@ -260,6 +274,9 @@ Result<AdmissionConfig> ParseAdmissionConfig(YamlMap& m) {
   RETURN_IF_ERROR(m.Finish());
   Status valid = ValidateAdmissionConfig(c);
   if (!valid.ok()) {
+    // (A bad value or unknown field first, where this map is inside another: the check's
+    // failure may follow from it.)
+    RETURN_IF_ERROR(m.Unknowns());
     std::string prefix = m.path().empty() ? "" : m.path() + ".";
     return InvalidArgument(m.source() + ": " + prefix + valid.message());
   }
