@@ -479,6 +479,16 @@ TEST_F(AdmissionTest, TheHoldForAGangThatNeedsOneLeafKeepsToTheLeavesThatCouldHo
                                        "guarantee waits for room"),
               std::string::npos)
         << adm_->reason(leaf1);
+    // Two 8-GPU borrowers: one fills leaf-2's empty node; the other finds no room off leaf-1
+    // and is held, though leaf-1 has room for it.
+    const std::vector<int> eights = {Submit(Gpus("b-8a", "b", 8), 12),
+                                     Submit(Gpus("b-8b", "b", 8), 12)};
+    adm_->Cycle(13, 1000);
+    EXPECT_EQ(adm_->phase(eights[0]), Phase::kAdmitted) << adm_->reason(eights[0]);
+    ASSERT_EQ(adm_->phase(eights[1]), Phase::kPending);
+    EXPECT_NE(adm_->reason(eights[1]).find("waiting: it would borrow, and work of queue a"),
+              std::string::npos)
+        << adm_->reason(eights[1]);
   }
 }
 
@@ -506,6 +516,57 @@ TEST_F(AdmissionTest, TheHoldKeepsToTheModelsTheWaitingWorkMayUse) {
   EXPECT_EQ(adm_->phase(h100), Phase::kPending);
   EXPECT_NE(adm_->reason(h100).find("waiting: it would borrow"), std::string::npos)
       << adm_->reason(h100);
+}
+
+// A borrower held back names the queue whose waiting work could use its nodes: a waits for
+// H100s and c for A100s (each behind b's borrowed work in its minimum runtime), so b's A100
+// work is held for c, its H100 work for a; work that may use either, with no room left off
+// them, is held too.
+TEST_F(AdmissionTest, AHeldBorrowerNamesTheQueueWhoseWorkCouldUseItsNodes) {
+  Fleet fleet = H100AndA100();
+  Make(fleet, {Leaf("a", 4), Leaf("b", 0), Leaf("c", 4)});
+  SubmitOptions young;
+  young.min_runtime_s = 600;
+  ASSERT_TRUE(adm_->Restore(Gpus("b-on-h100", "b", 3), OnGpus(0, {0, 1, 2}), 0, young).ok());
+  ASSERT_TRUE(adm_->Restore(Gpus("b-on-a100", "b", 3), OnGpus(1, {0, 1, 2}), 0, young).ok());
+  auto on = [](Workload w, const std::string& model) {
+    if (!model.empty()) w.pod_sets[0].device.models = {model};
+    return w;
+  };
+  const int a = Submit(on(Gpus("a-h100", "a", 2), "H100"), 10);
+  const int c = Submit(on(Gpus("c-a100", "c", 2), "A100"), 10);
+  const int h100 = Submit(on(Gpus("b-h100", "b", 1), "H100"), 10);
+  const int a100 = Submit(on(Gpus("b-a100", "b", 1), "A100"), 10);
+  const int either = Submit(on(Gpus("b-either", "b", 1), ""), 10);
+  adm_->Cycle(11, 1000);
+  ASSERT_EQ(adm_->phase(a), Phase::kPending) << adm_->reason(a);
+  ASSERT_EQ(adm_->phase(c), Phase::kPending) << adm_->reason(c);
+  for (const auto& [id, queue] :
+       std::vector<std::pair<int, std::string>>{{h100, "a"}, {a100, "c"}, {either, "a"}}) {
+    EXPECT_EQ(adm_->phase(id), Phase::kPending) << adm_->reason(id);
+    EXPECT_NE(adm_->reason(id).find("waiting: it would borrow, and work of queue " + queue +
+                                    " within its guarantee waits for room"),
+              std::string::npos)
+        << adm_->reason(id);
+  }
+}
+
+// ... and elastic work held back starts with as many pods as fit off the held nodes (a trial's
+// 2-pod job with minCount 1 waited whole beside the room for one): leaf-2 has one free node.
+TEST_F(AdmissionTest, ElasticWorkHeldBackStartsInPartOffTheHeldNodes) {
+  MakeTwoLeaves();
+  ASSERT_TRUE(adm_->Restore(Gpus("b0", "b", 8), OnGpus(3, {0, 1, 2, 3, 4, 5, 6, 7}), 0).ok());
+  Workload w = Gpus("g", "a", 8, 0, /*pods=*/3, /*gang=*/true);
+  w.topology = {TopologyLevel::kLeaf, /*required=*/true};
+  const int g = Submit(w, 10);
+  Workload elastic = Gpus("b-elastic", "b", 8, 0, /*pods=*/2);
+  elastic.pod_sets[0].min_count = 1;
+  const int el = Submit(elastic, 10);
+  adm_->Cycle(11, 1000);
+  EXPECT_EQ(adm_->phase(g), Phase::kPending) << adm_->reason(g);
+  ASSERT_EQ(adm_->phase(el), Phase::kAdmitted) << adm_->reason(el);
+  EXPECT_EQ(adm_->pod_counts(el), std::vector<int>{1});
+  EXPECT_EQ(adm_->assignments(el)[0].node, 4);
 }
 
 // ... and elastic work grows past that hold where none of its pods could run in the room held:
@@ -6387,6 +6448,19 @@ TEST(ReplayTest, ScenarioErrorsNameTheField) {
                 "load: 1.0\nadmission:\n  queues:\n"
                 "    - {name: train, quotas: {gpu: {guaranteed: -8}}}\n"),
             "admission.queues[0].quotas.gpu.guaranteed", "");
+  // Every bad value of the queues at once (and of two queues), not one a round.
+  ExpectBad(bad("load: 1.0",
+                "load: 1.0\nadmission:\n  queues:\n"
+                "    - {name: train, weight: 0, quotas: {gpu: {guaranteed: -8}}}\n"
+                "    - {name: infer, preemption: {withinQueue: Sometimes}}\n"),
+            "admission.queues[0].weight: must be greater than zero, got 0; tiny.yaml:",
+            "admission.queues[0].quotas.gpu.guaranteed: GPU quantity must not be negative: '-8'; "
+            "tiny.yaml:");
+  ExpectBad(bad("load: 1.0",
+                "load: 1.0\nadmission:\n  queues:\n"
+                "    - {name: train, weight: 0, quotas: {gpu: {guaranteed: -8}}}\n"
+                "    - {name: infer, preemption: {withinQueue: Sometimes}}\n"),
+            "admission.queues[1].preemption.withinQueue", "got 'Sometimes'");
   ExpectBad(bad("load: 1.0",
                 "load: 1.0\nadmission:\n  queues:\n"
                 "    - {name: org}\n"

@@ -55,6 +55,14 @@ constexpr char kNextCycle[] = "waiting for the next admission cycle";
 // Placement tries in reservations' held room a cycle (Admitter::Backfill): each is one more
 // placement of work that found no room.
 constexpr int kBackfillTriesPerCycle = 16;
+// Placements tried a cycle for borrowers held back, on the nodes the hold leaves them (the
+// Cycle's main loop): apart from its attempts, so that they never keep others from theirs.
+constexpr int kOffHeldTriesPerCycle = 1024;
+// Regions of the hold on borrowing, and borrowers' reaches, worked out a cycle (each a pass
+// over the nodes): past them, a region is every node and a borrower is held back (as the hold
+// was before it kept to regions).
+constexpr size_t kHoldRegionsPerCycle = 64;
+constexpr size_t kHeldReachesPerCycle = 512;
 // Parked workloads looked at a cycle for one whose time limit may let it into held room
 // (Admitter::WakeForBackfill).
 constexpr int kBackfillScanPerCycle = 4096;
@@ -2568,6 +2576,7 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
   reach_of_.clear();
   off_held_nodes_.clear();
   off_held_tiers_.clear();
+  off_held_left_ = kOffHeldTriesPerCycle;
   partial_failed_.clear();
   out_of_reach_.clear();
   lenders_.clear();
@@ -2598,7 +2607,7 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
       }
       if (e.victims_left > 0 && e.gpu_milli > 0 && !WouldBorrow(id)) {
         held_roots_.insert(TreeRoot(e.leaf));
-        HoldRegion(e.spec, e.pods);
+        HoldRegion(id, e.pods);
       }
       continue;
     }
@@ -2628,7 +2637,7 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
         hold_borrowing_ = hold_before;
         held_for_ = held_for_before;
         held_roots_ = held_roots_before;
-        held_regions_.resize(held_regions_before);
+        RestoreHold(held_regions_before);
       }
       // What it no longer holds nor runs on is freed news.
       std::set<int> kept;
@@ -2706,9 +2715,11 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
     // A workload within its queue's guarantee found no room: room freed from now on in this
     // cycle is kept for it, not lent to queues above their guarantee.
     // (Not where its pods could use none of the nodes the hold is for: HeldReach.)
+    int held_for = held_for_;  // the queue whose waiting work it is held for
     const Reach reach = hold_borrowing_ && WouldBorrow(id) && !WithinOtherTree(id)
-                            ? HeldReach(id)
+                            ? HeldReach(entries_[id].pods, &held_for)
                             : Reach::kOutside;
+    if (held_for < 0) held_for = held_for_;
     if (reach != Reach::kOutside) {
       // Held for another tree's work while its own tree's quota refuses it: that is why it
       // waits, not the hold (a trial saw work of a full tree told, cycle after cycle, that
@@ -2743,9 +2754,9 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
           }
         }
       }
-      // Some of the nodes it could use are not held: it may start there.
-      if (reach == Reach::kPartly) {
-        ++out.attempts;
+      // Some of the nodes it could use are not held: it may start there (a few tries a cycle,
+      // apart from the cycle's attempts: work not held back is not kept waiting by them).
+      if (reach == Reach::kPartly && off_held_left_ > 0) {
         off_held_ = true;
         held_off_ = false;
         const bool admitted = TryAdmit(id, now, out, failed);
@@ -2762,7 +2773,7 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
         why.erase(at >= 2 ? at - 2 : at);
       const std::string held =
           kHeldForGuarantees + std::string("work of ") +
-          (held_for_ == entries_[id].leaf ? "its own queue" : QueueLabel(held_for_)) +
+          (held_for == entries_[id].leaf ? "its own queue" : QueueLabel(held_for)) +
           " within its guarantee waits for room: what frees goes to that first";
       why = why.empty() || why == kNextCycle ? held : why + "; " + held;
       if (strict) hold_back();
@@ -3115,30 +3126,29 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
   const uint64_t key = AttemptKey(e.spec, e.leaf, pods);
   e.waits_on_time = false;
   bool placed = false;
-  // A borrower held back where the hold's work could run, tried on the other nodes only (its
-  // preferred models first, as below): placed, it starts; else the hold is why it waits. (No
-  // search for victims, moves or reservations for it: those are for work not held back.)
+  // A borrower held back where the hold's work could run, tried on the other nodes only
+  // (PlaceAllOnce keeps off the held ones while off_held_ is set), its preferred models first,
+  // and, elastic, with as many pods as fit there (TryPartial): placed, it starts; else the hold
+  // is why it waits. (No search for victims, moves or reservations for it, nor a cut that
+  // would reclaim: those are for work not held back.)
   if (off_held_) {
-    const uint64_t off_key = key ^ 0x9e3779b97f4a7c15ull;
+    // (Its own failure is for this version of the hold: one given back may let it in.)
+    HeldNodes();
+    const uint64_t off_key =
+        key ^ 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(held_version_) * 0xc2b2ae3d27d4eb4full;
     if (failed.count(key) || failed.count(off_key)) {
       held_off_ = true;
       return false;
     }
-    std::vector<PodRequest> off = pods;
-    KeepOffHeld(off);
+    --off_held_left_;
     placer_.set_explain(false);
-    tiers.push_back(~uint64_t{0});
-    for (uint64_t models : tiers) {
-      std::vector<PodRequest> tier = off;
-      for (PodRequest& p : tier)
-        if (p.kind != DeviceKind::kNone) p.model_mask &= models;
-      if (!PlaceAll(e, tier, &e.assign, nullptr)) continue;
-      // (The narrowed masks are what was applied; its own selectors stay its.)
-      for (size_t i = 0; i < pods.size(); ++i) pods[i].model_mask = tier[i].model_mask;
-      e.pods = pods;
+    if (PlacePreferred(e, pods, tiers, &e.assign)) {
+      e.pods = pods;  // (the narrowed masks are what was applied; its selectors stay its own)
       Admit(id, key, now, out);
       return true;
     }
+    if (e.min_counts != e.full_counts && e.counts == e.full_counts && TryPartial(id, key, now, out))
+      return true;
     failed[off_key] = e.reason;
     held_off_ = true;
     return false;
@@ -3260,7 +3270,7 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
   const size_t held_regions_before = held_regions_.size();
   if (!borrowing && !probe) {
     held_roots_.insert(TreeRoot(e.leaf));
-    HoldRegion(e.spec, pods);
+    HoldRegion(id, pods);
   }
   // Scattered free room is gathered by moving work before anyone loses their place.
   if (!borrowing && Consolidate(id, pods, e.spec.topology, now, out)) return false;
@@ -3281,7 +3291,7 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
     hold_borrowing_ = held_before;  // it runs: nothing waits for room to be kept
     held_for_ = held_for_before;
     if (!root_held_before) held_roots_.erase(TreeRoot(entries_[id].leaf));
-    held_regions_.resize(held_regions_before);
+    RestoreHold(held_regions_before);
     return true;
   }
   if (cut == CutOutcome::kPreempting) return false;
@@ -3686,6 +3696,14 @@ bool Admitter::PlaceAll(const Entry& e, const std::vector<PodRequest>& pods,
 bool Admitter::PlaceAllOnce(const Entry& e, const std::vector<PodRequest>& pods,
                             const TopologyConstraint& topology, std::vector<Assignment>* assign,
                             std::string* reason) {
+  if (off_held_) {  // (a borrower held back, tried off the held nodes: TryAdmit)
+    std::vector<PodRequest> off = pods;
+    KeepOffHeld(off);
+    off_held_ = false;
+    const bool placed = PlaceAllOnce(e, off, topology, assign, reason);
+    off_held_ = true;
+    return placed;
+  }
   if (pods.size() == 1 && !e.spec.gang) {
     PodPlacement p = placer_.Place(state_, pods[0], rng_);
     if (p.outcome != Outcome::kPlaced) {
@@ -3985,7 +4003,8 @@ void Admitter::GrowPartial(CycleResult& out) {
     // workload within its guarantee found too little of is not taken for growth; what waits in
     // its queue goes first; a required topology domain is not grown across. (Room held is kept
     // to where that work could run: HeldReach.)
-    const bool held = hold_borrowing_ && HeldReach(id) != Reach::kOutside;
+    // (Its pods as asked, not as they were narrowed when it started: Grow adds those.)
+    const bool held = hold_borrowing_ && HeldReach(e.set_request) != Reach::kOutside;
     e.growth_why = held                  ? "room is held for work waiting within its guarantee"
                    : !e.ready            ? "its pods have not all started"
                    : e.shrunk_at == now_ ? "it just gave pods up"
@@ -4162,8 +4181,46 @@ bool Admitter::WouldBorrow(int id) const {
   return false;
 }
 
+namespace {
+
+// `pods` once for each difference CouldUse sees, and a hash of those differences.
+std::vector<const PodRequest*> PlacesOf(const std::vector<PodRequest>& pods, uint64_t* key) {
+  std::vector<const PodRequest*> shapes;
+  for (const PodRequest& p : pods)
+    if (std::none_of(shapes.begin(), shapes.end(), [&](const PodRequest* q) {
+          return q->kind == p.kind && q->model_mask == p.model_mask && q->nodes == p.nodes &&
+                 q->cpu_milli == p.cpu_milli && q->memory_mib == p.memory_mib;
+        }))
+      shapes.push_back(&p);
+  uint64_t h = 1469598103934665603ull;
+  for (const PodRequest* p : shapes)
+    for (uint64_t v : {static_cast<uint64_t>(p->kind), p->model_mask,
+                       static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p->nodes.get())),
+                       static_cast<uint64_t>(p->cpu_milli), static_cast<uint64_t>(p->memory_mib)}) {
+      h ^= v;
+      h *= 1099511628211ull;
+      h ^= h >> 29;
+    }
+  *key = h;
+  return shapes;
+}
+
+}  // namespace
+
 bool Admitter::CouldUse(const PodRequest& p, int n) const {
-  if (p.nodes && !p.nodes->in[n]) return false;
+  return (!p.nodes || p.nodes->in[n]) && TypeCouldUse(p, n);
+}
+
+std::vector<std::vector<char>> Admitter::TypesFor(
+    const std::vector<const PodRequest*>& shapes) const {
+  const std::vector<int>& reps = state_.type_representatives();
+  std::vector<std::vector<char>> types(shapes.size(), std::vector<char>(reps.size(), 0));
+  for (size_t k = 0; k < shapes.size(); ++k)
+    for (size_t t = 0; t < reps.size(); ++t) types[k][t] = TypeCouldUse(*shapes[k], reps[t]);
+  return types;
+}
+
+bool Admitter::TypeCouldUse(const PodRequest& p, int n) const {
   const Node& node = state_.node(n);
   if (node.cpu.value() < p.cpu_milli || node.memory.value() < p.memory_mib) return false;
   if (p.kind == DeviceKind::kNone) return true;
@@ -4174,42 +4231,42 @@ bool Admitter::CouldUse(const PodRequest& p, int n) const {
   return false;
 }
 
-namespace {
-
-// `pods` once for each difference CouldUse sees.
-std::vector<const PodRequest*> PlacesOf(const std::vector<PodRequest>& pods) {
-  std::vector<const PodRequest*> shapes;
-  for (const PodRequest& p : pods)
-    if (std::none_of(shapes.begin(), shapes.end(), [&](const PodRequest* q) {
-          return q->kind == p.kind && q->model_mask == p.model_mask && q->nodes == p.nodes &&
-                 q->cpu_milli == p.cpu_milli && q->memory_mib == p.memory_mib;
-        }))
-      shapes.push_back(&p);
-  return shapes;
-}
-
-}  // namespace
-
-void Admitter::HoldRegion(const Workload& spec, const std::vector<PodRequest>& pods) {
-  const bool domains = spec.topology.required && spec.topology.level != TopologyLevel::kNone;
-  auto [it, made] = region_of_.try_emplace(AttemptKey(spec, 0, pods));
+void Admitter::HoldRegion(int id, const std::vector<PodRequest>& pods) {
+  const Entry& e = entries_[id];
+  const TopologyConstraint& topology = e.spec.topology;
+  const bool domains = topology.required && topology.level != TopologyLevel::kNone;
+  uint64_t key = 0;
+  const std::vector<const PodRequest*> shapes = PlacesOf(pods, &key);
+  // A required domain must hold the GPUs it would start with: its pod sets' least counts
+  // (elastic work may start with fewer pods), or what it asks now where that is less.
+  int64_t need = 0;
+  if (domains) {
+    int64_t least = 0;
+    for (size_t i = 0; i < e.set_request.size() && i < e.min_counts.size(); ++i)
+      least += e.min_counts[i] * e.set_request[i].total_gpu_milli();
+    for (const PodRequest& p : pods) need += p.total_gpu_milli();
+    need = std::min(need, least);
+    key ^= (static_cast<uint64_t>(topology.level) + 1) * 0x9e3779b97f4a7c15ull ^
+           static_cast<uint64_t>(need) * 0xc2b2ae3d27d4eb4full;
+  }
+  auto [it, made] = region_of_.try_emplace(key);
   std::vector<char>& region = it->second;
-  if (made) {
-    const std::vector<const PodRequest*> shapes = PlacesOf(pods);
+  if (made && region_of_.size() > kHoldRegionsPerCycle) {
+    region.assign(state_.node_count(), 1);
+  } else if (made) {
     region.assign(state_.node_count(), 0);
+    const std::vector<std::vector<char>> types = TypesFor(shapes);
     for (int n = 0; n < state_.node_count(); ++n)
-      for (const PodRequest* p : shapes)
-        if (CouldUse(*p, n)) {
+      for (size_t k = 0; k < shapes.size(); ++k)
+        if (types[k][state_.node_type(n)] && (!shapes[k]->nodes || shapes[k]->nodes->in[n])) {
           region[n] = 1;
           break;
         }
     if (domains) {
-      // Only the domains whose GPUs some pod could use add up to all it needs: a gang that
+      // Only the domains whose GPUs some pod could use add up to what it needs: a gang that
       // must run in one leaf waits for nothing in a leaf too small for it.
-      int64_t need = 0;
-      for (const PodRequest& p : pods) need += p.total_gpu_milli();
       std::vector<char> kept(state_.node_count(), 0);
-      for (const std::vector<int>& domain : state_.domains(spec.topology.level)) {
+      for (const std::vector<int>& domain : state_.domains(topology.level)) {
         int64_t milli = 0;
         for (int n : domain) {
           if (!region[n]) continue;
@@ -4227,21 +4284,25 @@ void Admitter::HoldRegion(const Workload& spec, const std::vector<PodRequest>& p
       region = std::move(kept);
     }
   }
-  if (std::find(held_regions_.begin(), held_regions_.end(), &region) == held_regions_.end())
-    held_regions_.push_back(&region);
+  if (std::none_of(held_regions_.begin(), held_regions_.end(),
+                   [&](const auto& held) { return held.first == &region; }))
+    held_regions_.push_back({&region, e.leaf});
+}
+
+void Admitter::RestoreHold(size_t regions) {
+  if (regions >= held_regions_.size()) return;
+  held_regions_.resize(regions);
+  held_nodes_.assign(state_.node_count(), 0);  // (counted afresh by HeldNodes)
+  held_nodes_of_ = 0;
+  held_everywhere_ = false;
+  ++held_version_;
 }
 
 const std::vector<char>& Admitter::HeldNodes() {
-  if (held_nodes_of_ > held_regions_.size()) {  // (gone back to a snapshot: counted afresh)
-    held_nodes_.assign(state_.node_count(), 0);
-    held_nodes_of_ = 0;
-    held_everywhere_ = false;
-    ++held_version_;
-  }
   bool grew = false;
   for (; held_nodes_of_ < held_regions_.size(); ++held_nodes_of_) {
     if (held_everywhere_) continue;
-    const std::vector<char>& region = *held_regions_[held_nodes_of_];
+    const std::vector<char>& region = *held_regions_[held_nodes_of_].first;
     for (int n = 0; n < state_.node_count(); ++n)
       if (region[n] && !held_nodes_[n]) held_nodes_[n] = grew = true;
   }
@@ -4253,28 +4314,41 @@ const std::vector<char>& Admitter::HeldNodes() {
   return held_nodes_;
 }
 
-Admitter::Reach Admitter::HeldReach(int id) {
+Admitter::Reach Admitter::HeldReach(const std::vector<PodRequest>& pods, int* queue) {
   const std::vector<char>& held = HeldNodes();
-  const Entry& e = entries_[id];
-  if (held_everywhere_) return Reach::kInside;
-  const uint64_t key = AttemptKey(e.spec, 0, e.pods);
-  if (auto it = reach_of_.find(key); it != reach_of_.end() && it->second.first == held_version_)
-    return it->second.second;
-  bool in = false, out = false;
-  const std::vector<const PodRequest*> shapes = PlacesOf(e.pods);
-  for (int n = 0; n < state_.node_count() && !(in && out); ++n) {
-    bool could = false;
-    for (const PodRequest* p : shapes)
-      if (CouldUse(*p, n)) {
-        could = true;
+  uint64_t key = 0;
+  const std::vector<const PodRequest*> shapes = PlacesOf(pods, &key);
+  auto [it, made] = reach_of_.try_emplace({key, held_version_});
+  if (made && reach_of_.size() > kHeldReachesPerCycle) {
+    it->second = {Reach::kInside, held_regions_.empty() ? -1 : held_regions_.front().second};
+  } else if (made) {
+    // Whether each node could take one of its pods (once: the regions are read against it).
+    std::vector<char> could(state_.node_count(), 0);
+    bool in = false, out = false;
+    const std::vector<std::vector<char>> types = TypesFor(shapes);
+    for (int n = 0; n < state_.node_count(); ++n) {
+      for (size_t k = 0; k < shapes.size(); ++k)
+        if (types[k][state_.node_type(n)] && (!shapes[k]->nodes || shapes[k]->nodes->in[n])) {
+          could[n] = 1;
+          break;
+        }
+      if (could[n]) (held[n] ? in : out) = true;
+    }
+    // (Where it could run nowhere, it is not held back: its own attempt says why.)
+    it->second.first = !in ? Reach::kOutside : out ? Reach::kPartly : Reach::kInside;
+    it->second.second = -1;
+    for (const auto& [region, leaf] : held_regions_) {
+      if (!in) break;
+      bool reaches = false;
+      for (int n = 0; n < state_.node_count() && !reaches; ++n) reaches = could[n] && (*region)[n];
+      if (reaches) {
+        it->second.second = leaf;
         break;
       }
-    if (could) (held[n] ? in : out) = true;
+    }
   }
-  // (Where it could run nowhere, it is not held back: its own attempt says why.)
-  const Reach reach = !in ? Reach::kOutside : out ? Reach::kPartly : Reach::kInside;
-  reach_of_[key] = {held_version_, reach};
-  return reach;
+  if (queue) *queue = it->second.second;
+  return it->second.first;
 }
 
 void Admitter::KeepOffHeld(std::vector<PodRequest>& pods) {

@@ -944,18 +944,29 @@ class Admitter {
   bool WithinOtherTree(int id) const;
   bool WouldBorrow(int id) const;
   // The hold on borrowing (hold_borrowing_) keeps to where the work it is for could run: the
-  // nodes one of `pods` could use (a model it allows, a GPU it could take: in MIG mode for a
-  // slice, not for the rest; its selector), and for a required topology only the domains that
-  // could hold all its GPUs were they empty. HoldRegion adds `pods`' to this cycle's hold.
-  void HoldRegion(const Workload& spec, const std::vector<PodRequest>& pods);
-  // Where a held-back borrower's pods could run, against the nodes held: none of them held
-  // (kOutside: it is not held back), some (kPartly: it may start on the others), all (kInside).
+  // nodes one of its pods could use (CouldUse), and for a required topology only the domains
+  // that could hold the GPUs it would start with were they empty. HoldRegion adds the region of
+  // workload `id`, asking for `pods`, to this cycle's hold, for its queue.
+  void HoldRegion(int id, const std::vector<PodRequest>& pods);
+  // Goes back to the first `regions` regions held (a reservation tried again, a cut admitted:
+  // what they held the cycle for is given back).
+  void RestoreHold(size_t regions);
+  // Where `pods` could run, against the nodes held: none of them held (kOutside: not held
+  // back), some (kPartly: it may start on the others), all (kInside); with the queue of the
+  // first work held for whose region they reach (*queue; -1 where none does).
   enum class Reach { kOutside, kPartly, kInside };
-  Reach HeldReach(int id);
+  Reach HeldReach(const std::vector<PodRequest>& pods, int* queue = nullptr);
   // The nodes held this cycle (the union of the regions), brought up to date.
   const std::vector<char>& HeldNodes();
-  // Whether pod `p` could run on node `n` were it empty (HoldRegion's test).
+  // Whether pod `p` could run on node `n` were it empty: its node selector's set, the node's
+  // CPU and memory, a GPU model it allows, a GPU in MIG mode for a slice and not for the rest.
+  // (MIG profiles, GPU counts and exclusive nodes are not looked at: the hold errs towards
+  // holding, a borrower's reach towards being held.)
   bool CouldUse(const PodRequest& p, int n) const;
+  // ... its selector aside (so the same for every node of n's hardware type), and that for
+  // each of `shapes` by type (ClusterState::node_type, type_representatives).
+  bool TypeCouldUse(const PodRequest& p, int n) const;
+  std::vector<std::vector<char>> TypesFor(const std::vector<const PodRequest*>& shapes) const;
   // `pods` kept off the nodes held (their selectors' and preferred tiers' sets narrowed).
   void KeepOffHeld(std::vector<PodRequest>& pods);
   void Park(int id, bool quota, uint64_t key, const std::vector<PodRequest>& pods);
@@ -1174,21 +1185,23 @@ class Admitter {
   bool hold_borrowing_ = false;  // this cycle: a within-guarantee workload found no room
   int held_for_ = -1;            // ... its queue (the first), which the waiting borrowers name
   std::set<int> held_roots_;     // the trees of all work held for this cycle (WithinOtherTree)
-  // This cycle: the regions of the hold (HoldRegion) by their work's shape, the ones held in
-  // the order they were (a size is a snapshot to go back to), their union with how many of
-  // them it counts and a version bumped as it changes, borrowers' reach by shape and version,
-  // and the narrowed node sets by the set they narrow (kept for the cycle: AttemptKey reads
-  // their addresses).
+  // This cycle: the regions of the hold (HoldRegion) by what they were made from; the ones
+  // held, in the order they were (a count is a snapshot to go back to), each with the queue it
+  // is for; their union, how many of them it counts, a version bumped as it changes, and
+  // whether it is every node; pods' reach by what CouldUse reads of them and the version
+  // (HeldReach); the narrowed node sets and tiers by the set narrowed and the version
+  // (KeepOffHeld); and the off-held placements left to try (kOffHeldTriesPerCycle).
   std::map<uint64_t, std::vector<char>> region_of_;
-  std::vector<const std::vector<char>*> held_regions_;
+  std::vector<std::pair<const std::vector<char>*, int>> held_regions_;
   std::vector<char> held_nodes_;
   size_t held_nodes_of_ = 0;
   int held_version_ = 0;
   bool held_everywhere_ = false;
-  std::map<uint64_t, std::pair<int, Reach>> reach_of_;
+  std::map<std::pair<uint64_t, int>, std::pair<Reach, int>> reach_of_;
   using Tiers = std::vector<std::shared_ptr<const NodeSet>>;
   std::map<std::pair<const NodeSet*, int>, std::shared_ptr<const NodeSet>> off_held_nodes_;
   std::map<std::pair<const Tiers*, int>, std::shared_ptr<const Tiers>> off_held_tiers_;
+  int off_held_left_ = 0;
   bool off_held_ = false;           // TryAdmit: the attempt keeps off the held nodes (KeepOffHeld)
   bool held_off_ = false;           // ... and found no room elsewhere (or its quota refused it)
   std::set<int> reservations_;      // entries reserving (Entry::reserving)
