@@ -5314,9 +5314,12 @@ TEST_F(AdmissionTest, AFractionIsChargedByItsMemoryWhereThatIsTheLargerShare) {
   EXPECT_EQ(adm_->state().allocated_gpu_milli(), 10);  // (the device's compute, as asked)
   EXPECT_NE(adm_->reason(ids[1]).find(
                 "queue a over its borrowing limit for gpu: 1.024/1 GPUs (it counts as 0.512 "
-                "GPUs of quota for the 0.01 of compute it asks"),
+                "GPUs of quota for the 0.01 of compute it asks: a fraction holds the larger of "
+                "its compute and GPU memory share (of the smallest GPU it may land on))"),
             std::string::npos)
       << adm_->reason(ids[1]);
+  // (Its tenant is not untrusted: nothing is said of untrusted tenants.)
+  EXPECT_EQ(adm_->reason(ids[1]).find("untrusted"), std::string::npos) << adm_->reason(ids[1]);
 }
 
 // Placed, a fraction is charged as on the GPU it got: 41Gi waits charged as on an 80Gi H100 (the

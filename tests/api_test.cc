@@ -1738,16 +1738,16 @@ TEST_F(ApiBadInputTest, QueueWritesKeepTheTreeValidAndQueuesInUseStay) {
           "Queue 'team-a': spec.parent");
   refused("PATCH", Item("queues", "", "team-a"),
           {{"spec", {{"quotas", {{"gpu", {{"guaranteed", 10}}}}}}}}, 422,
-          "spec.quotas.gpu.guaranteed: with it, the children of queue 'org' are guaranteed 10, "
-          "more than org's 8");
+          "Queue 'team-a': spec.quotas.gpu.guaranteed: with it, the children of queue 'org' are "
+          "guaranteed 10, more than org's 8");
   // Moved under a parent too small for it: the move is what is refused (a user-style review
   // found its guarantee named).
   json solo = QueueObject("solo");
   solo["spec"]["quotas"] = {{"gpu", {{"guaranteed", 4}}}};
   w_.MustCreate(queues, solo);
   refused("PATCH", Item("queues", "", "solo"), {{"spec", {{"parent", "org"}}}}, 422,
-          "spec.parent: moved under queue 'org', its children would be guaranteed 10, more than "
-          "org's 8");
+          "Queue 'solo': spec.parent: moved under queue 'org', its children would be guaranteed "
+          "10, more than org's 8");
   EXPECT_EQ(w_.Do("DELETE", Item("queues", "", "solo"), kAdmin).status, 200);
   // In use: a parent, and a leaf whose workload holds devices.
   refused("DELETE", Item("queues", "", "org"), json::object(), 409,

@@ -1366,8 +1366,8 @@ TEST_F(FactoryTest, FairSharePreemptionRebalancesRunningWork) {
       EXPECT_NE(
           w["team-b/b0"]["status"]
               .value("message", "")
-              .find("; as room frees, its siblings' work goes first where their queue is below "
-                    "its guarantee, then by weighted share, lowest first (fabctl describe queue "
+              .find("; as room frees, its siblings' work goes first where their queues are below "
+                    "their guarantees, then by weighted share, lowest first (fabctl describe queue "
                     "shows each one's); fair-share preemption is off: running work is not moved "
                     "for it"),
           std::string::npos)
@@ -1401,8 +1401,9 @@ TEST_F(FactoryTest, FairSharePreemptionRebalancesRunningWork) {
         told += obj["status"]
                     .value("message", "")
                     .find(
-                        "; fair-share preemption moves running work for it only from a queue "
-                        "whose weighted share would stay at or above its own") != std::string::npos;
+                        "; fair-share preemption moves running work for it only from what another "
+                        "queue borrows past its guarantee, and only while that queue's weighted "
+                        "share would stay at or above its own") != std::string::npos;
     EXPECT_EQ(told, 1) << Describe(w);
   }
 }

@@ -3304,12 +3304,14 @@ struct ApiServer::Impl {
         if (auto stored = store.Get(Key(*FindResource("queues"), "", name)); stored.ok()) {
           const json was = json::parse(stored->value, nullptr, false);
           if (Str(Field(was, "spec"), "parent") != parent)
-            return InvalidArgument("spec.parent: moved under queue '" + parent +
-                                   "', its children would be " + tail);
+            return InvalidArgument("Queue '" + name + "': spec.parent: moved under queue '" +
+                                   parent + "', its children would be " + tail);
         }
-        return InvalidArgument(
-            "spec.quotas." + message.substr(at + over.size(), is - at - over.size()) +
-            ".guaranteed: with it, the children of queue '" + parent + "' are " + tail);
+        // (Named as the queue's own errors are: "Queue 'x': spec...".)
+        return InvalidArgument("Queue '" + name + "': spec.quotas." +
+                               message.substr(at + over.size(), is - at - over.size()) +
+                               ".guaranteed: with it, the children of queue '" + parent + "' are " +
+                               tail);
       }
       return InvalidArgument(mine ? message : "it would make the queue tree invalid: " + message);
     }

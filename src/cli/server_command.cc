@@ -412,10 +412,11 @@ void AddCommon(CLI::App* cmd, ServerArgs* a) {
   cmd->add_flag("--plain-http", a->plain_http, "serve plain HTTP (tests only)");
   cmd->add_option("--run-seconds", a->run_seconds, "stop after this many seconds (0: on a signal)");
   cmd->add_option("--preemption-grace", a->preemption_grace_s,
-                  "seconds a preempted workload keeps running before it is requeued")
+                  "seconds a preempted workload keeps running before it is requeued (default 30)")
       ->check(CLI::Range(0.0, 86400.0));
   cmd->add_option("--usage-half-life", a->usage_half_life_s,
-                  "half-life in seconds of the usage history in fair share (0: current usage only)")
+                  "half-life in seconds of the usage history in fair share (default 3600; 0: "
+                  "current usage only)")
       ->check(CLI::Range(0.0, 365.0 * 86400));
   cmd->add_option("--reclaim-hold", a->reclaim_hold_s,
                   "seconds that the room (GPUs, CPU, memory) a reclaim freed beyond its need stays "

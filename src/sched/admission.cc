@@ -507,12 +507,13 @@ std::string Admitter::FairShareNote(int id) const {
   // The rule, not the order now: the order moves with usage history every cycle, and a message
   // that changed would be written every cycle (a review of a first version that named it).
   return std::string(
-             "; as room frees, its siblings' work goes first where their queue is below its "
-             "guarantee, then by weighted share, lowest first (fabctl describe queue shows "
+             "; as room frees, its siblings' work goes first where their queues are below their "
+             "guarantees, then by weighted share, lowest first (fabctl describe queue shows "
              "each one's)") +
          (config_.fair_share_preemption
-              ? "; fair-share preemption moves running work for it only from a queue whose "
-                "weighted share would stay at or above its own"
+              ? "; fair-share preemption moves running work for it only from what another queue "
+                "borrows past its guarantee, and only while that queue's weighted share would "
+                "stay at or above its own"
           : queues_[e.leaf].spec.preemption.borrow_within_cohort ==
                   PreemptionPolicy::Borrow::kLowerPriority
               ? "; fair-share preemption is off: running work is not moved for its share "
@@ -1715,12 +1716,18 @@ bool Admitter::QuotaWalk(int leaf, int64_t amount, Used used_of, Guar guar, Borr
       // queues' guarantees, or a guarantee lowered since —: said, or "48/24" reads as a riddle.)
       // (Within its guarantee but past what its queues' lending limits leave to lend, it says
       // that: a trial read "past its guarantee" of a queue at 21 of 24, 6 of them kept.)
+      // (The fleet's are its trees': a trial read "it" of the fleet as a queue's.)
+      const bool trees = n == fleet_queue_;
       if (why && used_of(q) > guar(q))
-        *why += " (it holds " + fmt(used_of(q)) + unit +
-                " already: past its guarantee, it lends nothing more)";
+        *why += (trees ? " (the trees hold " : " (it holds ") + fmt(used_of(q)) + unit +
+                (trees ? " already: past what they are guaranteed, they lend nothing more)"
+                       : " already: past its guarantee, it lends nothing more)");
       else if (why && used_of(q) > std::max<int64_t>(0, guar(q) - reserved))
-        *why += " (it holds " + fmt(used_of(q)) + unit + " already, of its guarantee of " +
-                fmt(guar(q)) + ": what is kept is not lent)";
+        *why += (trees ? " (the trees hold " : " (it holds ") + fmt(used_of(q)) + unit +
+                (trees ? " already, of the " + fmt(guar(q)) + " they are guaranteed" +
+                             ": what they keep is not lent)"
+                       : " already, of its guarantee of " + fmt(guar(q)) +
+                             ": what is kept is not lent)");
       // (Its own queue below its guarantee, beside siblings that borrow, takes nothing back for
       // work that would pass the guarantee: said, or a queue at 0 of its guarantee reads as
       // one whose reclaim is off, a trial found.)
@@ -3662,9 +3669,11 @@ std::string Admitter::ChargeNote(const Entry& e, int64_t charge) const {
   if (charge <= compute) return "";
   // Why, by what it asks: a trial read a fraction's reason for an exclusiveNodes charge.
   bool exclusive = false, fraction = false;
+  bool untrusted = false;
   for (const PodRequest& p : e.pods) {
     exclusive |= p.num_gpu > 0 && p.tenant >= 0 && state_.tenant(p.tenant).exclusive_nodes;
     fraction |= p.kind == DeviceKind::kFraction;
+    untrusted |= p.tenant >= 0 && state_.tenant(p.tenant).trust == TrustLevel::kUntrusted;
   }
   std::string why;
   if (exclusive)
@@ -3673,8 +3682,10 @@ std::string Admitter::ChargeNote(const Entry& e, int64_t charge) const {
         "such pods one node holds (by GPUs, CPU and memory): no other tenant may use the rest";
   if (fraction)
     why += std::string(why.empty() ? "" : "; ") +
-           "a fraction holds the larger of its compute and GPU memory share, and an untrusted "
-           "tenant's GPU what no other pod may use";
+           std::string(
+               "a fraction holds the larger of its compute and GPU memory share (of the "
+               "smallest GPU it may land on)") +
+           (untrusted ? ", and an untrusted tenant's GPU what no other pod may use" : "");
   return " (it counts as " + GpuAmount(charge) + " GPUs of quota for the " + GpuAmount(compute) +
          " of compute it asks: " + why + ")";
 }
