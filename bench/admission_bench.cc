@@ -22,9 +22,15 @@
 // preferring, by node affinity, one zone (weight 50) and the next (weight 10): it is tried on
 // its zone, then on the two, then anywhere (the preferred tiers are placed node by node); and
 // once (`soft_tainted`) with every hundredth node tainted PreferNoSchedule, so that every
-// request tries the other 99% first (one preferred tier each, placed over the classes).
-// Counters: admitted (workloads admitted by the cycle), attempts (placement attempts), and
-// fleet_pct (allocated GPUs before the cycle).
+// request tries the other 99% first (one preferred tier each, placed over the classes); and
+// once (`held`) with a leaf `org-K-hold` under each organisation, guaranteed 48 GPUs, whose
+// gang of 6 x 8 GPUs needs one leaf among the first 64 nodes (labelled pool=small, 80% full
+// like the rest): each waits within its guarantee, so every organisation's borrowers are held
+// back from the leaves that could take it and tried on the other nodes (the hold's regions,
+// Admitter::HoldRegion; at most 1,024 such tries a cycle).
+// Counters: admitted (workloads admitted by the cycle), attempts (placement attempts),
+// fleet_pct (allocated GPUs before the cycle), and for `held` gangs_waiting (of the 10, still
+// pending after the cycle: the hold was on).
 #include <benchmark/benchmark.h>
 
 #include <memory>
@@ -44,9 +50,10 @@ struct Prepared {
   std::unique_ptr<Policy> policy;
   std::unique_ptr<Admitter> cold, steady;
   double fill_pct = 0, steady_fill_pct = 0;
+  std::vector<int> held_gangs;  // (`held`) the gangs waiting within their guarantees
 };
 
-AdmissionConfig Tree(int64_t capacity_milli, bool flavoured) {
+AdmissionConfig Tree(int64_t capacity_milli, bool flavoured, bool held) {
   AdmissionConfig c;
   c.usage_half_life_s = 3600;
   int64_t each = capacity_milli / 1000 / 1000 * 1000;
@@ -57,6 +64,9 @@ AdmissionConfig Tree(int64_t capacity_milli, bool flavoured) {
   for (int o = 0; o < 10; ++o) {
     std::string org = "org-" + std::to_string(o);
     c.queues.push_back(QueueSpec{org, "", 1, {}, -1});
+    if (held)
+      c.queues.push_back(QueueSpec{
+          org + "-hold", org, 1, {{"gpu", QuotaSpec{48000, std::nullopt, std::nullopt}}}, -1});
     for (int t = 0; t < 10; ++t) {
       std::string team = org + "-team-" + std::to_string(t);
       c.queues.push_back(QueueSpec{team, org, 1, {}, -1});
@@ -84,10 +94,10 @@ std::string LeafName(int i) {
          std::to_string(i % 10);
 }
 
-enum Variant { kPlain, kFlavoured, kSelective, kTainted, kPreferring, kSoftTainted };
+enum Variant { kPlain, kFlavoured, kSelective, kTainted, kPreferring, kSoftTainted, kHeld };
 
 const Prepared& Prepare(Variant variant) {
-  static Prepared* prepared[6] = {};
+  static Prepared* prepared[7] = {};
   Prepared*& p = prepared[variant];
   if (p) return *p;
   p = [variant] {
@@ -103,6 +113,8 @@ const Prepared& Prepare(Variant variant) {
     if (variant == kSoftTainted)
       for (size_t n = 0; n < out->fleet.nodes.size(); n += 100)
         out->fleet.nodes[n].taints.push_back({"spot", "", TaintEffect::kPreferNoSchedule, ""});
+    if (variant == kHeld)
+      for (size_t n = 0; n < 64; ++n) out->fleet.nodes[n].labels["pool"] = "small";
     std::vector<Tenant> tenants = sim::SyntheticTenants();
     // Running work to 80% of the GPUs, then 50,000 more to wait.
     std::vector<Workload> running = sim::MakeSyntheticWorkloads(out->fleet, 0.8, 1);
@@ -130,7 +142,7 @@ const Prepared& Prepare(Variant variant) {
         if (auto r = probe.MakeRequest(ps, w.tenant); r.ok()) reqs.push_back(*r);
     auto policy = MakePolicy("fabrica", TypicalMix(reqs, 0.95), &probe);
     out->policy = std::move(*policy);
-    AdmissionConfig config = Tree(probe.total_gpu_milli(), flavoured);
+    AdmissionConfig config = Tree(probe.total_gpu_milli(), flavoured, variant == kHeld);
     auto created = Admitter::Create(out->fleet, tenants, config, *out->policy, 1);
     std::unique_ptr<Admitter> admitter = std::move(*created);
     int i = 0;
@@ -151,6 +163,24 @@ const Prepared& Prepare(Variant variant) {
       w.queue = QueueId(LeafName(i++ % 1000));
       (void)admitter->Submit(w, 100);
     }
+    if (variant == kHeld)
+      for (int o = 0; o < 10; ++o) {
+        Workload gang = waiting[0];
+        gang.name = WorkloadId("held-gang-" + std::to_string(o));
+        gang.queue = QueueId("org-" + std::to_string(o) + "-hold");
+        gang.gang = true;
+        gang.topology = {TopologyLevel::kLeaf, /*required=*/true};
+        PodSet ps;
+        ps.name = "main";
+        ps.count = 6;
+        ps.cpu = MilliCpu(32000);
+        ps.memory = MemoryMib(256 * 1024);
+        ps.device.kind = DeviceKind::kWhole;
+        ps.device.gpus = 8;
+        ps.nodes.labels["pool"] = "small";
+        gang.pod_sets = {ps};
+        if (auto id = admitter->Submit(gang, 99); id.ok()) out->held_gangs.push_back(*id);
+      }
     out->fill_pct =
         100.0 * admitter->state().allocated_gpu_milli() / admitter->state().total_gpu_milli();
     out->cold = std::make_unique<Admitter>(*admitter);
@@ -180,7 +210,7 @@ const Prepared& Prepare(Variant variant) {
 void BM_AdmissionCycle(benchmark::State& state, bool steady, Variant variant) {
   const Prepared& p = Prepare(variant);
   const Admitter& base = steady ? *p.steady : *p.cold;
-  int64_t admitted = 0, attempts = 0, cycles = 0;
+  int64_t admitted = 0, attempts = 0, cycles = 0, gangs_waiting = 0;
   for (auto _ : state) {
     state.PauseTiming();
     auto a = std::make_unique<Admitter>(base);
@@ -190,6 +220,7 @@ void BM_AdmissionCycle(benchmark::State& state, bool steady, Variant variant) {
     state.PauseTiming();
     admitted += static_cast<int64_t>(r.admitted.size());
     attempts += r.attempts;
+    for (int g : p.held_gangs) gangs_waiting += a->phase(g) == Phase::kPending;
     ++cycles;
     a.reset();
     state.ResumeTiming();
@@ -199,6 +230,8 @@ void BM_AdmissionCycle(benchmark::State& state, bool steady, Variant variant) {
   state.counters["queues"] = base.queue_count();
   state.counters["fleet_pct"] = steady ? p.steady_fill_pct : p.fill_pct;
   state.counters["nodes"] = static_cast<double>(p.fleet.nodes.size());
+  if (!p.held_gangs.empty())
+    state.counters["gangs_waiting"] = static_cast<double>(gangs_waiting) / cycles;
 }
 
 BENCHMARK_CAPTURE(BM_AdmissionCycle, cold, false, kPlain)
@@ -235,6 +268,12 @@ BENCHMARK_CAPTURE(BM_AdmissionCycle, cold_soft_tainted, false, kSoftTainted)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(5);
 BENCHMARK_CAPTURE(BM_AdmissionCycle, steady_soft_tainted, true, kSoftTainted)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(5);
+BENCHMARK_CAPTURE(BM_AdmissionCycle, cold_held, false, kHeld)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(5);
+BENCHMARK_CAPTURE(BM_AdmissionCycle, steady_held, true, kHeld)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(5);
 

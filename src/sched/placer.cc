@@ -691,8 +691,21 @@ GangPlacement Placer::PlaceGang(ClusterState& s, const std::vector<PodRequest>& 
       int most_in = -1;
       Rng trial = rng;  // (a copy: explaining draws nothing from the caller's sequence)
       const auto& all = s.domains(topology.level);
+      // (Each pod's own failure is not said here: explained, each would look over the fleet,
+      // per domain. Nor is a domain tried whose usable free GPUs take no pod of it.)
+      explain_ = false;
+      int64_t least_pod = 0;  // the fewest GPUs a pod of it asks (0: one asks none)
+      bool first = true;
+      for (const PodRequest& req : pods) {
+        least_pod = first ? req.total_gpu_milli() : std::min(least_pod, req.total_gpu_milli());
+        first = false;
+      }
       for (size_t d = 0; d < all.size(); ++d) {
         const std::vector<int>& domain = all[d];
+        int64_t usable_free = 0;
+        for (int n : domain)
+          if (usable(n)) usable_free += s.node_free_milli(n);
+        if (usable_free < least_pod) continue;
         std::vector<Assignment> fitted;
         for (const PodRequest& req : pods) {
           PodPlacement p = PlaceIn(s, domain, req, trial);
@@ -706,6 +719,7 @@ GangPlacement Placer::PlaceGang(ClusterState& s, const std::vector<PodRequest>& 
         }
         for (size_t i = fitted.size(); i-- > 0;) s.Release(fitted[i], pods[i]);
       }
+      explain_ = true;
       g.reason += "; at most " + std::to_string(most) + " of its " + std::to_string(pods.size()) +
                   " pods fit in one now" +
                   (most_in >= 0 ? " (" + s.domain_name(topology.level, most_in) + ")" : "");
