@@ -1722,6 +1722,13 @@ TEST_F(ApiBadInputTest, QueueWritesKeepTheTreeValidAndQueuesInUseStay) {
           "spec.wieght: unknown field (did you mean weight?); spec.weight: must be greater than "
           "zero");
   EXPECT_EQ(w_.Do("GET", Item("queues", "", "bad-values"), kAdmin, "").status, 404);
+  // ... also those read after a nested map found an unknown field.
+  json nested = QueueObject("nested-misspelt");
+  nested["spec"]["preemption"] = {{"withinQueu", "Never"}};
+  nested["spec"]["stopPolicy"] = "Paused";
+  refused("POST", queues, nested, 422,
+          "spec.preemption.withinQueu: unknown field (did you mean withinQueue?); "
+          "spec.stopPolicy: must be None, Hold or HoldAndDrain, got 'Paused'");
   // A field of the other map is said to belong there, not guessed at.
   json misplaced = QueueObject("misplaced");
   misplaced["labels"] = {{"a", "b"}};

@@ -25,11 +25,17 @@ std::string YamlMap::Path(const std::string& key) const {
 
 Status YamlMap::Error(const std::string& key, const std::string& message) const {
   // A misspelt field of a map read before is said instead: an error here is often its
-  // consequence (a field "missing" that was misspelt).
-  if (!unknown_->empty()) return Unknowns();
+  // consequence (a field "missing" that was misspelt). (Its own words are kept for Keep, which
+  // says both.)
   Doc value = node_[key];
   const Doc& n = value ? value : node_;
-  return InvalidArgument(Where(n) + ": " + Path(key) + ": " + message);
+  std::string own = Where(n) + ": " + Path(key) + ": " + message;
+  if (!unknown_->empty()) {
+    Status said = Unknowns();
+    *last_error_ = {said.message(), std::move(own)};
+    return said;
+  }
+  return InvalidArgument(own);
 }
 
 Status YamlMap::CheckIsMap() const {
@@ -182,6 +188,7 @@ YamlMap YamlMap::Child(Doc node, std::string path) const {
   YamlMap child(std::move(node), std::move(path), source_);
   child.unknown_ = unknown_;
   child.kept_ = kept_;
+  child.last_error_ = last_error_;
   child.outermost_ = false;
   return child;
 }
@@ -265,10 +272,14 @@ Status YamlMap::Finish() const {
 
 bool YamlMap::Keep(const Status& s) {
   if (s.ok()) return true;
-  // (An error Error replaced by the unknown fields is said by them.)
-  if (!unknown_->empty() && s.message() == Unknowns().message()) return false;
-  if (std::find(kept_->begin(), kept_->end(), s.message()) == kept_->end())
-    kept_->push_back(s.message());
+  std::string message = s.message();
+  // An error Error replaced by the unknown fields is kept in its own words; one that is the
+  // unknown fields (and the errors kept so far), as a child's parser returned them, is said.
+  if (!unknown_->empty() && message == last_error_->first)
+    message = last_error_->second;
+  else if (!unknown_->empty() && message == Unknowns().message())
+    return false;
+  if (std::find(kept_->begin(), kept_->end(), message) == kept_->end()) kept_->push_back(message);
   return false;
 }
 

@@ -97,8 +97,11 @@ class YamlMap {
   // The unknown fields children have found, shared by a map and every map below it; only the
   // outermost map (the one not made by Child) reports them.
   std::shared_ptr<std::vector<Unknown>> unknown_ = std::make_shared<std::vector<Unknown>>();
-  // The errors Keep kept, shared as unknown_ is.
+  // The errors Keep kept, shared as unknown_ is; and the last error Error replaced by the
+  // unknown fields: what it said, and its own words.
   std::shared_ptr<std::vector<std::string>> kept_ = std::make_shared<std::vector<std::string>>();
+  std::shared_ptr<std::pair<std::string, std::string>> last_error_ =
+      std::make_shared<std::pair<std::string, std::string>>();
   bool outermost_ = true;
 };
 

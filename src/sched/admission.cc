@@ -3154,8 +3154,14 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
       Admit(id, key, now, out);
       return true;
     }
-    if (e.min_counts != e.full_counts && e.counts == e.full_counts && TryPartial(id, key, now, out))
+    if (e.min_counts != e.full_counts && e.counts == e.full_counts &&
+        TryPartial(id, key, now, out)) {
+      Entry& started = entries_[id];
+      if (started.partial_why == "the fleet has room for no more now")
+        started.partial_why =
+            "the nodes not held for work waiting within its guarantee have room for no more now";
       return true;
+    }
     failed[off_key] = e.reason;
     held_off_ = true;
     return false;
@@ -4307,6 +4313,7 @@ void Admitter::RestoreHold(size_t regions) {
   held_nodes_of_ = 0;
   held_everywhere_ = false;
   ++held_version_;
+  reach_of_.clear();  // (of versions gone: the cap counts the live ones)
 }
 
 const std::vector<char>& Admitter::HeldNodes() {
@@ -4319,6 +4326,7 @@ const std::vector<char>& Admitter::HeldNodes() {
   }
   if (grew) {
     ++held_version_;
+    reach_of_.clear();  // (of versions gone: the cap counts the live ones)
     held_everywhere_ =
         std::all_of(held_nodes_.begin(), held_nodes_.end(), [](char held) { return held != 0; });
   }

@@ -42,7 +42,7 @@ namespace {
 // A quota of GPUs (a flavour's), or of the pods' CPU (`cpu`: cores, "500m") or memory
 // (`memory`: "4Ti"), in milli-GPUs, milli-cores or MiB.
 Result<QuotaSpec> ParseQuota(YamlMap& m, const std::string& resource) {
-  RETURN_IF_ERROR(m.CheckIsMap());
+  if (!m.Keep(m.CheckIsMap())) return m.Unknowns();  // (with what was kept before)
   // (Bounded far past any fleet, so that the tree's sums cannot overflow: a user-style review
   // passed 9223372036854775 GPUs, whose sum wrapped below its parent's. Each bound is about
   // 10^12 milli-GPUs, milli-cores or MiB, so a million queues' sum still fits; a billion GPUs,
@@ -94,7 +94,7 @@ Result<int> ParseChoice(YamlMap& m, const std::string& key, const std::vector<st
 }
 
 Result<PreemptionPolicy> ParsePreemption(YamlMap& m) {
-  RETURN_IF_ERROR(m.CheckIsMap());
+  if (!m.Keep(m.CheckIsMap())) return m.Unknowns();  // (with what was kept before)
   using P = PreemptionPolicy;
   P p;
   // The lists are in enum order. (Every bad value is said at once: Keep; the policy as a
@@ -111,7 +111,7 @@ Result<PreemptionPolicy> ParsePreemption(YamlMap& m) {
   p.reclaim_within_cohort = static_cast<P::Reclaim>(reclaim);
   if (m.Has("borrowWithinCohort")) {
     YamlMap b = m.Child("borrowWithinCohort");
-    RETURN_IF_ERROR(b.CheckIsMap());
+    if (!b.Keep(b.CheckIsMap())) return b.Unknowns();
     int borrow = 0;
     good &= b.Keep(ParseChoice(b, "policy", {"Never", "LowerPriority"}, 0), &borrow);
     p.borrow_within_cohort = static_cast<P::Borrow>(borrow);
@@ -147,11 +147,12 @@ Status ParseQueuePolicies(YamlMap& m, QueueSpec* q) {
   }
   if (m.Has("flavorFungibility")) {
     YamlMap f = m.Child("flavorFungibility");
-    RETURN_IF_ERROR(f.CheckIsMap());
-    int borrow = 0;
-    f.Keep(ParseChoice(f, "whenCanBorrow", {"Borrow", "TryNextFlavor"}, 0), &borrow);
-    q->when_can_borrow = static_cast<QueueSpec::WhenCanBorrow>(borrow);
-    RETURN_IF_ERROR(f.Finish());
+    if (f.Keep(f.CheckIsMap())) {
+      int borrow = 0;
+      f.Keep(ParseChoice(f, "whenCanBorrow", {"Borrow", "TryNextFlavor"}, 0), &borrow);
+      q->when_can_borrow = static_cast<QueueSpec::WhenCanBorrow>(borrow);
+      RETURN_IF_ERROR(f.Finish());
+    }
   }
   int64_t s = 0;
   if (m.Has("reclaimMinRuntimeSeconds") && m.Keep(m.Int("reclaimMinRuntimeSeconds"), &s)) {
@@ -165,7 +166,7 @@ Status ParseQueuePolicies(YamlMap& m, QueueSpec* q) {
 }
 
 Result<QueueSpec> ParseQueueSpec(YamlMap& m) {
-  RETURN_IF_ERROR(m.CheckIsMap());
+  if (!m.Keep(m.CheckIsMap())) return m.Unknowns();  // (with what was kept before)
   // Every bad value is said at once, after any unknown field (Keep, then Finish): a queue
   // with three mistakes is mended in one round.
   QueueSpec q;

@@ -694,10 +694,13 @@ GangPlacement Placer::PlaceGang(ClusterState& s, const std::vector<PodRequest>& 
       // (Each pod's own failure is not said here: explained, each would look over the fleet,
       // per domain. Nor is a domain tried whose usable free GPUs take no pod of it.)
       explain_ = false;
-      int64_t least_pod = 0;  // the fewest GPUs a pod of it asks (0: one asks none)
+      // (Whole GPUs only: a node's free count leaves MIG GPUs out, and a fraction sized by its
+      // memory needs less on a bigger GPU than it says.)
+      int64_t least_pod = 0;  // the fewest GPUs a pod of it asks (0: no domain is skipped)
       bool first = true;
       for (const PodRequest& req : pods) {
-        least_pod = first ? req.total_gpu_milli() : std::min(least_pod, req.total_gpu_milli());
+        const int64_t milli = req.kind == DeviceKind::kWhole ? req.total_gpu_milli() : 0;
+        least_pod = first ? milli : std::min(least_pod, milli);
         first = false;
       }
       for (size_t d = 0; d < all.size(); ++d) {

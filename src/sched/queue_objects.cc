@@ -104,19 +104,30 @@ Result<AdmissionConfig> QueueTreeFromObjects(const std::vector<json>& queues,
     return tree;
   }
   // Said of the stored objects: "queues[1].quotas..." is Queue 'name''s spec.quotas....
-  std::string message = tree.status().message();
+  // (Each of them, where several errors are said at once: YamlMap::Keep.)
+  const std::string message = tree.status().message();
   static const std::regex kAt(R"(queues\[(\d+)\](\.?))");
-  std::smatch at;
-  if (std::regex_search(message, at, kAt)) {
+  const std::string source = "stored queues: ";
+  std::string said;
+  size_t from = 0;
+  for (auto it = std::sregex_iterator(message.begin(), message.end(), kAt);
+       it != std::sregex_iterator(); ++it) {
+    const std::smatch& at = *it;
     const size_t i = std::stoul(at[1].str());
-    if (i < doc["queues"].size()) {
-      // (What came before it, the source "stored queues: ", says nothing more.)
-      message = "Queue '" + doc["queues"][i]["name"].get<std::string>() +
-                "': " + (at[2].length() ? "spec." : "spec") +
-                message.substr(at.position(0) + at.length());
-    }
+    if (i >= doc["queues"].size()) continue;
+    // (What came before the first, and the source before each, says nothing more.)
+    std::string before = from == 0
+                             ? std::string()
+                             : message.substr(from, static_cast<size_t>(at.position(0)) - from);
+    if (before.size() >= source.size() &&
+        before.compare(before.size() - source.size(), source.size(), source) == 0)
+      before.resize(before.size() - source.size());
+    said += before + "Queue '" + doc["queues"][i]["name"].get<std::string>() +
+            "': " + (at[2].length() ? "spec." : "spec");
+    from = static_cast<size_t>(at.position(0) + at.length());
   }
-  return Status(tree.status().code(), message);
+  said = from == 0 ? message : said + message.substr(from);
+  return Status(tree.status().code(), said);
 }
 
 std::set<std::string> LeafQueues(const AdmissionConfig& tree) {
