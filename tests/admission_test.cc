@@ -492,6 +492,56 @@ TEST_F(AdmissionTest, TheHoldForAGangThatNeedsOneLeafKeepsToTheLeavesThatCouldHo
   }
 }
 
+// A gang of MIG slices that needs one leaf reclaims in one: each leaf (two nodes of two H100s
+// in 3g.40gb halves, eight slices) has three of b's borrowed slices and five free, the gang
+// needs six. One of b's slices in one leaf is taken back and the gang starts there (a node's free
+// GPUs leave MIG GPUs out: placement and reclaim counted no free room in any leaf, and it waited
+// for ever).
+TEST_F(AdmissionTest, AGangOfMigSlicesThatNeedsOneLeafReclaimsInOne) {
+  Fleet fleet = Nodes(4, 2);
+  for (int n = 0; n < 4; ++n) {
+    fleet.nodes[n].leaf = n < 2 ? "leaf-1" : "leaf-2";
+    for (Device& d : fleet.nodes[n].devices) d.mig_slices = {"3g.40gb", "3g.40gb"};
+  }
+  ASSERT_TRUE(ValidateFleet(fleet).ok());
+  AdmissionConfig config;
+  config.consolidation = false;
+  Make(fleet, {Leaf("a", 4), Leaf("b", 0)}, {}, config);
+  auto slices = [](const std::string& name, const std::string& queue, int pods) {
+    Workload w = Gpus(name, queue, 1, 0, pods, /*gang=*/pods > 1);
+    w.pod_sets[0].device.kind = DeviceKind::kMig;
+    w.pod_sets[0].device.gpus = 0;
+    w.pod_sets[0].device.mig_profile = "3g.40gb";
+    return w;
+  };
+  const int64_t slice = MigSliceMilli(3);
+  std::vector<int> borrowed;
+  // b: slice 0 of GPU 0 on every node, and slice 0 of GPU 1 on n0 and n2.
+  for (auto [node, gpu] :
+       std::vector<std::pair<int, int>>{{0, 0}, {1, 0}, {0, 1}, {2, 0}, {3, 0}, {2, 1}}) {
+    Assignment a;
+    a.node = node;
+    a.devices.push_back({gpu, slice, 0, 0});
+    auto id = adm_->Restore(slices("b" + std::to_string(borrowed.size()), "b", 1), {a}, 0);
+    ASSERT_TRUE(id.ok()) << id.status().message();
+    borrowed.push_back(*id);
+  }
+  Workload gang = slices("g", "a", 6);
+  gang.topology = {TopologyLevel::kLeaf, /*required=*/true};
+  const int g = Submit(gang, 10);
+  CycleResult r = adm_->Cycle(11, 1000);
+  EXPECT_EQ(adm_->phase(g), Phase::kPending) << adm_->reason(g);
+  ASSERT_EQ(r.evicted.size(), 1u) << adm_->reason(g);
+  const int victim = r.evicted[0].victim;
+  const int victim_leaf = adm_->assignments(victim)[0].node < 2 ? 0 : 1;
+  adm_->Finish(victim, 12);
+  adm_->Cycle(13, 1000);
+  ASSERT_EQ(adm_->phase(g), Phase::kAdmitted) << adm_->reason(g);
+  const int leaf = adm_->assignments(g)[0].node < 2 ? 0 : 1;
+  for (const Assignment& a : adm_->assignments(g)) EXPECT_EQ(a.node < 2 ? 0 : 1, leaf);
+  EXPECT_EQ(victim_leaf, leaf);
+}
+
 // ... and to the GPU models that work may use: with a's H100-only work waiting for the H100s,
 // b borrows an A100, and work that may use either model borrows only an A100; work that needs
 // an H100 waits.

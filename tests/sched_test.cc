@@ -1242,6 +1242,37 @@ TEST(PlaceGang, RequiredDomainReasonCountsTheModelsItMayUse) {
       << g.reason;
 }
 
+// A gang of MIG slices that needs one leaf places there: a MIG GPU's free slices count as
+// its room (a node's free GPUs leave MIG GPUs out, so such a gang never found a leaf).
+TEST(PlaceGang, RequiredLeafGangOfMigSlicesPlaces) {
+  std::vector<Node> nodes;
+  for (const char* leaf : {"leaf-a", "leaf-b"})
+    for (int i = 0; i < 2; ++i) {
+      Node n = MigNode(std::string(leaf) + "-" + std::to_string(i), 2);
+      n.leaf = leaf;
+      nodes.push_back(n);
+    }
+  Fleet fleet = FleetOf(nodes);
+  ClusterState s(fleet);
+  auto policy = MustMakePolicy("bestfit");
+  Placer placer(*policy);
+  Rng rng(1);
+  // Six slices: a leaf holds eight (two nodes of two GPUs of two slices).
+  std::vector<PodRequest> gang(6, Req(s, Mig("3g.40gb")));
+  GangPlacement g = placer.PlaceGang(s, gang, {TopologyLevel::kLeaf, true}, rng);
+  ASSERT_EQ(g.outcome, Outcome::kPlaced) << g.reason;
+  const int leaf = s.domain_of(g.pods[0].node, TopologyLevel::kLeaf);
+  for (const Assignment& a : g.pods) EXPECT_EQ(s.domain_of(a.node, TopologyLevel::kLeaf), leaf);
+  // Two slices are left in that leaf: a second gang of six takes the other leaf.
+  GangPlacement g2 = placer.PlaceGang(s, gang, {TopologyLevel::kLeaf, true}, rng);
+  ASSERT_EQ(g2.outcome, Outcome::kPlaced) << g2.reason;
+  for (const Assignment& a : g2.pods) EXPECT_NE(s.domain_of(a.node, TopologyLevel::kLeaf), leaf);
+  // A third waits, told of the slices' room in GPUs.
+  GangPlacement g3 = placer.PlaceGang(s, gang, {TopologyLevel::kLeaf, true}, rng);
+  EXPECT_EQ(g3.outcome, Outcome::kPending);
+  EXPECT_NE(g3.reason.find("is 856m ("), std::string::npos) << g3.reason;
+}
+
 TEST(PlaceGang, RequiredLeafWithoutRoomIsPendingAndPreferredSpans) {
   Fleet fleet = TwoLeaves();
   ClusterState s(fleet);

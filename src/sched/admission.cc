@@ -4557,9 +4557,15 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
         for (const DeviceShare& d : a.devices) room += d.milli;
     return room;
   };
+  // (A node's free GPUs leave MIG GPUs out: work that takes slices counts their free slices.)
+  const bool slices = std::any_of(pods.begin(), pods.end(),
+                                  [](const PodRequest& p) { return p.kind == DeviceKind::kMig; });
+  const auto free_on = [&](int n) {
+    return state_.node_free_milli(n) + (slices ? state_.node_free_slice_milli(n) : 0);
+  };
   int64_t free = 0;
   for (int n = 0; n < state_.node_count(); ++n)
-    if (model_ok(n)) free += state_.node_free_milli(n);
+    if (model_ok(n)) free += free_on(n);
 
   std::vector<int> reclaimed;                    // of the plan being tried
   std::map<std::pair<int, int>, int64_t> taken;  // reclaimed GPUs by (queue, flavour)
@@ -4693,7 +4699,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
     if (pass == 1) {
       int64_t have = 0;
       for (int n = 0; n < state_.node_count(); ++n)
-        if (model_ok(n)) have += state_.node_free_milli(n);
+        if (model_ok(n)) have += free_on(n);
       take_cheapest(have, taken, moving_per_queue, [&](int v) {
         TrialRelease(v);
         reclaimed.push_back(v);
@@ -5672,14 +5678,16 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
         if (state_.free_cpu(n) + std::get<1>(r) < pod.cpu_milli) continue;
         if (state_.free_memory(n) + std::get<2>(r) < pod.memory_mib) continue;
         const int64_t need = need_on(n);
-        if (state_.node_free_milli(n) + std::get<3>(r) < need) continue;
+        const int64_t free_there =
+            state_.node_free_milli(n) +
+            (pod.kind == DeviceKind::kMig ? state_.node_free_slice_milli(n) : 0);
+        if (free_there + std::get<3>(r) < need) continue;
         if (pod.kind != DeviceKind::kNone &&
             (state_.node_model(n) < 0 || !(pod.model_mask >> state_.node_model(n) & 1)))
           continue;
         std::vector<std::tuple<int, int64_t, int64_t, int64_t>>& there = by_priority[n];
         std::sort(there.begin(), there.end());
-        int64_t cpu = state_.free_cpu(n), memory = state_.free_memory(n),
-                gpu = state_.node_free_milli(n);
+        int64_t cpu = state_.free_cpu(n), memory = state_.free_memory(n), gpu = free_there;
         int up_to = std::get<0>(there.back());
         for (const auto& [priority, c, m, g] : there) {
           cpu += c;
@@ -5790,8 +5798,12 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     if (!one_domain) return plan_in(cands);
     const TopologyLevel level = e.spec.topology.level;
     std::vector<int64_t> reach(state_.domains(level).size(), 0);
+    // (A node's free GPUs leave MIG GPUs out: a gang of slices counts their free slices.)
+    const bool slices = std::any_of(pods.begin(), pods.end(),
+                                    [](const PodRequest& p) { return p.kind == DeviceKind::kMig; });
     for (int n = 0; n < state_.node_count(); ++n)
-      reach[state_.domain_of(n, level)] += state_.node_free_milli(n);
+      reach[state_.domain_of(n, level)] +=
+          state_.node_free_milli(n) + (slices ? state_.node_free_slice_milli(n) : 0);
     for (const Candidate& c : cands)
       for (const Assignment& a : entries_[c.id].assign)
         for (const DeviceShare& d : a.devices) reach[state_.domain_of(a.node, level)] += d.milli;

@@ -15,6 +15,14 @@ void AppendRaw(std::string& s, T v) {
   s.append(reinterpret_cast<const char*>(&v), sizeof(v));
 }
 
+// What a slice of MIG profile `profile` ("<compute slices>g.<memory>") counts as.
+int64_t SliceMilli(const std::string& profile) {
+  DeviceRequest slice;
+  slice.kind = DeviceKind::kMig;
+  slice.mig_profile = profile;
+  return slice.TotalMilli().value();
+}
+
 }  // namespace
 
 ClusterState::ClusterState(const Fleet& fleet, const std::vector<Tenant>& tenants)
@@ -61,6 +69,7 @@ ClusterState::ClusterState(const Fleet& fleet, const std::vector<Tenant>& tenant
         if (it == mig_profiles_.end()) mig_profiles_.push_back(dev.mig_slices[k]);
         s.mig_slices[d].push_back(idx);
         ds.mig_free |= 1u << k;
+        s.free_slice_milli += SliceMilli(dev.mig_slices[k]);
         type_key += ":" + dev.mig_slices[k];
       }
       if (dev.mig_enabled()) ds.free_milli = 0;  // MIG GPUs are handed out by slice only
@@ -566,6 +575,7 @@ void ClusterState::Apply(const Assignment& a, const PodRequest& req) {
     ds.users += 1;
     if (share.mig_slice >= 0) {
       ds.mig_free &= ~(1u << share.mig_slice);
+      s.free_slice_milli -= SliceMilli(mig_profiles_[s.mig_slices[share.device][share.mig_slice]]);
       const bool untrusted =
           req.tenant >= 0 && tenants_[req.tenant].trust == TrustLevel::kUntrusted;
       ds.mig_key = untrusted ? req.tenant : kMigShared;
@@ -601,6 +611,7 @@ void ClusterState::Release(const Assignment& a, const PodRequest& req) {
     ds.users -= 1;
     if (share.mig_slice >= 0) {
       ds.mig_free |= 1u << share.mig_slice;
+      s.free_slice_milli += SliceMilli(mig_profiles_[s.mig_slices[share.device][share.mig_slice]]);
       if (ds.users == 0) ds.mig_key = -1;
     } else {
       ds.free_milli += share.milli;

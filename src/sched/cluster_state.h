@@ -129,6 +129,9 @@ class ClusterState {
   int node_type(int n) const { return nodes_[n].type; }
   int exclusive_owner(int n) const { return nodes_[n].exclusive_owner; }
   int64_t node_free_milli(int n) const { return nodes_[n].free_milli; }
+  // What the free MIG slices of node n count as (MigSliceMilli each), which node_free_milli
+  // leaves out: a gang's room in a domain counts them where it takes slices.
+  int64_t node_free_slice_milli(int n) const { return nodes_[n].free_slice_milli; }
   int node_whole_free(int n) const { return nodes_[n].whole_free; }  // unused GPUs, MIG off
   int node_pods(int n) const { return nodes_[n].pods; }
   // (tag, pods) of the GPU pods on node n: tag 0 = a fractional pod, k = a pod of k whole GPUs.
@@ -270,6 +273,7 @@ class ClusterState {
     int64_t free_cpu = 0;
     int64_t free_memory = 0;
     int64_t free_milli = 0;
+    int64_t free_slice_milli = 0;  // see node_free_slice_milli()
     int model = -1;
     int type = 0;
     int exclusive_owner = -1;

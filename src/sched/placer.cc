@@ -645,6 +645,12 @@ GangPlacement Placer::PlaceGang(ClusterState& s, const std::vector<PodRequest>& 
     return !gpu_pod ||
            (s.node_model(n) >= 0 && (gpu_pod->model_mask >> s.node_model(n) & 1) && selected(n));
   };
+  // A node's free GPUs leave MIG GPUs out; a gang that takes slices counts their free slices.
+  const bool slices = std::any_of(pods.begin(), pods.end(),
+                                  [](const PodRequest& p) { return p.kind == DeviceKind::kMig; });
+  const auto room = [&](int n) {
+    return s.node_free_milli(n) + (slices ? s.node_free_slice_milli(n) : 0);
+  };
   int64_t largest_free = 0;
   int largest_domain = -1;  // (named in the reason: a trial read two domains' numbers as one's)
   std::pair<size_t, std::string> failed{0, ""};  // the fleet-wide try's (see the reason below)
@@ -660,8 +666,8 @@ GangPlacement Placer::PlaceGang(ClusterState& s, const std::vector<PodRequest>& 
     for (size_t d = 0; d < domains.size(); ++d) {
       int64_t free = 0, usable_free = 0;
       for (int n : domains[d]) {
-        if (selected(n)) free += s.node_free_milli(n);
-        if (usable(n)) usable_free += s.node_free_milli(n);
+        if (selected(n)) free += room(n);
+        if (usable(n)) usable_free += room(n);
       }
       if (level == topology.level && (largest_domain < 0 || usable_free > largest_free)) {
         largest_free = usable_free;
@@ -707,7 +713,7 @@ GangPlacement Placer::PlaceGang(ClusterState& s, const std::vector<PodRequest>& 
         const std::vector<int>& domain = all[d];
         int64_t usable_free = 0;
         for (int n : domain)
-          if (usable(n)) usable_free += s.node_free_milli(n);
+          if (usable(n)) usable_free += room(n);
         if (usable_free < least_pod) continue;
         std::vector<Assignment> fitted;
         for (const PodRequest& req : pods) {
