@@ -492,6 +492,41 @@ TEST_F(AdmissionTest, TheHoldForAGangThatNeedsOneLeafKeepsToTheLeavesThatCouldHo
   }
 }
 
+// MIG slices are counted by profile: a gang of more 3g.40gb slices than the fleet has is refused
+// at once (a user-style trial's gang of nine, on a fleet of eight, waited for ever, first in
+// line, holding another queue's borrowers back), and so is one that needs slices and GPUs
+// without MIG in one NVLink domain where no domain has both.
+TEST_F(AdmissionTest, AGangOfMoreMigSlicesThanTheFleetHasIsInfeasible) {
+  Fleet fleet = Nodes(2, 4);
+  for (Device& d : fleet.nodes[0].devices) d.mig_slices = {"3g.40gb", "2g.20gb", "1g.10gb"};
+  ASSERT_TRUE(ValidateFleet(fleet).ok());
+  Make(fleet, {Leaf("a", 8)});
+  auto slices = [](const std::string& name, int pods, const std::string& profile) {
+    Workload w = Gpus(name, "a", 1, 0, pods, /*gang=*/true);
+    w.pod_sets[0].device.kind = DeviceKind::kMig;
+    w.pod_sets[0].device.gpus = 0;
+    w.pod_sets[0].device.mig_profile = profile;
+    return w;
+  };
+  const int five = Submit(slices("five", 5, "3g.40gb"));
+  EXPECT_EQ(adm_->phase(five), Phase::kInfeasible);
+  EXPECT_EQ(adm_->reason(five),
+            "needs 5 pods of a 3g.40gb MIG slice; the whole fleet has room for 4");
+  const int four = Submit(slices("four", 4, "3g.40gb"));
+  Workload mixed = slices("mixed", 2, "1g.10gb");
+  mixed.pod_sets.push_back(Gpus("x", "a", 1).pod_sets[0]);
+  mixed.pod_sets[1].name = "whole";
+  mixed.topology = {TopologyLevel::kNvlinkDomain, /*required=*/true};
+  const int both = Submit(mixed);
+  EXPECT_EQ(adm_->phase(both), Phase::kInfeasible);
+  EXPECT_EQ(adm_->reason(both),
+            "gang needs 284m GPUs of MIG slices (1g.10gb) and 1 GPU without MIG in one nvlink "
+            "domain; no domain has both (the most in one: 568m GPUs of such slices, 4 GPUs "
+            "without MIG) of the models its pods may use");
+  adm_->Cycle(1, 1000);
+  EXPECT_EQ(adm_->phase(four), Phase::kAdmitted) << adm_->reason(four);
+}
+
 // A gang of MIG slices that needs one leaf reclaims in one: each leaf (two nodes of two H100s
 // in 3g.40gb halves, eight slices) has three of b's borrowed slices and five free, the gang
 // needs six. One of b's slices in one leaf is taken back and the gang starts there (a node's free
@@ -2150,8 +2185,10 @@ TEST_F(AdmissionTest, ElasticGrowthLeavesOthersTheirGuarantee) {
     adm_->Cycle(37, 1000);
     EXPECT_EQ(adm_->phase(b1), Phase::kAdmitted) << adm_->reason(b1);
   }
-  {  // ... but not where whole pods would not come back to its guarantee: a guaranteed 6, pods
-     // of 4 (a shrink could take one pod of the 8 it would hold, leaving b 2 short).
+  {  // ... and where whole pods would not come back to its guarantee (a guaranteed 6, pods of
+     // 4) when the workload alone would hold more than the guarantee: a reclaim's shrink takes
+     // the pods past it back, and a is left with the one pod it held before it grew. (Before,
+     // it did not grow: a trial's 142m MIG slices stayed 14 against a guarantee of 2 for good.)
     Make(Nodes(4, 4), {Leaf("a", 6), Leaf("b", 10)});
     const int b0 = Submit(Gpus("b0", "b", 4, 0, 3), 0);
     adm_->Cycle(1, 1000);
@@ -2163,7 +2200,17 @@ TEST_F(AdmissionTest, ElasticGrowthLeavesOthersTheirGuarantee) {
     ASSERT_EQ(adm_->pod_counts(g), std::vector<int>{1}) << adm_->reason(g);
     adm_->PodsReady(g);
     adm_->Finish(b0, 4);
-    EXPECT_TRUE(adm_->Cycle(5, 1000).grown.empty()) << "it would hold 8 of a's 6";
+    EXPECT_EQ(adm_->Cycle(5, 1000).grown, std::vector<int>{g});
+    ASSERT_EQ(adm_->pod_counts(g), std::vector<int>{3});  // (all it borrows is pods past 1)
+    adm_->PodsReady(g);
+    const int b1 = Submit(Gpus("b1", "b", 2, 0, 5, /*gang=*/true), 6);  // b's 10 back
+    CycleResult cr = adm_->Cycle(7, 1000);
+    ASSERT_EQ(cr.evicted.size(), 1u) << adm_->reason(b1);
+    EXPECT_EQ(adm_->fragment_of(cr.evicted[0].victim), g);
+    EXPECT_EQ(adm_->pod_counts(g), std::vector<int>{1});
+    adm_->Terminated(cr.evicted[0].victim, 37);
+    adm_->Cycle(37, 1000);
+    EXPECT_EQ(adm_->phase(b1), Phase::kAdmitted) << adm_->reason(b1);
   }
   {  // ... and grows past it where a's other work fills a's guarantee.
     Make(Nodes(3, 4), {Leaf("a", 4), Leaf("b", 8)});
@@ -3242,6 +3289,16 @@ TEST_F(AdmissionTest, GuaranteesPastTheGpusNotInMigModeAreWarnedOf) {
             "the queue trees' guarantees of gpu add up to 5 GPUs, past the fleet's 4 that "
             "whole-GPU work is charged to gpu on (the other 4 take only its MIG slices or "
             "fractions): whole-GPU work cannot have them all at once");
+  // Flavours of MIG slices and of fractions take no whole-GPU work: within their GPUs, no
+  // warning (a trial saw one on every `get queues`: "past the fleet's 0 that whole-GPU work is
+  // charged to frac on").
+  config.flavors = {FlavorSpec{"mig", DeviceKind::kMig, {}, {}},
+                    FlavorSpec{"frac", DeviceKind::kFraction, {}, {}},
+                    FlavorSpec{"gpu", {}, {}, {}}};
+  config.queues[0].quotas = {{"mig", QuotaSpec{2000, {}, {}}}, {"frac", QuotaSpec{1000, {}, {}}}};
+  config.queues[1].quotas = {{"mig", QuotaSpec{1000, {}, {}}}, {"frac", QuotaSpec{1000, {}, {}}}};
+  MakeTree(fleet, config, {"a", "b"});
+  EXPECT_TRUE(adm_->GuaranteeWarnings().empty()) << adm_->GuaranteeWarnings().begin()->second;
 }
 
 // A GPU in the reach of two flavours (a fraction of an H100 is the catch-all's, a whole one

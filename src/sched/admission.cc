@@ -758,7 +758,8 @@ std::map<int, std::string> Admitter::GuaranteeWarnings() const {
       warning = "the queue trees' guarantees of " + flavor_name(f) + " add up to " +
                 GpuAmount(sum) + " GPUs, past the fleet's " + GpuAmount(have) +
                 ": they cannot all be met at once";
-    } else if (sum > whole[f]) {
+    } else if (sum > whole[f] && (!flavors_[f].kind || *flavors_[f].kind == DeviceKind::kWhole)) {
+      // (Not for a flavour of MIG slices or fractions: whole-GPU work is never charged to it.)
       warning = "the queue trees' guarantees of " + flavor_name(f) + " add up to " +
                 GpuAmount(sum) + " GPUs, past the fleet's " + GpuAmount(whole[f]) +
                 " that whole-GPU work is charged to " + flavor_name(f) + " on (the other " +
@@ -3753,6 +3754,7 @@ void Admitter::SetCounts(Entry& e, const std::vector<int>& counts) {
       e.memory_mib += e.set_request[i].memory_mib;
     }
   e.counts = counts;
+  e.above_min = e.counts != e.min_counts;
 }
 
 // Partial admission: when its pod sets with a minCount cannot all start, the most pods that
@@ -4110,10 +4112,18 @@ bool Admitter::Grow(int id, bool* probed) {
             e.min_counts.size() == 1
                 ? int64_t{e.counts[0] + extra_for(step)[0] - e.min_counts[0]} * pod
                 : 0;
-        const bool reclaimable_by_shrink =
-            config_.elastic_shrink && e.options.preemptible && e.options.may_shrink && pod > 0 &&
-            others <= q.guaranteed[f] && (q.guaranteed[f] - others) % pod == 0 &&
-            held + more.gpu_milli - q.guaranteed[f] <= beyond_least;
+        // (Where the gap is not a whole number of pods, a shrink may still take the pod that
+        // straddles the guarantee when the workload alone would hold more than it: a reclaim
+        // may take the pods of such a workload while its queue borrows. Its queue is then left
+        // with what it held before it grew, the most whole pods within the guarantee: a trial's
+        // 1g.10gb slices, 142m each against a guarantee of 2, stayed at 14 beside idle slices
+        // for good.)
+        const bool whole_pods_back = (q.guaranteed[f] - others) % std::max<int64_t>(pod, 1) == 0 ||
+                                     mine + more.gpu_milli > q.guaranteed[f];
+        const bool reclaimable_by_shrink = config_.elastic_shrink && e.options.preemptible &&
+                                           e.options.may_shrink && pod > 0 &&
+                                           others <= q.guaranteed[f] && whole_pods_back &&
+                                           held + more.gpu_milli - q.guaranteed[f] <= beyond_least;
         if (managed_[f] && !within_or_beyond(q.usage[f], mine, q.guaranteed[f], more.gpu_milli)) {
           // (Only where no other flavour would do, and then in this one alone: a shrink takes
           // back only pods of the flavour lent.)
@@ -5349,6 +5359,24 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     }
     return gives;
   };
+  // Whether some workload of queue q could lend (lendable above, nothing taken yet): it holds
+  // more than its guarantee of a reclaimed flavour, or of CPU or memory reclaimed in its tree.
+  // (A necessary condition, kept per queue: a scan of every running workload asks it of each.)
+  std::vector<signed char> may_lend;  // (by queue: -1 not yet known)
+  const auto queue_may_lend = [&](int q) {
+    if (may_lend.empty()) may_lend.assign(queues_.size(), -1);
+    signed char& known = may_lend[q];
+    if (known >= 0) return known == 1;
+    const QueueNode& vq = queues_[q];
+    bool lends = false;
+    for (int f = 0; f < flavor_count() && f < 64 && !lends; ++f)
+      lends = (reclaim_flavors >> f & 1) && vq.usage[f] - vq.evicting_usage[f] > vq.guaranteed[f];
+    for (int r = 0; r < 2 && !lends; ++r)
+      lends = (res_reclaim >> r & 1) && vq.root == queues_[leaf].root &&
+              (r == 0 ? vq.cpu : vq.memory) - vq.res_evicting[r] > vq.res_guaranteed[r];
+    known = lends ? 1 : 0;
+    return lends;
+  };
   // Notes what victim v takes from its queue (for `taken` above).
   const auto note_taken = [&](std::map<std::pair<int, int>, int64_t>& taken, int v) {
     const Entry& w = entries_[v];
@@ -5439,7 +5467,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
       bool other = false;
       if (!own && w.leaf != leaf &&
           (!quota_short || borrow_preempt || fair_quota || quota_reclaim)) {
-        if (takes_borrowed && priority_allows(w)) {
+        if (takes_borrowed && priority_allows(w) && queue_may_lend(w.leaf)) {
           // Only what it borrows: the victim's queue stays at or above its guarantee without it,
           // so two queues never take the same GPUs back and forth.
           // Workloads already being evicted count as gone.
@@ -5454,7 +5482,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
       }
       if (!own && !other) {
         const int budget = queues_[w.leaf].spec.disruption_budget;
-        const bool spare = config_.elastic_shrink && w.leaf != leaf && w.counts != w.min_counts &&
+        const bool spare = config_.elastic_shrink && w.leaf != leaf && w.above_min &&
                            now - w.admitted_at >= MinRuntime(v, id) &&
                            (budget < 0 || queues_[w.leaf].evicting < budget);
         // Borrowing with its pods beyond its minCount only: those may go (elastic shrink).
@@ -5873,9 +5901,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     // The elastic ones among the victims, cheapest first (few: no copy of them all).
     std::vector<Candidate> spare;
     for (const Candidate& c : cached->second.cands)
-      if (entries_[c.id].phase == Phase::kAdmitted &&
-          entries_[c.id].counts != entries_[c.id].min_counts)
-        spare.push_back(c);
+      if (entries_[c.id].phase == Phase::kAdmitted && entries_[c.id].above_min) spare.push_back(c);
     for (const Candidate& c : cached->second.spare_only) {
       if (entries_[c.id].phase != Phase::kAdmitted) continue;
       spare.push_back(c);

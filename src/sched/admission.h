@@ -545,7 +545,8 @@ class Admitter {
     // (the full counts unless it was admitted with fewer).
     std::vector<PodRequest> set_request;
     std::vector<int> full_counts, min_counts, counts;
-    bool narrowed = false;  // admitted: `pods` carry the models its quota allowed then
+    bool above_min = false;  // counts != min_counts (kept by SetCounts: victim scans read it)
+    bool narrowed = false;   // admitted: `pods` carry the models its quota allowed then
     double arrival = 0;
     double admitted_at = -1;
     // Its sizes in this run, from when (elastic growth): (time, milli-GPUs); empty: one size.

@@ -473,11 +473,12 @@ bool Placer::PlaceAllIn(ClusterState& s, const std::vector<int>* nodes,
 }
 
 bool FleetHoldsPods(const ClusterState& s, const std::vector<PodRequest>& pods, std::string* why) {
-  using Shape = std::tuple<int64_t, int64_t, int, int, int64_t, int64_t, uint64_t, const NodeSet*>;
+  using Shape =
+      std::tuple<int64_t, int64_t, int, int, int64_t, int64_t, uint64_t, const NodeSet*, int>;
   const auto shape_of = [](const PodRequest& p) {
-    return Shape{p.cpu_milli,  p.memory_mib, static_cast<int>(p.kind),
-                 p.num_gpu,    p.gpu_milli,  p.gpu_memory_mib,
-                 p.model_mask, p.nodes.get()};
+    return Shape{p.cpu_milli,  p.memory_mib,  static_cast<int>(p.kind),
+                 p.num_gpu,    p.gpu_milli,   p.gpu_memory_mib,
+                 p.model_mask, p.nodes.get(), p.mig_profile};
   };
   std::map<Shape, std::pair<int, const PodRequest*>> shapes;  // shape -> (count, a pod of it)
   for (const PodRequest& p : pods) {
@@ -487,23 +488,34 @@ bool FleetHoldsPods(const ClusterState& s, const std::vector<PodRequest>& pods, 
   }
   for (const auto& [shape, entry] : shapes) {
     const auto [count, req] = entry;
-    if (req->kind != DeviceKind::kWhole) continue;  // (fractions and slices: no bound here)
+    // (Fractions: no bound here.)
+    if (req->kind != DeviceKind::kWhole && req->kind != DeviceKind::kMig) continue;
+    const bool slice = req->kind == DeviceKind::kMig;
     int64_t places = 0;
     for (int n = 0; n < s.node_count() && places < count; ++n) {
       const Node& node = s.node(n);
       const int model = s.node_model(n);
       if (model < 0 || !(req->model_mask >> model & 1)) continue;
       if (req->nodes && !req->nodes->in[n]) continue;
-      int whole = 0;  // (a MIG-partitioned GPU takes no whole-GPU pod)
-      for (const Device& d : node.devices) whole += d.mig_enabled() ? 0 : 1;
-      const int64_t by_gpu = whole / std::max(1, req->num_gpu);
+      int64_t by_gpu = 0;
+      if (!slice) {
+        int whole = 0;  // (a MIG-partitioned GPU takes no whole-GPU pod)
+        for (const Device& d : node.devices) whole += d.mig_enabled() ? 0 : 1;
+        by_gpu = whole / std::max(1, req->num_gpu);
+      } else {
+        for (int d = 0; d < node.gpu_count(); ++d)
+          for (size_t k = 0; k < node.devices[d].mig_slices.size(); ++k)
+            by_gpu += s.mig_slice_profile(n, d, static_cast<int>(k)) == req->mig_profile;
+      }
       const int64_t by_cpu = req->cpu_milli ? node.cpu.value() / req->cpu_milli : by_gpu;
       places += std::min(by_gpu, by_cpu);
     }
     if (places < count) {
       if (why)
-        *why = "needs " + std::to_string(count) + " pods of " + std::to_string(req->num_gpu) +
-               " GPUs; " +
+        *why = "needs " + std::to_string(count) + " pods of " +
+               (slice ? "a " + s.mig_profile_name(req->mig_profile) + " MIG slice"
+                      : std::to_string(req->num_gpu) + " GPUs") +
+               "; " +
                (req->nodes ? "the nodes its " + req->nodes->said + " leaves it have"
                            : std::string("the whole fleet has")) +
                " room for " + std::to_string(places);
@@ -516,9 +528,11 @@ bool FleetHoldsPods(const ClusterState& s, const std::vector<PodRequest>& pods, 
 bool SomeDomainHolds(const ClusterState& s, const std::vector<PodRequest>& pods,
                      const TopologyConstraint& topology, std::string* why, bool by_model) {
   if (!topology.required || topology.level == TopologyLevel::kNone) return true;
-  int64_t need_milli = 0;
-  uint64_t models = 0;  // the models some pod may use
-  bool mig = false;     // some pod takes a MIG slice
+  // What its MIG slices need (of MIG GPUs' slices of the profiles they ask) and what the rest
+  // need (of GPUs without MIG), apart: the one never takes the other's GPUs.
+  int64_t need_slices = 0, need_other = 0;
+  uint64_t models = 0;    // the models some pod may use
+  uint64_t profiles = 0;  // the MIG profiles some pod asks
   // The nodes some pod's selector leaves it (every node where one has none).
   bool anywhere = false;
   std::vector<const NodeSet*> sets;
@@ -534,45 +548,80 @@ bool SomeDomainHolds(const ClusterState& s, const std::vector<PodRequest>& pods,
       if (set->in[n]) return true;
     return false;
   };
+  std::string profile_names;
   for (const PodRequest& p : pods) {
-    need_milli += p.total_gpu_milli();
     if (p.kind == DeviceKind::kNone) continue;
     models |= p.model_mask;
-    mig |= p.kind == DeviceKind::kMig;
+    if (p.kind != DeviceKind::kMig) {
+      need_other += p.total_gpu_milli();
+      continue;
+    }
+    need_slices += p.total_gpu_milli();
+    if (p.mig_profile >= 0 && p.mig_profile < 64 && !(profiles >> p.mig_profile & 1)) {
+      profiles |= uint64_t{1} << p.mig_profile;
+      profile_names += (profile_names.empty() ? "" : ", ") + s.mig_profile_name(p.mig_profile);
+    }
   }
-  // Counting every GPU of the domain some pod could use keeps a "no" a sure "never".
-  int64_t largest_milli = 0;
+  // Counting every GPU (and slice) of the domain some pod could use keeps a "no" a sure
+  // "never".
+  int64_t most_slices = 0, most_other = 0;
   bool narrowed = false;   // some domain has GPUs no pod could use
   bool off_nodes = false;  // ... or nodes no pod's selector leaves it
   for (const std::vector<int>& domain : s.domains(topology.level)) {
-    int64_t milli = 0;
+    int64_t slices = 0, other = 0;
     for (int n : domain) {
       const Node& node = s.node(n);
       if (!selected(n)) {
         off_nodes = true;
         continue;
       }
-      if (!by_model) {
-        milli += int64_t{node.gpu_count()} * kMilliPerGpu;
-        continue;
-      }
-      const bool model = s.node_model(n) >= 0 && (models >> s.node_model(n) & 1);
-      for (const Device& d : node.devices) {
-        const bool usable = model && (mig || !d.mig_enabled());
-        milli += usable ? kMilliPerGpu : 0;
-        narrowed |= !usable;
+      const bool model = !by_model || (s.node_model(n) >= 0 && (models >> s.node_model(n) & 1));
+      narrowed |= !model && node.gpu_count() > 0;
+      for (size_t d = 0; d < node.devices.size(); ++d) {
+        const Device& dev = node.devices[d];
+        if (!dev.mig_enabled()) {
+          other += model ? kMilliPerGpu : 0;
+          narrowed |= model && need_other == 0;
+          continue;
+        }
+        narrowed |= model && need_slices == 0;
+        for (size_t k = 0; k < dev.mig_slices.size(); ++k) {
+          const int profile = s.mig_slice_profile(n, static_cast<int>(d), static_cast<int>(k));
+          if (model && profile >= 0 && profile < 64 && (profiles >> profile & 1))
+            slices += MigSliceMilli(dev.mig_slices[k][0] - '0');
+        }
       }
     }
-    largest_milli = std::max(largest_milli, milli);
+    if (slices >= need_slices && other >= need_other) return true;
+    most_slices = std::max(most_slices, slices);
+    most_other = std::max(most_other, other);
   }
-  if (largest_milli >= need_milli) return true;
-  if (why)
-    *why = "gang needs " + FormatMilliGpu(MilliGpu(need_milli)) + " GPUs in one " +
-           TopologyLevelName(topology.level) + " domain; the largest has " +
-           FormatMilliGpu(MilliGpu(largest_milli)) + " GPUs in all" +
-           (narrowed ? " of the models its pods may use (a MIG-partitioned GPU only for a slice)"
-                     : "") +
-           (off_nodes ? std::string(" on the nodes its pods' node selectors leave them") : "");
+  if (why) {
+    const auto gpus = [](int64_t milli) {
+      return FormatMilliGpu(MilliGpu(milli)) + (milli == kMilliPerGpu ? " GPU" : " GPUs");
+    };
+    const std::string in_one =
+        " in one " + std::string(TopologyLevelName(topology.level)) + " domain";
+    const std::string where =
+        off_nodes ? std::string(" on the nodes its pods' node selectors leave them") : "";
+    if (need_slices == 0) {
+      *why = "gang needs " + FormatMilliGpu(MilliGpu(need_other)) + " GPUs" + in_one +
+             "; the largest has " + FormatMilliGpu(MilliGpu(most_other)) + " GPUs in all" +
+             (narrowed ? " of the models its pods may use (a MIG-partitioned GPU only for a slice)"
+                       : "") +
+             where;
+    } else {
+      const std::string slices_said = "MIG slices (" + profile_names + ")";
+      *why = "gang needs " + gpus(need_slices) + " of " + slices_said +
+             (need_other > 0 ? " and " + gpus(need_other) + " without MIG" : "") + in_one + "; ";
+      if (need_other == 0)
+        *why += "the largest has " + gpus(most_slices) + " of such slices";
+      else
+        *why += "no domain has both (the most in one: " + gpus(most_slices) + " of such slices, " +
+                gpus(most_other) + " without MIG)";
+      *why += std::string(by_model ? " of the models its pods may use" : "") + where;
+    }
+  }
   return false;
 }
 
