@@ -1742,7 +1742,8 @@ TEST_F(AdmissionTest, ElasticGrowthAddsPodsAsRoomFrees) {
     EXPECT_EQ(adm_->growth_why(*id),
               may_borrow ? "it would hold part of its queue's guarantee and borrow the rest (a "
                            "reclaim could not take the borrowed part back alone)"
-                         : "its queue's GPU quota holds no more of its pods");
+                         : "its queue's GPU quota holds no more of its pods (queue a over its "
+                           "borrowing limit for gpu: 4/3 GPUs)");
   }
 }
 
@@ -5772,6 +5773,23 @@ TEST(AdmissionConfigTest, FlavorFungibilityIsParsedAndChecked) {
             "queues[0].flavorFungibility.whenCanBorrow", "TryNextFlavor");
   ExpectBad(ParseQueues("queues:\n  - {name: a, flavorFungibility: {whenCanPreempt: Preempt}}\n"),
             "queues[0].flavorFungibility.whenCanPreempt", "unknown");
+}
+
+// A flavour's MIG profiles are checked as a workload's are (a trial's `5g.50gb` was taken, a
+// flavour no workload could ever be charged to).
+TEST(AdmissionConfigTest, AFlavoursMigProfilesMustBeOnesAGpuCanHave) {
+  ExpectBad(ParseQueues("flavors:\n  - {name: m, kind: mig, migProfiles: [1g.10gb, 5g.50gb]}\n"
+                        "queues:\n  - {name: a}\n"),
+            "migProfiles", "takes 1, 2, 3, 4 or 7");
+  AdmissionConfig config;
+  config.flavors = {FlavorSpec{"m", DeviceKind::kMig, {}, {"3g.40gb", "banana"}}};
+  QueueSpec a;
+  a.name = "a";
+  config.queues = {a};
+  const Status st = ValidateAdmissionConfig(config);
+  EXPECT_NE(st.message().find("flavors[0].migProfiles[1]: mig profile must look like"),
+            std::string::npos)
+      << st.message();
 }
 
 TEST(AdmissionConfigTest, CpuAndMemoryQuotasAreParsedInTheirUnits) {

@@ -862,7 +862,7 @@ TEST(WorkloadYaml, PriorityClassName) {
 // GPU, then Unschedulable). A workload stored by an older server still parses, whatever its
 // queue's name or profile, so that its status can still be written and its devices counted.
 TEST(WorkloadYaml, MigProfilesThatCannotExist) {
-  for (const char* bad : {"9g.99gb", "5g.40gb", "6g.70gb"})
+  for (const char* bad : {"9g.99gb", "5g.40gb", "6g.70gb", "9g.1tb"})
     EXPECT_NE(ValidateMigProfileName(bad).message().find("1, 2, 3, 4 or 7"), std::string::npos)
         << bad;
   for (const char* bad : {"3g", "3g.40", "3g.gb", "3x.40gb", "3g.40gbx"})
@@ -973,6 +973,9 @@ TEST(WorkloadYaml, TwoDeviceKindsAtOnceAreRejected) {
   ExpectInvalid(WorkloadWithDevices("{gpus: 1, gpuMilli: 500m}"),
                 {"w.yaml:5", "spec.podSets[0].devices.gpus", "give one of"});
   ExpectInvalid(WorkloadWithDevices("{gpuMilli: 500m, mig: 1g.10gb}"), {"give one of"});
+  // (Named by a field the user set: a trial's `mig` with `gpuMemory` was told of `gpus`.)
+  ExpectInvalid(WorkloadWithDevices("{mig: 1g.10gb, gpuMemory: 5Gi}"),
+                {"spec.podSets[0].devices.gpuMemory", "give one of"});
 }
 
 TEST(WorkloadYaml, WholeGpuAsFractionIsRejected) {

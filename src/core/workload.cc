@@ -71,9 +71,13 @@ Status ValidateMigProfileName(const std::string& p) {
   size_t digits = 0;
   for (size_t i = 3; i < p.size() && p[i] >= '0' && p[i] <= '9'; ++i) ++digits;
   const std::string rest = p.size() >= 3 + digits ? p.substr(3 + digits) : "";
-  if (p.size() < 3 || p[1] != 'g' || p[2] != '.' || digits == 0 || rest.rfind("gb", 0) != 0 ||
-      (rest.size() > 2 && rest[2] != '+' && rest[2] != '-'))
-    return InvalidArgument("mig profile must look like '3g.40gb', got '" + p + "'");
+  // (The compute slices first, where they read as such: '9g.1tb' is told of its 9.)
+  const bool slices_said = p.size() >= 2 && p[0] >= '0' && p[0] <= '9' && p[1] == 'g';
+  if (!slices_said || p.size() < 3 || p[2] != '.' || digits == 0 || rest.rfind("gb", 0) != 0 ||
+      (rest.size() > 2 && rest[2] != '+' && rest[2] != '-')) {
+    if (!slices_said || std::string("12347").find(p[0]) != std::string::npos)
+      return InvalidArgument("mig profile must look like '3g.40gb', got '" + p + "'");
+  }
   if (std::string("12347").find(p[0]) == std::string::npos)
     return InvalidArgument("mig profile '" + p +
                            "' takes 1, 2, 3, 4 or 7 of a GPU's 7 compute slices, not " +
@@ -245,7 +249,11 @@ Result<DeviceRequest> ParseDeviceRequest(YamlMap& m) {
   r.models = *list;
   RETURN_IF_ERROR(m.Finish());
   if ((gpus > 0) + has_fraction + has_mig > 1) {
-    return m.Error("gpus", "give one of gpus, gpuMilli/gpuMemory or mig");
+    // (Named by a field the user set: a trial's `mig` with `gpuMemory` was told of `gpus`.)
+    return m.Error(gpus > 0            ? "gpus"
+                   : m.Has("gpuMilli") ? "gpuMilli"
+                                       : "gpuMemory",
+                   "give one of gpus, gpuMilli/gpuMemory or mig");
   }
   if (gpus > 0) {
     r.kind = DeviceKind::kWhole;

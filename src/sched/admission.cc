@@ -151,6 +151,10 @@ Status ValidateAdmissionConfig(const AdmissionConfig& config) {
                              "\" is reserved for the pods' CPU and memory quotas");
     if (!f.mig_profiles.empty() && f.kind && *f.kind != DeviceKind::kMig)
       return InvalidArgument(at + ".migProfiles: only a kind: mig flavour selects MIG profiles");
+    // (A profile no workload may ask selects nothing: a trial's `5g.50gb` was taken.)
+    for (size_t k = 0; k < f.mig_profiles.size(); ++k)
+      if (Status st = ValidateMigProfileName(f.mig_profiles[k]); !st.ok())
+        return InvalidArgument(at + ".migProfiles[" + std::to_string(k) + "]: " + st.message());
   }
   if (config.flavors.empty()) flavor_index.emplace("gpu", 0);
 
@@ -4071,6 +4075,7 @@ bool Admitter::Grow(int id, bool* probed) {
   // (Why the first probe, one more pod per set, failed: what describe says. A literal: probes
   // run each cycle, and most say nothing.)
   const char* why = "";
+  std::string quota_why;  // (what `why` points to where a quota's limit is said)
   auto probe = [&](int step, std::vector<Assignment>* assign, std::vector<PodRequest>* pods) {
     SetCounts(more, extra_for(step));
     *pods = more.pods;
@@ -4083,6 +4088,7 @@ bool Admitter::Grow(int id, bool* probed) {
                             q.res_guaranteed[r], r == 0 ? more.cpu_milli : more.memory_mib))
         return false;
     why = "its queue's GPU quota holds no more of its pods";
+    quota_why.clear();
     const PodRequest* gpu_pod = FirstGpuPod(*pods);
     uint64_t allowed = ~uint64_t{0};
     if (gpu_pod) {
@@ -4090,7 +4096,15 @@ bool Admitter::Grow(int id, bool* probed) {
       bool plain = false;  // some flavour allows it as any growth
       int by_shrink = -1;  // else the first that allows it because a shrink could take it back
       for (int f : CandidateFlavors(*gpu_pod)) {
-        if (!QuotaAllows(e.leaf, f, more.gpu_milli, nullptr)) continue;
+        if (!QuotaAllows(e.leaf, f, more.gpu_milli, quota_why.empty() ? &quota_why : nullptr)) {
+          // (Which limit, of which flavour: a trial read only "its queue's GPU quota" where a
+          // borrowing limit of mig stopped it.)
+          if (!quota_why.empty() && quota_why.rfind("its queue", 0) != 0) {
+            quota_why = "its queue's GPU quota holds no more of its pods (" + quota_why + ")";
+            why = quota_why.c_str();
+          }
+          continue;
+        }
         if (Pinned(e) && NonPreemptibleOver(more, f)) continue;
         int64_t mine = 0;
         for (auto [g, milli] : e.charged)

@@ -32,6 +32,9 @@ Result<FlavorSpec> ParseFlavor(YamlMap& m) {
     ASSIGN_OR_RETURN(f.mig_profiles, m.StringList("migProfiles"));
     if (f.kind && *f.kind != DeviceKind::kMig)
       return m.Error("migProfiles", "only a kind: mig flavour selects MIG profiles");
+    for (const std::string& profile : f.mig_profiles)
+      if (Status st = ValidateMigProfileName(profile); !st.ok())
+        return m.Error("migProfiles", st.message());
   }
   RETURN_IF_ERROR(m.Finish());
   return f;

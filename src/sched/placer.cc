@@ -80,9 +80,20 @@ bool FitsSomeEmptyNode(const ClusterState& s, const PodRequest& req, std::string
     else if (model_ok == 0)
       *why =
           node + (req.nodes ? " and" : "") + " with enough CPU and memory has an allowed GPU model";
-    else if (req.kind == DeviceKind::kMig)
-      *why = node + " offers the MIG profile " + s.mig_profile_name(req.mig_profile);
-    else if (gpus_ok == 0) {
+    else if (req.kind == DeviceKind::kMig) {
+      // (Where nodes of other models offer it, said so: a trial's `models: H200` read "no node
+      // offers the MIG profile 1g.10gb" beside a node that did.)
+      bool elsewhere = false;
+      for (int n : s.type_representatives())
+        for (int d = 0; s.node_model(n) >= 0 && !(req.model_mask >> s.node_model(n) & 1) &&
+                        d < s.node(n).gpu_count() && !elsewhere;
+             ++d)
+          for (size_t k = 0; k < s.node(n).devices[d].mig_slices.size() && !elsewhere; ++k)
+            elsewhere = s.mig_slice_profile(n, d, static_cast<int>(k)) == req.mig_profile;
+      *why = node + (elsewhere ? " with a GPU of a model it allows" : "") +
+             " offers the MIG profile " + s.mig_profile_name(req.mig_profile) +
+             (elsewhere ? " (nodes of other models do)" : "");
+    } else if (gpus_ok == 0) {
       *why = node + " has " + std::to_string(req.num_gpu) + " GPUs of an allowed model";
     } else {
       *why = std::string(req.nodes ? "no GPU there" : "no GPU") + " of an allowed model has " +
