@@ -492,6 +492,42 @@ TEST_F(AdmissionTest, TheHoldForAGangThatNeedsOneLeafKeepsToTheLeavesThatCouldHo
   }
 }
 
+// A reclaim of MIG slices that waits for its victim's minimum runtime says so (a trial read only
+// "the fleet has no room", with three of the slices it needs held by a victim within it).
+TEST_F(AdmissionTest, AMigReclaimWaitingForAMinimumRuntimeSaysSo) {
+  Fleet fleet = Nodes(1, 8);
+  for (Device& d : fleet.nodes[0].devices)
+    d.mig_slices = {"3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"};
+  ASSERT_TRUE(ValidateFleet(fleet).ok());
+  Make(fleet, {Leaf("a", 2), Leaf("b", 4), Leaf("c", 2)});
+  auto slices = [](const std::string& name, const std::string& queue, int pods) {
+    Workload w = Gpus(name, queue, 1, 0, pods, /*gang=*/pods > 1);
+    w.pod_sets[0].device.kind = DeviceKind::kMig;
+    w.pod_sets[0].device.gpus = 0;
+    w.pod_sets[0].device.mig_profile = "3g.40gb";
+    return w;
+  };
+  const int a = Submit(slices("a3", "a", 3), 0);
+  SubmitOptions young;
+  young.min_runtime_s = 600;
+  const int c = Submit(slices("c5", "c", 5), 0, young);
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(adm_->phase(a), Phase::kAdmitted) << adm_->reason(a);
+  ASSERT_EQ(adm_->phase(c), Phase::kAdmitted) << adm_->reason(c);
+  adm_->PodsReady(a);
+  adm_->PodsReady(c);
+  const int b = Submit(slices("b2", "b", 2), 10);
+  CycleResult r = adm_->Cycle(11, 1000);
+  EXPECT_TRUE(r.evicted.empty());
+  EXPECT_EQ(adm_->phase(b), Phase::kPending);
+  EXPECT_NE(adm_->reason(b).find("1 possible victim is within its minimum runtime"),
+            std::string::npos)
+      << adm_->reason(b);
+  r = adm_->Cycle(602, 1000);
+  ASSERT_EQ(r.evicted.size(), 1u) << adm_->reason(b);
+  EXPECT_EQ(r.evicted[0].victim, c);
+}
+
 // MIG slices are counted by profile: a gang of more 3g.40gb slices than the fleet has is refused
 // at once (a user-style trial's gang of nine, on a fleet of eight, waited for ever, first in
 // line, holding another queue's borrowers back), and so is one that needs slices and GPUs
