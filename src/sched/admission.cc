@@ -2778,6 +2778,18 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
           continue;
         }
       }
+      // Its own queue runs work it may preempt, and without that work it would not borrow:
+      // it tries to start so, as under a borrowing limit of 0 (a trial's urgent gang waited
+      // for another queue's work beside its own queue's lower-priority work it could take).
+      if (OwnWorkKeepsItWithinGuarantee(id)) {
+        QueueNode& own = queues_[entries_[id].leaf];
+        const std::vector<std::optional<int64_t>> limits = own.borrow_limit;
+        for (std::optional<int64_t>& limit : own.borrow_limit) limit = 0;
+        ++out.attempts;
+        const bool admitted = TryAdmit(id, now, out, failed);
+        own.borrow_limit = limits;
+        if (admitted || entries_[id].nominated) continue;
+      }
       // (Said beside why it last waited, not instead: it may wait so for many cycles.)
       std::string& why = entries_[id].reason;
       // (One note, of the queue that holds it now.)
@@ -4209,6 +4221,33 @@ bool Admitter::Grow(int id, bool* probed) {
 }
 
 // Whether admitting it would take its queue above its guarantee in a managed flavour.
+bool Admitter::OwnWorkKeepsItWithinGuarantee(int id) const {
+  const Entry& e = entries_[id];
+  const QueueNode& q = queues_[e.leaf];
+  if (q.spec.preemption.within_queue == PreemptionPolicy::Within::kNever ||
+      q.running_priorities.empty() || *q.running_priorities.begin() > e.spec.priority)
+    return false;
+  const PodRequest* gpu_pod = FirstGpuPod(e.pods);
+  if (!gpu_pod) return false;
+  bool keeps = false;
+  for (int f : CandidateFlavors(*gpu_pod)) {
+    if (!managed_[f]) continue;
+    const int64_t held = q.usage[f] - q.evicting_usage[f];
+    // (Within its own queue's guarantee there already: what it would borrow is its tree's,
+    // which no work of its own queue gives back.)
+    if (held + e.gpu_milli <= q.guaranteed[f]) return false;
+    if (keeps) continue;
+    int64_t may_go = 0;  // what its own work that it may preempt holds of f
+    for (int v : q.running) {
+      const Entry& w = entries_[v];
+      if (!w.options.preemptible || w.phase != Phase::kAdmitted || !MayEvictOwn(e, w)) continue;
+      for (auto [g, milli] : w.charged) may_go += g == f ? milli : 0;
+    }
+    keeps = may_go > 0 && held - may_go + e.gpu_milli <= q.guaranteed[f];
+  }
+  return keeps;
+}
+
 bool Admitter::WouldBorrow(int id) const {
   const Entry& e = entries_[id];
   for (const PodRequest& p : e.pods) {
