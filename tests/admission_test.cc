@@ -557,8 +557,8 @@ TEST_F(AdmissionTest, AGangOfMoreMigSlicesThanTheFleetHasIsInfeasible) {
   EXPECT_EQ(adm_->phase(both), Phase::kInfeasible);
   EXPECT_EQ(adm_->reason(both),
             "gang needs 284m GPUs of MIG slices (1g.10gb) and 1 GPU without MIG in one nvlink "
-            "domain; no domain has both (the most in one: 568m GPUs of such slices, 4 GPUs "
-            "without MIG) of the models its pods may use");
+            "domain; no domain has both (the most slices in one: 568m GPUs; the most GPUs "
+            "without MIG in one: 4), counting GPUs of the models its pods may use");
   adm_->Cycle(1, 1000);
   EXPECT_EQ(adm_->phase(four), Phase::kAdmitted) << adm_->reason(four);
 }
@@ -611,41 +611,6 @@ TEST_F(AdmissionTest, AGangOfMigSlicesThatNeedsOneLeafReclaimsInOne) {
   const int leaf = adm_->assignments(g)[0].node < 2 ? 0 : 1;
   for (const Assignment& a : adm_->assignments(g)) EXPECT_EQ(a.node < 2 ? 0 : 1, leaf);
   EXPECT_EQ(victim_leaf, leaf);
-}
-
-// Held back from borrowing, work whose own queue runs lower-priority work it may preempt, and
-// that without it would stay within its queue's guarantee, preempts that work instead of
-// waiting (a trial's urgent gang waited 38 virtual minutes for another queue's work beside its
-// own queue's low-priority work). a's gang needs leaf-1 (n0-n2), where b's 8 GPUs, within b's
-// guarantee, leave it too little room; leaf-2 is a's, pinned.
-TEST_F(AdmissionTest, HeldWorkPreemptsItsOwnQueuesLowerPriorityWorkToStayWithinItsGuarantee) {
-  Fleet fleet = Nodes(5, 8);
-  for (int n = 0; n < 5; ++n) fleet.nodes[n].leaf = n < 3 ? "leaf-1" : "leaf-2";
-  AdmissionConfig config;
-  config.consolidation = false;
-  Make(fleet, {Leaf("a", 48), Leaf("b", 8)}, {}, config);
-  SubmitOptions pinned;
-  pinned.preemptible = false;
-  ASSERT_TRUE(adm_->Restore(Gpus("a0", "a", 2), OnGpus(0, {0, 1}), 0, pinned).ok());
-  for (int n : {3, 4})
-    ASSERT_TRUE(adm_->Restore(Gpus("a-" + std::to_string(n), "a", 8),
-                              OnGpus(n, {0, 1, 2, 3, 4, 5, 6, 7}), 0, pinned)
-                    .ok());
-  auto low = adm_->Restore(Gpus("b-low", "b", 8), OnGpus(1, {0, 1, 2, 3, 4, 5, 6, 7}), 0);
-  ASSERT_TRUE(low.ok());
-  Workload gang = Gpus("g", "a", 8, 0, /*pods=*/3, /*gang=*/true);
-  gang.topology = {TopologyLevel::kLeaf, /*required=*/true};
-  const int g = Submit(gang, 10);
-  const int urgent = Submit(Gpus("b-urgent", "b", 4, /*priority=*/100), 10);
-  CycleResult r = adm_->Cycle(11, 1000);
-  EXPECT_EQ(adm_->phase(g), Phase::kPending) << adm_->reason(g);
-  ASSERT_EQ(r.evicted.size(), 1u) << adm_->reason(urgent);
-  EXPECT_EQ(r.evicted[0].victim, *low);
-  EXPECT_NE(adm_->reason(urgent).find("for higher-priority work in queue b"), std::string::npos)
-      << adm_->reason(urgent);
-  adm_->Terminated(*low, 20);
-  adm_->Cycle(21, 1000);
-  EXPECT_EQ(adm_->phase(urgent), Phase::kAdmitted) << adm_->reason(urgent);
 }
 
 // ... and to the GPU models that work may use: with a's H100-only work waiting for the H100s,

@@ -2778,18 +2778,6 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
           continue;
         }
       }
-      // Its own queue runs work it may preempt, and without that work it would not borrow:
-      // it tries to start so, as under a borrowing limit of 0 (a trial's urgent gang waited
-      // for another queue's work beside its own queue's lower-priority work it could take).
-      if (OwnWorkKeepsItWithinGuarantee(id)) {
-        QueueNode& own = queues_[entries_[id].leaf];
-        const std::vector<std::optional<int64_t>> limits = own.borrow_limit;
-        for (std::optional<int64_t>& limit : own.borrow_limit) limit = 0;
-        ++out.attempts;
-        const bool admitted = TryAdmit(id, now, out, failed);
-        own.borrow_limit = limits;
-        if (admitted || entries_[id].nominated) continue;
-      }
       // (Said beside why it last waited, not instead: it may wait so for many cycles.)
       std::string& why = entries_[id].reason;
       // (One note, of the queue that holds it now.)
@@ -4221,33 +4209,6 @@ bool Admitter::Grow(int id, bool* probed) {
 }
 
 // Whether admitting it would take its queue above its guarantee in a managed flavour.
-bool Admitter::OwnWorkKeepsItWithinGuarantee(int id) const {
-  const Entry& e = entries_[id];
-  const QueueNode& q = queues_[e.leaf];
-  if (q.spec.preemption.within_queue == PreemptionPolicy::Within::kNever ||
-      q.running_priorities.empty() || *q.running_priorities.begin() > e.spec.priority)
-    return false;
-  const PodRequest* gpu_pod = FirstGpuPod(e.pods);
-  if (!gpu_pod) return false;
-  bool keeps = false;
-  for (int f : CandidateFlavors(*gpu_pod)) {
-    if (!managed_[f]) continue;
-    const int64_t held = q.usage[f] - q.evicting_usage[f];
-    // (Within its own queue's guarantee there already: what it would borrow is its tree's,
-    // which no work of its own queue gives back.)
-    if (held + e.gpu_milli <= q.guaranteed[f]) return false;
-    if (keeps) continue;
-    int64_t may_go = 0;  // what its own work that it may preempt holds of f
-    for (int v : q.running) {
-      const Entry& w = entries_[v];
-      if (!w.options.preemptible || w.phase != Phase::kAdmitted || !MayEvictOwn(e, w)) continue;
-      for (auto [g, milli] : w.charged) may_go += g == f ? milli : 0;
-    }
-    keeps = may_go > 0 && held - may_go + e.gpu_milli <= q.guaranteed[f];
-  }
-  return keeps;
-}
-
 bool Admitter::WouldBorrow(int id) const {
   const Entry& e = entries_[id];
   for (const PodRequest& p : e.pods) {
@@ -4623,8 +4584,12 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
   // (A node's free GPUs leave MIG GPUs out: work that takes slices counts their free slices.)
   const bool slices = std::any_of(pods.begin(), pods.end(),
                                   [](const PodRequest& p) { return p.kind == DeviceKind::kMig; });
+  const bool others = std::any_of(pods.begin(), pods.end(), [](const PodRequest& p) {
+    return p.kind != DeviceKind::kMig && p.kind != DeviceKind::kNone;
+  });
   const auto free_on = [&](int n) {
-    return state_.node_free_milli(n) + (slices ? state_.node_free_slice_milli(n) : 0);
+    return (others ? state_.node_free_milli(n) : 0) +
+           (slices ? state_.node_free_slice_milli(n) : 0);
   };
   int64_t free = 0;
   for (int n = 0; n < state_.node_count(); ++n)
@@ -4782,8 +4747,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
       std::vector<std::tuple<int, int, int64_t, int>> order;  // (leaving, priority, -free, node)
       for (int n = 0; n < state_.node_count(); ++n) {
         if (node_workloads_[n].empty() || no_eviction_[n] || !model_ok(n)) continue;
-        int64_t cpu = state_.free_cpu(n), mem = state_.free_memory(n),
-                gpu = state_.node_free_milli(n);
+        int64_t cpu = state_.free_cpu(n), mem = state_.free_memory(n), gpu = free_on(n);
         int leaving = 0, top = std::numeric_limits<int>::min();
         for (int v : node_workloads_[n]) {
           // Reclaimed work is already gone from the state.
@@ -5759,9 +5723,8 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
         if (state_.free_cpu(n) + std::get<1>(r) < pod.cpu_milli) continue;
         if (state_.free_memory(n) + std::get<2>(r) < pod.memory_mib) continue;
         const int64_t need = need_on(n);
-        const int64_t free_there =
-            state_.node_free_milli(n) +
-            (pod.kind == DeviceKind::kMig ? state_.node_free_slice_milli(n) : 0);
+        const int64_t free_there = pod.kind == DeviceKind::kMig ? state_.node_free_slice_milli(n)
+                                                                : state_.node_free_milli(n);
         if (free_there + std::get<3>(r) < need) continue;
         if (pod.kind != DeviceKind::kNone &&
             (state_.node_model(n) < 0 || !(pod.model_mask >> state_.node_model(n) & 1)))
@@ -5882,9 +5845,12 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     // (A node's free GPUs leave MIG GPUs out: a gang of slices counts their free slices.)
     const bool slices = std::any_of(pods.begin(), pods.end(),
                                     [](const PodRequest& p) { return p.kind == DeviceKind::kMig; });
+    const bool others = std::any_of(pods.begin(), pods.end(), [](const PodRequest& p) {
+      return p.kind != DeviceKind::kMig && p.kind != DeviceKind::kNone;
+    });
     for (int n = 0; n < state_.node_count(); ++n)
       reach[state_.domain_of(n, level)] +=
-          state_.node_free_milli(n) + (slices ? state_.node_free_slice_milli(n) : 0);
+          (others ? state_.node_free_milli(n) : 0) + (slices ? state_.node_free_slice_milli(n) : 0);
     for (const Candidate& c : cands)
       for (const Assignment& a : entries_[c.id].assign)
         for (const DeviceShare& d : a.devices) reach[state_.domain_of(a.node, level)] += d.milli;

@@ -944,10 +944,6 @@ class Admitter {
   // it is not held back.
   bool WithinOtherTree(int id) const;
   bool WouldBorrow(int id) const;
-  // Whether its queue's own running work that it may preempt (its within-queue policy) holds
-  // enough that, without it, it would stay within its queue's guarantee in a flavour it may be
-  // charged to: held back from borrowing, it tries that way.
-  bool OwnWorkKeepsItWithinGuarantee(int id) const;
   // The hold on borrowing (hold_borrowing_) keeps to where the work it is for could run: the
   // nodes one of its pods could use (CouldUse), and for a required topology only the domains
   // that could hold the GPUs it would start with were they empty. HoldRegion adds the region of

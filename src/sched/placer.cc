@@ -625,12 +625,14 @@ bool SomeDomainHolds(const ClusterState& s, const std::vector<PodRequest>& pods,
       const std::string slices_said = "MIG slices (" + profile_names + ")";
       *why = "gang needs " + gpus(need_slices) + " of " + slices_said +
              (need_other > 0 ? " and " + gpus(need_other) + " without MIG" : "") + in_one + "; ";
+      const std::string models = by_model ? ", counting GPUs of the models its pods may use" : "";
       if (need_other == 0)
-        *why += "the largest has " + gpus(most_slices) + " of such slices";
+        *why += "the largest has " + gpus(most_slices) + " of such slices" + models;
       else
-        *why += "no domain has both (the most in one: " + gpus(most_slices) + " of such slices, " +
-                gpus(most_other) + " without MIG)";
-      *why += std::string(by_model ? " of the models its pods may use" : "") + where;
+        *why += "no domain has both (the most slices in one: " + gpus(most_slices) +
+                "; the most GPUs without MIG in one: " + FormatMilliGpu(MilliGpu(most_other)) +
+                ")" + models;
+      *why += where;
     }
   }
   return false;
@@ -708,8 +710,11 @@ GangPlacement Placer::PlaceGang(ClusterState& s, const std::vector<PodRequest>& 
   // A node's free GPUs leave MIG GPUs out; a gang that takes slices counts their free slices.
   const bool slices = std::any_of(pods.begin(), pods.end(),
                                   [](const PodRequest& p) { return p.kind == DeviceKind::kMig; });
+  const bool others = std::any_of(pods.begin(), pods.end(), [](const PodRequest& p) {
+    return p.kind != DeviceKind::kMig && p.kind != DeviceKind::kNone;
+  });
   const auto room = [&](int n) {
-    return s.node_free_milli(n) + (slices ? s.node_free_slice_milli(n) : 0);
+    return (others ? s.node_free_milli(n) : 0) + (slices ? s.node_free_slice_milli(n) : 0);
   };
   int64_t largest_free = 0;
   int largest_domain = -1;  // (named in the reason: a trial read two domains' numbers as one's)
