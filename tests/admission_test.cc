@@ -83,6 +83,16 @@ Workload Fraction(const std::string& name, const std::string& queue, int64_t mil
   return w;
 }
 
+// `pods` pods of one MIG slice of `profile` each (a gang where more than one).
+Workload MigSlices(const std::string& name, const std::string& queue, int pods,
+                   const std::string& profile) {
+  Workload w = Gpus(name, queue, 1, 0, pods, /*gang=*/pods > 1);
+  w.pod_sets[0].device.kind = DeviceKind::kMig;
+  w.pod_sets[0].device.gpus = 0;
+  w.pod_sets[0].device.mig_profile = profile;
+  return w;
+}
+
 // `fleet` and one more node of `gpus` GPUs of `model` with `gib` GiB of memory each.
 Fleet WithNodeOf(Fleet fleet, const std::string& name, int gpus, const std::string& model,
                  int64_t gib) {
@@ -501,11 +511,7 @@ TEST_F(AdmissionTest, AMigReclaimWaitingForAMinimumRuntimeSaysSo) {
   ASSERT_TRUE(ValidateFleet(fleet).ok());
   Make(fleet, {Leaf("a", 2), Leaf("b", 4), Leaf("c", 2)});
   auto slices = [](const std::string& name, const std::string& queue, int pods) {
-    Workload w = Gpus(name, queue, 1, 0, pods, /*gang=*/pods > 1);
-    w.pod_sets[0].device.kind = DeviceKind::kMig;
-    w.pod_sets[0].device.gpus = 0;
-    w.pod_sets[0].device.mig_profile = "3g.40gb";
-    return w;
+    return MigSlices(name, queue, pods, "3g.40gb");
   };
   const int a = Submit(slices("a3", "a", 3), 0);
   SubmitOptions young;
@@ -538,10 +544,8 @@ TEST_F(AdmissionTest, AGangOfMoreMigSlicesThanTheFleetHasIsInfeasible) {
   ASSERT_TRUE(ValidateFleet(fleet).ok());
   Make(fleet, {Leaf("a", 8)});
   auto slices = [](const std::string& name, int pods, const std::string& profile) {
-    Workload w = Gpus(name, "a", 1, 0, pods, /*gang=*/true);
-    w.pod_sets[0].device.kind = DeviceKind::kMig;
-    w.pod_sets[0].device.gpus = 0;
-    w.pod_sets[0].device.mig_profile = profile;
+    Workload w = MigSlices(name, "a", pods, profile);
+    w.gang = true;
     return w;
   };
   const int five = Submit(slices("five", 5, "3g.40gb"));
@@ -579,11 +583,7 @@ TEST_F(AdmissionTest, AGangOfMigSlicesThatNeedsOneLeafReclaimsInOne) {
   config.consolidation = false;
   Make(fleet, {Leaf("a", 4), Leaf("b", 0)}, {}, config);
   auto slices = [](const std::string& name, const std::string& queue, int pods) {
-    Workload w = Gpus(name, queue, 1, 0, pods, /*gang=*/pods > 1);
-    w.pod_sets[0].device.kind = DeviceKind::kMig;
-    w.pod_sets[0].device.gpus = 0;
-    w.pod_sets[0].device.mig_profile = "3g.40gb";
-    return w;
+    return MigSlices(name, queue, pods, "3g.40gb");
   };
   const int64_t slice = MigSliceMilli(3);
   std::vector<int> borrowed;
