@@ -1276,6 +1276,31 @@ TEST(PlaceGang, RequiredLeafGangOfMigSlicesPlaces) {
   EXPECT_NE(g3.reason.find("is 856m ("), std::string::npos) << g3.reason;
 }
 
+// ... counting only free slices of the profiles it asks: seventeen leaves of free 1g.10gb slices
+// are no room for a gang of 3g.40gb slices (counted, they came first among the 16 leaves tried,
+// and the one leaf that could hold it was never tried).
+TEST(PlaceGang, AGangOfSlicesCountsOnlyTheProfilesItAsks) {
+  std::vector<Node> nodes;
+  for (int i = 0; i < 17; ++i) {
+    Node n = GpuNode("small-" + std::to_string(i), 1, "H100");
+    n.leaf = "leaf-" + std::to_string(i);
+    n.devices[0].mig_slices = std::vector<std::string>(7, "1g.10gb");
+    nodes.push_back(n);
+  }
+  Node big = MigNode("big", 2);  // two GPUs of two 3g.40gb slices each
+  big.leaf = "leaf-big";
+  nodes.push_back(big);
+  Fleet fleet = FleetOf(nodes);
+  ClusterState s(fleet);
+  auto policy = MustMakePolicy("bestfit");
+  Placer placer(*policy);
+  Rng rng(1);
+  std::vector<PodRequest> gang(2, Req(s, Mig("3g.40gb")));
+  GangPlacement g = placer.PlaceGang(s, gang, {TopologyLevel::kLeaf, true}, rng);
+  ASSERT_EQ(g.outcome, Outcome::kPlaced) << g.reason;
+  EXPECT_EQ(g.pods[0].node, 17);
+}
+
 TEST(PlaceGang, RequiredLeafWithoutRoomIsPendingAndPreferredSpans) {
   Fleet fleet = TwoLeaves();
   ClusterState s(fleet);

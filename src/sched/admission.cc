@@ -4582,14 +4582,13 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
     return room;
   };
   // (A node's free GPUs leave MIG GPUs out: work that takes slices counts their free slices.)
-  const bool slices = std::any_of(pods.begin(), pods.end(),
-                                  [](const PodRequest& p) { return p.kind == DeviceKind::kMig; });
+  const uint64_t slices = ClusterState::SliceProfiles(pods);
   const bool others = std::any_of(pods.begin(), pods.end(), [](const PodRequest& p) {
     return p.kind != DeviceKind::kMig && p.kind != DeviceKind::kNone;
   });
   const auto free_on = [&](int n) {
     return (others ? state_.node_free_milli(n) : 0) +
-           (slices ? state_.node_free_slice_milli(n) : 0);
+           (slices ? state_.node_free_slice_milli(n, slices) : 0);
   };
   int64_t free = 0;
   for (int n = 0; n < state_.node_count(); ++n)
@@ -5723,8 +5722,12 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
         if (state_.free_cpu(n) + std::get<1>(r) < pod.cpu_milli) continue;
         if (state_.free_memory(n) + std::get<2>(r) < pod.memory_mib) continue;
         const int64_t need = need_on(n);
-        const int64_t free_there = pod.kind == DeviceKind::kMig ? state_.node_free_slice_milli(n)
-                                                                : state_.node_free_milli(n);
+        const int64_t free_there =
+            pod.kind == DeviceKind::kMig
+                ? state_.node_free_slice_milli(n, pod.mig_profile >= 0 && pod.mig_profile < 64
+                                                      ? uint64_t{1} << pod.mig_profile
+                                                      : 0)
+                : state_.node_free_milli(n);
         if (free_there + std::get<3>(r) < need) continue;
         if (pod.kind != DeviceKind::kNone &&
             (state_.node_model(n) < 0 || !(pod.model_mask >> state_.node_model(n) & 1)))
@@ -5843,14 +5846,13 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     const TopologyLevel level = e.spec.topology.level;
     std::vector<int64_t> reach(state_.domains(level).size(), 0);
     // (A node's free GPUs leave MIG GPUs out: a gang of slices counts their free slices.)
-    const bool slices = std::any_of(pods.begin(), pods.end(),
-                                    [](const PodRequest& p) { return p.kind == DeviceKind::kMig; });
+    const uint64_t slices = ClusterState::SliceProfiles(pods);
     const bool others = std::any_of(pods.begin(), pods.end(), [](const PodRequest& p) {
       return p.kind != DeviceKind::kMig && p.kind != DeviceKind::kNone;
     });
     for (int n = 0; n < state_.node_count(); ++n)
-      reach[state_.domain_of(n, level)] +=
-          (others ? state_.node_free_milli(n) : 0) + (slices ? state_.node_free_slice_milli(n) : 0);
+      reach[state_.domain_of(n, level)] += (others ? state_.node_free_milli(n) : 0) +
+                                           (slices ? state_.node_free_slice_milli(n, slices) : 0);
     for (const Candidate& c : cands)
       for (const Assignment& a : entries_[c.id].assign)
         for (const DeviceShare& d : a.devices) reach[state_.domain_of(a.node, level)] += d.milli;

@@ -66,10 +66,12 @@ ClusterState::ClusterState(const Fleet& fleet, const std::vector<Tenant>& tenant
       for (size_t k = 0; k < dev.mig_slices.size(); ++k) {
         auto it = std::find(mig_profiles_.begin(), mig_profiles_.end(), dev.mig_slices[k]);
         int idx = static_cast<int>(it - mig_profiles_.begin());
-        if (it == mig_profiles_.end()) mig_profiles_.push_back(dev.mig_slices[k]);
+        if (it == mig_profiles_.end()) {
+          mig_profiles_.push_back(dev.mig_slices[k]);
+          mig_profile_milli_.push_back(SliceMilli(dev.mig_slices[k]));
+        }
         s.mig_slices[d].push_back(idx);
         ds.mig_free |= 1u << k;
-        s.free_slice_milli += SliceMilli(dev.mig_slices[k]);
         type_key += ":" + dev.mig_slices[k];
       }
       if (dev.mig_enabled()) ds.free_milli = 0;  // MIG GPUs are handed out by slice only
@@ -117,6 +119,26 @@ int ClusterState::MigProfileIndex(const std::string& profile) const {
 
 int ClusterState::mig_slice_profile(int n, int d, int s) const {
   return nodes_[n].mig_slices[d][s];
+}
+
+int64_t ClusterState::node_free_slice_milli(int n, uint64_t profiles) const {
+  const NodeState& s = nodes_[n];
+  int64_t milli = 0;
+  for (size_t d = 0; d < s.devices.size(); ++d)
+    for (size_t k = 0; k < s.mig_slices[d].size(); ++k) {
+      const int p = s.mig_slices[d][k];
+      if ((s.devices[d].mig_free >> k & 1) && p < 64 && (profiles >> p & 1))
+        milli += mig_profile_milli_[p];
+    }
+  return milli;
+}
+
+uint64_t ClusterState::SliceProfiles(const std::vector<PodRequest>& pods) {
+  uint64_t profiles = 0;
+  for (const PodRequest& p : pods)
+    if (p.kind == DeviceKind::kMig && p.mig_profile >= 0 && p.mig_profile < 64)
+      profiles |= uint64_t{1} << p.mig_profile;
+  return profiles;
 }
 
 int ClusterState::TenantIndex(const TenantId& t) const {
@@ -575,7 +597,6 @@ void ClusterState::Apply(const Assignment& a, const PodRequest& req) {
     ds.users += 1;
     if (share.mig_slice >= 0) {
       ds.mig_free &= ~(1u << share.mig_slice);
-      s.free_slice_milli -= SliceMilli(mig_profiles_[s.mig_slices[share.device][share.mig_slice]]);
       const bool untrusted =
           req.tenant >= 0 && tenants_[req.tenant].trust == TrustLevel::kUntrusted;
       ds.mig_key = untrusted ? req.tenant : kMigShared;
@@ -611,7 +632,6 @@ void ClusterState::Release(const Assignment& a, const PodRequest& req) {
     ds.users -= 1;
     if (share.mig_slice >= 0) {
       ds.mig_free |= 1u << share.mig_slice;
-      s.free_slice_milli += SliceMilli(mig_profiles_[s.mig_slices[share.device][share.mig_slice]]);
       if (ds.users == 0) ds.mig_key = -1;
     } else {
       ds.free_milli += share.milli;

@@ -129,9 +129,12 @@ class ClusterState {
   int node_type(int n) const { return nodes_[n].type; }
   int exclusive_owner(int n) const { return nodes_[n].exclusive_owner; }
   int64_t node_free_milli(int n) const { return nodes_[n].free_milli; }
-  // What the free MIG slices of node n count as (MigSliceMilli each), which node_free_milli
-  // leaves out: a gang's room in a domain counts them where it takes slices.
-  int64_t node_free_slice_milli(int n) const { return nodes_[n].free_slice_milli; }
+  // What the free MIG slices of node n of the profiles in `profiles` (bit p: profile p) count
+  // as (MigSliceMilli each), which node_free_milli leaves out: a gang's room in a domain counts
+  // them where it takes slices of those profiles.
+  int64_t node_free_slice_milli(int n, uint64_t profiles) const;
+  // The profiles bit mask of the MIG pods among `pods` (0: none takes a slice).
+  static uint64_t SliceProfiles(const std::vector<PodRequest>& pods);
   int node_whole_free(int n) const { return nodes_[n].whole_free; }  // unused GPUs, MIG off
   int node_pods(int n) const { return nodes_[n].pods; }
   // (tag, pods) of the GPU pods on node n: tag 0 = a fractional pod, k = a pod of k whole GPUs.
@@ -273,7 +276,6 @@ class ClusterState {
     int64_t free_cpu = 0;
     int64_t free_memory = 0;
     int64_t free_milli = 0;
-    int64_t free_slice_milli = 0;  // see node_free_slice_milli()
     int model = -1;
     int type = 0;
     int exclusive_owner = -1;
@@ -311,6 +313,7 @@ class ClusterState {
   std::unordered_map<std::string, int> domain_index_;
   std::vector<std::string> models_;
   std::vector<std::string> mig_profiles_;
+  std::vector<int64_t> mig_profile_milli_;  // by profile: what one slice of it counts as
   std::vector<NodeState> nodes_;
   std::vector<int> type_representatives_;
   int64_t total_gpu_milli_ = 0;

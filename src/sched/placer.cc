@@ -707,14 +707,14 @@ GangPlacement Placer::PlaceGang(ClusterState& s, const std::vector<PodRequest>& 
     return !gpu_pod ||
            (s.node_model(n) >= 0 && (gpu_pod->model_mask >> s.node_model(n) & 1) && selected(n));
   };
-  // A node's free GPUs leave MIG GPUs out; a gang that takes slices counts their free slices.
-  const bool slices = std::any_of(pods.begin(), pods.end(),
-                                  [](const PodRequest& p) { return p.kind == DeviceKind::kMig; });
+  // A node's free GPUs leave MIG GPUs out; a gang that takes slices counts the free slices of
+  // the profiles it asks.
+  const uint64_t slices = ClusterState::SliceProfiles(pods);
   const bool others = std::any_of(pods.begin(), pods.end(), [](const PodRequest& p) {
     return p.kind != DeviceKind::kMig && p.kind != DeviceKind::kNone;
   });
   const auto room = [&](int n) {
-    return (others ? s.node_free_milli(n) : 0) + (slices ? s.node_free_slice_milli(n) : 0);
+    return (others ? s.node_free_milli(n) : 0) + (slices ? s.node_free_slice_milli(n, slices) : 0);
   };
   int64_t largest_free = 0;
   int largest_domain = -1;  // (named in the reason: a trial read two domains' numbers as one's)
