@@ -4582,14 +4582,8 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
     return room;
   };
   // (A node's free GPUs leave MIG GPUs out: work that takes slices counts their free slices.)
-  const uint64_t slices = ClusterState::SliceProfiles(pods);
-  const bool others = std::any_of(pods.begin(), pods.end(), [](const PodRequest& p) {
-    return p.kind != DeviceKind::kMig && p.kind != DeviceKind::kNone;
-  });
-  const auto free_on = [&](int n) {
-    return (others ? state_.node_free_milli(n) : 0) +
-           (slices ? state_.node_free_slice_milli(n, slices) : 0);
-  };
+  const ClusterState::RoomKinds kinds = ClusterState::RoomKindsOf(pods);
+  const auto free_on = [&](int n) { return state_.node_free_room(n, kinds); };
   int64_t free = 0;
   for (int n = 0; n < state_.node_count(); ++n)
     if (model_ok(n)) free += free_on(n);
@@ -5846,13 +5840,9 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     const TopologyLevel level = e.spec.topology.level;
     std::vector<int64_t> reach(state_.domains(level).size(), 0);
     // (A node's free GPUs leave MIG GPUs out: a gang of slices counts their free slices.)
-    const uint64_t slices = ClusterState::SliceProfiles(pods);
-    const bool others = std::any_of(pods.begin(), pods.end(), [](const PodRequest& p) {
-      return p.kind != DeviceKind::kMig && p.kind != DeviceKind::kNone;
-    });
+    const ClusterState::RoomKinds kinds = ClusterState::RoomKindsOf(pods);
     for (int n = 0; n < state_.node_count(); ++n)
-      reach[state_.domain_of(n, level)] += (others ? state_.node_free_milli(n) : 0) +
-                                           (slices ? state_.node_free_slice_milli(n, slices) : 0);
+      reach[state_.domain_of(n, level)] += state_.node_free_room(n, kinds);
     for (const Candidate& c : cands)
       for (const Assignment& a : entries_[c.id].assign)
         for (const DeviceShare& d : a.devices) reach[state_.domain_of(a.node, level)] += d.milli;

@@ -133,12 +133,14 @@ int64_t ClusterState::node_free_slice_milli(int n, uint64_t profiles) const {
   return milli;
 }
 
-uint64_t ClusterState::SliceProfiles(const std::vector<PodRequest>& pods) {
-  uint64_t profiles = 0;
-  for (const PodRequest& p : pods)
+ClusterState::RoomKinds ClusterState::RoomKindsOf(const std::vector<PodRequest>& pods) {
+  RoomKinds kinds;
+  for (const PodRequest& p : pods) {
     if (p.kind == DeviceKind::kMig && p.mig_profile >= 0 && p.mig_profile < 64)
-      profiles |= uint64_t{1} << p.mig_profile;
-  return profiles;
+      kinds.slices |= uint64_t{1} << p.mig_profile;
+    kinds.without_mig |= p.kind == DeviceKind::kWhole || p.kind == DeviceKind::kFraction;
+  }
+  return kinds;
 }
 
 int ClusterState::TenantIndex(const TenantId& t) const {

@@ -133,8 +133,19 @@ class ClusterState {
   // as (MigSliceMilli each), which node_free_milli leaves out: a gang's room in a domain counts
   // them where it takes slices of those profiles.
   int64_t node_free_slice_milli(int n, uint64_t profiles) const;
-  // The profiles bit mask of the MIG pods among `pods` (0: none takes a slice).
-  static uint64_t SliceProfiles(const std::vector<PodRequest>& pods);
+  // What kinds of GPU room `pods` take: the MIG profiles of their slices (bit p: profile p),
+  // and whether some pod takes GPUs without MIG (whole or a fraction).
+  struct RoomKinds {
+    uint64_t slices = 0;
+    bool without_mig = false;
+  };
+  static RoomKinds RoomKindsOf(const std::vector<PodRequest>& pods);
+  // The free room of node n for work of `kinds`: its free GPUs without MIG where that work takes
+  // them, and its free slices of the profiles it asks.
+  int64_t node_free_room(int n, const RoomKinds& kinds) const {
+    return (kinds.without_mig ? node_free_milli(n) : 0) +
+           (kinds.slices ? node_free_slice_milli(n, kinds.slices) : 0);
+  }
   int node_whole_free(int n) const { return nodes_[n].whole_free; }  // unused GPUs, MIG off
   int node_pods(int n) const { return nodes_[n].pods; }
   // (tag, pods) of the GPU pods on node n: tag 0 = a fractional pod, k = a pod of k whole GPUs.

@@ -709,13 +709,8 @@ GangPlacement Placer::PlaceGang(ClusterState& s, const std::vector<PodRequest>& 
   };
   // A node's free GPUs leave MIG GPUs out; a gang that takes slices counts the free slices of
   // the profiles it asks.
-  const uint64_t slices = ClusterState::SliceProfiles(pods);
-  const bool others = std::any_of(pods.begin(), pods.end(), [](const PodRequest& p) {
-    return p.kind != DeviceKind::kMig && p.kind != DeviceKind::kNone;
-  });
-  const auto room = [&](int n) {
-    return (others ? s.node_free_milli(n) : 0) + (slices ? s.node_free_slice_milli(n, slices) : 0);
-  };
+  const ClusterState::RoomKinds kinds = ClusterState::RoomKindsOf(pods);
+  const auto room = [&](int n) { return s.node_free_room(n, kinds); };
   int64_t largest_free = 0;
   int largest_domain = -1;  // (named in the reason: a trial read two domains' numbers as one's)
   std::pair<size_t, std::string> failed{0, ""};  // the fleet-wide try's (see the reason below)
