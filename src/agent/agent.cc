@@ -416,6 +416,7 @@ Status NodeAgent::Reconcile(int64_t now) {
     if (!some_plan) some_plan = &plan;
     pods[plan.pod] = "";
   };
+  bool new_cursors = false;
   for (auto& [key, plan] : wanted) {
     const std::string wkey = plan.ns + "/" + plan.name;
     Outcome& outcome = outcomes_[wkey];
@@ -448,9 +449,13 @@ Status NodeAgent::Reconcile(int64_t now) {
       struct stat sb;
       const std::string file = launcher_->LogPath(key);
       logs_[key] = LogCursor{file, stat(file.c_str(), &sb) == 0 ? sb.st_size : 0, -1};
+      new_cursors = true;
     }
     note_started(plan);
   }
+  // Kept before the pod's output is shipped: an agent killed before that would otherwise not
+  // know the file after its restart (an ended pod is no longer the launcher's), and lose it.
+  if (new_cursors) SaveLogCursors();
   // Reported started (the server stamps when); the first pod of a Scheduled workload to start
   // anywhere makes it Running.
   for (const auto& [wkey, entry] : started) {
@@ -1079,8 +1084,9 @@ Status NodeAgent::Tick() {
     for (const PodExit& e : pending_exits_) RecordExit(e);
     pending_exits_.clear();
   }
-  note(SendOutcomes(now));
+  // Output first: a workload reported ended has its pods' output shipped as far as it went.
   note(ShipLogs());
+  note(SendOutcomes(now));
   note(DoTasks(now));
   return first;
 }

@@ -678,6 +678,27 @@ TEST_F(AgentFleetTest, ACompletedPodIsNotRunAgainAfterItsAgentRestarts) {
   }
 }
 
+// A pod that writes its output and ends while its agent is down (killed before it had shipped
+// anything of the pod's log) has that output shipped by the restarted agent, and its exit
+// reported. (The agent also keeps a new pod's log cursor from its launch, not from its first
+// shipment: one killed after it had seen the pod end but before it shipped the output lost it,
+// as CI once saw in ACompletedPodIsNotRunAgainAfterItsAgentRestarts; that window is too narrow
+// to hit on purpose from here.)
+TEST_F(AgentFleetTest, OutputOfAPodThatEndedWhileItsAgentWasDownIsShippedAfterItsRestart) {
+  const std::string go = dir_.File("go");
+  Submit("quiet", {"sh", "-c", "while [ ! -f " + go + " ]; do sleep 0.1; done; echo late"});
+  ASSERT_TRUE(WaitFor([&] { return Phase("quiet") == "Running"; }, 30s)) << Logs();
+  const std::string node = NodeOf("quiet");
+  const pid_t pid = PodPid(node, "quiet");
+  ASSERT_GT(pid, 0);
+  agents_[node].Kill(SIGKILL);
+  std::ofstream(go) << "";
+  ASSERT_TRUE(WaitFor([&] { return Gone(pid); }, 10s));  // ended while no agent ran
+  StartAgent(node);
+  ASSERT_TRUE(WaitFor([&] { return Phase("quiet") == "Succeeded"; }, 30s)) << Logs();
+  EXPECT_TRUE(WaitFor([&] { return Log("quiet") == "late\n"; }, 10s)) << Log("quiet");
+}
+
 TEST_F(AgentFleetTest, BadTaskResultsAndLogWritesAreRefusedNamingWhatIsWrong) {
   HttpClient n1(Options(tokens_["n1"]));
   auto post = [&](HttpClient& c, const std::string& path, const std::string& body) {
