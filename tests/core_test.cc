@@ -985,6 +985,14 @@ TEST(WorkloadYaml, WholeGpuAsFractionIsRejected) {
   ExpectInvalid(WorkloadWithDevices("{gpuMilli: \"1\"}"), {"devices.gpuMilli", "1000m"});
   ExpectInvalid(WorkloadWithDevices("{gpuMilli: \"0.0005\"}"), {"devices.gpuMilli", "precision"});
   ExpectInvalid(WorkloadWithDevices("{gpus: 65}"), {"devices.gpus", "between 1 and 64"});
+  // 0 GPUs is none, as in a Kubernetes limit, but not with models named (they meant nothing).
+  ExpectInvalid(WorkloadWithDevices("{gpus: -2}"), {"w.yaml:5", "devices.gpus", "negative"});
+  Result<std::vector<Workload>> none = WorkloadWithDevices("{gpus: 0}");
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_EQ(none->front().pod_sets[0].device.kind, DeviceKind::kNone);
+  ExpectInvalid(WorkloadWithDevices("{gpus: 0, models: H100}"),
+                {"devices.models", "asks for no GPU"});
+  ExpectInvalid(WorkloadWithDevices("{models: H100}"), {"devices.models", "asks for no GPU"});
   ExpectInvalid(WorkloadWithDevices("{mig: big}"), {"devices.mig", "look like"});
   ExpectInvalid(WorkloadWithDevices("{gpus: 1, models: \"A||B\"}"),
                 {"devices.models", "empty GPU model"});

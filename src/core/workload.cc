@@ -263,6 +263,11 @@ Result<DeviceRequest> ParseDeviceRequest(YamlMap& m) {
   } else if (has_mig) {
     r.kind = DeviceKind::kMig;
   }
+  if (r.kind == DeviceKind::kNone && !r.models.empty()) {
+    return m.Error("models",
+                   "names GPU models for a pod that asks for no GPU (give gpus, "
+                   "gpuMilli/gpuMemory or mig)");
+  }
   Status st = ValidateDeviceRequest(r);
   if (!st.ok())
     return m.Error(r.kind == DeviceKind::kMig     ? "mig"
