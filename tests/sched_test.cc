@@ -979,6 +979,22 @@ TEST(Placer, InfeasibleMigProfileNamesIt) {
   EXPECT_TRUE(FitsSomeEmptyNode(s, Req(s, Mig("3g.40gb")), nullptr));
 }
 
+// Nodes with no slice of the profile asked are not said to lack a free one (a trial read "10
+// lack a free 3g.40gb slice" of a fleet with two MIG nodes and eight without MIG).
+TEST(Placer, NodesWithoutTheProfileAreNotSaidToLackAFreeSlice) {
+  Fleet fleet = FleetOf({MigNode("m", 1), GpuNode("g1", 2, "H100"), GpuNode("g2", 2, "H100")});
+  ClusterState s(fleet);
+  auto policy = MustMakePolicy("bestfit");
+  Placer placer(*policy);
+  Rng rng(1);
+  for (int i = 0; i < 2; ++i)
+    ASSERT_EQ(PlaceAndApply(s, placer, Req(s, Mig("3g.40gb")), rng).outcome, Outcome::kPlaced);
+  const PodPlacement p = placer.Place(s, Req(s, Mig("3g.40gb")), rng);
+  ASSERT_EQ(p.outcome, Outcome::kPending);
+  EXPECT_NE(p.reason.find("1 lack a free 3g.40gb slice it may use"), std::string::npos) << p.reason;
+  EXPECT_NE(p.reason.find(", 2 offer no 3g.40gb slice"), std::string::npos) << p.reason;
+}
+
 TEST(Placer, TiesGoToTheLowestNodeIndex) {
   Fleet fleet = FleetOf(Nodes("n", 6, 4));
   ClusterState s(fleet);

@@ -143,6 +143,16 @@ PodPlacement Placer::Explain(const ClusterState& s, const PodRequest& req,
       if (!d.mig_enabled() && d.memory.value() >= req.gpu_memory_mib) return false;
     return true;
   };
+  // Nodes with no MIG slice of the profile a MIG pod asks, however free (they are not short of
+  // a free one: a trial read "10 lack a free 3g.40gb slice" of a fleet with two MIG nodes).
+  int no_profile = 0;
+  const auto offers_no_profile = [&](int n) {
+    if (req.kind != DeviceKind::kMig) return false;
+    for (int d = 0; d < s.node(n).gpu_count(); ++d)
+      for (size_t k = 0; k < s.node(n).devices[d].mig_slices.size(); ++k)
+        if (s.mig_slice_profile(n, d, static_cast<int>(k)) == req.mig_profile) return false;
+    return true;
+  };
   std::vector<char> usable;
   if (only) {
     usable.assign(s.node_count(), 0);
@@ -181,6 +191,8 @@ PodPlacement Placer::Explain(const ClusterState& s, const PodRequest& req,
       other_model += count;
     else if (too_small(n))
       small += count;  // (never, however free: a trial read "lack a free GPU" of idle L4s)
+    else if (offers_no_profile(n))
+      no_profile += count;
     else if (s.free_cpu(n) <= 0 && s.free_memory(n) <= 0)
       no_room += count;  // (full, or held whole: cordoned, not ready, out of service)
     else if (s.free_cpu(n) < req.cpu_milli)
@@ -229,6 +241,9 @@ PodPlacement Placer::Explain(const ClusterState& s, const PodRequest& req,
                 // (In whole GiB, rounded down: a wait's message that moved with every share
                 // that came or went would be written each time.)
                 FormatMemoryMib(MemoryMib(most_free_memory / 1024 * 1024)) + " on one)";
+  if (no_profile)
+    p.reason += ", " + std::to_string(no_profile) + " offer no " +
+                s.mig_profile_name(req.mig_profile) + " slice";
   if (small)
     p.reason += ", " + std::to_string(small) + " have GPUs with less than its " +
                 FormatMemoryMib(MemoryMib(req.gpu_memory_mib)) + " of memory";
