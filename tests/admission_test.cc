@@ -3238,6 +3238,25 @@ TEST_F(AdmissionTest, NonPreemptibleWorkDoesNotBorrow) {
       << adm_->reason(third);
 }
 
+// Higher-priority work whose own queue's lower-priority work is all non-preemptible is told so,
+// not only of the quota (a user-style trial read "queue lab has no unused h200 to lend").
+TEST_F(AdmissionTest, WorkWhoseOwnLowerPriorityWorkIsPinnedIsToldSo) {
+  Make(Nodes(1, 4), {Leaf("a", 2), Leaf("c", 2)});
+  SubmitOptions pinned;
+  pinned.preemptible = false;
+  std::vector<int> first = {Submit(Gpus("np0", "a", 1), 0, pinned),
+                            Submit(Gpus("np1", "a", 1), 0, pinned), Submit(Gpus("c0", "c", 2), 0)};
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(CountPhase(first, Phase::kAdmitted), 3);
+  const int crit = Submit(Gpus("crit", "a", 1, /*priority=*/100), 2);
+  EXPECT_TRUE(adm_->Cycle(3, 1000).evicted.empty());
+  EXPECT_EQ(adm_->phase(crit), Phase::kPending);
+  EXPECT_NE(adm_->reason(crit).find("waiting: 2 workloads of queue a that its priority could "
+                                    "preempt are not preemptible (spec.preemptible: false)"),
+            std::string::npos)
+      << adm_->reason(crit);
+}
+
 // Only non-preemptible work counts against the guarantee (KAI's rule): beside it its queue may
 // borrow with preemptible work, which a reclaim takes back — never the non-preemptible (a
 // user-style review saw urgent non-preemptible work refused because preemptible work of its
@@ -4546,6 +4565,41 @@ TEST_F(AdmissionTest, ABorrowerHeldBackNamesTheQueueItWaitsFor) {
                                     "guarantee waits for room: what frees goes to that first"),
             std::string::npos)
       << adm_->reason(more);
+}
+
+// A borrower held back for another queue's work within its guarantee still takes the room of its
+// own queue's lower-priority work, as a swap: its queue holds no more than before, so the
+// waiting queue loses nothing (a user-style trial: critical work of a borrowing queue waited
+// behind its own low-priority work for as long as work of a queue that never reclaims was
+// tried each cycle, and held the room that freed).
+TEST_F(AdmissionTest, AHeldBorrowerStillSwapsOutItsOwnQueuesLowerPriorityWork) {
+  QueueSpec c = Leaf("c", 2);
+  c.preemption.reclaim_within_cohort = PreemptionPolicy::Reclaim::kNever;
+  Make(Nodes(2, 4), {Leaf("a", 4), Leaf("b", 2), c});
+  std::vector<int> first;
+  for (int i = 0; i < 6; ++i) first.push_back(Submit(Gpus("a-low" + std::to_string(i), "a", 1)));
+  for (int i = 0; i < 2; ++i) first.push_back(Submit(Gpus("b" + std::to_string(i), "b", 1)));
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(CountPhase(first, Phase::kAdmitted), 8) << adm_->reason(first.back());
+  // c's work, within its guarantee, finds no room and takes none back: room is held for it in
+  // the cycle a's critical work comes.
+  const int waits = Submit(Gpus("c0", "c", 1), 2);
+  const int crit = Submit(Gpus("crit", "a", 1, /*priority=*/100), 2);
+  const CycleResult r = adm_->Cycle(3, 1000);
+  EXPECT_EQ(adm_->phase(waits), Phase::kPending);
+  ASSERT_EQ(r.evicted.size(), 1u) << adm_->reason(crit);
+  EXPECT_EQ(adm_->queue_of(r.evicted[0].victim), adm_->QueueIndex("a"));
+  EXPECT_NE(adm_->reason(crit).find("for higher-priority work in queue a"), std::string::npos)
+      << adm_->reason(crit);
+  adm_->Terminated(r.evicted[0].victim, 20);
+  adm_->Cycle(21, 1000);
+  EXPECT_EQ(adm_->phase(crit), Phase::kAdmitted) << adm_->reason(crit);
+  EXPECT_EQ(adm_->phase(waits), Phase::kPending);
+  EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 6000);
+  // Work of its own priority swaps nothing out, and still waits for the held room.
+  const int peer = Submit(Gpus("peer", "a", 1), 22);
+  EXPECT_TRUE(adm_->Cycle(23, 1000).evicted.empty());
+  EXPECT_EQ(adm_->phase(peer), Phase::kPending);
 }
 
 // Work its quota refuses whatever frees says so while another tree's work within its guarantee

@@ -2760,7 +2760,7 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
             said = quota_refusals.emplace(key, std::move(quota_why)).first;
           }
           if (!said->second.empty()) {
-            entries_[id].reason = said->second;
+            if (!HeldSwap(id, now, out)) entries_[id].reason = said->second;
             if (strict) hold_back();
             continue;
           }
@@ -2777,6 +2777,11 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
           if (!admitted && strict) hold_back();
           continue;
         }
+      }
+      // Its own queue's lower-priority work may still make way for it (HeldSwap).
+      if (HeldSwap(id, now, out)) {
+        if (strict) hold_back();
+        continue;
       }
       // (Said beside why it last waited, not instead: it may wait so for many cycles.)
       std::string& why = entries_[id].reason;
@@ -5140,7 +5145,7 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
     const auto allows = [&] {
       auto it = taken.find({at, f});
       const int64_t freed = it == taken.end() ? 0 : it->second;
-      return QuotaAllows(e.leaf, f, e.gpu_milli - freed, nullptr) ||
+      return (held_swap_ < 0 && QuotaAllows(e.leaf, f, e.gpu_milli - freed, nullptr)) ||
              (!scope.quota_reclaim && SwapAllows(e, f, e.gpu_milli, freed));
     };
     std::vector<int> order = elastic;
@@ -5271,6 +5276,12 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   // Its queue's CPU or memory quota refuses it: only its own lower-priority work may give it
   // back (a refusal means past its guarantee: nothing is reclaimed or borrowed for CPU or memory
   // then).
+  // A held borrower's swap (HeldSwap): short, as it were, of what its queue holds of the flavour.
+  if (held_swap_ >= 0) {
+    quota_short = true;
+    quota_flavor = held_swap_;
+    quota_blocker = leaf;
+  }
   const bool cpu_short = !ResourceAllows(leaf, 0, e.cpu_milli, nullptr);
   const bool memory_short = !ResourceAllows(leaf, 1, e.memory_mib, nullptr);
   const bool res_short = cpu_short || memory_short;
@@ -5301,6 +5312,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   if (quota_reclaim) {
     reclaim_flavors = uint64_t{1} << quota_flavor;
   } else if (quota_short && !res_short && quota_flavor >= 0 && quota_flavor < 64 &&
+             held_swap_ < 0 &&
              policy.borrow_within_cohort == PreemptionPolicy::Borrow::kLowerPriority) {
     reclaim_flavors = uint64_t{1} << quota_flavor;
     borrow_preempt = true;
@@ -5322,7 +5334,8 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   // (Best-effort work — the built-in unqueued — takes what is idle, no one's share.)
   const bool fair_share = config_.fair_share_preemption && !queues_[leaf].spec.best_effort &&
                           !queues_[leaf].spec.no_fair_share;
-  const bool fair_quota = quota_short && !res_short && quota_flavor >= 0 && fair_share;
+  const bool fair_quota =
+      quota_short && !res_short && quota_flavor >= 0 && fair_share && held_swap_ < 0;
   // CPU and memory its queue is guaranteed and others of its tree borrow (not while it borrows
   // GPUs, or is short of quota).
   const unsigned res_reclaim = quota_short || borrow_preempt ? 0 : ResourceReclaims(id);
@@ -5434,7 +5447,8 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
       quota_short,
       borrow_preempt || fair_quota,  // (never both: ValidateAdmissionConfig)
       config_.fair_share_preemption ? my_share : 0.0,
-      policy.within_queue == PreemptionPolicy::Within::kLowerOrNewerEqualPriority ? e.arrival : 0};
+      policy.within_queue == PreemptionPolicy::Within::kLowerOrNewerEqualPriority ? e.arrival : 0,
+      held_swap_ >= 0};
   // Lower priority first, then the fewest GPU-seconds lost, then the newest.
   auto cheaper = [&](const Candidate& a, const Candidate& b) {
     const Entry& x = entries_[a.id];
@@ -5470,9 +5484,14 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
       }
       pool.insert(pool.end(), queues_[q].running.begin(), queues_[q].running.end());
     }
+    int pinned = 0;
     for (int v : pool) {
       const Entry& w = entries_[v];
-      if (v == id || !w.options.preemptible) continue;
+      if (v == id) continue;
+      if (!w.options.preemptible) {
+        if (w.leaf == leaf && MayEvictOwn(e, w)) ++pinned;
+        continue;
+      }
       bool own = w.leaf == leaf && MayEvictOwn(e, w);
       bool other = false;
       if (!own && w.leaf != leaf &&
@@ -5526,18 +5545,22 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     std::sort(cands.begin(), cands.end(), cheaper);
     std::sort(spare_only.begin(), spare_only.end(), cheaper);
     std::sort(spent.begin(), spent.end(), cheaper);
-    victim_cache_[cache_key] =
-        VictimList{cands, in_min_runtime, budget_block, later, spare_only, spent, spare_fair};
+    victim_cache_[cache_key] = VictimList{cands,      in_min_runtime, budget_block, later,
+                                          spare_only, spent,          spare_fair,   pinned};
     cached = victim_cache_.find(cache_key);
   }
   int in_min_runtime = cached->second.in_min_runtime;
   std::string budget_block = cached->second.budget_block;
   // (One shrunk this cycle may shrink again, not go whole: the server writes its marks
   // together, and one decision of each other kind per workload and cycle.)
+  // (A held borrower's swap takes its own queue's work only.)
+  const auto may_take = [&](const Candidate& c) {
+    return entries_[c.id].phase == Phase::kAdmitted &&
+           (held_swap_ < 0 || entries_[c.id].leaf == leaf);
+  };
   std::vector<Candidate> cands;
   for (const Candidate& c : cached->second.cands)
-    if (entries_[c.id].phase == Phase::kAdmitted && entries_[c.id].shrunk_at != now_)
-      cands.push_back(c);
+    if (may_take(c) && entries_[c.id].shrunk_at != now_) cands.push_back(c);
   auto waiting_reason = [&]() {
     std::string r = e.reason.substr(0, e.reason.find("; waiting:"));
     if (in_min_runtime) {
@@ -5563,6 +5586,11 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
              (first - now_ < 60 ? "" : "about ") + in + ")";
       }
     }
+    if (const int pinned = cached->second.pinned;
+        pinned > 0 && cands.empty() && in_min_runtime == 0 && budget_block.empty())
+      r += "; waiting: " + std::to_string(pinned) + (pinned == 1 ? " workload" : " workloads") +
+           " of queue " + queues_[leaf].spec.name + " that its priority could preempt " +
+           (pinned == 1 ? "is" : "are") + " not preemptible (spec.preemptible: false)";
     if (!budget_block.empty()) {
       // (A budget of 0 frees nothing by itself: it says who must raise it.)
       const int q = QueueIndex(budget_block);
@@ -5614,7 +5642,8 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     // the quota is tried, so that a lender's queue keeps its own guarantee.
     // (CPU and memory short too: then its own work only, which is under any blocker.)
     const auto quota_allows = [&](int* blocker) {
-      if (quota_flavor >= 0 && !QuotaAllows(leaf, quota_flavor, e.gpu_milli, nullptr, blocker) &&
+      if (quota_flavor >= 0 &&
+          (held_swap_ >= 0 || !QuotaAllows(leaf, quota_flavor, e.gpu_milli, nullptr, blocker)) &&
           !SwapAllows(e, quota_flavor, e.gpu_milli))
         return false;
       return !res_short || ResourcesAllow(e, nullptr);
@@ -5866,7 +5895,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     e.victims_ready_at = -1;
     std::vector<Candidate> young;
     for (const Candidate& c : cached->second.later)
-      if (entries_[c.id].phase == Phase::kAdmitted) young.push_back(c);
+      if (may_take(c)) young.push_back(c);
     if (young.empty()) return;
     all.insert(all.end(), young.begin(), young.end());
     std::sort(all.begin(), all.end(), cheaper);
@@ -5912,14 +5941,14 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     // The elastic ones among the victims, cheapest first (few: no copy of them all).
     std::vector<Candidate> spare;
     for (const Candidate& c : cached->second.cands)
-      if (entries_[c.id].phase == Phase::kAdmitted && entries_[c.id].above_min) spare.push_back(c);
+      if (may_take(c) && entries_[c.id].above_min) spare.push_back(c);
     for (const Candidate& c : cached->second.spare_only) {
-      if (entries_[c.id].phase != Phase::kAdmitted) continue;
+      if (!may_take(c)) continue;
       spare.push_back(c);
       scope.must_lend.insert(c.id);
     }
     for (const Candidate& c : cached->second.spare_fair)
-      if (entries_[c.id].phase == Phase::kAdmitted) spare.push_back(c);
+      if (may_take(c)) spare.push_back(c);
     // A pod taken from work that is not a gang loses its run (it runs again later), where a
     // gang's ranks run on: such work gives pods only while one of them costs no more than the
     // cheapest whole victim (fewer GPU-seconds lost than evicting it whole, in any case).
@@ -5972,8 +6001,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   std::vector<Candidate> spent;
   if (!planned && e.continuing)
     for (const Candidate& c : cached->second.spent)
-      if (entries_[c.id].phase == Phase::kAdmitted && entries_[c.id].shrunk_at != now_)
-        spent.push_back(c);
+      if (may_take(c) && entries_[c.id].shrunk_at != now_) spent.push_back(c);
   if (!planned && (budget_refused || !spent.empty())) {
     ignore_budget = true;
     std::vector<Candidate> all = cands;
@@ -6092,6 +6120,43 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     e.reason += "; " + std::to_string(budget_later) +
                 " more to go as the disruption budget of queue " + budget_block + " allows";
   return true;
+}
+
+bool Admitter::HeldSwap(int id, double now, CycleResult& out) {
+  const Entry& e = entries_[id];
+  if (!config_.preemption || e.nominated || !OwnMayGo(id)) return false;
+  const PodRequest* gpu_pod = FirstGpuPod(e.pods);
+  if (!gpu_pod) return false;
+  // The flavour its queue holds work in that it may use: what its own work there gives back
+  // is what it takes. (Work of an unmanaged flavour is charged nothing: never held.)
+  int flavor = -1;
+  for (int f : CandidateFlavors(*gpu_pod))
+    if (managed_[f] && queues_[e.leaf].usage[f] > 0) {
+      flavor = f;
+      break;
+    }
+  if (flavor < 0 || !TakeSearch(id)) return false;
+  const uint64_t models = FlavorModels(flavor, *gpu_pod);
+  std::vector<PodRequest> masked = e.pods;
+  for (PodRequest& p : masked)
+    if (p.kind != DeviceKind::kNone) p.model_mask &= models;
+  // (What a failed search says of victims is not why it waits: the hold is. Kept as it was.)
+  const std::string reason = e.reason;
+  const double ready_at = e.victims_ready_at, min_runtime = e.victims_min_runtime;
+  const bool budget_blocked = e.budget_blocked, waits_on_time = e.waits_on_time;
+  held_swap_ = flavor;
+  const bool started = Preempt(id, masked, models, now, out);
+  held_swap_ = -1;
+  if (!started) {
+    Entry& w = entries_[id];  // (Preempt may add entries: an elastic victim's fragment)
+    w.reason = reason;
+    w.victims_ready_at = ready_at;
+    w.victims_min_runtime = min_runtime;
+    w.budget_blocked = budget_blocked;
+    w.waits_on_time = waits_on_time;
+    w.swap_flavor = -1;
+  }
+  return started;
 }
 
 bool Admitter::EvictOrTakeBack(int victim, int preemptor, const std::string& reason,

@@ -1065,6 +1065,15 @@ class Admitter {
   int Split(int v, const std::vector<int>& cut);
   bool Preempt(int id, const std::vector<PodRequest>& pods, uint64_t allowed_models, double now,
                CycleResult& out);
+  // A borrower held back for work waiting within a guarantee (the cycle's hold) may still take
+  // the room of its own queue's lower-priority work, as a swap: Preempt with held_swap_ set
+  // evicts only that work, and only while its queue then holds no more of the flavour than
+  // before (SwapAllows), so nothing the hold keeps for others is taken. (Kueue preempts
+  // within a ClusterQueue whatever its cohort waits for; a user-style trial saw critical
+  // work wait behind its own queue's low-priority work for as long as another queue's work
+  // waited, even work that could never start.) True if victims were chosen; else its reason is
+  // left as it was.
+  bool HeldSwap(int id, double now, CycleResult& out);
   void Charge(int id, int sign);
   void CountEvicting(int id, int sign);  // its queue's evicting count and GPUs, per flavour too
   void Hold(int id);
@@ -1174,10 +1183,14 @@ class Admitter {
     // queue's share would fall below the preemptor's) whose pods beyond their minCount may be,
     // as many as keep it at or above (Shrink's fair-share check, pod by pod).
     std::vector<Candidate> spare_fair;
+    // Work of its own queue its priority would let go but that is not preemptible (said when
+    // nothing else makes way: a trial's critical work read only of quota).
+    int pinned = 0;
   };
   // Who asks: leaf, priority, flavours taken back, CPU or memory taken back, quota short,
-  // borrowing, size (fair-share preemption), arrival (LowerOrNewerEqualPriority).
-  using VictimKey = std::tuple<int, int, uint64_t, unsigned, bool, bool, double, double>;
+  // borrowing, size (fair-share preemption), arrival (LowerOrNewerEqualPriority), a held
+  // borrower's swap (HeldSwap).
+  using VictimKey = std::tuple<int, int, uint64_t, unsigned, bool, bool, double, double, bool>;
   std::map<VictimKey, VictimList> victim_cache_;    // this cycle
   std::vector<int> preempt_tried_, reclaim_tried_;  // searches per queue, this cycle
   std::vector<bool> no_eviction_;                   // by node, see ExcludeFromEviction
@@ -1205,6 +1218,7 @@ class Admitter {
   int off_held_left_ = 0;
   bool off_held_ = false;           // TryAdmit: the attempt keeps off the held nodes (KeepOffHeld)
   bool held_off_ = false;           // ... and found no room elsewhere (or its quota refused it)
+  int held_swap_ = -1;              // Preempt for HeldSwap: the flavour of the swap; -1: not one
   std::set<int> reservations_;      // entries reserving (Entry::reserving)
   int64_t workloads_reserved_ = 0;  // workloads that ever reserved (workloads_reserved())
   int64_t workloads_backfilled_ = 0;         // see workloads_backfilled()
