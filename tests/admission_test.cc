@@ -4602,6 +4602,26 @@ TEST_F(AdmissionTest, AHeldBorrowerStillSwapsOutItsOwnQueuesLowerPriorityWork) {
   EXPECT_EQ(adm_->phase(peer), Phase::kPending);
 }
 
+// A held swap is all its victims at once or none: its queue's disruption budget letting only
+// some go now, the rest later, it would start once the first had stopped and its queue would
+// hold more than before (a review: the free GPU the hold kept went to it).
+TEST_F(AdmissionTest, AHeldSwapThatTheDisruptionBudgetWouldSplitWaits) {
+  QueueSpec c = Leaf("c", 4);
+  c.preemption.reclaim_within_cohort = PreemptionPolicy::Reclaim::kNever;
+  Make(Nodes(2, 4), {Leaf("a", 4, std::nullopt, std::nullopt, /*budget=*/1), Leaf("b", 2), c});
+  std::vector<int> low;
+  for (int i = 0; i < 7; ++i) low.push_back(Submit(Gpus("a-low" + std::to_string(i), "a", 1)));
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(CountPhase(low, Phase::kAdmitted), 7);
+  // c's 2-GPU pod finds no node with 2 free (one GPU is): room is held for it.
+  const int waits = Submit(Gpus("c0", "c", 2), 2);
+  const int crit = Submit(Gpus("crit", "a", 2, /*priority=*/100), 2);
+  EXPECT_TRUE(adm_->Cycle(3, 1000).evicted.empty()) << adm_->reason(crit);
+  EXPECT_EQ(adm_->phase(crit), Phase::kPending);
+  EXPECT_EQ(adm_->phase(waits), Phase::kPending);
+  EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 7000);
+}
+
 // Work its quota refuses whatever frees says so while another tree's work within its guarantee
 // waits for room, not that it waits behind that work (a trial saw a full tree's work told, cycle
 // after cycle, that another tree's gang was ahead of it).
@@ -5925,6 +5945,11 @@ TEST(AdmissionConfigTest, ErrorsNameTheField) {
   ExpectBad(ParseQueues("queues:\n  - {name: a, quotas: {tpu: {guaranteed: 4}}}\n"),
             "queues[0].quotas.tpu", "unknown flavour");
   ExpectBad(ParseQueues("queues:\n  - {name: a, wieght: 2}\n"), "queues[0].wieght", "unknown");
+  // Kueue's names are pointed to Fabrica's (a trial's `withinClusterQueue` got no hint).
+  ExpectBad(ParseQueues("queues:\n  - {name: a, preemption: {withinClusterQueue: Never}}\n"),
+            "queues[0].preemption.withinClusterQueue", "(did you mean withinQueue?)");
+  ExpectBad(ParseQueues("queues:\n  - {name: a, cohort: org}\n"), "queues[0].cohort",
+            "(did you mean parent?)");
   ExpectBad(ParseQueues("queues:\n  - {name: a, flavorOrder: [gpu, gpu]}\n"),
             "queues[0].flavorOrder", "'gpu' is listed twice");
   ExpectBad(ParseQueues("queues:\n  - {name: a, flavorOrder: [gpu, spot]}\n"),

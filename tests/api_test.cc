@@ -1887,6 +1887,18 @@ TEST_F(ApiBadInputTest, NamingATenantOrQueueThatDoesNotExistIsWarnedOf) {
   HttpResponse right = w_.Do("POST", Collection("workloads", "team-a"), kAdmin, w.dump());
   ASSERT_EQ(right.status, 201) << right.body;
   EXPECT_TRUE(warnings(right).empty());
+  // A PriorityClass's spec.tenants likewise (a trial's was created without a word).
+  json pc = PriorityClassObject("for-some");
+  pc["spec"]["tenants"] = {"nosuch-tenant"};
+  HttpResponse made = w_.Do("POST", Collection("priorityclasses"), kAdmin, pc.dump());
+  ASSERT_EQ(made.status, 201) << made.body;
+  EXPECT_EQ(warnings(made), (std::vector<std::string>{
+                                "299 - \"spec.tenants: tenant 'nosuch-tenant' does not exist; no "
+                                "work may use this priority class through it until it does\""}));
+  HttpResponse mended = w_.Do("PATCH", Item("priorityclasses", "", "for-some"), kAdmin,
+                              R"({"spec": {"tenants": ["team-a"]}})", kMergePatch);
+  ASSERT_EQ(mended.status, 200) << mended.body;
+  EXPECT_TRUE(warnings(mended).empty());
 }
 
 // A queue edit that leaves it holding more than its new quotas is accepted (nothing running is
@@ -2896,6 +2908,37 @@ TEST(ApiEventsTest, EventsOutliveARestartAndGoWithTheirWorkload) {
   EXPECT_FALSE(w.store().Get("/registry/events/team-b/wb2").ok());
   EXPECT_TRUE(of_wb2().empty());
   EXPECT_EQ(of_wa2().size(), 1u);
+}
+
+// Each batch of a preemption's victims is an event of its own, even where only its numbers
+// differ from the batch before (a trial's first batch was folded into the second, its words
+// lost); the waits between them are counted as one.
+TEST(ApiEventsTest, EachBatchOfAPreemptionIsAnEventOfItsOwn) {
+  World w;
+  w.Seed();
+  const std::string item = Item("workloads", "team-a", "wa2");
+  const auto batch = [&](int left, int lost) {
+    w.MustSetStatus(
+        item, {{"phase", "Pending"},
+               {"reason", "Preempting"},
+               {"message",
+                "preempting 1 workload(s) for higher-priority work in "
+                "queue qa, " +
+                    std::to_string(lost) + " GPU-seconds lost so far; " + std::to_string(left) +
+                    " more to go as the disruption budget of queue qa "
+                    "allows"}});
+  };
+  batch(2, 1200);
+  batch(1, 2360);
+  json items = Parse(w.Get(std::string(kApi) +
+                           "/namespaces/team-a/events?fieldSelector=involvedObject.name=wa2"))
+                   .value("items", json::array());
+  std::vector<std::string> said;
+  for (const json& e : items)
+    if (e.value("reason", "") == "Preempting") said.push_back(e.value("message", ""));
+  ASSERT_EQ(said.size(), 2u) << items.dump();
+  EXPECT_NE(said[0].find("2 more to go"), std::string::npos) << said[0];
+  EXPECT_NE(said[1].find("1 more to go"), std::string::npos) << said[1];
 }
 
 // What the store keeps of events is written within seconds, with the workload's uid; a

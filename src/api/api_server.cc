@@ -1566,9 +1566,14 @@ class EventRecorder {
           message += (node == *nodes.begin() ? " on " : ", ") + node;
       }
       // (Why it waits says it again with other numbers — a countdown, how many nodes lack
-      // what — or goes back and forth: one event, counted, its message the latest.)
+      // what — or goes back and forth: one event, counted, its message the latest. Not a
+      // preemption's steps: each batch of victims chosen is news of its own, and a trial lost
+      // the first batch's words to the second's; waiting for them to stop is a wait.)
+      const bool step = reason == "Preempting" && (message.rfind("preempting ", 0) == 0 ||
+                                                   message.rfind("consolidating", 0) == 0 ||
+                                                   message.rfind("taking back", 0) == 0);
       Record(ns, name, warning ? "Warning" : "Normal", reason, message, w.at_ms,
-             /*similar=*/phase == "Pending");
+             /*similar=*/phase == "Pending" && !step);
     }
   }
 
@@ -2313,14 +2318,18 @@ struct ApiServer::Impl {
             list + "): gangs that need one leaf take it as in " + leaf};
   }
 
-  std::vector<std::string> QueueTenantWarnings(const json& queue) {
+  // spec.tenants naming tenants that do not exist, of a Queue or a PriorityClass (a trial's
+  // PriorityClass for a tenant that did not exist was created without a word).
+  std::vector<std::string> TenantListWarnings(const json& obj, const std::string& kind) {
     std::vector<std::string> out;
-    for (const json& t : jsonf::List(Field(queue, "spec"), "tenants")) {
+    for (const json& t : jsonf::List(Field(obj, "spec"), "tenants")) {
       if (!t.is_string() || t == "*") continue;
       auto kv = store.Get(Key(*FindResource("tenants"), "", t.get<std::string>()));
       if (!kv.ok() && kv.status().code() == StatusCode::kNotFound)
-        out.push_back("spec.tenants: tenant '" + t.get<std::string>() +
-                      "' does not exist; no work reaches this queue through it until it does");
+        out.push_back("spec.tenants: tenant '" + t.get<std::string>() + "' does not exist; " +
+                      (kind == "Queue"
+                           ? "no work reaches this queue through it until it does"
+                           : "no work may use this priority class through it until it does"));
     }
     return out;
   }
@@ -3669,8 +3678,9 @@ struct ApiServer::Impl {
     o["metadata"].erase("resourceVersion");
     std::vector<std::string> warnings =
         std::string(info.kind) == "Workload" ? WorkloadWarnings(o, json())
-        : std::string(info.kind) == "Queue"  ? QueueTenantWarnings(o)
-                                             : std::vector<std::string>();
+        : std::string(info.kind) == "Queue" || std::string(info.kind) == "PriorityClass"
+            ? TenantListWarnings(o, info.kind)
+            : std::vector<std::string>();
     if (std::string(info.kind) == "Queue")
       for (std::string& w : QueueRoutingWarnings(o, json())) warnings.push_back(std::move(w));
     if (std::string(info.kind) == "Node") warnings = NodeWarnings(o);
@@ -4050,10 +4060,12 @@ struct ApiServer::Impl {
       if (!status_sub && std::string(info.kind) == "Queue") {
         if (auto children = ChildrenOf(name); children.ok() && children->empty())
           warnings = QueueEditWarnings(WithCpuAndMemoryHeld(stored, o), o);
-        if (Field(Field(o, "spec"), "tenants") != Field(Field(stored, "spec"), "tenants"))
-          for (std::string& w : QueueTenantWarnings(o)) warnings.push_back(std::move(w));
         for (std::string& w : QueueRoutingWarnings(o, stored)) warnings.push_back(std::move(w));
       }
+      if (!status_sub &&
+          (std::string(info.kind) == "Queue" || std::string(info.kind) == "PriorityClass") &&
+          Field(Field(o, "spec"), "tenants") != Field(Field(stored, "spec"), "tenants"))
+        for (std::string& w : TenantListWarnings(o, info.kind)) warnings.push_back(std::move(w));
       if (!status_sub && std::string(info.kind) == "Workload")
         warnings = WorkloadWarnings(o, stored);
       if (!status_sub && std::string(info.kind) == "Node" &&

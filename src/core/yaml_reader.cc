@@ -215,6 +215,11 @@ std::string Misspelt(const std::string& key, const std::vector<std::string>& kno
       {"activedeadlineseconds", "maxRuntimeSeconds"},
       {"timelimit", "maxRuntimeSeconds"},
       {"nodeaffinity", "affinity"},
+      // Kueue's ClusterQueue names (a trial's `withinClusterQueue` was given no hint).
+      {"withinclusterqueue", "withinQueue"},
+      {"nominalquota", "guaranteed"},
+      {"cohort", "parent"},
+      {"resourcegroups", "quotas"},
   };
   const size_t most = std::max<size_t>(1, k.size() / 4);
   std::string best;

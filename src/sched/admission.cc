@@ -1032,6 +1032,7 @@ void Admitter::Nominate(int id, int victims, bool within_guarantee) {
   Unnominate(id);
   e.nominated = true;
   e.victims_left = victims;
+  e.held_swap = -1;  // (HeldSwap marks its own after this)
   if (within_guarantee) {
     // Promised in the first flavour it may reclaim in.
     for (const PodRequest& p : e.pods) {
@@ -2589,6 +2590,7 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
   off_held_nodes_.clear();
   off_held_tiers_.clear();
   off_held_left_ = kOffHeldTriesPerCycle;
+  held_swap_failed_.clear();
   partial_failed_.clear();
   out_of_reach_.clear();
   lenders_.clear();
@@ -3046,6 +3048,16 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
         a->entries_[id].gpu_milli = charge;
     }
   } keep_charge{this, id, e.counts};
+  // A held swap whose victims have stopped (HeldSwap) is admitted as that swap or not at all:
+  // in its flavour, its queue holding no more than before (QuotaModels, Preempt). Failing, it
+  // waits as a held borrower again.
+  struct HeldMode {
+    Admitter* a;
+    int before;
+    ~HeldMode() { a->held_swap_ = before; }
+  } held_mode{this, held_swap_};
+  if (e.continuing && e.held_swap >= 0) held_swap_ = e.held_swap;
+  e.held_swap = -1;
   // Woken only to see whether moving work helps (Wake): if it does not, nothing is held for it.
   const bool probe = e.probe;
   e.probe = false;
@@ -3102,6 +3114,7 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
           e.waits_on_time = e.reason.find("minimum runtime") != std::string::npos;
           searched = true;
         }
+        if (held_swap_ >= 0) return false;  // (no cut, no parking: held again next cycle)
         NotePolicyBlock(id);
         if (const CutOutcome cut = PartialInstead(id, searched, 0, now, out);
             cut != CutOutcome::kNone)
@@ -3132,6 +3145,7 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
       if (Preempt(id, pods, allowed, now, out)) return false;
       e.waits_on_time = e.reason.find("minimum runtime") != std::string::npos;
     }
+    if (held_swap_ >= 0) return false;
     if (const CutOutcome cut = PartialInstead(id, /*searched=*/true, 0, now, out);
         cut != CutOutcome::kNone)
       return cut == CutOutcome::kAdmitted;
@@ -3220,6 +3234,12 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
       placed = true;
       break;
     }
+  }
+  // A held swap whose plan no longer takes it goes where its quota's swap lets it, or waits.
+  if (!placed && held_swap_ >= 0) {
+    placer_.set_explain(false);
+    if (!PlaceAll(e, pods, &e.assign, nullptr)) return false;
+    placed = true;
   }
   // The same shape failed this cycle, and the fleet has only filled up since; but a time limit
   // may let it into a reservation's held room.
@@ -3426,8 +3446,12 @@ std::string Admitter::PolicyBlock(int id) const {
       const int64_t room = q.guaranteed[f] - q.usage[f];
       return "queue " + q.spec.name + "'s preemption.reclaimWithinCohort is " +
              (never ? "Never" : "LowerPriority") + ": the " + gpus(room) + " of " + flavor_name(f) +
-             " below its guarantee that queue " + other.spec.name + " borrows are not taken back" +
-             (never ? "" : " (the work it borrows them with is not of lower priority)");
+             " below its guarantee that queue " + other.spec.name + " borrows " +
+             (room == kMilliPerGpu ? "is" : "are") + " not taken back" +
+             (never
+                  ? ""
+                  : std::string(" (the work it borrows ") + (room == kMilliPerGpu ? "it" : "them") +
+                        " with is not of lower priority)");
     }
   }
   return "";
@@ -3599,9 +3623,10 @@ uint64_t Admitter::QuotaModels(const Entry& e, const PodRequest& gpu_pod, std::s
     // Charged less on some models (a memory share of a larger GPU, a node that holds more of
     // an exclusiveNodes tenant's pods): those, where the quota allows what it costs there.
     uint64_t cheaper = 0;
-    const bool fits = QuotaAllows(e.leaf, f, e.gpu_milli, &refused);
+    // (A held swap fits only as a swap: below.)
+    const bool fits = held_swap_ < 0 && QuotaAllows(e.leaf, f, e.gpu_milli, &refused);
     if (!fits && varies < 0) varies = ChargeVaries(e) ? 1 : 0;
-    if (!fits && varies == 1) {
+    if (!fits && varies == 1 && held_swap_ < 0) {
       const uint64_t models = FlavorModels(f, gpu_pod);
       for (int m = 0; m < 64; ++m)
         if (models >> m & 1)
@@ -5489,7 +5514,10 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
       const Entry& w = entries_[v];
       if (v == id) continue;
       if (!w.options.preemptible) {
-        if (w.leaf == leaf && MayEvictOwn(e, w)) ++pinned;
+        // (Of the flavour its quota is short of, where it is: other work gives none back.)
+        bool counts = quota_flavor < 0;
+        for (auto [f, milli] : w.charged) counts |= f == quota_flavor && milli > 0;
+        if (counts && w.leaf == leaf && MayEvictOwn(e, w)) ++pinned;
         continue;
       }
       bool own = w.leaf == leaf && MayEvictOwn(e, w);
@@ -6002,7 +6030,8 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   if (!planned && e.continuing)
     for (const Candidate& c : cached->second.spent)
       if (may_take(c) && entries_[c.id].shrunk_at != now_) spent.push_back(c);
-  if (!planned && (budget_refused || !spent.empty())) {
+  // (Not a held swap's: the victims left for later would leave its queue holding more.)
+  if (!planned && (budget_refused || !spent.empty()) && held_swap_ < 0) {
     ignore_budget = true;
     std::vector<Candidate> all = cands;
     all.insert(all.end(), spent.begin(), spent.end());
@@ -6059,7 +6088,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     why =
         std::string(equal ? "for earlier work of the same priority" : "for higher-priority work") +
         " in queue " + queues_[leaf].spec.name +
-        (!quota_short ? ""
+        (!quota_short || held_swap_ >= 0 ? ""
          : quota_blocker < 0 || quota_blocker == leaf
              ? " (at its quota)"
              : " (at the quota of " + QueueLabel(quota_blocker) + ")");
@@ -6135,7 +6164,8 @@ bool Admitter::HeldSwap(int id, double now, CycleResult& out) {
       flavor = f;
       break;
     }
-  if (flavor < 0 || !TakeSearch(id)) return false;
+  const auto shape = std::make_tuple(e.leaf, e.spec.priority, e.gpu_milli, flavor);
+  if (flavor < 0 || held_swap_failed_.count(shape) || !TakeSearch(id)) return false;
   const uint64_t models = FlavorModels(flavor, *gpu_pod);
   std::vector<PodRequest> masked = e.pods;
   for (PodRequest& p : masked)
@@ -6147,7 +6177,9 @@ bool Admitter::HeldSwap(int id, double now, CycleResult& out) {
   held_swap_ = flavor;
   const bool started = Preempt(id, masked, models, now, out);
   held_swap_ = -1;
+  if (started) entries_[id].held_swap = flavor;
   if (!started) {
+    held_swap_failed_.insert(shape);
     Entry& w = entries_[id];  // (Preempt may add entries: an elastic victim's fragment)
     w.reason = reason;
     w.victims_ready_at = ready_at;

@@ -568,6 +568,9 @@ class Admitter {
     // more of it than swap_ceiling, what the queue held when the preemption began.
     int swap_flavor = -1;
     int64_t swap_ceiling = 0;
+    // Nominated by HeldSwap: the flavour of that swap, which it is admitted in, as a swap only,
+    // once its victims have stopped (TryAdmit); -1: not one.
+    int held_swap = -1;
     int64_t promised = 0;      // while nominated within its guarantee: GPUs its queue has promised
     int promised_flavor = -1;  // ... in this flavour
     // While nominated with a plan and short of quota (`reserves_quota`): the GPUs of its plan
@@ -1216,11 +1219,14 @@ class Admitter {
   std::map<std::pair<const NodeSet*, int>, std::shared_ptr<const NodeSet>> off_held_nodes_;
   std::map<std::pair<const Tiers*, int>, std::shared_ptr<const Tiers>> off_held_tiers_;
   int off_held_left_ = 0;
-  bool off_held_ = false;           // TryAdmit: the attempt keeps off the held nodes (KeepOffHeld)
-  bool held_off_ = false;           // ... and found no room elsewhere (or its quota refused it)
-  int held_swap_ = -1;              // Preempt for HeldSwap: the flavour of the swap; -1: not one
-  std::set<int> reservations_;      // entries reserving (Entry::reserving)
-  int64_t workloads_reserved_ = 0;  // workloads that ever reserved (workloads_reserved())
+  bool off_held_ = false;  // TryAdmit: the attempt keeps off the held nodes (KeepOffHeld)
+  bool held_off_ = false;  // ... and found no room elsewhere (or its quota refused it)
+  int held_swap_ = -1;     // Preempt for HeldSwap: the flavour of the swap; -1: not one
+  // This cycle: the held swaps that found no victims, by leaf, priority, charge and flavour
+  // (one of each shape searched a cycle: each search counts against its queue's).
+  std::set<std::tuple<int, int, int64_t, int>> held_swap_failed_;
+  std::set<int> reservations_;               // entries reserving (Entry::reserving)
+  int64_t workloads_reserved_ = 0;           // workloads that ever reserved (workloads_reserved())
   int64_t workloads_backfilled_ = 0;         // see workloads_backfilled()
   std::map<int, double> reservation_start_;  // this cycle: ReservationStart by reservation
   int backfills_left_ = 0;                   // this cycle: tries of Backfill
