@@ -4604,8 +4604,10 @@ TEST_F(AdmissionTest, AHeldBorrowerStillSwapsOutItsOwnQueuesLowerPriorityWork) {
 
 // A held swap is all its victims at once or none: its queue's disruption budget letting only
 // some go now, the rest later, it would start once the first had stopped and its queue would
-// hold more than before (a review: the free GPU the hold kept went to it).
-TEST_F(AdmissionTest, AHeldSwapThatTheDisruptionBudgetWouldSplitWaits) {
+// hold more than before (a review: the free GPU the hold kept went to it); going on batch by
+// batch instead, the victims that stopped first were re-admitted into room the hold did not
+// keep and more were taken each time. It waits, and says why (a trial saw only the hold).
+TEST_F(AdmissionTest, AHeldSwapThatTheDisruptionBudgetWouldSplitWaitsAndSaysSo) {
   QueueSpec c = Leaf("c", 4);
   c.preemption.reclaim_within_cohort = PreemptionPolicy::Reclaim::kNever;
   Make(Nodes(2, 4), {Leaf("a", 4, std::nullopt, std::nullopt, /*budget=*/1), Leaf("b", 2), c});
@@ -4620,6 +4622,12 @@ TEST_F(AdmissionTest, AHeldSwapThatTheDisruptionBudgetWouldSplitWaits) {
   EXPECT_EQ(adm_->phase(crit), Phase::kPending);
   EXPECT_EQ(adm_->phase(waits), Phase::kPending);
   EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 7000);
+  const std::string why = adm_->reason(crit);
+  EXPECT_NE(why.find("waiting: it would borrow"), std::string::npos) << why;
+  EXPECT_NE(why.find("its own queue's lower-priority work could make way as a swap, but not all "
+                     "at once: queue a's disruptionBudget is 1"),
+            std::string::npos)
+      << why;
 }
 
 // Work its quota refuses whatever frees says so while another tree's work within its guarantee

@@ -1032,7 +1032,8 @@ void Admitter::Nominate(int id, int victims, bool within_guarantee) {
   Unnominate(id);
   e.nominated = true;
   e.victims_left = victims;
-  e.held_swap = -1;  // (HeldSwap marks its own after this)
+  // (A held swap's, batch by batch: admitted as that swap only, once its victims stop.)
+  e.held_swap = held_swap_;
   if (within_guarantee) {
     // Promised in the first flavour it may reclaim in.
     for (const PodRequest& p : e.pods) {
@@ -6030,7 +6031,9 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   if (!planned && e.continuing)
     for (const Candidate& c : cached->second.spent)
       if (may_take(c) && entries_[c.id].shrunk_at != now_) spent.push_back(c);
-  // (Not a held swap's: the victims left for later would leave its queue holding more.)
+  // (Not a held swap's: its victims that stopped first would be re-admitted into the room the
+  // hold does not keep, batch after batch, and more taken for it each time; it says why.)
+  if (!planned && (budget_refused || !spent.empty()) && held_swap_ >= 0) held_swap_budget_ = true;
   if (!planned && (budget_refused || !spent.empty()) && held_swap_ < 0) {
     ignore_budget = true;
     std::vector<Candidate> all = cands;
@@ -6175,13 +6178,23 @@ bool Admitter::HeldSwap(int id, double now, CycleResult& out) {
   const double ready_at = e.victims_ready_at, min_runtime = e.victims_min_runtime;
   const bool budget_blocked = e.budget_blocked, waits_on_time = e.waits_on_time;
   held_swap_ = flavor;
+  held_swap_budget_ = false;
   const bool started = Preempt(id, masked, models, now, out);
   held_swap_ = -1;
-  if (started) entries_[id].held_swap = flavor;
   if (!started) {
     held_swap_failed_.insert(shape);
     Entry& w = entries_[id];  // (Preempt may add entries: an elastic victim's fragment)
     w.reason = reason;
+    // (Said after the hold's words, once: its own queue's work could make way, but not at once.)
+    const std::string budget =
+        "; its own queue's lower-priority work could make way as a swap, "
+        "but not all at once: queue " +
+        queues_[w.leaf].spec.name + "'s disruptionBudget is " +
+        std::to_string(queues_[w.leaf].spec.disruption_budget);
+    if (const size_t at = w.reason.find("; its own queue's lower-priority work could make way");
+        at != std::string::npos)
+      w.reason.erase(at);
+    if (held_swap_budget_) w.reason += budget;
     w.victims_ready_at = ready_at;
     w.victims_min_runtime = min_runtime;
     w.budget_blocked = budget_blocked;

@@ -1219,9 +1219,10 @@ class Admitter {
   std::map<std::pair<const NodeSet*, int>, std::shared_ptr<const NodeSet>> off_held_nodes_;
   std::map<std::pair<const Tiers*, int>, std::shared_ptr<const Tiers>> off_held_tiers_;
   int off_held_left_ = 0;
-  bool off_held_ = false;  // TryAdmit: the attempt keeps off the held nodes (KeepOffHeld)
-  bool held_off_ = false;  // ... and found no room elsewhere (or its quota refused it)
-  int held_swap_ = -1;     // Preempt for HeldSwap: the flavour of the swap; -1: not one
+  bool off_held_ = false;          // TryAdmit: the attempt keeps off the held nodes (KeepOffHeld)
+  bool held_off_ = false;          // ... and found no room elsewhere (or its quota refused it)
+  int held_swap_ = -1;             // Preempt for HeldSwap: the flavour of the swap; -1: not one
+  bool held_swap_budget_ = false;  // ... and it found victims only a disruption budget refused
   // This cycle: the held swaps that found no victims, by leaf, priority, charge and flavour
   // (one of each shape searched a cycle: each search counts against its queue's).
   std::set<std::tuple<int, int, int64_t, int>> held_swap_failed_;
