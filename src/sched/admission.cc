@@ -6143,7 +6143,9 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   } else {
     e.reason = "preempting " + std::to_string(stopping) + " workload(s) " + ForWhy(why) + ", " +
                std::to_string(static_cast<int64_t>(lost)) +
-               " GPU-seconds lost so far (what they run until they stop is lost too)" +
+               // (Of these victims: a trial read a later batch's as a running total.)
+               " GPU-seconds lost, what these ran so far (what they run until they stop is lost "
+               "too)" +
                (taken_back ? " (and taking back " + std::to_string(taken_back) +
                                  " admitted this cycle before it started)"
                            : "");
