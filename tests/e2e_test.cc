@@ -1447,6 +1447,49 @@ TEST_F(FactoryTest, UnqueuedWorkBesideSeveralTreesRunsOnIdleGpus) {
   }
 }
 
+// A borrower held back for another queue's work within its guarantee swaps out its own queue's
+// lower-priority work through the server, whose admitter is rebuilt every cycle: the swap is
+// kept as held in the preemptor's status (status.swap.held) while its victim stops, and it is
+// admitted as that swap (its queue holding no more than before), while team-c's work, which
+// never reclaims, keeps waiting.
+TEST_F(FactoryTest, AHeldBorrowerSwapsOutItsOwnLowerPriorityWorkAcrossRebuiltCycles) {
+  StartScheduler(5'000);
+  CreateQueue("org", json::object());
+  CreateQueue("team-a", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
+  CreateQueue("team-b", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 8}}}}}});
+  CreateQueue("team-c", {{"parent", "org"},
+                         {"quotas", {{"gpu", {{"guaranteed", 8}}}}},
+                         {"preemption", {{"reclaimWithinCohort", "Never"}}}});
+  for (int i = 0; i < 3; ++i)
+    CreateWorkload(WholeGpuWorkload("team-a", "low-" + std::to_string(i), 8));
+  CreateWorkload(WholeGpuWorkload("team-b", "b-0", 8));
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  // team-c's 8 GPUs wait for room (team-a borrows them; team-c takes none back): the hold.
+  CreateWorkload(WholeGpuWorkload("team-c", "c-0", 8));
+  json urgent = WholeGpuWorkload("team-a", "urgent", 8);
+  urgent["spec"]["priority"] = 100;
+  CreateWorkload(urgent);
+  CycleStats stats = Cycle();
+  std::map<std::string, json> w = Workloads();
+  ASSERT_EQ(stats.preempted, 1) << Describe(w);
+  const json& waiting = w["team-a/urgent"]["status"];
+  EXPECT_EQ(waiting.value("reason", ""), "Preempting") << waiting.dump();
+  EXPECT_EQ(waiting["swap"], (json{{"flavor", "gpu"}, {"ceilingMilli", 24000}, {"held", true}}))
+      << waiting.dump();
+  int preempted = stats.preempted;
+  for (int i = 0; i < 10 && w["team-a/urgent"]["status"].value("phase", "") != "Running"; ++i) {
+    preempted += Cycle(2'000).preempted;
+    w = Workloads();
+  }
+  EXPECT_EQ(w["team-a/urgent"]["status"].value("phase", ""), "Running") << Describe(w);
+  EXPECT_EQ(preempted, 1) << Describe(w);
+  int running_a = 0;
+  for (const auto& [name, obj] : w)
+    if (name.rfind("team-a/", 0) == 0 && obj["status"].value("phase", "") == "Running") ++running_a;
+  EXPECT_EQ(running_a, 3) << Describe(w);
+  EXPECT_EQ(w["team-c/c-0"]["status"].value("phase", ""), "Pending") << Describe(w);
+}
+
 // A queue past a quota that shrank under it (team-b borrowed team-a's unused guarantee; team-a
 // then started within its guarantee on a node no tree is guaranteed: team-c's tree is guaranteed
 // 2 of the 10 GPUs that team-a's tree is not) gets urgent work

@@ -614,10 +614,11 @@ Status ValidateWorkloadStatus(const json& status) {
       return InvalidArgument("status.requeueState.count: must be between 0 and 1000000");
   }
   // A preemptor's swap past its queue's quota (Admitter::swap): the flavour and what its queue
-  // held there when the preemption began.
+  // held there when the preemption began; `held`: a held borrower's swap (HeldSwap).
   if (status.contains("swap")) {
-    RETURN_IF_ERROR(CheckFields(status["swap"], "status.swap",
-                                {{"flavor", K::kString}, {"ceilingMilli", K::kInt}}));
+    RETURN_IF_ERROR(
+        CheckFields(status["swap"], "status.swap",
+                    {{"flavor", K::kString}, {"ceilingMilli", K::kInt}, {"held", K::kBool}}));
     const json& ceiling = Field(status["swap"], "ceilingMilli");
     if (ceiling.is_number_integer() &&
         (ceiling.is_number_unsigned()

@@ -1385,7 +1385,8 @@ Result<CycleStats> Scheduler::RunOnce() {
           const json& ceiling = Field(swap, "ceilingMilli");
           if (ceiling.is_number_unsigned() && ceiling.get<uint64_t>() <= kMaxSwapCeilingMilli &&
               !Str(swap, "flavor").empty())
-            sw.swap = std::pair{Str(swap, "flavor"), ceiling.get<int64_t>()};
+            sw.swap = Admitter::Swap{Str(swap, "flavor"), ceiling.get<int64_t>(),
+                                     Field(swap, "held") == json(true)};
         }
         pending.push_back(std::move(sw));
       }
@@ -2442,9 +2443,11 @@ Result<CycleStats> Scheduler::RunOnce() {
                           : json();
     const json nominated_counts = cut && !nomination.is_null() ? json(d.nomination_counts) : json();
     // (And its swap while it waits for victims, planned place or not.)
-    const json swap = (nomination.is_null() && d.reason != "Preempting") || !d.swap
-                          ? json()
-                          : json{{"flavor", d.swap->first}, {"ceilingMilli", d.swap->second}};
+    const json swap =
+        (nomination.is_null() && d.reason != "Preempting") || !d.swap ? json()
+        : d.swap->held
+            ? json{{"flavor", d.swap->first}, {"ceilingMilli", d.swap->second}, {"held", true}}
+            : json{{"flavor", d.swap->first}, {"ceilingMilli", d.swap->second}};
     const json requeue_state = RequeueStateKept(sw);
     // Reserving room: when it frees by the time limits of the work there (Slurm's start
     // estimate of a pending job).

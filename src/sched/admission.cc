@@ -1517,7 +1517,7 @@ void Admitter::Unnominate(int id, bool log_freed) {
 std::optional<Admitter::Swap> Admitter::swap(int id) const {
   const Entry& e = entries_[id];
   if (e.phase != Phase::kPending || !e.nominated || e.swap_flavor < 0) return std::nullopt;
-  return Swap{flavors_[e.swap_flavor].name, e.swap_ceiling};
+  return Swap{flavors_[e.swap_flavor].name, e.swap_ceiling, e.held_swap == e.swap_flavor};
 }
 
 void Admitter::RestoreNomination(int id, int victims, const std::vector<Assignment>& plan,
@@ -1540,6 +1540,9 @@ void Admitter::RestoreNomination(int id, int victims, const std::vector<Assignme
     if (flavors_[f].name == swap->first) {
       e.swap_flavor = f;
       e.swap_ceiling = swap->second;
+      // (The server rebuilds its admitter each cycle: a held swap is told so, or it would be
+      // admitted, once its victims stopped, as any borrower, in any flavour its quota allows.)
+      if (swap->held) e.held_swap = f;
     }
   bool own_victims = false;
   for (int v : victim_ids)
@@ -2592,6 +2595,7 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
   off_held_tiers_.clear();
   off_held_left_ = kOffHeldTriesPerCycle;
   held_swap_failed_.clear();
+  held_swap_queues_.clear();
   partial_failed_.clear();
   out_of_reach_.clear();
   lenders_.clear();
@@ -3084,6 +3088,7 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
       std::string first_why;
       bool by_cost = false;
       allowed = QuotaModels(e, *gpu_pod, &first_why, &quota_blocked, &by_cost);
+      if (allowed == 0 && held_swap_ >= 0) quota_blocked = held_swap_;  // (its swap's, only)
       if (allowed != 0 && by_cost) {
         int64_t most = -1;
         for (int m = 0; m < static_cast<int>(state_.models().size()) && m < 64; ++m)
@@ -3239,7 +3244,10 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
   // A held swap whose plan no longer takes it goes where its quota's swap lets it, or waits.
   if (!placed && held_swap_ >= 0) {
     placer_.set_explain(false);
-    if (!PlaceAll(e, pods, &e.assign, nullptr)) return false;
+    if (!PlaceAll(e, pods, &e.assign, nullptr)) {
+      e.reason.clear();  // (not "preempting" still: the hold's words follow, Cycle)
+      return false;
+    }
     placed = true;
   }
   // The same shape failed this cycle, and the fleet has only filled up since; but a time limit
@@ -6170,7 +6178,10 @@ bool Admitter::HeldSwap(int id, double now, CycleResult& out) {
       break;
     }
   const auto shape = std::make_tuple(e.leaf, e.spec.priority, e.gpu_milli, flavor);
-  if (flavor < 0 || held_swap_failed_.count(shape) || !TakeSearch(id)) return false;
+  // (One search a queue and cycle, apart from TakeSearch's: a held borrower's failed swap
+  // would have used the search its queue's other work gets.)
+  if (flavor < 0 || held_swap_failed_.count(shape) || !held_swap_queues_.insert(e.leaf).second)
+    return false;
   const uint64_t models = FlavorModels(flavor, *gpu_pod);
   std::vector<PodRequest> masked = e.pods;
   for (PodRequest& p : masked)

@@ -363,8 +363,13 @@ class Admitter {
   // is tried first in the next Cycle, on the planned nodes first.
   // `victim_ids`: its victims still stopping, where the caller knows them (what they hold is
   // not counted twice in the quota it keeps: ReserveQuota). `swap`: its swap, as swap(id) gave
-  // it (an unknown flavour: none).
-  using Swap = std::pair<std::string, int64_t>;
+  // it (an unknown flavour: none); `held`: a held borrower's swap (HeldSwap), admitted as that
+  // swap only once its victims have stopped.
+  struct Swap {
+    std::string first;   // the flavour
+    int64_t second = 0;  // the ceiling, milli-GPUs
+    bool held = false;
+  };
   // `reservation`: it is a reservation (ReserveRoom; the server's reason Reserved): its plan is
   // held as one, promising no quota.
   // `counts`: its pods per pod set where it was nominated for fewer than all (pod_counts(id)
@@ -1226,6 +1231,7 @@ class Admitter {
   // This cycle: the held swaps that found no victims, by leaf, priority, charge and flavour
   // (one of each shape searched a cycle: each search counts against its queue's).
   std::set<std::tuple<int, int, int64_t, int>> held_swap_failed_;
+  std::set<int> held_swap_queues_;           // this cycle: the leaves a held swap was searched for
   std::set<int> reservations_;               // entries reserving (Entry::reserving)
   int64_t workloads_reserved_ = 0;           // workloads that ever reserved (workloads_reserved())
   int64_t workloads_backfilled_ = 0;         // see workloads_backfilled()
