@@ -1493,6 +1493,8 @@ void WarnSharedNodes(HttpClient& http, const std::string& tenant) {
 
 int Apply(Globals& g, HttpClient& http, const std::string& file) {
   auto docs = ReadManifests(file);
+  // (How a failure names where the object came from: a trial read "queues/bad1 (-)".)
+  const std::string from = file == "-" ? "standard input" : file;
   if (!docs.ok()) {
     std::cerr << "fabctl: " << docs.status().message() << "\n";
     return 2;
@@ -1512,20 +1514,20 @@ int Apply(Globals& g, HttpClient& http, const std::string& file) {
     const bool versioned = obj.contains("apiVersion"), kinded = !obj.value("kind", "").empty();
     for (const auto& [field, set] : {std::pair{"apiVersion", versioned}, {"kind", kinded}})
       if (!set) {
-        std::cerr << "fabctl: " << file << ": " << StringAt(obj, "metadata", "name") << ": "
+        std::cerr << "fabctl: " << from << ": " << StringAt(obj, "metadata", "name") << ": "
                   << field << " not set\n";
         rc = 1;
       }
     if (!versioned || !kinded) continue;
     const Resource* r = ResourceByKind(obj.value("kind", ""));
     if (!r) {
-      std::cerr << "fabctl: " << file << ": " << StringAt(obj, "metadata", "name")
+      std::cerr << "fabctl: " << from << ": " << StringAt(obj, "metadata", "name")
                 << ": unknown kind '" << obj.value("kind", "") << "'\n";
       rc = 1;
       continue;
     }
     if (std::string m = r->namespaced ? NamespaceMismatch(obj, g.ns) : ""; !m.empty()) {
-      std::cerr << "fabctl: " << file << ": " << m << "\n";
+      std::cerr << "fabctl: " << from << ": " << m << "\n";
       rc = 1;
       continue;
     }
@@ -1549,7 +1551,7 @@ int Apply(Globals& g, HttpClient& http, const std::string& file) {
       if (st = fabrica::ValidateName(ns); !st.ok()) bad = "metadata.namespace: " + st.message();
     }
     if (!bad.empty()) {
-      std::cerr << "fabctl: " << file << ": " << r->kind << " " << bad << "\n";
+      std::cerr << "fabctl: " << from << ": " << r->kind << " " << bad << "\n";
       rc = 1;
       continue;
     }
@@ -1576,7 +1578,7 @@ int Apply(Globals& g, HttpClient& http, const std::string& file) {
     const std::string dry = g.dry_run == "server" ? "?dryRun=All" : "";
     if (g.dry_run == "client") {
       if (!existing.ok() || (existing->status != 200 && existing->status != 404)) {
-        rc = Failed(existing, std::string(r->plural) + "/" + name + " (" + file + ")");
+        rc = Failed(existing, std::string(r->plural) + "/" + name + " (" + from + ")");
         continue;
       }
       std::printf("%s/%s %s (dry run)\n", std::string(r->plural).c_str(), name.c_str(),
@@ -1668,7 +1670,7 @@ int Apply(Globals& g, HttpClient& http, const std::string& file) {
       }
     }
     if (!resp.ok() || resp->status >= 300) {
-      rc = Failed(resp, std::string(r->plural) + "/" + name + " (" + file + ")");
+      rc = Failed(resp, std::string(r->plural) + "/" + name + " (" + from + ")");
       // (A wrong or expired token fails every later document the same way: once is enough.)
       if (resp.ok() && resp->status == 401) break;
       continue;

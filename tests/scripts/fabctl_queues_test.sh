@@ -593,6 +593,10 @@ grep -q "bad.yaml:1: a document must be an object" "$tmp/bad.txt" || fail "scala
 : >"$tmp/empty.yaml"
 if "$FABCTL" apply -f "$tmp/empty.yaml" >"$tmp/bad.txt" 2>&1; then fail "applied an empty file"; fi
 grep -q "empty.yaml: no objects in it" "$tmp/bad.txt" || fail "empty file: $(cat "$tmp/bad.txt")"
+# A refusal of what came on standard input says so (a trial read "queues/bad1 (-)").
+printf 'apiVersion: fabrica.dev/v1\nkind: Queue\nmetadata: {name: bad1}\nspec: {weight: -1}\n' |
+  "$FABCTL" apply -f - >"$tmp/bad.txt" 2>&1 && fail "applied a negative weight"
+grep -q "queues/bad1 (standard input)" "$tmp/bad.txt" || fail "stdin refusal: $(cat "$tmp/bad.txt")"
 mkdir -p "$tmp/dir"
 cp "$tmp/tree.yaml" "$tmp/dir/a.yaml"
 echo "not applied" >"$tmp/dir/notes.txt"
