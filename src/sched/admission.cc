@@ -2594,7 +2594,6 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
   off_held_nodes_.clear();
   off_held_tiers_.clear();
   off_held_left_ = kOffHeldTriesPerCycle;
-  held_swap_failed_.clear();
   held_swap_queues_.clear();
   partial_failed_.clear();
   out_of_reach_.clear();
@@ -6177,11 +6176,9 @@ bool Admitter::HeldSwap(int id, double now, CycleResult& out) {
       flavor = f;
       break;
     }
-  const auto shape = std::make_tuple(e.leaf, e.spec.priority, e.gpu_milli, flavor);
   // (One search a queue and cycle, apart from TakeSearch's: a held borrower's failed swap
   // would have used the search its queue's other work gets.)
-  if (flavor < 0 || held_swap_failed_.count(shape) || !held_swap_queues_.insert(e.leaf).second)
-    return false;
+  if (flavor < 0 || !held_swap_queues_.insert(e.leaf).second) return false;
   const uint64_t models = FlavorModels(flavor, *gpu_pod);
   std::vector<PodRequest> masked = e.pods;
   for (PodRequest& p : masked)
@@ -6195,7 +6192,6 @@ bool Admitter::HeldSwap(int id, double now, CycleResult& out) {
   const bool started = Preempt(id, masked, models, now, out);
   held_swap_ = -1;
   if (!started) {
-    held_swap_failed_.insert(shape);
     Entry& w = entries_[id];  // (Preempt may add entries: an elastic victim's fragment)
     w.reason = reason;
     // (Said after the hold's words, once: its own queue's work could make way, but not at once.)

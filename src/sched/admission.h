@@ -1224,16 +1224,13 @@ class Admitter {
   std::map<std::pair<const NodeSet*, int>, std::shared_ptr<const NodeSet>> off_held_nodes_;
   std::map<std::pair<const Tiers*, int>, std::shared_ptr<const Tiers>> off_held_tiers_;
   int off_held_left_ = 0;
-  bool off_held_ = false;          // TryAdmit: the attempt keeps off the held nodes (KeepOffHeld)
-  bool held_off_ = false;          // ... and found no room elsewhere (or its quota refused it)
-  int held_swap_ = -1;             // Preempt for HeldSwap: the flavour of the swap; -1: not one
-  bool held_swap_budget_ = false;  // ... and it found victims only a disruption budget refused
-  // This cycle: the held swaps that found no victims, by leaf, priority, charge and flavour
-  // (one of each shape searched a cycle: each search counts against its queue's).
-  std::set<std::tuple<int, int, int64_t, int>> held_swap_failed_;
-  std::set<int> held_swap_queues_;           // this cycle: the leaves a held swap was searched for
-  std::set<int> reservations_;               // entries reserving (Entry::reserving)
-  int64_t workloads_reserved_ = 0;           // workloads that ever reserved (workloads_reserved())
+  bool off_held_ = false;           // TryAdmit: the attempt keeps off the held nodes (KeepOffHeld)
+  bool held_off_ = false;           // ... and found no room elsewhere (or its quota refused it)
+  int held_swap_ = -1;              // Preempt for HeldSwap: the flavour of the swap; -1: not one
+  bool held_swap_budget_ = false;   // ... and it found victims only a disruption budget refused
+  std::set<int> held_swap_queues_;  // this cycle: the leaves a held swap was searched for
+  std::set<int> reservations_;      // entries reserving (Entry::reserving)
+  int64_t workloads_reserved_ = 0;  // workloads that ever reserved (workloads_reserved())
   int64_t workloads_backfilled_ = 0;         // see workloads_backfilled()
   std::map<int, double> reservation_start_;  // this cycle: ReservationStart by reservation
   int backfills_left_ = 0;                   // this cycle: tries of Backfill
