@@ -2320,9 +2320,11 @@ struct ApiServer::Impl {
   }
 
   // spec.tenants naming tenants that do not exist, of a Queue or a PriorityClass (a trial's
-  // PriorityClass for a tenant that did not exist was created without a word).
+  // PriorityClass for a tenant that did not exist was created without a word); none for other
+  // kinds.
   std::vector<std::string> TenantListWarnings(const json& obj, const std::string& kind) {
     std::vector<std::string> out;
+    if (kind != "Queue" && kind != "PriorityClass") return out;
     for (const json& t : jsonf::List(Field(obj, "spec"), "tenants")) {
       if (!t.is_string() || t == "*") continue;
       auto kv = store.Get(Key(*FindResource("tenants"), "", t.get<std::string>()));
@@ -3677,11 +3679,9 @@ struct ApiServer::Impl {
     o["metadata"]["creationTimestamp"] = FormatTimestamp(clock.NowMs());
     o["metadata"]["generation"] = 1;
     o["metadata"].erase("resourceVersion");
-    std::vector<std::string> warnings =
-        std::string(info.kind) == "Workload" ? WorkloadWarnings(o, json())
-        : std::string(info.kind) == "Queue" || std::string(info.kind) == "PriorityClass"
-            ? TenantListWarnings(o, info.kind)
-            : std::vector<std::string>();
+    std::vector<std::string> warnings = std::string(info.kind) == "Workload"
+                                            ? WorkloadWarnings(o, json())
+                                            : TenantListWarnings(o, info.kind);
     if (std::string(info.kind) == "Queue")
       for (std::string& w : QueueRoutingWarnings(o, json())) warnings.push_back(std::move(w));
     if (std::string(info.kind) == "Node") warnings = NodeWarnings(o);
@@ -4064,7 +4064,6 @@ struct ApiServer::Impl {
         for (std::string& w : QueueRoutingWarnings(o, stored)) warnings.push_back(std::move(w));
       }
       if (!status_sub &&
-          (std::string(info.kind) == "Queue" || std::string(info.kind) == "PriorityClass") &&
           Field(Field(o, "spec"), "tenants") != Field(Field(stored, "spec"), "tenants"))
         for (std::string& w : TenantListWarnings(o, info.kind)) warnings.push_back(std::move(w));
       if (!status_sub && std::string(info.kind) == "Workload")

@@ -2443,11 +2443,11 @@ Result<CycleStats> Scheduler::RunOnce() {
                           : json();
     const json nominated_counts = cut && !nomination.is_null() ? json(d.nomination_counts) : json();
     // (And its swap while it waits for victims, planned place or not.)
-    const json swap =
-        (nomination.is_null() && d.reason != "Preempting") || !d.swap ? json()
-        : d.swap->held
-            ? json{{"flavor", d.swap->first}, {"ceilingMilli", d.swap->second}, {"held", true}}
-            : json{{"flavor", d.swap->first}, {"ceilingMilli", d.swap->second}};
+    json swap;
+    if ((!nomination.is_null() || d.reason == "Preempting") && d.swap) {
+      swap = {{"flavor", d.swap->first}, {"ceilingMilli", d.swap->second}};
+      if (d.swap->held) swap["held"] = true;
+    }
     const json requeue_state = RequeueStateKept(sw);
     // Reserving room: when it frees by the time limits of the work there (Slurm's start
     // estimate of a pending job).

@@ -6195,15 +6195,12 @@ bool Admitter::HeldSwap(int id, double now, CycleResult& out) {
     Entry& w = entries_[id];  // (Preempt may add entries: an elastic victim's fragment)
     w.reason = reason;
     // (Said after the hold's words, once: its own queue's work could make way, but not at once.)
-    const std::string budget =
-        "; its own queue's lower-priority work could make way as a swap, "
-        "but not all at once: queue " +
-        queues_[w.leaf].spec.name + "'s disruptionBudget is " +
-        std::to_string(queues_[w.leaf].spec.disruption_budget);
-    if (const size_t at = w.reason.find("; its own queue's lower-priority work could make way");
-        at != std::string::npos)
-      w.reason.erase(at);
-    if (held_swap_budget_) w.reason += budget;
+    constexpr char kNotAtOnce[] = "; its own queue's lower-priority work could make way";
+    if (const size_t at = w.reason.find(kNotAtOnce); at != std::string::npos) w.reason.erase(at);
+    if (held_swap_budget_)
+      w.reason += std::string(kNotAtOnce) + " as a swap, but not all at once: queue " +
+                  queues_[w.leaf].spec.name + "'s disruptionBudget is " +
+                  std::to_string(queues_[w.leaf].spec.disruption_budget);
     w.victims_ready_at = ready_at;
     w.victims_min_runtime = min_runtime;
     w.budget_blocked = budget_blocked;

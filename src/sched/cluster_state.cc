@@ -121,6 +121,13 @@ int ClusterState::mig_slice_profile(int n, int d, int s) const {
   return nodes_[n].mig_slices[d][s];
 }
 
+int ClusterState::node_slices_of(int n, int profile) const {
+  int count = 0;
+  for (const std::vector<int>& slices : nodes_[n].mig_slices)
+    count += static_cast<int>(std::count(slices.begin(), slices.end(), profile));
+  return count;
+}
+
 int64_t ClusterState::node_free_slice_milli(int n, uint64_t profiles) const {
   const NodeState& s = nodes_[n];
   int64_t milli = 0;

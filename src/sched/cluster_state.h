@@ -159,6 +159,8 @@ class ClusterState {
   const std::string& mig_profile_name(int i) const { return mig_profiles_[i]; }
   int mig_profile_count() const { return static_cast<int>(mig_profiles_.size()); }
   int mig_slice_profile(int n, int d, int s) const;
+  // How many MIG slices of `profile` node n's GPUs are partitioned into, free or not.
+  int node_slices_of(int n, int profile) const;
   int TenantIndex(const TenantId& t) const;
   const Tenant& tenant(int i) const { return tenants_[i]; }
 

@@ -85,11 +85,8 @@ bool FitsSomeEmptyNode(const ClusterState& s, const PodRequest& req, std::string
       // offers the MIG profile 1g.10gb" beside a node that did.)
       bool elsewhere = false;
       for (int n : s.type_representatives())
-        for (int d = 0; s.node_model(n) >= 0 && !(req.model_mask >> s.node_model(n) & 1) &&
-                        d < s.node(n).gpu_count() && !elsewhere;
-             ++d)
-          for (size_t k = 0; k < s.node(n).devices[d].mig_slices.size() && !elsewhere; ++k)
-            elsewhere = s.mig_slice_profile(n, d, static_cast<int>(k)) == req.mig_profile;
+        elsewhere |= s.node_model(n) >= 0 && !(req.model_mask >> s.node_model(n) & 1) &&
+                     s.node_slices_of(n, req.mig_profile) > 0;
       *why = node + (elsewhere ? " with a GPU of a model it allows" : "") +
              " offers the MIG profile " + s.mig_profile_name(req.mig_profile) +
              (elsewhere ? " (nodes of other models do)" : "");
@@ -147,11 +144,7 @@ PodPlacement Placer::Explain(const ClusterState& s, const PodRequest& req,
   // a free one: a trial read "10 lack a free 3g.40gb slice" of a fleet with two MIG nodes).
   int no_profile = 0;
   const auto offers_no_profile = [&](int n) {
-    if (req.kind != DeviceKind::kMig) return false;
-    for (int d = 0; d < s.node(n).gpu_count(); ++d)
-      for (size_t k = 0; k < s.node(n).devices[d].mig_slices.size(); ++k)
-        if (s.mig_slice_profile(n, d, static_cast<int>(k)) == req.mig_profile) return false;
-    return true;
+    return req.kind == DeviceKind::kMig && s.node_slices_of(n, req.mig_profile) == 0;
   };
   std::vector<char> usable;
   if (only) {
@@ -529,9 +522,7 @@ bool FleetHoldsPods(const ClusterState& s, const std::vector<PodRequest>& pods, 
         for (const Device& d : node.devices) whole += d.mig_enabled() ? 0 : 1;
         by_gpu = whole / std::max(1, req->num_gpu);
       } else {
-        for (int d = 0; d < node.gpu_count(); ++d)
-          for (size_t k = 0; k < node.devices[d].mig_slices.size(); ++k)
-            by_gpu += s.mig_slice_profile(n, d, static_cast<int>(k)) == req->mig_profile;
+        by_gpu = s.node_slices_of(n, req->mig_profile);
       }
       const int64_t by_cpu = req->cpu_milli ? node.cpu.value() / req->cpu_milli : by_gpu;
       places += std::min(by_gpu, by_cpu);
