@@ -239,6 +239,7 @@ struct ReplayArgs {
   double load = 0;
   bool load_given = false;  // --load on the command line (then 0 is no "none")
   bool json = false;
+  std::string events_out;  // --events-out: the run's event log (JSON Lines), one policy
 };
 
 int RunReplayCommand(const ReplayArgs& args) {
@@ -255,6 +256,9 @@ int RunReplayCommand(const ReplayArgs& args) {
     return fail(InvalidArgument("--policy: expected dedicated, fifo, fabrica or all, got '" +
                                 args.policy + "'"));
   }
+  if (!args.events_out.empty() && policies.size() != 1)
+    return fail(InvalidArgument(
+        "--events-out needs --policy to name exactly one policy (dedicated, fifo or fabrica)"));
   if (args.load_given && !(args.load > 0 && args.load <= 10)) {
     std::ostringstream given;
     given << args.load;
@@ -267,11 +271,22 @@ int RunReplayCommand(const ReplayArgs& args) {
   if (slash != std::string::npos) base = args.scenario.substr(0, slash);
   auto scenario = sim::ParseScenario(*text, args.scenario, base, args.trace_dir, args.load);
   if (!scenario.ok()) return fail(scenario.status());
+  std::ofstream events;
+  if (!args.events_out.empty()) {
+    events.open(args.events_out, std::ios::out | std::ios::trunc);
+    if (!events)
+      return fail(InvalidArgument("--events-out: cannot write '" + args.events_out + "'"));
+  }
   std::vector<sim::ReplayResult> results;
   for (const std::string& p : policies) {
-    auto r = sim::RunReplay(*scenario, p, args.placement);
+    auto r = sim::RunReplay(*scenario, p, args.placement, events.is_open() ? &events : nullptr);
     if (!r.ok()) return fail(r.status());
     results.push_back(*r);
+  }
+  if (events.is_open()) {
+    events.close();
+    if (!events)
+      return fail(InvalidArgument("--events-out: writing '" + args.events_out + "' failed"));
   }
   // (Work that can never run is left out of the measures: said here too, for --json.)
   for (const sim::ReplayResult& r : results)
@@ -379,6 +394,9 @@ void AddSimCommands(CLI::App& app, int* exit_code) {
   replay->add_option("--trace-dir", rep->trace_dir, "directory of the trace CSVs");
   replay->add_option("--placement", rep->placement, "placement policy (default fabrica)");
   replay->add_flag("--json", rep->json, "print JSON");
+  replay->add_option("--events-out", rep->events_out,
+                     "write every arrival, start, eviction and stop as JSON Lines to FILE "
+                     "(one policy; scripts/verify_replay.py checks it)");
   replay->callback([rep, exit_code, load_option] {
     rep->load_given = load_option->count() > 0;
     *exit_code = RunReplayCommand(*rep);

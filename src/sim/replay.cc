@@ -760,7 +760,7 @@ std::vector<double> WaterFill(const std::vector<double>& demand, const std::vect
 }  // namespace
 
 Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_name,
-                               const std::string& placement) {
+                               const std::string& placement, std::ostream* events_out) {
   if (policy_name != "dedicated" && policy_name != "fifo" && policy_name != "fabrica")
     return InvalidArgument("--policy: expected dedicated, fifo or fabrica, got '" + policy_name +
                            "'");
@@ -1216,6 +1216,114 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
   res.copies = sc.copies;
   res.compression = sc.compression;
 
+  // ---- the event log (events_out) ----
+  const auto log_line = [&](const nlohmann::json& j) { *events_out << j.dump() << '\n'; };
+  if (events_out != nullptr) {
+    nlohmann::json h;
+    h["ev"] = "scenario";
+    h["scenario"] = sc.name;
+    h["policy"] = policy_name;
+    h["window"] = {w0, w1};
+    h["interval_s"] = sc.interval_s;
+    h["grace_s"] = sc.grace_s;
+    for (int i = 0; i < nteams; ++i) {
+      const TeamSpec& t = sc.teams[i];
+      h["teams"].push_back({{"name", t.name},
+                            {"trust", TrustLevelName(t.trust)},
+                            {"trust_domain", t.trust_domain.empty() ? t.name : t.trust_domain},
+                            {"weight", t.weight},
+                            {"nodes", policy_name == "dedicated" ? nlohmann::json::array()
+                                                                 : nlohmann::json(nullptr)}});
+    }
+    if (policy_name == "dedicated")
+      for (int i = 0; i < nteams; ++i)
+        for (const Node& n : groups[group_of_team[i]].fleet.nodes)
+          h["teams"][i]["nodes"].push_back(n.name.str());
+    for (const Node& n : sc.fleet.nodes) {
+      nlohmann::json jn = {{"name", n.name.str()},
+                           {"cpu", n.cpu.value()},
+                           {"memory", n.memory.value()},
+                           {"gpus", nlohmann::json::array()}};
+      for (const Device& d : n.devices)
+        jn["gpus"].push_back(
+            {{"model", d.model}, {"memory", d.memory.value()}, {"mig", d.mig_slices}});
+      h["nodes"].push_back(std::move(jn));
+    }
+    log_line(h);
+  }
+  const auto log_arrive = [&](int w, double t, bool infeasible) {
+    const ReplayWorkload& rw = sc.workloads[w];
+    int pods = 0, least = 0;
+    for (const PodSet& ps : rw.spec.pod_sets) {
+      pods += ps.count;
+      least += ps.least();
+    }
+    log_line({{"ev", "arrive"},
+              {"t", t},
+              {"w", rw.spec.name.str()},
+              {"team", rw.team},
+              {"milli", WorkloadMilli(rw.spec)},
+              {"cpu", WorkloadCpu(rw.spec)},
+              {"memory", WorkloadMemory(rw.spec)},
+              {"pods", pods},
+              {"least_pods", least},
+              {"duration_s", rw.duration_s},
+              {"checkpoint_s", rw.options.checkpoint_interval_s},
+              {"infeasible", infeasible}});
+  };
+  // What run h of group gi (a workload's admitter handle, or a fragment a shrink took) holds
+  // now: its pods, each with its request and its devices. Logged whenever that changes.
+  const auto run_name = [](size_t gi, int h) {
+    return std::to_string(gi) + ":" + std::to_string(h);
+  };
+  const auto log_place = [&](size_t gi, int h, int w, double t) {
+    const Admitter& a = *groups[gi].admitter;
+    const Workload& spec = sc.workloads[w].spec;
+    // Each assignment's pod set: a fragment names them, a run holds pod_counts per set in order.
+    std::vector<int> set_of;
+    if (a.fragment_of(h) >= 0) {
+      for (const auto& [set, index] : a.fragment_pods(h)) set_of.push_back(set);
+    } else {
+      const std::vector<int>& counts = a.pod_counts(h);
+      for (size_t k = 0; k < counts.size(); ++k) set_of.insert(set_of.end(), counts[k], k);
+    }
+    const std::vector<Assignment>& as = a.assignments(h);
+    nlohmann::json pods = nlohmann::json::array();
+    for (size_t p = 0; p < as.size(); ++p) {
+      const PodSet& ps = spec.pod_sets[p < set_of.size() ? set_of[p] : 0];
+      nlohmann::json devs = nlohmann::json::array();
+      for (const DeviceShare& d : as[p].devices)
+        devs.push_back({d.device, d.milli, d.memory_mib, d.mig_slice});
+      static constexpr const char* kKinds[] = {"none", "whole", "fraction", "mig"};
+      pods.push_back({{"node", groups[gi].fleet.nodes[as[p].node].name.str()},
+                      {"set", p < set_of.size() ? set_of[p] : -1},
+                      {"kind", kKinds[static_cast<int>(ps.device.kind)]},
+                      {"milli", ps.device.TotalMilli().value()},
+                      {"cpu", ps.cpu.value()},
+                      {"memory", ps.memory.value()},
+                      {"gpus", ps.device.kind == DeviceKind::kWhole  ? ps.device.gpus
+                               : ps.device.kind == DeviceKind::kNone ? 0
+                                                                     : 1},
+                      {"profile", ps.device.mig_profile},
+                      {"models", ps.device.models},
+                      {"devices", std::move(devs)}});
+    }
+    log_line({{"ev", "place"},
+              {"t", t},
+              {"run", run_name(gi, h)},
+              {"w", spec.name.str()},
+              {"team", sc.workloads[w].team},
+              {"pods", std::move(pods)}});
+  };
+  const auto log_run = [&](const char* ev, size_t gi, int h, int w, double t,
+                           const char* why = nullptr, int by = -1) {
+    nlohmann::json j = {
+        {"ev", ev}, {"t", t}, {"run", run_name(gi, h)}, {"w", sc.workloads[w].spec.name.str()}};
+    if (why != nullptr) j["why"] = why;
+    if (by >= 0) j["by"] = sc.workloads[by].spec.name.str();
+    log_line(j);
+  };
+
   double tick = std::ceil(w0 / sc.interval_s) * sc.interval_s;
   bool dirty = true;
   while (true) {
@@ -1239,7 +1347,9 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
           if (static_cast<int>(by_handle[st.group].size()) <= st.id)
             by_handle[st.group].resize(st.id + 1, -1);
           by_handle[st.group][st.id] = ev.w;
-          if (a.phase(st.id) == Phase::kInfeasible) {
+          const bool infeasible = a.phase(st.id) == Phase::kInfeasible;
+          if (events_out != nullptr) log_arrive(ev.w, ev.t, infeasible);
+          if (infeasible) {
             st.pending_since = ev.t;  // never admitted: waits until the replay ends
             st.infeasible = true;
             infeasible_why[rw.team] = a.reason(st.id);
@@ -1251,6 +1361,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
         }
         case EventType::kFinish:
           if (ev.epoch != st.epoch || !st.running) break;
+          if (events_out != nullptr) log_run("free", st.group, st.id, ev.w, ev.t, "finish");
           adm.Finish(st.id, ev.t);
           st.running = false;
           stop_use(ev.w, ev.t);
@@ -1258,6 +1369,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
           break;
         case EventType::kTerminate:
           if (ev.epoch != st.epoch || !st.running || !st.evicting) break;
+          if (events_out != nullptr) log_run("free", st.group, st.id, ev.w, ev.t, "evicted");
           adm.Terminated(st.id, ev.t);
           {
             // Work up to its last checkpoint is kept (the rerun resumes there); the rest is lost.
@@ -1284,6 +1396,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
         case EventType::kShrunk: {
           // Its devices are free now; the run (if it still runs) holds only what it kept.
           held_by_stopping(ev.w, ev.aux, -1, ev.t);
+          if (events_out != nullptr) log_run("free", st.group, ev.aux, ev.w, ev.t, "shrunk");
           adm.Terminated(ev.aux, ev.t);
           dirty = true;
           break;
@@ -1303,6 +1416,9 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
         res.cycle_seconds += sec;
         res.cycle_max_seconds = std::max(res.cycle_max_seconds, sec);
         Admitter& adm = *groups[gi].admitter;
+        // (Logged first: what a timed-out gang frees, admissions of this cycle may take.)
+        if (events_out != nullptr)
+          for (int h : cr.released) log_run("free", gi, h, by_handle[gi][h], tick, "released");
         // A reclaim hold that began now ends with a cycle, whatever else happens then.
         if (sc.admission.reclaim_hold_s > 0 && policy_name == "fabrica") {
           for (int q = 0; q < adm.queue_count(); ++q)
@@ -1327,6 +1443,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
           st.run_milli = WorkloadMilli(sc.workloads[w].spec) * st.rate;
           st.spells = {{tick, st.rate, st.run_milli}};
           start_use(w, tick);
+          if (events_out != nullptr) log_place(gi, h, w, tick);
           ++st.epoch;
           push(tick + std::max(0.0, sc.workloads[w].duration_s - st.progress) / st.rate,
                EventType::kFinish, w, st.epoch);
@@ -1353,6 +1470,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
           st.run_milli = WorkloadMilli(sc.workloads[w].spec) * st.rate;
           st.spells.push_back({tick, st.rate, st.run_milli});
           start_use(w, tick);
+          if (events_out != nullptr) log_place(gi, h, w, tick);
           ++st.epoch;
           push(tick + std::max(0.0, sc.workloads[w].duration_s - done) / st.rate,
                EventType::kFinish, w, st.epoch);
@@ -1372,6 +1490,10 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
             const int w = by_handle[gi][parent];
             resize(w, parent);
             held_by_stopping(w, e.victim, +1, tick);
+            if (events_out != nullptr) {
+              log_place(gi, e.victim, w, tick);
+              log_run("evict", gi, e.victim, w, tick, "shrink", by_handle[gi][e.preemptor]);
+            }
             push(tick + sc.grace_s, EventType::kShrunk, w, 0, e.victim);
             ++res.elastic_shrinks;
             res.elastic_shrink_pods += static_cast<int64_t>(adm.assignments(e.victim).size());
@@ -1379,6 +1501,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
           }
           int v = by_handle[gi][e.victim], p = by_handle[gi][e.preemptor];
           WState& vs = ws[v];
+          if (events_out != nullptr) log_run("evict", gi, e.victim, v, tick, nullptr, p);
           vs.evicting = true;
           ++vs.evictions;
           ++res.preemptions;
@@ -1485,6 +1608,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
   flush();
   integrate(std::max(tick, w1));
   const double end = tick;
+  if (events_out != nullptr) log_line({{"ev", "end"}, {"t", end}});
   for (int u = 0; u < nunits; ++u)
     if (ep_start[u] >= 0) close_episode(u, std::min(end, w1));
   for (int w = 0; w < nw; ++w)

@@ -243,8 +243,15 @@ struct ReplayResult {
   double cycle_max_seconds = 0;
 };
 
+// With `events`, every arrival, start, resize, eviction and stop is written there as a line of
+// JSON (JSON Lines; scenarios/README.md "The event log" has the fields), after a first line with
+// the teams and the fleet's nodes, so that scripts/verify_replay.py can check the run on its own:
+// every device, core and byte within its node at every instant, trust isolation, gangs whole,
+// runs as long as their workloads, and the utilization, waits, evictions and Jain's index
+// recomputed from the log.
 Result<ReplayResult> RunReplay(const Scenario& scenario, const std::string& policy,
-                               const std::string& placement = "fabrica");
+                               const std::string& placement = "fabrica",
+                               std::ostream* events = nullptr);
 
 void PrintReplayJson(const ReplayResult& r, std::ostream& out);
 void PrintReplayTable(const std::vector<ReplayResult>& results, std::ostream& out);
