@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks a `fabrica sim replay --events-out` log on its own, and the replay's numbers against it.
 
-Usage: verify_replay.py EVENTS.jsonl [RESULT.json]
+Usage: verify_replay.py [--idle-every S] EVENTS.jsonl [RESULT.json]
 
 EVENTS.jsonl is the event log of one policy's run (scenarios/README.md, "The event log");
 RESULT.json, when given, is that run's `--json` output, whose numbers are compared with the ones
@@ -24,6 +24,15 @@ useful utilization (less what evictions threw away), GPU-seconds lost, evictions
 mean and p95 wait, and Jain's index of normalised shares (each team's time-averaged dominant
 share of GPUs, cores and memory over its time-averaged weighted water-filled fair share of the
 demand at each moment).
+With --idle-every S (virtual seconds), it also looks, at most once every S seconds and only
+right after an admission cycle (an instant where a run started), for pending work that the free
+devices, cores and memory could have held then: each pending workload is tried, first fit, on
+what nobody holds, under the same isolation rules, quotas ignored. Found room is reported, not a
+violation: under `fabrica` quotas and the room held for work within its guarantee keep some of
+it free on purpose; under `fifo` and `dedicated` (no quotas) it is work the admission cycle
+passed over. A workload with a required topology or a node selector is not tried (the log does
+not carry the topology of the fleet), and first fit may miss room a cleverer packing finds, so
+the counts are a lower bound.
 Prints 'OK ...' last and exits 0, or the violations and exits 1.
 """
 import json
@@ -61,6 +70,7 @@ def p95(values):
 class Checker:
     def __init__(self, header):
         self.errors = []
+        self.now = None
         self.policy = header['policy']
         self.w0, self.w1 = header['window']
         self.grace = header['grace_s']
@@ -75,6 +85,16 @@ class Checker:
         self.cap_mem = max(1.0, float(sum(n['memory'] for n in self.nodes.values())))
         self.team_nodes = [set(t['nodes']) if t.get('nodes') is not None else None
                            for t in self.teams]
+        # Under dedicated the teams' slices are disjoint parts of the fleet.
+        owner = {}
+        for i, names in enumerate(self.team_nodes):
+            for name in names or ():
+                if name not in self.nodes:
+                    self.error(f"team {self.teams[i]['name']} owns {name}, not in the fleet")
+                if name in owner:
+                    self.error(f"{name} is owned by teams {self.teams[owner[name]]['name']} and "
+                               f"{self.teams[i]['name']}")
+                owner[name] = i
         nt = len(self.teams)
         self.weights = [t['weight'] for t in self.teams]
         # Live state.
@@ -93,6 +113,15 @@ class Checker:
         self.fair_int = [0.0] * nt
         self.evictions = 0
         self.now = None
+        self.idle_every = None
+        self.next_idle = -math.inf
+        self.cycle_now = False  # a run started at this instant: an admission cycle ran
+        self.idle_checks = 0
+        self.idle_found = 0
+        self.idle_examples = []
+        self.idle_by_team = defaultdict(int)
+        self.fit_last = {}  # workload -> the time of the look before, where it fit already
+        self.idle_passed = set()  # workloads that fit at two looks in a row
 
     def error(self, msg):
         if len(self.errors) < 50:
@@ -104,6 +133,10 @@ class Checker:
             self.error(f'time goes back from {self.now} to {t}')
         if self.now is not None and t > self.now:
             self.check_instant()
+            if self.idle_every is not None and self.cycle_now and self.now >= self.next_idle:
+                self.next_idle = self.now + self.idle_every
+                self.check_idle()
+            self.cycle_now = False
         a, b = max(self.clock, self.w0), min(t, self.w1)
         if b > a:
             dt = b - a
@@ -162,6 +195,15 @@ class Checker:
                 g = n['gpus'][d[0]]
                 if p['models'] and g['model'] not in p['models']:
                     self.error(f"{w}: model {g['model']} not in {p['models']}")
+                # What the GPU is charged holds at least what the pod asks of it.
+                if p['kind'] == 'whole' and (d[1] != 1000 or d[2] != max(g['memory'], 0)):
+                    self.error(f"{w}: a whole GPU charged {d[1]} milli and {d[2]} MiB "
+                               f"of {p['node']}/{d[0]}")
+                if p['kind'] == 'fraction':
+                    asked = p.get('gpu_memory', 0) or g['memory'] * p['milli'] // 1000
+                    if d[1] < p['milli'] or d[1] <= 0 or (g['memory'] > 0 and d[2] < asked):
+                        self.error(f"{w}: a share of {p['milli']} milli and {asked} MiB charged "
+                                   f"{d[1]} milli and {d[2]} MiB of {p['node']}/{d[0]}")
                 if p['kind'] == 'mig':
                     if not (0 <= d[3] < len(g['mig'])) or g['mig'][d[3]] != p['profile']:
                         self.error(f"{w}: MIG slice {d[3]} of {p['node']}/{d[0]} is not a "
@@ -201,6 +243,120 @@ class Checker:
                         self.error(f"{name}/{d}: fractional shares across trust: {names}")
         self.touched.clear()
 
+    # ---- room left free while work waits (--idle-every) ----
+    def share_key(self, team):
+        t = self.teams[team]
+        return ('domain', t['trust_domain']) if t['trust'] == 'trusted' else ('team', team)
+
+    def device_takes(self, n, d, team, s, used):
+        """Whether GPU d of node n (with `used`: what a trial placement added) takes one pod of
+        set s of a workload of `team`, and the share it would be charged."""
+        g = n['gpus'][d]
+        held = n.get('_state', {'gpu': {}})['gpu'].get(d, []) + used.get((n['name'], d), [])
+        kind = s['kind']
+        if kind == 'whole':
+            return (not held and not g['mig']), (team, 'whole', 1000, g['memory'], -1)
+        if kind == 'fraction':
+            if g['mig']:
+                return False, None
+            milli = s['milli']
+            if milli == 0:
+                if g['memory'] <= 0:
+                    return False, None
+                milli = min(999, max(1, s['gpu_memory'] * 1000 // g['memory']))
+            memory = s['gpu_memory'] or g['memory'] * milli // 1000
+            if any(h[1] != 'fraction' or self.share_key(h[0]) != self.share_key(team)
+                   for h in held):
+                return False, None
+            if 1000 - sum(h[2] for h in held) < milli:
+                return False, None
+            if g['memory'] > 0 and g['memory'] - sum(h[3] for h in held) < memory:
+                return False, None
+            return True, (team, 'fraction', milli, memory, -1)
+        if kind == 'mig':
+            if not g['mig']:
+                return False, None
+            untrusted = self.teams[team]['trust'] == 'untrusted'
+            for h in held:
+                other = h[0] != team
+                if other and (untrusted or self.teams[h[0]]['trust'] == 'untrusted'):
+                    return False, None
+            taken = {h[4] for h in held}
+            for k, profile in enumerate(g['mig']):
+                if profile == s['profile'] and k not in taken:
+                    return True, (team, 'mig', 0, 0, k)
+            return False, None
+        return False, None
+
+    def fits_free(self, rec):
+        """First fit of every pod of a pending workload on what nobody holds."""
+        used = defaultdict(list)   # (node, device) -> shares the trial adds
+        node_used = defaultdict(lambda: [0, 0])
+        names = self.team_nodes[rec['team']]
+        for s in rec['sets']:
+            for _ in range(s['count']):
+                placed = False
+                for n in self.nodes.values():
+                    if names is not None and n['name'] not in names:
+                        continue
+                    if s['kind'] != 'none' and not n['gpus']:
+                        continue
+                    if s['models'] and n['gpus'] and n['gpus'][0]['model'] not in s['models']:
+                        continue
+                    st = n.get('_state', {'cpu': 0, 'mem': 0})
+                    nu = node_used[n['name']]
+                    if st['cpu'] + nu[0] + s['cpu'] > n['cpu'] or \
+                            st['mem'] + nu[1] + s['memory'] > n['memory']:
+                        continue
+                    shares = []
+                    for d in range(len(n['gpus'])):
+                        if len(shares) == s['gpus']:
+                            break
+                        ok, share = self.device_takes(n, d, rec['team'], s, used)
+                        if ok:
+                            shares.append((d, share))
+                    if len(shares) < s['gpus']:
+                        continue
+                    for d, share in shares:
+                        used[(n['name'], d)].append(share)
+                    nu[0] += s['cpu']
+                    nu[1] += s['memory']
+                    placed = True
+                    break
+                if not placed:
+                    return False
+        return True
+
+    def check_idle(self):
+        """Pending workloads that fit what nobody holds at this look; one that fit at the look
+        before too was passed over by the admission cycles between (at least two: one runs at
+        each look)."""
+        self.idle_checks += 1
+        verdict = {}  # shape -> fits (workloads of one shape and team fare alike)
+        fit_now = {}
+        for w, rec in self.wl.items():
+            if rec['pending_since'] is None or rec['infeasible'] or rec['state'] != 'pending':
+                continue
+            if rec.get('topology_required') or any(s.get('selects_nodes') for s in rec['sets']):
+                continue
+            shape = (rec['team'], json.dumps(rec['sets'], sort_keys=True))
+            if shape not in verdict:
+                verdict[shape] = self.fits_free(rec)
+            if not verdict[shape]:
+                continue
+            fit_now[w] = self.now
+            if w in self.fit_last and w not in self.idle_passed:
+                self.idle_passed.add(w)
+                self.idle_by_team[self.teams[rec['team']]['name']] += 1
+                if len(self.idle_examples) < 5:
+                    self.idle_examples.append(
+                        f"{w} ({self.teams[rec['team']]['name']}, pending since "
+                        f"{rec['pending_since']}) fit what nobody held at t={self.fit_last[w]} "
+                        f"and still at t={self.now}")
+        if fit_now:
+            self.idle_found += 1
+        self.fit_last = fit_now
+
     # ---- a workload's runs ----
     def progress_over(self, rec, a, b, gpu):
         total = 0.0
@@ -233,7 +389,8 @@ class Checker:
                        pods=e['pods'], least=e['least_pods'], duration=e['duration_s'],
                        checkpoint=e['checkpoint_s'], arrival=t, state='pending', wait=0.0,
                        pending_since=t, progress=0.0, main=None, spells=[], start=None,
-                       infeasible=e['infeasible'], evicted_at=None)
+                       infeasible=e['infeasible'], evicted_at=None,
+                       sets=e.get('sets', []), topology_required=e.get('topology_required'))
             if e['w'] in self.wl:
                 self.error(f"{e['w']} arrives twice")
             self.wl[e['w']] = rec
@@ -254,6 +411,8 @@ class Checker:
         fragment = run != rec['main']
         if ev == 'place':
             pods = e['pods']
+            if e['team'] != rec['team']:
+                self.error(f"{w}: placed as team {e['team']}'s, arrived as {rec['team']}'s")
             self.check_pods(w, rec['team'], pods)
             old = self.runs.get(run)
             if old is not None:
@@ -262,6 +421,7 @@ class Checker:
             self.hold(rec['team'], pods, +1)
             if fragment:
                 return
+            self.cycle_now = True
             rate = len(pods) / rec['pods']
             milli = sum(p['milli'] for p in pods)
             if len(pods) < rec['least'] or len(pods) > rec['pods']:
@@ -402,6 +562,10 @@ def compare(mine, theirs, errors):
 
 
 def main(argv):
+    idle_every = None
+    if len(argv) >= 3 and argv[1] == '--idle-every':
+        idle_every = float(argv[2])
+        argv = argv[:1] + argv[3:]
     if len(argv) not in (2, 3):
         print(__doc__.split('\n\n')[1], file=sys.stderr)
         return 2
@@ -415,6 +579,7 @@ def main(argv):
             print(f'{argv[1]}: the first line is not the scenario', file=sys.stderr)
             return 1
         c = Checker(header)
+        c.idle_every = idle_every
         lines = 1
         for line in f:
             lines += 1
@@ -424,6 +589,13 @@ def main(argv):
     if len(argv) == 3:
         with open(argv[2]) as f:
             compare(mine, json.load(f), errors)
+    if idle_every is not None:
+        print(f'idle room: {c.idle_found} of {c.idle_checks} looks (one right after an admission '
+              f'cycle, at most every {idle_every:g} s) found pending work that fit what nobody '
+              f'held; {len(c.idle_passed)} workloads fit at two looks in a row (passed over), '
+              f'by team: {dict(c.idle_by_team)}')
+        for x in c.idle_examples:
+            print(f'  {x}')
     for t, msg in errors:
         print(f'VIOLATION{"" if t is None else f" at t={t}"}: {msg}')
     teams = ' '.join(f"{t['name']}:{t['wait_mean_s']:.1f}/{t['wait_p95_s']:.1f}"

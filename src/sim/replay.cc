@@ -723,6 +723,15 @@ struct WState {
   std::string reason;                  // why it still waited at the last cycle (while it fits)
 };
 
+// The event log's names of device kinds (DeviceKind's order), and the GPUs one pod of a set
+// takes.
+constexpr const char* kDeviceKinds[] = {"none", "whole", "fraction", "mig"};
+int PodGpus(const PodSet& ps) {
+  return ps.device.kind == DeviceKind::kWhole  ? ps.device.gpus
+         : ps.device.kind == DeviceKind::kNone ? 0
+                                               : 1;
+}
+
 // Water-filling: split `total` among claims by weight, none above its demand.
 std::vector<double> WaterFill(const std::vector<double>& demand, const std::vector<double>& weight,
                               double total) {
@@ -1193,8 +1202,9 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
   auto held_by_stopping = [&](int w, int h, int sign, double t) {
     const ReplayWorkload& rw = sc.workloads[w];
     const Admitter& a = *groups[ws[w].group].admitter;
-    const double g = sign * static_cast<double>(a.gpu_milli(h));
+    // (What the pods ask, as a running workload's use counts it: not what a fraction is charged.)
     const double pods = static_cast<double>(a.assignments(h).size());
+    const double g = sign * WorkloadMilli(rw.spec) * pods / rw.spec.pod_count();
     use_gpu[rw.team] += g;
     use_cpu[rw.team] += sign * WorkloadCpu(rw.spec) * pods / rw.spec.pod_count();
     use_memory[rw.team] += sign * WorkloadMemory(rw.spec) * pods / rw.spec.pod_count();
@@ -1254,10 +1264,23 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
   const auto log_arrive = [&](int w, double t, bool infeasible) {
     const ReplayWorkload& rw = sc.workloads[w];
     int pods = 0, least = 0;
+    nlohmann::json sets = nlohmann::json::array();
     for (const PodSet& ps : rw.spec.pod_sets) {
       pods += ps.count;
       least += ps.least();
+      sets.push_back({{"count", ps.count},
+                      {"least", ps.least()},
+                      {"kind", kDeviceKinds[static_cast<int>(ps.device.kind)]},
+                      {"gpus", PodGpus(ps)},
+                      {"milli", ps.device.gpu_milli.value()},
+                      {"gpu_memory", ps.device.gpu_memory.value()},
+                      {"profile", ps.device.mig_profile},
+                      {"models", ps.device.models},
+                      {"cpu", ps.cpu.value()},
+                      {"memory", ps.memory.value()},
+                      {"selects_nodes", !ps.nodes.empty()}});
     }
+    const TopologyConstraint& topology = rw.spec.topology;
     log_line({{"ev", "arrive"},
               {"t", t},
               {"w", rw.spec.name.str()},
@@ -1269,6 +1292,8 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
               {"least_pods", least},
               {"duration_s", rw.duration_s},
               {"checkpoint_s", rw.options.checkpoint_interval_s},
+              {"topology_required", topology.required && topology.level != TopologyLevel::kNone},
+              {"sets", std::move(sets)},
               {"infeasible", infeasible}});
   };
   // What run h of group gi (a workload's admitter handle, or a fragment a shrink took) holds
@@ -1294,16 +1319,14 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
       nlohmann::json devs = nlohmann::json::array();
       for (const DeviceShare& d : as[p].devices)
         devs.push_back({d.device, d.milli, d.memory_mib, d.mig_slice});
-      static constexpr const char* kKinds[] = {"none", "whole", "fraction", "mig"};
       pods.push_back({{"node", groups[gi].fleet.nodes[as[p].node].name.str()},
                       {"set", p < set_of.size() ? set_of[p] : -1},
-                      {"kind", kKinds[static_cast<int>(ps.device.kind)]},
+                      {"kind", kDeviceKinds[static_cast<int>(ps.device.kind)]},
                       {"milli", ps.device.TotalMilli().value()},
                       {"cpu", ps.cpu.value()},
                       {"memory", ps.memory.value()},
-                      {"gpus", ps.device.kind == DeviceKind::kWhole  ? ps.device.gpus
-                               : ps.device.kind == DeviceKind::kNone ? 0
-                                                                     : 1},
+                      {"gpus", PodGpus(ps)},
+                      {"gpu_memory", ps.device.gpu_memory.value()},
                       {"profile", ps.device.mig_profile},
                       {"models", ps.device.models},
                       {"devices", std::move(devs)}});
