@@ -504,7 +504,10 @@ TEST_F(FactoryTest, DemoRunsIsolatedAndFreesItsGpus) {
   // The chat servers get fractional shares (and may share a GPU: one trust domain).
   for (const char* chat : {"team-a/llama-chat", "team-b/mistral-chat"}) {
     const json& status = w[chat]["status"];
-    EXPECT_EQ(status.value("isolation", ""), "fractional share within one trust domain") << chat;
+    EXPECT_EQ(status.value("isolation", ""),
+              "fractional share within trust domain " +
+                  trust_domain_[w[chat]["metadata"].value("namespace", "")])
+        << chat;
     ASSERT_EQ(status["assignments"].size(), 1u) << chat;
     ASSERT_EQ(status["assignments"][0]["devices"].size(), 1u) << chat;
     EXPECT_EQ(status["assignments"][0]["devices"][0].value("gpuMilli", 0), 500) << chat;
@@ -2813,6 +2816,32 @@ TEST_F(FactoryTest, AWorkloadsIsolationIsItsGpuPods) {
   CreateWorkload(w);
   ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
   EXPECT_EQ(Workloads()["team-a/mpi"]["status"].value("isolation", ""), "whole GPUs");
+}
+
+// Who may share a fractional share's GPU is said by its tenant's trust (a trial read "within one
+// trust domain" on an untrusted tenant's share, whose GPU is closed to every other tenant).
+TEST_F(FactoryTest, AShareIsolationSaysWhoMayShareItsGpu) {
+  auto share = [](const std::string& ns, const std::string& name) {
+    return json{{"apiVersion", "fabrica.dev/v1"},
+                {"kind", "Workload"},
+                {"metadata", {{"name", name}, {"namespace", ns}}},
+                {"spec",
+                 {{"podSets",
+                   {{{"name", "server"},
+                     {"count", 1},
+                     {"cpu", "2"},
+                     {"memory", "8Gi"},
+                     {"devices", {{"gpuMilli", "250m"}}}}}},
+                  {"run", {{"command", {"serve"}}, {"durationSeconds", 600}}}}}};
+  };
+  CreateWorkload(share("partner-x", "p-share"));
+  CreateWorkload(share("team-a", "a-share"));
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  std::map<std::string, json> w = Workloads();
+  EXPECT_EQ(w["partner-x/p-share"]["status"].value("isolation", ""),
+            "fractional share, its GPU closed to other tenants (untrusted)");
+  EXPECT_EQ(w["team-a/a-share"]["status"].value("isolation", ""),
+            "fractional share within trust domain " + trust_domain_["team-a"]);
 }
 
 // A preemptor for all its pods is no partial admission, however many cycles its victims take

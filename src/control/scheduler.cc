@@ -2366,15 +2366,30 @@ Result<CycleStats> Scheduler::RunOnce() {
                              List(Field(sw.obj(), "status"), "nomination"));
       // Its GPU pods' isolation, each kind once in pod-set order ("no GPU" only where no pod
       // has one: a trial saw a launcher without GPUs label a gang of 20 GPUs so).
+      // Who may share its GPU follows its tenant's trust (DESIGN.md's table; a trial read
+      // "within one trust domain" on an untrusted tenant's share, whose GPU is its alone).
       std::string isolation;
       for (const PodRequest& pod : sw.pods) {
-        const char* kind = pod.kind == DeviceKind::kWhole ? "whole GPUs"
-                           : pod.kind == DeviceKind::kMig ? "MIG slice"
-                           : pod.kind == DeviceKind::kFraction
-                               ? "fractional share within one trust domain"
-                               : nullptr;
-        if (kind && isolation.find(kind) == std::string::npos)
-          isolation += (isolation.empty() ? "" : "; ") + std::string(kind);
+        const Tenant* tenant = pod.tenant >= 0 ? &state.tenant(pod.tenant) : nullptr;
+        const TrustLevel trust = tenant ? tenant->trust : TrustLevel::kStandard;
+        std::string kind;
+        if (pod.kind == DeviceKind::kWhole) {
+          kind = "whole GPUs";
+        } else if (pod.kind == DeviceKind::kMig) {
+          kind = trust == TrustLevel::kUntrusted
+                     ? "MIG slice, its GPU closed to other tenants (untrusted)"
+                     : "MIG slice";
+        } else if (pod.kind == DeviceKind::kFraction) {
+          kind =
+              trust == TrustLevel::kUntrusted
+                  ? "fractional share, its GPU closed to other tenants (untrusted)"
+              : trust == TrustLevel::kTrusted
+                  ? "fractional share within trust domain " +
+                        (tenant->trust_domain.empty() ? tenant->name.str() : tenant->trust_domain)
+                  : "fractional share with its own tenant's pods only";
+        }
+        if (!kind.empty() && isolation.find(kind) == std::string::npos)
+          isolation += (isolation.empty() ? "" : "; ") + kind;
       }
       if (isolation.empty()) isolation = "no GPU";
       next["status"] = {
