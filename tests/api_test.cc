@@ -1552,6 +1552,19 @@ TEST_F(ApiBadInputTest, MalformedJson) {
                  400, "key \"maxRuntimeSeconds\" is given twice");
 }
 
+// Names users of other systems give a tenant's trust are pointed to Fabrica's (a trial's
+// `trustLevel` got no hint).
+TEST_F(ApiBadInputTest, ATenantsTrustLevelIsPointedToTrust) {
+  json tenant = TenantObject("team-z");
+  tenant["spec"] = {{"trustLevel", "trusted"}};
+  const uint64_t rev = w_.store().Revision();
+  HttpResponse r = w_.Do("POST", Collection("tenants"), kAdmin, tenant.dump());
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_NE(r.body.find("spec.trustLevel: unknown field (did you mean trust?)"), std::string::npos)
+      << r.body;
+  EXPECT_EQ(w_.store().Revision(), rev);
+}
+
 TEST_F(ApiBadInputTest, PriorityClassesNeedAnIntegerValueAndNothingElse) {
   auto refused = [&](const json& obj, const std::string& fragment) {
     HttpResponse r = w_.Do("POST", Collection("priorityclasses"), kAdmin, obj.dump());

@@ -591,7 +591,16 @@ TEST(TrustIsolation, UntrustedOnASingleGpuNodeLeavesNoRoom) {
   ASSERT_EQ(PlaceAndApply(s, placer, Req(s, Fraction(100), "u"), rng).outcome, Outcome::kPlaced);
   PodPlacement p = placer.Place(s, Req(s, Fraction(100), "o"), rng);
   EXPECT_EQ(p.outcome, Outcome::kPending);
-  EXPECT_NE(p.reason.find("isolation"), std::string::npos) << p.reason;
+  // Isolation alone keeps it off, and the reason says so, not that the GPU lacks room (a trial).
+  EXPECT_NE(p.reason.find("0 lack a free GPU, or a shared one"), std::string::npos) << p.reason;
+  EXPECT_NE(p.reason.find(", 1 have room for it only on GPUs other tenants' pods use, which "
+                          "isolation keeps it off (its tenant is standard: it shares a GPU only "
+                          "with its own pods)"),
+            std::string::npos)
+      << p.reason;
+  // A share bigger than what is left there lacks room as before.
+  EXPECT_NE(placer.Place(s, Req(s, Fraction(950), "o"), rng).reason.find("1 lack a free GPU"),
+            std::string::npos);
   // A whole GPU pod of the untrusted tenant's own is refused too: the GPU is in use.
   EXPECT_EQ(placer.Place(s, Req(s, Whole(1), "u"), rng).outcome, Outcome::kPending);
 }

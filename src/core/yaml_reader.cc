@@ -220,6 +220,9 @@ std::string Misspelt(const std::string& key, const std::vector<std::string>& kno
       {"nominalquota", "guaranteed"},
       {"cohort", "parent"},
       {"resourcegroups", "quotas"},
+      // A tenant's trust level (a trial wrote `trustLevel:`).
+      {"trustlevel", "trust"},
+      {"trustdomains", "trustDomain"},
   };
   const size_t most = std::max<size_t>(1, k.size() / 4);
   std::string best;

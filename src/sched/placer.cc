@@ -146,6 +146,29 @@ PodPlacement Placer::Explain(const ClusterState& s, const PodRequest& req,
   const auto offers_no_profile = [&](int n) {
     return req.kind == DeviceKind::kMig && s.node_slices_of(n, req.mig_profile) == 0;
   };
+  // Nodes where a GPU has room for it but other tenants' pods on it keep it off (a trial read
+  // "1 lack a free GPU" of a GPU with 600m free beside an untrusted tenant's share).
+  int isolated = 0;
+  const auto isolation_only = [&](int n) {
+    const bool untrusted = req.tenant >= 0 && s.tenant(req.tenant).trust == TrustLevel::kUntrusted;
+    for (int d = 0; d < static_cast<int>(s.devices(n).size()); ++d) {
+      const DeviceState& ds = s.devices(n)[d];
+      const Device& dev = s.node(n).devices[d];
+      if (req.kind == DeviceKind::kFraction && !dev.mig_enabled() &&
+          ds.free_milli >= s.FractionMilli(n, d, req) &&
+          ds.free_memory_mib >= s.FractionMemoryMib(n, d, req) && ds.share_key >= 0 &&
+          ds.share_key != s.ShareKey(req.tenant))
+        return true;
+      if (req.kind == DeviceKind::kMig && dev.mig_enabled() &&
+          ((ds.mig_key >= 0 && ds.mig_key != req.tenant) ||
+           (untrusted && ds.mig_key == ClusterState::kMigShared)))
+        for (size_t k = 0; k < dev.mig_slices.size(); ++k)
+          if ((ds.mig_free >> k & 1) &&
+              s.mig_slice_profile(n, d, static_cast<int>(k)) == req.mig_profile)
+            return true;
+    }
+    return false;
+  };
   std::vector<char> usable;
   if (only) {
     usable.assign(s.node_count(), 0);
@@ -200,6 +223,8 @@ PodPlacement Placer::Explain(const ClusterState& s, const PodRequest& req,
              s.node_whole_free(n) < req.num_gpu) {
       scattered += count;
       scattered_gpus += count * s.node_whole_free(n);
+    } else if (isolation_only(n)) {
+      isolated += count;
     } else if (memory_short(n)) {
       short_memory += count;
     } else {
@@ -226,6 +251,20 @@ PodPlacement Placer::Explain(const ClusterState& s, const PodRequest& req,
                 (own ? " run other tenants' pods (its tenant asks for nodes of its own: "
                        "exclusiveNodes)"
                      : " are held by another tenant's exclusiveNodes");
+  }
+  if (isolated) {
+    const Tenant* t = req.tenant >= 0 ? &s.tenant(req.tenant) : nullptr;
+    const TrustLevel trust = t ? t->trust : TrustLevel::kStandard;
+    p.reason +=
+        ", " + std::to_string(isolated) +
+        " have room for it only on GPUs other tenants' pods use, which isolation keeps it off (" +
+        (trust == TrustLevel::kUntrusted ? "its tenant is untrusted: its GPU must be its alone"
+         : req.kind == DeviceKind::kMig  ? "an untrusted tenant's GPU is closed to others"
+         : trust == TrustLevel::kTrusted
+             ? "it shares a GPU only within trust domain " +
+                   (t->trust_domain.empty() ? t->name.str() : t->trust_domain)
+             : "its tenant is standard: it shares a GPU only with its own pods") +
+        ")";
   }
   if (other) p.reason += ", " + std::to_string(other) + " refused by policy";
   if (short_memory)
