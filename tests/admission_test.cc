@@ -5708,6 +5708,14 @@ TEST_F(AdmissionTest, ATenantWithExclusiveNodesIsChargedTheNodesItKeepsOthersOff
                                     "for the 1 its pods use: with exclusiveNodes"),
             std::string::npos)
       << adm_->reason(next);
+  // A 3-GPU pod, two to an 8-GPU node, counts as 4 GPUs exactly, waiting and running (a trial
+  // saw 3.999: the node's share was charged per GPU, rounded down).
+  adm_->Finish(o, 5);
+  const int three = Submit(Gpus("three", "x", 3), 6);
+  adm_->Cycle(6, 1000);
+  ASSERT_EQ(adm_->phase(three), Phase::kAdmitted) << adm_->reason(three);
+  EXPECT_EQ(adm_->gpu_milli(three), 4000);
+  EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("x")), 4000 + 1000);  // (and `next`, admitted)
 }
 
 TEST_F(AdmissionTest, FairShareFavoursTheLighterQueueAndWeights) {

@@ -37,6 +37,7 @@ uint64_t AttemptKey(const Workload& w, int leaf, const std::vector<PodRequest>& 
     mix(p.num_gpu);
     mix(p.gpu_milli);
     mix(p.charge_milli);
+    mix(p.charge_rest);
     mix(p.gpu_memory_mib);
     mix(p.compute_from_memory);
     mix(p.mig_profile);
@@ -2362,8 +2363,9 @@ void Admitter::Charge(int id, int sign) {
       if (p.num_gpu > 0 && p.tenant >= 0 && state_.tenant(p.tenant).exclusive_nodes &&
           i < e.assign.size() && e.assign[i].node >= 0) {
         const int64_t base = p.kind == DeviceKind::kFraction ? p.charge_milli : p.gpu_milli;
-        p.charge_milli = std::max(base > 0 ? base : p.gpu_milli,
-                                  state_.ExclusiveCharge(p, e.assign[i].node) / p.num_gpu);
+        p.charge_milli = base > 0 ? base : p.gpu_milli;
+        p.charge_rest = 0;
+        p.ChargeAtLeast(state_.ExclusiveCharge(p, e.assign[i].node));
       }
       total += p.total_charge_milli();
     }

@@ -241,12 +241,15 @@ int64_t ClusterState::ChargeOnModel(const PodRequest& req, int model) const {
       per_gpu = req.gpu_milli;
     }
     if (per_gpu < 0) continue;
+    int64_t charge = per_gpu * req.num_gpu;
     if (exclusive) {
       const int64_t node_charge = ExclusiveCharge(req, n);
       if (node_charge <= 0) continue;  // (it cannot hold one)
-      per_gpu = std::max(per_gpu, node_charge / req.num_gpu);
+      // (The pod's whole charge, not per GPU rounded down: a trial's 3-GPU pod was charged
+      // 3.999 GPUs, not the 4 of the 8-GPU node's 2 such pods.)
+      charge = std::max(charge, node_charge);
     }
-    most = std::max(most, per_gpu * req.num_gpu);
+    most = std::max(most, charge);
   }
   return most;
 }
@@ -352,7 +355,7 @@ Result<PodRequest> ClusterState::MakeRequest(const PodSet& ps, const TenantId& t
       const int m = nodes_[n].model;
       if (m >= 0 && (r.model_mask >> m & 1)) most = std::max(most, ExclusiveCharge(r, n));
     }
-    r.charge_milli = std::max(r.charge_milli > 0 ? r.charge_milli : r.gpu_milli, most / r.num_gpu);
+    r.ChargeAtLeast(most);
   }
   return r;
 }

@@ -50,6 +50,9 @@ struct PodRequest {
   // on), and an untrusted tenant's the device over how many such pods one device holds: no one
   // else may use the rest (MakeRequest).
   int64_t charge_milli = 0;
+  // What a charge for all its GPUs that does not divide by num_gpu leaves over (exclusiveNodes:
+  // 4000m for 3 GPUs is 1333m each and 1m more), so that the total is exact (ChargeAtLeast).
+  int64_t charge_rest = 0;
   // A fraction that asked for memory alone: its compute on each GPU is the share its memory is
   // of that GPU (ClusterState::FractionMilli), and gpu_milli that share of the smallest GPU it
   // may land on (the most it takes anywhere).
@@ -66,7 +69,13 @@ struct PodRequest {
 
   int64_t total_gpu_milli() const { return num_gpu * gpu_milli; }
   int64_t total_charge_milli() const {
-    return num_gpu * (charge_milli > 0 ? charge_milli : gpu_milli);
+    return num_gpu * (charge_milli > 0 ? charge_milli : gpu_milli) + charge_rest;
+  }
+  // Charged at least `total` for all its GPUs (a share of an exclusive node), exactly.
+  void ChargeAtLeast(int64_t total) {
+    if (num_gpu <= 0 || total <= total_charge_milli()) return;
+    charge_milli = total / num_gpu;
+    charge_rest = total % num_gpu;
   }
 };
 
