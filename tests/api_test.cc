@@ -2000,6 +2000,58 @@ TEST_F(ApiBadInputTest, AQueueEditBelowWhatItHoldsIsAcceptedWithAWarning) {
       << r.headers[0].second;
 }
 
+// A queue write that lifts the trees' guarantees, every flavour together, past the fleet's GPUs
+// is accepted with a warning at the write (a trial saw it only on a later `get queues`, on a
+// queue it had not touched); one that lowers them, or stays within, says nothing.
+TEST_F(ApiBadInputTest, GuaranteesPastTheFleetAreSaidAtTheWrite) {
+  const auto warnings = [](const HttpResponse& r) {
+    std::vector<std::string> out;
+    for (const auto& [name, value] : r.headers)
+      if (name == "Warning") out.push_back(value);
+    return out;
+  };
+  w_.MustCreate(Collection("resourceflavors"), FlavorObject("h100"));
+  json a = QueueObject("qa");
+  a["spec"]["quotas"] = {{"gpu", {{"guaranteed", 6}}}};
+  HttpResponse r = w_.Do("POST", Collection("queues"), kAdmin, a.dump());
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_TRUE(warnings(r).empty());  // (6 of the node's 8)
+  // A tree: the root guaranteed what its children add up to, another flavour beside gpu.
+  json org = QueueObject("org");
+  w_.MustCreate(Collection("queues"), org);
+  json b = QueueObject("qb");
+  b["spec"]["parent"] = "org";
+  b["spec"]["quotas"] = {{"h100", {{"guaranteed", 1}}}, {"cpu", {{"guaranteed", 64}}}};
+  r = w_.Do("POST", Collection("queues"), kAdmin, b.dump());
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_TRUE(warnings(r).empty());  // (7; CPU is no GPU)
+  json c = QueueObject("qc");
+  c["spec"]["parent"] = "org";
+  c["spec"]["quotas"] = {{"gpu", {{"guaranteed", 2.5}}}};
+  r = w_.Do("POST", Collection("queues"), kAdmin, c.dump());
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_EQ(warnings(r),
+            (std::vector<std::string>{
+                "299 - \"the queue trees' guarantees add up to 9.5 GPUs (every GPU flavour), past "
+                "the fleet's 8: they cannot all be met at once, and a queue below its guarantee "
+                "may wait for GPUs no other queue borrows\""}));
+  // Lowered, still past: nothing more said; within: nothing.
+  const auto patch = [&](const std::string& q, double g) {
+    return w_.Do("PATCH", Item("queues", "", q), kAdmin,
+                 json{{"spec", {{"quotas", {{"gpu", {{"guaranteed", g}}}}}}}}.dump(), kMergePatch);
+  };
+  r = patch("qc", 2);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_TRUE(warnings(r).empty());
+  r = patch("qa", 7);  // (raised again: 10)
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_EQ(warnings(r).size(), 1u);
+  EXPECT_NE(warnings(r)[0].find("add up to 10 GPUs"), std::string::npos) << warnings(r)[0];
+  r = patch("qa", 5);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_TRUE(warnings(r).empty());
+}
+
 // Labels are maps of strings in the Kubernetes syntax; a node's kubernetes.io/hostname and
 // fabrica.dev/gpu-model are its own; a workload's nodeSelector holds strings. A label selector
 // over nodes sees what a nodeSelector matches: registered labels, set ones, the well-known two.

@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <limits>
 #include <list>
 #include <map>
@@ -2303,6 +2304,49 @@ struct ApiServer::Impl {
     return out;
   }
 
+  // A queue write that lifts the queue trees' guarantees, every GPU flavour together, past the
+  // GPUs the fleet's nodes hold: said at the write. (The scheduler's status says it a cycle
+  // later, and on every root that guarantees any: a trial saw it only on a later `get queues`,
+  // beside a queue it had not touched.)
+  std::vector<std::string> QueueGuaranteeWarnings(const json& queue) {
+    auto before = QueueTreeWith(json());
+    auto after = QueueTreeWith(queue);
+    auto nodes = ReadAll(Prefix(*FindResource("nodes"), ""));
+    if (!before.ok() || !after.ok() || !nodes.ok()) return {};
+    int64_t gpus = 0;
+    for (const KeyValue& kv : *nodes) gpus += NodeGpus(Field(Materialize(kv), "spec"));
+    const int64_t was = TreesGuaranteedMilli(*before), now = TreesGuaranteedMilli(*after);
+    // (No node yet: nothing to compare with.)
+    if (gpus == 0 || now <= gpus * kMilliPerGpu || now <= was) return {};
+    return {"the queue trees' guarantees add up to " + GpuAmount(now) +
+            " GPUs (every GPU flavour), past the fleet's " + std::to_string(gpus) +
+            ": they cannot all be met at once, and a queue below its guarantee may wait for GPUs "
+            "no other queue borrows"};
+  }
+
+  // The GPUs the roots of `config`'s trees guarantee, every flavour (not CPU or memory): a
+  // queue's own guarantee of a flavour, else what its children's add up to.
+  static int64_t TreesGuaranteedMilli(const AdmissionConfig& config) {
+    std::map<std::string, std::vector<const QueueSpec*>> children;
+    for (const QueueSpec& q : config.queues) children[q.parent].push_back(&q);
+    std::function<int64_t(const QueueSpec&, const std::string&)> of =
+        [&](const QueueSpec& q, const std::string& flavor) -> int64_t {
+      if (auto it = q.quotas.find(flavor); it != q.quotas.end() && !it->second.guaranteed_unset)
+        return it->second.guaranteed_milli;
+      int64_t sum = 0;
+      for (const QueueSpec* c : children[q.name]) sum += of(*c, flavor);
+      return sum;
+    };
+    std::set<std::string> flavors;
+    for (const QueueSpec& q : config.queues)
+      for (const auto& [key, quota] : q.quotas)
+        if (key != kCpuQuota && key != kMemoryQuota) flavors.insert(key);
+    int64_t sum = 0;
+    for (const QueueSpec* root : children[""])
+      for (const std::string& f : flavors) sum += of(*root, f);
+    return sum;
+  }
+
   // A node whose NICs are all cabled to leaves other than its own (a leaf changed in an edit,
   // its NICs' left as they were): placement takes it as in its spec.leaf, its links say
   // otherwise (a trial moved one so, unwarned).
@@ -2374,12 +2418,15 @@ struct ApiServer::Impl {
     for (const KeyValue& kv : nodes->items) {
       json n = json::parse(kv.value, nullptr, false);
       if (n.is_discarded()) continue;
-      const json& spec = Field(n, "spec");
-      int64_t g = Int(Field(spec, "gpus"), "count");
-      if (Field(spec, "devices").is_array()) g = static_cast<int64_t>(spec["devices"].size());
-      max_gpus = std::max(max_gpus, g);
+      max_gpus = std::max(max_gpus, NodeGpus(Field(n, "spec")));
     }
     return max_gpus;
+  }
+
+  // A node spec's GPUs: its devices, or the count of its `gpus` shorthand.
+  static int64_t NodeGpus(const json& spec) {
+    if (Field(spec, "devices").is_array()) return static_cast<int64_t>(spec["devices"].size());
+    return Int(Field(spec, "gpus"), "count");
   }
 
   HttpResponse Handle(const HttpRequest& req, std::string* resource_label,
@@ -3682,8 +3729,10 @@ struct ApiServer::Impl {
     std::vector<std::string> warnings = std::string(info.kind) == "Workload"
                                             ? WorkloadWarnings(o, json())
                                             : TenantListWarnings(o, info.kind);
-    if (std::string(info.kind) == "Queue")
+    if (std::string(info.kind) == "Queue") {
       for (std::string& w : QueueRoutingWarnings(o, json())) warnings.push_back(std::move(w));
+      for (std::string& w : QueueGuaranteeWarnings(o)) warnings.push_back(std::move(w));
+    }
     if (std::string(info.kind) == "Node") warnings = NodeWarnings(o);
     if (DryRun(req)) {
       if (store.Get(Key(info, ns, name)).ok())
@@ -4062,6 +4111,7 @@ struct ApiServer::Impl {
         if (auto children = ChildrenOf(name); children.ok() && children->empty())
           warnings = QueueEditWarnings(WithCpuAndMemoryHeld(stored, o), o);
         for (std::string& w : QueueRoutingWarnings(o, stored)) warnings.push_back(std::move(w));
+        for (std::string& w : QueueGuaranteeWarnings(o)) warnings.push_back(std::move(w));
       }
       if (!status_sub &&
           Field(Field(o, "spec"), "tenants") != Field(Field(stored, "spec"), "tenants"))
