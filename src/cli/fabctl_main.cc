@@ -463,7 +463,8 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
       // than it asks for.
       int pods = 0, asked = 0;
       double gpus = 0;
-      std::string memory_only;  // waiting memory-only shares: the memory they ask
+      std::string memory_only;            // waiting memory-only shares: the memory they ask
+      std::map<std::string, int> slices;  // MIG profile -> its slices asked (or held)
       const json admitted = Arr(status, "admittedCounts");
       const json sets = Arr(spec, "podSets");
       const json finished = Obj(status, "finishedPods");
@@ -483,11 +484,9 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
         if (dev.contains("gpus") && dev["gpus"].is_number()) {
           gpus += running * dev["gpus"].get<double>();
         } else if (dev.contains("mig") && dev["mig"].is_string()) {
-          // A MIG slice: its compute slices out of 7, as queues' quotas charge it.
-          fabrica::DeviceRequest mig;
-          mig.kind = fabrica::DeviceKind::kMig;
-          mig.mig_profile = dev["mig"].get<std::string>();
-          gpus += running * static_cast<double>(mig.TotalMilli().value()) / 1000.0;
+          // MIG slices by their profile ("3x3g.40gb"): a trial read three 3g.40gb slices as
+          // 1.284 GPUs, their compute slices out of 7 as queues' quotas charge them.
+          if (running > 0) slices[dev["mig"].get<std::string>()] += running;
         } else if (dev.contains("gpuMilli")) {
           // A share of a GPU ("250m", "0.25").
           const json& m = dev["gpuMilli"];
@@ -501,15 +500,20 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
       // got; a trial read 0 for one).
       double held = 0;
       bool placed = false;
+      std::map<std::string, int> held_slices;
       for (const json& a : Arr(status, "assignments")) {
         // (Its pods that completed keep their assignments while the others run on.)
         if (a.value("node", "").empty() || finished.contains(a.value("pod", ""))) continue;
         placed = true;
-        for (const json& d : Arr(a, "devices"))
-          if (d.contains("gpuMilli") && d["gpuMilli"].is_number())
+        for (const json& d : Arr(a, "devices")) {
+          if (d.contains("migProfile") && d["migProfile"].is_string()) {
+            ++held_slices[d["migProfile"].get<std::string>()];
+          } else if (d.contains("gpuMilli") && d["gpuMilli"].is_number()) {
             held += d["gpuMilli"].get<double>() / 1000.0;
+          }
+        }
       }
-      if (placed) gpus = held, memory_only.clear();
+      if (placed) gpus = held, memory_only.clear(), slices = held_slices;
       std::string nodes;
       for (const json& a : Arr(status, "assignments")) {
         const std::string n = a.value("node", "");
@@ -522,6 +526,9 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
       } else {
         std::snprintf(g, sizeof(g), "%g", gpus);
       }
+      std::string gpus_shown = slices.empty() || gpus > 0 ? std::string(g) : std::string();
+      for (const auto& [profile, n] : slices)
+        gpus_shown += (gpus_shown.empty() ? "" : "+") + std::to_string(n) + "x" + profile;
       // Ended: how many of its pods completed (as a Job's COMPLETIONS), not the none it runs.
       std::string phase = status.value("phase", "");
       std::string pods_shown =
@@ -529,12 +536,12 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
       if (phase == "Succeeded" || phase == "Failed") {
         pods_shown = std::to_string(finished.is_object() ? finished.size() : 0) + "/" +
                      std::to_string(asked) + " done";
-        std::snprintf(g, sizeof(g), "0");
+        gpus_shown = "0";
       } else {
         phase = ShownPhase(status);
       }
-      rows.push_back({meta.value("namespace", ""), meta.value("name", ""), phase, pods_shown, g,
-                      nodes.empty() ? "-" : nodes, status.value("message", "")});
+      rows.push_back({meta.value("namespace", ""), meta.value("name", ""), phase, pods_shown,
+                      gpus_shown, nodes.empty() ? "-" : nodes, status.value("message", "")});
       // (The scheduler's rule, where queues exist.)
       std::string queue = spec.value("queue", "");
       if (wide && !leaves->empty())
@@ -579,11 +586,24 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
         std::snprintf(buf, sizeof(buf), "%.3f", x);
         share = x > 0 && x < 0.0005 ? "<0.001" : x == 0 ? "0" : buf;
       }
-      // GPUs as the scheduler last wrote them (every flavour), "-" before its first cycle.
+      // GPUs as the scheduler last wrote them, "-" before its first cycle: the sum, or by
+      // flavour ("h100:8,a100-mig:1.284") where more than one has some (a trial read 8 H100s and
+      // three 3g.40gb slices summed as 9.284).
+      const auto by_flavor = [&](const char* key) {
+        std::string out;
+        int some = 0;
+        const json flavors = Obj(status, "flavors");
+        if (flavors.is_object())
+          for (const auto& [flavor, f] : flavors.items())
+            if (const std::string v = Plain(f.value(key, json("0"))); v != "0" && v != "-") {
+              out += (out.empty() ? "" : ",") + flavor + ":" + v;
+              ++some;
+            }
+        return some > 1 ? out : Plain(status.value(key, json("-")));
+      };
       rows.push_back({meta.value("name", ""), spec.value("parent", "-"),
-                      Plain(spec.value("weight", json(1))),
-                      Plain(status.value("guaranteedGpus", json("-"))),
-                      Plain(status.value("usedGpus", json("-"))), share,
+                      Plain(spec.value("weight", json(1))), by_flavor("guaranteedGpus"),
+                      by_flavor("usedGpus"), share,
                       Plain(status.value("pendingWorkloads", json("-"))),
                       Plain(status.value("active", json("-"))), Age(o)});
       if (wide) {

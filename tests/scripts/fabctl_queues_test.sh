@@ -337,6 +337,15 @@ done
 head -1 <<<"$flavors" | grep -q "^NAME *KIND *MODELS *MIG-PROFILES *GPUS" || fail "no header: $flavors"
 grep "^h200 " <<<"$flavors" | grep -q "whole *H200 .* 16 " || fail "h200 not 16 H200s: $flavors"
 grep "^mig " <<<"$flavors" | grep -q " 8 " || fail "mig not the 8 MIG GPUs: $flavors"
+# GUARANTEED by flavour where a queue is guaranteed more than one (a trial read 8 H100s and
+# three MIG slices summed as one number).
+teamc=""
+for _ in $(seq 100); do
+  teamc=$("$FABCTL" get queue team-c)
+  grep -q "^team-c .* gpu:12,h200:8 " <<<"$teamc" && break
+  sleep 0.2
+done
+grep -q "^team-c .* gpu:12,h200:8 " <<<"$teamc" || fail "team-c's GUARANTEED by flavour: $teamc"
 # The pending list still reads the tree once quotas name stored flavours.
 pending=$("$FABCTL" pending research 2>&1) || fail "pending fails with flavours: $pending"
 head -1 <<<"$pending" | grep -Eq "^POSITION|^Nothing waits in queue research" ||
@@ -355,8 +364,8 @@ for _ in $(seq 100); do
   "$FABCTL" get workloads -n team-b | contains "^big-" || break
   sleep 0.2
 done
-# GPUS counts a MIG slice as its compute slices out of 7, as quotas charge it: two 3g.40gb
-# pods are 2 x 0.428.
+# GPUS names MIG slices by their profile: two 3g.40gb pods are 2x3g.40gb (a trial read them as
+# 0.856 GPUs, their compute slices out of 7 as quotas charge them).
 cat >"$tmp/slices.yaml" <<YAML
 apiVersion: fabrica.dev/v1
 kind: Workload
@@ -366,7 +375,7 @@ spec:
 YAML
 "$FABCTL" apply -f "$tmp/slices.yaml" >/dev/null || fail "apply slices"
 slices=$("$FABCTL" get workload slices -n team-c)
-grep "^slices " <<<"$slices" | grep -q " 0.856 " || fail "GPUS of two 3g.40gb slices: $slices"
+grep "^slices " <<<"$slices" | grep -q " 2x3g.40gb " || fail "GPUS of two 3g.40gb slices: $slices"
 # -o wide adds the queue it waits in, its priority and creation, as kubectl's wide output adds
 # columns.
 wide=$("$FABCTL" get workloads -n team-c -o wide)
