@@ -3355,6 +3355,16 @@ TEST_F(AdmissionTest, GuaranteesPastTheGpusNotInMigModeAreWarnedOf) {
   config.queues[1].quotas = {{"mig", QuotaSpec{1000, {}, {}}}, {"frac", QuotaSpec{1000, {}, {}}}};
   MakeTree(fleet, config, {"a", "b"});
   EXPECT_TRUE(adm_->GuaranteeWarnings().empty()) << adm_->GuaranteeWarnings().begin()->second;
+  // A flavour of MIG slices holds what its slices' compute does, less than their GPUs: eight
+  // 3g.40gb slices on 4 GPUs are 3.424 GPUs, and a guarantee of 3.5 is past them (a trial's
+  // guarantee of a profile's slices past what the fleet has of it was never warned of).
+  config.queues[1].quotas["mig"].guaranteed_milli = 1500;
+  MakeTree(fleet, config, {"a", "b"});
+  const std::map<int, std::string> warnings_mig = adm_->GuaranteeWarnings();
+  ASSERT_EQ(warnings_mig.size(), 2u);
+  EXPECT_EQ(warnings_mig.at(adm_->QueueIndex("b")),
+            "the queue trees' guarantees of mig add up to 3.5 GPUs, past the 3.424 its MIG slices "
+            "hold (8 x 3g.40gb, each its compute slices out of 7): they cannot all be met at once");
 }
 
 // A GPU in the reach of two flavours (a fraction of an H100 is the catch-all's, a whole one

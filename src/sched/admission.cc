@@ -752,6 +752,20 @@ std::map<int, std::string> Admitter::GuaranteeWarnings() const {
       if (!fleet_.nodes[n].devices[d].mig_enabled())
         if (const int f = SelectFlavor(DeviceKind::kWhole, -1, state_.node_model(n), true); f >= 0)
           whole[f] += kMilliPerGpu;
+  // (And what the MIG slices charged to each flavour hold, by their compute slices out of 7,
+  // with how many of each profile: a flavour of slices alone holds no more.)
+  std::vector<int64_t> sliced(flavors_.size(), 0);
+  std::vector<std::map<std::string, int>> slice_counts(flavors_.size());
+  for (int n = 0; n < state_.node_count(); ++n)
+    for (const Device& d : fleet_.nodes[n].devices)
+      for (const std::string& slice : d.mig_slices)
+        if (const MigProfile* mp = FindMigProfile(d.model, slice))
+          if (const int f = SelectFlavor(DeviceKind::kMig, state_.MigProfileIndex(slice),
+                                         state_.node_model(n), true);
+              f >= 0) {
+            sliced[f] += MigSliceMilli(mp->compute_slices);
+            ++slice_counts[f][slice];
+          }
   for (int f = 0; f < flavor_count(); ++f) {
     if (!managed_[f]) continue;
     int64_t sum = 0;
@@ -759,7 +773,17 @@ std::map<int, std::string> Admitter::GuaranteeWarnings() const {
       if (q != fleet_queue_ && TreeRoot(q) == q) sum += queues_[q].guaranteed[f];
     const int64_t have = int64_t{gpus[f]} * kMilliPerGpu;
     std::string warning;
-    if (sum > have) {
+    if (sum > sliced[f] && sum <= have && flavors_[f].kind &&
+        *flavors_[f].kind == DeviceKind::kMig) {
+      // (A trial guaranteed 3 GPUs of a flavour of 3g.40gb slices, seven of them: 3 GPUs.)
+      std::string counts;
+      for (const auto& [slice, n] : slice_counts[f])
+        counts += (counts.empty() ? "" : ", ") + std::to_string(n) + " x " + slice;
+      warning = "the queue trees' guarantees of " + flavor_name(f) + " add up to " +
+                GpuAmount(sum) + " GPUs, past the " + GpuAmount(sliced[f]) +
+                " its MIG slices hold (" + (counts.empty() ? "none" : counts) +
+                ", each its compute slices out of 7): they cannot all be met at once";
+    } else if (sum > have) {
       warning = "the queue trees' guarantees of " + flavor_name(f) + " add up to " +
                 GpuAmount(sum) + " GPUs, past the fleet's " + GpuAmount(have) +
                 ": they cannot all be met at once";
