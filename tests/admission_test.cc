@@ -715,6 +715,30 @@ TEST_F(AdmissionTest, ElasticWorkGrowsWhereTheHoldForAGangCannotReach) {
   EXPECT_EQ(adm_->pod_counts(el), std::vector<int>{8});
 }
 
+// Elastic work that requires one domain grows in the domain it runs in, and not across it (a
+// trial's gang that required one leaf stayed at 2 of 4 pods beside a free node of its leaf,
+// for good): leaf-1 holds two of its 6-GPU pods, leaf-2 one; a filler in leaf-1 ends, and it
+// grows by one pod there, not by two with leaf-2's room.
+TEST_F(AdmissionTest, ElasticWorkThatRequiresOneDomainGrowsInIt) {
+  MakeTwoLeaves(/*elastic_growth=*/true);
+  auto filler = adm_->Restore(Gpus("f", "a", 8), OnGpus(1, {0, 1, 2, 3, 4, 5, 6, 7}), 0);
+  ASSERT_TRUE(filler.ok());
+  ASSERT_TRUE(adm_->Restore(Gpus("b0", "b", 8), OnGpus(3, {0, 1, 2, 3, 4, 5, 6, 7}), 0).ok());
+  Workload w = Gpus("g", "a", 6, 0, /*pods=*/4, /*gang=*/true);
+  w.pod_sets[0].min_count = 2;
+  w.topology = {TopologyLevel::kLeaf, /*required=*/true};
+  const int g = Submit(w, 1);
+  adm_->Cycle(2, 1000);
+  ASSERT_EQ(adm_->phase(g), Phase::kAdmitted) << adm_->reason(g);
+  ASSERT_EQ(adm_->pod_counts(g), std::vector<int>{2});
+  adm_->PodsReady(g);
+  adm_->Finish(*filler, 10);
+  const CycleResult r = adm_->Cycle(11, 1000);
+  EXPECT_EQ(r.grown, std::vector<int>{g}) << adm_->growth_why(g);
+  EXPECT_EQ(adm_->pod_counts(g), std::vector<int>{3});
+  for (const Assignment& a : adm_->assignments(g)) EXPECT_LT(a.node, 3) << "off leaf-1";
+}
+
 // Flavours are the fleet's: a fraction goes to the most specific flavour any queue names, in
 // every tree. When only another tree names it, the refusal says so, and who does (a user-style
 // review: one team's new `frac` quota left every other tree's fractional work Unschedulable,

@@ -4097,6 +4097,49 @@ TEST_F(FactoryTest, NodesThatTakeNoNewWorkAreSaidToHaveNoRoom) {
   EXPECT_EQ(why.find("refused by policy"), std::string::npos) << why;
 }
 
+// A gang that requires one leaf keeps to one while some node takes no new work, with or
+// without queues (a trial's, without queues, was spread over two leaves once an unrelated node
+// was cordoned: placement on the usable nodes went pod by pod, its topology forgotten).
+TEST_F(FactoryTest, ACordonElsewhereLeavesAGangsRequiredLeafRequired) {
+  for (bool queues : {false, true}) {
+    SCOPED_TRACE(queues ? "with queues" : "without queues");
+    const std::string suffix = queues ? "-q" : "";
+    if (queues) CreateQueue("team-a", {{"quotas", {{"gpu", {{"guaranteed", 40}}}}}});
+    ClientResponse r = Call("PATCH", std::string(kApi) + "/nodes/hgx-mig",
+                            R"({"spec":{"unschedulable":true}})", "application/merge-patch+json");
+    ASSERT_EQ(r.status, 200) << r.body;
+    // One node taken in each leaf: leaf-1 and leaf-2 have 8 whole GPUs free each.
+    for (const std::string node : {"hgx-a-0", "hgx-b-0"}) {
+      json filler = WholeGpuWorkload("team-a", "f-" + node + suffix, 8);
+      filler["spec"]["nodeSelector"] = {{"kubernetes.io/hostname", node}};
+      CreateWorkload(filler);
+    }
+    json gang = WholeGpuWorkload("team-a", "gang" + suffix, 8, /*pods=*/2);
+    gang["spec"]["gang"] = true;
+    gang["spec"]["topology"] = {{"level", "leaf"}, {"mode", "required"}};
+    CreateWorkload(gang);
+    Cycle();
+    Cycle();
+    std::map<std::string, json> w = Workloads();
+    const json& status = w["team-a/gang" + suffix]["status"];
+    EXPECT_EQ(status.value("phase", ""), "Pending") << Describe(w);
+    EXPECT_NE(status.value("message", "").find("gang needs 16 GPUs in one leaf domain"),
+              std::string::npos)
+        << Describe(w);
+    // The leaf-1 filler ends: the gang takes leaf-1.
+    ASSERT_EQ(Call("DELETE", WorkloadPath("team-a") + "/f-hgx-a-0" + suffix).status, 200);
+    Cycle();
+    Cycle();
+    w = Workloads();
+    ASSERT_EQ(w["team-a/gang" + suffix]["status"].value("phase", ""), "Running") << Describe(w);
+    for (const json& a : w["team-a/gang" + suffix]["status"]["assignments"])
+      EXPECT_EQ(a.value("node", "").rfind("hgx-a-", 0), 0u) << Describe(w);
+    for (const std::string name : {"f-hgx-b-0" + suffix, "gang" + suffix})
+      ASSERT_EQ(Call("DELETE", WorkloadPath("team-a") + "/" + name).status, 200);
+    Cycle();
+  }
+}
+
 // A label an admin sets on a Node object (metadata.labels, as `kubectl label node`) is what a
 // workload's nodeSelector matches, beside the well-known kubernetes.io/hostname; excludeNodes
 // keeps work off the nodes it names. With and without queues.

@@ -2193,37 +2193,24 @@ Result<CycleStats> Scheduler::RunOnce() {
         decisions[i] = Waits(why, "Unschedulable");
         continue;
       }
+      // (Pods its required topology could never hold, even on an empty fleet: Unschedulable,
+      // by the models its pods may use, as with queues; a trial's H100 gang needing one NVLink
+      // domain of 16 GPUs waited for ever because a GB200 domain had 16.)
+      if (std::string why; (sw.w().gang || sw.pods.size() > 1) &&
+                           !SomeDomainHolds(state, sw.pods, sw.w().topology, &why)) {
+        decisions[i] = Waits(why, "Unschedulable");
+        continue;
+      }
       // (A tier's failure is not told: only the last attempt's, over every node it may use.)
+      // Where some nodes take no new work, on the others alone, its topology kept (a trial's
+      // gang that required one leaf was spread over two while one unrelated node was cordoned).
+      const bool all_usable = usable_nodes.size() == static_cast<size_t>(state.node_count());
       GangPlacement g;
       const auto attempt = [&](const std::vector<PodRequest>& pods,
                                const TopologyConstraint& topology, bool explain) {
-        if (usable_nodes.size() == static_cast<size_t>(state.node_count())) {
-          g = (explain ? placer : quiet).PlaceGang(state, pods, topology, rng);
-          return g.outcome == Outcome::kPlaced;
-        }
-        g = GangPlacement();
-        // Restricting to usable nodes: place pod by pod among them (all or nothing).
-        g.outcome = Outcome::kPlaced;
-        for (const PodRequest& r : pods) {
-          PodPlacement p = quiet.PlaceIn(state, usable_nodes, r, rng);
-          // (Said with the nodes that take no new work as having no room, once: explained over
-          // the whole fleet, a trial read nodes held or cordoned as "refused by policy".)
-          if (p.outcome == Outcome::kPending && explain) {
-            PodPlacement why = placer.Explain(state, r, &usable_nodes);
-            p.outcome = why.outcome;
-            p.reason = why.reason;
-          }
-          if (p.outcome != Outcome::kPlaced) {
-            for (size_t k = g.pods.size(); k-- > 0;) state.Release(g.pods[k], pods[k]);
-            g.pods.clear();
-            g.outcome = p.outcome;
-            g.reason = p.reason;
-            return false;
-          }
-          state.Apply(p.assignment, r);
-          g.pods.push_back(p.assignment);
-        }
-        return true;
+        g = (explain ? placer : quiet)
+                .PlaceGang(state, pods, topology, rng, all_usable ? nullptr : &usable_nodes);
+        return g.outcome == Outcome::kPlaced;
       };
       PlacePreferring(sw.pods, sw.w().topology, attempt);
       if (g.outcome == Outcome::kPlaced) {

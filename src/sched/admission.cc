@@ -4098,9 +4098,7 @@ void Admitter::GrowPartial(CycleResult& out) {
                    : !q.pending.empty() || !q.parked.empty()
                        ? "work waiting in its queue goes first"
                    : q.stop != StopPolicy::kNone ? "its queue admits nothing now (stopPolicy)"
-                   : e.spec.topology.required && e.spec.topology.level != TopologyLevel::kNone
-                       ? "its required topology keeps it to the domain it runs in"
-                       : "";
+                                                 : "";
     if (!e.growth_why.empty()) continue;
     bool probed = false;
     if (Grow(id, &probed)) out.grown.push_back(id);
@@ -4130,6 +4128,22 @@ bool Admitter::Grow(int id, bool* probed) {
   more.spec = e.spec;
   more.options = e.options;  // (non-preemptible: grows within its queue's guarantee only)
   more.set_request = e.set_request;
+  // A required topology: the pods added go to the domain its pods run in, on the nodes they
+  // may use there (a trial's gang that required one leaf stayed at 2 of 4 pods beside a free
+  // node of its leaf, for good).
+  const TopologyConstraint& topology = e.spec.topology;
+  std::vector<char> off_domain;
+  std::map<const NodeSet*, std::shared_ptr<const NodeSet>> in_domain;  // (asked -> there)
+  if (topology.required && topology.level != TopologyLevel::kNone) {
+    int at = -1;
+    for (const Assignment& a : e.assign)
+      if (a.node >= 0) at = a.node;
+    if (at < 0) return false;
+    off_domain.assign(state_.node_count(), 1);
+    for (int n : state_.domains(topology.level)[state_.domain_of(at, topology.level)])
+      off_domain[n] = 0;
+    more.spec.topology = TopologyConstraint();
+  }
   auto extra_for = [&](int step) {
     std::vector<int> x;
     for (size_t i = 0; i < e.full_counts.size(); ++i)
@@ -4142,6 +4156,13 @@ bool Admitter::Grow(int id, bool* probed) {
   std::string quota_why;  // (what `why` points to where a quota's limit is said)
   auto probe = [&](int step, std::vector<Assignment>* assign, std::vector<PodRequest>* pods) {
     SetCounts(more, extra_for(step));
+    if (!off_domain.empty())
+      for (PodRequest& p : more.pods) {
+        std::shared_ptr<const NodeSet>& there = in_domain[p.nodes.get()];
+        if (!there) there = state_.Without(p.nodes.get(), off_domain);
+        p.nodes = there;
+        p.preferred = nullptr;  // (its tiers reach past the domain)
+      }
     *pods = more.pods;
     assign->clear();
     why = "its queue's CPU or memory quota holds no more of its pods";

@@ -684,8 +684,22 @@ bool SomeDomainHolds(const ClusterState& s, const std::vector<PodRequest>& pods,
 }
 
 GangPlacement Placer::PlaceGang(ClusterState& s, const std::vector<PodRequest>& pods,
-                                const TopologyConstraint& topology, Rng& rng) const {
+                                const TopologyConstraint& topology, Rng& rng,
+                                const std::vector<int>* only) const {
   GangPlacement g;
+  // (Nodes outside `only` count as full; a domain is tried on its nodes in it.)
+  std::vector<char> in_only;
+  if (only) {
+    in_only.assign(s.node_count(), 0);
+    for (int n : *only) in_only[n] = 1;
+  }
+  const auto open = [&](int n) { return !only || in_only[n]; };
+  const auto open_part = [&](const std::vector<int>& domain) {
+    std::vector<int> out;
+    for (int n : domain)
+      if (open(n)) out.push_back(n);
+    return out;
+  };
   for (const PodRequest& req : pods) {
     std::string why;
     if (!FitsSomeEmptyNode(s, req, &why)) {
@@ -755,11 +769,36 @@ GangPlacement Placer::PlaceGang(ClusterState& s, const std::vector<PodRequest>& 
   // A node's free GPUs leave MIG GPUs out; a gang that takes slices counts the free slices of
   // the profiles it asks.
   const ClusterState::RoomKinds kinds = ClusterState::RoomKindsOf(pods);
-  const auto room = [&](int n) { return s.node_free_room(n, kinds); };
+  const auto room = [&](int n) { return open(n) ? s.node_free_room(n, kinds) : int64_t{0}; };
   int64_t largest_free = 0;
   int largest_domain = -1;  // (named in the reason: a trial read two domains' numbers as one's)
   std::pair<size_t, std::string> failed{0, ""};  // the fleet-wide try's (see the reason below)
   for (TopologyLevel level : levels) {
+    if (level == TopologyLevel::kNone && only) {
+      // Pod by pod on the open nodes; the one that fits none is explained with those nodes
+      // alone open (over the whole fleet, a trial read held or cordoned nodes as "refused by
+      // policy").
+      const bool explain = explain_;
+      explain_ = false;
+      out.clear();
+      bool all = true;
+      for (size_t k = 0; k < pods.size() && all; ++k) {
+        PodPlacement p = PlaceIn(s, *only, pods[k], rng);
+        if (p.outcome != Outcome::kPlaced) {
+          explain_ = explain;
+          failed = {k, explain ? Explain(s, pods[k], only).reason : p.reason};
+          for (size_t i = out.size(); i-- > 0;) s.Release(out[i], pods[i]);
+          out.clear();
+          all = false;
+          break;
+        }
+        s.Apply(p.assignment, pods[k]);
+        out.push_back(std::move(p.assignment));
+      }
+      explain_ = explain;
+      if (all) return finish(std::move(out));
+      continue;
+    }
     if (level == TopologyLevel::kNone) {
       if (PlaceAllIn(s, nullptr, pods, rng, out, &failed)) return finish(std::move(out));
       continue;
@@ -783,7 +822,9 @@ GangPlacement Placer::PlaceGang(ClusterState& s, const std::vector<PodRequest>& 
     std::sort(candidates.begin(), candidates.end());
     constexpr size_t kMaxDomainTries = 16;
     for (size_t i = 0; i < candidates.size() && i < kMaxDomainTries; ++i) {
-      if (PlaceAllIn(s, &domains[candidates[i].second], pods, rng, out)) {
+      const std::vector<int> part =
+          only ? open_part(domains[candidates[i].second]) : std::vector<int>();
+      if (PlaceAllIn(s, only ? &part : &domains[candidates[i].second], pods, rng, out)) {
         return finish(std::move(out));
       }
     }
@@ -815,7 +856,8 @@ GangPlacement Placer::PlaceGang(ClusterState& s, const std::vector<PodRequest>& 
         first = false;
       }
       for (size_t d = 0; d < all.size(); ++d) {
-        const std::vector<int>& domain = all[d];
+        const std::vector<int> part = only ? open_part(all[d]) : std::vector<int>();
+        const std::vector<int>& domain = only ? part : all[d];
         int64_t usable_free = 0;
         for (int n : domain)
           if (usable(n)) usable_free += room(n);

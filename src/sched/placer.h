@@ -42,9 +42,11 @@ class Placer {
   PodPlacement PlaceIn(const ClusterState& s, const std::vector<int>& nodes, const PodRequest& req,
                        Rng& rng) const;
   // Places every pod or none. On success the assignments have been applied to `s`; on failure
-  // `s` is exactly as it was.
+  // `s` is exactly as it was. With `only`, on those nodes alone (the others take no new work:
+  // cordoned, held, not ready), the topology kept as without.
   GangPlacement PlaceGang(ClusterState& s, const std::vector<PodRequest>& pods,
-                          const TopologyConstraint& topology, Rng& rng) const;
+                          const TopologyConstraint& topology, Rng& rng,
+                          const std::vector<int>* only = nullptr) const;
 
   // Places every pod, one after another, on `nodes` (all nodes when null), or none; applied to
   // `s` on success, `s` unchanged on failure. No topology: for plans made the same way. On
