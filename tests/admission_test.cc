@@ -715,6 +715,36 @@ TEST_F(AdmissionTest, ElasticWorkGrowsWhereTheHoldForAGangCannotReach) {
   EXPECT_EQ(adm_->pod_counts(el), std::vector<int>{8});
 }
 
+// Elastic work its quota refuses at its fewest pods too says which quota does there, where its
+// full size was refused by another (a trial's read "queue team-a over its borrowing limit" for
+// all its pods, where at its minCount team-a was within and the root's limit held it): a may
+// hold 10, org 20; a holds 4, b 12.
+TEST_F(AdmissionTest, ElasticWorkRefusedAtItsFewestPodsSaysWhichQuotaHoldsThem) {
+  AdmissionConfig config;
+  QueueSpec org{"org", "", 1, {}, -1};
+  org.quotas["gpu"] = QuotaSpec{16'000, int64_t{4'000}, {}};
+  config.queues = {org, Leaf("a", 4, /*borrowing=*/6), Leaf("b", 12)};
+  MakeTree(Nodes(8, 4), config, {"a", "b"});
+  ASSERT_TRUE(adm_->Restore(Gpus("a0", "a", 4), OnGpus(0, {0, 1, 2, 3}), 0).ok());
+  for (int n = 1; n <= 3; ++n)
+    ASSERT_TRUE(
+        adm_->Restore(Gpus("b" + std::to_string(n), "b", 4), OnGpus(n, {0, 1, 2, 3}), 0).ok());
+  Workload w = Gpus("el", "a", 2, 0, /*pods=*/6);
+  w.pod_sets[0].min_count = 3;
+  const int el = Submit(w, 1);
+  adm_->Cycle(2, 1000);
+  ASSERT_EQ(adm_->phase(el), Phase::kPending) << adm_->reason(el);
+  EXPECT_NE(adm_->reason(el).find("queue a over its borrowing limit"), std::string::npos)
+      << adm_->reason(el);
+  EXPECT_NE(adm_->reason(el).find("; at its fewest pods (3) too: queue org over its borrowing "
+                                  "limit for gpu: 22/20"),
+            std::string::npos)
+      << adm_->reason(el);
+  adm_->Cycle(3, 1000);  // (said once)
+  const std::string said = adm_->reason(el);
+  EXPECT_EQ(said.find("; at its fewest pods"), said.rfind("; at its fewest pods")) << said;
+}
+
 // Elastic work that requires one domain grows in the domain it runs in, and not across it (a
 // trial's gang that required one leaf stayed at 2 of 4 pods beside a free node of its leaf,
 // for good): leaf-1 holds two of its 6-GPU pods, leaf-2 one; a filler in leaf-1 ends, and it

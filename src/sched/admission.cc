@@ -4024,18 +4024,19 @@ bool Admitter::TryPartial(int id, uint64_t key, double now, CycleResult& out, in
   // Places e at `cut` and undoes it: the assignments and the pods (masked) that fit, or none.
   // Refused, whether by quota (else by room), per cut.
   std::map<int, bool> by_quota;
+  std::string quota_why;  // the last quota refusal's reason
   auto probe = [&](int cut, std::vector<Assignment>* assign, std::vector<PodRequest>* pods) {
     SetCounts(e, counts_for(cut));
     *pods = e.pods;
     assign->clear();
     by_quota[cut] = true;
-    if (std::string why; !ResourcesAllow(e, &why)) return false;
+    quota_why.clear();
+    if (!ResourcesAllow(e, &quota_why)) return false;
     const PodRequest* gpu_pod = FirstGpuPod(*pods);
     uint64_t allowed = ~uint64_t{0};
     if (gpu_pod && !CandidateFlavors(*gpu_pod).empty()) {
-      std::string why;
       int blocked = -1;
-      allowed = QuotaModels(e, *gpu_pod, &why, &blocked);
+      allowed = QuotaModels(e, *gpu_pod, &quota_why, &blocked);
       if (allowed == 0) return false;
     }
     by_quota[cut] = false;
@@ -4045,8 +4046,17 @@ bool Admitter::TryPartial(int id, uint64_t key, double now, CycleResult& out, in
   std::vector<PodRequest> pods, best_pods;
   int hi = max_cut;
   if (!probe(hi, &best_assign, &best_pods)) {
+    // Its fewest pods refused by a quota: which, where its full size was told of another (a
+    // trial's elastic job read "queue team-a over its borrowing limit for gpu: 64/40" for all
+    // 6 pods, where at its minCount team-a was within and the root's limit held it).
+    int least = 0;
+    for (int c : e.counts) least += c;
     SetCounts(e, full);
     placer_.set_explain(!e.explained);
+    if (most_cut < 0 && by_quota[hi] && !quota_why.empty() &&
+        e.reason.find(quota_why) == std::string::npos &&
+        e.reason.find("; at its fewest pods") == std::string::npos)
+      e.reason += "; at its fewest pods (" + std::to_string(least) + ") too: " + quota_why;
     return false;
   }
   for (int lo = 1; lo < hi;) {
