@@ -2000,6 +2000,43 @@ TEST_F(ApiBadInputTest, AQueueEditBelowWhatItHoldsIsAcceptedWithAWarning) {
       << r.headers[0].second;
 }
 
+// A pod no registered node could hold by its GPUs, CPU or memory is refused, naming the field
+// and the largest node's; GPU models no node has are accepted with a warning (nodes may join).
+// (A trial's 300 cores and 4Ti were accepted, then Unschedulable, beside 16 GPUs refused.)
+TEST_F(ApiBadInputTest, PodsNoNodeCouldHoldAreRefusedAndUnknownModelsWarned) {
+  json w = New();
+  w["spec"]["podSets"][0]["devices"] = {{"gpus", 16}};
+  ExpectCreateRejected(w, 422,
+                       "spec.podSets[0].devices.gpus: 16 GPUs per pod, but the largest node has 8");
+  w = New();
+  w["spec"]["podSets"][0]["cpu"] = "300";
+  ExpectCreateRejected(w, 422,
+                       "spec.podSets[0].cpu: 300 CPU cores per pod, but the largest node has 64");
+  w = New();
+  w["spec"]["podSets"][0]["memory"] = "4Ti";
+  ExpectCreateRejected(w, 422,
+                       "spec.podSets[0].memory: 4Ti per pod, but the largest node has 512Gi");
+  // A larger node joins: the facts are read again.
+  w_.MustCreate(Collection("nodes"), NodeObject("bigger", 16));
+  w = New();
+  w["spec"]["podSets"][0]["devices"] = {{"gpus", 16}, {"models", "H900|B300"}};
+  HttpResponse r = w_.Do("POST", Collection("workloads", "team-a"), kAdmin, w.dump());
+  ASSERT_EQ(r.status, 201) << r.body;
+  std::vector<std::string> said;
+  for (const auto& [name, value] : r.headers)
+    if (name == "Warning") said.push_back(value);
+  EXPECT_EQ(said, (std::vector<std::string>{
+                      "299 - \"spec.podSets[0].devices.models: no node of the fleet has a GPU of "
+                      "the model(s) it names (the fleet has H100); accepted, it waits "
+                      "Unschedulable until one joins\""}));
+  // A model the fleet has, in a list: nothing said.
+  json known = WorkloadObject("team-a", "known");
+  known["spec"]["podSets"][0]["devices"] = {{"gpus", 1}, {"models", {"B300", "H100"}}};
+  r = w_.Do("POST", Collection("workloads", "team-a"), kAdmin, known.dump());
+  ASSERT_EQ(r.status, 201) << r.body;
+  for (const auto& [name, value] : r.headers) EXPECT_NE(name, "Warning") << value;
+}
+
 // A queue write that lifts the trees' guarantees, every flavour together, past the fleet's GPUs
 // is accepted with a warning at the write (a trial saw it only on a later `get queues`, on a
 // queue it had not touched); one that lowers them, or stays within, says nothing.

@@ -116,6 +116,8 @@ TEST(Quantity, ArithmeticAndFormatting) {
   EXPECT_EQ(FormatMilliGpu(MilliGpu(250)), "250m");
   EXPECT_EQ(FormatMemoryMib(MemoryMib(81920)), "80Gi");
   EXPECT_EQ(FormatMemoryMib(MemoryMib(512)), "512Mi");
+  EXPECT_EQ(FormatMemoryMib(MemoryMib(2 * 1024 * 1024)), "2Ti");
+  EXPECT_EQ(FormatMemoryMib(MemoryMib(1536 * 1024)), "1536Gi");
   EXPECT_EQ(FormatMemoryMib(MemoryMib(0)), "0Mi");
   EXPECT_EQ(FormatMilliCpu(MilliCpu(4000)), "4");
   EXPECT_EQ(FormatMilliCpu(MilliCpu(500)), "500m");

@@ -11,6 +11,7 @@
 #include <limits>
 #include <list>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
@@ -2207,10 +2208,20 @@ struct ApiServer::Impl {
   }
 
   // Rejects what no node of the registered fleet could ever run.
-  // The most GPUs any registered node has; recomputed after the nodes change (the store's
-  // revision of the node prefix is not tracked, so any write through the API to a node marks it
-  // stale; nodes are written only through the API).
-  std::atomic<int64_t> max_node_gpus{-1};
+  // The most GPUs, CPU and memory any registered node has, and the GPU models there are;
+  // recomputed after the nodes change (the store's revision of the node prefix is not tracked,
+  // so any write through the API to a node marks them stale; nodes are written only through the
+  // API).
+  struct FleetFacts {
+    int64_t gpus = 0, cpu_milli = 0, memory_mib = 0;
+    std::set<std::string> models;
+  };
+  std::mutex fleet_facts_mu;
+  std::optional<FleetFacts> fleet_facts;  // (guarded by fleet_facts_mu; unset: stale)
+  void ForgetFleetFacts() {
+    std::lock_guard<std::mutex> lock(fleet_facts_mu);
+    fleet_facts.reset();
+  }
 
   // A workload's tolerations, its own and those its tenant gave it, must be among its tenant's
   // allowedTolerations where the tenant has them (a taint that keeps nodes for one tenant must
@@ -2393,34 +2404,54 @@ struct ApiServer::Impl {
   }
 
   Status CheckPossible(const Workload& w) {
-    int64_t max_gpus = max_node_gpus.load();
-    if (max_gpus < 0) {
-      max_gpus = LargestNode();
-      max_node_gpus = max_gpus;
-    }
-    if (max_gpus == 0) return Status::Ok();  // no fleet registered yet: nothing to compare with
+    const FleetFacts fleet = Facts();
+    if (fleet.gpus == 0) return Status::Ok();  // no fleet registered yet: nothing to compare with
     for (size_t i = 0; i < w.pod_sets.size(); ++i) {
       const PodSet& ps = w.pod_sets[i];
-      if (ps.device.kind == DeviceKind::kWhole && ps.device.gpus > max_gpus) {
-        return InvalidArgument("spec.podSets[" + std::to_string(i) +
-                               "].devices.gpus: " + std::to_string(ps.device.gpus) +
+      const std::string at = "spec.podSets[" + std::to_string(i) + "].";
+      if (ps.device.kind == DeviceKind::kWhole && ps.device.gpus > fleet.gpus) {
+        return InvalidArgument(at + "devices.gpus: " + std::to_string(ps.device.gpus) +
                                " GPUs per pod, but the largest node has " +
-                               std::to_string(max_gpus));
+                               std::to_string(fleet.gpus));
       }
+      // (CPU and memory alike: a trial's 300 cores and 4Ti were accepted, then Unschedulable,
+      // beside 16 GPUs refused here.)
+      if (fleet.cpu_milli > 0 && ps.cpu.value() > fleet.cpu_milli)
+        return InvalidArgument(at + "cpu: " + FormatMilliCpu(ps.cpu) +
+                               (ps.cpu.value() % 1000 == 0 ? " CPU cores" : " CPU") +
+                               " per pod, but the largest node has " +
+                               FormatMilliCpu(MilliCpu(fleet.cpu_milli)));
+      if (fleet.memory_mib > 0 && ps.memory.value() > fleet.memory_mib)
+        return InvalidArgument(at + "memory: " + FormatMemoryMib(ps.memory) +
+                               " per pod, but the largest node has " +
+                               FormatMemoryMib(MemoryMib(fleet.memory_mib)));
     }
     return Status::Ok();
   }
 
-  int64_t LargestNode() {
+  FleetFacts Facts() {
+    std::lock_guard<std::mutex> lock(fleet_facts_mu);
+    if (fleet_facts) return *fleet_facts;
+    FleetFacts f;
     auto nodes = store.List("/registry/nodes/", "", 0);
-    if (!nodes.ok() || nodes->items.empty()) return 0;
-    int64_t max_gpus = 0;
+    if (!nodes.ok()) return f;  // (not kept: read again next time)
     for (const KeyValue& kv : nodes->items) {
       json n = json::parse(kv.value, nullptr, false);
       if (n.is_discarded()) continue;
-      max_gpus = std::max(max_gpus, NodeGpus(Field(n, "spec")));
+      const json& spec = Field(n, "spec");
+      f.gpus = std::max(f.gpus, NodeGpus(spec));
+      const json& cpu = Field(spec, "cpu");
+      if (auto c = ParseMilliCpu(cpu.is_string() ? cpu.get<std::string>() : cpu.dump()); c.ok())
+        f.cpu_milli = std::max(f.cpu_milli, c->value());
+      if (auto m = ParseMemoryMib(Str(spec, "memory")); m.ok())
+        f.memory_mib = std::max(f.memory_mib, m->value());
+      if (const std::string model = Str(Field(spec, "gpus"), "model"); !model.empty())
+        f.models.insert(model);
+      for (const json& d : jsonf::List(spec, "devices"))
+        if (const std::string model = Str(d, "model"); !model.empty()) f.models.insert(model);
     }
-    return max_gpus;
+    fleet_facts = f;
+    return f;
   }
 
   // A node spec's GPUs: its devices, or the count of its `gpus` shorthand.
@@ -3637,6 +3668,35 @@ struct ApiServer::Impl {
       if (std::string names = unknown_of(ex); !names.empty())
         out.push_back("spec.excludeNodes names no node of the fleet: " + names +
                       " (accepted: a node of that name is kept off should it join)");
+    // GPU models no node has (a typo, or a model yet to come): accepted, as nodes come and go,
+    // and said (a trial's `models: H900` was taken without a word, then Unschedulable).
+    const json& sets = Field(Field(o, "spec"), "podSets");
+    if (sets != Field(Field(was, "spec"), "podSets"))
+      if (const FleetFacts fleet = Facts(); !fleet.models.empty())
+        for (size_t i = 0; sets.is_array() && i < sets.size(); ++i) {
+          const json& models = Field(Field(sets[i], "devices"), "models");
+          std::vector<std::string> asked;
+          if (models.is_string()) {
+            std::string text = models.get<std::string>();
+            for (size_t at = 0; at <= text.size();) {
+              const size_t bar = std::min(text.find('|', at), text.size());
+              if (bar > at) asked.push_back(text.substr(at, bar - at));
+              at = bar + 1;
+            }
+          }
+          for (const json& m : jsonf::List(Field(sets[i], "devices"), "models"))
+            if (m.is_string()) asked.push_back(m.get<std::string>());
+          if (asked.empty() || std::any_of(asked.begin(), asked.end(), [&](const std::string& m) {
+                return fleet.models.count(m) > 0;
+              }))
+            continue;
+          std::string have;
+          for (const std::string& m : fleet.models) have += (have.empty() ? "" : ", ") + m;
+          out.push_back("spec.podSets[" + std::to_string(i) +
+                        "].devices.models: no node of the fleet has a GPU of the model(s) it "
+                        "names (the fleet has " +
+                        have + "); accepted, it waits Unschedulable until one joins");
+        }
     const json& affinity = Field(Field(Field(o, "spec"), "affinity"), "nodeAffinity");
     if (affinity.is_null() ||
         affinity == Field(Field(Field(was, "spec"), "affinity"), "nodeAffinity"))
@@ -3749,7 +3809,7 @@ struct ApiServer::Impl {
       }
       return ErrorFromStatus(rev.status());
     }
-    if (std::string(info.plural) == "nodes") max_node_gpus = -1;
+    if (std::string(info.plural) == "nodes") ForgetFleetFacts();
     stored.create_revision = stored.mod_revision = *rev;
     HttpResponse created;
     created.status = 201;
@@ -4140,7 +4200,7 @@ struct ApiServer::Impl {
         }
         return ErrorFromStatus(rev.status());
       }
-      if (std::string(info.plural) == "nodes") max_node_gpus = -1;
+      if (std::string(info.plural) == "nodes") ForgetFleetFacts();
       o["metadata"]["resourceVersion"] = std::to_string(*rev);
       HttpResponse r = JsonResponse(200, Shown(std::move(o)));
       AddWarnings(r, warnings);
@@ -4201,7 +4261,7 @@ struct ApiServer::Impl {
       return StatusResponse(200, std::string(info.kind) + " '" + name + "' deleted (dry run)");
     }
     auto rev = store.Delete(Key(info, ns, name), kAnyRevision);
-    if (std::string(info.plural) == "nodes") max_node_gpus = -1;
+    if (std::string(info.plural) == "nodes") ForgetFleetFacts();
     if (!rev.ok()) {
       if (rev.status().code() == StatusCode::kNotFound) {
         return StatusResponse(404, std::string(info.kind) + " '" + name + "' not found");

@@ -119,6 +119,8 @@ std::string FormatMilliGpu(MilliGpu q) {
   return std::to_string(q.value()) + "m";
 }
 std::string FormatMemoryMib(MemoryMib q) {
+  if (q.value() != 0 && q.value() % (1024 * 1024) == 0)
+    return std::to_string(q.value() / (1024 * 1024)) + "Ti";
   if (q.value() != 0 && q.value() % 1024 == 0) return std::to_string(q.value() / 1024) + "Gi";
   return std::to_string(q.value()) + "Mi";
 }

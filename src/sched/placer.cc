@@ -76,7 +76,7 @@ bool FitsSomeEmptyNode(const ClusterState& s, const PodRequest& req, std::string
       *why = node + " has " + FormatMilliCpu(MilliCpu(req.cpu_milli)) +
              (req.cpu_milli % 1000 == 0 ? " CPU cores" : " CPU");
     else if (mem_ok == 0)
-      *why = node + " has " + std::to_string(req.memory_mib) + "Mi memory";
+      *why = node + " has " + FormatMemoryMib(MemoryMib(req.memory_mib)) + " of memory";
     else if (model_ok == 0)
       *why =
           node + (req.nodes ? " and" : "") + " with enough CPU and memory has an allowed GPU model";
