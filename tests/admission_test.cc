@@ -551,7 +551,7 @@ TEST_F(AdmissionTest, AGangOfMoreMigSlicesThanTheFleetHasIsInfeasible) {
   const int five = Submit(slices("five", 5, "3g.40gb"));
   EXPECT_EQ(adm_->phase(five), Phase::kInfeasible);
   EXPECT_EQ(adm_->reason(five),
-            "needs 5 pods of a 3g.40gb MIG slice; the whole fleet has room for 4");
+            "needs 5 pods of a 3g.40gb MIG slice; the whole fleet, even empty, holds only 4");
   const int four = Submit(slices("four", 4, "3g.40gb"));
   Workload mixed = slices("mixed", 2, "1g.10gb");
   mixed.pod_sets.push_back(Gpus("x", "a", 1).pod_sets[0]);

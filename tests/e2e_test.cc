@@ -4723,6 +4723,12 @@ TEST_F(FactoryTest, GangReleasesBackOffAndStopAtTheLimit) {
     Cycle(backoff_ms - 2'000);
     EXPECT_EQ(status().value("phase", ""), "Pending") << status().dump();
     EXPECT_EQ(status().value("reason", ""), "Backoff") << status().dump();
+    EXPECT_EQ(
+        status()
+            .value("message", "")
+            .rfind("backing off: its gang timed out " + std::to_string(release) + " time(s)", 0),
+        0u)
+        << status().dump();
     EXPECT_NE(status().value("message", "").find("tries again at"), std::string::npos);
     Cycle(3'000);
     ASSERT_EQ(status().value("phase", ""), "Scheduled") << status().dump();

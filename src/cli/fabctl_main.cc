@@ -2396,9 +2396,16 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
                   status.value("resizedTime", "").c_str());
     if (status.contains("requeueState")) {
       const json rs = status["requeueState"];
-      std::printf("Requeued:   %s gang timeout(s)%s\n", Plain(rs.value("count", json(0))).c_str(),
-                  rs.contains("requeueAt") ? ("; next try at " + rs.value("requeueAt", "")).c_str()
-                                           : "; deactivated at the limit");
+      // (A gang's start timeout, or its pods' where it is no gang; the next try only while it
+      // waits: a trial read a past one on a running workload.)
+      const std::string phase = status.value("phase", "");
+      const std::string what =
+          Obj(o, "spec").value("gang", false) ? "gang timeout(s)" : "start timeout(s) of its pods";
+      std::printf("Requeued:   %s %s%s\n", Plain(rs.value("count", json(0))).c_str(), what.c_str(),
+                  phase == "Running" || phase == "Scheduled" ? ""
+                  : rs.contains("requeueAt")
+                      ? ("; next try at " + rs.value("requeueAt", "")).c_str()
+                      : "; deactivated at the limit");
     }
     // Stopped and put back in line before (preempted, its node lost, its gang timed out).
     if (const json ev = Obj(status, "evictions"); ev.is_object() && ev.contains("count")) {

@@ -202,6 +202,12 @@ std::string WaitingForVictims(int victims, int shrunk) {
 
 bool Bound(const std::string& phase) { return phase == "Scheduled" || phase == "Running"; }
 
+// What its start timeout is, said of a workload: a gang's, or, of work that is no gang, its pods
+// (a trial's elastic job, no gang, read "its gang timed out").
+std::string TimedOut(const Workload& w) {
+  return w.gang ? "its gang timed out " : "its pods did not start in time ";
+}
+
 // When this run began, for its maximum runtime: its admission (status.scheduledTime), as Slurm
 // counts a time limit from the allocation and Kueue from the admission, so that a limit is a
 // promise the admitter can plan on (backfill), however long the pods take to start; an object
@@ -1546,20 +1552,22 @@ Result<CycleStats> Scheduler::RunOnce() {
     } else if (!pending[i].w().active) {
       // (Deactivated by the gang timeout's limit, it says so.)
       const json& state = Field(Field(pending[i].obj(), "status"), "requeueState");
-      decisions[i] = state.is_object() && !state.contains("requeueAt")
-                         ? Waits("deactivated: its gang timed out " + Field(state, "count").dump() +
-                                     " times, past the limit; set spec.active to true to try again",
-                                 "RequeuingLimitExceeded")
-                         : Waits("inactive: spec.active is false", "Inactive");
+      decisions[i] =
+          state.is_object() && !state.contains("requeueAt")
+              ? Waits("deactivated: " + TimedOut(pending[i].w()) + Field(state, "count").dump() +
+                          " times, past the limit; set spec.active to true to try again",
+                      "RequeuingLimitExceeded")
+              : Waits("inactive: spec.active is false", "Inactive");
       decided[i] = true;
     } else if (const json& state = Field(Field(pending[i].obj(), "status"), "requeueState");
                std::min(ParseTimestamp(Str(state, "requeueAt")),
                         now + static_cast<int64_t>(options_.gang_requeue_backoff_max_s * 1000)) >
                now) {
       // Released by the gang timeout: it backs off before it tries again.
-      decisions[i] = Waits("backing off: its gang timed out " + Field(state, "count").dump() +
-                               " time(s); tries again at " + Str(state, "requeueAt"),
-                           "Backoff");
+      decisions[i] =
+          Waits("backing off: " + TimedOut(pending[i].w()) + Field(state, "count").dump() +
+                    " time(s); tries again at " + Str(state, "requeueAt"),
+                "Backoff");
       decided[i] = true;
     } else if (auto h = hold_of(pending[i])) {
       decisions[i] = Waits(*h, "BudgetExceeded");

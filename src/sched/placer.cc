@@ -572,9 +572,10 @@ bool FleetHoldsPods(const ClusterState& s, const std::vector<PodRequest>& pods, 
                (slice ? "a " + s.mig_profile_name(req->mig_profile) + " MIG slice"
                       : std::to_string(req->num_gpu) + " GPUs") +
                "; " +
-               (req->nodes ? "the nodes its " + req->nodes->said + " leaves it have"
-                           : std::string("the whole fleet has")) +
-               " room for " + std::to_string(places);
+               // (Said of the fleet empty: a trial read "has room for" as room free now.)
+               (req->nodes ? "the nodes its " + req->nodes->said + " leaves it, even empty, hold"
+                           : std::string("the whole fleet, even empty, holds")) +
+               " only " + std::to_string(places);
       return false;
     }
   }
@@ -831,9 +832,14 @@ GangPlacement Placer::PlaceGang(ClusterState& s, const std::vector<PodRequest>& 
   }
   g.outcome = Outcome::kPending;
   if (topology.level != TopologyLevel::kNone && topology.required) {
+    // (On the nodes its selector leaves it, said so: a trial's excludeNodes kept it off a
+    // leaf with 24 GPUs free, and the reason named another with 8 as the most.)
+    const std::string where = gpu_pod && gpu_pod->nodes && !gpu_pod->nodes->said.empty()
+                                  ? ", on the nodes its " + gpu_pod->nodes->said + " leaves it"
+                                  : "";
     g.reason = "gang needs " + FormatMilliGpu(MilliGpu(need_milli)) + " GPUs in one " +
                TopologyLevelName(topology.level) + " domain; the most free in one, of the " +
-               "models it may use, is " + FormatMilliGpu(MilliGpu(largest_free)) +
+               "models it may use" + where + ", is " + FormatMilliGpu(MilliGpu(largest_free)) +
                (largest_domain >= 0 && largest_free > 0
                     ? " (" + s.domain_name(topology.level, largest_domain) + ")"
                     : "");

@@ -29,19 +29,40 @@ YAML
 "$FABCTL" apply -f "$tmp/huge.yaml" >/dev/null || fail "apply huge"
 for _ in $(seq 50); do
   out=$("$FABCTL" pending)
-  grep -q "^team-a *huge .*the whole fleet has room for 5" <<<"$out" && break
+  grep -q "^team-a *huge .*the whole fleet, even empty, holds only 5" <<<"$out" && break
   sleep 0.2
 done
 # (Never placeable, even with no queue: 6 pods of 8 H100s, and 5 nodes of whole H100s.)
-grep -q "^team-a *huge *0 .*needs 6 pods of 8 GPUs; the whole fleet has room for 5" <<<"$out" ||
+grep -q "^team-a *huge *0 .*needs 6 pods of 8 GPUs; the whole fleet, even empty, holds only 5" <<<"$out" ||
   fail "pending with no queues: $out"
 "$FABCTL" get workloads -n team-a | contains "^huge *Unschedulable " ||
   fail "huge not Unschedulable: $("$FABCTL" get workloads -n team-a)"
 # describe names the nodes that take no new work, which its wait for room does not count.
 first=$("$FABCTL" get nodes --no-headers | awk 'NR == 1 {print $1}')
 "$FABCTL" cordon "$first" >/dev/null || fail "cordon $first"
-"$FABCTL" describe workload huge -n team-a | contains "^Not counted: $first (cordoned) — nodes that take no new work now$" ||
-  fail "describe of huge with $first cordoned: $("$FABCTL" describe workload huge -n team-a)"
+[ "$first" = h200-0 ] || fail "the first node is $first, not h200-0"
+# (A pair of 8-GPU H200 pods: the fleet's two H200 nodes hold it, one is cordoned.)
+cat >"$tmp/pair.yaml" <<YAML
+apiVersion: fabrica.dev/v1
+kind: Workload
+metadata: {name: pair, namespace: team-a}
+spec:
+  gang: true
+  podSets: [{name: main, count: 2, cpu: "1", memory: 1Gi, devices: {gpus: 8, models: H200}}]
+  run: {command: [train], durationSeconds: 60}
+YAML
+"$FABCTL" apply -f "$tmp/pair.yaml" >/dev/null || fail "apply pair"
+for _ in $(seq 50); do
+  "$FABCTL" get workloads -n team-a | contains "^pair *Pending .*room" && break
+  sleep 0.2
+done
+"$FABCTL" describe workload pair -n team-a | contains "^Not counted: $first (cordoned) — nodes that take no new work now$" ||
+  fail "describe of pair with $first cordoned: $("$FABCTL" describe workload pair -n team-a)"
+# (huge never fits, even on the fleet empty: every node is counted.)
+if "$FABCTL" describe workload huge -n team-a | contains "^Not counted"; then
+  fail "describe of huge, which no fleet holds, with $first cordoned: $("$FABCTL" describe workload huge -n team-a)"
+fi
+"$FABCTL" delete workload pair -n team-a >/dev/null || fail "delete pair"
 # kubectl's selection and output: --field-selector (checked by the server: a field a kind is not
 # selected by, or a value its field never has, is refused by name), -o jsonpath, -o
 # custom-columns, --sort-by (cores as numbers: "32" before "224").
