@@ -1014,6 +1014,14 @@ TEST(WorkloadYaml, UnknownTopologyLevelIsRejected) {
       "  topology: {level: rack, mode: must}\n"
       "  podSets: [{cpu: 1}]\n";
   ExpectInvalid(ParseWorkloadYaml(mode, "w.yaml"), {"spec.topology.mode", "got 'must'"});
+  // Both wrong: both said.
+  const char* both =
+      "metadata: {name: w}\n"
+      "spec:\n"
+      "  topology: {level: pod, mode: maybe}\n"
+      "  podSets: [{cpu: 1}]\n";
+  ExpectInvalid(ParseWorkloadYaml(both, "w.yaml"),
+                {"spec.topology.level", "got 'pod'", "spec.topology.mode", "got 'maybe'"});
 }
 
 // Pods are named after their set ("main-0"): two sets of one name, or a name that is no valid

@@ -208,6 +208,7 @@ Result<TopologyConstraint> ParseTopologyConstraint(YamlMap& t) {
   RETURN_IF_ERROR(t.CheckIsMap());
   TopologyConstraint c;
   ASSIGN_OR_RETURN(std::string level, t.String("level"));
+  Status bad_level = Status::Ok();
   if (level == "nvlink") {
     c.level = TopologyLevel::kNvlinkDomain;
   } else if (level == "leaf") {
@@ -215,12 +216,17 @@ Result<TopologyConstraint> ParseTopologyConstraint(YamlMap& t) {
   } else if (level == "rack") {
     c.level = TopologyLevel::kRack;
   } else if (level != "none") {
-    return t.Error("level", "expected nvlink, leaf, rack or none, got '" + level + "'");
+    bad_level = t.Error("level", "expected nvlink, leaf, rack or none, got '" + level + "'");
   }
   ASSIGN_OR_RETURN(std::string mode, t.String("mode", "preferred"));
+  // (Both said at once, as unknown fields are: a trial's `{level: pod, mode: maybe}` was told
+  // of its level alone.)
   if (mode != "required" && mode != "preferred") {
-    return t.Error("mode", "expected required or preferred, got '" + mode + "'");
+    Status bad_mode = t.Error("mode", "expected required or preferred, got '" + mode + "'");
+    if (!bad_level.ok()) return InvalidArgument(bad_level.message() + "; " + bad_mode.message());
+    return bad_mode;
   }
+  RETURN_IF_ERROR(bad_level);
   c.required = mode == "required";
   RETURN_IF_ERROR(t.Finish());
   return c;
