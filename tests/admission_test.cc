@@ -567,6 +567,41 @@ TEST_F(AdmissionTest, AGangOfMoreMigSlicesThanTheFleetHasIsInfeasible) {
   EXPECT_EQ(adm_->phase(four), Phase::kAdmitted) << adm_->reason(four);
 }
 
+// The hold for a gang of MIG slices that needs one leaf counts a leaf's slices of its profile
+// by their compute, not its MIG GPUs whole: leaf-2's three GPUs in 3g.40gb halves hold six
+// slices, 2.568 GPUs, short of the gang's seven (2.996), though three GPUs are more; a borrower's
+// slice starts there while the gang waits for leaf-1 (a's pinned work holds two of its eight).
+TEST_F(AdmissionTest, TheHoldForAGangOfMigSlicesCountsALeafsSlices) {
+  Fleet fleet = Nodes(2, 4);
+  fleet.nodes[0].leaf = "leaf-1";
+  fleet.nodes[1].leaf = "leaf-2";
+  for (int n = 0; n < 2; ++n)
+    for (int d = 0; d < 4; ++d)
+      if (n == 0 || d < 3) fleet.nodes[n].devices[d].mig_slices = {"3g.40gb", "3g.40gb"};
+  ASSERT_TRUE(ValidateFleet(fleet).ok());
+  AdmissionConfig config;
+  config.consolidation = false;
+  Make(fleet, {Leaf("a", 4), Leaf("b", 0)}, {}, config);
+  SubmitOptions pinned;
+  pinned.preemptible = false;
+  for (int slice = 0; slice < 2; ++slice) {
+    Assignment a;
+    a.node = 0;
+    a.devices.push_back({0, MigSliceMilli(3), 0, slice});
+    ASSERT_TRUE(
+        adm_->Restore(MigSlices("a" + std::to_string(slice), "a", 1, "3g.40gb"), {a}, 0, pinned)
+            .ok());
+  }
+  Workload gang = MigSlices("g", "a", 7, "3g.40gb");
+  gang.topology = {TopologyLevel::kLeaf, /*required=*/true};
+  const int g = Submit(gang, 10);
+  const int b = Submit(MigSlices("b-slice", "b", 1, "3g.40gb"), 10);
+  adm_->Cycle(11, 1000);
+  EXPECT_EQ(adm_->phase(g), Phase::kPending) << adm_->reason(g);
+  ASSERT_EQ(adm_->phase(b), Phase::kAdmitted) << adm_->reason(b);
+  EXPECT_EQ(adm_->assignments(b)[0].node, 1);
+}
+
 // A gang of MIG slices that needs one leaf reclaims in one: each leaf (two nodes of two H100s
 // in 3g.40gb halves, eight slices) has three of b's borrowed slices and five free, the gang
 // needs six. One of b's slices in one leaf is taken back and the gang starts there (a node's free

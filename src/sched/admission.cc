@@ -4406,13 +4406,27 @@ void Admitter::HoldRegion(int id, const std::vector<PodRequest>& pods) {
         int64_t milli = 0;
         for (int n : domain) {
           if (!region[n]) continue;
-          for (const Device& d : state_.node(n).devices)
-            for (const PodRequest* p : shapes)
-              if (p->kind != DeviceKind::kNone && CouldUse(*p, n) &&
-                  d.mig_enabled() == (p->kind == DeviceKind::kMig)) {
-                milli += kMilliPerGpu;
-                break;
+          // A GPU counts whole for whole GPUs and fractions; in MIG mode, its slices of the
+          // profiles the pods ask, by their compute (a leaf of three GPUs in 3g.40gb halves
+          // holds 2.568 GPUs of such slices, not 3).
+          for (const Device& d : state_.node(n).devices) {
+            int64_t most = 0;
+            for (const PodRequest* p : shapes) {
+              if (p->kind == DeviceKind::kNone || !CouldUse(*p, n) ||
+                  d.mig_enabled() != (p->kind == DeviceKind::kMig))
+                continue;
+              int64_t here = kMilliPerGpu;
+              if (p->kind == DeviceKind::kMig) {
+                here = 0;
+                for (const std::string& slice : d.mig_slices)
+                  if (const MigProfile* mp = FindMigProfile(d.model, slice);
+                      mp && state_.MigProfileIndex(slice) == p->mig_profile)
+                    here += MigSliceMilli(mp->compute_slices);
               }
+              most = std::max(most, here);
+            }
+            milli += most;
+          }
         }
         if (milli < need) continue;
         for (int n : domain) kept[n] = region[n];
