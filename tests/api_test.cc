@@ -1620,6 +1620,17 @@ TEST_F(ApiBadInputTest, ResourceFlavorsAreCheckedAndQuotasNameThem) {
   refused("POST", flavors, FlavorObject("bad", {{"name", "other"}}), 422, "spec.name");
   refused("POST", flavors, FlavorObject("cpu"), 422, "metadata.name: 'cpu' is reserved");
   EXPECT_EQ(w_.Get(Item("resourceflavors", "", "bad")).status, 404);
+  // Models no node has: accepted, and said.
+  HttpResponse future =
+      w_.Do("POST", flavors, kAdmin, FlavorObject("later", {{"models", {"H100", "B300"}}}).dump());
+  ASSERT_EQ(future.status, 201) << future.body;
+  std::vector<std::string> said;
+  for (const auto& [name, value] : future.headers)
+    if (name == "Warning") said.push_back(value);
+  EXPECT_EQ(said, (std::vector<std::string>{
+                      "299 - \"spec.models: no node of the fleet has B300 (the fleet has H100); "
+                      "accepted, the flavour takes such GPUs when they join\""}));
+  EXPECT_EQ(w_.Do("DELETE", Item("resourceflavors", "", "later"), kAdmin).status, 200);
 
   json queue = QueueObject("qa");
   queue["spec"]["quotas"] = {{"h100", {{"guaranteed", 4}}},
@@ -1651,8 +1662,15 @@ TEST_F(ApiBadInputTest, ResourceFlavorsAreCheckedAndQuotasNameThem) {
           "flavorOrder of queue(s) qo");
   EXPECT_EQ(w_.Do("DELETE", Item("queues", "", "qo"), kAdmin).status, 200);
   EXPECT_EQ(w_.Do("DELETE", Item("resourceflavors", "", "h100"), kAdmin).status, 200);
-  // A stored `gpu` may go while quotas name it: the built-in catch-all takes its place.
-  w_.MustCreate(flavors, FlavorObject("gpu", {{"kind", "whole"}}));
+  // `gpu` is the built-in catch-all: a flavour of that name is refused (a trial's `gpu` of L4s
+  // left the H100s charged to no flavour, and a queue of 12 held 28 of them).
+  refused("POST", Collection("resourceflavors"), FlavorObject("gpu", {{"models", {"L4"}}}), 422,
+          "metadata.name: 'gpu' is the built-in flavour that takes every GPU no other flavour "
+          "takes; name yours otherwise");
+  // One stored before may still go while quotas name it: the built-in takes its place.
+  json stored = FlavorObject("gpu", {{"kind", "whole"}});
+  stored["metadata"]["uid"] = "old";
+  ASSERT_TRUE(w_.store().Put("/registry/resourceflavors/gpu", stored.dump(), kMustNotExist).ok());
   json on_gpu = QueueObject("qg");
   on_gpu["spec"]["quotas"] = {{"gpu", {{"guaranteed", 1}}}};
   w_.MustCreate(Collection("queues"), on_gpu);

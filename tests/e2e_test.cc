@@ -1405,8 +1405,10 @@ TEST_F(FactoryTest, FairSharePreemptionRebalancesRunningWork) {
                     .value("message", "")
                     .find(
                         "; fair-share preemption moves running work for it only from what another "
-                        "queue borrows past its guarantee, and only while that queue's weighted "
-                        "share would stay at or above its own") != std::string::npos;
+                        "queue borrows past its guarantee, and only while that queue's current "
+                        "share (its dominant share now over its weight: usage history orders "
+                        "admission, not preemption) would stay at or above its own") !=
+                std::string::npos;
     EXPECT_EQ(told, 1) << Describe(w);
   }
 }

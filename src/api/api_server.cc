@@ -2134,6 +2134,15 @@ struct ApiServer::Impl {
           flavor == kCpuQuota || flavor == kMemoryQuota)
         return InvalidArgument("metadata.name: '" + flavor +
                                "' is reserved for the pods' CPU and memory quotas");
+      // (A stored `gpu` replaced the built-in catch-all: narrowed, it left every GPU it no
+      // longer took charged to no flavour, so no quota limited work there; a trial's `gpu` of
+      // L4s let a queue of 12 hold 28 H100s. One stored before stays, and may be deleted.)
+      if (const std::string flavor = meta.value("name", "");
+          flavor == kDefaultFlavor && !store.Get(Key(info, "", flavor)).ok())
+        return InvalidArgument(
+            "metadata.name: '" + flavor +
+            "' is the built-in flavour that takes every GPU no other flavour takes; name yours "
+            "otherwise (a flavour that names models or a kind takes those GPUs from it)");
       json named = obj;
       named["metadata"]["name"] = meta.value("name", "");
       RETURN_IF_ERROR(FlavorFromObject(named, source).status());
@@ -2356,6 +2365,22 @@ struct ApiServer::Impl {
     for (const QueueSpec* root : children[""])
       for (const std::string& f : flavors) sum += of(*root, f);
     return sum;
+  }
+
+  // A flavour naming GPU models no node has (a typo, or models yet to come): accepted, and
+  // said (a trial's `models: [A100]` took 0 GPUs without a word).
+  std::vector<std::string> FlavorWarnings(const json& flavor) {
+    const FleetFacts fleet = Facts();
+    if (fleet.models.empty()) return {};
+    std::string missing;
+    for (const json& m : jsonf::List(Field(flavor, "spec"), "models"))
+      if (m.is_string() && !fleet.models.count(m.get<std::string>()))
+        missing += (missing.empty() ? "" : ", ") + m.get<std::string>();
+    if (missing.empty()) return {};
+    std::string have;
+    for (const std::string& m : fleet.models) have += (have.empty() ? "" : ", ") + m;
+    return {"spec.models: no node of the fleet has " + missing + " (the fleet has " + have +
+            "); accepted, the flavour takes such GPUs when they join"};
   }
 
   // A node whose NICs are all cabled to leaves other than its own (a leaf changed in an edit,
@@ -3794,6 +3819,7 @@ struct ApiServer::Impl {
       for (std::string& w : QueueGuaranteeWarnings(o)) warnings.push_back(std::move(w));
     }
     if (std::string(info.kind) == "Node") warnings = NodeWarnings(o);
+    if (std::string(info.kind) == "ResourceFlavor") warnings = FlavorWarnings(o);
     if (DryRun(req)) {
       if (store.Get(Key(info, ns, name)).ok())
         return StatusResponse(409, std::string(info.kind) + " '" + name + "' already exists");
@@ -4178,6 +4204,9 @@ struct ApiServer::Impl {
         for (std::string& w : TenantListWarnings(o, info.kind)) warnings.push_back(std::move(w));
       if (!status_sub && std::string(info.kind) == "Workload")
         warnings = WorkloadWarnings(o, stored);
+      if (!status_sub && std::string(info.kind) == "ResourceFlavor" &&
+          Field(Field(o, "spec"), "models") != Field(Field(stored, "spec"), "models"))
+        warnings = FlavorWarnings(o);
       if (!status_sub && std::string(info.kind) == "Node" &&
           (Field(Field(o, "spec"), "leaf") != Field(Field(stored, "spec"), "leaf") ||
            Field(Field(o, "spec"), "nics") != Field(Field(stored, "spec"), "nics")))

@@ -589,17 +589,19 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
       // GPUs as the scheduler last wrote them, "-" before its first cycle: the sum, or by
       // flavour ("h100:8,a100-mig:1.284") where more than one has some (a trial read 8 H100s and
       // three 3g.40gb slices summed as 9.284).
+      // (One flavour alone but the built-in gpu, named too: a trial read h200:2 as "2".)
       const auto by_flavor = [&](const char* key) {
-        std::string out;
+        std::string out, only;
         int some = 0;
         const json flavors = Obj(status, "flavors");
         if (flavors.is_object())
           for (const auto& [flavor, f] : flavors.items())
             if (const std::string v = Plain(f.value(key, json("0"))); v != "0" && v != "-") {
               out += (out.empty() ? "" : ",") + flavor + ":" + v;
+              only = flavor;
               ++some;
             }
-        return some > 1 ? out : Plain(status.value(key, json("-")));
+        return some > 1 || (some == 1 && only != "gpu") ? out : Plain(status.value(key, json("-")));
       };
       rows.push_back({meta.value("name", ""), spec.value("parent", "-"),
                       Plain(spec.value("weight", json(1))), by_flavor("guaranteedGpus"),
@@ -1487,19 +1489,35 @@ void PrintWarnings(const fabrica::ClientResponse& resp) {
 // A tenant given exclusiveNodes while its pods already run beside other tenants' pods: those
 // stay (nothing running is moved), which a user would not guess from the flag (a trial).
 // Nothing where its caller may not list every tenant's workloads.
-void WarnSharedNodes(HttpClient& http, const std::string& tenant) {
+void WarnSharedNodes(HttpClient& http, const std::string& tenant, bool newly) {
   auto resp = http.Do("GET", "/apis/fabrica.dev/v1/workloads");
   if (!resp.ok() || resp->status != 200) return;
   const json list = json::parse(resp->body, nullptr, false);
   std::map<std::string, std::pair<bool, bool>> nodes;  // node -> (its pods, others')
+  int running = 0;                                     // its workloads that hold GPUs
   for (const json& w : Arr(list, "items")) {
     const std::string phase = Obj(w, "status").value("phase", "");
     if (phase != "Scheduled" && phase != "Running") continue;
     const bool own = Obj(w, "metadata").value("namespace", "") == tenant;
+    if (own)
+      for (const json& a : Arr(Obj(w, "status"), "assignments"))
+        if (!Arr(a, "devices").empty()) {
+          ++running;
+          break;
+        }
     for (const json& a : Arr(Obj(w, "status"), "assignments"))
       if (const std::string n = a.value("node", ""); !n.empty())
         (own ? nodes[n].first : nodes[n].second) = true;
   }
+  // Its running work is charged as exclusiveNodes counts it from the scheduler's next cycle,
+  // which may take its queues past a guarantee or borrowing limit (a trial's queue went past
+  // its borrowing limit with only the line below said).
+  if (newly && running > 0)
+    std::cerr << "Warning: tenant " << tenant << "'s " << running
+              << " running workload(s) are charged as exclusiveNodes counts them from the next "
+                 "scheduling cycle (each pod its node's GPUs over how many such pods one node "
+                 "holds): nothing running is stopped, but a queue pushed past its borrowing limit "
+                 "admits no more of its work until within (fabctl get queues)\n";
   std::string shared;
   int count = 0;
   for (const auto& [n, who] : nodes)
@@ -1756,8 +1774,14 @@ int Apply(Globals& g, HttpClient& http, const std::string& file) {
                 dry.empty() ? "" : " (server dry run)");
     PrintWarnings(*resp);
     if (std::string(r->kind) == "Tenant" && verb != "unchanged" &&
-        Obj(obj, "spec").value("exclusiveNodes", false) == true)
-      WarnSharedNodes(http, name);
+        Obj(obj, "spec").value("exclusiveNodes", false) == true) {
+      // (Turned on now, not kept: its running work's charge changes.)
+      bool was = false;
+      if (verb != "created" && existing.ok() && existing->status == 200)
+        was =
+            Obj(json::parse(existing->body, nullptr, false), "spec").value("exclusiveNodes", false);
+      WarnSharedNodes(http, name, /*newly=*/!was);
+    }
     if (std::string(r->kind) == "Tenant" && verb != "unchanged" && verb != "created")
       WarnSharedGpus(http, name);
   }

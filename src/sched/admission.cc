@@ -517,8 +517,9 @@ std::string Admitter::FairShareNote(int id) const {
              "each one's)") +
          (config_.fair_share_preemption
               ? "; fair-share preemption moves running work for it only from what another queue "
-                "borrows past its guarantee, and only while that queue's weighted share would "
-                "stay at or above its own"
+                "borrows past its guarantee, and only while that queue's current share (its "
+                "dominant share now over its weight: usage history orders admission, not "
+                "preemption) would stay at or above its own"
           : queues_[e.leaf].spec.preemption.borrow_within_cohort ==
                   PreemptionPolicy::Borrow::kLowerPriority
               ? "; fair-share preemption is off: running work is not moved for its share "

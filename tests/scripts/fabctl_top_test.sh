@@ -319,6 +319,15 @@ out=$("$FABCTL" apply -f "$tmp/excl.yaml" 2>&1) || fail "apply excl.yaml: $out"
 grep -q "^tenants/partner-x configured" <<<"$out" &&
   grep -q "^Warning: tenant partner-x's pods already run beside other tenants' on 1 node(s) ($kv_node): exclusiveNodes keeps others off the nodes its pods land on from now on; nothing running is moved$" <<<"$out" ||
   fail "no warning for exclusiveNodes on a shared node: $out"
+# ... and that its running work is charged as exclusiveNodes counts it from the next cycle; said
+# once: applied again, it is no news.
+grep -q "^Warning: tenant partner-x's 1 running workload(s) are charged as exclusiveNodes counts them from the next scheduling cycle" <<<"$out" ||
+  fail "no warning of exclusiveNodes' charge: $out"
+printf 'apiVersion: fabrica.dev/v1\nkind: Tenant\nmetadata: {name: partner-x}\nspec: {trust: untrusted, exclusiveNodes: true, trustDomain: partner-x}\n' >"$tmp/excl2.yaml"
+out=$("$FABCTL" apply -f "$tmp/excl2.yaml" 2>&1) || fail "apply excl2.yaml: $out"
+if grep -q "are charged as exclusiveNodes counts them" <<<"$out"; then
+  fail "exclusiveNodes' charge said again: $out"
+fi
 # A queue that drops a tenant while its work runs there: the work runs on, charged to unqueued,
 # and describe says which queue it is charged to and why (before, it named the old queue).
 printf 'apiVersion: fabrica.dev/v1\nkind: Queue\nmetadata: {name: pool}\nspec: {tenants: [team-c], quotas: {gpu: {guaranteed: 2}}}\n' >"$tmp/pool.yaml"
