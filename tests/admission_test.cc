@@ -3452,7 +3452,7 @@ TEST_F(AdmissionTest, GuaranteesPastTheGpusNotInMigModeAreWarnedOf) {
   const std::map<int, std::string> warnings_mig = adm_->GuaranteeWarnings();
   ASSERT_EQ(warnings_mig.size(), 2u);
   EXPECT_EQ(warnings_mig.at(adm_->QueueIndex("b")),
-            "the queue trees' guarantees of mig add up to 3.5 GPUs, past the 3.424 its MIG slices "
+            "the queue trees' guarantees of mig add up to 3.5 GPUs, past the 3.428 its MIG slices "
             "hold (8 x 3g.40gb, each its compute slices out of 7): they cannot all be met at once");
 }
 

@@ -2047,6 +2047,30 @@ TEST_F(ApiBadInputTest, PodsNoNodeCouldHoldAreRefusedAndUnknownModelsWarned) {
                       "299 - \"spec.podSets[0].devices.models: no node of the fleet has a GPU of "
                       "the model(s) it names (the fleet has H100); accepted, it waits "
                       "Unschedulable until one joins\""}));
+  // Its status may still be written, and its spec but its pods changed, when the fleet no
+  // longer holds what it asks (a review: an agent's status writes were refused once the large
+  // node went).
+  json fits = WorkloadObject("team-a", "fits");
+  fits["spec"]["podSets"][0]["cpu"] = "60";
+  w_.MustCreate(Collection("workloads", "team-a"), fits);
+  for (const char* node : {"big", "bigger"})
+    ASSERT_EQ(
+        w_.Do("PATCH", Item("nodes", "", node), kAdmin, R"({"spec": {"cpu": "32"}})", kMergePatch)
+            .status,
+        200);
+  w_.MustSetStatus(Item("workloads", "team-a", "fits"), {{"phase", "Running"}});
+  r = w_.Do("PATCH", Item("workloads", "team-a", "fits"), kAdmin,
+            R"({"metadata": {"labels": {"team": "x"}}})", kMergePatch);
+  EXPECT_EQ(r.status, 200) << r.body;
+  // A node's memory given as a number (MiB) counts.
+  ASSERT_EQ(w_.Do("PATCH", Item("nodes", "", "bigger"), kAdmin, R"({"spec": {"memory": 2097152}})",
+                  kMergePatch)
+                .status,
+            200);
+  json large = WorkloadObject("team-a", "large");
+  large["spec"]["podSets"][0]["memory"] = "1Ti";
+  r = w_.Do("POST", Collection("workloads", "team-a"), kAdmin, large.dump());
+  EXPECT_EQ(r.status, 201) << r.body;
   // A model the fleet has, in a list: nothing said.
   json known = WorkloadObject("team-a", "known");
   known["spec"]["podSets"][0]["devices"] = {{"gpus", 1}, {"models", {"B300", "H100"}}};

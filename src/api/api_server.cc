@@ -1868,7 +1868,7 @@ struct ApiServer::Impl {
   // Validates a decoded object of `info` and returns the canonical stored form (metadata the
   // server owns filled in from `existing` or fresh).
   Result<json> Validate(const ResourceInfo& info, json obj, const std::string& ns,
-                        const std::string& name) {
+                        const std::string& name, const json& was = json()) {
     if (!obj.is_object()) return InvalidArgument("the body must be a JSON object");
     const std::string kind = obj.contains("kind") ? Str(obj, "kind", "?") : info.kind;
     if (kind != info.kind)
@@ -2058,7 +2058,11 @@ struct ApiServer::Impl {
         for_parse["metadata"].erase("namespace"), for_parse["metadata"]["tenant"] = ns;
       auto m = ParseManifestJson(for_parse, source);
       if (!m.ok()) return Status(StatusCode::kInvalidArgument, SpecPath(m.status().message()));
-      if (std::string(info.kind) == "Workload") {
+      // (What the fleet could hold, of a workload written or whose pods changed: not of its
+      // status writes, which an agent must be able to make whatever the fleet is now.)
+      if (std::string(info.kind) == "Workload" &&
+          (was.is_null() ||
+           Field(Field(obj, "spec"), "podSets") != Field(Field(was, "spec"), "podSets"))) {
         RETURN_IF_ERROR(CheckPossible(m->workloads.front()));
       }
     } else if (std::string(info.kind) == "Node") {
@@ -2468,7 +2472,9 @@ struct ApiServer::Impl {
       const json& cpu = Field(spec, "cpu");
       if (auto c = ParseMilliCpu(cpu.is_string() ? cpu.get<std::string>() : cpu.dump()); c.ok())
         f.cpu_milli = std::max(f.cpu_milli, c->value());
-      if (auto m = ParseMemoryMib(Str(spec, "memory")); m.ok())
+      const json& memory = Field(spec, "memory");  // (a number: MiB)
+      if (auto m = ParseMemoryMib(memory.is_string() ? memory.get<std::string>() : memory.dump());
+          m.ok())
         f.memory_mib = std::max(f.memory_mib, m->value());
       if (const std::string model = Str(Field(spec, "gpus"), "model"); !model.empty())
         f.models.insert(model);
@@ -3972,7 +3978,7 @@ struct ApiServer::Impl {
         for (const char* k : {kHostnameLabel, kGpuModelLabel})
           if (labels.contains(k) && labels[k] == Field(shown, k)) labels.erase(k);
       }
-      auto valid = Validate(info, next, ns, name);
+      auto valid = Validate(info, next, ns, name, stored);
       if (!valid.ok()) return ErrorFromStatus(valid.status());
       json& o = *valid;
       // (Labels absent, null or empty are one: a node written back as read is no change.)

@@ -755,6 +755,7 @@ std::map<int, std::string> Admitter::GuaranteeWarnings() const {
           whole[f] += kMilliPerGpu;
   // (And what the MIG slices charged to each flavour hold, by their compute slices out of 7,
   // with how many of each profile: a flavour of slices alone holds no more.)
+  // (Compute slices of 7 summed, then counted in GPUs: seven 1g slices are one GPU, not 994m.)
   std::vector<int64_t> sliced(flavors_.size(), 0);
   std::vector<std::map<std::string, int>> slice_counts(flavors_.size());
   for (int n = 0; n < state_.node_count(); ++n)
@@ -764,9 +765,10 @@ std::map<int, std::string> Admitter::GuaranteeWarnings() const {
           if (const int f = SelectFlavor(DeviceKind::kMig, state_.MigProfileIndex(slice),
                                          state_.node_model(n), true);
               f >= 0) {
-            sliced[f] += MigSliceMilli(mp->compute_slices);
+            sliced[f] += mp->compute_slices;
             ++slice_counts[f][slice];
           }
+  for (int64_t& compute : sliced) compute = compute * kMilliPerGpu / 7;
   for (int f = 0; f < flavor_count(); ++f) {
     if (!managed_[f]) continue;
     int64_t sum = 0;
@@ -4410,23 +4412,24 @@ void Admitter::HoldRegion(int id, const std::vector<PodRequest>& pods) {
           // A GPU counts whole for whole GPUs and fractions; in MIG mode, its slices of the
           // profiles the pods ask, by their compute (a leaf of three GPUs in 3g.40gb halves
           // holds 2.568 GPUs of such slices, not 3).
+          // (Each slice once, where any of its pods asks its profile: a gang of a 3g and a 4g
+          // pod counts both halves of a GPU split so.)
           for (const Device& d : state_.node(n).devices) {
-            int64_t most = 0;
-            for (const PodRequest* p : shapes) {
-              if (p->kind == DeviceKind::kNone || !CouldUse(*p, n) ||
-                  d.mig_enabled() != (p->kind == DeviceKind::kMig))
-                continue;
-              int64_t here = kMilliPerGpu;
-              if (p->kind == DeviceKind::kMig) {
-                here = 0;
-                for (const std::string& slice : d.mig_slices)
-                  if (const MigProfile* mp = FindMigProfile(d.model, slice);
-                      mp && state_.MigProfileIndex(slice) == p->mig_profile)
-                    here += MigSliceMilli(mp->compute_slices);
-              }
-              most = std::max(most, here);
+            bool whole = false;
+            int64_t compute = 0;  // its asked slices' compute slices, of 7
+            for (size_t sl = 0; sl < d.mig_slices.size(); ++sl) {
+              const int profile = state_.MigProfileIndex(d.mig_slices[sl]);
+              for (const PodRequest* p : shapes)
+                if (p->kind == DeviceKind::kMig && p->mig_profile == profile && CouldUse(*p, n)) {
+                  if (const MigProfile* mp = FindMigProfile(d.model, d.mig_slices[sl]))
+                    compute += mp->compute_slices;
+                  break;
+                }
             }
-            milli += most;
+            for (const PodRequest* p : shapes)
+              whole |= p->kind != DeviceKind::kNone && p->kind != DeviceKind::kMig &&
+                       !d.mig_enabled() && CouldUse(*p, n);
+            milli += whole ? kMilliPerGpu : compute * kMilliPerGpu / 7;
           }
         }
         if (milli < need) continue;
