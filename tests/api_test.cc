@@ -136,6 +136,13 @@ json NodeObject(const std::string& name, int gpus = 8) {
             {"leaf", "leaf-1"},
             {"gpus", {{"count", gpus}, {"model", "H100"}, {"memory", "80Gi"}}}}}};
 }
+// The Warning headers of a response, in order.
+std::vector<std::string> WarningsOf(const HttpResponse& r) {
+  std::vector<std::string> out;
+  for (const auto& [name, value] : r.headers)
+    if (name == "Warning") out.push_back(value);
+  return out;
+}
 json LeaseObject(const std::string& name) {
   return {{"apiVersion", "fabrica.dev/v1"},
           {"kind", "Lease"},
@@ -1624,12 +1631,10 @@ TEST_F(ApiBadInputTest, ResourceFlavorsAreCheckedAndQuotasNameThem) {
   HttpResponse future =
       w_.Do("POST", flavors, kAdmin, FlavorObject("later", {{"models", {"H100", "B300"}}}).dump());
   ASSERT_EQ(future.status, 201) << future.body;
-  std::vector<std::string> said;
-  for (const auto& [name, value] : future.headers)
-    if (name == "Warning") said.push_back(value);
-  EXPECT_EQ(said, (std::vector<std::string>{
-                      "299 - \"spec.models: no node of the fleet has B300 (the fleet has H100); "
-                      "accepted, the flavour takes such GPUs when they join\""}));
+  EXPECT_EQ(WarningsOf(future),
+            (std::vector<std::string>{
+                "299 - \"spec.models: no node of the fleet has B300 (the fleet has H100); "
+                "accepted, the flavour takes such GPUs when they join\""}));
   EXPECT_EQ(w_.Do("DELETE", Item("resourceflavors", "", "later"), kAdmin).status, 200);
 
   json queue = QueueObject("qa");
@@ -1886,12 +1891,7 @@ TEST_F(ApiBadInputTest, QueueQuotasAreStoredInOneForm) {
 // is written and warned of (a typo would keep the work out of it without a word); "*" and
 // existing tenants and queues say nothing.
 TEST_F(ApiBadInputTest, NamingATenantOrQueueThatDoesNotExistIsWarnedOf) {
-  const auto warnings = [](const HttpResponse& r) {
-    std::vector<std::string> out;
-    for (const auto& [name, value] : r.headers)
-      if (name == "Warning") out.push_back(value);
-    return out;
-  };
+  const auto warnings = WarningsOf;
   json q = QueueObject("named");
   q["spec"]["tenants"] = {"team-a", "tema-b", "*"};
   HttpResponse created = w_.Do("POST", Collection("queues"), kAdmin, q.dump());
@@ -1948,10 +1948,7 @@ TEST_F(ApiBadInputTest, AQueueEditBelowWhatItHoldsIsAcceptedWithAWarning) {
     HttpResponse r = w_.Do("PATCH", item + query, kAdmin,
                            json{{"spec", {{"quotas", {{"gpu", gpu}}}}}}.dump(), kMergePatch);
     EXPECT_EQ(r.status, 200) << r.body;
-    std::vector<std::string> warnings;
-    for (const auto& [name, value] : r.headers)
-      if (name == "Warning") warnings.push_back(value);
-    return warnings;
+    return WarningsOf(r);
   };
   EXPECT_TRUE(patch({{"guaranteed", 7}}).empty());  // (still within)
   std::vector<std::string> said = patch({{"guaranteed", 4}}, "?dryRun=All");
@@ -2040,13 +2037,11 @@ TEST_F(ApiBadInputTest, PodsNoNodeCouldHoldAreRefusedAndUnknownModelsWarned) {
   w["spec"]["podSets"][0]["devices"] = {{"gpus", 16}, {"models", "H900|B300"}};
   HttpResponse r = w_.Do("POST", Collection("workloads", "team-a"), kAdmin, w.dump());
   ASSERT_EQ(r.status, 201) << r.body;
-  std::vector<std::string> said;
-  for (const auto& [name, value] : r.headers)
-    if (name == "Warning") said.push_back(value);
-  EXPECT_EQ(said, (std::vector<std::string>{
-                      "299 - \"spec.podSets[0].devices.models: no node of the fleet has a GPU of "
-                      "the model(s) it names (the fleet has H100); accepted, it waits "
-                      "Unschedulable until one joins\""}));
+  EXPECT_EQ(WarningsOf(r),
+            (std::vector<std::string>{
+                "299 - \"spec.podSets[0].devices.models: no node of the fleet has a GPU of "
+                "the model(s) it names (the fleet has H100); accepted, it waits "
+                "Unschedulable until one joins\""}));
   // Its status may still be written, and its spec but its pods changed, when the fleet no
   // longer holds what it asks (a review: an agent's status writes were refused once the large
   // node went).
@@ -2083,12 +2078,7 @@ TEST_F(ApiBadInputTest, PodsNoNodeCouldHoldAreRefusedAndUnknownModelsWarned) {
 // is accepted with a warning at the write (a trial saw it only on a later `get queues`, on a
 // queue it had not touched); one that lowers them, or stays within, says nothing.
 TEST_F(ApiBadInputTest, GuaranteesPastTheFleetAreSaidAtTheWrite) {
-  const auto warnings = [](const HttpResponse& r) {
-    std::vector<std::string> out;
-    for (const auto& [name, value] : r.headers)
-      if (name == "Warning") out.push_back(value);
-    return out;
-  };
+  const auto warnings = WarningsOf;
   w_.MustCreate(Collection("resourceflavors"), FlavorObject("h100"));
   json a = QueueObject("qa");
   a["spec"]["quotas"] = {{"gpu", {{"guaranteed", 6}}}};
@@ -2283,9 +2273,7 @@ TEST_F(ApiBadInputTest, LabelsAndNodeSelectorsAreCheckedAndNodesListedByThem) {
   w["spec"]["excludeNodes"] = {"big", "bgi"};
   HttpResponse r = w_.Do("POST", Collection("workloads", "team-a"), kAdmin, w.dump());
   ASSERT_EQ(r.status, 201) << r.body;
-  std::vector<std::string> warnings;
-  for (const auto& [name, value] : r.headers)
-    if (name == "Warning") warnings.push_back(value);
+  std::vector<std::string> warnings = WarningsOf(r);
   EXPECT_EQ(warnings, (std::vector<std::string>{
                           "299 - \"spec.excludeNodes names no node of the fleet: 'bgi' (accepted: "
                           "a node of that name is kept off should it join)\""}));
@@ -2305,9 +2293,7 @@ TEST_F(ApiBadInputTest, LabelsAndNodeSelectorsAreCheckedAndNodesListedByThem) {
                    {"preferredDuringSchedulingIgnoredDuringExecution",
                     {{{"weight", 1}, {"preference", {{"matchExpressions", {host}}}}}}}}}}}}}});
   ASSERT_EQ(r.status, 200) << r.body;
-  warnings.clear();
-  for (const auto& [name, value] : r.headers)
-    if (name == "Warning") warnings.push_back(value);
+  warnings = WarningsOf(r);
   EXPECT_EQ(warnings, (std::vector<std::string>{
                           "299 - \"spec.affinity names no node of the fleet: 'ghost', 'gohst' "
                           "(accepted, as nodes come and go: a node of that name is matched "
