@@ -2119,6 +2119,23 @@ TEST_F(ApiBadInputTest, GuaranteesPastTheFleetAreSaidAtTheWrite) {
   r = patch("qa", 5);
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_TRUE(warnings(r).empty());
+  // A lendingLimit beside no guarantee, on a queue without children, lends nothing: said.
+  json lender = QueueObject("lender");
+  lender["spec"]["quotas"] = {{"gpu", {{"lendingLimit", 3}}}};
+  r = w_.Do("POST", Collection("queues"), kAdmin, lender.dump());
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_EQ(warnings(r), (std::vector<std::string>{
+                             "299 - \"spec.quotas.gpu.lendingLimit: queue lender has no children "
+                             "and no guarantee of its own, so it is guaranteed nothing and lends "
+                             "nothing until children below it are guaranteed some\""}));
+  // With children: nothing said (theirs is its guarantee).
+  json child = QueueObject("lender-child");
+  child["spec"]["parent"] = "lender";
+  w_.MustCreate(Collection("queues"), child);
+  r = w_.Do("PATCH", Item("queues", "", "lender"), kAdmin,
+            json{{"spec", {{"quotas", {{"gpu", {{"lendingLimit", 2}}}}}}}}.dump(), kMergePatch);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_TRUE(warnings(r).empty()) << warnings(r)[0];
 }
 
 // Labels are maps of strings in the Kubernetes syntax; a node's kubernetes.io/hostname and

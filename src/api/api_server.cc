@@ -2333,6 +2333,25 @@ struct ApiServer::Impl {
   // later, and on every root that guarantees any: a trial saw it only on a later `get queues`,
   // beside a queue it had not touched.)
   std::vector<std::string> QueueGuaranteeWarnings(const json& queue) {
+    std::vector<std::string> out;
+    // A lendingLimit beside no guarantee, on a queue without children: it is guaranteed
+    // nothing, so lends nothing until children are guaranteed some (accepted, so that a tree's
+    // file may be applied parents first; with `guaranteed: 0` it is refused: a trial saw one
+    // accepted and the other refused with no word why).
+    const std::string name = Str(Field(queue, "metadata"), "name");
+    if (const json& quotas = Field(Field(queue, "spec"), "quotas"); quotas.is_object())
+      for (const auto& [flavor, q] : quotas.items())
+        if (q.is_object() && q.contains("lendingLimit") && !q.contains("guaranteed"))
+          if (auto children = ChildrenOf(name); children.ok() && children->empty())
+            out.push_back("spec.quotas." + flavor + ".lendingLimit: queue " + name +
+                          " has no children and no guarantee of its own, so it is guaranteed "
+                          "nothing and lends nothing until children below it are guaranteed "
+                          "some");
+    for (std::string& w : TreeGuaranteeWarnings(queue)) out.push_back(std::move(w));
+    return out;
+  }
+
+  std::vector<std::string> TreeGuaranteeWarnings(const json& queue) {
     auto before = QueueTreeWith(json());
     auto after = QueueTreeWith(queue);
     auto nodes = ReadAll(Prefix(*FindResource("nodes"), ""));
