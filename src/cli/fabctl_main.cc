@@ -2709,7 +2709,25 @@ int Patch(Globals& g, HttpClient& http, const std::string& what, const std::stri
   // (Its version before and after: a patch that changes nothing says so, as kubectl's.)
   auto before = http.Do("GET", CollectionPath(*r, g.ns) + "/" + name);
   if (!before.ok() || before->status != 200) return Failed(before);
-  auto resp = http.Do("PATCH", path, body.dump(), "application/merge-patch+json");
+  // A client dry run merges the patch here (RFC 7386) and writes nothing; a server dry run
+  // has the server check the patched object as it would write it.
+  fabrica::Result<fabrica::ClientResponse> resp = *before;
+  if (g.dry_run == "client") {
+    json merged = json::parse(before->body, nullptr, false);
+    if (merged.is_object()) {
+      if (subresource.empty()) {
+        merged.merge_patch(body);
+      } else {
+        json sub = merged.value(subresource, json::object());
+        sub.merge_patch(body.value(subresource, json::object()));
+        merged[subresource] = sub;
+      }
+      resp->body = merged.dump();
+    }
+  } else {
+    resp = http.Do("PATCH", path + (g.dry_run == "server" ? "?dryRun=All" : ""), body.dump(),
+                   "application/merge-patch+json");
+  }
   if (!resp.ok() || resp->status >= 300) return Failed(resp);
   // (What the patch addresses, before and after: the status the scheduler rewrites meanwhile,
   // and the versions, do not count.)
@@ -2723,7 +2741,10 @@ int Patch(Globals& g, HttpClient& http, const std::string& what, const std::stri
     return o;
   };
   const bool same = part(before->body) == part(resp->body);
-  std::printf("%s/%s patched%s\n", r->plural, name.c_str(), same ? " (no change)" : "");
+  std::printf("%s/%s patched%s%s\n", r->plural, name.c_str(), same ? " (no change)" : "",
+              g.dry_run == "client"   ? " (dry run)"
+              : g.dry_run == "server" ? " (server dry run)"
+                                      : "");
   PrintWarnings(*resp);
   return 0;
 }
@@ -3254,6 +3275,7 @@ int main(int argc, char** argv) {
   patch->add_option("--subresource", subresource, "status: patch the object's status (admins)")
       ->check(CLI::IsMember({"status"}));
   patch->add_option("-n,--namespace,--tenant", g.ns, "tenant");
+  dry_run_option(patch);
   patch->callback([&] {
     auto h = client();
     rc = h ? Patch(g, *h, what, name, patch_body, patch_type, subresource) : 2;

@@ -39,6 +39,22 @@ grep -q "queues/team-a unchanged" "$tmp/apply3.txt" ||
 # As kubectl's apply, a re-apply leaves alone the spec fields it never set: an admin's
 # stopPolicy, written straight through the API (as `kubectl patch` would), stays; one an
 # earlier apply set and the file no longer has goes.
+# A dry run of a patch, client or server, says what it would do and changes nothing; the
+# server's refuses what the write would.
+for mode in client server; do
+  patched=$("$FABCTL" patch queue team-b --dry-run=$mode -p '{"spec": {"stopPolicy": "Hold"}}') ||
+    fail "patch --dry-run=$mode of team-b"
+  want="queues/team-b patched (dry run)"
+  [ $mode = client ] || want="queues/team-b patched (server dry run)"
+  [ "$patched" = "$want" ] || fail "patch --dry-run=$mode said: $patched"
+done
+if "$FABCTL" get queue team-b -o yaml | contains "stopPolicy"; then
+  fail "a dry-run patch changed team-b: $("$FABCTL" get queue team-b -o yaml)"
+fi
+rc=0
+"$FABCTL" patch queue team-b --dry-run=server -p '{"spec": {"weight": -1}}' >"$tmp/drypatch.txt" 2>&1 || rc=$?
+[ "$rc" = 1 ] && grep -q "weight" "$tmp/drypatch.txt" ||
+  fail "a server dry run of a bad patch (rc $rc): $(cat "$tmp/drypatch.txt")"
 patched=$("$FABCTL" patch queue team-b -p '{"spec": {"stopPolicy": "Hold"}}') ||
   fail "admin patch of team-b"
 [ "$patched" = "queues/team-b patched" ] || fail "patch said: $patched"
