@@ -2074,9 +2074,10 @@ TEST_F(ApiBadInputTest, PodsNoNodeCouldHoldAreRefusedAndUnknownModelsWarned) {
   for (const auto& [name, value] : r.headers) EXPECT_NE(name, "Warning") << value;
 }
 
-// A queue write that lifts the trees' guarantees, every flavour together, past the fleet's GPUs
-// is accepted with a warning at the write (a trial saw it only on a later `get queues`, on a
-// queue it had not touched); one that lowers them, or stays within, says nothing.
+// A queue write that lifts the trees' guarantees of a flavour, or of every flavour together,
+// past the fleet's GPUs is accepted with a warning at the write, as the scheduler's status would
+// say it (a trial saw it only on a later `get queues`, on a queue it had not touched, and only
+// the total at the write); one that lowers them, or stays within, says nothing.
 TEST_F(ApiBadInputTest, GuaranteesPastTheFleetAreSaidAtTheWrite) {
   const auto warnings = WarningsOf;
   w_.MustCreate(Collection("resourceflavors"), FlavorObject("h100"));
@@ -2084,8 +2085,10 @@ TEST_F(ApiBadInputTest, GuaranteesPastTheFleetAreSaidAtTheWrite) {
   a["spec"]["quotas"] = {{"gpu", {{"guaranteed", 6}}}};
   HttpResponse r = w_.Do("POST", Collection("queues"), kAdmin, a.dump());
   ASSERT_EQ(r.status, 201) << r.body;
-  EXPECT_TRUE(warnings(r).empty());  // (6 of the node's 8)
-  // A tree: the root guaranteed what its children add up to, another flavour beside gpu.
+  // (6 of the node's 8: the h100 flavour, named by no quota yet, leaves them to gpu.)
+  EXPECT_TRUE(warnings(r).empty()) << warnings(r)[0];
+  // A tree: the root guaranteed what its children add up to. Its quota of h100 gives that
+  // flavour the node's H100s, whole or in fractions: gpu is left none.
   json org = QueueObject("org");
   w_.MustCreate(Collection("queues"), org);
   json b = QueueObject("qb");
@@ -2093,17 +2096,19 @@ TEST_F(ApiBadInputTest, GuaranteesPastTheFleetAreSaidAtTheWrite) {
   b["spec"]["quotas"] = {{"h100", {{"guaranteed", 1}}}, {"cpu", {{"guaranteed", 64}}}};
   r = w_.Do("POST", Collection("queues"), kAdmin, b.dump());
   ASSERT_EQ(r.status, 201) << r.body;
-  EXPECT_TRUE(warnings(r).empty());  // (7; CPU is no GPU)
+  EXPECT_EQ(warnings(r), (std::vector<std::string>{
+                             "299 - \"the queue trees' guarantees of gpu add up to 6 GPUs, past "
+                             "the fleet's 0: they cannot all be met at once\""}));
   json c = QueueObject("qc");
   c["spec"]["parent"] = "org";
   c["spec"]["quotas"] = {{"gpu", {{"guaranteed", 2.5}}}};
   r = w_.Do("POST", Collection("queues"), kAdmin, c.dump());
   ASSERT_EQ(r.status, 201) << r.body;
-  EXPECT_EQ(warnings(r),
-            (std::vector<std::string>{
-                "299 - \"the queue trees' guarantees add up to 9.5 GPUs (every GPU flavour), past "
-                "the fleet's 8: they cannot all be met at once, and a queue below its guarantee "
-                "may wait for GPUs no other queue borrows\""}));
+  EXPECT_EQ(warnings(r), (std::vector<std::string>{
+                             "299 - \"the queue trees' guarantees of gpu add up to 8.5 GPUs, past "
+                             "the fleet's 0: they cannot all be met at once\"",
+                             "299 - \"the queue trees' guarantees of all GPU flavours add up to "
+                             "9.5 GPUs, past the fleet's 8: they cannot all be met at once\""}));
   // Lowered, still past: nothing more said; within: nothing.
   const auto patch = [&](const std::string& q, double g) {
     return w_.Do("PATCH", Item("queues", "", q), kAdmin,
@@ -2111,14 +2116,24 @@ TEST_F(ApiBadInputTest, GuaranteesPastTheFleetAreSaidAtTheWrite) {
   };
   r = patch("qc", 2);
   ASSERT_EQ(r.status, 200) << r.body;
-  EXPECT_TRUE(warnings(r).empty());
+  EXPECT_TRUE(warnings(r).empty()) << warnings(r)[0];
   r = patch("qa", 7);  // (raised again: 10)
   ASSERT_EQ(r.status, 200) << r.body;
-  ASSERT_EQ(warnings(r).size(), 1u);
-  EXPECT_NE(warnings(r)[0].find("add up to 10 GPUs"), std::string::npos) << warnings(r)[0];
+  ASSERT_EQ(warnings(r).size(), 2u);
+  EXPECT_NE(warnings(r)[1].find("all GPU flavours add up to 10 GPUs"), std::string::npos)
+      << warnings(r)[1];
   r = patch("qa", 5);
   ASSERT_EQ(r.status, 200) << r.body;
-  EXPECT_TRUE(warnings(r).empty());
+  EXPECT_TRUE(warnings(r).empty()) << warnings(r)[0];
+  // The h100 flavour narrowed to another model gives the H100s back to gpu: 7 of its 8.
+  r = w_.Do("PATCH", Item("resourceflavors", "", "h100"), kAdmin,
+            json{{"spec", {{"models", {"A100"}}}}}.dump(), kMergePatch);
+  ASSERT_EQ(r.status, 200) << r.body;
+  r = patch("qa", 6);  // (8 of gpu, 9 of all)
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(warnings(r), (std::vector<std::string>{
+                             "299 - \"the queue trees' guarantees of all GPU flavours add up to 9 "
+                             "GPUs, past the fleet's 8: they cannot all be met at once\""}));
   // A lendingLimit beside no guarantee, on a queue without children, lends nothing: said.
   json lender = QueueObject("lender");
   lender["spec"]["quotas"] = {{"gpu", {{"lendingLimit", 3}}}};

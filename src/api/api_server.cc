@@ -2351,43 +2351,45 @@ struct ApiServer::Impl {
     return out;
   }
 
+  // What the scheduler's status would say of the trees' guarantees against the fleet (each
+  // flavour's GPUs, MIG slices and whole GPUs, then every flavour together) that it did not
+  // before the write. (A trial read only the total here, and the flavour a cycle later.)
   std::vector<std::string> TreeGuaranteeWarnings(const json& queue) {
     auto before = QueueTreeWith(json());
     auto after = QueueTreeWith(queue);
     auto nodes = ReadAll(Prefix(*FindResource("nodes"), ""));
     if (!before.ok() || !after.ok() || !nodes.ok()) return {};
-    int64_t gpus = 0;
-    for (const KeyValue& kv : *nodes) gpus += NodeGpus(Field(Materialize(kv), "spec"));
-    const int64_t was = TreesGuaranteedMilli(*before), now = TreesGuaranteedMilli(*after);
+    Fleet fleet;
+    for (const KeyValue& kv : *nodes) {
+      const json n = Materialize(kv);
+      json spec = Field(n, "spec");
+      if (!spec.is_object()) continue;
+      spec.erase("unschedulable");
+      spec["name"] = Str(Field(n, "metadata"), "name");
+      auto parsed = ParseFleetYaml(json{{"nodes", json::array({spec})}}.dump(), kv.key);
+      if (parsed.ok()) fleet.nodes.push_back(parsed->nodes.front());
+    }
     // (No node yet: nothing to compare with.)
-    if (gpus == 0 || now <= gpus * kMilliPerGpu || now <= was) return {};
-    return {"the queue trees' guarantees add up to " + GpuAmount(now) +
-            " GPUs (every GPU flavour), past the fleet's " + std::to_string(gpus) +
-            ": they cannot all be met at once, and a queue below its guarantee may wait for GPUs "
-            "no other queue borrows"};
-  }
-
-  // The GPUs the roots of `config`'s trees guarantee, every flavour (not CPU or memory): a
-  // queue's own guarantee of a flavour, else what its children's add up to.
-  static int64_t TreesGuaranteedMilli(const AdmissionConfig& config) {
-    std::map<std::string, std::vector<const QueueSpec*>> children;
-    for (const QueueSpec& q : config.queues) children[q.parent].push_back(&q);
-    std::function<int64_t(const QueueSpec&, const std::string&)> of =
-        [&](const QueueSpec& q, const std::string& flavor) -> int64_t {
-      if (auto it = q.quotas.find(flavor); it != q.quotas.end() && !it->second.guaranteed_unset)
-        return it->second.guaranteed_milli;
-      int64_t sum = 0;
-      for (const QueueSpec* c : children[q.name]) sum += of(*c, flavor);
-      return sum;
+    if (fleet.nodes.empty()) return {};
+    auto policy = MakePolicy("bestfit");
+    if (!policy.ok()) return {};
+    // By flavour name ("" for all together): what is guaranteed past the fleet, and the words.
+    const auto warnings = [&](const AdmissionConfig& config) {
+      std::vector<std::tuple<std::string, int64_t, std::string>> out;
+      if (auto admitter = Admitter::Create(fleet, {}, config, **policy); admitter.ok())
+        for (auto& [f, sum, text] : (*admitter)->CapacityWarnings())
+          out.emplace_back(f < 0 ? "" : (*admitter)->flavor_name(f), sum, std::move(text));
+      return out;
     };
-    std::set<std::string> flavors;
-    for (const QueueSpec& q : config.queues)
-      for (const auto& [key, quota] : q.quotas)
-        if (key != kCpuQuota && key != kMemoryQuota) flavors.insert(key);
-    int64_t sum = 0;
-    for (const QueueSpec* root : children[""])
-      for (const std::string& f : flavors) sum += of(*root, f);
-    return sum;
+    // (Said where the write raises what is past; one that lowers it, still past, says nothing
+    // more.)
+    std::map<std::string, int64_t> was;
+    for (const auto& [flavor, sum, text] : warnings(*before)) was[flavor] = sum;
+    std::vector<std::string> out;
+    for (auto& [flavor, sum, text] : warnings(*after))
+      if (auto it = was.find(flavor); it == was.end() || it->second < sum)
+        out.push_back(std::move(text));
+    return out;
   }
 
   // A flavour naming GPU models no node has (a typo, or models yet to come): accepted, and

@@ -739,11 +739,14 @@ void Admitter::TakeOutOfService(int n, const std::vector<int>& devices) {
     cap_cpu_ = std::max<int64_t>(1, cap_cpu_ - state_.free_cpu(n));
 }
 
-std::map<int, std::string> Admitter::GuaranteeWarnings() const {
-  std::map<int, std::string> out;
+std::vector<Admitter::CapacityWarning> Admitter::CapacityWarnings() const {
+  std::vector<CapacityWarning> out;
   // (No GPUs at all: no node has registered yet, nothing to compare with.)
   if (state_.total_gpu_milli() == 0) return out;
-  const std::vector<int> gpus = FlavorGpus();
+  // (As requests are charged: a flavour no quota names leaves its GPUs to those that limit
+  // them; a trial's catch-all, guaranteed 6 of 8 H100s, read "past the fleet's 0" because a
+  // stored h100 flavour no queue named would have taken them.)
+  const std::vector<int> gpus = FlavorGpus(/*charged=*/true);
   // (Of those, the GPUs a whole-GPU request is charged to the flavour on: not in MIG mode,
   // and not of a model another flavour takes whole — a trial's catch-all lost its H200s to an
   // `h200` flavour of whole GPUs, unwarned, as fractions of them were still its own.)
@@ -800,35 +803,44 @@ std::map<int, std::string> Admitter::GuaranteeWarnings() const {
     } else {
       continue;
     }
-    for (int q = 0; q < queue_count(); ++q)
-      if (q != fleet_queue_ && TreeRoot(q) == q && queues_[q].guaranteed[f] > 0)
-        out[q] += (out[q].empty() ? "" : "; ") + warning;
+    out.push_back({f, sum, std::move(warning)});
   }
   // All flavours together: one GPU may be in the reach of several (a fraction of an H200 is
   // the catch-all's, a whole one its model's), but it meets one guarantee at a time.
   {
     int64_t sum = 0;
     int flavours = 0;  // (one alone: its own warning says it)
-    std::vector<bool> guaranteed(queue_count(), false);
     for (int f = 0; f < flavor_count(); ++f) {
       bool any = false;
       for (int q = 0; q < queue_count() && managed_[f]; ++q)
         if (q != fleet_queue_ && TreeRoot(q) == q && queues_[q].guaranteed[f] > 0) {
           sum += queues_[q].guaranteed[f];
-          guaranteed[q] = any = true;
+          any = true;
         }
       flavours += any;
     }
     int64_t devices = 0;
     for (const Node& n : fleet_.nodes) devices += static_cast<int64_t>(n.devices.size());
     if (flavours > 1 && sum > devices * kMilliPerGpu)
-      for (int q = 0; q < queue_count(); ++q)
-        if (guaranteed[q])
-          out[q] += std::string(out[q].empty() ? "" : "; ") +
-                    "the queue trees' guarantees of all GPU flavours add up to " + GpuAmount(sum) +
-                    " GPUs, past the fleet's " + GpuAmount(devices * kMilliPerGpu) +
-                    ": they cannot all be met at once";
+      out.push_back({-1, sum,
+                     "the queue trees' guarantees of all GPU flavours add up to " + GpuAmount(sum) +
+                         " GPUs, past the fleet's " + GpuAmount(devices * kMilliPerGpu) +
+                         ": they cannot all be met at once"});
   }
+  return out;
+}
+
+std::map<int, std::string> Admitter::GuaranteeWarnings() const {
+  std::map<int, std::string> out;
+  // The fleet's: on every root guaranteed some of the flavour (any flavour, for -1).
+  for (const auto& [f, sum, warning] : CapacityWarnings())
+    for (int q = 0; q < queue_count(); ++q) {
+      if (q == fleet_queue_ || TreeRoot(q) != q) continue;
+      bool guaranteed = false;
+      for (int g = 0; g < flavor_count(); ++g)
+        guaranteed |= (f < 0 ? managed_[g] : g == f) && queues_[q].guaranteed[g] > 0;
+      if (guaranteed) out[q] += (out[q].empty() ? "" : "; ") + warning;
+    }
   // A disruption budget of 0 set while the queue borrowed: what it borrowed stays until it
   // ends, and a lender below its guarantee waits for it (a user-style review: "the guarantee is
   // broken until a person intervenes", with nothing on the queue to say so).

@@ -529,6 +529,14 @@ class Admitter {
   // root guaranteed some of it, by queue index; roots without one are left out. And for a leaf
   // whose disruption budget of 0 keeps what it borrowed from a reclaim, that.
   std::map<int, std::string> GuaranteeWarnings() const;
+  // The first of those, each once: where the trees' guarantees of a flavour (-1: of every GPU
+  // flavour together) add up to more GPUs than the fleet holds of it, by flavour index.
+  struct CapacityWarning {
+    int flavor = -1;
+    int64_t guaranteed_milli = 0;  // what the trees guarantee of it
+    std::string text;
+  };
+  std::vector<CapacityWarning> CapacityWarnings() const;
   // The pods' CPU (r = 0, milli-cores) and memory (r = 1, MiB): whether a queue is limited in
   // it (a quota in its tree names it), and its guarantee and use of it (its subtree's).
   bool resource_limited(int q, int r) const { return queues_[q].res_limited[r]; }
