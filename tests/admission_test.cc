@@ -3163,6 +3163,62 @@ TEST_F(AdmissionTest, HigherPriorityPreemptsLowerInItsQueueNewestFirst) {
   EXPECT_EQ(adm_->phase(peer), Phase::kPending);
 }
 
+// The room a priority preemption in a queue frees is its preemptor's: the queue's other work
+// does not read it as the queue's guarantee left free and reclaim from other queues for it (a
+// trial: one eviction for `high` let an unrelated lower-priority workload of the same queue
+// "reclaim its guarantee" from c, ending the queue past its guarantee after three evictions).
+TEST_F(AdmissionTest, RoomAPriorityPreemptionFreesIsNotReclaimedAgainByItsQueue) {
+  Make(Nodes(2, 8), {Leaf("a", 6), Leaf("b", 6), Leaf("c", 4)});
+  std::vector<int> c, b;
+  for (int i = 0; i < 5; ++i) c.push_back(Submit(Gpus("c" + std::to_string(i), "c", 2, -10), i));
+  adm_->Cycle(5, 1000);
+  for (int i = 0; i < 3; ++i) {
+    b.push_back(Submit(Gpus("b" + std::to_string(i), "b", 2, -10), 10 + i));
+    adm_->Cycle(11 + i, 1000);  // (admitted at 11, 12, 13)
+  }
+  ASSERT_EQ(CountPhase(c, Phase::kAdmitted) + CountPhase(b, Phase::kAdmitted), 8);
+  // (Past c's work's reclaim minimum runtime. b is at its guarantee: low waits.)
+  const int low = Submit(Gpus("low", "b", 2, -20), 5000);
+  const int high = Submit(Gpus("high", "b", 2, 100), 5010);
+  CycleResult r = adm_->Cycle(5011, 1000);
+  ASSERT_EQ(r.evicted.size(), 1u) << r.evicted[1].reason;
+  EXPECT_EQ(r.evicted[0].victim, b[2]);
+  EXPECT_NE(r.evicted[0].reason.find("higher-priority"), std::string::npos);
+  EXPECT_EQ(adm_->phase(low), Phase::kPending);
+  EXPECT_EQ(adm_->reason(low).find("preempted workload"), std::string::npos) << adm_->reason(low);
+  {
+    std::vector<std::pair<Workload, std::vector<Assignment>>> running;
+    for (int i = 0; i < 5; ++i)
+      running.push_back({Gpus("c" + std::to_string(i), "c", 2, -10), adm_->assignments(c[i])});
+    for (int i = 0; i < 3; ++i)
+      running.push_back({Gpus("b" + std::to_string(i), "b", 2, -10), adm_->assignments(b[i])});
+    const std::vector<Assignment> plan = adm_->plan(high);
+    auto keep = std::move(adm_);
+    auto keep_policy = std::move(policy_);
+    Make(Nodes(2, 8), {Leaf("a", 6), Leaf("b", 6), Leaf("c", 4)});
+    std::vector<int> ids;
+    for (size_t i = 0; i < running.size(); ++i) {
+      auto id = adm_->Restore(running[i].first, running[i].second, 11, {}, i == running.size() - 1);
+      ASSERT_TRUE(id.ok()) << id.status().message();
+      ids.push_back(*id);
+    }
+    const int low2 = Submit(Gpus("low", "b", 2, -20), 5000);
+    const int high2 = Submit(Gpus("high", "b", 2, 100), 5010);
+    adm_->RestoreNomination(high2, 1, plan, {ids.back()});
+    r = adm_->Cycle(5012, 1000);
+    for (const auto& e : r.evicted) std::printf("evicted %d: %s\n", e.victim, e.reason.c_str());
+    EXPECT_TRUE(r.evicted.empty()) << r.evicted[0].reason;
+    EXPECT_EQ(adm_->phase(low2), Phase::kPending) << adm_->reason(low2);
+    adm_ = std::move(keep);
+    policy_ = std::move(keep_policy);
+  }
+  adm_->Terminated(b[2], 5030);
+  r = adm_->Cycle(5031, 1000);
+  EXPECT_EQ(adm_->phase(high), Phase::kAdmitted);
+  EXPECT_EQ(adm_->phase(low), Phase::kPending) << adm_->reason(low);
+  EXPECT_TRUE(r.evicted.empty()) << r.evicted[0].reason;
+}
+
 // A memory-only share needs on a node the compute its memory is of that node's GPUs: 20Gi is
 // 0.833 of an L4 but 0.141 of an H200, so the 0.2 a lower-priority share holds on a full H200
 // makes its room (a review: the search's node pre-filter asked 0.833 there and passed the

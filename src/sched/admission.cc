@@ -1087,6 +1087,22 @@ void Admitter::Nominate(int id, int victims, bool within_guarantee) {
       }
       break;
     }
+  } else {
+    // Its own queue's victims stop for it, not for the queue: MayReclaim counts their room as
+    // gone, promised to their preemptor, so it is promised here too, or the queue's other work
+    // reads it as guarantee left free and reclaims from other queues for it (a trial: a
+    // priority preemption freed 2 GPUs that a lower-priority workload of the same queue then
+    // "reclaimed" from another queue, leaving its queue past its guarantee).
+    std::map<int, int64_t> own;  // flavour -> milli-GPUs its own queue's victims hold
+    for (const auto& [victim, by] : preemptor_)
+      if (by == id && entries_[victim].leaf == e.leaf)
+        for (const auto& [f, milli] : entries_[victim].charged) own[f] += milli;
+    for (const auto& [f, milli] : own)
+      if (managed_[f] && std::min(milli, e.gpu_milli) > e.promised) {
+        e.promised = std::min(milli, e.gpu_milli);
+        e.promised_flavor = f;
+      }
+    if (e.promised_flavor >= 0) queues_[e.leaf].promised[e.promised_flavor] += e.promised;
   }
   // Its CPU and memory, wherever its queue's guarantee of them covers it.
   for (int r = 0; r < 2; ++r) {
@@ -1574,6 +1590,13 @@ void Admitter::RestoreNomination(int id, int victims, const std::vector<Assignme
     SetCounts(e, counts);
     e.partial_why = kCutWhy;
   }
+  // (Its victims first: what its own queue's free for it is promised to it.)
+  bool own_victims = false;
+  for (int v : victim_ids)
+    if (v >= 0 && v < static_cast<int>(entries_.size()) && entries_[v].phase == Phase::kEvicting) {
+      preemptor_[v] = id;
+      own_victims |= entries_[v].leaf == e.leaf;
+    }
   Nominate(id, victims, !reservation && ReclaimEligible(id));
   e.swap_flavor = -1;
   for (int f = 0; swap && f < flavor_count(); ++f)
@@ -1583,12 +1606,6 @@ void Admitter::RestoreNomination(int id, int victims, const std::vector<Assignme
       // (The server rebuilds its admitter each cycle: a held swap is told so, or it would be
       // admitted, once its victims stopped, as any borrower, in any flavour its quota allows.)
       if (swap->held) e.held_swap = f;
-    }
-  bool own_victims = false;
-  for (int v : victim_ids)
-    if (v >= 0 && v < static_cast<int>(entries_.size()) && entries_[v].phase == Phase::kEvicting) {
-      preemptor_[v] = id;
-      own_victims |= entries_[v].leaf == e.leaf;
     }
   // Its own queue's work stops for it while its quota refuses it, but no swap was kept (its
   // status write lost a race with its owner's): the same swap again, from what its queue holds
