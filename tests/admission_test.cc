@@ -6242,6 +6242,35 @@ TEST(ReplayTest, SharedFleetBeatsDedicatedAndFifoIsLessFair) {
   EXPECT_LE(fab->jain_index, 1.0 + 1e-9);
 }
 
+// Dedicated hardware is split by guarantee over the GPU models together: two teams guaranteed
+// half each get half the GPUs each (a trial: 40 and 24, each model's tie going to the first
+// team), and a team guaranteed a sliver still gets a node.
+TEST(ReplayTest, DedicatedSlicesFollowTheGuarantees) {
+  const auto slices = [](const std::string& teams) {
+    const std::string text =
+        "kind: Scenario\nname: split\n"
+        "synthetic: {gpus: 64, migShare: 0, gb200Share: 0, seed: 3, window: 3600}\n"
+        "load: 0.5\nteams:\n" +
+        teams;
+    auto sc = sim::ParseScenario(text, "split.yaml", ".");
+    EXPECT_TRUE(sc.ok()) << sc.status().message();
+    std::vector<double> out;
+    if (!sc.ok()) return out;
+    auto r = sim::RunReplay(*sc, "dedicated");
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    if (r.ok())
+      for (const auto& t : r->teams) out.push_back(t.guarantee_gpus);
+    return out;
+  };
+  const std::string work = "    workloads: [{devices: {gpus: 1}, duration: 300-900}]\n";
+  EXPECT_EQ(slices("  - name: busy\n    share: 100\n    guarantee: 32\n" + work +
+                   "  - name: idle\n    share: 0\n    guarantee: 32\n" + work),
+            (std::vector<double>{32, 32}));
+  EXPECT_EQ(slices("  - name: a\n    share: 60\n    guarantee: 60\n" + work +
+                   "  - name: b\n    share: 40\n    guarantee: 4\n" + work),
+            (std::vector<double>{56, 8}));
+}
+
 // An evicted workload runs again from the start, so what it had done was allocated but is done
 // twice: useful utilization leaves that out. Without evictions the two are the same.
 TEST(ReplayTest, UsefulUtilizationLeavesOutWorkEvictionsThrewAway) {
@@ -6906,6 +6935,41 @@ TEST(ReplayTest, ScenarioErrorsNameTheField) {
                  "trust: untrusted\n    preemption: {borrowWithinCohort: {policy: LowerPriority}}");
     ExpectBad(sim::ParseScenario(text, "tiny.yaml", ".").status(),
               "teams[2].preemption.borrowWithinCohort", "not with fairSharePreemption");
+  }
+  // (Found by a user-style trial of the replay: each was taken without a word, or hung.)
+  ExpectBad(bad("trust: untrusted", "trust: untrusted\n    queue: shared"), "teams[2].queue",
+            "unknown queue \"shared\": without admission.queues each team waits in a queue of "
+            "its own name (ext)");
+  ExpectBad(bad("devices: {gpus: 1}, duration: 60-900}", "duration: 60-900}"), "teams[2].workloads",
+            "no template (of positive weight) asks for a GPU");
+  ExpectBad(bad("duration: 60-900}", "duration: 60-900, weight: 0}"), "teams[2].workloads",
+            "the templates' weights add up to 0");
+  ExpectBad(bad("window: 3600}", "window: 1e12}"), "synthetic: more than 5000000 workloads", "");
+  ExpectBad(bad("gpus: 64,", "gpus: 20,"), "synthetic.gpus", "must be a multiple of 8");
+  ExpectBad(bad("pods: 1-2,", "pods: 1.5-2.5,"), "teams[0].workloads[0].pods", "whole number");
+  ExpectBad(bad("load: 1.0", "load: 1.0\ninterval: 100000"), "interval",
+            "must be shorter than the window (3600 s)");
+  ExpectBad(bad("load: 1.0", "load: 1.0\ngrace: 1e300"), "grace", "must be at most the window");
+  ExpectBad(bad("share: 20\n", "share: 20\n    lendingLimit: 60\n"), "teams[2].lendingLimit",
+            "above the team's computed guarantee");
+  ExpectBad(bad("load: 1.0", "load: 1.0\nadmission: {flavors: [{name: h100, models: [H100]}]}"),
+            "admission.flavors", "only with admission.queues");
+  ExpectBad(bad("load: 1.0",
+                "load: 1.0\nadmission:\n  flavors: [{name: b200, models: [B200]}]\n  queues:\n"
+                "    - {name: org}\n"
+                "    - {name: train, parent: org, quotas: {b200: {guaranteed: 8}}}\n"
+                "    - {name: infer, parent: org}\n    - {name: ext, parent: org}\n"),
+            "admission.flavors[0].models", "no GPU of the fleet is of them");
+  ExpectBad(bad("load: 1.0",
+                "load: 1.0\nadmission:\n  queues:\n    - {name: org}\n"
+                "    - {name: train, parent: org, quotas: {gpu: {guaranteed: 1000}}}\n"
+                "    - {name: infer, parent: org}\n    - {name: ext, parent: org}\n"),
+            "admission.queues: the teams' queues are guaranteed 1000 GPUs together", "fleet's 64");
+  {  // A memory-only share is GPU time too: the draw ends, and reaches the load.
+    std::string text = kSmallScenario;
+    text.replace(text.find("devices: {gpuMilli: 250m}"), 25, "devices: {gpuMemory: 20Gi}");
+    auto sc = sim::ParseScenario(text, "tiny.yaml", ".");
+    ASSERT_TRUE(sc.ok()) << sc.status().message();
   }
   // A team's queue not named after it must list the team (the tenant) in spec.tenants.
   for (const bool listed : {false, true}) {

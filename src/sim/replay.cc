@@ -52,6 +52,8 @@ Result<TeamSpec::Template> ParseTemplate(YamlMap& m) {
   ASSIGN_OR_RETURN(t.weight, m.Double("weight", 1.0));
   ASSIGN_OR_RETURN(auto pods, ParseRange(m, "pods", 1, 1));
   if (pods.first < 1 || pods.second > 10000) return m.Error("pods", "must be between 1 and 10000");
+  if (pods.first != std::floor(pods.first) || pods.second != std::floor(pods.second))
+    return m.Error("pods", "a count of pods is a whole number, as 1-4");
   t.pods_min = static_cast<int>(pods.first);
   t.pods_max = static_cast<int>(pods.second);
   if (m.Has("minPods")) {
@@ -148,6 +150,20 @@ Result<TeamSpec> ParseTeam(YamlMap& m, bool synthetic) {
       ASSIGN_OR_RETURN(TeamSpec::Template tpl, ParseTemplate(wm));
       t.templates.push_back(std::move(tpl));
     }
+    // The team's share of the load is GPU time: a template drawn must ask for some, or the
+    // draw never reaches it (a trial's CPU-only team ran the replay out of memory).
+    double weights = 0;
+    bool gpu = false;
+    for (const TeamSpec::Template& tpl : t.templates) {
+      weights += tpl.weight;
+      gpu |= tpl.weight > 0 && tpl.pod.device.kind != DeviceKind::kNone;
+    }
+    if (weights <= 0)
+      return m.Error("workloads", "the templates' weights add up to 0: give one a positive weight");
+    if (!gpu && t.share > 0)
+      return m.Error("workloads",
+                     "no template (of positive weight) asks for a GPU (devices: gpus, gpuMilli, "
+                     "gpuMemory or mig): the team's share is of the load in GPU time");
   }
   RETURN_IF_ERROR(m.Finish());
   return t;
@@ -213,6 +229,21 @@ struct SyntheticSource {
 Status BuildSynthetic(Scenario& sc, const SyntheticSource& src) {
   ASSIGN_OR_RETURN(sc.fleet, MakeSyntheticFleet(src.fleet));
   const double cap = static_cast<double>(sc.fleet.total_gpus()) * kMilliPerGpu;
+  // A share of GPU memory alone is charged, where it lands, the compute its memory is of that
+  // GPU's: toward the load it counts that of the fleet's mean GPU.
+  double gpu_memory = 0;
+  for (const Node& n : sc.fleet.nodes)
+    for (const Device& d : n.devices) gpu_memory += static_cast<double>(d.memory.value());
+  gpu_memory /= static_cast<double>(std::max<int64_t>(1, sc.fleet.total_gpus()));
+  const auto load_milli = [&](const DeviceRequest& d) {
+    const double milli = static_cast<double>(d.TotalMilli().value());
+    if (milli > 0 || d.kind != DeviceKind::kFraction || gpu_memory <= 0) return milli;
+    return std::min<double>(kMilliPerGpu,
+                            std::ceil(kMilliPerGpu * d.gpu_memory.value() / gpu_memory));
+  };
+  // (A window or load that would take more workloads than a replay can hold is said, not run
+  // until memory runs out.)
+  constexpr size_t kMaxWorkloads = 5'000'000;
   Rng rng(src.seed);
   int serial = 0;
   for (size_t ti = 0; ti < sc.teams.size(); ++ti) {
@@ -255,9 +286,13 @@ Status BuildSynthetic(Scenario& sc, const SyntheticSource& src) {
           t.checkpoint_interval_s.value_or(team.checkpoint_interval_s);
       w.options.preemptible = t.preemptible;
       // Only the part of its run inside the window counts toward the offered load.
-      acc += static_cast<double>(ps.device.TotalMilli().value()) * ps.count *
-             std::min(w.duration_s, src.window_s - w.arrival_s);
+      acc += load_milli(ps.device) * ps.count * std::min(w.duration_s, src.window_s - w.arrival_s);
       sc.workloads.push_back(std::move(w));
+      if (sc.workloads.size() > kMaxWorkloads)
+        return InvalidArgument(sc.source + ": synthetic: more than " +
+                               std::to_string(kMaxWorkloads) + " workloads (team " + team.name +
+                               " still short of its share of the load): shorten synthetic.window "
+                               "or lower the load or the fleet's GPUs");
     }
   }
   std::stable_sort(
@@ -570,10 +605,24 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
         sc.teams[i].guarantee_milli = g;
       }
     } else {
+      if (am.Has("flavors"))
+        return am.Error("flavors",
+                        "only with admission.queues, whose quotas name them: the queues made "
+                        "from the teams use the built-in flavours gpu (and mig)");
       RETURN_IF_ERROR(ParseAdmissionSettings(am, &sc.admission));
       RETURN_IF_ERROR(am.Finish());
     }
   }
+  // A team's queue is named only within admission.queues: without, each waits in a queue of
+  // its own name (a trial's `queue: ext` was dropped without a word).
+  if (sc.admission.queues.empty())
+    for (size_t i = 0; i < sc.teams.size(); ++i)
+      if (sc.teams[i].queue != sc.teams[i].name)
+        return InvalidArgument(source + ": teams[" + std::to_string(i) +
+                               "].queue: unknown queue \"" + sc.teams[i].queue +
+                               "\": without admission.queues each team waits in a queue of its "
+                               "own name (" +
+                               sc.teams[i].name + ")");
   // As for queues: borrowing preemption has no place beside fair-share preemption.
   for (size_t i = 0; i < sc.teams.size(); ++i)
     if (sc.admission.fair_share_preemption &&
@@ -610,6 +659,10 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
     SyntheticSource src;
     ASSIGN_OR_RETURN(int64_t gpus, sm.Int("gpus", 1024));
     if (gpus < 8 || gpus > 200000) return sm.Error("gpus", "must be between 8 and 200000");
+    if (gpus % 8 != 0)
+      return sm.Error("gpus", "must be a multiple of 8: the fleet is made of 8-GPU nodes (" +
+                                  std::to_string(gpus) + " would be " +
+                                  std::to_string(gpus / 8 * 8) + ")");
     src.fleet.gpus = gpus;
     ASSIGN_OR_RETURN(src.fleet.gb200_share, sm.Double("gb200Share", 0.0));
     ASSIGN_OR_RETURN(src.fleet.mig_share, sm.Double("migShare", 0.1));
@@ -627,17 +680,76 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
     sc.window_s = src.window_s;
     RETURN_IF_ERROR(BuildSynthetic(sc, src));
   }
+  // An admission cycle, or a grace period, longer than the window: nothing it measures.
+  char window[32];
+  std::snprintf(window, sizeof window, "%g", sc.window_s);
+  if (sc.interval_s >= sc.window_s)
+    return top.Error("interval", std::string("must be shorter than the window (") + window + " s)");
+  if (sc.grace_s > sc.window_s)
+    return top.Error("grace", std::string("must be at most the window (") + window + " s)");
+  // A team given a share of the load, or of the trace, that none of it reached.
+  std::vector<int> workloads(sc.teams.size(), 0);
+  for (const ReplayWorkload& w : sc.workloads) ++workloads[w.team];
+  for (size_t i = 0; i < sc.teams.size(); ++i)
+    if (sc.teams[i].share > 0 && workloads[i] == 0)
+      return InvalidArgument(
+          source + ": teams[" + std::to_string(i) + "].share: team " + sc.teams[i].name +
+          " gets no workload" +
+          (has_trace ? " of the trace (pods go to teams by hash into 100 buckets, in blocks of "
+                       "teamBlock pods: a share under 1, or too few blocks, may take none)"
+                     : ""));
+  // A flavour of models the fleet does not have: its quotas would hold nothing.
+  {
+    std::set<std::string> models;
+    for (const Node& n : sc.fleet.nodes)
+      for (const Device& d : n.devices) models.insert(d.model);
+    for (size_t i = 0; i < sc.admission.flavors.size(); ++i) {
+      const FlavorSpec& f = sc.admission.flavors[i];
+      if (!f.models.empty() &&
+          std::none_of(f.models.begin(), f.models.end(),
+                       [&](const std::string& m) { return models.count(m) > 0; })) {
+        std::string have;
+        for (const std::string& m : models) have += (have.empty() ? "" : ", ") + m;
+        return InvalidArgument(source + ": admission.flavors[" + std::to_string(i) +
+                               "].models: no GPU of the fleet is of them (it has " + have + ")");
+      }
+    }
+  }
+  std::vector<bool> guarantee_given;
+  for (const TeamSpec& t : sc.teams) guarantee_given.push_back(t.guarantee_milli.has_value());
   Calibrate(sc, sc.window_s);
-  // Guarantees past the fleet: every policy is refused them alike (fabrica's generated tree
-  // would be, naming a queue the file does not have; the others would run on).
+  // Guarantees past the fleet: every policy is refused them alike (fabrica's tree would lend
+  // nothing it could keep; dedicated would hand some team no node).
+  const int64_t cap = int64_t{sc.fleet.total_gpus()} * kMilliPerGpu;
   if (sc.admission.queues.empty()) {
     int64_t sum = 0;
     for (const TeamSpec& t : sc.teams) sum += t.guarantee_milli.value_or(0);
-    const int64_t cap = int64_t{sc.fleet.total_gpus()} * kMilliPerGpu;
     if (sum > cap)
       return top.Error("teams", "the teams' guarantees add up to " + FormatMilliGpu(MilliGpu(sum)) +
                                     " GPUs, more than the fleet's " +
                                     FormatMilliGpu(MilliGpu(cap)));
+    // A limit checked against the guarantee computed for the team, named as the file names it.
+    for (size_t i = 0; i < sc.teams.size(); ++i) {
+      const TeamSpec& t = sc.teams[i];
+      if (t.lending_limit_milli && *t.lending_limit_milli > t.guarantee_milli.value_or(0))
+        return InvalidArgument(source + ": teams[" + std::to_string(i) +
+                               "].lendingLimit: above the team's " +
+                               (guarantee_given[i] ? "" : "computed ") + "guarantee (" +
+                               FormatMilliGpu(MilliGpu(*t.lending_limit_milli)) + " > " +
+                               FormatMilliGpu(MilliGpu(t.guarantee_milli.value_or(0))) + " GPUs)");
+    }
+  } else {
+    // The teams' leaves, each once: what the file's trees guarantee the teams.
+    std::map<std::string, int64_t> leaves;
+    for (const TeamSpec& t : sc.teams) leaves[t.queue] = t.guarantee_milli.value_or(0);
+    int64_t sum = 0;
+    for (const auto& [leaf, g] : leaves) sum += g;
+    if (sum > cap)
+      return InvalidArgument(source + ": admission.queues: the teams' queues are guaranteed " +
+                             FormatMilliGpu(MilliGpu(sum)) +
+                             " GPUs together, more than the "
+                             "fleet's " +
+                             FormatMilliGpu(MilliGpu(cap)));
   }
   return sc;
 }
@@ -820,7 +932,9 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
   };
   if (policy_name == "dedicated") {
     // Each GPU model's nodes (in fleet order) split among the teams by guarantee, largest
-    // remainder first.
+    // remainder first, each team's rounding carried from one model to the next in GPUs, so
+    // that its slice of the pool stays within a node of its guarantee's share (a trial: two
+    // teams guaranteed 32 GPUs each got 40 and 24, as each model's tie went to the first).
     // (MIG-partitioned nodes are split by the MIG part of the guarantees.)
     auto mig_node = [](const Node& n) {
       return std::any_of(n.devices.begin(), n.devices.end(),
@@ -834,24 +948,61 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
     double gsum[2] = {0, 0};
     for (const auto& g : pool_guarantee)
       for (int p = 0; p < 2; ++p) gsum[p] += g[p];
-    std::vector<Fleet> fleets(nteams);
+    std::vector<std::vector<int>> owned(nteams);               // node indices, by team
+    std::vector<std::array<double, 2>> carry(nteams, {0, 0});  // GPUs owed (+) or ahead (-)
     for (const auto& [model_pool, nodes] : by_model) {
       const int pool = model_pool.second;
+      const double per_node = std::max<size_t>(1, sc.fleet.nodes[nodes.front()].devices.size());
+      const int total = static_cast<int>(nodes.size());
+      std::vector<double> exact(nteams), want(nteams);
       std::vector<int> count(nteams);
-      std::vector<std::pair<double, int>> rem;
       int given = 0;
       for (int i = 0; i < nteams; ++i) {
-        double exact = gsum[pool] > 0 ? nodes.size() * pool_guarantee[i][pool] / gsum[pool] : 0;
-        count[i] = static_cast<int>(std::floor(exact));
+        exact[i] = gsum[pool] > 0 ? total * pool_guarantee[i][pool] / gsum[pool] : 0;
+        want[i] = exact[i] + carry[i][pool] / per_node;
+        count[i] = std::max(0, static_cast<int>(std::floor(want[i])));
         given += count[i];
-        rem.push_back({-(exact - count[i]), i});
       }
-      std::sort(rem.begin(), rem.end());
-      for (size_t k = 0; given < static_cast<int>(nodes.size()); ++k, ++given)
-        ++count[rem[k % rem.size()].second];
+      // (The carries add up to nothing, so the floors are at most a node short per team, or,
+      // where a carry is negative past a node, over: taken from whoever is furthest ahead.)
+      while (given > total) {
+        int most = -1;
+        for (int i = 0; i < nteams; ++i)
+          if (count[i] > 0 && (most < 0 || count[i] - want[i] > count[most] - want[most])) most = i;
+        --count[most];
+        --given;
+      }
+      while (given < total) {
+        int most = 0;
+        for (int i = 1; i < nteams; ++i)
+          if (want[i] - count[i] > want[most] - count[most]) most = i;
+        ++count[most];
+        ++given;
+      }
       size_t at = 0;
-      for (int i = 0; i < nteams; ++i)
-        for (int c = 0; c < count[i]; ++c) fleets[i].nodes.push_back(sc.fleet.nodes[nodes[at++]]);
+      for (int i = 0; i < nteams; ++i) {
+        carry[i][pool] += (exact[i] - count[i]) * per_node;
+        for (int c = 0; c < count[i]; ++c) owned[i].push_back(nodes[at++]);
+      }
+    }
+    // A team guaranteed GPUs is never left without a node while another has more than one:
+    // the one furthest past its share gives it its last.
+    for (int i = 0; i < nteams; ++i) {
+      if (!owned[i].empty() || guarantee[i] <= 0) continue;
+      int donor = -1;
+      double ahead = 0;
+      for (int j = 0; j < nteams; ++j) {
+        const double past = -(carry[j][0] + carry[j][1]);
+        if (owned[j].size() > 1 && (donor < 0 || past > ahead)) donor = j, ahead = past;
+      }
+      if (donor < 0) break;
+      owned[i].push_back(owned[donor].back());
+      owned[donor].pop_back();
+    }
+    std::vector<Fleet> fleets(nteams);
+    for (int i = 0; i < nteams; ++i) {
+      std::sort(owned[i].begin(), owned[i].end());
+      for (int n : owned[i]) fleets[i].nodes.push_back(sc.fleet.nodes[n]);
     }
     for (int i = 0; i < nteams; ++i) {
       guarantee[i] = static_cast<double>(fleets[i].total_gpus()) * kMilliPerGpu;
