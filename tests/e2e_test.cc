@@ -4786,6 +4786,48 @@ TEST_F(FactoryTest, DeactivatingABackingOffGangClearsItsCount) {
   EXPECT_EQ(Workloads()["team-a/gang"]["spec"].value("active", false), true);
 }
 
+// A victim of a priority preemption in its queue runs on when, during the grace period, the
+// preemptor no longer outranks it (a trial lowered the preemptor's priority: the victim was
+// evicted all the same, and on its return evicted the preemptor in turn).
+TEST_F(FactoryTest, APriorityPreemptionIsCalledOffWhenThePreemptorNoLongerOutranks) {
+  StartScheduler(30'000);
+  CreateQueue("org", json::object());
+  CreateQueue("team-a", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 34}}}}}});
+  for (int i = 0; i < 4; ++i) {
+    json w = WholeGpuWorkload("team-a", "low-" + std::to_string(i), 8);
+    w["spec"]["priority"] = -10;
+    CreateWorkload(w);
+  }
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  CreateWorkload(WholeGpuWorkload("team-a", "hot", 8));
+  Cycle();
+  std::string victim;
+  for (const auto& [name, obj] : Workloads())
+    if (obj["status"].contains("preemption")) victim = name;
+  ASSERT_FALSE(victim.empty()) << Describe(Workloads());
+  EXPECT_EQ(Workloads()[victim]["status"]["preemption"].value("byPriority", false), true);
+  ClientResponse r = Call("PATCH", WorkloadPath("team-a", "hot"), R"({"spec":{"priority":-20}})",
+                          "application/merge-patch+json");
+  ASSERT_EQ(r.status, 200) << r.body;
+  Cycle();
+  const json st = Workloads()[victim]["status"];
+  EXPECT_FALSE(st.contains("preemption")) << st.dump();
+  EXPECT_EQ(st.value("message", "")
+                .rfind("eviction cancelled: its preemptor team-a/hot no longer "
+                       "outranks it (priority -20 to its -10); running on ",
+                       0),
+            0u)
+      << st.dump();
+  // Past the grace period: nothing was evicted, and the preemptor waits.
+  Cycle(31'000);
+  Cycle();
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(Workloads()["team-a/low-" + std::to_string(i)]["status"].value("phase", ""),
+              "Running")
+        << Describe(Workloads());
+  EXPECT_EQ(Workloads()["team-a/hot"]["status"].value("phase", ""), "Pending");
+}
+
 // A victim whose preemptor is deleted during the grace period is not evicted after all.
 TEST_F(FactoryTest, PreemptionIsCalledOffWhenThePreemptorGoes) {
   SchedulerOptions so;

@@ -1431,6 +1431,7 @@ Result<CycleStats> Scheduler::RunOnce() {
     });
   };
   std::set<std::string> waiting_keys;
+  std::map<std::string, const StoredWorkload*> waiting_of;  // by key
   for (const StoredWorkload& sw : pending) {
     const std::string leaf = WaitingQueue(leaves, sw.w().queue.str(), sw.w().tenant.str());
     // (A plan on a node that now takes no new work is void: its victims need not stop for it,
@@ -1444,18 +1445,36 @@ Result<CycleStats> Scheduler::RunOnce() {
           void_plan |=
               std::find(it->second.begin(), it->second.end(), d.device) != it->second.end();
     }
-    if (sw.w().active && !stopped.count(leaf) && allowed(sw.w(), leaf).ok() && !void_plan)
+    if (sw.w().active && !stopped.count(leaf) && allowed(sw.w(), leaf).ok() && !void_plan) {
       waiting_keys.insert(KeyName(sw.obj()));
+      waiting_of[KeyName(sw.obj())] = &sw;
+    }
   }
   // Nor one whose queue's disruption budget is now 0 (an admin froze evictions there mid-way:
   // stopped, it would only start again, its preemptor unable to evict the rest it needs).
+  // Nor one preempted for work of its own queue that no longer outranks it (a priority
+  // changed meanwhile, either's: a trial's victim, raised past its preemptor, was evicted and
+  // then evicted another on its return).
   for (BoundWorkload& b : bound) {
     if (!b.evicting) continue;
-    const std::string by = Str(Field(Field(b.sw.obj(), "status"), "preemption"), "by");
+    const json& mark = Field(Field(b.sw.obj(), "status"), "preemption");
+    const std::string by = Str(mark, "by");
     const auto spec =
         queue_specs.find(WaitingQueue(leaves, b.sw.w().queue.str(), b.sw.w().tenant.str()));
     const bool frozen = spec != queue_specs.end() && spec->second.disruption_budget == 0;
-    if (by.empty() || (waiting_keys.count(by) && !frozen)) continue;  // empty: its queue drains
+    std::string outranked;
+    if (const auto p = waiting_of.find(by);
+        p != waiting_of.end() && Field(mark, "byPriority") == true) {
+      const int mine = b.sw.w().priority, theirs = p->second->w().priority;
+      const auto created = [](const StoredWorkload& w) {
+        return ParseTimestamp(Str(Field(w.obj(), "metadata"), "creationTimestamp"));
+      };
+      if (mine > theirs || (mine == theirs && created(b.sw) < created(*p->second)))
+        outranked = "its preemptor " + by + " no longer outranks it (priority " +
+                    std::to_string(theirs) + " to its " + std::to_string(mine) + ")";
+    }
+    // (Empty: its queue drains.)
+    if (by.empty() || (waiting_keys.count(by) && !frozen && outranked.empty())) continue;
     json next = b.sw.obj();
     next["status"].erase("preemption");
     json conditions = json::array();
@@ -1463,10 +1482,12 @@ Result<CycleStats> Scheduler::RunOnce() {
       if (Str(c, "type") != "Preempted") conditions.push_back(c);
     next["status"]["conditions"] = conditions;
     // (Its message said when it would stop: it runs on, and says why.)
-    next["status"]["message"] = std::string(kEvictionCancelled) +
-                                (frozen ? "its queue's disruption budget is now 0"
-                                        : "its preemptor " + by + " no longer waits for it") +
-                                "; " + RunningMessage(next["status"]);
+    next["status"]["message"] =
+        std::string(kEvictionCancelled) +
+        (frozen               ? "its queue's disruption budget is now 0"
+         : !outranked.empty() ? outranked
+                              : "its preemptor " + by + " no longer waits for it") +
+        "; " + RunningMessage(next["status"]);
     if (auto rev = store_.Put(b.sw.kv.key, next.dump(), b.sw.kv.mod_revision); rev.ok()) {
       // (Its revision now: a victim spared may be chosen again this cycle, by a preemptor that
       // plans anew.)
@@ -1579,6 +1600,7 @@ Result<CycleStats> Scheduler::RunOnce() {
     size_t bound;    // index in `bound`
     std::string by;  // the preemptor, "ns/name"
     std::string why;
+    bool by_priority = false;  // Eviction::by_priority
   };
   std::vector<Victim> evictions;
   // Running elastic work whose last pods an elastic shrink takes (status.shrinks).
@@ -2174,8 +2196,9 @@ Result<CycleStats> Scheduler::RunOnce() {
         }
         auto b = bound_of.find(e.victim);
         if (b == bound_of.end()) continue;
-        evictions.push_back(
-            {b->second, p == pending_of.end() ? "" : KeyName(pending[p->second].obj()), e.reason});
+        evictions.push_back({b->second,
+                             p == pending_of.end() ? "" : KeyName(pending[p->second].obj()),
+                             e.reason, e.by_priority});
       }
     }
   } else {
@@ -2246,6 +2269,8 @@ Result<CycleStats> Scheduler::RunOnce() {
     json next = sw.obj();
     const std::string deadline = FormatTimestamp(now + options_.preemption_grace_ms);
     next["status"]["preemption"] = {{"by", v.by}, {"reason", why}, {"deadline", deadline}};
+    // (Re-checked every cycle while it stops: the preemptor must still outrank it.)
+    if (v.by_priority) next["status"]["preemption"]["byPriority"] = true;
     next["status"]["message"] = why + "; stops at " + deadline;  // (not "running on ...")
     json conditions = json::array();
     for (const json& c : List(Field(sw.obj(), "status"), "conditions"))

@@ -4626,15 +4626,15 @@ void Admitter::RemoveRunning(int id) {
   unready_.erase(id);
 }
 
-void Admitter::MarkEvicting(int victim, int preemptor, const std::string& reason,
-                            CycleResult& out) {
+void Admitter::MarkEvicting(int victim, int preemptor, const std::string& reason, CycleResult& out,
+                            bool by_priority) {
   Entry& w = entries_[victim];
   w.phase = Phase::kEvicting;
   w.reason = reason;
   w.options.leaving = preemptor < 0;
   CountEvicting(victim, +1);
   RemoveRunning(victim);
-  out.evicted.push_back({victim, preemptor, reason});
+  out.evicted.push_back({victim, preemptor, reason, by_priority});
   preemptor_[victim] = preemptor;
 }
 
@@ -6234,8 +6234,8 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     const double loses = LostIfEvicted(v, now);
     if (EvictOrTakeBack(
             v, id,
-            "preempted by " + e.spec.name.str() + " (" + why + ")" + CutShortNote(v, id, now),
-            out)) {
+            "preempted by " + e.spec.name.str() + " (" + why + ")" + CutShortNote(v, id, now), out,
+            own_only)) {
       lost += loses;
       ++stopping;
     } else {
@@ -6315,14 +6315,14 @@ bool Admitter::HeldSwap(int id, double now, CycleResult& out) {
 }
 
 bool Admitter::EvictOrTakeBack(int victim, int preemptor, const std::string& reason,
-                               CycleResult& out) {
+                               CycleResult& out, bool by_priority) {
   // Admitted earlier in this cycle, it has not started: it waits again at once, as if it had
   // not been admitted (no grace period, nothing lost, no eviction).
   if (std::find(out.admitted.begin(), out.admitted.end(), victim) != out.admitted.end()) {
     Unadmit(victim, "admitted and taken back in the same cycle: " + reason, out);
     return false;
   }
-  MarkEvicting(victim, preemptor, reason, out);
+  MarkEvicting(victim, preemptor, reason, out, by_priority);
   return true;
 }
 

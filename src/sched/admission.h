@@ -308,6 +308,9 @@ struct Eviction {
   int victim = 0;
   int preemptor = 0;  // -1: none (its queue drains)
   std::string reason;
+  // For work of its own queue that outranks it (higher priority, or the same and earlier): an
+  // eviction that holds only while the preemptor still does.
+  bool by_priority = false;
 };
 
 struct CycleResult {
@@ -1014,14 +1017,16 @@ class Admitter {
   // lie scattered among work that stays).
   bool Consolidate(int id, const std::vector<PodRequest>& pods, const TopologyConstraint& topology,
                    double now, CycleResult& out, bool reclaim = false);
-  void MarkEvicting(int victim, int preemptor, const std::string& reason, CycleResult& out);
+  void MarkEvicting(int victim, int preemptor, const std::string& reason, CycleResult& out,
+                    bool by_priority = false);
   // An admitted workload gives its devices and quota back and is pending again (not yet in
   // its queue's line: the caller enqueues it).
   void GiveBack(int id);
   // Takes back a workload admitted earlier in this cycle (out.admitted): it waits again.
   void Unadmit(int id, const std::string& reason, CycleResult& out);
   // A victim of `preemptor`: evicted (true), or taken back if admitted this cycle (false).
-  bool EvictOrTakeBack(int victim, int preemptor, const std::string& reason, CycleResult& out);
+  bool EvictOrTakeBack(int victim, int preemptor, const std::string& reason, CycleResult& out,
+                       bool by_priority = false);
   void TrialRelease(int v);
   void TrialReapply(int v);
   // A gang that prefers (or needs) a topology, placed as a gang where the room is free now (a
