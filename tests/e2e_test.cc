@@ -4805,7 +4805,7 @@ TEST_F(FactoryTest, APriorityPreemptionIsCalledOffWhenThePreemptorNoLongerOutran
   for (const auto& [name, obj] : Workloads())
     if (obj["status"].contains("preemption")) victim = name;
   ASSERT_FALSE(victim.empty()) << Describe(Workloads());
-  EXPECT_EQ(Workloads()[victim]["status"]["preemption"].value("byPriority", false), true);
+  EXPECT_EQ(Workloads()[victim]["status"]["preemption"].value("basis", ""), "Priority");
   ClientResponse r = Call("PATCH", WorkloadPath("team-a", "hot"), R"({"spec":{"priority":-20}})",
                           "application/merge-patch+json");
   ASSERT_EQ(r.status, 200) << r.body;
@@ -4826,6 +4826,41 @@ TEST_F(FactoryTest, APriorityPreemptionIsCalledOffWhenThePreemptorNoLongerOutran
               "Running")
         << Describe(Workloads());
   EXPECT_EQ(Workloads()["team-a/hot"]["status"].value("phase", ""), "Pending");
+}
+
+// A reclaim's victims run on when, during the grace period, the preemptor's queue may no
+// longer reclaim for it (a trial lowered its guarantee: all its victims were evicted, and then
+// the preemptor, past its queue's guarantee, was never placed).
+TEST_F(FactoryTest, AReclaimIsCalledOffWhenItsQueueNoLongerHasTheGuarantee) {
+  ASSERT_TRUE(TeamBReclaimsFromTeamA()) << Describe(Workloads());
+  std::string victim;
+  for (const auto& [name, obj] : Workloads())
+    if (obj["status"].contains("preemption")) victim = name;
+  ASSERT_FALSE(victim.empty()) << Describe(Workloads());
+  EXPECT_EQ(Workloads()[victim]["status"]["preemption"].value("basis", ""), "Reclaim");
+  ClientResponse r =
+      Call("PATCH", std::string(kApi) + "/queues/team-b",
+           R"({"spec":{"quotas":{"gpu":{"guaranteed":0}}}})", "application/merge-patch+json");
+  ASSERT_EQ(r.status, 200) << r.body;
+  Cycle();
+  const json st = Workloads()[victim]["status"];
+  EXPECT_FALSE(st.contains("preemption")) << st.dump();
+  EXPECT_EQ(st.value("message", "")
+                .rfind("eviction cancelled: queue team-b would be past its "
+                       "guarantee with its preemptor team-b/b-0: nothing is "
+                       "taken back for it; running on ",
+                       0),
+            0u)
+      << st.dump();
+  EXPECT_EQ(Workloads()["team-b/b-0"]["status"].value("message", ""),
+            "its preemption is called off: queue team-b would be past its guarantee with it");
+  // Past the grace period: nothing was evicted, and b-0 waits.
+  Cycle(6'000);
+  Cycle();
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(Workloads()["team-a/a-" + std::to_string(i)]["status"].value("phase", ""), "Running")
+        << Describe(Workloads());
+  EXPECT_EQ(Workloads()["team-b/b-0"]["status"].value("phase", ""), "Pending");
 }
 
 // A victim whose preemptor is deleted during the grace period is not evicted after all.

@@ -1452,6 +1452,25 @@ Result<CycleStats> Scheduler::RunOnce() {
   }
   // Nor one whose queue's disruption budget is now 0 (an admin froze evictions there mid-way:
   // stopped, it would only start again, its preemptor unable to evict the rest it needs).
+  // A victim's mark lifted, `why`: it runs on, and says why (its message said when it would
+  // stop). True once written.
+  const auto call_off = [&](BoundWorkload& b, const std::string& why) {
+    json next = b.sw.obj();
+    next["status"].erase("preemption");
+    json conditions = json::array();
+    for (const json& c : List(Field(b.sw.obj(), "status"), "conditions"))
+      if (Str(c, "type") != "Preempted") conditions.push_back(c);
+    next["status"]["conditions"] = conditions;
+    next["status"]["message"] =
+        std::string(kEvictionCancelled) + why + "; " + RunningMessage(next["status"]);
+    auto rev = store_.Put(b.sw.kv.key, next.dump(), b.sw.kv.mod_revision);
+    if (!rev.ok()) return false;
+    // (Its revision now: a victim spared may be chosen again this cycle, by a preemptor that
+    // plans anew.)
+    b.sw.kv.mod_revision = *rev;
+    b.evicting = false;
+    return true;
+  };
   // Nor one preempted for work of its own queue that no longer outranks it (a priority
   // changed meanwhile, either's: a trial's victim, raised past its preemptor, was evicted and
   // then evicted another on its return).
@@ -1464,7 +1483,7 @@ Result<CycleStats> Scheduler::RunOnce() {
     const bool frozen = spec != queue_specs.end() && spec->second.disruption_budget == 0;
     std::string outranked;
     if (const auto p = waiting_of.find(by);
-        p != waiting_of.end() && Field(mark, "byPriority") == true) {
+        p != waiting_of.end() && Str(mark, "basis") == "Priority") {
       const int mine = b.sw.w().priority, theirs = p->second->w().priority;
       const auto created = [](const StoredWorkload& w) {
         return ParseTimestamp(Str(Field(w.obj(), "metadata"), "creationTimestamp"));
@@ -1475,26 +1494,10 @@ Result<CycleStats> Scheduler::RunOnce() {
     }
     // (Empty: its queue drains.)
     if (by.empty() || (waiting_keys.count(by) && !frozen && outranked.empty())) continue;
-    json next = b.sw.obj();
-    next["status"].erase("preemption");
-    json conditions = json::array();
-    for (const json& c : List(Field(b.sw.obj(), "status"), "conditions"))
-      if (Str(c, "type") != "Preempted") conditions.push_back(c);
-    next["status"]["conditions"] = conditions;
-    // (Its message said when it would stop: it runs on, and says why.)
-    next["status"]["message"] =
-        std::string(kEvictionCancelled) +
-        (frozen               ? "its queue's disruption budget is now 0"
-         : !outranked.empty() ? outranked
-                              : "its preemptor " + by + " no longer waits for it") +
-        "; " + RunningMessage(next["status"]);
-    if (auto rev = store_.Put(b.sw.kv.key, next.dump(), b.sw.kv.mod_revision); rev.ok()) {
-      // (Its revision now: a victim spared may be chosen again this cycle, by a preemptor that
-      // plans anew.)
-      b.sw.kv.mod_revision = *rev;
-      b.evicting = false;
+    if (call_off(b, frozen               ? "its queue's disruption budget is now 0"
+                    : !outranked.empty() ? outranked
+                                         : "its preemptor " + by + " no longer waits for it"))
       if (--victims_of[by] <= 0) victims_of.erase(by);
-    }
   }
   // Likewise pods an elastic shrink took for a preemptor that no longer waits: they stay. (The
   // newest mark first, as its pods come before the older marks': a mark behind one whose
@@ -1600,7 +1603,7 @@ Result<CycleStats> Scheduler::RunOnce() {
     size_t bound;    // index in `bound`
     std::string by;  // the preemptor, "ns/name"
     std::string why;
-    bool by_priority = false;  // Eviction::by_priority
+    Eviction::Basis basis = Eviction::Basis::kOther;
   };
   std::vector<Victim> evictions;
   // Running elastic work whose last pods an elastic shrink takes (status.shrinks).
@@ -1896,6 +1899,28 @@ Result<CycleStats> Scheduler::RunOnce() {
         if (auto v = victims_of.find(key); v != victims_of.end()) {
           admitter->RestoreNomination(*id, v->second, plan, victim_ids_of[key], swap,
                                       /*reservation=*/false, cut);
+          // Victims of a reclaim its queue may no longer make (its guarantee lowered, or its
+          // room taken, since): they run on (a trial lowered the guarantee mid-way; all three
+          // were evicted and the preemptor then never placed).
+          if (!admitter->reclaims(*id)) {
+            const std::string past = "queue " + w.queue.str() + " would be past its guarantee";
+            for (int victim : victim_ids_of[key]) {
+              const auto at = bound_of.find(victim);
+              if (at == bound_of.end()) continue;
+              BoundWorkload& b = bound[at->second];
+              if (!b.evicting ||
+                  Str(Field(Field(b.sw.obj(), "status"), "preemption"), "basis") != "Reclaim")
+                continue;
+              if (call_off(
+                      b, past + " with its preemptor " + key + ": nothing is taken back for it") &&
+                  --v->second <= 0)
+                break;
+            }
+            if (v->second <= 0) {  // (it plans anew next cycle)
+              decisions[i] = Waits("its preemption is called off: " + past + " with it", "Pending");
+              continue;
+            }
+          }
           // (A swap its stored status lost is derived again: kept from now on.)
           const std::optional<Admitter::Swap> restored = admitter->swap(*id);
           // (Victims a disruption budget let go one batch at a time: what the preemption said
@@ -2198,7 +2223,7 @@ Result<CycleStats> Scheduler::RunOnce() {
         if (b == bound_of.end()) continue;
         evictions.push_back({b->second,
                              p == pending_of.end() ? "" : KeyName(pending[p->second].obj()),
-                             e.reason, e.by_priority});
+                             e.reason, e.basis});
       }
     }
   } else {
@@ -2269,8 +2294,11 @@ Result<CycleStats> Scheduler::RunOnce() {
     json next = sw.obj();
     const std::string deadline = FormatTimestamp(now + options_.preemption_grace_ms);
     next["status"]["preemption"] = {{"by", v.by}, {"reason", why}, {"deadline", deadline}};
-    // (Re-checked every cycle while it stops: the preemptor must still outrank it.)
-    if (v.by_priority) next["status"]["preemption"]["byPriority"] = true;
+    // (Re-checked every cycle while it stops: the preemptor must still outrank it, or its
+    // queue still be within its guarantee with it.)
+    if (v.basis != Eviction::Basis::kOther)
+      next["status"]["preemption"]["basis"] =
+          v.basis == Eviction::Basis::kPriority ? "Priority" : "Reclaim";
     next["status"]["message"] = why + "; stops at " + deadline;  // (not "running on ...")
     json conditions = json::array();
     for (const json& c : List(Field(sw.obj(), "status"), "conditions"))

@@ -1071,6 +1071,7 @@ void Admitter::Nominate(int id, int victims, bool within_guarantee) {
   Entry& e = entries_[id];
   Unnominate(id);
   e.nominated = true;
+  e.reclaims = within_guarantee;
   e.victims_left = victims;
   // (A held swap's, batch by batch: admitted as that swap only, once its victims stop.)
   e.held_swap = held_swap_;
@@ -1556,6 +1557,7 @@ void Admitter::Unnominate(int id, bool log_freed) {
   e.reserving = false;
   ReleaseHolds(e);
   e.nominated = false;
+  e.reclaims = false;
   e.reserves_quota = false;
   e.reserves_resources = false;
   // What it kept may now let others in.
@@ -4627,14 +4629,14 @@ void Admitter::RemoveRunning(int id) {
 }
 
 void Admitter::MarkEvicting(int victim, int preemptor, const std::string& reason, CycleResult& out,
-                            bool by_priority) {
+                            Eviction::Basis basis) {
   Entry& w = entries_[victim];
   w.phase = Phase::kEvicting;
   w.reason = reason;
   w.options.leaving = preemptor < 0;
   CountEvicting(victim, +1);
   RemoveRunning(victim);
-  out.evicted.push_back({victim, preemptor, reason, by_priority});
+  out.evicted.push_back({victim, preemptor, reason, basis});
   preemptor_[victim] = preemptor;
 }
 
@@ -5050,7 +5052,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
         "preempted by " + e.spec.name.str() + " (queue " + queues_[e.leaf].spec.name +
             " reclaims its guarantee; work that stays is moved into the room)" +
             CutShortNote(v, id, now),
-        out);
+        out, Eviction::Basis::kReclaim);
   for (int v : moved)
     stopping += EvictOrTakeBack(v, id,
                                 "moved to make room for " + e.spec.name.str() +
@@ -6235,7 +6237,9 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     if (EvictOrTakeBack(
             v, id,
             "preempted by " + e.spec.name.str() + " (" + why + ")" + CutShortNote(v, id, now), out,
-            own_only)) {
+            own_only                              ? Eviction::Basis::kPriority
+            : reclaim && entries_[v].leaf != leaf ? Eviction::Basis::kReclaim
+                                                  : Eviction::Basis::kOther)) {
       lost += loses;
       ++stopping;
     } else {
@@ -6315,14 +6319,14 @@ bool Admitter::HeldSwap(int id, double now, CycleResult& out) {
 }
 
 bool Admitter::EvictOrTakeBack(int victim, int preemptor, const std::string& reason,
-                               CycleResult& out, bool by_priority) {
+                               CycleResult& out, Eviction::Basis basis) {
   // Admitted earlier in this cycle, it has not started: it waits again at once, as if it had
   // not been admitted (no grace period, nothing lost, no eviction).
   if (std::find(out.admitted.begin(), out.admitted.end(), victim) != out.admitted.end()) {
     Unadmit(victim, "admitted and taken back in the same cycle: " + reason, out);
     return false;
   }
-  MarkEvicting(victim, preemptor, reason, out, by_priority);
+  MarkEvicting(victim, preemptor, reason, out, basis);
   return true;
 }
 

@@ -308,9 +308,12 @@ struct Eviction {
   int victim = 0;
   int preemptor = 0;  // -1: none (its queue drains)
   std::string reason;
-  // For work of its own queue that outranks it (higher priority, or the same and earlier): an
-  // eviction that holds only while the preemptor still does.
-  bool by_priority = false;
+  // Why, where it is to be re-checked while the victim stops: kPriority, for work of its own
+  // queue that outranks it (higher priority, or the same and earlier), holds only while the
+  // preemptor still does; kReclaim, for work within its queue's guarantee, only while the
+  // preemptor's queue may still reclaim for it (Admitter::reclaims).
+  enum class Basis { kOther, kPriority, kReclaim };
+  Basis basis = Basis::kOther;
 };
 
 struct CycleResult {
@@ -464,6 +467,10 @@ class Admitter {
   // guarantee) or preempt under fair share. False: waiting is all it can do.
   bool may_preempt(int id) const { return MayPreempt(id); }
   bool nominated(int id) const { return entries_[id].nominated; }  // victims still stopping
+  // Nominated within its queue's guarantee: what its victims free is promised to it as the
+  // queue's reclaim (false where the queue, its guarantee lowered or its room taken since,
+  // would now be past its guarantee with it).
+  bool reclaims(int id) const { return entries_[id].nominated && entries_[id].reclaims; }
   // GPUs (milli) of flavour `flavor` that workload id's queue has promised to its other
   // nominated preemptors (their victims are still stopping): room below the guarantee that is
   // already spoken for. 0 for an unknown flavour.
@@ -587,6 +594,7 @@ class Admitter {
     // Nominated by HeldSwap: the flavour of that swap, which it is admitted in, as a swap only,
     // once its victims have stopped (TryAdmit); -1: not one.
     int held_swap = -1;
+    bool reclaims = false;     // nominated within its queue's guarantee (Admitter::reclaims)
     int64_t promised = 0;      // while nominated within its guarantee: GPUs its queue has promised
     int promised_flavor = -1;  // ... in this flavour
     // While nominated with a plan and short of quota (`reserves_quota`): the GPUs of its plan
@@ -1018,7 +1026,7 @@ class Admitter {
   bool Consolidate(int id, const std::vector<PodRequest>& pods, const TopologyConstraint& topology,
                    double now, CycleResult& out, bool reclaim = false);
   void MarkEvicting(int victim, int preemptor, const std::string& reason, CycleResult& out,
-                    bool by_priority = false);
+                    Eviction::Basis basis = Eviction::Basis::kOther);
   // An admitted workload gives its devices and quota back and is pending again (not yet in
   // its queue's line: the caller enqueues it).
   void GiveBack(int id);
@@ -1026,7 +1034,7 @@ class Admitter {
   void Unadmit(int id, const std::string& reason, CycleResult& out);
   // A victim of `preemptor`: evicted (true), or taken back if admitted this cycle (false).
   bool EvictOrTakeBack(int victim, int preemptor, const std::string& reason, CycleResult& out,
-                       bool by_priority = false);
+                       Eviction::Basis basis = Eviction::Basis::kOther);
   void TrialRelease(int v);
   void TrialReapply(int v);
   // A gang that prefers (or needs) a topology, placed as a gang where the room is free now (a
