@@ -6946,6 +6946,8 @@ TEST(ReplayTest, ScenarioErrorsNameTheField) {
             "the templates' weights add up to 0");
   ExpectBad(bad("window: 3600}", "window: 1e12}"), "synthetic: more than 5000000 workloads", "");
   ExpectBad(bad("gpus: 64,", "gpus: 20,"), "synthetic.gpus", "must be a multiple of 8");
+  ExpectBad(sim::ParseScenario(kSmallScenario, "tiny.yaml", ".", "/traces").status(), "--trace-dir",
+            "tiny.yaml is synthetic");
   ExpectBad(bad("pods: 1-2,", "pods: 1.5-2.5,"), "teams[0].workloads[0].pods", "whole number");
   ExpectBad(bad("load: 1.0", "load: 1.0\ninterval: 100000"), "interval",
             "must be shorter than the window (3600 s)");

@@ -1173,7 +1173,9 @@ TEST_F(FactoryTest, EventsTellWhatHappenedToAWorkload) {
   EXPECT_TRUE(has(theirs, "Normal Preempting")) << all;
   // Waiting, each change of what it waits for: its victim chosen, then stopping.
   EXPECT_TRUE(has(theirs, "Normal Preempting: preempting 1 workload(s)")) << all;
-  EXPECT_TRUE(has(theirs, "Normal Preempting: waiting for 1 preempted workload(s) to stop")) << all;
+  // (Its victims by name: a trial had to search for them.)
+  EXPECT_TRUE(has(theirs, "Normal Preempting: waiting for 1 preempted workload(s) (team-a/a-"))
+      << all;
   EXPECT_TRUE(has(theirs, "Normal Started")) << all;
   // All namespaces: both; a tenant's member: its own only.
   const json every = CallJson("GET", std::string(kApi) + "/events");
@@ -1913,7 +1915,7 @@ TEST_F(FactoryTest, ABudgetSetToZeroSparesTheVictimsInTheirGracePeriod) {
       << Describe(Workloads());
   Cycle();
   EXPECT_EQ(Workloads()["team-b/hot"]["status"].value("message", ""),
-            "waiting for 1 preempted workload(s) to stop" + more)
+            "waiting for 1 preempted workload(s) (team-b/v-3) to stop" + more)
       << Describe(Workloads());
   ClientResponse r =
       Call("PATCH", std::string(kApi) + "/queues/team-b",

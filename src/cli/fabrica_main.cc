@@ -21,7 +21,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // (A usage error exits 2, as the commands' own checks of their input do; --help 0.)
+    return app.exit(e) == 0 ? 0 : 2;
   }
   return exit_code;
 }

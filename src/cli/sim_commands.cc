@@ -387,12 +387,20 @@ void AddSimCommands(CLI::App& app, int* exit_code) {
   CLI::App* replay = sim->add_subcommand(
       "replay", "Replay a multi-team scenario in virtual time: dedicated vs fifo vs fabrica");
   replay->add_option("--scenario", rep->scenario, "scenario YAML (see scenarios/README.md)")
-      ->required();
+      ->required()
+      ->check(CLI::ExistingFile);
   replay->add_option("--policy", rep->policy, "dedicated|fifo|fabrica|all (default all)");
   CLI::Option* load_option =
       replay->add_option("--load", rep->load, "override the scenario's offered load, in (0, 10]");
   replay->add_option("--trace-dir", rep->trace_dir, "directory of the trace CSVs");
-  replay->add_option("--placement", rep->placement, "placement policy (default fabrica)");
+  {
+    std::string names;
+    for (const std::string& n : PolicyNames()) names += (names.empty() ? "" : "|") + n;
+    replay
+        ->add_option("--placement", rep->placement,
+                     "placement policy: " + names + " (default fabrica)")
+        ->check(CLI::IsMember(PolicyNames()));
+  }
   replay->add_flag("--json", rep->json, "print JSON");
   replay->add_option("--events-out", rep->events_out,
                      "write every arrival, start, eviction and stop as JSON Lines to FILE "

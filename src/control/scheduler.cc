@@ -190,8 +190,10 @@ Decision Waits(std::string message, std::string reason, std::vector<Assignment> 
 
 // "waiting for 2 preempted workload(s) to stop", or, where `shrunk` of them give up only pods
 // beyond their minCount (an elastic shrink), "... for the pods taken from 1 workload(s) ...".
-std::string WaitingForVictims(int victims, int shrunk) {
-  const std::string whole = std::to_string(victims - shrunk) + " preempted workload(s)";
+// `names`: the whole victims' "tenant/name"s, said after their count where any.
+std::string WaitingForVictims(int victims, int shrunk, const std::string& names = "") {
+  const std::string whole = std::to_string(victims - shrunk) + " preempted workload(s)" +
+                            (names.empty() ? "" : " (" + names + ")");
   const std::string pods = "the pods taken from " + std::to_string(shrunk) + " workload(s)";
   return "waiting for " +
          (shrunk == 0         ? whole
@@ -1937,7 +1939,15 @@ Result<CycleStats> Scheduler::RunOnce() {
                        " of its " + std::to_string(pending[i].w().pod_count()) +
                        " pods (partial admission: " + Admitter::kCutWhy + ")";
           }
-          decisions[i] = Waits(WaitingForVictims(v->second, shrunk_of[key]) + cut_note +
+          // (Which: a trial's preemptor said only how many, and its victims had to be found.)
+          std::string names;
+          int named = 0;
+          for (int victim : victim_ids_of[key])
+            if (const auto at = bound_of.find(victim);
+                at != bound_of.end() && bound[at->second].evicting && ++named <= 5)
+              names += (names.empty() ? "" : ", ") + KeyName(bound[at->second].sw.obj());
+          if (named > 5) names += " and " + std::to_string(named - 5) + " more";
+          decisions[i] = Waits(WaitingForVictims(v->second, shrunk_of[key], names) + cut_note +
                                    (from == std::string::npos ? "" : said.substr(from)),
                                "Preempting", plan);
           if (at_cut) decisions[i].nomination_counts = admitter->pod_counts(*id);

@@ -5064,11 +5064,11 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
   e.swap_flavor = -1;  // (a consolidation is no swap: the quota allows it)
   SetPlan(id, mine);
   if (reclaimed.empty()) {
-    e.reason = "consolidating: moving " + std::to_string(moved.size()) +
-               " workload(s) to gather room scattered over the fleet";
+    e.reason = "consolidating: moving " + std::to_string(moved.size()) + " workload(s) (" +
+               WorkloadNames(moved) + ") to gather room scattered over the fleet";
   } else {
-    e.reason = "preempting " + std::to_string(reclaimed.size()) + " workload(s) as queue " +
-               queues_[e.leaf].spec.name +
+    e.reason = "preempting " + std::to_string(reclaimed.size()) + " workload(s) (" +
+               WorkloadNames(reclaimed) + ") as queue " + queues_[e.leaf].spec.name +
                " reclaims its guarantee, borrowed anywhere in the fleet";
     if (!moved.empty())
       e.reason +=
@@ -6256,8 +6256,11 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
                " workload(s) admitted this cycle before they started (" + why +
                "); it starts next cycle";
   } else {
-    e.reason = "preempting " + std::to_string(stopping) + " workload(s) " + ForWhy(why) + ", " +
-               std::to_string(static_cast<int64_t>(lost)) +
+    std::vector<int> stops;
+    for (int v : chosen)
+      if (entries_[v].phase == Phase::kEvicting) stops.push_back(v);
+    e.reason = "preempting " + std::to_string(stopping) + " workload(s) (" + WorkloadNames(stops) +
+               ") " + ForWhy(why) + ", " + std::to_string(static_cast<int64_t>(lost)) +
                // (Of these victims: a trial read a later batch's as a running total.)
                " GPU-seconds lost, what these ran so far (what they run until they stop is lost "
                "too)" +
@@ -6316,6 +6319,15 @@ bool Admitter::HeldSwap(int id, double now, CycleResult& out) {
     w.swap_flavor = -1;
   }
   return started;
+}
+
+std::string Admitter::WorkloadNames(const std::vector<int>& ids, size_t most) const {
+  std::string out;
+  for (size_t i = 0; i < ids.size() && i < most; ++i)
+    out += (out.empty() ? "" : ", ") + entries_[ids[i]].spec.tenant.str() + "/" +
+           entries_[ids[i]].spec.name.str();
+  if (ids.size() > most) out += " and " + std::to_string(ids.size() - most) + " more";
+  return out;
 }
 
 bool Admitter::EvictOrTakeBack(int victim, int preemptor, const std::string& reason,

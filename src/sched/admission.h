@@ -1033,6 +1033,8 @@ class Admitter {
   // Takes back a workload admitted earlier in this cycle (out.admitted): it waits again.
   void Unadmit(int id, const std::string& reason, CycleResult& out);
   // A victim of `preemptor`: evicted (true), or taken back if admitted this cycle (false).
+  // "tenant/name, ..." of the first `most` of `ids`, then how many more.
+  std::string WorkloadNames(const std::vector<int>& ids, size_t most = 5) const;
   bool EvictOrTakeBack(int victim, int preemptor, const std::string& reason, CycleResult& out,
                        Eviction::Basis basis = Eviction::Basis::kOther);
   void TrialRelease(int v);

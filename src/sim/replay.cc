@@ -654,6 +654,9 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
         BuildOpenb(sc, dir + "/" + nodes, dir + "/" + pods, static_cast<int>(team_block)));
     TileTrace(sc, sc.window_s, max_gap);
   } else {
+    if (!trace_dir.empty())
+      return InvalidArgument("--trace-dir: " + source +
+                             " is synthetic (synthetic:, not trace:): it reads no trace");
     YamlMap sm = top.Child("synthetic");
     RETURN_IF_ERROR(sm.CheckIsMap());
     SyntheticSource src;
