@@ -251,6 +251,22 @@ Status BuildSynthetic(Scenario& sc, const SyntheticSource& src) {
     double target = team.share / 100.0 * sc.load * cap * src.window_s;
     double total_weight = 0;
     for (const auto& t : team.templates) total_weight += t.weight;
+    // What one draw asks for on average (its durations log-uniform): a team that would need more
+    // draws than a replay holds is refused before it draws them.
+    double per_draw = 0;
+    for (const auto& t : team.templates) {
+      const double lo = t.duration_min_s, hi = t.duration_max_s;
+      const double duration = hi > lo && lo > 0 ? (hi - lo) / std::log(hi / lo) : lo;
+      per_draw += t.weight / total_weight * load_milli(t.pod.device) * (t.pods_min + t.pods_max) /
+                  2.0 * std::min(duration, src.window_s);
+    }
+    if (target > 0 && (per_draw <= 0 || target / per_draw > static_cast<double>(kMaxWorkloads)))
+      return InvalidArgument(
+          sc.source + ": synthetic: more than " + std::to_string(kMaxWorkloads) +
+          " workloads (team " + team.name + " would need about " +
+          std::to_string(static_cast<int64_t>(per_draw > 0 ? target / per_draw : 1e18)) +
+          " to reach its share of the load): shorten synthetic.window or "
+          "lower the load or the fleet's GPUs");
     double acc = 0;
     while (acc < target) {
       double r = rng.UniformDouble() * total_weight;
