@@ -6242,6 +6242,33 @@ TEST(ReplayTest, SharedFleetBeatsDedicatedAndFifoIsLessFair) {
   EXPECT_LE(fab->jain_index, 1.0 + 1e-9);
 }
 
+// A share of GPU memory alone is GPU time: it counts toward the load by the compute its memory
+// is of the fleet's mean GPU, and once placed toward utilization by what its GPU charges it (a
+// trial's memory-only team drew without end, and a mixed one was measured as using nothing).
+TEST(ReplayTest, MemoryOnlySharesCountAsTheComputeTheirGpuChargesThem) {
+  const std::string text = R"(
+kind: Scenario
+name: memory
+synthetic: {gpus: 64, migShare: 0, gb200Share: 0, h200Share: 0, seed: 3, window: 3600}
+load: 0.5
+teams:
+  - name: a
+    share: 100
+    workloads: [{cpu: 4, memory: 16Gi, devices: {gpuMemory: 40Gi}, duration: 300-1200}]
+)";
+  auto sc = sim::ParseScenario(text, "memory.yaml", ".");
+  ASSERT_TRUE(sc.ok()) << sc.status().message();
+  EXPECT_NEAR(sc->offered_load, 0.5, 0.05);  // (40Gi of an 80Gi H100: 500m each)
+  auto r = sim::RunReplay(*sc, "fabrica");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_GT(r->utilization_pct, 35);
+  EXPECT_LT(r->utilization_pct, 55);
+  ASSERT_EQ(r->teams.size(), 1u);
+  ASSERT_FALSE(r->teams[0].waits_by_size.empty());
+  EXPECT_EQ(r->teams[0].waits_by_size[0].gpus, "<1");
+  EXPECT_EQ(r->teams[0].waits_by_size[0].workloads, r->teams[0].workloads);
+}
+
 // Dedicated hardware is split by guarantee over the GPU models together: two teams guaranteed
 // half each get half the GPUs each (a trial: 40 and 24, each model's tie going to the first
 // team), and a team guaranteed a sliver still gets a node.

@@ -169,6 +169,35 @@ Result<TeamSpec> ParseTeam(YamlMap& m, bool synthetic) {
   return t;
 }
 
+// What one pod of `d` asks of GPU compute: a share of GPU memory alone, the compute its memory
+// is of a GPU of `gpu_memory` MiB (Scenario::mean_gpu_memory_mib).
+double PodMilli(const DeviceRequest& d, double gpu_memory) {
+  const double milli = static_cast<double>(d.TotalMilli().value());
+  if (milli > 0 || d.kind != DeviceKind::kFraction || gpu_memory <= 0) return milli;
+  return std::min<double>(
+      kMilliPerGpu,
+      std::ceil(kMilliPerGpu * static_cast<double>(d.gpu_memory.value()) / gpu_memory));
+}
+double WorkloadMilli(const Workload& w, double gpu_memory) {
+  double m = 0;
+  for (const PodSet& ps : w.pod_sets) m += PodMilli(ps.device, gpu_memory) * ps.count;
+  return m;
+}
+// ... once placed: a share of memory alone, what its GPU charges it.
+double PlacedPodMilli(const DeviceRequest& d, const Assignment& a) {
+  if (d.kind != DeviceKind::kFraction || d.TotalMilli().value() > 0)
+    return static_cast<double>(d.TotalMilli().value());
+  double milli = 0;
+  for (const DeviceShare& share : a.devices) milli += static_cast<double>(share.milli);
+  return milli;
+}
+double MeanGpuMemory(const Fleet& fleet) {
+  double memory = 0;
+  for (const Node& n : fleet.nodes)
+    for (const Device& d : n.devices) memory += static_cast<double>(d.memory.value());
+  return memory / static_cast<double>(std::max<int64_t>(1, fleet.total_gpus()));
+}
+
 uint64_t Fnv1a(const std::string& s) {
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : s) {
@@ -184,6 +213,7 @@ Status BuildOpenb(Scenario& sc, const std::string& nodes_path, const std::string
   ASSIGN_OR_RETURN(std::string nodes_text, ReadFile(nodes_path));
   ASSIGN_OR_RETURN(std::string pods_text, ReadFile(pods_path));
   ASSIGN_OR_RETURN(sc.fleet, ParseOpenbNodes(nodes_text, nodes_path));
+  sc.mean_gpu_memory_mib = MeanGpuMemory(sc.fleet);
   ASSIGN_OR_RETURN(std::vector<TracePod> pods, ParseOpenbPods(pods_text, pods_path));
   for (const TracePod& p : pods) {
     if (p.scheduled_s < 0 || p.creation_s < 0 || p.deletion_s <= p.scheduled_s) {
@@ -231,15 +261,9 @@ Status BuildSynthetic(Scenario& sc, const SyntheticSource& src) {
   const double cap = static_cast<double>(sc.fleet.total_gpus()) * kMilliPerGpu;
   // A share of GPU memory alone is charged, where it lands, the compute its memory is of that
   // GPU's: toward the load it counts that of the fleet's mean GPU.
-  double gpu_memory = 0;
-  for (const Node& n : sc.fleet.nodes)
-    for (const Device& d : n.devices) gpu_memory += static_cast<double>(d.memory.value());
-  gpu_memory /= static_cast<double>(std::max<int64_t>(1, sc.fleet.total_gpus()));
+  sc.mean_gpu_memory_mib = MeanGpuMemory(sc.fleet);
   const auto load_milli = [&](const DeviceRequest& d) {
-    const double milli = static_cast<double>(d.TotalMilli().value());
-    if (milli > 0 || d.kind != DeviceKind::kFraction || gpu_memory <= 0) return milli;
-    return std::min<double>(kMilliPerGpu,
-                            std::ceil(kMilliPerGpu * d.gpu_memory.value() / gpu_memory));
+    return PodMilli(d, sc.mean_gpu_memory_mib);
   };
   // (A window or load that would take more workloads than a replay can hold is said, not run
   // until memory runs out.)
@@ -317,12 +341,6 @@ Status BuildSynthetic(Scenario& sc, const SyntheticSource& src) {
   return Status();
 }
 
-double WorkloadMilli(const Workload& w) {
-  double m = 0;
-  for (const PodSet& ps : w.pod_sets)
-    m += static_cast<double>(ps.device.TotalMilli().value()) * ps.count;
-  return m;
-}
 bool IsMig(const Workload& w) {
   for (const PodSet& ps : w.pod_sets)
     if (ps.device.kind == DeviceKind::kMig) return true;
@@ -357,10 +375,11 @@ double WorkloadMemory(const Workload& w) {
 
 // The GPU-seconds requested inside [0, window): each workload from its arrival for its
 // duration, cut at the window's end.
-double ClippedDemand(const std::vector<ReplayWorkload>& ws, double window) {
+double ClippedDemand(const std::vector<ReplayWorkload>& ws, double window, double gpu_memory) {
   double d = 0;
   for (const ReplayWorkload& w : ws)
-    d += WorkloadMilli(w.spec) * std::max(0.0, std::min(w.duration_s, window - w.arrival_s));
+    d += WorkloadMilli(w.spec, gpu_memory) *
+         std::max(0.0, std::min(w.duration_s, window - w.arrival_s));
   return d;
 }
 
@@ -396,7 +415,7 @@ void TileTrace(Scenario& sc, double window, double max_gap) {
   sc.workloads.clear();
   for (ReplayWorkload& w : base) w.arrival_s = std::floor((w.arrival_s - first) / sc.compression);
   const double cap = static_cast<double>(sc.fleet.total_gpus()) * kMilliPerGpu;
-  const double one = ClippedDemand(base, window);
+  const double one = ClippedDemand(base, window, sc.mean_gpu_memory_mib);
   const double k = one > 0 ? sc.load * cap * window / one : 1;
   sc.copies = k;
   const int whole = static_cast<int>(std::floor(k));
@@ -427,8 +446,9 @@ void TileTrace(Scenario& sc, double window, double max_gap) {
 void Calibrate(Scenario& sc, double window) {
   const double cap = static_cast<double>(sc.fleet.total_gpus()) * kMilliPerGpu;
   double total = 0;
-  for (const ReplayWorkload& w : sc.workloads) total += WorkloadMilli(w.spec) * w.duration_s;
-  sc.offered_load = ClippedDemand(sc.workloads, window) / (cap * window);
+  for (const ReplayWorkload& w : sc.workloads)
+    total += WorkloadMilli(w.spec, sc.mean_gpu_memory_mib) * w.duration_s;
+  sc.offered_load = ClippedDemand(sc.workloads, window, sc.mean_gpu_memory_mib) / (cap * window);
   sc.offered_load_unclipped = total / (cap * window);
   // Two pools when the fleet has MIG-partitioned GPUs: those (only MIG requests use them) and
   // the rest. Each team's computed guarantee is split by its demand in each pool.
@@ -443,7 +463,8 @@ void Calibrate(Scenario& sc, double window) {
   std::vector<std::array<double, 2>> team_demand(sc.teams.size(), {0, 0});
   for (const ReplayWorkload& w : sc.workloads)
     team_demand[w.team][sc.mig_pool && IsMig(w.spec) ? 1 : 0] +=
-        WorkloadMilli(w.spec) * std::max(0.0, std::min(w.duration_s, window - w.arrival_s));
+        WorkloadMilli(w.spec, sc.mean_gpu_memory_mib) *
+        std::max(0.0, std::min(w.duration_s, window - w.arrival_s));
   double fixed = 0, open_demand[2] = {0, 0};
   for (size_t i = 0; i < sc.teams.size(); ++i) {
     if (sc.teams[i].guarantee_milli) {
@@ -1246,7 +1267,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
     const double smallest = by.empty() ? 0 : by.begin()->first;
     for (auto it = pend_order[u].begin(); it != pend_order[u].end() && left >= smallest; ++it) {
       const int w = std::get<2>(*it);
-      const double g = WorkloadMilli(sc.workloads[w].spec);
+      const double g = WorkloadMilli(sc.workloads[w].spec, sc.mean_gpu_memory_mib);
       if (g > left) continue;
       left -= g;
       fit.push_back(w);
@@ -1315,7 +1336,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
   };
   auto add_pending = [&](int w, double t) {
     const ReplayWorkload& rw = sc.workloads[w];
-    double g = WorkloadMilli(rw.spec), c = WorkloadCpu(rw.spec);
+    double g = WorkloadMilli(rw.spec, sc.mean_gpu_memory_mib), c = WorkloadCpu(rw.spec);
     pend_gpu[rw.team] += g;
     pend_cpu[rw.team] += c;
     pend_memory[rw.team] += WorkloadMemory(rw.spec);
@@ -1329,7 +1350,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
   };
   auto remove_pending = [&](int w, double t) {
     const ReplayWorkload& rw = sc.workloads[w];
-    double g = WorkloadMilli(rw.spec), c = WorkloadCpu(rw.spec);
+    double g = WorkloadMilli(rw.spec, sc.mean_gpu_memory_mib), c = WorkloadCpu(rw.spec);
     pend_gpu[rw.team] -= g;
     pend_cpu[rw.team] -= c;
     pend_memory[rw.team] -= WorkloadMemory(rw.spec);
@@ -1341,6 +1362,29 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
     for (int view : {kInOrder, kAlone})
       if (ws[w].fits_since[view] >= 0) check_wait(w, view, t, "");
     std::erase(fit_in_order[u], w);
+  };
+  // Each of run h's assignments' pod set: a fragment names them, a run holds pod_counts per
+  // set in order.
+  const auto sets_of = [](const Admitter& a, int h) {
+    std::vector<int> set_of;
+    if (a.fragment_of(h) >= 0) {
+      for (const auto& [set, index] : a.fragment_pods(h)) set_of.push_back(set);
+    } else {
+      const std::vector<int>& counts = a.pod_counts(h);
+      for (size_t k = 0; k < counts.size(); ++k)
+        set_of.insert(set_of.end(), counts[k], static_cast<int>(k));
+    }
+    return set_of;
+  };
+  // The milli-GPUs run h of workload w asks of the GPUs it holds (PlacedPodMilli, pod by pod).
+  const auto held_milli = [&](const Admitter& a, int h, int w) {
+    const Workload& spec = sc.workloads[w].spec;
+    const std::vector<int> set_of = sets_of(a, h);
+    const std::vector<Assignment>& as = a.assignments(h);
+    double milli = 0;
+    for (size_t p = 0; p < as.size(); ++p)
+      milli += PlacedPodMilli(spec.pod_sets[p < set_of.size() ? set_of[p] : 0].device, as[p]);
+    return milli;
   };
   auto use = [&](int w, double t, int sign) {
     const ReplayWorkload& rw = sc.workloads[w];
@@ -1374,7 +1418,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
     const Admitter& a = *groups[ws[w].group].admitter;
     // (What the pods ask, as a running workload's use counts it: not what a fraction is charged.)
     const double pods = static_cast<double>(a.assignments(h).size());
-    const double g = sign * WorkloadMilli(rw.spec) * pods / rw.spec.pod_count();
+    const double g = sign * held_milli(a, h, w);
     use_gpu[rw.team] += g;
     use_cpu[rw.team] += sign * WorkloadCpu(rw.spec) * pods / rw.spec.pod_count();
     use_memory[rw.team] += sign * WorkloadMemory(rw.spec) * pods / rw.spec.pod_count();
@@ -1455,7 +1499,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
               {"t", t},
               {"w", rw.spec.name.str()},
               {"team", rw.team},
-              {"milli", WorkloadMilli(rw.spec)},
+              {"milli", WorkloadMilli(rw.spec, sc.mean_gpu_memory_mib)},
               {"cpu", WorkloadCpu(rw.spec)},
               {"memory", WorkloadMemory(rw.spec)},
               {"pods", pods},
@@ -1474,14 +1518,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
   const auto log_place = [&](size_t gi, int h, int w, double t) {
     const Admitter& a = *groups[gi].admitter;
     const Workload& spec = sc.workloads[w].spec;
-    // Each assignment's pod set: a fragment names them, a run holds pod_counts per set in order.
-    std::vector<int> set_of;
-    if (a.fragment_of(h) >= 0) {
-      for (const auto& [set, index] : a.fragment_pods(h)) set_of.push_back(set);
-    } else {
-      const std::vector<int>& counts = a.pod_counts(h);
-      for (size_t k = 0; k < counts.size(); ++k) set_of.insert(set_of.end(), counts[k], k);
-    }
+    const std::vector<int> set_of = sets_of(a, h);
     const std::vector<Assignment>& as = a.assignments(h);
     nlohmann::json pods = nlohmann::json::array();
     for (size_t p = 0; p < as.size(); ++p) {
@@ -1492,7 +1529,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
       pods.push_back({{"node", groups[gi].fleet.nodes[as[p].node].name.str()},
                       {"set", p < set_of.size() ? set_of[p] : -1},
                       {"kind", kDeviceKinds[static_cast<int>(ps.device.kind)]},
-                      {"milli", ps.device.TotalMilli().value()},
+                      {"milli", PlacedPodMilli(ps.device, as[p])},
                       {"cpu", ps.cpu.value()},
                       {"memory", ps.memory.value()},
                       {"gpus", PodGpus(ps)},
@@ -1633,7 +1670,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
             st.rate = static_cast<double>(started) / sc.workloads[w].spec.pod_count();
             ++res.partial_admissions;
           }
-          st.run_milli = WorkloadMilli(sc.workloads[w].spec) * st.rate;
+          st.run_milli = held_milli(adm, h, w);
           st.spells = {{tick, st.rate, st.run_milli}};
           start_use(w, tick);
           if (events_out != nullptr) log_place(gi, h, w, tick);
@@ -1660,7 +1697,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
           int pods = 0;
           for (int c : adm.pod_counts(h)) pods += c;
           st.rate = static_cast<double>(pods) / sc.workloads[w].spec.pod_count();
-          st.run_milli = WorkloadMilli(sc.workloads[w].spec) * st.rate;
+          st.run_milli = held_milli(adm, h, w);
           st.spells.push_back({tick, st.rate, st.run_milli});
           start_use(w, tick);
           if (events_out != nullptr) log_place(gi, h, w, tick);
@@ -1744,7 +1781,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
         if (track_promises) {
           const std::string flavor = pool_of(w) == 1 ? "mig" : "gpu";
           const double room = static_cast<double>(adm.room_below_guarantee(st.id, flavor));
-          const double size = WorkloadMilli(sc.workloads[w].spec);
+          const double size = WorkloadMilli(sc.workloads[w].spec, sc.mean_gpu_memory_mib);
           promised =
               size <= room + 1e-9 &&
               size > room - static_cast<double>(adm.promised_to_others(st.id, flavor)) + 1e-9;
@@ -1824,9 +1861,9 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
     double wait = st.wait_total;
     if (st.pending_since >= 0) wait += end - st.pending_since;
     waits[team].push_back(wait);
-    int64_t milli = 0;
-    for (const PodSet& ps : sc.workloads[w].spec.pod_sets)
-      milli += ps.device.TotalMilli().value() * ps.count;
+    // (A share of memory alone by the compute it asks of the mean GPU: "<1".)
+    const auto milli =
+        static_cast<int64_t>(WorkloadMilli(sc.workloads[w].spec, sc.mean_gpu_memory_mib));
     if (milli == 0) continue;  // (no GPU: in no bucket)
     // (By the GPUs rounded up: 1.5 is in "2-8".)
     const int size = milli < kMilliPerGpu         ? 0

@@ -98,6 +98,10 @@ struct ReplayWorkload {
 struct Scenario {
   std::string name;
   std::string source;  // file
+  // The fleet's mean GPU memory: a share of GPU memory alone (gpuMemory, no gpuMilli) asks, in
+  // the measures of the load and of waiting work, the compute its memory is of that mean GPU;
+  // once placed, the compute it is charged on its GPU.
+  double mean_gpu_memory_mib = 0;
   double load = 1.0;
   double interval_s = 1;
   double grace_s = 30;
