@@ -1583,11 +1583,16 @@ TEST_F(ApiBadInputTest, PriorityClassesNeedAnIntegerValueAndNothingElse) {
   json missing = PriorityClassObject("bad");
   missing["spec"].erase("value");
   refused(missing, "spec.value: required");
+  // Kubernetes' preemptionPolicy and globalDefault are taken, with their values checked.
   json extra = PriorityClassObject("bad");
+  extra["spec"]["preemptionPolicy"] = "Sometimes";
+  refused(extra, "spec.preemptionPolicy: must be PreemptLowerPriority or Never, got 'Sometimes'");
   extra["spec"]["preemptionPolicy"] = "Never";
-  refused(extra, "spec.preemptionPolicy: unknown field");
-  extra["spec"]["globalDefault"] = true;
-  refused(extra, "spec.globalDefault: unknown field; spec.preemptionPolicy: unknown field");
+  extra["spec"]["globalDefault"] = "yes";
+  refused(extra, "spec.globalDefault: expected true or false");
+  extra["spec"].erase("globalDefault");
+  extra["spec"]["preemptPolicy"] = "Never";
+  refused(extra, "spec.preemptPolicy: unknown field");
   json misspelt = PriorityClassObject("bad");
   misspelt["descripton"] = "x";
   misspelt["metadata"]["lables"] = json::object();

@@ -4788,6 +4788,69 @@ TEST_F(FactoryTest, DeactivatingABackingOffGangClearsItsCount) {
   EXPECT_EQ(Workloads()["team-a/gang"]["spec"].value("active", false), true);
 }
 
+// preemptionPolicy Never (Kubernetes' non-preempting priority), on the workload or from its
+// class: it waits ahead of lower priorities but evicts nothing. A globalDefault class gives its
+// value to work created without one; there is one at most (a trial found both refused as
+// unknown fields).
+TEST_F(FactoryTest, NonPreemptingPriorityEvictsNothingAndADefaultClassIsTaken) {
+  StartScheduler(30'000);
+  CreateQueue("org", json::object());
+  CreateQueue("team-a", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 34}}}}}});
+  const auto create_class = [&](const std::string& name, const json& spec) {
+    return Call("POST", std::string(kApi) + "/priorityclasses",
+                json{{"apiVersion", "fabrica.dev/v1"},
+                     {"kind", "PriorityClass"},
+                     {"metadata", {{"name", name}}},
+                     {"spec", spec}}
+                    .dump());
+  };
+  ClientResponse r = create_class("batch", {{"value", -10}, {"globalDefault", true}});
+  ASSERT_EQ(r.status, 201) << r.body;
+  r = create_class("other", {{"value", -5}, {"globalDefault", true}});
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_NE(r.body.find("spec.globalDefault: priority class 'batch' is the global default"),
+            std::string::npos)
+      << r.body;
+  r = create_class("urgent", {{"value", 100}, {"preemptionPolicy", "Never"}});
+  ASSERT_EQ(r.status, 201) << r.body;
+  r = create_class("bad", {{"value", 1}, {"preemptionPolicy", "Sometimes"}});
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_NE(r.body.find("spec.preemptionPolicy: must be PreemptLowerPriority or Never"),
+            std::string::npos)
+      << r.body;
+  for (int i = 0; i < 4; ++i)
+    CreateWorkload(WholeGpuWorkload("team-a", "low-" + std::to_string(i), 8));
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  // (Created without a class: the default's.)
+  const json low = Workloads()["team-a/low-0"]["spec"];
+  EXPECT_EQ(low.value("priorityClassName", ""), "batch") << low.dump();
+  EXPECT_EQ(low.value("priority", 0), -10) << low.dump();
+  json hot = WholeGpuWorkload("team-a", "hot", 8);
+  hot["spec"]["priorityClassName"] = "urgent";
+  CreateWorkload(hot);
+  json self = WholeGpuWorkload("team-a", "self", 8);
+  self["spec"]["preemptionPolicy"] = "Never";
+  CreateWorkload(self);
+  EXPECT_EQ(Workloads()["team-a/hot"]["spec"].value("preemptionPolicy", ""), "Never");
+  EXPECT_EQ(Workloads()["team-a/self"]["spec"].value("priority", 0), -10);
+  EXPECT_EQ(Cycle().preempted, 0) << Describe(Workloads());
+  Cycle();
+  for (const auto& [name, obj] : Workloads())
+    EXPECT_FALSE(obj["status"].contains("preemption")) << name << ": " << obj.dump();
+  EXPECT_NE(Workloads()["team-a/hot"]["status"]
+                .value("message", "")
+                .find("its preemptionPolicy is Never: no work is evicted for it"),
+            std::string::npos)
+      << Describe(Workloads());
+  // Room freed: the non-preempting work goes first, ahead of the lower priority.
+  r = Call("DELETE", WorkloadPath("team-a", "low-3"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  Cycle();
+  EXPECT_NE(Workloads()["team-a/hot"]["status"].value("phase", ""), "Pending")
+      << Describe(Workloads());
+  EXPECT_EQ(Workloads()["team-a/self"]["status"].value("phase", ""), "Pending");
+}
+
 // A victim of a priority preemption in its queue runs on when, during the grace period, the
 // preemptor no longer outranks it (a trial lowered the preemptor's priority: the victim was
 // evicted all the same, and on its return evicted the preemptor in turn).

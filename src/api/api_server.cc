@@ -2105,13 +2105,23 @@ struct ApiServer::Impl {
       const json& value = spec["value"];
       if (!value.is_number_integer() || value < -1'000'000'000 || value > 1'000'000'000)
         return InvalidArgument("spec.value: must be an integer between -1000000000 and 1000000000");
+      const std::vector<std::string> known = {"value", "description", "tenants", "preemptionPolicy",
+                                              "globalDefault"};
       std::vector<std::string> unknown;
       for (const auto& [k, v] : spec.items())
-        if (k != "value" && k != "description" && k != "tenants") unknown.push_back("spec." + k);
-      if (!unknown.empty()) return UnknownFields(unknown, {"value", "description", "tenants"});
+        if (std::find(known.begin(), known.end(), k) == known.end()) unknown.push_back("spec." + k);
+      if (!unknown.empty()) return UnknownFields(unknown, known);
       for (const auto& [k, v] : spec.items()) {
         if (k == "description" && !v.is_string())
           return InvalidArgument("spec.description: expected a string");
+        // As Kubernetes' PriorityClass: Never waits ahead of lower priorities but evicts
+        // nothing; globalDefault gives its value to workloads created without a class.
+        if (k == "preemptionPolicy" && v != "PreemptLowerPriority" && v != "Never")
+          return InvalidArgument(
+              "spec.preemptionPolicy: must be PreemptLowerPriority or Never, got " +
+              (v.is_string() ? "'" + v.get<std::string>() + "'" : v.dump()));
+        if (k == "globalDefault" && !v.is_boolean())
+          return InvalidArgument("spec.globalDefault: expected true or false");
         if (k == "tenants") {
           // Who may name it (as a Slurm QOS is allowed per account, or a Kubernetes
           // ResourceQuota scopes a PriorityClass to namespaces); absent: every tenant.
@@ -3592,8 +3602,42 @@ struct ApiServer::Impl {
     return out;
   }
 
-  Status ResolvePriorityClass(json& obj) {
+  // The PriorityClass with spec.globalDefault true ("" where none), other than `except`.
+  Result<std::string> GlobalDefaultClass(const std::string& except = "") {
+    ASSIGN_OR_RETURN(std::vector<KeyValue> classes,
+                     ReadAll(Prefix(*FindResource("priorityclasses"), "")));
+    for (const KeyValue& kv : classes) {
+      const json c = Materialize(kv);
+      const std::string name = Str(Field(c, "metadata"), "name");
+      if (name != except && Field(Field(c, "spec"), "globalDefault") == true) return name;
+    }
+    return std::string();
+  }
+
+  // One PriorityClass at most is the global default (as Kubernetes'): a second is refused.
+  Status CheckOneGlobalDefault(const json& cls) {
+    if (Field(Field(cls, "spec"), "globalDefault") != true) return Status::Ok();
+    ASSIGN_OR_RETURN(std::string other, GlobalDefaultClass(Str(Field(cls, "metadata"), "name")));
+    if (other.empty()) return Status::Ok();
+    return InvalidArgument("spec.globalDefault: priority class '" + other +
+                           "' is the global default already; set its globalDefault to false "
+                           "first");
+  }
+
+  // `creating`: a workload created without a class or a priority takes the globalDefault
+  // class's, where its tenant may use it (as Kubernetes' Priority admission).
+  Status ResolvePriorityClass(json& obj, bool creating = false) {
     json& spec = obj["spec"];
+    if (creating && spec.is_object() && !spec.contains("priorityClassName") &&
+        !spec.contains("priority")) {
+      ASSIGN_OR_RETURN(std::string fallback, GlobalDefaultClass());
+      if (!fallback.empty()) {
+        json with = obj;
+        with["spec"]["priorityClassName"] = fallback;
+        if (ResolvePriorityClass(with).ok()) obj = std::move(with);
+      }
+      return Status::Ok();
+    }
     if (!spec.is_object() || !spec.contains("priorityClassName")) return Status::Ok();
     const std::string name = Str(spec, "priorityClassName");
     auto kv = store.Get(Key(*FindResource("priorityclasses"), "", name));
@@ -3622,6 +3666,14 @@ struct ApiServer::Impl {
                              "): set spec.priorityClassName to null with it to lower a priority "
                              "without a class");
     spec["priority"] = value;
+    // Its preemption policy too, where the class sets one (a workload may ask Never of itself).
+    if (const json& policy = Field(Field(cls, "spec"), "preemptionPolicy"); policy.is_string()) {
+      const json& asked = Field(spec, "preemptionPolicy");
+      if (!asked.is_null() && asked != policy && policy == "Never")
+        return InvalidArgument("spec.preemptionPolicy: " + asked.dump() +
+                               " differs from priority class '" + name + "' (Never)");
+      if (asked.is_null() || policy == "Never") spec["preemptionPolicy"] = policy;
+    }
     return Status::Ok();
   }
 
@@ -3812,7 +3864,7 @@ struct ApiServer::Impl {
     if (!obj.ok()) return ErrorFromStatus(obj.status());
     json& o = *obj;
     if (std::string(info.kind) == "Workload") {
-      if (Status s = ResolvePriorityClass(o); !s.ok()) return ErrorFromStatus(s);
+      if (Status s = ResolvePriorityClass(o, /*creating=*/true); !s.ok()) return ErrorFromStatus(s);
       if (Status s = CheckRawPriority(o, nullptr, p); !s.ok()) return ErrorFromStatus(s);
       if (Status s = CheckNewSpec(o, nullptr); !s.ok()) return ErrorFromStatus(s);
       if (Status s = CheckQueueAccess(o); !s.ok()) return ErrorFromStatus(s);
@@ -3821,6 +3873,8 @@ struct ApiServer::Impl {
       if (Status s = CheckQuotaFlavors(o); !s.ok()) return ErrorFromStatus(s);
       if (Status s = CheckQueueTree(o); !s.ok()) return ErrorFromStatus(s);
     }
+    if (std::string(info.kind) == "PriorityClass")
+      if (Status s = CheckOneGlobalDefault(o); !s.ok()) return ErrorFromStatus(s);
     const std::string name = o["metadata"]["name"];
     // (Held shared from the tenant's check to the write, so that a tenant's deletion, which
     // holds it alone, never passes between them and leaves work with no tenant.)
@@ -4150,6 +4204,8 @@ struct ApiServer::Impl {
       if (!status_sub && std::string(info.kind) == "Queue" &&
           Field(o, "spec") != Field(stored, "spec"))
         if (Status s = CheckQueueTree(o); !s.ok()) return ErrorFromStatus(s);
+      if (!status_sub && std::string(info.kind) == "PriorityClass")
+        if (Status s = CheckOneGlobalDefault(o); !s.ok()) return ErrorFromStatus(s);
       if (status_sub && !p.node.empty() && std::string(info.plural) == "workloads") {
         // (Written from an older read, a difference below may be the scheduler's since: stale,
         // not forbidden.)

@@ -448,7 +448,8 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
       rows.back().insert(rows.back().begin() + 5,
                          {"BORROWED", "BORROWING-LIMIT", "LENDING-LIMIT", "DISRUPTION-BUDGET"});
   } else if (kind == "PriorityClass") {
-    rows.push_back({"NAME", "VALUE", "TENANTS", "DESCRIPTION", "CREATED"});
+    rows.push_back(
+        {"NAME", "VALUE", "TENANTS", "GLOBAL-DEFAULT", "PREEMPTION", "DESCRIPTION", "CREATED"});
   } else if (kind == "ResourceFlavor") {
     rows.push_back({"NAME", "KIND", "MODELS", "MIG-PROFILES", "GPUS", "CREATED"});
   } else {
@@ -651,7 +652,10 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
       for (const json& t : Arr(spec, "tenants"))
         if (t.is_string()) tenants += (tenants.empty() ? "" : ",") + t.get<std::string>();
       rows.push_back({meta.value("name", ""), Plain(spec.value("value", json("-"))),
-                      tenants.empty() ? "<none>" : tenants, spec.value("description", ""), Age(o)});
+                      tenants.empty() ? "<none>" : tenants,
+                      spec.value("globalDefault", false) ? "true" : "false",
+                      spec.value("preemptionPolicy", "PreemptLowerPriority"),
+                      spec.value("description", ""), Age(o)});
     } else if (kind == "ResourceFlavor") {
       const auto joined = [&](const char* key) {
         std::string out;

@@ -387,8 +387,7 @@ void AddSimCommands(CLI::App& app, int* exit_code) {
   CLI::App* replay = sim->add_subcommand(
       "replay", "Replay a multi-team scenario in virtual time: dedicated vs fifo vs fabrica");
   replay->add_option("--scenario", rep->scenario, "scenario YAML (see scenarios/README.md)")
-      ->required()
-      ->check(CLI::ExistingFile);
+      ->required();
   replay->add_option("--policy", rep->policy, "dedicated|fifo|fabrica|all (default all)");
   CLI::Option* load_option =
       replay->add_option("--load", rep->load, "override the scenario's offered load, in (0, 10]");

@@ -1677,6 +1677,7 @@ Result<CycleStats> Scheduler::RunOnce() {
       auto options_of = [](const Workload& w) {
         SubmitOptions o;
         o.preemptible = w.preemptible;
+        o.may_preempt = w.preempts;
         o.min_runtime_s = static_cast<double>(w.min_runtime_seconds);
         o.checkpoint_interval_s = static_cast<double>(w.checkpoint_interval_seconds);
         return o;
@@ -2189,7 +2190,10 @@ Result<CycleStats> Scheduler::RunOnce() {
             d = Waits(admitter->reason(id), "Unschedulable");
             break;
           default:
-            d = Waits(admitter->reason(id) + admitter->FairShareNote(id),
+            d = Waits(admitter->reason(id) + admitter->FairShareNote(id) +
+                          (pending[i].w().preempts
+                               ? ""
+                               : "; its preemptionPolicy is Never: no work is evicted for it"),
                       admitter->reason(id).rfind("preempting", 0) == 0 ||
                               admitter->reason(id).rfind("consolidating", 0) == 0 ||
                               admitter->reason(id).rfind("taking back", 0) == 0 ||

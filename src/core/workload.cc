@@ -698,6 +698,12 @@ Result<Workload> ParseOneWorkload(YamlMap& m) {
       return spec.Error("priorityClassName", s.message());
   ASSIGN_OR_RETURN(w.gang, spec.Bool("gang", false));
   ASSIGN_OR_RETURN(w.preemptible, spec.Bool("preemptible", true));
+  ASSIGN_OR_RETURN(std::string preemption_policy,
+                   spec.String("preemptionPolicy", "PreemptLowerPriority"));
+  if (preemption_policy != "PreemptLowerPriority" && preemption_policy != "Never")
+    return spec.Error("preemptionPolicy",
+                      "must be PreemptLowerPriority or Never, got '" + preemption_policy + "'");
+  w.preempts = preemption_policy != "Never";
   ASSIGN_OR_RETURN(w.active, spec.Bool("active", true));
   ASSIGN_OR_RETURN(w.min_runtime_seconds, spec.Int("minRuntimeSeconds", 0));
   if (w.min_runtime_seconds > kMaxRunSeconds)

@@ -227,6 +227,10 @@ struct Workload {
   // Admission through queues: whether it may be evicted for others (preemption, reclaim,
   // consolidation), and not before it has run this long.
   bool preemptible = true;
+  // spec.preemptionPolicy (Kubernetes' PriorityClass and pod field): PreemptLowerPriority
+  // (true, the default) or Never (false): it waits ahead of lower-priority work in its queue, but
+  // nothing is evicted for it (no priority preemption, reclaim, consolidation move or shrink).
+  bool preempts = true;
   // false: it does not run — a pending one is not admitted, a running one is stopped after the
   // grace period and waits — until it is true again (Kueue's Workload spec.active).
   bool active = true;

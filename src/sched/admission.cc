@@ -1052,6 +1052,7 @@ bool Admitter::ReclaimEligible(int id) const {
 }
 
 bool Admitter::TakeSearch(int id) {
+  if (!entries_[id].options.may_preempt) return false;  // (preemptionPolicy Never)
   // One going on with its victims batch by batch searches again whatever the count: its
   // stopped victims' room is held only by a search that finds the rest.
   if (entries_[id].continuing) return true;
@@ -4699,6 +4700,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
                            const TopologyConstraint& topology, double now, CycleResult& out,
                            bool reclaim) {
   if (consolidations_left_ <= 0) return false;
+  if (!entries_[id].options.may_preempt) return false;  // (preemptionPolicy Never)
   if (topology.required && topology.level != TopologyLevel::kNone) return false;
   // A workload holding a reservation waits for its room, which its plan says frees: moving
   // others' work to gather room elsewhere would throw their work away to start a little sooner,
@@ -5105,6 +5107,7 @@ bool Admitter::PlaceNow(const PodRequest& pod,
 bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
                       const std::vector<Candidate>& cands, const ShrinkScope& scope, double now,
                       CycleResult& out) {
+  if (!entries_[id].options.may_preempt) return false;  // (preemptionPolicy Never)
   const uint64_t reclaim_flavors = scope.reclaim_flavors;
   // (Entries are added below: `e` is not used once the first is.)
   const Entry& e = entries_[id];
@@ -5390,6 +5393,7 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
 bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t allowed_models,
                        double now, CycleResult& out) {
   Entry& e = entries_[id];
+  if (!e.options.may_preempt) return false;  // (preemptionPolicy Never)
   const int leaf = e.leaf;
 
   // The flavour it would be charged to, and what that allows: reclaim needs the guarantee.
@@ -6275,6 +6279,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
 }
 
 bool Admitter::HeldSwap(int id, double now, CycleResult& out) {
+  if (!entries_[id].options.may_preempt) return false;  // (preemptionPolicy Never)
   const Entry& e = entries_[id];
   if (!config_.preemption || e.nominated || !OwnMayGo(id)) return false;
   const PodRequest* gpu_pod = FirstGpuPod(e.pods);

@@ -260,6 +260,8 @@ struct SubmitOptions {
   // work stays within the queue's guarantee (in GPUs, and CPU and memory where its queue limits
   // them): nobody could take borrowed room from it back.
   bool preemptible = true;
+  // Workload::preempts: false (preemptionPolicy Never), nothing is evicted for it.
+  bool may_preempt = true;
   // How often it saves its progress (0: never): evicting it loses only the work since its last
   // checkpoint (Admitter::LostIfEvicted), counted from the start of its run.
   double checkpoint_interval_s = 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -87,6 +88,9 @@ double Round2(double v) { return std::round(v * 100.0) / 100.0; }
 }  // namespace
 
 Result<std::string> ReadFile(const std::string& path) {
+  // (A directory opens, and reads as nothing: said as what it is.)
+  if (std::filesystem::is_directory(path))
+    return InvalidArgument("'" + path + "' is a directory, not a file");
   std::ifstream in(path, std::ios::binary);
   if (!in) return NotFound("cannot open '" + path + "'");
   std::ostringstream ss;
