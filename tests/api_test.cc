@@ -844,6 +844,37 @@ TEST(ApiAuthTest, NodesReportTheirOwnStartedPods) {
   EXPECT_NE(r.body.find("may not remove status.finishedPods.main-0"), std::string::npos) << r.body;
 }
 
+// A disruption budget set to 0 says at the write what it does: evictions of the queue's work
+// under way are called off, and what it borrows stays (a trial read only "patched").
+TEST(ApiAuthTest, ADisruptionBudgetOfZeroSaysWhatItCallsOff) {
+  World w;
+  w.Seed();
+  ASSERT_EQ(w.Do("POST", Collection("queues"), kAdmin, QueueObject("team-a").dump()).status, 201);
+  const std::string key = "/registry/workloads/team-a/wa";
+  auto kv = w.store().Get(key);
+  ASSERT_TRUE(kv.ok()) << kv.status().message();
+  json obj = json::parse(kv->value);
+  obj["status"]["phase"] = "Running";
+  obj["status"]["preemption"] = {
+      {"by", "team-b/wb2"}, {"reason", "preempted"}, {"deadline", "2026-12-01T00:00:30Z"}};
+  ASSERT_TRUE(w.store().Put(key, obj.dump(), kv->mod_revision).ok());
+  const auto budget = [&](int b) {
+    return w.Do("PATCH", Item("queues", "", "team-a"), kAdmin,
+                json{{"spec", {{"disruptionBudget", b}}}}.dump(), kMergePatch);
+  };
+  HttpResponse r = budget(0);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(WarningsOf(r),
+            (std::vector<std::string>{
+                "299 - \"spec.disruptionBudget: 0 lets no work of queue team-a be evicted for "
+                "others: what it borrows stays until its work ends, and a queue below its "
+                "guarantee waits for it; the eviction of 1 workload(s) now stopping (team-a/wa) "
+                "is called off at the next cycle, and their preemptors wait\""}));
+  // Already 0, or raised: nothing said.
+  EXPECT_TRUE(WarningsOf(budget(0)).empty());
+  EXPECT_TRUE(WarningsOf(budget(2)).empty());
+}
+
 // The scheduler marks a victim (status.preemption) and keeps a waiting preemptor's planned
 // place (status.nomination) in the status it writes to the store. The node running the victim
 // must still be able to report on it (before status.preemption was a known field, its report

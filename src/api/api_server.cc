@@ -2338,6 +2338,43 @@ struct ApiServer::Impl {
     return out;
   }
 
+  // A disruption budget set to 0 (`stored`: the queue before): the evictions of its work now
+  // under way are called off by the scheduler, their preemptors left waiting, and what it
+  // borrows stays until its work ends — said at the write (a trial read only "patched", and
+  // the warning a cycle later in `get queues`).
+  std::vector<std::string> QueueBudgetWarnings(const json& queue, const json& stored) {
+    const json& budget = Field(Field(queue, "spec"), "disruptionBudget");
+    if (budget != 0 || Field(Field(stored, "spec"), "disruptionBudget") == 0) return {};
+    auto tree = QueueTreeWith(queue);
+    auto workloads = ReadAll(Prefix(*FindResource("workloads"), ""));
+    if (!tree.ok() || !workloads.ok()) return {};
+    const std::set<std::string> leaves = LeafQueues(*tree);
+    const std::string name = Str(Field(queue, "metadata"), "name");
+    std::string stopping;
+    int count = 0;
+    for (const KeyValue& kv : *workloads) {
+      if (kv.value.find("\"preemption\"") == std::string::npos) continue;
+      const json w = Materialize(kv);
+      const json& mark = Field(Field(w, "status"), "preemption");
+      if (Str(mark, "by").empty()) continue;  // (a drain or a deactivation: not a preemptor's)
+      const json& meta = Field(w, "metadata");
+      if (WaitingQueue(leaves, Str(Field(w, "spec"), "queue"), Str(meta, "namespace")) != name)
+        continue;
+      if (++count <= 3)
+        stopping +=
+            (stopping.empty() ? "" : ", ") + Str(meta, "namespace") + "/" + Str(meta, "name");
+    }
+    std::string said =
+        "spec.disruptionBudget: 0 lets no work of queue " + name +
+        " be evicted for others: what it borrows stays until its work ends, and a queue below its "
+        "guarantee waits for it";
+    if (count > 0)
+      said += "; the eviction of " + std::to_string(count) + " workload(s) now stopping (" +
+              stopping + (count > 3 ? ", ..." : "") +
+              ") is called off at the next cycle, and their preemptors wait";
+    return {said};
+  }
+
   // A queue write that lifts the queue trees' guarantees, every GPU flavour together, past the
   // GPUs the fleet's nodes hold: said at the write. (The scheduler's status says it a cycle
   // later, and on every root that guarantees any: a trial saw it only on a later `get queues`,
@@ -4281,6 +4318,7 @@ struct ApiServer::Impl {
           warnings = QueueEditWarnings(WithCpuAndMemoryHeld(stored, o), o);
         for (std::string& w : QueueRoutingWarnings(o, stored)) warnings.push_back(std::move(w));
         for (std::string& w : QueueGuaranteeWarnings(o)) warnings.push_back(std::move(w));
+        for (std::string& w : QueueBudgetWarnings(o, stored)) warnings.push_back(std::move(w));
       }
       if (!status_sub &&
           Field(Field(o, "spec"), "tenants") != Field(Field(stored, "spec"), "tenants"))
