@@ -3181,7 +3181,7 @@ TEST_F(AdmissionTest, RoomAPriorityPreemptionFreesIsNotReclaimedAgainByItsQueue)
   const int low = Submit(Gpus("low", "b", 2, -20), 5000);
   const int high = Submit(Gpus("high", "b", 2, 100), 5010);
   CycleResult r = adm_->Cycle(5011, 1000);
-  ASSERT_EQ(r.evicted.size(), 1u) << r.evicted[1].reason;
+  ASSERT_EQ(r.evicted.size(), 1u) << (r.evicted.empty() ? "" : r.evicted.back().reason);
   EXPECT_EQ(r.evicted[0].victim, b[2]);
   EXPECT_NE(r.evicted[0].reason.find("higher-priority"), std::string::npos);
   EXPECT_EQ(adm_->phase(low), Phase::kPending);
@@ -3206,7 +3206,6 @@ TEST_F(AdmissionTest, RoomAPriorityPreemptionFreesIsNotReclaimedAgainByItsQueue)
     const int high2 = Submit(Gpus("high", "b", 2, 100), 5010);
     adm_->RestoreNomination(high2, 1, plan, {ids.back()});
     r = adm_->Cycle(5012, 1000);
-    for (const auto& e : r.evicted) std::printf("evicted %d: %s\n", e.victim, e.reason.c_str());
     EXPECT_TRUE(r.evicted.empty()) << r.evicted[0].reason;
     EXPECT_EQ(adm_->phase(low2), Phase::kPending) << adm_->reason(low2);
     adm_ = std::move(keep);
@@ -3217,6 +3216,34 @@ TEST_F(AdmissionTest, RoomAPriorityPreemptionFreesIsNotReclaimedAgainByItsQueue)
   EXPECT_EQ(adm_->phase(high), Phase::kAdmitted);
   EXPECT_EQ(adm_->phase(low), Phase::kPending) << adm_->reason(low);
   EXPECT_TRUE(r.evicted.empty()) << r.evicted[0].reason;
+}
+
+// ... and all of what the victim holds, where it holds more than its preemptor asks: the rest is
+// the queue's again once it stops (a trial's 2-GPU preemption of a 6-GPU workload let a lower-
+// priority 2-GPU workload of the queue reclaim from c in the same cycle).
+TEST_F(AdmissionTest, RoomAPriorityPreemptionFreesPastItsPreemptorIsNotReclaimedEither) {
+  Make(Nodes(2, 8), {Leaf("a", 6), Leaf("b", 6), Leaf("c", 4)});
+  std::vector<int> c;
+  for (int i = 0; i < 5; ++i) c.push_back(Submit(Gpus("c" + std::to_string(i), "c", 2, -10), i));
+  adm_->Cycle(5, 1000);
+  const int big = Submit(Gpus("big", "b", 6, -10), 10);
+  adm_->Cycle(11, 1000);
+  ASSERT_EQ(adm_->phase(big), Phase::kAdmitted);
+  ASSERT_EQ(CountPhase(c, Phase::kAdmitted), 5);
+  // (Past c's work's reclaim minimum runtime.)
+  const int low = Submit(Gpus("low", "b", 2, -20), 5000);
+  const int high = Submit(Gpus("high", "b", 2, 100), 5010);
+  CycleResult r = adm_->Cycle(5011, 1000);
+  ASSERT_EQ(r.evicted.size(), 1u) << (r.evicted.empty() ? "" : r.evicted.back().reason);
+  EXPECT_EQ(r.evicted[0].victim, big);
+  r = adm_->Cycle(5012, 1000);
+  EXPECT_TRUE(r.evicted.empty()) << r.evicted[0].reason;
+  adm_->Terminated(big, 5030);
+  r = adm_->Cycle(5031, 1000);
+  EXPECT_TRUE(r.evicted.empty()) << r.evicted[0].reason;
+  EXPECT_EQ(adm_->phase(high), Phase::kAdmitted);
+  EXPECT_EQ(adm_->phase(low), Phase::kAdmitted) << adm_->reason(low);
+  EXPECT_EQ(CountPhase(c, Phase::kAdmitted), 5);
 }
 
 // A memory-only share needs on a node the compute its memory is of that node's GPUs: 20Gi is

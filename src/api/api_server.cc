@@ -686,7 +686,8 @@ Status ValidateWorkloadStatus(const json& status) {
                                  {"reason", K::kString},
                                  {"deadline", K::kString},
                                  {"final", K::kBool},
-                                 {"evictor", K::kString}}));
+                                 {"evictor", K::kString},
+                                 {"basis", K::kString}}));
   }
   // Where it runs, and where a waiting preemptor plans to (the same shape).
   for (const char* key : {"assignments", "nomination"}) {
@@ -4132,8 +4133,13 @@ struct ApiServer::Impl {
           Field(o["spec"], "priorityClassName").is_string() &&
           Field(o["spec"], "priorityClassName") !=
               Field(Field(stored, "spec"), "priorityClassName") &&
-          Field(o["spec"], "priority") == Field(Field(stored, "spec"), "priority"))
+          Field(o["spec"], "priority") == Field(Field(stored, "spec"), "priority")) {
         o["spec"].erase("priority");
+        // (Its preemption policy, carried the same way, is the new class's too.)
+        if (Field(o["spec"], "preemptionPolicy") ==
+            Field(Field(stored, "spec"), "preemptionPolicy"))
+          o["spec"].erase("preemptionPolicy");
+      }
       if (!status_sub && std::string(info.kind) == "Workload" &&
           (Field(o["spec"], "priorityClassName") !=
                Field(Field(stored, "spec"), "priorityClassName") ||

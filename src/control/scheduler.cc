@@ -1902,11 +1902,11 @@ Result<CycleStats> Scheduler::RunOnce() {
         if (auto v = victims_of.find(key); v != victims_of.end()) {
           admitter->RestoreNomination(*id, v->second, plan, victim_ids_of[key], swap,
                                       /*reservation=*/false, cut);
-          // Victims of a reclaim its queue may no longer make (its guarantee lowered, or its
-          // room taken, since): they run on (a trial lowered the guarantee mid-way; all three
-          // were evicted and the preemptor then never placed).
-          if (!admitter->reclaims(*id)) {
-            const std::string past = "queue " + w.queue.str() + " would be past its guarantee";
+          // Victims of a reclaim its queue's guarantee no longer holds (lowered since): they
+          // run on (a trial lowered the guarantee mid-way; all three were evicted and the
+          // preemptor then never placed).
+          if (!admitter->GuaranteeHolds(*id)) {
+            const std::string past = "queue " + w.queue.str() + "'s guarantee no longer holds";
             for (int victim : victim_ids_of[key]) {
               const auto at = bound_of.find(victim);
               if (at == bound_of.end()) continue;
@@ -1914,13 +1914,12 @@ Result<CycleStats> Scheduler::RunOnce() {
               if (!b.evicting ||
                   Str(Field(Field(b.sw.obj(), "status"), "preemption"), "basis") != "Reclaim")
                 continue;
-              if (call_off(
-                      b, past + " with its preemptor " + key + ": nothing is taken back for it") &&
+              if (call_off(b, past + " its preemptor " + key + ": nothing is taken back for it") &&
                   --v->second <= 0)
                 break;
             }
             if (v->second <= 0) {  // (it plans anew next cycle)
-              decisions[i] = Waits("its preemption is called off: " + past + " with it", "Pending");
+              decisions[i] = Waits("its preemption is called off: " + past + " it", "Pending");
               continue;
             }
           }

@@ -1021,6 +1021,7 @@ unsigned Admitter::ResourceReclaims(int id) const {
 }
 
 bool Admitter::MayReclaimAny(int id) const {
+  if (!entries_[id].options.may_preempt) return false;  // (preemptionPolicy Never)
   return ReclaimEligible(id) || ResourceReclaims(id) != 0;
 }
 
@@ -1076,36 +1077,47 @@ void Admitter::Nominate(int id, int victims, bool within_guarantee) {
   e.victims_left = victims;
   // (A held swap's, batch by batch: admitted as that swap only, once its victims stop.)
   e.held_swap = held_swap_;
+  // Its own queue's victims stop for it, and what they hold is its queue's again once they
+  // have: MayReclaim counts their room as gone, promised to their preemptor, so all of it is
+  // promised here, not only what the preemptor asks, or the queue's other work reads the rest
+  // as guarantee left free and reclaims from other queues for it (a trial: a 2-GPU priority
+  // preemption of a 6-GPU workload let two lower-priority workloads of the queue "reclaim"
+  // from another queue, which then lost work to room the queue got back anyway).
+  std::map<int, int64_t> own;  // flavour -> milli-GPUs its own queue's victims hold
+  for (const auto& [victim, by] : preemptor_)
+    if (by == id && entries_[victim].leaf == e.leaf)
+      for (const auto& [f, milli] : entries_[victim].charged) own[f] += milli;
   if (within_guarantee) {
     // Promised in the first flavour it may reclaim in.
     for (const PodRequest& p : e.pods) {
       if (p.kind == DeviceKind::kNone) continue;
       for (int f : CandidateFlavors(p)) {
         if (!MayReclaim(e.leaf, f, e.gpu_milli)) continue;
-        e.promised = e.gpu_milli;
+        e.promised = std::max(e.gpu_milli, own[f]);
         e.promised_flavor = f;
-        queues_[e.leaf].promised[f] += e.promised;
         break;
       }
       break;
     }
-  } else {
-    // Its own queue's victims stop for it, not for the queue: MayReclaim counts their room as
-    // gone, promised to their preemptor, so it is promised here too, or the queue's other work
-    // reads it as guarantee left free and reclaims from other queues for it (a trial: a
-    // priority preemption freed 2 GPUs that a lower-priority workload of the same queue then
-    // "reclaimed" from another queue, leaving its queue past its guarantee).
-    std::map<int, int64_t> own;  // flavour -> milli-GPUs its own queue's victims hold
-    for (const auto& [victim, by] : preemptor_)
-      if (by == id && entries_[victim].leaf == e.leaf)
-        for (const auto& [f, milli] : entries_[victim].charged) own[f] += milli;
+  }
+  if (e.promised_flavor < 0)
     for (const auto& [f, milli] : own)
-      if (managed_[f] && std::min(milli, e.gpu_milli) > e.promised) {
-        e.promised = std::min(milli, e.gpu_milli);
+      if (managed_[f] && milli > e.promised) {
+        e.promised = milli;
         e.promised_flavor = f;
       }
-    if (e.promised_flavor >= 0) queues_[e.leaf].promised[e.promised_flavor] += e.promised;
-  }
+  // Going on with its victims batch by batch, the room of those that have stopped is held for
+  // it: promised too, at least what it asks (a review: once a budget's first victim stopped,
+  // that victim, requeued, "reclaimed" the room from another queue).
+  if (e.continuing && e.promised_flavor < 0)
+    if (const PodRequest* gpu_pod = FirstGpuPod(e.pods))
+      for (int f : CandidateFlavors(*gpu_pod))
+        if (managed_[f]) {
+          e.promised_flavor = f;
+          break;
+        }
+  if (e.continuing && e.promised_flavor >= 0) e.promised = std::max(e.promised, e.gpu_milli);
+  if (e.promised_flavor >= 0) queues_[e.leaf].promised[e.promised_flavor] += e.promised;
   // Its CPU and memory, wherever its queue's guarantee of them covers it.
   for (int r = 0; r < 2; ++r) {
     const int64_t amount = r == 0 ? e.cpu_milli : e.memory_mib;
@@ -4587,6 +4599,8 @@ bool Admitter::OwnMayGo(int id) const {
 
 bool Admitter::MayPreempt(int id) const {
   const Entry& e = entries_[id];
+  // (preemptionPolicy Never: nothing to wait for a search about; partial admission goes on.)
+  if (!e.options.may_preempt) return false;
   const PreemptionPolicy& policy = queues_[e.leaf].spec.preemption;
   if (OwnMayGo(id)) return true;
   // Others' borrowed work: taken back within the guarantee, or, where the queue's policy lets
@@ -6324,6 +6338,31 @@ bool Admitter::HeldSwap(int id, double now, CycleResult& out) {
     w.swap_flavor = -1;
   }
   return started;
+}
+
+bool Admitter::GuaranteeHolds(int id) const {
+  const Entry& e = entries_[id];
+  const QueueNode& q = queues_[e.leaf];
+  // (Elastic work reclaims for as few pods as its guarantee holds: not judged by its full size.)
+  if (e.min_counts != e.full_counts) return true;
+  const PodRequest* gpu_pod = FirstGpuPod(e.pods);
+  if (gpu_pod == nullptr) {
+    // A reclaim of CPU or memory: its queue's guarantee of each it is limited in.
+    for (int r = 0; r < 2; ++r)
+      if (q.res_limited[r] && (r == 0 ? e.cpu_milli : e.memory_mib) > q.res_guaranteed[r])
+        return false;
+    return true;
+  }
+  for (int f : CandidateFlavors(*gpu_pod)) {
+    if (!managed_[f]) return true;  // (a flavour no quota limits: not judged)
+    if (e.gpu_milli <= q.guaranteed[f]) return true;
+    // No guarantee of its own: a department's, reclaimed from best-effort work only, holds it
+    // while such work holds some of the flavour (not judged further).
+    if (DepartmentReclaimOnly(e.leaf, f))
+      for (const QueueNode& b : queues_)
+        if (b.spec.best_effort && b.usage[f] > 0) return true;
+  }
+  return false;
 }
 
 std::string Admitter::WorkloadNames(const std::vector<int>& ids, size_t most) const {

@@ -473,6 +473,12 @@ class Admitter {
   // queue's reclaim (false where the queue, its guarantee lowered or its room taken since,
   // would now be past its guarantee with it).
   bool reclaims(int id) const { return entries_[id].nominated && entries_[id].reclaims; }
+  // Whether its queue's guarantee alone (its work and other promises aside) still holds it:
+  // false once the guarantee is lowered below what it asks (in every flavour it may use, or, for
+  // work without GPUs, of the CPU or memory its queue is limited in). A reclaim's victims are
+  // called off then; the rest (room taken since, the order of restored nominations) is not
+  // judged, so that nothing still owed is called off.
+  bool GuaranteeHolds(int id) const;
   // GPUs (milli) of flavour `flavor` that workload id's queue has promised to its other
   // nominated preemptors (their victims are still stopping): room below the guarantee that is
   // already spoken for. 0 for an unknown flavour.
