@@ -1073,7 +1073,6 @@ void Admitter::Nominate(int id, int victims, bool within_guarantee) {
   Entry& e = entries_[id];
   Unnominate(id);
   e.nominated = true;
-  e.reclaims = within_guarantee;
   e.victims_left = victims;
   // (A held swap's, batch by batch: admitted as that swap only, once its victims stop.)
   e.held_swap = held_swap_;
@@ -1570,7 +1569,6 @@ void Admitter::Unnominate(int id, bool log_freed) {
   e.reserving = false;
   ReleaseHolds(e);
   e.nominated = false;
-  e.reclaims = false;
   e.reserves_quota = false;
   e.reserves_resources = false;
   // What it kept may now let others in.

@@ -313,7 +313,7 @@ struct Eviction {
   // Why, where it is to be re-checked while the victim stops: kPriority, for work of its own
   // queue that outranks it (higher priority, or the same and earlier), holds only while the
   // preemptor still does; kReclaim, for work within its queue's guarantee, only while the
-  // preemptor's queue may still reclaim for it (Admitter::reclaims).
+  // preemptor's queue may still reclaim for it (Admitter::GuaranteeHolds).
   enum class Basis { kOther, kPriority, kReclaim };
   Basis basis = Basis::kOther;
 };
@@ -469,10 +469,6 @@ class Admitter {
   // guarantee) or preempt under fair share. False: waiting is all it can do.
   bool may_preempt(int id) const { return MayPreempt(id); }
   bool nominated(int id) const { return entries_[id].nominated; }  // victims still stopping
-  // Nominated within its queue's guarantee: what its victims free is promised to it as the
-  // queue's reclaim (false where the queue, its guarantee lowered or its room taken since,
-  // would now be past its guarantee with it).
-  bool reclaims(int id) const { return entries_[id].nominated && entries_[id].reclaims; }
   // Whether its queue's guarantee alone (its work and other promises aside) still holds it:
   // false once the guarantee is lowered below what it asks (in every flavour it may use, or, for
   // work without GPUs, of the CPU or memory its queue is limited in). A reclaim's victims are
@@ -602,7 +598,6 @@ class Admitter {
     // Nominated by HeldSwap: the flavour of that swap, which it is admitted in, as a swap only,
     // once its victims have stopped (TryAdmit); -1: not one.
     int held_swap = -1;
-    bool reclaims = false;     // nominated within its queue's guarantee (Admitter::reclaims)
     int64_t promised = 0;      // while nominated within its guarantee: GPUs its queue has promised
     int promised_flavor = -1;  // ... in this flavour
     // While nominated with a plan and short of quota (`reserves_quota`): the GPUs of its plan
