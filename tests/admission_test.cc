@@ -2601,6 +2601,57 @@ TEST_F(AdmissionTest, PartialAdmissionWaitsForTheCutsVictimsRatherThanStartSmall
   EXPECT_EQ(adm_->pod_counts(big), std::vector<int>{4});
 }
 
+// preemptionPolicy Never (SubmitOptions::may_preempt false), as Kubernetes' non-preempting
+// priority: the workload evicts nothing — neither its queue's lower priorities nor work that
+// borrows its guarantee — yet waits ahead of lower priorities, and an elastic one still starts
+// with the pods that free room holds (a review found that it waited for a preemption search it
+// may not make, and so never started in part).
+TEST_F(AdmissionTest, NonPreemptingWorkEvictsNothingYetGoesFirstAndStartsInPart) {
+  SubmitOptions never;
+  never.may_preempt = false;
+  // Its queue's lower priority fills the fleet; another waits from before it.
+  Make(Nodes(1, 4), {Leaf("a", 4)});
+  const std::vector<int> low = AdmitEach("low", "a", 4);
+  ASSERT_FALSE(low.empty());
+  const int earlier = Submit(Gpus("earlier", "a", 1), 1.5);
+  const int hot = Submit(Gpus("hot", "a", 1, /*priority=*/10), 2, never);
+  CycleResult r = adm_->Cycle(3, 1000);
+  EXPECT_TRUE(r.evicted.empty());
+  EXPECT_EQ(adm_->phase(hot), Phase::kPending);
+  EXPECT_FALSE(adm_->may_preempt(hot));
+  // Room freed goes to it first.
+  adm_->Finish(low[0], 5);
+  r = adm_->Cycle(6, 1000);
+  EXPECT_TRUE(r.evicted.empty());
+  EXPECT_EQ(adm_->phase(hot), Phase::kAdmitted) << adm_->reason(hot);
+  EXPECT_EQ(adm_->phase(earlier), Phase::kPending);
+
+  // b borrows a's guarantee: a's non-preempting work takes nothing back (a preempting one
+  // does, the control).
+  Make(Nodes(1, 4), {Leaf("a", 4), Leaf("b", 0)});
+  ASSERT_FALSE(AdmitEach("b", "b", 4).empty());
+  const int owed = Submit(Gpus("owed", "a", 1), 2, never);
+  r = adm_->Cycle(3, 1000);
+  EXPECT_TRUE(r.evicted.empty());
+  EXPECT_EQ(adm_->phase(owed), Phase::kPending);
+  EXPECT_FALSE(adm_->may_preempt(owed));
+  Submit(Gpus("control", "a", 1), 4);
+  r = adm_->Cycle(5, 1000);
+  EXPECT_EQ(r.evicted.size(), 1u);
+
+  // Elastic, its guarantee borrowed by b and one GPU free: it starts with the one pod that
+  // room holds, rather than wait for victims it will not evict.
+  Make(Nodes(2, 4), {Leaf("a", 4), Leaf("b", 0), Leaf("c", 4)});
+  ASSERT_FALSE(AdmitEach("b", "b", 7).empty());
+  Workload w = Gpus("elastic", "a", 1, 0, 8, /*gang=*/true);
+  w.pod_sets[0].min_count = 1;
+  const int elastic = Submit(w, 2, never);
+  r = adm_->Cycle(3, 1000);
+  EXPECT_TRUE(r.evicted.empty());
+  ASSERT_EQ(adm_->phase(elastic), Phase::kAdmitted) << adm_->reason(elastic);
+  EXPECT_EQ(adm_->pod_counts(elastic), std::vector<int>{1});
+}
+
 TEST_F(AdmissionTest, PartialAdmissionStartsWithTheMostPodsThatFit) {
   auto elastic = [](const std::string& name, const std::string& queue, int pods, int least) {
     Workload w = Gpus(name, queue, 1, 0, pods, /*gang=*/true);
@@ -3243,6 +3294,41 @@ TEST_F(AdmissionTest, RoomAPriorityPreemptionFreesPastItsPreemptorIsNotReclaimed
   EXPECT_TRUE(r.evicted.empty()) << r.evicted[0].reason;
   EXPECT_EQ(adm_->phase(high), Phase::kAdmitted);
   EXPECT_EQ(adm_->phase(low), Phase::kAdmitted) << adm_->reason(low);
+  EXPECT_EQ(CountPhase(c, Phase::kAdmitted), 5);
+}
+
+// ... nor, where a disruption budget lets its victims go one at a time, is the room of those
+// that have already stopped: a preemptor that goes on is promised at least what it asks (a
+// review: once the budget's first victim stopped, that victim, back in line, "reclaimed" the
+// room it had left from another queue).
+TEST_F(AdmissionTest, RoomAPreemptorGoingOnBatchByBatchHoldsIsNotReclaimedEither) {
+  Make(Nodes(2, 8), {Leaf("a", 6), Leaf("b", 6, std::nullopt, std::nullopt, 1), Leaf("c", 4)});
+  std::vector<int> c, b;
+  for (int i = 0; i < 5; ++i) c.push_back(Submit(Gpus("c" + std::to_string(i), "c", 2, -10), i));
+  adm_->Cycle(5, 1000);
+  for (int i = 0; i < 3; ++i) {
+    b.push_back(Submit(Gpus("b" + std::to_string(i), "b", 2, -10), 10 + i));
+    adm_->Cycle(11 + i, 1000);
+  }
+  ASSERT_EQ(CountPhase(c, Phase::kAdmitted) + CountPhase(b, Phase::kAdmitted), 8);
+  // (Past c's work's reclaim minimum runtime.) high needs two of b's, one at a time.
+  const int high = Submit(Gpus("high", "b", 4, 100), 5010);
+  CycleResult r = adm_->Cycle(5011, 1000);
+  ASSERT_EQ(r.evicted.size(), 1u) << adm_->reason(high);
+  const int first = r.evicted[0].victim;
+  EXPECT_EQ(first, b[2]);
+  adm_->Terminated(first, 5030);
+  const int back = Submit(Gpus("b2", "b", 2, -10), 5030);  // (back in line)
+  r = adm_->Cycle(5031, 1000);
+  ASSERT_EQ(r.evicted.size(), 1u) << (r.evicted.size() > 1 ? r.evicted[1].reason : "");
+  EXPECT_EQ(r.evicted[0].victim, b[1]);
+  EXPECT_EQ(adm_->phase(back), Phase::kPending) << adm_->reason(back);
+  EXPECT_EQ(CountPhase(c, Phase::kAdmitted), 5);
+  adm_->Terminated(b[1], 5050);
+  r = adm_->Cycle(5051, 1000);
+  EXPECT_TRUE(r.evicted.empty()) << r.evicted[0].reason;
+  EXPECT_EQ(adm_->phase(high), Phase::kAdmitted) << adm_->reason(high);
+  EXPECT_EQ(adm_->phase(back), Phase::kPending) << adm_->reason(back);
   EXPECT_EQ(CountPhase(c, Phase::kAdmitted), 5);
 }
 

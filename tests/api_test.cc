@@ -2551,6 +2551,33 @@ TEST_F(ApiBadInputTest, PriorityClassNamesAreResolvedWhenAWorkloadIsWritten) {
   EXPECT_EQ(w_.Do("PUT", Item("workloads", "team-a", "new"), kAlice, renamed.dump()).status, 422);
 }
 
+// A class's preemptionPolicy is taken with its value, and follows a switch to another class:
+// a patch that names only the new class carries the old policy along, and the new class's is
+// taken instead (a review found Never kept after a switch to a class that preempts, though
+// both classes give the same value).
+TEST_F(ApiBadInputTest, APriorityClassSwitchTakesTheNewClasssPreemptionPolicy) {
+  json quiet = PriorityClassObject("quiet", 100);
+  quiet["spec"]["preemptionPolicy"] = "Never";
+  json loud = PriorityClassObject("loud", 100);
+  loud["spec"]["preemptionPolicy"] = "PreemptLowerPriority";
+  ASSERT_EQ(w_.Do("POST", Collection("priorityclasses"), kAdmin, quiet.dump()).status, 201);
+  ASSERT_EQ(w_.Do("POST", Collection("priorityclasses"), kAdmin, loud.dump()).status, 201);
+  json good = New();
+  good["spec"]["priorityClassName"] = "quiet";
+  ASSERT_EQ(w_.Do("POST", Collection("workloads", "team-a"), kAlice, good.dump()).status, 201);
+  const std::string item = Item("workloads", "team-a", "new");
+  EXPECT_EQ(Str(Parse(w_.Get(item))["spec"], "preemptionPolicy"), "Never");
+  HttpResponse r =
+      w_.Do("PATCH", item, kAlice, R"({"spec":{"priorityClassName":"loud"}})", kMergePatch);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Str(Parse(w_.Get(item))["spec"], "preemptionPolicy"), "PreemptLowerPriority");
+  EXPECT_EQ(Parse(w_.Get(item))["spec"].value("priority", -1), 100);
+  // And back: Never again.
+  r = w_.Do("PATCH", item, kAlice, R"({"spec":{"priorityClassName":"quiet"}})", kMergePatch);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Str(Parse(w_.Get(item))["spec"], "preemptionPolicy"), "Never");
+}
+
 // A class that names its tenants is theirs to use alone (as a Slurm QOS is allowed per
 // account): another tenant's workload naming it is refused, at creation and when a workload
 // switches to it; what already took its value keeps it.
