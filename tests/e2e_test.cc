@@ -4609,6 +4609,54 @@ TEST_F(FactoryTest, CpuGuaranteeIsReclaimedThroughTheServer) {
   EXPECT_EQ(qa["status"]["cpu"], (json{{"guaranteed", "224"}, {"used", "896"}})) << qa.dump();
 }
 
+// ... and called off, as a GPU reclaim is, when the guarantee is lowered past what the
+// preemptor asks during the grace period: both say which resource (a review: a called-off CPU
+// reclaim's message named no resource at all).
+TEST_F(FactoryTest, ACpuReclaimIsCalledOffWhenTheCpuGuaranteeIsLowered) {
+  SchedulerOptions so;
+  so.preemption_grace_ms = 5'000;
+  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
+  CreateQueue("org", json::object());
+  CreateQueue("team-a", {{"parent", "org"}, {"quotas", {{"cpu", {{"guaranteed", 224}}}}}});
+  CreateQueue("team-b", {{"parent", "org"}, {"quotas", {{"cpu", {{"guaranteed", 896}}}}}});
+  auto cpu_only = [](const std::string& ns, const std::string& name) {
+    json w = WholeGpuWorkload(ns, name, 1);
+    w["spec"]["podSets"][0].erase("devices");
+    w["spec"]["podSets"][0]["cpu"] = "112";
+    return w;
+  };
+  for (int i = 0; i < 10; ++i) CreateWorkload(cpu_only("team-a", "a-" + std::to_string(i)));
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  CreateWorkload(cpu_only("team-b", "b-0"));
+  EXPECT_EQ(Cycle().preempted, 1) << Describe(Workloads());
+  std::string victim;
+  for (const auto& [name, obj] : Workloads())
+    if (obj["status"].contains("preemption")) victim = name;
+  ASSERT_FALSE(victim.empty()) << Describe(Workloads());
+  ClientResponse r =
+      Call("PATCH", std::string(kApi) + "/queues/team-b",
+           R"({"spec":{"quotas":{"cpu":{"guaranteed":"64"}}}})", "application/merge-patch+json");
+  ASSERT_EQ(r.status, 200) << r.body;
+  Cycle(1'000);
+  const json st = Workloads()[victim]["status"];
+  EXPECT_FALSE(st.contains("preemption")) << st.dump();
+  EXPECT_EQ(st.value("message", "")
+                .rfind("eviction cancelled: queue team-b's guarantee no "
+                       "longer holds its preemptor team-b/b-0 (it asks 112 "
+                       "cpu; the guarantee is 64): nothing is taken back",
+                       0),
+            0u)
+      << st.dump();
+  EXPECT_EQ(Workloads()["team-b/b-0"]["status"].value("message", ""),
+            "its preemption is called off: queue team-b's guarantee no longer holds it (it asks "
+            "112 cpu; the guarantee is 64)");
+  Cycle(5'000);
+  Cycle();
+  for (int i = 0; i < 10; ++i)
+    EXPECT_EQ(Workloads()["team-a/a-" + std::to_string(i)]["status"].value("phase", ""), "Running")
+        << Describe(Workloads());
+}
+
 // A queue tree that does not hold together (here a cycle) stops admission with a message naming
 // the problem; nothing crashes, running work keeps running, and fixing the tree resumes
 // admission. (The API refuses a write that would break the tree, api_test
@@ -4902,6 +4950,18 @@ TEST_F(FactoryTest, APriorityPreemptionIsCalledOffWhenThePreemptorNoLongerOutran
                    0),
         0u)
         << st.dump();
+    // The preemptor is told, unless it preempts another instead (the victim raised: one of
+    // the others it still outranks).
+    const std::string said = Workloads()["team-a/hot"]["status"].value("message", "");
+    if (!raise_victim)
+      EXPECT_EQ(said.rfind("its preemption of " + victim +
+                               " is called off: it no longer outranks it (priority -20 to its "
+                               "-10); ",
+                           0),
+                0u)
+          << said;
+    else
+      EXPECT_EQ(said.rfind("preempting", 0), 0u) << said;
     // Past the grace period: the victim runs on. (Lowered, the preemptor outranks none and
     // waits; the victim raised, it goes on to preempt one of the others it still outranks.)
     Cycle(31'000);
@@ -4936,12 +4996,14 @@ TEST_F(FactoryTest, AReclaimIsCalledOffWhenItsQueueNoLongerHasTheGuarantee) {
   EXPECT_FALSE(st.contains("preemption")) << st.dump();
   EXPECT_EQ(st.value("message", "")
                 .rfind("eviction cancelled: queue team-b's guarantee no longer holds its "
-                       "preemptor team-b/b-0: nothing is taken back for it; running on ",
+                       "preemptor team-b/b-0 (it asks 8 GPUs; the guarantee is 0 in flavour "
+                       "gpu): nothing is taken back for it; running on ",
                        0),
             0u)
       << st.dump();
   EXPECT_EQ(Workloads()["team-b/b-0"]["status"].value("message", ""),
-            "its preemption is called off: queue team-b's guarantee no longer holds it");
+            "its preemption is called off: queue team-b's guarantee no longer holds it (it asks 8 "
+            "GPUs; the guarantee is 0 in flavour gpu)");
   // Past the grace period: nothing was evicted, and b-0 waits.
   Cycle(6'000);
   Cycle();

@@ -1456,6 +1456,7 @@ Result<CycleStats> Scheduler::RunOnce() {
   // stopped, it would only start again, its preemptor unable to evict the rest it needs).
   // A victim's mark lifted, `why`: it runs on, and says why (its message said when it would
   // stop). True once written.
+  std::map<std::string, std::string> called_off_of;  // preemptor -> what of it was called off
   const auto call_off = [&](BoundWorkload& b, const std::string& why) {
     json next = b.sw.obj();
     next["status"].erase("preemption");
@@ -1498,8 +1499,20 @@ Result<CycleStats> Scheduler::RunOnce() {
     if (by.empty() || (waiting_keys.count(by) && !frozen && outranked.empty())) continue;
     if (call_off(b, frozen               ? "its queue's disruption budget is now 0"
                     : !outranked.empty() ? outranked
-                                         : "its preemptor " + by + " no longer waits for it"))
+                                         : "its preemptor " + by + " no longer waits for it")) {
       if (--victims_of[by] <= 0) victims_of.erase(by);
+      // Its preemptor, still waiting, is told too (a preemptor lowered read only why it
+      // waits now, not that its eviction of another was called off).
+      if (waiting_keys.count(by)) {
+        std::string& note = called_off_of[by];
+        note += (note.empty() ? "" : "; ") + std::string("its preemption of ") +
+                KeyName(b.sw.obj()) + " is called off: " +
+                (frozen ? "queue " + spec->first + "'s disruptionBudget is now 0"
+                        : "it no longer outranks it (priority " +
+                              std::to_string(waiting_of[by]->w().priority) + " to its " +
+                              std::to_string(b.sw.w().priority) + ")");
+      }
+    }
   }
   // Likewise pods an elastic shrink took for a preemptor that no longer waits: they stay. (The
   // newest mark first, as its pods come before the older marks': a mark behind one whose
@@ -1905,7 +1918,7 @@ Result<CycleStats> Scheduler::RunOnce() {
           // Victims of a reclaim its queue's guarantee no longer holds (lowered since): they
           // run on (a trial lowered the guarantee mid-way; all three were evicted and the
           // preemptor then never placed).
-          if (!admitter->GuaranteeHolds(*id)) {
+          if (std::string short_by; !admitter->GuaranteeHolds(*id, &short_by)) {
             const std::string past = "queue " + w.queue.str() + "'s guarantee no longer holds";
             for (int victim : victim_ids_of[key]) {
               const auto at = bound_of.find(victim);
@@ -1914,12 +1927,14 @@ Result<CycleStats> Scheduler::RunOnce() {
               if (!b.evicting ||
                   Str(Field(Field(b.sw.obj(), "status"), "preemption"), "basis") != "Reclaim")
                 continue;
-              if (call_off(b, past + " its preemptor " + key + ": nothing is taken back for it") &&
+              if (call_off(b, past + " its preemptor " + key + " (" + short_by +
+                                  "): nothing is taken back for it") &&
                   --v->second <= 0)
                 break;
             }
             if (v->second <= 0) {  // (it plans anew next cycle)
-              decisions[i] = Waits("its preemption is called off: " + past + " it", "Pending");
+              decisions[i] = Waits(
+                  "its preemption is called off: " + past + " it (" + short_by + ")", "Pending");
               continue;
             }
           }
@@ -2188,24 +2203,32 @@ Result<CycleStats> Scheduler::RunOnce() {
           case Phase::kInfeasible:
             d = Waits(admitter->reason(id), "Unschedulable");
             break;
-          default:
-            d = Waits(admitter->reason(id) + admitter->FairShareNote(id) +
+          default: {
+            const std::string& reason = admitter->reason(id);
+            // (Its eviction of another called off this cycle: said first, unless it found
+            // another way to preempt.)
+            std::string off_note;
+            if (const auto off = called_off_of.find(KeyName(pending[i].obj()));
+                off != called_off_of.end() && reason.rfind("preempting", 0) != 0)
+              off_note = off->second + "; ";
+            d = Waits(off_note + reason + admitter->FairShareNote(id) +
                           (pending[i].w().preempts
                                ? ""
                                : "; its preemptionPolicy is Never: no work is evicted for it"),
-                      admitter->reason(id).rfind("preempting", 0) == 0 ||
-                              admitter->reason(id).rfind("consolidating", 0) == 0 ||
-                              admitter->reason(id).rfind("taking back", 0) == 0 ||
-                              admitter->reason(id).rfind("holding the room", 0) == 0
+                      reason.rfind("preempting", 0) == 0 || reason.rfind("consolidating", 0) == 0 ||
+                              reason.rfind("taking back", 0) == 0 ||
+                              reason.rfind("holding the room", 0) == 0
                           ? "Preempting"
-                      : admitter->reason(id).rfind(kReservingRoom, 0) == 0 ? "Reserved"
-                                                                           : "Queued",
+                      : reason.rfind(kReservingRoom, 0) == 0 ? "Reserved"
+                                                             : "Queued",
                       admitter->plan(id));
             if (admitter->partially_admitted(id)) d.nomination_counts = admitter->pod_counts(id);
             d.swap = admitter->swap(id);
             if (const double start = admitter->ExpectedStart(id, now_s);
                 d.reason == "Reserved" && std::isfinite(start))
               d.expected_start_ms = std::llround(start * 1000.0);
+            break;
+          }
         }
       }
       for (int id : result.grown) {

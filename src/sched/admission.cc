@@ -6338,7 +6338,7 @@ bool Admitter::HeldSwap(int id, double now, CycleResult& out) {
   return started;
 }
 
-bool Admitter::GuaranteeHolds(int id) const {
+bool Admitter::GuaranteeHolds(int id, std::string* why) const {
   const Entry& e = entries_[id];
   const QueueNode& q = queues_[e.leaf];
   // (Elastic work reclaims for as few pods as its guarantee holds: not judged by its full size.)
@@ -6347,10 +6347,16 @@ bool Admitter::GuaranteeHolds(int id) const {
   if (gpu_pod == nullptr) {
     // A reclaim of CPU or memory: its queue's guarantee of each it is limited in.
     for (int r = 0; r < 2; ++r)
-      if (q.res_limited[r] && (r == 0 ? e.cpu_milli : e.memory_mib) > q.res_guaranteed[r])
+      if (const int64_t asks = r == 0 ? e.cpu_milli : e.memory_mib;
+          q.res_limited[r] && asks > q.res_guaranteed[r]) {
+        if (why != nullptr)
+          *why = std::string("it asks ") + ResourceAmount(r, asks) + " " + ResourceName(r) +
+                 "; the guarantee is " + ResourceAmount(r, q.res_guaranteed[r]);
         return false;
+      }
     return true;
   }
+  std::string past;
   for (int f : CandidateFlavors(*gpu_pod)) {
     if (!managed_[f]) return true;  // (a flavour no quota limits: not judged)
     if (e.gpu_milli <= q.guaranteed[f]) return true;
@@ -6359,7 +6365,12 @@ bool Admitter::GuaranteeHolds(int id) const {
     if (DepartmentReclaimOnly(e.leaf, f))
       for (const QueueNode& b : queues_)
         if (b.spec.best_effort && b.usage[f] > 0) return true;
+    past +=
+        (past.empty() ? "" : ", ") + GpuAmount(q.guaranteed[f]) + " in flavour " + flavors_[f].name;
   }
+  if (why != nullptr)
+    *why = "it asks " + GpuAmount(e.gpu_milli) + " GPUs; the guarantee is " +
+           (past.empty() ? std::string("none") : past);
   return false;
 }
 

@@ -473,8 +473,9 @@ class Admitter {
   // false once the guarantee is lowered below what it asks (in every flavour it may use, or, for
   // work without GPUs, of the CPU or memory its queue is limited in). A reclaim's victims are
   // called off then; the rest (room taken since, the order of restored nominations) is not
-  // judged, so that nothing still owed is called off.
-  bool GuaranteeHolds(int id) const;
+  // judged, so that nothing still owed is called off. False: `why`, where given, says what it
+  // asks beside the guarantee ("it asks 6 GPUs; the guarantee is 4 in flavour h100").
+  bool GuaranteeHolds(int id, std::string* why = nullptr) const;
   // GPUs (milli) of flavour `flavor` that workload id's queue has promised to its other
   // nominated preemptors (their victims are still stopping): room below the guarantee that is
   // already spoken for. 0 for an unknown flavour.
