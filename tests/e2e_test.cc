@@ -367,6 +367,30 @@ class FactoryTest : public testing::Test {
 
   // team-a runs four 8-GPU workloads, 16 of them borrowed from team-b (16 each guaranteed),
   // then team-b/b-0 (8 GPUs) reclaims: true if that marked one victim (grace 5 s).
+  // Team-b's guarantee patched (`quota`, a merge patch of spec.quotas) below what its
+  // preemptor b-0 asks while `victim` stops for it, then a cycle `after_ms` on: the reclaim is
+  // called off, and both say so, with what b-0 asks and the guarantee now (`short_by`).
+  void ExpectReclaimCalledOff(const std::string& victim, const std::string& quota, int64_t after_ms,
+                              const std::string& short_by) {
+    ClientResponse r = Call("PATCH", std::string(kApi) + "/queues/team-b",
+                            R"({"spec":{"quotas":)" + quota + "}}", "application/merge-patch+json");
+    ASSERT_EQ(r.status, 200) << r.body;
+    Cycle(after_ms);
+    const json st = Workloads()[victim]["status"];
+    EXPECT_FALSE(st.contains("preemption")) << st.dump();
+    EXPECT_EQ(st.value("message", "")
+                  .rfind("eviction cancelled: queue team-b's guarantee no longer "
+                         "holds its preemptor team-b/b-0 (" +
+                             short_by +
+                             "): nothing is taken back for it; "
+                             "running on ",
+                         0),
+              0u)
+        << st.dump();
+    EXPECT_EQ(Workloads()["team-b/b-0"]["status"].value("message", ""),
+              "its preemption is called off: queue team-b's guarantee no longer holds it (" +
+                  short_by + ")");
+  }
   bool TeamBReclaimsFromTeamA() {
     StartScheduler(5'000);
     CreateTeamQueues(16, 16);
@@ -4633,23 +4657,8 @@ TEST_F(FactoryTest, ACpuReclaimIsCalledOffWhenTheCpuGuaranteeIsLowered) {
   for (const auto& [name, obj] : Workloads())
     if (obj["status"].contains("preemption")) victim = name;
   ASSERT_FALSE(victim.empty()) << Describe(Workloads());
-  ClientResponse r =
-      Call("PATCH", std::string(kApi) + "/queues/team-b",
-           R"({"spec":{"quotas":{"cpu":{"guaranteed":"64"}}}})", "application/merge-patch+json");
-  ASSERT_EQ(r.status, 200) << r.body;
-  Cycle(1'000);
-  const json st = Workloads()[victim]["status"];
-  EXPECT_FALSE(st.contains("preemption")) << st.dump();
-  EXPECT_EQ(st.value("message", "")
-                .rfind("eviction cancelled: queue team-b's guarantee no "
-                       "longer holds its preemptor team-b/b-0 (it asks 112 "
-                       "cpu; the guarantee is 64): nothing is taken back",
-                       0),
-            0u)
-      << st.dump();
-  EXPECT_EQ(Workloads()["team-b/b-0"]["status"].value("message", ""),
-            "its preemption is called off: queue team-b's guarantee no longer holds it (it asks "
-            "112 cpu; the guarantee is 64)");
+  ExpectReclaimCalledOff(victim, R"({"cpu":{"guaranteed":"64"}})", 1'000,
+                         "it asks 112 cpu; the guarantee is 64");
   Cycle(5'000);
   Cycle();
   for (int i = 0; i < 10; ++i)
@@ -4987,23 +4996,8 @@ TEST_F(FactoryTest, AReclaimIsCalledOffWhenItsQueueNoLongerHasTheGuarantee) {
     if (obj["status"].contains("preemption")) victim = name;
   ASSERT_FALSE(victim.empty()) << Describe(Workloads());
   EXPECT_EQ(Workloads()[victim]["status"]["preemption"].value("basis", ""), "Reclaim");
-  ClientResponse r =
-      Call("PATCH", std::string(kApi) + "/queues/team-b",
-           R"({"spec":{"quotas":{"gpu":{"guaranteed":0}}}})", "application/merge-patch+json");
-  ASSERT_EQ(r.status, 200) << r.body;
-  Cycle();
-  const json st = Workloads()[victim]["status"];
-  EXPECT_FALSE(st.contains("preemption")) << st.dump();
-  EXPECT_EQ(st.value("message", "")
-                .rfind("eviction cancelled: queue team-b's guarantee no longer holds its "
-                       "preemptor team-b/b-0 (it asks 8 GPUs; the guarantee is 0 in flavour "
-                       "gpu): nothing is taken back for it; running on ",
-                       0),
-            0u)
-      << st.dump();
-  EXPECT_EQ(Workloads()["team-b/b-0"]["status"].value("message", ""),
-            "its preemption is called off: queue team-b's guarantee no longer holds it (it asks 8 "
-            "GPUs; the guarantee is 0 in flavour gpu)");
+  ExpectReclaimCalledOff(victim, R"({"gpu":{"guaranteed":0}})", 1'000,
+                         "it asks 8 GPUs; the guarantee is 0 in flavour gpu");
   // Past the grace period: nothing was evicted, and b-0 waits.
   Cycle(6'000);
   Cycle();
