@@ -3115,6 +3115,12 @@ TEST_F(AdmissionTest, ConsolidationMovesWorkToGatherScatteredGpus) {
     EXPECT_EQ(adm_->phase(big), Phase::kPending);
     if (mode != 1) {
       EXPECT_TRUE(r.evicted.empty());
+      // The budget that stopped it is said (a trial read only "no node can take it now").
+      EXPECT_EQ(adm_->reason(big).find("; no consolidation plan: queue a's disruptionBudget (1) "
+                                       "allows no more of its work to be moved or evicted at "
+                                       "once") != std::string::npos,
+                mode == 2)
+          << adm_->reason(big);
       continue;
     }
     ASSERT_EQ(r.evicted.size(), 2u) << adm_->reason(big);
@@ -3130,6 +3136,40 @@ TEST_F(AdmissionTest, ConsolidationMovesWorkToGatherScatteredGpus) {
     EXPECT_EQ(CountPhase(small, Phase::kAdmitted), 4);
     EXPECT_EQ(adm_->state().allocated_gpu_milli(), 8000);
   }
+}
+
+// A gang that needs one leaf is consolidated within a leaf: b's 1-GPU work on n1 moves to the
+// other leaf's free GPUs, clearing leaf-1 for both its pods (a trial's gang waited for good
+// beside such a leaf: consolidation left required topology to preemption, which had nothing
+// to take, every queue within its guarantee).
+TEST_F(AdmissionTest, AGangThatNeedsOneLeafIsConsolidatedWithinALeaf) {
+  Fleet fleet = Nodes(4, 8);
+  for (int n = 0; n < 4; ++n) fleet.nodes[n].leaf = n < 2 ? "leaf-1" : "leaf-2";
+  Make(fleet, {Leaf("a", 16), Leaf("b", 16)});
+  // b: four 1-GPU workloads on each of n1, n2 and n3 (n0 free): 8 + 4 free in leaf-1, 4 + 4
+  // in leaf-2.
+  std::vector<int> b;
+  for (int i = 0; i < 12; ++i) {
+    auto r = adm_->Restore(Gpus("b" + std::to_string(i), "b", 1), OnGpus(1 + i / 4, {i % 4}), 0);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    b.push_back(*r);
+  }
+  Workload gang = Gpus("gang", "a", 8, 0, 2, /*gang=*/true);
+  gang.topology = {TopologyLevel::kLeaf, /*required=*/true};
+  const int g = Submit(gang, 10);
+  CycleResult r = adm_->Cycle(11, 1000);
+  ASSERT_EQ(adm_->phase(g), Phase::kPending);
+  ASSERT_EQ(r.evicted.size(), 4u) << adm_->reason(g);
+  for (const Eviction& e : r.evicted) {
+    EXPECT_EQ(adm_->assignments(e.victim)[0].node, 1) << e.reason;
+    EXPECT_NE(e.reason.find("consolidation"), std::string::npos) << e.reason;
+  }
+  EXPECT_NE(adm_->reason(g).find("consolidating: moving 4"), std::string::npos) << adm_->reason(g);
+  for (const Eviction& e : r.evicted) adm_->Terminated(e.victim, 20);
+  adm_->Cycle(21, 1000);
+  ASSERT_EQ(adm_->phase(g), Phase::kAdmitted) << adm_->reason(g);
+  for (const Assignment& a : adm_->assignments(g)) EXPECT_LT(a.node, 2);
+  EXPECT_EQ(CountPhase(b, Phase::kAdmitted), 12);  // (the movers placed again, in leaf-2)
 }
 
 // A consolidation move is another queue's disruption too: a's work asking two hours of minimum

@@ -4713,7 +4713,6 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
                            bool reclaim) {
   if (consolidations_left_ <= 0) return false;
   if (!entries_[id].options.may_preempt) return false;  // (preemptionPolicy Never)
-  if (topology.required && topology.level != TopologyLevel::kNone) return false;
   // A workload holding a reservation waits for its room, which its plan says frees: moving
   // others' work to gather room elsewhere would throw their work away to start a little sooner,
   // and give the room it held to others. (Reclaim, with moves, takes back only what others
@@ -4726,6 +4725,14 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
     if (!gpu_pod && p.kind != DeviceKind::kNone) gpu_pod = &p;
   }
   if (!gpu_pod) return false;
+  // A gang that needs one domain (a required topology) is planned within one domain at a time,
+  // the roomiest first: its pods are placed there only, and the work that leaves it goes
+  // anywhere (a trial's 2-node gang needing one leaf waited for good beside a leaf that moves
+  // would have cleared).
+  const bool scoped = topology.required && topology.level != TopologyLevel::kNone;
+  const std::vector<int>* scope = nullptr;  // (the domain tried now; null: every node)
+  std::vector<char> in_scope;
+  const auto scoped_out = [&](int n) { return scope != nullptr && !in_scope[n]; };
   // Fragmentation only: the free GPUs of the models it may use, on the nodes its selector
   // leaves it (a workload's pod sets share one), add up to enough.
   const auto model_ok = [&](int n) {
@@ -4745,6 +4752,14 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
   int64_t free = 0;
   for (int n = 0; n < state_.node_count(); ++n)
     if (model_ok(n)) free += free_on(n);
+  // A disruption budget that kept work from leaving: said if no plan is found.
+  std::string budget_held;
+  const auto within_budget = [&](int q, int more) {
+    const int budget = queues_[q].spec.disruption_budget;
+    if (budget < 0 || queues_[q].evicting + more < budget) return true;
+    budget_held = queues_[q].spec.name;
+    return false;
+  };
 
   std::vector<int> reclaimed;                    // of the plan being tried
   std::map<std::pair<int, int>, int64_t> taken;  // reclaimed GPUs by (queue, flavour)
@@ -4756,9 +4771,8 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
                          const std::map<int, int>& pq) {
     const Entry& w = entries_[v];
     const QueueNode& vq = queues_[w.leaf];
-    const int budget = vq.spec.disruption_budget;
     const auto n = pq.find(w.leaf);
-    if (budget >= 0 && vq.evicting + (n == pq.end() ? 0 : n->second) >= budget) return false;
+    if (!within_budget(w.leaf, n == pq.end() ? 0 : n->second)) return false;
     const auto taken_in = [&t](int q, int f) {
       const auto held = t.find({q, f});
       return held == t.end() ? int64_t{0} : held->second;
@@ -4823,6 +4837,28 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
     free = take_cheapest(free, t, pq, [](int) {});
   }
   if (free < need) return false;
+  // (The domains whose GPUs of the models it may use add up to what it needs, the most free
+  // first; a few.)
+  std::vector<const std::vector<int>*> scopes{nullptr};
+  if (scoped) {
+    constexpr size_t kMaxDomains = 4;
+    std::vector<std::tuple<int64_t, int, const std::vector<int>*>> roomy;  // (-free, d, nodes)
+    const auto& domains = state_.domains(topology.level);
+    for (size_t d = 0; d < domains.size(); ++d) {
+      int64_t room = 0, capacity = 0;
+      for (int n : domains[d])
+        if (model_ok(n)) {
+          room += free_on(n);
+          capacity += static_cast<int64_t>(state_.devices(n).size()) * kMilliPerGpu;
+        }
+      if (capacity >= need) roomy.emplace_back(-room, static_cast<int>(d), &domains[d]);
+    }
+    std::sort(roomy.begin(), roomy.end());
+    if (roomy.size() > kMaxDomains) roomy.resize(kMaxDomains);
+    scopes.clear();
+    for (const auto& r : roomy) scopes.push_back(std::get<2>(r));
+    if (scopes.empty()) return false;
+  }
   --consolidations_left_;
   // What the plan being tried does with a workload: kStays, moved or reclaimed (set where they
   // are pushed, cleared between tries).
@@ -4840,8 +4876,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
       return false;
     // Moved work waits to be placed again, which a stopped queue's never is.
     if (fate[v] != kStays || queues_[w.leaf].stop != StopPolicy::kNone) return false;
-    const int budget = queues_[w.leaf].spec.disruption_budget;
-    return budget < 0 || queues_[w.leaf].evicting + moving_per_queue[w.leaf] < budget;
+    return within_budget(w.leaf, moving_per_queue[w.leaf]);
   };
   // A reclaim candidate that is still running in the trial and may be reclaimed now.
   const auto reclaimable = [&](int v, const std::map<std::pair<int, int>, int64_t>& t,
@@ -4867,194 +4902,213 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
   bool ok = false;
   std::vector<std::pair<Assignment, const PodRequest*>> mine;  // its pods' planned places
   placer_.set_explain(false);
-  for (int pass = 0; pass < (reclaim ? 2 : 1) && !ok; ++pass) {
-    for (int v : reclaimed) fate[v] = kStays;
-    for (int v : moved) fate[v] = kStays;
-    reclaimed.clear();
-    moved.clear();
-    taken.clear();
-    moving_per_queue.clear();
-    mine.clear();
-    if (pass == 1) {
-      int64_t have = 0;
-      for (int n = 0; n < state_.node_count(); ++n)
-        if (model_ok(n)) have += free_on(n);
-      take_cheapest(have, taken, moving_per_queue, [&](int v) {
-        TrialRelease(v);
-        reclaimed.push_back(v);
-        fate[v] = kReclaimed;
-      });
+  for (size_t tried = 0; tried < scopes.size() && !ok; ++tried) {
+    scope = scopes[tried];
+    if (scope != nullptr) {
+      in_scope.assign(state_.node_count(), 0);
+      for (int n : *scope) in_scope[n] = 1;
     }
-    const size_t first_victims = reclaimed.size();
-    ok = true;
-    for (const PodRequest& pod : pods) {
-      if (place(pod, nullptr)) {
-        mine.push_back(applied.back());
-        continue;
+    for (int pass = 0; pass < (reclaim ? 2 : 1) && !ok; ++pass) {
+      for (int v : reclaimed) fate[v] = kStays;
+      for (int v : moved) fate[v] = kStays;
+      reclaimed.clear();
+      moved.clear();
+      taken.clear();
+      moving_per_queue.clear();
+      mine.clear();
+      if (pass == 1) {
+        int64_t have = 0;
+        for (int n = 0; n < state_.node_count(); ++n)
+          if (model_ok(n)) have += free_on(n);
+        take_cheapest(have, taken, moving_per_queue, [&](int v) {
+          TrialRelease(v);
+          reclaimed.push_back(v);
+          fate[v] = kReclaimed;
+        });
       }
-      // Nodes where the free room plus the work that may leave covers the pod, fewest leaving
-      // first, then the lowest top priority among them. Work leaves by moving (it must fit
-      // elsewhere) or by being reclaimed.
-      std::vector<std::tuple<int, int, int64_t, int>> order;  // (leaving, priority, -free, node)
-      for (int n = 0; n < state_.node_count(); ++n) {
-        if (node_workloads_[n].empty() || no_eviction_[n] || !model_ok(n)) continue;
-        int64_t cpu = state_.free_cpu(n), mem = state_.free_memory(n), gpu = free_on(n);
-        int leaving = 0, top = std::numeric_limits<int>::min();
-        for (int v : node_workloads_[n]) {
-          // Reclaimed work is already gone from the state.
-          if (!movable(v) && !reclaimable(v, taken, moving_per_queue)) continue;
-          ++leaving;
-          const Entry& w = entries_[v];
-          top = std::max(top, w.spec.priority);
-          for (size_t i = 0; i < w.assign.size(); ++i) {
-            if (w.assign[i].node != n) continue;
-            cpu += w.pods[i].cpu_milli;
-            mem += w.pods[i].memory_mib;
-            for (const DeviceShare& d : w.assign[i].devices) gpu += d.milli;
-          }
-        }
-        if (leaving == 0 || cpu < pod.cpu_milli || mem < pod.memory_mib ||
-            gpu < pod.total_gpu_milli())
+      const size_t first_victims = reclaimed.size();
+      ok = true;
+      for (const PodRequest& pod : pods) {
+        if (place(pod, scope)) {
+          mine.push_back(applied.back());
           continue;
-        order.emplace_back(leaving, top, -gpu, n);
-      }
-      std::sort(order.begin(), order.end());
-      constexpr size_t kMaxTrialNodes = 16;
-      if (order.size() > kMaxTrialNodes) order.resize(kMaxTrialNodes);
-      std::vector<int> best;
-      std::vector<char> best_reclaims;  // per workload of `best`: reclaimed, not moved
-      int best_node = -1;
-      for (const auto& [estimate, unused_top, unused_free, n] : order) {
-        if (best_node >= 0 && estimate >= static_cast<int>(best.size())) break;
-        // Devices are cleared one at a time, the one with the fewest leaving first, and none
-        // that holds work that stays: a whole-GPU pod needs whole free devices, not a little
-        // room on each. Work without GPUs (it frees only CPU and memory) goes last.
-        std::vector<int> here;
-        std::map<int, int> leaving_on;  // device -> workloads on it that may leave
-        std::set<int> pinned;           // devices with work that stays
-        for (int v : node_workloads_[n]) {
-          if (is_reclaimed(v)) continue;
-          const bool can = movable(v) || reclaimable(v, taken, moving_per_queue);
-          if (can) here.push_back(v);
-          for (const Assignment& a : entries_[v].assign) {
-            if (a.node != n) continue;
-            for (const DeviceShare& d : a.devices) {
-              if (can) {
-                ++leaving_on[d.device];
-              } else {
-                pinned.insert(d.device);
+        }
+        // Nodes where the free room plus the work that may leave covers the pod, fewest leaving
+        // first, then the lowest top priority among them. Work leaves by moving (it must fit
+        // elsewhere) or by being reclaimed.
+        std::vector<std::tuple<int, int, int64_t, int>> order;  // (leaving, priority, -free, node)
+        for (int n = 0; n < state_.node_count(); ++n) {
+          if (node_workloads_[n].empty() || no_eviction_[n] || !model_ok(n) || scoped_out(n))
+            continue;
+          int64_t cpu = state_.free_cpu(n), mem = state_.free_memory(n), gpu = free_on(n);
+          int leaving = 0, top = std::numeric_limits<int>::min();
+          for (int v : node_workloads_[n]) {
+            // Reclaimed work is already gone from the state.
+            if (!movable(v) && !reclaimable(v, taken, moving_per_queue)) continue;
+            ++leaving;
+            const Entry& w = entries_[v];
+            top = std::max(top, w.spec.priority);
+            for (size_t i = 0; i < w.assign.size(); ++i) {
+              if (w.assign[i].node != n) continue;
+              cpu += w.pods[i].cpu_milli;
+              mem += w.pods[i].memory_mib;
+              for (const DeviceShare& d : w.assign[i].devices) gpu += d.milli;
+            }
+          }
+          if (leaving == 0 || cpu < pod.cpu_milli || mem < pod.memory_mib ||
+              gpu < pod.total_gpu_milli())
+            continue;
+          order.emplace_back(leaving, top, -gpu, n);
+        }
+        std::sort(order.begin(), order.end());
+        constexpr size_t kMaxTrialNodes = 16;
+        if (order.size() > kMaxTrialNodes) order.resize(kMaxTrialNodes);
+        std::vector<int> best;
+        std::vector<char> best_reclaims;  // per workload of `best`: reclaimed, not moved
+        int best_node = -1;
+        for (const auto& [estimate, unused_top, unused_free, n] : order) {
+          if (best_node >= 0 && estimate >= static_cast<int>(best.size())) break;
+          // Devices are cleared one at a time, the one with the fewest leaving first, and none
+          // that holds work that stays: a whole-GPU pod needs whole free devices, not a little
+          // room on each. Work without GPUs (it frees only CPU and memory) goes last.
+          std::vector<int> here;
+          std::map<int, int> leaving_on;  // device -> workloads on it that may leave
+          std::set<int> pinned;           // devices with work that stays
+          for (int v : node_workloads_[n]) {
+            if (is_reclaimed(v)) continue;
+            const bool can = movable(v) || reclaimable(v, taken, moving_per_queue);
+            if (can) here.push_back(v);
+            for (const Assignment& a : entries_[v].assign) {
+              if (a.node != n) continue;
+              for (const DeviceShare& d : a.devices) {
+                if (can) {
+                  ++leaving_on[d.device];
+                } else {
+                  pinned.insert(d.device);
+                }
               }
             }
           }
+          constexpr int kLast = 1 << 20;
+          auto clearing = [&](int v) {  // (cost of clearing its cheapest device, that device)
+            std::pair<int, int> best{kLast, kLast};
+            for (const Assignment& a : entries_[v].assign) {
+              if (a.node != n) continue;
+              for (const DeviceShare& d : a.devices)
+                best = std::min(
+                    best, {pinned.count(d.device) ? kLast - 1 : leaving_on[d.device], d.device});
+            }
+            return best;
+          };
+          std::sort(here.begin(), here.end(), [&](int a, int b) {
+            const auto ca = clearing(a), cb = clearing(b);
+            if (ca != cb) return ca < cb;
+            if (entries_[a].spec.priority != entries_[b].spec.priority)
+              return entries_[a].spec.priority < entries_[b].spec.priority;
+            if (entries_[a].gpu_milli != entries_[b].gpu_milli)
+              return entries_[a].gpu_milli > entries_[b].gpu_milli;
+            return a < b;
+          });
+          std::vector<int> leave;
+          std::vector<char> reclaims;
+          auto taken_here = taken;
+          auto disrupted = moving_per_queue;  // for disruption budgets
+          int moves = 0;
+          bool fits = false;
+          for (int v : here) {
+            const int q = entries_[v].leaf;
+            // Borrowed work is reclaimed (it need not fit elsewhere); other work moves.
+            const bool take_back = reclaimable(v, taken_here, disrupted);
+            if (take_back) {
+              for (auto [f, milli] : entries_[v].charged) NoteTaken(taken_here, q, f, milli);
+            } else {
+              if (static_cast<int>(moved.size()) + moves >= config_.consolidation_max_moves ||
+                  !movable(v))
+                continue;
+              if (!within_budget(q, disrupted[q])) continue;
+              ++moves;
+            }
+            ++disrupted[q];
+            TrialRelease(v);
+            leave.push_back(v);
+            reclaims.push_back(take_back);
+            if (NodeFits(state_, n, pod) && policy_.Score(state_, n, pod)) {
+              fits = true;
+              break;
+            }
+          }
+          // Then the pod goes there and every mover must fit somewhere at once.
+          const size_t mark = applied.size();
+          const std::vector<int> only{n};
+          bool relocated = fits && place(pod, &only);
+          for (size_t k = 0; relocated && k < leave.size(); ++k)
+            if (!reclaims[k]) relocated = place(entries_[leave[k]].pods[0], nullptr);
+          undo_to(mark);
+          for (auto it = leave.rbegin(); it != leave.rend(); ++it) TrialReapply(*it);
+          if (relocated && (best_node < 0 || leave.size() < best.size())) {
+            best = leave;
+            best_reclaims = reclaims;
+            best_node = n;
+          }
         }
-        constexpr int kLast = 1 << 20;
-        auto clearing = [&](int v) {  // (cost of clearing its cheapest device, that device)
-          std::pair<int, int> best{kLast, kLast};
-          for (const Assignment& a : entries_[v].assign) {
-            if (a.node != n) continue;
-            for (const DeviceShare& d : a.devices)
-              best = std::min(
-                  best, {pinned.count(d.device) ? kLast - 1 : leaving_on[d.device], d.device});
-          }
-          return best;
-        };
-        std::sort(here.begin(), here.end(), [&](int a, int b) {
-          const auto ca = clearing(a), cb = clearing(b);
-          if (ca != cb) return ca < cb;
-          if (entries_[a].spec.priority != entries_[b].spec.priority)
-            return entries_[a].spec.priority < entries_[b].spec.priority;
-          if (entries_[a].gpu_milli != entries_[b].gpu_milli)
-            return entries_[a].gpu_milli > entries_[b].gpu_milli;
-          return a < b;
-        });
-        std::vector<int> leave;
-        std::vector<char> reclaims;
-        auto taken_here = taken;
-        auto disrupted = moving_per_queue;  // for disruption budgets
-        int moves = 0;
-        bool fits = false;
-        for (int v : here) {
-          const int q = entries_[v].leaf;
-          // Borrowed work is reclaimed (it need not fit elsewhere); other work moves.
-          const bool take_back = reclaimable(v, taken_here, disrupted);
-          if (take_back) {
-            for (auto [f, milli] : entries_[v].charged) NoteTaken(taken_here, q, f, milli);
-          } else {
-            if (static_cast<int>(moved.size()) + moves >= config_.consolidation_max_moves ||
-                !movable(v))
-              continue;
-            const int budget = queues_[q].spec.disruption_budget;
-            if (budget >= 0 && queues_[q].evicting + disrupted[q] >= budget) continue;
-            ++moves;
-          }
-          ++disrupted[q];
+        if (best_node < 0) {
+          ok = false;
+          break;
+        }
+        // Keep this pod's plan in the trial state and go on with the next pod.
+        for (size_t k = 0; k < best.size(); ++k) {
+          const int v = best[k];
           TrialRelease(v);
-          leave.push_back(v);
-          reclaims.push_back(take_back);
-          if (NodeFits(state_, n, pod) && policy_.Score(state_, n, pod)) {
-            fits = true;
-            break;
+          ++moving_per_queue[entries_[v].leaf];
+          if (best_reclaims[k]) {
+            for (auto [f, milli] : entries_[v].charged)
+              NoteTaken(taken, entries_[v].leaf, f, milli);
+            reclaimed.push_back(v);
+            fate[v] = kReclaimed;
+          } else {
+            moved.push_back(v);
+            fate[v] = kMoved;
           }
         }
-        // Then the pod goes there and every mover must fit somewhere at once.
-        const size_t mark = applied.size();
-        const std::vector<int> only{n};
-        bool relocated = fits && place(pod, &only);
-        for (size_t k = 0; relocated && k < leave.size(); ++k)
-          if (!reclaims[k]) relocated = place(entries_[leave[k]].pods[0], nullptr);
-        undo_to(mark);
-        for (auto it = leave.rbegin(); it != leave.rend(); ++it) TrialReapply(*it);
-        if (relocated && (best_node < 0 || leave.size() < best.size())) {
-          best = leave;
-          best_reclaims = reclaims;
-          best_node = n;
+        const std::vector<int> only{best_node};
+        ok = place(pod, &only);
+        if (ok) mine.push_back(applied.back());
+        for (size_t k = 0; ok && k < best.size(); ++k)
+          if (!best_reclaims[k]) ok = place(entries_[best[k]].pods[0], nullptr);
+        if (!ok) break;
+      }
+      // First victims on no node the plan places a pod or a mover on freed nothing it uses.
+      std::vector<int> unused;
+      if (ok && first_victims > 0) {
+        std::set<int> used;
+        for (const auto& [a, unused_pod] : applied) used.insert(a.node);
+        for (size_t k = 0; k < first_victims; ++k) {
+          bool needed = false;
+          for (const Assignment& a : entries_[reclaimed[k]].assign)
+            needed |= used.count(a.node) > 0;
+          if (!needed) unused.push_back(reclaimed[k]);
         }
       }
-      if (best_node < 0) {
-        ok = false;
-        break;
+      undo_to(0);
+      for (auto it = moved.rbegin(); it != moved.rend(); ++it) TrialReapply(*it);
+      for (auto it = reclaimed.rbegin(); it != reclaimed.rend(); ++it) TrialReapply(*it);
+      for (int v : unused) {
+        fate[v] = kStays;
+        std::erase(reclaimed, v);
       }
-      // Keep this pod's plan in the trial state and go on with the next pod.
-      for (size_t k = 0; k < best.size(); ++k) {
-        const int v = best[k];
-        TrialRelease(v);
-        ++moving_per_queue[entries_[v].leaf];
-        if (best_reclaims[k]) {
-          for (auto [f, milli] : entries_[v].charged) NoteTaken(taken, entries_[v].leaf, f, milli);
-          reclaimed.push_back(v);
-          fate[v] = kReclaimed;
-        } else {
-          moved.push_back(v);
-          fate[v] = kMoved;
-        }
-      }
-      const std::vector<int> only{best_node};
-      ok = place(pod, &only);
-      if (ok) mine.push_back(applied.back());
-      for (size_t k = 0; ok && k < best.size(); ++k)
-        if (!best_reclaims[k]) ok = place(entries_[best[k]].pods[0], nullptr);
-      if (!ok) break;
-    }
-    // First victims on no node the plan places a pod or a mover on freed nothing it uses.
-    std::vector<int> unused;
-    if (ok && first_victims > 0) {
-      std::set<int> used;
-      for (const auto& [a, unused_pod] : applied) used.insert(a.node);
-      for (size_t k = 0; k < first_victims; ++k) {
-        bool needed = false;
-        for (const Assignment& a : entries_[reclaimed[k]].assign) needed |= used.count(a.node) > 0;
-        if (!needed) unused.push_back(reclaimed[k]);
-      }
-    }
-    undo_to(0);
-    for (auto it = moved.rbegin(); it != moved.rend(); ++it) TrialReapply(*it);
-    for (auto it = reclaimed.rbegin(); it != reclaimed.rend(); ++it) TrialReapply(*it);
-    for (int v : unused) {
-      fate[v] = kStays;
-      std::erase(reclaimed, v);
     }
   }
   placer_.set_explain(!entries_[id].explained);
+  if (!ok && !budget_held.empty()) {
+    // (Said once: a cycle may try it twice.)
+    std::string& why = entries_[id].reason;
+    const int q = QueueIndex(budget_held);
+    const std::string note = "; no consolidation plan: queue " + budget_held +
+                             "'s disruptionBudget (" +
+                             std::to_string(q >= 0 ? queues_[q].spec.disruption_budget : 0) +
+                             ") allows no more of its work to be moved or evicted at once";
+    if (why.find(note) == std::string::npos) why += note;
+  }
   if (!ok || (moved.empty() && reclaimed.empty())) return false;
 
   Entry& e = entries_[id];
