@@ -754,8 +754,13 @@ TEST(Placer, PendingReasonSetsOtherModelsApart) {
   const PodPlacement p = placer.Place(s, Req(s, WithModels(Whole(1), {"H100"})), rng);
   EXPECT_EQ(p.outcome, Outcome::kPending);
   EXPECT_NE(p.reason.find("0 lack CPU"), std::string::npos) << p.reason;
-  EXPECT_NE(p.reason.find("2 lack a free GPU"), std::string::npos) << p.reason;
+  EXPECT_NE(p.reason.find("2 lack a free GPU of an allowed model"), std::string::npos) << p.reason;
   EXPECT_NE(p.reason.find("(1 have no allowed GPU model)"), std::string::npos) << p.reason;
+  // Of "an allowed model" only where a model was left out (a trial's workload that named
+  // none read it).
+  const PodPlacement any = placer.Place(s, Req(s, Whole(8)), rng);
+  EXPECT_NE(any.reason.find("2 lack a free GPU"), std::string::npos) << any.reason;
+  EXPECT_EQ(any.reason.find("allowed model"), std::string::npos) << any.reason;
   // A node held whole (as the scheduler holds a cordoned or NotReady one) is said to have no
   // room at all, not to lack CPU.
   Fleet three = FleetOf(Nodes("h", 3, 8));

@@ -1955,13 +1955,17 @@ Result<CycleStats> Scheduler::RunOnce() {
                        " pods (partial admission: " + Admitter::kCutWhy + ")";
           }
           // (Which: a trial's preemptor said only how many, and its victims had to be found.)
-          std::string names;
-          int named = 0;
+          // (In name order, as the admitter names them when it picks them.)
+          std::vector<std::string> stopping;
           for (int victim : victim_ids_of[key])
             if (const auto at = bound_of.find(victim);
-                at != bound_of.end() && bound[at->second].evicting && ++named <= 5)
-              names += (names.empty() ? "" : ", ") + KeyName(bound[at->second].sw.obj());
-          if (named > 5) names += " and " + std::to_string(named - 5) + " more";
+                at != bound_of.end() && bound[at->second].evicting)
+              stopping.push_back(KeyName(bound[at->second].sw.obj()));
+          std::sort(stopping.begin(), stopping.end());
+          std::string names;
+          for (size_t k = 0; k < stopping.size() && k < 5; ++k)
+            names += (names.empty() ? "" : ", ") + stopping[k];
+          if (stopping.size() > 5) names += " and " + std::to_string(stopping.size() - 5) + " more";
           decisions[i] = Waits(WaitingForVictims(v->second, shrunk_of[key], names) + cut_note +
                                    (from == std::string::npos ? "" : said.substr(from)),
                                "Preempting", plan);

@@ -6429,11 +6429,15 @@ bool Admitter::GuaranteeHolds(int id, std::string* why) const {
 }
 
 std::string Admitter::WorkloadNames(const std::vector<int>& ids, size_t most) const {
+  // (In name order, as the scheduler names them while they stop: a trial's events listed the
+  // same victims in two orders.)
+  std::vector<std::string> names;
+  for (int id : ids)
+    names.push_back(entries_[id].spec.tenant.str() + "/" + entries_[id].spec.name.str());
+  std::sort(names.begin(), names.end());
   std::string out;
-  for (size_t i = 0; i < ids.size() && i < most; ++i)
-    out += (out.empty() ? "" : ", ") + entries_[ids[i]].spec.tenant.str() + "/" +
-           entries_[ids[i]].spec.name.str();
-  if (ids.size() > most) out += " and " + std::to_string(ids.size() - most) + " more";
+  for (size_t i = 0; i < names.size() && i < most; ++i) out += (out.empty() ? "" : ", ") + names[i];
+  if (names.size() > most) out += " and " + std::to_string(names.size() - most) + " more";
   return out;
 }
 

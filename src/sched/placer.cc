@@ -240,7 +240,10 @@ PodPlacement Placer::Explain(const ClusterState& s, const PodRequest& req,
                     "isolation lets it share"
               : req.kind == DeviceKind::kMig
                   ? " lack a free " + s.mig_profile_name(req.mig_profile) + " slice it may use"
-                  : " lack a free GPU of an allowed model");
+              // ("of an allowed model" only where a model was left out: a trial's workload
+              // that named none read it.)
+              : other_model > 0 ? " lack a free GPU of an allowed model"
+                                : " lack a free GPU");
   if (scattered)
     p.reason += ", " + std::to_string(scattered) + " have " + std::to_string(scattered_gpus) +
                 " unused GPUs between them but fewer than the " + std::to_string(req.num_gpu) +
