@@ -3172,6 +3172,36 @@ TEST_F(AdmissionTest, AGangThatNeedsOneLeafIsConsolidatedWithinALeaf) {
   EXPECT_EQ(CountPhase(b, Phase::kAdmitted), 12);  // (the movers placed again, in leaf-2)
 }
 
+// ... and admitted there once its movers have stopped, however many other domains have as much
+// room free (a review: the gang placer tries the tightest few that could hold it, and the one
+// the plan cleared came too late). Seventeen leaves of four nodes with 4 of 8 GPUs free on each
+// (work that cannot move holds the rest) come before the leaf whose second node four moves clear.
+TEST_F(AdmissionTest, AGangIsAdmittedInTheDomainItsConsolidationCleared) {
+  constexpr int kDecoys = 17;
+  Fleet fleet = Nodes(kDecoys * 4 + 2, 8);
+  for (int n = 0; n < kDecoys * 4 + 2; ++n)
+    fleet.nodes[n].leaf = n < kDecoys * 4 ? "d" + std::to_string(100 + n / 4) : "target";
+  Make(fleet, {Leaf("a", 16), Leaf("b", 1000)});
+  SubmitOptions pinned;
+  pinned.preemptible = false;
+  for (int n = 0; n < kDecoys * 4; ++n)
+    ASSERT_TRUE(
+        adm_->Restore(Gpus("p" + std::to_string(n), "b", 4), OnGpus(n, {0, 1, 2, 3}), 0, pinned)
+            .ok());
+  for (int d = 0; d < 4; ++d)
+    ASSERT_TRUE(
+        adm_->Restore(Gpus("m" + std::to_string(d), "b", 1), OnGpus(kDecoys * 4 + 1, {d}), 0).ok());
+  Workload gang = Gpus("gang", "a", 8, 0, 2, /*gang=*/true);
+  gang.topology = {TopologyLevel::kLeaf, /*required=*/true};
+  const int g = Submit(gang, 10);
+  CycleResult r = adm_->Cycle(11, 1000);
+  ASSERT_EQ(r.evicted.size(), 4u) << adm_->reason(g);
+  for (const Eviction& e : r.evicted) adm_->Terminated(e.victim, 20);
+  adm_->Cycle(21, 1000);
+  ASSERT_EQ(adm_->phase(g), Phase::kAdmitted) << adm_->reason(g);
+  for (const Assignment& a : adm_->assignments(g)) EXPECT_GE(a.node, kDecoys * 4);
+}
+
 // A consolidation move is another queue's disruption too: a's work asking two hours of minimum
 // runtime may be moved for b once a's reclaimMinRuntime (the config's hour) has passed.
 TEST_F(AdmissionTest, ConsolidationMovesOtherQueuesWorkPastItsReclaimMinRuntime) {

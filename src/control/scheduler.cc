@@ -1966,7 +1966,10 @@ Result<CycleStats> Scheduler::RunOnce() {
           for (size_t k = 0; k < stopping.size() && k < 5; ++k)
             names += (names.empty() ? "" : ", ") + stopping[k];
           if (stopping.size() > 5) names += " and " + std::to_string(stopping.size() - 5) + " more";
-          decisions[i] = Waits(WaitingForVictims(v->second, shrunk_of[key], names) + cut_note +
+          // (Some of its victims called off this cycle, the rest still stopping: said too.)
+          const auto off = called_off_of.find(key);
+          decisions[i] = Waits((off == called_off_of.end() ? "" : off->second + "; ") +
+                                   WaitingForVictims(v->second, shrunk_of[key], names) + cut_note +
                                    (from == std::string::npos ? "" : said.substr(from)),
                                "Preempting", plan);
           if (at_cut) decisions[i].nomination_counts = admitter->pod_counts(*id);
@@ -2209,20 +2212,20 @@ Result<CycleStats> Scheduler::RunOnce() {
             break;
           default: {
             const std::string& reason = admitter->reason(id);
+            const bool preempting =
+                reason.rfind("preempting", 0) == 0 || reason.rfind("consolidating", 0) == 0 ||
+                reason.rfind("taking back", 0) == 0 || reason.rfind("holding the room", 0) == 0;
             // (Its eviction of another called off this cycle: said first, unless it found
-            // another way to preempt.)
+            // another way to make room.)
             std::string off_note;
             if (const auto off = called_off_of.find(KeyName(pending[i].obj()));
-                off != called_off_of.end() && reason.rfind("preempting", 0) != 0)
+                off != called_off_of.end() && !preempting)
               off_note = off->second + "; ";
             d = Waits(off_note + reason + admitter->FairShareNote(id) +
                           (pending[i].w().preempts
                                ? ""
                                : "; its preemptionPolicy is Never: no work is evicted for it"),
-                      reason.rfind("preempting", 0) == 0 || reason.rfind("consolidating", 0) == 0 ||
-                              reason.rfind("taking back", 0) == 0 ||
-                              reason.rfind("holding the room", 0) == 0
-                          ? "Preempting"
+                      preempting                             ? "Preempting"
                       : reason.rfind(kReservingRoom, 0) == 0 ? "Reserved"
                                                              : "Queued",
                       admitter->plan(id));

@@ -3289,6 +3289,19 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
       e.assign = {p.assignment};
       placed = true;
     }
+  } else if (!placed && !planned.empty() && e.spec.gang && pods.size() > 1 &&
+             e.spec.topology.required && e.spec.topology.level != TopologyLevel::kNone) {
+    // A gang that needs one domain tries the domain its plan cleared first (a review: the
+    // gang placer tries the tightest domains that could hold it, a few, and the one a
+    // consolidation cleared, the roomiest, could come too late).
+    const std::vector<int>& domain = state_.domains(
+        e.spec.topology.level)[state_.domain_of(planned.front(), e.spec.topology.level)];
+    placer_.set_explain(false);
+    GangPlacement g = placer_.PlaceGang(state_, pods, e.spec.topology, rng_, &domain);
+    if (g.outcome == Outcome::kPlaced) {
+      e.assign = std::move(g.pods);
+      placed = true;
+    }
   } else if (!placed && !planned.empty() &&
              !(e.spec.topology.required && e.spec.topology.level != TopologyLevel::kNone)) {
     // A gang's plan placed its pods one by one on these nodes, all or none.
@@ -4752,13 +4765,12 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
   int64_t free = 0;
   for (int n = 0; n < state_.node_count(); ++n)
     if (model_ok(n)) free += free_on(n);
-  // A disruption budget that kept work from leaving: said if no plan is found.
+  // A disruption budget that kept work from leaving a node that would otherwise have made the
+  // room: said if no plan is found.
   std::string budget_held;
   const auto within_budget = [&](int q, int more) {
     const int budget = queues_[q].spec.disruption_budget;
-    if (budget < 0 || queues_[q].evicting + more < budget) return true;
-    budget_held = queues_[q].spec.name;
-    return false;
+    return budget < 0 || queues_[q].evicting + more < budget;
   };
 
   std::vector<int> reclaimed;                    // of the plan being tried
@@ -4837,28 +4849,6 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
     free = take_cheapest(free, t, pq, [](int) {});
   }
   if (free < need) return false;
-  // (The domains whose GPUs of the models it may use add up to what it needs, the most free
-  // first; a few.)
-  std::vector<const std::vector<int>*> scopes{nullptr};
-  if (scoped) {
-    constexpr size_t kMaxDomains = 4;
-    std::vector<std::tuple<int64_t, int, const std::vector<int>*>> roomy;  // (-free, d, nodes)
-    const auto& domains = state_.domains(topology.level);
-    for (size_t d = 0; d < domains.size(); ++d) {
-      int64_t room = 0, capacity = 0;
-      for (int n : domains[d])
-        if (model_ok(n)) {
-          room += free_on(n);
-          capacity += static_cast<int64_t>(state_.devices(n).size()) * kMilliPerGpu;
-        }
-      if (capacity >= need) roomy.emplace_back(-room, static_cast<int>(d), &domains[d]);
-    }
-    std::sort(roomy.begin(), roomy.end());
-    if (roomy.size() > kMaxDomains) roomy.resize(kMaxDomains);
-    scopes.clear();
-    for (const auto& r : roomy) scopes.push_back(std::get<2>(r));
-    if (scopes.empty()) return false;
-  }
   --consolidations_left_;
   // What the plan being tried does with a workload: kStays, moved or reclaimed (set where they
   // are pushed, cleared between tries).
@@ -4868,7 +4858,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
 
   std::vector<int> moved;  // released from their nodes for the trial
   std::vector<std::pair<Assignment, const PodRequest*>> applied;  // trial placements
-  auto movable = [&](int v) {
+  auto movable = [&](int v, bool mind_budget = true) {
     const Entry& w = entries_[v];
     // (Not one started in part: moved, it would ask for all its pods again.)
     if (v == id || w.phase != Phase::kAdmitted || !w.options.preemptible || w.pods.size() != 1 ||
@@ -4876,7 +4866,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
       return false;
     // Moved work waits to be placed again, which a stopped queue's never is.
     if (fate[v] != kStays || queues_[w.leaf].stop != StopPolicy::kNone) return false;
-    return within_budget(w.leaf, moving_per_queue[w.leaf]);
+    return !mind_budget || within_budget(w.leaf, moving_per_queue[w.leaf]);
   };
   // A reclaim candidate that is still running in the trial and may be reclaimed now.
   const auto reclaimable = [&](int v, const std::map<std::pair<int, int>, int64_t>& t,
@@ -4899,10 +4889,45 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
   // cheapest candidates are reclaimed first, wherever they run, until the free GPUs add up,
   // the movers go into that room, and of those first victims only the ones on nodes the plan
   // uses are kept.
+  // A gang that needs one domain: the domains where it could fit once what may leave has left
+  // — on each node the free GPUs of its models and those of the work that may move or be
+  // reclaimed there, counted where they hold one of its pods — the most free first; a few
+  // (a review: by free room alone, domains of nodes none of which could take a pod came
+  // first and used up the tries).
+  std::vector<const std::vector<int>*> scopes{nullptr};
+  if (scoped) {
+    constexpr size_t kMaxDomains = 4;
+    int64_t least = std::numeric_limits<int64_t>::max();  // the smallest pod's GPUs
+    for (const PodRequest& p : pods)
+      if (p.kind != DeviceKind::kNone) least = std::min(least, p.total_gpu_milli());
+    std::vector<std::tuple<int64_t, int, const std::vector<int>*>> roomy;  // (-free, d, nodes)
+    const auto& domains = state_.domains(topology.level);
+    for (size_t d = 0; d < domains.size(); ++d) {
+      int64_t room = 0, potential = 0;
+      for (int n : domains[d]) {
+        if (!model_ok(n)) continue;
+        int64_t here = free_on(n);
+        room += here;
+        for (int v : node_workloads_[n])
+          if (!no_eviction_[n] && (movable(v) || reclaimable(v, taken, moving_per_queue)))
+            for (const Assignment& a : entries_[v].assign)
+              if (a.node == n)
+                for (const DeviceShare& share : a.devices) here += share.milli;
+        if (here >= least) potential += here;
+      }
+      if (potential >= need) roomy.emplace_back(-room, static_cast<int>(d), &domains[d]);
+    }
+    std::sort(roomy.begin(), roomy.end());
+    if (roomy.size() > kMaxDomains) roomy.resize(kMaxDomains);
+    scopes.clear();
+    for (const auto& r : roomy) scopes.push_back(std::get<2>(r));
+  }
   bool ok = false;
   std::vector<std::pair<Assignment, const PodRequest*>> mine;  // its pods' planned places
   placer_.set_explain(false);
   for (size_t tried = 0; tried < scopes.size() && !ok; ++tried) {
+    // (Each domain after the first is a plan of the cycle's few.)
+    if (tried > 0 && consolidations_left_-- <= 0) break;
     scope = scopes[tried];
     if (scope != nullptr) {
       in_scope.assign(state_.node_count(), 0);
@@ -4942,11 +4967,22 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
             continue;
           int64_t cpu = state_.free_cpu(n), mem = state_.free_memory(n), gpu = free_on(n);
           int leaving = 0, top = std::numeric_limits<int>::min();
+          // (What would leave too but for its queue's disruption budget, and the last such.)
+          int64_t held_gpu = 0;
+          int held_queue = -1;
           for (int v : node_workloads_[n]) {
             // Reclaimed work is already gone from the state.
-            if (!movable(v) && !reclaimable(v, taken, moving_per_queue)) continue;
-            ++leaving;
             const Entry& w = entries_[v];
+            if (!movable(v) && !reclaimable(v, taken, moving_per_queue)) {
+              if (movable(v, /*mind_budget=*/false)) {
+                held_queue = w.leaf;
+                for (size_t i = 0; i < w.assign.size(); ++i)
+                  if (w.assign[i].node == n)
+                    for (const DeviceShare& d : w.assign[i].devices) held_gpu += d.milli;
+              }
+              continue;
+            }
+            ++leaving;
             top = std::max(top, w.spec.priority);
             for (size_t i = 0; i < w.assign.size(); ++i) {
               if (w.assign[i].node != n) continue;
@@ -4956,8 +4992,13 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
             }
           }
           if (leaving == 0 || cpu < pod.cpu_milli || mem < pod.memory_mib ||
-              gpu < pod.total_gpu_milli())
+              gpu < pod.total_gpu_milli()) {
+            // (Room its budget kept: a node that would otherwise have made it.)
+            if (held_queue >= 0 && gpu < pod.total_gpu_milli() &&
+                gpu + held_gpu >= pod.total_gpu_milli())
+              budget_held = queues_[held_queue].spec.name;
             continue;
+          }
           order.emplace_back(leaving, top, -gpu, n);
         }
         std::sort(order.begin(), order.end());
@@ -5025,7 +5066,10 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
               if (static_cast<int>(moved.size()) + moves >= config_.consolidation_max_moves ||
                   !movable(v))
                 continue;
-              if (!within_budget(q, disrupted[q])) continue;
+              if (!within_budget(q, disrupted[q])) {
+                budget_held = queues_[q].spec.name;
+                continue;
+              }
               ++moves;
             }
             ++disrupted[q];

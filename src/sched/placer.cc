@@ -110,6 +110,7 @@ PodPlacement Placer::Explain(const ClusterState& s, const PodRequest& req,
     return p;
   }
   int lack_cpu = 0, lack_mem = 0, lack_gpu = 0, other = 0, other_model = 0, no_room = 0;
+  int other_gpu_model = 0;  // (of other_model, nodes with GPUs)
   // Nodes another tenant's exclusivity keeps it off; nodes with some unused GPUs but fewer than
   // a pod of whole GPUs needs, and those GPUs (free GPUs scattered over nodes).
   int exclusive = 0, scattered = 0, scattered_gpus = 0;
@@ -203,9 +204,10 @@ PodPlacement Placer::Explain(const ClusterState& s, const PodRequest& req,
       if (count == 0) continue;
     }
     // (A node of another GPU model never could: not counted as lacking room.)
-    if (req.num_gpu > 0 && (s.node_model(n) < 0 || !(req.model_mask >> s.node_model(n) & 1)))
+    if (req.num_gpu > 0 && (s.node_model(n) < 0 || !(req.model_mask >> s.node_model(n) & 1))) {
       other_model += count;
-    else if (too_small(n))
+      if (s.node_model(n) >= 0) other_gpu_model += count;  // (not a node without GPUs)
+    } else if (too_small(n))
       small += count;  // (never, however free: a trial read "lack a free GPU" of idle L4s)
     else if (offers_no_profile(n))
       no_profile += count;
@@ -242,8 +244,8 @@ PodPlacement Placer::Explain(const ClusterState& s, const PodRequest& req,
                   ? " lack a free " + s.mig_profile_name(req.mig_profile) + " slice it may use"
               // ("of an allowed model" only where a model was left out: a trial's workload
               // that named none read it.)
-              : other_model > 0 ? " lack a free GPU of an allowed model"
-                                : " lack a free GPU");
+              : other_gpu_model > 0 ? " lack a free GPU of an allowed model"
+                                    : " lack a free GPU");
   if (scattered)
     p.reason += ", " + std::to_string(scattered) + " have " + std::to_string(scattered_gpus) +
                 " unused GPUs between them but fewer than the " + std::to_string(req.num_gpu) +
