@@ -828,6 +828,34 @@ TEST_F(AdmissionTest, AFlavourOnlyAnotherTreeNamesIsSaidSo) {
       << adm_->reason(half);
 }
 
+// Work within its queue's guarantee of one flavour is no borrower because another flavour it
+// could be charged to is one its tree has no quota of (a trial: a whole GPU within team-a's
+// guarantee of gpu waited "it would borrow, and work of its own queue within its guarantee
+// waits for room" beside a free GPU, as another tree's h200 flavour counted against it).
+TEST_F(AdmissionTest, AFlavourItsTreeHasNoQuotaOfMakesNoBorrower) {
+  AdmissionConfig config;
+  config.consolidation = false;
+  config.flavors = {FlavorSpec{"h200", DeviceKind::kWhole, {"H200"}, {}},
+                    FlavorSpec{"gpu", std::nullopt, {}, {}}};
+  QueueSpec a = Leaf("a", 2), b = Leaf("b", 2), c = Plain("c");
+  a.parent = b.parent = c.parent = "";
+  c.quotas["h200"] = QuotaSpec{1000, {}, {}};
+  config.queues = {a, b, c};
+  MakeTree(WithNodeOf(Nodes(2, 2), "h200-0", 1, "H200", 141), config, {"a", "b", "c"});
+  // b's work, within its guarantee, holds one GPU of each H100 node: 2 GPUs free, one on each.
+  for (int n = 0; n < 2; ++n)
+    ASSERT_TRUE(adm_->Restore(Gpus("b" + std::to_string(n), "b", 1), OnGpus(n, {0}), 0).ok());
+  // a's 2-GPU pod of H100s fits no node and holds the room; its 1-GPU pod of any model is
+  // within the guarantee too.
+  Workload h100s = Gpus("two", "a", 2);
+  h100s.pod_sets[0].device.models = {"H100"};
+  const int two = Submit(h100s, 1);
+  const int one = Submit(Gpus("one", "a", 1), 2);
+  adm_->Cycle(3, 1000);
+  EXPECT_EQ(adm_->phase(two), Phase::kPending);
+  ASSERT_EQ(adm_->phase(one), Phase::kAdmitted) << adm_->reason(one);
+}
+
 // What a queue may hold is decided as admission decides it: a leaf guaranteed 8 under an inner
 // queue without quotas of its own (guaranteed the sum of its children) may hold 8 — within its
 // own guarantee, admission looks no further up. A root guaranteed less than that sum (4) is

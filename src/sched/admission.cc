@@ -4367,10 +4367,20 @@ bool Admitter::WouldBorrow(int id) const {
   for (const PodRequest& p : e.pods) {
     if (p.kind == DeviceKind::kNone) continue;
     // Any flavour it may be charged to where its queue would go past its guarantee (its
-    // attempts may land there: callers treat it as borrowing).
-    for (int f : CandidateFlavors(p))
-      if (managed_[f] && !WithinGuarantee(e.leaf, f, e.gpu_milli)) return true;
-    return false;
+    // attempts may land there: callers treat it as borrowing) and its quota lets it: a flavour
+    // its quota refuses it is one it is never charged to (a trial's whole-GPU work, within its
+    // queue's guarantee of gpu, was held back as a borrower for an h200 flavour its tree has no
+    // quota of). Where it fits no guarantee at all, it borrows whatever its quota says.
+    bool within = false, past = false;
+    for (int f : CandidateFlavors(p)) {
+      if (!managed_[f] || WithinGuarantee(e.leaf, f, e.gpu_milli)) {
+        within = true;
+        continue;
+      }
+      if (QuotaAllows(e.leaf, f, e.gpu_milli, nullptr)) return true;
+      past = true;
+    }
+    return past && !within;
   }
   return false;
 }
