@@ -5492,6 +5492,36 @@ TEST_F(AdmissionTest, BestEffortWorkTakesNoFairShare) {
   EXPECT_TRUE(adm_->Cycle(11, 1000).evicted.empty()) << adm_->reason(mine);
 }
 
+// Best-effort work gives its GPUs back to a reclaim in any flavour: the same GPUs are charged to
+// whole-GPU and fractional flavours alike (a trial: a fraction within its queue's frac guarantee
+// waited for good while best-effort work held every GPU, charged to gpu).
+TEST_F(AdmissionTest, BestEffortWorkIsReclaimedWhateverFlavourChargesIt) {
+  for (const bool across : {false, true}) {
+    SCOPED_TRACE(across ? "trees lend each other" : "trees lend nothing");
+    AdmissionConfig config;
+    config.flavors = {FlavorSpec{"gpu", std::nullopt, {}, {}},
+                      FlavorSpec{"frac", DeviceKind::kFraction, {}, {}}};
+    QueueSpec a = Plain("a"), u = Plain("unqueued");
+    a.parent = u.parent = "";
+    a.quotas["frac"] = QuotaSpec{1000, {}, {}};
+    a.quotas["gpu"] = QuotaSpec{1000, {}, {}};
+    u.best_effort = true;
+    config.queues = {a, u};
+    config.lend_across_trees = across;
+    MakeTree(Nodes(1, 2), config, {"a", "unqueued"});
+    const std::vector<int> us = SubmitEach("u", "unqueued", 2, 0);
+    adm_->Cycle(1, 1000);
+    ASSERT_EQ(CountPhase(us, Phase::kAdmitted), 2);
+    const int half = Submit(Fraction("half", "a", 500, "a"), 2);
+    CycleResult r = adm_->Cycle(3, 1000);
+    ASSERT_EQ(r.evicted.size(), 1u) << adm_->reason(half);
+    EXPECT_EQ(adm_->queue_name(adm_->queue_of(r.evicted[0].victim)), "unqueued");
+    adm_->Terminated(r.evicted[0].victim, 20);
+    adm_->Cycle(21, 1000);
+    EXPECT_EQ(adm_->phase(half), Phase::kAdmitted) << adm_->reason(half);
+  }
+}
+
 // A leaf with no guarantee of its own takes back its department's guarantee from best-effort
 // work only: a sibling that borrows within the department keeps what it borrows (that is fair
 // share's to move, not reclaim's).

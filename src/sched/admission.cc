@@ -5619,6 +5619,11 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   auto lendable = [&](int v, const std::function<int64_t(int, int)>& taken) -> int64_t {
     const Entry& w = entries_[v];
     const QueueNode& vq = queues_[w.leaf];
+    // Best-effort work (the built-in unqueued: no guarantee anywhere) gives back all its GPUs,
+    // whatever flavour charges them, to a reclaim in any flavour: the same GPUs may be charged
+    // to several flavours (a trial's fraction within its queue's frac guarantee waited for good
+    // while best-effort work held whole GPUs charged to gpu).
+    if (vq.spec.best_effort && reclaim_flavors != 0 && !borrow_preempt) return w.gpu_milli;
     int64_t gives = 0;
     for (auto [f, milli] : w.charged) {
       if (f >= 64 || !(reclaim_flavors >> f & 1)) continue;
@@ -5654,7 +5659,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     signed char& known = may_lend[q];
     if (known >= 0) return known == 1;
     const QueueNode& vq = queues_[q];
-    bool lends = false;
+    bool lends = vq.spec.best_effort && reclaim_flavors != 0 && !borrow_preempt && vq.gpu > 0;
     for (int f = 0; f < flavor_count() && f < 64 && !lends; ++f)
       lends = (reclaim_flavors >> f & 1) && vq.usage[f] - vq.evicting_usage[f] > vq.guaranteed[f];
     for (int r = 0; r < 2 && !lends; ++r)
