@@ -1908,7 +1908,9 @@ TEST_F(AdmissionTest, AShrinksLossCountsFromWhenThePodsTakenJoined) {
   // taken lost its run since then. (2) Its last resize a shrink (at 1500), every pod running
   // since 0: the pod taken lost its run since 0, not since the shrink (a review: a restored
   // workload's last resize is no growth). (3) One Admitter, no start times: by its sizes.
-  for (int variant = 1; variant <= 3; ++variant) {
+  // (4) Four pods taken, two started at 500 and two grown in at 1000: each counted from its own
+  // start, 2 x 1500 + 2 x 1000 (a trial: all from the first one's start).
+  for (int variant = 1; variant <= 4; ++variant) {
     SCOPED_TRACE(variant);
     Make(Nodes(2, 4), {Leaf("a", 2), Leaf("b", 8)});
     Workload w = Gpus("w", "a", 1, 0, 8);
@@ -1917,16 +1919,19 @@ TEST_F(AdmissionTest, AShrinksLossCountsFromWhenThePodsTakenJoined) {
     for (int i = 0; i < 8; ++i) on.push_back(OnGpus(i / 4, {i % 4})[0]);
     int id = -1;
     double expected = 0;
-    if (variant < 3) {
+    if (variant != 3) {
       SubmitOptions options;
       options.started_at = 0;
-      options.resized_at = variant == 1 ? 1000 : 1500;
+      options.resized_at = variant == 2 ? 1500 : 1000;
       for (int i = 0; i < 8; ++i)
-        options.pod_started["main-" + std::to_string(i)] = variant == 1 && i >= 2 ? 1000 : 0;
+        options.pod_started["main-" + std::to_string(i)] = variant == 1 && i >= 2   ? 1000
+                                                           : variant == 4 && i >= 6 ? 1000
+                                                           : variant == 4 && i >= 4 ? 500
+                                                                                    : 0;
       auto restored = adm_->Restore(w, on, 0, options);
       ASSERT_TRUE(restored.ok()) << restored.status().message();
       id = *restored;
-      expected = variant == 1 ? 1000 : 2000;
+      expected = variant == 1 ? 1000 : variant == 2 ? 2000 : 5000;
     } else {
       // Admitted with 2 of its 8 pods at 0 (the rest of the fleet held), grown at 1000.
       Workload fill = Gpus("fill", "b", 1, 0, 6);
@@ -1942,7 +1947,7 @@ TEST_F(AdmissionTest, AShrinksLossCountsFromWhenThePodsTakenJoined) {
       ASSERT_EQ(adm_->pod_counts(id), std::vector<int>{8}) << adm_->reason(id);
       expected = 1000;
     }
-    const int b = Submit(Gpus("b0", "b", 1), 1990);
+    const int b = Submit(Gpus("b0", "b", variant == 4 ? 4 : 1), 1990);
     CycleResult cr = adm_->Cycle(2000, 1000);
     ASSERT_EQ(cr.evicted.size(), 1u) << adm_->reason(b);
     EXPECT_EQ(adm_->fragment_of(cr.evicted[0].victim), id);

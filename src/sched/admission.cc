@@ -2378,7 +2378,9 @@ int Admitter::Split(int v, const std::vector<int>& cut) {
     // so they are not read for it).
     double joined = -1;
     bool known = !w.options.pod_started.empty();
-    for (auto [set, k] : f.fragment_pods) {
+    std::vector<std::pair<double, int64_t>> starts;  // (when, milli-GPUs) of each pod taken
+    for (size_t i = 0; i < f.fragment_pods.size(); ++i) {
+      const auto [set, k] = f.fragment_pods[i];
       const auto it =
           w.options.pod_started.find(w.spec.pod_sets[set].name + "-" + std::to_string(k));
       if (it == w.options.pod_started.end()) {
@@ -2386,6 +2388,20 @@ int Admitter::Split(int v, const std::vector<int>& cut) {
         break;
       }
       joined = joined < 0 ? it->second : std::min(joined, it->second);
+      starts.push_back({it->second, f.pods[i].total_charge_milli()});
+    }
+    // Each from its own start (a trial's shrink of two pods grown in and two there from the
+    // start counted all four from the first start): the fragment grew as they joined.
+    if (known && starts.size() > 1) {
+      std::sort(starts.begin(), starts.end());
+      int64_t held = 0;
+      for (const auto& [when, milli] : starts) {
+        held += milli;
+        if (!f.sizes.empty() && f.sizes.back().first == when)
+          f.sizes.back().second = held;
+        else
+          f.sizes.push_back({when, held});
+      }
     }
     if (!known && w.options.pod_started.empty() && w.options.resized_at < 0 && !w.sizes.empty()) {
       joined = w.sizes.back().first;
