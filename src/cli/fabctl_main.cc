@@ -1537,8 +1537,10 @@ void WarnSharedNodes(HttpClient& http, const std::string& tenant, bool newly) {
 // tenants' that the isolation table (DESIGN.md) no longer allows: a fractional share only among
 // trusted tenants of one trust domain, nothing of an untrusted tenant's GPU. Those pods run on
 // (nothing running is moved), which a trial could tell only from `describe`. Nothing where its
-// caller may not list every tenant and workload.
-void WarnSharedGpus(HttpClient& http, const std::string& tenant) {
+// caller may not list every tenant and workload. `written`: the tenant as the write stored it
+// (or, in a server dry run, would have: a trial's dry run said nothing of what the write
+// then warned of).
+void WarnSharedGpus(HttpClient& http, const std::string& tenant, const json& written) {
   auto tenants = http.Do("GET", "/apis/fabrica.dev/v1/tenants");
   auto workloads = http.Do("GET", "/apis/fabrica.dev/v1/workloads");
   if (!tenants.ok() || tenants->status != 200 || !workloads.ok() || workloads->status != 200)
@@ -1552,6 +1554,8 @@ void WarnSharedGpus(HttpClient& http, const std::string& tenant) {
     const json& spec = Obj(t, "spec");
     trust[name] = {spec.value("trust", "standard"), spec.value("trustDomain", name)};
   }
+  if (const json& spec = Obj(written, "spec"); written.is_object())
+    trust[tenant] = {spec.value("trust", "standard"), spec.value("trustDomain", tenant)};
   // GPU ("node GPU index") -> the tenants on it, and whether any of them holds a share (not a
   // MIG slice).
   std::map<std::string, std::pair<std::set<std::string>, bool>> gpus;
@@ -1787,7 +1791,7 @@ int Apply(Globals& g, HttpClient& http, const std::string& file) {
       WarnSharedNodes(http, name, /*newly=*/!was);
     }
     if (std::string(r->kind) == "Tenant" && verb != "unchanged" && verb != "created")
-      WarnSharedGpus(http, name);
+      WarnSharedGpus(http, name, json::parse(resp->body, nullptr, false));
   }
   return rc;
 }

@@ -45,6 +45,11 @@ isolation_of() { "$FABCTL" get workload "$2" -n "$1" -o json |
 # team-b made standard: its share may no longer sit beside team-a's. Nothing is moved; the
 # apply says so and names the GPU.
 printf 'apiVersion: fabrica.dev/v1\nkind: Tenant\nmetadata: {name: team-b}\nspec: {trust: standard, trustDomain: team-b}\n' >"$tmp/team-b.yaml"
+# A server dry run warns the same, and changes nothing (a trial's said nothing).
+"$FABCTL" apply -f "$tmp/team-b.yaml" --dry-run=server >"$tmp/dry.out" 2>"$tmp/dry.err" || fail "dry run: $(cat "$tmp/dry.err")"
+grep -q "Warning: tenant team-b (standard) shares 1 GPU(s) with other tenants' pods that its trust no longer allows" "$tmp/dry.err" ||
+  fail "no warning in the dry run: $(cat "$tmp/dry.out" "$tmp/dry.err")"
+"$FABCTL" get tenant team-b -o yaml | grep -q "trust: trusted" || fail "the dry run changed team-b"
 "$FABCTL" apply -f "$tmp/team-b.yaml" >"$tmp/apply.out" 2>"$tmp/apply.err" || fail "apply team-b: $(cat "$tmp/apply.err")"
 grep -q "tenants/team-b configured" "$tmp/apply.out" || fail "apply said: $(cat "$tmp/apply.out")"
 gpu="$(gpu_of team-b sb)"
