@@ -1007,6 +1007,22 @@ TEST(Placer, NodesWithoutTheProfileAreNotSaidToLackAFreeSlice) {
   ASSERT_EQ(p.outcome, Outcome::kPending);
   EXPECT_NE(p.reason.find("1 lack a free 3g.40gb slice it may use"), std::string::npos) << p.reason;
   EXPECT_NE(p.reason.find(", 2 offer no 3g.40gb slice"), std::string::npos) << p.reason;
+  // Nor is a MIG node said to lack what a share or whole GPUs ask (a trial read "have GPUs with
+  // less than its 10Gi of memory" of one with 80Gi GPUs): its GPUs take MIG pods only.
+  for (int g = 0; g < 2; ++g)
+    for (int i = 0; i < 2; ++i)
+      ASSERT_EQ(PlaceAndApply(s, placer, Req(s, Whole(1)), rng).outcome, Outcome::kPlaced);
+  PodSet share = Fraction(500);
+  share.device.gpu_memory = MemoryMib(10 * 1024);
+  for (const PodSet& ps : {share, Whole(1)}) {
+    const PodPlacement q = placer.Place(s, Req(s, ps), rng);
+    ASSERT_EQ(q.outcome, Outcome::kPending);
+    EXPECT_NE(q.reason.find(", 1 have only MIG-partitioned GPUs (they take pods that ask for a "
+                            "MIG slice)"),
+              std::string::npos)
+        << q.reason;
+    EXPECT_EQ(q.reason.find("less than its"), std::string::npos) << q.reason;
+  }
 }
 
 TEST(Placer, TiesGoToTheLowestNodeIndex) {

@@ -115,6 +115,15 @@ PodPlacement Placer::Explain(const ClusterState& s, const PodRequest& req,
   // a pod of whole GPUs needs, and those GPUs (free GPUs scattered over nodes).
   int exclusive = 0, scattered = 0, scattered_gpus = 0;
   int small = 0;  // nodes whose GPUs all have less memory than the share asks
+  // Nodes whose GPUs are all split into MIG slices, for a share or whole GPUs (a trial read
+  // "have GPUs with less than its 10Gi of memory" of a MIG node's 80Gi GPUs).
+  int mig_only = 0;
+  const auto all_mig = [&](int n) {
+    if (req.kind != DeviceKind::kFraction && req.kind != DeviceKind::kWhole) return false;
+    const auto& devices = s.node(n).devices;
+    return !devices.empty() && std::all_of(devices.begin(), devices.end(),
+                                           [](const Device& d) { return d.mig_enabled(); });
+  };
   // Nodes where a GPU has the compute a share needs but none the memory it asks free, and the
   // most GPU memory free on one GPU there (a trial found "lack a free GPU" of an L4 with 2.4Gi
   // free for a 3Gi share, the why only in the workloads' JSON).
@@ -207,7 +216,9 @@ PodPlacement Placer::Explain(const ClusterState& s, const PodRequest& req,
     if (req.num_gpu > 0 && (s.node_model(n) < 0 || !(req.model_mask >> s.node_model(n) & 1))) {
       other_model += count;
       if (s.node_model(n) >= 0) other_gpu_model += count;  // (not a node without GPUs)
-    } else if (too_small(n))
+    } else if (all_mig(n))
+      mig_only += count;  // (never, however free: its GPUs take MIG pods only)
+    else if (too_small(n))
       small += count;  // (never, however free: a trial read "lack a free GPU" of idle L4s)
     else if (offers_no_profile(n))
       no_profile += count;
@@ -281,6 +292,9 @@ PodPlacement Placer::Explain(const ClusterState& s, const PodRequest& req,
   if (no_profile)
     p.reason += ", " + std::to_string(no_profile) + " offer no " +
                 s.mig_profile_name(req.mig_profile) + " slice";
+  if (mig_only)
+    p.reason += ", " + std::to_string(mig_only) + " have only MIG-partitioned GPUs (they take " +
+                "pods that ask for a MIG slice)";
   if (small)
     p.reason += ", " + std::to_string(small) + " have GPUs with less than its " +
                 FormatMemoryMib(MemoryMib(req.gpu_memory_mib)) + " of memory";
