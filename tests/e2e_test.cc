@@ -2923,6 +2923,14 @@ TEST_F(FactoryTest, ElasticGangGrowsWhenItsQuotaRises) {
   EXPECT_EQ(after.value("scheduledTime", ""), before.value("scheduledTime", ""));
   EXPECT_NE(after.value("message", "").find("all 4 pods admitted"), std::string::npos)
       << after.dump();
+  // Its Scheduled condition says so too (a trial read "admitted 2 of 4 pods" there), True
+  // since it was first admitted.
+  for (const json& c : after["conditions"])
+    if (c.value("type", "") == "Scheduled") {
+      EXPECT_EQ(c.value("message", ""), after.value("message", "")) << after.dump();
+      EXPECT_EQ(c.value("lastTransitionTime", ""),
+                before["conditions"][0].value("lastTransitionTime", ""));
+    }
   const int64_t resized = ParseTimestamp(after.value("resizedTime", ""));
   ASSERT_GT(resized, bound) << after.dump();
   EXPECT_NE(metrics.Render().find("fabrica_scheduler_elastic_growths 1"), std::string::npos)

@@ -2397,6 +2397,11 @@ Result<CycleStats> Scheduler::RunOnce() {
     }
     next["status"]["resizedTime"] = FormatTimestamp(now);
     next["status"]["message"] = g.message;
+    // (Its Scheduled condition said how many pods it was admitted with: a trial read "admitted
+    // 4 of 8 pods" of a workload grown to 8. Still True: its time stays.)
+    if (next["status"]["conditions"].is_array())
+      for (json& c : next["status"]["conditions"])
+        if (Str(c, "type") == "Scheduled" && c.contains("message")) c["message"] = g.message;
     next["status"].erase("growthBlocked");
     if (g.charge_milli >= 0)
       next["status"]["resourceUsage"] =
