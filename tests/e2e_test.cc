@@ -5015,6 +5015,93 @@ TEST_F(FactoryTest, AReclaimIsCalledOffWhenItsQueueNoLongerHasTheGuarantee) {
   EXPECT_EQ(Workloads()["team-b/b-0"]["status"].value("phase", ""), "Pending");
 }
 
+// A preemptor whose eviction of one victim is called off gives the others up too, and plans
+// anew: its plan was made for them all (a re-trial lowered a preemptor below one of its two
+// victims; the other was evicted all the same, and the preemptor, short of room, never ran).
+TEST_F(FactoryTest, APreemptorThatLosesOneVictimGivesUpTheOthers) {
+  StartScheduler(30'000);
+  CreateQueue("org", json::object());
+  CreateQueue("team-a", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 32}}}}}});
+  for (const auto& [name, priority] :
+       std::vector<std::pair<std::string, int>>{{"l1", 5}, {"l2", 8}, {"f1", 20}, {"f2", 20}}) {
+    json w = WholeGpuWorkload("team-a", name, 8);
+    w["spec"]["priority"] = priority;
+    CreateWorkload(w);
+  }
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  json h2 = WholeGpuWorkload("team-a", "h2", 8, 2);
+  h2["spec"]["priority"] = 10;
+  CreateWorkload(h2);
+  Cycle();
+  ASSERT_TRUE(Workloads()["team-a/l1"]["status"].contains("preemption")) << Describe(Workloads());
+  ASSERT_TRUE(Workloads()["team-a/l2"]["status"].contains("preemption")) << Describe(Workloads());
+  ClientResponse r = Call("PATCH", WorkloadPath("team-a", "h2"), R"({"spec":{"priority":6}})",
+                          "application/merge-patch+json");
+  ASSERT_EQ(r.status, 200) << r.body;
+  Cycle();
+  std::map<std::string, json> w = Workloads();
+  EXPECT_FALSE(w["team-a/l2"]["status"].contains("preemption")) << Describe(w);
+  EXPECT_FALSE(w["team-a/l1"]["status"].contains("preemption")) << Describe(w);
+  EXPECT_EQ(w["team-a/l1"]["status"]
+                .value("message", "")
+                .rfind("eviction cancelled: its preemptor team-a/h2 plans anew: its eviction of "
+                       "another was called off; running on ",
+                       0),
+            0u)
+      << Describe(w);
+  EXPECT_EQ(
+      w["team-a/h2"]["status"]
+          .value("message", "")
+          .rfind("its preemption of team-a/l2 is called off: it no longer outranks it (priority 6 "
+                 "to its 8); so is its preemption of team-a/l1, made with it; ",
+                 0),
+      0u)
+      << Describe(w);
+  // Past the grace period all four run on, and h2 waits.
+  Cycle(31'000);
+  Cycle();
+  for (const char* name : {"team-a/l1", "team-a/l2", "team-a/f1", "team-a/f2"})
+    EXPECT_EQ(Workloads()[name]["status"].value("phase", ""), "Running") << Describe(Workloads());
+  EXPECT_EQ(Workloads()["team-a/h2"]["status"].value("phase", ""), "Pending");
+}
+
+// Reclaims called off when, together, the lowered guarantee no longer holds them, though each
+// alone is within it (a re-trial: two reclaims of 1 and 2 GPUs went on after the guarantee
+// went from 4 to 2, and the queue ended at 3 of its 2).
+TEST_F(FactoryTest, ReclaimsTogetherPastALoweredGuaranteeAreCalledOff) {
+  StartScheduler(5'000);
+  CreateTeamQueues(16, 16);
+  for (int i = 0; i < 4; ++i)
+    CreateWorkload(WholeGpuWorkload("team-b", "b-" + std::to_string(i), 8));
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  CreateWorkload(WholeGpuWorkload("team-a", "a-1", 8));
+  CreateWorkload(WholeGpuWorkload("team-a", "a-2", 8));
+  ASSERT_EQ(Cycle().preempted, 2) << Describe(Workloads());
+  ClientResponse r =
+      Call("PATCH", std::string(kApi) + "/queues/team-a",
+           R"({"spec":{"quotas":{"gpu":{"guaranteed":8}}}})", "application/merge-patch+json");
+  ASSERT_EQ(r.status, 200) << r.body;
+  Cycle();
+  std::map<std::string, json> w = Workloads();
+  int marked = 0;
+  for (int i = 0; i < 4; ++i)
+    marked += w["team-b/b-" + std::to_string(i)]["status"].contains("preemption");
+  EXPECT_EQ(marked, 1) << Describe(w);
+  EXPECT_EQ(w["team-a/a-2"]["status"].value("message", ""),
+            "its preemption is called off: queue team-a's guarantee no longer holds it (it asks 8 "
+            "GPUs, beside the 8 its queue's other reclaims ask; the guarantee is 8 in flavour "
+            "gpu)")
+      << Describe(w);
+  // Past the grace period: a-1 runs, team-a at its 8; a-2 waits.
+  Cycle(5'000);
+  Cycle();
+  w = Workloads();
+  EXPECT_EQ(w["team-a/a-1"]["status"].value("phase", ""), "Running") << Describe(w);
+  EXPECT_EQ(w["team-a/a-2"]["status"].value("phase", ""), "Pending") << Describe(w);
+  EXPECT_EQ(CallJson("GET", std::string(kApi) + "/queues/team-a")["status"].value("usedGpus", ""),
+            "8");
+}
+
 // A victim whose preemptor is deleted during the grace period is not evicted after all.
 TEST_F(FactoryTest, PreemptionIsCalledOffWhenThePreemptorGoes) {
   SchedulerOptions so;

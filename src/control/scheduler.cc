@@ -1514,6 +1514,22 @@ Result<CycleStats> Scheduler::RunOnce() {
       }
     }
   }
+  // A waiting preemptor that lost some of its victims so loses the rest too: its plan was made
+  // for them all, and the room the rest free may not hold it (a re-trial: a preemptor lowered
+  // below one of its two victims evicted the other for nothing, its queue's quota then too
+  // short for it). It plans anew next cycle.
+  if (!called_off_of.empty())
+    for (BoundWorkload& b : bound) {
+      if (!b.evicting) continue;
+      const std::string by = Str(Field(Field(b.sw.obj(), "status"), "preemption"), "by");
+      const auto off = called_off_of.find(by);
+      if (off == called_off_of.end()) continue;
+      if (!call_off(b,
+                    "its preemptor " + by + " plans anew: its eviction of another was called off"))
+        continue;
+      if (--victims_of[by] <= 0) victims_of.erase(by);
+      off->second += "; so is its preemption of " + KeyName(b.sw.obj()) + ", made with it";
+    }
   // Likewise pods an elastic shrink took for a preemptor that no longer waits: they stay. (The
   // newest mark first, as its pods come before the older marks': a mark behind one whose
   // preemptor waits stays, and its pods stop at its deadline.)
@@ -1872,8 +1888,9 @@ Result<CycleStats> Scheduler::RunOnce() {
         rest.memory_mib = as.free_memory(n);
         admitter->Reserve(FreeCapacity(as, n, all), rest);
       }
-      std::map<int, size_t> pending_of;                    // admitter id -> pending index
-      std::vector<bool> submitted(pending.size(), false);  // ... given to the Admitter at all
+      std::map<int, size_t> pending_of;                     // admitter id -> pending index
+      std::map<int, Admitter::ReclaimTally> reclaim_tally;  // queue -> its reclaims kept so far
+      std::vector<bool> submitted(pending.size(), false);   // ... given to the Admitter at all
       for (size_t i = 0; i < pending.size(); ++i) {
         if (decided[i]) continue;
         int64_t created =
@@ -1915,10 +1932,19 @@ Result<CycleStats> Scheduler::RunOnce() {
         if (auto v = victims_of.find(key); v != victims_of.end()) {
           admitter->RestoreNomination(*id, v->second, plan, victim_ids_of[key], swap,
                                       /*reservation=*/false, cut);
-          // Victims of a reclaim its queue's guarantee no longer holds (lowered since): they
-          // run on (a trial lowered the guarantee mid-way; all three were evicted and the
-          // preemptor then never placed).
-          if (std::string short_by; !admitter->GuaranteeHolds(*id, &short_by)) {
+          // Victims of a reclaim its queue's guarantee no longer holds (lowered since), beside
+          // the queue's reclaims judged before it: they run on (a trial lowered the guarantee
+          // mid-way; all three were evicted and the preemptor then never placed; a re-trial's
+          // two reclaims, each within the lowered guarantee alone, took the queue past it).
+          bool reclaims = false;
+          for (int victim : victim_ids_of[key])
+            if (const auto at = bound_of.find(victim); at != bound_of.end())
+              reclaims |= bound[at->second].evicting &&
+                          Str(Field(Field(bound[at->second].sw.obj(), "status"), "preemption"),
+                              "basis") == "Reclaim";
+          if (std::string short_by;
+              reclaims &&
+              !admitter->GuaranteeHolds(*id, &short_by, &reclaim_tally[admitter->queue_of(*id)])) {
             const std::string past = "queue " + w.queue.str() + "'s guarantee no longer holds";
             for (int victim : victim_ids_of[key]) {
               const auto at = bound_of.find(victim);

@@ -6467,39 +6467,62 @@ bool Admitter::HeldSwap(int id, double now, CycleResult& out) {
   return started;
 }
 
-bool Admitter::GuaranteeHolds(int id, std::string* why) const {
+bool Admitter::GuaranteeHolds(int id, std::string* why, ReclaimTally* kept) const {
   const Entry& e = entries_[id];
+  const ReclaimTally none;
+  const ReclaimTally& also = kept != nullptr ? *kept : none;
+  // (Held, in flavour f (-1: CPU or memory): what it asks joins what the guarantee must hold for
+  // the queue's next reclaim.)
+  const auto holds = [&](int f) {
+    if (kept != nullptr) {
+      if (f >= 0) kept->gpu_milli[f] += e.gpu_milli;
+      kept->cpu_milli += e.cpu_milli;
+      kept->memory_mib += e.memory_mib;
+    }
+    return true;
+  };
   const QueueNode& q = queues_[e.leaf];
   // (Elastic work reclaims for as few pods as its guarantee holds: not judged by its full size.)
   if (e.min_counts != e.full_counts) return true;
   const PodRequest* gpu_pod = FirstGpuPod(e.pods);
   if (gpu_pod == nullptr) {
     // A reclaim of CPU or memory: its queue's guarantee of each it is limited in.
-    for (int r = 0; r < 2; ++r)
-      if (const int64_t asks = r == 0 ? e.cpu_milli : e.memory_mib;
-          q.res_limited[r] && asks > q.res_guaranteed[r]) {
+    for (int r = 0; r < 2; ++r) {
+      const int64_t asks = r == 0 ? e.cpu_milli : e.memory_mib;
+      const int64_t before = r == 0 ? also.cpu_milli : also.memory_mib;
+      if (q.res_limited[r] && asks + before > q.res_guaranteed[r]) {
         if (why != nullptr)
           *why = std::string("it asks ") + ResourceAmount(r, asks) + " " + ResourceName(r) +
+                 (before > 0 ? ", beside the " + ResourceAmount(r, before) +
+                                   " its queue's other reclaims ask"
+                             : std::string()) +
                  "; the guarantee is " + ResourceAmount(r, q.res_guaranteed[r]);
         return false;
       }
-    return true;
+    }
+    return holds(-1);
   }
   std::string past;
+  int64_t beside = 0;  // (what the others ask in the first flavour named)
   for (int f : CandidateFlavors(*gpu_pod)) {
     if (!managed_[f]) return true;  // (a flavour no quota limits: not judged)
-    if (e.gpu_milli <= q.guaranteed[f]) return true;
+    const auto other = also.gpu_milli.find(f);
+    const int64_t before = other == also.gpu_milli.end() ? 0 : other->second;
+    if (e.gpu_milli + before <= q.guaranteed[f]) return holds(f);
     // No guarantee of its own: a department's, reclaimed from best-effort work only, holds it
     // while such work holds some of the flavour (not judged further).
     if (DepartmentReclaimOnly(e.leaf, f))
       for (const QueueNode& b : queues_)
-        if (b.spec.best_effort && b.usage[f] > 0) return true;
+        if (b.spec.best_effort && b.usage[f] > 0) return holds(-1);
+    if (past.empty()) beside = before;
     past +=
         (past.empty() ? "" : ", ") + GpuAmount(q.guaranteed[f]) + " in flavour " + flavors_[f].name;
   }
   if (why != nullptr)
-    *why = "it asks " + GpuAmount(e.gpu_milli) + " GPUs; the guarantee is " +
-           (past.empty() ? std::string("none") : past);
+    *why = "it asks " + GpuAmount(e.gpu_milli) + " GPUs" +
+           (beside > 0 ? ", beside the " + GpuAmount(beside) + " its queue's other reclaims ask"
+                       : std::string()) +
+           "; the guarantee is " + (past.empty() ? std::string("none") : past);
   return false;
 }
 

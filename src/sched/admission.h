@@ -475,7 +475,13 @@ class Admitter {
   // called off then; the rest (room taken since, the order of restored nominations) is not
   // judged, so that nothing still owed is called off. False: `why`, where given, says what it
   // asks beside the guarantee ("it asks 6 GPUs; the guarantee is 4 in flavour h100").
-  bool GuaranteeHolds(int id, std::string* why = nullptr) const;
+  // `kept`, where given: what reclaims of its queue judged before it ask, which the guarantee
+  // must hold beside it; what it asks is added where it holds.
+  struct ReclaimTally {
+    std::map<int, int64_t> gpu_milli;  // by flavour
+    int64_t cpu_milli = 0, memory_mib = 0;
+  };
+  bool GuaranteeHolds(int id, std::string* why = nullptr, ReclaimTally* kept = nullptr) const;
   // GPUs (milli) of flavour `flavor` that workload id's queue has promised to its other
   // nominated preemptors (their victims are still stopping): room below the guarantee that is
   // already spoken for. 0 for an unknown flavour.
