@@ -391,6 +391,25 @@ class FactoryTest : public testing::Test {
               "its preemption is called off: queue team-b's guarantee no longer holds it (" +
                   short_by + ")");
   }
+  // Team-a (its CPU guaranteed 224 cores) fills the fleet's 1,120 cores with ten CPU-only pods
+  // of 112 while team-b (896) is idle; a grace period of 5 s. True once all ten run.
+  bool TeamAFillsTheCores(Metrics* metrics) {
+    SchedulerOptions so;
+    so.preemption_grace_ms = 5'000;
+    scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, metrics);
+    CreateQueue("org", json::object());
+    CreateQueue("team-a", {{"parent", "org"}, {"quotas", {{"cpu", {{"guaranteed", 224}}}}}});
+    CreateQueue("team-b", {{"parent", "org"}, {"quotas", {{"cpu", {{"guaranteed", 896}}}}}});
+    for (int i = 0; i < 10; ++i)
+      CreateWorkload(CpuOnlyWorkload("team-a", "a-" + std::to_string(i)));
+    return CycleUntilAll("Running");
+  }
+  static json CpuOnlyWorkload(const std::string& ns, const std::string& name) {
+    json w = WholeGpuWorkload(ns, name, 1);
+    w["spec"]["podSets"][0].erase("devices");
+    w["spec"]["podSets"][0]["cpu"] = "112";
+    return w;
+  }
   bool TeamBReclaimsFromTeamA() {
     StartScheduler(5'000);
     CreateTeamQueues(16, 16);
@@ -4597,23 +4616,10 @@ TEST_F(FactoryTest, CpuQuotaLimitsWhatAQueueRuns) {
 // for GPUs: team-a fills the fleet's 1,120 cores with CPU-only work while team-b is idle; team-b
 // then asks for 224 of its 896 and reclaims two of team-a's pods, with the grace period.
 TEST_F(FactoryTest, CpuGuaranteeIsReclaimedThroughTheServer) {
-  SchedulerOptions so;
-  so.preemption_grace_ms = 5'000;
   Metrics metrics;
-  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, &metrics);
-  CreateQueue("org", json::object());
-  CreateQueue("team-a", {{"parent", "org"}, {"quotas", {{"cpu", {{"guaranteed", 224}}}}}});
-  CreateQueue("team-b", {{"parent", "org"}, {"quotas", {{"cpu", {{"guaranteed", 896}}}}}});
-  auto cpu_only = [](const std::string& ns, const std::string& name) {
-    json w = WholeGpuWorkload(ns, name, 1);
-    w["spec"]["podSets"][0].erase("devices");
-    w["spec"]["podSets"][0]["cpu"] = "112";
-    return w;
-  };
-  for (int i = 0; i < 10; ++i) CreateWorkload(cpu_only("team-a", "a-" + std::to_string(i)));
-  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
-  CreateWorkload(cpu_only("team-b", "b-0"));
-  CreateWorkload(cpu_only("team-b", "b-1"));
+  ASSERT_TRUE(TeamAFillsTheCores(&metrics)) << Describe(Workloads());
+  CreateWorkload(CpuOnlyWorkload("team-b", "b-0"));
+  CreateWorkload(CpuOnlyWorkload("team-b", "b-1"));
   CycleStats stats = Cycle();
   EXPECT_EQ(stats.preempted, 2) << Describe(Workloads());
   std::map<std::string, json> w = Workloads();
@@ -4645,21 +4651,8 @@ TEST_F(FactoryTest, CpuGuaranteeIsReclaimedThroughTheServer) {
 // preemptor asks during the grace period: both say which resource (a review: a called-off CPU
 // reclaim's message named no resource at all).
 TEST_F(FactoryTest, ACpuReclaimIsCalledOffWhenTheCpuGuaranteeIsLowered) {
-  SchedulerOptions so;
-  so.preemption_grace_ms = 5'000;
-  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
-  CreateQueue("org", json::object());
-  CreateQueue("team-a", {{"parent", "org"}, {"quotas", {{"cpu", {{"guaranteed", 224}}}}}});
-  CreateQueue("team-b", {{"parent", "org"}, {"quotas", {{"cpu", {{"guaranteed", 896}}}}}});
-  auto cpu_only = [](const std::string& ns, const std::string& name) {
-    json w = WholeGpuWorkload(ns, name, 1);
-    w["spec"]["podSets"][0].erase("devices");
-    w["spec"]["podSets"][0]["cpu"] = "112";
-    return w;
-  };
-  for (int i = 0; i < 10; ++i) CreateWorkload(cpu_only("team-a", "a-" + std::to_string(i)));
-  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
-  CreateWorkload(cpu_only("team-b", "b-0"));
+  ASSERT_TRUE(TeamAFillsTheCores(nullptr)) << Describe(Workloads());
+  CreateWorkload(CpuOnlyWorkload("team-b", "b-0"));
   EXPECT_EQ(Cycle().preempted, 1) << Describe(Workloads());
   std::string victim;
   for (const auto& [name, obj] : Workloads())
