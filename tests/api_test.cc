@@ -1588,6 +1588,23 @@ TEST_F(ApiBadInputTest, MalformedJson) {
   ExpectRejected("PATCH", Item("workloads", "team-a", "existing"),
                  R"({"spec": {"maxRuntimeSeconds": 100, "maxRuntimeSeconds": 5000}})", kMergePatch,
                  400, "key \"maxRuntimeSeconds\" is given twice");
+  // Nested deeper than any object of ours, refused before anything reads it recursively (a
+  // trial's body, 20 KB nested 10,000 deep, crashed the server); 100 levels are still read.
+  const auto nested = [](int depth) {
+    return R"({"apiVersion": "fabrica.dev/v1", "kind": "Workload", "metadata": {"name": "new",
+              "namespace": "team-a"}, "spec": {"x": )" +
+           std::string(depth, '[') + std::string(depth, ']') + "}}";
+  };
+  ExpectRejected("POST", Collection("workloads", "team-a"), nested(20000), "application/json", 400,
+                 "malformed JSON body: it nests objects and arrays deeper than 100 levels");
+  ExpectRejected("PATCH", Item("workloads", "team-a", "existing"),
+                 R"({"spec": {"x": )" + std::string(20000, '[') + std::string(20000, ']') + "}}",
+                 kMergePatch, 400, "deeper than 100 levels");
+  json shallower = json::array();
+  for (int i = 1; i < 97; ++i) shallower = json::array({shallower});
+  json obj = New();
+  obj["spec"]["x"] = shallower;
+  ExpectCreateRejected(obj, 422, "spec.x: unknown field");
 }
 
 // Names users of other systems give a tenant's trust are pointed to Fabrica's (a trial's

@@ -3336,7 +3336,12 @@ struct ApiServer::Impl {
     // (A key given twice in one object is refused, as the Kubernetes API's strict field
     // validation refuses it: the last would win silently.)
     std::string twice;
-    json j = jsonf::ParseNoDuplicateKeys(req.body, &twice);
+    bool too_deep = false;
+    json j = jsonf::ParseNoDuplicateKeys(req.body, &twice, &too_deep);
+    if (too_deep)
+      return Status(StatusCode::kInvalidArgument,
+                    "400:malformed JSON body: it nests objects and arrays deeper than " +
+                        std::to_string(jsonf::kMaxJsonDepth) + " levels");
     if (j.is_discarded()) return Status(StatusCode::kInvalidArgument, "400:malformed JSON body");
     if (!twice.empty())
       return Status(StatusCode::kInvalidArgument,

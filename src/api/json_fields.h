@@ -52,27 +52,41 @@ inline int64_t HeldGpuMemoryMib(const nlohmann::json& device) {
   return std::stoll(n) * 1024;
 }
 
-// `text` parsed (discarded if it is not JSON), and in `*twice` the first key given twice in one
-// object ("" if none): the last would win silently, so callers refuse it, as the Kubernetes
-// API's strict field validation does.
-inline nlohmann::json ParseNoDuplicateKeys(const std::string& text, std::string* twice) {
+// How deeply a body's objects and arrays may nest. Ours nest a few levels; what reads them
+// recursively (Doc::FromJson) must not run out of stack on a body nested thousands deep (a
+// trial's crashed the server).
+inline constexpr int kMaxJsonDepth = 100;
+
+// `text` parsed (discarded if it is not JSON, or nests deeper than kMaxJsonDepth: then
+// `*too_deep`, where given, is set), and in `*twice` the first key given twice in one object
+// ("" if none): the last would win silently, so callers refuse it, as the Kubernetes API's
+// strict field validation does.
+inline nlohmann::json ParseNoDuplicateKeys(const std::string& text, std::string* twice,
+                                           bool* too_deep = nullptr) {
   std::vector<std::set<std::string>> keys;  // of each object open, innermost last
+  int depth = 0;
+  bool deep = false;
   twice->clear();
-  return nlohmann::json::parse(
+  nlohmann::json parsed = nlohmann::json::parse(
       text,
-      [&keys, twice](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+      [&](int, nlohmann::json::parse_event_t event, nlohmann::json& value) {
         using Event = nlohmann::json::parse_event_t;
-        if (event == Event::object_start) {
-          keys.emplace_back();
-        } else if (event == Event::object_end) {
-          if (!keys.empty()) keys.pop_back();
-        } else if (event == Event::key && !keys.empty() && parsed.is_string() &&
-                   !keys.back().insert(parsed.get<std::string>()).second && twice->empty()) {
-          *twice = parsed.get<std::string>();
+        if (event == Event::object_start || event == Event::array_start) {
+          deep |= ++depth > kMaxJsonDepth;
+          if (event == Event::object_start) keys.emplace_back();
+        } else if (event == Event::object_end || event == Event::array_end) {
+          --depth;
+          if (event == Event::object_end && !keys.empty()) keys.pop_back();
+        } else if (event == Event::key && !keys.empty() && value.is_string() &&
+                   !keys.back().insert(value.get<std::string>()).second && twice->empty()) {
+          *twice = value.get<std::string>();
         }
         return true;
       },
       false);
+  if (too_deep) *too_deep = deep;
+  if (deep) return nlohmann::json(nlohmann::json::value_t::discarded);
+  return parsed;
 }
 
 // A Node object's labels as a workload's nodeSelector reads them (Node::Label): those its agent
