@@ -534,6 +534,29 @@ TEST_F(AdmissionTest, AMigReclaimWaitingForAMinimumRuntimeSaysSo) {
   EXPECT_EQ(r.evicted[0].victim, c);
 }
 
+// A reclaim of a MIG slice takes a slice of its profile, not the cheaper slices of others that
+// free nothing it can use (a trial's 2g.20gb slice, within its queue's guarantee, waited for
+// good: the lender's two 1g slices were tried first, and after them taking its 2g slice would
+// have put it below its guarantee).
+TEST_F(AdmissionTest, AMigReclaimTakesASliceOfItsProfile) {
+  Fleet fleet = Nodes(1, 1);
+  fleet.nodes[0].devices[0].mig_slices = {"3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"};
+  ASSERT_TRUE(ValidateFleet(fleet).ok());
+  Make(fleet, {Leaf("a", 0.5), Leaf("b", 0.5)});
+  std::map<std::string, int> b;
+  for (const std::string profile : {"3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"})
+    b[profile] = Submit(MigSlices("b-" + profile, "b", 1, profile), 0);
+  adm_->Cycle(1, 1000);
+  for (const auto& [profile, id] : b) ASSERT_EQ(adm_->phase(id), Phase::kAdmitted) << profile;
+  const int a = Submit(MigSlices("a-2g", "a", 1, "2g.20gb"), 10);
+  const CycleResult r = adm_->Cycle(11, 1000);
+  ASSERT_EQ(r.evicted.size(), 1u) << adm_->reason(a);
+  EXPECT_EQ(r.evicted[0].victim, b["2g.20gb"]);
+  adm_->Terminated(r.evicted[0].victim, 20);
+  adm_->Cycle(21, 1000);
+  EXPECT_EQ(adm_->phase(a), Phase::kAdmitted) << adm_->reason(a);
+}
+
 // MIG slices are counted by profile: a gang of more 3g.40gb slices than the fleet has is refused
 // at once (a user-style trial's gang of nine, on a fleet of eight, waited for ever, first in
 // line, holding another queue's borrowers back), and so is one that needs slices and GPUs
@@ -1723,6 +1746,25 @@ TEST_F(AdmissionTest, AQuotaRefusalNamesTheFlavourItsQueueIsGuaranteed) {
   EXPECT_NE(why.find(" gpu"), std::string::npos) << why;
   EXPECT_EQ(why.find("h100"), std::string::npos) << why;
   EXPECT_NE(why.find("borrowing limit for gpu: 3/2 GPUs"), std::string::npos) << why;
+}
+
+// Refused in two flavours its queue is guaranteed, a wait names both limits, not the first
+// alone (a trial's workload, able to run on either model, read only one of them and took the
+// other for room).
+TEST_F(AdmissionTest, AQuotaRefusalNamesEveryFlavourItsQueueIsGuaranteed) {
+  QueueSpec a = Plain("a");
+  a.quotas["h100"] = QuotaSpec{1000, 0, {}};
+  a.quotas["a100"] = QuotaSpec{1000, 0, {}};
+  Make(H100AndA100(), {a}, {}, PerModelFlavours());
+  const std::vector<int> ids = SubmitEach("w", "a", 3, 0);
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(CountPhase(ids, Phase::kAdmitted), 2);
+  const std::string why = adm_->reason(ids[2]);
+  EXPECT_NE(why.find("queue a over its borrowing limit for h100: 2/1 GPUs"), std::string::npos)
+      << why;
+  EXPECT_NE(why.find("; in flavour a100 too: queue a over its borrowing limit for a100: 2/1 GPUs"),
+            std::string::npos)
+      << why;
 }
 
 // FlavorGpus: the fleet's GPUs each flavour selects, as a flavour's status shows them — whole
@@ -3171,6 +3213,31 @@ TEST_F(AdmissionTest, ConsolidationMovesWorkToGatherScatteredGpus) {
   }
 }
 
+// A budget that holds back both a consolidation and a reclaim is named once, the same way each
+// cycle (a trial read queue a's budget twice in one message). a borrows 2 GPUs, two on each
+// node; b's 4-GPU workload would move or reclaim them, but a's budget is 0.
+TEST_F(AdmissionTest, ABudgetHoldingConsolidationAndReclaimIsNamedOnce) {
+  Make(Nodes(2, 4), {Leaf("a", 2, std::nullopt, std::nullopt, /*budget=*/0), Leaf("b", 4)});
+  for (int i = 0; i < 4; ++i)
+    ASSERT_TRUE(
+        adm_->Restore(Gpus("a" + std::to_string(i), "a", 1), OnGpus(i / 2, {i % 2}), 0).ok());
+  const int big = Submit(Gpus("b0", "b", 4), 10);
+  std::string first;
+  for (int t = 11; t < 14; ++t) {
+    EXPECT_TRUE(adm_->Cycle(t, 1000).evicted.empty());
+    const std::string why = adm_->reason(big);
+    const size_t at = why.find("disruptionBudget");
+    ASSERT_NE(at, std::string::npos) << why;
+    EXPECT_EQ(why.find("disruptionBudget", at + 1), std::string::npos) << why;
+    EXPECT_NE(why.find("; waiting: queue a's disruptionBudget is 0: none of its work is evicted "
+                       "or moved until an administrator raises it"),
+              std::string::npos)
+        << why;
+    if (t == 11) first = why;
+    EXPECT_EQ(why, first);
+  }
+}
+
 // A gang that needs one leaf is consolidated within a leaf: b's 1-GPU work on n1 moves to the
 // other leaf's free GPUs, clearing leaf-1 for both its pods (a trial's gang waited for good
 // beside such a leaf: consolidation left required topology to preemption, which had nothing
@@ -3198,6 +3265,9 @@ TEST_F(AdmissionTest, AGangThatNeedsOneLeafIsConsolidatedWithinALeaf) {
     EXPECT_NE(e.reason.find("consolidation"), std::string::npos) << e.reason;
   }
   EXPECT_NE(adm_->reason(g).find("consolidating: moving 4"), std::string::npos) << adm_->reason(g);
+  EXPECT_NE(adm_->reason(g).find("; its pods go in leaf leaf-1 (its gang needs one leaf)"),
+            std::string::npos)
+      << adm_->reason(g);
   for (const Eviction& e : r.evicted) adm_->Terminated(e.victim, 20);
   adm_->Cycle(21, 1000);
   ASSERT_EQ(adm_->phase(g), Phase::kAdmitted) << adm_->reason(g);
@@ -3229,6 +3299,8 @@ TEST_F(AdmissionTest, AGangIsAdmittedInTheDomainItsConsolidationCleared) {
   const int g = Submit(gang, 10);
   CycleResult r = adm_->Cycle(11, 1000);
   ASSERT_EQ(r.evicted.size(), 4u) << adm_->reason(g);
+  EXPECT_NE(adm_->reason(g).find("its pods go in leaf target"), std::string::npos)
+      << adm_->reason(g);
   for (const Eviction& e : r.evicted) adm_->Terminated(e.victim, 20);
   adm_->Cycle(21, 1000);
   ASSERT_EQ(adm_->phase(g), Phase::kAdmitted) << adm_->reason(g);
@@ -5527,6 +5599,37 @@ TEST_F(AdmissionTest, BestEffortWorkIsReclaimedWhateverFlavourChargesIt) {
   }
 }
 
+// Fractions do not take their tree past its fraction guarantee onto GPUs its whole-GPU
+// guarantee needs (a trial's did, with no other tree: the whole-GPU work then waited for good,
+// as nothing reclaims across flavours). Two GPUs, guaranteed one whole and one in fractions:
+// b borrows a's fraction guarantee, and a's fraction takes it back instead; b's whole GPU runs.
+// (One tenant's fractions, so that they may share a GPU.)
+TEST_F(AdmissionTest, FractionsDoNotTakeTheGpusAWholeGpuGuaranteeNeeds) {
+  AdmissionConfig config;
+  config.flavors = {FlavorSpec{"frac", DeviceKind::kFraction, {}, {}},
+                    FlavorSpec{"gpu", std::nullopt, {}, {}}};
+  QueueSpec a = Plain("a"), b = Plain("b");
+  a.quotas["frac"] = QuotaSpec{500, {}, {}};
+  b.quotas["frac"] = QuotaSpec{500, {}, {}};
+  b.quotas["gpu"] = QuotaSpec{1000, {}, {}};
+  Make(Nodes(1, 2), {a, b}, {}, config);
+  std::vector<int> bs;
+  for (int i = 0; i < 4; ++i)
+    bs.push_back(Submit(Fraction("b" + std::to_string(i), "b", 250, "a"), 0));
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(CountPhase(bs, Phase::kAdmitted), 4);
+  const int mine = Submit(Fraction("a0", "a", 250, "a"), 2);
+  CycleResult r = adm_->Cycle(3, 1000);
+  ASSERT_EQ(r.evicted.size(), 1u) << adm_->reason(mine);
+  EXPECT_EQ(adm_->queue_name(adm_->queue_of(r.evicted[0].victim)), "b");
+  adm_->Terminated(r.evicted[0].victim, 20);
+  adm_->Cycle(21, 1000);
+  ASSERT_EQ(adm_->phase(mine), Phase::kAdmitted) << adm_->reason(mine);
+  const int whole = Submit(Gpus("bw", "b", 1), 22);
+  adm_->Cycle(23, 1000);
+  EXPECT_EQ(adm_->phase(whole), Phase::kAdmitted) << adm_->reason(whole);
+}
+
 // A leaf with no guarantee of its own takes back its department's guarantee from best-effort
 // work only: a sibling that borrows within the department keeps what it borrows (that is fair
 // share's to move, not reclaim's).
@@ -5692,8 +5795,9 @@ TEST_F(AdmissionTest, ALenderToAQueueWithABudgetOfZeroIsToldWhoMustRaiseIt) {
         adm_->Restore(Gpus("a" + std::to_string(i), "a", 1), OnGpus(i / 4, {i % 4}), 0).ok());
   const int mine = Submit(Gpus("b0", "b", 1), 10);
   EXPECT_TRUE(adm_->Cycle(11, 1000).evicted.empty());
-  EXPECT_NE(adm_->reason(mine).find("queue a's disruptionBudget is 0: none of its work is evicted "
-                                    "until an administrator raises it"),
+  EXPECT_NE(adm_->reason(mine).find(
+                "queue a's disruptionBudget is 0: none of its work is evicted or moved "
+                "until an administrator raises it"),
             std::string::npos)
       << adm_->reason(mine);
   // The queue itself says so too (its status' warning): what it borrowed stays.

@@ -369,6 +369,14 @@ Status Admitter::Build() {
   {
     const std::vector<int> gpus = FlavorGpus(/*charged=*/true);
     for (int f = 0; f < nf; ++f) in_service_milli_.push_back(int64_t{gpus[f]} * kMilliPerGpu);
+    shared_milli_.assign(nf, std::vector<int64_t>(nf, 0));
+    for (int n = 0; n < state_.node_count(); ++n)
+      for (int d = 0; d < static_cast<int>(fleet_.nodes[n].devices.size()); ++d) {
+        const std::set<int> takes = DeviceFlavors(n, d, /*charged=*/true);
+        for (int f : takes)
+          for (int g : takes)
+            if (f != g) shared_milli_[f][g] += kMilliPerGpu;
+      }
   }
   if (fleet_queue_ >= 0) {
     trees_guaranteed_ = queues_[fleet_queue_].guaranteed;
@@ -728,7 +736,11 @@ void Admitter::TakeOutOfService(int n, const std::vector<int>& devices) {
           free -= MigSliceMilli(mp->compute_slices);
     free = std::max<int64_t>(free, 0);
     free_gpu += free;
-    for (int f : DeviceFlavors(n, d, /*charged=*/true)) {
+    const std::set<int> takes = DeviceFlavors(n, d, /*charged=*/true);
+    for (int f : takes)
+      for (int g : takes)
+        if (f != g) shared_milli_[f][g] -= free;
+    for (int f : takes) {
       in_service_milli_[f] -= free;
       if (fleet_queue_ >= 0)
         queues_[fleet_queue_].guaranteed[f] = std::max(trees_guaranteed_[f], in_service_milli_[f]);
@@ -1867,7 +1879,23 @@ bool Admitter::TopRoom(int root, int f, int64_t used, int64_t reserved) const {
     held += holds;
   }
   // Past what is in service it fits nowhere: placement says so, and reclaims for room.
-  return used + reserved <= in_service_milli_[f] - owned || used > in_service_milli_[f] - held;
+  return used + reserved <= in_service_milli_[f] - owned - GuaranteedElsewhere(f) ||
+         used > in_service_milli_[f] - held;
+}
+
+int64_t Admitter::GuaranteedElsewhere(int f) const {
+  // (A trial's fractions took its tree past its fraction guarantee onto the GPU its whole-GPU
+  // guarantee needed, which then waited for good: nothing reclaims across flavours.)
+  int64_t needed = 0;
+  for (int g = 0; g < static_cast<int>(flavors_.size()); ++g) {
+    if (g == f || shared_milli_[f][g] <= 0 || !managed_[g]) continue;
+    int64_t guaranteed = 0;
+    for (int r : roots_)
+      if (!queues_[r].spec.best_effort) guaranteed += queues_[r].guaranteed[g];
+    needed += std::clamp<int64_t>(guaranteed - (in_service_milli_[g] - shared_milli_[f][g]), 0,
+                                  shared_milli_[f][g]);
+  }
+  return needed;
 }
 
 std::string Admitter::KeptWhy(const QueueNode& q, bool held, const std::string& amount) const {
@@ -3714,6 +3742,10 @@ uint64_t Admitter::QuotaModels(const Entry& e, const PodRequest& gpu_pod, std::s
   bool pinned = false;    // *why says non-preemptible work may not borrow
   bool owed = false;      // ... one its queue is guaranteed GPUs in
   int varies = -1;        // whether e's charge depends on its GPU: asked once a flavour refuses it
+  // Every flavour's refusal, so that one named first is not taken for the only one (a trial's
+  // workload, able to run on either GPU model, read only the H100 limit where the A100 one
+  // held it too).
+  std::vector<std::pair<int, std::string>> refusals;
   for (int f : CandidateFlavors(gpu_pod)) {
     // Non-preemptible work does not borrow: nobody could take the room back (KAI's rule). That
     // limit holds whatever else frees, so it is what a refusal names.
@@ -3725,6 +3757,9 @@ uint64_t Admitter::QuotaModels(const Entry& e, const PodRequest& gpu_pod, std::s
         *blocked = f;
         pinned = true;
       }
+      refusals.emplace_back(f, NonPreemptibleRefusal(q, GpuAmount(q.np_usage[f] + e.gpu_milli) +
+                                                            "/" + GpuAmount(q.guaranteed[f]) +
+                                                            " GPUs of " + flavor_name(f)));
       continue;
     }
     std::string refused;
@@ -3743,7 +3778,9 @@ uint64_t Admitter::QuotaModels(const Entry& e, const PodRequest& gpu_pod, std::s
             cheaper |= uint64_t{1} << m;
     }
     // (A swap, once its victims have stopped: it is admitted where they were.)
-    if (fits || (e.continuing && SwapAllows(e, f, e.gpu_milli))) {
+    const bool swap = !fits && e.continuing && SwapAllows(e, f, e.gpu_milli);
+    if (!fits && !swap && cheaper == 0) refusals.emplace_back(f, refused);
+    if (fits || swap) {
       allowed |= FlavorModels(f, gpu_pod);
     } else if (cheaper != 0) {
       allowed |= cheaper;
@@ -3762,7 +3799,25 @@ uint64_t Admitter::QuotaModels(const Entry& e, const PodRequest& gpu_pod, std::s
       owed = g;
     }
   }
-  if (allowed == 0 && !why->empty()) *why += ChargeNote(e) + ExclusiveUsageNote(e);
+  if (allowed == 0 && !why->empty()) {
+    int told = 0, untold = 0;
+    // (Only flavours its queue is guaranteed or holds GPUs in: not every flavour it is tried in
+    // first, where it has no quota at all.)
+    const QueueNode& q = queues_[e.leaf];
+    for (const auto& [f, text] : refusals) {
+      if (f == *blocked || text.empty() || why->find(text) != std::string::npos ||
+          (q.guaranteed[f] <= 0 && q.usage[f] <= 0))
+        continue;
+      if (told == 2) {
+        ++untold;
+        continue;
+      }
+      *why += "; in flavour " + flavor_name(f) + " too: " + text;
+      ++told;
+    }
+    if (untold > 0) *why += "; and " + std::to_string(untold) + " more flavours refuse it";
+    *why += ChargeNote(e) + ExclusiveUsageNote(e);
+  }
   return allowed;
 }
 
@@ -4921,6 +4976,8 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
   // (a review: by free room alone, domains of nodes none of which could take a pod came
   // first and used up the tries).
   std::vector<const std::vector<int>*> scopes{nullptr};
+  std::vector<int> scope_domain{-1};  // (each scope's domain, for the reason)
+  int cleared = -1;                   // the domain the plan found is in
   if (scoped) {
     constexpr size_t kMaxDomains = 4;
     int64_t least = std::numeric_limits<int64_t>::max();  // the smallest pod's GPUs
@@ -4946,7 +5003,11 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
     std::sort(roomy.begin(), roomy.end());
     if (roomy.size() > kMaxDomains) roomy.resize(kMaxDomains);
     scopes.clear();
-    for (const auto& r : roomy) scopes.push_back(std::get<2>(r));
+    scope_domain.clear();
+    for (const auto& r : roomy) {
+      scopes.push_back(std::get<2>(r));
+      scope_domain.push_back(std::get<1>(r));
+    }
   }
   bool ok = false;
   std::vector<std::pair<Assignment, const PodRequest*>> mine;  // its pods' planned places
@@ -4955,6 +5016,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
     // (Each domain after the first is a plan of the cycle's few.)
     if (tried > 0 && consolidations_left_-- <= 0) break;
     scope = scopes[tried];
+    cleared = scope_domain[tried];
     if (scope != nullptr) {
       in_scope.assign(state_.node_count(), 0);
       for (int n : *scope) in_scope[n] = 1;
@@ -5177,7 +5239,14 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
                              "'s disruptionBudget (" +
                              std::to_string(q >= 0 ? queues_[q].spec.disruption_budget : 0) +
                              ") allows no more of its work to be moved or evicted at once";
-    if (why.find(note) == std::string::npos) why += note;
+    // (Nor where preemption's note names the same budget: Preempt's waiting_reason folds
+    // this note into its own.)
+    if (why.find(note) == std::string::npos &&
+        why.find("; waiting: queue " + budget_held + "'s disruptionBudget is") ==
+            std::string::npos &&
+        why.find("; waiting: the disruption budget of queue " + budget_held + " allows") ==
+            std::string::npos)
+      why += note;
   }
   if (!ok || (moved.empty() && reclaimed.empty())) return false;
 
@@ -5204,6 +5273,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
   if (reclaimed.empty()) {
     e.reason = "consolidating: moving " + std::to_string(moved.size()) + " workload(s) (" +
                WorkloadNames(moved) + ") to gather room scattered over the fleet";
+
   } else {
     e.reason = "preempting " + std::to_string(reclaimed.size()) + " workload(s) (" +
                WorkloadNames(reclaimed) + ") as queue " + queues_[e.leaf].spec.name +
@@ -5212,6 +5282,12 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
       e.reason +=
           ", and moving " + std::to_string(moved.size()) + " workload(s) into the room they leave";
   }
+  // (Where its topology needs one domain, which one: a trial could not tell where its gang was
+  // headed.)
+  if (cleared >= 0)
+    e.reason += "; its pods go in " + std::string(TopologyLevelName(topology.level)) + " " +
+                state_.domain_name(topology.level, cleared) + " (its gang needs one " +
+                TopologyLevelName(topology.level) + ")";
   return true;
 }
 
@@ -5879,14 +5955,23 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
            " of queue " + queues_[leaf].spec.name + " that its priority could preempt " +
            (pinned == 1 ? "is" : "are") + " not preemptible (spec.preemptible: false)";
     if (!budget_block.empty()) {
+      // (The same budget held a consolidation back: said once, of both (a trial read the
+      // budget twice in one message). Consolidate leaves its note out beside this one.)
+      if (const size_t at =
+              r.find("; no consolidation plan: queue " + budget_block + "'s disruptionBudget (");
+          at != std::string::npos) {
+        constexpr std::string_view kTail = " to be moved or evicted at once";
+        if (const size_t end = r.find(kTail, at); end != std::string::npos)
+          r.erase(at, end + kTail.size() - at);
+      }
       // (A budget of 0 frees nothing by itself: it says who must raise it.)
       const int q = QueueIndex(budget_block);
       r += q >= 0 && queues_[q].spec.disruption_budget == 0
                ? "; waiting: queue " + budget_block +
-                     "'s disruptionBudget is 0: none of its work is evicted until an "
+                     "'s disruptionBudget is 0: none of its work is evicted or moved until an "
                      "administrator raises it"
                : "; waiting: the disruption budget of queue " + budget_block +
-                     " allows no more evictions";
+                     " allows no more evictions or moves";
     }
     return r;
   };
@@ -6079,7 +6164,24 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
           return (a == chosen_milli.end() ? 0 : a->second) +
                  (b == extra_milli.end() ? 0 : b->second);
         };
+        // (A MIG slice's pod is helped by victims holding a slice of its profile there, the
+        // layout being fixed, or by any where CPU or memory is short: cheaper ones holding
+        // other slices would use up what their queue lends first (a trial's 2g slice waited
+        // for good while two 1g slices of the lender were tried before its 2g one).)
+        const bool slice_only = pod.kind == DeviceKind::kMig && pod.mig_profile >= 0 &&
+                                state_.free_cpu(n) >= pod.cpu_milli &&
+                                state_.free_memory(n) >= pod.memory_mib;
+        const auto holds_slice = [&](int v) {
+          for (const Assignment& a : entries_[v].assign)
+            if (a.node == n)
+              for (const DeviceShare& d : a.devices)
+                if (d.mig_slice >= 0 &&
+                    state_.mig_slice_profile(n, d.device, d.mig_slice) == pod.mig_profile)
+                  return true;
+          return false;
+        };
         for (int v : here) {
+          if (slice_only && !holds_slice(v)) continue;
           int q = entries_[v].leaf;
           int budget = queues_[q].spec.disruption_budget;
           if (!ignore_budget && budget >= 0 &&

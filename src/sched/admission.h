@@ -845,9 +845,13 @@ class Admitter {
   // Whether tree `root` may hold `used` of GPU flavour f, past its top's guarantee less what
   // its queues keep (`reserved`), where trees do not lend each other: a queue within its own
   // guarantee may take its tree into what no other tree is guaranteed or holds (best-effort
-  // trees own nothing), never into another tree's unused guarantee. (Past what is in service,
-  // quota allows it: placement refuses it, and reclaims for room.)
+  // trees own nothing), never into another tree's unused guarantee, nor into GPUs that any
+  // tree's guarantee in another flavour of them needs. (Past what is in service, quota allows
+  // it: placement refuses it, and reclaims for room.)
   bool TopRoom(int root, int f, int64_t used, int64_t reserved) const;
+  // What of flavour f's GPUs in service the trees' guarantees in other flavours of the same
+  // GPUs need: of each, what the GPUs it has outside f cannot hold.
+  int64_t GuaranteedElsewhere(int f) const;
   void MarkMayKeep(int q);  // queue q may keep unused guarantee from now on
   // Keepers anew: the queues with a lending limit, or a reclaim hold at `now`.
   void RebuildKeepers(double now);
@@ -1189,6 +1193,9 @@ class Admitter {
   // By flavour: the trees' guarantees added up (trees lending each other), and the GPUs in
   // service (TakeOutOfService), in milli-GPUs; the fleet's node is guaranteed the larger.
   std::vector<int64_t> trees_guaranteed_, in_service_milli_;
+  // By pair of flavours: the GPUs in service that both charge (a whole-GPU flavour and a
+  // fraction flavour of the same GPUs), in milli-GPUs.
+  std::vector<std::vector<int64_t>> shared_milli_;
   std::set<std::pair<int, int>> out_of_service_;  // (node, device; -1: its CPU) taken out
   std::map<std::string, int> queue_index_;
   std::vector<Entry> entries_;
