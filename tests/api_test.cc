@@ -2545,12 +2545,33 @@ TEST_F(ApiBadInputTest, PriorityClassNamesAreResolvedWhenAWorkloadIsWritten) {
   ASSERT_EQ(w_.Do("POST", Collection("workloads", "team-a"), kAlice, good.dump()).status, 201);
   json stored = Parse(w_.Get(Item("workloads", "team-a", "new")));
   EXPECT_EQ(stored["spec"].value("priority", -1), 100) << stored.dump();
-  // The class changing later does not move it.
+  // The class's value may not change later (as a Kubernetes PriorityClass's may not: its
+  // workloads keep the value they took), named in the error as every invalid object is (a
+  // trial's patch was taken without a word, and class errors gave a bare field path).
   json changed = PriorityClassObject("urgent", 7);
   changed["metadata"]["resourceVersion"] =
       Parse(w_.Get(Item("priorityclasses", "", "urgent")))["metadata"]["resourceVersion"];
-  ASSERT_EQ(w_.Do("PUT", Item("priorityclasses", "", "urgent"), kAdmin, changed.dump()).status,
+  HttpResponse refused =
+      w_.Do("PUT", Item("priorityclasses", "", "urgent"), kAdmin, changed.dump());
+  EXPECT_EQ(refused.status, 422) << refused.body;
+  EXPECT_EQ(Parse(refused).value("message", ""),
+            "PriorityClass 'urgent': spec.value: may not be changed (workloads that name the class "
+            "took its value 100 when written and keep it); create a class with the new value "
+            "instead");
+  json described = Parse(w_.Get(Item("priorityclasses", "", "urgent")));
+  described["spec"]["description"] = "urgent work";
+  EXPECT_EQ(w_.Do("PUT", Item("priorityclasses", "", "urgent"), kAdmin, described.dump()).status,
             200);
+  json bad_policy = PriorityClassObject("odd", 7);
+  bad_policy["spec"]["preemptionPolicy"] = "Sometimes";
+  refused = w_.Do("POST", Collection("priorityclasses"), kAdmin, bad_policy.dump());
+  EXPECT_EQ(refused.status, 422) << refused.body;
+  EXPECT_EQ(
+      Parse(refused)
+          .value("message", "")
+          .rfind("PriorityClass 'odd': spec.preemptionPolicy: must be PreemptLowerPriority", 0),
+      0u)
+      << refused.body;
   stored = Parse(w_.Get(Item("workloads", "team-a", "new")));
   EXPECT_EQ(stored["spec"].value("priority", -1), 100) << stored.dump();
   // Nor does its deletion: the same manifest applied again (no priority, the class named)

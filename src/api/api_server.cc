@@ -115,6 +115,19 @@ HttpResponse ErrorFromStatus(const Status& st, int invalid_code = 422) {
   return StatusResponse(code, st.message());
 }
 
+// An invalid object's error names it first ("Workload 'w1': spec.x: ..."), whichever check
+// refused it (a trial read two wordings: some errors gave a bare field path).
+HttpResponse NameInvalid(HttpResponse r, const ResourceInfo& info, const std::string& name) {
+  if (r.status != 422 || name.empty()) return r;
+  json j = json::parse(r.body, nullptr, false);
+  if (!j.is_object() || !jsonf::Field(j, "message").is_string()) return r;
+  const std::string message = j["message"];
+  if (message.rfind(std::string(info.kind) + " '", 0) == 0) return r;
+  j["message"] = std::string(info.kind) + " '" + name + "': " + message;
+  r.body = j.dump();
+  return r;
+}
+
 HttpResponse JsonResponse(int code, const json& j) {
   HttpResponse r;
   r.status = code;
@@ -2762,11 +2775,17 @@ struct ApiServer::Impl {
       case Verb::kList:
       case Verb::kWatch:
         return List(*info, ns, req, *principal, verb == Verb::kWatch);
-      case Verb::kCreate:
-        return Create(*info, ns, req, *principal);
+      case Verb::kCreate: {
+        std::string twice, named;
+        if (const json body = jsonf::ParseNoDuplicateKeys(req.body, &twice); body.is_object())
+          named = Str(Field(body, "metadata"), "name");
+        return NameInvalid(Create(*info, ns, req, *principal), *info, named);
+      }
       case Verb::kUpdate:
       case Verb::kPatch:
-        return Update(*info, ns, name, req, *principal, status_sub, verb == Verb::kPatch);
+        return NameInvalid(
+            Update(*info, ns, name, req, *principal, status_sub, verb == Verb::kPatch), *info,
+            name);
       case Verb::kDelete:
         return Delete(*info, ns, name, req);
     }
@@ -4252,6 +4271,17 @@ struct ApiServer::Impl {
       if (!status_sub && std::string(info.kind) == "Queue" &&
           Field(o, "spec") != Field(stored, "spec"))
         if (Status s = CheckQueueTree(o); !s.ok()) return ErrorFromStatus(s);
+      // A class's value may not change, as a Kubernetes PriorityClass's may not: workloads took
+      // the old one when written and keep it, so the class would no longer say what they run
+      // at (a trial's patch was taken without a word).
+      if (!status_sub && std::string(info.kind) == "PriorityClass" &&
+          Field(Field(o, "spec"), "value") != Field(Field(stored, "spec"), "value"))
+        return StatusResponse(
+            422,
+            "spec.value: may not be changed (workloads that name the class took its value " +
+                Field(Field(stored, "spec"), "value").dump() +
+                " when written and keep it); create a class with the new value instead",
+            "spec.value");
       if (!status_sub && std::string(info.kind) == "PriorityClass")
         if (Status s = CheckOneGlobalDefault(o); !s.ok()) return ErrorFromStatus(s);
       if (status_sub && !p.node.empty() && std::string(info.plural) == "workloads") {
