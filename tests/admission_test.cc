@@ -2046,7 +2046,7 @@ TEST_F(AdmissionTest, ElasticShrinkTakesSparePodsBeforeEvictingWhole) {
                                     "reclaims its guarantee, 0 GPU-seconds lost"),
               std::string::npos)
         << adm_->reason(w1);
-    EXPECT_NE(adm_->reason(g).find("shrunk by 1 pod(s) for w1"), std::string::npos)
+    EXPECT_NE(adm_->reason(g).find("shrunk by 1 pod(s) for b/w1"), std::string::npos)
         << adm_->reason(g);
     // Until it stops, the pod keeps its GPU (charged to a, being evicted).
     EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 8000);
@@ -2096,7 +2096,7 @@ TEST_F(AdmissionTest, AVictimAdmittedThisCycleIsTakenBackNotEvicted) {
   EXPECT_TRUE(cr.evicted.empty());
   EXPECT_EQ(cr.taken_back, std::vector<int>{x});  // (so a caller runs the next cycle)
   EXPECT_EQ(adm_->phase(x), Phase::kPending);
-  EXPECT_NE(adm_->reason(x).find("admitted and taken back in the same cycle: preempted by h"),
+  EXPECT_NE(adm_->reason(x).find("admitted and taken back in the same cycle: preempted by a/h ("),
             std::string::npos)
       << adm_->reason(x);
   EXPECT_NE(
@@ -5782,6 +5782,12 @@ TEST_F(AdmissionTest, DisruptionBudgetLimitsConcurrentEvictions) {
   EXPECT_TRUE(none.evicted.empty());
   EXPECT_EQ(adm_->phase(lender), Phase::kAdmitted) << adm_->reason(lender);
   EXPECT_NE(adm_->reason(blocked).find("disruptionBudget of 0 lets none of it be evicted"),
+            std::string::npos)
+      << adm_->reason(blocked);
+  // ... naming the lower-priority work it would otherwise preempt (a trial read only that it
+  // may not borrow).
+  EXPECT_NE(adm_->reason(blocked).find("; its lower-priority work (a/a0, a/a1, a/a2, a/a3) is "
+                                       "not preempted for it either: the budget keeps it too"),
             std::string::npos)
       << adm_->reason(blocked);
 }

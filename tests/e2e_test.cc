@@ -1184,11 +1184,11 @@ TEST_F(FactoryTest, EventsTellWhatHappenedToAWorkload) {
   EXPECT_TRUE(has(mine, "Normal Started")) << all;
   EXPECT_TRUE(has(mine, "Normal Admitted: placed on hgx-")) << all;
   EXPECT_TRUE(has(mine,
-                  "Warning Evicting: preempted by b-0 (queue team-b reclaims its "
+                  "Warning Evicting: preempted by team-b/b-0 (queue team-b reclaims its "
                   "guarantee); stops at "))
       << all;
   EXPECT_TRUE(has(mine,
-                  "Warning Preempted: preempted by b-0 (queue team-b reclaims its "
+                  "Warning Preempted: preempted by team-b/b-0 (queue team-b reclaims its "
                   "guarantee); stopped and put back in line (eviction 1)"))
       << all;
   // The eviction is said once (not again as the phase it was put back in).
@@ -1375,7 +1375,7 @@ TEST_F(FactoryTest, UnqueuedWorkUnderTheOneRootGoesLastAndIsReclaimedFirst) {
   CreateWorkload(in(WholeGpuWorkload("team-a", "a-2", 4), "qa"));
   EXPECT_EQ(Cycle().preempted, 1) << Describe(Workloads());
   const json marked = Workloads()["team-c/c-0"]["status"];
-  EXPECT_NE(marked.value("preemption", json::object()).value("reason", "").find("preempted by a-2"),
+  EXPECT_NE(marked.value("preemption", json::object()).value("reason", "").find("preempted by team-a/a-2"),
             std::string::npos)
       << marked.dump();
   for (int i = 0; i < 4; ++i) Cycle(2'000);
@@ -1831,7 +1831,7 @@ TEST_F(FactoryTest, QuotaAPreemptorsVictimsFreeIsKeptForIt) {
       ++evicted;
       EXPECT_EQ(ev.value("count", 0), 1) << ev.dump();
       EXPECT_EQ(ev["last"].value("reason", ""), "Preempted") << ev.dump();
-      EXPECT_NE(ev["last"].value("message", "").find("preempted by hot ("), std::string::npos)
+      EXPECT_NE(ev["last"].value("message", "").find("preempted by team-b/hot ("), std::string::npos)
           << ev.dump();
       // ... and what its stopped run lost: 4 GPUs for at least the grace period (the clock
       // moves in whole seconds).

@@ -3750,16 +3750,27 @@ uint64_t Admitter::QuotaModels(const Entry& e, const PodRequest& gpu_pod, std::s
     // Non-preemptible work does not borrow: nobody could take the room back (KAI's rule). That
     // limit holds whatever else frees, so it is what a refusal names.
     if (const QueueNode& q = queues_[e.leaf]; Pinned(e) && NonPreemptibleOver(e, f)) {
+      std::string text =
+          NonPreemptibleRefusal(q, GpuAmount(q.np_usage[f] + e.gpu_milli) + "/" +
+                                       GpuAmount(q.guaranteed[f]) + " GPUs of " + flavor_name(f));
+      // (Under a budget of 0, the queue's lower-priority work it would otherwise preempt is
+      // named: a trial's high-priority work read only that it may not borrow.)
+      if (q.spec.disruption_budget == 0 && !pinned) {
+        std::vector<int> lower;
+        for (int w = 0; w < static_cast<int>(entries_.size()); ++w)
+          if (entries_[w].leaf == e.leaf && entries_[w].phase == Phase::kAdmitted &&
+              entries_[w].spec.priority < e.spec.priority)
+            lower.push_back(w);
+        if (!lower.empty())
+          text += "; its lower-priority work (" + WorkloadNames(lower) +
+                  ") is not preempted for it either: the budget keeps it too";
+      }
       if (!pinned) {
-        *why =
-            NonPreemptibleRefusal(q, GpuAmount(q.np_usage[f] + e.gpu_milli) + "/" +
-                                         GpuAmount(q.guaranteed[f]) + " GPUs of " + flavor_name(f));
+        *why = text;
         *blocked = f;
         pinned = true;
       }
-      refusals.emplace_back(f, NonPreemptibleRefusal(q, GpuAmount(q.np_usage[f] + e.gpu_milli) +
-                                                            "/" + GpuAmount(q.guaranteed[f]) +
-                                                            " GPUs of " + flavor_name(f)));
+      refusals.emplace_back(f, std::move(text));
       continue;
     }
     std::string refused;
@@ -5254,15 +5265,15 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
   if (!reclaimed.empty()) NoteReclaim(id, reclaimed, now);
   int stopping = 0;
   for (int v : reclaimed)
-    stopping += EvictOrTakeBack(
-        v, id,
-        "preempted by " + e.spec.name.str() + " (queue " + queues_[e.leaf].spec.name +
-            " reclaims its guarantee; work that stays is moved into the room)" +
-            CutShortNote(v, id, now),
-        out, Eviction::Basis::kReclaim);
+    stopping +=
+        EvictOrTakeBack(v, id,
+                        "preempted by " + FullName(id) + " (queue " + queues_[e.leaf].spec.name +
+                            " reclaims its guarantee; work that stays is moved into the room)" +
+                            CutShortNote(v, id, now),
+                        out, Eviction::Basis::kReclaim);
   for (int v : moved)
     stopping += EvictOrTakeBack(v, id,
-                                "moved to make room for " + e.spec.name.str() +
+                                "moved to make room for " + FullName(id) +
                                     " (consolidation: it fits elsewhere and waits to be placed "
                                     "again)" +
                                     CutShortNote(v, id, now),
@@ -5323,7 +5334,7 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
   const uint64_t reclaim_flavors = scope.reclaim_flavors;
   // (Entries are added below: `e` is not used once the first is.)
   const Entry& e = entries_[id];
-  const std::string name = e.spec.name.str();
+  const std::string name = FullName(id);
   // The victims with pods to spare, cheapest first.
   std::vector<int> elastic;
   for (const Candidate& c : cands) {
@@ -6482,8 +6493,8 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   for (int v : chosen) {
     const double loses = LostIfEvicted(v, now);
     if (EvictOrTakeBack(
-            v, id,
-            "preempted by " + e.spec.name.str() + " (" + why + ")" + CutShortNote(v, id, now), out,
+            v, id, "preempted by " + FullName(id) + " (" + why + ")" + CutShortNote(v, id, now),
+            out,
             own_only                              ? Eviction::Basis::kPriority
             : reclaim && entries_[v].leaf != leaf ? Eviction::Basis::kReclaim
                                                   : Eviction::Basis::kOther)) {
@@ -6628,12 +6639,15 @@ bool Admitter::GuaranteeHolds(int id, std::string* why, ReclaimTally* kept) cons
   return false;
 }
 
+std::string Admitter::FullName(int id) const {
+  return entries_[id].spec.tenant.str() + "/" + entries_[id].spec.name.str();
+}
+
 std::string Admitter::WorkloadNames(const std::vector<int>& ids, size_t most) const {
   // (In name order, as the scheduler names them while they stop: a trial's events listed the
   // same victims in two orders.)
   std::vector<std::string> names;
-  for (int id : ids)
-    names.push_back(entries_[id].spec.tenant.str() + "/" + entries_[id].spec.name.str());
+  for (int id : ids) names.push_back(FullName(id));
   std::sort(names.begin(), names.end());
   std::string out;
   for (size_t i = 0; i < names.size() && i < most; ++i) out += (out.empty() ? "" : ", ") + names[i];

@@ -1048,6 +1048,8 @@ class Admitter {
   void Unadmit(int id, const std::string& reason, CycleResult& out);
   // A victim of `preemptor`: evicted (true), or taken back if admitted this cycle (false).
   // "tenant/name, ..." of the first `most` of `ids`, then how many more.
+  // A workload's tenant/name, as messages name it (two tenants' workloads may share a name).
+  std::string FullName(int id) const;
   std::string WorkloadNames(const std::vector<int>& ids, size_t most = 5) const;
   bool EvictOrTakeBack(int victim, int preemptor, const std::string& reason, CycleResult& out,
                        Eviction::Basis basis = Eviction::Basis::kOther);
