@@ -6470,7 +6470,18 @@ TEST(AdmissionConfigTest, ErrorsNameTheField) {
   EXPECT_TRUE(
       ParseQueues("queues:\n  - {name: a, quotas: {gpu: {borrowingLimit: 1000000000}}}\n").ok());
   ExpectBad(ParseQueues("queues:\n  - {name: a, quotas: {tpu: {guaranteed: 4}}}\n"),
-            "queues[0].quotas.tpu", "unknown flavour");
+            "queues[0].quotas.tpu", "unknown flavour \"tpu\" (the flavours are gpu, besides cpu");
+  // Declared flavours keep the built-in catch-all, last, as the server's objects do (a trial's
+  // scenario, the schema's example, was refused for a quota of gpu beside them).
+  auto both = ParseConfig(
+      "flavors: [{name: h100, models: [H100]}]\nqueues:\n  - {name: a, quotas: {h100: "
+      "{guaranteed: 4}, gpu: {guaranteed: 2}}}\n");
+  ASSERT_TRUE(both.ok()) << both.status().message();
+  ASSERT_EQ(both->flavors.size(), 2u);
+  EXPECT_EQ(both->flavors[1].name, "gpu");
+  ExpectBad(ParseQueues("flavors: [{name: h100, models: [H100]}]\nqueues:\n  - {name: a, "
+                        "quotas: {h200: {guaranteed: 4}}}\n"),
+            "queues[0].quotas.h200", "(the flavours are gpu, h100, besides cpu and memory)");
   ExpectBad(ParseQueues("queues:\n  - {name: a, wieght: 2}\n"), "queues[0].wieght", "unknown");
   // Kueue's names are pointed to Fabrica's (a trial's `withinClusterQueue` got no hint).
   ExpectBad(ParseQueues("queues:\n  - {name: a, preemption: {withinClusterQueue: Never}}\n"),

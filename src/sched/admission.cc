@@ -185,8 +185,12 @@ Status ValidateAdmissionConfig(const AdmissionConfig& config) {
                                q.flavor_order[k] + "\"");
     for (const auto& [flavor, quota] : q.quotas) {
       std::string qa = at + ".quotas." + flavor;
-      if (!flavor_index.count(flavor) && flavor != kCpuQuota && flavor != kMemoryQuota)
-        return InvalidArgument(qa + ": unknown flavour");
+      if (!flavor_index.count(flavor) && flavor != kCpuQuota && flavor != kMemoryQuota) {
+        std::string known;
+        for (const auto& [name, unused] : flavor_index) known += (known.empty() ? "" : ", ") + name;
+        return InvalidArgument(qa + ": unknown flavour \"" + flavor + "\" (the flavours are " +
+                               known + ", besides cpu and memory)");
+      }
       if (quota.guaranteed_milli < 0) return InvalidArgument(qa + ".guaranteed: below zero");
       if (quota.borrowing_limit_milli && *quota.borrowing_limit_milli < 0)
         return InvalidArgument(qa + ".borrowingLimit: below zero");

@@ -53,6 +53,10 @@
 
 namespace fabrica {
 
+// The flavour every GPU request falls to when no other flavour takes it: the only one where
+// none is declared, and the last where some are.
+inline constexpr const char* kDefaultFlavor = "gpu";
+
 // A resource flavour: the GPUs a selector names. A pod's devices are charged to the first
 // flavour (in the config's order; the server sorts stored flavours most specific first) that
 // matches the model it was placed on, its kind and its MIG profile, preferring flavours that

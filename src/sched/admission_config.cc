@@ -267,6 +267,11 @@ Result<AdmissionConfig> ParseAdmissionConfig(YamlMap& m) {
       ASSIGN_OR_RETURN(FlavorSpec f, ParseFlavor(fm));
       c.flavors.push_back(std::move(f));
     }
+    // Then the built-in catch-all, as the server's queue objects have it (a trial's scenario,
+    // the schema's own example, was refused for a quota of `gpu` beside a declared flavour).
+    if (std::none_of(c.flavors.begin(), c.flavors.end(),
+                     [](const FlavorSpec& f) { return f.name == kDefaultFlavor; }))
+      c.flavors.push_back(FlavorSpec{kDefaultFlavor, std::nullopt, {}, {}});
   }
   Doc qs = m.Raw("queues");
   if (!qs || !qs.IsSequence()) return m.Error("queues", "expected a list of queues");

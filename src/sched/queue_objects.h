@@ -22,9 +22,6 @@ inline constexpr const char* kUnqueuedQueue = "unqueued";
 // beside the stored queues.
 inline constexpr const char* kBuiltinQueueKey = "/registry/builtin/queues/unqueued";
 
-// The flavour every GPU request falls to when no other flavour takes it.
-inline constexpr const char* kDefaultFlavor = "gpu";
-
 // The tree of stored Queue objects (their spec as in a scenario's `admission.queues`, minus
 // `budget`, which the meter reads), plus the built-in leaf: under the tree's one root when
 // there is one with children, so that it borrows what the tree leaves unused; otherwise a root
