@@ -526,7 +526,7 @@ TEST_F(AdmissionTest, AMigReclaimWaitingForAMinimumRuntimeSaysSo) {
   CycleResult r = adm_->Cycle(11, 1000);
   EXPECT_TRUE(r.evicted.empty());
   EXPECT_EQ(adm_->phase(b), Phase::kPending);
-  EXPECT_NE(adm_->reason(b).find("1 possible victim is within its minimum runtime"),
+  EXPECT_NE(adm_->reason(b).find("1 possible victim (c/c5) is within its minimum runtime"),
             std::string::npos)
       << adm_->reason(b);
   r = adm_->Cycle(602, 1000);
@@ -4172,11 +4172,42 @@ TEST_F(AdmissionTest, MinimumRuntimeDelaysEviction) {
     adm_->Cycle(0, 1000);
     const int urgent = Submit(Gpus("urgent", "a", 1, 10), 10);
     adm_->Cycle(10, 1000);
-    EXPECT_NE(adm_->reason(urgent).find("1 possible victim is within its minimum runtime (it may "
-                                        "go in about 1 h 24 min)"),
-              std::string::npos)
+    EXPECT_NE(
+        adm_->reason(urgent).find("1 possible victim (a/low) is within its minimum runtime (it may "
+                                  "go in about 1 h 24 min)"),
+        std::string::npos)
         << adm_->reason(urgent);
   }
+}
+
+// A preemption held by a spent budget says whose eviction holds it, and one held by minimum
+// runtimes names the victims it waits for and when the first may go, beside the budget too
+// (a trial could tell neither, and lost the time where both held).
+TEST_F(AdmissionTest, AWaitNamesTheEvictionsAndMinimumRuntimesThatHoldIt) {
+  Make(Nodes(1, 4), {Leaf("a", 4, 0, std::nullopt, /*budget=*/1)});
+  SubmitOptions protect;
+  protect.min_runtime_s = 1200;
+  const int m = Submit(Gpus("m", "a", 1), 0, protect);
+  const std::vector<int> low = SubmitEach("l", "a", 3, 0);
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(adm_->phase(m), Phase::kAdmitted);
+  ASSERT_EQ(CountPhase(low, Phase::kAdmitted), 3);
+  const int h = Submit(Gpus("h", "a", 1, /*priority=*/10), 10);
+  CycleResult r = adm_->Cycle(11, 1000);
+  ASSERT_EQ(r.evicted.size(), 1u) << adm_->reason(h);
+  const std::string stopping = adm_->FullName(r.evicted[0].victim);
+  const int h2 = Submit(Gpus("h2", "a", 1, /*priority=*/10), 12);
+  adm_->Cycle(13, 1000);
+  const std::string why = adm_->reason(h2);
+  EXPECT_NE(why.find("waiting: the disruption budget of queue a allows no more evictions or "
+                     "moves while " +
+                     stopping + " stops"),
+            std::string::npos)
+      << why;
+  EXPECT_NE(why.find("1 possible victim (a/m) is within its minimum runtime (it may go in about "
+                     "20 min)"),
+            std::string::npos)
+      << why;
 }
 
 // A user's minimum runtime shields borrowed GPUs from the queue that lent them only as long as
@@ -4215,7 +4246,8 @@ TEST_F(AdmissionTest, ReclaimMinRuntimeCapsWhatAMinimumRuntimeShieldsFromOtherQu
     adm_->Cycle(1, 1000);
     const int mine = Submit(Gpus("b0", "b", 1), 10);
     EXPECT_TRUE(adm_->Cycle(10, 1000).evicted.empty());
-    EXPECT_NE(adm_->reason(mine).find("4 possible victims are within their minimum runtime (the "
+    EXPECT_NE(adm_->reason(mine).find("4 possible victims (a/a0, a/a1, a/a2 and 1 more) are within "
+                                      "their minimum runtime (the "
                                       "first may go in about "),
               std::string::npos)
         << adm_->reason(mine);
@@ -4240,7 +4272,8 @@ TEST_F(AdmissionTest, ReclaimMinRuntimeCapsWhatAMinimumRuntimeShieldsFromOtherQu
     adm_->Cycle(1, 1000);
     const int high = Submit(Gpus("high", "a", 1, 10), 10);
     EXPECT_TRUE(adm_->Cycle(3601, 1000).evicted.empty()) << adm_->reason(high);
-    EXPECT_NE(adm_->reason(high).find("4 possible victims are within their minimum runtime (the "
+    EXPECT_NE(adm_->reason(high).find("4 possible victims (a/a0, a/a1, a/a2 and 1 more) are within "
+                                      "their minimum runtime (the "
                                       "first may go in about 1 h)"),
               std::string::npos)
         << adm_->reason(high);

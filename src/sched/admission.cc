@@ -5839,6 +5839,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     int in_min_runtime = 0;
     std::string budget_block;
     std::vector<Candidate> cands, later;  // later: within their minimum runtime
+    std::vector<int> young_ids;
     std::vector<Candidate> spare_only, spare_fair, spent;
     // Only queues that can give victims are scanned: its own (lower priority) and, for reclaim or
     // fair-share preemption, the others.
@@ -5908,7 +5909,10 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
         continue;
       }
       const bool young = now - w.admitted_at < MinRuntime(v, id);
-      if (young) ++in_min_runtime;
+      if (young) {
+        ++in_min_runtime;
+        young_ids.push_back(v);
+      }
       int budget = queues_[w.leaf].spec.disruption_budget;
       if (budget >= 0 && queues_[w.leaf].evicting >= budget) {
         if (!young) {
@@ -5923,8 +5927,9 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     std::sort(cands.begin(), cands.end(), cheaper);
     std::sort(spare_only.begin(), spare_only.end(), cheaper);
     std::sort(spent.begin(), spent.end(), cheaper);
-    victim_cache_[cache_key] = VictimList{cands,      in_min_runtime, budget_block, later,
-                                          spare_only, spent,          spare_fair,   pinned};
+    victim_cache_[cache_key] =
+        VictimList{cands,      in_min_runtime, budget_block, later, young_ids,
+                   spare_only, spent,          spare_fair,   pinned};
     cached = victim_cache_.find(cache_key);
   }
   int in_min_runtime = cached->second.in_min_runtime;
@@ -5942,15 +5947,18 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   auto waiting_reason = [&]() {
     std::string r = e.reason.substr(0, e.reason.find("; waiting:"));
     if (in_min_runtime) {
+      // (Named: a trial could not tell which of its victims was protected.)
       r += "; waiting: " + std::to_string(in_min_runtime) +
-           (in_min_runtime == 1 ? " possible victim is within its minimum runtime"
-                                : " possible victims are within their minimum runtime");
+           (in_min_runtime == 1 ? " possible victim (" : " possible victims (") +
+           WorkloadNames(cached->second.young, 3) +
+           (in_min_runtime == 1 ? ") is within its minimum runtime"
+                                : ") are within their minimum runtime");
       // When the first of them may go (in whole minutes: a message that changed every cycle
-      // would be written every cycle).
+      // would be written every cycle), those a spent budget holds too (a trial's lost its time
+      // beside the budget's note).
       double first = -1;
-      for (const Candidate& c : cached->second.later) {
-        const Entry& w = entries_[c.id];
-        const double free_at = w.admitted_at + MinRuntime(c.id, id);
+      for (int v : cached->second.young) {
+        const double free_at = entries_[v].admitted_at + MinRuntime(v, id);
         if (first < 0 || free_at < first) first = free_at;
       }
       if (first >= 0) {
@@ -5987,6 +5995,14 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
                      "administrator raises it"
                : "; waiting: the disruption budget of queue " + budget_block +
                      " allows no more evictions or moves";
+      // ... while which of its work stops (a trial could not tell whose eviction held it).
+      if (q >= 0 && queues_[q].evicting > 0) {
+        std::vector<int> stopping;
+        for (int w = 0; w < static_cast<int>(entries_.size()); ++w)
+          if (entries_[w].phase == Phase::kEvicting && entries_[w].leaf == q) stopping.push_back(w);
+        if (!stopping.empty())
+          r += " while " + WorkloadNames(stopping, 3) + (stopping.size() == 1 ? " stops" : " stop");
+      }
     }
     return r;
   };

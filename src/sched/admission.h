@@ -428,6 +428,8 @@ class Admitter {
   // Queries.
   Phase phase(int id) const { return entries_[id].phase; }
   const std::string& reason(int id) const { return entries_[id].reason; }
+  // A workload's tenant/name, as messages name it (two tenants' workloads may share a name).
+  std::string FullName(int id) const;
   // For a workload reserving room: when its planned devices are all free by the time limits of
   // the work on them (`now` if they are), as Slurm estimates a pending job's start; infinity
   // when some of that work has no limit (or it reserves nothing).
@@ -1052,8 +1054,6 @@ class Admitter {
   void Unadmit(int id, const std::string& reason, CycleResult& out);
   // A victim of `preemptor`: evicted (true), or taken back if admitted this cycle (false).
   // "tenant/name, ..." of the first `most` of `ids`, then how many more.
-  // A workload's tenant/name, as messages name it (two tenants' workloads may share a name).
-  std::string FullName(int id) const;
   std::string WorkloadNames(const std::vector<int>& ids, size_t most = 5) const;
   bool EvictOrTakeBack(int victim, int preemptor, const std::string& reason, CycleResult& out,
                        Eviction::Basis basis = Eviction::Basis::kOther);
@@ -1227,6 +1227,7 @@ class Admitter {
     int in_min_runtime = 0;
     std::string budget_block;
     std::vector<Candidate> later;  // eligible but within their minimum runtime
+    std::vector<int> young;        // all within their minimum runtime (in_min_runtime of them)
     // Elastic workloads of other queues not eligible whole (their queue would drop below its
     // guarantee without them) whose pods beyond their minCount may be (elastic shrink).
     std::vector<Candidate> spare_only;
