@@ -591,18 +591,28 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
       // flavour ("h100:8,a100-mig:1.284") where more than one has some (a trial read 8 H100s and
       // three 3g.40gb slices summed as 9.284).
       // (One flavour alone but the built-in gpu, named too: a trial read h200:2 as "2".)
-      const auto by_flavor = [&](const char* key) {
-        std::string out, only;
+      // (Both columns in one form, and BORROWED too: a trial read USED "3" beside GUARANTEED
+      // "gpu:4,h200:2".)
+      const json flavors = Obj(status, "flavors");
+      const auto flavor_form = [&](const char* key) {
+        std::string only;
         int some = 0;
-        const json flavors = Obj(status, "flavors");
         if (flavors.is_object())
           for (const auto& [flavor, f] : flavors.items())
             if (const std::string v = Plain(f.value(key, json("0"))); v != "0" && v != "-") {
-              out += (out.empty() ? "" : ",") + flavor + ":" + v;
               only = flavor;
               ++some;
             }
-        return some > 1 || (some == 1 && only != "gpu") ? out : Plain(status.value(key, json("-")));
+        return some > 1 || (some == 1 && only != "gpu");
+      };
+      const bool flavored = flavor_form("guaranteedGpus") || flavor_form("usedGpus");
+      const auto by_flavor = [&](const char* key) {
+        if (!flavored) return Plain(status.value(key, json("-")));
+        std::string out;
+        for (const auto& [flavor, f] : flavors.items())
+          if (const std::string v = Plain(f.value(key, json("0"))); v != "0" && v != "-")
+            out += (out.empty() ? "" : ",") + flavor + ":" + v;
+        return out.empty() ? std::string("0") : out;
       };
       rows.push_back({meta.value("name", ""), spec.value("parent", "-"),
                       Plain(spec.value("weight", json(1))), by_flavor("guaranteedGpus"),
@@ -614,23 +624,31 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
         // ("flavour:amount", "-" where none is set); BUDGET: its disruption budget.
         // Summed per flavour where the status has them: a queue within its total guarantee
         // may still borrow in one flavour (8 H200s past an h200 guarantee of 0).
+        // (By flavour where USED is: a trial read BORROWED "2" as gpu 1 + h200 1.)
         std::string borrowed = "-";
         const auto past = [](const json& used, const json& guaranteed) {
           return std::max(0.0, std::stod(Plain(used)) - std::stod(Plain(guaranteed)));
         };
+        const auto amount = [](double v) {
+          char buf[32];
+          std::snprintf(buf, sizeof(buf), "%g", v);
+          return std::string(buf);
+        };
         try {
           double sum = 0;
-          const json flavors = Obj(status, "flavors");
+          std::string each;
           if (flavors.is_object() && !flavors.empty()) {
-            for (const auto& [flavor, f] : flavors.items())
-              sum += past(f.value("usedGpus", json("-")), f.value("guaranteedGpus", json("-")));
+            for (const auto& [flavor, f] : flavors.items()) {
+              const double v =
+                  past(f.value("usedGpus", json("-")), f.value("guaranteedGpus", json("-")));
+              sum += v;
+              if (v > 0) each += (each.empty() ? "" : ",") + flavor + ":" + amount(v);
+            }
           } else {
             sum = past(status.value("usedGpus", json("-")),
                        status.value("guaranteedGpus", json("-")));
           }
-          char buf[32];
-          std::snprintf(buf, sizeof(buf), "%g", sum);
-          borrowed = buf;
+          borrowed = flavored && !each.empty() ? each : amount(sum);
         } catch (const std::exception&) {
         }
         const auto limits = [&](const char* key) {
@@ -3148,8 +3166,12 @@ int Usage(HttpClient& http, const std::string& window, const std::string& by,
   const std::string currency = u.value("currency", "");
   for (const json& w : u["windows"]) {
     std::printf("%s .. %s\n", w.value("start", "").c_str(), w.value("end", "").c_str());
-    std::printf("%-28s %12s %12s %6s %14s\n", (by + "").c_str(), "GPU-H HELD", "GPU-H USED", "EFF",
-                ("COST " + currency).c_str());
+    // (Headers of one word each, upper case, as every other table's: a trial read
+    // "tenant  GPU-H HELD ..." as eight columns.)
+    std::string key_header = by;
+    for (char& c : key_header) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    std::printf("%-28s %15s %15s %10s %14s\n", key_header.c_str(), "GPU-HOURS-HELD",
+                "GPU-HOURS-USED", "EFFICIENCY", ("COST-" + currency).c_str());
     auto row = [&](const json& r, const std::string& key) {
       const double held = r.value("gpuHoursHeld", 0.0);
       const double used = r.value("gpuHoursUsed", 0.0);
@@ -3160,8 +3182,11 @@ int Usage(HttpClient& http, const std::string& window, const std::string& by,
       } else {
         std::snprintf(eff, sizeof eff, "-");
       }
-      std::printf("%-28s %12.2f %12.2f %6s %14s\n", key.c_str(), held, used, eff,
-                  r.value("totalCost", std::string("0")).c_str());
+      // (In cents, as an invoice reads; the CSV keeps the server's six decimals.)
+      const std::string cost = r.value("totalCost", std::string("0"));
+      char cents[32];
+      std::snprintf(cents, sizeof cents, "%.2f", std::strtod(cost.c_str(), nullptr));
+      std::printf("%-28s %15.2f %15.2f %10s %14s\n", key.c_str(), held, used, eff, cents);
     };
     for (const json& r : w["rows"]) row(r, r.value("key", ""));
     if (w.contains("idle")) row(w["idle"], "(idle)");

@@ -362,6 +362,23 @@ for _ in $(seq 100); do
   sleep 0.2
 done
 grep -q "^team-c .* gpu:12,h200:8 " <<<"$teamc" || fail "team-c's GUARANTEED by flavour: $teamc"
+# ... and USED and BORROWED beside it in the same form, though only gpu is used (a trial read
+# USED "1" beside GUARANTEED "gpu:12,h200:8").
+cat >"$tmp/one.yaml" <<YAML
+apiVersion: fabrica.dev/v1
+kind: Workload
+metadata: {name: one, namespace: team-c}
+spec:
+  podSets: [{name: main, count: 1, cpu: "1", memory: 1Gi, devices: {gpus: 1}}]
+YAML
+"$FABCTL" apply -f "$tmp/one.yaml" >/dev/null || fail "apply one"
+for _ in $(seq 100); do
+  teamc=$("$FABCTL" get queue team-c -o wide)
+  grep -q "^team-c .* gpu:12,h200:8 *gpu:1 *0 " <<<"$teamc" && break
+  sleep 0.2
+done
+grep -q "^team-c .* gpu:12,h200:8 *gpu:1 *0 " <<<"$teamc" || fail "team-c's USED by flavour: $teamc"
+"$FABCTL" delete workload one -n team-c >/dev/null || fail "delete one"
 # The pending list still reads the tree once quotas name stored flavours.
 pending=$("$FABCTL" pending research 2>&1) || fail "pending fails with flavours: $pending"
 head -1 <<<"$pending" | grep -Eq "^POSITION|^Nothing waits in queue research" ||
@@ -736,4 +753,11 @@ done
 grep -q "^Active: *false (its ancestor research's stopPolicy Hold)$" <<<"$described" ||
   fail "a queue held by its parent: $described"
 "$FABCTL" patch queue research -p '{"spec": {"stopPolicy": "None"}}' >/dev/null || fail "release research"
+# `usage` reads as the other tables: one upper-case word a header, costs in cents (a trial
+# read "tenant  GPU-H HELD  GPU-H USED  EFF  COST USD" as eight columns, costs to 6 decimals).
+usage=$("$FABCTL" usage --window 1h --by tenant) || fail "usage: $usage"
+grep -q "^TENANT  *GPU-HOURS-HELD  *GPU-HOURS-USED  *EFFICIENCY  *COST-[A-Z]*$" <<<"$usage" ||
+  fail "usage header: $usage"
+grep -Eq "^team-b  *[0-9]+\.[0-9]{2}  *[0-9]+\.[0-9]{2}  *(-|[0-9]+%)  *[0-9]+\.[0-9]{2}$" <<<"$usage" ||
+  fail "usage row of team-b: $usage"
 echo "OK: queues applied twice, pending listed in order, a foreign queue refused, flavours counted, a gang admitted in part, grown and shrunk for urgent work, a flavour order kept, a tree applied child first, a directory and standard input applied"
