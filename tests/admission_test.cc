@@ -7269,6 +7269,16 @@ TEST(ReplayTest, ScenarioErrorsNameTheField) {
   // (Found by a user-style trial: each had been taken without a word, or named no line.)
   ExpectBad(bad("migShare: 0,", "migShare: 1.5,"), "tiny.yaml:4: synthetic.migShare",
             "must be between 0 and 1");
+  // A share that rounds to no MIG rack, and a MIG flavour on a fleet without one (a trial's
+  // MIG work was told only that it could never run, its flavour's guarantee taken).
+  ExpectBad(bad("migShare: 0,", "migShare: 0.1,"), "tiny.yaml:4: synthetic.migShare",
+            "gives no MIG GPU: whole H100 racks go to MIG");
+  ExpectBad(bad("load: 1.0",
+                "load: 1.0\nadmission:\n  flavors: [{name: m, kind: mig}]\n"
+                "  queues:\n    - {name: org, quotas: {m: {guaranteed: 4}}}\n"
+                "    - {name: train, parent: org}\n    - {name: infer, parent: org}\n"
+                "    - {name: ext, parent: org}\n"),
+            "admission.flavors[0].kind", "mig, but no GPU of the fleet is in MIG mode");
   ExpectBad(bad("share: 20\n", "share: 20\n    guarantee: 100\n"), "tiny.yaml:7: teams",
             "the teams' guarantees add up to");
   ExpectBad(bad("load: 1.0", "---\nkind: Scenario\n---\nkind: Scenario"), "tiny.yaml: 3 documents",

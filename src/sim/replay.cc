@@ -719,6 +719,17 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
     RETURN_IF_ERROR(top.Finish());
     sc.window_s = src.window_s;
     RETURN_IF_ERROR(BuildSynthetic(sc, src));
+    // Whole racks of H100s go to MIG: a share too small for one rack gives none, said here
+    // rather than as MIG work that can never run (a trial's 0.25 of 3 racks gave none).
+    if (src.fleet.mig_share > 0 &&
+        std::none_of(sc.fleet.nodes.begin(), sc.fleet.nodes.end(), [](const Node& n) {
+          return std::any_of(n.devices.begin(), n.devices.end(),
+                             [](const Device& d) { return d.mig_enabled(); });
+        }))
+      return sm.Error("migShare",
+                      "gives no MIG GPU: whole H100 racks go to MIG, and this share "
+                      "of the fleet's H100 racks rounds to none (raise it, or gpus, "
+                      "or set it to 0)");
   }
   // An admission cycle, or a grace period, longer than the window: nothing it measures.
   char window[32];
@@ -741,8 +752,12 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
   // A flavour of models the fleet does not have: its quotas would hold nothing.
   {
     std::set<std::string> models;
+    bool has_mig = false;
     for (const Node& n : sc.fleet.nodes)
-      for (const Device& d : n.devices) models.insert(d.model);
+      for (const Device& d : n.devices) {
+        models.insert(d.model);
+        has_mig |= d.mig_enabled();
+      }
     for (size_t i = 0; i < sc.admission.flavors.size(); ++i) {
       const FlavorSpec& f = sc.admission.flavors[i];
       if (!f.models.empty() &&
@@ -753,6 +768,10 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
         return InvalidArgument(source + ": admission.flavors[" + std::to_string(i) +
                                "].models: no GPU of the fleet is of them (it has " + have + ")");
       }
+      // (Nor MIG slices where no GPU is in MIG mode: a trial's guarantee of 32 was taken.)
+      if (f.kind == DeviceKind::kMig && !has_mig)
+        return InvalidArgument(source + ": admission.flavors[" + std::to_string(i) +
+                               "].kind: mig, but no GPU of the fleet is in MIG mode");
     }
   }
   std::vector<bool> guarantee_given;
