@@ -142,7 +142,8 @@ OracleTotals Oracle(const History& h, int64_t to) {
   struct Holder {
     std::string workload;
     int64_t start, end;
-    int32_t milli;
+    int32_t milli;    // held (unknown time counts it)
+    int32_t compute;  // what it may run: busy time is split by it
   };
   std::map<std::string, std::vector<Holder>> holders;
   std::map<std::string, int32_t> capacity;
@@ -154,7 +155,8 @@ OracleTotals Oracle(const History& h, int64_t to) {
   for (const BindEvent& b : binds) {
     const int64_t end = end_of.count(b.id) ? end_of[b.id] : kOpenEnd;
     for (const BoundDevice& d : b.devices) {
-      holders[d.uuid].push_back({b.workload, b.start_ms, end, d.gpu_milli});
+      holders[d.uuid].push_back({b.workload, b.start_ms, end, d.gpu_milli,
+                                 d.compute_milli > 0 ? d.compute_milli : d.gpu_milli});
       if (!d.mig_profile.empty()) capacity[d.uuid] = d.gpu_milli;
     }
   }
@@ -214,7 +216,7 @@ OracleTotals Oracle(const History& h, int64_t to) {
           }
           if (!any) {
             w.clear();
-            for (size_t k : who) w.push_back(hs[k].milli);
+            for (size_t k : who) w.push_back(hs[k].compute);
           }
           auto parts = LargestRemainderSplit(used, w);
           for (size_t k = 0; k < who.size(); ++k) out.used[bucket][hs[who[k]].workload] += parts[k];
@@ -259,7 +261,10 @@ History Generate(uint64_t seed) {
     if (kind == 0) {
       b.devices.push_back({"n1", "GPU-a", "H100", 1000, ""});
     } else if (kind == 1) {
-      b.devices.push_back({"n1", "GPU-b", "H100", static_cast<int32_t>(uniform(100, 700)), ""});
+      // A fraction charged more than its compute (its memory share is the larger), or as much.
+      const auto charge = static_cast<int32_t>(uniform(100, 700));
+      const auto compute = static_cast<int32_t>(rng() % 2 ? uniform(10, charge) : charge);
+      b.devices.push_back({"n1", "GPU-b", "H100", charge, "", compute});
     } else if (kind == 2) {
       b.devices.push_back({"n1", rng() % 2 ? "GPU-m/1" : "GPU-m/2", "H100", 429, "3g.40gb"});
     } else {
@@ -308,7 +313,8 @@ History Generate(uint64_t seed) {
   return h;
 }
 
-// A journal in memory that folds the change stream the way the SQLite one does.
+// A journal in memory that folds the change stream the way the SQLite one does (which keeps no
+// compute shares: a binding sent again after a restart gives them back).
 struct Journal {
   std::map<std::pair<std::string, std::string>, Interval> intervals;
   std::map<std::pair<std::string, std::string>, std::map<int64_t, IntervalRollup>> rollups;
@@ -320,6 +326,7 @@ struct Journal {
       Interval fields = *iv;
       fields.sealed.clear();
       fields.sealed_total = {};
+      fields.device.compute_milli = 0;
       intervals[{iv->binding, iv->device.uuid}] = fields;
     }
     for (const PodHold* p : c.pods) pods[{p->binding, p->index}] = *p;
@@ -386,7 +393,8 @@ void Replay(const History& h, Meter& meter, Journal* journal, int64_t restart_at
       meter.Ingest(resend);
       for (const BindEvent& b : h.binds) {
         if (b.start_ms < e.at) {
-          ASSERT_TRUE(meter.Bind(b).ok());  // replayed events: no-ops
+          // Replayed events: no-ops, but for the compute shares the journal does not keep.
+          ASSERT_TRUE(meter.Bind(b).ok());
         }
       }
     }
@@ -646,6 +654,161 @@ TEST(Report, CpuAndMemoryHeldArePriced) {
   EXPECT_EQ((*by_node)[0].rows[1].key, "n2");
   EXPECT_EQ((*by_node)[0].rows[1].cpu_milli_ms, 4000LL * 1'800'000);
   EXPECT_EQ((*by_node)[0].rows[1].held, 0);
+}
+
+// Two fractions share a GPU with the same compute (100m) but different memory: one is charged
+// 0.1, the other 0.5 (its 40Gi are half the GPU). The GPU's busy time is theirs by compute, so
+// each uses what its twin does and no more than its 0.1 cap allows; held stays by charge. A whole
+// GPU and a MIG slice, whose compute is what they hold, are attributed as before. Restored from
+// a journal that keeps no compute shares, the split is by charge until the bindings are sent
+// again, then by compute once more, in sealed buckets and open ones alike.
+TEST(Meter, FractionsSharingAGpuSplitItsBusyTimeByComputeNotByCharge) {
+  MeterConfig config;  // 30 s samples, 5 min buckets, 10 min lateness
+  Meter m(config);
+  ASSERT_TRUE(m.AddDevice({"GPU-1", "n1", "H100", 0, kOpenEnd, "", 1000}).ok());
+  ASSERT_TRUE(m.AddDevice({"GPU-2", "n1", "H100", 0, kOpenEnd, "", 1000}).ok());
+  ASSERT_TRUE(m.AddDevice({"GPU-3", "n1", "H100", 0, kOpenEnd, "", 1000}).ok());
+  ASSERT_TRUE(m.AddDevice({"GPU-3/0", "n1", "H100", 0, kOpenEnd, "GPU-3", 428}).ok());
+  const std::vector<BindEvent> binds = {
+      {"b-small", "team-a/small", "team-a", "qa", 0, {{"n1", "GPU-1", "H100", 100, "", 100}}},
+      {"b-mem", "team-b/memheavy", "team-b", "qb", 0, {{"n1", "GPU-1", "H100", 500, "", 100}}},
+      {"b-whole", "team-a/whole", "team-a", "qa", 0, {{"n1", "GPU-2", "H100", 1000, "", 1000}}},
+      {"b-mig", "team-a/mig", "team-a", "qa", 0, {{"n1", "GPU-3/0", "H100", 428, "3g.40gb", 428}}},
+  };
+  for (const BindEvent& b : binds) ASSERT_TRUE(m.Bind(b).ok());
+  // An hour of samples: GPU-1 16% busy (each pod 80% of its 10%), GPU-2 80%, the slice 50%.
+  const int64_t hour = 3'600'000;
+  for (int64_t t = 0; t < hour; t += 30'000) {
+    m.Ingest(
+        {{"n1", "GPU-1", t, 160, {}}, {"n1", "GPU-2", t, 800, {}}, {"n1", "GPU-3/0", t, 500, {}}});
+  }
+  Journal journal;
+  m.Advance(hour / 2);  // the first 20 minutes sealed, the rest open
+  journal.Commit(m.TakeChanges());
+  auto check = [&](const Meter& meter, bool by_compute) {
+    std::map<std::string, IntervalUsage> by;
+    for (const IntervalUsage& u : meter.Usage(0, hour)) by[u.interval->workload] = u;
+    const IntervalUsage& small = by["team-a/small"];
+    const IntervalUsage& mem = by["team-b/memheavy"];
+    EXPECT_EQ(small.held, 100 * hour);
+    EXPECT_EQ(mem.held, 500 * hour);
+    EXPECT_EQ(small.used + mem.used, 160 * hour);  // the GPU's busy time, all of it
+    if (by_compute) {
+      EXPECT_EQ(mem.used, small.used);
+      EXPECT_EQ(mem.used, 80 * hour);
+      EXPECT_LE(mem.used, 100 * hour);  // within its compute cap
+    } else {
+      EXPECT_GT(mem.used, small.used);  // its open buckets by charge (the sealed by compute)
+    }
+    EXPECT_EQ(by["team-a/whole"].used, 800 * hour);
+    EXPECT_EQ(by["team-a/mig"].used, 500LL * 428 * hour / 1000);
+  };
+  {
+    SCOPED_TRACE("live");
+    check(m, true);
+  }
+  Meter restored(config);
+  restored.Restore(journal.Snapshot());  // (the journal drops the compute shares)
+  {
+    SCOPED_TRACE("restored, not bound again");
+    check(restored, false);
+  }
+  for (const BindEvent& b : binds) ASSERT_TRUE(restored.Bind(b).ok());
+  {
+    SCOPED_TRACE("restored and bound again");
+    check(restored, true);
+  }
+  EXPECT_EQ(restored.stats().events_duplicate, 4);
+  EXPECT_EQ(restored.interval_count(), 4u);
+  restored.Advance(2 * hour);  // sealed from the compute shares too
+  {
+    SCOPED_TRACE("restored and sealed");
+    check(restored, true);
+  }
+  BindEvent bad = binds[0];
+  bad.id = "b-bad";
+  bad.devices[0].compute_milli = 1001;
+  const Status st = m.Bind(bad);
+  EXPECT_NE(st.message().find("computeMilli 1001"), std::string::npos) << st.message();
+}
+
+// The value of one series in a Prometheus text page; -1 when the page has no such series.
+double MetricValue(const std::string& page, const std::string& series) {
+  const size_t at = page.find("\n" + series + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(page.substr(at + series.size() + 2));
+}
+
+// /metrics carries CPU and memory as their own counters (held and cost, per tenant and queue),
+// so its cost counters add up to what the report bills; no GPU counter has a `cpu-memory` model
+// (zero by construction); and work no queue was charged for has `queue=""` (`__unallocated__`
+// in a report by queue), not a queue that does not exist.
+TEST(Report, MetricsCarryCpuAndMemoryAndNameOnlyQueuesCharged) {
+  Meter m;
+  ASSERT_TRUE(m.AddDevice({"GPU-1", "n1", "H100", 0, kOpenEnd, "", 1000}).ok());
+  ASSERT_TRUE(m.AddDevice({"GPU-2", "n1", "H100", 0, kOpenEnd, "", 1000}).ok());
+  // 48 cores and 400Gi beside one GPU, charged to no queue; and 4 cores, 16Gi in queue qb.
+  ASSERT_TRUE(m.Bind({"b1",
+                      "team-a/cpuheavy",
+                      "team-a",
+                      "",
+                      0,
+                      {{"n1", "GPU-1", "H100", 1000, ""}},
+                      {{"n1", 48'000, 400 * 1024}}})
+                  .ok());
+  ASSERT_TRUE(m.Bind({"b2",
+                      "team-b/small",
+                      "team-b",
+                      "qb",
+                      0,
+                      {{"n1", "GPU-2", "H100", 1000, ""}},
+                      {{"n1", 4'000, 16 * 1024}}})
+                  .ok());
+  const int64_t now = 1'200'000;  // 20 minutes
+  PriceBook prices;
+  prices.gpu_hour_micros["H100"] = 2'490'000;
+  prices.cpu_core_hour_micros = 30'000;
+  prices.gib_hour_micros = 4'000;
+  const std::string page = UsageMetricsText(m, prices, now);
+  EXPECT_EQ(page.find("cpu-memory"), std::string::npos) << page;
+  // 48 cores for 1200 s; 400 GiB for 1200 s; 0.03 × 16 core-hours; 0.004 × 133.3 GiB-hours.
+  const std::string a = "{tenant=\"team-a\",queue=\"\"}";
+  EXPECT_DOUBLE_EQ(MetricValue(page, "fabrica_cpu_core_seconds_allocated_total" + a), 57'600);
+  EXPECT_DOUBLE_EQ(MetricValue(page, "fabrica_memory_byte_seconds_allocated_total" + a),
+                   400.0 * (1 << 30) * 1200);
+  EXPECT_DOUBLE_EQ(MetricValue(page, "fabrica_cpu_cost_total" + a), 0.48);
+  EXPECT_NEAR(MetricValue(page, "fabrica_memory_cost_total" + a), 0.533333, 1e-6);
+  EXPECT_GT(MetricValue(page,
+                        "fabrica_gpu_cost_total{tenant=\"team-a\",queue=\"\","
+                        "model=\"H100\"}"),
+            0)
+      << page;
+  EXPECT_GT(MetricValue(page, "fabrica_cpu_cost_total{tenant=\"team-b\",queue=\"qb\"}"), 0);
+  // The cost counters add up to the report's bill (idle aside).
+  ReportOptions opt;
+  opt.from_ms = 0;
+  opt.to_ms = now;
+  opt.by = {AggregateBy::kQueue};
+  auto report = BuildReport(m, prices, opt);
+  ASSERT_TRUE(report.ok());
+  ASSERT_EQ((*report)[0].rows.size(), 2u);
+  EXPECT_EQ((*report)[0].rows[0].key, "__unallocated__");
+  EXPECT_EQ((*report)[0].rows[0].properties.at("queue"), "");
+  int64_t billed = 0;
+  for (const ReportRow& r : (*report)[0].rows) billed += r.total_cost_micros();
+  double counted = 0;
+  std::istringstream lines(page);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("fabrica_", 0) == 0 && line.find("_cost_total{") != std::string::npos)
+      counted += std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  EXPECT_NEAR(counted, static_cast<double>(billed) / 1e6, 1e-5) << page;
+  // Without CPU and memory prices, no cost series that could only be zero.
+  prices.cpu_core_hour_micros = prices.gib_hour_micros = 0;
+  const std::string unpriced = UsageMetricsText(m, prices, now);
+  EXPECT_EQ(unpriced.find("fabrica_cpu_cost_total"), std::string::npos) << unpriced;
+  EXPECT_EQ(unpriced.find("fabrica_memory_cost_total"), std::string::npos) << unpriced;
+  EXPECT_NE(unpriced.find("fabrica_cpu_core_seconds_allocated_total"), std::string::npos);
 }
 
 }  // namespace

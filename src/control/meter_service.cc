@@ -111,6 +111,7 @@ Result<std::unique_ptr<MeterService>> MeterService::Open(Store& store, const Clo
   }
   // Open bindings (from the journal) by workload, so a requeue seen after a restart ends them.
   s->open_binding_ = s->meter_.OpenBindings();
+  s->refill_compute_ = !s->open_binding_.empty();
   return s;
 }
 
@@ -258,10 +259,10 @@ Status MeterService::Sync() {
       b.id = id;
       b.workload = workload;
       b.tenant = ns;
-      // (The queue charged, as the scheduler wrote it: the tenant's, unqueued, ... where the
-      // workload names none or may no longer use the one it names; else the one it names.)
-      b.queue = Str(Field(Field(w, "status"), "resourceUsage"), "queue",
-                    Str(Field(w, "spec"), "queue", ns));
+      // The queue charged, as the scheduler wrote it (the tenant's, unqueued, ... where the
+      // workload names none or may no longer use the one it names); none where no queue was
+      // charged (no Queue exists), rather than a queue that does not exist.
+      b.queue = Str(Field(Field(w, "status"), "resourceUsage"), "queue");
       b.start_ms = from;
       // CPU and memory per pod, from the pod set the assignment's pod name ("<set>-<i>") names.
       std::map<std::string, std::pair<int64_t, int64_t>> per_set;
@@ -298,16 +299,20 @@ Status MeterService::Sync() {
             bd.uuid += "/" + std::to_string(slice);
             const MigProfile* p = FindMigProfile(bd.model, bd.mig_profile);
             bd.gpu_milli = p ? MigSliceMilli(p->compute_slices) : 1000;
+            bd.compute_milli = bd.gpu_milli;
             if (bd.mig_profile.empty()) bd.mig_profile = "mig";
           } else {
             // A fraction holds what admission charges it on its GPU: the larger of its compute
             // and memory shares (what its memory takes, no one else may use), an untrusted
-            // tenant's at least the GPU over how many such shares it holds.
-            int64_t milli = Int(d, "gpuMilli", 1000);
+            // tenant's at least the GPU over how many such shares it holds. It runs on what
+            // it asked (the shim's cap), by which the GPU's busy time is split.
+            const int64_t compute = Int(d, "gpuMilli", 1000);
+            int64_t milli = compute;
             if (milli < 1000)
               milli = FractionCharge(milli, Int(d, "memoryMiB", 0), device_memory,
                                      untrusted.count(ns) > 0);
             bd.gpu_milli = static_cast<int32_t>(std::clamp<int64_t>(milli, 1, 1000));
+            bd.compute_milli = static_cast<int32_t>(std::clamp<int64_t>(compute, 0, 1000));
           }
           b.devices.push_back(bd);
         }
@@ -336,6 +341,10 @@ Status MeterService::Sync() {
         continue;  // (a CPU-only workload holds no GPU)
       }
       if (meter_.Bind(b).ok()) open_binding_[workload] = current;
+    } else if (refill_compute_ && open_binding_.at(workload) == current) {
+      // Restored from the journal, which keeps what it holds but not the compute its busy
+      // time is split by: bound again, the binding gets them (and changes nothing else).
+      (void)meter_.Bind(bind_event(current, start, completed));
     }
     if (terminal && open_binding_.count(workload)) {
       int64_t end = ParseTimestamp(Str(status, "completionTime"));
@@ -344,6 +353,7 @@ Status MeterService::Sync() {
       open_binding_.erase(workload);
     }
   }
+  refill_compute_ = false;
   for (auto it = open_binding_.begin(); it != open_binding_.end();) {
     if (!seen.count(it->first)) {
       (void)meter_.End({it->second, now, "deleted"});
@@ -531,37 +541,7 @@ std::map<std::string, BudgetState> MeterService::Budgets() const {
 
 std::string MeterService::MetricsText() const {
   std::lock_guard<std::mutex> lock(mu_);
-  const int64_t now = std::max(clock_.NowMs(), int64_t{1});
-  ReportOptions opt;
-  opt.from_ms = 0;
-  opt.to_ms = now;
-  opt.by = {AggregateBy::kTenant, AggregateBy::kQueue, AggregateBy::kModel};
-  auto report = BuildReport(meter_, options_.prices, opt);
-  std::string out;
-  auto line = [&](const char* name, const ReportRow& r, double v) {
-    out += std::string(name) + "{tenant=\"" + r.properties.at("tenant") + "\",queue=\"" +
-           r.properties.at("queue") + "\",model=\"" + r.properties.at("model") + "\"} " +
-           std::to_string(v) + "\n";
-  };
-  out += "# HELP fabrica_gpu_seconds_allocated_total GPU-seconds held by bindings.\n";
-  out += "# TYPE fabrica_gpu_seconds_allocated_total counter\n";
-  if (report.ok()) {
-    for (const ReportRow& r : (*report)[0].rows) {
-      line("fabrica_gpu_seconds_allocated_total", r, r.held / 1e6);
-    }
-  }
-  out += "# HELP fabrica_gpu_seconds_used_total GPU-seconds busy, attributed to bindings.\n";
-  out += "# TYPE fabrica_gpu_seconds_used_total counter\n";
-  if (report.ok()) {
-    for (const ReportRow& r : (*report)[0].rows)
-      line("fabrica_gpu_seconds_used_total", r, r.used / 1e6);
-  }
-  out += "# HELP fabrica_gpu_cost_total Cost of GPU time held, in the price book's currency.\n";
-  out += "# TYPE fabrica_gpu_cost_total counter\n";
-  if (report.ok()) {
-    for (const ReportRow& r : (*report)[0].rows)
-      line("fabrica_gpu_cost_total", r, r.cost_micros / 1e6);
-  }
+  std::string out = UsageMetricsText(meter_, options_.prices, clock_.NowMs());
   const IngestStats& st = meter_.stats();
   out += "# HELP fabrica_meter_samples_total Utilization samples by outcome.\n";
   out += "# TYPE fabrica_meter_samples_total counter\n";
@@ -616,6 +596,7 @@ json OpenCostAllocation(const ReportRow& r, const ReportWindow& w, bool idle) {
                                                          : 0;
   json props = json::object();
   for (const auto& [k, v] : r.properties) {
+    if (v.empty()) continue;  // (a queue where none was charged: as OpenCost leaves it out)
     if (k == "tenant") props["namespace"] = v;
     props[k] = v;
   }

@@ -76,7 +76,10 @@ class MeterService {
   mutable std::mutex mu_;
   Meter meter_;
   std::map<std::string, std::string> open_binding_;  // workload -> its open binding id
-  std::map<std::string, Budget> budgets_;            // "tenant/x" or "queue/y"
+  // The next Sync binds the open bindings again: restored from the journal, they lack the
+  // compute shares their devices' busy time is split by (Meter::Bind).
+  bool refill_compute_ = false;
+  std::map<std::string, Budget> budgets_;  // "tenant/x" or "queue/y"
   std::map<std::string, BudgetState> budget_state_;
   // Totals for the Prometheus counters, per (tenant, queue, model), over sealed time.
   int64_t last_sync_ms_ = 0;

@@ -86,6 +86,10 @@ Status Meter::Bind(const BindEvent& event) {
       return InvalidArgument(path + ".gpuMilli " + std::to_string(d.gpu_milli) +
                              " is not in 1..1000");
     }
+    if (d.compute_milli < 0 || d.compute_milli > 1000) {
+      return InvalidArgument(path + ".computeMilli " + std::to_string(d.compute_milli) +
+                             " is not in 0..1000");
+    }
   }
   for (size_t i = 0; i < event.pods.size(); ++i) {
     if (event.pods[i].cpu_milli < 0 || event.pods[i].memory_mib < 0) {
@@ -93,8 +97,20 @@ Status Meter::Bind(const BindEvent& event) {
                              "] holds a negative amount");
     }
   }
-  if (by_binding_.count(event.id)) {
+  if (auto known = by_binding_.find(event.id); known != by_binding_.end()) {
     ++stats_.events_duplicate;
+    // Restored from a journal that does not keep compute shares: they come with the binding
+    // sent again, device by device (a GPU its pods share twice, in turn).
+    std::vector<bool> taken(event.devices.size(), false);
+    for (size_t index : known->second) {
+      BoundDevice& have = intervals_[index].device;
+      for (size_t k = 0; k < event.devices.size(); ++k) {
+        if (taken[k] || event.devices[k].uuid != have.uuid) continue;
+        taken[k] = true;
+        if (have.compute_milli == 0) have.compute_milli = event.devices[k].compute_milli;
+        break;
+      }
+    }
     return Status::Ok();
   }
   for (size_t i = 0; i < event.pods.size(); ++i) {
@@ -348,8 +364,10 @@ Meter::BucketResult Meter::ComputeSpan(const std::string& uuid, const DeviceTime
       }
     }
     if (!any_achieved) {
+      // By the compute each may use, not by what it is charged: a fraction's memory share
+      // makes it hold more of the GPU, not run more on it.
       weights.clear();
-      for (size_t index : now) weights.push_back(intervals_[index].device.gpu_milli);
+      for (size_t index : now) weights.push_back(intervals_[index].device.ComputeMilli());
     }
     const std::vector<int64_t> parts = LargestRemainderSplit(used, weights);
     for (size_t k = 0; k < now.size(); ++k) out.per_interval[now[k]].used += parts[k];

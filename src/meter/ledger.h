@@ -13,9 +13,10 @@
 //    carried along the device's timeline (the running total is floored once), so any prefix of it
 //    is exact to the milli-GPU·ms.
 //  - A span's used amount is split among the bindings sharing the device by their achieved share
-//    when the shim reports one, else by their allocated milli-GPU, with the largest-remainder
-//    rule, so the parts add up exactly to the device's used amount. Used time on a device that no
-//    binding holds is the device's *unattributed* use.
+//    when the shim reports one, else by their compute shares (BoundDevice::compute_milli: what
+//    the shim lets each run, not what quota charges it, which counts a fraction's memory too),
+//    with the largest-remainder rule, so the parts add up exactly to the device's used amount.
+//    Used time on a device that no binding holds is the device's *unattributed* use.
 //  - Spans are cut at samples, at binding starts and ends, and at rollup bucket boundaries.
 //
 // Rollups: each (binding, device) interval keeps its used and unknown amounts per bucket
@@ -26,7 +27,8 @@
 // bucket boundaries and prorated by time inside a bucket that a window cuts.
 //
 // Ingest is idempotent: a binding or end event with an id already seen, or a sample for a
-// (device, time) already seen, changes nothing. Not thread-safe: the caller serialises.
+// (device, time) already seen, changes nothing (but for a binding's compute shares that its
+// intervals lack: a journal that does not keep them). Not thread-safe: the caller serialises.
 #pragma once
 
 #include <cstdint>
@@ -53,8 +55,15 @@ struct BoundDevice {
   std::string node;
   std::string uuid;  // a MIG instance is "<GPU UUID>/<GPU instance id>"
   std::string model;
-  int32_t gpu_milli = 1000;  // allocated share; for a MIG slice its compute slices / 7
-  std::string mig_profile;   // "" unless a MIG slice
+  // What it holds (held time, cost): the share its queue is charged; for a MIG slice its
+  // compute slices / 7, for a fraction the larger of its compute and memory shares.
+  int32_t gpu_milli = 1000;
+  std::string mig_profile;  // "" unless a MIG slice
+  // The compute it may use (the shim's cap: a fraction's gpuMilli), by which the device's busy
+  // time is split among its sharers; 0: not known (a journal that does not keep it), gpu_milli.
+  int32_t compute_milli = 0;
+
+  int32_t ComputeMilli() const { return compute_milli > 0 ? compute_milli : gpu_milli; }
 };
 
 // A pod of a binding: where it runs and the CPU and memory it holds (priced per core-hour and
@@ -199,7 +208,8 @@ class Meter {
   const MeterConfig& config() const { return config_; }
 
   // REQUIRES for each: well-formed input (ids non-empty, end ≥ start); otherwise InvalidArgument
-  // naming the field, and nothing changes.
+  // naming the field, and nothing changes. A binding bound again changes nothing, but gives its
+  // intervals the compute shares they lack (restored from a journal that does not keep them).
   Status Bind(const BindEvent& event);
   Status End(const EndEvent& event);
   Status AddDevice(const FleetDevice& device);

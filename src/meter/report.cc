@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <functional>
 #include <set>
 
 #include "core/yaml_reader.h"
@@ -63,9 +64,9 @@ const char* AggregateName(AggregateBy by) {
 ReportRow& RowFor(std::map<std::string, ReportRow>& rows, const std::vector<AggregateBy>& by,
                   const RowFields& f) {
   std::string key;
-  for (AggregateBy b : by) {
-    if (!key.empty()) key += "/";
-    key += KeyPart(f, b);
+  for (size_t i = 0; i < by.size(); ++i) {
+    const std::string part = KeyPart(f, by[i]);
+    key += (i > 0 ? "/" : "") + (part.empty() ? std::string(kUnallocated) : part);
   }
   ReportRow& row = rows[key];
   if (row.key.empty()) {
@@ -201,7 +202,7 @@ Result<std::vector<ReportWindow>> BuildReport(const Meter& meter, const PriceBoo
                           options.tenants.end()) {
         continue;
       }
-      static const std::string kCpuMemory = "cpu-memory";  // not a GPU model
+      static const std::string kCpuMemory = kCpuMemoryModel;  // not a GPU model
       ReportRow& row =
           RowFor(rows, options.by, {p->tenant, p->queue, p->workload, p->pod.node, kCpuMemory});
       row.cpu_milli_ms += p->CpuHeldIn(w.from_ms, w.to_ms);
@@ -263,6 +264,59 @@ Result<std::vector<ReportWindow>> BuildReport(const Meter& meter, const PriceBoo
     if (!filtered) w.unattributed_used = meter.UnattributedUsed(w.from_ms, w.to_ms);
     for (auto& [key, row] : rows) w.rows.push_back(std::move(row));
     out.push_back(std::move(w));
+  }
+  return out;
+}
+
+std::string UsageMetricsText(const Meter& meter, const PriceBook& prices, int64_t now_ms) {
+  ReportOptions opt;
+  opt.from_ms = 0;
+  opt.to_ms = std::max<int64_t>(now_ms, 1);
+  opt.by = {AggregateBy::kTenant, AggregateBy::kQueue, AggregateBy::kModel};
+  auto report = BuildReport(meter, prices, opt);
+  std::vector<const ReportRow*> gpu, pods;  // GPU time by model; CPU and memory
+  if (report.ok()) {
+    for (const ReportRow& r : (*report)[0].rows) {
+      (r.properties.at("model") == kCpuMemoryModel ? pods : gpu).push_back(&r);
+    }
+  }
+  std::string out;
+  auto family = [&](const char* name, const char* help, const std::vector<const ReportRow*>& rows,
+                    bool by_model, const std::function<double(const ReportRow&)>& value) {
+    out += std::string("# HELP ") + name + " " + help + "\n";
+    out += std::string("# TYPE ") + name + " counter\n";
+    for (const ReportRow* r : rows) {
+      out += std::string(name) + "{tenant=\"" + r->properties.at("tenant") + "\",queue=\"" +
+             r->properties.at("queue") + "\"" +
+             (by_model ? ",model=\"" + r->properties.at("model") + "\"" : "") + "} " +
+             std::to_string(value(*r)) + "\n";
+    }
+  };
+  family("fabrica_gpu_seconds_allocated_total", "GPU-seconds held by bindings.", gpu, true,
+         [](const ReportRow& r) { return static_cast<double>(r.held) / 1e6; });
+  family("fabrica_gpu_seconds_used_total", "GPU-seconds busy, attributed to bindings.", gpu, true,
+         [](const ReportRow& r) { return static_cast<double>(r.used) / 1e6; });
+  family("fabrica_gpu_cost_total", "Cost of GPU time held, in the price book's currency.", gpu,
+         true, [](const ReportRow& r) { return static_cast<double>(r.cost_micros) / 1e6; });
+  // CPU and memory: a series for those who held some, a cost where the price book has a price.
+  std::vector<const ReportRow*> cpu, memory;
+  for (const ReportRow* r : pods) {
+    if (r->cpu_milli_ms > 0) cpu.push_back(r);
+    if (r->memory_mib_ms > 0) memory.push_back(r);
+  }
+  family("fabrica_cpu_core_seconds_allocated_total", "CPU core-seconds held by bindings' pods.",
+         cpu, false, [](const ReportRow& r) { return static_cast<double>(r.cpu_milli_ms) / 1e6; });
+  family("fabrica_memory_byte_seconds_allocated_total",
+         "Memory byte-seconds held by bindings' pods.", memory, false,
+         [](const ReportRow& r) { return static_cast<double>(r.memory_mib_ms) * 1048576.0 / 1e3; });
+  if (prices.cpu_core_hour_micros > 0) {
+    family("fabrica_cpu_cost_total", "Cost of CPU held, in the price book's currency.", cpu, false,
+           [](const ReportRow& r) { return static_cast<double>(r.cpu_cost_micros) / 1e6; });
+  }
+  if (prices.gib_hour_micros > 0) {
+    family("fabrica_memory_cost_total", "Cost of memory held, in the price book's currency.",
+           memory, false,
+           [](const ReportRow& r) { return static_cast<double>(r.ram_cost_micros) / 1e6; });
   }
   return out;
 }

@@ -9,7 +9,8 @@
 // idle cost is split among the rows by their cost of that model with the largest-remainder rule
 // (OpenCost's proportional rule, made exact); a model nobody used keeps its idle cost in
 // `__idle__`. MIG slices are priced by their compute fraction and fractional shares by their
-// milli-GPU, since both are held amounts.
+// milli-GPU, since both are held amounts. A row keyed by a field its bindings lack (the queue
+// of work no queue was charged for) has the key part `__unallocated__`, as OpenCost's.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +41,12 @@ Result<PriceBook> ParsePriceBook(const std::string& yaml, const std::string& sou
 
 enum class AggregateBy { kTenant, kQueue, kWorkload, kNode, kModel };
 Result<std::vector<AggregateBy>> ParseAggregate(const std::string& text);
+
+// The model of the rows that hold the CPU and memory of bindings' pods when a report is
+// aggregated by model (no GPU model: their GPU time is in their GPUs' models' rows).
+inline constexpr char kCpuMemoryModel[] = "cpu-memory";
+// The key part of a row whose bindings lack the field aggregated by (OpenCost's).
+inline constexpr char kUnallocated[] = "__unallocated__";
 
 struct ReportOptions {
   int64_t from_ms = 0;
@@ -82,6 +89,15 @@ struct ReportWindow {
 
 Result<std::vector<ReportWindow>> BuildReport(const Meter& meter, const PriceBook& prices,
                                               const ReportOptions& options);
+
+// The usage counters of /metrics in Prometheus' text format, over [0, now_ms), per tenant and
+// queue charged (`queue=""` where none was: no Queue exists): GPU-seconds held and used and
+// their cost per GPU model (fabrica_gpu_seconds_allocated_total, fabrica_gpu_seconds_used_total,
+// fabrica_gpu_cost_total), and the CPU core-seconds and memory byte-seconds the bindings' pods
+// held (fabrica_cpu_core_seconds_allocated_total, fabrica_memory_byte_seconds_allocated_total)
+// with their cost (fabrica_cpu_cost_total, fabrica_memory_cost_total, where the price book
+// prices them), so that the cost counters add up to what the report bills.
+std::string UsageMetricsText(const Meter& meter, const PriceBook& prices, int64_t now_ms);
 
 Result<std::pair<int64_t, int64_t>> PeriodBounds(const std::string& period, int64_t now_ms);
 
