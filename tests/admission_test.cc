@@ -825,6 +825,13 @@ TEST_F(AdmissionTest, ElasticWorkThatRequiresOneDomainGrowsInIt) {
   EXPECT_EQ(r.grown, std::vector<int>{g}) << adm_->growth_why(g);
   EXPECT_EQ(adm_->pod_counts(g), std::vector<int>{3});
   for (const Assignment& a : adm_->assignments(g)) EXPECT_LT(a.node, 3) << "off leaf-1";
+  // Its fourth pod would fit on leaf-2's free node only: why it grows no more names its leaf
+  // (a trial read "no node has room" beside that node).
+  adm_->PodsReady(g);
+  EXPECT_TRUE(adm_->Cycle(12, 1000).grown.empty());
+  EXPECT_EQ(adm_->growth_why(g),
+            "no node of its leaf leaf-1 has room for another of its pods now (its topology keeps "
+            "its pods in one leaf)");
 }
 
 // Flavours are the fleet's: a fraction goes to the most specific flavour any queue names, in
@@ -3211,6 +3218,23 @@ TEST_F(AdmissionTest, ConsolidationMovesWorkToGatherScatteredGpus) {
     EXPECT_EQ(CountPhase(small, Phase::kAdmitted), 4);
     EXPECT_EQ(adm_->state().allocated_gpu_milli(), 8000);
   }
+}
+
+// A consolidation that would move more work than consolidationMaxMoves allows says so (a trial
+// could not tell why scattered room was never gathered): two moves needed, one allowed.
+TEST_F(AdmissionTest, AConsolidationPastItsMoveCapSaysSo) {
+  AdmissionConfig config;
+  config.consolidation_max_moves = 1;
+  Make(Nodes(2, 4), {Leaf("a", 4), Leaf("b", 4)}, {}, config);
+  for (int i = 0; i < 4; ++i)
+    ASSERT_TRUE(
+        adm_->Restore(Gpus("a" + std::to_string(i), "a", 1), OnGpus(i / 2, {i % 2}), 0).ok());
+  const int big = Submit(Gpus("b0", "b", 4), 10);
+  EXPECT_TRUE(adm_->Cycle(11, 1000).evicted.empty());
+  EXPECT_NE(adm_->reason(big).find("; no consolidation plan: it would move more than 1 "
+                                   "workloads (consolidationMaxMoves)"),
+            std::string::npos)
+      << adm_->reason(big);
 }
 
 // A budget that holds back both a consolidation and a reclaim is named once, the same way each

@@ -3418,6 +3418,14 @@ TEST(ApiPathTest, UnknownPathsAndMethods) {
   HttpResponse discovery = w.Get(kApi);
   EXPECT_EQ(discovery.status, 200);
   EXPECT_EQ(Parse(discovery)["resources"].size(), 9u);  // (events: list and watch; nodeallocations)
+  // Short names, as fabctl takes them, for kubectl too (a trial's `kubectl get wl` found none).
+  std::map<std::string, json> by_name;
+  const json resources = Parse(discovery)["resources"];
+  for (const json& r : resources) by_name[r.value("name", "")] = r;
+  EXPECT_EQ(by_name["workloads"]["shortNames"], json::array({"wl"})) << discovery.body;
+  EXPECT_EQ(by_name["queues"]["shortNames"], json::array({"q"}));
+  EXPECT_EQ(by_name["priorityclasses"].value("singularName", ""), "priorityclass");
+  EXPECT_FALSE(by_name["tenants"].contains("shortNames"));
 }
 
 }  // namespace

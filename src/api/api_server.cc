@@ -39,15 +39,18 @@ struct ResourceInfo {
   const char* plural;
   const char* kind;
   bool namespaced;
+  // What discovery lists as its short name, so that `kubectl get wl` finds it as `fabctl get
+  // wl` does (a trial's kubectl knew none); "" for none.
+  const char* short_name = "";
 };
 constexpr ResourceInfo kResources[] = {
     {"tenants", "Tenant", false},
-    {"queues", "Queue", false},
-    {"nodes", "Node", false},
+    {"queues", "Queue", false, "q"},
+    {"nodes", "Node", false, "no"},
     {"leases", "Lease", false},
-    {"workloads", "Workload", true},
-    {"priorityclasses", "PriorityClass", false},
-    {"resourceflavors", "ResourceFlavor", false},
+    {"workloads", "Workload", true, "wl"},
+    {"priorityclasses", "PriorityClass", false, "pc"},
+    {"resourceflavors", "ResourceFlavor", false, "rf"},
 };
 
 const ResourceInfo* FindResource(const std::string& plural) {
@@ -2631,11 +2634,15 @@ struct ApiServer::Impl {
     if (parts.empty()) {
       json list = json::array();
       for (const ResourceInfo& r : kResources) {
+        std::string singular = r.kind;
+        for (char& c : singular) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
         list.push_back(
             {{"name", r.plural},
+             {"singularName", singular},
              {"kind", r.kind},
              {"namespaced", r.namespaced},
              {"verbs", {"create", "delete", "get", "list", "patch", "update", "watch"}}});
+        if (*r.short_name) list.back()["shortNames"] = {r.short_name};
       }
       list.push_back({{"name", "events"},
                       {"kind", "Event"},

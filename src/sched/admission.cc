@@ -4307,7 +4307,8 @@ bool Admitter::Grow(int id, bool* probed) {
   // (Why the first probe, one more pod per set, failed: what describe says. A literal: probes
   // run each cycle, and most say nothing.)
   const char* why = "";
-  std::string quota_why;  // (what `why` points to where a quota's limit is said)
+  std::string quota_why;   // (what `why` points to where a quota's limit is said)
+  std::string domain_why;  // (... where its topology keeps it in one domain)
   auto probe = [&](int step, std::vector<Assignment>* assign, std::vector<PodRequest>* pods) {
     SetCounts(more, extra_for(step));
     if (!off_domain.empty())
@@ -4396,6 +4397,16 @@ bool Admitter::Grow(int id, bool* probed) {
     }
     *probed = true;
     why = "no node has room for another of its pods now";
+    // (Held to the domain its pods run in, said so: a trial read "no node has room" beside
+    // another leaf's free GPUs.)
+    if (const TopologyLevel level = e.spec.topology.level;
+        e.spec.topology.required && level != TopologyLevel::kNone && !e.assign.empty()) {
+      domain_why = std::string("no node of its ") + TopologyLevelName(level) + " " +
+                   state_.domain_name(level, state_.domain_of(e.assign[0].node, level)) +
+                   " has room for another of its pods now (its topology keeps its pods in one " +
+                   TopologyLevelName(level) + ")";
+      why = domain_why.c_str();
+    }
     return TrialPlace(more, pods, allowed, assign);
   };
   std::vector<Assignment> assign, best_assign;
@@ -4862,8 +4873,10 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
   for (int n = 0; n < state_.node_count(); ++n)
     if (model_ok(n)) free += free_on(n);
   // A disruption budget that kept work from leaving a node that would otherwise have made the
-  // room: said if no plan is found.
+  // room: said if no plan is found; else whether the moves a node needed passed the cap
+  // (consolidationMaxMoves), or those that cleared one had nowhere else to go.
   std::string budget_held;
+  bool move_capped = false, homeless = false;
   const auto within_budget = [&](int q, int more) {
     const int budget = queues_[q].spec.disruption_budget;
     return budget < 0 || queues_[q].evicting + more < budget;
@@ -5166,9 +5179,11 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
             if (take_back) {
               for (auto [f, milli] : entries_[v].charged) NoteTaken(taken_here, q, f, milli);
             } else {
-              if (static_cast<int>(moved.size()) + moves >= config_.consolidation_max_moves ||
-                  !movable(v))
+              if (!movable(v)) continue;
+              if (static_cast<int>(moved.size()) + moves >= config_.consolidation_max_moves) {
+                move_capped = true;
                 continue;
+              }
               if (!within_budget(q, disrupted[q])) {
                 budget_held = queues_[q].spec.name;
                 continue;
@@ -5190,6 +5205,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
           bool relocated = fits && place(pod, &only);
           for (size_t k = 0; relocated && k < leave.size(); ++k)
             if (!reclaims[k]) relocated = place(entries_[leave[k]].pods[0], nullptr);
+          homeless |= fits && !relocated;
           undo_to(mark);
           for (auto it = leave.rbegin(); it != leave.rend(); ++it) TrialReapply(*it);
           if (relocated && (best_node < 0 || leave.size() < best.size())) {
@@ -5262,6 +5278,16 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
         why.find("; waiting: the disruption budget of queue " + budget_held + " allows") ==
             std::string::npos)
       why += note;
+  } else if (!ok && (move_capped || homeless)) {
+    // (A trial could not tell why scattered room was never gathered.)
+    std::string& why = entries_[id].reason;
+    const std::string note =
+        move_capped ? "; no consolidation plan: it would move more than " +
+                          std::to_string(config_.consolidation_max_moves) +
+                          " workloads (consolidationMaxMoves)"
+                    : "; no consolidation plan: the work that would make room has nowhere else "
+                      "to go";
+    if (why.find("; no consolidation plan: ") == std::string::npos) why += note;
   }
   if (!ok || (moved.empty() && reclaimed.empty())) return false;
 
