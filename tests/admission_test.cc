@@ -5687,6 +5687,37 @@ TEST_F(AdmissionTest, FractionsDoNotTakeTheGpusAWholeGpuGuaranteeNeeds) {
   EXPECT_EQ(adm_->phase(whole), Phase::kAdmitted) << adm_->reason(whole);
 }
 
+// ... but a MIG GPU's slices are a fixed partition: a guarantee in the flavour that takes its
+// small slices needs none of the 3g slices another flavour takes (a review: counted as shared,
+// they kept a tree from borrowing idle 3g slices no guarantee could ever use).
+TEST_F(AdmissionTest, MigSlicesOfAnotherFlavourAreNotKeptForAGuarantee) {
+  Fleet fleet = Nodes(2, 4);
+  for (Device& d : fleet.nodes[1].devices)
+    d.mig_slices = {"3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"};
+  ASSERT_TRUE(ValidateFleet(fleet).ok());
+  AdmissionConfig config;
+  config.flavors = {FlavorSpec{"m3", DeviceKind::kMig, {}, {"3g.40gb"}},
+                    FlavorSpec{"gpu", std::nullopt, {}, {}}};
+  // Tree b: b1 guaranteed two 3g slices, which b2 borrows; b1's own slice then takes an idle
+  // 3g slice no tree is guaranteed rather than reclaim (a's guarantee in gpu needs none).
+  QueueSpec a = Plain("a"), b = Plain("b"), b1 = Plain("b1"), b2 = Plain("b2");
+  a.parent = b.parent = "";
+  b1.parent = b2.parent = "b";
+  a.quotas["gpu"] = QuotaSpec{8000, {}, {}};
+  b1.quotas["m3"] = QuotaSpec{856, {}, {}};
+  b2.quotas["m3"] = QuotaSpec{0, {}, {}};
+  config.queues = {a, b, b1, b2};
+  MakeTree(fleet, config, {"a", "b1", "b2"});
+  const std::vector<int> borrowed = {Submit(MigSlices("x0", "b2", 1, "3g.40gb"), 0),
+                                     Submit(MigSlices("x1", "b2", 1, "3g.40gb"), 0)};
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(CountPhase(borrowed, Phase::kAdmitted), 2);
+  const int mine = Submit(MigSlices("y0", "b1", 1, "3g.40gb"), 2);
+  const CycleResult r = adm_->Cycle(3, 1000);
+  EXPECT_TRUE(r.evicted.empty()) << adm_->reason(mine);
+  EXPECT_EQ(adm_->phase(mine), Phase::kAdmitted) << adm_->reason(mine);
+}
+
 // A leaf with no guarantee of its own takes back its department's guarantee from best-effort
 // work only: a sibling that borrows within the department keeps what it borrows (that is fair
 // share's to move, not reclaim's).

@@ -2783,10 +2783,12 @@ struct ApiServer::Impl {
       case Verb::kWatch:
         return List(*info, ns, req, *principal, verb == Verb::kWatch);
       case Verb::kCreate: {
+        HttpResponse r = Create(*info, ns, req, *principal);
+        if (r.status != 422) return r;  // (the body read again for its name only then)
         std::string twice, named;
         if (const json body = jsonf::ParseNoDuplicateKeys(req.body, &twice); body.is_object())
           named = Str(Field(body, "metadata"), "name");
-        return NameInvalid(Create(*info, ns, req, *principal), *info, named);
+        return NameInvalid(std::move(r), *info, named);
       }
       case Verb::kUpdate:
       case Verb::kPatch:

@@ -374,13 +374,17 @@ Status Admitter::Build() {
     const std::vector<int> gpus = FlavorGpus(/*charged=*/true);
     for (int f = 0; f < nf; ++f) in_service_milli_.push_back(int64_t{gpus[f]} * kMilliPerGpu);
     shared_milli_.assign(nf, std::vector<int64_t>(nf, 0));
+    // (GPUs not in MIG mode only: a MIG GPU's slices are a fixed partition, no slice of one
+    // flavour's ever another's, a review found.)
     for (int n = 0; n < state_.node_count(); ++n)
       for (int d = 0; d < static_cast<int>(fleet_.nodes[n].devices.size()); ++d) {
+        if (fleet_.nodes[n].devices[d].mig_enabled()) continue;
         const std::set<int> takes = DeviceFlavors(n, d, /*charged=*/true);
         for (int f : takes)
           for (int g : takes)
             if (f != g) shared_milli_[f][g] += kMilliPerGpu;
       }
+    UpdateElsewhere();
   }
   if (fleet_queue_ >= 0) {
     trees_guaranteed_ = queues_[fleet_queue_].guaranteed;
@@ -741,15 +745,17 @@ void Admitter::TakeOutOfService(int n, const std::vector<int>& devices) {
     free = std::max<int64_t>(free, 0);
     free_gpu += free;
     const std::set<int> takes = DeviceFlavors(n, d, /*charged=*/true);
-    for (int f : takes)
-      for (int g : takes)
-        if (f != g) shared_milli_[f][g] -= free;
+    if (!spec.mig_enabled())
+      for (int f : takes)
+        for (int g : takes)
+          if (f != g) shared_milli_[f][g] -= free;
     for (int f : takes) {
       in_service_milli_[f] -= free;
       if (fleet_queue_ >= 0)
         queues_[fleet_queue_].guaranteed[f] = std::max(trees_guaranteed_[f], in_service_milli_[f]);
     }
   }
+  UpdateElsewhere();
   cap_gpu_ = std::max<int64_t>(1, cap_gpu_ - free_gpu);
   if (devices.empty() && out_of_service_.insert({n, -1}).second)
     cap_cpu_ = std::max<int64_t>(1, cap_cpu_ - state_.free_cpu(n));
@@ -1883,8 +1889,14 @@ bool Admitter::TopRoom(int root, int f, int64_t used, int64_t reserved) const {
     held += holds;
   }
   // Past what is in service it fits nowhere: placement says so, and reclaims for room.
-  return used + reserved <= in_service_milli_[f] - owned - GuaranteedElsewhere(f) ||
+  return used + reserved <= in_service_milli_[f] - owned - elsewhere_milli_[f] ||
          used > in_service_milli_[f] - held;
+}
+
+void Admitter::UpdateElsewhere() {
+  elsewhere_milli_.assign(flavors_.size(), 0);
+  for (int f = 0; f < static_cast<int>(flavors_.size()); ++f)
+    elsewhere_milli_[f] = GuaranteedElsewhere(f);
 }
 
 int64_t Admitter::GuaranteedElsewhere(int f) const {
@@ -2702,6 +2714,7 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
   backfill_failed_.clear();
   backfills_left_ = kBackfillTriesPerCycle;
   victim_cache_.clear();
+  stopping_names_.clear();
   hold_borrowing_ = false;
   held_roots_.clear();
   region_of_.clear();
@@ -3761,9 +3774,8 @@ uint64_t Admitter::QuotaModels(const Entry& e, const PodRequest& gpu_pod, std::s
       // named: a trial's high-priority work read only that it may not borrow.)
       if (q.spec.disruption_budget == 0 && !pinned) {
         std::vector<int> lower;
-        for (int w = 0; w < static_cast<int>(entries_.size()); ++w)
-          if (entries_[w].leaf == e.leaf && entries_[w].phase == Phase::kAdmitted &&
-              entries_[w].spec.priority < e.spec.priority)
+        for (int w : q.running)
+          if (entries_[w].phase == Phase::kAdmitted && entries_[w].spec.priority < e.spec.priority)
             lower.push_back(w);
         if (!lower.empty())
           text += "; its lower-priority work (" + WorkloadNames(lower) +
@@ -5953,9 +5965,24 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     std::sort(cands.begin(), cands.end(), cheaper);
     std::sort(spare_only.begin(), spare_only.end(), cheaper);
     std::sort(spent.begin(), spent.end(), cheaper);
-    victim_cache_[cache_key] =
-        VictimList{cands,      in_min_runtime, budget_block, later, young_ids,
-                   spare_only, spent,          spare_fair,   pinned};
+    // (Named once here: a search that fails is said each time.)
+    double young_free_at = -1;
+    for (int v : young_ids) {
+      const double free_at = entries_[v].admitted_at + MinRuntime(v, id);
+      if (young_free_at < 0 || free_at < young_free_at) young_free_at = free_at;
+    }
+    VictimList list;
+    list.cands = std::move(cands);
+    list.in_min_runtime = in_min_runtime;
+    list.budget_block = budget_block;
+    list.later = std::move(later);
+    if (!young_ids.empty()) list.young_names = WorkloadNames(young_ids, 3);
+    list.young_free_at = young_free_at;
+    list.spare_only = std::move(spare_only);
+    list.spent = std::move(spent);
+    list.spare_fair = std::move(spare_fair);
+    list.pinned = pinned;
+    victim_cache_[cache_key] = std::move(list);
     cached = victim_cache_.find(cache_key);
   }
   int in_min_runtime = cached->second.in_min_runtime;
@@ -5976,17 +6003,13 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
       // (Named: a trial could not tell which of its victims was protected.)
       r += "; waiting: " + std::to_string(in_min_runtime) +
            (in_min_runtime == 1 ? " possible victim (" : " possible victims (") +
-           WorkloadNames(cached->second.young, 3) +
+           cached->second.young_names +
            (in_min_runtime == 1 ? ") is within its minimum runtime"
                                 : ") are within their minimum runtime");
       // When the first of them may go (in whole minutes: a message that changed every cycle
       // would be written every cycle), those a spent budget holds too (a trial's lost its time
       // beside the budget's note).
-      double first = -1;
-      for (int v : cached->second.young) {
-        const double free_at = entries_[v].admitted_at + MinRuntime(v, id);
-        if (first < 0 || free_at < first) first = free_at;
-      }
+      const double first = cached->second.young_free_at;
       if (first >= 0) {
         const int64_t minutes =
             std::max<int64_t>(1, static_cast<int64_t>(std::ceil(std::max(0.0, first - now_) / 60)));
@@ -6022,12 +6045,19 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
                : "; waiting: the disruption budget of queue " + budget_block +
                      " allows no more evictions or moves";
       // ... while which of its work stops (a trial could not tell whose eviction held it).
+      // (Found once a cycle: every entry is scanned.)
       if (q >= 0 && queues_[q].evicting > 0) {
-        std::vector<int> stopping;
-        for (int w = 0; w < static_cast<int>(entries_.size()); ++w)
-          if (entries_[w].phase == Phase::kEvicting && entries_[w].leaf == q) stopping.push_back(w);
-        if (!stopping.empty())
-          r += " while " + WorkloadNames(stopping, 3) + (stopping.size() == 1 ? " stops" : " stop");
+        auto [named, fresh] = stopping_names_.try_emplace(q);
+        if (fresh) {
+          std::vector<int> stopping;
+          for (int w = 0; w < static_cast<int>(entries_.size()); ++w)
+            if (entries_[w].phase == Phase::kEvicting && entries_[w].leaf == q)
+              stopping.push_back(w);
+          if (!stopping.empty())
+            named->second = " while " + WorkloadNames(stopping, 3) +
+                            (stopping.size() == 1 ? " stops" : " stop");
+        }
+        r += named->second;
       }
     }
     return r;

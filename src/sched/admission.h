@@ -856,8 +856,10 @@ class Admitter {
   // it: placement refuses it, and reclaims for room.)
   bool TopRoom(int root, int f, int64_t used, int64_t reserved) const;
   // What of flavour f's GPUs in service the trees' guarantees in other flavours of the same
-  // GPUs need: of each, what the GPUs it has outside f cannot hold.
+  // GPUs need: of each, what the GPUs it has outside f cannot hold. (Into elsewhere_milli_,
+  // for every flavour, where guarantees or GPUs in service change.)
   int64_t GuaranteedElsewhere(int f) const;
+  void UpdateElsewhere();
   void MarkMayKeep(int q);  // queue q may keep unused guarantee from now on
   // Keepers anew: the queues with a lending limit, or a reclaim hold at `now`.
   void RebuildKeepers(double now);
@@ -1199,6 +1201,7 @@ class Admitter {
   // By flavour: the trees' guarantees added up (trees lending each other), and the GPUs in
   // service (TakeOutOfService), in milli-GPUs; the fleet's node is guaranteed the larger.
   std::vector<int64_t> trees_guaranteed_, in_service_milli_;
+  std::vector<int64_t> elsewhere_milli_;  // by flavour: GuaranteedElsewhere, kept current
   // By pair of flavours: the GPUs in service that both charge (a whole-GPU flavour and a
   // fraction flavour of the same GPUs), in milli-GPUs.
   std::vector<std::vector<int64_t>> shared_milli_;
@@ -1227,7 +1230,8 @@ class Admitter {
     int in_min_runtime = 0;
     std::string budget_block;
     std::vector<Candidate> later;  // eligible but within their minimum runtime
-    std::vector<int> young;        // all within their minimum runtime (in_min_runtime of them)
+    std::string young_names;       // all within their minimum runtime, named (WorkloadNames)
+    double young_free_at = -1;     // when the first of them may go
     // Elastic workloads of other queues not eligible whole (their queue would drop below its
     // guarantee without them) whose pods beyond their minCount may be (elastic shrink).
     std::vector<Candidate> spare_only;
@@ -1247,6 +1251,7 @@ class Admitter {
   // borrower's swap (HeldSwap).
   using VictimKey = std::tuple<int, int, uint64_t, unsigned, bool, bool, double, double, bool>;
   std::map<VictimKey, VictimList> victim_cache_;    // this cycle
+  std::map<int, std::string> stopping_names_;       // this cycle: by queue, its evicting work
   std::vector<int> preempt_tried_, reclaim_tried_;  // searches per queue, this cycle
   std::vector<bool> no_eviction_;                   // by node, see ExcludeFromEviction
   int consolidations_left_ = 0;                     // this cycle
