@@ -1375,7 +1375,9 @@ TEST_F(FactoryTest, UnqueuedWorkUnderTheOneRootGoesLastAndIsReclaimedFirst) {
   CreateWorkload(in(WholeGpuWorkload("team-a", "a-2", 4), "qa"));
   EXPECT_EQ(Cycle().preempted, 1) << Describe(Workloads());
   const json marked = Workloads()["team-c/c-0"]["status"];
-  EXPECT_NE(marked.value("preemption", json::object()).value("reason", "").find("preempted by team-a/a-2"),
+  EXPECT_NE(marked.value("preemption", json::object())
+                .value("reason", "")
+                .find("preempted by team-a/a-2"),
             std::string::npos)
       << marked.dump();
   for (int i = 0; i < 4; ++i) Cycle(2'000);
@@ -1831,7 +1833,8 @@ TEST_F(FactoryTest, QuotaAPreemptorsVictimsFreeIsKeptForIt) {
       ++evicted;
       EXPECT_EQ(ev.value("count", 0), 1) << ev.dump();
       EXPECT_EQ(ev["last"].value("reason", ""), "Preempted") << ev.dump();
-      EXPECT_NE(ev["last"].value("message", "").find("preempted by team-b/hot ("), std::string::npos)
+      EXPECT_NE(ev["last"].value("message", "").find("preempted by team-b/hot ("),
+                std::string::npos)
           << ev.dump();
       // ... and what its stopped run lost: 4 GPUs for at least the grace period (the clock
       // moves in whole seconds).
