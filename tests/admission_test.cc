@@ -2734,6 +2734,53 @@ TEST_F(AdmissionTest, NonPreemptingWorkEvictsNothingYetGoesFirstAndStartsInPart)
   EXPECT_EQ(adm_->pod_counts(elastic), std::vector<int>{1});
 }
 
+// The room a preemptor's victims free goes first to work of its queue that orders ahead of it
+// and may not preempt (a trial: p, priority 1000 and Never, waited while u, priority 100 and
+// later, took the GPU l-new freed, and l-old of priority 0 ran on). As Kueue admits a queue's
+// head first: p starts there, and u preempts again.
+TEST_F(AdmissionTest, RoomAPreemptorFreedGoesFirstToHigherPriorityWorkOfItsQueue) {
+  SubmitOptions never;
+  never.may_preempt = false;
+  Make(Nodes(1, 2), {Leaf("a", 2)});
+  const int l_old = Submit(Gpus("l-old", "a", 1), 0);
+  const int l_new = Submit(Gpus("l-new", "a", 1), 0.5);
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(adm_->phase(l_old), Phase::kAdmitted);
+  ASSERT_EQ(adm_->phase(l_new), Phase::kAdmitted);
+  const int p = Submit(Gpus("p", "a", 1, /*priority=*/1000), 1.5, never);
+  CycleResult r = adm_->Cycle(2, 1000);
+  EXPECT_TRUE(r.evicted.empty());
+  const int u = Submit(Gpus("u", "a", 1, /*priority=*/100), 2.5);
+  r = adm_->Cycle(3, 1000);
+  ASSERT_EQ(r.evicted.size(), 1u) << adm_->reason(u);
+  const int first = r.evicted[0].victim;
+  const int second = first == l_old ? l_new : l_old;
+  adm_->Terminated(first, 4);
+  r = adm_->Cycle(5, 1000);
+  EXPECT_EQ(adm_->phase(p), Phase::kAdmitted) << adm_->reason(p);
+  EXPECT_EQ(adm_->phase(u), Phase::kPending);
+  ASSERT_EQ(r.evicted.size(), 1u) << adm_->reason(u);
+  EXPECT_EQ(r.evicted[0].victim, second);
+  adm_->Terminated(second, 6);
+  adm_->Cycle(7, 1000);
+  EXPECT_EQ(adm_->phase(u), Phase::kAdmitted) << adm_->reason(u);
+
+  // Larger work ahead of it, which the freed room cannot take, does not cost it the room.
+  Make(Nodes(1, 2), {Leaf("a", 2)});
+  const std::vector<int> low = AdmitEach("low", "a", 2);
+  ASSERT_FALSE(low.empty());
+  const int big = Submit(Gpus("big", "a", 2, /*priority=*/1000), 1.5, never);
+  adm_->Cycle(2, 1000);
+  const int mid = Submit(Gpus("mid", "a", 1, /*priority=*/100), 2.5);
+  r = adm_->Cycle(3, 1000);
+  ASSERT_EQ(r.evicted.size(), 1u) << adm_->reason(mid);
+  adm_->Terminated(r.evicted[0].victim, 4);
+  r = adm_->Cycle(5, 1000);
+  EXPECT_EQ(adm_->phase(mid), Phase::kAdmitted) << adm_->reason(mid);
+  EXPECT_EQ(adm_->phase(big), Phase::kPending);
+  EXPECT_TRUE(r.evicted.empty());
+}
+
 TEST_F(AdmissionTest, PartialAdmissionStartsWithTheMostPodsThatFit) {
   auto elastic = [](const std::string& name, const std::string& queue, int pods, int least) {
     Workload w = Gpus(name, queue, 1, 0, pods, /*gang=*/true);

@@ -59,6 +59,9 @@ constexpr int kBackfillTriesPerCycle = 16;
 // Placements tried a cycle for borrowers held back, on the nodes the hold leaves them (the
 // Cycle's main loop): apart from its attempts, so that they never keep others from theirs.
 constexpr int kOffHeldTriesPerCycle = 1024;
+// Work of a preemptor's own queue that orders ahead of it, tried in the room its victims freed
+// before the preemptor is (TryAhead): at most this many per preemptor.
+constexpr int kAheadTries = 2;
 // Regions of the hold on borrowing, and borrowers' reaches, worked out a cycle (each a pass
 // over the nodes): past them, a region is every node and a borrower is held back (as the hold
 // was before it kept to regions).
@@ -2778,6 +2781,7 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
     const int leaf = e.leaf;
     e.continuing = !was_reserving;  // (a preemptor whose victims stopped; not a reservation)
     e.was_reserving = was_reserving;
+    if (!was_reserving) TryAhead(id, now, out, failed);
     const bool admitted = TryAdmit(id, now, out, failed);
     entries_[id].continuing = false;
     entries_[id].was_reserving = false;
@@ -2962,6 +2966,40 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
   // Work parked with room held ahead of it is told how much is held now.
   RefreshHeldAhead();
   return out;
+}
+
+void Admitter::TryAhead(int id, double now, CycleResult& out,
+                        std::map<uint64_t, std::string>& failed) {
+  const Entry& e = entries_[id];
+  const QueueNode& q = queues_[e.leaf];
+  if (q.spec.strict_fifo) return;  // (its head went first: a preemptor behind it stays held)
+  const int64_t room = e.gpu_milli;
+  const std::tuple<int, double, int> key{config_.strict_priority ? -e.spec.priority : 0, e.arrival,
+                                         id};
+  // Ahead of it, of a higher priority (work it could preempt right back is not: its own
+  // victims, in a queue ordered by arrival) and no larger (larger work would need more than its
+  // victims freed): the first few of its queue's line and of those parked, in queue order.
+  std::vector<std::tuple<int, double, int>> ahead;
+  for (const auto* line : {&q.pending, &q.parked}) {
+    int taken = 0;
+    for (auto it = line->begin(); it != line->end() && *it < key && taken < kAheadTries; ++it) {
+      const Entry& a = entries_[std::get<2>(*it)];
+      if (a.nominated || a.spec.priority <= e.spec.priority || a.gpu_milli > room ||
+          (a.gpu_milli == 0) != (room == 0))
+        continue;
+      ahead.push_back(*it);
+      ++taken;
+    }
+  }
+  std::sort(ahead.begin(), ahead.end());
+  if (ahead.size() > kAheadTries) ahead.resize(kAheadTries);
+  for (const auto& k : ahead) {
+    const int a = std::get<2>(k);
+    if (entries_[a].phase != Phase::kPending || entries_[a].nominated) continue;
+    Unpark(a);
+    ++out.attempts;
+    TryAdmit(a, now, out, failed);
+  }
 }
 
 void Admitter::Park(int id, bool quota, uint64_t key, const std::vector<PodRequest>& pods) {

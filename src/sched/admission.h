@@ -985,6 +985,13 @@ class Admitter {
   int PickLeaf() const;
   void Deactivate(int leaf);
   bool TryAdmit(int id, double now, CycleResult& out, std::map<uint64_t, std::string>& failed);
+  // A preemptor whose victims have stopped (its held room given back) lets work of its own
+  // queue that orders ahead of it with a higher priority (work that may not preempt:
+  // preemptionPolicy Never) try that room first, as Kueue admits a queue's head first and
+  // Kubernetes keeps a nominated node from no higher priority; the preemptor, tried after,
+  // looks for victims again if it no longer fits. Not in a StrictFIFO queue (its head goes
+  // first already).
+  void TryAhead(int id, double now, CycleResult& out, std::map<uint64_t, std::string>& failed);
   bool MayPreempt(int id) const;
   // Whether its queue runs work of its own that its withinQueue policy lets it evict.
   bool OwnMayGo(int id) const;
