@@ -20,6 +20,7 @@
 
 #include "api/api_server.h"
 #include "api/auth.h"
+#include "client/columns.h"
 #include "control/clock.h"
 #include "store/store.h"
 
@@ -1332,6 +1333,114 @@ TEST_F(ApiCrudTest, ListAndWatchWithFieldSelector) {
   ASSERT_EQ(rewatch.status, 200) << rewatch.body;
   EXPECT_EQ(Summaries(WatchDriver(rewatch.stream).Events()),
             (std::vector<std::string>{"DELETED team-a/a4"}));
+}
+
+// kubectl asks for a Table (server-side printing) and prints its cells as sent: fabctl's
+// columns, and AGE counted on the server's clock (kubectl counting it from the timestamps read
+// "<invalid>" under a time scale, the server's clock ahead of the wall clock). A list, a single
+// get and a watch (a one-row Table each event); what each row carries (includeObject).
+TEST_F(ApiCrudTest, KubectlGetsATableOfFabctlsColumns) {
+  const std::string path = Collection("workloads", "team-a");
+  w_.MustCreate(path, WorkloadObject("team-a", "w1", {}, 2));
+  w_.MustSetStatus(Item("workloads", "team-a", "w1"),
+                   {{"phase", "Running"}, {"assignments", {Assignment("n1")}}});
+  w_.clock().AdvanceMs((4 * 60 + 12) * 1000);
+  const std::string accept =
+      "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;"
+      "g=meta.k8s.io,application/json";
+  const auto get = [&](const std::string& target, const std::string& with = "",
+                       const std::string& token = kAlice) {
+    HttpRequest req = MakeRequest("GET", target, token, "", "");
+    req.headers["accept"] = with.empty() ? accept : with;
+    return w_.api().Handle(req);
+  };
+  const auto names = [](const json& table) {
+    std::vector<std::string> out;
+    for (const json& c : table.value("columnDefinitions", json::array()))
+      out.push_back(c.value("name", "") + (c.value("priority", 0) == 0 ? "" : "*"));
+    return out;
+  };
+  HttpResponse r = get(path);
+  ASSERT_EQ(r.status, 200) << r.body;
+  json table = Parse(r);
+  EXPECT_EQ(table["kind"], "Table") << r.body;
+  EXPECT_EQ(table["apiVersion"], "meta.k8s.io/v1");
+  EXPECT_EQ(table["metadata"]["resourceVersion"], std::to_string(w_.store().Revision()));
+  EXPECT_EQ(names(table), (std::vector<std::string>{"Name", "Phase", "Pods", "GPUs", "Nodes", "Age",
+                                                    "Queue*", "Priority*", "Message*"}));
+  ASSERT_EQ(table["rows"].size(), 1u) << r.body;
+  // (One pod of two GPUs, one of them placed: what it holds.)
+  EXPECT_EQ(table["rows"][0]["cells"],
+            json({"w1", "Running", "1", "1", "n1", "4m12s", "-", "0", ""}));
+  EXPECT_EQ(table["rows"][0]["object"]["kind"], "PartialObjectMetadata");
+  EXPECT_EQ(table["rows"][0]["object"]["metadata"]["namespace"], "team-a");
+  EXPECT_FALSE(table["rows"][0]["object"].contains("spec"));
+
+  // A single get is a one-row table; v1beta1 where only that is asked for; plain JSON without.
+  r = get(Item("workloads", "team-a", "w1"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Parse(r)["rows"].size(), 1u);
+  r = get(path, "application/json;as=Table;v=v1beta1;g=meta.k8s.io, application/json");
+  EXPECT_EQ(Parse(r)["apiVersion"], "meta.k8s.io/v1beta1") << r.body;
+  r = get(path, "application/json");
+  EXPECT_EQ(Parse(r)["kind"], "WorkloadList") << r.body;
+  EXPECT_EQ(Parse(get(Item("workloads", "team-a", "nope")))["reason"], "NotFound");
+
+  // What each row carries.
+  r = get(path + "?includeObject=Object");
+  EXPECT_EQ(Parse(r)["rows"][0]["object"]["spec"]["podSets"][0]["count"], 1) << r.body;
+  r = get(path + "?includeObject=None");
+  EXPECT_FALSE(Parse(r)["rows"][0].contains("object")) << r.body;
+  r = get(path + "?includeObject=All");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(Message(r).find("includeObject: 'All' is not one of None, Metadata or Object"),
+            std::string::npos)
+      << r.body;
+
+  // Other kinds: their own columns (a tenant's trust; a node's status and GPUs).
+  r = get(Collection("tenants"), accept, kAdmin);
+  table = Parse(r);
+  EXPECT_EQ(names(table), (std::vector<std::string>{"Name", "Trust", "Trust-Domain", "Age"}));
+  w_.MustCreate(Collection("nodes"), NodeObject("n1"));
+  table = Parse(get(Collection("nodes"), accept, kAdmin));
+  EXPECT_EQ(names(table), (std::vector<std::string>{"Name", "Status", "GPUs", "Model", "Leaf",
+                                                    "Age", "CPU*", "Memory*", "Taints*"}));
+  ASSERT_EQ(table["rows"].size(), 1u);
+  EXPECT_EQ(table["rows"][0]["cells"][0], "n1");
+  EXPECT_EQ(table["rows"][0]["cells"][5], "0s");
+
+  // A watch: each event's object a one-row table.
+  HttpRequest watch_req = MakeRequest("GET", path + "?watch=true", kAlice, "", "");
+  watch_req.headers["accept"] = accept;
+  HttpResponse watch = w_.api().Handle(watch_req);
+  ASSERT_EQ(watch.status, 200) << watch.body;
+  WatchDriver d(watch.stream);
+  w_.MustCreate(path, WorkloadObject("team-a", "w2"));
+  const std::vector<json> events = d.Events();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0]["type"], "ADDED");
+  EXPECT_EQ(events[0]["object"]["kind"], "Table");
+  EXPECT_EQ(events[0]["object"]["rows"][0]["cells"][0], "w2");
+  EXPECT_EQ(events[0]["object"]["rows"][0]["cells"][1], "Pending");
+}
+
+// AGE as kubectl's own tables write it: two units while the larger is small.
+TEST(TableTest, AgesReadAsKubectls) {
+  const int64_t s = 1000, m = 60 * s, h = 60 * m, d = 24 * h;
+  const std::vector<std::pair<int64_t, std::string>> cases = {{-5 * s, "<invalid>"},
+                                                              {-500, "0s"},
+                                                              {0, "0s"},
+                                                              {119 * s, "119s"},
+                                                              {2 * m, "2m"},
+                                                              {4 * m + 12 * s, "4m12s"},
+                                                              {17 * m + 5 * s, "17m"},
+                                                              {5 * h + 3 * m, "5h3m"},
+                                                              {30 * h, "30h"},
+                                                              {3 * d + 4 * h, "3d4h"},
+                                                              {40 * d, "40d"},
+                                                              {(2 * 365 + 10) * d, "2y10d"},
+                                                              {9 * 365 * d, "9y"}};
+  for (const auto& [ms, want] : cases) EXPECT_EQ(HumanAge(ms), want) << ms;
 }
 
 // A node's load, whoever's work it is: a tenant reads the GPUs others' work holds on a shared

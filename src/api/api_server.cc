@@ -21,6 +21,7 @@
 
 #include "api/json_fields.h"
 #include "api/metrics.h"
+#include "api/table.h"
 #include "core/fleet.h"
 #include "core/workload.h"
 #include "core/yaml_reader.h"
@@ -865,13 +866,15 @@ class Watcher : public StreamSource, public std::enable_shared_from_this<Watcher
   // selectors, or selected.
   enum class Seen { kHidden, kUnselected, kSelected };
   using Filter = std::function<Seen(const WatchEvent&, json* object)>;
+  // `shape`, where set, is what each event's object is sent as (a one-row Table, for kubectl).
   Watcher(Store& store, std::string prefix, int64_t after, Filter filter,
-          std::function<void(Watcher*)> on_end)
+          std::function<void(Watcher*)> on_end, std::function<json(const json&)> shape = nullptr)
       : store_(store),
         prefix_(std::move(prefix)),
         after_(after),
         filter_(std::move(filter)),
-        on_end_(std::move(on_end)) {}
+        on_end_(std::move(on_end)),
+        shape_(std::move(shape)) {}
 
   void Start(std::function<bool(std::string)> write, std::function<void()> finish) override {
     {
@@ -981,7 +984,7 @@ class Watcher : public StreamSource, public std::enable_shared_from_this<Watcher
         type = was_shown || unknown ? "MODIFIED" : "ADDED";
         shown_[e.kv.key] = obj.dump();
       }
-      json line = {{"type", type}, {"object", obj}};
+      json line = {{"type", type}, {"object", shape_ ? shape_(obj) : obj}};
       if (!write_(line.dump() + "\n")) write_ = nullptr;
     } catch (const std::exception&) {
     }
@@ -992,6 +995,7 @@ class Watcher : public StreamSource, public std::enable_shared_from_this<Watcher
   int64_t after_;
   Filter filter_;
   std::function<void(Watcher*)> on_end_;
+  std::function<json(const json&)> shape_;
   std::mutex mu_;
   std::function<bool(std::string)> write_;
   std::function<void()> finish_;
@@ -2776,9 +2780,22 @@ struct ApiServer::Impl {
     if (auto dry = req.query.find("dryRun"); dry != req.query.end() && dry->second != "All")
       return StatusResponse(400, "dryRun: '" + dry->second +
                                      "' is not a dry run mode (the only one is All: ?dryRun=All)");
+    // kubectl asks for a Table (server-side printing): fabctl's columns, ages on this clock.
+    const std::string table = TableVersion(req.Header("accept"));
+    RowObject row_object = RowObject::kMetadata;
+    if (auto it = req.query.find("includeObject");
+        !table.empty() && it != req.query.end() && !ParseRowObject(it->second, &row_object))
+      return StatusResponse(
+          400, "includeObject: '" + it->second + "' is not one of None, Metadata or Object");
     switch (verb) {
-      case Verb::kGet:
-        return Get(*info, ns, name, *principal);
+      case Verb::kGet: {
+        HttpResponse r = Get(*info, ns, name, *principal);
+        if (table.empty() || r.status != 200) return r;
+        json obj = json::parse(r.body, nullptr, false);
+        return JsonResponse(200,
+                            ObjectTable(info->kind, {obj}, clock.NowMs(), table, row_object,
+                                        jsonf::Str(Field(obj, "metadata"), "resourceVersion")));
+      }
       case Verb::kList:
       case Verb::kWatch:
         return List(*info, ns, req, *principal, verb == Verb::kWatch);
@@ -3270,15 +3287,29 @@ struct ApiServer::Impl {
                    ? Watcher::Seen::kSelected
                    : Watcher::Seen::kUnselected;
       };
-      auto w = std::make_shared<Watcher>(store, prefix, after, filter, [this](Watcher* self) {
-        std::lock_guard<std::mutex> lock(watchers_mu);
-        for (auto it = watchers.begin(); it != watchers.end(); ++it) {
-          if (it->get() == self) {
-            watchers.erase(it);
-            break;
-          }
-        }
-      });
+      // (As a one-row Table each, where kubectl asked for tables: it prints a row an event.)
+      std::function<json(const json&)> shape;
+      if (const std::string table = TableVersion(req.Header("accept")); !table.empty()) {
+        RowObject row_object = RowObject::kMetadata;
+        if (auto it = req.query.find("includeObject"); it != req.query.end())
+          ParseRowObject(it->second, &row_object);  // (checked before)
+        shape = [this, kind = std::string(info.kind), table, row_object](const json& obj) {
+          return ObjectTable(kind, {obj}, clock.NowMs(), table, row_object,
+                             jsonf::Str(Field(obj, "metadata"), "resourceVersion"));
+        };
+      }
+      auto w = std::make_shared<Watcher>(
+          store, prefix, after, filter,
+          [this](Watcher* self) {
+            std::lock_guard<std::mutex> lock(watchers_mu);
+            for (auto it = watchers.begin(); it != watchers.end(); ++it) {
+              if (it->get() == self) {
+                watchers.erase(it);
+                break;
+              }
+            }
+          },
+          std::move(shape));
       {
         std::lock_guard<std::mutex> lock(watchers_mu);
         watchers.insert(w);
@@ -3343,6 +3374,15 @@ struct ApiServer::Impl {
       }
     json meta = {{"resourceVersion", std::to_string(revision)}};
     if (more) meta["continue"] = HexEncode(last_returned);
+    if (const std::string table = TableVersion(req.Header("accept")); !table.empty()) {
+      RowObject row_object = RowObject::kMetadata;
+      if (auto it = req.query.find("includeObject"); it != req.query.end())
+        ParseRowObject(it->second, &row_object);  // (checked before)
+      json shown = ObjectTable(info.kind, items.get<std::vector<json>>(), clock.NowMs(), table,
+                               row_object, std::to_string(revision));
+      if (more) shown["metadata"]["continue"] = meta["continue"];
+      return JsonResponse(200, shown);
+    }
     return JsonResponse(200, {{"kind", std::string(info.kind) + "List"},
                               {"apiVersion", kGroupVersion},
                               {"metadata", meta},

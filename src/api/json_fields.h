@@ -30,6 +30,12 @@ inline int64_t Int(const nlohmann::json& j, const char* key, int64_t fallback = 
   const nlohmann::json& v = Field(j, key);
   return v.is_number_integer() ? v.get<int64_t>() : fallback;
 }
+// The object at j[key], or an empty one.
+inline const nlohmann::json& Object(const nlohmann::json& j, const char* key) {
+  static const nlohmann::json kEmpty = nlohmann::json::object();
+  const nlohmann::json& v = Field(j, key);
+  return v.is_object() ? v : kEmpty;
+}
 // The list at j[key], or an empty one.
 inline const nlohmann::json& List(const nlohmann::json& j, const char* key) {
   static const nlohmann::json kEmpty = nlohmann::json::array();

@@ -24,6 +24,7 @@
 #include <utility>
 
 #include "api/json_fields.h"
+#include "client/columns.h"
 #include "client/http_client.h"
 #include "client/jsonpath.h"
 #include "core/fleet.h"
@@ -221,7 +222,7 @@ int Failed(const fabrica::Result<fabrica::ClientResponse>& r, const std::string&
 }
 
 // A scalar for a table cell: strings without quotes.
-std::string Plain(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+std::string Plain(const json& v) { return fabrica::CellText(v); }
 
 // o[key] where o is an object and it is one (an array): else an empty one, so that a stored
 // `"spec": null` or an odd type reads as empty rather than throwing.
@@ -338,39 +339,8 @@ struct WatchTable {
   std::vector<size_t> width;
 };
 
-// A workload's phase as `get` and `describe` show it: its status.phase, except Evicting in its
-// grace period (it still runs, as a Terminating pod does), Starting while some of its bound pods
-// have not started (as kubectl's READY 4/5), and Unschedulable when no fleet or quota could ever
-// admit it as it asks, and Inactive while spec.active is false (a gang past its requeue limit
-// too: it will not run until set true again).
-std::string ShownPhase(const json& status) {
-  const std::string phase = status.value("phase", "");
-  const json finished = Obj(status, "finishedPods");
-  if ((phase == "Running" || phase == "Scheduled") && status.contains("preemption") &&
-      status["preemption"].is_object()) {
-    // (Its owner's stop, deactivating it, is no eviction.)
-    const json& p = status["preemption"];
-    const bool own =
-        p.value("by", json("")) == "" && p.value("reason", json("")) == fabrica::kDeactivatedWhy;
-    return own ? "Stopping" : "Evicting";
-  }
-  if (const json started = Obj(status, "startedPods"); phase == "Running" && started.is_object()) {
-    size_t bound = 0, up = 0;
-    for (const json& a : Arr(status, "assignments")) {
-      const std::string pod = a.value("pod", "");
-      ++bound;
-      up += started.contains(pod) || (finished.is_object() && finished.contains(pod));
-    }
-    if (up < bound) return "Starting";
-  }
-  if (phase == "Pending" && status.value("reason", "") == "Unschedulable") return "Unschedulable";
-  // (Set inactive by hand, or by the gang timeout's requeue limit.)
-  if (phase == "Pending" &&
-      (status.value("reason", "") == "Inactive" || status.value("reason", "") == "Deactivated" ||
-       status.value("reason", "") == "RequeuingLimitExceeded"))
-    return "Inactive";
-  return phase;
-}
+using fabrica::ShownPhase;
+using fabrica::StartHold;
 
 // -o wide (`leaves` given: the queue tree's leaves, empty without queues): workloads add the
 // QUEUE they wait or run in (spec.queue, else their tenant's when it is a leaf, else unqueued,
@@ -387,14 +357,6 @@ void ReadNodeHealth(HttpClient& http) {
 }
 // ",GPU 3 out of service (repair)"-style words for a node's STATUS, and its lifecycle state
 // where the health controller holds it.
-// A Node's condition PodsStarting False, where the scheduler holds it from new work (pods did
-// not start there), else null.
-json StartHold(const json& status) {
-  for (const json& c : Arr(status, "conditions"))
-    if (c.value("type", "") == "PodsStarting" && c.value("status", "") == "False") return c;
-  return json();
-}
-
 // A node's taints, "key=value:Effect" each, with `since` when each NoExecute one was added;
 // "-" for none.
 std::string TaintList(const json& spec, bool since) {
@@ -460,89 +422,9 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
     const json spec = Obj(o, "spec");
     const json status = Obj(o, "status");
     if (kind == "Workload") {
-      // PODS and GPUS as admitted, less its pods that completed: "2/4" when it runs fewer pods
-      // than it asks for.
-      int pods = 0, asked = 0;
-      double gpus = 0;
-      std::string memory_only;            // waiting memory-only shares: the memory they ask
-      std::map<std::string, int> slices;  // MIG profile -> its slices asked (or held)
-      const json admitted = Arr(status, "admittedCounts");
-      const json sets = Arr(spec, "podSets");
-      const json finished = Obj(status, "finishedPods");
-      std::map<std::string, int> completed;  // pod set -> its pods that completed
-      if (finished.is_object())
-        for (const auto& [pod, at] : finished.items()) ++completed[pod.substr(0, pod.rfind('-'))];
-      for (size_t i = 0; i < sets.size(); ++i) {
-        const json& ps = sets[i];
-        const int count =
-            ps.contains("count") && ps["count"].is_number() ? ps["count"].get<int>() : 1;
-        const int running =
-            (i < admitted.size() && admitted[i].is_number() ? admitted[i].get<int>() : count) -
-            completed[ps.value("name", "")];
-        pods += running;
-        asked += count;
-        const json dev = Obj(ps, "devices");
-        if (dev.contains("gpus") && dev["gpus"].is_number()) {
-          gpus += running * dev["gpus"].get<double>();
-        } else if (dev.contains("mig") && dev["mig"].is_string()) {
-          // MIG slices by their profile ("3x3g.40gb"): a trial read three 3g.40gb slices as
-          // 1.284 GPUs, their compute slices out of 7 as queues' quotas charge them.
-          if (running > 0) slices[dev["mig"].get<std::string>()] += running;
-        } else if (dev.contains("gpuMilli")) {
-          // A share of a GPU ("250m", "0.25").
-          const json& m = dev["gpuMilli"];
-          auto milli = fabrica::ParseMilliGpu(m.is_string() ? m.get<std::string>() : m.dump());
-          if (milli.ok()) gpus += running * static_cast<double>(milli->value()) / 1000.0;
-        } else if (dev.contains("gpuMemory") && running > 0) {
-          memory_only = Plain(dev["gpuMemory"]);  // (its compute depends on the GPU it gets)
-        }
-      }
-      // Placed: the compute its running pods hold (a memory-only share's is that of the GPU it
-      // got; a trial read 0 for one).
-      double held = 0;
-      bool placed = false;
-      std::map<std::string, int> held_slices;
-      for (const json& a : Arr(status, "assignments")) {
-        // (Its pods that completed keep their assignments while the others run on.)
-        if (a.value("node", "").empty() || finished.contains(a.value("pod", ""))) continue;
-        placed = true;
-        for (const json& d : Arr(a, "devices")) {
-          if (d.contains("migProfile") && d["migProfile"].is_string()) {
-            ++held_slices[d["migProfile"].get<std::string>()];
-          } else if (d.contains("gpuMilli") && d["gpuMilli"].is_number()) {
-            held += d["gpuMilli"].get<double>() / 1000.0;
-          }
-        }
-      }
-      if (placed) gpus = held, memory_only.clear(), slices = held_slices;
-      std::string nodes;
-      for (const json& a : Arr(status, "assignments")) {
-        const std::string n = a.value("node", "");
-        if (!n.empty() && ("," + nodes + ",").find("," + n + ",") == std::string::npos)
-          nodes += (nodes.empty() ? "" : ",") + n;
-      }
-      char g[32];
-      if (!memory_only.empty() && gpus == 0) {
-        std::snprintf(g, sizeof(g), "%s/GPU", memory_only.c_str());
-      } else {
-        std::snprintf(g, sizeof(g), "%g", gpus);
-      }
-      std::string gpus_shown = slices.empty() || gpus > 0 ? std::string(g) : std::string();
-      for (const auto& [profile, n] : slices)
-        gpus_shown += (gpus_shown.empty() ? "" : "+") + std::to_string(n) + "x" + profile;
-      // Ended: how many of its pods completed (as a Job's COMPLETIONS), not the none it runs.
-      std::string phase = status.value("phase", "");
-      std::string pods_shown =
-          pods == asked ? std::to_string(pods) : std::to_string(pods) + "/" + std::to_string(asked);
-      if (phase == "Succeeded" || phase == "Failed") {
-        pods_shown = std::to_string(finished.is_object() ? finished.size() : 0) + "/" +
-                     std::to_string(asked) + " done";
-        gpus_shown = "0";
-      } else {
-        phase = ShownPhase(status);
-      }
-      rows.push_back({meta.value("namespace", ""), meta.value("name", ""), phase, pods_shown,
-                      gpus_shown, nodes.empty() ? "-" : nodes, status.value("message", "")});
+      const fabrica::WorkloadCells cells = fabrica::WorkloadColumns(o);
+      rows.push_back({meta.value("namespace", ""), meta.value("name", ""), cells.phase, cells.pods,
+                      cells.gpus, cells.nodes, status.value("message", "")});
       // (The scheduler's rule, where queues exist.)
       std::string queue = spec.value("queue", "");
       if (wide && !leaves->empty())
@@ -559,15 +441,7 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
                                                    Plain(spec.value("priority", json(0))), Age(o)});
     } else if (kind == "Node") {
       const json devs = Arr(spec, "devices");
-      std::string ready = "Unknown";
-      for (const json& c : Arr(status, "conditions")) {
-        if (c.value("type", "") == "Ready") {
-          ready = c.value("status", "") == "True" ? "Ready" : "NotReady";
-        }
-      }
-      if (spec.value("unschedulable", false)) ready += ",SchedulingDisabled";
-      // (Held by the scheduler: pods did not start there; describe node says until when.)
-      if (!StartHold(status).is_null()) ready += ",PodsNotStarting";
+      std::string ready = fabrica::NodeStatusWords(o);
       ready += HealthWords(meta.value("name", ""));
       rows.push_back({meta.value("name", ""), ready, std::to_string(devs.size()),
                       devs.empty() ? "-" : devs[0].value("model", ""),
@@ -578,15 +452,6 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
       rows.push_back({meta.value("name", ""), spec.value("trust", "standard"),
                       spec.value("trustDomain", meta.value("name", "")), Age(o)});
     } else if (kind == "Queue") {
-      // SHARE in three decimals (the status keeps three significant digits: 9.69e-05 reads
-      // as <0.001).
-      std::string share = Plain(status.value("weightedShare", json("-")));
-      if (const json& v = status.value("weightedShare", json()); v.is_number()) {
-        const double x = v.get<double>();
-        char buf[32];
-        std::snprintf(buf, sizeof(buf), "%.3f", x);
-        share = x > 0 && x < 0.0005 ? "<0.001" : x == 0 ? "0" : buf;
-      }
       // GPUs as the scheduler last wrote them, "-" before its first cycle: the sum, or by
       // flavour ("h100:8,a100-mig:1.284") where more than one has some (a trial read 8 H100s and
       // three 3g.40gb slices summed as 9.284).
@@ -594,26 +459,11 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
       // (Both columns in one form, and BORROWED too: a trial read USED "3" beside GUARANTEED
       // "gpu:4,h200:2".)
       const json flavors = Obj(status, "flavors");
-      const auto flavor_form = [&](const char* key) {
-        std::string only;
-        int some = 0;
-        if (flavors.is_object())
-          for (const auto& [flavor, f] : flavors.items())
-            if (const std::string v = Plain(f.value(key, json("0"))); v != "0" && v != "-") {
-              only = flavor;
-              ++some;
-            }
-        return some > 1 || (some == 1 && only != "gpu");
-      };
-      const bool flavored = flavor_form("guaranteedGpus") || flavor_form("usedGpus");
+      const bool flavored = fabrica::QueueFlavored(status);
       const auto by_flavor = [&](const char* key) {
-        if (!flavored) return Plain(status.value(key, json("-")));
-        std::string out;
-        for (const auto& [flavor, f] : flavors.items())
-          if (const std::string v = Plain(f.value(key, json("0"))); v != "0" && v != "-")
-            out += (out.empty() ? "" : ",") + flavor + ":" + v;
-        return out.empty() ? std::string("0") : out;
+        return fabrica::QueueGpus(status, key, flavored);
       };
+      const std::string share = fabrica::QueueShare(status);
       rows.push_back({meta.value("name", ""), spec.value("parent", "-"),
                       Plain(spec.value("weight", json(1))), by_flavor("guaranteedGpus"),
                       by_flavor("usedGpus"), share,

@@ -10,9 +10,12 @@ cleanup() {
 }
 trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# (FACTORY_TLS=1: on HTTPS, its CA in $tmp/data/ca.crt: kubectl sends no token over plain HTTP.)
 start_factory() {
   port=$(free_port)
-  "$FABRICA" up --data "$tmp/data" --listen "127.0.0.1:$port" --plain-http "$@" >"$tmp/up.log" 2>&1 &
+  local plain=--plain-http
+  [ "${FACTORY_TLS:-0}" = 1 ] && plain=
+  "$FABRICA" up --data "$tmp/data" --listen "127.0.0.1:$port" $plain "$@" >"$tmp/up.log" 2>&1 &
   for _ in $(seq 100); do [ -s "$tmp/data/fabctl.yaml" ] && break; sleep 0.2; done
 }
 # `CMD | contains PATTERN`: grep -q that reads all its input. (grep -q stops at its first match,

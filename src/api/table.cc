@@ -1,0 +1,246 @@
+#include "api/table.h"
+
+#include <functional>
+#include <utility>
+
+#include "api/json_fields.h"
+#include "client/columns.h"
+#include "control/clock.h"
+
+namespace fabrica {
+namespace {
+
+using json = nlohmann::json;
+using jsonf::Field;
+using jsonf::List;
+using jsonf::Object;
+using jsonf::Str;
+
+struct Column {
+  const char* name;
+  const char* type;  // OpenAPI: string, integer, number, date
+  const char* description;
+  int priority;  // 1: shown by kubectl with -o wide only
+  std::function<std::string(const json& obj)> cell;
+};
+
+std::string Or(const std::string& s, const char* none) { return s.empty() ? none : s; }
+std::string Scalar(const json& obj, const char* part, const char* key, const char* none) {
+  const json& v = Field(Object(obj, part), key);
+  return v.is_null() ? none : CellText(v);
+}
+std::string Joined(const json& list, const char* none) {
+  std::string out;
+  for (const json& v : list) out += (out.empty() ? "" : ",") + CellText(v);
+  return out.empty() ? none : out;
+}
+
+std::vector<Column> ColumnsOf(const std::string& kind) {
+  const auto name = [](const json& o) { return Str(Object(o, "metadata"), "name"); };
+  std::vector<Column> cols = {{"Name", "string", "metadata.name", 0, name}};
+  if (kind == "Workload") {
+    // (Each cell computes the workload's cells afresh: a few map lookups; a table of thousands
+    // of workloads is cheap next to its JSON.)
+    const auto cell = [](std::string WorkloadCells::*part) {
+      return [part](const json& o) { return WorkloadColumns(o).*part; };
+    };
+    cols.push_back(
+        {"Phase", "string", "status.phase as fabctl shows it", 0, cell(&WorkloadCells::phase)});
+    cols.push_back(
+        {"Pods", "string", "pods running of those asked", 0, cell(&WorkloadCells::pods)});
+    cols.push_back({"GPUs", "string", "GPUs its running pods hold", 0, cell(&WorkloadCells::gpus)});
+    cols.push_back({"Nodes", "string", "nodes its pods run on", 0, cell(&WorkloadCells::nodes)});
+    cols.push_back({"Queue", "string", "the queue charged, else spec.queue", 1, [](const json& o) {
+                      const std::string charged =
+                          Str(Object(Object(o, "status"), "resourceUsage"), "queue");
+                      return Or(charged.empty() ? Str(Object(o, "spec"), "queue") : charged, "-");
+                    }});
+    cols.push_back({"Priority", "integer", "spec.priority", 1,
+                    [](const json& o) { return Scalar(o, "spec", "priority", "0"); }});
+    cols.push_back({"Message", "string", "status.message: why it waits, or where it runs", 1,
+                    [](const json& o) { return Str(Object(o, "status"), "message"); }});
+  } else if (kind == "Node") {
+    cols.push_back({"Status", "string", "Ready condition, cordon and start hold", 0,
+                    [](const json& o) { return NodeStatusWords(o); }});
+    cols.push_back({"GPUs", "integer", "spec.devices", 0, [](const json& o) {
+                      const json& spec = Object(o, "spec");
+                      size_t n = List(spec, "devices").size();
+                      if (n == 0)
+                        n = static_cast<size_t>(jsonf::Int(Object(spec, "gpus"), "count"));
+                      return std::to_string(n);
+                    }});
+    cols.push_back({"Model", "string", "its GPUs' model", 0, [](const json& o) {
+                      const json& devices = List(Object(o, "spec"), "devices");
+                      return devices.empty() ? std::string("-") : Or(Str(devices[0], "model"), "-");
+                    }});
+    cols.push_back({"Leaf", "string", "spec.leaf: its rack or InfiniBand leaf", 0,
+                    [](const json& o) { return Or(Str(Object(o, "spec"), "leaf"), "-"); }});
+    cols.push_back({"CPU", "string", "spec.cpu", 1,
+                    [](const json& o) { return Scalar(o, "spec", "cpu", "-"); }});
+    cols.push_back({"Memory", "string", "spec.memory", 1,
+                    [](const json& o) { return Scalar(o, "spec", "memory", "-"); }});
+    cols.push_back({"Taints", "string", "spec.taints", 1, [](const json& o) {
+                      std::string out;
+                      for (const json& t : List(Object(o, "spec"), "taints")) {
+                        const std::string value = Str(t, "value");
+                        out += (out.empty() ? "" : ",") + Str(t, "key") +
+                               (value.empty() ? "" : "=" + value) + ":" + Str(t, "effect");
+                      }
+                      return Or(out, "-");
+                    }});
+  } else if (kind == "Queue") {
+    const auto gpus = [](const char* key) {
+      return [key](const json& o) {
+        const json& status = Object(o, "status");
+        return QueueGpus(status, key, QueueFlavored(status));
+      };
+    };
+    cols.push_back({"Parent", "string", "spec.parent", 0,
+                    [](const json& o) { return Or(Str(Object(o, "spec"), "parent"), "-"); }});
+    cols.push_back({"Weight", "string", "spec.weight", 0,
+                    [](const json& o) { return Scalar(o, "spec", "weight", "1"); }});
+    cols.push_back(
+        {"Guaranteed", "string", "GPUs guaranteed, by flavour", 0, gpus("guaranteedGpus")});
+    cols.push_back({"Used", "string", "GPUs held, by flavour", 0, gpus("usedGpus")});
+    cols.push_back({"Pending", "integer", "workloads waiting", 0,
+                    [](const json& o) { return Scalar(o, "status", "pendingWorkloads", "-"); }});
+    cols.push_back({"Share", "string", "weighted dominant share", 1,
+                    [](const json& o) { return QueueShare(Object(o, "status")); }});
+    cols.push_back({"Active", "integer", "workloads admitted", 1,
+                    [](const json& o) { return Scalar(o, "status", "active", "-"); }});
+    cols.push_back({"Disruption-Budget", "string", "spec.disruptionBudget", 1,
+                    [](const json& o) { return Scalar(o, "spec", "disruptionBudget", "-"); }});
+  } else if (kind == "Tenant") {
+    cols.push_back({"Trust", "string", "spec.trust", 0,
+                    [](const json& o) { return Or(Str(Object(o, "spec"), "trust"), "standard"); }});
+    cols.push_back({"Trust-Domain", "string", "spec.trustDomain", 0, [](const json& o) {
+                      const std::string d = Str(Object(o, "spec"), "trustDomain");
+                      return d.empty() ? Str(Object(o, "metadata"), "name") : d;
+                    }});
+  } else if (kind == "PriorityClass") {
+    cols.push_back({"Value", "integer", "spec.value", 0,
+                    [](const json& o) { return Scalar(o, "spec", "value", "-"); }});
+    cols.push_back({"Global-Default", "string", "spec.globalDefault", 0,
+                    [](const json& o) { return Scalar(o, "spec", "globalDefault", "false"); }});
+    cols.push_back({"Preemption", "string", "spec.preemptionPolicy", 0, [](const json& o) {
+                      return Or(Str(Object(o, "spec"), "preemptionPolicy"), "PreemptLowerPriority");
+                    }});
+    cols.push_back({"Tenants", "string", "spec.tenants: who may name it (* every tenant)", 1,
+                    [](const json& o) {
+                      const json& spec = Object(o, "spec");
+                      return spec.contains("tenants") ? Joined(List(spec, "tenants"), "<none>")
+                                                      : std::string("*");
+                    }});
+    cols.push_back({"Description", "string", "spec.description", 1,
+                    [](const json& o) { return Str(Object(o, "spec"), "description"); }});
+  } else if (kind == "ResourceFlavor") {
+    cols.push_back({"Kind", "string", "spec.kind", 0,
+                    [](const json& o) { return Or(Str(Object(o, "spec"), "kind"), "*"); }});
+    cols.push_back({"Models", "string", "spec.models", 0,
+                    [](const json& o) { return Joined(List(Object(o, "spec"), "models"), "*"); }});
+    cols.push_back({"MIG-Profiles", "string", "spec.migProfiles", 0, [](const json& o) {
+                      return Joined(List(Object(o, "spec"), "migProfiles"), "*");
+                    }});
+    cols.push_back({"GPUs", "string", "the fleet's GPUs charged to it", 0,
+                    [](const json& o) { return Scalar(o, "status", "gpus", "-"); }});
+  }
+  return cols;
+}
+
+// Where the wide columns begin: Age goes before them, as kubectl's built-in tables have it.
+size_t FirstWide(const std::vector<Column>& cols) {
+  size_t i = 0;
+  while (i < cols.size() && cols[i].priority == 0) ++i;
+  return i;
+}
+
+}  // namespace
+
+std::string TableVersion(const std::string& accept) {
+  // Media types, comma-separated, each with ;-separated parameters.
+  size_t start = 0;
+  while (start <= accept.size()) {
+    size_t end = accept.find(',', start);
+    if (end == std::string::npos) end = accept.size();
+    const std::string type = accept.substr(start, end - start);
+    std::string as, group, version;
+    size_t p = type.find(';');
+    while (p != std::string::npos) {
+      const size_t next = type.find(';', p + 1);
+      std::string param = type.substr(p + 1, next == std::string::npos ? next : next - p - 1);
+      while (!param.empty() && param.front() == ' ') param.erase(0, 1);
+      while (!param.empty() && param.back() == ' ') param.pop_back();
+      if (param.rfind("as=", 0) == 0) as = param.substr(3);
+      if (param.rfind("g=", 0) == 0) group = param.substr(2);
+      if (param.rfind("v=", 0) == 0) version = param.substr(2);
+      p = next;
+    }
+    if (as == "Table" && group == "meta.k8s.io" && (version == "v1" || version == "v1beta1"))
+      return version;
+    start = end + 1;
+  }
+  return "";
+}
+
+bool ParseRowObject(const std::string& text, RowObject* out) {
+  if (text == "None")
+    *out = RowObject::kNone;
+  else if (text == "Metadata" || text.empty())
+    *out = RowObject::kMetadata;
+  else if (text == "Object")
+    *out = RowObject::kObject;
+  else
+    return false;
+  return true;
+}
+
+json ObjectTable(const std::string& kind, const std::vector<json>& objects, int64_t now_ms,
+                 const std::string& version, RowObject row_object,
+                 const std::string& resource_version) {
+  const std::vector<Column> cols = ColumnsOf(kind);
+  const size_t wide = FirstWide(cols);
+  const std::string api_version = "meta.k8s.io/" + version;
+  json defs = json::array();
+  const auto def = [&](const Column& c) {
+    defs.push_back({{"name", c.name},
+                    {"type", c.type},
+                    {"format", std::string(c.name) == "Name" ? "name" : ""},
+                    {"description", c.description},
+                    {"priority", c.priority}});
+  };
+  for (size_t i = 0; i < cols.size(); ++i) {
+    if (i == wide) def({"Age", "string", "time since metadata.creationTimestamp", 0, nullptr});
+    def(cols[i]);
+  }
+  if (wide == cols.size())
+    def({"Age", "string", "time since metadata.creationTimestamp", 0, nullptr});
+  json rows = json::array();
+  for (const json& o : objects) {
+    json cells = json::array();
+    const auto age = [&]() {
+      const int64_t created = ParseTimestamp(Str(Object(o, "metadata"), "creationTimestamp"));
+      return created < 0 ? std::string("<unknown>") : HumanAge(now_ms - created);
+    };
+    for (size_t i = 0; i < cols.size(); ++i) {
+      if (i == wide) cells.push_back(age());
+      cells.push_back(cols[i].cell(o));
+    }
+    if (wide == cols.size()) cells.push_back(age());
+    json row = {{"cells", std::move(cells)}};
+    if (row_object == RowObject::kObject) {
+      row["object"] = o;
+    } else if (row_object == RowObject::kMetadata) {
+      row["object"] = {{"kind", "PartialObjectMetadata"},
+                       {"apiVersion", api_version},
+                       {"metadata", Object(o, "metadata")}};
+    }
+    rows.push_back(std::move(row));
+  }
+  return {{"kind", "Table"},
+          {"apiVersion", api_version},
+          {"metadata", {{"resourceVersion", resource_version}}},
+          {"columnDefinitions", std::move(defs)},
+          {"rows", std::move(rows)}};
+}
+
+}  // namespace fabrica

@@ -1,0 +1,55 @@
+// How Fabrica's objects read in a table: the cells that `fabctl get` prints and that the API
+// server sends kubectl as a Table (server-side printing), computed the same way for both, so
+// that `kubectl get wl` and `fabctl get wl` agree.
+//
+// Pure functions of a stored object (and, for ages, a duration); thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace fabrica {
+
+// A scalar for a table cell: strings without quotes, anything else as JSON.
+std::string CellText(const nlohmann::json& v);
+
+// A workload's phase as tables show it: its status.phase, except Evicting in its grace period
+// (it still runs, as a Terminating pod does; Stopping where its owner deactivated it), Starting
+// while some of its bound pods have not started (as kubectl's READY 4/5), Unschedulable when
+// no fleet or quota could ever admit it as it asks, and Inactive while spec.active is false (a
+// gang past its requeue limit too: it will not run until set true again).
+std::string ShownPhase(const nlohmann::json& status);
+
+// A workload's PHASE, PODS, GPUS and NODES cells. PODS and GPUS as admitted, less its pods that
+// completed ("2/4" when it runs fewer pods than it asks for; "3/4 done" once ended); GPUS what
+// its running pods hold where placed (MIG slices by profile, "3x3g.40gb"; a memory-only share
+// waiting, "20Gi/GPU"); NODES its nodes, "-" for none.
+struct WorkloadCells {
+  std::string phase, pods, gpus, nodes;
+};
+WorkloadCells WorkloadColumns(const nlohmann::json& workload);
+
+// A Node's condition PodsStarting False, where the scheduler holds it from new work (pods did
+// not start there), else null.
+nlohmann::json StartHold(const nlohmann::json& node_status);
+
+// A node's STATUS: Ready, NotReady or Unknown, then ",SchedulingDisabled" when cordoned and
+// ",PodsNotStarting" while held (StartHold).
+std::string NodeStatusWords(const nlohmann::json& node);
+
+// A queue's GPUs by status key ("guaranteedGpus", "usedGpus"): the sum, or by flavour
+// ("h100:8,a100-mig:1.284") wherever some flavour but the built-in gpu has some of either
+// (`flavored`, so that GUARANTEED, USED and BORROWED read in one form); "-" before the
+// scheduler's first cycle.
+bool QueueFlavored(const nlohmann::json& queue_status);
+std::string QueueGpus(const nlohmann::json& queue_status, const char* key, bool flavored);
+// A queue's weighted share in three decimals ("<0.001" for a share above 0 that rounds to 0;
+// "-" before the first cycle).
+std::string QueueShare(const nlohmann::json& queue_status);
+
+// A duration as kubectl's AGE reads it: "45s", "4m12s", "17m", "5h3m", "30h", "3d4h", "40d",
+// "2y10d"; "<invalid>" for a negative one past a second (a clock behind).
+std::string HumanAge(int64_t ms);
+
+}  // namespace fabrica
