@@ -786,6 +786,41 @@ TEST_F(FactoryTest, EnforcedBudgetHoldsNewWork) {
       << metrics;
 }
 
+// A budget counts what its owner is billed for: the CPU and memory its work holds too, where the
+// price book prices them (before, GPU time alone: work priced by its CPU spent nothing).
+TEST_F(FactoryTest, BudgetsCountCpuAndMemoryCost) {
+  MeterServiceOptions mo;
+  mo.prices.cpu_core_hour_micros = 360'000;  // 16 cores: 0.0016 a second; GPUs cost nothing
+  auto meter = MeterService::Open(*store_, clock_, mo);
+  ASSERT_TRUE(meter.ok()) << meter.status().message();
+  api_->SetExtension((*meter)->Routes());
+  SchedulerOptions so;
+  so.admission_hold = [m = meter->get()](const std::string& t, const std::string& q) {
+    return m->AdmissionHold(t, q);
+  };
+  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
+  const std::string tenant_path = std::string(kApi) + "/tenants/team-c";
+  json tenant = CallJson("GET", tenant_path);
+  tenant["spec"]["budget"] = {{"amount", "0.50"}, {"period", "day"}, {"enforce", true}};
+  ASSERT_EQ(Call("PUT", tenant_path, tenant.dump()).status, 200);
+  CreateWorkload(WholeGpuWorkload("team-c", "first", 1));
+  for (int i = 0; i < 8; ++i) {  // eight minutes, less its start: about 0.68
+    Cycle(60'000);
+    ASSERT_TRUE((*meter)->Sync().ok());
+  }
+  CreateWorkload(WholeGpuWorkload("team-c", "second", 1));
+  Cycle(1000);
+  ASSERT_TRUE((*meter)->Sync().ok());
+  Cycle(1000);
+  std::map<std::string, json> w = Workloads();
+  EXPECT_EQ(w["team-c/first"]["status"].value("phase", ""), "Running");
+  EXPECT_EQ(w["team-c/second"]["status"].value("reason", ""), "BudgetExceeded")
+      << w["team-c/second"]["status"].dump();
+  auto metrics = (*meter)->MetricsText();
+  EXPECT_NE(metrics.find("fabrica_budget_spent_ratio{tenant=\"team-c\"} 1."), std::string::npos)
+      << metrics;
+}
+
 // A tenant holding workloads may not be deleted (their work would be stopped as if its node
 // were lost and left in the store with no tenant); once they are gone, it may.
 TEST_F(FactoryTest, ATenantWithWorkloadsIsNotDeleted) {

@@ -401,7 +401,10 @@ Status MeterService::Sync() {
       opt.by = {is_tenant ? AggregateBy::kTenant : AggregateBy::kQueue};
       auto report = BuildReport(meter_, options_.prices, opt);
       if (report.ok()) {
-        for (const ReportRow& r : (*report)[0].rows) spent_by[r.key] = r.cost_micros;
+        // (What it held, as billed: GPU time, and CPU and memory where the price book prices
+        // them; the shared idle cost is not its own spending.)
+        for (const ReportRow& r : (*report)[0].rows)
+          spent_by[r.key] = r.cost_micros + r.cpu_cost_micros + r.ram_cost_micros;
       }
       spent_by[""] = 0;  // computed, even if empty
     }

@@ -9,10 +9,11 @@
 // Ingest (agents push samples, or the server reads a dcgm-exporter page).
 //
 // Budgets: a Tenant's or Queue's spec.budget (amount, period, alertPercent, enforce) is evaluated
-// on every Sync against its cost in the current calendar period; the state is exported as the
-// metric fabrica_budget_spent_ratio and as BudgetAlert / BudgetExceeded conditions in the owner's
-// status, and AdmissionHold() tells the scheduler to hold new work whose tenant or queue has spent
-// an enforced budget. All methods may be called from any thread.
+// on every Sync against its cost in the current calendar period (what it held: GPU time, and CPU
+// and memory where the price book prices them; not its share of idle cost); the state is exported
+// as the metric fabrica_budget_spent_ratio and as BudgetAlert / BudgetExceeded conditions in the
+// owner's status, and AdmissionHold() tells the scheduler to hold new work whose tenant or queue
+// has spent an enforced budget. All methods may be called from any thread.
 #pragma once
 
 #include <map>
