@@ -2,6 +2,7 @@
 // random bindings (whole GPUs, fractional shares, MIG slices), node loss, samples with gaps,
 // duplicates and out-of-order arrival, achieved shares, and a restart from the journal stream.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include <algorithm>
 #include <fstream>
@@ -14,6 +15,8 @@
 #include "meter/dcgm.h"
 #include "meter/ledger.h"
 #include "meter/report.h"
+#include "store/meter_journal.h"
+#include "test_util.h"
 
 namespace fabrica {
 namespace {
@@ -313,9 +316,11 @@ History Generate(uint64_t seed) {
   return h;
 }
 
-// A journal in memory that folds the change stream the way the SQLite one does (which keeps no
-// compute shares: a binding sent again after a restart gives them back).
+// A journal in memory that folds the change stream the way the SQLite one does; `old`: as one
+// written before intervals kept their compute shares (a binding sent again after a restart
+// gives them back).
 struct Journal {
+  bool old = false;
   std::map<std::pair<std::string, std::string>, Interval> intervals;
   std::map<std::pair<std::string, std::string>, std::map<int64_t, IntervalRollup>> rollups;
   std::map<std::pair<std::string, int>, PodHold> pods;
@@ -326,7 +331,7 @@ struct Journal {
       Interval fields = *iv;
       fields.sealed.clear();
       fields.sealed_total = {};
-      fields.device.compute_milli = 0;
+      if (old) fields.device.compute_milli = 0;
       intervals[{iv->binding, iv->device.uuid}] = fields;
     }
     for (const PodHold* p : c.pods) pods[{p->binding, p->index}] = *p;
@@ -660,8 +665,9 @@ TEST(Report, CpuAndMemoryHeldArePriced) {
 // 0.1, the other 0.5 (its 40Gi are half the GPU). The GPU's busy time is theirs by compute, so
 // each uses what its twin does and no more than its 0.1 cap allows; held stays by charge. A whole
 // GPU and a MIG slice, whose compute is what they hold, are attributed as before. Restored from
-// a journal that keeps no compute shares, the split is by charge until the bindings are sent
-// again, then by compute once more, in sealed buckets and open ones alike.
+// a journal, the split is by compute still; from one written before intervals kept their
+// compute shares, by charge until the bindings are sent again, then by compute once more, in
+// sealed buckets and open ones alike.
 TEST(Meter, FractionsSharingAGpuSplitItsBusyTimeByComputeNotByCharge) {
   MeterConfig config;  // 30 s samples, 5 min buckets, 10 min lateness
   Meter m(config);
@@ -682,9 +688,12 @@ TEST(Meter, FractionsSharingAGpuSplitItsBusyTimeByComputeNotByCharge) {
     m.Ingest(
         {{"n1", "GPU-1", t, 160, {}}, {"n1", "GPU-2", t, 800, {}}, {"n1", "GPU-3/0", t, 500, {}}});
   }
-  Journal journal;
+  Journal journal, old_journal;
+  old_journal.old = true;
   m.Advance(hour / 2);  // the first 20 minutes sealed, the rest open
-  journal.Commit(m.TakeChanges());
+  const MeterChanges changes = m.TakeChanges();
+  journal.Commit(changes);
+  old_journal.Commit(changes);
   auto check = [&](const Meter& meter, bool by_compute) {
     std::map<std::string, IntervalUsage> by;
     for (const IntervalUsage& u : meter.Usage(0, hour)) by[u.interval->workload] = u;
@@ -707,10 +716,16 @@ TEST(Meter, FractionsSharingAGpuSplitItsBusyTimeByComputeNotByCharge) {
     SCOPED_TRACE("live");
     check(m, true);
   }
-  Meter restored(config);
-  restored.Restore(journal.Snapshot());  // (the journal drops the compute shares)
   {
-    SCOPED_TRACE("restored, not bound again");
+    SCOPED_TRACE("restored from a journal");
+    Meter from_journal(config);
+    from_journal.Restore(journal.Snapshot());
+    check(from_journal, true);
+  }
+  Meter restored(config);
+  restored.Restore(old_journal.Snapshot());  // (the old journal drops the compute shares)
+  {
+    SCOPED_TRACE("restored from an old journal, not bound again");
     check(restored, false);
   }
   for (const BindEvent& b : binds) ASSERT_TRUE(restored.Bind(b).ok());
@@ -730,6 +745,62 @@ TEST(Meter, FractionsSharingAGpuSplitItsBusyTimeByComputeNotByCharge) {
   bad.devices[0].compute_milli = 1001;
   const Status st = m.Bind(bad);
   EXPECT_NE(st.message().find("computeMilli 1001"), std::string::npos) << st.message();
+}
+
+// The SQLite journal keeps each interval's compute share, so that fractions that ended before a
+// restart (never sent again) still split their open buckets' busy time by compute; a journal
+// written before the column existed gains it on open and reads 0 there (by charge).
+TEST(MeterJournalTest, KeepsComputeSharesAcrossARestart) {
+  test::TempDir dir("fabrica_meter");
+  const std::string path = dir.File("meter.db");
+  {  // An old journal: intervals without compute_milli.
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db,
+                           "CREATE TABLE intervals(id INTEGER PRIMARY KEY, binding TEXT NOT NULL,"
+                           " uuid TEXT NOT NULL, workload TEXT, tenant TEXT, queue TEXT, node TEXT,"
+                           " model TEXT, gpu_milli INTEGER, mig_profile TEXT, start_ms INTEGER,"
+                           " end_ms INTEGER, end_reason TEXT, UNIQUE(binding, uuid));"
+                           "INSERT INTO intervals(binding, uuid, workload, gpu_milli, start_ms,"
+                           " end_ms) VALUES('old', 'GPU-9', 'team-a/old', 250, 0, 1000);",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+  }
+  MeterConfig config;  // 30 s samples, 5 min buckets, 10 min lateness
+  const int64_t minute = 60'000;
+  Meter m(config);
+  ASSERT_TRUE(m.AddDevice({"GPU-1", "n1", "H100", 0, kOpenEnd, "", 1000}).ok());
+  ASSERT_TRUE(
+      m.Bind(
+           {"b-small", "team-a/small", "team-a", "qa", 0, {{"n1", "GPU-1", "H100", 100, "", 100}}})
+          .ok());
+  ASSERT_TRUE(
+      m.Bind({"b-mem", "team-b/mem", "team-b", "qb", 0, {{"n1", "GPU-1", "H100", 500, "", 100}}})
+          .ok());
+  for (int64_t t = 0; t < 20 * minute; t += 30'000) m.Ingest({{"n1", "GPU-1", t, 160, {}}});
+  ASSERT_TRUE(m.End({"b-small", 20 * minute, "completed"}).ok());
+  ASSERT_TRUE(m.End({"b-mem", 20 * minute, "completed"}).ok());
+  m.Advance(25 * minute);  // the first buckets sealed, the last ones open (lateness)
+  {
+    auto journal = MeterJournal::Open(path);
+    ASSERT_TRUE(journal.ok()) << journal.status().message();
+    ASSERT_TRUE((*journal)->Commit(m.TakeChanges(), 0).ok());
+  }
+  auto journal = MeterJournal::Open(path);
+  ASSERT_TRUE(journal.ok()) << journal.status().message();
+  auto snapshot = (*journal)->Load();
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status().message();
+  Meter restored(config);
+  restored.Restore(std::move(*snapshot));
+  std::map<std::string, IntervalUsage> by;
+  for (const IntervalUsage& u : restored.Usage(0, 25 * minute)) by[u.interval->workload] = u;
+  ASSERT_EQ(by.size(), 3u);
+  EXPECT_EQ(by["team-a/small"].interval->device.compute_milli, 100);
+  EXPECT_EQ(by["team-b/mem"].interval->device.compute_milli, 100);
+  EXPECT_EQ(by["team-a/old"].interval->device.compute_milli, 0);
+  EXPECT_EQ(by["team-a/small"].used + by["team-b/mem"].used, 160 * 20 * minute);
+  EXPECT_EQ(by["team-a/small"].used, by["team-b/mem"].used);  // by compute, not by charge
 }
 
 // The value of one series in a Prometheus text page; -1 when the page has no such series.

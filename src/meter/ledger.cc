@@ -99,15 +99,19 @@ Status Meter::Bind(const BindEvent& event) {
   }
   if (auto known = by_binding_.find(event.id); known != by_binding_.end()) {
     ++stats_.events_duplicate;
-    // Restored from a journal that does not keep compute shares: they come with the binding
-    // sent again, device by device (a GPU its pods share twice, in turn).
+    // Restored from a journal written before intervals kept their compute shares: they come
+    // with the binding sent again, device by device (a GPU its pods share twice, in turn), and
+    // are journalled from then on.
     std::vector<bool> taken(event.devices.size(), false);
     for (size_t index : known->second) {
       BoundDevice& have = intervals_[index].device;
       for (size_t k = 0; k < event.devices.size(); ++k) {
         if (taken[k] || event.devices[k].uuid != have.uuid) continue;
         taken[k] = true;
-        if (have.compute_milli == 0) have.compute_milli = event.devices[k].compute_milli;
+        if (have.compute_milli == 0 && event.devices[k].compute_milli > 0) {
+          have.compute_milli = event.devices[k].compute_milli;
+          changed_intervals_.push_back(index);
+        }
         break;
       }
     }

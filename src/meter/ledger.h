@@ -28,7 +28,7 @@
 //
 // Ingest is idempotent: a binding or end event with an id already seen, or a sample for a
 // (device, time) already seen, changes nothing (but for a binding's compute shares that its
-// intervals lack: a journal that does not keep them). Not thread-safe: the caller serialises.
+// intervals lack: a journal written before they were kept). Not thread-safe: the caller serialises.
 #pragma once
 
 #include <cstdint>
@@ -60,7 +60,8 @@ struct BoundDevice {
   int32_t gpu_milli = 1000;
   std::string mig_profile;  // "" unless a MIG slice
   // The compute it may use (the shim's cap: a fraction's gpuMilli), by which the device's busy
-  // time is split among its sharers; 0: not known (a journal that does not keep it), gpu_milli.
+  // time is split among its sharers; 0: not known (a journal written before it was kept),
+  // gpu_milli.
   int32_t compute_milli = 0;
 
   int32_t ComputeMilli() const { return compute_milli > 0 ? compute_milli : gpu_milli; }
@@ -209,7 +210,8 @@ class Meter {
 
   // REQUIRES for each: well-formed input (ids non-empty, end ≥ start); otherwise InvalidArgument
   // naming the field, and nothing changes. A binding bound again changes nothing, but gives its
-  // intervals the compute shares they lack (restored from a journal that does not keep them).
+  // intervals the compute shares they lack (restored from a journal written before they were
+  // kept).
   Status Bind(const BindEvent& event);
   Status End(const EndEvent& event);
   Status AddDevice(const FleetDevice& device);

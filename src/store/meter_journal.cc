@@ -91,7 +91,8 @@ constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS intervals(
   id INTEGER PRIMARY KEY, binding TEXT NOT NULL, uuid TEXT NOT NULL, workload TEXT, tenant TEXT,
   queue TEXT, node TEXT, model TEXT, gpu_milli INTEGER, mig_profile TEXT, start_ms INTEGER,
-  end_ms INTEGER, end_reason TEXT, UNIQUE(binding, uuid));
+  end_ms INTEGER, end_reason TEXT, compute_milli INTEGER NOT NULL DEFAULT 0,
+  UNIQUE(binding, uuid));
 CREATE TABLE IF NOT EXISTS rollups(
   bucket_ms INTEGER NOT NULL, interval_id INTEGER NOT NULL, used INTEGER, unknown INTEGER,
   PRIMARY KEY(bucket_ms, interval_id)) WITHOUT ROWID;
@@ -218,6 +219,18 @@ Result<std::unique_ptr<MeterJournal>> MeterJournal::Open(const std::string& path
       return SqlError(impl->db, std::string("open ") + path);
     }
   }
+  // A journal written before intervals kept their compute share (0 there: split by charge until
+  // the binding is sent again, as before).
+  bool has_compute = false;
+  {
+    Stmt cols(impl->db, "PRAGMA table_info(intervals)");
+    while (cols.Step() == SQLITE_ROW) has_compute |= cols.ColStr(1) == "compute_milli";
+  }
+  if (!has_compute &&
+      sqlite3_exec(impl->db,
+                   "ALTER TABLE intervals ADD COLUMN compute_milli INTEGER NOT NULL DEFAULT 0",
+                   nullptr, nullptr, nullptr) != SQLITE_OK)
+    return SqlError(impl->db, std::string("open ") + path + ": add intervals.compute_milli");
   return std::unique_ptr<MeterJournal>(new MeterJournal(std::move(impl)));
 }
 
@@ -236,8 +249,9 @@ Status MeterJournal::Commit(const MeterChanges& c, int64_t keep_samples_after_ms
     Stmt put(
         db,
         "INSERT INTO intervals(binding, uuid, workload, tenant, queue, node, model, gpu_milli,"
-        " mig_profile, start_ms, end_ms, end_reason) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,"
-        "?12) ON CONFLICT(binding, uuid) DO UPDATE SET end_ms = ?11, end_reason = ?12");
+        " mig_profile, start_ms, end_ms, end_reason, compute_milli) VALUES(?1,?2,?3,?4,?5,?6,?7,"
+        "?8,?9,?10,?11,?12,?13) ON CONFLICT(binding, uuid) DO UPDATE SET end_ms = ?11,"
+        " end_reason = ?12, compute_milli = max(compute_milli, ?13)");
     if (!put.ok()) return fail("prepare intervals");
     for (const Interval* iv : c.intervals) {
       put.Text(1, iv->binding);
@@ -252,6 +266,7 @@ Status MeterJournal::Commit(const MeterChanges& c, int64_t keep_samples_after_ms
       put.Int(10, iv->start_ms);
       put.Int(11, iv->end_ms);
       put.Text(12, iv->end_reason);
+      put.Int(13, iv->device.compute_milli);
       if (put.Step() != SQLITE_DONE) return fail("write interval " + iv->binding);
       put.Reset();
     }
@@ -354,7 +369,7 @@ Result<MeterSnapshot> MeterJournal::Load() {
     std::map<int64_t, size_t> index;
     Stmt q(db,
            "SELECT binding, uuid, workload, tenant, queue, node, model, gpu_milli, mig_profile,"
-           " start_ms, end_ms, end_reason, id FROM intervals ORDER BY id");
+           " start_ms, end_ms, end_reason, id, compute_milli FROM intervals ORDER BY id");
     while (q.Step() == SQLITE_ROW) {
       Interval iv;
       iv.binding = q.ColStr(0);
@@ -369,6 +384,7 @@ Result<MeterSnapshot> MeterJournal::Load() {
       iv.start_ms = q.ColInt(9);
       iv.end_ms = q.ColInt(10);
       iv.end_reason = q.ColStr(11);
+      iv.device.compute_milli = static_cast<int32_t>(q.ColInt(13));
       index[q.ColInt(12)] = snap.intervals.size();
       impl_->ids[{iv.binding, iv.device.uuid}] = q.ColInt(12);
       snap.intervals.push_back(std::move(iv));
