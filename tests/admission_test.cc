@@ -2779,6 +2779,31 @@ TEST_F(AdmissionTest, RoomAPreemptorFreedGoesFirstToHigherPriorityWorkOfItsQueue
   EXPECT_EQ(adm_->phase(mid), Phase::kAdmitted) << adm_->reason(mid);
   EXPECT_EQ(adm_->phase(big), Phase::kPending);
   EXPECT_TRUE(r.evicted.empty());
+
+  // Work ahead that cannot use the freed node (its nodeSelector keeps it to a full one) is not
+  // tried there, nor counted: five such ahead of one that fits (a trial: two used up the tries,
+  // and the preemptor took the room before the third).
+  Fleet fleet = Nodes(2, 2);
+  fleet.nodes[0].labels["zone"] = "a";
+  Make(fleet, {Leaf("a", 4)});
+  const std::vector<int> fill = AdmitEach("fill", "a", 4);
+  ASSERT_FALSE(fill.empty());
+  for (int i = 0; i < 5; ++i) {
+    Workload w = Gpus("pinned" + std::to_string(i), "a", 1, /*priority=*/1000 - i);
+    w.pod_sets[0].nodes.labels["zone"] = "a";
+    Submit(w, 1.1, never);
+  }
+  const int fits = Submit(Gpus("fits", "a", 1, /*priority=*/900), 1.2, never);
+  adm_->Cycle(2, 1000);
+  Workload m = Gpus("m", "a", 1, /*priority=*/100);
+  m.pod_sets[0].nodes.exclude = {"n0"};  // (its victim on n1)
+  const int preemptor = Submit(m, 2.5);
+  r = adm_->Cycle(3, 1000);
+  ASSERT_EQ(r.evicted.size(), 1u) << adm_->reason(preemptor);
+  adm_->Terminated(r.evicted[0].victim, 4);
+  adm_->Cycle(5, 1000);
+  EXPECT_EQ(adm_->phase(fits), Phase::kAdmitted) << adm_->reason(fits);
+  EXPECT_EQ(adm_->phase(preemptor), Phase::kPending);
 }
 
 TEST_F(AdmissionTest, PartialAdmissionStartsWithTheMostPodsThatFit) {

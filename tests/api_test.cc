@@ -1310,7 +1310,8 @@ TEST_F(ApiCrudTest, ListAndWatchWithFieldSelector) {
   EXPECT_FALSE(ItemNames(nodes).empty());
   EXPECT_EQ(w_.Get(Collection("nodes") + "?fieldSelector=status.phase=Running").status, 400);
 
-  // A watch shows what enters the selection and reports what leaves it.
+  // A watch shows what is selected now (a2 runs), what enters the selection, and reports what
+  // leaves it.
   HttpResponse watch = w_.Get(path + "?watch=true&fieldSelector=status.phase=Running", kAlice);
   ASSERT_EQ(watch.status, 200) << watch.body;
   WatchDriver d(watch.stream);
@@ -1319,7 +1320,7 @@ TEST_F(ApiCrudTest, ListAndWatchWithFieldSelector) {
   w_.MustSetStatus(Item("workloads", "team-a", "a3"), {{"phase", "Succeeded"}});
   w_.MustSetStatus(Item("workloads", "team-a", "a1"), {{"phase", "Failed"}});
   EXPECT_EQ(Summaries(d.Events()),
-            (std::vector<std::string>{"ADDED team-a/a3", "DELETED team-a/a3"}));
+            (std::vector<std::string>{"ADDED team-a/a2", "ADDED team-a/a3", "DELETED team-a/a3"}));
 
   // A watch from a list's version reports what left the selection between the list and the
   // watch (a reflector's list, then watch; a watch opened again).
@@ -1417,11 +1418,37 @@ TEST_F(ApiCrudTest, KubectlGetsATableOfFabctlsColumns) {
   WatchDriver d(watch.stream);
   w_.MustCreate(path, WorkloadObject("team-a", "w2"));
   const std::vector<json> events = d.Events();
-  ASSERT_EQ(events.size(), 1u);
-  EXPECT_EQ(events[0]["type"], "ADDED");
-  EXPECT_EQ(events[0]["object"]["kind"], "Table");
-  EXPECT_EQ(events[0]["object"]["rows"][0]["cells"][0], "w2");
-  EXPECT_EQ(events[0]["object"]["rows"][0]["cells"][1], "Pending");
+  ASSERT_EQ(events.size(), 2u);  // (w1, as it is now; then w2)
+  EXPECT_EQ(events[0]["object"]["rows"][0]["cells"][0], "w1");
+  EXPECT_EQ(events[1]["type"], "ADDED");
+  EXPECT_EQ(events[1]["object"]["kind"], "Table");
+  EXPECT_EQ(events[1]["object"]["rows"][0]["cells"][0], "w2");
+  EXPECT_EQ(events[1]["object"]["rows"][0]["cells"][1], "Pending");
+}
+
+// A tenant reads as a namespace where kubectl asks for one (after a namespaced 404, to word its
+// error): a tenant's user sees its own, a 404 of kind namespaces for any other, or none.
+TEST_F(ApiCrudTest, TenantsReadAsNamespaces) {
+  w_.MustCreate(Collection("tenants"), TenantObject("team-b"));
+  HttpResponse r = w_.Get("/api/v1/namespaces/team-a", kAlice);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Parse(r)["kind"], "Namespace");
+  EXPECT_EQ(Parse(r)["metadata"]["name"], "team-a");
+  EXPECT_EQ(Parse(r)["status"]["phase"], "Active");
+  for (const char* other : {"team-b", "nope"}) {
+    r = w_.Get(std::string("/api/v1/namespaces/") + other, kAlice);
+    EXPECT_EQ(r.status, 404) << other;
+    EXPECT_EQ(Parse(r)["details"]["kind"], "namespaces") << r.body;
+    EXPECT_EQ(Message(r), std::string("namespaces \"") + other + "\" not found");
+  }
+  EXPECT_EQ(w_.Get("/api/v1/namespaces/team-b", kAdmin).status, 200);
+  std::set<std::string> names;
+  const HttpResponse listed = w_.Get("/api/v1/namespaces", kAlice);
+  const json listed_json = Parse(listed);
+  for (const json& ns : listed_json["items"]) names.insert(ns["metadata"].value("name", ""));
+  EXPECT_EQ(names, std::set<std::string>{"team-a"}) << listed.body;
+  EXPECT_EQ(w_.Get("/api/v1/namespaces/team-a", "").status, 401);
+  EXPECT_EQ(w_.Do("DELETE", "/api/v1/namespaces/team-a", kAdmin).status, 405);
 }
 
 // AGE as kubectl's own tables write it: two units while the larger is small.
@@ -1550,22 +1577,47 @@ TEST(ApiWatchTest, ReplaysFromResourceVersionThenStreamsInOrder) {
   EXPECT_FALSE(d.finished());
 }
 
-TEST(ApiWatchTest, WithoutResourceVersionStartsNowAndFiltersBySelector) {
-  World w;
-  const std::string path = Collection("workloads", "team-a");
-  w.MustCreate(Collection("tenants"), TenantObject("team-a"));
-  w.MustCreate(path, WorkloadObject("team-a", "before", {{"app", "chat"}}));
-  HttpResponse resp = w.Do("GET", path + "?watch=true&labelSelector=app=chat", kAlice);
-  ASSERT_EQ(resp.status, 200);
-  WatchDriver d(resp.stream);
-  w.MustCreate(path, WorkloadObject("team-a", "chat2", {{"app", "chat"}}));
-  w.MustCreate(path, WorkloadObject("team-a", "train", {{"app", "train"}}));
-  EXPECT_EQ(Summaries(d.Events()), (std::vector<std::string>{"ADDED team-a/chat2"}));
+// As in Kubernetes, a watch with no version (or version 0) starts from the current state: what
+// is there now, once, as ADDED events (never its past versions, nor what was deleted: a trial's
+// `kubectl get wl NAME -w`, which asks for version 0, replayed a running workload's history),
+// then each change; a watch from a version sends what changed after it only.
+TEST(ApiWatchTest, WithoutResourceVersionStartsFromTheCurrentStateAndFiltersBySelector) {
+  for (const char* version : {"", "&resourceVersion=", "&resourceVersion=0"}) {
+    SCOPED_TRACE(version);
+    World w;
+    const std::string path = Collection("workloads", "team-a");
+    w.MustCreate(Collection("tenants"), TenantObject("team-a"));
+    w.MustCreate(path, WorkloadObject("team-a", "before", {{"app", "chat"}}));
+    w.MustSetStatus(Item("workloads", "team-a", "before"), {{"phase", "Scheduled"}});
+    w.MustSetStatus(Item("workloads", "team-a", "before"), {{"phase", "Running"}});
+    w.MustCreate(path, WorkloadObject("team-a", "gone", {{"app", "chat"}}));
+    ASSERT_EQ(w.Do("DELETE", Item("workloads", "team-a", "gone"), kAlice).status, 200);
+    w.MustCreate(path, WorkloadObject("team-a", "other", {{"app", "train"}}));
+    const int64_t then = w.store().Revision();
+    HttpResponse resp = w.Do("GET", path + "?watch=true&labelSelector=app=chat" + version, kAlice);
+    ASSERT_EQ(resp.status, 200);
+    WatchDriver d(resp.stream);
+    w.MustCreate(path, WorkloadObject("team-a", "chat2", {{"app", "chat"}}));
+    w.MustCreate(path, WorkloadObject("team-a", "train", {{"app", "train"}}));
+    const std::vector<json> events = d.Events();
+    EXPECT_EQ(Summaries(events),
+              (std::vector<std::string>{"ADDED team-a/before", "ADDED team-a/chat2"}));
+    ASSERT_FALSE(events.empty());
+    EXPECT_EQ(events[0]["object"]["status"].value("phase", ""), "Running");
 
-  // Cancel stops delivery.
-  resp.stream->Cancel();
-  w.MustCreate(path, WorkloadObject("team-a", "chat3", {{"app", "chat"}}));
-  EXPECT_EQ(d.Events().size(), 1u);
+    // Cancel stops delivery.
+    resp.stream->Cancel();
+    w.MustCreate(path, WorkloadObject("team-a", "chat3", {{"app", "chat"}}));
+    EXPECT_EQ(d.Events().size(), 2u);
+
+    // From a version: what changed after it, nothing before.
+    HttpResponse since = w.Do(
+        "GET", path + "?watch=true&labelSelector=app=chat&resourceVersion=" + std::to_string(then),
+        kAlice);
+    ASSERT_EQ(since.status, 200);
+    EXPECT_EQ(Summaries(WatchDriver(since.stream).Events()),
+              (std::vector<std::string>{"ADDED team-a/chat2", "ADDED team-a/chat3"}));
+  }
 }
 
 // A watcher that was shown an object must learn when it leaves its selection (Kubernetes sends
@@ -1601,7 +1653,11 @@ TEST(ApiWatchTest, ObjectLeavingTheSelectionIsReported) {
 TEST(ApiWatchTest, ObjectVisibleWhenTheWatchBeganThatLeavesIsReported) {
   World w;
   w.Seed();
-  HttpResponse watch = w.Do("GET", Collection("workloads") + "?watch=true", w.node_token);
+  // (From the version of a list the agent read before: an object that changed since.)
+  const int64_t listed = w.store().Revision();
+  HttpResponse watch =
+      w.Do("GET", Collection("workloads") + "?watch=true&resourceVersion=" + std::to_string(listed),
+           w.node_token);
   ASSERT_EQ(watch.status, 200);
   WatchDriver d(watch.stream);
   w.MustSetStatus(Item("workloads", "team-a", "wa"), {{"phase", "Pending"}});

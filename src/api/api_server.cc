@@ -886,7 +886,11 @@ class Watcher : public StreamSource, public std::enable_shared_from_this<Watcher
     // selection: objects unchanged since then are known from the current list; for those changed
     // since, the state at `after_` is unknown until their next event.
     auto listed = store_.List(prefix_, "", 0);
-    auto events = store_.EventsSince(prefix_, after_, 0);
+    // From the current state (a watch with no version, or version 0): what is there now, as
+    // ADDED events, then what changes after it, as in Kubernetes.
+    const bool from_now = after_ < 0;
+    if (from_now && listed.ok()) after_ = listed->revision;
+    auto events = store_.EventsSince(prefix_, std::max<int64_t>(after_, 0), 0);
     std::lock_guard<std::mutex> lock(mu_);
     if (!events.ok() || !listed.ok()) {
       const Status& st = events.ok() ? listed.status() : events.status();
@@ -903,8 +907,13 @@ class Watcher : public StreamSource, public std::enable_shared_from_this<Watcher
       if (kv.mod_revision <= after_ &&
           Passes(WatchEvent{WatchEvent::Type::kPut, kv}, &obj) == Seen::kSelected) {
         shown_[kv.key] = obj.dump();
+        if (from_now && write_) {
+          json line = {{"type", "ADDED"}, {"object", shape_ ? shape_(obj) : obj}};
+          if (!write_(line.dump() + "\n")) write_ = nullptr;
+        }
       }
     }
+    if (from_now) last_sent_ = after_;
     for (const WatchEvent& e : *events) {
       if (e.kv.create_revision <= after_) unknown_.insert(e.kv.key);
     }
@@ -2610,6 +2619,55 @@ struct ApiServer::Impl {
         return *r;
       }
     }
+    // A tenant read as kubectl reads a namespace: after a 404 of a namespaced object kubectl
+    // asks for its namespace, to tell a missing namespace from a missing object (a trial's
+    // kubectl, answered 404 here, said "no such path: /api/v1/namespaces/team-a").
+    if (req.path.rfind("/api/v1/namespaces", 0) == 0) {
+      if (!principal.ok()) return ErrorFromStatus(principal.status());
+      if (req.method != "GET") return StatusResponse(405, "namespaces are read: use GET");
+      const std::string rest = req.path.substr(std::string("/api/v1/namespaces").size());
+      const std::string name = rest.size() > 1 && rest[0] == '/' ? rest.substr(1) : "";
+      if ((!rest.empty() && name.empty()) || name.find('/') != std::string::npos)
+        return StatusResponse(404, "no such path: " + req.path);
+      bool all = false;
+      const std::vector<std::string> readable = auth.ReadableTenants(*principal, &all);
+      const auto shown = [](const json& tenant) {
+        json meta = {{"name", Str(Field(tenant, "metadata"), "name")}};
+        for (const char* k : {"uid", "creationTimestamp", "resourceVersion"})
+          if (const json& v = Field(Field(tenant, "metadata"), k); v.is_string()) meta[k] = v;
+        return json{{"kind", "Namespace"},
+                    {"apiVersion", "v1"},
+                    {"metadata", meta},
+                    {"status", {{"phase", "Active"}}}};
+      };
+      const auto may_read = [&](const std::string& t) {
+        return all || std::find(readable.begin(), readable.end(), t) != readable.end();
+      };
+      if (!name.empty()) {
+        auto kv = store.Get(Key(*FindResource("tenants"), "", name));
+        if (!kv.ok() && kv.status().code() != StatusCode::kNotFound)
+          return ErrorFromStatus(kv.status());
+        if (!kv.ok() || !may_read(name)) {
+          HttpResponse r = StatusResponse(404, "namespaces \"" + name + "\" not found");
+          json body = json::parse(r.body);
+          body["details"] = {{"name", name}, {"kind", "namespaces"}};
+          r.body = body.dump();
+          return r;
+        }
+        return JsonResponse(200, shown(Materialize(*kv)));
+      }
+      auto listed = ReadAll("/registry/tenants/");
+      if (!listed.ok()) return ErrorFromStatus(listed.status());
+      json items = json::array();
+      for (const KeyValue& kv : *listed)
+        if (json t = Materialize(kv); may_read(Str(Field(t, "metadata"), "name")))
+          items.push_back(shown(t));
+      return JsonResponse(200,
+                          {{"kind", "NamespaceList"},
+                           {"apiVersion", "v1"},
+                           {"metadata", {{"resourceVersion", std::to_string(store.Revision())}}},
+                           {"items", items}});
+    }
     if (req.path == "/apis" || req.path == "/apis/") {
       return JsonResponse(
           200, {{"kind", "APIGroupList"},
@@ -3273,11 +3331,13 @@ struct ApiServer::Impl {
     }
     const std::string prefix = Prefix(info, ns);
     if (watch) {
-      int64_t after = store.Revision();
+      // No version, or 0: from the current state (sent first as ADDED events; Watcher takes -1
+      // so); a version: what changed after it.
+      int64_t after = -1;
       if (req.query.count("resourceVersion") && !req.query.at("resourceVersion").empty()) {
         auto rv = ParseNonNegativeInt(req.query.at("resourceVersion"));
         if (!rv.ok()) return StatusResponse(400, "resourceVersion: " + rv.status().message());
-        after = *rv;
+        if (*rv > 0) after = *rv;
       }
       auto filter = [this, info, p, tenants, all, selector, fields](const WatchEvent& e,
                                                                     json* obj) {

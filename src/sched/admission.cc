@@ -59,9 +59,9 @@ constexpr int kBackfillTriesPerCycle = 16;
 // Placements tried a cycle for borrowers held back, on the nodes the hold leaves them (the
 // Cycle's main loop): apart from its attempts, so that they never keep others from theirs.
 constexpr int kOffHeldTriesPerCycle = 1024;
-// Work of a preemptor's own queue that orders ahead of it, tried in the room its victims freed
-// before the preemptor is (TryAhead): at most this many per preemptor.
-constexpr int kAheadTries = 2;
+// Work of a preemptor's own queue that orders ahead of it and could use the room its victims
+// freed, tried there before the preemptor is (TryAhead): at most this many per preemptor.
+constexpr int kAheadTries = 4;
 // Regions of the hold on borrowing, and borrowers' reaches, worked out a cycle (each a pass
 // over the nodes): past them, a region is every node and a borrower is held back (as the hold
 // was before it kept to regions).
@@ -2976,6 +2976,21 @@ void Admitter::TryAhead(int id, double now, CycleResult& out,
   const int64_t room = e.gpu_milli;
   const std::tuple<int, double, int> key{config_.strict_priority ? -e.spec.priority : 0, e.arrival,
                                          id};
+  // The nodes its victims freed room on; work none of whose pods could use one of them (a node
+  // selector elsewhere) is not tried, nor counted against the tries (a trial: two such ahead of
+  // a third that fitted used up the tries, and the preemptor took the room before it).
+  std::vector<int> freed;
+  for (const auto& [a, unused] : e.plan) freed.push_back(a.node);
+  std::sort(freed.begin(), freed.end());
+  freed.erase(std::unique(freed.begin(), freed.end()), freed.end());
+  const auto could_use = [&](const Entry& a) {
+    for (const PodRequest& p : a.pods) {
+      bool any = false;
+      for (int n : freed) any = any || CouldUse(p, n);
+      if (!any) return false;
+    }
+    return true;
+  };
   // Ahead of it, of a higher priority (work it could preempt right back is not: its own
   // victims, in a queue ordered by arrival) and no larger (larger work would need more than its
   // victims freed): the first few of its queue's line and of those parked, in queue order.
@@ -2985,7 +3000,7 @@ void Admitter::TryAhead(int id, double now, CycleResult& out,
     for (auto it = line->begin(); it != line->end() && *it < key && taken < kAheadTries; ++it) {
       const Entry& a = entries_[std::get<2>(*it)];
       if (a.nominated || a.spec.priority <= e.spec.priority || a.gpu_milli > room ||
-          (a.gpu_milli == 0) != (room == 0))
+          (a.gpu_milli == 0) != (room == 0) || !could_use(a))
         continue;
       ahead.push_back(*it);
       ++taken;
