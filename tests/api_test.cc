@@ -3132,6 +3132,55 @@ TEST(ApiEvictionTest, AnEvictionMarksRunningWorkWithinItsQueuesBudget) {
   EXPECT_TRUE(marked("team-b", "wb"));
 }
 
+// kubectl asks events for a Table too: its own columns of them (LAST SEEN on the server's clock,
+// TYPE, REASON, OBJECT, MESSAGE with how often), as `fabctl get events` prints; `ev` is their
+// short name. Before, kubectl printed NAME and AGE "<unknown>" (events had no creation time).
+TEST(ApiEventsTest, KubectlGetsEventsAsATable) {
+  World w;
+  w.Seed();
+  const std::string item = Item("workloads", "team-a", "wa2");
+  w.MustSetStatus(item, {{"phase", "Pending"}, {"reason", "Queued"}, {"message", "no room"}});
+  w.clock().AdvanceMs(90'000);
+  const std::string events = std::string(kApi) + "/namespaces/team-a/events";
+  const auto get = [&](const std::string& target) {
+    HttpRequest req = MakeRequest("GET", target, kAdmin, "", "");
+    req.headers["accept"] = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
+    return w.api().Handle(req);
+  };
+  const json plain = Parse(w.Get(events + "?fieldSelector=involvedObject.name=wa2"));
+  ASSERT_FALSE(plain["items"].empty()) << plain.dump();
+  EXPECT_EQ(plain["items"][0]["metadata"]["creationTimestamp"],
+            plain["items"][0]["firstTimestamp"]);
+  const json table = Parse(get(events + "?fieldSelector=involvedObject.name=wa2"));
+  ASSERT_EQ(table.value("kind", ""), "Table") << table.dump();
+  std::vector<std::string> names;
+  for (const json& c : table["columnDefinitions"]) names.push_back(c.value("name", ""));
+  EXPECT_EQ(names, (std::vector<std::string>{"Last Seen", "Type", "Reason", "Object", "Message"}));
+  ASSERT_EQ(table["rows"].size(), plain["items"].size());
+  EXPECT_EQ(table["rows"].back()["cells"],
+            json({"90s", "Normal", "Queued", "workload/wa2", "no room"}));
+
+  // A watch's events, a row each.
+  HttpResponse watch =
+      get(events + "?watch=true&resourceVersion=" + plain["metadata"].value("resourceVersion", ""));
+  ASSERT_EQ(watch.status, 200) << watch.body;
+  WatchDriver d(watch.stream);
+  w.MustSetStatus(item, {{"phase", "Pending"}, {"reason", "Preempting"}, {"message", "soon"}});
+  for (int i = 0; i < 200 && d.Events().empty(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const std::vector<json> seen = d.Events();
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen.back()["object"]["kind"], "Table");
+  EXPECT_EQ(seen.back()["object"]["rows"][0]["cells"][2], "Preempting");
+
+  // The short name.
+  const json discovery = Parse(w.Get(kApi));
+  bool ev = false;
+  for (const json& r : discovery["resources"])
+    ev |= r.value("name", "") == "events" && r.value("shortNames", json()) == json({"ev"});
+  EXPECT_TRUE(ev) << discovery.dump();
+}
+
 TEST(ApiEventsTest, AWaitSaidAgainWithOtherNumbersIsOneEventCounted) {
   World w;
   w.Seed();

@@ -139,6 +139,20 @@ HttpResponse JsonResponse(int code, const json& j) {
   return r;
 }
 
+// What a request asks of a Table (server-side printing): its version ("" for none: plain
+// JSON) and what each row carries (?includeObject=); a 400 for an includeObject that is none
+// of the three.
+std::optional<HttpResponse> TableAsked(const HttpRequest& req, std::string* version,
+                                       RowObject* rows) {
+  *version = TableVersion(req.Header("accept"));
+  *rows = RowObject::kMetadata;
+  if (auto it = req.query.find("includeObject");
+      !version->empty() && it != req.query.end() && !ParseRowObject(it->second, rows))
+    return StatusResponse(
+        400, "includeObject: '" + it->second + "' is not one of None, Metadata or Object");
+  return std::nullopt;
+}
+
 // The stored object with its resourceVersion filled in.
 constexpr char kNodesPrefix[] = "/registry/nodes/";
 
@@ -1724,6 +1738,7 @@ class EventRecorder {
             {"metadata",
              {{"name", e.name + "." + std::to_string(e.sequence)},
               {"namespace", e.ns},
+              {"creationTimestamp", e.first},
               {"resourceVersion", std::to_string(e.version)}}},
             {"involvedObject", {{"kind", "Workload"}, {"namespace", e.ns}, {"name", e.name}}},
             {"type", e.type},
@@ -1770,8 +1785,13 @@ class EventWatch : public StreamSource,
                    public EventRecorder::Subscriber,
                    public std::enable_shared_from_this<EventWatch> {
  public:
-  EventWatch(EventRecorder& recorder, uint64_t after, std::function<bool(const json&)> selects)
-      : recorder_(recorder), after_(after), selects_(std::move(selects)) {}
+  // `shape`, where set, is what each event is sent as (a one-row Table, for kubectl).
+  EventWatch(EventRecorder& recorder, uint64_t after, std::function<bool(const json&)> selects,
+             std::function<json(const json&)> shape = nullptr)
+      : recorder_(recorder),
+        after_(after),
+        selects_(std::move(selects)),
+        shape_(std::move(shape)) {}
 
   void Start(std::function<bool(std::string)> write, std::function<void()> finish) override {
     {
@@ -1813,13 +1833,22 @@ class EventWatch : public StreamSource,
   }
   void Send(const std::string& line) override {
     std::lock_guard<std::mutex> lock(mu_);
-    if (write_ && !write_(line)) write_ = nullptr;
+    if (!write_) return;
+    if (!shape_) {
+      if (!write_(line)) write_ = nullptr;
+      return;
+    }
+    json e = json::parse(line, nullptr, false);
+    if (!e.is_object()) return;
+    e["object"] = shape_(e["object"]);
+    if (!write_(e.dump() + "\n")) write_ = nullptr;
   }
 
  private:
   EventRecorder& recorder_;
   const uint64_t after_;
   std::function<bool(const json&)> selects_;
+  std::function<json(const json&)> shape_;
   std::mutex mu_;
   std::function<bool(std::string)> write_;
   std::function<void()> finish_;
@@ -2707,8 +2736,10 @@ struct ApiServer::Impl {
         if (*r.short_name) list.back()["shortNames"] = {r.short_name};
       }
       list.push_back({{"name", "events"},
+                      {"singularName", "event"},
                       {"kind", "Event"},
                       {"namespaced", true},
+                      {"shortNames", {"ev"}},
                       {"verbs", {"list", "watch"}}});
       list.push_back({{"name", "nodeallocations"},
                       {"kind", "NodeAllocation"},
@@ -2839,20 +2870,17 @@ struct ApiServer::Impl {
       return StatusResponse(400, "dryRun: '" + dry->second +
                                      "' is not a dry run mode (the only one is All: ?dryRun=All)");
     // kubectl asks for a Table (server-side printing): fabctl's columns, ages on this clock.
-    const std::string table = TableVersion(req.Header("accept"));
+    std::string table;
     RowObject row_object = RowObject::kMetadata;
-    if (auto it = req.query.find("includeObject");
-        !table.empty() && it != req.query.end() && !ParseRowObject(it->second, &row_object))
-      return StatusResponse(
-          400, "includeObject: '" + it->second + "' is not one of None, Metadata or Object");
+    if (std::optional<HttpResponse> bad = TableAsked(req, &table, &row_object)) return *bad;
     switch (verb) {
       case Verb::kGet: {
         HttpResponse r = Get(*info, ns, name, *principal);
         if (table.empty() || r.status != 200) return r;
         json obj = json::parse(r.body, nullptr, false);
-        return JsonResponse(200,
-                            ObjectTable(info->kind, {obj}, clock.NowMs(), table, row_object,
-                                        jsonf::Str(Field(obj, "metadata"), "resourceVersion")));
+        return JsonResponse(200, ObjectTable(info->kind, {obj}, clock.NowMs(), table, row_object,
+                                             jsonf::Str(Field(obj, "metadata"), "resourceVersion"),
+                                             TableContextFor(info->kind)));
       }
       case Verb::kList:
       case Verb::kWatch:
@@ -2896,6 +2924,31 @@ struct ApiServer::Impl {
     HttpResponse r;
     r.body = MaterializeText(*kv);
     return r;
+  }
+
+  // What a Table's cells of `kind` read beyond their objects (TableContext): the nodes' health
+  // records, or the queue tree's leaves. Unreadable: left out (the cells read as without).
+  TableContext TableContextFor(const std::string& kind) {
+    TableContext context;
+    if (kind == "Node") {
+      if (auto records = ReadAll("/registry/nodehealth/"); records.ok())
+        for (const KeyValue& kv : *records)
+          if (json r = json::parse(kv.value, nullptr, false); r.is_object())
+            context.node_health[kv.key.substr(kv.key.rfind('/') + 1)] = std::move(r);
+    } else if (kind == "Workload") {
+      if (auto queues = ReadAll(Prefix(*FindResource("queues"), "")); queues.ok()) {
+        std::set<std::string> parents;
+        for (const KeyValue& kv : *queues)
+          if (json q = json::parse(kv.value, nullptr, false); q.is_object()) {
+            context.leaves.insert(Str(Field(q, "metadata"), "name"));
+            parents.insert(Str(Field(q, "spec"), "parent"));
+          }
+        // (The built-in unqueued too, as a list shows it to fabctl.)
+        if (store.Get(kBuiltinQueueKey).ok()) context.leaves.insert(kUnqueuedQueue);
+        for (const std::string& p : parents) context.leaves.erase(p);
+      }
+    }
+    return context;
   }
 
   // Every stored object under `prefix`.
@@ -3230,6 +3283,9 @@ struct ApiServer::Impl {
                       bool watch) {
     // (A node reads the workloads assigned to it, not others' histories.)
     if (!p.node.empty()) return StatusResponse(403, "nodes do not read events");
+    std::string table;
+    RowObject row_object = RowObject::kMetadata;
+    if (std::optional<HttpResponse> bad = TableAsked(req, &table, &row_object)) return *bad;
     std::string name, in_ns = ns;
     std::vector<FieldRequirement> terms;
     bool contradicts = false;
@@ -3288,8 +3344,15 @@ struct ApiServer::Impl {
         if (!v.ok()) return StatusResponse(400, "resourceVersion: " + v.status().message());
         after = static_cast<uint64_t>(*v);
       }
+      // (A one-row Table each, where kubectl asked for tables.)
+      std::function<json(const json&)> shape;
+      if (!table.empty())
+        shape = [this, table, row_object](const json& e) {
+          return ObjectTable("Event", {e}, clock.NowMs(), table, row_object,
+                             jsonf::Str(Field(e, "metadata"), "resourceVersion"), {});
+        };
       HttpResponse r;
-      r.stream = std::make_shared<EventWatch>(events, after, selects);
+      r.stream = std::make_shared<EventWatch>(events, after, selects, std::move(shape));
       return r;
     }
     uint64_t version = 0;
@@ -3297,6 +3360,9 @@ struct ApiServer::Impl {
     if (!contradicts)
       for (json& e : events.List(in_ns, name, &version))
         if (selects(e)) items.push_back(std::move(e));
+    if (!table.empty())  // (kubectl's columns of events: LAST SEEN, TYPE, REASON, ...)
+      return JsonResponse(200, ObjectTable("Event", items.get<std::vector<json>>(), clock.NowMs(),
+                                           table, row_object, std::to_string(version), {}));
     return JsonResponse(200, {{"kind", "EventList"},
                               {"apiVersion", kGroupVersion},
                               {"metadata", {{"resourceVersion", std::to_string(version)}}},
@@ -3349,13 +3415,16 @@ struct ApiServer::Impl {
       };
       // (As a one-row Table each, where kubectl asked for tables: it prints a row an event.)
       std::function<json(const json&)> shape;
-      if (const std::string table = TableVersion(req.Header("accept")); !table.empty()) {
-        RowObject row_object = RowObject::kMetadata;
-        if (auto it = req.query.find("includeObject"); it != req.query.end())
-          ParseRowObject(it->second, &row_object);  // (checked before)
-        shape = [this, kind = std::string(info.kind), table, row_object](const json& obj) {
+      std::string table;
+      RowObject row_object;
+      TableAsked(req, &table, &row_object);  // (checked before)
+      if (!table.empty()) {
+        // (Its context as the watch opens: health records and queues change seldom, and the
+        // rows are made on the store's committer thread, which must not read the store.)
+        shape = [this, kind = std::string(info.kind), table, row_object,
+                 context = TableContextFor(info.kind)](const json& obj) {
           return ObjectTable(kind, {obj}, clock.NowMs(), table, row_object,
-                             jsonf::Str(Field(obj, "metadata"), "resourceVersion"));
+                             jsonf::Str(Field(obj, "metadata"), "resourceVersion"), context);
         };
       }
       auto w = std::make_shared<Watcher>(
@@ -3434,12 +3503,12 @@ struct ApiServer::Impl {
       }
     json meta = {{"resourceVersion", std::to_string(revision)}};
     if (more) meta["continue"] = HexEncode(last_returned);
-    if (const std::string table = TableVersion(req.Header("accept")); !table.empty()) {
-      RowObject row_object = RowObject::kMetadata;
-      if (auto it = req.query.find("includeObject"); it != req.query.end())
-        ParseRowObject(it->second, &row_object);  // (checked before)
+    std::string table;
+    RowObject row_object;
+    TableAsked(req, &table, &row_object);  // (checked before)
+    if (!table.empty()) {
       json shown = ObjectTable(info.kind, items.get<std::vector<json>>(), clock.NowMs(), table,
-                               row_object, std::to_string(revision));
+                               row_object, std::to_string(revision), TableContextFor(info.kind));
       if (more) shown["metadata"]["continue"] = meta["continue"];
       return JsonResponse(200, shown);
     }

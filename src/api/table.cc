@@ -6,6 +6,7 @@
 #include "api/json_fields.h"
 #include "client/columns.h"
 #include "control/clock.h"
+#include "sched/queue_objects.h"
 
 namespace fabrica {
 namespace {
@@ -21,7 +22,7 @@ struct Column {
   const char* type;  // OpenAPI: string, integer, number, date
   const char* description;
   int priority;  // 1: shown by kubectl with -o wide only
-  std::function<std::string(const json& obj)> cell;
+  std::function<std::string(const json& obj, const TableContext& context)> cell;
 };
 
 std::string Or(const std::string& s, const char* none) { return s.empty() ? none : s; }
@@ -35,14 +36,37 @@ std::string Joined(const json& list, const char* none) {
   return out.empty() ? none : out;
 }
 
+// Kubectl's columns of events: no name, no age (LAST SEEN is theirs).
+std::vector<Column> EventColumns() {
+  return {
+      {"Last Seen", "string", "time since lastTimestamp", 0,
+       [](const json& e, const TableContext& c) {
+         const int64_t last = ParseTimestamp(Str(e, "lastTimestamp"));
+         return last < 0 ? std::string("<unknown>") : HumanAge(c.now_ms - last);
+       }},
+      {"Type", "string", "Normal or Warning", 0,
+       [](const json& e, const TableContext&) { return Str(e, "type"); }},
+      {"Reason", "string", "reason", 0,
+       [](const json& e, const TableContext&) { return Str(e, "reason"); }},
+      {"Object", "string", "involvedObject", 0,
+       [](const json& e, const TableContext&) {
+         return "workload/" + Str(Object(e, "involvedObject"), "name");
+       }},
+      {"Message", "string", "message, and how often", 0,
+       [](const json& e, const TableContext&) { return EventMessage(e); }},
+  };
+}
+
 std::vector<Column> ColumnsOf(const std::string& kind) {
-  const auto name = [](const json& o) { return Str(Object(o, "metadata"), "name"); };
+  const auto name = [](const json& o, const TableContext&) {
+    return Str(Object(o, "metadata"), "name");
+  };
   std::vector<Column> cols = {{"Name", "string", "metadata.name", 0, name}};
   if (kind == "Workload") {
     // (Each cell computes the workload's cells afresh: a few map lookups; a table of thousands
     // of workloads is cheap next to its JSON.)
     const auto cell = [](std::string WorkloadCells::*part) {
-      return [part](const json& o) { return WorkloadColumns(o).*part; };
+      return [part](const json& o, const TableContext&) { return WorkloadColumns(o).*part; };
     };
     cols.push_back(
         {"Phase", "string", "status.phase as fabctl shows it", 0, cell(&WorkloadCells::phase)});
@@ -50,36 +74,51 @@ std::vector<Column> ColumnsOf(const std::string& kind) {
         {"Pods", "string", "pods running of those asked", 0, cell(&WorkloadCells::pods)});
     cols.push_back({"GPUs", "string", "GPUs its running pods hold", 0, cell(&WorkloadCells::gpus)});
     cols.push_back({"Nodes", "string", "nodes its pods run on", 0, cell(&WorkloadCells::nodes)});
-    cols.push_back({"Queue", "string", "the queue charged, else spec.queue", 1, [](const json& o) {
-                      const std::string charged =
-                          Str(Object(Object(o, "status"), "resourceUsage"), "queue");
-                      return Or(charged.empty() ? Str(Object(o, "spec"), "queue") : charged, "-");
+    cols.push_back({"Queue", "string", "the queue it waits in, or is charged", 1,
+                    [](const json& o, const TableContext& c) {
+                      // (The scheduler's rule, where queues exist.)
+                      std::string waiting = Str(Object(o, "spec"), "queue");
+                      if (!c.leaves.empty())
+                        waiting = WaitingQueue(c.leaves, waiting,
+                                               Str(Object(o, "metadata"), "namespace"));
+                      return WorkloadQueue(o, waiting);
                     }});
-    cols.push_back({"Priority", "integer", "spec.priority", 1,
-                    [](const json& o) { return Scalar(o, "spec", "priority", "0"); }});
-    cols.push_back({"Message", "string", "status.message: why it waits, or where it runs", 1,
-                    [](const json& o) { return Str(Object(o, "status"), "message"); }});
+    cols.push_back(
+        {"Priority", "integer", "spec.priority", 1,
+         [](const json& o, const TableContext&) { return Scalar(o, "spec", "priority", "0"); }});
+    cols.push_back(
+        {"Message", "string", "status.message: why it waits, or where it runs", 1,
+         [](const json& o, const TableContext&) { return Str(Object(o, "status"), "message"); }});
   } else if (kind == "Node") {
-    cols.push_back({"Status", "string", "Ready condition, cordon and start hold", 0,
-                    [](const json& o) { return NodeStatusWords(o); }});
-    cols.push_back({"GPUs", "integer", "spec.devices", 0, [](const json& o) {
+    cols.push_back({"Status", "string", "Ready condition, cordon, start hold and health", 0,
+                    [](const json& o, const TableContext& c) {
+                      auto health = c.node_health.find(Str(Object(o, "metadata"), "name"));
+                      return NodeStatusWords(o) +
+                             (health == c.node_health.end() ? "" : NodeHealthWords(health->second));
+                    }});
+    cols.push_back({"GPUs", "integer", "spec.devices", 0, [](const json& o, const TableContext&) {
                       const json& spec = Object(o, "spec");
                       size_t n = List(spec, "devices").size();
                       if (n == 0)
                         n = static_cast<size_t>(jsonf::Int(Object(spec, "gpus"), "count"));
                       return std::to_string(n);
                     }});
-    cols.push_back({"Model", "string", "its GPUs' model", 0, [](const json& o) {
-                      const json& devices = List(Object(o, "spec"), "devices");
-                      return devices.empty() ? std::string("-") : Or(Str(devices[0], "model"), "-");
-                    }});
+    cols.push_back(
+        {"Model", "string", "its GPUs' model", 0, [](const json& o, const TableContext&) {
+           const json& devices = List(Object(o, "spec"), "devices");
+           return devices.empty() ? std::string("-") : Or(Str(devices[0], "model"), "-");
+         }});
     cols.push_back({"Leaf", "string", "spec.leaf: its rack or InfiniBand leaf", 0,
-                    [](const json& o) { return Or(Str(Object(o, "spec"), "leaf"), "-"); }});
-    cols.push_back({"CPU", "string", "spec.cpu", 1,
-                    [](const json& o) { return Scalar(o, "spec", "cpu", "-"); }});
-    cols.push_back({"Memory", "string", "spec.memory", 1,
-                    [](const json& o) { return Scalar(o, "spec", "memory", "-"); }});
-    cols.push_back({"Taints", "string", "spec.taints", 1, [](const json& o) {
+                    [](const json& o, const TableContext&) {
+                      return Or(Str(Object(o, "spec"), "leaf"), "-");
+                    }});
+    cols.push_back({"CPU", "string", "spec.cpu", 1, [](const json& o, const TableContext&) {
+                      return Scalar(o, "spec", "cpu", "-");
+                    }});
+    cols.push_back({"Memory", "string", "spec.memory", 1, [](const json& o, const TableContext&) {
+                      return Scalar(o, "spec", "memory", "-");
+                    }});
+    cols.push_back({"Taints", "string", "spec.taints", 1, [](const json& o, const TableContext&) {
                       std::string out;
                       for (const json& t : List(Object(o, "spec"), "taints")) {
                         const std::string value = Str(t, "value");
@@ -90,59 +129,78 @@ std::vector<Column> ColumnsOf(const std::string& kind) {
                     }});
   } else if (kind == "Queue") {
     const auto gpus = [](const char* key) {
-      return [key](const json& o) {
+      return [key](const json& o, const TableContext&) {
         const json& status = Object(o, "status");
         return QueueGpus(status, key, QueueFlavored(status));
       };
     };
-    cols.push_back({"Parent", "string", "spec.parent", 0,
-                    [](const json& o) { return Or(Str(Object(o, "spec"), "parent"), "-"); }});
-    cols.push_back({"Weight", "string", "spec.weight", 0,
-                    [](const json& o) { return Scalar(o, "spec", "weight", "1"); }});
+    cols.push_back({"Parent", "string", "spec.parent", 0, [](const json& o, const TableContext&) {
+                      return Or(Str(Object(o, "spec"), "parent"), "-");
+                    }});
+    cols.push_back({"Weight", "string", "spec.weight", 0, [](const json& o, const TableContext&) {
+                      return Scalar(o, "spec", "weight", "1");
+                    }});
     cols.push_back(
         {"Guaranteed", "string", "GPUs guaranteed, by flavour", 0, gpus("guaranteedGpus")});
     cols.push_back({"Used", "string", "GPUs held, by flavour", 0, gpus("usedGpus")});
-    cols.push_back({"Pending", "integer", "workloads waiting", 0,
-                    [](const json& o) { return Scalar(o, "status", "pendingWorkloads", "-"); }});
-    cols.push_back({"Share", "string", "weighted dominant share", 1,
-                    [](const json& o) { return QueueShare(Object(o, "status")); }});
-    cols.push_back({"Active", "integer", "workloads admitted", 1,
-                    [](const json& o) { return Scalar(o, "status", "active", "-"); }});
+    cols.push_back(
+        {"Pending", "integer", "workloads waiting", 0, [](const json& o, const TableContext&) {
+           return Scalar(o, "status", "pendingWorkloads", "-");
+         }});
+    cols.push_back(
+        {"Share", "string", "weighted dominant share", 1,
+         [](const json& o, const TableContext&) { return QueueShare(Object(o, "status")); }});
+    cols.push_back(
+        {"Active", "integer", "workloads admitted", 1,
+         [](const json& o, const TableContext&) { return Scalar(o, "status", "active", "-"); }});
     cols.push_back({"Disruption-Budget", "string", "spec.disruptionBudget", 1,
-                    [](const json& o) { return Scalar(o, "spec", "disruptionBudget", "-"); }});
-  } else if (kind == "Tenant") {
-    cols.push_back({"Trust", "string", "spec.trust", 0,
-                    [](const json& o) { return Or(Str(Object(o, "spec"), "trust"), "standard"); }});
-    cols.push_back({"Trust-Domain", "string", "spec.trustDomain", 0, [](const json& o) {
-                      const std::string d = Str(Object(o, "spec"), "trustDomain");
-                      return d.empty() ? Str(Object(o, "metadata"), "name") : d;
+                    [](const json& o, const TableContext&) {
+                      return Scalar(o, "spec", "disruptionBudget", "-");
                     }});
+  } else if (kind == "Tenant") {
+    cols.push_back({"Trust", "string", "spec.trust", 0, [](const json& o, const TableContext&) {
+                      return Or(Str(Object(o, "spec"), "trust"), "standard");
+                    }});
+    cols.push_back(
+        {"Trust-Domain", "string", "spec.trustDomain", 0, [](const json& o, const TableContext&) {
+           const std::string d = Str(Object(o, "spec"), "trustDomain");
+           return d.empty() ? Str(Object(o, "metadata"), "name") : d;
+         }});
   } else if (kind == "PriorityClass") {
-    cols.push_back({"Value", "integer", "spec.value", 0,
-                    [](const json& o) { return Scalar(o, "spec", "value", "-"); }});
+    cols.push_back({"Value", "integer", "spec.value", 0, [](const json& o, const TableContext&) {
+                      return Scalar(o, "spec", "value", "-");
+                    }});
     cols.push_back({"Global-Default", "string", "spec.globalDefault", 0,
-                    [](const json& o) { return Scalar(o, "spec", "globalDefault", "false"); }});
-    cols.push_back({"Preemption", "string", "spec.preemptionPolicy", 0, [](const json& o) {
+                    [](const json& o, const TableContext&) {
+                      return Scalar(o, "spec", "globalDefault", "false");
+                    }});
+    cols.push_back({"Preemption", "string", "spec.preemptionPolicy", 0,
+                    [](const json& o, const TableContext&) {
                       return Or(Str(Object(o, "spec"), "preemptionPolicy"), "PreemptLowerPriority");
                     }});
     cols.push_back({"Tenants", "string", "spec.tenants: who may name it (* every tenant)", 1,
-                    [](const json& o) {
+                    [](const json& o, const TableContext&) {
                       const json& spec = Object(o, "spec");
                       return spec.contains("tenants") ? Joined(List(spec, "tenants"), "<none>")
                                                       : std::string("*");
                     }});
-    cols.push_back({"Description", "string", "spec.description", 1,
-                    [](const json& o) { return Str(Object(o, "spec"), "description"); }});
+    cols.push_back(
+        {"Description", "string", "spec.description", 1,
+         [](const json& o, const TableContext&) { return Str(Object(o, "spec"), "description"); }});
   } else if (kind == "ResourceFlavor") {
-    cols.push_back({"Kind", "string", "spec.kind", 0,
-                    [](const json& o) { return Or(Str(Object(o, "spec"), "kind"), "*"); }});
-    cols.push_back({"Models", "string", "spec.models", 0,
-                    [](const json& o) { return Joined(List(Object(o, "spec"), "models"), "*"); }});
-    cols.push_back({"MIG-Profiles", "string", "spec.migProfiles", 0, [](const json& o) {
-                      return Joined(List(Object(o, "spec"), "migProfiles"), "*");
+    cols.push_back({"Kind", "string", "spec.kind", 0, [](const json& o, const TableContext&) {
+                      return Or(Str(Object(o, "spec"), "kind"), "*");
                     }});
-    cols.push_back({"GPUs", "string", "the fleet's GPUs charged to it", 0,
-                    [](const json& o) { return Scalar(o, "status", "gpus", "-"); }});
+    cols.push_back({"Models", "string", "spec.models", 0, [](const json& o, const TableContext&) {
+                      return Joined(List(Object(o, "spec"), "models"), "*");
+                    }});
+    cols.push_back(
+        {"MIG-Profiles", "string", "spec.migProfiles", 0, [](const json& o, const TableContext&) {
+           return Joined(List(Object(o, "spec"), "migProfiles"), "*");
+         }});
+    cols.push_back(
+        {"GPUs", "string", "the fleet's GPUs charged to it", 0,
+         [](const json& o, const TableContext&) { return Scalar(o, "status", "gpus", "-"); }});
   }
   return cols;
 }
@@ -196,9 +254,13 @@ bool ParseRowObject(const std::string& text, RowObject* out) {
 
 json ObjectTable(const std::string& kind, const std::vector<json>& objects, int64_t now_ms,
                  const std::string& version, RowObject row_object,
-                 const std::string& resource_version) {
-  const std::vector<Column> cols = ColumnsOf(kind);
-  const size_t wide = FirstWide(cols);
+                 const std::string& resource_version, const TableContext& context) {
+  const bool events = kind == "Event";
+  const std::vector<Column> cols = events ? EventColumns() : ColumnsOf(kind);
+  // (Events have no Age: npos.)
+  const size_t wide = events ? std::string::npos : FirstWide(cols);
+  TableContext with_now = context;
+  with_now.now_ms = now_ms;
   const std::string api_version = "meta.k8s.io/" + version;
   json defs = json::array();
   const auto def = [&](const Column& c) {
@@ -223,7 +285,7 @@ json ObjectTable(const std::string& kind, const std::vector<json>& objects, int6
     };
     for (size_t i = 0; i < cols.size(); ++i) {
       if (i == wide) cells.push_back(age());
-      cells.push_back(cols[i].cell(o));
+      cells.push_back(cols[i].cell(o, with_now));
     }
     if (wide == cols.size()) cells.push_back(age());
     json row = {{"cells", std::move(cells)}};

@@ -6,7 +6,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -22,10 +24,20 @@ enum class RowObject { kNone, kMetadata, kObject };
 // The query's value read; false for one that is none of the three.
 bool ParseRowObject(const std::string& text, RowObject* out);
 
+// What some cells need beyond their object, as fabctl reads it too: the nodes' health records
+// by node (a node in repair), and the queue tree's leaves (the queue a workload waits in; empty
+// without queues).
+struct TableContext {
+  std::map<std::string, nlohmann::json> node_health;
+  std::set<std::string> leaves;
+  int64_t now_ms = 0;  // (ObjectTable's own)
+};
+
 // The Table of `objects`, all of kind `kind` (Workload, Node, Queue, ...), their ages counted
-// to `now_ms`. Columns of priority 1 are the ones kubectl shows only with -o wide.
+// to `now_ms`. Columns of priority 1 are the ones kubectl shows only with -o wide. Events read
+// as kubectl's own table of them: LAST SEEN, TYPE, REASON, OBJECT, MESSAGE.
 nlohmann::json ObjectTable(const std::string& kind, const std::vector<nlohmann::json>& objects,
                            int64_t now_ms, const std::string& version, RowObject row_object,
-                           const std::string& resource_version);
+                           const std::string& resource_version, const TableContext& context);
 
 }  // namespace fabrica

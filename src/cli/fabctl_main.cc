@@ -374,20 +374,7 @@ std::string TaintList(const json& spec, bool since) {
 
 std::string HealthWords(const std::string& node) {
   auto it = node_health.find(node);
-  if (it == node_health.end()) return "";
-  std::string out;
-  const std::string state = it->second.value("state", "available");
-  if (state != "available") out += " (" + state + ")";
-  std::vector<std::string> gpus;
-  for (const json& g : Arr(it->second, "gpus"))
-    if (g.value("schedulable", true) == false)
-      gpus.push_back(std::to_string(g.value("index", -1)) + " " + g.value("state", ""));
-  if (!gpus.empty() && state == "available") {
-    std::string list;
-    for (const std::string& g : gpus) list += (list.empty() ? "" : ", ") + g;
-    out += ",GPU " + list;
-  }
-  return out;
+  return it == node_health.end() ? "" : fabrica::NodeHealthWords(it->second);
 }
 
 void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
@@ -429,15 +416,8 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
       std::string queue = spec.value("queue", "");
       if (wide && !leaves->empty())
         queue = fabrica::WaitingQueue(*leaves, queue, meta.value("namespace", ""));
-      // Admitted: the queue charged, as the scheduler wrote it (unqueued once its tenant may
-      // no longer use the one it names: "unqueued(was:qb)", one word for scripts' columns).
-      const std::string stored = status.value("phase", "");
-      if (const std::string charged = Obj(status, "resourceUsage").value("queue", "");
-          wide && !charged.empty() && charged != queue &&
-          (stored == "Scheduled" || stored == "Running"))
-        queue = charged + (queue.empty() ? "" : "(was:" + queue + ")");
       if (wide)
-        rows.back().insert(rows.back().end() - 1, {queue.empty() ? "-" : queue,
+        rows.back().insert(rows.back().end() - 1, {fabrica::WorkloadQueue(o, queue),
                                                    Plain(spec.value("priority", json(0))), Age(o)});
     } else if (kind == "Node") {
       const json devs = Arr(spec, "devices");
@@ -770,12 +750,7 @@ fabrica::Result<json> FetchEvents(const Globals& g, HttpClient& http, const std:
   return list;
 }
 
-std::string EventMessage(const json& e) {
-  const int64_t count = e.value("count", int64_t{1});
-  return e.value("message", "") + (count > 1 ? " (x" + std::to_string(count) + " since " +
-                                                   e.value("firstTimestamp", "") + ")"
-                                             : "");
-}
+using fabrica::EventMessage;
 
 // Events by when they were last seen, oldest first (kubectl events' order); ties keep the
 // server's order. RFC 3339 times in UTC compare as strings.

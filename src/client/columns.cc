@@ -157,6 +157,37 @@ std::string NodeStatusWords(const json& node) {
   return ready;
 }
 
+std::string NodeHealthWords(const json& record) {
+  std::string out;
+  const std::string state = Str(record, "state", "available");
+  if (state != "available") out += " (" + state + ")";
+  std::string gpus;
+  for (const json& g : List(record, "gpus"))
+    if (const json& ok = jsonf::Field(g, "schedulable"); ok.is_boolean() && !ok.get<bool>())
+      gpus += (gpus.empty() ? "" : ", ") + std::to_string(jsonf::Int(g, "index", -1)) + " " +
+              Str(g, "state");
+  if (!gpus.empty() && state == "available") out += ",GPU " + gpus;
+  return out;
+}
+
+std::string WorkloadQueue(const json& workload, const std::string& waiting) {
+  const json& status = Object(workload, "status");
+  std::string queue = waiting;
+  const std::string stored = Str(status, "phase");
+  if (const std::string charged = Str(Object(status, "resourceUsage"), "queue");
+      !charged.empty() && charged != queue && (stored == "Scheduled" || stored == "Running"))
+    queue = charged + (queue.empty() ? "" : "(was:" + queue + ")");
+  return queue.empty() ? "-" : queue;
+}
+
+std::string EventMessage(const json& e) {
+  const json& c = jsonf::Field(e, "count");
+  const int64_t count = c.is_number_integer() ? c.get<int64_t>() : 1;
+  return Str(e, "message") +
+         (count > 1 ? " (x" + std::to_string(count) + " since " + Str(e, "firstTimestamp") + ")"
+                    : "");
+}
+
 bool QueueFlavored(const json& status) {
   const json& flavors = Object(status, "flavors");
   const auto some_in = [&](const char* key) {

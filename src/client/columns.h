@@ -38,6 +38,21 @@ nlohmann::json StartHold(const nlohmann::json& node_status);
 // ",PodsNotStarting" while held (StartHold).
 std::string NodeStatusWords(const nlohmann::json& node);
 
+// What a node's health record (GET .../nodehealth/NODE) adds to its STATUS: its lifecycle state
+// where the health controller holds it (" (repair)"), else its GPUs out of service (",GPU 3
+// repair"); "" for none.
+std::string NodeHealthWords(const nlohmann::json& health_record);
+
+// A workload's QUEUE cell: `waiting`, the queue it waits in as the scheduler picks it (its
+// spec.queue, else its tenant's leaf, else unqueued; "" without queues); once admitted, the
+// queue charged where that differs ("unqueued(was:qb)": its tenant may no longer use the one it
+// names); "-" for none.
+std::string WorkloadQueue(const nlohmann::json& workload, const std::string& waiting);
+
+// An event's MESSAGE: its message, and how often it happened where more than once ("... (x3
+// since 2026-12-06T09:00:00.000Z)").
+std::string EventMessage(const nlohmann::json& event);
+
 // A queue's GPUs by status key ("guaranteedGpus", "usedGpus"): the sum, or by flavour
 // ("h100:8,a100-mig:1.284") wherever some flavour but the built-in gpu has some of either
 // (`flavored`, so that GUARANTEED, USED and BORROWED read in one form); "-" before the

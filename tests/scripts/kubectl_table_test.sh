@@ -3,8 +3,10 @@
 # Table and prints the server's columns — fabctl's PHASE, PODS, GPUS and NODES for workloads
 # (QUEUE, PRIORITY and MESSAGE with -o wide), STATUS and GPUS for nodes, TRUST for tenants —
 # with AGE counted on the server's clock (kubectl counting it from the timestamps read
-# "<invalid>": the scaled clock runs ahead of the wall clock). A single get, `-A` and a watch
-# (one row an event) too; `-o name` and `-o jsonpath` still read the objects.
+# "<invalid>": the scaled clock runs ahead of the wall clock). A single get, `-A` and watches
+# (one row an event; one object's from it as it is now, not its history) too; events in
+# kubectl's own columns; a missing workload said missing, not its tenant; `-o name` and
+# `-o jsonpath` still read the objects.
 # Usage: kubectl_table_test.sh FABRICA_BIN FABCTL_BIN SOURCE_DIR. Exit 77 (skip) without
 # kubectl (Debian package `kubernetes-client`; scripts/dev test installs it).
 set -euo pipefail
@@ -69,6 +71,28 @@ echo "$out" | row "$node" | grep -Eq "^$node Ready [0-9]+ [A-Z0-9]+ " || fail "k
 out=$(k get tenants) || fail "kubectl get tenants: $out"
 echo "$out" | row partner-x | grep -q "^partner-x untrusted partner-x " ||
   fail "kubectl get tenants: $out"
+
+# Events in kubectl's own columns (short name ev).
+out=$(k get ev -n team-a) || fail "kubectl get ev: $out"
+echo "$out" | head -1 | tr -s ' ' | grep -qx "LAST SEEN TYPE REASON OBJECT MESSAGE" ||
+  fail "kubectl get ev columns: $out"
+echo "$out" | tr -s ' ' | grep -q " Normal Started workload/w1 running on $node" ||
+  fail "kubectl get ev rows: $out"
+
+# A missing object is said missing, not its tenant (kubectl reads the namespace after a 404).
+out=$(k get wl nosuch -n team-a 2>&1) && fail "kubectl get wl nosuch succeeded: $out"
+echo "$out" | grep -q "NotFound" && ! echo "$out" | grep -q "namespaces" ||
+  fail "kubectl get wl nosuch: $out"
+
+# Watching one object starts from it as it is now, not its history (kubectl asks from 0).
+k get wl w1 -n team-a -w >"$tmp/watch1.txt" 2>&1 &
+watcher=$!
+sleep 2
+kill $watcher 2>/dev/null || true
+if grep -q "Scheduled\|Pending" "$tmp/watch1.txt"; then
+  fail "kubectl get wl w1 -w replayed w1's history: $(cat "$tmp/watch1.txt")"
+fi
+grep -q "^w1 .*Running" "$tmp/watch1.txt" || fail "kubectl get wl w1 -w: $(cat "$tmp/watch1.txt")"
 
 # The objects themselves, where kubectl asks for them.
 [ "$(k get wl w1 -n team-a -o name)" = "workload.fabrica.dev/w1" ] || fail "kubectl -o name"
