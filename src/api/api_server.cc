@@ -2781,7 +2781,17 @@ struct ApiServer::Impl {
       if (!allowed.ok()) return ErrorFromStatus(allowed);
       if (parts.size() > 1 && !store.Get(Key(*FindResource("nodes"), "", parts[1])).ok())
         return StatusResponse(404, "Node '" + parts[1] + "' not found");
-      return NodeAllocations(parts.size() > 1 ? parts[1] : "", *principal);
+      HttpResponse r = NodeAllocations(parts.size() > 1 ? parts[1] : "", *principal);
+      std::string table;
+      RowObject row_object;
+      if (std::optional<HttpResponse> bad = TableAsked(req, &table, &row_object)) return *bad;
+      if (table.empty() || r.status != 200) return r;
+      // (kubectl's: a row a node, with what it holds, not NAME and AGE "<unknown>".)
+      const json answer = json::parse(r.body, nullptr, false);
+      const json items = answer.contains("items") ? answer["items"] : json::array({answer});
+      return JsonResponse(
+          200, ObjectTable("NodeAllocation", items.get<std::vector<json>>(), clock.NowMs(), table,
+                           row_object, Str(Field(answer, "metadata"), "resourceVersion"), {}));
     }
     const ResourceInfo* info = FindResource(parts[0]);
     if (!info) return StatusResponse(404, "unknown resource '" + parts[0] + "'");

@@ -1,5 +1,6 @@
 #include "api/table.h"
 
+#include <cstdio>
 #include <functional>
 #include <utility>
 
@@ -187,6 +188,24 @@ std::vector<Column> ColumnsOf(const std::string& kind) {
     cols.push_back(
         {"Description", "string", "spec.description", 1,
          [](const json& o, const TableContext&) { return Str(Object(o, "spec"), "description"); }});
+  } else if (kind == "NodeAllocation") {
+    // (As `fabctl top nodes` sums them: GPUs allocated, room held for pending work.)
+    const auto sum = [](const char* key) {
+      return [key](const json& o, const TableContext&) {
+        int64_t milli = 0;
+        for (const json& g : List(o, "gpus")) milli += jsonf::Int(g, key);
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%g", static_cast<double>(milli) / 1000.0);
+        return std::string(buf);
+      };
+    };
+    cols.push_back({"GPUs-Allocated", "string", "GPUs its workloads hold", 0, sum("gpuMilli")});
+    cols.push_back({"GPUs-Held", "string", "room held for pending work (preemptors, reservations)",
+                    0, sum("heldMilli")});
+    cols.push_back({"GPU-Memory-MiB", "integer", "GPU memory its workloads hold", 0,
+                    [](const json& o, const TableContext&) {
+                      return std::to_string(jsonf::Int(o, "gpuMemoryMiB"));
+                    }});
   } else if (kind == "ResourceFlavor") {
     cols.push_back({"Kind", "string", "spec.kind", 0, [](const json& o, const TableContext&) {
                       return Or(Str(Object(o, "spec"), "kind"), "*");
@@ -257,8 +276,8 @@ json ObjectTable(const std::string& kind, const std::vector<json>& objects, int6
                  const std::string& resource_version, const TableContext& context) {
   const bool events = kind == "Event";
   const std::vector<Column> cols = events ? EventColumns() : ColumnsOf(kind);
-  // (Events have no Age: npos.)
-  const size_t wide = events ? std::string::npos : FirstWide(cols);
+  // (Events and node allocations, which are not stored objects, have no Age: npos.)
+  const size_t wide = events || kind == "NodeAllocation" ? std::string::npos : FirstWide(cols);
   TableContext with_now = context;
   with_now.now_ms = now_ms;
   const std::string api_version = "meta.k8s.io/" + version;

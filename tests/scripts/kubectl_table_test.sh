@@ -79,6 +79,10 @@ echo "$out" | head -1 | tr -s ' ' | grep -qx "LAST SEEN TYPE REASON OBJECT MESSA
 echo "$out" | tr -s ' ' | grep -q " Normal Started workload/w1 running on $node" ||
   fail "kubectl get ev rows: $out"
 
+# Node allocations: what each node's work holds.
+out=$(k get nodeallocations "$node") || fail "kubectl get nodeallocations: $out"
+echo "$out" | tr -s ' ' | grep -q "^$node 2 0 " || fail "kubectl get nodeallocations: $out"
+
 # A missing object is said missing, not its tenant (kubectl reads the namespace after a 404).
 out=$(k get wl nosuch -n team-a 2>&1) && fail "kubectl get wl nosuch succeeded: $out"
 echo "$out" | grep -q "NotFound" && ! echo "$out" | grep -q "namespaces" ||
