@@ -786,6 +786,26 @@ TEST_F(FactoryTest, EnforcedBudgetHoldsNewWork) {
       << metrics;
 }
 
+// Without Queue objects an elastic pod set starts with all its pods or none: its wait says that
+// its minCount applies only where queues exist (a trial expected it to start with fewer).
+TEST_F(FactoryTest, WithoutQueuesAnElasticWaitSaysMinCountNeedsThem) {
+  for (int i = 0; i < 4; ++i)
+    CreateWorkload(WholeGpuWorkload("team-a", "fill" + std::to_string(i), 8));
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  json elastic = WholeGpuWorkload("team-b", "elastic", 1, 4);
+  elastic["spec"]["podSets"][0]["minCount"] = 2;
+  CreateWorkload(elastic);
+  Cycle(1000);
+  const json status = Workloads()["team-b/elastic"]["status"];
+  EXPECT_EQ(status.value("phase", ""), "Pending");
+  EXPECT_NE(
+      status.value("message", "")
+          .find("pod set main's minCount (2 of 4) applies only where Queue objects exist: without "
+                "them it waits to start all its pods"),
+      std::string::npos)
+      << status.dump();
+}
+
 // A budget counts what its owner is billed for: the CPU and memory its work holds too, where the
 // price book prices them (before, GPU time alone: work priced by its CPU spent nothing).
 TEST_F(FactoryTest, BudgetsCountCpuAndMemoryCost) {

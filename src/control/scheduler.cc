@@ -2341,8 +2341,18 @@ Result<CycleStats> Scheduler::RunOnce() {
       if (g.outcome == Outcome::kPlaced) {
         decisions[i].placed = std::move(g.pods);
       } else {
-        decisions[i] = Waits(
-            g.reason, g.outcome == Outcome::kInfeasible ? "Unschedulable" : "InsufficientCapacity");
+        // An elastic pod set starts with fewer pods through the queues alone: said, as a user
+        // reading "minCount" expects it to start with that many (a trial).
+        std::string elastic;
+        for (const PodSet& ps : sw.w().pod_sets)
+          if (ps.min_count > 0 && ps.min_count < ps.count && elastic.empty())
+            elastic = "; pod set " + ps.name + "'s minCount (" + std::to_string(ps.min_count) +
+                      " of " + std::to_string(ps.count) +
+                      ") applies only where Queue objects exist: without them it waits to start "
+                      "all its pods";
+        decisions[i] =
+            Waits(g.reason + elastic,
+                  g.outcome == Outcome::kInfeasible ? "Unschedulable" : "InsufficientCapacity");
       }
     }
   }
