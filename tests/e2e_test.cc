@@ -784,6 +784,12 @@ TEST_F(FactoryTest, EnforcedBudgetHoldsNewWork) {
   auto metrics = (*meter)->MetricsText();
   EXPECT_NE(metrics.find("fabrica_budget_spent_ratio{tenant=\"team-c\"} 1."), std::string::npos)
       << metrics;
+  EXPECT_NE(metrics.find("fabrica_cpu_core_seconds_allocated_total{tenant=\"team-c\""),
+            std::string::npos)
+      << metrics;
+  // Its usage row: CPU held, no GPU.
+  const json usage = CallJson("GET", "/allocation?window=1d&aggregate=namespace");
+  EXPECT_NE(usage.dump().find("team-c"), std::string::npos) << usage.dump();
 }
 
 // Without Queue objects an elastic pod set starts with all its pods or none: its wait says that
@@ -807,7 +813,9 @@ TEST_F(FactoryTest, WithoutQueuesAnElasticWaitSaysMinCountNeedsThem) {
 }
 
 // A budget counts what its owner is billed for: the CPU and memory its work holds too, where the
-// price book prices them (before, GPU time alone: work priced by its CPU spent nothing).
+// price book prices them (before, GPU time alone: work priced by its CPU spent nothing), and
+// work that asks for no GPU is billed by its pods (before, it was billed nothing at all: a
+// trial ran 200 cores past an enforced budget).
 TEST_F(FactoryTest, BudgetsCountCpuAndMemoryCost) {
   MeterServiceOptions mo;
   mo.prices.cpu_core_hour_micros = 360'000;  // 16 cores: 0.0016 a second; GPUs cost nothing
@@ -823,7 +831,9 @@ TEST_F(FactoryTest, BudgetsCountCpuAndMemoryCost) {
   json tenant = CallJson("GET", tenant_path);
   tenant["spec"]["budget"] = {{"amount", "0.50"}, {"period", "day"}, {"enforce", true}};
   ASSERT_EQ(Call("PUT", tenant_path, tenant.dump()).status, 200);
-  CreateWorkload(WholeGpuWorkload("team-c", "first", 1));
+  json cpu_only = WholeGpuWorkload("team-c", "first", 1);
+  cpu_only["spec"]["podSets"][0].erase("devices");
+  CreateWorkload(cpu_only);
   for (int i = 0; i < 8; ++i) {  // eight minutes, less its start: about 0.68
     Cycle(60'000);
     ASSERT_TRUE((*meter)->Sync().ok());

@@ -747,6 +747,37 @@ TEST(Meter, FractionsSharingAGpuSplitItsBusyTimeByComputeNotByCharge) {
   EXPECT_NE(st.message().find("computeMilli 1001"), std::string::npos) << st.message();
 }
 
+// Work that asks for no GPU is a binding of pods alone: its CPU and memory are held from its
+// start to its end, an end said twice counts once, and restored from a journal it is known (a
+// binding sent again adds nothing). Before, such a binding was refused, and the work billed
+// nothing.
+TEST(Meter, ABindingOfPodsAloneHoldsTheirCpuAndMemory) {
+  MeterConfig config;
+  Meter m(config);
+  const BindEvent cpu_only{"b-cpu", "team-a/etl", "team-a", "qa", 0, {}, {{"n1", 16000, 65536}}};
+  ASSERT_TRUE(m.Bind(cpu_only).ok());
+  const int64_t hour = 3'600'000;
+  ASSERT_TRUE(m.End({"b-cpu", hour, "completed"}).ok());
+  ASSERT_TRUE(m.End({"b-cpu", 2 * hour, "completed"}).ok());  // (said again: no change)
+  EXPECT_EQ(m.stats().events_duplicate, 1);
+  const auto held = [&](const Meter& meter) {
+    int64_t cpu = 0;
+    for (const PodHold* p : meter.PodsIn(0, 3 * hour)) cpu += p->CpuHeldIn(0, 3 * hour);
+    return cpu;
+  };
+  EXPECT_EQ(held(m), 16000 * hour);
+  EXPECT_TRUE(m.Usage(0, 3 * hour).empty());  // (no GPU interval)
+  Journal journal;
+  journal.Commit(m.TakeChanges());
+  Meter restored(config);
+  restored.Restore(journal.Snapshot());
+  EXPECT_TRUE(restored.HasBinding("b-cpu"));
+  ASSERT_TRUE(restored.Bind(cpu_only).ok());  // (sent again after a restart)
+  EXPECT_EQ(held(restored), 16000 * hour);
+  const Status none = m.Bind({"b-none", "team-a/x", "team-a", "qa", 0, {}, {}});
+  EXPECT_NE(none.message().find("no devices and no pods"), std::string::npos) << none.message();
+}
+
 // The SQLite journal keeps each interval's compute share, so that fractions that ended before a
 // restart (never sent again) still split their open buckets' busy time by compute; a journal
 // written before the column existed gains it on open and reads 0 there (by charge).

@@ -324,7 +324,7 @@ Status MeterService::Sync() {
       // until the last completion (none, if they completed before it was last requeued).
       if (!completed.empty() && !metered && completed_at > bound_at) {
         const BindEvent all = bind_event(whole, bound_at, {});
-        if (!all.devices.empty() && meter_.Bind(all).ok())
+        if ((!all.devices.empty() || !all.pods.empty()) && meter_.Bind(all).ok())
           (void)meter_.End({whole, start, "pods-completed"});
       }
       // (Charged to another queue since it was bound, and first seen now — the meter missed
@@ -334,12 +334,14 @@ Status MeterService::Sync() {
                                ? (completed.empty() ? bound_at : std::max(bound_at, completed_at))
                                : start;
       const BindEvent b = bind_event(current, from, completed);
-      if (b.devices.empty()) {
+      if (b.devices.empty() && b.pods.empty()) {
         // (All its pods completed: nothing is held until its phase says it ended.)
         if (!completed.empty() && completed.size() == assignments.size())
           open_binding_[workload] = current;
-        continue;  // (a CPU-only workload holds no GPU)
+        continue;
       }
+      // (Work that asks for no GPU is bound too: its pods' CPU and memory are billed, as
+      // OpenCost bills every pod's; before, it was billed nothing, and its budget spent none.)
       if (meter_.Bind(b).ok()) open_binding_[workload] = current;
     } else if (refill_compute_ && open_binding_.at(workload) == current) {
       // Restored from the journal, which keeps what it holds but not the compute its busy

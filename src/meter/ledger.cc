@@ -77,7 +77,9 @@ int32_t Meter::CapacityMilli(const std::string& uuid) const {
 Status Meter::Bind(const BindEvent& event) {
   if (event.id.empty()) return InvalidArgument("bind: id is required");
   if (event.workload.empty()) return InvalidArgument("bind " + event.id + ": workload is required");
-  if (event.devices.empty()) return InvalidArgument("bind " + event.id + ": no devices");
+  // (Work that asks for no GPU holds CPU and memory alone: billed by its pods.)
+  if (event.devices.empty() && event.pods.empty())
+    return InvalidArgument("bind " + event.id + ": no devices and no pods");
   for (size_t i = 0; i < event.devices.size(); ++i) {
     const BoundDevice& d = event.devices[i];
     const std::string path = "bind " + event.id + ": devices[" + std::to_string(i) + "]";
@@ -153,12 +155,18 @@ Status Meter::Bind(const BindEvent& event) {
 Status Meter::End(const EndEvent& event) {
   auto it = by_binding_.find(event.id);
   if (it == by_binding_.end()) return NotFound("end: no binding " + event.id);
+  const std::vector<size_t>& pods = pods_by_binding_[event.id];
   for (size_t index : it->second) {
     if (event.end_ms < intervals_[index].start_ms) {
       return InvalidArgument("end " + event.id + ": end time is before the binding's start");
     }
   }
-  if (!it->second.empty() && intervals_[it->second.front()].end_ms != kOpenEnd) {
+  for (size_t index : pods)
+    if (event.end_ms < pods_[index].start_ms)
+      return InvalidArgument("end " + event.id + ": end time is before the binding's start");
+  // (Ended already: its devices' intervals, or the pods of one that holds no GPU.)
+  if ((!it->second.empty() && intervals_[it->second.front()].end_ms != kOpenEnd) ||
+      (it->second.empty() && !pods.empty() && pods_[pods.front()].end_ms != kOpenEnd)) {
     ++stats_.events_duplicate;
     return Status::Ok();
   }
@@ -558,6 +566,7 @@ void Meter::Restore(MeterSnapshot snapshot) {
   pods_ = std::move(snapshot.pods);
   for (size_t index = 0; index < pods_.size(); ++index) {
     pods_by_binding_[pods_[index].binding].push_back(index);
+    by_binding_[pods_[index].binding];  // (a binding of pods alone is known too)
   }
   for (FleetDevice& d : snapshot.devices) {
     if (!d.parent_uuid.empty()) capacity_milli_[d.uuid] = d.capacity_milli;

@@ -83,8 +83,8 @@ struct BindEvent {
   std::string tenant;
   std::string queue;
   int64_t start_ms = 0;
-  std::vector<BoundDevice> devices;
-  std::vector<BoundPod> pods;  // may be empty (GPU time only)
+  std::vector<BoundDevice> devices;  // may be empty (work that asks for no GPU)
+  std::vector<BoundPod> pods;        // may be empty (GPU time only); not both
 };
 
 struct EndEvent {
