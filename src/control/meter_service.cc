@@ -546,7 +546,7 @@ std::map<std::string, BudgetState> MeterService::Budgets() const {
 
 std::string MeterService::MetricsText() const {
   std::lock_guard<std::mutex> lock(mu_);
-  std::string out = UsageMetricsText(meter_, options_.prices, clock_.NowMs());
+  std::string out = UsageMetricsText(meter_, options_.prices, clock_.NowMs(), &metric_floors_);
   const IngestStats& st = meter_.stats();
   out += "# HELP fabrica_meter_samples_total Utilization samples by outcome.\n";
   out += "# TYPE fabrica_meter_samples_total counter\n";

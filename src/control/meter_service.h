@@ -80,6 +80,9 @@ class MeterService {
   // The next Sync binds the open bindings again: restored from the journal, they lack the
   // compute shares their devices' busy time is split by (Meter::Bind).
   bool refill_compute_ = false;
+  // The usage counters' last values by series, so that /metrics never reads one going down
+  // (UsageMetricsText).
+  mutable std::map<std::string, double> metric_floors_;
   std::map<std::string, Budget> budgets_;  // "tenant/x" or "queue/y"
   std::map<std::string, BudgetState> budget_state_;
   // Totals for the Prometheus counters, per (tenant, queue, model), over sealed time.

@@ -268,7 +268,8 @@ Result<std::vector<ReportWindow>> BuildReport(const Meter& meter, const PriceBoo
   return out;
 }
 
-std::string UsageMetricsText(const Meter& meter, const PriceBook& prices, int64_t now_ms) {
+std::string UsageMetricsText(const Meter& meter, const PriceBook& prices, int64_t now_ms,
+                             std::map<std::string, double>* floors) {
   ReportOptions opt;
   opt.from_ms = 0;
   opt.to_ms = std::max<int64_t>(now_ms, 1);
@@ -286,10 +287,17 @@ std::string UsageMetricsText(const Meter& meter, const PriceBook& prices, int64_
     out += std::string("# HELP ") + name + " " + help + "\n";
     out += std::string("# TYPE ") + name + " counter\n";
     for (const ReportRow* r : rows) {
-      out += std::string(name) + "{tenant=\"" + r->properties.at("tenant") + "\",queue=\"" +
-             r->properties.at("queue") + "\"" +
-             (by_model ? ",model=\"" + r->properties.at("model") + "\"" : "") + "} " +
-             std::to_string(value(*r)) + "\n";
+      const std::string series = std::string(name) + "{tenant=\"" + r->properties.at("tenant") +
+                                 "\",queue=\"" + r->properties.at("queue") + "\"" +
+                                 (by_model ? ",model=\"" + r->properties.at("model") + "\"" : "") +
+                                 "}";
+      double v = value(*r);
+      if (floors) {
+        double& floor = (*floors)[series];
+        v = std::max(v, floor);
+        floor = v;
+      }
+      out += series + " " + std::to_string(v) + "\n";
     }
   };
   family("fabrica_gpu_seconds_allocated_total", "GPU-seconds held by bindings.", gpu, true,

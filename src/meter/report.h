@@ -97,7 +97,12 @@ Result<std::vector<ReportWindow>> BuildReport(const Meter& meter, const PriceBoo
 // held (fabrica_cpu_core_seconds_allocated_total, fabrica_memory_byte_seconds_allocated_total)
 // with their cost (fabrica_cpu_cost_total, fabrica_memory_cost_total, where the price book
 // prices them), so that the cost counters add up to what the report bills.
-std::string UsageMetricsText(const Meter& meter, const PriceBook& prices, int64_t now_ms);
+// `floors`, where given, keeps each series from going down between calls (its last value by
+// series): an open binding is counted up to `now_ms`, and when its end is learnt later than it
+// happened its time is cut back, which Prometheus would read as a counter reset (rate() and
+// increase() counting the whole total again). The series holds until the total passes it again.
+std::string UsageMetricsText(const Meter& meter, const PriceBook& prices, int64_t now_ms,
+                             std::map<std::string, double>* floors = nullptr);
 
 Result<std::pair<int64_t, int64_t>> PeriodBounds(const std::string& period, int64_t now_ms);
 
