@@ -1451,6 +1451,19 @@ TEST_F(ApiCrudTest, TenantsReadAsNamespaces) {
   EXPECT_EQ(w_.Do("DELETE", "/api/v1/namespaces/team-a", kAdmin).status, 405);
 }
 
+// /metrics carries every tenant's usage and cost: a platform admin and a viewer read it (a
+// Prometheus job's token), a tenant's user is refused (403), as is a node; none, 401.
+TEST_F(ApiCrudTest, MetricsAreForThoseWhoReadEveryTenant) {
+  EXPECT_EQ(w_.Get("/metrics", kAdmin).status, 200);
+  EXPECT_EQ(w_.Get("/metrics", kVera).status, 200);
+  const HttpResponse alice = w_.Get("/metrics", kAlice);
+  EXPECT_EQ(alice.status, 403);
+  EXPECT_NE(Message(alice).find("user 'alice' may not read /metrics"), std::string::npos)
+      << alice.body;
+  EXPECT_EQ(w_.Get("/metrics", w_.node_token).status, 403);
+  EXPECT_EQ(w_.Get("/metrics", "").status, 401);
+}
+
 // AGE as kubectl's own tables write it: two units while the larger is small.
 TEST(TableTest, AgesReadAsKubectls) {
   const int64_t s = 1000, m = 60 * s, h = 60 * m, d = 24 * h;

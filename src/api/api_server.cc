@@ -2630,6 +2630,14 @@ struct ApiServer::Impl {
     if (req.path == "/metrics") {
       *resource_label = "metrics";
       if (!principal.ok()) return ErrorFromStatus(principal.status());
+      // Every tenant's usage and cost are there: for those who may read every tenant (a
+      // platform admin, a viewer: Prometheus's token), as Kubernetes keeps /metrics from
+      // tenants (a trial's tenant admin read every other tenant's spend).
+      if (bool all = false; (auth.ReadableTenants(*principal, &all), !all))
+        return StatusResponse(403, "user '" + principal->user +
+                                       "' may not read /metrics: it carries every tenant's usage "
+                                       "and cost (a platform admin or a viewer may; a tenant "
+                                       "reads its own with fabctl usage or /allocation)");
       HttpResponse r;
       r.content_type = "text/plain; version=0.0.4";
       r.body = metrics ? metrics->Render() : "";
