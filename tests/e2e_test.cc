@@ -707,6 +707,20 @@ TEST_F(FactoryTest, AllocationMatchesTheWorkloadsGpuHoursAndCosts) {
   json mine_json = json::parse(mine->body);
   EXPECT_EQ(mine_json["data"][0].size(), 1u) << mine->body;
   EXPECT_TRUE(mine_json["data"][0].contains("team-a"));
+  // Namespaces picked: filterNamespaces, or OpenCost's filter language for them; none the
+  // caller may read, 403; another filter, 400 naming it.
+  for (const std::string& pick :
+       {std::string("&filterNamespaces=team-b"), std::string("&filter=namespace:%22team-b%22")}) {
+    const json picked = CallJson("GET", query + pick);
+    EXPECT_EQ(picked["data"][0].size(), 1u) << pick << ": " << picked.dump();
+    EXPECT_TRUE(picked["data"][0].contains("team-b")) << pick << ": " << picked.dump();
+    auto theirs = alice_client.Do("GET", query + pick);
+    ASSERT_TRUE(theirs.ok());
+    EXPECT_EQ(theirs->status, 403) << pick << ": " << theirs->body;
+  }
+  ClientResponse other = Call("GET", query + "&filter=cluster:%22one%22");
+  EXPECT_EQ(other.status, 400) << other.body;
+  EXPECT_NE(other.body.find("only namespace:"), std::string::npos) << other.body;
   // Bad queries name what is wrong.
   auto bad = alice_client.Do("GET", "/allocation?window=7x&aggregate=namespace");
   ASSERT_TRUE(bad.ok());
@@ -3178,6 +3192,41 @@ TEST_F(FactoryTest, AQueueChangeMidRunBillsEachQueueItsPart) {
       << again.dump();
   EXPECT_NEAR(sets2["unqueued"].value("gpuHours", 0.0), 2.0 * (back - moved) / 3.6e6, 1e-6)
       << again.dump();
+}
+
+// Work that runs before any queue exists is charged to its tenant's queue once one is created,
+// and billed so from then: the time before to no queue, the time after to the queue (a trial's
+// stayed billed to no queue for good).
+TEST_F(FactoryTest, WorkRunningWhenItsQueueIsCreatedIsBilledToItFromThen) {
+  auto meter = OpenMeter();
+  ASSERT_TRUE(meter.ok()) << meter.status().message();
+  CreateWorkload(WholeGpuWorkload("team-a", "job", 2));
+  const int64_t t0 = clock_.NowMs() / 1000 * 1000;
+  auto step = [&](int64_t ms) {
+    Cycle(ms);
+    Status st = (*meter)->Sync();
+    ASSERT_TRUE(st.ok()) << st.message();
+  };
+  for (int i = 0; i < 5; ++i) step(60'000);
+  json st = Workloads()["team-a/job"]["status"];
+  ASSERT_EQ(st.value("phase", ""), "Running") << st.dump();
+  const int64_t bound = ParseTimestamp(st.value("scheduledTime", ""));
+  CreateQueue("team-a", {{"quotas", {{"gpu", {{"guaranteed", 8}}}}}});
+  for (int i = 0; i < 5; ++i) step(60'000);
+  st = Workloads()["team-a/job"]["status"];
+  EXPECT_EQ(st["resourceUsage"].value("queue", ""), "team-a") << st.dump();
+  const int64_t moved = ParseTimestamp(st["resourceUsage"].value("since", ""));
+  ASSERT_GT(moved, bound) << st.dump();
+  const int64_t t1 = clock_.NowMs() / 1000 * 1000;
+  const json alloc = CallJson("GET", "/allocation?window=" + std::to_string(t0 / 1000) + "," +
+                                         std::to_string(t1 / 1000) + "&aggregate=queue");
+  const json& sets = alloc["data"][0];
+  ASSERT_TRUE(sets.contains("team-a")) << alloc.dump();
+  EXPECT_NEAR(sets["team-a"].value("gpuHours", 0.0), 2.0 * (t1 - moved) / 3.6e6, 1e-6)
+      << alloc.dump();
+  ASSERT_TRUE(sets.contains("__unallocated__")) << alloc.dump();
+  EXPECT_NEAR(sets["__unallocated__"].value("gpuHours", 0.0), 2.0 * (moved - bound) / 3.6e6, 1e-6)
+      << alloc.dump();
 }
 
 // Elastic shrink through the server: team-a (no guarantee) runs an elastic gang of four 8-GPU

@@ -792,8 +792,8 @@ ApiServer::Extension MeterService::Routes() {
     };
     for (const auto& [k, v] : q) {
       static const std::set<std::string> known = {
-          "window",      "aggregate", "by",         "step",   "resolution",      "accumulate",
-          "includeIdle", "shareIdle", "idleByNode", "format", "filterNamespaces"};
+          "window",      "aggregate", "by",         "step",   "resolution",       "accumulate",
+          "includeIdle", "shareIdle", "idleByNode", "format", "filterNamespaces", "filter"};
       if (!known.count(k)) return ErrorReply(400, "unknown query parameter '" + k + "'");
     }
     auto window = ParseWindow(get("window", allocation ? "" : "7d"), clock_.NowMs());
@@ -816,9 +816,23 @@ ApiServer::Extension MeterService::Routes() {
     const bool include_idle = ParseBool(q, "includeIdle", allocation ? false : true, &error);
     if (!error.empty()) return ErrorReply(400, error);
     if (!all) opt.tenants = tenants;
-    if (q.count("filterNamespaces")) {
+    // OpenCost's filter language, for the namespaces alone: `namespace:"a","b"` (quotes
+    // optional), read as filterNamespaces.
+    std::string namespaces = q.count("filterNamespaces") ? q.at("filterNamespaces") : "";
+    if (auto f = q.find("filter"); f != q.end()) {
+      if (f->second.rfind("namespace:", 0) != 0 || f->second.find('+') != std::string::npos)
+        return ErrorReply(400, "filter: '" + f->second +
+                                   "' is not one this server reads (only namespace:\"a\",\"b\"; "
+                                   "or filterNamespaces=a,b)");
+      std::string list;
+      for (char c : f->second.substr(std::string("namespace:").size()))
+        if (c != '"' && c != ' ') list += c;
+      if (!namespaces.empty() && !list.empty()) namespaces += ",";
+      namespaces += list;
+    }
+    if (!namespaces.empty()) {
       std::vector<std::string> wanted;
-      const std::string list = q.at("filterNamespaces");
+      const std::string list = namespaces;
       size_t start = 0;
       while (start <= list.size()) {
         size_t comma = list.find(',', start);
@@ -829,7 +843,7 @@ ApiServer::Extension MeterService::Routes() {
         start = comma + 1;
       }
       if (wanted.empty())
-        return ErrorReply(403, "filterNamespaces: none of them is readable by you");
+        return ErrorReply(403, "filterNamespaces: none of " + list + " is readable by you");
       opt.tenants = wanted;
     }
     auto report = Report(opt);

@@ -114,13 +114,15 @@ json ResourceUsage(int64_t charge_milli, const std::string& queue) {
 
 // ... for running work, after `status` (as stored): a change of the queue charged is dated
 // (`since`), kept until the next one, so that its meter bills the time before it to the queue it
-// had and the time after to the one it has now.
+// had and the time after to the one it has now — also from none (work that ran before any queue
+// existed, charged to its tenant's queue once one is created: a trial's stayed billed to no
+// queue for good, its queue's budget never counting it).
 json ResourceUsage(int64_t charge_milli, const std::string& queue, const json& status,
                    int64_t now_ms) {
   json usage = ResourceUsage(charge_milli, queue);
   const json& old = Field(status, "resourceUsage");
   const std::string was = Str(old, "queue");
-  if (!was.empty() && was != queue) {
+  if (was != queue) {
     usage["since"] = FormatTimestamp(now_ms);
   } else if (const std::string since = Str(old, "since"); !since.empty()) {
     usage["since"] = since;
