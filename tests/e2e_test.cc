@@ -718,9 +718,15 @@ TEST_F(FactoryTest, AllocationMatchesTheWorkloadsGpuHoursAndCosts) {
     ASSERT_TRUE(theirs.ok());
     EXPECT_EQ(theirs->status, 403) << pick << ": " << theirs->body;
   }
-  ClientResponse other = Call("GET", query + "&filter=cluster:%22one%22");
-  EXPECT_EQ(other.status, 400) << other.body;
-  EXPECT_NE(other.body.find("only namespace:"), std::string::npos) << other.body;
+  for (const std::string& bad_filter : {std::string("&filter=cluster:%22one%22"),
+                                        std::string("&filter=namespace:%22a%22|x:%22y%22")}) {
+    ClientResponse other = Call("GET", query + bad_filter);
+    EXPECT_EQ(other.status, 400) << bad_filter << ": " << other.body;
+    EXPECT_NE(other.body.find("only namespace:"), std::string::npos) << other.body;
+  }
+  EXPECT_EQ(Call("GET", query + "&filter=namespace:%22team-b%22&filterNamespaces=team-a").status,
+            400);
+  EXPECT_EQ(Call("GET", query + "&filterNamespaces=").status, 403);
   // Bad queries name what is wrong.
   auto bad = alice_client.Do("GET", "/allocation?window=7x&aggregate=namespace");
   ASSERT_TRUE(bad.ok());
@@ -863,6 +869,40 @@ TEST_F(FactoryTest, BudgetsCountCpuAndMemoryCost) {
   auto metrics = (*meter)->MetricsText();
   EXPECT_NE(metrics.find("fabrica_budget_spent_ratio{tenant=\"team-c\"} 1."), std::string::npos)
       << metrics;
+}
+
+// Work without GPUs deleted while the meter is down is ended when it comes back: its binding of
+// pods alone is known open from the journal (a review: only bindings with GPUs were, and its CPU
+// was billed for good).
+TEST_F(FactoryTest, AGpuLessBindingOpenAtARestartIsEnded) {
+  auto meter = OpenMeter();
+  ASSERT_TRUE(meter.ok()) << meter.status().message();
+  json cpu_only = WholeGpuWorkload("team-c", "etl", 1);
+  cpu_only["spec"]["podSets"][0].erase("devices");
+  CreateWorkload(cpu_only);
+  for (int i = 0; i < 3; ++i) {
+    Cycle(60'000);
+    ASSERT_TRUE((*meter)->Sync().ok());
+  }
+  ASSERT_EQ(Workloads()["team-c/etl"]["status"].value("phase", ""), "Running");
+  api_->SetExtension(nullptr);
+  meter->reset();  // (the meter is down)
+  ASSERT_EQ(Call("DELETE", std::string(kApi) + "/namespaces/team-c/workloads/etl").status, 200);
+  Cycle(60'000);
+  auto again = OpenMeter();
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  ASSERT_TRUE((*again)->Sync().ok());
+  const auto cpu_hours = [&]() {
+    const json a = CallJson("GET", "/allocation?window=1d&aggregate=namespace");
+    return a["data"][0]["team-c"].value("cpuCoreHours", 0.0);
+  };
+  const double ended = cpu_hours();
+  EXPECT_GT(ended, 0);
+  for (int i = 0; i < 5; ++i) {
+    Cycle(60'000);
+    ASSERT_TRUE((*again)->Sync().ok());
+  }
+  EXPECT_EQ(cpu_hours(), ended);  // (no longer growing)
 }
 
 // A tenant holding workloads may not be deleted (their work would be stopped as if its node

@@ -928,8 +928,10 @@ class Watcher : public StreamSource, public std::enable_shared_from_this<Watcher
       }
     }
     if (from_now) last_sent_ = after_;
+    // (From the current state, the state at after_ is the list's, known: no key is unknown, or
+    // one written between the list and now would read as leaving the selection.)
     for (const WatchEvent& e : *events) {
-      if (e.kv.create_revision <= after_) unknown_.insert(e.kv.key);
+      if (!from_now && e.kv.create_revision <= after_) unknown_.insert(e.kv.key);
     }
     for (const WatchEvent& e : *events) SendLocked(e);
     replaying_ = false;

@@ -40,11 +40,8 @@ std::string Joined(const json& list, const char* none) {
 // Kubectl's columns of events: no name, no age (LAST SEEN is theirs).
 std::vector<Column> EventColumns() {
   return {
-      {"Last Seen", "string", "time since lastTimestamp", 0,
-       [](const json& e, const TableContext& c) {
-         const int64_t last = ParseTimestamp(Str(e, "lastTimestamp"));
-         return last < 0 ? std::string("<unknown>") : HumanAge(c.now_ms - last);
-       }},
+      // (Its cell is made by ObjectTable, which knows the time: nullptr.)
+      {"Last Seen", "string", "time since lastTimestamp", 0, nullptr},
       {"Type", "string", "Normal or Warning", 0,
        [](const json& e, const TableContext&) { return Str(e, "type"); }},
       {"Reason", "string", "reason", 0,
@@ -278,8 +275,7 @@ json ObjectTable(const std::string& kind, const std::vector<json>& objects, int6
   const std::vector<Column> cols = events ? EventColumns() : ColumnsOf(kind);
   // (Events and node allocations, which are not stored objects, have no Age: npos.)
   const size_t wide = events || kind == "NodeAllocation" ? std::string::npos : FirstWide(cols);
-  TableContext with_now = context;
-  with_now.now_ms = now_ms;
+
   const std::string api_version = "meta.k8s.io/" + version;
   json defs = json::array();
   const auto def = [&](const Column& c) {
@@ -298,13 +294,15 @@ json ObjectTable(const std::string& kind, const std::vector<json>& objects, int6
   json rows = json::array();
   for (const json& o : objects) {
     json cells = json::array();
-    const auto age = [&]() {
-      const int64_t created = ParseTimestamp(Str(Object(o, "metadata"), "creationTimestamp"));
-      return created < 0 ? std::string("<unknown>") : HumanAge(now_ms - created);
+    const auto since = [&](const std::string& at) {
+      const int64_t t = ParseTimestamp(at);
+      return t < 0 ? std::string("<unknown>") : HumanAge(now_ms - t);
     };
+    const auto age = [&]() { return since(Str(Object(o, "metadata"), "creationTimestamp")); };
+    const auto last_seen = [&]() { return since(Str(o, "lastTimestamp")); };
     for (size_t i = 0; i < cols.size(); ++i) {
       if (i == wide) cells.push_back(age());
-      cells.push_back(cols[i].cell(o, with_now));
+      cells.push_back(cols[i].cell ? cols[i].cell(o, context) : last_seen());
     }
     if (wide == cols.size()) cells.push_back(age());
     json row = {{"cells", std::move(cells)}};

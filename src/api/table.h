@@ -30,7 +30,6 @@ bool ParseRowObject(const std::string& text, RowObject* out);
 struct TableContext {
   std::map<std::string, nlohmann::json> node_health;
   std::set<std::string> leaves;
-  int64_t now_ms = 0;  // (ObjectTable's own)
 };
 
 // The Table of `objects`, all of kind `kind` (Workload, Node, Queue, ...), their ages counted

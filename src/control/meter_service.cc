@@ -819,16 +819,22 @@ ApiServer::Extension MeterService::Routes() {
     // OpenCost's filter language, for the namespaces alone: `namespace:"a","b"` (quotes
     // optional), read as filterNamespaces.
     std::string namespaces = q.count("filterNamespaces") ? q.at("filterNamespaces") : "";
+    if (q.count("filterNamespaces") && q.count("filter"))
+      return ErrorReply(400, "filter and filterNamespaces: give one of them");
+    if (q.count("filterNamespaces") && namespaces.empty())
+      return ErrorReply(403, "filterNamespaces: none of them is readable by you");
     if (auto f = q.find("filter"); f != q.end()) {
-      if (f->second.rfind("namespace:", 0) != 0 || f->second.find('+') != std::string::npos)
+      if (f->second.rfind("namespace:", 0) != 0 ||
+          f->second.find_first_of("+|()!") != std::string::npos)
         return ErrorReply(400, "filter: '" + f->second +
                                    "' is not one this server reads (only namespace:\"a\",\"b\"; "
                                    "or filterNamespaces=a,b)");
       std::string list;
       for (char c : f->second.substr(std::string("namespace:").size()))
         if (c != '"' && c != ' ') list += c;
-      if (!namespaces.empty() && !list.empty()) namespaces += ",";
-      namespaces += list;
+      namespaces = list;
+      if (namespaces.empty())
+        return ErrorReply(400, "filter: '" + f->second + "' names no namespace");
     }
     if (!namespaces.empty()) {
       std::vector<std::string> wanted;

@@ -512,6 +512,12 @@ std::map<std::string, std::string> Meter::OpenBindings() const {
   for (const Interval& iv : intervals_) {
     if (iv.end_ms == kOpenEnd) out[iv.workload] = iv.binding;
   }
+  // (And those of pods alone, work that asks for no GPU: else one that ended while the server
+  // was down would stay open, its CPU and memory billed for good.)
+  for (const PodHold& p : pods_) {
+    if (p.end_ms == kOpenEnd && by_binding_.count(p.binding) && by_binding_.at(p.binding).empty())
+      out[p.workload] = p.binding;
+  }
   return out;
 }
 

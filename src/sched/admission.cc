@@ -2781,7 +2781,7 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
     const int leaf = e.leaf;
     e.continuing = !was_reserving;  // (a preemptor whose victims stopped; not a reservation)
     e.was_reserving = was_reserving;
-    if (!was_reserving) TryAhead(id, now, out, failed);
+    if (!was_reserving) TryAhead(id, now, out, failed, max_admissions, budget);
     const bool admitted = TryAdmit(id, now, out, failed);
     entries_[id].continuing = false;
     entries_[id].was_reserving = false;
@@ -2969,7 +2969,7 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
 }
 
 void Admitter::TryAhead(int id, double now, CycleResult& out,
-                        std::map<uint64_t, std::string>& failed) {
+                        std::map<uint64_t, std::string>& failed, int max_admissions, int budget) {
   const Entry& e = entries_[id];
   const QueueNode& q = queues_[e.leaf];
   if (q.spec.strict_fifo) return;  // (its head went first: a preemptor behind it stays held)
@@ -3010,6 +3010,8 @@ void Admitter::TryAhead(int id, double now, CycleResult& out,
   if (ahead.size() > kAheadTries) ahead.resize(kAheadTries);
   for (const auto& k : ahead) {
     const int a = std::get<2>(k);
+    // (Within the cycle's admissions and attempts, as the rest of the cycle.)
+    if (static_cast<int>(out.admitted.size()) >= max_admissions || out.attempts >= budget) break;
     if (entries_[a].phase != Phase::kPending || entries_[a].nominated) continue;
     Unpark(a);
     ++out.attempts;

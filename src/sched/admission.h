@@ -991,7 +991,8 @@ class Admitter {
   // Kubernetes keeps a nominated node from no higher priority; the preemptor, tried after,
   // looks for victims again if it no longer fits. Not in a StrictFIFO queue (its head goes
   // first already).
-  void TryAhead(int id, double now, CycleResult& out, std::map<uint64_t, std::string>& failed);
+  void TryAhead(int id, double now, CycleResult& out, std::map<uint64_t, std::string>& failed,
+                int max_admissions, int budget);
   bool MayPreempt(int id) const;
   // Whether its queue runs work of its own that its withinQueue policy lets it evict.
   bool OwnMayGo(int id) const;
