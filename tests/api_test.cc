@@ -1385,6 +1385,14 @@ TEST_F(ApiCrudTest, KubectlGetsATableOfFabctlsColumns) {
   EXPECT_EQ(Parse(r)["apiVersion"], "meta.k8s.io/v1beta1") << r.body;
   r = get(path, "application/json");
   EXPECT_EQ(Parse(r)["kind"], "WorkloadList") << r.body;
+  // (In the client's order: plain JSON asked first is what it gets; a Table in protobuf is
+  // passed over for the JSON one after it.)
+  r = get(path, "application/json, application/json;as=Table;v=v1;g=meta.k8s.io");
+  EXPECT_EQ(Parse(r)["kind"], "WorkloadList") << r.body;
+  r = get(path,
+          "application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io, "
+          "application/json;as=Table;v=v1;g=meta.k8s.io");
+  EXPECT_EQ(Parse(r)["kind"], "Table") << r.body;
   EXPECT_EQ(Parse(get(Item("workloads", "team-a", "nope")))["reason"], "NotFound");
 
   // What each row carries.

@@ -249,8 +249,16 @@ std::string TableVersion(const std::string& accept) {
       if (param.rfind("v=", 0) == 0) version = param.substr(2);
       p = next;
     }
-    if (as == "Table" && group == "meta.k8s.io" && (version == "v1" || version == "v1beta1"))
+    std::string media = type.substr(0, type.find(';'));
+    while (!media.empty() && media.front() == ' ') media.erase(0, 1);
+    while (!media.empty() && media.back() == ' ') media.pop_back();
+    // In the client's order: a JSON Table first; plain JSON (or anything) first, the object.
+    // (A Table in another encoding, protobuf, is passed over: this server writes JSON.)
+    const bool json_media = media == "application/json";
+    if (json_media && as == "Table" && group == "meta.k8s.io" &&
+        (version == "v1" || version == "v1beta1"))
       return version;
+    if (as.empty() && (json_media || media == "*/*" || media == "application/*")) return "";
     start = end + 1;
   }
   return "";
