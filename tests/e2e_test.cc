@@ -334,6 +334,19 @@ class FactoryTest : public testing::Test {
     if (meter.ok()) api_->SetExtension((*meter)->Routes());
     return meter;
   }
+  // A meter with options `mo` (no journal) whose enforced budgets hold new work: the
+  // scheduler asks it (SchedulerOptions::admission_hold).
+  Result<std::unique_ptr<MeterService>> OpenMeterHoldingAdmission(const MeterServiceOptions& mo) {
+    auto meter = MeterService::Open(*store_, clock_, mo);
+    if (!meter.ok()) return meter;
+    api_->SetExtension((*meter)->Routes());
+    SchedulerOptions so;
+    so.admission_hold = [m = meter->get()](const std::string& t, const std::string& q) {
+      return m->AdmissionHold(t, q);
+    };
+    scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
+    return meter;
+  }
   // Gang team-a/elastic: four 8-GPU pods that may start with one.
   json ElasticGang() {
     json elastic = WholeGpuWorkload("team-a", "elastic", 8, 4);
@@ -756,14 +769,8 @@ TEST_F(FactoryTest, AllocationMatchesTheWorkloadsGpuHoursAndCosts) {
 TEST_F(FactoryTest, EnforcedBudgetHoldsNewWork) {
   MeterServiceOptions mo;
   mo.prices.gpu_hour_micros = {{"H100", 3'600'000}};  // 3.60 per GPU-hour: 0.001 a GPU-second
-  auto meter = MeterService::Open(*store_, clock_, mo);
+  auto meter = OpenMeterHoldingAdmission(mo);
   ASSERT_TRUE(meter.ok()) << meter.status().message();
-  api_->SetExtension((*meter)->Routes());
-  SchedulerOptions so;
-  so.admission_hold = [m = meter->get()](const std::string& t, const std::string& q) {
-    return m->AdmissionHold(t, q);
-  };
-  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
 
   const std::string tenant_path = std::string(kApi) + "/tenants/team-c";
   json tenant = CallJson("GET", tenant_path);
@@ -839,14 +846,8 @@ TEST_F(FactoryTest, WithoutQueuesAnElasticWaitSaysMinCountNeedsThem) {
 TEST_F(FactoryTest, BudgetsCountCpuAndMemoryCost) {
   MeterServiceOptions mo;
   mo.prices.cpu_core_hour_micros = 360'000;  // 16 cores: 0.0016 a second; GPUs cost nothing
-  auto meter = MeterService::Open(*store_, clock_, mo);
+  auto meter = OpenMeterHoldingAdmission(mo);
   ASSERT_TRUE(meter.ok()) << meter.status().message();
-  api_->SetExtension((*meter)->Routes());
-  SchedulerOptions so;
-  so.admission_hold = [m = meter->get()](const std::string& t, const std::string& q) {
-    return m->AdmissionHold(t, q);
-  };
-  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
   const std::string tenant_path = std::string(kApi) + "/tenants/team-c";
   json tenant = CallJson("GET", tenant_path);
   tenant["spec"]["budget"] = {{"amount", "0.50"}, {"period", "day"}, {"enforce", true}};
