@@ -710,6 +710,27 @@ TEST_F(FactoryTest, AllocationMatchesTheWorkloadsGpuHoursAndCosts) {
     EXPECT_NEAR(total, 34 * 2.49, 1e-6) << alloc.dump();
   };
   check(CallJson("GET", query));
+  // aggregate=cluster (OpenCost dashboards' totals): one row of the cluster holding every
+  // tenant's GPU time, beside the idle row.
+  {
+    const json by_namespace = CallJson("GET", query);
+    const json cluster =
+        CallJson("GET", "/allocation?window=" + std::to_string(t0 / 1000) + "," +
+                            std::to_string(t1 / 1000) + "&aggregate=cluster&includeIdle=true");
+    ASSERT_EQ(cluster.value("code", 0), 200) << cluster.dump();
+    const json& sets = cluster["data"][0];
+    ASSERT_EQ(sets.size(), 2u) << cluster.dump();
+    ASSERT_TRUE(sets.contains("fabrica")) << cluster.dump();
+    EXPECT_EQ(sets["fabrica"]["properties"].value("cluster", ""), "fabrica");
+    double hours = 0;
+    for (const auto& [k, a] : by_namespace["data"][0].items()) {
+      if (k != "__idle__") hours += a.value("gpuHours", 0.0);
+    }
+    EXPECT_GT(hours, 0);
+    EXPECT_NEAR(sets["fabrica"].value("gpuHours", 0.0), hours, 1e-9) << cluster.dump();
+    EXPECT_NEAR(sets["__idle__"].value("gpuCost", 0.0),
+                by_namespace["data"][0]["__idle__"].value("gpuCost", 0.0), 1e-6);
+  }
 
   // A tenant member sees only its tenant, and no idle.
   ClientOptions alice = client_options_;

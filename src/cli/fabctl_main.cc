@@ -3254,7 +3254,7 @@ int main(int argc, char** argv) {
   std::string window = "7d", by = "tenant", step;
   bool share_idle = false, csv = false;
   usage->add_option("--window", window, "today, week, month, 7d, 12h, or start,end");
-  usage->add_option("--by", by, "tenant, queue, workload, node, model (comma list)");
+  usage->add_option("--by", by, "tenant, queue, workload, node, model, cluster (comma list)");
   usage->add_option("--step", step, "one row set per step, e.g. 1d");
   usage->add_flag("--share-idle", share_idle, "share idle cost out in proportion to cost");
   usage->add_flag("--csv", csv, "print CSV for invoices");

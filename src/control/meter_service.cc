@@ -605,7 +605,7 @@ json OpenCostAllocation(const ReportRow& r, const ReportWindow& w, bool idle) {
     if (k == "tenant") props["namespace"] = v;
     props[k] = v;
   }
-  props["cluster"] = "fabrica";
+  props["cluster"] = kClusterName;
   json a = {
       {"name", r.key},
       {"properties", props},

@@ -40,6 +40,8 @@ std::string KeyPart(const RowFields& f, AggregateBy by) {
       return f.node;
     case AggregateBy::kModel:
       return f.model;
+    case AggregateBy::kCluster:
+      return kClusterName;
   }
   return "";
 }
@@ -56,6 +58,8 @@ const char* AggregateName(AggregateBy by) {
       return "node";
     case AggregateBy::kModel:
       return "model";
+    case AggregateBy::kCluster:
+      return "cluster";
   }
   return "";
 }
@@ -153,10 +157,12 @@ Result<std::vector<AggregateBy>> ParseAggregate(const std::string& text) {
       out.push_back(AggregateBy::kNode);
     } else if (part == "model" || part == "gpuModel") {
       out.push_back(AggregateBy::kModel);
+    } else if (part == "cluster") {
+      out.push_back(AggregateBy::kCluster);
     } else {
       return InvalidArgument("aggregate: '" + part +
                              "' is not one of tenant (namespace), queue, workload (pod), node, "
-                             "model");
+                             "model, cluster");
     }
     start = comma + 1;
   }

@@ -39,12 +39,15 @@ struct PriceBook {
 // memory that bindings hold. Errors name the file, line and field.
 Result<PriceBook> ParsePriceBook(const std::string& yaml, const std::string& source);
 
-enum class AggregateBy { kTenant, kQueue, kWorkload, kNode, kModel };
+// kCluster keys every row by the one cluster's name (OpenCost's aggregate=cluster: totals).
+enum class AggregateBy { kTenant, kQueue, kWorkload, kNode, kModel, kCluster };
 Result<std::vector<AggregateBy>> ParseAggregate(const std::string& text);
 
 // The model of the rows that hold the CPU and memory of bindings' pods when a report is
 // aggregated by model (no GPU model: their GPU time is in their GPUs' models' rows).
 inline constexpr char kCpuMemoryModel[] = "cpu-memory";
+// The cluster's name in reports (OpenCost's `cluster` property).
+inline constexpr char kClusterName[] = "fabrica";
 // The key part of a row whose bindings lack the field aggregated by (OpenCost's).
 inline constexpr char kUnallocated[] = "__unallocated__";
 
