@@ -1409,7 +1409,8 @@ TEST_F(ApiCrudTest, KubectlGetsATableOfFabctlsColumns) {
   // Other kinds: their own columns (a tenant's trust; a node's status and GPUs).
   r = get(Collection("tenants"), accept, kAdmin);
   table = Parse(r);
-  EXPECT_EQ(names(table), (std::vector<std::string>{"Name", "Trust", "Trust-Domain", "Age"}));
+  EXPECT_EQ(names(table),
+            (std::vector<std::string>{"Name", "Trust", "Trust-Domain", "Age", "Cost-Budget*"}));
   w_.MustCreate(Collection("nodes"), NodeObject("n1"));
   table = Parse(get(Collection("nodes"), accept, kAdmin));
   EXPECT_EQ(names(table), (std::vector<std::string>{"Name", "Status", "GPUs", "Model", "Leaf",

@@ -41,6 +41,7 @@
 #include "api/auth.h"
 #include "api/http_server.h"
 #include "api/metrics.h"
+#include "client/columns.h"
 #include "client/http_client.h"
 #include "control/clock.h"
 #include "control/eviction_record.h"
@@ -891,6 +892,67 @@ TEST_F(FactoryTest, BudgetsCountCpuAndMemoryCost) {
   auto metrics = (*meter)->MetricsText();
   EXPECT_NE(metrics.find("fabrica_budget_spent_ratio{tenant=\"team-c\"} 1."), std::string::npos)
       << metrics;
+}
+
+// A queue's budget: its conditions stay through the scheduler's cycles, its status shows what it
+// spent (status.budget, rewritten as the whole percent moves), and an idle cycle writes nothing
+// (a review: the scheduler rewrote a queue's status whole, dropping the meter's conditions,
+// which the meter then put back: the queue was written twice a cycle and its conditions
+// flapped).
+TEST_F(FactoryTest, AQueuesBudgetConditionsAndSpendingStayThroughCycles) {
+  MeterServiceOptions mo;
+  mo.prices.gpu_hour_micros = {{"H100", 3'600'000}};  // 0.001 a GPU-second
+  auto meter = OpenMeterHoldingAdmission(mo);
+  ASSERT_TRUE(meter.ok()) << meter.status().message();
+  CreateQueue("team-c", {{"quotas", {{"gpu", {{"guaranteed", 8}}}}},
+                         {"budget", {{"amount", "0.50"}, {"period", "day"}, {"enforce", true}}}});
+  CreateWorkload(WholeGpuWorkload("team-c", "first", 1));
+  auto step = [&](int64_t ms) {
+    Cycle(ms);
+    Status st = (*meter)->Sync();
+    ASSERT_TRUE(st.ok()) << st.message();
+  };
+  for (int i = 0; i < 4; ++i) step(60'000);  // about 0.24 spent
+  const std::string path = std::string(kApi) + "/queues/team-c";
+  json q = CallJson("GET", path);
+  ASSERT_TRUE(q["status"].contains("budget")) << q.dump();
+  const json& b = q["status"]["budget"];
+  EXPECT_EQ(b.value("amount", ""), "0.50") << b.dump();
+  EXPECT_EQ(b.value("period", ""), "day") << b.dump();
+  const int percent = b.value("spentPercent", -1);
+  EXPECT_GE(percent, 30) << b.dump();
+  EXPECT_LE(percent, 50) << b.dump();
+  EXPECT_TRUE(q["status"].contains("usedGpus")) << q.dump();  // the scheduler's part kept
+  EXPECT_EQ(BudgetCell(q["status"]), std::to_string(percent) + "% of 0.50 USD/day");
+  // Nothing moves within a few seconds: the queue is not written again.
+  const std::string revision = q["metadata"].value("resourceVersion", "");
+  for (int i = 0; i < 3; ++i) step(1000);
+  q = CallJson("GET", path);
+  EXPECT_EQ(q["metadata"].value("resourceVersion", ""), revision) << q.dump();
+  for (int i = 0; i < 6; ++i) step(60'000);  // past 0.50
+  CreateWorkload(WholeGpuWorkload("team-c", "second", 1));
+  for (int i = 0; i < 3; ++i) step(1000);
+  q = CallJson("GET", path);
+  bool exceeded = false;
+  for (const json& c : q["status"]["conditions"])
+    if (c.value("type", "") == "BudgetExceeded") exceeded = c.value("status", "") == "True";
+  EXPECT_TRUE(exceeded) << q.dump();
+  EXPECT_GE(q["status"]["budget"].value("spentPercent", 0), 100) << q.dump();
+  const std::string cell = BudgetCell(q["status"]);
+  EXPECT_NE(cell.find("% of 0.50 USD/day, new work held"), std::string::npos) << cell;
+  EXPECT_TRUE(q["status"].contains("usedGpus")) << q.dump();
+  EXPECT_EQ(Workloads()["team-c/second"]["status"].value("reason", ""), "BudgetExceeded");
+  // The budget taken away: its conditions and spending go, the held work starts.
+  ClientResponse r = Call("PATCH", path, json{{"spec", {{"budget", nullptr}}}}.dump(),
+                          "application/merge-patch+json");
+  ASSERT_EQ(r.status, 200) << r.body;
+  for (int i = 0; i < 3; ++i) step(1000);
+  q = CallJson("GET", path);
+  EXPECT_FALSE(q["status"].contains("budget")) << q.dump();
+  for (const json& c : q["status"].value("conditions", json::array()))
+    EXPECT_EQ(c.value("type", "").rfind("Budget", 0), std::string::npos) << q.dump();
+  EXPECT_TRUE(q["status"].contains("usedGpus")) << q.dump();
+  EXPECT_EQ(Workloads()["team-c/second"]["status"].value("phase", ""), "Running");
 }
 
 // Work without GPUs deleted while the meter is down is ended when it comes back: its binding of

@@ -155,6 +155,9 @@ std::vector<Column> ColumnsOf(const std::string& kind) {
                     [](const json& o, const TableContext&) {
                       return Scalar(o, "spec", "disruptionBudget", "-");
                     }});
+    cols.push_back(
+        {"Cost-Budget", "string", "what it spent of its cost budget", 1,
+         [](const json& o, const TableContext&) { return BudgetCell(Object(o, "status")); }});
   } else if (kind == "Tenant") {
     cols.push_back({"Trust", "string", "spec.trust", 0, [](const json& o, const TableContext&) {
                       return Or(Str(Object(o, "spec"), "trust"), "standard");
@@ -164,6 +167,9 @@ std::vector<Column> ColumnsOf(const std::string& kind) {
            const std::string d = Str(Object(o, "spec"), "trustDomain");
            return d.empty() ? Str(Object(o, "metadata"), "name") : d;
          }});
+    cols.push_back(
+        {"Cost-Budget", "string", "what it spent of its cost budget", 1,
+         [](const json& o, const TableContext&) { return BudgetCell(Object(o, "status")); }});
   } else if (kind == "PriorityClass") {
     cols.push_back({"Value", "integer", "spec.value", 0, [](const json& o, const TableContext&) {
                       return Scalar(o, "spec", "value", "-");

@@ -390,12 +390,13 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
     if (wide) rows.back().push_back("TAINTS");
   } else if (kind == "Tenant") {
     rows.push_back({"NAME", "TRUST", "TRUST-DOMAIN", "CREATED"});
+    if (wide) rows.back().insert(rows.back().end() - 1, "COST-BUDGET");
   } else if (kind == "Queue") {
     rows.push_back({"NAME", "PARENT", "WEIGHT", "GUARANTEED", "USED", "SHARE", "PENDING", "ACTIVE",
                     "CREATED"});
     if (wide)
-      rows.back().insert(rows.back().begin() + 5,
-                         {"BORROWED", "BORROWING-LIMIT", "LENDING-LIMIT", "DISRUPTION-BUDGET"});
+      rows.back().insert(rows.back().begin() + 5, {"BORROWED", "BORROWING-LIMIT", "LENDING-LIMIT",
+                                                   "DISRUPTION-BUDGET", "COST-BUDGET"});
   } else if (kind == "PriorityClass") {
     rows.push_back(
         {"NAME", "VALUE", "TENANTS", "GLOBAL-DEFAULT", "PREEMPTION", "DESCRIPTION", "CREATED"});
@@ -431,6 +432,7 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
     } else if (kind == "Tenant") {
       rows.push_back({meta.value("name", ""), spec.value("trust", "standard"),
                       spec.value("trustDomain", meta.value("name", "")), Age(o)});
+      if (wide) rows.back().insert(rows.back().end() - 1, fabrica::BudgetCell(status));
     } else if (kind == "Queue") {
       // GPUs as the scheduler last wrote them, "-" before its first cycle: the sum, or by
       // flavour ("h100:8,a100-mig:1.284") where more than one has some (a trial read 8 H100s and
@@ -451,7 +453,8 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
                       Plain(status.value("active", json("-"))), Age(o)});
       if (wide) {
         // BORROWED: what it holds past its guarantee; the limits per GPU flavour its quotas name
-        // ("flavour:amount", "-" where none is set); BUDGET: its disruption budget.
+        // ("flavour:amount", "-" where none is set); DISRUPTION-BUDGET; COST-BUDGET: what it
+        // spent of its cost budget (fabrica::BudgetCell).
         // Summed per flavour where the status has them: a queue within its total guarantee
         // may still borrow in one flavour (8 H200s past an h200 guarantee of 0).
         // (By flavour where USED is: a trial read BORROWED "2" as gpu 1 + h200 1.)
@@ -490,9 +493,10 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
               out += (out.empty() ? "" : ",") + flavor + ":" + Plain(q[key]);
           return out.empty() ? std::string("-") : out;
         };
-        rows.back().insert(rows.back().begin() + 5,
-                           {borrowed, limits("borrowingLimit"), limits("lendingLimit"),
-                            Plain(spec.value("disruptionBudget", json("-")))});
+        rows.back().insert(
+            rows.back().begin() + 5,
+            {borrowed, limits("borrowingLimit"), limits("lendingLimit"),
+             Plain(spec.value("disruptionBudget", json("-"))), fabrica::BudgetCell(status)});
       }
     } else if (kind == "PriorityClass") {
       // TENANTS: those who may name it; * every tenant.

@@ -229,6 +229,17 @@ std::string QueueShare(const json& status) {
   return x > 0 && x < 0.0005 ? "<0.001" : x == 0 ? "0" : buf;
 }
 
+std::string BudgetCell(const json& status) {
+  const json& b = jsonf::Field(status, "budget");
+  if (!b.is_object() || !jsonf::Field(b, "spentPercent").is_number()) return "-";
+  const int64_t percent = b["spentPercent"].get<int64_t>();
+  const std::string currency = jsonf::Str(b, "currency");
+  std::string out = std::to_string(percent) + "% of " + jsonf::Str(b, "amount") +
+                    (currency.empty() ? "" : " " + currency) + "/" + jsonf::Str(b, "period");
+  if (percent >= 100 && jsonf::Field(b, "enforce") == true) out += ", new work held";
+  return out;
+}
+
 std::string HumanAge(int64_t ms) {
   if (ms < -1000) return "<invalid>";
   const int64_t s = ms < 0 ? 0 : ms / 1000;

@@ -63,6 +63,11 @@ std::string QueueGpus(const nlohmann::json& queue_status, const char* key, bool 
 // "-" before the first cycle).
 std::string QueueShare(const nlohmann::json& queue_status);
 
+// A tenant's or queue's cost budget from its status.budget, as the meter last wrote it (at each
+// whole percent): "41% of 500.00 USD/month", ", new work held" added where it is enforced and
+// spent; "-" where it has none (or the meter has not counted it yet).
+std::string BudgetCell(const nlohmann::json& status);
+
 // A duration as kubectl's AGE reads it: "45s", "4m12s", "17m", "5h3m", "30h", "3d4h", "40d",
 // "2y10d"; "<invalid>" for a negative one past a second (a clock behind).
 std::string HumanAge(int64_t ms);

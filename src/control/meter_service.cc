@@ -414,41 +414,101 @@ Status MeterService::Sync() {
     BudgetState st =
         EvaluateBudget(budget, spent_by[name], (is_tenant ? "tenant " : "queue ") + name);
     budget_state_[key] = st;
-    // Conditions on the owner: BudgetAlert (a threshold crossed) and BudgetExceeded.
+    // On the owner: BudgetAlert (a threshold crossed) and BudgetExceeded conditions, and
+    // status.budget, what it spent as of the last whole percent (so that `get queues -o wide`
+    // shows it without a write each Sync). Written only when one of them changes; other
+    // conditions and the rest of the status are kept.
     const KeyValue* kv = owners[key];
     json obj = json::parse(kv->value, nullptr, false);
     if (!obj.is_object()) continue;
     const std::string alert = st.highest_alert > 0 ? "True" : "False";
     const std::string exceeded = st.exceeded ? "True" : "False";
-    std::string have_alert, have_exceeded, have_message;
+    const int64_t percent =
+        st.amount_micros > 0
+            ? static_cast<int64_t>(static_cast<__int128>(st.spent_micros) * 100 / st.amount_micros)
+            : 0;
+    const json spending = {{"amount", FormatMoneyMicros(st.amount_micros)},
+                           {"currency", options_.prices.currency},
+                           {"period", budget.period},
+                           {"enforce", budget.enforce},
+                           {"spent", FormatMoneyMicros(st.spent_micros)},
+                           {"spentPercent", percent},
+                           {"periodStart", FormatTimestamp(period->first)}};
+    const json& was_spending = Field(Field(obj, "status"), "budget");
+    std::string have_alert, have_exceeded, have_message, alert_since, exceeded_since;
+    json others = json::array();
     for (const json& c : List(Field(obj, "status"), "conditions")) {
       if (Str(c, "type") == "BudgetAlert") {
         have_alert = Str(c, "status");
         have_message = Str(c, "message");
+        alert_since = Str(c, "lastTransitionTime");
+      } else if (Str(c, "type") == "BudgetExceeded") {
+        have_exceeded = Str(c, "status");
+        exceeded_since = Str(c, "lastTransitionTime");
+      } else {
+        others.push_back(c);
       }
-      if (Str(c, "type") == "BudgetExceeded") have_exceeded = Str(c, "status");
     }
     const std::string reason = st.highest_alert > 0
                                    ? "Past" + std::to_string(st.highest_alert) + "Percent"
                                    : "WithinBudget";
+    const bool same_spending = was_spending.is_object() &&
+                               Field(was_spending, "spentPercent") == spending["spentPercent"] &&
+                               Field(was_spending, "amount") == spending["amount"] &&
+                               Field(was_spending, "period") == spending["period"] &&
+                               Field(was_spending, "enforce") == spending["enforce"] &&
+                               Field(was_spending, "periodStart") == spending["periodStart"];
     if (have_alert == alert && have_exceeded == exceeded &&
-        (have_message.find(reason) != std::string::npos || alert == "False")) {
+        (have_message.find(reason) != std::string::npos || alert == "False") && same_spending) {
       continue;
     }
-    obj["status"]["conditions"] = {
+    others.push_back(
         {{"type", "BudgetAlert"},
          {"status", alert},
          {"reason", reason},
          {"message", st.message + " [" + reason + "]"},
-         {"lastTransitionTime", FormatTimestamp(now)}},
-        {{"type", "BudgetExceeded"},
-         {"status", exceeded},
-         {"reason",
-          st.exceeded ? (budget.enforce ? "NewWorkHeld" : "NotEnforced") : "WithinBudget"},
-         {"message", st.message},
-         {"lastTransitionTime", FormatTimestamp(now)}}};
+         {"lastTransitionTime",
+          have_alert == alert && !alert_since.empty() ? alert_since : FormatTimestamp(now)}});
+    others.push_back({{"type", "BudgetExceeded"},
+                      {"status", exceeded},
+                      {"reason", st.exceeded ? (budget.enforce ? "NewWorkHeld" : "NotEnforced")
+                                             : "WithinBudget"},
+                      {"message", st.message},
+                      {"lastTransitionTime", have_exceeded == exceeded && !exceeded_since.empty()
+                                                 ? exceeded_since
+                                                 : FormatTimestamp(now)}});
+    obj["status"]["conditions"] = std::move(others);
+    obj["status"]["budget"] = spending;
     (void)store_.Put(kv->key, obj.dump(), kv->mod_revision);  // a conflict retries next Sync
   }
+
+  // An owner whose budget was taken away loses its budget conditions and spending.
+  auto strip = [&](const KeyValue& kv) {
+    json obj = json::parse(kv.value, nullptr, false);
+    json* status = obj.is_object() && obj.contains("status") && obj["status"].is_object()
+                       ? &obj["status"]
+                       : nullptr;
+    if (!status) return;
+    bool changed = status->erase("budget") > 0;
+    if (status->contains("conditions") && (*status)["conditions"].is_array()) {
+      json kept = json::array();
+      for (const json& c : (*status)["conditions"]) {
+        if (Str(c, "type") == "BudgetAlert" || Str(c, "type") == "BudgetExceeded") {
+          changed = true;
+        } else {
+          kept.push_back(c);
+        }
+      }
+      (*status)["conditions"] = std::move(kept);
+    }
+    if (changed) (void)store_.Put(kv.key, obj.dump(), kv.mod_revision);
+  };
+  for (const auto& [kv, tenant] : tenant_specs)
+    if (!tenant.budget) strip(*kv);
+  for (const KeyValue& kv : queues.items)
+    if (!budgets_.count("queue/" +
+                        Str(Field(json::parse(kv.value, nullptr, false), "metadata"), "name")))
+      strip(kv);
 
   meter_.Advance(now);
   last_sync_ms_ = now;

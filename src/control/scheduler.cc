@@ -2179,6 +2179,10 @@ Result<CycleStats> Scheduler::RunOnce() {
         }
         json was = Field(q, "status");
         if (was.is_object()) was.erase("usageHistoryTime");
+        // What the meter writes (its budget conditions and spending) is kept as it is: before,
+        // the status was replaced whole, so each cycle dropped them and the meter put them back.
+        for (const char* meters : {"conditions", "budget"})
+          if (was.is_object() && was.contains(meters)) standing[meters] = was[meters];
         // Where only the drifting numbers moved (a decaying history, the share it weighs), by
         // less than a visible step, nothing is written: a watch of queues on an idle fleet heard
         // each queue every few seconds (a user-style review).

@@ -220,7 +220,7 @@ grep -q "USED *SHARE *PENDING" <<<"$queues" || fail "no SHARE column: $queues"
 grep "^team-b " <<<"$queues" | grep -q "true" || fail "team-b not active: $queues"
 # -o wide adds what a queue borrows and its limits, as `kubectl describe clusterqueue` shows them.
 wide=$("$FABCTL" get queues -o wide)
-head -1 <<<"$wide" | grep -q "USED *BORROWED *BORROWING-LIMIT *LENDING-LIMIT *DISRUPTION-BUDGET *SHARE" ||
+head -1 <<<"$wide" | grep -q "USED *BORROWED *BORROWING-LIMIT *LENDING-LIMIT *DISRUPTION-BUDGET *COST-BUDGET *SHARE" ||
   fail "queues' wide header: $wide"
 grep "^team-a " <<<"$wide" | grep -q " gpu:16 *- *- " || fail "team-a's limits: $wide"
 grep "^team-c " <<<"$wide" | grep -q " - *gpu:6 *- " || fail "team-c's limits: $wide"
