@@ -4139,6 +4139,40 @@ TEST_F(AdmissionTest, TreesBorrowOnlyGpusInService) {
   EXPECT_NEAR(adm_->dominant_share(adm_->QueueIndex("a")), share * 8 / (8 - (4 - on[node])), 1e-9);
 }
 
+// b, short of quota in its tree (a borrows all of it), reclaims what a borrows; a's newest work,
+// the cheapest victim, runs on a node that takes no new work (cordoned): it is not chosen, as
+// the room it would free there is no room, and a's work on another node goes instead. (A
+// trial: the preemptor chose that victim on the cordoned node every cycle, the eviction called
+// off and made again, its stop time moving on for ever.)
+TEST_F(AdmissionTest, AQuotaReclaimLeavesWorkOnNodesThatTakeNoNewWork) {
+  QueueSpec org{.name = "org"};
+  QueueSpec c = Leaf("c", 8);
+  c.parent = "";
+  AdmissionConfig config;
+  config.queues = {org, Leaf("a", 16), Leaf("b", 16), c};
+  Fleet fleet = Nodes(4, 8);
+  fleet.nodes.push_back(GpuNode("m0", 4));
+  fleet.nodes.push_back(GpuNode("m1", 4));
+  MakeTree(fleet, config, {"a", "b", "c"});
+  std::vector<int> a;
+  for (int n = 0; n < 4; ++n) {
+    Assignment on;
+    on.node = n;
+    for (int g = 0; g < 8; ++g) on.devices.push_back({g, 1000, 80 * 1024, -1});
+    auto id = adm_->Restore(Gpus("a" + std::to_string(n), "a", 8), {on}, n);
+    ASSERT_TRUE(id.ok()) << id.status().message();
+    a.push_back(*id);
+  }
+  adm_->TakeOutOfService(3);
+  adm_->ExcludeFromEviction(3);
+  const int mine = Submit(Gpus("b0", "b", 8), 10);
+  CycleResult r = adm_->Cycle(11, 1000);
+  ASSERT_EQ(r.evicted.size(), 1u) << adm_->reason(mine);
+  EXPECT_NE(r.evicted[0].victim, a[3]) << adm_->reason(mine);
+  EXPECT_EQ(r.evicted[0].victim, a[2]) << adm_->reason(mine);  // the newest of the others
+  EXPECT_NE(adm_->plan(mine).at(0).node, 3);
+}
+
 // A lending limit holds above the lender's parent: what b keeps is kept from every queue that
 // borrows through org, also when org borrows from above it (a user-style review: across trees,
 // a took all 48 GPUs and b had to reclaim the 12 its lending limit keeps).

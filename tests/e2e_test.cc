@@ -1328,6 +1328,28 @@ TEST_P(PlanCordonTest, ACordonOnThePlannedNodeReleasesItsVictims) {
   const json released = Workloads()[victim]["status"];
   EXPECT_FALSE(released.contains("preemption")) << released.dump();
   EXPECT_EQ(released.value("phase", ""), "Running");
+  // Cycles later, within the grace period: it was not chosen again (a trial's victim was
+  // called off and evicted again every cycle, its stop time moving on for ever), and the
+  // preemptor evicts work on another node instead.
+  for (int i = 0; i < 4; ++i) Cycle(500);
+  std::map<std::string, json> w = Workloads();
+  EXPECT_FALSE(w[victim]["status"].contains("preemption")) << Describe(w);
+  int evicting = 0;
+  for (const auto& [name, obj] : w) {
+    if (!obj["status"].contains("preemption")) continue;
+    ++evicting;
+    EXPECT_NE(obj["status"]["assignments"][0].value("node", ""), node) << Describe(w);
+  }
+  EXPECT_EQ(evicting, 1) << Describe(w);
+  int evictions = 0;
+  const std::string name = victim.substr(victim.find('/') + 1);
+  const json events = CallJson("GET", std::string(kApi) +
+                                          "/namespaces/team-a/events?fieldSelector="
+                                          "involvedObject.name%3D" +
+                                          name);
+  for (const json& e : events.value("items", json::array()))
+    if (e.value("reason", "") == "Evicting") evictions += e.value("count", 1);
+  EXPECT_EQ(evictions, 1) << events.dump();
 }
 INSTANTIATE_TEST_SUITE_P(NodeOrGpu, PlanCordonTest, testing::Bool());
 

@@ -1436,10 +1436,12 @@ Result<CycleStats> Scheduler::RunOnce() {
   };
   std::set<std::string> waiting_keys;
   std::map<std::string, const StoredWorkload*> waiting_of;  // by key
-  for (const StoredWorkload& sw : pending) {
+  for (StoredWorkload& sw : pending) {
     const std::string leaf = WaitingQueue(leaves, sw.w().queue.str(), sw.w().tenant.str());
     // (A plan on a node that now takes no new work is void: its victims need not stop for it,
-    // and it plans again.)
+    // and it plans again, from nothing: a trial's preemptor, handed its void plan back, chose
+    // the same victim on the cordoned node again, and the eviction was called off and made
+    // anew every cycle.)
     bool void_plan = false;
     for (const Assignment& a : sw.nomination) {
       const std::string& node = state.node(a.node).name.str();
@@ -1448,6 +1450,10 @@ Result<CycleStats> Scheduler::RunOnce() {
         for (const DeviceShare& d : a.devices)
           void_plan |=
               std::find(it->second.begin(), it->second.end(), d.device) != it->second.end();
+    }
+    if (void_plan) {
+      sw.nomination.clear();
+      sw.nomination_counts.clear();
     }
     if (sw.w().active && !stopped.count(leaf) && allowed(sw.w(), leaf).ok() && !void_plan) {
       waiting_keys.insert(KeyName(sw.obj()));

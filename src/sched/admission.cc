@@ -4885,14 +4885,35 @@ double Admitter::MinRuntime(int id, int by) const {
 }
 
 // Takes a running workload off the state for a trial plan, and puts it back.
+bool Admitter::InServicePart(const Assignment& a, Assignment* part) const {
+  if (out_of_service_.count({a.node, -1})) return false;
+  *part = a;
+  std::erase_if(part->devices, [&](const DeviceShare& d) {
+    return out_of_service_.count({a.node, d.device}) > 0;
+  });
+  return true;
+}
+
 void Admitter::TrialRelease(int v) {
   const Entry& w = entries_[v];
-  for (size_t i = 0; i < w.assign.size(); ++i) state_.Release(w.assign[i], w.pods[i]);
+  for (size_t i = 0; i < w.assign.size(); ++i) {
+    if (out_of_service_.empty()) {
+      state_.Release(w.assign[i], w.pods[i]);
+    } else if (Assignment part; InServicePart(w.assign[i], &part)) {
+      state_.Release(part, w.pods[i]);
+    }
+  }
 }
 
 void Admitter::TrialReapply(int v) {
   const Entry& w = entries_[v];
-  for (size_t i = 0; i < w.assign.size(); ++i) state_.Apply(w.assign[i], w.pods[i]);
+  for (size_t i = 0; i < w.assign.size(); ++i) {
+    if (out_of_service_.empty()) {
+      state_.Apply(w.assign[i], w.pods[i]);
+    } else if (Assignment part; InServicePart(w.assign[i], &part)) {
+      state_.Apply(part, w.pods[i]);
+    }
+  }
 }
 
 bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,

@@ -1067,8 +1067,15 @@ class Admitter {
   std::string WorkloadNames(const std::vector<int>& ids, size_t most = 5) const;
   bool EvictOrTakeBack(int victim, int preemptor, const std::string& reason, CycleResult& out,
                        Eviction::Basis basis = Eviction::Basis::kOther);
+  // Takes victim v's pods out of the placement state for a trial, and puts them back. What
+  // they hold on devices out of service (or on a node wholly out of it: its CPU and memory too)
+  // stays held: room a victim frees where no new work goes is no room (a trial's preemptor
+  // chose the same victim on a cordoned node every cycle, the eviction called off each time).
   void TrialRelease(int v);
   void TrialReapply(int v);
+  // The part of victim pod `a` that a trial frees: its devices in service, or nothing where its
+  // node is wholly out of service (false).
+  bool InServicePart(const Assignment& a, Assignment* part) const;
   // A gang that prefers (or needs) a topology, placed as a gang where the room is free now (a
   // preemption's trial, its quota's victims released), applied and added to `placed`: its plan
   // — the room held and shown while its victims stop — compact where it can be, not scattered
