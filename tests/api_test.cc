@@ -20,6 +20,7 @@
 
 #include "api/api_server.h"
 #include "api/auth.h"
+#include "api/conceal.h"
 #include "client/columns.h"
 #include "control/clock.h"
 #include "store/store.h"
@@ -1474,6 +1475,32 @@ TEST_F(ApiCrudTest, MetricsAreForThoseWhoReadEveryTenant) {
 }
 
 // AGE as kubectl's own tables write it: two units while the larger is small.
+// Other tenants' workload names in text the scheduler wrote: told as another tenant's workload;
+// the reader's own, numbers ("20/16 GPUs"), kinds ("workload/a4") and words with capitals or
+// within paths are left.
+TEST(ConcealTest, OtherTenantsNamesAreToldAsAnotherTenantsWorkload) {
+  const auto mine = [](const std::string& t) { return t == "team-a"; };
+  EXPECT_EQ(ConcealText("preempted by team-b/b1 (queue team-b reclaims its guarantee)", mine),
+            "preempted by another tenant's workload (queue team-b reclaims its guarantee)");
+  EXPECT_EQ(ConcealText("4 possible victims (team-b/x-1, team-a/y, team-b/z.2 and 1 more).", mine),
+            "4 possible victims (another tenant's workload, team-a/y, another tenant's workload "
+            "and 1 more).");
+  EXPECT_EQ(ConcealText("queue team-a over its borrowing limit for H100: 64/48; 0.5/1", mine),
+            "queue team-a over its borrowing limit for H100: 64/48; 0.5/1");
+  EXPECT_EQ(ConcealText("moved workload/a4 off GPU-b-1/3 and /registry/x/y", mine),
+            "moved workload/a4 off GPU-b-1/3 and /registry/x/y");
+  EXPECT_EQ(ConcealText("team-b/b1", mine), "another tenant's workload");
+  nlohmann::json status = {{"message", "by team-c/w"},
+                           {"preemption", {{"by", "team-c/w"}, {"count", 2}}},
+                           {"list", {"team-a/mine", "team-c/theirs"}}};
+  Conceal(status, mine);
+  EXPECT_EQ(status["message"], "by another tenant's workload");
+  EXPECT_EQ(status["preemption"]["by"], "another tenant's workload");
+  EXPECT_EQ(status["preemption"]["count"], 2);
+  EXPECT_EQ(status["list"][0], "team-a/mine");
+  EXPECT_EQ(status["list"][1], "another tenant's workload");
+}
+
 TEST(TableTest, AgesReadAsKubectls) {
   const int64_t s = 1000, m = 60 * s, h = 60 * m, d = 24 * h;
   const std::vector<std::pair<int64_t, std::string>> cases = {{-5 * s, "<invalid>"},

@@ -1353,6 +1353,39 @@ TEST_P(PlanCordonTest, ACordonOnThePlannedNodeReleasesItsVictims) {
 }
 INSTANTIATE_TEST_SUITE_P(NodeOrGpu, PlanCordonTest, testing::Bool());
 
+// A tenant does not read another tenant's workload names in what the scheduler wrote of its own
+// work: team-a's victim, preempted for team-b's work, reads "preempted by another tenant's
+// workload" in its status, its list and its events; an admin reads the name (a trial's tenant
+// read the names of another tenant's workloads it could not list).
+TEST_F(FactoryTest, ATenantReadsNoOtherTenantsWorkloadNames) {
+  ASSERT_TRUE(TeamBReclaimsFromTeamA()) << Describe(Workloads());
+  std::string victim;
+  for (const auto& [name, obj] : Workloads())
+    if (obj["status"].contains("preemption")) victim = name;
+  ASSERT_FALSE(victim.empty());
+  const std::string name = victim.substr(victim.find('/') + 1);
+  ClientOptions alice = client_options_;
+  alice.token = "alice-token-e2e-0123456789";
+  HttpClient alice_client(alice);
+  const auto read = [&](const std::string& path) {
+    auto r = alice_client.Do("GET", path);
+    EXPECT_TRUE(r.ok() && r->status == 200) << path;
+    return r.ok() ? r->body : std::string();
+  };
+  const std::string one = read(WorkloadPath("team-a") + "/" + name);
+  const std::string all = read(WorkloadPath("team-a"));
+  const std::string events = read(
+      std::string(kApi) + "/namespaces/team-a/events?fieldSelector=involvedObject.name%3D" + name);
+  for (const std::string* body : {&one, &all, &events}) {
+    EXPECT_EQ(body->find("team-b/"), std::string::npos) << *body;
+    EXPECT_NE(body->find("preempted by another tenant's workload"), std::string::npos) << *body;
+  }
+  EXPECT_NE(one.find("\"namespace\":\"team-a\""), std::string::npos) << one;
+  const json admin = Workloads()[victim];
+  EXPECT_NE(admin["status"].value("message", "").find("preempted by team-b/b-0"), std::string::npos)
+      << admin.dump();
+}
+
 // A queue with work waiting in it is not deleted (its tenant's work would move to `unqueued`
 // and run there, past the queue's hold: a user-style review), and work naming a queue that does
 // not exist waits for it (reason QueueNotFound, not Unschedulable), then runs once it exists.

@@ -19,6 +19,7 @@
 #include <shared_mutex>
 #include <thread>
 
+#include "api/conceal.h"
 #include "api/json_fields.h"
 #include "api/metrics.h"
 #include "api/table.h"
@@ -2942,6 +2943,12 @@ struct ApiServer::Impl {
       return StatusResponse(403, "node " + p.node + " may only read workloads assigned to it");
     }
     HttpResponse r;
+    if (auto readable = std::string(info.plural) == "workloads" ? NamesReadable(p) : nullptr) {
+      json obj = Materialize(*kv);
+      ConcealStatus(obj, readable);
+      r.body = obj.dump();
+      return r;
+    }
     r.body = MaterializeText(*kv);
     return r;
   }
@@ -3342,6 +3349,7 @@ struct ApiServer::Impl {
         return ErrorFromStatus(Status(allowed.code(), "user '" + p.user +
                                                           "' may not list events in tenant " +
                                                           in_ns + " (nor its workloads)"));
+    const auto readable = NamesReadable(p);
     // What the list or the watch shows: every term of the selector, in namespaces `p` may read.
     // (A watch calls it under the recorder's lock only: the cache needs no lock of its own.)
     auto seen = std::make_shared<std::map<std::string, bool>>();
@@ -3364,12 +3372,16 @@ struct ApiServer::Impl {
         if (!v.ok()) return StatusResponse(400, "resourceVersion: " + v.status().message());
         after = static_cast<uint64_t>(*v);
       }
-      // (A one-row Table each, where kubectl asked for tables.)
+      // (A one-row Table each, where kubectl asked for tables; other tenants' names concealed,
+      // where its reader may not read them.)
       std::function<json(const json&)> shape;
-      if (!table.empty())
-        shape = [this, table, row_object](const json& e) {
-          return ObjectTable("Event", {e}, clock.NowMs(), table, row_object,
-                             jsonf::Str(Field(e, "metadata"), "resourceVersion"), {});
+      if (!table.empty() || readable)
+        shape = [this, table, row_object, readable](const json& e) {
+          json shown = e;
+          if (readable) ConcealEvent(shown, readable);
+          if (table.empty()) return shown;
+          return ObjectTable("Event", {shown}, clock.NowMs(), table, row_object,
+                             jsonf::Str(Field(shown, "metadata"), "resourceVersion"), {});
         };
       HttpResponse r;
       r.stream = std::make_shared<EventWatch>(events, after, selects, std::move(shape));
@@ -3379,7 +3391,10 @@ struct ApiServer::Impl {
     json items = json::array();
     if (!contradicts)
       for (json& e : events.List(in_ns, name, &version))
-        if (selects(e)) items.push_back(std::move(e));
+        if (selects(e)) {
+          if (readable) ConcealEvent(e, readable);
+          items.push_back(std::move(e));
+        }
     if (!table.empty())  // (kubectl's columns of events: LAST SEEN, TYPE, REASON, ...)
       return JsonResponse(200, ObjectTable("Event", items.get<std::vector<json>>(), clock.NowMs(),
                                            table, row_object, std::to_string(version), {}));
@@ -3387,6 +3402,29 @@ struct ApiServer::Impl {
                               {"apiVersion", kGroupVersion},
                               {"metadata", {{"resourceVersion", std::to_string(version)}}},
                               {"items", std::move(items)}});
+  }
+
+  // Whose workload names `p` may read in what the scheduler wrote (Conceal): nullptr where it
+  // reads every tenant's (or is a node, which reads no messages).
+  std::function<bool(const std::string&)> NamesReadable(const Principal& p) {
+    bool all = false;
+    std::vector<std::string> tenants = auth.ReadableTenants(p, &all);
+    if (all || !p.node.empty()) return nullptr;
+    return [set = std::set<std::string>(tenants.begin(), tenants.end())](const std::string& t) {
+      return set.count(t) > 0;
+    };
+  }
+  // A workload as `readable` lets its reader see it: other tenants' names in its status told as
+  // "another tenant's workload".
+  static void ConcealStatus(json& obj, const std::function<bool(const std::string&)>& readable) {
+    if (readable && obj.is_object() && obj.contains("status")) Conceal(obj["status"], readable);
+  }
+
+  // An event as its reader sees it: what it says (message, note), not whom it is about.
+  static void ConcealEvent(json& e, const std::function<bool(const std::string&)>& readable) {
+    if (!e.is_object()) return;
+    for (const char* field : {"message", "note", "related"})
+      if (e.contains(field)) Conceal(e[field], readable);
   }
 
   // Whether principal `p` may see this object in a list or watch.
@@ -3425,10 +3463,13 @@ struct ApiServer::Impl {
         if (!rv.ok()) return StatusResponse(400, "resourceVersion: " + rv.status().message());
         if (*rv > 0) after = *rv;
       }
-      auto filter = [this, info, p, tenants, all, selector, fields](const WatchEvent& e,
-                                                                    json* obj) {
+      auto filter = [this, info, p, tenants, all, selector, fields,
+                     readable = std::string(info.plural) == "workloads"
+                                    ? NamesReadable(p)
+                                    : nullptr](const WatchEvent& e, json* obj) {
         *obj = Materialize(e.kv);
         if (!Visible(info, *obj, p, tenants, all)) return Watcher::Seen::kHidden;
+        ConcealStatus(*obj, readable);
         return MatchesSelector(*obj, selector) && MatchesFields(*obj, fields)
                    ? Watcher::Seen::kSelected
                    : Watcher::Seen::kUnselected;
@@ -3488,6 +3529,7 @@ struct ApiServer::Impl {
     std::string last_returned;
     bool more = false;
     int64_t revision = -1;
+    const auto readable = std::string(info.plural) == "workloads" ? NamesReadable(p) : nullptr;
     for (bool full = false; !full;) {
       auto listed = store.List(prefix, after, limit);
       if (!listed.ok()) return ErrorFromStatus(listed.status());
@@ -3499,6 +3541,7 @@ struct ApiServer::Impl {
         if (!Visible(info, obj, p, tenants, all) || !MatchesSelector(obj, selector) ||
             !MatchesFields(obj, fields))
           continue;
+        ConcealStatus(obj, readable);
         items.push_back(std::move(obj));
         last_returned = kv.key;
         full = limit > 0 && items.size() == static_cast<size_t>(limit);
