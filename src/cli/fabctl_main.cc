@@ -2606,18 +2606,41 @@ int Patch(Globals& g, HttpClient& http, const std::string& what, const std::stri
 
 int Cordon(HttpClient& http, const std::string& node, bool cordon) {
   // The health controller cordons nodes too, and keeps them so through repair and burn-in: an
-  // uncordon then would change nothing (or lift its cordon until it sets it again), which is
-  // said (exit 1) rather than done.
+  // uncordon then lifts the admin's own cordon, if any (before, none was lifted and the node
+  // stayed out of service after its burn-in: a trial), and says that the node stays cordoned
+  // until then (exit 1).
   if (!cordon) {
     auto health = http.Do("GET", "/apis/fabrica.dev/v1/nodes/" + node + "/health");
     const json h =
         health.ok() && health->status == 200 ? json::parse(health->body, nullptr, false) : json();
     if (h.is_object() && h.value("schedulable", true) == false) {
+      bool lifted = false;
+      auto got = http.Do("GET", "/apis/fabrica.dev/v1/nodes/" + node);
+      if (!got.ok() || got->status != 200) return Failed(got);
+      const json n = json::parse(got->body, nullptr, false);
+      // (Only an admin's: the health controller cordons by spec.unschedulable too, and the API
+      // stamps an admin's with the cordoned-by annotation.)
+      if (n.is_object() && Obj(n, "spec").value("unschedulable", false) &&
+          Obj(Obj(n, "metadata"), "annotations").contains(fabrica::kCordonedByAnnotation)) {
+        auto resp = http.Do("PATCH", "/apis/fabrica.dev/v1/nodes/" + node,
+                            json{{"spec", {{"unschedulable", false}}}}.dump(),
+                            "application/merge-patch+json");
+        if (!resp.ok() || resp->status >= 300) return Failed(resp);
+        lifted = true;
+      }
+      // (`nodes repaired` only where a repair by people is awaited: a trial was told to run it
+      // during an automatic one, and it answered that the node awaits none.)
+      bool awaits_repair = false;
+      for (const json& t : Arr(h, "tasks")) awaits_repair |= t.value("kind", "") == "repair";
       std::cerr << "fabctl: node/" << node << " stays cordoned: the health controller holds it ("
-                << h.value("state", "") << " since " << h.value("stateSince", "")
-                << "); it takes new work again once its repair and burn-in pass (fabctl "
-                   "describe node "
-                << node << ", fabctl nodes repaired " << node << ")\n";
+                << h.value("state", "") << " since " << h.value("stateSince", "") << ")"
+                << (lifted ? "; the admin's cordon is lifted, so" : ";")
+                << " it takes new work again once its repair and burn-in pass (fabctl describe "
+                   "node "
+                << node
+                << (awaits_repair ? "; fabctl nodes repaired " + node + " once repaired"
+                                  : std::string())
+                << ")\n";
       return 1;
     }
   }

@@ -670,6 +670,14 @@ rc=0
   fail "describe l4-1 after an admin's cordon: $("$FABCTL" describe node l4-1 | grep -v '^  ')"
 "$FABCTL" describe node l4-1 | contains "^Allocated:  .* of [0-9]* GPUs\?" ||
   fail "describe l4-1 allocated: $("$FABCTL" describe node l4-1 | grep -v '^  ')"
+# An uncordon then lifts the admin's cordon (the node comes back after its burn-in), and says
+# the health controller still holds it.
+rc=0
+"$FABCTL" uncordon l4-1 >"$tmp/uncordon2.txt" 2>&1 || rc=$?
+[ "$rc" = 1 ] && grep -q "the admin's cordon is lifted" "$tmp/uncordon2.txt" ||
+  fail "uncordon of a node an admin and the health controller cordoned (rc $rc): $(cat "$tmp/uncordon2.txt")"
+"$FABCTL" get node l4-1 -o json | tr -d ' \n' | grep -q '"unschedulable":true' &&
+  fail "the admin's cordon stays: $("$FABCTL" get node l4-1 -o json)"
 # The built-in unqueued, applied back as `get` shows it with a change, becomes an admin's queue.
 "$FABCTL" get queue unqueued -o yaml | sed 's/^spec: {}$/spec: {weight: 3}/' >"$tmp/unqueued.yaml"
 grep -q "weight: 3" "$tmp/unqueued.yaml" || fail "unqueued's yaml: $(cat "$tmp/unqueued.yaml")"
