@@ -405,6 +405,30 @@ TEST_F(AdmissionTest, AGangNoRequiredDomainCouldHoldIsInfeasible) {
   EXPECT_EQ(adm_->phase(spread), Phase::kAdmitted) << adm_->reason(spread);
 }
 
+// GPUs enough in a domain are not enough: its nodes must take the pods' shape. Three 5-GPU pods
+// that require one leaf of two 8-GPU nodes (16 GPUs) never fit, one such pod a node: refused
+// at once (a trial's waited "for now" for ever, and held a StrictFIFO queue); three 4-GPU pods
+// fit there.
+TEST_F(AdmissionTest, AGangWhosePodsNoRequiredDomainHoldsByShapeIsInfeasible) {
+  Fleet fleet = Nodes(4, 8);
+  for (int n = 0; n < 4; ++n) fleet.nodes[n].leaf = n < 2 ? "leaf-1" : "leaf-2";
+  Make(fleet, {Leaf("a", 32)});
+  Workload gang = Gpus("fives", "a", 5, 0, /*pods=*/3);
+  gang.gang = true;
+  gang.topology = {TopologyLevel::kLeaf, /*required=*/true};
+  const int fives = Submit(gang);
+  EXPECT_EQ(adm_->phase(fives), Phase::kInfeasible);
+  EXPECT_EQ(adm_->reason(fives),
+            "gang needs 3 pods of 5 GPUs in one leaf domain; at most 2 fit in one, even empty "
+            "(leaf-1)");
+  gang = Gpus("fours", "a", 4, 0, /*pods=*/3);
+  gang.gang = true;
+  gang.topology = {TopologyLevel::kLeaf, /*required=*/true};
+  const int fours = Submit(gang);
+  adm_->Cycle(1, 1000);
+  EXPECT_EQ(adm_->phase(fours), Phase::kAdmitted) << adm_->reason(fours);
+}
+
 // Only the GPUs a gang's pods could use count: a leaf of 4 H100s and 4 A100s never holds a gang
 // of 8 H100s, though the fleet has 8 (a user-style trial saw one shown first in line, forever),
 // but holds one of 8 of either model.

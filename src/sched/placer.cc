@@ -549,48 +549,63 @@ bool Placer::PlaceAllIn(ClusterState& s, const std::vector<int>* nodes,
   return true;
 }
 
-bool FleetHoldsPods(const ClusterState& s, const std::vector<PodRequest>& pods, std::string* why) {
-  using Shape =
-      std::tuple<int64_t, int64_t, int, int, int64_t, int64_t, uint64_t, const NodeSet*, int>;
-  const auto shape_of = [](const PodRequest& p) {
-    return Shape{p.cpu_milli,  p.memory_mib,  static_cast<int>(p.kind),
-                 p.num_gpu,    p.gpu_milli,   p.gpu_memory_mib,
-                 p.model_mask, p.nodes.get(), p.mig_profile};
-  };
-  std::map<Shape, std::pair<int, const PodRequest*>> shapes;  // shape -> (count, a pod of it)
+namespace {
+
+using PodShape =
+    std::tuple<int64_t, int64_t, int, int, int64_t, int64_t, uint64_t, const NodeSet*, int>;
+
+// The whole-GPU and MIG-slice pods of `pods` by shape: (how many, one of them). Fractions are
+// not bounded by shape.
+std::map<PodShape, std::pair<int, const PodRequest*>> BoundedShapes(
+    const std::vector<PodRequest>& pods) {
+  std::map<PodShape, std::pair<int, const PodRequest*>> shapes;
   for (const PodRequest& p : pods) {
-    auto& [count, req] = shapes[shape_of(p)];
+    if (p.kind != DeviceKind::kWhole && p.kind != DeviceKind::kMig) continue;
+    auto& [count, req] =
+        shapes[PodShape{p.cpu_milli, p.memory_mib, static_cast<int>(p.kind), p.num_gpu, p.gpu_milli,
+                        p.gpu_memory_mib, p.model_mask, p.nodes.get(), p.mig_profile}];
     ++count;
     req = &p;
   }
-  for (const auto& [shape, entry] : shapes) {
+  return shapes;
+}
+
+// How many pods like `req` node n takes were it empty: as many as its GPUs not in MIG mode
+// (or its slices of the profile) and its CPU allow; none where its model or the pod's
+// selector leaves it out (the model counts only `by_model`).
+int64_t PlacesOnEmpty(const ClusterState& s, int n, const PodRequest& req, bool by_model = true) {
+  const Node& node = s.node(n);
+  const int model = s.node_model(n);
+  if (by_model && (model < 0 || !(req.model_mask >> model & 1))) return 0;
+  if (req.nodes && !req.nodes->in[n]) return 0;
+  int64_t by_gpu = 0;
+  if (req.kind != DeviceKind::kMig) {
+    int whole = 0;  // (a MIG-partitioned GPU takes no whole-GPU pod)
+    for (const Device& d : node.devices) whole += d.mig_enabled() ? 0 : 1;
+    by_gpu = whole / std::max(1, req.num_gpu);
+  } else {
+    by_gpu = s.node_slices_of(n, req.mig_profile);
+  }
+  const int64_t by_cpu = req.cpu_milli ? node.cpu.value() / req.cpu_milli : by_gpu;
+  return std::min(by_gpu, by_cpu);
+}
+
+std::string ShapeSaid(const ClusterState& s, const PodRequest& req, int count) {
+  return std::to_string(count) + " pods of " +
+         (req.kind == DeviceKind::kMig ? "a " + s.mig_profile_name(req.mig_profile) + " MIG slice"
+                                       : std::to_string(req.num_gpu) + " GPUs");
+}
+
+}  // namespace
+
+bool FleetHoldsPods(const ClusterState& s, const std::vector<PodRequest>& pods, std::string* why) {
+  for (const auto& [shape, entry] : BoundedShapes(pods)) {
     const auto [count, req] = entry;
-    // (Fractions: no bound here.)
-    if (req->kind != DeviceKind::kWhole && req->kind != DeviceKind::kMig) continue;
-    const bool slice = req->kind == DeviceKind::kMig;
     int64_t places = 0;
-    for (int n = 0; n < s.node_count() && places < count; ++n) {
-      const Node& node = s.node(n);
-      const int model = s.node_model(n);
-      if (model < 0 || !(req->model_mask >> model & 1)) continue;
-      if (req->nodes && !req->nodes->in[n]) continue;
-      int64_t by_gpu = 0;
-      if (!slice) {
-        int whole = 0;  // (a MIG-partitioned GPU takes no whole-GPU pod)
-        for (const Device& d : node.devices) whole += d.mig_enabled() ? 0 : 1;
-        by_gpu = whole / std::max(1, req->num_gpu);
-      } else {
-        by_gpu = s.node_slices_of(n, req->mig_profile);
-      }
-      const int64_t by_cpu = req->cpu_milli ? node.cpu.value() / req->cpu_milli : by_gpu;
-      places += std::min(by_gpu, by_cpu);
-    }
+    for (int n = 0; n < s.node_count() && places < count; ++n) places += PlacesOnEmpty(s, n, *req);
     if (places < count) {
       if (why)
-        *why = "needs " + std::to_string(count) + " pods of " +
-               (slice ? "a " + s.mig_profile_name(req->mig_profile) + " MIG slice"
-                      : std::to_string(req->num_gpu) + " GPUs") +
-               "; " +
+        *why = "needs " + ShapeSaid(s, *req, count) + "; " +
                // (Said of the fleet empty: a trial read "has room for" as room free now.)
                (req->nodes ? "the nodes its " + req->nodes->said + " leaves it, even empty, hold"
                            : std::string("the whole fleet, even empty, holds")) +
@@ -643,7 +658,16 @@ bool SomeDomainHolds(const ClusterState& s, const std::vector<PodRequest>& pods,
   int64_t most_slices = 0, most_other = 0;
   bool narrowed = false;   // some domain has GPUs no pod could use
   bool off_nodes = false;  // ... or nodes no pod's selector leaves it
+  // Whole-GPU pods and slices by shape: a domain with GPUs enough in all may still hold too
+  // few of them (a trial's three 5-GPU pods that required one leaf of two 8-GPU nodes waited
+  // for ever: one such pod a node). Per shape, the most any domain with GPUs enough holds.
+  const auto shapes = BoundedShapes(pods);
+  std::vector<int64_t> most_places(shapes.size(), 0);
+  std::vector<std::string> most_where(shapes.size());
+  bool enough_gpus = false;  // some domain has GPUs enough in all
+  int domain_index = -1;
   for (const std::vector<int>& domain : s.domains(topology.level)) {
+    ++domain_index;
     int64_t slices = 0, other = 0;
     for (int n : domain) {
       const Node& node = s.node(n);
@@ -668,9 +692,44 @@ bool SomeDomainHolds(const ClusterState& s, const std::vector<PodRequest>& pods,
         }
       }
     }
-    if (slices >= need_slices && other >= need_other) return true;
     most_slices = std::max(most_slices, slices);
     most_other = std::max(most_other, other);
+    if (slices < need_slices || other < need_other) continue;
+    enough_gpus = true;
+    bool all_fit = true;
+    size_t k = 0;
+    for (const auto& [shape, entry] : shapes) {
+      int64_t places = 0;
+      for (int n : domain) places += PlacesOnEmpty(s, n, *entry.second, by_model);
+      if (places > most_places[k]) {
+        most_places[k] = places;
+        most_where[k] = s.domain_name(topology.level, domain_index);
+      }
+      all_fit &= places >= entry.first;
+      ++k;
+    }
+    if (all_fit) return true;
+  }
+  if (enough_gpus) {
+    if (why) {
+      const std::string level = TopologyLevelName(topology.level);
+      size_t k = 0;
+      for (const auto& [shape, entry] : shapes) {
+        if (most_places[k] < entry.first) {
+          *why = "gang needs " + ShapeSaid(s, *entry.second, entry.first) + " in one " + level +
+                 " domain; " +
+                 (most_places[k] == 0
+                      ? "no " + level + " domain with GPUs enough holds one, even empty"
+                      : "at most " + std::to_string(most_places[k]) + " fit in one, even empty (" +
+                            most_where[k] + ")");
+          return false;
+        }
+        ++k;
+      }
+      *why = "gang needs its pods in one " + level +
+             " domain; no domain holds all of them, even empty (each shape fits in some)";
+    }
+    return false;
   }
   if (why) {
     const auto gpus = [](int64_t milli) {
