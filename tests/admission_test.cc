@@ -413,18 +413,18 @@ TEST_F(AdmissionTest, AGangWhosePodsNoRequiredDomainHoldsByShapeIsInfeasible) {
   Fleet fleet = Nodes(4, 8);
   for (int n = 0; n < 4; ++n) fleet.nodes[n].leaf = n < 2 ? "leaf-1" : "leaf-2";
   Make(fleet, {Leaf("a", 32)});
-  Workload gang = Gpus("fives", "a", 5, 0, /*pods=*/3);
-  gang.gang = true;
-  gang.topology = {TopologyLevel::kLeaf, /*required=*/true};
-  const int fives = Submit(gang);
+  const auto three_in_a_leaf = [&](const std::string& name, int gpus) {
+    Workload gang = Gpus(name, "a", gpus, 0, /*pods=*/3);
+    gang.gang = true;
+    gang.topology = {TopologyLevel::kLeaf, /*required=*/true};
+    return Submit(gang);
+  };
+  const int fives = three_in_a_leaf("fives", 5);
   EXPECT_EQ(adm_->phase(fives), Phase::kInfeasible);
   EXPECT_EQ(adm_->reason(fives),
             "gang needs 3 pods of 5 GPUs in one leaf domain; at most 2 fit in one, even empty "
             "(leaf-1)");
-  gang = Gpus("fours", "a", 4, 0, /*pods=*/3);
-  gang.gang = true;
-  gang.topology = {TopologyLevel::kLeaf, /*required=*/true};
-  const int fours = Submit(gang);
+  const int fours = three_in_a_leaf("fours", 4);
   adm_->Cycle(1, 1000);
   EXPECT_EQ(adm_->phase(fours), Phase::kAdmitted) << adm_->reason(fours);
 }
