@@ -429,6 +429,45 @@ TEST_F(AdmissionTest, AGangWhosePodsNoRequiredDomainHoldsByShapeIsInfeasible) {
   EXPECT_EQ(adm_->phase(fours), Phase::kAdmitted) << adm_->reason(fours);
 }
 
+// A gang that requires one leaf, where each leaf's nodes hold one of a's 1-GPU workloads: two
+// moves clear a leaf. a's disruption budget is said where it keeps them: of 0, "lets none of
+// its work be moved" (a trial's gang was told nothing of consolidation then); of 1, that each
+// plan moves more at once than that (a trial read "allows no more" while none of a's work was
+// being stopped).
+TEST_F(AdmissionTest, AGangsConsolidationHeldByADisruptionBudgetSaysHow) {
+  for (int budget : {-1, 0, 1}) {
+    SCOPED_TRACE(budget);
+    AdmissionConfig config;
+    config.consolidation = true;
+    Fleet fleet = Nodes(4, 4);
+    for (int n = 0; n < 4; ++n) fleet.nodes[n].leaf = n < 2 ? "leaf-1" : "leaf-2";
+    Make(fleet, {Leaf("a", 4, std::nullopt, std::nullopt, budget), Leaf("b", 8)}, {}, config);
+    for (int n = 0; n < 4; ++n) {
+      Assignment on;
+      on.node = n;
+      on.devices.push_back({0, 1000, 80 * 1024, -1});
+      ASSERT_TRUE(adm_->Restore(Gpus("a" + std::to_string(n), "a", 1), {on}, 0).ok());
+    }
+    Workload gang = Gpus("g", "b", 4, 0, /*pods=*/2);
+    gang.gang = true;
+    gang.topology = {TopologyLevel::kLeaf, /*required=*/true};
+    const int g = Submit(gang, 10);
+    const CycleResult r = adm_->Cycle(11, 1000);
+    if (budget < 0) {
+      EXPECT_EQ(r.evicted.size(), 2u) << adm_->reason(g);
+      continue;
+    }
+    EXPECT_TRUE(r.evicted.empty()) << adm_->reason(g);
+    EXPECT_NE(adm_->reason(g).find(
+                  budget == 0 ? "no consolidation plan: queue a's disruptionBudget (0) lets none "
+                                "of its work be moved"
+                              : "no consolidation plan within queue a's disruptionBudget (1): each "
+                                "plan found moves more of its work at once than that"),
+              std::string::npos)
+        << adm_->reason(g);
+  }
+}
+
 // Only the GPUs a gang's pods could use count: a leaf of 4 H100s and 4 A100s never holds a gang
 // of 8 H100s, though the fleet has 8 (a user-style trial saw one shown first in line, forever),
 // but holds one of 8 of either model.
@@ -3268,13 +3307,18 @@ TEST_F(AdmissionTest, RestoredPlanHoldsItsRoomAndIsTriedFirst) {
 // gets them by moving two 1-GPU workloads (of a queue that is not borrowing, so reclaim cannot
 // help), and everyone runs once the moved ones are placed again. Off, it waits.
 TEST_F(AdmissionTest, ConsolidationMovesWorkToGatherScatteredGpus) {
-  // Off; on; on but a's disruption budget allows one move at a time (two are needed).
-  for (int mode : {0, 1, 2}) {
+  // Off; on; on but a's disruption budget allows one move at a time (two are needed); none.
+  for (int mode : {0, 1, 2, 3}) {
     const bool on = mode > 0;
-    SCOPED_TRACE(mode == 0 ? "off" : mode == 1 ? "on" : "budget 1");
+    SCOPED_TRACE(mode == 0 ? "off" : mode == 1 ? "on" : mode == 2 ? "budget 1" : "budget 0");
     AdmissionConfig config;
     config.consolidation = on;
-    Make(Nodes(2, 4), {Leaf("a", 4, std::nullopt, std::nullopt, mode == 2 ? 1 : -1), Leaf("b", 4)},
+    Make(Nodes(2, 4),
+         {Leaf("a", 4, std::nullopt, std::nullopt,
+               mode == 2   ? 1
+               : mode == 3 ? 0
+                           : -1),
+          Leaf("b", 4)},
          {}, config);
     auto on_node = [](int node, int gpu) {
       Assignment a;
@@ -3293,11 +3337,16 @@ TEST_F(AdmissionTest, ConsolidationMovesWorkToGatherScatteredGpus) {
     EXPECT_EQ(adm_->phase(big), Phase::kPending);
     if (mode != 1) {
       EXPECT_TRUE(r.evicted.empty());
-      // The budget that stopped it is said (a trial read only "no node can take it now").
-      EXPECT_EQ(adm_->reason(big).find("; no consolidation plan: queue a's disruptionBudget (1) "
-                                       "allows no more of its work to be moved or evicted at "
-                                       "once") != std::string::npos,
+      // The budget that stopped it is said (a trial read only "no node can take it now"), as
+      // it stops it: none of a's work is being stopped, so not "no more" (a trial read that).
+      EXPECT_EQ(adm_->reason(big).find("; no consolidation plan within queue a's "
+                                       "disruptionBudget (1): each plan found moves more of its "
+                                       "work at once than that") != std::string::npos,
                 mode == 2)
+          << adm_->reason(big);
+      EXPECT_EQ(adm_->reason(big).find("; no consolidation plan: queue a's disruptionBudget (0) "
+                                       "lets none of its work be moved") != std::string::npos,
+                mode == 3)
           << adm_->reason(big);
       continue;
     }

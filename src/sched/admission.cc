@@ -5103,18 +5103,35 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
     const auto& domains = state_.domains(topology.level);
     for (size_t d = 0; d < domains.size(); ++d) {
       int64_t room = 0, potential = 0;
+      // (The same, were disruption budgets no bar, and the last queue whose budget was: a
+      // domain only a budget keeps from a plan is said, as a node so kept is below.)
+      int64_t unbudgeted = 0;
+      int held_queue = -1;
       for (int n : domains[d]) {
         if (!model_ok(n)) continue;
-        int64_t here = free_on(n);
+        int64_t here = free_on(n), here_unbudgeted = here;
         room += here;
-        for (int v : node_workloads_[n])
-          if (!no_eviction_[n] && (movable(v) || reclaimable(v, taken, moving_per_queue)))
-            for (const Assignment& a : entries_[v].assign)
-              if (a.node == n)
-                for (const DeviceShare& share : a.devices) here += share.milli;
+        for (int v : node_workloads_[n]) {
+          if (no_eviction_[n]) continue;
+          const bool leaves = movable(v) || reclaimable(v, taken, moving_per_queue);
+          const bool held = !leaves && movable(v, /*mind_budget=*/false);
+          if (held) held_queue = entries_[v].leaf;
+          if (!leaves && !held) continue;
+          for (const Assignment& a : entries_[v].assign)
+            if (a.node == n)
+              for (const DeviceShare& share : a.devices) {
+                here_unbudgeted += share.milli;
+                if (leaves) here += share.milli;
+              }
+        }
         if (here >= least) potential += here;
+        if (here_unbudgeted >= least) unbudgeted += here_unbudgeted;
       }
-      if (potential >= need) roomy.emplace_back(-room, static_cast<int>(d), &domains[d]);
+      if (potential >= need) {
+        roomy.emplace_back(-room, static_cast<int>(d), &domains[d]);
+      } else if (unbudgeted >= need && held_queue >= 0) {
+        budget_held = queues_[held_queue].spec.name;
+      }
     }
     std::sort(roomy.begin(), roomy.end());
     if (roomy.size() > kMaxDomains) roomy.resize(kMaxDomains);
@@ -5354,10 +5371,20 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
     // (Said once: a cycle may try it twice.)
     std::string& why = entries_[id].reason;
     const int q = QueueIndex(budget_held);
-    const std::string note = "; no consolidation plan: queue " + budget_held +
-                             "'s disruptionBudget (" +
-                             std::to_string(q >= 0 ? queues_[q].spec.disruption_budget : 0) +
-                             ") allows no more of its work to be moved or evicted at once";
+    const int budget = q >= 0 ? queues_[q].spec.disruption_budget : 0;
+    const int disrupted = q >= 0 ? queues_[q].evicting : 0;
+    // (By what keeps it: a budget of 0; the work of the queue being disrupted now; or, none
+    // being so, a plan that would move more at once than the budget — a trial read "no more"
+    // while none of the queue's work was disrupted.)
+    const std::string said =
+        "queue " + budget_held + "'s disruptionBudget (" + std::to_string(budget) + ")";
+    const std::string note =
+        budget == 0     ? "; no consolidation plan: " + said + " lets none of its work be moved"
+        : disrupted > 0 ? "; no consolidation plan: " + said +
+                              " allows no more of its work to be moved or evicted at once (" +
+                              std::to_string(disrupted) + " of its workloads are being stopped now)"
+                        : "; no consolidation plan within " + said +
+                              ": each plan found moves more of its work at once than that";
     // (Nor where preemption's note names the same budget: Preempt's waiting_reason folds
     // this note into its own.)
     if (why.find(note) == std::string::npos &&
@@ -6105,13 +6132,13 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     if (!budget_block.empty()) {
       // (The same budget held a consolidation back: said once, of both (a trial read the
       // budget twice in one message). Consolidate leaves its note out beside this one.)
-      if (const size_t at =
-              r.find("; no consolidation plan: queue " + budget_block + "'s disruptionBudget (");
-          at != std::string::npos) {
-        constexpr std::string_view kTail = " to be moved or evicted at once";
-        if (const size_t end = r.find(kTail, at); end != std::string::npos)
-          r.erase(at, end + kTail.size() - at);
-      }
+      for (const std::string& said :
+           {"; no consolidation plan: queue " + budget_block + "'s disruptionBudget (",
+            "; no consolidation plan within queue " + budget_block + "'s disruptionBudget ("})
+        if (const size_t at = r.find(said); at != std::string::npos) {
+          const size_t end = r.find("; ", at + 2);
+          r.erase(at, end == std::string::npos ? std::string::npos : end - at);
+        }
       // (A budget of 0 frees nothing by itself: it says who must raise it.)
       const int q = QueueIndex(budget_block);
       r += q >= 0 && queues_[q].spec.disruption_budget == 0
