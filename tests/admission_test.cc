@@ -3916,6 +3916,26 @@ TEST_F(AdmissionTest, GuaranteesPastTheFleetAreWarnedOf) {
   }
 }
 
+// Guarantees that the GPUs in service no longer cover (a node out of service: cordoned, in
+// repair, not ready) are warned of on each root guaranteed some (a trial's queue, its work
+// evicted from a node in repair, was told nothing): two trees guaranteed all 8 GPUs, one node
+// of 4 out.
+TEST_F(AdmissionTest, GuaranteesPastTheGpusInServiceAreWarnedOf) {
+  QueueSpec a = Leaf("a", 4), b = Leaf("b", 4);
+  a.parent = b.parent = "";
+  AdmissionConfig config;
+  config.queues = {a, b};
+  MakeTree(Nodes(2, 4), config, {"a", "b"});
+  EXPECT_TRUE(adm_->GuaranteeWarnings().empty());
+  adm_->TakeOutOfService(1);
+  const std::map<int, std::string> warnings = adm_->GuaranteeWarnings();
+  ASSERT_EQ(warnings.size(), 2u);
+  EXPECT_EQ(warnings.at(adm_->QueueIndex("b")),
+            "the queue trees' guarantees of gpu add up to 8 GPUs, and 4 of the fleet's 8 are out "
+            "of service now (on n1: cordoned, draining, in repair or not ready): they cannot all "
+            "be met until those are back");
+}
+
 // GPUs in MIG mode take MIG slices only: guarantees past the rest are warned of, as whole-GPU
 // work cannot have them all (a user-style review's queues guaranteed 60 of 66 GPUs, 8 of them
 // in MIG mode, and a 2-GPU job within its guarantee waited with no word why).

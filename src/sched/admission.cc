@@ -866,6 +866,45 @@ std::map<int, std::string> Admitter::GuaranteeWarnings() const {
         guaranteed |= (f < 0 ? managed_[g] : g == f) && queues_[q].guaranteed[g] > 0;
       if (guaranteed) out[q] += (out[q].empty() ? "" : "; ") + warning;
     }
+  // GPUs out of service (a node cordoned, draining, in repair or not ready; a GPU the health
+  // controller cordoned) that the trees' guarantees need: said on every root guaranteed some
+  // (a trial's queue, its work evicted from a node in repair, was told nothing). Whole GPUs, by
+  // the flavour whole-GPU work is charged to on them; the fleet's own warning, where the
+  // guarantees pass every GPU, says more.
+  {
+    std::vector<int64_t> down(flavors_.size(), 0);
+    std::vector<std::set<int>> nodes(flavors_.size());
+    for (const auto& [n, d] : out_of_service_) {
+      if (d < 0 || fleet_.nodes[n].devices[d].mig_enabled()) continue;
+      const int f = SelectFlavor(DeviceKind::kWhole, -1, state_.node_model(n), true);
+      if (f < 0) continue;
+      down[f] += kMilliPerGpu;
+      nodes[f].insert(n);
+    }
+    const std::vector<int> gpus = FlavorGpus(/*charged=*/true);
+    for (int f = 0; f < flavor_count(); ++f) {
+      if (!managed_[f] || down[f] == 0) continue;
+      int64_t sum = 0;
+      for (int q = 0; q < queue_count(); ++q)
+        if (q != fleet_queue_ && TreeRoot(q) == q) sum += queues_[q].guaranteed[f];
+      const int64_t have = int64_t{gpus[f]} * kMilliPerGpu;
+      if (sum > have || sum <= have - down[f]) continue;
+      std::string where;
+      int named = 0;
+      for (int n : nodes[f])
+        if (++named <= 3) where += (where.empty() ? "" : ", ") + fleet_.nodes[n].name.str();
+      if (named > 3) where += " and " + std::to_string(named - 3) + " more";
+      const std::string warning =
+          "the queue trees' guarantees of " + flavor_name(f) + " add up to " + GpuAmount(sum) +
+          " GPUs, and " + GpuAmount(down[f]) + " of the fleet's " + GpuAmount(have) +
+          " are out of service now (on " + where +
+          ": cordoned, draining, in repair or not ready): they cannot all be met until those "
+          "are back";
+      for (int q = 0; q < queue_count(); ++q)
+        if (q != fleet_queue_ && TreeRoot(q) == q && queues_[q].guaranteed[f] > 0)
+          out[q] += (out[q].empty() ? "" : "; ") + warning;
+    }
+  }
   // A disruption budget of 0 set while the queue borrowed: what it borrowed stays until it
   // ends, and a lender below its guarantee waits for it (a user-style review: "the guarantee is
   // broken until a person intervenes", with nothing on the queue to say so).
