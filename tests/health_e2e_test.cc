@@ -722,6 +722,29 @@ TEST_F(HealthFactoryTest, ScheduledFaultFiresThroughTheAgent) {
   EXPECT_FALSE(Records()["hgx-b-0"]["gpus"][6].value("schedulable", true));
 }
 
+// A restarted factory's schedule goes on from its first start (the server passes it): a fault
+// an earlier run reached is not injected again (a trial's fired at each restart), one still
+// ahead fires at its time.
+TEST_F(HealthFactoryTest, AScheduleResumedFiresNoFaultAgain) {
+  FaultInjection past, ahead;
+  past.node = NodeId("hgx-b-0");
+  past.xid = 48;
+  past.gpu = 6;
+  past.at_ms = 10'000;
+  ahead = past;
+  ahead.gpu = 5;
+  ahead.at_ms = 40'000;
+  fleet_.faults = {past, ahead};
+  sim_ = std::make_unique<SimulatedFleet>(fleet_, client_options_, node_tokens_, clock_, 10'000,
+                                          clock_.NowMs() - 30'000);
+  Cycle(5000);
+  Cycle(1000);
+  EXPECT_TRUE(Records()["hgx-b-0"]["gpus"][6].value("schedulable", false));
+  for (int i = 0; i < 6; ++i) Cycle(1000);
+  EXPECT_TRUE(Records()["hgx-b-0"]["gpus"][6].value("schedulable", false));
+  EXPECT_FALSE(Records()["hgx-b-0"]["gpus"][5].value("schedulable", true));
+}
+
 // ---------------------------------------------------------------------------------------------
 // The real `fabrica up`, with a fault injected through its API.
 

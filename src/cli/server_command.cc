@@ -14,6 +14,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "api/api_server.h"
@@ -278,7 +279,32 @@ int Run(ServerArgs args) {
     if (!token.ok()) return fail(token.status());
     node_tokens[n.name.str()] = *token;
   }
-  SimulatedFleet agents(fleet, client, node_tokens, clock);
+  // The fleet file's scheduled faults count from the factory's first start on this data (its
+  // virtual time carries on across restarts, so a fault fires once, not at each start); a
+  // schedule changed since starts anew.
+  int64_t schedule_start_ms = -1;
+  if (!fleet.faults.empty()) {
+    std::string schedule;
+    for (const FaultInjection& f : fleet.faults)
+      schedule += f.node.str() + "@" + std::to_string(f.at_ms) + ":" + std::to_string(f.xid) + "/" +
+                  std::to_string(f.gpu) + "/" + std::to_string(f.ecc_double_bit) +
+                  (f.kill ? "/kill" : "") + (f.stall ? "/stall" : "") + ";";
+    uint64_t hash = 14695981039346656037ull;  // FNV-1a
+    for (unsigned char c : schedule) hash = (hash ^ c) * 1099511628211ull;
+    const std::string path = args.data + "/fault-schedule";
+    const std::string mark = std::to_string(hash);
+    if (auto saved = sim::ReadFile(path); saved.ok()) {
+      std::istringstream in(*saved);
+      long long at = -1;
+      std::string was;
+      if (in >> at >> was && was == mark && at >= 0) schedule_start_ms = at;
+    }
+    if (schedule_start_ms < 0) {
+      schedule_start_ms = clock.NowMs();
+      (void)WriteFile(path, std::to_string(schedule_start_ms) + " " + mark + "\n", 0600);
+    }
+  }
+  SimulatedFleet agents(fleet, client, node_tokens, clock, 10'000, schedule_start_ms);
   HealthController::Simulation simulation;
   simulation.simulates = [&agents](const std::string& node) { return agents.Simulates(node); };
   simulation.inject = [&agents](const FaultInjection& f) { return agents.Inject(f); };

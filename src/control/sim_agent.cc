@@ -66,11 +66,17 @@ struct SimulatedFleet::Agent {
 
 SimulatedFleet::SimulatedFleet(Fleet fleet, ClientOptions client,
                                std::map<std::string, std::string> tokens, const Clock& clock,
-                               int64_t heartbeat_ms)
+                               int64_t heartbeat_ms, int64_t schedule_start_ms)
     : fleet_(std::move(fleet)),
       clock_(clock),
       heartbeat_ms_(heartbeat_ms),
-      start_ms_(clock.NowMs()) {
+      start_ms_(schedule_start_ms >= 0 ? schedule_start_ms : clock.NowMs()) {
+  // (Faults an earlier run of the same schedule reached: injected then, not again — a trial's
+  // fault fired again at each restart and evicted the node's work anew.)
+  const int64_t elapsed = clock_.NowMs() - start_ms_;
+  while (schedule_start_ms >= 0 && next_fault_ < fleet_.faults.size() &&
+         fleet_.faults[next_fault_].at_ms < elapsed)
+    ++next_fault_;
   for (const Node& n : fleet_.nodes) {
     auto a = std::make_unique<Agent>();
     a->node = &n;

@@ -58,8 +58,10 @@ std::string NodeSpecJson(const Node& node);
 class SimulatedFleet {
  public:
   // `tokens`: node name -> bearer token. `client` gives the server address and CA.
+  // `schedule_start_ms`: when the fleet's scheduled faults count from (their atSeconds); -1:
+  // now. A later time's faults already due were injected by an earlier run: not again.
   SimulatedFleet(Fleet fleet, ClientOptions client, std::map<std::string, std::string> tokens,
-                 const Clock& clock, int64_t heartbeat_ms = 10'000);
+                 const Clock& clock, int64_t heartbeat_ms = 10'000, int64_t schedule_start_ms = -1);
   ~SimulatedFleet();
 
   Status Tick();
