@@ -616,6 +616,9 @@ TEST_F(HealthFactoryTest, MalformedInjectionsAndReportsChangeNothing) {
       {{{"stall", true}, {"gpu", 1}}, "a stall takes the whole node"},
       {{{"stall", "yes"}}, "stall: expected true or false"},
       {{{"kill", true}, {"stall", true}}, "exactly one"},
+      // (The field that is wrong: a trial's xid 0 and -5 were answered about the kinds.)
+      {{{"xid", 0}, {"gpu", 1}}, "xid: must be 1..9999"},
+      {{{"xid", -5}, {"gpu", 1}}, "xid: integer must not be negative"},
   };
   for (const Case& c : cases) {
     ClientResponse r = Inject("hgx-a-0", c.body);
@@ -623,6 +626,9 @@ TEST_F(HealthFactoryTest, MalformedInjectionsAndReportsChangeNothing) {
     EXPECT_NE(r.body.find(c.names), std::string::npos) << c.body.dump() << ": " << r.body;
   }
   EXPECT_EQ(Inject("no-such-node", {{"xid", 79}, {"gpu", 1}}).status, 404);
+  const ClientResponse none = Call("GET", std::string(kApi) + "/nodes/no-such-node/health");
+  EXPECT_EQ(none.status, 404);
+  EXPECT_NE(none.body.find("node 'no-such-node' not found"), std::string::npos) << none.body;
   // A dry run of these routes writes nothing (a review found the fault injected).
   {
     ClientResponse dry = Call("POST", std::string(kApi) + "/nodes/hgx-a-0/inject?dryRun=All",

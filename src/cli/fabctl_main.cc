@@ -2389,12 +2389,12 @@ int NodeRepaired(HttpClient& http, const std::string& node, bool failed,
 }
 
 // POST .../nodes/N/inject: a fault for a simulated node (platform admins).
-int DebugInject(HttpClient& http, const std::string& node, int xid, int gpu, int64_t ecc, bool kill,
-                bool stall) {
+int DebugInject(HttpClient& http, const std::string& node, std::optional<int> xid,
+                std::optional<int> gpu, std::optional<int64_t> ecc, bool kill, bool stall) {
   json body = json::object();
-  if (xid > 0) body["xid"] = xid;
-  if (gpu >= 0) body["gpu"] = gpu;
-  if (ecc >= 0) body["eccDoubleBit"] = ecc;
+  if (xid) body["xid"] = *xid;
+  if (gpu) body["gpu"] = *gpu;
+  if (ecc) body["eccDoubleBit"] = *ecc;
   if (kill) body["kill"] = true;
   if (stall) body["stall"] = true;
   auto resp = http.Do("POST", "/apis/fabrica.dev/v1/nodes/" + node + "/inject", body.dump());
@@ -3219,16 +3219,23 @@ int main(int argc, char** argv) {
   int64_t inject_ecc = -1;
   bool inject_kill = false, inject_stall = false;
   inject->add_option("node", name)->required();
-  inject->add_option("--xid", inject_xid, "an XID on --gpu");
-  inject->add_option("--gpu", inject_gpu, "GPU index");
-  inject->add_option("--ecc", inject_ecc, "double-bit ECC count to report on --gpu");
+  // (What is given is sent as given, for the server to judge: a trial's --xid -5, dropped
+  // here, was answered about stall.)
+  CLI::Option* xid_given = inject->add_option("--xid", inject_xid, "an XID on --gpu");
+  CLI::Option* gpu_given = inject->add_option("--gpu", inject_gpu, "GPU index");
+  CLI::Option* ecc_given =
+      inject->add_option("--ecc", inject_ecc, "double-bit ECC count to report on --gpu");
   inject->add_flag("--kill", inject_kill, "stop the node's agent (a crash)");
   inject->add_flag("--stall", inject_stall,
                    "the node's agent renews its lease but starts no pod (a wedged runtime, "
                    "until a reboot repairs it)");
   inject->callback([&] {
     auto h = client();
-    rc = h ? DebugInject(*h, name, inject_xid, inject_gpu, inject_ecc, inject_kill, inject_stall)
+    rc = h ? DebugInject(*h, name,
+                         xid_given->count() ? std::optional<int>(inject_xid) : std::nullopt,
+                         gpu_given->count() ? std::optional<int>(inject_gpu) : std::nullopt,
+                         ecc_given->count() ? std::optional<int64_t>(inject_ecc) : std::nullopt,
+                         inject_kill, inject_stall)
            : 2;
   });
   CLI::App* nodes = app.add_subcommand("nodes", "Fleet inventory");

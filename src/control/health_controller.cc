@@ -819,6 +819,9 @@ ApiServer::Extension HealthController::Routes() {
       auto kv = store_.Get(kHealthPrefix + node);
       if (!kv.ok()) {
         if (kv.status().code() == StatusCode::kNotFound) {
+          // (A node that does not exist is said so: a trial read "yet" of a typo.)
+          if (!store_.Get(kNodesPrefix + node).ok())
+            return ErrorReply(404, "node '" + node + "' not found");
           return ErrorReply(404, "no health record for node " + node + " yet");
         }
         return ErrorReply(kv.status());

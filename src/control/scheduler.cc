@@ -2734,8 +2734,10 @@ Result<CycleStats> Scheduler::RunOnce() {
                          "or reclaim took.",
                          "", stats.shrinks);
     metrics_->AddCounter("fabrica_scheduler_requeued_total",
-                         "Workloads put back to wait (evicted, released by the gang timeout, "
-                         "their node lost).",
+                         "Workloads the scheduler put back to wait (evicted by a preemption or "
+                         "an admin's drain, released by the gang timeout, their node lost); those "
+                         "the health controller evicts are "
+                         "fabrica_workloads_requeued_by_health_total.",
                          "", stats.requeued);
   }
   return stats;

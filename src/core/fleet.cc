@@ -385,7 +385,7 @@ Result<FaultInjection> ParseFault(YamlMap& m, const std::string& default_node, b
   if (at_s < 0 || at_s > 366LL * 86400) return m.Error("atSeconds", "must be 0..31622400");
   f.at_ms = at_s * 1000;
   ASSIGN_OR_RETURN(int64_t xid, m.Int("xid", 0));
-  if (xid < 0 || xid > 9999) return m.Error("xid", "must be 1..9999");
+  if (m.Has("xid") && (xid < 1 || xid > 9999)) return m.Error("xid", "must be 1..9999");
   f.xid = static_cast<int>(xid);
   ASSIGN_OR_RETURN(int64_t gpu, m.Int("gpu", -1));
   if (m.Has("gpu") && (gpu < 0 || gpu >= kMaxGpusPerNode)) {
