@@ -1798,9 +1798,10 @@ TEST_F(AdmissionTest, QuotaPreemptionLooksWhereItsQueueHoldsGpus) {
   }
 }
 
-// Refused in every flavour, a wait names the flavour its queue is guaranteed GPUs in, not one
-// it has no quota in that happens to be tried first (a trial read "no unused h200 to lend" of
-// work that may use any GPU, in a queue guaranteed only `gpu`).
+// Refused in every flavour for good, a workload names each flavour's limit (a trial read "no
+// unused h200 to lend" of work that may use any GPU, in a queue guaranteed only `gpu`), what a
+// sibling keeps by its lending limit among them: it is Unschedulable, not waiting "as room
+// frees" for ever (a trial's did, its only sibling lending nothing).
 TEST_F(AdmissionTest, AQuotaRefusalNamesTheFlavourItsQueueIsGuaranteed) {
   AdmissionConfig config;
   config.flavors = {FlavorSpec{"h100", DeviceKind::kWhole, {"H100"}, {}},
@@ -1809,13 +1810,13 @@ TEST_F(AdmissionTest, AQuotaRefusalNamesTheFlavourItsQueueIsGuaranteed) {
   QueueSpec b = Plain("b");
   b.quotas["h100"] = QuotaSpec{4000, 0, 0};  // (lends none of it)
   Make(H100AndA100(), {a, b}, {}, config);
-  const int big = Submit(Gpus("big", "a", 3), 0);
-  adm_->Cycle(1, 1000);
-  EXPECT_NE(adm_->phase(big), Phase::kAdmitted);
-  const std::string why = adm_->reason(big);
-  EXPECT_NE(why.find(" gpu"), std::string::npos) << why;
-  EXPECT_EQ(why.find("h100"), std::string::npos) << why;
-  EXPECT_NE(why.find("borrowing limit for gpu: 3/2 GPUs"), std::string::npos) << why;
+  // (3 GPUs it may never hold: 2 of gpu, its borrowing limit 0; of h100, none b lends.)
+  const int never = Submit(Gpus("never", "a", 3), 0);
+  EXPECT_EQ(adm_->phase(never), Phase::kInfeasible);
+  EXPECT_EQ(adm_->reason(never),
+            "asks for 3 GPUs; of h100, queue org (its guarantee, the top of the tree) may hold at "
+            "most 4, 4 of which queue b keeps by its lending limit; of gpu, queue a (guarantee 2 "
+            "+ borrowing limit 0) may hold at most 2");
 }
 
 // Refused in two flavours its queue is guaranteed, a wait names both limits, not the first

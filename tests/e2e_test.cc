@@ -1468,7 +1468,13 @@ TEST_F(FactoryTest, EventsTellWhatHappenedToAWorkload) {
                 .value("items", json::array())
                 .size(),
             1u);
-  const std::vector<std::string> theirs = reasons("team-b", "b-0");
+  // (Its Started event is recorded as the store's watch delivers the change, on another
+  // thread: looked for a little while, a loaded machine's recorder a step behind.)
+  std::vector<std::string> theirs = reasons("team-b", "b-0");
+  for (int i = 0; i < 50 && !has(theirs, "Normal Started"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    theirs = reasons("team-b", "b-0");
+  }
   all.clear();
   for (const std::string& e : theirs) all += e + "\n";
   EXPECT_TRUE(has(theirs, "Normal Preempting")) << all;

@@ -2209,12 +2209,26 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
         limit = "queue " + queues_[leaf].spec.name + "'s guarantee, " +
                 GpuAmount(queues_[leaf].guaranteed[f]) + ", is the most its " +
                 PinnedWork(queues_[leaf]) + " may hold";
-      for (int n = leaf; n >= 0 && limit.empty(); n = queues_[n].parent) {
+      // What the queues beside its path keep by their lending limits, which they keep from it
+      // even with nothing running (a trial's queue, its only sibling lending nothing, waited
+      // "as room frees" for more than its guarantee for ever).
+      int64_t kept = 0;
+      std::string keepers;
+      int keeping = 0;
+      for (int n = leaf, below = -1; n >= 0 && limit.empty(); below = n, n = queues_[n].parent) {
         const QueueNode& q = queues_[n];
-        if (need <= q.guaranteed[f]) {
+        for (int c : q.children)
+          if (c != below && queues_[c].lend_limit[f] &&
+              queues_[c].guaranteed[f] > *queues_[c].lend_limit[f]) {
+            kept += queues_[c].guaranteed[f] - *queues_[c].lend_limit[f];
+            keepers += (keepers.empty() ? "" : ", ") + queues_[c].spec.name;
+            ++keeping;
+          }
+        if (need <= q.guaranteed[f] - kept) {
           holdable = true;
           break;
         }
+
         if (q.borrow_limit[f] && need - q.guaranteed[f] > *q.borrow_limit[f]) {
           limit = "queue " + q.spec.name + " (guarantee " + GpuAmount(q.guaranteed[f]) +
                   " + borrowing limit " + GpuAmount(*q.borrow_limit[f]) + ") may hold at most " +
@@ -2228,9 +2242,14 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
         if (n == fleet_queue_)
           limit = "the fleet has " + GpuAmount(q.guaranteed[f]);
         else if (q.parent < 0)
-          limit = "queue " + q.spec.name +
-                  " (its guarantee, the top of the tree) may hold at most " +
-                  GpuAmount(q.guaranteed[f]) + FlavourNamedElsewhere(n, f);
+          limit =
+              "queue " + q.spec.name + " (its guarantee, the top of the tree) may hold at most " +
+              GpuAmount(q.guaranteed[f]) +
+              (kept > 0 ? ", " + GpuAmount(kept) + " of which " +
+                              (keeping == 1 ? "queue " + keepers + " keeps by its lending limit"
+                                            : "queues " + keepers + " keep by their lending limits")
+                        : std::string()) +
+              FlavourNamedElsewhere(n, f);
       }
       if (holdable) break;
       // (Each flavour it could use, with its limit.)
