@@ -462,6 +462,37 @@ TEST_F(HealthFactoryTest, Xid79DrainsTheNodeAndRequeuesItsGangOnce) {
   EXPECT_EQ(health_->stats().requeued, 1);
 }
 
+// A server restarted while the health controller drains a node: the workload it marked stops at
+// the deadline it was told, not a grace period after the restart (a trial's was evicted, and
+// billed, 10 s past the deadline it showed).
+TEST_F(HealthFactoryTest, ARestartMidDrainKeepsTheEvictionsDeadline) {
+  Create(Workload("w", 8));
+  ASSERT_TRUE(CycleUntil([&] { return Workloads()["w"]["status"].value("phase", "") == "Running"; },
+                         5, 1000));
+  const std::string node = *NodesOf(Workloads()["w"]).begin();
+  ASSERT_EQ(Inject(node, {{"xid", 79}, {"gpu", 0}}).status, 202);
+  ASSERT_TRUE(
+      CycleUntil([&] { return Workloads()["w"]["status"].contains("preemption"); }, 5, 1000));
+  const std::string deadline = Workloads()["w"]["status"]["preemption"].value("deadline", "");
+  const int64_t due = ParseTimestamp(deadline);
+  ASSERT_GT(due, clock_.NowMs());
+  Cycle(10'000);
+  // The server stops and starts again.
+  StartHealthController();
+  health_->SetSimulation(SimulationHooks());
+  while (clock_.NowMs() < due - 1000) Cycle(1000);
+  EXPECT_EQ(Workloads()["w"]["status"].value("phase", ""), "Running");
+  EXPECT_EQ(Workloads()["w"]["status"]["preemption"].value("deadline", ""), deadline);
+  Cycle(2000);
+  Cycle(1000);
+  const json status = Workloads()["w"]["status"];
+  EXPECT_EQ(requeued_["w"], 1) << status.dump();
+  const int64_t evicted = ParseTimestamp(
+      status.value("evictions", json::object()).value("last", json::object()).value("time", ""));
+  EXPECT_GE(evicted, due) << status.dump();
+  EXPECT_LE(evicted, due + 2000) << status.dump();
+}
+
 TEST_F(HealthFactoryTest, KilledAgentGoesNotReadyAndItsWorkIsRequeued) {
   Create(Workload("job", 4));
   ASSERT_TRUE(CycleUntil(

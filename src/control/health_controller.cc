@@ -641,6 +641,14 @@ void HealthController::RunEvictions(int64_t now) {
       it = evictions_.erase(it);
       continue;
     }
+    // A mark of its own a server before a restart made keeps its deadline: the drain goes on,
+    // not starting its grace anew (a trial's workload said it stopped at the first deadline
+    // and was evicted, and billed, a grace period later).
+    if (const json& mark = Field(status, "preemption");
+        !e.marked && Str(mark, "evictor") == "health") {
+      const int64_t stored = ParseTimestamp(Str(mark, "deadline"));
+      if (stored >= 0 && stored < e.due_ms) e.due_ms = stored;
+    }
     if (e.due_ms > now) {
       // Marked now, stopped at the deadline. (A mark already there, a preemption's or a drain's,
       // stays: this eviction still stops it at its own deadline.) On a conflict, again next round.
