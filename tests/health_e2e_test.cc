@@ -603,6 +603,46 @@ TEST_F(HealthFactoryTest, ANodeOutOfServiceWhenTheServerStoppedIsInspectedAgain)
   EXPECT_NE(history.find("burn-in -> available"), std::string::npos) << history;
 }
 
+// A node the scheduler holds a second time within two hours for pods that did not start there
+// (its runtime wedged, which no telemetry says) is remediated as for a fault: drained,
+// rebooted (which restarts a stalled agent) and burnt in (a trial's stalled node was held,
+// given work again when the hold ended, and held again, for ever). One hold alone is the
+// scheduler's to deal with.
+TEST_F(HealthFactoryTest, ANodeWherePodsRepeatedlyDoNotStartIsRebooted) {
+  const std::string node = "hgx-a-0";
+  ASSERT_EQ(Inject(node, {{"stall", true}}).status, 202);
+  const auto hold = [&] {
+    const std::string key = "/registry/nodes/" + node;
+    auto kv = store_->Get(key);
+    ASSERT_TRUE(kv.ok());
+    json n = json::parse(kv->value);
+    const int64_t now = clock_.NowMs();
+    n["status"]["startHold"] = {
+        {"since", FormatTimestamp(now)},
+        {"workBoundAt", FormatTimestamp(now - 300'000)},
+        {"until", FormatTimestamp(now + 1'800'000)},
+        {"message", "pods of team-a/w (main-0) did not start here within the pods-ready timeout"}};
+    ASSERT_TRUE(store_->Put(key, n.dump(), kv->mod_revision).ok());
+  };
+  hold();
+  Cycle(1000);
+  Cycle(1000);
+  EXPECT_EQ(State(node), "available") << History(Records()[node]);
+  Cycle(600'000);
+  hold();
+  Cycle(1000);
+  Cycle(1000);
+  EXPECT_NE(State(node), "available") << History(Records()[node]);
+  bool raised = false;
+  for (const json& c : Records()[node].value("conditions", json::array()))
+    raised |= c.value("type", "") == "PodsNotStarting" && c.value("status", "") == "True";
+  EXPECT_TRUE(raised) << Records()[node].dump();
+  ASSERT_TRUE(CycleUntil([&] { return State(node) == "available"; }, 200))
+      << History(Records()[node]);
+  const std::string history = History(Records()[node]);
+  EXPECT_NE(history.find("RepeatedPodStartFailures"), std::string::npos) << history;
+}
+
 TEST_F(HealthFactoryTest, NeverMoreNodesInRemediationThanTheLimit) {
   ASSERT_EQ(health_->stats().remediation_limit, 1);
   ASSERT_EQ(Inject("hgx-a-0", {{"xid", 79}, {"gpu", 1}}).status, 202);

@@ -201,7 +201,32 @@ Status HealthController::Sync() {
     const std::string name = Str(Field(n, "metadata"), "name");
     if (name.empty()) continue;
     unschedulable[name] = Field(Field(n, "spec"), "unschedulable") == true;
-    if (ctl_.lifecycle(NodeId(name))) continue;
+    if (const health::Lifecycle* life = ctl_.lifecycle(NodeId(name))) {
+      // Pods that did not start here while the node renewed its lease, held by the scheduler
+      // (status.startHold) a second time within two hours: its runtime is wedged, which no
+      // telemetry says; the node is remediated as for a fault (drained, rebooted, burnt in).
+      // (A trial's stalled node was held, freed, given work and held again, for ever, its
+      // tenants billed for pods that never started.)
+      constexpr int64_t kStartHoldWindowMs = 2 * 3'600'000;
+      const json& hold = Field(Field(n, "status"), "startHold");
+      const int64_t since = ParseTimestamp(Str(hold, "since"));
+      std::deque<int64_t>& seen = start_holds_seen_[name];
+      if (since >= 0 && (seen.empty() || seen.back() != since) &&
+          life->state() == health::NodeState::kAvailable) {
+        seen.push_back(since);
+        while (!seen.empty() && seen.front() < now - kStartHoldWindowMs) seen.pop_front();
+        if (seen.size() >= 2) {
+          (void)ctl_.ObserveNodeProblem(
+              NodeId(name), health::kPodsNotStarting, "RepeatedPodStartFailures",
+              "pods did not start here " + std::to_string(seen.size()) +
+                  " times within 2 h while the node renewed its lease (the scheduler's hold: " +
+                  Str(hold, "message") + ")",
+              health::Action::kRebootNode, now);
+          seen.clear();
+        }
+      }
+      continue;
+    }
     auto node = NodeFromObject(n, kv.key);
     if (!node.ok()) continue;
     // Nodes in service when the controller starts are adopted; later ones enroll. One out of

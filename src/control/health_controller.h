@@ -28,6 +28,7 @@
 // Sync and the routes may be called from different threads.
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -190,8 +191,11 @@ class HealthController {
   std::map<std::string, Node> expected_;    // node -> its registered inventory
   std::map<std::string, int64_t> renewed_;  // node -> the last lease renewal observed
   std::vector<SimOp> sim_ops_;
-  std::map<std::string, Eviction> evictions_;   // by workload key
-  std::set<std::string> cordoned_by_health_;    // nodes whose spec.unschedulable we set
+  std::map<std::string, Eviction> evictions_;  // by workload key
+  std::set<std::string> cordoned_by_health_;   // nodes whose spec.unschedulable we set
+  // The scheduler's holds of a node for pods that did not start there (its status.startHold
+  // `since`), the recent ones: a second within kStartHoldWindowMs makes it a node problem.
+  std::map<std::string, std::deque<int64_t>> start_holds_seen_;
   std::map<std::string, std::string> written_;  // node -> the record last written
   std::map<std::string, std::vector<std::string>> earlier_history_;  // before this process
   HealthStats stats_;

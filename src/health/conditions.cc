@@ -112,6 +112,22 @@ XidInfo NodeHealth::ObserveXid(int device, int code, int64_t now_ms) {
   return info;
 }
 
+void NodeHealth::ObserveNodeProblem(const std::string& type, const std::string& reason,
+                                    const std::string& message, Action action, int64_t now_ms) {
+  Record({now_ms, -1, 0, Severity::kFatal, action, reason, message});
+  Condition& c = Get(-1, type);
+  if (!c.status) {
+    Set(c, true, reason, message, now_ms);
+    c.count = 0;
+  }
+  c.message = message;
+  c.count += 1;
+  c.severity = Severity::kFatal;
+  c.action = std::max(c.action, action);
+  c.event = true;
+  c.last_seen_ms = now_ms;
+}
+
 namespace {
 
 struct Level {

@@ -47,6 +47,7 @@ inline constexpr char kRowRemapFailure[] = "RowRemapFailure";
 inline constexpr char kRowRemapPending[] = "RowRemapPending";
 inline constexpr char kTemperature[] = "Temperature";
 inline constexpr char kPower[] = "Power";
+inline constexpr char kPodsNotStarting[] = "PodsNotStarting";
 // XID conditions are typed "Xid<code>", e.g. "Xid48".
 std::string XidConditionType(int code);
 
@@ -108,6 +109,11 @@ class NodeHealth {
   XidInfo ObserveXid(int device, int code, int64_t now_ms);
   // REQUIRES: 0 <= device < gpus().
   void ObserveSample(int device, const DeviceSample& sample, int64_t now_ms);
+  // A problem of the node that its own telemetry does not report but others see (the
+  // scheduler: its pods did not start there, again and again): a fatal node condition of
+  // `type` asking for `action`, cleared by the remediation that follows, as an event's.
+  void ObserveNodeProblem(const std::string& type, const std::string& reason,
+                          const std::string& message, Action action, int64_t now_ms);
   // Applies the rules that depend only on time: heartbeat age and warning quiet windows.
   void Evaluate(int64_t now_ms);
   // Remediation of `device` (-1: the whole node) ran, its repair finishing at `fixed_ms`, and

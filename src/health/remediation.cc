@@ -165,6 +165,15 @@ Status RemediationController::ObserveSample(const NodeId& node, int gpu, const D
   return Status::Ok();
 }
 
+Status RemediationController::ObserveNodeProblem(const NodeId& node, const std::string& type,
+                                                 const std::string& reason,
+                                                 const std::string& message, Action action,
+                                                 int64_t now_ms) {
+  ASSIGN_OR_RETURN(Record * r, Find(node));
+  r->health.ObserveNodeProblem(type, reason, message, action, now_ms);
+  return Status::Ok();
+}
+
 void RemediationController::Emit(ActionKind kind, const Record& r, int gpu,
                                  const std::string& reason,
                                  std::vector<ControllerAction>& out) const {

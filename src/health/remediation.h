@@ -135,6 +135,9 @@ class RemediationController {
   Status ObserveHeartbeat(const NodeId& node, int64_t now_ms, int64_t lease_ms = 0);
   Result<XidInfo> ObserveXid(const NodeId& node, int gpu, int code, int64_t now_ms);
   Status ObserveSample(const NodeId& node, int gpu, const DeviceSample& sample, int64_t now_ms);
+  // NodeHealth::ObserveNodeProblem of `node`.
+  Status ObserveNodeProblem(const NodeId& node, const std::string& type, const std::string& reason,
+                            const std::string& message, Action action, int64_t now_ms);
 
   // Outcomes. Each is FailedPrecondition, changing nothing, when the node (or GPU) is not waiting
   // for it.
