@@ -1482,7 +1482,7 @@ TEST(ConcealTest, OtherTenantsNamesAreToldAsAnotherTenantsWorkload) {
   const auto mine = [](const std::string& t) { return t == "team-a"; };
   EXPECT_EQ(ConcealText("preempted by team-b/b1 (queue team-b reclaims its guarantee)", mine),
             "preempted by another tenant's workload (queue team-b reclaims its guarantee)");
-  EXPECT_EQ(ConcealText("4 possible victims (team-b/x-1, team-a/y, team-b/z.2 and 1 more).", mine),
+  EXPECT_EQ(ConcealText("4 possible victims (team-b/x-1, team-a/y, team-b/z-2 and 1 more).", mine),
             "4 possible victims (another tenant's workload, team-a/y, another tenant's workload "
             "and 1 more).");
   EXPECT_EQ(ConcealText("queue team-a over its borrowing limit for H100: 64/48; 0.5/1", mine),
@@ -1490,6 +1490,12 @@ TEST(ConcealTest, OtherTenantsNamesAreToldAsAnotherTenantsWorkload) {
   EXPECT_EQ(ConcealText("moved workload/a4 off GPU-b-1/3 and /registry/x/y", mine),
             "moved workload/a4 off GPU-b-1/3 and /registry/x/y");
   EXPECT_EQ(ConcealText("team-b/b1", mine), "another tenant's workload");
+  // (Label and taint keys are no tenant's: a review saw node selectors garbled.)
+  EXPECT_EQ(ConcealText("on the nodes its nodeSelector fabrica.dev/gpu-model=H100 leaves it; "
+                        "taint nvidia.com/gpu:NoSchedule",
+                        mine),
+            "on the nodes its nodeSelector fabrica.dev/gpu-model=H100 leaves it; taint "
+            "nvidia.com/gpu:NoSchedule");
   nlohmann::json status = {{"message", "by team-c/w"},
                            {"preemption", {{"by", "team-c/w"}, {"count", 2}}},
                            {"list", {"team-a/mine", "team-c/theirs"}}};

@@ -3201,6 +3201,7 @@ struct ApiServer::Impl {
 
   HttpResponse PendingWorkloads(const std::string& queue, const HttpRequest& req,
                                 const Principal& p) {
+    const auto readable = NamesReadable(p);
     int64_t limit = 1000, offset = 0;
     for (auto [key, out] : {std::pair{"limit", &limit}, std::pair{"offset", &offset}}) {
       if (!req.query.count(key)) continue;
@@ -3286,15 +3287,18 @@ struct ApiServer::Impl {
         continue;
       }
       if (shown++ < offset || static_cast<int64_t>(items.size()) >= limit) continue;
-      items.push_back({{"namespace", ns},
-                       {"name", jsonf::Str(meta, "name")},
-                       {"queue", w.leaf},
-                       {"priority", w.priority},
-                       {"position", static_cast<int64_t>(i)},
-                       {"positionInQueue", place},
-                       {"inadmissible", w.inadmissible},
-                       {"creationTimestamp", jsonf::Str(meta, "creationTimestamp")},
-                       {"message", jsonf::Str(jsonf::Field(w.obj, "status"), "message")}});
+      items.push_back(
+          {{"namespace", ns},
+           {"name", jsonf::Str(meta, "name")},
+           {"queue", w.leaf},
+           {"priority", w.priority},
+           {"position", static_cast<int64_t>(i)},
+           {"positionInQueue", place},
+           {"inadmissible", w.inadmissible},
+           {"creationTimestamp", jsonf::Str(meta, "creationTimestamp")},
+           {"message",
+            readable ? ConcealText(jsonf::Str(jsonf::Field(w.obj, "status"), "message"), readable)
+                     : jsonf::Str(jsonf::Field(w.obj, "status"), "message")}});
     }
     return JsonResponse(200, {{"kind", "PendingWorkloadList"},
                               {"apiVersion", kGroupVersion},
@@ -3469,10 +3473,10 @@ struct ApiServer::Impl {
                                     : nullptr](const WatchEvent& e, json* obj) {
         *obj = Materialize(e.kv);
         if (!Visible(info, *obj, p, tenants, all)) return Watcher::Seen::kHidden;
-        ConcealStatus(*obj, readable);
-        return MatchesSelector(*obj, selector) && MatchesFields(*obj, fields)
-                   ? Watcher::Seen::kSelected
-                   : Watcher::Seen::kUnselected;
+        if (!MatchesSelector(*obj, selector) || !MatchesFields(*obj, fields))
+          return Watcher::Seen::kUnselected;
+        ConcealStatus(*obj, readable);  // (what is sent only)
+        return Watcher::Seen::kSelected;
       };
       // (As a one-row Table each, where kubectl asked for tables: it prints a row an event.)
       std::function<json(const json&)> shape;
@@ -4230,6 +4234,11 @@ struct ApiServer::Impl {
 
   HttpResponse Update(const ResourceInfo& info, const std::string& ns, const std::string& name,
                       const HttpRequest& req, const Principal& p, bool status_sub, bool patch) {
+    // (A workload as its writer reads it: other tenants' names in its status concealed.)
+    const auto shown_to_writer = [&](json obj) {
+      if (std::string(info.plural) == "workloads") ConcealStatus(obj, NamesReadable(p));
+      return Shown(std::move(obj));
+    };
     std::unique_lock<std::mutex> refs(flavor_refs_mu, std::defer_lock);
     if (std::string(info.kind) == "Queue") refs.lock();
     auto body = DecodeBody(req, patch);
@@ -4592,7 +4601,7 @@ struct ApiServer::Impl {
         // Nothing changes: nothing is written, and the version stays (as Kubernetes does), so
         // watchers see no event and `fabctl apply` can say "unchanged".
         o["metadata"]["resourceVersion"] = std::to_string(current->mod_revision);
-        return JsonResponse(200, Shown(std::move(o)));
+        return JsonResponse(200, shown_to_writer(std::move(o)));
       }
       std::vector<std::string> warnings;
       if (!status_sub && std::string(info.kind) == "Queue") {
@@ -4619,7 +4628,7 @@ struct ApiServer::Impl {
         if (expected != current->mod_revision)
           return StatusResponse(409, "the object has been modified (resourceVersion " +
                                          std::to_string(expected) + " is stale); read it again");
-        HttpResponse r = JsonResponse(200, Shown(std::move(o)));
+        HttpResponse r = JsonResponse(200, shown_to_writer(std::move(o)));
         AddWarnings(r, warnings);
         return r;
       }
@@ -4634,7 +4643,7 @@ struct ApiServer::Impl {
       }
       if (std::string(info.plural) == "nodes") ForgetFleetFacts();
       o["metadata"]["resourceVersion"] = std::to_string(*rev);
-      HttpResponse r = JsonResponse(200, Shown(std::move(o)));
+      HttpResponse r = JsonResponse(200, shown_to_writer(std::move(o)));
       AddWarnings(r, warnings);
       return r;
     }

@@ -59,7 +59,9 @@ class SimulatedFleet {
  public:
   // `tokens`: node name -> bearer token. `client` gives the server address and CA.
   // `schedule_start_ms`: when the fleet's scheduled faults count from (their atSeconds); -1:
-  // now. A later time's faults already due were injected by an earlier run: not again.
+  // now. Faults already due were injected by an earlier run: not again. (Virtual time resumes
+  // where it stopped; in real time, a fault that fell due while the server was down is
+  // dropped.)
   SimulatedFleet(Fleet fleet, ClientOptions client, std::map<std::string, std::string> tokens,
                  const Clock& clock, int64_t heartbeat_ms = 10'000, int64_t schedule_start_ms = -1);
   ~SimulatedFleet();

@@ -2239,17 +2239,18 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
           holdable = true;
           break;
         }
+        // (What trees keep by their lending limits, said as at a tree's top.)
+        const std::string kept_said =
+            kept > 0 ? ", " + GpuAmount(kept) + " of which " +
+                           (keeping == 1 ? "queue " + keepers + " keeps by its lending limit"
+                                         : "queues " + keepers + " keep by their lending limits")
+                     : std::string();
         if (n == fleet_queue_)
-          limit = "the fleet has " + GpuAmount(q.guaranteed[f]);
+          limit = "the fleet has " + GpuAmount(q.guaranteed[f]) + kept_said;
         else if (q.parent < 0)
-          limit =
-              "queue " + q.spec.name + " (its guarantee, the top of the tree) may hold at most " +
-              GpuAmount(q.guaranteed[f]) +
-              (kept > 0 ? ", " + GpuAmount(kept) + " of which " +
-                              (keeping == 1 ? "queue " + keepers + " keeps by its lending limit"
-                                            : "queues " + keepers + " keep by their lending limits")
-                        : std::string()) +
-              FlavourNamedElsewhere(n, f);
+          limit = "queue " + q.spec.name +
+                  " (its guarantee, the top of the tree) may hold at most " +
+                  GpuAmount(q.guaranteed[f]) + kept_said + FlavourNamedElsewhere(n, f);
       }
       if (holdable) break;
       // (Each flavour it could use, with its limit.)

@@ -678,8 +678,9 @@ rc=0
   fail "uncordon of a node an admin and the health controller cordoned (rc $rc): $(cat "$tmp/uncordon2.txt")"
 # (The health controller's own cordon is spec.unschedulable too: the admin's is the one the
 # API stamps with the cordoned-by annotation.)
-"$FABCTL" get node l4-1 -o json | grep -q 'fabrica.dev/cordoned-by' &&
-  fail "the admin's cordon stays: $("$FABCTL" get node l4-1 -o json)"
+node_json=$("$FABCTL" get node l4-1 -o json) && grep -q '"l4-1"' <<<"$node_json" ||
+  fail "get node l4-1: $node_json"
+grep -q 'fabrica.dev/cordoned-by' <<<"$node_json" && fail "the admin's cordon stays: $node_json"
 # The built-in unqueued, applied back as `get` shows it with a change, becomes an admin's queue.
 "$FABCTL" get queue unqueued -o yaml | sed 's/^spec: {}$/spec: {weight: 3}/' >"$tmp/unqueued.yaml"
 grep -q "weight: 3" "$tmp/unqueued.yaml" || fail "unqueued's yaml: $(cat "$tmp/unqueued.yaml")"
