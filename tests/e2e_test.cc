@@ -4196,13 +4196,26 @@ TEST_F(FactoryTest, GrowthWaitsForItsNewPodsAndIsUndoneWhenTheyDoNotStart) {
             std::string::npos)
       << undone.dump();
   ASSERT_TRUE(undone.contains("growthRetryTime")) << undone.dump();
+  // The node where main-2 did not start, while its other pods ran, takes no new work for a
+  // while (a trial's growth went back to a wedged node every minute).
+  const std::string main2_node = grown["assignments"][2].value("node", "");
+  EXPECT_NE(undone.value("message", "")
+                .find("; node(s) " + main2_node + " take no new work until a pod starts there"),
+            std::string::npos)
+      << undone.dump();
   EXPECT_NE(metrics.Render().find("fabrica_scheduler_elastic_growths_undone 1"), std::string::npos)
       << metrics.Render();
   EXPECT_EQ(CallJson("GET", std::string(kApi) + "/queues/team-a")["status"].value("usedGpus", ""),
             "16");
-  // The agents come back; within the backoff it still does not grow, after it it takes all four
-  // pods, which start.
-  for (const std::string& n : idle) sim_->Repaired(n, -1);
+  // The agents come back, and an admin uncordons their nodes (which lifts the hold); within
+  // the backoff it still does not grow, after it it takes all four pods, which start.
+  for (const std::string& n : idle) {
+    sim_->Repaired(n, -1);
+    ASSERT_EQ(Call("PATCH", std::string(kApi) + "/nodes/" + n,
+                   R"({"spec":{"unschedulable":false}})", "application/merge-patch+json")
+                  .status,
+              200);
+  }
   Cycle(20'000);
   EXPECT_EQ(status()["assignments"].size(), 2u) << status().dump();
   Cycle(11'000);

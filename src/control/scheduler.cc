@@ -604,11 +604,12 @@ std::string Scheduler::HoldUnstartedNodes(const std::string& workload, const jso
                                           const std::set<std::string>& unusable,
                                           const std::map<std::string, int>& node_index) {
   if (options_.unstarted_node_hold_s <= 0) return "";
-  // (Only where other nodes started pods meanwhile: a fleet where none starts any has some
-  // other trouble, and holding every node would stop it all.)
+  // (Only where other nodes started pods meanwhile, or the workload's own pods run on other
+  // nodes — a growth's added pod that alone did not start: a trial's growth went back to a
+  // wedged node every minute —: a fleet where none starts any has some other trouble, and
+  // holding every node would stop it all.)
   bool others_started = false;
   for (const auto& [node, at] : last_start_ms_) others_started |= at >= bound_at;
-  if (!others_started) return "";
   std::map<std::string, std::pair<bool, std::string>> by_node;  // started any, pods not started
   for (const json& a : List(status, "assignments")) {
     const std::string node = Str(a, "node"), pod = Str(a, "pod", "0");
@@ -620,6 +621,8 @@ std::string Scheduler::HoldUnstartedNodes(const std::string& workload, const jso
       pods += (pods.empty() ? "" : ", ") + pod;
     }
   }
+  for (const auto& [node, seen] : by_node) others_started |= seen.first;
+  if (!others_started) return "";
   const int64_t until = now + static_cast<int64_t>(options_.unstarted_node_hold_s * 1000);
   const std::string timeout = std::to_string(static_cast<int64_t>(options_.gang_timeout_s)) + " s";
   std::string nodes;
@@ -1190,12 +1193,17 @@ Result<CycleStats> Scheduler::RunOnce() {
                 missing += (missing.empty() ? "" : ", ") + Str(a, "pod", "0");
             const std::string retry =
                 FormatTimestamp(now + static_cast<int64_t>(options_.gang_requeue_backoff_s * 1000));
+            // The nodes where its added pods did not start take no new work for a while, as
+            // for a released gang's (a trial's growth went back to a wedged node every minute).
+            const std::string held_note =
+                HoldUnstartedNodes(sw.w().tenant.str() + "/" + sw.w().name.str(), status, resized,
+                                   now, unusable, node_index);
             if (run_on_with(kept, counts, [&](json& st) {
                   st["growthRetryTime"] = retry;
                   st["message"] = "growth undone: pod(s) " + missing +
                                   " did not start within the gang timeout of " +
                                   std::to_string(static_cast<int64_t>(options_.gang_timeout_s)) +
-                                  " s; it may grow again at " + retry;
+                                  " s; it may grow again at " + retry + held_note;
                 }))
               ++stats.growths_undone;
           }
