@@ -2211,24 +2211,39 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
                 PinnedWork(queues_[leaf]) + " may hold";
       // What the queues beside its path keep by their lending limits, which they keep from it
       // even with nothing running (a trial's queue, its only sibling lending nothing, waited
-      // "as room frees" for more than its guarantee for ever).
+      // "as room frees" for more than its guarantee for ever). (Summed per level from
+      // KeptByChildren: a submission stays O(depth); the names only where it is refused.)
+      const auto keeps = [&](int c) {
+        const QueueNode& k = queues_[c];
+        return k.lend_limit[f] && k.guaranteed[f] > *k.lend_limit[f]
+                   ? k.guaranteed[f] - *k.lend_limit[f]
+                   : int64_t{0};
+      };
+      // ", K of which queue(s) ... keep(s) by ... lending limit(s)" up to level `top`.
+      const auto kept_said = [&](int top, int64_t kept) {
+        if (kept <= 0) return std::string();
+        std::string names;
+        int count = 0;
+        for (int n = leaf, below = -1; n >= 0; below = n, n = queues_[n].parent) {
+          for (int c : queues_[n].children)
+            if (c != below && keeps(c) > 0) {
+              names += (names.empty() ? "" : ", ") + queues_[c].spec.name;
+              ++count;
+            }
+          if (n == top) break;
+        }
+        return ", " + GpuAmount(kept) + " of which " +
+               (count == 1 ? "queue " + names + " keeps by its lending limit"
+                           : "queues " + names + " keep by their lending limits");
+      };
       int64_t kept = 0;
-      std::string keepers;
-      int keeping = 0;
       for (int n = leaf, below = -1; n >= 0 && limit.empty(); below = n, n = queues_[n].parent) {
         const QueueNode& q = queues_[n];
-        for (int c : q.children)
-          if (c != below && queues_[c].lend_limit[f] &&
-              queues_[c].guaranteed[f] > *queues_[c].lend_limit[f]) {
-            kept += queues_[c].guaranteed[f] - *queues_[c].lend_limit[f];
-            keepers += (keepers.empty() ? "" : ", ") + queues_[c].spec.name;
-            ++keeping;
-          }
+        kept += KeptByChildren(n, f) - (below >= 0 ? keeps(below) : 0);
         if (need <= q.guaranteed[f] - kept) {
           holdable = true;
           break;
         }
-
         if (q.borrow_limit[f] && need - q.guaranteed[f] > *q.borrow_limit[f]) {
           limit = "queue " + q.spec.name + " (guarantee " + GpuAmount(q.guaranteed[f]) +
                   " + borrowing limit " + GpuAmount(*q.borrow_limit[f]) + ") may hold at most " +
@@ -2240,17 +2255,12 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
           break;
         }
         // (What trees keep by their lending limits, said as at a tree's top.)
-        const std::string kept_said =
-            kept > 0 ? ", " + GpuAmount(kept) + " of which " +
-                           (keeping == 1 ? "queue " + keepers + " keeps by its lending limit"
-                                         : "queues " + keepers + " keep by their lending limits")
-                     : std::string();
         if (n == fleet_queue_)
-          limit = "the fleet has " + GpuAmount(q.guaranteed[f]) + kept_said;
+          limit = "the fleet has " + GpuAmount(q.guaranteed[f]) + kept_said(n, kept);
         else if (q.parent < 0)
           limit = "queue " + q.spec.name +
                   " (its guarantee, the top of the tree) may hold at most " +
-                  GpuAmount(q.guaranteed[f]) + kept_said + FlavourNamedElsewhere(n, f);
+                  GpuAmount(q.guaranteed[f]) + kept_said(n, kept) + FlavourNamedElsewhere(n, f);
       }
       if (holdable) break;
       // (Each flavour it could use, with its limit.)
@@ -4944,6 +4954,18 @@ double Admitter::MinRuntime(int id, int by) const {
 }
 
 // Takes a running workload off the state for a trial plan, and puts it back.
+int64_t Admitter::KeptByChildren(int q, int f) const {
+  if (kept_by_children_.empty()) {
+    kept_by_children_.assign(queues_.size(), std::vector<int64_t>(flavors_.size(), 0));
+    for (size_t n = 0; n < queues_.size(); ++n)
+      for (int c : queues_[n].children)
+        for (size_t g = 0; g < flavors_.size(); ++g)
+          if (queues_[c].lend_limit[g] && queues_[c].guaranteed[g] > *queues_[c].lend_limit[g])
+            kept_by_children_[n][g] += queues_[c].guaranteed[g] - *queues_[c].lend_limit[g];
+  }
+  return kept_by_children_[q][f];
+}
+
 bool Admitter::InServicePart(const Assignment& a, Assignment* part) const {
   if (out_of_service_.count({a.node, -1})) return false;
   *part = a;

@@ -1076,6 +1076,10 @@ class Admitter {
   // The part of victim pod `a` that a trial frees: its devices in service, or nothing where its
   // node is wholly out of service (false).
   bool InServicePart(const Assignment& a, Assignment* part) const;
+  // What queue q's children keep of flavour f by their lending limits (their guarantees past
+  // them), summed; computed once, as the tree's guarantees and limits are the Admitter's for
+  // its life.
+  int64_t KeptByChildren(int q, int f) const;
   // A gang that prefers (or needs) a topology, placed as a gang where the room is free now (a
   // preemption's trial, its quota's victims released), applied and added to `placed`: its plan
   // — the room held and shown while its victims stop — compact where it can be, not scattered
@@ -1220,6 +1224,7 @@ class Admitter {
   // By pair of flavours: the GPUs in service that both charge (a whole-GPU flavour and a
   // fraction flavour of the same GPUs), in milli-GPUs.
   std::vector<std::vector<int64_t>> shared_milli_;
+  mutable std::vector<std::vector<int64_t>> kept_by_children_;  // see KeptByChildren
   std::set<std::pair<int, int>> out_of_service_;  // (node, device; -1: its CPU) taken out
   std::map<std::string, int> queue_index_;
   std::vector<Entry> entries_;
