@@ -149,22 +149,33 @@ TEST(LauncherTest, AMissingCommandExits127WithAMessage) {
 TEST(LauncherTest, StopSendsSigtermThenSigkillAfterTheGracePeriod) {
   TempDir dir;
   Launcher launcher({dir.File("state"), ""});
-  // One pod leaves on SIGTERM; the other ignores it and must be killed.
-  ASSERT_TRUE(launcher.Launch(Shell("t/w/polite", "sleep 60"), NowMs()).ok());
+  // One pod leaves on SIGTERM; the other ignores it and must be killed. (Both running before
+  // they are stopped, and both exits kept from the same polls: on a loaded CI machine the
+  // polite one was stopped before it ran, and the stubborn one's exit, returned by a poll that
+  // waited for the other, was dropped.)
+  ASSERT_TRUE(launcher.Launch(Shell("t/w/polite", "echo ready; exec sleep 60"), NowMs()).ok());
   ASSERT_TRUE(
       launcher
           .Launch(Shell("t/w/stubborn", "trap '' TERM; echo ready; while :; do sleep 1; done"),
                   NowMs())
           .ok());
-  ASSERT_TRUE(
-      WaitFor([&] { return ReadFile(launcher.LogPath("t/w/stubborn")) == "ready\n"; }, 10s));
+  for (const char* key : {"t/w/polite", "t/w/stubborn"})
+    ASSERT_TRUE(WaitFor([&] { return ReadFile(launcher.LogPath(key)) == "ready\n"; }, 30s)) << key;
   const int64_t t0 = NowMs();
   launcher.Stop("t/w/polite", 60'000, t0);
   launcher.Stop("t/w/stubborn", 500, t0);
-  PodExit polite = WaitExit(launcher, "t/w/polite", 10s);
+  std::map<std::string, PodExit> exits;
+  WaitFor(
+      [&] {
+        for (const PodExit& e : launcher.Poll(NowMs())) exits[e.key] = e;
+        return exits.size() == 2;
+      },
+      30s);
+  ASSERT_TRUE(exits.count("t/w/polite") && exits.count("t/w/stubborn")) << exits.size();
+  const PodExit& polite = exits["t/w/polite"];
   EXPECT_TRUE(polite.stopped);
   EXPECT_EQ(polite.signal, SIGTERM);
-  PodExit stubborn = WaitExit(launcher, "t/w/stubborn", 10s);
+  const PodExit& stubborn = exits["t/w/stubborn"];
   EXPECT_TRUE(stubborn.stopped);
   // The monitor is killed with its group, so no status is written: the pod ended by force.
   EXPECT_TRUE(stubborn.lost || stubborn.signal == SIGKILL);
