@@ -467,6 +467,12 @@ class FactoryTest : public testing::Test {
 
   // One round of the factory: agents heartbeat and report, the scheduler places, agents start
   // what was placed. Virtual time moves on by `advance_ms`.
+  // A scheduler cycle `ms` on, then the meter reads the bindings.
+  void CycleAndSync(MeterService& meter, int64_t ms) {
+    Cycle(ms);
+    Status st = meter.Sync();
+    ASSERT_TRUE(st.ok()) << st.message();
+  }
   CycleStats Cycle(int64_t advance_ms = 1000) {
     clock_.AdvanceMs(advance_ms);
     Status st = sim_->Tick();
@@ -907,11 +913,7 @@ TEST_F(FactoryTest, AQueuesBudgetConditionsAndSpendingStayThroughCycles) {
   CreateQueue("team-c", {{"quotas", {{"gpu", {{"guaranteed", 8}}}}},
                          {"budget", {{"amount", "0.50"}, {"period", "day"}, {"enforce", true}}}});
   CreateWorkload(WholeGpuWorkload("team-c", "first", 1));
-  auto step = [&](int64_t ms) {
-    Cycle(ms);
-    Status st = (*meter)->Sync();
-    ASSERT_TRUE(st.ok()) << st.message();
-  };
+  auto step = [&](int64_t ms) { CycleAndSync(**meter, ms); };
   for (int i = 0; i < 4; ++i) step(60'000);  // about 0.24 spent
   const std::string path = std::string(kApi) + "/queues/team-c";
   json q = CallJson("GET", path);
@@ -3182,11 +3184,7 @@ TEST_F(FactoryTest, ElasticGangGrowsWhenItsQuotaRises) {
   so.preemption_grace_ms = 5'000;
   scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, &metrics);
   CreateElasticGang();
-  auto step = [&](int64_t ms) {
-    Cycle(ms);
-    Status st = (*meter)->Sync();
-    ASSERT_TRUE(st.ok()) << st.message();
-  };
+  auto step = [&](int64_t ms) { CycleAndSync(**meter, ms); };
   for (int i = 0; i < 3; ++i) step(1'000);
   json before = Workloads()["team-a/elastic"]["status"];
   ASSERT_EQ(before.value("phase", ""), "Running") << before.dump();
@@ -3330,11 +3328,7 @@ TEST_F(FactoryTest, AQueueChangeMidRunBillsEachQueueItsPart) {
   w["spec"]["queue"] = "pool";
   CreateWorkload(w);
   const int64_t t0 = clock_.NowMs() / 1000 * 1000;
-  auto step = [&](int64_t ms) {
-    Cycle(ms);
-    Status st = (*meter)->Sync();
-    ASSERT_TRUE(st.ok()) << st.message();
-  };
+  auto step = [&](int64_t ms) { CycleAndSync(**meter, ms); };
   for (int i = 0; i < 10; ++i) step(60'000);
   json st = Workloads()["team-a/job"]["status"];
   ASSERT_EQ(st.value("phase", ""), "Running") << st.dump();
@@ -3387,11 +3381,7 @@ TEST_F(FactoryTest, WorkRunningWhenItsQueueIsCreatedIsBilledToItFromThen) {
   ASSERT_TRUE(meter.ok()) << meter.status().message();
   CreateWorkload(WholeGpuWorkload("team-a", "job", 2));
   const int64_t t0 = clock_.NowMs() / 1000 * 1000;
-  auto step = [&](int64_t ms) {
-    Cycle(ms);
-    Status st = (*meter)->Sync();
-    ASSERT_TRUE(st.ok()) << st.message();
-  };
+  auto step = [&](int64_t ms) { CycleAndSync(**meter, ms); };
   for (int i = 0; i < 5; ++i) step(60'000);
   json st = Workloads()["team-a/job"]["status"];
   ASSERT_EQ(st.value("phase", ""), "Running") << st.dump();
