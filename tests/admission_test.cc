@@ -6800,6 +6800,8 @@ TEST(AdmissionConfigTest, ErrorsNameTheField) {
             "must be None, Hold or HoldAndDrain, got 'Drain'");
   ExpectBad(ParseQueues("queues:\n  - {name: a, tenants: [team-a, Bad_Name]}\n"),
             "queues[0].tenants", "'Bad_Name'");
+  ExpectBad(ParseQueues("queues:\n  - {name: a, tenants: [node]}\n"), "queues[0].tenants",
+            "'node' is reserved");
   ExpectBad(ParseQueues("queues:\n  - {name: a, preemption: {reclaimWithinCohort: Never, "
                         "borrowWithinCohort: {policy: LowerPriority}}}\n"),
             "queues[0].preemption.borrowWithinCohort", "not Never");

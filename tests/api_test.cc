@@ -3001,6 +3001,22 @@ TEST_F(ApiBadInputTest, WorkloadsNeedAnExistingTenant) {
   EXPECT_EQ(w_.store().Revision(), rev);
 }
 
+// A tenant named like the words messages put before a slash ("node/n1", "20/16 GPUs") could
+// not be concealed from other tenants: such names are refused.
+TEST_F(ApiBadInputTest, TenantNamesThatReadAsKindsOrNumbersAreRefused) {
+  for (const std::string name : {"node", "workload", "queue", "2024"}) {
+    SCOPED_TRACE(name);
+    const int64_t rev = w_.store().Revision();
+    HttpResponse r = w_.Do("POST", Collection("tenants"), kAdmin, TenantObject(name).dump());
+    EXPECT_EQ(r.status, 422) << r.body;
+    EXPECT_NE(Message(r).find("metadata.name"), std::string::npos) << r.body;
+    EXPECT_NE(Message(r).find("'" + name + "'"), std::string::npos) << r.body;
+    EXPECT_EQ(w_.store().Revision(), rev);
+  }
+  EXPECT_EQ(w_.Do("POST", Collection("tenants"), kAdmin, TenantObject("node-7").dump()).status,
+            201);
+}
+
 TEST_F(ApiBadInputTest, NamesAndQuantities) {
   json name = New();
   name["metadata"]["name"] = "Bad_Name";

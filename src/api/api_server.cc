@@ -2103,7 +2103,7 @@ struct ApiServer::Impl {
       }
       // The namespace is the tenant, which isolation is decided by; one that could not name a
       // tenant would leave the workload unaddressable.
-      Status valid_ns = ValidateName(ns);
+      Status valid_ns = ValidateTenantName(ns);
       if (!valid_ns.ok())
         return Status(StatusCode::kInvalidArgument, "metadata.namespace: " + valid_ns.message());
       meta["namespace"] = ns;
@@ -2261,7 +2261,9 @@ struct ApiServer::Impl {
           stored["lendingLimit"] = CanonicalQuantity(flavor, *quota.lending_limit_milli);
       }
     }
-    Status valid_name = ValidateName(meta.value("name", ""));
+    Status valid_name = std::string(info.kind) == "Tenant"
+                            ? ValidateTenantName(meta.value("name", ""))
+                            : ValidateName(meta.value("name", ""));
     if (!valid_name.ok())
       return Status(StatusCode::kInvalidArgument, "metadata.name: " + valid_name.message());
     static const std::set<std::string> known_meta = {"name",

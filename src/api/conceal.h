@@ -2,7 +2,7 @@
 // each "tenant/name" of a tenant `readable` says no to is told as "another tenant's workload"
 // (a trial's tenant read another tenant's workload names in its own wait messages and events,
 // as Kueue names a preemptor by UID alone). Words before a slash that are numbers ("20/16
-// GPUs") or kinds ("workload/a4") are not tenants.
+// GPUs") or kinds ("workload/a4") are not tenants: ValidateTenantName refuses such names.
 #pragma once
 
 #include <functional>

@@ -138,6 +138,16 @@ Status ValidateName(const std::string& name) {
   return Status::Ok();
 }
 
+Status ValidateTenantName(const std::string& name) {
+  RETURN_IF_ERROR(ValidateName(name));
+  if (name.find_first_not_of("0123456789") == std::string::npos)
+    return InvalidArgument("'" + name + "' is not a valid tenant name: it needs a letter");
+  for (const char* kind : {"workload", "node", "queue"})
+    if (name == kind)
+      return InvalidArgument("'" + name + "' is reserved: messages use it as a kind");
+  return Status::Ok();
+}
+
 Result<std::vector<std::string>> ParseModelList(const std::string& spec) {
   std::vector<std::string> out;
   if (spec.empty()) return out;

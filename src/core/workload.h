@@ -276,6 +276,11 @@ Result<Manifest> ParseManifestJson(const nlohmann::json& doc, const std::string&
 
 // Kubernetes object names: 1-63 characters of [a-z0-9-], starting and ending alphanumeric.
 Status ValidateName(const std::string& name);
+// A tenant's name: a ValidateName name that messages can tell from other words before a slash.
+// Not all digits ("20/16 GPUs") and not a kind ("workload/a4", "node/n1", "queue/q"): what the
+// scheduler writes of another tenant's work is concealed by those "tenant/name" words, and a
+// tenant named like them would read as one.
+Status ValidateTenantName(const std::string& name);
 // A Kubernetes label: the key an optional DNS-subdomain prefix and '/', then a name of 1-63
 // characters of [A-Za-z0-9-_.] that starts and ends alphanumeric; the value empty or such a name.
 Status ValidateLabel(const std::string& key, const std::string& value);

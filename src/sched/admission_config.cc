@@ -196,8 +196,7 @@ Result<QueueSpec> ParseQueueSpec(YamlMap& m) {
   if (m.Has("tenants") && m.Keep(m.StringList("tenants"), &q.tenants))
     for (const std::string& t : q.tenants)
       if (t != "*")
-        if (Status s = ValidateName(t); !s.ok())
-          m.Keep(m.Error("tenants", "'" + t + "': " + s.message()));
+        if (Status s = ValidateTenantName(t); !s.ok()) m.Keep(m.Error("tenants", s.message()));
   if (m.Has("quotas")) {
     Doc quotas = m.Raw("quotas");
     if (!quotas.IsMap()) {
