@@ -1220,8 +1220,9 @@ class EventRecorder {
     virtual ~Subscriber() = default;
     // Whether the event (as ToJson) is one this watch shows.
     virtual bool Selects(const json& event) = 0;
-    // One line of the stream ({"type", "object"} and a newline).
-    virtual void Send(const std::string& line) = 0;
+    // One event of the stream: its type, the event (as ToJson) and the line that tells it
+    // unchanged ({"type", "object"} and a newline).
+    virtual void Send(const char* type, const json& event, const std::string& line) = 0;
   };
 
   // Versions begin at `base` (a new server's clock in ms × 1000), so that they keep rising
@@ -1252,18 +1253,24 @@ class EventRecorder {
                     "too old resource version: " + std::to_string(after) +
                         " (events dropped since are no longer remembered): list again");
     // What changed since: events, and the drops of those it may have seen (DELETED).
-    std::vector<std::pair<uint64_t, std::string>> changed;  // version, line
+    struct Change {
+      uint64_t version;
+      const char* type;
+      json event;
+    };
+    std::vector<Change> changed;
     for (const Event& e : events_) {
       if (e.version <= after) continue;
-      const json j = ToJson(e);
+      json j = ToJson(e);
       if (s->Selects(j))
-        changed.push_back({e.version, Line(e.created > after ? "ADDED" : "MODIFIED", j)});
+        changed.push_back({e.version, e.created > after ? "ADDED" : "MODIFIED", std::move(j)});
     }
     for (const Tombstone& t : tombstones_)
       if (t.version > after && t.created <= after && s->Selects(t.event))
-        changed.push_back({t.version, Line("DELETED", t.event)});
-    std::sort(changed.begin(), changed.end());
-    for (const auto& [version, line] : changed) s->Send(line);
+        changed.push_back({t.version, "DELETED", t.event});
+    std::sort(changed.begin(), changed.end(),
+              [](const Change& a, const Change& b) { return a.version < b.version; });
+    for (const Change& c : changed) s->Send(c.type, c.event, Line(c.type, c.event));
     subscribers_.push_back(s);
     return Status::Ok();
   }
@@ -1727,7 +1734,7 @@ class EventRecorder {
     try {
       std::string line;
       for (const auto& s : subscribers_)
-        if (s->Selects(event)) s->Send(line.empty() ? line = Line(type, event) : line);
+        if (s->Selects(event)) s->Send(type, event, line.empty() ? line = Line(type, event) : line);
     } catch (const std::exception&) {
     }
   }
@@ -1834,17 +1841,15 @@ class EventWatch : public StreamSource,
       return false;
     }
   }
-  void Send(const std::string& line) override {
+  void Send(const char* type, const json& event, const std::string& line) override {
     std::lock_guard<std::mutex> lock(mu_);
     if (!write_) return;
     if (!shape_) {
       if (!write_(line)) write_ = nullptr;
       return;
     }
-    json e = json::parse(line, nullptr, false);
-    if (!e.is_object()) return;
-    e["object"] = shape_(e["object"]);
-    if (!write_(e.dump() + "\n")) write_ = nullptr;
+    // (Shaped from the event itself: a line is not parsed back.)
+    if (!write_(json{{"type", type}, {"object", shape_(event)}}.dump() + "\n")) write_ = nullptr;
   }
 
  private:
