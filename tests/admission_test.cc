@@ -2641,6 +2641,28 @@ TEST_F(AdmissionTest, PartialAdmissionSaysWhetherRoomOrQuotaStoppedMore) {
       << adm_->reason(roomy);
 }
 
+// An elastic gang that requires one leaf, where a leaf holds 2 of its 5-GPU pods even empty:
+// it starts with 2 and says that more never fit (not "no more now").
+TEST_F(AdmissionTest, PartialAdmissionSaysWhenItsRequiredDomainNeverHoldsMore) {
+  Fleet fleet = Nodes(4, 8);
+  for (int n = 0; n < 4; ++n) fleet.nodes[n].leaf = n < 2 ? "leaf-1" : "leaf-2";
+  Make(fleet, {Leaf("a", 32)});
+  Workload w = Gpus("elastic", "a", 5, 0, /*pods=*/4, /*gang=*/true);
+  w.pod_sets[0].min_count = 1;
+  w.topology = {TopologyLevel::kLeaf, /*required=*/true};
+  const int id = Submit(w);
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(adm_->pod_counts(id), std::vector<int>{2}) << adm_->reason(id);
+  EXPECT_EQ(adm_->partial_why(id),
+            "no more ever fit: gang needs 3 pods of 5 GPUs in one leaf domain; at most 2 fit in "
+            "one, even empty (leaf-1)");
+  adm_->PodsReady(id);
+  adm_->Cycle(2, 1000);
+  EXPECT_EQ(adm_->pod_counts(id), std::vector<int>{2});
+  EXPECT_EQ(adm_->growth_why(id),
+            "no domain its topology requires holds more of its pods, even empty");
+}
+
 // Partial admission reclaims, as Kueue's searches with preemption: a workload whose full size
 // is past its queue's guarantee, while another queue borrows that guarantee, takes back the
 // guarantee for the pods it holds and starts with those, rather than wait for the borrower's

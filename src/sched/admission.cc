@@ -4292,6 +4292,9 @@ Admitter::CutReclaim Admitter::ReclaimForCut(int id, const std::vector<int>& cou
   return later ? CutReclaim::kLater : CutReclaim::kNothing;
 }
 
+// Begins the partial_why of work whose required domain holds no more of its pods, even empty.
+constexpr char kNeverMore[] = "no more ever fit: ";
+
 bool Admitter::TryPartial(int id, uint64_t key, double now, CycleResult& out, int most_cut) {
   Entry& e = entries_[id];
   int max_cut = 0;
@@ -4353,6 +4356,13 @@ bool Admitter::TryPartial(int id, uint64_t key, double now, CycleResult& out, in
   if (!by_quota.count(hi - 1)) probe(hi - 1, &assign, &pods);
   e.partial_why = by_quota[hi - 1] ? "its queue's quota holds no more now"
                                    : "the fleet has room for no more now";
+  // Where no domain its topology requires could hold one pod more even empty, that lasts: said
+  // so (a review read "no more now" of a gang that would never grow).
+  if (!by_quota[hi - 1] && e.spec.topology.required) {
+    SetCounts(e, counts_for(hi - 1));
+    if (std::string why; !SomeDomainHolds(state_, e.pods, e.spec.topology, &why))
+      e.partial_why = kNeverMore + why;
+  }
   SetCounts(e, counts_for(hi));
   for (size_t k = 0; k < best_assign.size(); ++k) state_.Apply(best_assign[k], best_pods[k]);
   e.pods = std::move(best_pods);
@@ -4382,7 +4392,9 @@ void Admitter::GrowPartial(CycleResult& out) {
     // to where that work could run: HeldReach.)
     // (Its pods as asked, not as they were narrowed when it started: Grow adds those.)
     const bool held = hold_borrowing_ && HeldReach(e.set_request) != Reach::kOutside;
-    e.growth_why = held                  ? "room is held for work waiting within its guarantee"
+    e.growth_why = e.partial_why.rfind(kNeverMore, 0) == 0
+                       ? "no domain its topology requires holds more of its pods, even empty"
+                   : held                ? "room is held for work waiting within its guarantee"
                    : !e.ready            ? "its pods have not all started"
                    : e.shrunk_at == now_ ? "it just gave pods up"
                    : !q.pending.empty() || !q.parked.empty()
