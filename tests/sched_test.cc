@@ -581,6 +581,66 @@ TEST(TrustIsolation, UntrustedNeverSharesAGpuButMayShareTheNode) {
   }
 }
 
+// Pods placed under a tenant's earlier trust, restored beside each other after it was lowered
+// (x trusted, y once trusted in x's domain, now standard; u once standard, now untrusted): their
+// GPU takes no new sharer, of either tenant, until it empties (a trial's lowered tenant kept
+// placing shares beside the trusted one's).
+TEST(TrustIsolation, AGpuSharedUnderAnEarlierTrustTakesNoNewSharer) {
+  const std::vector<Tenant> tenants = {
+      MakeTenant("x", TrustLevel::kTrusted, "org"), MakeTenant("y", TrustLevel::kStandard, "org"),
+      MakeTenant("c", TrustLevel::kStandard), MakeTenant("u", TrustLevel::kUntrusted)};
+  auto policy = MustMakePolicy("bestfit");
+  Placer placer(*policy);
+  Rng rng(1);
+  {
+    Fleet fleet = FleetOf({GpuNode("n", 2)});
+    ClusterState s(fleet, tenants);
+    for (const std::string t : {"x", "y"}) {
+      Assignment a;
+      a.node = 0;
+      a.devices.push_back({0, 300, 0, -1});
+      s.Apply(a, Req(s, Fraction(300), t));
+    }
+    for (const std::string t : {"x", "y"}) {
+      PodPlacement p = placer.Place(s, Req(s, Fraction(100), t), rng);
+      ASSERT_EQ(p.outcome, Outcome::kPlaced) << t;
+      EXPECT_EQ(DevicesOf(p.assignment), std::vector<int>{1}) << t;
+      EXPECT_FALSE(s.DeviceUsable(0, 0, Req(s, Fraction(100), t))) << t;
+    }
+    // Emptied, it is open again.
+    for (const std::string t : {"x", "y"}) {
+      Assignment a;
+      a.node = 0;
+      a.devices.push_back({0, 300, 0, -1});
+      s.Release(a, Req(s, Fraction(300), t));
+    }
+    EXPECT_TRUE(s.DeviceUsable(0, 0, Req(s, Fraction(100), "y")));
+  }
+  {
+    Node node = GpuNode("n", 2);
+    for (Device& d : node.devices) d.mig_slices.assign(7, "1g.10gb");
+    Fleet fleet = FleetOf({node});
+    // c (standard) and u (once standard, now untrusted) hold slices 0 and 1 of GPU 0, restored
+    // in either order.
+    for (bool c_first : {true, false}) {
+      ClusterState s(fleet, tenants);
+      for (const std::string t :
+           c_first ? std::vector<std::string>{"c", "u"} : std::vector<std::string>{"u", "c"}) {
+        Assignment a;
+        a.node = 0;
+        a.devices.push_back({0, 0, 0, t == "c" ? 0 : 1});
+        s.Apply(a, Req(s, Mig("1g.10gb"), t));
+      }
+      for (const std::string t : {"c", "u"}) {
+        EXPECT_FALSE(s.DeviceUsable(0, 0, Req(s, Mig("1g.10gb"), t))) << t << c_first;
+        PodPlacement p = placer.Place(s, Req(s, Mig("1g.10gb"), t), rng);
+        ASSERT_EQ(p.outcome, Outcome::kPlaced) << t;
+        EXPECT_EQ(DevicesOf(p.assignment), std::vector<int>{1}) << t << c_first;
+      }
+    }
+  }
+}
+
 TEST(TrustIsolation, UntrustedOnASingleGpuNodeLeavesNoRoom) {
   Fleet fleet = FleetOf({GpuNode("n", 1)});
   ClusterState s(fleet,

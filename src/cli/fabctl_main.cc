@@ -2604,6 +2604,15 @@ int Patch(Globals& g, HttpClient& http, const std::string& what, const std::stri
               : g.dry_run == "server" ? " (server dry run)"
                                       : "");
   PrintWarnings(*resp);
+  // (As apply warns: a trial's patch that lowered a tenant's trust under shared GPUs said
+  // nothing of them.)
+  if (std::string(r->kind) == "Tenant" && !same && subresource.empty()) {
+    const json after = json::parse(resp->body, nullptr, false);
+    if (Obj(after, "spec").value("exclusiveNodes", false) == true &&
+        !Obj(json::parse(before->body, nullptr, false), "spec").value("exclusiveNodes", false))
+      WarnSharedNodes(http, name, /*newly=*/true);
+    WarnSharedGpus(http, name, after);
+  }
   return 0;
 }
 

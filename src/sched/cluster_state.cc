@@ -537,9 +537,9 @@ bool ClusterState::DeviceUsable(int n, int d, const PodRequest& req) const {
       if (ds.free_milli < FractionMilli(n, d, req)) return false;
       // The memory ShareOn will charge, explicit or proportional, so that it never goes negative.
       if (ds.free_memory_mib < FractionMemoryMib(n, d, req)) return false;
-      return ds.share_key < 0 || ds.share_key == ShareKey(req.tenant);
+      return ds.share_key == -1 || ds.share_key == ShareKey(req.tenant);
     case DeviceKind::kMig: {
-      if (ds.mig_key >= 0 && ds.mig_key != req.tenant) return false;
+      if (ds.mig_key == kClosed || (ds.mig_key >= 0 && ds.mig_key != req.tenant)) return false;
       const bool untrusted =
           req.tenant >= 0 && tenants_[req.tenant].trust == TrustLevel::kUntrusted;
       if (untrusted && ds.mig_key == kMigShared) return false;
@@ -611,12 +611,16 @@ void ClusterState::Apply(const Assignment& a, const PodRequest& req) {
       ds.mig_free &= ~(1u << share.mig_slice);
       const bool untrusted =
           req.tenant >= 0 && tenants_[req.tenant].trust == TrustLevel::kUntrusted;
-      ds.mig_key = untrusted ? req.tenant : kMigShared;
+      const int32_t key = untrusted ? req.tenant : kMigShared;
+      ds.mig_key = ds.mig_key == -1 || ds.mig_key == key ? key : kClosed;
     } else {
       ds.free_milli -= share.milli;
       s.free_milli -= share.milli;
       ds.free_memory_mib -= share.memory_mib;
-      if (req.kind == DeviceKind::kFraction) ds.share_key = ShareKey(req.tenant);
+      if (req.kind == DeviceKind::kFraction) {
+        const int32_t key = ShareKey(req.tenant);
+        ds.share_key = ds.share_key == -1 || ds.share_key == key ? key : kClosed;
+      }
     }
     allocated_gpu_milli_ += share.milli;
   }

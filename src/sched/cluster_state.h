@@ -105,15 +105,19 @@ struct Assignment {
 struct DeviceState {
   int64_t free_milli = kMilliPerGpu;
   int64_t free_memory_mib = 0;  // 0 capacity means memory is not tracked for this model
-  int32_t share_key = -1;       // fractional sharers' key; -1 = no fractional user
+  int32_t share_key = -1;       // fractional sharers' key; -1 = no fractional user, kClosed
   int32_t users = 0;            // pods using the device
   uint32_t mig_free = 0;        // bit s = MIG slice s is free
-  int32_t mig_key = -1;         // -1 none, kMigShared, or an untrusted tenant's index
+  int32_t mig_key = -1;         // -1 none, kMigShared, kClosed or an untrusted tenant's index
 };
 
 class ClusterState {
  public:
   static constexpr int32_t kMigShared = -2;
+  // A device's key where pods placed under different keys share it (a tenant's trust changed
+  // under them; their workloads restored): open to no new sharer until it empties (a trial's
+  // tenant lowered to standard kept placing shares beside a trusted tenant's).
+  static constexpr int32_t kClosed = -3;
 
   explicit ClusterState(const Fleet& fleet, const std::vector<Tenant>& tenants = {});
 

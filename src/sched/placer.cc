@@ -166,11 +166,11 @@ PodPlacement Placer::Explain(const ClusterState& s, const PodRequest& req,
       const Device& dev = s.node(n).devices[d];
       if (req.kind == DeviceKind::kFraction && !dev.mig_enabled() &&
           ds.free_milli >= s.FractionMilli(n, d, req) &&
-          ds.free_memory_mib >= s.FractionMemoryMib(n, d, req) && ds.share_key >= 0 &&
+          ds.free_memory_mib >= s.FractionMemoryMib(n, d, req) && ds.share_key != -1 &&
           ds.share_key != s.ShareKey(req.tenant))
         return true;
       if (req.kind == DeviceKind::kMig && dev.mig_enabled() &&
-          ((ds.mig_key >= 0 && ds.mig_key != req.tenant) ||
+          ((ds.mig_key >= 0 && ds.mig_key != req.tenant) || ds.mig_key == ClusterState::kClosed ||
            (untrusted && ds.mig_key == ClusterState::kMigShared)))
         for (size_t k = 0; k < dev.mig_slices.size(); ++k)
           if ((ds.mig_free >> k & 1) &&
