@@ -2108,7 +2108,7 @@ struct ApiServer::Impl {
       }
       // The namespace is the tenant, which isolation is decided by; one that could not name a
       // tenant would leave the workload unaddressable.
-      Status valid_ns = ValidateTenantName(ns);
+      Status valid_ns = ValidateName(ns);
       if (!valid_ns.ok())
         return Status(StatusCode::kInvalidArgument, "metadata.namespace: " + valid_ns.message());
       meta["namespace"] = ns;
@@ -2266,9 +2266,7 @@ struct ApiServer::Impl {
           stored["lendingLimit"] = CanonicalQuantity(flavor, *quota.lending_limit_milli);
       }
     }
-    Status valid_name = std::string(info.kind) == "Tenant"
-                            ? ValidateTenantName(meta.value("name", ""))
-                            : ValidateName(meta.value("name", ""));
+    Status valid_name = ValidateName(meta.value("name", ""));
     if (!valid_name.ok())
       return Status(StatusCode::kInvalidArgument, "metadata.name: " + valid_name.message());
     static const std::set<std::string> known_meta = {"name",
@@ -4190,6 +4188,11 @@ struct ApiServer::Impl {
     if (std::string(info.kind) == "PriorityClass")
       if (Status s = CheckOneGlobalDefault(o); !s.ok()) return ErrorFromStatus(s);
     const std::string name = o["metadata"]["name"];
+    // A new tenant's name must read as no other word of a message (ValidateTenantName); one
+    // stored before that rule stays usable.
+    if (std::string(info.kind) == "Tenant")
+      if (Status s = ValidateTenantName(name); !s.ok())
+        return StatusResponse(422, "metadata.name: " + s.message(), "metadata.name");
     // (Held shared from the tenant's check to the write, so that a tenant's deletion, which
     // holds it alone, never passes between them and leaves work with no tenant.)
     std::shared_lock<std::shared_mutex> tenant_ref(tenant_refs_mu, std::defer_lock);

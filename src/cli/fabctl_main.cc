@@ -1495,13 +1495,10 @@ int Apply(Globals& g, HttpClient& http, const std::string& file) {
     const std::string name = StringAt(obj, "metadata", "name");
     // (Checked here too: what is no valid name is no valid URL path either.)
     std::string bad;
-    if (fabrica::Status st = std::string(r->kind) == "Tenant" ? fabrica::ValidateTenantName(name)
-                                                              : fabrica::ValidateName(name);
-        !st.ok()) {
+    if (fabrica::Status st = fabrica::ValidateName(name); !st.ok()) {
       bad = "metadata.name: " + st.message();
     } else if (r->namespaced) {
-      if (st = fabrica::ValidateTenantName(ns); !st.ok())
-        bad = "metadata.namespace: " + st.message();
+      if (st = fabrica::ValidateName(ns); !st.ok()) bad = "metadata.namespace: " + st.message();
     }
     if (!bad.empty()) {
       std::cerr << "fabctl: " << from << ": " << r->kind << " " << bad << "\n";

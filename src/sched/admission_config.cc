@@ -196,7 +196,8 @@ Result<QueueSpec> ParseQueueSpec(YamlMap& m) {
   if (m.Has("tenants") && m.Keep(m.StringList("tenants"), &q.tenants))
     for (const std::string& t : q.tenants)
       if (t != "*")
-        if (Status s = ValidateTenantName(t); !s.ok()) m.Keep(m.Error("tenants", s.message()));
+        if (Status s = ValidateName(t); !s.ok())
+          m.Keep(m.Error("tenants", "'" + t + "': " + s.message()));
   if (m.Has("quotas")) {
     Doc quotas = m.Raw("quotas");
     if (!quotas.IsMap()) {
@@ -215,7 +216,7 @@ Result<QueueSpec> ParseQueueSpec(YamlMap& m) {
 
 Status ParseAdmissionSettings(YamlMap& m, AdmissionConfig* c) {
   RETURN_IF_ERROR(m.CheckIsMap());
-  ASSIGN_OR_RETURN(c->usage_half_life_s, m.Double("usageHalfLife", 0.0));
+  ASSIGN_OR_RETURN(c->usage_half_life_s, m.Double("usageHalfLife", kDefaultUsageHalfLifeS));
   ASSIGN_OR_RETURN(c->history_weight, m.Double("historyWeight", 0.5));
   if (c->history_weight > 1) return m.Error("historyWeight", "must be between 0 and 1");
   ASSIGN_OR_RETURN(c->gang_timeout_s, m.Double("gangTimeout", 300.0));
