@@ -607,13 +607,15 @@ TEST(TrustIsolation, AGpuSharedUnderAnEarlierTrustTakesNoNewSharer) {
       EXPECT_EQ(DevicesOf(p.assignment), std::vector<int>{1}) << t;
       EXPECT_FALSE(s.DeviceUsable(0, 0, Req(s, Fraction(100), t))) << t;
     }
-    // Emptied, it is open again.
-    for (const std::string t : {"x", "y"}) {
-      Assignment a;
-      a.node = 0;
-      a.devices.push_back({0, 300, 0, -1});
-      s.Release(a, Req(s, Fraction(300), t));
-    }
+    // y's pod gone, it is x's again (as a rebuilt state, which restores x's alone, has it);
+    // emptied, anyone's.
+    Assignment a;
+    a.node = 0;
+    a.devices.push_back({0, 300, 0, -1});
+    s.Release(a, Req(s, Fraction(300), "y"));
+    EXPECT_TRUE(s.DeviceUsable(0, 0, Req(s, Fraction(100), "x")));
+    EXPECT_FALSE(s.DeviceUsable(0, 0, Req(s, Fraction(100), "y")));
+    s.Release(a, Req(s, Fraction(300), "x"));
     EXPECT_TRUE(s.DeviceUsable(0, 0, Req(s, Fraction(100), "y")));
   }
   {
@@ -637,6 +639,13 @@ TEST(TrustIsolation, AGpuSharedUnderAnEarlierTrustTakesNoNewSharer) {
         ASSERT_EQ(p.outcome, Outcome::kPlaced) << t;
         EXPECT_EQ(DevicesOf(p.assignment), std::vector<int>{1}) << t << c_first;
       }
+      // u's slice gone, c's standard kind may share it again.
+      Assignment u;
+      u.node = 0;
+      u.devices.push_back({0, 0, 0, 1});
+      s.Release(u, Req(s, Mig("1g.10gb"), "u"));
+      EXPECT_TRUE(s.DeviceUsable(0, 0, Req(s, Mig("1g.10gb"), "c"))) << c_first;
+      EXPECT_FALSE(s.DeviceUsable(0, 0, Req(s, Mig("1g.10gb"), "u"))) << c_first;
     }
   }
 }

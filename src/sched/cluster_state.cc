@@ -611,16 +611,15 @@ void ClusterState::Apply(const Assignment& a, const PodRequest& req) {
       ds.mig_free &= ~(1u << share.mig_slice);
       const bool untrusted =
           req.tenant >= 0 && tenants_[req.tenant].trust == TrustLevel::kUntrusted;
-      const int32_t key = untrusted ? req.tenant : kMigShared;
-      ds.mig_key = ds.mig_key == -1 || ds.mig_key == key ? key : kClosed;
+      AddKey(&ds.mig_key, untrusted ? req.tenant : kMigShared, ds.users, mixed_mig_,
+             {a.node, share.device});
     } else {
       ds.free_milli -= share.milli;
       s.free_milli -= share.milli;
       ds.free_memory_mib -= share.memory_mib;
-      if (req.kind == DeviceKind::kFraction) {
-        const int32_t key = ShareKey(req.tenant);
-        ds.share_key = ds.share_key == -1 || ds.share_key == key ? key : kClosed;
-      }
+      if (req.kind == DeviceKind::kFraction)
+        AddKey(&ds.share_key, ShareKey(req.tenant), ds.users, mixed_share_,
+               {a.node, share.device});
     }
     allocated_gpu_milli_ += share.milli;
   }
@@ -648,17 +647,55 @@ void ClusterState::Release(const Assignment& a, const PodRequest& req) {
     ds.users -= 1;
     if (share.mig_slice >= 0) {
       ds.mig_free |= 1u << share.mig_slice;
-      if (ds.users == 0) ds.mig_key = -1;
+      const bool untrusted =
+          req.tenant >= 0 && tenants_[req.tenant].trust == TrustLevel::kUntrusted;
+      RemoveKey(&ds.mig_key, untrusted ? req.tenant : kMigShared, ds.users, mixed_mig_,
+                {a.node, share.device});
     } else {
       ds.free_milli += share.milli;
       s.free_milli += share.milli;
       ds.free_memory_mib += share.memory_mib;
-      if (ds.users == 0) ds.share_key = -1;
+      if (req.kind == DeviceKind::kFraction)
+        RemoveKey(&ds.share_key, ShareKey(req.tenant), ds.users, mixed_share_,
+                  {a.node, share.device});
+      else if (ds.users == 0)
+        ds.share_key = -1;
     }
     allocated_gpu_milli_ -= share.milli;
   }
   RefreshSummary(a.node);
   Reclassify(a.node);
+}
+
+void ClusterState::AddKey(int32_t* slot, int32_t key, int users,
+                          std::map<std::pair<int, int>, std::map<int32_t, int>>& mixed,
+                          std::pair<int, int> at) {
+  if (auto m = mixed.find(at); m != mixed.end()) {
+    ++m->second[key];
+  } else if (*slot == -1 || *slot == key) {
+    *slot = key;
+  } else {
+    // (Every pod there before this one holds the one key there was.)
+    std::map<int32_t, int>& by_key = mixed[at];
+    by_key[*slot] = users - 1;
+    by_key[key] = 1;
+    *slot = kClosed;
+  }
+}
+
+void ClusterState::RemoveKey(int32_t* slot, int32_t key, int users,
+                             std::map<std::pair<int, int>, std::map<int32_t, int>>& mixed,
+                             std::pair<int, int> at) {
+  if (auto m = mixed.find(at); m != mixed.end()) {
+    if (auto k = m->second.find(key); k != m->second.end() && --k->second <= 0)
+      m->second.erase(k);
+    if (m->second.size() <= 1) {
+      *slot = m->second.empty() || users == 0 ? -1 : m->second.begin()->first;
+      mixed.erase(m);
+    }
+  } else if (users == 0) {
+    *slot = -1;
+  }
 }
 
 int ClusterState::GpuTag(const PodRequest& req) {

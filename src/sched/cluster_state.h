@@ -115,9 +115,17 @@ class ClusterState {
  public:
   static constexpr int32_t kMigShared = -2;
   // A device's key where pods placed under different keys share it (a tenant's trust changed
-  // under them; their workloads restored): open to no new sharer until it empties (a trial's
-  // tenant lowered to standard kept placing shares beside a trusted tenant's).
+  // under them; their workloads restored): open to no new sharer until the pods of all keys
+  // but one have gone (a trial's tenant lowered to standard kept placing shares beside a
+  // trusted tenant's).
   static constexpr int32_t kClosed = -3;
+  // `key` (of a pod added to, or taken from, a device of `users` pods, it included) in the
+  // device's `*slot` (its share_key or mig_key), with `mixed` its pods by key while they
+  // differ.
+  static void AddKey(int32_t* slot, int32_t key, int users, std::map<std::pair<int, int>,
+                     std::map<int32_t, int>>& mixed, std::pair<int, int> at);
+  static void RemoveKey(int32_t* slot, int32_t key, int users, std::map<std::pair<int, int>,
+                        std::map<int32_t, int>>& mixed, std::pair<int, int> at);
 
   explicit ClusterState(const Fleet& fleet, const std::vector<Tenant>& tenants = {});
 
@@ -359,6 +367,10 @@ class ClusterState {
   std::vector<FitSummary> active_fit_;  // by active position
   std::unordered_map<std::string, int> class_by_key_;
   // NodesFor's answers (a cache: which nodes match a selector never changes with the state).
+  // Devices whose pods hold different keys (kClosed), by (node, device): the pods of each key,
+  // fractional and MIG apart, so that Release undoes Apply exactly (a trial's release of the
+  // pod under the other key reopens the device to the rest's). Empty but after a trust change.
+  std::map<std::pair<int, int>, std::map<int32_t, int>> mixed_share_, mixed_mig_;
   mutable std::map<NodeSelector, std::shared_ptr<const NodeSet>> node_sets_;
   mutable std::map<NodeSelector, std::shared_ptr<const std::vector<std::shared_ptr<const NodeSet>>>>
       preferred_sets_;
