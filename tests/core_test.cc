@@ -402,6 +402,27 @@ TEST(FleetYaml, UnknownMigProfileIsRejected) {
                 {"f.yaml:5", "nodes[0].devices[0].mig", "unknown profile '7g.80gb'"});
 }
 
+// An A100 of 80 GB has its own profiles (NVIDIA's MIG user guide): those of the 40 GB card are
+// refused on it and its own accepted, and its slices hold their own memory (a trial's A100 80GB
+// layout was refused, and its 7g.40gb accepted).
+TEST(FleetYaml, AnA100Of80GbHasItsOwnMigProfiles) {
+  const auto fleet = [](const std::string& gpus) {
+    return ParseFleetYaml(OneNodeFleet("    cpu: 8\n    memory: 64Gi\n    gpus: " + gpus + "\n"),
+                          "fleet.yaml");
+  };
+  auto ok =
+      fleet("{count: 1, model: A100, memory: 80Gi, mig: [3g.40gb, 2g.20gb, 1g.10gb, 1g.10gb]}");
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  ExpectInvalid(fleet("{count: 1, model: A100, memory: 80Gi, mig: [7g.40gb]}"),
+                {"nodes[0].gpus.mig", "unknown profile '7g.40gb' for A100 80GB", "7g.80gb"});
+  ExpectInvalid(fleet("{count: 1, model: A100, memory: 40Gi, mig: [3g.40gb]}"),
+                {"nodes[0].gpus.mig", "unknown profile '3g.40gb' for A100 40GB", "3g.20gb"});
+  const MigProfile* p = FindMigProfile("A100", "3g.40gb", MemoryMib(80 * 1024));
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->memory.value(), 40 * 1024);
+  EXPECT_EQ(FindMigProfile("A100", "3g.40gb"), nullptr);  // (no memory given: the 40 GB card)
+}
+
 TEST(FleetYaml, DuplicateNodeNameIsRejected) {
   const std::string text =
       "nodes:\n"

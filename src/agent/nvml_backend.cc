@@ -93,13 +93,14 @@ std::vector<Nic> DiscoverNics(const std::string& leaf) {
 
 // The MIG profile of a MIG device: the driver names MIG devices "<product> MIG 1g.18gb"; without
 // that suffix, the model's profile with the instance's compute slices and nearest memory.
-std::string MigProfileOf(const std::string& model, const std::string& mig_name,
-                         const nvml::DeviceAttributes* attrs, int64_t memory_mib) {
+std::string MigProfileOf(const std::string& model, MemoryMib gpu_memory,
+                         const std::string& mig_name, const nvml::DeviceAttributes* attrs,
+                         int64_t memory_mib) {
   const size_t at = mig_name.find(" MIG ");
   if (at != std::string::npos) return mig_name.substr(at + 5);
   const int64_t mib = attrs != nullptr ? static_cast<int64_t>(attrs->memory_size_mb) : memory_mib;
   const MigProfile* best = nullptr;
-  for (const MigProfile& p : MigProfilesFor(model)) {
+  for (const MigProfile& p : MigProfilesFor(model, gpu_memory)) {
     if (attrs != nullptr && p.compute_slices != static_cast<int>(attrs->gpu_instance_slice_count)) {
       continue;
     }
@@ -351,7 +352,8 @@ Result<Inventory> NvmlDeviceBackend::Discover() {
       const bool has_attrs = api_.device_get_attributes != nullptr &&
                              api_.device_get_attributes(m.handle, &attrs) == nvml::kSuccess;
       m.info.profile =
-          MigProfileOf(dev.model, Text(m.handle, api_.device_get_name, nvml::kNameBufferSize),
+          MigProfileOf(dev.model, dev.memory,
+                       Text(m.handle, api_.device_get_name, nvml::kNameBufferSize),
                        has_attrs ? &attrs : nullptr, m.info.memory_mib);
       d.mig_instances.push_back(m.info);
       dev.mig_slices.push_back(m.info.profile);

@@ -173,7 +173,7 @@ SimBackend::SimBackend(const Node& node, std::vector<FaultInjection> schedule,
       m.info.compute_instance_id = 0;
       m.info.profile = dev.mig_slices[k];
       m.info.uuid = "MIG-" + tail + "-" + std::to_string(k + 1);
-      const MigProfile* p = FindMigProfile(dev.model, dev.mig_slices[k]);
+      const MigProfile* p = FindMigProfile(dev.model, dev.mig_slices[k], dev.memory);
       m.info.memory_mib = p != nullptr ? p->memory.value() : 0;
       d.mig_instances.push_back(m.info);
       g.migs.push_back(m);

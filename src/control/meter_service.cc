@@ -146,7 +146,8 @@ Status MeterService::Sync() {
       const auto slices = List(d, "migSlices");
       for (size_t i = 0; i < slices.size(); ++i) {
         const MigProfile* p =
-            FindMigProfile(model, slices[i].is_string() ? slices[i].get<std::string>() : "");
+            FindMigProfile(model, slices[i].is_string() ? slices[i].get<std::string>() : "",
+                           MemoryMib(memory.ok() ? memory->value() : 0));
         const int32_t milli = p ? MigSliceMilli(p->compute_slices) : 1000;
         (void)meter_.AddDevice(
             {uuid + "/" + std::to_string(i), name, model, since, kOpenEnd, uuid, milli});
@@ -297,7 +298,8 @@ Status MeterService::Sync() {
           bd.mig_profile = Str(d, "migProfile");
           if (slice >= 0) {
             bd.uuid += "/" + std::to_string(slice);
-            const MigProfile* p = FindMigProfile(bd.model, bd.mig_profile);
+            const MigProfile* p =
+                FindMigProfile(bd.model, bd.mig_profile, MemoryMib(device_memory));
             bd.gpu_milli = p ? MigSliceMilli(p->compute_slices) : 1000;
             bd.compute_milli = bd.gpu_milli;
             if (bd.mig_profile.empty()) bd.mig_profile = "mig";

@@ -15,11 +15,14 @@ MigProfile P(const char* name, int c, int m, int64_t gib) {
 
 }  // namespace
 
-const std::vector<MigProfile>& MigProfilesFor(const std::string& model) {
+const std::vector<MigProfile>& MigProfilesFor(const std::string& model, MemoryMib memory) {
   // Published MIG geometries (NVIDIA MIG user guide): 7 compute slices, 8 memory slices.
   static const std::vector<MigProfile> kA100 = {P("1g.5gb", 1, 1, 5), P("2g.10gb", 2, 2, 10),
                                                 P("3g.20gb", 3, 4, 20), P("4g.20gb", 4, 4, 20),
                                                 P("7g.40gb", 7, 8, 40)};
+  static const std::vector<MigProfile> kA100Of80 = {P("1g.10gb", 1, 1, 10), P("1g.20gb", 1, 2, 20),
+                                                    P("2g.20gb", 2, 2, 20), P("3g.40gb", 3, 4, 40),
+                                                    P("4g.40gb", 4, 4, 40), P("7g.80gb", 7, 8, 80)};
   static const std::vector<MigProfile> kH100 = {P("1g.10gb", 1, 1, 10), P("1g.20gb", 1, 2, 20),
                                                 P("2g.20gb", 2, 2, 20), P("3g.40gb", 3, 4, 40),
                                                 P("4g.40gb", 4, 4, 40), P("7g.80gb", 7, 8, 80)};
@@ -30,15 +33,16 @@ const std::vector<MigProfile>& MigProfilesFor(const std::string& model) {
                                                  P("2g.47gb", 2, 2, 47), P("3g.93gb", 3, 4, 93),
                                                  P("4g.93gb", 4, 4, 93), P("7g.186gb", 7, 8, 186)};
   static const std::vector<MigProfile> kNone;
-  if (model == "A100") return kA100;
+  if (model == "A100") return memory.value() > 40 * 1024 ? kA100Of80 : kA100;
   if (model == "H100") return kH100;
   if (model == "H200") return kH200;
   if (model == "GB200" || model == "B200") return kGB200;
   return kNone;
 }
 
-const MigProfile* FindMigProfile(const std::string& model, const std::string& profile) {
-  for (const MigProfile& p : MigProfilesFor(model)) {
+const MigProfile* FindMigProfile(const std::string& model, const std::string& profile,
+                                 MemoryMib memory) {
+  for (const MigProfile& p : MigProfilesFor(model, memory)) {
     if (p.name == profile) return &p;
   }
   return nullptr;
@@ -127,13 +131,22 @@ std::vector<std::string> Fleet::Models() const {
   return {models.begin(), models.end()};
 }
 
-Status CheckMigGeometry(const std::string& model, const std::vector<std::string>& slices) {
+Status CheckMigGeometry(const std::string& model, const std::vector<std::string>& slices,
+                        MemoryMib gpu_memory) {
   if (slices.empty()) return Status::Ok();
   if (MigProfilesFor(model).empty()) return InvalidArgument("model " + model + " has no MIG");
   int compute = 0, memory = 0;
   for (const std::string& slice : slices) {
-    const MigProfile* p = FindMigProfile(model, slice);
-    if (!p) return InvalidArgument("unknown profile '" + slice + "' for " + model);
+    const MigProfile* p = FindMigProfile(model, slice, gpu_memory);
+    if (!p) {
+      std::string known;
+      for (const MigProfile& q : MigProfilesFor(model, gpu_memory))
+        known += (known.empty() ? "" : ", ") + q.name;
+      return InvalidArgument(
+          "unknown profile '" + slice + "' for " + model +
+          (model == "A100" ? (gpu_memory.value() > 40 * 1024 ? " 80GB" : " 40GB") : std::string()) +
+          " (its profiles: " + known + ")");
+    }
     compute += p->compute_slices;
     memory += p->memory_slices;
   }
@@ -179,7 +192,7 @@ Status ValidateFleet(const Fleet& fleet) {
       }
       if (d.mig_enabled()) {
         if (!d.mig_capable) return InvalidArgument(dw + ".mig: model " + d.model + " has no MIG");
-        Status st = CheckMigGeometry(d.model, d.mig_slices);
+        Status st = CheckMigGeometry(d.model, d.mig_slices, d.memory);
         if (!st.ok()) return InvalidArgument(dw + ".mig: " + st.message());
       }
     }
@@ -216,7 +229,7 @@ Result<Device> ParseDevice(YamlMap& m, const Node& node, int index, int device_c
   ASSIGN_OR_RETURN(d.pcie_root, m.String("pcieRoot", ""));
   ASSIGN_OR_RETURN(d.mig_slices, m.StringList("mig"));
   d.mig_capable = !MigProfilesFor(d.model).empty();
-  Status mig = CheckMigGeometry(d.model, d.mig_slices);
+  Status mig = CheckMigGeometry(d.model, d.mig_slices, d.memory);
   if (!mig.ok()) return m.Error("mig", mig.message());
   Doc peers = m.Raw("nvlinkPeers");
   if (peers && !peers.IsNull()) {
@@ -245,7 +258,7 @@ Status ParseGpuShorthand(YamlMap& m, Node& node) {
   ASSIGN_OR_RETURN(MemoryMib memory, m.Memory("memory", MemoryMib(0)));
   ASSIGN_OR_RETURN(bool ecc, m.Bool("ecc", true));
   ASSIGN_OR_RETURN(std::vector<std::string> mig, m.StringList("mig"));
-  Status mig_ok = CheckMigGeometry(model, mig);
+  Status mig_ok = CheckMigGeometry(model, mig, memory);
   if (!mig_ok.ok()) return m.Error("mig", mig_ok.message());
   ASSIGN_OR_RETURN(bool nvswitch, m.Bool("nvswitch", true));
   RETURN_IF_ERROR(m.Finish());

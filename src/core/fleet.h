@@ -25,9 +25,13 @@ struct MigProfile {
   MemoryMib memory;
 };
 
-// The MIG profiles a GPU model supports; empty for models without MIG.
-const std::vector<MigProfile>& MigProfilesFor(const std::string& model);
-const MigProfile* FindMigProfile(const std::string& model, const std::string& profile);
+// The MIG profiles a GPU model supports; empty for models without MIG. `memory`, the GPU's,
+// tells the A100's two tables apart: more than 40 GiB is the 80 GB card's (a trial's A100 80GB
+// layout was refused by the 40 GB table); not given (0), the 40 GB one.
+const std::vector<MigProfile>& MigProfilesFor(const std::string& model,
+                                              MemoryMib memory = MemoryMib(0));
+const MigProfile* FindMigProfile(const std::string& model, const std::string& profile,
+                                 MemoryMib memory = MemoryMib(0));
 
 // The share of a GPU a MIG slice of `compute_slices` (of 7) counts as, in milli-GPU: rounded
 // down, so that the slices of one GPU never add up to more than the GPU (7 × 1g = 994). Quota,
@@ -161,7 +165,8 @@ Status ValidateFleet(const Fleet& fleet);
 
 // OK when the MIG geometry `slices` (profile names) exists on `model` and fits one GPU's 7
 // compute and 8 memory slices; otherwise the message says why, without a location.
-Status CheckMigGeometry(const std::string& model, const std::vector<std::string>& slices);
+Status CheckMigGeometry(const std::string& model, const std::vector<std::string>& slices,
+                        MemoryMib memory = MemoryMib(0));
 
 // Parses the fleet YAML (see docs/fleet.md). `source` names the file in messages. An optional
 // top-level `faults:` list schedules faults for simulated nodes:
