@@ -5526,6 +5526,33 @@ TEST_F(FactoryTest, ANodesOwnLongerLeaseKeepsItReady) {
   EXPECT_EQ(requeued, 1);
 }
 
+// An admin relays out a MIG GPU under a running slice: the workload is requeued for that, not
+// told its node was lost (a trial's node stayed Ready throughout).
+TEST_F(FactoryTest, ASliceWhoseMigLayoutChangedUnderItIsRequeuedSayingSo) {
+  json slice = WholeGpuWorkload("team-c", "slice", 1);
+  slice["spec"]["podSets"][0]["devices"] = {{"mig", "1g.10gb"}};
+  CreateWorkload(slice);
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  const json held = Workloads()["team-c/slice"]["status"]["assignments"][0];
+  const std::string node = held.value("node", "");
+  const int gpu = held["devices"][0].value("index", -1);
+  json n = CallJson("GET", std::string(kApi) + "/nodes/" + node);
+  ASSERT_TRUE(n["spec"]["devices"].is_array()) << n.dump();
+  n["spec"]["devices"][gpu]["mig"] = {"4g.40gb", "3g.40gb"};
+  ClientResponse r = Call("PATCH", std::string(kApi) + "/nodes/" + node,
+                          json{{"spec", {{"devices", n["spec"]["devices"]}}}}.dump(),
+                          "application/merge-patch+json");
+  ASSERT_EQ(r.status, 200) << r.body;
+  Cycle();
+  const json status = Workloads()["team-c/slice"]["status"];
+  EXPECT_EQ(status.value("reason", ""), "DevicesChanged") << status.dump();
+  EXPECT_NE(status.value("message", "")
+                .find("the MIG layout of GPU " + std::to_string(gpu) + " of node " + node +
+                      " changed under it"),
+            std::string::npos)
+      << status.dump();
+}
+
 TEST_F(FactoryTest, LostNodesWorkloadsAreRequeued) {
   for (int i = 0; i < 3; ++i)
     CreateWorkload(WholeGpuWorkload("team-a", "job-" + std::to_string(i), 2));

@@ -439,7 +439,8 @@ std::string NoExecuteEviction(const std::vector<Toleration>& tolerations, const 
 // devices its node does not have.
 std::optional<std::vector<Assignment>> ParseAssignments(
     const json& status, const char* key, const ClusterState& state,
-    const std::map<std::string, int>& node_index, const std::set<std::string>& gone) {
+    const std::map<std::string, int>& node_index, const std::set<std::string>& gone,
+    std::string* why = nullptr) {
   std::vector<Assignment> out;
   for (const json& a : List(status, key)) {
     const std::string node = Str(a, "node");
@@ -456,8 +457,21 @@ std::optional<std::vector<Assignment>> ParseAssignments(
       share.memory_mib = Int(d, "memoryMiB");
       share.mig_slice = static_cast<int>(Int(d, "migSlice", -1));
       if (share.device < 0 || share.device >= static_cast<int>(n.devices.size()) ||
-          share.milli < 0 || share.memory_mib < 0 || share.mig_slice < -1 ||
-          share.mig_slice >= static_cast<int>(n.devices[share.device].mig_slices.size())) {
+          share.milli < 0 || share.memory_mib < 0 || share.mig_slice < -1) {
+        if (why) *why = "GPU " + std::to_string(share.device) + " of node " + node + " is gone";
+        return std::nullopt;
+      }
+      // The slice it holds as the node has it now: a MIG layout changed under it (a trial's
+      // 1g.10gb slice went with its GPU's relayout, and was told its node was lost) is not
+      // there to account (nor another slice of that index, of another profile).
+      const std::vector<std::string>& slices = n.devices[share.device].mig_slices;
+      const std::string profile = Str(d, "migProfile");
+      if (share.mig_slice >= static_cast<int>(slices.size()) ||
+          (share.mig_slice >= 0 && !profile.empty() && slices[share.mig_slice] != profile)) {
+        if (why)
+          *why = "the MIG layout of GPU " + std::to_string(share.device) + " of node " + node +
+                 " changed under it (its " + (profile.empty() ? "MIG" : profile) +
+                 " slice is gone)";
         return std::nullopt;
       }
       asg.devices.push_back(share);
@@ -1106,10 +1120,11 @@ Result<CycleStats> Scheduler::RunOnce() {
           // gone (nothing is left to stop), so long as the pods that run on are all on live
           // nodes.
           std::set<std::string> on_lost_nodes;
+          std::string devices_gone;  // (its node there, its devices not: said so)
           for (const json& a : List(status, "assignments"))
             if (leaving.count(Str(a, "pod", "0")) &&
                 !ParseAssignments(json{{"assignments", json::array({a})}}, "assignments", state,
-                                  node_index, unusable))
+                                  node_index, unusable, &devices_gone))
               on_lost_nodes.insert(Str(a, "pod", "0"));
           json done = json::array(), left = json::array();
           bool lost = false;  // a mark done because its node was lost
@@ -1163,9 +1178,11 @@ Result<CycleStats> Scheduler::RunOnce() {
                        st["message"] = "shrunk to " + std::to_string(n) + " of " +
                                        std::to_string(sw.w().pod_count()) + " pods (" + why + ")";
                        if (lost)
-                         st["message"] = st["message"].get<std::string>() +
-                                         "; the pods it gave up were on a node that stopped "
-                                         "renewing its lease";
+                         st["message"] =
+                             st["message"].get<std::string>() + "; the pods it gave up " +
+                             (devices_gone.empty()
+                                  ? "were on a node that stopped renewing its lease"
+                                  : "held devices that are gone (" + devices_gone + ")");
                      })) {
             kept_counts = counts;  // (a concurrent write: done next cycle)
             marks_left = marks;
@@ -1305,8 +1322,9 @@ Result<CycleStats> Scheduler::RunOnce() {
         }
         // Account for it, unless its node is gone (or it names devices the node does not
         // have): then it goes back to the queue.
+        std::string changed;  // (its node is there, its devices are not)
         auto assignments = ParseAssignments(completed.empty() ? current : live, "assignments",
-                                            state, node_index, unusable);
+                                            state, node_index, unusable, &changed);
         if (!assignments || assignments->size() != sw.pods.size()) {
           json patch = sw.obj();
           // A run already marked to fail (past its maximum runtime) fails now.
@@ -1315,18 +1333,21 @@ Result<CycleStats> Scheduler::RunOnce() {
             patch["status"]["phase"] = "Failed";
             patch["status"]["reason"] = "MaxRuntimeExceeded";
             patch["status"]["message"] =
-                Str(preemption, "reason") + "; its node stopped renewing its lease";
+                Str(preemption, "reason") + "; " +
+                (changed.empty() ? "its node stopped renewing its lease" : changed);
             patch["status"]["completionTime"] = FormatTimestamp(now);
             if (store_.Put(kv.key, patch.dump(), kv.mod_revision).ok()) ++stats.timed_out;
             continue;
           }
-          patch["status"] = {{"phase", "Pending"},
-                             {"message", "requeued: its node stopped renewing its lease"},
-                             {"reason", "NodeLost"}};
+          const std::string lost =
+              changed.empty() ? "its node stopped renewing its lease" : changed;
+          const char* reason = changed.empty() ? "NodeLost" : "DevicesChanged";
+          patch["status"] = {
+              {"phase", "Pending"}, {"message", "requeued: " + lost}, {"reason", reason}};
           if (!kept_state.is_null()) patch["status"]["requeueState"] = kept_state;
           KeepFinished(sw.w(), current, patch["status"]);
-          NoteEviction(current, patch["status"], "NodeLost", "its node stopped renewing its lease",
-                       now, RunGpuSecondsLost(Field(sw.obj(), "spec"), current, now));
+          NoteEviction(current, patch["status"], reason, lost, now,
+                       RunGpuSecondsLost(Field(sw.obj(), "spec"), current, now));
           if (store_.Put(kv.key, patch.dump(), kv.mod_revision).ok()) ++stats.requeued;
           continue;
         }
