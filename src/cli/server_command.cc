@@ -50,7 +50,7 @@ struct ServerArgs {
   std::string prices_file;
   std::vector<std::string> dcgm_exporters;  // dcgm-exporter /metrics URLs the server reads
   double preemption_grace_s = 30;
-  double usage_half_life_s = 3600;
+  double usage_half_life_s = 3600;  // (kDefaultUsageHalfLifeS)
   double reclaim_hold_s = 300;
   double reclaim_min_runtime_s = 3600;
   bool lend_across_trees = false;

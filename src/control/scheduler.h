@@ -74,7 +74,7 @@ struct SchedulerOptions {
   // Slurm drains a node that fails to launch a job: the Node's condition PodsStarting False
   // says so. Held in the scheduler's memory (a restarted scheduler forgets it).
   double unstarted_node_hold_s = 1800;
-  double usage_half_life_s = 3600;
+  double usage_half_life_s = 3600;  // (kDefaultUsageHalfLifeS)
   double history_weight = 0.5;
   // For this long after a queue reclaims borrowed GPUs, CPU or memory, the room its reclaims
   // freed beyond their need is lent to no one (AdmissionConfig::reclaim_hold_s; 0: lent at once).

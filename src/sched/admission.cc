@@ -743,7 +743,7 @@ void Admitter::TakeOutOfService(int n, const std::vector<int>& devices) {
     int64_t free = spec.mig_slices.empty() ? dev.free_milli : kMilliPerGpu;
     for (size_t sl = 0; sl < spec.mig_slices.size(); ++sl)
       if (!(dev.mig_free >> sl & 1))
-        if (const MigProfile* mp = FindMigProfile(spec.model, spec.mig_slices[sl]))
+        if (const MigProfile* mp = FindMigProfile(spec.model, spec.mig_slices[sl], spec.memory))
           free -= MigSliceMilli(mp->compute_slices);
     free = std::max<int64_t>(free, 0);
     free_gpu += free;
@@ -789,7 +789,7 @@ std::vector<Admitter::CapacityWarning> Admitter::CapacityWarnings() const {
   for (int n = 0; n < state_.node_count(); ++n)
     for (const Device& d : fleet_.nodes[n].devices)
       for (const std::string& slice : d.mig_slices)
-        if (const MigProfile* mp = FindMigProfile(d.model, slice))
+        if (const MigProfile* mp = FindMigProfile(d.model, slice, d.memory))
           if (const int f = SelectFlavor(DeviceKind::kMig, state_.MigProfileIndex(slice),
                                          state_.node_model(n), true);
               f >= 0) {
@@ -2800,6 +2800,7 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
   off_held_left_ = kOffHeldTriesPerCycle;
   held_swap_queues_.clear();
   partial_failed_.clear();
+  failed_searches_.clear();
   out_of_reach_.clear();
   lenders_.clear();
 
@@ -3538,12 +3539,24 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
     }
     if (!WouldBorrow(id) && Consolidate(id, pods, e.spec.topology, now, out)) return false;
     bool searched = false;
-    if (config_.preemption && (MayReclaimAny(id) || e.continuing) && MayPreempt(id) &&
-        TakeSearch(id)) {
+    const uint64_t search_key = SearchKey(key, allowed);
+    auto found =
+        e.continuing || e.nominated ? failed_searches_.end() : failed_searches_.find(search_key);
+    if (found != failed_searches_.end() && config_.preemption && MayReclaimAny(id) &&
+        MayPreempt(id)) {
+      // (The same shape's search found nothing this cycle: nor would this one.)
+      e.reason = found->second.reason;
+      e.budget_blocked = found->second.budget_blocked;
+      e.victims_ready_at = found->second.victims_ready_at;
+      e.victims_min_runtime = found->second.victims_min_runtime;
+      searched = true;
+    } else if (config_.preemption && (MayReclaimAny(id) || e.continuing) && MayPreempt(id) &&
+               TakeSearch(id)) {
       if (Preempt(id, pods, allowed, now, out) ||
           (!WouldBorrow(id) && Consolidate(id, pods, e.spec.topology, now, out, true)))
         return false;
       searched = true;
+      NoteFailedSearch(id, search_key);
     }
     e.waits_on_time = e.reason.find("minimum runtime") != std::string::npos;
     NotePolicyBlock(id);
@@ -3603,6 +3616,9 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
         Consolidate(id, pods, e.spec.topology, now, out, /*reclaim=*/true))
       return false;
     searched = true;
+    // (Noted for the same shape's later tries, whose search also moves work where it does
+    // not borrow: so where this one's did too, or borrows.)
+    if (borrowing || ReclaimEligible(id)) NoteFailedSearch(id, SearchKey(key, allowed));
   }
   e.waits_on_time = e.reason.find("minimum runtime") != std::string::npos;
   NotePolicyBlock(id);
@@ -4358,10 +4374,14 @@ bool Admitter::TryPartial(int id, uint64_t key, double now, CycleResult& out, in
                                    : "the fleet has room for no more now";
   // Where no domain its topology requires could hold one pod more even empty, that lasts: said
   // so (a review read "no more now" of a gang that would never grow).
+  e.never_above = -1;
   if (!by_quota[hi - 1] && e.spec.topology.required) {
     SetCounts(e, counts_for(hi - 1));
-    if (std::string why; !SomeDomainHolds(state_, e.pods, e.spec.topology, &why))
+    if (std::string why; !SomeDomainHolds(state_, e.pods, e.spec.topology, &why)) {
       e.partial_why = kNeverMore + why;
+      e.never_above = 0;
+      for (int c : counts_for(hi)) e.never_above += c;
+    }
   }
   SetCounts(e, counts_for(hi));
   for (size_t k = 0; k < best_assign.size(); ++k) state_.Apply(best_assign[k], best_pods[k]);
@@ -4392,7 +4412,9 @@ void Admitter::GrowPartial(CycleResult& out) {
     // to where that work could run: HeldReach.)
     // (Its pods as asked, not as they were narrowed when it started: Grow adds those.)
     const bool held = hold_borrowing_ && HeldReach(e.set_request) != Reach::kOutside;
-    e.growth_why = e.partial_why.rfind(kNeverMore, 0) == 0
+    int pods = 0;
+    for (int c : e.counts) pods += c;
+    e.growth_why = e.never_above >= 0 && pods >= e.never_above
                        ? "no domain its topology requires holds more of its pods, even empty"
                    : held                ? "room is held for work waiting within its guarantee"
                    : !e.ready            ? "its pods have not all started"
@@ -4731,7 +4753,7 @@ void Admitter::HoldRegion(int id, const std::vector<PodRequest>& pods) {
               const int profile = state_.MigProfileIndex(d.mig_slices[sl]);
               for (const PodRequest* p : shapes)
                 if (p->kind == DeviceKind::kMig && p->mig_profile == profile && CouldUse(*p, n)) {
-                  if (const MigProfile* mp = FindMigProfile(d.model, d.mig_slices[sl]))
+                  if (const MigProfile* mp = FindMigProfile(d.model, d.mig_slices[sl], d.memory))
                     compute += mp->compute_slices;
                   break;
                 }

@@ -152,11 +152,18 @@ struct QueueSpec {
   bool no_fair_share = false;
 };
 
+// The usage history's half-life where a configuration names none: the server's
+// --usage-half-life and a scenario's admission.usageHalfLife (a trial's scenario without an
+// admission block ran fair share on current usage alone, its ties to the first team listed).
+inline constexpr double kDefaultUsageHalfLifeS = 3600;
+
 struct AdmissionConfig {
   std::vector<FlavorSpec> flavors;  // empty: one flavour "gpu" for every GPU request
   std::vector<QueueSpec> queues;
-  double usage_half_life_s = 0;  // 0: fair share looks at current usage only
-  double history_weight = 0.5;   // blend of decayed history into the fair-share key
+  // 0: fair share looks at current usage only (what a bare config, as the unit tests', has;
+  // configurations parsed default to kDefaultUsageHalfLifeS)
+  double usage_half_life_s = 0;
+  double history_weight = 0.5;  // blend of decayed history into the fair-share key
   double gang_timeout_s = 300;
   bool preemption = true;
   bool fair_share_preemption = false;     // also preempt queues whose share stays above ours
@@ -654,7 +661,10 @@ class Admitter {
     // A fragment: pods an elastic shrink took from workload `fragment_of`, stopping; `pods`
     // and `assign` are those pods only.
     int fragment_of = -1;
-    std::string partial_why;                         // admitted in part: why no more (TryPartial)
+    std::string partial_why;  // admitted in part: why no more (TryPartial)
+    // Admitted in part where its required domain holds no more pods even empty: its pods then
+    // (no growth past them; a shrink below lets it grow back). -1: none.
+    int never_above = -1;
     std::string growth_why;                          // running in part: why it grew not (Grow)
     std::vector<std::pair<int, int>> fragment_pods;  // (set, index), see fragment_pods()
     double shrunk_at = -1;  // when a shrink last took pods from it (it does not grow then)
@@ -1202,6 +1212,25 @@ class Admitter {
   enum class CutOutcome { kNone, kAdmitted, kPreempting };
   CutOutcome PartialInstead(int id, bool searched, uint64_t key, double now, CycleResult& out);
   std::set<uint64_t> partial_failed_;  // shapes that failed to start in part this cycle
+  // Shapes (AttemptKey, with the models quota allowed) whose search for victims or moves found
+  // nothing this cycle, and what it left its workload: another of that shape finds nothing
+  // either (the fleet only fills, and victims are only taken, as a cycle goes on), so it is
+  // not searched again (a replay's tail ran 50 such searches a cycle, 3 ms each).
+  struct FailedSearch {
+    std::string reason;
+    bool budget_blocked = false;
+    double victims_ready_at = -1, victims_min_runtime = 0;
+  };
+  std::unordered_map<uint64_t, FailedSearch> failed_searches_;
+  static uint64_t SearchKey(uint64_t key, uint64_t allowed) {
+    return key ^ (allowed + 0x9e3779b97f4a7c15ull) * 0xbf58476d1ce4e5b9ull;
+  }
+  void NoteFailedSearch(int id, uint64_t search_key) {
+    const Entry& e = entries_[id];
+    if (e.continuing || e.nominated) return;
+    failed_searches_[search_key] = {e.reason, e.budget_blocked, e.victims_ready_at,
+                                    e.victims_min_runtime};
+  }
 
   const Fleet& fleet_;
   AdmissionConfig config_;
