@@ -511,15 +511,17 @@ class Checker:
         unfinished = 0
         for i, t in enumerate(self.teams):
             waits = []
+            count = 0
             for rec in self.wl.values():
                 if rec['team'] != i:
                     continue
+                count += 1
+                if rec['infeasible']:
+                    continue  # (no scheduler could start it: no wait, as no share)
                 wait = rec['wait']
                 if rec['pending_since'] is not None:
                     wait += end - rec['pending_since']
-                if rec['infeasible']:
-                    wait = end - rec['arrival']
-                elif rec['state'] != 'done':
+                if rec['state'] != 'done':
                     unfinished += 1
                 waits.append(wait)
             share = self.share_int[i] / span
@@ -529,7 +531,7 @@ class Checker:
                 sx += x
                 sxx += x * x
                 nx += 1
-            out['teams'].append({'name': t['name'], 'workloads': len(waits),
+            out['teams'].append({'name': t['name'], 'workloads': count,
                                  'wait_mean_s': sum(waits) / len(waits) if waits else 0.0,
                                  'wait_p95_s': p95(waits) if waits else 0.0})
         out['jain_index'] = sx * sx / (nx * sxx) if nx and sxx > 0 else 1.0

@@ -210,6 +210,11 @@ TEST(ParseOpenbPods, ErrorsNameFileLineAndField) {
   ExpectInvalid(ParseOpenbPods(h + ",1000,1024,1,500,,LS,Running,0,1,0\n", "pods.csv"),
                 {"pods.csv:2", "field 'name'"});
   ExpectInvalid(ParseOpenbPods(h, "pods.csv"), {"pods.csv", "no pod"});
+  ExpectInvalid(ParseOpenbPods(h + "a,1000,1024,1,500,,LS,Running,0,1,0\n"
+                                   "b,1000,1024,1,500,,LS,Running,0,1,0\n"
+                                   "a,1000,1024,1,500,,LS,Running,0,1,0\n",
+                               "pods.csv"),
+                {"pods.csv:4", "field 'name'", "'a' is listed twice (first at line 2)"});
 }
 
 TEST(ReadFile, MissingFileIsNotFound) {

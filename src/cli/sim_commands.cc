@@ -291,6 +291,12 @@ int RunReplayCommand(const ReplayArgs& args) {
   // (Work that can never run is left out of the measures: said here too, for --json.)
   for (const sim::ReplayResult& r : results)
     for (const sim::TeamResult& t : r.teams)
+      if (!t.no_slice.empty() && t.workloads > 0)
+        std::cerr << "fabrica sim replay: warning: policy " << r.policy << ", team " << t.name
+                  << ": " << t.no_slice << "; its " << t.workloads
+                  << " workload(s) wait to the end\n";
+  for (const sim::ReplayResult& r : results)
+    for (const sim::TeamResult& t : r.teams)
       if (t.infeasible > 0)
         std::cerr << "fabrica sim replay: warning: policy " << r.policy << ", team " << t.name
                   << ": " << t.infeasible

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <unordered_map>
 
 #include "sched/frag.h"
 #include "sched/placer.h"
@@ -142,12 +143,19 @@ Result<std::vector<TracePod>> ParseOpenbPods(const std::string& text, const std:
   const bool has_times = t.Column("creation_time") >= 0 && t.Column("deletion_time") >= 0 &&
                          t.Column("scheduled_time") >= 0;
   std::vector<TracePod> pods;
+  // (A name twice would be two workloads of one name: a trial's replay took both, and its own
+  // event log then failed verify_replay.py.)
+  std::unordered_map<std::string, int> first_line;
   for (const auto& [line, row] : t.rows) {
     TracePod p;
     p.line = line;
     p.name = row[t.Column("name")];
     if (p.name.empty())
       return InvalidArgument(source + ":" + std::to_string(line) + ": field 'name': empty");
+    if (auto [at, added] = first_line.emplace(p.name, line); !added)
+      return InvalidArgument(source + ":" + std::to_string(line) + ": field 'name': pod '" +
+                             p.name + "' is listed twice (first at line " +
+                             std::to_string(at->second) + ")");
     ASSIGN_OR_RETURN(p.cpu_milli, Field(t, row, line, "cpu_milli", source));
     ASSIGN_OR_RETURN(p.memory_mib, Field(t, row, line, "memory_mib", source));
     ASSIGN_OR_RETURN(p.num_gpu, Field(t, row, line, "num_gpu", source));

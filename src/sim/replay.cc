@@ -11,11 +11,13 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <queue>
 #include <set>
 
 #include "core/yaml_reader.h"
 #include "sched/frag.h"
+#include "sched/placer.h"
 #include "sched/queue_objects.h"
 #include "sim/openb.h"
 #include "sim/synthetic.h"
@@ -199,7 +201,7 @@ double MeanGpuMemory(const Fleet& fleet) {
 }
 
 uint64_t Fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = 14695981039346656037ull;  // (FNV-1a 64's offset basis)
   for (unsigned char c : s) {
     h ^= c;
     h *= 1099511628211ull;
@@ -589,6 +591,7 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
     return top.Error("teams",
                      "team shares must sum to 100, they sum to " + std::to_string(share_sum));
 
+  sc.admission.usage_half_life_s = kDefaultUsageHalfLifeS;
   if (top.Has("admission")) {
     YamlMap am = top.Child("admission");
     RETURN_IF_ERROR(am.CheckIsMap());
@@ -613,6 +616,12 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
       std::map<std::string, int> index;
       for (size_t i = 0; i < c.queues.size(); ++i) {
         index[c.queues[i].name] = static_cast<int>(i);
+        // (A tenant no team is would be a typo: a trial's went unsaid.)
+        for (const std::string& t : c.queues[i].tenants)
+          if (t != "*" && std::none_of(sc.teams.begin(), sc.teams.end(),
+                                       [&](const TeamSpec& team) { return team.name == t; }))
+            return InvalidArgument(source + ": admission.queues[" + std::to_string(i) +
+                                   "].tenants: '" + t + "' is no team of the scenario");
         if (c.queues[i].stop_policy != StopPolicy::kNone)
           return InvalidArgument(source + ": admission.queues[" + std::to_string(i) +
                                  "].stopPolicy: a replayed queue cannot be stopped");
@@ -989,6 +998,9 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
     ASSIGN_OR_RETURN(g.policy, MakePolicy(placement, TypicalMix(reqs), &probe));
     return Status();
   };
+  // Under dedicated, why a team that owns no node runs nothing (its work's reason, for the
+  // empty fleet's "no node has ..." would be no reason).
+  std::vector<std::string> no_slice_why(nteams);
   if (policy_name == "dedicated") {
     // Each GPU model's nodes (in fleet order) split among the teams by guarantee, largest
     // remainder first, each team's rounding carried from one model to the next in GPUs, so
@@ -1058,6 +1070,13 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
       owned[i].push_back(owned[donor].back());
       owned[donor].pop_back();
     }
+    // (Fewer nodes than teams guaranteed GPUs: some own none, as a trial's third team on two
+    // nodes; said so, not blamed on its pods.)
+    for (int i = 0; i < nteams; ++i)
+      if (owned[i].empty())
+        no_slice_why[i] = "under dedicated it owns no node: the fleet's " +
+                          std::to_string(sc.fleet.nodes.size()) +
+                          " node(s) were split among the teams by guarantee";
     std::vector<Fleet> fleets(nteams);
     for (int i = 0; i < nteams; ++i) {
       std::sort(owned[i].begin(), owned[i].end());
@@ -1174,6 +1193,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
   std::vector<std::map<std::string, int64_t>> preempted_by(nteams);
   std::vector<double> team_lost(nteams, 0);
   std::vector<std::string> infeasible_why(nteams);  // the last infeasible workload's reason
+  std::optional<ClusterState> whole_fleet;  // (dedicated: what the whole fleet could run)
   double alloc_int = 0, alloc_now = 0;
   double lost_int = 0;  // milli-GPU·s inside the window of runs that evictions threw away
   double clock = w0;
@@ -1596,7 +1616,24 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
           if (static_cast<int>(by_handle[st.group].size()) <= st.id)
             by_handle[st.group].resize(st.id + 1, -1);
           by_handle[st.group][st.id] = ev.w;
-          const bool infeasible = a.phase(st.id) == Phase::kInfeasible;
+          // (Work of a team that owns no node under dedicated is not infeasible: a shared
+          // fleet could start it. It waits, in the waits and the fair shares, to the end: a
+          // trial's node-less team read Jain 1.000.)
+          bool infeasible = a.phase(st.id) == Phase::kInfeasible;
+          if (infeasible && !no_slice_why[rw.team].empty()) {
+            // (... unless the whole fleet could not run it either: then it is left out as
+            // under the other policies.)
+            if (!whole_fleet) whole_fleet.emplace(sc.fleet, tenants);
+            std::vector<PodRequest> pods;
+            for (const PodSet& ps : rw.spec.pod_sets) {
+              auto req = whole_fleet->MakeRequest(ps, rw.spec.tenant);
+              if (!req.ok()) break;
+              for (int k = 0; k < ps.count; ++k) pods.push_back(*req);
+            }
+            std::string why;
+            infeasible = pods.empty() || !FleetHoldsPods(*whole_fleet, pods, &why) ||
+                         !SomeDomainHolds(*whole_fleet, pods, rw.spec.topology, &why);
+          }
           if (events_out != nullptr) log_arrive(ev.w, ev.t, infeasible);
           if (infeasible) {
             st.pending_since = ev.t;  // never admitted: waits until the replay ends
@@ -1877,6 +1914,10 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
   for (int w = 0; w < nw; ++w) {
     WState& st = ws[w];
     int team = sc.workloads[w].team;
+    // (Work no scheduler could start waits for nothing: left out of the waits as out of the
+    // shares. Counted, it waited until the replay ended, which differs by policy: a trial's
+    // team read 1,585 / 1,774 / 1,184 s where its runnable work waited 0 / 0 / 1.3 s.)
+    if (st.infeasible) continue;
     double wait = st.wait_total;
     if (st.pending_since >= 0) wait += end - st.pending_since;
     waits[team].push_back(wait);
@@ -1905,13 +1946,14 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
   for (int i = 0; i < nteams; ++i) {
     TeamResult t;
     t.name = sc.teams[i].name;
-    t.workloads = static_cast<int64_t>(waits[i].size());
     for (int w = 0; w < nw; ++w)
       if (sc.workloads[w].team == i) {
+        ++t.workloads;
         t.never_admitted += !ws[w].ever_admitted;
         t.infeasible += ws[w].infeasible;
       }
     t.infeasible_reason = infeasible_why[i];
+    t.no_slice = no_slice_why[i];
     t.guarantee_gpus = guarantee[i] / kMilliPerGpu;
     std::vector<double>& v = waits[i];
     if (!v.empty()) std::tie(t.wait_mean_s, t.wait_p95_s) = mean_p95(v);
@@ -1992,6 +2034,7 @@ void PrintReplayJson(const ReplayResult& r, std::ostream& out) {
                      {"preempted", t.preempted},
                      {"preempted_by", t.preempted_by},
                      {"gpu_seconds_lost", t.gpu_seconds_lost}});
+    if (!t.no_slice.empty()) teams.back()["no_slice"] = t.no_slice;
     nlohmann::json sizes = nlohmann::json::array();
     for (const TeamResult::SizeWaits& sw : t.waits_by_size)
       sizes.push_back({{"gpus", sw.gpus},
@@ -2088,9 +2131,12 @@ void PrintReplayTable(const std::vector<ReplayResult>& results, std::ostream& ou
     for (const TeamResult& t : r.teams)
       if (t.infeasible > 0)
         out << "  " << t.name << ": " << t.infeasible
-            << " workload(s) can never run as they ask, left out of shares and guarantee "
-               "measures (last: "
+            << " workload(s) can never run as they ask, left out of shares, waits and "
+               "guarantee measures (last: "
             << t.infeasible_reason << ")\n";
+    for (const TeamResult& t : r.teams)
+      if (!t.no_slice.empty() && t.workloads > 0)
+        out << "  " << t.name << ": " << t.no_slice << "; its work waits to the end\n";
     out << "  waits by the GPUs a workload asks for (workloads, mean / p95 s):\n";
     for (const TeamResult& t : r.teams) {
       out << "    " << std::left << std::setw(12) << t.name << std::right;

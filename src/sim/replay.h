@@ -156,6 +156,9 @@ struct TeamResult {
   // the guarantee's measures, as no scheduler could start them), and why the last one could not.
   int64_t infeasible = 0;
   std::string infeasible_reason;
+  // Under dedicated, where the team owns no node (fewer nodes than teams): why; its work waits
+  // to the end. Empty otherwise.
+  std::string no_slice;
   double guarantee_gpus = 0;
   double wait_mean_s = 0, wait_p95_s = 0;
   double below_guarantee_pending_s = 0;      // ... with pending work that fits the difference
