@@ -7458,6 +7458,22 @@ TEST(ReplayTest, UnderDedicatedATeamWithoutANodeWaitsAndSaysWhy) {
   EXPECT_LT(r->jain_index, 0.99);
 }
 
+// The table says where the load that ran is not the load asked (a trial read the header's).
+TEST(ReplayTest, TheTableSaysWhereTheOfferedLoadIsNotTheOneAsked) {
+  sim::ReplayResult r;
+  r.load = 0.5;
+  r.offered_load = 0.9;
+  std::ostringstream far;
+  sim::PrintReplayTable({r}, far);
+  EXPECT_NE(far.str().find("note: the offered load is 0.900, not the 0.500 asked"),
+            std::string::npos)
+      << far.str();
+  r.offered_load = 0.52;
+  std::ostringstream near;
+  sim::PrintReplayTable({r}, near);
+  EXPECT_EQ(near.str().find("note: the offered load"), std::string::npos) << near.str();
+}
+
 // A team's share is its dominant one, as DRF's: of GPUs, CPU and memory, the largest. Team a's
 // one-GPU workload holding half the fleet's memory all window has a share of a half (not the
 // eighth its GPU is); b's one GPU with little memory has its eighth.

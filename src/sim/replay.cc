@@ -1193,7 +1193,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
   std::vector<std::map<std::string, int64_t>> preempted_by(nteams);
   std::vector<double> team_lost(nteams, 0);
   std::vector<std::string> infeasible_why(nteams);  // the last infeasible workload's reason
-  std::optional<ClusterState> whole_fleet;  // (dedicated: what the whole fleet could run)
+  std::optional<ClusterState> whole_fleet;          // (dedicated: what the whole fleet could run)
   double alloc_int = 0, alloc_now = 0;
   double lost_int = 0;  // milli-GPU·s inside the window of runs that evictions threw away
   double clock = w0;
@@ -2085,6 +2085,14 @@ void PrintReplayTable(const std::vector<ReplayResult>& results, std::ostream& ou
     out << "  offered load " << std::setprecision(3) << r.offered_load << " (whole durations "
         << r.offered_load_unclipped << "), trace copies " << r.copies << ", arrivals compressed "
         << std::setprecision(1) << r.compression << "x\n";
+    // (Asked and offered apart by more than a tenth: said, as a trial read the header's load
+    // as what ran. Copies arrive up to a minute late, some past the window's end, and a load
+    // below the trace's own is drawn down to a sample.)
+    if (r.load > 0 && std::abs(r.offered_load - r.load) > 0.1 * r.load)
+      out << "  note: the offered load is " << std::setprecision(3) << r.offered_load
+          << ", not the " << r.load
+          << " asked: the trace's copies and the window's edges keep it from that\n"
+          << std::setprecision(1);
     out << "  utilization " << r.utilization_pct << "% (" << r.useful_utilization_pct
         << "% less work evictions threw away)  Jain " << std::setprecision(3) << r.jain_index
         << std::setprecision(1) << "  preemptions " << r.preemptions << "  GPU-seconds lost "
