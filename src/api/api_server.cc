@@ -2556,6 +2556,66 @@ struct ApiServer::Impl {
     return out;
   }
 
+  // A tenant's trust lowered (or trust domain changed) while its pods share GPUs with other
+  // tenants' that the isolation table no longer allows: nothing running is moved, and no new
+  // sharer joins such a GPU (ClusterState::kClosed) — said to whoever wrote it, kubectl or
+  // curl too (a trial's PATCH answered nothing; fabctl had warned on its own).
+  std::vector<std::string> TrustWarnings(const json& o, const json& stored) {
+    const json& spec = Field(o, "spec");
+    const std::string name = Str(Field(o, "metadata"), "name");
+    if (Str(spec, "trust", "standard") == Str(Field(stored, "spec"), "trust", "standard") &&
+        Str(spec, "trustDomain", name) == Str(Field(stored, "spec"), "trustDomain", name))
+      return {};
+    auto tenants = store.List("/registry/tenants/", "", 0);
+    auto workloads = store.List("/registry/workloads/", "", 0);
+    if (!tenants.ok() || !workloads.ok()) return {};
+    std::map<std::string, std::pair<std::string, std::string>> trust;  // level, domain
+    for (const KeyValue& kv : tenants->items) {
+      const json t = json::parse(kv.value, nullptr, false);
+      const std::string n = Str(Field(t, "metadata"), "name");
+      trust[n] = {Str(Field(t, "spec"), "trust", "standard"),
+                  Str(Field(t, "spec"), "trustDomain", n)};
+    }
+    trust[name] = {Str(spec, "trust", "standard"), Str(spec, "trustDomain", name)};
+    // "node GPU i" -> the tenants on it, and whether one holds a share (not a MIG slice).
+    std::map<std::string, std::pair<std::set<std::string>, bool>> gpus;
+    for (const KeyValue& kv : workloads->items) {
+      const json w = json::parse(kv.value, nullptr, false);
+      const std::string phase = Str(Field(w, "status"), "phase");
+      if (phase != "Scheduled" && phase != "Running") continue;
+      const std::string ns = Str(Field(w, "metadata"), "namespace");
+      for (const json& a : jsonf::List(Field(w, "status"), "assignments"))
+        for (const json& d : jsonf::List(a, "devices")) {
+          auto& gpu = gpus[Str(a, "node") + " GPU " + std::to_string(Int(d, "index", -1))];
+          gpu.first.insert(ns);
+          gpu.second |= !d.contains("migSlice");
+        }
+    }
+    const auto allowed = [&](const std::string& a, const std::string& b, bool share) {
+      const auto& x = trust[a];
+      const auto& y = trust[b];
+      if (x.first == "untrusted" || y.first == "untrusted") return false;
+      return !share || (x.first == "trusted" && y.first == "trusted" && x.second == y.second);
+    };
+    std::string shared;
+    int count = 0;
+    for (const auto& [gpu, on] : gpus) {
+      if (!on.first.count(name)) continue;
+      bool ok = true;
+      for (const std::string& other : on.first)
+        if (other != name && !allowed(name, other, on.second)) ok = false;
+      if (!ok && count++ < 5) shared += (shared.empty() ? "" : ", ") + gpu;
+    }
+    if (count == 0) return {};
+    const auto& t = trust[name];
+    return {"tenant " + name + " (" + t.first +
+            (t.first == "trusted" ? ", trust domain " + t.second : "") + ") shares " +
+            std::to_string(count) + " GPU(s) with other tenants' pods that its trust no longer " +
+            "allows (" + shared + (count > 5 ? ", ..." : "") +
+            "): nothing running is moved, and no new sharer joins those GPUs until the pods " +
+            "placed under the other trust have gone"};
+  }
+
   // The stored Tenant `ns`, parsed; nullopt where there is none (or it does not parse).
   std::optional<Tenant> StoredTenant(const std::string& ns) {
     auto kv = store.Get(Key(*FindResource("tenants"), "", ns));
@@ -4626,6 +4686,8 @@ struct ApiServer::Impl {
         for (std::string& w : TenantListWarnings(o, info.kind)) warnings.push_back(std::move(w));
       if (!status_sub && std::string(info.kind) == "Workload")
         warnings = WorkloadWarnings(o, stored);
+      if (!status_sub && std::string(info.kind) == "Tenant")
+        for (std::string& w : TrustWarnings(o, stored)) warnings.push_back(std::move(w));
       if (!status_sub && std::string(info.kind) == "ResourceFlavor" &&
           Field(Field(o, "spec"), "models") != Field(Field(stored, "spec"), "models"))
         warnings = FlavorWarnings(o);

@@ -1380,67 +1380,6 @@ void WarnSharedNodes(HttpClient& http, const std::string& tenant, bool newly) {
                "nothing running is moved\n";
 }
 
-// A tenant's trust lowered (or its trust domain changed) while its pods share GPUs with other
-// tenants' that the isolation table (DESIGN.md) no longer allows: a fractional share only among
-// trusted tenants of one trust domain, nothing of an untrusted tenant's GPU. Those pods run on
-// (nothing running is moved), which a trial could tell only from `describe`. Nothing where its
-// caller may not list every tenant and workload. `written`: the tenant as the write stored it
-// (or, in a server dry run, would have: a trial's dry run said nothing of what the write
-// then warned of).
-void WarnSharedGpus(HttpClient& http, const std::string& tenant, const json& written) {
-  auto tenants = http.Do("GET", "/apis/fabrica.dev/v1/tenants");
-  auto workloads = http.Do("GET", "/apis/fabrica.dev/v1/workloads");
-  if (!tenants.ok() || tenants->status != 200 || !workloads.ok() || workloads->status != 200)
-    return;
-  struct Trust {
-    std::string level = "standard", domain;
-  };
-  std::map<std::string, Trust> trust;
-  for (const json& t : Arr(json::parse(tenants->body, nullptr, false), "items")) {
-    const std::string name = Obj(t, "metadata").value("name", "");
-    const json& spec = Obj(t, "spec");
-    trust[name] = {spec.value("trust", "standard"), spec.value("trustDomain", name)};
-  }
-  if (const json& spec = Obj(written, "spec"); written.is_object())
-    trust[tenant] = {spec.value("trust", "standard"), spec.value("trustDomain", tenant)};
-  // GPU ("node GPU index") -> the tenants on it, and whether any of them holds a share (not a
-  // MIG slice).
-  std::map<std::string, std::pair<std::set<std::string>, bool>> gpus;
-  for (const json& w : Arr(json::parse(workloads->body, nullptr, false), "items")) {
-    const std::string phase = Obj(w, "status").value("phase", "");
-    if (phase != "Scheduled" && phase != "Running") continue;
-    const std::string ns = Obj(w, "metadata").value("namespace", "");
-    for (const json& a : Arr(Obj(w, "status"), "assignments"))
-      for (const json& d : Arr(a, "devices")) {
-        auto& gpu = gpus[a.value("node", "") + " GPU " + std::to_string(d.value("index", -1))];
-        gpu.first.insert(ns);
-        gpu.second |= !d.contains("migSlice");
-      }
-  }
-  const auto allowed = [&](const std::string& a, const std::string& b, bool share) {
-    const Trust& x = trust[a];
-    const Trust& y = trust[b];
-    if (x.level == "untrusted" || y.level == "untrusted") return false;
-    return !share || (x.level == "trusted" && y.level == "trusted" && x.domain == y.domain);
-  };
-  std::string shared;
-  int count = 0;
-  for (const auto& [gpu, on] : gpus) {
-    if (!on.first.count(tenant)) continue;
-    bool ok = true;
-    for (const std::string& other : on.first)
-      if (other != tenant && !allowed(tenant, other, on.second)) ok = false;
-    if (!ok && count++ < 5) shared += (shared.empty() ? "" : ", ") + gpu;
-  }
-  if (count == 0) return;
-  const Trust& t = trust[tenant];
-  std::cerr << "Warning: tenant " << tenant << " (" << t.level
-            << (t.level == "trusted" ? ", trust domain " + t.domain : "") << ") shares " << count
-            << " GPU(s) with other tenants' pods that its trust no longer allows (" << shared
-            << (count > 5 ? ", ..." : "")
-            << "): new work follows the isolation table; nothing running is moved\n";
-}
-
 int Apply(Globals& g, HttpClient& http, const std::string& file) {
   auto docs = ReadManifests(file);
   // (How a failure names where the object came from: a trial read "queues/bad1 (-)".)
@@ -1637,8 +1576,6 @@ int Apply(Globals& g, HttpClient& http, const std::string& file) {
             Obj(json::parse(existing->body, nullptr, false), "spec").value("exclusiveNodes", false);
       WarnSharedNodes(http, name, /*newly=*/!was);
     }
-    if (std::string(r->kind) == "Tenant" && verb != "unchanged" && verb != "created")
-      WarnSharedGpus(http, name, json::parse(resp->body, nullptr, false));
   }
   return rc;
 }
@@ -2601,15 +2538,11 @@ int Patch(Globals& g, HttpClient& http, const std::string& what, const std::stri
               : g.dry_run == "server" ? " (server dry run)"
                                       : "");
   PrintWarnings(*resp);
-  // (As apply warns: a trial's patch that lowered a tenant's trust under shared GPUs said
-  // nothing of them.)
-  if (std::string(r->kind) == "Tenant" && !same && subresource.empty()) {
-    const json after = json::parse(resp->body, nullptr, false);
-    if (Obj(after, "spec").value("exclusiveNodes", false) == true &&
-        !Obj(json::parse(before->body, nullptr, false), "spec").value("exclusiveNodes", false))
-      WarnSharedNodes(http, name, /*newly=*/true);
-    WarnSharedGpus(http, name, after);
-  }
+  // (As apply warns; the server itself warns of GPUs a lowered trust no longer allows.)
+  if (std::string(r->kind) == "Tenant" && !same && subresource.empty() &&
+      Obj(json::parse(resp->body, nullptr, false), "spec").value("exclusiveNodes", false) == true &&
+      !Obj(json::parse(before->body, nullptr, false), "spec").value("exclusiveNodes", false))
+    WarnSharedNodes(http, name, /*newly=*/true);
   return 0;
 }
 

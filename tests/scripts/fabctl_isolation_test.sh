@@ -53,8 +53,13 @@ grep -q "Warning: tenant team-b (standard) shares 1 GPU(s) with other tenants' p
 "$FABCTL" apply -f "$tmp/team-b.yaml" >"$tmp/apply.out" 2>"$tmp/apply.err" || fail "apply team-b: $(cat "$tmp/apply.err")"
 grep -q "tenants/team-b configured" "$tmp/apply.out" || fail "apply said: $(cat "$tmp/apply.out")"
 gpu="$(gpu_of team-b sb)"
-grep -q "Warning: tenant team-b (standard) shares 1 GPU(s) with other tenants' pods that its trust no longer allows (${gpu/ / GPU }): new work follows the isolation table; nothing running is moved" "$tmp/apply.err" ||
+grep -q "Warning: tenant team-b (standard) shares 1 GPU(s) with other tenants' pods that its trust no longer allows (${gpu/ / GPU }): nothing running is moved, and no new sharer joins those GPUs until the pods placed under the other trust have gone" "$tmp/apply.err" ||
   fail "no warning for the shared GPU: $(cat "$tmp/apply.err")"
+[ "$(grep -c "Warning: tenant team-b" "$tmp/apply.err")" = 1 ] || fail "warned twice: $(cat "$tmp/apply.err")"
+# The server warns, so a patch (as kubectl's or curl's) is told too.
+"$FABCTL" patch tenant team-b -p '{"spec":{"trust":"untrusted"}}' >/dev/null 2>"$tmp/patch.err" || fail "patch team-b: $(cat "$tmp/patch.err")"
+grep -q "Warning: tenant team-b (untrusted) shares 1 GPU(s)" "$tmp/patch.err" ||
+  fail "no warning from the patch: $(cat "$tmp/patch.err")"
 [ "$(running)" = 3 ] || fail "a running share was moved: $("$FABCTL" get workloads -A)"
 # Back to trusted in the domain: nothing to warn about.
 printf 'apiVersion: fabrica.dev/v1\nkind: Tenant\nmetadata: {name: team-b}\nspec: {trust: trusted, trustDomain: research}\n' >"$tmp/team-b2.yaml"
