@@ -8,8 +8,10 @@
 #include "sched/admission.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <array>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -7456,6 +7458,31 @@ TEST(ReplayTest, UnderDedicatedATeamWithoutANodeWaitsAndSaysWhy) {
   EXPECT_EQ(t.never_admitted, 1);
   EXPECT_GT(t.wait_mean_s, 50);
   EXPECT_LT(r->jain_index, 0.99);
+}
+
+// Trace pods that ran for no time are counted apart from those that never started (a trial's
+// read as never started).
+TEST(ReplayTest, TracePodsThatRanForNoTimeAreCountedApart) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("zero-pods-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "nodes.csv") << "sn,cpu_milli,memory_mib,gpu,model\n"
+                                      "openb-node-0000,64000,262144,4,V100M32\n";
+  std::ofstream(dir / "pods.csv")
+      << "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"
+         "deletion_time,scheduled_time\n"
+         "openb-pod-0000,1000,1024,1,1000,,LS,Running,0,600,0\n"
+         "openb-pod-0001,1000,1024,1,1000,,LS,Running,10,700,10\n"
+         "openb-pod-0002,1000,1024,1,1000,,LS,Pending,20,30,\n"
+         "openb-pod-0003,1000,1024,1,1000,,LS,Running,30,30,30\n";
+  auto sc = sim::ParseScenario("kind: Scenario\nname: zero\ntrace: {dir: " + dir.string() +
+                                   ", nodes: nodes.csv, pods: pods.csv}\nwindow: 600\n"
+                                   "teamBlock: 1\nteams:\n  - {name: a, share: 100}\n",
+                               "zero.yaml", ".");
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(sc.ok()) << sc.status().message();
+  EXPECT_EQ(sc->left_out, 1);
+  EXPECT_EQ(sc->left_out_zero, 1);
 }
 
 // The table says where the load that ran is not the load asked (a trial read the header's).

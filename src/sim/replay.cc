@@ -218,7 +218,12 @@ Status BuildOpenb(Scenario& sc, const std::string& nodes_path, const std::string
   sc.mean_gpu_memory_mib = MeanGpuMemory(sc.fleet);
   ASSIGN_OR_RETURN(std::vector<TracePod> pods, ParseOpenbPods(pods_text, pods_path));
   for (const TracePod& p : pods) {
-    if (p.scheduled_s < 0 || p.creation_s < 0 || p.deletion_s <= p.scheduled_s) {
+    // (Pods that ran for no time are counted apart: a trial's read as never started.)
+    if (p.scheduled_s >= 0 && p.creation_s >= 0 && p.deletion_s <= p.scheduled_s) {
+      ++sc.left_out_zero;
+      continue;
+    }
+    if (p.scheduled_s < 0 || p.creation_s < 0) {
       ++sc.left_out;
       continue;
     }
@@ -1474,6 +1479,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
   res.window_s = w1 - w0;
   res.workloads = nw;
   res.left_out = sc.left_out;
+  res.left_out_zero = sc.left_out_zero;
   res.offered_load = sc.offered_load;
   res.offered_load_unclipped = sc.offered_load_unclipped;
   res.copies = sc.copies;
@@ -2000,6 +2006,7 @@ void PrintReplayJson(const ReplayResult& r, std::ostream& out) {
   j["arrival_compression"] = r.compression;
   j["workloads"] = r.workloads;
   j["left_out"] = r.left_out;
+  if (r.left_out_zero > 0) j["left_out_zero_length"] = r.left_out_zero;
   j["utilization_pct"] = r.utilization_pct;
   j["useful_utilization_pct"] = r.useful_utilization_pct;
   j["jain_index"] = r.jain_index;
@@ -2081,7 +2088,10 @@ void PrintReplayTable(const std::vector<ReplayResult>& results, std::ostream& ou
     out << std::fixed << std::setprecision(1);
     out << r.scenario << "  policy " << r.policy << "  load " << std::setprecision(3) << r.load
         << std::setprecision(1) << "  window " << r.window_s << " s  workloads " << r.workloads
-        << " (" << r.left_out << " trace pods never started, left out)\n";
+        << " (" << r.left_out << " trace pods never started"
+        << (r.left_out_zero > 0 ? ", " + std::to_string(r.left_out_zero) + " ran for no time"
+                                : std::string())
+        << ", left out)\n";
     out << "  offered load " << std::setprecision(3) << r.offered_load << " (whole durations "
         << r.offered_load_unclipped << "), trace copies " << r.copies << ", arrivals compressed "
         << std::setprecision(1) << r.compression << "x\n";

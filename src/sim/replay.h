@@ -126,6 +126,7 @@ struct Scenario {
   std::vector<ReplayWorkload> workloads;
   double window_s = 86400;            // arrival window
   int64_t left_out = 0;               // trace pods that never started
+  int64_t left_out_zero = 0;          // trace pods that ran for no time (also left out)
   double compression = 1;             // trace arrivals: native window / window
   double copies = 1;                  // trace: how many times the compressed list is overlaid
   double offered_load = 0;            // GPU-s requested inside the window / (capacity x window)
@@ -199,7 +200,7 @@ struct ReplayResult {
   std::string scenario, policy;
   double load = 0, window_s = 0;
   double offered_load = 0, offered_load_unclipped = 0, copies = 1, compression = 1;
-  int64_t workloads = 0, left_out = 0;
+  int64_t workloads = 0, left_out = 0, left_out_zero = 0;
   double utilization_pct = 0;
   // The same less the part of it that evictions threw away: an evicted workload runs again
   // from the start, so what it had done inside the window before it stopped was allocated but
