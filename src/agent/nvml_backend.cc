@@ -351,10 +351,9 @@ Result<Inventory> NvmlDeviceBackend::Discover() {
       nvml::DeviceAttributes attrs{};
       const bool has_attrs = api_.device_get_attributes != nullptr &&
                              api_.device_get_attributes(m.handle, &attrs) == nvml::kSuccess;
-      m.info.profile =
-          MigProfileOf(dev.model, dev.memory,
-                       Text(m.handle, api_.device_get_name, nvml::kNameBufferSize),
-                       has_attrs ? &attrs : nullptr, m.info.memory_mib);
+      m.info.profile = MigProfileOf(dev.model, dev.memory,
+                                    Text(m.handle, api_.device_get_name, nvml::kNameBufferSize),
+                                    has_attrs ? &attrs : nullptr, m.info.memory_mib);
       d.mig_instances.push_back(m.info);
       dev.mig_slices.push_back(m.info.profile);
     }

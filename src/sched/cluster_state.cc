@@ -618,8 +618,7 @@ void ClusterState::Apply(const Assignment& a, const PodRequest& req) {
       s.free_milli -= share.milli;
       ds.free_memory_mib -= share.memory_mib;
       if (req.kind == DeviceKind::kFraction)
-        AddKey(&ds.share_key, ShareKey(req.tenant), ds.users, mixed_share_,
-               {a.node, share.device});
+        AddKey(&ds.share_key, ShareKey(req.tenant), ds.users, mixed_share_, {a.node, share.device});
     }
     allocated_gpu_milli_ += share.milli;
   }
@@ -687,8 +686,7 @@ void ClusterState::RemoveKey(int32_t* slot, int32_t key, int users,
                              std::map<std::pair<int, int>, std::map<int32_t, int>>& mixed,
                              std::pair<int, int> at) {
   if (auto m = mixed.find(at); m != mixed.end()) {
-    if (auto k = m->second.find(key); k != m->second.end() && --k->second <= 0)
-      m->second.erase(k);
+    if (auto k = m->second.find(key); k != m->second.end() && --k->second <= 0) m->second.erase(k);
     if (m->second.size() <= 1) {
       *slot = m->second.empty() || users == 0 ? -1 : m->second.begin()->first;
       mixed.erase(m);

@@ -122,10 +122,12 @@ class ClusterState {
   // `key` (of a pod added to, or taken from, a device of `users` pods, it included) in the
   // device's `*slot` (its share_key or mig_key), with `mixed` its pods by key while they
   // differ.
-  static void AddKey(int32_t* slot, int32_t key, int users, std::map<std::pair<int, int>,
-                     std::map<int32_t, int>>& mixed, std::pair<int, int> at);
-  static void RemoveKey(int32_t* slot, int32_t key, int users, std::map<std::pair<int, int>,
-                        std::map<int32_t, int>>& mixed, std::pair<int, int> at);
+  static void AddKey(int32_t* slot, int32_t key, int users,
+                     std::map<std::pair<int, int>, std::map<int32_t, int>>& mixed,
+                     std::pair<int, int> at);
+  static void RemoveKey(int32_t* slot, int32_t key, int users,
+                        std::map<std::pair<int, int>, std::map<int32_t, int>>& mixed,
+                        std::pair<int, int> at);
 
   explicit ClusterState(const Fleet& fleet, const std::vector<Tenant>& tenants = {});
 
