@@ -10,6 +10,16 @@
 namespace fabrica {
 namespace {
 
+// The MIG key a pod of `tenant` gives its GPU: an untrusted tenant's own, else shared.
+int32_t MigKeyOf(const std::vector<Tenant>& tenants, int tenant) {
+  return tenant >= 0 && tenants[tenant].trust == TrustLevel::kUntrusted ? tenant
+                                                                        : ClusterState::kMigShared;
+}
+
+}  // namespace
+
+namespace {
+
 template <typename T>
 void AppendRaw(std::string& s, T v) {
   s.append(reinterpret_cast<const char*>(&v), sizeof(v));
@@ -609,9 +619,7 @@ void ClusterState::Apply(const Assignment& a, const PodRequest& req) {
     ds.users += 1;
     if (share.mig_slice >= 0) {
       ds.mig_free &= ~(1u << share.mig_slice);
-      const bool untrusted =
-          req.tenant >= 0 && tenants_[req.tenant].trust == TrustLevel::kUntrusted;
-      AddKey(&ds.mig_key, untrusted ? req.tenant : kMigShared, ds.users, mixed_mig_,
+      AddKey(&ds.mig_key, MigKeyOf(tenants_, req.tenant), ds.users, mixed_mig_,
              {a.node, share.device});
     } else {
       ds.free_milli -= share.milli;
@@ -646,9 +654,7 @@ void ClusterState::Release(const Assignment& a, const PodRequest& req) {
     ds.users -= 1;
     if (share.mig_slice >= 0) {
       ds.mig_free |= 1u << share.mig_slice;
-      const bool untrusted =
-          req.tenant >= 0 && tenants_[req.tenant].trust == TrustLevel::kUntrusted;
-      RemoveKey(&ds.mig_key, untrusted ? req.tenant : kMigShared, ds.users, mixed_mig_,
+      RemoveKey(&ds.mig_key, MigKeyOf(tenants_, req.tenant), ds.users, mixed_mig_,
                 {a.node, share.device});
     } else {
       ds.free_milli += share.milli;
