@@ -7654,6 +7654,10 @@ TEST(ReplayTest, ScenarioErrorsNameTheField) {
               "not with admission.queues: set it on the team's queue");
   }
   ExpectBad(bad("share: 20", "share: 25"), "teams", "sum to 100");
+  // A domain only trusted teams share by: on another it would read as sharing that never is.
+  ExpectBad(bad("trust: untrusted", "trust: untrusted\n    trustDomain: research"),
+            "tiny.yaml:19: teams[2].trustDomain",
+            "only a trusted team shares GPUs by trust domain (this one is untrusted)");
   ExpectBad(bad("trust: untrusted", "trust: sometimes"), "teams[2].trust", "");
   ExpectBad(bad("trust: untrusted", "trust: untrusted\n    queueingStrategy: LIFO"),
             "teams[2].queueingStrategy", "must be BestEffortFIFO or StrictFIFO");
@@ -7672,14 +7676,14 @@ TEST(ReplayTest, ScenarioErrorsNameTheField) {
                 "load: 1.0\nadmission:\n  queues:\n    - {name: org}\n"
                 "    - {name: train, parent: org}\n"
                 "    - {name: infer, parent: org}\n"),
-            "teams[2].queue", "unknown queue \"ext\"");
+            "tiny.yaml:22: teams[2].queue", "unknown queue \"ext\"");
   ExpectBad(bad("load: 1.0",
                 "load: 1.0\nadmission:\n  queues:\n"
                 "    - {name: org, parent: ext}\n"
                 "    - {name: train, parent: org}\n"
                 "    - {name: infer, parent: org}\n"
                 "    - {name: ext, parent: org}\n"),
-            "admission.queues[0].parent", "cycle");
+            "tiny.yaml:8: admission.queues[0].parent", "cycle");
   ExpectBad(bad("load: 1.0",
                 "load: 1.0\nadmission:\n  queues:\n"
                 "    - {name: train, quotas: {gpu: {guaranteed: -8}}}\n"),

@@ -3017,6 +3017,32 @@ TEST_F(ApiBadInputTest, TenantNamesThatReadAsKindsOrNumbersAreRefused) {
             201);
 }
 
+// A trust domain counts only for a trusted tenant: given to another it is said to be ignored,
+// at creation and on an update, and not refused (a stored one stays writable).
+TEST_F(ApiBadInputTest, ATrustDomainOnATenantNotTrustedIsSaidToBeIgnored) {
+  HttpResponse r = w_.Do("POST", Collection("tenants"), kAdmin,
+                         TenantObject("lab-x", "standard", "research").dump());
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_EQ(WarningsOf(r),
+            (std::vector<std::string>{
+                "299 - \"tenant lab-x: spec.trustDomain research is ignored while "
+                "it is standard: only trusted tenants share GPUs by trust domain\""}));
+  r = w_.Do("PATCH", Item("tenants", "", "lab-x"), kAdmin,
+            json{{"spec", {{"trust", "untrusted"}}}}.dump(), kMergePatch);
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_EQ(WarningsOf(r).size(), 1u);
+  EXPECT_NE(WarningsOf(r)[0].find("ignored while it is untrusted"), std::string::npos);
+  // Trusted, or its own name (the default): nothing said.
+  r = w_.Do("PATCH", Item("tenants", "", "lab-x"), kAdmin,
+            json{{"spec", {{"trust", "trusted"}}}}.dump(), kMergePatch);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_TRUE(WarningsOf(r).empty());
+  r = w_.Do("POST", Collection("tenants"), kAdmin,
+            TenantObject("lab-y", "standard", "lab-y").dump());
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_TRUE(WarningsOf(r).empty());
+}
+
 TEST_F(ApiBadInputTest, NamesAndQuantities) {
   json name = New();
   name["metadata"]["name"] = "Bad_Name";

@@ -2616,6 +2616,20 @@ struct ApiServer::Impl {
             "placed under the other trust have gone"};
   }
 
+  // A trust domain given to a tenant that is not trusted: only trusted tenants share GPUs by
+  // domain, so it reads as sharing that never happens. (Said, not refused: a tenant stored with
+  // one stays writable, and the domain counts again once it is made trusted.)
+  std::vector<std::string> TrustDomainWarnings(const json& o) {
+    const json& spec = Field(o, "spec");
+    const std::string trust = Str(spec, "trust", "standard");
+    if (trust == "trusted" || !spec.contains("trustDomain")) return {};
+    const std::string name = Str(Field(o, "metadata"), "name");
+    if (Str(spec, "trustDomain") == name) return {};  // (its default)
+    return {"tenant " + name + ": spec.trustDomain " + Str(spec, "trustDomain") +
+            " is ignored while it is " + trust +
+            ": only trusted tenants share GPUs by trust domain"};
+  }
+
   // The stored Tenant `ns`, parsed; nullopt where there is none (or it does not parse).
   std::optional<Tenant> StoredTenant(const std::string& ns) {
     auto kv = store.Get(Key(*FindResource("tenants"), "", ns));
@@ -4278,6 +4292,8 @@ struct ApiServer::Impl {
     }
     if (std::string(info.kind) == "Node") warnings = NodeWarnings(o);
     if (std::string(info.kind) == "ResourceFlavor") warnings = FlavorWarnings(o);
+    if (std::string(info.kind) == "Tenant")
+      for (std::string& w : TrustDomainWarnings(o)) warnings.push_back(std::move(w));
     if (DryRun(req)) {
       if (store.Get(Key(info, ns, name)).ok())
         return StatusResponse(409, std::string(info.kind) + " '" + name + "' already exists");
@@ -4688,6 +4704,8 @@ struct ApiServer::Impl {
         warnings = WorkloadWarnings(o, stored);
       if (!status_sub && std::string(info.kind) == "Tenant")
         for (std::string& w : TrustWarnings(o, stored)) warnings.push_back(std::move(w));
+      if (!status_sub && std::string(info.kind) == "Tenant")
+        for (std::string& w : TrustDomainWarnings(o)) warnings.push_back(std::move(w));
       if (!status_sub && std::string(info.kind) == "ResourceFlavor" &&
           Field(Field(o, "spec"), "models") != Field(Field(stored, "spec"), "models"))
         warnings = FlavorWarnings(o);

@@ -19,6 +19,31 @@ std::string YamlMap::Where(const Doc& n) const {
   return source_ + ":" + std::to_string(n.line() + 1);
 }
 
+Status YamlMap::ErrorAt(const std::string& path, const std::string& message) const {
+  // Walks "a.b[3].c": names and indexes, to the deepest node that exists.
+  Doc n = node_, found = node_;
+  size_t i = 0;
+  while (n && i < path.size()) {
+    if (path[i] == '.') ++i;
+    if (path[i] == '[') {
+      const size_t close = path.find(']', i);
+      if (close == std::string::npos) break;
+      const std::string index = path.substr(i + 1, close - i - 1);
+      if (index.empty() || index.size() > 9 ||
+          index.find_first_not_of("0123456789") != std::string::npos)
+        break;
+      n = n.IsSequence() ? n[static_cast<size_t>(std::stoul(index))] : Doc();
+      i = close + 1;
+    } else {
+      const size_t end = path.find_first_of(".[", i);
+      n = n.IsMap() ? n[path.substr(i, end == std::string::npos ? end : end - i)] : Doc();
+      i = end == std::string::npos ? path.size() : end;
+    }
+    if (n && n.line() >= 0) found = n;
+  }
+  return InvalidArgument(Where(found) + ": " + Path(path) + ": " + message);
+}
+
 std::string YamlMap::Path(const std::string& key) const {
   return path_.empty() ? key : path_ + "." + key;
 }

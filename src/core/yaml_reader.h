@@ -32,6 +32,9 @@ class YamlMap {
   // "FILE:LINE: PATH.KEY: message"; or, where a child of the same outermost map found unknown
   // fields before (Unknowns), those.
   Status Error(const std::string& key, const std::string& message) const;
+  // An error at `path` below this map ("queues[1].parent", as a check made after reading
+  // names it): "FILE:LINE: PATH: message", LINE that of the deepest node of the path found.
+  Status ErrorAt(const std::string& path, const std::string& message) const;
 
   Result<std::string> String(const std::string& key, std::optional<std::string> fallback = {});
   Result<int64_t> Int(const std::string& key, std::optional<int64_t> fallback = {});

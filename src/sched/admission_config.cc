@@ -286,8 +286,13 @@ Result<AdmissionConfig> ParseAdmissionConfig(YamlMap& m) {
     // (A bad value or unknown field first, where this map is inside another: the check's
     // failure may follow from it.)
     RETURN_IF_ERROR(m.Unknowns());
+    // (The check's message starts with the path of what it found wrong: its line is said.)
+    const std::string& said = valid.message();
+    const size_t colon = said.find(": ");
+    if (colon != std::string::npos && said.find(' ') > colon)
+      return m.ErrorAt(said.substr(0, colon), said.substr(colon + 2));
     std::string prefix = m.path().empty() ? "" : m.path() + ".";
-    return InvalidArgument(m.source() + ": " + prefix + valid.message());
+    return InvalidArgument(m.source() + ": " + prefix + said);
   }
   return c;
 }

@@ -110,6 +110,11 @@ Result<TeamSpec> ParseTeam(YamlMap& m, bool synthetic) {
   auto level = ParseTrustLevel(trust);
   if (!level.ok()) return m.Error("trust", level.status().message());
   t.trust = *level;
+  // (Only trusted teams share a GPU by domain: on another, a domain would be read as sharing
+  // that never happens.)
+  if (m.Has("trustDomain") && t.trust != TrustLevel::kTrusted)
+    return m.Error("trustDomain",
+                   "only a trusted team shares GPUs by trust domain (this one is " + trust + ")");
   ASSIGN_OR_RETURN(t.trust_domain, m.String("trustDomain", t.name));
   if (m.Has("weight")) {
     ASSIGN_OR_RETURN(t.weight, m.PositiveDouble("weight"));
@@ -625,29 +630,28 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
         for (const std::string& t : c.queues[i].tenants)
           if (t != "*" && std::none_of(sc.teams.begin(), sc.teams.end(),
                                        [&](const TeamSpec& team) { return team.name == t; }))
-            return InvalidArgument(source + ": admission.queues[" + std::to_string(i) +
-                                   "].tenants: '" + t + "' is no team of the scenario");
+            return top.ErrorAt("admission.queues[" + std::to_string(i) + "].tenants",
+                               "'" + t + "' is no team of the scenario");
         if (c.queues[i].stop_policy != StopPolicy::kNone)
-          return InvalidArgument(source + ": admission.queues[" + std::to_string(i) +
-                                 "].stopPolicy: a replayed queue cannot be stopped");
+          return top.ErrorAt("admission.queues[" + std::to_string(i) + "].stopPolicy",
+                             "a replayed queue cannot be stopped");
       }
       for (size_t i = 0; i < sc.teams.size(); ++i) {
         std::string at = "teams[" + std::to_string(i) + "].queue";
         auto it = index.find(sc.teams[i].queue);
         if (it == index.end())
-          return InvalidArgument(source + ": " + at + ": unknown queue \"" + sc.teams[i].queue +
-                                 "\"");
+          return top.ErrorAt(at, "unknown queue \"" + sc.teams[i].queue + "\"");
         for (const QueueSpec& q : c.queues)
           if (q.parent == sc.teams[i].queue)
-            return InvalidArgument(source + ": " + at + ": queue \"" + sc.teams[i].queue +
-                                   "\" has child queues; a team's workloads wait in a leaf");
+            return top.ErrorAt(at, "queue \"" + sc.teams[i].queue +
+                                       "\" has child queues; a team's workloads wait in a leaf");
         // The team is the tenant: as in the server, a queue not named after it must list it.
         const Status may =
             TenantMayUse(sc.teams[i].name, sc.teams[i].queue, [&](const std::string& name) {
               auto q = index.find(name);
               return q == index.end() ? nullptr : &c.queues[q->second];
             });
-        if (!may.ok()) return InvalidArgument(source + ": " + at + ": " + may.message());
+        if (!may.ok()) return top.ErrorAt(at, may.message());
         // The team's guarantee is its leaf's, every GPU flavour together (not its CPU or
         // memory).
         int64_t g = 0;
@@ -669,8 +673,8 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
   if (sc.admission.queues.empty())
     for (size_t i = 0; i < sc.teams.size(); ++i)
       if (sc.teams[i].queue != sc.teams[i].name)
-        return InvalidArgument(source + ": teams[" + std::to_string(i) +
-                               "].queue: unknown queue \"" + sc.teams[i].queue +
+        return top.ErrorAt("teams[" + std::to_string(i) + "].queue",
+                           "unknown queue \"" + sc.teams[i].queue +
                                "\": without admission.queues each team waits in a queue of its "
                                "own name (" +
                                sc.teams[i].name + ")");
@@ -678,8 +682,8 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
   for (size_t i = 0; i < sc.teams.size(); ++i)
     if (sc.admission.fair_share_preemption &&
         sc.teams[i].preemption.borrow_within_cohort != PreemptionPolicy::Borrow::kNever)
-      return InvalidArgument(source + ": teams[" + std::to_string(i) +
-                             "].preemption.borrowWithinCohort: not with fairSharePreemption");
+      return top.ErrorAt("teams[" + std::to_string(i) + "].preemption.borrowWithinCohort",
+                         "not with fairSharePreemption");
 
   if (has_trace) {
     YamlMap tm = top.Child("trace");
@@ -779,13 +783,13 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
                        [&](const std::string& m) { return models.count(m) > 0; })) {
         std::string have;
         for (const std::string& m : models) have += (have.empty() ? "" : ", ") + m;
-        return InvalidArgument(source + ": admission.flavors[" + std::to_string(i) +
-                               "].models: no GPU of the fleet is of them (it has " + have + ")");
+        return top.ErrorAt("admission.flavors[" + std::to_string(i) + "].models",
+                           "no GPU of the fleet is of them (it has " + have + ")");
       }
       // (Nor MIG slices where no GPU is in MIG mode: a trial's guarantee of 32 was taken.)
       if (f.kind == DeviceKind::kMig && !has_mig)
-        return InvalidArgument(source + ": admission.flavors[" + std::to_string(i) +
-                               "].kind: mig, but no GPU of the fleet is in MIG mode");
+        return top.ErrorAt("admission.flavors[" + std::to_string(i) + "].kind",
+                           "mig, but no GPU of the fleet is in MIG mode");
     }
   }
   std::vector<bool> guarantee_given;
@@ -805,8 +809,8 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
     for (size_t i = 0; i < sc.teams.size(); ++i) {
       const TeamSpec& t = sc.teams[i];
       if (t.lending_limit_milli && *t.lending_limit_milli > t.guarantee_milli.value_or(0))
-        return InvalidArgument(source + ": teams[" + std::to_string(i) +
-                               "].lendingLimit: above the team's " +
+        return top.ErrorAt("teams[" + std::to_string(i) + "].lendingLimit",
+                           std::string("above the team's ") +
                                (guarantee_given[i] ? "" : "computed ") + "guarantee (" +
                                FormatMilliGpu(MilliGpu(*t.lending_limit_milli)) + " > " +
                                FormatMilliGpu(MilliGpu(t.guarantee_milli.value_or(0))) + " GPUs)");
@@ -818,11 +822,11 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
     int64_t sum = 0;
     for (const auto& [leaf, g] : leaves) sum += g;
     if (sum > cap)
-      return InvalidArgument(source + ": admission.queues: the teams' queues are guaranteed " +
-                             FormatMilliGpu(MilliGpu(sum)) +
-                             " GPUs together, more than the "
-                             "fleet's " +
-                             FormatMilliGpu(MilliGpu(cap)));
+      return top.ErrorAt("admission.queues", "the teams' queues are guaranteed " +
+                                                 FormatMilliGpu(MilliGpu(sum)) +
+                                                 " GPUs together, more than the "
+                                                 "fleet's " +
+                                                 FormatMilliGpu(MilliGpu(cap)));
   }
   return sc;
 }
