@@ -4091,6 +4091,57 @@ TEST_F(AdmissionTest, ReclaimTakesFromOtherDepartmentsFirst) {
   EXPECT_EQ(from["qa"], 2);
 }
 
+// A department guaranteed more than its projects (team-a 12, its projects 4 and 4) holds the
+// rest, 4, as its own: a project past its own guarantee takes back what another department
+// borrows for it, up to that part (a user-style trial's team-a stayed at 4 while team-b held 12
+// of its 4). Not past it: the other 4 are a2's, lent while a2 leaves them unused, and a2's own
+// work takes them back (from team-b, which still borrows them).
+TEST_F(AdmissionTest, ADepartmentsOwnGuaranteeIsReclaimedForItsProjects) {
+  QueueSpec org{"org", "", 1, {}, -1};
+  org.quotas["gpu"] = QuotaSpec{16000, {}, {}};
+  QueueSpec team_a = Leaf("team-a", 12), team_b = Leaf("team-b", 4);
+  QueueSpec a1 = Leaf("a1", 4), a2 = Leaf("a2", 4);
+  a1.parent = a2.parent = "team-a";
+  AdmissionConfig config;
+  config.queues = {org, team_a, a1, a2, team_b};
+  MakeTree(Nodes(2, 8), config, {"a1", "a2", "team-b"});
+  const std::vector<int> b = SubmitEach("b", "team-b", 8, 0, 2);
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(CountPhase(b, Phase::kAdmitted), 8);
+  const std::vector<int> a = SubmitEach("a", "a1", 7, 10, 2);
+  std::vector<int> evicted;
+  std::string reasons;
+  for (double t = 11; t < 200; t += 1) {
+    CycleResult r = adm_->Cycle(t, 1000);
+    for (const Eviction& ev : r.evicted) {
+      EXPECT_EQ(adm_->queue_name(adm_->queue_of(ev.victim)), "team-b");
+      evicted.push_back(ev.victim);
+      reasons += ev.reason + "\n";
+      adm_->Terminated(ev.victim, t);
+    }
+  }
+  // Four of team-b's go; a1 runs its 4 and team-a's own 4, and the rest waits.
+  EXPECT_EQ(evicted.size(), 4u);
+  EXPECT_EQ(CountPhase(a, Phase::kAdmitted), 4);
+  EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("team-b")), 8000);
+  EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("team-a")), 8000);
+  EXPECT_NE(reasons.find("(queue a1 reclaims queue team-a's guarantee (past its own))"),
+            std::string::npos)
+      << reasons;
+  // a2, within its own 4, takes them back from team-b; team-a then holds its 12.
+  const std::vector<int> mine = SubmitEach("m", "a2", 2, 300, 2);
+  for (double t = 300; t < 400; t += 1) {
+    CycleResult r = adm_->Cycle(t, 1000);
+    for (const Eviction& ev : r.evicted) {
+      EXPECT_EQ(adm_->queue_name(adm_->queue_of(ev.victim)), "team-b") << ev.reason;
+      adm_->Terminated(ev.victim, t);
+    }
+  }
+  EXPECT_EQ(CountPhase(mine, Phase::kAdmitted), 2);
+  EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("team-b")), 4000);
+  EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("team-a")), 12000);
+}
+
 // Two trees (departments, each a root with a project below it) on 8 GPUs: dept-a is guaranteed
 // 4, dept-b 2; 2 GPUs are nobody's. With `across`, the trees lend each other through the fleet.
 AdmissionConfig TwoTrees(bool across, std::optional<double> a_borrowing = std::nullopt,
@@ -6562,6 +6613,27 @@ TEST_F(AdmissionTest, FairShareFavoursTheLighterQueueAndWeights) {
   adm_->Cycle(1, 1000);
   EXPECT_EQ(CountPhase(ha, Phase::kAdmitted), 6);
   EXPECT_EQ(CountPhase(lb, Phase::kAdmitted), 2);
+}
+
+// The dominant share counts memory too: a queue whose one GPU holds 400Gi of the node's 512Gi
+// is the heavier of the two, though it holds fewer GPUs (counted by GPUs and cores alone it
+// was the lighter, and took the free GPUs first).
+TEST_F(AdmissionTest, AQueueHoldingMostOfTheMemoryIsTheHeavierShare) {
+  Make(Nodes(1, 8), {Plain("a"), Plain("b")});
+  Workload big = Gpus("a-big", "a", 1);
+  big.pod_sets[0].memory = MemoryMib(400 * 1024);
+  Submit(big);
+  Submit(Gpus("b0", "b", 1));
+  Submit(Gpus("b1", "b", 1));
+  adm_->Cycle(1, 1000);
+  EXPECT_NEAR(adm_->dominant_share(adm_->QueueIndex("a")), 400.0 / 512, 1e-3);
+  EXPECT_NEAR(adm_->dominant_share(adm_->QueueIndex("b")), 2.0 / 8, 1e-3);
+  std::vector<int> a, b;
+  for (int i = 0; i < 5; ++i) a.push_back(Submit(Gpus("a" + std::to_string(i), "a", 1), 2));
+  for (int i = 0; i < 5; ++i) b.push_back(Submit(Gpus("b" + std::to_string(i + 2), "b", 1), 2));
+  adm_->Cycle(3, 1000);
+  EXPECT_EQ(CountPhase(b, Phase::kAdmitted), 5);
+  EXPECT_EQ(CountPhase(a, Phase::kAdmitted), 0);
 }
 
 TEST_F(AdmissionTest, UsageHistoryMakesYesterdaysHeavyUserYield) {

@@ -323,6 +323,8 @@ Status Admitter::Build() {
     q.evicting_below.assign(nf, 0);
     q.leaving_usage.assign(nf, 0);
     q.promised.assign(nf, 0);
+    q.leaving_below.assign(nf, 0);
+    q.promised_below.assign(nf, 0);
     q.reserved.assign(nf, 0);
     q.reclaim_room.assign(nf, 0);
     for (const std::string& name : spec.flavor_order) q.flavor_order.push_back(flavor_index[name]);
@@ -428,9 +430,13 @@ Status Admitter::Build() {
       }
   }
   cap_gpu_ = std::max<int64_t>(1, state_.total_gpu_milli());
-  int64_t cpu = 0;
-  for (const Node& n : fleet_.nodes) cpu += n.cpu.value();
+  int64_t cpu = 0, memory = 0;
+  for (const Node& n : fleet_.nodes) {
+    cpu += n.cpu.value();
+    memory += n.memory.value();
+  }
   cap_cpu_ = std::max<int64_t>(1, cpu);
+  cap_memory_ = std::max<int64_t>(1, memory);
   node_workloads_.assign(state_.node_count(), {});
   no_eviction_.assign(state_.node_count(), false);
   return Status();
@@ -470,6 +476,7 @@ int Admitter::VictimTier(int preemptor_leaf, int w_leaf) const {
 }
 
 bool Admitter::FairShareKeeps(int preemptor, int victim, double share, int64_t gpu, int64_t cpu,
+                              int64_t memory_mib,
                               const std::vector<std::pair<int, int64_t>>& by_flavour,
                               const std::function<int64_t(int, int)>& taken) const {
   const QueueNode& vq = queues_[victim];
@@ -480,10 +487,9 @@ bool Admitter::FairShareKeeps(int preemptor, int victim, double share, int64_t g
       return false;
   const int64_t held_gpu = vq.gpu - vq.evicting_gpu - taken(victim, kTakenGpu) - gpu;
   const int64_t held_cpu = vq.cpu - vq.res_evicting[0] - taken(victim, kTakenResource) - cpu;
-  return std::max(static_cast<double>(held_gpu) / static_cast<double>(cap_gpu_),
-                  static_cast<double>(held_cpu) / static_cast<double>(cap_cpu_)) /
-             vq.spec.weight >=
-         share - 1e-12;
+  const int64_t held_memory =
+      vq.memory - vq.res_evicting[1] - taken(victim, kTakenResource + 1) - memory_mib;
+  return DominantShare(held_gpu, held_cpu, held_memory) / vq.spec.weight >= share - 1e-12;
 }
 
 int Admitter::TreeRoot(int q) const {
@@ -508,9 +514,14 @@ int64_t Admitter::guaranteed_milli(int q) const {
   return g;
 }
 
+double Admitter::DominantShare(int64_t gpu_milli, int64_t cpu_milli, int64_t memory_mib) const {
+  return std::max({static_cast<double>(gpu_milli) / static_cast<double>(cap_gpu_),
+                   static_cast<double>(cpu_milli) / static_cast<double>(cap_cpu_),
+                   static_cast<double>(memory_mib) / static_cast<double>(cap_memory_)});
+}
+
 double Admitter::dominant_share(int q) const {
-  return std::max(static_cast<double>(queues_[q].gpu) / static_cast<double>(cap_gpu_),
-                  static_cast<double>(queues_[q].cpu) / static_cast<double>(cap_cpu_));
+  return DominantShare(queues_[q].gpu, queues_[q].cpu, queues_[q].memory);
 }
 
 int Admitter::pending_count(int q) const {
@@ -760,8 +771,10 @@ void Admitter::TakeOutOfService(int n, const std::vector<int>& devices) {
   }
   UpdateElsewhere();
   cap_gpu_ = std::max<int64_t>(1, cap_gpu_ - free_gpu);
-  if (devices.empty() && out_of_service_.insert({n, -1}).second)
+  if (devices.empty() && out_of_service_.insert({n, -1}).second) {
     cap_cpu_ = std::max<int64_t>(1, cap_cpu_ - state_.free_cpu(n));
+    cap_memory_ = std::max<int64_t>(1, cap_memory_ - state_.free_memory(n));
+  }
 }
 
 std::vector<Admitter::CapacityWarning> Admitter::CapacityWarnings() const {
@@ -996,9 +1009,7 @@ bool Admitter::MayReclaim(int leaf, int f, int64_t milli) const {
   // Work leaving for no one (a drain, its maximum runtime) does not: its room is the queue's
   // own in a moment, so reclaiming from others for it would evict for room that then idles.
   if (!managed_[f]) return false;
-  if (!DepartmentReclaimOnly(leaf, f))
-    return q.usage[f] - (q.evicting_usage[f] - q.leaving_usage[f]) + q.promised[f] + milli <=
-           q.guaranteed[f];
+  if (!DepartmentReclaimOnly(leaf, f)) return ReclaimScope(leaf, f, milli) >= 0;
   // No guarantee of its own: its department's, from best-effort work only (the built-in
   // unqueued beside several trees, "reclaimed by any tree's work within its guarantee").
   // (Its evicting work counted too: the reclaim that marked it still holds its promise.)
@@ -1021,6 +1032,40 @@ bool Admitter::MayReclaim(int leaf, int f, int64_t milli) const {
     return queues_[a].usage[f] - best_effort + promised + milli <= queues_[a].guaranteed[f];
   }
   return false;
+}
+
+int Admitter::ReclaimScope(int leaf, int f, int64_t milli) const {
+  const QueueNode& q = queues_[leaf];
+  if (q.usage[f] - (q.evicting_usage[f] - q.leaving_usage[f]) + q.promised[f] + milli <=
+      q.guaranteed[f])
+    return leaf;
+  // (What its own work being evicted holds counts as gone, but for work leaving for no one, as
+  // for the leaf; best-effort work below it counts as held, which errs on the side of no
+  // reclaim.)
+  // (Not a tree's root: what its tree holds beyond it, other trees lend or not by the fleet's
+  // own rules; and the generated tree's root, guaranteed the fleet, would let every team
+  // reclaim past its own.)
+  // Only a department's own part of its guarantee, what none of its children is guaranteed,
+  // is taken back for work past its projects' guarantees: the rest is theirs, lent while they
+  // leave it unused, and a reclaim for work that borrows it would be undone by their next
+  // (evicting twice for one GPU).
+  int branch = leaf;
+  for (int a = q.parent; a >= 0 && queues_[a].parent >= 0 && queues_[a].parent != fleet_queue_;
+       branch = a, a = queues_[a].parent) {
+    const QueueNode& n = queues_[a];
+    const auto held = [&](const QueueNode& c) {
+      return c.usage[f] - (c.evicting_below[f] - c.leaving_below[f]) + c.promised_below[f];
+    };
+    if (held(n) + milli > n.guaranteed[f]) continue;
+    int64_t own = n.guaranteed[f], past = 0;
+    for (int c : n.children) {
+      own -= queues_[c].guaranteed[f];
+      past += std::max<int64_t>(
+          0, held(queues_[c]) + (c == branch ? milli : 0) - queues_[c].guaranteed[f]);
+    }
+    if (own > 0 && past <= own) return a;
+  }
+  return -1;
 }
 
 int64_t Admitter::BestEffortUnder(int a, int f) const {
@@ -1180,7 +1225,11 @@ void Admitter::Nominate(int id, int victims, bool within_guarantee) {
           break;
         }
   if (e.continuing && e.promised_flavor >= 0) e.promised = std::max(e.promised, e.gpu_milli);
-  if (e.promised_flavor >= 0) queues_[e.leaf].promised[e.promised_flavor] += e.promised;
+  if (e.promised_flavor >= 0) {
+    queues_[e.leaf].promised[e.promised_flavor] += e.promised;
+    for (int a = e.leaf; a >= 0; a = queues_[a].parent)
+      queues_[a].promised_below[e.promised_flavor] += e.promised;
+  }
   // Its CPU and memory, wherever its queue's guarantee of them covers it.
   for (int r = 0; r < 2; ++r) {
     const int64_t amount = r == 0 ? e.cpu_milli : e.memory_mib;
@@ -1638,7 +1687,11 @@ void Admitter::Unnominate(int id, bool log_freed) {
   // What it kept may now let others in.
   if (!e.quota_reserved.empty() || !e.resources_reserved.empty()) wake_quota_ = true;
   UnreserveQuota(e);
-  if (e.promised_flavor >= 0) queues_[e.leaf].promised[e.promised_flavor] -= e.promised;
+  if (e.promised_flavor >= 0) {
+    queues_[e.leaf].promised[e.promised_flavor] -= e.promised;
+    for (int a = e.leaf; a >= 0; a = queues_[a].parent)
+      queues_[a].promised_below[e.promised_flavor] -= e.promised;
+  }
   e.promised = 0;
   e.promised_flavor = -1;
   for (int r = 0; r < 2; ++r) {
@@ -2607,8 +2660,10 @@ void Admitter::CountEvicting(int id, int sign) {
   for (auto [f, milli] : e.charged) {
     q.evicting_usage[f] += sign * milli;
     if (e.options.leaving) q.leaving_usage[f] += sign * milli;
-    for (int a = e.leaf; a >= 0; a = queues_[a].parent)
+    for (int a = e.leaf; a >= 0; a = queues_[a].parent) {
       queues_[a].evicting_below[f] += sign * milli;
+      if (e.options.leaving) queues_[a].leaving_below[f] += sign * milli;
+    }
   }
   for (int r = 0; r < 2; ++r) {
     const int64_t amount = sign * (r == 0 ? e.cpu_milli : e.memory_mib);
@@ -5684,11 +5739,14 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
     };
     // Under fair-share preemption: only what its queue borrows, its weighted share staying at
     // or above the preemptor's with the pods taken so far (as Preempt's fair_allows).
-    int64_t cpu = 0;
-    for (int k = c[s]; k < to; ++k) cpu += w.pods[pod_index(w, s, k)].cpu_milli;
+    int64_t cpu = 0, memory = 0;
+    for (int k = c[s]; k < to; ++k) {
+      cpu += w.pods[pod_index(w, s, k)].cpu_milli;
+      memory += w.pods[pod_index(w, s, k)].memory_mib;
+    }
     const auto fair = [&]() {
-      return FairShareKeeps(e.leaf, w.leaf, scope.fair_share, milli, cpu, {add.begin(), add.end()},
-                            taken_in);
+      return FairShareKeeps(e.leaf, w.leaf, scope.fair_share, milli, cpu, memory,
+                            {add.begin(), add.end()}, taken_in);
     };
     if (w.leaf != e.leaf) {
       if (scope.fair_share >= 0 && !must_lend) {
@@ -5967,6 +6025,40 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   const unsigned res_reclaim = quota_short || borrow_preempt ? 0 : ResourceReclaims(id);
   const bool reclaim = (reclaim_flavors != 0 || res_reclaim != 0) && !borrow_preempt;
   const bool takes_borrowed = reclaim_flavors != 0 || res_reclaim != 0;
+  // Per reclaimed flavour, whose guarantee it takes back (ReclaimScope): a department's, past
+  // its leaf's own, only from queues outside that department.
+  std::vector<int> reclaim_scope(flavor_count(), -1);
+  if (reclaim)
+    for (int f = 0; f < flavor_count() && f < 64; ++f)
+      if ((reclaim_flavors >> f & 1) && !DepartmentReclaimOnly(leaf, f))
+        reclaim_scope[f] = ReclaimScope(leaf, f, e.gpu_milli);
+  // "queue a reclaims its guarantee", or a department's: a leaf with no guarantee of its own
+  // takes back its department's, from best-effort work; one past its own, its department's
+  // where that holds it, from queues outside it.
+  const auto reclaims_what = [&]() {
+    int dept = -1;
+    bool none_own = false;
+    for (int f = 0; f < flavor_count() && f < 64 && dept < 0; ++f) {
+      if (!(reclaim_flavors >> f & 1)) continue;
+      if (DepartmentReclaimOnly(leaf, f)) {
+        for (int a = queues_[leaf].parent; a >= 0 && a != fleet_queue_ && dept < 0;
+             a = queues_[a].parent)
+          if (queues_[a].guaranteed[f] > 0) dept = a;
+        none_own = dept >= 0;
+      } else if (reclaim_scope[f] >= 0 && reclaim_scope[f] != leaf) {
+        dept = reclaim_scope[f];
+      }
+    }
+    return "queue " + queues_[leaf].spec.name + " reclaims " +
+           (dept < 0 ? std::string("its guarantee")
+                     : "queue " + queues_[dept].spec.name + "'s guarantee (" +
+                           (none_own ? "it has none of its own" : "past its own") + ")");
+  };
+  const auto inside = [&](int q, int dept) {
+    for (; q >= 0; q = queues_[q].parent)
+      if (q == dept) return true;
+    return false;
+  };
   // Whether other queue's borrowed workload w may go for this one, by priority.
   const auto priority_allows = [&](const Entry& w) {
     if (borrow_preempt)
@@ -6001,6 +6093,8 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
           (milli <= vq.guaranteed[f] || held <= vq.guaranteed[f]))
         return 0;
       if (!BranchLends(leaf, w.leaf, f, milli, taken)) return 0;
+      if (reclaim_scope[f] >= 0 && reclaim_scope[f] != leaf && inside(w.leaf, reclaim_scope[f]))
+        return 0;
       gives += milli;
     }
     for (int r = 0; r < 2; ++r) {
@@ -6045,14 +6139,14 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   double my_share = 0;
   if (config_.fair_share_preemption) {
     int64_t gpu = queues_[leaf].gpu + e.gpu_milli, cpu = queues_[leaf].cpu + e.cpu_milli;
+    int64_t memory = queues_[leaf].memory + e.memory_mib;
     for (int n : nominated_)
       if (n != id && entries_[n].nominated && entries_[n].leaf == leaf) {
         gpu += entries_[n].gpu_milli;
         cpu += entries_[n].cpu_milli;
+        memory += entries_[n].memory_mib;
       }
-    my_share = std::max(static_cast<double>(gpu) / static_cast<double>(cap_gpu_),
-                        static_cast<double>(cpu) / static_cast<double>(cap_cpu_)) /
-               queues_[leaf].spec.weight;
+    my_share = DominantShare(gpu, cpu, memory) / queues_[leaf].spec.weight;
   }
   // Fair-share preemption: whether victim v of another queue may go, its queue's weighted
   // dominant share staying at or above my_share without it (Kueue's LessThanOrEqualToFinalShare:
@@ -6063,7 +6157,8 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   // queues would evict each other's work within its guarantee in turn.
   const auto fair_allows = [&](int v, const std::function<int64_t(int, int)>& taken) {
     const Entry& w = entries_[v];
-    return FairShareKeeps(leaf, w.leaf, my_share, w.gpu_milli, w.cpu_milli, w.charged, taken);
+    return FairShareKeeps(leaf, w.leaf, my_share, w.gpu_milli, w.cpu_milli, w.memory_mib, w.charged,
+                          taken);
   };
 
   // Eligible victims, cheapest first. They depend on who asks (queue, priority, why) and on the
@@ -6381,7 +6476,12 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     for (const PodRequest& pod : pods) {
       if (as_gang) break;
       if (PlaceNow(pod, placed, in_domain)) continue;
-      std::tuple<int, double, int, int> best{0, 0, 0, -1};  // (priority, cost, victims, node)
+      // (priority, tier, cost, victims, node): as candidates are ordered (cheaper), the highest
+      // priority and the nearest queue (VictimTier) a node's victims take compare first, so
+      // that a node of cheaper work of the preemptor's own department does not win over another
+      // department's borrowed work (a test's project took from its sibling while another
+      // department went on borrowing the sibling's guarantee).
+      std::tuple<int, int, double, int, int> best{0, 0, 0, 0, -1};
       std::vector<int> best_set;
       // Nodes worth a trial: those where the free room plus what the candidates there hold covers
       // the pod, cheapest candidates first, at most kMaxTrialNodes of them.
@@ -6459,7 +6559,8 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
         std::sort(here.begin(), here.end(), [&](int a, int b) { return rank(a) < rank(b); });
         std::vector<int> taken;
         double cost = 0;
-        int top = std::numeric_limits<int>::min();  // the highest priority among `taken`
+        int top = std::numeric_limits<int>::min();   // the highest priority among `taken`
+        int tier = std::numeric_limits<int>::min();  // ... and tier
         bool fits = false;
         std::map<int, int> extra;
         std::map<std::pair<int, int>, int64_t> extra_milli;  // (queue, flavour)
@@ -6507,6 +6608,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
           taken.push_back(v);
           cost += cands[rank(v)].cost;
           top = std::max(top, entries_[v].spec.priority);
+          tier = std::max(tier, cands[rank(v)].tier);
           if (NodeFits(state_, n, pod) && policy_.Score(state_, n, pod)) {
             fits = true;
             break;
@@ -6514,13 +6616,14 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
         }
         for (auto it = taken.rbegin(); it != taken.rend(); ++it) TrialReapply(*it);
         if (!fits) continue;
-        std::tuple<int, double, int, int> k{top, cost, static_cast<int>(taken.size()), n};
-        if (std::get<3>(best) < 0 || k < best) {
+        std::tuple<int, int, double, int, int> k{top, tier, cost, static_cast<int>(taken.size()),
+                                                 n};
+        if (std::get<4>(best) < 0 || k < best) {
           best = k;
           best_set = taken;
         }
       }
-      if (std::get<3>(best) < 0) {
+      if (std::get<4>(best) < 0) {
         ok = false;
         break;
       }
@@ -6530,7 +6633,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
         ++chosen_per_queue[entries_[v].leaf];
         note_taken(chosen_milli, v);
       }
-      if (const std::vector<int> there{std::get<3>(best)}; !PlaceNow(pod, placed, &there)) {
+      if (const std::vector<int> there{std::get<4>(best)}; !PlaceNow(pod, placed, &there)) {
         ok = false;
         break;
       }
@@ -6628,7 +6731,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     if (borrow_preempt) {
       scope.why = "for higher-priority work borrowing in queue " + queues_[leaf].spec.name;
     } else if (takes_borrowed) {
-      scope.why = "queue " + queues_[leaf].spec.name + " reclaims its guarantee";
+      scope.why = reclaims_what();
     } else {
       scope.why = "for higher-priority work";
     }
@@ -6764,17 +6867,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     why = "queue " + queues_[leaf].spec.name + " reclaims its guarantee of " +
           (res_reclaim == 3 ? "cpu and memory" : ResourceName(res_reclaim == 1 ? 0 : 1));
   } else if (reclaim) {
-    // (A leaf with no guarantee of its own takes back its department's, from best-effort work.)
-    int dept = -1;
-    if (quota_flavor < 0)
-      for (int f = 0; f < flavor_count() && f < 64 && dept < 0; ++f)
-        if ((reclaim_flavors >> f & 1) && DepartmentReclaimOnly(leaf, f))
-          for (int a = queues_[leaf].parent; a >= 0 && a != fleet_queue_ && dept < 0;
-               a = queues_[a].parent)
-            if (queues_[a].guaranteed[f] > 0) dept = a;
-    why = "queue " + queues_[leaf].spec.name + " reclaims " +
-          (dept < 0 ? std::string("its guarantee")
-                    : "queue " + queues_[dept].spec.name + "'s guarantee (it has none of its own)");
+    why = reclaims_what();
   } else if (borrow_preempt) {
     why = "for higher-priority work borrowing in queue " + queues_[leaf].spec.name;
   } else if (fair_share) {
@@ -6916,6 +7009,14 @@ bool Admitter::GuaranteeHolds(int id, std::string* why, ReclaimTally* kept) cons
     const auto other = also.gpu_milli.find(f);
     const int64_t before = other == also.gpu_milli.end() ? 0 : other->second;
     if (e.gpu_milli + before <= q.guaranteed[f]) return holds(f);
+    // Past its own, a department's own part (ReclaimScope) holds it while what the
+    // department's work and the promises made below it, its own among them, take past its
+    // children's guarantees stays within that part.
+    if (!DepartmentReclaimOnly(e.leaf, f)) {
+      const int64_t mine = e.nominated && e.promised_flavor == f ? 0 : e.gpu_milli;
+      if (const int scope = ReclaimScope(e.leaf, f, mine); scope >= 0 && scope != e.leaf)
+        return holds(f);
+    }
     // No guarantee of its own: a department's, reclaimed from best-effort work only, holds it
     // while such work holds some of the flavour (not judged further).
     if (DepartmentReclaimOnly(e.leaf, f))

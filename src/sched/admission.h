@@ -533,6 +533,8 @@ class Admitter {
   int64_t usage_milli(int q) const;  // GPU milli held by the subtree, every flavour
   int64_t guaranteed_milli(int q) const;
   double dominant_share(int q) const;
+  // The largest of what `gpu_milli`, `cpu_milli` and `memory_mib` are of the fleet's in service.
+  double DominantShare(int64_t gpu_milli, int64_t cpu_milli, int64_t memory_mib) const;
   // Waiting in the subtree, those that could never be admitted too (as Kueue counts
   // inadmissible workloads).
   int pending_count(int q) const;
@@ -714,8 +716,11 @@ class Admitter {
     std::vector<int64_t> evicting_below;  // per flavour, whole subtree: the same
     std::vector<int64_t> leaving_usage;   // per flavour: the part evicted for no preemptor
     std::vector<int64_t> promised;        // per flavour: GPUs of its nominated preemptors (leaves)
-    std::vector<int64_t> reserved;        // per flavour, whole subtree: Entry::quota_reserved
-    double reclaimed_at = -1;             // its last reclaim (a leaf's, or a descendant's)
+    // Per flavour, whole subtree: the same two (leaving_usage, promised), for a department's
+    // guarantee (ReclaimScope).
+    std::vector<int64_t> leaving_below, promised_below;
+    std::vector<int64_t> reserved;  // per flavour, whole subtree: Entry::quota_reserved
+    double reclaimed_at = -1;       // its last reclaim (a leaf's, or a descendant's)
     // Whether a queue of its subtree may keep some of its unused guarantee from others (a
     // lending limit, a reclaim: MarkMayKeep), and the children of which that is so: the quota
     // walk asks only those what they keep.
@@ -747,12 +752,13 @@ class Admitter {
   // its guarantee).
   int VictimTier(int preemptor_leaf, int w_leaf) const;
   // Fair-share preemption: whether taking `gpu` milli-GPUs (`by_flavour` of them charged per
-  // flavour) and `cpu` milli-cores of queue `victim`'s work for queue `preemptor`'s keeps the
-  // victim's queue at or above its guarantees (BranchLends above it too: only what it borrows
-  // goes) and its weighted dominant share at or above `share`, the preemptor's once admitted
-  // (Kueue's LessThanOrEqualToFinalShare), what is being evicted and `taken` counted as gone.
+  // flavour), `cpu` milli-cores and `memory_mib` of queue `victim`'s work for queue `preemptor`'s
+  // keeps the victim's queue at or above its guarantees (BranchLends above it too: only what it
+  // borrows goes) and its weighted dominant share at or above `share`, the preemptor's once
+  // admitted (Kueue's LessThanOrEqualToFinalShare), what is being evicted and `taken` counted as
+  // gone.
   bool FairShareKeeps(int preemptor, int victim, double share, int64_t gpu, int64_t cpu,
-                      const std::vector<std::pair<int, int64_t>>& by_flavour,
+                      int64_t memory_mib, const std::vector<std::pair<int, int64_t>>& by_flavour,
                       const std::function<int64_t(int, int)>& taken) const;
 
   Admitter(const Fleet& fleet, std::vector<Tenant> tenants, AdmissionConfig config,
@@ -922,6 +928,13 @@ class Admitter {
   // department's) while best-effort work holds some of it: that work is given back
   // (DepartmentReclaimOnly).
   bool MayReclaim(int leaf, int flavor, int64_t milli) const;
+  // Whose guarantee leaf's work of `milli` in `flavor` reclaims: the leaf's own while that
+  // holds it (promises counted, as MayReclaim); else the nearest queue above it, short of the
+  // fleet, that it keeps within its guarantee (a department guaranteed more than its projects,
+  // or whose other projects leave theirs unused: each level's guarantee is its own, as KAI's
+  // departments' deserved quota), which then takes back only from queues outside it; -1:
+  // none. (A leaf with no guarantee of the flavour: DepartmentReclaimOnly instead.)
+  int ReclaimScope(int leaf, int flavor, int64_t milli) const;
   // Whether a reclaim by leaf `preemptor` in `flavor` may take only best-effort work (its
   // department's guarantee, not its own, is what it reclaims).
   bool DepartmentReclaimOnly(int preemptor, int flavor) const {
@@ -1341,7 +1354,9 @@ class Admitter {
       0,
       {std::numeric_limits<int>::min(), -std::numeric_limits<double>::infinity(),
        std::numeric_limits<int>::min()}};
-  int64_t cap_gpu_ = 1, cap_cpu_ = 1;
+  // The fleet's GPUs (milli), cores (milli) and memory (MiB) in service: what dominant shares
+  // are shares of.
+  int64_t cap_gpu_ = 1, cap_cpu_ = 1, cap_memory_ = 1;
 };
 
 // Milli-GPU as GPUs for messages: 48000 → "48", 2500 → "2.5".
