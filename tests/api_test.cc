@@ -877,6 +877,50 @@ TEST(ApiAuthTest, ADisruptionBudgetOfZeroSaysWhatItCallsOff) {
   EXPECT_TRUE(WarningsOf(budget(2)).empty());
 }
 
+// A queue moved from under its tenant's queue (which let the tenant in) strands the tenant's
+// work there: said at the write, with what runs and waits (a trial's re-parenting answered
+// "patched" while its running work went on in unqueued).
+TEST(ApiAuthTest, AQueueMovedAwayFromItsTenantSaysWhoseWorkItStrands) {
+  World w;
+  w.Seed();
+  w.MustCreate(Collection("queues"), QueueObject("team-a"));
+  json proj = QueueObject("proj");
+  proj["spec"]["parent"] = "team-a";
+  w.MustCreate(Collection("queues"), proj);
+  json in_proj = WorkloadObject("team-a", "wp");
+  in_proj["spec"]["queue"] = "proj";
+  w.MustCreate(Collection("workloads", "team-a"), in_proj);
+  w.MustSetStatus(Item("workloads", "team-a", "wp"),
+                  {{"phase", "Running"}, {"assignments", {Assignment("n2")}}});
+  json later = WorkloadObject("team-a", "wp2");
+  later["spec"]["queue"] = "proj";
+  w.MustCreate(Collection("workloads", "team-a"), later);
+  HttpResponse r =
+      w.Do("PATCH", Item("queues", "", "proj"), kAdmin, R"({"spec":{"parent":"q1"}})", kMergePatch);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(WarningsOf(r),
+            (std::vector<std::string>{
+                "299 - \"tenant team-a may no longer use queue proj (it was let in above the "
+                "queue's old place, or by its old tenants): 1 running workload(s) of it go on in "
+                "unqueued (best-effort, reclaimed first) and 1 pending wait until it is let back; "
+                "list it in the queue's spec.tenants to keep them\""}));
+  // Let back by its own list: nothing said of it (moving back under team-a, a leaf, says
+  // what that does to team-a's own work).
+  const auto strands = [](const HttpResponse& r) {
+    for (const std::string& warning : WarningsOf(r))
+      if (warning.find("may no longer use queue") != std::string::npos) return true;
+    return false;
+  };
+  r = w.Do("PATCH", Item("queues", "", "proj"), kAdmin,
+           R"({"spec":{"parent":"team-a","tenants":["team-a"]}})", kMergePatch);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_FALSE(strands(r));
+  r = w.Do("PATCH", Item("queues", "", "proj"), kAdmin, R"({"spec":{"parent":"q1"}})", kMergePatch);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_FALSE(strands(r));
+  EXPECT_TRUE(WarningsOf(r).empty());
+}
+
 // The scheduler marks a victim (status.preemption) and keeps a waiting preemptor's planned
 // place (status.nomination) in the status it writes to the store. The node running the victim
 // must still be able to report on it (before status.preemption was a known field, its report
@@ -2781,6 +2825,20 @@ TEST_F(ApiBadInputTest, PriorityClassNamesAreResolvedWhenAWorkloadIsWritten) {
   json described = Parse(w_.Get(Item("priorityclasses", "", "urgent")));
   described["spec"]["description"] = "urgent work";
   EXPECT_EQ(w_.Do("PUT", Item("priorityclasses", "", "urgent"), kAdmin, described.dump()).status,
+            200);
+  // Nor its preemption policy, which workloads copy too (a trial's patch to Never was taken,
+  // and two workloads of the class then preempted differently); the default said explicitly
+  // is no change.
+  refused = w_.Do("PATCH", Item("priorityclasses", "", "urgent"), kAdmin,
+                  R"({"spec":{"preemptionPolicy":"Never"}})", kMergePatch);
+  EXPECT_EQ(refused.status, 422) << refused.body;
+  EXPECT_EQ(Parse(refused).value("message", ""),
+            "PriorityClass 'urgent': spec.preemptionPolicy: may not be changed (workloads that "
+            "name the class took PreemptLowerPriority when written and keep it); create a class "
+            "with the new policy instead");
+  EXPECT_EQ(w_.Do("PATCH", Item("priorityclasses", "", "urgent"), kAdmin,
+                  R"({"spec":{"preemptionPolicy":"PreemptLowerPriority"}})", kMergePatch)
+                .status,
             200);
   json bad_policy = PriorityClassObject("odd", 7);
   bad_policy["spec"]["preemptionPolicy"] = "Sometimes";

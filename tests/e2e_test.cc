@@ -1182,6 +1182,29 @@ TEST_F(FactoryTest, QueueTreesLendEachOtherWithLendAcrossTrees) {
       << Describe(Workloads());
 }
 
+// The same under the one tree's root, where the leaf is short of the tree's quota (unqueued
+// under it holds it all): it still says whose guarantee it takes back (a user-style trial read
+// "queue qa reclaims its guarantee" of a queue guaranteed nothing).
+TEST_F(FactoryTest, ALeafShortOfItsTreesQuotaSaysWhoseGuaranteeItReclaims) {
+  StartScheduler(5'000);
+  CreateQueue("org", {{"quotas", {{"gpu", {{"guaranteed", 32}}}}}});
+  CreateQueue("qa", {{"parent", "org"}, {"tenants", {"team-a"}}});
+  for (int i = 0; i < 4; ++i)
+    CreateWorkload(WholeGpuWorkload("team-c", "c-" + std::to_string(i), 8));  // no queue
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  json a = WholeGpuWorkload("team-a", "a-0", 8);
+  a["spec"]["queue"] = "qa";
+  CreateWorkload(a);
+  EXPECT_EQ(Cycle().preempted, 1) << Describe(Workloads());
+  std::string reason;
+  for (const auto& [name, obj] : Workloads())
+    if (obj["status"].contains("preemption"))
+      reason = obj["status"]["preemption"].value("reason", "");
+  EXPECT_NE(reason.find("queue qa reclaims queue org's guarantee (it has none of its own)"),
+            std::string::npos)
+      << reason;
+}
+
 // Lending across trees, the GPUs of cordoned nodes are not lent: team-a lends none of its 8
 // GPUs, and the 16 nobody is guaranteed sit on the two cordoned nodes. Counted, they would let
 // team-b take team-a's 8.

@@ -2405,6 +2405,56 @@ struct ApiServer::Impl {
     return out;
   }
 
+  // A queue moved under another parent, or its tenants changed, so that tenants whose work
+  // waits or runs in it may no longer use it (access to a queue is inherited down the tree):
+  // their running work goes on in unqueued, best-effort and reclaimed first, and their pending
+  // work waits, until they are let back (a trial's re-parenting answered only "patched").
+  std::vector<std::string> QueueAccessWarnings(const json& queue, const json& stored) {
+    if (stored.is_null() ||
+        (Field(Field(queue, "spec"), "parent") == Field(Field(stored, "spec"), "parent") &&
+         Field(Field(queue, "spec"), "tenants") == Field(Field(stored, "spec"), "tenants")))
+      return {};
+    auto before = QueueTreeWith(json());
+    auto after = QueueTreeWith(queue);
+    auto workloads = ReadAll(Prefix(*FindResource("workloads"), ""));
+    if (!before.ok() || !after.ok() || !workloads.ok()) return {};
+    const std::string name = Str(Field(queue, "metadata"), "name");
+    const auto lookup = [](const AdmissionConfig& tree) {
+      return [&tree](const std::string& q) -> const QueueSpec* {
+        for (const QueueSpec& spec : tree.queues)
+          if (spec.name == q) return &spec;
+        return nullptr;
+      };
+    };
+    const std::set<std::string> leaves = LeafQueues(*before);
+    std::map<std::string, std::pair<int, int>> lost;  // tenant -> running, pending
+    for (const KeyValue& kv : *workloads) {
+      const json w = Materialize(kv);
+      if (WaitingQueue(leaves, Str(Field(w, "spec"), "queue"),
+                       Str(Field(w, "metadata"), "namespace")) != name)
+        continue;
+      const std::string phase = Str(Field(w, "status"), "phase", "Pending");
+      const bool running = phase == "Scheduled" || phase == "Running";
+      if (!running && phase != "Pending") continue;
+      const std::string tenant = Str(Field(w, "metadata"), "namespace");
+      if (!TenantMayUse(tenant, name, lookup(*before)).ok() ||
+          TenantMayUse(tenant, name, lookup(*after)).ok())
+        continue;
+      ++(running ? lost[tenant].first : lost[tenant].second);
+    }
+    std::vector<std::string> out;
+    for (const auto& [tenant, n] : lost)
+      out.push_back("tenant " + tenant + " may no longer use queue " + name +
+                    " (it was let in above the queue's old place, or by its old tenants): " +
+                    std::to_string(n.first) +
+                    " running workload(s) of it go on in unqueued (best-effort, reclaimed first) "
+                    "and " +
+                    std::to_string(n.second) +
+                    " pending wait until it is let back; list it in the queue's spec.tenants to "
+                    "keep them");
+    return out;
+  }
+
   // A disruption budget set to 0 (`stored`: the queue before): the evictions of its work now
   // under way are called off by the scheduler, their preemptors left waiting, and what it
   // borrows stays until its work ends — said at the write (a trial read only "patched", and
@@ -4618,6 +4668,17 @@ struct ApiServer::Impl {
                 Field(Field(stored, "spec"), "value").dump() +
                 " when written and keep it); create a class with the new value instead",
             "spec.value");
+      // Nor its preemptionPolicy (immutable in Kubernetes too): workloads copy it as they copy
+      // the value, so two of one class would preempt differently (a trial's patch was taken).
+      if (!status_sub && std::string(info.kind) == "PriorityClass" &&
+          Str(Field(o, "spec"), "preemptionPolicy", "PreemptLowerPriority") !=
+              Str(Field(stored, "spec"), "preemptionPolicy", "PreemptLowerPriority"))
+        return StatusResponse(
+            422,
+            "spec.preemptionPolicy: may not be changed (workloads that name the class took " +
+                Str(Field(stored, "spec"), "preemptionPolicy", "PreemptLowerPriority") +
+                " when written and keep it); create a class with the new policy instead",
+            "spec.preemptionPolicy");
       if (!status_sub && std::string(info.kind) == "PriorityClass")
         if (Status s = CheckOneGlobalDefault(o); !s.ok()) return ErrorFromStatus(s);
       if (status_sub && !p.node.empty() && std::string(info.plural) == "workloads") {
@@ -4696,6 +4757,7 @@ struct ApiServer::Impl {
         for (std::string& w : QueueRoutingWarnings(o, stored)) warnings.push_back(std::move(w));
         for (std::string& w : QueueGuaranteeWarnings(o)) warnings.push_back(std::move(w));
         for (std::string& w : QueueBudgetWarnings(o, stored)) warnings.push_back(std::move(w));
+        for (std::string& w : QueueAccessWarnings(o, stored)) warnings.push_back(std::move(w));
       }
       if (!status_sub &&
           Field(Field(o, "spec"), "tenants") != Field(Field(stored, "spec"), "tenants"))
