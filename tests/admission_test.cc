@@ -3109,6 +3109,40 @@ TEST_F(AdmissionTest, CpuAndMemoryQuotasLimitAdmission) {
   }
 }
 
+// A CPU reclaim takes only from a branch that borrows, as a GPU reclaim does: l2b holds its
+// idle sibling's cores, but its department t2 is at its guarantee; t3 borrows t1's. t1's
+// reclaim takes t3's work, though l2b's is newer (a review found l2b's taken, leaving t2 below
+// its guarantee and t3 on t1's cores).
+TEST_F(AdmissionTest, ACpuReclaimTakesOnlyFromABranchThatBorrows) {
+  auto cpu_only = [](const std::string& name, const std::string& queue, int64_t cores) {
+    Workload w = Gpus(name, queue, 1);
+    w.pod_sets[0].device = DeviceRequest{};
+    w.pod_sets[0].cpu = MilliCpu(cores * 1000);
+    return w;
+  };
+  QueueSpec t1 = Plain("t1"), t2 = Plain("t2"), l2a = Plain("l2a"), l2b = Plain("l2b"),
+            t3 = Plain("t3");
+  t1.quotas[kCpuQuota] = QuotaSpec{32000, {}, {}};
+  l2a.quotas[kCpuQuota] = QuotaSpec{16000, {}, {}};
+  l2b.quotas[kCpuQuota] = QuotaSpec{16000, {}, {}};
+  l2a.parent = l2b.parent = "t2";
+  AdmissionConfig config;
+  config.queues = {QueueSpec{"org", "", 1, {}, -1}, t1, t2, l2a, l2b, t3};
+  MakeTree(Nodes(1, 8), config, {"t1", "l2a", "l2b", "t3"});  // 64 cores
+  std::vector<int> borrowers, sibling;
+  for (int i = 0; i < 4; ++i)
+    borrowers.push_back(Submit(cpu_only("t3-" + std::to_string(i), "t3", 8), 0));
+  adm_->Cycle(1, 1000);
+  for (int i = 0; i < 4; ++i)
+    sibling.push_back(Submit(cpu_only("l2b-" + std::to_string(i), "l2b", 8), 2));
+  adm_->Cycle(3, 1000);
+  ASSERT_EQ(CountPhase(borrowers, Phase::kAdmitted) + CountPhase(sibling, Phase::kAdmitted), 8);
+  const int mine = Submit(cpu_only("t1-0", "t1", 8), 4);
+  CycleResult cr = adm_->Cycle(5, 1000);
+  ASSERT_EQ(cr.evicted.size(), 1u) << adm_->reason(mine);
+  EXPECT_EQ(adm_->queue_name(adm_->queue_of(cr.evicted[0].victim)), "t3");
+}
+
 // A queue's CPU guarantee is reclaimed from the queues that borrowed it, as GPUs are: only
 // what they hold beyond their own guarantees, and only up to the reclaiming queue's.
 TEST_F(AdmissionTest, CpuGuaranteeIsReclaimedFromBorrowers) {

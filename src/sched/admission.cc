@@ -462,6 +462,22 @@ bool Admitter::BranchLends(int preemptor, int victim, int f, int64_t milli,
   return true;
 }
 
+bool Admitter::BranchLendsResource(int preemptor, int victim, int r, int64_t amount,
+                                   const std::function<int64_t(int, int)>& taken) const {
+  const auto shared = [&](int q) {
+    for (int p = preemptor; p >= 0; p = queues_[p].parent)
+      if (p == q) return true;
+    return false;
+  };
+  for (int q = queues_[victim].parent; q >= 0 && !shared(q); q = queues_[q].parent) {
+    const QueueNode& n = queues_[q];
+    const int64_t held =
+        (r == 0 ? n.cpu : n.memory) - n.res_evicting_below[r] - taken(q, kTakenResource + r);
+    if (held - amount < n.res_guaranteed[r]) return false;
+  }
+  return true;
+}
+
 int Admitter::VictimTier(int preemptor_leaf, int w_leaf) const {
   if (w_leaf != preemptor_leaf && queues_[w_leaf].spec.best_effort) return -1;
   for (int shared = w_leaf; shared >= 0; shared = queues_[shared].parent) {
@@ -2669,6 +2685,7 @@ void Admitter::CountEvicting(int id, int sign) {
     const int64_t amount = sign * (r == 0 ? e.cpu_milli : e.memory_mib);
     q.res_evicting[r] += amount;
     if (e.options.leaving) q.res_leaving[r] += amount;
+    for (int a = e.leaf; a >= 0; a = queues_[a].parent) queues_[a].res_evicting_below[r] += amount;
   }
 }
 
@@ -6101,8 +6118,12 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
       const int64_t amount = r == 0 ? w.cpu_milli : w.memory_mib;
       if (!(res_reclaim >> r & 1) || amount == 0 || vq.root != queues_[leaf].root) continue;
       const int64_t used = r == 0 ? vq.cpu : vq.memory;
+      // (And, as for GPUs, its branch up to the queue it shares with the preemptor: a
+      // review's leaf borrowing from its idle sibling, its department at its guarantee, gave
+      // cores while another department kept borrowing the preemptor's.)
       if (used - vq.res_evicting[r] - taken(w.leaf, kTakenResource + r) - amount >=
-          vq.res_guaranteed[r])
+              vq.res_guaranteed[r] &&
+          BranchLendsResource(leaf, w.leaf, r, amount, taken))
         gives += amount;
     }
     return gives;
@@ -6130,8 +6151,11 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     const Entry& w = entries_[v];
     for (auto [f, milli] : w.charged) NoteTaken(taken, w.leaf, f, milli);
     taken[{w.leaf, kTakenGpu}] += w.gpu_milli;
-    taken[{w.leaf, kTakenResource}] += w.cpu_milli;
-    taken[{w.leaf, kTakenResource + 1}] += w.memory_mib;
+    // (CPU and memory up the tree too: BranchLendsResource.)
+    for (int q = w.leaf; q >= 0; q = queues_[q].parent) {
+      taken[{q, kTakenResource}] += w.cpu_milli;
+      taken[{q, kTakenResource + 1}] += w.memory_mib;
+    }
   };
   // Its queue's weighted dominant share once it and the queue's other nominated preemptors hold
   // what they wait for (fair-share preemption takes from queues whose weighted share stays above

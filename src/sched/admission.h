@@ -705,6 +705,8 @@ class Admitter {
     // Leaves: of its CPU and memory, what its workloads being evicted hold, the part evicted
     // for no preemptor, and what its nominated preemptors were promised (as for GPUs below).
     int64_t res_evicting[2] = {0, 0}, res_leaving[2] = {0, 0}, res_promised[2] = {0, 0};
+    // Whole subtree: what its work being evicted holds of CPU and memory (as evicting_below).
+    int64_t res_evicting_below[2] = {0, 0};
     // Whole subtree: the CPU and memory nominated preemptors keep (as `reserved` for GPUs).
     int64_t res_reserved[2] = {0, 0};
     int root = -1;                  // the root of its tree (its cohort for CPU and memory)
@@ -900,6 +902,11 @@ class Admitter {
   // that queue borrows.
   bool BranchLends(int preemptor, int victim, int f, int64_t milli,
                    const std::function<int64_t(int, int)>& taken) const;
+  // BranchLends for CPU (r = 0) or memory (r = 1): every queue above `victim` below the one it
+  // shares with `preemptor` keeps its guarantee without `amount` more (`taken`: under
+  // kTakenResource + r, per queue).
+  bool BranchLendsResource(int preemptor, int victim, int r, int64_t amount,
+                           const std::function<int64_t(int, int)>& taken) const;
   // "queue NAME", or "the fleet" for the fleet's node (kFleetQueue).
   std::string QueueLabel(int q) const;
   // The root of q's tree: its topmost queue below the fleet's node.
