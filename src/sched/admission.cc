@@ -446,13 +446,15 @@ void Admitter::NoteTaken(TakenMap& taken, int leaf, int f, int64_t milli) const 
   for (int q = leaf; q >= 0; q = queues_[q].parent) taken[{q, f}] += milli;
 }
 
+bool Admitter::Under(int q, int a) const {
+  for (; q >= 0; q = queues_[q].parent)
+    if (q == a) return true;
+  return false;
+}
+
 bool Admitter::BranchLends(int preemptor, int victim, int f, int64_t milli,
                            const std::function<int64_t(int, int)>& taken) const {
-  const auto shared = [&](int q) {
-    for (int p = preemptor; p >= 0; p = queues_[p].parent)
-      if (p == q) return true;
-    return false;
-  };
+  const auto shared = [&](int q) { return Under(preemptor, q); };
   for (int q = queues_[victim].parent; q >= 0 && !shared(q); q = queues_[q].parent) {
     const QueueNode& n = queues_[q];
     const int64_t held = n.usage[f] - n.evicting_below[f] - taken(q, f);
@@ -464,11 +466,7 @@ bool Admitter::BranchLends(int preemptor, int victim, int f, int64_t milli,
 
 bool Admitter::BranchLendsResource(int preemptor, int victim, int r, int64_t amount,
                                    const std::function<int64_t(int, int)>& taken) const {
-  const auto shared = [&](int q) {
-    for (int p = preemptor; p >= 0; p = queues_[p].parent)
-      if (p == q) return true;
-    return false;
-  };
+  const auto shared = [&](int q) { return Under(preemptor, q); };
   for (int q = queues_[victim].parent; q >= 0 && !shared(q); q = queues_[q].parent) {
     const QueueNode& n = queues_[q];
     const int64_t held =
@@ -6071,11 +6069,6 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
                      : "queue " + queues_[dept].spec.name + "'s guarantee (" +
                            (none_own ? "it has none of its own" : "past its own") + ")");
   };
-  const auto inside = [&](int q, int dept) {
-    for (; q >= 0; q = queues_[q].parent)
-      if (q == dept) return true;
-    return false;
-  };
   // Whether other queue's borrowed workload w may go for this one, by priority.
   const auto priority_allows = [&](const Entry& w) {
     if (borrow_preempt)
@@ -6110,7 +6103,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
           (milli <= vq.guaranteed[f] || held <= vq.guaranteed[f]))
         return 0;
       if (!BranchLends(leaf, w.leaf, f, milli, taken)) return 0;
-      if (reclaim_scope[f] >= 0 && reclaim_scope[f] != leaf && inside(w.leaf, reclaim_scope[f]))
+      if (reclaim_scope[f] >= 0 && reclaim_scope[f] != leaf && Under(w.leaf, reclaim_scope[f]))
         return 0;
       gives += milli;
     }

@@ -893,6 +893,8 @@ class Admitter {
   // its subtree's (NoteTaken).
   using TakenMap = std::map<std::pair<int, int>, int64_t>;
   void NoteTaken(TakenMap& taken, int leaf, int f, int64_t milli) const;
+  // Whether queue a is q or above it.
+  bool Under(int q, int a) const;
   // Whether taking `milli` of flavour f from work of leaf `victim` for work of leaf
   // `preemptor` leaves each queue above the victim's leaf and below the lowest one the two
   // share (every one up to its root when they share none) at or above its guarantee, `taken`
