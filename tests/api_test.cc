@@ -2275,6 +2275,27 @@ TEST_F(ApiBadInputTest, AQueueEditBelowWhatItHoldsIsAcceptedWithAWarning) {
             "GPUs): 2.5 GPUs more of it count as borrowed from now on, and a queue below its "
             "guarantee may reclaim them\"");
   EXPECT_EQ(Parse(w_.Get(item))["spec"]["quotas"]["gpu"]["guaranteed"], json(7));  // (dry run)
+  {
+    // Work that may not be preempted holds 6 of its GPUs: past the new guarantee, no reclaim
+    // takes those 2 back, which is said (a trial read "may reclaim them" of such work).
+    // (Charged to busy, as the scheduler writes it.)
+    json pinned = WorkloadObject("team-a", "pinned", {}, 6);
+    pinned["spec"]["preemptible"] = false;
+    w_.MustCreate(Collection("workloads", "team-a"), pinned);
+    w_.MustSetStatus(Item("workloads", "team-a", "pinned"),
+                     {{"phase", "Running"},
+                      {"assignments", {Assignment("big")}},
+                      {"resourceUsage", {{"gpu", "6000m"}, {"queue", "busy"}}}});
+    said = patch({{"guaranteed", 4}}, "?dryRun=All");
+    ASSERT_EQ(said.size(), 1u);
+    EXPECT_NE(said[0].find("2.5 GPUs more of it count as borrowed from now on, and a queue below "
+                           "its guarantee may reclaim them but for 2 GPUs held by work that may "
+                           "not be preempted (spec.preemptible: false), which no queue can take "
+                           "back"),
+              std::string::npos)
+        << said[0];
+    ASSERT_EQ(w_.Do("DELETE", Item("workloads", "team-a", "pinned"), kAdmin).status, 200);
+  }
   said = patch({{"guaranteed", 4}, {"borrowingLimit", 2}});
   ASSERT_EQ(said.size(), 1u);
   EXPECT_NE(said[0].find("holds 6.5 GPUs of gpu, past its new guaranteed 4 GPUs + borrowingLimit "

@@ -234,7 +234,9 @@ std::string AmountText(const std::string& r, int64_t v) {
 // holds. As Kubernetes says an admission warning: in Warning headers, which kubectl and fabctl
 // print. (Its caller leaves out queues with children: their guarantee is what their children's
 // add up to, and they hold no work of their own.)
-std::vector<std::string> QueueEditWarnings(const json& stored, const json& updated) {
+// `pinned_milli`: GPUs (milli) the queue's running work that may not be preempted holds.
+std::vector<std::string> QueueEditWarnings(const json& stored, const json& updated,
+                                           int64_t pinned_milli = 0) {
   std::vector<std::string> out;
   const json& status = Field(stored, "status");
   const json& quotas = Field(Field(updated, "spec"), "quotas");
@@ -276,12 +278,24 @@ std::vector<std::string> QueueEditWarnings(const json& stored, const json& updat
                     ": nothing running is evicted for it; its new work there waits until it is "
                     "within");
     } else if (*holds > guaranteed && guaranteed < guaranteed_was) {
-      out.push_back(head + "guarantee of " + AmountText(unit, guaranteed) +
-                    (first ? " (it had no " + unit + " quota)"
-                           : " (was " + AmountText(unit, guaranteed_was) + ")") +
-                    ": " + AmountText(unit, std::min(*holds, guaranteed_was) - guaranteed) +
-                    " more of it count as borrowed from now on, and a queue below its guarantee "
-                    "may reclaim them");
+      // (Work that may not be preempted was admitted within the old guarantee; past the new
+      // one, no reclaim takes it: said, as a trial read "may reclaim them" of such work and
+      // another queue then waited below its guarantee with no word why.)
+      const int64_t borrowed = std::min(*holds, guaranteed_was) - guaranteed;
+      const int64_t pinned =
+          unit == "gpu" ? std::min(borrowed, std::max<int64_t>(0, pinned_milli - guaranteed)) : 0;
+      out.push_back(
+          head + "guarantee of " + AmountText(unit, guaranteed) +
+          (first ? " (it had no " + unit + " quota)"
+                 : " (was " + AmountText(unit, guaranteed_was) + ")") +
+          ": " + AmountText(unit, borrowed) +
+          " more of it count as borrowed from now on, and a queue below its guarantee may "
+          "reclaim them" +
+          (pinned > 0 ? " but for " + AmountText(unit, pinned) +
+                            " held by work that may not be preempted (spec.preemptible: false), "
+                            "which no queue can take back: they free only as that work ends, "
+                            "and until then others' guarantees that need them are not met"
+                      : std::string()));
     }
   }
   return out;
@@ -4140,6 +4154,25 @@ struct ApiServer::Impl {
                       "(fabctl get priorityclasses)");
   }
 
+  // The GPUs (milli) charged to queue `name` by its running work that may not be preempted.
+  int64_t PinnedGpuMilli(const std::string& name) {
+    auto list = store.List("/registry/workloads/", "", 0);
+    if (!list.ok()) return 0;
+    int64_t held = 0;
+    for (const KeyValue& kv : list->items) {
+      if (kv.value.find("\"preemptible\":false") == std::string::npos) continue;
+      const json w = json::parse(kv.value, nullptr, false);
+      const json& status = Field(w, "status");
+      const std::string phase = Str(status, "phase");
+      if ((phase != "Scheduled" && phase != "Running") ||
+          Field(Field(w, "spec"), "preemptible") != false ||
+          Str(Field(status, "resourceUsage"), "queue") != name)
+        continue;
+      held += AmountOf("gpu", Field(Field(status, "resourceUsage"), "gpu")).value_or(0);
+    }
+    return held;
+  }
+
   // `stored` with the CPU and memory the queue's bound workloads hold in its status, where a
   // quota of `updated` names them and the status does not count them yet (the scheduler counts
   // them once a quota names them: a first CPU quota set below what runs is warned of too).
@@ -4753,7 +4786,7 @@ struct ApiServer::Impl {
       std::vector<std::string> warnings;
       if (!status_sub && std::string(info.kind) == "Queue") {
         if (auto children = ChildrenOf(name); children.ok() && children->empty())
-          warnings = QueueEditWarnings(WithCpuAndMemoryHeld(stored, o), o);
+          warnings = QueueEditWarnings(WithCpuAndMemoryHeld(stored, o), o, PinnedGpuMilli(name));
         for (std::string& w : QueueRoutingWarnings(o, stored)) warnings.push_back(std::move(w));
         for (std::string& w : QueueGuaranteeWarnings(o)) warnings.push_back(std::move(w));
         for (std::string& w : QueueBudgetWarnings(o, stored)) warnings.push_back(std::move(w));
