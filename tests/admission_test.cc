@@ -1597,6 +1597,29 @@ TEST_F(AdmissionTest, ReclaimClearsWholeNodesForAGang) {
 // Reclaim takes only what a queue borrows: where the borrowed room is inside work whose
 // eviction would leave its queue, or one above it, below its guarantee, nothing goes, and the
 // waiting workload says so (a user-style trial read only "no node can take it now").
+// qa's guarantee was lowered (8 → 4) under its 8 GPUs of work that may not be preempted (the
+// server restores it as it runs); qb, guaranteed 4 and holding none, waits: its message says
+// why — what qa borrows can never be taken back — instead of only that no node has a free GPU
+// (a user-style trial).
+TEST_F(AdmissionTest, ReclaimSaysWhenTheBorrowerMayNotBePreempted) {
+  Make(Nodes(1, 8), {Leaf("qa", 4), Leaf("qb", 4)});
+  SubmitOptions pinned;
+  pinned.preemptible = false;
+  for (int d = 0; d < 8; d += 2)
+    ASSERT_TRUE(
+        adm_->Restore(Gpus("a" + std::to_string(d), "qa", 2), OnGpus(0, {d, d + 1}), 0, pinned)
+            .ok());
+  const int b = Submit(Gpus("b0", "qb", 2), 1);
+  CycleResult cr = adm_->Cycle(2, 1000);
+  EXPECT_TRUE(cr.evicted.empty());
+  EXPECT_EQ(adm_->phase(b), Phase::kPending);
+  EXPECT_NE(adm_->reason(b).find("queue qa borrows 4 GPUs of gpu in work that may not be "
+                                 "preempted (spec.preemptible: false, admitted within a guarantee "
+                                 "lowered since): this waits for that work to end"),
+            std::string::npos)
+      << adm_->reason(b);
+}
+
 // team-a (8: a-train 6, a-serve 2) runs a-serve's 3-GPU s1, 1 GPU borrowed; team-c runs 7 of its
 // 8. Taking s1 for team-c's 1 GPU would leave team-a at 6 of 8.
 TEST_F(AdmissionTest, ReclaimSaysWhenTheBorrowedRoomIsInWorkItMayNotTake) {
@@ -4125,19 +4148,24 @@ TEST_F(AdmissionTest, ReclaimTakesFromOtherDepartmentsFirst) {
   EXPECT_EQ(from["qa"], 2);
 }
 
+// org (16 GPUs) → team-a (12) → a1 (4), a2 (4); team-b (4).
+AdmissionConfig TeamAWithItsOwnPart() {
+  QueueSpec org{"org", "", 1, {}, -1};
+  org.quotas["gpu"] = QuotaSpec{16000, {}, {}};
+  QueueSpec a1 = Leaf("a1", 4), a2 = Leaf("a2", 4);
+  a1.parent = a2.parent = "team-a";
+  AdmissionConfig config;
+  config.queues = {org, Leaf("team-a", 12), a1, a2, Leaf("team-b", 4)};
+  return config;
+}
+
 // A department guaranteed more than its projects (team-a 12, its projects 4 and 4) holds the
 // rest, 4, as its own: a project past its own guarantee takes back what another department
 // borrows for it, up to that part (a user-style trial's team-a stayed at 4 while team-b held 12
 // of its 4). Not past it: the other 4 are a2's, lent while a2 leaves them unused, and a2's own
 // work takes them back (from team-b, which still borrows them).
 TEST_F(AdmissionTest, ADepartmentsOwnGuaranteeIsReclaimedForItsProjects) {
-  QueueSpec org{"org", "", 1, {}, -1};
-  org.quotas["gpu"] = QuotaSpec{16000, {}, {}};
-  QueueSpec team_a = Leaf("team-a", 12), team_b = Leaf("team-b", 4);
-  QueueSpec a1 = Leaf("a1", 4), a2 = Leaf("a2", 4);
-  a1.parent = a2.parent = "team-a";
-  AdmissionConfig config;
-  config.queues = {org, team_a, a1, a2, team_b};
+  AdmissionConfig config = TeamAWithItsOwnPart();
   MakeTree(Nodes(2, 8), config, {"a1", "a2", "team-b"});
   const std::vector<int> b = SubmitEach("b", "team-b", 8, 0, 2);
   adm_->Cycle(1, 1000);
@@ -4174,6 +4202,31 @@ TEST_F(AdmissionTest, ADepartmentsOwnGuaranteeIsReclaimedForItsProjects) {
   EXPECT_EQ(CountPhase(mine, Phase::kAdmitted), 2);
   EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("team-b")), 4000);
   EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("team-a")), 12000);
+}
+
+// ... and a sibling's elastic work is not shrunk for it either: a1, past its own 4, takes
+// team-a's own part back from team-b (which borrows 2), not pods of a2's elastic run, which
+// holds 2 of that part within team-a (a review found the shrink path let such pods go).
+TEST_F(AdmissionTest, ADepartmentsOwnGuaranteeShrinksNoSiblingsWork) {
+  AdmissionConfig config = TeamAWithItsOwnPart();
+  config.elastic_shrink = true;
+  MakeTree(Nodes(2, 8), config, {"a1", "a2", "team-b"});
+  ASSERT_EQ(CountPhase(SubmitEach("a", "a1", 4, 0), Phase::kPending), 4);
+  adm_->Cycle(1, 1000);
+  Workload run = Gpus("run", "a2", 1, 0, 6, /*gang=*/true);
+  run.pod_sets[0].min_count = 2;
+  const int elastic = Submit(run, 1);
+  adm_->Cycle(2, 1000);
+  ASSERT_EQ(adm_->pod_counts(elastic), std::vector<int>{6});
+  const std::vector<int> b = SubmitEach("b", "team-b", 6, 2);
+  adm_->Cycle(3, 1000);
+  ASSERT_EQ(CountPhase(b, Phase::kAdmitted), 6);
+  const int mine = Submit(Gpus("x", "a1", 2), 10);
+  CycleResult r = adm_->Cycle(11, 1000);
+  ASSERT_FALSE(r.evicted.empty()) << adm_->reason(mine);
+  for (const Eviction& ev : r.evicted)
+    EXPECT_EQ(adm_->queue_name(adm_->queue_of(ev.victim)), "team-b") << ev.reason;
+  EXPECT_EQ(adm_->pod_counts(elastic), std::vector<int>{6}) << adm_->reason(mine);
 }
 
 // Two trees (departments, each a root with a project below it) on 8 GPUs: dept-a is guaranteed

@@ -919,6 +919,26 @@ TEST(ApiAuthTest, AQueueMovedAwayFromItsTenantSaysWhoseWorkItStrands) {
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_FALSE(strands(r));
   EXPECT_TRUE(WarningsOf(r).empty());
+  // A department's tenants changed: the work in the leaves below it is said too.
+  json lab = QueueObject("lab");
+  lab["spec"]["tenants"] = {"team-b"};
+  w.MustCreate(Collection("queues"), lab);
+  json lab_p = QueueObject("lab-p");
+  lab_p["spec"]["parent"] = "lab";
+  w.MustCreate(Collection("queues"), lab_p);
+  json in_lab = WorkloadObject("team-b", "wl");
+  in_lab["spec"]["queue"] = "lab-p";
+  w.MustCreate(Collection("workloads", "team-b"), in_lab);
+  r = w.Do("PATCH", Item("queues", "", "lab"), kAdmin, R"({"spec":{"tenants":["team-a"]}})",
+           kMergePatch);
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_TRUE(strands(r));
+  EXPECT_NE(WarningsOf(r)[0].find("tenant team-b may no longer use queue lab or the queues below "
+                                  "it (it was let in above the queue's old place, or by its old "
+                                  "tenants): 0 running workload(s) of it go on in unqueued "
+                                  "(best-effort, reclaimed first) and 1 pending"),
+            std::string::npos)
+      << WarningsOf(r)[0];
 }
 
 // The scheduler marks a victim (status.preemption) and keeps a waiting preemptor's planned

@@ -245,7 +245,8 @@ std::vector<std::string> QueueEditWarnings(const json& stored, const json& updat
   // (Quota key, its unit, what the queue holds: per GPU flavour where the status counts by
   // flavour, else the default one's GPUs; then CPU and memory where a quota names them.)
   std::vector<std::tuple<std::string, std::string, json>> used;
-  if (const json& flavors = Field(status, "flavors"); flavors.is_object() && !flavors.empty()) {
+  const bool by_flavour = Field(status, "flavors").is_object() && !Field(status, "flavors").empty();
+  if (const json& flavors = Field(status, "flavors"); by_flavour) {
     for (const auto& [flavor, f] : flavors.items())
       used.push_back({flavor, "gpu", Field(f, "usedGpus")});
   } else if (status.contains("usedGpus")) {
@@ -282,8 +283,12 @@ std::vector<std::string> QueueEditWarnings(const json& stored, const json& updat
       // one, no reclaim takes it: said, as a trial read "may reclaim them" of such work and
       // another queue then waited below its guarantee with no word why.)
       const int64_t borrowed = std::min(*holds, guaranteed_was) - guaranteed;
+      // (Only where the status counts GPUs as one flavour: the charge a workload's status
+      // holds names no flavour.)
       const int64_t pinned =
-          unit == "gpu" ? std::min(borrowed, std::max<int64_t>(0, pinned_milli - guaranteed)) : 0;
+          unit == "gpu" && !by_flavour
+              ? std::min(borrowed, std::max<int64_t>(0, pinned_milli - guaranteed))
+              : 0;
       out.push_back(
           head + "guarantee of " + AmountText(unit, guaranteed) +
           (first ? " (it had no " + unit + " quota)"
@@ -2441,24 +2446,27 @@ struct ApiServer::Impl {
       };
     };
     const std::set<std::string> leaves = LeafQueues(*before);
+    // (Its leaves, itself where it is one: access is inherited by every queue below it.)
+    const std::vector<std::string> below = Subtree(*before, name);
+    const std::set<std::string> in(below.begin(), below.end());
     std::map<std::string, std::pair<int, int>> lost;  // tenant -> running, pending
     for (const KeyValue& kv : *workloads) {
       const json w = Materialize(kv);
-      if (WaitingQueue(leaves, Str(Field(w, "spec"), "queue"),
-                       Str(Field(w, "metadata"), "namespace")) != name)
-        continue;
+      const std::string tenant = Str(Field(w, "metadata"), "namespace");
+      const std::string leaf = WaitingQueue(leaves, Str(Field(w, "spec"), "queue"), tenant);
+      if (!in.count(leaf)) continue;
       const std::string phase = Str(Field(w, "status"), "phase", "Pending");
       const bool running = phase == "Scheduled" || phase == "Running";
       if (!running && phase != "Pending") continue;
-      const std::string tenant = Str(Field(w, "metadata"), "namespace");
-      if (!TenantMayUse(tenant, name, lookup(*before)).ok() ||
-          TenantMayUse(tenant, name, lookup(*after)).ok())
+      if (!TenantMayUse(tenant, leaf, lookup(*before)).ok() ||
+          TenantMayUse(tenant, leaf, lookup(*after)).ok())
         continue;
       ++(running ? lost[tenant].first : lost[tenant].second);
     }
     std::vector<std::string> out;
     for (const auto& [tenant, n] : lost)
       out.push_back("tenant " + tenant + " may no longer use queue " + name +
+                    (in.size() > 1 ? " or the queues below it" : "") +
                     " (it was let in above the queue's old place, or by its old tenants): " +
                     std::to_string(n.first) +
                     " running workload(s) of it go on in unqueued (best-effort, reclaimed first) "

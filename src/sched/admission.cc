@@ -3845,9 +3845,12 @@ std::string Admitter::BorrowedOutOfReach(int id) const {
       Lender l;
       l.queue = o;
       l.takeable = other.spec.best_effort;  // (its work is taken whatever it holds)
+      int64_t pinned = 0;                   // (GPUs of f its work that may not be preempted holds)
       for (int v : other.running) {
         const Entry& w = entries_[v];
         if (l.takeable) break;
+        if (w.phase == Phase::kAdmitted && !w.options.preemptible)
+          for (auto [cf, cm] : w.charged) pinned += cf == f ? cm : 0;
         if (w.phase != Phase::kAdmitted || !w.options.preemptible ||
             now_ - w.admitted_at < MinRuntime(v, id))
           continue;
@@ -3865,6 +3868,7 @@ std::string Admitter::BorrowedOutOfReach(int id) const {
         l.least = l.least == 0 ? milli : std::min(l.least, milli);
         l.most = std::max(l.most, milli);
       }
+      l.pinned = !l.takeable && pinned > other.guaranteed[f];
       it->second.push_back(l);
     }
     return it->second;
@@ -3882,7 +3886,19 @@ std::string Admitter::BorrowedOutOfReach(int id) const {
     std::string& said = cached->second;
     for (const Lender& l : fresh ? lenders(f) : kNoLenders) {
       const QueueNode& other = queues_[l.queue];
-      if (l.queue == e.leaf || (fleet_queue_ < 0 && other.root != q.root) || !l.any) continue;
+      if (l.queue == e.leaf || (fleet_queue_ < 0 && other.root != q.root)) continue;
+      if (!l.any) {
+        // (Nothing it runs may go: said where what it borrows is work that may not be
+        // preempted, which only its end gives back — a trial's queue, its guarantee lowered
+        // under such work, left another below its own with no word why.)
+        if (l.pinned && said.empty())
+          said = "queue " + other.spec.name + " borrows " +
+                 gpus(other.usage[f] - other.evicting_usage[f] - other.guaranteed[f]) + " of " +
+                 flavor_name(f) +
+                 " in work that may not be preempted (spec.preemptible: false, admitted within a "
+                 "guarantee lowered since): this waits for that work to end";
+        continue;
+      }
       if (l.takeable || (l.least > 0 && (BranchLends(e.leaf, l.queue, f, l.least, none) ||
                                          BranchLends(e.leaf, l.queue, f, l.most, none)))) {
         said = kTakeable;
@@ -5155,6 +5171,15 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
     return budget < 0 || queues_[q].evicting + more < budget;
   };
 
+  // Whether leaf q is inside the department whose own guarantee a reclaim in f takes back
+  // (ReclaimScope): its work does not go for it.
+  std::map<int, int> scope_of;  // by flavour, as first asked
+  const auto in_department = [&](int f, int q) {
+    auto [it, fresh] = scope_of.try_emplace(f, -1);
+    if (fresh && !DepartmentReclaimOnly(entries_[id].leaf, f))
+      it->second = ReclaimScope(entries_[id].leaf, f, entries_[id].gpu_milli);
+    return it->second >= 0 && it->second != entries_[id].leaf && Under(q, it->second);
+  };
   std::vector<int> reclaimed;                    // of the plan being tried
   std::map<std::pair<int, int>, int64_t> taken;  // reclaimed GPUs by (queue, flavour)
   std::map<int, int> moving_per_queue;           // workloads reclaimed or moved, by queue
@@ -5175,7 +5200,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
       if (f < 64 && (flavors >> f & 1) &&
           (vq.usage[f] - vq.evicting_usage[f] - taken_in(w.leaf, f) - milli < vq.guaranteed[f] ||
            (DepartmentReclaimOnly(entries_[id].leaf, f) && !vq.spec.best_effort) ||
-           !BranchLends(entries_[id].leaf, w.leaf, f, milli, taken_in)))
+           !BranchLends(entries_[id].leaf, w.leaf, f, milli, taken_in) || in_department(f, w.leaf)))
         return false;
     return true;
   };
@@ -6178,6 +6203,19 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
                           taken);
   };
 
+  // Whether leaf q is inside a department whose own guarantee this reclaims: its work is
+  // not taken for it.
+  const auto in_scope = [&](int q) {
+    for (int f = 0; f < static_cast<int>(reclaim_scope.size()); ++f)
+      if (reclaim_scope[f] >= 0 && reclaim_scope[f] != leaf && Under(q, reclaim_scope[f]))
+        return true;
+    return false;
+  };
+  uint64_t scope_key = 0;
+  for (int f = 0; f < static_cast<int>(reclaim_scope.size()); ++f)
+    if (reclaim_scope[f] >= 0 && reclaim_scope[f] != leaf)
+      scope_key = scope_key * 1000003 + static_cast<uint64_t>(f) * 65537 +
+                  static_cast<uint64_t>(reclaim_scope[f]) + 1;
   // Eligible victims, cheapest first. They depend on who asks (queue, priority, why) and on the
   // running set, which only shrinks during a cycle: computed once per cycle and key. (Whether
   // a queue lends, or keeps its fair share, changes as evictions are chosen: every path that
@@ -6191,7 +6229,8 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
       borrow_preempt || fair_quota,  // (never both: ValidateAdmissionConfig)
       config_.fair_share_preemption ? my_share : 0.0,
       policy.within_queue == PreemptionPolicy::Within::kLowerOrNewerEqualPriority ? e.arrival : 0,
-      held_swap_ >= 0};
+      held_swap_ >= 0,
+      scope_key};
   // Lower priority first, then the fewest GPU-seconds lost, then the newest.
   auto cheaper = [&](const Candidate& a, const Candidate& b) {
     const Entry& x = entries_[a.id];
@@ -6261,8 +6300,10 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
         const bool spare = config_.elastic_shrink && w.leaf != leaf && w.above_min &&
                            now - w.admitted_at >= MinRuntime(v, id) &&
                            (budget < 0 || queues_[w.leaf].evicting < budget);
-        // Borrowing with its pods beyond its minCount only: those may go (elastic shrink).
-        if (spare && reclaim_flavors != 0 && !quota_short && priority_allows(w)) {
+        // Borrowing with its pods beyond its minCount only: those may go (elastic shrink);
+        // not inside a department whose own guarantee is what is reclaimed (ReclaimScope).
+        if (spare && reclaim_flavors != 0 && !quota_short && priority_allows(w) &&
+            !in_scope(w.leaf)) {
           spare_only.push_back({v, EvictionCost(v, now), VictimTier(leaf, w.leaf)});
         } else if (spare && fair_share && (!quota_short || fair_quota) &&
                    policy.reclaim_within_cohort != PreemptionPolicy::Reclaim::kNever &&

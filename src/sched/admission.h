@@ -851,6 +851,9 @@ class Admitter {
     bool any = false;       // some of its work could go (preemptible, past its minimum runtime)
     bool takeable = false;  // best-effort, or elastic work it may shrink
     int64_t least = 0, most = 0;  // its work whole that keeps it at its guarantee (0: none)
+    // What it borrows is held by work that may not be preempted (admitted within a guarantee
+    // lowered since): none of it can ever go.
+    bool pinned = false;
   };
   mutable std::map<int, std::vector<Lender>> lenders_;  // by flavour, this cycle
   static const std::vector<Lender> kNoLenders;
@@ -1320,7 +1323,10 @@ class Admitter {
   // Who asks: leaf, priority, flavours taken back, CPU or memory taken back, quota short,
   // borrowing, size (fair-share preemption), arrival (LowerOrNewerEqualPriority), a held
   // borrower's swap (HeldSwap).
-  using VictimKey = std::tuple<int, int, uint64_t, unsigned, bool, bool, double, double, bool>;
+  // (The last: the departments whose own guarantee it reclaims, by flavour (ReclaimScope),
+  // which leave their own queues' work out.)
+  using VictimKey =
+      std::tuple<int, int, uint64_t, unsigned, bool, bool, double, double, bool, uint64_t>;
   std::map<VictimKey, VictimList> victim_cache_;    // this cycle
   std::map<int, std::string> stopping_names_;       // this cycle: by queue, its evicting work
   std::vector<int> preempt_tried_, reclaim_tried_;  // searches per queue, this cycle

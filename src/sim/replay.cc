@@ -112,7 +112,8 @@ Result<TeamSpec> ParseTeam(YamlMap& m, bool synthetic) {
   t.trust = *level;
   // (Only trusted teams share a GPU by domain: on another, a domain would be read as sharing
   // that never happens.)
-  if (m.Has("trustDomain") && t.trust != TrustLevel::kTrusted)
+  if (m.Has("trustDomain") && t.trust != TrustLevel::kTrusted &&
+      m.Raw("trustDomain").Scalar() != t.name)
     return m.Error("trustDomain",
                    "only a trusted team shares GPUs by trust domain (this one is " + trust + ")");
   ASSIGN_OR_RETURN(t.trust_domain, m.String("trustDomain", t.name));
