@@ -4182,9 +4182,18 @@ TEST_F(AdmissionTest, ADepartmentsOwnGuaranteeIsReclaimedForItsProjects) {
       adm_->Terminated(ev.victim, t);
     }
   }
-  // Four of team-b's go; a1 runs its 4 and team-a's own 4, and the rest waits.
+  // Four of team-b's go; a1 runs its 4 and team-a's own 4, and the rest waits, saying why.
   EXPECT_EQ(evicted.size(), 4u);
   EXPECT_EQ(CountPhase(a, Phase::kAdmitted), 4);
+  for (int id : a)
+    if (adm_->phase(id) == Phase::kPending)
+      EXPECT_NE(adm_->reason(id).find(
+                    "queue a1 is past its guarantee of 4 GPUs of gpu; queue team-a (8/12) keeps "
+                    "the rest of its guarantee for its other queues, lent while they leave it "
+                    "unused: reclaim takes back for a queue past its own only what the "
+                    "department is guaranteed beyond its queues (its own part, 4, is in use)"),
+                std::string::npos)
+          << adm_->reason(id);
   EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("team-b")), 8000);
   EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("team-a")), 8000);
   EXPECT_NE(reasons.find("(queue a1 reclaims queue team-a's guarantee (past its own))"),

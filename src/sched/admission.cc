@@ -3712,13 +3712,45 @@ void Admitter::NotePolicyBlock(int id) {
   // (An earlier note, which may name other amounts, goes: one at a time.)
   for (const char* policy :
        {"'s preemption.withinQueue is Never", "'s preemption.reclaimWithinCohort is ",
-        "'s preemption.borrowWithinCohort is ", kBorrowedOutOfReach})
+        "'s preemption.borrowWithinCohort is ", kBorrowedOutOfReach, kDepartmentKeeps})
     if (const size_t at = e.reason.find(policy); at != std::string::npos)
       if (const size_t from = e.reason.rfind("; queue ", at); from != std::string::npos) {
         const size_t to = e.reason.find("; ", at);
         e.reason.erase(from, to == std::string::npos ? std::string::npos : to - from);
       }
-  if (const std::string blocked = PolicyBlock(id); !blocked.empty()) e.reason += "; " + blocked;
+  if (const std::string blocked = PolicyBlock(id); !blocked.empty()) {
+    e.reason += "; " + blocked;
+  } else if (const std::string kept = DepartmentNote(id); !kept.empty()) {
+    e.reason += "; " + kept;
+  }
+}
+
+std::string Admitter::DepartmentNote(int id) const {
+  const Entry& e = entries_[id];
+  const QueueNode& q = queues_[e.leaf];
+  const PodRequest* gpu_pod = FirstGpuPod(e.pods);
+  if (!gpu_pod || q.spec.best_effort ||
+      q.spec.preemption.reclaim_within_cohort == PreemptionPolicy::Reclaim::kNever)
+    return "";
+  for (int f : CandidateFlavors(*gpu_pod)) {
+    if (!managed_[f] || DepartmentReclaimOnly(e.leaf, f) ||
+        q.usage[f] + e.gpu_milli <= q.guaranteed[f] || ReclaimScope(e.leaf, f, e.gpu_milli) >= 0)
+      continue;
+    // (Past its own guarantee, under a department (not a root) still below its own: the rest
+    // of it is its other queues', which reclaim does not take for this one.)
+    for (int a = q.parent; a >= 0 && queues_[a].parent >= 0 && queues_[a].parent != fleet_queue_;
+         a = queues_[a].parent) {
+      const QueueNode& n = queues_[a];
+      if (n.usage[f] + e.gpu_milli > n.guaranteed[f]) continue;
+      int64_t own = n.guaranteed[f];
+      for (int c : n.children) own -= queues_[c].guaranteed[f];
+      return "queue " + q.spec.name + " is past its guarantee of " + GpuAmount(q.guaranteed[f]) +
+             " GPUs of " + flavor_name(f) + "; queue " + n.spec.name + " (" +
+             GpuAmount(n.usage[f]) + "/" + GpuAmount(n.guaranteed[f]) + ")" + kDepartmentKeeps +
+             (own > 0 ? " (its own part, " + GpuAmount(own) + ", is in use)" : "");
+    }
+  }
+  return "";
 }
 
 std::string Admitter::PolicyBlock(int id) const {

@@ -857,6 +857,14 @@ class Admitter {
   };
   mutable std::map<int, std::vector<Lender>> lenders_;  // by flavour, this cycle
   static const std::vector<Lender> kNoLenders;
+  static constexpr const char* kDepartmentKeeps =
+      " keeps the rest of its guarantee for its other queues, lent while they leave it unused: "
+      "reclaim takes back for a queue past its own only what the department is guaranteed "
+      "beyond its queues";
+  // For work past its queue's guarantee under a department still below its own, whose own
+  // part (its guarantee beyond its children's) is used up or none: why nothing is reclaimed
+  // for it ("" otherwise).
+  std::string DepartmentNote(int id) const;
   static constexpr const char* kNonPreemptibleBorrows =
       "non-preemptible work may not borrow (nobody could take the room back)";
   // The walk both take: `amount` more where queue q holds used(q), is guaranteed guar(q),
