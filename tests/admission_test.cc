@@ -3132,17 +3132,19 @@ TEST_F(AdmissionTest, CpuAndMemoryQuotasLimitAdmission) {
   }
 }
 
+// One pod of `cores` cores and no GPU.
+Workload CpuOnly(const std::string& name, const std::string& queue, int64_t cores) {
+  Workload w = Gpus(name, queue, 1);
+  w.pod_sets[0].device = DeviceRequest{};
+  w.pod_sets[0].cpu = MilliCpu(cores * 1000);
+  return w;
+}
+
 // A CPU reclaim takes only from a branch that borrows, as a GPU reclaim does: l2b holds its
 // idle sibling's cores, but its department t2 is at its guarantee; t3 borrows t1's. t1's
 // reclaim takes t3's work, though l2b's is newer (a review found l2b's taken, leaving t2 below
 // its guarantee and t3 on t1's cores).
 TEST_F(AdmissionTest, ACpuReclaimTakesOnlyFromABranchThatBorrows) {
-  auto cpu_only = [](const std::string& name, const std::string& queue, int64_t cores) {
-    Workload w = Gpus(name, queue, 1);
-    w.pod_sets[0].device = DeviceRequest{};
-    w.pod_sets[0].cpu = MilliCpu(cores * 1000);
-    return w;
-  };
   QueueSpec t1 = Plain("t1"), t2 = Plain("t2"), l2a = Plain("l2a"), l2b = Plain("l2b"),
             t3 = Plain("t3");
   t1.quotas[kCpuQuota] = QuotaSpec{32000, {}, {}};
@@ -3154,13 +3156,13 @@ TEST_F(AdmissionTest, ACpuReclaimTakesOnlyFromABranchThatBorrows) {
   MakeTree(Nodes(1, 8), config, {"t1", "l2a", "l2b", "t3"});  // 64 cores
   std::vector<int> borrowers, sibling;
   for (int i = 0; i < 4; ++i)
-    borrowers.push_back(Submit(cpu_only("t3-" + std::to_string(i), "t3", 8), 0));
+    borrowers.push_back(Submit(CpuOnly("t3-" + std::to_string(i), "t3", 8), 0));
   adm_->Cycle(1, 1000);
   for (int i = 0; i < 4; ++i)
-    sibling.push_back(Submit(cpu_only("l2b-" + std::to_string(i), "l2b", 8), 2));
+    sibling.push_back(Submit(CpuOnly("l2b-" + std::to_string(i), "l2b", 8), 2));
   adm_->Cycle(3, 1000);
   ASSERT_EQ(CountPhase(borrowers, Phase::kAdmitted) + CountPhase(sibling, Phase::kAdmitted), 8);
-  const int mine = Submit(cpu_only("t1-0", "t1", 8), 4);
+  const int mine = Submit(CpuOnly("t1-0", "t1", 8), 4);
   CycleResult cr = adm_->Cycle(5, 1000);
   ASSERT_EQ(cr.evicted.size(), 1u) << adm_->reason(mine);
   EXPECT_EQ(adm_->queue_name(adm_->queue_of(cr.evicted[0].victim)), "t3");
@@ -3169,24 +3171,18 @@ TEST_F(AdmissionTest, ACpuReclaimTakesOnlyFromABranchThatBorrows) {
 // A queue's CPU guarantee is reclaimed from the queues that borrowed it, as GPUs are: only
 // what they hold beyond their own guarantees, and only up to the reclaiming queue's.
 TEST_F(AdmissionTest, CpuGuaranteeIsReclaimedFromBorrowers) {
-  auto cpu_only = [](const std::string& name, const std::string& queue, int64_t cores) {
-    Workload w = Gpus(name, queue, 1);
-    w.pod_sets[0].device = DeviceRequest{};
-    w.pod_sets[0].cpu = MilliCpu(cores * 1000);
-    return w;
-  };
   QueueSpec a = Plain("a"), b = Plain("b");
   a.quotas[kCpuQuota] = QuotaSpec{16000, {}, {}};
   b.quotas[kCpuQuota] = QuotaSpec{48000, {}, {}};
   Make(Nodes(1, 8), {a, b});  // 64 cores
   // a borrows b's unused 48 cores: the node is full.
   std::vector<int> as, bs;
-  for (int i = 0; i < 8; ++i) as.push_back(Submit(cpu_only("a" + std::to_string(i), "a", 8), 0));
+  for (int i = 0; i < 8; ++i) as.push_back(Submit(CpuOnly("a" + std::to_string(i), "a", 8), 0));
   adm_->Cycle(1, 1000);
   ASSERT_EQ(CountPhase(as, Phase::kAdmitted), 8);
   // b asks for 56 cores: the 48 it is guaranteed come back from a, which keeps its 16; the
   // seventh pod would take b past its guarantee and waits.
-  for (int i = 0; i < 7; ++i) bs.push_back(Submit(cpu_only("b" + std::to_string(i), "b", 8), 2));
+  for (int i = 0; i < 7; ++i) bs.push_back(Submit(CpuOnly("b" + std::to_string(i), "b", 8), 2));
   CycleResult cr = adm_->Cycle(3, 1000);
   ASSERT_EQ(cr.evicted.size(), 6u) << adm_->reason(bs[0]);
   for (const auto& ev : cr.evicted) {
@@ -3201,7 +3197,7 @@ TEST_F(AdmissionTest, CpuGuaranteeIsReclaimedFromBorrowers) {
   EXPECT_EQ(adm_->resource_usage(adm_->QueueIndex("a"), 0), 16000);
   EXPECT_EQ(adm_->resource_usage(adm_->QueueIndex("b"), 0), 48000);
   // a's next arrival finds a at its guarantee and b within its own: nothing to reclaim.
-  const int late = Submit(cpu_only("a-late", "a", 8), 32);
+  const int late = Submit(CpuOnly("a-late", "a", 8), 32);
   cr = adm_->Cycle(33, 1000);
   EXPECT_TRUE(cr.evicted.empty());
   EXPECT_EQ(adm_->phase(late), Phase::kPending);
@@ -3214,16 +3210,16 @@ TEST_F(AdmissionTest, CpuGuaranteeIsReclaimedFromBorrowers) {
     Make(Nodes(1, 8), {a, b}, {}, held);
     std::vector<int> big;
     for (int i = 0; i < 4; ++i)
-      big.push_back(Submit(cpu_only("big" + std::to_string(i), "a", 16), 0));
+      big.push_back(Submit(CpuOnly("big" + std::to_string(i), "a", 16), 0));
     adm_->Cycle(1, 1000);
     ASSERT_EQ(CountPhase(big, Phase::kAdmitted), 4);
-    const int mine = Submit(cpu_only("mine", "b", 8), 2);
+    const int mine = Submit(CpuOnly("mine", "b", 8), 2);
     cr = adm_->Cycle(3, 1000);
     ASSERT_EQ(cr.evicted.size(), 1u) << adm_->reason(mine);
     adm_->Terminated(cr.evicted[0].victim, 30);
     adm_->Cycle(31, 1000);
     ASSERT_EQ(adm_->phase(mine), Phase::kAdmitted) << adm_->reason(mine);
-    const int again = Submit(cpu_only("again", "a", 8), 32);
+    const int again = Submit(CpuOnly("again", "a", 8), 32);
     adm_->Cycle(33, 1000);
     EXPECT_EQ(adm_->phase(again), Phase::kPending) << adm_->reason(again);
     EXPECT_EQ(adm_->reclaim_record(adm_->QueueIndex("b")).room_milli.at(kCpuQuota), 8000);

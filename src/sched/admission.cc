@@ -1063,23 +1063,31 @@ int Admitter::ReclaimScope(int leaf, int f, int64_t milli) const {
   // is taken back for work past its projects' guarantees: the rest is theirs, lent while they
   // leave it unused, and a reclaim for work that borrows it would be undone by their next
   // (evicting twice for one GPU).
+  const auto held = [&](const QueueNode& c) {
+    return c.usage[f] - (c.evicting_below[f] - c.leaving_below[f]) + c.promised_below[f];
+  };
   int branch = leaf;
-  for (int a = q.parent; a >= 0 && queues_[a].parent >= 0 && queues_[a].parent != fleet_queue_;
-       branch = a, a = queues_[a].parent) {
+  for (int a = q.parent; IsDepartment(a); branch = a, a = queues_[a].parent) {
     const QueueNode& n = queues_[a];
-    const auto held = [&](const QueueNode& c) {
-      return c.usage[f] - (c.evicting_below[f] - c.leaving_below[f]) + c.promised_below[f];
-    };
     if (held(n) + milli > n.guaranteed[f]) continue;
-    int64_t own = n.guaranteed[f], past = 0;
-    for (int c : n.children) {
-      own -= queues_[c].guaranteed[f];
+    const int64_t own = OwnPart(a, f);
+    int64_t past = 0;
+    for (int c : n.children)
       past += std::max<int64_t>(
           0, held(queues_[c]) + (c == branch ? milli : 0) - queues_[c].guaranteed[f]);
-    }
     if (own > 0 && past <= own) return a;
   }
   return -1;
+}
+
+bool Admitter::IsDepartment(int a) const {
+  return a >= 0 && queues_[a].parent >= 0 && queues_[a].parent != fleet_queue_;
+}
+
+int64_t Admitter::OwnPart(int a, int f) const {
+  int64_t own = queues_[a].guaranteed[f];
+  for (int c : queues_[a].children) own -= queues_[c].guaranteed[f];
+  return own;
 }
 
 int64_t Admitter::BestEffortUnder(int a, int f) const {
@@ -3738,12 +3746,10 @@ std::string Admitter::DepartmentNote(int id) const {
       continue;
     // (Past its own guarantee, under a department (not a root) still below its own: the rest
     // of it is its other queues', which reclaim does not take for this one.)
-    for (int a = q.parent; a >= 0 && queues_[a].parent >= 0 && queues_[a].parent != fleet_queue_;
-         a = queues_[a].parent) {
+    for (int a = q.parent; IsDepartment(a); a = queues_[a].parent) {
       const QueueNode& n = queues_[a];
       if (n.usage[f] + e.gpu_milli > n.guaranteed[f]) continue;
-      int64_t own = n.guaranteed[f];
-      for (int c : n.children) own -= queues_[c].guaranteed[f];
+      const int64_t own = OwnPart(a, f);
       return "queue " + q.spec.name + " is past its guarantee of " + GpuAmount(q.guaranteed[f]) +
              " GPUs of " + flavor_name(f) + "; queue " + n.spec.name + " (" +
              GpuAmount(n.usage[f]) + "/" + GpuAmount(n.guaranteed[f]) + ")" + kDepartmentKeeps +

@@ -955,6 +955,10 @@ class Admitter {
   // departments' deserved quota), which then takes back only from queues outside it; -1:
   // none. (A leaf with no guarantee of the flavour: DepartmentReclaimOnly instead.)
   int ReclaimScope(int leaf, int flavor, int64_t milli) const;
+  // Whether queue a is a department: below a root (not the fleet's node, nor a root itself).
+  bool IsDepartment(int a) const;
+  // A queue's own part of its guarantee of `flavor`: what none of its children is guaranteed.
+  int64_t OwnPart(int a, int flavor) const;
   // Whether a reclaim by leaf `preemptor` in `flavor` may take only best-effort work (its
   // department's guarantee, not its own, is what it reclaims).
   bool DepartmentReclaimOnly(int preemptor, int flavor) const {
