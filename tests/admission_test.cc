@@ -5912,6 +5912,31 @@ TEST_F(AdmissionTest, FairShareShrinkCountsThePodsItTook) {
   EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 12000);
 }
 
+// The same where memory is a's dominant resource: each of a's pods holds 80 GiB, so its 12 hold
+// 960 of the fleet's 1,024 GiB (6 a node) and 4 GPUs stay free. b's 12-pod gang would need 8
+// of a's 9 spare pods, leaving a at 4 pods (320 GiB, a share of 0.31) below b's 0.75, so
+// nothing is taken (a review: the shrink counted the GPUs and CPU it took but not the memory,
+// and took all 8).
+TEST_F(AdmissionTest, FairShareShrinkCountsTheMemoryItTook) {
+  AdmissionConfig config;
+  config.fair_share_preemption = true;
+  Make(Nodes(2, 8), {Plain("a"), Plain("b")}, {}, config);
+  std::vector<int> a;
+  for (int i = 0; i < 3; ++i) {
+    Workload w = Gpus("a" + std::to_string(i), "a", 1, 0, 4, /*gang=*/true);
+    w.pod_sets[0].min_count = 1;
+    w.pod_sets[0].memory = MemoryMib(80 * 1024);
+    a.push_back(Submit(w, 0));
+  }
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(CountPhase(a, Phase::kAdmitted), 3);
+  ASSERT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 12000);
+  for (int id : a) adm_->PodsReady(id);
+  const int b = Submit(Gpus("b", "b", 1, 0, 12, true), 10);
+  EXPECT_TRUE(adm_->Cycle(11, 1000).evicted.empty()) << adm_->reason(b);
+  EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 12000);
+}
+
 // Fair-share preemption shrinks an elastic workload its queue could not give whole: a holds all
 // 8 GPUs with one 8-pod job (minCount 1, gang or not), b asks for four; a gives its last four
 // pods, one shrink per cycle as b's work comes, and keeps the rest (equal shares). A user-style

@@ -446,6 +446,14 @@ void Admitter::NoteTaken(TakenMap& taken, int leaf, int f, int64_t milli) const 
   for (int q = leaf; q >= 0; q = queues_[q].parent) taken[{q, f}] += milli;
 }
 
+void Admitter::NoteTakenResources(TakenMap& taken, int leaf, int64_t cpu_milli,
+                                  int64_t memory_mib) const {
+  for (int q = leaf; q >= 0; q = queues_[q].parent) {
+    taken[{q, kTakenResource}] += cpu_milli;
+    taken[{q, kTakenResource + 1}] += memory_mib;
+  }
+}
+
 bool Admitter::Under(int q, int a) const {
   for (; q >= 0; q = queues_[q].parent)
     if (q == a) return true;
@@ -5835,7 +5843,7 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
     }
     for (auto [f, m] : add) NoteTaken(taken, w.leaf, f, m);
     taken[{w.leaf, kTakenGpu}] += milli;
-    taken[{w.leaf, kTakenResource}] += cpu;
+    NoteTakenResources(taken, w.leaf, cpu, memory);
     if (untouched) ++victims_of_queue[w.leaf];
     for (int k = c[s]; k < to; ++k) {
       const int i = pod_index(w, s, k);
@@ -6207,11 +6215,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     const Entry& w = entries_[v];
     for (auto [f, milli] : w.charged) NoteTaken(taken, w.leaf, f, milli);
     taken[{w.leaf, kTakenGpu}] += w.gpu_milli;
-    // (CPU and memory up the tree too: BranchLendsResource.)
-    for (int q = w.leaf; q >= 0; q = queues_[q].parent) {
-      taken[{q, kTakenResource}] += w.cpu_milli;
-      taken[{q, kTakenResource + 1}] += w.memory_mib;
-    }
+    NoteTakenResources(taken, w.leaf, w.cpu_milli, w.memory_mib);
   };
   // Its queue's weighted dominant share once it and the queue's other nominated preemptors hold
   // what they wait for (fair-share preemption takes from queues whose weighted share stays above

@@ -904,6 +904,9 @@ class Admitter {
   // its subtree's (NoteTaken).
   using TakenMap = std::map<std::pair<int, int>, int64_t>;
   void NoteTaken(TakenMap& taken, int leaf, int f, int64_t milli) const;
+  // The same for CPU and memory (kTakenResource + r), which FairShareKeeps and
+  // BranchLendsResource read.
+  void NoteTakenResources(TakenMap& taken, int leaf, int64_t cpu_milli, int64_t memory_mib) const;
   // Whether queue a is q or above it.
   bool Under(int q, int a) const;
   // Whether taking `milli` of flavour f from work of leaf `victim` for work of leaf
