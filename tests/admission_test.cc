@@ -4234,6 +4234,47 @@ TEST_F(AdmissionTest, ADepartmentsOwnGuaranteeShrinksNoSiblingsWork) {
   EXPECT_EQ(adm_->pod_counts(elastic), std::vector<int>{6}) << adm_->reason(mine);
 }
 
+// A project past its own guarantee that waits for team-a's own part is tried again once
+// another tree borrows that part: a2's work past its guarantee held it when a1's 4-GPU job came
+// (nothing to reclaim), then ended, 2 GPUs on each node, where the job does not fit, and
+// team-b's new work took them. The job takes 4 back (a review: only a leaf within its own
+// guarantee was woken for a reclaim, so the job waited until 4 GPUs of one node freed).
+TEST_F(AdmissionTest, AProjectWaitingForItsDepartmentsPartIsWokenWhenAnotherTreeBorrowsIt) {
+  AdmissionConfig config = TeamAWithItsOwnPart();
+  MakeTree(Nodes(2, 8), config, {"a1", "a2", "team-b"});
+  // n0: a1's 4, two of a2's past its guarantee, two of a2's own; n1: a2's other two, the other
+  // two past it, team-b's 4.
+  std::vector<int> past;
+  SubmitEach("a1-", "a1", 4, 0);
+  adm_->Cycle(1, 1000);
+  for (int id : SubmitEach("a2x-", "a2", 2, 1)) past.push_back(id);
+  adm_->Cycle(2, 1000);
+  SubmitEach("a2-", "a2", 4, 2);
+  adm_->Cycle(3, 1000);
+  for (int id : SubmitEach("a2y-", "a2", 2, 3)) past.push_back(id);
+  adm_->Cycle(4, 1000);
+  SubmitEach("b-", "team-b", 4, 4);
+  adm_->Cycle(5, 1000);
+  ASSERT_EQ(adm_->usage_milli(adm_->QueueIndex("team-a")), 12000);
+  ASSERT_EQ(adm_->usage_milli(adm_->QueueIndex("team-b")), 4000);
+  for (int n = 0; n < 2; ++n) ASSERT_EQ(PlacedOn(past, n), 2);
+  const int big = Submit(Gpus("big", "a1", 4), 10);
+  EXPECT_TRUE(adm_->Cycle(11, 1000).evicted.empty()) << adm_->reason(big);
+  for (int id : past) adm_->Finish(id, 20);
+  const std::vector<int> more = SubmitEach("b2-", "team-b", 4, 20);
+  adm_->Cycle(21, 1000);
+  ASSERT_EQ(CountPhase(more, Phase::kAdmitted), 4) << adm_->reason(big);
+  std::vector<int> evicted;
+  for (double t = 22; t < 60; t += 1)
+    for (const Eviction& ev : adm_->Cycle(t, 1000).evicted) {
+      evicted.push_back(ev.victim);
+      adm_->Terminated(ev.victim, t);
+    }
+  EXPECT_EQ(evicted.size(), 4u) << adm_->reason(big);
+  for (int v : evicted) EXPECT_EQ(adm_->queue_name(adm_->queue_of(v)), "team-b");
+  EXPECT_EQ(adm_->phase(big), Phase::kAdmitted) << adm_->reason(big);
+}
+
 // Two trees (departments, each a root with a project below it) on 8 GPUs: dept-a is guaranteed
 // 4, dept-b 2; 2 GPUs are nobody's. With `across`, the trees lend each other through the fleet.
 AdmissionConfig TwoTrees(bool across, std::optional<double> a_borrowing = std::nullopt,

@@ -1061,31 +1061,41 @@ int Admitter::ReclaimScope(int leaf, int f, int64_t milli) const {
   if (q.usage[f] - (q.evicting_usage[f] - q.leaving_usage[f]) + q.promised[f] + milli <=
       q.guaranteed[f])
     return leaf;
-  // (What its own work being evicted holds counts as gone, but for work leaving for no one, as
-  // for the leaf; best-effort work below it counts as held, which errs on the side of no
-  // reclaim.)
   // (Not a tree's root: what its tree holds beyond it, other trees lend or not by the fleet's
   // own rules; and the generated tree's root, guaranteed the fleet, would let every team
   // reclaim past its own.)
+  int branch = leaf;
+  for (int a = q.parent; IsDepartment(a); branch = a, a = queues_[a].parent)
+    if (milli <= OwnPartRoom(a, branch, f)) return a;
+  return -1;
+}
+
+int64_t Admitter::OwnPartRoom(int a, int branch, int f) const {
   // Only a department's own part of its guarantee, what none of its children is guaranteed,
   // is taken back for work past its projects' guarantees: the rest is theirs, lent while they
   // leave it unused, and a reclaim for work that borrows it would be undone by their next
   // (evicting twice for one GPU).
+  // (What work being evicted holds counts as gone, but for work leaving for no one, as for the
+  // leaf; best-effort work below it counts as held, which errs on the side of no reclaim.)
   const auto held = [&](const QueueNode& c) {
     return c.usage[f] - (c.evicting_below[f] - c.leaving_below[f]) + c.promised_below[f];
   };
+  const QueueNode& n = queues_[a];
+  const int64_t own = OwnPart(a, f);
+  int64_t others = 0;  // what the other children hold past their guarantees
+  for (int c : n.children)
+    if (c != branch) others += std::max<int64_t>(0, held(queues_[c]) - queues_[c].guaranteed[f]);
+  if (own <= 0 || others > own) return -1;
+  const QueueNode& b = queues_[branch];
+  return std::min(n.guaranteed[f] - held(n), own - others - (held(b) - b.guaranteed[f]));
+}
+
+int64_t Admitter::DepartmentRoom(int leaf, int f) const {
+  int64_t room = 0;
   int branch = leaf;
-  for (int a = q.parent; IsDepartment(a); branch = a, a = queues_[a].parent) {
-    const QueueNode& n = queues_[a];
-    if (held(n) + milli > n.guaranteed[f]) continue;
-    const int64_t own = OwnPart(a, f);
-    int64_t past = 0;
-    for (int c : n.children)
-      past += std::max<int64_t>(
-          0, held(queues_[c]) + (c == branch ? milli : 0) - queues_[c].guaranteed[f]);
-    if (own > 0 && past <= own) return a;
-  }
-  return -1;
+  for (int a = queues_[leaf].parent; IsDepartment(a); branch = a, a = queues_[a].parent)
+    room = std::max(room, OwnPartRoom(a, branch, f));
+  return room;
 }
 
 bool Admitter::IsDepartment(int a) const {
@@ -3340,9 +3350,16 @@ void Admitter::Wake() {
     QueueNode& node = queues_[q];
     if (!is_leaf(q) || node.parked.empty()) continue;
     const PreemptionPolicy& policy = node.spec.preemption;
-    const int64_t room = policy.reclaim_within_cohort == PreemptionPolicy::Reclaim::kNever
-                             ? 0
-                             : guaranteed_milli(q) - node.gpu - promised_milli(q);
+    int64_t room = policy.reclaim_within_cohort == PreemptionPolicy::Reclaim::kNever
+                       ? 0
+                       : guaranteed_milli(q) - node.gpu - promised_milli(q);
+    // (Past its own guarantee: what a department's own part holds for it, ReclaimScope; a
+    // review saw a project wait for it while another tree borrowed it, until room freed.)
+    if (room <= 0 && policy.reclaim_within_cohort != PreemptionPolicy::Reclaim::kNever) {
+      room = 0;
+      for (int f = 0; f < static_cast<int>(flavors_.size()); ++f)
+        if (managed_[f] && !DepartmentReclaimOnly(q, f)) room += DepartmentRoom(q, f);
+    }
     // Work of any size may preempt under fair-share preemption or borrowWithinCohort.
     const bool any_size = config_.fair_share_preemption ||
                           policy.borrow_within_cohort == PreemptionPolicy::Borrow::kLowerPriority;

@@ -962,6 +962,13 @@ class Admitter {
   bool IsDepartment(int a) const;
   // A queue's own part of its guarantee of `flavor`: what none of its children is guaranteed.
   int64_t OwnPart(int a, int flavor) const;
+  // How much more of `flavor` department a's child `branch` may hold with a still within its
+  // guarantee and its own part covering what its children hold past their own (promises
+  // counted): ReclaimScope's test for a. Negative: nothing (or a has no own part).
+  int64_t OwnPartRoom(int a, int branch, int flavor) const;
+  // The most leaf's work may reclaim of `flavor` past its own guarantee under a department's
+  // own part (the largest OwnPartRoom up its departments; 0: none), for Wake.
+  int64_t DepartmentRoom(int leaf, int flavor) const;
   // Whether a reclaim by leaf `preemptor` in `flavor` may take only best-effort work (its
   // department's guarantee, not its own, is what it reclaims).
   bool DepartmentReclaimOnly(int preemptor, int flavor) const {
