@@ -432,10 +432,9 @@ TEST_F(AdmissionTest, AGangWhosePodsNoRequiredDomainHoldsByShapeIsInfeasible) {
 }
 
 // A gang that requires one leaf, where each leaf's nodes hold one of a's 1-GPU workloads: two
-// moves clear a leaf. a's disruption budget is said where it keeps them: of 0, "lets none of
-// its work be moved" (a trial's gang was told nothing of consolidation then); of 1, that each
-// plan moves more at once than that (a trial read "allows no more" while none of a's work was
-// being stopped).
+// moves clear a leaf. a's disruption budget of 0 is said, "lets none of its work be moved" (a
+// trial's gang was told nothing of consolidation then); of 1, the two move one at a time (a
+// later trial's gang waited for good beside 12 free GPUs, told each plan moved more at once).
 TEST_F(AdmissionTest, AGangsConsolidationHeldByADisruptionBudgetSaysHow) {
   for (int budget : {-1, 0, 1}) {
     SCOPED_TRACE(budget);
@@ -459,12 +458,22 @@ TEST_F(AdmissionTest, AGangsConsolidationHeldByADisruptionBudgetSaysHow) {
       EXPECT_EQ(r.evicted.size(), 2u) << adm_->reason(g);
       continue;
     }
+    if (budget == 1) {  // (one move now, the other as the first stops)
+      ASSERT_EQ(r.evicted.size(), 1u) << adm_->reason(g);
+      EXPECT_NE(adm_->reason(g).find("; 1 more to go as the disruption budget of queue a allows"),
+                std::string::npos)
+          << adm_->reason(g);
+      adm_->Terminated(r.evicted[0].victim, 12);
+      const CycleResult second = adm_->Cycle(13, 1000);
+      ASSERT_EQ(second.evicted.size(), 1u) << adm_->reason(g);
+      adm_->Terminated(second.evicted[0].victim, 14);
+      adm_->Cycle(15, 1000);
+      EXPECT_EQ(adm_->phase(g), Phase::kAdmitted) << adm_->reason(g);
+      continue;
+    }
     EXPECT_TRUE(r.evicted.empty()) << adm_->reason(g);
-    EXPECT_NE(adm_->reason(g).find(
-                  budget == 0 ? "no consolidation plan: queue a's disruptionBudget (0) lets none "
-                                "of its work be moved"
-                              : "no consolidation plan within queue a's disruptionBudget (1): each "
-                                "plan found moves more of its work at once than that"),
+    EXPECT_NE(adm_->reason(g).find("no consolidation plan: queue a's disruptionBudget (0) lets "
+                                   "none of its work be moved"),
               std::string::npos)
         << adm_->reason(g);
   }
@@ -3383,7 +3392,9 @@ TEST_F(AdmissionTest, RestoredPlanHoldsItsRoomAndIsTriedFirst) {
 
 // Consolidation: four free GPUs scattered two and two; a 4-GPU workload within its guarantee
 // gets them by moving two 1-GPU workloads (of a queue that is not borrowing, so reclaim cannot
-// help), and everyone runs once the moved ones are placed again. Off, it waits.
+// help), and everyone runs once the moved ones are placed again. Off, it waits. Under a
+// disruption budget of 1 the two move one at a time (a user-style trial's gang waited for good
+// under such a budget: "each plan found moves more of its work at once than that").
 TEST_F(AdmissionTest, ConsolidationMovesWorkToGatherScatteredGpus) {
   // Off; on; on but a's disruption budget allows one move at a time (two are needed); none.
   for (int mode : {0, 1, 2, 3}) {
@@ -3413,19 +3424,33 @@ TEST_F(AdmissionTest, ConsolidationMovesWorkToGatherScatteredGpus) {
     int big = Submit(Gpus("b0", "b", 4), 10);
     CycleResult r = adm_->Cycle(11, 1000);
     EXPECT_EQ(adm_->phase(big), Phase::kPending);
-    if (mode != 1) {
+    if (mode == 0 || mode == 3) {
       EXPECT_TRUE(r.evicted.empty());
-      // The budget that stopped it is said (a trial read only "no node can take it now"), as
-      // it stops it: none of a's work is being stopped, so not "no more" (a trial read that).
-      EXPECT_EQ(adm_->reason(big).find("; no consolidation plan within queue a's "
-                                       "disruptionBudget (1): each plan found moves more of its "
-                                       "work at once than that") != std::string::npos,
-                mode == 2)
-          << adm_->reason(big);
+      // The budget that stopped it is said (a trial read only "no node can take it now").
       EXPECT_EQ(adm_->reason(big).find("; no consolidation plan: queue a's disruptionBudget (0) "
                                        "lets none of its work be moved") != std::string::npos,
                 mode == 3)
           << adm_->reason(big);
+      continue;
+    }
+    if (mode == 2) {
+      // One now, its room held; the second once the first has stopped.
+      ASSERT_EQ(r.evicted.size(), 1u) << adm_->reason(big);
+      EXPECT_NE(adm_->reason(big).find("consolidating: moving 1 workload(s)"), std::string::npos)
+          << adm_->reason(big);
+      EXPECT_NE(adm_->reason(big).find("; 1 more to go as the disruption budget of queue a allows"),
+                std::string::npos)
+          << adm_->reason(big);
+      EXPECT_TRUE(adm_->Cycle(12, 1000).evicted.empty()) << adm_->reason(big);
+      adm_->Terminated(r.evicted[0].victim, 13);
+      const CycleResult second = adm_->Cycle(14, 1000);
+      ASSERT_EQ(second.evicted.size(), 1u) << adm_->reason(big);
+      EXPECT_EQ(adm_->phase(big), Phase::kPending);
+      EXPECT_EQ(adm_->reason(big).find("more to go"), std::string::npos) << adm_->reason(big);
+      adm_->Terminated(second.evicted[0].victim, 15);
+      adm_->Cycle(16, 1000);
+      EXPECT_EQ(adm_->phase(big), Phase::kAdmitted) << adm_->reason(big);
+      EXPECT_EQ(CountPhase(small, Phase::kAdmitted), 4);
       continue;
     }
     ASSERT_EQ(r.evicted.size(), 2u) << adm_->reason(big);

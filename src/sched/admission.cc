@@ -5231,7 +5231,8 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
   bool move_capped = false, homeless = false;
   const auto within_budget = [&](int q, int more) {
     const int budget = queues_[q].spec.disruption_budget;
-    return budget < 0 || queues_[q].evicting + more < budget;
+    return budget < 0 || (consolidation_staged_ && budget > 0) ||
+           queues_[q].evicting + more < budget;
   };
 
   // Whether leaf q is inside the department whose own guarantee a reclaim in f takes back
@@ -5640,6 +5641,17 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
     }
   }
   placer_.set_explain(!entries_[id].explained);
+  // Held by a budget of 1 or more: planned again with such budgets no bar, the moves they allow
+  // now are made, the room they free held for it, and the rest follow as they free.
+  if (!ok && !budget_held.empty() && !consolidation_staged_) {
+    const int q = QueueIndex(budget_held);
+    if (q >= 0 && queues_[q].spec.disruption_budget > 0) {
+      consolidation_staged_ = true;
+      const bool staged = Consolidate(id, pods, topology, now, out, reclaim);
+      consolidation_staged_ = false;
+      if (staged) return true;
+    }
+  }
   if (!ok && !budget_held.empty()) {
     // (Said once: a cycle may try it twice.)
     std::string& why = entries_[id].reason;
@@ -5678,6 +5690,30 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
     if (why.find("; no consolidation plan: ") == std::string::npos) why += note;
   }
   if (!ok || (moved.empty() && reclaimed.empty())) return false;
+  // (Staged: of each queue's, in the plan's order, as many as its budget allows now.)
+  int later = 0;
+  std::string later_queue;
+  if (consolidation_staged_) {
+    std::map<int, int> now_per_queue;
+    const auto now_only = [&](std::vector<int>& list) {
+      std::vector<int> now_ones;
+      for (int v : list) {
+        const int q = entries_[v].leaf;
+        const int budget = queues_[q].spec.disruption_budget;
+        if (budget < 0 || queues_[q].evicting + now_per_queue[q] < budget) {
+          ++now_per_queue[q];
+          now_ones.push_back(v);
+        } else {
+          ++later;
+          later_queue = queues_[q].spec.name;
+        }
+      }
+      list = std::move(now_ones);
+    };
+    now_only(reclaimed);
+    now_only(moved);
+    if (moved.empty() && reclaimed.empty()) return false;
+  }
 
   Entry& e = entries_[id];
   if (!reclaimed.empty()) NoteReclaim(id, reclaimed, now);
@@ -5717,6 +5753,11 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
     e.reason += "; its pods go in " + std::string(TopologyLevelName(topology.level)) + " " +
                 state_.domain_name(topology.level, cleared) + " (its gang needs one " +
                 TopologyLevelName(topology.level) + ")";
+  // (Its wait is stretched by the budget: the replay's bound counts it an exception.)
+  e.budget_blocked = later > 0;
+  if (later > 0)
+    e.reason += "; " + std::to_string(later) + " more to go as the disruption budget of queue " +
+                later_queue + " allows";
   return true;
 }
 

@@ -1354,6 +1354,10 @@ class Admitter {
   std::vector<int> preempt_tried_, reclaim_tried_;  // searches per queue, this cycle
   std::vector<bool> no_eviction_;                   // by node, see ExcludeFromEviction
   int consolidations_left_ = 0;                     // this cycle
+  // Consolidate plans again with disruption budgets of 1 or more no bar, then moves now what
+  // the budgets allow and the rest as they free (a user-style trial's gang waited for good
+  // beside 12 free GPUs under a budget of 1, where preemption goes batch by batch).
+  bool consolidation_staged_ = false;
   int consolidation_turn_ = 0;   // the queue Wake looks at first for consolidation
   bool hold_borrowing_ = false;  // this cycle: a within-guarantee workload found no room
   int held_for_ = -1;            // ... its queue (the first), which the waiting borrowers name
