@@ -400,7 +400,16 @@ TEST_F(AdmissionTest, AGangNoRequiredDomainCouldHoldIsInfeasible) {
   EXPECT_EQ(adm_->phase(big), Phase::kInfeasible);
   EXPECT_EQ(adm_->reason(big),
             "gang needs 16 GPUs in one nvlink domain; the largest has 8 GPUs in all");
+  // Its pods go together without `gang: true` too, and are not called a gang (a user-style
+  // trial read "gang needs" of one written `gang: false`).
+  gang.name = WorkloadId("together");
+  gang.gang = false;
+  const int together = Submit(gang);
+  EXPECT_EQ(adm_->phase(together), Phase::kInfeasible);
+  EXPECT_EQ(adm_->reason(together),
+            "its pods together need 16 GPUs in one nvlink domain; the largest has 8 GPUs in all");
   gang.name = WorkloadId("spread");
+  gang.gang = true;
   gang.topology.required = false;
   const int spread = Submit(gang);
   adm_->Cycle(1, 1000);
@@ -4298,6 +4307,100 @@ TEST_F(AdmissionTest, AProjectWaitingForItsDepartmentsPartIsWokenWhenAnotherTree
   EXPECT_EQ(evicted.size(), 4u) << adm_->reason(big);
   for (int v : evicted) EXPECT_EQ(adm_->queue_name(adm_->queue_of(v)), "team-b");
   EXPECT_EQ(adm_->phase(big), Phase::kAdmitted) << adm_->reason(big);
+}
+
+// Parked work is tried again when what kept it changes (a review of Wake; the replay's
+// long-lived admitter runs a cycle only on events, so work never woken waited until a node it
+// fit freed). Here: h1 (priority 5) takes queue a's one preemption search of the cycle and
+// evicts l1; h2 (priority 4) waits without a search, and once h1 runs, h2 evicts l2
+// (priority 0). With a disruption budget of 1 and searches to spare, h2 is held by the budget
+// while l1 stops, and tries again once it has.
+TEST_F(AdmissionTest, WorkWaitingForItsQueuesSearchOrBudgetTriesAgain) {
+  for (bool budget : {false, true}) {
+    SCOPED_TRACE(budget ? "disruption budget" : "one search a cycle");
+    AdmissionConfig config;
+    if (budget) config.preemption_searches_per_queue = 4;
+    QueueSpec a = Plain("a");
+    if (budget) a.disruption_budget = 1;
+    Make(Nodes(2, 4), {a}, {}, config);
+    const int l1 = Submit(Gpus("l1", "a", 4, 0), 0);
+    const int l2 = Submit(Gpus("l2", "a", 4, 0), 0);
+    adm_->Cycle(1, 1000);
+    ASSERT_EQ(adm_->phase(l1), Phase::kAdmitted);
+    ASSERT_EQ(adm_->phase(l2), Phase::kAdmitted);
+    const int h1 = Submit(Gpus("h1", "a", 4, 5), 2);
+    const int h2 = Submit(Gpus("h2", "a", 4, 4), 2.5);
+    CycleResult r = adm_->Cycle(3, 1000);
+    ASSERT_EQ(r.evicted.size(), 1u) << adm_->reason(h2);
+    ASSERT_EQ(r.evicted[0].victim, l1);
+    adm_->Terminated(l1, 10);
+    std::vector<int> evicted;
+    for (double t = 11; t < 20; t += 1)
+      for (const Eviction& ev : adm_->Cycle(t, 1000).evicted) evicted.push_back(ev.victim);
+    EXPECT_EQ(adm_->phase(h1), Phase::kAdmitted);
+    EXPECT_EQ(evicted, std::vector<int>{l2}) << adm_->reason(h2);
+  }
+}
+
+// Work whose quota narrowed it to one model (a's h100, while its a100 was in use) is woken
+// when room of another model it may use frees, with that model's quota.
+TEST_F(AdmissionTest, WorkNarrowedToOneModelIsWokenWhenAnotherModelFrees) {
+  AdmissionConfig config = PerModelFlavours();
+  config.consolidation = false;
+  QueueSpec a = Plain("a");
+  a.quotas["h100"] = QuotaSpec{8000, {}, {}};
+  a.quotas["a100"] = QuotaSpec{4000, {}, {}};
+  Make(H100AndA100(), {a}, {}, config);
+  Workload hx = Gpus("hx", "a", 4), a1 = Gpus("a1", "a", 4);
+  hx.pod_sets[0].device.models = {"H100"};
+  a1.pod_sets[0].device.models = {"A100"};
+  Submit(hx, 0);
+  const int a100 = Submit(a1, 0);
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(adm_->phase(a100), Phase::kAdmitted);
+  const int w = Submit(Gpus("w", "a", 1), 2);
+  adm_->Cycle(3, 1000);
+  ASSERT_EQ(adm_->phase(w), Phase::kPending);
+  adm_->Finish(a100, 10);
+  adm_->Cycle(11, 1000);
+  EXPECT_EQ(adm_->phase(w), Phase::kAdmitted) << adm_->reason(w);
+}
+
+// A queue's room to reclaim is judged per flavour: a is past its a100 guarantee (6 of 4) but
+// within its h100 one (0 of 2); once b borrows h100 (7 of 6), a's parked 2-GPU H100 work
+// reclaims one of b's (a review: its room, summed over flavours, read 6 - 6 = 0, and it was
+// never woken).
+TEST_F(AdmissionTest, AReclaimIsWokenByItsFlavoursRoom) {
+  Fleet fleet = Nodes(2, 4);
+  for (int i = 0; i < 2; ++i) {
+    Node m = GpuNode("m" + std::to_string(i), 4);
+    for (Device& d : m.devices) d.model = "A100";
+    fleet.nodes.push_back(m);
+  }
+  AdmissionConfig config = PerModelFlavours();
+  config.consolidation = false;
+  QueueSpec qa = Plain("a"), qb = Plain("b"), qc = Plain("c");
+  qa.quotas["h100"] = QuotaSpec{2000, {}, {}};
+  qa.quotas["a100"] = QuotaSpec{4000, {}, {}};
+  qb.quotas["h100"] = QuotaSpec{6000, {}, {}};
+  qb.quotas["a100"] = QuotaSpec{0, {}, {}};
+  qc.quotas["a100"] = QuotaSpec{4000, {}, {}};
+  qc.quotas["h100"] = QuotaSpec{0, {}, {}};
+  Make(fleet, {qa, qb, qc}, {}, config);
+  ASSERT_TRUE(adm_->Restore(Gpus("a1", "a", 4), OnGpus(2, {0, 1, 2, 3}), 0).ok());
+  ASSERT_TRUE(adm_->Restore(Gpus("a2", "a", 2), OnGpus(3, {0, 1}), 0).ok());
+  for (int i = 0; i < 6; ++i)
+    ASSERT_TRUE(
+        adm_->Restore(Gpus("b" + std::to_string(i), "b", 1), OnGpus(i / 3, {i % 3}), 0).ok());
+  Workload mine = Gpus("w", "a", 2);
+  mine.pod_sets[0].device.models = {"H100"};
+  const int w = Submit(mine, 1);
+  EXPECT_TRUE(adm_->Cycle(2, 1000).evicted.empty()) << adm_->reason(w);
+  // (Restored: submitted, b6 would be held back for a's waiting work.)
+  ASSERT_TRUE(adm_->Restore(Gpus("b6", "b", 1), OnGpus(1, {3}), 3).ok());
+  size_t evicted = 0;
+  for (double t = 4; t < 8; t += 1) evicted += adm_->Cycle(t, 1000).evicted.size();
+  EXPECT_EQ(evicted, 1u) << adm_->reason(w);
 }
 
 // Two trees (departments, each a root with a project below it) on 8 GPUs: dept-a is guaranteed

@@ -2272,7 +2272,7 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
     if (std::string why; !SomeDomainHolds(state_, e.pods, e.spec.topology, &why)) {
       e.phase = Phase::kInfeasible;
       ++queues_[leaf].infeasible;
-      e.reason = why;
+      e.reason = TogetherSaid(e.spec.gang, why);
       entries_.push_back(std::move(e));
       return id;
     }
@@ -3202,8 +3202,14 @@ void Admitter::Park(int id, bool quota, uint64_t key, const std::vector<PodReque
     e.parked = 1;
     e.park_shape = key;
     ParkedShape& shape = parked_shapes_[key];
-    if (shape.ids.empty()) shape.pods = pods;
+    // (As it asks, not as its quota narrowed it now: a node of another model it may use that
+    // frees, with that model's quota, wakes it too; a review saw such work wait for good.)
+    if (shape.ids.empty()) shape.pods = e.pods.size() == pods.size() ? e.pods : pods;
     shape.ids.push_back(id);
+    if (e.retry_search || e.budget_blocked) {
+      e.retry_search = true;
+      q.retry.push_back(id);
+    }
   }
 }
 
@@ -3213,6 +3219,7 @@ void Admitter::Unpark(int id) {
   int prio = config_.strict_priority ? -e.spec.priority : 0;
   queues_[e.leaf].parked.erase({prio, e.arrival, id});
   e.parked = 0;
+  e.retry_search = false;
   Enqueue(id);
 }
 
@@ -3294,6 +3301,20 @@ void Admitter::Wake() {
     consolidation_turn_ = (consolidation_turn_ + 1) % queue_count();
   }
   if (!config_.preemption) return;
+  // Work whose search the cycle's limit left out, or whose victims a disruption budget held,
+  // searches again, as many a queue as it has searches (a review: nothing else woke it while
+  // the room its queue's other preemptor made went to that one).
+  const int retries = config_.preemption_searches_per_queue + config_.reclaim_searches_per_queue;
+  for (int q = 0; q < queue_count(); ++q) {
+    std::deque<int>& retry = queues_[q].retry;
+    for (int woken = 0; !retry.empty() && woken < retries;) {
+      const int id = retry.front();
+      retry.pop_front();
+      if (entries_[id].parked != 1 || !entries_[id].retry_search) continue;
+      Unpark(id);
+      ++woken;
+    }
+  }
   // Work waiting on its queue's CPU or memory quota tries again where lower-priority work of
   // its own queue runs that could give the quota back (the queue's usual searches).
   for (int q = 0; q < queue_count(); ++q) {
@@ -3350,16 +3371,16 @@ void Admitter::Wake() {
     QueueNode& node = queues_[q];
     if (!is_leaf(q) || node.parked.empty()) continue;
     const PreemptionPolicy& policy = node.spec.preemption;
-    int64_t room = policy.reclaim_within_cohort == PreemptionPolicy::Reclaim::kNever
-                       ? 0
-                       : guaranteed_milli(q) - node.gpu - promised_milli(q);
-    // (Past its own guarantee: what a department's own part holds for it, ReclaimScope; a
-    // review saw a project wait for it while another tree borrowed it, until room freed.)
-    if (room <= 0 && policy.reclaim_within_cohort != PreemptionPolicy::Reclaim::kNever) {
-      room = 0;
+    // Its room to reclaim in the flavour that has the most: left of its guarantee or, past it,
+    // what a department's own part holds for it (ReclaimScope). (A review: summed over
+    // flavours, a queue past its guarantee in one read none in another; and a project waited
+    // for its department's part while another tree borrowed it, until room freed.)
+    int64_t room = 0;
+    if (policy.reclaim_within_cohort != PreemptionPolicy::Reclaim::kNever)
       for (int f = 0; f < static_cast<int>(flavors_.size()); ++f)
-        if (managed_[f] && !DepartmentReclaimOnly(q, f)) room += DepartmentRoom(q, f);
-    }
+        if (managed_[f])
+          room = std::max({room, node.guaranteed[f] - node.usage[f] - node.promised[f],
+                           DepartmentReclaimOnly(q, f) ? int64_t{0} : DepartmentRoom(q, f)});
     // Work of any size may preempt under fair-share preemption or borrowWithinCohort.
     const bool any_size = config_.fair_share_preemption ||
                           policy.borrow_within_cohort == PreemptionPolicy::Borrow::kLowerPriority;
@@ -3427,6 +3448,7 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
   e.probe = false;
   e.victims_ready_at = -1;  // set again by this attempt's preemption search, if any
   e.budget_blocked = false;
+  e.retry_search = false;
   // A preemptor whose victims have stopped tries the nodes it planned on first (below).
   std::vector<int> planned;
   for (const auto& [a, unused] : e.plan) planned.push_back(a.node);
@@ -3660,6 +3682,8 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
         return false;
       searched = true;
       NoteFailedSearch(id, search_key);
+    } else if (config_.preemption && MayPreempt(id)) {
+      e.retry_search = true;  // (no search of its own this cycle: parked, it gets one later)
     }
     e.waits_on_time = e.reason.find("minimum runtime") != std::string::npos;
     NotePolicyBlock(id);
@@ -3712,7 +3736,9 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
   if (!borrowing && Consolidate(id, pods, e.spec.topology, now, out)) return false;
   // A few preemption searches per queue and cycle, in queue order; more for reclaim.
   bool searched = false;
-  if (config_.preemption && MayPreempt(id) && TakeSearch(id)) {
+  const bool may_preempt = config_.preemption && MayPreempt(id);
+  if (may_preempt && !TakeSearch(id)) e.retry_search = true;  // (see above)
+  if (may_preempt && !e.retry_search) {
     if (Preempt(id, pods, allowed, now, out)) return false;
     // Reclaim alone found no place: reclaim and move work together.
     if (!borrowing && ReclaimEligible(id) &&
@@ -4247,7 +4273,7 @@ bool Admitter::PlaceAllOnce(const Entry& e, const std::vector<PodRequest>& pods,
   }
   GangPlacement g = placer_.PlaceGang(state_, pods, topology, rng_);
   if (g.outcome != Outcome::kPlaced) {
-    if (reason) *reason = g.reason;
+    if (reason) *reason = TogetherSaid(e.spec.gang, g.reason);
     return false;
   }
   *assign = std::move(g.pods);
@@ -5751,7 +5777,8 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
   // headed.)
   if (cleared >= 0)
     e.reason += "; its pods go in " + std::string(TopologyLevelName(topology.level)) + " " +
-                state_.domain_name(topology.level, cleared) + " (its gang needs one " +
+                state_.domain_name(topology.level, cleared) +
+                (e.spec.gang ? " (its gang needs one " : " (its pods need one ") +
                 TopologyLevelName(topology.level) + ")";
   // (Its wait is stretched by the budget: the replay's bound counts it an exception.)
   e.budget_blocked = later > 0;

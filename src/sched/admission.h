@@ -657,9 +657,12 @@ class Admitter {
     int parked = 0;
     uint64_t park_shape = 0;
     bool waits_on_time = false;  // a victim's minimum runtime: never parked
-    bool explained = false;      // the full placement explanation was computed once
-    bool probe = false;          // woken only to try consolidation for it (see Wake)
-    std::string history;         // why it waits again (a release), kept beside new reasons
+    // Its preemption search was left out by the queue's limit this cycle, or a disruption
+    // budget held its victims: parked, it is woken to search again (QueueNode::retry).
+    bool retry_search = false;
+    bool explained = false;  // the full placement explanation was computed once
+    bool probe = false;      // woken only to try consolidation for it (see Wake)
+    std::string history;     // why it waits again (a release), kept beside new reasons
     // A fragment: pods an elastic shrink took from workload `fragment_of`, stopping; `pods`
     // and `assign` are those pods only.
     int fragment_of = -1;
@@ -736,6 +739,9 @@ class Admitter {
     // Pending workloads of a leaf: (-priority, arrival, id).
     std::set<std::tuple<int, double, int>> pending;
     std::set<std::tuple<int, double, int>> parked;
+    // Parked work whose preemption search the cycle's limit left out, or that a disruption
+    // budget held (Entry::retry_search): woken a few a cycle, in parking order (Wake).
+    std::deque<int> retry;
     std::multiset<int> running_priorities;  // of its admitted workloads (leaves)
     std::set<int> running;                  // its admitted workloads (leaves)
     int active = 0;  // leaves below (itself included) that still have candidates this cycle

@@ -985,4 +985,14 @@ GangPlacement Placer::PlaceGang(ClusterState& s, const std::vector<PodRequest>& 
   return g;
 }
 
+// (A user-style trial read "gang" of one written `gang: false`, with a required topology.)
+std::string TogetherSaid(bool gang, std::string why) {
+  if (gang) return why;
+  if (why.rfind("gang needs its pods in one ", 0) == 0)
+    return "its pods need to be in one " + why.substr(std::strlen("gang needs its pods in one "));
+  if (why.rfind("gang needs ", 0) == 0)
+    return "its pods together need " + why.substr(std::strlen("gang needs "));
+  return why;
+}
+
 }  // namespace fabrica

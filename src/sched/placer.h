@@ -133,6 +133,10 @@ bool FitsSomeEmptyNode(const ClusterState& s, const PodRequest& req, std::string
 // allows) and its CPU allow (fractions and slices are not bounded here); `why` says which
 // shape has too few. A workload that fails it never fits: Infeasible, not Pending.
 bool FleetHoldsPods(const ClusterState& s, const std::vector<PodRequest>& pods, std::string* why);
+// The placer's words for pods placed together ("gang needs ..."), for a workload that is no
+// gang: its pods go together all the same ("its pods together need ...").
+std::string TogetherSaid(bool gang, std::string why);
+
 // Whether a domain of the level `topology` requires could hold the GPUs of `pods` were it
 // empty (always, when it requires none), counting only the GPUs some pod could use (of a model
 // it allows; a MIG-partitioned GPU only for a MIG slice); `why` says which it needs and the
