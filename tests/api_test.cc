@@ -2845,6 +2845,12 @@ TEST_F(ApiBadInputTest, PriorityClassNamesAreResolvedWhenAWorkloadIsWritten) {
   ExpectCreateRejected(disagrees, 422,
                        "spec.priority: 5 differs from priority class 'urgent' (100): set "
                        "spec.priorityClassName to null with it to lower a priority");
+  // An empty name is no class, as in Kubernetes (Helm templates write it; a trial's was refused).
+  json empty = WorkloadObject("team-a", "unclassed");
+  empty["spec"]["priorityClassName"] = "";
+  HttpResponse taken = w_.Do("POST", Collection("workloads", "team-a"), kAlice, empty.dump());
+  ASSERT_EQ(taken.status, 201) << taken.body;
+  EXPECT_FALSE(Parse(taken)["spec"].contains("priorityClassName")) << taken.body;
   json good = New();
   good["spec"]["priorityClassName"] = "urgent";
   ASSERT_EQ(w_.Do("POST", Collection("workloads", "team-a"), kAlice, good.dump()).status, 201);

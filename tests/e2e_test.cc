@@ -865,6 +865,21 @@ TEST_F(FactoryTest, WithoutQueuesAnElasticWaitSaysMinCountNeedsThem) {
                 "them it waits to start all its pods"),
       std::string::npos)
       << status.dump();
+  // Its pods placed together, as a required topology asks, are not called a gang where it is
+  // none, and the note is said where it can never start too (a trial saw "gang needs" alone).
+  json together = WholeGpuWorkload("team-b", "together", 4, 4);
+  together["spec"]["podSets"][0]["minCount"] = 2;
+  together["spec"]["topology"] = {{"level", "nvlink"}, {"mode", "required"}};
+  CreateWorkload(together);
+  Cycle(1000);
+  const json refused = Workloads()["team-b/together"]["status"];
+  EXPECT_EQ(refused.value("phase", ""), "Pending") << refused.dump();
+  EXPECT_EQ(refused.value("reason", ""), "Unschedulable") << refused.dump();
+  const std::string said = refused.value("message", "");
+  EXPECT_EQ(said.rfind("its pods together need 16 GPUs in one nvlink domain", 0), 0u) << said;
+  EXPECT_NE(said.find("minCount (2 of 4) applies only where Queue objects exist"),
+            std::string::npos)
+      << said;
 }
 
 // A budget counts what its owner is billed for: the CPU and memory its work holds too, where the

@@ -4086,6 +4086,10 @@ struct ApiServer::Impl {
   // class's, where its tenant may use it (as Kubernetes' Priority admission).
   Status ResolvePriorityClass(json& obj, bool creating = false) {
     json& spec = obj["spec"];
+    // An empty name is no class, as in Kubernetes (templates write `priorityClassName: ""`;
+    // a user-style trial's was refused as a class '' that does not exist).
+    if (spec.is_object() && spec.contains("priorityClassName") && spec["priorityClassName"] == "")
+      spec.erase("priorityClassName");
     if (creating && spec.is_object() && !spec.contains("priorityClassName") &&
         !spec.contains("priority")) {
       ASSIGN_OR_RETURN(std::string fallback, GlobalDefaultClass());

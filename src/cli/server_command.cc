@@ -489,7 +489,8 @@ void AddCommon(CLI::App* cmd, ServerArgs* a) {
                   "with each release (up to an hour)")
       ->check(CLI::Range(0.0, 3600.0));
   cmd->add_option("--gang-requeue-limit", a->gang_requeue_limit,
-                  "releases after which a gang is deactivated (spec.active false; 0: no limit)")
+                  "times a gang may be released by the timeout and requeued; the release past it "
+                  "deactivates it (spec.active false; 2: deactivated at its third; 0: no limit)")
       ->check(CLI::Range(0, 1000000));
   cmd->add_option("--unstarted-node-hold", a->unstarted_node_hold_s,
                   "seconds a node where pods the pods-ready timeout gave up on did not start, "

@@ -2354,9 +2354,18 @@ Result<CycleStats> Scheduler::RunOnce() {
                              "QueueNotFound");
         continue;
       }
+      // An elastic pod set starts with fewer pods through the queues alone: said, as a user
+      // reading "minCount" expects it to start with that many (a trial).
+      std::string elastic;
+      for (const PodSet& ps : sw.w().pod_sets)
+        if (ps.min_count > 0 && ps.min_count < ps.count && elastic.empty())
+          elastic = "; pod set " + ps.name + "'s minCount (" + std::to_string(ps.min_count) +
+                    " of " + std::to_string(ps.count) +
+                    ") applies only where Queue objects exist: without them it waits to start "
+                    "all its pods";
       // (Pods the fleet could never hold all of, even empty: Unschedulable, as with queues.)
       if (std::string why; sw.pods.size() > 1 && !FleetHoldsPods(state, sw.pods, &why)) {
-        decisions[i] = Waits(why, "Unschedulable");
+        decisions[i] = Waits(why + elastic, "Unschedulable");
         continue;
       }
       // (Pods its required topology could never hold, even on an empty fleet: Unschedulable,
@@ -2364,7 +2373,7 @@ Result<CycleStats> Scheduler::RunOnce() {
       // domain of 16 GPUs waited for ever because a GB200 domain had 16.)
       if (std::string why; (sw.w().gang || sw.pods.size() > 1) &&
                            !SomeDomainHolds(state, sw.pods, sw.w().topology, &why)) {
-        decisions[i] = Waits(why, "Unschedulable");
+        decisions[i] = Waits(TogetherSaid(sw.w().gang, why) + elastic, "Unschedulable");
         continue;
       }
       // (A tier's failure is not told: only the last attempt's, over every node it may use.)
@@ -2382,17 +2391,8 @@ Result<CycleStats> Scheduler::RunOnce() {
       if (g.outcome == Outcome::kPlaced) {
         decisions[i].placed = std::move(g.pods);
       } else {
-        // An elastic pod set starts with fewer pods through the queues alone: said, as a user
-        // reading "minCount" expects it to start with that many (a trial).
-        std::string elastic;
-        for (const PodSet& ps : sw.w().pod_sets)
-          if (ps.min_count > 0 && ps.min_count < ps.count && elastic.empty())
-            elastic = "; pod set " + ps.name + "'s minCount (" + std::to_string(ps.min_count) +
-                      " of " + std::to_string(ps.count) +
-                      ") applies only where Queue objects exist: without them it waits to start "
-                      "all its pods";
         decisions[i] =
-            Waits(g.reason + elastic,
+            Waits(TogetherSaid(sw.w().gang, g.reason) + elastic,
                   g.outcome == Outcome::kInfeasible ? "Unschedulable" : "InsufficientCapacity");
       }
     }
