@@ -488,6 +488,38 @@ TEST_F(AdmissionTest, AGangsConsolidationHeldByADisruptionBudgetSaysHow) {
   }
 }
 
+// Work in the way that is never moved is named where moving it would have made the room (a
+// user-style trial's gang was told nothing of consolidation beside 15 free GPUs, non-preemptible
+// work holding the one it lacked): a leaf gang as above, and a 4-GPU workload on two nodes of
+// 4, each with two of a's 1-GPU workloads.
+TEST_F(AdmissionTest, AConsolidationNamesTheWorkInItsWayThatNeverMoves) {
+  SubmitOptions pinned;
+  pinned.preemptible = false;
+  for (bool scoped : {true, false}) {
+    SCOPED_TRACE(scoped ? "a gang that needs one leaf" : "one 4-GPU pod");
+    AdmissionConfig config;
+    config.consolidation = true;
+    Fleet fleet = Nodes(scoped ? 4 : 2, 4);
+    for (int n = 0; n < 4 && scoped; ++n) fleet.nodes[n].leaf = n < 2 ? "leaf-1" : "leaf-2";
+    Make(fleet, {Leaf("a", 4), Leaf("b", 8)}, {}, config);
+    for (int i = 0; i < 4; ++i) {
+      const int node = scoped ? i : i / 2, gpu = scoped ? 0 : i % 2;
+      ASSERT_TRUE(
+          adm_->Restore(Gpus("a" + std::to_string(i), "a", 1), OnGpus(node, {gpu}), 0, pinned)
+              .ok());
+    }
+    Workload w = Gpus("g", "b", 4, 0, /*pods=*/scoped ? 2 : 1);
+    w.gang = scoped;
+    if (scoped) w.topology = {TopologyLevel::kLeaf, /*required=*/true};
+    const int g = Submit(w, 10);
+    EXPECT_TRUE(adm_->Cycle(11, 1000).evicted.empty()) << adm_->reason(g);
+    const std::string why = adm_->reason(g);
+    const size_t at = why.find("; no consolidation plan: the work in its way is not moved (a/a");
+    EXPECT_NE(at, std::string::npos) << why;
+    EXPECT_NE(why.find(", not preemptible)", at), std::string::npos) << why;
+  }
+}
+
 // Only the GPUs a gang's pods could use count: a leaf of 4 H100s and 4 A100s never holds a gang
 // of 8 H100s, though the fleet has 8 (a user-style trial saw one shown first in line, forever),
 // but holds one of 8 of either model.

@@ -5255,6 +5255,23 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
   // (consolidationMaxMoves), or those that cleared one had nowhere else to go.
   std::string budget_held;
   bool move_capped = false, homeless = false;
+  // Work in the way that never moves, and why, where moving it would have made the room: said
+  // if no plan is found (a user-style trial's gang, beside 15 free GPUs of which non-preemptible
+  // work held the one it lacked, was told nothing of consolidation).
+  std::string pinned_said;
+  const auto stays_why = [&](int v) -> std::string {
+    const Entry& w = entries_[v];
+    if (v == id || w.phase != Phase::kAdmitted) return "";
+    if (!w.options.preemptible) return "not preemptible";
+    if (w.pods.size() != 1 || w.spec.gang) return "of several pods, which are not moved";
+    if (w.counts != w.full_counts) return "started in part";
+    if (now - w.admitted_at < MinRuntime(v, id)) return "within its minimum runtime";
+    if (queues_[w.leaf].stop != StopPolicy::kNone) return "its queue is stopped";
+    return "";
+  };
+  const auto pinned_note = [&](int v, int n) {
+    return FullName(v) + " on " + fleet_.nodes[n].name.str() + ", " + stays_why(v);
+  };
   const auto within_budget = [&](int q, int more) {
     const int budget = queues_[q].spec.disruption_budget;
     return budget < 0 || (consolidation_staged_ && budget > 0) ||
@@ -5405,28 +5422,35 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
       int64_t room = 0, potential = 0;
       // (The same, were disruption budgets no bar, and the last queue whose budget was: a
       // domain only a budget keeps from a plan is said, as a node so kept is below.)
-      int64_t unbudgeted = 0;
+      int64_t unbudgeted = 0, unpinned = 0;  // (and were work that never moves no bar)
       int held_queue = -1;
+      std::string pinned_here;
       for (int n : domains[d]) {
         if (!model_ok(n)) continue;
-        int64_t here = free_on(n), here_unbudgeted = here;
+        int64_t here = free_on(n), here_unbudgeted = here, here_unpinned = here;
         room += here;
         for (int v : node_workloads_[n]) {
           if (no_eviction_[n]) continue;
           const bool leaves = movable(v) || reclaimable(v, taken, moving_per_queue);
           const bool held = !leaves && movable(v, /*mind_budget=*/false);
+          const bool pinned = !leaves && !held && !stays_why(v).empty();
           if (held) held_queue = entries_[v].leaf;
-          if (!leaves && !held) continue;
+          if (pinned && pinned_here.empty()) pinned_here = pinned_note(v, n);
+          if (!leaves && !held && !pinned) continue;
           for (const Assignment& a : entries_[v].assign)
             if (a.node == n)
               for (const DeviceShare& share : a.devices) {
-                here_unbudgeted += share.milli;
+                here_unpinned += share.milli;
+                if (!pinned) here_unbudgeted += share.milli;
                 if (leaves) here += share.milli;
               }
         }
         if (here >= least) potential += here;
         if (here_unbudgeted >= least) unbudgeted += here_unbudgeted;
+        if (here_unpinned >= least) unpinned += here_unpinned;
       }
+      if (potential < need && unbudgeted < need && unpinned >= need && pinned_said.empty())
+        pinned_said = pinned_here;
       if (potential >= need) {
         roomy.emplace_back(-room, static_cast<int>(d), &domains[d]);
       } else if (unbudgeted >= need && held_queue >= 0) {
@@ -5488,19 +5512,23 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
             continue;
           int64_t cpu = state_.free_cpu(n), mem = state_.free_memory(n), gpu = free_on(n);
           int leaving = 0, top = std::numeric_limits<int>::min();
-          // (What would leave too but for its queue's disruption budget, and the last such.)
-          int64_t held_gpu = 0;
-          int held_queue = -1;
+          // (What would leave too but for its queue's disruption budget, and the last such;
+          // and what never moves, and the first such.)
+          int64_t held_gpu = 0, pinned_gpu = 0;
+          int held_queue = -1, pinned_by = -1;
           for (int v : node_workloads_[n]) {
             // Reclaimed work is already gone from the state.
             const Entry& w = entries_[v];
             if (!movable(v) && !reclaimable(v, taken, moving_per_queue)) {
-              if (movable(v, /*mind_budget=*/false)) {
-                held_queue = w.leaf;
+              const bool held = movable(v, /*mind_budget=*/false);
+              const bool pinned = !held && !stays_why(v).empty();
+              if (held) held_queue = w.leaf;
+              if (pinned && pinned_by < 0) pinned_by = v;
+              if (held || pinned)
                 for (size_t i = 0; i < w.assign.size(); ++i)
                   if (w.assign[i].node == n)
-                    for (const DeviceShare& d : w.assign[i].devices) held_gpu += d.milli;
-              }
+                    for (const DeviceShare& d : w.assign[i].devices)
+                      (held ? held_gpu : pinned_gpu) += d.milli;
               continue;
             }
             ++leaving;
@@ -5518,6 +5546,9 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
             if (held_queue >= 0 && gpu < pod.total_gpu_milli() &&
                 gpu + held_gpu >= pod.total_gpu_milli())
               budget_held = queues_[held_queue].spec.name;
+            if (pinned_by >= 0 && pinned_said.empty() && gpu + held_gpu < pod.total_gpu_milli() &&
+                gpu + held_gpu + pinned_gpu >= pod.total_gpu_milli())
+              pinned_said = pinned_note(pinned_by, n);
             continue;
           }
           order.emplace_back(leaving, top, -gpu, n);
@@ -5714,6 +5745,10 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
                     : "; no consolidation plan: the work that would make room has nowhere else "
                       "to go";
     if (why.find("; no consolidation plan: ") == std::string::npos) why += note;
+  } else if (!ok && !pinned_said.empty()) {
+    std::string& why = entries_[id].reason;
+    if (why.find("; no consolidation plan: ") == std::string::npos)
+      why += "; no consolidation plan: the work in its way is not moved (" + pinned_said + ")";
   }
   if (!ok || (moved.empty() && reclaimed.empty())) return false;
   // (Staged: of each queue's, in the plan's order, as many as its budget allows now.)
