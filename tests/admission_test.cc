@@ -949,6 +949,26 @@ TEST_F(AdmissionTest, ElasticWorkThatRequiresOneDomainGrowsInIt) {
             "its pods in one leaf)");
 }
 
+// ... and restored running in part where no leaf could hold a pod more even empty (the
+// server's Admitter is rebuilt each cycle), it says it never grows, not "not now" (a user-style
+// trial read "no node of its leaf has room for another of its pods now").
+TEST_F(AdmissionTest, RestoredElasticWorkItsDomainCanHoldNoMoreOfSaysItNeverGrows) {
+  MakeTwoLeaves(/*elastic_growth=*/true);
+  Workload w = Gpus("g", "a", 6, 0, /*pods=*/4, /*gang=*/true);
+  w.pod_sets[0].min_count = 2;
+  w.topology = {TopologyLevel::kLeaf, /*required=*/true};
+  SubmitOptions three;
+  three.pod_counts = {3};
+  const auto g = adm_->Restore(w,
+                               {OnGpus(0, {2, 3, 4, 5, 6, 7})[0], OnGpus(1, {0, 1, 2, 3, 4, 5})[0],
+                                OnGpus(2, {0, 1, 2, 3, 4, 5})[0]},
+                               0, three);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_TRUE(adm_->Cycle(1, 1000).grown.empty());
+  EXPECT_EQ(adm_->growth_why(*g),
+            "no domain its topology requires holds more of its pods, even empty");
+}
+
 // Flavours are the fleet's: a fraction goes to the most specific flavour any queue names, in
 // every tree. When only another tree names it, the refusal says so, and who does (a user-style
 // review: one team's new `frac` quota left every other tree's fractional work Unschedulable,

@@ -2201,10 +2201,19 @@ int Describe(Globals& g, HttpClient& http, const std::string& what, const std::s
       std::printf("Shrinking:  pod(s) %s stop at %s (%s)\n", pods.c_str(),
                   shrink.value("deadline", "").c_str(), shrink.value("reason", "").c_str());
     }
+    // (One line: why it does not grow now, which the server keeps current; its last growth
+    // undone only where that is not already what it says. A trial read two lines, the retry
+    // time of one long past. What never changes, "even empty", is said so.)
+    const std::string blocked = status.value("growthBlocked", "");
     if (status.contains("growthBlocked") && status.contains("admittedCounts") &&
         status.value("phase", "") == "Running")
-      std::printf("Growth:     not now: %s\n", status.value("growthBlocked", "").c_str());
-    if (status.contains("growthRetryTime"))
+      std::printf("Growth:     %s: %s%s\n",
+                  blocked.find("even empty") != std::string::npos ? "never" : "not now",
+                  blocked.c_str(),
+                  status.contains("growthRetryTime") && blocked.find("undone") == std::string::npos
+                      ? " (its last growth was undone: new pods did not start in time)"
+                      : "");
+    else if (status.contains("growthRetryTime"))
       std::printf("Growth:     undone (new pods did not start in time); may grow again at %s\n",
                   status.value("growthRetryTime", "").c_str());
     if (status.contains("resizedTime"))

@@ -2482,6 +2482,22 @@ Result<int> Admitter::Restore(const Workload& spec, const std::vector<Assignment
     AddRunning(id);
     if (entries_[id].counts != entries_[id].full_counts) partial_running_.insert(id);
   }
+  // Running in part where no domain its topology requires could hold one pod more even empty:
+  // it never grows, as TryPartial finds of one it admits (the server restores its work each
+  // cycle; a user-style trial's was said to grow "not now" beside a leaf too small for good).
+  if (Entry& r = entries_[id]; !evicting && r.spec.topology.required && r.counts != r.full_counts) {
+    std::vector<int> next = r.counts;
+    for (size_t i = 0; i < next.size(); ++i)
+      if (next[i] < r.full_counts[i]) {
+        ++next[i];
+        break;
+      }
+    Entry one_more;
+    one_more.set_request = r.set_request;
+    SetCounts(one_more, next);
+    if (std::string why; !SomeDomainHolds(state_, one_more.pods, r.spec.topology, &why))
+      r.never_above = std::accumulate(r.counts.begin(), r.counts.end(), 0);
+  }
   // Grown since it started: its least size until then (what it held before is not kept).
   Entry& r = entries_[id];
   const double began = std::max(r.admitted_at, r.options.started_at);
