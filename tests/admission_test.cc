@@ -488,6 +488,32 @@ TEST_F(AdmissionTest, AGangsConsolidationHeldByADisruptionBudgetSaysHow) {
   }
 }
 
+// ... and staged however many domains the first pass tried (a review: with three leaves, each
+// of two nodes with one of a's 1-GPU workloads, the first pass spent the cycle's plans and the
+// gang waited for good).
+TEST_F(AdmissionTest, AStagedConsolidationHasPlansOfItsOwn) {
+  for (int leaves : {2, 3, 5}) {
+    SCOPED_TRACE(leaves);
+    AdmissionConfig config;
+    config.consolidation = true;
+    Fleet fleet = Nodes(2 * leaves, 4);
+    for (int n = 0; n < 2 * leaves; ++n) fleet.nodes[n].leaf = "leaf-" + std::to_string(n / 2);
+    Make(fleet, {Leaf("a", 16, std::nullopt, std::nullopt, /*budget=*/1), Leaf("b", 8)}, {},
+         config);
+    for (int n = 0; n < 2 * leaves; ++n)
+      ASSERT_TRUE(adm_->Restore(Gpus("a" + std::to_string(n), "a", 1), OnGpus(n, {0}), 0).ok());
+    Workload gang = Gpus("g", "b", 4, 0, /*pods=*/2, /*gang=*/true);
+    gang.topology = {TopologyLevel::kLeaf, /*required=*/true};
+    const int g = Submit(gang, 10);
+    const CycleResult r = adm_->Cycle(11, 1000);
+    ASSERT_EQ(r.evicted.size(), 1u) << adm_->reason(g);
+    EXPECT_NE(adm_->reason(g).find("; 1 more to go as the disruption budget of queue a allows"),
+              std::string::npos)
+        << adm_->reason(g);
+    EXPECT_EQ(adm_->reason(g).find("no consolidation plan"), std::string::npos) << adm_->reason(g);
+  }
+}
+
 // Work in the way that is never moved is named where moving it would have made the room (a
 // user-style trial's gang was told nothing of consolidation beside 15 free GPUs, non-preemptible
 // work holding the one it lacked): a leaf gang as above, and a 4-GPU workload on two nodes of

@@ -1081,6 +1081,7 @@ int64_t Admitter::OwnPartRoom(int a, int branch, int f) const {
     return c.usage[f] - (c.evicting_below[f] - c.leaving_below[f]) + c.promised_below[f];
   };
   const QueueNode& n = queues_[a];
+  if (const int64_t within = n.guaranteed[f] - held(n); within <= 0) return within;
   const int64_t own = OwnPart(a, f);
   int64_t others = 0;  // what the other children hold past their guarantees
   for (int c : n.children)
@@ -3220,10 +3221,16 @@ void Admitter::Park(int id, bool quota, uint64_t key, const std::vector<PodReque
     ParkedShape& shape = parked_shapes_[key];
     // (As it asks, not as its quota narrowed it now: a node of another model it may use that
     // frees, with that model's quota, wakes it too; a review saw such work wait for good.)
-    if (shape.ids.empty()) shape.pods = e.pods.size() == pods.size() ? e.pods : pods;
+    // (Each member's models widen the shape's: its key is of the pods as narrowed.)
+    const std::vector<PodRequest>& asked = e.pods.size() == pods.size() ? e.pods : pods;
+    if (shape.ids.empty()) {
+      shape.pods = asked;
+    } else if (shape.pods.size() == asked.size()) {
+      for (size_t i = 0; i < asked.size(); ++i) shape.pods[i].model_mask |= asked[i].model_mask;
+    }
     shape.ids.push_back(id);
-    if (e.retry_search || e.budget_blocked) {
-      e.retry_search = true;
+    if (e.retry_search && !e.in_retry) {
+      e.in_retry = true;
       q.retry.push_back(id);
     }
   }
@@ -3320,12 +3327,14 @@ void Admitter::Wake() {
   // Work whose search the cycle's limit left out, or whose victims a disruption budget held,
   // searches again, as many a queue as it has searches (a review: nothing else woke it while
   // the room its queue's other preemptor made went to that one).
-  const int retries = config_.preemption_searches_per_queue + config_.reclaim_searches_per_queue;
+  // (As many a cycle as the queue's preemption searches: work that may reclaim is woken for its
+  // reclaim searches below.)
   for (int q = 0; q < queue_count(); ++q) {
     std::deque<int>& retry = queues_[q].retry;
-    for (int woken = 0; !retry.empty() && woken < retries;) {
+    for (int woken = 0; !retry.empty() && woken < config_.preemption_searches_per_queue;) {
       const int id = retry.front();
       retry.pop_front();
+      entries_[id].in_retry = false;
       if (entries_[id].parked != 1 || !entries_[id].retry_search) continue;
       Unpark(id);
       ++woken;
@@ -3688,6 +3697,7 @@ bool Admitter::TryAdmit(int id, double now, CycleResult& out,
       // (The same shape's search found nothing this cycle: nor would this one.)
       e.reason = found->second.reason;
       e.budget_blocked = found->second.budget_blocked;
+      e.retry_search = found->second.retry;
       e.victims_ready_at = found->second.victims_ready_at;
       e.victims_min_runtime = found->second.victims_min_runtime;
       searched = true;
@@ -5275,7 +5285,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
   // if no plan is found (a user-style trial's gang, beside 15 free GPUs of which non-preemptible
   // work held the one it lacked, was told nothing of consolidation).
   std::string pinned_said;
-  const auto stays_why = [&](int v) -> std::string {
+  const auto stays_why = [&](int v) -> const char* {
     const Entry& w = entries_[v];
     if (v == id || w.phase != Phase::kAdmitted) return "";
     if (!w.options.preemptible) return "not preemptible";
@@ -5286,7 +5296,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
     return "";
   };
   const auto pinned_note = [&](int v, int n) {
-    return FullName(v) + " on " + fleet_.nodes[n].name.str() + ", " + stays_why(v);
+    return FullName(v) + " on " + fleet_.nodes[n].name.str() + ", " + std::string(stays_why(v));
   };
   const auto within_budget = [&](int q, int more) {
     const int budget = queues_[q].spec.disruption_budget;
@@ -5449,7 +5459,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
           if (no_eviction_[n]) continue;
           const bool leaves = movable(v) || reclaimable(v, taken, moving_per_queue);
           const bool held = !leaves && movable(v, /*mind_budget=*/false);
-          const bool pinned = !leaves && !held && !stays_why(v).empty();
+          const bool pinned = !leaves && !held && *stays_why(v) != '\0';
           if (held) held_queue = entries_[v].leaf;
           if (pinned && pinned_here.empty()) pinned_here = pinned_note(v, n);
           if (!leaves && !held && !pinned) continue;
@@ -5537,7 +5547,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
             const Entry& w = entries_[v];
             if (!movable(v) && !reclaimable(v, taken, moving_per_queue)) {
               const bool held = movable(v, /*mind_budget=*/false);
-              const bool pinned = !held && !stays_why(v).empty();
+              const bool pinned = !held && *stays_why(v) != '\0';
               if (held) held_queue = w.leaf;
               if (pinned && pinned_by < 0) pinned_by = v;
               if (held || pinned)
@@ -5719,9 +5729,14 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
   if (!ok && !budget_held.empty() && !consolidation_staged_) {
     const int q = QueueIndex(budget_held);
     if (q >= 0 && queues_[q].spec.disruption_budget > 0) {
+      // (With plans of its own: the pass that found the budget in the way may have spent the
+      // cycle's on its domains; a review saw a gang with three leaves to try never staged.)
+      const int left = consolidations_left_;
+      consolidations_left_ = config_.consolidation_searches_per_cycle;
       consolidation_staged_ = true;
       const bool staged = Consolidate(id, pods, topology, now, out, reclaim);
       consolidation_staged_ = false;
+      consolidations_left_ = left;
       if (staged) return true;
     }
   }
@@ -5744,8 +5759,9 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
                         : "; no consolidation plan within " + said +
                               ": each plan found moves more of its work at once than that";
     // (Nor where preemption's note names the same budget: Preempt's waiting_reason folds
-    // this note into its own.)
+    // this note into its own; nor where the staged pass, budgets aside, said why it found none.)
     if (why.find(note) == std::string::npos &&
+        why.find("; no consolidation plan: ") == std::string::npos &&
         why.find("; waiting: queue " + budget_held + "'s disruptionBudget is") ==
             std::string::npos &&
         why.find("; waiting: the disruption budget of queue " + budget_held + " allows") ==
@@ -5789,6 +5805,32 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
     };
     now_only(reclaimed);
     now_only(moved);
+    // The movers kept must fit now beside the work that stays, off the nodes its pods are
+    // planned on (the full plan placed them in room work left for later frees); one that does
+    // not is left for later too (a review: it would be evicted with nowhere to go).
+    std::vector<char> planned_node(state_.node_count(), 0);
+    for (const auto& [a, unused_pod] : mine) planned_node[a.node] = 1;
+    std::vector<int> elsewhere;
+    for (int n = 0; n < state_.node_count(); ++n)
+      if (!planned_node[n]) elsewhere.push_back(n);
+    for (bool dropped = true; dropped && !moved.empty();) {
+      dropped = false;
+      for (int v : reclaimed) TrialRelease(v);
+      for (int v : moved) TrialRelease(v);
+      std::vector<std::pair<Assignment, const PodRequest*>> trial;
+      std::vector<int> fits;
+      for (int v : moved)
+        if (PlaceNow(entries_[v].pods[0], trial, &elsewhere)) fits.push_back(v);
+      for (auto it = trial.rbegin(); it != trial.rend(); ++it)
+        state_.Release(it->first, *it->second);
+      for (auto it = moved.rbegin(); it != moved.rend(); ++it) TrialReapply(*it);
+      for (auto it = reclaimed.rbegin(); it != reclaimed.rend(); ++it) TrialReapply(*it);
+      if (fits.size() < moved.size()) {
+        later += static_cast<int>(moved.size() - fits.size());
+        moved = std::move(fits);
+        dropped = true;
+      }
+    }
     if (moved.empty() && reclaimed.empty()) return false;
   }
 
@@ -5834,8 +5876,9 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
   // (Its wait is stretched by the budget: the replay's bound counts it an exception.)
   e.budget_blocked = later > 0;
   if (later > 0)
-    e.reason += "; " + std::to_string(later) + " more to go as the disruption budget of queue " +
-                later_queue + " allows";
+    e.reason += "; " + std::to_string(later) + " more to go as " +
+                (later_queue.empty() ? std::string("the disruption budgets allow")
+                                     : "the disruption budget of queue " + later_queue + " allows");
   return true;
 }
 
@@ -7079,6 +7122,11 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   if (!planned) {
     e.reason = waiting_reason();
     e.budget_blocked = !budget_block.empty();
+    // (Held by a budget that frees as its work stops: it searches again then. Not one of 0,
+    // which frees only when an administrator raises it.)
+    if (const int bq = budget_block.empty() ? -1 : QueueIndex(budget_block);
+        bq >= 0 && queues_[bq].spec.disruption_budget > 0)
+      e.retry_search = true;
     note_later(cands);
     return false;
   }

@@ -660,6 +660,7 @@ class Admitter {
     // Its preemption search was left out by the queue's limit this cycle, or a disruption
     // budget held its victims: parked, it is woken to search again (QueueNode::retry).
     bool retry_search = false;
+    bool in_retry = false;   // on its queue's retry list now
     bool explained = false;  // the full placement explanation was computed once
     bool probe = false;      // woken only to try consolidation for it (see Wake)
     std::string history;     // why it waits again (a release), kept beside new reasons
@@ -1273,6 +1274,7 @@ class Admitter {
     std::string reason;
     bool budget_blocked = false;
     double victims_ready_at = -1, victims_min_runtime = 0;
+    bool retry = false;  // Entry::retry_search (a budget of 1 or more held it)
   };
   std::unordered_map<uint64_t, FailedSearch> failed_searches_;
   static uint64_t SearchKey(uint64_t key, uint64_t allowed) {
@@ -1282,7 +1284,7 @@ class Admitter {
     const Entry& e = entries_[id];
     if (e.continuing || e.nominated) return;
     failed_searches_[search_key] = {e.reason, e.budget_blocked, e.victims_ready_at,
-                                    e.victims_min_runtime};
+                                    e.victims_min_runtime, e.retry_search};
   }
 
   const Fleet& fleet_;
