@@ -1081,14 +1081,15 @@ int64_t Admitter::OwnPartRoom(int a, int branch, int f) const {
     return c.usage[f] - (c.evicting_below[f] - c.leaving_below[f]) + c.promised_below[f];
   };
   const QueueNode& n = queues_[a];
-  if (const int64_t within = n.guaranteed[f] - held(n); within <= 0) return within;
+  const int64_t within = n.guaranteed[f] - held(n);
+  if (within <= 0) return within;
   const int64_t own = OwnPart(a, f);
   int64_t others = 0;  // what the other children hold past their guarantees
   for (int c : n.children)
     if (c != branch) others += std::max<int64_t>(0, held(queues_[c]) - queues_[c].guaranteed[f]);
   if (own <= 0 || others > own) return -1;
   const QueueNode& b = queues_[branch];
-  return std::min(n.guaranteed[f] - held(n), own - others - (held(b) - b.guaranteed[f]));
+  return std::min(within, own - others - (held(b) - b.guaranteed[f]));
 }
 
 int64_t Admitter::DepartmentRoom(int leaf, int f) const {
@@ -3219,9 +3220,9 @@ void Admitter::Park(int id, bool quota, uint64_t key, const std::vector<PodReque
     e.parked = 1;
     e.park_shape = key;
     ParkedShape& shape = parked_shapes_[key];
-    // (As it asks, not as its quota narrowed it now: a node of another model it may use that
-    // frees, with that model's quota, wakes it too; a review saw such work wait for good.)
-    // (Each member's models widen the shape's: its key is of the pods as narrowed.)
+    // (As its members ask, their models together, not as quota narrowed them, which the key
+    // is of: a node of another model they may use that frees wakes them too; a review saw such
+    // work wait for good.)
     const std::vector<PodRequest>& asked = e.pods.size() == pods.size() ? e.pods : pods;
     if (shape.ids.empty()) {
       shape.pods = asked;
@@ -3324,11 +3325,10 @@ void Admitter::Wake() {
     consolidation_turn_ = (consolidation_turn_ + 1) % queue_count();
   }
   if (!config_.preemption) return;
-  // Work whose search the cycle's limit left out, or whose victims a disruption budget held,
-  // searches again, as many a queue as it has searches (a review: nothing else woke it while
+  // Work whose search the cycle's limit left out, or whose victims a disruption budget of 1 or
+  // more held, searches again, as many a cycle as the queue has preemption searches (work that
+  // may reclaim is woken for its reclaim searches below; a review: nothing else woke it while
   // the room its queue's other preemptor made went to that one).
-  // (As many a cycle as the queue's preemption searches: work that may reclaim is woken for its
-  // reclaim searches below.)
   for (int q = 0; q < queue_count(); ++q) {
     std::deque<int>& retry = queues_[q].retry;
     for (int woken = 0; !retry.empty() && woken < config_.preemption_searches_per_queue;) {
