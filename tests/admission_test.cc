@@ -514,6 +514,87 @@ TEST_F(AdmissionTest, AStagedConsolidationHasPlansOfItsOwn) {
   }
 }
 
+// A staged consolidation whose moved work has stopped, while the budget is spent on others'
+// moves at that moment, keeps the room that work freed (as Preempt keeps its stopped victims'):
+// a review saw the room go back to the moved work, which the next stage moved again. Two leaf
+// gangs, each planned where four of a's 1-GPU workloads are, under a's budget of 2.
+TEST_F(AdmissionTest, AStagedConsolidationHoldsTheRoomItsMovedWorkFreed) {
+  AdmissionConfig config;
+  config.consolidation = true;
+  Fleet fleet = Nodes(7, 4);
+  for (int n = 0; n < 7; ++n) fleet.nodes[n].leaf = "leaf-" + std::to_string(n < 4 ? n / 2 : n);
+  Make(fleet, {Leaf("a", 10, std::nullopt, std::nullopt, /*budget=*/2), Leaf("b", 16)}, {}, config);
+  std::vector<int> a_ids;
+  for (int n = 0; n < 4; ++n)
+    for (int d = 0; d < 2; ++d) {
+      auto id = adm_->Restore(Gpus("a" + std::to_string(n) + std::to_string(d), "a", 1),
+                              OnGpus(n, {d}), 0);
+      ASSERT_TRUE(id.ok());
+      a_ids.push_back(*id);
+    }
+  Workload gang = Gpus("g1", "b", 4, 0, /*pods=*/2, /*gang=*/true);
+  gang.topology = {TopologyLevel::kLeaf, /*required=*/true};
+  const int g1 = Submit(gang, 10);
+  CycleResult r = adm_->Cycle(11, 1000);
+  ASSERT_EQ(r.evicted.size(), 2u) << adm_->reason(g1);
+  adm_->Terminated(r.evicted[0].victim, 12);
+  const int g1_left = r.evicted[1].victim;
+  gang.name = WorkloadId("g2");
+  const int g2 = Submit(gang, 12);
+  r = adm_->Cycle(13, 1000);
+  ASSERT_EQ(r.evicted.size(), 1u) << adm_->reason(g2);
+  std::vector<int> stopping = {g1_left, r.evicted[0].victim};
+  int moves = 3;
+  for (double t = 14;
+       t < 60 && !(adm_->phase(g1) == Phase::kAdmitted && adm_->phase(g2) == Phase::kAdmitted);
+       t += 2) {
+    for (int v : stopping) adm_->Terminated(v, t);
+    r = adm_->Cycle(t + 1, 1000);
+    stopping.clear();
+    for (const auto& ev : r.evicted) stopping.push_back(ev.victim);
+    moves += static_cast<int>(r.evicted.size());
+    if (t == 14) {  // (g1 goes on with its last two, which spend the budget)
+      EXPECT_TRUE(adm_->nominated(g2)) << adm_->reason(g2);
+      EXPECT_NE(adm_->reason(g2).find("holding the room its moved work freed"), std::string::npos)
+          << adm_->reason(g2);
+    }
+  }
+  EXPECT_EQ(adm_->phase(g1), Phase::kAdmitted) << adm_->reason(g1);
+  EXPECT_EQ(adm_->phase(g2), Phase::kAdmitted) << adm_->reason(g2);
+  EXPECT_EQ(moves, 8);  // (each of a's moved once)
+}
+
+// Moves held by the budgets of two queues name both (a review: only the last was named).
+TEST_F(AdmissionTest, MovesHeldByTwoQueuesBudgetsNameBoth) {
+  AdmissionConfig config;
+  config.consolidation = true;
+  Fleet fleet = Nodes(6, 4);
+  for (int n = 0; n < 6; ++n) fleet.nodes[n].leaf = "leaf-" + std::to_string(n < 4 ? n / 2 : n);
+  Make(fleet,
+       {Leaf("a", 4, std::nullopt, std::nullopt, /*budget=*/1),
+        Leaf("c", 4, std::nullopt, std::nullopt, /*budget=*/1), Leaf("b", 8)},
+       {}, config);
+  SubmitOptions pinned;
+  pinned.preemptible = false;
+  for (int d = 0; d < 2; ++d) {
+    ASSERT_TRUE(adm_->Restore(Gpus("a" + std::to_string(d), "a", 1), OnGpus(0, {d}), 0).ok());
+    ASSERT_TRUE(adm_->Restore(Gpus("c" + std::to_string(d), "c", 1), OnGpus(1, {d}), 0).ok());
+  }
+  ASSERT_TRUE(adm_->Restore(Gpus("p2", "a", 1), OnGpus(2, {0}), 0, pinned).ok());
+  ASSERT_TRUE(adm_->Restore(Gpus("p3", "c", 1), OnGpus(3, {0}), 0, pinned).ok());
+  Workload gang = Gpus("g", "b", 4, 0, /*pods=*/2, /*gang=*/true);
+  gang.topology = {TopologyLevel::kLeaf, /*required=*/true};
+  const int g = Submit(gang, 10);
+  const CycleResult r = adm_->Cycle(11, 1000);
+  EXPECT_EQ(r.evicted.size(), 2u) << adm_->reason(g);
+  EXPECT_NE(adm_->reason(g).find("; 2 more to go as the disruption budgets of queues "),
+            std::string::npos)
+      << adm_->reason(g);
+  EXPECT_TRUE(adm_->reason(g).find("queues a and c allow") != std::string::npos ||
+              adm_->reason(g).find("queues c and a allow") != std::string::npos)
+      << adm_->reason(g);
+}
+
 // Work in the way that is never moved is named where moving it would have made the room (a
 // user-style trial's gang was told nothing of consolidation beside 15 free GPUs, non-preemptible
 // work holding the one it lacked): a leaf gang as above, and a 4-GPU workload on two nodes of

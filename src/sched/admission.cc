@@ -49,6 +49,18 @@ uint64_t AttemptKey(const Workload& w, int leaf, const std::vector<PodRequest>& 
   return h;
 }
 
+// "; N more to go as …": the moves or evictions left for later, and the queues whose disruption
+// budgets hold them (each named once, as first met; none: held by the room they free).
+std::string MoreToGo(int later, const std::vector<std::string>& queues) {
+  std::string note = "; " + std::to_string(later) + " more to go as ";
+  if (queues.empty()) return note + "the disruption budgets allow";
+  if (queues.size() == 1) return note + "the disruption budget of queue " + queues[0] + " allows";
+  note += "the disruption budgets of queues ";
+  for (size_t i = 0; i < queues.size(); ++i)
+    note += (i == 0 ? "" : i + 1 == queues.size() ? " and " : ", ") + queues[i];
+  return note + " allow";
+}
+
 }  // namespace
 
 namespace {
@@ -5417,6 +5429,12 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
   auto place = [&](const PodRequest& pod, const std::vector<int>* only) {
     return PlaceNow(pod, applied, only);
   };
+  // A mover goes outside the domain being cleared where it can (a test: best fit put the first
+  // pod's movers on the domain's next node, where moved work stays, and that pod found none).
+  std::vector<int> outside;  // (the nodes off the scope, as set below)
+  auto place_mover = [&](const PodRequest& pod) {
+    return (scope != nullptr && place(pod, &outside)) || place(pod, nullptr);
+  };
   auto undo_to = [&](size_t mark) {
     while (applied.size() > mark) {
       state_.Release(applied.back().first, *applied.back().second);
@@ -5503,6 +5521,9 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
     if (scope != nullptr) {
       in_scope.assign(state_.node_count(), 0);
       for (int n : *scope) in_scope[n] = 1;
+      outside.clear();
+      for (int n = 0; n < state_.node_count(); ++n)
+        if (!in_scope[n]) outside.push_back(n);
     }
     for (int pass = 0; pass < (reclaim ? 2 : 1) && !ok; ++pass) {
       for (int v : reclaimed) fate[v] = kStays;
@@ -5666,7 +5687,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
           const std::vector<int> only{n};
           bool relocated = fits && place(pod, &only);
           for (size_t k = 0; relocated && k < leave.size(); ++k)
-            if (!reclaims[k]) relocated = place(entries_[leave[k]].pods[0], nullptr);
+            if (!reclaims[k]) relocated = place_mover(entries_[leave[k]].pods[0]);
           homeless |= fits && !relocated;
           undo_to(mark);
           for (auto it = leave.rbegin(); it != leave.rend(); ++it) TrialReapply(*it);
@@ -5699,7 +5720,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
         ok = place(pod, &only);
         if (ok) mine.push_back(applied.back());
         for (size_t k = 0; ok && k < best.size(); ++k)
-          if (!best_reclaims[k]) ok = place(entries_[best[k]].pods[0], nullptr);
+          if (!best_reclaims[k]) ok = place_mover(entries_[best[k]].pods[0]);
         if (!ok) break;
       }
       // First victims on no node the plan places a pod or a mover on freed nothing it uses.
@@ -5785,7 +5806,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
   if (!ok || (moved.empty() && reclaimed.empty())) return false;
   // (Staged: of each queue's, in the plan's order, as many as its budget allows now.)
   int later = 0;
-  std::string later_queue;
+  std::vector<std::string> later_queues;
   if (consolidation_staged_) {
     std::map<int, int> now_per_queue;
     const auto now_only = [&](std::vector<int>& list) {
@@ -5798,7 +5819,8 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
           now_ones.push_back(v);
         } else {
           ++later;
-          later_queue = queues_[q].spec.name;
+          if (!Contains(later_queues, queues_[q].spec.name))
+            later_queues.push_back(queues_[q].spec.name);
         }
       }
       list = std::move(now_ones);
@@ -5831,7 +5853,20 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
         dropped = true;
       }
     }
-    if (moved.empty() && reclaimed.empty()) return false;
+    if (moved.empty() && reclaimed.empty()) {
+      // Its moved work has stopped but the budgets are spent (on others' moves or evictions)
+      // this moment: the room that work freed is kept for it, as Preempt keeps its stopped
+      // victims', rather than go back to the moved work and be moved again next stage.
+      if (!entries_[id].continuing || later == 0) return false;
+      Entry& e = entries_[id];
+      Nominate(id, 0, ReclaimEligible(id));
+      e.swap_flavor = -1;
+      SetPlan(id, mine);
+      e.budget_blocked = true;
+      e.victims_ready_at = -1;
+      e.reason = "holding the room its moved work freed" + MoreToGo(later, later_queues);
+      return true;
+    }
   }
 
   Entry& e = entries_[id];
@@ -5875,10 +5910,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
                 TopologyLevelName(topology.level) + ")";
   // (Its wait is stretched by the budget: the replay's bound counts it an exception.)
   e.budget_blocked = later > 0;
-  if (later > 0)
-    e.reason += "; " + std::to_string(later) + " more to go as " +
-                (later_queue.empty() ? std::string("the disruption budgets allow")
-                                     : "the disruption budget of queue " + later_queue + " allows");
+  if (later > 0) e.reason += MoreToGo(later, later_queues);
   return true;
 }
 
@@ -7072,6 +7104,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   // now, their room held for it, and the rest as the budgets free (it tries again first when
   // these have stopped), rather than none ever.
   int budget_later = 0;
+  std::vector<std::string> later_queues;  // (whose budgets hold them, as first met)
   // (One whose earlier batch has stopped also counts the victims of queues whose budget is
   // spent now: the room that batch freed is its, and the rest follow as the budgets free.)
   std::vector<Candidate> spent;
@@ -7098,6 +7131,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
           now_ones.push_back(v);
         } else {
           budget_block = vq.spec.name;
+          if (!Contains(later_queues, budget_block)) later_queues.push_back(budget_block);
           ++budget_later;
         }
       }
@@ -7111,8 +7145,8 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
         SetPlan(id, placed, quota_short && quota_flavor >= 0, res_short);
         e.budget_blocked = true;
         e.victims_ready_at = -1;
-        e.reason = "holding the room its stopped victims freed; " + std::to_string(budget_later) +
-                   " more to go as the disruption budget of queue " + budget_block + " allows";
+        e.reason =
+            "holding the room its stopped victims freed" + MoreToGo(budget_later, later_queues);
         ignore_budget = false;
         return false;
       }
@@ -7197,9 +7231,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
                                  " admitted this cycle before it started)"
                            : "");
   }
-  if (budget_later > 0)
-    e.reason += "; " + std::to_string(budget_later) +
-                " more to go as the disruption budget of queue " + budget_block + " allows";
+  if (budget_later > 0) e.reason += MoreToGo(budget_later, later_queues);
   return true;
 }
 
