@@ -511,6 +511,30 @@ TEST(FleetYaml, MalformedYamlNamesFileAndLine) {
                 {"key.yaml:3: malformed YAML: a mapping key must be a plain value"});
 }
 
+// Aliases repeat what they name: nested, a few hundred bytes name billions of values (a trial's
+// file took every byte of memory). Refused, naming file and line; a shared block repeated a few
+// times, as aliases are meant, is read.
+TEST(FleetYaml, AliasesThatRepeatPastWhatTheTextCouldHoldAreRefused) {
+  std::string bomb = "kind: Fleet\nnodes: []\nx0: &x0 [a, b, c, d, e, f, g, h, i, j]\n";
+  for (int k = 1; k < 9; ++k) {
+    const std::string prev = "*x" + std::to_string(k - 1);
+    bomb += "x" + std::to_string(k) + ": &x" + std::to_string(k) + " [";
+    for (int i = 0; i < 10; ++i) bomb += (i ? ", " : "") + prev;
+    bomb += "]\n";
+  }
+  ExpectInvalid(ParseFleetYaml(bomb, "bomb.yaml"),
+                {"bomb.yaml:", "malformed YAML: its aliases repeat more values"});
+  const std::string shared =
+      "nodes:\n"
+      "  - {name: a, cpu: 8, memory: 64Gi, gpus: &g {count: 2, model: H100}}\n"
+      "  - {name: b, cpu: 8, memory: 64Gi, gpus: *g}\n"
+      "  - {name: c, cpu: 8, memory: 64Gi, gpus: *g}\n";
+  Result<Fleet> ok = ParseFleetYaml(shared, "shared.yaml");
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(ok->nodes.size(), 3u);
+  EXPECT_EQ(ok->nodes[2].devices.size(), 2u);
+}
+
 TEST(FleetYaml, OtherStructuralErrors) {
   ExpectInvalid(ParseFleetYaml("kind: Workload\nnodes: []\n", "f.yaml"),
                 {"f.yaml:1", "kind", "expected Fleet"});

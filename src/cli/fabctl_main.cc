@@ -30,6 +30,7 @@
 #include "core/fleet.h"
 #include "core/quantity.h"
 #include "core/workload.h"
+#include "core/yaml_reader.h"
 #include "sched/queue_objects.h"
 #include "sim/openb.h"
 
@@ -78,7 +79,12 @@ const Resource* ResourceByKind(const std::string& kind) {
 // YAML to JSON, typing plain scalars as numbers, booleans or null where they read as such. A
 // key given twice in one mapping is an error (YAML forbids it; yaml-cpp keeps both and the last
 // would win silently — two manifests with no "---" between them, say), as kubectl refuses it.
-json YamlToJson(const YAML::Node& n) {
+// At most `left` values more (aliases expanded; see fabrica::YamlValueBudget).
+json YamlToJson(const YAML::Node& n, size_t& left) {
+  if (left-- == 0)
+    throw YAML::ParserException(n.Mark(),
+                                "its aliases repeat more values than the text could hold (an "
+                                "alias of an alias, nested?)");
   switch (n.Type()) {
     case YAML::NodeType::Map: {
       json j = json::object();
@@ -92,13 +98,13 @@ json YamlToJson(const YAML::Node& n) {
                                       "mapping key \"" + key +
                                           "\" is given twice (a missing \"---\" between two "
                                           "documents?)");
-        j[key] = YamlToJson(kv.second);
+        j[key] = YamlToJson(kv.second, left);
       }
       return j;
     }
     case YAML::NodeType::Sequence: {
       json j = json::array();
-      for (const auto& item : n) j.push_back(YamlToJson(item));
+      for (const auto& item : n) j.push_back(YamlToJson(item, left));
       return j;
     }
     case YAML::NodeType::Scalar: {
@@ -1210,6 +1216,7 @@ fabrica::Result<std::vector<json>> ReadManifestText(const std::string& file,
     }
   }
   try {
+    size_t left = fabrica::YamlValueBudget(text);  // (for all its documents)
     for (const YAML::Node& doc : YAML::LoadAll(text)) {
       if (doc.IsNull()) continue;
       // (Each an object with a string kind, so that what reads them cannot throw.)
@@ -1221,7 +1228,7 @@ fabrica::Result<std::vector<json>> ReadManifestText(const std::string& file,
         if (!o.contains("kind") || !o["kind"].is_string()) o["kind"] = "";
         return o;
       };
-      ASSIGN_OR_RETURN(json j, object(YamlToJson(doc)));
+      ASSIGN_OR_RETURN(json j, object(YamlToJson(doc, left)));
       if (j["kind"] == "WorkloadList" || j["kind"] == "List") {
         const json items = j.contains("items") && j["items"].is_array() ? j["items"] : json();
         for (const json& item : items) {
@@ -2495,7 +2502,8 @@ int Patch(Globals& g, HttpClient& http, const std::string& what, const std::stri
   }
   if (body.is_discarded()) {
     try {
-      body = YamlToJson(YAML::Load(patch));
+      size_t left = fabrica::YamlValueBudget(patch);
+      body = YamlToJson(YAML::Load(patch), left);
     } catch (const YAML::Exception& e) {
       std::cerr << "fabctl: the patch is neither JSON nor YAML: " << e.what() << "\n";
       return 1;

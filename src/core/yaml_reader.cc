@@ -350,11 +350,19 @@ Status YamlMap::Unknowns() const {
   return InvalidArgument(msg);
 }
 
+size_t YamlValueBudget(const std::string& text) {
+  return std::max<size_t>(size_t{1} << 18, 4 * text.size());
+}
+
 namespace {
 
-// yaml-cpp's tree as a Doc, with the line each node starts on.
-Doc ToDoc(const YAML::Node& n) {
+// yaml-cpp's tree as a Doc, with the line each node starts on; `left` values more at most.
+Doc ToDoc(const YAML::Node& n, size_t& left) {
   const int line = n.Mark().line;
+  if (left-- == 0)
+    throw YAML::ParserException(n.Mark(),
+                                "its aliases repeat more values than the text could hold "
+                                "(an alias of an alias, nested?)");
   switch (n.Type()) {
     case YAML::NodeType::Map: {
       std::vector<Doc::Entry> entries;
@@ -372,14 +380,14 @@ Doc ToDoc(const YAML::Node& n) {
                                           "\" is given twice (a missing \"---\" between two "
                                           "documents?)");
         entries.emplace_back(Doc::MakeScalar(kv.first.Scalar(), kv.first.Mark().line),
-                             ToDoc(kv.second));
+                             ToDoc(kv.second, left));
       }
       return Doc::MakeMap(std::move(entries), line);
     }
     case YAML::NodeType::Sequence: {
       std::vector<Doc> items;
       items.reserve(n.size());
-      for (const auto& item : n) items.push_back(ToDoc(item));
+      for (const auto& item : n) items.push_back(ToDoc(item, left));
       return Doc::MakeSequence(std::move(items), line);
     }
     case YAML::NodeType::Scalar:
@@ -401,7 +409,8 @@ Status MalformedYaml(const YAML::Exception& e, const std::string& source) {
 
 Result<Doc> LoadYaml(const std::string& text, const std::string& source) {
   try {
-    return ToDoc(YAML::Load(text));
+    size_t left = YamlValueBudget(text);
+    return ToDoc(YAML::Load(text), left);
   } catch (const YAML::Exception& e) {
     return MalformedYaml(e, source);
   }
@@ -410,7 +419,8 @@ Result<Doc> LoadYaml(const std::string& text, const std::string& source) {
 Result<std::vector<Doc>> LoadAllYaml(const std::string& text, const std::string& source) {
   try {
     std::vector<Doc> out;
-    for (const YAML::Node& doc : YAML::LoadAll(text)) out.push_back(ToDoc(doc));
+    size_t left = YamlValueBudget(text);  // (for all its documents)
+    for (const YAML::Node& doc : YAML::LoadAll(text)) out.push_back(ToDoc(doc, left));
     return out;
   } catch (const YAML::Exception& e) {
     return MalformedYaml(e, source);

@@ -115,7 +115,14 @@ std::string Misspelt(const std::string& key, const std::vector<std::string>& kno
 // "unknown field", with Misspelt's guess where it has one.
 std::string UnknownFieldMessage(const std::string& key, const std::vector<std::string>& known);
 
-// Parses a YAML document, turning yaml-cpp's exceptions into a Status naming file and line.
+// How many values a YAML text may read as, once its aliases are expanded. An alias repeats
+// what it names, so a few hundred bytes of nested aliases can name billions (a trial's 452-byte
+// file took every byte of memory); without aliases a value takes a byte or two of the text, so
+// this leaves room for aliases used as meant (a shared block repeated a few times).
+size_t YamlValueBudget(const std::string& text);
+
+// Parses a YAML document, turning yaml-cpp's exceptions into a Status naming file and line (and
+// one whose aliases expand past YamlValueBudget into an error).
 Result<Doc> LoadYaml(const std::string& text, const std::string& source);
 // Every document of a multi-document YAML stream ("---" separated).
 Result<std::vector<Doc>> LoadAllYaml(const std::string& text, const std::string& source);

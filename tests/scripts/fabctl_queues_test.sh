@@ -160,6 +160,22 @@ grep -q "(422): queues/typo ($tmp/typo.yaml): .*spec.weigth: unknown field" "$tm
   fail "the refusal does not name the document: $(cat "$tmp/typo.txt")"
 "$FABCTL" delete queue fine >/dev/null || fail "delete fine"
 
+# Aliases nested to name a billion values (a trial's 452-byte file took every byte of memory)
+# are refused, naming file and line, in bounded memory; nothing is sent.
+{
+  printf 'apiVersion: fabrica.dev/v1\nkind: Queue\nmetadata: {name: bomb}\nspec:\n'
+  printf '  a: &a "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"\n'
+  prev=a
+  for k in b c d e f g h i; do
+    printf '  %s: &%s [*%s,*%s,*%s,*%s,*%s,*%s,*%s,*%s,*%s,*%s]\n' $k $k $prev $prev $prev $prev $prev $prev $prev $prev $prev $prev
+    prev=$k
+  done
+} >"$tmp/bomb.yaml"
+if (ulimit -v 1000000; "$FABCTL" apply -f "$tmp/bomb.yaml") >"$tmp/bomb.txt" 2>&1; then fail "an alias bomb was applied"; fi
+grep -q "bomb.yaml:[0-9]*: malformed YAML: its aliases repeat more values than the text could hold" "$tmp/bomb.txt" ||
+  fail "the alias bomb: $(cat "$tmp/bomb.txt")"
+if "$FABCTL" get queue bomb >/dev/null 2>&1; then fail "the alias bomb's queue exists"; fi
+
 # team-b may hold what research lends it (40 GPUs): six 8-GPU workloads leave one or more waiting.
 for i in 1 2 3 4 5 6; do
   cat <<YAML
