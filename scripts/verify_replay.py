@@ -75,6 +75,7 @@ class Checker:
         self.w0, self.w1 = header['window']
         self.grace = header['grace_s']
         self.teams = header['teams']
+        self.arrival_times = []
         self.nodes = {}
         for n in header['nodes']:
             if n['name'] in self.nodes:
@@ -391,6 +392,7 @@ class Checker:
                        pending_since=t, progress=0.0, main=None, spells=[], start=None,
                        infeasible=e['infeasible'], evicted_at=None,
                        sets=e.get('sets', []), topology_required=e.get('topology_required'))
+            self.arrival_times.append(t)
             if e['w'] in self.wl:
                 self.error(f"{e['w']} arrives twice")
             self.wl[e['w']] = rec
@@ -586,6 +588,13 @@ def main(argv):
         for line in f:
             lines += 1
             c.event(json.loads(line))
+    # The window is the replay's (first to last arrival): rechecked from the arrivals.
+    arrivals = [t for t in c.arrival_times]
+    if arrivals:
+        first_t, last_t = min(arrivals), max(arrivals)
+        if abs(first_t - c.w0) > 1e-6 or abs(max(first_t + 1, last_t) - c.w1) > 1e-6:
+            c.error(f'the window [{c.w0}, {c.w1}] is not first to last arrival '
+                    f'[{first_t}, {max(first_t + 1, last_t)}]')
     mine = c.finish()
     errors = c.errors
     if len(argv) == 3:

@@ -7494,6 +7494,84 @@ TEST(ReplayTest, DedicatedSlicesFollowTheGuarantees) {
             (std::vector<double>{56, 8}));
 }
 
+// A review's scenario: explicit guarantees (so no MIG pool) on a fleet with MIG nodes, one team
+// of MIG slices. fabrica ran (its root quota held the MIG GPUs back, and the guarantees were
+// refused); dedicated gave the MIG team the MIG nodes (it got whole GPUs only); and work a
+// policy can never start, though the whole fleet could, waits in the measures (it was left
+// out, and Jain read 1.000).
+TEST(ReplayTest, ExplicitGuaranteesOnAFleetWithMigNodes) {
+  const auto scenario = [](const std::string& partner_gpus) {
+    return "kind: Scenario\nname: mig\n"
+           "synthetic: {gpus: 128, migShare: 0.5, gb200Share: 0, seed: 3, window: 3600}\n"
+           "load: 0.5\nteams:\n"
+           "  - name: partner\n    share: 20\n    guarantee: " +
+           partner_gpus +
+           "\n    workloads: [{cpu: 4, memory: 32Gi, devices: {mig: 1g.10gb}, duration: "
+           "300-900}]\n"
+           "  - name: train\n    share: 80\n    guarantee: 96\n"
+           "    workloads: [{cpu: 16, memory: 128Gi, devices: {gpus: 1}, duration: 300-900}]\n";
+  };
+  auto sc = sim::ParseScenario(scenario("24"), "mig.yaml", ".");
+  ASSERT_TRUE(sc.ok()) << sc.status().message();
+  auto fab = sim::RunReplay(*sc, "fabrica");
+  ASSERT_TRUE(fab.ok()) << fab.status().message();
+  EXPECT_GT(fab->teams[0].workloads, 0);
+  EXPECT_EQ(fab->teams[0].policy_blocked, 0);
+  auto ded = sim::RunReplay(*sc, "dedicated");
+  ASSERT_TRUE(ded.ok()) << ded.status().message();
+  EXPECT_EQ(ded->teams[0].policy_blocked, 0) << ded->teams[0].policy_blocked_reason;
+  EXPECT_EQ(ded->teams[0].never_admitted, 0);
+  // A queue guaranteed nothing, with a borrowing limit of 0, never starts its work under
+  // fabrica, though the fleet could: it waits to the end, counted in the waits and shares.
+  sc = sim::ParseScenario(scenario("0\n    borrowingLimit: 0"), "mig.yaml", ".");
+  ASSERT_TRUE(sc.ok()) << sc.status().message();
+  fab = sim::RunReplay(*sc, "fabrica");
+  ASSERT_TRUE(fab.ok()) << fab.status().message();
+  EXPECT_EQ(fab->teams[0].policy_blocked, fab->teams[0].workloads);
+  EXPECT_EQ(fab->teams[0].infeasible, 0);
+  EXPECT_GT(fab->teams[0].wait_mean_s, 0);
+  EXPECT_LT(fab->jain_index, 0.9);
+  EXPECT_NE(fab->teams[0].policy_blocked_reason.find("borrowing limit"), std::string::npos)
+      << fab->teams[0].policy_blocked_reason;
+}
+
+// The offered load is also given over the window the measures use (first to last arrival),
+// which is shorter where arrivals stop early (a review read twice the load it was told).
+TEST(ReplayTest, TheOfferedLoadIsMeasuredOverTheArrivalWindowToo) {
+  auto sc = sim::ParseScenario(
+      "kind: Scenario\nname: half\n"
+      "synthetic: {gpus: 64, migShare: 0, gb200Share: 0, seed: 3, window: 7200}\n"
+      "load: 0.4\nteams:\n"
+      "  - name: a\n    share: 100\n    active: 0-0.5\n"
+      "    workloads: [{devices: {gpus: 1}, duration: 300-900}]\n",
+      "half.yaml", ".");
+  ASSERT_TRUE(sc.ok()) << sc.status().message();
+  auto r = sim::RunReplay(*sc, "fifo");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_NEAR(r->offered_load, 0.4, 0.05);
+  EXPECT_LT(r->window_s, 0.6 * 7200);
+  EXPECT_GT(r->offered_load_measured, 1.6 * r->offered_load);
+}
+
+// With a queue tree, the fairness measure weighs teams as the tree does, not by guarantee.
+TEST(ReplayTest, AQueueTreesWeightsAreTheFairnessMeasuresWeights) {
+  auto sc = sim::ParseScenario(
+      "kind: Scenario\nname: tree\n"
+      "synthetic: {gpus: 64, migShare: 0, gb200Share: 0, seed: 3, window: 3600}\n"
+      "load: 0.5\n"
+      "admission:\n  queues:\n"
+      "    - {name: org, quotas: {gpu: {guaranteed: 64}}}\n"
+      "    - {name: a, parent: org, weight: 3, quotas: {gpu: {guaranteed: 16}}}\n"
+      "    - {name: b, parent: org, weight: 1, quotas: {gpu: {guaranteed: 16}}}\n"
+      "teams:\n"
+      "  - {name: a, share: 50, queue: a, workloads: [{devices: {gpus: 1}, duration: 300}]}\n"
+      "  - {name: b, share: 50, queue: b, workloads: [{devices: {gpus: 1}, duration: 300}]}\n",
+      "tree.yaml", ".");
+  ASSERT_TRUE(sc.ok()) << sc.status().message();
+  EXPECT_DOUBLE_EQ(sc->teams[0].weight, 0.75);
+  EXPECT_DOUBLE_EQ(sc->teams[1].weight, 0.25);
+}
+
 // An evicted workload runs again from the start, so what it had done was allocated but is done
 // twice: useful utilization leaves that out. Without evictions the two are the same.
 TEST(ReplayTest, UsefulUtilizationLeavesOutWorkEvictionsThrewAway) {

@@ -295,6 +295,12 @@ int RunReplayCommand(const ReplayArgs& args) {
         std::cerr << "fabrica sim replay: warning: policy " << r.policy << ", team " << t.name
                   << ": " << t.no_slice << "; its " << t.workloads
                   << " workload(s) wait to the end\n";
+      else if (t.policy_blocked > 0)
+        std::cerr << "fabrica sim replay: warning: policy " << r.policy << ", team " << t.name
+                  << ": " << t.policy_blocked
+                  << " workload(s) this policy can never start, though the whole fleet could, "
+                     "wait to the end (last: "
+                  << t.policy_blocked_reason << ")\n";
   for (const sim::ReplayResult& r : results)
     for (const sim::TeamResult& t : r.teams)
       if (t.infeasible > 0)

@@ -660,6 +660,27 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
           if (flavor != kCpuQuota && flavor != kMemoryQuota) g += quota.guaranteed_milli;
         sc.teams[i].guarantee_milli = g;
       }
+      // Teams that share a leaf share its guarantee; and the fairness measure weighs each team
+      // as the tree does: its leaf's part of its siblings' weights, and so on up (a review:
+      // weighed by guarantees, a tree of weights 3:1 was measured against 1:1).
+      std::map<std::string, int> in_leaf;
+      for (const TeamSpec& t : sc.teams) ++in_leaf[t.queue];
+      for (TeamSpec& t : sc.teams) {
+        const int sharing = in_leaf[t.queue];
+        *t.guarantee_milli /= sharing;
+        double part = 1.0 / sharing;
+        // (Bounded by the queues: a cycle or an unknown parent is refused after this.)
+        int q = index[t.queue];
+        for (size_t up = 0;
+             up < c.queues.size() && !c.queues[q].parent.empty() && index.count(c.queues[q].parent);
+             ++up, q = index[c.queues[q].parent]) {
+          double siblings = 0;
+          for (const QueueSpec& o : c.queues)
+            if (o.parent == c.queues[q].parent) siblings += o.weight;
+          part *= siblings > 0 ? c.queues[q].weight / siblings : 1.0;
+        }
+        t.weight = std::max(1e-6, part);
+      }
     } else {
       if (am.Has("flavors"))
         return am.Error("flavors",
@@ -874,7 +895,10 @@ struct WState {
   int id = -1;  // in its group's admitter
   bool running = false;
   bool ever_admitted = false;
-  bool infeasible = false;  // no fleet or quota could ever admit it (Phase::kInfeasible)
+  bool infeasible = false;  // even the whole fleet, empty, could never admit it
+  // The policy can never admit it (Phase::kInfeasible: its slice or quota) though the whole
+  // fleet could: it waits to the end.
+  bool policy_blocked = false;
   double admit_t = -1;
   double pending_since = -1;
   double wait_total = 0;
@@ -1016,30 +1040,54 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
     // remainder first, each team's rounding carried from one model to the next in GPUs, so
     // that its slice of the pool stays within a node of its guarantee's share (a trial: two
     // teams guaranteed 32 GPUs each got 40 and 24, as each model's tie went to the first).
-    // (MIG-partitioned nodes are split by the MIG part of the guarantees.)
+    // MIG-partitioned nodes are split apart from whole-GPU nodes of their model, by the MIG part
+    // of the guarantees (a review: split together in fleet order, a team of MIG work got only
+    // whole GPUs and another every MIG node).
     auto mig_node = [](const Node& n) {
       return std::any_of(n.devices.begin(), n.devices.end(),
                          [](const Device& d) { return d.mig_enabled(); });
     };
     std::map<std::pair<std::string, int>, std::vector<int>> by_model;
-    for (int n = 0; n < static_cast<int>(sc.fleet.nodes.size()); ++n) {
-      const int pool = sc.mig_pool && mig_node(sc.fleet.nodes[n]) ? 1 : 0;
-      by_model[{sc.fleet.nodes[n].gpu_model(), pool}].push_back(n);
+    for (int n = 0; n < static_cast<int>(sc.fleet.nodes.size()); ++n)
+      by_model[{sc.fleet.nodes[n].gpu_model(), mig_node(sc.fleet.nodes[n]) ? 1 : 0}].push_back(n);
+    // Each team's guarantee by pool: as the guarantees split it, or, where they do not (no MIG
+    // pool: explicit guarantees), by its demand in each pool, as a team buys the hardware its
+    // work runs on; a pool no team asks for goes by the whole guarantees.
+    std::vector<std::array<double, 2>> split = pool_guarantee;
+    if (!sc.mig_pool) {
+      std::vector<std::array<double, 2>> demand(nteams, {0, 0});
+      for (const ReplayWorkload& w : sc.workloads)
+        demand[w.team][IsMig(w.spec) ? 1 : 0] +=
+            WorkloadMilli(w.spec, sc.mean_gpu_memory_mib) * w.duration_s;
+      for (int i = 0; i < nteams; ++i) {
+        const double all = demand[i][0] + demand[i][1];
+        const double mig = all > 0 ? guarantee[i] * demand[i][1] / all : 0;
+        split[i] = {guarantee[i] - mig, mig};
+      }
     }
     double gsum[2] = {0, 0};
-    for (const auto& g : pool_guarantee)
+    for (const auto& g : split)
       for (int p = 0; p < 2; ++p) gsum[p] += g[p];
+    for (int p = 0; p < 2; ++p)
+      if (gsum[p] <= 0)
+        for (int i = 0; i < nteams; ++i) {
+          split[i][p] = guarantee[i];
+          gsum[p] += guarantee[i];
+        }
     std::vector<std::vector<int>> owned(nteams);               // node indices, by team
     std::vector<std::array<double, 2>> carry(nteams, {0, 0});  // GPUs owed (+) or ahead (-)
     for (const auto& [model_pool, nodes] : by_model) {
       const int pool = model_pool.second;
-      const double per_node = std::max<size_t>(1, sc.fleet.nodes[nodes.front()].devices.size());
+      // (The mean: a model's nodes may differ in GPUs, as openb's T4 nodes of 2 and 4.)
+      double gpus = 0;
+      for (int n : nodes) gpus += static_cast<double>(sc.fleet.nodes[n].devices.size());
       const int total = static_cast<int>(nodes.size());
+      const double per_node = std::max(1.0, gpus / total);
       std::vector<double> exact(nteams), want(nteams);
       std::vector<int> count(nteams);
       int given = 0;
       for (int i = 0; i < nteams; ++i) {
-        exact[i] = gsum[pool] > 0 ? total * pool_guarantee[i][pool] / gsum[pool] : 0;
+        exact[i] = gsum[pool] > 0 ? total * split[i][pool] / gsum[pool] : 0;
         want[i] = exact[i] + carry[i][pool] / per_node;
         count[i] = std::max(0, static_cast<int>(std::floor(want[i])));
         given += count[i];
@@ -1124,7 +1172,10 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
       // The root holds the whole fleet, so that what the guarantees leave out is lent too.
       QueueSpec root{"fleet", "", 1, {}, -1};
       const int64_t mig_cap = static_cast<int64_t>(MigCapacityMilli(sc.fleet));
-      root.quotas["gpu"] = QuotaSpec{static_cast<int64_t>(cap_gpu) - mig_cap, {}, {}};
+      // (MIG capacity is the `mig` flavour's only where there is one: a review's scenario
+      // with guarantees, so no MIG pool, was refused for children past the root's quota.)
+      root.quotas["gpu"] =
+          QuotaSpec{static_cast<int64_t>(cap_gpu) - (sc.mig_pool ? mig_cap : 0), {}, {}};
       if (sc.mig_pool) root.quotas["mig"] = QuotaSpec{mig_cap, {}, {}};
       if (sc.cpu_guarantees) {
         int64_t cores = 0;
@@ -1202,8 +1253,9 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
   std::vector<int64_t> preempted(nteams, 0);
   std::vector<std::map<std::string, int64_t>> preempted_by(nteams);
   std::vector<double> team_lost(nteams, 0);
-  std::vector<std::string> infeasible_why(nteams);  // the last infeasible workload's reason
-  std::optional<ClusterState> whole_fleet;          // (dedicated: what the whole fleet could run)
+  std::vector<std::string> infeasible_why(nteams);      // the last infeasible workload's reason
+  std::vector<std::string> policy_blocked_why(nteams);  // ... and the last policy-blocked one's
+  std::optional<ClusterState> whole_fleet;  // (dedicated: what the whole fleet could run)
   double alloc_int = 0, alloc_now = 0;
   double lost_int = 0;  // milli-GPU·s inside the window of runs that evictions threw away
   double clock = w0;
@@ -1487,6 +1539,13 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
   res.left_out_zero = sc.left_out_zero;
   res.offered_load = sc.offered_load;
   res.offered_load_unclipped = sc.offered_load_unclipped;
+  {
+    double asked = 0;  // milli-GPU·s requested inside [w0, w1]
+    for (const ReplayWorkload& w : sc.workloads)
+      asked += WorkloadMilli(w.spec, sc.mean_gpu_memory_mib) *
+               std::max(0.0, std::min(w1, w.arrival_s + w.duration_s) - std::max(w0, w.arrival_s));
+    res.offered_load_measured = asked / (cap_gpu * (w1 - w0));
+  }
   res.copies = sc.copies;
   res.compression = sc.compression;
 
@@ -1627,11 +1686,12 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
           if (static_cast<int>(by_handle[st.group].size()) <= st.id)
             by_handle[st.group].resize(st.id + 1, -1);
           by_handle[st.group][st.id] = ev.w;
-          // (Work of a team that owns no node under dedicated is not infeasible: a shared
-          // fleet could start it. It waits, in the waits and the fair shares, to the end: a
-          // trial's node-less team read Jain 1.000.)
+          // (Work this policy can never start that the whole fleet could is not infeasible:
+          // a shared fleet without its limits could start it. It waits, in the waits and the
+          // fair shares, to the end: a trial's node-less team, and a review's team whose
+          // dedicated slice held no node of the MIG slices it asked, read Jain 1.000.)
           bool infeasible = a.phase(st.id) == Phase::kInfeasible;
-          if (infeasible && !no_slice_why[rw.team].empty()) {
+          if (infeasible) {
             // (... unless the whole fleet could not run it either: then it is left out as
             // under the other policies.)
             if (!whole_fleet) whole_fleet.emplace(sc.fleet, tenants);
@@ -1646,6 +1706,12 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
                          !SomeDomainHolds(*whole_fleet, pods, rw.spec.topology, &why);
           }
           if (events_out != nullptr) log_arrive(ev.w, ev.t, infeasible);
+          if (!infeasible && a.phase(st.id) == Phase::kInfeasible) {
+            st.policy_blocked = true;
+            // (Its admitter's fleet is the team's slice under dedicated: "the fleet" there.)
+            policy_blocked_why[rw.team] =
+                (policy_name == "dedicated" ? "in its slice: " : "") + a.reason(st.id);
+          }
           if (infeasible) {
             st.pending_since = ev.t;  // never admitted: waits until the replay ends
             st.infeasible = true;
@@ -1962,8 +2028,10 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
         ++t.workloads;
         t.never_admitted += !ws[w].ever_admitted;
         t.infeasible += ws[w].infeasible;
+        t.policy_blocked += ws[w].policy_blocked;
       }
     t.infeasible_reason = infeasible_why[i];
+    t.policy_blocked_reason = policy_blocked_why[i];
     t.no_slice = no_slice_why[i];
     t.guarantee_gpus = guarantee[i] / kMilliPerGpu;
     std::vector<double>& v = waits[i];
@@ -2007,6 +2075,7 @@ void PrintReplayJson(const ReplayResult& r, std::ostream& out) {
   j["window_s"] = r.window_s;
   j["offered_load"] = r.offered_load;
   j["offered_load_unclipped"] = r.offered_load_unclipped;
+  j["offered_load_measured"] = r.offered_load_measured;
   j["trace_copies"] = r.copies;
   j["arrival_compression"] = r.compression;
   j["workloads"] = r.workloads;
@@ -2047,6 +2116,10 @@ void PrintReplayJson(const ReplayResult& r, std::ostream& out) {
                      {"preempted_by", t.preempted_by},
                      {"gpu_seconds_lost", t.gpu_seconds_lost}});
     if (!t.no_slice.empty()) teams.back()["no_slice"] = t.no_slice;
+    if (t.policy_blocked > 0) {
+      teams.back()["policy_blocked"] = t.policy_blocked;
+      teams.back()["policy_blocked_reason"] = t.policy_blocked_reason;
+    }
     nlohmann::json sizes = nlohmann::json::array();
     for (const TeamResult::SizeWaits& sw : t.waits_by_size)
       sizes.push_back({{"gpus", sw.gpus},
@@ -2108,6 +2181,12 @@ void PrintReplayTable(const std::vector<ReplayResult>& results, std::ostream& ou
           << ", not the " << r.load
           << " asked: the trace's copies and the window's edges keep it from that\n"
           << std::setprecision(1);
+    // (The measures' window, first to last arrival, may be shorter than the scenario's.)
+    if (std::abs(r.offered_load_measured - r.offered_load) > 0.1 * r.offered_load)
+      out << "  note: over the window measured (first to last arrival) the offered load is "
+          << std::setprecision(3) << r.offered_load_measured
+          << ": the arrivals end before the scenario's window does\n"
+          << std::setprecision(1);
     out << "  utilization " << r.utilization_pct << "% (" << r.useful_utilization_pct
         << "% less work evictions threw away)  Jain " << std::setprecision(3) << r.jain_index
         << std::setprecision(1) << "  preemptions " << r.preemptions << "  GPU-seconds lost "
@@ -2160,6 +2239,11 @@ void PrintReplayTable(const std::vector<ReplayResult>& results, std::ostream& ou
     for (const TeamResult& t : r.teams)
       if (!t.no_slice.empty() && t.workloads > 0)
         out << "  " << t.name << ": " << t.no_slice << "; its work waits to the end\n";
+      else if (t.policy_blocked > 0)
+        out << "  " << t.name << ": " << t.policy_blocked
+            << " workload(s) this policy can never start, though the whole fleet could, wait to "
+               "the end (last: "
+            << t.policy_blocked_reason << ")\n";
     out << "  waits by the GPUs a workload asks for (workloads, mean / p95 s):\n";
     for (const TeamResult& t : r.teams) {
       out << "    " << std::left << std::setw(12) << t.name << std::right;

@@ -157,6 +157,11 @@ struct TeamResult {
   // the guarantee's measures, as no scheduler could start them), and why the last one could not.
   int64_t infeasible = 0;
   std::string infeasible_reason;
+  // Those this policy can never admit (a dedicated slice without the nodes they need, a queue's
+  // guarantee and borrowing limit below what they ask) though the whole fleet could start
+  // them: they wait to the end, in the waits and the fair shares; and why the last one waits.
+  int64_t policy_blocked = 0;
+  std::string policy_blocked_reason;
   // Under dedicated, where the team owns no node (fewer nodes than teams): why; its work waits
   // to the end. Empty otherwise.
   std::string no_slice;
@@ -200,6 +205,10 @@ struct ReplayResult {
   std::string scenario, policy;
   double load = 0, window_s = 0;
   double offered_load = 0, offered_load_unclipped = 0, copies = 1, compression = 1;
+  // The offered load over the window the measures use (first to last arrival), where the load
+  // is set over the scenario's whole window: apart where arrivals stop early (a team `active`
+  // in part of it, a review's read twice the load it was told).
+  double offered_load_measured = 0;
   int64_t workloads = 0, left_out = 0, left_out_zero = 0;
   double utilization_pct = 0;
   // The same less the part of it that evictions threw away: an evicted workload runs again

@@ -206,6 +206,11 @@ def main(fabrica, source):
     place['team'] = (place['team'] + 1) % len(teams)
     tampered('place-of-another-team', ev, 'placed as team')
 
+    # A window that is not first to last arrival (the measures' own, taken from the header).
+    ev = copy.deepcopy(good)
+    ev[0]['window'] = [ev[0]['window'][0], ev[0]['window'][1] * 2]
+    tampered('window-not-the-arrivals', ev, 'is not first to last arrival')
+
     # The log cut short.
     tampered('no-end', [e for e in good if e['ev'] != 'end'], 'no end line')
 
