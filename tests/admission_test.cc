@@ -8248,7 +8248,9 @@ TEST(ReplayTest, ScenarioErrorsNameTheField) {
     ExpectBad(sim::ParseScenario(text, "tiny.yaml", ".").status(), "teams[2].weight",
               "not with admission.queues: set it on the team's queue");
   }
-  ExpectBad(bad("share: 20", "share: 25"), "teams", "sum to 100");
+  ExpectBad(bad("share: 20", "share: 25"), "teams", "sum to 100, they sum to 105");
+  // kind is required (a file of another kind without one was read as a scenario).
+  ExpectBad(bad("kind: Scenario\n", ""), "tiny.yaml", "kind: required field is missing");
   // A domain only trusted teams share by: on another it would read as sharing that never is.
   ExpectBad(bad("trust: untrusted", "trust: untrusted\n    trustDomain: research"),
             "tiny.yaml:19: teams[2].trustDomain",

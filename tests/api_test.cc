@@ -1862,6 +1862,12 @@ TEST_F(ApiBadInputTest, MalformedJson) {
   ExpectRejected("PUT", Item("workloads", "team-a", "existing"), "{not json", "application/json",
                  400, "JSON");
   ExpectRejected("PATCH", Item("workloads", "team-a", "existing"), "{", kMergePatch, 400, "JSON");
+  // Where and what (a trial's 1e400 read as a bare "malformed JSON body").
+  ExpectRejected("PATCH", Item("workloads", "team-a", "existing"),
+                 R"({"spec": {"maxRuntimeSeconds": 1e400}})", kMergePatch, 400,
+                 "malformed JSON body: number overflow parsing '1e400'");
+  ExpectRejected("POST", Collection("workloads", "team-a"), R"({"metadata": {"name": 1x}})",
+                 "application/json", 400, "malformed JSON body: parse error at line 1, column ");
   // A key twice in one object (the last would win silently), at any depth.
   const std::string spec = WorkloadObject("team-a", "new")["spec"].dump();
   ExpectRejected("POST", Collection("workloads", "team-a"),
@@ -2224,6 +2230,26 @@ TEST_F(ApiBadInputTest, QueueQuotasAreStoredInOneForm) {
   }
 }
 
+// A spec field given as null is not set, as Kubernetes reads it (YAML's "weight:" left empty):
+// a trial's was stored as null and shown as "weight null", and a null disruptionBudget or
+// borrowingLimit was refused as "required field is missing".
+TEST_F(ApiBadInputTest, ASpecFieldGivenAsNullIsNotSet) {
+  json q = QueueObject("nulls");
+  q["spec"]["weight"] = nullptr;
+  q["spec"]["disruptionBudget"] = nullptr;
+  q["spec"]["quotas"] = {{"gpu", {{"guaranteed", 2}, {"borrowingLimit", nullptr}}}};
+  HttpResponse r = w_.Do("POST", Collection("queues"), kAdmin, q.dump());
+  ASSERT_EQ(r.status, 201) << r.body;
+  const json stored = Parse(w_.Get(Item("queues", "", "nulls")));
+  EXPECT_FALSE(stored["spec"].contains("weight")) << stored.dump();
+  EXPECT_FALSE(stored["spec"].contains("disruptionBudget")) << stored.dump();
+  EXPECT_EQ(stored["spec"]["quotas"]["gpu"], json({{"guaranteed", 2}})) << stored.dump();
+  // (A null in a list is no field left unset: still refused.)
+  json listed = QueueObject("listed");
+  listed["spec"]["tenants"] = {nullptr};
+  EXPECT_EQ(w_.Do("POST", Collection("queues"), kAdmin, listed.dump()).status, 422);
+}
+
 // A queue's spec.tenants naming a tenant that does not exist, or a workload's spec.queue a queue,
 // is written and warned of (a typo would keep the work out of it without a word); "*" and
 // existing tenants and queues say nothing.
@@ -2340,6 +2366,23 @@ TEST_F(ApiBadInputTest, AQueueEditBelowWhatItHoldsIsAcceptedWithAWarning) {
                                      "as borrowed"),
             std::string::npos)
       << r.headers[0].second;
+  // A lending limit lowered below the guarantee it leaves unused (5 - 2), and its one GPU
+  // quota removed, which acts as a guarantee of 0: said as the edits they are (a trial's were
+  // taken without a word).
+  w_.MustSetStatus(item, {{"usedGpus", "2"}});
+  said = patch({{"lendingLimit", 0}});
+  ASSERT_EQ(said.size(), 1u);
+  EXPECT_NE(said[0].find("queue busy leaves 3 GPUs of gpu of its guarantee unused, more than its "
+                         "new lendingLimit of 0 GPUs: what other queues borrow of it now is not "
+                         "evicted for the edit"),
+            std::string::npos)
+      << said[0];
+  said = patch(nullptr);
+  ASSERT_EQ(said.size(), 1u);
+  EXPECT_NE(said[0].find("queue busy holds 2 GPUs of gpu, past its new guarantee of 0 GPUs (was 5 "
+                         "GPUs)"),
+            std::string::npos)
+      << said[0];
   // By flavour where the status counts by flavour.
   w_.MustSetStatus(item,
                    {{"usedGpus", "6.5"},

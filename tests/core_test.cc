@@ -47,9 +47,14 @@ TEST(ParseMilliGpu, RejectsNegativesExcessPrecisionAndGarbage) {
   // 0.0001 GPU is a tenth of a milli-GPU: rounding it would silently change the request.
   ExpectInvalid(ParseMilliGpu("0.0001"), {"precision", "'0.0001'"});
   ExpectInvalid(ParseMilliGpu("0.5m"), {"precision"});
-  // (How a large JSON number arrives: said so, not only "not a number".)
-  ExpectInvalid(ParseMilliGpu("1e+16"), {"'1e+16'", "exponent notation is not taken"});
-  ExpectInvalid(ParseMilliGpu("1.5e+16"), {"exponent notation is not taken"});
+  // (How a large JSON number arrives: said so, not only "not a number"; and one past what a
+  // quantity holds, however written, is too large — a trial's 99999999999999999999 was told to
+  // write the number out.)
+  ExpectInvalid(ParseMilliGpu("1e+15"), {"'1e+15'", "exponent notation is not taken"});
+  ExpectInvalid(ParseMilliGpu("1.5e+15"), {"exponent notation is not taken"});
+  ExpectInvalid(ParseMilliGpu("1e+20"), {"GPU quantity too large: '1e+20'"});
+  ExpectInvalid(ParseMilliGpu("1e+16"), {"too large"});
+  ExpectInvalid(ParseMilliGpu("1e+400"), {"too large"});
   for (const char* bad : {"abc", "1x", "1.2.3", " 1", "1 ", "m", "", ".", "1e3", "0x10"}) {
     EXPECT_FALSE(ParseMilliGpu(bad).ok()) << "'" << bad << "' was accepted";
   }

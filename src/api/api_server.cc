@@ -256,12 +256,32 @@ std::vector<std::string> QueueEditWarnings(const json& stored, const json& updat
     if (const json& st = Field(status, r); st.is_object())
       used.push_back({r, r, Field(st, "used")});
   for (const auto& [key, unit, amount] : used) {
-    const json& now = Field(quotas, key.c_str());
+    // (Of the one GPU flavour, a quota removed is a guarantee of 0, as a trial found it acts:
+    // said as that is. Of several, it moves the flavour's work to another: not said here. Of
+    // CPU or memory, it lifts the limit.)
+    static const json kNone = {{"guaranteed", 0}};
     const json& was = Field(had, key.c_str());
-    // (A quota removed moves its flavour's work to another flavour: not said here.)
+    const json& now =
+        !Field(quotas, key.c_str()).is_object() && was.is_object() && unit == "gpu" && !by_flavour
+            ? kNone
+            : Field(quotas, key.c_str());
     if (!now.is_object() || now == was) continue;
     const std::optional<int64_t> holds = AmountOf(unit, amount);
-    if (!holds || *holds <= 0) continue;
+    if (!holds) continue;
+    // A lending limit lowered below the guarantee the queue leaves unused: what other queues
+    // borrow of it stays (a trial's edit said nothing, where a lowered borrowing limit warns).
+    const std::optional<int64_t> lend = AmountOf(unit, Field(now, "lendingLimit"));
+    const std::optional<int64_t> lend_was = AmountOf(unit, Field(was, "lendingLimit"));
+    const int64_t kept_guarantee = AmountOf(unit, Field(now, "guaranteed")).value_or(0);
+    if (lend && (!lend_was || *lend < *lend_was) && kept_guarantee - *holds > *lend)
+      out.push_back("queue " + name + " leaves " + AmountText(unit, kept_guarantee - *holds) +
+                    (unit == "gpu" ? " of " + key : std::string()) +
+                    " of its guarantee unused, more than its new lendingLimit of " +
+                    AmountText(unit, *lend) +
+                    ": what other queues borrow of it now is not evicted for the edit; it "
+                    "comes back as work of " +
+                    name + " needs it");
+    if (*holds <= 0) continue;
     const int64_t guaranteed = AmountOf(unit, Field(now, "guaranteed")).value_or(0);
     // (No CPU or memory quota before: those were not limited, so any is lower.)
     const bool first = !was.is_object() && unit != "gpu";
@@ -1951,11 +1971,30 @@ struct ApiServer::Impl {
     return auth.Authenticate(token, clock.NowMs() / 1000);
   }
 
+  // Removes the members of `j`'s objects, all the way down, that are null.
+  static void DropNulls(json& j) {
+    if (j.is_array())
+      for (json& item : j) DropNulls(item);
+    if (!j.is_object()) return;
+    for (auto it = j.begin(); it != j.end();) {
+      if (it->is_null()) {
+        it = j.erase(it);
+      } else {
+        DropNulls(*it);
+        ++it;
+      }
+    }
+  }
+
   // Validates a decoded object of `info` and returns the canonical stored form (metadata the
   // server owns filled in from `existing` or fresh).
   Result<json> Validate(const ResourceInfo& info, json obj, const std::string& ns,
                         const std::string& name, const json& was = json()) {
     if (!obj.is_object()) return InvalidArgument("the body must be a JSON object");
+    // A field of the spec given as null is not set, as Kubernetes reads it (YAML's "weight:"
+    // left empty): a trial's was stored as null and shown as "weight null", and null elsewhere
+    // was refused as a required field missing.
+    if (obj.contains("spec")) DropNulls(obj["spec"]);
     const std::string kind = obj.contains("kind") ? Str(obj, "kind", "?") : info.kind;
     if (kind != info.kind)
       return InvalidArgument("kind: expected " + std::string(info.kind) + ", got " +
@@ -3757,7 +3796,19 @@ struct ApiServer::Impl {
       return Status(StatusCode::kInvalidArgument,
                     "400:malformed JSON body: it nests objects and arrays deeper than " +
                         std::to_string(jsonf::kMaxJsonDepth) + " levels");
-    if (j.is_discarded()) return Status(StatusCode::kInvalidArgument, "400:malformed JSON body");
+    if (j.is_discarded()) {
+      // (Where, and what: a trial's 1e400 read as a bare "malformed JSON body".)
+      std::string where;
+      try {
+        (void)json::parse(req.body);
+      } catch (const json::exception& e) {
+        // (Its words, less nlohmann's "[json.exception.parse_error.101] ".)
+        where = e.what();
+        where =
+            ": " + where.substr(where.find("] ") == std::string::npos ? 0 : where.find("] ") + 2);
+      }
+      return Status(StatusCode::kInvalidArgument, "400:malformed JSON body" + where);
+    }
     if (!twice.empty())
       return Status(StatusCode::kInvalidArgument,
                     "400:malformed JSON body: key \"" + twice + "\" is given twice in one object");

@@ -73,23 +73,29 @@ inline nlohmann::json ParseNoDuplicateKeys(const std::string& text, std::string*
   int depth = 0;
   bool deep = false;
   twice->clear();
-  nlohmann::json parsed = nlohmann::json::parse(
-      text,
-      [&](int, nlohmann::json::parse_event_t event, nlohmann::json& value) {
-        using Event = nlohmann::json::parse_event_t;
-        if (event == Event::object_start || event == Event::array_start) {
-          deep |= ++depth > kMaxJsonDepth;
-          if (event == Event::object_start) keys.emplace_back();
-        } else if (event == Event::object_end || event == Event::array_end) {
-          --depth;
-          if (event == Event::object_end && !keys.empty()) keys.pop_back();
-        } else if (event == Event::key && !keys.empty() && value.is_string() &&
-                   !keys.back().insert(value.get<std::string>()).second && twice->empty()) {
-          *twice = value.get<std::string>();
-        }
-        return true;
-      },
-      false);
+  // (A number past a double's range throws even so: malformed, as the caller says.)
+  nlohmann::json parsed;
+  try {
+    parsed = nlohmann::json::parse(
+        text,
+        [&](int, nlohmann::json::parse_event_t event, nlohmann::json& value) {
+          using Event = nlohmann::json::parse_event_t;
+          if (event == Event::object_start || event == Event::array_start) {
+            deep |= ++depth > kMaxJsonDepth;
+            if (event == Event::object_start) keys.emplace_back();
+          } else if (event == Event::object_end || event == Event::array_end) {
+            --depth;
+            if (event == Event::object_end && !keys.empty()) keys.pop_back();
+          } else if (event == Event::key && !keys.empty() && value.is_string() &&
+                     !keys.back().insert(value.get<std::string>()).second && twice->empty()) {
+            *twice = value.get<std::string>();
+          }
+          return true;
+        },
+        false);
+  } catch (const nlohmann::json::out_of_range&) {
+    return nlohmann::json(nlohmann::json::value_t::discarded);
+  }
   if (too_deep) *too_deep = deep;
   if (deep) return nlohmann::json(nlohmann::json::value_t::discarded);
   return parsed;

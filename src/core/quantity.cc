@@ -1,6 +1,7 @@
 #include "core/quantity.h"
 
 #include <charconv>
+#include <cmath>
 #include <limits>
 
 namespace fabrica {
@@ -25,6 +26,16 @@ Result<int64_t> ParseScaledDecimal(std::string_view text, int scale_digits, cons
   if (text.empty()) return InvalidArgument(std::string("empty ") + what);
   if (text[0] == '-')
     return InvalidArgument(std::string(what) + " must not be negative: '" + shown + "'");
+  // A JSON number past int64 arrives in exponent notation however it was written (a trial's
+  // 99999999999999999999 was told to write the number out): too large, said so.
+  if (text.find_first_of("eE") != std::string_view::npos) {
+    double v = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if ((ec == std::errc() && end == text.data() + text.size() &&
+         v * std::pow(10.0, scale_digits) >= 9.2e18) ||
+        ec == std::errc::result_out_of_range)
+      return InvalidArgument(std::string(what) + " too large: '" + shown + "'");
+  }
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   int64_t whole = 0;
   size_t i = 0;

@@ -559,7 +559,10 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
   RETURN_IF_ERROR(top.CheckIsMap());
   Scenario sc;
   sc.source = source;
-  ASSIGN_OR_RETURN(std::string kind, top.String("kind", "Scenario"));
+  // (Required, as the API requires a document's: a file of another kind without one was read
+  // as a scenario, and its errors named scenario fields.)
+  if (!top.Has("kind")) return top.Error("kind", "required field is missing: kind: Scenario");
+  ASSIGN_OR_RETURN(std::string kind, top.String("kind"));
   if (kind != "Scenario") return top.Error("kind", "expected Scenario, got '" + kind + "'");
   ASSIGN_OR_RETURN(sc.name, top.String("name"));
   ASSIGN_OR_RETURN(std::string description, top.String("description", ""));
@@ -599,8 +602,11 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
     sc.teams.push_back(std::move(t));
   }
   if (std::abs(share_sum - 100) > 1e-6)
-    return top.Error("teams",
-                     "team shares must sum to 100, they sum to " + std::to_string(share_sum));
+    return top.Error("teams", [&] {
+      char sum[32];  // (as written: 110, not 110.000000)
+      std::snprintf(sum, sizeof sum, "%g", share_sum);
+      return "team shares must sum to 100, they sum to " + std::string(sum);
+    }());
 
   sc.admission.usage_half_life_s = kDefaultUsageHalfLifeS;
   if (top.Has("admission")) {
