@@ -7521,6 +7521,9 @@ TEST(ReplayTest, ExplicitGuaranteesOnAFleetWithMigNodes) {
   ASSERT_TRUE(ded.ok()) << ded.status().message();
   EXPECT_EQ(ded->teams[0].policy_blocked, 0) << ded->teams[0].policy_blocked_reason;
   EXPECT_EQ(ded->teams[0].never_admitted, 0);
+  // (Near its share of the guarantees, 24 of 120, not every MIG GPU as a review saw.)
+  EXPECT_LE(ded->teams[0].guarantee_gpus, 40);
+  EXPECT_GE(ded->teams[0].guarantee_gpus, 16);
   // A queue guaranteed nothing, with a borrowing limit of 0, never starts its work under
   // fabrica, though the fleet could: it waits to the end, counted in the waits and shares.
   sc = sim::ParseScenario(scenario("0\n    borrowingLimit: 0"), "mig.yaml", ".");
@@ -7570,6 +7573,25 @@ TEST(ReplayTest, AQueueTreesWeightsAreTheFairnessMeasuresWeights) {
   ASSERT_TRUE(sc.ok()) << sc.status().message();
   EXPECT_DOUBLE_EQ(sc->teams[0].weight, 0.75);
   EXPECT_DOUBLE_EQ(sc->teams[1].weight, 0.25);
+  // A queue no team uses takes nothing from its siblings (a review: a1 beside an unused a2
+  // read half of a's).
+  sc = sim::ParseScenario(
+      "kind: Scenario\nname: tree\n"
+      "synthetic: {gpus: 64, migShare: 0, gb200Share: 0, seed: 3, window: 3600}\n"
+      "load: 0.5\n"
+      "admission:\n  queues:\n"
+      "    - {name: org, quotas: {gpu: {guaranteed: 64}}}\n"
+      "    - {name: a, parent: org, quotas: {gpu: {guaranteed: 16}}}\n"
+      "    - {name: a1, parent: a, tenants: [a], quotas: {gpu: {guaranteed: 8}}}\n"
+      "    - {name: a2, parent: a, quotas: {gpu: {guaranteed: 8}}}\n"
+      "    - {name: b, parent: org, quotas: {gpu: {guaranteed: 16}}}\n"
+      "teams:\n"
+      "  - {name: a, share: 50, queue: a1, workloads: [{devices: {gpus: 1}, duration: 300}]}\n"
+      "  - {name: b, share: 50, queue: b, workloads: [{devices: {gpus: 1}, duration: 300}]}\n",
+      "tree.yaml", ".");
+  ASSERT_TRUE(sc.ok()) << sc.status().message();
+  EXPECT_DOUBLE_EQ(sc->teams[0].weight, 0.5);
+  EXPECT_DOUBLE_EQ(sc->teams[1].weight, 0.5);
 }
 
 // An evicted workload runs again from the start, so what it had done was allocated but is done

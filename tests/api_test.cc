@@ -1401,6 +1401,31 @@ TEST_F(ApiCrudTest, ListAndWatchWithFieldSelector) {
             (std::vector<std::string>{"DELETED team-a/a4"}));
 }
 
+// A queue's columns from its status read "<pending>" until the scheduler first writes it (a
+// trial read "-" under GUARANTEED as no guarantee); then its numbers.
+TEST_F(ApiCrudTest, AQueuesStatusColumnsArePendingUntilTheFirstCycle) {
+  json q = QueueObject("fresh");
+  q["spec"]["quotas"] = {{"gpu", {{"guaranteed", 8}}}};
+  w_.MustCreate(Collection("queues"), q);
+  const auto cells = [&] {
+    HttpRequest req = MakeRequest("GET", Item("queues", "", "fresh"), kAdmin, "", "");
+    req.headers["accept"] = "application/json;as=Table;v=v1;g=meta.k8s.io";
+    HttpResponse r = w_.api().Handle(req);
+    EXPECT_EQ(r.status, 200) << r.body;
+    return Parse(r)["rows"][0]["cells"];
+  };
+  json before = cells();
+  EXPECT_EQ(before[3], "<pending>") << before.dump();  // (Guaranteed)
+  EXPECT_EQ(before[4], "<pending>") << before.dump();  // (Used)
+  EXPECT_EQ(before[5], "<pending>") << before.dump();  // (Pending)
+  w_.MustSetStatus(Item("queues", "", "fresh"),
+                   {{"guaranteedGpus", "8"}, {"usedGpus", "0"}, {"pendingWorkloads", 0}});
+  json after = cells();
+  EXPECT_EQ(after[3], "8") << after.dump();
+  EXPECT_EQ(after[4], "0") << after.dump();
+  EXPECT_EQ(after[5], "0") << after.dump();
+}
+
 // kubectl asks for a Table (server-side printing) and prints its cells as sent: fabctl's
 // columns, and AGE counted on the server's clock (kubectl counting it from the timestamps read
 // "<invalid>" under a time scale, the server's clock ahead of the wall clock). A list, a single
@@ -2244,10 +2269,18 @@ TEST_F(ApiBadInputTest, ASpecFieldGivenAsNullIsNotSet) {
   EXPECT_FALSE(stored["spec"].contains("weight")) << stored.dump();
   EXPECT_FALSE(stored["spec"].contains("disruptionBudget")) << stored.dump();
   EXPECT_EQ(stored["spec"]["quotas"]["gpu"], json({{"guaranteed", 2}})) << stored.dump();
-  // (A null in a list is no field left unset: still refused.)
+  // (A null in a list is no field left unset: still refused; nor is one in a map of strings,
+  // a value forgotten, which dropped would confine nothing.)
   json listed = QueueObject("listed");
   listed["spec"]["tenants"] = {nullptr};
   EXPECT_EQ(w_.Do("POST", Collection("queues"), kAdmin, listed.dump()).status, 422);
+  json selected = WorkloadObject("team-a", "selected");
+  selected["spec"]["nodeSelector"] = {{"pool", nullptr}};
+  HttpResponse refused = w_.Do("POST", Collection("workloads", "team-a"), kAdmin, selected.dump());
+  EXPECT_EQ(refused.status, 422) << refused.body;
+  EXPECT_NE(refused.body.find("spec.nodeSelector.pool: expected a string, got null"),
+            std::string::npos)
+      << refused.body;
 }
 
 // A queue's spec.tenants naming a tenant that does not exist, or a workload's spec.queue a queue,
@@ -2373,8 +2406,8 @@ TEST_F(ApiBadInputTest, AQueueEditBelowWhatItHoldsIsAcceptedWithAWarning) {
   said = patch({{"lendingLimit", 0}});
   ASSERT_EQ(said.size(), 1u);
   EXPECT_NE(said[0].find("queue busy leaves 3 GPUs of gpu of its guarantee unused, more than its "
-                         "new lendingLimit of 0 GPUs: what other queues borrow of it now is not "
-                         "evicted for the edit"),
+                         "new lendingLimit of 0 GPUs: what other queues borrow of it now, if "
+                         "any, is not evicted for the edit"),
             std::string::npos)
       << said[0];
   said = patch(nullptr);

@@ -55,6 +55,7 @@ TEST(ParseMilliGpu, RejectsNegativesExcessPrecisionAndGarbage) {
   ExpectInvalid(ParseMilliGpu("1e+20"), {"GPU quantity too large: '1e+20'"});
   ExpectInvalid(ParseMilliGpu("1e+16"), {"too large"});
   ExpectInvalid(ParseMilliGpu("1e+400"), {"too large"});
+  ExpectInvalid(ParseMilliGpu("1e-400"), {"exponent notation is not taken"});
   for (const char* bad : {"abc", "1x", "1.2.3", " 1", "1 ", "m", "", ".", "1e3", "0x10"}) {
     EXPECT_FALSE(ParseMilliGpu(bad).ok()) << "'" << bad << "' was accepted";
   }

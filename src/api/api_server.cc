@@ -273,13 +273,15 @@ std::vector<std::string> QueueEditWarnings(const json& stored, const json& updat
     const std::optional<int64_t> lend = AmountOf(unit, Field(now, "lendingLimit"));
     const std::optional<int64_t> lend_was = AmountOf(unit, Field(was, "lendingLimit"));
     const int64_t kept_guarantee = AmountOf(unit, Field(now, "guaranteed")).value_or(0);
-    if (lend && (!lend_was || *lend < *lend_was) && kept_guarantee - *holds > *lend)
+    // (Of a quota it had: a first one lends nothing yet.)
+    if (lend && was.is_object() && (!lend_was || *lend < *lend_was) &&
+        kept_guarantee - *holds > *lend)
       out.push_back("queue " + name + " leaves " + AmountText(unit, kept_guarantee - *holds) +
                     (unit == "gpu" ? " of " + key : std::string()) +
                     " of its guarantee unused, more than its new lendingLimit of " +
                     AmountText(unit, *lend) +
-                    ": what other queues borrow of it now is not evicted for the edit; it "
-                    "comes back as work of " +
+                    ": what other queues borrow of it now, if any, is not evicted for the edit; "
+                    "it comes back as work of " +
                     name + " needs it");
     if (*holds <= 0) continue;
     const int64_t guaranteed = AmountOf(unit, Field(now, "guaranteed")).value_or(0);
@@ -1971,16 +1973,18 @@ struct ApiServer::Impl {
     return auth.Authenticate(token, clock.NowMs() / 1000);
   }
 
-  // Removes the members of `j`'s objects, all the way down, that are null.
+  // Removes the members of `j`'s objects that are null, down through objects: not in lists
+  // (a list's items are whole values, compared as stored), nor in maps of strings, where a
+  // null is a value forgotten, refused as such (a review: `nodeSelector: {pool: null}` would
+  // have confined nothing).
   static void DropNulls(json& j) {
-    if (j.is_array())
-      for (json& item : j) DropNulls(item);
     if (!j.is_object()) return;
     for (auto it = j.begin(); it != j.end();) {
       if (it->is_null()) {
         it = j.erase(it);
       } else {
-        DropNulls(*it);
+        if (it.key() != "nodeSelector" && it.key() != "labels" && it.key() != "annotations")
+          DropNulls(*it);
         ++it;
       }
     }
@@ -4662,9 +4666,11 @@ struct ApiServer::Impl {
                 "nodeSelector", "excludeNodes", "affinity", "tolerations"}) {
             // (An empty selector or list says what an absent one does; in an affinity, at
             // any depth.)
+            // (Nor does a null in a map: one stored before nulls were dropped on writes.)
             const auto said = [&](const json& spec) {
-              const json& v = Field(spec, key);
+              json v = Field(spec, key);
               if (std::string(key) == "affinity") return Pruned(v);
+              DropNulls(v);
               return v.empty() && (v.is_object() || v.is_array()) ? json() : v;
             };
             // Tolerations may be added, as Kubernetes lets a running pod's be (to keep it

@@ -94,6 +94,7 @@ inline nlohmann::json ParseNoDuplicateKeys(const std::string& text, std::string*
         },
         false);
   } catch (const nlohmann::json::out_of_range&) {
+    if (too_deep) *too_deep = deep;
     return nlohmann::json(nlohmann::json::value_t::discarded);
   }
   if (too_deep) *too_deep = deep;

@@ -143,14 +143,15 @@ std::vector<Column> ColumnsOf(const std::string& kind) {
     cols.push_back({"Used", "string", "GPUs held, by flavour", 0, gpus("usedGpus")});
     cols.push_back(
         {"Pending", "integer", "workloads waiting", 0, [](const json& o, const TableContext&) {
-           return Scalar(o, "status", "pendingWorkloads", "-");
+           return QueueStatusCell(Object(o, "status"), "pendingWorkloads");
          }});
     cols.push_back(
         {"Share", "string", "weighted dominant share", 1,
          [](const json& o, const TableContext&) { return QueueShare(Object(o, "status")); }});
     cols.push_back(
-        {"Active", "integer", "workloads admitted", 1,
-         [](const json& o, const TableContext&) { return Scalar(o, "status", "active", "-"); }});
+        {"Active", "integer", "workloads admitted", 1, [](const json& o, const TableContext&) {
+           return QueueStatusCell(Object(o, "status"), "active");
+         }});
     cols.push_back({"Disruption-Budget", "string", "spec.disruptionBudget", 1,
                     [](const json& o, const TableContext&) {
                       return Scalar(o, "spec", "disruptionBudget", "-");

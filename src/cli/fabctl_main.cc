@@ -440,7 +440,7 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
                       spec.value("trustDomain", meta.value("name", "")), Age(o)});
       if (wide) rows.back().insert(rows.back().end() - 1, fabrica::BudgetCell(status));
     } else if (kind == "Queue") {
-      // GPUs as the scheduler last wrote them, "-" before its first cycle: the sum, or by
+      // GPUs as the scheduler last wrote them, "<pending>" before its first cycle: the sum, or by
       // flavour ("h100:8,a100-mig:1.284") where more than one has some (a trial read 8 H100s and
       // three 3g.40gb slices summed as 9.284).
       // (One flavour alone but the built-in gpu, named too: a trial read h200:2 as "2".)
@@ -455,8 +455,8 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
       rows.push_back({meta.value("name", ""), spec.value("parent", "-"),
                       Plain(spec.value("weight", json(1))), by_flavor("guaranteedGpus"),
                       by_flavor("usedGpus"), share,
-                      Plain(status.value("pendingWorkloads", json("-"))),
-                      Plain(status.value("active", json("-"))), Age(o)});
+                      fabrica::QueueStatusCell(status, "pendingWorkloads"),
+                      fabrica::QueueStatusCell(status, "active"), Age(o)});
       if (wide) {
         // BORROWED: what it holds past its guarantee; the limits per GPU flavour its quotas name
         // ("flavour:amount", "-" where none is set); DISRUPTION-BUDGET; COST-BUDGET: what it

@@ -205,11 +205,22 @@ bool QueueFlavored(const json& status) {
   return some_in("guaranteedGpus") || some_in("usedGpus");
 }
 
+namespace {
+// (The scheduler writes every queue's guaranteedGpus each cycle: without it, none has run yet.)
+bool QueueStatusWritten(const json& status) {
+  return !jsonf::Field(status, "guaranteedGpus").is_null();
+}
+constexpr char kNotYet[] = "<pending>";
+}  // namespace
+
+std::string QueueStatusCell(const json& status, const char* key) {
+  if (!QueueStatusWritten(status)) return kNotYet;
+  const json& v = jsonf::Field(status, key);
+  return v.is_null() ? "-" : CellText(v);
+}
+
 std::string QueueGpus(const json& status, const char* key, bool flavored) {
-  if (!flavored) {
-    const json& v = jsonf::Field(status, key);
-    return v.is_null() ? "-" : CellText(v);
-  }
+  if (!flavored) return QueueStatusCell(status, key);
   std::string out;
   for (const auto& [flavor, f] : Object(status, "flavors").items()) {
     const json& v = jsonf::Field(f, key);
@@ -221,7 +232,7 @@ std::string QueueGpus(const json& status, const char* key, bool flavored) {
 
 std::string QueueShare(const json& status) {
   const json& v = jsonf::Field(status, "weightedShare");
-  if (!v.is_number()) return v.is_null() ? "-" : CellText(v);
+  if (!v.is_number()) return QueueStatusCell(status, "weightedShare");
   // (Three decimals: the status keeps three significant digits, 9.69e-05 reads as <0.001.)
   const double x = v.get<double>();
   char buf[32];

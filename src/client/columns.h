@@ -55,13 +55,16 @@ std::string EventMessage(const nlohmann::json& event);
 
 // A queue's GPUs by status key ("guaranteedGpus", "usedGpus"): the sum, or by flavour
 // ("h100:8,a100-mig:1.284") wherever some flavour but the built-in gpu has some of either
-// (`flavored`, so that GUARANTEED, USED and BORROWED read in one form); "-" before the
-// scheduler's first cycle.
+// (`flavored`, so that GUARANTEED, USED and BORROWED read in one form); "<pending>" before
+// the scheduler's first cycle (a trial read "-" as no guarantee).
 bool QueueFlavored(const nlohmann::json& queue_status);
 std::string QueueGpus(const nlohmann::json& queue_status, const char* key, bool flavored);
 // A queue's weighted share in three decimals ("<0.001" for a share above 0 that rounds to 0;
-// "-" before the first cycle).
+// "<pending>" before the first cycle).
 std::string QueueShare(const nlohmann::json& queue_status);
+// Another field of a queue's status as a cell: "<pending>" before the first cycle, "-" where
+// the scheduler left it out.
+std::string QueueStatusCell(const nlohmann::json& queue_status, const char* key);
 
 // A tenant's or queue's cost budget from its status.budget, as the meter last wrote it (at each
 // whole percent): "41% of 500.00 USD/month", ", new work held" added where it is enforced and

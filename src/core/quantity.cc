@@ -28,12 +28,14 @@ Result<int64_t> ParseScaledDecimal(std::string_view text, int scale_digits, cons
     return InvalidArgument(std::string(what) + " must not be negative: '" + shown + "'");
   // A JSON number past int64 arrives in exponent notation however it was written (a trial's
   // 99999999999999999999 was told to write the number out): too large, said so.
-  if (text.find_first_of("eE") != std::string_view::npos) {
+  if (const size_t e = text.find_first_of("eE"); e != std::string_view::npos) {
     double v = 0;
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    // (Out of range with a negative exponent is too small, not too large: 1e-400.)
+    const bool negative = e + 1 < text.size() && text[e + 1] == '-';
     if ((ec == std::errc() && end == text.data() + text.size() &&
          v * std::pow(10.0, scale_digits) >= 9.2e18) ||
-        ec == std::errc::result_out_of_range)
+        (ec == std::errc::result_out_of_range && !negative))
       return InvalidArgument(std::string(what) + " too large: '" + shown + "'");
   }
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();

@@ -1236,6 +1236,7 @@ void Admitter::Nominate(int id, int victims, bool within_guarantee) {
   Entry& e = entries_[id];
   Unnominate(id);
   e.nominated = true;
+  e.consolidation_stage = consolidation_staged_;
   e.victims_left = victims;
   // (A held swap's, batch by batch: admitted as that swap only, once its victims stop.)
   e.held_swap = held_swap_;
@@ -5805,7 +5806,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
   }
   if (!ok || (moved.empty() && reclaimed.empty())) return false;
   // (Staged: of each queue's, in the plan's order, as many as its budget allows now.)
-  int later = 0;
+  int later = 0, budget_later = 0;  // (budget_later: of them, those a budget holds)
   std::vector<std::string> later_queues;
   if (consolidation_staged_) {
     std::map<int, int> now_per_queue;
@@ -5819,6 +5820,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
           now_ones.push_back(v);
         } else {
           ++later;
+          ++budget_later;
           if (!Contains(later_queues, queues_[q].spec.name))
             later_queues.push_back(queues_[q].spec.name);
         }
@@ -5857,7 +5859,11 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
       // Its moved work has stopped but the budgets are spent (on others' moves or evictions)
       // this moment: the room that work freed is kept for it, as Preempt keeps its stopped
       // victims', rather than go back to the moved work and be moved again next stage.
-      if (!entries_[id].continuing || later == 0) return false;
+      // (Only a consolidation's stage: a preemptor between its batches goes on with Preempt,
+      // which holds its own; and only while a budget holds a move, not a mover that found no
+      // room, which would hold the same plan every cycle — a review.)
+      if (!entries_[id].continuing || !entries_[id].consolidation_stage || budget_later == 0)
+        return false;
       Entry& e = entries_[id];
       Nominate(id, 0, ReclaimEligible(id));
       e.swap_flavor = -1;

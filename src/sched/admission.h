@@ -609,6 +609,10 @@ class Admitter {
     // cycle began): a disruption budget that allows none of the rest it needs now keeps it
     // nominated, the room its stopped victims freed held for it.
     bool continuing = false;
+    // Its nomination is a stage of a consolidation under disruption budgets (Consolidate's
+    // staged pass): only such a one, its moved work stopped, holds the room that work freed
+    // while the budgets are spent (Preempt holds its own batches' room).
+    bool consolidation_stage = false;
     // Being tried again, this cycle, while it held a reservation (Consolidate moves no work for
     // it: it waits for its room).
     bool was_reserving = false;

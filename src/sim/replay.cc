@@ -671,19 +671,32 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
       // weighed by guarantees, a tree of weights 3:1 was measured against 1:1).
       std::map<std::string, int> in_leaf;
       for (const TeamSpec& t : sc.teams) ++in_leaf[t.queue];
+      // (Only subtrees with a team count among siblings: a queue no team uses takes no share
+      // from its siblings' work — a review's A1 beside an unused A2 was read half of A's.)
+      std::vector<char> has_team(c.queues.size(), 0);
+      for (const TeamSpec& t : sc.teams)
+        for (int q = index[t.queue], up = 0; q >= 0 && up <= static_cast<int>(c.queues.size());
+             ++up) {
+          has_team[q] = 1;
+          const auto parent = index.find(c.queues[q].parent);
+          q = parent == index.end() ? -1 : parent->second;
+        }
       for (TeamSpec& t : sc.teams) {
         const int sharing = in_leaf[t.queue];
         *t.guarantee_milli /= sharing;
         double part = 1.0 / sharing;
         // (Bounded by the queues: a cycle or an unknown parent is refused after this.)
+        // (Roots too: several share the fleet by their weights.)
         int q = index[t.queue];
-        for (size_t up = 0;
-             up < c.queues.size() && !c.queues[q].parent.empty() && index.count(c.queues[q].parent);
-             ++up, q = index[c.queues[q].parent]) {
+        for (size_t up = 0; up < c.queues.size(); ++up) {
           double siblings = 0;
-          for (const QueueSpec& o : c.queues)
-            if (o.parent == c.queues[q].parent) siblings += o.weight;
+          for (size_t o = 0; o < c.queues.size(); ++o)
+            if (has_team[o] && c.queues[o].parent == c.queues[q].parent)
+              siblings += c.queues[o].weight;
           part *= siblings > 0 ? c.queues[q].weight / siblings : 1.0;
+          const auto parent = index.find(c.queues[q].parent);
+          if (parent == index.end()) break;
+          q = parent->second;
         }
         t.weight = std::max(1e-6, part);
       }
@@ -1074,6 +1087,22 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
     double gsum[2] = {0, 0};
     for (const auto& g : split)
       for (int p = 0; p < 2; ++p) gsum[p] += g[p];
+    if (!sc.mig_pool) {
+      // (What a pool holds past what the teams ask of it there goes by the whole guarantees:
+      // a review's one team of MIG work, guaranteed 24 GPUs, got all 64 MIG GPUs.)
+      double pool_cap[2] = {0, 0}, all = 0;
+      for (const auto& [model_pool, nodes] : by_model)
+        for (int n : nodes)
+          pool_cap[model_pool.second] +=
+              static_cast<double>(sc.fleet.nodes[n].devices.size()) * kMilliPerGpu;
+      for (int i = 0; i < nteams; ++i) all += guarantee[i];
+      for (int p = 0; p < 2 && all > 0; ++p) {
+        const double rest = pool_cap[p] - gsum[p];
+        if (rest <= 0) continue;
+        for (int i = 0; i < nteams; ++i) split[i][p] += rest * guarantee[i] / all;
+        gsum[p] = pool_cap[p];
+      }
+    }
     for (int p = 0; p < 2; ++p)
       if (gsum[p] <= 0)
         for (int i = 0; i < nteams; ++i) {
@@ -1448,6 +1477,9 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
     pend_cpu[rw.team] += c;
     pend_memory[rw.team] += WorkloadMemory(rw.spec);
     ws[w].pending_since = t;
+    // (Work only the policy keeps out waits in the waits and fair shares, not in the guarantee
+    // bound: it fits no guarantee this policy keeps — a review saw episodes that never closed.)
+    if (ws[w].policy_blocked) return;
     const int u = unit_of(w);
     pend_by_size[u].insert({g, w});
     ws[w].order = {-rw.spec.priority, groups[ws[w].group].admitter->arrival(ws[w].id), w};

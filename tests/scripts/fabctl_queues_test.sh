@@ -161,7 +161,7 @@ grep -q "(422): queues/typo ($tmp/typo.yaml): .*spec.weigth: unknown field" "$tm
 "$FABCTL" delete queue fine >/dev/null || fail "delete fine"
 
 # Aliases nested to name a billion values (a trial's 452-byte file took every byte of memory)
-# are refused, naming file and line, in bounded memory; nothing is sent.
+# are refused, naming file and line, at once; nothing is sent.
 {
   printf 'apiVersion: fabrica.dev/v1\nkind: Queue\nmetadata: {name: bomb}\nspec:\n'
   printf '  a: &a "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"\n'
@@ -171,7 +171,8 @@ grep -q "(422): queues/typo ($tmp/typo.yaml): .*spec.weigth: unknown field" "$tm
     prev=$k
   done
 } >"$tmp/bomb.yaml"
-if (ulimit -v 1000000; "$FABCTL" apply -f "$tmp/bomb.yaml") >"$tmp/bomb.txt" 2>&1; then fail "an alias bomb was applied"; fi
+# (A time limit, not a memory one: sanitizers reserve terabytes of address space.)
+if timeout 60 "$FABCTL" apply -f "$tmp/bomb.yaml" >"$tmp/bomb.txt" 2>&1; then fail "an alias bomb was applied"; fi
 grep -q "bomb.yaml:[0-9]*: malformed YAML: its aliases repeat more values than the text could hold" "$tmp/bomb.txt" ||
   fail "the alias bomb: $(cat "$tmp/bomb.txt")"
 if "$FABCTL" get queue bomb >/dev/null 2>&1; then fail "the alias bomb's queue exists"; fi
