@@ -4525,6 +4525,38 @@ TEST_F(AdmissionTest, WorkNarrowedToOneModelIsWokenWhenAnotherModelFrees) {
   EXPECT_EQ(adm_->phase(w), Phase::kAdmitted) << adm_->reason(w);
 }
 
+// ... and a member of its parked shape that may not use the freed node's model does not take
+// its wake: wb (A100 only) parked first beside w (any model, narrowed to A100 while a's h100
+// quota was spent); an H100 node frees with its quota, and w is woken for it, not wb (a
+// review: wb was woken, failed, and w waited for good).
+TEST_F(AdmissionTest, AParkedShapesWakeGoesToAMemberThatMayUseTheFreedModel) {
+  AdmissionConfig config = PerModelFlavours();
+  config.consolidation = false;
+  QueueSpec a = Plain("a");
+  a.quotas["h100"] = QuotaSpec{4000, {}, {}};
+  a.quotas["a100"] = QuotaSpec{8000, {}, {}};
+  Make(H100AndA100(), {a}, {}, config);
+  Workload hx = Gpus("hx", "a", 4), a1 = Gpus("a1", "a", 4);
+  hx.pod_sets[0].device.models = {"H100"};
+  a1.pod_sets[0].device.models = {"A100"};
+  const int h100 = Submit(hx, 0);
+  Submit(a1, 0);
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(adm_->phase(h100), Phase::kAdmitted);
+  Workload only_a100 = Gpus("wb", "a", 1);
+  only_a100.pod_sets[0].device.models = {"A100"};
+  const int wb = Submit(only_a100, 2);
+  const int w = Submit(Gpus("w", "a", 1), 2);
+  adm_->Cycle(3, 1000);
+  ASSERT_EQ(adm_->phase(wb), Phase::kPending);
+  ASSERT_EQ(adm_->phase(w), Phase::kPending);
+  adm_->Finish(h100, 10);
+  adm_->Cycle(11, 1000);
+  adm_->Cycle(12, 1000);
+  EXPECT_EQ(adm_->phase(w), Phase::kAdmitted) << adm_->reason(w);
+  EXPECT_EQ(adm_->phase(wb), Phase::kPending) << adm_->reason(wb);
+}
+
 // A queue's room to reclaim is judged per flavour: a is past its a100 guarantee (6 of 4) but
 // within its h100 one (0 of 2); once b borrows h100 (7 of 6), a's parked 2-GPU H100 work
 // reclaims one of b's (a review: its room, summed over flavours, read 6 - 6 = 0, and it was

@@ -3260,18 +3260,30 @@ void Admitter::Unpark(int id) {
   Enqueue(id);
 }
 
-int Admitter::WakeShape(uint64_t key, int count) {
+int Admitter::WakeShape(uint64_t key, int count, uint64_t models) {
   auto it = parked_shapes_.find(key);
   if (it == parked_shapes_.end()) return 0;
   int woken = 0;
   auto& ids = it->second.ids;
+  std::deque<int> passed;  // (members that may use none of `models`: they keep their place)
   while (!ids.empty() && woken < count) {
     int id = ids.front();
     ids.pop_front();
-    if (entries_[id].parked != 1 || entries_[id].park_shape != key) continue;
+    const Entry& e = entries_[id];
+    if (e.parked != 1 || e.park_shape != key) continue;
+    // (The shape's models are its members' together: a member that may use none of the freed
+    // nodes' would be woken in another's place, and the chain of wakes stop — a review.)
+    uint64_t asks = 0;
+    for (const PodRequest& p : e.pods)
+      if (p.kind != DeviceKind::kNone) asks |= p.model_mask;
+    if (asks != 0 && (asks & models) == 0) {
+      passed.push_back(id);
+      continue;
+    }
     Unpark(id);
     ++woken;
   }
+  ids.insert(ids.begin(), passed.begin(), passed.end());
   if (ids.empty()) parked_shapes_.erase(it);
   return woken;
 }
@@ -3285,11 +3297,13 @@ void Admitter::Wake() {
                         freed_log_.end());
     wake_pos_ = freed_log_.size();
     for (auto it = parked_shapes_.begin(); it != parked_shapes_.end();) {
-      int fits = 0;  // freed nodes that take one of its pods
+      int fits = 0;         // freed nodes that take one of its pods
+      uint64_t models = 0;  // ... and their GPU models
       for (int n : nodes) {
         for (const PodRequest& p : it->second.pods) {
           if (state_.MayFit(n, p) && NodeFits(state_, n, p)) {
             ++fits;
+            if (const int m = state_.node_model(n); m >= 0 && m < 64) models |= uint64_t{1} << m;
             break;
           }
         }
@@ -3297,8 +3311,9 @@ void Admitter::Wake() {
       uint64_t key = it->first;
       ++it;
       // A freed node takes a few pods of a shape, not all of them: wake one per node that fits,
-      // in parking order; each one admitted wakes the next (TryAdmit).
-      if (fits) WakeShape(key, fits);
+      // in parking order, of the members that may use its model; each one admitted wakes the
+      // next (TryAdmit).
+      if (fits) WakeShape(key, fits, models);
     }
     wake_quota_ = true;
     // Forget freed-node history nobody parked before can need.

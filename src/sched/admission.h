@@ -1113,7 +1113,9 @@ class Admitter {
   void RefreshHeldAhead();
   void Unpark(int id);
   void Wake();
-  int WakeShape(uint64_t key, int count);
+  // Wakes up to `count` of a parked shape's members, in parking order, of those whose GPU
+  // pods may use one of `models` (a mask of GPU models; all by default).
+  int WakeShape(uint64_t key, int count, uint64_t models = ~uint64_t{0});
   void AddRunning(int id);
   void RemoveRunning(int id);
   // Moves work to gather room for `id`. With `reclaim`, the room comes from what other queues
