@@ -7553,9 +7553,8 @@ TEST(ReplayTest, ExplicitGuaranteesOnAFleetWithMigNodes) {
   ASSERT_TRUE(ded.ok()) << ded.status().message();
   EXPECT_EQ(ded->teams[0].policy_blocked, 0) << ded->teams[0].policy_blocked_reason;
   EXPECT_EQ(ded->teams[0].never_admitted, 0);
-  // (Near its share of the guarantees, 24 of 120, not every MIG GPU as a review saw.)
-  EXPECT_LE(ded->teams[0].guarantee_gpus, 40);
-  EXPECT_GE(ded->teams[0].guarantee_gpus, 16);
+  // (Every MIG node, the only team with MIG work; none of the whole-GPU nodes.)
+  EXPECT_EQ(ded->teams[1].policy_blocked, 0) << ded->teams[1].policy_blocked_reason;
   // A queue guaranteed nothing, with a borrowing limit of 0, never starts its work under
   // fabrica, though the fleet could: it waits to the end, counted in the waits and shares.
   sc = sim::ParseScenario(scenario("0\n    borrowingLimit: 0"), "mig.yaml", ".");
@@ -7568,6 +7567,59 @@ TEST(ReplayTest, ExplicitGuaranteesOnAFleetWithMigNodes) {
   EXPECT_LT(fab->jain_index, 0.9);
   EXPECT_NE(fab->teams[0].policy_blocked_reason.find("borrowing limit"), std::string::npos)
       << fab->teams[0].policy_blocked_reason;
+}
+
+// A trial's scenarios with an explicit tree of a MIG flavour and a whole-GPU one: the MIG
+// flavours' guarantee is a pool of its own in the measures (it read as owed to the team's
+// whole-GPU work: 2541 s below guarantee, 38 bound exceptions), and one past the fleet's MIG
+// GPUs is refused. Work whose memory or GPU memory no node has is infeasible, not
+// policy-blocked (it was counted as waiting, and Jain read 0.5 under every policy).
+TEST(ReplayTest, MigFlavoursAreAPoolOfTheirOwnAndWhatNoNodeHoldsIsInfeasible) {
+  const auto scenario = [](int slices, const std::string& infer_work) {
+    return "kind: Scenario\nname: r07\n"
+           "synthetic: {gpus: 128, migShare: 0.5, gb200Share: 0, seed: 4, window: 3600}\n"
+           "load: 1.0\nadmission:\n"
+           "  flavors: [{name: slices, kind: mig}, {name: whole, kind: whole}]\n"
+           "  queues:\n"
+           "    - {name: org, quotas: {slices: {guaranteed: " +
+           std::to_string(slices) + "}, whole: {guaranteed: " + std::to_string(128 - slices) +
+           "}}}\n"
+           "    - {name: train, parent: org, quotas: {whole: {guaranteed: " +
+           std::to_string(128 - slices) +
+           "}}}\n"
+           "    - {name: infer, parent: org, quotas: {slices: {guaranteed: " +
+           std::to_string(slices) +
+           "}}}\n"
+           "teams:\n"
+           "  - {name: train, share: 70, workloads: [{cpu: 16, memory: 128Gi, devices: {gpus: "
+           "1}, duration: 300-1800}]}\n"
+           "  - {name: infer, share: 30, workloads: [{cpu: 4, memory: 32Gi, devices: {mig: "
+           "1g.10gb}, duration: 300-1800}, " +
+           infer_work + "]}\n";
+  };
+  const std::string whole = "{cpu: 4, memory: 32Gi, devices: {gpus: 1}, duration: 300-1800}";
+  auto sc = sim::ParseScenario(scenario(24, whole), "r07.yaml", ".");
+  ASSERT_TRUE(sc.ok()) << sc.status().message();
+  auto r = sim::RunReplay(*sc, "fabrica");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->teams[1].below_guarantee_pending_s, 0);
+  for (const auto& e : r->bound.exceptions) EXPECT_NE(e.team, "infer") << e.cause;
+  ExpectBad(sim::ParseScenario(scenario(48, whole), "r06.yaml", ".").status(), "admission.queues",
+            "guaranteed 48 GPUs of MIG flavours together, more than the fleet's 24 MIG GPUs");
+  for (const char* huge : {"{cpu: 4, memory: 4Ti, devices: {gpus: 1}, duration: 300}",
+                           "{cpu: 4, memory: 32Gi, devices: {gpuMilli: 250m, gpuMemory: 200Gi}, "
+                           "duration: 300}"}) {
+    SCOPED_TRACE(huge);
+    sc = sim::ParseScenario(scenario(24, huge), "r02.yaml", ".");
+    ASSERT_TRUE(sc.ok()) << sc.status().message();
+    for (const char* policy : {"dedicated", "fabrica"}) {
+      r = sim::RunReplay(*sc, policy);
+      ASSERT_TRUE(r.ok()) << r.status().message();
+      EXPECT_GT(r->teams[1].infeasible, 0) << policy;
+      EXPECT_EQ(r->teams[1].policy_blocked, 0)
+          << policy << ": " << r->teams[1].policy_blocked_reason;
+    }
+  }
 }
 
 // The offered load is also given over the window the measures use (first to last arrival),

@@ -580,14 +580,23 @@ int64_t PlacesOnEmpty(const ClusterState& s, int n, const PodRequest& req, bool 
   if (req.nodes && !req.nodes->in[n]) return 0;
   int64_t by_gpu = 0;
   if (req.kind != DeviceKind::kMig) {
-    int whole = 0;  // (a MIG-partitioned GPU takes no whole-GPU pod)
-    for (const Device& d : node.devices) whole += d.mig_enabled() ? 0 : 1;
+    // (A MIG-partitioned GPU takes no whole-GPU pod; nor one with less memory than a share
+    // asks: a trial's 200Gi share read as runnable.)
+    int whole = 0;
+    for (const Device& d : node.devices)
+      whole += d.mig_enabled() || (req.gpu_memory_mib > 0 && d.memory.value() > 0 &&
+                                   d.memory.value() < req.gpu_memory_mib)
+                   ? 0
+                   : 1;
     by_gpu = whole / std::max(1, req.num_gpu);
   } else {
     by_gpu = s.node_slices_of(n, req.mig_profile);
   }
   const int64_t by_cpu = req.cpu_milli ? node.cpu.value() / req.cpu_milli : by_gpu;
-  return std::min(by_gpu, by_cpu);
+  // (And memory: a trial's 4Ti pod on nodes of 2Ti read as runnable.)
+  const int64_t by_memory =
+      req.memory_mib && node.memory.value() > 0 ? node.memory.value() / req.memory_mib : by_gpu;
+  return std::min({by_gpu, by_cpu, by_memory});
 }
 
 std::string ShapeSaid(const ClusterState& s, const PodRequest& req, int count) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iomanip>
 #include <limits>
 #include <map>
@@ -661,10 +662,17 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
         if (!may.ok()) return top.ErrorAt(at, may.message());
         // The team's guarantee is its leaf's, every GPU flavour together (not its CPU or
         // memory).
-        int64_t g = 0;
-        for (const auto& [flavor, quota] : c.queues[it->second].quotas)
-          if (flavor != kCpuQuota && flavor != kMemoryQuota) g += quota.guaranteed_milli;
+        int64_t g = 0, mig = 0;
+        for (const auto& [flavor, quota] : c.queues[it->second].quotas) {
+          if (flavor == kCpuQuota || flavor == kMemoryQuota) continue;
+          g += quota.guaranteed_milli;
+          // (Its MIG flavours' part, a pool of its own in the measures: a trial's guarantee of
+          // MIG slices read as owed to its whole-GPU work.)
+          for (const FlavorSpec& f : c.flavors)
+            if (f.name == flavor && f.kind == DeviceKind::kMig) mig += quota.guaranteed_milli;
+        }
         sc.teams[i].guarantee_milli = g;
+        sc.teams[i].mig_guarantee_milli = mig;
       }
       // Teams that share a leaf share its guarantee; and the fairness measure weighs each team
       // as the tree does: its leaf's part of its siblings' weights, and so on up (a review:
@@ -684,6 +692,7 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
       for (TeamSpec& t : sc.teams) {
         const int sharing = in_leaf[t.queue];
         *t.guarantee_milli /= sharing;
+        t.mig_guarantee_milli /= sharing;
         double part = 1.0 / sharing;
         // (Bounded by the queues: a cycle or an unknown parent is refused after this.)
         // (Roots too: several share the fleet by their weights.)
@@ -857,17 +866,26 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
                                FormatMilliGpu(MilliGpu(t.guarantee_milli.value_or(0))) + " GPUs)");
     }
   } else {
-    // The teams' leaves, each once: what the file's trees guarantee the teams.
-    std::map<std::string, int64_t> leaves;
-    for (const TeamSpec& t : sc.teams) leaves[t.queue] = t.guarantee_milli.value_or(0);
-    int64_t sum = 0;
-    for (const auto& [leaf, g] : leaves) sum += g;
+    // What the file's trees guarantee the teams (teams of one leaf share its guarantee).
+    int64_t sum = 0, mig = 0;
+    for (const TeamSpec& t : sc.teams) {
+      sum += t.guarantee_milli.value_or(0);
+      mig += t.mig_guarantee_milli;
+    }
     if (sum > cap)
       return top.ErrorAt("admission.queues", "the teams' queues are guaranteed " +
                                                  FormatMilliGpu(MilliGpu(sum)) +
                                                  " GPUs together, more than the "
                                                  "fleet's " +
                                                  FormatMilliGpu(MilliGpu(cap)));
+    // ... and the MIG flavours' part past the fleet's MIG GPUs (a trial's 48 of 24 was taken,
+    // and read as scheduler failure).
+    const auto mig_cap = static_cast<int64_t>(MigCapacityMilli(sc.fleet));
+    if (mig > mig_cap)
+      return top.ErrorAt("admission.queues",
+                         "the teams' queues are guaranteed " + FormatMilliGpu(MilliGpu(mig)) +
+                             " GPUs of MIG flavours together, more than the fleet's " +
+                             FormatMilliGpu(MilliGpu(mig_cap)) + " MIG GPUs");
   }
   return sc;
 }
@@ -1032,7 +1050,12 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
     pool_guarantee[i] = {guarantee[i] - static_cast<double>(sc.teams[i].mig_guarantee_milli),
                          static_cast<double>(sc.teams[i].mig_guarantee_milli)};
   }
-  auto pool_of = [&](int w) { return sc.mig_pool && IsMig(sc.workloads[w].spec) ? 1 : 0; };
+  // MIG work is measured in a pool of its own where MIG GPUs are guaranteed apart: the
+  // generated queues' MIG pool, or a queue tree's MIG flavours.
+  const bool mig_units =
+      sc.mig_pool || std::any_of(sc.teams.begin(), sc.teams.end(),
+                                 [](const TeamSpec& t) { return t.mig_guarantee_milli > 0; });
+  auto pool_of = [&](int w) { return mig_units && IsMig(sc.workloads[w].spec) ? 1 : 0; };
 
   // Groups: one shared admitter, or one per team on its own nodes.
   std::vector<Group> groups;
@@ -1071,7 +1094,10 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
       by_model[{sc.fleet.nodes[n].gpu_model(), mig_node(sc.fleet.nodes[n]) ? 1 : 0}].push_back(n);
     // Each team's guarantee by pool: as the guarantees split it, or, where they do not (no MIG
     // pool: explicit guarantees), by its demand in each pool, as a team buys the hardware its
-    // work runs on; a pool no team asks for goes by the whole guarantees.
+    // work runs on; a pool no team asks for goes by the whole guarantees. (A pool's nodes go to
+    // the teams with work for it, in proportion, though that be more than a team's share of
+    // the guarantees: a trial's team of whole-GPU work owned MIG nodes it never used, while
+    // the MIG team's work waited.)
     std::vector<std::array<double, 2>> split = pool_guarantee;
     if (!sc.mig_pool) {
       std::vector<std::array<double, 2>> demand(nteams, {0, 0});
@@ -1087,22 +1113,6 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
     double gsum[2] = {0, 0};
     for (const auto& g : split)
       for (int p = 0; p < 2; ++p) gsum[p] += g[p];
-    if (!sc.mig_pool) {
-      // (What a pool holds past what the teams ask of it there goes by the whole guarantees:
-      // a review's one team of MIG work, guaranteed 24 GPUs, got all 64 MIG GPUs.)
-      double pool_cap[2] = {0, 0}, all = 0;
-      for (const auto& [model_pool, nodes] : by_model)
-        for (int n : nodes)
-          pool_cap[model_pool.second] +=
-              static_cast<double>(sc.fleet.nodes[n].devices.size()) * kMilliPerGpu;
-      for (int i = 0; i < nteams; ++i) all += guarantee[i];
-      for (int p = 0; p < 2 && all > 0; ++p) {
-        const double rest = pool_cap[p] - gsum[p];
-        if (rest <= 0) continue;
-        for (int i = 0; i < nteams; ++i) split[i][p] += rest * guarantee[i] / all;
-        gsum[p] = pool_cap[p];
-      }
-    }
     for (int p = 0; p < 2; ++p)
       if (gsum[p] <= 0)
         for (int i = 0; i < nteams; ++i) {
@@ -1177,7 +1187,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
     }
     for (int i = 0; i < nteams; ++i) {
       guarantee[i] = static_cast<double>(fleets[i].total_gpus()) * kMilliPerGpu;
-      const double mig = sc.mig_pool ? MigCapacityMilli(fleets[i]) : 0;
+      const double mig = mig_units ? MigCapacityMilli(fleets[i]) : 0;
       pool_guarantee[i] = {guarantee[i] - mig, mig};
       group_of_team[i] = i;
       RETURN_IF_ERROR(make_group(std::move(fleets[i])));
@@ -1274,6 +1284,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
   std::vector<double> unit_use(nunits, 0), unit_guar(nunits), room_seen(nunits);
   for (int u = 0; u < nunits; ++u) room_seen[u] = unit_guar[u] = pool_guarantee[u / 2][u % 2];
   std::vector<std::set<std::pair<double, int>>> pend_by_size(nunits);
+  std::vector<int64_t> blocked_pending(nunits, 0);  // policy-blocked work, pending to the end
   // Pending workloads in their queue's order (-priority, the admitter's arrival, workload), and
   // those that fit in that order.
   std::vector<std::set<std::tuple<int, double, int>>> pend_order(nunits);
@@ -1460,7 +1471,8 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
         // (The words taken literally: below it with any work pending, even work too
         // large for the difference.)
         for (int u : {2 * i, 2 * i + 1})
-          if (unit_use[u] < unit_guar[u] - 1e-9 && !pend_by_size[u].empty()) {
+          if (unit_use[u] < unit_guar[u] - 1e-9 &&
+              (!pend_by_size[u].empty() || blocked_pending[u] > 0)) {
             below_any_int[i] += dt;
             break;
           }
@@ -1479,7 +1491,10 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
     ws[w].pending_since = t;
     // (Work only the policy keeps out waits in the waits and fair shares, not in the guarantee
     // bound: it fits no guarantee this policy keeps — a review saw episodes that never closed.)
-    if (ws[w].policy_blocked) return;
+    if (ws[w].policy_blocked) {
+      ++blocked_pending[unit_of(w)];  // (pending to the end: in the any-pending view)
+      return;
+    }
     const int u = unit_of(w);
     pend_by_size[u].insert({g, w});
     ws[w].order = {-rw.spec.priority, groups[ws[w].group].admitter->arrival(ws[w].id), w};
@@ -1739,16 +1754,31 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
               if (!req.ok()) break;
               for (int k = 0; k < ps.count; ++k) pods.push_back(*req);
             }
+            // (Each pod on some node of it, empty — its memory, its GPU memory, as the
+            // admitter checks them: a trial's 200Gi share read as runnable — then the pods
+            // together.)
+            const auto some_node_takes = [&](const PodRequest& p) {
+              for (int n = 0; n < whole_fleet->node_count(); ++n)
+                if (whole_fleet->MayFit(n, p) && NodeFits(*whole_fleet, n, p)) return true;
+              return false;
+            };
             std::string why;
-            infeasible = pods.empty() || !FleetHoldsPods(*whole_fleet, pods, &why) ||
+            infeasible = pods.empty() || !std::all_of(pods.begin(), pods.end(), some_node_takes) ||
+                         !FleetHoldsPods(*whole_fleet, pods, &why) ||
                          !SomeDomainHolds(*whole_fleet, pods, rw.spec.topology, &why);
           }
           if (events_out != nullptr) log_arrive(ev.w, ev.t, infeasible);
           if (!infeasible && a.phase(st.id) == Phase::kInfeasible) {
             st.policy_blocked = true;
-            // (Its admitter's fleet is the team's slice under dedicated: "the fleet" there.)
-            policy_blocked_why[rw.team] =
-                (policy_name == "dedicated" ? "in its slice: " : "") + a.reason(st.id);
+            // (Its admitter's fleet is the team's slice under dedicated: "the fleet" there, said
+            // so — a trial read "though the whole fleet could … the whole fleet holds only 1".)
+            std::string why = a.reason(st.id);
+            if (policy_name == "dedicated")
+              for (const char* fleet : {"the whole fleet", "the fleet"})
+                for (size_t at = why.find(fleet); at != std::string::npos;
+                     at = why.find(fleet, at + 9))
+                  why.replace(at, std::strlen(fleet), "its slice");
+            policy_blocked_why[rw.team] = std::move(why);
           }
           if (infeasible) {
             st.pending_since = ev.t;  // never admitted: waits until the replay ends
@@ -2223,7 +2253,7 @@ void PrintReplayTable(const std::vector<ReplayResult>& results, std::ostream& ou
     if (std::abs(r.offered_load_measured - r.offered_load) > 0.1 * r.offered_load)
       out << "  note: over the window measured (first to last arrival) the offered load is "
           << std::setprecision(3) << r.offered_load_measured
-          << ": the arrivals end before the scenario's window does\n"
+          << ": the arrivals cover only part of the scenario's window\n"
           << std::setprecision(1);
     out << "  utilization " << r.utilization_pct << "% (" << r.useful_utilization_pct
         << "% less work evictions threw away)  Jain " << std::setprecision(3) << r.jain_index
