@@ -7622,6 +7622,27 @@ TEST(ReplayTest, MigFlavoursAreAPoolOfTheirOwnAndWhatNoNodeHoldsIsInfeasible) {
   }
 }
 
+// Work the policy keeps out (a dedicated slice of one 8-GPU node for a gang of two 8-GPU
+// pods) counts in the below-guarantee-with-any-work-pending view: a trial's team held none of
+// its GPUs the whole window with work waiting and read 0 there.
+TEST(ReplayTest, PolicyBlockedWorkIsPendingInTheAnyPendingView) {
+  auto sc = sim::ParseScenario(
+      "kind: Scenario\nname: r03\n"
+      "synthetic: {gpus: 64, migShare: 0, gb200Share: 0, seed: 9, window: 3600}\n"
+      "load: 0.8\nteams:\n"
+      "  - name: big\n    share: 80\n    guarantee: 56\n"
+      "    workloads: [{cpu: 16, memory: 128Gi, devices: {gpus: 1}, duration: 300-1800}]\n"
+      "  - name: tiny\n    share: 20\n    guarantee: 4\n"
+      "    workloads: [{pods: 2, gang: true, cpu: 96, memory: 1Ti, devices: {gpus: 8}, "
+      "duration: 600-1200}]\n",
+      "r03.yaml", ".");
+  ASSERT_TRUE(sc.ok()) << sc.status().message();
+  auto r = sim::RunReplay(*sc, "dedicated");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_GT(r->teams[1].policy_blocked, 0);
+  EXPECT_GT(r->teams[1].below_guarantee_any_pending_s, 0.25 * r->window_s);  // (was 0)
+}
+
 // The offered load is also given over the window the measures use (first to last arrival),
 // which is shorter where arrivals stop early (a review read twice the load it was told).
 TEST(ReplayTest, TheOfferedLoadIsMeasuredOverTheArrivalWindowToo) {
