@@ -7643,6 +7643,22 @@ TEST(ReplayTest, PolicyBlockedWorkIsPendingInTheAnyPendingView) {
   EXPECT_GT(r->teams[1].below_guarantee_any_pending_s, 0.25 * r->window_s);  // (was 0)
 }
 
+// Computed guarantees count only work the fleet could ever run: a team whose work no node
+// holds is guaranteed nothing (it was guaranteed room nobody could use).
+TEST(ReplayTest, ComputedGuaranteesLeaveOutWorkNoNodeHolds) {
+  auto sc = sim::ParseScenario(
+      "kind: Scenario\nname: huge\n"
+      "synthetic: {gpus: 64, migShare: 0, gb200Share: 0, seed: 3, window: 3600}\n"
+      "load: 0.5\nteams:\n"
+      "  - {name: a, share: 50, workloads: [{devices: {gpus: 1}, duration: 300-900}]}\n"
+      "  - {name: b, share: 50, workloads: [{memory: 64Ti, devices: {gpus: 1}, duration: "
+      "300-900}]}\n",
+      "huge.yaml", ".");
+  ASSERT_TRUE(sc.ok()) << sc.status().message();
+  EXPECT_GT(*sc->teams[0].guarantee_milli, 50000);
+  EXPECT_EQ(*sc->teams[1].guarantee_milli, 0);
+}
+
 // The offered load is also given over the window the measures use (first to last arrival),
 // which is shorter where arrivals stop early (a review read twice the load it was told).
 TEST(ReplayTest, TheOfferedLoadIsMeasuredOverTheArrivalWindowToo) {

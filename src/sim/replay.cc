@@ -457,6 +457,39 @@ void TileTrace(Scenario& sc, double window, double max_gap) {
 
 // Offered load as measured, and guarantees proportional to each team's demand where none is
 // given (what is left after the explicit ones, in whole GPUs).
+// The scenario's teams as the fleet's tenants (their trust decides who may share a GPU).
+std::vector<Tenant> TeamTenants(const Scenario& sc) {
+  std::vector<Tenant> tenants;
+  for (const TeamSpec& t : sc.teams) {
+    Tenant tn;
+    tn.name = TenantId(t.name);
+    tn.trust = t.trust;
+    tn.trust_domain = t.trust_domain;
+    tenants.push_back(tn);
+  }
+  return tenants;
+}
+
+// Whether `fleet`, empty, could ever run `w`: each pod on some node (its CPU, memory, GPU
+// memory, as the admitter checks them: a trial's 200Gi share read as runnable), then the pods
+// together, in one domain where its topology requires one.
+bool WholeFleetRuns(const ClusterState& fleet, const Workload& w) {
+  std::vector<PodRequest> pods;
+  for (const PodSet& ps : w.pod_sets) {
+    auto req = fleet.MakeRequest(ps, w.tenant);
+    if (!req.ok()) return false;
+    for (int k = 0; k < ps.count; ++k) pods.push_back(*req);
+  }
+  const auto some_node_takes = [&](const PodRequest& p) {
+    for (int n = 0; n < fleet.node_count(); ++n)
+      if (fleet.MayFit(n, p) && NodeFits(fleet, n, p)) return true;
+    return false;
+  };
+  std::string why;
+  return !pods.empty() && std::all_of(pods.begin(), pods.end(), some_node_takes) &&
+         FleetHoldsPods(fleet, pods, &why) && SomeDomainHolds(fleet, pods, w.topology, &why);
+}
+
 void Calibrate(Scenario& sc, double window) {
   const double cap = static_cast<double>(sc.fleet.total_gpus()) * kMilliPerGpu;
   double total = 0;
@@ -474,11 +507,20 @@ void Calibrate(Scenario& sc, double window) {
       sc.admission.queues.empty() && !explicit_guarantee ? MigCapacityMilli(sc.fleet) : 0;
   sc.mig_pool = mig_cap > 0;
   const double pool_cap[2] = {cap - mig_cap, mig_cap};
+  // (Of work the fleet could ever run: a team's work no node holds would be guaranteed room
+  // nobody can use.)
+  const ClusterState empty(sc.fleet, TeamTenants(sc));
+  std::vector<char> runs(sc.workloads.size());
+  for (size_t w = 0; w < sc.workloads.size(); ++w)
+    runs[w] = WholeFleetRuns(empty, sc.workloads[w].spec);
   std::vector<std::array<double, 2>> team_demand(sc.teams.size(), {0, 0});
-  for (const ReplayWorkload& w : sc.workloads)
-    team_demand[w.team][sc.mig_pool && IsMig(w.spec) ? 1 : 0] +=
-        WorkloadMilli(w.spec, sc.mean_gpu_memory_mib) *
-        std::max(0.0, std::min(w.duration_s, window - w.arrival_s));
+  for (size_t i = 0; i < sc.workloads.size(); ++i) {
+    const ReplayWorkload& w = sc.workloads[i];
+    if (runs[i])
+      team_demand[w.team][sc.mig_pool && IsMig(w.spec) ? 1 : 0] +=
+          WorkloadMilli(w.spec, sc.mean_gpu_memory_mib) *
+          std::max(0.0, std::min(w.duration_s, window - w.arrival_s));
+  }
   double fixed = 0, open_demand[2] = {0, 0};
   for (size_t i = 0; i < sc.teams.size(); ++i) {
     if (sc.teams[i].guarantee_milli) {
@@ -504,7 +546,9 @@ void Calibrate(Scenario& sc, double window) {
     double cores = 0, cpu_total = 0;
     for (const Node& n : sc.fleet.nodes) cores += static_cast<double>(n.cpu.value());
     std::vector<double> cpu_demand(sc.teams.size(), 0);
-    for (const ReplayWorkload& w : sc.workloads) {
+    for (size_t i = 0; i < sc.workloads.size(); ++i) {
+      const ReplayWorkload& w = sc.workloads[i];
+      if (!runs[i]) continue;
       const double d =
           WorkloadCpu(w.spec) * std::max(0.0, std::min(w.duration_s, window - w.arrival_s));
       cpu_demand[w.team] += d;
@@ -1025,14 +1069,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
     return InvalidArgument("--policy: expected dedicated, fifo or fabrica, got '" + policy_name +
                            "'");
   const int nteams = static_cast<int>(sc.teams.size());
-  std::vector<Tenant> tenants;
-  for (const TeamSpec& t : sc.teams) {
-    Tenant tn;
-    tn.name = TenantId(t.name);
-    tn.trust = t.trust;
-    tn.trust_domain = t.trust_domain;
-    tenants.push_back(tn);
-  }
+  const std::vector<Tenant> tenants = TeamTenants(sc);
   const double cap_gpu = static_cast<double>(sc.fleet.total_gpus()) * kMilliPerGpu;
   double cap_cpu = 0;
   for (const Node& n : sc.fleet.nodes) cap_cpu += static_cast<double>(n.cpu.value());
@@ -1748,24 +1785,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
             // (... unless the whole fleet could not run it either: then it is left out as
             // under the other policies.)
             if (!whole_fleet) whole_fleet.emplace(sc.fleet, tenants);
-            std::vector<PodRequest> pods;
-            for (const PodSet& ps : rw.spec.pod_sets) {
-              auto req = whole_fleet->MakeRequest(ps, rw.spec.tenant);
-              if (!req.ok()) break;
-              for (int k = 0; k < ps.count; ++k) pods.push_back(*req);
-            }
-            // (Each pod on some node of it, empty — its memory, its GPU memory, as the
-            // admitter checks them: a trial's 200Gi share read as runnable — then the pods
-            // together.)
-            const auto some_node_takes = [&](const PodRequest& p) {
-              for (int n = 0; n < whole_fleet->node_count(); ++n)
-                if (whole_fleet->MayFit(n, p) && NodeFits(*whole_fleet, n, p)) return true;
-              return false;
-            };
-            std::string why;
-            infeasible = pods.empty() || !std::all_of(pods.begin(), pods.end(), some_node_takes) ||
-                         !FleetHoldsPods(*whole_fleet, pods, &why) ||
-                         !SomeDomainHolds(*whole_fleet, pods, rw.spec.topology, &why);
+            infeasible = !WholeFleetRuns(*whole_fleet, rw.spec);
           }
           if (events_out != nullptr) log_arrive(ev.w, ev.t, infeasible);
           if (!infeasible && a.phase(st.id) == Phase::kInfeasible) {
