@@ -5844,6 +5844,9 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
     };
     now_only(reclaimed);
     now_only(moved);
+    // (None of its moves allowed now: the budgets are spent, so it may hold; one allowed that
+    // then finds no room is no reason to hold the plan.)
+    const bool spent = moved.empty() && reclaimed.empty();
     // The movers kept must fit now beside the work that stays, off the nodes its pods are
     // planned on (the full plan placed them in room work left for later frees); one that does
     // not is left for later too (a review: it would be evicted with nowhere to go).
@@ -5875,9 +5878,10 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
       // this moment: the room that work freed is kept for it, as Preempt keeps its stopped
       // victims', rather than go back to the moved work and be moved again next stage.
       // (Only a consolidation's stage: a preemptor between its batches goes on with Preempt,
-      // which holds its own; and only while a budget holds a move, not a mover that found no
-      // room, which would hold the same plan every cycle — a review.)
-      if (!entries_[id].continuing || !entries_[id].consolidation_stage || budget_later == 0)
+      // which holds its own; and only while the budgets allow none of its moves, not where a
+      // mover allowed found no room, which would hold the same plan every cycle — a review.)
+      if (!entries_[id].continuing || !entries_[id].consolidation_stage || budget_later == 0 ||
+          !spent)
         return false;
       Entry& e = entries_[id];
       Nominate(id, 0, ReclaimEligible(id));
