@@ -738,8 +738,8 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
         *t.guarantee_milli /= sharing;
         t.mig_guarantee_milli /= sharing;
         double part = 1.0 / sharing;
-        // (Bounded by the queues: a cycle or an unknown parent is refused after this.)
-        // (Roots too: several share the fleet by their weights.)
+        // (Up to the roots, which share the fleet by their weights too; bounded by the queues'
+        // count, though the tree was checked for cycles before.)
         int q = index[t.queue];
         for (size_t up = 0; up < c.queues.size(); ++up) {
           double siblings = 0;
