@@ -81,10 +81,7 @@ const Resource* ResourceByKind(const std::string& kind) {
 // would win silently — two manifests with no "---" between them, say), as kubectl refuses it.
 // At most `left` values more (aliases expanded; see fabrica::YamlValueBudget).
 json YamlToJson(const YAML::Node& n, size_t& left) {
-  if (left-- == 0)
-    throw YAML::ParserException(n.Mark(),
-                                "its aliases repeat more values than the text could hold (an "
-                                "alias of an alias, nested?)");
+  if (left-- == 0) throw YAML::ParserException(n.Mark(), fabrica::kYamlPastValueBudget);
   switch (n.Type()) {
     case YAML::NodeType::Map: {
       json j = json::object();

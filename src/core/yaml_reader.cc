@@ -350,6 +350,9 @@ Status YamlMap::Unknowns() const {
   return InvalidArgument(msg);
 }
 
+const char kYamlPastValueBudget[] =
+    "its aliases repeat more values than the text could hold (an alias of an alias, nested?)";
+
 size_t YamlValueBudget(const std::string& text) {
   return std::max<size_t>(size_t{1} << 18, 4 * text.size());
 }
@@ -359,10 +362,7 @@ namespace {
 // yaml-cpp's tree as a Doc, with the line each node starts on; `left` values more at most.
 Doc ToDoc(const YAML::Node& n, size_t& left) {
   const int line = n.Mark().line;
-  if (left-- == 0)
-    throw YAML::ParserException(n.Mark(),
-                                "its aliases repeat more values than the text could hold "
-                                "(an alias of an alias, nested?)");
+  if (left-- == 0) throw YAML::ParserException(n.Mark(), kYamlPastValueBudget);
   switch (n.Type()) {
     case YAML::NodeType::Map: {
       std::vector<Doc::Entry> entries;

@@ -120,6 +120,8 @@ std::string UnknownFieldMessage(const std::string& key, const std::vector<std::s
 // file took every byte of memory); without aliases a value takes a byte or two of the text, so
 // this leaves room for aliases used as meant (a shared block repeated a few times).
 size_t YamlValueBudget(const std::string& text);
+// What is said of a text past it (fabctl's own YAML reading says the same).
+extern const char kYamlPastValueBudget[];
 
 // Parses a YAML document, turning yaml-cpp's exceptions into a Status naming file and line (and
 // one whose aliases expand past YamlValueBudget into an error).
