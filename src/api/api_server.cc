@@ -3793,26 +3793,17 @@ struct ApiServer::Impl {
     }
     // (A key given twice in one object is refused, as the Kubernetes API's strict field
     // validation refuses it: the last would win silently.)
-    std::string twice;
+    std::string twice, error;
     bool too_deep = false;
-    json j = jsonf::ParseNoDuplicateKeys(req.body, &twice, &too_deep);
+    json j = jsonf::ParseNoDuplicateKeys(req.body, &twice, &too_deep, &error);
     if (too_deep)
       return Status(StatusCode::kInvalidArgument,
                     "400:malformed JSON body: it nests objects and arrays deeper than " +
                         std::to_string(jsonf::kMaxJsonDepth) + " levels");
-    if (j.is_discarded()) {
-      // (Where, and what: a trial's 1e400 read as a bare "malformed JSON body".)
-      std::string where;
-      try {
-        (void)json::parse(req.body);
-      } catch (const json::exception& e) {
-        // (Its words, less nlohmann's "[json.exception.parse_error.101] ".)
-        where = e.what();
-        where =
-            ": " + where.substr(where.find("] ") == std::string::npos ? 0 : where.find("] ") + 2);
-      }
-      return Status(StatusCode::kInvalidArgument, "400:malformed JSON body" + where);
-    }
+    // (Where, and what: a trial's 1e400 read as a bare "malformed JSON body".)
+    if (j.is_discarded())
+      return Status(StatusCode::kInvalidArgument,
+                    "400:malformed JSON body" + (error.empty() ? "" : ": " + error));
     if (!twice.empty())
       return Status(StatusCode::kInvalidArgument,
                     "400:malformed JSON body: key \"" + twice + "\" is given twice in one object");

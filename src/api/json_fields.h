@@ -66,14 +66,16 @@ inline constexpr int kMaxJsonDepth = 100;
 // `text` parsed (discarded if it is not JSON, or nests deeper than kMaxJsonDepth: then
 // `*too_deep`, where given, is set), and in `*twice` the first key given twice in one object
 // ("" if none): the last would win silently, so callers refuse it, as the Kubernetes API's
-// strict field validation does.
+// strict field validation does. Where `*error` is given, a text that is not JSON sets it to
+// where and what (the parser's words, less its "[json.exception.parse_error.101] "), from the
+// one parse.
 inline nlohmann::json ParseNoDuplicateKeys(const std::string& text, std::string* twice,
-                                           bool* too_deep = nullptr) {
+                                           bool* too_deep = nullptr, std::string* error = nullptr) {
   std::vector<std::set<std::string>> keys;  // of each object open, innermost last
   int depth = 0;
   bool deep = false;
   twice->clear();
-  // (A number past a double's range throws even so: malformed, as the caller says.)
+  // (A number past a double's range throws out_of_range: malformed too, as the caller says.)
   nlohmann::json parsed;
   try {
     parsed = nlohmann::json::parse(
@@ -92,9 +94,14 @@ inline nlohmann::json ParseNoDuplicateKeys(const std::string& text, std::string*
           }
           return true;
         },
-        false);
-  } catch (const nlohmann::json::out_of_range&) {
+        true);
+  } catch (const nlohmann::json::exception& e) {
     if (too_deep) *too_deep = deep;
+    if (error) {
+      const std::string what = e.what();
+      const size_t words = what.find("] ");
+      *error = words == std::string::npos ? what : what.substr(words + 2);
+    }
     return nlohmann::json(nlohmann::json::value_t::discarded);
   }
   if (too_deep) *too_deep = deep;
