@@ -1652,6 +1652,73 @@ TEST(ApiListTest, NodeAllocationsSumEveryonesWorkAndNameNone) {
   EXPECT_EQ(w.Get(Collection("nodeallocations"), "no-such-token").status, 401);
 }
 
+// Free room isolation keeps for some tenants says for whom (a trial read a share's rest as free
+// to all): a trusted share's for its trust domain, a standard one's for its tenant, an untrusted
+// tenant's MIG GPU for it, another MIG GPU for tenants not untrusted, an exclusive node for its
+// owner; a tenant or domain the caller cannot read is "another".
+TEST(ApiListTest, NodeAllocationsSayWhomIsolationKeepsFreeRoomFor) {
+  World w;
+  w.MustCreate(Collection("tenants"), TenantObject("team-a", "trusted", "serving"));
+  w.MustCreate(Collection("tenants"), TenantObject("team-b", "standard", "team-b"));
+  w.MustCreate(Collection("tenants"), TenantObject("team-c", "untrusted", "team-c"));
+  json exclusive = TenantObject("team-d", "untrusted", "team-d");
+  exclusive["spec"]["exclusiveNodes"] = true;
+  w.MustCreate(Collection("tenants"), exclusive);
+  w.MustCreate(Collection("queues"), QueueObject("q1"));
+  for (const char* n : {"n1", "n2", "n3"}) w.MustCreate(Collection("nodes"), NodeObject(n));
+  const auto device = [](int index, int milli, const std::string& mig = "") {
+    json d = {{"index", index}, {"gpuMilli", milli}};
+    if (!mig.empty()) d["migSlice"] = 0, d["migProfile"] = mig;
+    return d;
+  };
+  const auto run = [&](const std::string& ns, const std::string& name, const std::string& node,
+                       const json& d) {
+    w.MustCreate(Collection("workloads", ns), WorkloadObject(ns, name));
+    w.MustSetStatus(Item("workloads", ns, name),
+                    {{"phase", "Running"},
+                     {"assignments", {{{"pod", "main-0"}, {"node", node}, {"devices", {d}}}}}});
+  };
+  run("team-a", "share", "n1", device(0, 250));
+  run("team-b", "share", "n1", device(1, 500));
+  run("team-b", "whole", "n1", device(2, 1000));
+  run("team-c", "slice", "n2", device(0, 142, "1g.10gb"));
+  run("team-b", "slice", "n2", device(1, 142, "1g.10gb"));
+  run("team-d", "whole", "n3", device(0, 1000));
+  const auto gpus = [](const json& node) {
+    std::map<int, std::string> to;
+    for (const json& g : node["gpus"]) to[g.value("index", -1)] = g.value("openTo", "");
+    return to;
+  };
+  const json admin = Parse(w.Get(Collection("nodeallocations"), kAdmin));
+  ASSERT_EQ(admin["items"].size(), 3u) << admin.dump();
+  EXPECT_EQ(
+      gpus(admin["items"][0]),
+      (std::map<int, std::string>{
+          {0, "trust domain serving"}, {1, "tenant team-b"}, {2, ""},  // (full: no room to keep)
+      }));
+  EXPECT_EQ(gpus(admin["items"][1]), (std::map<int, std::string>{
+                                         {0, "tenant team-c (untrusted)"},
+                                         {1, "tenants that are not untrusted"},
+                                     }));
+  EXPECT_FALSE(admin["items"][0].contains("openTo"));
+  EXPECT_EQ(admin["items"][2].value("openTo", ""), "tenant team-d (its exclusive node)");
+  // alice reads team-a only: the others are "another".
+  const json alice = Parse(w.Get(Collection("nodeallocations"), kAlice));
+  ASSERT_EQ(alice["items"].size(), 3u);
+  EXPECT_EQ(gpus(alice["items"][0]), (std::map<int, std::string>{
+                                         {0, "trust domain serving"},
+                                         {1, "another tenant"},
+                                         {2, ""},
+                                     }));
+  EXPECT_EQ(gpus(alice["items"][1])[0], "another tenant (untrusted)");
+  EXPECT_EQ(alice["items"][2].value("openTo", ""), "another tenant (its exclusive node)");
+  // bob reads team-b only: serving is another trust domain.
+  const json bob = Parse(w.Get(Collection("nodeallocations") + "/n1", kBob));
+  EXPECT_EQ(gpus(bob)[0], "another trust domain");
+  EXPECT_EQ(gpus(bob)[1], "tenant team-b");
+  EXPECT_EQ(bob.dump().find("serving"), std::string::npos) << bob.dump();
+}
+
 // A tenant user's list across tenants pages through every tenant's keys; the continue token must
 // not name another tenant's workload ("workloads of other tenants are never readable").
 TEST(ApiListTest, ContinueTokensDoNotLeakOtherTenantsNames) {

@@ -3330,17 +3330,41 @@ struct ApiServer::Impl {
   // with no workload named. Anyone who may list nodes reads it, as Kubernetes' node metrics, so
   // a tenant sees how loaded a node is though not others' work (a trial's tenant read a node
   // with 4 GPUs busy as idle); `unreadGpuMilli` is the part held by work the caller cannot read.
+  // A GPU whose free room isolation keeps for some tenants only (DESIGN.md's table: a share's
+  // rest for its sharers, an untrusted tenant's MIG GPU for it, a standard one's closed to
+  // untrusted tenants, an exclusive node for its owner) says for whom in `openTo` (a trial read
+  // such room as free to all).
   HttpResponse NodeAllocations(const std::string& only, const Principal& p) {
     auto listed = store.List(Prefix(*FindResource("workloads"), ""), "", 0);
     if (!listed.ok()) return ErrorFromStatus(listed.status());
+    auto tenant_list = store.List("/registry/tenants/", "", 0);
+    if (!tenant_list.ok()) return ErrorFromStatus(tenant_list.status());
     bool all = false;
     const std::vector<std::string> tenants = auth.ReadableTenants(p, &all);
+    struct Trust {
+      std::string level = "standard", domain;
+      bool exclusive = false;
+    };
+    std::map<std::string, Trust> trust;
+    for (const KeyValue& kv : tenant_list->items) {
+      const json t = json::parse(kv.value, nullptr, false);
+      const std::string n = Str(Field(t, "metadata"), "name");
+      const json& spec = Field(t, "spec");
+      trust[n] = {Str(spec, "trust", "standard"), Str(spec, "trustDomain", n),
+                  Field(spec, "exclusiveNodes") == true};
+    }
+    const auto trust_of = [&trust](const std::string& tenant) {
+      auto it = trust.find(tenant);
+      return it == trust.end() ? Trust{"standard", tenant, false} : it->second;
+    };
     struct Gpu {
       int64_t used = 0, held = 0;
+      std::set<std::string> sharers, mig;  // tenants holding a share of it, a MIG slice
     };
     struct Node {
       std::map<int64_t, Gpu> gpus;
       int64_t memory_mib = 0, unread = 0;
+      std::set<std::string> tenants;  // with work running there
     };
     std::map<std::string, Node> nodes;
     for (const KeyValue& kv : listed->items) {
@@ -3356,27 +3380,71 @@ struct ApiServer::Impl {
         if (!pending && finished.is_object() && finished.contains(Str(a, "pod"))) continue;
         const std::string node = Str(a, "node");
         if (node.empty() || (!only.empty() && node != only)) continue;
+        const std::string tenant = Str(Field(w, "metadata"), "namespace");
+        if (!pending) nodes[node].tenants.insert(tenant);
         for (const json& d : jsonf::List(a, "devices")) {
           const int64_t milli = Int(d, "gpuMilli");
           Gpu& gpu = nodes[node].gpus[Int(d, "index")];
           (pending ? gpu.held : gpu.used) += milli;
           if (pending) continue;
+          if (d.contains("migSlice") || d.contains("migProfile"))
+            gpu.mig.insert(tenant);
+          else if (milli < 1000)
+            gpu.sharers.insert(tenant);
           nodes[node].memory_mib += jsonf::HeldGpuMemoryMib(d);
           if (!readable) nodes[node].unread += milli;
         }
       }
     }
+    // Who may use a GPU's free room, in words the caller may read ("" for anyone): a tenant
+    // or trust domain the caller cannot read is "another".
+    const auto readable_tenant = [&](const std::string& t) {
+      return all || std::find(tenants.begin(), tenants.end(), t) != tenants.end();
+    };
+    const auto tenant_words = [&](const std::string& t) {
+      return readable_tenant(t) ? "tenant " + t : std::string("another tenant");
+    };
+    const auto open_to = [&](const Node& n, const Gpu& g) -> std::string {
+      if (!g.mig.empty()) {
+        for (const std::string& t : g.mig)
+          if (trust_of(t).level == "untrusted") return tenant_words(t) + " (untrusted)";
+        return "tenants that are not untrusted";
+      }
+      if (g.sharers.empty()) return "";
+      // (Pods placed under different trusts, a trust changed under them: closed to new ones.)
+      std::set<std::string> keys;
+      for (const std::string& t : g.sharers) {
+        const Trust x = trust_of(t);
+        keys.insert(x.level == "trusted" ? "domain:" + x.domain : "tenant:" + t);
+      }
+      if (keys.size() > 1) return "no one new (its sharers' trust changed under them)";
+      const std::string key = *keys.begin();
+      if (key.rfind("tenant:", 0) == 0) return tenant_words(key.substr(7));
+      const std::string domain = key.substr(7);
+      bool known = all;
+      for (const auto& [t, x] : trust)
+        if (x.level == "trusted" && x.domain == domain && readable_tenant(t)) known = true;
+      return known ? "trust domain " + domain : std::string("another trust domain");
+    };
     json items = json::array();
     for (const auto& [name, n] : nodes) {
       json gpus = json::array();
-      for (const auto& [index, g] : n.gpus)
-        gpus.push_back({{"index", index}, {"gpuMilli", g.used}, {"heldMilli", g.held}});
+      for (const auto& [index, g] : n.gpus) {
+        json gpu = {{"index", index}, {"gpuMilli", g.used}, {"heldMilli", g.held}};
+        if (g.used < 1000)
+          if (std::string to = open_to(n, g); !to.empty()) gpu["openTo"] = std::move(to);
+        gpus.push_back(std::move(gpu));
+      }
+      std::string exclusive;  // (a node whose every free GPU is for its owner)
+      for (const std::string& t : n.tenants)
+        if (trust_of(t).exclusive) exclusive = tenant_words(t) + " (its exclusive node)";
       items.push_back({{"kind", "NodeAllocation"},
                        {"apiVersion", kGroupVersion},
                        {"metadata", {{"name", name}}},
                        {"gpus", std::move(gpus)},
                        {"gpuMemoryMiB", n.memory_mib},
                        {"unreadGpuMilli", n.unread}});
+      if (!exclusive.empty()) items.back()["openTo"] = exclusive;
     }
     // (One node's, as a get of one object: nothing held there is all zeros.)
     if (!only.empty())

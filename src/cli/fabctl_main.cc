@@ -1716,9 +1716,17 @@ void DescribeNodeWorkloads(HttpClient& http, const std::string& node, size_t gpu
                     memory > 0 ? GpuMemory(memory) : "-"});
   }
   // (The node's load whoever's work it is: a tenant reads other tenants' as one line.)
+  std::vector<std::string> kept;  // free room isolation keeps for some tenants only
   if (auto a = http.Do("GET", "/apis/fabrica.dev/v1/nodeallocations/" + node);
       a.ok() && a->status == 200) {
     const json n = json::parse(a->body, nullptr, false);
+    if (n.is_object() && n.contains("openTo"))
+      kept.push_back("every free GPU: " + n.value("openTo", ""));
+    for (const json& g : Arr(n, "gpus"))
+      if (g.contains("openTo") && !n.contains("openTo"))
+        kept.push_back("gpu" + std::to_string(g.value("index", -1)) + " (" +
+                       GpusOfMilli(1000 - g.value("gpuMilli", int64_t{0})) +
+                       " free): " + g.value("openTo", ""));
     if (n.is_object() && n.value("unreadGpuMilli", int64_t{0}) > 0) {
       int64_t all = 0;
       for (const json& g : Arr(n, "gpus")) all += g.value("gpuMilli", int64_t{0});
@@ -1738,6 +1746,8 @@ void DescribeNodeWorkloads(HttpClient& http, const std::string& node, size_t gpu
     std::printf(", %s of %s of GPU memory", GpuMemory(total_memory).c_str(),
                 GpuMemory(gpu_memory_mib).c_str());
   std::printf("\n");
+  if (!kept.empty()) std::printf("Open only to (isolation by trust):\n");
+  for (const std::string& line : kept) std::printf("  %s\n", line.c_str());
 }
 
 // The node's health record (lifecycle state, conditions per node and GPU, transitions), printed
@@ -2844,6 +2854,10 @@ int TopNodes(HttpClient& http, const std::vector<std::string>& names, const std:
   if (!allocations.ok() || allocations->status != 200) return Failed(allocations);
   std::map<std::string, std::map<int, int>> used, held;  // node -> gpu -> milli
   std::map<std::string, int64_t> used_memory;            // node -> GPU memory held, MiB
+  // Free room isolation keeps for some tenants only (node -> gpu -> for whom; a node's own
+  // for all its GPUs, an exclusive node's): marked `~`, not counted by --sort-by free.
+  std::map<std::string, std::map<int, std::string>> open_to;
+  std::map<std::string, std::string> node_open_to;
   int64_t unread = 0;  // milli-GPUs held by work the user cannot read, on the nodes shown
   for (const json& n : Arr(json::parse(allocations->body, nullptr, false), "items")) {
     const std::string name = Obj(n, "metadata").value("name", "");
@@ -2851,7 +2865,9 @@ int TopNodes(HttpClient& http, const std::vector<std::string>& names, const std:
     for (const json& g : Arr(n, "gpus")) {
       used[name][g.value("index", 0)] += g.value("gpuMilli", 0);
       held[name][g.value("index", 0)] += g.value("heldMilli", 0);
+      if (g.contains("openTo")) open_to[name][g.value("index", 0)] = g.value("openTo", "");
     }
+    if (n.contains("openTo")) node_open_to[name] = n.value("openTo", "");
     used_memory[name] = n.value("gpuMemoryMiB", int64_t{0});
     unread += n.value("unreadGpuMilli", int64_t{0});
   }
@@ -2894,12 +2910,13 @@ int TopNodes(HttpClient& http, const std::vector<std::string>& names, const std:
   if (!missing.empty() && missing.size() == only.size()) return 1;
   if (!g_no_headers)
     std::printf("%-12s %-6s %-8s %-8s %-14s %s\n", "NODE", "GPUS", "ALLOC", "HELD", "GPU-MEMORY",
-                "PER-GPU (milli-GPU used, +free room held for pending work)");
+                "PER-GPU (milli-GPU used, +free room held for pending work, ~ kept for some)");
   struct Row {
     int64_t key = 0;  // what --sort-by orders by, the most first
     std::string line;
   };
   std::vector<Row> rows;
+  std::map<std::string, std::vector<std::string>> kept_for;  // for whom -> "node GPU i"
   for (const json& n : node_list["items"]) {
     const std::string name = n["metadata"].value("name", "");
     if (!shown(name)) continue;
@@ -2920,8 +2937,13 @@ int TopNodes(HttpClient& http, const std::vector<std::string>& names, const std:
       total += m;
       total_held += h;
       auto o = out.find(static_cast<int>(i));
-      if (!cordoned && o == out.end()) free_milli += std::max(0, 1000 - m - h);
-      per += std::to_string(m) + (h > 0 ? "+" + std::to_string(h) : "") +
+      std::string kept = node_open_to.count(name) ? node_open_to[name] : "";
+      if (auto k = open_to[name].find(static_cast<int>(i)); k != open_to[name].end())
+        kept = k->second;
+      const bool closed = !kept.empty() && m + h < 1000;
+      if (closed) kept_for[kept].push_back(name + " GPU " + std::to_string(i));
+      if (!cordoned && o == out.end() && !closed) free_milli += std::max(0, 1000 - m - h);
+      per += std::to_string(m) + (h > 0 ? "+" + std::to_string(h) : "") + (closed ? "~" : "") +
              (o == out.end() ? "" : "(" + o->second + ")") + (i + 1 < gpus ? " " : "");
     }
     char alloc[32], held_gpus[32];
@@ -2945,6 +2967,15 @@ int TopNodes(HttpClient& http, const std::vector<std::string>& names, const std:
   std::stable_sort(rows.begin(), rows.end(),
                    [](const Row& a, const Row& b) { return a.key > b.key; });
   for (const Row& r : rows) std::printf("%s\n", r.line.c_str());
+  if (!kept_for.empty()) {
+    std::printf("\n~ isolation keeps the free room of that GPU for some tenants only:\n");
+    for (const auto& [whom, where] : kept_for) {
+      std::string list;
+      for (size_t i = 0; i < where.size() && i < 8; ++i) list += (i ? ", " : "") + where[i];
+      if (where.size() > 8) list += " and " + std::to_string(where.size() - 8) + " more";
+      std::printf("  %s: %s\n", whom.c_str(), list.c_str());
+    }
+  }
   if (!holders.empty()) {
     std::printf("\nHeld for pending work (fabctl describe workload says why):\n");
     for (const std::string& line : holders) std::printf("%s\n", line.c_str());

@@ -314,6 +314,16 @@ grep -q "^  team-a  *kv  *Running  *1  *0.085  *12Gi$" <<<"$described" &&
   grep -q "^  partner-x  *beside  *[A-Za-z]*  *1  *1  *141Gi$" <<<"$described" &&
   grep -q "^Allocated:  1.085 of 8 GPUs, 153Gi of 1128Gi of GPU memory$" <<<"$described" ||
   fail "describe node's GPU memory: $described"
+# The rest of kv's GPU is kept by isolation for team-a's kind of sharer, not free to all: top
+# marks it `~` and names for whom; describe node says so per GPU.
+top=$("$FABCTL" top nodes)
+grep -q "^$kv_node .* 85~" <<<"$top" &&
+  grep -q "^~ isolation keeps the free room of that GPU for some tenants only:$" <<<"$top" &&
+  grep -q "^  \(tenant team-a\|trust domain [a-z-]*\): $kv_node GPU [0-9]$" <<<"$top" ||
+  fail "top's kept room: $top"
+grep -q "^Open only to (isolation by trust):$" <<<"$described" &&
+  grep -q "^  gpu[0-9] (0.915 free): \(tenant team-a\|trust domain [a-z-]*\)$" <<<"$described" ||
+  fail "describe node's kept room: $described"
 printf 'apiVersion: fabrica.dev/v1\nkind: Tenant\nmetadata: {name: partner-x}\nspec: {trust: untrusted, exclusiveNodes: true}\n' >"$tmp/excl.yaml"
 out=$("$FABCTL" apply -f "$tmp/excl.yaml" 2>&1) || fail "apply excl.yaml: $out"
 grep -q "^tenants/partner-x configured" <<<"$out" &&
