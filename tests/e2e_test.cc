@@ -4465,6 +4465,34 @@ TEST_F(StartHoldTest, AHoldOutlivesARestartAndAnUncordonLiftsIt) {
   EXPECT_TRUE(after["metadata"]["annotations"].contains(kUncordonedAtAnnotation)) << after.dump();
 }
 
+// Work already waiting when a hold begins does not go to the held node in that cycle (a trial's
+// went there 70 ms after the release, did not start either, and was released a timeout later).
+TEST_F(StartHoldTest, WorkWaitingWhenAHoldBeginsIsNotPlacedThereInThatCycle) {
+  SchedulerOptions so;
+  so.gang_timeout_s = 30;
+  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
+  CreateQueue("team-a", {{"quotas", {{"gpu", {{"guaranteed", 40}}}}}});
+  CreateWorkload(WholeGpuWorkload("team-a", "one", 4));
+  CreateWorkload(WholeGpuWorkload("team-a", "fine", 8));
+  ASSERT_TRUE(scheduler_->RunOnce().ok());
+  const std::string node = Workloads()["team-a/one"]["status"]["assignments"][0].value("node", "");
+  sim_->StallNode(node);  // (its lease renewed, no pod started)
+  Cycle(5'000);
+  // Waiting for the whole node: its 4 GPUs free when "one" is released.
+  json next = WholeGpuWorkload("team-a", "next", 8);
+  next["spec"]["nodeSelector"] = {{"kubernetes.io/hostname", node}};
+  CreateWorkload(next);
+  Cycle();
+  ASSERT_EQ(Workloads()["team-a/next"]["status"].value("phase", ""), "Pending");
+  Cycle(25'000);  // "one" released at 30 s, and the node held
+  ASSERT_EQ(Workloads()["team-a/one"]["status"].value("reason", ""), "PodsReadyTimeout")
+      << Describe(Workloads());
+  ASSERT_FALSE(Hold(node).empty()) << node;
+  const json st = Workloads()["team-a/next"]["status"];
+  EXPECT_EQ(st.value("phase", ""), "Pending") << st.dump();
+  EXPECT_FALSE(st.contains("assignments") && !st["assignments"].empty()) << st.dump();
+}
+
 // A pod that starts on the held node, of work bound there after the held-for work, lifts the
 // hold: the node has shown it starts pods.
 TEST_F(StartHoldTest, APodStartingOnTheNodeLiftsItsHold) {

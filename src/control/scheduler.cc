@@ -615,7 +615,7 @@ void Scheduler::WriteStartHold(const StartHold& h, json& status) {
 
 std::string Scheduler::HoldUnstartedNodes(const std::string& workload, const json& status,
                                           int64_t bound_at, int64_t now,
-                                          const std::set<std::string>& unusable,
+                                          std::set<std::string>& unusable,
                                           const std::map<std::string, int>& node_index) {
   if (options_.unstarted_node_hold_s <= 0) return "";
   // (Only where other nodes started pods meanwhile, or the workload's own pods run on other
@@ -665,6 +665,9 @@ std::string Scheduler::HoldUnstartedNodes(const std::string& workload, const jso
       }
     }
     nodes += (nodes.empty() ? "" : ", ") + node;
+    // (And at once, for this cycle's placements too: a trial's waiting work went to the node
+    // in the cycle that held it, and did not start either.)
+    unusable.insert(node);
   }
   if (nodes.empty()) return "";
   return "; node(s) " + nodes + " take no new work until a pod starts there, or until " +

@@ -128,11 +128,10 @@ class Scheduler {
   // does not decode (it is skipped, as before the cache).
   std::shared_ptr<const ParsedWorkload> Parse(const KeyValue& kv);
   // Holds the nodes where none of `workload`'s pods (bound at `bound_at`) started while their
-  // agents renewed their leases (unstarted_node_hold_s), and says which for its message ("" if
-  // none).
+  // agents renewed their leases (unstarted_node_hold_s), adds them to `unusable` for the rest of
+  // the cycle, and says which for its message ("" if none).
   std::string HoldUnstartedNodes(const std::string& workload, const nlohmann::json& status,
-                                 int64_t bound_at, int64_t now,
-                                 const std::set<std::string>& unusable,
+                                 int64_t bound_at, int64_t now, std::set<std::string>& unusable,
                                  const std::map<std::string, int>& node_index);
 
   Store& store_;
