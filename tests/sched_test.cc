@@ -1416,6 +1416,34 @@ TEST(PlaceGang, AGangOfSlicesCountsOnlyTheProfilesItAsks) {
   EXPECT_EQ(g.pods[0].node, 17);
 }
 
+// A gang of whole GPUs reads the whole GPUs free in a domain: a share's rest is no room for it
+// (a trial's 4-GPU gang read 7 free in a leaf of two 4-GPU nodes with a 500m share on each).
+TEST(PlaceGang, AWholeGpuGangsReasonCountsWholeFreeGpusOnly) {
+  Fleet fleet = TwoLeaves();
+  ClusterState s(fleet);
+  auto policy = MustMakePolicy("bestfit");
+  Placer placer(*policy);
+  Rng rng(1);
+  for (int n : {0, 1})
+    s.Apply({n, {ShareOn(s, n, 0, Req(s, Fraction(500)))}}, Req(s, Fraction(500)));
+  for (int n : {2, 3})
+    s.Apply({n,
+             {ShareOn(s, n, 0, Req(s, Whole(3))), ShareOn(s, n, 1, Req(s, Whole(3))),
+              ShareOn(s, n, 2, Req(s, Whole(3)))}},
+            Req(s, Whole(3)));
+  std::vector<PodRequest> gang(2, Req(s, Whole(4)));
+  GangPlacement g = placer.PlaceGang(s, gang, {TopologyLevel::kLeaf, true}, rng);
+  EXPECT_EQ(g.outcome, Outcome::kPending);
+  EXPECT_NE(g.reason.find("the most free in one, of the models it may use, is 6 (leaf-a)"),
+            std::string::npos)
+      << g.reason;
+  // A gang of shares reads the shares' rest.
+  std::vector<PodRequest> shares(16, Req(s, Fraction(500)));
+  g = placer.PlaceGang(s, shares, {TopologyLevel::kLeaf, true}, rng);
+  EXPECT_EQ(g.outcome, Outcome::kPending);
+  EXPECT_NE(g.reason.find("is 7 (leaf-a)"), std::string::npos) << g.reason;
+}
+
 TEST(PlaceGang, RequiredLeafWithoutRoomIsPendingAndPreferredSpans) {
   Fleet fleet = TwoLeaves();
   ClusterState s(fleet);

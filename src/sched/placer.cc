@@ -858,6 +858,23 @@ GangPlacement Placer::PlaceGang(ClusterState& s, const std::vector<PodRequest>& 
   // the profiles it asks.
   const ClusterState::RoomKinds kinds = ClusterState::RoomKindsOf(pods);
   const auto room = [&](int n) { return open(n) ? s.node_free_room(n, kinds) : int64_t{0}; };
+  // What of that its GPU pods may take, for the reason: whole GPUs alone for work of whole GPUs,
+  // only shares isolation lets it join, nothing on a node kept for another tenant (a trial's
+  // 4-GPU gang read 7 free in a leaf of two nodes with a 500m share on each, where 6 were).
+  bool whole_only = gpu_pod != nullptr;
+  for (const PodRequest& req : pods)
+    whole_only &= req.kind == DeviceKind::kNone || req.kind == DeviceKind::kWhole;
+  PodRequest probe;  // (the node's isolation and models, not its CPU, memory or selector)
+  if (gpu_pod) probe = *gpu_pod, probe.cpu_milli = 0, probe.memory_mib = 0, probe.nodes = nullptr;
+  const auto usable_room = [&](int n) -> int64_t {
+    if (!gpu_pod || !open(n) || !s.NodeUsable(n, probe)) return 0;
+    if (whole_only) return int64_t{s.node_whole_free(n)} * kMilliPerGpu;
+    if (gpu_pod->kind != DeviceKind::kFraction) return room(n);
+    int64_t shared = 0;
+    for (size_t d = 0; d < s.devices(n).size(); ++d)
+      if (s.DeviceUsable(n, static_cast<int>(d), probe)) shared += s.devices(n)[d].free_milli;
+    return shared;
+  };
   int64_t largest_free = 0;
   int largest_domain = -1;  // (named in the reason: a trial read two domains' numbers as one's)
   std::pair<size_t, std::string> failed{0, ""};  // the fleet-wide try's (see the reason below)
@@ -899,7 +916,7 @@ GangPlacement Placer::PlaceGang(ClusterState& s, const std::vector<PodRequest>& 
       int64_t free = 0, usable_free = 0;
       for (int n : domains[d]) {
         if (selected(n)) free += room(n);
-        if (usable(n)) usable_free += room(n);
+        if (usable(n)) usable_free += gpu_pod ? usable_room(n) : room(n);
       }
       if (level == topology.level && (largest_domain < 0 || usable_free > largest_free)) {
         largest_free = usable_free;
@@ -953,7 +970,7 @@ GangPlacement Placer::PlaceGang(ClusterState& s, const std::vector<PodRequest>& 
         const std::vector<int>& domain = only ? part : all[d];
         int64_t usable_free = 0;
         for (int n : domain)
-          if (usable(n)) usable_free += room(n);
+          if (usable(n)) usable_free += gpu_pod ? usable_room(n) : room(n);
         if (usable_free < least_pod) continue;
         std::vector<Assignment> fitted;
         for (const PodRequest& req : pods) {
