@@ -3632,24 +3632,32 @@ TEST(ApiEventsTest, AGangIsStartedOnceAllItsPodsAre) {
   w.Seed();
   const std::string item = Item("workloads", "team-a", "wa2");
   const json assignments = {{{"pod", "main-0"}, {"node", "n0"}, {"devices", json::array()}},
-                            {{"pod", "main-1"}, {"node", "n1"}, {"devices", json::array()}}};
+                            {{"pod", "main-1"}, {"node", "n1"}, {"devices", json::array()}},
+                            {{"pod", "main-2"}, {"node", "n2"}, {"devices", json::array()}}};
   const auto running = [&](const json& started) {
     w.MustSetStatus(item, {{"phase", "Running"},
-                           {"message", "running on 2 nodes: n0, n1"},
+                           {"message", "running on 3 nodes: n0, n1, n2"},
                            {"assignments", assignments},
                            {"startedPods", started}});
   };
-  running({{"main-0", "2026-12-01T00:00:00Z"}});
-  running({{"main-0", "2026-12-01T00:00:00Z"}, {"main-1", "2026-12-01T00:00:05Z"}});
+  json started = {{"main-0", "2026-12-01T00:00:00Z"}};
+  running(started);
+  // (A second pod up: the Starting event says 2 of 3, counted, as the status does; a trial
+  // read "1 of 3" there.)
+  started["main-1"] = "2026-12-01T00:00:05Z";
+  running(started);
+  started["main-2"] = "2026-12-01T00:00:09Z";
+  running(started);
   const json list = Parse(
       w.Get(std::string(kApi) + "/namespaces/team-a/events?fieldSelector=involvedObject.name=wa2"));
   std::vector<std::string> seen;
   for (const json& e : list["items"])
-    seen.push_back(e.value("reason", "") + ": " + e.value("message", ""));
+    seen.push_back(e.value("reason", "") + ": " + e.value("message", "") + " (" +
+                   std::to_string(e.value("count", 0)) + ")");
   EXPECT_EQ(seen, (std::vector<std::string>{
-                      "Created: waiting for the scheduler",
-                      "Starting: 1 of 2 pods started; the rest wait for their nodes",
-                      "Started: running on 2 nodes: n0, n1"}))
+                      "Created: waiting for the scheduler (1)",
+                      "Starting: 2 of 3 pods started; the rest wait for their nodes (2)",
+                      "Started: running on 3 nodes: n0, n1, n2 (1)"}))
       << list.dump();
 }
 

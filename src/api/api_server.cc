@@ -1631,7 +1631,11 @@ class EventRecorder {
     // pod never started.)
     const bool all_up =
         now.phase == "Running" && before.phase == "Running" && before.starting && !now.starting;
-    if ((now.phase != before.phase || all_up ||
+    // (More of its pods up, not all: its Starting event, counted, says the latest number, as
+    // the workload's status does; a trial read "1 of 3" there beside the status's "2 of 3".)
+    const bool more_up = now.phase == "Running" && before.phase == "Running" && before.starting &&
+                         now.starting && now.up != before.up;
+    if ((now.phase != before.phase || all_up || more_up ||
          (now.phase == "Pending" &&
           (now.reason != before.reason || now.message != before.message))) &&
         !(evicted && now.phase == "Pending" && now.reason != "RequeuingLimitExceeded")) {
@@ -1671,7 +1675,7 @@ class EventRecorder {
                                                    message.rfind("consolidating", 0) == 0 ||
                                                    message.rfind("taking back", 0) == 0);
       Record(ns, name, warning ? "Warning" : "Normal", reason, message, w.at_ms,
-             /*similar=*/phase == "Pending" && !step);
+             /*similar=*/(phase == "Pending" && !step) || more_up);
     }
   }
 
@@ -1714,9 +1718,11 @@ class EventRecorder {
     if (similar) {
       for (size_t back = 1; back <= std::min<size_t>(mine.size(), kAlikeWithin); ++back) {
         Event& e = *mine[mine.size() - back];
-        // (Not past what happened since, as an admission: the wait now is said after it.)
-        if (!e.waiting) break;
-        if (e.reason != reason || e.shape != shape) continue;
+        const bool alike = e.reason == reason && e.shape == shape;
+        // (Not past what happened since, as an admission: the wait now is said after it. Its
+        // last event, though, alike, says it again as it is now: a Starting one's pods up.)
+        if (!e.waiting && !(back == 1 && alike)) break;
+        if (!alike) continue;
         ++e.count;
         e.last = at;
         e.message = message;
