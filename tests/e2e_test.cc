@@ -2289,6 +2289,34 @@ TEST_F(FactoryTest, ABudgetSetToZeroSparesTheVictimsInTheirGracePeriod) {
       << Describe(w);
 }
 
+// A preemptor that may not start now whatever is freed (here its request no node can take;
+// a hold on its tenant's spending likewise) keeps no victims: they run on (a review found them
+// evicted for a preemptor held over its budget).
+TEST_F(FactoryTest, APreemptorThatMayNotStartKeepsNoVictims) {
+  ASSERT_TRUE(UrgentWorkNeedsTwoVictimsUnderABudgetOfOne(30'000));
+  ASSERT_EQ(Cycle().preempted, 1) << Describe(Workloads());
+  json hot = CallJson("GET", WorkloadPath("team-b", "hot"));
+  hot["spec"]["podSets"][0]["devices"]["models"] = "B200";  // (no node has one)
+  ClientResponse r = Call("PUT", WorkloadPath("team-b", "hot"), hot.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  Cycle();
+  Cycle(40'000);  // past the grace period
+  Cycle();
+  std::map<std::string, json> w = Workloads();
+  for (int i = 0; i < 4; ++i) {
+    const json& status = w["team-b/v-" + std::to_string(i)]["status"];
+    EXPECT_EQ(status.value("phase", ""), "Running") << Describe(w);
+    EXPECT_FALSE(status.contains("preemption")) << Describe(w);
+    EXPECT_FALSE(status.contains("evictions")) << Describe(w);
+  }
+  EXPECT_NE(w["team-b/v-3"]["status"]
+                .value("message", "")
+                .find("eviction cancelled: its preemptor team-b/hot may not start now: "),
+            std::string::npos)
+      << Describe(w);
+  EXPECT_EQ(w["team-b/hot"]["status"].value("reason", ""), "Unschedulable") << Describe(w);
+}
+
 // GET .../queues/NAME/pendingworkloads lists what waits in a queue's subtree in the order
 // admission takes it in each leaf (priority, then creation), with places; a tenant member sees
 // its own tenant's workloads, placed among all.
@@ -3450,6 +3478,74 @@ TEST_F(FactoryTest, WorkRunningWhenItsQueueIsCreatedIsBilledToItFromThen) {
 // pod is marked (status.shrinks) and stops after the grace period while the other three run on;
 // team-b's work then starts. A second reclaim whose preemptor is deleted meanwhile leaves the
 // gang its pod. (ElasticShrinkOffEvictsWhole: the same with --no-elastic-shrink.)
+// A shrink is called off where a whole victim's eviction would be: its queue's disruption
+// budget set to 0 in its grace period keeps the pods taken (a review found the shrink went
+// ahead where the whole eviction was called off), and its preemptor is told.
+TEST_F(FactoryTest, ABudgetSetToZeroSparesThePodsAShrinkTook) {
+  const json before = StartElasticBesideReclaim(true, nullptr);
+  ASSERT_FALSE(before.is_null());
+  auto gang = [&] { return Workloads()["team-a/elastic"]["status"]; };
+  ASSERT_EQ(Cycle().shrinks, 1) << Describe(Workloads());
+  ASSERT_TRUE(gang().contains("shrinks")) << gang().dump();
+  EXPECT_EQ(gang()["shrinks"][0].value("basis", ""), "Reclaim") << gang().dump();
+  ClientResponse r =
+      Call("PATCH", std::string(kApi) + "/queues/team-a",
+           json{{"spec", {{"disruptionBudget", 0}}}}.dump(), "application/merge-patch+json");
+  ASSERT_EQ(r.status, 200) << r.body;
+  Cycle();
+  EXPECT_FALSE(gang().contains("shrinks")) << gang().dump();
+  EXPECT_EQ(gang()
+                .value("message", "")
+                .rfind("eviction cancelled: its queue's disruption budget is now 0; ", 0),
+            0u)
+      << gang().dump();
+  EXPECT_NE(
+      Workloads()["team-b/b-0"]["status"]
+          .value("message", "")
+          .find("its shrink of team-a/elastic is called off: queue team-a's disruptionBudget is "
+                "now 0"),
+      std::string::npos)
+      << Describe(Workloads());
+  Cycle(10'000);  // past the grace period
+  Cycle();
+  EXPECT_EQ(gang()["assignments"].size(), 4u) << gang().dump();
+  EXPECT_FALSE(gang().contains("shrinks")) << gang().dump();
+}
+
+// ... and where its preemptor in its own queue no longer outranks it.
+TEST_F(FactoryTest, AShrinkForWorkThatNoLongerOutranksItIsCalledOff) {
+  SchedulerOptions so;
+  so.preemption_grace_ms = 5'000;
+  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
+  CreateQueue("team-a", {{"quotas", {{"gpu", {{"guaranteed", 32}, {"borrowingLimit", 0}}}}}});
+  CreateWorkload(ElasticGang());
+  ASSERT_TRUE(CycleUntilAll("Running"));
+  json urgent = WholeGpuWorkload("team-a", "urgent", 8);
+  urgent["spec"]["priority"] = 100;
+  CreateWorkload(urgent);
+  auto gang = [&] { return Workloads()["team-a/elastic"]["status"]; };
+  ASSERT_EQ(Cycle().shrinks, 1) << Describe(Workloads());
+  ASSERT_TRUE(gang().contains("shrinks")) << gang().dump();
+  EXPECT_EQ(gang()["shrinks"][0].value("basis", ""), "Priority") << gang().dump();
+  ClientResponse r =
+      Call("PATCH", WorkloadPath("team-a", "elastic"), json{{"spec", {{"priority", 200}}}}.dump(),
+           "application/merge-patch+json");
+  ASSERT_EQ(r.status, 200) << r.body;
+  Cycle();
+  EXPECT_FALSE(gang().contains("shrinks")) << gang().dump();
+  EXPECT_EQ(gang()
+                .value("message", "")
+                .rfind("eviction cancelled: its preemptor team-a/urgent no longer outranks it "
+                       "(priority 100 to its 200); ",
+                       0),
+            0u)
+      << gang().dump();
+  Cycle(10'000);  // past the grace period
+  Cycle();
+  EXPECT_EQ(gang()["assignments"].size(), 4u) << gang().dump();
+  EXPECT_EQ(Workloads()["team-a/urgent"]["status"].value("phase", ""), "Pending");
+}
+
 TEST_F(FactoryTest, ElasticWorkIsShrunkNotEvicted) {
   auto meter = OpenMeter();
   ASSERT_TRUE(meter.ok()) << meter.status().message();

@@ -745,7 +745,8 @@ Status ValidateWorkloadStatus(const json& status) {
                                 {{"by", K::kString},
                                  {"reason", K::kString},
                                  {"deadline", K::kString},
-                                 {"pods", K::kList}}));
+                                 {"pods", K::kList},
+                                 {"basis", K::kString}}));
     const json& pods = Field(shrinks[m], "pods");
     for (size_t i = 0; i < pods.size(); ++i)
       if (!pods[i].is_string())

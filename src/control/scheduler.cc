@@ -1466,8 +1466,17 @@ Result<CycleStats> Scheduler::RunOnce() {
       return it == queue_specs.end() ? nullptr : &it->second;
     });
   };
+  auto hold_of = [&](const StoredWorkload& sw) -> std::optional<std::string> {
+    if (!options_.admission_hold) return std::nullopt;
+    return options_.admission_hold(sw.w().tenant.str(),
+                                   sw.w().queue.empty() ? sw.w().tenant.str() : sw.w().queue.str());
+  };
   std::set<std::string> waiting_keys;
   std::map<std::string, const StoredWorkload*> waiting_of;  // by key
+  // Pending work that may not start this cycle whatever is freed (a hold on its tenant's
+  // spending, a request no node can take): its victims need not stop for it (a review found
+  // them evicted for a preemptor held over its budget). -> why
+  std::map<std::string, std::string> may_not_start;
   for (StoredWorkload& sw : pending) {
     const std::string leaf = WaitingQueue(leaves, sw.w().queue.str(), sw.w().tenant.str());
     // (A plan on a node that now takes no new work is void: its victims need not stop for it,
@@ -1487,7 +1496,13 @@ Result<CycleStats> Scheduler::RunOnce() {
       sw.nomination.clear();
       sw.nomination_counts.clear();
     }
-    if (sw.w().active && !stopped.count(leaf) && allowed(sw.w(), leaf).ok() && !void_plan) {
+    if (!sw.request_error.ok()) {
+      may_not_start[KeyName(sw.obj())] = sw.request_error.message();
+    } else if (auto h = sw.w().active ? hold_of(sw) : std::nullopt) {
+      may_not_start[KeyName(sw.obj())] = *h;
+    }
+    if (sw.w().active && !stopped.count(leaf) && allowed(sw.w(), leaf).ok() && !void_plan &&
+        !may_not_start.count(KeyName(sw.obj()))) {
       waiting_keys.insert(KeyName(sw.obj()));
       waiting_of[KeyName(sw.obj())] = &sw;
     }
@@ -1517,29 +1532,41 @@ Result<CycleStats> Scheduler::RunOnce() {
   // Nor one preempted for work of its own queue that no longer outranks it (a priority
   // changed meanwhile, either's: a trial's victim, raised past its preemptor, was evicted and
   // then evicted another on its return).
+  // Why a mark of `b` for preemptor `by` (on `basis`) no longer holds because `by` no longer
+  // outranks it ("" if it does, or the mark is not by priority).
+  const auto outranked_by = [&](const BoundWorkload& b, const std::string& by,
+                                const std::string& basis) -> std::string {
+    const auto p = waiting_of.find(by);
+    if (p == waiting_of.end() || basis != "Priority") return "";
+    const int mine = b.sw.w().priority, theirs = p->second->w().priority;
+    const auto created = [](const StoredWorkload& w) {
+      return ParseTimestamp(Str(Field(w.obj(), "metadata"), "creationTimestamp"));
+    };
+    if (mine > theirs || (mine == theirs && created(b.sw) < created(*p->second)))
+      return "its preemptor " + by + " no longer outranks it (priority " + std::to_string(theirs) +
+             " to its " + std::to_string(mine) + ")";
+    return "";
+  };
+  const auto frozen_queue = [&](const BoundWorkload& b) -> std::string {
+    const auto spec =
+        queue_specs.find(WaitingQueue(leaves, b.sw.w().queue.str(), b.sw.w().tenant.str()));
+    return spec != queue_specs.end() && spec->second.disruption_budget == 0 ? spec->first : "";
+  };
   for (BoundWorkload& b : bound) {
     if (!b.evicting) continue;
     const json& mark = Field(Field(b.sw.obj(), "status"), "preemption");
     const std::string by = Str(mark, "by");
-    const auto spec =
-        queue_specs.find(WaitingQueue(leaves, b.sw.w().queue.str(), b.sw.w().tenant.str()));
-    const bool frozen = spec != queue_specs.end() && spec->second.disruption_budget == 0;
-    std::string outranked;
-    if (const auto p = waiting_of.find(by);
-        p != waiting_of.end() && Str(mark, "basis") == "Priority") {
-      const int mine = b.sw.w().priority, theirs = p->second->w().priority;
-      const auto created = [](const StoredWorkload& w) {
-        return ParseTimestamp(Str(Field(w.obj(), "metadata"), "creationTimestamp"));
-      };
-      if (mine > theirs || (mine == theirs && created(b.sw) < created(*p->second)))
-        outranked = "its preemptor " + by + " no longer outranks it (priority " +
-                    std::to_string(theirs) + " to its " + std::to_string(mine) + ")";
-    }
+    const std::string frozen_in = frozen_queue(b);
+    const bool frozen = !frozen_in.empty();
+    const std::string outranked = outranked_by(b, by, Str(mark, "basis"));
     // (Empty: its queue drains.)
     if (by.empty() || (waiting_keys.count(by) && !frozen && outranked.empty())) continue;
+    const auto held = may_not_start.find(by);
     if (call_off(b, frozen               ? "its queue's disruption budget is now 0"
                     : !outranked.empty() ? outranked
-                                         : "its preemptor " + by + " no longer waits for it")) {
+                    : held != may_not_start.end()
+                        ? "its preemptor " + by + " may not start now: " + held->second
+                        : "its preemptor " + by + " no longer waits for it")) {
       if (--victims_of[by] <= 0) victims_of.erase(by);
       // Its preemptor, still waiting, is told too (a preemptor lowered read only why it
       // waits now, not that its eviction of another was called off).
@@ -1547,12 +1574,79 @@ Result<CycleStats> Scheduler::RunOnce() {
         std::string& note = called_off_of[by];
         note += (note.empty() ? "" : "; ") + std::string("its preemption of ") +
                 KeyName(b.sw.obj()) + " is called off: " +
-                (frozen ? "queue " + spec->first + "'s disruptionBudget is now 0"
+                (frozen ? "queue " + frozen_in + "'s disruptionBudget is now 0"
                         : "it no longer outranks it (priority " +
                               std::to_string(waiting_of[by]->w().priority) + " to its " +
                               std::to_string(b.sw.w().priority) + ")");
       }
     }
+  }
+  // Likewise pods an elastic shrink took: they stay where a whole victim's eviction would be
+  // called off — its preemptor no longer waits, or no longer outranks it, or its queue's
+  // disruption budget is now 0 (a review found the shrink went ahead where the eviction was
+  // called off) — and where its preemptor's other victims were called off (its plan was made
+  // for them all). (The newest mark first, as its pods come before the older marks': a mark
+  // behind one that stays stays too, and its pods stop at its deadline.)
+  for (const BoundWorkload& b : bound) {
+    if (b.kept_counts.empty() || !b.marks.is_array()) continue;
+    const std::string frozen_in = frozen_queue(b);
+    for (const json& m : b.marks) {
+      const std::string by = Str(m, "by");
+      if (!waiting_keys.count(by)) continue;
+      const std::string outranked = outranked_by(b, by, Str(m, "basis"));
+      if (frozen_in.empty() && outranked.empty()) continue;
+      std::string& note = called_off_of[by];
+      note += (note.empty() ? "" : "; ") + std::string("its shrink of ") + KeyName(b.sw.obj()) +
+              " is called off: " +
+              (!frozen_in.empty() ? "queue " + frozen_in + "'s disruptionBudget is now 0"
+                                  : "it no longer outranks it (priority " +
+                                        std::to_string(waiting_of[by]->w().priority) + " to its " +
+                                        std::to_string(b.sw.w().priority) + ")");
+    }
+  }
+  for (BoundWorkload& b : bound) {
+    if (b.kept_counts.empty() || !b.marks.is_array()) continue;
+    const std::string frozen_in = frozen_queue(b);
+    std::string why;  // (the newest mark's, said)
+    json left = b.marks;
+    while (!left.empty()) {
+      const std::string by = Str(left.back(), "by");
+      const std::string outranked = outranked_by(b, by, Str(left.back(), "basis"));
+      std::string off = !waiting_keys.count(by) ? "the preemptor its shrink was for no longer waits"
+                        : !frozen_in.empty()    ? "its queue's disruption budget is now 0"
+                        : !outranked.empty()    ? outranked
+                        : called_off_of.count(by) ? "its preemptor " + by +
+                                                        " plans anew: its eviction of another "
+                                                        "was called off"
+                                                  : "";
+      if (off.empty()) break;
+      if (why.empty()) why = off;
+      left.erase(left.size() - 1);
+    }
+    if (left.size() == b.marks.size()) continue;
+    json next = b.sw.obj();
+    next["status"].erase("shrink");  // (the earlier build's one mark: now in b.marks)
+    if (left.empty()) {
+      next["status"].erase("shrinks");
+      next["status"]["message"] =
+          std::string(kEvictionCancelled) + why + "; " + RunningMessage(next["status"]);
+    } else {
+      next["status"]["shrinks"] = left;
+      next["status"]["message"] = std::string(kEvictionCancelled) +
+                                  std::to_string(b.marks.size() - left.size()) +
+                                  " of its shrinks (" + why + "); " + std::to_string(left.size()) +
+                                  " still stop; " + RunningMessage(next["status"]);
+    }
+    auto rev = store_.Put(b.sw.kv.key, next.dump(), b.sw.kv.mod_revision);
+    if (!rev.ok()) continue;
+    b.sw.kv.mod_revision = *rev;  // (as call_off's: written again this cycle, it must match)
+    const std::set<std::string> leaving = ShrinkPods(left);
+    b.kept_counts =
+        left.empty() ? std::vector<int>{}
+                     : KeptPart(b.sw.w(), Field(b.sw.obj(), "status"), [&](const std::string& pod) {
+                         return !leaving.count(pod);
+                       }).second;
+    b.marks = left;
   }
   // A waiting preemptor that lost some of its victims so loses the rest too: its plan was made
   // for them all, and the room the rest free may not hold it (a re-trial: a preemptor lowered
@@ -1570,39 +1664,6 @@ Result<CycleStats> Scheduler::RunOnce() {
       if (--victims_of[by] <= 0) victims_of.erase(by);
       off->second += "; so is its preemption of " + KeyName(b.sw.obj()) + ", made with it";
     }
-  // Likewise pods an elastic shrink took for a preemptor that no longer waits: they stay. (The
-  // newest mark first, as its pods come before the older marks': a mark behind one whose
-  // preemptor waits stays, and its pods stop at its deadline.)
-  for (BoundWorkload& b : bound) {
-    if (b.kept_counts.empty() || !b.marks.is_array()) continue;
-    json left = b.marks;
-    while (!left.empty() && !waiting_keys.count(Str(left.back(), "by")))
-      left.erase(left.size() - 1);
-    if (left.size() == b.marks.size()) continue;
-    json next = b.sw.obj();
-    next["status"].erase("shrink");  // (the earlier build's one mark: now in b.marks)
-    if (left.empty()) {
-      next["status"].erase("shrinks");
-      next["status"]["message"] = std::string(kEvictionCancelled) +
-                                  "the preemptor its shrink was for no longer waits; " +
-                                  RunningMessage(next["status"]);
-    } else {
-      next["status"]["shrinks"] = left;
-      next["status"]["message"] =
-          std::string(kEvictionCancelled) + "the preemptor of " +
-          std::to_string(b.marks.size() - left.size()) + " of its shrinks no longer waits; " +
-          std::to_string(left.size()) + " still stop; " + RunningMessage(next["status"]);
-    }
-    if (!store_.Put(b.sw.kv.key, next.dump(), b.sw.kv.mod_revision).ok()) continue;
-    const std::set<std::string> leaving = ShrinkPods(left);
-    b.kept_counts =
-        left.empty() ? std::vector<int>{}
-                     : KeptPart(b.sw.w(), Field(b.sw.obj(), "status"), [&](const std::string& pod) {
-                         return !leaving.count(pod);
-                       }).second;
-    b.marks = left;
-  }
-
   // A cordoned GPU's free capacity is held for the cycle, so nothing new lands on it while the
   // rest of its node keeps taking work.
   const PodRequest hold{};  // a reservation: no CPU, no memory, no tenant
@@ -1634,11 +1695,6 @@ Result<CycleStats> Scheduler::RunOnce() {
   });
   std::vector<Decision> decisions(pending.size());
   std::vector<bool> decided(pending.size(), false);
-  auto hold_of = [&](const StoredWorkload& sw) -> std::optional<std::string> {
-    if (!options_.admission_hold) return std::nullopt;
-    return options_.admission_hold(sw.w().tenant.str(),
-                                   sw.w().queue.empty() ? sw.w().tenant.str() : sw.w().queue.str());
-  };
   for (size_t i = 0; i < pending.size(); ++i) {
     // (Inactive first: what a stopped workload could not use is not why it waits.)
     if (!pending[i].request_error.ok() && pending[i].w().active) {
@@ -1683,6 +1739,7 @@ Result<CycleStats> Scheduler::RunOnce() {
     std::string by;  // the preemptor, "ns/name"
     std::string why;
     std::vector<std::string> pods;  // those that stop
+    Eviction::Basis basis = Eviction::Basis::kOther;
   };
   std::vector<ShrinkMark> shrinks;
   // Running work admitted in part that took more pods (elastic growth).
@@ -2329,7 +2386,8 @@ Result<CycleStats> Scheduler::RunOnce() {
           std::vector<std::string> pods;
           for (auto [set, k] : admitter->fragment_pods(e.victim))
             pods.push_back(sw.w().pod_sets[set].name + "-" + std::to_string(k));
-          shrinks.push_back({b->second, KeyName(pending[p->second].obj()), e.reason, pods});
+          shrinks.push_back(
+              {b->second, KeyName(pending[p->second].obj()), e.reason, pods, e.basis});
           continue;
         }
         auto b = bound_of.find(e.victim);
@@ -2450,6 +2508,9 @@ Result<CycleStats> Scheduler::RunOnce() {
     for (const ShrinkMark* m : made) {
       marks.push_back(
           {{"by", m->by}, {"reason", m->why}, {"deadline", deadline}, {"pods", m->pods}});
+      // (Re-checked every cycle while its pods stop, as a whole victim's mark.)
+      if (m->basis != Eviction::Basis::kOther)
+        marks.back()["basis"] = m->basis == Eviction::Basis::kPriority ? "Priority" : "Reclaim";
       std::string names;
       for (const std::string& pod : m->pods) names += (names.empty() ? "" : ", ") + pod;
       message += (message.empty() ? "" : "; ") + m->why + "; pod(s) " + names;

@@ -6221,6 +6221,10 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
   std::vector<int> fragments;
   int taken_pods = 0;
   double lost = 0;  // the runs of pods taken from work that is not a gang
+  // (On what basis, as a whole victim's: re-checked each cycle while its pods stop.)
+  const bool own_only = std::all_of(chosen.begin(), chosen.end(), [&](const auto& c) {
+    return entries_[c.first].leaf == e.leaf;
+  });
   for (const auto& [v, c] : chosen) {
     int n = 0;
     for (int k : c) n += k;
@@ -6236,7 +6240,10 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
       reason +=
           "; they run again later, " + std::to_string(std::llround(loses)) + " GPU-seconds lost";
     entries_[v].reason = reason;
-    MarkEvicting(f, id, reason, out);
+    MarkEvicting(f, id, reason, out,
+                 own_only                                      ? Eviction::Basis::kPriority
+                 : scope.reclaim && entries_[v].leaf != e.leaf ? Eviction::Basis::kReclaim
+                                                               : Eviction::Basis::kOther);
     fragments.push_back(f);
   }
   if (scope.reclaim) NoteReclaim(id, fragments, now, reclaim_flavors, scope.res_reclaim);
