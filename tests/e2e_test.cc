@@ -273,6 +273,21 @@ class FactoryTest : public testing::Test {
     CreateWorkload(hot);
     return true;
   }
+  // Cycles past the grace period of UrgentWorkNeedsTwoVictimsUnderABudgetOfOne's victims,
+  // expecting all four still running, unmarked: the workloads then.
+  std::map<std::string, json> VictimsRunOnPastTheGrace() {
+    Cycle();
+    Cycle(40'000);
+    Cycle();
+    std::map<std::string, json> w = Workloads();
+    for (int i = 0; i < 4; ++i) {
+      const json& status = w["team-b/v-" + std::to_string(i)]["status"];
+      EXPECT_EQ(status.value("phase", ""), "Running") << Describe(w);
+      EXPECT_FALSE(status.contains("preemption")) << Describe(w);
+      EXPECT_FALSE(status.contains("evictions")) << Describe(w);
+    }
+    return w;
+  }
   // A scheduler with `so` over agents that start nothing, queue team-a guaranteed 32 GPUs, and
   // a gang of two 8-GPU pods for it (not yet created).
   json GangThatNeverStarts(SchedulerOptions so) {
@@ -2271,16 +2286,7 @@ TEST_F(FactoryTest, ABudgetSetToZeroSparesTheVictimsInTheirGracePeriod) {
       Call("PATCH", std::string(kApi) + "/queues/team-b",
            json{{"spec", {{"disruptionBudget", 0}}}}.dump(), "application/merge-patch+json");
   ASSERT_EQ(r.status, 200) << r.body;
-  Cycle();
-  Cycle(40'000);  // past the grace period
-  Cycle();
-  std::map<std::string, json> w = Workloads();
-  for (int i = 0; i < 4; ++i) {
-    const json& status = w["team-b/v-" + std::to_string(i)]["status"];
-    EXPECT_EQ(status.value("phase", ""), "Running") << Describe(w);
-    EXPECT_FALSE(status.contains("preemption")) << Describe(w);
-    EXPECT_FALSE(status.contains("evictions")) << Describe(w);
-  }
+  std::map<std::string, json> w = VictimsRunOnPastTheGrace();
   const json& waits = w["team-b/hot"]["status"];
   EXPECT_EQ(waits.value("phase", ""), "Pending") << Describe(w);
   // (Past its guarantee, its queue's work no longer borrows: nothing could take it back.)
@@ -2299,16 +2305,7 @@ TEST_F(FactoryTest, APreemptorThatMayNotStartKeepsNoVictims) {
   hot["spec"]["podSets"][0]["devices"]["models"] = "B200";  // (no node has one)
   ClientResponse r = Call("PUT", WorkloadPath("team-b", "hot"), hot.dump());
   ASSERT_EQ(r.status, 200) << r.body;
-  Cycle();
-  Cycle(40'000);  // past the grace period
-  Cycle();
-  std::map<std::string, json> w = Workloads();
-  for (int i = 0; i < 4; ++i) {
-    const json& status = w["team-b/v-" + std::to_string(i)]["status"];
-    EXPECT_EQ(status.value("phase", ""), "Running") << Describe(w);
-    EXPECT_FALSE(status.contains("preemption")) << Describe(w);
-    EXPECT_FALSE(status.contains("evictions")) << Describe(w);
-  }
+  std::map<std::string, json> w = VictimsRunOnPastTheGrace();
   EXPECT_NE(w["team-b/v-3"]["status"]
                 .value("message", "")
                 .find("eviction cancelled: its preemptor team-b/hot may not start now: "),
