@@ -54,6 +54,10 @@ def main(fabrica, source):
         rc, text = verify(verifier, log, result)
         check(rc == 0 and 'matches the replay JSON' in text,
               f'{policy}: its log passes and its numbers match: {text.strip()[-300:]}')
+        # The verifier catches each tampered number and event it recomputes (its own cases).
+        p = subprocess.run([sys.executable, verifier, '--self-test', log, result],
+                           capture_output=True, text=True)
+        check(p.returncode == 0, f'{policy}: --self-test: {p.stdout.strip()[-300:]}')
         logs[policy] = read(log)
 
     # Two policies at once cannot share one log.
