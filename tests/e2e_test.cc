@@ -4593,8 +4593,18 @@ TEST_F(StartHoldTest, WorkWaitingWhenAHoldBeginsIsNotPlacedThereInThatCycle) {
 // hold: the node has shown it starts pods.
 TEST_F(StartHoldTest, APodStartingOnTheNodeLiftsItsHold) {
   const std::string node = HoldANode();
+  // Waiting for the node's 4 free GPUs: placed there in the cycle that sees the start, not a
+  // cycle later (a review found the lifted hold still kept the node for its cycle).
+  json three = WholeGpuWorkload("team-a", "three", 4);
+  three["spec"]["nodeSelector"] = {{"kubernetes.io/hostname", node}};
+  CreateWorkload(three);
+  Cycle();
+  ASSERT_EQ(Workloads()["team-a/three"]["status"].value("phase", ""), "Pending");
   sim_->Repaired(node, -1);  // (its agent back)
   Cycle();
+  EXPECT_EQ(Workloads()["team-a/two"]["status"].value("phase", ""), "Running");
+  EXPECT_NE(Workloads()["team-a/three"]["status"].value("phase", ""), "Pending")
+      << Describe(Workloads());
   Cycle();
   EXPECT_TRUE(Hold(node).is_null()) << node;
   const json st = Workloads()["team-a/two"]["status"];

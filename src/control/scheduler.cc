@@ -722,6 +722,7 @@ Result<CycleStats> Scheduler::RunOnce() {
   }
   Fleet fleet;
   std::set<std::string> unusable;
+  std::set<std::string> held_only;  // of those, held for pods that did not start, and usable else
   for (const KeyValue& kv : node_list.items) {
     json n = json::parse(kv.value, nullptr, false);
     json spec = Field(n, "spec");
@@ -770,6 +771,8 @@ Result<CycleStats> Scheduler::RunOnce() {
     }
     if (cordoned || !ready || unproven || health_held.count(name) || !start_hold.empty())
       unusable.insert(name);
+    if (!cordoned && ready && !unproven && !health_held.count(name) && !start_hold.empty())
+      held_only.insert(name);
     if (!ready) unusable.insert("!" + name);  // marks NotReady, for requeue
     // The Node's Ready condition follows its lease; written only when it changes, so that a
     // healthy fleet costs no writes.
@@ -852,6 +855,10 @@ Result<CycleStats> Scheduler::RunOnce() {
           start_holds_.erase(h);
       }
     }
+    // (Lifted, it takes work in this cycle: a review found it kept for the cycle. Its Node's
+    // condition goes with the next one.)
+    for (const std::string& node : held_only)
+      if (!start_holds_.count(node)) unusable.erase(node);
   }
   for (const KeyValue& kv : workload_list.items) {
     // One workload's bad record costs that workload this cycle, never the scheduler thread.
