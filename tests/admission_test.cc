@@ -3464,6 +3464,28 @@ TEST_F(AdmissionTest, RestoredWorkIsChargedAndHeldAndEvictingIsNotChosenAgain) {
   EXPECT_EQ(adm_->phase(mine), Phase::kAdmitted);
 }
 
+// A restored victim its caller spares (its eviction called off: its preemptor's guarantee no
+// longer holds it) runs on, counted as running: its queue's budget of one eviction at a time is
+// free again, and another reclaim may choose it (a review found it counted as stopping for the
+// rest of the cycle).
+TEST_F(AdmissionTest, ASparedRestoredVictimNoLongerUsesItsQueuesBudget) {
+  Make(Nodes(2, 4), {Leaf("a", 4, std::nullopt, std::nullopt, 1), Leaf("b", 4)});
+  auto r0 = adm_->Restore(Gpus("a0", "a", 4), OnGpus(0, {0, 1, 2, 3}), 0);
+  auto r1 = adm_->Restore(Gpus("a1", "a", 2), OnGpus(1, {0, 1}), 0, {}, /*evicting=*/true);
+  auto r2 = adm_->Restore(Gpus("a2", "a", 2), OnGpus(1, {2, 3}), 0);
+  ASSERT_TRUE(r0.ok() && r1.ok() && r2.ok());
+  adm_->Spare(*r1);
+  EXPECT_EQ(adm_->phase(*r1), Phase::kAdmitted);
+  EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 8000);
+  int mine = Submit(Gpus("b0", "b", 2), 10);
+  CycleResult r = adm_->Cycle(11, 1000);
+  ASSERT_EQ(r.evicted.size(), 1u) << adm_->reason(mine);
+  EXPECT_EQ(r.evicted[0].preemptor, mine);
+  // (Sparing what is not being evicted changes nothing.)
+  adm_->Spare(*r0);
+  EXPECT_EQ(adm_->phase(*r0), Phase::kAdmitted);
+}
+
 // The server rebuilds the Admitter every cycle: a preemptor whose victim is still stopping is
 // restored as nominated, so it is not tried, and the room it reclaims counts against its
 // queue's guarantee — b (guaranteed 3) evicts for two more workloads, not three.

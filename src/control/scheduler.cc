@@ -2057,10 +2057,13 @@ Result<CycleStats> Scheduler::RunOnce() {
               if (!b.evicting ||
                   Str(Field(Field(b.sw.obj(), "status"), "preemption"), "basis") != "Reclaim")
                 continue;
-              if (call_off(b, past + " its preemptor " + key + " (" + short_by +
-                                  "): nothing is taken back for it") &&
-                  --v->second <= 0)
-                break;
+              if (!call_off(b, past + " its preemptor " + key + " (" + short_by +
+                                   "): nothing is taken back for it"))
+                continue;
+              // (Restored as evicting above: running again for the rest of the cycle, its
+              // budget and later preemptors told; a review found it counted as stopping.)
+              admitter->Spare(victim);
+              if (--v->second <= 0) break;
             }
             if (v->second <= 0) {  // (it plans anew next cycle)
               decisions[i] = Waits(

@@ -1755,6 +1755,19 @@ void Admitter::Unnominate(int id, bool log_freed) {
   }
 }
 
+void Admitter::Spare(int victim) {
+  if (victim < 0 || victim >= static_cast<int>(entries_.size())) return;
+  Entry& w = entries_[victim];
+  if (w.phase != Phase::kEvicting) return;
+  CountEvicting(victim, -1);
+  w.phase = Phase::kAdmitted;
+  w.reason = "admitted";
+  w.options.leaving = false;
+  AddRunning(victim);
+  if (w.counts != w.full_counts) partial_running_.insert(victim);
+  preemptor_.erase(victim);
+}
+
 std::optional<Admitter::Swap> Admitter::swap(int id) const {
   const Entry& e = entries_[id];
   if (e.phase != Phase::kPending || !e.nominated || e.swap_flavor < 0) return std::nullopt;
@@ -6221,10 +6234,11 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
   std::vector<int> fragments;
   int taken_pods = 0;
   double lost = 0;  // the runs of pods taken from work that is not a gang
-  // (On what basis, as a whole victim's: re-checked each cycle while its pods stop.)
-  const bool own_only = std::all_of(chosen.begin(), chosen.end(), [&](const auto& c) {
-    return entries_[c.first].leaf == e.leaf;
-  });
+  // (On what basis, as a whole victim's: re-checked each cycle while its pods stop. Its leaf
+  // read now: Split adds entries, and `e` may move.)
+  const int leaf = e.leaf;
+  const bool own_only = std::all_of(chosen.begin(), chosen.end(),
+                                    [&](const auto& c) { return entries_[c.first].leaf == leaf; });
   for (const auto& [v, c] : chosen) {
     int n = 0;
     for (int k : c) n += k;
@@ -6241,9 +6255,9 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
           "; they run again later, " + std::to_string(std::llround(loses)) + " GPU-seconds lost";
     entries_[v].reason = reason;
     MarkEvicting(f, id, reason, out,
-                 own_only                                      ? Eviction::Basis::kPriority
-                 : scope.reclaim && entries_[v].leaf != e.leaf ? Eviction::Basis::kReclaim
-                                                               : Eviction::Basis::kOther);
+                 own_only                                    ? Eviction::Basis::kPriority
+                 : scope.reclaim && entries_[v].leaf != leaf ? Eviction::Basis::kReclaim
+                                                             : Eviction::Basis::kOther);
     fragments.push_back(f);
   }
   if (scope.reclaim) NoteReclaim(id, fragments, now, reclaim_flavors, scope.res_reclaim);

@@ -398,6 +398,11 @@ class Admitter {
                          const std::vector<int>& victim_ids = {},
                          const std::optional<Swap>& swap = std::nullopt, bool reservation = false,
                          const std::vector<int>& counts = {});
+  // A victim restored as evicting (Restore) whose eviction its caller called off after all
+  // (its preemptor's guarantee no longer holds it): it runs on, counted as running again, so
+  // that budgets and later preemptors of the cycle read it so. Nothing else of its preemptor's
+  // nomination changes.
+  void Spare(int victim);
   // A nominated preemptor's swap (SwapAllows): the flavour and what its queue held there when
   // its preemption began, milli-GPUs; nullopt if it is none. A caller that rebuilds the
   // Admitter keeps it for RestoreNomination.
