@@ -4819,6 +4819,45 @@ TEST_F(AdmissionTest, AQuotaReclaimLeavesWorkOnNodesThatTakeNoNewWork) {
 // A lending limit holds above the lender's parent: what b keeps is kept from every queue that
 // borrows through org, also when org borrows from above it (a user-style review: across trees,
 // a took all 48 GPUs and b had to reclaim the 12 its lending limit keeps).
+// A department's borrowing limit counts from what its queues lend: what a child keeps by its
+// lending limit is not the department's to hand on (Kueue's cohort holds only what its queues
+// lend). A review's department with borrowingLimit 0 let a take 8 where b kept 2 of its 4.
+TEST_F(AdmissionTest, ADepartmentsBorrowingLimitLeavesWhatItsQueuesKeep) {
+  QueueSpec org{.name = "org"};
+  QueueSpec dept{.name = "dept", .parent = "org"};
+  QuotaSpec none;
+  none.guaranteed_milli = 8000;
+  none.borrowing_limit_milli = 0;
+  dept.quotas["gpu"] = none;
+  QueueSpec a = Leaf("a", 4), b = Leaf("b", 4, std::nullopt, /*lending=*/2), c = Leaf("c", 8);
+  a.parent = b.parent = "dept";
+  AdmissionConfig config;
+  config.queues = {org, dept, a, b, c};
+  MakeTree(Nodes(2, 8), config, {"a", "b", "c"});
+  std::vector<int> ids = SubmitEach("w", "a", 8, 0);
+  adm_->Cycle(1, 1000);
+  EXPECT_EQ(CountPhase(ids, Phase::kAdmitted), 6) << adm_->reason(ids.back());
+  EXPECT_NE(adm_->reason(ids.back())
+                .find("queue dept over its borrowing limit for gpu: 7/6 GPUs (b keeps 2 GPUs of "
+                      "its guarantee: its lending limit)"),
+            std::string::npos)
+      << adm_->reason(ids.back());
+  // b's 2 kept are there for it without a reclaim.
+  const std::vector<int> mine = SubmitEach("b", "b", 2, 2);
+  CycleResult r = adm_->Cycle(3, 1000);
+  EXPECT_TRUE(r.evicted.empty());
+  EXPECT_EQ(CountPhase(mine, Phase::kAdmitted), 2) << adm_->reason(mine.back());
+  // More than it may ever hold is refused at once, naming what b keeps.
+  MakeTree(Nodes(2, 8), config, {"a", "b", "c"});
+  const int big = Submit(Gpus("a-seven", "a", 7));
+  EXPECT_EQ(adm_->phase(big), Phase::kInfeasible);
+  EXPECT_NE(adm_->reason(big).find("queue dept (guarantee 8, 2 of which queue b keeps by its "
+                                   "lending limit; borrowing limit 0) may hold at most 6 for "
+                                   "queue a"),
+            std::string::npos)
+      << adm_->reason(big);
+}
+
 TEST_F(AdmissionTest, ALendingLimitHoldsAboveTheLendersParent) {
   QueueSpec org{.name = "org"};
   QueueSpec c = Leaf("c", 16);

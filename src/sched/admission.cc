@@ -1953,10 +1953,14 @@ bool Admitter::QuotaWalk(int leaf, int64_t amount, Used used_of, Guar guar, Borr
       }
       return false;
     }
-    if (const std::optional<int64_t> limit = borrow(q); limit && used - guar(q) > *limit) {
+    // (Its guarantee less what queues below it keep by their lending limits, which is not its
+    // to hand on: as Kueue's cohort holds only what its queues lend. A review's department
+    // with borrowingLimit 0 let a child take what a sibling's lendingLimit kept.)
+    if (const std::optional<int64_t> limit = borrow(q);
+        limit && used - (guar(q) - reserved) > *limit) {
       if (why)
         *why = "queue " + q.spec.name + " over its borrowing limit for " + what + ": " + fmt(used) +
-               "/" + fmt(guar(q) + *limit) + unit;
+               "/" + fmt(std::max<int64_t>(0, guar(q) - reserved) + *limit) + unit + kept_why;
       return false;
     }
     // (A best-effort tree of its own, the built-in unqueued beside several trees, takes what
@@ -2365,10 +2369,18 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
           holdable = true;
           break;
         }
-        if (q.borrow_limit[f] && need - q.guaranteed[f] > *q.borrow_limit[f]) {
-          limit = "queue " + q.spec.name + " (guarantee " + GpuAmount(q.guaranteed[f]) +
-                  " + borrowing limit " + GpuAmount(*q.borrow_limit[f]) + ") may hold at most " +
-                  GpuAmount(q.guaranteed[f] + *q.borrow_limit[f]);
+        // (What the queues below it keep by their lending limits is not its to hand on.)
+        if (q.borrow_limit[f] && need - (q.guaranteed[f] - kept) > *q.borrow_limit[f]) {
+          limit = kept > 0
+                      ? "queue " + q.spec.name + " (guarantee " + GpuAmount(q.guaranteed[f]) +
+                            kept_said(n, kept) + "; borrowing limit " +
+                            GpuAmount(*q.borrow_limit[f]) + ") may hold at most " +
+                            GpuAmount(
+                                std::max<int64_t>(0, q.guaranteed[f] - kept + *q.borrow_limit[f])) +
+                            " for queue " + queues_[leaf].spec.name
+                      : "queue " + q.spec.name + " (guarantee " + GpuAmount(q.guaranteed[f]) +
+                            " + borrowing limit " + GpuAmount(*q.borrow_limit[f]) +
+                            ") may hold at most " + GpuAmount(q.guaranteed[f] + *q.borrow_limit[f]);
           break;
         }
         if (q.parent < 0 && q.spec.best_effort) {
