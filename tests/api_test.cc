@@ -1960,6 +1960,10 @@ TEST_F(ApiBadInputTest, MalformedJson) {
                  "malformed JSON body: number overflow parsing '1e400'");
   ExpectRejected("POST", Collection("workloads", "team-a"), R"({"metadata": {"name": 1x}})",
                  "application/json", 400, "malformed JSON body: parse error at line 1, column ");
+  // ... on an eviction's body too (a re-trial's read only "must be a JSON object").
+  ExpectRejected("POST", Item("workloads", "team-a", "existing") + "/eviction",
+                 R"({"reason": "x",})", "application/json", 400,
+                 "(malformed JSON body: parse error at line 1, column ");
   // A key twice in one object (the last would win silently), at any depth.
   const std::string spec = WorkloadObject("team-a", "new")["spec"].dump();
   ExpectRejected("POST", Collection("workloads", "team-a"),

@@ -3206,12 +3206,13 @@ struct ApiServer::Impl {
                      const HttpRequest& req, const Principal& p) {
     json body = json::object();
     if (!req.body.empty()) {
-      std::string twice;
-      body = jsonf::ParseNoDuplicateKeys(req.body, &twice);
+      std::string twice, error;
+      body = jsonf::ParseNoDuplicateKeys(req.body, &twice, nullptr, &error);
       if (body.is_discarded() || !body.is_object())
         return StatusResponse(400,
-                              "eviction: the body must be a JSON object, as "
-                              "{\"gracePeriodSeconds\": 30, \"reason\": \"...\"}");
+                              std::string("eviction: the body must be a JSON object, as "
+                                          "{\"gracePeriodSeconds\": 30, \"reason\": \"...\"}") +
+                                  (error.empty() ? "" : " (malformed JSON body: " + error + ")"));
       if (!twice.empty())
         return StatusResponse(400, "eviction: key \"" + twice + "\" is given twice");
       body.erase("apiVersion");

@@ -87,6 +87,11 @@ struct BoundWorkload {
   std::string charge_queue;  // ... and the queue charged
   // Running in part and not grown this cycle: why not (status.growthBlocked); empty: not known.
   std::string growth_why;
+  // The object as this cycle rewrote it (a mark called off), or null: later writes of the cycle
+  // start from it, as sw.kv's revision is that write's (a trial's called-off shrink was written
+  // back from the object read at the cycle's start).
+  nlohmann::json written;
+  const nlohmann::json& obj() const { return written.is_null() ? sw.obj() : written; }
 };
 
 // What one cycle decided for one pending workload.
@@ -1520,7 +1525,7 @@ Result<CycleStats> Scheduler::RunOnce() {
   // stop). True once written.
   std::map<std::string, std::string> called_off_of;  // preemptor -> what of it was called off
   const auto call_off = [&](BoundWorkload& b, const std::string& why) {
-    json next = b.sw.obj();
+    json next = b.obj();
     next["status"].erase("preemption");
     json conditions = json::array();
     for (const json& c : List(Field(b.sw.obj(), "status"), "conditions"))
@@ -1533,6 +1538,7 @@ Result<CycleStats> Scheduler::RunOnce() {
     // (Its revision now: a victim spared may be chosen again this cycle, by a preemptor that
     // plans anew.)
     b.sw.kv.mod_revision = *rev;
+    b.written = std::move(next);
     b.evicting = false;
     return true;
   };
@@ -1631,7 +1637,7 @@ Result<CycleStats> Scheduler::RunOnce() {
       left.erase(left.size() - 1);
     }
     if (left.size() == b.marks.size()) continue;
-    json next = b.sw.obj();
+    json next = b.obj();
     next["status"].erase("shrink");  // (the earlier build's one mark: now in b.marks)
     if (left.empty()) {
       next["status"].erase("shrinks");
@@ -1647,6 +1653,7 @@ Result<CycleStats> Scheduler::RunOnce() {
     auto rev = store_.Put(b.sw.kv.key, next.dump(), b.sw.kv.mod_revision);
     if (!rev.ok()) continue;
     b.sw.kv.mod_revision = *rev;  // (as call_off's: written again this cycle, it must match)
+    b.written = next;
     const std::set<std::string> leaving = ShrinkPods(left);
     b.kept_counts =
         left.empty() ? std::vector<int>{}
@@ -2482,7 +2489,7 @@ Result<CycleStats> Scheduler::RunOnce() {
   for (const Victim& v : evictions) {
     const StoredWorkload& sw = bound[v.bound].sw;
     const std::string& why = v.why;
-    json next = sw.obj();
+    json next = bound[v.bound].obj();
     const std::string deadline = FormatTimestamp(now + options_.preemption_grace_ms);
     next["status"]["preemption"] = {{"by", v.by}, {"reason", why}, {"deadline", deadline}};
     // (Re-checked every cycle while it stops: the preemptor must still outrank it, or its
@@ -2510,7 +2517,7 @@ Result<CycleStats> Scheduler::RunOnce() {
   for (const ShrinkMark& m : shrinks) marks_of[m.bound].push_back(&m);
   for (const auto& [b, made] : marks_of) {
     const StoredWorkload& sw = bound[b].sw;
-    json next = sw.obj();
+    json next = bound[b].obj();
     const std::string deadline = FormatTimestamp(now + options_.preemption_grace_ms);
     // (After the marks whose pods still stop: the oldest first.)
     json marks = bound[b].marks.is_array() ? bound[b].marks : json::array();
@@ -2535,7 +2542,7 @@ Result<CycleStats> Scheduler::RunOnce() {
   // grew (metering bills the new size from then).
   for (const Growth& g : growths) {
     const StoredWorkload& sw = bound[g.bound].sw;
-    json next = sw.obj();
+    json next = bound[g.bound].obj();
     next["status"]["assignments"] = AssignmentsJson(sw.w(), g.placed, state, g.counts);
     // (Once every pod runs it is a whole workload again: no admittedCounts.)
     bool whole = g.counts.size() == sw.w().pod_sets.size();
@@ -2746,7 +2753,7 @@ Result<CycleStats> Scheduler::RunOnce() {
     for (const Store::Write& w : writes) keys.insert(w.key);
     for (const BoundWorkload& b : bound) {
       if (keys.count(b.sw.kv.key)) continue;
-      const json& status = Field(b.sw.obj(), "status");
+      const json& status = Field(b.obj(), "status");
       json usage;
       if (b.charge_milli >= 0) {
         usage = ResourceUsage(b.charge_milli, b.charge_queue, status, now);
@@ -2765,7 +2772,7 @@ Result<CycleStats> Scheduler::RunOnce() {
                          !status.contains("admittedCounts");
       if (usage.is_null() && message.empty() && !say && !unsay)
         continue;  // (no copy of each one, each cycle)
-      json next = b.sw.obj();
+      json next = b.obj();
       if (!usage.is_null()) next["status"]["resourceUsage"] = std::move(usage);
       if (!message.empty()) next["status"]["message"] = message;
       if (say) next["status"]["growthBlocked"] = b.growth_why;
