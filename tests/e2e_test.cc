@@ -2314,6 +2314,22 @@ TEST_F(FactoryTest, APreemptorThatMayNotStartKeepsNoVictims) {
   EXPECT_EQ(w["team-b/hot"]["status"].value("reason", ""), "Unschedulable") << Describe(w);
 }
 
+// ... nor one its queue may now never hold: its guarantee lowered past what it asks.
+TEST_F(FactoryTest, APreemptorItsQueueMayNoLongerHoldKeepsNoVictims) {
+  ASSERT_TRUE(UrgentWorkNeedsTwoVictimsUnderABudgetOfOne(30'000));
+  ASSERT_EQ(Cycle().preempted, 1) << Describe(Workloads());
+  ClientResponse r = Call("PATCH", std::string(kApi) + "/queues/team-b",
+                          json{{"spec", {{"quotas", {{"gpu", {{"guaranteed", 4}}}}}}}}.dump(),
+                          "application/merge-patch+json");
+  ASSERT_EQ(r.status, 200) << r.body;
+  std::map<std::string, json> w = VictimsRunOnPastTheGrace();
+  EXPECT_NE(w["team-b/v-3"]["status"]
+                .value("message", "")
+                .find("eviction cancelled: its preemptor team-b/hot may not start now: "),
+            std::string::npos)
+      << Describe(w);
+}
+
 // GET .../queues/NAME/pendingworkloads lists what waits in a queue's subtree in the order
 // admission takes it in each leaf (priority, then creation), with places; a tenant member sees
 // its own tenant's workloads, placed among all.

@@ -2040,6 +2040,19 @@ Result<CycleStats> Scheduler::RunOnce() {
         const std::vector<Assignment>& plan = pending[i].nomination;
         const auto& swap = pending[i].swap;
         const std::vector<int>& cut = pending[i].nomination_counts;
+        // One its queue may now never hold (a guarantee lowered past it) keeps no victims: they
+        // run on (a re-trial's victim was evicted for a preemptor then refused as too large).
+        if (auto v = victims_of.find(key);
+            v != victims_of.end() && admitter->phase(*id) == Phase::kInfeasible) {
+          for (int victim : victim_ids_of[key]) {
+            const auto at = bound_of.find(victim);
+            if (at == bound_of.end() || !bound[at->second].evicting) continue;
+            if (call_off(bound[at->second],
+                         "its preemptor " + key + " may not start now: " + admitter->reason(*id)))
+              admitter->Spare(victim);
+          }
+          victims_of.erase(v);
+        }
         if (auto v = victims_of.find(key); v != victims_of.end()) {
           admitter->RestoreNomination(*id, v->second, plan, victim_ids_of[key], swap,
                                       /*reservation=*/false, cut);
