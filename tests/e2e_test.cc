@@ -4510,8 +4510,9 @@ TEST_F(FactoryTest, APodThatNeverStartsIsReleasedByThePodsReadyTimeout) {
 // workload bound there after the held-for one and not started either.
 class StartHoldTest : public FactoryTest {
  protected:
-  // Holds a node and returns its name; "team-a/two" is bound there, not started.
-  std::string HoldANode() {
+  // Binds "team-a/one" (4 GPUs, a pods-ready timeout of 30 s) to a node whose agent then
+  // starts nothing, 5 s on; returns the node's name.
+  std::string StallANode() {
     SchedulerOptions so;
     so.gang_timeout_s = 30;
     scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
@@ -4523,6 +4524,11 @@ class StartHoldTest : public FactoryTest {
         Workloads()["team-a/one"]["status"]["assignments"][0].value("node", "");
     sim_->StallNode(node);  // (its lease renewed, no pod started)
     Cycle(5'000);
+    return node;
+  }
+  // Holds a node and returns its name; "team-a/two" is bound there, not started.
+  std::string HoldANode() {
+    const std::string node = StallANode();
     CreateWorkload(WholeGpuWorkload("team-a", "two", 4));
     Cycle();
     EXPECT_EQ(Workloads()["team-a/two"]["status"]["assignments"][0].value("node", ""), node)
@@ -4580,16 +4586,7 @@ TEST_F(StartHoldTest, AHoldOutlivesARestartAndAnUncordonLiftsIt) {
 // Work already waiting when a hold begins does not go to the held node in that cycle (a trial's
 // went there 70 ms after the release, did not start either, and was released a timeout later).
 TEST_F(StartHoldTest, WorkWaitingWhenAHoldBeginsIsNotPlacedThereInThatCycle) {
-  SchedulerOptions so;
-  so.gang_timeout_s = 30;
-  scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
-  CreateQueue("team-a", {{"quotas", {{"gpu", {{"guaranteed", 40}}}}}});
-  CreateWorkload(WholeGpuWorkload("team-a", "one", 4));
-  CreateWorkload(WholeGpuWorkload("team-a", "fine", 8));
-  ASSERT_TRUE(scheduler_->RunOnce().ok());
-  const std::string node = Workloads()["team-a/one"]["status"]["assignments"][0].value("node", "");
-  sim_->StallNode(node);  // (its lease renewed, no pod started)
-  Cycle(5'000);
+  const std::string node = StallANode();
   // Waiting for the whole node: its 4 GPUs free when "one" is released.
   json next = WholeGpuWorkload("team-a", "next", 8);
   next["spec"]["nodeSelector"] = {{"kubernetes.io/hostname", node}};
