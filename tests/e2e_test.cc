@@ -370,6 +370,29 @@ class FactoryTest : public testing::Test {
     elastic["spec"]["podSets"][0]["minCount"] = 1;
     return elastic;
   }
+  // Queue team-a (32 GPUs guaranteed, none borrowed) runs ElasticGang; then team-a/urgent (8
+  // GPUs, priority 100) shrinks it (grace 5 s). True once one shrink is marked.
+  bool UrgentWorkShrinksTheElasticGang() {
+    StartScheduler(5'000);
+    CreateQueue("team-a", {{"quotas", {{"gpu", {{"guaranteed", 32}, {"borrowingLimit", 0}}}}}});
+    CreateWorkload(ElasticGang());
+    if (!CycleUntilAll("Running")) return false;
+    json urgent = WholeGpuWorkload("team-a", "urgent", 8);
+    urgent["spec"]["priority"] = 100;
+    CreateWorkload(urgent);
+    return Cycle().shrinks == 1 && Workloads()["team-a/elastic"]["status"].contains("shrinks");
+  }
+  // The next cycle calls ElasticGang's shrink off, its message starting `said`; past the grace
+  // period, it still has its four pods.
+  void ExpectTheGangKeepsItsPods(const std::string& said) {
+    auto gang = [&] { return Workloads()["team-a/elastic"]["status"]; };
+    Cycle();
+    EXPECT_FALSE(gang().contains("shrinks")) << gang().dump();
+    EXPECT_EQ(gang().value("message", "").rfind(said, 0), 0u) << gang().dump();
+    Cycle(10'000);  // past the grace period
+    Cycle();
+    EXPECT_EQ(gang()["assignments"].size(), 4u) << gang().dump();
+  }
   // Queue team-a guaranteed 16 GPUs and, in it, gang `elastic` of four 8-GPU pods that may
   // start with one.
   void CreateElasticGang() {
@@ -3557,6 +3580,56 @@ TEST_F(FactoryTest, AShrinkForWorkThatNoLongerOutranksItIsCalledOff) {
   Cycle();
   EXPECT_EQ(gang()["assignments"].size(), 4u) << gang().dump();
   EXPECT_EQ(Workloads()["team-a/urgent"]["status"].value("phase", ""), "Pending");
+}
+
+// ... and where its reclaim's guarantee no longer holds its preemptor (lowered below what it
+// asks in the grace period: a re-trial's pods were taken at the deadline for a preemptor that
+// could then not start), as the whole victims' evictions are.
+TEST_F(FactoryTest, AReclaimsShrinkIsCalledOffOnceItsGuaranteeNoLongerHoldsIt) {
+  const json before = StartElasticBesideReclaim(true, nullptr);
+  ASSERT_FALSE(before.is_null());
+  auto gang = [&] { return Workloads()["team-a/elastic"]["status"]; };
+  ASSERT_EQ(Cycle().shrinks, 1) << Describe(Workloads());
+  ASSERT_TRUE(gang().contains("shrinks")) << gang().dump();
+  // (The tree still holds 8: b-0 may start, by borrowing, not by taking back.)
+  SetGpuGuarantee("team-a", 4);
+  SetGpuGuarantee("team-b", 4);
+  Cycle();
+  EXPECT_FALSE(gang().contains("shrinks")) << gang().dump();
+  EXPECT_EQ(gang()
+                .value("message", "")
+                .rfind("eviction cancelled: queue team-b's guarantee no longer holds its "
+                       "preemptor team-b/b-0 (it asks 8 GPUs",
+                       0),
+            0u)
+      << gang().dump();
+  EXPECT_EQ(
+      Workloads()["team-b/b-0"]["status"]
+          .value("message", "")
+          .rfind("its preemption is called off: queue team-b's guarantee no longer holds it", 0),
+      0u)
+      << Describe(Workloads());
+  Cycle(10'000);  // past the grace period
+  Cycle();
+  EXPECT_EQ(gang()["assignments"].size(), 4u) << gang().dump();
+  EXPECT_EQ(Workloads()["team-b/b-0"]["status"].value("phase", ""), "Pending");
+}
+
+// ... and where its preemptor may not start now (a request no node takes, or one its queue may
+// no longer hold), saying so: not "no longer waits", as it still does.
+TEST_F(FactoryTest, AShrinkForAPreemptorNoNodeTakesIsCalledOff) {
+  ASSERT_TRUE(UrgentWorkShrinksTheElasticGang());
+  json urgent = CallJson("GET", WorkloadPath("team-a", "urgent"));
+  urgent["spec"]["podSets"][0]["devices"]["models"] = "B200";  // (no node has one)
+  ClientResponse r = Call("PUT", WorkloadPath("team-a", "urgent"), urgent.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  ExpectTheGangKeepsItsPods("eviction cancelled: its preemptor team-a/urgent may not start now: ");
+}
+
+TEST_F(FactoryTest, AShrinkForAPreemptorItsQueueMayNoLongerHoldIsCalledOff) {
+  ASSERT_TRUE(UrgentWorkShrinksTheElasticGang());
+  SetGpuGuarantee("team-a", 4);
+  ExpectTheGangKeepsItsPods("eviction cancelled: its preemptor team-a/urgent may not start now: ");
 }
 
 TEST_F(FactoryTest, ElasticWorkIsShrunkNotEvicted) {

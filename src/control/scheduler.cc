@@ -92,6 +92,9 @@ struct BoundWorkload {
   // back from the object read at the cycle's start).
   nlohmann::json written;
   const nlohmann::json& obj() const { return written.is_null() ? sw.obj() : written; }
+  // Each of `marks`' pods' id in the Admitter as restored this cycle (-1: none). (Last: the
+  // cycle builds these from the fields above.)
+  std::vector<int> mark_fragments;
 };
 
 // What one cycle decided for one pending workload.
@@ -1617,26 +1620,21 @@ Result<CycleStats> Scheduler::RunOnce() {
                                         std::to_string(b.sw.w().priority) + ")");
     }
   }
-  for (BoundWorkload& b : bound) {
-    if (b.kept_counts.empty() || !b.marks.is_array()) continue;
-    const std::string frozen_in = frozen_queue(b);
+  // Takes off `b`'s shrink marks, newest first, while `off` says why for each (empty: that
+  // mark stays, and so do the older ones behind it), and writes it: its pods run on. The number
+  // of marks taken off (0 if none, or the write failed).
+  const auto call_off_shrinks = [&](BoundWorkload& b,
+                                    const std::function<std::string(const json&)>& off) -> size_t {
+    if (b.kept_counts.empty() || !b.marks.is_array()) return 0;
     std::string why;  // (the newest mark's, said)
     json left = b.marks;
     while (!left.empty()) {
-      const std::string by = Str(left.back(), "by");
-      const std::string outranked = outranked_by(b, by, Str(left.back(), "basis"));
-      std::string off = !waiting_keys.count(by) ? "the preemptor its shrink was for no longer waits"
-                        : !frozen_in.empty()    ? "its queue's disruption budget is now 0"
-                        : !outranked.empty()    ? outranked
-                        : called_off_of.count(by) ? "its preemptor " + by +
-                                                        " plans anew: its eviction of another "
-                                                        "was called off"
-                                                  : "";
-      if (off.empty()) break;
-      if (why.empty()) why = off;
+      const std::string reason = off(left.back());
+      if (reason.empty()) break;
+      if (why.empty()) why = reason;
       left.erase(left.size() - 1);
     }
-    if (left.size() == b.marks.size()) continue;
+    if (left.size() == b.marks.size()) return 0;
     json next = b.obj();
     next["status"].erase("shrink");  // (the earlier build's one mark: now in b.marks)
     if (left.empty()) {
@@ -1651,7 +1649,7 @@ Result<CycleStats> Scheduler::RunOnce() {
                                   " still stop; " + RunningMessage(next["status"]);
     }
     auto rev = store_.Put(b.sw.kv.key, next.dump(), b.sw.kv.mod_revision);
-    if (!rev.ok()) continue;
+    if (!rev.ok()) return 0;
     b.sw.kv.mod_revision = *rev;  // (as call_off's: written again this cycle, it must match)
     b.written = next;
     const std::set<std::string> leaving = ShrinkPods(left);
@@ -1660,7 +1658,24 @@ Result<CycleStats> Scheduler::RunOnce() {
                      : KeptPart(b.sw.w(), Field(b.sw.obj(), "status"), [&](const std::string& pod) {
                          return !leaving.count(pod);
                        }).second;
+    const size_t taken = b.marks.size() - left.size();
     b.marks = left;
+    return taken;
+  };
+  for (BoundWorkload& b : bound) {
+    const std::string frozen_in = frozen_queue(b);
+    call_off_shrinks(b, [&](const json& m) -> std::string {
+      const std::string by = Str(m, "by");
+      const std::string outranked = outranked_by(b, by, Str(m, "basis"));
+      if (const auto held = may_not_start.find(by); held != may_not_start.end())
+        return "its preemptor " + by + " may not start now: " + held->second;
+      return !waiting_keys.count(by) ? "the preemptor its shrink was for no longer waits"
+             : !frozen_in.empty()    ? "its queue's disruption budget is now 0"
+             : !outranked.empty()    ? outranked
+             : called_off_of.count(by)
+                 ? "its preemptor " + by + " plans anew: its eviction of another was called off"
+                 : "";
+    });
   }
   // A waiting preemptor that lost some of its victims so loses the rest too: its plan was made
   // for them all, and the room the rest free may not hold it (a re-trial: a preemptor lowered
@@ -1828,7 +1843,8 @@ Result<CycleStats> Scheduler::RunOnce() {
         return w;
       };
       const double now_s = static_cast<double>(now) / 1000.0;
-      std::map<int, size_t> bound_of;  // admitter id -> bound index
+      std::map<int, size_t> bound_of;           // admitter id -> bound index
+      std::map<int, size_t> bound_of_fragment;  // admitter id of a shrink's pods -> bound index
       for (size_t b = 0; b < bound.size(); ++b) {
         const int64_t at = ParseTimestamp(Str(Field(bound[b].sw.obj(), "status"), "scheduledTime"));
         const Workload& spec = bound[b].sw.w();
@@ -1950,6 +1966,9 @@ Result<CycleStats> Scheduler::RunOnce() {
               ++victims_of[by];
               ++shrunk_of[by];
               victim_ids_of[by].push_back(*fragment);
+              bound[b].mark_fragments.resize(marks.size(), -1);
+              bound[b].mark_fragments[m] = *fragment;
+              bound_of_fragment[*fragment] = b;
             }
           } else {
             for (size_t i : fragment_index[m])
@@ -1999,6 +2018,33 @@ Result<CycleStats> Scheduler::RunOnce() {
         rest.memory_mib = as.free_memory(n);
         admitter->Reserve(FreeCapacity(as, n, all), rest);
       }
+      // Calls off the shrinks made for `preemptor` (on `basis`; empty: any) where no newer mark
+      // stays, saying `why`: their pods run on, counted as running for the rest of the cycle.
+      // How many were called off.
+      const auto spare_shrinks = [&](const std::string& preemptor, const std::string& basis,
+                                     const std::string& why) {
+        std::set<size_t> shrunk;
+        for (int victim : victim_ids_of[preemptor])
+          if (const auto at = bound_of_fragment.find(victim); at != bound_of_fragment.end())
+            shrunk.insert(at->second);
+        int spared = 0;
+        for (size_t at : shrunk) {
+          BoundWorkload& b = bound[at];
+          const size_t had = b.marks.is_array() ? b.marks.size() : 0;
+          const size_t off = call_off_shrinks(b, [&](const json& m) -> std::string {
+            return Str(m, "by") == preemptor && (basis.empty() || Str(m, "basis") == basis) ? why
+                                                                                            : "";
+          });
+          for (size_t m = had - off; m < had && m < b.mark_fragments.size(); ++m) {
+            if (b.mark_fragments[m] < 0) continue;
+            admitter->Spare(b.mark_fragments[m]);
+            ++spared;
+            if (--shrunk_of[preemptor] <= 0) shrunk_of.erase(preemptor);
+          }
+          if (b.mark_fragments.size() > had - off) b.mark_fragments.resize(had - off);
+        }
+        return spared;
+      };
       std::map<int, size_t> pending_of;                     // admitter id -> pending index
       std::map<int, Admitter::ReclaimTally> reclaim_tally;  // queue -> its reclaims kept so far
       std::vector<bool> submitted(pending.size(), false);   // ... given to the Admitter at all
@@ -2044,13 +2090,15 @@ Result<CycleStats> Scheduler::RunOnce() {
         // run on (a re-trial's victim was evicted for a preemptor then refused as too large).
         if (auto v = victims_of.find(key);
             v != victims_of.end() && admitter->phase(*id) == Phase::kInfeasible) {
+          const std::string why =
+              "its preemptor " + key + " may not start now: " + admitter->reason(*id);
           for (int victim : victim_ids_of[key]) {
             const auto at = bound_of.find(victim);
             if (at == bound_of.end() || !bound[at->second].evicting) continue;
-            if (call_off(bound[at->second],
-                         "its preemptor " + key + " may not start now: " + admitter->reason(*id)))
-              admitter->Spare(victim);
+            if (call_off(bound[at->second], why)) admitter->Spare(victim);
           }
+          // (Pods its shrinks took run on as well: a re-trial's were taken at the deadline.)
+          spare_shrinks(key, "", why);
           victims_of.erase(v);
         }
         if (auto v = victims_of.find(key); v != victims_of.end()) {
@@ -2066,6 +2114,11 @@ Result<CycleStats> Scheduler::RunOnce() {
               reclaims |= bound[at->second].evicting &&
                           Str(Field(Field(bound[at->second].sw.obj(), "status"), "preemption"),
                               "basis") == "Reclaim";
+          // (A shrink's mark says its basis too.)
+          for (int victim : victim_ids_of[key])
+            if (const auto at = bound_of_fragment.find(victim); at != bound_of_fragment.end())
+              for (const json& m : bound[at->second].marks)
+                reclaims |= Str(m, "by") == key && Str(m, "basis") == "Reclaim";
           if (std::string short_by;
               reclaims &&
               !admitter->GuaranteeHolds(*id, &short_by, &reclaim_tally[admitter->queue_of(*id)])) {
@@ -2085,6 +2138,12 @@ Result<CycleStats> Scheduler::RunOnce() {
               admitter->Spare(victim);
               if (--v->second <= 0) break;
             }
+            // (And the pods its reclaim's shrinks took: a re-trial's were taken at the deadline
+            // though the whole victims' evictions were called off.)
+            if (v->second > 0)
+              v->second -= spare_shrinks(key, "Reclaim",
+                                         past + " its preemptor " + key + " (" + short_by +
+                                             "): nothing is taken back for it");
             if (v->second <= 0) {  // (it plans anew next cycle)
               decisions[i] = Waits(
                   "its preemption is called off: " + past + " it (" + short_by + ")", "Pending");
