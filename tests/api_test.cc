@@ -1963,7 +1963,7 @@ TEST_F(ApiBadInputTest, MalformedJson) {
   // ... on an eviction's body too (a re-trial's read only "must be a JSON object").
   ExpectRejected("POST", Item("workloads", "team-a", "existing") + "/eviction",
                  R"({"reason": "x",})", "application/json", 400,
-                 "(malformed JSON body: parse error at line 1, column ");
+                 "eviction: malformed JSON body: parse error at line 1, column ");
   // A key twice in one object (the last would win silently), at any depth.
   const std::string spec = WorkloadObject("team-a", "new")["spec"].dump();
   ExpectRejected("POST", Collection("workloads", "team-a"),
@@ -3415,7 +3415,9 @@ TEST(ApiEvictionTest, AnEvictionMarksRunningWorkWithinItsQueuesBudget) {
   EXPECT_EQ(r.status, 400) << r.body;
   r = evict("team-a", "wa", kAdmin, R"({"reason": "a", "reason": "b"})");
   EXPECT_EQ(r.status, 400) << r.body;
-  EXPECT_EQ(Parse(r).value("message", ""), "eviction: key \"reason\" is given twice") << r.body;
+  EXPECT_EQ(Parse(r).value("message", ""),
+            "eviction: malformed JSON body: key \"reason\" is given twice in one object")
+      << r.body;
   EXPECT_FALSE(marked("team-a", "wa"));
   r = evict("team-a", "wa", kAdmin, R"({"gracePeriod": 5})");
   EXPECT_EQ(r.status, 422) << r.body;

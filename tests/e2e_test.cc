@@ -813,6 +813,12 @@ TEST_F(FactoryTest, AllocationMatchesTheWorkloadsGpuHoursAndCosts) {
   EXPECT_NE(bad->body.find("window '7x'"), std::string::npos) << bad->body;
   bad = alice_client.Do("POST", "/apis/fabrica.dev/v1/telemetry", R"({"samples": []})");
   EXPECT_EQ(bad->status, 403) << bad->body;
+  // A malformed body says where (a re-trial's read only "expected {"samples": [...]}").
+  ClientResponse truncated = Call("POST", "/apis/fabrica.dev/v1/telemetry", R"({"samples": [)");
+  EXPECT_EQ(truncated.status, 400) << truncated.body;
+  EXPECT_NE(truncated.body.find("telemetry: malformed JSON body: parse error at line 1, column 14"),
+            std::string::npos)
+      << truncated.body;
   // CSV for invoices.
   ClientResponse csv =
       Call("GET", "/apis/fabrica.dev/v1/usage?window=" + std::to_string(t0 / 1000) + "," +

@@ -709,6 +709,15 @@ TEST_F(HealthFactoryTest, MalformedInjectionsAndReportsChangeNothing) {
     Cycle(1000);
     EXPECT_EQ(State("hgx-a-0"), "available") << History(Records()["hgx-a-0"]);
   }
+  // A malformed injection says where it stops.
+  {
+    ClientResponse bad =
+        Call("POST", std::string(kApi) + "/nodes/hgx-a-0/inject", R"({"stall": tru)");
+    EXPECT_EQ(bad.status, 400) << bad.body;
+    EXPECT_NE(bad.body.find("inject: malformed JSON body: parse error at line 1, column "),
+              std::string::npos)
+        << bad.body;
+  }
   // A tenant member may not inject; a node may not inject, nor report for another node.
   auto alice = Client("alice-token-health-0123456789");
   auto r = alice->Do("POST", std::string(kApi) + "/nodes/hgx-a-0/inject", R"({"kill": true})");
@@ -731,6 +740,10 @@ TEST_F(HealthFactoryTest, MalformedInjectionsAndReportsChangeNothing) {
        "devices[0].temperatureC"},
       {R"({"xid": 79})", "xid: unknown field"},
       {R"([1, 2])", "JSON object"},
+      // (Where it stops, and a key given twice: the last would win silently.)
+      {R"({"xids": [{"gpu": 1,)",
+       "the report: malformed JSON body: parse error at line 1, column "},
+      {R"({"xids": [], "xids": [{"gpu": 1, "xid": 79}]})", "xids\\\" is given twice in one object"},
   };
   for (const auto& [body, names] : reports) {
     r = node->Do("POST", std::string(kApi) + "/nodes/hgx-a-1/health", body);

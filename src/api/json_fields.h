@@ -109,6 +109,28 @@ inline nlohmann::json ParseNoDuplicateKeys(const std::string& text, std::string*
   return parsed;
 }
 
+// A request's body parsed as JSON (ParseNoDuplicateKeys), or discarded with `*why` saying what
+// is wrong: "malformed JSON body: " and where the parser stopped and why, that it nests too
+// deep, or which key it gives twice. (Every endpoint that reads a JSON body says the same: a
+// trial's telemetry and inject bodies read only "expected an object".)
+inline nlohmann::json ParseBody(const std::string& text, std::string* why) {
+  std::string twice, error;
+  bool too_deep = false;
+  nlohmann::json j = ParseNoDuplicateKeys(text, &twice, &too_deep, &error);
+  if (too_deep) {
+    *why = "malformed JSON body: it nests objects and arrays deeper than " +
+           std::to_string(kMaxJsonDepth) + " levels";
+  } else if (j.is_discarded()) {
+    *why = "malformed JSON body" + (error.empty() ? "" : ": " + error);
+  } else if (!twice.empty()) {
+    *why = "malformed JSON body: key \"" + twice + "\" is given twice in one object";
+  } else {
+    why->clear();
+    return j;
+  }
+  return nlohmann::json(nlohmann::json::value_t::discarded);
+}
+
 // A Node object's labels as a workload's nodeSelector reads them (Node::Label): those its agent
 // registered (spec.labels), those set on the object, which win, and the two every node has
 // (kHostnameLabel, kGpuModelLabel), whatever a label says. For the API's label selectors and

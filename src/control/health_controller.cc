@@ -117,7 +117,9 @@ Result<int> HealthController::GpuCount(const std::string& node) const {
 
 Result<int> HealthController::Report(const std::string& node, const std::string& body) {
   ASSIGN_OR_RETURN(int gpus, GpuCount(node));
-  json report = json::parse(body, nullptr, false);
+  std::string why;
+  json report = jsonf::ParseBody(body, &why);
+  if (!why.empty()) return InvalidArgument("the report: " + why);
   if (!report.is_object()) return InvalidArgument("the report must be a JSON object");
   for (const auto& [k, v] : report.items()) {
     if (k != "xids" && k != "devices") {
@@ -514,7 +516,9 @@ void HealthController::FinishSimOps(int64_t now) {
 
 Status HealthController::SubmitTaskResult(const std::string& node, int64_t task_id,
                                           const std::string& body) {
-  json j = json::parse(body, nullptr, false);
+  std::string why;
+  json j = jsonf::ParseBody(body, &why);
+  if (!why.empty()) return InvalidArgument("task result: " + why);
   if (!j.is_object()) return InvalidArgument("task result: the body must be a JSON object");
   static const std::set<std::string> kFields = {"succeeded", "message", "inventory", "burnIn"};
   for (const auto& [k, v] : j.items()) {
@@ -904,7 +908,9 @@ ApiServer::Extension HealthController::Routes() {
     if (!gpus.ok()) return ErrorReply(gpus.status());
     {
       // JSON's types first: YAML would read "79" as the number 79.
-      json body = json::parse(req.body, nullptr, false);
+      std::string why;
+      json body = jsonf::ParseBody(req.body, &why);
+      if (!why.empty()) return ErrorReply(400, "inject: " + why);
       if (!body.is_object()) return ErrorReply(400, "inject: the body must be a JSON object");
       for (const char* key : {"xid", "gpu", "eccDoubleBit", "atSeconds"}) {
         if (body.contains(key) && !body[key].is_number_integer()) {

@@ -790,7 +790,9 @@ ApiServer::Extension MeterService::Routes() {
         if (!parsed.ok()) return ErrorReply(400, parsed.status().message());
         samples = std::move(*parsed);
       } else {
-        json body = json::parse(req.body, nullptr, false);
+        std::string why;
+        json body = jsonf::ParseBody(req.body, &why);
+        if (!why.empty()) return ErrorReply(400, "telemetry: " + why);
         if (!body.is_object() || !Field(body, "samples").is_array()) {
           return ErrorReply(
               400, "telemetry: expected {\"samples\": [...]} or a text/plain dcgm-exporter page");
