@@ -2623,6 +2623,55 @@ TEST_F(AdmissionTest, AShrunkElasticWorkloadGrowsBackWhileItStillBorrows) {
   EXPECT_EQ(adm_->pod_counts(g), std::vector<int>{8});
 }
 
+// A reclaim's shrink takes the lowest-priority elastic work's pods first, wherever it runs (a
+// trial's shrank priority-10 work on the first node while priority-0 work on the next kept all
+// its pods), and room that frees grows the highest-priority work first, whichever the Admitter
+// saw first (a trial's priority-0 work took it all).
+TEST_F(AdmissionTest, ElasticShrinkAndGrowthGoByPriority) {
+  // Restores "important" (priority 10) and "scavenger" (priority 0) of queue a, 8 GPU pods that
+  // may run with 2, with `pods` each, scavenger first where `low_first`, on nodes 0 and 1 in
+  // that order: their ids, important's first.
+  const auto restore = [&](bool low_first, int pods) -> std::vector<int> {
+    std::vector<int> ids(2, -1);
+    for (int k : low_first ? std::vector<int>{1, 0} : std::vector<int>{0, 1}) {
+      Workload w = Gpus(k == 0 ? "important" : "scavenger", "a", 1, k == 0 ? 10 : 0, 8, true);
+      w.pod_sets[0].min_count = 2;
+      const int node = (k == 1) == low_first ? 0 : 1;
+      std::vector<Assignment> on;
+      for (int d = 0; d < pods; ++d) on.push_back(OnGpus(node, {d})[0]);
+      SubmitOptions o;
+      o.pod_counts = {pods};
+      auto id = adm_->Restore(w, on, 0, o);
+      EXPECT_TRUE(id.ok()) << id.status().message();
+      if (id.ok()) ids[k] = *id;
+    }
+    return ids;
+  };
+  for (bool low_first : {true, false}) {
+    SCOPED_TRACE(low_first ? "scavenger restored first, on node 0" : "important first, on node 0");
+    Make(Nodes(2, 8), {Leaf("a", 4), Leaf("b", 12)});
+    const std::vector<int> ids = restore(low_first, 8);
+    const int b = Submit(Gpus("b", "b", 1, 0, 6), 100);
+    CycleResult cr = adm_->Cycle(100, 1000);
+    ASSERT_EQ(cr.evicted.size(), 1u) << adm_->reason(b);
+    EXPECT_EQ(adm_->fragment_of(cr.evicted[0].victim), ids[1]);
+    EXPECT_EQ(adm_->pod_counts(ids[0]), std::vector<int>{8});
+    EXPECT_EQ(adm_->pod_counts(ids[1]), std::vector<int>{2});
+  }
+  for (bool low_first : {true, false}) {
+    SCOPED_TRACE(low_first ? "scavenger restored first" : "important first");
+    Make(Nodes(2, 8), {Leaf("a", 4), Leaf("b", 12)});
+    const std::vector<int> ids = restore(low_first, 2);
+    for (int d = 2; d < 8; ++d)  // (room for 6 more pods, on one node)
+      adm_->Reserve(Assignment{.node = 1, .devices = {{.device = d, .milli = 1000}}}, PodRequest{});
+    for (int id : ids) adm_->PodsReady(id);
+    CycleResult cr = adm_->Cycle(100, 1000);
+    EXPECT_EQ(cr.grown, std::vector<int>{ids[0]});
+    EXPECT_EQ(adm_->pod_counts(ids[0]), std::vector<int>{8});
+    EXPECT_EQ(adm_->pod_counts(ids[1]), std::vector<int>{2});
+  }
+}
+
 TEST_F(AdmissionTest, ElasticGrowthLeavesOthersTheirGuarantee) {
   auto elastic = [](const std::string& name, const std::string& queue, int pods, int least) {
     Workload w = Gpus(name, queue, 1, 0, pods, /*gang=*/true);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -4648,16 +4649,23 @@ bool Admitter::TryPartial(int id, uint64_t key, double now, CycleResult& out, in
 
 void Admitter::GrowPartial(CycleResult& out) {
   if (!config_.elastic_growth) return;
+  std::erase_if(partial_running_, [&](int id) {
+    return entries_[id].phase != Phase::kAdmitted ||
+           entries_[id].counts == entries_[id].full_counts;
+  });
+  // Higher priority first, then the longest running (not by entry: a trial's priority-0 work,
+  // restored before priority-10 work of its queue, took all the room that freed).
+  std::vector<int> order(partial_running_.begin(), partial_running_.end());
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    const Entry& x = entries_[a];
+    const Entry& y = entries_[b];
+    if (x.spec.priority != y.spec.priority) return x.spec.priority > y.spec.priority;
+    return x.admitted_at < y.admitted_at;
+  });
   int tries = 0;  // placement probes (quota refusals are cheap and not counted)
-  for (auto it = partial_running_.begin();
-       it != partial_running_.end() && tries < config_.max_growths_per_cycle;) {
-    const int id = *it;
+  for (size_t i = 0; i < order.size() && tries < config_.max_growths_per_cycle; ++i) {
+    const int id = order[i];
     Entry& e = entries_[id];
-    if (e.phase != Phase::kAdmitted || e.counts == e.full_counts) {
-      it = partial_running_.erase(it);
-      continue;
-    }
-    ++it;
     if (!e.options.may_grow) continue;  // (held back by its caller)
     const QueueNode& q = queues_[e.leaf];
     // Each reason it does not grow now, said where it runs (describe's Growth line). Room a
@@ -5999,7 +6007,9 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
   const std::string name = FullName(id);
   // The victims with pods to spare, cheapest first.
   std::vector<int> elastic;
+  std::map<int, int> tier_of;  // by victim (Candidate::tier)
   for (const Candidate& c : cands) {
+    tier_of[c.id] = c.tier;
     const Entry& w = entries_[c.id];
     // (One shrunk this cycle may shrink again; not one admitted this cycle, which is taken
     // back whole if it must go.)
@@ -6130,15 +6140,25 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
     victims_of_queue = q;
   };
   // Frees room for `pod` on node n, the cheapest victims' last pods first, each set's pods
-  // through its last one there; kept (true) or undone. The GPUs taken and victims, or -1.
-  const auto try_node = [&](int n, const PodRequest& pod, bool keep) -> std::pair<int64_t, int> {
+  // through its last one there; kept (true) or undone. The highest priority and, at it, tier of
+  // the victims it takes from (lower first, as whole victims go: a trial's reclaim shrank
+  // priority-10 work on the first node while priority-0 work on the next kept all its pods),
+  // the GPUs taken and the victims; or -1 GPUs.
+  struct NodeCost {
+    std::pair<int, int> dearest;
+    int64_t cost;
+    int victims;
+  };
+  const auto try_node = [&](int n, const PodRequest& pod, bool keep) -> NodeCost {
     const size_t mark = log.size();
     const auto t0 = taken;
     const auto q0 = victims_of_queue;
     int64_t cost = 0;
     std::set<int> touched;
+    std::pair<int, int> dearest{INT_MIN, INT_MIN};
     bool fits = false;
-    for (int v : elastic) {
+    for (size_t at = 0; at < elastic.size() && !fits; ++at) {
+      const int v = elastic[at];
       const Entry& w = entries_[v];
       for (size_t s = 0; s < w.counts.size() && !fits; ++s) {
         for (int k = cut_of(v, s); k < w.counts[s] - w.min_counts[s] && !fits; ++k) {
@@ -6147,14 +6167,14 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
           if (got < 0) break;
           cost += got;
           touched.insert(v);
+          dearest = std::max(dearest, std::pair<int, int>{w.spec.priority, tier_of[v]});
           fits = NodeFits(state_, n, pod) && policy_.Score(state_, n, pod);
         }
       }
-      if (fits) break;
     }
     if (!fits || !keep) undo_to(mark, t0, q0);
-    return fits ? std::pair<int64_t, int>{cost, static_cast<int>(touched.size())}
-                : std::pair<int64_t, int>{-1, 0};
+    return fits ? NodeCost{dearest, cost, static_cast<int>(touched.size())}
+                : NodeCost{dearest, -1, 0};
   };
   std::vector<std::pair<Assignment, const PodRequest*>> placed;
   bool ok = true;
@@ -6208,22 +6228,23 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
         for (int k = cut_of(v, s); k < w.counts[s] - w.min_counts[s]; ++k)
           nodes.insert(w.assign[pod_index(w, s, k)].node);
     }
-    std::tuple<int64_t, int, int> best{0, 0, -1};  // (GPUs taken, victims, node)
+    // (The dearest victim taken from, GPUs taken, victims, node.)
+    std::tuple<std::pair<int, int>, int64_t, int, int> best{{}, 0, 0, -1};
     for (int n : nodes) {
       if (no_eviction_[n]) continue;
       if (pod.kind != DeviceKind::kNone &&
           (state_.node_model(n) < 0 || !(pod.model_mask >> state_.node_model(n) & 1)))
         continue;
-      const auto [cost, victims] = try_node(n, pod, false);
-      if (cost < 0) continue;
-      const std::tuple<int64_t, int, int> k{cost, victims, n};
-      if (std::get<2>(best) < 0 || k < best) best = k;
+      const NodeCost c = try_node(n, pod, false);
+      if (c.cost < 0) continue;
+      const std::tuple<std::pair<int, int>, int64_t, int, int> k{c.dearest, c.cost, c.victims, n};
+      if (std::get<3>(best) < 0 || k < best) best = k;
     }
-    if (std::get<2>(best) < 0 || try_node(std::get<2>(best), pod, true).first < 0) {
+    if (std::get<3>(best) < 0 || try_node(std::get<3>(best), pod, true).cost < 0) {
       ok = false;
       break;
     }
-    if (const std::vector<int> there{std::get<2>(best)}; !PlaceNow(pod, placed, &there)) {
+    if (const std::vector<int> there{std::get<3>(best)}; !PlaceNow(pod, placed, &there)) {
       ok = false;
       break;
     }
