@@ -1797,6 +1797,29 @@ TEST_F(AdmissionTest, ReclaimSaysWhenTheBorrowerMayNotBePreempted) {
       << adm_->reason(b);
 }
 
+// ... and how much of it can go where only part can: qa (8) runs 6 GPUs of work that may not be
+// preempted and two 4-GPU workloads that may, 6 GPUs borrowed; taking both would leave it at 6.
+// qb's 8 GPUs (its guarantee) wait, and say so (a trial's read only "no room", for good).
+TEST_F(AdmissionTest, ReclaimSaysHowMuchOfTheBorrowedRoomIsInReach) {
+  Make(Nodes(4, 4), {Leaf("qa", 8), Leaf("qb", 8)});
+  SubmitOptions pinned;
+  pinned.preemptible = false;
+  for (const auto& [name, gpus, options] : std::vector<std::tuple<std::string, int, SubmitOptions>>{
+           {"np1", 4, pinned}, {"low", 4, {}}, {"np2", 2, pinned}, {"hi", 4, {}}}) {
+    const int id = Submit(Gpus(name, "qa", 1, 0, gpus), 0, options);
+    adm_->Cycle(1, 1000);
+    ASSERT_EQ(adm_->phase(id), Phase::kAdmitted) << name << ": " << adm_->reason(id);
+  }
+  const int b = Submit(Gpus("b", "qb", 1, 0, 8), 100);
+  CycleResult cr = adm_->Cycle(100, 1000);
+  EXPECT_TRUE(cr.evicted.empty());
+  EXPECT_EQ(adm_->phase(b), Phase::kPending);
+  EXPECT_NE(adm_->reason(b).find("; queue qa borrows 6 GPUs of gpu; only 4 GPUs of it can go for "
+                                 "this without leaving it below its guarantee of 8 GPUs"),
+            std::string::npos)
+      << adm_->reason(b);
+}
+
 // team-a (8: a-train 6, a-serve 2) runs a-serve's 3-GPU s1, 1 GPU borrowed; team-c runs 7 of its
 // 8. Taking s1 for team-c's 1 GPU would leave team-a at 6 of 8.
 TEST_F(AdmissionTest, ReclaimSaysWhenTheBorrowedRoomIsInWorkItMayNotTake) {

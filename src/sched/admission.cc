@@ -3851,7 +3851,8 @@ void Admitter::NotePolicyBlock(int id) {
   // (An earlier note, which may name other amounts, goes: one at a time.)
   for (const char* policy :
        {"'s preemption.withinQueue is Never", "'s preemption.reclaimWithinCohort is ",
-        "'s preemption.borrowWithinCohort is ", kBorrowedOutOfReach, kDepartmentKeeps})
+        "'s preemption.borrowWithinCohort is ", kBorrowedOutOfReach, kPartlyOutOfReach,
+        kDepartmentKeeps})
     if (const size_t at = e.reason.find(policy); at != std::string::npos)
       if (const size_t from = e.reason.rfind("; queue ", at); from != std::string::npos) {
         const size_t to = e.reason.find("; ", at);
@@ -4015,6 +4016,7 @@ std::string Admitter::BorrowedOutOfReach(int id) const {
       l.queue = o;
       l.takeable = other.spec.best_effort;  // (its work is taken whatever it holds)
       int64_t pinned = 0;                   // (GPUs of f its work that may not be preempted holds)
+      std::vector<int64_t> sizes;           // (of the work that could go)
       for (int v : other.running) {
         const Entry& w = entries_[v];
         if (l.takeable) break;
@@ -4027,6 +4029,7 @@ std::string Admitter::BorrowedOutOfReach(int id) const {
         for (auto [cf, cm] : w.charged) milli += cf == f ? cm : 0;
         if (milli == 0) continue;
         l.any = true;
+        sizes.push_back(milli);
         // (Elastic work may give pods beyond its minCount where it may not go whole.)
         if (config_.elastic_shrink && w.options.may_shrink)
           for (size_t i = 0; i < w.min_counts.size() && i < w.counts.size(); ++i)
@@ -4038,6 +4041,11 @@ std::string Admitter::BorrowedOutOfReach(int id) const {
         l.most = std::max(l.most, milli);
       }
       l.pinned = !l.takeable && pinned > other.guaranteed[f];
+      std::sort(sizes.rbegin(), sizes.rend());
+      for (int64_t m : sizes)
+        if (held - l.reach - m >= other.guaranteed[f] ||
+            (m > other.guaranteed[f] && held - l.reach > other.guaranteed[f]))
+          l.reach += m;
       it->second.push_back(l);
     }
     return it->second;
@@ -4068,10 +4076,23 @@ std::string Admitter::BorrowedOutOfReach(int id) const {
                  "guarantee lowered since): this waits for that work to end";
         continue;
       }
+      const int64_t borrowed = other.usage[f] - other.evicting_usage[f] - other.guaranteed[f];
       if (l.takeable || (l.least > 0 && (BranchLends(e.leaf, l.queue, f, l.least, none) ||
                                          BranchLends(e.leaf, l.queue, f, l.most, none)))) {
-        said = kTakeable;
-        break;
+        // (Only part of what it borrows: said, as none of it would be, unless another queue's
+        // could all go. A trial's queue waited for good for its guarantee with "no room"
+        // while its sibling borrowed 6 GPUs, 4 of them in reach.)
+        if (l.takeable || l.reach >= borrowed) {
+          said = kTakeable;
+          break;
+        }
+        if (said.empty() || said.find(kPartlyOutOfReach) == std::string::npos)
+          said = "queue " + other.spec.name + " borrows " + gpus(borrowed) + " of " +
+                 flavor_name(f) + "; only " + gpus(l.reach) + kPartlyOutOfReach +
+                 "it below its guarantee of " + gpus(other.guaranteed[f]) +
+                 " (reclaim takes only what a queue borrows: the rest waits for borrowed work "
+                 "to end)";
+        continue;
       }
       if (!said.empty()) continue;
       // The queue that keeps it: the leaf, or the first above it that its least work would

@@ -859,6 +859,8 @@ class Admitter {
   std::string BorrowedOutOfReach(int id) const;
   static constexpr const char* kBorrowedOutOfReach =
       ", but none of its work can go for this without leaving ";
+  // ... or only part of it can go so: what waits is told how much.
+  static constexpr const char* kPartlyOutOfReach = " of it can go for this without leaving ";
   static constexpr const char* kTakeable = "\x01";  // (out_of_reach_: something could go)
   // (leaf, flavour) -> what BorrowedOutOfReach said, this cycle.
   mutable std::map<std::pair<int, int>, std::string> out_of_reach_;
@@ -867,6 +869,9 @@ class Admitter {
     bool any = false;       // some of its work could go (preemptible, past its minimum runtime)
     bool takeable = false;  // best-effort, or elastic work it may shrink
     int64_t least = 0, most = 0;  // its work whole that keeps it at its guarantee (0: none)
+    // The most of what it borrows that reclaim could take back together, work by work, and
+    // keep it at its guarantee (the biggest first; about: not every mix is tried).
+    int64_t reach = 0;
     // What it borrows is held by work that may not be preempted (admitted within a guarantee
     // lowered since): none of it can ever go.
     bool pinned = false;
