@@ -2646,6 +2646,30 @@ TEST_F(AdmissionTest, AShrunkElasticWorkloadGrowsBackWhileItStillBorrows) {
   EXPECT_EQ(adm_->pod_counts(g), std::vector<int>{8});
 }
 
+// Elastic work that may not be preempted starts and grows within its queue's guarantee only,
+// and says that is why, not that the quota holds no more (a trial's then saw other work of its
+// queue borrow beside it).
+TEST_F(AdmissionTest, ElasticWorkThatMayNotBePreemptedSaysItMayNotBorrow) {
+  Make(Nodes(2, 8), {Leaf("qa", 4), Leaf("qb", 12)});
+  Workload w = Gpus("npe", "qa", 1, 0, 8);
+  w.pod_sets[0].min_count = 2;
+  SubmitOptions pinned;
+  pinned.preemptible = false;
+  const int id = Submit(w, 0, pinned);
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(adm_->phase(id), Phase::kAdmitted) << adm_->reason(id);
+  EXPECT_EQ(adm_->pod_counts(id), std::vector<int>{4});
+  EXPECT_EQ(adm_->partial_why(id),
+            "its queue's guarantee holds no more now: non-preemptible work may not borrow "
+            "(nobody could take the room back)");
+  adm_->PodsReady(id);
+  adm_->Cycle(2, 1000);
+  EXPECT_EQ(adm_->pod_counts(id), std::vector<int>{4});
+  EXPECT_EQ(adm_->growth_why(id),
+            "queue qa's non-preemptible work would hold 5/4 GPUs of gpu, past its guarantee: "
+            "non-preemptible work may not borrow (nobody could take the room back)");
+}
+
 // A reclaim's shrink takes the lowest-priority elastic work's pods first, wherever it runs (a
 // trial's shrank priority-10 work on the first node while priority-0 work on the next kept all
 // its pods), and room that frees grows the highest-priority work first, whichever the Admitter

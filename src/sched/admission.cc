@@ -4646,8 +4646,13 @@ bool Admitter::TryPartial(int id, uint64_t key, double now, CycleResult& out, in
   }
   // Why one pod set more did not start: the size just above, tried here if it was not.
   if (!by_quota.count(hi - 1)) probe(hi - 1, &assign, &pods);
-  e.partial_why = by_quota[hi - 1] ? "its queue's quota holds no more now"
-                                   : "the fleet has room for no more now";
+  // (Work that may not be preempted, held at its queue's guarantee, says so: a trial's read
+  // that the quota held no more while other work of its queue borrowed beside it.)
+  e.partial_why =
+      !by_quota[hi - 1] ? "the fleet has room for no more now"
+      : quota_why.find(kNonPreemptibleBorrows) != std::string::npos
+          ? std::string("its queue's guarantee holds no more now: ") + kNonPreemptibleBorrows
+          : "its queue's quota holds no more now";
   // Where no domain its topology requires could hold one pod more even empty, that lasts: said
   // so (a review read "no more now" of a gang that would never grow).
   e.never_above = -1;
@@ -4762,6 +4767,7 @@ bool Admitter::Grow(int id, bool* probed) {
   const char* why = "";
   std::string quota_why;   // (what `why` points to where a quota's limit is said)
   std::string domain_why;  // (... where its topology keeps it in one domain)
+  std::string pinned_why;  // (... where it may not be preempted, and so not borrow)
   auto probe = [&](int step, std::vector<Assignment>* assign, std::vector<PodRequest>* pods) {
     SetCounts(more, extra_for(step));
     if (!off_domain.empty())
@@ -4798,7 +4804,15 @@ bool Admitter::Grow(int id, bool* probed) {
           }
           continue;
         }
-        if (Pinned(e) && NonPreemptibleOver(more, f)) continue;
+        if (Pinned(e) && NonPreemptibleOver(more, f)) {
+          // (Said so: a trial's read that the quota held no more, and other work of its queue
+          // then borrowed beside it.)
+          pinned_why = NonPreemptibleRefusal(q, GpuAmount(q.np_usage[f] + more.gpu_milli) + "/" +
+                                                    GpuAmount(q.guaranteed[f]) + " GPUs of " +
+                                                    flavor_name(f));
+          why = pinned_why.c_str();
+          continue;
+        }
         int64_t mine = 0;
         for (auto [g, milli] : e.charged)
           if (g == f) mine += milli;
