@@ -3691,7 +3691,7 @@ TEST_F(FactoryTest, ElasticWorkIsShrunkNotEvicted) {
   step(500);
   EXPECT_EQ(gang().value("growthBlocked", ""), "pods it gave up are still stopping");
   EXPECT_EQ(Workloads()["team-b/b-0"]["status"].value("message", ""),
-            "waiting for the pods taken from 1 workload(s) to stop")
+            "waiting for the pods taken from 1 workload(s) (team-a/elastic) to stop")
       << Describe(Workloads());
   // After the grace period: three pods, on their nodes, and b-0 starts where main-3 ran.
   step(4'000);

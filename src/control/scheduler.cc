@@ -201,10 +201,12 @@ Decision Waits(std::string message, std::string reason, std::vector<Assignment> 
 // "waiting for 2 preempted workload(s) to stop", or, where `shrunk` of them give up only pods
 // beyond their minCount (an elastic shrink), "... for the pods taken from 1 workload(s) ...".
 // `names`: the whole victims' "tenant/name"s, said after their count where any.
-std::string WaitingForVictims(int victims, int shrunk, const std::string& names = "") {
+std::string WaitingForVictims(int victims, int shrunk, const std::string& names = "",
+                              const std::string& shrunk_names = "") {
   const std::string whole = std::to_string(victims - shrunk) + " preempted workload(s)" +
                             (names.empty() ? "" : " (" + names + ")");
-  const std::string pods = "the pods taken from " + std::to_string(shrunk) + " workload(s)";
+  const std::string pods = "the pods taken from " + std::to_string(shrunk) + " workload(s)" +
+                           (shrunk_names.empty() ? "" : " (" + shrunk_names + ")");
   return "waiting for " +
          (shrunk == 0         ? whole
           : shrunk == victims ? pods
@@ -2168,22 +2170,32 @@ Result<CycleStats> Scheduler::RunOnce() {
           }
           // (Which: a trial's preemptor said only how many, and its victims had to be found.)
           // (In name order, as the admitter names them when it picks them.)
+          // (And those its shrinks take pods from: a trial's read only how many.)
           std::vector<std::string> stopping;
+          std::set<std::string> shrinking;
           for (int victim : victim_ids_of[key])
             if (const auto at = bound_of.find(victim);
                 at != bound_of.end() && bound[at->second].evicting)
               stopping.push_back(KeyName(bound[at->second].sw.obj()));
+            else if (const auto in = bound_of_fragment.find(victim); in != bound_of_fragment.end())
+              shrinking.insert(KeyName(bound[in->second].sw.obj()));
           std::sort(stopping.begin(), stopping.end());
-          std::string names;
-          for (size_t k = 0; k < stopping.size() && k < 5; ++k)
-            names += (names.empty() ? "" : ", ") + stopping[k];
-          if (stopping.size() > 5) names += " and " + std::to_string(stopping.size() - 5) + " more";
+          const auto listed = [](const auto& all) {
+            std::string names;
+            size_t k = 0;
+            for (const std::string& name : all)
+              if (k++ < 5) names += (names.empty() ? "" : ", ") + name;
+            if (all.size() > 5) names += " and " + std::to_string(all.size() - 5) + " more";
+            return names;
+          };
+          const std::string names = listed(stopping);
           // (Some of its victims called off this cycle, the rest still stopping: said too.)
           const auto off = called_off_of.find(key);
-          decisions[i] = Waits((off == called_off_of.end() ? "" : off->second + "; ") +
-                                   WaitingForVictims(v->second, shrunk_of[key], names) + cut_note +
-                                   (from == std::string::npos ? "" : said.substr(from)),
-                               "Preempting", plan);
+          decisions[i] =
+              Waits((off == called_off_of.end() ? "" : off->second + "; ") +
+                        WaitingForVictims(v->second, shrunk_of[key], names, listed(shrinking)) +
+                        cut_note + (from == std::string::npos ? "" : said.substr(from)),
+                    "Preempting", plan);
           if (at_cut) decisions[i].nomination_counts = admitter->pod_counts(*id);
           decisions[i].swap = restored;
           continue;

@@ -97,6 +97,10 @@ std::string GpuAmount(int64_t milli) {
   return (milli < 0 ? "-" : "") + std::to_string(std::abs(milli) / kMilliPerGpu) + "." + s;
 }
 
+std::string GpusSaid(int64_t milli) {
+  return GpuAmount(milli) + (milli == kMilliPerGpu ? " GPU" : " GPUs");
+}
+
 std::string ResourceAmount(int r, int64_t v) {
   return r == 0 ? FormatMilliCpu(MilliCpu(v)) : FormatMemoryMib(MemoryMib(v));
 }
@@ -962,7 +966,7 @@ std::map<int, std::string> Admitter::GuaranteeWarnings() const {
     for (int f = 0; f < flavor_count(); ++f)
       if (managed_[f] && n.usage[f] > n.guaranteed[f])
         out[q] += std::string(out[q].empty() ? "" : "; ") + "its disruptionBudget of 0 keeps the " +
-                  GpuAmount(n.usage[f] - n.guaranteed[f]) + " GPUs of " + flavor_name(f) +
+                  GpusSaid(n.usage[f] - n.guaranteed[f]) + " of " + flavor_name(f) +
                   " it holds past its guarantee from a reclaim: they stay until its work ends";
   }
   // A borrowing limit lowered below what the queue holds (as Kueue, nothing is evicted for it:
@@ -3910,9 +3914,7 @@ std::string Admitter::PolicyBlock(int id) const {
                "'s preemption.withinQueue is Never: its lower-priority work is not preempted";
   const PodRequest* gpu_pod = FirstGpuPod(e.pods);
   if (!gpu_pod) return "";
-  const auto gpus = [](int64_t milli) {
-    return GpuAmount(milli) + (milli == kMilliPerGpu ? " GPU" : " GPUs");
-  };
+  const auto gpus = GpusSaid;
   // Past its guarantee under borrowWithinCohort (and within its borrowing limit), while another
   // queue it may borrow from borrows with lower-priority work that could go: why none of it
   // went (trial #9: the wait said nothing). Said only where no such queue has work that could
@@ -3997,9 +3999,7 @@ std::string Admitter::BorrowedOutOfReach(int id) const {
   const QueueNode& q = queues_[e.leaf];
   const PodRequest* gpu_pod = FirstGpuPod(e.pods);
   if (!gpu_pod) return "";
-  const auto gpus = [](int64_t milli) {
-    return GpuAmount(milli) + (milli == kMilliPerGpu ? " GPU" : " GPUs");
-  };
+  const auto gpus = GpusSaid;
   const auto none = [](int, int) { return int64_t{0}; };
   // What each leaf that borrows flavour f could give, once a cycle: the least and the most of
   // its work, whole, that keeps it at its guarantee (or is bigger than all of it), and whether

@@ -1426,6 +1426,8 @@ class Admitter {
 
 // Milli-GPU as GPUs for messages: 48000 → "48", 2500 → "2.5".
 std::string GpuAmount(int64_t milli);
+// ... with its noun: "1 GPU", "2.5 GPUs".
+std::string GpusSaid(int64_t milli);
 // An amount of the pods' CPU (r = 0: milli-cores, as cores) or memory (r = 1: MiB, as "2Gi"),
 // and the quota key naming it.
 std::string ResourceAmount(int r, int64_t v);
