@@ -5190,6 +5190,50 @@ TEST_F(AdmissionTest, ReclaimMinRuntimeCapsWhatAMinimumRuntimeShieldsFromOtherQu
   }
 }
 
+// A queue's preemptMinRuntimeSeconds (else its nearest ancestor's) is a floor every workload of
+// it runs before its own queue's work may preempt it, whatever it asks itself (KAI's
+// preempt-min-runtime: a trial's queue could set only the reclaim cap); a minimum runtime of its
+// own that is longer still holds. Another queue's reclaim does not wait for it.
+TEST_F(AdmissionTest, PreemptMinRuntimeIsAFloorAgainstItsOwnQueue) {
+  struct Case {
+    const char* name;
+    bool on_parent;
+    double own;    // each workload's minRuntimeSeconds
+    double ready;  // when high may preempt
+  };
+  for (const Case& c :
+       {Case{"set on the queue", false, 0, 601}, Case{"set on its parent", true, 0, 601},
+        Case{"a longer one of its own holds", false, 900, 901}}) {
+    SCOPED_TRACE(c.name);
+    AdmissionConfig config;
+    config.queues = {QueueSpec{"org", "", 1, {}, -1}, Leaf("a", 4), Leaf("b", 0)};
+    (c.on_parent ? config.queues[0] : config.queues[1]).preempt_min_runtime_s = 600;
+    MakeTree(Nodes(1, 4), config, {"a", "b"});
+    SubmitOptions own;
+    own.min_runtime_s = c.own;
+    for (int i = 0; i < 4; ++i) Submit(Gpus("a" + std::to_string(i), "a", 1), 0, own);
+    adm_->Cycle(1, 1000);
+    const int high = Submit(Gpus("high", "a", 1, 10), 10);
+    EXPECT_TRUE(adm_->Cycle(c.ready - 1, 1000).evicted.empty()) << adm_->reason(high);
+    EXPECT_NE(adm_->reason(high).find("4 possible victims (a/a0, a/a1, a/a2 and 1 more) are within "
+                                      "their minimum runtime"),
+              std::string::npos)
+        << adm_->reason(high);
+    EXPECT_DOUBLE_EQ(adm_->victims_ready_at(high), c.ready);
+    EXPECT_EQ(adm_->Cycle(c.ready, 1000).evicted.size(), 1u) << adm_->reason(high);
+  }
+  {  // Another queue's reclaim does not wait for it.
+    AdmissionConfig config;
+    config.queues = {QueueSpec{"org", "", 1, {}, -1}, Leaf("a", 0), Leaf("b", 4)};
+    config.queues[1].preempt_min_runtime_s = 600;
+    MakeTree(Nodes(1, 4), config, {"a", "b"});
+    for (int i = 0; i < 4; ++i) Submit(Gpus("a" + std::to_string(i), "a", 1), 0);
+    adm_->Cycle(1, 1000);
+    const int mine = Submit(Gpus("b0", "b", 1), 10);
+    EXPECT_EQ(adm_->Cycle(10, 1000).evicted.size(), 1u) << adm_->reason(mine);
+  }
+}
+
 // Reclaim evicts the workload that loses the least work: one that checkpoints every 100 s and
 // has run 310 s loses 10 s, less than one without checkpoints that started 60 s before. Work
 // counts from the start of the run, which may come after the admission (the server:

@@ -2303,7 +2303,9 @@ TEST_F(ApiBadInputTest, QueueQuotasAreStoredInOneForm) {
                          {"memory", {{"guaranteed", "65536Mi"}}}};
   q["spec"]["disruptionBudget"] = "3";
   q["spec"]["reclaimMinRuntimeSeconds"] = "1800";
+  q["spec"]["preemptMinRuntimeSeconds"] = "600";
   json created = w_.MustCreate(queues, q);
+  EXPECT_EQ(created["spec"]["preemptMinRuntimeSeconds"], json(600)) << created.dump();
   EXPECT_EQ(created["spec"]["disruptionBudget"], json(3)) << created.dump();
   EXPECT_EQ(created["spec"]["reclaimMinRuntimeSeconds"], json(1800)) << created.dump();
   const json& quotas = created["spec"]["quotas"];

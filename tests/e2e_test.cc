@@ -1099,7 +1099,7 @@ TEST_F(FactoryTest, QueuesEnforceQuotasAndReclaimBorrowedGpus) {
       << refused.body;
 
   // Queues named after the tenants, so workloads that name no queue wait in them.
-  CreateQueue("org", json::object());
+  CreateQueue("org", {{"preemptMinRuntimeSeconds", 300}});
   CreateQueue("team-a", {{"parent", "org"}, {"quotas", {{"gpu", {{"guaranteed", 16}}}}}});
   CreateQueue("team-b", {{"parent", "org"},
                          {"reclaimMinRuntimeSeconds", 1800},
@@ -1139,6 +1139,8 @@ TEST_F(FactoryTest, QueuesEnforceQuotasAndReclaimBorrowedGpus) {
   EXPECT_EQ(CallJson("GET", std::string(kApi) + "/queues/team-a")["status"].value(
                 "reclaimMinRuntimeSeconds", -1),
             1200);
+  // ... and how long against its own queue's work at least: its parent's 300 s.
+  EXPECT_EQ(qb["status"].value("preemptMinRuntimeSeconds", -1), 300) << qb.dump();
   const std::string rendered = metrics.Render();
   EXPECT_NE(rendered.find("fabrica_queue_used_gpus{queue=\"team-b\"} 24"), std::string::npos)
       << rendered;

@@ -2002,6 +2002,10 @@ void DescribeQueue(HttpClient& http, const json& o) {
         status.contains("lastReclaimTime")
             ? ("; it last reclaimed at " + Plain(status["lastReclaimTime"])).c_str()
             : "");
+  if (status.value("preemptMinRuntimeSeconds", json(0)) != json(0))
+    std::printf(
+        "Preempt:    its work runs at least %ss before its own queue's work may preempt it\n",
+        Plain(status["preemptMinRuntimeSeconds"]).c_str());
   if (status.contains("warning")) std::printf("Warning:    %s\n", Plain(status["warning"]).c_str());
 }
 

@@ -2332,7 +2332,9 @@ Result<CycleStats> Scheduler::RunOnce() {
             {"active", !admitter->stopped(index)},
             // (Its own reclaimMinRuntimeSeconds, else its nearest ancestor's, else
             // the server's --reclaim-min-runtime.)
-            {"reclaimMinRuntimeSeconds", std::llround(admitter->reclaim_min_runtime(index))}};
+            {"reclaimMinRuntimeSeconds", std::llround(admitter->reclaim_min_runtime(index))},
+            // (Likewise its preemptMinRuntimeSeconds, else 0.)
+            {"preemptMinRuntimeSeconds", std::llround(admitter->preempt_min_runtime(index))}};
         // The pods' CPU and memory, where a quota names them.
         for (int r = 0; r < 2; ++r) {
           if (!admitter->resource_limited(index, r)) continue;

@@ -445,6 +445,12 @@ Status Admitter::Build() {
         queues_[i].reclaim_min_runtime = queues_[a].spec.reclaim_min_runtime_s;
         break;
       }
+    queues_[i].preempt_min_runtime = 0;
+    for (int a = i; a >= 0; a = queues_[a].parent)
+      if (queues_[a].spec.preempt_min_runtime_s >= 0) {
+        queues_[i].preempt_min_runtime = queues_[a].spec.preempt_min_runtime_s;
+        break;
+      }
   }
   cap_gpu_ = std::max<int64_t>(1, state_.total_gpu_milli());
   int64_t cpu = 0, memory = 0;
@@ -5280,7 +5286,9 @@ std::string Admitter::CutShortNote(int id, int by, double now) const {
 
 double Admitter::MinRuntime(int id, int by) const {
   const Entry& w = entries_[id];
-  if (entries_[by].leaf == w.leaf) return w.options.min_runtime_s;
+  // (Against its own queue's work: at least the queue's preemptMinRuntimeSeconds.)
+  if (entries_[by].leaf == w.leaf)
+    return std::max(w.options.min_runtime_s, queues_[w.leaf].preempt_min_runtime);
   return std::min(w.options.min_runtime_s, queues_[w.leaf].reclaim_min_runtime);
 }
 

@@ -143,6 +143,11 @@ struct QueueSpec {
   // cap: a user cannot hold borrowed GPUs past it. -1: its parent's (at the top: the
   // admission config's reclaim_min_runtime_s).
   double reclaim_min_runtime_s = -1;
+  // preemptMinRuntimeSeconds: how long every workload of this queue (or of a queue below it
+  // without one of its own) runs before its own queue's work may preempt it, whatever its
+  // minRuntimeSeconds asks (KAI's preempt-min-runtime): an administrator's floor, where
+  // reclaimMinRuntimeSeconds is a cap. -1: its parent's (at the top: none).
+  double preempt_min_runtime_s = -1;
   // A root that takes whatever GPUs, CPU and memory no one uses, beyond its guarantee, and is
   // reclaimed by any tree's work within its guarantee: the built-in `unqueued` when there are
   // several trees, so that work naming no queue still runs on idle capacity. Not a spec field.
@@ -523,6 +528,7 @@ class Admitter {
   std::string CutShortNote(int id, int by, double now) const;
   // Queue q's reclaimMinRuntime: its own, its nearest ancestor's or the config's.
   double reclaim_min_runtime(int q) const { return queues_[q].reclaim_min_runtime; }
+  double preempt_min_runtime(int q) const { return queues_[q].preempt_min_runtime; }
   // Its place in its queue: pending workloads go in (-priority, arrival) order (a released
   // gang re-enters at the back).
   double arrival(int id) const { return entries_[id].arrival; }
@@ -698,6 +704,7 @@ class Admitter {
     int parent = -1;
     // Its reclaimMinRuntime, or its nearest ancestor's, or the config's (MinRuntime).
     double reclaim_min_runtime = 0;
+    double preempt_min_runtime = 0;  // ... its preemptMinRuntime, or its nearest ancestor's
     std::vector<int> children;
     int infeasible = 0;  // workloads waiting here that no fleet or quota could ever admit
     std::vector<int64_t> guaranteed;  // per flavour; an inner queue without its own: the sum

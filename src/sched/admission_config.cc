@@ -157,13 +157,15 @@ Status ParseQueuePolicies(YamlMap& m, QueueSpec* q) {
       RETURN_IF_ERROR(f.Finish());
     }
   }
-  int64_t s = 0;
-  if (m.Has("reclaimMinRuntimeSeconds") && m.Keep(m.Int("reclaimMinRuntimeSeconds"), &s)) {
+  // (Seconds from 0 to a year: the reclaim cap, and the floor against its own queue's work.)
+  for (auto [key, to] : {std::pair{"reclaimMinRuntimeSeconds", &q->reclaim_min_runtime_s},
+                         std::pair{"preemptMinRuntimeSeconds", &q->preempt_min_runtime_s}}) {
+    int64_t s = 0;
+    if (!m.Has(key) || !m.Keep(m.Int(key), &s)) continue;
     if (s > kMaxRunSeconds)  // (Int refuses negatives)
-      m.Keep(m.Error("reclaimMinRuntimeSeconds",
-                     "must be between 0 and " + std::to_string(kMaxRunSeconds) + " (a year)"));
+      m.Keep(m.Error(key, "must be between 0 and " + std::to_string(kMaxRunSeconds) + " (a year)"));
     else
-      q->reclaim_min_runtime_s = static_cast<double>(s);
+      *to = static_cast<double>(s);
   }
   return Status();
 }
