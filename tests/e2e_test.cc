@@ -2345,6 +2345,32 @@ TEST_F(FactoryTest, APreemptorThatMayNotStartKeepsNoVictims) {
   EXPECT_EQ(w["team-b/hot"]["status"].value("reason", ""), "Unschedulable") << Describe(w);
 }
 
+// A workload whose mark is lifted in a cycle (here: active again before its grace period ended)
+// may be chosen as a victim in that same cycle: the mark is written then, from what the lift
+// wrote (a review found such later writes refused, on the revision read, and made a cycle late).
+TEST_F(FactoryTest, AWorkloadRunningOnAgainMayBePreemptedInTheSameCycle) {
+  StartScheduler(30'000);
+  CreateQueue("team-b", {{"quotas", {{"gpu", {{"guaranteed", 32}, {"borrowingLimit", 0}}}}}});
+  CreateWorkload(WholeGpuWorkload("team-b", "w", 8, 4));
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  const auto active = [&](bool on) {
+    ClientResponse r =
+        Call("PATCH", WorkloadPath("team-b", "w"), json{{"spec", {{"active", on}}}}.dump(),
+             "application/merge-patch+json");
+    ASSERT_EQ(r.status, 200) << r.body;
+  };
+  active(false);
+  Cycle();
+  ASSERT_TRUE(Workloads()["team-b/w"]["status"].contains("preemption")) << Describe(Workloads());
+  active(true);
+  json hot = WholeGpuWorkload("team-b", "hot", 8);
+  hot["spec"]["priority"] = 100;
+  CreateWorkload(hot);
+  EXPECT_EQ(Cycle().preempted, 1) << Describe(Workloads());
+  const json st = Workloads()["team-b/w"]["status"];
+  EXPECT_EQ(st["preemption"].value("by", ""), "team-b/hot") << st.dump();
+}
+
 // ... nor one its queue may now never hold: its guarantee lowered past what it asks.
 TEST_F(FactoryTest, APreemptorItsQueueMayNoLongerHoldKeepsNoVictims) {
   ASSERT_TRUE(UrgentWorkNeedsTwoVictimsUnderABudgetOfOne(30'000));
@@ -3831,14 +3857,22 @@ TEST_F(FactoryTest, AShrinksPodsOnALostNodeEndTheShrinkNotTheWorkload) {
   const std::string lost = marked["assignments"][3].value("node", "");
   for (int i = 0; i < 3; ++i) ASSERT_NE(marked["assignments"][i].value("node", ""), lost);
   sim_->StopNode(lost);
-  // (The cycle that finds the node lost does the shrink; the next may take another pod.)
+  // (The cycle that finds the node lost does the shrink, and b-0, its room lost with the node,
+  // may take another pod in it: its Resized event says the shrink.)
   const json after = StatusOnceShrunkWithoutRequeue();
   ASSERT_FALSE(after.is_null()) << Describe(Workloads());
   EXPECT_EQ(after.value("phase", ""), "Running") << after.dump();
   ASSERT_EQ(after["assignments"].size(), 3u) << after.dump();
   for (int i = 0; i < 3; ++i) EXPECT_EQ(after["assignments"][i], before["assignments"][i]);
-  EXPECT_NE(after.value("message", "").find("shrunk to 3 of 4 pods"), std::string::npos)
-      << after.dump();
+  std::string said;
+  for (int i = 0; i < 100 && said.find("shrunk to 3 of 4 pods") == std::string::npos; ++i) {
+    said = CallJson("GET", std::string(kApi) +
+                               "/namespaces/team-a/events?fieldSelector="
+                               "involvedObject.name%3Delastic%2Creason%3DResized")
+               .dump();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_NE(said.find("shrunk to 3 of 4 pods"), std::string::npos) << said;
 }
 
 // Two marks, the older one's pod on a node that is lost: that shrink is done at once, the
@@ -3855,9 +3889,13 @@ TEST_F(FactoryTest, ALostNodeEndsTheShrinkWhosePodsItHeld) {
   ASSERT_FALSE(after.is_null()) << Describe(Workloads());
   EXPECT_EQ(after.value("phase", ""), "Running") << after.dump();
   EXPECT_EQ(after["assignments"].size(), 3u) << after.dump();
-  ASSERT_EQ(after["shrinks"].size(), 1u) << after.dump();
+  // (b-0, whose room went with the node, may shrink it again in that cycle: a newer mark.)
+  ASSERT_GE(after["shrinks"].size(), 1u) << after.dump();
+  ASSERT_LE(after["shrinks"].size(), 2u) << after.dump();
   EXPECT_EQ(after["shrinks"][0]["pods"], json::array({"main-2"}));
   EXPECT_EQ(after["shrinks"][0].value("by", ""), "team-b/b-1");
+  if (after["shrinks"].size() == 2u)
+    EXPECT_EQ(after["shrinks"][1].value("by", ""), "team-b/b-0") << after.dump();
 }
 
 // A mark an earlier build wrote (status.shrink, one object) is read as a list of one: its pod

@@ -877,6 +877,11 @@ Result<CycleStats> Scheduler::RunOnce() {
       sw.kv = kv;
       sw.parsed = Parse(kv);
       if (!sw.parsed) continue;
+      // A running workload's status as rewritten below (a mark lifted, pods given up) and the
+      // revision it has since: the cycle's later writes to it start from these (a review found
+      // them made from the object read, and refused, a cycle late). Null: not rewritten.
+      json rewritten;
+      int64_t rewritten_rev = 0;
       const json& status = Field(sw.obj(), "status");
       const std::string phase = Str(status, "phase", "Pending");
       for (const PodSet& ps : sw.w().pod_sets) {
@@ -995,14 +1000,19 @@ Result<CycleStats> Scheduler::RunOnce() {
                                   Field(preemption, "final") != true &&
                                   Str(preemption, "reason") == kDeactivatedWhy;
         // Its mark to stop lifted, `why`: it runs on.
-        // (Its revision in this cycle stays the one read, as for the writes below: one made
-        // later this cycle from the object read, with its old mark, fails and is made again.)
+        // (Other writes of this pass read `kv`'s revision, as for the writes below: one made
+        // from the object read, with its old mark, fails and is made again next cycle. The
+        // cycle's later writes start from what this wrote: `rewritten`.)
         const auto cancel_mark = [&](const std::string& why) {
           json next = sw.obj();
           next["status"].erase("preemption");
           next["status"]["message"] =
               std::string(kEvictionCancelled) + why + "; " + RunningMessage(next["status"]);
-          if (store_.Put(kv.key, next.dump(), kv.mod_revision).ok()) preemption = json();
+          if (auto rev = store_.Put(kv.key, next.dump(), kv.mod_revision); rev.ok()) {
+            preemption = json();
+            rewritten = std::move(next);
+            rewritten_rev = *rev;
+          }
         };
         // Why a NoExecute taint on its nodes evicts it ("" where none does).
         const std::string tainted =
@@ -1110,8 +1120,11 @@ Result<CycleStats> Scheduler::RunOnce() {
             st[key] = pods;
           }
           edit(st);
-          if (!store_.Put(kv.key, next.dump(), kv.mod_revision).ok()) return false;
+          auto rev = store_.Put(kv.key, next.dump(), kv.mod_revision);
+          if (!rev.ok()) return false;
           undone = st;
+          rewritten = next;
+          rewritten_rev = *rev;
           // As many pod requests as pods kept (the pods of a set ask for the same).
           std::vector<PodRequest> pods;
           for (size_t i = 0, first = 0; i < counts.size(); ++i) {
@@ -1379,6 +1392,10 @@ Result<CycleStats> Scheduler::RunOnce() {
         bound.push_back({std::move(sw), std::move(*assignments), preemption.is_object() || expiring,
                          expiring || (preemption.is_object() && Str(preemption, "by").empty()),
                          std::move(kept_counts), std::move(marks_left), std::move(completed)});
+        if (!rewritten.is_null()) {
+          bound.back().written = std::move(rewritten);
+          bound.back().sw.kv.mod_revision = rewritten_rev;
+        }
         continue;
       }
       if (phase == "Pending") {
