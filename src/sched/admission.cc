@@ -6050,9 +6050,8 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
   const std::string name = FullName(id);
   // The victims with pods to spare, cheapest first.
   std::vector<int> elastic;
-  std::map<int, int> tier_of;  // by victim (Candidate::tier)
+  std::vector<int> tier_of;  // ... each one's Candidate::tier
   for (const Candidate& c : cands) {
-    tier_of[c.id] = c.tier;
     const Entry& w = entries_[c.id];
     // (One shrunk this cycle may shrink again; not one admitted this cycle, which is taken
     // back whole if it must go.)
@@ -6062,6 +6061,7 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
     for (size_t s = 0; s < w.counts.size(); ++s) {
       if (w.counts[s] > w.min_counts[s]) {
         elastic.push_back(c.id);
+        tier_of.push_back(c.tier);
         break;
       }
     }
@@ -6210,7 +6210,7 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
           if (got < 0) break;
           cost += got;
           touched.insert(v);
-          dearest = std::max(dearest, std::pair<int, int>{w.spec.priority, tier_of[v]});
+          dearest = std::max(dearest, std::pair<int, int>{w.spec.priority, tier_of[at]});
           fits = NodeFits(state_, n, pod) && policy_.Score(state_, n, pod);
         }
       }
