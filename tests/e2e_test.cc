@@ -3651,6 +3651,30 @@ TEST_F(FactoryTest, AReclaimsShrinkIsCalledOffOnceItsGuaranteeNoLongerHoldsIt) {
 
 // ... and where its preemptor may not start now (a request no node takes, or one its queue may
 // no longer hold), saying so: not "no longer waits", as it still does.
+// ... also where a newer shrink of the same workload, for another preemptor, stays: that one
+// goes with it, as its pods come before the older one's, and its preemptor plans anew (a
+// re-trial's older preemptor, unable to start, had its pods stopped for nothing).
+TEST_F(FactoryTest, AnOlderShrinkIsCalledOffBehindANewerOne) {
+  ASSERT_FALSE(StartElasticBesideReclaim(true, nullptr).is_null());
+  ASSERT_EQ(Cycle().shrinks, 1) << Describe(Workloads());
+  CreateWorkload(WholeGpuWorkload("team-b", "b-1", 8));
+  ASSERT_EQ(Cycle().shrinks, 1) << Describe(Workloads());
+  auto gang = [&] { return Workloads()["team-a/elastic"]["status"]; };
+  ASSERT_EQ(gang()["shrinks"].size(), 2u) << gang().dump();
+  json b0 = CallJson("GET", WorkloadPath("team-b", "b-0"));
+  b0["spec"]["podSets"][0]["devices"]["models"] = "B200";  // (no node has one)
+  ClientResponse r = Call("PUT", WorkloadPath("team-b", "b-0"), b0.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  Cycle();
+  for (const json& mark : gang().value("shrinks", json::array()))
+    EXPECT_EQ(mark.value("by", ""), "team-b/b-1") << gang().dump();
+  for (int i = 0; i < 4; ++i) Cycle(5'000);  // past the grace periods
+  EXPECT_EQ(gang()["assignments"].size(), 3u) << gang().dump();
+  EXPECT_EQ(Workloads()["team-b/b-1"]["status"].value("phase", ""), "Running")
+      << Describe(Workloads());
+  EXPECT_EQ(Workloads()["team-b/b-0"]["status"].value("phase", ""), "Pending");
+}
+
 TEST_F(FactoryTest, AShrinkForAPreemptorNoNodeTakesIsCalledOff) {
   ASSERT_TRUE(UrgentWorkShrinksTheElasticGang());
   json urgent = CallJson("GET", WorkloadPath("team-a", "urgent"));

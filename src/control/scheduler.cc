@@ -1639,20 +1639,34 @@ Result<CycleStats> Scheduler::RunOnce() {
                                         std::to_string(b.sw.w().priority) + ")");
     }
   }
-  // Takes off `b`'s shrink marks, newest first, while `off` says why for each (empty: that
-  // mark stays, and so do the older ones behind it), and writes it: its pods run on. The number
-  // of marks taken off (0 if none, or the write failed).
+  // Takes off `b`'s shrink marks that `off` says why for (empty: that mark stays) and writes
+  // it: their pods run on. The pods a mark takes come before an older mark's, and those a
+  // workload keeps must stay the first of each set, so the marks newer than one taken off go
+  // too (a re-trial's older preemptor, unable to start, had its pods stopped for nothing behind
+  // a newer mark that stayed); their preemptors, named in `*with` where given, plan anew. The
+  // number of marks taken off, all the newest (0 if none, or the write failed).
   const auto call_off_shrinks = [&](BoundWorkload& b,
-                                    const std::function<std::string(const json&)>& off) -> size_t {
+                                    const std::function<std::string(const json&)>& off,
+                                    std::vector<std::string>* with = nullptr) -> size_t {
     if (b.kept_counts.empty() || !b.marks.is_array()) return 0;
-    std::string why;  // (the newest mark's, said)
-    json left = b.marks;
-    while (!left.empty()) {
-      const std::string reason = off(left.back());
-      if (reason.empty()) break;
-      if (why.empty()) why = reason;
-      left.erase(left.size() - 1);
-    }
+    size_t first = b.marks.size();
+    std::string why;  // (the oldest mark's taken off for a reason of its own, said)
+    for (size_t m = 0; m < b.marks.size() && first == b.marks.size(); ++m)
+      if (why = off(b.marks[m]); !why.empty()) first = m;
+    if (first == b.marks.size()) return 0;
+    std::vector<std::string> replan;
+    for (size_t m = first + 1; m < b.marks.size(); ++m)
+      if (off(b.marks[m]).empty()) replan.push_back(Str(b.marks[m], "by"));
+    json left = json::array();
+    for (size_t m = 0; m < first; ++m) left.push_back(b.marks[m]);
+    if (!replan.empty())
+      why += "; with it, as the pods a newer shrink takes come before its, the shrink(s) for " +
+             [&] {
+               std::string names;
+               for (const std::string& by : replan) names += (names.empty() ? "" : ", ") + by;
+               return names;
+             }() +
+             ", which plan anew";
     if (left.size() == b.marks.size()) return 0;
     json next = b.obj();
     next["status"].erase("shrink");  // (the earlier build's one mark: now in b.marks)
@@ -1679,22 +1693,34 @@ Result<CycleStats> Scheduler::RunOnce() {
                        }).second;
     const size_t taken = b.marks.size() - left.size();
     b.marks = left;
+    if (with != nullptr) with->insert(with->end(), replan.begin(), replan.end());
     return taken;
   };
   for (BoundWorkload& b : bound) {
     const std::string frozen_in = frozen_queue(b);
-    call_off_shrinks(b, [&](const json& m) -> std::string {
-      const std::string by = Str(m, "by");
-      const std::string outranked = outranked_by(b, by, Str(m, "basis"));
-      if (const auto held = may_not_start.find(by); held != may_not_start.end())
-        return "its preemptor " + by + " may not start now: " + held->second;
-      return !waiting_keys.count(by) ? "the preemptor its shrink was for no longer waits"
-             : !frozen_in.empty()    ? "its queue's disruption budget is now 0"
-             : !outranked.empty()    ? outranked
-             : called_off_of.count(by)
-                 ? "its preemptor " + by + " plans anew: its eviction of another was called off"
-                 : "";
-    });
+    std::vector<std::string> replan;  // (preemptors whose newer shrinks went with an older one)
+    call_off_shrinks(
+        b,
+        [&](const json& m) -> std::string {
+          const std::string by = Str(m, "by");
+          const std::string outranked = outranked_by(b, by, Str(m, "basis"));
+          if (const auto held = may_not_start.find(by); held != may_not_start.end())
+            return "its preemptor " + by + " may not start now: " + held->second;
+          return !waiting_keys.count(by) ? "the preemptor its shrink was for no longer waits"
+                 : !frozen_in.empty()    ? "its queue's disruption budget is now 0"
+                 : !outranked.empty()    ? outranked
+                 : called_off_of.count(by)
+                     ? "its preemptor " + by + " plans anew: its eviction of another was called off"
+                     : "";
+        },
+        &replan);
+    // (Told, and their other victims called off below: their plan was made with these pods.)
+    for (const std::string& by : replan)
+      if (waiting_keys.count(by)) {
+        std::string& note = called_off_of[by];
+        note += (note.empty() ? "" : "; ") + std::string("its shrink of ") + KeyName(b.sw.obj()) +
+                " is called off with an older one, whose pods go after its";
+      }
   }
   // A waiting preemptor that lost some of its victims so loses the rest too: its plan was made
   // for them all, and the room the rest free may not hold it (a re-trial: a preemptor lowered
@@ -2049,16 +2075,24 @@ Result<CycleStats> Scheduler::RunOnce() {
         int spared = 0;
         for (size_t at : shrunk) {
           BoundWorkload& b = bound[at];
-          const size_t had = b.marks.is_array() ? b.marks.size() : 0;
+          const json marks = b.marks;
+          const size_t had = marks.is_array() ? marks.size() : 0;
           const size_t off = call_off_shrinks(b, [&](const json& m) -> std::string {
             return Str(m, "by") == preemptor && (basis.empty() || Str(m, "basis") == basis) ? why
                                                                                             : "";
           });
+          // (Newer marks of other preemptors that went with it: their pods run on too, and
+          // those preemptors wait for them no more; they plan anew.)
           for (size_t m = had - off; m < had && m < b.mark_fragments.size(); ++m) {
             if (b.mark_fragments[m] < 0) continue;
             admitter->Spare(b.mark_fragments[m]);
-            ++spared;
-            if (--shrunk_of[preemptor] <= 0) shrunk_of.erase(preemptor);
+            const std::string by = Str(marks[m], "by");
+            if (by == preemptor) {
+              ++spared;
+            } else if (--victims_of[by] <= 0) {
+              victims_of.erase(by);
+            }
+            if (--shrunk_of[by] <= 0) shrunk_of.erase(by);
           }
           if (b.mark_fragments.size() > had - off) b.mark_fragments.resize(had - off);
         }
