@@ -1964,6 +1964,11 @@ TEST_F(ApiBadInputTest, MalformedJson) {
   ExpectRejected("POST", Item("workloads", "team-a", "existing") + "/eviction",
                  R"({"reason": "x",})", "application/json", 400,
                  "eviction: malformed JSON body: parse error at line 1, column ");
+  // An invalid UTF-8 byte: where, the byte escaped (quoted raw, it made the reply itself fail).
+  ExpectRejected("POST", Collection("workloads", "team-a"), "{\"metadata\": \"\xff\"}",
+                 "application/json", 400,
+                 "malformed JSON body: parse error at line 1, column 15: syntax error while "
+                 "parsing value - invalid string: ill-formed UTF-8 byte; last read: '\"\\xFF'");
   // A key twice in one object (the last would win silently), at any depth.
   const std::string spec = WorkloadObject("team-a", "new")["spec"].dump();
   ExpectRejected("POST", Collection("workloads", "team-a"),

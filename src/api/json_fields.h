@@ -100,7 +100,17 @@ inline nlohmann::json ParseNoDuplicateKeys(const std::string& text, std::string*
     if (error) {
       const std::string what = e.what();
       const size_t words = what.find("] ");
-      *error = words == std::string::npos ? what : what.substr(words + 2);
+      // (Bytes that are not printable ASCII, as the parser quotes them, escaped: a body's
+      // invalid UTF-8 byte, quoted raw, made the reply itself fail to serialise.)
+      error->clear();
+      for (const unsigned char c : words == std::string::npos ? what : what.substr(words + 2)) {
+        if (c >= 0x20 && c < 0x7f) {
+          error->push_back(static_cast<char>(c));
+        } else {
+          static constexpr char kHex[] = "0123456789ABCDEF";
+          *error += std::string("\\x") + kHex[c >> 4] + kHex[c & 15];
+        }
+      }
     }
     return nlohmann::json(nlohmann::json::value_t::discarded);
   }
