@@ -51,6 +51,8 @@ TEST(ParseMilliGpu, RejectsNegativesExcessPrecisionAndGarbage) {
   // quantity holds, however written, is too large — a trial's 99999999999999999999 was told to
   // write the number out.)
   ExpectInvalid(ParseMilliGpu("1e+15"), {"'1e+15'", "exponent notation is not taken"});
+  ExpectInvalid(ParseMilliGpu("1e3"), {"write the number out as 1000)"});
+  ExpectInvalid(ParseMilliGpu("1.5e+15"), {"write the number out in digits)"});
   ExpectInvalid(ParseMilliGpu("1.5e+15"), {"exponent notation is not taken"});
   ExpectInvalid(ParseMilliGpu("1e+20"), {"GPU quantity too large: '1e+20'"});
   ExpectInvalid(ParseMilliGpu("1e+16"), {"too large"});

@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 
 namespace fabrica {
@@ -11,10 +12,17 @@ namespace {
 // as an 'e' is exponent notation (how a JSON number as large as 1e16 arrives), said so.
 Status NotANumber(const char* what, const std::string& shown, char at, bool digits) {
   const bool exponent = (at == 'e' || at == 'E') && digits;
-  return InvalidArgument(std::string("not a number for ") + what + ": '" + shown + "'" +
-                         (exponent ? " (exponent notation is not taken: write the number out, "
-                                     "as 10000)"
-                                   : ""));
+  // (The number written out where it is a whole one of a few digits: a trial's 1e3 was told
+  // "as 10000".)
+  std::string as = "in digits";
+  char* end = nullptr;
+  const double v = std::strtod(shown.c_str(), &end);
+  if (exponent && end != nullptr && *end == '\0' && std::isfinite(v) && v >= 0 && v < 1e15 &&
+      v == std::floor(v))
+    as = "as " + std::to_string(static_cast<int64_t>(v));
+  return InvalidArgument(
+      std::string("not a number for ") + what + ": '" + shown + "'" +
+      (exponent ? " (exponent notation is not taken: write the number out " + as + ")" : ""));
 }
 
 // Parses "<int>[.<frac>]" scaled by 10^scale_digits; the fraction may have at most that many
