@@ -5219,6 +5219,11 @@ TEST_F(AdmissionTest, PreemptMinRuntimeIsAFloorAgainstItsOwnQueue) {
                                       "their minimum runtime"),
               std::string::npos)
         << adm_->reason(high);
+    // (Which sets it, where the floor does: a re-trial's victim asked for none.)
+    EXPECT_EQ(adm_->reason(high).find(", by its queue's preemptMinRuntimeSeconds of 600 s)") !=
+                  std::string::npos,
+              c.own < 600)
+        << adm_->reason(high);
     EXPECT_DOUBLE_EQ(adm_->victims_ready_at(high), c.ready);
     EXPECT_EQ(adm_->Cycle(c.ready, 1000).evicted.size(), 1u) << adm_->reason(high);
   }

@@ -6713,9 +6713,13 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     std::sort(spent.begin(), spent.end(), cheaper);
     // (Named once here: a search that fails is said each time.)
     double young_free_at = -1;
+    bool floored = false;  // the first to go is held by its queue's floor, not its own ask
     for (int v : young_ids) {
       const double free_at = entries_[v].admitted_at + MinRuntime(v, id);
-      if (young_free_at < 0 || free_at < young_free_at) young_free_at = free_at;
+      if (young_free_at < 0 || free_at < young_free_at) {
+        young_free_at = free_at;
+        floored = MinRuntime(v, id) > entries_[v].options.min_runtime_s;
+      }
     }
     VictimList list;
     list.cands = std::move(cands);
@@ -6724,6 +6728,10 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     list.later = std::move(later);
     if (!young_ids.empty()) list.young_names = WorkloadNames(young_ids, 3);
     list.young_free_at = young_free_at;
+    // (Said where the floor, not the workload, sets it: a re-trial's victim asked for none.)
+    if (floored)
+      list.young_floor = "its queue's preemptMinRuntimeSeconds of " +
+                         std::to_string(std::llround(queues_[leaf].preempt_min_runtime)) + " s";
     list.spare_only = std::move(spare_only);
     list.spent = std::move(spent);
     list.spare_fair = std::move(spare_fair);
@@ -6764,7 +6772,8 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
         // (Under a minute, said so: "about 1 min" read as a minute when 20 s were left.)
         if (first - now_ < 60) in = "less than a minute";
         r += std::string(in_min_runtime == 1 ? " (it" : " (the first") + " may go in " +
-             (first - now_ < 60 ? "" : "about ") + in + ")";
+             (first - now_ < 60 ? "" : "about ") + in +
+             (cached->second.young_floor.empty() ? "" : ", by " + cached->second.young_floor) + ")";
       }
     }
     if (const int pinned = cached->second.pinned;

@@ -1359,6 +1359,7 @@ class Admitter {
     std::vector<Candidate> later;  // eligible but within their minimum runtime
     std::string young_names;       // all within their minimum runtime, named (WorkloadNames)
     double young_free_at = -1;     // when the first of them may go
+    std::string young_floor;       // ... held so by its queue's preemptMinRuntime: which ("": not)
     // Elastic workloads of other queues not eligible whole (their queue would drop below its
     // guarantee without them) whose pods beyond their minCount may be (elastic shrink).
     std::vector<Candidate> spare_only;
