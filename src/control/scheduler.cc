@@ -1696,31 +1696,38 @@ Result<CycleStats> Scheduler::RunOnce() {
     if (with != nullptr) with->insert(with->end(), replan.begin(), replan.end());
     return taken;
   };
-  for (BoundWorkload& b : bound) {
-    const std::string frozen_in = frozen_queue(b);
-    std::vector<std::string> replan;  // (preemptors whose newer shrinks went with an older one)
-    call_off_shrinks(
-        b,
-        [&](const json& m) -> std::string {
-          const std::string by = Str(m, "by");
-          const std::string outranked = outranked_by(b, by, Str(m, "basis"));
-          if (const auto held = may_not_start.find(by); held != may_not_start.end())
-            return "its preemptor " + by + " may not start now: " + held->second;
-          return !waiting_keys.count(by) ? "the preemptor its shrink was for no longer waits"
-                 : !frozen_in.empty()    ? "its queue's disruption budget is now 0"
-                 : !outranked.empty()    ? outranked
-                 : called_off_of.count(by)
-                     ? "its preemptor " + by + " plans anew: its eviction of another was called off"
-                     : "";
-        },
-        &replan);
-    // (Told, and their other victims called off below: their plan was made with these pods.)
-    for (const std::string& by : replan)
-      if (waiting_keys.count(by)) {
-        std::string& note = called_off_of[by];
-        note += (note.empty() ? "" : "; ") + std::string("its shrink of ") + KeyName(b.sw.obj()) +
-                " is called off with an older one, whose pods go after its";
-      }
+  // (Again while a pass makes a preemptor plan anew: its shrinks of workloads passed already
+  // go too. Marks only go, so this ends.)
+  for (size_t planning = 0, before = SIZE_MAX; before != planning;) {
+    before = planning;
+    for (BoundWorkload& b : bound) {
+      const std::string frozen_in = frozen_queue(b);
+      std::vector<std::string> replan;  // (preemptors whose newer shrinks went with an older one)
+      call_off_shrinks(
+          b,
+          [&](const json& m) -> std::string {
+            const std::string by = Str(m, "by");
+            const std::string outranked = outranked_by(b, by, Str(m, "basis"));
+            if (const auto held = may_not_start.find(by); held != may_not_start.end())
+              return "its preemptor " + by + " may not start now: " + held->second;
+            return !waiting_keys.count(by) ? "the preemptor its shrink was for no longer waits"
+                   : !frozen_in.empty()    ? "its queue's disruption budget is now 0"
+                   : !outranked.empty()    ? outranked
+                   : called_off_of.count(by)
+                       ? "its preemptor " + by +
+                             " plans anew: its eviction of another was called off"
+                       : "";
+          },
+          &replan);
+      // (Told, and their other victims called off below: their plan was made with these pods.)
+      for (const std::string& by : replan)
+        if (waiting_keys.count(by)) {
+          std::string& note = called_off_of[by];
+          note += (note.empty() ? "" : "; ") + std::string("its shrink of ") + KeyName(b.sw.obj()) +
+                  " is called off with an older one, whose pods go after its";
+        }
+    }
+    planning = called_off_of.size();
   }
   // A waiting preemptor that lost some of its victims so loses the rest too: its plan was made
   // for them all, and the room the rest free may not hold it (a re-trial: a preemptor lowered
