@@ -288,6 +288,15 @@ class FactoryTest : public testing::Test {
     }
     return w;
   }
+  // VictimsRunOnPastTheGrace's `w`: team-b/v-3's eviction was called off because team-b/hot
+  // may not start now.
+  void ExpectCalledOffForHot(const std::map<std::string, json>& w) {
+    EXPECT_NE(w.at("team-b/v-3")["status"]
+                  .value("message", "")
+                  .find("eviction cancelled: its preemptor team-b/hot may not start now: "),
+              std::string::npos)
+        << Describe(w);
+  }
   // A scheduler with `so` over agents that start nothing, queue team-a guaranteed 32 GPUs, and
   // a gang of two 8-GPU pods for it (not yet created).
   json GangThatNeverStarts(SchedulerOptions so) {
@@ -2337,11 +2346,7 @@ TEST_F(FactoryTest, APreemptorThatMayNotStartKeepsNoVictims) {
   ClientResponse r = Call("PUT", WorkloadPath("team-b", "hot"), hot.dump());
   ASSERT_EQ(r.status, 200) << r.body;
   std::map<std::string, json> w = VictimsRunOnPastTheGrace();
-  EXPECT_NE(w["team-b/v-3"]["status"]
-                .value("message", "")
-                .find("eviction cancelled: its preemptor team-b/hot may not start now: "),
-            std::string::npos)
-      << Describe(w);
+  ExpectCalledOffForHot(w);
   EXPECT_EQ(w["team-b/hot"]["status"].value("reason", ""), "Unschedulable") << Describe(w);
 }
 
@@ -2380,11 +2385,7 @@ TEST_F(FactoryTest, APreemptorItsQueueMayNoLongerHoldKeepsNoVictims) {
                           "application/merge-patch+json");
   ASSERT_EQ(r.status, 200) << r.body;
   std::map<std::string, json> w = VictimsRunOnPastTheGrace();
-  EXPECT_NE(w["team-b/v-3"]["status"]
-                .value("message", "")
-                .find("eviction cancelled: its preemptor team-b/hot may not start now: "),
-            std::string::npos)
-      << Describe(w);
+  ExpectCalledOffForHot(w);
 }
 
 // GET .../queues/NAME/pendingworkloads lists what waits in a queue's subtree in the order
