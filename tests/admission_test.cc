@@ -4545,6 +4545,59 @@ TEST_F(AdmissionTest, ADepartmentsOwnGuaranteeShrinksNoSiblingsWork) {
   EXPECT_EQ(adm_->pod_counts(elastic), std::vector<int>{6}) << adm_->reason(mine);
 }
 
+// A project with no guarantee of its own is past it from its first GPU: under a department
+// guaranteed 4 it takes those 4 back from another department that borrows them, as a project
+// guaranteed part of them does (a user-style trial's project waited saying only "the fleet has
+// no room", while one guaranteed 2 of the 4 took back all 4). Its department's 4 in use, it
+// takes no more; and a sibling guaranteed all of its department's (no own part) keeps them.
+TEST_F(AdmissionTest, AProjectWithNoGuaranteeReclaimsItsDepartmentsOwnPart) {
+  QueueSpec org{"org", "", 1, {}, -1};
+  QueueSpec dept_a = Leaf("dept-a", 4), dept_b = Leaf("dept-b", 4);
+  QueueSpec team_a = Plain("team-a"), team_b = Leaf("team-b", 4);
+  dept_a.parent = dept_b.parent = "org";
+  team_a.parent = "dept-a";
+  team_b.parent = "dept-b";
+  AdmissionConfig config;
+  config.queues = {org, dept_a, team_a, dept_b, team_b};
+  MakeTree(Nodes(1, 8), config, {"team-a", "team-b"});
+  const std::vector<int> b = SubmitEach("b", "team-b", 8, 0);
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(CountPhase(b, Phase::kAdmitted), 8);
+  const int mine = Submit(Gpus("a0", "team-a", 4), 10);
+  int evicted = 0;
+  for (double t = 11; t < 100; t += 1) {
+    CycleResult r = adm_->Cycle(t, 1000);
+    for (const Eviction& ev : r.evicted) {
+      EXPECT_EQ(adm_->queue_name(adm_->queue_of(ev.victim)), "team-b");
+      EXPECT_NE(ev.reason.find("queue team-a reclaims queue dept-a's guarantee (it has none of "
+                               "its own)"),
+                std::string::npos)
+          << ev.reason;
+      ++evicted;
+      adm_->Terminated(ev.victim, t);
+    }
+  }
+  EXPECT_EQ(evicted, 4);
+  EXPECT_EQ(adm_->phase(mine), Phase::kAdmitted) << adm_->reason(mine);
+  // Past its department's 4 now: nothing more goes for it.
+  const int more = Submit(Gpus("a1", "team-a", 1), 100);
+  EXPECT_TRUE(adm_->Cycle(101, 1000).evicted.empty()) << adm_->reason(more);
+  EXPECT_EQ(adm_->phase(more), Phase::kPending);
+
+  // With a sibling guaranteed all of dept-a's 4, dept-a has no own part: those 4 are the
+  // sibling's, lent while it leaves them unused, and team-a reclaims none of them.
+  QueueSpec sibling = Leaf("a-sib", 4);
+  sibling.parent = "dept-a";
+  config.queues.push_back(sibling);
+  MakeTree(Nodes(1, 8), config, {"team-a", "team-b", "a-sib"});
+  SubmitEach("b", "team-b", 8, 0);
+  adm_->Cycle(1, 1000);
+  const int late = Submit(Gpus("a0", "team-a", 4), 10);
+  for (double t = 11; t < 40; t += 1)
+    EXPECT_TRUE(adm_->Cycle(t, 1000).evicted.empty()) << adm_->reason(late);
+  EXPECT_EQ(adm_->phase(late), Phase::kPending);
+}
+
 // A project past its own guarantee that waits for team-a's own part is tried again once
 // another tree borrows that part: a2's work past its guarantee held it when a1's 4-GPU job came
 // (nothing to reclaim), then ended, 2 GPUs on each node, where the job does not fit, and

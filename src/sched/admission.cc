@@ -1054,9 +1054,14 @@ bool Admitter::MayReclaim(int leaf, int f, int64_t milli) const {
   // Work leaving for no one (a drain, its maximum runtime) does not: its room is the queue's
   // own in a moment, so reclaiming from others for it would evict for room that then idles.
   if (!managed_[f]) return false;
-  if (!DepartmentReclaimOnly(leaf, f)) return ReclaimScope(leaf, f, milli) >= 0;
-  // No guarantee of its own: its department's, from best-effort work only (the built-in
-  // unqueued beside several trees, "reclaimed by any tree's work within its guarantee").
+  // (With no guarantee of its own, a department's own part past it, as for a project past its
+  // own: a trial's project waited beside its department's 4 unused GPUs that another
+  // department borrowed, where one guaranteed 2 of them took back all 4.)
+  if (milli > 0 && ReclaimScope(leaf, f, milli) >= 0) return true;
+  if (q.guaranteed[f] > 0) return false;
+  // Else the guarantee of a queue above it that no project was given, from best-effort work
+  // only (the built-in unqueued beside several trees, "reclaimed by any tree's work within its
+  // guarantee").
   // (Its evicting work counted too: the reclaim that marked it still holds its promise.)
   bool best_effort_holds = false;
   for (const QueueNode& b : queues_) best_effort_holds |= b.spec.best_effort && b.usage[f] > 0;
@@ -1147,7 +1152,8 @@ int64_t Admitter::BestEffortUnder(int a, int f) const {
 
 bool Admitter::QuotaReclaims(int leaf, int f, int64_t milli) const {
   if (f >= 64 || !managed_[f]) return false;
-  if (!DepartmentReclaimOnly(leaf, f)) return MayReclaim(leaf, f, milli);
+  if (!BestEffortReclaimOnly(leaf, f, ReclaimScope(leaf, f, milli)))
+    return MayReclaim(leaf, f, milli);
   // A department's guarantee is reclaimed from best-effort work only: for quota, only where
   // that work is below the department, whose quota counts it (the built-in unqueued under the
   // one tree's root; beside several trees it is a tree of its own).
@@ -3468,8 +3474,8 @@ void Admitter::Wake() {
     if (policy.reclaim_within_cohort != PreemptionPolicy::Reclaim::kNever)
       for (int f = 0; f < static_cast<int>(flavors_.size()); ++f)
         if (managed_[f])
-          room = std::max({room, node.guaranteed[f] - node.usage[f] - node.promised[f],
-                           DepartmentReclaimOnly(q, f) ? int64_t{0} : DepartmentRoom(q, f)});
+          room = std::max(
+              {room, node.guaranteed[f] - node.usage[f] - node.promised[f], DepartmentRoom(q, f)});
     // Work of any size may preempt under fair-share preemption or borrowWithinCohort.
     const bool any_size = config_.fair_share_preemption ||
                           policy.borrow_within_cohort == PreemptionPolicy::Borrow::kLowerPriority;
@@ -3883,8 +3889,8 @@ std::string Admitter::DepartmentNote(int id) const {
       q.spec.preemption.reclaim_within_cohort == PreemptionPolicy::Reclaim::kNever)
     return "";
   for (int f : CandidateFlavors(*gpu_pod)) {
-    if (!managed_[f] || DepartmentReclaimOnly(e.leaf, f) ||
-        q.usage[f] + e.gpu_milli <= q.guaranteed[f] || ReclaimScope(e.leaf, f, e.gpu_milli) >= 0)
+    if (!managed_[f] || q.usage[f] + e.gpu_milli <= q.guaranteed[f] ||
+        ReclaimScope(e.leaf, f, e.gpu_milli) >= 0)
       continue;
     // (Past its own guarantee, under a department (not a root) still below its own: the rest
     // of it is its other queues', which reclaim does not take for this one.)
@@ -4060,9 +4066,7 @@ std::string Admitter::BorrowedOutOfReach(int id) const {
   for (int f : CandidateFlavors(*gpu_pod)) {
     // (Only where its queue is owed room: within its guarantee, and reclaim may take other
     // queues' work for it at all.)
-    if (!managed_[f] || q.usage[f] + e.gpu_milli > q.guaranteed[f] ||
-        DepartmentReclaimOnly(e.leaf, f))
-      continue;
+    if (!managed_[f] || q.usage[f] + e.gpu_milli > q.guaranteed[f]) continue;
     // (Once per queue and flavour a cycle: every failed attempt asks, and the answer is the
     // same for the queue's work.)
     auto [cached, fresh] = out_of_reach_.try_emplace({e.leaf, f});
@@ -5411,11 +5415,17 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
   // Whether leaf q is inside the department whose own guarantee a reclaim in f takes back
   // (ReclaimScope): its work does not go for it.
   std::map<int, int> scope_of;  // by flavour, as first asked
-  const auto in_department = [&](int f, int q) {
+  const auto scope_in = [&](int f) {
     auto [it, fresh] = scope_of.try_emplace(f, -1);
-    if (fresh && !DepartmentReclaimOnly(entries_[id].leaf, f))
-      it->second = ReclaimScope(entries_[id].leaf, f, entries_[id].gpu_milli);
-    return it->second >= 0 && it->second != entries_[id].leaf && Under(q, it->second);
+    if (fresh) it->second = ReclaimScope(entries_[id].leaf, f, entries_[id].gpu_milli);
+    return it->second;
+  };
+  const auto in_department = [&](int f, int q) {
+    const int scope = scope_in(f);
+    return scope >= 0 && scope != entries_[id].leaf && Under(q, scope);
+  };
+  const auto best_effort_only = [&](int f) {
+    return BestEffortReclaimOnly(entries_[id].leaf, f, scope_in(f));
   };
   std::vector<int> reclaimed;                    // of the plan being tried
   std::map<std::pair<int, int>, int64_t> taken;  // reclaimed GPUs by (queue, flavour)
@@ -5436,7 +5446,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
     for (auto [f, milli] : w.charged)
       if (f < 64 && (flavors >> f & 1) &&
           (vq.usage[f] - vq.evicting_usage[f] - taken_in(w.leaf, f) - milli < vq.guaranteed[f] ||
-           (DepartmentReclaimOnly(entries_[id].leaf, f) && !vq.spec.best_effort) ||
+           (best_effort_only(f) && !vq.spec.best_effort) ||
            !BranchLends(entries_[id].leaf, w.leaf, f, milli, taken_in) || in_department(f, w.leaf)))
         return false;
     return true;
@@ -6115,11 +6125,16 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
         const bool reclaimed = f < 64 && (reclaim_flavors >> f & 1);
         if (must_lend && !reclaimed) return false;  // (only what it borrows where reclaimed)
         const int64_t held = vq.usage[f] - vq.evicting_usage[f] - taken[{w.leaf, f}];
-        // (Above its queue too, only a branch that borrows gives back; for a department's
-        // guarantee, only best-effort work.)
+        const int dept = reclaimed && static_cast<size_t>(f) < scope.reclaim_scope.size()
+                             ? scope.reclaim_scope[f]
+                             : -1;
+        // (Above its queue too, only a branch that borrows gives back; for a department's own
+        // part, only queues outside it; for a guarantee above no project was given, only
+        // best-effort work.)
         if (reclaimed &&
             (!BranchLends(e.leaf, w.leaf, f, m, taken_in) ||
-             (scope.big_may_go && DepartmentReclaimOnly(e.leaf, f) && !vq.spec.best_effort)))
+             (scope.big_may_go && BestEffortReclaimOnly(e.leaf, f, dept) && !vq.spec.best_effort) ||
+             (dept >= 0 && dept != e.leaf && Under(w.leaf, dept))))
           return false;
         if (!reclaimed || held - m >= vq.guaranteed[f]) continue;
         // (As for a whole victim: one bigger than its queue's guarantee runs on borrowed GPUs,
@@ -6449,8 +6464,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   std::vector<int> reclaim_scope(flavor_count(), -1);
   if (reclaim)
     for (int f = 0; f < flavor_count() && f < 64; ++f)
-      if ((reclaim_flavors >> f & 1) && !DepartmentReclaimOnly(leaf, f))
-        reclaim_scope[f] = ReclaimScope(leaf, f, e.gpu_milli);
+      if (reclaim_flavors >> f & 1) reclaim_scope[f] = ReclaimScope(leaf, f, e.gpu_milli);
   // "queue a reclaims its guarantee", or a department's: a leaf with no guarantee of its own
   // takes back its department's, from best-effort work; one past its own, its department's
   // where that holds it, from queues outside it.
@@ -6459,13 +6473,14 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     bool none_own = false;
     for (int f = 0; f < flavor_count() && f < 64 && dept < 0; ++f) {
       if (!(reclaim_flavors >> f & 1)) continue;
-      if (DepartmentReclaimOnly(leaf, f)) {
+      if (BestEffortReclaimOnly(leaf, f, reclaim_scope[f])) {
         for (int a = queues_[leaf].parent; a >= 0 && a != fleet_queue_ && dept < 0;
              a = queues_[a].parent)
           if (queues_[a].guaranteed[f] > 0) dept = a;
         none_own = dept >= 0;
       } else if (reclaim_scope[f] >= 0 && reclaim_scope[f] != leaf) {
         dept = reclaim_scope[f];
+        none_own = queues_[leaf].guaranteed[f] == 0;
       }
     }
     return "queue " + queues_[leaf].spec.name + " reclaims " +
@@ -6501,7 +6516,9 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
       // may take it even if its queue is then below its guarantee, as Kueue takes work of a
       // queue that borrows. Neither comes back for it: reclaim makes room only for work within
       // a guarantee, and borrowing preemption takes only lower priority.)
-      if (!borrow_preempt && DepartmentReclaimOnly(leaf, f) && !vq.spec.best_effort) return 0;
+      if (!borrow_preempt && BestEffortReclaimOnly(leaf, f, reclaim_scope[f]) &&
+          !vq.spec.best_effort)
+        return 0;
       const int64_t held = vq.usage[f] - vq.evicting_usage[f] - taken(w.leaf, f);
       if (held - milli < vq.guaranteed[f] &&
           (milli <= vq.guaranteed[f] || held <= vq.guaranteed[f]))
@@ -7164,6 +7181,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     scope.fair_quota = fair_quota;
     scope.quota_blocker = quota_blocker;
     scope.reclaim_flavors = reclaim_flavors;
+    scope.reclaim_scope = reclaim_scope;
     scope.res_reclaim = res_reclaim;
     scope.check_lending = takes_borrowed && !fair_share;
     if (fair_share) scope.fair_share = my_share;
@@ -7459,14 +7477,13 @@ bool Admitter::GuaranteeHolds(int id, std::string* why, ReclaimTally* kept) cons
     // Past its own, a department's own part (ReclaimScope) holds it while what the
     // department's work and the promises made below it, its own among them, take past its
     // children's guarantees stays within that part.
-    if (!DepartmentReclaimOnly(e.leaf, f)) {
-      const int64_t mine = e.nominated && e.promised_flavor == f ? 0 : e.gpu_milli;
-      if (const int scope = ReclaimScope(e.leaf, f, mine); scope >= 0 && scope != e.leaf)
-        return holds(f);
-    }
-    // No guarantee of its own: a department's, reclaimed from best-effort work only, holds it
-    // while such work holds some of the flavour (not judged further).
-    if (DepartmentReclaimOnly(e.leaf, f))
+    const int64_t mine = e.nominated && e.promised_flavor == f ? 0 : e.gpu_milli;
+    const int scope = ReclaimScope(e.leaf, f, mine);
+    if (scope >= 0 && scope != e.leaf) return holds(f);
+    // No guarantee of its own, nor a department's own part: the guarantee of a queue above it,
+    // reclaimed from best-effort work only, holds it while such work holds some of the flavour
+    // (not judged further).
+    if (BestEffortReclaimOnly(e.leaf, f, scope))
       for (const QueueNode& b : queues_)
         if (b.spec.best_effort && b.usage[f] > 0) return holds(-1);
     if (past.empty()) beside = before;

@@ -974,17 +974,18 @@ class Admitter {
   // Why sibling q keeps `amount` of its unused guarantee, for a refusal: its reclaim hold (when
   // `held`: what it reclaimed moments ago stays with it) or its lending limit.
   std::string KeptWhy(const QueueNode& q, bool held, const std::string& amount) const;
-  // Within the guarantee once what is promised to the queue's nominated preemptors is counted;
-  // or, for a leaf with no guarantee of its own in the flavour, within an ancestor's (its
-  // department's) while best-effort work holds some of it: that work is given back
-  // (DepartmentReclaimOnly).
+  // Within the guarantee once what is promised to the queue's nominated preemptors is counted,
+  // or within a department's own part past it (ReclaimScope: a leaf with no guarantee of its
+  // own is past it from its first GPU); else, for a leaf with no guarantee of its own in the
+  // flavour, within an ancestor's while best-effort work holds some of it: that work is given
+  // back (BestEffortReclaimOnly).
   bool MayReclaim(int leaf, int flavor, int64_t milli) const;
   // Whose guarantee leaf's work of `milli` in `flavor` reclaims: the leaf's own while that
   // holds it (promises counted, as MayReclaim); else the nearest queue above it, short of the
   // fleet, that it keeps within its guarantee (a department guaranteed more than its projects,
   // or whose other projects leave theirs unused: each level's guarantee is its own, as KAI's
   // departments' deserved quota), which then takes back only from queues outside it; -1:
-  // none. (A leaf with no guarantee of the flavour: DepartmentReclaimOnly instead.)
+  // none. (A leaf with no guarantee of the flavour has only a department's, or none.)
   int ReclaimScope(int leaf, int flavor, int64_t milli) const;
   // Whether queue a is a department: below a root (not the fleet's node, nor a root itself).
   bool IsDepartment(int a) const;
@@ -997,10 +998,13 @@ class Admitter {
   // The most leaf's work may reclaim of `flavor` past its own guarantee under a department's
   // own part (the largest OwnPartRoom up its departments; 0: none), for Wake.
   int64_t DepartmentRoom(int leaf, int flavor) const;
-  // Whether a reclaim by leaf `preemptor` in `flavor` may take only best-effort work (its
-  // department's guarantee, not its own, is what it reclaims).
-  bool DepartmentReclaimOnly(int preemptor, int flavor) const {
-    return queues_[preemptor].guaranteed[flavor] == 0;
+  // Whether a reclaim by leaf `preemptor` in `flavor` may take only best-effort work: it has
+  // no guarantee of its own in the flavour, and `scope`, its ReclaimScope for the work, is none
+  // (no department's own part holds it), so what it reclaims is the guarantee of a queue above
+  // it that no project was given. (Where a department's own part holds it, it reclaims that
+  // from queues outside the department, as a project past its own guarantee does.)
+  bool BestEffortReclaimOnly(int preemptor, int flavor, int scope) const {
+    return queues_[preemptor].guaranteed[flavor] == 0 && scope < 0;
   }
   // The same for CPU (r = 0) or memory (r = 1), where the queue's tree limits it.
   bool MayReclaimResource(int leaf, int r, int64_t amount) const;
@@ -1184,6 +1188,10 @@ class Admitter {
   // reason, and whether it is a reclaim (for the reclaim hold).
   struct ShrinkScope {
     uint64_t reclaim_flavors = 0;
+    // By flavour, whose guarantee a reclaim takes back (Preempt's reclaim_scope): a
+    // department's own part past the leaf's, whose own queues' pods stay; -1 beside a leaf
+    // with no guarantee of the flavour: best-effort pods only (BestEffortReclaimOnly).
+    std::vector<int> reclaim_scope;
     unsigned res_reclaim = 0;
     bool check_lending = false;
     std::set<int> must_lend;
