@@ -6475,6 +6475,90 @@ TEST_F(AdmissionTest, FairSharePreemptionFollowsTheReclaimPolicy) {
   }
 }
 
+// Queues `leaves` under org, guaranteed the fleet's 8 GPUs (its children less: the rest is
+// theirs to borrow).
+AdmissionConfig UnderOrgOf8(std::vector<QueueSpec> leaves, AdmissionConfig config = {}) {
+  QueueSpec org{"org", "", 1, {}, -1};
+  org.quotas["gpu"] = QuotaSpec{8000, {}, {}};
+  config.queues = {org};
+  config.queues.insert(config.queues.end(), leaves.begin(), leaves.end());
+  return config;
+}
+
+// Over-quota priority (KAI's queue priority): each queue gets its guarantee first; past it,
+// prod (priority 100) is offered idle GPUs before research (0), whatever their shares. At equal
+// priorities the weights split the rest (4 / 4).
+TEST_F(AdmissionTest, OverQuotaPriorityOffersIdleRoomToTheHigherPriorityQueueFirst) {
+  for (const int priority : {100, 0}) {
+    SCOPED_TRACE(priority);
+    QueueSpec prod = Leaf("prod", 2), research = Leaf("research", 2);
+    prod.priority = priority;
+    MakeTree(Nodes(1, 8), UnderOrgOf8({prod, research}), {"prod", "research"});
+    const std::vector<int> r = SubmitEach("r", "research", 8, 0);
+    const std::vector<int> p = SubmitEach("p", "prod", 8, 0);
+    adm_->Cycle(1, 1000);
+    EXPECT_EQ(CountPhase(p, Phase::kAdmitted), priority > 0 ? 6 : 4);
+    EXPECT_EQ(CountPhase(r, Phase::kAdmitted), priority > 0 ? 2 : 4);
+    if (priority > 0)
+      for (int id : r)
+        if (adm_->phase(id) == Phase::kPending)
+          EXPECT_NE(adm_->FairShareNote(id).find("then by over-quota priority, highest first"),
+                    std::string::npos)
+              << adm_->FairShareNote(id);
+  }
+}
+
+// A queue of weight 0 (KAI's overQuotaWeight 0) gets its guarantee, and past it only what its
+// siblings leave: a wants 5 of the 8 and gets them; scratch gets the other 3 (with weight 1,
+// 4 and 4).
+TEST_F(AdmissionTest, AQueueOfWeightZeroTakesOnlyWhatItsSiblingsLeave) {
+  for (const double weight : {0.0, 1.0}) {
+    SCOPED_TRACE(weight);
+    QueueSpec scratch = Leaf("scratch", 2);
+    scratch.weight = weight;
+    MakeTree(Nodes(1, 8), UnderOrgOf8({Leaf("a", 2), scratch}), {"a", "scratch"});
+    const std::vector<int> s = SubmitEach("s", "scratch", 8, 0);
+    const std::vector<int> a = SubmitEach("a", "a", 5, 0);
+    adm_->Cycle(1, 1000);
+    EXPECT_EQ(CountPhase(a, Phase::kAdmitted), weight > 0 ? 4 : 5);
+    EXPECT_EQ(CountPhase(s, Phase::kAdmitted), weight > 0 ? 4 : 3);
+  }
+}
+
+// Under fair-share preemption, over-quota priority goes before shares: prod (priority 100)
+// takes research's borrowed GPUs down to research's guarantee, though its own share then
+// passes research's (6 and 2 of 8; by shares alone it stops at 4). Research, of lower
+// priority, takes back from prod only its guarantee, not the half its weight would give it.
+TEST_F(AdmissionTest, FairSharePreemptionGoesByOverQuotaPriorityFirst) {
+  AdmissionConfig config;
+  config.fair_share_preemption = true;
+  QueueSpec prod = Leaf("prod", 2), research = Leaf("research", 2);
+  prod.priority = 100;
+  // `holder` fills the fleet's 8 GPUs at 0; at 10 `comer` asks for `asks`. Returns how many of
+  // holder's go in the minute after (each one checked to be holder's), and comer's ids.
+  const auto fill_then_ask = [&](const std::string& holder, const std::string& comer, int asks,
+                                 std::vector<int>* asked) {
+    MakeTree(Nodes(1, 8), UnderOrgOf8({prod, research}, config), {"prod", "research"});
+    const std::vector<int> held = SubmitEach(holder.substr(0, 1), holder, 8, 0);
+    adm_->Cycle(1, 1000);
+    EXPECT_EQ(CountPhase(held, Phase::kAdmitted), 8);
+    *asked = SubmitEach(comer.substr(0, 1), comer, asks, 10);
+    int evicted = 0;
+    for (double t = 11; t < 71; t += 1)
+      for (const Eviction& ev : adm_->Cycle(t, 1000).evicted) {
+        EXPECT_EQ(adm_->queue_name(adm_->queue_of(ev.victim)), holder) << ev.reason;
+        ++evicted;
+        adm_->Terminated(ev.victim, t);
+      }
+    return evicted;
+  };
+  std::vector<int> p, r;
+  EXPECT_EQ(fill_then_ask("research", "prod", 7, &p), 6);
+  EXPECT_EQ(CountPhase(p, Phase::kAdmitted), 6);
+  EXPECT_EQ(fill_then_ask("prod", "research", 4, &r), 2);
+  EXPECT_EQ(CountPhase(r, Phase::kAdmitted), 2);
+}
+
 // Fair-share preemption takes only what a queue borrows: a, guaranteed 6 of org's 8 and
 // holding them, keeps them against b (guaranteed 2, holding 2), whose share would stay lower
 // (else b takes one, a reclaims it back, and so on for ever).
@@ -8690,14 +8774,14 @@ TEST(ReplayTest, ScenarioErrorsNameTheField) {
   // Every bad value of the queues at once (and of two queues), not one a round.
   ExpectBad(bad("load: 1.0",
                 "load: 1.0\nadmission:\n  queues:\n"
-                "    - {name: train, weight: 0, quotas: {gpu: {guaranteed: -8}}}\n"
+                "    - {name: train, weight: -1, quotas: {gpu: {guaranteed: -8}}}\n"
                 "    - {name: infer, preemption: {withinQueue: Sometimes}}\n"),
-            "admission.queues[0].weight: must be greater than zero, got 0; tiny.yaml:",
+            "admission.queues[0].weight: must not be negative, got -1; tiny.yaml:",
             "admission.queues[0].quotas.gpu.guaranteed: GPU quantity must not be negative: '-8'; "
             "tiny.yaml:");
   ExpectBad(bad("load: 1.0",
                 "load: 1.0\nadmission:\n  queues:\n"
-                "    - {name: train, weight: 0, quotas: {gpu: {guaranteed: -8}}}\n"
+                "    - {name: train, weight: -1, quotas: {gpu: {guaranteed: -8}}}\n"
                 "    - {name: infer, preemption: {withinQueue: Sometimes}}\n"),
             "admission.queues[1].preemption.withinQueue", "got 'Sometimes'");
   ExpectBad(bad("load: 1.0",

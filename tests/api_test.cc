@@ -2164,14 +2164,18 @@ TEST_F(ApiBadInputTest, QueueWritesKeepTheTreeValidAndQueuesInUseStay) {
   json negative = QueueObject("negative");
   negative["spec"]["disruptionBudget"] = -2;
   refused("POST", queues, negative, 422, "spec.disruptionBudget: integer must not be negative");
-  // A weight of 0 and one below it are refused alike (a trial read "must not be negative" for
-  // -1 as saying 0 would do).
-  for (const int weight : {0, -1}) {
-    json weightless = QueueObject("weightless");
-    weightless["spec"]["weight"] = weight;
-    refused("POST", queues, weightless, 422,
-            "spec.weight: must be greater than zero, got " + std::to_string(weight));
-  }
+  // A weight below 0 is refused; 0 is a queue with no part of what lies past the guarantees
+  // (KAI's overQuotaWeight 0), and an over-quota priority is a whole number, stored as one.
+  json weightless = QueueObject("weightless");
+  weightless["spec"]["weight"] = -1;
+  refused("POST", queues, weightless, 422, "spec.weight: must not be negative, got -1");
+  weightless["spec"]["weight"] = 0;
+  weightless["spec"]["priority"] = "100";
+  EXPECT_EQ(w_.MustCreate(queues, weightless)["spec"]["priority"], 100);
+  json unranked = QueueObject("unranked");
+  unranked["spec"]["priority"] = 1.5;
+  refused("POST", queues, unranked, 422,
+          "spec.priority: expected an integer between -1000000000 and 1000000000, got '1.5'");
   // A weight given as null is the default (1), as before.
   json null_weight = QueueObject("null-weight");
   null_weight["spec"]["weight"] = nullptr;
@@ -2192,15 +2196,15 @@ TEST_F(ApiBadInputTest, QueueWritesKeepTheTreeValidAndQueuesInUseStay) {
   bad["spec"]["preemption"] = {{"withinQueue", "Sometimes"}};
   bad["spec"]["quotas"] = {{"gpu", {{"guaranteed", "lots"}, {"lendingLimit", -2}}}};
   refused("POST", queues, bad, 422,
-          "Queue 'bad-values': spec.weight: must be greater than zero, got -1; "
+          "Queue 'bad-values': spec.weight: must not be negative, got -1; "
           "spec.disruptionBudget: not a number for integer: 'x'; spec.preemption.withinQueue: "
           "must be Never, LowerPriority or LowerOrNewerEqualPriority, got 'Sometimes'; "
           "spec.quotas.gpu.guaranteed: not a number for GPU quantity: 'lots'; "
           "spec.quotas.gpu.lendingLimit: GPU quantity must not be negative: '-2'");
   bad["spec"]["wieght"] = 2;
   refused("POST", queues, bad, 422,
-          "spec.wieght: unknown field (did you mean weight?); spec.weight: must be greater than "
-          "zero");
+          "spec.wieght: unknown field (did you mean weight?); spec.weight: must not be "
+          "negative");
   EXPECT_EQ(w_.Do("GET", Item("queues", "", "bad-values"), kAdmin, "").status, 404);
   // ... also those read after a nested map found an unknown field.
   json nested = QueueObject("nested-misspelt");

@@ -2325,6 +2325,7 @@ struct ApiServer::Impl {
       if (obj["spec"].contains("reclaimMinRuntimeSeconds"))
         obj["spec"]["reclaimMinRuntimeSeconds"] =
             static_cast<int64_t>(parsed.reclaim_min_runtime_s);
+      if (obj["spec"].contains("priority")) obj["spec"]["priority"] = parsed.priority;
       if (obj["spec"].contains("preemptMinRuntimeSeconds"))
         obj["spec"]["preemptMinRuntimeSeconds"] =
             static_cast<int64_t>(parsed.preempt_min_runtime_s);

@@ -1871,7 +1871,16 @@ void DescribeQueue(HttpClient& http, const json& o) {
                 who.empty() ? ("none (no tenant is named " + name + ", none is listed)").c_str()
                             : who.c_str());
   }
-  std::printf("Weight:     %s\n", Plain(spec.value("weight", json(1))).c_str());
+  std::printf("Weight:     %s%s\n", Plain(spec.value("weight", json(1))).c_str(),
+              spec.value("weight", json(1)) == json(0)
+                  ? " (it takes idle GPUs past its guarantee only after its siblings of the same "
+                    "over-quota priority with a weight)"
+                  : "");
+  if (const json priority = spec.value("priority", json(0)); priority != json(0))
+    std::printf(
+        "Priority:   %s over quota (among its siblings, a higher priority takes idle GPUs past "
+        "its guarantee first)\n",
+        Plain(priority).c_str());
   std::printf("Strategy:   %s\n", spec.value("queueingStrategy", "BestEffortFIFO").c_str());
   const json pre = Obj(spec, "preemption");
   const json borrow = pre.is_object() ? Obj(pre, "borrowWithinCohort") : json();

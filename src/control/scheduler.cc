@@ -2381,8 +2381,6 @@ Result<CycleStats> Scheduler::RunOnce() {
             {"pendingWorkloads",
              admitter->pending_count(index) + unsubmitted[admitter->queue_name(index)]},
             {"usageHistory", history},
-            // (Three significant digits: rewritten when it moves visibly.)
-            {"weightedShare", SignificantDigits(admitter->weighted_share(index), 3)},
             // (What it is made of: its dominant share of the fleet now, and how much the
             // history weighs beside it, so that describe can show the sum.)
             {"dominantShare", SignificantDigits(admitter->dominant_share(index), 3)},
@@ -2393,6 +2391,10 @@ Result<CycleStats> Scheduler::RunOnce() {
             {"reclaimMinRuntimeSeconds", std::llround(admitter->reclaim_min_runtime(index))},
             // (Likewise its preemptMinRuntimeSeconds, else 0.)
             {"preemptMinRuntimeSeconds", std::llround(admitter->preempt_min_runtime(index))}};
+        // (Three significant digits: rewritten when it moves visibly. None at weight 0: it has
+        // no share of what lies past the guarantees.)
+        if (admitter->weight(index) > 0)
+          standing["weightedShare"] = SignificantDigits(admitter->weighted_share(index), 3);
         // The pods' CPU and memory, where a quota names them.
         for (int r = 0; r < 2; ++r) {
           if (!admitter->resource_limited(index, r)) continue;
@@ -2454,8 +2456,11 @@ Result<CycleStats> Scheduler::RunOnce() {
           }
           const json& h0 = Field(was, "usageHistory");
           const json& s0 = Field(was, "weightedShare");
-          if (a == b && h0.is_number() && s0.is_number()) {
-            const double share = standing["weightedShare"].get<double>();
+          // (Both shares numbers: a queue given weight 0, or taken off it, has one on one side
+          // only, and is written.)
+          if (const json& s1 = Field(standing, "weightedShare");
+              a == b && h0.is_number() && s0.is_number() && s1.is_number()) {
+            const double share = s1.get<double>();
             const double step = std::max(0.001, 0.02 * std::max(share, s0.get<double>()));
             moved = std::abs(history - h0.get<double>()) >= 0.01 ||
                     std::abs(share - s0.get<double>()) >= step;

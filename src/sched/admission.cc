@@ -187,8 +187,8 @@ Status ValidateAdmissionConfig(const AdmissionConfig& config) {
       return InvalidArgument(at + ".name: " + s.message());
     if (!index.emplace(q.name, i).second)
       return InvalidArgument(at + ".name: duplicate queue \"" + q.name + "\"");
-    if (!(q.weight > 0) || !std::isfinite(q.weight))
-      return InvalidArgument(at + ".weight: must be greater than zero");
+    if (!(q.weight >= 0) || !std::isfinite(q.weight))
+      return InvalidArgument(at + ".weight: must be a finite number, 0 or more");
     if (q.disruption_budget < -1)
       return InvalidArgument(at + ".disruptionBudget: must not be negative");
     if (Status s = ValidatePreemptionPolicy(q.preemption); !s.ok())
@@ -534,7 +534,34 @@ bool Admitter::FairShareKeeps(int preemptor, int victim, double share, int64_t g
   const int64_t held_cpu = vq.cpu - vq.res_evicting[0] - taken(victim, kTakenResource) - cpu;
   const int64_t held_memory =
       vq.memory - vq.res_evicting[1] - taken(victim, kTakenResource + 1) - memory_mib;
-  return DominantShare(held_gpu, held_cpu, held_memory) / vq.spec.weight >= share - 1e-12;
+  return FairShareYields(preemptor, victim, share,
+                         Weighted(victim, DominantShare(held_gpu, held_cpu, held_memory)),
+                         /*strictly=*/false);
+}
+
+double Admitter::Weighted(int q, double share) const {
+  const double w = queues_[q].spec.weight;
+  return w > 0 ? share / w : std::numeric_limits<double>::infinity();
+}
+
+int Admitter::OverQuotaOrder(int a, int b) const {
+  std::vector<int> up_a, up_b;  // leaf first, root last
+  for (int q = a; q >= 0; q = queues_[q].parent) up_a.push_back(q);
+  for (int q = b; q >= 0; q = queues_[q].parent) up_b.push_back(q);
+  // (Below the last queue both paths share: each side's branch; roots are siblings.)
+  size_t i = up_a.size(), j = up_b.size();
+  while (i > 0 && j > 0 && up_a[i - 1] == up_b[j - 1]) --i, --j;
+  if (i == 0 || j == 0) return 0;
+  const int pa = queues_[up_a[i - 1]].spec.priority, pb = queues_[up_b[j - 1]].spec.priority;
+  return pa > pb ? 1 : pa < pb ? -1 : 0;
+}
+
+bool Admitter::FairShareYields(int mine, int q, double my_share, double q_share,
+                               bool strictly) const {
+  if (const int order = OverQuotaOrder(mine, q); order != 0) return order > 0;
+  // (A queue of weight 0 has no share to preempt for: only what its siblings leave.)
+  if (!(queues_[mine].spec.weight > 0)) return false;
+  return strictly ? q_share > my_share : q_share >= my_share - 1e-12;
 }
 
 int Admitter::TreeRoot(int q) const {
@@ -584,17 +611,28 @@ std::string Admitter::FairShareNote(int id) const {
   const int parent = queues_[e.leaf].parent;
   if (parent < 0 || queues_[e.leaf].spec.best_effort || queues_[parent].children.size() < 2)
     return "";
+  // (Over-quota priorities or a weight of 0 among the siblings: said where they are set.)
+  bool ranked = false, unweighted = false;
+  for (int c : queues_[parent].children) {
+    ranked |= queues_[c].spec.priority != queues_[e.leaf].spec.priority;
+    unweighted |= !(queues_[c].spec.weight > 0);
+  }
   // The rule, not the order now: the order moves with usage history every cycle, and a message
   // that changed would be written every cycle (a review of a first version that named it).
   return std::string(
              "; as room frees, its siblings' work goes first where their queues are below their "
-             "guarantees, then by weighted share, lowest first (fabctl describe queue shows "
-             "each one's)") +
+             "guarantees, then ") +
+         (ranked ? "by over-quota priority, highest first, then " : "") +
+         (unweighted ? "queues with a weight before those of weight 0, then " : "") +
+         "by weighted share, lowest first (fabctl describe queue shows each one's)" +
          (config_.fair_share_preemption
               ? "; fair-share preemption moves running work for it only from what another queue "
                 "borrows past its guarantee, and only while that queue's current share (its "
                 "dominant share now over its weight: usage history orders admission, not "
-                "preemption) would stay at or above its own"
+                "preemption) would stay at or above its own" +
+                    std::string(ranked ? " (a branch of lower over-quota priority gives way "
+                                         "whatever its share; one of higher priority never does)"
+                                       : "")
           : queues_[e.leaf].spec.preemption.borrow_within_cohort ==
                   PreemptionPolicy::Borrow::kLowerPriority
               ? "; fair-share preemption is off: running work is not moved for its share "
@@ -2221,7 +2259,9 @@ std::string Admitter::NonPreemptibleRefusal(const QueueNode& q, const std::strin
 
 double Admitter::Key(int q) const {
   double beta = config_.usage_half_life_s > 0 ? config_.history_weight : 0.0;
-  return ((1 - beta) * dominant_share(q) + beta * queues_[q].history) / queues_[q].spec.weight;
+  const double blend = (1 - beta) * dominant_share(q) + beta * queues_[q].history;
+  // (Weight 0: unweighted; PickLeaf puts such a queue after its siblings with a weight.)
+  return queues_[q].spec.weight > 0 ? blend / queues_[q].spec.weight : blend;
 }
 
 int Admitter::PickLeaf() const {
@@ -2229,12 +2269,15 @@ int Admitter::PickLeaf() const {
   int chosen = -1;
   while (true) {
     int best = -1;
-    std::tuple<int, double, int> best_key;
+    std::tuple<int, int, bool, double, int> best_key;
     for (int c : *level) {
       if (queues_[c].active <= 0) continue;
-      // (Below its guarantee first; best-effort work, which any other queue reclaims, last.)
-      int tier = queues_[c].spec.best_effort ? 2 : queues_[c].gpu < guaranteed_milli(c) ? 0 : 1;
-      std::tuple<int, double, int> k{tier, Key(c), c};
+      // (Below its guarantee first; best-effort work, which any other queue reclaims, last.
+      // Past it, by over-quota priority, then queues with a weight before those without.)
+      const QueueSpec& spec = queues_[c].spec;
+      const int tier = spec.best_effort ? 2 : queues_[c].gpu < guaranteed_milli(c) ? 0 : 1;
+      std::tuple<int, int, bool, double, int> k{tier, tier == 1 ? -spec.priority : 0,
+                                                tier == 1 && !(spec.weight > 0), Key(c), c};
       if (best < 0 || k < best_key) best = c, best_key = k;
     }
     if (best < 0) return chosen >= 0 && is_leaf(chosen) ? chosen : -1;
@@ -5207,7 +5250,7 @@ bool Admitter::MayPreempt(int id) const {
   // And CPU or memory others of its tree hold beyond their guarantees.
   const unsigned resources = ResourceReclaims(id);
   // (Shares weighted, as the order of admission weighs them.)
-  const double mine = dominant_share(e.leaf) / queues_[e.leaf].spec.weight;
+  const double mine = Weighted(e.leaf, dominant_share(e.leaf));
   for (int q = 0; q < queue_count(); ++q) {
     if (q == e.leaf || !is_leaf(q)) continue;
     for (int r = 0; r < 2; ++r)
@@ -5219,7 +5262,8 @@ bool Admitter::MayPreempt(int id) const {
             queues_[q].usage[f] - queues_[q].evicting_usage[f] > queues_[q].guaranteed[f])
           return true;
     if (config_.fair_share_preemption && !queues_[e.leaf].spec.best_effort &&
-        !queues_[e.leaf].spec.no_fair_share && dominant_share(q) / queues_[q].spec.weight > mine &&
+        !queues_[e.leaf].spec.no_fair_share &&
+        FairShareYields(e.leaf, q, mine, Weighted(q, dominant_share(q)), /*strictly=*/true) &&
         policy.reclaim_within_cohort != PreemptionPolicy::Reclaim::kNever)
       return true;
   }
@@ -6580,7 +6624,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
         cpu += entries_[n].cpu_milli;
         memory += entries_[n].memory_mib;
       }
-    my_share = DominantShare(gpu, cpu, memory) / queues_[leaf].spec.weight;
+    my_share = Weighted(leaf, DominantShare(gpu, cpu, memory));
   }
   // Fair-share preemption: whether victim v of another queue may go, its queue's weighted
   // dominant share staying at or above my_share without it (Kueue's LessThanOrEqualToFinalShare:

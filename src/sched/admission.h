@@ -112,6 +112,9 @@ inline constexpr const char* kMemoryQuota = "memory";
 struct QueueSpec {
   std::string name;
   std::string parent;  // empty: a root
+  // Its part of what lies past its siblings' guarantees, against theirs (>= 0). 0: none of its
+  // own: it takes idle GPUs past its guarantee only after its siblings of the same priority
+  // that have a weight (KAI's overQuotaWeight 0).
   double weight = 1;
   // By flavour name (milli-GPUs), or kCpuQuota (milli-cores) and kMemoryQuota (MiB).
   std::map<std::string, QuotaSpec> quotas;
@@ -155,6 +158,11 @@ struct QueueSpec {
   // Never preempts for a fair share (the built-in `unqueued` wherever it sits: work naming no
   // queue runs on what is idle). Not a spec field.
   bool no_fair_share = false;
+  // Over-quota priority (KAI's queue priority): among siblings past their guarantees, higher
+  // priority is offered idle room first, and, under fair-share preemption, takes borrowed work
+  // back from lower-priority siblings whatever their shares (never the other way round); the
+  // weight divides room only between siblings of equal priority. Guarantees are not affected.
+  int priority = 0;
 };
 
 // The usage history's half-life where a configuration names none: the server's
@@ -421,6 +429,7 @@ class Admitter {
   // What fair share orders queue q's siblings by, lowest first: its dominant share blended with
   // its usage history, over its weight (Kueue's weightedShare, as a fraction).
   double weighted_share(int q) const { return Key(q); }
+  double weight(int q) const { return queues_[q].spec.weight; }
   // The reclaim hold (reclaim_hold_s) of queue q: when it (or a queue below it) last reclaimed
   // borrowed GPUs, CPU or memory (-1: never; any reclaim restarts the whole hold) and what its
   // reclaims since the hold began freed beyond their need (GPU milli by flavour, cpu in
@@ -1071,6 +1080,15 @@ class Admitter {
                    uint64_t flavors = ~uint64_t{0}, unsigned resources = 0);
   bool Holding(const QueueNode& q, double t) const;
   double Key(int q) const;
+  // Queue q's weighted share at dominant share `share`: +infinity for weight 0.
+  double Weighted(int q, double share) const;
+  // Between leaves a and b, the over-quota priority of a's branch less b's, under the queue
+  // they share (roots: siblings at the top); 0 where one is the other's or they are equal.
+  int OverQuotaOrder(int a, int b) const;
+  // Whether queue q's work may go for leaf `mine`'s fair share: q's branch is of lower
+  // over-quota priority, or of the same and its weighted share `q_share` is at least (or, with
+  // `strictly`, above) `my_share`.
+  bool FairShareYields(int mine, int q, double my_share, double q_share, bool strictly) const;
   int PickLeaf() const;
   void Deactivate(int leaf);
   bool TryAdmit(int id, double now, CycleResult& out, std::map<uint64_t, std::string>& failed);

@@ -177,7 +177,9 @@ Result<QueueSpec> ParseQueueSpec(YamlMap& m) {
   QueueSpec q;
   m.Keep(m.String("name"), &q.name);
   m.Keep(m.String("parent", ""), &q.parent);
-  m.Keep(m.PositiveDouble("weight", 1.0), &q.weight);
+  // (Weight 0: no part of what lies past the guarantees, KAI's overQuotaWeight 0.)
+  m.Keep(m.Double("weight", 1.0), &q.weight);
+  m.Keep(m.Priority("priority", 0), &q.priority);
   int64_t budget = 0;
   if (m.Has("disruptionBudget") && m.Keep(m.Int("disruptionBudget"), &budget)) {
     // (Checked here, before it is narrowed: 2^32 would otherwise read as 0.)

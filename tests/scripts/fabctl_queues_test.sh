@@ -617,6 +617,14 @@ described=$("$FABCTL" describe queue team-b)
 grep -q "^Tenants: *tenant team-b (named after it); listed by queue research: team-c$" <<<"$described" ||
   fail "team-b's tenants through research: $described"
 "$FABCTL" patch queue research -p '{"spec": {"tenants": null}}' >/dev/null || fail "unpatch research"
+# An over-quota priority and a weight of 0 (KAI's queue priority and overQuotaWeight 0) are
+# stored and said; a queue of weight 0 has no weighted share to show.
+"$FABCTL" patch queue team-b -p '{"spec": {"priority": 100, "weight": 0}}' >/dev/null || fail "patch team-b's priority"
+described=$("$FABCTL" describe queue team-b)
+grep -q "^Priority: *100 over quota (among its siblings, a higher priority takes idle GPUs past its guarantee first)$" <<<"$described" &&
+  grep -q "^Weight: *0 (it takes idle GPUs past its guarantee only after its siblings" <<<"$described" ||
+  fail "team-b's priority and weight 0: $described"
+"$FABCTL" patch queue team-b -p '{"spec": {"priority": null, "weight": null}}' >/dev/null || fail "unpatch team-b"
 # A file may list a queue before its parent: fabctl applies parents first (the server refuses
 # a queue whose parent does not exist) and deletes children first. A queue with a child, or a
 # name that is no valid name, is refused naming why.
