@@ -820,6 +820,7 @@ TEST_F(FactoryTest, AllocationMatchesTheWorkloadsGpuHoursAndCosts) {
   ASSERT_TRUE(bad.ok());
   EXPECT_EQ(bad->status, 400);
   EXPECT_NE(bad->body.find("window '7x'"), std::string::npos) << bad->body;
+  test::ExpectStatusObject(bad->body, 400);
   bad = alice_client.Do("POST", "/apis/fabrica.dev/v1/telemetry", R"({"samples": []})");
   EXPECT_EQ(bad->status, 403) << bad->body;
   // A malformed body says where (a re-trial's read only "expected {"samples": [...]}").
@@ -828,6 +829,10 @@ TEST_F(FactoryTest, AllocationMatchesTheWorkloadsGpuHoursAndCosts) {
   EXPECT_NE(truncated.body.find("telemetry: malformed JSON body: parse error at line 1, column 14"),
             std::string::npos)
       << truncated.body;
+  // Every error is a Status object (code and message, OpenCost's, among its fields): a review
+  // found the meter's routes answering {code, message} alone.
+  test::ExpectStatusObject(truncated.body, 400);
+  test::ExpectStatusObject(bad->body, 403);
   // CSV for invoices.
   ClientResponse csv =
       Call("GET", "/apis/fabrica.dev/v1/usage?window=" + std::to_string(t0 / 1000) + "," +

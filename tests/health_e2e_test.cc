@@ -695,10 +695,14 @@ TEST_F(HealthFactoryTest, MalformedInjectionsAndReportsChangeNothing) {
     ClientResponse r = Inject("hgx-a-0", c.body);
     EXPECT_EQ(r.status, 400) << c.body.dump() << ": " << r.body;
     EXPECT_NE(r.body.find(c.names), std::string::npos) << c.body.dump() << ": " << r.body;
+    // (A Status object, as the resource API's errors: a review found reason and metadata
+    // missing here.)
+    test::ExpectStatusObject(r.body, 400);
   }
-  EXPECT_EQ(Inject("no-such-node", {{"xid", 79}, {"gpu", 1}}).status, 404);
+  test::ExpectStatusObject(Inject("no-such-node", {{"xid", 79}, {"gpu", 1}}).body, 404);
   const ClientResponse none = Call("GET", std::string(kApi) + "/nodes/no-such-node/health");
   EXPECT_EQ(none.status, 404);
+  test::ExpectStatusObject(none.body, 404);
   EXPECT_NE(none.body.find("node 'no-such-node' not found"), std::string::npos) << none.body;
   // A dry run of these routes writes nothing (a review found the fault injected).
   {
@@ -723,6 +727,7 @@ TEST_F(HealthFactoryTest, MalformedInjectionsAndReportsChangeNothing) {
   auto r = alice->Do("POST", std::string(kApi) + "/nodes/hgx-a-0/inject", R"({"kill": true})");
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->status, 403) << r->body;
+  test::ExpectStatusObject(r->body, 403);
   auto node = Client(node_tokens_["hgx-a-1"]);
   r = node->Do("POST", std::string(kApi) + "/nodes/hgx-a-0/inject", R"({"kill": true})");
   ASSERT_TRUE(r.ok());
@@ -750,6 +755,7 @@ TEST_F(HealthFactoryTest, MalformedInjectionsAndReportsChangeNothing) {
     ASSERT_TRUE(r.ok());
     EXPECT_EQ(r->status, 400) << body << ": " << r->body;
     EXPECT_NE(r->body.find(names), std::string::npos) << body << ": " << r->body;
+    test::ExpectStatusObject(r->body, 400);
   }
   for (int i = 0; i < 3; ++i) Cycle(1000);
   for (const auto& [name, rec] : Records()) {

@@ -395,9 +395,10 @@ TEST(HttpTest, OversizedBodyGets413AndTheServerCarriesOn) {
   auto big = client.Do("POST", "/upload", std::string(200 * 1024, 'x'));
   ASSERT_TRUE(big.ok()) << big.status().ToString();
   EXPECT_EQ(big->status, 413);
-  EXPECT_EQ(big->body,
-            R"({"kind":"Status","apiVersion":"v1","status":"Failure","message":"request body )"
-            R"(exceeds 1024 bytes","reason":"RequestEntityTooLarge","code":413})");
+  EXPECT_EQ(
+      big->body,
+      R"({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"request body )"
+      R"(exceeds 1024 bytes","reason":"RequestEntityTooLarge","code":413})");
 
   auto ok = client.Do("POST", "/upload", std::string(1024, 'y'));
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();

@@ -70,4 +70,16 @@ void ExpectInvalid(const Result<T>& r, const std::vector<std::string>& fragments
   }
 }
 
+// Asserts that an error reply's body is a Kubernetes Status object of `code`, with the fields
+// every route's errors carry (kind, apiVersion, metadata, status, reason, code, message), as
+// the server writes them (compact JSON).
+inline void ExpectStatusObject(const std::string& body, int code) {
+  for (const std::string& part :
+       {std::string(R"("kind":"Status")"), std::string(R"("apiVersion":"v1")"),
+        std::string(R"("metadata":{})"), std::string(R"("status":"Failure")"),
+        R"("reason":")" + std::string(HttpReasonFor(code)) + "\"",
+        R"("code":)" + std::to_string(code), std::string(R"("message":")")})
+    EXPECT_NE(body.find(part), std::string::npos) << part << " not in: " << body;
+}
+
 }  // namespace fabrica::test

@@ -71,40 +71,13 @@ std::string Key(const ResourceInfo& r, const std::string& ns, const std::string&
   return Prefix(r, ns) + name;
 }
 
-const char* ReasonFor(int code) {
-  switch (code) {
-    case 400:
-      return "BadRequest";
-    case 401:
-      return "Unauthorized";
-    case 403:
-      return "Forbidden";
-    case 404:
-      return "NotFound";
-    case 405:
-      return "MethodNotAllowed";
-    case 409:
-      return "Conflict";
-    case 410:
-      return "Expired";
-    case 413:
-      return "RequestEntityTooLarge";
-    case 415:
-      return "UnsupportedMediaType";
-    case 422:
-      return "Invalid";
-    default:
-      return code >= 500 ? "InternalError" : "Unknown";
-  }
-}
-
 HttpResponse StatusResponse(int code, const std::string& message, const std::string& field = "") {
   json j = {{"kind", "Status"},
             {"apiVersion", "v1"},
             {"metadata", json::object()},
             {"status", code < 300 ? "Success" : "Failure"},
             {"message", message},
-            {"reason", ReasonFor(code)},
+            {"reason", HttpReasonFor(code)},
             {"code", code}};
   if (!field.empty()) j["details"] = {{"causes", {{{"field", field}, {"message", message}}}}};
   HttpResponse r;

@@ -143,7 +143,7 @@ std::string JsonEscape(std::string_view s) {
 HttpResponse ErrorResponse(int code, std::string_view reason, std::string_view message) {
   HttpResponse r;
   r.status = code;
-  r.body = R"({"kind":"Status","apiVersion":"v1","status":"Failure","message":")" +
+  r.body = R"({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":")" +
            JsonEscape(message) + R"(","reason":")" + std::string(reason) + R"(","code":)" +
            std::to_string(code) + "}";
   return r;

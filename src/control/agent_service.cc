@@ -170,11 +170,9 @@ std::optional<HttpResponse> AgentService::Serve(const HttpRequest& req,
     int64_t size = FileSize(file);
     int64_t from = *offset < 0 ? size : *offset;
     if (from > size) {
-      json body = {{"kind", "Status"},
-                   {"code", 409},
-                   {"message", "log of pod " + pod + " has " + std::to_string(size) +
-                                   " bytes; send from there"},
-                   {"size", size}};
+      json body = replies::ErrorBody(
+          409, "log of pod " + pod + " has " + std::to_string(size) + " bytes; send from there");
+      body["size"] = size;
       return JsonReply(409, body);
     }
     std::string chunk = req.body.substr(std::min<size_t>(req.body.size(), size - from));

@@ -7,6 +7,7 @@
 
 #include "api/json_fields.h"
 #include "client/http_client.h"
+#include "control/replies.h"
 #include "core/fleet.h"
 #include "core/workload.h"
 #include "core/yaml_reader.h"
@@ -32,8 +33,9 @@ HttpResponse JsonReply(int status, const json& body) {
   return r;
 }
 
+// (A Status object, as every other route's error; its code and message are OpenCost's.)
 HttpResponse ErrorReply(int status, const std::string& message) {
-  return JsonReply(status, {{"code", status}, {"message", message}});
+  return replies::Error(status, message);
 }
 
 HttpResponse ErrorReply(const Status& st) {

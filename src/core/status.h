@@ -31,6 +31,9 @@ enum class StatusCode {
 
 const char* StatusCodeName(StatusCode code);
 int HttpStatusFor(StatusCode code);
+// The Kubernetes StatusReason of an HTTP status code ("NotFound", "Invalid", ...), for the
+// `reason` of a Status object.
+const char* HttpReasonFor(int code);
 
 class [[nodiscard]] Status {
  public:
