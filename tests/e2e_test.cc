@@ -5695,6 +5695,13 @@ TEST_F(FactoryTest, APreemptorThatLosesOneVictimGivesUpTheOthers) {
   for (const char* name : {"team-a/l1", "team-a/l2", "team-a/f1", "team-a/f2"})
     EXPECT_EQ(Workloads()[name]["status"].value("phase", ""), "Running") << Describe(Workloads());
   EXPECT_EQ(Workloads()["team-a/h2"]["status"].value("phase", ""), "Pending");
+  // ... still saying what was called off, and when (a re-trial read only why it waits, a cycle
+  // on).
+  const std::string later = Workloads()["team-a/h2"]["status"].value("message", "");
+  EXPECT_EQ(later.rfind("at 20", 0), 0u) << later;
+  EXPECT_NE(later.find("Z, its preemption of team-a/l2 is called off: it no longer outranks it"),
+            std::string::npos)
+      << later;
 }
 
 // Reclaims called off when, together, the lowered guarantee no longer holds them, though each

@@ -2488,6 +2488,8 @@ Result<CycleStats> Scheduler::RunOnce() {
           break;
         }
       }
+      for (const auto& [by, note] : called_off_of) called_off_[by] = {note, now};
+      std::set<std::string> off_kept;  // (those still waiting without preempting)
       for (const auto& [id, i] : pending_of) {
         Decision& d = decisions[i];
         switch (admitter->phase(id)) {
@@ -2510,10 +2512,18 @@ Result<CycleStats> Scheduler::RunOnce() {
                 reason.rfind("taking back", 0) == 0 || reason.rfind("holding the room", 0) == 0;
             // (Its eviction of another called off this cycle: said first, unless it found
             // another way to make room.)
+            // (Or earlier, while it has not preempted since: said with when.)
             std::string off_note;
-            if (const auto off = called_off_of.find(KeyName(pending[i].obj()));
-                off != called_off_of.end() && !preempting)
+            const std::string key = KeyName(pending[i].obj());
+            if (const auto off = called_off_of.find(key);
+                off != called_off_of.end() && !preempting) {
               off_note = off->second + "; ";
+            } else if (const auto was = called_off_.find(key);
+                       was != called_off_.end() && !preempting) {
+              off_note =
+                  "at " + FormatTimestamp(was->second.at_ms) + ", " + was->second.note + "; ";
+            }
+            if (!preempting) off_kept.insert(key);
             d = Waits(off_note + reason + admitter->FairShareNote(id) +
                           (pending[i].w().preempts
                                ? ""
@@ -2531,6 +2541,7 @@ Result<CycleStats> Scheduler::RunOnce() {
           }
         }
       }
+      std::erase_if(called_off_, [&](const auto& kv) { return !off_kept.count(kv.first); });
       for (int id : result.grown) {
         auto b = bound_of.find(id);
         if (b == bound_of.end()) continue;

@@ -173,6 +173,14 @@ class Scheduler {
   bool holds_restored_ = false;
   // When a pod was last reported started on each node (status.startedPods), as seen so far.
   std::map<std::string, int64_t> last_start_ms_;
+  // By waiting preemptor, what of it was last called off (a victim's eviction, a shrink) and
+  // when: said in its message while it waits without preempting again, not only in the cycle
+  // it happened (a re-trial's preemptor soon read only "the fleet has no room").
+  struct CalledOff {
+    std::string note;
+    int64_t at_ms = 0;
+  };
+  std::map<std::string, CalledOff> called_off_;
 };
 
 // A workload's status.assignments as it is admitted, each pod on the node its status.nomination
