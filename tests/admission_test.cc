@@ -6534,6 +6534,7 @@ TEST_F(AdmissionTest, FairSharePreemptionGoesByOverQuotaPriorityFirst) {
   config.fair_share_preemption = true;
   QueueSpec prod = Leaf("prod", 2), research = Leaf("research", 2);
   prod.priority = 100;
+  std::string reasons;  // of every eviction
   // `holder` fills the fleet's 8 GPUs at 0; at 10 `comer` asks for `asks`. Returns how many of
   // holder's go in the minute after (each one checked to be holder's), and comer's ids.
   const auto fill_then_ask = [&](const std::string& holder, const std::string& comer, int asks,
@@ -6547,6 +6548,7 @@ TEST_F(AdmissionTest, FairSharePreemptionGoesByOverQuotaPriorityFirst) {
     for (double t = 11; t < 71; t += 1)
       for (const Eviction& ev : adm_->Cycle(t, 1000).evicted) {
         EXPECT_EQ(adm_->queue_name(adm_->queue_of(ev.victim)), holder) << ev.reason;
+        reasons += ev.reason + "\n";
         ++evicted;
         adm_->Terminated(ev.victim, t);
       }
@@ -6555,8 +6557,63 @@ TEST_F(AdmissionTest, FairSharePreemptionGoesByOverQuotaPriorityFirst) {
   std::vector<int> p, r;
   EXPECT_EQ(fill_then_ask("research", "prod", 7, &p), 6);
   EXPECT_EQ(CountPhase(p, Phase::kAdmitted), 6);
+  // (Past prod's guarantee, the evictions say why: not its share, its priority.)
+  EXPECT_NE(reasons.find("for queue prod's fair share (over-quota priority: queue prod's 100 is "
+                         "above queue research's 0, whatever their shares)"),
+            std::string::npos)
+      << reasons;
   EXPECT_EQ(fill_then_ask("prod", "research", 4, &r), 2);
   EXPECT_EQ(CountPhase(r, Phase::kAdmitted), 2);
+}
+
+// Fair-share preemption compares the two branches below the queue preemptor and victim share,
+// as Kueue's hierarchical fair sharing does: a2's over-quota priority decides against a1, its
+// sibling in dept-a, and the departments' shares between dept-a and dept-b. (Leaves' shares
+// compared across departments, with a priority between siblings, went round for ever in a
+// user-style trial: a2 took from a1 by priority, a1 from b by share, b from a2 by share.) And
+// a department of weight 0 takes nothing past its guarantee for a share, whatever its
+// project's weight.
+TEST_F(AdmissionTest, FairSharePreemptionComparesTheBranchesBelowTheQueueTheyShare) {
+  for (const bool weightless : {false, true}) {
+    SCOPED_TRACE(weightless);
+    AdmissionConfig config;
+    config.fair_share_preemption = true;
+    QueueSpec org{"org", "", 1, {}, -1};
+    org.quotas["gpu"] = QuotaSpec{16000, {}, {}};
+    QueueSpec dept_a = Plain("dept-a"), dept_b = Plain("dept-b"), a1 = Plain("a1"),
+              a2 = Plain("a2"), b = Plain("b");
+    a1.parent = a2.parent = "dept-a";
+    b.parent = "dept-b";
+    a2.priority = 1;
+    if (weightless) dept_a.weight = 0;
+    config.queues = {org, dept_a, a1, a2, dept_b, b};
+    MakeTree(Nodes(2, 8), config, {"a1", "a2", "b"});
+    std::map<std::string, int> evictions;  // "preemptor queue -> victim queue"
+    const auto run = [&](double from, double to) {
+      for (double t = from; t < to; t += 1)
+        for (const Eviction& ev : adm_->Cycle(t, 1000).evicted) {
+          ++evictions[adm_->queue_name(adm_->queue_of(ev.preemptor)) + " -> " +
+                      adm_->queue_name(adm_->queue_of(ev.victim))];
+          adm_->Terminated(ev.victim, t);
+        }
+    };
+    const std::vector<int> on_a1 = SubmitEach("a1-", "a1", 8, 0);
+    run(1, 2);
+    const std::vector<int> on_b = SubmitEach("b-", "b", 16, 2);
+    run(3, 4);
+    // (Weight 0: a2 not at all; b takes dept-a's 8 for its share.)
+    const std::vector<int> on_a2 = SubmitEach("a2-", "a2", weightless ? 0 : 8, 4);
+    run(5, 600);
+    // dept-a keeps its 8, all of them a2's: a1's went for a2's priority. With weight 0 it
+    // keeps none: b has them.
+    const std::map<std::string, int> expected = weightless
+                                                    ? std::map<std::string, int>{{"b -> a1", 8}}
+                                                    : std::map<std::string, int>{{"a2 -> a1", 8}};
+    EXPECT_EQ(evictions, expected);
+    EXPECT_EQ(CountPhase(on_a2, Phase::kAdmitted), weightless ? 0 : 8);
+    EXPECT_EQ(CountPhase(on_a1, Phase::kAdmitted), 0);
+    EXPECT_EQ(CountPhase(on_b, Phase::kAdmitted), weightless ? 16 : 8);
+  }
 }
 
 // Fair-share preemption takes only what a queue borrows: a, guaranteed 6 of org's 8 and

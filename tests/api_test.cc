@@ -2169,9 +2169,14 @@ TEST_F(ApiBadInputTest, QueueWritesKeepTheTreeValidAndQueuesInUseStay) {
   json weightless = QueueObject("weightless");
   weightless["spec"]["weight"] = -1;
   refused("POST", queues, weightless, 422, "spec.weight: must not be negative, got -1");
-  weightless["spec"]["weight"] = 0;
+  weightless["spec"]["weight"] = "0.0";
   weightless["spec"]["priority"] = "100";
-  EXPECT_EQ(w_.MustCreate(queues, weightless)["spec"]["priority"], 100);
+  const json stored = w_.MustCreate(queues, weightless);
+  EXPECT_EQ(stored["spec"]["priority"], 100);
+  EXPECT_EQ(stored["spec"]["weight"], 0) << stored.dump();
+  json halved = QueueObject("halved");
+  halved["spec"]["weight"] = "1.5";
+  EXPECT_EQ(w_.MustCreate(queues, halved)["spec"]["weight"], 1.5);
   json unranked = QueueObject("unranked");
   unranked["spec"]["priority"] = 1.5;
   refused("POST", queues, unranked, 422,

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <charconv>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -2299,6 +2300,13 @@ struct ApiServer::Impl {
         obj["spec"]["reclaimMinRuntimeSeconds"] =
             static_cast<int64_t>(parsed.reclaim_min_runtime_s);
       if (obj["spec"].contains("priority")) obj["spec"]["priority"] = parsed.priority;
+      // (A weight as a number: "0", 0.0 and 0e0 are 0, which fabctl and kubectl read as such.)
+      if (!Field(obj["spec"], "weight").is_null()) {
+        if (parsed.weight == std::floor(parsed.weight) && parsed.weight < 1e15)
+          obj["spec"]["weight"] = static_cast<int64_t>(parsed.weight);
+        else
+          obj["spec"]["weight"] = parsed.weight;
+      }
       if (obj["spec"].contains("preemptMinRuntimeSeconds"))
         obj["spec"]["preemptMinRuntimeSeconds"] =
             static_cast<int64_t>(parsed.preempt_min_runtime_s);

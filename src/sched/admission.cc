@@ -520,8 +520,8 @@ int Admitter::VictimTier(int preemptor_leaf, int w_leaf) const {
   return 0;
 }
 
-bool Admitter::FairShareKeeps(int preemptor, int victim, double share, int64_t gpu, int64_t cpu,
-                              int64_t memory_mib,
+bool Admitter::FairShareKeeps(int preemptor, int victim, const FairClaim& claim, int64_t gpu,
+                              int64_t cpu, int64_t memory_mib,
                               const std::vector<std::pair<int, int64_t>>& by_flavour,
                               const std::function<int64_t(int, int)>& taken) const {
   const QueueNode& vq = queues_[victim];
@@ -530,12 +530,26 @@ bool Admitter::FairShareKeeps(int preemptor, int victim, double share, int64_t g
         (vq.usage[f] - vq.evicting_usage[f] - taken(victim, f) - milli < vq.guaranteed[f] ||
          !BranchLends(preemptor, victim, f, milli, taken)))
       return false;
-  const int64_t held_gpu = vq.gpu - vq.evicting_gpu - taken(victim, kTakenGpu) - gpu;
-  const int64_t held_cpu = vq.cpu - vq.res_evicting[0] - taken(victim, kTakenResource) - cpu;
-  const int64_t held_memory =
-      vq.memory - vq.res_evicting[1] - taken(victim, kTakenResource + 1) - memory_mib;
-  return FairShareYields(preemptor, victim, share,
-                         Weighted(victim, DominantShare(held_gpu, held_cpu, held_memory)),
+  // What the victim's branch keeps: its leaves' usage, less what is being evicted or taken.
+  const auto [mine, theirs] = Branches(preemptor, victim);
+  int64_t held_gpu = -gpu, held_cpu = -cpu, held_memory = -memory_mib;
+  // (Its leaves: the victim's alone where they are siblings, the common case.)
+  for (int l = theirs == victim ? victim : 0; l < (theirs == victim ? victim + 1 : queue_count());
+       ++l) {
+    if (!is_leaf(l) || !Under(l, theirs)) continue;
+    const QueueNode& lq = queues_[l];
+    held_gpu += lq.gpu - lq.evicting_gpu - taken(l, kTakenGpu);
+    held_cpu += lq.cpu - lq.res_evicting[0] - taken(l, kTakenResource);
+    held_memory += lq.memory - lq.res_evicting[1] - taken(l, kTakenResource + 1);
+  }
+  // (The preemptor's share is its queue's as claimed, or its branch's with the claim added.)
+  const QueueNode& pq = queues_[mine];
+  const double share = mine == preemptor
+                           ? claim.share
+                           : Weighted(mine, DominantShare(pq.gpu + claim.gpu, pq.cpu + claim.cpu,
+                                                          pq.memory + claim.memory));
+  return FairShareYields(mine, theirs, share,
+                         Weighted(theirs, DominantShare(held_gpu, held_cpu, held_memory)),
                          /*strictly=*/false);
 }
 
@@ -544,16 +558,40 @@ double Admitter::Weighted(int q, double share) const {
   return w > 0 ? share / w : std::numeric_limits<double>::infinity();
 }
 
-int Admitter::OverQuotaOrder(int a, int b) const {
+std::pair<int, int> Admitter::Branches(int a, int b) const {
   std::vector<int> up_a, up_b;  // leaf first, root last
   for (int q = a; q >= 0; q = queues_[q].parent) up_a.push_back(q);
   for (int q = b; q >= 0; q = queues_[q].parent) up_b.push_back(q);
   // (Below the last queue both paths share: each side's branch; roots are siblings.)
   size_t i = up_a.size(), j = up_b.size();
   while (i > 0 && j > 0 && up_a[i - 1] == up_b[j - 1]) --i, --j;
-  if (i == 0 || j == 0) return 0;
-  const int pa = queues_[up_a[i - 1]].spec.priority, pb = queues_[up_b[j - 1]].spec.priority;
-  return pa > pb ? 1 : pa < pb ? -1 : 0;
+  if (i == 0 || j == 0) return {a, b};
+  return {up_a[i - 1], up_b[j - 1]};
+}
+
+int Admitter::OverQuotaOrder(int a, int b) const {
+  const auto [x, y] = Branches(a, b);
+  const int px = queues_[x].spec.priority, py = queues_[y].spec.priority;
+  return x == y ? 0 : px > py ? 1 : px < py ? -1 : 0;
+}
+
+std::string Admitter::FairShareWhy(int leaf, const std::vector<int>& victims) const {
+  const std::string why = "for queue " + queues_[leaf].spec.name + "'s fair share";
+  for (int v : victims) {
+    const auto [mine, theirs] = Branches(leaf, entries_[v].leaf);
+    if (mine == theirs || queues_[mine].spec.priority <= queues_[theirs].spec.priority) continue;
+    return why + " (over-quota priority: queue " + queues_[mine].spec.name + "'s " +
+           std::to_string(queues_[mine].spec.priority) + " is above queue " +
+           queues_[theirs].spec.name + "'s " + std::to_string(queues_[theirs].spec.priority) +
+           ", whatever their shares)";
+  }
+  return why;
+}
+
+bool Admitter::FairShareAbove(int leaf, int q) const {
+  const auto [mine, theirs] = Branches(leaf, q);
+  return FairShareYields(mine, theirs, Weighted(mine, dominant_share(mine)),
+                         Weighted(theirs, dominant_share(theirs)), /*strictly=*/true);
 }
 
 bool Admitter::FairShareYields(int mine, int q, double my_share, double q_share,
@@ -5250,7 +5288,7 @@ bool Admitter::MayPreempt(int id) const {
   // And CPU or memory others of its tree hold beyond their guarantees.
   const unsigned resources = ResourceReclaims(id);
   // (Shares weighted, as the order of admission weighs them.)
-  const double mine = Weighted(e.leaf, dominant_share(e.leaf));
+
   for (int q = 0; q < queue_count(); ++q) {
     if (q == e.leaf || !is_leaf(q)) continue;
     for (int r = 0; r < 2; ++r)
@@ -5262,8 +5300,7 @@ bool Admitter::MayPreempt(int id) const {
             queues_[q].usage[f] - queues_[q].evicting_usage[f] > queues_[q].guaranteed[f])
           return true;
     if (config_.fair_share_preemption && !queues_[e.leaf].spec.best_effort &&
-        !queues_[e.leaf].spec.no_fair_share &&
-        FairShareYields(e.leaf, q, mine, Weighted(q, dominant_share(q)), /*strictly=*/true) &&
+        !queues_[e.leaf].spec.no_fair_share && FairShareAbove(e.leaf, q) &&
         policy.reclaim_within_cohort != PreemptionPolicy::Reclaim::kNever)
       return true;
   }
@@ -6208,7 +6245,7 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
                             {add.begin(), add.end()}, taken_in);
     };
     if (w.leaf != e.leaf) {
-      if (scope.fair_share >= 0 && !must_lend) {
+      if (scope.fair_share.share >= 0 && !must_lend) {
         if (!(scope.takes_borrowed && lends()) && !fair()) return -1;
       } else if ((scope.check_lending || must_lend) && !lends()) {
         return -1;
@@ -6362,10 +6399,14 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
   // Under fair-share preemption, pods taken from other queues' work only are its fair share's
   // (a user-style trial saw them said to be for higher-priority work of equal priority).
   std::string why = scope.why;
-  if (scope.fair_share >= 0 && !scope.reclaim && (scope.quota_flavor < 0 || scope.fair_quota) &&
+  if (scope.fair_share.share >= 0 && !scope.reclaim &&
+      (scope.quota_flavor < 0 || scope.fair_quota) &&
       std::all_of(chosen.begin(), chosen.end(),
-                  [&](const auto& c) { return entries_[c.first].leaf != e.leaf; }))
-    why = "for queue " + queues_[e.leaf].spec.name + "'s fair share";
+                  [&](const auto& c) { return entries_[c.first].leaf != e.leaf; })) {
+    std::vector<int> victims;
+    for (const auto& c : chosen) victims.push_back(c.first);
+    why = FairShareWhy(e.leaf, victims);
+  }
   std::vector<int> fragments;
   int taken_pods = 0;
   double lost = 0;  // the runs of pods taken from work that is not a gang
@@ -6615,16 +6656,18 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   // what they wait for (fair-share preemption takes from queues whose weighted share stays above
   // it).
   double my_share = 0;
+  FairClaim claim;
   if (config_.fair_share_preemption) {
-    int64_t gpu = queues_[leaf].gpu + e.gpu_milli, cpu = queues_[leaf].cpu + e.cpu_milli;
-    int64_t memory = queues_[leaf].memory + e.memory_mib;
+    claim = {0, e.gpu_milli, e.cpu_milli, e.memory_mib};
     for (int n : nominated_)
       if (n != id && entries_[n].nominated && entries_[n].leaf == leaf) {
-        gpu += entries_[n].gpu_milli;
-        cpu += entries_[n].cpu_milli;
-        memory += entries_[n].memory_mib;
+        claim.gpu += entries_[n].gpu_milli;
+        claim.cpu += entries_[n].cpu_milli;
+        claim.memory += entries_[n].memory_mib;
       }
-    my_share = Weighted(leaf, DominantShare(gpu, cpu, memory));
+    my_share = claim.share =
+        Weighted(leaf, DominantShare(queues_[leaf].gpu + claim.gpu, queues_[leaf].cpu + claim.cpu,
+                                     queues_[leaf].memory + claim.memory));
   }
   // Fair-share preemption: whether victim v of another queue may go, its queue's weighted
   // dominant share staying at or above my_share without it (Kueue's LessThanOrEqualToFinalShare:
@@ -6635,7 +6678,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   // queues would evict each other's work within its guarantee in turn.
   const auto fair_allows = [&](int v, const std::function<int64_t(int, int)>& taken) {
     const Entry& w = entries_[v];
-    return FairShareKeeps(leaf, w.leaf, my_share, w.gpu_milli, w.cpu_milli, w.memory_mib, w.charged,
+    return FairShareKeeps(leaf, w.leaf, claim, w.gpu_milli, w.cpu_milli, w.memory_mib, w.charged,
                           taken);
   };
 
@@ -7228,7 +7271,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     scope.reclaim_scope = reclaim_scope;
     scope.res_reclaim = res_reclaim;
     scope.check_lending = takes_borrowed && !fair_share;
-    if (fair_share) scope.fair_share = my_share;
+    if (fair_share) scope.fair_share = claim;
     scope.takes_borrowed = takes_borrowed;
     scope.big_may_go = !borrow_preempt;
     scope.reclaim = reclaim;
@@ -7382,7 +7425,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   } else if (borrow_preempt) {
     why = "for higher-priority work borrowing in queue " + queues_[leaf].spec.name;
   } else if (fair_share) {
-    why = "for queue " + queues_[leaf].spec.name + "'s fair share";
+    why = FairShareWhy(leaf, chosen);
   } else {
     why = "for higher-priority work";
   }

@@ -785,13 +785,23 @@ class Admitter {
   // between departments before within one; a user-style review saw a department left below
   // its guarantee).
   int VictimTier(int preemptor_leaf, int w_leaf) const;
+  // What a fair-share preemptor claims: its queue's weighted share once it (and the queue's
+  // other nominated preemptors) hold what they wait for, and that addition itself, which counts
+  // in its branch's share where a branch above it is compared with another.
+  struct FairClaim {
+    double share = -1;  // -1: no fair-share preemption
+    int64_t gpu = 0, cpu = 0, memory = 0;
+  };
   // Fair-share preemption: whether taking `gpu` milli-GPUs (`by_flavour` of them charged per
   // flavour), `cpu` milli-cores and `memory_mib` of queue `victim`'s work for queue `preemptor`'s
   // keeps the victim's queue at or above its guarantees (BranchLends above it too: only what it
-  // borrows goes) and its weighted dominant share at or above `share`, the preemptor's once
-  // admitted (Kueue's LessThanOrEqualToFinalShare), what is being evicted and `taken` counted as
-  // gone.
-  bool FairShareKeeps(int preemptor, int victim, double share, int64_t gpu, int64_t cpu,
+  // borrows goes) and its weighted dominant share at or above the preemptor's once admitted
+  // (Kueue's LessThanOrEqualToFinalShare), what is being evicted and `taken` counted as gone.
+  // The shares are those of the two branches below the queue both share, as Kueue's
+  // hierarchical fair sharing compares them, and their over-quota priorities go first
+  // (FairShareYields): leaves' shares compared across departments, with priorities between
+  // siblings, went round in a cycle of evictions for ever (a user-style trial).
+  bool FairShareKeeps(int preemptor, int victim, const FairClaim& claim, int64_t gpu, int64_t cpu,
                       int64_t memory_mib, const std::vector<std::pair<int, int64_t>>& by_flavour,
                       const std::function<int64_t(int, int)>& taken) const;
 
@@ -1082,13 +1092,20 @@ class Admitter {
   double Key(int q) const;
   // Queue q's weighted share at dominant share `share`: +infinity for weight 0.
   double Weighted(int q, double share) const;
-  // Between leaves a and b, the over-quota priority of a's branch less b's, under the queue
-  // they share (roots: siblings at the top); 0 where one is the other's or they are equal.
+  // The two branches of leaves a and b below the queue they share (roots: siblings at the top),
+  // a's first; {a, b} where one is the other's.
+  std::pair<int, int> Branches(int a, int b) const;
+  // Between leaves a and b, the over-quota priority of a's branch less b's (-1, 0, 1).
   int OverQuotaOrder(int a, int b) const;
-  // Whether queue q's work may go for leaf `mine`'s fair share: q's branch is of lower
+  // Whether sibling branch q's work may go for sibling `mine`'s fair share: q is of lower
   // over-quota priority, or of the same and its weighted share `q_share` is at least (or, with
-  // `strictly`, above) `my_share`.
+  // `strictly`, above) `my_share`; never for a `mine` of weight 0 alone.
   bool FairShareYields(int mine, int q, double my_share, double q_share, bool strictly) const;
+  // Whether leaf q's branch (below the queue it shares with `leaf`) is of lower over-quota
+  // priority than leaf's, or its weighted share now is above (MayPreempt's first look).
+  bool FairShareAbove(int leaf, int q) const;
+  // "for queue q's fair share", and where one of `victims` goes by over-quota priority, whose.
+  std::string FairShareWhy(int leaf, const std::vector<int>& victims) const;
   int PickLeaf() const;
   void Deactivate(int leaf);
   bool TryAdmit(int id, double now, CycleResult& out, std::map<uint64_t, std::string>& failed);
@@ -1229,10 +1246,10 @@ class Admitter {
     // Whether a victim bigger than its queue's whole guarantee may take it below (a reclaim:
     // yes; work that borrows, preempting to borrow: no).
     bool big_may_go = true;
-    // Fair-share preemption: the preemptor's weighted share once admitted (Preempt's
-    // my_share), which another queue's pods may be taken down to (only what it borrows);
-    // -1: off. `takes_borrowed`: whether a reclaim's lending check may let them go instead.
-    double fair_share = -1;
+    // Fair-share preemption: the preemptor's claim (Preempt's), whose weighted share another
+    // queue's pods may be taken down to (only what it borrows); share -1: off.
+    // `takes_borrowed`: whether a reclaim's lending check may let them go instead.
+    FairClaim fair_share;
     bool takes_borrowed = false;
   };
   // Elastic shrink (AdmissionConfig::elastic_shrink) for Preempt: quota (scope.quota_flavor)
