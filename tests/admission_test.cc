@@ -6616,6 +6616,40 @@ TEST_F(AdmissionTest, FairSharePreemptionComparesTheBranchesBelowTheQueueTheySha
   }
 }
 
+// Two projects with no guarantee of their own share their department's by fair share, and the
+// evictions say so: a2 takes 4 of a1's 8 inside dept-a "for its fair share", not as a reclaim
+// of dept-a's guarantee (a user-style trial read that of work inside the department named).
+TEST_F(AdmissionTest, ProjectsSharingTheirDepartmentsGuaranteeGoByFairShare) {
+  AdmissionConfig config;
+  config.fair_share_preemption = true;
+  QueueSpec org{"org", "", 1, {}, -1};
+  org.quotas["gpu"] = QuotaSpec{16000, {}, {}};
+  QueueSpec dept_a = Leaf("dept-a", 8), dept_b = Plain("dept-b"), a1 = Plain("a1"),
+            a2 = Plain("a2"), b = Plain("b");
+  a1.parent = a2.parent = "dept-a";
+  b.parent = "dept-b";
+  config.queues = {org, dept_a, a1, a2, dept_b, b};
+  MakeTree(Nodes(2, 8), config, {"a1", "a2", "b"});
+  const std::vector<int> on_a1 = SubmitEach("a1-", "a1", 8, 0);
+  adm_->Cycle(1, 1000);
+  const std::vector<int> on_b = SubmitEach("b-", "b", 8, 2);
+  adm_->Cycle(3, 1000);
+  const std::vector<int> on_a2 = SubmitEach("a2-", "a2", 8, 4);
+  int evicted = 0;
+  for (double t = 5; t < 600; t += 1)
+    for (const Eviction& ev : adm_->Cycle(t, 1000).evicted) {
+      EXPECT_EQ(adm_->queue_name(adm_->queue_of(ev.victim)), "a1") << ev.reason;
+      EXPECT_EQ(ev.reason.find("reclaims"), std::string::npos) << ev.reason;
+      EXPECT_NE(ev.reason.find("for queue a2's fair share"), std::string::npos) << ev.reason;
+      ++evicted;
+      adm_->Terminated(ev.victim, t);
+    }
+  EXPECT_EQ(evicted, 4);
+  EXPECT_EQ(CountPhase(on_a1, Phase::kAdmitted), 4);
+  EXPECT_EQ(CountPhase(on_a2, Phase::kAdmitted), 4);
+  EXPECT_EQ(CountPhase(on_b, Phase::kAdmitted), 8);
+}
+
 // Fair-share preemption takes only what a queue borrows: a, guaranteed 6 of org's 8 and
 // holding them, keeps them against b (guaranteed 2, holding 2), whose share would stay lower
 // (else b takes one, a reclaims it back, and so on for ever).

@@ -7420,6 +7420,12 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   } else if (reclaim && reclaim_flavors == 0) {
     why = "queue " + queues_[leaf].spec.name + " reclaims its guarantee of " +
           (res_reclaim == 3 ? "cpu and memory" : ResourceName(res_reclaim == 1 ? 0 : 1));
+  } else if (reclaim && fair_share && std::none_of(chosen.begin(), chosen.end(), [&](int v) {
+               return lendable(v, [](int, int) { return int64_t{0}; }) > 0;
+             })) {
+    // (None of them goes by the reclaim's rule, all by fair share: said so, not "reclaims" of
+    // work a trial saw taken from inside the department whose guarantee it named.)
+    why = FairShareWhy(leaf, chosen);
   } else if (reclaim) {
     why = reclaims_what();
   } else if (borrow_preempt) {
