@@ -533,14 +533,18 @@ bool Admitter::FairShareKeeps(int preemptor, int victim, const FairClaim& claim,
   // What the victim's branch keeps: its leaves' usage, less what is being evicted or taken.
   const auto [mine, theirs] = Branches(preemptor, victim);
   int64_t held_gpu = -gpu, held_cpu = -cpu, held_memory = -memory_mib;
-  // (Its leaves: the victim's alone where they are siblings, the common case.)
-  for (int l = theirs == victim ? victim : 0; l < (theirs == victim ? victim + 1 : queue_count());
-       ++l) {
-    if (!is_leaf(l) || !Under(l, theirs)) continue;
+  const auto keeps = [&](int l) {
     const QueueNode& lq = queues_[l];
     held_gpu += lq.gpu - lq.evicting_gpu - taken(l, kTakenGpu);
     held_cpu += lq.cpu - lq.res_evicting[0] - taken(l, kTakenResource);
     held_memory += lq.memory - lq.res_evicting[1] - taken(l, kTakenResource + 1);
+  };
+  // (Its leaves: the victim alone where the two are siblings, the common case.)
+  if (theirs == victim) {
+    keeps(victim);
+  } else {
+    for (int l = 0; l < queue_count(); ++l)
+      if (is_leaf(l) && Under(l, theirs)) keeps(l);
   }
   // (The preemptor's share is its queue's as claimed, or its branch's with the claim added.)
   const QueueNode& pq = queues_[mine];
@@ -5287,8 +5291,6 @@ bool Admitter::MayPreempt(int id) const {
       if (MayReclaim(e.leaf, f, e.gpu_milli)) takes_borrowed = true;
   // And CPU or memory others of its tree hold beyond their guarantees.
   const unsigned resources = ResourceReclaims(id);
-  // (Shares weighted, as the order of admission weighs them.)
-
   for (int q = 0; q < queue_count(); ++q) {
     if (q == e.leaf || !is_leaf(q)) continue;
     for (int r = 0; r < 2; ++r)
