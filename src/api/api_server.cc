@@ -23,6 +23,7 @@
 #include "api/conceal.h"
 #include "api/json_fields.h"
 #include "api/metrics.h"
+#include "api/replies.h"
 #include "api/table.h"
 #include "core/fleet.h"
 #include "core/workload.h"
@@ -73,18 +74,9 @@ std::string Key(const ResourceInfo& r, const std::string& ns, const std::string&
 }
 
 HttpResponse StatusResponse(int code, const std::string& message, const std::string& field = "") {
-  json j = {{"kind", "Status"},
-            {"apiVersion", "v1"},
-            {"metadata", json::object()},
-            {"status", code < 300 ? "Success" : "Failure"},
-            {"message", message},
-            {"reason", HttpReasonFor(code)},
-            {"code", code}};
+  json j = replies::StatusBody(code, message);
   if (!field.empty()) j["details"] = {{"causes", {{{"field", field}, {"message", message}}}}};
-  HttpResponse r;
-  r.status = code;
-  r.body = j.dump();
-  return r;
+  return replies::Json(code, j);
 }
 
 HttpResponse ErrorFromStatus(const Status& st, int invalid_code = 422) {

@@ -1,6 +1,6 @@
-// JSON replies of the server's extension routes (health, agents, meter): a body, or a
-// Kubernetes-style Status object for an error. Include only in .cc files that already use
-// nlohmann/json.
+// JSON replies of the server's routes (the resource API's and the extension routes': health,
+// agents, meter): a body, or a Kubernetes-style Status object. Include only in .cc files that
+// already use nlohmann/json.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -18,16 +18,20 @@ inline HttpResponse Json(int status, const nlohmann::json& body) {
   return r;
 }
 
-// The Status object, as the resource API's errors (api_server's StatusResponse): `code` and
-// `message` too, which OpenCost-style clients of the meter's routes read.
-inline nlohmann::json ErrorBody(int status, const std::string& message) {
-  return {{"kind", "Status"},    {"apiVersion", "v1"}, {"metadata", nlohmann::json::object()},
-          {"status", "Failure"}, {"message", message}, {"reason", HttpReasonFor(status)},
+// The Status object of the resource API's replies and of the extension routes' errors:
+// `code` and `message` too, which OpenCost-style clients of the meter's routes read.
+inline nlohmann::json StatusBody(int status, const std::string& message) {
+  return {{"kind", "Status"},
+          {"apiVersion", "v1"},
+          {"metadata", nlohmann::json::object()},
+          {"status", status < 300 ? "Success" : "Failure"},
+          {"message", message},
+          {"reason", HttpReasonFor(status)},
           {"code", status}};
 }
 
 inline HttpResponse Error(int status, const std::string& message) {
-  return Json(status, ErrorBody(status, message));
+  return Json(status, StatusBody(status, message));
 }
 
 inline HttpResponse Error(const Status& st) {

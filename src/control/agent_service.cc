@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/json_fields.h"
-#include "control/replies.h"
+#include "api/replies.h"
 
 namespace fabrica {
 namespace {
@@ -170,7 +170,7 @@ std::optional<HttpResponse> AgentService::Serve(const HttpRequest& req,
     int64_t size = FileSize(file);
     int64_t from = *offset < 0 ? size : *offset;
     if (from > size) {
-      json body = replies::ErrorBody(
+      json body = replies::StatusBody(
           409, "log of pod " + pod + " has " + std::to_string(size) + " bytes; send from there");
       body["size"] = size;
       return JsonReply(409, body);

@@ -5,8 +5,8 @@
 
 #include "api/json_fields.h"
 #include "api/metrics.h"
+#include "api/replies.h"
 #include "control/eviction_record.h"
-#include "control/replies.h"
 #include "health/burnin.h"
 #include "health/inspection.h"
 #include "health/netbox.h"

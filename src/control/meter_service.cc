@@ -6,8 +6,8 @@
 #include <set>
 
 #include "api/json_fields.h"
+#include "api/replies.h"
 #include "client/http_client.h"
-#include "control/replies.h"
 #include "core/fleet.h"
 #include "core/workload.h"
 #include "core/yaml_reader.h"
