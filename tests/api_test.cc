@@ -1418,6 +1418,7 @@ TEST_F(ApiCrudTest, AQueuesStatusColumnsArePendingUntilTheFirstCycle) {
   EXPECT_EQ(before[3], "<pending>") << before.dump();  // (Guaranteed)
   EXPECT_EQ(before[4], "<pending>") << before.dump();  // (Used)
   EXPECT_EQ(before[5], "<pending>") << before.dump();  // (Pending)
+  EXPECT_EQ(before[7], "0") << before.dump();          // (Priority, after Age: -o wide)
   w_.MustSetStatus(Item("queues", "", "fresh"),
                    {{"guaranteedGpus", "8"}, {"usedGpus", "0"}, {"pendingWorkloads", 0}});
   json after = cells();

@@ -146,6 +146,9 @@ std::vector<Column> ColumnsOf(const std::string& kind) {
            return QueueStatusCell(Object(o, "status"), "pendingWorkloads");
          }});
     cols.push_back(
+        {"Priority", "integer", "spec.priority: the over-quota priority", 1,
+         [](const json& o, const TableContext&) { return Scalar(o, "spec", "priority", "0"); }});
+    cols.push_back(
         {"Share", "string", "weighted dominant share", 1,
          [](const json& o, const TableContext&) { return QueueShare(Object(o, "status")); }});
     cols.push_back(

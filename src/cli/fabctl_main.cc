@@ -397,9 +397,12 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
   } else if (kind == "Queue") {
     rows.push_back({"NAME", "PARENT", "WEIGHT", "GUARANTEED", "USED", "SHARE", "PENDING", "ACTIVE",
                     "CREATED"});
-    if (wide)
+    // (-o wide: PRIORITY, the over-quota priority, beside the weight it goes before.)
+    if (wide) {
       rows.back().insert(rows.back().begin() + 5, {"BORROWED", "BORROWING-LIMIT", "LENDING-LIMIT",
                                                    "DISRUPTION-BUDGET", "COST-BUDGET"});
+      rows.back().insert(rows.back().begin() + 3, "PRIORITY");
+    }
   } else if (kind == "PriorityClass") {
     rows.push_back(
         {"NAME", "VALUE", "TENANTS", "GLOBAL-DEFAULT", "PREEMPTION", "DESCRIPTION", "CREATED"});
@@ -500,6 +503,7 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
             rows.back().begin() + 5,
             {borrowed, limits("borrowingLimit"), limits("lendingLimit"),
              Plain(spec.value("disruptionBudget", json("-"))), fabrica::BudgetCell(status)});
+        rows.back().insert(rows.back().begin() + 3, Plain(spec.value("priority", json(0))));
       }
     } else if (kind == "PriorityClass") {
       // TENANTS: those who may name it; * every tenant.

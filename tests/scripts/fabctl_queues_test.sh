@@ -237,7 +237,7 @@ grep -q "USED *SHARE *PENDING" <<<"$queues" || fail "no SHARE column: $queues"
 grep "^team-b " <<<"$queues" | grep -q "true" || fail "team-b not active: $queues"
 # -o wide adds what a queue borrows and its limits, as `kubectl describe clusterqueue` shows them.
 wide=$("$FABCTL" get queues -o wide)
-head -1 <<<"$wide" | grep -q "USED *BORROWED *BORROWING-LIMIT *LENDING-LIMIT *DISRUPTION-BUDGET *COST-BUDGET *SHARE" ||
+head -1 <<<"$wide" | grep -q "WEIGHT *PRIORITY *GUARANTEED *USED *BORROWED *BORROWING-LIMIT *LENDING-LIMIT *DISRUPTION-BUDGET *COST-BUDGET *SHARE" ||
   fail "queues' wide header: $wide"
 grep "^team-a " <<<"$wide" | grep -q " gpu:16 *- *- " || fail "team-a's limits: $wide"
 grep "^team-c " <<<"$wide" | grep -q " - *gpu:6 *- " || fail "team-c's limits: $wide"
@@ -624,6 +624,8 @@ described=$("$FABCTL" describe queue team-b)
 grep -q "^Priority: *100 over quota (among its siblings, a higher priority takes idle GPUs past its guarantee first)$" <<<"$described" &&
   grep -q "^Weight: *0 (it takes idle GPUs past its guarantee only after its siblings" <<<"$described" ||
   fail "team-b's priority and weight 0: $described"
+row=$("$FABCTL" get queues team-b -o wide --no-headers)
+awk '{exit !($1 == "team-b" && $3 == "0" && $4 == "100")}' <<<"$row" || fail "team-b's WEIGHT and PRIORITY columns: $row"
 "$FABCTL" patch queue team-b -p '{"spec": {"priority": null, "weight": null}}' >/dev/null || fail "unpatch team-b"
 # A file may list a queue before its parent: fabctl applies parents first (the server refuses
 # a queue whose parent does not exist) and deletes children first. A queue with a child, or a
