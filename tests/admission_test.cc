@@ -6508,6 +6508,47 @@ TEST_F(AdmissionTest, OverQuotaPriorityOffersIdleRoomToTheHigherPriorityQueueFir
   }
 }
 
+// Whether a queue goes first among its siblings is judged by the workload it would admit: qb,
+// guaranteed 2 of 8, holds nothing, but its 6-GPU job would borrow 4, so qa's work (over-quota
+// priority 1, no guarantee) is offered the idle GPUs before it, as Kueue orders workloads that
+// would borrow after those that would not. (Judged by qb's usage alone, the job started first
+// and qa, of the higher priority, got 2.) A job of qb's within its guarantee still goes first.
+TEST_F(AdmissionTest, AWorkloadThatWouldBorrowWaitsBehindAHigherPrioritySibling) {
+  for (const int asks : {6, 2}) {
+    SCOPED_TRACE(asks);
+    QueueSpec qa = Leaf("qa", 0), qb = Leaf("qb", 2);
+    qa.priority = 1;
+    MakeTree(Nodes(1, 8), UnderOrgOf8({qa, qb}), {"qa", "qb"});
+    const int job = Submit(Gpus("job", "qb", asks), 0);
+    const std::vector<int> a = SubmitEach("a", "qa", 8, 0);
+    adm_->Cycle(1, 1000);
+    EXPECT_EQ(adm_->phase(job), asks > 2 ? Phase::kPending : Phase::kAdmitted) << adm_->reason(job);
+    EXPECT_EQ(CountPhase(a, Phase::kAdmitted), asks > 2 ? 8 : 6);
+  }
+}
+
+// Over-quota priority set on departments is told to the work of a department's only leaf:
+// y1 waits while x1, under deptx (priority 1), holds the fleet; depty is the one with
+// siblings.
+TEST_F(AdmissionTest, TheWaitOfADepartmentsOnlyLeafNamesTheDepartmentsPriority) {
+  QueueSpec deptx = Leaf("deptx", 0), depty = Leaf("depty", 0);
+  deptx.priority = 1;
+  QueueSpec x1 = Leaf("x1", 0), y1 = Leaf("y1", 0);
+  x1.parent = "deptx";
+  y1.parent = "depty";
+  MakeTree(Nodes(1, 8), UnderOrgOf8({deptx, depty, x1, y1}), {"x1", "y1"});
+  AdmitEach("x", "x1", 8);
+  const int waits = Submit(Gpus("y", "y1", 1), 2);
+  adm_->Cycle(3, 1000);
+  ASSERT_EQ(adm_->phase(waits), Phase::kPending);
+  const std::string note = adm_->FairShareNote(waits);
+  EXPECT_NE(note.find("; as room frees, the work of depty's siblings goes first where it fits "
+                      "within their queues' guarantees, then by over-quota priority, highest "
+                      "first, then by weighted share"),
+            std::string::npos)
+      << adm_->reason(waits) << note;
+}
+
 // A queue of weight 0 (KAI's overQuotaWeight 0) gets its guarantee, and past it only what its
 // siblings leave: a wants 5 of the 8 and gets them; scratch gets the other 3 (with weight 1,
 // 4 and 4).

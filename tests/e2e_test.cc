@@ -1780,10 +1780,11 @@ TEST_F(FactoryTest, FairSharePreemptionRebalancesRunningWork) {
       EXPECT_NE(
           w["team-b/b0"]["status"]
               .value("message", "")
-              .find("; as room frees, its siblings' work goes first where their queues are below "
-                    "their guarantees, then by weighted share, lowest first (fabctl describe queue "
-                    "shows each one's); fair-share preemption is off: running work is not moved "
-                    "for it"),
+              .find(
+                  "; as room frees, its siblings' work goes first where it fits within their "
+                  "queues' guarantees, then by weighted share, lowest first (fabctl describe queue "
+                  "shows each one's); fair-share preemption is off: running work is not moved "
+                  "for it"),
           std::string::npos)
           << Describe(w);
       DeleteWorkloads(w, {"team-a", "team-b"});

@@ -650,20 +650,31 @@ std::string Admitter::FairShareNote(int id) const {
   if (e.phase != Phase::kPending || e.leaf < 0 ||
       e.reason.find(" to lend to the queues below it") == std::string::npos)
     return "";
-  const int parent = queues_[e.leaf].parent;
-  if (parent < 0 || queues_[e.leaf].spec.best_effort || queues_[parent].children.size() < 2)
-    return "";
-  // (Over-quota priorities or a weight of 0 among the siblings: said where they are set.)
+  if (queues_[e.leaf].spec.best_effort) return "";
+  // Whose siblings go first: the leaf's, and those of every queue above it (a trial's only
+  // leaf of a department waited behind a department of higher priority, told nothing of it).
+  // Over-quota priorities or a weight of 0 are said where some level has them.
+  std::vector<std::string> beside;
   bool ranked = false, unweighted = false;
-  for (int c : queues_[parent].children) {
-    ranked |= queues_[c].spec.priority != queues_[e.leaf].spec.priority;
-    unweighted |= !(queues_[c].spec.weight > 0);
+  for (int q = e.leaf; queues_[q].parent >= 0; q = queues_[q].parent) {
+    const std::vector<int>& siblings = queues_[queues_[q].parent].children;
+    if (siblings.size() < 2) continue;
+    beside.push_back(q == e.leaf ? "its siblings" : queues_[q].spec.name + "'s siblings");
+    for (int c : siblings) {
+      ranked |= queues_[c].spec.priority != queues_[q].spec.priority;
+      unweighted |= !(queues_[c].spec.weight > 0);
+    }
+  }
+  if (beside.empty()) return "";
+  std::string whose = "its siblings' work";
+  if (beside.size() > 1 || beside[0] != "its siblings") {
+    whose = "the work of " + beside[0];
+    for (size_t i = 1; i < beside.size(); ++i) whose += " and of " + beside[i];
   }
   // The rule, not the order now: the order moves with usage history every cycle, and a message
   // that changed would be written every cycle (a review of a first version that named it).
-  return std::string(
-             "; as room frees, its siblings' work goes first where their queues are below their "
-             "guarantees, then ") +
+  return "; as room frees, " + whose +
+         " goes first where it fits within their queues' guarantees, then " +
          (ranked ? "by over-quota priority, highest first, then " : "") +
          (unweighted ? "queues with a weight before those of weight 0, then " : "") +
          "by weighted share, lowest first (fabctl describe queue shows each one's)" +
@@ -2306,31 +2317,54 @@ double Admitter::Key(int q) const {
   return queues_[q].spec.weight > 0 ? blend / queues_[q].spec.weight : blend;
 }
 
-int Admitter::PickLeaf() const {
-  const std::vector<int>* level = &roots_;
-  int chosen = -1;
-  while (true) {
-    int best = -1;
-    std::tuple<int, int, bool, double, int> best_key;
-    for (int c : *level) {
-      if (queues_[c].active <= 0) continue;
-      // (Below its guarantee first; best-effort work, which any other queue reclaims, last.
-      // Past it, by over-quota priority, then queues with a weight before those without.)
-      const QueueSpec& spec = queues_[c].spec;
-      const int tier = spec.best_effort ? 2 : queues_[c].gpu < guaranteed_milli(c) ? 0 : 1;
-      std::tuple<int, int, bool, double, int> k{tier, tier == 1 ? -spec.priority : 0,
-                                                tier == 1 && !(spec.weight > 0), Key(c), c};
-      if (best < 0 || k < best_key) best = c, best_key = k;
-    }
-    if (best < 0) return chosen >= 0 && is_leaf(chosen) ? chosen : -1;
-    chosen = best;
-    if (is_leaf(best)) return best;
-    level = &queues_[best].children;
+int Admitter::Tier(int q, int64_t ask) const {
+  // (Best-effort work, which any other queue reclaims, last. Work that asks no GPU goes first
+  // while its queue is below its GPU guarantee.)
+  if (queues_[q].spec.best_effort) return 2;
+  const int64_t used = queues_[q].gpu, guaranteed = guaranteed_milli(q);
+  return (ask > 0 ? used + ask <= guaranteed : used < guaranteed) ? 0 : 1;
+}
+
+std::pair<int, int64_t> Admitter::PickAmong(const std::vector<int>& level) {
+  std::pair<int, int64_t> pick{-1, 0};
+  std::tuple<int, int, bool, double, int> best_key;
+  for (int c : level) {
+    const auto below = PickBelow(c);
+    if (below.first < 0) continue;
+    // (Past their guarantees, by over-quota priority, then queues with a weight before those
+    // without, then by weighted share.)
+    const QueueSpec& spec = queues_[c].spec;
+    const int tier = Tier(c, below.second);
+    std::tuple<int, int, bool, double, int> k{tier, tier == 1 ? -spec.priority : 0,
+                                              tier == 1 && !(spec.weight > 0), Key(c), c};
+    if (pick.first < 0 || k < best_key) pick = below, best_key = k;
   }
+  return pick;
+}
+
+std::pair<int, int64_t> Admitter::PickBelow(int q) {
+  if (pick_[q].first != -2) return pick_[q];
+  std::pair<int, int64_t> pick{-1, 0};
+  if (queues_[q].active > 0 && is_leaf(q)) {
+    const auto& pending = queues_[q].pending;
+    const auto it = cursor_[q] ? pending.upper_bound(*cursor_[q]) : pending.begin();
+    pick = {q, it == pending.end() ? 0 : entries_[std::get<2>(*it)].gpu_milli};
+  } else if (queues_[q].active > 0) {
+    pick = PickAmong(queues_[q].children);
+  }
+  return pick_[q] = pick;
+}
+
+int Admitter::PickLeaf() { return PickAmong(roots_).first; }
+
+void Admitter::ForgetPick(int q) {
+  if (pick_.size() != queues_.size()) return;  // (outside a cycle's loop)
+  for (; q >= 0; q = queues_[q].parent) pick_[q].first = -2;
 }
 
 void Admitter::Deactivate(int leaf) {
   if (queues_[leaf].active <= 0) return;
+  ForgetPick(leaf);
   for (int q = leaf; q >= 0; q = queues_[q].parent) --queues_[q].active;
 }
 
@@ -2342,12 +2376,14 @@ void Admitter::Enqueue(int id) {
   e.narrowed = false;
   int prio = config_.strict_priority ? -e.spec.priority : 0;
   queues_[e.leaf].pending.insert({prio, e.arrival, id});
+  ForgetPick(e.leaf);
 }
 
 void Admitter::Dequeue(int id) {
   Entry& e = entries_[id];
   int prio = config_.strict_priority ? -e.spec.priority : 0;
   queues_[e.leaf].pending.erase({prio, e.arrival, id});
+  ForgetPick(e.leaf);
 }
 
 Result<int> Admitter::LeafFor(const Workload& spec) const {
@@ -2848,6 +2884,7 @@ void Admitter::Charge(int id, int sign) {
     n.cpu += sign * e.cpu_milli;
     n.memory += sign * e.memory_mib;
   }
+  ForgetPick(e.leaf);
 }
 
 void Admitter::CountEvicting(int id, int sign) {
@@ -3166,19 +3203,21 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
     for (int p = q; p >= 0; p = queues_[p].parent) ++queues_[p].active;
   }
   for (const auto& [leaf, head] : held_by) Deactivate(leaf);
-  std::vector<std::optional<std::tuple<int, double, int>>> cursor(queues_.size());
+  cursor_.assign(queues_.size(), std::nullopt);
+  pick_.assign(queues_.size(), {-2, 0});
   // Held-back borrowers' quota refusals this cycle, by queue, charge and request shape.
   std::map<std::tuple<int, int64_t, uint64_t, int, int>, std::string> quota_refusals;
   while (static_cast<int>(out.admitted.size()) < max_admissions && out.attempts < budget) {
     int leaf = PickLeaf();
     if (leaf < 0) break;
     auto& pending = queues_[leaf].pending;
-    auto it = cursor[leaf] ? pending.upper_bound(*cursor[leaf]) : pending.begin();
+    auto it = cursor_[leaf] ? pending.upper_bound(*cursor_[leaf]) : pending.begin();
     if (it == pending.end()) {
       Deactivate(leaf);
       continue;
     }
-    cursor[leaf] = *it;
+    cursor_[leaf] = *it;
+    ForgetPick(leaf);
     int id = std::get<2>(*it);
     // StrictFIFO: a head that does not start now holds the rest of its queue back this cycle.
     const bool strict = queues_[leaf].spec.strict_fifo;
@@ -3266,6 +3305,7 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
     ++out.attempts;
     if (!TryAdmit(id, now, out, failed) && strict) hold_back();
   }
+  pick_.clear();
   // Growth comes after every queue's pending work had its turn: not in a cycle cut short.
   // (Growing within its guarantee before other queues' borrowers, as pending work would, was
   // measured: more evictions and longer waits for the others; BENCHMARKS.md §5.)

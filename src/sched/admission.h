@@ -559,9 +559,9 @@ class Admitter {
   // inadmissible workloads).
   int pending_count(int q) const;
   // For work waiting because its tree has no GPU to lend it ("" otherwise): how fair share
-  // orders its queue among its siblings as room frees, and what fair-share preemption would
-  // move for it. The rule, no names or shares: a message that changed each cycle would be
-  // written each cycle.
+  // orders its queue among its siblings, and each queue above it among its own, as room frees, and
+  // what fair-share preemption would move for it. The rule, no names or shares: a message that
+  // changed each cycle would be written each cycle.
   std::string FairShareNote(int id) const;
   // The flavours, in the order a request is charged to the first that takes it; whether any
   // queue has a quota in one (unmanaged: not limited); a queue's guarantee and use in one
@@ -1106,7 +1106,19 @@ class Admitter {
   bool FairShareAbove(int leaf, int q) const;
   // "for queue q's fair share", and where one of `victims` goes by over-quota priority, whose.
   std::string FairShareWhy(int leaf, const std::vector<int>& victims) const;
-  int PickLeaf() const;
+  // The leaf whose next workload the cycle tries next: down the tree, among active siblings,
+  // those whose next workload fits within their guarantees first (Kueue orders workloads that
+  // would borrow after those that would not), then by over-quota priority and weighted share.
+  int PickLeaf();
+  // The best active leaf below q and the GPUs (milli) its next workload asks, kept per queue
+  // for the cycle (`pick_`) until something below q changes (ForgetPick).
+  std::pair<int, int64_t> PickBelow(int q);
+  // PickBelow of the best of `level`'s queues, siblings (or the roots).
+  std::pair<int, int64_t> PickAmong(const std::vector<int>& level);
+  // Whether queue q goes first among its siblings with its next workload of `ask` milli-GPUs.
+  int Tier(int q, int64_t ask) const;
+  // What changed at q (its usage, its line, its cursor) changes the picks of q and above it.
+  void ForgetPick(int q);
   void Deactivate(int leaf);
   bool TryAdmit(int id, double now, CycleResult& out, std::map<uint64_t, std::string>& failed);
   // A preemptor whose victims have stopped (its held room given back) lets work of its own
@@ -1466,6 +1478,10 @@ class Admitter {
   int backfills_left_ = 0;                   // this cycle: tries of Backfill
   std::set<std::pair<uint64_t, std::vector<int>>> backfill_failed_;  // this cycle: (key, lifted)
   // The last parked workload WakeForBackfill looked at: (leaf, its parked key).
+  // The cycle's place in each leaf's line (the last workload it tried) and, per queue, its
+  // cached PickBelow (leaf -2: to be worked out again).
+  std::vector<std::optional<std::tuple<int, double, int>>> cursor_;
+  std::vector<std::pair<int, int64_t>> pick_;
   std::pair<int, std::tuple<int, double, int>> wake_cursor_{
       0,
       {std::numeric_limits<int>::min(), -std::numeric_limits<double>::infinity(),
