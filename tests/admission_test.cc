@@ -2397,8 +2397,8 @@ TEST_F(AdmissionTest, AVictimAdmittedThisCycleIsTakenBackNotEvicted) {
       << adm_->reason(x);
   EXPECT_NE(
       adm_->reason(h).find("taking back 1 workload(s) admitted this cycle before they "
-                           "started (for higher-priority work in queue a (at the quota of queue "
-                           "org)); "
+                           "started (a/x) for higher-priority work in queue a (at the quota of queue "
+                           "org); "
                            "it starts next cycle"),
       std::string::npos)
       << adm_->reason(h);
@@ -6547,6 +6547,62 @@ TEST_F(AdmissionTest, TheWaitOfADepartmentsOnlyLeafNamesTheDepartmentsPriority) 
                       "first, then by weighted share"),
             std::string::npos)
       << adm_->reason(waits) << note;
+}
+
+// A project reclaims its guarantee only where its department's guarantee is lent out: b1's 4
+// GPUs, all of department db's, are held by its sibling b2 (whose work may not be reclaimed
+// for 10 minutes), so b1's job waits for b2's, and department da's 12 GPUs, none of db's,
+// stay (taking them, db would hold 6 of its 4). Once b2's work may go, b1 takes it back.
+TEST_F(AdmissionTest, AProjectReclaimsFromOutsideItsDepartmentOnlyWhatTheDepartmentLent) {
+  QueueSpec org{"org", "", 1, {}, -1};
+  org.quotas["gpu"] = QuotaSpec{16000, {}, {}};
+  QueueSpec da = Leaf("da", 0), db = Leaf("db", 4), x = Leaf("x", 0), b1 = Leaf("b1", 4),
+            b2 = Leaf("b2", 0);
+  da.priority = 1;
+  x.parent = "da";
+  b1.parent = b2.parent = "db";
+  b2.reclaim_min_runtime_s = 600;
+  AdmissionConfig config;
+  config.reclaim_min_runtime_s = 0;
+  config.queues = {org, da, db, x, b1, b2};
+  MakeTree(Nodes(2, 8), config, {"x", "b1", "b2"});
+  const std::vector<int> xs = SubmitEach("x", "x", 12, 0);
+  const std::vector<int> bs = SubmitEach("b", "b2", 4, 0);
+  adm_->Cycle(1, 1000);
+  ASSERT_EQ(CountPhase(xs, Phase::kAdmitted) + CountPhase(bs, Phase::kAdmitted), 16);
+  const int job = Submit(Gpus("job", "b1", 2), 10);
+  std::string evicted;
+  for (double t = 11; t < 700; t += 30)
+    for (const Eviction& ev : adm_->Cycle(t, 1000).evicted) {
+      evicted += adm_->queue_name(adm_->queue_of(ev.victim)) + " ";
+      adm_->Terminated(ev.victim, t);
+    }
+  EXPECT_EQ(evicted, "b2 b2 ") << adm_->reason(job);
+  EXPECT_EQ(CountPhase(xs, Phase::kAdmitted), 12);
+}
+
+// Work admitted this cycle that a later reclaim of the cycle takes back before it starts goes
+// newest first, as evictions do (on the node it is made on): qa's a7, not its oldest a0,
+// which would wait behind all of qa's later work. (qb's 2-GPU job, within its guarantee, is tried after qa's work: the nine
+// workloads ahead of it in qb would borrow.)
+TEST_F(AdmissionTest, WorkTakenBackBeforeItStartsGoesNewestFirst) {
+  QueueSpec qa = Leaf("qa", 0), qb = Leaf("qb", 4);
+  qa.priority = 1;
+  QueueSpec org{"org", "", 1, {}, -1};
+  org.quotas["gpu"] = QuotaSpec{16000, {}, {}};
+  AdmissionConfig config;
+  config.queues = {org, qa, qb};
+  MakeTree(Nodes(1, 16), config, {"qa", "qb"});
+  for (int i = 0; i < 9; ++i) Submit(Gpus("big" + std::to_string(i), "qb", 1, 0, 12), 0);
+  const int small = Submit(Gpus("small", "qb", 2), 0);
+  const std::vector<int> a = SubmitEach("a", "qa", 8, 0, 2);
+  adm_->Cycle(1, 1000);
+  EXPECT_NE(adm_->reason(small).find("taking back 1 workload(s) admitted this cycle before "
+                                     "they started (qa/a7) as queue qb reclaims its guarantee"),
+            std::string::npos)
+      << adm_->reason(small);
+  for (int i = 0; i < 8; ++i)
+    EXPECT_EQ(adm_->phase(a[i]), i < 7 ? Phase::kAdmitted : Phase::kPending) << i;
 }
 
 // A queue of weight 0 (KAI's overQuotaWeight 0) gets its guarantee, and past it only what its

@@ -1189,6 +1189,17 @@ int Admitter::ReclaimScope(int leaf, int f, int64_t milli) const {
   return -1;
 }
 
+bool Admitter::ClaimHolds(int scope, int victim, int f, int64_t milli) const {
+  for (int a = queues_[scope].parent; IsDepartment(a) && !Under(victim, a);
+       a = queues_[a].parent) {
+    const QueueNode& n = queues_[a];
+    const int64_t held =
+        n.usage[f] - (n.evicting_below[f] - n.leaving_below[f]) + n.promised_below[f];
+    if (held + milli > n.guaranteed[f]) return false;
+  }
+  return true;
+}
+
 int64_t Admitter::OwnPartRoom(int a, int branch, int f) const {
   // Only a department's own part of its guarantee, what none of its children is guaranteed,
   // is taken back for work past its projects' guarantees: the rest is theirs, lent while they
@@ -2325,41 +2336,42 @@ int Admitter::Tier(int q, int64_t ask) const {
   return (ask > 0 ? used + ask <= guaranteed : used < guaranteed) ? 0 : 1;
 }
 
-std::pair<int, int64_t> Admitter::PickAmong(const std::vector<int>& level) {
-  std::pair<int, int64_t> pick{-1, 0};
+Admitter::Pick Admitter::PickAmong(const std::vector<int>& level) {
+  Pick pick;
   std::tuple<int, int, bool, double, int> best_key;
   for (int c : level) {
-    const auto below = PickBelow(c);
-    if (below.first < 0) continue;
+    const Pick below = PickBelow(c);
+    if (below.leaf < 0) continue;
     // (Past their guarantees, by over-quota priority, then queues with a weight before those
     // without, then by weighted share.)
     const QueueSpec& spec = queues_[c].spec;
-    const int tier = Tier(c, below.second);
+    const int tier = Tier(c, below.ask);
     std::tuple<int, int, bool, double, int> k{tier, tier == 1 ? -spec.priority : 0,
                                               tier == 1 && !(spec.weight > 0), Key(c), c};
-    if (pick.first < 0 || k < best_key) pick = below, best_key = k;
+    if (pick.leaf < 0 || k < best_key) pick = below, best_key = k;
   }
   return pick;
 }
 
-std::pair<int, int64_t> Admitter::PickBelow(int q) {
-  if (pick_[q].first != -2) return pick_[q];
-  std::pair<int, int64_t> pick{-1, 0};
-  if (queues_[q].active > 0 && is_leaf(q)) {
-    const auto& pending = queues_[q].pending;
-    const auto it = cursor_[q] ? pending.upper_bound(*cursor_[q]) : pending.begin();
-    pick = {q, it == pending.end() ? 0 : entries_[std::get<2>(*it)].gpu_milli};
-  } else if (queues_[q].active > 0) {
-    pick = PickAmong(queues_[q].children);
+Admitter::Pick Admitter::PickBelow(int q) {
+  if (pick_[q].leaf != -2) return pick_[q];
+  Pick pick;
+  const QueueNode& n = queues_[q];
+  if (n.active > 0 && is_leaf(q)) {
+    const auto it = cursor_[q] ? n.pending.upper_bound(*cursor_[q]) : n.pending.begin();
+    pick.leaf = q;
+    if (it != n.pending.end()) pick.id = std::get<2>(*it), pick.ask = entries_[pick.id].gpu_milli;
+  } else if (n.active > 0) {
+    pick = PickAmong(n.children);
   }
   return pick_[q] = pick;
 }
 
-int Admitter::PickLeaf() { return PickAmong(roots_).first; }
+Admitter::Pick Admitter::PickLeaf() { return PickAmong(roots_); }
 
 void Admitter::ForgetPick(int q) {
   if (pick_.size() != queues_.size()) return;  // (outside a cycle's loop)
-  for (; q >= 0; q = queues_[q].parent) pick_[q].first = -2;
+  for (; q >= 0; q = queues_[q].parent) pick_[q].leaf = -2;
 }
 
 void Admitter::Deactivate(int leaf) {
@@ -3204,21 +3216,21 @@ CycleResult Admitter::Cycle(double now, int max_admissions) {
   }
   for (const auto& [leaf, head] : held_by) Deactivate(leaf);
   cursor_.assign(queues_.size(), std::nullopt);
-  pick_.assign(queues_.size(), {-2, 0});
+  pick_.assign(queues_.size(), Pick{-2});
   // Held-back borrowers' quota refusals this cycle, by queue, charge and request shape.
   std::map<std::tuple<int, int64_t, uint64_t, int, int>, std::string> quota_refusals;
   while (static_cast<int>(out.admitted.size()) < max_admissions && out.attempts < budget) {
-    int leaf = PickLeaf();
-    if (leaf < 0) break;
-    auto& pending = queues_[leaf].pending;
-    auto it = cursor_[leaf] ? pending.upper_bound(*cursor_[leaf]) : pending.begin();
-    if (it == pending.end()) {
+    const Pick pick = PickLeaf();
+    if (pick.leaf < 0) break;
+    const int leaf = pick.leaf;
+    if (pick.id < 0) {
       Deactivate(leaf);
       continue;
     }
-    cursor_[leaf] = *it;
+    const int id = pick.id;
+    cursor_[leaf] = {config_.strict_priority ? -entries_[id].spec.priority : 0,
+                     entries_[id].arrival, id};
     ForgetPick(leaf);
-    int id = std::get<2>(*it);
     // StrictFIFO: a head that does not start now holds the rest of its queue back this cycle.
     const bool strict = queues_[leaf].spec.strict_fifo;
     auto hold_back = [&]() {
@@ -6653,6 +6665,9 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
       if (!BranchLends(leaf, w.leaf, f, milli, taken)) return 0;
       if (reclaim_scope[f] >= 0 && reclaim_scope[f] != leaf && Under(w.leaf, reclaim_scope[f]))
         return 0;
+      if (reclaim && reclaim_scope[f] >= 0 &&
+          !ClaimHolds(reclaim_scope[f], w.leaf, f, e.gpu_milli))
+        return 0;
       gives += milli;
     }
     for (int r = 0; r < 2; ++r) {
@@ -6760,7 +6775,9 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     if (a.tier != b.tier) return a.tier < b.tier;
     if (a.cost != b.cost) return a.cost < b.cost;
     if (x.admitted_at != y.admitted_at) return x.admitted_at > y.admitted_at;
-    return a.id < b.id;
+    // (Admitted in the same cycle: the later submitted first; a trial's take-back of a queue's
+    // oldest workload left it waiting behind all the queue's later ones.)
+    return a.id > b.id;
   };
   auto cached = victim_cache_.find(cache_key);
   if (cached == victim_cache_.end()) {
@@ -7500,8 +7517,8 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
   SetPlan(id, placed, quota_short && quota_flavor >= 0, res_short);
   if (stopping == 0) {
     e.reason = "taking back " + std::to_string(taken_back) +
-               " workload(s) admitted this cycle before they started (" + why +
-               "); it starts next cycle";
+               " workload(s) admitted this cycle before they started (" + WorkloadNames(chosen) +
+               ") " + ForWhy(why) + "; it starts next cycle";
   } else {
     std::vector<int> stops;
     for (int v : chosen)

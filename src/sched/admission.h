@@ -970,6 +970,13 @@ class Admitter {
   // kTakenResource + r, per queue).
   bool BranchLendsResource(int preemptor, int victim, int r, int64_t amount,
                            const std::function<int64_t(int, int)>& taken) const;
+  // Whether a reclaim for the guarantee of `scope` (the preemptor's leaf, or the department
+  // whose own part it reclaims: ReclaimScope) may take `milli` of flavour f from leaf
+  // `victim`'s work: every department above the scope, up to the queue the two share, stays
+  // within its own guarantee with it (a trial's project took GPUs from another department
+  // while its sibling held its department's whole guarantee: that guarantee is not borrowed
+  // outside, and KAI reclaims only for a branch below its share at every level).
+  bool ClaimHolds(int scope, int victim, int f, int64_t milli) const;
   // "queue NAME", or "the fleet" for the fleet's node (kFleetQueue).
   std::string QueueLabel(int q) const;
   // The root of q's tree: its topmost queue below the fleet's node.
@@ -1106,15 +1113,22 @@ class Admitter {
   bool FairShareAbove(int leaf, int q) const;
   // "for queue q's fair share", and where one of `victims` goes by over-quota priority, whose.
   std::string FairShareWhy(int leaf, const std::vector<int>& victims) const;
+  // What the cycle tries next below a queue: the leaf, the next workload in its line (-1: none
+  // left) and the milli-GPUs it asks.
+  struct Pick {
+    int leaf = -1;  // -2 in pick_: to be worked out again
+    int64_t ask = 0;
+    int id = -1;
+  };
   // The leaf whose next workload the cycle tries next: down the tree, among active siblings,
   // those whose next workload fits within their guarantees first (Kueue orders workloads that
   // would borrow after those that would not), then by over-quota priority and weighted share.
-  int PickLeaf();
-  // The best active leaf below q and the GPUs (milli) its next workload asks, kept per queue
-  // for the cycle (`pick_`) until something below q changes (ForgetPick).
-  std::pair<int, int64_t> PickBelow(int q);
+  Pick PickLeaf();
+  // The best active leaf below q and what it tries next, kept per queue for the cycle
+  // (`pick_`) until something below q changes (ForgetPick).
+  Pick PickBelow(int q);
   // PickBelow of the best of `level`'s queues, siblings (or the roots).
-  std::pair<int, int64_t> PickAmong(const std::vector<int>& level);
+  Pick PickAmong(const std::vector<int>& level);
   // Whether queue q goes first among its siblings with its next workload of `ask` milli-GPUs.
   int Tier(int q, int64_t ask) const;
   // What changed at q (its usage, its line, its cursor) changes the picks of q and above it.
@@ -1481,7 +1495,7 @@ class Admitter {
   // The cycle's place in each leaf's line (the last workload it tried) and, per queue, its
   // cached PickBelow (leaf -2: to be worked out again).
   std::vector<std::optional<std::tuple<int, double, int>>> cursor_;
-  std::vector<std::pair<int, int64_t>> pick_;
+  std::vector<Pick> pick_;
   std::pair<int, std::tuple<int, double, int>> wake_cursor_{
       0,
       {std::numeric_limits<int>::min(), -std::numeric_limits<double>::infinity(),
