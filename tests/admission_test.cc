@@ -2395,12 +2395,12 @@ TEST_F(AdmissionTest, AVictimAdmittedThisCycleIsTakenBackNotEvicted) {
   EXPECT_NE(adm_->reason(x).find("admitted and taken back in the same cycle: preempted by a/h ("),
             std::string::npos)
       << adm_->reason(x);
-  EXPECT_NE(
-      adm_->reason(h).find("taking back 1 workload(s) admitted this cycle before they "
-                           "started (a/x) for higher-priority work in queue a (at the quota of queue "
-                           "org); "
-                           "it starts next cycle"),
-      std::string::npos)
+  EXPECT_NE(adm_->reason(h).find(
+                "taking back 1 workload(s) admitted this cycle before they "
+                "started (a/x) for higher-priority work in queue a (at the quota of queue "
+                "org); "
+                "it starts next cycle"),
+            std::string::npos)
       << adm_->reason(h);
   EXPECT_EQ(adm_->usage_milli(adm_->QueueIndex("a")), 0);  // x charges nothing
   EXPECT_EQ(adm_->state().allocated_gpu_milli(), 8000);    // the node is held for h
@@ -6583,8 +6583,8 @@ TEST_F(AdmissionTest, AProjectReclaimsFromOutsideItsDepartmentOnlyWhatTheDepartm
 
 // Work admitted this cycle that a later reclaim of the cycle takes back before it starts goes
 // newest first, as evictions do (on the node it is made on): qa's a7, not its oldest a0,
-// which would wait behind all of qa's later work. (qb's 2-GPU job, within its guarantee, is tried after qa's work: the nine
-// workloads ahead of it in qb would borrow.)
+// which would wait behind all of qa's later work. (qb's 2-GPU job, within its guarantee, is tried
+// after qa's work: the nine workloads ahead of it in qb would borrow.)
 TEST_F(AdmissionTest, WorkTakenBackBeforeItStartsGoesNewestFirst) {
   QueueSpec qa = Leaf("qa", 0), qb = Leaf("qb", 4);
   qa.priority = 1;

@@ -1190,8 +1190,7 @@ int Admitter::ReclaimScope(int leaf, int f, int64_t milli) const {
 }
 
 bool Admitter::ClaimHolds(int scope, int victim, int f, int64_t milli) const {
-  for (int a = queues_[scope].parent; IsDepartment(a) && !Under(victim, a);
-       a = queues_[a].parent) {
+  for (int a = queues_[scope].parent; IsDepartment(a) && !Under(victim, a); a = queues_[a].parent) {
     const QueueNode& n = queues_[a];
     const int64_t held =
         n.usage[f] - (n.evicting_below[f] - n.leaving_below[f]) + n.promised_below[f];
@@ -6665,8 +6664,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
       if (!BranchLends(leaf, w.leaf, f, milli, taken)) return 0;
       if (reclaim_scope[f] >= 0 && reclaim_scope[f] != leaf && Under(w.leaf, reclaim_scope[f]))
         return 0;
-      if (reclaim && reclaim_scope[f] >= 0 &&
-          !ClaimHolds(reclaim_scope[f], w.leaf, f, e.gpu_milli))
+      if (reclaim && reclaim_scope[f] >= 0 && !ClaimHolds(reclaim_scope[f], w.leaf, f, e.gpu_milli))
         return 0;
       gives += milli;
     }
