@@ -1077,6 +1077,22 @@ TEST_F(ApiCrudTest, UpdateWithStaleResourceVersionConflicts) {
   stale["status"] = {{"phase", "Running"}};
   EXPECT_EQ(w_.Do("PUT", item + "/status", kAdmin, stale.dump()).status, 409);
   EXPECT_EQ(w_.store().Revision(), rev);
+
+  // And a merge patch that names the version it was made from (kubectl --resource-version):
+  // refused when stale, applied when current.
+  const json old_version = {
+      {"metadata", {{"resourceVersion", v1["metadata"].value("resourceVersion", "")}}},
+      {"spec", {{"priority", 7}}}};
+  HttpResponse patched = w_.Do("PATCH", item, kAdmin, old_version.dump(), kMergePatch);
+  EXPECT_EQ(patched.status, 409) << patched.body;
+  EXPECT_EQ(Parse(patched).value("reason", ""), "Conflict") << patched.body;
+  EXPECT_EQ(w_.store().Revision(), rev);
+  const json current = {
+      {"metadata", {{"resourceVersion", Parse(ok)["metadata"].value("resourceVersion", "")}}},
+      {"spec", {{"priority", 7}}}};
+  patched = w_.Do("PATCH", item, kAdmin, current.dump(), kMergePatch);
+  EXPECT_EQ(patched.status, 200) << patched.body;
+  EXPECT_EQ(Parse(w_.Get(item))["spec"].value("priority", 0), 7);
 }
 
 TEST_F(ApiCrudTest, AnUpdateThatChangesNothingWritesNothing) {
@@ -1418,13 +1434,14 @@ TEST_F(ApiCrudTest, AQueuesStatusColumnsArePendingUntilTheFirstCycle) {
   EXPECT_EQ(before[3], "<pending>") << before.dump();  // (Guaranteed)
   EXPECT_EQ(before[4], "<pending>") << before.dump();  // (Used)
   EXPECT_EQ(before[5], "<pending>") << before.dump();  // (Pending)
-  EXPECT_EQ(before[7], "0") << before.dump();          // (Priority, after Age: -o wide)
+  // (Priority, after Age: -o wide; a number, as its column is an integer's, as is Pending.)
+  EXPECT_EQ(before[7], 0) << before.dump();
   w_.MustSetStatus(Item("queues", "", "fresh"),
                    {{"guaranteedGpus", "8"}, {"usedGpus", "0"}, {"pendingWorkloads", 0}});
   json after = cells();
   EXPECT_EQ(after[3], "8") << after.dump();
   EXPECT_EQ(after[4], "0") << after.dump();
-  EXPECT_EQ(after[5], "0") << after.dump();
+  EXPECT_EQ(after[5], 0) << after.dump();
 }
 
 // kubectl asks for a Table (server-side printing) and prints its cells as sent: fabctl's
@@ -1463,7 +1480,7 @@ TEST_F(ApiCrudTest, KubectlGetsATableOfFabctlsColumns) {
   ASSERT_EQ(table["rows"].size(), 1u) << r.body;
   // (One pod of two GPUs, one of them placed: what it holds.)
   EXPECT_EQ(table["rows"][0]["cells"],
-            json({"w1", "Running", "1", "1", "n1", "4m12s", "-", "0", ""}));
+            json({"w1", "Running", "1", "1", "n1", "4m12s", "-", 0, ""}));
   EXPECT_EQ(table["rows"][0]["object"]["kind"], "PartialObjectMetadata");
   EXPECT_EQ(table["rows"][0]["object"]["metadata"]["namespace"], "team-a");
   EXPECT_FALSE(table["rows"][0]["object"].contains("spec"));

@@ -4552,21 +4552,24 @@ struct ApiServer::Impl {
       }
       json next;
       int64_t expected = current->mod_revision;
+      // A resourceVersion in the body, of a replace or of a patch, is a precondition: the write
+      // is refused (409) unless the object is still at that version, as Kubernetes refuses it
+      // (a trial's merge patch with a stale one overwrote a newer change; kubectl's
+      // --resource-version sends one).
+      const json& given = Field(Field(*body, "metadata"), "resourceVersion");
+      if (!given.is_null() && !given.is_string())
+        return StatusResponse(400, "metadata.resourceVersion: expected a string");
+      if (const std::string rv = Str(Field(*body, "metadata"), "resourceVersion"); !rv.empty()) {
+        auto parsed = ParseNonNegativeInt(rv);
+        if (!parsed.ok()) return StatusResponse(400, "metadata.resourceVersion: not a number");
+        expected = *parsed;
+      }
       if (patch) {
         next = stored;
         next["metadata"]["resourceVersion"] = std::to_string(current->mod_revision);
         next.merge_patch(*body);
       } else {
         next = *body;
-        const json& given = Field(Field(next, "metadata"), "resourceVersion");
-        if (!given.is_null() && !given.is_string())
-          return StatusResponse(400, "metadata.resourceVersion: expected a string");
-        const std::string rv = Str(Field(next, "metadata"), "resourceVersion");
-        if (!rv.empty()) {
-          auto parsed = ParseNonNegativeInt(rv);
-          if (!parsed.ok()) return StatusResponse(400, "metadata.resourceVersion: not a number");
-          expected = *parsed;
-        }
       }
       // (A spec write that changes the nodeSelector of work not yet bound keeps its tenant's in
       // it, or is refused; one that leaves it be is not checked, so that work stored before the

@@ -151,10 +151,11 @@ std::vector<Column> ColumnsOf(const std::string& kind) {
     cols.push_back(
         {"Share", "string", "weighted dominant share", 1,
          [](const json& o, const TableContext&) { return QueueShare(Object(o, "status")); }});
-    cols.push_back(
-        {"Active", "integer", "workloads admitted", 1, [](const json& o, const TableContext&) {
-           return QueueStatusCell(Object(o, "status"), "active");
-         }});
+    cols.push_back({"Active", "boolean",
+                    "whether it admits work (false: stopped by its stopPolicy)", 1,
+                    [](const json& o, const TableContext&) {
+                      return QueueStatusCell(Object(o, "status"), "active");
+                    }});
     cols.push_back({"Disruption-Budget", "string", "spec.disruptionBudget", 1,
                     [](const json& o, const TableContext&) {
                       return Scalar(o, "spec", "disruptionBudget", "-");
@@ -229,6 +230,17 @@ std::vector<Column> ColumnsOf(const std::string& kind) {
          [](const json& o, const TableContext&) { return Scalar(o, "status", "gpus", "-"); }});
   }
   return cols;
+}
+
+// A cell as its column's type says, as Kubernetes' tables send them: a whole number as a
+// number, true or false as a boolean; anything else ("<pending>", "-") as the text it is.
+json Typed(const char* type, const std::string& text) {
+  if (std::string(type) == "boolean" && (text == "true" || text == "false")) return text == "true";
+  if (std::string(type) == "integer" && !text.empty() && text.size() < 19 &&
+      text.find_first_not_of("0123456789", text[0] == '-' ? 1 : 0) == std::string::npos &&
+      text != "-")
+    return std::stoll(text);
+  return text;
 }
 
 // Where the wide columns begin: Age goes before them, as kubectl's built-in tables have it.
@@ -320,7 +332,7 @@ json ObjectTable(const std::string& kind, const std::vector<json>& objects, int6
     const auto last_seen = [&]() { return since(Str(o, "lastTimestamp")); };
     for (size_t i = 0; i < cols.size(); ++i) {
       if (i == wide) cells.push_back(age());
-      cells.push_back(cols[i].cell ? cols[i].cell(o, context) : last_seen());
+      cells.push_back(Typed(cols[i].type, cols[i].cell ? cols[i].cell(o, context) : last_seen()));
     }
     if (wide == cols.size()) cells.push_back(age());
     json row = {{"cells", std::move(cells)}};
