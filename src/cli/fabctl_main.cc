@@ -2002,8 +2002,9 @@ void DescribeQueue(HttpClient& http, const json& o) {
                                            " + " + Plain(beta) + " × usage history) / weight "
                                      : "share now " + Plain(share) + " / weight ";
       std::printf(
-          "            = %s%s (its share now: the larger of its GPUs' and CPU's share of "
-          "the fleet); among its siblings the lowest goes first\n",
+          "            = %s%s (its share now: the largest of its GPUs', CPU's and memory's "
+          "share of the fleet); work that fits within its queue's guarantee goes first, then, "
+          "among siblings of the same over-quota priority, the lowest share\n",
           made.c_str(), Plain(Obj(o, "spec").value("weight", json(1))).c_str());
     }
   }

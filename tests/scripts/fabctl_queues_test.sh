@@ -604,7 +604,7 @@ grep -q "^Parent: *research$" <<<"$described" && grep -q "^Disruption: *at most 
   fail "describe queue team-b: $described"
 grep -q "^Tenants: *tenant team-b (named after it)" <<<"$described" || fail "team-b's tenant: $described"
 # Its fair share says what its weighted share is made of.
-grep -q "^            = (0.5 × share now [0-9.e-]* + 0.5 × usage history) / weight [0-9.]* (its share now: " <<<"$described" ||
+grep -q "^            = (0.5 × share now [0-9.e-]* + 0.5 × usage history) / weight [0-9.]* (its share now: .*); work that fits within its queue's guarantee goes first, then, among siblings of the same over-quota priority, the lowest share$" <<<"$described" ||
   fail "team-b's weighted share unexplained: $described"
 # research is named after no tenant and lists none: no tenant's work may name it.
 described=$("$FABCTL" describe queue research)
