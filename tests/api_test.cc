@@ -2810,7 +2810,9 @@ TEST_F(ApiBadInputTest, LabelsAndNodeSelectorsAreCheckedAndNodesListedByThem) {
   for (const auto& [selector, says] : std::vector<std::pair<std::string, std::string>>{
            {"rank>=4", "compares with a whole number N (there is no >= or <=)"},
            {"rank>x", "compares with a whole number"},
-           {"a_b.com/x", "its prefix must be a DNS subdomain"}}) {
+           {"a_b.com/x", "its prefix must be a DNS subdomain"},
+           {"a===b", "label value '=b': must be empty or 1-63 characters"},
+           {"pool in (x,y z)", "label value 'y z'"}}) {
     HttpResponse r = w_.Get(Collection("nodes") + "?labelSelector=" + selector);
     EXPECT_EQ(r.status, 400) << selector << ": " << r.body;
     EXPECT_NE(r.body.find(says), std::string::npos) << says << " not in " << r.body;

@@ -396,6 +396,12 @@ Result<std::vector<LabelRequirement>> ParseSelector(const std::string& selector)
                              "KEY notin (V1,V2), KEY>N or KEY<N");
     if (Status s = ValidateLabel(r.key, ""); !s.ok())
       return InvalidArgument("labelSelector: '" + term + "': " + s.message());
+    // (Values as a label's: a trial's a===b read as the value "=b" and matched nothing, where
+    // Kubernetes refuses it.)
+    if (r.op != LabelRequirement::kGt && r.op != LabelRequirement::kLt)
+      for (const std::string& v : r.values)
+        if (Status s = ValidateLabel(r.key, v); !s.ok())
+          return InvalidArgument("labelSelector: '" + term + "': " + s.message());
     out.push_back(std::move(r));
   }
   return out;
