@@ -156,6 +156,17 @@ std::vector<Column> ColumnsOf(const std::string& kind) {
                     [](const json& o, const TableContext&) {
                       return QueueStatusCell(Object(o, "status"), "active");
                     }});
+    cols.push_back(
+        {"Borrowed", "string", "GPUs held past its guarantee, by flavour", 1,
+         [](const json& o, const TableContext&) { return QueueBorrowed(Object(o, "status")); }});
+    cols.push_back({"Borrowing-Limit", "string", "spec.quotas.FLAVOUR.borrowingLimit", 1,
+                    [](const json& o, const TableContext&) {
+                      return QueueLimits(Object(o, "spec"), "borrowingLimit");
+                    }});
+    cols.push_back({"Lending-Limit", "string", "spec.quotas.FLAVOUR.lendingLimit", 1,
+                    [](const json& o, const TableContext&) {
+                      return QueueLimits(Object(o, "spec"), "lendingLimit");
+                    }});
     cols.push_back({"Disruption-Budget", "string", "spec.disruptionBudget", 1,
                     [](const json& o, const TableContext&) {
                       return Scalar(o, "spec", "disruptionBudget", "-");

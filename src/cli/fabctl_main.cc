@@ -458,50 +458,12 @@ void PrintTable(const Resource& r, const std::vector<json>& items, bool with_ns,
                       fabrica::QueueStatusCell(status, "pendingWorkloads"),
                       fabrica::QueueStatusCell(status, "active"), Age(o)});
       if (wide) {
-        // BORROWED: what it holds past its guarantee; the limits per GPU flavour its quotas name
-        // ("flavour:amount", "-" where none is set); DISRUPTION-BUDGET; COST-BUDGET: what it
-        // spent of its cost budget (fabrica::BudgetCell).
-        // Summed per flavour where the status has them: a queue within its total guarantee
-        // may still borrow in one flavour (8 H200s past an h200 guarantee of 0).
-        // (By flavour where USED is: a trial read BORROWED "2" as gpu 1 + h200 1.)
-        std::string borrowed = "-";
-        const auto past = [](const json& used, const json& guaranteed) {
-          return std::max(0.0, std::stod(Plain(used)) - std::stod(Plain(guaranteed)));
-        };
-        const auto amount = [](double v) {
-          char buf[32];
-          std::snprintf(buf, sizeof(buf), "%g", v);
-          return std::string(buf);
-        };
-        try {
-          double sum = 0;
-          std::string each;
-          if (flavors.is_object() && !flavors.empty()) {
-            for (const auto& [flavor, f] : flavors.items()) {
-              const double v =
-                  past(f.value("usedGpus", json("-")), f.value("guaranteedGpus", json("-")));
-              sum += v;
-              if (v > 0) each += (each.empty() ? "" : ",") + flavor + ":" + amount(v);
-            }
-          } else {
-            sum = past(status.value("usedGpus", json("-")),
-                       status.value("guaranteedGpus", json("-")));
-          }
-          borrowed = flavored && !each.empty() ? each : amount(sum);
-        } catch (const std::exception&) {
-        }
-        const auto limits = [&](const char* key) {
-          std::string out;
-          json quotas = Obj(spec, "quotas");
-          if (!quotas.is_object()) quotas = json::object();
-          for (const auto& [flavor, q] : quotas.items())
-            if (flavor != "cpu" && flavor != "memory" && q.is_object() && q.contains(key))
-              out += (out.empty() ? "" : ",") + flavor + ":" + Plain(q[key]);
-          return out.empty() ? std::string("-") : out;
-        };
+        // BORROWED, the limits, DISRUPTION-BUDGET and COST-BUDGET: as kubectl's wide table
+        // (fabrica::QueueBorrowed, fabrica::QueueLimits).
         rows.back().insert(
             rows.back().begin() + 5,
-            {borrowed, limits("borrowingLimit"), limits("lendingLimit"),
+            {fabrica::QueueBorrowed(status), fabrica::QueueLimits(spec, "borrowingLimit"),
+             fabrica::QueueLimits(spec, "lendingLimit"),
              Plain(spec.value("disruptionBudget", json("-"))), fabrica::BudgetCell(status)});
         rows.back().insert(rows.back().begin() + 3, Plain(spec.value("priority", json(0))));
       }

@@ -1,5 +1,6 @@
 #include "client/columns.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <map>
@@ -217,6 +218,44 @@ std::string QueueStatusCell(const json& status, const char* key) {
   if (!QueueStatusWritten(status)) return kNotYet;
   const json& v = jsonf::Field(status, key);
   return v.is_null() ? "-" : CellText(v);
+}
+
+std::string QueueBorrowed(const json& status) {
+  const auto past = [](const json& used, const json& guaranteed) {
+    return std::max(0.0, std::stod(CellText(used)) - std::stod(CellText(guaranteed)));
+  };
+  const auto amount = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%g", v);
+    return std::string(buf);
+  };
+  try {
+    double sum = 0;
+    std::string each;
+    const json& flavors = jsonf::Field(status, "flavors");
+    if (flavors.is_object() && !flavors.empty()) {
+      for (const auto& [flavor, f] : flavors.items()) {
+        const double v = past(f.value("usedGpus", json("-")), f.value("guaranteedGpus", json("-")));
+        sum += v;
+        if (v > 0) each += (each.empty() ? "" : ",") + flavor + ":" + amount(v);
+      }
+    } else {
+      sum = past(status.value("usedGpus", json("-")), status.value("guaranteedGpus", json("-")));
+    }
+    return QueueFlavored(status) && !each.empty() ? each : amount(sum);
+  } catch (const std::exception&) {
+    return "-";
+  }
+}
+
+std::string QueueLimits(const json& spec, const char* key) {
+  std::string out;
+  const json& quotas = jsonf::Field(spec, "quotas");
+  if (quotas.is_object())
+    for (const auto& [flavor, q] : quotas.items())
+      if (flavor != "cpu" && flavor != "memory" && q.is_object() && q.contains(key))
+        out += (out.empty() ? "" : ",") + flavor + ":" + CellText(q[key]);
+  return out.empty() ? "-" : out;
 }
 
 std::string QueueGpus(const json& status, const char* key, bool flavored) {

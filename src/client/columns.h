@@ -65,6 +65,14 @@ std::string QueueShare(const nlohmann::json& queue_status);
 // Another field of a queue's status as a cell: "<pending>" before the first cycle, "-" where
 // the scheduler left it out.
 std::string QueueStatusCell(const nlohmann::json& queue_status, const char* key);
+// BORROWED: what a queue holds past its guarantee, summed, or by flavour where USED is
+// (QueueFlavored: a trial read "2" as gpu 1 + h200 1); a queue within its total guarantee may
+// still borrow in one flavour (8 H200s past an h200 guarantee of 0). "-" where the status has
+// no numbers.
+std::string QueueBorrowed(const nlohmann::json& queue_status);
+// A limit ("borrowingLimit", "lendingLimit") per GPU flavour its quotas name:
+// "flavour:amount", comma-separated, "-" where none is set.
+std::string QueueLimits(const nlohmann::json& queue_spec, const char* key);
 
 // A tenant's or queue's cost budget from its status.budget, as the meter last wrote it (at each
 // whole percent): "41% of 500.00 USD/month", ", new work held" added where it is enforced and

@@ -72,6 +72,19 @@ out=$(k get tenants) || fail "kubectl get tenants: $out"
 echo "$out" | row partner-x | grep -q "^partner-x untrusted partner-x " ||
   fail "kubectl get tenants: $out"
 
+# Queues' wide columns as fabctl's: the over-quota priority, what it borrows and its limits;
+# typed cells (a number, a boolean) printed as kubectl prints them.
+printf 'apiVersion: fabrica.dev/v1\nkind: Queue\nmetadata: {name: lab}\nspec: {priority: 3, quotas: {gpu: {guaranteed: 2, borrowingLimit: 4}}}\n' |
+  "$FABCTL" apply -f - >/dev/null || fail "apply queue lab"
+for _ in $(seq 50); do
+  [ "$("$FABCTL" get queue lab -o jsonpath='{.status.active}')" = true ] && break
+  sleep 0.2
+done
+out=$(k get queues -o wide 2>&1) || fail "kubectl get queues -o wide: $out"
+head -1 <<<"$out" | grep -q "AGE *PRIORITY *SHARE *ACTIVE *BORROWED *BORROWING-LIMIT *LENDING-LIMIT" ||
+  fail "kubectl get queues -o wide columns: $out"
+echo "$out" | row lab | grep -Eq " 3 [0-9.<>]+ true 0 gpu:4 - " || fail "kubectl get queues -o wide row: $out"
+
 # Events in kubectl's own columns (short name ev).
 out=$(k get ev -n team-a) || fail "kubectl get ev: $out"
 echo "$out" | head -1 | tr -s ' ' | grep -qx "LAST SEEN TYPE REASON OBJECT MESSAGE" ||
