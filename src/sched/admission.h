@@ -11,9 +11,10 @@
 //      and requeued;
 //   2. workloads that preempted others and whose victims have all stopped go first;
 //   3. then, until `max_admissions` are admitted or the attempt budget is spent, the next
-//      workload is taken by descending the tree: at every level the child below its guarantee
-//      comes first, then the one with the lowest weighted dominant share (blended with its
-//      decayed usage history), and inside a leaf the highest priority, then the oldest;
+//      workload is taken by descending the tree: at every level the child whose next workload
+//      fits within its guarantee comes first, then by over-quota priority, then the one with
+//      the lowest weighted dominant share (blended with its decayed usage history), and inside
+//      a leaf the highest priority, then the oldest;
 //   4. a workload is admitted only if its quota allows it AND the Placer finds room for all of
 //      its pods (gangs all or nothing), so there is no "admitted but unplaceable" state;
 //   5. when quota allows it but the fleet has no room, it may preempt: lower-priority workloads
@@ -1491,11 +1492,11 @@ class Admitter {
   std::map<int, double> reservation_start_;  // this cycle: ReservationStart by reservation
   int backfills_left_ = 0;                   // this cycle: tries of Backfill
   std::set<std::pair<uint64_t, std::vector<int>>> backfill_failed_;  // this cycle: (key, lifted)
-  // The last parked workload WakeForBackfill looked at: (leaf, its parked key).
   // The cycle's place in each leaf's line (the last workload it tried) and, per queue, its
   // cached PickBelow (leaf -2: to be worked out again).
   std::vector<std::optional<std::tuple<int, double, int>>> cursor_;
   std::vector<Pick> pick_;
+  // The last parked workload WakeForBackfill looked at: (leaf, its parked key).
   std::pair<int, std::tuple<int, double, int>> wake_cursor_{
       0,
       {std::numeric_limits<int>::min(), -std::numeric_limits<double>::infinity(),
