@@ -1783,6 +1783,8 @@ void DescribeQueue(HttpClient& http, const json& o) {
   std::map<std::string, std::string> parent_of;
   std::map<std::string, std::string> listed_of;  // queue -> its spec.tenants, as words
   std::vector<std::string> children;
+  const json priority = spec.value("priority", json(0));
+  std::vector<std::string> ranked_siblings;  // siblings of another over-quota priority
   if (auto list = http.Do("GET", "/apis/fabrica.dev/v1/queues"); list.ok() && list->status == 200) {
     const json all = json::parse(list->body, nullptr, false);
     for (const json& q : all.is_object() ? Arr(all, "items") : json::array()) {
@@ -1793,6 +1795,8 @@ void DescribeQueue(HttpClient& http, const json& o) {
       for (const json& t : Arr(qs, "tenants"))
         listed_of[n] += (listed_of[n].empty() ? "" : ", ") + Plain(t);
       if (!p.empty() && p == name) children.push_back(n);
+      if (n != name && p == parent && qs.is_object() && qs.value("priority", json(0)) != priority)
+        ranked_siblings.push_back(n + " " + Plain(qs.value("priority", json(0))));
     }
   }
   std::string root = name;
@@ -1842,11 +1846,16 @@ void DescribeQueue(HttpClient& http, const json& o) {
                   ? " (it takes idle GPUs past its guarantee only after its siblings of the same "
                     "over-quota priority with a weight)"
                   : "");
-  if (const json priority = spec.value("priority", json(0)); priority != json(0))
+  // (Also at 0 where a sibling's differs: a trial read no Priority line for a queue whose
+  // sibling of priority 1 went first.)
+  if (priority != json(0) || !ranked_siblings.empty()) {
+    std::string others;
+    for (const std::string& s : ranked_siblings) others += (others.empty() ? "" : ", ") + s;
     std::printf(
         "Priority:   %s over quota (among its siblings, a higher priority takes idle GPUs past "
-        "its guarantee first)\n",
-        Plain(priority).c_str());
+        "its guarantee first%s)\n",
+        Plain(priority).c_str(), others.empty() ? "" : ("; siblings: " + others).c_str());
+  }
   std::printf("Strategy:   %s\n", spec.value("queueingStrategy", "BestEffortFIFO").c_str());
   const json pre = Obj(spec, "preemption");
   const json borrow = pre.is_object() ? Obj(pre, "borrowWithinCohort") : json();

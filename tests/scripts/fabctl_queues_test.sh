@@ -621,9 +621,13 @@ grep -q "^Tenants: *tenant team-b (named after it); listed by queue research: te
 # stored and said; a queue of weight 0 has no weighted share to show.
 "$FABCTL" patch queue team-b -p '{"spec": {"priority": 100, "weight": 0}}' >/dev/null || fail "patch team-b's priority"
 described=$("$FABCTL" describe queue team-b)
-grep -q "^Priority: *100 over quota (among its siblings, a higher priority takes idle GPUs past its guarantee first)$" <<<"$described" &&
+grep -q "^Priority: *100 over quota (among its siblings, a higher priority takes idle GPUs past its guarantee first; siblings: team-a 0)$" <<<"$described" &&
   grep -q "^Weight: *0 (it takes idle GPUs past its guarantee only after its siblings" <<<"$described" ||
   fail "team-b's priority and weight 0: $described"
+# Its sibling at the default priority 0 says so too, naming the sibling that goes first.
+described=$("$FABCTL" describe queue team-a)
+grep -q "^Priority: *0 over quota (among its siblings, a higher priority takes idle GPUs past its guarantee first; siblings: team-b 100)$" <<<"$described" ||
+  fail "team-a's priority beside team-b's: $described"
 row=$("$FABCTL" get queues team-b -o wide --no-headers)
 awk '{exit !($1 == "team-b" && $3 == "0" && $4 == "100")}' <<<"$row" || fail "team-b's WEIGHT and PRIORITY columns: $row"
 "$FABCTL" patch queue team-b -p '{"spec": {"priority": null, "weight": null}}' >/dev/null || fail "unpatch team-b"
