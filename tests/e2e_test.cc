@@ -5648,6 +5648,26 @@ TEST_F(FactoryTest, AReclaimIsCalledOffWhenItsQueueNoLongerHasTheGuarantee) {
   EXPECT_EQ(Workloads()["team-b/b-0"]["status"].value("phase", ""), "Pending");
 }
 
+// A preemptor whose reclaim is called off holds nothing for the rest of that cycle: work of
+// its queue that the lowered guarantee still holds reclaims in the same cycle (the called-off
+// preemptor had stayed nominated, its plan held, until the next).
+TEST_F(FactoryTest, APreemptorWhoseReclaimIsCalledOffHoldsNothingThatCycle) {
+  ASSERT_TRUE(TeamBReclaimsFromTeamA()) << Describe(Workloads());
+  CreateWorkload(WholeGpuWorkload("team-b", "b-small", 4));
+  SetGpuGuarantee("team-b", 4);
+  const CycleStats stats = Cycle(1'000);
+  EXPECT_EQ(Workloads()["team-b/b-0"]["status"]
+                .value("message", "")
+                .rfind("its preemption is called off", 0),
+            0u)
+      << Describe(Workloads());
+  EXPECT_EQ(stats.preempted, 1) << Describe(Workloads());
+  EXPECT_EQ(Workloads()["team-b/b-small"]["status"].value("message", "").rfind("preempting 1", 0),
+            0u)
+      << Describe(Workloads());
+  EXPECT_FALSE(Workloads()["team-b/b-small"]["status"].contains("swap")) << Describe(Workloads());
+}
+
 // A preemptor whose eviction of one victim is called off gives the others up too, and plans
 // anew: its plan was made for them all (a re-trial lowered a preemptor below one of its two
 // victims; the other was evicted all the same, and the preemptor, short of room, never ran).

@@ -2205,6 +2205,10 @@ Result<CycleStats> Scheduler::RunOnce() {
                                          past + " its preemptor " + key + " (" + short_by +
                                              "): nothing is taken back for it");
             if (v->second <= 0) {  // (it plans anew next cycle)
+              // (Out of this cycle's admitter as well: restored as nominated above, it held its
+              // plan and stood as a preemptor for the rest of the cycle, so that its queue's
+              // other work, which the lowered guarantee still holds, reclaimed past it.)
+              admitter->Finish(*id, now_s);
               decisions[i] = Waits(
                   "its preemption is called off: " + past + " it (" + short_by + ")", "Pending");
               continue;
