@@ -7110,6 +7110,66 @@ TEST_F(AdmissionTest, StopPolicyHoldsAndDrainsAQueue) {
   EXPECT_EQ((*made)->phase(*free), Phase::kAdmitted);
 }
 
+// A department's disruption budget counts the evictions of its whole subtree (a user-style
+// trial: dept's budget of 1 was stored and said, and all eight of its leaves' workloads were
+// evicted in one cycle; at 0, too).
+// A department's preemption policy holds for a leaf below it that sets none of its own (a
+// user-style trial: dept's reclaimWithinCohort Never was said and its leaf reclaimed at once);
+// a leaf's own wins.
+TEST_F(AdmissionTest, ALeafFollowsItsDepartmentsPreemptionPolicyUnlessItSetsItsOwn) {
+  for (const bool own : {false, true}) {
+    SCOPED_TRACE(own ? "the leaf sets its own" : "the department's");
+    QueueSpec dept{"dept", "org", 1, {}, -1};
+    dept.preemption.reclaim_within_cohort = PreemptionPolicy::Reclaim::kNever;
+    dept.sets = QueueSpec::kSetsPreemption;
+    QueueSpec a1 = Leaf("a1", 8);
+    a1.parent = "dept";
+    if (own) a1.sets = QueueSpec::kSetsPreemption;  // (the default: reclaimWithinCohort Any)
+    Make(Nodes(4, 4), {dept, a1, Leaf("qb", 8)});
+    const std::vector<int> held = SubmitEach("b", "qb", 16, 0);
+    adm_->Cycle(1, 1000);
+    ASSERT_EQ(CountPhase(held, Phase::kAdmitted), 16);
+    const int small = Submit(Gpus("a-0", "a1", 2), 10);
+    const CycleResult r = adm_->Cycle(400, 1000);
+    EXPECT_EQ(r.evicted.size(), own ? 2u : 0u) << adm_->reason(small);
+  }
+}
+
+TEST_F(AdmissionTest, ADepartmentsDisruptionBudgetCountsItsLeaves) {
+  for (const int budget : {1, 0}) {
+    SCOPED_TRACE("budget " + std::to_string(budget));
+    QueueSpec dept{"dept", "org", 1, {}, budget};
+    QueueSpec b1 = Leaf("b1", 2), b2 = Leaf("b2", 2);
+    b1.parent = b2.parent = "dept";
+    Make(Nodes(2, 4), {Leaf("qa", 4), dept, b1, b2});
+    std::vector<int> held;
+    for (int i = 0; i < 4; ++i) {
+      held.push_back(Submit(Gpus("x" + std::to_string(i), "b1", 1)));
+      held.push_back(Submit(Gpus("y" + std::to_string(i), "b2", 1)));
+    }
+    adm_->Cycle(1, 1000);
+    // (At 0 the leaves' work may not borrow: nothing could take it back.)
+    ASSERT_EQ(CountPhase(held, Phase::kAdmitted), budget == 0 ? 4 : 8) << adm_->reason(held[7]);
+    if (budget == 0) {
+      EXPECT_NE(adm_->reason(held[7]).find("queue b2's work (the disruptionBudget of 0 of queue "
+                                           "dept above it lets none of it be evicted)"),
+                std::string::npos)
+          << adm_->reason(held[7]);
+      continue;
+    }
+    const int big = Submit(Gpus("qa0", "qa", 4), 10);
+    CycleResult r = adm_->Cycle(400, 1000);
+    EXPECT_EQ(r.evicted.size(), 1u) << adm_->reason(big);
+    EXPECT_NE(adm_->reason(big).find("3 more to go as the disruption budget of queue dept allows"),
+              std::string::npos)
+        << adm_->reason(big);
+    EXPECT_TRUE(adm_->Cycle(401, 1000).evicted.empty()) << "dept's budget is spent while it stops";
+    ASSERT_FALSE(r.evicted.empty());
+    adm_->Terminated(r.evicted[0].victim, 430);
+    EXPECT_EQ(adm_->Cycle(431, 1000).evicted.size(), 1u) << adm_->reason(big);
+  }
+}
+
 TEST_F(AdmissionTest, DisruptionBudgetLimitsConcurrentEvictions) {
   Make(Nodes(2, 4), {Leaf("a", 4, std::nullopt, std::nullopt, /*budget=*/1), Leaf("b", 4)});
   for (int i = 0; i < 8; ++i) Submit(Gpus("a" + std::to_string(i), "a", 1));

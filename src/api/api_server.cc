@@ -3264,11 +3264,22 @@ struct ApiServer::Impl {
     if (tree.ok()) {
       const std::set<std::string> leaves = LeafQueues(*tree);
       const std::string leaf = WaitingQueue(leaves, Str(Field(w, "spec"), "queue"), ns);
-      for (const QueueSpec& q : tree->queues) {
-        if (q.name != leaf || q.disruption_budget < 0) continue;
+      // Each budget on its way up: a department's counts what stops in its whole subtree.
+      std::map<std::string, const QueueSpec*> spec_of;
+      for (const QueueSpec& q : tree->queues) spec_of[q.name] = &q;
+      const auto path = [&](const std::string& from) {
+        std::vector<const QueueSpec*> up;
+        for (auto it = spec_of.find(from); it != spec_of.end() && up.size() <= spec_of.size();
+             it = spec_of.find(it->second->parent))
+          up.push_back(it->second);
+        return up;
+      };
+      const std::vector<const QueueSpec*> mine = path(leaf);
+      std::map<std::string, int> stopping;  // by queue on its path
+      if (std::any_of(mine.begin(), mine.end(),
+                      [](const QueueSpec* q) { return q->disruption_budget >= 0; })) {
         auto all = ReadAll(Prefix(info, ""));
         if (!all.ok()) return ErrorFromStatus(all.status());
-        int stopping = 0;
         for (const KeyValue& other : *all) {
           if (other.value.find("\"preemption\"") == std::string::npos &&
               other.value.find("\"shrinks\"") == std::string::npos)
@@ -3276,23 +3287,29 @@ struct ApiServer::Impl {
           const json o = json::parse(other.value, nullptr, false);
           const json& st = Field(o, "status");
           const std::string ph = Str(st, "phase");
-          if ((ph != "Running" && ph != "Scheduled") ||
-              WaitingQueue(leaves, Str(Field(o, "spec"), "queue"),
-                           Str(Field(o, "metadata"), "namespace")) != leaf)
-            continue;
-          stopping += Field(st, "preemption").is_object() ? 1 : 0;
-          stopping += static_cast<int>(jsonf::List(st, "shrinks").size());
+          if (ph != "Running" && ph != "Scheduled") continue;
+          const int n = (Field(st, "preemption").is_object() ? 1 : 0) +
+                        static_cast<int>(jsonf::List(st, "shrinks").size());
+          if (n == 0) continue;
+          for (const QueueSpec* q : path(WaitingQueue(leaves, Str(Field(o, "spec"), "queue"),
+                                                      Str(Field(o, "metadata"), "namespace"))))
+            stopping[q->name] += n;
         }
+      }
+      for (const QueueSpec* q : mine) {
+        if (q->disruption_budget < 0) continue;
+        const int now = stopping[q->name];
+        const std::string whose =
+            q->name == leaf ? "its workloads" : "the workloads of the queues below it";
         // (A budget of 0 never frees: waiting for stops would wait forever.)
-        if (stopping >= q.disruption_budget)
+        if (now >= q->disruption_budget)
           return StatusResponse(
-              429, "Cannot evict workload " + ns + "/" + name + ": queue " + leaf +
-                       "'s disruptionBudget of " + std::to_string(q.disruption_budget) +
-                       (q.disruption_budget == 0
+              429, "Cannot evict workload " + ns + "/" + name + ": queue " + q->name +
+                       "'s disruptionBudget of " + std::to_string(q->disruption_budget) +
+                       (q->disruption_budget == 0
                             ? " allows no evictions until an administrator raises it"
-                            : " allows no more evictions now (" + std::to_string(stopping) +
-                                  " of its workloads stopping); try again when they have "
-                                  "stopped"));
+                            : " allows no more evictions now (" + std::to_string(now) + " of " +
+                                  whose + " stopping); try again when they have stopped"));
       }
     }
     std::string why = "evicted by " + (p.user.empty() ? std::string("?") : p.user);

@@ -1782,6 +1782,7 @@ void DescribeQueue(HttpClient& http, const json& o) {
   // The tree: its root and children, from the stored queues.
   std::map<std::string, std::string> parent_of;
   std::map<std::string, std::string> listed_of;  // queue -> its spec.tenants, as words
+  std::map<std::string, json> spec_of;
   std::vector<std::string> children;
   const json priority = spec.value("priority", json(0));
   std::vector<std::string> ranked_siblings;  // siblings of another over-quota priority
@@ -1792,6 +1793,7 @@ void DescribeQueue(HttpClient& http, const json& o) {
       const json qs = Obj(q, "spec");
       const std::string p = qs.is_object() ? qs.value("parent", "") : "";
       parent_of[n] = p;
+      spec_of[n] = qs;
       for (const json& t : Arr(qs, "tenants"))
         listed_of[n] += (listed_of[n].empty() ? "" : ", ") + Plain(t);
       if (!p.empty() && p == name) children.push_back(n);
@@ -1856,21 +1858,38 @@ void DescribeQueue(HttpClient& http, const json& o) {
         "its guarantee first%s)\n",
         Plain(priority).c_str(), others.empty() ? "" : ("; siblings: " + others).c_str());
   }
-  std::printf("Strategy:   %s\n", spec.value("queueingStrategy", "BestEffortFIFO").c_str());
-  const json pre = Obj(spec, "preemption");
+  // A policy it does not set is its nearest ancestor's that does (the admitter's Build): the
+  // spec that holds `key` for it, and ", from queue X above it" where that is an ancestor's.
+  const auto in_force = [&](const char* key) -> std::pair<json, std::string> {
+    if (spec.contains(key)) return {spec, ""};
+    int depth = 0;
+    for (std::string a = parent_of[name]; !a.empty() && a != name && depth < 64;
+         a = parent_of[a], ++depth)
+      if (spec_of[a].is_object() && spec_of[a].contains(key))
+        return {spec_of[a], " (from queue " + a + " above it)"};
+    return {spec, ""};
+  };
+  const auto [strategy, strategy_from] = in_force("queueingStrategy");
+  std::printf("Strategy:   %s%s\n", strategy.value("queueingStrategy", "BestEffortFIFO").c_str(),
+              strategy_from.c_str());
+  const auto [preempting, preemption_from] = in_force("preemption");
+  const json pre = Obj(preempting, "preemption");
   const json borrow = pre.is_object() ? Obj(pre, "borrowWithinCohort") : json();
   std::string borrow_text = borrow.is_object() ? borrow.value("policy", "Never") : "Never";
   if (borrow.is_object() && borrow.contains("maxPriorityThreshold"))
     borrow_text += " (priority at most " + Plain(borrow["maxPriorityThreshold"]) + ")";
-  std::printf("Preemption: withinQueue %s, reclaimWithinCohort %s, borrowWithinCohort %s\n",
+  std::printf("Preemption: withinQueue %s, reclaimWithinCohort %s, borrowWithinCohort %s%s\n",
               pre.is_object() ? pre.value("withinQueue", "LowerPriority").c_str() : "LowerPriority",
               pre.is_object() ? pre.value("reclaimWithinCohort", "Any").c_str() : "Any",
-              borrow_text.c_str());
-  std::printf("Disruption: %s\n", spec.contains("disruptionBudget")
-                                      ? ("at most " + Plain(spec["disruptionBudget"]) +
-                                         " of its workloads evicted at once")
-                                            .c_str()
-                                      : "no budget");
+              borrow_text.c_str(), preemption_from.c_str());
+  // (A department's counts its whole subtree's: the admitter's BudgetSpent.)
+  std::printf("Disruption: %s\n",
+              spec.contains("disruptionBudget")
+                  ? ("at most " + Plain(spec["disruptionBudget"]) + " of " +
+                     (children.empty() ? "its workloads" : "the workloads of the queues below it") +
+                     " evicted at once")
+                        .c_str()
+                  : "no budget");
   const std::string stop = spec.value("stopPolicy", "None");
   std::string why_stopped = stop == "None" ? "" : " (stopPolicy " + stop + ")";
   if (stop == "None" && status.value("active", json()) == json(false)) {

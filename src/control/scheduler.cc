@@ -1582,10 +1582,14 @@ Result<CycleStats> Scheduler::RunOnce() {
              " to its " + std::to_string(mine) + ")";
     return "";
   };
+  // (Its queue's budget of 0, or a department's above it: a department's counts its subtree.)
   const auto frozen_queue = [&](const BoundWorkload& b) -> std::string {
-    const auto spec =
-        queue_specs.find(WaitingQueue(leaves, b.sw.w().queue.str(), b.sw.w().tenant.str()));
-    return spec != queue_specs.end() && spec->second.disruption_budget == 0 ? spec->first : "";
+    auto spec = queue_specs.find(WaitingQueue(leaves, b.sw.w().queue.str(), b.sw.w().tenant.str()));
+    for (size_t depth = 0; spec != queue_specs.end() && depth <= queue_specs.size(); ++depth) {
+      if (spec->second.disruption_budget == 0) return spec->first;
+      spec = queue_specs.find(spec->second.parent);
+    }
+    return "";
   };
   for (BoundWorkload& b : bound) {
     if (!b.evicting) continue;

@@ -438,6 +438,16 @@ Status Admitter::Build() {
     for (int a = queues_[i].parent; a >= 0 && queues_[i].flavor_order.empty();
          a = queues_[a].parent)
       queues_[i].flavor_order = queues_[a].flavor_order;
+    // Nor a queueingStrategy, preemption or flavorFungibility (each ancestor's own, as set).
+    QueueSpec& own = queues_[i].spec;
+    for (int a = queues_[i].parent; a >= 0; a = queues_[a].parent) {
+      const QueueSpec& up = queues_[a].spec;
+      const unsigned takes = up.sets & ~own.sets;
+      if (takes & QueueSpec::kSetsStrategy) own.strict_fifo = up.strict_fifo;
+      if (takes & QueueSpec::kSetsPreemption) own.preemption = up.preemption;
+      if (takes & QueueSpec::kSetsFungibility) own.when_can_borrow = up.when_can_borrow;
+      own.sets |= takes;
+    }
     for (int r = 0; r < 2; ++r) queues_[i].res_limited[r] = queues_[root].res_limited[r];
     queues_[i].reclaim_min_runtime = config_.reclaim_min_runtime_s;
     for (int a = i; a >= 0; a = queues_[a].parent)
@@ -1059,11 +1069,15 @@ std::map<int, std::string> Admitter::GuaranteeWarnings() const {
   // broken until a person intervenes", with nothing on the queue to say so).
   for (int q = 0; q < queue_count(); ++q) {
     const QueueNode& n = queues_[q];
-    if (n.spec.disruption_budget != 0 || !is_leaf(q)) continue;
+    const int zero = is_leaf(q) ? ZeroBudget(q) : -1;  // (its own, or a department's above it)
+    if (zero < 0) continue;
     for (int f = 0; f < flavor_count(); ++f)
       if (managed_[f] && n.usage[f] > n.guaranteed[f])
-        out[q] += std::string(out[q].empty() ? "" : "; ") + "its disruptionBudget of 0 keeps the " +
-                  GpusSaid(n.usage[f] - n.guaranteed[f]) + " of " + flavor_name(f) +
+        out[q] += std::string(out[q].empty() ? "" : "; ") +
+                  (zero == q ? std::string("its disruptionBudget of 0")
+                             : "the disruptionBudget of 0 of queue " + queues_[zero].spec.name +
+                                   " above it") +
+                  " keeps the " + GpusSaid(n.usage[f] - n.guaranteed[f]) + " of " + flavor_name(f) +
                   " it holds past its guarantee from a reclaim: they stay until its work ends";
   }
   // A borrowing limit lowered below what the queue holds (as Kueue, nothing is evicted for it:
@@ -2289,9 +2303,9 @@ bool Admitter::ResourcesAllow(const Entry& e, std::string* why) const {
     if (!NonPreemptibleOverResource(e, r)) continue;
     const int64_t held = q.np_res[r] + (r == 0 ? e.cpu_milli : e.memory_mib);
     if (why)
-      *why = NonPreemptibleRefusal(q, ResourceAmount(r, held) + "/" +
-                                          ResourceAmount(r, q.res_guaranteed[r]) +
-                                          (r == 0 ? " cores" : " of memory"));
+      *why = NonPreemptibleRefusal(e.leaf, ResourceAmount(r, held) + "/" +
+                                               ResourceAmount(r, q.res_guaranteed[r]) +
+                                               (r == 0 ? " cores" : " of memory"));
     return false;
   }
   return ResourceAllows(e.leaf, 0, e.cpu_milli, why) &&
@@ -2309,14 +2323,37 @@ bool Admitter::NonPreemptibleOverResource(const Entry& e, int r) const {
   return q.res_limited[r] && amount > 0 && q.np_res[r] + amount > q.res_guaranteed[r];
 }
 
-std::string Admitter::PinnedWork(const QueueNode& q) {
-  return q.spec.disruption_budget == 0
-             ? "work (its disruptionBudget of 0 lets none of it be evicted)"
-             : "non-preemptible work";
+std::string Admitter::PinnedWork(int q) const {
+  const int zero = ZeroBudget(q);
+  return zero == q   ? "work (its disruptionBudget of 0 lets none of it be evicted)"
+         : zero >= 0 ? "work (the disruptionBudget of 0 of queue " + queues_[zero].spec.name +
+                           " above it lets none of it be evicted)"
+                     : "non-preemptible work";
 }
 
-std::string Admitter::NonPreemptibleRefusal(const QueueNode& q, const std::string& held) {
-  return "queue " + q.spec.name + "'s " + PinnedWork(q) + " would hold " + held +
+int Admitter::ZeroBudget(int q) const {
+  for (int a = q; a >= 0; a = queues_[a].parent)
+    if (queues_[a].spec.disruption_budget == 0) return a;
+  return -1;
+}
+
+int Admitter::BudgetSpent(int q, const std::map<int, int>& counted, const std::map<int, int>& also,
+                          bool staged) const {
+  for (int a = q; a >= 0; a = queues_[a].parent) {
+    const int budget = queues_[a].spec.disruption_budget;
+    if (budget < 0 || (staged && budget > 0)) continue;
+    int stopping = queues_[a].evicting_count_below;
+    for (const std::map<int, int>* m : {&counted, &also})
+      for (auto [leaf, n] : *m)
+        if (Under(leaf, a)) stopping += n;
+    if (stopping >= budget) return a;
+  }
+  return -1;
+}
+
+std::string Admitter::NonPreemptibleRefusal(int leaf, const std::string& held) const {
+  const QueueNode& q = queues_[leaf];
+  return "queue " + q.spec.name + "'s " + PinnedWork(leaf) + " would hold " + held +
          ", past its guarantee: " + kNonPreemptibleBorrows;
 }
 
@@ -2481,8 +2518,8 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
       // (Non-preemptible work never borrows: its queue's guarantee is all it may hold.)
       if (Pinned(e) && need > queues_[leaf].guaranteed[f])
         limit = "queue " + queues_[leaf].spec.name + "'s guarantee, " +
-                GpuAmount(queues_[leaf].guaranteed[f]) + ", is the most its " +
-                PinnedWork(queues_[leaf]) + " may hold";
+                GpuAmount(queues_[leaf].guaranteed[f]) + ", is the most its " + PinnedWork(leaf) +
+                " may hold";
       // What the queues beside its path keep by their lending limits, which they keep from it
       // even with nothing running (a trial's queue, its only sibling lending nothing, waited
       // "as room frees" for more than its guarantee for ever). (Summed per level from
@@ -2582,7 +2619,7 @@ Result<int> Admitter::Submit(const Workload& spec, double now, SubmitOptions opt
       ++queues_[leaf].infeasible;
       e.reason = "asks for " + fmt(amount) + " of " + ResourceName(r) + "; queue " + q.spec.name +
                  "'s guarantee, " + fmt(q.res_guaranteed[r]) + ", is the most its " +
-                 PinnedWork(q) + " may hold";
+                 PinnedWork(leaf) + " may hold";
       entries_.push_back(std::move(e));
       return id;
     }
@@ -2902,6 +2939,7 @@ void Admitter::CountEvicting(int id, int sign) {
   const Entry& e = entries_[id];
   QueueNode& q = queues_[e.leaf];
   q.evicting += sign;
+  for (int a = e.leaf; a >= 0; a = queues_[a].parent) queues_[a].evicting_count_below += sign;
   q.evicting_gpu += sign * e.gpu_milli;
   for (auto [f, milli] : e.charged) {
     q.evicting_usage[f] += sign * milli;
@@ -4329,12 +4367,12 @@ uint64_t Admitter::QuotaModels(const Entry& e, const PodRequest& gpu_pod, std::s
     // Non-preemptible work does not borrow: nobody could take the room back (KAI's rule). That
     // limit holds whatever else frees, so it is what a refusal names.
     if (const QueueNode& q = queues_[e.leaf]; Pinned(e) && NonPreemptibleOver(e, f)) {
-      std::string text =
-          NonPreemptibleRefusal(q, GpuAmount(q.np_usage[f] + e.gpu_milli) + "/" +
-                                       GpuAmount(q.guaranteed[f]) + " GPUs of " + flavor_name(f));
+      std::string text = NonPreemptibleRefusal(e.leaf, GpuAmount(q.np_usage[f] + e.gpu_milli) +
+                                                           "/" + GpuAmount(q.guaranteed[f]) +
+                                                           " GPUs of " + flavor_name(f));
       // (Under a budget of 0, the queue's lower-priority work it would otherwise preempt is
       // named: a trial's high-priority work read only that it may not borrow.)
-      if (q.spec.disruption_budget == 0 && !pinned) {
+      if (ZeroBudget(e.leaf) >= 0 && !pinned) {
         std::vector<int> lower;
         for (int w : q.running)
           if (entries_[w].phase == Phase::kAdmitted && entries_[w].spec.priority < e.spec.priority)
@@ -4953,9 +4991,9 @@ bool Admitter::Grow(int id, bool* probed) {
         if (Pinned(e) && NonPreemptibleOver(more, f)) {
           // (Said so: a trial's read that the quota held no more, and other work of its queue
           // then borrowed beside it.)
-          pinned_why = NonPreemptibleRefusal(q, GpuAmount(q.np_usage[f] + more.gpu_milli) + "/" +
-                                                    GpuAmount(q.guaranteed[f]) + " GPUs of " +
-                                                    flavor_name(f));
+          pinned_why = NonPreemptibleRefusal(e.leaf, GpuAmount(q.np_usage[f] + more.gpu_milli) +
+                                                         "/" + GpuAmount(q.guaranteed[f]) +
+                                                         " GPUs of " + flavor_name(f));
           why = pinned_why.c_str();
           continue;
         }
@@ -5540,10 +5578,9 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
   const auto pinned_note = [&](int v, int n) {
     return FullName(v) + " on " + fleet_.nodes[n].name.str() + ", " + std::string(stays_why(v));
   };
-  const auto within_budget = [&](int q, int more) {
-    const int budget = queues_[q].spec.disruption_budget;
-    return budget < 0 || (consolidation_staged_ && budget > 0) ||
-           queues_[q].evicting + more < budget;
+  // (By each budget on leaf q's way up, `counted` this plan's moves by leaf.)
+  const auto within_budget = [&](int q, const std::map<int, int>& counted) {
+    return BudgetSpent(q, counted, {}, consolidation_staged_) < 0;
   };
 
   // Whether leaf q is inside the department whose own guarantee a reclaim in f takes back
@@ -5571,8 +5608,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
                          const std::map<int, int>& pq) {
     const Entry& w = entries_[v];
     const QueueNode& vq = queues_[w.leaf];
-    const auto n = pq.find(w.leaf);
-    if (!within_budget(w.leaf, n == pq.end() ? 0 : n->second)) return false;
+    if (!within_budget(w.leaf, pq)) return false;
     const auto taken_in = [&t](int q, int f) {
       const auto held = t.find({q, f});
       return held == t.end() ? int64_t{0} : held->second;
@@ -5654,7 +5690,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
       return false;
     // Moved work waits to be placed again, which a stopped queue's never is.
     if (fate[v] != kStays || queues_[w.leaf].stop != StopPolicy::kNone) return false;
-    return !mind_budget || within_budget(w.leaf, moving_per_queue[w.leaf]);
+    return !mind_budget || within_budget(w.leaf, moving_per_queue);
   };
   // A reclaim candidate that is still running in the trial and may be reclaimed now.
   const auto reclaimable = [&](int v, const std::map<std::pair<int, int>, int64_t>& t,
@@ -5903,8 +5939,9 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
                 move_capped = true;
                 continue;
               }
-              if (!within_budget(q, disrupted[q])) {
-                budget_held = queues_[q].spec.name;
+              if (const int spent = BudgetSpent(q, disrupted, {}, consolidation_staged_);
+                  spent >= 0) {
+                budget_held = queues_[spent].spec.name;
                 continue;
               }
               ++moves;
@@ -6002,7 +6039,7 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
     std::string& why = entries_[id].reason;
     const int q = QueueIndex(budget_held);
     const int budget = q >= 0 ? queues_[q].spec.disruption_budget : 0;
-    const int disrupted = q >= 0 ? queues_[q].evicting : 0;
+    const int disrupted = q >= 0 ? queues_[q].evicting_count_below : 0;
     // (By what keeps it: a budget of 0; the work of the queue being disrupted now; or, none
     // being so, a plan that would move more at once than the budget — a trial read "no more"
     // while none of the queue's work was disrupted.)
@@ -6049,15 +6086,14 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
       std::vector<int> now_ones;
       for (int v : list) {
         const int q = entries_[v].leaf;
-        const int budget = queues_[q].spec.disruption_budget;
-        if (budget < 0 || queues_[q].evicting + now_per_queue[q] < budget) {
+        if (const int spent = BudgetSpent(q, now_per_queue); spent < 0) {
           ++now_per_queue[q];
           now_ones.push_back(v);
         } else {
           ++later;
           ++budget_later;
-          if (!Contains(later_queues, queues_[q].spec.name))
-            later_queues.push_back(queues_[q].spec.name);
+          if (!Contains(later_queues, queues_[spent].spec.name))
+            later_queues.push_back(queues_[spent].spec.name);
         }
       }
       list = std::move(now_ones);
@@ -6237,9 +6273,7 @@ bool Admitter::Shrink(int id, const std::vector<PodRequest>& pods,
     if (fresh) c.assign(w.counts.size(), 0);
     const bool untouched = std::all_of(c.begin(), c.end(), [](int k) { return k == 0; });
     const QueueNode& vq = queues_[w.leaf];
-    if (untouched && vq.spec.disruption_budget >= 0 &&
-        vq.evicting + victims_of_queue[w.leaf] >= vq.spec.disruption_budget)
-      return -1;
+    if (untouched && BudgetSpent(w.leaf, victims_of_queue) >= 0) return -1;
     std::map<int, int64_t> add;  // by flavour
     int64_t milli = 0;
     for (int k = c[s]; k < to; ++k) {
@@ -6832,10 +6866,8 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
         }
       }
       if (!own && !other) {
-        const int budget = queues_[w.leaf].spec.disruption_budget;
         const bool spare = config_.elastic_shrink && w.leaf != leaf && w.above_min &&
-                           now - w.admitted_at >= MinRuntime(v, id) &&
-                           (budget < 0 || queues_[w.leaf].evicting < budget);
+                           now - w.admitted_at >= MinRuntime(v, id) && BudgetSpent(w.leaf) < 0;
         // Borrowing with its pods beyond its minCount only: those may go (elastic shrink);
         // not inside a department whose own guarantee is what is reclaimed (ReclaimScope).
         if (spare && reclaim_flavors != 0 && !quota_short && priority_allows(w) &&
@@ -6858,12 +6890,12 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
         ++in_min_runtime;
         young_ids.push_back(v);
       }
-      int budget = queues_[w.leaf].spec.disruption_budget;
-      if (budget >= 0 && queues_[w.leaf].evicting >= budget) {
+      if (const int at = BudgetSpent(w.leaf); at >= 0) {
         if (!young) {
-          budget_block = queues_[w.leaf].spec.name;
+          budget_block = queues_[at].spec.name;
           // (A budget of 0 never frees: nothing is held waiting for it.)
-          if (budget > 0) spent.push_back({v, EvictionCost(v, now), VictimTier(leaf, w.leaf)});
+          if (queues_[at].spec.disruption_budget > 0)
+            spent.push_back({v, EvictionCost(v, now), VictimTier(leaf, w.leaf)});
         }
         continue;
       }
@@ -6955,19 +6987,19 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
       // (A budget of 0 frees nothing by itself: it says who must raise it.)
       const int q = QueueIndex(budget_block);
       r += q >= 0 && queues_[q].spec.disruption_budget == 0
-               ? "; waiting: queue " + budget_block +
-                     "'s disruptionBudget is 0: none of its work is evicted or moved until an "
-                     "administrator raises it"
+               ? "; waiting: queue " + budget_block + "'s disruptionBudget is 0: none of " +
+                     (is_leaf(q) ? "its work" : "the work below it") +
+                     " is evicted or moved until an administrator raises it"
                : "; waiting: the disruption budget of queue " + budget_block +
                      " allows no more evictions or moves";
       // ... while which of its work stops (a trial could not tell whose eviction held it).
-      // (Found once a cycle: every entry is scanned.)
-      if (q >= 0 && queues_[q].evicting > 0) {
+      // (Found once a cycle: every entry is scanned. A department's: its leaves' work.)
+      if (q >= 0 && queues_[q].evicting_count_below > 0) {
         auto [named, fresh] = stopping_names_.try_emplace(q);
         if (fresh) {
           std::vector<int> stopping;
           for (int w = 0; w < static_cast<int>(entries_.size()); ++w)
-            if (entries_[w].phase == Phase::kEvicting && entries_[w].leaf == q)
+            if (entries_[w].phase == Phase::kEvicting && Under(entries_[w].leaf, q))
               stopping.push_back(w);
           if (!stopping.empty())
             named->second = " while " + WorkloadNames(stopping, 3) +
@@ -7004,10 +7036,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
     std::map<int, int> chosen_per_queue;
     std::map<std::pair<int, int>, int64_t> chosen_milli;  // (queue, flavour)
     auto budget_ok = [&](int v) {
-      int q = entries_[v].leaf;
-      int budget = queues_[q].spec.disruption_budget;
-      if (ignore_budget || budget < 0 || queues_[q].evicting + chosen_per_queue[q] < budget)
-        return true;
+      if (ignore_budget || BudgetSpent(entries_[v].leaf, chosen_per_queue) < 0) return true;
       budget_refused = true;
       return false;
     };
@@ -7192,9 +7221,7 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
         for (int v : here) {
           if (slice_only && !holds_slice(v)) continue;
           int q = entries_[v].leaf;
-          int budget = queues_[q].spec.disruption_budget;
-          if (!ignore_budget && budget >= 0 &&
-              queues_[q].evicting + chosen_per_queue[q] + extra[q] >= budget) {
+          if (!ignore_budget && BudgetSpent(q, chosen_per_queue, extra) >= 0) {
             budget_refused = true;
             continue;
           }
@@ -7417,13 +7444,11 @@ bool Admitter::Preempt(int id, const std::vector<PodRequest>& pods, uint64_t all
       std::map<int, int> now_per_queue;
       std::vector<int> now_ones;
       for (int v : chosen) {
-        const QueueNode& vq = queues_[entries_[v].leaf];
-        const int budget = vq.spec.disruption_budget;
-        if (budget < 0 || vq.evicting + now_per_queue[entries_[v].leaf] < budget) {
+        if (const int at = BudgetSpent(entries_[v].leaf, now_per_queue); at < 0) {
           ++now_per_queue[entries_[v].leaf];
           now_ones.push_back(v);
         } else {
-          budget_block = vq.spec.name;
+          budget_block = queues_[at].spec.name;
           if (!Contains(later_queues, budget_block)) later_queues.push_back(budget_block);
           ++budget_later;
         }
@@ -7569,10 +7594,13 @@ bool Admitter::HeldSwap(int id, double now, CycleResult& out) {
     // (Said after the hold's words, once: its own queue's work could make way, but not at once.)
     constexpr char kNotAtOnce[] = "; its own queue's lower-priority work could make way";
     if (const size_t at = w.reason.find(kNotAtOnce); at != std::string::npos) w.reason.erase(at);
+    // (Its own budget, or the nearest department's above it that sets one.)
+    int b = w.leaf;
+    while (queues_[b].spec.disruption_budget < 0 && queues_[b].parent >= 0) b = queues_[b].parent;
     if (held_swap_budget_)
       w.reason += std::string(kNotAtOnce) + " as a swap, but not all at once: queue " +
-                  queues_[w.leaf].spec.name + "'s disruptionBudget is " +
-                  std::to_string(queues_[w.leaf].spec.disruption_budget);
+                  queues_[b].spec.name + "'s disruptionBudget is " +
+                  std::to_string(queues_[b].spec.disruption_budget);
     w.victims_ready_at = ready_at;
     w.victims_min_runtime = min_runtime;
     w.budget_blocked = budget_blocked;

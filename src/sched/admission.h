@@ -164,6 +164,12 @@ struct QueueSpec {
   // back from lower-priority siblings whatever their shares (never the other way round); the
   // weight divides room only between siblings of equal priority. Guarantees are not affected.
   int priority = 0;
+  // Which of queueingStrategy, preemption and flavorFungibility its spec sets (kSets*). A leaf
+  // that sets one not follows its nearest ancestor's that does (a department's policies hold
+  // for its leaves: a user-style trial's department StrictFIFO with reclaimWithinCohort Never
+  // was said by describe and did nothing).
+  unsigned sets = 0;
+  static constexpr unsigned kSetsStrategy = 1, kSetsPreemption = 2, kSetsFungibility = 4;
 };
 
 // The usage history's half-life where a configuration names none: the server's
@@ -743,6 +749,8 @@ class Admitter {
     std::vector<int> flavor_order;  // spec.flavor_order, as flavour indices
     double history = 0;             // decayed dominant share
     int evicting = 0;
+    int evicting_count_below =
+        0;                     // whole subtree: its workloads being evicted (its own among them)
     int64_t evicting_gpu = 0;  // milli-GPUs of its workloads being evicted, every flavour or none
     std::vector<int64_t> evicting_usage;  // per flavour: GPUs of its workloads being evicted
     std::vector<int64_t> evicting_below;  // per flavour, whole subtree: the same
@@ -861,15 +869,23 @@ class Admitter {
   bool ResourcesAllow(const Entry& e, std::string* why) const;
   // Why non-preemptible work is refused where it would take its queue (`q`) past its
   // guarantee (`held`: "9/8 GPUs of h100").
-  static std::string NonPreemptibleRefusal(const QueueNode& q, const std::string& held);
+  std::string NonPreemptibleRefusal(int q, const std::string& held) const;
   // Whether e's work may not borrow, as nothing could take the room back: it is not
   // preemptible, or its queue's disruption budget of 0 lets none of its work be evicted (a
   // lender would wait for ever). Such work counts as non-preemptible (np_usage, np_res).
-  bool Pinned(const Entry& e) const {
-    return !e.options.preemptible || queues_[e.leaf].spec.disruption_budget == 0;
-  }
-  // "non-preemptible work", or, in a queue with a disruption budget of 0, its work.
-  static std::string PinnedWork(const QueueNode& q);
+  bool Pinned(const Entry& e) const { return !e.options.preemptible || ZeroBudget(e.leaf) >= 0; }
+  // "non-preemptible work", or, in leaf q under a disruption budget of 0, its work.
+  std::string PinnedWork(int q) const;
+  // Disruption budgets. A queue's counts the workloads being evicted at once in its whole
+  // subtree (a department's, all its leaves'). The first queue on leaf q's way up whose budget
+  // one more eviction of q's work would pass, or -1: what stops now and, besides, this pass's
+  // choices by leaf (`counted`, `also`). `staged`: only budgets of 0 count (a staged
+  // consolidation moves the rest batch by batch).
+  int BudgetSpent(int q, const std::map<int, int>& counted = {},
+                  const std::map<int, int>& also = {}, bool staged = false) const;
+  // The first queue on q's way up whose disruption budget is 0 (none of the work below it is
+  // evicted or moved), or -1.
+  int ZeroBudget(int q) const;
   // Whether non-preemptible `e` would take its queue's non-preemptible work past the queue's
   // guarantee of flavour f (of CPU, r = 0, or memory, r = 1, where its tree limits them). As in
   // KAI, only non-preemptible work counts: beside it a queue may borrow, since what it holds

@@ -144,11 +144,14 @@ Status ParseQueuePolicies(YamlMap& m, QueueSpec* q) {
   int strict = 0;
   m.Keep(ParseChoice(m, "queueingStrategy", {"BestEffortFIFO", "StrictFIFO"}, 0), &strict);
   q->strict_fifo = strict == 1;
+  if (m.Has("queueingStrategy")) q->sets |= QueueSpec::kSetsStrategy;
   if (m.Has("preemption")) {
+    q->sets |= QueueSpec::kSetsPreemption;
     YamlMap p = m.Child("preemption");
     m.Keep(ParsePreemption(p), &q->preemption);
   }
   if (m.Has("flavorFungibility")) {
+    q->sets |= QueueSpec::kSetsFungibility;
     YamlMap f = m.Child("flavorFungibility");
     if (f.Keep(f.CheckIsMap())) {
       int borrow = 0;

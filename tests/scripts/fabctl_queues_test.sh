@@ -628,6 +628,18 @@ grep -q "^Priority: *100 over quota (among its siblings, a higher priority takes
 described=$("$FABCTL" describe queue team-a)
 grep -q "^Priority: *0 over quota (among its siblings, a higher priority takes idle GPUs past its guarantee first; siblings: team-b 100)$" <<<"$described" ||
   fail "team-a's priority beside team-b's: $described"
+# A department's policies hold for its leaves that set none (and its budget counts all theirs).
+"$FABCTL" patch queue research -p '{"spec": {"queueingStrategy": "StrictFIFO", "preemption": {"reclaimWithinCohort": "Never"}, "disruptionBudget": 2}}' >/dev/null ||
+  fail "patch research's policies"
+described=$("$FABCTL" describe queue team-a)
+grep -q "^Strategy: *StrictFIFO (from queue research above it)$" <<<"$described" &&
+  grep -q "^Preemption: *withinQueue LowerPriority, reclaimWithinCohort Never, borrowWithinCohort Never (from queue research above it)$" <<<"$described" ||
+  fail "team-a's policies from research: $described"
+described=$("$FABCTL" describe queue research)
+grep -q "^Disruption: *at most 2 of the workloads of the queues below it evicted at once$" <<<"$described" ||
+  fail "research's budget: $described"
+"$FABCTL" patch queue research -p '{"spec": {"queueingStrategy": null, "preemption": null, "disruptionBudget": null}}' >/dev/null ||
+  fail "unpatch research's policies"
 row=$("$FABCTL" get queues team-b -o wide --no-headers)
 awk '{exit !($1 == "team-b" && $3 == "0" && $4 == "100")}' <<<"$row" || fail "team-b's WEIGHT and PRIORITY columns: $row"
 "$FABCTL" patch queue team-b -p '{"spec": {"priority": null, "weight": null}}' >/dev/null || fail "unpatch team-b"
