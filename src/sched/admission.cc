@@ -819,6 +819,18 @@ std::vector<uint64_t> Admitter::PreferenceTiers(const Entry& e, const PodRequest
     for (uint64_t models : ordered)
       if ((models & within) != 0) tiers.push_back(models & within);
   }
+  // Borrow without an order: the models of the flavours its queue is guaranteed (and those no
+  // flavour limits) first, as a Kueue ClusterQueue lists its own flavours before those it
+  // borrows, then every allowed model. (A trial: a queue guaranteed only H200s borrowed all of
+  // its sibling's H100s while its own idled, the sibling's work then borrowed its H200s, and
+  // one 2-GPU job reclaimed across both, five evictions in all.)
+  if (q.spec.when_can_borrow == QueueSpec::WhenCanBorrow::kBorrow && ordered.empty()) {
+    uint64_t own = 0;
+    for (int f : CandidateFlavors(gpu_pod))
+      if (managed_[f] && q.guaranteed[f] > 0) own |= FlavorModels(f, gpu_pod) & allowed;
+    if (own != 0) own |= UnchargedModels(gpu_pod) & allowed;
+    if (own != 0 && own != allowed) tiers.push_back(own);
+  }
   for (uint64_t models : ordered)
     if (std::find(tiers.begin(), tiers.end(), models) == tiers.end()) tiers.push_back(models);
   // (Every model allowed is the usual attempt's.)
