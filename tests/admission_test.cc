@@ -514,6 +514,34 @@ TEST_F(AdmissionTest, AStagedConsolidationHasPlansOfItsOwn) {
   }
 }
 
+// Work a consolidation moves keeps the place it was moved to: held while it stops, so newer
+// work of the same priority does not take it (a user-style trial: a newer 5-GPU job took the
+// room in the grace period, and the two moved workloads waited for good, "fits elsewhere"
+// notwithstanding). x1 (3 GPUs) and x2 (2) on n1, three 1-GPU jobs on n0; big needs 8.
+TEST_F(AdmissionTest, WorkAConsolidationMovesKeepsThePlaceItWasMovedTo) {
+  AdmissionConfig config;
+  config.consolidation = true;
+  Make(Nodes(2, 8), {Leaf("qa", 16)}, {}, config);
+  const auto x1 = adm_->Restore(Gpus("x1", "qa", 3), OnGpus(1, {0, 1, 2}), 0);
+  const auto x2 = adm_->Restore(Gpus("x2", "qa", 2), OnGpus(1, {3, 4}), 0);
+  ASSERT_TRUE(x1.ok() && x2.ok());
+  for (int d = 0; d < 3; ++d)
+    ASSERT_TRUE(adm_->Restore(Gpus("s" + std::to_string(d), "qa", 1), OnGpus(0, {d}), 0).ok());
+  const int big = Submit(Gpus("big", "qa", 8), 10);
+  CycleResult r = adm_->Cycle(11, 1000);
+  ASSERT_EQ(r.evicted.size(), 2u) << adm_->reason(big);
+  EXPECT_EQ(r.evicted[0].basis, Eviction::Basis::kMove);
+  const int z = Submit(Gpus("z", "qa", 5), 12);
+  adm_->Cycle(13, 1000);
+  EXPECT_EQ(adm_->phase(z), Phase::kPending) << "z took the room x1 and x2 were moved to";
+  for (const Eviction& ev : r.evicted) adm_->Terminated(ev.victim, 41);
+  adm_->Cycle(42, 1000);
+  EXPECT_EQ(adm_->phase(big), Phase::kAdmitted) << adm_->reason(big);
+  EXPECT_EQ(adm_->phase(*x1), Phase::kAdmitted) << adm_->reason(*x1);
+  EXPECT_EQ(adm_->phase(*x2), Phase::kAdmitted) << adm_->reason(*x2);
+  EXPECT_EQ(adm_->phase(z), Phase::kPending);
+}
+
 // A staged consolidation whose moved work has stopped, while the budget is spent on others'
 // moves at that moment, keeps the room that work freed (as Preempt keeps its stopped victims'):
 // a review saw the room go back to the moved work, which the next stage moved again. Two leaf

@@ -870,7 +870,11 @@ Result<CycleStats> Scheduler::RunOnce() {
     for (const std::string& node : held_only)
       if (!start_holds_.count(node)) unusable.erase(node);
   }
-  for (const KeyValue& kv : workload_list.items) {
+  // (Work a consolidation moved that stops now is read again, pending, in this cycle: its
+  // preemptor held its place until now, and starts now; a cycle later newer work took it.)
+  std::vector<KeyValue> items = std::move(workload_list.items);
+  for (size_t item = 0; item < items.size(); ++item) {
+    const KeyValue kv = items[item];
     // One workload's bad record costs that workload this cycle, never the scheduler thread.
     try {
       StoredWorkload sw;
@@ -981,8 +985,11 @@ Result<CycleStats> Scheduler::RunOnce() {
           if (reason != "PodsLeft" && reason != "Deactivated")
             NoteEviction(status, next["status"], reason, why, now,
                          RunGpuSecondsLost(Field(sw.obj(), "spec"), status, now));
-          if (!store_.Put(kv.key, next.dump(), kv.mod_revision).ok()) return false;
+          auto rev = store_.Put(kv.key, next.dump(), kv.mod_revision);
+          if (!rev.ok()) return false;
           ++stats.requeued;
+          if (Str(Field(status, "preemption"), "basis") == "Move")
+            items.push_back({kv.key, next.dump(), kv.create_revision, *rev});
           return true;
         };
         if (left > 0 && !out_of_time &&
@@ -1934,6 +1941,10 @@ Result<CycleStats> Scheduler::RunOnce() {
         if (!allowed(charged, charged.queue.str()).ok() && !stopped.count(charged.queue.str()))
           charged.queue = QueueId(kUnqueuedQueue);
         options.leaving = bound[b].leaving;
+        // (Moved by a consolidation: its preemptor holds a place for it while it stops.)
+        options.moving =
+            bound[b].evicting &&
+            Str(Field(Field(bound[b].sw.obj(), "status"), "preemption"), "basis") == "Move";
         options.pod_counts = bound[b].sw.counts;
         // Elastic growth (only work started in part grows): once all its pods run, on the
         // queue it asked for, not held over budget.
@@ -2663,8 +2674,9 @@ Result<CycleStats> Scheduler::RunOnce() {
     // (Re-checked every cycle while it stops: the preemptor must still outrank it, or its
     // queue still be within its guarantee with it.)
     if (v.basis != Eviction::Basis::kOther)
-      next["status"]["preemption"]["basis"] =
-          v.basis == Eviction::Basis::kPriority ? "Priority" : "Reclaim";
+      next["status"]["preemption"]["basis"] = v.basis == Eviction::Basis::kPriority ? "Priority"
+                                              : v.basis == Eviction::Basis::kMove   ? "Move"
+                                                                                    : "Reclaim";
     next["status"]["message"] = why + "; stops at " + deadline;  // (not "running on ...")
     json conditions = json::array();
     for (const json& c : List(Field(sw.obj(), "status"), "conditions"))

@@ -1587,8 +1587,12 @@ std::string Admitter::HeldAheadNote(int id, uint64_t models) const {
 void Admitter::HoldPlan(int id) {
   Entry& e = entries_[id];
   ReleaseHolds(e);
-  for (const auto& [planned, planned_pod] : e.plan) {
-    const PodRequest* pod = &planned_pod;
+  // (Its own pods' places, then those of the work its consolidation moves.)
+  std::vector<std::pair<const Assignment*, const PodRequest*>> places;
+  for (const auto& [planned, planned_pod] : e.plan) places.push_back({&planned, &planned_pod});
+  for (const Entry::MoveHold& m : e.move_plan) places.push_back({&m.at, &m.pod});
+  for (const auto& [planned_at, pod] : places) {
+    const Assignment& planned = *planned_at;
     const int n = planned.node;
     // Held as the preemptor's own (tenant and kind, so isolation keys are its), but counting no
     // GPUs of its shape.
@@ -1880,6 +1884,7 @@ void Admitter::Unnominate(int id, bool log_freed) {
   if (e.reserving) reservations_.erase(id);
   e.reserving = false;
   ReleaseHolds(e);
+  e.move_plan.clear();
   e.nominated = false;
   e.reserves_quota = false;
   e.reserves_resources = false;
@@ -1983,8 +1988,11 @@ void Admitter::RestoreNomination(int id, int victims, const std::vector<Assignme
     }
     e.plan.push_back({plan[i], e.pods[i]});
   }
-  HoldPlan(id);
-  if (reservation) {  // (its quota allowed it: nothing of it is kept)
+  // The work its consolidation moves and that still stops: a place for each, off its plan's
+  // nodes, found anew (where the move counted on room, it is still free: held so since), and
+  // held with the plan.
+  PlaceMoves(id, victim_ids);  // (and HoldPlan)
+  if (reservation) {           // (its quota allowed it: nothing of it is kept)
     e.reserving = true;
     e.swap_flavor = -1;
     reservations_.insert(id);
@@ -5524,9 +5532,55 @@ void Admitter::TrialReapply(int v) {
   }
 }
 
+void Admitter::PlaceMoves(int p, const std::vector<int>& movers) {
+  Entry& e = entries_[p];
+  e.move_plan.clear();
+  std::vector<char> planned_node(state_.node_count(), 0);
+  for (const auto& [a, unused_pod] : e.plan) planned_node[a.node] = 1;
+  std::vector<int> elsewhere;
+  for (int n = 0; n < state_.node_count(); ++n)
+    if (!planned_node[n]) elsewhere.push_back(n);
+  ReleaseHolds(e);  // (its own plan's holds are not room for its movers)
+  std::vector<std::pair<Assignment, const PodRequest*>> trial;
+  for (int v : movers) {
+    if (v < 0 || v >= static_cast<int>(entries_.size())) continue;
+    const Entry& w = entries_[v];
+    if (w.phase != Phase::kEvicting || !w.options.moving || w.pods.size() != 1) continue;
+    if (const auto by = preemptor_.find(v); by == preemptor_.end() || by->second != p) continue;
+    if (PlaceNow(w.pods[0], trial, &elsewhere))
+      e.move_plan.push_back({v, trial.back().first, w.pods[0]});
+  }
+  for (auto it = trial.rbegin(); it != trial.rend(); ++it) state_.Release(it->first, *it->second);
+  HoldPlan(p);
+}
+
 bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
                            const TopologyConstraint& topology, double now, CycleResult& out,
                            bool reclaim) {
+  if (consolidating_ || consolidations_left_ <= 0)
+    return ConsolidateOnce(id, pods, topology, now, out, reclaim);
+  // Other consolidations' held places for their movers, released for this one's plan.
+  std::vector<std::pair<int, std::vector<int>>> holding;
+  for (int p = 0; p < static_cast<int>(entries_.size()); ++p) {
+    Entry& e = entries_[p];
+    if (p == id || e.move_plan.empty() || !e.nominated) continue;
+    std::vector<int> movers;
+    for (const Entry::MoveHold& m : e.move_plan) movers.push_back(m.mover);
+    e.move_plan.clear();
+    HoldPlan(p);
+    holding.push_back({p, std::move(movers)});
+  }
+  consolidating_ = true;
+  const bool planned = ConsolidateOnce(id, pods, topology, now, out, reclaim);
+  consolidating_ = false;
+  for (const auto& [p, movers] : holding)
+    if (entries_[p].nominated && entries_[p].phase == Phase::kPending) PlaceMoves(p, movers);
+  return planned;
+}
+
+bool Admitter::ConsolidateOnce(int id, const std::vector<PodRequest>& pods,
+                               const TopologyConstraint& topology, double now, CycleResult& out,
+                               bool reclaim) {
   if (consolidations_left_ <= 0) return false;
   if (!entries_[id].options.may_preempt) return false;  // (preemptionPolicy Never)
   // A workload holding a reservation waits for its room, which its plan says frees: moving
@@ -6162,6 +6216,26 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
     }
   }
 
+  // Where the movers go: off its planned nodes, beside the work that stays (the places held for
+  // them while they stop, below).
+  std::vector<Entry::MoveHold> destinations;
+  if (!moved.empty()) {
+    std::vector<char> planned_node(state_.node_count(), 0);
+    for (const auto& [a, unused_pod] : mine) planned_node[a.node] = 1;
+    std::vector<int> elsewhere;
+    for (int n = 0; n < state_.node_count(); ++n)
+      if (!planned_node[n]) elsewhere.push_back(n);
+    for (int v : reclaimed) TrialRelease(v);
+    for (int v : moved) TrialRelease(v);
+    std::vector<std::pair<Assignment, const PodRequest*>> trial;
+    for (int v : moved)
+      if (PlaceNow(entries_[v].pods[0], trial, &elsewhere))
+        destinations.push_back({v, trial.back().first, entries_[v].pods[0]});
+    for (auto it = trial.rbegin(); it != trial.rend(); ++it) state_.Release(it->first, *it->second);
+    for (auto it = moved.rbegin(); it != moved.rend(); ++it) TrialReapply(*it);
+    for (auto it = reclaimed.rbegin(); it != reclaimed.rend(); ++it) TrialReapply(*it);
+  }
+
   Entry& e = entries_[id];
   if (!reclaimed.empty()) NoteReclaim(id, reclaimed, now);
   int stopping = 0;
@@ -6175,12 +6249,22 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
   for (int v : moved)
     stopping += EvictOrTakeBack(v, id,
                                 "moved to make room for " + FullName(id) +
-                                    " (consolidation: it fits elsewhere and waits to be placed "
-                                    "again)" +
+                                    " (consolidation: it fits elsewhere, where room is held for "
+                                    "it while it stops, and waits to be placed again)" +
                                     CutShortNote(v, id, now),
-                                out);
+                                out, Eviction::Basis::kMove);
   Nominate(id, stopping, ReclaimEligible(id));
   e.swap_flavor = -1;  // (a consolidation is no swap: the quota allows it)
+  // The places its movers go to are held with its plan while they stop (each its free part,
+  // as they free), and each goes to its mover once that has stopped (VictimStopped): newer work
+  // does not take the room a move counted on (a trial's newer 5-GPU job took it in the grace
+  // period, and the two moved workloads waited for good). A mover taken back in the cycle it
+  // was admitted waits again at once, with nothing held for it.
+  for (const Entry::MoveHold& m : destinations)
+    if (entries_[m.mover].phase == Phase::kEvicting) {
+      entries_[m.mover].options.moving = true;
+      e.move_plan.push_back(m);
+    }
   SetPlan(id, mine);
   if (reclaimed.empty()) {
     e.reason = "consolidating: moving " + std::to_string(moved.size()) + " workload(s) (" +
@@ -7773,6 +7857,8 @@ void Admitter::VictimStopped(int id) {
   if (preemptor < 0) return;  // drained, for no one
   Entry& p = entries_[preemptor];
   --p.victims_left;
+  // (Stopped, work it moved waits to be placed again: the room held for it is its to take.)
+  std::erase_if(p.move_plan, [id](const Entry::MoveHold& m) { return m.mover == id; });
   if (p.nominated && p.phase == Phase::kPending && !p.plan.empty()) {
     HoldPlan(preemptor);
     ReserveQuota(preemptor);  // what the victim held is its now

@@ -330,6 +330,9 @@ struct SubmitOptions {
   // Restore: when each of its pods started, by name ("main-3"; the server: status.startedPods).
   // What a shrink's pods lose counts from when they started (Admitter::Split). Empty: unknown.
   std::map<std::string, double> pod_started = {};
+  // Restore of an evicting workload: a consolidation moves it (Eviction::Basis::kMove), so its
+  // preemptor holds room for it to go to (Admitter::RestoreNomination).
+  bool moving = false;
 };
 
 // A victim is a whole workload, or the pods an elastic shrink takes from one: then `victim` is
@@ -345,7 +348,9 @@ struct Eviction {
   // queue that outranks it (higher priority, or the same and earlier), holds only while the
   // preemptor still does; kReclaim, for work within its queue's guarantee, only while the
   // preemptor's queue may still reclaim for it (Admitter::GuaranteeHolds).
-  enum class Basis { kOther, kPriority, kReclaim };
+  // kMove: a consolidation moves it; its preemptor holds room for it elsewhere until it has
+  // stopped (Entry::move_plan), so that newer work does not take the place it was moved to.
+  enum class Basis { kOther, kPriority, kReclaim, kMove };
   Basis basis = Basis::kOther;
 };
 
@@ -677,6 +682,15 @@ class Admitter {
     // nodes first (a gang all its pods there, unless it requires a topology domain): the
     // placement policy alone may prefer room another preemptor made, which then evicts again.
     std::vector<std::pair<Assignment, PodRequest>> plan;
+    // While nominated for a consolidation: where each workload it moves goes, held (as the plan
+    // is, its free part) until that workload has stopped and waits to be placed again. Each:
+    // the mover, its place, its pod.
+    struct MoveHold {
+      int mover = -1;
+      Assignment at;
+      PodRequest pod;
+    };
+    std::vector<MoveHold> move_plan;
     std::vector<std::pair<Assignment, PodRequest>> reserved;
     std::vector<Assignment> assign;
     std::vector<std::pair<int, int64_t>> charged;  // (flavour, milli)
@@ -1222,8 +1236,18 @@ class Admitter {
   // guarantees), and the moves then clear whole nodes into that room, for a workload within its
   // guarantee that plain reclaim cannot place (a gang needing whole nodes while borrowed GPUs
   // lie scattered among work that stays).
+  // The places other consolidations hold for the work they move (Entry::move_plan) are free to
+  // its plan: found anew for that work afterwards, off their preemptors' planned nodes (a held
+  // place is where a mover may go, not where it must).
   bool Consolidate(int id, const std::vector<PodRequest>& pods, const TopologyConstraint& topology,
                    double now, CycleResult& out, bool reclaim = false);
+  bool ConsolidateOnce(int id, const std::vector<PodRequest>& pods,
+                       const TopologyConstraint& topology, double now, CycleResult& out,
+                       bool reclaim);
+  // Places found anew for the work preemptor p's consolidation moves that still stops, held
+  // with p's plan (off p's planned nodes; a mover no room takes has none held).
+  void PlaceMoves(int p, const std::vector<int>& movers);
+  bool consolidating_ = false;  // (within Consolidate: the held places are released)
   void MarkEvicting(int victim, int preemptor, const std::string& reason, CycleResult& out,
                     Eviction::Basis basis = Eviction::Basis::kOther);
   // An admitted workload gives its devices and quota back and is pending again (not yet in
