@@ -5648,6 +5648,46 @@ TEST_F(FactoryTest, AReclaimIsCalledOffWhenItsQueueNoLongerHasTheGuarantee) {
   EXPECT_EQ(Workloads()["team-b/b-0"]["status"].value("phase", ""), "Pending");
 }
 
+// Work a consolidation moves keeps the place it was moved to (a user-style trial: a newer job
+// took that room in the grace period, and the moved work waited for good): held while it
+// stops, and it is pending again in the cycle it stops, so it is placed before newer work.
+// Eight 4-GPU workloads fill the four nodes; one leaves each of two nodes; `big` (8 GPUs)
+// needs one moved.
+TEST_F(FactoryTest, WorkAConsolidationMovesKeepsThePlaceItWasMovedTo) {
+  StartScheduler(5'000);
+  CreateQueue("team-a", {{"quotas", {{"gpu", {{"guaranteed", 32}}}}}});
+  for (int i = 0; i < 8; ++i)
+    CreateWorkload(WholeGpuWorkload("team-a", "a-" + std::to_string(i), 4));
+  ASSERT_TRUE(CycleUntilAll("Running")) << Describe(Workloads());
+  std::set<std::string> freed;
+  for (const auto& [key, obj] : Workloads()) {
+    const std::string node = obj["status"]["assignments"][0].value("node", "");
+    if (freed.size() == 2 || freed.count(node)) continue;
+    freed.insert(node);
+    ClientResponse r = Call("DELETE", WorkloadPath("team-a", key.substr(key.find('/') + 1)));
+    ASSERT_LT(r.status, 300) << r.body;
+  }
+  Cycle();
+  CreateWorkload(WholeGpuWorkload("team-a", "big", 8));
+  ASSERT_EQ(Cycle().preempted, 1) << Describe(Workloads());
+  std::string mover;
+  for (const auto& [key, obj] : Workloads())
+    if (obj["status"].contains("preemption")) mover = key;
+  ASSERT_FALSE(mover.empty()) << Describe(Workloads());
+  EXPECT_EQ(Workloads()[mover]["status"]["preemption"].value("basis", ""), "Move");
+  CreateWorkload(WholeGpuWorkload("team-a", "z", 4));
+  Cycle();
+  EXPECT_EQ(Workloads()["team-a/z"]["status"].value("phase", ""), "Pending")
+      << Describe(Workloads());
+  Cycle(5'000);  // past the grace period
+  Cycle();
+  EXPECT_EQ(Workloads()["team-a/big"]["status"].value("phase", ""), "Running")
+      << Describe(Workloads());
+  EXPECT_EQ(Workloads()[mover]["status"].value("phase", ""), "Running") << Describe(Workloads());
+  EXPECT_EQ(Workloads()["team-a/z"]["status"].value("phase", ""), "Pending")
+      << Describe(Workloads());
+}
+
 // A preemptor whose reclaim is called off holds nothing for the rest of that cycle: work of
 // its queue that the lowered guarantee still holds reclaims in the same cycle (the called-off
 // preemptor had stayed nominated, its plan held, until the next).
