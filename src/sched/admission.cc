@@ -5560,8 +5560,10 @@ bool Admitter::Consolidate(int id, const std::vector<PodRequest>& pods,
   if (consolidating_ || consolidations_left_ <= 0)
     return ConsolidateOnce(id, pods, topology, now, out, reclaim);
   // Other consolidations' held places for their movers, released for this one's plan.
+  // (Nominated ones only: nominated_, not every entry, which a cycle of 50,000 waiting would
+  // scan on each plan.)
   std::vector<std::pair<int, std::vector<int>>> holding;
-  for (int p = 0; p < static_cast<int>(entries_.size()); ++p) {
+  for (int p : std::set<int>(nominated_.begin(), nominated_.end())) {
     Entry& e = entries_[p];
     if (p == id || e.move_plan.empty() || !e.nominated) continue;
     std::vector<int> movers;
