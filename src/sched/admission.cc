@@ -5532,6 +5532,13 @@ void Admitter::TrialReapply(int v) {
   }
 }
 
+bool Admitter::HoldsForMover(int v) const {
+  const Entry& w = entries_[v];
+  for (auto [f, milli] : w.charged)
+    if (managed_[f] && queues_[w.leaf].usage[f] > queues_[w.leaf].guaranteed[f]) return false;
+  return true;
+}
+
 void Admitter::PlaceMoves(int p, const std::vector<int>& movers) {
   Entry& e = entries_[p];
   e.move_plan.clear();
@@ -5545,7 +5552,8 @@ void Admitter::PlaceMoves(int p, const std::vector<int>& movers) {
   for (int v : movers) {
     if (v < 0 || v >= static_cast<int>(entries_.size())) continue;
     const Entry& w = entries_[v];
-    if (w.phase != Phase::kEvicting || !w.options.moving || w.pods.size() != 1) continue;
+    if (w.phase != Phase::kEvicting || !w.options.moving || w.pods.size() != 1 || !HoldsForMover(v))
+      continue;
     if (const auto by = preemptor_.find(v); by == preemptor_.end() || by->second != p) continue;
     if (PlaceNow(w.pods[0], trial, &elsewhere))
       e.move_plan.push_back({v, trial.back().first, w.pods[0]});
@@ -6231,7 +6239,7 @@ bool Admitter::ConsolidateOnce(int id, const std::vector<PodRequest>& pods,
     for (int v : moved) TrialRelease(v);
     std::vector<std::pair<Assignment, const PodRequest*>> trial;
     for (int v : moved)
-      if (PlaceNow(entries_[v].pods[0], trial, &elsewhere))
+      if (HoldsForMover(v) && PlaceNow(entries_[v].pods[0], trial, &elsewhere))
         destinations.push_back({v, trial.back().first, entries_[v].pods[0]});
     for (auto it = trial.rbegin(); it != trial.rend(); ++it) state_.Release(it->first, *it->second);
     for (auto it = moved.rbegin(); it != moved.rend(); ++it) TrialReapply(*it);

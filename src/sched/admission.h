@@ -1247,6 +1247,10 @@ class Admitter {
   // Places found anew for the work preemptor p's consolidation moves that still stops, held
   // with p's plan (off p's planned nodes; a mover no room takes has none held).
   void PlaceMoves(int p, const std::vector<int>& movers);
+  // Whether room is held for mover v: its queue holds no more than its guarantee. Borrowed work
+  // moved goes back to its queue as any victim does, and a queue below its guarantee may take
+  // that room first (openb-4teams: holding it for borrowed work stretched guarantee waits).
+  bool HoldsForMover(int v) const;
   bool consolidating_ = false;  // (within Consolidate: the held places are released)
   void MarkEvicting(int victim, int preemptor, const std::string& reason, CycleResult& out,
                     Eviction::Basis basis = Eviction::Basis::kOther);
