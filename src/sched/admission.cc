@@ -14,6 +14,18 @@
 namespace fabrica {
 namespace {
 
+// The nodes none of a plan's pods is on (each entry a pair whose first is its Assignment):
+// where the work a consolidation moves for it may go.
+template <typename Plan>
+std::vector<int> NodesOff(const Plan& plan, int nodes) {
+  std::vector<char> planned(nodes, 0);
+  for (const auto& entry : plan) planned[entry.first.node] = 1;
+  std::vector<int> off;
+  for (int n = 0; n < nodes; ++n)
+    if (!planned[n]) off.push_back(n);
+  return off;
+}
+
 bool Contains(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();
 }
@@ -5542,11 +5554,7 @@ bool Admitter::HoldsForMover(int v) const {
 void Admitter::PlaceMoves(int p, const std::vector<int>& movers) {
   Entry& e = entries_[p];
   e.move_plan.clear();
-  std::vector<char> planned_node(state_.node_count(), 0);
-  for (const auto& [a, unused_pod] : e.plan) planned_node[a.node] = 1;
-  std::vector<int> elsewhere;
-  for (int n = 0; n < state_.node_count(); ++n)
-    if (!planned_node[n]) elsewhere.push_back(n);
+  const std::vector<int> elsewhere = NodesOff(e.plan, state_.node_count());
   ReleaseHolds(e);  // (its own plan's holds are not room for its movers)
   std::vector<std::pair<Assignment, const PodRequest*>> trial;
   for (int v : movers) {
@@ -6182,11 +6190,7 @@ bool Admitter::ConsolidateOnce(int id, const std::vector<PodRequest>& pods,
     // The movers kept must fit now beside the work that stays, off the nodes its pods are
     // planned on (the full plan placed them in room work left for later frees); one that does
     // not is left for later too (a review: it would be evicted with nowhere to go).
-    std::vector<char> planned_node(state_.node_count(), 0);
-    for (const auto& [a, unused_pod] : mine) planned_node[a.node] = 1;
-    std::vector<int> elsewhere;
-    for (int n = 0; n < state_.node_count(); ++n)
-      if (!planned_node[n]) elsewhere.push_back(n);
+    const std::vector<int> elsewhere = NodesOff(mine, state_.node_count());
     for (bool dropped = true; dropped && !moved.empty();) {
       dropped = false;
       for (int v : reclaimed) TrialRelease(v);
@@ -6230,11 +6234,7 @@ bool Admitter::ConsolidateOnce(int id, const std::vector<PodRequest>& pods,
   // them while they stop, below).
   std::vector<Entry::MoveHold> destinations;
   if (!moved.empty()) {
-    std::vector<char> planned_node(state_.node_count(), 0);
-    for (const auto& [a, unused_pod] : mine) planned_node[a.node] = 1;
-    std::vector<int> elsewhere;
-    for (int n = 0; n < state_.node_count(); ++n)
-      if (!planned_node[n]) elsewhere.push_back(n);
+    const std::vector<int> elsewhere = NodesOff(mine, state_.node_count());
     for (int v : reclaimed) TrialRelease(v);
     for (int v : moved) TrialRelease(v);
     std::vector<std::pair<Assignment, const PodRequest*>> trial;
