@@ -8851,6 +8851,11 @@ TEST(ReplayTest, TheTableSaysWhereTheOfferedLoadIsNotTheOneAsked) {
   std::ostringstream near;
   sim::PrintReplayTable({r}, near);
   EXPECT_EQ(near.str().find("note: the offered load"), std::string::npos) << near.str();
+  // A team of no workloads (share 0) says so in the waits by size (its line was blank).
+  r.teams.emplace_back().name = "idle";
+  std::ostringstream idle;
+  sim::PrintReplayTable({r}, idle);
+  EXPECT_NE(idle.str().find("idle          (no workloads)"), std::string::npos) << idle.str();
 }
 
 // A team's share is its dominant one, as DRF's: of GPUs, CPU and memory, the largest. Team a's
@@ -9019,9 +9024,11 @@ TEST(ReplayTest, ScenarioErrorsNameTheField) {
       bad("trust: untrusted", "trust: untrusted\n    preemption: {reclaimWithinCohort: Sometimes}"),
       "teams[2].preemption.reclaimWithinCohort", "must be Never, LowerPriority or Any");
   ExpectBad(bad("trust: untrusted", "trust: untrusted\n    weight: -2"), "teams[2].weight",
-            "must be greater than zero, got -2");
+            "must not be negative, got -2");
+  // (Where a queue of weight 0 is written is said: a trial's was refused without it.)
   ExpectBad(bad("trust: untrusted", "trust: untrusted\n    weight: 0"), "teams[2].weight",
-            "must be greater than zero, got 0");
+            "must be positive (the team's part of the fair share); a queue of weight 0 is given "
+            "under admission.queues");
   ExpectBad(bad("trust: untrusted", "trust: untrusted\n    checkpointInterval: -60"),
             "teams[2].checkpointInterval", "must not be negative");
   ExpectBad(bad("duration: 60-900}", "duration: 60-900, checkpointInterval: -1}"),
@@ -9118,6 +9125,15 @@ TEST(ReplayTest, ScenarioErrorsNameTheField) {
                 "    - {name: train, parent: org, quotas: {gpu: {guaranteed: 1000}}}\n"
                 "    - {name: infer, parent: org}\n    - {name: ext, parent: org}\n"),
             "admission.queues: the teams' queues are guaranteed 1000 GPUs together", "fleet's 64");
+  // (A trial's: a root guaranteed more than the fleet over leaves within it was taken.)
+  ExpectBad(bad("load: 1.0",
+                "load: 1.0\nadmission:\n  queues:\n"
+                "    - {name: org, quotas: {gpu: {guaranteed: 1000}}}\n"
+                "    - {name: train, parent: org, quotas: {gpu: {guaranteed: 8}}}\n"
+                "    - {name: infer, parent: org}\n    - {name: ext, parent: org}\n"),
+            "admission.queues[0].quotas",
+            "queue \"org\" is guaranteed 1000 GPUs, more than the "
+            "fleet's 64");
   {  // A memory-only share is GPU time too: the draw ends, and reaches the load.
     std::string text = kSmallScenario;
     text.replace(text.find("devices: {gpuMilli: 250m}"), 25, "devices: {gpuMemory: 20Gi}");

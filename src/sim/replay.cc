@@ -119,7 +119,14 @@ Result<TeamSpec> ParseTeam(YamlMap& m, bool synthetic) {
                    "only a trusted team shares GPUs by trust domain (this one is " + trust + ")");
   ASSIGN_OR_RETURN(t.trust_domain, m.String("trustDomain", t.name));
   if (m.Has("weight")) {
-    ASSIGN_OR_RETURN(t.weight, m.PositiveDouble("weight"));
+    ASSIGN_OR_RETURN(t.weight, m.Double("weight"));
+    // (A queue of weight 0, which takes no part of what lies past the guarantees, is written
+    // under admission.queues: here the weight is also the team's part of the fair share the
+    // Jain index measures against, and 0 would leave it none.)
+    if (t.weight <= 0)
+      return m.Error("weight",
+                     "must be positive (the team's part of the fair share); a queue of weight 0 "
+                     "is given under admission.queues");
   }
   ASSIGN_OR_RETURN(t.priority, m.Priority("priority", 0));
   ASSIGN_OR_RETURN(t.min_runtime_s, m.Double("minRuntime", 0.0));
@@ -922,6 +929,18 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
                                                  " GPUs together, more than the "
                                                  "fleet's " +
                                                  FormatMilliGpu(MilliGpu(cap)));
+    // Nor may a department or root be guaranteed more than the fleet (a trial's root of 1000
+    // GPUs over leaves of 60 was taken without a word).
+    for (size_t i = 0; i < sc.admission.queues.size(); ++i) {
+      int64_t g = 0;
+      for (const auto& [flavor, quota] : sc.admission.queues[i].quotas)
+        if (flavor != kCpuQuota && flavor != kMemoryQuota) g += quota.guaranteed_milli;
+      if (g > cap)
+        return top.ErrorAt("admission.queues[" + std::to_string(i) + "].quotas",
+                           "queue \"" + sc.admission.queues[i].name + "\" is guaranteed " +
+                               FormatMilliGpu(MilliGpu(g)) + " GPUs, more than the fleet's " +
+                               FormatMilliGpu(MilliGpu(cap)));
+    }
     // ... and the MIG flavours' part past the fleet's MIG GPUs (a trial's 48 of 24 was taken,
     // and read as scheduler failure).
     const auto mig_cap = static_cast<int64_t>(MigCapacityMilli(sc.fleet));
@@ -2338,6 +2357,7 @@ void PrintReplayTable(const std::vector<ReplayResult>& results, std::ostream& ou
       for (const TeamResult::SizeWaits& sw : t.waits_by_size)
         out << "  " << sw.gpus << ": " << sw.workloads << ", " << std::setprecision(0)
             << sw.wait_mean_s << " / " << sw.wait_p95_s << std::setprecision(1);
+      if (t.waits_by_size.empty()) out << "  (no workloads)";
       out << "\n";
     }
     out << "\n";
