@@ -1632,6 +1632,29 @@ TEST(TableTest, AgesReadAsKubectls) {
   for (const auto& [ms, want] : cases) EXPECT_EQ(HumanAge(ms), want) << ms;
 }
 
+// A queue's wide columns name CPU and memory limits and what it borrows of them, after its GPU
+// flavours' (a trial's cpu borrowingLimit, memory lendingLimit and 50 cores and 500Gi borrowed
+// all read "-" or "0").
+TEST(TableTest, QueueColumnsNameCpuAndMemoryLimitsAndBorrowing) {
+  const nlohmann::json spec = nlohmann::json::parse(R"({"quotas": {
+      "gpu": {"guaranteed": 4, "borrowingLimit": 2},
+      "cpu": {"guaranteed": 40, "borrowingLimit": 10},
+      "memory": {"guaranteed": "256Gi", "lendingLimit": "64Gi"}}})");
+  EXPECT_EQ(QueueLimits(spec, "borrowingLimit"), "gpu:2,cpu:10");
+  EXPECT_EQ(QueueLimits(spec, "lendingLimit"), "memory:64Gi");
+  nlohmann::json status = nlohmann::json::parse(R"({"usedGpus": 0, "guaranteedGpus": 4,
+      "cpu": {"used": 50, "guaranteed": 40}, "memory": {"used": "500Gi", "guaranteed": "0Mi"}})");
+  EXPECT_EQ(QueueBorrowed(status), "cpu:10,memory:500Gi");
+  status["usedGpus"] = 6;
+  EXPECT_EQ(QueueBorrowed(status), "2,cpu:10,memory:500Gi");
+  status["cpu"]["used"] = 20;
+  status["memory"]["used"] = "0Mi";
+  EXPECT_EQ(QueueBorrowed(status), "2");
+  status["usedGpus"] = 1;
+  EXPECT_EQ(QueueBorrowed(status), "0");
+  EXPECT_EQ(ResourceBorrowed(status), "");
+}
+
 // A node's load, whoever's work it is: a tenant reads the GPUs others' work holds on a shared
 // node as a sum, never their workloads (a trial's tenant read a busy node as idle); room planned
 // for pending work is counted apart.

@@ -242,10 +242,37 @@ std::string QueueBorrowed(const json& status) {
     } else {
       sum = past(status.value("usedGpus", json("-")), status.value("guaranteedGpus", json("-")));
     }
-    return QueueFlavored(status) && !each.empty() ? each : amount(sum);
+    std::string gpus = QueueFlavored(status) && !each.empty() ? each : amount(sum);
+    // CPU and memory past their guarantee too, where the queue's tree limits them (a trial's
+    // queue borrowing 50 cores and 500Gi read "0").
+    std::string res = ResourceBorrowed(status);
+    if (res.empty()) return gpus;
+    return sum > 0 ? gpus + "," + res : res;
   } catch (const std::exception&) {
     return "-";
   }
+}
+
+std::string ResourceBorrowed(const json& status) {
+  std::string out;
+  for (const char* r : {"cpu", "memory"}) {
+    const json& st = jsonf::Field(status, r);
+    if (!st.is_object()) continue;
+    const std::string used = CellText(jsonf::Field(st, "used")),
+                      guaranteed = CellText(jsonf::Field(st, "guaranteed"));
+    std::string past;
+    if (std::string(r) == "cpu") {
+      auto u = ParseMilliCpu(used), g = ParseMilliCpu(guaranteed);
+      if (u.ok() && g.ok() && u->value() > g->value())
+        past = FormatMilliCpu(MilliCpu(u->value() - g->value()));
+    } else {
+      auto u = ParseMemoryMib(used), g = ParseMemoryMib(guaranteed);
+      if (u.ok() && g.ok() && u->value() > g->value())
+        past = FormatMemoryMib(MemoryMib(u->value() - g->value()));
+    }
+    if (!past.empty()) out += (out.empty() ? "" : ",") + std::string(r) + ":" + past;
+  }
+  return out;
 }
 
 std::string QueueLimits(const json& spec, const char* key) {
@@ -255,6 +282,11 @@ std::string QueueLimits(const json& spec, const char* key) {
     for (const auto& [flavor, q] : quotas.items())
       if (flavor != "cpu" && flavor != "memory" && q.is_object() && q.contains(key))
         out += (out.empty() ? "" : ",") + flavor + ":" + CellText(q[key]);
+  // ... then CPU's and memory's, after the GPU flavours (a trial's cpu borrowingLimit of 10
+  // read "-").
+  for (const char* r : {"cpu", "memory"})
+    if (const json& q = jsonf::Field(quotas, r); q.is_object() && q.contains(key))
+      out += (out.empty() ? "" : ",") + std::string(r) + ":" + CellText(q[key]);
   return out.empty() ? "-" : out;
 }
 

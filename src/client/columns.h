@@ -69,9 +69,13 @@ std::string QueueStatusCell(const nlohmann::json& queue_status, const char* key)
 // (QueueFlavored: a trial read "2" as gpu 1 + h200 1); a queue within its total guarantee may
 // still borrow in one flavour (8 H200s past an h200 guarantee of 0). "-" where the status has
 // no numbers.
+// CPU and memory past their guarantees are added after the GPUs ("cpu:50,memory:500Gi").
 std::string QueueBorrowed(const nlohmann::json& queue_status);
-// A limit ("borrowingLimit", "lendingLimit") per GPU flavour its quotas name:
-// "flavour:amount", comma-separated, "-" where none is set.
+// What a queue holds of CPU and memory past their guarantees, where its status has them:
+// "cpu:50,memory:500Gi", "" where neither.
+std::string ResourceBorrowed(const nlohmann::json& queue_status);
+// A limit ("borrowingLimit", "lendingLimit") per GPU flavour its quotas name, then CPU's and
+// memory's: "flavour:amount", comma-separated, "-" where none is set.
 std::string QueueLimits(const nlohmann::json& queue_spec, const char* key);
 
 // A tenant's or queue's cost budget from its status.budget, as the meter last wrote it (at each
