@@ -1126,6 +1126,11 @@ TEST_F(FactoryTest, QueuesEnforceQuotasAndReclaimBorrowedGpus) {
     if (i == 0) b["spec"]["preemptible"] = false;
     CreateWorkload(b);
   }
+  // (An inactive workload waits in no queue: the metric counts it not, as the queue's status
+  // does not — a trial's dashboard read 1 where fabctl said 0.)
+  json parked = WholeGpuWorkload("team-a", "parked", 8);
+  parked["spec"]["active"] = false;
+  CreateWorkload(parked);
   Cycle();
   Cycle();
   std::map<std::string, json> w = Workloads();
@@ -1165,6 +1170,10 @@ TEST_F(FactoryTest, QueuesEnforceQuotasAndReclaimBorrowedGpus) {
   // (A leaf with nothing waiting has its series, at 0.)
   EXPECT_NE(rendered.find("fabrica_pending_workloads{queue=\"team-a\"} 0"), std::string::npos)
       << rendered;
+  EXPECT_EQ(
+      CallJson("GET", std::string(kApi) + "/queues/team-a")["status"].value("pendingWorkloads", -1),
+      0);
+  ASSERT_EQ(Call("DELETE", std::string(kApi) + "/namespaces/team-a/workloads/parked").status, 200);
   json org = CallJson("GET", std::string(kApi) + "/queues/org");
   EXPECT_EQ(org["status"].value("usedGpus", ""), "24") << org.dump();
   EXPECT_EQ(org["status"].value("pendingWorkloads", -1), 1) << org.dump();

@@ -2871,7 +2871,9 @@ Result<CycleStats> Scheduler::RunOnce() {
     const std::string waits_in =
         with_queues ? WaitingQueue(leaves, sw.w().queue.str(), sw.w().tenant.str())
                     : (sw.w().queue.empty() ? sw.w().tenant.str() : sw.w().queue.str());
-    pending_by_queue["queue=\"" + PromLabel(waits_in) + "\""] += 1;
+    // (Not inactive work, which no queue holds: the queues' pendingWorkloads and the pending
+    // list leave it out, and a trial's dashboard disagreed with them.)
+    if (sw.w().active) pending_by_queue["queue=\"" + PromLabel(waits_in) + "\""] += 1;
     // Naming no queue, it waits in its tenant's; where that queue has children of its own, in
     // `unqueued`, which it says.
     std::string message = d.message;
