@@ -3856,6 +3856,38 @@ TEST_F(AdmissionTest, AGangThatNeedsOneLeafIsConsolidatedWithinALeaf) {
   EXPECT_EQ(CountPhase(b, Phase::kAdmitted), 12);  // (the movers placed again, in leaf-2)
 }
 
+// ... also where its excludeNodes leaves out a node of the other leaf: the work moved goes there
+// (a trial's gang, excluding n0, was refused any plan: the free GPUs it may use, 12, were
+// counted short of its 16, though moves to n0 and n1 would clear leaf-2).
+TEST_F(AdmissionTest, AGangsExcludedNodesStillTakeTheWorkItsConsolidationMoves) {
+  Fleet fleet = Nodes(4, 8);
+  for (int n = 0; n < 4; ++n) fleet.nodes[n].leaf = n < 2 ? "leaf-1" : "leaf-2";
+  Make(fleet, {Leaf("a", 16), Leaf("b", 16)});
+  std::vector<int> b;  // four 1-GPU workloads on each node: 4 free on every one
+  for (int i = 0; i < 16; ++i) {
+    auto r = adm_->Restore(Gpus("b" + std::to_string(i), "b", 1), OnGpus(i / 4, {i % 4}), 0);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    b.push_back(*r);
+  }
+  Workload gang = Gpus("gang", "a", 8, 0, 2, /*gang=*/true);
+  gang.topology = {TopologyLevel::kLeaf, /*required=*/true};
+  gang.pod_sets[0].nodes.exclude = {"n0"};
+  const int g = Submit(gang, 10);
+  CycleResult r = adm_->Cycle(11, 1000);
+  ASSERT_EQ(adm_->phase(g), Phase::kPending);
+  ASSERT_EQ(r.evicted.size(), 8u) << adm_->reason(g);
+  for (const Eviction& e : r.evicted) EXPECT_GE(adm_->assignments(e.victim)[0].node, 2);
+  EXPECT_NE(adm_->reason(g).find("its pods go in leaf leaf-2"), std::string::npos)
+      << adm_->reason(g);
+  for (const Eviction& e : r.evicted) adm_->Terminated(e.victim, 20);
+  adm_->Cycle(21, 1000);
+  ASSERT_EQ(adm_->phase(g), Phase::kAdmitted) << adm_->reason(g);
+  for (const Assignment& a : adm_->assignments(g)) EXPECT_GE(a.node, 2);
+  EXPECT_EQ(CountPhase(b, Phase::kAdmitted), 16);  // (the movers placed again, in leaf-1)
+  for (int v : b)
+    if (adm_->phase(v) == Phase::kAdmitted) EXPECT_LT(adm_->assignments(v)[0].node, 2);
+}
+
 // ... and admitted there once its movers have stopped, however many other domains have as much
 // room free (a review: the gang placer tries the tightest few that could hold it, and the one
 // the plan cleared came too late). Seventeen leaves of four nodes with 4 of 8 GPUs free on each

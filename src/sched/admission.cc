@@ -5621,8 +5621,8 @@ bool Admitter::ConsolidateOnce(int id, const std::vector<PodRequest>& pods,
   const std::vector<int>* scope = nullptr;  // (the domain tried now; null: every node)
   std::vector<char> in_scope;
   const auto scoped_out = [&](int n) { return scope != nullptr && !in_scope[n]; };
-  // Fragmentation only: the free GPUs of the models it may use, on the nodes its selector
-  // leaves it (a workload's pod sets share one), add up to enough.
+  // Fragmentation only: the free GPUs of the models it may use add up to enough (below). Its
+  // pods go on the nodes its selector leaves it (a workload's pod sets share one).
   const auto model_ok = [&](int n) {
     const int m = state_.node_model(n);
     return m >= 0 && (gpu_pod->model_mask >> m & 1) && (!gpu_pod->nodes || gpu_pod->nodes->in[n]);
@@ -5637,9 +5637,13 @@ bool Admitter::ConsolidateOnce(int id, const std::vector<PodRequest>& pods,
   // (A node's free GPUs leave MIG GPUs out: work that takes slices counts their free slices.)
   const ClusterState::RoomKinds kinds = ClusterState::RoomKindsOf(pods);
   const auto free_on = [&](int n) { return state_.node_free_room(n, kinds); };
+  // ... of its models on every node: what its selector leaves out (excludeNodes, a
+  // nodeSelector) is where work moved off the nodes it may use can go (a trial's gang excluding
+  // one node of the other leaf was refused a plan that moved work there).
   int64_t free = 0;
   for (int n = 0; n < state_.node_count(); ++n)
-    if (model_ok(n)) free += free_on(n);
+    if (const int m = state_.node_model(n); m >= 0 && (gpu_pod->model_mask >> m & 1))
+      free += free_on(n);
   // A disruption budget that kept work from leaving a node that would otherwise have made the
   // room: said if no plan is found; else whether the moves a node needed passed the cap
   // (consolidationMaxMoves), or those that cleared one had nowhere else to go.
