@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -283,6 +284,23 @@ class AdmissionTest : public ::testing::Test {
     auto id = adm_->Submit(w, now, o);
     EXPECT_TRUE(id.ok()) << id.status().message();
     return id.ok() ? *id : -1;
+  }
+  // From t = 2 to `until`, each second the oldest of `running` ends and a new 1-GPU workload of
+  // queue a arrives, while `big` waits: the second it was admitted (-1: never), and in
+  // `reserved` its last reason that said it reserved room.
+  double StreamSmallWork(std::deque<int>& running, int big, int until, const SubmitOptions& o,
+                         std::string* reserved) {
+    for (int t = 2; t <= until; ++t) {
+      adm_->Finish(running.front(), t);
+      running.pop_front();
+      Submit(Gpus("next-" + std::to_string(t), "a", 1), t, o);
+      CycleResult r = adm_->Cycle(t + 0.5, 1000);
+      for (int id : r.admitted)
+        if (id != big) running.push_back(id);
+      if (adm_->reason(big).rfind("reserving room", 0) == 0) *reserved = adm_->reason(big);
+      if (adm_->phase(big) == Phase::kAdmitted) return t;
+    }
+    return -1;
   }
   // Four workloads `low` run (admitted at 5); then `hot` (at 10) needs two of them gone, one at a
   // time under its queue's disruption budget of 1: the first, evicted at 11, stops at 30 and
@@ -5416,6 +5434,47 @@ TEST_F(AdmissionTest, StrictFifoHeadBlocksTheRestOfItsQueue) {
 // never starts; with one, once it has waited reserveAfter, the node closest to free is held for
 // it as its work ends, the small work goes to the other node, and it starts when its node has
 // emptied. Admitted, it holds nothing more.
+// ... also for a gang that needs one leaf: its reservation is in one leaf (a trial's gang of
+// two 4-GPU pods waited for good behind its queue's 1-GPU work, reserveAfter or not).
+TEST_F(AdmissionTest, AGangThatNeedsOneLeafReservesRoomInOneLeaf) {
+  for (const double reserve_after : {0.0, 10.0}) {
+    SCOPED_TRACE(reserve_after);
+    AdmissionConfig config;
+    config.reserve_after_s = reserve_after;
+    Fleet fleet = Nodes(4, 4);
+    for (int n = 0; n < 4; ++n) fleet.nodes[n].leaf = n < 2 ? "leaf-1" : "leaf-2";
+    Make(fleet, {Leaf("a", 32)}, {}, config);  // (quota never the limit)
+    SubmitOptions o;
+    o.preemptible = false;  // (no preemption: only what frees counts)
+    std::deque<int> running;
+    for (int i = 0; i < 16; ++i) {
+      auto id = adm_->Restore(Gpus("s" + std::to_string(i), "a", 1), OnGpus(i / 4, {i % 4}), 0, o);
+      ASSERT_TRUE(id.ok());
+      running.push_back(*id);
+    }
+    Workload gang = Gpus("gang", "a", 4, 0, 2, /*gang=*/true);
+    gang.topology = {TopologyLevel::kLeaf, /*required=*/true};
+    const int big = Submit(gang, 1, o);
+    std::string reserved_reason;
+    const double started = StreamSmallWork(running, big, 80, o, &reserved_reason);
+    if (reserve_after == 0) {
+      EXPECT_EQ(started, -1) << "without a reservation the small work takes every freed GPU";
+      continue;
+    }
+    ASSERT_GT(started, 0) << adm_->reason(big);
+    // (In the leaf where most was free when it reserved, and it started when that leaf's work
+    // had ended, the freed GPUs held for it meanwhile.)
+    EXPECT_EQ(reserved_reason.rfind("reserving room on n3, n2 in leaf leaf-2 (its gang needs one "
+                                    "leaf) (it has waited past reserveAfter 10 s)",
+                                    0),
+              0u)
+        << reserved_reason;
+    EXPECT_LE(started, 30);
+    ASSERT_EQ(adm_->assignments(big).size(), 2u);
+    for (const Assignment& a : adm_->assignments(big)) EXPECT_GE(a.node, 2);
+  }
+}
+
 TEST_F(AdmissionTest, AReservationKeepsFreedRoomForWorkThatWaitedLong) {
   for (const double reserve_after : {0.0, 10.0}) {
     SCOPED_TRACE(reserve_after);
@@ -5433,23 +5492,9 @@ TEST_F(AdmissionTest, AReservationKeepsFreedRoomForWorkThatWaitedLong) {
         running.push_back(*id);
       }
     const int big = Submit(Gpus("big", "a", 4), 1, o);
-    double started = -1;
+    // One small workload ends (the oldest) and another arrives, each second.
     std::string reserved_reason;
-    for (int t = 2; t <= 60; ++t) {
-      // One small workload ends (the oldest) and another arrives, each second.
-      adm_->Finish(running.front(), t);
-      running.pop_front();
-      const int next = Submit(Gpus("next-" + std::to_string(t), "a", 1), t, o);
-      CycleResult r = adm_->Cycle(t + 0.5, 1000);
-      for (int id : r.admitted)
-        if (id != big) running.push_back(id);
-      if (adm_->reason(big).rfind("reserving room", 0) == 0) reserved_reason = adm_->reason(big);
-      if (adm_->phase(big) == Phase::kAdmitted) {
-        started = t;
-        break;
-      }
-      (void)next;
-    }
+    const double started = StreamSmallWork(running, big, 60, o, &reserved_reason);
     if (reserve_after == 0) {
       EXPECT_EQ(started, -1) << "without a reservation the small work takes every freed GPU";
       EXPECT_EQ(reserved_reason, "");

@@ -1647,10 +1647,8 @@ bool Admitter::ReserveRoom(int id, const std::vector<PodRequest>& pods,
       e.phase != Phase::kPending || pods.empty())
     return false;
   // Work within its queue's guarantee only: room promised ahead to a borrower would be room
-  // the lenders' own work cannot take back (a hold is no victim). Whole GPUs only, and no
-  // required topology domain (the plan picks nodes one by one).
+  // the lenders' own work cannot take back (a hold is no victim). Whole GPUs only.
   if (WouldBorrow(id)) return false;
-  if (e.spec.topology.required && e.spec.topology.level != TopologyLevel::kNone) return false;
   int gpus = 0;
   for (const PodRequest& p : pods) {
     if (p.kind != DeviceKind::kWhole) return false;
@@ -1670,73 +1668,117 @@ bool Admitter::ReserveRoom(int id, const std::vector<PodRequest>& pods,
   if (count >= config_.max_reservations) return false;
   const std::set<int> preferred(prefer.begin(), prefer.end());
   reservation_start_.erase(id);  // (a new plan: its start is estimated anew)
+  // A plan on the nodes `within` leaves (null: any), one pod a node, and its key: how many of
+  // its nodes it did not plan on before, when all its GPUs are free by the limits, then the
+  // most of them free, the most free share (the smaller the better).
+  using PlanKey = std::tuple<int, double, int, int64_t>;
+  const auto plan_on = [&](const std::vector<int>* within,
+                           std::vector<std::pair<Assignment, PodRequest>>& plan, PlanKey& total) {
+    std::set<int> used = taken;
+    total = {0, now, 0, 0};
+    const int count = within ? static_cast<int>(within->size()) : state_.node_count();
+    for (const PodRequest& pod : pods) {
+      int best = -1;
+      std::tuple<int, double, int, int64_t> best_key;
+      std::vector<int> best_devices;
+      for (int i = 0; i < count; ++i) {
+        const int n = within ? (*within)[i] : i;
+        if (used.count(n) || out_of_service_.count({n, -1})) continue;
+        if (pod.nodes && !pod.nodes->in[n]) continue;  // (its selector leaves it out)
+        const Node& node = fleet_.nodes[n];
+        const int model = state_.node_model(n);
+        if (model < 0 || !(pod.model_mask >> model & 1) || node.cpu.value() < pod.cpu_milli ||
+            node.memory.value() < pod.memory_mib)
+          continue;
+        if (state_.exclusive_owner(n) >= 0 && state_.exclusive_owner(n) != pod.tenant) continue;
+        // Its GPUs that could be the pod's once their work ends: those free soonest by the time
+        // limits of their work (EndsBy; where limits are not known, none sooner), then free ones,
+        // then the emptiest.
+        std::vector<int> devices;
+        int free_now = 0;
+        int64_t free_milli = 0;
+        for (int d = 0; d < static_cast<int>(node.devices.size()); ++d) {
+          if (!node.devices[d].mig_slices.empty() || out_of_service_.count({n, d})) continue;
+          devices.push_back(d);
+        }
+        if (static_cast<int>(devices.size()) < pod.num_gpu) continue;
+        const auto& ds = state_.devices(n);
+        // (A device in use by no workload is held: for a preemptor, free never as far as this
+        // knows.)
+        std::vector<double> free_at(node.devices.size(), now);
+        std::vector<int> workloads(node.devices.size(), 0);
+        for (int other : node_workloads_[n])
+          for (const Assignment& a : entries_[other].assign)
+            if (a.node == n)
+              for (const DeviceShare& d : a.devices) {
+                free_at[d.device] = std::max(free_at[d.device], EndsBy(entries_[other]));
+                ++workloads[d.device];
+              }
+        for (int d : devices)
+          if (ds[d].users > workloads[d]) free_at[d] = std::numeric_limits<double>::infinity();
+        std::stable_sort(devices.begin(), devices.end(), [&](int a, int b) {
+          return std::make_tuple(free_at[a], ds[a].users != 0, -ds[a].free_milli) <
+                 std::make_tuple(free_at[b], ds[b].users != 0, -ds[b].free_milli);
+        });
+        devices.resize(pod.num_gpu);
+        double starts = now;  // when all of them are free, by the limits
+        for (int d : devices) {
+          free_now += ds[d].users == 0;
+          free_milli += ds[d].free_milli;
+          starts = std::max(starts, free_at[d]);
+        }
+        // Where it planned before, then the soonest free by the limits, then the most of its GPUs
+        // free, then the most free share.
+        const std::tuple<int, double, int, int64_t> key{preferred.count(n) ? 0 : 1, starts,
+                                                        -free_now, -free_milli};
+        if (best < 0 || key < best_key) {
+          best = n;
+          best_key = key;
+          best_devices = devices;
+        }
+      }
+      if (best < 0) return false;
+      Assignment a;
+      a.node = best;
+      for (int d : best_devices)
+        a.devices.push_back({d, pod.gpu_milli, fleet_.nodes[best].devices[d].memory.value(), -1});
+      plan.push_back({std::move(a), pod});
+      used.insert(best);  // (one pod a node: a gang's pods spread as whole-node pods would)
+      std::get<0>(total) += std::get<0>(best_key);
+      std::get<1>(total) = std::max(std::get<1>(total), std::get<1>(best_key));
+      std::get<2>(total) += std::get<2>(best_key);
+      std::get<3>(total) += std::get<3>(best_key);
+    }
+    return true;
+  };
+  // A required topology domain: the plan in the one domain of its level that is best by that
+  // key (a trial's 2-node gang needing one leaf waited for good behind its queue's 1-GPU work,
+  // which took each GPU as it freed, in every leaf in turn).
   std::vector<std::pair<Assignment, PodRequest>> plan;
-  for (const PodRequest& pod : pods) {
+  std::string in_domain;
+  const TopologyConstraint& topology = e.spec.topology;
+  if (topology.required && topology.level != TopologyLevel::kNone) {
+    const auto& domains = state_.domains(topology.level);
+    PlanKey best_key;
     int best = -1;
-    std::tuple<int, double, int, int64_t> best_key;
-    std::vector<int> best_devices;
-    for (int n = 0; n < state_.node_count(); ++n) {
-      if (taken.count(n) || out_of_service_.count({n, -1})) continue;
-      if (pod.nodes && !pod.nodes->in[n]) continue;  // (its selector leaves it out)
-      const Node& node = fleet_.nodes[n];
-      const int model = state_.node_model(n);
-      if (model < 0 || !(pod.model_mask >> model & 1) || node.cpu.value() < pod.cpu_milli ||
-          node.memory.value() < pod.memory_mib)
-        continue;
-      if (state_.exclusive_owner(n) >= 0 && state_.exclusive_owner(n) != pod.tenant) continue;
-      // Its GPUs that could be the pod's once their work ends: those free soonest by the time
-      // limits of their work (EndsBy; where limits are not known, none sooner), then free ones,
-      // then the emptiest.
-      std::vector<int> devices;
-      int free_now = 0;
-      int64_t free_milli = 0;
-      for (int d = 0; d < static_cast<int>(node.devices.size()); ++d) {
-        if (!node.devices[d].mig_slices.empty() || out_of_service_.count({n, d})) continue;
-        devices.push_back(d);
-      }
-      if (static_cast<int>(devices.size()) < pod.num_gpu) continue;
-      const auto& ds = state_.devices(n);
-      // (A device in use by no workload is held: for a preemptor, free never as far as this
-      // knows.)
-      std::vector<double> free_at(node.devices.size(), now);
-      std::vector<int> workloads(node.devices.size(), 0);
-      for (int other : node_workloads_[n])
-        for (const Assignment& a : entries_[other].assign)
-          if (a.node == n)
-            for (const DeviceShare& d : a.devices) {
-              free_at[d.device] = std::max(free_at[d.device], EndsBy(entries_[other]));
-              ++workloads[d.device];
-            }
-      for (int d : devices)
-        if (ds[d].users > workloads[d]) free_at[d] = std::numeric_limits<double>::infinity();
-      std::stable_sort(devices.begin(), devices.end(), [&](int a, int b) {
-        return std::make_tuple(free_at[a], ds[a].users != 0, -ds[a].free_milli) <
-               std::make_tuple(free_at[b], ds[b].users != 0, -ds[b].free_milli);
-      });
-      devices.resize(pod.num_gpu);
-      double starts = now;  // when all of them are free, by the limits
-      for (int d : devices) {
-        free_now += ds[d].users == 0;
-        free_milli += ds[d].free_milli;
-        starts = std::max(starts, free_at[d]);
-      }
-      // Where it planned before, then the soonest free by the limits, then the most of its GPUs
-      // free, then the most free share.
-      const std::tuple<int, double, int, int64_t> key{preferred.count(n) ? 0 : 1, starts, -free_now,
-                                                      -free_milli};
-      if (best < 0 || key < best_key) {
-        best = n;
+    for (size_t d = 0; d < domains.size(); ++d) {
+      if (domains[d].size() < pods.size()) continue;
+      std::vector<std::pair<Assignment, PodRequest>> here;
+      PlanKey key;
+      if (plan_on(&domains[d], here, key) && (best < 0 || key < best_key)) {
+        best = static_cast<int>(d);
         best_key = key;
-        best_devices = devices;
+        plan = std::move(here);
       }
     }
     if (best < 0) return false;
-    Assignment a;
-    a.node = best;
-    for (int d : best_devices)
-      a.devices.push_back({d, pod.gpu_milli, fleet_.nodes[best].devices[d].memory.value(), -1});
-    plan.push_back({std::move(a), pod});
-    taken.insert(best);  // (one pod a node: a gang's pods spread as whole-node pods would)
+    in_domain = std::string(" in ") + TopologyLevelName(topology.level) + " " +
+                state_.domain_name(topology.level, best) +
+                (e.spec.gang ? " (its gang needs one " : " (its pods need one ") +
+                TopologyLevelName(topology.level) + ")";
+  } else {
+    PlanKey unused;
+    if (!plan_on(nullptr, plan, unused)) return false;
   }
   std::string nodes;
   for (const auto& [a, unused] : plan) {
@@ -1755,7 +1797,8 @@ bool Admitter::ReserveRoom(int id, const std::vector<PodRequest>& pods,
   HoldPlan(id);
   const std::string why = e.reason;
   // (No count of seconds: the server writes a status whose message changes.)
-  e.reason = std::string(kReservingRoom) + " on " + nodes + " (it has waited past reserveAfter " +
+  e.reason = std::string(kReservingRoom) + " on " + nodes + in_domain +
+             " (it has waited past reserveAfter " +
              std::to_string(static_cast<int64_t>(config_.reserve_after_s)) +
              " s): what frees there is held for it until it fits" + (why.empty() ? "" : "; " + why);
   return true;
