@@ -4676,7 +4676,10 @@ class StartHoldTest : public FactoryTest {
     so.gang_timeout_s = 30;
     scheduler_ = std::make_unique<Scheduler>(*store_, clock_, so, nullptr);
     CreateQueue("team-a", {{"quotas", {{"gpu", {{"guaranteed", 40}}}}}});
-    CreateWorkload(WholeGpuWorkload("team-a", "one", 4));
+    // (Not preemptible: else a consolidation for work pinned to its node moves it elsewhere.)
+    json one = WholeGpuWorkload("team-a", "one", 4);
+    one["spec"]["preemptible"] = false;
+    CreateWorkload(one);
     CreateWorkload(WholeGpuWorkload("team-a", "fine", 8));
     EXPECT_TRUE(scheduler_->RunOnce().ok());
     const std::string node =
