@@ -1772,10 +1772,7 @@ bool Admitter::ReserveRoom(int id, const std::vector<PodRequest>& pods,
       }
     }
     if (best < 0) return false;
-    in_domain = std::string(" in ") + TopologyLevelName(topology.level) + " " +
-                state_.domain_name(topology.level, best) +
-                (e.spec.gang ? " (its gang needs one " : " (its pods need one ") +
-                TopologyLevelName(topology.level) + ")";
+    in_domain = " in " + DomainSaid(e, topology.level, best);
   } else {
     PlanKey unused;
     if (!plan_on(nullptr, plan, unused)) return false;
@@ -1802,6 +1799,12 @@ bool Admitter::ReserveRoom(int id, const std::vector<PodRequest>& pods,
              std::to_string(static_cast<int64_t>(config_.reserve_after_s)) +
              " s): what frees there is held for it until it fits" + (why.empty() ? "" : "; " + why);
   return true;
+}
+
+std::string Admitter::DomainSaid(const Entry& e, TopologyLevel level, int d) const {
+  const std::string name = TopologyLevelName(level);
+  return name + " " + state_.domain_name(level, d) +
+         (e.spec.gang ? " (its gang needs one " : " (its pods need one ") + name + ")";
 }
 
 double Admitter::EndsBy(const Entry& e) const {
@@ -6337,11 +6340,7 @@ bool Admitter::ConsolidateOnce(int id, const std::vector<PodRequest>& pods,
   }
   // (Where its topology needs one domain, which one: a trial could not tell where its gang was
   // headed.)
-  if (cleared >= 0)
-    e.reason += "; its pods go in " + std::string(TopologyLevelName(topology.level)) + " " +
-                state_.domain_name(topology.level, cleared) +
-                (e.spec.gang ? " (its gang needs one " : " (its pods need one ") +
-                TopologyLevelName(topology.level) + ")";
+  if (cleared >= 0) e.reason += "; its pods go in " + DomainSaid(e, topology.level, cleared);
   // (Its wait is stretched by the budget: the replay's bound counts it an exception.)
   e.budget_blocked = later > 0;
   if (later > 0) e.reason += MoreToGo(later, later_queues);

@@ -1214,6 +1214,9 @@ class Admitter {
   // narrowed by quota when it failed): how much, for its reason ("" where none is). `id` -1:
   // no workload's own holds are left out.
   std::string HeldAheadNote(int id, uint64_t models) const;
+  // Domain d of `level`, as e's reason names where its pods go: "leaf l1 (its gang needs one
+  // leaf)".
+  std::string DomainSaid(const Entry& e, TopologyLevel level, int d) const;
   // The GPU models some pod of `pods` may use (0: none asks for a GPU).
   static uint64_t GpuModels(const std::vector<PodRequest>& pods);
   // Adds HeldAheadNote to `id`'s reason where no node can take it now (and notes it in
