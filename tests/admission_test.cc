@@ -8260,6 +8260,31 @@ TEST(ReplayTest, ExplicitGuaranteesOnAFleetWithMigNodes) {
       << fab->teams[0].policy_blocked_reason;
 }
 
+// Under dedicated, a team with a little MIG work still owns a MIG node while another team owns
+// several (a trial's team of 16% of the MIG demand got none of three, and its slices never
+// ran).
+TEST(ReplayTest, DedicatedGivesEveryTeamWithMigWorkAMigNode) {
+  auto sc = sim::ParseScenario(
+      "kind: Scenario\nname: mig2\n"
+      "synthetic: {gpus: 128, migShare: 0.5, gb200Share: 0, seed: 11, window: 3600}\n"
+      "load: 0.8\nteams:\n"
+      "  - name: big\n    share: 80\n    workloads:\n"
+      "      - {weight: 1, cpu: 8, memory: 64Gi, devices: {mig: 3g.40gb}, duration: 300-900}\n"
+      "      - {weight: 3, cpu: 8, memory: 64Gi, devices: {gpus: 1}, duration: 300-900}\n"
+      "  - name: small\n    share: 20\n    workloads:\n"
+      "      - {weight: 3, cpu: 8, memory: 64Gi, devices: {gpus: 1}, duration: 300-900}\n"
+      "      - {weight: 1, cpu: 4, memory: 32Gi, devices: {mig: 1g.10gb}, duration: 300-900}\n",
+      "mig2.yaml", ".");
+  ASSERT_TRUE(sc.ok()) << sc.status().message();
+  auto ded = sim::RunReplay(*sc, "dedicated");
+  ASSERT_TRUE(ded.ok()) << ded.status().message();
+  for (const auto& t : ded->teams) {
+    EXPECT_GT(t.workloads, 0) << t.name;
+    EXPECT_EQ(t.policy_blocked, 0) << t.name << ": " << t.policy_blocked_reason;
+    EXPECT_EQ(t.never_admitted, 0) << t.name;
+  }
+}
+
 // A trial's scenarios with an explicit tree of a MIG flavour and a whole-GPU one: the MIG
 // flavours' guarantee is a pool of its own in the measures (it read as owed to the team's
 // whole-GPU work: 2541 s below guarantee, 38 bound exceptions), and one past the fleet's MIG

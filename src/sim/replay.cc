@@ -1229,6 +1229,24 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
       owned[i].push_back(owned[donor].back());
       owned[donor].pop_back();
     }
+    // Nor is a team with MIG work left without a MIG node while another owns more than one:
+    // the one with the most gives it its last (a trial's team of 16% of the MIG demand got none
+    // of three MIG nodes, and its slices never ran).
+    const auto mig_owned = [&](int i) {
+      return std::count_if(owned[i].begin(), owned[i].end(),
+                           [&](int n) { return mig_node(sc.fleet.nodes[n]); });
+    };
+    for (int i = 0; i < nteams; ++i) {
+      if (split[i][1] <= 0 || mig_owned(i) > 0) continue;
+      int donor = -1;
+      for (int j = 0; j < nteams; ++j)
+        if (mig_owned(j) > 1 && (donor < 0 || mig_owned(j) > mig_owned(donor))) donor = j;
+      if (donor < 0) break;
+      auto last = std::find_if(owned[donor].rbegin(), owned[donor].rend(),
+                               [&](int n) { return mig_node(sc.fleet.nodes[n]); });
+      owned[i].push_back(*last);
+      owned[donor].erase(std::next(last).base());
+    }
     // (Fewer nodes than teams guaranteed GPUs: some own none, as a trial's third team on two
     // nodes; said so, not blamed on its pods.)
     for (int i = 0; i < nteams; ++i)
