@@ -787,7 +787,8 @@ class Scenario:
         """Under dedicated, the nodes each team owns (RunReplay): each GPU model's nodes, MIG
         nodes apart, in fleet order, split by the teams' guarantees in that pool, largest
         remainder first, each team's rounding carried from one model to the next in GPUs; a
-        team guaranteed GPUs but left without a node takes one from the team furthest ahead."""
+        team guaranteed GPUs but left without a node takes one from the team furthest ahead,
+        and a team with MIG work but no MIG node one from the team with the most."""
         nt = len(self.teams)
         guarantee = [sum(g) for g in self.guarantees]
         split = [list(g) for g in self.guarantees]
@@ -854,6 +855,24 @@ class Scenario:
             if donor < 0:
                 break
             owned[i].append(owned[donor].pop())
+        # Nor a team with MIG work without a MIG node while another owns more than one: the
+        # one with the most gives its last.
+        def mig_node(k):
+            return any(g['mig'] for g in self.nodes[k]['gpus'])
+
+        def mig_owned(i):
+            return sum(1 for k in owned[i] if mig_node(k))
+        for i in range(nt):
+            if split[i][1] <= 0 or mig_owned(i) > 0:
+                continue
+            donor = -1
+            for j in range(nt):
+                if mig_owned(j) > 1 and (donor < 0 or mig_owned(j) > mig_owned(donor)):
+                    donor = j
+            if donor < 0:
+                break
+            last = max(x for x in range(len(owned[donor])) if mig_node(owned[donor][x]))
+            owned[i].append(owned[donor].pop(last))
         return [[self.nodes[k]['name'] for k in sorted(o)] for o in owned]
 
     @staticmethod

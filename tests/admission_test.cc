@@ -8260,6 +8260,36 @@ TEST(ReplayTest, ExplicitGuaranteesOnAFleetWithMigNodes) {
       << fab->teams[0].policy_blocked_reason;
 }
 
+// Teams that wait in one leaf share its guarantee in the measures too: held against the leaf's
+// (a trial's teams a and b of a leaf of 16 were each held to 8, and a's waits while b held 9
+// read as 30 guarantee-bound exceptions no scheduler could avoid without evicting b's work of
+// the same queue and priority).
+TEST(ReplayTest, TeamsOfOneLeafAreHeldToTheLeafsGuaranteeTogether) {
+  auto sc = sim::ParseScenario(
+      "kind: Scenario\nname: q\n"
+      "synthetic: {gpus: 32, migShare: 0, gb200Share: 0, h200Share: 0, seed: 4, window: 3600}\n"
+      "load: 1.2\nadmission:\n  queues:\n"
+      "    - {name: org, quotas: {gpu: {guaranteed: 32}}}\n"
+      "    - {name: shared, parent: org, tenants: [a, b], quotas: {gpu: {guaranteed: 16}}}\n"
+      "    - {name: solo, parent: org, tenants: [c], quotas: {gpu: {guaranteed: 16}}}\n"
+      "teams:\n"
+      "  - {name: a, share: 25, queue: shared, workloads: [{cpu: 4, memory: 32Gi, devices: "
+      "{gpus: 1}, duration: 300-900}]}\n"
+      "  - {name: b, share: 25, queue: shared, workloads: [{cpu: 4, memory: 32Gi, devices: "
+      "{gpus: 1}, duration: 300-900}]}\n"
+      "  - {name: c, share: 50, queue: solo, workloads: [{cpu: 4, memory: 32Gi, devices: "
+      "{gpus: 1}, duration: 300-900}]}\n",
+      "q.yaml", ".");
+  ASSERT_TRUE(sc.ok()) << sc.status().message();
+  auto r = sim::RunReplay(*sc, "fabrica");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_GT(r->bound.checked, 100);
+  EXPECT_TRUE(r->bound.exceptions.empty()) << r->bound.exceptions[0].cause;
+  // (Below the leaf's guarantee is one span for both: a and b read alike.)
+  EXPECT_EQ(r->teams[0].below_guarantee_pending_s, r->teams[1].below_guarantee_pending_s);
+  EXPECT_LT(r->teams[0].below_guarantee_pending_s, 600);
+}
+
 // Under dedicated, a team with a little MIG work still owns a MIG node while another team owns
 // several (a trial's team of 16% of the MIG demand got none of three, and its slices never
 // ran).

@@ -1353,10 +1353,25 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
       below_any_int(nteams, 0);
   // The guarantee is checked per team and pool (unit u = 2 x team + pool): GPUs held, guarantee,
   // and pending workloads by size (size, workload).
+  // Teams that wait in one leaf of the file's tree share its guarantee: checked together, as
+  // their leaf's (a trial's two teams of one leaf were each held to half of it, and one's wait
+  // while the other held the rest read as fabrica's breach). Under dedicated each owns its slice.
+  std::vector<int> guar_of_team(nteams);
+  for (int i = 0; i < nteams; ++i) {
+    guar_of_team[i] = i;
+    if (policy_name != "dedicated" && !sc.admission.queues.empty())
+      for (int j = 0; j < i; ++j)
+        if (sc.teams[j].queue == sc.teams[i].queue) {
+          guar_of_team[i] = guar_of_team[j];
+          break;
+        }
+  }
   const int nunits = 2 * nteams;
-  auto unit_of = [&](int w) { return 2 * sc.workloads[w].team + pool_of(w); };
-  std::vector<double> unit_use(nunits, 0), unit_guar(nunits), room_seen(nunits);
-  for (int u = 0; u < nunits; ++u) room_seen[u] = unit_guar[u] = pool_guarantee[u / 2][u % 2];
+  auto unit_of = [&](int w) { return 2 * guar_of_team[sc.workloads[w].team] + pool_of(w); };
+  std::vector<double> unit_use(nunits, 0), unit_guar(nunits, 0), room_seen(nunits);
+  for (int i = 0; i < nteams; ++i)
+    for (int p = 0; p < 2; ++p) unit_guar[2 * guar_of_team[i] + p] += pool_guarantee[i][p];
+  room_seen = unit_guar;
   std::vector<std::set<std::pair<double, int>>> pend_by_size(nunits);
   std::vector<int64_t> blocked_pending(nunits, 0);  // policy-blocked work, pending to the end
   // Pending workloads in their queue's order (-priority, the admitter's arrival, workload), and
@@ -1541,10 +1556,11 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
         demand[i] = std::min(1.0, std::max({(use_gpu[i] + pend_gpu[i]) / cap_gpu,
                                             (use_cpu[i] + pend_cpu[i]) / cap_cpu,
                                             (use_memory[i] + pend_memory[i]) / cap_memory}));
-        if (below_guarantee(2 * i) || below_guarantee(2 * i + 1)) below_int[i] += dt;
+        const int g = guar_of_team[i];
+        if (below_guarantee(2 * g) || below_guarantee(2 * g + 1)) below_int[i] += dt;
         // (The words taken literally: below it with any work pending, even work too
         // large for the difference.)
-        for (int u : {2 * i, 2 * i + 1})
+        for (int u : {2 * g, 2 * g + 1})
           if (unit_use[u] < unit_guar[u] - 1e-9 &&
               (!pend_by_size[u].empty() || blocked_pending[u] > 0)) {
             below_any_int[i] += dt;
