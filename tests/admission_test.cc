@@ -8979,6 +8979,14 @@ TEST(ReplayTest, TheTableSaysWhereTheOfferedLoadIsNotTheOneAsked) {
   EXPECT_NE(far.str().find("note: the offered load is 0.900, not the 0.500 asked"),
             std::string::npos)
       << far.str();
+  // (A drawn scenario's says why as its own: it has no trace copies.)
+  r.synthetic = true;
+  std::ostringstream drawn;
+  sim::PrintReplayTable({r}, drawn);
+  EXPECT_NE(drawn.str().find("not the 0.500 asked: each team's draw ends past its part of the load "
+                             "by its last workload"),
+            std::string::npos)
+      << drawn.str();
   r.offered_load = 0.52;
   std::ostringstream near;
   sim::PrintReplayTable({r}, near);

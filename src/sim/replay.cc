@@ -838,6 +838,7 @@ Result<Scenario> ParseScenario(const std::string& text, const std::string& sourc
     RETURN_IF_ERROR(top.Finish());
     sc.window_s = src.window_s;
     RETURN_IF_ERROR(BuildSynthetic(sc, src));
+    sc.synthetic = true;
     // Whole racks of H100s go to MIG: a share too small for one rack gives none, said here
     // rather than as MIG work that can never run (a trial's 0.25 of 3 racks gave none).
     if (src.fleet.mig_share > 0 &&
@@ -1690,6 +1691,7 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
     res.offered_load_measured = asked / (cap_gpu * (w1 - w0));
   }
   res.copies = sc.copies;
+  res.synthetic = sc.synthetic;
   res.compression = sc.compression;
 
   // ---- the event log (events_out) ----
@@ -2319,8 +2321,11 @@ void PrintReplayTable(const std::vector<ReplayResult>& results, std::ostream& ou
     // below the trace's own is drawn down to a sample.)
     if (r.load > 0 && std::abs(r.offered_load - r.load) > 0.1 * r.load)
       out << "  note: the offered load is " << std::setprecision(3) << r.offered_load
-          << ", not the " << r.load
-          << " asked: the trace's copies and the window's edges keep it from that\n"
+          << ", not the " << r.load << " asked: "
+          << (r.synthetic ? "each team's draw ends past its part of the load by its last "
+                            "workload, and the window's edges cut what runs past them"
+                          : "the trace's copies and the window's edges keep it from that")
+          << "\n"
           << std::setprecision(1);
     // (The measures' window, first to last arrival, may be shorter than the scenario's.)
     if (std::abs(r.offered_load_measured - r.offered_load) > 0.1 * r.offered_load)

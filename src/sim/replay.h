@@ -131,6 +131,7 @@ struct Scenario {
   double copies = 1;                  // trace: how many times the compressed list is overlaid
   double offered_load = 0;            // GPU-s requested inside the window / (capacity x window)
   double offered_load_unclipped = 0;  // the same with whole durations
+  bool synthetic = false;             // drawn from templates, not a trace
 };
 
 // Parses and builds a scenario. `trace_dir`, when not empty, replaces the scenario's trace.dir;
@@ -258,6 +259,7 @@ struct ReplayResult {
   int64_t cycles = 0;
   double cycle_seconds = 0;  // wall time inside Admitter::Cycle
   double cycle_max_seconds = 0;
+  bool synthetic = false;  // the scenario's workloads were drawn, not a trace's
 };
 
 // With `events`, every arrival, start, resize, eviction and stop is written there as a line of
