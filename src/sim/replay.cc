@@ -1352,8 +1352,9 @@ Result<ReplayResult> RunReplay(const Scenario& sc, const std::string& policy_nam
       pend_gpu(nteams, 0), pend_cpu(nteams, 0), pend_memory(nteams, 0);
   std::vector<double> share_int(nteams, 0), fair_int(nteams, 0), below_int(nteams, 0),
       below_any_int(nteams, 0);
-  // The guarantee is checked per team and pool (unit u = 2 x team + pool): GPUs held, guarantee,
-  // and pending workloads by size (size, workload).
+  // The guarantee is checked per team and pool (unit u = 2 x team + pool, the team being the
+  // first of its leaf's, below): GPUs held, guarantee, and pending workloads by size (size,
+  // workload).
   // Teams that wait in one leaf of the file's tree share its guarantee: checked together, as
   // their leaf's (a trial's two teams of one leaf were each held to half of it, and one's wait
   // while the other held the rest read as fabrica's breach). Under dedicated each owns its slice.
