@@ -1645,6 +1645,7 @@ TEST(TableTest, QueueColumnsNameCpuAndMemoryLimitsAndBorrowing) {
   nlohmann::json status = nlohmann::json::parse(R"({"usedGpus": 0, "guaranteedGpus": 4,
       "cpu": {"used": 50, "guaranteed": 40}, "memory": {"used": "500Gi", "guaranteed": "0Mi"}})");
   EXPECT_EQ(QueueBorrowed(status), "cpu:10,memory:500Gi");
+  EXPECT_EQ(ResourceBorrowedOf(status, "memory"), "500Gi");
   status["usedGpus"] = 6;
   EXPECT_EQ(QueueBorrowed(status), "2,cpu:10,memory:500Gi");
   status["cpu"]["used"] = 20;

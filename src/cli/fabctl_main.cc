@@ -1952,8 +1952,8 @@ void DescribeQueue(HttpClient& http, const json& o) {
     if (!st.is_object() || st.empty()) continue;
     const json used = st.value("used", json("-")), guaranteed = st.value("guaranteed", json("-"));
     // (Memory's too, as a quantity: a trial's 500Gi borrowed read "-".)
-    std::string past = fabrica::ResourceBorrowed(json{{r, st}});
-    past = past.empty() ? "0" : past.substr(past.find(':') + 1);
+    std::string past = fabrica::ResourceBorrowedOf(status, r);
+    if (past.empty()) past = "0";
     rows.push_back({std::string(r) + (std::string(r) == "cpu" ? " (cores)" : ""), Plain(guaranteed),
                     limit(r, "borrowingLimit"), limit(r, "lendingLimit"), Plain(used), past});
   }

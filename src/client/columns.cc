@@ -253,25 +253,28 @@ std::string QueueBorrowed(const json& status) {
   }
 }
 
+std::string ResourceBorrowedOf(const json& status, const std::string& resource) {
+  const json& st = jsonf::Field(status, resource.c_str());
+  if (!st.is_object()) return "";
+  const std::string used = CellText(jsonf::Field(st, "used")),
+                    guaranteed = CellText(jsonf::Field(st, "guaranteed"));
+  if (resource == "cpu") {
+    auto u = ParseMilliCpu(used), g = ParseMilliCpu(guaranteed);
+    if (u.ok() && g.ok() && u->value() > g->value())
+      return FormatMilliCpu(MilliCpu(u->value() - g->value()));
+  } else {
+    auto u = ParseMemoryMib(used), g = ParseMemoryMib(guaranteed);
+    if (u.ok() && g.ok() && u->value() > g->value())
+      return FormatMemoryMib(MemoryMib(u->value() - g->value()));
+  }
+  return "";
+}
+
 std::string ResourceBorrowed(const json& status) {
   std::string out;
-  for (const char* r : {"cpu", "memory"}) {
-    const json& st = jsonf::Field(status, r);
-    if (!st.is_object()) continue;
-    const std::string used = CellText(jsonf::Field(st, "used")),
-                      guaranteed = CellText(jsonf::Field(st, "guaranteed"));
-    std::string past;
-    if (std::string(r) == "cpu") {
-      auto u = ParseMilliCpu(used), g = ParseMilliCpu(guaranteed);
-      if (u.ok() && g.ok() && u->value() > g->value())
-        past = FormatMilliCpu(MilliCpu(u->value() - g->value()));
-    } else {
-      auto u = ParseMemoryMib(used), g = ParseMemoryMib(guaranteed);
-      if (u.ok() && g.ok() && u->value() > g->value())
-        past = FormatMemoryMib(MemoryMib(u->value() - g->value()));
-    }
-    if (!past.empty()) out += (out.empty() ? "" : ",") + std::string(r) + ":" + past;
-  }
+  for (const char* r : {"cpu", "memory"})
+    if (const std::string past = ResourceBorrowedOf(status, r); !past.empty())
+      out += (out.empty() ? "" : ",") + std::string(r) + ":" + past;
   return out;
 }
 

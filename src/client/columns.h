@@ -74,6 +74,8 @@ std::string QueueBorrowed(const nlohmann::json& queue_status);
 // What a queue holds of CPU and memory past their guarantees, where its status has them:
 // "cpu:50,memory:500Gi", "" where neither.
 std::string ResourceBorrowed(const nlohmann::json& queue_status);
+// The same of one of them ("cpu", "memory"): "50", "500Gi", "" where none.
+std::string ResourceBorrowedOf(const nlohmann::json& queue_status, const std::string& resource);
 // A limit ("borrowingLimit", "lendingLimit") per GPU flavour its quotas name, then CPU's and
 // memory's: "flavour:amount", comma-separated, "-" where none is set.
 std::string QueueLimits(const nlohmann::json& queue_spec, const char* key);
